@@ -1,0 +1,110 @@
+"""DGL GraphBolt: ItemSampler -> sample_neighbor -> fetch_feature -> DataLoader, GraphSAGE from
+`dgl.nn.SAGEConv` on the sampled blocks.
+
+Modes, as DGL's GraphBolt node-classification example builds them:
+  cpu-cpu      graph and features on the CPU; sample and train on the CPU
+  cpu-cuda     graph and features on the CPU; sample on the CPU, copy each batch to the GPU
+  pinned-cuda  graph and features in pinned host memory; seeds copied to the GPU first, so the
+               GPU samples and gathers through UVA
+  cuda-cuda    graph and features in GPU memory; sample and gather on the GPU
+The CUDA modes need DGL's CUDA build (the containers install it; PyPI's dgl is CPU-only).
+Fanouts are given seed-hop first, as PyG takes them; GraphBolt takes them input-layer first.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("DGLBACKEND", "pytorch")
+
+import dgl.graphbolt as gb  # noqa: E402
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+from dgl.nn import SAGEConv  # noqa: E402
+
+from bench.backends.base import DROPOUT, device_of, unavailable_reason  # noqa: E402
+
+FEATURE_KEY = ("node", None, "feat")
+
+
+class SAGE(torch.nn.Module):
+    def __init__(self, in_dim: int, hidden: int, out_dim: int, num_layers: int):
+        super().__init__()
+        dims = [in_dim] + [hidden] * (num_layers - 1) + [out_dim]
+        self.convs = torch.nn.ModuleList(SAGEConv(a, b, "mean") for a, b in zip(dims, dims[1:]))
+
+    def forward(self, blocks, x):
+        for i, (conv, block) in enumerate(zip(self.convs, blocks)):
+            x = conv(block, x)
+            if i < len(self.convs) - 1:
+                x = F.dropout(F.relu(x), p=DROPOUT, training=self.training)
+        return x
+
+
+class Pipeline:
+    unavailable = staticmethod(unavailable_reason)
+
+    def __init__(self, data, settings: dict):
+        self.settings = settings
+        mode = settings["mode"]
+        self.device = device_of(mode)
+        self.graph = gb.fused_csc_sampling_graph(torch.from_numpy(data.csc_indptr),
+                                                 torch.from_numpy(data.edge_index[0]))
+        self.features = gb.BasicFeatureStore({FEATURE_KEY: gb.TorchBasedFeature(torch.from_numpy(data.features))})
+        if mode == "pinned-cuda":
+            self.graph.pin_memory_()
+            self.features[FEATURE_KEY].pin_memory_()
+        elif mode == "cuda-cuda":
+            self.graph = self.graph.to(self.device)
+            self.features[FEATURE_KEY] = self.features[FEATURE_KEY].to(self.device)
+        labels = torch.from_numpy(data.labels)
+        self.itemsets = {
+            split: gb.ItemSet((torch.from_numpy(idx), labels[torch.from_numpy(idx)]), names=("seed_nodes", "labels"))
+            for split, idx in (("train", data.train_idx), ("val", data.val_idx), ("test", data.test_idx))}
+        self.train_loader = self._loader("train", shuffle=True, num_workers=settings["num_workers"])
+        self.model = None
+        if settings["model"] == "sage":
+            self.model = SAGE(data.features.shape[1], settings["hidden"], data.num_classes,
+                              len(settings["fanout"])).to(self.device)
+            self.optimizer = torch.optim.Adam(self.model.parameters(), lr=settings["lr"])
+
+    def _loader(self, split: str, shuffle: bool, num_workers: int = 0) -> gb.DataLoader:
+        mode = self.settings["mode"]
+        pipe = gb.ItemSampler(self.itemsets[split], batch_size=self.settings["batch_size"], shuffle=shuffle)
+        if mode in ("pinned-cuda", "cuda-cuda"):
+            pipe = pipe.copy_to(self.device, extra_attrs=["seed_nodes"])
+        pipe = pipe.sample_neighbor(self.graph, list(reversed(self.settings["fanout"])))
+        pipe = pipe.fetch_feature(self.features, node_feature_keys=["feat"])
+        if mode == "cpu-cuda":
+            pipe = pipe.copy_to(self.device)
+        return gb.DataLoader(pipe, num_workers=num_workers)
+
+    @staticmethod
+    def count(minibatch) -> tuple[int, int]:
+        edges = sum(int(sg.sampled_csc.indices.numel()) for sg in minibatch.sampled_subgraphs)
+        return int(minibatch.seed_nodes.numel()), edges
+
+    def step(self, minibatch) -> None:
+        if self.model is None:
+            return
+        self.model.train()
+        self.optimizer.zero_grad()
+        out = self.model(minibatch.blocks, minibatch.node_features["feat"])
+        F.cross_entropy(out, minibatch.labels).backward()
+        self.optimizer.step()
+
+    @torch.no_grad()
+    def evaluate(self, split: str) -> float | None:
+        if self.model is None:
+            return None
+        self.model.eval()
+        correct = total = 0
+        for minibatch in self._loader(split, shuffle=False):
+            pred = self.model(minibatch.blocks, minibatch.node_features["feat"]).argmax(dim=-1)
+            correct += int((pred == minibatch.labels).sum())
+            total += int(minibatch.labels.numel())
+        return correct / max(total, 1)
+
+    def synchronize(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize()

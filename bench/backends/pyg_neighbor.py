@@ -1,0 +1,83 @@
+"""PyG: `NeighborLoader` over an in-memory `Data`, GraphSAGE from `torch_geometric.nn.SAGEConv`.
+
+Modes: cpu-cpu (sample and train on the CPU) and cpu-cuda (sample on the CPU, train on the GPU).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch_geometric.data import Data
+from torch_geometric.loader import NeighborLoader
+from torch_geometric.nn import SAGEConv
+
+from bench.backends.base import DROPOUT, device_of, unavailable_reason
+
+
+class SAGE(torch.nn.Module):
+    def __init__(self, in_dim: int, hidden: int, out_dim: int, num_layers: int):
+        super().__init__()
+        dims = [in_dim] + [hidden] * (num_layers - 1) + [out_dim]
+        self.convs = torch.nn.ModuleList(SAGEConv(a, b, aggr="mean") for a, b in zip(dims, dims[1:]))
+
+    def forward(self, x, edge_index):
+        for i, conv in enumerate(self.convs):
+            x = conv(x, edge_index)
+            if i < len(self.convs) - 1:
+                x = F.dropout(F.relu(x), p=DROPOUT, training=self.training)
+        return x
+
+
+class Pipeline:
+    unavailable = staticmethod(unavailable_reason)
+
+    def __init__(self, data, settings: dict):
+        self.settings = settings
+        self.device = device_of(settings["mode"])
+        self.graph = Data(x=torch.from_numpy(data.features), edge_index=torch.from_numpy(data.edge_index),
+                          y=torch.from_numpy(data.labels), num_nodes=data.num_nodes)
+        self.splits = {"train": data.train_idx, "val": data.val_idx, "test": data.test_idx}
+        workers = settings["num_workers"]
+        self.train_loader = self._loader("train", shuffle=True, num_workers=workers)
+        self.model = None
+        if settings["model"] == "sage":
+            self.model = SAGE(data.features.shape[1], settings["hidden"], data.num_classes,
+                              len(settings["fanout"])).to(self.device)
+            self.optimizer = torch.optim.Adam(self.model.parameters(), lr=settings["lr"])
+
+    def _loader(self, split: str, shuffle: bool, num_workers: int = 0) -> NeighborLoader:
+        return NeighborLoader(
+            self.graph, num_neighbors=list(self.settings["fanout"]),
+            input_nodes=torch.from_numpy(self.splits[split]), batch_size=self.settings["batch_size"],
+            shuffle=shuffle, num_workers=num_workers, persistent_workers=num_workers > 0)
+
+    @staticmethod
+    def count(batch) -> tuple[int, int]:
+        return int(batch.batch_size), int(batch.edge_index.size(1))
+
+    def step(self, batch) -> None:
+        if self.model is None:
+            return
+        self.model.train()
+        batch = batch.to(self.device)
+        self.optimizer.zero_grad()
+        out = self.model(batch.x, batch.edge_index)[: batch.batch_size]
+        F.cross_entropy(out, batch.y[: batch.batch_size]).backward()
+        self.optimizer.step()
+
+    @torch.no_grad()
+    def evaluate(self, split: str) -> float | None:
+        if self.model is None:
+            return None
+        self.model.eval()
+        correct = total = 0
+        for batch in self._loader(split, shuffle=False):
+            batch = batch.to(self.device)
+            pred = self.model(batch.x, batch.edge_index)[: batch.batch_size].argmax(dim=-1)
+            correct += int((pred == batch.y[: batch.batch_size]).sum())
+            total += int(batch.batch_size)
+        return correct / max(total, 1)
+
+    def synchronize(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize()

@@ -1,0 +1,109 @@
+"""`gnnbench`: run suites, render reports, manage the pinned stacks."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import shlex
+import sys
+from pathlib import Path
+
+from bench import results, stacks, suite as suite_mod
+from bench.paths import default_results_dir, suites_dir
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="gnnbench", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="run a suite (pytest-benchmark), then print its table")
+    run.add_argument("suite", nargs="?", default="smoke", help="suite name in suites/ or a YAML path")
+    run.add_argument("--results", type=Path, default=default_results_dir(), metavar="DIR",
+                     help="where the result JSON goes (default: results/runs)")
+    run.add_argument("--data-root", metavar="DIR", help="raw dataset files (env GNNBENCH_DATA_ROOT)")
+    run.add_argument("--cache-dir", metavar="DIR", help="dataset hub and stacks (env GNNBENCH_CACHE)")
+    run.add_argument("--no-install", action="store_true", help="do not install missing stacks")
+    run.add_argument("-k", dest="select", metavar="EXPR", help="only cells whose id matches (pytest -k)")
+
+    report = sub.add_parser("report", help="render result files as a Markdown table")
+    report.add_argument("files", nargs="+", type=Path)
+    report.add_argument("--markdown", type=Path, metavar="FILE", help="write here instead of stdout")
+
+    st = sub.add_parser("stacks", help="the pinned framework environments")
+    st_sub = st.add_subparsers(dest="stacks_command", required=True)
+    inst = st_sub.add_parser("install", help="create (or reuse) each stack's virtual environment")
+    inst.add_argument("names", nargs="*", help="default: all stacks")
+    inst.add_argument("--force", action="store_true", help="rebuild even if the pins are unchanged")
+    st_sub.add_parser("list", help="stacks, where they are, and the versions that import")
+
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "run":
+            return cmd_run(args)
+        if args.command == "report":
+            return cmd_report(args.files, args.markdown)
+        if args.stacks_command == "install":
+            for name in args.names or list(stacks.available()):
+                stacks.install(name, force=args.force)
+            return 0
+        return cmd_stacks_list()
+    except (suite_mod.SuiteError, results.ResultsError, stacks.StackError) as exc:
+        print(f"gnnbench: error: {exc}", file=sys.stderr)
+        return 2
+
+
+def cmd_run(args) -> int:
+    import pytest
+
+    suite, path = suite_mod.load(args.suite)  # fail early, before any install
+    needed = {c.stack for c in suite_mod.expand(suite)}
+    if not args.no_install:
+        for name in sorted(needed):
+            stacks.install(name)
+    args.results.mkdir(parents=True, exist_ok=True)
+    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    json_path = args.results / f"{suite.name}-{stamp}.json"
+    pytest_args = [str(suites_dir() / "test_suite.py"), "--benchmark-only", "--suite", str(path),
+                   "--benchmark-json", str(json_path), "-p", "no:cacheprovider", "-rsx",
+                   "--benchmark-columns", "median,iqr,min,max,rounds", "--benchmark-sort", "name"]
+    for option, value in (("--data-root", args.data_root), ("--cache-dir", args.cache_dir), ("-k", args.select)):
+        if value:
+            pytest_args += [option, value]
+    if args.no_install:
+        pytest_args.append("--no-install")
+    code = pytest.main(pytest_args)
+    if not json_path.exists():
+        print(f"gnnbench: the run wrote no result file (pytest exit code {int(code)})", file=sys.stderr)
+        return int(code) or 1
+    markdown = json_path.with_suffix(".md")
+    command = "gnnbench run " + " ".join(shlex.quote(a) for a in sys.argv[2:]) if sys.argv[1:2] == ["run"] else None
+    cmd_report([json_path], markdown, command=command)
+    print(markdown.read_text())
+    print(f"results: {json_path}\ntable:   {markdown}")
+    return int(code)
+
+
+def cmd_report(files: list[Path], markdown: Path | None, command: str | None = None) -> int:
+    from bench.report import render_markdown
+
+    text = render_markdown([results.read(f) for f in files], command=command)
+    if markdown:
+        markdown.write_text(text)
+    else:
+        print(text)
+    return 0
+
+
+def cmd_stacks_list() -> int:
+    for name, stack in stacks.available().items():
+        if stack.installed:
+            versions = stacks.probe_versions(stack)
+            print(f"{name}: installed at {stack.path}")
+            print("   " + ", ".join(f"{k} {v}" for k, v in versions.items()))
+        else:
+            print(f"{name}: not installed (gnnbench stacks install {name}); pins: {stack.requirements}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

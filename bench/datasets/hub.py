@@ -1,0 +1,158 @@
+"""The dataset hub: every dataset is materialised once into a neutral on-disk form.
+
+Layout of one dataset folder (all arrays .npy, nodes numbered 0..N-1):
+    meta.json                name, source, params, statistics, format version
+    edge_index.npy           int64 [2, E], (source, destination), sorted by destination
+    csc_indptr.npy           int64 [N + 1] over destinations (the same edges in CSC form)
+    features.npy             float32 [N, F]
+    labels.npy               int64 [N]
+    train_idx.npy, val_idx.npy, test_idx.npy    int64 node ids
+
+Each backend builds its own view from these files (PyG Data, GraphBolt graph + feature store),
+so N backends and M datasets need N + M converters. This module needs numpy only: it is
+imported by the host and inside every stack.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+FORMAT_VERSION = 1
+ARRAYS = ("edge_index", "csc_indptr", "features", "labels", "train_idx", "val_idx", "test_idx")
+
+
+class DatasetError(RuntimeError):
+    pass
+
+
+@dataclass
+class HubDataset:
+    path: Path
+    meta: dict
+    edge_index: np.ndarray
+    csc_indptr: np.ndarray
+    features: np.ndarray
+    labels: np.ndarray
+    train_idx: np.ndarray
+    val_idx: np.ndarray
+    test_idx: np.ndarray
+
+    @property
+    def num_nodes(self) -> int:
+        return int(self.meta["num_nodes"])
+
+    @property
+    def num_classes(self) -> int:
+        return int(self.meta["num_classes"])
+
+    def card(self) -> dict:
+        """The statistics every result carries (names are part of the results contract)."""
+        m = self.meta
+        return {k: m[k] for k in ("name", "source", "num_nodes", "num_edges", "feature_dim",
+                                  "num_classes", "num_train", "num_val", "num_test")}
+
+
+def spec_key(spec: dict) -> str:
+    """A folder name that changes whenever anything that shapes the data changes."""
+    canonical = json.dumps({"source": spec["source"], "params": spec.get("params", {}),
+                            "format": FORMAT_VERSION}, sort_keys=True)
+    return f"{spec['name']}-{hashlib.sha256(canonical.encode()).hexdigest()[:10]}"
+
+
+def dataset_dir(spec: dict, cache: Path) -> Path:
+    return Path(cache) / "datasets" / spec_key(spec)
+
+
+def is_materialised(spec: dict, cache: Path) -> bool:
+    return (dataset_dir(spec, cache) / "meta.json").is_file()
+
+
+def write(spec: dict, cache: Path, arrays: dict[str, np.ndarray], extra_meta: dict | None = None) -> Path:
+    """Write a dataset atomically: a half-written folder is never seen under the final name."""
+    target = dataset_dir(spec, cache)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    _check_arrays(spec["name"], arrays)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    try:
+        for name in ARRAYS:
+            np.save(tmp / f"{name}.npy", arrays[name])
+        n = int(arrays["labels"].shape[0])
+        meta = {
+            "format": FORMAT_VERSION, "name": spec["name"], "source": spec["source"],
+            "params": spec.get("params", {}), "num_nodes": n,
+            "num_edges": int(arrays["edge_index"].shape[1]),
+            "feature_dim": int(arrays["features"].shape[1]),
+            "num_classes": int(arrays["labels"].max()) + 1,
+            "num_train": int(arrays["train_idx"].size), "num_val": int(arrays["val_idx"].size),
+            "num_test": int(arrays["test_idx"].size), **(extra_meta or {}),
+        }
+        (tmp / "meta.json").write_text(json.dumps(meta, indent=2))
+        try:
+            os.rename(tmp, target)
+        except OSError:
+            if not (target / "meta.json").is_file():
+                raise
+            shutil.rmtree(tmp)  # another process finished the same dataset first
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return target
+
+
+def _check_arrays(name: str, a: dict[str, np.ndarray]) -> None:
+    n = a["labels"].shape[0]
+    problems = []
+    if a["edge_index"].ndim != 2 or a["edge_index"].shape[0] != 2:
+        problems.append(f"edge_index has shape {a['edge_index'].shape}, expected [2, E]")
+    elif a["edge_index"].size and (a["edge_index"].min() < 0 or a["edge_index"].max() >= n):
+        problems.append("edge_index refers to nodes outside 0..N-1")
+    if a["features"].shape[0] != n:
+        problems.append(f"features have {a['features'].shape[0]} rows for {n} nodes")
+    if a["csc_indptr"].shape != (n + 1,):
+        problems.append(f"csc_indptr has shape {a['csc_indptr'].shape}, expected ({n + 1},)")
+    if problems:
+        raise DatasetError(f"dataset {name!r}: " + "; ".join(problems))
+
+
+def load(path: Path, mmap: bool = True) -> HubDataset:
+    path = Path(path)
+    meta_file = path / "meta.json"
+    if not meta_file.is_file():
+        raise DatasetError(f"{path} is not a materialised dataset (no meta.json); "
+                           "run the suite again to prepare it")
+    meta = json.loads(meta_file.read_text())
+    if meta.get("format") != FORMAT_VERSION:
+        raise DatasetError(f"{path} has hub format {meta.get('format')}, this gnnbench reads "
+                           f"{FORMAT_VERSION}; delete the folder to rebuild it")
+    arrays = {}
+    for name in ARRAYS:
+        try:
+            arrays[name] = np.load(path / f"{name}.npy", mmap_mode="r" if mmap else None)
+        except (OSError, ValueError) as exc:
+            raise DatasetError(f"{path / (name + '.npy')} is missing or corrupt ({exc}); "
+                               "delete the folder to rebuild it") from exc
+    return HubDataset(path=path, meta=meta, **arrays)
+
+
+def csc_from_coo(src: np.ndarray, dst: np.ndarray, num_nodes: int) -> tuple[np.ndarray, np.ndarray]:
+    """Sort edges by (destination, source), drop duplicates; returns (edge_index, csc_indptr)."""
+    key = np.unique(dst.astype(np.int64) * num_nodes + src.astype(np.int64))
+    dst_sorted, src_sorted = np.divmod(key, num_nodes)
+    indptr = np.zeros(num_nodes + 1, dtype=np.int64)
+    np.cumsum(np.bincount(dst_sorted, minlength=num_nodes), out=indptr[1:])
+    return np.stack([src_sorted, dst_sorted]).astype(np.int64), indptr
+
+
+def split_indices(num_nodes: int, train_frac: float, val_frac: float, rng: np.random.Generator):
+    perm = rng.permutation(num_nodes).astype(np.int64)
+    n_train, n_val = int(train_frac * num_nodes), int(val_frac * num_nodes)
+    return (np.sort(perm[:n_train]), np.sort(perm[n_train:n_train + n_val]),
+            np.sort(perm[n_train + n_val:]))

@@ -1,0 +1,68 @@
+"""Turns result files into tables: one Markdown table per suite run, rendered by Jinja."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import jinja2
+
+from bench.results import ResultFile
+
+TEMPLATES = Path(__file__).parent / "templates"
+
+
+def rows(result: ResultFile) -> list[dict]:
+    """One row per cell, in the suite's order: measured cells with their numbers, the others
+    with their status and reason."""
+    measured = {b["extra_info"]["cell_id"]: b for b in result.benchmarks}
+    unmeasured = {u["id"]: u for u in result.unmeasured}
+    order = result.meta.get("cells") or [*measured, *unmeasured]
+    baseline = measured.get(result.meta.get("baseline"))
+    base_median = baseline["stats"]["median"] if baseline else None
+    out = []
+    for cell_id in order:
+        if cell_id in measured:
+            bench = measured[cell_id]
+            stats, info = bench["stats"], bench["extra_info"]
+            out.append({
+                "id": cell_id, "status": "ok", "reason": "",
+                "median_s": stats["median"], "iqr_s": stats["iqr"], "rounds": stats["rounds"],
+                "speedup": base_median / stats["median"] if base_median else None,
+                "seeds_per_s": info["seeds_per_s"], "edges_per_s": info["edges_per_s"],
+                "loader_stall": info["loader_stall"], "peak_pss_bytes": info["peak_pss_bytes"],
+                "peak_rss_bytes": info["peak_rss_bytes"], "val_acc": info["val_acc"],
+                "test_acc": info["test_acc"], "startup_s": info["startup_s"],
+                "is_baseline": cell_id == result.meta.get("baseline"),
+            })
+        elif cell_id in unmeasured:
+            u = unmeasured[cell_id]
+            out.append({"id": cell_id, "status": u["status"], "reason": u.get("reason", "")})
+        else:
+            out.append({"id": cell_id, "status": "not run", "reason": "the run ended before this cell"})
+    return out
+
+
+def _md(text) -> str:
+    """Make any text safe inside a Markdown table cell (and inert as HTML)."""
+    text = " ".join(str(text).split())
+    return (text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+            .replace("|", "\\|"))
+
+
+def _num(value, fmt: str = "{:.3g}") -> str:
+    return "–" if value is None else fmt.format(value)
+
+
+def environment() -> jinja2.Environment:
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), undefined=jinja2.StrictUndefined,
+                             trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
+    env.filters.update(md=_md, num=_num, mib=lambda b: _num(b / 2**20 if b else None, "{:,.0f}"),
+                       pct=lambda x: _num(None if x is None else 100 * x, "{:.1f} %"))
+    return env
+
+
+def render_markdown(results: list[ResultFile], command: str | None = None) -> str:
+    runs = [{"file": r.path.name, "meta": r.meta, "machine": r.data.get("machine_info", {}),
+             "datetime": r.data.get("datetime"), "commit": r.data.get("commit_info", {}),
+             "rows": rows(r)} for r in results]
+    return environment().get_template("report.md.j2").render(runs=runs, command=command)

@@ -1,0 +1,95 @@
+"""The results contract: what each measured cell puts into pytest-benchmark's `extra_info`,
+and how result files are read back (by the report, and by anything else).
+
+A result file is pytest-benchmark JSON (so `pytest-benchmark compare` reads it) plus two
+top-level keys of ours: `gnnbench` (schema version, suite, baseline, cell order) and
+`unmeasured` (cells that failed, timed out or were skipped: id, status, reason).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+SCHEMA_VERSION = 1
+DATASET_FIELDS = ("name", "num_nodes", "num_edges", "feature_dim", "num_classes")
+REQUIRED_EXTRA = ("backend", "stack", "versions", "dataset", "settings", "seeds_per_s", "edges_per_s",
+                  "loader_stall", "peak_rss_bytes", "peak_pss_bytes", "val_acc", "test_acc", "startup_s")
+
+
+class ResultsError(ValueError):
+    pass
+
+
+def extra_info(outcome, baseline: str | None = None) -> dict:
+    """Contract fields of one measured cell, computed from the worker's per-epoch records."""
+    rec = outcome.record
+    epochs = rec["epochs"]
+    seconds = sum(e["seconds"] for e in epochs)
+    stall = sum(e["stall_s"] for e in epochs)
+    cell = outcome.cell
+    card = rec["dataset"]
+    return {
+        "cell_id": cell.id,
+        "backend": cell.backend,
+        "stack": cell.stack,
+        "versions": rec["versions"],
+        "device": rec.get("device"),
+        "dataset": {k: card[k] for k in DATASET_FIELDS} | {"source": card.get("source"),
+                                                            "num_train": card.get("num_train")},
+        "settings": cell.settings,
+        "seeds_per_s": sum(e["seeds"] for e in epochs) / seconds,
+        "edges_per_s": sum(e["edges"] for e in epochs) / seconds,
+        "loader_stall": stall / seconds,
+        "compute_s": (seconds - stall) / len(epochs),
+        "batches_per_epoch": epochs[0]["batches"],
+        "peak_rss_bytes": outcome.peak_rss_bytes,
+        "peak_pss_bytes": outcome.peak_pss_bytes,
+        "val_acc": rec["val_acc"],
+        "test_acc": rec["test_acc"],
+        "startup_s": rec["startup_s"],
+        "warmup_epoch_s": [e["seconds"] for e in rec["warmup"]],
+        "is_baseline": cell.id == baseline,
+    }
+
+
+@dataclass
+class ResultFile:
+    path: Path
+    data: dict
+
+    @property
+    def meta(self) -> dict:
+        return self.data.get("gnnbench", {})
+
+    @property
+    def benchmarks(self) -> list[dict]:
+        return self.data["benchmarks"]
+
+    @property
+    def unmeasured(self) -> list[dict]:
+        return self.data.get("unmeasured", [])
+
+
+def read(path: Path) -> ResultFile:
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise ResultsError(f"{path}: no such result file") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ResultsError(f"{path}: not a JSON result file ({exc})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("benchmarks"), list):
+        raise ResultsError(f"{path}: not a pytest-benchmark result (no 'benchmarks' list)")
+    version = data.get("gnnbench", {}).get("schema_version")
+    if version is None:
+        raise ResultsError(f"{path}: no 'gnnbench.schema_version': not written by gnnbench")
+    if version > SCHEMA_VERSION:
+        raise ResultsError(f"{path}: schema version {version} is newer than this gnnbench reads "
+                           f"({SCHEMA_VERSION}); upgrade gnnbench")
+    for i, bench in enumerate(data["benchmarks"]):
+        missing = [k for k in REQUIRED_EXTRA if k not in bench.get("extra_info", {})]
+        if missing:
+            raise ResultsError(f"{path}: benchmarks[{i}] ({bench.get('name')}): extra_info lacks {', '.join(missing)}")
+    return ResultFile(path, data)

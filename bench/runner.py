@@ -1,0 +1,223 @@
+"""The runner: launches one cell in its stack's interpreter, watches it, and returns an outcome.
+
+The worker runs in its own session (process group), so a timeout or a crash takes the whole
+tree down with it, DataLoader workers included. Memory is sampled from here, over the whole
+process tree, so the worker's own timings are not disturbed by a sampling thread.
+A crash, a hang or a kill becomes an outcome with a status and the tail of stderr, never an
+exception that ends the suite.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psutil
+
+from bench import datasets, stacks
+from bench.datasets import hub
+from bench.paths import repo_root
+from bench.suite import Cell
+from bench.worker import PROGRESS_TAG
+
+STDERR_TAIL_CHARS = 2000
+MEMORY_SAMPLE_S = 0.2
+RUN_ID_ENV = "GNNBENCH_RUN_ID"  # marks every process of one cell, so leftovers can be found
+
+
+@dataclass
+class Outcome:
+    cell: Cell
+    status: str  # ok | failed | timeout | skipped
+    reason: str = ""
+    record: dict = field(default_factory=dict)  # what the worker wrote
+    peak_rss_bytes: int = 0
+    peak_pss_bytes: int = 0
+    wall_s: float = 0.0
+
+
+class TreeMemorySampler(threading.Thread):
+    """Samples summed RSS and PSS of a process and all its descendants; keeps the peaks."""
+
+    def __init__(self, pid: int, interval: float = MEMORY_SAMPLE_S):
+        super().__init__(daemon=True)
+        self.root = psutil.Process(pid)
+        self.interval = interval
+        self.peak_rss = self.peak_pss = 0
+        self._stop_event = threading.Event()
+
+    def run(self) -> None:
+        while not self._stop_event.is_set():
+            self.sample()
+            self._stop_event.wait(self.interval)
+
+    def sample(self) -> None:
+        rss = pss = 0
+        try:
+            procs = [self.root, *self.root.children(recursive=True)]
+        except psutil.Error:
+            return
+        for proc in procs:
+            try:
+                info = proc.memory_full_info()
+            except psutil.Error:
+                continue  # exited between listing and reading
+            rss += info.rss
+            pss += getattr(info, "pss", info.rss)
+        self.peak_rss, self.peak_pss = max(self.peak_rss, rss), max(self.peak_pss, pss)
+
+    def stop(self) -> None:
+        self._stop_event.set()
+        self.join()
+
+
+def worker_env(cache: Path, run_id: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update({
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(repo_root()), env.get("PYTHONPATH")])),
+        "GNNBENCH_CACHE": str(cache),
+        "GNNBENCH_LAUNCHED_AT": repr(time.time()),
+        "DGLBACKEND": "pytorch",
+        "PYTHONUNBUFFERED": "1",
+        RUN_ID_ENV: run_id,
+    })
+    return env
+
+
+def ensure_dataset(spec: dict, cache: Path, data_root: Path | None) -> Path:
+    """Materialise a dataset into the hub once, in the interpreter its source needs."""
+    if hub.is_materialised(spec, cache):
+        return hub.dataset_dir(spec, cache)
+    module, stack_name = datasets.SOURCES[spec["source"]]
+    if stack_name is None:
+        return datasets.materialiser(spec["source"])(spec, cache, data_root)
+    stack = stacks.get(stack_name)
+    if not stack.installed:
+        raise hub.DatasetError(f"dataset {spec['name']!r} is prepared in the {stack_name} stack, "
+                               f"which is not installed (gnnbench stacks install {stack_name})")
+    cmd = [str(stack.python), "-m", "bench.datasets", "prepare", json.dumps(spec), str(cache),
+           str(data_root or "")]
+    proc = subprocess.run(cmd, env=worker_env(cache, "prepare"), capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise hub.DatasetError(proc.stderr.strip().splitlines()[-1] if proc.stderr.strip()
+                               else f"preparing {spec['name']!r} failed ({proc.returncode})")
+    return Path(proc.stdout.strip().splitlines()[-1])
+
+
+def run_cell(cell: Cell, dataset_dir: Path, cache: Path, on_progress=None,
+             extra_env: dict[str, str] | None = None) -> Outcome:
+    stack = stacks.get(cell.stack)
+    if not stack.installed:
+        return Outcome(cell, "failed", f"stack {cell.stack!r} is not installed "
+                                       f"(gnnbench stacks install {cell.stack})")
+    timeout = float(cell.settings["timeout"])
+    run_id = uuid.uuid4().hex
+    with tempfile.TemporaryDirectory(prefix="gnnbench-cell-") as scratch:
+        out_path = Path(scratch) / "result.json"
+        err_path = Path(scratch) / "stderr.txt"
+        cmd = [str(stack.python), "-m", "bench.worker", cell.to_json(), str(dataset_dir), str(out_path)]
+        env = {**worker_env(cache, run_id), **(extra_env or {})}
+        started = time.monotonic()
+        with open(err_path, "w") as err:
+            proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=err, text=True,
+                                    start_new_session=True, cwd=repo_root())
+        sampler = TreeMemorySampler(proc.pid)
+        sampler.start()
+        reader = threading.Thread(target=_read_progress, args=(proc.stdout, on_progress), daemon=True)
+        reader.start()
+        timed_out = False
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+        finally:
+            sampler.stop()
+            kill_tree(proc, run_id)
+        reader.join(timeout=5)
+        wall = time.monotonic() - started
+        stderr_tail = err_path.read_text(errors="replace")[-STDERR_TAIL_CHARS:]
+        outcome = Outcome(cell, "ok", peak_rss_bytes=sampler.peak_rss, peak_pss_bytes=sampler.peak_pss,
+                          wall_s=wall)
+        if timed_out:
+            outcome.status, outcome.reason = "timeout", f"no result after {timeout:g} s (killed)\n{stderr_tail}"
+        elif proc.returncode != 0 or not out_path.exists():
+            outcome.status, outcome.reason = "failed", f"{_describe_exit(proc.returncode)}\n{stderr_tail}"
+        else:
+            outcome.record = json.loads(out_path.read_text())
+            if outcome.record.get("status") != "ok":
+                outcome.status = outcome.record.get("status", "failed")
+                outcome.reason = outcome.record.get("reason", "")
+            outcome.peak_rss_bytes = max(outcome.peak_rss_bytes, outcome.record.get("self_max_rss_bytes", 0))
+        return outcome
+
+
+def _read_progress(stream, on_progress) -> None:
+    for line in stream:
+        if line.startswith(PROGRESS_TAG) and on_progress is not None:
+            try:
+                on_progress(json.loads(line[len(PROGRESS_TAG):]))
+            except json.JSONDecodeError:
+                pass
+
+
+def _describe_exit(code: int | None) -> str:
+    if code is not None and code < 0:
+        name = signal.Signals(-code).name
+        hint = " (out of memory?)" if name == "SIGKILL" else ""
+        return f"worker killed by {name}{hint}"
+    return f"worker exited with code {code}"
+
+
+def kill_tree(proc: subprocess.Popen, run_id: str) -> None:
+    """End the worker's process group, then anything else still carrying this cell's run id
+    (a DataLoader worker that left the group)."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(proc.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            break
+        try:
+            proc.wait(timeout=5)
+            if sig == signal.SIGTERM:
+                time.sleep(0.2)  # let the group's other members go too before the SIGKILL
+        except subprocess.TimeoutExpired:
+            continue
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait()
+    for leftover in processes_of_run(run_id):
+        try:
+            leftover.kill()
+        except psutil.Error:
+            pass
+
+
+def processes_of_run(run_id: str) -> list[psutil.Process]:
+    found = []
+    for proc in psutil.process_iter():
+        try:
+            if proc.pid != os.getpid() and proc.environ().get(RUN_ID_ENV) == run_id:
+                found.append(proc)
+        except psutil.Error:
+            continue
+    return found
+
+
+if __name__ == "__main__":  # pragma: no cover - debugging aid: run one cell of a suite by id
+    from bench import suite as suite_mod
+
+    s, _ = suite_mod.load(sys.argv[1])
+    target = next(c for c in suite_mod.expand(s) if c.id == sys.argv[2])
+    from bench.paths import cache_root
+
+    ds = ensure_dataset(target.dataset_spec, cache_root(), None)
+    print(run_cell(target, ds, cache_root(), on_progress=print))

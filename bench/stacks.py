@@ -1,0 +1,153 @@
+"""Pinned software stacks: one virtual environment per framework, built from docker/requirements-NAME.txt.
+
+PyG and DGL cannot share an interpreter (DGL's wheels stop at torch 2.2, PyG follows current
+torch), so every benchmark cell runs in the interpreter of its stack. A stack's folder name
+carries a hash of its requirements file and the host Python, so an unchanged pin file reuses the
+environment as it is, and a changed one builds a new environment next to the old one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench.paths import cache_root, repo_root
+
+REQUIREMENTS_DIR = repo_root() / "docker"
+NO_ISOLATION_MARK = "# no-build-isolation"
+COMPLETE_MARK = ".gnnbench-complete.json"
+# What `stacks list` imports in each stack to report the versions that really load.
+PROBE_MODULES = {
+    "pyg": ["torch", "torch_geometric", "torch_sparse", "torch_scatter", "numpy"],
+    "dgl": ["torch", "dgl", "torchdata", "numpy", "pandas"],
+}
+
+
+class StackError(RuntimeError):
+    pass
+
+
+@dataclass(frozen=True)
+class Stack:
+    name: str
+    requirements: Path
+
+    @property
+    def pins(self) -> str:
+        return self.requirements.read_text()
+
+    @property
+    def digest(self) -> str:
+        text = self.pins + f"\npython={sys.version_info.major}.{sys.version_info.minor}"
+        return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+    @property
+    def path(self) -> Path:
+        container_stack = Path("/opt/gnnbench/stacks") / self.name
+        if os.environ.get("GNNBENCH_IN_CONTAINER") and container_stack.exists():
+            return container_stack  # the image's own stacks, built from the same pin files
+        return stacks_dir() / f"{self.name}-{self.digest}"
+
+    @property
+    def python(self) -> Path:
+        return self.path / "bin" / "python"
+
+    @property
+    def installed(self) -> bool:
+        return (self.path / COMPLETE_MARK).is_file() and self.python.exists()
+
+    def requirement_lines(self) -> tuple[list[str], list[str]]:
+        """(plain requirements, requirements that compile against the installed torch)."""
+        plain, no_isolation = [], []
+        for raw in self.pins.splitlines():
+            line = raw.split("#", 1)[0].strip()
+            if not line:
+                continue
+            (no_isolation if NO_ISOLATION_MARK in raw else plain).append(line)
+        return plain, no_isolation
+
+
+def stacks_dir() -> Path:
+    return Path(os.environ.get("GNNBENCH_STACKS_DIR") or cache_root() / "stacks")
+
+
+def available() -> dict[str, Stack]:
+    return {
+        p.stem.removeprefix("requirements-"): Stack(p.stem.removeprefix("requirements-"), p)
+        for p in sorted(REQUIREMENTS_DIR.glob("requirements-*.txt"))
+    }
+
+
+def get(name: str) -> Stack:
+    stacks = available()
+    if name not in stacks:
+        raise StackError(f"unknown stack {name!r}; known stacks: {', '.join(stacks)}")
+    return stacks[name]
+
+
+def install(name: str, log=print, force: bool = False) -> Stack:
+    """Create the stack's virtual environment unless one with the same pins is complete."""
+    stack = get(name)
+    if stack.installed and not force:
+        log(f"stack {name}: up to date at {stack.path}")
+        return stack
+    if stack.path.exists():
+        shutil.rmtree(stack.path)  # a half-built environment is never reused
+    stack.path.parent.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    log(f"stack {name}: creating {stack.path} (first time: pyg compiles torch-sparse/torch-scatter "
+        f"for about 25 min, dgl downloads about 3 GB; pip caches both)")
+    _run([sys.executable, "-m", "venv", str(stack.path)], name)
+    pip = [str(stack.python), "-m", "pip", "install", "--progress-bar", "off"]
+    plain, no_isolation = stack.requirement_lines()
+    _run(pip + plain, name)
+    if no_isolation:
+        # torch-sparse/torch-scatter build against the torch just installed; MAX_JOBS keeps
+        # the compiler within the machine's cores.
+        env = dict(os.environ, MAX_JOBS=os.environ.get("MAX_JOBS", str(os.cpu_count() or 2)))
+        _run(pip + ["--no-build-isolation"] + no_isolation, name, env=env)
+    versions = probe_versions(stack)
+    (stack.path / COMPLETE_MARK).write_text(json.dumps(
+        {"requirements": stack.pins, "versions": versions}, indent=2))
+    log(f"stack {name}: ready in {time.monotonic() - started:.0f} s: "
+        + ", ".join(f"{k} {v}" for k, v in versions.items()))
+    return stack
+
+
+def _run(cmd: list[str], stack: str, env=None) -> None:
+    proc = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if proc.returncode != 0:
+        tail = "\n".join(proc.stdout.splitlines()[-25:])
+        raise StackError(f"stack {stack}: command failed ({proc.returncode}): {' '.join(cmd)}\n{tail}")
+
+
+def probe_versions(stack: Stack) -> dict[str, str]:
+    """Import each probe module in the stack's interpreter and report its __version__."""
+    code = (
+        "import importlib, json, sys\n"
+        "out = {}\n"
+        "for m in sys.argv[1:]:\n"
+        "    try:\n"
+        "        out[m] = str(importlib.import_module(m).__version__)\n"
+        "    except Exception as e:\n"
+        "        out[m] = 'import failed: ' + type(e).__name__\n"
+        "print(json.dumps(out))\n"
+    )
+    modules = PROBE_MODULES.get(stack.name, ["torch", "numpy"])
+    proc = subprocess.run([str(stack.python), "-c", code, *modules], capture_output=True, text=True,
+                          env=dict(os.environ, DGLBACKEND="pytorch"), timeout=300)
+    if proc.returncode != 0:
+        raise StackError(f"stack {stack.name}: probing versions failed: {proc.stderr[-2000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def recorded_versions(stack: Stack) -> dict[str, str]:
+    mark = stack.path / COMPLETE_MARK
+    return json.loads(mark.read_text())["versions"] if mark.is_file() else {}

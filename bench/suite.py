@@ -1,0 +1,290 @@
+"""Suites: YAML files of datasets x backends x settings, validated strictly, expanded to cells.
+
+A setting given as a list is a sweep axis (fanout, itself a list, is swept by a list of lists).
+`exclude` drops every cell that matches all keys of one rule; `include` adds a sub-matrix (its
+keys override the suite's). Modes a backend does not have are not cells of that backend.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Any, Literal, Union
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from bench.backends import ALL_MODES, BACKENDS
+from bench.datasets import synthetic
+from bench.paths import suites_dir
+
+Mode = Literal[ALL_MODES]  # type: ignore[valid-type]
+Model = Literal["sage", "none"]
+PositiveInt = Annotated[int, Field(ge=1)]
+NonNegativeInt = Annotated[int, Field(ge=0)]
+Fanout = Annotated[list[PositiveInt], Field(min_length=1, max_length=5)]
+
+
+class SuiteError(ValueError):
+    pass
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class SyntheticParams(Strict):
+    scale: Annotated[int, Field(ge=4, le=26)] = synthetic.DEFAULTS["scale"]
+    edge_factor: Annotated[int, Field(ge=1, le=64)] = synthetic.DEFAULTS["edge_factor"]
+    feature_dim: Annotated[int, Field(ge=1)] = synthetic.DEFAULTS["feature_dim"]
+    num_classes: Annotated[int, Field(ge=2)] = synthetic.DEFAULTS["num_classes"]
+    seed: int = synthetic.DEFAULTS["seed"]
+
+
+class PlanetoidParams(Strict):
+    name: Literal["Cora", "CiteSeer", "PubMed"]
+
+
+class SyntheticDataset(Strict):
+    source: Literal["synthetic"]
+    params: SyntheticParams = SyntheticParams()
+
+
+class PlanetoidDataset(Strict):
+    source: Literal["planetoid"]
+    params: PlanetoidParams
+
+
+DatasetSpec = Annotated[Union[SyntheticDataset, PlanetoidDataset], Field(discriminator="source")]
+
+
+class Settings(Strict):
+    """Each setting is one value or a list of values (a sweep)."""
+    num_workers: NonNegativeInt | list[NonNegativeInt] = 0
+    mode: Mode | list[Mode] = "cpu-cpu"
+    world_size: Literal[1] | list[Literal[1]] = 1  # world sizes > 1 arrive with DDP launching
+    batch_size: PositiveInt | list[PositiveInt] = 512
+    fanout: Fanout | list[Fanout] = [10, 5]
+    epochs: PositiveInt | list[PositiveInt] = 3
+    warmup_epochs: NonNegativeInt | list[NonNegativeInt] = 1
+    model: Model | list[Model] = "sage"
+    hidden: PositiveInt | list[PositiveInt] = 64
+    lr: Annotated[float, Field(gt=0)] | list[Annotated[float, Field(gt=0)]] = 0.003
+    seed: int | list[int] = 0
+    timeout: Annotated[float, Field(gt=0)] = 600.0  # seconds per cell, launch to exit
+
+    def axes(self) -> dict[str, list]:
+        out = {}
+        for name in type(self).model_fields:
+            value = getattr(self, name)
+            is_sweep = isinstance(value, list) and (name != "fanout" or isinstance(value[0], list))
+            out[name] = list(value) if is_sweep else [value]
+        return out
+
+
+class Rule(Strict):
+    """A match (exclude) or a sub-matrix (include): backend, dataset and any setting."""
+    model_config = ConfigDict(extra="allow")
+    backend: str | list[str] | None = None
+    dataset: str | list[str] | None = None
+
+
+class Suite(Strict):
+    name: str
+    description: str = ""
+    baseline: str | None = None  # a cell id; default: the first cell
+    datasets: Annotated[dict[str, DatasetSpec], Field(min_length=1)]
+    backends: Annotated[list[str], Field(min_length=1)]
+    settings: Settings = Settings()
+    include: list[Rule] = []
+    exclude: list[Rule] = []
+
+    @field_validator("backends")
+    @classmethod
+    def _known_backends(cls, value: list[str]) -> list[str]:
+        unknown = [b for b in value if b not in BACKENDS]
+        if unknown:
+            raise ValueError(f"unknown backend {unknown[0]!r}; allowed: {', '.join(BACKENDS)}")
+        return value
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One concrete configuration: hashable, with a readable id."""
+    id: str
+    backend: str
+    stack: str
+    dataset: str
+    dataset_spec: dict = field(hash=False, compare=False)
+    settings: dict = field(hash=False, compare=False)
+
+    def to_json(self) -> str:
+        return json.dumps({"id": self.id, "backend": self.backend, "stack": self.stack,
+                           "dataset": self.dataset_spec, "settings": self.settings})
+
+
+# The settings that always appear in a cell id, with their short names; other settings appear
+# when the suite sweeps them.
+ID_ALWAYS = {"mode": "mode", "num_workers": "workers", "world_size": "ws"}
+ID_SHORT = {"batch_size": "batch", "warmup_epochs": "warmup"}
+
+
+def load(path_or_name: str | Path) -> tuple[Suite, Path]:
+    path = resolve_path(path_or_name)
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise SuiteError(f"{path}: not valid YAML: {exc}") from exc
+    if not isinstance(raw, dict):
+        raise SuiteError(f"{path}: a suite is a mapping with keys {', '.join(Suite.model_fields)}")
+    try:
+        suite = Suite.model_validate(raw)
+    except ValidationError as exc:
+        raise SuiteError("\n".join(_describe(path, err) for err in exc.errors())) from None
+    problems = _check_rules(suite)
+    if problems:
+        raise SuiteError("\n".join(f"{path}: {p}" for p in problems))
+    return suite, path
+
+
+def resolve_path(path_or_name: str | Path) -> Path:
+    candidate = Path(path_or_name)
+    if candidate.is_file():
+        return candidate
+    named = suites_dir() / f"{path_or_name}.yaml"
+    if named.is_file():
+        return named
+    known = ", ".join(sorted(p.stem for p in suites_dir().glob("*.yaml")))
+    raise SuiteError(f"suite {str(path_or_name)!r} not found: not a file, and not a name in "
+                     f"{suites_dir()} (known: {known})")
+
+
+def _describe(path: Path, err: dict) -> str:
+    loc = ".".join(str(p) for p in err["loc"] if not _is_union_tag(p))
+    if err["type"] == "extra_forbidden":
+        parent = _model_at(err["loc"][:-1])
+        allowed = ", ".join(parent.model_fields) if parent else "none"
+        return f"{path}: {loc}: unknown key; allowed keys here: {allowed}"
+    if err["type"] == "missing":
+        return f"{path}: {loc}: required key is missing"
+    message = err["msg"]
+    expected = err.get("ctx", {}).get("expected")
+    if expected and expected not in message:
+        message += f" (allowed: {expected})"
+    return f"{path}: {loc}: {message} (got {err.get('input')!r})"
+
+
+def _is_union_tag(part: Any) -> bool:
+    # pydantic adds the union member ("list[...]", "int", "synthetic") to error locations
+    return isinstance(part, str) and ("[" in part or part in {"int", "float", "str", "synthetic", "planetoid"}
+                                      or part.startswith("literal"))
+
+
+def _model_at(loc: tuple) -> type[BaseModel] | None:
+    """The pydantic model that an error location points into, for listing its allowed keys."""
+    current: Any = Suite
+    for part in loc:
+        if isinstance(part, int) or _is_union_tag(part):
+            continue
+        model = _first_model(current)
+        if model is None:
+            return None
+        if part in model.model_fields:
+            current = model.model_fields[part].annotation
+        else:  # a free key such as a dataset name: step into the mapping's value type
+            args = typing.get_args(current) or typing.get_args(model)
+            current = args[-1] if args else None
+    return _first_model(current)
+
+
+def _first_model(tp: Any) -> type[BaseModel] | None:
+    if isinstance(tp, type) and issubclass(tp, BaseModel):
+        return tp
+    for arg in typing.get_args(tp):
+        found = _first_model(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def _check_rules(suite: Suite) -> list[str]:
+    problems = []
+    allowed = {"backend", "dataset", *Settings.model_fields}
+    for kind in ("include", "exclude"):
+        for i, rule in enumerate(getattr(suite, kind)):
+            for key in (rule.model_extra or {}):
+                if key not in allowed:
+                    problems.append(f"{kind}.{i}.{key}: unknown key; allowed keys here: {', '.join(sorted(allowed))}")
+            for key, known in (("backend", BACKENDS), ("dataset", suite.datasets)):
+                for value in _as_list(getattr(rule, key)):
+                    if value not in known:
+                        problems.append(f"{kind}.{i}.{key}: unknown {key} {value!r}; allowed: {', '.join(known)}")
+        if kind == "include":
+            for i, rule in enumerate(suite.include):
+                try:
+                    Settings.model_validate(rule.model_extra or {})
+                except ValidationError as exc:
+                    problems += [f"include.{i}.{'.'.join(map(str, e['loc'][:1]))}: {e['msg']}"
+                                 for e in exc.errors()]
+    if suite.baseline is not None and suite.baseline not in {c.id for c in expand(suite)}:
+        problems.append(f"baseline: {suite.baseline!r} is not a cell id of this suite")
+    return problems
+
+
+def _as_list(value) -> list:
+    return [] if value is None else value if isinstance(value, list) else [value]
+
+
+def expand(suite: Suite) -> list[Cell]:
+    base_axes = suite.settings.axes()
+    swept = {k for k, v in base_axes.items() if len(v) > 1}
+    matrices = [(suite.backends, list(suite.datasets), base_axes)]
+    for rule in suite.include:
+        overrides = Settings.model_validate(rule.model_extra or {}).axes()
+        given = set(rule.model_extra or {})
+        axes = {k: (overrides[k] if k in given else v) for k, v in base_axes.items()}
+        swept |= {k for k in given if len(axes[k]) > 1}
+        matrices.append((_as_list(rule.backend) or suite.backends,
+                         _as_list(rule.dataset) or list(suite.datasets), axes))
+
+    cells: dict[str, Cell] = {}
+    for backends, datasets, axes in matrices:
+        names = list(axes)
+        for backend, dataset, values in itertools.product(backends, datasets, itertools.product(*axes.values())):
+            settings = dict(zip(names, values))
+            if settings["mode"] not in BACKENDS[backend].modes:
+                continue
+            if any(_matches(rule, backend, dataset, settings) for rule in suite.exclude):
+                continue
+            cell_id = _cell_id(backend, dataset, settings, swept)
+            spec = {"name": dataset, **suite.datasets[dataset].model_dump()}
+            cells.setdefault(cell_id, Cell(cell_id, backend, BACKENDS[backend].stack, dataset, spec, settings))
+    return list(cells.values())
+
+
+def _matches(rule: Rule, backend: str, dataset: str, settings: dict) -> bool:
+    checks = {"backend": rule.backend, "dataset": rule.dataset, **(rule.model_extra or {})}
+    actual = {"backend": backend, "dataset": dataset, **settings}
+    for key, wanted in checks.items():
+        if wanted is None:
+            continue
+        options = wanted if isinstance(wanted, list) and not (key == "fanout" and not isinstance(wanted[0], list)) else [wanted]
+        if actual[key] not in options:
+            return False
+    return True
+
+
+def _cell_id(backend: str, dataset: str, settings: dict, swept: set[str]) -> str:
+    parts = [backend, dataset]
+    parts += [f"{short}={settings[key]}" for key, short in ID_ALWAYS.items()]
+    for key in settings:
+        if key in swept and key not in ID_ALWAYS:
+            value = settings[key]
+            value = "-".join(map(str, value)) if isinstance(value, list) else value
+            parts.append(f"{ID_SHORT.get(key, key)}={value}")
+    if settings["model"] != "sage" and "model" not in swept:
+        parts.append(f"model={settings['model']}")
+    return "/".join(parts)

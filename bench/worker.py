@@ -1,0 +1,148 @@
+"""The worker: runs one cell inside its stack's interpreter and writes what it measured.
+
+    python -m bench.worker CELL_JSON OUT_JSON
+
+It loads the dataset from the hub, builds the backend's pipeline, runs the warm-up epochs and
+the measured epochs, times each epoch (and the time spent waiting on the loader inside it),
+evaluates, and writes a JSON record. Memory is sampled from outside by the runner, which sees
+the whole process tree. Progress lines go to stdout, prefixed with PROGRESS_TAG.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import random
+import resource
+import sys
+import time
+from pathlib import Path
+
+PROGRESS_TAG = "GNNBENCH-PROGRESS "
+# Test hook: makes the worker crash or hang in its first measured epoch, so the runner's
+# handling of a dying or stuck system under test can be exercised on real pipelines.
+FAULT_ENV = "GNNBENCH_FAULT"
+
+
+def progress(**event) -> None:
+    print(PROGRESS_TAG + json.dumps(event), flush=True)
+
+
+def run_epoch(pipe, on_batch=None) -> dict:
+    """One pass over the training loader; stall = time blocked in next() on the loader."""
+    stall = 0.0
+    seeds = edges = batches = 0
+    pipe.synchronize()
+    start = time.perf_counter()
+    iterator = iter(pipe.train_loader)
+    while True:
+        t = time.perf_counter()
+        batch = next(iterator, None)
+        stall += time.perf_counter() - t
+        if batch is None:
+            break
+        if on_batch is not None:
+            on_batch(batches)
+        s, e = pipe.count(batch)
+        seeds, edges, batches = seeds + s, edges + e, batches + 1
+        pipe.step(batch)
+    pipe.synchronize()
+    seconds = time.perf_counter() - start
+    return {"seconds": seconds, "stall_s": min(stall, seconds), "seeds": seeds, "edges": edges,
+            "batches": batches}
+
+
+def framework_versions(stack: str) -> dict[str, str]:
+    from bench.stacks import PROBE_MODULES
+
+    versions = {"python": platform.python_version()}
+    for name in PROBE_MODULES.get(stack, []):
+        module = sys.modules.get(name)
+        if module is None:
+            try:
+                module = __import__(name)
+            except Exception:  # noqa: BLE001 - a missing optional module is reported, not fatal
+                continue
+        versions[name] = str(getattr(module, "__version__", "unknown"))
+    return versions
+
+
+def device_info() -> dict:
+    import torch
+
+    info = {"cuda_available": torch.cuda.is_available(), "torch_cuda": torch.version.cuda,
+            "num_threads": torch.get_num_threads()}
+    if torch.cuda.is_available():
+        info["gpus"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+    return info
+
+
+def seed_everything(seed: int) -> None:
+    import numpy as np
+    import torch
+
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def run_cell(cell: dict, dataset_dir: Path) -> dict:
+    from bench.backends import load_pipeline_class
+    from bench.datasets import hub
+
+    settings = cell["settings"]
+    launched_at = float(os.environ.get("GNNBENCH_LAUNCHED_AT", time.time()))
+    Pipeline = load_pipeline_class(cell["backend"])
+    record = {"versions": framework_versions(cell["stack"]), "device": device_info()}
+    reason = Pipeline.unavailable(settings["mode"])
+    if reason:
+        return {**record, "status": "skipped", "reason": reason}
+
+    seed_everything(settings["seed"])
+    data = hub.load(dataset_dir, mmap=False)
+    pipe = Pipeline(data, settings)
+    first_batch_at = []
+    fault = os.environ.get(FAULT_ENV)
+
+    def on_batch(index: int) -> None:
+        if not first_batch_at:
+            first_batch_at.append(time.time())
+        if fault and measuring and index == 1:
+            inject(fault)
+
+    total = settings["warmup_epochs"] + settings["epochs"]
+    warmup, measured = [], []
+    for epoch in range(total):
+        measuring = epoch >= settings["warmup_epochs"]
+        stats = run_epoch(pipe, on_batch)
+        (measured if measuring else warmup).append(stats)
+        progress(epoch=epoch + 1, of=total, warmup=not measuring, seconds=round(stats["seconds"], 4))
+    val_acc, test_acc = pipe.evaluate("val"), pipe.evaluate("test")
+    usage = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux reports KiB
+    return {**record, "status": "ok", "epochs": measured, "warmup": warmup, "val_acc": val_acc,
+            "test_acc": test_acc, "startup_s": first_batch_at[0] - launched_at,
+            "self_max_rss_bytes": usage, "dataset": data.card()}
+
+
+def inject(fault: str) -> None:
+    if fault == "crash":
+        os.abort()
+    if fault == "hang":
+        while True:
+            time.sleep(3600)
+    raise ValueError(f"{FAULT_ENV}={fault!r}: expected 'crash' or 'hang'")
+
+
+def main(argv: list[str]) -> int:
+    cell_json, dataset_dir, out_path = argv
+    cell = json.loads(cell_json)
+    result = run_cell(cell, Path(dataset_dir))
+    tmp = Path(out_path + ".tmp")
+    tmp.write_text(json.dumps(result))
+    tmp.rename(out_path)  # the runner never reads a half-written record
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
