@@ -21,7 +21,7 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--results", type=Path, default=default_results_dir(), metavar="DIR",
                      help="where the result JSON goes (default: results/runs)")
     run.add_argument("--data-root", metavar="DIR", help="raw dataset files (env GNNBENCH_DATA_ROOT)")
-    run.add_argument("--cache-dir", metavar="DIR", help="dataset hub and stacks (env GNNBENCH_CACHE)")
+    run.add_argument("--cache-dir", metavar="DIR", help="dataset hub folder (env GNNBENCH_CACHE)")
     run.add_argument("--no-install", action="store_true", help="do not install missing stacks")
     run.add_argument("-k", dest="select", metavar="EXPR", help="only cells whose id matches (pytest -k)")
 

@@ -37,7 +37,7 @@ def pytest_addoption(parser):
     group.addoption("--data-root", default=os.environ.get("GNNBENCH_DATA_ROOT"), metavar="DIR",
                     help="where raw dataset files are looked for (env GNNBENCH_DATA_ROOT)")
     group.addoption("--cache-dir", default=None, metavar="DIR",
-                    help="dataset hub and stacks cache (env GNNBENCH_CACHE; default: the user cache dir)")
+                    help="dataset hub folder (env GNNBENCH_CACHE; default: the user cache dir)")
     group.addoption("--no-install", action="store_true",
                     help="do not install missing stacks; their cells are recorded as failed")
 
@@ -53,7 +53,6 @@ class RunSession:
         self.baseline = self.suite.baseline or (self.cells[0].id if self.cells else None)
         cache = config.getoption("cache_dir")
         self.cache = Path(cache) if cache else cache_root()
-        os.environ["GNNBENCH_CACHE"] = str(self.cache)  # the stacks' folder follows it too
         root = config.getoption("data_root")
         self.data_root = Path(root) if root else None
         self.started_at = dt.datetime.now(dt.timezone.utc)

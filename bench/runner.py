@@ -13,7 +13,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -211,13 +210,3 @@ def processes_of_run(run_id: str) -> list[psutil.Process]:
             continue
     return found
 
-
-if __name__ == "__main__":  # pragma: no cover - debugging aid: run one cell of a suite by id
-    from bench import suite as suite_mod
-
-    s, _ = suite_mod.load(sys.argv[1])
-    target = next(c for c in suite_mod.expand(s) if c.id == sys.argv[2])
-    from bench.paths import cache_root
-
-    ds = ensure_dataset(target.dataset_spec, cache_root(), None)
-    print(run_cell(target, ds, cache_root(), on_progress=print))

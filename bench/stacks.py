@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.paths import cache_root, repo_root
+from bench.paths import repo_root
 
 REQUIREMENTS_DIR = repo_root() / "docker"
 NO_ISOLATION_MARK = "# no-build-isolation"
@@ -75,7 +75,13 @@ class Stack:
 
 
 def stacks_dir() -> Path:
-    return Path(os.environ.get("GNNBENCH_STACKS_DIR") or cache_root() / "stacks")
+    """GNNBENCH_STACKS_DIR, else the user's cache dir; independent of the dataset cache, so a
+    run with a private dataset cache still finds the installed stacks."""
+    if os.environ.get("GNNBENCH_STACKS_DIR"):
+        return Path(os.environ["GNNBENCH_STACKS_DIR"])
+    from platformdirs import user_cache_dir
+
+    return Path(user_cache_dir("gnnbench")) / "stacks"
 
 
 def available() -> dict[str, Stack]:
@@ -114,8 +120,15 @@ def install(name: str, log=print, force: bool = False) -> Stack:
         env = dict(os.environ, MAX_JOBS=os.environ.get("MAX_JOBS", str(os.cpu_count() or 2)))
         _run(pip + ["--no-build-isolation"] + no_isolation, name, env=env)
     versions = probe_versions(stack)
+    broken = {k: v for k, v in versions.items() if v.startswith("import failed")}
+    if broken:
+        raise StackError(f"stack {name}: installed, but does not import: {broken}")
     (stack.path / COMPLETE_MARK).write_text(json.dumps(
         {"requirements": stack.pins, "versions": versions}, indent=2))
+    for stale in stack.path.parent.glob(f"{name}-*"):
+        if stale != stack.path and stale.is_dir():
+            shutil.rmtree(stale, ignore_errors=True)  # built from pins that have since changed
+            log(f"stack {name}: removed {stale} (older pins)")
     log(f"stack {name}: ready in {time.monotonic() - started:.0f} s: "
         + ", ".join(f"{k} {v}" for k, v in versions.items()))
     return stack
@@ -137,7 +150,7 @@ def probe_versions(stack: Stack) -> dict[str, str]:
         "    try:\n"
         "        out[m] = str(importlib.import_module(m).__version__)\n"
         "    except Exception as e:\n"
-        "        out[m] = 'import failed: ' + type(e).__name__\n"
+        "        out[m] = 'import failed: ' + type(e).__name__ + ': ' + str(e)\n"
         "print(json.dumps(out))\n"
     )
     modules = PROBE_MODULES.get(stack.name, ["torch", "numpy"])

@@ -143,7 +143,7 @@ def load(path_or_name: str | Path) -> tuple[Suite, Path]:
     try:
         suite = Suite.model_validate(raw)
     except ValidationError as exc:
-        raise SuiteError("\n".join(_describe(path, err) for err in exc.errors())) from None
+        raise SuiteError("\n".join(_describe(path, err) for err in _most_specific(exc.errors()))) from None
     problems = _check_rules(suite)
     if problems:
         raise SuiteError("\n".join(f"{path}: {p}" for p in problems))
@@ -162,8 +162,33 @@ def resolve_path(path_or_name: str | Path) -> Path:
                      f"{suites_dir()} (known: {known})")
 
 
+TYPE_MISMATCH = {"int_type", "int_parsing", "float_type", "float_parsing", "list_type", "string_type",
+                 "literal_error", "model_type", "dict_type"}
+
+
+def _clean_loc(err: dict) -> tuple:
+    return tuple(p for p in err["loc"] if not _is_union_tag(p))
+
+
+def _most_specific(errors: list[dict]) -> list[dict]:
+    """A value that may be `X | list[X]` fails both ways; keep the error that says most: drop a
+    type mismatch where a deeper error exists, and a list/dict mismatch beside a value error."""
+    locs = [_clean_loc(e) for e in errors]
+    kept = []
+    for err, loc in zip(errors, locs):
+        deeper = any(other[:len(loc)] == loc and len(other) > len(loc) for other in locs)
+        sibling_says_more = any(o == loc and e2["type"] not in TYPE_MISMATCH
+                                for e2, o in zip(errors, locs) if e2 is not err)
+        same_loc_literal = err["type"] in {"list_type", "dict_type"} and any(
+            o == loc and e2["type"] == "literal_error" for e2, o in zip(errors, locs))
+        if err["type"] in TYPE_MISMATCH and (deeper or sibling_says_more or same_loc_literal):
+            continue
+        kept.append(err)
+    return kept or errors
+
+
 def _describe(path: Path, err: dict) -> str:
-    loc = ".".join(str(p) for p in err["loc"] if not _is_union_tag(p))
+    loc = ".".join(str(p) for p in _clean_loc(err))
     if err["type"] == "extra_forbidden":
         parent = _model_at(err["loc"][:-1])
         allowed = ", ".join(parent.model_fields) if parent else "none"
@@ -180,7 +205,7 @@ def _describe(path: Path, err: dict) -> str:
 def _is_union_tag(part: Any) -> bool:
     # pydantic adds the union member ("list[...]", "int", "synthetic") to error locations
     return isinstance(part, str) and ("[" in part or part in {"int", "float", "str", "synthetic", "planetoid"}
-                                      or part.startswith("literal"))
+                                      or part.startswith(("literal", "constrained-")))
 
 
 def _model_at(loc: tuple) -> type[BaseModel] | None:

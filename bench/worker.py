@@ -20,8 +20,9 @@ import time
 from pathlib import Path
 
 PROGRESS_TAG = "GNNBENCH-PROGRESS "
-# Test hook: makes the worker crash or hang in its first measured epoch, so the runner's
-# handling of a dying or stuck system under test can be exercised on real pipelines.
+# Test hook: GNNBENCH_FAULT="crash" or "hang", optionally ":ID_PART" to hit only cells whose id
+# contains ID_PART (several comma-separated), makes the worker crash or hang in its first measured epoch, so the runner's
+# handling of a dying or stuck system under test is exercised on real pipelines.
 FAULT_ENV = "GNNBENCH_FAULT"
 
 
@@ -103,7 +104,7 @@ def run_cell(cell: dict, dataset_dir: Path) -> dict:
     data = hub.load(dataset_dir, mmap=False)
     pipe = Pipeline(data, settings)
     first_batch_at = []
-    fault = os.environ.get(FAULT_ENV)
+    fault = fault_for(cell["id"])
 
     def on_batch(index: int) -> None:
         if not first_batch_at:
@@ -123,6 +124,14 @@ def run_cell(cell: dict, dataset_dir: Path) -> dict:
     return {**record, "status": "ok", "epochs": measured, "warmup": warmup, "val_acc": val_acc,
             "test_acc": test_acc, "startup_s": first_batch_at[0] - launched_at,
             "self_max_rss_bytes": usage, "dataset": data.card()}
+
+
+def fault_for(cell_id: str) -> str | None:
+    for rule in filter(None, os.environ.get(FAULT_ENV, "").split(",")):
+        kind, _, id_part = rule.partition(":")
+        if id_part in cell_id:
+            return kind
+    return None
 
 
 def inject(fault: str) -> None:

@@ -1,0 +1,42 @@
+"""Planetoid through PyG's own class, from an offline data root (GNNBENCH_DATA_ROOT)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from bench.datasets import hub
+from bench.runner import ensure_dataset
+from tests.conftest import require_stacks
+
+
+def data_root() -> Path:
+    root = os.environ.get("GNNBENCH_DATA_ROOT")
+    if not root:
+        message = "GNNBENCH_DATA_ROOT is not set (point it at a folder holding Cora/raw)"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    return Path(root)
+
+
+def test_cora_statistics_and_split(cache_dir):
+    require_stacks("pyg")
+    spec = {"name": "cora", "source": "planetoid", "params": {"name": "Cora"}}
+    data = hub.load(ensure_dataset(spec, cache_dir, data_root()))
+    card = data.card()
+    assert (card["num_nodes"], card["num_edges"], card["feature_dim"], card["num_classes"]) == (2708, 10556, 1433, 7)
+    assert (card["num_train"], card["num_val"], card["num_test"]) == (140, 500, 1000)
+    src, dst = data.edge_index
+    assert np.all(np.diff(dst) >= 0)  # CSC order: sorted by destination
+    assert np.array_equal(np.diff(data.csc_indptr), np.bincount(dst, minlength=2708))
+
+
+def test_missing_raw_files_name_what_was_expected(cache_dir, tmp_path):
+    require_stacks("pyg")
+    spec = {"name": "citeseer", "source": "planetoid", "params": {"name": "CiteSeer"}}
+    with pytest.raises(hub.DatasetError, match=r"no Planetoid raw files at .*CiteSeer/raw"):
+        ensure_dataset(spec, cache_dir, tmp_path)

@@ -1,0 +1,63 @@
+"""The Markdown report and the result-file reader, on crafted result files."""
+
+import json
+
+import pytest
+
+from bench import report, results
+
+BASE_ID = "pyg-neighbor/g/mode=cpu-cpu/workers=0/ws=1"
+FAST_ID = "dgl-graphbolt/g/mode=cpu-cpu/workers=0/ws=1"
+
+
+def bench_entry(cell_id, median, iqr, stall):
+    info = {k: 0 for k in results.REQUIRED_EXTRA}
+    info.update(cell_id=cell_id, seeds_per_s=1234.0, edges_per_s=56789.0, loader_stall=stall,
+                peak_pss_bytes=300 * 2**20, peak_rss_bytes=400 * 2**20, val_acc=0.5, test_acc=0.25,
+                startup_s=3.0)
+    return {"name": f"test_cell[{cell_id}]", "stats": {"median": median, "iqr": iqr, "rounds": 5},
+            "extra_info": info}
+
+
+def result_file(tmp_path, unmeasured_reason="boom"):
+    data = {"datetime": "2026-11-22T00:00:00", "machine_info": {}, "commit_info": {},
+            "benchmarks": [bench_entry(BASE_ID, 2.0, 0.1, 0.25), bench_entry(FAST_ID, 0.5, 0.05, 0.6)],
+            "gnnbench": {"schema_version": 1, "suite": "s", "baseline": BASE_ID,
+                         "cells": [BASE_ID, FAST_ID, "dgl-graphbolt/g/mode=cuda-cuda/workers=0/ws=1", "x/never"]},
+            "unmeasured": [{"id": "dgl-graphbolt/g/mode=cuda-cuda/workers=0/ws=1", "status": "failed",
+                            "reason": unmeasured_reason}]}
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+def test_rows_follow_the_numbers(tmp_path):
+    rows = report.rows(results.read(result_file(tmp_path)))
+    assert [r["status"] for r in rows] == ["ok", "ok", "failed", "not run"]
+    assert rows[0]["speedup"] == 1.0 and rows[1]["speedup"] == 4.0
+    md = report.render_markdown([results.read(result_file(tmp_path))])
+    assert "| 2.000 (0.100) | 5 | 1.00× | 1,234 | 56,789 | 25.0 % | 300 | 400 | 0.500 | 0.250 | 3.0 |" in md
+    assert "| 0.500 (0.050) | 5 | 4.00× |" in md and "60.0 %" in md
+    assert "**failed** | boom" in md
+
+
+def test_error_text_is_inert_in_the_table(tmp_path):
+    md = report.render_markdown([results.read(result_file(tmp_path, "<script>alert(1)</script> a|b\nnext"))])
+    assert "<script>" not in md
+    assert "&lt;script&gt;alert(1)&lt;/script&gt; a\\|b next" in md
+
+
+@pytest.mark.parametrize("content, message", [
+    ("not json", "not a JSON result file"),
+    ('{"benchmarks": []}', "not written by gnnbench"),
+    ('{"x": 1}', "no 'benchmarks' list"),
+    ('{"benchmarks": [], "gnnbench": {"schema_version": 99}}', "newer than this gnnbench reads"),
+    ('{"benchmarks": [{"name": "t", "extra_info": {"backend": "b"}}], "gnnbench": {"schema_version": 1}}',
+     "extra_info lacks stack"),
+])
+def test_bad_result_files_are_named(tmp_path, content, message):
+    path = tmp_path / "bad.json"
+    path.write_text(content)
+    with pytest.raises(results.ResultsError, match=message) as info:
+        results.read(path)
+    assert str(path) in str(info.value)

@@ -1,0 +1,31 @@
+"""Stacks: pin files parse into two install passes; the folder follows the pins."""
+
+from bench import stacks
+
+
+def test_pin_files_parse_into_plain_and_no_isolation_passes():
+    plain, no_isolation = stacks.get("pyg").requirement_lines()
+    assert "torch==2.13.0" in plain and "torch-geometric==2.8.1" in plain
+    assert no_isolation == ["torch-scatter==2.1.2", "torch-sparse==0.6.18"]
+    plain, no_isolation = stacks.get("dgl").requirement_lines()
+    assert {"torch==2.2.1", "dgl==2.1.0", "torchdata==0.7.1"} <= set(plain) and no_isolation == []
+
+
+def test_stack_folder_changes_with_its_pins(tmp_path, monkeypatch):
+    monkeypatch.setenv("GNNBENCH_STACKS_DIR", str(tmp_path))
+    pins = tmp_path / "requirements-x.txt"
+    pins.write_text("numpy==1.26.4\n")
+    first = stacks.Stack("x", pins).path
+    assert first == stacks.Stack("x", pins).path and first.parent == tmp_path
+    pins.write_text("numpy==2.4.6\n")
+    assert stacks.Stack("x", pins).path != first
+    assert not stacks.Stack("x", pins).installed
+
+
+def test_unknown_stack_is_a_clear_error():
+    try:
+        stacks.get("tensorflow")
+    except stacks.StackError as exc:
+        assert "pyg" in str(exc) and "dgl" in str(exc)
+    else:
+        raise AssertionError("no error")

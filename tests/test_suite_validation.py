@@ -1,0 +1,94 @@
+"""Suite files: strict validation with errors that name the file, the key path and what is allowed."""
+
+import pytest
+
+from bench import suite
+
+VALID = """
+name: t
+datasets:
+  g: {source: synthetic, params: {scale: 6}}
+backends: [pyg-neighbor, dgl-graphbolt]
+settings: {num_workers: [0, 2], epochs: 3}
+"""
+
+
+def error_of(write_suite, text):
+    path = write_suite(text)
+    with pytest.raises(suite.SuiteError) as info:
+        suite.load(path)
+    return str(info.value), path
+
+
+def test_valid_suite_loads(write_suite):
+    s, path = suite.load(write_suite(VALID))
+    assert s.name == "t" and path.name == "suite.yaml"
+
+
+def test_unknown_settings_key_names_file_path_and_allowed_keys(write_suite):
+    msg, path = error_of(write_suite, VALID.replace("epochs: 3", "epochz: 3"))
+    assert str(path) in msg
+    assert "settings.epochz: unknown key" in msg
+    assert "num_workers" in msg and "batch_size" in msg and "fanout" in msg
+
+
+def test_unknown_top_level_key(write_suite):
+    msg, _ = error_of(write_suite, VALID + "colour: blue\n")
+    assert "colour: unknown key" in msg and "datasets" in msg and "backends" in msg
+
+
+def test_unknown_dataset_param_lists_the_params_of_that_source(write_suite):
+    msg, _ = error_of(write_suite, VALID.replace("scale: 6", "scael: 6"))
+    assert "datasets.g.params.scael: unknown key" in msg and "edge_factor" in msg
+
+
+def test_bad_mode_names_allowed_modes(write_suite):
+    msg, _ = error_of(write_suite, VALID.replace("epochs: 3", "epochs: 3, mode: gpu-gpu"))
+    assert "settings.mode" in msg and "cpu-cpu" in msg and "pinned-cuda" in msg and "'gpu-gpu'" in msg
+
+
+def test_negative_workers_rejected(write_suite):
+    msg, _ = error_of(write_suite, VALID.replace("[0, 2]", "[0, -2]"))
+    assert "settings.num_workers" in msg and "greater than or equal to 0" in msg
+
+
+def test_unknown_backend(write_suite):
+    msg, _ = error_of(write_suite, VALID.replace("dgl-graphbolt", "dgl-magic"))
+    assert "backends" in msg and "dgl-magic" in msg and "pyg-neighbor" in msg
+
+
+def test_unknown_source(write_suite):
+    msg, _ = error_of(write_suite, VALID.replace("source: synthetic", "source: ogb"))
+    assert "datasets.g" in msg and "synthetic" in msg and "planetoid" in msg
+
+
+def test_exclude_rule_with_unknown_dataset_and_key(write_suite):
+    msg, _ = error_of(write_suite, VALID + "exclude:\n  - {dataset: nope, colour: red}\n")
+    assert "exclude.0.dataset: unknown dataset 'nope'; allowed: g" in msg
+    assert "exclude.0.colour: unknown key" in msg
+
+
+def test_baseline_must_be_a_cell(write_suite):
+    msg, _ = error_of(write_suite, VALID + "baseline: pyg-neighbor/g/mode=cpu-cpu/workers=9/ws=1\n")
+    assert "baseline" in msg and "not a cell id" in msg
+
+
+def test_not_yaml_and_not_a_mapping(write_suite):
+    msg, _ = error_of(write_suite, "name: [unclosed\n")
+    assert "not valid YAML" in msg
+    msg, _ = error_of(write_suite, "- just\n- a list\n")
+    assert "a suite is a mapping" in msg
+
+
+def test_missing_suite_names_known_suites():
+    with pytest.raises(suite.SuiteError) as info:
+        suite.load("no-such-suite")
+    assert "no-such-suite" in str(info.value) and "smoke" in str(info.value)
+
+
+def test_every_shipped_suite_is_valid():
+    from bench.paths import suites_dir
+
+    for path in suites_dir().glob("*.yaml"):
+        s, _ = suite.load(path)
+        assert suite.expand(s), path
