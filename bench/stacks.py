@@ -110,15 +110,15 @@ def install(name: str, log=print, force: bool = False) -> Stack:
     started = time.monotonic()
     log(f"stack {name}: creating {stack.path} (first time: pyg compiles torch-sparse/torch-scatter "
         f"for about 25 min, dgl downloads about 3 GB; pip caches both)")
-    _run([sys.executable, "-m", "venv", str(stack.path)], name)
+    _run([sys.executable, "-m", "venv", str(stack.path)], name, log=log)
     pip = [str(stack.python), "-m", "pip", "install", "--progress-bar", "off"]
     plain, no_isolation = stack.requirement_lines()
-    _run(pip + plain, name)
+    _run(pip + plain, name, log=log)
     if no_isolation:
         # torch-sparse/torch-scatter build against the torch just installed; MAX_JOBS keeps
         # the compiler within the machine's cores.
         env = dict(os.environ, MAX_JOBS=os.environ.get("MAX_JOBS", str(os.cpu_count() or 2)))
-        _run(pip + ["--no-build-isolation"] + no_isolation, name, env=env)
+        _run(pip + ["--no-build-isolation"] + no_isolation, name, env=env, log=log)
     versions = probe_versions(stack)
     broken = {k: v for k, v in versions.items() if v.startswith("import failed")}
     if broken:
@@ -134,11 +134,19 @@ def install(name: str, log=print, force: bool = False) -> Stack:
     return stack
 
 
-def _run(cmd: list[str], stack: str, env=None) -> None:
-    proc = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+# pip lines worth showing while a stack installs: which package, and that a long build is alive
+PIP_PROGRESS = ("Collecting", "Building wheel", "Successfully", "Installing collected")
+
+
+def _run(cmd: list[str], stack: str, env=None, log=print) -> None:
+    tail: list[str] = []
+    with subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as proc:
+        for line in proc.stdout:
+            tail = (tail + [line.rstrip()])[-25:]
+            if line.lstrip().startswith(PIP_PROGRESS):
+                log(f"stack {stack}: {line.strip()[:160]}")
     if proc.returncode != 0:
-        tail = "\n".join(proc.stdout.splitlines()[-25:])
-        raise StackError(f"stack {stack}: command failed ({proc.returncode}): {' '.join(cmd)}\n{tail}")
+        raise StackError(f"stack {stack}: command failed ({proc.returncode}): {' '.join(cmd)}\n" + "\n".join(tail))
 
 
 def probe_versions(stack: Stack) -> dict[str, str]:
