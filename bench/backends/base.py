@@ -15,6 +15,28 @@ from __future__ import annotations
 DROPOUT = 0.5
 
 
+def graphsage(conv, in_dim: int, hidden: int, out_dim: int, num_layers: int):
+    """The one GraphSAGE both backends train; `conv(a, b)` makes a framework's mean-aggregation
+    SAGEConv from a to b features, and the model is called as model(x, [graph per layer])."""
+    import torch
+    import torch.nn.functional as F
+
+    class GraphSAGE(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            dims = [in_dim] + [hidden] * (num_layers - 1) + [out_dim]
+            self.convs = torch.nn.ModuleList(conv(a, b) for a, b in zip(dims, dims[1:]))
+
+        def forward(self, x, graphs):
+            for i, (layer, graph) in enumerate(zip(self.convs, graphs)):
+                x = layer(x, graph)
+                if i < len(self.convs) - 1:
+                    x = F.dropout(F.relu(x), p=DROPOUT, training=self.training)
+            return x
+
+    return GraphSAGE()
+
+
 def unavailable_reason(mode: str) -> str | None:
     """Why a mode cannot run in this interpreter, or None. Imported inside a stack."""
     import torch

@@ -22,23 +22,18 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 from dgl.nn import SAGEConv  # noqa: E402
 
-from bench.backends.base import DROPOUT, device_of, unavailable_reason  # noqa: E402
+from bench.backends.base import device_of, graphsage, unavailable_reason  # noqa: E402
 
 FEATURE_KEY = ("node", None, "feat")
 
 
-class SAGE(torch.nn.Module):
-    def __init__(self, in_dim: int, hidden: int, out_dim: int, num_layers: int):
+class _FeaturesFirst(torch.nn.Module):
+    def __init__(self, conv):
         super().__init__()
-        dims = [in_dim] + [hidden] * (num_layers - 1) + [out_dim]
-        self.convs = torch.nn.ModuleList(SAGEConv(a, b, "mean") for a, b in zip(dims, dims[1:]))
+        self.conv = conv
 
-    def forward(self, blocks, x):
-        for i, (conv, block) in enumerate(zip(self.convs, blocks)):
-            x = conv(block, x)
-            if i < len(self.convs) - 1:
-                x = F.dropout(F.relu(x), p=DROPOUT, training=self.training)
-        return x
+    def forward(self, x, block):
+        return self.conv(block, x)
 
 
 class Pipeline:
@@ -64,8 +59,9 @@ class Pipeline:
         self.train_loader = self._loader("train", shuffle=True, num_workers=settings["num_workers"])
         self.model = None
         if settings["model"] == "sage":
-            self.model = SAGE(data.features.shape[1], settings["hidden"], data.num_classes,
-                              len(settings["fanout"])).to(self.device)
+            # DGL's SAGEConv takes (graph, features): swap to the shared (features, graph) call
+            self.model = graphsage(lambda a, b: _FeaturesFirst(SAGEConv(a, b, "mean")), data.features.shape[1],
+                                   settings["hidden"], data.num_classes, len(settings["fanout"])).to(self.device)
             self.optimizer = torch.optim.Adam(self.model.parameters(), lr=settings["lr"])
 
     def _loader(self, split: str, shuffle: bool, num_workers: int = 0) -> gb.DataLoader:
@@ -89,7 +85,7 @@ class Pipeline:
             return
         self.model.train()
         self.optimizer.zero_grad()
-        out = self.model(minibatch.blocks, minibatch.node_features["feat"])
+        out = self.model(minibatch.node_features["feat"], minibatch.blocks)
         F.cross_entropy(out, minibatch.labels).backward()
         self.optimizer.step()
 
@@ -100,7 +96,7 @@ class Pipeline:
         self.model.eval()
         correct = total = 0
         for minibatch in self._loader(split, shuffle=False):
-            pred = self.model(minibatch.blocks, minibatch.node_features["feat"]).argmax(dim=-1)
+            pred = self.model(minibatch.node_features["feat"], minibatch.blocks).argmax(dim=-1)
             correct += int((pred == minibatch.labels).sum())
             total += int(minibatch.labels.numel())
         return correct / max(total, 1)

@@ -11,21 +11,7 @@ from torch_geometric.data import Data
 from torch_geometric.loader import NeighborLoader
 from torch_geometric.nn import SAGEConv
 
-from bench.backends.base import DROPOUT, device_of, unavailable_reason
-
-
-class SAGE(torch.nn.Module):
-    def __init__(self, in_dim: int, hidden: int, out_dim: int, num_layers: int):
-        super().__init__()
-        dims = [in_dim] + [hidden] * (num_layers - 1) + [out_dim]
-        self.convs = torch.nn.ModuleList(SAGEConv(a, b, aggr="mean") for a, b in zip(dims, dims[1:]))
-
-    def forward(self, x, edge_index):
-        for i, conv in enumerate(self.convs):
-            x = conv(x, edge_index)
-            if i < len(self.convs) - 1:
-                x = F.dropout(F.relu(x), p=DROPOUT, training=self.training)
-        return x
+from bench.backends.base import device_of, graphsage, unavailable_reason
 
 
 class Pipeline:
@@ -41,8 +27,8 @@ class Pipeline:
         self.train_loader = self._loader("train", shuffle=True, num_workers=workers)
         self.model = None
         if settings["model"] == "sage":
-            self.model = SAGE(data.features.shape[1], settings["hidden"], data.num_classes,
-                              len(settings["fanout"])).to(self.device)
+            self.model = graphsage(lambda a, b: SAGEConv(a, b, aggr="mean"), data.features.shape[1],
+                                   settings["hidden"], data.num_classes, len(settings["fanout"])).to(self.device)
             self.optimizer = torch.optim.Adam(self.model.parameters(), lr=settings["lr"])
 
     def _loader(self, split: str, shuffle: bool, num_workers: int = 0) -> NeighborLoader:
@@ -50,6 +36,9 @@ class Pipeline:
             self.graph, num_neighbors=list(self.settings["fanout"]),
             input_nodes=torch.from_numpy(self.splits[split]), batch_size=self.settings["batch_size"],
             shuffle=shuffle, num_workers=num_workers, persistent_workers=num_workers > 0)
+
+    def _layers(self, batch) -> list:
+        return [batch.edge_index] * len(self.settings["fanout"])  # every layer on the whole subgraph
 
     @staticmethod
     def count(batch) -> tuple[int, int]:
@@ -61,7 +50,7 @@ class Pipeline:
         self.model.train()
         batch = batch.to(self.device)
         self.optimizer.zero_grad()
-        out = self.model(batch.x, batch.edge_index)[: batch.batch_size]
+        out = self.model(batch.x, self._layers(batch))[: batch.batch_size]
         F.cross_entropy(out, batch.y[: batch.batch_size]).backward()
         self.optimizer.step()
 
@@ -73,7 +62,7 @@ class Pipeline:
         correct = total = 0
         for batch in self._loader(split, shuffle=False):
             batch = batch.to(self.device)
-            pred = self.model(batch.x, batch.edge_index)[: batch.batch_size].argmax(dim=-1)
+            pred = self.model(batch.x, self._layers(batch))[: batch.batch_size].argmax(dim=-1)
             correct += int((pred == batch.y[: batch.batch_size]).sum())
             total += int(batch.batch_size)
         return correct / max(total, 1)
