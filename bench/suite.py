@@ -72,7 +72,7 @@ class Settings(Strict):
     warmup_epochs: NonNegativeInt | list[NonNegativeInt] = 1
     model: Model | list[Model] = "sage"
     hidden: PositiveInt | list[PositiveInt] = 64
-    lr: Annotated[float, Field(gt=0)] | list[Annotated[float, Field(gt=0)]] = 0.003
+    lr: Annotated[float, Field(gt=0)] | list[Annotated[float, Field(gt=0)]] = 0.01
     seed: int | list[int] = 0
     timeout: Annotated[float, Field(gt=0)] = 600.0  # seconds per cell, launch to exit
 
