@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import os
 import datetime as dt
 import shlex
 import sys
 from pathlib import Path
 
 from bench import results, stacks, suite as suite_mod
-from bench.paths import default_results_dir, suites_dir
+from bench.datasets.hub import DatasetError
+from bench.paths import cache_root, default_results_dir, suites_dir
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -29,6 +31,18 @@ def main(argv: list[str] | None = None) -> int:
     report.add_argument("files", nargs="+", type=Path)
     report.add_argument("--markdown", type=Path, metavar="FILE", help="write here instead of stdout")
 
+    ds = sub.add_parser("datasets", help="known datasets, their sizes and memory needs; prepare one")
+    ds_sub = ds.add_subparsers(dest="datasets_command", required=True)
+    ds_list = ds_sub.add_parser("list", help="the known datasets with their sizes")
+    ds_info = ds_sub.add_parser("info", help="sizes and the memory each backend will need")
+    ds_prep = ds_sub.add_parser("prepare", help="materialise a dataset into the hub (downloads if needed)")
+    for p in (ds_list, ds_info, ds_prep):
+        p.add_argument("--cache-dir", metavar="DIR", help="dataset hub folder (env GNNBENCH_CACHE)")
+    for p in (ds_info, ds_prep):
+        p.add_argument("name", help="e.g. planetoid:Cora, ogb:ogbn-arxiv, reddit, synthetic:scale=14")
+    ds_prep.add_argument("--data-root", metavar="DIR", default=os.environ.get("GNNBENCH_DATA_ROOT"),
+                         help="where raw files are looked for first (env GNNBENCH_DATA_ROOT)")
+
     st = sub.add_parser("stacks", help="the pinned framework environments")
     st_sub = st.add_subparsers(dest="stacks_command", required=True)
     inst = st_sub.add_parser("install", help="create (or reuse) each stack's virtual environment")
@@ -42,12 +56,14 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_run(args)
         if args.command == "report":
             return cmd_report(args.files, args.markdown)
+        if args.command == "datasets":
+            return cmd_datasets(args)
         if args.stacks_command == "install":
             for name in args.names or list(stacks.available()):
                 stacks.install(name, force=args.force)
             return 0
         return cmd_stacks_list()
-    except (suite_mod.SuiteError, results.ResultsError, stacks.StackError) as exc:
+    except (suite_mod.SuiteError, results.ResultsError, stacks.StackError, DatasetError) as exc:
         print(f"gnnbench: error: {exc}", file=sys.stderr)
         return 2
 
@@ -81,6 +97,28 @@ def cmd_run(args) -> int:
     print(markdown.read_text())
     print(f"results: {json_path}\ntable:   {markdown}")
     return int(code)
+
+
+def cmd_datasets(args) -> int:
+    from bench import dataset_info, datasets
+    from bench.runner import ensure_dataset
+
+    cache = Path(args.cache_dir) if args.cache_dir else cache_root()
+    if args.datasets_command == "list":
+        print("\n".join(dataset_info.list_lines(cache)))
+        return 0
+    try:
+        spec = datasets.parse_name(args.name)
+    except ValueError as exc:
+        raise DatasetError(f"{exc} (`gnnbench datasets list` shows the known datasets)") from None
+    if args.datasets_command == "prepare":
+        stack = datasets.SOURCES[spec["source"]][1]
+        if stack:
+            stacks.install(stack)
+        print(f"preparing {args.name} ...", flush=True)
+        ensure_dataset(spec, cache, Path(args.data_root) if args.data_root else None, interactive=True)
+    print("\n".join(dataset_info.info_lines(spec, cache)))
+    return 0
 
 
 def cmd_report(files: list[Path], markdown: Path | None, command: str | None = None) -> int:

@@ -26,7 +26,8 @@ from bench.datasets import SOURCES
 from bench.datasets.hub import DatasetError
 from bench.paths import cache_root, default_results_dir
 from bench.results import SCHEMA_VERSION, extra_info
-from bench.runner import Outcome, ensure_dataset, run_cell
+from bench.datasets import memory
+from bench.runner import Outcome, dataset_stats, ensure_dataset, run_cell
 
 
 def pytest_addoption(parser):
@@ -104,8 +105,12 @@ class RunSession:
         source_stack = SOURCES[cell.dataset_spec["source"]][1]  # e.g. Planetoid needs PyG
         if problem is None and source_stack:
             problem = self.ensure_stack(source_stack)
+        if problem is None:
+            problem_status, problem = "refused", self.refusal(cell)
+        else:
+            problem_status = "failed"
         if problem:
-            outcome = Outcome(cell, "failed", problem)
+            outcome = Outcome(cell, problem_status, problem)
         else:
             try:
                 dataset_dir = self.dataset(cell)
@@ -120,6 +125,16 @@ class RunSession:
             journal.write(json.dumps({"id": cell.id, "status": outcome.status, "reason": outcome.reason,
                                       "extra_info": extra_info(outcome) if outcome.status == "ok" else None}) + "\n")
         return outcome
+
+    def refusal(self, cell) -> str | None:
+        """Refuse, with the numbers, a cell that cannot fit in the memory available now."""
+        try:
+            stats = dataset_stats(cell.dataset_spec, self.cache)
+        except DatasetError:
+            return None  # preparing the dataset will report what is wrong
+        need = memory.estimate(stats, cell.backend, cell.settings["world_size"])
+        return memory.refusal(need["total_bytes"], psutil.virtual_memory().available,
+                              f"{cell.settings['world_size']} rank(s) of {cell.backend} on {cell.dataset}")
 
     def _show_epoch(self, event: dict) -> None:
         kind = "warm-up" if event.get("warmup") else "epoch"
@@ -158,7 +173,7 @@ def gnnbench(request) -> RunSession:
 
 def benchmark_cell(session: RunSession, cell, benchmark) -> None:
     outcome = session.measure(cell)
-    if outcome.status == "skipped":
+    if outcome.status in ("skipped", "refused"):
         pytest.skip(outcome.reason)
     if outcome.status != "ok":
         pytest.xfail(f"{outcome.status}: {outcome.reason.strip()[-500:]}")
@@ -203,3 +218,20 @@ def pytest_benchmark_update_json(config, benchmarks, output_json):
         "started_at": session.started_at.isoformat(),
     }
     output_json["unmeasured"] = session.unmeasured()
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session):
+    """pytest-benchmark writes no file when no cell was measured; a run whose cells all failed
+    or were refused is still a result, so write the same file through pytest-benchmark's hooks."""
+    run: RunSession = session.config._gnnbench
+    if run.json_path.exists() or not run.outcomes:
+        return
+    hook = session.config.hook
+    machine_info = hook.pytest_benchmark_generate_machine_info(config=session.config)
+    hook.pytest_benchmark_update_machine_info(config=session.config, machine_info=machine_info)
+    commit_info = hook.pytest_benchmark_generate_commit_info(config=session.config)
+    output = hook.pytest_benchmark_generate_json(config=session.config, benchmarks=[], include_data=True,
+                                                 machine_info=machine_info, commit_info=commit_info)
+    hook.pytest_benchmark_update_json(config=session.config, benchmarks=[], output_json=output)
+    run.json_path.write_text(json.dumps(output, indent=4))

@@ -42,6 +42,15 @@ def rows(result: ResultFile) -> list[dict]:
     return out
 
 
+def dataset_cards(result: ResultFile) -> list[dict]:
+    """The statistics of each dataset the run measured on, once each."""
+    cards = {}
+    for bench in result.benchmarks:
+        card = bench["extra_info"]["dataset"]
+        cards.setdefault(card["name"], card)
+    return list(cards.values())
+
+
 def _md(text) -> str:
     """Make any text safe inside a Markdown table cell (and inert as HTML)."""
     text = " ".join(str(text).split())
@@ -64,5 +73,5 @@ def environment() -> jinja2.Environment:
 def render_markdown(results: list[ResultFile], command: str | None = None) -> str:
     runs = [{"file": r.path.name, "meta": r.meta, "machine": r.data.get("machine_info", {}),
              "datetime": r.data.get("datetime"), "commit": r.data.get("commit_info", {}),
-             "rows": rows(r)} for r in results]
+             "rows": rows(r), "datasets": dataset_cards(r)} for r in results]
     return environment().get_template("report.md.j2").render(runs=runs, command=command)

@@ -36,8 +36,8 @@ def extra_info(outcome, baseline: str | None = None) -> dict:
         "stack": cell.stack,
         "versions": rec["versions"],
         "device": rec.get("device"),
-        "dataset": {k: card[k] for k in DATASET_FIELDS} | {"source": card.get("source"),
-                                                            "num_train": card.get("num_train")},
+        "dataset": {k: card[k] for k in DATASET_FIELDS}
+        | {k: card.get(k) for k in ("source", "num_train", "num_val", "num_test")},
         "settings": cell.settings,
         "seeds_per_s": sum(e["seeds"] for e in epochs) / seconds,
         "edges_per_s": sum(e["edges"] for e in epochs) / seconds,

@@ -23,7 +23,7 @@ from pathlib import Path
 import psutil
 
 from bench import datasets, stacks
-from bench.datasets import hub
+from bench.datasets import hub, memory
 from bench.paths import repo_root
 from bench.suite import Cell
 from bench.worker import PROGRESS_TAG
@@ -36,7 +36,7 @@ RUN_ID_ENV = "GNNBENCH_RUN_ID"  # marks every process of one cell, so leftovers 
 @dataclass
 class Outcome:
     cell: Cell
-    status: str  # ok | failed | timeout | skipped
+    status: str  # ok | failed | timeout | skipped | refused
     reason: str = ""
     record: dict = field(default_factory=dict)  # what the worker wrote
     peak_rss_bytes: int = 0
@@ -87,15 +87,30 @@ def worker_env(cache: Path, run_id: str) -> dict[str, str]:
         "GNNBENCH_LAUNCHED_AT": repr(time.time()),
         "DGLBACKEND": "pytorch",
         "PYTHONUNBUFFERED": "1",
+        "OUTDATED_IGNORE": "1",  # ogb's version check would reach for the network
         RUN_ID_ENV: run_id,
     })
     return env
 
 
-def ensure_dataset(spec: dict, cache: Path, data_root: Path | None) -> Path:
-    """Materialise a dataset into the hub once, in the interpreter its source needs."""
+def dataset_stats(spec: dict, cache: Path) -> dict:
+    """Sizes of a dataset: measured if it is in the hub, else as published (or bounded)."""
+    if hub.is_materialised(spec, cache):
+        return hub.load(hub.dataset_dir(spec, cache)).card()
+    return datasets.source_module(spec["source"]).expected_stats(spec.get("params", {}))
+
+
+def ensure_dataset(spec: dict, cache: Path, data_root: Path | None, interactive: bool = False) -> Path:
+    """Materialise a dataset into the hub once, in the interpreter its source needs.
+    `interactive`: the user's terminal answers a download's questions (ogb asks before large ones)."""
     if hub.is_materialised(spec, cache):
         return hub.dataset_dir(spec, cache)
+    Path(cache).mkdir(parents=True, exist_ok=True)
+    # converting holds the raw arrays and the hub arrays at once
+    too_big = memory.refusal(2 * memory.hub_bytes(dataset_stats(spec, cache)),
+                             psutil.virtual_memory().available, f"preparing dataset {spec['name']!r}")
+    if too_big:
+        raise hub.DatasetError(too_big)
     module, stack_name = datasets.SOURCES[spec["source"]]
     if stack_name is None:
         return datasets.materialiser(spec["source"])(spec, cache, data_root)
@@ -105,10 +120,15 @@ def ensure_dataset(spec: dict, cache: Path, data_root: Path | None) -> Path:
                                f"which is not installed (gnnbench stacks install {stack_name})")
     cmd = [str(stack.python), "-m", "bench.datasets", "prepare", json.dumps(spec), str(cache),
            str(data_root or "")]
-    proc = subprocess.run(cmd, env=worker_env(cache, "prepare"), capture_output=True, text=True)
+    proc = subprocess.run(cmd, env=worker_env(cache, "prepare"), text=True, stdout=subprocess.PIPE,
+                          stderr=None if interactive else subprocess.PIPE,
+                          stdin=None if interactive else subprocess.DEVNULL)
+    if proc.returncode != 0 and interactive:
+        raise hub.DatasetError(f"preparing {spec['name']!r} failed ({proc.returncode}); see the messages above")
     if proc.returncode != 0:
-        raise hub.DatasetError(proc.stderr.strip().splitlines()[-1] if proc.stderr.strip()
-                               else f"preparing {spec['name']!r} failed ({proc.returncode})")
+        last = proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else f"exit code {proc.returncode}"
+        raise hub.DatasetError(last.removeprefix("error: ") if last.startswith("error: ")
+                               else f"preparing {spec['name']!r} failed: {last}")
     return Path(proc.stdout.strip().splitlines()[-1])
 
 

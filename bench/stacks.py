@@ -25,7 +25,7 @@ NO_ISOLATION_MARK = "# no-build-isolation"
 COMPLETE_MARK = ".gnnbench-complete.json"
 # What `stacks list` imports in each stack to report the versions that really load.
 PROBE_MODULES = {
-    "pyg": ["torch", "torch_geometric", "torch_sparse", "torch_scatter", "numpy"],
+    "pyg": ["torch", "torch_geometric", "torch_sparse", "torch_scatter", "ogb", "numpy"],
     "dgl": ["torch", "dgl", "torchdata", "numpy", "pandas"],
 }
 

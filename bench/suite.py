@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
 
 from bench.backends import ALL_MODES, BACKENDS
-from bench.datasets import synthetic
+from bench.datasets import SOURCES, canonical_params, parse_name, synthetic
 from bench.paths import suites_dir
 
 Mode = Literal[ALL_MODES]  # type: ignore[valid-type]
@@ -58,7 +58,33 @@ class PlanetoidDataset(Strict):
     params: PlanetoidParams
 
 
-DatasetSpec = Annotated[Union[SyntheticDataset, PlanetoidDataset], Field(discriminator="source")]
+class OgbParams(Strict):
+    name: Literal["ogbn-arxiv", "ogbn-products", "ogbn-papers100M"]
+
+
+class OgbDataset(Strict):
+    source: Literal["ogb"]
+    params: OgbParams
+
+
+class RedditDataset(Strict):
+    source: Literal["reddit"]
+    params: dict[str, None] = {}
+
+
+def _shorthand(value: Any) -> Any:
+    """`cora: planetoid:Cora` stands for `{source: planetoid, params: {name: Cora}}`."""
+    if isinstance(value, str):
+        source, _, rest = value.partition(":")
+        if source == "synthetic":
+            spec = parse_name(value)
+            return {"source": source, "params": spec["params"]}
+        return {"source": source, "params": {"name": rest} if rest else {}}
+    return value
+
+
+DatasetSpec = Annotated[Union[SyntheticDataset, PlanetoidDataset, OgbDataset, RedditDataset],
+                        Field(discriminator="source"), BeforeValidator(_shorthand)]
 
 
 class Settings(Strict):
@@ -204,7 +230,7 @@ def _describe(path: Path, err: dict) -> str:
 
 def _is_union_tag(part: Any) -> bool:
     # pydantic adds the union member ("list[...]", "int", "synthetic") to error locations
-    return isinstance(part, str) and ("[" in part or part in {"int", "float", "str", "synthetic", "planetoid"}
+    return isinstance(part, str) and ("[" in part or part in {"int", "float", "str", *SOURCES}
                                       or part.startswith(("literal", "constrained-")))
 
 
@@ -212,6 +238,10 @@ def _model_at(loc: tuple) -> type[BaseModel] | None:
     """The pydantic model that an error location points into, for listing its allowed keys."""
     current: Any = Suite
     for part in loc:
+        if part in SOURCES:  # pydantic names the member of the dataset union it tried
+            current = next((m for m in typing.get_args(typing.get_args(DatasetSpec)[0])
+                            if m.model_fields["source"].annotation == Literal[part]), current)
+            continue
         if isinstance(part, int) or _is_union_tag(part):
             continue
         model = _first_model(current)
@@ -285,7 +315,9 @@ def expand(suite: Suite) -> list[Cell]:
             if any(_matches(rule, backend, dataset, settings) for rule in suite.exclude):
                 continue
             cell_id = _cell_id(backend, dataset, settings, swept)
-            spec = {"name": dataset, **suite.datasets[dataset].model_dump()}
+            source_spec = suite.datasets[dataset].model_dump()
+            spec = {"name": dataset, "source": source_spec["source"],
+                    "params": canonical_params(source_spec["source"], source_spec["params"])}
             cells.setdefault(cell_id, Cell(cell_id, backend, BACKENDS[backend].stack, dataset, spec, settings))
     return list(cells.values())
 

@@ -123,7 +123,7 @@ def run_cell(cell: dict, dataset_dir: Path) -> dict:
     usage = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux reports KiB
     return {**record, "status": "ok", "epochs": measured, "warmup": warmup, "val_acc": val_acc,
             "test_acc": test_acc, "startup_s": first_batch_at[0] - launched_at,
-            "self_max_rss_bytes": usage, "dataset": data.card()}
+            "self_max_rss_bytes": usage, "dataset": {**data.card(), "name": cell["dataset"]["name"]}}
 
 
 def fault_for(cell_id: str) -> str | None:

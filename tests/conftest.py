@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -8,6 +10,9 @@ import pytest
 from bench import stacks
 
 REPO = Path(__file__).resolve().parents[1]
+
+# The tests never download: a dataset they need is made by the tests or read from a data root.
+os.environ["GNNBENCH_OFFLINE"] = "1"
 
 
 def require_stacks(*names: str) -> None:
@@ -34,3 +39,14 @@ def write_suite(tmp_path):
 def cache_dir(tmp_path_factory) -> Path:
     """A dataset hub private to this test session (the stacks stay in the shared stacks dir)."""
     return tmp_path_factory.mktemp("hub")
+
+
+def run_suite(suite: Path, out: Path, cache_dir: Path, *options: str, env: dict | None = None):
+    """Run a suite through the front door users take: `pytest suites/ --benchmark-only`."""
+    cmd = [sys.executable, "-m", "pytest", str(REPO / "suites"), "--benchmark-only", "--suite", str(suite),
+           "--benchmark-json", str(out), "--cache-dir", str(cache_dir), "--no-install",
+           "-p", "no:cacheprovider", "-rsx", *options]
+    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, env={**os.environ, **(env or {})},
+                          timeout=900)
+    print(proc.stdout[-6000:], proc.stderr[-3000:])
+    return proc

@@ -5,7 +5,6 @@ These need the installed stacks (.ci/run installs them)."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
@@ -16,19 +15,9 @@ import psutil
 import pytest
 
 from bench import results
-from tests.conftest import REPO, require_stacks
+from tests.conftest import REPO, require_stacks, run_suite
 
 TINY = REPO / "tests" / "suites" / "tiny.yaml"
-
-
-def run_suite(suite: Path, out: Path, cache_dir: Path, env: dict | None = None) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "pytest", str(REPO / "suites"), "--benchmark-only", "--suite", str(suite),
-           "--benchmark-json", str(out), "--cache-dir", str(cache_dir), "--no-install",
-           "-p", "no:cacheprovider", "-rsx"]
-    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, env={**os.environ, **(env or {})},
-                          timeout=900)
-    print(proc.stdout[-6000:], proc.stderr[-3000:])
-    return proc
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +42,7 @@ def test_both_backends_measured_with_the_full_contract(tiny_run):
         assert len(info["warmup_epoch_s"]) == 1
         assert info["dataset"] == {"name": "rmat-s9", "num_nodes": 512, "num_edges": info["dataset"]["num_edges"],
                                    "feature_dim": 16, "num_classes": 4, "source": "synthetic",
-                                   "num_train": 307}
+                                   "num_train": 307, "num_val": 102, "num_test": 103}
         assert info["seeds_per_s"] > 0 and info["edges_per_s"] > info["seeds_per_s"]
         assert 0 <= info["loader_stall"] <= 1
         assert info["peak_pss_bytes"] > 50 * 2**20 and info["peak_rss_bytes"] >= info["peak_pss_bytes"] * 0.5

@@ -33,10 +33,3 @@ def test_cora_statistics_and_split(cache_dir):
     src, dst = data.edge_index
     assert np.all(np.diff(dst) >= 0)  # CSC order: sorted by destination
     assert np.array_equal(np.diff(data.csc_indptr), np.bincount(dst, minlength=2708))
-
-
-def test_missing_raw_files_name_what_was_expected(cache_dir, tmp_path):
-    require_stacks("pyg")
-    spec = {"name": "citeseer", "source": "planetoid", "params": {"name": "CiteSeer"}}
-    with pytest.raises(hub.DatasetError, match=r"no Planetoid raw files at .*CiteSeer/raw"):
-        ensure_dataset(spec, cache_dir, tmp_path)

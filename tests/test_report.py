@@ -12,7 +12,10 @@ FAST_ID = "dgl-graphbolt/g/mode=cpu-cpu/workers=0/ws=1"
 
 def bench_entry(cell_id, median, iqr, stall):
     info = {k: 0 for k in results.REQUIRED_EXTRA}
-    info.update(cell_id=cell_id, seeds_per_s=1234.0, edges_per_s=56789.0, loader_stall=stall,
+    info.update(cell_id=cell_id, dataset={"name": "g", "source": "synthetic", "num_nodes": 4096, "num_edges": 53308,
+                                          "feature_dim": 64, "num_classes": 8, "num_train": 2457, "num_val": 819,
+                                          "num_test": 820},
+                seeds_per_s=1234.0, edges_per_s=56789.0, loader_stall=stall,
                 peak_pss_bytes=300 * 2**20, peak_rss_bytes=400 * 2**20, val_acc=0.5, test_acc=0.25,
                 startup_s=3.0)
     return {"name": f"test_cell[{cell_id}]", "stats": {"median": median, "iqr": iqr, "rounds": 5},
@@ -39,6 +42,7 @@ def test_rows_follow_the_numbers(tmp_path):
     assert "| 2.000 (0.100) | 5 | 1.00× | 1,234 | 56,789 | 25.0 % | 300 | 400 | 0.500 | 0.250 | 3.0 |" in md
     assert "| 0.500 (0.050) | 5 | 4.00× |" in md and "60.0 %" in md
     assert "**failed** | boom" in md
+    assert md.count("| `g` | synthetic | 4,096 | 53,308 | 64 | 8 | 2,457 / 819 / 820 |") == 1  # dataset card
 
 
 def test_error_text_is_inert_in_the_table(tmp_path):

@@ -58,8 +58,21 @@ def test_unknown_backend(write_suite):
 
 
 def test_unknown_source(write_suite):
+    msg, _ = error_of(write_suite, VALID.replace("source: synthetic", "source: sql"))
+    assert "datasets.g" in msg and "synthetic" in msg and "planetoid" in msg and "ogb" in msg
+
+
+def test_params_of_another_source_list_that_sources_keys(write_suite):
     msg, _ = error_of(write_suite, VALID.replace("source: synthetic", "source: ogb"))
-    assert "datasets.g" in msg and "synthetic" in msg and "planetoid" in msg
+    assert "datasets.g.params.scale: unknown key; allowed keys here: name" in msg
+    assert "datasets.g.params.name: required key is missing" in msg
+
+
+def test_shorthand_names(write_suite):
+    s, _ = suite.load(write_suite(VALID.replace("{source: synthetic, params: {scale: 6}}", "planetoid:Cora")))
+    assert s.datasets["g"].source == "planetoid" and s.datasets["g"].params.name == "Cora"
+    msg, _ = error_of(write_suite, VALID.replace("{source: synthetic, params: {scale: 6}}", "ogb:ogbn-nope"))
+    assert "datasets.g.params.name" in msg and "ogbn-arxiv" in msg
 
 
 def test_exclude_rule_with_unknown_dataset_and_key(write_suite):

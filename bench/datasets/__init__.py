@@ -1,5 +1,12 @@
-"""Dataset sources. A new dataset source is one module with `materialise(spec, cache, data_root)`
-plus one line here: (module, the stack whose interpreter must run it, or None for any)."""
+"""Dataset sources. A new source is one module with
+    materialise(spec, cache, data_root) -> Path    write the hub form (bench.datasets.hub)
+    expected_stats(params) -> dict                  sizes known before any download (hub.STAT_FIELDS)
+and, if it reads raw files, `expected_files(params)` for the error a user sees offline; plus one
+line here: the module, and the stack whose interpreter must run it (None: any, the host too).
+
+Names on the command line: `synthetic[:scale=14,edge_factor=16]`, `planetoid:Cora`,
+`ogb:ogbn-arxiv`, `reddit`.
+"""
 
 from __future__ import annotations
 
@@ -8,8 +15,49 @@ import importlib
 SOURCES: dict[str, tuple[str, str | None]] = {
     "synthetic": ("bench.datasets.synthetic", None),
     "planetoid": ("bench.datasets.planetoid", "pyg"),
+    "ogb": ("bench.datasets.ogb", "pyg"),
+    "reddit": ("bench.datasets.reddit", "pyg"),
 }
 
 
+def source_module(source: str):
+    return importlib.import_module(SOURCES[source][0])
+
+
 def materialiser(source: str):
-    return importlib.import_module(SOURCES[source][0]).materialise
+    return source_module(source).materialise
+
+
+def known_names() -> list[str]:
+    """The named datasets of every source, as `source:name` (the catalogue `datasets list` shows)."""
+    names = []
+    for source in SOURCES:
+        module = source_module(source)
+        names += [f"{source}:{n}" for n in module.KNOWN_STATS] if hasattr(module, "KNOWN_STATS") else [source]
+    return names
+
+
+def parse_name(text: str) -> dict:
+    """`planetoid:Cora` -> {"name": "planetoid:Cora", "source": "planetoid", "params": {"name": "Cora"}}."""
+    source, _, rest = text.partition(":")
+    if source not in SOURCES:
+        raise ValueError(f"unknown dataset source {source!r} in {text!r}; sources: {', '.join(SOURCES)}")
+    if source == "synthetic":
+        params = {}
+        for item in filter(None, rest.split(",")):
+            key, _, value = item.partition("=")
+            params[key.strip()] = int(value) if value.strip().lstrip("-").isdigit() else float(value)
+    else:
+        known = getattr(source_module(source), "KNOWN_STATS", None)
+        if known is not None and rest not in known:
+            raise ValueError(f"unknown {source} dataset {rest!r} in {text!r}; known: {', '.join(known)}")
+        params = {"name": rest} if rest else {}
+    return {"name": text, "source": source, "params": canonical_params(source, params)}
+
+
+def canonical_params(source: str, params: dict) -> dict:
+    """Parameters with the source's defaults filled in, so equal data gets one hub folder."""
+    module = source_module(source)
+    if hasattr(module, "canonical_params"):
+        return module.canonical_params(params)
+    return dict(params)

@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 FORMAT_VERSION = 1
+STAT_FIELDS = ("num_nodes", "num_edges", "feature_dim", "num_classes", "num_train", "num_val", "num_test")
 ARRAYS = ("edge_index", "csc_indptr", "features", "labels", "train_idx", "val_idx", "test_idx")
 
 
@@ -55,16 +56,18 @@ class HubDataset:
 
     def card(self) -> dict:
         """The statistics every result carries (names are part of the results contract)."""
-        m = self.meta
-        return {k: m[k] for k in ("name", "source", "num_nodes", "num_edges", "feature_dim",
-                                  "num_classes", "num_train", "num_val", "num_test")}
+        return {k: self.meta[k] for k in ("name", "source", *STAT_FIELDS)}
 
 
 def spec_key(spec: dict) -> str:
-    """A folder name that changes whenever anything that shapes the data changes."""
-    canonical = json.dumps({"source": spec["source"], "params": spec.get("params", {}),
-                            "format": FORMAT_VERSION}, sort_keys=True)
-    return f"{spec['name']}-{hashlib.sha256(canonical.encode()).hexdigest()[:10]}"
+    """A folder name that changes whenever anything that shapes the data changes, and only then:
+    the label a suite gives a dataset is not part of it, so `cora` in one suite and
+    `planetoid:Cora` on the command line share one folder."""
+    params = spec.get("params", {})
+    canonical = json.dumps({"source": spec["source"], "params": params, "format": FORMAT_VERSION},
+                           sort_keys=True)
+    readable = "-".join([spec["source"], *(str(params[k]) for k in ("name", "scale") if k in params)])
+    return f"{readable}-{hashlib.sha256(canonical.encode()).hexdigest()[:10]}"
 
 
 def dataset_dir(spec: dict, cache: Path) -> Path:
@@ -75,8 +78,10 @@ def is_materialised(spec: dict, cache: Path) -> bool:
     return (dataset_dir(spec, cache) / "meta.json").is_file()
 
 
-def write(spec: dict, cache: Path, arrays: dict[str, np.ndarray], extra_meta: dict | None = None) -> Path:
-    """Write a dataset atomically: a half-written folder is never seen under the final name."""
+def write(spec: dict, cache: Path, arrays: dict[str, np.ndarray], extra_meta: dict | None = None,
+          expected: dict | None = None) -> Path:
+    """Write a dataset atomically: a half-written folder is never seen under the final name.
+    `expected`: published sizes to check (given for fresh downloads)."""
     target = dataset_dir(spec, cache)
     target.parent.mkdir(parents=True, exist_ok=True)
     _check_arrays(spec["name"], arrays)
@@ -94,6 +99,7 @@ def write(spec: dict, cache: Path, arrays: dict[str, np.ndarray], extra_meta: di
             "num_train": int(arrays["train_idx"].size), "num_val": int(arrays["val_idx"].size),
             "num_test": int(arrays["test_idx"].size), **(extra_meta or {}),
         }
+        check_stats(spec["name"], meta, expected)
         (tmp / "meta.json").write_text(json.dumps(meta, indent=2))
         try:
             os.rename(tmp, target)
@@ -140,6 +146,50 @@ def load(path: Path, mmap: bool = True) -> HubDataset:
             raise DatasetError(f"{path / (name + '.npy')} is missing or corrupt ({exc}); "
                                "delete the folder to rebuild it") from exc
     return HubDataset(path=path, meta=meta, **arrays)
+
+
+OFFLINE_ENV = "GNNBENCH_OFFLINE"  # "1": never download, say which raw files are missing instead
+
+
+def offline() -> bool:
+    return os.environ.get(OFFLINE_ENV, "") not in ("", "0")
+
+
+def find_raw(data_root: Path | None, source: str, folder: str, required: list[str]) -> Path | None:
+    """The first of DATA_ROOT/FOLDER and DATA_ROOT/SOURCE/FOLDER holding every required file."""
+    if data_root is None:
+        return None
+    for candidate in (Path(data_root) / folder, Path(data_root) / source / folder):
+        if all((candidate / f).is_file() for f in required):
+            return candidate
+    return None
+
+
+def download_root(cache: Path, source: str) -> Path:
+    """Where a source downloads to when the data root has no copy (reused next time)."""
+    path = Path(cache) / "downloads" / source
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def missing_raw_error(label: str, data_root: Path | None, source: str, folder: str, required: list[str],
+                      why: str) -> DatasetError:
+    places = ([str(Path(data_root) / folder), str(Path(data_root) / source / folder)] if data_root
+              else ["(no data root given: --data-root or GNNBENCH_DATA_ROOT)"])
+    return DatasetError(f"dataset {label!r}: raw files not found and {why}. Expected "
+                        f"{', '.join(required)} in one of: {'; '.join(places)}")
+
+
+def check_stats(label: str, meta_stats: dict, expected: dict | None) -> None:
+    """A converted dataset must have the published sizes (a truncated download fails here)."""
+    if not expected:
+        return
+    exact = ("num_nodes", "feature_dim", "num_classes", "num_train", "num_val", "num_test")  # edges vary with symmetrising
+    wrong = {k: (meta_stats[k], expected[k]) for k in exact if k in expected and meta_stats[k] != expected[k]}
+    if wrong:
+        detail = ", ".join(f"{k} {got} (expected {want})" for k, (got, want) in wrong.items())
+        raise DatasetError(f"dataset {label!r} does not have its published sizes: {detail}; "
+                           "the raw files may be truncated or of another version")
 
 
 def csc_from_coo(src: np.ndarray, dst: np.ndarray, num_nodes: int) -> tuple[np.ndarray, np.ndarray]:

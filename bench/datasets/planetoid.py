@@ -1,8 +1,9 @@
 """Planetoid citation graphs (Cora, CiteSeer, PubMed) through PyG's own `Planetoid` class.
 
-Runs inside the pyg stack. The raw files are looked for under DATA_ROOT/NAME/raw (the layout
-PyG itself uses); they are copied into a scratch folder first so PyG's processing never writes
-into a shared data root.
+Runs inside the pyg stack. Raw files are looked for under DATA_ROOT/NAME/raw (PyG's own layout)
+or DATA_ROOT/planetoid/NAME/raw; failing that, PyG downloads them (with its progress output)
+into the cache, unless GNNBENCH_OFFLINE is set. They are copied into a scratch folder first,
+so PyG's processing never writes into a shared data root.
 """
 
 from __future__ import annotations
@@ -15,19 +16,42 @@ import numpy as np
 
 from bench.datasets import hub
 
+# Published sizes (PyG's documentation), known before any download; edges are directed pairs.
+KNOWN_STATS = {
+    "Cora": {"num_nodes": 2708, "num_edges": 10556, "feature_dim": 1433, "num_classes": 7,
+             "num_train": 140, "num_val": 500, "num_test": 1000},
+    "CiteSeer": {"num_nodes": 3327, "num_edges": 9104, "feature_dim": 3703, "num_classes": 6,
+                 "num_train": 120, "num_val": 500, "num_test": 1000},
+    "PubMed": {"num_nodes": 19717, "num_edges": 88648, "feature_dim": 500, "num_classes": 3,
+               "num_train": 60, "num_val": 500, "num_test": 1000},
+}
+
+
+def raw_files(name: str) -> list[str]:
+    return [f"ind.{name.lower()}.{part}" for part in ("x", "tx", "allx", "y", "ty", "ally", "graph", "test.index")]
+
+
+def expected_stats(params: dict) -> dict:
+    return KNOWN_STATS[params["name"]]
+
 
 def materialise(spec: dict, cache: Path, data_root: Path | None) -> Path:
     from torch_geometric.datasets import Planetoid  # the pyg stack only
 
-    name = spec.get("params", {}).get("name", "Cora")
-    if data_root is None:
-        raise hub.DatasetError(
-            f"dataset {spec['name']!r}: Planetoid {name} needs a data root holding {name}/raw/ "
-            "(option --data-root or GNNBENCH_DATA_ROOT)")
-    raw = Path(data_root) / name / "raw"
-    if not raw.is_dir():
-        raise hub.DatasetError(f"dataset {spec['name']!r}: no Planetoid raw files at {raw} "
-                               f"(expected ind.{name.lower()}.x, .y, .graph, ... as PyG downloads them)")
+    name = spec["params"]["name"]
+    raw = hub.find_raw(data_root, "planetoid", f"{name}/raw", raw_files(name))
+    downloaded = raw is None
+    if raw is None:
+        if hub.offline():
+            raise hub.missing_raw_error(spec["name"], data_root, "planetoid", f"{name}/raw", raw_files(name),
+                                        "downloads are off (GNNBENCH_OFFLINE)")
+        root = hub.download_root(cache, "planetoid")
+        try:
+            Planetoid(str(root), name)  # downloads into the cache, with PyG's own progress output
+        except Exception as exc:  # noqa: BLE001 - any download failure becomes the same clear error
+            raise hub.missing_raw_error(spec["name"], data_root, "planetoid", f"{name}/raw", raw_files(name),
+                                        f"downloading them failed ({type(exc).__name__}: {exc})") from exc
+        raw = root / name / "raw"
     with tempfile.TemporaryDirectory(dir=cache) as scratch:
         shutil.copytree(raw, Path(scratch) / name / "raw")
         data = Planetoid(scratch, name)[0]
@@ -38,4 +62,4 @@ def materialise(spec: dict, cache: Path, data_root: Path | None) -> Path:
     arrays = {"edge_index": edge_index, "csc_indptr": indptr,
               "features": data.x.numpy().astype(np.float32), "labels": data.y.numpy().astype(np.int64),
               "train_idx": idx(data.train_mask), "val_idx": idx(data.val_mask), "test_idx": idx(data.test_mask)}
-    return hub.write(spec, cache, arrays)
+    return hub.write(spec, cache, arrays, expected=KNOWN_STATS.get(name) if downloaded else None)

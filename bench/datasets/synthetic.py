@@ -83,6 +83,27 @@ def generate(params: dict) -> dict[str, np.ndarray]:
             "train_idx": train, "val_idx": val, "test_idx": test}
 
 
+# The parameters a suite or a command line may set; the rest are fixed by DEFAULTS.
+USER_PARAMS = ("scale", "edge_factor", "feature_dim", "num_classes", "seed")
+
+
+def canonical_params(params: dict) -> dict:
+    unknown = set(params) - set(USER_PARAMS)
+    if unknown:
+        raise ValueError(f"unknown synthetic parameter(s) {', '.join(sorted(unknown))}; allowed: {', '.join(USER_PARAMS)}")
+    return {k: params.get(k, DEFAULTS[k]) for k in USER_PARAMS}
+
+
+def expected_stats(params: dict) -> dict:
+    """Upper bounds before generation: RMAT's duplicate edges and self-loops only remove edges."""
+    p = {**DEFAULTS, **params}
+    n = 1 << p["scale"]
+    n_train, n_val = int(p["train_frac"] * n), int(p["val_frac"] * n)
+    return {"num_nodes": n, "num_edges": 2 * p["edge_factor"] * n, "feature_dim": p["feature_dim"],
+            "num_classes": p["num_classes"], "num_train": n_train, "num_val": n_val,
+            "num_test": n - n_train - n_val}
+
+
 def materialise(spec: dict, cache: Path, data_root: Path | None = None) -> Path:
     params = {**DEFAULTS, **spec.get("params", {})}
     arrays = generate(params)

@@ -1,0 +1,59 @@
+"""What `gnnbench datasets list|info` show: sizes, and the memory each backend will need."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import psutil
+
+from bench import datasets
+from bench.backends import BACKENDS
+from bench.datasets import hub, memory
+from bench.runner import dataset_stats
+
+WORLD_SIZES = (1, 2, 4)
+
+
+def _mib(n: int) -> str:
+    return f"{n / 2**20:,.0f} MiB"
+
+
+def list_lines(cache: Path) -> list[str]:
+    header = f"{'dataset':<26}{'nodes':>13}{'edges':>15}{'feat':>6}{'classes':>8}{'train/val/test':>26}  in cache"
+    lines = [header, "-" * len(header)]
+    for name in datasets.known_names():
+        spec = datasets.parse_name(name)
+        s = dataset_stats(spec, cache)
+        cached = "yes" if hub.is_materialised(spec, cache) else "no"
+        split = f"{s['num_train']:,}/{s['num_val']:,}/{s['num_test']:,}"
+        lines.append(f"{name:<26}{s['num_nodes']:>13,}{s['num_edges']:>15,}{s['feature_dim']:>6}"
+                     f"{s['num_classes']:>8}{split:>26}  {cached}")
+    lines.append("synthetic sizes follow its parameters: synthetic:scale=S,edge_factor=F,feature_dim=D,num_classes=C,seed=N "
+                 "(nodes 2^S, edges at most 2·F·2^S)")
+    return lines
+
+
+def info_lines(spec: dict, cache: Path) -> list[str]:
+    s = dataset_stats(spec, cache)
+    measured = hub.is_materialised(spec, cache)
+    if measured:
+        origin = f"measured (in the hub at {hub.dataset_dir(spec, cache)})"
+    else:
+        origin = ("upper bounds before generation" if spec["source"] == "synthetic"
+                  else "published sizes (not prepared yet)")
+    lines = [f"{spec['name']}: {origin}",
+             f"  nodes {s['num_nodes']:,}, edges {s['num_edges']:,}, feature width {s['feature_dim']}, "
+             f"classes {s['num_classes']}, split {s['num_train']:,} / {s['num_val']:,} / {s['num_test']:,} (train/val/test)",
+             f"  hub on disk: about {_mib(memory.hub_bytes(s))}",
+             "  memory per backend (each DDP rank holds its own copy):"]
+    available = psutil.virtual_memory().available
+    for backend in BACKENDS:
+        e = memory.estimate(s, backend)
+        totals = ", ".join(f"ws={ws}: {_mib(e['per_rank_bytes'] * ws)}" for ws in WORLD_SIZES)
+        lines.append(f"    {backend:<14} graph {_mib(e['graph_bytes'])}, features {_mib(e['feature_bytes'])}, "
+                     f"per rank {_mib(e['per_rank_bytes'])}; total {totals}")
+        verdict = memory.refusal(e["per_rank_bytes"], available, f"one rank of {backend}")
+        if verdict:
+            lines.append(f"    {'':<14} {verdict}")
+    lines.append(f"  available now: {_mib(available)}")
+    return lines

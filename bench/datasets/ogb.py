@@ -1,0 +1,89 @@
+"""OGB node-property datasets (ogbn-arxiv, ogbn-products, ogbn-papers100M) through the `ogb`
+package's own `NodePropPredDataset`, which reads OGB's raw on-disk format.
+
+Runs inside the pyg stack (ogb needs torch). Raw files are looked for under
+DATA_ROOT/ogbn_NAME/ (OGB's own layout: raw/, split/, RELEASE_v1.txt) or DATA_ROOT/ogb/ogbn_NAME/;
+failing that, ogb downloads them (with its progress bar) into the cache, unless GNNBENCH_OFFLINE
+is set. ogb processes in a scratch folder that links to the raw files, so a shared data root is
+only read. The graph is made undirected (as the frameworks' own examples do for arxiv; products
+already is); nodes without a label (papers100M) get label -1 and are in no split.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from bench.datasets import hub
+
+# Published sizes (OGB's documentation); num_edges counts both directions after symmetrising,
+# for papers100M an upper bound.
+KNOWN_STATS = {
+    "ogbn-arxiv": {"num_nodes": 169343, "num_edges": 2315598, "feature_dim": 128, "num_classes": 40,
+                   "num_train": 90941, "num_val": 29799, "num_test": 48603},
+    "ogbn-products": {"num_nodes": 2449029, "num_edges": 123718280, "feature_dim": 100, "num_classes": 47,
+                      "num_train": 196615, "num_val": 39323, "num_test": 2213091},
+    "ogbn-papers100M": {"num_nodes": 111059956, "num_edges": 3231371744, "feature_dim": 128, "num_classes": 172,
+                        "num_train": 1207179, "num_val": 125265, "num_test": 214338},
+}
+SPLITS = {"ogbn-arxiv": "time", "ogbn-products": "sales_ranking", "ogbn-papers100M": "time"}
+
+
+def folder(name: str) -> str:
+    return name.replace("-", "_")
+
+
+def expected_files(name: str) -> list[str]:
+    if name == "ogbn-papers100M":
+        raw = ["raw/data.npz", "raw/node-label.npz"]
+    else:
+        raw = ["raw/edge.csv.gz", "raw/node-feat.csv.gz", "raw/node-label.csv.gz",
+               "raw/num-node-list.csv.gz", "raw/num-edge-list.csv.gz"]
+    return raw + [f"split/{SPLITS[name]}/{part}.csv.gz" for part in ("train", "valid", "test")]
+
+
+def expected_stats(params: dict) -> dict:
+    return KNOWN_STATS[params["name"]]
+
+
+def materialise(spec: dict, cache: Path, data_root: Path | None) -> Path:
+    os.environ.setdefault("OUTDATED_IGNORE", "1")  # ogb would otherwise ask PyPI for its newest version
+    from ogb.nodeproppred import NodePropPredDataset  # the pyg stack only
+
+    name = spec["params"]["name"]
+    source_dir = hub.find_raw(data_root, "ogb", folder(name), expected_files(name))
+    downloaded = source_dir is None
+    with tempfile.TemporaryDirectory(dir=cache) as scratch:
+        if source_dir is None:
+            if hub.offline():
+                raise hub.missing_raw_error(spec["name"], data_root, "ogb", folder(name), expected_files(name),
+                                            "downloads are off (GNNBENCH_OFFLINE)")
+            root = hub.download_root(cache, "ogb")
+            try:
+                dataset = NodePropPredDataset(name, root=str(root))  # ogb's own download and checks
+            except (Exception, SystemExit) as exc:  # noqa: BLE001 - ogb exits when a download is declined
+                raise hub.missing_raw_error(spec["name"], data_root, "ogb", folder(name), expected_files(name),
+                                            f"downloading them failed ({type(exc).__name__}: {exc})") from exc
+        else:
+            work = Path(scratch) / folder(name)
+            work.mkdir()
+            for part in ("raw", "split"):
+                (work / part).symlink_to(source_dir / part, target_is_directory=True)
+            (work / "processed").mkdir()  # ogb writes its processed copy here, never into the data root
+            (work / "RELEASE_v1.txt").touch()  # the version ogb expects; without it ogb asks on stdin
+            dataset = NodePropPredDataset(name, root=scratch)
+        graph, labels = dataset[0]
+        split = dataset.get_idx_split()
+    n = int(graph["num_nodes"])
+    src, dst = graph["edge_index"]
+    edge_index, indptr = hub.csc_from_coo(np.concatenate([src, dst]), np.concatenate([dst, src]), n)
+    labels = np.nan_to_num(np.asarray(labels, dtype=np.float64).reshape(-1), nan=-1).astype(np.int64)
+    arrays = {"edge_index": edge_index, "csc_indptr": indptr,
+              "features": np.asarray(graph["node_feat"], dtype=np.float32), "labels": labels,
+              "train_idx": np.asarray(split["train"], dtype=np.int64),
+              "val_idx": np.asarray(split["valid"], dtype=np.int64),
+              "test_idx": np.asarray(split["test"], dtype=np.int64)}
+    return hub.write(spec, cache, arrays, expected=KNOWN_STATS[name] if downloaded else None)
