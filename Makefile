@@ -4,17 +4,19 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 # Offline Planetoid copies for the tests (override with GNNBENCH_DATA_ROOT=...).
 GNNBENCH_DATA_ROOT ?= $(abspath ../shared/datasets/planetoid)
-export GNNBENCH_DATA_ROOT
+# The Compose Specification's JSON schema, for validating docker-compose.yml in the tests.
+GNNBENCH_COMPOSE_SCHEMA ?= $(abspath ../shared/schemas/compose-spec.json)
+export GNNBENCH_DATA_ROOT GNNBENCH_COMPOSE_SCHEMA
 
 .PHONY: bench test stacks
 
 $(BIN)/gnnbench: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --progress-bar off -q -e .
+	$(BIN)/python -m pip install --progress-bar off -q -e '.[test]'
 	touch $@
 
 stacks: $(BIN)/gnnbench
-	$(BIN)/gnnbench stacks install
+	$(BIN)/gnnbench stacks install pyg dgl
 
 bench: stacks
 	$(BIN)/gnnbench run suites/smoke.yaml

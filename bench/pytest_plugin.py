@@ -193,6 +193,7 @@ def pytest_benchmark_update_machine_info(config, machine_info):
         "kernel": platform.release(),
         "gpu": gpu_info(),
         "container_image": os.environ.get("GNNBENCH_IMAGE"),
+        "container_revision": os.environ.get("GNNBENCH_REVISION"),
     }
 
 

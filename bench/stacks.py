@@ -21,13 +21,25 @@ from pathlib import Path
 from bench.paths import repo_root
 
 REQUIREMENTS_DIR = repo_root() / "docker"
-NO_ISOLATION_MARK = "# no-build-isolation"
+# Markers after a pin, in a comment:
+#   no-build-isolation  a source package that compiles against the torch installed before it
+#   local-only          installed by `gnnbench stacks install` on a machine, not in the images
+#   container-only      installed in the images only (from the CUDA wheel indexes they add)
+NO_ISOLATION_MARK = "no-build-isolation"
+LOCAL_ONLY_MARK = "local-only"
+CONTAINER_ONLY_MARK = "container-only"
+IN_CONTAINER_ENV = "GNNBENCH_IN_CONTAINER"
 COMPLETE_MARK = ".gnnbench-complete.json"
-# What `stacks list` imports in each stack to report the versions that really load.
+# What `stacks list` imports in each stack to report the versions that really load; an
+# install fails when one of these does not import.
 PROBE_MODULES = {
-    "pyg": ["torch", "torch_geometric", "torch_sparse", "torch_scatter", "ogb", "numpy"],
+    "pyg": ["torch", "torch_geometric", "ogb", "numpy"],
+    "pyg-dist": ["torch", "torch_geometric", "numpy"],
     "dgl": ["torch", "dgl", "torchdata", "numpy", "pandas"],
 }
+# Reported where present: which sampling ops a PyG stack has differs between machine and image.
+OPTIONAL_PROBES = {"pyg": ["torch_sparse", "torch_scatter", "pyg_lib"], "pyg-dist": ["pyg_lib"]}
+ABSENT = "absent"
 
 
 class StackError(RuntimeError):
@@ -45,14 +57,14 @@ class Stack:
 
     @property
     def digest(self) -> str:
-        text = self.pins + f"\npython={sys.version_info.major}.{sys.version_info.minor}"
+        """Of what this environment installs (comments and the other side's lines aside)."""
+        plain, no_isolation = self.requirement_lines()
+        text = "\n".join(plain + ["--no-build-isolation"] + no_isolation)
+        text += f"\npython={sys.version_info.major}.{sys.version_info.minor} container={in_container()}"
         return hashlib.sha256(text.encode()).hexdigest()[:12]
 
     @property
     def path(self) -> Path:
-        container_stack = Path("/opt/gnnbench/stacks") / self.name
-        if os.environ.get("GNNBENCH_IN_CONTAINER") and container_stack.exists():
-            return container_stack  # the image's own stacks, built from the same pin files
         return stacks_dir() / f"{self.name}-{self.digest}"
 
     @property
@@ -63,15 +75,24 @@ class Stack:
     def installed(self) -> bool:
         return (self.path / COMPLETE_MARK).is_file() and self.python.exists()
 
-    def requirement_lines(self) -> tuple[list[str], list[str]]:
-        """(plain requirements, requirements that compile against the installed torch)."""
+    def requirement_lines(self, container: bool | None = None) -> tuple[list[str], list[str]]:
+        """(plain requirements, requirements that compile against the installed torch), for a
+        local install or, inside an image, the container's."""
+        if container is None:
+            container = in_container()
         plain, no_isolation = [], []
         for raw in self.pins.splitlines():
-            line = raw.split("#", 1)[0].strip()
-            if not line:
+            line, _, comment = raw.partition("#")
+            line = line.strip()
+            marks = comment.split()
+            if not line or (LOCAL_ONLY_MARK in marks and container) or (CONTAINER_ONLY_MARK in marks and not container):
                 continue
-            (no_isolation if NO_ISOLATION_MARK in raw else plain).append(line)
+            (no_isolation if NO_ISOLATION_MARK in marks else plain).append(line)
         return plain, no_isolation
+
+
+def in_container() -> bool:
+    return os.environ.get(IN_CONTAINER_ENV, "") not in ("", "0")
 
 
 def stacks_dir() -> Path:
@@ -108,24 +129,27 @@ def install(name: str, log=print, force: bool = False) -> Stack:
         shutil.rmtree(stack.path)  # a half-built environment is never reused
     stack.path.parent.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
-    log(f"stack {name}: creating {stack.path} (first time: pyg compiles torch-sparse/torch-scatter "
-        f"for about 25 min, dgl downloads about 3 GB; pip caches both)")
+    log(f"stack {name}: creating {stack.path} (downloads and builds are cached by pip, so only "
+        "the first install on a machine is slow)")
     _run([sys.executable, "-m", "venv", str(stack.path)], name, log=log)
     pip = [str(stack.python), "-m", "pip", "install", "--progress-bar", "off"]
     plain, no_isolation = stack.requirement_lines()
     _run(pip + plain, name, log=log)
     if no_isolation:
+        log(f"stack {name}: building {', '.join(no_isolation)} against its torch (the first time "
+            "about 17 min on 2 cores; then from pip's wheel cache)")
         # torch-sparse/torch-scatter build against the torch just installed; MAX_JOBS keeps
         # the compiler within the machine's cores.
         env = dict(os.environ, MAX_JOBS=os.environ.get("MAX_JOBS", str(os.cpu_count() or 2)))
         _run(pip + ["--no-build-isolation"] + no_isolation, name, env=env, log=log)
     versions = probe_versions(stack)
-    broken = {k: v for k, v in versions.items() if v.startswith("import failed")}
+    required = PROBE_MODULES.get(name, [])
+    broken = {k: v for k, v in versions.items() if k in required and v.startswith("import failed")}
     if broken:
         raise StackError(f"stack {name}: installed, but does not import: {broken}")
     (stack.path / COMPLETE_MARK).write_text(json.dumps(
         {"requirements": stack.pins, "versions": versions}, indent=2))
-    for stale in stack.path.parent.glob(f"{name}-*"):
+    for stale in stack.path.parent.glob(f"{name}-" + "[0-9a-f]" * 12):
         if stale != stack.path and stale.is_dir():
             shutil.rmtree(stale, ignore_errors=True)  # built from pins that have since changed
             log(f"stack {name}: removed {stale} (older pins)")
@@ -157,16 +181,19 @@ def probe_versions(stack: Stack) -> dict[str, str]:
         "for m in sys.argv[1:]:\n"
         "    try:\n"
         "        out[m] = str(importlib.import_module(m).__version__)\n"
+        "    except ModuleNotFoundError as e:\n"
+        "        out[m] = 'absent' if e.name == m else 'import failed: ' + str(e)\n"
         "    except Exception as e:\n"
         "        out[m] = 'import failed: ' + type(e).__name__ + ': ' + str(e)\n"
         "print(json.dumps(out))\n"
     )
-    modules = PROBE_MODULES.get(stack.name, ["torch", "numpy"])
+    modules = PROBE_MODULES.get(stack.name, ["torch", "numpy"]) + OPTIONAL_PROBES.get(stack.name, [])
     proc = subprocess.run([str(stack.python), "-c", code, *modules], capture_output=True, text=True,
                           env=dict(os.environ, DGLBACKEND="pytorch"), timeout=300)
     if proc.returncode != 0:
         raise StackError(f"stack {stack.name}: probing versions failed: {proc.stderr[-2000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    versions = json.loads(proc.stdout.strip().splitlines()[-1])
+    return {k: v for k, v in versions.items() if v != ABSENT}
 
 
 def recorded_versions(stack: Stack) -> dict[str, str]:

@@ -55,10 +55,10 @@ def run_epoch(pipe, on_batch=None) -> dict:
 
 
 def framework_versions(stack: str) -> dict[str, str]:
-    from bench.stacks import PROBE_MODULES
+    from bench.stacks import OPTIONAL_PROBES, PROBE_MODULES
 
     versions = {"python": platform.python_version()}
-    for name in PROBE_MODULES.get(stack, []):
+    for name in PROBE_MODULES.get(stack, []) + OPTIONAL_PROBES.get(stack, []):
         module = sys.modules.get(name)
         if module is None:
             try:

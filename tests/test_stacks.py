@@ -4,11 +4,28 @@ from bench import stacks
 
 
 def test_pin_files_parse_into_plain_and_no_isolation_passes():
-    plain, no_isolation = stacks.get("pyg").requirement_lines()
+    plain, no_isolation = stacks.get("pyg").requirement_lines(container=False)
     assert "torch==2.13.0" in plain and "torch-geometric==2.8.1" in plain
     assert no_isolation == ["torch-scatter==2.1.2", "torch-sparse==0.6.18"]
-    plain, no_isolation = stacks.get("dgl").requirement_lines()
+    assert not any(line.startswith("pyg-lib") for line in plain)  # not on PyPI: the images' only
+    plain, no_isolation = stacks.get("dgl").requirement_lines(container=False)
     assert {"torch==2.2.1", "dgl==2.1.0", "torchdata==0.7.1"} <= set(plain) and no_isolation == []
+
+
+def test_images_take_pyg_lib_instead_of_the_source_builds():
+    plain, no_isolation = stacks.get("pyg").requirement_lines(container=True)
+    assert "pyg-lib>=0.7.0" in plain and no_isolation == []
+    plain, _ = stacks.get("pyg-dist").requirement_lines(container=True)
+    assert "torch-geometric==2.6.1" in plain and "pyg-lib>=0.7.0" in plain
+
+
+def test_comments_do_not_change_the_stack_folder(tmp_path, monkeypatch):
+    monkeypatch.setenv("GNNBENCH_STACKS_DIR", str(tmp_path))
+    pins = tmp_path / "requirements-x.txt"
+    pins.write_text("numpy==1.26.4\n")
+    first = stacks.Stack("x", pins).path
+    pins.write_text("# a note\nnumpy==1.26.4  # why this pin\n")
+    assert stacks.Stack("x", pins).path == first
 
 
 def test_stack_folder_changes_with_its_pins(tmp_path, monkeypatch):
