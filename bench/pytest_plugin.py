@@ -25,7 +25,7 @@ from bench import __version__, replay, stacks, suite as suite_mod
 from bench.datasets import SOURCES
 from bench.datasets.hub import DatasetError
 from bench.paths import cache_root, default_results_dir
-from bench.results import SCHEMA_VERSION, extra_info
+from bench.results import SCHEMA_VERSION, add_scaling, extra_info
 from bench.datasets import memory
 from bench.runner import Outcome, dataset_stats, ensure_dataset, run_cell
 
@@ -209,6 +209,7 @@ def gpu_info() -> dict | None:
 
 def pytest_benchmark_update_json(config, benchmarks, output_json):
     session: RunSession = config._gnnbench
+    add_scaling(output_json["benchmarks"])
     output_json["gnnbench"] = {
         "schema_version": SCHEMA_VERSION,
         "suite": session.suite.name,

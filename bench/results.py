@@ -46,12 +46,41 @@ def extra_info(outcome, baseline: str | None = None) -> dict:
         "batches_per_epoch": epochs[0]["batches"],
         "peak_rss_bytes": outcome.peak_rss_bytes,
         "peak_pss_bytes": outcome.peak_pss_bytes,
+        "total_pss_bytes": outcome.peak_pss_bytes,
+        "comm_s": sum(e.get("comm_s", 0.0) for e in epochs) / len(epochs),
+        "ranks": ranks(outcome),
         "val_acc": rec["val_acc"],
         "test_acc": rec["test_acc"],
         "startup_s": rec["startup_s"],
         "warmup_epoch_s": [e["seconds"] for e in rec["warmup"]],
         "is_baseline": cell.id == baseline,
     }
+
+
+def ranks(outcome) -> list[dict]:
+    """One entry per rank: its process tree's peak memory (sampled on this node; for ranks on
+    other nodes only their own peak RSS is known) and where its epochs went."""
+    out = []
+    for r in outcome.record.get("ranks") or [{"rank": 0}]:
+        rss, pss = outcome.rank_peaks.get(r["rank"], (r.get("self_max_rss_bytes"), None))
+        out.append({"rank": r["rank"], "peak_rss_bytes": rss, "peak_pss_bytes": pss,
+                    "loader_stall": r.get("loader_stall"), "compute_s": r.get("compute_s"),
+                    "comm_s": r.get("comm_s"), "epoch_s": r.get("epoch_s")})
+    return out
+
+
+def add_scaling(benchmarks: list[dict]) -> None:
+    """Speedup and efficiency of each cell against world size 1 of the same configuration in
+    the same run: speedup = median epoch at 1 rank / at N ranks; efficiency = speedup / N."""
+    by_id = {b["extra_info"]["cell_id"]: b for b in benchmarks if "cell_id" in b.get("extra_info", {})}
+    for cell_id, bench in by_id.items():
+        world = bench["extra_info"]["settings"]["world_size"]
+        single = by_id.get(cell_id.replace(f"/ws={world}", "/ws=1"))
+        if single is None:
+            continue
+        speedup = single["stats"]["median"] / bench["stats"]["median"]
+        bench["extra_info"]["speedup_vs_ws1"] = speedup
+        bench["extra_info"]["scaling_efficiency"] = speedup / world
 
 
 @dataclass

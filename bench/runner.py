@@ -9,9 +9,11 @@ exception that ends the suite.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import signal
+import socket
 import subprocess
 import tempfile
 import threading
@@ -36,22 +38,35 @@ RUN_ID_ENV = "GNNBENCH_RUN_ID"  # marks every process of one cell, so leftovers 
 @dataclass
 class Outcome:
     cell: Cell
-    status: str  # ok | failed | timeout | skipped | refused
+    status: str  # ok | failed | timeout | skipped | refused | follower
     reason: str = ""
     record: dict = field(default_factory=dict)  # what the worker wrote
     peak_rss_bytes: int = 0
     peak_pss_bytes: int = 0
     wall_s: float = 0.0
+    rank_peaks: dict = field(default_factory=dict)  # rank -> (peak RSS, peak PSS) of its process tree
+
+
+@dataclass(frozen=True)
+class Launch:
+    """Where a cell's ranks run: this machine alone, or one of several nodes that each run the
+    same command and meet at a torchrun c10d rendezvous endpoint."""
+    nnodes: int = 1
+    node_rank: int = 0
+    rdzv_endpoint: str | None = None  # host:port; default: a free port on 127.0.0.1
 
 
 class TreeMemorySampler(threading.Thread):
-    """Samples summed RSS and PSS of a process and all its descendants; keeps the peaks."""
+    """Samples RSS and PSS of a process tree, in total and per rank (a rank is a process that
+    torch.distributed.run started, with everything below it); keeps the peaks."""
 
     def __init__(self, pid: int, interval: float = MEMORY_SAMPLE_S):
         super().__init__(daemon=True)
         self.root = psutil.Process(pid)
         self.interval = interval
         self.peak_rss = self.peak_pss = 0
+        self.rank_peaks: dict[int, tuple[int, int]] = {}
+        self._ranks: dict[int, int] = {}  # pid -> rank
         self._stop_event = threading.Event()
 
     def run(self) -> None:
@@ -59,24 +74,70 @@ class TreeMemorySampler(threading.Thread):
             self.sample()
             self._stop_event.wait(self.interval)
 
+    def _rank_of(self, proc: psutil.Process) -> int | None:
+        if proc.pid not in self._ranks:
+            try:
+                rank = proc.environ().get("RANK")
+            except psutil.Error:
+                return None
+            self._ranks[proc.pid] = int(rank) if rank is not None else -1
+        rank = self._ranks[proc.pid]
+        return None if rank < 0 else rank
+
     def sample(self) -> None:
-        rss = pss = 0
         try:
-            procs = [self.root, *self.root.children(recursive=True)]
+            tops = self.root.children()
+            launched = any(self._rank_of(p) is not None for p in tops)
+            groups = ({self._rank_of(p): [p, *p.children(recursive=True)] for p in tops if self._rank_of(p) is not None}
+                      if launched else {0: [self.root, *self.root.children(recursive=True)]})
         except psutil.Error:
             return
-        for proc in procs:
-            try:
-                info = proc.memory_full_info()
-            except psutil.Error:
-                continue  # exited between listing and reading
-            rss += info.rss
-            pss += getattr(info, "pss", info.rss)
-        self.peak_rss, self.peak_pss = max(self.peak_rss, rss), max(self.peak_pss, pss)
+        total_rss = total_pss = 0
+        if launched:  # the launcher itself counts in the total, not in a rank
+            total_rss, total_pss = _memory([self.root])
+        for rank, procs in groups.items():
+            rss, pss = _memory(procs)
+            total_rss, total_pss = total_rss + rss, total_pss + pss
+            old = self.rank_peaks.get(rank, (0, 0))
+            self.rank_peaks[rank] = (max(old[0], rss), max(old[1], pss))
+        self.peak_rss, self.peak_pss = max(self.peak_rss, total_rss), max(self.peak_pss, total_pss)
 
     def stop(self) -> None:
         self._stop_event.set()
         self.join()
+
+
+def _memory(procs: list[psutil.Process]) -> tuple[int, int]:
+    rss = pss = 0
+    for proc in procs:
+        try:
+            info = proc.memory_full_info()
+        except psutil.Error:
+            continue  # exited between listing and reading
+        rss += info.rss
+        pss += getattr(info, "pss", info.rss)
+    return rss, pss
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def worker_command(python: Path, cell: Cell, args: list[str], launch: Launch) -> list[str]:
+    """The worker alone for one rank; under torch.distributed.run for several ranks or nodes."""
+    world = int(cell.settings["world_size"])
+    if world == 1 and launch.nnodes == 1:
+        return [str(python), "-m", "bench.worker", *args]
+    if world % launch.nnodes:
+        raise ValueError(f"world size {world} does not split over {launch.nnodes} nodes")
+    endpoint = launch.rdzv_endpoint or f"127.0.0.1:{free_port()}"
+    return [str(python), "-m", "torch.distributed.run", f"--nnodes={launch.nnodes}",
+            f"--nproc-per-node={world // launch.nnodes}", f"--node-rank={launch.node_rank}",
+            "--rdzv-backend=c10d", f"--rdzv-endpoint={endpoint}",
+            f"--rdzv-id={hashlib.sha1(cell.id.encode()).hexdigest()[:16]}", "--max-restarts=0",
+            "-m", "bench.worker", *args]
 
 
 def worker_env(cache: Path, run_id: str) -> dict[str, str]:
@@ -133,7 +194,7 @@ def ensure_dataset(spec: dict, cache: Path, data_root: Path | None, interactive:
 
 
 def run_cell(cell: Cell, dataset_dir: Path, cache: Path, on_progress=None,
-             extra_env: dict[str, str] | None = None) -> Outcome:
+             extra_env: dict[str, str] | None = None, launch: Launch = Launch()) -> Outcome:
     stack = stacks.get(cell.stack)
     if not stack.installed:
         return Outcome(cell, "failed", f"stack {cell.stack!r} is not installed "
@@ -143,7 +204,7 @@ def run_cell(cell: Cell, dataset_dir: Path, cache: Path, on_progress=None,
     with tempfile.TemporaryDirectory(prefix="gnnbench-cell-") as scratch:
         out_path = Path(scratch) / "result.json"
         err_path = Path(scratch) / "stderr.txt"
-        cmd = [str(stack.python), "-m", "bench.worker", cell.to_json(), str(dataset_dir), str(out_path)]
+        cmd = worker_command(stack.python, cell, [cell.to_json(), str(dataset_dir), str(out_path)], launch)
         env = {**worker_env(cache, run_id), **(extra_env or {})}
         started = time.monotonic()
         with open(err_path, "w") as err:
@@ -165,7 +226,7 @@ def run_cell(cell: Cell, dataset_dir: Path, cache: Path, on_progress=None,
         wall = time.monotonic() - started
         stderr_tail = err_path.read_text(errors="replace")[-STDERR_TAIL_CHARS:]
         outcome = Outcome(cell, "ok", peak_rss_bytes=sampler.peak_rss, peak_pss_bytes=sampler.peak_pss,
-                          wall_s=wall)
+                          wall_s=wall, rank_peaks=dict(sampler.rank_peaks))
         if timed_out:
             outcome.status, outcome.reason = "timeout", f"no result after {timeout:g} s (killed)\n{stderr_tail}"
         elif proc.returncode != 0 or not out_path.exists():

@@ -91,7 +91,7 @@ class Settings(Strict):
     """Each setting is one value or a list of values (a sweep)."""
     num_workers: NonNegativeInt | list[NonNegativeInt] = 0
     mode: Mode | list[Mode] = "cpu-cpu"
-    world_size: Literal[1] | list[Literal[1]] = 1  # world sizes > 1 arrive with DDP launching
+    world_size: PositiveInt | list[PositiveInt] = 1  # ranks; > 1 runs DDP under torch.distributed.run
     batch_size: PositiveInt | list[PositiveInt] = 512
     fanout: Fanout | list[Fanout] = [10, 5]
     epochs: PositiveInt | list[PositiveInt] = 3

@@ -10,6 +10,7 @@ the whole process tree. Progress lines go to stdout, prefixed with PROGRESS_TAG.
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import platform
@@ -21,7 +22,7 @@ from pathlib import Path
 
 PROGRESS_TAG = "GNNBENCH-PROGRESS "
 # Test hook: GNNBENCH_FAULT="crash" or "hang", optionally ":ID_PART" to hit only cells whose id
-# contains ID_PART (several comma-separated), makes the worker crash or hang in its first measured epoch, so the runner's
+# contains ID_PART and "@RANK" to hit only that rank (several comma-separated), makes the worker crash or hang in its first measured epoch, so the runner's
 # handling of a dying or stuck system under test is exercised on real pipelines.
 FAULT_ENV = "GNNBENCH_FAULT"
 
@@ -88,23 +89,32 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def run_cell(cell: dict, dataset_dir: Path) -> dict:
+def run_cell(cell: dict, dataset_dir: Path) -> dict | None:
+    """Run one cell in this process (one rank of it, under torch.distributed.run). Returns the
+    record to write: on global rank 0 the cell's, on another node's first rank a note that its
+    ranks took part, elsewhere None."""
     from bench.backends import load_pipeline_class
+    from bench.backends.base import rank_and_world, unwrap
     from bench.datasets import hub
 
     settings = cell["settings"]
+    rank, world = rank_and_world()
     launched_at = float(os.environ.get("GNNBENCH_LAUNCHED_AT", time.time()))
     Pipeline = load_pipeline_class(cell["backend"])
     record = {"versions": framework_versions(cell["stack"]), "device": device_info()}
-    reason = Pipeline.unavailable(settings["mode"])
+    reason = Pipeline.unavailable(settings["mode"], world)
     if reason:
-        return {**record, "status": "skipped", "reason": reason}
+        return {**record, "status": "skipped", "reason": reason} if rank == 0 else None
+    if world > 1:
+        import torch.distributed as dist
+
+        dist.init_process_group("gloo" if settings["mode"].endswith("-cpu") else "nccl")
 
     seed_everything(settings["seed"])
     data = hub.load(dataset_dir, mmap=False)
     pipe = Pipeline(data, settings)
     first_batch_at = []
-    fault = fault_for(cell["id"])
+    fault = fault_for(cell["id"], rank)
 
     def on_batch(index: int) -> None:
         if not first_batch_at:
@@ -116,20 +126,65 @@ def run_cell(cell: dict, dataset_dir: Path) -> dict:
     warmup, measured = [], []
     for epoch in range(total):
         measuring = epoch >= settings["warmup_epochs"]
+        comm_before = pipe.comm.seconds if pipe.comm else 0.0
+        if world > 1:
+            dist.barrier()  # every rank starts the epoch together; the slowest rank ends it
         stats = run_epoch(pipe, on_batch)
+        stats["comm_s"] = (pipe.comm.seconds if pipe.comm else 0.0) - comm_before
         (measured if measuring else warmup).append(stats)
-        progress(epoch=epoch + 1, of=total, warmup=not measuring, seconds=round(stats["seconds"], 4))
-    val_acc, test_acc = pipe.evaluate("val"), pipe.evaluate("test")
-    usage = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux reports KiB
-    return {**record, "status": "ok", "epochs": measured, "warmup": warmup, "val_acc": val_acc,
-            "test_acc": test_acc, "startup_s": first_batch_at[0] - launched_at,
-            "self_max_rss_bytes": usage, "dataset": {**data.card(), "name": cell["dataset"]["name"]}}
+        if rank == 0:
+            progress(epoch=epoch + 1, of=total, warmup=not measuring, seconds=round(stats["seconds"], 4))
+    mine = {"rank": rank, "epochs": measured, "warmup": warmup, "startup_s": first_batch_at[0] - launched_at,
+            "self_max_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}  # KiB on Linux
+    ranks = [mine]
+    if world > 1:
+        ranks = [None] * world
+        dist.all_gather_object(ranks, mine)
+        # Leave DDP before evaluating on rank 0 alone: a DataLoader over datapipes makes a
+        # process group (a collective) whenever torch.distributed is initialised, and DDP's
+        # reducer must not outlive the process group it talks through.
+        pipe.model = unwrap(pipe.model)
+        gc.collect()
+        dist.barrier()
+        dist.destroy_process_group()
+    val_acc, test_acc = (pipe.evaluate("val"), pipe.evaluate("test")) if rank == 0 else (None, None)
+    if rank != 0:
+        local_first = int(os.environ.get("LOCAL_RANK", 0)) == 0
+        return {**record, "status": "follower", "reason": "ranks of this node ran; rank 0 records the cell"} if local_first else None
+    return {**record, "status": "ok", "epochs": merge_ranks(ranks, "epochs"), "warmup": merge_ranks(ranks, "warmup"),
+            "ranks": [rank_summary(r) for r in ranks], "val_acc": val_acc, "test_acc": test_acc,
+            "startup_s": max(r["startup_s"] for r in ranks), "self_max_rss_bytes": mine["self_max_rss_bytes"],
+            "dataset": {**data.card(), "name": cell["dataset"]["name"]}}
 
 
-def fault_for(cell_id: str) -> str | None:
+def merge_ranks(ranks: list[dict], key: str) -> list[dict]:
+    """Per epoch across ranks: the slowest rank's time counts; work is summed; waiting and
+    communication are averaged."""
+    merged = []
+    for per_rank in zip(*(r[key] for r in ranks)):
+        merged.append({
+            "seconds": max(e["seconds"] for e in per_rank),
+            "stall_s": sum(e["stall_s"] for e in per_rank) / len(per_rank),
+            "comm_s": sum(e["comm_s"] for e in per_rank) / len(per_rank),
+            "seeds": sum(e["seeds"] for e in per_rank), "edges": sum(e["edges"] for e in per_rank),
+            "batches": per_rank[0]["batches"]})
+    return merged
+
+
+def rank_summary(r: dict) -> dict:
+    seconds = sum(e["seconds"] for e in r["epochs"])
+    stall = sum(e["stall_s"] for e in r["epochs"])
+    n = len(r["epochs"])
+    return {"rank": r["rank"], "loader_stall": stall / seconds, "compute_s": (seconds - stall) / n,
+            "comm_s": sum(e["comm_s"] for e in r["epochs"]) / n, "epoch_s": seconds / n,
+            "self_max_rss_bytes": r["self_max_rss_bytes"], "startup_s": r["startup_s"]}
+
+
+def fault_for(cell_id: str, rank: int = 0) -> str | None:
     for rule in filter(None, os.environ.get(FAULT_ENV, "").split(",")):
-        kind, _, id_part = rule.partition(":")
-        if id_part in cell_id:
+        kind, _, target = rule.partition(":")
+        id_part, _, only_rank = target.partition("@")
+        if id_part in cell_id and (not only_rank or int(only_rank) == rank):
             return kind
     return None
 
@@ -147,6 +202,8 @@ def main(argv: list[str]) -> int:
     cell_json, dataset_dir, out_path = argv
     cell = json.loads(cell_json)
     result = run_cell(cell, Path(dataset_dir))
+    if result is None:
+        return 0
     tmp = Path(out_path + ".tmp")
     tmp.write_text(json.dumps(result))
     tmp.rename(out_path)  # the runner never reads a half-written record

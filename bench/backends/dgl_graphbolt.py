@@ -8,6 +8,7 @@ Modes, as DGL's GraphBolt node-classification example builds them:
                GPU samples and gathers through UVA
   cuda-cuda    graph and features in GPU memory; sample and gather on the GPU
 The CUDA modes need DGL's CUDA build (the containers install it; PyPI's dgl is CPU-only).
+With several ranks, DistributedItemSampler gives each rank its share of the training seeds.
 Fanouts are given seed-hop first, as PyG takes them; GraphBolt takes them input-layer first.
 """
 
@@ -22,7 +23,7 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 from dgl.nn import SAGEConv  # noqa: E402
 
-from bench.backends.base import device_of, graphsage, unavailable_reason  # noqa: E402
+from bench.backends.base import device_of, distribute, graphsage, rank_and_world, unavailable_reason, unwrap  # noqa: E402
 
 FEATURE_KEY = ("node", None, "feat")
 
@@ -57,16 +58,22 @@ class Pipeline:
             split: gb.ItemSet((torch.from_numpy(idx), labels[torch.from_numpy(idx)]), names=("seed_nodes", "labels"))
             for split, idx in (("train", data.train_idx), ("val", data.val_idx), ("test", data.test_idx))}
         self.train_loader = self._loader("train", shuffle=True, num_workers=settings["num_workers"])
-        self.model = None
+        self.model, self.comm = None, None
         if settings["model"] == "sage":
             # DGL's SAGEConv takes (graph, features): swap to the shared (features, graph) call
-            self.model = graphsage(lambda a, b: _FeaturesFirst(SAGEConv(a, b, "mean")), data.features.shape[1],
-                                   settings["hidden"], data.num_classes, len(settings["fanout"])).to(self.device)
+            model = graphsage(lambda a, b: _FeaturesFirst(SAGEConv(a, b, "mean")), data.features.shape[1],
+                              settings["hidden"], data.num_classes, len(settings["fanout"])).to(self.device)
+            self.model, self.comm = distribute(model, self.device)
             self.optimizer = torch.optim.Adam(self.model.parameters(), lr=settings["lr"])
 
     def _loader(self, split: str, shuffle: bool, num_workers: int = 0) -> gb.DataLoader:
         mode = self.settings["mode"]
-        pipe = gb.ItemSampler(self.itemsets[split], batch_size=self.settings["batch_size"], shuffle=shuffle)
+        if split == "train" and rank_and_world()[1] > 1:
+            # each rank takes its share of the seeds; equal shares, so DDP's ranks stay in step
+            pipe = gb.DistributedItemSampler(self.itemsets[split], batch_size=self.settings["batch_size"],
+                                             shuffle=shuffle, drop_uneven_inputs=True)
+        else:
+            pipe = gb.ItemSampler(self.itemsets[split], batch_size=self.settings["batch_size"], shuffle=shuffle)
         if mode in ("pinned-cuda", "cuda-cuda"):
             pipe = pipe.copy_to(self.device, extra_attrs=["seed_nodes"])
         pipe = pipe.sample_neighbor(self.graph, list(reversed(self.settings["fanout"])))
@@ -93,10 +100,11 @@ class Pipeline:
     def evaluate(self, split: str) -> float | None:
         if self.model is None:
             return None
-        self.model.eval()
+        model = unwrap(self.model)  # evaluation runs on one rank, outside DDP
+        model.eval()
         correct = total = 0
         for minibatch in self._loader(split, shuffle=False):
-            pred = self.model(minibatch.node_features["feat"], minibatch.blocks).argmax(dim=-1)
+            pred = model(minibatch.node_features["feat"], minibatch.blocks).argmax(dim=-1)
             correct += int((pred == minibatch.labels).sum())
             total += int(minibatch.labels.numel())
         return correct / max(total, 1)

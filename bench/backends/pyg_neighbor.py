@@ -11,7 +11,7 @@ from torch_geometric.data import Data
 from torch_geometric.loader import NeighborLoader
 from torch_geometric.nn import SAGEConv
 
-from bench.backends.base import device_of, graphsage, unavailable_reason
+from bench.backends.base import device_of, distribute, graphsage, shard, unavailable_reason, unwrap
 
 
 class Pipeline:
@@ -22,13 +22,14 @@ class Pipeline:
         self.device = device_of(settings["mode"])
         self.graph = Data(x=torch.from_numpy(data.features), edge_index=torch.from_numpy(data.edge_index),
                           y=torch.from_numpy(data.labels), num_nodes=data.num_nodes)
-        self.splits = {"train": data.train_idx, "val": data.val_idx, "test": data.test_idx}
+        self.splits = {"train": shard(data.train_idx, settings["seed"]), "val": data.val_idx, "test": data.test_idx}
         workers = settings["num_workers"]
         self.train_loader = self._loader("train", shuffle=True, num_workers=workers)
-        self.model = None
+        self.model, self.comm = None, None
         if settings["model"] == "sage":
-            self.model = graphsage(lambda a, b: SAGEConv(a, b, aggr="mean"), data.features.shape[1],
-                                   settings["hidden"], data.num_classes, len(settings["fanout"])).to(self.device)
+            model = graphsage(lambda a, b: SAGEConv(a, b, aggr="mean"), data.features.shape[1],
+                              settings["hidden"], data.num_classes, len(settings["fanout"])).to(self.device)
+            self.model, self.comm = distribute(model, self.device)
             self.optimizer = torch.optim.Adam(self.model.parameters(), lr=settings["lr"])
 
     def _loader(self, split: str, shuffle: bool, num_workers: int = 0) -> NeighborLoader:
@@ -58,11 +59,12 @@ class Pipeline:
     def evaluate(self, split: str) -> float | None:
         if self.model is None:
             return None
-        self.model.eval()
+        model = unwrap(self.model)  # evaluation runs on one rank, outside DDP
+        model.eval()
         correct = total = 0
         for batch in self._loader(split, shuffle=False):
             batch = batch.to(self.device)
-            pred = self.model(batch.x, self._layers(batch))[: batch.batch_size].argmax(dim=-1)
+            pred = model(batch.x, self._layers(batch))[: batch.batch_size].argmax(dim=-1)
             correct += int((pred == batch.y[: batch.batch_size]).sum())
             total += int(batch.batch_size)
         return correct / max(total, 1)
