@@ -26,6 +26,9 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--cache-dir", metavar="DIR", help="dataset hub folder (env GNNBENCH_CACHE)")
     run.add_argument("--no-install", action="store_true", help="do not install missing stacks")
     run.add_argument("-k", dest="select", metavar="EXPR", help="only cells whose id matches (pytest -k)")
+    run.add_argument("--nnodes", type=int, default=1, help="machines that run each cell together")
+    run.add_argument("--node-rank", type=int, default=0, help="this machine's index among --nnodes")
+    run.add_argument("--rdzv-endpoint", metavar="HOST:PORT", help="torchrun c10d rendezvous endpoint (with --nnodes > 1)")
 
     report = sub.add_parser("report", help="render result files as a Markdown table")
     report.add_argument("files", nargs="+", type=Path)
@@ -82,9 +85,11 @@ def cmd_run(args) -> int:
     pytest_args = [str(suites_dir() / "test_suite.py"), "--benchmark-only", "--suite", str(path),
                    "--benchmark-json", str(json_path), "-p", "no:cacheprovider", "-rsx",
                    "--benchmark-columns", "median,iqr,min,max,rounds", "--benchmark-sort", "name"]
-    for option, value in (("--data-root", args.data_root), ("--cache-dir", args.cache_dir), ("-k", args.select)):
+    for option, value in (("--data-root", args.data_root), ("--cache-dir", args.cache_dir), ("-k", args.select),
+                          ("--rdzv-endpoint", args.rdzv_endpoint)):
         if value:
             pytest_args += [option, value]
+    pytest_args += ["--nnodes", str(args.nnodes), "--node-rank", str(args.node_rank)]
     if args.no_install:
         pytest_args.append("--no-install")
     code = pytest.main(pytest_args)

@@ -27,7 +27,7 @@ from bench.datasets.hub import DatasetError
 from bench.paths import cache_root, default_results_dir
 from bench.results import SCHEMA_VERSION, add_scaling, extra_info
 from bench.datasets import memory
-from bench.runner import Outcome, dataset_stats, ensure_dataset, run_cell
+from bench.runner import Launch, Outcome, dataset_stats, ensure_dataset, run_cell
 
 
 def pytest_addoption(parser):
@@ -41,6 +41,11 @@ def pytest_addoption(parser):
                     help="dataset hub folder (env GNNBENCH_CACHE; default: the user cache dir)")
     group.addoption("--no-install", action="store_true",
                     help="do not install missing stacks; their cells are recorded as failed")
+    group.addoption("--nnodes", type=int, default=1,
+                    help="machines that run each cell together (each runs the same command)")
+    group.addoption("--node-rank", type=int, default=0, help="this machine's index among --nnodes")
+    group.addoption("--rdzv-endpoint", default=None, metavar="HOST:PORT",
+                    help="torchrun c10d rendezvous endpoint shared by the nodes (needed with --nnodes > 1)")
 
 
 class RunSession:
@@ -68,6 +73,10 @@ class RunSession:
         self.datasets: dict[str, Path | Exception] = {}
         self.stack_errors: dict[str, str] = {}
         self.capture = config.pluginmanager.getplugin("capturemanager")
+        self.launch = Launch(config.getoption("nnodes"), config.getoption("node_rank"),
+                             config.getoption("rdzv_endpoint"))
+        if self.launch.nnodes > 1 and not self.launch.rdzv_endpoint:
+            raise pytest.UsageError("--nnodes > 1 needs --rdzv-endpoint HOST:PORT (the same on every node)")
 
     def say(self, text: str, end: str = "\n") -> None:
         with self.capture.global_and_fixture_disabled():
@@ -117,7 +126,8 @@ class RunSession:
             except DatasetError as exc:
                 outcome = Outcome(cell, "failed", f"dataset: {exc}")
             else:
-                outcome = run_cell(cell, dataset_dir, self.cache, on_progress=self._show_epoch)
+                outcome = run_cell(cell, dataset_dir, self.cache, on_progress=self._show_epoch,
+                                   launch=self.launch)
         self.say(f"\r  -> {outcome.status}"
                  + (f": {outcome.reason.splitlines()[0]}" if outcome.reason else f" in {outcome.wall_s:.1f} s"))
         self.outcomes.append(outcome)
@@ -132,9 +142,10 @@ class RunSession:
             stats = dataset_stats(cell.dataset_spec, self.cache)
         except DatasetError:
             return None  # preparing the dataset will report what is wrong
-        need = memory.estimate(stats, cell.backend, cell.settings["world_size"])
+        local_ranks = max(1, cell.settings["world_size"] // self.launch.nnodes)
+        need = memory.estimate(stats, cell.backend, local_ranks)
         return memory.refusal(need["total_bytes"], psutil.virtual_memory().available,
-                              f"{cell.settings['world_size']} rank(s) of {cell.backend} on {cell.dataset}")
+                              f"{local_ranks} rank(s) of {cell.backend} on {cell.dataset}")
 
     def _show_epoch(self, event: dict) -> None:
         kind = "warm-up" if event.get("warmup") else "epoch"
@@ -173,8 +184,8 @@ def gnnbench(request) -> RunSession:
 
 def benchmark_cell(session: RunSession, cell, benchmark) -> None:
     outcome = session.measure(cell)
-    if outcome.status in ("skipped", "refused"):
-        pytest.skip(outcome.reason)
+    if outcome.status in ("skipped", "refused", "follower"):
+        pytest.skip(f"{outcome.status}: {outcome.reason}")
     if outcome.status != "ok":
         pytest.xfail(f"{outcome.status}: {outcome.reason.strip()[-500:]}")
     durations = [epoch["seconds"] for epoch in outcome.record["epochs"]]

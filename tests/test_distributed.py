@@ -1,0 +1,101 @@
+"""World sizes > 1 on CPU (gloo) for both backends, a rank that dies, and two nodes on loopback."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import uuid
+
+import psutil
+import pytest
+
+from tests.conftest import REPO, require_stacks, run_suite
+
+SUITE = """
+name: ddp
+datasets:
+  g: {source: synthetic, params: {scale: 10, feature_dim: 16, num_classes: 4}}
+backends: [pyg-neighbor, dgl-graphbolt]
+settings: {world_size: [1, 2], batch_size: 64, fanout: [5, 5], epochs: 3, timeout: 180}
+"""
+
+
+@pytest.fixture(scope="module")
+def ddp_run(tmp_path_factory, cache_dir):
+    require_stacks("pyg", "dgl")
+    folder = tmp_path_factory.mktemp("ddp")
+    (folder / "ddp.yaml").write_text(SUITE)
+    proc = run_suite(folder / "ddp.yaml", folder / "ddp.json", cache_dir)
+    assert proc.returncode == 0
+    return json.loads((folder / "ddp.json").read_text())
+
+
+def test_world_size_two_runs_both_backends_with_per_rank_records(ddp_run):
+    assert ddp_run["unmeasured"] == []
+    by_id = {b["extra_info"]["cell_id"]: b["extra_info"] for b in ddp_run["benchmarks"]}
+    for backend in ("pyg-neighbor", "dgl-graphbolt"):
+        one, two = by_id[f"{backend}/g/mode=cpu-cpu/workers=0/ws=1"], by_id[f"{backend}/g/mode=cpu-cpu/workers=0/ws=2"]
+        assert [r["rank"] for r in two["ranks"]] == [0, 1] and len(one["ranks"]) == 1
+        for rank in two["ranks"]:
+            assert rank["peak_pss_bytes"] > 50 * 2**20 and rank["peak_rss_bytes"] >= rank["peak_pss_bytes"]
+            assert 0 <= rank["loader_stall"] <= 1 and rank["compute_s"] > 0
+            assert rank["comm_s"] > 0  # DDP's all-reduce, timed by the communication hook
+        # the total covers both ranks' process trees (and the launcher)
+        assert two["total_pss_bytes"] >= sum(r["peak_pss_bytes"] for r in two["ranks"]) * 0.9
+        assert one["scaling_efficiency"] == 1.0
+        assert two["scaling_efficiency"] == pytest.approx(two["speedup_vs_ws1"] / 2)
+        assert 0.25 < two["val_acc"] <= 1  # trained across ranks, evaluated on rank 0
+
+
+def test_a_rank_that_dies_mid_epoch_is_recorded_and_leaves_nothing(tmp_path, cache_dir):
+    require_stacks("pyg")
+    suite = tmp_path / "dies.yaml"
+    suite.write_text(SUITE.replace("[pyg-neighbor, dgl-graphbolt]", "[pyg-neighbor]").replace("[1, 2]", "2"))
+    token = uuid.uuid4().hex
+    out = tmp_path / "dies.json"
+    proc = run_suite(suite, out, cache_dir, env={"GNNBENCH_FAULT": f"crash:ws=2@1,{token}:never"})
+    assert proc.returncode == 0
+    [failed] = json.loads(out.read_text())["unmeasured"]
+    assert failed["status"] == "failed" and failed["id"] == "pyg-neighbor/g/mode=cpu-cpu/workers=0/ws=2"
+    assert "SIGABRT" in failed["reason"] or "Signal 6" in failed["reason"]
+    leftovers = []
+    for p in psutil.process_iter():
+        try:
+            if token in p.environ().get("GNNBENCH_FAULT", ""):
+                leftovers.append(p.cmdline())
+        except psutil.Error:
+            continue
+    assert leftovers == []
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_two_nodes_on_loopback_meet_at_a_c10d_rendezvous(tmp_path, cache_dir):
+    require_stacks("pyg")
+    suite = tmp_path / "two-nodes.yaml"
+    suite.write_text(SUITE.replace("[pyg-neighbor, dgl-graphbolt]", "[pyg-neighbor]").replace("[1, 2]", "2"))
+    endpoint = f"127.0.0.1:{free_port()}"
+    procs = []
+    for node in (0, 1):
+        cmd = [sys.executable, "-m", "pytest", str(REPO / "suites"), "--benchmark-only", "--suite", str(suite),
+               "--benchmark-json", str(tmp_path / f"node{node}.json"), "--cache-dir", str(cache_dir),
+               "--no-install", "-p", "no:cacheprovider", "--nnodes", "2", "--node-rank", str(node),
+               "--rdzv-endpoint", endpoint]
+        procs.append(subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                      env=dict(os.environ)))
+    outputs = [p.communicate(timeout=600)[0] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outputs
+    results = [json.loads((tmp_path / f"node{node}.json").read_text()) for node in (0, 1)]
+    measured = [r for r in results if r["benchmarks"]]
+    followers = [r for r in results if not r["benchmarks"]]
+    assert len(measured) == 1 and len(followers) == 1  # the node holding global rank 0 records the cell
+    info = measured[0]["benchmarks"][0]["extra_info"]
+    assert [r["rank"] for r in info["ranks"]] == [0, 1] and info["settings"]["world_size"] == 2
+    assert followers[0]["unmeasured"][0]["status"] == "follower"
