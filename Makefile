@@ -16,7 +16,7 @@ $(BIN)/gnnbench: pyproject.toml
 	touch $@
 
 stacks: $(BIN)/gnnbench
-	$(BIN)/gnnbench stacks install pyg dgl
+	$(BIN)/gnnbench stacks install
 
 bench: stacks
 	$(BIN)/gnnbench run suites/smoke.yaml

@@ -238,7 +238,8 @@ def pytest_sessionfinish(session):
     """pytest-benchmark writes no file when no cell was measured; a run whose cells all failed
     or were refused is still a result, so write the same file through pytest-benchmark's hooks."""
     run: RunSession = session.config._gnnbench
-    if run.json_path.exists() or not run.outcomes:
+    written_now = run.json_path.exists() and run.json_path.stat().st_mtime >= run.started_at.timestamp()
+    if written_now or not run.outcomes:
         return
     hook = session.config.hook
     machine_info = hook.pytest_benchmark_generate_machine_info(config=session.config)

@@ -42,6 +42,31 @@ def rows(result: ResultFile) -> list[dict]:
     return out
 
 
+def scaling_rows(result: ResultFile) -> list[dict]:
+    """For configurations measured at several world sizes: one row per world size with epoch
+    time, speedup and efficiency against 1 rank, and where each epoch went."""
+    groups: dict[tuple, list[dict]] = {}
+    for bench in result.benchmarks:
+        info = bench["extra_info"]
+        world = info["settings"]["world_size"]
+        key = (info["dataset"]["name"], info["cell_id"].replace(f"/ws={world}", ""))
+        groups.setdefault(key, []).append(bench)
+    out = []
+    for (dataset, config), benches in groups.items():
+        if len(benches) < 2:
+            continue
+        for bench in sorted(benches, key=lambda b: b["extra_info"]["settings"]["world_size"]):
+            info = bench["extra_info"]
+            ranks = info.get("ranks") or []
+            out.append({"dataset": dataset, "config": config, "world_size": info["settings"]["world_size"],
+                        "median_s": bench["stats"]["median"], "speedup": info.get("speedup_vs_ws1"),
+                        "efficiency": info.get("scaling_efficiency"), "loader_stall": info["loader_stall"],
+                        "compute_s": info.get("compute_s"), "comm_s": info.get("comm_s"),
+                        "total_pss_bytes": info.get("total_pss_bytes"),
+                        "rank_pss_bytes": max((r["peak_pss_bytes"] or 0 for r in ranks), default=None)})
+    return out
+
+
 def dataset_cards(result: ResultFile) -> list[dict]:
     """The statistics of each dataset the run measured on, once each."""
     cards = {}
@@ -73,5 +98,5 @@ def environment() -> jinja2.Environment:
 def render_markdown(results: list[ResultFile], command: str | None = None) -> str:
     runs = [{"file": r.path.name, "meta": r.meta, "machine": r.data.get("machine_info", {}),
              "datetime": r.data.get("datetime"), "commit": r.data.get("commit_info", {}),
-             "rows": rows(r), "datasets": dataset_cards(r)} for r in results]
+             "rows": rows(r), "datasets": dataset_cards(r), "scaling": scaling_rows(r)} for r in results]
     return environment().get_template("report.md.j2").render(runs=runs, command=command)

@@ -54,6 +54,7 @@ def extra_info(outcome, baseline: str | None = None) -> dict:
         "startup_s": rec["startup_s"],
         "warmup_epoch_s": [e["seconds"] for e in rec["warmup"]],
         "is_baseline": cell.id == baseline,
+        **({"partition": rec["partition"]} if rec.get("partition") else {}),
     }
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -224,13 +225,16 @@ def run_cell(cell: Cell, dataset_dir: Path, cache: Path, on_progress=None,
             kill_tree(proc, run_id)
         reader.join(timeout=5)
         wall = time.monotonic() - started
-        stderr_tail = err_path.read_text(errors="replace")[-STDERR_TAIL_CHARS:]
+        stderr = err_path.read_text(errors="replace")
+        stderr_tail = stderr[-STDERR_TAIL_CHARS:]
         outcome = Outcome(cell, "ok", peak_rss_bytes=sampler.peak_rss, peak_pss_bytes=sampler.peak_pss,
                           wall_s=wall, rank_peaks=dict(sampler.rank_peaks))
         if timed_out:
             outcome.status, outcome.reason = "timeout", f"no result after {timeout:g} s (killed)\n{stderr_tail}"
         elif proc.returncode != 0 or not out_path.exists():
-            outcome.status, outcome.reason = "failed", f"{_describe_exit(proc.returncode)}\n{stderr_tail}"
+            error = last_exception(stderr)
+            outcome.status = "failed"
+            outcome.reason = f"{_describe_exit(proc.returncode)}{': ' + error if error else ''}\n{stderr_tail}"
         else:
             outcome.record = json.loads(out_path.read_text())
             if outcome.record.get("status") != "ok":
@@ -247,6 +251,22 @@ def _read_progress(stream, on_progress) -> None:
                 on_progress(json.loads(line[len(PROGRESS_TAG):]))
             except json.JSONDecodeError:
                 pass
+
+
+RANK_PREFIX = re.compile(r"^\[(?:rank|default)\d+\]:\s*")  # torch.distributed.run tags each rank's lines
+EXCEPTION_LINE = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Exit)): (.*)$")
+
+
+def last_exception(stderr: str) -> str | None:
+    """The last 'SomeError: message' line of a traceback in the worker's stderr (the launcher's
+    own ChildFailedError summary aside): the error class and message of what failed."""
+    found = None
+    for line in stderr.splitlines():
+        line = RANK_PREFIX.sub("", line.strip())
+        match = EXCEPTION_LINE.match(line)
+        if match and not match.group(1).endswith("ChildFailedError"):
+            found = line
+    return found[:500] if found else None
 
 
 def _describe_exit(code: int | None) -> str:

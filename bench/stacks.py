@@ -34,7 +34,7 @@ COMPLETE_MARK = ".gnnbench-complete.json"
 # install fails when one of these does not import.
 PROBE_MODULES = {
     "pyg": ["torch", "torch_geometric", "ogb", "numpy"],
-    "pyg-dist": ["torch", "torch_geometric", "numpy"],
+    "pyg-dist": ["torch", "torch_geometric", "pymetis", "numpy"],
     "dgl": ["torch", "dgl", "torchdata", "numpy", "pandas"],
 }
 # Reported where present: which sampling ops a PyG stack has differs between machine and image.
@@ -176,11 +176,12 @@ def _run(cmd: list[str], stack: str, env=None, log=print) -> None:
 def probe_versions(stack: Stack) -> dict[str, str]:
     """Import each probe module in the stack's interpreter and report its __version__."""
     code = (
-        "import importlib, json, sys\n"
+        "import importlib, importlib.metadata, json, sys\n"
         "out = {}\n"
         "for m in sys.argv[1:]:\n"
         "    try:\n"
-        "        out[m] = str(importlib.import_module(m).__version__)\n"
+        "        mod = importlib.import_module(m)\n"
+        "        out[m] = str(getattr(mod, '__version__', None) or importlib.metadata.version(m))\n"
         "    except ModuleNotFoundError as e:\n"
         "        out[m] = 'absent' if e.name == m else 'import failed: ' + str(e)\n"
         "    except Exception as e:\n"

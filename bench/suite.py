@@ -101,6 +101,16 @@ class Settings(Strict):
     lr: Annotated[float, Field(gt=0)] | list[Annotated[float, Field(gt=0)]] = 0.01
     seed: int | list[int] = 0
     timeout: Annotated[float, Field(gt=0)] = 600.0  # seconds per cell, launch to exit
+    stack: str | None = None  # run the backend in another stack than its own (e.g. pyg-dist on current PyG)
+
+    @field_validator("stack")
+    @classmethod
+    def _known_stack(cls, value: str | None) -> str | None:
+        from bench.stacks import available
+
+        if value is not None and value not in available():
+            raise ValueError(f"unknown stack {value!r}; allowed: {', '.join(available())}")
+        return value
 
     def axes(self) -> dict[str, list]:
         out = {}
@@ -314,11 +324,13 @@ def expand(suite: Suite) -> list[Cell]:
                 continue
             if any(_matches(rule, backend, dataset, settings) for rule in suite.exclude):
                 continue
-            cell_id = _cell_id(backend, dataset, settings, swept)
+            stack = settings["stack"] or BACKENDS[backend].stack
+            cell_id = _cell_id(backend, dataset, settings, swept) + (
+                f"/stack={stack}" if stack != BACKENDS[backend].stack else "")
             source_spec = suite.datasets[dataset].model_dump()
             spec = {"name": dataset, "source": source_spec["source"],
                     "params": canonical_params(source_spec["source"], source_spec["params"])}
-            cells.setdefault(cell_id, Cell(cell_id, backend, BACKENDS[backend].stack, dataset, spec, settings))
+            cells.setdefault(cell_id, Cell(cell_id, backend, stack, dataset, spec, settings))
     return list(cells.values())
 
 
@@ -338,7 +350,7 @@ def _cell_id(backend: str, dataset: str, settings: dict, swept: set[str]) -> str
     parts = [backend, dataset]
     parts += [f"{short}={settings[key]}" for key, short in ID_ALWAYS.items()]
     for key in settings:
-        if key in swept and key not in ID_ALWAYS:
+        if key in swept and key not in ID_ALWAYS and key != "stack":
             value = settings[key]
             value = "-".join(map(str, value)) if isinstance(value, list) else value
             parts.append(f"{ID_SHORT.get(key, key)}={value}")

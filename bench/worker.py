@@ -11,6 +11,7 @@ the whole process tree. Progress lines go to stdout, prefixed with PROGRESS_TAG.
 from __future__ import annotations
 
 import gc
+import importlib.metadata
 import json
 import os
 import platform
@@ -66,7 +67,7 @@ def framework_versions(stack: str) -> dict[str, str]:
                 module = __import__(name)
             except Exception:  # noqa: BLE001 - a missing optional module is reported, not fatal
                 continue
-        versions[name] = str(getattr(module, "__version__", "unknown"))
+        versions[name] = str(getattr(module, "__version__", None) or importlib.metadata.version(name))
     return versions
 
 
@@ -94,7 +95,7 @@ def run_cell(cell: dict, dataset_dir: Path) -> dict | None:
     record to write: on global rank 0 the cell's, on another node's first rank a note that its
     ranks took part, elsewhere None."""
     from bench.backends import load_pipeline_class
-    from bench.backends.base import rank_and_world, unwrap
+    from bench.backends.base import Unavailable, rank_and_world, unwrap
     from bench.datasets import hub
 
     settings = cell["settings"]
@@ -112,7 +113,12 @@ def run_cell(cell: dict, dataset_dir: Path) -> dict | None:
 
     seed_everything(settings["seed"])
     data = hub.load(dataset_dir, mmap=False)
-    pipe = Pipeline(data, settings)
+    try:
+        pipe = Pipeline(data, settings)
+    except Unavailable as exc:
+        if world > 1:
+            dist.destroy_process_group()
+        return {**record, "status": "skipped", "reason": str(exc)} if rank == 0 else None
     first_batch_at = []
     fault = fault_for(cell["id"], rank)
 
@@ -136,6 +142,9 @@ def run_cell(cell: dict, dataset_dir: Path) -> dict | None:
             progress(epoch=epoch + 1, of=total, warmup=not measuring, seconds=round(stats["seconds"], 4))
     mine = {"rank": rank, "epochs": measured, "warmup": warmup, "startup_s": first_batch_at[0] - launched_at,
             "self_max_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}  # KiB on Linux
+    collective_eval = getattr(pipe, "collective_eval", False)  # e.g. partitions evaluating together
+    if collective_eval:
+        val_acc, test_acc = pipe.evaluate("val"), pipe.evaluate("test")
     ranks = [mine]
     if world > 1:
         ranks = [None] * world
@@ -147,13 +156,15 @@ def run_cell(cell: dict, dataset_dir: Path) -> dict | None:
         gc.collect()
         dist.barrier()
         dist.destroy_process_group()
-    val_acc, test_acc = (pipe.evaluate("val"), pipe.evaluate("test")) if rank == 0 else (None, None)
+    if not collective_eval:
+        val_acc, test_acc = (pipe.evaluate("val"), pipe.evaluate("test")) if rank == 0 else (None, None)
     if rank != 0:
         local_first = int(os.environ.get("LOCAL_RANK", 0)) == 0
         return {**record, "status": "follower", "reason": "ranks of this node ran; rank 0 records the cell"} if local_first else None
     return {**record, "status": "ok", "epochs": merge_ranks(ranks, "epochs"), "warmup": merge_ranks(ranks, "warmup"),
             "ranks": [rank_summary(r) for r in ranks], "val_acc": val_acc, "test_acc": test_acc,
             "startup_s": max(r["startup_s"] for r in ranks), "self_max_rss_bytes": mine["self_max_rss_bytes"],
+            "partition": getattr(pipe, "partition", None),
             "dataset": {**data.card(), "name": cell["dataset"]["name"]}}
 
 

@@ -12,7 +12,7 @@ FAST_ID = "dgl-graphbolt/g/mode=cpu-cpu/workers=0/ws=1"
 
 def bench_entry(cell_id, median, iqr, stall):
     info = {k: 0 for k in results.REQUIRED_EXTRA}
-    info.update(cell_id=cell_id, dataset={"name": "g", "source": "synthetic", "num_nodes": 4096, "num_edges": 53308,
+    info.update(cell_id=cell_id, settings={"world_size": int(cell_id.rsplit("ws=", 1)[1])}, dataset={"name": "g", "source": "synthetic", "num_nodes": 4096, "num_edges": 53308,
                                           "feature_dim": 64, "num_classes": 8, "num_train": 2457, "num_val": 819,
                                           "num_test": 820},
                 seeds_per_s=1234.0, edges_per_s=56789.0, loader_stall=stall,
@@ -65,3 +65,17 @@ def test_bad_result_files_are_named(tmp_path, content, message):
     with pytest.raises(results.ResultsError, match=message) as info:
         results.read(path)
     assert str(path) in str(info.value)
+
+
+def test_scaling_rows_compare_each_world_size_with_one_rank(tmp_path):
+    two = "pyg-neighbor/g/mode=cpu-cpu/workers=0/ws=2"
+    data = json.loads(result_file(tmp_path).read_text())
+    data["benchmarks"].append(bench_entry(two, 1.25, 0.1, 0.5))
+    data["gnnbench"]["cells"].append(two)
+    results.add_scaling(data["benchmarks"])
+    path = tmp_path / "scaling.json"
+    path.write_text(json.dumps(data))
+    rows = report.scaling_rows(results.read(path))
+    assert [(r["world_size"], r["speedup"], r["efficiency"]) for r in rows] == [
+        (1, 1.0, 1.0), (2, 1.6, 0.8)]
+    assert "### Scaling across world sizes" in report.render_markdown([results.read(path)])

@@ -24,6 +24,7 @@ BACKENDS: dict[str, BackendInfo] = {
     "pyg-neighbor": BackendInfo("bench.backends.pyg_neighbor", "pyg", ("cpu-cpu", "cpu-cuda")),
     "dgl-graphbolt": BackendInfo("bench.backends.dgl_graphbolt", "dgl",
                                  ("cpu-cpu", "cpu-cuda", "pinned-cuda", "cuda-cuda")),
+    "pyg-dist": BackendInfo("bench.backends.pyg_dist", "pyg-dist", ("cpu-cpu",)),
 }
 
 ALL_MODES = tuple(dict.fromkeys(m for info in BACKENDS.values() for m in info.modes))

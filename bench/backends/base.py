@@ -18,6 +18,10 @@ import time
 DROPOUT = 0.5
 
 
+class Unavailable(Exception):
+    """Raised while a pipeline is built when this stack cannot run the cell (recorded as skipped)."""
+
+
 def graphsage(conv, in_dim: int, hidden: int, out_dim: int, num_layers: int):
     """The one GraphSAGE both backends train; `conv(a, b)` makes a framework's mean-aggregation
     SAGEConv from a to b features, and the model is called as model(x, [graph per layer])."""

@@ -1,0 +1,184 @@
+"""PyG partitioned distributed training: `torch_geometric.distributed`.
+
+Each rank stands for one machine holding one METIS partition: PyG's `Partitioner` writes the
+partitions once per dataset and number of partitions into the cache (reused after), each rank
+loads its own with `LocalGraphStore` / `LocalFeatureStore.from_partition`, samples with
+`DistNeighborLoader` (remote neighbourhoods over torch RPC), and trains the shared GraphSAGE
+under DDP (gloo). Partitioning seconds, edge cut and balance are recorded.
+
+METIS: PyG's `ClusterData` asks torch-sparse or pyg-lib for it; where neither has it, the small
+subclass below hands the same CSR to `pymetis`, and PyG's own Partitioner is pointed at it.
+Sampling needs pyg-lib's `dist_neighbor_sample` operator; where pyg-lib is absent the cell is
+recorded as skipped with that reason. From torch-geometric 2.7.0 to 2.8.1 the sampler's
+constructor raises TypeError (`'stack_level' is an invalid keyword argument for warn()`): a cell
+on such a stack records that failure, as users on current PyG meet it.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+import torch_geometric.distributed.partition as pyg_partition
+from torch_geometric.data import Data
+from torch_geometric.loader import ClusterData
+from torch_geometric.nn import SAGEConv
+
+from bench.backends.base import Unavailable, device_of, distribute, graphsage, rank_and_world, unavailable_reason, unwrap
+
+GROUP = "gnnbench-pyg-dist"
+
+
+class PymetisClusterData(ClusterData):
+    def _metis(self, edge_index: torch.Tensor, num_nodes: int) -> torch.Tensor:
+        try:
+            return super()._metis(edge_index, num_nodes)
+        except ImportError:  # neither torch-sparse nor pyg-lib brings METIS here
+            import pymetis
+
+            order = torch.argsort(edge_index[0] * num_nodes + edge_index[1])
+            row, col = edge_index[0][order], edge_index[1][order]
+            indptr = torch.zeros(num_nodes + 1, dtype=torch.long)
+            indptr[1:] = torch.cumsum(torch.bincount(row, minlength=num_nodes), 0)
+            _, membership = pymetis.part_graph(self.num_parts, xadj=indptr.numpy(), adjncy=col.numpy())
+            return torch.tensor(membership, dtype=torch.long)
+
+
+def ensure_partitions(data, num_parts: int, cache: Path) -> tuple[Path, dict]:
+    """The dataset's partitions into `num_parts`, made once (under a file lock, so concurrent
+    ranks wait for the first) and reused; returns the folder and its record."""
+    root = Path(cache) / "partitions" / f"{data.path.name}-p{num_parts}"
+    root.parent.mkdir(parents=True, exist_ok=True)
+    with open(root.parent / f"{root.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        record_file = root / "partition.json"
+        if record_file.is_file():
+            return root, {**json.loads(record_file.read_text()), "reused": True}
+        tmp = root.with_name(root.name + ".partial")
+        shutil.rmtree(tmp, ignore_errors=True)
+        graph = Data(x=torch.from_numpy(data.features), edge_index=torch.from_numpy(data.edge_index),
+                     y=torch.from_numpy(data.labels), num_nodes=data.num_nodes)
+        pyg_partition.ClusterData = PymetisClusterData  # PyG's own Partitioner, with pymetis underneath
+        started = time.perf_counter()
+        pyg_partition.Partitioner(graph, num_parts, str(tmp)).generate_partition()
+        seconds = time.perf_counter() - started
+        part_of = torch.load(tmp / "node_map.pt").numpy()
+        src, dst = data.edge_index
+        sizes = np.bincount(part_of, minlength=num_parts)
+        record = {"seconds": seconds, "num_parts": num_parts,
+                  "edge_cut": float((part_of[src] != part_of[dst]).mean()) if src.size else 0.0,
+                  "balance": float(sizes.max() / sizes.mean()), "part_sizes": sizes.tolist()}
+        np.save(tmp / "part_of.npy", part_of)
+        (tmp / "partition.json").write_text(json.dumps(record, indent=2))
+        os.rename(tmp, root)
+        return root, {**record, "reused": False}
+
+
+class Pipeline:
+    unavailable = staticmethod(unavailable_reason)
+    collective_eval = True  # every partition evaluates its own nodes; counts are summed
+
+    def __init__(self, data, settings: dict):
+        from torch_geometric.distributed import DistContext, LocalFeatureStore, LocalGraphStore
+        from torch_geometric.distributed.dist_neighbor_sampler import DistNeighborSampler
+
+        self.settings = settings
+        self.device = device_of(settings["mode"])
+        rank, world = rank_and_world()
+        cache = Path(os.environ["GNNBENCH_CACHE"])
+        root, self.partition = ensure_partitions(data, world, cache)
+        graph = LocalGraphStore.from_partition(str(root), rank)
+        features = LocalFeatureStore.from_partition(str(root), rank)
+        features.labels = torch.from_numpy(data.labels)
+        self.stores = (features, graph)
+        self.ctx = DistContext(rank=rank, global_rank=rank, world_size=world, global_world_size=world,
+                               group_name=GROUP)
+        # The constructor DistNeighborLoader calls first: on torch-geometric 2.7.0-2.8.1 it raises.
+        DistNeighborSampler(self.ctx, self.stores, list(settings["fanout"]))
+        if not hasattr(torch.ops.pyg, "dist_neighbor_sample"):
+            raise Unavailable("pyg-dist needs pyg-lib's dist_neighbor_sample operator; pyg-lib is not "
+                              "installed in this stack (it is not on PyPI: the images install it from "
+                              "PyG's wheel index)")
+        part_of = np.load(root / "part_of.npy")
+        # every rank must run as many batches as the others (DDP): the smallest partition's count
+        mine = data.train_idx[part_of[data.train_idx] == rank]
+        fewest = min(int((part_of[data.train_idx] == p).sum()) for p in range(world))
+        self.splits = {"train": np.sort(np.random.default_rng(settings["seed"]).permutation(mine)[:fewest]),
+                       "val": data.val_idx[part_of[data.val_idx] == rank],
+                       "test": data.test_idx[part_of[data.test_idx] == rank]}
+        self.rpc_port = _shared_free_port()
+        self.train_loader = self._loader("train", shuffle=True, num_workers=settings["num_workers"])
+        self.model, self.comm = None, None
+        if settings["model"] == "sage":
+            model = graphsage(lambda a, b: SAGEConv(a, b, aggr="mean"), data.features.shape[1],
+                              settings["hidden"], data.num_classes, len(settings["fanout"])).to(self.device)
+            self.model, self.comm = distribute(model, self.device)
+            self.optimizer = torch.optim.Adam(self.model.parameters(), lr=settings["lr"])
+
+    def _loader(self, split: str, shuffle: bool, num_workers: int = 0):
+        from torch_geometric.distributed import DistNeighborLoader
+
+        return DistNeighborLoader(
+            data=self.stores, num_neighbors=list(self.settings["fanout"]),
+            input_nodes=torch.from_numpy(self.splits[split]), batch_size=self.settings["batch_size"],
+            shuffle=shuffle, device=torch.device("cpu"), num_workers=num_workers, concurrency=1,
+            master_addr=os.environ.get("MASTER_ADDR", "127.0.0.1"), master_port=self.rpc_port,
+            current_ctx=self.ctx, persistent_workers=num_workers > 0, filter_per_worker=False)
+
+    @staticmethod
+    def count(batch) -> tuple[int, int]:
+        return int(batch.batch_size), int(batch.edge_index.size(1))
+
+    def _layers(self, batch) -> list:
+        return [batch.edge_index] * len(self.settings["fanout"])
+
+    def step(self, batch) -> None:
+        if self.model is None:
+            return
+        self.model.train()
+        batch = batch.to(self.device)
+        self.optimizer.zero_grad()
+        out = self.model(batch.x, self._layers(batch))[: batch.batch_size]
+        F.cross_entropy(out, batch.y[: batch.batch_size]).backward()
+        self.optimizer.step()
+
+    @torch.no_grad()
+    def evaluate(self, split: str) -> float | None:
+        """On every rank (the remote neighbourhoods come over RPC); returns the accuracy over
+        all partitions' nodes of the split."""
+        if self.model is None:
+            return None
+        model = unwrap(self.model)
+        model.eval()
+        counts = torch.zeros(2, dtype=torch.long)
+        for batch in self._loader(split, shuffle=False):
+            pred = model(batch.x, self._layers(batch))[: batch.batch_size].argmax(dim=-1)
+            counts += torch.tensor([int((pred == batch.y[: batch.batch_size]).sum()), int(batch.batch_size)])
+        if torch.distributed.is_initialized():
+            torch.distributed.all_reduce(counts)
+        return int(counts[0]) / max(int(counts[1]), 1)
+
+    def synchronize(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize()
+
+
+def _shared_free_port() -> int:
+    """A free port chosen on rank 0 for the samplers' RPC, known to every rank."""
+    import socket
+
+    port = [None]
+    if rank_and_world()[0] == 0:
+        with socket.socket() as s:
+            s.bind(("", 0))
+            port[0] = s.getsockname()[1]
+    if torch.distributed.is_initialized():
+        torch.distributed.broadcast_object_list(port, src=0)
+    return port[0]
