@@ -25,13 +25,13 @@ from pathlib import Path
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 import torch_geometric.distributed.partition as pyg_partition
 from torch_geometric.data import Data
 from torch_geometric.loader import ClusterData
 from torch_geometric.nn import SAGEConv
 
-from bench.backends.base import Unavailable, device_of, distribute, graphsage, rank_and_world, unavailable_reason, unwrap
+from bench.backends import pyg_neighbor
+from bench.backends.base import Unavailable, device_of, distribute, graphsage, rank_and_world
 
 GROUP = "gnnbench-pyg-dist"
 
@@ -81,8 +81,9 @@ def ensure_partitions(data, num_parts: int, cache: Path) -> tuple[Path, dict]:
         return root, {**record, "reused": False}
 
 
-class Pipeline:
-    unavailable = staticmethod(unavailable_reason)
+class Pipeline(pyg_neighbor.Pipeline):
+    """The PyG NeighborLoader pipeline's training step and evaluation, over partitions."""
+
     collective_eval = True  # every partition evaluates its own nodes; counts are summed
 
     def __init__(self, data, settings: dict):
@@ -132,42 +133,15 @@ class Pipeline:
             master_addr=os.environ.get("MASTER_ADDR", "127.0.0.1"), master_port=self.rpc_port,
             current_ctx=self.ctx, persistent_workers=num_workers > 0, filter_per_worker=False)
 
-    @staticmethod
-    def count(batch) -> tuple[int, int]:
-        return int(batch.batch_size), int(batch.edge_index.size(1))
-
-    def _layers(self, batch) -> list:
-        return [batch.edge_index] * len(self.settings["fanout"])
-
-    def step(self, batch) -> None:
-        if self.model is None:
-            return
-        self.model.train()
-        batch = batch.to(self.device)
-        self.optimizer.zero_grad()
-        out = self.model(batch.x, self._layers(batch))[: batch.batch_size]
-        F.cross_entropy(out, batch.y[: batch.batch_size]).backward()
-        self.optimizer.step()
-
-    @torch.no_grad()
     def evaluate(self, split: str) -> float | None:
-        """On every rank (the remote neighbourhoods come over RPC); returns the accuracy over
-        all partitions' nodes of the split."""
+        """On every rank (remote neighbourhoods come over RPC), each over its partition's nodes;
+        the counts are summed over ranks."""
         if self.model is None:
             return None
-        model = unwrap(self.model)
-        model.eval()
-        counts = torch.zeros(2, dtype=torch.long)
-        for batch in self._loader(split, shuffle=False):
-            pred = model(batch.x, self._layers(batch))[: batch.batch_size].argmax(dim=-1)
-            counts += torch.tensor([int((pred == batch.y[: batch.batch_size]).sum()), int(batch.batch_size)])
+        counts = torch.tensor(self.count_correct(split))
         if torch.distributed.is_initialized():
             torch.distributed.all_reduce(counts)
         return int(counts[0]) / max(int(counts[1]), 1)
-
-    def synchronize(self) -> None:
-        if self.device.type == "cuda":
-            torch.cuda.synchronize()
 
 
 def _shared_free_port() -> int:

@@ -55,11 +55,15 @@ class Pipeline:
         F.cross_entropy(out, batch.y[: batch.batch_size]).backward()
         self.optimizer.step()
 
-    @torch.no_grad()
     def evaluate(self, split: str) -> float | None:
         if self.model is None:
             return None
-        model = unwrap(self.model)  # evaluation runs on one rank, outside DDP
+        correct, total = self.count_correct(split)
+        return correct / max(total, 1)
+
+    @torch.no_grad()
+    def count_correct(self, split: str) -> tuple[int, int]:
+        model = unwrap(self.model)  # evaluation runs outside DDP
         model.eval()
         correct = total = 0
         for batch in self._loader(split, shuffle=False):
@@ -67,7 +71,7 @@ class Pipeline:
             pred = model(batch.x, self._layers(batch))[: batch.batch_size].argmax(dim=-1)
             correct += int((pred == batch.y[: batch.batch_size]).sum())
             total += int(batch.batch_size)
-        return correct / max(total, 1)
+        return correct, total
 
     def synchronize(self) -> None:
         if self.device.type == "cuda":
