@@ -31,7 +31,7 @@ from torch_geometric.loader import ClusterData
 from torch_geometric.nn import SAGEConv
 
 from bench.backends import pyg_neighbor
-from bench.backends.base import Unavailable, device_of, distribute, graphsage, rank_and_world
+from bench.backends.base import Unavailable, device_of, distribute, graphsage, rank_and_world, unavailable_reason
 
 GROUP = "gnnbench-pyg-dist"
 
@@ -86,6 +86,12 @@ class Pipeline(pyg_neighbor.Pipeline):
 
     collective_eval = True  # every partition evaluates its own nodes; counts are summed
 
+    @staticmethod
+    def unavailable(mode: str, world_size: int = 1) -> str | None:
+        if world_size < 2:
+            return "pyg-dist partitions the graph over its ranks: it needs a world size of at least 2"
+        return unavailable_reason(mode, world_size)
+
     def __init__(self, data, settings: dict):
         from torch_geometric.distributed import DistContext, LocalFeatureStore, LocalGraphStore
         from torch_geometric.distributed.dist_neighbor_sampler import DistNeighborSampler
@@ -115,6 +121,9 @@ class Pipeline(pyg_neighbor.Pipeline):
                        "val": data.val_idx[part_of[data.val_idx] == rank],
                        "test": data.test_idx[part_of[data.test_idx] == rank]}
         self.rpc_port = _shared_free_port()
+        # Under torch.distributed.run every tcp:// rendezvous expects the launcher's store to be
+        # the server; the samplers' RPC meets on a port of its own, which rank 0 must host.
+        os.environ["TORCHELASTIC_USE_AGENT_STORE"] = "False"
         self.train_loader = self._loader("train", shuffle=True, num_workers=settings["num_workers"])
         self.model, self.comm = None, None
         if settings["model"] == "sage":
