@@ -136,6 +136,10 @@ def run_cell(cell: dict, dataset_dir: Path) -> dict | None:
         if world > 1:
             dist.barrier()  # every rank starts the epoch together; the slowest rank ends it
         stats = run_epoch(pipe, on_batch)
+        if stats["batches"] == 0:
+            raise RuntimeError(f"rank {rank}: the training loader yielded no batch in epoch {epoch + 1} "
+                               f"(batch size {settings['batch_size']}, {world} rank(s): fewer seeds than "
+                               "ranks x batch size, and the sampler drops uneven inputs?)")
         stats["comm_s"] = (pipe.comm.seconds if pipe.comm else 0.0) - comm_before
         (measured if measuring else warmup).append(stats)
         if rank == 0:
