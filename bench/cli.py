@@ -33,6 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     report = sub.add_parser("report", help="render result files as a Markdown table")
     report.add_argument("files", nargs="+", type=Path)
     report.add_argument("--markdown", type=Path, metavar="FILE", help="write here instead of stdout")
+    report.add_argument("--command", dest="produced_by", metavar="TEXT", help="the command that produced the results, shown under the table")
 
     ds = sub.add_parser("datasets", help="known datasets, their sizes and memory needs; prepare one")
     ds_sub = ds.add_subparsers(dest="datasets_command", required=True)
@@ -58,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "run":
             return cmd_run(args)
         if args.command == "report":
-            return cmd_report(args.files, args.markdown)
+            return cmd_report(args.files, args.markdown, command=args.produced_by)
         if args.command == "datasets":
             return cmd_datasets(args)
         if args.stacks_command == "install":

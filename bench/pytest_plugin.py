@@ -110,24 +110,10 @@ class RunSession:
     def measure(self, cell) -> Outcome:
         index = len(self.outcomes) + 1
         self.say(f"\n[{index}/{len(self.cells)}] {cell.id}")
-        problem = self.ensure_stack(cell.stack)
-        source_stack = SOURCES[cell.dataset_spec["source"]][1]  # e.g. Planetoid needs PyG
-        if problem is None and source_stack:
-            problem = self.ensure_stack(source_stack)
-        if problem is None:
-            problem_status, problem = "refused", self.refusal(cell)
-        else:
-            problem_status = "failed"
-        if problem:
-            outcome = Outcome(cell, problem_status, problem)
-        else:
-            try:
-                dataset_dir = self.dataset(cell)
-            except DatasetError as exc:
-                outcome = Outcome(cell, "failed", f"dataset: {exc}")
-            else:
-                outcome = run_cell(cell, dataset_dir, self.cache, on_progress=self._show_epoch,
-                                   launch=self.launch)
+        outcome = self.precheck(cell)
+        if outcome is None:
+            outcome = run_cell(cell, self.dataset(cell), self.cache, on_progress=self._show_epoch,
+                               launch=self.launch)
         self.say(f"\r  -> {outcome.status}"
                  + (f": {outcome.reason.splitlines()[0]}" if outcome.reason else f" in {outcome.wall_s:.1f} s"))
         self.outcomes.append(outcome)
@@ -135,6 +121,22 @@ class RunSession:
             journal.write(json.dumps({"id": cell.id, "status": outcome.status, "reason": outcome.reason,
                                       "extra_info": extra_info(outcome) if outcome.status == "ok" else None}) + "\n")
         return outcome
+
+    def precheck(self, cell) -> Outcome | None:
+        """What stops a cell before it starts: a stack that is not there (the cell's own, or the
+        one its dataset is prepared in), too little memory, a dataset that cannot be prepared."""
+        for stack in filter(None, (cell.stack, SOURCES[cell.dataset_spec["source"]][1])):
+            problem = self.ensure_stack(stack)
+            if problem:
+                return Outcome(cell, "failed", problem)
+        refused = self.refusal(cell)
+        if refused:
+            return Outcome(cell, "refused", refused)
+        try:
+            self.dataset(cell)
+        except DatasetError as exc:
+            return Outcome(cell, "failed", f"dataset: {exc}")
+        return None
 
     def refusal(self, cell) -> str | None:
         """Refuse, with the numbers, a cell that cannot fit in the memory available now."""

@@ -17,8 +17,14 @@ def rows(result: ResultFile) -> list[dict]:
     measured = {b["extra_info"]["cell_id"]: b for b in result.benchmarks}
     unmeasured = {u["id"]: u for u in result.unmeasured}
     order = result.meta.get("cells") or [*measured, *unmeasured]
+    # speedup against the suite's baseline cell; for a dataset the baseline does not run on,
+    # against that dataset's first measured cell (epoch times of different graphs don't compare)
+    references = {}
+    for bench in measured.values():
+        references.setdefault(bench["extra_info"]["dataset"]["name"], bench)
     baseline = measured.get(result.meta.get("baseline"))
-    base_median = baseline["stats"]["median"] if baseline else None
+    if baseline is not None:
+        references[baseline["extra_info"]["dataset"]["name"]] = baseline
     out = []
     for cell_id in order:
         if cell_id in measured:
@@ -27,7 +33,8 @@ def rows(result: ResultFile) -> list[dict]:
             out.append({
                 "id": cell_id, "status": "ok", "reason": "",
                 "median_s": stats["median"], "iqr_s": stats["iqr"], "rounds": stats["rounds"],
-                "speedup": base_median / stats["median"] if base_median else None,
+                "speedup": references[info["dataset"]["name"]]["stats"]["median"] / stats["median"],
+                "reference": references[info["dataset"]["name"]]["extra_info"]["cell_id"] == cell_id,
                 "seeds_per_s": info["seeds_per_s"], "edges_per_s": info["edges_per_s"],
                 "loader_stall": info["loader_stall"], "peak_pss_bytes": info["peak_pss_bytes"],
                 "peak_rss_bytes": info["peak_rss_bytes"], "val_acc": info["val_acc"],
@@ -67,6 +74,12 @@ def scaling_rows(result: ResultFile) -> list[dict]:
     return out
 
 
+def partitions(result: ResultFile) -> list[dict]:
+    """The partitioning behind each partitioned cell (pyg-dist)."""
+    return [{"id": b["extra_info"]["cell_id"], **b["extra_info"]["partition"]}
+            for b in result.benchmarks if b["extra_info"].get("partition")]
+
+
 def dataset_cards(result: ResultFile) -> list[dict]:
     """The statistics of each dataset the run measured on, once each."""
     cards = {}
@@ -98,5 +111,6 @@ def environment() -> jinja2.Environment:
 def render_markdown(results: list[ResultFile], command: str | None = None) -> str:
     runs = [{"file": r.path.name, "meta": r.meta, "machine": r.data.get("machine_info", {}),
              "datetime": r.data.get("datetime"), "commit": r.data.get("commit_info", {}),
-             "rows": rows(r), "datasets": dataset_cards(r), "scaling": scaling_rows(r)} for r in results]
+             "rows": rows(r), "datasets": dataset_cards(r), "scaling": scaling_rows(r),
+             "partitions": partitions(r)} for r in results]
     return environment().get_template("report.md.j2").render(runs=runs, command=command)
