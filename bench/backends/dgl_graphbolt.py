@@ -42,6 +42,7 @@ class Pipeline:
 
     def __init__(self, data, settings: dict):
         self.settings = settings
+        gb.seed(settings["seed"])  # GraphBolt's samplers draw from a generator of their own
         mode = settings["mode"]
         self.device = device_of(mode)
         self.graph = gb.fused_csc_sampling_graph(torch.from_numpy(data.csc_indptr),
