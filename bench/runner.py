@@ -14,7 +14,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import tempfile
 import threading
@@ -27,6 +26,7 @@ import psutil
 
 from bench import datasets, stacks
 from bench.datasets import hub, memory
+from bench.net import free_port
 from bench.paths import repo_root
 from bench.suite import Cell
 from bench.worker import PROGRESS_TAG
@@ -118,12 +118,6 @@ def _memory(procs: list[psutil.Process]) -> tuple[int, int]:
         rss += info.rss
         pss += getattr(info, "pss", info.rss)
     return rss, pss
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def worker_command(python: Path, cell: Cell, args: list[str], launch: Launch) -> list[str]:

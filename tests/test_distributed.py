@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import uuid
@@ -12,6 +11,7 @@ import uuid
 import psutil
 import pytest
 
+from bench.net import free_port
 from tests.conftest import REPO, require_stacks, run_suite
 
 SUITE = """
@@ -43,8 +43,11 @@ def test_world_size_two_runs_both_backends_with_per_rank_records(ddp_run):
             assert rank["peak_pss_bytes"] > 50 * 2**20 and rank["peak_rss_bytes"] >= rank["peak_pss_bytes"]
             assert 0 <= rank["loader_stall"] <= 1 and rank["compute_s"] > 0
             assert rank["comm_s"] > 0  # DDP's all-reduce, timed by the communication hook
-        # the total covers both ranks' process trees (and the launcher)
-        assert two["total_pss_bytes"] >= sum(r["peak_pss_bytes"] for r in two["ranks"]) * 0.9
+        # the total covers both ranks' process trees (and the launcher) at once; ranks peak at
+        # different moments (rank 0 evaluates alone at the end), so the total is at least the
+        # larger peak plus a good part of the other
+        peaks = sorted(r["peak_pss_bytes"] for r in two["ranks"])
+        assert two["total_pss_bytes"] >= peaks[1] + 0.5 * peaks[0]
         assert one["scaling_efficiency"] == 1.0
         assert two["scaling_efficiency"] == pytest.approx(two["speedup_vs_ws1"] / 2)
         assert 0.25 < two["val_acc"] <= 1  # trained across ranks, evaluated on rank 0
@@ -69,12 +72,6 @@ def test_a_rank_that_dies_mid_epoch_is_recorded_and_leaves_nothing(tmp_path, cac
         except psutil.Error:
             continue
     assert leftovers == []
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_two_nodes_on_loopback_meet_at_a_c10d_rendezvous(tmp_path, cache_dir):

@@ -28,10 +28,10 @@ import torch
 import torch_geometric.distributed.partition as pyg_partition
 from torch_geometric.data import Data
 from torch_geometric.loader import ClusterData
-from torch_geometric.nn import SAGEConv
 
 from bench.backends import pyg_neighbor
-from bench.backends.base import Unavailable, device_of, distribute, graphsage, rank_and_world, unavailable_reason
+from bench.backends.base import Unavailable, device_of, rank_and_world, unavailable_reason
+from bench.net import free_port
 
 GROUP = "gnnbench-pyg-dist"
 
@@ -125,12 +125,7 @@ class Pipeline(pyg_neighbor.Pipeline):
         # the server; the samplers' RPC meets on a port of its own, which rank 0 must host.
         os.environ["TORCHELASTIC_USE_AGENT_STORE"] = "False"
         self.train_loader = self._loader("train", shuffle=True, num_workers=settings["num_workers"])
-        self.model, self.comm = None, None
-        if settings["model"] == "sage":
-            model = graphsage(lambda a, b: SAGEConv(a, b, aggr="mean"), data.features.shape[1],
-                              settings["hidden"], data.num_classes, len(settings["fanout"])).to(self.device)
-            self.model, self.comm = distribute(model, self.device)
-            self.optimizer = torch.optim.Adam(self.model.parameters(), lr=settings["lr"])
+        self.build_model(data)
 
     def _loader(self, split: str, shuffle: bool, num_workers: int = 0):
         from torch_geometric.distributed import DistNeighborLoader
@@ -155,13 +150,7 @@ class Pipeline(pyg_neighbor.Pipeline):
 
 def _shared_free_port() -> int:
     """A free port chosen on rank 0 for the samplers' RPC, known to every rank."""
-    import socket
-
-    port = [None]
-    if rank_and_world()[0] == 0:
-        with socket.socket() as s:
-            s.bind(("", 0))
-            port[0] = s.getsockname()[1]
+    port = [free_port("") if rank_and_world()[0] == 0 else None]
     if torch.distributed.is_initialized():
         torch.distributed.broadcast_object_list(port, src=0)
     return port[0]

@@ -25,12 +25,16 @@ class Pipeline:
         self.splits = {"train": shard(data.train_idx, settings["seed"]), "val": data.val_idx, "test": data.test_idx}
         workers = settings["num_workers"]
         self.train_loader = self._loader("train", shuffle=True, num_workers=workers)
+        self.build_model(data)
+
+    def build_model(self, data) -> None:
+        """The shared GraphSAGE from PyG's SAGEConv (wrapped in DDP across ranks), or none."""
         self.model, self.comm = None, None
-        if settings["model"] == "sage":
+        if self.settings["model"] == "sage":
             model = graphsage(lambda a, b: SAGEConv(a, b, aggr="mean"), data.features.shape[1],
-                              settings["hidden"], data.num_classes, len(settings["fanout"])).to(self.device)
-            self.model, self.comm = distribute(model, self.device)
-            self.optimizer = torch.optim.Adam(self.model.parameters(), lr=settings["lr"])
+                              self.settings["hidden"], data.num_classes, len(self.settings["fanout"]))
+            self.model, self.comm = distribute(model.to(self.device), self.device)
+            self.optimizer = torch.optim.Adam(self.model.parameters(), lr=self.settings["lr"])
 
     def _loader(self, split: str, shuffle: bool, num_workers: int = 0) -> NeighborLoader:
         return NeighborLoader(
