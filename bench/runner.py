@@ -87,10 +87,11 @@ class TreeMemorySampler(threading.Thread):
 
     def sample(self) -> None:
         try:
-            tops = self.root.children()
-            launched = any(self._rank_of(p) is not None for p in tops)
-            groups = ({self._rank_of(p): [p, *p.children(recursive=True)] for p in tops if self._rank_of(p) is not None}
-                      if launched else {0: [self.root, *self.root.children(recursive=True)]})
+            ranked = {p: self._rank_of(p) for p in self.root.children()}
+            groups = {rank: [p, *p.children(recursive=True)] for p, rank in ranked.items() if rank is not None}
+            launched = bool(groups)
+            if not launched:  # a single worker: the whole tree is rank 0
+                groups = {0: [self.root, *self.root.children(recursive=True)]}
         except psutil.Error:
             return
         total_rss = total_pss = 0
