@@ -21,7 +21,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from bench import __version__, replay, stacks, suite as suite_mod
+from bench import __version__, replay, stacks, stores, suite as suite_mod
+from bench.backends import BACKENDS
 from bench.datasets import SOURCES
 from bench.datasets.hub import DatasetError
 from bench.paths import cache_root, default_results_dir
@@ -133,9 +134,13 @@ class RunSession:
         if refused:
             return Outcome(cell, "refused", refused)
         try:
-            self.dataset(cell)
+            dataset_dir = self.dataset(cell)
         except DatasetError as exc:
             return Outcome(cell, "failed", f"dataset: {exc}")
+        try:
+            stores.prepare(cell.settings["store"], dataset_dir, BACKENDS[cell.backend].task, say=self.say)
+        except (stores.StoreError, OSError) as exc:
+            return Outcome(cell, "failed", f"store: {type(exc).__name__}: {exc}")
         return None
 
     def refusal(self, cell) -> str | None:
@@ -145,7 +150,7 @@ class RunSession:
         except DatasetError:
             return None  # preparing the dataset will report what is wrong
         local_ranks = max(1, cell.settings["world_size"] // self.launch.nnodes)
-        need = memory.estimate(stats, cell.backend, local_ranks)
+        need = memory.estimate(stats, cell.backend, local_ranks, cell.settings["store"])
         return memory.refusal(need["total_bytes"], psutil.virtual_memory().available,
                               f"{local_ranks} rank(s) of {cell.backend} on {cell.dataset}")
 

@@ -153,7 +153,7 @@ def worker_env(cache: Path, run_id: str) -> dict[str, str]:
 def dataset_stats(spec: dict, cache: Path) -> dict:
     """Sizes of a dataset: measured if it is in the hub, else as published (or bounded)."""
     if hub.is_materialised(spec, cache):
-        return hub.load(hub.dataset_dir(spec, cache)).card()
+        return datasets.load(spec["source"], hub.dataset_dir(spec, cache), mmap=True).card()
     return datasets.source_module(spec["source"]).expected_stats(spec.get("params", {}))
 
 

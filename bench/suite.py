@@ -17,11 +17,13 @@ from typing import Annotated, Any, Literal, Union
 import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
 
-from bench.backends import ALL_MODES, BACKENDS
+from bench.backends import ALL_MODES, BACKENDS, STORES
+import bench.datasets as datasets_module
 from bench.datasets import SOURCES, canonical_params, parse_name, synthetic
 from bench.paths import suites_dir
 
 Mode = Literal[ALL_MODES]  # type: ignore[valid-type]
+Store = Literal[STORES]  # type: ignore[valid-type]
 Model = Literal["sage", "none"]
 PositiveInt = Annotated[int, Field(ge=1)]
 NonNegativeInt = Annotated[int, Field(ge=0)]
@@ -92,6 +94,7 @@ class Settings(Strict):
     num_workers: NonNegativeInt | list[NonNegativeInt] = 0
     mode: Mode | list[Mode] = "cpu-cpu"
     world_size: PositiveInt | list[PositiveInt] = 1  # ranks; > 1 runs DDP under torch.distributed.run
+    store: Store | list[Store] = "memory"  # where features (or graphs) live; see bench/backends
     batch_size: PositiveInt | list[PositiveInt] = 512
     fanout: Fanout | list[Fanout] = [10, 5]
     epochs: PositiveInt | list[PositiveInt] = 3
@@ -320,8 +323,11 @@ def expand(suite: Suite) -> list[Cell]:
         names = list(axes)
         for backend, dataset, values in itertools.product(backends, datasets, itertools.product(*axes.values())):
             settings = dict(zip(names, values))
-            if settings["mode"] not in BACKENDS[backend].modes:
-                continue
+            info = BACKENDS[backend]
+            if settings["mode"] not in info.modes or settings["store"] not in info.stores:
+                continue  # like modes, a store a backend does not have is not a cell of it
+            if info.task != task_of(suite.datasets[dataset]):
+                continue  # graph-level backends take collections of graphs, the others graphs
             if any(_matches(rule, backend, dataset, settings) for rule in suite.exclude):
                 continue
             stack = settings["stack"] or BACKENDS[backend].stack
@@ -332,6 +338,11 @@ def expand(suite: Suite) -> list[Cell]:
                     "params": canonical_params(source_spec["source"], source_spec["params"])}
             cells.setdefault(cell_id, Cell(cell_id, backend, stack, dataset, spec, settings))
     return list(cells.values())
+
+
+def task_of(dataset_spec) -> str:
+    """ "graph" for a collection of small graphs (graph-level tasks), else "node"."""
+    return datasets_module.task(dataset_spec.source)
 
 
 def _matches(rule: Rule, backend: str, dataset: str, settings: dict) -> bool:

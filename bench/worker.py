@@ -96,7 +96,7 @@ def run_cell(cell: dict, dataset_dir: Path) -> dict | None:
     ranks took part, elsewhere None."""
     from bench.backends import load_pipeline_class
     from bench.backends.base import Unavailable, rank_and_world, unwrap
-    from bench.datasets import hub
+    from bench import datasets
 
     settings = cell["settings"]
     rank, world = rank_and_world()
@@ -112,7 +112,9 @@ def run_cell(cell: dict, dataset_dir: Path) -> dict | None:
         dist.init_process_group("gloo" if settings["mode"].endswith("-cpu") else "nccl")
 
     seed_everything(settings["seed"])
-    data = hub.load(dataset_dir, mmap=False)
+    # in-memory cells read the features into each rank; disk-backed ones leave them mapped
+    data = datasets.load(cell["dataset"]["source"], dataset_dir,
+                         features_in_memory=settings.get("store", "memory") == "memory")
     try:
         pipe = Pipeline(data, settings)
     except Unavailable as exc:

@@ -11,6 +11,12 @@ import importlib
 from dataclasses import dataclass
 
 CUDA_MODES = ("cpu-cuda", "pinned-cuda", "cuda-cuda")
+# Where a backend's data lives (the `store` setting):
+#   memory          every rank holds the features (or graphs) in its own memory
+#   lmdb            an LMDB store built once from the hub (bench/stores/), memory-mapped read-only
+#   graphbolt-disk  GraphBolt's own on-disk features: the hub's .npy memory-mapped (in_memory=False)
+#   sqlite          PyG's OnDiskDataset with its sqlite backend (graph-level datasets)
+STORES = ("memory", "lmdb", "graphbolt-disk", "sqlite")
 
 
 @dataclass(frozen=True)
@@ -18,12 +24,16 @@ class BackendInfo:
     module: str
     stack: str
     modes: tuple[str, ...]  # "<where sampling runs>-<where training runs>"
+    stores: tuple[str, ...] = ("memory",)
+    task: str = "node"  # "node": node classification on a graph; "graph": a collection of small graphs
 
 
 BACKENDS: dict[str, BackendInfo] = {
-    "pyg-neighbor": BackendInfo("bench.backends.pyg_neighbor", "pyg", ("cpu-cpu", "cpu-cuda")),
+    "pyg-neighbor": BackendInfo("bench.backends.pyg_neighbor", "pyg", ("cpu-cpu", "cpu-cuda"),
+                                ("memory", "lmdb")),
     "dgl-graphbolt": BackendInfo("bench.backends.dgl_graphbolt", "dgl",
-                                 ("cpu-cpu", "cpu-cuda", "pinned-cuda", "cuda-cuda")),
+                                 ("cpu-cpu", "cpu-cuda", "pinned-cuda", "cuda-cuda"),
+                                 ("memory", "lmdb", "graphbolt-disk")),
     "pyg-dist": BackendInfo("bench.backends.pyg_dist", "pyg-dist", ("cpu-cpu",)),
 }
 

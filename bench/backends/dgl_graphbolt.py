@@ -10,6 +10,9 @@ Modes, as DGL's GraphBolt node-classification example builds them:
 The CUDA modes need DGL's CUDA build (the containers install it; PyPI's dgl is CPU-only).
 With several ranks, DistributedItemSampler gives each rank its share of the training seeds.
 Fanouts are given seed-hop first, as PyG takes them; GraphBolt takes them input-layer first.
+Stores: memory (TorchBasedFeature over an in-memory tensor), graphbolt-disk (GraphBolt's own
+on-disk features: `OnDiskFeatureData(in_memory=False)`, the hub's .npy memory-mapped) and lmdb
+(`LmdbFeature`, a GraphBolt `Feature` reading rows from the LMDB store).
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 from dgl.nn import SAGEConv  # noqa: E402
 
-from bench.backends.base import device_of, distribute, graphsage, rank_and_world, unavailable_reason, unwrap  # noqa: E402
+from bench.backends.base import Unavailable, device_of, distribute, graphsage, rank_and_world, unavailable_reason, unwrap  # noqa: E402
 
 FEATURE_KEY = ("node", None, "feat")
 
@@ -37,6 +40,37 @@ class _FeaturesFirst(torch.nn.Module):
         return self.conv(block, x)
 
 
+class LmdbFeature(gb.Feature):
+    """Node features read from the LMDB store (read-only)."""
+
+    def __init__(self, rows):
+        super().__init__()
+        self.rows = rows  # bench.stores.lmdb_features.LmdbFeatures
+
+    def read(self, ids: torch.Tensor = None) -> torch.Tensor:
+        wanted = torch.arange(self.rows.rows) if ids is None else ids
+        return torch.from_numpy(self.rows.gather(wanted.cpu().numpy())).to(wanted.device)
+
+    def size(self) -> torch.Size:
+        return torch.Size([self.rows.dim])
+
+    def update(self, value: torch.Tensor, ids: torch.Tensor = None):
+        raise NotImplementedError("the LMDB feature store is read-only (built by bench.stores)")
+
+
+def feature_store(data, store: str) -> gb.FeatureStore:
+    if store == "graphbolt-disk":
+        return gb.TorchBasedFeatureStore([gb.OnDiskFeatureData(
+            domain="node", type=None, name="feat", format="numpy",
+            path=str(data.path / "features.npy"), in_memory=False)])
+    if store == "lmdb":
+        from bench.stores import lmdb_features
+
+        rows = lmdb_features.LmdbFeatures(lmdb_features.store_dir(data.path), lmdb_features.fingerprint(data.path))
+        return gb.BasicFeatureStore({FEATURE_KEY: LmdbFeature(rows)})
+    return gb.BasicFeatureStore({FEATURE_KEY: gb.TorchBasedFeature(torch.from_numpy(data.features))})
+
+
 class Pipeline:
     unavailable = staticmethod(unavailable_reason)
 
@@ -47,7 +81,10 @@ class Pipeline:
         self.device = device_of(mode)
         self.graph = gb.fused_csc_sampling_graph(torch.from_numpy(data.csc_indptr),
                                                  torch.from_numpy(data.edge_index[0]))
-        self.features = gb.BasicFeatureStore({FEATURE_KEY: gb.TorchBasedFeature(torch.from_numpy(data.features))})
+        if settings["store"] != "memory" and mode in ("pinned-cuda", "cuda-cuda"):
+            raise Unavailable(f"mode {mode} moves the features into pinned or GPU memory, which defeats "
+                              f"store {settings['store']!r} (features left on disk): use cpu-cpu or cpu-cuda")
+        self.features = feature_store(data, settings["store"])
         if mode == "pinned-cuda":
             self.graph.pin_memory_()
             self.features[FEATURE_KEY].pin_memory_()

@@ -1,6 +1,8 @@
-"""PyG: `NeighborLoader` over an in-memory `Data`, GraphSAGE from `torch_geometric.nn.SAGEConv`.
+"""PyG: `NeighborLoader`, GraphSAGE from `torch_geometric.nn.SAGEConv`.
 
 Modes: cpu-cpu (sample and train on the CPU) and cpu-cuda (sample on the CPU, train on the GPU).
+Stores: memory (an in-memory `Data`) and lmdb (PyG's remote backend: features gathered from
+the LMDB store per batch, see bench/backends/pyg_lmdb.py).
 """
 
 from __future__ import annotations
@@ -20,12 +22,24 @@ class Pipeline:
     def __init__(self, data, settings: dict):
         self.settings = settings
         self.device = device_of(settings["mode"])
-        self.graph = Data(x=torch.from_numpy(data.features), edge_index=torch.from_numpy(data.edge_index),
-                          y=torch.from_numpy(data.labels), num_nodes=data.num_nodes)
+        self.graph = self._graph(data, settings["store"])
         self.splits = {"train": shard(data.train_idx, settings["seed"]), "val": data.val_idx, "test": data.test_idx}
         workers = settings["num_workers"]
         self.train_loader = self._loader("train", shuffle=True, num_workers=workers)
         self.build_model(data)
+
+    @staticmethod
+    def _graph(data, store: str):
+        if store == "lmdb":
+            from bench.backends.pyg_lmdb import CscGraphStore, LmdbFeatureStore
+            from bench.stores import lmdb_features
+
+            features = lmdb_features.LmdbFeatures(lmdb_features.store_dir(data.path),
+                                                  lmdb_features.fingerprint(data.path))
+            return (LmdbFeatureStore(features, data.labels),
+                    CscGraphStore(data.edge_index[0], data.csc_indptr, data.num_nodes))
+        return Data(x=torch.from_numpy(data.features), edge_index=torch.from_numpy(data.edge_index),
+                    y=torch.from_numpy(data.labels), num_nodes=data.num_nodes)
 
     def build_model(self, data) -> None:
         """The shared GraphSAGE from PyG's SAGEConv (wrapped in DDP across ranks), or none."""

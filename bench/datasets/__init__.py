@@ -28,6 +28,24 @@ def materialiser(source: str):
     return source_module(source).materialise
 
 
+def task(source: str) -> str:
+    """ "graph" for a source of small-graph collections (graph-level tasks), else "node"."""
+    return getattr(source_module(source), "TASK", "node")
+
+
+def load(source: str, path, features_in_memory: bool = True, mmap: bool = False):
+    """A materialised dataset of `source` from its folder: the hub form for node datasets (its
+    features memory-mapped when `features_in_memory` is False, everything with `mmap`), a
+    source's own `load` otherwise.
+    The result has `.card()` (the statistics every result carries) and `.meta`."""
+    module = source_module(source)
+    if hasattr(module, "load"):
+        return module.load(path, mmap=mmap)
+    from bench.datasets import hub
+
+    return hub.load(path, mmap=mmap, features_mmap=None if features_in_memory else True)
+
+
 def known_names() -> list[str]:
     """The named datasets of every source, as `source:name` (the catalogue `datasets list` shows)."""
     names = []

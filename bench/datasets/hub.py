@@ -128,7 +128,9 @@ def _check_arrays(name: str, a: dict[str, np.ndarray]) -> None:
         raise DatasetError(f"dataset {name!r}: " + "; ".join(problems))
 
 
-def load(path: Path, mmap: bool = True) -> HubDataset:
+def load(path: Path, mmap: bool = True, features_mmap: bool | None = None) -> HubDataset:
+    """`mmap`: map every array read-only instead of reading it; `features_mmap` overrides it for
+    the features alone (disk-backed stores never read them into private memory)."""
     path = Path(path)
     meta_file = path / "meta.json"
     if not meta_file.is_file():
@@ -141,7 +143,8 @@ def load(path: Path, mmap: bool = True) -> HubDataset:
     arrays = {}
     for name in ARRAYS:
         try:
-            arrays[name] = np.load(path / f"{name}.npy", mmap_mode="r" if mmap else None)
+            mapped = features_mmap if name == "features" and features_mmap is not None else mmap
+            arrays[name] = np.load(path / f"{name}.npy", mmap_mode="r" if mapped else None)
         except (OSError, ValueError) as exc:
             raise DatasetError(f"{path / (name + '.npy')} is missing or corrupt ({exc}); "
                                "delete the folder to rebuild it") from exc

@@ -1,0 +1,226 @@
+"""An LMDB node-feature store, built once from a hub dataset and read by PyG and GraphBolt.
+
+Layout: one LMDB environment (a folder) per dataset and layout. Keys are 8-byte big-endian
+chunk numbers (so key order is row order and the build appends), each value holds
+`rows_per_key` consecutive float32 rows, and the key `__meta__` says what the store was built
+from (the hub's fingerprint), its shape and layout. The default layout is one row per key:
+measured on a random-id gather (the node sets of sampled batches touch rows all over the graph),
+chunks of 16 or 64 rows read 16-64x more bytes for the same rows and were slower; see
+`gnnbench stores bench` and the issue note for the numbers.
+
+Reads: all keys of a gather are fetched in one read transaction with `Cursor.getmulti` (one
+C call, no Python loop per row) and copied once into the output array. LMDB serves values from
+its read-only memory map: pages are shared by every process that maps the file (page cache),
+so ranks and DataLoader workers do not each hold a private copy, unlike in-memory features.
+
+Process safety: an environment must not cross a fork, so each process (a rank, a DataLoader
+worker) opens its own, read-only, lock-free, on first use (the store is never written after its
+build). Imported by the host (to build) and inside the stacks (numpy + lmdb only).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import struct
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+FORMAT_VERSION = 1
+META_KEY = b"__meta__"
+DEFAULT_ROWS_PER_KEY = 1
+MAP_SIZE_ENV = "GNNBENCH_LMDB_MAP_SIZE"  # bytes; overrides the size computed from the data
+_KEY = struct.Struct(">Q")
+
+
+class StoreError(RuntimeError):
+    """A store that cannot be used; the message names the store and the fix."""
+
+
+def store_dir(dataset_dir: Path, rows_per_key: int = DEFAULT_ROWS_PER_KEY) -> Path:
+    return Path(dataset_dir) / "stores" / f"lmdb-features-r{rows_per_key}"
+
+
+def fingerprint(dataset_dir: Path) -> str:
+    """What the store must match: the hub dataset's metadata (name, source, parameters, sizes,
+    format). A rebuilt or different dataset changes it."""
+    return hashlib.sha256((Path(dataset_dir) / "meta.json").read_bytes()).hexdigest()[:16]
+
+
+def needed_map_size(num_rows: int, dim: int, rows_per_key: int) -> int:
+    """Data plus LMDB's B-tree and overflow-page slack (values above a page get whole pages)."""
+    row_bytes = dim * 4
+    value_bytes = row_bytes * rows_per_key
+    pages = -(-(value_bytes + 16) // 4096)
+    chunks = -(-num_rows // rows_per_key)
+    return int(chunks * pages * 4096 * 1.1 + chunks * 64 + 2**24)
+
+
+def build(dataset_dir: Path, rows_per_key: int = DEFAULT_ROWS_PER_KEY, map_size: int | None = None,
+          progress=None) -> Path:
+    """Build the store next to the hub dataset unless a valid one is there. Atomic: written in a
+    temporary folder and renamed, so a half-built store is never opened under the final name."""
+    import lmdb
+
+    dataset_dir = Path(dataset_dir)
+    target = store_dir(dataset_dir, rows_per_key)
+    if (target / "data.mdb").is_file():
+        LmdbFeatures(target, fingerprint(dataset_dir)).check()
+        return target
+    features = np.load(dataset_dir / "features.npy", mmap_mode="r")
+    rows, dim = features.shape
+    if map_size is None:
+        map_size = int(os.environ.get(MAP_SIZE_ENV) or needed_map_size(rows, dim, rows_per_key))
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    started = time.perf_counter()
+    try:
+        env = lmdb.open(str(tmp), map_size=map_size, subdir=True, readahead=False, sync=False,
+                        metasync=False, writemap=False, max_dbs=0)
+        try:
+            chunk_rows = max(rows_per_key, (64 << 20) // (dim * 4) // rows_per_key * rows_per_key)
+            for start in range(0, rows, chunk_rows):  # one write transaction per ~64 MiB
+                block = np.ascontiguousarray(features[start:start + chunk_rows], dtype=np.float32)
+                with env.begin(write=True) as txn:
+                    cursor = txn.cursor()
+                    items = ((_KEY.pack((start + i) // rows_per_key), block[i:i + rows_per_key].tobytes())
+                             for i in range(0, len(block), rows_per_key))
+                    cursor.putmulti(items, append=True)
+                if progress:
+                    progress(min(start + chunk_rows, rows), rows)
+            meta = {"format": FORMAT_VERSION, "fingerprint": fingerprint(dataset_dir), "rows": rows,
+                    "dim": dim, "dtype": "float32", "rows_per_key": rows_per_key,
+                    "dataset": json.loads((dataset_dir / "meta.json").read_text()).get("name"),
+                    "build_s": round(time.perf_counter() - started, 3)}
+            with env.begin(write=True) as txn:
+                txn.put(META_KEY, json.dumps(meta).encode())  # written last: its presence means complete
+            env.sync(True)
+        except lmdb.MapFullError:
+            raise StoreError(
+                f"LMDB store {target}: map size {map_size} bytes is too small for {rows} rows of "
+                f"{dim} float32 ({rows * dim * 4} bytes of data); unset {MAP_SIZE_ENV} or raise it "
+                f"to at least {needed_map_size(rows, dim, rows_per_key)}") from None
+        finally:
+            env.close()
+        try:
+            os.rename(tmp, target)
+        except OSError:
+            if not (target / "data.mdb").is_file():
+                raise
+            shutil.rmtree(tmp)  # another process built the same store first
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return target
+
+
+class LmdbFeatures:
+    """Read-only rows of one LMDB feature store; safe to pickle into workers (reopens lazily)."""
+
+    def __init__(self, path: Path, expected_fingerprint: str | None = None):
+        self.path = Path(path)
+        self.expected_fingerprint = expected_fingerprint
+        self._env = None
+        self._pid = None
+        self.meta = self._read_meta()
+        self.rows, self.dim = self.meta["rows"], self.meta["dim"]
+        self.rows_per_key = self.meta["rows_per_key"]
+
+    def __getstate__(self):
+        return {**self.__dict__, "_env": None, "_pid": None}
+
+    def _open(self):
+        import lmdb
+
+        if self._env is not None and self._pid != os.getpid():
+            # inherited across a fork (a DataLoader worker): LMDB environments must not be used
+            # after fork; closing the child's copy only unmaps it here (read-only, no lock file)
+            self._env.close()
+            self._env = None
+        if self._env is None:
+            if not (self.path / "data.mdb").is_file():
+                raise StoreError(f"LMDB store {self.path} is missing (no data.mdb); it is built by "
+                                 "`gnnbench run` before a cell with `store: lmdb` starts: run the suite "
+                                 "again, or delete the folder if it is half there")
+            try:
+                self._env = lmdb.open(str(self.path), readonly=True, lock=False, readahead=False,
+                                      subdir=True, max_readers=1024)
+            except lmdb.Error as exc:
+                raise StoreError(f"LMDB store {self.path} cannot be opened ({type(exc).__name__}: "
+                                 f"{exc}); delete the folder and run again to rebuild it") from None
+            self._pid = os.getpid()
+        return self._env
+
+    def _read_meta(self) -> dict:
+        import lmdb
+
+        try:
+            with self._open().begin() as txn:
+                raw = txn.get(META_KEY)
+        except lmdb.Error as exc:
+            raise StoreError(f"LMDB store {self.path} is corrupt ({type(exc).__name__}: {exc}); "
+                             "delete the folder and run again to rebuild it") from None
+        if raw is None:
+            raise StoreError(f"LMDB store {self.path} has no {META_KEY.decode()} record: it was not "
+                             "built by gnnbench or its build did not finish; delete the folder and run again")
+        meta = json.loads(raw)
+        if meta.get("format") != FORMAT_VERSION:
+            raise StoreError(f"LMDB store {self.path} has format {meta.get('format')}, this gnnbench "
+                             f"reads {FORMAT_VERSION}; delete the folder to rebuild it")
+        if self.expected_fingerprint and meta["fingerprint"] != self.expected_fingerprint:
+            raise StoreError(f"LMDB store {self.path} was built from another version of dataset "
+                             f"{meta.get('dataset')!r} (fingerprint {meta['fingerprint']}, the hub "
+                             f"has {self.expected_fingerprint}); delete the folder and run again to rebuild it")
+        return meta
+
+    def check(self) -> None:
+        """Read the last row: a truncated file fails here rather than in the middle of an epoch."""
+        self.gather(np.array([self.rows - 1]))
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return self.rows, self.dim
+
+    def gather(self, ids) -> np.ndarray:
+        """Rows `ids` (any order, repeats allowed) as a new float32 array [len(ids), dim]."""
+        import lmdb
+
+        ids = np.asarray(ids, dtype=np.int64).reshape(-1)
+        out = np.empty((ids.size, self.dim), dtype=np.float32)
+        if ids.size == 0:
+            return out
+        if ids.min() < 0 or ids.max() >= self.rows:
+            raise IndexError(f"row ids outside 0..{self.rows - 1} in a gather from {self.path}")
+        k = self.rows_per_key
+        chunks, where = np.unique(ids // k, return_inverse=True)
+        try:
+            with self._open().begin(buffers=True) as txn:
+                values = txn.cursor().getmulti([_KEY.pack(int(c)) for c in chunks])
+                if len(values) != len(chunks):
+                    raise StoreError(f"LMDB store {self.path} lacks rows it should hold; "
+                                     "delete the folder and run again to rebuild it")
+                # chunks in key order, each k rows (only the store's last chunk may be shorter,
+                # and it sorts last), so row r of chunk j sits at j * k + r
+                block = np.frombuffer(b"".join(v for _, v in values), dtype=np.float32).reshape(-1, self.dim)
+                np.take(block, where * k + ids % k, axis=0, out=out)
+        except lmdb.Error as exc:
+            raise StoreError(f"LMDB store {self.path}: read failed ({type(exc).__name__}: {exc}); "
+                             "delete the folder and run again to rebuild it") from None
+        return out
+
+
+def main(argv: list[str]) -> int:
+    """`python -m bench.stores.lmdb_features DATASET_DIR [ROWS_PER_KEY]`: build (used by tests)."""
+    path = build(Path(argv[0]), int(argv[1]) if len(argv) > 1 else DEFAULT_ROWS_PER_KEY)
+    print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
