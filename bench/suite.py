@@ -44,6 +44,9 @@ class SyntheticParams(Strict):
     feature_dim: Annotated[int, Field(ge=1)] = synthetic.DEFAULTS["feature_dim"]
     num_classes: Annotated[int, Field(ge=2)] = synthetic.DEFAULTS["num_classes"]
     seed: int = synthetic.DEFAULTS["seed"]
+    # split fractions: a small training split keeps epochs short on a large graph
+    train_frac: Annotated[float, Field(gt=0, lt=1)] = synthetic.DEFAULTS["train_frac"]
+    val_frac: Annotated[float, Field(gt=0, lt=1)] = synthetic.DEFAULTS["val_frac"]
 
 
 class PlanetoidParams(Strict):

@@ -34,6 +34,7 @@ BACKENDS: dict[str, BackendInfo] = {
     "dgl-graphbolt": BackendInfo("bench.backends.dgl_graphbolt", "dgl",
                                  ("cpu-cpu", "cpu-cuda", "pinned-cuda", "cuda-cuda"),
                                  ("memory", "lmdb", "graphbolt-disk")),
+    "feature-gather": BackendInfo("bench.backends.feature_gather", "pyg", ("cpu-cpu",), ("memory", "lmdb")),
     "pyg-dist": BackendInfo("bench.backends.pyg_dist", "pyg-dist", ("cpu-cpu",)),
 }
 

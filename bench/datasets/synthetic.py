@@ -76,15 +76,20 @@ def generate(params: dict) -> dict[str, np.ndarray]:
     labels = balanced_argmax(scores)
 
     centroids = rng.normal(size=(p["num_classes"], p["feature_dim"]))
-    features = (p["feature_signal"] * centroids[labels]
-                + rng.normal(size=(n, p["feature_dim"]))).astype(np.float32)
+    # drawn in row blocks (the same values as one draw: numpy's Generator streams them in order)
+    # so a multi-GB feature matrix never exists in float64
+    features = np.empty((n, p["feature_dim"]), dtype=np.float32)
+    block = max(1, (256 << 20) // (8 * p["feature_dim"]))
+    for start in range(0, n, block):
+        rows = slice(start, min(start + block, n))
+        features[rows] = p["feature_signal"] * centroids[labels[rows]] + rng.normal(size=(rows.stop - start, p["feature_dim"]))
     train, val, test = hub.split_indices(n, p["train_frac"], p["val_frac"], rng)
     return {"edge_index": edge_index, "csc_indptr": indptr, "features": features, "labels": labels,
             "train_idx": train, "val_idx": val, "test_idx": test}
 
 
 # The parameters a suite or a command line may set; the rest are fixed by DEFAULTS.
-USER_PARAMS = ("scale", "edge_factor", "feature_dim", "num_classes", "seed")
+USER_PARAMS = ("scale", "edge_factor", "feature_dim", "num_classes", "seed", "train_frac", "val_frac")
 
 
 def canonical_params(params: dict) -> dict:

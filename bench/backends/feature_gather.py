@@ -1,0 +1,66 @@
+"""The feature gather alone: the rows of real sampled batches read from a store, nothing else.
+
+It answers "what does the disk cost per batch?" without the sampler and the model in the way:
+at build time PyG's NeighborLoader samples the training batches once (at most MAX_BATCHES of
+them, with the suite's batch size and fanout) and keeps each batch's node ids; an epoch then
+gathers exactly those rows again from the store:
+  memory   `torch.index_select` on the features in this process's memory
+  lmdb     the LMDB store's batched read (bench/stores/lmdb_features.py)
+Every cell of a dataset gathers the same rows in the same order (the sampler is seeded), and the
+warm-up epoch leaves the page cache warm, so the measured epochs compare the two reads of the same
+rows. Seeds per second here means rows gathered per second; the model setting is ignored.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch_geometric.data import Data
+from torch_geometric.loader import NeighborLoader
+
+from bench.backends.base import Unavailable, shard, unavailable_reason
+
+MAX_BATCHES = 64
+
+
+class Pipeline:
+    unavailable = staticmethod(unavailable_reason)
+
+    def __init__(self, data, settings: dict):
+        if settings["mode"] != "cpu-cpu":
+            raise Unavailable("the feature gather is measured on the CPU only (mode cpu-cpu)")
+        self.settings = settings
+        self.model, self.comm = None, None
+        torch.manual_seed(settings["seed"])
+        graph = Data(edge_index=torch.from_numpy(np.asarray(data.edge_index)), num_nodes=data.num_nodes)
+        sampler = NeighborLoader(graph, num_neighbors=list(settings["fanout"]),
+                                 input_nodes=torch.from_numpy(shard(data.train_idx, settings["seed"])),
+                                 batch_size=settings["batch_size"], shuffle=True)
+        self.train_loader = []
+        for batch in sampler:
+            self.train_loader.append(batch.n_id)
+            if len(self.train_loader) == MAX_BATCHES:
+                break
+        if settings["store"] == "lmdb":
+            from bench.stores import lmdb_features
+
+            store = lmdb_features.LmdbFeatures(lmdb_features.store_dir(data.path), lmdb_features.fingerprint(data.path))
+            self.gather = lambda ids: torch.from_numpy(store.gather(ids.numpy()))
+        else:
+            features = torch.from_numpy(np.ascontiguousarray(data.features))
+            self.gather = lambda ids: torch.index_select(features, 0, ids)
+        self.checksum = 0.0
+
+    @staticmethod
+    def count(ids) -> tuple[int, int]:
+        return int(ids.numel()), 0
+
+    def step(self, ids) -> None:
+        rows = self.gather(ids)
+        self.checksum += float(rows[0, 0])  # use the result, so no read can be skipped
+
+    def evaluate(self, split: str) -> None:
+        return None
+
+    def synchronize(self) -> None:
+        pass
