@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
 import yaml
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from bench.backends import ALL_MODES, BACKENDS, STORES
 import bench.datasets as datasets_module
@@ -47,6 +47,14 @@ class SyntheticParams(Strict):
     # split fractions: a small training split keeps epochs short on a large graph
     train_frac: Annotated[float, Field(gt=0, lt=1)] = synthetic.DEFAULTS["train_frac"]
     val_frac: Annotated[float, Field(gt=0, lt=1)] = synthetic.DEFAULTS["val_frac"]
+    test_frac: Annotated[float, Field(gt=0, lt=1)] | None = synthetic.DEFAULTS["test_frac"]  # None: the rest
+
+    @model_validator(mode="after")
+    def _splits_fit(self):
+        total = self.train_frac + self.val_frac + (self.test_frac or 0)
+        if total > 1:
+            raise ValueError(f"train_frac + val_frac + test_frac is {total:g}; at most 1")
+        return self
 
 
 class PlanetoidParams(Strict):

@@ -204,8 +204,11 @@ def csc_from_coo(src: np.ndarray, dst: np.ndarray, num_nodes: int) -> tuple[np.n
     return np.stack([src_sorted, dst_sorted]).astype(np.int64), indptr
 
 
-def split_indices(num_nodes: int, train_frac: float, val_frac: float, rng: np.random.Generator):
+def split_indices(num_nodes: int, train_frac: float, val_frac: float, rng: np.random.Generator,
+                  test_frac: float | None = None):
+    """Random train/val/test node ids; the test split is the rest unless `test_frac` is given."""
     perm = rng.permutation(num_nodes).astype(np.int64)
     n_train, n_val = int(train_frac * num_nodes), int(val_frac * num_nodes)
+    end = num_nodes if test_frac is None else n_train + n_val + int(test_frac * num_nodes)
     return (np.sort(perm[:n_train]), np.sort(perm[n_train:n_train + n_val]),
-            np.sort(perm[n_train + n_val:]))
+            np.sort(perm[n_train + n_val:end]))

@@ -22,7 +22,7 @@ from bench.datasets import hub
 DEFAULTS = {"scale": 12, "edge_factor": 8, "feature_dim": 64, "num_classes": 8, "seed": 0,
             "a": 0.57, "b": 0.19, "c": 0.19, "smoothing_rounds": 4, "self_weight": 0.3,
             "feature_signal": 0.25,
-            "train_frac": 0.6, "val_frac": 0.2}
+            "train_frac": 0.6, "val_frac": 0.2, "test_frac": None}  # test_frac None: the rest
 
 
 def rmat_edges(scale: int, edge_factor: int, a: float, b: float, c: float,
@@ -83,13 +83,13 @@ def generate(params: dict) -> dict[str, np.ndarray]:
     for start in range(0, n, block):
         rows = slice(start, min(start + block, n))
         features[rows] = p["feature_signal"] * centroids[labels[rows]] + rng.normal(size=(rows.stop - start, p["feature_dim"]))
-    train, val, test = hub.split_indices(n, p["train_frac"], p["val_frac"], rng)
+    train, val, test = hub.split_indices(n, p["train_frac"], p["val_frac"], rng, p["test_frac"])
     return {"edge_index": edge_index, "csc_indptr": indptr, "features": features, "labels": labels,
             "train_idx": train, "val_idx": val, "test_idx": test}
 
 
 # The parameters a suite or a command line may set; the rest are fixed by DEFAULTS.
-USER_PARAMS = ("scale", "edge_factor", "feature_dim", "num_classes", "seed", "train_frac", "val_frac")
+USER_PARAMS = ("scale", "edge_factor", "feature_dim", "num_classes", "seed", "train_frac", "val_frac", "test_frac")
 
 
 def canonical_params(params: dict) -> dict:
@@ -104,9 +104,10 @@ def expected_stats(params: dict) -> dict:
     p = {**DEFAULTS, **params}
     n = 1 << p["scale"]
     n_train, n_val = int(p["train_frac"] * n), int(p["val_frac"] * n)
+    n_test = n - n_train - n_val if p["test_frac"] is None else int(p["test_frac"] * n)
     return {"num_nodes": n, "num_edges": 2 * p["edge_factor"] * n, "feature_dim": p["feature_dim"],
             "num_classes": p["num_classes"], "num_train": n_train, "num_val": n_val,
-            "num_test": n - n_train - n_val}
+            "num_test": n_test}
 
 
 def materialise(spec: dict, cache: Path, data_root: Path | None = None) -> Path:

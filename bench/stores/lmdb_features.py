@@ -128,7 +128,11 @@ class LmdbFeatures:
         self.expected_fingerprint = expected_fingerprint
         self._env = None
         self._pid = None
-        self.meta = self._read_meta()
+        try:
+            self.meta = self._read_meta()
+        except StoreError:
+            self.close()  # LMDB allows one open environment per file and process
+            raise
         self.rows, self.dim = self.meta["rows"], self.meta["dim"]
         self.rows_per_key = self.meta["rows_per_key"]
 
@@ -155,7 +159,28 @@ class LmdbFeatures:
                 raise StoreError(f"LMDB store {self.path} cannot be opened ({type(exc).__name__}: "
                                  f"{exc}); delete the folder and run again to rebuild it") from None
             self._pid = os.getpid()
+            self._check_size()
         return self._env
+
+    def _check_size(self) -> None:
+        """A truncated file would crash a reader with SIGBUS when it touches the missing pages;
+        LMDB's meta page says how many pages the data has, so compare before any read."""
+        try:
+            needed = (self._env.info()["last_pgno"] + 1) * self._env.stat()["psize"]
+        except Exception as exc:  # noqa: BLE001 - lmdb.Error and friends: unreadable meta pages
+            self.close()
+            raise StoreError(f"LMDB store {self.path} is corrupt ({type(exc).__name__}: {exc}); "
+                             "delete the folder and run again to rebuild it") from None
+        actual = (self.path / "data.mdb").stat().st_size
+        if actual < needed:
+            self.close()
+            raise StoreError(f"LMDB store {self.path} is truncated ({actual} bytes, its pages need "
+                             f"{needed}); delete the folder and run again to rebuild it")
+
+    def close(self) -> None:
+        if self._env is not None and self._pid == os.getpid():
+            self._env.close()
+        self._env = None
 
     def _read_meta(self) -> dict:
         import lmdb
