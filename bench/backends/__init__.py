@@ -35,6 +35,8 @@ BACKENDS: dict[str, BackendInfo] = {
                                  ("cpu-cpu", "cpu-cuda", "pinned-cuda", "cuda-cuda"),
                                  ("memory", "lmdb", "graphbolt-disk")),
     "pyg-dist": BackendInfo("bench.backends.pyg_dist", "pyg-dist", ("cpu-cpu",)),
+    "pyg-graphs": BackendInfo("bench.backends.pyg_graphs", "pyg", ("cpu-cpu", "cpu-cuda"),
+                              ("memory", "lmdb", "sqlite"), task="graph"),
 }
 
 ALL_MODES = tuple(dict.fromkeys(m for info in BACKENDS.values() for m in info.modes))
