@@ -137,19 +137,28 @@ def build(dataset_dir: Path, map_size: int | None = None, progress=None) -> Path
     return target
 
 
+# One environment per store and process: py-lmdb refuses to open one path twice in a process,
+# and readers (a pipeline, its evaluation, a test) share it.
+_OPEN: dict[str, tuple[int, object]] = {}
+
+
+def close_all() -> None:
+    """Close this process's environments (a store about to be deleted or rebuilt)."""
+    for pid, env in _OPEN.values():
+        if pid == os.getpid():
+            env.close()
+    _OPEN.clear()
+
+
 class LmdbGraphs:
-    """Read-only graphs of one LMDB graph store; safe to pickle into workers (reopens lazily)."""
+    """Read-only graphs of one LMDB graph store; holds no handle, so it pickles into workers
+    and each process opens its own environment on first use."""
 
     def __init__(self, path: Path, expected_fingerprint: str | None = None):
         self.path = Path(path)
         self.expected_fingerprint = expected_fingerprint
-        self._env = None
-        self._pid = None
         self.meta = self._read_meta()
         self.count, self.feature_dim = self.meta["graphs"], self.meta["feature_dim"]
-
-    def __getstate__(self):
-        return {**self.__dict__, "_env": None, "_pid": None}
 
     def __len__(self) -> int:
         return self.count
@@ -157,24 +166,26 @@ class LmdbGraphs:
     def _open(self):
         import lmdb
 
-        if self._env is not None and self._pid != os.getpid():
+        key = str(self.path.resolve())
+        pid, env = _OPEN.get(key, (None, None))
+        if env is not None and pid != os.getpid():
             # inherited across a fork (a DataLoader worker): an LMDB environment must not be used
             # after fork; closing the child's copy only unmaps it here (read-only, no lock file)
-            self._env.close()
-            self._env = None
-        if self._env is None:
+            env.close()
+            env = None
+        if env is None:
             if not (self.path / "data.mdb").is_file():
                 raise StoreError(f"LMDB graph store {self.path} is missing (no data.mdb); it is built by "
                                  "`gnnbench run` before a cell with `store: lmdb` starts: run the suite "
                                  "again, or delete the folder if it is half there")
             try:
-                self._env = lmdb.open(str(self.path), readonly=True, lock=False, readahead=False,
-                                      subdir=True, max_readers=1024)
+                env = lmdb.open(str(self.path), readonly=True, lock=False, readahead=False,
+                                subdir=True, max_readers=1024)
             except lmdb.Error as exc:
                 raise StoreError(f"LMDB graph store {self.path} cannot be opened ({type(exc).__name__}: "
                                  f"{exc}); delete the folder and run again to rebuild it") from None
-            self._pid = os.getpid()
-        return self._env
+            _OPEN[key] = (os.getpid(), env)
+        return env
 
     def _read_meta(self) -> dict:
         import lmdb
