@@ -28,6 +28,8 @@ def list_lines(cache: Path) -> list[str]:
         split = f"{s['num_train']:,}/{s['num_val']:,}/{s['num_test']:,}"
         lines.append(f"{name:<26}{s['num_nodes']:>13,}{s['num_edges']:>15,}{s['feature_dim']:>6}"
                      f"{s['num_classes']:>8}{split:>26}  {cached}")
+    lines.append("molecules sizes follow its parameters: molecules:count=G,min_nodes=A,max_nodes=B,feature_dim=D,"
+                 "num_classes=C,seed=N (G small graphs; split over graphs)")
     lines.append("synthetic sizes follow its parameters: synthetic:scale=S,edge_factor=F,feature_dim=D,num_classes=C,seed=N "
                  "(nodes 2^S, edges at most 2·F·2^S)")
     return lines
@@ -40,14 +42,19 @@ def info_lines(spec: dict, cache: Path) -> list[str]:
         origin = f"measured (in the hub at {hub.dataset_dir(spec, cache)})"
     else:
         origin = ("upper bounds before generation" if spec["source"] == "synthetic"
+                  else "before generation: exact counts, edges an upper bound" if spec["source"] == "molecules"
                   else "published sizes (not prepared yet)")
+    task = datasets.task(spec["source"])
+    graphs = f"{s['num_graphs']:,} graphs, " if task == "graph" else ""
     lines = [f"{spec['name']}: {origin}",
-             f"  nodes {s['num_nodes']:,}, edges {s['num_edges']:,}, feature width {s['feature_dim']}, "
+             f"  {graphs}nodes {s['num_nodes']:,}, edges {s['num_edges']:,}, feature width {s['feature_dim']}, "
              f"classes {s['num_classes']}, split {s['num_train']:,} / {s['num_val']:,} / {s['num_test']:,} (train/val/test)",
              f"  hub on disk: about {_mib(memory.hub_bytes(s))}",
              "  memory per backend (each DDP rank holds its own copy):"]
     available = psutil.virtual_memory().available
-    for backend in BACKENDS:
+    for backend, backend_info in BACKENDS.items():
+        if backend_info.task != task:
+            continue  # a node-level backend cannot read a collection of graphs, nor the reverse
         e = memory.estimate(s, backend)
         totals = ", ".join(f"ws={ws}: {_mib(e['per_rank_bytes'] * ws)}" for ws in WORLD_SIZES)
         lines.append(f"    {backend:<14} graph {_mib(e['graph_bytes'])}, features {_mib(e['feature_bytes'])}, "

@@ -37,7 +37,8 @@ def extra_info(outcome, baseline: str | None = None) -> dict:
         "versions": rec["versions"],
         "device": rec.get("device"),
         "dataset": {k: card[k] for k in DATASET_FIELDS}
-        | {k: card.get(k) for k in ("source", "num_train", "num_val", "num_test")},
+        | {k: card.get(k) for k in ("source", "num_train", "num_val", "num_test")}
+        | {k: card[k] for k in ("num_graphs",) if k in card},  # graph-level datasets only
         "settings": cell.settings,
         "seeds_per_s": sum(e["seeds"] for e in epochs) / seconds,
         "edges_per_s": sum(e["edges"] for e in epochs) / seconds,

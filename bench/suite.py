@@ -15,11 +15,12 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
 import yaml
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator,
+                      model_validator)
 
 from bench.backends import ALL_MODES, BACKENDS, STORES
 import bench.datasets as datasets_module
-from bench.datasets import SOURCES, canonical_params, parse_name, synthetic
+from bench.datasets import PARAMETRIC, SOURCES, canonical_params, molecules, parse_name, synthetic
 from bench.paths import suites_dir
 
 Mode = Literal[ALL_MODES]  # type: ignore[valid-type]
@@ -80,6 +81,27 @@ class OgbDataset(Strict):
     params: OgbParams
 
 
+class MoleculesParams(Strict):
+    count: Annotated[int, Field(ge=1, le=50_000_000)] = molecules.DEFAULTS["count"]
+    min_nodes: Annotated[int, Field(ge=2, le=10_000)] = molecules.DEFAULTS["min_nodes"]
+    max_nodes: Annotated[int, Field(ge=2, le=10_000)] = molecules.DEFAULTS["max_nodes"]
+    feature_dim: Annotated[int, Field(ge=1)] = molecules.DEFAULTS["feature_dim"]
+    num_classes: Annotated[int, Field(ge=2)] = molecules.DEFAULTS["num_classes"]
+    seed: int = molecules.DEFAULTS["seed"]
+
+    @model_validator(mode="after")
+    def _node_range(self):
+        if self.max_nodes < self.min_nodes:
+            raise ValueError(f"max_nodes {self.max_nodes} is below min_nodes {self.min_nodes}")
+        return self
+
+
+class MoleculesDataset(Strict):
+    """A graph-level dataset: pairs only with backends of task "graph" (e.g. pyg-graphs)."""
+    source: Literal["molecules"]
+    params: MoleculesParams = MoleculesParams()
+
+
 class RedditDataset(Strict):
     source: Literal["reddit"]
     params: dict[str, None] = {}
@@ -89,14 +111,14 @@ def _shorthand(value: Any) -> Any:
     """`cora: planetoid:Cora` stands for `{source: planetoid, params: {name: Cora}}`."""
     if isinstance(value, str):
         source, _, rest = value.partition(":")
-        if source == "synthetic":
+        if source in PARAMETRIC:
             spec = parse_name(value)
             return {"source": source, "params": spec["params"]}
         return {"source": source, "params": {"name": rest} if rest else {}}
     return value
 
 
-DatasetSpec = Annotated[Union[SyntheticDataset, PlanetoidDataset, OgbDataset, RedditDataset],
+DatasetSpec = Annotated[Union[SyntheticDataset, PlanetoidDataset, OgbDataset, RedditDataset, MoleculesDataset],
                         Field(discriminator="source"), BeforeValidator(_shorthand)]
 
 
@@ -308,8 +330,38 @@ def _check_rules(suite: Suite) -> list[str]:
                 except ValidationError as exc:
                     problems += [f"include.{i}.{'.'.join(map(str, e['loc'][:1]))}: {e['msg']}"
                                  for e in exc.errors()]
-    if suite.baseline is not None and suite.baseline not in {c.id for c in expand(suite)}:
+    problems += _check_tasks(suite)
+    if problems:
+        return problems
+    cells = expand(suite)
+    if not cells:
+        problems.append("the matrix expands to zero cells: no backend has the modes and stores this suite "
+                        "sets (see each backend's modes and stores in bench/backends/__init__.py), or "
+                        "`exclude` drops every cell")
+    if suite.baseline is not None and suite.baseline not in {c.id for c in cells}:
         problems.append(f"baseline: {suite.baseline!r} is not a cell id of this suite")
+    return problems
+
+
+def _check_tasks(suite: Suite) -> list[str]:
+    """A node-level backend cannot read a collection of graphs and vice versa; expansion skips
+    such pairs, so a backend or dataset left with no partner at all is a mistake to name."""
+    tasks = {name: task_of(spec) for name, spec in suite.datasets.items()}
+    problems = []
+    for backend in suite.backends:
+        task = BACKENDS[backend].task
+        if task not in tasks.values():
+            problems.append(
+                f"backends: {backend!r} is a {task}-level backend and this suite has no {task}-level "
+                f"dataset ({', '.join(f'{n}: {t}-level' for n, t in tasks.items())}); add one, or "
+                f"remove the backend (graph-level backends: "
+                f"{', '.join(b for b, i in BACKENDS.items() if i.task == 'graph')})")
+    backend_tasks = {BACKENDS[b].task for b in suite.backends}
+    for name, task in tasks.items():
+        if task not in backend_tasks:
+            problems.append(
+                f"datasets.{name}: a {task}-level dataset, and no backend of this suite takes one "
+                f"(backends for it: {', '.join(b for b, i in BACKENDS.items() if i.task == task)})")
     return problems
 
 

@@ -36,6 +36,8 @@ BACKENDS: dict[str, BackendInfo] = {
                                  ("memory", "lmdb", "graphbolt-disk")),
     "feature-gather": BackendInfo("bench.backends.feature_gather", "pyg", ("cpu-cpu",), ("memory", "lmdb")),
     "pyg-dist": BackendInfo("bench.backends.pyg_dist", "pyg-dist", ("cpu-cpu",)),
+    "pyg-graphs": BackendInfo("bench.backends.pyg_graphs", "pyg", ("cpu-cpu", "cpu-cuda"),
+                              ("memory", "lmdb", "sqlite"), task="graph"),
 }
 
 ALL_MODES = tuple(dict.fromkeys(m for info in BACKENDS.values() for m in info.modes))

@@ -5,7 +5,8 @@ and, if it reads raw files, `expected_files(params)` for the error a user sees o
 line here: the module, and the stack whose interpreter must run it (None: any, the host too).
 
 Names on the command line: `synthetic[:scale=14,edge_factor=16]`, `planetoid:Cora`,
-`ogb:ogbn-arxiv`, `reddit`.
+`ogb:ogbn-arxiv`, `reddit`, `molecules[:count=20000,max_nodes=30]` (a graph-level dataset:
+its module sets TASK = "graph" and has its own `load`).
 """
 
 from __future__ import annotations
@@ -17,7 +18,10 @@ SOURCES: dict[str, tuple[str, str | None]] = {
     "planetoid": ("bench.datasets.planetoid", "pyg"),
     "ogb": ("bench.datasets.ogb", "pyg"),
     "reddit": ("bench.datasets.reddit", "pyg"),
+    "molecules": ("bench.datasets.molecules", None),
 }
+# sources whose names take `key=value,...` parameters rather than a dataset name
+PARAMETRIC = ("synthetic", "molecules")
 
 
 def source_module(source: str):
@@ -40,7 +44,8 @@ def load(source: str, path, features_in_memory: bool = True, mmap: bool = False)
     The result has `.card()` (the statistics every result carries) and `.meta`."""
     module = source_module(source)
     if hasattr(module, "load"):
-        return module.load(path, mmap=mmap)
+        # graph collections read by a disk-backed store stay mapped, never copied into the rank
+        return module.load(path, mmap=mmap or not features_in_memory)
     from bench.datasets import hub
 
     return hub.load(path, mmap=mmap, features_mmap=None if features_in_memory else True)
@@ -60,11 +65,16 @@ def parse_name(text: str) -> dict:
     source, _, rest = text.partition(":")
     if source not in SOURCES:
         raise ValueError(f"unknown dataset source {source!r} in {text!r}; sources: {', '.join(SOURCES)}")
-    if source == "synthetic":
+    if source in PARAMETRIC:
         params = {}
         for item in filter(None, rest.split(",")):
-            key, _, value = item.partition("=")
-            params[key.strip()] = int(value) if value.strip().lstrip("-").isdigit() else float(value)
+            key, sep, value = item.partition("=")
+            if not sep or not value.strip():
+                raise ValueError(f"{text!r}: {item!r} is not key=value; e.g. {source}:key=1,other=2")
+            try:
+                params[key.strip()] = int(value) if value.strip().lstrip("-").isdigit() else float(value)
+            except ValueError:
+                raise ValueError(f"{text!r}: {key.strip()}={value!r} is not a number") from None
     else:
         known = getattr(source_module(source), "KNOWN_STATS", None)
         if known is not None and rest not in known:

@@ -20,6 +20,7 @@ import json
 import os
 import shutil
 import tempfile
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -66,7 +67,7 @@ def spec_key(spec: dict) -> str:
     params = spec.get("params", {})
     canonical = json.dumps({"source": spec["source"], "params": params, "format": FORMAT_VERSION},
                            sort_keys=True)
-    readable = "-".join([spec["source"], *(str(params[k]) for k in ("name", "scale") if k in params)])
+    readable = "-".join([spec["source"], *(str(params[k]) for k in ("name", "scale", "count") if k in params)])
     return f"{readable}-{hashlib.sha256(canonical.encode()).hexdigest()[:10]}"
 
 
@@ -111,6 +112,30 @@ def write(spec: dict, cache: Path, arrays: dict[str, np.ndarray], extra_meta: di
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return target
+
+
+@contextmanager
+def atomic_dir(target: Path):
+    """Yields a temporary folder beside `target` that becomes `target` when the block ends
+    without error (a half-written folder is never seen under the final name), or None when a
+    finished `target` (with meta.json) is already there. On error the temporary folder goes."""
+    target = Path(target)
+    if (target / "meta.json").is_file():
+        yield None
+        return
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    try:
+        yield tmp
+        try:
+            os.rename(tmp, target)
+        except OSError:
+            if not (target / "meta.json").is_file():
+                raise
+            shutil.rmtree(tmp)  # another process finished the same dataset first
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
 
 
 def _check_arrays(name: str, a: dict[str, np.ndarray]) -> None:

@@ -1,0 +1,236 @@
+"""PyG graph classification: a collection of small graphs (bench/datasets/molecules.py) batched
+by `torch_geometric.loader.DataLoader`, read from one of three stores:
+
+    memory   a PyG `InMemoryDataset`, collated once from the dataset's concatenated arrays
+    lmdb     the LMDB graph store built on the host (bench/stores/lmdb_graphs.py), one record
+             per graph, opened read-only in each process and DataLoader worker
+    sqlite   PyG's own `OnDiskDataset` (backend "sqlite"), written by PyG's code into
+             DATASET_DIR/stores/sqlite-graphs once, by the first cell that needs it
+
+The loader shuffles the training graphs and uses the suite's `num_workers`; batches hold
+`batch_size` graphs. With `model: sage` the model is `len(fanout)` mean-aggregation SAGEConv
+layers of `hidden` units over each whole graph, a global mean pool and a linear head, trained
+with Adam at `lr`; nothing is sampled, so `fanout` only sets the number of layers (its values
+are ignored). With `model: none` the loader runs alone, which measures read throughput.
+count(batch) is (graphs, edges): the results call them seeds and edges.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import warnings
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch.utils.data import Dataset, Subset
+from torch_geometric.data import Data, InMemoryDataset, OnDiskDataset
+from torch_geometric.loader import DataLoader
+from torch_geometric.nn import SAGEConv, global_mean_pool
+
+from bench.backends.base import DROPOUT, device_of, distribute, shard, unavailable_reason, unwrap
+from bench.stores import StoreError
+from bench.stores.lmdb_features import fingerprint
+
+# Graphs read from LMDB are views of immutable bytes; batching copies them (torch.cat) and
+# nothing writes to them in place, so torch's warning about non-writable arrays is noise.
+warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+
+SQLITE_DIR = "sqlite-graphs"
+SQLITE_INFO = "gnnbench.json"  # what the sqlite store was built from (fingerprint)
+SQLITE_BUILD_GRAPHS = 10000  # graphs per OnDiskDataset.extend call while building
+
+
+def _graph(x, edge_index, label: int) -> Data:
+    return Data(x=torch.from_numpy(x), edge_index=torch.from_numpy(edge_index), y=torch.tensor([label]))
+
+
+def _copied_graph(x, edge_index, label: int) -> Data:
+    """A graph that owns its arrays (the dataset's may be read-only memory maps)."""
+    return _graph(np.array(x), np.array(edge_index), label)
+
+
+class ArrayGraphs(InMemoryDataset):
+    """Every graph in memory in PyG's collated form: the dataset's concatenated arrays already
+    are PyG's `(data, slices)` layout (edge ids local to each graph), so no per-graph pass."""
+
+    def __init__(self, data):
+        super().__init__(root=None, log=False)
+        self._data = Data(x=torch.from_numpy(np.ascontiguousarray(data.x)),
+                          edge_index=torch.from_numpy(np.ascontiguousarray(data.edge_index)),
+                          y=torch.from_numpy(np.ascontiguousarray(data.y)))
+        self.slices = {"x": torch.from_numpy(np.asarray(data.node_ptr)),
+                       "edge_index": torch.from_numpy(np.asarray(data.edge_ptr)),
+                       "y": torch.arange(data.num_graphs + 1)}
+
+
+class LmdbGraphDataset(Dataset):
+    """Graphs from the LMDB graph store; a batch's graphs are read in one transaction."""
+
+    def __init__(self, store):
+        self.store = store
+
+    def __len__(self) -> int:
+        return len(self.store)
+
+    def __getitem__(self, g: int) -> Data:
+        return _graph(*self.store.get(int(g)))
+
+    def __getitems__(self, ids: list[int]) -> list[Data]:
+        return [_graph(*g) for g in self.store.get_many(ids)]
+
+
+class SqliteGraphs(OnDiskDataset):
+    """PyG's OnDiskDataset with a typed schema (tensors stored as raw blobs, not pickles)."""
+
+    def __init__(self, root: Path, feature_dim: int):
+        schema = {"x": dict(dtype=torch.float32, size=(-1, feature_dim)),
+                  "edge_index": dict(dtype=torch.int64, size=(2, -1)), "y": int}
+        self._pid = os.getpid()
+        super().__init__(str(root), backend="sqlite", schema=schema, log=False)
+
+    @property
+    def db(self):
+        if self._db is not None and self._pid != os.getpid():
+            # inherited across a fork (a DataLoader worker): a sqlite connection must not be
+            # used in another process; drop this copy and connect anew
+            self._db = None
+        self._pid = os.getpid()
+        return OnDiskDataset.db.fget(self)
+
+    def release(self) -> None:
+        """Close the connection (before forking workers); the next read reconnects."""
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+
+    def serialize(self, data: Data) -> dict:
+        return {"x": data.x, "edge_index": data.edge_index, "y": int(data.y)}
+
+    def deserialize(self, row: dict) -> Data:
+        return Data(x=row["x"], edge_index=row["edge_index"], y=torch.tensor([row["y"]]))
+
+
+def sqlite_store(data) -> SqliteGraphs:
+    """PyG's sqlite OnDiskDataset of this dataset, written once by PyG's own code into a
+    temporary folder and renamed (a half-written database is never opened)."""
+    target = Path(data.path) / "stores" / SQLITE_DIR
+    expected = fingerprint(data.path)
+    if not (target / SQLITE_INFO).is_file():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+        try:
+            store = SqliteGraphs(tmp, data.feature_dim)
+            for start in range(0, data.num_graphs, SQLITE_BUILD_GRAPHS):
+                end = min(start + SQLITE_BUILD_GRAPHS, data.num_graphs)
+                store.extend([_copied_graph(*data.graph(g)) for g in range(start, end)])
+            store.release()
+            (tmp / SQLITE_INFO).write_text(json.dumps({"fingerprint": expected, "graphs": data.num_graphs}))
+            try:
+                os.rename(tmp, target)
+            except OSError:
+                if not (target / SQLITE_INFO).is_file():
+                    raise
+                shutil.rmtree(tmp)  # another process built it first
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+    built_from = json.loads((target / SQLITE_INFO).read_text()).get("fingerprint")
+    if built_from != expected:
+        raise StoreError(f"sqlite graph store {target} was built from another version of dataset "
+                         f"{data.meta.get('name')!r} (fingerprint {built_from}, the dataset has {expected}); "
+                         "delete the folder and run again to rebuild it")
+    store = SqliteGraphs(target, data.feature_dim)
+    if len(store) != data.num_graphs:
+        raise StoreError(f"sqlite graph store {target} holds {len(store)} graphs, the dataset "
+                         f"{data.num_graphs}; delete the folder and run again to rebuild it")
+    return store
+
+
+def graph_dataset(data, store: str):
+    if store == "memory":
+        return ArrayGraphs(data)
+    if store == "lmdb":
+        from bench.stores import lmdb_graphs
+
+        return LmdbGraphDataset(lmdb_graphs.LmdbGraphs(lmdb_graphs.store_dir(data.path), fingerprint(data.path)))
+    if store == "sqlite":
+        return sqlite_store(data)
+    raise ValueError(f"pyg-graphs has no store {store!r}; it has memory, lmdb and sqlite")
+
+
+class GraphClassifier(torch.nn.Module):
+    """SAGEConv mean layers over whole graphs, a global mean pool, a linear head."""
+
+    def __init__(self, in_dim: int, hidden: int, num_classes: int, num_layers: int):
+        super().__init__()
+        dims = [in_dim] + [hidden] * num_layers
+        self.convs = torch.nn.ModuleList(SAGEConv(a, b, aggr="mean") for a, b in zip(dims, dims[1:]))
+        self.head = torch.nn.Linear(hidden, num_classes)
+
+    def forward(self, x, edge_index, batch, num_graphs: int):
+        for i, conv in enumerate(self.convs):
+            x = F.relu(conv(x, edge_index))
+            if i < len(self.convs) - 1:
+                x = F.dropout(x, p=DROPOUT, training=self.training)
+        return self.head(global_mean_pool(x, batch, size=num_graphs))
+
+
+class Pipeline:
+    unavailable = staticmethod(unavailable_reason)
+
+    def __init__(self, data, settings: dict):
+        self.settings = settings
+        self.device = device_of(settings["mode"])
+        self.dataset = graph_dataset(data, settings["store"])
+        self.splits = {"train": shard(np.asarray(data.train_idx), settings["seed"]),
+                       "val": np.asarray(data.val_idx), "test": np.asarray(data.test_idx)}
+        self.train_loader = self._loader("train", shuffle=True, num_workers=settings["num_workers"])
+        self.model, self.comm = None, None
+        if settings["model"] == "sage":
+            model = GraphClassifier(data.feature_dim, settings["hidden"], data.num_classes,
+                                    len(settings["fanout"]))
+            self.model, self.comm = distribute(model.to(self.device), self.device)
+            self.optimizer = torch.optim.Adam(self.model.parameters(), lr=settings["lr"])
+        if isinstance(self.dataset, SqliteGraphs):
+            self.dataset.release()  # workers fork on the first epoch: no open connection to inherit
+
+    def _loader(self, split: str, shuffle: bool, num_workers: int = 0) -> DataLoader:
+        return DataLoader(Subset(self.dataset, self.splits[split].tolist()), batch_size=self.settings["batch_size"],
+                          shuffle=shuffle, num_workers=num_workers, persistent_workers=num_workers > 0)
+
+    @staticmethod
+    def count(batch) -> tuple[int, int]:
+        return int(batch.num_graphs), int(batch.edge_index.size(1))
+
+    def step(self, batch) -> None:
+        if self.model is None:
+            return
+        self.model.train()
+        batch = batch.to(self.device)
+        self.optimizer.zero_grad()
+        out = self.model(batch.x, batch.edge_index, batch.batch, batch.num_graphs)
+        F.cross_entropy(out, batch.y).backward()
+        self.optimizer.step()
+
+    def evaluate(self, split: str) -> float | None:
+        if self.model is None:
+            return None
+        model = unwrap(self.model)  # evaluation runs outside DDP
+        model.eval()
+        correct = total = 0
+        with torch.no_grad():
+            for batch in self._loader(split, shuffle=False):
+                batch = batch.to(self.device)
+                pred = model(batch.x, batch.edge_index, batch.batch, batch.num_graphs).argmax(dim=-1)
+                correct += int((pred == batch.y).sum())
+                total += int(batch.num_graphs)
+        return correct / max(total, 1)
+
+    def synchronize(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize()

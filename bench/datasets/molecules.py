@@ -1,0 +1,239 @@
+"""Molecules: a deterministic generator of many small molecule- or crystal-like graphs, for
+graph-level tasks (one label per graph), e.g. `molecules:count=20000,max_nodes=30`.
+
+Structure of one graph (n nodes, n drawn in [min_nodes, max_nodes]): a backbone chain in which
+each atom, with a class-dependent probability, branches off an earlier atom instead of the
+previous one (chains + branches), then a class-dependent number of ring closures of 5 or 6
+atoms (rings). Edges are undirected, stored in both directions, without duplicates.
+
+Signal: the class sets the branching rate and the ring count (structure a GNN can see), and
+node features are a class centroid, weak per node, plus Gaussian noise: a mean-pooled small GNN
+learns the task well above chance, a single node says little.
+
+Materialised form (not the node hub's: see `write`): one folder with meta.json
+{"kind": "graphs", ...} and the graphs concatenated:
+    x.npy            float32 [total_nodes, F]
+    edge_index.npy   int64 [2, total_edges], node ids local to each graph
+    node_ptr.npy     int64 [G + 1]   graph g's nodes are rows node_ptr[g]:node_ptr[g+1] of x
+    edge_ptr.npy     int64 [G + 1]   graph g's edges are columns edge_ptr[g]:edge_ptr[g+1]
+    y.npy            int64 [G]
+    train_idx.npy, val_idx.npy, test_idx.npy    int64 graph ids
+Generation runs in fixed chunks of graphs, so millions of graphs never need all the
+intermediate arrays at once, and the data does not depend on the machine.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from bench.datasets import hub
+
+TASK = "graph"
+FORMAT_VERSION = 1
+KIND = "graphs"
+DEFAULTS = {"count": 10000, "min_nodes": 10, "max_nodes": 40, "feature_dim": 16, "num_classes": 4,
+            "seed": 0}
+USER_PARAMS = tuple(DEFAULTS)
+FEATURE_SIGNAL = 0.3  # centroid weight against unit noise, per node
+TRAIN_FRAC, VAL_FRAC = 0.8, 0.1
+CHUNK_GRAPHS = 65536  # a constant, so the data never depends on how it was chunked
+RING_SIZES = (5, 6)
+ARRAYS = ("x", "edge_index", "node_ptr", "edge_ptr", "y", "train_idx", "val_idx", "test_idx")
+
+
+def canonical_params(params: dict) -> dict:
+    unknown = set(params) - set(USER_PARAMS)
+    if unknown:
+        raise ValueError(f"unknown molecules parameter(s) {', '.join(sorted(unknown))}; "
+                         f"allowed: {', '.join(USER_PARAMS)}")
+    p = {k: int(params.get(k, DEFAULTS[k])) for k in USER_PARAMS}
+    if p["count"] < 1 or p["min_nodes"] < 2 or p["max_nodes"] < p["min_nodes"] or p["feature_dim"] < 1 \
+            or p["num_classes"] < 2:
+        raise ValueError(f"molecules parameters {p}: need count >= 1, 2 <= min_nodes <= max_nodes, "
+                         "feature_dim >= 1, num_classes >= 2")
+    return p
+
+
+def sizes_and_labels(p: dict) -> tuple[np.ndarray, np.ndarray]:
+    """Every graph's node count and class, from their own stream (cheap: expected_stats uses it)."""
+    rng = np.random.default_rng([p["seed"], 0])
+    sizes = rng.integers(p["min_nodes"], p["max_nodes"] + 1, size=p["count"]).astype(np.int64)
+    labels = rng.integers(0, p["num_classes"], size=p["count"]).astype(np.int64)
+    return sizes, labels
+
+
+def _chunk(sizes: np.ndarray, labels: np.ndarray, centroids: np.ndarray, p: dict,
+           rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Graphs of one chunk: (x, local edge_index sorted by graph then source, edges per graph)."""
+    g = sizes.size
+    starts = np.zeros(g, dtype=np.int64)
+    np.cumsum(sizes[:-1], out=starts[1:])
+    total = int(sizes.sum())
+    graph_of = np.repeat(np.arange(g), sizes)
+    local = np.arange(total) - starts[graph_of]
+    share = labels / max(p["num_classes"] - 1, 1)  # 0..1 across classes
+
+    # chains + branches: atom i > 0 bonds to i-1, or (branching) to a random earlier atom
+    child = np.flatnonzero(local > 0)
+    branch = rng.random(child.size) < (0.05 + 0.4 * share[graph_of[child]])
+    parent_local = np.where(branch, np.floor(rng.random(child.size) * local[child]).astype(np.int64),
+                            local[child] - 1)
+    tree = (child, starts[graph_of[child]] + parent_local)
+
+    # rings: closures between atom a and a - size + 1 (a cycle through the backbone)
+    rings_per_graph = (labels % 3) + rng.integers(0, 2, size=g)
+    ring_graph = np.repeat(np.arange(g), rings_per_graph)
+    ring_size = np.asarray(RING_SIZES)[rng.integers(0, len(RING_SIZES), size=ring_graph.size)]
+    fits = sizes[ring_graph] >= ring_size
+    ring_graph, ring_size = ring_graph[fits], ring_size[fits]
+    span = sizes[ring_graph] - ring_size + 1
+    closer = ring_size - 1 + np.floor(rng.random(ring_graph.size) * span).astype(np.int64)
+    rings = (starts[ring_graph] + closer, starts[ring_graph] + closer - ring_size + 1)
+
+    a = np.concatenate([tree[0], rings[0]])
+    b = np.concatenate([tree[1], rings[1]])
+    # both directions, duplicates dropped; sorting the key keeps each graph's edges together
+    key = np.unique(np.concatenate([a * total + b, b * total + a]))
+    src, dst = np.divmod(key, total)
+    edge_graph = graph_of[src]
+    edge_index = np.stack([src - starts[edge_graph], dst - starts[edge_graph]])
+    x = (FEATURE_SIGNAL * centroids[labels[graph_of]]
+         + rng.standard_normal((total, p["feature_dim"]))).astype(np.float32)
+    return x, edge_index, np.bincount(edge_graph, minlength=g)
+
+
+def generate(params: dict) -> dict[str, np.ndarray]:
+    """All arrays of the materialised form (in memory; `materialise` streams x to disk)."""
+    arrays = {}
+    for name, value in _generate(canonical_params(params), x_out=None):
+        arrays[name] = value
+    return arrays
+
+
+def _generate(p: dict, x_out):
+    """Yields (array name, array); x goes chunk by chunk into `x_out` when given (a memmap)."""
+    sizes, labels = sizes_and_labels(p)
+    centroids = np.random.default_rng([p["seed"], 1]).standard_normal((p["num_classes"], p["feature_dim"]))
+    node_ptr = np.zeros(p["count"] + 1, dtype=np.int64)
+    np.cumsum(sizes, out=node_ptr[1:])
+    xs, edges, edge_counts = [], [], []
+    for i, start in enumerate(range(0, p["count"], CHUNK_GRAPHS)):
+        end = min(start + CHUNK_GRAPHS, p["count"])
+        x, edge_index, counts = _chunk(sizes[start:end], labels[start:end], centroids, p,
+                                       np.random.default_rng([p["seed"], 2, i]))
+        if x_out is None:
+            xs.append(x)
+        else:
+            x_out[node_ptr[start]:node_ptr[end]] = x
+        edges.append(edge_index)
+        edge_counts.append(counts)
+    edge_ptr = np.zeros(p["count"] + 1, dtype=np.int64)
+    np.cumsum(np.concatenate(edge_counts), out=edge_ptr[1:])
+    order = np.random.default_rng([p["seed"], 3]).permutation(p["count"]).astype(np.int64)
+    n_train, n_val = int(TRAIN_FRAC * p["count"]), int(VAL_FRAC * p["count"])
+    if x_out is None:
+        yield "x", np.concatenate(xs)
+    yield "edge_index", np.concatenate(edges, axis=1).astype(np.int64)
+    yield "node_ptr", node_ptr
+    yield "edge_ptr", edge_ptr
+    yield "y", labels
+    yield "train_idx", np.sort(order[:n_train])
+    yield "val_idx", np.sort(order[n_train:n_train + n_val])
+    yield "test_idx", np.sort(order[n_train + n_val:])
+
+
+def expected_stats(params: dict) -> dict:
+    """Exact counts of graphs, nodes and splits (sizes come from their own cheap stream); the
+    edge count is an upper bound (a tree, plus at most 3 rings, both directions)."""
+    p = canonical_params(params)
+    sizes, labels = sizes_and_labels(p)
+    n_train, n_val = int(TRAIN_FRAC * p["count"]), int(VAL_FRAC * p["count"])
+    return {"num_graphs": p["count"], "num_nodes": int(sizes.sum()),
+            "num_edges": int(2 * (sizes.sum() - p["count"] + 3 * p["count"])),
+            "feature_dim": p["feature_dim"], "num_classes": p["num_classes"], "num_train": n_train,
+            "num_val": n_val, "num_test": p["count"] - n_train - n_val}
+
+
+def materialise(spec: dict, cache: Path, data_root: Path | None = None) -> Path:
+    p = canonical_params(spec.get("params", {}))
+    target = hub.dataset_dir({**spec, "params": p}, cache)
+    with hub.atomic_dir(target) as tmp:
+        if tmp is None:
+            return target  # another process finished it first
+        sizes, _ = sizes_and_labels(p)
+        x_out = np.lib.format.open_memmap(tmp / "x.npy", mode="w+", dtype=np.float32,
+                                          shape=(int(sizes.sum()), p["feature_dim"]))
+        stats = {}
+        for name, array in _generate(p, x_out):
+            np.save(tmp / f"{name}.npy", array)
+            stats[name] = array.shape
+        x_out.flush()
+        del x_out
+        meta = {"kind": KIND, "format": FORMAT_VERSION, "name": spec["name"], "source": spec["source"],
+                "params": p, "num_graphs": p["count"], "num_nodes": int(sizes.sum()),
+                "num_edges": int(stats["edge_index"][1]), "feature_dim": p["feature_dim"],
+                "num_classes": p["num_classes"], "num_train": int(stats["train_idx"][0]),
+                "num_val": int(stats["val_idx"][0]), "num_test": int(stats["test_idx"][0])}
+        (tmp / "meta.json").write_text(json.dumps(meta, indent=2))  # written last
+    return target
+
+
+@dataclass
+class GraphCollection:
+    """A materialised graph-level dataset; arrays as in the module docstring."""
+    path: Path
+    meta: dict
+    x: np.ndarray
+    edge_index: np.ndarray
+    node_ptr: np.ndarray
+    edge_ptr: np.ndarray
+    y: np.ndarray
+    train_idx: np.ndarray
+    val_idx: np.ndarray
+    test_idx: np.ndarray
+
+    @property
+    def num_graphs(self) -> int:
+        return int(self.meta["num_graphs"])
+
+    @property
+    def num_classes(self) -> int:
+        return int(self.meta["num_classes"])
+
+    @property
+    def feature_dim(self) -> int:
+        return int(self.meta["feature_dim"])
+
+    def graph(self, g: int) -> tuple[np.ndarray, np.ndarray, int]:
+        """Graph g as (x [n, F], edge_index [2, e] local ids, label): views, no copy."""
+        return (self.x[self.node_ptr[g]:self.node_ptr[g + 1]],
+                self.edge_index[:, self.edge_ptr[g]:self.edge_ptr[g + 1]], int(self.y[g]))
+
+    def card(self) -> dict:
+        """The statistics every result carries (num_nodes and num_edges are totals)."""
+        return {k: self.meta[k] for k in ("name", "source", "num_graphs", *hub.STAT_FIELDS)}
+
+
+def load(path, mmap: bool = False) -> GraphCollection:
+    """`mmap`: map the arrays read-only (disk-backed stores never read them into memory)."""
+    path = Path(path)
+    meta_file = path / "meta.json"
+    if not meta_file.is_file():
+        raise hub.DatasetError(f"{path} is not a materialised dataset (no meta.json); "
+                               "run the suite again to prepare it")
+    meta = json.loads(meta_file.read_text())
+    if meta.get("kind") != KIND or meta.get("format") != FORMAT_VERSION:
+        raise hub.DatasetError(f"{path} holds kind {meta.get('kind')!r} format {meta.get('format')}, "
+                               f"not {KIND!r} format {FORMAT_VERSION}; delete the folder to rebuild it")
+    arrays = {}
+    for name in ARRAYS:
+        try:
+            arrays[name] = np.load(path / f"{name}.npy", mmap_mode="r" if mmap else None)
+        except (OSError, ValueError) as exc:
+            raise hub.DatasetError(f"{path / (name + '.npy')} is missing or corrupt ({exc}); "
+                                   "delete the folder to rebuild it") from exc
+    return GraphCollection(path=path, meta=meta, **arrays)

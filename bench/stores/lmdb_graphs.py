@@ -1,0 +1,259 @@
+"""An LMDB graph store: one small graph per key, built once from a materialised graph-level
+dataset (bench/datasets/molecules.py) and read by the pyg-graphs backend.
+
+Layout: one LMDB environment at DATASET_DIR/stores/lmdb-graphs. Keys are 8-byte big-endian
+graph ids (key order is graph order, so the build appends). A value is a framework-neutral
+record, no pickle:
+    header   24 bytes, little-endian: magic b"GRF1", num_nodes u32, num_edges u32,
+             feature_dim u32, label i64
+    edges    int64 [2, num_edges], node ids local to the graph (first: 8-byte aligned)
+    x        float32 [num_nodes, feature_dim]
+The key `__meta__` records what the store was built from (the dataset's fingerprint), its
+size and format; it is written last, so its presence means the build finished.
+
+Reads copy each value once out of LMDB's memory map into a bytes object (a value must not be
+used after its read transaction) and view it with np.frombuffer, no further copy. Conventions
+as bench/stores/lmdb_features.py: atomic build, read-only lock-free environment opened lazily
+per process (a DataLoader worker reopens its own), StoreError messages naming the store and
+the fix. Imported by the host (to build) and inside the stacks (numpy + lmdb only).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import struct
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from bench.stores.lmdb_features import MAP_SIZE_ENV, META_KEY, StoreError, fingerprint
+
+FORMAT_VERSION = 1
+MAGIC = b"GRF1"
+HEADER = struct.Struct("<4sIIIq")  # 24 bytes: keeps the int64 edges 8-byte aligned
+_KEY = struct.Struct(">Q")
+PAGE = 4096
+BATCH_BYTES = 64 << 20  # one write transaction per ~64 MiB of records
+
+
+def store_dir(dataset_dir: Path) -> Path:
+    return Path(dataset_dir) / "stores" / "lmdb-graphs"
+
+
+def encode(x: np.ndarray, edge_index: np.ndarray, label: int) -> bytes:
+    n, dim = x.shape
+    header = HEADER.pack(MAGIC, n, edge_index.shape[1], dim, int(label))
+    return b"".join((header, np.ascontiguousarray(edge_index, dtype=np.int64).tobytes(),
+                     np.ascontiguousarray(x, dtype=np.float32).tobytes()))
+
+
+def decode(raw: bytes) -> tuple[np.ndarray, np.ndarray, int]:
+    """(x [n, F] float32, edge_index [2, e] int64, label): read-only views of `raw`."""
+    magic, n, e, dim, label = HEADER.unpack_from(raw)
+    if magic != MAGIC or len(raw) != HEADER.size + 16 * e + 4 * n * dim:
+        raise ValueError(f"not a graph record (magic {magic!r}, {len(raw)} bytes for {n} nodes, {e} edges)")
+    edge_index = np.frombuffer(raw, dtype=np.int64, count=2 * e, offset=HEADER.size).reshape(2, e)
+    x = np.frombuffer(raw, dtype=np.float32, count=n * dim, offset=HEADER.size + 16 * e).reshape(n, dim)
+    return x, edge_index, int(label)
+
+
+def record_bytes(node_counts: np.ndarray, edge_counts: np.ndarray, dim: int) -> np.ndarray:
+    return HEADER.size + 16 * np.asarray(edge_counts, dtype=np.int64) + 4 * dim * np.asarray(node_counts, dtype=np.int64)
+
+
+def needed_map_size(node_counts: np.ndarray, edge_counts: np.ndarray, dim: int) -> int:
+    """Data plus LMDB's slack: a value above about half a page gets whole overflow pages, a
+    smaller one shares a leaf page (counted at twice its size for the B-tree's free space)."""
+    sizes = record_bytes(node_counts, edge_counts, dim)
+    overflow = sizes > PAGE // 2 - 64
+    pages = -(-(sizes[overflow] + 16) // PAGE)
+    return int((pages.sum() * PAGE + 2 * (sizes[~overflow] + 32).sum()) * 1.1 + sizes.size * 64 + 2**24)
+
+
+def build(dataset_dir: Path, map_size: int | None = None, progress=None) -> Path:
+    """Build the store next to the dataset unless a valid one is there. Atomic: written in a
+    temporary folder and renamed, so a half-built store is never opened under the final name."""
+    import lmdb
+
+    from bench.datasets import molecules
+
+    dataset_dir = Path(dataset_dir)
+    target = store_dir(dataset_dir)
+    if (target / "data.mdb").is_file():
+        LmdbGraphs(target, fingerprint(dataset_dir)).check()
+        return target
+    data = molecules.load(dataset_dir, mmap=True)
+    count, dim = data.num_graphs, data.feature_dim
+    node_counts, edge_counts = np.diff(data.node_ptr), np.diff(data.edge_ptr)
+    needed = needed_map_size(node_counts, edge_counts, dim)
+    if map_size is None:
+        map_size = int(os.environ.get(MAP_SIZE_ENV) or needed)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    started = time.perf_counter()
+    try:
+        env = lmdb.open(str(tmp), map_size=map_size, subdir=True, readahead=False, sync=False,
+                        metasync=False, writemap=False, max_dbs=0)
+        try:
+            cumulative = np.cumsum(record_bytes(node_counts, edge_counts, dim))
+            start = 0
+            while start < count:
+                # graphs up to the next ~64 MiB boundary (at least one)
+                end = max(start + 1, int(np.searchsorted(cumulative, cumulative[start] + BATCH_BYTES)))
+                end = min(end, count)
+                with env.begin(write=True) as txn:
+                    items = ((_KEY.pack(g), encode(*data.graph(g))) for g in range(start, end))
+                    txn.cursor().putmulti(items, append=True)
+                start = end
+                if progress:
+                    progress(start, count)
+            meta = {"format": FORMAT_VERSION, "fingerprint": fingerprint(dataset_dir), "graphs": count,
+                    "feature_dim": dim, "num_nodes": int(data.node_ptr[-1]), "num_edges": int(data.edge_ptr[-1]),
+                    "dataset": data.meta.get("name"), "build_s": round(time.perf_counter() - started, 3)}
+            with env.begin(write=True) as txn:
+                txn.put(META_KEY, json.dumps(meta).encode())  # written last: its presence means complete
+            env.sync(True)
+        except lmdb.MapFullError:
+            raise StoreError(
+                f"LMDB graph store {target}: map size {map_size} bytes is too small for {count} graphs "
+                f"({int(record_bytes(node_counts, edge_counts, dim).sum())} bytes of records); unset "
+                f"{MAP_SIZE_ENV} or raise it to at least {needed}") from None
+        finally:
+            env.close()
+        try:
+            os.rename(tmp, target)
+        except OSError:
+            if not (target / "data.mdb").is_file():
+                raise
+            shutil.rmtree(tmp)  # another process built the same store first
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return target
+
+
+# One environment per store and process: py-lmdb refuses to open one path twice in a process,
+# and readers (a pipeline, its evaluation, a test) share it.
+_OPEN: dict[str, tuple[int, object]] = {}
+
+
+def close_all() -> None:
+    """Close this process's environments (a store about to be deleted or rebuilt)."""
+    for pid, env in _OPEN.values():
+        if pid == os.getpid():
+            env.close()
+    _OPEN.clear()
+
+
+class LmdbGraphs:
+    """Read-only graphs of one LMDB graph store; holds no handle, so it pickles into workers
+    and each process opens its own environment on first use."""
+
+    def __init__(self, path: Path, expected_fingerprint: str | None = None):
+        self.path = Path(path)
+        self.expected_fingerprint = expected_fingerprint
+        self.meta = self._read_meta()
+        self.count, self.feature_dim = self.meta["graphs"], self.meta["feature_dim"]
+
+    def __len__(self) -> int:
+        return self.count
+
+    def _open(self):
+        import lmdb
+
+        key = str(self.path.resolve())
+        pid, env = _OPEN.get(key, (None, None))
+        if env is not None and pid != os.getpid():
+            # inherited across a fork (a DataLoader worker): an LMDB environment must not be used
+            # after fork; closing the child's copy only unmaps it here (read-only, no lock file)
+            env.close()
+            env = None
+        if env is None:
+            if not (self.path / "data.mdb").is_file():
+                raise StoreError(f"LMDB graph store {self.path} is missing (no data.mdb); it is built by "
+                                 "`gnnbench run` before a cell with `store: lmdb` starts: run the suite "
+                                 "again, or delete the folder if it is half there")
+            try:
+                env = lmdb.open(str(self.path), readonly=True, lock=False, readahead=False,
+                                subdir=True, max_readers=1024)
+            except lmdb.Error as exc:
+                raise StoreError(f"LMDB graph store {self.path} cannot be opened ({type(exc).__name__}: "
+                                 f"{exc}); delete the folder and run again to rebuild it") from None
+            _OPEN[key] = (os.getpid(), env)
+        return env
+
+    def _read_meta(self) -> dict:
+        import lmdb
+
+        try:
+            with self._open().begin() as txn:
+                raw = txn.get(META_KEY)
+        except lmdb.Error as exc:
+            raise StoreError(f"LMDB graph store {self.path} is corrupt ({type(exc).__name__}: {exc}); "
+                             "delete the folder and run again to rebuild it") from None
+        if raw is None:
+            raise StoreError(f"LMDB graph store {self.path} has no {META_KEY.decode()} record: it was not "
+                             "built by gnnbench or its build did not finish; delete the folder and run again")
+        try:
+            meta = json.loads(raw)
+        except ValueError:
+            raise StoreError(f"LMDB graph store {self.path} has an unreadable {META_KEY.decode()} record; "
+                             "delete the folder and run again to rebuild it") from None
+        if meta.get("format") != FORMAT_VERSION or "graphs" not in meta:
+            raise StoreError(f"LMDB graph store {self.path} has format {meta.get('format')} (or is not a "
+                             f"graph store), this gnnbench reads {FORMAT_VERSION}; delete the folder to rebuild it")
+        if self.expected_fingerprint and meta["fingerprint"] != self.expected_fingerprint:
+            raise StoreError(f"LMDB graph store {self.path} was built from another version of dataset "
+                             f"{meta.get('dataset')!r} (fingerprint {meta['fingerprint']}, the dataset "
+                             f"has {self.expected_fingerprint}); delete the folder and run again to rebuild it")
+        return meta
+
+    def check(self) -> None:
+        """Read the last graph: a truncated file fails here rather than in the middle of an epoch."""
+        self.get_many([self.count - 1])
+
+    def get(self, g: int) -> tuple[np.ndarray, np.ndarray, int]:
+        return self.get_many([g])[0]
+
+    def get_many(self, ids) -> list[tuple[np.ndarray, np.ndarray, int]]:
+        """Graphs `ids` (any order, repeats allowed), each (x, edge_index, label), in one read
+        transaction with one C call (Cursor.getmulti) for all keys."""
+        import lmdb
+
+        ids = [int(g) for g in ids]
+        if not ids:
+            return []
+        if min(ids) < 0 or max(ids) >= self.count:
+            raise IndexError(f"graph ids outside 0..{self.count - 1} in a read from {self.path}")
+        try:
+            with self._open().begin() as txn:
+                found = dict(txn.cursor().getmulti([_KEY.pack(g) for g in set(ids)]))
+        except lmdb.Error as exc:
+            raise StoreError(f"LMDB graph store {self.path}: read failed ({type(exc).__name__}: {exc}); "
+                             "delete the folder and run again to rebuild it") from None
+        out = []
+        for g in ids:
+            raw = found.get(_KEY.pack(g))
+            try:
+                if raw is None:
+                    raise ValueError("no such key")
+                out.append(decode(raw))
+            except (ValueError, struct.error) as exc:
+                raise StoreError(f"LMDB graph store {self.path}: graph {g} is missing or corrupt ({exc}); "
+                                 "delete the folder and run again to rebuild it") from None
+        return out
+
+
+def main(argv: list[str]) -> int:
+    """`python -m bench.stores.lmdb_graphs DATASET_DIR`: build (used by tests)."""
+    print(build(Path(argv[0])))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
