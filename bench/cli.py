@@ -35,6 +35,15 @@ def main(argv: list[str] | None = None) -> int:
     report.add_argument("--markdown", type=Path, metavar="FILE", help="write here instead of stdout")
     report.add_argument("--command", dest="produced_by", metavar="TEXT", help="the command that produced the results, shown under the table")
 
+    cmp = sub.add_parser("compare", help="verdicts for NEW against OLD, beyond the measured noise")
+    cmp.add_argument("old", type=Path, help="the earlier result file")
+    cmp.add_argument("new", type=Path, help="the later result file")
+    cmp.add_argument("--floor", type=float, default=0.10, help="least relative change ever called (default 0.10)")
+    cmp.add_argument("--force", action="store_true", help="compare runs of different machines anyway")
+    cmp.add_argument("--history", type=Path, action="append", default=[], metavar="FILE",
+                     help="an earlier run of the suite, for each cell's own run-to-run noise (repeatable)")
+    cmp.add_argument("--fail-on", choices=["regression"], help="exit 1 when a regression is found")
+
     ds = sub.add_parser("datasets", help="known datasets, their sizes and memory needs; prepare one")
     ds_sub = ds.add_subparsers(dest="datasets_command", required=True)
     ds_list = ds_sub.add_parser("list", help="the known datasets with their sizes")
@@ -60,6 +69,8 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_run(args)
         if args.command == "report":
             return cmd_report(args.files, args.markdown, command=args.produced_by)
+        if args.command == "compare":
+            return cmd_compare(args)
         if args.command == "datasets":
             return cmd_datasets(args)
         if args.stacks_command == "install":
@@ -135,6 +146,20 @@ def cmd_report(files: list[Path], markdown: Path | None, command: str | None = N
         markdown.write_text(text)
     else:
         print(text)
+    return 0
+
+
+def cmd_compare(args) -> int:
+    from bench import history
+
+    old, new = results.read(args.old), results.read(args.new)
+    verdicts = history.compare(old, new, floor=args.floor, force=args.force,
+                               history=[results.read(f) for f in args.history])
+    print(history.run_line("old", old))
+    print(history.run_line("new", new))
+    print(history.verdict_table(verdicts))
+    if args.fail_on == "regression" and any(v.verdict == "regression" for v in verdicts):
+        return 1
     return 0
 
 
