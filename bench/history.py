@@ -16,9 +16,10 @@ faster weigh the same), per cell:
     se_run    = 1.2533 * (IQR / 1.349) / median / sqrt(rounds)   standard error of a run's median
     between   = run-to-run noise of a median:
                 - with >= 3 earlier runs of the cell (history): sqrt(2) * stdev of their ln medians,
-                - else, with >= 4 cells measured in both runs: 1.4826 * median |ln r| over those
-                  cells (each cell is one sample of how far this machine moves a median between
-                  two runs; the median ignores a minority of cells that really changed),
+                - else, with >= 4 other cells measured in both runs: 1.4826 * median |ln r| over
+                  them (each cell is one sample of how far this machine moves a median between
+                  two runs; the median ignores a minority of cells that really changed, and the
+                  cell being judged is left out of its own yardstick),
                 - else 0 (the floor alone stands for it, and the reason says so);
     threshold = max(ln(1 + floor), K_SIGMA * sigma)
 
@@ -42,7 +43,8 @@ from bench.results import ResultFile, ResultsError
 
 K_SIGMA = 3.0          # how many standard deviations of run-to-run noise a verdict needs
 MIN_HISTORY = 3        # earlier medians of a cell needed for its own run-to-run spread
-MIN_POOLED_CELLS = 4   # cells in both runs needed for the pooled (machine) run-to-run spread
+MIN_POOLED_CELLS = 4   # other cells in both runs needed for the pooled (machine) run-to-run spread
+VERDICTS = ("regression", "now failing", "improvement", "fixed", "new", "gone", "not comparable", "unchanged")
 FAILED = ("failed", "timeout")
 NOT_TRIED = ("skipped", "not run", "refused", "follower")
 IQR_PER_SIGMA = 1.349          # IQR of a normal distribution, in standard deviations
@@ -177,10 +179,11 @@ def median_se(cell: Cell) -> float:
     return MEDIAN_SE_FACTOR * sigma / math.sqrt(cell.rounds)
 
 
-def pooled_between(old: dict[str, Cell], new: dict[str, Cell]) -> tuple[float | None, int]:
-    """This machine's run-to-run noise of a median, from all cells measured in both runs."""
+def pooled_between(cell_id: str, old: dict[str, Cell], new: dict[str, Cell]) -> tuple[float | None, int]:
+    """This machine's run-to-run noise of a median, from the OTHER cells measured in both runs
+    (a cell's own change is what is being judged, so it is left out of its yardstick)."""
     logs = [abs(math.log(new[c].median_s / old[c].median_s)) for c in old
-            if c in new and old[c].status == new[c].status == "ok"]
+            if c != cell_id and c in new and old[c].status == new[c].status == "ok"]
     if len(logs) < MIN_POOLED_CELLS:
         return None, len(logs)
     return statistics.median(logs) / MAD_PER_SIGMA, len(logs)
@@ -219,7 +222,6 @@ def compare(old: ResultFile, new: ResultFile, *, floor: float = 0.10, force: boo
     old_cells, new_cells = cells(old), cells(new)
     comparable = force or machine_key(old) == machine_key(new)
     earlier = earlier_runs(old, new, history, force)
-    pooled, pooled_n = pooled_between(old_cells, new_cells)
     verdicts = []
     for cell_id in [*new_cells, *(c for c in old_cells if c not in new_cells)]:
         o, n = old_cells.get(cell_id), new_cells.get(cell_id)
@@ -227,12 +229,13 @@ def compare(old: ResultFile, new: ResultFile, *, floor: float = 0.10, force: boo
             verdicts.append(status_verdict(cell_id, o, n, comparable, old, new))
             continue
         hist, hist_n = history_between(cell_id, earlier)
+        pooled, pooled_n = pooled_between(cell_id, old_cells, new_cells)
         if hist is not None:
             between, source = hist, f"run-to-run {pct(hist)} from its {hist_n} earlier medians"
         elif pooled is not None:
-            between, source = pooled, f"run-to-run {pct(pooled)} pooled over the {pooled_n} cells of both runs"
+            between, source = pooled, f"run-to-run {pct(pooled)} pooled over {pooled_n} other cells of both runs"
         else:
-            between, source = None, (f"no run-to-run estimate ({pooled_n} shared cells, "
+            between, source = None, (f"no run-to-run estimate ({pooled_n} other shared cells, "
                                      f"{hist_n} earlier medians)")
         verdicts.append(timing_verdict(o, n, noise(o, n, floor, between, source), floor))
     return verdicts
@@ -318,10 +321,8 @@ def verdict_table(verdicts: list[Verdict]) -> str:
         out.append("  ".join(col.ljust(w) for col, w in zip(row, widths)) + "  " + row[-1])
         if v is not None:
             out.append(" " * 4 + v.reason)
-    counts: dict[str, int] = {}
-    for v in verdicts:
-        counts[v.verdict] = counts.get(v.verdict, 0) + 1
-    out.append(f"{len(verdicts)} cells: " + ", ".join(f"{n} {kind}" for kind, n in counts.items()))
+    counts = {kind: sum(v.verdict == kind for v in verdicts) for kind in VERDICTS}
+    out.append(f"{len(verdicts)} cells: " + ", ".join(f"{n} {kind}" for kind, n in counts.items() if n))
     return "\n".join(out)
 
 
