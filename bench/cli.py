@@ -40,6 +40,15 @@ def main(argv: list[str] | None = None) -> int:
                         help="write the Markdown index of the results here (what results/README.md is)")
     report.add_argument("--command", dest="produced_by", metavar="TEXT", help="the command that produced the results, shown under the table")
 
+    cmp = sub.add_parser("compare", help="verdicts for NEW against OLD, beyond the measured noise")
+    cmp.add_argument("old", type=Path, help="the earlier result file")
+    cmp.add_argument("new", type=Path, help="the later result file")
+    cmp.add_argument("--floor", type=float, default=0.10, help="least relative change ever called (default 0.10)")
+    cmp.add_argument("--force", action="store_true", help="compare runs of different machines anyway")
+    cmp.add_argument("--history", type=Path, action="append", default=[], metavar="FILE",
+                     help="an earlier run of the suite, for each cell's own run-to-run noise (repeatable)")
+    cmp.add_argument("--fail-on", choices=["regression"], help="exit 1 when a regression is found")
+
     ds = sub.add_parser("datasets", help="known datasets, their sizes and memory needs; prepare one")
     ds_sub = ds.add_subparsers(dest="datasets_command", required=True)
     ds_list = ds_sub.add_parser("list", help="the known datasets with their sizes")
@@ -66,6 +75,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "report":
             return cmd_report(args.files, args.markdown, command=args.produced_by, html=args.html,
                               readme=args.readme)
+        if args.command == "compare":
+            return cmd_compare(args)
         if args.command == "datasets":
             return cmd_datasets(args)
         if args.stacks_command == "install":
@@ -161,6 +172,20 @@ def notes_for(readme: Path) -> str | None:
     """Hand-written notes kept beside the generated README (NOTES.md), included verbatim."""
     notes = readme.parent / "NOTES.md"
     return notes.read_text() if notes.exists() else None
+
+
+def cmd_compare(args) -> int:
+    from bench import history
+
+    old, new = results.read(args.old), results.read(args.new)
+    verdicts = history.compare(old, new, floor=args.floor, force=args.force,
+                               history=[results.read(f) for f in args.history])
+    print(history.run_line("old", old))
+    print(history.run_line("new", new))
+    print(history.verdict_table(verdicts))
+    if args.fail_on == "regression" and any(v.verdict == "regression" for v in verdicts):
+        return 1
+    return 0
 
 
 def cmd_stacks_list() -> int:
