@@ -39,6 +39,7 @@ class Chart:
     key: str      # unique within the page: the SVG's element ids derive from it
     title: str
     svg: Markup   # the inline <svg> element, with <title> and aria label
+    wide: bool = False  # spans the page's width
 
 
 def dataset_charts(table: dict, key: str) -> list[Chart]:
@@ -72,19 +73,22 @@ def dataset_charts(table: dict, key: str) -> list[Chart]:
     return charts
 
 
-def history_chart(key: str, title: str, runs: list[str], series: dict[str, list[tuple[str, float | None]]]) -> Chart:
-    """Median epoch time of each cell over the runs of a suite, runs in date order."""
-    position = {run: i for i, run in enumerate(runs)}
-    points = {label: [(position[run], y, None) for run, y in pts if y is not None] for label, pts in series.items()}
-    return line_chart(key, title, "run (date, UTC)", "median epoch time (s)", points,
-                      xticks=(list(range(len(runs))), runs))
+def history_chart(key: str, title: str, run_labels: list[str],
+                  series: dict[str, list[tuple[int, float]]]) -> Chart:
+    """Median epoch time of each cell over the runs of a suite: x is the run's position in
+    date order (run_labels), so runs on the same day stay apart."""
+    points = {label: [(i, y, None) for i, y in pts] for label, pts in series.items() if pts}
+    return line_chart(key, title, "run (finished, UTC)", "median epoch time (s)", points,
+                      xticks=(list(range(len(run_labels))), run_labels), wide=True)
 
 
 def line_chart(key, title, xlabel, ylabel, series: dict[str, list[tuple]], *, ideal: float | None = None,
-               xticks: tuple[list, list] | None = None, colors: dict[str, str] | None = None) -> Chart:
-    """One line per series; points are (x, y, (below, above) of an error bar or None)."""
+               xticks: tuple[list, list] | None = None, colors: dict[str, str] | None = None,
+               wide: bool = False) -> Chart:
+    """One line per series; points are (x, y, (below, above) of an error bar or None). A wide
+    chart spans the page, its legend below the plot (room for long cell ids)."""
     with matplotlib.rc_context({**STYLE, "svg.hashsalt": key}):
-        fig = Figure(figsize=(7.2, 3.6))
+        fig = Figure(figsize=(11, 3.6) if wide else (7.2, 3.6))
         ax = fig.add_subplot()
         xs = sorted({x for pts in series.values() for x, _, _ in pts})
         for label, pts in series.items():
@@ -96,13 +100,14 @@ def line_chart(key, title, xlabel, ylabel, series: dict[str, list[tuple]], *, id
                         color=(colors or {}).get(label))
         if ideal is not None:
             ax.axhline(ideal, color="0.5", linestyle="--", linewidth=1, label="ideal")
-        if xticks:
-            ax.set_xticks(xticks[0], xticks[1], rotation=20, ha="right")
+        if xticks:  # labelled positions (runs); slanted only when many would collide
+            many = len(xticks[0]) > 4
+            ax.set_xticks(xticks[0], xticks[1], rotation=20 if many else 0, ha="right" if many else "center")
         else:
             ax.set_xticks(xs, [setting_text(x) for x in xs])
         ax.set_ylim(bottom=0)
-        _finish(fig, ax, title, xlabel, ylabel)
-        return Chart(key, title, _svg(fig, key, title))
+        _finish(fig, ax, title, xlabel, ylabel, legend_below=wide)
+        return Chart(key, title, _svg(fig, key, title), wide)
 
 
 def mode_bars(key: str, title: str, rows: list[dict], table: dict) -> Chart:
@@ -124,11 +129,15 @@ def mode_bars(key: str, title: str, rows: list[dict], table: dict) -> Chart:
         return Chart(key, title, _svg(fig, key, title))
 
 
-def _finish(fig, ax, title, xlabel, ylabel) -> None:
+def _finish(fig, ax, title, xlabel, ylabel, legend_below: bool = False) -> None:
     ax.set_title(title, loc="left", fontsize=10, fontweight="bold")
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
-    if ax.get_legend_handles_labels()[0]:
+    if not ax.get_legend_handles_labels()[0]:
+        return
+    if legend_below:
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(0, -0.3), ncol=2, frameon=False)
+    else:
         ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
 
 

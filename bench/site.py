@@ -13,7 +13,7 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench import charts, report
+from bench import charts, history, report
 from bench.results import ResultFile
 
 
@@ -71,10 +71,17 @@ def group_by_suite(results: list[ResultFile]) -> list[SuiteRuns]:
         name = str(result.meta.get("suite", "?"))
         if name not in by_name:
             by_name[name] = SuiteRuns(name, unique_slug(name, slugs))
-        by_name[name].runs.append(result)
+        if not any(same_run(result, other) for other in by_name[name].runs):
+            by_name[name].runs.append(result)
     for suite in by_name.values():
         suite.runs.sort(key=lambda r: (run_time(r), r.path.name))
     return sorted(by_name.values(), key=lambda s: s.name)
+
+
+def same_run(a: ResultFile, b: ResultFile) -> bool:
+    """Two files of one run (a copy under another folder): the history counts it once."""
+    return a.path.name == b.path.name and a.data.get("datetime") == b.data.get("datetime") \
+        and a.meta.get("started_at") == b.meta.get("started_at")
 
 
 def suite_sections(suite: SuiteRuns, data_links: dict[Path, str]) -> dict:
@@ -101,11 +108,33 @@ def advice_section(suite: SuiteRuns) -> list | None:
 
 
 def history_section(suite: SuiteRuns) -> dict | None:
-    """Trend over the suite's runs and the newest run's verdicts against the previous one.
-    Integration point for bench.history (branch issue6-analysis); None with fewer than 2 runs."""
+    """For a suite with ≥2 runs: a trend chart per dataset of each cell's median epoch time over
+    the runs, and bench.history's verdicts for the newest run against the previous one (the
+    earlier runs give each cell its own run-to-run noise). Regressions first."""
     if len(suite.runs) < 2:
         return None
-    return None
+    position = {str(r.path): i for i, r in enumerate(suite.runs)}
+    labels = [f"#{i} · {when(r.data.get('datetime') or r.meta.get('started_at'), seconds=True).removesuffix(' UTC')}"
+              for i, r in enumerate(suite.runs, 1)]
+    datasets: dict[str, str] = {}
+    for run in suite.runs:
+        for cell in history.cells(run).values():
+            if cell.dataset:
+                datasets.setdefault(cell.cell_id, cell.dataset)
+    by_dataset: dict[str, dict[str, list[tuple[int, float]]]] = {}
+    for cell_id, points in history.trend(suite.runs).items():
+        measured = [(position[p.path], p.median_s) for p in points if p.status == "ok" and p.median_s is not None]
+        if measured:
+            by_dataset.setdefault(datasets.get(cell_id, "?"), {})[cell_id] = measured
+    trend_charts = [charts.history_chart(f"h{i + 1}", f"{dataset}: median epoch time per run", labels, series)
+                    for i, (dataset, series) in enumerate(by_dataset.items())]
+    verdicts = history.compare(suite.runs[-2], suite.newest, history=suite.runs[:-2])
+    severity = {kind: i for i, kind in enumerate(history.VERDICTS)}
+    verdicts.sort(key=lambda v: severity.get(v.verdict, len(severity)))
+    return {"runs": [report.run_info(r) for r in suite.runs], "charts": trend_charts, "verdicts": verdicts,
+            "previous": report.run_info(suite.runs[-2]),
+            "counts": {kind: sum(v.verdict == kind for v in verdicts) for kind in history.VERDICTS
+                       if any(v.verdict == kind for v in verdicts)}}
 
 
 def suite_row(suite: SuiteRuns) -> dict:
@@ -156,7 +185,7 @@ def first_line(text, limit: int = 240) -> str:
     return line if len(line) <= limit else line[:limit - 1] + "…"
 
 
-def when(text) -> str:
+def when(text, seconds: bool = False) -> str:
     """An ISO timestamp as 'YYYY-MM-DD HH:MM UTC' (the text itself when it is not one)."""
     try:
         moment = dt.datetime.fromisoformat(str(text))
@@ -164,7 +193,7 @@ def when(text) -> str:
         return str(text)
     if moment.tzinfo:
         moment = moment.astimezone(dt.timezone.utc)
-    return moment.strftime("%Y-%m-%d %H:%M UTC")
+    return moment.strftime("%Y-%m-%d %H:%M:%S UTC" if seconds else "%Y-%m-%d %H:%M UTC")
 
 
 def render_readme(results: list[ResultFile], notes: str | None = None) -> str:
