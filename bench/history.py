@@ -228,17 +228,22 @@ def compare(old: ResultFile, new: ResultFile, *, floor: float = 0.10, force: boo
         if not (comparable and o and n and o.status == n.status == "ok"):
             verdicts.append(status_verdict(cell_id, o, n, comparable, old, new))
             continue
-        hist, hist_n = history_between(cell_id, earlier)
-        pooled, pooled_n = pooled_between(cell_id, old_cells, new_cells)
-        if hist is not None:
-            between, source = hist, f"run-to-run {pct(hist)} from its {hist_n} earlier medians"
-        elif pooled is not None:
-            between, source = pooled, f"run-to-run {pct(pooled)} pooled over {pooled_n} other cells of both runs"
-        else:
-            between, source = None, (f"no run-to-run estimate ({pooled_n} other shared cells, "
-                                     f"{hist_n} earlier medians)")
+        between, source = run_to_run(cell_id, earlier, old_cells, new_cells)
         verdicts.append(timing_verdict(o, n, noise(o, n, floor, between, source), floor))
     return verdicts
+
+
+def run_to_run(cell_id: str, earlier: Sequence[ResultFile], old_cells: dict[str, Cell],
+               new_cells: dict[str, Cell]) -> tuple[float | None, str]:
+    """The run-to-run noise a cell's change is judged against, and where it comes from, in words:
+    its own earlier medians when there are enough, else the other cells of the two runs."""
+    hist, hist_n = history_between(cell_id, earlier)
+    if hist is not None:
+        return hist, f"run-to-run {pct(hist)} from its {hist_n} earlier medians"
+    pooled, pooled_n = pooled_between(cell_id, old_cells, new_cells)
+    if pooled is not None:
+        return pooled, f"run-to-run {pct(pooled)} pooled over {pooled_n} other cells of both runs"
+    return None, f"no run-to-run estimate ({pooled_n} other shared cells, {hist_n} earlier medians)"
 
 
 def earlier_runs(old: ResultFile, new: ResultFile, history: Sequence[ResultFile],
