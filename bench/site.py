@@ -13,7 +13,7 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench import charts, history, report
+from bench import advisor, charts, history, report
 from bench.results import ResultFile
 
 
@@ -101,10 +101,10 @@ def suite_sections(suite: SuiteRuns, data_links: dict[Path, str]) -> dict:
             "advice": advice_section(suite), "history": history_section(suite)}
 
 
-def advice_section(suite: SuiteRuns) -> list | None:
-    """The advisor's recommendations for this suite's runs. Integration point for bench.advisor
-    (branch issue6-analysis): None until it is merged."""
-    return None
+def advice_section(suite: SuiteRuns) -> list[advisor.Advice]:
+    """bench.advisor's recommendation per dataset and machine, from this suite's runs only
+    (another suite's cell of the same id may differ in settings it does not name, e.g. batch size)."""
+    return advisor.advise(suite.runs)
 
 
 def history_section(suite: SuiteRuns) -> dict | None:
