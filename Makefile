@@ -20,9 +20,11 @@ $(BIN)/gnnbench: pyproject.toml
 stacks: $(BIN)/gnnbench
 	$(BIN)/gnnbench stacks install
 
-# The site test drives Debian's Chromium (Playwright never downloads a browser here).
+# The site test drives Debian's Chromium (Playwright never downloads a browser here); as root
+# directly, elsewhere (a CI runner) through sudo.
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 chromium:
-	@test -x /usr/bin/chromium || { apt-get update -q && apt-get install -y --no-install-recommends chromium; }
+	@test -x /usr/bin/chromium || { $(SUDO) apt-get update -q && $(SUDO) apt-get install -y --no-install-recommends chromium; }
 
 bench: stacks
 	$(BIN)/gnnbench run suites/smoke.yaml

@@ -19,7 +19,7 @@ from bench import cli, report, results, site
 
 REPO = Path(__file__).resolve().parents[1]
 COMMITTED = sorted(REPO.glob("results/*/*.json"))
-CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM = Path(os.environ.get("GNNBENCH_CHROMIUM", "/usr/bin/chromium"))
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 HOSTILE = "<script>alert(1)</script>"
