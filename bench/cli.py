@@ -30,10 +30,24 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--node-rank", type=int, default=0, help="this machine's index among --nnodes")
     run.add_argument("--rdzv-endpoint", metavar="HOST:PORT", help="torchrun c10d rendezvous endpoint (with --nnodes > 1)")
 
-    report = sub.add_parser("report", help="render result files as a Markdown table")
+    report = sub.add_parser("report", help="render result files as Markdown tables and/or a static HTML site")
     report.add_argument("files", nargs="+", type=Path)
-    report.add_argument("--markdown", type=Path, metavar="FILE", help="write here instead of stdout")
+    report.add_argument("--markdown", type=Path, metavar="FILE",
+                        help="write the Markdown tables here (default: stdout, unless --html or --readme is given)")
+    report.add_argument("--html", type=Path, metavar="DIR",
+                        help="build the static site here: index.html, a page per suite, environment.html")
+    report.add_argument("--readme", type=Path, metavar="FILE",
+                        help="write the Markdown index of the results here (what results/README.md is)")
     report.add_argument("--command", dest="produced_by", metavar="TEXT", help="the command that produced the results, shown under the table")
+
+    cmp = sub.add_parser("compare", help="verdicts for NEW against OLD, beyond the measured noise")
+    cmp.add_argument("old", type=Path, help="the earlier result file")
+    cmp.add_argument("new", type=Path, help="the later result file")
+    cmp.add_argument("--floor", type=float, default=0.10, help="least relative change ever called (default 0.10)")
+    cmp.add_argument("--force", action="store_true", help="compare runs of different machines anyway")
+    cmp.add_argument("--history", type=Path, action="append", default=[], metavar="FILE",
+                     help="an earlier run of the suite, for each cell's own run-to-run noise (repeatable)")
+    cmp.add_argument("--fail-on", choices=["regression"], help="exit 1 when a regression is found")
 
     ds = sub.add_parser("datasets", help="known datasets, their sizes and memory needs; prepare one")
     ds_sub = ds.add_subparsers(dest="datasets_command", required=True)
@@ -59,7 +73,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "run":
             return cmd_run(args)
         if args.command == "report":
-            return cmd_report(args.files, args.markdown, command=args.produced_by)
+            return cmd_report(args.files, args.markdown, command=args.produced_by, html=args.html,
+                              readme=args.readme)
+        if args.command == "compare":
+            return cmd_compare(args)
         if args.command == "datasets":
             return cmd_datasets(args)
         if args.stacks_command == "install":
@@ -127,14 +144,47 @@ def cmd_datasets(args) -> int:
     return 0
 
 
-def cmd_report(files: list[Path], markdown: Path | None, command: str | None = None) -> int:
+def cmd_report(files: list[Path], markdown: Path | None, command: str | None = None,
+               html: Path | None = None, readme: Path | None = None) -> int:
     from bench.report import render_markdown
 
-    text = render_markdown([results.read(f) for f in files], command=command)
+    read = [results.read(f) for f in files]  # every file is checked before anything is written
+    if html or readme:
+        from bench import site
+
+        if html:
+            pages = site.build(read, html, command=command)
+            print(f"site: {len(pages)} pages in {html} (open {html / 'index.html'})")
+        if readme:
+            readme.write_text(site.render_readme(read, notes_for(readme)))
+            print(f"readme: {readme}")
+        if not markdown:
+            return 0
+    text = render_markdown(read, command=command)
     if markdown:
         markdown.write_text(text)
     else:
         print(text)
+    return 0
+
+
+def notes_for(readme: Path) -> str | None:
+    """Hand-written notes kept beside the generated README (NOTES.md), included verbatim."""
+    notes = readme.parent / "NOTES.md"
+    return notes.read_text() if notes.exists() else None
+
+
+def cmd_compare(args) -> int:
+    from bench import history
+
+    old, new = results.read(args.old), results.read(args.new)
+    verdicts = history.compare(old, new, floor=args.floor, force=args.force,
+                               history=[results.read(f) for f in args.history])
+    print(history.run_line("old", old))
+    print(history.run_line("new", new))
+    print(history.verdict_table(verdicts))
+    if args.fail_on == "regression" and any(v.verdict == "regression" for v in verdicts):
+        return 1
     return 0
 
 

@@ -1,0 +1,347 @@
+"""Which configuration to use, per dataset and machine, and the numbers that say so.
+
+Every sentence is computed from the result files and names the cells it rests on; nothing is
+written ahead of the data. The rules, in the order they apply:
+
+1. Candidates are the measured cells that trained a model (cells with no accuracy, e.g.
+   `model=none`, time the loader alone and are never recommended).
+2. Accuracy sanity: a candidate whose test accuracy is below the best by more than
+   ACC_SIGMAS standard errors of the difference of two accuracies on `num_test` nodes
+   (binomial: sqrt(p(1-p)/n) each) is set aside, and said so when it was the fastest.
+3. Speed: the fastest remaining candidate by median epoch time.
+4. Memory: among candidates within NEAR_TIE of the fastest, the one with the least memory
+   (total PSS of all ranks, else peak PSS, else peak RSS) is recommended instead when it saves
+   at least MEMORY_GAIN.
+5. Scaling: for each configuration measured at several world sizes, how N ranks compare with 1
+   (speedup = epoch at 1 rank / at N ranks), and where the N-rank epoch went (loader stall,
+   communication).
+6. Cautions: failed or timed-out cells are explained by the smallest setting pattern (one or two
+   settings of the same backend) that no successful cell shares, e.g. "mode=pinned-cuda with
+   num_workers 2 or 4", with the values that did run; skipped cells with their reason.
+
+When a cell was measured in several files, the latest run's measurement counts.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import dataclass, field
+from itertools import combinations
+
+from bench.history import FAILED, first_line, machine_label, run_time
+from bench.results import ResultFile
+
+ACC_SIGMAS = 3.0      # accuracy below the best by more than this many standard errors is "much lower"
+NEAR_TIE = 0.10       # within this relative epoch time of the fastest counts as a near tie
+MEMORY_GAIN = 0.10    # the least memory must save at least this much to win a near tie
+PATTERN_IGNORE = ("seed", "timeout")   # settings that do not describe a configuration
+
+
+@dataclass
+class Advice:
+    dataset: str
+    machine: str
+    recommended: str | None   # cell id
+    summary: str              # one sentence
+    evidence: list[str]       # sentences with the numbers they rest on
+    cautions: list[str]       # failures/skips worth knowing (setting patterns that fail)
+
+
+@dataclass
+class Measured:
+    cell_id: str
+    median_s: float
+    info: dict
+    path: str
+
+    @property
+    def accuracy(self) -> float | None:
+        return self.info.get("test_acc")
+
+    @property
+    def memory_bytes(self) -> float | None:
+        return self.info.get("total_pss_bytes") or self.info.get("peak_pss_bytes") or self.info.get("peak_rss_bytes")
+
+    @property
+    def config(self) -> str:
+        """The cell id without its world size: the configuration a scaling series shares."""
+        return self.cell_id.replace(f"/ws={self.info['settings']['world_size']}", "")
+
+
+@dataclass
+class Group:
+    dataset: str
+    machine: str
+    measured: dict[str, Measured] = field(default_factory=dict)
+    unmeasured: dict[str, dict] = field(default_factory=dict)
+
+
+def advise(results: list[ResultFile]) -> list[Advice]:
+    """One Advice per (dataset, machine) found in the files, in the order first seen."""
+    return [advise_group(g) for g in group(results).values()]
+
+
+def group(results: list[ResultFile]) -> dict[tuple, Group]:
+    groups: dict[tuple, Group] = {}
+    for result in sorted(results, key=lambda r: (run_time(r), str(r.path))):   # later runs overwrite
+        machine = machine_label(result) or "unknown machine"
+        for bench in result.benchmarks:
+            info = bench["extra_info"]
+            g = groups.setdefault((dataset_key(info["cell_id"]), machine), Group(dataset_key(info["cell_id"]), machine))
+            g.unmeasured.pop(info["cell_id"], None)
+            g.measured[info["cell_id"]] = Measured(info["cell_id"], bench["stats"]["median"], info, str(result.path))
+        for u in result.unmeasured:
+            g = groups.setdefault((dataset_key(u["id"]), machine), Group(dataset_key(u["id"]), machine))
+            g.measured.pop(u["id"], None)
+            g.unmeasured[u["id"]] = u
+    return groups
+
+
+def dataset_key(cell_id: str) -> str:
+    return cell_id.split("/")[1]
+
+
+def advise_group(g: Group) -> Advice:
+    candidates = [m for m in g.measured.values() if m.accuracy is not None]
+    evidence, cautions = [], failure_patterns(g) + skipped(g)
+    loader_only = sorted(c for c, m in g.measured.items() if m.accuracy is None)
+    if loader_only:
+        evidence.append(f"{len(loader_only)} cell(s) trained no model and time the loader alone, so they "
+                        f"are not candidates: {', '.join(loader_only)}.")
+    if not candidates:
+        summary = f"No cell trained a model on {g.dataset} on {g.machine}: nothing to recommend."
+        return Advice(g.dataset, g.machine, None, summary, evidence + scaling(g), cautions)
+    accurate, set_aside = accuracy_check(candidates)
+    fastest = min(accurate, key=lambda m: m.median_s)
+    choice, memory_note = memory_tie(fastest, accurate)
+    evidence = ([speed_evidence(choice, fastest, accurate)] + ([memory_note] if memory_note else [])
+                + accuracy_notes(choice, set_aside) + evidence + scaling(g))
+    return Advice(g.dataset, g.machine, choice.cell_id, summary_of(g, choice, fastest, accurate), evidence, cautions)
+
+
+# --- speed, accuracy, memory ------------------------------------------------------------------
+
+def accuracy_margin(a: Measured, b: Measured) -> float | None:
+    n = a.info["dataset"].get("num_test")
+    if not n:
+        return None
+    pa, pb = a.accuracy, b.accuracy
+    return ACC_SIGMAS * math.sqrt(pa * (1 - pa) / n + pb * (1 - pb) / n)
+
+
+def accuracy_check(candidates: list[Measured]) -> tuple[list[Measured], list[tuple[Measured, Measured, float]]]:
+    """Candidates whose accuracy is not much lower than the best; and those set aside, each with
+    the most accurate cell and the margin it missed."""
+    best = max(candidates, key=lambda m: m.accuracy)
+    kept, set_aside = [], []
+    for m in candidates:
+        margin = accuracy_margin(best, m)
+        if margin is None or best.accuracy - m.accuracy <= margin:
+            kept.append(m)
+        else:
+            set_aside.append((m, best, margin))
+    return kept, set_aside
+
+
+def accuracy_notes(choice: Measured, set_aside: list[tuple[Measured, Measured, float]]) -> list[str]:
+    """A sentence for each set-aside cell that is faster than the recommended one."""
+    return [f"{m.cell_id} is {choice.median_s / m.median_s:.2f}x faster than {choice.cell_id} "
+            f"({m.median_s:.4g} s vs {choice.median_s:.4g} s per epoch) but reaches test accuracy "
+            f"{m.accuracy:.3f} against the best {best.accuracy:.3f} ({best.cell_id}), lower by more than "
+            f"the {margin:.3f} that {m.info['dataset']['num_test']} test nodes explain: not recommended."
+            for m, best, margin in sorted(set_aside, key=lambda t: t[0].median_s) if m.median_s < choice.median_s]
+
+
+def memory_tie(fastest: Measured, candidates: list[Measured]) -> tuple[Measured, str | None]:
+    near = [m for m in candidates if m.median_s <= fastest.median_s * (1 + NEAR_TIE) and m.memory_bytes]
+    if not near or not fastest.memory_bytes:
+        return fastest, None
+    leanest = min(near, key=lambda m: m.memory_bytes)
+    saving = 1 - leanest.memory_bytes / fastest.memory_bytes
+    if leanest is fastest or saving < MEMORY_GAIN:
+        return fastest, None
+    return leanest, (f"{leanest.cell_id} needs {pct(saving)} less memory than the fastest {fastest.cell_id} "
+                     f"({mib(leanest.memory_bytes)} vs {mib(fastest.memory_bytes)}) and is only "
+                     f"{pct(leanest.median_s / fastest.median_s - 1)} slower ({leanest.median_s:.4g} s vs "
+                     f"{fastest.median_s:.4g} s per epoch; a near tie is within {pct(NEAR_TIE)}).")
+
+
+def speed_evidence(choice: Measured, fastest: Measured, candidates: list[Measured]) -> str:
+    ranked = sorted(candidates, key=lambda m: m.median_s)
+    text = (f"{choice.cell_id}: {choice.median_s:.4g} s median epoch, test accuracy {choice.accuracy:.3f}, "
+            f"{mib(choice.memory_bytes)}, {pct(choice.info['loader_stall'])} of the epoch waiting for the loader "
+            f"(from {choice.path})")
+    if choice is fastest and len(ranked) > 1:
+        runner_up = ranked[1]
+        text += (f"; the fastest of {len(ranked)} candidates, {runner_up.median_s / choice.median_s:.2f}x "
+                 f"ahead of the next, {runner_up.cell_id} ({runner_up.median_s:.4g} s)")
+    return text + "."
+
+
+def summary_of(g: Group, choice: Measured, fastest: Measured, candidates: list[Measured]) -> str:
+    why = (f"the fastest of {len(candidates)} configurations that train to a comparable accuracy"
+           if choice is fastest else
+           f"within {pct(choice.median_s / fastest.median_s - 1)} of the fastest, with "
+           f"{pct(1 - choice.memory_bytes / fastest.memory_bytes)} less memory")
+    return f"On {g.dataset}, on {g.machine}: use {choice.cell_id}: {choice.median_s:.4g} s per epoch, {why}."
+
+
+# --- scaling ------------------------------------------------------------------------------------
+
+def scaling(g: Group) -> list[str]:
+    """One sentence per configuration measured at 1 rank and more."""
+    series: dict[str, dict[int, Measured]] = defaultdict(dict)
+    for m in g.measured.values():
+        series[m.config][m.info["settings"]["world_size"]] = m
+    return [scaling_sentence(config, by_ws) for config, by_ws in sorted(series.items())
+            if 1 in by_ws and len(by_ws) > 1]
+
+
+def scaling_sentence(config: str, by_ws: dict[int, Measured]) -> str:
+    single = by_ws[1]
+    speedups = {ws: single.median_s / m.median_s for ws, m in sorted(by_ws.items()) if ws > 1}
+    best_ws = max(speedups, key=speedups.get)
+    cells = ", ".join(by_ws[ws].cell_id for ws in sorted(by_ws))
+    if speedups[best_ws] < 1:
+        worst_ws = min(speedups, key=speedups.get)
+        head = f"1 rank beats {worst_ws} by {1 / speedups[worst_ws]:.2f}x on {config}" + "".join(
+            f" (and {ws} by {1 / s:.2f}x)" for ws, s in speedups.items() if ws != worst_ws)
+        split = epoch_split(by_ws[worst_ws], worst_ws)
+    else:
+        head = (f"{best_ws} ranks are {speedups[best_ws]:.2f}x faster than 1 on {config} "
+                f"(scaling efficiency {pct(speedups[best_ws] / best_ws)})" + "".join(
+                    f" ({ws} ranks: {s:.2f}x)" for ws, s in speedups.items() if ws != best_ws))
+        split = epoch_split(by_ws[best_ws], best_ws)
+    return f"{head}: {split} [{cells}]."
+
+
+def epoch_split(m: Measured, world: int) -> str:
+    comm = (m.info.get("comm_s") or 0.0) / m.median_s
+    text = f"at {world} rank{'s' if world > 1 else ''} {pct(m.info['loader_stall'])} of each epoch waits for the loader"
+    return text + (f" and {pct(comm)} is communication" if comm > 0 else "")
+
+
+# --- failures and skips -------------------------------------------------------------------------
+
+def failure_patterns(g: Group) -> list[str]:
+    """Failed or timed-out cells, grouped by the smallest setting pattern no ok cell shares."""
+    notes = []
+    failing = [u for u in g.unmeasured.values() if u["status"] in FAILED]
+    for backend in sorted({u["backend"] for u in failing}):
+        bad = [u for u in failing if u["backend"] == backend]
+        good = [m for m in g.measured.values() if m.info["backend"] == backend]
+        keys = varying_keys([u["settings"] for u in bad] + [m.info["settings"] for m in good])
+        patterns: dict[tuple, list[dict]] = defaultdict(list)
+        for u in bad:
+            patterns[smallest_pattern(u["settings"], [m.info["settings"] for m in good], keys)].append(u)
+        for pattern, members in merge_patterns(patterns).items():
+            notes.append(failure_sentence(backend, pattern, members, good))
+    return notes
+
+
+def varying_keys(settings: list[dict]) -> list[str]:
+    keys = sorted({k for s in settings for k in s if k not in PATTERN_IGNORE})
+    return [k for k in keys if len({hashable(s.get(k)) for s in settings}) > 1]
+
+
+def smallest_pattern(settings: dict, ok_settings: list[dict], keys: list[str]) -> tuple:
+    """The first one- or two-setting pattern of this cell that no ok cell matches; else all its keys."""
+    for size in (1, 2):
+        for subset in combinations(keys, size):
+            pattern = tuple((k, hashable(settings.get(k))) for k in subset)
+            if not any(matches(ok, pattern) for ok in ok_settings):
+                return pattern
+    return tuple((k, hashable(settings.get(k))) for k in keys)
+
+
+def matches(settings: dict, pattern) -> bool:
+    return all(hashable(settings.get(k)) in (v if isinstance(v, frozenset) else {v}) for k, v in pattern)
+
+
+def merge_patterns(patterns: dict[tuple, list[dict]]) -> dict[tuple, list[dict]]:
+    """Patterns that differ in one setting's value only become one: workers=2, workers=4 -> workers in {2, 4}."""
+    merged: dict[tuple, list[dict]] = {}
+    for pattern, members in patterns.items():
+        for other in list(merged):
+            joined = join(other, pattern)
+            if joined is not None:
+                merged[joined] = merged.pop(other) + members
+                break
+        else:
+            merged[pattern] = list(members)
+    return merged
+
+
+def join(a: tuple, b: tuple) -> tuple | None:
+    if [k for k, _ in a] != [k for k, _ in b]:
+        return None
+    differing = [i for i, ((_, va), (_, vb)) in enumerate(zip(a, b)) if va != vb]
+    if len(differing) != 1:
+        return None
+    i = differing[0]
+    values = lambda v: v if isinstance(v, frozenset) else frozenset([v])
+    return a[:i] + ((a[i][0], values(a[i][1]) | values(b[i][1])),) + a[i + 1:]
+
+
+def failure_sentence(backend: str, pattern: tuple, members: list[dict], good: list[Measured]) -> str:
+    statuses = ", ".join(f"{s} {sum(u['status'] == s for u in members)}" for s in FAILED
+                         if any(u["status"] == s for u in members))
+    example = first_line(members[0].get("reason", ""), 100)
+    setting = f" with {describe_pattern(pattern)}" if pattern else " (no setting tells it from cells that ran)"
+    text = (f"{backend}{setting} does not run ({statuses} of {len(members)}; "
+            f"e.g. {example!r}) [{', '.join(u['id'] for u in members)}]")
+    alternative = working_alternative(pattern, good)
+    return text + (f"; {alternative}." if alternative else ".")
+
+
+def working_alternative(pattern: tuple, good: list[Measured]) -> str | None:
+    """For the pattern's merged setting (else its last), the values that ran when the rest held."""
+    if not pattern:
+        return None
+    i = next((i for i, (_, v) in enumerate(pattern) if isinstance(v, frozenset)), len(pattern) - 1)
+    key, rest = pattern[i][0], pattern[:i] + pattern[i + 1:]
+    ran = [m for m in good if matches(m.info["settings"], rest)]
+    values = sorted({hashable(m.info["settings"].get(key)) for m in ran}, key=str)
+    if not ran or not values:
+        return None
+    where = f" with {describe_pattern(tuple(rest))}" if rest else ""
+    return (f"{where.strip() + ', ' if where else ''}{key} {' or '.join(map(shown, values))} ran: use "
+            f"{key} {shown(values[0])} [{', '.join(sorted(m.cell_id for m in ran))}]")
+
+
+def shown(value) -> str:
+    return "default" if value is None else str(value)
+
+
+def describe_pattern(pattern: tuple) -> str:
+    parts = []
+    for key, value in pattern:
+        if isinstance(value, frozenset):
+            parts.append(f"{key} {' or '.join(map(shown, sorted(value, key=str)))}")
+        else:
+            parts.append(f"{key}={shown(value)}")
+    return " and ".join(parts)
+
+
+def skipped(g: Group) -> list[str]:
+    by_reason: dict[tuple, list[str]] = defaultdict(list)
+    for u in g.unmeasured.values():
+        if u["status"] not in FAILED:
+            by_reason[(u["backend"], u["status"], first_line(u.get("reason", ""), 100))].append(u["id"])
+    return [f"{len(ids)} {backend} cell(s) {status}: {reason} [{', '.join(sorted(ids))}]."
+            for (backend, status, reason), ids in by_reason.items()]
+
+
+# --- words ---------------------------------------------------------------------------------
+
+def hashable(value):
+    return tuple(value) if isinstance(value, list) else value
+
+
+def pct(x: float) -> str:
+    return f"{100 * x:.0f} %"
+
+
+def mib(b: float | None) -> str:
+    return "memory unknown" if not b else f"{b / 2**20:,.0f} MiB"

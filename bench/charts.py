@@ -1,0 +1,193 @@
+"""Draws the site's charts with matplotlib at build time, as inline SVG (no JavaScript, no
+network: the pages work from file://). One concern: from table rows to SVG markup.
+
+The output is deterministic (fixed hash salt per chart, no date in the metadata) so a rebuild
+from the same results gives the same pages, and text stays text (svg.fonttype none), which
+matplotlib writes XML-escaped.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from dataclasses import dataclass
+
+import matplotlib
+
+matplotlib.use("Agg")  # no display; the SVG backend is used through savefig(format="svg")
+from matplotlib.figure import Figure  # noqa: E402  (after choosing the backend)
+from markupsafe import Markup, escape  # noqa: E402
+
+from bench.report import setting_text  # noqa: E402
+
+# Axes that may vary across a dataset's cells and deserve a chart: setting -> axis label.
+AXES = {"world_size": "world size (ranks)", "num_workers": "DataLoader workers per rank"}
+STYLE = {
+    "svg.fonttype": "none",       # text as <text>, selectable and escaped, not glyph paths
+    "text.parse_math": False,     # a "$" in a dataset name or cell id is text, not mathtext
+    "font.size": 9,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "axes.grid": True,
+    "grid.alpha": 0.3,
+    "figure.dpi": 72,
+}
+
+
+@dataclass(frozen=True)
+class Chart:
+    key: str      # unique within the page: the SVG's element ids derive from it
+    title: str
+    svg: Markup   # the inline <svg> element, with <title> and aria label
+    wide: bool = False  # spans the page's width
+
+
+def dataset_charts(table: dict, key: str) -> list[Chart]:
+    """The charts one dataset's table supports: each only when its axis has ≥2 values."""
+    ok = [r for r in table["rows"] if r["status"] == "ok"]
+    name = table["dataset"]
+    charts = []
+    if _has_axis(ok, "world_size"):
+        colors = _colors(ok, table, "world_size")  # one colour per configuration across its charts
+        charts.append(line_chart(f"{key}-epoch-ws", f"{name}: epoch time against world size", AXES["world_size"],
+                                 "median epoch time (s), bars: IQR", _series(ok, table, "world_size", "median_s", True),
+                                 colors=colors))
+        efficiency = _series(ok, table, "world_size", "efficiency", scale=100)
+        if _plottable(efficiency):
+            charts.append(line_chart(f"{key}-eff-ws", f"{name}: scaling efficiency against world size",
+                                     AXES["world_size"], "scaling efficiency (%)", efficiency, ideal=100.0,
+                                     colors=colors))
+        for field, what in (("total_pss_bytes", "total peak PSS, all ranks"),
+                            ("rank_pss_bytes", "peak PSS per rank (largest rank)")):
+            series = _series(ok, table, "world_size", field, scale=1 / 2**20)
+            if _plottable(series):
+                charts.append(line_chart(f"{key}-{field}-ws", f"{name}: {what} against world size",
+                                         AXES["world_size"], f"{what} (MiB)", series, colors=colors))
+    if _has_axis(ok, "num_workers"):
+        charts.append(line_chart(f"{key}-epoch-workers", f"{name}: epoch time against DataLoader workers",
+                                 AXES["num_workers"], "median epoch time (s), bars: IQR",
+                                 _series(ok, table, "num_workers", "median_s", True)))
+    graphbolt = [r for r in ok if r["backend"] == "dgl-graphbolt"]
+    if _has_axis(graphbolt, "mode"):
+        charts.append(mode_bars(f"{key}-gb-mode", f"{name}: DGL GraphBolt epoch time per mode", graphbolt, table))
+    return charts
+
+
+def history_chart(key: str, title: str, run_labels: list[str],
+                  series: dict[str, list[tuple[int, float]]]) -> Chart:
+    """Median epoch time of each cell over the runs of a suite: x is the run's position in
+    date order (run_labels), so runs on the same day stay apart."""
+    points = {label: [(i, y, None) for i, y in pts] for label, pts in series.items() if pts}
+    return line_chart(key, title, "run (finished, UTC)", "median epoch time (s)", points,
+                      xticks=(list(range(len(run_labels))), run_labels), wide=True)
+
+
+def line_chart(key, title, xlabel, ylabel, series: dict[str, list[tuple]], *, ideal: float | None = None,
+               xticks: tuple[list, list] | None = None, colors: dict[str, str] | None = None,
+               wide: bool = False) -> Chart:
+    """One line per series; points are (x, y, (below, above) of an error bar or None). A wide
+    chart spans the page, its legend below the plot (room for long cell ids)."""
+    with matplotlib.rc_context({**STYLE, "svg.hashsalt": key}):
+        fig = Figure(figsize=(11, 3.6) if wide else (7.2, 3.6))
+        ax = fig.add_subplot()
+        xs = sorted({x for pts in series.values() for x, _, _ in pts})
+        for label, pts in series.items():
+            pts = sorted(pts)
+            errors = [e or (0, 0) for _, _, e in pts]
+            ax.errorbar([x for x, _, _ in pts], [y for _, y, _ in pts],
+                        yerr=[[lo for lo, _ in errors], [hi for _, hi in errors]] if any(map(any, errors)) else None,
+                        marker="o", markersize=4, capsize=3, linewidth=1.5, label=label,
+                        color=(colors or {}).get(label))
+        if ideal is not None:
+            ax.axhline(ideal, color="0.5", linestyle="--", linewidth=1, label="ideal")
+        if xticks:  # labelled positions (runs); slanted only when many would collide
+            many = len(xticks[0]) > 4
+            ax.set_xticks(xticks[0], xticks[1], rotation=20 if many else 0, ha="right" if many else "center")
+        else:
+            ax.set_xticks(xs, [setting_text(x) for x in xs])
+        ax.set_ylim(bottom=0)
+        _finish(fig, ax, title, xlabel, ylabel, legend_below=wide)
+        return Chart(key, title, _svg(fig, key, title), wide)
+
+
+def mode_bars(key: str, title: str, rows: list[dict], table: dict) -> Chart:
+    """Grouped bars: one group per mode, one bar per configuration of the other settings."""
+    modes = list(dict.fromkeys(r["settings"]["mode"] for r in rows))
+    configs = list(dict.fromkeys(_label(r, table, exclude="mode") for r in rows))
+    width = 0.8 / len(configs)
+    with matplotlib.rc_context({**STYLE, "svg.hashsalt": key}):
+        fig = Figure(figsize=(7.2, 3.6))
+        ax = fig.add_subplot()
+        for i, config in enumerate(configs):
+            cells = {r["settings"]["mode"]: r for r in rows if _label(r, table, exclude="mode") == config}
+            xs = [m + (i - (len(configs) - 1) / 2) * width for m, mode in enumerate(modes) if mode in cells]
+            errors = [_iqr_error(cells[m]) or (0, 0) for m in modes if m in cells]
+            ax.bar(xs, [cells[m]["median_s"] for m in modes if m in cells], width=width, label=config,
+                   yerr=[[lo for lo, _ in errors], [hi for _, hi in errors]], capsize=3)
+        ax.set_xticks(range(len(modes)), [str(m) for m in modes])
+        _finish(fig, ax, title, "mode (sampling device-feature device)", "median epoch time (s), bars: IQR")
+        return Chart(key, title, _svg(fig, key, title))
+
+
+def _finish(fig, ax, title, xlabel, ylabel, legend_below: bool = False) -> None:
+    ax.set_title(title, loc="left", fontsize=10, fontweight="bold")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    if not ax.get_legend_handles_labels()[0]:
+        return
+    if legend_below:
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(0, -0.3), ncol=2, frameon=False)
+    else:
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
+
+
+def _svg(fig: Figure, key: str, title: str) -> Markup:
+    """The figure as an inline <svg> element: no XML prolog or DOCTYPE, an escaped <title>
+    first (screen readers and hover), role=img and an aria label."""
+    buffer = io.StringIO()
+    fig.savefig(buffer, format="svg", bbox_inches="tight", metadata={"Date": None})
+    text = buffer.getvalue()
+    text = text[text.index("<svg"):]
+    title_id = f"{key}-title"
+    text = re.sub(r"<svg\b([^>]*)>",
+                  lambda m: (f'<svg{m.group(1)} role="img" aria-labelledby="{escape(title_id)}" class="chart">'
+                             f'<title id="{escape(title_id)}">{escape(title)}</title>'),
+                  text, count=1)
+    return Markup(text)  # matplotlib escaped its own text; our additions are escaped above
+
+
+def _colors(rows: list[dict], table: dict, axis: str) -> dict[str, str]:
+    palette = matplotlib.rcParams["axes.prop_cycle"].by_key()["color"]
+    labels = dict.fromkeys(_label(r, table, exclude=axis) for r in rows)
+    return {label: palette[i % len(palette)] for i, label in enumerate(labels)}
+
+
+def _has_axis(rows: list[dict], axis: str) -> bool:
+    return len({setting_text(r["settings"].get(axis)) for r in rows if axis in r["settings"]}) >= 2
+
+
+def _plottable(series: dict) -> bool:
+    return any(series.values())
+
+
+def _label(row: dict, table: dict, exclude: str) -> str:
+    """A configuration's name: backend and the table's varying settings, except the x axis."""
+    others = [f"{k}={setting_text(row['settings'].get(k))}" for k in table["varying"] if k != exclude]
+    return " ".join([row["backend"] or "?", *others])
+
+
+def _iqr_error(row: dict) -> tuple[float, float] | None:
+    """Error bar from the first to the third quartile around the median."""
+    if row.get("q1_s") is None or row.get("q3_s") is None:
+        return None
+    return max(row["median_s"] - row["q1_s"], 0.0), max(row["q3_s"] - row["median_s"], 0.0)
+
+
+def _series(rows, table, axis, field, with_iqr=False, scale=1.0) -> dict[str, list[tuple]]:
+    series: dict[str, list[tuple]] = {}
+    for r in rows:
+        if r.get(field) is None or axis not in r["settings"]:
+            continue
+        series.setdefault(_label(r, table, exclude=axis), []).append(
+            (r["settings"][axis], r[field] * scale, _iqr_error(r) if with_iqr else None))
+    return series

@@ -1,0 +1,363 @@
+"""Result files over time: a trend per cell, and verdicts for a NEW run against an OLD one that
+call a regression or an improvement only beyond the noise the files themselves measure.
+
+Why not compare the rounds of the two runs directly (IQR non-overlap, a rank test)? Because the
+rounds of one run are not independent draws of what another run would measure: they share one
+process, one memory layout, one moment of the machine's load. On the shared 2-core machine two
+back-to-back runs of the smoke suite at the same commit (tests/data/smoke-*.json) moved one
+cell's median by 1.40x while each run's rounds spread by only 4-5 %; the rounds of the two runs
+do not even overlap, so a Mann-Whitney test on them would call it with p < 0.001. Run-to-run
+noise is larger than round-to-round noise, and has to be estimated from several runs.
+
+The noise model, in log space (a ratio r = new/old; ln r is symmetric, 1.5x slower and 1.5x
+faster weigh the same), per cell:
+
+    sigma^2   = between^2 + se_old^2 + se_new^2
+    se_run    = 1.2533 * (IQR / 1.349) / median / sqrt(rounds)   standard error of a run's median
+    between   = run-to-run noise of a median:
+                - with >= 3 earlier runs of the cell (history): sqrt(2) * stdev of their ln medians,
+                - else, with >= 4 other cells measured in both runs: 1.4826 * median |ln r| over
+                  them (each cell is one sample of how far this machine moves a median between
+                  two runs; the median ignores a minority of cells that really changed, and the
+                  cell being judged is left out of its own yardstick),
+                - else 0 (the floor alone stands for it, and the reason says so);
+    threshold = max(ln(1 + floor), K_SIGMA * sigma)
+
+A cell is a regression when ln r > threshold, an improvement when ln r < -threshold. Verdicts
+report the threshold as a factor - 1 (0.10: 1.1x slower or 1.1x faster). The limit is stated,
+not hidden: from two runs alone, a shift shared by most cells cannot be told from the machine;
+give the earlier runs (history) to judge it against each cell's own run-to-run spread.
+
+Status changes are verdicts too ("now failing", "fixed", "new", "gone"), and runs of different
+machines (node, CPU, core count, architecture in `machine_info`) are "not comparable" unless forced.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from bench.results import ResultFile, ResultsError
+
+K_SIGMA = 3.0          # how many standard deviations of run-to-run noise a verdict needs
+MIN_HISTORY = 3        # earlier medians of a cell needed for its own run-to-run spread
+MIN_POOLED_CELLS = 4   # other cells in both runs needed for the pooled (machine) run-to-run spread
+VERDICTS = ("regression", "now failing", "improvement", "fixed", "new", "gone", "not comparable", "unchanged")
+FAILED = ("failed", "timeout")
+NOT_TRIED = ("skipped", "not run", "refused", "follower")
+IQR_PER_SIGMA = 1.349          # IQR of a normal distribution, in standard deviations
+MEDIAN_SE_FACTOR = 1.2533      # standard error of a median / standard error of a mean (normal)
+MAD_PER_SIGMA = 1 / 1.4826     # median |x| of a centred normal, in standard deviations
+
+
+@dataclass
+class Verdict:
+    cell_id: str
+    dataset: str | None
+    verdict: str          # "regression" | "improvement" | "unchanged" | "new" | "gone" | "now failing" | "fixed" | "not comparable"
+    old_median_s: float | None
+    new_median_s: float | None
+    change: float | None  # new/old - 1
+    threshold: float | None  # relative change needed to call it, from the noise
+    reason: str           # one human sentence with the numbers
+
+
+@dataclass
+class Point:
+    cell_id: str
+    when: str
+    commit: str | None
+    machine: str | None
+    median_s: float | None
+    iqr_s: float | None
+    status: str
+    path: str
+
+
+# --- what a result file says about its run --------------------------------------------------
+
+def machine_key(result: ResultFile) -> tuple:
+    """What makes two runs' timings comparable: same host, CPU model, core count, architecture."""
+    info = result.data.get("machine_info") or {}
+    cpu = info.get("cpu") or {}
+    return (info.get("node"), cpu.get("brand_raw"), cpu.get("count"), info.get("machine"))
+
+
+def machine_label(result: ResultFile) -> str | None:
+    node, brand, count, _ = machine_key(result)
+    if node is None and brand is None:
+        return None
+    cpu = f"{brand or 'unknown CPU'}" + (f" x{count}" if count else "")
+    return f"{node or '?'} ({cpu})"
+
+
+def run_time(result: ResultFile) -> str:
+    return result.data.get("datetime") or result.meta.get("started_at") or ""
+
+
+def commit_of(result: ResultFile) -> str | None:
+    commit = (result.data.get("commit_info") or {}).get("id")
+    if commit and (result.data.get("commit_info") or {}).get("dirty"):
+        return commit + "+dirty"
+    return commit
+
+
+def suite_of(result: ResultFile) -> str | None:
+    return result.meta.get("suite")
+
+
+@dataclass
+class Cell:
+    """One cell of one run: its status, and its timing when measured."""
+    cell_id: str
+    status: str
+    dataset: str | None
+    reason: str = ""
+    median_s: float | None = None
+    iqr_s: float | None = None
+    rounds: int = 0
+    versions: dict | None = None
+
+
+def cells(result: ResultFile) -> dict[str, Cell]:
+    """Every cell the run knows of, measured or not, by id."""
+    out = {}
+    for bench in result.benchmarks:
+        info, stats = bench["extra_info"], bench["stats"]
+        out[info["cell_id"]] = Cell(info["cell_id"], "ok", info["dataset"]["name"],
+                                    median_s=stats["median"], iqr_s=stats.get("iqr"),
+                                    rounds=stats.get("rounds") or len(stats.get("data") or []),
+                                    versions=info.get("versions"))
+    for u in result.unmeasured:
+        out[u["id"]] = Cell(u["id"], u["status"], u.get("dataset"), reason=first_line(u.get("reason", "")))
+    for cell_id in result.meta.get("cells") or []:
+        out.setdefault(cell_id, Cell(cell_id, "not run", None, reason="the run ended before this cell"))
+    return out
+
+
+def first_line(text: str, limit: int = 120) -> str:
+    line = next((ln.strip() for ln in str(text).splitlines() if ln.strip()), "")
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+# --- trend -------------------------------------------------------------------------------------
+
+def trend(results: list[ResultFile]) -> dict[str, list[Point]]:
+    """The runs of ONE suite as a series per cell: {cell_id: [Point, ...] oldest first}.
+
+    Keyed by cell id (each Point also carries it); one suite per call, since cells of different
+    suites share ids but not settings: mixing suites raises ResultsError naming the odd file."""
+    check_same_suite(results)
+    series: dict[str, list[Point]] = {}
+    for result in sorted(results, key=lambda r: (run_time(r), str(r.path))):
+        for cell in cells(result).values():
+            series.setdefault(cell.cell_id, []).append(Point(
+                cell.cell_id, run_time(result), commit_of(result), machine_label(result),
+                cell.median_s, cell.iqr_s, cell.status, str(result.path)))
+    return series
+
+
+def check_same_suite(results: Sequence[ResultFile]) -> None:
+    if not results:
+        return
+    first = suite_of(results[0])
+    for result in results[1:]:
+        if suite_of(result) != first:
+            raise ResultsError(f"{result.path}: suite {suite_of(result)!r}, but {results[0].path} "
+                               f"is suite {first!r}: compare runs of one suite at a time")
+
+
+# --- the noise ---------------------------------------------------------------------------------
+
+def median_se(cell: Cell) -> float:
+    """Standard error of ln(median) of one run, from its rounds' IQR (0 when unknown)."""
+    if not cell.iqr_s or not cell.median_s or cell.rounds < 2:
+        return 0.0
+    sigma = cell.iqr_s / IQR_PER_SIGMA / cell.median_s
+    return MEDIAN_SE_FACTOR * sigma / math.sqrt(cell.rounds)
+
+
+def pooled_between(cell_id: str, old: dict[str, Cell], new: dict[str, Cell]) -> tuple[float | None, int]:
+    """This machine's run-to-run noise of a median, from the OTHER cells measured in both runs
+    (a cell's own change is what is being judged, so it is left out of its yardstick)."""
+    logs = [abs(math.log(new[c].median_s / old[c].median_s)) for c in old
+            if c != cell_id and c in new and old[c].status == new[c].status == "ok"]
+    if len(logs) < MIN_POOLED_CELLS:
+        return None, len(logs)
+    return statistics.median(logs) / MAD_PER_SIGMA, len(logs)
+
+
+def history_between(cell_id: str, earlier: Sequence[ResultFile]) -> tuple[float | None, int]:
+    """A cell's own run-to-run noise of a median, from its medians in earlier runs."""
+    medians = [c.median_s for r in earlier if (c := cells(r).get(cell_id)) and c.status == "ok"]
+    if len(medians) < MIN_HISTORY:
+        return None, len(medians)
+    return math.sqrt(2) * statistics.stdev(math.log(m) for m in medians), len(medians)
+
+
+@dataclass
+class Noise:
+    threshold_log: float
+    sigma: float
+    between: float | None
+    source: str   # where `between` came from, in words
+
+
+def noise(o: Cell, n: Cell, floor: float, between: float | None, source: str) -> Noise:
+    sigma = math.sqrt((between or 0.0) ** 2 + median_se(o) ** 2 + median_se(n) ** 2)
+    return Noise(max(math.log1p(floor), K_SIGMA * sigma), sigma, between, source)
+
+
+# --- compare -------------------------------------------------------------------------------------
+
+def compare(old: ResultFile, new: ResultFile, *, floor: float = 0.10, force: bool = False,
+            history: Sequence[ResultFile] = ()) -> list[Verdict]:
+    """Verdicts for every cell of either run, in NEW's cell order then OLD's leftovers.
+
+    `history`: earlier runs of the suite (OLD may be among them); those on another machine than
+    NEW, or not before NEW, are left out. With `force`, runs of different machines are compared."""
+    check_same_suite([old, new, *history])
+    old_cells, new_cells = cells(old), cells(new)
+    comparable = force or machine_key(old) == machine_key(new)
+    earlier = earlier_runs(old, new, history, force)
+    verdicts = []
+    for cell_id in [*new_cells, *(c for c in old_cells if c not in new_cells)]:
+        o, n = old_cells.get(cell_id), new_cells.get(cell_id)
+        if not (comparable and o and n and o.status == n.status == "ok"):
+            verdicts.append(status_verdict(cell_id, o, n, comparable, old, new))
+            continue
+        between, source = run_to_run(cell_id, earlier, old_cells, new_cells)
+        verdicts.append(timing_verdict(o, n, noise(o, n, floor, between, source), floor))
+    return verdicts
+
+
+def run_to_run(cell_id: str, earlier: Sequence[ResultFile], old_cells: dict[str, Cell],
+               new_cells: dict[str, Cell]) -> tuple[float | None, str]:
+    """The run-to-run noise a cell's change is judged against, and where it comes from, in words:
+    its own earlier medians when there are enough, else the other cells of the two runs."""
+    hist, hist_n = history_between(cell_id, earlier)
+    if hist is not None:
+        return hist, f"run-to-run {pct(hist)} from its {hist_n} earlier medians"
+    pooled, pooled_n = pooled_between(cell_id, old_cells, new_cells)
+    if pooled is not None:
+        return pooled, f"run-to-run {pct(pooled)} pooled over {pooled_n} other cells of both runs"
+    return None, f"no run-to-run estimate ({pooled_n} other shared cells, {hist_n} earlier medians)"
+
+
+def earlier_runs(old: ResultFile, new: ResultFile, history: Sequence[ResultFile],
+                 force: bool) -> list[ResultFile]:
+    runs = {str(r.path): r for r in [*history, old]}
+    return [r for r in runs.values()
+            if run_time(r) < run_time(new) and (force or machine_key(r) == machine_key(new))]
+
+
+def timing_verdict(o: Cell, n: Cell, nz: Noise, floor: float) -> Verdict:
+    log_ratio = math.log(n.median_s / o.median_s)
+    if log_ratio > nz.threshold_log:
+        kind = "regression"
+    elif log_ratio < -nz.threshold_log:
+        kind = "improvement"
+    else:
+        kind = "unchanged"
+    needed = math.exp(nz.threshold_log)
+    why = (f"floor {pct(floor)}" if nz.threshold_log == math.log1p(floor)
+           else f"{K_SIGMA:g} sigma of {pct(nz.sigma)}")
+    where = "within" if kind == "unchanged" else "beyond"
+    reason = (f"{factor_words(log_ratio)} ({seconds(o.median_s)} -> {seconds(n.median_s)} median epoch), "
+              f"{where} the {needed:.2f}x either way that the noise allows ({why}; {nz.source}; "
+              f"error of each run's median {pct(median_se(o))} / {pct(median_se(n))})")
+    changed = version_changes(o.versions, n.versions)
+    if changed:
+        reason += f"; versions changed: {changed}"
+    return Verdict(o.cell_id, n.dataset or o.dataset, kind, o.median_s, n.median_s,
+                   n.median_s / o.median_s - 1, needed - 1, reason)
+
+
+def status_verdict(cell_id: str, o: Cell | None, n: Cell | None, comparable: bool,
+                   old: ResultFile, new: ResultFile) -> Verdict:
+    """Verdicts that are not about timing: appearance, disappearance, status, machines."""
+    o_there, n_there = measured_or_tried(o), measured_or_tried(n)
+    if not o_there and not n_there:
+        kind, reason = "unchanged", f"not measured in either run (old {describe(o)}, new {describe(n)})"
+    elif not o_there:
+        kind, reason = "new", f"not measured in the old run ({describe(o)}); now {describe(n)}"
+    elif not n_there:
+        kind, reason = "gone", f"was {describe(o)}; not measured in the new run ({describe(n)})"
+    elif not comparable:
+        kind = "not comparable"
+        reason = (f"old ran on {machine_label(old)}, new on {machine_label(new)}: timings of different "
+                  f"machines are not compared (--force compares them); old {describe(o)}, new {describe(n)}")
+    elif o.status == "ok" and n.status in FAILED:
+        kind, reason = "now failing", f"was {describe(o)}; now {describe(n)}"
+    elif o.status in FAILED and n.status == "ok":
+        kind, reason = "fixed", f"was {describe(o)}; now {describe(n)}"
+    else:
+        kind, reason = "unchanged", f"{o.status} in both runs; now {describe(n)}"
+    o_med = o.median_s if o_there else None
+    n_med = n.median_s if n_there else None
+    change = n_med / o_med - 1 if o_med and n_med else None
+    return Verdict(cell_id, (n and n.dataset) or (o and o.dataset), kind, o_med, n_med, change, None, reason)
+
+
+def measured_or_tried(cell: Cell | None) -> bool:
+    """Whether a run measured the cell or tried and failed (skipped and not-run cells were not tried)."""
+    return cell is not None and cell.status not in NOT_TRIED
+
+
+def version_changes(old: dict | None, new: dict | None) -> str:
+    if not old or not new:
+        return ""
+    return ", ".join(f"{k} {old.get(k)} -> {new.get(k)}" for k in sorted(set(old) | set(new))
+                     if old.get(k) != new.get(k))
+
+
+# --- the terminal table ---------------------------------------------------------------------
+
+def verdict_table(verdicts: list[Verdict]) -> str:
+    """Plain aligned text: one line per cell, its reason below it, then the count per verdict."""
+    header = ("verdict", "old", "new", "change", "needs", "cell")
+    lines = [(v.verdict, seconds(v.old_median_s), seconds(v.new_median_s), signed_pct(v.change),
+              "–" if v.threshold is None else f"{1 + v.threshold:.2f}x", v.cell_id) for v in verdicts]
+    widths = [max(len(row[i]) for row in [header, *lines]) for i in range(len(header) - 1)]
+    out = []
+    for row, v in zip([header, *lines], [None, *verdicts]):
+        out.append("  ".join(col.ljust(w) for col, w in zip(row, widths)) + "  " + row[-1])
+        if v is not None:
+            out.append(" " * 4 + v.reason)
+    counts = {kind: sum(v.verdict == kind for v in verdicts) for kind in VERDICTS}
+    out.append(f"{len(verdicts)} cells: " + ", ".join(f"{n} {kind}" for kind, n in counts.items() if n))
+    return "\n".join(out)
+
+
+def run_line(label: str, result: ResultFile) -> str:
+    return (f"{label}: {result.path} ({run_time(result) or 'no date'}, commit {commit_of(result) or '?'}, "
+            f"{machine_label(result) or 'unknown machine'})")
+
+
+def signed_pct(x: float | None) -> str:
+    return "–" if x is None else f"{100 * x:+.1f} %"
+
+
+# --- words -----------------------------------------------------------------------------------
+
+def describe(cell: Cell | None) -> str:
+    if cell is None:
+        return "absent"
+    if cell.status == "ok":
+        return f"ok at {seconds(cell.median_s)} median epoch"
+    return f"{cell.status}: {cell.reason}" if cell.reason else cell.status
+
+
+def factor_words(log_ratio: float) -> str:
+    factor = math.exp(abs(log_ratio))
+    return f"{factor:.2f}x {'slower' if log_ratio > 0 else 'faster'}"
+
+
+def pct(x: float) -> str:
+    return f"{100 * x:.1f} %"
+
+
+def seconds(s: float | None) -> str:
+    return "–" if s is None else f"{s:.4g} s"

@@ -1,0 +1,214 @@
+"""Builds the static result site: index.html, one page per suite, environment.html, and a copy
+of each result file under data/. One concern: from result files to pages on disk.
+
+Pages are Jinja templates with autoescaping on; charts are inline SVG drawn at build time, so
+the site needs no JavaScript and no network and works from file://.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bench import advisor, charts, history, report
+from bench.results import ResultFile
+
+
+@dataclass
+class SuiteRuns:
+    """All given runs of one suite, oldest first; the newest is the one the suite page shows."""
+    name: str
+    slug: str
+    runs: list[ResultFile] = field(default_factory=list)
+
+    @property
+    def newest(self) -> ResultFile:
+        return self.runs[-1]
+
+    @property
+    def page(self) -> str:
+        return f"suite-{self.slug}.html"
+
+
+def build(results: list[ResultFile], out_dir: Path, command: str | None = None) -> list[Path]:
+    """Write the site into out_dir (created; pages of an earlier build are overwritten).
+    Returns the pages written."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    suites = group_by_suite(results)
+    data_links = copy_result_files(results, out_dir / "data")
+    env = report.environment("html")
+    env.filters.update(when=when, summary=first_line)
+    common = {"command": command, "suites": suites, "generated_from": len(results)}
+
+    pages = {"index.html": env.get_template("index.html.j2").render(
+        **common, page="index", suite_rows=[suite_row(s) for s in suites],
+        runs=[run_row(r, data_links, s) for s in suites for r in reversed(s.runs)],
+        advice=[(s, advice_section(s)) for s in suites])}
+    for suite in suites:
+        pages[suite.page] = env.get_template("suite.html.j2").render(
+            **common, page=suite.page, suite=suite, **suite_sections(suite, data_links))
+    pages["environment.html"] = env.get_template("environment.html.j2").render(
+        **common, page="environment",
+        runs=[(s, report.run_info(r)) for s in suites for r in reversed(s.runs)])
+
+    written = []
+    for name, html in pages.items():
+        path = out_dir / name
+        path.write_text(html, encoding="utf-8")
+        written.append(path)
+    return written
+
+
+def group_by_suite(results: list[ResultFile]) -> list[SuiteRuns]:
+    """Runs grouped by suite name, each suite's runs in date order, suites by name."""
+    by_name: dict[str, SuiteRuns] = {}
+    slugs: set[str] = set()
+    for result in results:
+        name = str(result.meta.get("suite", "?"))
+        if name not in by_name:
+            by_name[name] = SuiteRuns(name, unique_slug(name, slugs))
+        if not any(same_run(result, other) for other in by_name[name].runs):
+            by_name[name].runs.append(result)
+    for suite in by_name.values():
+        suite.runs.sort(key=lambda r: (run_time(r), r.path.name))
+    return sorted(by_name.values(), key=lambda s: s.name)
+
+
+def same_run(a: ResultFile, b: ResultFile) -> bool:
+    """Two files of one run (a copy under another folder): the history counts it once."""
+    return a.path.name == b.path.name and a.data.get("datetime") == b.data.get("datetime") \
+        and a.meta.get("started_at") == b.meta.get("started_at")
+
+
+def suite_sections(suite: SuiteRuns, data_links: dict[Path, str]) -> dict:
+    """Everything the suite page shows, one function per section."""
+    newest = suite.newest
+    tables = report.dataset_tables(newest)
+    for i, table in enumerate(tables):
+        table["charts"] = charts.dataset_charts(table, key=f"d{i + 1}")
+        table["show_scaling"] = "world_size" in table["varying"] and any(
+            r.get("efficiency") is not None for r in table["rows"])
+    # the failures table lists the same rows the dataset tables show, each linked by its anchor
+    failures = [r for table in tables for r in table["rows"] if r["status"] != "ok"]
+    for i, row in enumerate(failures, 1):
+        row["anchor"] = f"failure-{i}"
+    return {"info": report.run_info(newest), "data_link": data_links[newest.path], "tables": tables,
+            "failures": failures, "partitions": report.partitions(newest),
+            "advice": advice_section(suite), "history": history_section(suite)}
+
+
+def advice_section(suite: SuiteRuns) -> list[advisor.Advice]:
+    """bench.advisor's recommendation per dataset and machine, from this suite's runs only
+    (another suite's cell of the same id may differ in settings it does not name, e.g. batch size)."""
+    return advisor.advise(suite.runs)
+
+
+def history_section(suite: SuiteRuns) -> dict | None:
+    """For a suite with ≥2 runs: a trend chart per dataset of each cell's median epoch time over
+    the runs, and bench.history's verdicts for the newest run against the previous one (the
+    earlier runs give each cell its own run-to-run noise). Regressions first."""
+    if len(suite.runs) < 2:
+        return None
+    position = {str(r.path): i for i, r in enumerate(suite.runs)}
+    labels = [f"#{i} · {when(r.data.get('datetime') or r.meta.get('started_at'), seconds=True).removesuffix(' UTC')}"
+              for i, r in enumerate(suite.runs, 1)]
+    datasets: dict[str, str] = {}
+    for run in suite.runs:
+        for cell in history.cells(run).values():
+            if cell.dataset:
+                datasets.setdefault(cell.cell_id, cell.dataset)
+    by_dataset: dict[str, dict[str, list[tuple[int, float]]]] = {}
+    for cell_id, points in history.trend(suite.runs).items():
+        measured = [(position[p.path], p.median_s) for p in points if p.status == "ok" and p.median_s is not None]
+        if measured:
+            by_dataset.setdefault(datasets.get(cell_id, "?"), {})[cell_id] = measured
+    trend_charts = [charts.history_chart(f"h{i + 1}", f"{dataset}: median epoch time per run", labels, series)
+                    for i, (dataset, series) in enumerate(by_dataset.items())]
+    verdicts = history.compare(suite.runs[-2], suite.newest, history=suite.runs[:-2])
+    severity = {kind: i for i, kind in enumerate(history.VERDICTS)}
+    verdicts.sort(key=lambda v: severity.get(v.verdict, len(severity)))
+    return {"runs": [report.run_info(r) for r in suite.runs], "charts": trend_charts, "verdicts": verdicts,
+            "previous": report.run_info(suite.runs[-2]),
+            "counts": {kind: sum(v.verdict == kind for v in verdicts) for kind in history.VERDICTS
+                       if any(v.verdict == kind for v in verdicts)}}
+
+
+def suite_row(suite: SuiteRuns) -> dict:
+    info = report.run_info(suite.newest)
+    return {"suite": suite, "info": info, "runs": len(suite.runs)}
+
+
+def run_row(result: ResultFile, data_links: dict[Path, str], suite: SuiteRuns) -> dict:
+    return {"suite": suite, "info": report.run_info(result), "data_link": data_links[result.path],
+            "newest": result is suite.newest}
+
+
+def copy_result_files(results: list[ResultFile], data_dir: Path) -> dict[Path, str]:
+    """Copy each result file into the site so its link works offline; returns path -> href."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    links: dict[Path, str] = {}
+    taken: set[str] = set()
+    for result in results:
+        stem = unique_slug(f"{result.path.parent.name}-{result.path.stem}", taken)
+        shutil.copyfile(result.path, data_dir / f"{stem}.json")
+        links[result.path] = f"data/{stem}.json"
+    return links
+
+
+def unique_slug(text: str, taken: set[str]) -> str:
+    """A file-name-safe slug (suite names come from result files: anything may be in them)."""
+    base = re.sub(r"[^a-z0-9_.]+", "-", text.lower()).strip("-.") or "x"
+    slug, n = base, 2
+    while slug in taken:
+        slug, n = f"{base}-{n}", n + 1
+    taken.add(slug)
+    return slug
+
+
+def run_time(result: ResultFile) -> dt.datetime:
+    """When the run finished (pytest-benchmark's datetime), for ordering runs; unknown dates first."""
+    text = result.data.get("datetime") or result.meta.get("started_at")
+    try:
+        moment = dt.datetime.fromisoformat(str(text))
+    except ValueError:
+        return dt.datetime.min.replace(tzinfo=dt.timezone.utc)
+    return moment if moment.tzinfo else moment.replace(tzinfo=dt.timezone.utc)
+
+
+def first_line(text, limit: int = 240) -> str:
+    """The first non-blank line of an error text, shortened: the table's one-line summary."""
+    line = next((line.strip() for line in str(text or "").splitlines() if line.strip()), "")
+    return line if len(line) <= limit else line[:limit - 1] + "…"
+
+
+def when(text, seconds: bool = False) -> str:
+    """An ISO timestamp as 'YYYY-MM-DD HH:MM UTC' (the text itself when it is not one)."""
+    try:
+        moment = dt.datetime.fromisoformat(str(text))
+    except ValueError:
+        return str(text)
+    if moment.tzinfo:
+        moment = moment.astimezone(dt.timezone.utc)
+    return moment.strftime("%Y-%m-%d %H:%M:%S UTC" if seconds else "%Y-%m-%d %H:%M UTC")
+
+
+def render_readme(results: list[ResultFile], notes: str | None = None) -> str:
+    """results/README.md: the runs and what the advisor makes of them, from the result files,
+    through the Markdown side of the same template set."""
+    suites = group_by_suite(results)
+    env = report.environment("md")
+    env.filters["when"] = when
+    runs = [{"suite": s, "info": report.run_info(r), "path": _relative(r.path),
+             "table": _relative(r.path.with_suffix(".md")) if r.path.with_suffix(".md").exists() else None}
+            for s in suites for r in reversed(s.runs)]
+    return env.get_template("readme.md.j2").render(
+        runs=runs, advice=[(s, advice_section(s)) for s in suites], notes=notes)
+
+
+def _relative(path: Path) -> str:
+    """A result file's path as its folder/name (links in results/README.md are relative to results/)."""
+    return f"{path.parent.name}/{path.name}"

@@ -1,0 +1,73 @@
+"""Small, valid gnnbench result files for the analysis tests: a measured cell is its rounds plus
+the contract's extra_info; a run is cells, unmeasured cells, a date and a machine."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from bench import results
+
+DATASET_CARD = {"name": "toy", "num_nodes": 1000, "num_edges": 8000, "feature_dim": 16,
+                "num_classes": 4, "source": "synthetic", "num_train": 600, "num_val": 200, "num_test": 1000}
+
+
+def cell_id(backend: str = "pyg-neighbor", dataset: str = "toy", mode: str = "cpu-cpu",
+            workers: int = 0, ws: int = 1) -> str:
+    return f"{backend}/{dataset}/mode={mode}/workers={workers}/ws={ws}"
+
+
+def settings_of(cid: str) -> dict:
+    parts = dict(p.split("=", 1) for p in cid.split("/")[2:])
+    return {"num_workers": int(parts["workers"]), "mode": parts["mode"], "world_size": int(parts["ws"]),
+            "batch_size": 64, "epochs": 5, "model": parts.get("model", "sage"), "seed": 0}
+
+
+def stats_of(rounds: list[float]) -> dict:
+    data = np.asarray(rounds, dtype=float)
+    q1, median, q3 = np.percentile(data, [25, 50, 75])
+    return {"min": float(data.min()), "max": float(data.max()), "mean": float(data.mean()),
+            "stddev": float(data.std(ddof=1)), "rounds": len(data), "median": float(median),
+            "iqr": float(q3 - q1), "q1": float(q1), "q3": float(q3), "data": [float(x) for x in data]}
+
+
+def bench(cid: str, rounds: list[float], **extra) -> dict:
+    """One measured cell; `extra` overrides extra_info fields (test_acc, loader_stall, ...)."""
+    backend, dataset = cid.split("/")[:2]
+    info = {"cell_id": cid, "backend": backend, "stack": backend.split("-")[0], "versions": {"torch": "2.0"},
+            "dataset": DATASET_CARD | {"name": dataset}, "settings": settings_of(cid),
+            "seeds_per_s": 1000.0, "edges_per_s": 10000.0, "loader_stall": 0.2, "compute_s": 0.01,
+            "comm_s": 0.0, "peak_rss_bytes": 500 * 2**20, "peak_pss_bytes": 400 * 2**20,
+            "total_pss_bytes": 400 * 2**20, "val_acc": 0.80, "test_acc": 0.78, "startup_s": 1.0}
+    info.update(extra)
+    return {"name": f"test_cell[{cid}]", "group": dataset, "extra_info": info, "stats": stats_of(rounds)}
+
+
+def unmeasured(cid: str, status: str = "failed", reason: str = "RuntimeError: boom") -> dict:
+    backend, dataset = cid.split("/")[:2]
+    return {"id": cid, "status": status, "reason": reason, "backend": backend, "dataset": dataset,
+            "settings": settings_of(cid)}
+
+
+def run(benchmarks: list[dict], *, unmeasured_cells: list[dict] = (), suite: str = "toy",
+        when: str = "2026-01-01T00:00:00+00:00", node: str = "box", cpu: str = "Test CPU",
+        commit: str = "abc123") -> dict:
+    return {"machine_info": {"node": node, "machine": "x86_64", "cpu": {"brand_raw": cpu, "count": 2}},
+            "commit_info": {"id": commit, "dirty": False},
+            "datetime": when, "version": "5.1.0", "benchmarks": list(benchmarks),
+            "gnnbench": {"schema_version": results.SCHEMA_VERSION, "suite": suite,
+                         "cells": [b["extra_info"]["cell_id"] for b in benchmarks] + [u["id"] for u in unmeasured_cells]},
+            "unmeasured": list(unmeasured_cells)}
+
+
+def write(tmp_path: Path, name: str, data: dict) -> results.ResultFile:
+    path = tmp_path / name
+    path.write_text(json.dumps(data))
+    return results.read(path)
+
+
+def noisy_rounds(rng: np.random.Generator, median_s: float, spread: float, n: int = 10) -> list[float]:
+    """Rounds around `median_s`, each off by a lognormal factor of relative spread `spread`."""
+    return list(median_s * np.exp(spread * rng.standard_normal(n)))

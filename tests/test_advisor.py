@@ -1,0 +1,128 @@
+"""The advisor's conclusions on crafted results: each rule, with the numbers it must quote."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench import advisor
+from tests import synthetic_results as sr
+
+MIB = 2**20
+
+
+def one_run(tmp_path, benches, unmeasured=(), name="run.json", **run_kw):
+    return sr.write(tmp_path, name, sr.run(benches, unmeasured_cells=list(unmeasured), **run_kw))
+
+
+def only(advices):
+    assert len(advices) == 1
+    return advices[0]
+
+
+def test_scaling_loss_is_explained_by_the_loader_stall(tmp_path):
+    ws1, ws4 = sr.cell_id(ws=1), sr.cell_id(ws=4)
+    result = one_run(tmp_path, [sr.bench(ws1, [0.020] * 5, loader_stall=0.25),
+                                sr.bench(ws4, [0.046] * 5, loader_stall=0.70, comm_s=0.0046)])
+    advice = only(advisor.advise([result]))
+    assert advice.recommended == ws1
+    scaling = [e for e in advice.evidence if "rank" in e and "beats" in e]
+    assert scaling == [f"1 rank beats 4 by 2.30x on pyg-neighbor/toy/mode=cpu-cpu/workers=0: at 4 ranks 70 % "
+                       f"of each epoch waits for the loader and 10 % is communication [{ws1}, {ws4}]."]
+
+
+def test_scaling_gain_is_reported_with_its_efficiency(tmp_path):
+    ws1, ws2 = sr.cell_id(ws=1), sr.cell_id(ws=2)
+    result = one_run(tmp_path, [sr.bench(ws1, [0.30] * 5), sr.bench(ws2, [0.20] * 5, peak_pss_bytes=500 * MIB,
+                                                                    total_pss_bytes=900 * MIB)])
+    advice = only(advisor.advise([result]))
+    assert advice.recommended == ws2   # 1.5x faster: no near tie, memory does not decide
+    assert any(e.startswith("2 ranks are 1.50x faster than 1 on pyg-neighbor/toy/mode=cpu-cpu/workers=0 "
+                            "(scaling efficiency 75 %)") for e in advice.evidence)
+
+
+def test_failing_setting_pattern_becomes_a_caution_with_what_ran(tmp_path):
+    gb = "dgl-graphbolt"
+    ok = [sr.bench(sr.cell_id(gb, mode=m, workers=w), [0.05 + 0.01 * w] * 5)
+          for m, w in [("cpu-cpu", 0), ("cpu-cpu", 2), ("cpu-cpu", 4), ("pinned-cuda", 0)]]
+    failed = [sr.unmeasured(sr.cell_id(gb, mode="pinned-cuda", workers=2), "failed",
+                            "RuntimeError: CUDA error: initialization error\nmore"),
+              sr.unmeasured(sr.cell_id(gb, mode="pinned-cuda", workers=4), "timeout", "no result after 300 s")]
+    skipped = [sr.unmeasured(sr.cell_id("pyg-dist"), "skipped", "pyg-lib is not installed")]
+    advice = only(advisor.advise([one_run(tmp_path, ok, failed + skipped)]))
+    assert advice.cautions[0] == (
+        "dgl-graphbolt with mode=pinned-cuda and num_workers 2 or 4 does not run (failed 1, timeout 1 of 2; "
+        "e.g. 'RuntimeError: CUDA error: initialization error') "
+        f"[{failed[0]['id']}, {failed[1]['id']}]; with mode=pinned-cuda, num_workers 0 ran: use num_workers 0 "
+        f"[{sr.cell_id(gb, mode='pinned-cuda', workers=0)}].")
+    assert advice.cautions[1] == f"1 pyg-dist cell(s) skipped: pyg-lib is not installed [{skipped[0]['id']}]."
+    assert advice.recommended == sr.cell_id(gb, mode="cpu-cpu", workers=0)
+
+
+def test_memory_cheaper_near_tie_is_recommended(tmp_path):
+    fast, lean, leanest_slow = sr.cell_id(workers=0), sr.cell_id(workers=2), sr.cell_id(workers=4)
+    result = one_run(tmp_path, [sr.bench(fast, [0.100] * 5, total_pss_bytes=800 * MIB),
+                                sr.bench(lean, [0.105] * 5, total_pss_bytes=400 * MIB),
+                                sr.bench(leanest_slow, [0.200] * 5, total_pss_bytes=300 * MIB)])
+    advice = only(advisor.advise([result]))
+    assert advice.recommended == lean
+    assert "within 5 % of the fastest, with 50 % less memory" in advice.summary
+    assert f"{lean} needs 50 % less memory than the fastest {fast} (400 MiB vs 800 MiB)" in advice.evidence[1]
+
+
+def test_small_memory_saving_does_not_beat_the_fastest(tmp_path):
+    fast, lean = sr.cell_id(workers=0), sr.cell_id(workers=2)
+    result = one_run(tmp_path, [sr.bench(fast, [0.100] * 5, total_pss_bytes=800 * MIB),
+                                sr.bench(lean, [0.105] * 5, total_pss_bytes=760 * MIB)])
+    assert only(advisor.advise([result])).recommended == fast
+
+
+def test_much_lower_accuracy_is_not_recommended_and_said_so(tmp_path):
+    fast, accurate = sr.cell_id("dgl-graphbolt"), sr.cell_id("pyg-neighbor")
+    result = one_run(tmp_path, [sr.bench(fast, [0.050] * 5, test_acc=0.50),
+                                sr.bench(accurate, [0.080] * 5, test_acc=0.80)])
+    advice = only(advisor.advise([result]))
+    assert advice.recommended == accurate
+    note = next(e for e in advice.evidence if e.startswith(fast))
+    margin = 3 * ((0.8 * 0.2 + 0.5 * 0.5) / 1000) ** 0.5
+    assert f"is 1.60x faster than {accurate}" in note
+    assert f"test accuracy 0.500 against the best 0.800" in note and f"{margin:.3f} that 1000 test nodes" in note
+
+
+def test_accuracy_within_sampling_noise_keeps_the_fastest(tmp_path):
+    fast, other = sr.cell_id("dgl-graphbolt"), sr.cell_id("pyg-neighbor")
+    result = one_run(tmp_path, [sr.bench(fast, [0.050] * 5, test_acc=0.78),
+                                sr.bench(other, [0.080] * 5, test_acc=0.80)])
+    advice = only(advisor.advise([result]))
+    assert advice.recommended == fast
+    assert "1.60x ahead of the next" in advice.evidence[0]
+    assert not any("not recommended" in e for e in advice.evidence)
+
+
+def test_loader_only_cells_are_not_candidates(tmp_path):
+    loader = sr.cell_id() + "/model=none"
+    trained = sr.cell_id("dgl-graphbolt")
+    result = one_run(tmp_path, [sr.bench(loader, [0.01] * 5, val_acc=None, test_acc=None),
+                                sr.bench(trained, [0.05] * 5)])
+    advice = only(advisor.advise([result]))
+    assert advice.recommended == trained
+    assert any(loader in e and "loader alone" in e for e in advice.evidence)
+
+
+def test_one_advice_per_dataset_and_machine_latest_run_counts(tmp_path):
+    a, b = sr.cell_id("pyg-neighbor"), sr.cell_id("dgl-graphbolt")
+    old = one_run(tmp_path, [sr.bench(a, [0.05] * 5), sr.bench(b, [0.09] * 5)], name="old.json")
+    new = one_run(tmp_path, [sr.bench(a, [0.09] * 5), sr.bench(b, [0.05] * 5)], name="new.json",
+                  when="2026-02-01T00:00:00+00:00")
+    gpu = one_run(tmp_path, [sr.bench(a, [0.01] * 5)], name="gpu.json", node="gpu-box", cpu="Other CPU")
+    advices = {x.machine: x for x in advisor.advise([new, gpu, old])}
+    assert set(advices) == {"box (Test CPU x2)", "gpu-box (Other CPU x2)"}
+    assert advices["box (Test CPU x2)"].recommended == b
+    assert "new.json" in advices["box (Test CPU x2)"].evidence[0]
+    assert advices["gpu-box (Other CPU x2)"].recommended == a
+
+
+def test_no_trained_cell_means_no_recommendation(tmp_path):
+    result = one_run(tmp_path, [], [sr.unmeasured(sr.cell_id(), "failed", "boom")])
+    advice = only(advisor.advise([result]))
+    assert advice.recommended is None and "nothing to recommend" in advice.summary
+    assert advice.cautions and "does not run" in advice.cautions[0]

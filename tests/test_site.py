@@ -1,0 +1,273 @@
+"""The static result site: tables against the input numbers, escaping of hostile result text
+(HTML and SVG), charts only where an axis has ≥2 values, history and advisor sections, the CLI,
+results/README.md in step with the committed results, and every page in a real headless
+Chromium from file:// (no console errors, no failed requests, no dialog), with a screenshot of
+each page kept under $GNNBENCH_ARTIFACTS (default .artifacts/)."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import re
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from bench import cli, report, results, site
+
+REPO = Path(__file__).resolve().parents[1]
+COMMITTED = sorted(REPO.glob("results/*/*.json"))
+CHROMIUM = Path(os.environ.get("GNNBENCH_CHROMIUM", "/usr/bin/chromium"))
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+HOSTILE = "<script>alert(1)</script>"
+
+
+# --- a crafted suite: two backends at 1 and 2 ranks, GraphBolt in two modes, a failed cell ------
+
+def entry(backend, ws, mode, median, dataset=HOSTILE, workers=0, gpu=None):
+    cell_id = f"{backend}/{dataset}/mode={mode}/workers={workers}/ws={ws}"
+    info = {k: 0 for k in results.REQUIRED_EXTRA}
+    info.update(cell_id=cell_id, backend=backend, stack="pyg" if backend.startswith("pyg") else "dgl",
+                settings={"num_workers": workers, "mode": mode, "world_size": ws, "batch_size": 64},
+                dataset={"name": dataset, "source": "synthetic", "num_nodes": 1000, "num_edges": 5000,
+                         "feature_dim": 16, "num_classes": 4, "num_train": 600, "num_val": 200, "num_test": 200},
+                seeds_per_s=600 / median, edges_per_s=1e5, loader_stall=0.125, val_acc=0.5, test_acc=0.5,
+                peak_pss_bytes=100 * 2**20 * ws, peak_rss_bytes=120 * 2**20, total_pss_bytes=100 * 2**20 * ws,
+                startup_s=1.0, ranks=[{"rank": r, "peak_pss_bytes": (90 + 10 * r) * 2**20} for r in range(ws)],
+                **({"peak_gpu_bytes": gpu} if gpu else {}))
+    return {"name": f"test_cell[{cell_id}]", "extra_info": info,
+            "stats": {"median": median, "iqr": median / 10, "q1": median * 0.95, "q3": median * 1.05, "rounds": 5}}
+
+
+def crafted(tmp_path: Path, name: str = "crafted.json", slow: float = 1.0, when: str = "2026-11-20T10:00:00+00:00") -> Path:
+    benches = [entry("pyg-neighbor", 1, "cpu-cpu", 2.0), entry("pyg-neighbor", 2, "cpu-cpu", 1.25 * slow),
+               entry("dgl-graphbolt", 1, "cpu-cpu", 1.0), entry("dgl-graphbolt", 2, "cpu-cpu", 0.8),
+               entry("dgl-graphbolt", 1, "cuda-cuda", 0.5, gpu=3 * 2**30),
+               entry("dgl-graphbolt", 2, "cuda-cuda", 0.3, gpu=3 * 2**30)]
+    results.add_scaling(benches)
+    failed_id = f"pyg-neighbor/{HOSTILE}/mode=cuda-cuda/workers=0/ws=1"
+    data = {"datetime": when, "commit_info": {"id": "0123456789abcdef", "dirty": False, "branch": "main"},
+            "machine_info": {"node": "box", "machine": "x86_64", "cpu": {"brand_raw": "Test CPU", "count": 8},
+                             "gnnbench": {"cpu_count_logical": 8, "memory_total_bytes": 64 * 2**30,
+                                          "stacks": {"pyg": {"torch": "2.5"}, "dgl": {"dgl": "2.1"}},
+                                          "gpu": {"gpus": ["NVIDIA H100, 550.54, 81559 MiB"],
+                                                  "topology": f"GPU0 X {HOSTILE}"},
+                                          "container_image": "ghcr.io/x/gnnbench:v1-bench",
+                                          "container_revision": "abc123"}},
+            "benchmarks": benches,
+            "gnnbench": {"schema_version": 1, "suite": "crafted", "description": f"hostile {HOSTILE}",
+                         "baseline": benches[0]["extra_info"]["cell_id"],
+                         "cells": [b["extra_info"]["cell_id"] for b in benches] + [failed_id]},
+            "unmeasured": [{"id": failed_id, "status": "failed", "backend": "pyg-neighbor", "dataset": HOSTILE,
+                            "settings": {"num_workers": 0, "mode": "cuda-cuda", "world_size": 1, "batch_size": 64},
+                            "reason": f"RuntimeError: {HOSTILE}\nsecond line & more"}]}
+    path = tmp_path / name
+    path.write_text(json.dumps(data))
+    return path
+
+
+class Rows(HTMLParser):
+    """Text of each table row that names a cell (data-cell), by cell id."""
+
+    def __init__(self):
+        super().__init__()
+        self.rows: dict[str, list[str]] = {}
+        self._cell = None
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if tag == "tr" and "data-cell" in attrs:
+            self._cell = attrs["data-cell"]
+            self.rows[self._cell] = []
+        elif tag == "td" and self._cell is not None:
+            self.rows[self._cell].append("")
+
+    def handle_endtag(self, tag):
+        if tag == "tr":
+            self._cell = None
+
+    def handle_data(self, data):
+        if self._cell is not None and self.rows[self._cell]:
+            self.rows[self._cell][-1] += data
+
+
+def table_rows(html: str) -> dict[str, list[str]]:
+    parser = Rows()
+    parser.feed(html)
+    return {cell: [" ".join(c.split()) for c in cols] for cell, cols in parser.rows.items()}
+
+
+# --- unit tests ------------------------------------------------------------------------------
+
+def test_tables_hold_the_input_numbers(tmp_path):
+    path = crafted(tmp_path)
+    site.build([results.read(path)], tmp_path / "site")
+    rows = table_rows((tmp_path / "site" / "suite-crafted.html").read_text())
+    data = json.loads(path.read_text())
+    assert set(rows) == set(data["gnnbench"]["cells"])
+    baseline = data["benchmarks"][0]["stats"]["median"]
+    for bench in data["benchmarks"]:
+        info, median = bench["extra_info"], bench["stats"]["median"]
+        text = " | ".join(rows[info["cell_id"]])
+        assert f"{median:.3f} s ({median / 10:.3f})" in text
+        assert f"{baseline / median:.2f}×" in text                               # speedup vs the baseline
+        assert f"{info['scaling_efficiency'] * 100:.1f} %" in text
+        assert f"{(90 + 10 * (info['settings']['world_size'] - 1)):,}" in text   # largest rank's PSS, MiB
+        assert f"{info['total_pss_bytes'] / 2**20:,.0f}" in text
+        assert f"{600 / median:,.0f}" in text                                  # seeds/s
+        assert "12.5 %" in text                                                 # loader stall
+    assert "3,072" in " ".join(rows[data["benchmarks"][4]["extra_info"]["cell_id"]])  # GPU memory, MiB
+    failed = " ".join(rows[data["unmeasured"][0]["id"]])
+    assert "failed" in failed and f"RuntimeError: {HOSTILE}" in failed
+
+
+def test_result_text_is_escaped_in_html_and_svg(tmp_path):
+    site.build([results.read(crafted(tmp_path))], tmp_path / "site")
+    pages = {p.name: p.read_text() for p in (tmp_path / "site").glob("*.html")}
+    for name, html in pages.items():
+        assert "<script" not in html.lower(), name
+        assert "alert(1)</script>" not in html, name
+    suite = pages["suite-crafted.html"]
+    assert "RuntimeError: &lt;script&gt;alert(1)&lt;/script&gt;\nsecond line &amp; more" in suite
+    svgs = re.findall(r"<svg\b.*?</svg>", suite, flags=re.S)
+    assert svgs and all("&lt;script&gt;" in svg for svg in svgs)  # dataset name in every chart title
+    assert "GPU0 X &lt;script&gt;" in pages["environment.html"]
+
+
+def test_markdown_shares_formats_and_escapes(tmp_path):
+    md = report.render_markdown([results.read(crafted(tmp_path))])
+    assert "<script>" not in md and "| 2.000 (0.200) |" in md
+
+
+def test_charts_only_where_an_axis_has_two_values(tmp_path):
+    table = report.dataset_tables(results.read(crafted(tmp_path)))[0]
+    from bench import charts
+    titles = [c.title for c in charts.dataset_charts(table, key="t")]
+    assert titles == [f"{HOSTILE}: epoch time against world size",
+                      f"{HOSTILE}: scaling efficiency against world size",
+                      f"{HOSTILE}: total peak PSS, all ranks against world size",
+                      f"{HOSTILE}: peak PSS per rank (largest rank) against world size",
+                      f"{HOSTILE}: DGL GraphBolt epoch time per mode"]      # one worker count: no chart
+    svg = charts.dataset_charts(table, key="t")[0].svg
+    assert 'role="img"' in svg and 'aria-labelledby="t-epoch-ws-title"' in svg
+    assert '<title id="t-epoch-ws-title">&lt;script&gt;' in svg
+    assert "median epoch time (s)" in svg and "world size (ranks)" in svg       # axis labels with units
+
+
+def test_pages_are_deterministic(tmp_path):
+    files = [results.read(crafted(tmp_path))]
+    first = {p.name: p.read_text() for p in site.build(files, tmp_path / "a")}
+    second = {p.name: p.read_text() for p in site.build(files, tmp_path / "b")}
+    assert first == second
+
+
+def test_history_and_advisor_sections(tmp_path):
+    old = crafted(tmp_path, "old.json")
+    new = crafted(tmp_path, "new.json", slow=3.0, when="2026-11-21T10:00:00+00:00")
+    site.build([results.read(new), results.read(old)], tmp_path / "site")
+    html = (tmp_path / "site" / "suite-crafted.html").read_text()
+    assert 'id="history"' in html and 'id="advisor"' in html
+    slow_id = f"pyg-neighbor/{HOSTILE}/mode=cpu-cpu/workers=0/ws=2"
+    history_part = html[html.index('id="history"'):]
+    regression = re.search(r'<tr class="bad">\s*<td class="id"><code>([^<]*)</code></td>.*?status-regression', history_part, re.S)
+    assert regression and regression.group(1) == slow_id.replace("<", "&lt;").replace(">", "&gt;")
+    assert "3.750 s" in history_part and "1.250 s" in history_part
+    assert "median epoch time per run" in history_part
+    index = (tmp_path / "site" / "index.html").read_text()
+    assert "Advisor" in index and "→" in index
+
+
+def test_results_readme_is_generated_from_the_committed_results():
+    """results/README.md is what `make results-readme` writes; re-run it after adding results."""
+    files = [results.read(p) for p in COMMITTED]
+    notes = (REPO / "results" / "NOTES.md").read_text()
+    assert (REPO / "results" / "README.md").read_text() == site.render_readme(files, notes)
+
+
+def test_cli_builds_the_site_and_keeps_markdown(tmp_path, capsys):
+    path = crafted(tmp_path)
+    out, md = tmp_path / "out", tmp_path / "t.md"
+    assert cli.main(["report", str(path), "--html", str(out), "--markdown", str(md)]) == 0
+    assert {p.name for p in out.glob("*.html")} == {"index.html", "suite-crafted.html", "environment.html"}
+    assert (out / "data" / f"{tmp_path.name}-crafted.json".lower()).exists()
+    assert "| 2.000 (0.200) |" in md.read_text()
+    assert cli.main(["report", str(path)]) == 0 and "| 2.000 (0.200) |" in capsys.readouterr().out
+    bad = tmp_path / "bad.json"
+    bad.write_text("{}")
+    assert cli.main(["report", str(bad), "--html", str(tmp_path / "none")]) == 2
+    assert "no 'benchmarks' list" in capsys.readouterr().err and not (tmp_path / "none").exists()
+
+
+# --- the real browser ------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def browser():
+    if not CHROMIUM.exists():
+        pytest.fail(f"Chromium is missing at {CHROMIUM}: the site test needs it. Install it with `make chromium` "
+                    "(apt-get install -y --no-install-recommends chromium), which `make test` runs first.")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        pytest.fail("Playwright for Python is missing: pip install -e '.[test]' (never `playwright install`: "
+                    "the test drives /usr/bin/chromium)")
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        yield b
+        b.close()
+
+
+def test_every_page_in_chromium(tmp_path, browser):
+    old = crafted(tmp_path, "crafted-old.json")
+    new = crafted(tmp_path, "crafted-new.json", slow=3.0, when="2026-11-21T10:00:00+00:00")
+    inputs = [results.read(p) for p in [*COMMITTED, old, new]]
+    out = tmp_path / "site"
+    pages = site.build(inputs, out)
+    artifacts = Path(os.environ.get("GNNBENCH_ARTIFACTS", REPO / ".artifacts")) / "site"
+    artifacts.mkdir(parents=True, exist_ok=True)
+    newest = {s.page: s.newest for s in site.group_by_suite(inputs)}
+    assert len(pages) == len(newest) + 2
+
+    for path in pages:
+        page = browser.new_page(viewport={"width": 1400, "height": 900})
+        problems: list[str] = []
+        page.on("console", lambda m: m.type in ("error", "warning") and problems.append(f"console {m.type}: {m.text}"))
+        page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
+        page.on("requestfailed", lambda r: problems.append(f"request failed: {r.url} {r.failure}"))
+        page.on("dialog", lambda d: (problems.append(f"dialog: {d.message}"), d.dismiss()))
+        response = page.goto(path.resolve().as_uri(), wait_until="load")
+        assert response is None or response.ok, path.name
+        page.screenshot(path=str(artifacts / f"{path.stem}.png"), full_page=True)
+        assert problems == [], f"{path.name}: {problems}"
+        assert page.evaluate("document.scripts.length") == 0, path.name
+
+        if path.name in newest:
+            run = newest[path.name]
+            shown = dict(page.evaluate(
+                "Array.from(document.querySelectorAll('tr[data-cell]')).map(tr => [tr.dataset.cell, tr.innerText])"))
+            expected = run.meta.get("cells") or [b["extra_info"]["cell_id"] for b in run.benchmarks]
+            assert set(shown) == set(expected), path.name
+            for bench in run.benchmarks:
+                assert f"{bench['stats']['median']:.3f} s" in shown[bench["extra_info"]["cell_id"]]
+            for u in run.unmeasured:
+                assert u["status"] in shown[u["id"]]
+            charts = page.evaluate("Array.from(document.querySelectorAll('svg.chart')).map(s => "
+                                   "[s.getAttribute('aria-labelledby'), s.querySelector('title').textContent])")
+            tables = report.dataset_tables(run)
+            if any(len({str(r['settings'].get(axis)) for r in t['rows'] if r['status'] == 'ok'}) > 1
+                   for t in tables for axis in ("world_size", "num_workers")):
+                assert charts, f"{path.name}: no chart"
+            assert all(label and title for label, title in charts)
+
+    page = browser.new_page()
+    dialogs: list[str] = []
+    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    page.goto((out / "suite-crafted.html").resolve().as_uri())
+    page.wait_for_timeout(300)  # time for a script, were there one, to raise its alert
+    assert dialogs == []
+    body = page.inner_text("body")
+    assert f"RuntimeError: {HOSTILE}" in body and f"Dataset {HOSTILE}" in body
+    assert page.evaluate("document.querySelectorAll('svg.chart').length") >= 5
+    assert page.locator("tr.bad .status-regression").count() >= 1  # the history's regression, highlighted
