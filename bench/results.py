@@ -49,6 +49,8 @@ def extra_info(outcome, baseline: str | None = None) -> dict:
         "peak_pss_bytes": outcome.peak_pss_bytes,
         "total_pss_bytes": outcome.peak_pss_bytes,
         "comm_s": sum(e.get("comm_s", 0.0) for e in epochs) / len(epochs),
+        # GPU memory of the busiest rank (PyTorch's allocator peak); None where no GPU was used
+        "peak_gpu_bytes": max((r["peak_gpu_bytes"] for r in rec.get("ranks") or [] if r.get("peak_gpu_bytes")), default=None),
         "ranks": ranks(outcome),
         "val_acc": rec["val_acc"],
         "test_acc": rec["test_acc"],
@@ -67,7 +69,8 @@ def ranks(outcome) -> list[dict]:
         rss, pss = outcome.rank_peaks.get(r["rank"], (r.get("self_max_rss_bytes"), None))
         out.append({"rank": r["rank"], "peak_rss_bytes": rss, "peak_pss_bytes": pss,
                     "loader_stall": r.get("loader_stall"), "compute_s": r.get("compute_s"),
-                    "comm_s": r.get("comm_s"), "epoch_s": r.get("epoch_s")})
+                    "comm_s": r.get("comm_s"), "epoch_s": r.get("epoch_s"),
+                    "peak_gpu_bytes": r.get("peak_gpu_bytes")})
     return out
 
 

@@ -356,7 +356,8 @@ def _check_tasks(suite: Suite) -> list[str]:
                 f"dataset ({', '.join(f'{n}: {t}-level' for n, t in tasks.items())}); add one, or "
                 f"remove the backend (graph-level backends: "
                 f"{', '.join(b for b, i in BACKENDS.items() if i.task == 'graph')})")
-    backend_tasks = {BACKENDS[b].task for b in suite.backends}
+    included = [b for rule in suite.include for b in _as_list(rule.backend) if b in BACKENDS]
+    backend_tasks = {BACKENDS[b].task for b in [*suite.backends, *included]}
     for name, task in tasks.items():
         if task not in backend_tasks:
             problems.append(

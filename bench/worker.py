@@ -147,7 +147,8 @@ def run_cell(cell: dict, dataset_dir: Path) -> dict | None:
         if rank == 0:
             progress(epoch=epoch + 1, of=total, warmup=not measuring, seconds=round(stats["seconds"], 4))
     mine = {"rank": rank, "epochs": measured, "warmup": warmup, "startup_s": first_batch_at[0] - launched_at,
-            "self_max_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}  # KiB on Linux
+            "self_max_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,  # KiB on Linux
+            "peak_gpu_bytes": peak_gpu_bytes(pipe)}
     collective_eval = getattr(pipe, "collective_eval", False)  # e.g. partitions evaluating together
     if collective_eval:
         val_acc, test_acc = pipe.evaluate("val"), pipe.evaluate("test")
@@ -174,6 +175,16 @@ def run_cell(cell: dict, dataset_dir: Path) -> dict | None:
             "dataset": {**data.card(), "name": cell["dataset"]["name"]}}
 
 
+def peak_gpu_bytes(pipe) -> int | None:
+    """The most GPU memory this rank's tensors held (PyTorch's allocator), or None on the CPU."""
+    device = getattr(pipe, "device", None)
+    if device is None or device.type != "cuda":
+        return None
+    import torch
+
+    return int(torch.cuda.max_memory_allocated(device))
+
+
 def merge_ranks(ranks: list[dict], key: str) -> list[dict]:
     """Per epoch across ranks: the slowest rank's time counts; work is summed; waiting and
     communication are averaged."""
@@ -194,7 +205,8 @@ def rank_summary(r: dict) -> dict:
     n = len(r["epochs"])
     return {"rank": r["rank"], "loader_stall": stall / seconds, "compute_s": (seconds - stall) / n,
             "comm_s": sum(e["comm_s"] for e in r["epochs"]) / n, "epoch_s": seconds / n,
-            "self_max_rss_bytes": r["self_max_rss_bytes"], "startup_s": r["startup_s"]}
+            "self_max_rss_bytes": r["self_max_rss_bytes"], "startup_s": r["startup_s"],
+            "peak_gpu_bytes": r.get("peak_gpu_bytes")}
 
 
 def fault_for(cell_id: str, rank: int = 0) -> str | None:

@@ -3,7 +3,10 @@ by `torch_geometric.loader.DataLoader`, read from one of three stores:
 
     memory   a PyG `InMemoryDataset`, collated once from the dataset's concatenated arrays
     lmdb     the LMDB graph store built on the host (bench/stores/lmdb_graphs.py), one record
-             per graph, opened read-only in each process and DataLoader worker
+             per graph, opened read-only in each process and DataLoader worker; a batch is read
+             in one transaction and collated by the store (the same tensors PyG's collate
+             makes), so no per-graph `Data` is built: the DataLoader takes whole batches of ids
+             from a BatchSampler and the dataset returns a `Batch`
     sqlite   PyG's own `OnDiskDataset` (backend "sqlite"), written by PyG's code into
              DATASET_DIR/stores/sqlite-graphs once, by the first cell that needs it
 
@@ -27,8 +30,9 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.nn.functional as F
-from torch.utils.data import Dataset, Subset
-from torch_geometric.data import Data, InMemoryDataset, OnDiskDataset
+from torch.utils.data import BatchSampler, Dataset, Subset, SubsetRandomSampler
+from torch.utils.data import DataLoader as TorchDataLoader
+from torch_geometric.data import Batch, Data, InMemoryDataset, OnDiskDataset
 from torch_geometric.loader import DataLoader
 from torch_geometric.nn import SAGEConv, global_mean_pool
 
@@ -82,6 +86,26 @@ class LmdbGraphDataset(Dataset):
 
     def __getitems__(self, ids: list[int]) -> list[Data]:
         return [_graph(*g) for g in self.store.get_many(ids)]
+
+    def batch(self, ids: list[int]) -> Batch:
+        """`ids` collated in one read, equal to `Batch.from_data_list([self[g] for g in ids])`."""
+        arrays = self.store.get_batch(ids)
+        out = Batch(**{k: torch.from_numpy(v) for k, v in arrays.items()})
+        out._num_graphs = len(ids)
+        return out
+
+
+class _Batches(Dataset):
+    """A dataset whose items are whole batches: the DataLoader passes a list of graph ids."""
+
+    def __init__(self, graphs: LmdbGraphDataset):
+        self.graphs = graphs
+
+    def __len__(self) -> int:
+        return len(self.graphs)
+
+    def __getitem__(self, ids: list[int]) -> Batch:
+        return self.graphs.batch(ids)
 
 
 class SqliteGraphs(OnDiskDataset):
@@ -199,7 +223,13 @@ class Pipeline:
         if isinstance(self.dataset, SqliteGraphs):
             self.dataset.release()  # workers fork on the first epoch: no open connection to inherit
 
-    def _loader(self, split: str, shuffle: bool, num_workers: int = 0) -> DataLoader:
+    def _loader(self, split: str, shuffle: bool, num_workers: int = 0):
+        if isinstance(self.dataset, LmdbGraphDataset):
+            ids = self.splits[split].tolist()
+            order = SubsetRandomSampler(ids) if shuffle else ids
+            return TorchDataLoader(_Batches(self.dataset), batch_size=None,
+                                   sampler=BatchSampler(order, self.settings["batch_size"], drop_last=False),
+                                   num_workers=num_workers, persistent_workers=num_workers > 0)
         return DataLoader(Subset(self.dataset, self.splits[split].tolist()), batch_size=self.settings["batch_size"],
                           shuffle=shuffle, num_workers=num_workers, persistent_workers=num_workers > 0)
 
