@@ -7,8 +7,9 @@ GNNBENCH_DATA_ROOT ?= $(abspath ../shared/datasets/planetoid)
 # The Compose Specification's JSON schema, for validating docker-compose.yml in the tests.
 GNNBENCH_COMPOSE_SCHEMA ?= $(abspath ../shared/schemas/compose-spec.json)
 export GNNBENCH_DATA_ROOT GNNBENCH_COMPOSE_SCHEMA
-# The committed results the site and results/README.md are built from.
-RESULTS := $(wildcard results/*/*.json)
+# The committed results the site and results/README.md are built from (not results/runs/, where
+# your own runs land, uncommitted).
+RESULTS := $(filter-out results/runs/%,$(wildcard results/*/*.json))
 
 .PHONY: bench test stacks site results-readme chromium
 

@@ -125,6 +125,35 @@ def test_store_reads_equal_the_source_bit_for_bit(dataset):
     assert prepare("lmdb", dataset, task="graph", say=lambda *a, **k: None) == path  # reused, not rebuilt
 
 
+COLLATE_CHECK = """
+import sys, torch
+from bench import datasets
+from bench.backends import pyg_graphs
+from torch_geometric.data import Batch
+data = datasets.load("molecules", sys.argv[1], features_in_memory=False)
+lmdb = pyg_graphs.graph_dataset(data, "lmdb")
+memory = pyg_graphs.graph_dataset(data, "memory")
+ids = [7, 3, 3, 0, data.num_graphs - 1, 42]
+ours, pygs = lmdb.batch(ids), Batch.from_data_list([memory[g] for g in ids])
+for key in ("x", "edge_index", "y", "batch", "ptr"):
+    assert torch.equal(getattr(ours, key), getattr(pygs, key)), key
+assert ours.num_graphs == pygs.num_graphs == len(ids)
+print("same")
+"""
+
+
+def test_batched_lmdb_read_equals_pygs_collate(dataset):
+    """The lmdb store collates a batch itself (no per-graph Data): it must give exactly the
+    tensors PyG's own collate gives for the same graphs from the in-memory dataset."""
+    require_stacks("pyg")
+    from bench import stacks
+
+    prepare("lmdb", dataset, task="graph", say=lambda *a, **k: None)
+    proc = subprocess.run([str(stacks.get("pyg").python), "-c", COLLATE_CHECK, str(dataset)], cwd=REPO,
+                          capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=300)
+    assert proc.returncode == 0 and proc.stdout.strip().endswith("same"), proc.stderr[-2000:]
+
+
 def test_records_are_framework_neutral_and_zero_copy():
     x = np.arange(12, dtype=np.float32).reshape(3, 4)
     edges = np.array([[0, 1, 1, 2], [1, 0, 2, 1]], dtype=np.int64)

@@ -18,7 +18,7 @@ import pytest
 from bench import cli, report, results, site
 
 REPO = Path(__file__).resolve().parents[1]
-COMMITTED = sorted(REPO.glob("results/*/*.json"))
+COMMITTED = sorted(p for p in REPO.glob("results/*/*.json") if p.parent.name != "runs")  # runs/: uncommitted
 CHROMIUM = Path(os.environ.get("GNNBENCH_CHROMIUM", "/usr/bin/chromium"))
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
