@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
 
 from bench import advisor
 from tests import synthetic_results as sr

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -14,7 +13,7 @@ import numpy as np
 import pytest
 
 from bench import datasets, suite
-from bench.datasets import hub, molecules
+from bench.datasets import molecules
 from bench.stores import StoreError, lmdb_graphs, prepare
 from tests.conftest import REPO, require_stacks, run_suite
 
@@ -191,6 +190,17 @@ def test_corrupt_store(dataset):
     with pytest.raises(StoreError) as info:
         lmdb_graphs.build(dataset)  # the host's check before a cell
     assert str(path) in str(info.value) and "delete the folder and run again" in str(info.value)
+
+
+def test_truncated_store_is_named_not_a_crash(dataset):
+    # reading a page past the end of a memory-mapped file would kill the process (SIGBUS)
+    path = lmdb_graphs.build(dataset)
+    lmdb_graphs.close_all()
+    data_file = path / "data.mdb"
+    with open(data_file, "r+b") as f:
+        f.truncate(data_file.stat().st_size // 2)
+    with pytest.raises(StoreError, match=r"truncated .*delete the folder and run again"):
+        lmdb_graphs.LmdbGraphs(path, lmdb_graphs.fingerprint(dataset))
 
 
 def test_store_of_another_dataset_version(tmp_path):

@@ -6,7 +6,6 @@ each page kept under $GNNBENCH_ARTIFACTS (default .artifacts/)."""
 
 from __future__ import annotations
 
-import copy
 import json
 import os
 import re

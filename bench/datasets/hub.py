@@ -86,8 +86,9 @@ def write(spec: dict, cache: Path, arrays: dict[str, np.ndarray], extra_meta: di
     target = dataset_dir(spec, cache)
     target.parent.mkdir(parents=True, exist_ok=True)
     _check_arrays(spec["name"], arrays)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
-    try:
+    with atomic_dir(target) as tmp:
+        if tmp is None:
+            return target  # another process finished the same dataset first
         for name in ARRAYS:
             np.save(tmp / f"{name}.npy", arrays[name])
         n = int(arrays["labels"].shape[0])
@@ -102,25 +103,17 @@ def write(spec: dict, cache: Path, arrays: dict[str, np.ndarray], extra_meta: di
         }
         check_stats(spec["name"], meta, expected)
         (tmp / "meta.json").write_text(json.dumps(meta, indent=2))
-        try:
-            os.rename(tmp, target)
-        except OSError:
-            if not (target / "meta.json").is_file():
-                raise
-            shutil.rmtree(tmp)  # another process finished the same dataset first
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return target
 
 
 @contextmanager
-def atomic_dir(target: Path):
+def atomic_dir(target: Path, marker: str = "meta.json"):
     """Yields a temporary folder beside `target` that becomes `target` when the block ends
     without error (a half-written folder is never seen under the final name), or None when a
-    finished `target` (with meta.json) is already there. On error the temporary folder goes."""
+    finished `target` (holding `marker`) is already there. On error the temporary folder goes.
+    Used by every folder gnnbench builds: hub datasets, LMDB stores."""
     target = Path(target)
-    if (target / "meta.json").is_file():
+    if (target / marker).is_file():
         yield None
         return
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -130,9 +123,9 @@ def atomic_dir(target: Path):
         try:
             os.rename(tmp, target)
         except OSError:
-            if not (target / "meta.json").is_file():
+            if not (target / marker).is_file():
                 raise
-            shutil.rmtree(tmp)  # another process finished the same dataset first
+            shutil.rmtree(tmp)  # another process finished the same folder first
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

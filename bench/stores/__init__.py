@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bench.stores.lmdb_features import StoreError
+from bench.stores.lmdb_env import StoreError
 
 __all__ = ["StoreError", "prepare"]
 

@@ -19,9 +19,9 @@ values from its read-only memory map: pages are shared by every process that map
 in-memory features. A value above half a page goes to overflow pages with a 16-byte header: a
 row of exactly 8 KiB (2,048 float32) takes three 4 KiB pages, so the file is 1.5x the data.
 
-Process safety: an environment must not cross a fork, so each process (a rank, a DataLoader
-worker) opens its own, read-only, lock-free, on first use (the store is never written after its
-build). Imported by the host (to build) and inside the stacks (numpy + lmdb only).
+Opening, per process and fork-safe, and every check of a store's health are shared with the
+graph store (bench/stores/lmdb_env.py). Imported by the host (to build) and inside the stacks
+(numpy + lmdb only).
 """
 
 from __future__ import annotations
@@ -29,24 +29,23 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 import struct
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
+from bench.datasets.hub import atomic_dir
+from bench.stores.lmdb_env import META_KEY, StoreError, close, open_readonly, read_meta
+
+__all__ = ["StoreError", "LmdbFeatures", "build", "store_dir", "fingerprint"]
+LABEL = "LMDB store"
+
 FORMAT_VERSION = 1
-META_KEY = b"__meta__"
 DEFAULT_ROWS_PER_KEY = 1
 MAP_SIZE_ENV = "GNNBENCH_LMDB_MAP_SIZE"  # bytes; overrides the size computed from the data
 _KEY = struct.Struct(">Q")
-
-
-class StoreError(RuntimeError):
-    """A store that cannot be used; the message names the store and the fix."""
 
 
 def store_dir(dataset_dir: Path, rows_per_key: int = DEFAULT_ROWS_PER_KEY) -> Path:
@@ -77,16 +76,20 @@ def build(dataset_dir: Path, rows_per_key: int = DEFAULT_ROWS_PER_KEY, map_size:
     dataset_dir = Path(dataset_dir)
     target = store_dir(dataset_dir, rows_per_key)
     if (target / "data.mdb").is_file():
-        LmdbFeatures(target, fingerprint(dataset_dir)).check()
+        existing = LmdbFeatures(target, fingerprint(dataset_dir))
+        try:
+            existing.check()
+        finally:
+            existing.close()  # LMDB allows one open environment per file and process
         return target
     features = np.load(dataset_dir / "features.npy", mmap_mode="r")
     rows, dim = features.shape
     if map_size is None:
         map_size = int(os.environ.get(MAP_SIZE_ENV) or needed_map_size(rows, dim, rows_per_key))
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
-    started = time.perf_counter()
-    try:
+    with atomic_dir(target, marker="data.mdb") as tmp:
+        if tmp is None:
+            return target  # another process built the same store first
+        started = time.perf_counter()
         env = lmdb.open(str(tmp), map_size=map_size, subdir=True, readahead=False, sync=False,
                         metasync=False, writemap=False, max_dbs=0)
         try:
@@ -114,101 +117,24 @@ def build(dataset_dir: Path, rows_per_key: int = DEFAULT_ROWS_PER_KEY, map_size:
                 f"to at least {needed_map_size(rows, dim, rows_per_key)}") from None
         finally:
             env.close()
-        try:
-            os.rename(tmp, target)
-        except OSError:
-            if not (target / "data.mdb").is_file():
-                raise
-            shutil.rmtree(tmp)  # another process built the same store first
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return target
 
 
 class LmdbFeatures:
-    """Read-only rows of one LMDB feature store; safe to pickle into workers (reopens lazily)."""
+    """Read-only rows of one LMDB feature store; holds no handle, so it pickles into workers
+    and each process opens its own environment on first use (bench/stores/lmdb_env.py)."""
 
     def __init__(self, path: Path, expected_fingerprint: str | None = None):
         self.path = Path(path)
-        self.expected_fingerprint = expected_fingerprint
-        self._env = None
-        self._pid = None
-        try:
-            self.meta = self._read_meta()
-        except StoreError:
-            self.close()  # LMDB allows one open environment per file and process
-            raise
+        self.meta = read_meta(self.path, LABEL, FORMAT_VERSION, expected_fingerprint, ("rows", "dim"))
         self.rows, self.dim = self.meta["rows"], self.meta["dim"]
         self.rows_per_key = self.meta["rows_per_key"]
 
-    def __getstate__(self):
-        return {**self.__dict__, "_env": None, "_pid": None}
-
     def _open(self):
-        import lmdb
-
-        if self._env is not None and self._pid != os.getpid():
-            # inherited across a fork (a DataLoader worker): LMDB environments must not be used
-            # after fork; closing the child's copy only unmaps it here (read-only, no lock file)
-            self._env.close()
-            self._env = None
-        if self._env is None:
-            if not (self.path / "data.mdb").is_file():
-                raise StoreError(f"LMDB store {self.path} is missing (no data.mdb); it is built by "
-                                 "`gnnbench run` before a cell with `store: lmdb` starts: run the suite "
-                                 "again, or delete the folder if it is half there")
-            try:
-                self._env = lmdb.open(str(self.path), readonly=True, lock=False, readahead=False,
-                                      subdir=True, max_readers=1024)
-            except lmdb.Error as exc:
-                raise StoreError(f"LMDB store {self.path} cannot be opened ({type(exc).__name__}: "
-                                 f"{exc}); delete the folder and run again to rebuild it") from None
-            self._pid = os.getpid()
-            self._check_size()
-        return self._env
-
-    def _check_size(self) -> None:
-        """A truncated file would crash a reader with SIGBUS when it touches the missing pages;
-        LMDB's meta page says how many pages the data has, so compare before any read."""
-        try:
-            needed = (self._env.info()["last_pgno"] + 1) * self._env.stat()["psize"]
-        except Exception as exc:  # noqa: BLE001 - lmdb.Error and friends: unreadable meta pages
-            self.close()
-            raise StoreError(f"LMDB store {self.path} is corrupt ({type(exc).__name__}: {exc}); "
-                             "delete the folder and run again to rebuild it") from None
-        actual = (self.path / "data.mdb").stat().st_size
-        if actual < needed:
-            self.close()
-            raise StoreError(f"LMDB store {self.path} is truncated ({actual} bytes, its pages need "
-                             f"{needed}); delete the folder and run again to rebuild it")
+        return open_readonly(self.path, LABEL)
 
     def close(self) -> None:
-        if self._env is not None and self._pid == os.getpid():
-            self._env.close()
-        self._env = None
-
-    def _read_meta(self) -> dict:
-        import lmdb
-
-        try:
-            with self._open().begin() as txn:
-                raw = txn.get(META_KEY)
-        except lmdb.Error as exc:
-            raise StoreError(f"LMDB store {self.path} is corrupt ({type(exc).__name__}: {exc}); "
-                             "delete the folder and run again to rebuild it") from None
-        if raw is None:
-            raise StoreError(f"LMDB store {self.path} has no {META_KEY.decode()} record: it was not "
-                             "built by gnnbench or its build did not finish; delete the folder and run again")
-        meta = json.loads(raw)
-        if meta.get("format") != FORMAT_VERSION:
-            raise StoreError(f"LMDB store {self.path} has format {meta.get('format')}, this gnnbench "
-                             f"reads {FORMAT_VERSION}; delete the folder to rebuild it")
-        if self.expected_fingerprint and meta["fingerprint"] != self.expected_fingerprint:
-            raise StoreError(f"LMDB store {self.path} was built from another version of dataset "
-                             f"{meta.get('dataset')!r} (fingerprint {meta['fingerprint']}, the hub "
-                             f"has {self.expected_fingerprint}); delete the folder and run again to rebuild it")
-        return meta
+        close(self.path)
 
     def check(self) -> None:
         """Read the last row: a truncated file fails here rather than in the middle of an epoch."""

@@ -22,16 +22,17 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import struct
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
-from bench.stores.lmdb_features import MAP_SIZE_ENV, META_KEY, StoreError, fingerprint
+from bench.datasets.hub import atomic_dir
+
+from bench.stores.lmdb_env import META_KEY, StoreError, close_all, open_readonly, read_meta
+from bench.stores.lmdb_features import MAP_SIZE_ENV, fingerprint
 
 FORMAT_VERSION = 1
 MAGIC = b"GRF1"
@@ -93,10 +94,10 @@ def build(dataset_dir: Path, map_size: int | None = None, progress=None) -> Path
     needed = needed_map_size(node_counts, edge_counts, dim)
     if map_size is None:
         map_size = int(os.environ.get(MAP_SIZE_ENV) or needed)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
-    started = time.perf_counter()
-    try:
+    with atomic_dir(target, marker="data.mdb") as tmp:
+        if tmp is None:
+            return target  # another process built the same store first
+        started = time.perf_counter()
         env = lmdb.open(str(tmp), map_size=map_size, subdir=True, readahead=False, sync=False,
                         metasync=False, writemap=False, max_dbs=0)
         try:
@@ -125,93 +126,27 @@ def build(dataset_dir: Path, map_size: int | None = None, progress=None) -> Path
                 f"{MAP_SIZE_ENV} or raise it to at least {needed}") from None
         finally:
             env.close()
-        try:
-            os.rename(tmp, target)
-        except OSError:
-            if not (target / "data.mdb").is_file():
-                raise
-            shutil.rmtree(tmp)  # another process built the same store first
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return target
 
 
-# One environment per store and process: py-lmdb refuses to open one path twice in a process,
-# and readers (a pipeline, its evaluation, a test) share it.
-_OPEN: dict[str, tuple[int, object]] = {}
-
-
-def close_all() -> None:
-    """Close this process's environments (a store about to be deleted or rebuilt)."""
-    for pid, env in _OPEN.values():
-        if pid == os.getpid():
-            env.close()
-    _OPEN.clear()
+LABEL = "LMDB graph store"
+__all__ = ["LmdbGraphs", "build", "store_dir", "close_all"]
 
 
 class LmdbGraphs:
     """Read-only graphs of one LMDB graph store; holds no handle, so it pickles into workers
-    and each process opens its own environment on first use."""
+    and each process opens its own environment on first use (bench/stores/lmdb_env.py)."""
 
     def __init__(self, path: Path, expected_fingerprint: str | None = None):
         self.path = Path(path)
-        self.expected_fingerprint = expected_fingerprint
-        self.meta = self._read_meta()
+        self.meta = read_meta(self.path, LABEL, FORMAT_VERSION, expected_fingerprint, ("graphs", "feature_dim"))
         self.count, self.feature_dim = self.meta["graphs"], self.meta["feature_dim"]
 
     def __len__(self) -> int:
         return self.count
 
     def _open(self):
-        import lmdb
-
-        key = str(self.path.resolve())
-        pid, env = _OPEN.get(key, (None, None))
-        if env is not None and pid != os.getpid():
-            # inherited across a fork (a DataLoader worker): an LMDB environment must not be used
-            # after fork; closing the child's copy only unmaps it here (read-only, no lock file)
-            env.close()
-            env = None
-        if env is None:
-            if not (self.path / "data.mdb").is_file():
-                raise StoreError(f"LMDB graph store {self.path} is missing (no data.mdb); it is built by "
-                                 "`gnnbench run` before a cell with `store: lmdb` starts: run the suite "
-                                 "again, or delete the folder if it is half there")
-            try:
-                env = lmdb.open(str(self.path), readonly=True, lock=False, readahead=False,
-                                subdir=True, max_readers=1024)
-            except lmdb.Error as exc:
-                raise StoreError(f"LMDB graph store {self.path} cannot be opened ({type(exc).__name__}: "
-                                 f"{exc}); delete the folder and run again to rebuild it") from None
-            _OPEN[key] = (os.getpid(), env)
-        return env
-
-    def _read_meta(self) -> dict:
-        import lmdb
-
-        try:
-            with self._open().begin() as txn:
-                raw = txn.get(META_KEY)
-        except lmdb.Error as exc:
-            raise StoreError(f"LMDB graph store {self.path} is corrupt ({type(exc).__name__}: {exc}); "
-                             "delete the folder and run again to rebuild it") from None
-        if raw is None:
-            raise StoreError(f"LMDB graph store {self.path} has no {META_KEY.decode()} record: it was not "
-                             "built by gnnbench or its build did not finish; delete the folder and run again")
-        try:
-            meta = json.loads(raw)
-        except ValueError:
-            raise StoreError(f"LMDB graph store {self.path} has an unreadable {META_KEY.decode()} record; "
-                             "delete the folder and run again to rebuild it") from None
-        if meta.get("format") != FORMAT_VERSION or "graphs" not in meta:
-            raise StoreError(f"LMDB graph store {self.path} has format {meta.get('format')} (or is not a "
-                             f"graph store), this gnnbench reads {FORMAT_VERSION}; delete the folder to rebuild it")
-        if self.expected_fingerprint and meta["fingerprint"] != self.expected_fingerprint:
-            raise StoreError(f"LMDB graph store {self.path} was built from another version of dataset "
-                             f"{meta.get('dataset')!r} (fingerprint {meta['fingerprint']}, the dataset "
-                             f"has {self.expected_fingerprint}); delete the folder and run again to rebuild it")
-        return meta
+        return open_readonly(self.path, LABEL)
 
     def check(self) -> None:
         """Read the last graph: a truncated file fails here rather than in the middle of an epoch."""

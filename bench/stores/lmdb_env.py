@@ -1,0 +1,100 @@
+"""Opening gnnbench's LMDB stores for reading, the same way for every store kind.
+
+- One environment per store and process: py-lmdb refuses to open one path twice in a process,
+  and an environment must not be used after a fork (a DataLoader worker), so each process opens
+  its own, read-only and lock-free (a store is never written after its build), on first use;
+  a copy inherited across a fork is closed in the child (that only unmaps it there).
+- Every way a store can be unusable ends in one StoreError that names the store and the fix:
+  missing, not openable, truncated (checked before any read: touching a page past the end of a
+  memory-mapped file kills the process with SIGBUS), without its `__meta__` record (a build
+  that did not finish), of another format, or built from another version of its dataset.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+META_KEY = b"__meta__"
+REBUILD = "delete the folder and run again to rebuild it"
+_OPEN: dict[str, tuple[int, object]] = {}
+
+
+class StoreError(RuntimeError):
+    """A store that cannot be used; the message names the store and the fix."""
+
+
+def open_readonly(path: Path, label: str):
+    """The environment of the store at `path` for this process. `label` names the store kind
+    in errors ("LMDB store", "LMDB graph store")."""
+    import lmdb
+
+    key = str(Path(path).resolve())
+    pid, env = _OPEN.get(key, (None, None))
+    if env is not None and pid == os.getpid():
+        return env
+    if env is not None:
+        env.close()  # inherited across a fork
+    _OPEN.pop(key, None)
+    if not (Path(path) / "data.mdb").is_file():
+        raise StoreError(f"{label} {path} is missing (no data.mdb); it is built by `gnnbench run` before "
+                         "a cell with `store: lmdb` starts: run the suite again, or delete the folder if it "
+                         "is half there")
+    try:
+        env = lmdb.open(str(path), readonly=True, lock=False, readahead=False, subdir=True, max_readers=1024)
+    except lmdb.Error as exc:
+        raise StoreError(f"{label} {path} cannot be opened ({type(exc).__name__}: {exc}); {REBUILD}") from None
+    try:
+        needed = (env.info()["last_pgno"] + 1) * env.stat()["psize"]
+    except lmdb.Error as exc:
+        env.close()
+        raise StoreError(f"{label} {path} is corrupt ({type(exc).__name__}: {exc}); {REBUILD}") from None
+    actual = (Path(path) / "data.mdb").stat().st_size
+    if actual < needed:
+        env.close()
+        raise StoreError(f"{label} {path} is truncated ({actual} bytes, its pages need {needed}); {REBUILD}")
+    _OPEN[key] = (os.getpid(), env)
+    return env
+
+
+def close(path: Path) -> None:
+    pid, env = _OPEN.pop(str(Path(path).resolve()), (None, None))
+    if env is not None and pid == os.getpid():
+        env.close()
+
+
+def close_all() -> None:
+    for key in list(_OPEN):
+        close(Path(key))
+
+
+def read_meta(path: Path, label: str, format_version: int, expected_fingerprint: str | None,
+              required: tuple[str, ...] = ()) -> dict:
+    """The store's `__meta__` record, checked; the environment is closed again on any error."""
+    import lmdb
+
+    try:
+        try:
+            with open_readonly(path, label).begin() as txn:
+                raw = txn.get(META_KEY)
+        except lmdb.Error as exc:
+            raise StoreError(f"{label} {path} is corrupt ({type(exc).__name__}: {exc}); {REBUILD}") from None
+        if raw is None:
+            raise StoreError(f"{label} {path} has no {META_KEY.decode()} record: it was not built by "
+                             f"gnnbench or its build did not finish; {REBUILD}")
+        try:
+            meta = json.loads(raw)
+        except ValueError:
+            raise StoreError(f"{label} {path} has an unreadable {META_KEY.decode()} record; {REBUILD}") from None
+        if meta.get("format") != format_version or any(k not in meta for k in required):
+            raise StoreError(f"{label} {path} has format {meta.get('format')} (or is another kind of "
+                             f"store), this gnnbench reads {format_version}; {REBUILD}")
+        if expected_fingerprint and meta.get("fingerprint") != expected_fingerprint:
+            raise StoreError(f"{label} {path} was built from another version of dataset "
+                             f"{meta.get('dataset')!r} (fingerprint {meta.get('fingerprint')}, the dataset "
+                             f"has {expected_fingerprint}); {REBUILD}")
+        return meta
+    except StoreError:
+        close(path)
+        raise
