@@ -328,7 +328,26 @@ def verdict_table(verdicts: list[Verdict]) -> str:
             out.append(" " * 4 + v.reason)
     counts = {kind: sum(v.verdict == kind for v in verdicts) for kind in VERDICTS}
     out.append(f"{len(verdicts)} cells: " + ", ".join(f"{n} {kind}" for kind, n in counts.items() if n))
+    shift = run_shift(verdicts)
+    if shift is not None:
+        out.append(shift)
     return "\n".join(out)
+
+
+def run_shift(verdicts: list[Verdict], floor: float = 0.10) -> str | None:
+    """A sentence when the run as a whole moved (the median change over its cells exceeds the
+    floor): two runs alone cannot tell the machine from a change common to every cell, and the
+    per-cell verdicts above treat it as the machine; the user should know it happened."""
+    logs = [math.log(v.new_median_s / v.old_median_s) for v in verdicts
+            if v.old_median_s and v.new_median_s and v.verdict not in ("not comparable",)]
+    if len(logs) < MIN_POOLED_CELLS:
+        return None
+    median = statistics.median(logs)
+    if abs(median) <= math.log(1 + floor):
+        return None
+    return (f"the whole run moved: median change {signed_pct(math.exp(median) - 1)} over {len(logs)} cells "
+            "(this machine's load or clocks, or a change common to every cell: two runs cannot tell "
+            "which; give earlier runs with --history)")
 
 
 def run_line(label: str, result: ResultFile) -> str:

@@ -132,7 +132,7 @@ def history_section(suite: SuiteRuns) -> dict | None:
     severity = {kind: i for i, kind in enumerate(history.VERDICTS)}
     verdicts.sort(key=lambda v: severity.get(v.verdict, len(severity)))
     return {"runs": [report.run_info(r) for r in suite.runs], "charts": trend_charts, "verdicts": verdicts,
-            "previous": report.run_info(suite.runs[-2]),
+            "previous": report.run_info(suite.runs[-2]), "shift": history.run_shift(verdicts),
             "counts": {kind: sum(v.verdict == kind for v in verdicts) for kind in history.VERDICTS
                        if any(v.verdict == kind for v in verdicts)}}
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -102,8 +103,16 @@ def test_shift_shared_by_all_cells_needs_history(tmp_path):
     runs = series(tmp_path, 5, slower={c: 1.5 for c in CELLS})
     # from two runs alone, all cells moving together looks like the machine ...
     assert {v.verdict for v in history.compare(runs[-2], runs[-1])} == {"unchanged"}
+    # ... but the table says the whole run moved, and by how much
+    table = history.verdict_table(history.compare(runs[-2], runs[-1]))
+    assert re.search(r"the whole run moved: median change \+(4[5-9]|5[0-5])\.\d %", table), table
     # ... against each cell's own earlier runs it is a regression
     assert {v.verdict for v in history.compare(runs[-2], runs[-1], history=runs)} == {"regression"}
+
+
+def test_no_run_shift_line_when_the_run_held_still(tmp_path):
+    runs = series(tmp_path, 3)
+    assert "whole run moved" not in history.verdict_table(history.compare(runs[-2], runs[-1]))
 
 
 def test_floor_holds_small_changes_even_without_noise(tmp_path):
