@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     cmp.add_argument("--force", action="store_true", help="compare runs of different machines anyway")
     cmp.add_argument("--history", type=Path, action="append", default=[], metavar="FILE",
                      help="an earlier run of the suite, for each cell's own run-to-run noise (repeatable)")
-    cmp.add_argument("--fail-on", choices=["regression"], help="exit 1 when a regression is found")
+    cmp.add_argument("--fail-on", choices=["regression"], help="exit 1 when a cell regressed or now fails")
 
     ds = sub.add_parser("datasets", help="known datasets, their sizes and memory needs; prepare one")
     ds_sub = ds.add_subparsers(dest="datasets_command", required=True)
@@ -182,8 +182,8 @@ def cmd_compare(args) -> int:
                                history=[results.read(f) for f in args.history])
     print(history.run_line("old", old))
     print(history.run_line("new", new))
-    print(history.verdict_table(verdicts))
-    if args.fail_on == "regression" and any(v.verdict == "regression" for v in verdicts):
+    print(history.verdict_table(verdicts, floor=args.floor))
+    if args.fail_on == "regression" and any(v.verdict in ("regression", "now failing") for v in verdicts):
         return 1
     return 0
 

@@ -23,6 +23,10 @@ faster weigh the same), per cell:
                 - else 0 (the floor alone stands for it, and the reason says so);
     threshold = max(ln(1 + floor), K_SIGMA * sigma)
 
+Both estimates of `between` already hold some of each run's median error, so adding se_old and
+se_new counts it twice: deliberately, a slightly wider (conservative) threshold, because a false
+alarm on a shared machine costs more than a late one.
+
 A cell is a regression when ln r > threshold, an improvement when ln r < -threshold. Verdicts
 report the threshold as a factor - 1 (0.10: 1.1x slower or 1.1x faster). The limit is stated,
 not hidden: from two runs alone, a shift shared by most cells cannot be told from the machine;
@@ -315,7 +319,7 @@ def version_changes(old: dict | None, new: dict | None) -> str:
 
 # --- the terminal table ---------------------------------------------------------------------
 
-def verdict_table(verdicts: list[Verdict]) -> str:
+def verdict_table(verdicts: list[Verdict], floor: float = 0.10) -> str:
     """Plain aligned text: one line per cell, its reason below it, then the count per verdict."""
     header = ("verdict", "old", "new", "change", "needs", "cell")
     lines = [(v.verdict, seconds(v.old_median_s), seconds(v.new_median_s), signed_pct(v.change),
@@ -328,7 +332,7 @@ def verdict_table(verdicts: list[Verdict]) -> str:
             out.append(" " * 4 + v.reason)
     counts = {kind: sum(v.verdict == kind for v in verdicts) for kind in VERDICTS}
     out.append(f"{len(verdicts)} cells: " + ", ".join(f"{n} {kind}" for kind, n in counts.items() if n))
-    shift = run_shift(verdicts)
+    shift = run_shift(verdicts, floor)
     if shift is not None:
         out.append(shift)
     return "\n".join(out)

@@ -139,7 +139,7 @@ class RunSession:
             return Outcome(cell, "failed", f"dataset: {exc}")
         try:
             stores.prepare(cell.settings["store"], dataset_dir, BACKENDS[cell.backend].task, say=self.say)
-        except (stores.StoreError, OSError) as exc:
+        except Exception as exc:  # noqa: BLE001 - any failed build is this cell's failure, recorded
             return Outcome(cell, "failed", f"store: {type(exc).__name__}: {exc}")
         return None
 

@@ -57,8 +57,9 @@ def rows(result: ResultFile) -> list[dict]:
             out.append({"id": cell_id, "status": u["status"], "reason": u.get("reason", ""),
                         "dataset": u.get("dataset"), "backend": u.get("backend"), "settings": u.get("settings") or {}})
         else:
+            backend, dataset = (cell_id.split("/") + [None, None])[:2]  # ids are backend/dataset/...
             out.append({"id": cell_id, "status": "not run", "reason": "the run ended before this cell",
-                        "dataset": None, "backend": None, "settings": {}})
+                        "dataset": dataset, "backend": backend, "settings": {}})
     return out
 
 

@@ -3,12 +3,17 @@ by `torch_geometric.loader.DataLoader`, read from one of three stores:
 
     memory   a PyG `InMemoryDataset`, collated once from the dataset's concatenated arrays
     lmdb     the LMDB graph store built on the host (bench/stores/lmdb_graphs.py), one record
-             per graph, opened read-only in each process and DataLoader worker; a batch is read
-             in one transaction and collated by the store (the same tensors PyG's collate
-             makes), so no per-graph `Data` is built: the DataLoader takes whole batches of ids
-             from a BatchSampler and the dataset returns a `Batch`
+             per graph, opened read-only in each process and DataLoader worker
     sqlite   PyG's own `OnDiskDataset` (backend "sqlite"), written by PyG's code into
-             DATASET_DIR/stores/sqlite-graphs once, by the first cell that needs it
+             DATASET_DIR/stores/sqlite-graphs once, by the first cell that needs it (graph cells
+             run one rank; with several, each rank would build it and one rename would win)
+
+Every store is read the same way: the DataLoader takes whole batches of graph ids from a
+BatchSampler, the store reads the batch's graphs in one call (`read_many`: slices of the
+InMemoryDataset's storage, one LMDB transaction, one sqlite query through PyG's database), and
+one shared collate (molecules.collate) lays them out as `Batch.from_data_list` would, without a
+`Data` object per graph. So the stores differ only in their reads; per-graph access
+(`dataset[g]`, a `Data`) is still there for anyone who wants it.
 
 The loader shuffles the training graphs and uses the suite's `num_workers`; batches hold
 `batch_size` graphs. With `model: sage` the model is `len(fanout)` mean-aggregation SAGEConv
@@ -30,12 +35,11 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.nn.functional as F
-from torch.utils.data import BatchSampler, Dataset, Subset, SubsetRandomSampler
-from torch.utils.data import DataLoader as TorchDataLoader
+from torch.utils.data import BatchSampler, DataLoader, Dataset, SubsetRandomSampler
 from torch_geometric.data import Batch, Data, InMemoryDataset, OnDiskDataset
-from torch_geometric.loader import DataLoader
 from torch_geometric.nn import SAGEConv, global_mean_pool
 
+from bench.datasets import molecules
 from bench.backends.base import DROPOUT, device_of, distribute, shard, unavailable_reason, unwrap
 from bench.stores import StoreError
 from bench.stores.lmdb_features import fingerprint
@@ -58,9 +62,21 @@ def _copied_graph(x, edge_index, label: int) -> Data:
     return _graph(np.array(x), np.array(edge_index), label)
 
 
+def to_batch(graphs: list[tuple[np.ndarray, np.ndarray, int]]) -> Batch:
+    """Graphs (x, local edge_index, label) as one PyG `Batch`, equal to `Batch.from_data_list`."""
+    out = Batch(**{k: torch.from_numpy(v) for k, v in molecules.collate(graphs).items()})
+    out._num_graphs = len(graphs)
+    return out
+
+
 class ArrayGraphs(InMemoryDataset):
     """Every graph in memory in PyG's collated form: the dataset's concatenated arrays already
     are PyG's `(data, slices)` layout (edge ids local to each graph), so no per-graph pass."""
+
+    def read_many(self, ids: list[int]) -> list[tuple[np.ndarray, np.ndarray, int]]:
+        x, edge_index, y = self._data.x.numpy(), self._data.edge_index.numpy(), self._data.y.numpy()
+        nodes, edges = self.slices["x"].numpy(), self.slices["edge_index"].numpy()
+        return [(x[nodes[g]:nodes[g + 1]], edge_index[:, edges[g]:edges[g + 1]], int(y[g])) for g in ids]
 
     def __init__(self, data):
         super().__init__(root=None, log=False)
@@ -84,28 +100,22 @@ class LmdbGraphDataset(Dataset):
     def __getitem__(self, g: int) -> Data:
         return _graph(*self.store.get(int(g)))
 
-    def __getitems__(self, ids: list[int]) -> list[Data]:
-        return [_graph(*g) for g in self.store.get_many(ids)]
-
-    def batch(self, ids: list[int]) -> Batch:
-        """`ids` collated in one read, equal to `Batch.from_data_list([self[g] for g in ids])`."""
-        arrays = self.store.get_batch(ids)
-        out = Batch(**{k: torch.from_numpy(v) for k, v in arrays.items()})
-        out._num_graphs = len(ids)
-        return out
+    def read_many(self, ids: list[int]) -> list[tuple[np.ndarray, np.ndarray, int]]:
+        return self.store.get_many(ids)  # one transaction, one getmulti
 
 
-class _Batches(Dataset):
-    """A dataset whose items are whole batches: the DataLoader passes a list of graph ids."""
+class Batches(Dataset):
+    """A dataset whose items are whole batches: the DataLoader passes a list of graph ids, the
+    store reads them in one call, and they are collated once."""
 
-    def __init__(self, graphs: LmdbGraphDataset):
+    def __init__(self, graphs):
         self.graphs = graphs
 
     def __len__(self) -> int:
         return len(self.graphs)
 
     def __getitem__(self, ids: list[int]) -> Batch:
-        return self.graphs.batch(ids)
+        return to_batch(self.graphs.read_many(ids))
 
 
 class SqliteGraphs(OnDiskDataset):
@@ -131,6 +141,11 @@ class SqliteGraphs(OnDiskDataset):
         if self._db is not None:
             self._db.close()
             self._db = None
+
+    def read_many(self, ids: list[int]) -> list[tuple[np.ndarray, np.ndarray, int]]:
+        """One query through PyG's sqlite database (its typed schema decodes the blobs)."""
+        rows = self.db.multi_get(list(ids))
+        return [(row["x"].numpy(), row["edge_index"].numpy(), int(row["y"])) for row in rows]
 
     def serialize(self, data: Data) -> dict:
         return {"x": data.x, "edge_index": data.edge_index, "y": int(data.y)}
@@ -223,15 +238,12 @@ class Pipeline:
         if isinstance(self.dataset, SqliteGraphs):
             self.dataset.release()  # workers fork on the first epoch: no open connection to inherit
 
-    def _loader(self, split: str, shuffle: bool, num_workers: int = 0):
-        if isinstance(self.dataset, LmdbGraphDataset):
-            ids = self.splits[split].tolist()
-            order = SubsetRandomSampler(ids) if shuffle else ids
-            return TorchDataLoader(_Batches(self.dataset), batch_size=None,
-                                   sampler=BatchSampler(order, self.settings["batch_size"], drop_last=False),
-                                   num_workers=num_workers, persistent_workers=num_workers > 0)
-        return DataLoader(Subset(self.dataset, self.splits[split].tolist()), batch_size=self.settings["batch_size"],
-                          shuffle=shuffle, num_workers=num_workers, persistent_workers=num_workers > 0)
+    def _loader(self, split: str, shuffle: bool, num_workers: int = 0) -> DataLoader:
+        ids = self.splits[split].tolist()
+        order = SubsetRandomSampler(ids) if shuffle else ids
+        return DataLoader(Batches(self.dataset), batch_size=None,
+                          sampler=BatchSampler(order, self.settings["batch_size"], drop_last=False),
+                          num_workers=num_workers, persistent_workers=num_workers > 0)
 
     @staticmethod
     def count(batch) -> tuple[int, int]:

@@ -237,3 +237,19 @@ def load(path, mmap: bool = False) -> GraphCollection:
             raise hub.DatasetError(f"{path / (name + '.npy')} is missing or corrupt ({exc}); "
                                    "delete the folder to rebuild it") from exc
     return GraphCollection(path=path, meta=meta, **arrays)
+
+
+def collate(graphs: list[tuple[np.ndarray, np.ndarray, int]]) -> dict[str, np.ndarray]:
+    """Graphs (x, local edge_index, label) laid out as PyG's `Batch.from_data_list` lays them out:
+    x and edge_index concatenated (edge ids shifted by each graph's first node), y, batch (the
+    graph of each node) and ptr (node offsets). Every store of the pyg-graphs backend reads a
+    batch's graphs in one call and collates them here, so stores differ only in their reads."""
+    node_counts = np.fromiter((len(x) for x, _, _ in graphs), dtype=np.int64, count=len(graphs))
+    edge_counts = np.fromiter((e.shape[1] for _, e, _ in graphs), dtype=np.int64, count=len(graphs))
+    ptr = np.zeros(len(graphs) + 1, dtype=np.int64)
+    np.cumsum(node_counts, out=ptr[1:])
+    edge_index = np.concatenate([e for _, e, _ in graphs], axis=1).astype(np.int64, copy=False)
+    edge_index += np.repeat(ptr[:-1], edge_counts)
+    return {"x": np.concatenate([x for x, _, _ in graphs]), "edge_index": edge_index,
+            "y": np.fromiter((y for _, _, y in graphs), dtype=np.int64, count=len(graphs)),
+            "batch": np.repeat(np.arange(len(graphs), dtype=np.int64), node_counts), "ptr": ptr}

@@ -31,7 +31,7 @@ import numpy as np
 
 from bench.datasets.hub import atomic_dir
 
-from bench.stores.lmdb_env import META_KEY, StoreError, close_all, open_readonly, read_meta
+from bench.stores.lmdb_env import META_KEY, StoreError, close, close_all, open_readonly, read_meta
 from bench.stores.lmdb_features import MAP_SIZE_ENV, fingerprint
 
 FORMAT_VERSION = 1
@@ -86,7 +86,11 @@ def build(dataset_dir: Path, map_size: int | None = None, progress=None) -> Path
     dataset_dir = Path(dataset_dir)
     target = store_dir(dataset_dir)
     if (target / "data.mdb").is_file():
-        LmdbGraphs(target, fingerprint(dataset_dir)).check()
+        existing = LmdbGraphs(target, fingerprint(dataset_dir))
+        try:
+            existing.check()
+        finally:
+            existing.close()  # a later reader of a rebuilt store must not meet this environment
         return target
     data = molecules.load(dataset_dir, mmap=True)
     count, dim = data.num_graphs, data.feature_dim
@@ -183,23 +187,8 @@ class LmdbGraphs:
                                  "delete the folder and run again to rebuild it") from None
         return out
 
-
-    def get_batch(self, ids) -> dict[str, np.ndarray]:
-        """Graphs `ids` already collated, as PyG's `Batch.from_data_list` lays them out: x and
-        edge_index concatenated (edge ids shifted by each graph's first node), y, batch (the
-        graph of each node) and ptr (node offsets). One read transaction, one getmulti, one
-        concatenation: no per-graph framework object, which is where per-graph reads spend most."""
-        graphs = self.get_many(ids)
-        node_counts = np.fromiter((len(x) for x, _, _ in graphs), dtype=np.int64, count=len(graphs))
-        edge_counts = np.fromiter((e.shape[1] for _, e, _ in graphs), dtype=np.int64, count=len(graphs))
-        ptr = np.zeros(len(graphs) + 1, dtype=np.int64)
-        np.cumsum(node_counts, out=ptr[1:])
-        edge_index = np.concatenate([e for _, e, _ in graphs], axis=1) if graphs else np.zeros((2, 0), np.int64)
-        edge_index += np.repeat(ptr[:-1], edge_counts)
-        return {"x": np.concatenate([x for x, _, _ in graphs]) if graphs else np.zeros((0, self.meta["feature_dim"]), np.float32),
-                "edge_index": edge_index,
-                "y": np.fromiter((y for _, _, y in graphs), dtype=np.int64, count=len(graphs)),
-                "batch": np.repeat(np.arange(len(graphs), dtype=np.int64), node_counts), "ptr": ptr}
+    def close(self) -> None:
+        close(self.path)
 
 
 def main(argv: list[str]) -> int:
