@@ -7,7 +7,9 @@ written ahead of the data. The rules, in the order they apply:
    `model=none`, time the loader alone and are never recommended).
 2. Accuracy sanity: a candidate whose test accuracy is below the best by more than
    ACC_SIGMAS standard errors of the difference of two accuracies on `num_test` nodes
-   (binomial: sqrt(p(1-p)/n) each) is set aside, and said so when it was the fastest.
+   (binomial: sqrt(p(1-p)/n) each), and by at least MIN_ACC_GAP, is set aside, and said so when
+   it was the fastest. (The floor matters near 0 % or 100 %, where the binomial error vanishes:
+   0.997 against 1.000 on 2,621 test nodes is not a reason to pick a 3x slower pipeline.)
 3. Speed: the fastest remaining candidate by median epoch time.
 4. Memory: among candidates within NEAR_TIE of the fastest, the one with the least memory
    (total PSS of all ranks, else peak PSS, else peak RSS) is recommended instead when it saves
@@ -33,6 +35,7 @@ from bench.history import FAILED, first_line, machine_label, run_time
 from bench.results import ResultFile
 
 ACC_SIGMAS = 3.0      # accuracy below the best by more than this many standard errors is "much lower"
+MIN_ACC_GAP = 0.01    # ... and by at least one percentage point
 NEAR_TIE = 0.10       # within this relative epoch time of the fastest counts as a near tie
 MEMORY_GAIN = 0.10    # the least memory must save at least this much to win a near tie
 PATTERN_IGNORE = ("seed", "timeout")   # settings that do not describe a configuration
@@ -127,7 +130,7 @@ def accuracy_margin(a: Measured, b: Measured) -> float | None:
     if not n:
         return None
     pa, pb = a.accuracy, b.accuracy
-    return ACC_SIGMAS * math.sqrt(pa * (1 - pa) / n + pb * (1 - pb) / n)
+    return max(MIN_ACC_GAP, ACC_SIGMAS * math.sqrt(pa * (1 - pa) / n + pb * (1 - pb) / n))
 
 
 def accuracy_check(candidates: list[Measured]) -> tuple[list[Measured], list[tuple[Measured, Measured, float]]]:
