@@ -97,6 +97,18 @@ def test_accuracy_within_sampling_noise_keeps_the_fastest(tmp_path):
     assert not any("not recommended" in e for e in advice.evidence)
 
 
+def test_a_gap_under_one_point_near_100_percent_keeps_the_fastest(tmp_path):
+    # the binomial error of 1.000 on 1,000 test nodes is zero: without a floor, 0.997 would be
+    # "much lower" and a 3x slower configuration recommended
+    fast, other = sr.cell_id("dgl-graphbolt"), sr.cell_id("pyg-neighbor")
+    result = one_run(tmp_path, [sr.bench(fast, [0.030] * 5, test_acc=0.997),
+                                sr.bench(other, [0.090] * 5, test_acc=1.0)])
+    assert only(advisor.advise([result])).recommended == fast
+    worse = one_run(tmp_path, [sr.bench(fast, [0.030] * 5, test_acc=0.95),
+                                     sr.bench(other, [0.090] * 5, test_acc=1.0)], name="worse.json")
+    assert only(advisor.advise([worse])).recommended == other
+
+
 def test_loader_only_cells_are_not_candidates(tmp_path):
     loader = sr.cell_id() + "/model=none"
     trained = sr.cell_id("dgl-graphbolt")
