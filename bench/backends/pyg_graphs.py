@@ -9,11 +9,12 @@ by `torch_geometric.loader.DataLoader`, read from one of three stores:
              run one rank; with several, each rank would build it and one rename would win)
 
 Every store is read the same way: the DataLoader takes whole batches of graph ids from a
-BatchSampler, the store reads the batch's graphs in one call (`read_many`: slices of the
-InMemoryDataset's storage, one LMDB transaction, one sqlite query through PyG's database), and
-one shared collate (molecules.collate) lays them out as `Batch.from_data_list` would, without a
-`Data` object per graph. So the stores differ only in their reads; per-graph access
-(`dataset[g]`, a `Data`) is still there for anyone who wants it.
+BatchSampler, the store reads the batch's graphs in one call into columns (`read_many` returns
+molecules.GraphColumns: a fancy index into the InMemoryDataset's storage; one LMDB transaction;
+one sqlite query through PyG's database), and one shared collate
+(molecules.collate) lays them out as `Batch.from_data_list` would, without a `Data` object per
+graph. So the stores differ only in their reads; per-graph access (`dataset[g]`, a `Data`) is
+still there for anyone who wants it.
 
 The loader shuffles the training graphs and uses the suite's `num_workers`; batches hold
 `batch_size` graphs. With `model: sage` the model is `len(fanout)` mean-aggregation SAGEConv
@@ -62,10 +63,10 @@ def _copied_graph(x, edge_index, label: int) -> Data:
     return _graph(np.array(x), np.array(edge_index), label)
 
 
-def to_batch(graphs: list[tuple[np.ndarray, np.ndarray, int]]) -> Batch:
-    """Graphs (x, local edge_index, label) as one PyG `Batch`, equal to `Batch.from_data_list`."""
-    out = Batch(**{k: torch.from_numpy(v) for k, v in molecules.collate(graphs).items()})
-    out._num_graphs = len(graphs)
+def to_batch(columns: molecules.GraphColumns) -> Batch:
+    """A batch's graphs as one PyG `Batch`, equal to `Batch.from_data_list` of their `Data`."""
+    out = Batch(**{k: torch.from_numpy(v) for k, v in molecules.collate(columns).items()})
+    out._num_graphs = len(columns.y)
     return out
 
 
@@ -73,10 +74,9 @@ class ArrayGraphs(InMemoryDataset):
     """Every graph in memory in PyG's collated form: the dataset's concatenated arrays already
     are PyG's `(data, slices)` layout (edge ids local to each graph), so no per-graph pass."""
 
-    def read_many(self, ids: list[int]) -> list[tuple[np.ndarray, np.ndarray, int]]:
-        x, edge_index, y = self._data.x.numpy(), self._data.edge_index.numpy(), self._data.y.numpy()
-        nodes, edges = self.slices["x"].numpy(), self.slices["edge_index"].numpy()
-        return [(x[nodes[g]:nodes[g + 1]], edge_index[:, edges[g]:edges[g + 1]], int(y[g])) for g in ids]
+    def read_many(self, ids: list[int]) -> molecules.GraphColumns:
+        return molecules.take(self._data.x.numpy(), self._data.edge_index.numpy(), self.slices["x"].numpy(),
+                              self.slices["edge_index"].numpy(), self._data.y.numpy(), ids)
 
     def __init__(self, data):
         super().__init__(root=None, log=False)
@@ -100,8 +100,8 @@ class LmdbGraphDataset(Dataset):
     def __getitem__(self, g: int) -> Data:
         return _graph(*self.store.get(int(g)))
 
-    def read_many(self, ids: list[int]) -> list[tuple[np.ndarray, np.ndarray, int]]:
-        return self.store.get_many(ids)  # one transaction, one getmulti
+    def read_many(self, ids: list[int]) -> molecules.GraphColumns:
+        return molecules.GraphColumns.of(self.store.get_many(ids))  # one transaction, one getmulti
 
 
 class Batches(Dataset):
@@ -142,10 +142,10 @@ class SqliteGraphs(OnDiskDataset):
             self._db.close()
             self._db = None
 
-    def read_many(self, ids: list[int]) -> list[tuple[np.ndarray, np.ndarray, int]]:
+    def read_many(self, ids: list[int]) -> molecules.GraphColumns:
         """One query through PyG's sqlite database (its typed schema decodes the blobs)."""
         rows = self.db.multi_get(list(ids))
-        return [(row["x"].numpy(), row["edge_index"].numpy(), int(row["y"])) for row in rows]
+        return molecules.GraphColumns.of([(row["x"].numpy(), row["edge_index"].numpy(), int(row["y"])) for row in rows])
 
     def serialize(self, data: Data) -> dict:
         return {"x": data.x, "edge_index": data.edge_index, "y": int(data.y)}

@@ -239,17 +239,50 @@ def load(path, mmap: bool = False) -> GraphCollection:
     return GraphCollection(path=path, meta=meta, **arrays)
 
 
-def collate(graphs: list[tuple[np.ndarray, np.ndarray, int]]) -> dict[str, np.ndarray]:
-    """Graphs (x, local edge_index, label) laid out as PyG's `Batch.from_data_list` lays them out:
-    x and edge_index concatenated (edge ids shifted by each graph's first node), y, batch (the
-    graph of each node) and ptr (node offsets). Every store of the pyg-graphs backend reads a
-    batch's graphs in one call and collates them here, so stores differ only in their reads."""
-    node_counts = np.fromiter((len(x) for x, _, _ in graphs), dtype=np.int64, count=len(graphs))
-    edge_counts = np.fromiter((e.shape[1] for _, e, _ in graphs), dtype=np.int64, count=len(graphs))
-    ptr = np.zeros(len(graphs) + 1, dtype=np.int64)
-    np.cumsum(node_counts, out=ptr[1:])
-    edge_index = np.concatenate([e for _, e, _ in graphs], axis=1).astype(np.int64, copy=False)
-    edge_index += np.repeat(ptr[:-1], edge_counts)
-    return {"x": np.concatenate([x for x, _, _ in graphs]), "edge_index": edge_index,
-            "y": np.fromiter((y for _, _, y in graphs), dtype=np.int64, count=len(graphs)),
-            "batch": np.repeat(np.arange(len(graphs), dtype=np.int64), node_counts), "ptr": ptr}
+@dataclass
+class GraphColumns:
+    """A batch of graphs as columns: features and local edge ids of all graphs concatenated,
+    with each graph's node and edge counts and its label. Each store of the pyg-graphs backend
+    reads a batch into this form its own best way; `collate` finishes it the same way for all."""
+    x: np.ndarray            # float32 [total nodes, F]
+    edge_index: np.ndarray   # int64 [2, total edges], ids local to each graph
+    node_counts: np.ndarray  # int64 [graphs]
+    edge_counts: np.ndarray  # int64 [graphs]
+    y: np.ndarray            # int64 [graphs]
+
+    @classmethod
+    def of(cls, graphs: list[tuple[np.ndarray, np.ndarray, int]]) -> "GraphColumns":
+        """From per-graph (x, local edge_index, label)."""
+        return cls(np.concatenate([x for x, _, _ in graphs]),
+                   np.concatenate([e for _, e, _ in graphs], axis=1).astype(np.int64, copy=False),
+                   np.fromiter((len(x) for x, _, _ in graphs), dtype=np.int64, count=len(graphs)),
+                   np.fromiter((e.shape[1] for _, e, _ in graphs), dtype=np.int64, count=len(graphs)),
+                   np.fromiter((y for _, _, y in graphs), dtype=np.int64, count=len(graphs)))
+
+
+def ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """The concatenation of arange(start, start + count) for each pair, without a Python loop."""
+    counts = np.asarray(counts, dtype=np.int64)
+    ends = np.cumsum(counts)
+    return np.arange(ends[-1] if len(ends) else 0, dtype=np.int64) + np.repeat(np.asarray(starts, dtype=np.int64) - (ends - counts), counts)
+
+
+def take(x, edge_index, node_ptr, edge_ptr, y, ids) -> GraphColumns:
+    """Graphs `ids` of concatenated in-memory arrays (PyG's collated layout) as columns: two
+    fancy indexes, no Python step per graph."""
+    ids = np.asarray(ids, dtype=np.int64)
+    node_counts = node_ptr[ids + 1] - node_ptr[ids]
+    edge_counts = edge_ptr[ids + 1] - edge_ptr[ids]
+    return GraphColumns(x[ranges(node_ptr[ids], node_counts)], edge_index[:, ranges(edge_ptr[ids], edge_counts)],
+                        node_counts, edge_counts, y[ids].astype(np.int64))
+
+
+def collate(batch: GraphColumns) -> dict[str, np.ndarray]:
+    """Columns laid out as PyG's `Batch.from_data_list` lays them out: x and edge_index
+    concatenated (edge ids shifted by each graph's first node), y, batch (the graph of each node)
+    and ptr (node offsets)."""
+    ptr = np.zeros(len(batch.node_counts) + 1, dtype=np.int64)
+    np.cumsum(batch.node_counts, out=ptr[1:])
+    edge_index = batch.edge_index + np.repeat(ptr[:-1], batch.edge_counts)
+    return {"x": np.ascontiguousarray(batch.x, dtype=np.float32), "edge_index": edge_index, "y": batch.y,
+            "batch": np.repeat(np.arange(len(batch.node_counts), dtype=np.int64), batch.node_counts), "ptr": ptr}

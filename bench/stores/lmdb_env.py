@@ -30,10 +30,10 @@ def open_readonly(path: Path, label: str):
     in errors ("LMDB store", "LMDB graph store")."""
     import lmdb
 
-    key = str(Path(path).resolve())
-    pid, env = _OPEN.get(key, (None, None))
+    pid, env = _OPEN.get(os.fspath(path), (None, None))  # the hot path: no filesystem call
     if env is not None and pid == os.getpid():
         return env
+    key = os.fspath(path)
     if env is not None:
         env.close()  # inherited across a fork
     _OPEN.pop(key, None)
@@ -59,14 +59,14 @@ def open_readonly(path: Path, label: str):
 
 
 def close(path: Path) -> None:
-    pid, env = _OPEN.pop(str(Path(path).resolve()), (None, None))
+    pid, env = _OPEN.pop(os.fspath(path), (None, None))
     if env is not None and pid == os.getpid():
         env.close()
 
 
 def close_all() -> None:
     for key in list(_OPEN):
-        close(Path(key))
+        close(key)
 
 
 def read_meta(path: Path, label: str, format_version: int, expected_fingerprint: str | None,
