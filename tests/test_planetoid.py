@@ -2,25 +2,15 @@
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
 
 import numpy as np
-import pytest
 
 from bench.datasets import hub
 from bench.runner import ensure_dataset
-from tests.conftest import require_stacks
+from tests.conftest import offline_data_root, require_stacks
 
 
-def data_root() -> Path:
-    root = os.environ.get("GNNBENCH_DATA_ROOT")
-    if not root:
-        message = "GNNBENCH_DATA_ROOT is not set (point it at a folder holding Cora/raw)"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
-    return Path(root)
+data_root = offline_data_root
 
 
 def test_cora_statistics_and_split(cache_dir):

@@ -11,7 +11,7 @@ import pytest
 
 from bench.datasets import hub
 from bench.runner import ensure_dataset
-from tests.conftest import REPO, require_stacks, run_suite
+from tests.conftest import REPO, offline_data_root, require_stacks, run_suite
 from tests.ogb_fixture import write_arxiv_like
 
 ARXIV = {"name": "arxiv", "source": "ogb", "params": {"name": "ogbn-arxiv"}}
@@ -89,11 +89,7 @@ backends: [pyg-neighbor]
 
 def test_datasets_prepare_prints_the_statistics(tmp_path):
     require_stacks("pyg")
-    import os
-
-    root = os.environ.get("GNNBENCH_DATA_ROOT")
-    if not root:
-        pytest.skip("GNNBENCH_DATA_ROOT is not set") if not os.environ.get("CI") else pytest.fail("GNNBENCH_DATA_ROOT unset")
+    root = str(offline_data_root())
     proc = subprocess.run([sys.executable, "-m", "bench.cli", "datasets", "prepare", "planetoid:Cora",
                            "--data-root", root, "--cache-dir", str(tmp_path)], capture_output=True, text=True, cwd=REPO)
     assert proc.returncode == 0, proc.stderr
