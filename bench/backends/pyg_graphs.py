@@ -1,5 +1,5 @@
-"""PyG graph classification: a collection of small graphs (bench/datasets/molecules.py) batched
-by `torch_geometric.loader.DataLoader`, read from one of three stores:
+"""PyG graph classification: a collection of small graphs (bench/datasets/molecules.py) in PyG
+batches, read from one of three stores:
 
     memory   a PyG `InMemoryDataset`, collated once from the dataset's concatenated arrays
     lmdb     the LMDB graph store built on the host (bench/stores/lmdb_graphs.py), one record
@@ -28,8 +28,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import tempfile
 import warnings
 from pathlib import Path
 
@@ -40,8 +38,16 @@ from torch.utils.data import BatchSampler, DataLoader, Dataset, SubsetRandomSamp
 from torch_geometric.data import Batch, Data, InMemoryDataset, OnDiskDataset
 from torch_geometric.nn import SAGEConv, global_mean_pool
 
+from bench.backends.base import (
+    DROPOUT,
+    device_of,
+    distribute,
+    shard,
+    unavailable_reason,
+    unwrap,
+)
 from bench.datasets import molecules
-from bench.backends.base import DROPOUT, device_of, distribute, shard, unavailable_reason, unwrap
+from bench.datasets.hub import atomic_dir
 from bench.stores import StoreError
 from bench.stores.lmdb_features import fingerprint
 
@@ -74,10 +80,6 @@ class ArrayGraphs(InMemoryDataset):
     """Every graph in memory in PyG's collated form: the dataset's concatenated arrays already
     are PyG's `(data, slices)` layout (edge ids local to each graph), so no per-graph pass."""
 
-    def read_many(self, ids: list[int]) -> molecules.GraphColumns:
-        return molecules.take(self._data.x.numpy(), self._data.edge_index.numpy(), self.slices["x"].numpy(),
-                              self.slices["edge_index"].numpy(), self._data.y.numpy(), ids)
-
     def __init__(self, data):
         super().__init__(root=None, log=False)
         self._data = Data(x=torch.from_numpy(np.ascontiguousarray(data.x)),
@@ -86,6 +88,10 @@ class ArrayGraphs(InMemoryDataset):
         self.slices = {"x": torch.from_numpy(np.asarray(data.node_ptr)),
                        "edge_index": torch.from_numpy(np.asarray(data.edge_ptr)),
                        "y": torch.arange(data.num_graphs + 1)}
+
+    def read_many(self, ids: list[int]) -> molecules.GraphColumns:
+        return molecules.take(self._data.x.numpy(), self._data.edge_index.numpy(), self.slices["x"].numpy(),
+                              self.slices["edge_index"].numpy(), self._data.y.numpy(), ids)
 
 
 class LmdbGraphDataset(Dataset):
@@ -159,25 +165,14 @@ def sqlite_store(data) -> SqliteGraphs:
     temporary folder and renamed (a half-written database is never opened)."""
     target = Path(data.path) / "stores" / SQLITE_DIR
     expected = fingerprint(data.path)
-    if not (target / SQLITE_INFO).is_file():
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
-        try:
+    with atomic_dir(target, marker=SQLITE_INFO) as tmp:  # skipped when a finished store is there
+        if tmp is not None:
             store = SqliteGraphs(tmp, data.feature_dim)
             for start in range(0, data.num_graphs, SQLITE_BUILD_GRAPHS):
                 end = min(start + SQLITE_BUILD_GRAPHS, data.num_graphs)
                 store.extend([_copied_graph(*data.graph(g)) for g in range(start, end)])
             store.release()
             (tmp / SQLITE_INFO).write_text(json.dumps({"fingerprint": expected, "graphs": data.num_graphs}))
-            try:
-                os.rename(tmp, target)
-            except OSError:
-                if not (target / SQLITE_INFO).is_file():
-                    raise
-                shutil.rmtree(tmp)  # another process built it first
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
     built_from = json.loads((target / SQLITE_INFO).read_text()).get("fingerprint")
     if built_from != expected:
         raise StoreError(f"sqlite graph store {target} was built from another version of dataset "

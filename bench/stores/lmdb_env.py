@@ -98,3 +98,40 @@ def read_meta(path: Path, label: str, format_version: int, expected_fingerprint:
     except StoreError:
         close(path)
         raise
+
+
+class LmdbReader:
+    """What every store reader shares: the checked `__meta__` on construction, its environment
+    opened per process (no handle held, so a reader pickles into DataLoader workers), close.
+    A subclass sets LABEL (for errors), FORMAT_VERSION, REQUIRED (meta keys) and `check()`."""
+
+    LABEL = "LMDB store"
+    FORMAT_VERSION = 1
+    REQUIRED: tuple[str, ...] = ()
+
+    def __init__(self, path: Path, expected_fingerprint: str | None = None):
+        self.path = Path(path)
+        self.meta = read_meta(self.path, self.LABEL, self.FORMAT_VERSION, expected_fingerprint, self.REQUIRED)
+
+    def _open(self):
+        return open_readonly(self.path, self.LABEL)
+
+    def close(self) -> None:
+        close(self.path)
+
+    def check(self) -> None:
+        raise NotImplementedError
+
+    @classmethod
+    def reuse(cls, path: Path, expected_fingerprint: str) -> bool:
+        """True when a finished store is at `path` and passes its checks (raises StoreError when
+        it is there and does not); the environment is closed again, so a rebuilt store at the
+        same path is never read through this one."""
+        if not (Path(path) / "data.mdb").is_file():
+            return False
+        existing = cls(path, expected_fingerprint)
+        try:
+            existing.check()
+        finally:
+            existing.close()
+        return True

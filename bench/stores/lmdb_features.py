@@ -37,10 +37,9 @@ from pathlib import Path
 import numpy as np
 
 from bench.datasets.hub import atomic_dir
-from bench.stores.lmdb_env import META_KEY, StoreError, close, open_readonly, read_meta
+from bench.stores.lmdb_env import META_KEY, LmdbReader, StoreError
 
 __all__ = ["StoreError", "LmdbFeatures", "build", "store_dir", "fingerprint"]
-LABEL = "LMDB store"
 
 FORMAT_VERSION = 1
 DEFAULT_ROWS_PER_KEY = 1
@@ -75,12 +74,7 @@ def build(dataset_dir: Path, rows_per_key: int = DEFAULT_ROWS_PER_KEY, map_size:
 
     dataset_dir = Path(dataset_dir)
     target = store_dir(dataset_dir, rows_per_key)
-    if (target / "data.mdb").is_file():
-        existing = LmdbFeatures(target, fingerprint(dataset_dir))
-        try:
-            existing.check()
-        finally:
-            existing.close()  # LMDB allows one open environment per file and process
+    if LmdbFeatures.reuse(target, fingerprint(dataset_dir)):
         return target
     features = np.load(dataset_dir / "features.npy", mmap_mode="r")
     rows, dim = features.shape
@@ -120,21 +114,15 @@ def build(dataset_dir: Path, rows_per_key: int = DEFAULT_ROWS_PER_KEY, map_size:
     return target
 
 
-class LmdbFeatures:
-    """Read-only rows of one LMDB feature store; holds no handle, so it pickles into workers
-    and each process opens its own environment on first use (bench/stores/lmdb_env.py)."""
+class LmdbFeatures(LmdbReader):
+    """Read-only rows of one LMDB feature store (opening and checks: bench/stores/lmdb_env.py)."""
+
+    LABEL, FORMAT_VERSION, REQUIRED = "LMDB store", FORMAT_VERSION, ("rows", "dim", "rows_per_key")
 
     def __init__(self, path: Path, expected_fingerprint: str | None = None):
-        self.path = Path(path)
-        self.meta = read_meta(self.path, LABEL, FORMAT_VERSION, expected_fingerprint, ("rows", "dim"))
+        super().__init__(path, expected_fingerprint)
         self.rows, self.dim = self.meta["rows"], self.meta["dim"]
         self.rows_per_key = self.meta["rows_per_key"]
-
-    def _open(self):
-        return open_readonly(self.path, LABEL)
-
-    def close(self) -> None:
-        close(self.path)
 
     def check(self) -> None:
         """Read the last row: a truncated file fails here rather than in the middle of an epoch."""

@@ -31,7 +31,7 @@ import numpy as np
 
 from bench.datasets.hub import atomic_dir
 
-from bench.stores.lmdb_env import META_KEY, StoreError, close, close_all, open_readonly, read_meta
+from bench.stores.lmdb_env import META_KEY, LmdbReader, StoreError, close_all
 from bench.stores.lmdb_features import MAP_SIZE_ENV, fingerprint
 
 FORMAT_VERSION = 1
@@ -85,12 +85,7 @@ def build(dataset_dir: Path, map_size: int | None = None, progress=None) -> Path
 
     dataset_dir = Path(dataset_dir)
     target = store_dir(dataset_dir)
-    if (target / "data.mdb").is_file():
-        existing = LmdbGraphs(target, fingerprint(dataset_dir))
-        try:
-            existing.check()
-        finally:
-            existing.close()  # a later reader of a rebuilt store must not meet this environment
+    if LmdbGraphs.reuse(target, fingerprint(dataset_dir)):
         return target
     data = molecules.load(dataset_dir, mmap=True)
     count, dim = data.num_graphs, data.feature_dim
@@ -133,24 +128,20 @@ def build(dataset_dir: Path, map_size: int | None = None, progress=None) -> Path
     return target
 
 
-LABEL = "LMDB graph store"
 __all__ = ["LmdbGraphs", "build", "store_dir", "close_all"]
 
 
-class LmdbGraphs:
-    """Read-only graphs of one LMDB graph store; holds no handle, so it pickles into workers
-    and each process opens its own environment on first use (bench/stores/lmdb_env.py)."""
+class LmdbGraphs(LmdbReader):
+    """Read-only graphs of one LMDB graph store (opening and checks: bench/stores/lmdb_env.py)."""
+
+    LABEL, FORMAT_VERSION, REQUIRED = "LMDB graph store", FORMAT_VERSION, ("graphs", "feature_dim")
 
     def __init__(self, path: Path, expected_fingerprint: str | None = None):
-        self.path = Path(path)
-        self.meta = read_meta(self.path, LABEL, FORMAT_VERSION, expected_fingerprint, ("graphs", "feature_dim"))
+        super().__init__(path, expected_fingerprint)
         self.count, self.feature_dim = self.meta["graphs"], self.meta["feature_dim"]
 
     def __len__(self) -> int:
         return self.count
-
-    def _open(self):
-        return open_readonly(self.path, LABEL)
 
     def check(self) -> None:
         """Read the last graph: a truncated file fails here rather than in the middle of an epoch."""
@@ -186,9 +177,6 @@ class LmdbGraphs:
                 raise StoreError(f"LMDB graph store {self.path}: graph {g} is missing or corrupt ({exc}); "
                                  "delete the folder and run again to rebuild it") from None
         return out
-
-    def close(self) -> None:
-        close(self.path)
 
 
 def main(argv: list[str]) -> int:
