@@ -64,3 +64,12 @@ def run_suite(suite: Path, out: Path, cache_dir: Path, *options: str, env: dict 
                           timeout=900)
     print(proc.stdout[-6000:], proc.stderr[-3000:])
     return proc
+
+
+def run_suite_text(text: str, folder: Path, cache_dir: Path, *options: str, name: str = "suite",
+                   env: dict | None = None):
+    """Write a suite's YAML into `folder` and run it (run_suite); returns (process, result path)."""
+    suite = Path(folder) / f"{name}.yaml"
+    suite.write_text(text)
+    out = Path(folder) / f"{name}.json"
+    return run_suite(suite, out, cache_dir, *options, env=env), out

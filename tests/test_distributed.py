@@ -12,7 +12,7 @@ import psutil
 import pytest
 
 from bench.net import free_port
-from tests.conftest import REPO, require_stacks, run_suite
+from tests.conftest import REPO, require_stacks, run_suite, run_suite_text
 
 SUITE = """
 name: ddp
@@ -27,10 +27,9 @@ settings: {world_size: [1, 2], batch_size: 64, fanout: [5, 5], epochs: 3, timeou
 def ddp_run(tmp_path_factory, cache_dir):
     require_stacks("pyg", "dgl")
     folder = tmp_path_factory.mktemp("ddp")
-    (folder / "ddp.yaml").write_text(SUITE)
-    proc = run_suite(folder / "ddp.yaml", folder / "ddp.json", cache_dir)
+    proc, out = run_suite_text(SUITE, folder, cache_dir, name="ddp")
     assert proc.returncode == 0
-    return json.loads((folder / "ddp.json").read_text())
+    return json.loads(out.read_text())
 
 
 def test_world_size_two_runs_both_backends_with_per_rank_records(ddp_run):

@@ -15,7 +15,7 @@ import pytest
 from bench import datasets, suite
 from bench.datasets import molecules
 from bench.stores import StoreError, lmdb_graphs, prepare
-from tests.conftest import REPO, require_stacks, run_suite
+from tests.conftest import REPO, require_stacks, run_suite_text
 
 SMALL = {"count": 600, "min_nodes": 8, "max_nodes": 20, "feature_dim": 8, "num_classes": 4, "seed": 3}
 
@@ -335,10 +335,7 @@ include:
 def graph_run(tmp_path_factory):
     require_stacks("pyg")
     root = tmp_path_factory.mktemp("graphs")
-    path = root / "graphs.yaml"
-    path.write_text(E2E_SUITE)
-    out = root / "graphs.json"
-    proc = run_suite(path, out, root / "hub")
+    proc, out = run_suite_text(E2E_SUITE, root, root / "hub", name="graphs")
     assert proc.returncode == 0, proc.stdout[-3000:]
     return json.loads(out.read_text()), root / "hub"
 

@@ -11,14 +11,14 @@ import pytest
 
 from bench import stacks
 from bench.datasets import hub, synthetic
-from tests.conftest import REPO, require_stacks, run_suite
+from tests.conftest import REPO, require_stacks, run_suite_text
 
 SUITE = """
 name: dist
 datasets:
   g: {source: synthetic, params: {scale: 10, feature_dim: 16, num_classes: 4}}
 backends: [pyg-dist]
-settings: {world_size: 2, batch_size: 64, fanout: [5, 5], epochs: 4, timeout: 300}
+settings: {world_size: 2, batch_size: 64, fanout: [5, 5], epochs: 10, timeout: 300}
 include:
   - {backend: pyg-neighbor, world_size: 1}
   - {backend: pyg-dist, stack: pyg}
@@ -60,10 +60,9 @@ def test_partitions_are_made_once_and_reused(tmp_path):
 def dist_run(tmp_path_factory, cache_dir):
     require_stacks("pyg", "pyg-dist")
     folder = tmp_path_factory.mktemp("dist")
-    (folder / "dist.yaml").write_text(SUITE)
-    proc = run_suite(folder / "dist.yaml", folder / "dist.json", cache_dir)
+    proc, out = run_suite_text(SUITE, folder, cache_dir, name="dist")
     assert proc.returncode == 0
-    return json.loads((folder / "dist.json").read_text())
+    return json.loads(out.read_text())
 
 
 def test_current_pyg_meets_the_samplers_typeerror_and_it_is_recorded(dist_run):

@@ -14,7 +14,7 @@ from bench import results, suite as suite_mod
 from bench.datasets import hub, memory, synthetic
 from bench.stores import lmdb_features
 from bench.stores.lmdb_features import LmdbFeatures, StoreError
-from tests.conftest import require_stacks, run_suite
+from tests.conftest import require_stacks, run_suite_text
 
 
 @pytest.fixture(scope="module")
@@ -153,9 +153,7 @@ exclude:
 def stores_run(tmp_path_factory, cache_dir):
     require_stacks("pyg", "dgl")
     folder = tmp_path_factory.mktemp("stores")
-    (folder / "stores.yaml").write_text(STORES_SUITE)
-    out = folder / "stores.json"
-    proc = run_suite(folder / "stores.yaml", out, cache_dir)
+    proc, out = run_suite_text(STORES_SUITE, folder, cache_dir, name="stores")
     assert proc.returncode == 0, proc.stdout[-3000:]
     return results.read(out)
 
@@ -182,11 +180,11 @@ def test_a_corrupt_store_fails_its_cells_and_keeps_the_others(tmp_path, cache_di
     shutil.copytree(cache_dir, hub_copy)
     store = next(hub_copy.glob("datasets/*/stores/lmdb-features-r1"))
     (store / "data.mdb").write_bytes(b"garbage" * 100)
-    (tmp_path / "s.yaml").write_text(STORES_SUITE.replace("[memory, lmdb, graphbolt-disk]", "[memory, lmdb]")
-                                     .replace("num_workers: [0, 1]", "num_workers: 0")
-                                     .replace("[pyg-neighbor, dgl-graphbolt, feature-gather]", "[pyg-neighbor]"))
-    proc = run_suite(tmp_path / "s.yaml", tmp_path / "s.json", hub_copy)
-    result = results.read(tmp_path / "s.json")
+    text = (STORES_SUITE.replace("[memory, lmdb, graphbolt-disk]", "[memory, lmdb]")
+            .replace("num_workers: [0, 1]", "num_workers: 0")
+            .replace("[pyg-neighbor, dgl-graphbolt, feature-gather]", "[pyg-neighbor]"))
+    proc, out = run_suite_text(text, tmp_path, hub_copy)
+    result = results.read(out)
     assert [b["extra_info"]["settings"]["store"] for b in result.benchmarks] == ["memory"]
     [failed] = result.unmeasured
     assert failed["status"] == "failed" and "store: StoreError" in failed["reason"] and str(store) in failed["reason"]
