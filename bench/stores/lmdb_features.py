@@ -4,8 +4,8 @@ Layout: one LMDB environment (a folder) per dataset and layout. Keys are 8-byte 
 chunk numbers (so key order is row order and the build appends), each value holds
 `rows_per_key` consecutive float32 rows, and the key `__meta__` says what the store was built
 from (the hub's fingerprint), its shape and layout. The default layout is one row per key,
-chosen by measurement: the node sets of sampled batches touch rows all over the graph, so a
-chunk holds few wanted rows, and gathering 8,000 random rows of 262,144 x 768 float32 took
+chosen by measurement (a development micro-benchmark on random data, not a suite cell): the
+node sets of sampled batches touch rows all over the graph, so a chunk holds few wanted rows, and gathering 8,000 random rows of 262,144 x 768 float32 took
 40 ms with one row per key against 177 ms with 16 rows and 374 ms with 64 rows per key
 (each chunk read whole; `build(..., rows_per_key=K)` makes the other layouts).
 
