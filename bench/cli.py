@@ -9,7 +9,8 @@ import shlex
 import sys
 from pathlib import Path
 
-from bench import results, stacks, suite as suite_mod
+from bench.publish import results
+from bench.run import stacks, suite as suite_mod
 from bench.datasets.hub import DatasetError
 from bench.paths import cache_root, default_results_dir, suites_dir
 
@@ -123,8 +124,9 @@ def cmd_run(args) -> int:
 
 
 def cmd_datasets(args) -> int:
-    from bench import dataset_info, datasets
-    from bench.runner import ensure_dataset
+    from bench.datasets import info as dataset_info
+    from bench import datasets
+    from bench.run.runner import ensure_dataset
 
     cache = Path(args.cache_dir) if args.cache_dir else cache_root()
     if args.datasets_command == "list":
@@ -146,11 +148,11 @@ def cmd_datasets(args) -> int:
 
 def cmd_report(files: list[Path], markdown: Path | None, command: str | None = None,
                html: Path | None = None, readme: Path | None = None) -> int:
-    from bench.report import render_markdown
+    from bench.publish.report import render_markdown
 
     read = [results.read(f) for f in files]  # every file is checked before anything is written
     if html or readme:
-        from bench import site
+        from bench.publish import site
 
         if html:
             pages = site.build(read, html, command=command)
@@ -175,7 +177,7 @@ def notes_for(readme: Path) -> str | None:
 
 
 def cmd_compare(args) -> int:
-    from bench import history
+    from bench.publish import history
 
     old, new = results.read(args.old), results.read(args.new)
     verdicts = history.compare(old, new, floor=args.floor, force=args.force,

@@ -1,2 +1,2 @@
-# The suites are run by gnnbench's pytest plugin: see bench/pytest_plugin.py.
-pytest_plugins = ["bench.pytest_plugin"]
+# The suites are run by gnnbench's pytest plugin: see bench/run/pytest_plugin.py.
+pytest_plugins = ["bench.run.pytest_plugin"]

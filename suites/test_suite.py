@@ -1,6 +1,6 @@
 """One benchmark per cell of the chosen suite: `pytest suites/ --benchmark-only [--suite NAME]`."""
 
-from bench.pytest_plugin import benchmark_cell
+from bench.run.pytest_plugin import benchmark_cell
 
 
 def test_cell(cell, benchmark, gnnbench):

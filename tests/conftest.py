@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import stacks
+from bench.run import stacks
 
 REPO = Path(__file__).resolve().parents[1]
 

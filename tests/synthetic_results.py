@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench import results
+from bench.publish import results
 
 DATASET_CARD = {"name": "toy", "num_nodes": 1000, "num_edges": 8000, "feature_dim": 16,
                 "num_classes": 4, "source": "synthetic", "num_train": 600, "num_val": 200, "num_test": 1000}

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 
-from bench import advisor
+from bench.publish import advisor
 from tests import synthetic_results as sr
 
 MIB = 2**20

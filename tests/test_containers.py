@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bench import stacks
+from bench.run import stacks
 from tests.conftest import REPO
 
 DOCKERFILE = REPO / "docker" / "Dockerfile"

@@ -14,7 +14,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from bench import results
+from bench.publish import results
 from tests.conftest import REPO, require_stacks, run_suite
 
 TINY = REPO / "tests" / "suites" / "tiny.yaml"

@@ -1,6 +1,6 @@
 """Matrix expansion: sweeps, per-backend modes, include/exclude, readable unique ids."""
 
-from bench import suite
+from bench.run import suite
 
 
 def cells_of(write_suite, text):

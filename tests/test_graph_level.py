@@ -12,7 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bench import datasets, suite
+from bench import datasets
+from bench.run import suite
 from bench.datasets import molecules
 from bench.stores import StoreError, lmdb_graphs, prepare
 from tests.conftest import REPO, require_stacks, run_suite_text
@@ -148,7 +149,7 @@ def test_every_store_reads_a_batch_as_pygs_collate_would(dataset):
     """Each store reads a batch's graphs in one call and one collate lays them out: the tensors
     must equal PyG's `Batch.from_data_list` of the store's own per-graph `Data`, for every store."""
     require_stacks("pyg")
-    from bench import stacks
+    from bench.run import stacks
 
     prepare("lmdb", dataset, task="graph", say=lambda *a, **k: None)
     proc = subprocess.run([str(stacks.get("pyg").python), "-c", COLLATE_CHECK, str(dataset)], cwd=REPO,

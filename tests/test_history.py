@@ -11,7 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bench import cli, history, results
+from bench import cli
+from bench.publish import history, results
 from tests import synthetic_results as sr
 
 DATA = Path(__file__).parent / "data"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from bench.datasets import hub
-from bench.runner import ensure_dataset
+from bench.run.runner import ensure_dataset
 from tests.conftest import offline_data_root, require_stacks
 
 

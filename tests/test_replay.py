@@ -8,7 +8,7 @@ pytest_plugins = ["pytester"]
 def test_rounds_are_the_replayed_durations(pytester):
     pytester.makepyfile("""
         import pytest
-        from bench import replay
+        from bench.run import replay
 
         @pytest.mark.benchmark(timer=replay.clock, warmup=False)
         def test_epochs(benchmark):

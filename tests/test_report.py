@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from bench import report, results
+from bench.publish import report, results
 
 BASE_ID = "pyg-neighbor/g/mode=cpu-cpu/workers=0/ws=1"
 FAST_ID = "dgl-graphbolt/g/mode=cpu-cpu/workers=0/ws=1"

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from bench import cli, report, results, site
+from bench import cli
+from bench.publish import report, results, site
 
 REPO = Path(__file__).resolve().parents[1]
 COMMITTED = sorted(p for p in REPO.glob("results/*/*.json") if p.parent.name != "runs")  # runs/: uncommitted
@@ -143,7 +144,7 @@ def test_markdown_shares_formats_and_escapes(tmp_path):
 
 def test_charts_only_where_an_axis_has_two_values(tmp_path):
     table = report.dataset_tables(results.read(crafted(tmp_path)))[0]
-    from bench import charts
+    from bench.publish import charts
     titles = [c.title for c in charts.dataset_charts(table, key="t")]
     assert titles == [f"{HOSTILE}: epoch time against world size",
                       f"{HOSTILE}: scaling efficiency against world size",

@@ -1,6 +1,6 @@
 """Stacks: pin files parse into two install passes; the folder follows the pins."""
 
-from bench import stacks
+from bench.run import stacks
 
 
 def test_pin_files_parse_into_plain_and_no_isolation_passes():

@@ -10,7 +10,8 @@ import shutil
 import numpy as np
 import pytest
 
-from bench import results, suite as suite_mod
+from bench.publish import results
+from bench.run import suite as suite_mod
 from bench.datasets import hub, memory, synthetic
 from bench.stores import lmdb_features
 from bench.stores.lmdb_features import LmdbFeatures, StoreError

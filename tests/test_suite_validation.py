@@ -2,7 +2,7 @@
 
 import pytest
 
-from bench import suite
+from bench.run import suite
 
 VALID = """
 name: t

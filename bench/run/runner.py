@@ -24,12 +24,13 @@ from pathlib import Path
 
 import psutil
 
-from bench import datasets, stacks
+from bench import datasets
+from bench.run import stacks
 from bench.datasets import hub, memory
 from bench.net import free_port
 from bench.paths import repo_root
-from bench.suite import Cell
-from bench.worker import PROGRESS_TAG
+from bench.run.suite import Cell
+from bench.run.worker import PROGRESS_TAG
 
 STDERR_TAIL_CHARS = 2000
 MEMORY_SAMPLE_S = 0.2
@@ -125,7 +126,7 @@ def worker_command(python: Path, cell: Cell, args: list[str], launch: Launch) ->
     """The worker alone for one rank; under torch.distributed.run for several ranks or nodes."""
     world = int(cell.settings["world_size"])
     if world == 1 and launch.nnodes == 1:
-        return [str(python), "-m", "bench.worker", *args]
+        return [str(python), "-m", "bench.run.worker", *args]
     if world % launch.nnodes:
         raise ValueError(f"world size {world} does not split over {launch.nnodes} nodes")
     endpoint = launch.rdzv_endpoint or f"127.0.0.1:{free_port()}"
@@ -133,7 +134,7 @@ def worker_command(python: Path, cell: Cell, args: list[str], launch: Launch) ->
             f"--nproc-per-node={world // launch.nnodes}", f"--node-rank={launch.node_rank}",
             "--rdzv-backend=c10d", f"--rdzv-endpoint={endpoint}",
             f"--rdzv-id={hashlib.sha1(cell.id.encode()).hexdigest()[:16]}", "--max-restarts=0",
-            "-m", "bench.worker", *args]
+            "-m", "bench.run.worker", *args]
 
 
 def worker_env(cache: Path, run_id: str) -> dict[str, str]:

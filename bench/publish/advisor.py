@@ -31,8 +31,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from itertools import combinations
 
-from bench.history import FAILED, first_line, machine_label, run_time
-from bench.results import ResultFile
+from bench.publish.history import FAILED, first_line, machine_label, run_time
+from bench.publish.results import ResultFile
 
 ACC_SIGMAS = 3.0      # accuracy below the best by more than this many standard errors is "much lower"
 MIN_ACC_GAP = 0.01    # ... and by at least one percentage point

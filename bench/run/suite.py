@@ -142,7 +142,7 @@ class Settings(Strict):
     @field_validator("stack")
     @classmethod
     def _known_stack(cls, value: str | None) -> str | None:
-        from bench.stacks import available
+        from bench.run.stacks import available
 
         if value is not None and value not in available():
             raise ValueError(f"unknown stack {value!r}; allowed: {', '.join(available())}")

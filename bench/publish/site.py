@@ -13,8 +13,8 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench import advisor, charts, history, report
-from bench.results import ResultFile
+from bench.publish import advisor, charts, history, report
+from bench.publish.results import ResultFile
 
 
 @dataclass
@@ -102,14 +102,14 @@ def suite_sections(suite: SuiteRuns, data_links: dict[Path, str]) -> dict:
 
 
 def advice_section(suite: SuiteRuns) -> list[advisor.Advice]:
-    """bench.advisor's recommendation per dataset and machine, from this suite's runs only
+    """bench.publish.advisor's recommendation per dataset and machine, from this suite's runs only
     (another suite's cell of the same id may differ in settings it does not name, e.g. batch size)."""
     return advisor.advise(suite.runs)
 
 
 def history_section(suite: SuiteRuns) -> dict | None:
     """For a suite with ≥2 runs: a trend chart per dataset of each cell's median epoch time over
-    the runs, and bench.history's verdicts for the newest run against the previous one (the
+    the runs, and bench.publish.history's verdicts for the newest run against the previous one (the
     earlier runs give each cell its own run-to-run noise). Regressions first."""
     if len(suite.runs) < 2:
         return None

@@ -1,6 +1,6 @@
 """The worker: runs one cell inside its stack's interpreter and writes what it measured.
 
-    python -m bench.worker CELL_JSON OUT_JSON
+    python -m bench.run.worker CELL_JSON OUT_JSON
 
 It loads the dataset from the hub, builds the backend's pipeline, runs the warm-up epochs and
 the measured epochs, times each epoch (and the time spent waiting on the loader inside it),
@@ -57,7 +57,7 @@ def run_epoch(pipe, on_batch=None) -> dict:
 
 
 def framework_versions(stack: str) -> dict[str, str]:
-    from bench.stacks import OPTIONAL_PROBES, PROBE_MODULES
+    from bench.run.stacks import OPTIONAL_PROBES, PROBE_MODULES
 
     versions = {"python": platform.python_version()}
     for name in PROBE_MODULES.get(stack, []) + OPTIONAL_PROBES.get(stack, []):

@@ -43,7 +43,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from bench.results import ResultFile, ResultsError
+from bench.publish.results import ResultFile, ResultsError
 
 K_SIGMA = 3.0          # how many standard deviations of run-to-run noise a verdict needs
 MIN_HISTORY = 3        # earlier medians of a cell needed for its own run-to-run spread

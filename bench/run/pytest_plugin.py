@@ -1,7 +1,7 @@
 """The pytest front door: `pytest suites/ --benchmark-only [--suite NAME|PATH]`.
 
 Every cell of the suite becomes one parametrised test. The test runs the cell in its stack
-(bench.runner), hands the measured epoch times to pytest-benchmark (bench.replay), and puts our
+(bench.run.runner), hands the measured epoch times to pytest-benchmark (bench.run.replay), and puts our
 own metrics into `extra_info`. Cells that were skipped, failed or timed out become pytest
 skips / xfails with their reason, and the top-level `unmeasured` array of the result file.
 Each finished cell is also appended to a journal beside the result file at once, so a run that
@@ -21,14 +21,15 @@ from pathlib import Path
 import psutil
 import pytest
 
-from bench import __version__, replay, stacks, stores, suite as suite_mod
+from bench import __version__, stores
+from bench.run import replay, stacks, suite as suite_mod
 from bench.backends import BACKENDS
 from bench.datasets import SOURCES
 from bench.datasets.hub import DatasetError
 from bench.paths import cache_root, default_results_dir
-from bench.results import SCHEMA_VERSION, add_scaling, extra_info
+from bench.publish.results import SCHEMA_VERSION, add_scaling, extra_info
 from bench.datasets import memory
-from bench.runner import Launch, Outcome, dataset_stats, ensure_dataset, run_cell
+from bench.run.runner import Launch, Outcome, dataset_stats, ensure_dataset, run_cell
 
 
 def pytest_addoption(parser):

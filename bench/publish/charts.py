@@ -18,7 +18,7 @@ matplotlib.use("Agg")  # no display; the SVG backend is used through savefig(for
 from matplotlib.figure import Figure  # noqa: E402  (after choosing the backend)
 from markupsafe import Markup, escape  # noqa: E402
 
-from bench.report import setting_text  # noqa: E402
+from bench.publish.report import setting_text  # noqa: E402
 
 # Axes that may vary across a dataset's cells and deserve a chart: setting -> axis label.
 AXES = {"world_size": "world size (ranks)", "num_workers": "DataLoader workers per rank"}

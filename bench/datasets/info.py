@@ -9,7 +9,7 @@ import psutil
 from bench import datasets
 from bench.backends import BACKENDS
 from bench.datasets import hub, memory
-from bench.runner import dataset_stats
+from bench.run.runner import dataset_stats
 
 WORLD_SIZES = (1, 2, 4)
 

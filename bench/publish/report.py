@@ -1,5 +1,5 @@
 """Turns result files into table rows (one concern: the numbers each table shows), and renders
-them as Markdown. The HTML site (bench/site.py) renders the same rows with the same macros."""
+them as Markdown. The HTML site (bench/publish/site.py) renders the same rows with the same macros."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import jinja2
 from markupsafe import Markup, escape
 
-from bench.results import ResultFile
+from bench.publish.results import ResultFile
 
 TEMPLATES = Path(__file__).parent / "templates"
 
