@@ -3,33 +3,28 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
-import datetime as dt
 import shlex
+import signal
 import sys
 from pathlib import Path
 
 from bench.publish import results
 from bench.run import stacks, suite as suite_mod
+from bench.run.session import RunOptions, Session, SessionError, add_run_options
 from bench.datasets.hub import DatasetError
-from bench.paths import cache_root, default_results_dir, suites_dir
+from bench.paths import cache_root
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="gnnbench", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
 
-    run = sub.add_parser("run", help="run a suite (pytest-benchmark), then print its table")
+    run = sub.add_parser("run", help="run a suite, write its result file, then print its table")
     run.add_argument("suite", nargs="?", default="smoke", help="suite name in suites/ or a YAML path")
-    run.add_argument("--results", type=Path, default=default_results_dir(), metavar="DIR",
-                     help="where the result JSON goes (default: results/runs)")
-    run.add_argument("--data-root", metavar="DIR", help="raw dataset files (env GNNBENCH_DATA_ROOT)")
-    run.add_argument("--cache-dir", metavar="DIR", help="dataset hub folder (env GNNBENCH_CACHE)")
-    run.add_argument("--no-install", action="store_true", help="do not install missing stacks")
-    run.add_argument("-k", dest="select", metavar="EXPR", help="only cells whose id matches (pytest -k)")
-    run.add_argument("--nnodes", type=int, default=1, help="machines that run each cell together")
-    run.add_argument("--node-rank", type=int, default=0, help="this machine's index among --nnodes")
-    run.add_argument("--rdzv-endpoint", metavar="HOST:PORT", help="torchrun c10d rendezvous endpoint (with --nnodes > 1)")
+    run.add_argument("-k", dest="select", metavar="EXPR", help="only cells whose id matches (pytest's -k rules)")
+    add_run_options(run.add_argument)
 
     report = sub.add_parser("report", help="render result files as Markdown tables and/or a static HTML site")
     report.add_argument("files", nargs="+", type=Path)
@@ -85,42 +80,47 @@ def main(argv: list[str] | None = None) -> int:
                 stacks.install(name, force=args.force)
             return 0
         return cmd_stacks_list()
-    except (suite_mod.SuiteError, results.ResultsError, stacks.StackError, DatasetError) as exc:
+    except (suite_mod.SuiteError, SessionError, results.ResultsError, stacks.StackError, DatasetError) as exc:
         print(f"gnnbench: error: {exc}", file=sys.stderr)
         return 2
 
 
 def cmd_run(args) -> int:
-    import pytest
-
-    suite, path = suite_mod.load(args.suite)  # fail early, before any install
-    needed = {c.stack for c in suite_mod.expand(suite)}
-    if not args.no_install:
-        for name in sorted(needed):
-            stacks.install(name)
-    args.results.mkdir(parents=True, exist_ok=True)
-    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    json_path = args.results / f"{suite.name}-{stamp}.json"
-    pytest_args = [str(suites_dir() / "test_suite.py"), "--benchmark-only", "--suite", str(path),
-                   "--benchmark-json", str(json_path), "-p", "no:cacheprovider", "-rsx",
-                   "--benchmark-columns", "median,iqr,min,max,rounds", "--benchmark-sort", "name"]
-    for option, value in (("--data-root", args.data_root), ("--cache-dir", args.cache_dir), ("-k", args.select),
-                          ("--rdzv-endpoint", args.rdzv_endpoint)):
-        if value:
-            pytest_args += [option, value]
-    pytest_args += ["--nnodes", str(args.nnodes), "--node-rank", str(args.node_rank)]
-    if args.no_install:
-        pytest_args.append("--no-install")
-    code = pytest.main(pytest_args)
-    if not json_path.exists():
-        print(f"gnnbench: the run wrote no result file (pytest exit code {int(code)})", file=sys.stderr)
-        return int(code) or 1
-    markdown = json_path.with_suffix(".md")
+    session = Session(RunOptions.from_namespace(args))
+    session.select(args.select)
+    interrupted = False
+    try:
+        with ending_as_interrupt():
+            path = session.run()
+    except KeyboardInterrupt:
+        interrupted, path = True, session.result_path
+    done = sum(c.id in session.finished for c in session.selected)
+    markdown = path.with_suffix(".md")
     command = "gnnbench run " + " ".join(shlex.quote(a) for a in sys.argv[2:]) if sys.argv[1:2] == ["run"] else None
-    cmd_report([json_path], markdown, command=command)
+    cmd_report([path], markdown, command=command)
     print(markdown.read_text())
-    print(f"results: {json_path}\ntable:   {markdown}")
-    return int(code)
+    print(f"results: {path}\ntable:   {markdown}")
+    if interrupted:
+        print(f"gnnbench: interrupted after {done} of {len(session.selected)} cells; finish the run with\n"
+              f"  gnnbench run {shlex.quote(str(session.suite_path))} --resume {shlex.quote(str(session.journal.path))}",
+              file=sys.stderr)
+        return 130
+    return 0
+
+
+@contextlib.contextmanager
+def ending_as_interrupt():
+    """SIGTERM and SIGHUP end the run as Ctrl-C does: the running cell's processes are stopped
+    and the finished cells are written, instead of dying with workers left behind."""
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    previous = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def cmd_datasets(args) -> int:

@@ -1,0 +1,173 @@
+"""What a run writes: one result document in pytest-benchmark's JSON format.
+
+Each measured cell is one pytest-benchmark benchmark entry whose rounds are the epochs the
+worker measured (statistics by pytest-benchmark's own `Stats`), with our metrics in
+`extra_info`; a cell that produced no number is an entry of the top-level `unmeasured` list.
+The run's own facts (schema version, suite, baseline, cell order) are the `gnnbench` key, and
+`machine_info` carries pytest-benchmark's machine description plus ours (stacks, GPUs).
+Derived scores (speedups, scaling efficiency) are not written: bench.publish computes them
+from the medians when the file is read.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import platform
+import shutil
+import subprocess
+
+import psutil
+
+from bench import __version__
+from bench.paths import repo_root
+from bench.publish.results import SCHEMA_VERSION
+from bench.run import stacks
+from bench.run.runner import Outcome
+
+DATASET_FIELDS = ("name", "num_nodes", "num_edges", "feature_dim", "num_classes")
+# pytest-benchmark names a benchmark after its test; both ways of running a suite (gnnbench run
+# and pytest suites/) name a cell's entry as the pytest entry's test would be named.
+TEST_FUNCTION = "test_cell"
+TEST_FILE = "suites/test_suite.py"
+
+
+def test_name(cell_id: str) -> str:
+    return f"{TEST_FUNCTION}[{cell_id}]"
+
+
+def measured_epochs(outcome: Outcome) -> list[float]:
+    return [epoch["seconds"] for epoch in outcome.record["epochs"]]
+
+
+def benchmark_entry(outcome: Outcome, baseline: str | None) -> dict:
+    """A measured cell as pytest-benchmark writes a benchmark: the rounds are its epochs."""
+    from pytest_benchmark.stats import Stats
+
+    stats = Stats()
+    for seconds in measured_epochs(outcome):
+        stats.update(seconds)
+    cell = outcome.cell
+    return {
+        "group": cell.dataset, "name": test_name(cell.id), "fullname": f"{TEST_FILE}::{test_name(cell.id)}",
+        "params": {"cell": cell.id}, "param": cell.id, "extra_info": extra_info(outcome, baseline),
+        # how the rounds were taken: one epoch each, timed inside the cell's worker, no warm-up rounds
+        # (warm-up epochs are extra_info.warmup_epoch_s)
+        "options": {"disable_gc": False, "timer": "perf_counter", "min_rounds": len(stats.data),
+                    "max_time": None, "min_time": None, "precision": None, "confidence": None, "warmup": False},
+        "stats": {**stats.as_dict(), "data": list(stats.data), "iterations": 1},
+    }
+
+
+def unmeasured_entry(outcome: Outcome) -> dict:
+    cell = outcome.cell
+    return {"id": cell.id, "status": outcome.status, "reason": outcome.reason, "backend": cell.backend,
+            "dataset": cell.dataset, "settings": cell.settings}
+
+
+def extra_info(outcome: Outcome, baseline: str | None = None) -> dict:
+    """Our metrics of one measured cell, from the worker's per-epoch records and the memory the
+    runner sampled."""
+    rec = outcome.record
+    epochs = rec["epochs"]
+    seconds = sum(e["seconds"] for e in epochs)
+    stall = sum(e["stall_s"] for e in epochs)
+    cell = outcome.cell
+    card = rec["dataset"]
+    return {
+        "cell_id": cell.id,
+        "backend": cell.backend,
+        "stack": cell.stack,
+        "versions": rec["versions"],
+        "device": rec.get("device"),
+        "dataset": {k: card[k] for k in DATASET_FIELDS}
+        | {k: card.get(k) for k in ("source", "num_train", "num_val", "num_test")}
+        | {k: card[k] for k in ("num_graphs",) if k in card},  # graph-level datasets only
+        "settings": cell.settings,
+        "seeds_per_s": sum(e["seeds"] for e in epochs) / seconds,
+        "edges_per_s": sum(e["edges"] for e in epochs) / seconds,
+        "loader_stall": stall / seconds,
+        "compute_s": (seconds - stall) / len(epochs),
+        "batches_per_epoch": epochs[0]["batches"],
+        "peak_rss_bytes": outcome.peak_rss_bytes,
+        "peak_pss_bytes": outcome.peak_pss_bytes,
+        "total_pss_bytes": outcome.peak_pss_bytes,
+        "comm_s": sum(e.get("comm_s", 0.0) for e in epochs) / len(epochs),
+        # GPU memory of the busiest rank (PyTorch's allocator peak); None where no GPU was used
+        "peak_gpu_bytes": max((r["peak_gpu_bytes"] for r in rec.get("ranks") or [] if r.get("peak_gpu_bytes")),
+                              default=None),
+        "ranks": rank_entries(outcome),
+        "val_acc": rec["val_acc"],
+        "test_acc": rec["test_acc"],
+        "startup_s": rec["startup_s"],
+        "warmup_epoch_s": [e["seconds"] for e in rec["warmup"]],
+        "is_baseline": cell.id == baseline,
+        **({"partition": rec["partition"]} if rec.get("partition") else {}),
+    }
+
+
+def rank_entries(outcome: Outcome) -> list[dict]:
+    """One entry per rank: its process tree's peak memory (sampled on this node; for ranks on
+    other nodes only their own peak RSS is known) and where its epochs went."""
+    out = []
+    for r in outcome.record.get("ranks") or [{"rank": 0}]:
+        rss, pss = outcome.rank_peaks.get(r["rank"], (r.get("self_max_rss_bytes"), None))
+        out.append({"rank": r["rank"], "peak_rss_bytes": rss, "peak_pss_bytes": pss,
+                    "loader_stall": r.get("loader_stall"), "compute_s": r.get("compute_s"),
+                    "comm_s": r.get("comm_s"), "epoch_s": r.get("epoch_s"),
+                    "peak_gpu_bytes": r.get("peak_gpu_bytes")})
+    return out
+
+
+def document(*, benchmarks: list[dict], unmeasured: list[dict], meta: dict) -> dict:
+    """The whole result file, keys in pytest-benchmark's order, ours after them."""
+    import pytest_benchmark
+    from pytest_benchmark.plugin import pytest_benchmark_generate_machine_info
+
+    return {
+        "machine_info": {**pytest_benchmark_generate_machine_info(), "gnnbench": machine_info()},
+        "commit_info": commit_info(),
+        "benchmarks": benchmarks,
+        "datetime": dt.datetime.now(dt.timezone.utc).isoformat(),
+        "version": pytest_benchmark.__version__,
+        "gnnbench": {"schema_version": SCHEMA_VERSION, **meta},
+        "unmeasured": unmeasured,
+    }
+
+
+def commit_info() -> dict:
+    """pytest-benchmark's commit description of the gnnbench checkout that ran (wherever the
+    command was started from)."""
+    from pytest_benchmark.utils import get_commit_info
+
+    started_in = os.getcwd()
+    os.chdir(repo_root())  # get_commit_info asks git about the current folder
+    try:
+        return get_commit_info()
+    finally:
+        os.chdir(started_in)
+
+
+def machine_info() -> dict:
+    installed = {name: stacks.recorded_versions(s) for name, s in stacks.available().items() if s.installed}
+    return {
+        "version": __version__,
+        "stacks": installed,
+        "cpu_count_logical": psutil.cpu_count(),
+        "cpu_count_physical": psutil.cpu_count(logical=False),
+        "memory_total_bytes": psutil.virtual_memory().total,
+        "kernel": platform.release(),
+        "gpu": gpu_info(),
+        "container_image": os.environ.get("GNNBENCH_IMAGE"),
+        "container_revision": os.environ.get("GNNBENCH_REVISION"),
+    }
+
+
+def gpu_info() -> dict | None:
+    if shutil.which("nvidia-smi") is None:
+        return None
+    query = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,memory.total",
+                            "--format=csv,noheader"], capture_output=True, text=True)
+    topo = subprocess.run(["nvidia-smi", "topo", "-m"], capture_output=True, text=True)
+    return {"gpus": [line.strip() for line in query.stdout.splitlines() if line.strip()],
+            "topology": topo.stdout if topo.returncode == 0 else None}

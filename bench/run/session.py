@@ -1,0 +1,339 @@
+"""One run of a suite: the only run path, taken by `gnnbench run` and by `pytest suites/`.
+
+    Session(options) -> .selected cells -> .result_of(cell) for each -> .write() the result file
+
+The session loads and expands the suite once, checks what stops a cell before it starts
+(stacks, memory, dataset, store), launches each cell through the runner, and keeps every
+finished cell twice: in memory, and as one line of a journal beside the result file, written
+at once, so a run that dies keeps what it measured and `--resume JOURNAL` finishes it.
+`gnnbench run` calls the session directly; the pytest entry (bench/run/pytest_plugin.py)
+drives it one test per cell and hands each cell's epochs to pytest-benchmark as its rounds.
+Both write the same result file through bench.run.record.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Callable
+
+import psutil
+
+from bench import stores
+from bench.backends import BACKENDS
+from bench.datasets import SOURCES, memory
+from bench.datasets.hub import DatasetError
+from bench.paths import cache_root, default_results_dir
+from bench.run import record, stacks, suite as suite_mod
+from bench.run.runner import Launch, Outcome, dataset_stats, ensure_dataset, run_cell
+from bench.run.suite import Cell
+
+JOURNAL_SUFFIX = ".cells.jsonl"
+
+
+class SessionError(ValueError):
+    """A run that cannot start as asked (options, a journal to resume): nothing was measured."""
+
+
+# --- options, declared once for `gnnbench run` (argparse) and `pytest suites/` (pytest) --------
+
+@dataclass(frozen=True)
+class Option:
+    flag: str
+    kwargs: dict
+
+
+RUN_OPTIONS = (
+    Option("--results", dict(type=Path, metavar="DIR", help="folder for the result file (default: results/runs)")),
+    Option("--data-root", dict(type=Path, metavar="DIR",
+                               help="where raw dataset files are looked for first (env GNNBENCH_DATA_ROOT)")),
+    Option("--cache-dir", dict(type=Path, metavar="DIR",
+                               help="dataset hub folder (env GNNBENCH_CACHE; default: the user cache dir)")),
+    Option("--no-install", dict(action="store_true",
+                                help="do not install missing stacks; their cells are recorded as failed")),
+    Option("--resume", dict(type=Path, metavar="JOURNAL",
+                            help=f"finish an interrupted run: its {JOURNAL_SUFFIX} file; finished cells are kept, "
+                                 "the others run, and one complete result file is written beside it")),
+    Option("--nnodes", dict(type=int, default=1, help="machines that run each cell together (each runs the same command)")),
+    Option("--node-rank", dict(type=int, default=0, help="this machine's index among --nnodes")),
+    Option("--rdzv-endpoint", dict(metavar="HOST:PORT",
+                                   help="torchrun c10d rendezvous endpoint shared by the nodes (needed with --nnodes > 1)")),
+)
+
+
+def add_run_options(add: Callable) -> None:
+    """Declare the run options through `add(flag, **kwargs)`: argparse's add_argument or pytest's addoption."""
+    for option in RUN_OPTIONS:
+        add(option.flag, **option.kwargs)
+
+
+@dataclass
+class RunOptions:
+    suite: str = "smoke"
+    results: Path | None = None
+    output: Path | None = None  # the exact result file (pytest's --benchmark-json); default: in `results`
+    data_root: Path | None = None
+    cache_dir: Path | None = None
+    no_install: bool = False
+    resume: Path | None = None
+    nnodes: int = 1
+    node_rank: int = 0
+    rdzv_endpoint: str | None = None
+
+    @classmethod
+    def from_namespace(cls, namespace, **given) -> RunOptions:
+        """From parsed arguments (argparse's namespace or pytest's config.option)."""
+        values = {f.name: getattr(namespace, f.name) for f in fields(cls) if hasattr(namespace, f.name)}
+        values.update(given)
+        return cls(**{k: v for k, v in values.items() if v is not None})
+
+
+# --- what a finished cell leaves ---------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Finished:
+    """A finished cell as the result file holds it: a benchmark entry (measured) or an
+    `unmeasured` entry (failed, timed out, skipped, refused)."""
+    cell_id: str
+    status: str
+    reason: str
+    entry: dict
+
+    @property
+    def measured(self) -> bool:
+        return self.status == "ok"
+
+    @property
+    def epochs(self) -> list[float]:
+        return list(self.entry["stats"]["data"]) if self.measured else []
+
+    @classmethod
+    def of(cls, outcome: Outcome, baseline: str | None) -> Finished:
+        entry = (record.benchmark_entry(outcome, baseline) if outcome.status == "ok"
+                 else record.unmeasured_entry(outcome))
+        return cls(outcome.cell.id, outcome.status, outcome.reason, entry)
+
+
+@dataclass
+class Journal:
+    """One JSON line per finished cell, appended and flushed as each cell ends."""
+    path: Path
+    suite: str
+
+    def append(self, done: Finished) -> None:
+        line = {"suite": self.suite, "id": done.cell_id, "status": done.status, "reason": done.reason,
+                "entry": done.entry}
+        with open(self.path, "a") as out:
+            out.write(json.dumps(line) + "\n")
+            out.flush()
+            os.fsync(out.fileno())
+
+    def read(self, cells: list[Cell]) -> dict[str, Finished]:
+        """The cells an interrupted run finished, checked against the suite being resumed."""
+        known = {c.id for c in cells}
+        finished: dict[str, Finished] = {}
+        lines = self.path.read_text().splitlines()
+        for number, text in enumerate(lines, 1):
+            where = f"{self.path}:{number}"
+            try:
+                line = json.loads(text)
+            except json.JSONDecodeError:
+                if number == len(lines):
+                    continue  # the last line of a run killed while writing it: that cell runs again
+                raise SessionError(f"{where}: not a journal line (invalid JSON)") from None
+            if not isinstance(line, dict) or "entry" not in line or "id" not in line:
+                raise SessionError(f"{where}: not a journal line of this gnnbench (no 'id' and 'entry'); "
+                                   "a journal written by an older version cannot be resumed")
+            if line.get("suite") != self.suite:
+                raise SessionError(f"{where}: a cell of suite {line.get('suite')!r}, not {self.suite!r}")
+            if line["id"] not in known:
+                raise SessionError(f"{where}: cell {line['id']!r} is not a cell of suite {self.suite!r} "
+                                   "as it is now (the suite file changed since the run?)")
+            finished[line["id"]] = Finished(line["id"], line["status"], line.get("reason", ""), line["entry"])
+        return finished
+
+
+def journal_of(result_path: Path) -> Path:
+    return result_path.with_name(result_path.name.removesuffix(".json") + JOURNAL_SUFFIX)
+
+
+def result_of_journal(journal: Path) -> Path:
+    if not journal.name.endswith(JOURNAL_SUFFIX):
+        raise SessionError(f"--resume {journal}: expected the {JOURNAL_SUFFIX} journal of a run")
+    return journal.with_name(journal.name.removesuffix(JOURNAL_SUFFIX) + ".json")
+
+
+def _print(text: str, end: str = "\n") -> None:
+    print(text, end=end, flush=True)
+
+
+# --- the session -------------------------------------------------------------------------------
+
+class Session:
+    def __init__(self, options: RunOptions, say: Callable[..., None] = _print):
+        self.options, self.say = options, say
+        self.suite, self.suite_path = suite_mod.load(options.suite)
+        self.cells = suite_mod.expand(self.suite)
+        self.selected = list(self.cells)
+        self.baseline = self.suite.baseline or (self.cells[0].id if self.cells else None)
+        self.cache = Path(options.cache_dir) if options.cache_dir else cache_root()
+        root = options.data_root or os.environ.get("GNNBENCH_DATA_ROOT")
+        self.data_root = Path(root) if root else None
+        self.launch = Launch(options.nnodes, options.node_rank, options.rdzv_endpoint)
+        if self.launch.nnodes > 1 and not self.launch.rdzv_endpoint:
+            raise SessionError("--nnodes > 1 needs --rdzv-endpoint HOST:PORT (the same on every node)")
+        self.started_at = dt.datetime.now(dt.timezone.utc)
+        self.finished: dict[str, Finished] = {}
+        self.resumed_from: list[str] = []
+        if options.resume:
+            journal = Path(options.resume)
+            if not journal.is_file():
+                raise SessionError(f"--resume {journal}: no such journal")
+            self.result_path = result_of_journal(journal)
+            self.journal = Journal(journal, self.suite.name)
+            self.finished = self.journal.read(self.cells)
+            self.resumed_from = [str(journal)]
+        else:
+            stamp = self.started_at.strftime("%Y%m%dT%H%M%SZ")
+            folder = Path(options.results or default_results_dir())
+            self.result_path = Path(options.output) if options.output else folder / f"{self.suite.name}-{stamp}.json"
+            self.journal = Journal(journal_of(self.result_path), self.suite.name)
+        self.result_path.parent.mkdir(parents=True, exist_ok=True)
+        self._datasets: dict[str, Path | DatasetError] = {}
+        self._stack_errors: dict[str, str] = {}
+
+    # --- which cells ---------------------------------------------------------------------------
+
+    def select(self, expression: str | None) -> None:
+        """Keep the cells whose pytest name matches a pytest `-k` expression (same rules as pytest)."""
+        if not expression:
+            return
+        from _pytest.mark.expression import Expression  # pytest's own -k grammar
+
+        try:
+            compiled = Expression.compile(expression)
+        except SyntaxError as exc:
+            raise SessionError(f"-k {expression!r}: {exc.msg}") from None
+        self.selected = [c for c in self.cells
+                         if compiled.evaluate(lambda word, name=record.test_name(c.id).lower(): word.lower() in name)]
+
+    def keep_only(self, cell_ids: set[str]) -> None:
+        """The cells pytest kept after its own selection (-k, deselection), in suite order."""
+        self.selected = [c for c in self.cells if c.id in cell_ids]
+
+    # --- running -------------------------------------------------------------------------------
+
+    def run(self) -> Path:
+        """Every selected cell, then the result file (also when interrupted: what finished is kept)."""
+        try:
+            for cell in self.selected:
+                self.result_of(cell)
+        finally:
+            self.write()
+        return self.result_path
+
+    def result_of(self, cell: Cell) -> Finished:
+        """A finished cell: from the journal being resumed, else measured now."""
+        position = f"[{self.selected.index(cell) + 1}/{len(self.selected)}] {cell.id}"
+        if cell.id in self.finished:
+            done = self.finished[cell.id]
+            self.say(f"\n{position}\n  -> {done.status} (kept from {self.journal.path.name})")
+            return done
+        self.say(f"\n{position}")
+        outcome = self.precheck(cell) or run_cell(cell, self.dataset(cell), self.cache,
+                                                  on_progress=self._show_epoch, launch=self.launch)
+        self.say(f"\r  -> {outcome.status}"
+                 + (f": {outcome.reason.splitlines()[0]}" if outcome.reason else f" in {outcome.wall_s:.1f} s"))
+        done = Finished.of(outcome, self.baseline)
+        self.finished[cell.id] = done
+        self.journal.append(done)  # survives a crash of this process
+        return done
+
+    def precheck(self, cell: Cell) -> Outcome | None:
+        """What stops a cell before it starts: a stack that is not there (the cell's own, or the
+        one its dataset is prepared in), too little memory, a dataset that cannot be prepared,
+        a store that cannot be built."""
+        for stack in filter(None, (cell.stack, SOURCES[cell.dataset_spec["source"]][1])):
+            problem = self.ensure_stack(stack)
+            if problem:
+                return Outcome(cell, "failed", problem)
+        refused = self.refusal(cell)
+        if refused:
+            return Outcome(cell, "refused", refused)
+        try:
+            dataset_dir = self.dataset(cell)
+        except DatasetError as exc:
+            return Outcome(cell, "failed", f"dataset: {exc}")
+        try:
+            stores.prepare(cell.settings["store"], dataset_dir, BACKENDS[cell.backend].task, say=self.say)
+        except Exception as exc:  # noqa: BLE001 - any failed build is this cell's failure, recorded
+            return Outcome(cell, "failed", f"store: {type(exc).__name__}: {exc}")
+        return None
+
+    def ensure_stack(self, name: str) -> str | None:
+        """Install a missing stack once (unless --no-install); the problem, if it cannot be had."""
+        if name in self._stack_errors or stacks.get(name).installed:
+            return self._stack_errors.get(name)
+        if self.options.no_install:
+            self._stack_errors[name] = f"stack {name!r} is not installed (gnnbench stacks install {name})"
+        else:
+            try:
+                stacks.install(name, log=lambda line: self.say(f"  {line}"))
+            except stacks.StackError as exc:
+                self._stack_errors[name] = str(exc)
+        return self._stack_errors.get(name)
+
+    def dataset(self, cell: Cell) -> Path:
+        if cell.dataset not in self._datasets:
+            self.say(f"  preparing dataset {cell.dataset} ...")
+            try:
+                self._datasets[cell.dataset] = ensure_dataset(cell.dataset_spec, self.cache, self.data_root)
+            except DatasetError as exc:
+                self._datasets[cell.dataset] = exc
+        found = self._datasets[cell.dataset]
+        if isinstance(found, DatasetError):
+            raise found
+        return found
+
+    def refusal(self, cell: Cell) -> str | None:
+        """Refuse, with the numbers, a cell that cannot fit in the memory available now."""
+        try:
+            stats = dataset_stats(cell.dataset_spec, self.cache)
+        except DatasetError:
+            return None  # preparing the dataset will report what is wrong
+        local_ranks = max(1, cell.settings["world_size"] // self.launch.nnodes)
+        need = memory.estimate(stats, cell.backend, local_ranks, cell.settings["store"])
+        return memory.refusal(need["total_bytes"], psutil.virtual_memory().available,
+                              f"{local_ranks} rank(s) of {cell.backend} on {cell.dataset}")
+
+    def _show_epoch(self, event: dict) -> None:
+        kind = "warm-up" if event.get("warmup") else "epoch"
+        self.say(f"\r  {kind} {event['epoch']}/{event['of']}: {event['seconds']:.3f} s   ", end="")
+
+    # --- the result file -----------------------------------------------------------------------
+
+    def document(self) -> dict:
+        """The result file's content: the selected cells finished so far, in suite order."""
+        done = [self.finished[c.id] for c in self.selected if c.id in self.finished]
+        meta = {"suite": self.suite.name, "suite_file": str(self.suite_path), "description": self.suite.description,
+                "baseline": self.baseline, "cells": [c.id for c in self.selected],
+                "started_at": self.started_at.isoformat()}
+        if self.resumed_from:
+            meta["resumed_from"] = self.resumed_from
+        return record.document(benchmarks=[d.entry for d in done if d.measured],
+                               unmeasured=[d.entry for d in done if not d.measured], meta=meta)
+
+    def write(self) -> Path:
+        """Write the result file whole or not at all (a temporary file renamed over it)."""
+        text = json.dumps(self.document(), indent=4)
+        partial = self.result_path.with_name(self.result_path.name + ".partial")
+        try:
+            partial.write_text(text)
+            partial.replace(self.result_path)
+        except BaseException:
+            partial.unlink(missing_ok=True)  # the previous file, if any, stays whole
+            raise
+        return self.result_path

@@ -1,0 +1,227 @@
+"""The one run path: `gnnbench run` and `pytest suites/` drive the same session and write the
+same result file; a run killed half-way is finished with --resume."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from bench.run import session as session_mod
+from bench.run.session import Journal, RunOptions, Session, SessionError, add_run_options
+from tests.conftest import REPO, require_stacks, run_suite
+
+# GraphBolt alone on a tiny graph: two measured cells and one that cannot run without a GPU.
+SUITE = """
+name: paths
+datasets:
+  rmat-s9: {source: synthetic, params: {scale: 9, edge_factor: 8, feature_dim: 16, num_classes: 4}}
+backends: [dgl-graphbolt]
+settings:
+  num_workers: [0, 1]
+  mode: [cpu-cpu, pinned-cuda]
+  batch_size: 64
+  fanout: [5, 5]
+  epochs: 3
+  warmup_epochs: 1
+  timeout: 240
+exclude:
+  - {mode: pinned-cuda, num_workers: 1}
+"""
+CELLS = ["dgl-graphbolt/rmat-s9/mode=cpu-cpu/workers=0/ws=1", "dgl-graphbolt/rmat-s9/mode=pinned-cuda/workers=0/ws=1",
+         "dgl-graphbolt/rmat-s9/mode=cpu-cpu/workers=1/ws=1"]
+
+
+def gnnbench_run(*args: str, **kwargs) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "bench.cli", "run", *args], cwd=REPO, capture_output=True,
+                          text=True, timeout=900, **kwargs)
+
+
+def shape(value):
+    """The keys and value types of a document, lists by their first element."""
+    if isinstance(value, dict):
+        return {k: shape(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [shape(v) for v in value[:1]]
+    return "number" if isinstance(value, (int, float)) and not isinstance(value, bool) else type(value).__name__
+
+
+@pytest.fixture(scope="module")
+def suite_file(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("suite") / "paths.yaml"
+    path.write_text(SUITE)
+    return path
+
+
+def test_gnnbench_run_and_pytest_write_the_same_cells_and_fields(suite_file, tmp_path, cache_dir):
+    require_stacks("dgl")
+    cli = gnnbench_run(str(suite_file), "--results", str(tmp_path / "cli"), "--cache-dir", str(cache_dir),
+                       "--no-install")
+    assert cli.returncode == 0, cli.stdout[-3000:] + cli.stderr[-3000:]
+    [cli_file] = (tmp_path / "cli").glob("paths-*.json")
+    proc = run_suite(suite_file, tmp_path / "pytest.json", cache_dir)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    by_cli, by_pytest = json.loads(cli_file.read_text()), json.loads((tmp_path / "pytest.json").read_text())
+    assert shape(by_cli) == shape(by_pytest)
+    for doc in (by_cli, by_pytest):
+        assert doc["gnnbench"]["cells"] == CELLS
+        assert [b["name"] for b in doc["benchmarks"]] == [f"test_cell[{c}]" for c in (CELLS[0], CELLS[2])]
+        assert [(u["id"], u["status"]) for u in doc["unmeasured"]] == [(CELLS[1], "skipped")]
+        for bench in doc["benchmarks"]:
+            # the rounds are the measured epochs, with pytest-benchmark's statistics of them
+            assert bench["stats"]["rounds"] == 3 and len(bench["stats"]["data"]) == 3
+            assert bench["stats"]["median"] == sorted(bench["stats"]["data"])[1]
+            assert bench["extra_info"]["cell_id"] == bench["param"]
+    for key in ("benchmarks", "unmeasured"):
+        assert [sorted(e) for e in by_cli[key]] == [sorted(e) for e in by_pytest[key]]
+    # pytest-benchmark reads both, and compares one with the other
+    compare = subprocess.run([str(Path(sys.executable).parent / "pytest-benchmark"), "compare", str(cli_file),
+                              str(tmp_path / "pytest.json")], capture_output=True, text=True)
+    assert compare.returncode == 0, compare.stderr
+    assert compare.stdout.count(f"test_cell[{CELLS[0]}]") == 2
+
+
+def worker_processes(marker: str) -> list[psutil.Process]:
+    found = []
+    for proc in psutil.process_iter():
+        try:
+            if marker in proc.environ().get("GNNBENCH_CACHE", ""):
+                found.append(proc)
+        except psutil.Error:
+            continue
+    return found
+
+
+def test_a_run_killed_half_way_is_finished_by_resume(suite_file, tmp_path, cache_dir):
+    """SIGTERM while the third cell runs: the first two stay (journal and result file), no worker
+    is left, and --resume runs only the third and writes one complete result file."""
+    require_stacks("dgl")
+    hub = tmp_path / "hub-of-this-test"
+    args = [str(suite_file), "--results", str(tmp_path), "--cache-dir", str(hub), "--no-install"]
+    proc = subprocess.Popen([sys.executable, "-m", "bench.cli", "run", *args], cwd=REPO, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 300
+    journal = None
+    while time.monotonic() < deadline:  # wait until two cells are in the journal and the third has begun
+        journal = next(tmp_path.glob("paths-*.cells.jsonl"), None)
+        if journal and len(journal.read_text().splitlines()) == 2 and worker_processes(str(hub)):
+            break
+        time.sleep(0.2)
+    else:
+        proc.kill()
+        pytest.fail(f"the run did not reach its third cell: {proc.stdout.read()[-2000:]}")
+    time.sleep(2)  # inside the third cell's epochs
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, out[-2000:] + err[-2000:]
+    assert "--resume" in err and str(journal) in err
+    assert worker_processes(str(hub)) == []
+    interrupted = json.loads(journal.with_name(journal.name.replace(".cells.jsonl", ".json")).read_text())
+    assert [b["param"] for b in interrupted["benchmarks"]] == [CELLS[0]]
+    kept = json.loads(journal.read_text().splitlines()[0])["entry"]
+
+    resumed = gnnbench_run(str(suite_file), "--resume", str(journal), "--cache-dir", str(hub), "--no-install")
+    assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
+    assert resumed.stdout.count("kept from") == 2 and resumed.stdout.count("epoch 4/4") == 1
+    result = json.loads(journal.with_name(journal.name.replace(".cells.jsonl", ".json")).read_text())
+    assert [b["param"] for b in result["benchmarks"]] == [CELLS[0], CELLS[2]]
+    assert result["benchmarks"][0] == kept  # the finished cell was not measured again
+    assert [u["id"] for u in result["unmeasured"]] == [CELLS[1]]
+    assert result["gnnbench"]["cells"] == CELLS and result["gnnbench"]["resumed_from"] == [str(journal)]
+    assert len(journal.read_text().splitlines()) == 3
+
+
+# --- host only -----------------------------------------------------------------------------------
+
+def line(cell_id: str, suite: str = "paths") -> str:
+    return json.dumps({"suite": suite, "id": cell_id, "status": "skipped", "reason": "r",
+                       "entry": {"id": cell_id, "status": "skipped"}})
+
+
+def test_journal_keeps_finished_cells_and_drops_a_torn_last_line(suite_file, tmp_path):
+    cells = Session(RunOptions(suite=str(suite_file), results=tmp_path)).cells
+    journal = tmp_path / "x.cells.jsonl"
+    journal.write_text(line(CELLS[0]) + "\n" + line(CELLS[1]) + "\n" + line(CELLS[2])[:40])
+    finished = Journal(journal, "paths").read(cells)
+    assert list(finished) == CELLS[:2] and finished[CELLS[1]].status == "skipped"
+
+
+@pytest.mark.parametrize("text, message", [
+    (line(CELLS[0], suite="other"), "a cell of suite 'other', not 'paths'"),
+    (line("dgl-graphbolt/gone/mode=cpu-cpu/workers=0/ws=1"), "is not a cell of suite 'paths'"),
+    (json.dumps({"id": CELLS[0], "status": "ok", "reason": "", "extra_info": {}}), "older version cannot be resumed"),
+    ("{not json\n" + line(CELLS[0]), ":1: not a journal line"),
+])
+def test_a_journal_that_does_not_fit_is_named(suite_file, tmp_path, text, message):
+    journal = tmp_path / "run.cells.jsonl"
+    journal.write_text(text + "\n")
+    with pytest.raises(SessionError, match=message.replace("(", r"\(").replace(")", r"\)")) as info:
+        Session(RunOptions(suite=str(suite_file), resume=journal))
+    assert str(journal) in str(info.value)
+
+
+def test_resume_needs_a_journal(suite_file, tmp_path):
+    with pytest.raises(SessionError, match="no such journal"):
+        Session(RunOptions(suite=str(suite_file), resume=tmp_path / "nothing.cells.jsonl"))
+    (tmp_path / "result.json").write_text("{}")
+    with pytest.raises(SessionError, match="expected the .cells.jsonl journal"):
+        Session(RunOptions(suite=str(suite_file), resume=tmp_path / "result.json"))
+
+
+def test_k_selects_cells_as_pytest_does(suite_file, tmp_path):
+    run = Session(RunOptions(suite=str(suite_file), results=tmp_path))
+    run.select("PINNED or rmat and not cpu")  # case-insensitive substrings, pytest's precedence
+    assert [c.id for c in run.selected] == [CELLS[1]]
+    run.select("cpu-cpu and ws")
+    assert [c.id for c in run.selected] == [CELLS[0], CELLS[2]]
+    run.select("test_cell and not ws")
+    assert run.selected == []
+    with pytest.raises(SessionError, match="-k 'workers=1': .*got ="):  # "=" is not in pytest's grammar either
+        run.select("workers=1")
+
+
+def test_the_run_options_are_declared_once_for_both_front_doors():
+    parser = argparse.ArgumentParser()
+    add_run_options(parser.add_argument)
+    flags = {o.flag for o in session_mod.RUN_OPTIONS}
+    assert {a.option_strings[0] for a in parser._actions if a.option_strings} - {"-h"} == flags
+    assert set(vars(parser.parse_args([]))) <= {f.name for f in session_mod.fields(RunOptions)}
+    from bench.run import pytest_plugin
+
+    declared = []
+
+    class Group:
+        def addoption(self, flag, **kwargs):
+            declared.append(flag)
+
+    class Parser:
+        def getgroup(self, name):
+            return Group()
+
+    pytest_plugin.pytest_addoption(Parser())
+    assert set(declared) == flags | {"--suite"}
+
+
+def test_an_interrupted_write_leaves_the_previous_file_whole(suite_file, tmp_path, monkeypatch):
+    run = Session(RunOptions(suite=str(suite_file), results=tmp_path))
+    first = run.write().read_text()
+
+    real_write = Path.write_text
+
+    def half_then_full(path, text, *args, **kwargs):
+        real_write(path, text[: len(text) // 2])
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(Path, "write_text", half_then_full)
+    with pytest.raises(OSError, match="No space left"):
+        run.write()
+    assert run.result_path.read_text() == first
+    assert os.listdir(tmp_path) == [run.result_path.name]
