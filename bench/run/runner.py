@@ -190,7 +190,7 @@ def ensure_dataset(spec: dict, cache: Path, data_root: Path | None, interactive:
     return Path(proc.stdout.strip().splitlines()[-1])
 
 
-def run_cell(cell: Cell, dataset_dir: Path, cache: Path, on_progress=None,
+def run_in_stack(cell: Cell, dataset_dir: Path, cache: Path, on_progress=None,
              extra_env: dict[str, str] | None = None, launch: Launch = Launch()) -> Outcome:
     stack = stacks.get(cell.stack)
     if not stack.installed:

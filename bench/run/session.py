@@ -28,7 +28,7 @@ from bench.datasets import SOURCES, memory
 from bench.datasets.hub import DatasetError
 from bench.paths import cache_root, default_results_dir
 from bench.run import record, stacks, suite as suite_mod
-from bench.run.runner import Launch, Outcome, dataset_stats, ensure_dataset, run_cell
+from bench.run.runner import Launch, Outcome, dataset_stats, ensure_dataset, run_in_stack
 from bench.run.suite import Cell
 
 JOURNAL_SUFFIX = ".cells.jsonl"
@@ -243,7 +243,7 @@ class Session:
             self.say(f"\n{position}\n  -> {done.status} (kept from {self.journal.path.name})")
             return done
         self.say(f"\n{position}")
-        outcome = self.precheck(cell) or run_cell(cell, self.dataset(cell), self.cache,
+        outcome = self.precheck(cell) or run_in_stack(cell, self.dataset(cell), self.cache,
                                                   on_progress=self._show_epoch, launch=self.launch)
         self.say(f"\r  -> {outcome.status}"
                  + (f": {outcome.reason.splitlines()[0]}" if outcome.reason else f" in {outcome.wall_s:.1f} s"))
