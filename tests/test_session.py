@@ -19,25 +19,25 @@ from bench.run import session as session_mod
 from bench.run.session import Journal, RunOptions, Session, SessionError, add_run_options
 from tests.conftest import REPO, require_stacks, run_suite
 
-# GraphBolt alone on a tiny graph: two measured cells and one that cannot run without a GPU.
+# GraphBolt alone on the smoke suite's graph: two measured cells and one that cannot run without a GPU.
 SUITE = """
 name: paths
 datasets:
-  rmat-s9: {source: synthetic, params: {scale: 9, edge_factor: 8, feature_dim: 16, num_classes: 4}}
+  rmat-s12: {source: synthetic, params: {scale: 12, edge_factor: 8, feature_dim: 64, num_classes: 8, seed: 0}}
 backends: [dgl-graphbolt]
 settings:
   num_workers: [0, 1]
   mode: [cpu-cpu, pinned-cuda]
-  batch_size: 64
-  fanout: [5, 5]
+  batch_size: 256
+  fanout: [10, 5]
   epochs: 3
   warmup_epochs: 1
   timeout: 240
 exclude:
   - {mode: pinned-cuda, num_workers: 1}
 """
-CELLS = ["dgl-graphbolt/rmat-s9/mode=cpu-cpu/workers=0/ws=1", "dgl-graphbolt/rmat-s9/mode=pinned-cuda/workers=0/ws=1",
-         "dgl-graphbolt/rmat-s9/mode=cpu-cpu/workers=1/ws=1"]
+CELLS = ["dgl-graphbolt/rmat-s12/mode=cpu-cpu/workers=0/ws=1", "dgl-graphbolt/rmat-s12/mode=pinned-cuda/workers=0/ws=1",
+         "dgl-graphbolt/rmat-s12/mode=cpu-cpu/workers=1/ws=1"]
 
 
 def gnnbench_run(*args: str, **kwargs) -> subprocess.CompletedProcess:

@@ -244,7 +244,7 @@ class Session:
             return done
         self.say(f"\n{position}")
         outcome = self.precheck(cell) or run_in_stack(cell, self.dataset(cell), self.cache,
-                                                  on_progress=self._show_epoch, launch=self.launch)
+                                                      on_progress=self._show_epoch, launch=self.launch)
         self.say(f"\r  -> {outcome.status}"
                  + (f": {outcome.reason.splitlines()[0]}" if outcome.reason else f" in {outcome.wall_s:.1f} s"))
         done = Finished.of(outcome, self.baseline)
