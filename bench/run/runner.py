@@ -28,6 +28,7 @@ from bench import datasets
 from bench.run import stacks
 from bench.datasets import hub, memory
 from bench.net import free_port
+from bench.run.lifeline import PARENT_ENV
 from bench.paths import repo_root
 from bench.run.suite import Cell
 from bench.run.worker import PROGRESS_TAG
@@ -130,7 +131,7 @@ def worker_command(python: Path, cell: Cell, args: list[str], launch: Launch) ->
     if world % launch.nnodes:
         raise ValueError(f"world size {world} does not split over {launch.nnodes} nodes")
     endpoint = launch.rdzv_endpoint or f"127.0.0.1:{free_port()}"
-    return [str(python), "-m", "torch.distributed.run", f"--nnodes={launch.nnodes}",
+    return [str(python), "-m", "bench.run.lifeline", "torch.distributed.run", f"--nnodes={launch.nnodes}",
             f"--nproc-per-node={world // launch.nnodes}", f"--node-rank={launch.node_rank}",
             "--rdzv-backend=c10d", f"--rdzv-endpoint={endpoint}",
             f"--rdzv-id={hashlib.sha1(cell.id.encode()).hexdigest()[:16]}", "--max-restarts=0",
@@ -147,6 +148,7 @@ def worker_env(cache: Path, run_id: str) -> dict[str, str]:
         "PYTHONUNBUFFERED": "1",
         "OUTDATED_IGNORE": "1",  # ogb's version check would reach for the network
         RUN_ID_ENV: run_id,
+        PARENT_ENV: str(os.getpid()),
     })
     return env
 

@@ -228,6 +228,9 @@ def inject(fault: str) -> None:
 
 
 def main(argv: list[str]) -> int:
+    from bench.run.lifeline import tie_to_parent
+
+    tie_to_parent()  # gone with gnnbench (or with torchrun's launcher), whatever ends it
     cell_json, dataset_dir, out_path = argv
     cell = json.loads(cell_json)
     result = run_cell(cell, Path(dataset_dir))
