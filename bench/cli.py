@@ -17,6 +17,15 @@ from bench.datasets.hub import DatasetError
 from bench.paths import cache_root
 
 
+# Exit codes of `gnnbench`: 0 every cell ran (or was skipped or refused for a stated reason);
+# EXIT_CELLS_FAILED a cell failed or timed out (its result is recorded with the others); 2 bad input
+# (nothing was run); EXIT_INTERRUPTED ended by Ctrl-C, SIGTERM or SIGHUP (finished cells are kept).
+EXIT_CELLS_FAILED = 1
+EXIT_BAD_INPUT = 2
+EXIT_INTERRUPTED = 130
+FAILED = ("failed", "timeout")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="gnnbench", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -82,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
         return cmd_stacks_list()
     except (suite_mod.SuiteError, SessionError, results.ResultsError, stacks.StackError, DatasetError) as exc:
         print(f"gnnbench: error: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_BAD_INPUT
 
 
 def cmd_run(args) -> int:
@@ -104,7 +113,12 @@ def cmd_run(args) -> int:
         print(f"gnnbench: interrupted after {done} of {len(session.selected)} cells; finish the run with\n"
               f"  gnnbench run {shlex.quote(str(session.suite_path))} --resume {shlex.quote(str(session.journal.path))}",
               file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
+    failed = [c.id for c in session.selected if session.finished[c.id].status in FAILED]
+    if failed:
+        print(f"gnnbench: {len(failed)} of {len(session.selected)} cells failed or timed out "
+              f"(the table says why): {', '.join(failed)}", file=sys.stderr)
+        return EXIT_CELLS_FAILED
     return 0
 
 

@@ -225,3 +225,63 @@ def test_an_interrupted_write_leaves_the_previous_file_whole(suite_file, tmp_pat
         run.write()
     assert run.result_path.read_text() == first
     assert os.listdir(tmp_path) == [run.result_path.name]
+
+
+def test_the_rank_that_failed_first_is_the_headline_and_the_exit_code_says_a_cell_failed(tmp_path, cache_dir):
+    """Rank 1 aborts; rank 0 then fails only because its peer is gone. The reason's first line
+    names rank 1 and its signal, and `gnnbench run` exits 1 (a cell failed) with the table written."""
+    require_stacks("dgl")
+    suite = tmp_path / "dies.yaml"
+    suite.write_text(SUITE.replace("num_workers: [0, 1]", "num_workers: 0").replace("mode: [cpu-cpu, pinned-cuda]",
+                                                                                    "world_size: 2"))
+    proc = gnnbench_run(str(suite), "--results", str(tmp_path), "--cache-dir", str(cache_dir), "--no-install",
+                        env={**os.environ, "GNNBENCH_FAULT": "crash:ws=2@1"})
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "1 of 1 cells failed or timed out" in proc.stderr
+    [result] = tmp_path.glob("paths-*.json")
+    [failed] = json.loads(result.read_text())["unmeasured"]
+    assert failed["reason"].splitlines()[0] == "rank 1 failed first: killed by SIGABRT"
+    assert "rank 1 failed first: killed by SIGABRT" in result.with_suffix(".md").read_text()
+
+
+TORCHRUN_SUMMARY = """[rank0]: RuntimeError: [gloo/transport/tcp/pair.cc:525] Read error: Connection reset by peer
+torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
+============================================================
+bench.run.worker FAILED
+------------------------------------------------------------
+Failures:
+[1]:
+  time      : 2026-11-23_07:49:19
+  host      : localhost
+  rank      : 1 (local_rank: 1)
+  exitcode  : CODE (pid: 12068)
+------------------------------------------------------------
+Root Cause (first observed failure):
+[0]:
+  time      : 2026-11-23_07:49:19
+  host      : localhost
+  rank      : 0 (local_rank: 0)
+  exitcode  : 1 (pid: 12067)
+  error_file: <N/A>
+============================================================
+"""
+
+
+@pytest.mark.parametrize("code, headline", [
+    ("-6", "rank 1 failed first: killed by SIGABRT"),  # a signal is the cause, its peer's error the effect
+    ("-9", "rank 1 failed first: killed by SIGKILL (out of memory?)"),
+    ("3", "rank 0 failed first: exited with code 1: RuntimeError: [gloo/transport/tcp/pair.cc:525] "
+          "Read error: Connection reset by peer"),  # else the first failure torchrun observed
+])
+def test_failure_headline_names_the_rank_that_failed_first(code, headline):
+    from bench.run.runner import failure_headline
+
+    assert failure_headline(TORCHRUN_SUMMARY.replace("CODE", code), 1) == headline
+
+
+def test_failure_headline_of_one_worker_is_its_last_error_not_a_warning():
+    from bench.run.runner import failure_headline
+
+    stderr = ("/x/site-packages/dgl/graphbolt/base.py:9: UserWarning: something deprecated\n"
+              "Traceback (most recent call last):\n  File \"w.py\", line 1\nValueError: bad fanout\n")
+    assert failure_headline(stderr, 1) == "worker exited with code 1: ValueError: bad fanout"

@@ -230,9 +230,8 @@ def run_in_stack(cell: Cell, dataset_dir: Path, cache: Path, on_progress=None,
         if timed_out:
             outcome.status, outcome.reason = "timeout", f"no result after {timeout:g} s (killed)\n{stderr_tail}"
         elif proc.returncode != 0 or not out_path.exists():
-            error = last_exception(stderr)
             outcome.status = "failed"
-            outcome.reason = f"{_describe_exit(proc.returncode)}{': ' + error if error else ''}\n{stderr_tail}"
+            outcome.reason = f"{failure_headline(stderr, proc.returncode)}\n{stderr_tail}"
         else:
             outcome.record = json.loads(out_path.read_text())
             if outcome.record.get("status") != "ok":
@@ -251,28 +250,50 @@ def _read_progress(stream, on_progress) -> None:
                 pass
 
 
-RANK_PREFIX = re.compile(r"^\[(?:rank|default)\d+\]:\s*")  # torch.distributed.run tags each rank's lines
+RANK_PREFIX = re.compile(r"^\[(?:rank|default)(\d+)\]:\s*")  # torch.distributed.run tags each rank's lines
 EXCEPTION_LINE = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Exit)): (.*)$")
+# torchrun's summary lists each failed rank (rank, exit code); a rank's peers often fail only
+# because it did ("Connection reset by peer"), sometimes before it is observed
+FAILED_RANK = re.compile(r"^\s*rank\s*:\s*(\d+).*?\n\s*exitcode\s*:\s*(-?\d+)", re.M)
 
 
-def last_exception(stderr: str) -> str | None:
+def failure_headline(stderr: str, returncode: int | None) -> str:
+    """One line saying what failed. For several ranks: the rank that failed first, and how (its
+    own error where its lines are tagged); a rank killed by a signal is taken as the first (its
+    peers' errors follow from it), else the first torchrun observed. Else the worker's exit and
+    its last error."""
+    summary = stderr[stderr.rfind("ChildFailedError"):] if "ChildFailedError" in stderr else ""
+    failed = [(int(rank), int(code)) for rank, code in FAILED_RANK.findall(summary)]
+    if failed:
+        first_observed = failed[-1]  # torchrun prints other failures, then the root cause
+        rank, code = next(((r, c) for r, c in failed if c < 0), first_observed)
+        error = last_exception(stderr, rank=rank)
+        return f"rank {rank} failed first: {exit_words(code)}{': ' + error if error else ''}"
+    error = last_exception(stderr)
+    return f"worker {exit_words(returncode)}{': ' + error if error else ''}"
+
+
+def last_exception(stderr: str, rank: int | None = None) -> str | None:
     """The last 'SomeError: message' line of a traceback in the worker's stderr (the launcher's
-    own ChildFailedError summary aside): the error class and message of what failed."""
+    own ChildFailedError summary aside), of one rank's tagged lines when `rank` is given."""
     found = None
     for line in stderr.splitlines():
-        line = RANK_PREFIX.sub("", line.strip())
-        match = EXCEPTION_LINE.match(line)
+        line = line.strip()
+        tag = RANK_PREFIX.match(line)
+        if rank is not None and (tag is None or int(tag.group(1)) != rank):
+            continue
+        match = EXCEPTION_LINE.match(RANK_PREFIX.sub("", line))
         if match and not match.group(1).endswith("ChildFailedError"):
-            found = line
+            found = match.group(0)
     return found[:500] if found else None
 
 
-def _describe_exit(code: int | None) -> str:
+def exit_words(code: int | None) -> str:
     if code is not None and code < 0:
         name = signal.Signals(-code).name
         hint = " (out of memory?)" if name == "SIGKILL" else ""
-        return f"worker killed by {name}{hint}"
-    return f"worker exited with code {code}"
+        return f"killed by {name}{hint}"
+    return f"exited with code {code}"
 
 
 def kill_tree(proc: subprocess.Popen, run_id: str) -> None:
