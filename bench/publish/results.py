@@ -38,44 +38,44 @@ class ResultsError(ValueError):
 
 @dataclass(frozen=True)
 class DatasetCard:
-    """The statistics of the graph (or graph collection) a cell measured on."""
+    """The statistics of the graph (or graph collection) a cell measured on (None: not recorded)."""
     name: str
-    source: str | None = None
-    num_nodes: int | None = None
-    num_edges: int | None = None
-    feature_dim: int | None = None
-    num_classes: int | None = None
-    num_train: int | None = None
-    num_val: int | None = None
-    num_test: int | None = None
-    num_graphs: int | None = None  # graph-level datasets only
+    source: str | None
+    num_nodes: int | None
+    num_edges: int | None
+    feature_dim: int | None
+    num_classes: int | None
+    num_train: int | None
+    num_val: int | None
+    num_test: int | None
+    num_graphs: int | None  # graph-level datasets only
 
 
 @dataclass(frozen=True)
 class Stats:
     """pytest-benchmark's statistics of the measured epochs (seconds; one round = one epoch)."""
     median: float
-    iqr: float | None = None
-    q1: float | None = None
-    q3: float | None = None
-    min: float | None = None
-    max: float | None = None
-    mean: float | None = None
-    rounds: int = 0
-    data: tuple[float, ...] = ()
+    iqr: float | None
+    q1: float | None
+    q3: float | None
+    min: float | None
+    max: float | None
+    mean: float | None
+    rounds: int
+    data: tuple[float, ...]
 
 
 @dataclass(frozen=True)
 class Rank:
     """One rank of a cell: its process tree's peak memory and where its epochs went."""
     rank: int
-    peak_rss_bytes: int | None = None
-    peak_pss_bytes: int | None = None
-    loader_stall: float | None = None
-    compute_s: float | None = None
-    comm_s: float | None = None
-    epoch_s: float | None = None
-    peak_gpu_bytes: int | None = None
+    peak_rss_bytes: int | None
+    peak_pss_bytes: int | None
+    loader_stall: float | None
+    compute_s: float | None
+    comm_s: float | None
+    epoch_s: float | None
+    peak_gpu_bytes: int | None
 
 
 @dataclass(frozen=True)
