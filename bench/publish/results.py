@@ -296,28 +296,34 @@ def _load(path: Path) -> dict:
 
 
 def _measured_cell(bench: dict, path: Path) -> CellResult:
-    info, stats = bench["extra_info"], bench["stats"]
-    card = info["dataset"]
-    named = {"cell_id", "backend", "stack", "versions", "device", "dataset", "settings", "is_baseline",
-             *METRIC_FIELDS, *STORED_SCORES}
+    info = bench["extra_info"]
     return CellResult(
-        id=info["cell_id"], status="ok", backend=info["backend"], stack=info["stack"], dataset=card.get("name"),
-        settings=info["settings"], card=DatasetCard(**{f.name: card.get(f.name) for f in dataclasses.fields(DatasetCard)}),
-        stats=Stats(median=stats["median"], rounds=stats.get("rounds") or len(stats.get("data") or []),
-                    data=tuple(stats.get("data") or ()),
-                    **{k: stats.get(k) for k in ("iqr", "q1", "q3", "min", "max", "mean")}),
-        metrics=Metrics(**{k: info.get(k) for k in METRIC_FIELDS - {"warmup_epoch_s", "ranks"}},
-                        warmup_epoch_s=tuple(info.get("warmup_epoch_s") or ()),
-                        ranks=tuple(_rank(r) for r in info.get("ranks") or []),
-                        other={k: v for k, v in info.items() if k not in named}),
-        versions=info.get("versions") or {}, device=info.get("device") or {}, file=path)
+        id=info["cell_id"], status="ok", backend=info["backend"], stack=info["stack"],
+        dataset=info["dataset"].get("name"), settings=info["settings"], card=_fields_of(DatasetCard, info["dataset"]),
+        stats=_stats(bench["stats"]), metrics=_metrics(info), versions=info.get("versions") or {},
+        device=info.get("device") or {}, file=path)
 
 
-def _rank(record: dict) -> Rank:
-    return Rank(**{f.name: record.get(f.name) for f in dataclasses.fields(Rank)})
+def _fields_of(cls, record: dict):
+    """A record whose fields are all optional in the file (None where not recorded)."""
+    return cls(**{f.name: record.get(f.name) for f in dataclasses.fields(cls)})
+
+
+def _stats(stats: dict) -> Stats:
+    return Stats(median=stats["median"], rounds=stats.get("rounds") or len(stats.get("data") or []),
+                 data=tuple(stats.get("data") or ()), **{k: stats.get(k) for k in ("iqr", "q1", "q3", "min", "max", "mean")})
+
+
+def _metrics(info: dict) -> Metrics:
+    cell_fields = {"cell_id", "backend", "stack", "versions", "device", "dataset", "settings", "is_baseline"}
+    return Metrics(**{k: info.get(k) for k in METRIC_FIELDS - {"warmup_epoch_s", "ranks"}},
+                   warmup_epoch_s=tuple(info.get("warmup_epoch_s") or ()),
+                   ranks=tuple(_fields_of(Rank, r) for r in info.get("ranks") or []),
+                   other={k: v for k, v in info.items() if k not in cell_fields | METRIC_FIELDS | set(STORED_SCORES)})
 
 
 def _unmeasured_cell(record: dict, path: Path) -> CellResult:
+    # writers record backend and dataset beside the id; a hand-written record may not
     backend, dataset = backend_and_dataset_from_id(record["id"])
     return CellResult(id=record["id"], status=record["status"], reason=record.get("reason") or "",
                       backend=record.get("backend") or backend, dataset=record.get("dataset") or dataset,
@@ -409,7 +415,8 @@ def scaling_series(cells) -> dict[tuple, list[CellResult]]:
 # --- cell ids: read as data only where a record names nothing else --------------------------
 
 def backend_and_dataset_from_id(cell_id: str) -> tuple[str | None, str | None]:
-    """Backend and dataset of a cell known by its id alone (a "not run" cell): ids are
+    """Backend and dataset of a cell known by its id alone (a "not run" cell, or an unmeasured
+    record that names neither): ids are
     `backend/dataset/setting=value/...` (bench/run/suite.py)."""
     backend, dataset = (cell_id.split("/") + [None, None])[:2]
     return backend, dataset
