@@ -62,7 +62,7 @@ def run(benchmarks: list[dict], *, unmeasured_cells: list[dict] = (), suite: str
             "unmeasured": list(unmeasured_cells)}
 
 
-def write(tmp_path: Path, name: str, data: dict) -> results.ResultFile:
+def write(tmp_path: Path, name: str, data: dict) -> results.RunResult:
     path = tmp_path / name
     path.write_text(json.dumps(data))
     return results.read(path)

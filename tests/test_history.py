@@ -3,7 +3,6 @@ known regression, on status changes and machines; and `gnnbench compare`."""
 
 from __future__ import annotations
 
-import copy
 import json
 import re
 from pathlib import Path
@@ -24,7 +23,7 @@ BASE_S = dict(zip(CELLS, [0.05, 0.09, 0.035, 0.10, 0.022, 0.008]))
 
 
 def series(tmp_path, n_runs: int, *, slower: dict[str, float] | None = None, seed: int = 0,
-           round_spread: float = 0.05, run_drift: float = 0.03) -> list[results.ResultFile]:
+           round_spread: float = 0.05, run_drift: float = 0.03) -> list[results.RunResult]:
     """n_runs runs of the same six cells on one machine, a day apart: each run moves each cell's
     level by `run_drift` (run-to-run noise), each round by `round_spread`; the LAST run has the
     cells in `slower` slowed by their factor (every round)."""
@@ -148,7 +147,7 @@ def test_status_changes(tmp_path):
 
 def test_different_machines_are_not_comparable_unless_forced(tmp_path):
     runs = series(tmp_path, 2, slower={CELLS[0]: 3.0})
-    other = copy.deepcopy(runs[1].data)
+    other = json.loads(runs[1].path.read_text())
     other["machine_info"]["node"] = "gpu-box"
     moved = sr.write(tmp_path, "other-machine.json", other)
     verdicts = history.compare(runs[0], moved)
@@ -168,7 +167,7 @@ def test_mixed_suites_raise_naming_the_file(tmp_path):
 
 def test_trend_is_per_cell_oldest_first(tmp_path):
     runs = series(tmp_path, 3)
-    failing = copy.deepcopy(runs[2].data)
+    failing = json.loads(runs[2].path.read_text())
     failing["datetime"] = "2026-01-09T00:00:00+00:00"
     failing["benchmarks"] = failing["benchmarks"][1:]
     failing["unmeasured"] = [sr.unmeasured(CELLS[0], "timeout")]
@@ -178,7 +177,7 @@ def test_trend_is_per_cell_oldest_first(tmp_path):
     first_cell = points[CELLS[0]]
     assert [p.when[:10] for p in first_cell] == ["2026-01-01", "2026-01-02", "2026-01-03", "2026-01-09"]
     assert [p.status for p in first_cell] == ["ok", "ok", "ok", "timeout"]
-    assert first_cell[0].median_s == pytest.approx(runs[0].benchmarks[0]["stats"]["median"])
+    assert first_cell[0].median_s == pytest.approx(json.loads(runs[0].path.read_text())["benchmarks"][0]["stats"]["median"])
     assert first_cell[-1].median_s is None and first_cell[-1].path.endswith("last.json")
     assert first_cell[0].commit == "abc123" and first_cell[0].machine == "box (Test CPU x2)"
 

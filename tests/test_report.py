@@ -12,7 +12,7 @@ FAST_ID = "dgl-graphbolt/g/mode=cpu-cpu/workers=0/ws=1"
 
 def bench_entry(cell_id, median, iqr, stall):
     info = {k: 0 for k in results.REQUIRED_EXTRA}
-    info.update(cell_id=cell_id, settings={"world_size": int(cell_id.rsplit("ws=", 1)[1])}, dataset={"name": "g", "source": "synthetic", "num_nodes": 4096, "num_edges": 53308,
+    info.update(cell_id=cell_id, backend=cell_id.split("/")[0], settings={"world_size": int(cell_id.rsplit("ws=", 1)[1])}, dataset={"name": "g", "source": "synthetic", "num_nodes": 4096, "num_edges": 53308,
                                           "feature_dim": 64, "num_classes": 8, "num_train": 2457, "num_val": 819,
                                           "num_test": 820},
                 seeds_per_s=1234.0, edges_per_s=56789.0, loader_stall=stall,
@@ -35,9 +35,9 @@ def result_file(tmp_path, unmeasured_reason="boom"):
 
 
 def test_rows_follow_the_numbers(tmp_path):
-    rows = report.rows(results.read(result_file(tmp_path)))
-    assert [r["status"] for r in rows] == ["ok", "ok", "failed", "not run"]
-    assert rows[0]["speedup"] == 1.0 and rows[1]["speedup"] == 4.0
+    rows = results.read(result_file(tmp_path)).cells
+    assert [r.status for r in rows] == ["ok", "ok", "failed", "not run"]
+    assert rows[0].speedup == 1.0 and rows[1].speedup == 4.0
     md = report.render_markdown([results.read(result_file(tmp_path))])
     assert "| 2.000 (0.100) | 5 | 1.00× | 1,234 | 56,789 | 25.0 % | 300 | 400 | 0.500 | 0.250 | 3.0 |" in md
     assert "| 0.500 (0.050) | 5 | 4.00× |" in md and "60.0 %" in md
@@ -72,10 +72,9 @@ def test_scaling_rows_compare_each_world_size_with_one_rank(tmp_path):
     data = json.loads(result_file(tmp_path).read_text())
     data["benchmarks"].append(bench_entry(two, 1.25, 0.1, 0.5))
     data["gnnbench"]["cells"].append(two)
-    results.add_scaling(data["benchmarks"])
     path = tmp_path / "scaling.json"
-    path.write_text(json.dumps(data))
+    path.write_text(json.dumps(data))  # no stored speedups (new files store none): computed on read
     rows = report.scaling_rows(results.read(path))
-    assert [(r["world_size"], r["speedup"], r["efficiency"]) for r in rows] == [
+    assert [(r.world_size, r.speedup_vs_ws1, r.scaling_efficiency) for r in rows] == [
         (1, 1.0, 1.0), (2, 1.6, 0.8)]
     assert "### Scaling across world sizes" in report.render_markdown([results.read(path)])

@@ -160,19 +160,19 @@ def stores_run(tmp_path_factory, cache_dir):
 
 
 def test_both_frameworks_train_on_the_lmdb_store(stores_run):
-    by_id = {b["extra_info"]["cell_id"]: b["extra_info"] for b in stores_run.benchmarks}
+    by_id = {c.id: c for c in stores_run.measured}
     assert stores_run.unmeasured == []
-    trained = [i for i in by_id.values() if i["backend"] != "feature-gather"]
-    assert {(i["backend"], i["settings"]["store"], i["settings"]["num_workers"]) for i in trained} == {
+    trained = [c for c in by_id.values() if c.backend != "feature-gather"]
+    assert {(c.backend, c.settings["store"], c.settings["num_workers"]) for c in trained} == {
         (b, s, w) for b in ("pyg-neighbor", "dgl-graphbolt") for s in ("memory", "lmdb") for w in (0, 1)
     } | {("dgl-graphbolt", "graphbolt-disk", w) for w in (0, 1)}
-    for info in trained:
-        assert info["val_acc"] > 0.4 and info["test_acc"] > 0.4, info["cell_id"]  # chance is 0.25
+    for cell in trained:
+        assert cell.metrics.val_acc > 0.4 and cell.metrics.test_acc > 0.4, cell.id  # chance is 0.25
     # (Equal accuracies across stores are not asserted: neither sampler is bit-reproducible
     # across runs; the reads themselves are compared bit for bit above.)
     gathered = [by_id[f"feature-gather/rmat-s9/mode=cpu-cpu/workers=0/ws=1/store={s}"] for s in ("memory", "lmdb")]
-    assert gathered[0]["batches_per_epoch"] == gathered[1]["batches_per_epoch"] > 0
-    assert gathered[0]["seeds_per_s"] > 0 and gathered[1]["seeds_per_s"] > 0
+    assert gathered[0].metrics.batches_per_epoch == gathered[1].metrics.batches_per_epoch > 0
+    assert gathered[0].metrics.seeds_per_s > 0 and gathered[1].metrics.seeds_per_s > 0
 
 
 def test_a_corrupt_store_fails_its_cells_and_keeps_the_others(tmp_path, cache_dir, stores_run):
@@ -186,7 +186,7 @@ def test_a_corrupt_store_fails_its_cells_and_keeps_the_others(tmp_path, cache_di
             .replace("[pyg-neighbor, dgl-graphbolt, feature-gather]", "[pyg-neighbor]"))
     proc, out = run_suite_text(text, tmp_path, hub_copy)
     result = results.read(out)
-    assert [b["extra_info"]["settings"]["store"] for b in result.benchmarks] == ["memory"]
+    assert [c.settings["store"] for c in result.measured] == ["memory"]
     [failed] = result.unmeasured
-    assert failed["status"] == "failed" and "store: StoreError" in failed["reason"] and str(store) in failed["reason"]
+    assert failed.status == "failed" and "store: StoreError" in failed.reason and str(store) in failed.reason
     assert proc.returncode == 0, proc.stdout[-2000:]  # a failing system under test is data, not a crash

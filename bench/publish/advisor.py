@@ -31,8 +31,9 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from itertools import combinations
 
-from bench.publish.history import FAILED, first_line, machine_label, run_time
-from bench.publish.results import ResultFile
+from bench.publish.fmt import first_line, host_label, mib, pct
+from bench.publish.history import FAILED
+from bench.publish.results import CellResult, RunResult, scaling_scores, scaling_series
 
 ACC_SIGMAS = 3.0      # accuracy below the best by more than this many standard errors is "much lower"
 MIN_ACC_GAP = 0.01    # ... and by at least one percentage point
@@ -51,64 +52,47 @@ class Advice:
     cautions: list[str]       # failures/skips worth knowing (setting patterns that fail)
 
 
-@dataclass
-class Measured:
-    cell_id: str
-    median_s: float
-    info: dict
-    path: str
+def accuracy(cell: CellResult) -> float | None:
+    return cell.metrics.test_acc
 
-    @property
-    def accuracy(self) -> float | None:
-        return self.info.get("test_acc")
 
-    @property
-    def memory_bytes(self) -> float | None:
-        return self.info.get("total_pss_bytes") or self.info.get("peak_pss_bytes") or self.info.get("peak_rss_bytes")
-
-    @property
-    def config(self) -> str:
-        """The cell id without its world size: the configuration a scaling series shares."""
-        return self.cell_id.replace(f"/ws={self.info['settings']['world_size']}", "")
+def memory_bytes(cell: CellResult) -> float | None:
+    """What a cell costs in memory: total PSS of all ranks, else peak PSS, else peak RSS."""
+    m = cell.metrics
+    return m.total_pss_bytes or m.peak_pss_bytes or m.peak_rss_bytes
 
 
 @dataclass
 class Group:
     dataset: str
     machine: str
-    measured: dict[str, Measured] = field(default_factory=dict)
-    unmeasured: dict[str, dict] = field(default_factory=dict)
+    measured: dict[str, CellResult] = field(default_factory=dict)
+    unmeasured: dict[str, CellResult] = field(default_factory=dict)
 
 
-def advise(results: list[ResultFile]) -> list[Advice]:
+def advise(results: list[RunResult]) -> list[Advice]:
     """One Advice per (dataset, machine) found in the files, in the order first seen."""
     return [advise_group(g) for g in group(results).values()]
 
 
-def group(results: list[ResultFile]) -> dict[tuple, Group]:
+def group(results: list[RunResult]) -> dict[tuple, Group]:
+    """Cells by (dataset, machine); a cell's latest run decides whether it is measured. Cells a
+    run never reached ("not run") say nothing and are left out."""
     groups: dict[tuple, Group] = {}
-    for result in sorted(results, key=lambda r: (run_time(r), str(r.path))):   # later runs overwrite
-        machine = machine_label(result) or "unknown machine"
-        for bench in result.benchmarks:
-            info = bench["extra_info"]
-            g = groups.setdefault((dataset_key(info["cell_id"]), machine), Group(dataset_key(info["cell_id"]), machine))
-            g.unmeasured.pop(info["cell_id"], None)
-            g.measured[info["cell_id"]] = Measured(info["cell_id"], bench["stats"]["median"], info, str(result.path))
-        for u in result.unmeasured:
-            g = groups.setdefault((dataset_key(u["id"]), machine), Group(dataset_key(u["id"]), machine))
-            g.measured.pop(u["id"], None)
-            g.unmeasured[u["id"]] = u
+    for run in sorted(results, key=lambda r: (r.finished_at, str(r.path))):   # later runs overwrite
+        machine = host_label(run.machine) or "unknown machine"
+        for cell in run.measured + run.unmeasured:
+            g = groups.setdefault((cell.dataset, machine), Group(cell.dataset, machine))
+            now, before = (g.measured, g.unmeasured) if cell.measured else (g.unmeasured, g.measured)
+            before.pop(cell.id, None)
+            now[cell.id] = cell
     return groups
 
 
-def dataset_key(cell_id: str) -> str:
-    return cell_id.split("/")[1]
-
-
 def advise_group(g: Group) -> Advice:
-    candidates = [m for m in g.measured.values() if m.accuracy is not None]
+    candidates = [m for m in g.measured.values() if accuracy(m) is not None]
     evidence, cautions = [], failure_patterns(g) + skipped(g)
-    loader_only = sorted(c for c, m in g.measured.items() if m.accuracy is None)
+    loader_only = sorted(c for c, m in g.measured.items() if accuracy(m) is None)
     if loader_only:
         evidence.append(f"{len(loader_only)} cell(s) trained no model and time the loader alone, so they "
                         f"are not candidates: {', '.join(loader_only)}.")
@@ -116,96 +100,95 @@ def advise_group(g: Group) -> Advice:
         summary = f"No cell trained a model on {g.dataset} on {g.machine}: nothing to recommend."
         return Advice(g.dataset, g.machine, None, summary, evidence + scaling(g), cautions)
     accurate, set_aside = accuracy_check(candidates)
-    fastest = min(accurate, key=lambda m: m.median_s)
+    fastest = min(accurate, key=lambda m: m.median)
     choice, memory_note = memory_tie(fastest, accurate)
     evidence = ([speed_evidence(choice, fastest, accurate)] + ([memory_note] if memory_note else [])
                 + accuracy_notes(choice, set_aside) + evidence + scaling(g))
-    return Advice(g.dataset, g.machine, choice.cell_id, summary_of(g, choice, fastest, accurate), evidence, cautions)
+    return Advice(g.dataset, g.machine, choice.id, summary_of(g, choice, fastest, accurate), evidence, cautions)
 
 
 # --- speed, accuracy, memory ------------------------------------------------------------------
 
-def accuracy_margin(a: Measured, b: Measured) -> float | None:
-    n = a.info["dataset"].get("num_test")
+def accuracy_margin(a: CellResult, b: CellResult) -> float | None:
+    n = a.card.num_test
     if not n:
         return None
-    pa, pb = a.accuracy, b.accuracy
+    pa, pb = accuracy(a), accuracy(b)
     return max(MIN_ACC_GAP, ACC_SIGMAS * math.sqrt(pa * (1 - pa) / n + pb * (1 - pb) / n))
 
 
-def accuracy_check(candidates: list[Measured]) -> tuple[list[Measured], list[tuple[Measured, Measured, float]]]:
+def accuracy_check(candidates: list[CellResult]) -> tuple[list[CellResult], list[tuple[CellResult, CellResult, float]]]:
     """Candidates whose accuracy is not much lower than the best; and those set aside, each with
     the most accurate cell and the margin it missed."""
-    best = max(candidates, key=lambda m: m.accuracy)
+    best = max(candidates, key=accuracy)
     kept, set_aside = [], []
     for m in candidates:
         margin = accuracy_margin(best, m)
-        if margin is None or best.accuracy - m.accuracy <= margin:
+        if margin is None or accuracy(best) - accuracy(m) <= margin:
             kept.append(m)
         else:
             set_aside.append((m, best, margin))
     return kept, set_aside
 
 
-def accuracy_notes(choice: Measured, set_aside: list[tuple[Measured, Measured, float]]) -> list[str]:
+def accuracy_notes(choice: CellResult, set_aside: list[tuple[CellResult, CellResult, float]]) -> list[str]:
     """A sentence for each set-aside cell that is faster than the recommended one."""
-    return [f"{m.cell_id} is {choice.median_s / m.median_s:.2f}x faster than {choice.cell_id} "
-            f"({m.median_s:.4g} s vs {choice.median_s:.4g} s per epoch) but reaches test accuracy "
-            f"{m.accuracy:.3f} against the best {best.accuracy:.3f} ({best.cell_id}), lower by more than "
-            f"the {margin:.3f} that {m.info['dataset']['num_test']} test nodes explain: not recommended."
-            for m, best, margin in sorted(set_aside, key=lambda t: t[0].median_s) if m.median_s < choice.median_s]
+    return [f"{m.id} is {choice.median / m.median:.2f}x faster than {choice.id} "
+            f"({m.median:.4g} s vs {choice.median:.4g} s per epoch) but reaches test accuracy "
+            f"{accuracy(m):.3f} against the best {accuracy(best):.3f} ({best.id}), lower by more than "
+            f"the {margin:.3f} that {m.card.num_test} test nodes explain: not recommended."
+            for m, best, margin in sorted(set_aside, key=lambda t: t[0].median) if m.median < choice.median]
 
 
-def memory_tie(fastest: Measured, candidates: list[Measured]) -> tuple[Measured, str | None]:
-    near = [m for m in candidates if m.median_s <= fastest.median_s * (1 + NEAR_TIE) and m.memory_bytes]
-    if not near or not fastest.memory_bytes:
+def memory_tie(fastest: CellResult, candidates: list[CellResult]) -> tuple[CellResult, str | None]:
+    near = [m for m in candidates if m.median <= fastest.median * (1 + NEAR_TIE) and memory_bytes(m)]
+    if not near or not memory_bytes(fastest):
         return fastest, None
-    leanest = min(near, key=lambda m: m.memory_bytes)
-    saving = 1 - leanest.memory_bytes / fastest.memory_bytes
+    leanest = min(near, key=memory_bytes)
+    saving = 1 - memory_bytes(leanest) / memory_bytes(fastest)
     if leanest is fastest or saving < MEMORY_GAIN:
         return fastest, None
-    return leanest, (f"{leanest.cell_id} needs {pct(saving)} less memory than the fastest {fastest.cell_id} "
-                     f"({mib(leanest.memory_bytes)} vs {mib(fastest.memory_bytes)}) and is only "
-                     f"{pct(leanest.median_s / fastest.median_s - 1)} slower ({leanest.median_s:.4g} s vs "
-                     f"{fastest.median_s:.4g} s per epoch; a near tie is within {pct(NEAR_TIE)}).")
+    return leanest, (f"{leanest.id} needs {pct(saving, 0)} less memory than the fastest {fastest.id} "
+                     f"({memory_text(leanest)} vs {memory_text(fastest)}) and is only "
+                     f"{pct(leanest.median / fastest.median - 1, 0)} slower ({leanest.median:.4g} s vs "
+                     f"{fastest.median:.4g} s per epoch; a near tie is within {pct(NEAR_TIE, 0)}).")
 
 
-def speed_evidence(choice: Measured, fastest: Measured, candidates: list[Measured]) -> str:
-    ranked = sorted(candidates, key=lambda m: m.median_s)
-    text = (f"{choice.cell_id}: {choice.median_s:.4g} s median epoch, test accuracy {choice.accuracy:.3f}, "
-            f"{mib(choice.memory_bytes)}, {pct(choice.info['loader_stall'])} of the epoch waiting for the loader "
-            f"(from {choice.path})")
+def speed_evidence(choice: CellResult, fastest: CellResult, candidates: list[CellResult]) -> str:
+    ranked = sorted(candidates, key=lambda m: m.median)
+    text = (f"{choice.id}: {choice.median:.4g} s median epoch, test accuracy {accuracy(choice):.3f}, "
+            f"{memory_text(choice)}, {pct(choice.metrics.loader_stall, 0)} of the epoch waiting for the loader "
+            f"(from {choice.file})")
     if choice is fastest and len(ranked) > 1:
         runner_up = ranked[1]
-        text += (f"; the fastest of {len(ranked)} candidates, {runner_up.median_s / choice.median_s:.2f}x "
-                 f"ahead of the next, {runner_up.cell_id} ({runner_up.median_s:.4g} s)")
+        text += (f"; the fastest of {len(ranked)} candidates, {runner_up.median / choice.median:.2f}x "
+                 f"ahead of the next, {runner_up.id} ({runner_up.median:.4g} s)")
     return text + "."
 
 
-def summary_of(g: Group, choice: Measured, fastest: Measured, candidates: list[Measured]) -> str:
+def summary_of(g: Group, choice: CellResult, fastest: CellResult, candidates: list[CellResult]) -> str:
     why = (f"the fastest of {len(candidates)} configurations that train to a comparable accuracy"
            if choice is fastest else
-           f"within {pct(choice.median_s / fastest.median_s - 1)} of the fastest, with "
-           f"{pct(1 - choice.memory_bytes / fastest.memory_bytes)} less memory")
-    return f"On {g.dataset}, on {g.machine}: use {choice.cell_id}: {choice.median_s:.4g} s per epoch, {why}."
+           f"within {pct(choice.median / fastest.median - 1, 0)} of the fastest, with "
+           f"{pct(1 - memory_bytes(choice) / memory_bytes(fastest), 0)} less memory")
+    return f"On {g.dataset}, on {g.machine}: use {choice.id}: {choice.median:.4g} s per epoch, {why}."
 
 
 # --- scaling ------------------------------------------------------------------------------------
 
 def scaling(g: Group) -> list[str]:
-    """One sentence per configuration measured at 1 rank and more."""
-    series: dict[str, dict[int, Measured]] = defaultdict(dict)
-    for m in g.measured.values():
-        series[m.config][m.info["settings"]["world_size"]] = m
-    return [scaling_sentence(config, by_ws) for config, by_ws in sorted(series.items())
-            if 1 in by_ws and len(by_ws) > 1]
+    """One sentence per configuration measured at 1 rank and more (across the group's runs)."""
+    series = [s for s in scaling_series(g.measured.values()).values() if s[0].world_size == 1 and len(s) > 1]
+    return [scaling_sentence(s) for s in sorted(series, key=lambda s: s[0].config_label)]
 
 
-def scaling_sentence(config: str, by_ws: dict[int, Measured]) -> str:
-    single = by_ws[1]
-    speedups = {ws: single.median_s / m.median_s for ws, m in sorted(by_ws.items()) if ws > 1}
+def scaling_sentence(series: list[CellResult]) -> str:
+    single, config = series[0], series[0].config_label
+    by_ws = {m.world_size: m for m in series}
+    scores = {ws: scaling_scores(single, m) for ws, m in sorted(by_ws.items()) if ws > 1}
+    speedups = {ws: speedup for ws, (speedup, _) in scores.items()}
     best_ws = max(speedups, key=speedups.get)
-    cells = ", ".join(by_ws[ws].cell_id for ws in sorted(by_ws))
+    cells = ", ".join(by_ws[ws].id for ws in sorted(by_ws))
     if speedups[best_ws] < 1:
         worst_ws = min(speedups, key=speedups.get)
         head = f"1 rank beats {worst_ws} by {1 / speedups[worst_ws]:.2f}x on {config}" + "".join(
@@ -213,16 +196,16 @@ def scaling_sentence(config: str, by_ws: dict[int, Measured]) -> str:
         split = epoch_split(by_ws[worst_ws], worst_ws)
     else:
         head = (f"{best_ws} ranks are {speedups[best_ws]:.2f}x faster than 1 on {config} "
-                f"(scaling efficiency {pct(speedups[best_ws] / best_ws)})" + "".join(
+                f"(scaling efficiency {pct(scores[best_ws][1], 0)})" + "".join(
                     f" ({ws} ranks: {s:.2f}x)" for ws, s in speedups.items() if ws != best_ws))
         split = epoch_split(by_ws[best_ws], best_ws)
     return f"{head}: {split} [{cells}]."
 
 
-def epoch_split(m: Measured, world: int) -> str:
-    comm = (m.info.get("comm_s") or 0.0) / m.median_s
-    text = f"at {world} rank{'s' if world > 1 else ''} {pct(m.info['loader_stall'])} of each epoch waits for the loader"
-    return text + (f" and {pct(comm)} is communication" if comm > 0 else "")
+def epoch_split(m: CellResult, world: int) -> str:
+    comm = (m.metrics.comm_s or 0.0) / m.median
+    text = f"at {world} rank{'s' if world > 1 else ''} {pct(m.metrics.loader_stall, 0)} of each epoch waits for the loader"
+    return text + (f" and {pct(comm, 0)} is communication" if comm > 0 else "")
 
 
 # --- failures and skips -------------------------------------------------------------------------
@@ -230,14 +213,14 @@ def epoch_split(m: Measured, world: int) -> str:
 def failure_patterns(g: Group) -> list[str]:
     """Failed or timed-out cells, grouped by the smallest setting pattern no ok cell shares."""
     notes = []
-    failing = [u for u in g.unmeasured.values() if u["status"] in FAILED]
-    for backend in sorted({u["backend"] for u in failing}):
-        bad = [u for u in failing if u["backend"] == backend]
-        good = [m for m in g.measured.values() if m.info["backend"] == backend]
-        keys = varying_keys([u["settings"] for u in bad] + [m.info["settings"] for m in good])
-        patterns: dict[tuple, list[dict]] = defaultdict(list)
+    failing = [u for u in g.unmeasured.values() if u.status in FAILED]
+    for backend in sorted({u.backend for u in failing}):
+        bad = [u for u in failing if u.backend == backend]
+        good = [m for m in g.measured.values() if m.backend == backend]
+        keys = varying_keys([u.settings for u in bad] + [m.settings for m in good])
+        patterns: dict[tuple, list[CellResult]] = defaultdict(list)
         for u in bad:
-            patterns[smallest_pattern(u["settings"], [m.info["settings"] for m in good], keys)].append(u)
+            patterns[smallest_pattern(u.settings, [m.settings for m in good], keys)].append(u)
         for pattern, members in merge_patterns(patterns).items():
             notes.append(failure_sentence(backend, pattern, members, good))
     return notes
@@ -262,9 +245,9 @@ def matches(settings: dict, pattern) -> bool:
     return all(hashable(settings.get(k)) in (v if isinstance(v, frozenset) else {v}) for k, v in pattern)
 
 
-def merge_patterns(patterns: dict[tuple, list[dict]]) -> dict[tuple, list[dict]]:
+def merge_patterns(patterns: dict[tuple, list[CellResult]]) -> dict[tuple, list[CellResult]]:
     """Patterns that differ in one setting's value only become one: workers=2, workers=4 -> workers in {2, 4}."""
-    merged: dict[tuple, list[dict]] = {}
+    merged: dict[tuple, list[CellResult]] = {}
     for pattern, members in patterns.items():
         for other in list(merged):
             joined = join(other, pattern)
@@ -287,30 +270,30 @@ def join(a: tuple, b: tuple) -> tuple | None:
     return a[:i] + ((a[i][0], values(a[i][1]) | values(b[i][1])),) + a[i + 1:]
 
 
-def failure_sentence(backend: str, pattern: tuple, members: list[dict], good: list[Measured]) -> str:
-    statuses = ", ".join(f"{s} {sum(u['status'] == s for u in members)}" for s in FAILED
-                         if any(u["status"] == s for u in members))
-    example = first_line(members[0].get("reason", ""), 100)
+def failure_sentence(backend: str, pattern: tuple, members: list[CellResult], good: list[CellResult]) -> str:
+    statuses = ", ".join(f"{s} {sum(u.status == s for u in members)}" for s in FAILED
+                         if any(u.status == s for u in members))
+    example = first_line(members[0].reason, 100)
     setting = f" with {describe_pattern(pattern)}" if pattern else " (no setting tells it from cells that ran)"
     text = (f"{backend}{setting} does not run ({statuses} of {len(members)}; "
-            f"e.g. {example!r}) [{', '.join(u['id'] for u in members)}]")
+            f"e.g. {example!r}) [{', '.join(u.id for u in members)}]")
     alternative = working_alternative(pattern, good)
     return text + (f"; {alternative}." if alternative else ".")
 
 
-def working_alternative(pattern: tuple, good: list[Measured]) -> str | None:
+def working_alternative(pattern: tuple, good: list[CellResult]) -> str | None:
     """For the pattern's merged setting (else its last), the values that ran when the rest held."""
     if not pattern:
         return None
     i = next((i for i, (_, v) in enumerate(pattern) if isinstance(v, frozenset)), len(pattern) - 1)
     key, rest = pattern[i][0], pattern[:i] + pattern[i + 1:]
-    ran = [m for m in good if matches(m.info["settings"], rest)]
-    values = sorted({hashable(m.info["settings"].get(key)) for m in ran}, key=str)
+    ran = [m for m in good if matches(m.settings, rest)]
+    values = sorted({hashable(m.settings.get(key)) for m in ran}, key=str)
     if not ran or not values:
         return None
     where = f" with {describe_pattern(tuple(rest))}" if rest else ""
     return (f"{where.strip() + ', ' if where else ''}{key} {' or '.join(map(shown, values))} ran: use "
-            f"{key} {shown(values[0])} [{', '.join(sorted(m.cell_id for m in ran))}]")
+            f"{key} {shown(values[0])} [{', '.join(sorted(m.id for m in ran))}]")
 
 
 def shown(value) -> str:
@@ -330,8 +313,8 @@ def describe_pattern(pattern: tuple) -> str:
 def skipped(g: Group) -> list[str]:
     by_reason: dict[tuple, list[str]] = defaultdict(list)
     for u in g.unmeasured.values():
-        if u["status"] not in FAILED:
-            by_reason[(u["backend"], u["status"], first_line(u.get("reason", ""), 100))].append(u["id"])
+        if u.status not in FAILED:
+            by_reason[(u.backend, u.status, first_line(u.reason, 100))].append(u.id)
     return [f"{len(ids)} {backend} cell(s) {status}: {reason} [{', '.join(sorted(ids))}]."
             for (backend, status, reason), ids in by_reason.items()]
 
@@ -342,9 +325,5 @@ def hashable(value):
     return tuple(value) if isinstance(value, list) else value
 
 
-def pct(x: float) -> str:
-    return f"{100 * x:.0f} %"
-
-
-def mib(b: float | None) -> str:
-    return "memory unknown" if not b else f"{b / 2**20:,.0f} MiB"
+def memory_text(cell: CellResult) -> str:
+    return mib(memory_bytes(cell), " MiB") if memory_bytes(cell) else "memory unknown"

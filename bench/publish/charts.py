@@ -1,5 +1,5 @@
 """Draws the site's charts with matplotlib at build time, as inline SVG (no JavaScript, no
-network: the pages work from file://). One concern: from table rows to SVG markup.
+network: the pages work from file://). One concern: from a dataset table's cells (results.CellResult) to SVG markup.
 
 The output is deterministic (fixed hash salt per chart, no date in the metadata) so a rebuild
 from the same results gives the same pages, and text stays text (svg.fonttype none), which
@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import io
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
+from operator import attrgetter
 
 import matplotlib
 
@@ -18,7 +20,9 @@ matplotlib.use("Agg")  # no display; the SVG backend is used through savefig(for
 from matplotlib.figure import Figure  # noqa: E402  (after choosing the backend)
 from markupsafe import Markup, escape  # noqa: E402
 
-from bench.publish.report import setting_text  # noqa: E402
+from bench.backends import BACKENDS  # noqa: E402
+from bench.publish.fmt import setting_text  # noqa: E402
+from bench.publish.results import CellResult  # noqa: E402
 
 # Axes that may vary across a dataset's cells and deserve a chart: setting -> axis label.
 AXES = {"world_size": "world size (ranks)", "num_workers": "DataLoader workers per rank"}
@@ -32,6 +36,7 @@ STYLE = {
     "grid.alpha": 0.3,
     "figure.dpi": 72,
 }
+MEDIAN_EPOCH = attrgetter("median")  # what the epoch time charts plot of a cell
 
 
 @dataclass(frozen=True)
@@ -44,33 +49,37 @@ class Chart:
 
 def dataset_charts(table: dict, key: str) -> list[Chart]:
     """The charts one dataset's table supports: each only when its axis has ≥2 values."""
-    ok = [r for r in table["rows"] if r["status"] == "ok"]
+    ok = [r for r in table["rows"] if r.measured]
     name = table["dataset"]
     charts = []
     if _has_axis(ok, "world_size"):
         colors = _colors(ok, table, "world_size")  # one colour per configuration across its charts
         charts.append(line_chart(f"{key}-epoch-ws", f"{name}: epoch time against world size", AXES["world_size"],
-                                 "median epoch time (s), bars: IQR", _series(ok, table, "world_size", "median_s", True),
+                                 "median epoch time (s), bars: IQR", _series(ok, table, "world_size", MEDIAN_EPOCH, True),
                                  colors=colors))
-        efficiency = _series(ok, table, "world_size", "efficiency", scale=100)
+        efficiency = _series(ok, table, "world_size", lambda r: r.scaling_efficiency, scale=100)
         if _plottable(efficiency):
             charts.append(line_chart(f"{key}-eff-ws", f"{name}: scaling efficiency against world size",
                                      AXES["world_size"], "scaling efficiency (%)", efficiency, ideal=100.0,
                                      colors=colors))
-        for field, what in (("total_pss_bytes", "total peak PSS, all ranks"),
-                            ("rank_pss_bytes", "peak PSS per rank (largest rank)")):
-            series = _series(ok, table, "world_size", field, scale=1 / 2**20)
+        for field, value, what in (
+                ("total_pss_bytes", lambda r: r.metrics.total_pss_bytes, "total peak PSS, all ranks"),
+                ("rank_pss_bytes", lambda r: r.rank_pss_bytes, "peak PSS per rank (largest rank)")):
+            series = _series(ok, table, "world_size", value, scale=1 / 2**20)
             if _plottable(series):
                 charts.append(line_chart(f"{key}-{field}-ws", f"{name}: {what} against world size",
                                          AXES["world_size"], f"{what} (MiB)", series, colors=colors))
     if _has_axis(ok, "num_workers"):
         charts.append(line_chart(f"{key}-epoch-workers", f"{name}: epoch time against DataLoader workers",
                                  AXES["num_workers"], "median epoch time (s), bars: IQR",
-                                 _series(ok, table, "num_workers", "median_s", True)))
-    graphbolt = [r for r in ok if r["backend"] == "dgl-graphbolt"]
-    if _has_axis(graphbolt, "mode"):
-        charts.append(mode_bars(f"{key}-gb-mode", f"{name}: DGL GraphBolt epoch time per mode", graphbolt, table))
+                                 _series(ok, table, "num_workers", MEDIAN_EPOCH, True)))
+    for backend in dict.fromkeys(r.backend for r in ok):  # the backends whose registry entry asks for mode bars
+        cells = [r for r in ok if r.backend == backend]
+        if backend in BACKENDS and BACKENDS[backend].mode_chart and _has_axis(cells, "mode"):
+            charts.append(mode_bars(f"{key}-{_slug(backend)}-mode", f"{name}: {backend} epoch time per mode",
+                                    cells, table))
     return charts
+
 
 
 def history_chart(key: str, title: str, run_labels: list[str],
@@ -110,19 +119,19 @@ def line_chart(key, title, xlabel, ylabel, series: dict[str, list[tuple]], *, id
         return Chart(key, title, _svg(fig, key, title), wide)
 
 
-def mode_bars(key: str, title: str, rows: list[dict], table: dict) -> Chart:
+def mode_bars(key: str, title: str, rows: list[CellResult], table: dict) -> Chart:
     """Grouped bars: one group per mode, one bar per configuration of the other settings."""
-    modes = list(dict.fromkeys(r["settings"]["mode"] for r in rows))
+    modes = list(dict.fromkeys(r.settings["mode"] for r in rows))
     configs = list(dict.fromkeys(_label(r, table, exclude="mode") for r in rows))
     width = 0.8 / len(configs)
     with matplotlib.rc_context({**STYLE, "svg.hashsalt": key}):
         fig = Figure(figsize=(7.2, 3.6))
         ax = fig.add_subplot()
         for i, config in enumerate(configs):
-            cells = {r["settings"]["mode"]: r for r in rows if _label(r, table, exclude="mode") == config}
+            cells = {r.settings["mode"]: r for r in rows if _label(r, table, exclude="mode") == config}
             xs = [m + (i - (len(configs) - 1) / 2) * width for m, mode in enumerate(modes) if mode in cells]
             errors = [_iqr_error(cells[m]) or (0, 0) for m in modes if m in cells]
-            ax.bar(xs, [cells[m]["median_s"] for m in modes if m in cells], width=width, label=config,
+            ax.bar(xs, [cells[m].median for m in modes if m in cells], width=width, label=config,
                    yerr=[[lo for lo, _ in errors], [hi for _, hi in errors]], capsize=3)
         ax.set_xticks(range(len(modes)), [str(m) for m in modes])
         _finish(fig, ax, title, "mode (sampling device-feature device)", "median epoch time (s), bars: IQR")
@@ -156,38 +165,45 @@ def _svg(fig: Figure, key: str, title: str) -> Markup:
     return Markup(text)  # matplotlib escaped its own text; our additions are escaped above
 
 
-def _colors(rows: list[dict], table: dict, axis: str) -> dict[str, str]:
+def _colors(rows: list[CellResult], table: dict, axis: str) -> dict[str, str]:
     palette = matplotlib.rcParams["axes.prop_cycle"].by_key()["color"]
     labels = dict.fromkeys(_label(r, table, exclude=axis) for r in rows)
     return {label: palette[i % len(palette)] for i, label in enumerate(labels)}
 
 
-def _has_axis(rows: list[dict], axis: str) -> bool:
-    return len({setting_text(r["settings"].get(axis)) for r in rows if axis in r["settings"]}) >= 2
+def _has_axis(rows: list[CellResult], axis: str) -> bool:
+    return len({setting_text(r.settings.get(axis)) for r in rows if axis in r.settings}) >= 2
 
 
 def _plottable(series: dict) -> bool:
     return any(series.values())
 
 
-def _label(row: dict, table: dict, exclude: str) -> str:
+def _label(row: CellResult, table: dict, exclude: str) -> str:
     """A configuration's name: backend and the table's varying settings, except the x axis."""
-    others = [f"{k}={setting_text(row['settings'].get(k))}" for k in table["varying"] if k != exclude]
-    return " ".join([row["backend"] or "?", *others])
+    others = [f"{k}={setting_text(row.settings.get(k))}" for k in table["varying"] if k != exclude]
+    return " ".join([row.backend or "?", *others])
 
 
-def _iqr_error(row: dict) -> tuple[float, float] | None:
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+
+
+def _iqr_error(row: CellResult) -> tuple[float, float] | None:
     """Error bar from the first to the third quartile around the median."""
-    if row.get("q1_s") is None or row.get("q3_s") is None:
+    q1, q3 = row.stats.q1, row.stats.q3
+    if q1 is None or q3 is None:
         return None
-    return max(row["median_s"] - row["q1_s"], 0.0), max(row["q3_s"] - row["median_s"], 0.0)
+    return max(row.median - q1, 0.0), max(q3 - row.median, 0.0)
 
 
-def _series(rows, table, axis, field, with_iqr=False, scale=1.0) -> dict[str, list[tuple]]:
+def _series(rows: list[CellResult], table: dict, axis: str, value: Callable[[CellResult], float | None],
+            with_iqr: bool = False, scale: float = 1.0) -> dict[str, list[tuple]]:
     series: dict[str, list[tuple]] = {}
     for r in rows:
-        if r.get(field) is None or axis not in r["settings"]:
+        y = value(r)
+        if y is None or axis not in r.settings:
             continue
         series.setdefault(_label(r, table, exclude=axis), []).append(
-            (r["settings"][axis], r[field] * scale, _iqr_error(r) if with_iqr else None))
+            (r.settings[axis], y * scale, _iqr_error(r) if with_iqr else None))
     return series

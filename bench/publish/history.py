@@ -43,7 +43,8 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from bench.publish.results import ResultFile, ResultsError
+from bench.publish.fmt import first_line, host_label, pct
+from bench.publish.results import CellResult, RunResult, ResultsError
 
 K_SIGMA = 3.0          # how many standard deviations of run-to-run noise a verdict needs
 MIN_HISTORY = 3        # earlier medians of a cell needed for its own run-to-run spread
@@ -82,120 +83,66 @@ class Point:
 
 # --- what a result file says about its run --------------------------------------------------
 
-def machine_key(result: ResultFile) -> tuple:
-    """What makes two runs' timings comparable: same host, CPU model, core count, architecture."""
-    info = result.data.get("machine_info") or {}
-    cpu = info.get("cpu") or {}
-    return (info.get("node"), cpu.get("brand_raw"), cpu.get("count"), info.get("machine"))
+def commit_text(run: RunResult) -> str | None:
+    commit = run.commit.get("id")
+    return commit + "+dirty" if commit and run.commit.get("dirty") else commit
 
 
-def machine_label(result: ResultFile) -> str | None:
-    node, brand, count, _ = machine_key(result)
-    if node is None and brand is None:
-        return None
-    cpu = f"{brand or 'unknown CPU'}" + (f" x{count}" if count else "")
-    return f"{node or '?'} ({cpu})"
-
-
-def run_time(result: ResultFile) -> str:
-    return result.data.get("datetime") or result.meta.get("started_at") or ""
-
-
-def commit_of(result: ResultFile) -> str | None:
-    commit = (result.data.get("commit_info") or {}).get("id")
-    if commit and (result.data.get("commit_info") or {}).get("dirty"):
-        return commit + "+dirty"
-    return commit
-
-
-def suite_of(result: ResultFile) -> str | None:
-    return result.meta.get("suite")
-
-
-@dataclass
-class Cell:
-    """One cell of one run: its status, and its timing when measured."""
-    cell_id: str
-    status: str
-    dataset: str | None
-    reason: str = ""
-    median_s: float | None = None
-    iqr_s: float | None = None
-    rounds: int = 0
-    versions: dict | None = None
-
-
-def cells(result: ResultFile) -> dict[str, Cell]:
+def cells(run: RunResult) -> dict[str, CellResult]:
     """Every cell the run knows of, measured or not, by id."""
-    out = {}
-    for bench in result.benchmarks:
-        info, stats = bench["extra_info"], bench["stats"]
-        out[info["cell_id"]] = Cell(info["cell_id"], "ok", info["dataset"]["name"],
-                                    median_s=stats["median"], iqr_s=stats.get("iqr"),
-                                    rounds=stats.get("rounds") or len(stats.get("data") or []),
-                                    versions=info.get("versions"))
-    for u in result.unmeasured:
-        out[u["id"]] = Cell(u["id"], u["status"], u.get("dataset"), reason=first_line(u.get("reason", "")))
-    for cell_id in result.meta.get("cells") or []:
-        out.setdefault(cell_id, Cell(cell_id, "not run", None, reason="the run ended before this cell"))
-    return out
-
-
-def first_line(text: str, limit: int = 120) -> str:
-    line = next((ln.strip() for ln in str(text).splitlines() if ln.strip()), "")
-    return line if len(line) <= limit else line[: limit - 1] + "…"
+    return {c.id: c for c in run.cells}
 
 
 # --- trend -------------------------------------------------------------------------------------
 
-def trend(results: list[ResultFile]) -> dict[str, list[Point]]:
+def trend(results: list[RunResult]) -> dict[str, list[Point]]:
     """The runs of ONE suite as a series per cell: {cell_id: [Point, ...] oldest first}.
 
     Keyed by cell id (each Point also carries it); one suite per call, since cells of different
     suites share ids but not settings: mixing suites raises ResultsError naming the odd file."""
     check_same_suite(results)
     series: dict[str, list[Point]] = {}
-    for result in sorted(results, key=lambda r: (run_time(r), str(r.path))):
-        for cell in cells(result).values():
-            series.setdefault(cell.cell_id, []).append(Point(
-                cell.cell_id, run_time(result), commit_of(result), machine_label(result),
-                cell.median_s, cell.iqr_s, cell.status, str(result.path)))
+    for run in sorted(results, key=lambda r: (r.finished_at, str(r.path))):
+        for cell in run.cells:
+            series.setdefault(cell.id, []).append(Point(
+                cell.id, run.finished or "", commit_text(run), host_label(run.machine),
+                cell.median, cell.stats.iqr if cell.stats else None, cell.status, str(run.path)))
     return series
 
 
-def check_same_suite(results: Sequence[ResultFile]) -> None:
+def check_same_suite(results: Sequence[RunResult]) -> None:
     if not results:
         return
-    first = suite_of(results[0])
+    first = results[0].suite
     for result in results[1:]:
-        if suite_of(result) != first:
-            raise ResultsError(f"{result.path}: suite {suite_of(result)!r}, but {results[0].path} "
+        if result.suite != first:
+            raise ResultsError(f"{result.path}: suite {result.suite!r}, but {results[0].path} "
                                f"is suite {first!r}: compare runs of one suite at a time")
 
 
 # --- the noise ---------------------------------------------------------------------------------
 
-def median_se(cell: Cell) -> float:
+def median_se(cell: CellResult) -> float:
     """Standard error of ln(median) of one run, from its rounds' IQR (0 when unknown)."""
-    if not cell.iqr_s or not cell.median_s or cell.rounds < 2:
+    if cell.stats is None or not cell.stats.iqr or not cell.median or cell.stats.rounds < 2:
         return 0.0
-    sigma = cell.iqr_s / IQR_PER_SIGMA / cell.median_s
-    return MEDIAN_SE_FACTOR * sigma / math.sqrt(cell.rounds)
+    sigma = cell.stats.iqr / IQR_PER_SIGMA / cell.median
+    return MEDIAN_SE_FACTOR * sigma / math.sqrt(cell.stats.rounds)
 
 
-def pooled_between(cell_id: str, old: dict[str, Cell], new: dict[str, Cell]) -> tuple[float | None, int]:
+def pooled_between(cell_id: str, old: dict[str, CellResult], new: dict[str, CellResult]) -> tuple[float | None, int]:
     """This machine's run-to-run noise of a median, from the OTHER cells measured in both runs
     (a cell's own change is what is being judged, so it is left out of its yardstick)."""
-    logs = [abs(math.log(new[c].median_s / old[c].median_s)) for c in old
+    logs = [abs(math.log(new[c].median / old[c].median)) for c in old
             if c != cell_id and c in new and old[c].status == new[c].status == "ok"]
     if len(logs) < MIN_POOLED_CELLS:
         return None, len(logs)
     return statistics.median(logs) / MAD_PER_SIGMA, len(logs)
 
 
-def history_between(cell_id: str, earlier: Sequence[ResultFile]) -> tuple[float | None, int]:
+def history_between(cell_id: str, earlier: Sequence[RunResult]) -> tuple[float | None, int]:
     """A cell's own run-to-run noise of a median, from its medians in earlier runs."""
-    medians = [c.median_s for r in earlier if (c := cells(r).get(cell_id)) and c.status == "ok"]
+    medians = [c.median for r in earlier if (c := cells(r).get(cell_id)) and c.status == "ok"]
     if len(medians) < MIN_HISTORY:
         return None, len(medians)
     return math.sqrt(2) * statistics.stdev(math.log(m) for m in medians), len(medians)
@@ -209,22 +156,22 @@ class Noise:
     source: str   # where `between` came from, in words
 
 
-def noise(o: Cell, n: Cell, floor: float, between: float | None, source: str) -> Noise:
+def noise(o: CellResult, n: CellResult, floor: float, between: float | None, source: str) -> Noise:
     sigma = math.sqrt((between or 0.0) ** 2 + median_se(o) ** 2 + median_se(n) ** 2)
     return Noise(max(math.log1p(floor), K_SIGMA * sigma), sigma, between, source)
 
 
 # --- compare -------------------------------------------------------------------------------------
 
-def compare(old: ResultFile, new: ResultFile, *, floor: float = 0.10, force: bool = False,
-            history: Sequence[ResultFile] = ()) -> list[Verdict]:
+def compare(old: RunResult, new: RunResult, *, floor: float = 0.10, force: bool = False,
+            history: Sequence[RunResult] = ()) -> list[Verdict]:
     """Verdicts for every cell of either run, in NEW's cell order then OLD's leftovers.
 
     `history`: earlier runs of the suite (OLD may be among them); those on another machine than
     NEW, or not before NEW, are left out. With `force`, runs of different machines are compared."""
     check_same_suite([old, new, *history])
     old_cells, new_cells = cells(old), cells(new)
-    comparable = force or machine_key(old) == machine_key(new)
+    comparable = force or old.machine.key == new.machine.key
     earlier = earlier_runs(old, new, history, force)
     verdicts = []
     for cell_id in [*new_cells, *(c for c in old_cells if c not in new_cells)]:
@@ -237,8 +184,8 @@ def compare(old: ResultFile, new: ResultFile, *, floor: float = 0.10, force: boo
     return verdicts
 
 
-def run_to_run(cell_id: str, earlier: Sequence[ResultFile], old_cells: dict[str, Cell],
-               new_cells: dict[str, Cell]) -> tuple[float | None, str]:
+def run_to_run(cell_id: str, earlier: Sequence[RunResult], old_cells: dict[str, CellResult],
+               new_cells: dict[str, CellResult]) -> tuple[float | None, str]:
     """The run-to-run noise a cell's change is judged against, and where it comes from, in words:
     its own earlier medians when there are enough, else the other cells of the two runs."""
     hist, hist_n = history_between(cell_id, earlier)
@@ -250,15 +197,15 @@ def run_to_run(cell_id: str, earlier: Sequence[ResultFile], old_cells: dict[str,
     return None, f"no run-to-run estimate ({pooled_n} other shared cells, {hist_n} earlier medians)"
 
 
-def earlier_runs(old: ResultFile, new: ResultFile, history: Sequence[ResultFile],
-                 force: bool) -> list[ResultFile]:
+def earlier_runs(old: RunResult, new: RunResult, history: Sequence[RunResult],
+                 force: bool) -> list[RunResult]:
     runs = {str(r.path): r for r in [*history, old]}
     return [r for r in runs.values()
-            if run_time(r) < run_time(new) and (force or machine_key(r) == machine_key(new))]
+            if r.finished_at < new.finished_at and (force or r.machine.key == new.machine.key)]
 
 
-def timing_verdict(o: Cell, n: Cell, nz: Noise, floor: float) -> Verdict:
-    log_ratio = math.log(n.median_s / o.median_s)
+def timing_verdict(o: CellResult, n: CellResult, nz: Noise, floor: float) -> Verdict:
+    log_ratio = math.log(n.median / o.median)
     if log_ratio > nz.threshold_log:
         kind = "regression"
     elif log_ratio < -nz.threshold_log:
@@ -269,18 +216,18 @@ def timing_verdict(o: Cell, n: Cell, nz: Noise, floor: float) -> Verdict:
     why = (f"floor {pct(floor)}" if nz.threshold_log == math.log1p(floor)
            else f"{K_SIGMA:g} sigma of {pct(nz.sigma)}")
     where = "within" if kind == "unchanged" else "beyond"
-    reason = (f"{factor_words(log_ratio)} ({seconds(o.median_s)} -> {seconds(n.median_s)} median epoch), "
+    reason = (f"{factor_words(log_ratio)} ({duration(o.median)} -> {duration(n.median)} median epoch), "
               f"{where} the {needed:.2f}x either way that the noise allows ({why}; {nz.source}; "
               f"error of each run's median {pct(median_se(o))} / {pct(median_se(n))})")
     changed = version_changes(o.versions, n.versions)
     if changed:
         reason += f"; versions changed: {changed}"
-    return Verdict(o.cell_id, n.dataset or o.dataset, kind, o.median_s, n.median_s,
-                   n.median_s / o.median_s - 1, needed - 1, reason)
+    return Verdict(o.id, n.dataset or o.dataset, kind, o.median, n.median,
+                   n.median / o.median - 1, needed - 1, reason)
 
 
-def status_verdict(cell_id: str, o: Cell | None, n: Cell | None, comparable: bool,
-                   old: ResultFile, new: ResultFile) -> Verdict:
+def status_verdict(cell_id: str, o: CellResult | None, n: CellResult | None, comparable: bool,
+                   old: RunResult, new: RunResult) -> Verdict:
     """Verdicts that are not about timing: appearance, disappearance, status, machines."""
     o_there, n_there = measured_or_tried(o), measured_or_tried(n)
     if not o_there and not n_there:
@@ -291,7 +238,7 @@ def status_verdict(cell_id: str, o: Cell | None, n: Cell | None, comparable: boo
         kind, reason = "gone", f"was {describe(o)}; not measured in the new run ({describe(n)})"
     elif not comparable:
         kind = "not comparable"
-        reason = (f"old ran on {machine_label(old)}, new on {machine_label(new)}: timings of different "
+        reason = (f"old ran on {host_label(old.machine)}, new on {host_label(new.machine)}: timings of different "
                   f"machines are not compared (--force compares them); old {describe(o)}, new {describe(n)}")
     elif o.status == "ok" and n.status in FAILED:
         kind, reason = "now failing", f"was {describe(o)}; now {describe(n)}"
@@ -299,13 +246,13 @@ def status_verdict(cell_id: str, o: Cell | None, n: Cell | None, comparable: boo
         kind, reason = "fixed", f"was {describe(o)}; now {describe(n)}"
     else:
         kind, reason = "unchanged", f"{o.status} in both runs; now {describe(n)}"
-    o_med = o.median_s if o_there else None
-    n_med = n.median_s if n_there else None
+    o_med = o.median if o_there else None
+    n_med = n.median if n_there else None
     change = n_med / o_med - 1 if o_med and n_med else None
     return Verdict(cell_id, (n and n.dataset) or (o and o.dataset), kind, o_med, n_med, change, None, reason)
 
 
-def measured_or_tried(cell: Cell | None) -> bool:
+def measured_or_tried(cell: CellResult | None) -> bool:
     """Whether a run measured the cell or tried and failed (skipped and not-run cells were not tried)."""
     return cell is not None and cell.status not in NOT_TRIED
 
@@ -322,7 +269,7 @@ def version_changes(old: dict | None, new: dict | None) -> str:
 def verdict_table(verdicts: list[Verdict], floor: float = 0.10) -> str:
     """Plain aligned text: one line per cell, its reason below it, then the count per verdict."""
     header = ("verdict", "old", "new", "change", "needs", "cell")
-    lines = [(v.verdict, seconds(v.old_median_s), seconds(v.new_median_s), signed_pct(v.change),
+    lines = [(v.verdict, duration(v.old_median_s), duration(v.new_median_s), signed_pct(v.change),
               "–" if v.threshold is None else f"{1 + v.threshold:.2f}x", v.cell_id) for v in verdicts]
     widths = [max(len(row[i]) for row in [header, *lines]) for i in range(len(header) - 1)]
     out = []
@@ -354,9 +301,9 @@ def run_shift(verdicts: list[Verdict], floor: float = 0.10) -> str | None:
             "which; give earlier runs with --history)")
 
 
-def run_line(label: str, result: ResultFile) -> str:
-    return (f"{label}: {result.path} ({run_time(result) or 'no date'}, commit {commit_of(result) or '?'}, "
-            f"{machine_label(result) or 'unknown machine'})")
+def run_line(label: str, run: RunResult) -> str:
+    return (f"{label}: {run.path} ({run.finished or 'no date'}, commit {commit_text(run) or '?'}, "
+            f"{host_label(run.machine) or 'unknown machine'})")
 
 
 def signed_pct(x: float | None) -> str:
@@ -365,12 +312,13 @@ def signed_pct(x: float | None) -> str:
 
 # --- words -----------------------------------------------------------------------------------
 
-def describe(cell: Cell | None) -> str:
+def describe(cell: CellResult | None) -> str:
     if cell is None:
         return "absent"
-    if cell.status == "ok":
-        return f"ok at {seconds(cell.median_s)} median epoch"
-    return f"{cell.status}: {cell.reason}" if cell.reason else cell.status
+    if cell.measured:
+        return f"ok at {duration(cell.median)} median epoch"
+    reason = first_line(cell.reason)
+    return f"{cell.status}: {reason}" if reason else cell.status
 
 
 def factor_words(log_ratio: float) -> str:
@@ -378,9 +326,6 @@ def factor_words(log_ratio: float) -> str:
     return f"{factor:.2f}x {'slower' if log_ratio > 0 else 'faster'}"
 
 
-def pct(x: float) -> str:
-    return f"{100 * x:.1f} %"
-
-
-def seconds(s: float | None) -> str:
+def duration(s: float | None) -> str:
+    """An epoch time in verdicts: four significant digits."""
     return "–" if s is None else f"{s:.4g} s"

@@ -1,26 +1,434 @@
-"""The results contract: what each measured cell puts into pytest-benchmark's `extra_info`,
-and how result files are read back (by the report, and by anything else).
+"""The result model: what a result file says, as typed records, read once by `read()`.
 
 A result file is pytest-benchmark JSON (so `pytest-benchmark compare` reads it) plus two
 top-level keys of ours: `gnnbench` (schema version, suite, baseline, cell order) and
-`unmeasured` (cells that failed, timed out or were skipped: id, status, reason).
+`unmeasured` (cells that failed, timed out or were skipped: id, status, reason). `read()` turns
+it into one RunResult holding a CellResult per cell in the suite's order, measured or not, with
+the derived scores (speedups, scaling efficiency) computed here from the medians, the one place
+they are computed. Everything that publishes results (report, history, advisor, charts, site)
+reads this model, never the raw JSON.
+
+The writer side (`extra_info`, `ranks`, `add_scaling`, used by bench/run/pytest_plugin.py) sits
+at the bottom of this file until it moves to the run side; nothing above it uses it.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import datetime as dt
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 SCHEMA_VERSION = 1
 DATASET_FIELDS = ("name", "num_nodes", "num_edges", "feature_dim", "num_classes")
 REQUIRED_EXTRA = ("backend", "stack", "versions", "dataset", "settings", "seeds_per_s", "edges_per_s",
                   "loader_stall", "peak_rss_bytes", "peak_pss_bytes", "val_acc", "test_acc", "startup_s")
+NOT_RUN = "not run"
+NOT_RUN_REASON = "the run ended before this cell"
+# Scores older writers stored in extra_info; they are recomputed on read, never trusted.
+STORED_SCORES = ("speedup_vs_ws1", "scaling_efficiency")
 
 
 class ResultsError(ValueError):
     pass
 
+
+# --- the model ------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class DatasetCard:
+    """The statistics of the graph (or graph collection) a cell measured on (None: not recorded)."""
+    name: str
+    source: str | None
+    num_nodes: int | None
+    num_edges: int | None
+    feature_dim: int | None
+    num_classes: int | None
+    num_train: int | None
+    num_val: int | None
+    num_test: int | None
+    num_graphs: int | None  # graph-level datasets only
+
+
+@dataclass(frozen=True)
+class Stats:
+    """pytest-benchmark's statistics of the measured epochs (seconds; one round = one epoch)."""
+    median: float
+    iqr: float | None
+    q1: float | None
+    q3: float | None
+    min: float | None
+    max: float | None
+    mean: float | None
+    rounds: int
+    data: tuple[float, ...]
+
+
+@dataclass(frozen=True)
+class Rank:
+    """One rank of a cell: its process tree's peak memory and where its epochs went."""
+    rank: int
+    peak_rss_bytes: int | None
+    peak_pss_bytes: int | None
+    loader_stall: float | None
+    compute_s: float | None
+    comm_s: float | None
+    epoch_s: float | None
+    peak_gpu_bytes: int | None
+
+
+@dataclass(frozen=True)
+class Metrics:
+    """The numbers the worker recorded for a measured cell (its `extra_info`)."""
+    seeds_per_s: float
+    edges_per_s: float
+    loader_stall: float               # share of epoch time spent waiting for the next batch
+    peak_rss_bytes: int | None
+    peak_pss_bytes: int | None
+    val_acc: float | None             # None: the cell trained no model (model=none)
+    test_acc: float | None
+    startup_s: float
+    compute_s: float | None = None    # per epoch
+    comm_s: float | None = None       # per epoch: DDP's all-reduce
+    batches_per_epoch: int | None = None
+    total_pss_bytes: int | None = None
+    peak_gpu_bytes: int | None = None
+    warmup_epoch_s: tuple[float, ...] = ()
+    ranks: tuple[Rank, ...] = ()
+    partition: dict | None = None     # pyg-dist: num_parts, seconds, edge_cut, balance, reused
+    other: dict = field(default_factory=dict)  # recorded numbers this model does not name (yet)
+
+    def get(self, name: str):
+        """A recorded number by its extra_info name, named here or not: what a column reads."""
+        return getattr(self, name) if name in METRIC_FIELDS else self.other.get(name)
+
+
+METRIC_FIELDS = frozenset(f.name for f in dataclasses.fields(Metrics)) - {"other"}
+
+
+@dataclass(frozen=True)
+class CellResult:
+    """One cell of one run: measured ("ok", with stats and metrics) or not (failed, timeout,
+    skipped, refused, "not run"; with a reason), and the scores derived on read."""
+    id: str
+    status: str
+    backend: str | None
+    dataset: str | None
+    settings: dict
+    reason: str = ""
+    stack: str | None = None
+    card: DatasetCard | None = None
+    stats: Stats | None = None
+    metrics: Metrics | None = None
+    versions: dict = field(default_factory=dict)
+    device: dict = field(default_factory=dict)
+    file: Path | None = None          # the result file it was read from
+    # derived on read (see score()):
+    is_baseline: bool = False
+    reference_id: str | None = None   # the cell its `speedup` is against
+    speedup: float | None = None      # reference's median epoch / this cell's
+    speedup_vs_ws1: float | None = None   # same configuration at 1 rank / this cell
+    scaling_efficiency: float | None = None   # speedup_vs_ws1 / world size
+
+    @property
+    def measured(self) -> bool:
+        return self.status == "ok"
+
+    @property
+    def median(self) -> float | None:
+        return self.stats.median if self.stats else None
+
+    @property
+    def is_reference(self) -> bool:
+        return self.reference_id == self.id
+
+    @property
+    def world_size(self) -> int | None:
+        return self.settings.get("world_size")
+
+    @property
+    def num_ranks(self) -> int | None:
+        return len(self.metrics.ranks) or None if self.metrics else None
+
+    @property
+    def rank_pss_bytes(self) -> int | None:
+        """The largest per-rank peak PSS (one rank's whole process tree, DataLoader workers
+        included); the cell's peak PSS where no rank recorded one."""
+        peaks = [r.peak_pss_bytes for r in self.metrics.ranks if r.peak_pss_bytes is not None]
+        return max(peaks) if peaks else self.metrics.peak_pss_bytes
+
+    @property
+    def series_key(self) -> tuple:
+        """What the cells of one scaling series share: everything but the world size."""
+        rest = {k: v for k, v in self.settings.items() if k != "world_size"}
+        return self.dataset, self.backend, json.dumps(rest, sort_keys=True, default=str)
+
+    @property
+    def config_label(self) -> str:
+        """The configuration a scaling series shares, named for people: the id without its world size."""
+        return id_without_world_size(self.id, self.world_size)
+
+
+@dataclass(frozen=True)
+class GPU:
+    name: str
+    driver: str | None = None
+    memory: str | None = None
+
+    @classmethod
+    def parse(cls, line) -> GPU:
+        """One line of `nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader`."""
+        parts = [p.strip() for p in str(line).rsplit(",", 2)]
+        return cls(*parts) if len(parts) == 3 else cls(str(line))
+
+
+@dataclass(frozen=True)
+class Machine:
+    """Where a run happened: pytest-benchmark's machine_info and our machine_info["gnnbench"]."""
+    node: str | None = None
+    cpu_brand: str | None = None
+    processor: str | None = None
+    cpu_count: int | None = None      # pytest-benchmark's (py-cpuinfo) count
+    arch: str | None = None
+    system: str = ""
+    kernel: str | None = None
+    python: str | None = None
+    cpu_count_logical: int | None = None
+    cpu_count_physical: int | None = None
+    memory_total_bytes: int | None = None
+    gpu_lines: tuple[str, ...] = ()   # nvidia-smi lines as recorded
+    topology: str | None = None       # nvidia-smi topo -m
+    container_image: str | None = None
+    container_revision: str | None = None
+    gnnbench_version: str | None = None
+    stacks: dict = field(default_factory=dict)   # stack -> {package: version}
+
+    @property
+    def cpu_name(self) -> str:
+        return self.cpu_brand or self.processor or "?"
+
+    @property
+    def gpus(self) -> list[GPU]:
+        return [GPU.parse(line) for line in self.gpu_lines]
+
+    @property
+    def key(self) -> tuple:
+        """What makes two runs' timings comparable: same host, CPU model, core count, architecture."""
+        return self.node, self.cpu_brand, self.cpu_count, self.arch
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """One result file: the run's facts and its cells in the suite's order."""
+    path: Path
+    suite: str | None
+    description: str | None
+    baseline: str | None
+    started_at: str | None
+    datetime: str | None              # pytest-benchmark's: when the run finished
+    commit: dict                      # pytest-benchmark's commit_info (id, dirty, branch, ...)
+    machine: Machine
+    cells: tuple[CellResult, ...]
+
+    @property
+    def measured(self) -> list[CellResult]:
+        return [c for c in self.cells if c.measured]
+
+    @property
+    def unmeasured(self) -> list[CellResult]:
+        """Cells the run tried or declined (failed, timeout, skipped, refused), not those it never reached."""
+        return [c for c in self.cells if not c.measured and c.status != NOT_RUN]
+
+    @property
+    def finished(self) -> str | None:
+        """When the run finished, as recorded (its start where the finish is missing)."""
+        return self.datetime or self.started_at
+
+    @property
+    def finished_at(self) -> dt.datetime:
+        """`finished` as a moment, for ordering runs; unknown dates sort first."""
+        try:
+            moment = dt.datetime.fromisoformat(str(self.finished))
+        except ValueError:
+            return dt.datetime.min.replace(tzinfo=dt.timezone.utc)
+        return moment if moment.tzinfo else moment.replace(tzinfo=dt.timezone.utc)
+
+
+# --- reading ---------------------------------------------------------------------------------
+
+def read(path: Path) -> RunResult:
+    """Read and check one result file (ResultsError names the file and what is wrong)."""
+    path = Path(path)
+    data = _load(path)
+    meta = data.get("gnnbench", {})
+    present = [_measured_cell(b, path) for b in data["benchmarks"]]
+    present += [_unmeasured_cell(u, path) for u in data.get("unmeasured", [])]
+    return RunResult(
+        path=path, suite=meta.get("suite"), description=meta.get("description"),
+        baseline=meta.get("baseline"), started_at=meta.get("started_at"), datetime=data.get("datetime"),
+        commit=data.get("commit_info") or {}, machine=_machine(data.get("machine_info") or {}),
+        cells=tuple(score(_in_suite_order(meta.get("cells") or [], present), meta.get("baseline"))))
+
+
+def _load(path: Path) -> dict:
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise ResultsError(f"{path}: no such result file") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ResultsError(f"{path}: not a JSON result file ({exc})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("benchmarks"), list):
+        raise ResultsError(f"{path}: not a pytest-benchmark result (no 'benchmarks' list)")
+    version = data.get("gnnbench", {}).get("schema_version")
+    if version is None:
+        raise ResultsError(f"{path}: no 'gnnbench.schema_version': not written by gnnbench")
+    if version > SCHEMA_VERSION:
+        raise ResultsError(f"{path}: schema version {version} is newer than this gnnbench reads "
+                           f"({SCHEMA_VERSION}); upgrade gnnbench")
+    for i, bench in enumerate(data["benchmarks"]):
+        missing = [k for k in (*REQUIRED_EXTRA, "cell_id") if k not in bench.get("extra_info", {})]
+        if missing:
+            raise ResultsError(f"{path}: benchmarks[{i}] ({bench.get('name')}): extra_info lacks {', '.join(missing)}")
+        if "median" not in (bench.get("stats") or {}):
+            raise ResultsError(f"{path}: benchmarks[{i}] ({bench.get('name')}): stats lack the median")
+    return data
+
+
+def _measured_cell(bench: dict, path: Path) -> CellResult:
+    info = bench["extra_info"]
+    return CellResult(
+        id=info["cell_id"], status="ok", backend=info["backend"], stack=info["stack"],
+        dataset=info["dataset"].get("name"), settings=info["settings"], card=_fields_of(DatasetCard, info["dataset"]),
+        stats=_stats(bench["stats"]), metrics=_metrics(info), versions=info.get("versions") or {},
+        device=info.get("device") or {}, file=path)
+
+
+def _fields_of(cls, record: dict):
+    """A record whose fields are all optional in the file (None where not recorded)."""
+    return cls(**{f.name: record.get(f.name) for f in dataclasses.fields(cls)})
+
+
+def _stats(stats: dict) -> Stats:
+    return Stats(median=stats["median"], rounds=stats.get("rounds") or len(stats.get("data") or []),
+                 data=tuple(stats.get("data") or ()), **{k: stats.get(k) for k in ("iqr", "q1", "q3", "min", "max", "mean")})
+
+
+def _metrics(info: dict) -> Metrics:
+    cell_fields = {"cell_id", "backend", "stack", "versions", "device", "dataset", "settings", "is_baseline"}
+    return Metrics(**{k: info.get(k) for k in METRIC_FIELDS - {"warmup_epoch_s", "ranks"}},
+                   warmup_epoch_s=tuple(info.get("warmup_epoch_s") or ()),
+                   ranks=tuple(_fields_of(Rank, r) for r in info.get("ranks") or []),
+                   other={k: v for k, v in info.items() if k not in cell_fields | METRIC_FIELDS | set(STORED_SCORES)})
+
+
+def _unmeasured_cell(record: dict, path: Path) -> CellResult:
+    # writers record backend and dataset beside the id; a hand-written record may not
+    backend, dataset = backend_and_dataset_from_id(record["id"])
+    return CellResult(id=record["id"], status=record["status"], reason=record.get("reason") or "",
+                      backend=record.get("backend") or backend, dataset=record.get("dataset") or dataset,
+                      settings=record.get("settings") or {}, file=path)
+
+
+def _in_suite_order(order: list[str], present: list[CellResult]) -> list[CellResult]:
+    """The cells in the suite's order; a listed cell the file has no record of was not run (the
+    run ended first); a recorded cell the list lacks goes last. A measured record wins over an
+    unmeasured one of the same id."""
+    by_id: dict[str, CellResult] = {}
+    for cell in present:
+        if cell.measured or cell.id not in by_id:
+            by_id[cell.id] = cell
+    out = []
+    for cell_id in dict.fromkeys(order):
+        if cell_id in by_id:
+            out.append(by_id.pop(cell_id))
+        else:
+            backend, dataset = backend_and_dataset_from_id(cell_id)
+            out.append(CellResult(cell_id, NOT_RUN, backend, dataset, {}, reason=NOT_RUN_REASON))
+    return out + list(by_id.values())
+
+
+def _machine(info: dict) -> Machine:
+    ours = info.get("gnnbench") or {}
+    gpu = ours.get("gpu") or {}
+    return Machine(
+        node=info.get("node"), cpu_brand=(info.get("cpu") or {}).get("brand_raw"), processor=info.get("processor"),
+        cpu_count=(info.get("cpu") or {}).get("count"), arch=info.get("machine"),
+        system=" ".join(str(info[k]) for k in ("system", "machine") if info.get(k)),
+        kernel=ours.get("kernel") or info.get("release"), python=info.get("python_version"),
+        cpu_count_logical=ours.get("cpu_count_logical"), cpu_count_physical=ours.get("cpu_count_physical"),
+        memory_total_bytes=ours.get("memory_total_bytes"), gpu_lines=tuple(gpu.get("gpus") or ()),
+        topology=gpu.get("topology"), container_image=ours.get("container_image"),
+        container_revision=ours.get("container_revision"), gnnbench_version=ours.get("version"),
+        stacks=ours.get("stacks") or {})
+
+
+# --- derived scores: computed here, from the medians, and nowhere else ----------------------
+
+def score(cells: list[CellResult], baseline: str | None) -> list[CellResult]:
+    """The cells with their speedup against the reference cell of their dataset (the suite's
+    baseline on its dataset, else the dataset's first measured cell: epoch times of different
+    graphs don't compare), and against the same configuration at world size 1."""
+    measured = [c for c in cells if c.measured]
+    references: dict[str | None, CellResult] = {}
+    for cell in measured:
+        references.setdefault(cell.dataset, cell)
+    for cell in measured:
+        if cell.id == baseline:
+            references[cell.dataset] = cell
+    single = {key: series[0] for key, series in scaling_series(measured).items() if series[0].world_size == 1}
+    out = []
+    for cell in cells:
+        if not cell.measured:
+            out.append(cell)
+            continue
+        reference, one_rank = references[cell.dataset], single.get(cell.series_key)
+        speedup, efficiency = scaling_scores(one_rank, cell) if one_rank else (None, None)
+        out.append(dataclasses.replace(
+            cell, is_baseline=cell.id == baseline, reference_id=reference.id,
+            speedup=speedup_over(reference, cell), speedup_vs_ws1=speedup, scaling_efficiency=efficiency))
+    return out
+
+
+def speedup_over(reference: CellResult, cell: CellResult) -> float:
+    """How many times faster `cell` runs an epoch than `reference` (median epoch times)."""
+    return reference.median / cell.median
+
+
+def scaling_scores(one_rank: CellResult, cell: CellResult) -> tuple[float, float]:
+    """Speedup of `cell` over the same configuration at 1 rank, and its scaling efficiency
+    (speedup / world size; each rank trains on 1/N of the seeds)."""
+    speedup = speedup_over(one_rank, cell)
+    return speedup, speedup / cell.world_size
+
+
+def scaling_series(cells) -> dict[tuple, list[CellResult]]:
+    """Measured cells grouped by configuration (everything but the world size), each group
+    sorted by world size, groups in the order first seen."""
+    groups: dict[tuple, list[CellResult]] = {}
+    for cell in cells:
+        if cell.measured and cell.world_size is not None:
+            groups.setdefault(cell.series_key, []).append(cell)
+    return {key: sorted(group, key=lambda c: c.world_size) for key, group in groups.items()}
+
+
+# --- cell ids: read as data only where a record names nothing else --------------------------
+
+def backend_and_dataset_from_id(cell_id: str) -> tuple[str | None, str | None]:
+    """Backend and dataset of a cell known by its id alone (a "not run" cell, or an unmeasured
+    record that names neither): ids are
+    `backend/dataset/setting=value/...` (bench/run/suite.py)."""
+    backend, dataset = (cell_id.split("/") + [None, None])[:2]
+    return backend, dataset
+
+
+def id_without_world_size(cell_id: str, world_size: int | None) -> str:
+    """A cell id with its `ws=N` part left out: how a scaling series is labelled."""
+    return "/".join(part for part in cell_id.split("/") if part != f"ws={world_size}")
+
+
+# --- the writer side: what each measured cell puts into extra_info -------------------------
+# (used by bench/run/pytest_plugin.py; moves to the run side; nothing above depends on it)
 
 def extra_info(outcome, baseline: str | None = None) -> dict:
     """Contract fields of one measured cell, computed from the worker's per-epoch records."""
@@ -86,44 +494,3 @@ def add_scaling(benchmarks: list[dict]) -> None:
         speedup = single["stats"]["median"] / bench["stats"]["median"]
         bench["extra_info"]["speedup_vs_ws1"] = speedup
         bench["extra_info"]["scaling_efficiency"] = speedup / world
-
-
-@dataclass
-class ResultFile:
-    path: Path
-    data: dict
-
-    @property
-    def meta(self) -> dict:
-        return self.data.get("gnnbench", {})
-
-    @property
-    def benchmarks(self) -> list[dict]:
-        return self.data["benchmarks"]
-
-    @property
-    def unmeasured(self) -> list[dict]:
-        return self.data.get("unmeasured", [])
-
-
-def read(path: Path) -> ResultFile:
-    path = Path(path)
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise ResultsError(f"{path}: no such result file") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ResultsError(f"{path}: not a JSON result file ({exc})") from None
-    if not isinstance(data, dict) or not isinstance(data.get("benchmarks"), list):
-        raise ResultsError(f"{path}: not a pytest-benchmark result (no 'benchmarks' list)")
-    version = data.get("gnnbench", {}).get("schema_version")
-    if version is None:
-        raise ResultsError(f"{path}: no 'gnnbench.schema_version': not written by gnnbench")
-    if version > SCHEMA_VERSION:
-        raise ResultsError(f"{path}: schema version {version} is newer than this gnnbench reads "
-                           f"({SCHEMA_VERSION}); upgrade gnnbench")
-    for i, bench in enumerate(data["benchmarks"]):
-        missing = [k for k in REQUIRED_EXTRA if k not in bench.get("extra_info", {})]
-        if missing:
-            raise ResultsError(f"{path}: benchmarks[{i}] ({bench.get('name')}): extra_info lacks {', '.join(missing)}")
-    return ResultFile(path, data)

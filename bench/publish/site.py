@@ -7,14 +7,14 @@ the site needs no JavaScript and no network and works from file://.
 
 from __future__ import annotations
 
-import datetime as dt
 import re
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.publish import advisor, charts, history, report
-from bench.publish.results import ResultFile
+from bench.publish.fmt import first_line, when
+from bench.publish.results import RunResult
 
 
 @dataclass
@@ -22,10 +22,10 @@ class SuiteRuns:
     """All given runs of one suite, oldest first; the newest is the one the suite page shows."""
     name: str
     slug: str
-    runs: list[ResultFile] = field(default_factory=list)
+    runs: list[RunResult] = field(default_factory=list)
 
     @property
-    def newest(self) -> ResultFile:
+    def newest(self) -> RunResult:
         return self.runs[-1]
 
     @property
@@ -33,7 +33,7 @@ class SuiteRuns:
         return f"suite-{self.slug}.html"
 
 
-def build(results: list[ResultFile], out_dir: Path, command: str | None = None) -> list[Path]:
+def build(results: list[RunResult], out_dir: Path, command: str | None = None) -> list[Path]:
     """Write the site into out_dir (created; pages of an earlier build are overwritten).
     Returns the pages written."""
     out_dir = Path(out_dir)
@@ -41,7 +41,7 @@ def build(results: list[ResultFile], out_dir: Path, command: str | None = None) 
     suites = group_by_suite(results)
     data_links = copy_result_files(results, out_dir / "data")
     env = report.environment("html")
-    env.filters.update(when=when, summary=first_line)
+    env.filters["summary"] = lambda text: first_line(text, 240)  # a failure's one-line summary
     common = {"command": command, "suites": suites, "generated_from": len(results)}
 
     pages = {"index.html": env.get_template("index.html.j2").render(
@@ -63,25 +63,24 @@ def build(results: list[ResultFile], out_dir: Path, command: str | None = None) 
     return written
 
 
-def group_by_suite(results: list[ResultFile]) -> list[SuiteRuns]:
+def group_by_suite(results: list[RunResult]) -> list[SuiteRuns]:
     """Runs grouped by suite name, each suite's runs in date order, suites by name."""
     by_name: dict[str, SuiteRuns] = {}
     slugs: set[str] = set()
     for result in results:
-        name = str(result.meta.get("suite", "?"))
+        name = str(result.suite or "?")
         if name not in by_name:
             by_name[name] = SuiteRuns(name, unique_slug(name, slugs))
         if not any(same_run(result, other) for other in by_name[name].runs):
             by_name[name].runs.append(result)
     for suite in by_name.values():
-        suite.runs.sort(key=lambda r: (run_time(r), r.path.name))
+        suite.runs.sort(key=lambda r: (r.finished_at, r.path.name))
     return sorted(by_name.values(), key=lambda s: s.name)
 
 
-def same_run(a: ResultFile, b: ResultFile) -> bool:
+def same_run(a: RunResult, b: RunResult) -> bool:
     """Two files of one run (a copy under another folder): the history counts it once."""
-    return a.path.name == b.path.name and a.data.get("datetime") == b.data.get("datetime") \
-        and a.meta.get("started_at") == b.meta.get("started_at")
+    return a.path.name == b.path.name and a.datetime == b.datetime and a.started_at == b.started_at
 
 
 def suite_sections(suite: SuiteRuns, data_links: dict[Path, str]) -> dict:
@@ -90,14 +89,11 @@ def suite_sections(suite: SuiteRuns, data_links: dict[Path, str]) -> dict:
     tables = report.dataset_tables(newest)
     for i, table in enumerate(tables):
         table["charts"] = charts.dataset_charts(table, key=f"d{i + 1}")
-        table["show_scaling"] = "world_size" in table["varying"] and any(
-            r.get("efficiency") is not None for r in table["rows"])
     # the failures table lists the same rows the dataset tables show, each linked by its anchor
-    failures = [r for table in tables for r in table["rows"] if r["status"] != "ok"]
-    for i, row in enumerate(failures, 1):
-        row["anchor"] = f"failure-{i}"
+    failures = [r for table in tables for r in table["rows"] if not r.measured]
+    anchors = {r.id: f"failure-{i}" for i, r in enumerate(failures, 1)}
     return {"info": report.run_info(newest), "data_link": data_links[newest.path], "tables": tables,
-            "failures": failures, "partitions": report.partitions(newest),
+            "failures": failures, "anchors": anchors, "partitions": report.partitions(newest),
             "advice": advice_section(suite), "history": history_section(suite)}
 
 
@@ -114,13 +110,12 @@ def history_section(suite: SuiteRuns) -> dict | None:
     if len(suite.runs) < 2:
         return None
     position = {str(r.path): i for i, r in enumerate(suite.runs)}
-    labels = [f"#{i} · {when(r.data.get('datetime') or r.meta.get('started_at'), seconds=True).removesuffix(' UTC')}"
-              for i, r in enumerate(suite.runs, 1)]
+    labels = [f"#{i} · {when(r.finished, seconds=True).removesuffix(' UTC')}" for i, r in enumerate(suite.runs, 1)]
     datasets: dict[str, str] = {}
     for run in suite.runs:
-        for cell in history.cells(run).values():
+        for cell in run.cells:
             if cell.dataset:
-                datasets.setdefault(cell.cell_id, cell.dataset)
+                datasets.setdefault(cell.id, cell.dataset)
     by_dataset: dict[str, dict[str, list[tuple[int, float]]]] = {}
     for cell_id, points in history.trend(suite.runs).items():
         measured = [(position[p.path], p.median_s) for p in points if p.status == "ok" and p.median_s is not None]
@@ -142,12 +137,12 @@ def suite_row(suite: SuiteRuns) -> dict:
     return {"suite": suite, "info": info, "runs": len(suite.runs)}
 
 
-def run_row(result: ResultFile, data_links: dict[Path, str], suite: SuiteRuns) -> dict:
+def run_row(result: RunResult, data_links: dict[Path, str], suite: SuiteRuns) -> dict:
     return {"suite": suite, "info": report.run_info(result), "data_link": data_links[result.path],
             "newest": result is suite.newest}
 
 
-def copy_result_files(results: list[ResultFile], data_dir: Path) -> dict[Path, str]:
+def copy_result_files(results: list[RunResult], data_dir: Path) -> dict[Path, str]:
     """Copy each result file into the site so its link works offline; returns path -> href."""
     data_dir.mkdir(parents=True, exist_ok=True)
     links: dict[Path, str] = {}
@@ -169,39 +164,11 @@ def unique_slug(text: str, taken: set[str]) -> str:
     return slug
 
 
-def run_time(result: ResultFile) -> dt.datetime:
-    """When the run finished (pytest-benchmark's datetime), for ordering runs; unknown dates first."""
-    text = result.data.get("datetime") or result.meta.get("started_at")
-    try:
-        moment = dt.datetime.fromisoformat(str(text))
-    except ValueError:
-        return dt.datetime.min.replace(tzinfo=dt.timezone.utc)
-    return moment if moment.tzinfo else moment.replace(tzinfo=dt.timezone.utc)
-
-
-def first_line(text, limit: int = 240) -> str:
-    """The first non-blank line of an error text, shortened: the table's one-line summary."""
-    line = next((line.strip() for line in str(text or "").splitlines() if line.strip()), "")
-    return line if len(line) <= limit else line[:limit - 1] + "…"
-
-
-def when(text, seconds: bool = False) -> str:
-    """An ISO timestamp as 'YYYY-MM-DD HH:MM UTC' (the text itself when it is not one)."""
-    try:
-        moment = dt.datetime.fromisoformat(str(text))
-    except ValueError:
-        return str(text)
-    if moment.tzinfo:
-        moment = moment.astimezone(dt.timezone.utc)
-    return moment.strftime("%Y-%m-%d %H:%M:%S UTC" if seconds else "%Y-%m-%d %H:%M UTC")
-
-
-def render_readme(results: list[ResultFile], notes: str | None = None) -> str:
+def render_readme(results: list[RunResult], notes: str | None = None) -> str:
     """results/README.md: the runs and what the advisor makes of them, from the result files,
     through the Markdown side of the same template set."""
     suites = group_by_suite(results)
     env = report.environment("md")
-    env.filters["when"] = when
     runs = [{"suite": s, "info": report.run_info(r), "path": _relative(r.path),
              "table": _relative(r.path.with_suffix(".md")) if r.path.with_suffix(".md").exists() else None}
             for s in suites for r in reversed(s.runs)]

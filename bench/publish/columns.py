@@ -1,0 +1,117 @@
+"""The metric columns of the per-cell tables, declared once: the Markdown report (report.md.j2)
+and the HTML suite page (suite.html.j2) both iterate these lists, so a number the worker
+already records becomes a column with one line, e.g.
+
+    Column("batches", metric("batches_per_epoch"), fmt.rate),
+
+A column is shown in the Markdown table, the HTML table or both; `shown` keeps an HTML column
+out of a dataset's table where it would be empty.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from bench.publish import fmt
+from bench.publish.results import CellResult
+
+
+@dataclass(frozen=True)
+class Column:
+    header: str                                   # the Markdown header: name and unit
+    value: Callable[[CellResult], object]         # what the column shows of a measured cell
+    format: Callable[[object], str] = fmt.num     # that value as text
+    title: str | None = None                      # the HTML header, where it differs from `header`
+    unit: str = ""                                # the HTML header's second, smaller line
+    suffix: str = ""                              # HTML: after a value whose header names no unit
+    note: Callable[[CellResult], str | None] | None = None   # after the value (smaller in HTML)
+    hint: Callable[[CellResult], str] | None = None          # HTML: the cell's tooltip
+    markdown: bool = True
+    html: bool = True
+    shown: Callable[[dict], bool] | None = None   # HTML: whether a dataset table (report.dataset_tables) shows it
+
+    def text(self, cell: CellResult) -> str:
+        return self.format(self.value(cell))
+
+    def markdown_text(self, cell: CellResult) -> str:
+        note = self.note(cell) if self.note else None
+        return self.text(cell) + (f" {note}" if note else "")
+
+    def html_text(self, cell: CellResult) -> str:
+        value = self.value(cell)
+        return self.format(value) + (self.suffix if value is not None else "")
+
+    @property
+    def html_title(self) -> str:
+        return self.title or self.header
+
+
+def metric(name: str) -> Callable[[CellResult], object]:
+    """The recorded number of that extra_info name (see results.Metrics.get)."""
+    return lambda cell: cell.metrics.get(name)
+
+
+def _iqr(cell: CellResult) -> str:
+    return f"({fmt.seconds(cell.stats.iqr)})"
+
+
+def _ranks(cell: CellResult) -> str | None:
+    return f"× {cell.num_ranks}" if cell.num_ranks and cell.num_ranks > 1 else None
+
+
+def _accuracies(pair) -> str:
+    return " / ".join(fmt.accuracy(x) for x in pair)
+
+
+def _has_scaling(table: dict) -> bool:
+    return "world_size" in table["varying"] and any(r.scaling_efficiency is not None for r in table["rows"])
+
+
+def _has_gpu_memory(table: dict) -> bool:
+    return any(r.metrics.peak_gpu_bytes for r in table["rows"] if r.measured)
+
+
+CELL_COLUMNS = [
+    Column("epoch s, median (IQR)", lambda c: c.median, fmt.seconds, title="epoch time", unit="median (IQR)",
+           suffix=" s", note=_iqr),
+    Column("rounds", lambda c: c.stats.rounds, str, html=False),
+    Column("speedup", lambda c: c.speedup, fmt.ratio, unit="vs reference"),
+    Column("scaling efficiency", lambda c: c.scaling_efficiency, fmt.pct, title="scaling", unit="efficiency",
+           hint=lambda c: f"speedup against 1 rank: {fmt.ratio(c.speedup_vs_ws1)}", markdown=False,
+           shown=_has_scaling),
+    Column("seeds/s", metric("seeds_per_s"), fmt.rate, title="throughput", unit="seeds/s"),
+    Column("sampled edges/s", metric("edges_per_s"), fmt.rate, html=False),
+    Column("loader stall", metric("loader_stall"), fmt.pct, title="loader", unit="stall"),
+    Column("peak PSS MiB", metric("peak_pss_bytes"), fmt.mib, html=False),
+    Column("peak RSS MiB", metric("peak_rss_bytes"), fmt.mib, html=False),
+    Column("PSS per rank", lambda c: c.rank_pss_bytes, fmt.mib, unit="max, MiB", note=_ranks, markdown=False),
+    Column("PSS total", metric("total_pss_bytes"), fmt.mib, unit="MiB", markdown=False),
+    Column("GPU memory", metric("peak_gpu_bytes"), fmt.mib, unit="peak, MiB", markdown=False, shown=_has_gpu_memory),
+    Column("val acc", metric("val_acc"), fmt.accuracy, html=False),
+    Column("test acc", metric("test_acc"), fmt.accuracy, html=False),
+    Column("accuracy", lambda c: (c.metrics.val_acc, c.metrics.test_acc), _accuracies, unit="val / test",
+           markdown=False),
+    Column("start-up s", metric("startup_s"), lambda x: fmt.num(x, "{:.1f}"), html=False),
+]
+
+# The Markdown scaling table: one row per world size of a configuration measured at several.
+SCALING_COLUMNS = [
+    Column("epoch s", lambda c: c.median, fmt.seconds),
+    Column("speedup", lambda c: c.speedup_vs_ws1, fmt.ratio),
+    Column("efficiency", lambda c: c.scaling_efficiency, fmt.pct),
+    Column("loader stall", metric("loader_stall"), fmt.pct),
+    Column("compute s / epoch", metric("compute_s"), fmt.seconds),
+    Column("all-reduce s / epoch", metric("comm_s"), fmt.seconds),
+    Column("peak PSS per rank MiB", lambda c: c.rank_pss_bytes, fmt.mib),
+    Column("total PSS MiB", metric("total_pss_bytes"), fmt.mib),
+]
+
+
+def markdown_columns() -> list[Column]:
+    return [c for c in CELL_COLUMNS if c.markdown]
+
+
+def html_columns(table: dict) -> list[Column]:
+    """The HTML columns one dataset's table shows."""
+    return [c for c in CELL_COLUMNS if c.html and (c.shown is None or c.shown(table))]

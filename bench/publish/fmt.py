@@ -1,0 +1,88 @@
+"""Text formatting shared by every publish output (Markdown, HTML, the terminal, the advisor's
+sentences): numbers, percentages, MiB, timestamps, machines. One definition each, so a figure
+reads the same wherever it appears. Missing values are shown as a dash."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+DASH = "–"
+
+
+def num(value, pattern: str = "{:.3g}") -> str:
+    return DASH if value is None else pattern.format(value)
+
+
+def seconds(value, unit: str = "") -> str:
+    """Seconds in the tables: three decimals (unit appended only to a real value)."""
+    return DASH if value is None else f"{value:.3f}{unit}"
+
+
+def ratio(value) -> str:
+    return num(value, "{:.2f}×")
+
+
+def rate(value) -> str:
+    return num(value, "{:,.0f}")
+
+
+def accuracy(value) -> str:
+    return num(value, "{:.3f}")
+
+
+def mib(value, unit: str = "") -> str:
+    """Bytes as whole MiB; zero or unknown as a dash (a recorded zero means "not measured")."""
+    return DASH if not value else f"{value / 2**20:,.0f}{unit}"
+
+
+def pct(value, digits: int = 1) -> str:
+    """A fraction as a percentage: pct(0.125) == "12.5 %"."""
+    return DASH if value is None else f"{100 * value:.{digits}f} %"
+
+
+def setting_text(value) -> str:
+    """A setting as a short label: lists as 10,5, None as a dash."""
+    if value is None:
+        return DASH
+    if isinstance(value, (list, tuple)):
+        return ",".join(setting_text(v) for v in value)
+    return str(value)
+
+
+def first_line(text, limit: int = 120) -> str:
+    """The first non-blank line of an error text, shortened to `limit` characters."""
+    line = next((line.strip() for line in str(text or "").splitlines() if line.strip()), "")
+    return line if len(line) <= limit else line[:limit - 1] + "…"
+
+
+def when(text, seconds: bool = False) -> str:
+    """An ISO timestamp as 'YYYY-MM-DD HH:MM UTC' (the text itself when it is not one)."""
+    try:
+        moment = dt.datetime.fromisoformat(str(text))
+    except ValueError:
+        return str(text)
+    if moment.tzinfo:
+        moment = moment.astimezone(dt.timezone.utc)
+    return moment.strftime("%Y-%m-%d %H:%M:%S UTC" if seconds else "%Y-%m-%d %H:%M UTC")
+
+
+def machine_summary(machine) -> str:
+    """What the machine is (a results.Machine): CPU, cores, memory, GPUs. For pages."""
+    parts = [machine.cpu_name]
+    if machine.cpu_count_logical:
+        parts.append(f"{machine.cpu_count_logical} logical cores")
+    if machine.memory_total_bytes:
+        parts.append(f"{machine.memory_total_bytes / 2**30:.0f} GiB")
+    gpus = [g.name for g in machine.gpus]
+    parts.append(f"{len(gpus)}× {gpus[0]}" if gpus and len(set(gpus)) == 1 else
+                 ("GPUs: " + "; ".join(gpus) if gpus else "no GPU"))
+    return ", ".join(parts)
+
+
+def host_label(machine) -> str | None:
+    """Which machine it was (a results.Machine): host and CPU, as in `box (Test CPU x8)`; None
+    when the file names neither. For verdicts and advice, where runs are told apart."""
+    if machine.node is None and machine.cpu_brand is None:
+        return None
+    cpu = f"{machine.cpu_brand or 'unknown CPU'}" + (f" x{machine.cpu_count}" if machine.cpu_count else "")
+    return f"{machine.node or '?'} ({cpu})"
