@@ -8,8 +8,8 @@ the derived scores (speedups, scaling efficiency) computed here from the medians
 they are computed. Everything that publishes results (report, history, advisor, charts, site)
 reads this model, never the raw JSON.
 
-The writer side (`extra_info`, `ranks`, `add_scaling`, used by bench/run/pytest_plugin.py) sits
-at the bottom of this file until it moves to the run side; nothing above it uses it.
+The writer of result files is bench/run/record.py; SCHEMA_VERSION and DATASET_FIELDS are the
+contract the two share.
 """
 
 from __future__ import annotations
@@ -425,72 +425,3 @@ def backend_and_dataset_from_id(cell_id: str) -> tuple[str | None, str | None]:
 def id_without_world_size(cell_id: str, world_size: int | None) -> str:
     """A cell id with its `ws=N` part left out: how a scaling series is labelled."""
     return "/".join(part for part in cell_id.split("/") if part != f"ws={world_size}")
-
-
-# --- the writer side: what each measured cell puts into extra_info -------------------------
-# (used by bench/run/pytest_plugin.py; moves to the run side; nothing above depends on it)
-
-def extra_info(outcome, baseline: str | None = None) -> dict:
-    """Contract fields of one measured cell, computed from the worker's per-epoch records."""
-    rec = outcome.record
-    epochs = rec["epochs"]
-    seconds = sum(e["seconds"] for e in epochs)
-    stall = sum(e["stall_s"] for e in epochs)
-    cell = outcome.cell
-    card = rec["dataset"]
-    return {
-        "cell_id": cell.id,
-        "backend": cell.backend,
-        "stack": cell.stack,
-        "versions": rec["versions"],
-        "device": rec.get("device"),
-        "dataset": {k: card[k] for k in DATASET_FIELDS}
-        | {k: card.get(k) for k in ("source", "num_train", "num_val", "num_test")}
-        | {k: card[k] for k in ("num_graphs",) if k in card},  # graph-level datasets only
-        "settings": cell.settings,
-        "seeds_per_s": sum(e["seeds"] for e in epochs) / seconds,
-        "edges_per_s": sum(e["edges"] for e in epochs) / seconds,
-        "loader_stall": stall / seconds,
-        "compute_s": (seconds - stall) / len(epochs),
-        "batches_per_epoch": epochs[0]["batches"],
-        "peak_rss_bytes": outcome.peak_rss_bytes,
-        "peak_pss_bytes": outcome.peak_pss_bytes,
-        "total_pss_bytes": outcome.peak_pss_bytes,
-        "comm_s": sum(e.get("comm_s", 0.0) for e in epochs) / len(epochs),
-        # GPU memory of the busiest rank (PyTorch's allocator peak); None where no GPU was used
-        "peak_gpu_bytes": max((r["peak_gpu_bytes"] for r in rec.get("ranks") or [] if r.get("peak_gpu_bytes")), default=None),
-        "ranks": ranks(outcome),
-        "val_acc": rec["val_acc"],
-        "test_acc": rec["test_acc"],
-        "startup_s": rec["startup_s"],
-        "warmup_epoch_s": [e["seconds"] for e in rec["warmup"]],
-        "is_baseline": cell.id == baseline,
-        **({"partition": rec["partition"]} if rec.get("partition") else {}),
-    }
-
-
-def ranks(outcome) -> list[dict]:
-    """One entry per rank: its process tree's peak memory (sampled on this node; for ranks on
-    other nodes only their own peak RSS is known) and where its epochs went."""
-    out = []
-    for r in outcome.record.get("ranks") or [{"rank": 0}]:
-        rss, pss = outcome.rank_peaks.get(r["rank"], (r.get("self_max_rss_bytes"), None))
-        out.append({"rank": r["rank"], "peak_rss_bytes": rss, "peak_pss_bytes": pss,
-                    "loader_stall": r.get("loader_stall"), "compute_s": r.get("compute_s"),
-                    "comm_s": r.get("comm_s"), "epoch_s": r.get("epoch_s"),
-                    "peak_gpu_bytes": r.get("peak_gpu_bytes")})
-    return out
-
-
-def add_scaling(benchmarks: list[dict]) -> None:
-    """Speedup and efficiency of each cell against world size 1 of the same configuration in
-    the same run: speedup = median epoch at 1 rank / at N ranks; efficiency = speedup / N."""
-    by_id = {b["extra_info"]["cell_id"]: b for b in benchmarks if "cell_id" in b.get("extra_info", {})}
-    for cell_id, bench in by_id.items():
-        world = bench["extra_info"]["settings"]["world_size"]
-        single = by_id.get(cell_id.replace(f"/ws={world}", "/ws=1"))
-        if single is None:
-            continue
-        speedup = single["stats"]["median"] / bench["stats"]["median"]
-        bench["extra_info"]["speedup_vs_ws1"] = speedup
-        bench["extra_info"]["scaling_efficiency"] = speedup / world

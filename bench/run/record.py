@@ -21,11 +21,10 @@ import psutil
 
 from bench import __version__
 from bench.paths import repo_root
-from bench.publish.results import SCHEMA_VERSION
+from bench.publish.results import DATASET_FIELDS, SCHEMA_VERSION
 from bench.run import stacks
 from bench.run.runner import Outcome
 
-DATASET_FIELDS = ("name", "num_nodes", "num_edges", "feature_dim", "num_classes")
 # pytest-benchmark names a benchmark after its test; both ways of running a suite (gnnbench run
 # and pytest suites/) name a cell's entry as the pytest entry's test would be named.
 TEST_FUNCTION = "test_cell"
