@@ -19,9 +19,12 @@ from bench.paths import cache_root
 
 # Exit codes of `gnnbench`: 0 every cell ran (or was skipped or refused for a stated reason);
 # EXIT_CELLS_FAILED a cell failed or timed out (its result is recorded with the others); 2 bad input
-# (nothing was run); EXIT_INTERRUPTED ended by Ctrl-C, SIGTERM or SIGHUP (finished cells are kept).
+# (nothing was run); EXIT_NOT_WRITTEN the result file or table could not be written where asked
+# (the message says where the numbers are); EXIT_INTERRUPTED ended by Ctrl-C, SIGTERM or SIGHUP
+# (finished cells are kept).
 EXIT_CELLS_FAILED = 1
 EXIT_BAD_INPUT = 2
+EXIT_NOT_WRITTEN = 3
 EXIT_INTERRUPTED = 130
 FAILED = ("failed", "timeout")
 
@@ -100,15 +103,26 @@ def cmd_run(args) -> int:
     interrupted = False
     try:
         with ending_as_interrupt():
-            path = session.run()
+            session.run()
     except KeyboardInterrupt:
-        interrupted, path = True, session.result_path
+        interrupted = True
+    path = session.written_to or session.result_path
+    code = 0
+    if session.write_problem:
+        print(f"gnnbench: {session.write_problem}", file=sys.stderr)
+        code = EXIT_NOT_WRITTEN
+    elif session.written_to:
+        markdown = path.with_suffix(".md")
+        command = "gnnbench run " + " ".join(shlex.quote(a) for a in sys.argv[2:]) if sys.argv[1:2] == ["run"] else None
+        try:
+            cmd_report([path], markdown, command=command)
+            print(markdown.read_text())
+            print(f"results: {path}\ntable:   {markdown}")
+        except OSError as exc:
+            print(f"gnnbench: could not write the table {markdown} ({exc.strerror or exc}); every number is in "
+                  f"{path} (gnnbench report {path})", file=sys.stderr)
+            code = EXIT_NOT_WRITTEN
     done = sum(c.id in session.finished for c in session.selected)
-    markdown = path.with_suffix(".md")
-    command = "gnnbench run " + " ".join(shlex.quote(a) for a in sys.argv[2:]) if sys.argv[1:2] == ["run"] else None
-    cmd_report([path], markdown, command=command)
-    print(markdown.read_text())
-    print(f"results: {path}\ntable:   {markdown}")
     if interrupted:
         print(f"gnnbench: interrupted after {done} of {len(session.selected)} cells; finish the run with\n"
               f"  gnnbench run {shlex.quote(str(session.suite_path))} --resume {shlex.quote(str(session.journal.path))}",
@@ -118,8 +132,7 @@ def cmd_run(args) -> int:
     if failed:
         print(f"gnnbench: {len(failed)} of {len(session.selected)} cells failed or timed out "
               f"(the table says why): {', '.join(failed)}", file=sys.stderr)
-        return EXIT_CELLS_FAILED
-    return 0
+    return code or (EXIT_CELLS_FAILED if failed else 0)
 
 
 @contextlib.contextmanager

@@ -210,21 +210,30 @@ def test_the_run_options_are_declared_once_for_both_front_doors():
     assert set(declared) == flags | {"--suite"}
 
 
-def test_an_interrupted_write_leaves_the_previous_file_whole(suite_file, tmp_path, monkeypatch):
-    run = Session(RunOptions(suite=str(suite_file), results=tmp_path))
+def test_a_write_that_fails_leaves_the_previous_file_whole_and_rescues_the_new(suite_file, tiny_disk, tmp_path,
+                                                                                   monkeypatch):
+    monkeypatch.setenv("GNNBENCH_CACHE", str(tmp_path / "cache"))
+    run = Session(RunOptions(suite=str(suite_file), results=tiny_disk))
     first = run.write().read_text()
-
-    real_write = Path.write_text
-
-    def half_then_full(path, text, *args, **kwargs):
-        real_write(path, text[: len(text) // 2])
-        raise OSError(28, "No space left on device")
-
-    monkeypatch.setattr(Path, "write_text", half_then_full)
-    with pytest.raises(OSError, match="No space left"):
-        run.write()
+    fill(tiny_disk / "filler")
+    run.started_at = run.started_at.replace(year=2000)  # a document that differs from the first
+    rescued = run.write()
+    assert rescued == tmp_path / "cache" / "rescued" / run.result_path.name
+    assert "2000-" in rescued.read_text() and run.write_problem.startswith(f"could not write {run.result_path} (")
     assert run.result_path.read_text() == first
-    assert os.listdir(tmp_path) == [run.result_path.name]
+    assert sorted(p.name for p in tiny_disk.iterdir()) == sorted([run.result_path.name, run.journal.path.name, "filler"])
+
+
+def fill(path: Path) -> None:
+    """Write zeros until the disk is full (unbuffered: nothing waits to fail at close)."""
+    fd = os.open(path, os.O_CREAT | os.O_WRONLY)
+    try:
+        while True:
+            os.write(fd, b"\0" * 4096)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def test_the_rank_that_failed_first_is_the_headline_and_the_exit_code_says_a_cell_failed(tmp_path, cache_dir):
@@ -285,3 +294,59 @@ def test_failure_headline_of_one_worker_is_its_last_error_not_a_warning():
     stderr = ("/x/site-packages/dgl/graphbolt/base.py:9: UserWarning: something deprecated\n"
               "Traceback (most recent call last):\n  File \"w.py\", line 1\nValueError: bad fanout\n")
     assert failure_headline(stderr, 1) == "worker exited with code 1: ValueError: bad fanout"
+
+
+@pytest.fixture
+def tiny_disk(tmp_path):
+    """A 64 KiB tmpfs: a disk that fills up (needs root, which CI has)."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(disk)], capture_output=True)
+    if mounted.returncode != 0:
+        if os.environ.get("CI"):
+            pytest.fail(f"cannot mount a tmpfs: {mounted.stderr.decode()}")
+        pytest.skip("mounting a small tmpfs needs root")
+    yield disk
+    subprocess.run(["umount", str(disk)], check=False)
+
+
+def test_a_full_disk_loses_no_measurement(suite_file, tiny_disk, cache_dir, tmp_path, monkeypatch):
+    """The results folder is a 64 KiB disk, filled before the run ends: the journal gets what
+    fits, the result file goes to a rescue folder, the run says where and exits 3."""
+    require_stacks("dgl")
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
+    monkeypatch.setenv("GNNBENCH_CACHE", str(tmp_path / "cache"))  # the first rescue folder
+    filler = tiny_disk / "filler"
+    proc = subprocess.Popen([sys.executable, "-m", "bench.cli", "run", str(suite_file), "-k", "not 1/ws",
+                             "--results", str(tiny_disk), "--cache-dir", str(cache_dir), "--no-install"],
+                            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 300
+    while not list(tiny_disk.glob("*.cells.jsonl")) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    fill(filler)  # while the first cell runs
+    out, err = proc.communicate(timeout=600)
+    assert proc.returncode == 3, out[-2000:] + err[-2000:]
+    [journal] = tiny_disk.glob("*.cells.jsonl")
+    rescued = tmp_path / "cache" / "rescued" / journal.name.replace(".cells.jsonl", ".json")
+    assert f"the result file is at {rescued} instead" in err
+    result = json.loads(rescued.read_text())
+    assert [b["param"] for b in result["benchmarks"]] == [CELLS[0]]
+    assert [u["id"] for u in result["unmeasured"]] == [CELLS[1]]
+    assert not list(tiny_disk.glob("*.json"))  # no truncated file under the result's name
+    assert "journal: cannot write" in out
+
+
+def test_two_runs_started_at_once_never_share_a_result_file(suite_file, tmp_path):
+    first = Session(RunOptions(suite=str(suite_file), results=tmp_path))
+    second = Session(RunOptions(suite=str(suite_file), results=tmp_path))
+    assert first.result_path != second.result_path and first.journal.path != second.journal.path
+    with pytest.raises(SessionError, match="another gnnbench run is writing this journal"):
+        Session(RunOptions(suite=str(suite_file), output=first.result_path))
+    readonly = tmp_path / "readonly"
+    readonly.mkdir()
+    readonly.chmod(0o500)
+    if os.access(readonly, os.W_OK):  # root writes anywhere: a file in the way instead
+        readonly = tmp_path / "a-file"
+        readonly.write_text("")
+    with pytest.raises(SessionError, match="cannot write results there"):
+        Session(RunOptions(suite=str(suite_file), results=readonly / "runs"))

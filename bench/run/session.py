@@ -13,9 +13,12 @@ Both write the same result file through bench.run.record.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+import fcntl
 import json
 import os
+import tempfile
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Callable
@@ -117,19 +120,32 @@ class Finished:
         return cls(outcome.cell.id, outcome.status, outcome.reason, entry)
 
 
-@dataclass
 class Journal:
-    """One JSON line per finished cell, appended and flushed as each cell ends."""
-    path: Path
-    suite: str
+    """One JSON line per finished cell, appended and fsync'd as each cell ends. A run holds its
+    journal locked, so two runs never write one journal (nor, through it, one result file)."""
+
+    def __init__(self, path: Path, suite: str):
+        self.path, self.suite = path, suite
+        self._file = None
+
+    def claim(self, fresh: bool) -> None:
+        """Lock the journal for this run; `fresh` empties what an earlier run left there."""
+        self._file = open(self.path, "a")
+        try:
+            fcntl.flock(self._file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self._file.close()
+            raise SessionError(f"{self.path}: another gnnbench run is writing this journal and its result "
+                               "file; wait for it, or give this run another result file") from None
+        if fresh:
+            self._file.truncate(0)
 
     def append(self, done: Finished) -> None:
         line = {"suite": self.suite, "id": done.cell_id, "status": done.status, "reason": done.reason,
                 "entry": done.entry}
-        with open(self.path, "a") as out:
-            out.write(json.dumps(line) + "\n")
-            out.flush()
-            os.fsync(out.fileno())
+        self._file.write(json.dumps(line) + "\n")
+        self._file.flush()
+        os.fsync(self._file.fileno())
 
     def read(self, cells: list[Cell]) -> dict[str, Finished]:
         """The cells an interrupted run finished, checked against the suite being resumed."""
@@ -196,12 +212,22 @@ class Session:
             self.journal = Journal(journal, self.suite.name)
             self.finished = self.journal.read(self.cells)
             self.resumed_from = [str(journal)]
-        else:
-            stamp = self.started_at.strftime("%Y%m%dT%H%M%SZ")
-            folder = Path(options.results or default_results_dir())
-            self.result_path = Path(options.output) if options.output else folder / f"{self.suite.name}-{stamp}.json"
+        elif options.output:
+            self.result_path = Path(options.output)
             self.journal = Journal(journal_of(self.result_path), self.suite.name)
-        self.result_path.parent.mkdir(parents=True, exist_ok=True)
+        folder = Path(options.results or default_results_dir())
+        try:
+            if not (options.resume or options.output):
+                self.result_path = unclaimed_result_path(folder, f"{self.suite.name}-{self.started_at:%Y%m%dT%H%M%SZ}")
+                self.journal = Journal(journal_of(self.result_path), self.suite.name)
+            self.result_path.parent.mkdir(parents=True, exist_ok=True)
+            self.journal.claim(fresh=not options.resume)
+        except OSError as exc:
+            where = exc.filename or self.result_path.parent
+            raise SessionError(f"{where}: cannot write results there ({exc.strerror or exc}); "
+                               "give a writable folder with --results") from None
+        self.written_to: Path | None = None  # where write() put the result file
+        self.write_problem: str | None = None  # why it is not where it was asked for, if so
         self._datasets: dict[str, Path | DatasetError] = {}
         self._stack_errors: dict[str, str] = {}
 
@@ -249,7 +275,11 @@ class Session:
                  + (f": {outcome.reason.splitlines()[0]}" if outcome.reason else f" in {outcome.wall_s:.1f} s"))
         done = Finished.of(outcome, self.baseline)
         self.finished[cell.id] = done
-        self.journal.append(done)  # survives a crash of this process
+        try:
+            self.journal.append(done)  # survives a crash of this process
+        except OSError as exc:
+            self.say(f"  journal: cannot write {self.journal.path} ({exc.strerror or exc}); "
+                     "the run goes on and keeps its cells for the result file")
         return done
 
     def precheck(self, cell: Cell) -> Outcome | None:
@@ -327,13 +357,58 @@ class Session:
                                unmeasured=[d.entry for d in done if not d.measured], meta=meta)
 
     def write(self) -> Path:
-        """Write the result file whole or not at all (a temporary file renamed over it)."""
+        """Write the result file whole or not at all. Where that fails (a full disk, a folder made
+        read-only), write it to a rescue folder, and as a last resort print it: what was measured
+        is never lost. Returns where it went; `write_problem` says why, if not where asked."""
         text = json.dumps(self.document(), indent=4)
-        partial = self.result_path.with_name(self.result_path.name + ".partial")
         try:
-            partial.write_text(text)
-            partial.replace(self.result_path)
-        except BaseException:
-            partial.unlink(missing_ok=True)  # the previous file, if any, stays whole
-            raise
+            self.written_to = write_whole(self.result_path, text)
+            return self.written_to
+        except OSError as exc:
+            problem = f"could not write {self.result_path} ({exc.strerror or exc})"
+        for folder in rescue_folders():
+            try:
+                self.written_to = write_whole(folder / self.result_path.name, text)
+            except OSError:
+                continue
+            self.write_problem = f"{problem}; the result file is at {self.written_to} instead"
+            return self.written_to
+        self.write_problem = f"{problem}, nor in {', '.join(map(str, rescue_folders()))}; it follows on stdout"
+        print(text, flush=True)
         return self.result_path
+
+
+def write_whole(path: Path, text: str) -> Path:
+    """Write a file whole or not at all (written aside, fsync'd, renamed over it)."""
+    partial = path.with_name(path.name + ".partial")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(partial, "w") as out:
+            out.write(text)
+            out.flush()
+            os.fsync(out.fileno())
+        partial.replace(path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            partial.unlink(missing_ok=True)  # the previous file, if any, stays whole
+        raise
+    return path
+
+
+def rescue_folders() -> list[Path]:
+    """Where a result file goes when its own folder cannot take it (likely another filesystem)."""
+    return [cache_root() / "rescued", Path(tempfile.gettempdir()) / "gnnbench-rescued"]
+
+
+def unclaimed_result_path(folder: Path, stem: str) -> Path:
+    """SUITE-STAMP.json, or SUITE-STAMP-2.json... where another run started in the same second:
+    the first to create a name's journal owns the name."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for n in range(1, 1000):
+        path = folder / (f"{stem}.json" if n == 1 else f"{stem}-{n}.json")
+        try:
+            os.close(os.open(journal_of(path), os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+        except FileExistsError:
+            continue
+        return path
+    raise SessionError(f"{folder}: 999 runs named {stem}; choose another --results folder")
