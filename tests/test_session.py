@@ -307,7 +307,7 @@ def tiny_disk(tmp_path):
             pytest.fail(f"cannot mount a tmpfs: {mounted.stderr.decode()}")
         pytest.skip("mounting a small tmpfs needs root")
     yield disk
-    subprocess.run(["umount", str(disk)], check=False)
+    subprocess.run(["umount", "--lazy", str(disk)], check=False)  # lazily: a process may still hold a file
 
 
 def test_a_full_disk_loses_no_measurement(suite_file, tiny_disk, cache_dir, tmp_path, monkeypatch):
