@@ -1,0 +1,104 @@
+"""What PyG's node-classification backends share: their training step and model on sampled
+subgraphs (`PygNodePipeline`), and PyG's remote-backend view of a disk-backed feature store.
+
+The remote backend: a `FeatureStore` serving node features from a store's row reader (e.g. the
+LMDB store; labels, small, from memory) and a `GraphStore` holding the hub's CSC arrays, so that
+`NeighborLoader((feature_store, graph_store), ...)` samples in memory and gathers each batch's
+rows from the store. PyG has no LMDB backend of its own; this is its documented extension point.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch_geometric.data import EdgeAttr, FeatureStore, GraphStore, TensorAttr
+from torch_geometric.data.graph_store import EdgeLayout
+from torch_geometric.nn import SAGEConv
+
+from bench.backends import base
+
+
+class PygNodePipeline(base.Pipeline):
+    """The shared GraphSAGE from PyG's SAGEConv on NeighborLoader-style batches (the seeds
+    first, `batch_size` of them): every layer runs on the whole sampled subgraph, and the loss
+    and accuracy are taken on the seeds."""
+
+    def make_model(self, data):
+        return self.sage(lambda a, b: SAGEConv(a, b, aggr="mean"), data.features.shape[1], data.num_classes)
+
+    def _layers(self, batch) -> list:
+        return [batch.edge_index] * len(self.settings["fanout"])  # every layer on the whole subgraph
+
+    @staticmethod
+    def count(batch) -> tuple[int, int]:
+        return int(batch.batch_size), int(batch.edge_index.size(1))
+
+    def forward(self, model, batch):
+        return model(batch.x, self._layers(batch))[: batch.batch_size], batch.y[: batch.batch_size]
+
+
+class RowFeatureStore(FeatureStore):
+    """Read-only: `x` rows come from a store's row reader (bench.stores.open_store), `y` from
+    an in-memory array."""
+
+    def __init__(self, features, labels: np.ndarray):
+        super().__init__()
+        self.features = features
+        self.labels = torch.from_numpy(np.ascontiguousarray(labels))
+
+    @staticmethod
+    def _index(attr: TensorAttr, size: int) -> torch.Tensor:
+        index = attr.index if attr.is_set("index") else None
+        if index is None:
+            return torch.arange(size)
+        if isinstance(index, slice):
+            return torch.arange(size)[index]
+        return torch.as_tensor(index)
+
+    def _get_tensor(self, attr: TensorAttr) -> torch.Tensor | None:
+        if attr.attr_name == "x":
+            ids = self._index(attr, self.features.rows)
+            return torch.from_numpy(self.features.gather(ids.numpy()))
+        if attr.attr_name == "y":
+            return self.labels[self._index(attr, self.labels.numel())]
+        return None
+
+    def _get_tensor_size(self, attr: TensorAttr) -> tuple[int, ...] | None:
+        if attr.attr_name == "x":
+            return self.features.shape
+        if attr.attr_name == "y":
+            return tuple(self.labels.shape)
+        return None
+
+    def get_all_tensor_attrs(self) -> list[TensorAttr]:
+        return [TensorAttr(group_name=None, attr_name="x"), TensorAttr(group_name=None, attr_name="y")]
+
+    def _put_tensor(self, tensor, attr: TensorAttr) -> bool:
+        raise NotImplementedError("a stored feature table is read-only (built by bench.stores)")
+
+    def _remove_tensor(self, attr: TensorAttr) -> bool:
+        raise NotImplementedError("a stored feature table is read-only (built by bench.stores)")
+
+
+class CscGraphStore(GraphStore):
+    """The homogeneous graph in CSC form (the hub's csc_indptr and sources sorted by destination)."""
+
+    def __init__(self, sources: np.ndarray, indptr: np.ndarray, num_nodes: int):
+        super().__init__()
+        self._edges: dict = {}
+        self.put_edge_index((torch.from_numpy(np.asarray(sources)), torch.from_numpy(np.asarray(indptr))),
+                            edge_type=None, layout="csc", size=(num_nodes, num_nodes), is_sorted=True)
+
+    def _put_edge_index(self, edge_index, edge_attr: EdgeAttr) -> bool:
+        self._edges[(edge_attr.edge_type, EdgeLayout(edge_attr.layout))] = (edge_index, edge_attr)
+        return True
+
+    def _get_edge_index(self, edge_attr: EdgeAttr):
+        found = self._edges.get((edge_attr.edge_type, EdgeLayout(edge_attr.layout)))
+        return found[0] if found else None
+
+    def _remove_edge_index(self, edge_attr: EdgeAttr) -> bool:
+        return self._edges.pop((edge_attr.edge_type, EdgeLayout(edge_attr.layout)), None) is not None
+
+    def get_all_edge_attrs(self) -> list[EdgeAttr]:
+        return [attr for _, attr in self._edges.values()]
