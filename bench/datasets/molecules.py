@@ -246,8 +246,8 @@ def load(path, mmap: bool = False) -> GraphCollection:
 @dataclass
 class GraphColumns:
     """A batch of graphs as columns: features and local edge ids of all graphs concatenated,
-    with each graph's node and edge counts and its label. Each store of the pyg-graphs backend
-    reads a batch into this form its own best way; `collate` finishes it the same way for all."""
+    with each graph's node and edge counts and its label. Each graph store a backend reads
+    delivers a batch in this form its own best way; `collate` finishes it the same way for all."""
     x: np.ndarray            # float32 [total nodes, F]
     edge_index: np.ndarray   # int64 [2, total edges], ids local to each graph
     node_counts: np.ndarray  # int64 [graphs]

@@ -1,5 +1,5 @@
 """An LMDB graph store: one small graph per key, built once from a materialised graph-level
-dataset (bench/datasets/molecules.py) and read by the pyg-graphs backend.
+dataset (bench/datasets/molecules.py) and read by the graph-level backends.
 
 Layout: one LMDB environment at DATASET_DIR/stores/lmdb-graphs. Keys are 8-byte big-endian
 graph ids (key order is graph order, so the build appends). A value is a framework-neutral
