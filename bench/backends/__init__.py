@@ -1,5 +1,7 @@
 """The systems under test, by name. A new backend is one module under bench/backends/ with a
-`Pipeline` class (see bench/backends/base.py) plus one line in BACKENDS.
+`Pipeline` class (a subclass of bench.backends.base.Pipeline) plus one line in BACKENDS: the
+line says everything the rest of gnnbench needs to know about it (its stack, modes, stores,
+task, memory model and chart hint), so no other file names a backend.
 
 This registry is plain data so the host can validate suites without importing any framework;
 the module itself is imported only inside its stack's interpreter.
@@ -10,13 +12,9 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass
 
+from bench.stores import STORES  # noqa: F401 - re-exported: the `store` setting's registry
+
 CUDA_MODES = ("cpu-cuda", "pinned-cuda", "cuda-cuda")
-# Where a backend's data lives (the `store` setting):
-#   memory          every rank holds the features (or graphs) in its own memory
-#   lmdb            an LMDB store built once from the hub (bench/stores/), memory-mapped read-only
-#   graphbolt-disk  GraphBolt's own on-disk features: the hub's .npy memory-mapped (in_memory=False)
-#   sqlite          PyG's OnDiskDataset with its sqlite backend (graph-level datasets)
-STORES = ("memory", "lmdb", "graphbolt-disk", "sqlite")
 
 
 @dataclass(frozen=True)
@@ -24,17 +22,24 @@ class BackendInfo:
     module: str
     stack: str
     modes: tuple[str, ...]  # "<where sampling runs>-<where training runs>"
-    stores: tuple[str, ...] = ("memory",)
+    stores: tuple[str, ...] = ("memory",)  # names in bench.stores.STORES
     task: str = "node"  # "node": node classification on a graph; "graph": a collection of small graphs
     mode_chart: bool = False  # the site draws its epoch time per mode as grouped bars
+    # Memory model (bench/datasets/memory.py): bytes of graph structure the framework builds on
+    # top of the hub's arrays, per node (counted num_nodes + 1 times: CSC pointers) and per edge.
+    structure_bytes_per_node: int = 0
+    structure_bytes_per_edge: int = 0
 
 
 BACKENDS: dict[str, BackendInfo] = {
-    "pyg-neighbor": BackendInfo("bench.backends.pyg_neighbor", "pyg", ("cpu-cpu", "cpu-cuda"),
-                                ("memory", "lmdb")),
+    # NeighborLoader's own CSC: colptr (8 B per node), row and permutation (16 B per edge)
+    "pyg-neighbor": BackendInfo("bench.backends.pyg_neighbor", "pyg", ("cpu-cpu", "cpu-cuda"), ("memory", "lmdb"),
+                                structure_bytes_per_node=8, structure_bytes_per_edge=16),
+    # GraphBolt's fused CSC sampling graph: indptr (8 B per node), indices (8 B per edge)
     "dgl-graphbolt": BackendInfo("bench.backends.dgl_graphbolt", "dgl",
                                  ("cpu-cpu", "cpu-cuda", "pinned-cuda", "cuda-cuda"),
-                                 ("memory", "lmdb", "graphbolt-disk"), mode_chart=True),
+                                 ("memory", "lmdb", "graphbolt-disk"), mode_chart=True,
+                                 structure_bytes_per_node=8, structure_bytes_per_edge=8),
     "feature-gather": BackendInfo("bench.backends.feature_gather", "pyg", ("cpu-cpu",), ("memory", "lmdb")),
     "pyg-dist": BackendInfo("bench.backends.pyg_dist", "pyg-dist", ("cpu-cpu",)),
     "pyg-graphs": BackendInfo("bench.backends.pyg_graphs", "pyg", ("cpu-cpu", "cpu-cuda"),

@@ -1,4 +1,4 @@
-"""What every backend provides to the worker, and the model settings they share.
+"""What every backend provides to the worker, and what they all do the same way: `Pipeline`.
 
 A backend turns the hub's arrays into its framework's own structures, and exposes:
   train_loader        an iterable of batches (re-iterated every epoch)
@@ -6,8 +6,10 @@ A backend turns the hub's arrays into its framework's own structures, and expose
   step(batch)         one training step (or, with model "none", nothing: the loader alone)
   evaluate(split)     accuracy on "val" or "test" with the same sampler settings
   synchronize()       wait for the device, so clocks read after it are honest
-Both backends train the same GraphSAGE: len(fanout) mean-aggregation layers, ReLU and dropout
-between them, Adam with the suite's learning rate.
+  model, comm, device the model (DDP-wrapped across ranks), its all-reduce timer, its device
+The node backends train the same GraphSAGE: len(fanout) mean-aggregation layers, ReLU and
+dropout between them, Adam with the suite's learning rate. Imported inside the stacks only;
+torch is imported where it is used, so importing this module needs no framework.
 """
 
 from __future__ import annotations
@@ -116,3 +118,78 @@ def distribute(model, device):
 
 def unwrap(model):
     return getattr(model, "module", model)
+
+
+class Pipeline:
+    """The shared part of every backend. A subclass sets `train_loader` in its __init__ (after
+    this one's) and calls `build_model(data)`, and defines
+        _loader(split, shuffle, num_workers=0)   the batches of a split ("train", "val", "test")
+        count(batch) -> (seeds, edges)
+        make_model(data) -> torch.nn.Module      the model that `model: sage` trains
+        forward(model, batch) -> (logits, targets) for a batch already on the device
+    and, where its loader does not already deliver batches on the device, `to_device(batch)`.
+    A backend that does something else per batch (no model at all) overrides `step`."""
+
+    unavailable = staticmethod(unavailable_reason)  # why this stack cannot run a mode, or None
+    collective_eval = False  # True: every rank evaluates its own part, and the counts are summed
+    model = None
+    comm = None
+
+    def __init__(self, data, settings: dict):
+        self.settings = settings
+        self.device = device_of(settings["mode"])
+
+    def sage(self, conv, in_dim: int, num_classes: int):
+        """The shared GraphSAGE with this suite's hidden width and one layer per fanout hop."""
+        return graphsage(conv, in_dim, self.settings["hidden"], num_classes, len(self.settings["fanout"]))
+
+    def build_model(self, data) -> None:
+        """With `model: sage`, the backend's model on its device, wrapped in DDP across ranks, and
+        Adam at the suite's learning rate; with `model: none`, no model (the loader alone)."""
+        import torch
+
+        self.model, self.comm = None, None
+        if self.settings["model"] == "sage":
+            self.model, self.comm = distribute(self.make_model(data).to(self.device), self.device)
+            self.optimizer = torch.optim.Adam(self.model.parameters(), lr=self.settings["lr"])
+
+    def to_device(self, batch):
+        return batch.to(self.device)
+
+    def step(self, batch) -> None:
+        import torch.nn.functional as F
+
+        if self.model is None:
+            return
+        self.model.train()
+        batch = self.to_device(batch)
+        self.optimizer.zero_grad()
+        out, target = self.forward(self.model, batch)
+        F.cross_entropy(out, target).backward()
+        self.optimizer.step()
+
+    def evaluate(self, split: str) -> float | None:
+        if self.model is None:
+            return None
+        correct, total = self.count_correct(split)
+        return correct / max(total, 1)
+
+    def count_correct(self, split: str) -> tuple[int, int]:
+        """(right predictions, predictions) over a split, on this process alone."""
+        import torch
+
+        model = unwrap(self.model)  # evaluation runs outside DDP
+        model.eval()
+        correct = total = 0
+        with torch.no_grad():
+            for batch in self._loader(split, shuffle=False):
+                out, target = self.forward(model, self.to_device(batch))
+                correct += int((out.argmax(dim=-1) == target).sum())
+                total += int(target.numel())
+        return correct, total
+
+    def synchronize(self) -> None:
+        if self.device.type == "cuda":
+            import torch
+
+            torch.cuda.synchronize()

@@ -11,8 +11,9 @@ The CUDA modes need DGL's CUDA build (the containers install it; PyPI's dgl is C
 With several ranks, DistributedItemSampler gives each rank its share of the training seeds.
 Fanouts are given seed-hop first, as PyG takes them; GraphBolt takes them input-layer first.
 Stores: memory (TorchBasedFeature over an in-memory tensor), graphbolt-disk (GraphBolt's own
-on-disk features: `OnDiskFeatureData(in_memory=False)`, the hub's .npy memory-mapped) and lmdb
-(`LmdbFeature`, a GraphBolt `Feature` reading rows from the LMDB store).
+on-disk features: `OnDiskFeatureData(in_memory=False)`, the hub's .npy memory-mapped; this
+backend's own store) and any disk-backed store of feature rows, e.g. LMDB (`StoredFeature`, a
+GraphBolt `Feature` reading rows from the store's reader, bench.stores.open_store).
 """
 
 from __future__ import annotations
@@ -26,9 +27,12 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 from dgl.nn import SAGEConv  # noqa: E402
 
-from bench.backends.base import Unavailable, device_of, distribute, graphsage, rank_and_world, unavailable_reason, unwrap  # noqa: E402
+from bench.backends import base  # noqa: E402
+from bench.backends.base import Unavailable, rank_and_world  # noqa: E402
+from bench.stores import features_in_memory, open_store  # noqa: E402
 
 FEATURE_KEY = ("node", None, "feat")
+NATIVE_STORE = "graphbolt-disk"  # GraphBolt's own on-disk features (no module in bench/stores)
 
 
 class _FeaturesFirst(torch.nn.Module):
@@ -40,12 +44,12 @@ class _FeaturesFirst(torch.nn.Module):
         return self.conv(block, x)
 
 
-class LmdbFeature(gb.Feature):
-    """Node features read from the LMDB store (read-only)."""
+class StoredFeature(gb.Feature):
+    """Node features read from a disk-backed store's row reader (read-only)."""
 
     def __init__(self, rows):
         super().__init__()
-        self.rows = rows  # bench.stores.lmdb_features.LmdbFeatures
+        self.rows = rows  # e.g. bench.stores.lmdb_features.LmdbFeatures
 
     def read(self, ids: torch.Tensor = None) -> torch.Tensor:
         wanted = torch.arange(self.rows.rows) if ids is None else ids
@@ -55,33 +59,28 @@ class LmdbFeature(gb.Feature):
         return torch.Size([self.rows.dim])
 
     def update(self, value: torch.Tensor, ids: torch.Tensor = None):
-        raise NotImplementedError("the LMDB feature store is read-only (built by bench.stores)")
+        raise NotImplementedError("a stored feature table is read-only (built by bench.stores)")
 
 
 def feature_store(data, store: str) -> gb.FeatureStore:
-    if store == "graphbolt-disk":
+    if store == NATIVE_STORE:
         return gb.TorchBasedFeatureStore([gb.OnDiskFeatureData(
             domain="node", type=None, name="feat", format="numpy",
             path=str(data.path / "features.npy"), in_memory=False)])
-    if store == "lmdb":
-        from bench.stores import lmdb_features
-
-        rows = lmdb_features.LmdbFeatures(lmdb_features.store_dir(data.path), lmdb_features.fingerprint(data.path))
-        return gb.BasicFeatureStore({FEATURE_KEY: LmdbFeature(rows)})
-    return gb.BasicFeatureStore({FEATURE_KEY: gb.TorchBasedFeature(torch.from_numpy(data.features))})
+    if features_in_memory(store):
+        return gb.BasicFeatureStore({FEATURE_KEY: gb.TorchBasedFeature(torch.from_numpy(data.features))})
+    return gb.BasicFeatureStore({FEATURE_KEY: StoredFeature(open_store(store, "node", data))})
 
 
-class Pipeline:
-    unavailable = staticmethod(unavailable_reason)
+class Pipeline(base.Pipeline):
 
     def __init__(self, data, settings: dict):
-        self.settings = settings
+        super().__init__(data, settings)
         gb.seed(settings["seed"])  # GraphBolt's samplers draw from a generator of their own
         mode = settings["mode"]
-        self.device = device_of(mode)
         self.graph = gb.fused_csc_sampling_graph(torch.from_numpy(data.csc_indptr),
                                                  torch.from_numpy(data.edge_index[0]))
-        if settings["store"] != "memory" and mode in ("pinned-cuda", "cuda-cuda"):
+        if not features_in_memory(settings["store"]) and mode in ("pinned-cuda", "cuda-cuda"):
             raise Unavailable(f"mode {mode} moves the features into pinned or GPU memory, which defeats "
                               f"store {settings['store']!r} (features left on disk): use cpu-cpu or cpu-cuda")
         self.features = feature_store(data, settings["store"])
@@ -96,13 +95,12 @@ class Pipeline:
             split: gb.ItemSet((torch.from_numpy(idx), labels[torch.from_numpy(idx)]), names=("seed_nodes", "labels"))
             for split, idx in (("train", data.train_idx), ("val", data.val_idx), ("test", data.test_idx))}
         self.train_loader = self._loader("train", shuffle=True, num_workers=settings["num_workers"])
-        self.model, self.comm = None, None
-        if settings["model"] == "sage":
-            # DGL's SAGEConv takes (graph, features): swap to the shared (features, graph) call
-            model = graphsage(lambda a, b: _FeaturesFirst(SAGEConv(a, b, "mean")), data.features.shape[1],
-                              settings["hidden"], data.num_classes, len(settings["fanout"])).to(self.device)
-            self.model, self.comm = distribute(model, self.device)
-            self.optimizer = torch.optim.Adam(self.model.parameters(), lr=settings["lr"])
+        self.build_model(data)
+
+    def make_model(self, data):
+        # DGL's SAGEConv takes (graph, features): swap to the shared (features, graph) call
+        return self.sage(lambda a, b: _FeaturesFirst(SAGEConv(a, b, "mean")), data.features.shape[1],
+                         data.num_classes)
 
     def _loader(self, split: str, shuffle: bool, num_workers: int = 0) -> gb.DataLoader:
         mode = self.settings["mode"]
@@ -125,28 +123,9 @@ class Pipeline:
         edges = sum(int(sg.sampled_csc.indices.numel()) for sg in minibatch.sampled_subgraphs)
         return int(minibatch.seed_nodes.numel()), edges
 
-    def step(self, minibatch) -> None:
-        if self.model is None:
-            return
-        self.model.train()
-        self.optimizer.zero_grad()
-        out = self.model(minibatch.node_features["feat"], minibatch.blocks)
-        F.cross_entropy(out, minibatch.labels).backward()
-        self.optimizer.step()
+    def to_device(self, minibatch):
+        return minibatch  # the datapipe already put it where the mode wants it
 
-    @torch.no_grad()
-    def evaluate(self, split: str) -> float | None:
-        if self.model is None:
-            return None
-        model = unwrap(self.model)  # evaluation runs on one rank, outside DDP
-        model.eval()
-        correct = total = 0
-        for minibatch in self._loader(split, shuffle=False):
-            pred = model(minibatch.node_features["feat"], minibatch.blocks).argmax(dim=-1)
-            correct += int((pred == minibatch.labels).sum())
-            total += int(minibatch.labels.numel())
-        return correct / max(total, 1)
-
-    def synchronize(self) -> None:
-        if self.device.type == "cuda":
-            torch.cuda.synchronize()
+    @staticmethod
+    def forward(model, minibatch):
+        return model(minibatch.node_features["feat"], minibatch.blocks), minibatch.labels

@@ -5,7 +5,7 @@ at build time PyG's NeighborLoader samples the training batches once (at most MA
 them, with the suite's batch size and fanout) and keeps each batch's node ids; an epoch then
 gathers exactly those rows again from the store:
   memory   `torch.index_select` on the features in this process's memory
-  lmdb     the LMDB store's batched read (bench/stores/lmdb_features.py)
+  a disk-backed store   its row reader's batched read, e.g. LMDB's (bench/stores/lmdb_features.py)
 Every cell of a dataset gathers the same rows in the same order (the sampler is seeded), and the
 warm-up epoch leaves the page cache warm, so the measured epochs compare the two reads of the same
 rows. Seeds per second here means rows gathered per second; the model setting is ignored.
@@ -18,19 +18,20 @@ import torch
 from torch_geometric.data import Data
 from torch_geometric.loader import NeighborLoader
 
-from bench.backends.base import Unavailable, shard, unavailable_reason
+from bench.backends import base
+from bench.backends.base import Unavailable, shard
+from bench.stores import features_in_memory, open_store
 
 MAX_BATCHES = 64
 
 
-class Pipeline:
-    unavailable = staticmethod(unavailable_reason)
+class Pipeline(base.Pipeline):
+    """No model: a step gathers one batch's rows (the shared evaluate returns None)."""
 
     def __init__(self, data, settings: dict):
         if settings["mode"] != "cpu-cpu":
             raise Unavailable("the feature gather is measured on the CPU only (mode cpu-cpu)")
-        self.settings = settings
-        self.model, self.comm = None, None
+        super().__init__(data, settings)
         torch.manual_seed(settings["seed"])
         graph = Data(edge_index=torch.from_numpy(np.asarray(data.edge_index)), num_nodes=data.num_nodes)
         sampler = NeighborLoader(graph, num_neighbors=list(settings["fanout"]),
@@ -41,14 +42,12 @@ class Pipeline:
             self.train_loader.append(batch.n_id)
             if len(self.train_loader) == MAX_BATCHES:
                 break
-        if settings["store"] == "lmdb":
-            from bench.stores import lmdb_features
-
-            store = lmdb_features.LmdbFeatures(lmdb_features.store_dir(data.path), lmdb_features.fingerprint(data.path))
-            self.gather = lambda ids: torch.from_numpy(store.gather(ids.numpy()))
-        else:
+        if features_in_memory(settings["store"]):
             features = torch.from_numpy(np.ascontiguousarray(data.features))
             self.gather = lambda ids: torch.index_select(features, 0, ids)
+        else:
+            store = open_store(settings["store"], "node", data)
+            self.gather = lambda ids: torch.from_numpy(store.gather(ids.numpy()))
         self.checksum = 0.0
 
     @staticmethod
@@ -58,9 +57,3 @@ class Pipeline:
     def step(self, ids) -> None:
         rows = self.gather(ids)
         self.checksum += float(rows[0, 0])  # use the result, so no read can be skipped
-
-    def evaluate(self, split: str) -> None:
-        return None
-
-    def synchronize(self) -> None:
-        pass

@@ -29,8 +29,8 @@ import torch_geometric.distributed.partition as pyg_partition
 from torch_geometric.data import Data
 from torch_geometric.loader import ClusterData
 
-from bench.backends import pyg_neighbor
-from bench.backends.base import Unavailable, device_of, rank_and_world, unavailable_reason
+from bench.backends.base import Unavailable, rank_and_world, unavailable_reason
+from bench.backends.pyg_node import PygNodePipeline
 from bench.net import free_port
 
 GROUP = "gnnbench-pyg-dist"
@@ -81,8 +81,8 @@ def ensure_partitions(data, num_parts: int, cache: Path) -> tuple[Path, dict]:
         return root, {**record, "reused": False}
 
 
-class Pipeline(pyg_neighbor.Pipeline):
-    """The PyG NeighborLoader pipeline's training step and evaluation, over partitions."""
+class Pipeline(PygNodePipeline):
+    """PyG's node-classification step and model (as NeighborLoader's), over partitions."""
 
     collective_eval = True  # every partition evaluates its own nodes; counts are summed
 
@@ -96,8 +96,7 @@ class Pipeline(pyg_neighbor.Pipeline):
         from torch_geometric.distributed import DistContext, LocalFeatureStore, LocalGraphStore
         from torch_geometric.distributed.dist_neighbor_sampler import DistNeighborSampler
 
-        self.settings = settings
-        self.device = device_of(settings["mode"])
+        super().__init__(data, settings)
         rank, world = rank_and_world()
         cache = Path(os.environ["GNNBENCH_CACHE"])
         root, self.partition = ensure_partitions(data, world, cache)

@@ -2,11 +2,13 @@
 batches, read from one of three stores:
 
     memory   a PyG `InMemoryDataset`, collated once from the dataset's concatenated arrays
-    lmdb     the LMDB graph store built on the host (bench/stores/lmdb_graphs.py), one record
-             per graph, opened read-only in each process and DataLoader worker
     sqlite   PyG's own `OnDiskDataset` (backend "sqlite"), written by PyG's code into
              DATASET_DIR/stores/sqlite-graphs once, by the first cell that needs it (graph cells
-             run one rank; with several, each rank would build it and one rename would win)
+             run one rank; with several, each rank would build it and one rename would win):
+             this backend's own store
+    others   a graph store built on the host (bench.stores.open_store), e.g. the LMDB graph
+             store (bench/stores/lmdb_graphs.py), one record per graph, opened read-only in
+             each process and DataLoader worker
 
 Every store is read the same way: the DataLoader takes whole batches of graph ids from a
 BatchSampler, the store reads the batch's graphs in one call into columns (`read_many` returns
@@ -38,23 +40,18 @@ from torch.utils.data import BatchSampler, DataLoader, Dataset, SubsetRandomSamp
 from torch_geometric.data import Batch, Data, InMemoryDataset, OnDiskDataset
 from torch_geometric.nn import SAGEConv, global_mean_pool
 
-from bench.backends.base import (
-    DROPOUT,
-    device_of,
-    distribute,
-    shard,
-    unavailable_reason,
-    unwrap,
-)
+from bench.backends import base
+from bench.backends.base import DROPOUT, shard
 from bench.datasets import molecules
 from bench.datasets.hub import atomic_dir
-from bench.stores import StoreError
+from bench.stores import StoreError, features_in_memory, open_store
 from bench.stores.lmdb_features import fingerprint
 
 # Graphs read from LMDB are views of immutable bytes; batching copies them (torch.cat) and
 # nothing writes to them in place, so torch's warning about non-writable arrays is noise.
 warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
 
+NATIVE_STORE = "sqlite"  # PyG's own OnDiskDataset (no module in bench/stores)
 SQLITE_DIR = "sqlite-graphs"
 SQLITE_INFO = "gnnbench.json"  # what the sqlite store was built from (fingerprint)
 SQLITE_BUILD_GRAPHS = 10000  # graphs per OnDiskDataset.extend call while building
@@ -94,8 +91,8 @@ class ArrayGraphs(InMemoryDataset):
                               self.slices["edge_index"].numpy(), self._data.y.numpy(), ids)
 
 
-class LmdbGraphDataset(Dataset):
-    """Graphs from the LMDB graph store; a batch's graphs are read in one transaction."""
+class StoredGraphs(Dataset):
+    """Graphs from a graph store's reader (e.g. LMDB: a batch's graphs in one transaction)."""
 
     def __init__(self, store):
         self.store = store
@@ -107,7 +104,7 @@ class LmdbGraphDataset(Dataset):
         return _graph(*self.store.get(int(g)))
 
     def read_many(self, ids: list[int]) -> molecules.GraphColumns:
-        return molecules.GraphColumns.of(self.store.get_many(ids))  # one transaction, one getmulti
+        return self.store.read_many(ids)
 
 
 class Batches(Dataset):
@@ -186,15 +183,11 @@ def sqlite_store(data) -> SqliteGraphs:
 
 
 def graph_dataset(data, store: str):
-    if store == "memory":
-        return ArrayGraphs(data)
-    if store == "lmdb":
-        from bench.stores import lmdb_graphs
-
-        return LmdbGraphDataset(lmdb_graphs.LmdbGraphs(lmdb_graphs.store_dir(data.path), fingerprint(data.path)))
-    if store == "sqlite":
+    if store == NATIVE_STORE:
         return sqlite_store(data)
-    raise ValueError(f"pyg-graphs has no store {store!r}; it has memory, lmdb and sqlite")
+    if features_in_memory(store):
+        return ArrayGraphs(data)
+    return StoredGraphs(open_store(store, "graph", data))
 
 
 class GraphClassifier(torch.nn.Module):
@@ -214,24 +207,20 @@ class GraphClassifier(torch.nn.Module):
         return self.head(global_mean_pool(x, batch, size=num_graphs))
 
 
-class Pipeline:
-    unavailable = staticmethod(unavailable_reason)
+class Pipeline(base.Pipeline):
 
     def __init__(self, data, settings: dict):
-        self.settings = settings
-        self.device = device_of(settings["mode"])
+        super().__init__(data, settings)
         self.dataset = graph_dataset(data, settings["store"])
         self.splits = {"train": shard(np.asarray(data.train_idx), settings["seed"]),
                        "val": np.asarray(data.val_idx), "test": np.asarray(data.test_idx)}
         self.train_loader = self._loader("train", shuffle=True, num_workers=settings["num_workers"])
-        self.model, self.comm = None, None
-        if settings["model"] == "sage":
-            model = GraphClassifier(data.feature_dim, settings["hidden"], data.num_classes,
-                                    len(settings["fanout"]))
-            self.model, self.comm = distribute(model.to(self.device), self.device)
-            self.optimizer = torch.optim.Adam(self.model.parameters(), lr=settings["lr"])
+        self.build_model(data)
         if isinstance(self.dataset, SqliteGraphs):
             self.dataset.release()  # workers fork on the first epoch: no open connection to inherit
+
+    def make_model(self, data):
+        return GraphClassifier(data.feature_dim, self.settings["hidden"], data.num_classes, len(self.settings["fanout"]))
 
     def _loader(self, split: str, shuffle: bool, num_workers: int = 0) -> DataLoader:
         ids = self.splits[split].tolist()
@@ -244,30 +233,6 @@ class Pipeline:
     def count(batch) -> tuple[int, int]:
         return int(batch.num_graphs), int(batch.edge_index.size(1))
 
-    def step(self, batch) -> None:
-        if self.model is None:
-            return
-        self.model.train()
-        batch = batch.to(self.device)
-        self.optimizer.zero_grad()
-        out = self.model(batch.x, batch.edge_index, batch.batch, batch.num_graphs)
-        F.cross_entropy(out, batch.y).backward()
-        self.optimizer.step()
-
-    def evaluate(self, split: str) -> float | None:
-        if self.model is None:
-            return None
-        model = unwrap(self.model)  # evaluation runs outside DDP
-        model.eval()
-        correct = total = 0
-        with torch.no_grad():
-            for batch in self._loader(split, shuffle=False):
-                batch = batch.to(self.device)
-                pred = model(batch.x, batch.edge_index, batch.batch, batch.num_graphs).argmax(dim=-1)
-                correct += int((pred == batch.y).sum())
-                total += int(batch.num_graphs)
-        return correct / max(total, 1)
-
-    def synchronize(self) -> None:
-        if self.device.type == "cuda":
-            torch.cuda.synchronize()
+    @staticmethod
+    def forward(model, batch):
+        return model(batch.x, batch.edge_index, batch.batch, batch.num_graphs), batch.y

@@ -1,8 +1,16 @@
 """Dataset sources. A new source is one module with
     materialise(spec, cache, data_root) -> Path    write the hub form (bench.datasets.hub)
     expected_stats(params) -> dict                  sizes known before any download (hub.STAT_FIELDS)
-and, if it reads raw files, `expected_files(params)` for the error a user sees offline; plus one
-line here: the module, and the stack whose interpreter must run it (None: any, the host too).
+and optionally
+    KNOWN_STATS        {dataset name: stats}: a source of named datasets (`source:Name`)
+    PARAMS, DEFAULTS   its `key=value` parameters as plain data: types, bounds, defaults, and
+                       check_params(params) where they must fit together; suite validation
+                       builds the schema from them (bench/datasets/params.py, host only: the
+                       stacks have no pydantic). Without PARAMS: `name` from KNOWN_STATS, or none
+    canonical_params(params), expected_files(params), TASK = "graph" with its own `load`,
+    SIZES_NOTE and ESTIMATE_ORIGIN (what `gnnbench datasets list|info` say about its sizes)
+plus one line here: the module, and the stack whose interpreter must run it (None: any, the
+host too). Suite validation builds its dataset schema from this registry (bench/run/suite.py).
 
 Names on the command line: `synthetic[:scale=14,edge_factor=16]`, `planetoid:Cora`,
 `ogb:ogbn-arxiv`, `reddit`, `molecules[:count=20000,max_nodes=30]` (a graph-level dataset:
@@ -12,16 +20,43 @@ its module sets TASK = "graph" and has its own `load`).
 from __future__ import annotations
 
 import importlib
+from typing import NamedTuple
 
-SOURCES: dict[str, tuple[str, str | None]] = {
-    "synthetic": ("bench.datasets.synthetic", None),
-    "planetoid": ("bench.datasets.planetoid", "pyg"),
-    "ogb": ("bench.datasets.ogb", "pyg"),
-    "reddit": ("bench.datasets.reddit", "pyg"),
-    "molecules": ("bench.datasets.molecules", None),
+
+class Source(NamedTuple):
+    module: str
+    stack: str | None  # the stack whose interpreter materialises it; None: any, the host too
+
+
+SOURCES: dict[str, Source] = {
+    "synthetic": Source("bench.datasets.synthetic", None),
+    "planetoid": Source("bench.datasets.planetoid", "pyg"),
+    "ogb": Source("bench.datasets.ogb", "pyg"),
+    "reddit": Source("bench.datasets.reddit", "pyg"),
+    "molecules": Source("bench.datasets.molecules", None),
 }
-# sources whose names take `key=value,...` parameters rather than a dataset name
-PARAMETRIC = ("synthetic", "molecules")
+
+
+def stack_of(source: str) -> str | None:
+    """The stack a dataset of this source is materialised in (None: any interpreter)."""
+    return SOURCES[source].stack
+
+
+def parametric(source: str) -> bool:
+    """Whether the source's names take `key=value,...` parameters rather than a dataset name."""
+    return hasattr(source_module(source), "PARAMS")
+
+
+def params_model(source: str):
+    """The pydantic schema of a source's `params` in a suite (host only: imports pydantic)."""
+    from bench.datasets import params
+
+    module = source_module(source)
+    if parametric(source):
+        return params.declared(source, module)
+    if hasattr(module, "KNOWN_STATS"):
+        return params.named(source, tuple(module.KNOWN_STATS))
+    return params.NoParams
 
 
 def source_module(source: str):
@@ -65,7 +100,7 @@ def parse_name(text: str) -> dict:
     source, _, rest = text.partition(":")
     if source not in SOURCES:
         raise ValueError(f"unknown dataset source {source!r} in {text!r}; sources: {', '.join(SOURCES)}")
-    if source in PARAMETRIC:
+    if parametric(source):
         params = {}
         for item in filter(None, rest.split(",")):
             key, sep, value = item.partition("=")

@@ -35,10 +35,35 @@ class DatasetError(RuntimeError):
     pass
 
 
+def sizes(num_nodes: int, num_edges: int, feature_dim: int, num_classes: int, num_train: int, num_val: int,
+          num_test: int) -> dict:
+    """A dataset's statistics by name (STAT_FIELDS), e.g. a source's published sizes."""
+    return dict(zip(STAT_FIELDS, (num_nodes, num_edges, feature_dim, num_classes, num_train, num_val, num_test)))
+
+
 @dataclass
-class HubDataset:
+class Materialised:
+    """What every materialised dataset has: its folder, its meta.json, and its statistics."""
     path: Path
     meta: dict
+
+    CARD = ("name", "source", *STAT_FIELDS)  # the statistics every result carries
+
+    @property
+    def num_classes(self) -> int:
+        return int(self.meta["num_classes"])
+
+    @property
+    def feature_dim(self) -> int:
+        return int(self.meta["feature_dim"])
+
+    def card(self) -> dict:
+        """The statistics every result carries (names are part of the results contract)."""
+        return {k: self.meta[k] for k in self.CARD}
+
+
+@dataclass
+class HubDataset(Materialised):
     edge_index: np.ndarray
     csc_indptr: np.ndarray
     features: np.ndarray
@@ -50,14 +75,6 @@ class HubDataset:
     @property
     def num_nodes(self) -> int:
         return int(self.meta["num_nodes"])
-
-    @property
-    def num_classes(self) -> int:
-        return int(self.meta["num_classes"])
-
-    def card(self) -> dict:
-        """The statistics every result carries (names are part of the results contract)."""
-        return {k: self.meta[k] for k in ("name", "source", *STAT_FIELDS)}
 
 
 def spec_key(spec: dict) -> str:

@@ -28,10 +28,10 @@ def list_lines(cache: Path) -> list[str]:
         split = f"{s['num_train']:,}/{s['num_val']:,}/{s['num_test']:,}"
         lines.append(f"{name:<26}{s['num_nodes']:>13,}{s['num_edges']:>15,}{s['feature_dim']:>6}"
                      f"{s['num_classes']:>8}{split:>26}  {cached}")
-    lines.append("molecules sizes follow its parameters: molecules:count=G,min_nodes=A,max_nodes=B,feature_dim=D,"
-                 "num_classes=C,seed=N (G small graphs; split over graphs)")
-    lines.append("synthetic sizes follow its parameters: synthetic:scale=S,edge_factor=F,feature_dim=D,num_classes=C,seed=N "
-                 "(nodes 2^S, edges at most 2·F·2^S)")
+    for source in datasets.SOURCES:  # the parametric sources say how their sizes follow their parameters
+        note = getattr(datasets.source_module(source), "SIZES_NOTE", None)
+        if note:
+            lines.append(note)
     return lines
 
 
@@ -41,9 +41,8 @@ def info_lines(spec: dict, cache: Path) -> list[str]:
     if measured:
         origin = f"measured (in the hub at {hub.dataset_dir(spec, cache)})"
     else:
-        origin = ("upper bounds before generation" if spec["source"] == "synthetic"
-                  else "before generation: exact counts, edges an upper bound" if spec["source"] == "molecules"
-                  else "published sizes (not prepared yet)")
+        origin = getattr(datasets.source_module(spec["source"]), "ESTIMATE_ORIGIN",
+                         "published sizes (not prepared yet)")
     task = datasets.task(spec["source"])
     graphs = f"{s['num_graphs']:,} graphs, " if task == "graph" else ""
     lines = [f"{spec['name']}: {origin}",

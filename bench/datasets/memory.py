@@ -1,15 +1,19 @@
 """How much memory a cell will need, from a dataset's sizes, before anything is loaded.
 
 The estimate counts what each rank process holds: the hub arrays it loads (edges as COO, CSC
-pointers, features, labels), the framework's own graph structure on top, and a fixed overhead
-for the interpreter and framework. With DDP every rank holds its own copy, so the total grows
-with the world size; features in a disk-backed store (LMDB, GraphBolt's on-disk features) are
-memory-mapped, shared by all ranks through the page cache and evictable, so they are not counted
-per rank. A cell whose total does not fit in the memory available now is refused
-before it starts, with these numbers, instead of being killed half-way.
+pointers, features, labels), the framework's own graph structure on top (each backend's
+registry entry says how many bytes per node and edge: bench/backends/__init__.py), and a fixed
+overhead for the interpreter and framework. With DDP every rank holds its own copy, so the total
+grows with the world size; features in a disk-backed store (LMDB, GraphBolt's on-disk features:
+bench.stores.STORES says which) are memory-mapped, shared by all ranks through the page cache and
+evictable, so they are not counted per rank. A cell whose total does not fit in the memory
+available now is refused before it starts, with these numbers, instead of being killed half-way.
 """
 
 from __future__ import annotations
+
+from bench.backends import BACKENDS
+from bench.stores import features_in_memory
 
 # Interpreter + torch + framework per process; the smoke suite measured 335-545 MiB of PSS.
 PROCESS_OVERHEAD_BYTES = 600 * 2**20
@@ -17,17 +21,21 @@ FIT_FRACTION = 0.9  # leave a tenth of the available memory to the rest of the m
 INT64, FLOAT32 = 8, 4
 
 
-def parts(stats: dict, backend: str, store: str = "memory") -> dict[str, int]:
+def hub_parts(stats: dict, store: str = "memory") -> dict[str, int]:
+    """The hub's arrays as one process loads them (features only where the store keeps them in it)."""
     n, e, f = stats["num_nodes"], stats["num_edges"], stats["feature_dim"]
-    graph = 2 * e * INT64 + (n + 1) * INT64  # hub: COO edge_index + CSC pointers
-    if backend == "pyg-neighbor":
-        graph += (n + 1) * INT64 + 2 * e * INT64  # NeighborLoader's CSC: colptr, row, permutation
-    elif backend == "dgl-graphbolt":
-        graph += (n + 1) * INT64 + e * INT64  # fused CSC sampling graph
     splits = (stats["num_train"] + stats["num_val"] + stats["num_test"]) * INT64
-    features = n * f * FLOAT32 if store == "memory" else 0
-    return {"graph_bytes": graph, "feature_bytes": features, "label_bytes": n * INT64 + splits,
-            "overhead_bytes": PROCESS_OVERHEAD_BYTES}
+    return {"graph_bytes": 2 * e * INT64 + (n + 1) * INT64,  # COO edge_index + CSC pointers
+            "feature_bytes": n * f * FLOAT32 if features_in_memory(store) else 0,
+            "label_bytes": n * INT64 + splits}
+
+
+def parts(stats: dict, backend: str, store: str = "memory") -> dict[str, int]:
+    info = BACKENDS[backend]
+    out = hub_parts(stats, store)
+    out["graph_bytes"] += (info.structure_bytes_per_node * (stats["num_nodes"] + 1)
+                           + info.structure_bytes_per_edge * stats["num_edges"])
+    return {**out, "overhead_bytes": PROCESS_OVERHEAD_BYTES}
 
 
 def estimate(stats: dict, backend: str, world_size: int = 1, store: str = "memory") -> dict[str, int]:
@@ -38,8 +46,7 @@ def estimate(stats: dict, backend: str, world_size: int = 1, store: str = "memor
 
 
 def hub_bytes(stats: dict) -> int:
-    p = parts(stats, "hub")
-    return p["graph_bytes"] + p["feature_bytes"] + p["label_bytes"]
+    return sum(hub_parts(stats).values())
 
 
 def refusal(needed_bytes: int, available_bytes: int, what: str) -> str | None:

@@ -37,12 +37,27 @@ FORMAT_VERSION = 1
 KIND = "graphs"
 DEFAULTS = {"count": 10000, "min_nodes": 10, "max_nodes": 40, "feature_dim": 16, "num_classes": 4,
             "seed": 0}
-USER_PARAMS = tuple(DEFAULTS)
+# Types and bounds of the parameters (suite validation builds its schema from them).
+PARAMS = {"count": (int, {"ge": 1, "le": 50_000_000}), "min_nodes": (int, {"ge": 2, "le": 10_000}),
+          "max_nodes": (int, {"ge": 2, "le": 10_000}), "feature_dim": (int, {"ge": 1}),
+          "num_classes": (int, {"ge": 2}), "seed": (int, {})}
+USER_PARAMS = tuple(PARAMS)
 FEATURE_SIGNAL = 0.3  # centroid weight against unit noise, per node
 TRAIN_FRAC, VAL_FRAC = 0.8, 0.1
 CHUNK_GRAPHS = 65536  # a constant, so the data never depends on how it was chunked
 RING_SIZES = (5, 6)
 ARRAYS = ("x", "edge_index", "node_ptr", "edge_ptr", "y", "train_idx", "val_idx", "test_idx")
+
+
+# What `gnnbench datasets list|info` say about sizes before the graphs are generated.
+SIZES_NOTE = ("molecules sizes follow its parameters: molecules:count=G,min_nodes=A,max_nodes=B,feature_dim=D,"
+              "num_classes=C,seed=N (G small graphs; split over graphs)")
+ESTIMATE_ORIGIN = "before generation: exact counts, edges an upper bound"
+
+
+def check_params(params: dict) -> None:
+    if params["max_nodes"] < params["min_nodes"]:
+        raise ValueError(f"max_nodes {params['max_nodes']} is below min_nodes {params['min_nodes']}")
 
 
 def canonical_params(params: dict) -> dict:
@@ -183,10 +198,9 @@ def materialise(spec: dict, cache: Path, data_root: Path | None = None) -> Path:
 
 
 @dataclass
-class GraphCollection:
-    """A materialised graph-level dataset; arrays as in the module docstring."""
-    path: Path
-    meta: dict
+class GraphCollection(hub.Materialised):
+    """A materialised graph-level dataset; arrays as in the module docstring (num_nodes and
+    num_edges in its card are totals over the graphs)."""
     x: np.ndarray
     edge_index: np.ndarray
     node_ptr: np.ndarray
@@ -196,26 +210,16 @@ class GraphCollection:
     val_idx: np.ndarray
     test_idx: np.ndarray
 
+    CARD = ("name", "source", "num_graphs", *hub.STAT_FIELDS)
+
     @property
     def num_graphs(self) -> int:
         return int(self.meta["num_graphs"])
-
-    @property
-    def num_classes(self) -> int:
-        return int(self.meta["num_classes"])
-
-    @property
-    def feature_dim(self) -> int:
-        return int(self.meta["feature_dim"])
 
     def graph(self, g: int) -> tuple[np.ndarray, np.ndarray, int]:
         """Graph g as (x [n, F], edge_index [2, e] local ids, label): views, no copy."""
         return (self.x[self.node_ptr[g]:self.node_ptr[g + 1]],
                 self.edge_index[:, self.edge_ptr[g]:self.edge_ptr[g + 1]], int(self.y[g]))
-
-    def card(self) -> dict:
-        """The statistics every result carries (num_nodes and num_edges are totals)."""
-        return {k: self.meta[k] for k in ("name", "source", "num_graphs", *hub.STAT_FIELDS)}
 
 
 def load(path, mmap: bool = False) -> GraphCollection:
@@ -242,8 +246,8 @@ def load(path, mmap: bool = False) -> GraphCollection:
 @dataclass
 class GraphColumns:
     """A batch of graphs as columns: features and local edge ids of all graphs concatenated,
-    with each graph's node and edge counts and its label. Each store of the pyg-graphs backend
-    reads a batch into this form its own best way; `collate` finishes it the same way for all."""
+    with each graph's node and edge counts and its label. Each graph store a backend reads
+    delivers a batch in this form its own best way; `collate` finishes it the same way for all."""
     x: np.ndarray            # float32 [total nodes, F]
     edge_index: np.ndarray   # int64 [2, total edges], ids local to each graph
     node_counts: np.ndarray  # int64 [graphs]

@@ -21,13 +21,10 @@ from bench.datasets import hub
 
 # Published sizes (OGB's documentation); num_edges counts both directions after symmetrising,
 # for papers100M an upper bound.
-KNOWN_STATS = {
-    "ogbn-arxiv": {"num_nodes": 169343, "num_edges": 2315598, "feature_dim": 128, "num_classes": 40,
-                   "num_train": 90941, "num_val": 29799, "num_test": 48603},
-    "ogbn-products": {"num_nodes": 2449029, "num_edges": 123718280, "feature_dim": 100, "num_classes": 47,
-                      "num_train": 196615, "num_val": 39323, "num_test": 2213091},
-    "ogbn-papers100M": {"num_nodes": 111059956, "num_edges": 3231371744, "feature_dim": 128, "num_classes": 172,
-                        "num_train": 1207179, "num_val": 125265, "num_test": 214338},
+KNOWN_STATS = {  # hub.sizes(nodes, edges, feature_dim, classes, train, val, test)
+    "ogbn-arxiv": hub.sizes(169343, 2315598, 128, 40, 90941, 29799, 48603),
+    "ogbn-products": hub.sizes(2449029, 123718280, 100, 47, 196615, 39323, 2213091),
+    "ogbn-papers100M": hub.sizes(111059956, 3231371744, 128, 172, 1207179, 125265, 214338),
 }
 SPLITS = {"ogbn-arxiv": "time", "ogbn-products": "sales_ranking", "ogbn-papers100M": "time"}
 

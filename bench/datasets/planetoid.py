@@ -17,13 +17,10 @@ import numpy as np
 from bench.datasets import hub
 
 # Published sizes (PyG's documentation), known before any download; edges are directed pairs.
-KNOWN_STATS = {
-    "Cora": {"num_nodes": 2708, "num_edges": 10556, "feature_dim": 1433, "num_classes": 7,
-             "num_train": 140, "num_val": 500, "num_test": 1000},
-    "CiteSeer": {"num_nodes": 3327, "num_edges": 9104, "feature_dim": 3703, "num_classes": 6,
-                 "num_train": 120, "num_val": 500, "num_test": 1000},
-    "PubMed": {"num_nodes": 19717, "num_edges": 88648, "feature_dim": 500, "num_classes": 3,
-               "num_train": 60, "num_val": 500, "num_test": 1000},
+KNOWN_STATS = {  # hub.sizes(nodes, edges, feature_dim, classes, train, val, test)
+    "Cora": hub.sizes(2708, 10556, 1433, 7, 140, 500, 1000),
+    "CiteSeer": hub.sizes(3327, 9104, 3703, 6, 120, 500, 1000),
+    "PubMed": hub.sizes(19717, 88648, 500, 3, 60, 500, 1000),
 }
 
 

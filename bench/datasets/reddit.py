@@ -15,8 +15,7 @@ import numpy as np
 from bench.datasets import hub
 
 RAW_FILES = ["reddit_data.npz", "reddit_graph.npz"]
-STATS = {"num_nodes": 232965, "num_edges": 114615892, "feature_dim": 602, "num_classes": 41,
-         "num_train": 153431, "num_val": 23831, "num_test": 55703}  # PyG's documentation
+STATS = hub.sizes(232965, 114615892, 602, 41, 153431, 23831, 55703)  # PyG's documentation
 
 
 def expected_stats(params: dict) -> dict:

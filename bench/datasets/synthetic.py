@@ -88,8 +88,21 @@ def generate(params: dict) -> dict[str, np.ndarray]:
             "train_idx": train, "val_idx": val, "test_idx": test}
 
 
-# The parameters a suite or a command line may set; the rest are fixed by DEFAULTS.
-USER_PARAMS = ("scale", "edge_factor", "feature_dim", "num_classes", "seed", "train_frac", "val_frac", "test_frac")
+# The parameters a suite or a command line may set, with their types and bounds (suite
+# validation builds its schema from them: bench/datasets/params.py); the rest are fixed by DEFAULTS.
+FRACTION = {"gt": 0, "lt": 1}
+PARAMS = {"scale": (int, {"ge": 4, "le": 26}), "edge_factor": (int, {"ge": 1, "le": 64}),
+          "feature_dim": (int, {"ge": 1}), "num_classes": (int, {"ge": 2}), "seed": (int, {}),
+          # split fractions: a small training split keeps epochs short on a large graph
+          "train_frac": (float, FRACTION), "val_frac": (float, FRACTION),
+          "test_frac": (float | None, FRACTION)}  # None: the rest
+USER_PARAMS = tuple(PARAMS)
+
+
+def check_params(params: dict) -> None:
+    total = params["train_frac"] + params["val_frac"] + (params["test_frac"] or 0)
+    if total > 1:
+        raise ValueError(f"train_frac + val_frac + test_frac is {total:g}; at most 1")
 
 
 def canonical_params(params: dict) -> dict:
@@ -97,6 +110,12 @@ def canonical_params(params: dict) -> dict:
     if unknown:
         raise ValueError(f"unknown synthetic parameter(s) {', '.join(sorted(unknown))}; allowed: {', '.join(USER_PARAMS)}")
     return {k: params.get(k, DEFAULTS[k]) for k in USER_PARAMS}
+
+
+# What `gnnbench datasets list|info` say about sizes before the graph is generated.
+SIZES_NOTE = ("synthetic sizes follow its parameters: synthetic:scale=S,edge_factor=F,feature_dim=D,num_classes=C,"
+              "seed=N (nodes 2^S, edges at most 2·F·2^S)")
+ESTIMATE_ORIGIN = "upper bounds before generation"
 
 
 def expected_stats(params: dict) -> dict:

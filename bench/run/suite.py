@@ -15,16 +15,17 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
 import yaml
-from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator,
-                      model_validator)
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, create_model, field_validator
 
-from bench.backends import ALL_MODES, BACKENDS, STORES
+from bench.backends import ALL_MODES, BACKENDS
 import bench.datasets as datasets_module
-from bench.datasets import PARAMETRIC, SOURCES, canonical_params, molecules, parse_name, synthetic
+from bench.datasets import SOURCES, canonical_params, parametric, params_model, parse_name
+from bench.datasets.params import Strict
 from bench.paths import suites_dir
+from bench.stores import STORES
 
 Mode = Literal[ALL_MODES]  # type: ignore[valid-type]
-Store = Literal[STORES]  # type: ignore[valid-type]
+Store = Literal[tuple(STORES)]  # type: ignore[valid-type]
 Model = Literal["sage", "none"]
 PositiveInt = Annotated[int, Field(ge=1)]
 NonNegativeInt = Annotated[int, Field(ge=0)]
@@ -35,90 +36,32 @@ class SuiteError(ValueError):
     pass
 
 
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class SyntheticParams(Strict):
-    scale: Annotated[int, Field(ge=4, le=26)] = synthetic.DEFAULTS["scale"]
-    edge_factor: Annotated[int, Field(ge=1, le=64)] = synthetic.DEFAULTS["edge_factor"]
-    feature_dim: Annotated[int, Field(ge=1)] = synthetic.DEFAULTS["feature_dim"]
-    num_classes: Annotated[int, Field(ge=2)] = synthetic.DEFAULTS["num_classes"]
-    seed: int = synthetic.DEFAULTS["seed"]
-    # split fractions: a small training split keeps epochs short on a large graph
-    train_frac: Annotated[float, Field(gt=0, lt=1)] = synthetic.DEFAULTS["train_frac"]
-    val_frac: Annotated[float, Field(gt=0, lt=1)] = synthetic.DEFAULTS["val_frac"]
-    test_frac: Annotated[float, Field(gt=0, lt=1)] | None = synthetic.DEFAULTS["test_frac"]  # None: the rest
-
-    @model_validator(mode="after")
-    def _splits_fit(self):
-        total = self.train_frac + self.val_frac + (self.test_frac or 0)
-        if total > 1:
-            raise ValueError(f"train_frac + val_frac + test_frac is {total:g}; at most 1")
-        return self
-
-
-class PlanetoidParams(Strict):
-    name: Literal["Cora", "CiteSeer", "PubMed"]
-
-
-class SyntheticDataset(Strict):
-    source: Literal["synthetic"]
-    params: SyntheticParams = SyntheticParams()
-
-
-class PlanetoidDataset(Strict):
-    source: Literal["planetoid"]
-    params: PlanetoidParams
-
-
-class OgbParams(Strict):
-    name: Literal["ogbn-arxiv", "ogbn-products", "ogbn-papers100M"]
-
-
-class OgbDataset(Strict):
-    source: Literal["ogb"]
-    params: OgbParams
-
-
-class MoleculesParams(Strict):
-    count: Annotated[int, Field(ge=1, le=50_000_000)] = molecules.DEFAULTS["count"]
-    min_nodes: Annotated[int, Field(ge=2, le=10_000)] = molecules.DEFAULTS["min_nodes"]
-    max_nodes: Annotated[int, Field(ge=2, le=10_000)] = molecules.DEFAULTS["max_nodes"]
-    feature_dim: Annotated[int, Field(ge=1)] = molecules.DEFAULTS["feature_dim"]
-    num_classes: Annotated[int, Field(ge=2)] = molecules.DEFAULTS["num_classes"]
-    seed: int = molecules.DEFAULTS["seed"]
-
-    @model_validator(mode="after")
-    def _node_range(self):
-        if self.max_nodes < self.min_nodes:
-            raise ValueError(f"max_nodes {self.max_nodes} is below min_nodes {self.min_nodes}")
-        return self
-
-
-class MoleculesDataset(Strict):
-    """A graph-level dataset: pairs only with backends of task "graph" (e.g. pyg-graphs)."""
-    source: Literal["molecules"]
-    params: MoleculesParams = MoleculesParams()
-
-
-class RedditDataset(Strict):
-    source: Literal["reddit"]
-    params: dict[str, None] = {}
+def dataset_model(source: str) -> type[BaseModel]:
+    """`{source: <source>, params: <its schema>}`, the schema from the source itself; params may
+    be left out where every parameter has a default."""
+    params = params_model(source)
+    try:
+        default = params()  # every field has a default (a dict type: no parameters, `{}`)
+    except ValidationError:
+        default = ...  # required
+    return create_model(f"{source.title()}Dataset", __base__=Strict, __doc__=f"A dataset of source {source!r}.",
+                        source=(Literal[source], ...), params=(params, default))
 
 
 def _shorthand(value: Any) -> Any:
     """`cora: planetoid:Cora` stands for `{source: planetoid, params: {name: Cora}}`."""
     if isinstance(value, str):
         source, _, rest = value.partition(":")
-        if source in PARAMETRIC:
+        if source in SOURCES and parametric(source):
             spec = parse_name(value)
             return {"source": source, "params": spec["params"]}
         return {"source": source, "params": {"name": rest} if rest else {}}
     return value
 
 
-DatasetSpec = Annotated[Union[SyntheticDataset, PlanetoidDataset, OgbDataset, RedditDataset, MoleculesDataset],
+# One member per registered source, told apart by `source` (bench.datasets.SOURCES).
+DATASET_MODELS: dict[str, type[BaseModel]] = {source: dataset_model(source) for source in SOURCES}
+DatasetSpec = Annotated[Union[tuple(DATASET_MODELS.values())],  # type: ignore[valid-type]
                         Field(discriminator="source"), BeforeValidator(_shorthand)]
 
 
@@ -127,7 +70,7 @@ class Settings(Strict):
     num_workers: NonNegativeInt | list[NonNegativeInt] = 0
     mode: Mode | list[Mode] = "cpu-cpu"
     world_size: PositiveInt | list[PositiveInt] = 1  # ranks; > 1 runs DDP under torch.distributed.run
-    store: Store | list[Store] = "memory"  # where features (or graphs) live; see bench/backends
+    store: Store | list[Store] = "memory"  # where features (or graphs) live; see bench.stores.STORES
     batch_size: PositiveInt | list[PositiveInt] = 512
     fanout: Fanout | list[Fanout] = [10, 5]
     epochs: PositiveInt | list[PositiveInt] = 3
@@ -284,9 +227,8 @@ def _model_at(loc: tuple) -> type[BaseModel] | None:
     """The pydantic model that an error location points into, for listing its allowed keys."""
     current: Any = Suite
     for part in loc:
-        if part in SOURCES:  # pydantic names the member of the dataset union it tried
-            current = next((m for m in typing.get_args(typing.get_args(DatasetSpec)[0])
-                            if m.model_fields["source"].annotation == Literal[part]), current)
+        if part in DATASET_MODELS:  # pydantic names the member of the dataset union it tried
+            current = DATASET_MODELS[part]
             continue
         if isinstance(part, int) or _is_union_tag(part):
             continue

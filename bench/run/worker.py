@@ -97,6 +97,7 @@ def run_cell(cell: dict, dataset_dir: Path) -> dict | None:
     from bench.backends import load_pipeline_class
     from bench.backends.base import Unavailable, rank_and_world, unwrap
     from bench import datasets
+    from bench.stores import features_in_memory
 
     settings = cell["settings"]
     rank, world = rank_and_world()
@@ -114,7 +115,7 @@ def run_cell(cell: dict, dataset_dir: Path) -> dict | None:
     seed_everything(settings["seed"])
     # in-memory cells read the features into each rank; disk-backed ones leave them mapped
     data = datasets.load(cell["dataset"]["source"], dataset_dir,
-                         features_in_memory=settings.get("store", "memory") == "memory")
+                         features_in_memory=features_in_memory(settings.get("store", "memory")))
     try:
         pipe = Pipeline(data, settings)
     except Unavailable as exc:

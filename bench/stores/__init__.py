@@ -1,35 +1,81 @@
-"""Disk-backed stores built from the dataset hub before a cell starts (on the host, once, so
-ranks never race to build them): `prepare(store, dataset_dir, task)`.
+"""Where a cell's features (or graphs) live: the `store` setting, one registry of them.
 
-    lmdb (node datasets)    bench/stores/lmdb_features.py: node features, one row per key
-    lmdb (graph datasets)   bench/stores/lmdb_graphs.py: one serialised small graph per key
-    graphbolt-disk, sqlite  nothing to prepare here: GraphBolt maps the hub's features.npy, and
-                            PyG's OnDiskDataset is written by its own code inside the pyg stack
+A store is one line in STORES (what it is, the tasks it serves, whether every rank holds the
+data in its own memory, and the module that builds and opens it, per task) plus, where it is
+built from the hub, its module here. Everything else asks the registry: suite validation (the
+allowed values), the memory model (per-rank bytes), the worker (whether to read the features
+into memory) and the host's preparation before a cell (`prepare`).
+
+A store module (per task it serves) provides
+    build(dataset_dir, progress=None) -> Path   on the host, once, before any rank starts
+    reader(data)                                inside a stack: node rows have gather(ids),
+                                                rows, dim, shape; graphs have get(g),
+                                                get_many(ids), read_many(ids), len()
+    PROGRESS_UNIT                               what `build` counts ("rows", "graphs")
+A store without a module is a framework's own format, read (and, if need be, written) by the
+one backend that offers it. This registry is plain data: the host, and every stack, import it.
 """
 
 from __future__ import annotations
 
+import importlib
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.stores.lmdb_env import StoreError
 
-__all__ = ["StoreError", "prepare"]
+__all__ = ["STORES", "StoreError", "StoreInfo", "features_in_memory", "open_store", "prepare"]
+
+
+@dataclass(frozen=True)
+class StoreInfo:
+    what: str
+    tasks: tuple[str, ...]  # "node" (features of one graph), "graph" (a collection of small graphs)
+    # every rank holds the data in its own private memory (counted per rank by the memory model);
+    # otherwise it is memory-mapped and shared by all ranks through the page cache
+    per_rank_memory: bool = False
+    modules: dict[str, str] = field(default_factory=dict)  # task -> module that builds and opens it
+
+
+STORES: dict[str, StoreInfo] = {
+    "memory": StoreInfo("every rank holds the features (or graphs) in its own memory", ("node", "graph"),
+                        per_rank_memory=True),
+    "lmdb": StoreInfo("an LMDB store built once from the hub, memory-mapped read-only", ("node", "graph"),
+                      modules={"node": "bench.stores.lmdb_features", "graph": "bench.stores.lmdb_graphs"}),
+    "graphbolt-disk": StoreInfo("GraphBolt's own on-disk features: the hub's .npy memory-mapped "
+                                "(in_memory=False)", ("node",)),
+    "sqlite": StoreInfo("PyG's OnDiskDataset with its sqlite backend, written by PyG's code in its stack",
+                        ("graph",)),
+}
+
+
+def features_in_memory(store: str) -> bool:
+    """Whether a cell with this store reads the dataset's features into each rank's memory."""
+    return STORES[store].per_rank_memory
+
+
+def _module(store: str, task: str):
+    name = STORES[store].modules.get(task)
+    return importlib.import_module(name) if name else None
 
 
 def prepare(store: str, dataset_dir: Path, task: str = "node", say=print) -> Path | None:
     """Build the store a cell reads, if it is built here and not built yet; returns its path."""
-    if store != "lmdb":
+    module = _module(store, task)
+    if module is None:
         return None
-    if task == "graph":
-        from bench.stores import lmdb_graphs
-
-        return lmdb_graphs.build(dataset_dir, progress=_progress(say, "graphs"))
-    from bench.stores import lmdb_features
-
-    return lmdb_features.build(dataset_dir, progress=_progress(say, "rows"))
+    return module.build(dataset_dir, progress=_progress(say, store, module.PROGRESS_UNIT))
 
 
-def _progress(say, unit: str):
+def open_store(store: str, task: str, data):
+    """The reader of a built store for a loaded dataset (inside a stack)."""
+    module = _module(store, task)
+    if module is None:
+        raise StoreError(f"store {store!r} has no {task}-level reader of its own ({STORES[store].what})")
+    return module.reader(data)
+
+
+def _progress(say, store: str, unit: str):
     def show(done: int, total: int) -> None:
-        say(f"\r  building LMDB store: {done:,}/{total:,} {unit}   ", end="" if done < total else "\n")
+        say(f"\r  building the {store} store: {done:,}/{total:,} {unit}   ", end="" if done < total else "\n")
     return show

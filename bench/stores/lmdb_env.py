@@ -14,9 +14,13 @@ from __future__ import annotations
 
 import json
 import os
+from contextlib import contextmanager
 from pathlib import Path
 
+from bench.datasets.hub import atomic_dir
+
 META_KEY = b"__meta__"
+MAP_SIZE_ENV = "GNNBENCH_LMDB_MAP_SIZE"  # bytes; overrides the map size computed from the data
 REBUILD = "delete the folder and run again to rebuild it"
 _OPEN: dict[str, tuple[int, object]] = {}
 
@@ -56,6 +60,38 @@ def open_readonly(path: Path, label: str):
         raise StoreError(f"{label} {path} is truncated ({actual} bytes, its pages need {needed}); {REBUILD}")
     _OPEN[key] = (os.getpid(), env)
     return env
+
+
+@contextmanager
+def writing(target: Path, label: str, needed: int, contents: str, map_size: int | None = None):
+    """A new environment for a store's build, in a temporary folder that becomes `target` when
+    the block ends without error (bench.datasets.hub.atomic_dir), or None when a finished store
+    is already there (another process built it first). Closed in every case. The map is
+    `map_size`, else MAP_SIZE_ENV, else `needed` bytes; a map too small for the data (described
+    by `contents`) ends in a StoreError that says how to size it."""
+    import lmdb
+
+    map_size = map_size or int(os.environ.get(MAP_SIZE_ENV) or needed)
+    with atomic_dir(target, marker="data.mdb") as tmp:
+        if tmp is None:
+            yield None
+            return
+        env = lmdb.open(str(tmp), map_size=map_size, subdir=True, readahead=False, sync=False,
+                        metasync=False, writemap=False, max_dbs=0)
+        try:
+            yield env
+        except lmdb.MapFullError:
+            raise StoreError(f"{label} {target}: map size {map_size} bytes is too small for {contents}; "
+                             f"unset {MAP_SIZE_ENV} or raise it to at least {needed}") from None
+        finally:
+            env.close()
+
+
+def finish(env, meta: dict) -> None:
+    """Write the `__meta__` record last (its presence means the build finished) and flush."""
+    with env.begin(write=True) as txn:
+        txn.put(META_KEY, json.dumps(meta).encode())
+    env.sync(True)
 
 
 def close(path: Path) -> None:

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import struct
 import sys
 import time
@@ -36,14 +35,13 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.datasets.hub import atomic_dir
-from bench.stores.lmdb_env import META_KEY, LmdbReader, StoreError
+from bench.stores.lmdb_env import MAP_SIZE_ENV, LmdbReader, StoreError, finish, writing
 
-__all__ = ["StoreError", "LmdbFeatures", "build", "store_dir", "fingerprint"]
+__all__ = ["StoreError", "LmdbFeatures", "MAP_SIZE_ENV", "build", "reader", "store_dir", "fingerprint"]
 
 FORMAT_VERSION = 1
 DEFAULT_ROWS_PER_KEY = 1
-MAP_SIZE_ENV = "GNNBENCH_LMDB_MAP_SIZE"  # bytes; overrides the size computed from the data
+PROGRESS_UNIT = "rows"  # what build() reports progress in (bench.stores.prepare)
 _KEY = struct.Struct(">Q")
 
 
@@ -70,47 +68,31 @@ def build(dataset_dir: Path, rows_per_key: int = DEFAULT_ROWS_PER_KEY, map_size:
           progress=None) -> Path:
     """Build the store next to the hub dataset unless a valid one is there. Atomic: written in a
     temporary folder and renamed, so a half-built store is never opened under the final name."""
-    import lmdb
-
     dataset_dir = Path(dataset_dir)
     target = store_dir(dataset_dir, rows_per_key)
     if LmdbFeatures.reuse(target, fingerprint(dataset_dir)):
         return target
     features = np.load(dataset_dir / "features.npy", mmap_mode="r")
     rows, dim = features.shape
-    if map_size is None:
-        map_size = int(os.environ.get(MAP_SIZE_ENV) or needed_map_size(rows, dim, rows_per_key))
-    with atomic_dir(target, marker="data.mdb") as tmp:
-        if tmp is None:
+    with writing(target, "LMDB store", needed_map_size(rows, dim, rows_per_key),
+                 f"{rows} rows of {dim} float32 ({rows * dim * 4} bytes of data)", map_size) as env:
+        if env is None:
             return target  # another process built the same store first
         started = time.perf_counter()
-        env = lmdb.open(str(tmp), map_size=map_size, subdir=True, readahead=False, sync=False,
-                        metasync=False, writemap=False, max_dbs=0)
-        try:
-            chunk_rows = max(rows_per_key, (64 << 20) // (dim * 4) // rows_per_key * rows_per_key)
-            for start in range(0, rows, chunk_rows):  # one write transaction per ~64 MiB
-                block = np.ascontiguousarray(features[start:start + chunk_rows], dtype=np.float32)
-                with env.begin(write=True) as txn:
-                    cursor = txn.cursor()
-                    items = ((_KEY.pack((start + i) // rows_per_key), block[i:i + rows_per_key].tobytes())
-                             for i in range(0, len(block), rows_per_key))
-                    cursor.putmulti(items, append=True)
-                if progress:
-                    progress(min(start + chunk_rows, rows), rows)
-            meta = {"format": FORMAT_VERSION, "fingerprint": fingerprint(dataset_dir), "rows": rows,
-                    "dim": dim, "dtype": "float32", "rows_per_key": rows_per_key,
-                    "dataset": json.loads((dataset_dir / "meta.json").read_text()).get("name"),
-                    "build_s": round(time.perf_counter() - started, 3)}
+        chunk_rows = max(rows_per_key, (64 << 20) // (dim * 4) // rows_per_key * rows_per_key)
+        for start in range(0, rows, chunk_rows):  # one write transaction per ~64 MiB
+            block = np.ascontiguousarray(features[start:start + chunk_rows], dtype=np.float32)
             with env.begin(write=True) as txn:
-                txn.put(META_KEY, json.dumps(meta).encode())  # written last: its presence means complete
-            env.sync(True)
-        except lmdb.MapFullError:
-            raise StoreError(
-                f"LMDB store {target}: map size {map_size} bytes is too small for {rows} rows of "
-                f"{dim} float32 ({rows * dim * 4} bytes of data); unset {MAP_SIZE_ENV} or raise it "
-                f"to at least {needed_map_size(rows, dim, rows_per_key)}") from None
-        finally:
-            env.close()
+                cursor = txn.cursor()
+                items = ((_KEY.pack((start + i) // rows_per_key), block[i:i + rows_per_key].tobytes())
+                         for i in range(0, len(block), rows_per_key))
+                cursor.putmulti(items, append=True)
+            if progress:
+                progress(min(start + chunk_rows, rows), rows)
+        finish(env, {"format": FORMAT_VERSION, "fingerprint": fingerprint(dataset_dir), "rows": rows,
+                     "dim": dim, "dtype": "float32", "rows_per_key": rows_per_key,
+                     "dataset": json.loads((dataset_dir / "meta.json").read_text()).get("name"),
+                     "build_s": round(time.perf_counter() - started, 3)})
     return target
 
 
@@ -158,6 +140,11 @@ class LmdbFeatures(LmdbReader):
             raise StoreError(f"LMDB store {self.path}: read failed ({type(exc).__name__}: {exc}); "
                              "delete the folder and run again to rebuild it") from None
         return out
+
+
+def reader(data) -> LmdbFeatures:  # the store interface (bench/stores/__init__.py)
+    """The store built for a loaded hub dataset, checked against the dataset it was built from."""
+    return LmdbFeatures(store_dir(data.path), fingerprint(data.path))
 
 
 def main(argv: list[str]) -> int:

@@ -1,5 +1,5 @@
 """An LMDB graph store: one small graph per key, built once from a materialised graph-level
-dataset (bench/datasets/molecules.py) and read by the pyg-graphs backend.
+dataset (bench/datasets/molecules.py) and read by the graph-level backends.
 
 Layout: one LMDB environment at DATASET_DIR/stores/lmdb-graphs. Keys are 8-byte big-endian
 graph ids (key order is graph order, so the build appends). A value is a framework-neutral
@@ -20,8 +20,6 @@ the fix. Imported by the host (to build) and inside the stacks (numpy + lmdb onl
 
 from __future__ import annotations
 
-import json
-import os
 import struct
 import sys
 import time
@@ -29,10 +27,8 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.datasets.hub import atomic_dir
-
-from bench.stores.lmdb_env import META_KEY, LmdbReader, StoreError, close_all
-from bench.stores.lmdb_features import MAP_SIZE_ENV, fingerprint
+from bench.stores.lmdb_env import LmdbReader, StoreError, close_all, finish, writing
+from bench.stores.lmdb_features import fingerprint
 
 FORMAT_VERSION = 1
 MAGIC = b"GRF1"
@@ -40,6 +36,7 @@ HEADER = struct.Struct("<4sIIIq")  # 24 bytes: keeps the int64 edges 8-byte alig
 _KEY = struct.Struct(">Q")
 PAGE = 4096
 BATCH_BYTES = 64 << 20  # one write transaction per ~64 MiB of records
+PROGRESS_UNIT = "graphs"  # what build() reports progress in (bench.stores.prepare)
 
 
 def store_dir(dataset_dir: Path) -> Path:
@@ -79,8 +76,6 @@ def needed_map_size(node_counts: np.ndarray, edge_counts: np.ndarray, dim: int) 
 def build(dataset_dir: Path, map_size: int | None = None, progress=None) -> Path:
     """Build the store next to the dataset unless a valid one is there. Atomic: written in a
     temporary folder and renamed, so a half-built store is never opened under the final name."""
-    import lmdb
-
     from bench.datasets import molecules
 
     dataset_dir = Path(dataset_dir)
@@ -90,45 +85,30 @@ def build(dataset_dir: Path, map_size: int | None = None, progress=None) -> Path
     data = molecules.load(dataset_dir, mmap=True)
     count, dim = data.num_graphs, data.feature_dim
     node_counts, edge_counts = np.diff(data.node_ptr), np.diff(data.edge_ptr)
-    needed = needed_map_size(node_counts, edge_counts, dim)
-    if map_size is None:
-        map_size = int(os.environ.get(MAP_SIZE_ENV) or needed)
-    with atomic_dir(target, marker="data.mdb") as tmp:
-        if tmp is None:
+    sizes = record_bytes(node_counts, edge_counts, dim)
+    with writing(target, "LMDB graph store", needed_map_size(node_counts, edge_counts, dim),
+                 f"{count} graphs ({int(sizes.sum())} bytes of records)", map_size) as env:
+        if env is None:
             return target  # another process built the same store first
         started = time.perf_counter()
-        env = lmdb.open(str(tmp), map_size=map_size, subdir=True, readahead=False, sync=False,
-                        metasync=False, writemap=False, max_dbs=0)
-        try:
-            cumulative = np.cumsum(record_bytes(node_counts, edge_counts, dim))
-            start = 0
-            while start < count:
-                # graphs up to the next ~64 MiB boundary (at least one)
-                end = max(start + 1, int(np.searchsorted(cumulative, cumulative[start] + BATCH_BYTES)))
-                end = min(end, count)
-                with env.begin(write=True) as txn:
-                    items = ((_KEY.pack(g), encode(*data.graph(g))) for g in range(start, end))
-                    txn.cursor().putmulti(items, append=True)
-                start = end
-                if progress:
-                    progress(start, count)
-            meta = {"format": FORMAT_VERSION, "fingerprint": fingerprint(dataset_dir), "graphs": count,
-                    "feature_dim": dim, "num_nodes": int(data.node_ptr[-1]), "num_edges": int(data.edge_ptr[-1]),
-                    "dataset": data.meta.get("name"), "build_s": round(time.perf_counter() - started, 3)}
+        cumulative = np.cumsum(sizes)
+        start = 0
+        while start < count:
+            # graphs up to the next ~64 MiB boundary (at least one)
+            end = min(max(start + 1, int(np.searchsorted(cumulative, cumulative[start] + BATCH_BYTES))), count)
             with env.begin(write=True) as txn:
-                txn.put(META_KEY, json.dumps(meta).encode())  # written last: its presence means complete
-            env.sync(True)
-        except lmdb.MapFullError:
-            raise StoreError(
-                f"LMDB graph store {target}: map size {map_size} bytes is too small for {count} graphs "
-                f"({int(record_bytes(node_counts, edge_counts, dim).sum())} bytes of records); unset "
-                f"{MAP_SIZE_ENV} or raise it to at least {needed}") from None
-        finally:
-            env.close()
+                items = ((_KEY.pack(g), encode(*data.graph(g))) for g in range(start, end))
+                txn.cursor().putmulti(items, append=True)
+            start = end
+            if progress:
+                progress(start, count)
+        finish(env, {"format": FORMAT_VERSION, "fingerprint": fingerprint(dataset_dir), "graphs": count,
+                     "feature_dim": dim, "num_nodes": int(data.node_ptr[-1]), "num_edges": int(data.edge_ptr[-1]),
+                     "dataset": data.meta.get("name"), "build_s": round(time.perf_counter() - started, 3)})
     return target
 
 
-__all__ = ["LmdbGraphs", "build", "store_dir", "close_all"]
+__all__ = ["LmdbGraphs", "build", "reader", "store_dir", "close_all"]
 
 
 class LmdbGraphs(LmdbReader):
@@ -177,6 +157,17 @@ class LmdbGraphs(LmdbReader):
                 raise StoreError(f"LMDB graph store {self.path}: graph {g} is missing or corrupt ({exc}); "
                                  "delete the folder and run again to rebuild it") from None
         return out
+
+    def read_many(self, ids):
+        """Graphs `ids` as one batch of columns (molecules.GraphColumns), in one transaction."""
+        from bench.datasets import molecules
+
+        return molecules.GraphColumns.of(self.get_many(ids))
+
+
+def reader(data) -> LmdbGraphs:  # the store interface (bench/stores/__init__.py)
+    """The store built for a loaded graph collection, checked against the dataset it was built from."""
+    return LmdbGraphs(store_dir(data.path), fingerprint(data.path))
 
 
 def main(argv: list[str]) -> int:

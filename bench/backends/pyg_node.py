@@ -1,7 +1,10 @@
-"""PyG's remote-backend view of an LMDB feature store: a `FeatureStore` serving node features
-from LMDB (labels, small, from memory) and a `GraphStore` holding the hub's CSC arrays, so that
+"""What PyG's node-classification backends share: their training step and model on sampled
+subgraphs (`PygNodePipeline`), and PyG's remote-backend view of a disk-backed feature store.
+
+The remote backend: a `FeatureStore` serving node features from a store's row reader (e.g. the
+LMDB store; labels, small, from memory) and a `GraphStore` holding the hub's CSC arrays, so that
 `NeighborLoader((feature_store, graph_store), ...)` samples in memory and gathers each batch's
-rows from LMDB. PyG has no LMDB backend of its own; this is its documented extension point.
+rows from the store. PyG has no LMDB backend of its own; this is its documented extension point.
 """
 
 from __future__ import annotations
@@ -10,14 +13,35 @@ import numpy as np
 import torch
 from torch_geometric.data import EdgeAttr, FeatureStore, GraphStore, TensorAttr
 from torch_geometric.data.graph_store import EdgeLayout
+from torch_geometric.nn import SAGEConv
 
-from bench.stores.lmdb_features import LmdbFeatures
+from bench.backends import base
 
 
-class LmdbFeatureStore(FeatureStore):
-    """Read-only: `x` rows come from LMDB, `y` from an in-memory array."""
+class PygNodePipeline(base.Pipeline):
+    """The shared GraphSAGE from PyG's SAGEConv on NeighborLoader-style batches (the seeds
+    first, `batch_size` of them): every layer runs on the whole sampled subgraph, and the loss
+    and accuracy are taken on the seeds."""
 
-    def __init__(self, features: LmdbFeatures, labels: np.ndarray):
+    def make_model(self, data):
+        return self.sage(lambda a, b: SAGEConv(a, b, aggr="mean"), data.features.shape[1], data.num_classes)
+
+    def _layers(self, batch) -> list:
+        return [batch.edge_index] * len(self.settings["fanout"])  # every layer on the whole subgraph
+
+    @staticmethod
+    def count(batch) -> tuple[int, int]:
+        return int(batch.batch_size), int(batch.edge_index.size(1))
+
+    def forward(self, model, batch):
+        return model(batch.x, self._layers(batch))[: batch.batch_size], batch.y[: batch.batch_size]
+
+
+class RowFeatureStore(FeatureStore):
+    """Read-only: `x` rows come from a store's row reader (bench.stores.open_store), `y` from
+    an in-memory array."""
+
+    def __init__(self, features, labels: np.ndarray):
         super().__init__()
         self.features = features
         self.labels = torch.from_numpy(np.ascontiguousarray(labels))
@@ -50,10 +74,10 @@ class LmdbFeatureStore(FeatureStore):
         return [TensorAttr(group_name=None, attr_name="x"), TensorAttr(group_name=None, attr_name="y")]
 
     def _put_tensor(self, tensor, attr: TensorAttr) -> bool:
-        raise NotImplementedError("the LMDB feature store is read-only (built by bench.stores)")
+        raise NotImplementedError("a stored feature table is read-only (built by bench.stores)")
 
     def _remove_tensor(self, attr: TensorAttr) -> bool:
-        raise NotImplementedError("the LMDB feature store is read-only (built by bench.stores)")
+        raise NotImplementedError("a stored feature table is read-only (built by bench.stores)")
 
 
 class CscGraphStore(GraphStore):

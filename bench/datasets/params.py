@@ -1,0 +1,55 @@
+"""A source's `params` as a suite states them: the pydantic schema, built from the source's
+plain declaration (bench.datasets.params_model).
+
+Host only (pydantic is not installed in the framework stacks): only suite validation imports
+this. A source declares, as plain data in its own module,
+    PARAMS = {name: (type, bounds)}    e.g. {"scale": (int, {"ge": 4, "le": 26})}; a type
+                                       `float | None` takes None too, the bounds apply to floats
+    DEFAULTS = {name: value, ...}      every parameter's default
+    check_params(params) (optional)    raises ValueError where parameters do not fit together
+and takes `key=value` parameters; a source of named datasets (KNOWN_STATS) takes `name`, and
+any other no parameters at all.
+"""
+
+from __future__ import annotations
+
+import functools
+import typing
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
+
+
+class Strict(BaseModel):
+    """Unknown keys are errors (the suite names them, with the keys allowed)."""
+    model_config = ConfigDict(extra="forbid")
+
+
+NoParams = dict[str, None]  # a source that takes no parameters: `params: {}` or nothing
+
+
+@functools.cache
+def named(source: str, names: tuple[str, ...]) -> type[Strict]:
+    """The params of a source of named datasets: `name`, one of `names`."""
+    return create_model(f"{source.title()}Params", __base__=Strict, name=(Literal[names], ...))
+
+
+def _bounded(tp, bounds: dict):
+    options = typing.get_args(tp)
+    if type(None) in options:  # optional: the bounds apply to the value when there is one
+        (inner,) = [t for t in options if t is not type(None)]
+        return Annotated[inner, Field(**bounds)] | None
+    return Annotated[tp, Field(**bounds)]
+
+
+def declared(source: str, module) -> type[Strict]:
+    """The params of a source that declares them (PARAMS, DEFAULTS, optional check_params)."""
+    validators = {}
+    check = getattr(module, "check_params", None)
+    if check is not None:
+        def _fits(self):
+            check(self.model_dump())
+            return self
+        validators["_fits"] = model_validator(mode="after")(_fits)
+    fields = {name: (_bounded(tp, bounds), module.DEFAULTS[name]) for name, (tp, bounds) in module.PARAMS.items()}
+    return create_model(f"{source.title()}Params", __base__=Strict, __validators__=validators, **fields)

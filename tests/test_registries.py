@@ -1,0 +1,88 @@
+"""The registries are the single source: a backend, a dataset source and a store registered
+with one line each (and their modules) reach suite validation, expansion, the memory estimate
+and store preparation with no other edit."""
+
+import importlib
+import sys
+import types
+
+import pytest
+
+from bench import datasets, stores
+from bench.backends import BACKENDS, BackendInfo
+from bench.datasets import memory
+from bench.run import suite
+
+SUITE = """
+name: t
+datasets:
+  f: {source: fakesource, params: {size: 40}}
+backends: [fake-backend]
+settings: {store: [memory, fakestore]}
+"""
+
+
+@pytest.fixture
+def registered(monkeypatch, tmp_path):
+    """A fake source module, store module and backend, each registered by one registry line."""
+    source = types.ModuleType("fake_source")
+    source.PARAMS = {"size": (int, {"ge": 2}), "seed": (int, {})}
+    source.DEFAULTS = {"size": 10, "seed": 0}
+    source.expected_stats = lambda params: {"num_nodes": params["size"], "num_edges": 4 * params["size"],
+                                            "feature_dim": 8, "num_classes": 2, "num_train": 5, "num_val": 5,
+                                            "num_test": 5}
+    store = types.ModuleType("fake_store")
+    store.PROGRESS_UNIT = "rows"
+    store.build = lambda dataset_dir, progress=None: tmp_path / "built"
+    with monkeypatch.context() as m:
+        m.setitem(sys.modules, "fake_source", source)
+        m.setitem(sys.modules, "fake_store", store)
+        m.setitem(datasets.SOURCES, "fakesource", datasets.Source("fake_source", None))  # the source's line
+        m.setitem(stores.STORES, "fakestore", stores.StoreInfo("a test store", ("node",),
+                                                               modules={"node": "fake_store"}))  # the store's line
+        m.setitem(BACKENDS, "fake-backend", BackendInfo("fake_backend", "pyg", ("cpu-cpu",), ("memory", "fakestore"),
+                                                        structure_bytes_per_node=100,
+                                                        structure_bytes_per_edge=10))  # the backend's line
+        importlib.reload(suite)  # the suite schema is built from the registries when it is imported
+        yield source
+    importlib.reload(suite)
+
+
+def test_registered_extensions_reach_validation_and_expansion(registered, write_suite):
+    s, _ = suite.load(write_suite(SUITE))
+    cells = suite.expand(s)
+    assert {c.settings["store"] for c in cells} == {"memory", "fakestore"}
+    assert {c.backend for c in cells} == {"fake-backend"} and {c.stack for c in cells} == {"pyg"}
+    assert cells[0].dataset_spec == {"name": "f", "source": "fakesource", "params": {"size": 40, "seed": 0}}
+
+
+def test_a_registered_sources_params_are_validated_strictly(registered, write_suite):
+    with pytest.raises(suite.SuiteError) as info:
+        suite.load(write_suite(SUITE.replace("size: 40", "sise: 40")))
+    assert "datasets.f.params.sise: unknown key; allowed keys here: size, seed" in str(info.value)
+    with pytest.raises(suite.SuiteError, match=r"datasets\.f\.params\.size: Input should be greater than or equal to 2"):
+        suite.load(write_suite(SUITE.replace("size: 40", "size: 1")))
+    with pytest.raises(suite.SuiteError, match=r"settings\.store.*'memory', 'lmdb', .*'fakestore'"):
+        suite.load(write_suite(SUITE.replace("fakestore]", "fakestore, nostore]")))
+    assert datasets.parse_name("fakesource:size=12")["params"] == {"size": 12}
+
+
+def test_a_registered_backend_and_store_reach_the_memory_model_and_preparation(registered, tmp_path):
+    stats = registered.expected_stats({"size": 1000})
+    hub = memory.hub_parts(stats)
+    in_memory = memory.estimate(stats, "fake-backend", 2, "memory")
+    on_disk = memory.estimate(stats, "fake-backend", 2, "fakestore")
+    assert in_memory["graph_bytes"] == hub["graph_bytes"] + 100 * 1001 + 10 * 4000  # the registry's structure bytes
+    assert in_memory["feature_bytes"] == 1000 * 8 * 4 and on_disk["feature_bytes"] == 0  # not held per rank
+    assert on_disk["total_bytes"] == 2 * on_disk["per_rank_bytes"]
+    assert stores.prepare("fakestore", tmp_path, "node", say=lambda *a, **k: None) == tmp_path / "built"
+    assert stores.prepare("fakestore", tmp_path, "graph") is None  # a task it does not serve: nothing to build
+
+
+def test_registry_entries_agree():
+    """Every backend's stores exist and serve its task; every stack-importable registry is plain data."""
+    for name, info in BACKENDS.items():
+        for store in info.stores:
+            assert info.task in stores.STORES[store].tasks, (name, store)
+    assert all(stores.STORES[s].tasks for s in stores.STORES)
+    assert all(datasets.stack_of(s) == datasets.SOURCES[s][1] for s in datasets.SOURCES)
