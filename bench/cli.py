@@ -164,7 +164,7 @@ def cmd_datasets(args) -> int:
     except ValueError as exc:
         raise DatasetError(f"{exc} (`gnnbench datasets list` shows the known datasets)") from None
     if args.datasets_command == "prepare":
-        stack = datasets.SOURCES[spec["source"]][1]
+        stack = datasets.stack_of(spec["source"])
         if stack:
             stacks.install(stack)
         print(f"preparing {args.name} ...", flush=True)

@@ -24,7 +24,6 @@ os.environ.setdefault("DGLBACKEND", "pytorch")
 
 import dgl.graphbolt as gb  # noqa: E402
 import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
 from dgl.nn import SAGEConv  # noqa: E402
 
 from bench.backends import base  # noqa: E402

@@ -171,7 +171,7 @@ def ensure_dataset(spec: dict, cache: Path, data_root: Path | None, interactive:
                              psutil.virtual_memory().available, f"preparing dataset {spec['name']!r}")
     if too_big:
         raise hub.DatasetError(too_big)
-    module, stack_name = datasets.SOURCES[spec["source"]]
+    stack_name = datasets.stack_of(spec["source"])
     if stack_name is None:
         return datasets.materialiser(spec["source"])(spec, cache, data_root)
     stack = stacks.get(stack_name)

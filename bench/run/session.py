@@ -27,7 +27,7 @@ import psutil
 
 from bench import stores
 from bench.backends import BACKENDS
-from bench.datasets import SOURCES, memory
+from bench.datasets import memory, stack_of
 from bench.datasets.hub import DatasetError
 from bench.paths import cache_root, default_results_dir
 from bench.run import record, stacks, suite as suite_mod
@@ -286,7 +286,7 @@ class Session:
         """What stops a cell before it starts: a stack that is not there (the cell's own, or the
         one its dataset is prepared in), too little memory, a dataset that cannot be prepared,
         a store that cannot be built."""
-        for stack in filter(None, (cell.stack, SOURCES[cell.dataset_spec["source"]][1])):
+        for stack in filter(None, (cell.stack, stack_of(cell.dataset_spec["source"]))):
             problem = self.ensure_stack(stack)
             if problem:
                 return Outcome(cell, "failed", problem)
