@@ -72,18 +72,19 @@ def task(source: str) -> str:
     return getattr(source_module(source), "TASK", "node")
 
 
-def load(source: str, path, features_in_memory: bool = True, mmap: bool = False):
+def load(source: str, path, features_in_memory: bool = True, mmap: bool = False, check: bool = True):
     """A materialised dataset of `source` from its folder: the hub form for node datasets (its
     features memory-mapped when `features_in_memory` is False, everything with `mmap`), a
-    source's own `load` otherwise.
+    source's own `load` otherwise; its files checked against their checksums unless `check`
+    is False (only its sizes are wanted).
     The result has `.card()` (the statistics every result carries) and `.meta`."""
     module = source_module(source)
     if hasattr(module, "load"):
         # graph collections read by a disk-backed store stay mapped, never copied into the rank
-        return module.load(path, mmap=mmap or not features_in_memory)
+        return module.load(path, mmap=mmap or not features_in_memory, check=check)
     from bench.datasets import hub
 
-    return hub.load(path, mmap=mmap, features_mmap=None if features_in_memory else True)
+    return hub.load(path, mmap=mmap, features_mmap=None if features_in_memory else True, check=check)
 
 
 def known_names() -> list[str]:

@@ -1,7 +1,9 @@
 """The dataset hub: every dataset is materialised once into a neutral on-disk form.
 
 Layout of one dataset folder (all arrays .npy, nodes numbered 0..N-1):
-    meta.json                name, source, params, statistics, format version
+    meta.json                name, source, params, statistics, format version (written last)
+    checksums.json           size, mtime and SHA-256 of every .npy, checked on load
+                             (bench/checksums.py: a changed file is named, never trained on)
     edge_index.npy           int64 [2, E], (source, destination), sorted by destination
     csc_indptr.npy           int64 [N + 1] over destinations (the same edges in CSC form)
     features.npy             float32 [N, F]
@@ -25,6 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+
+from bench import checksums
 
 FORMAT_VERSION = 1
 STAT_FIELDS = ("num_nodes", "num_edges", "feature_dim", "num_classes", "num_train", "num_val", "num_test")
@@ -119,8 +123,34 @@ def write(spec: dict, cache: Path, arrays: dict[str, np.ndarray], extra_meta: di
             "num_test": int(arrays["test_idx"].size), **(extra_meta or {}),
         }
         check_stats(spec["name"], meta, expected)
+        record_checksums(tmp)
         (tmp / "meta.json").write_text(json.dumps(meta, indent=2))
     return target
+
+
+def record_checksums(folder: Path) -> None:
+    """The checksums of a dataset folder's arrays (before meta.json, which marks it finished)."""
+    checksums.record(folder, sorted(p.name for p in Path(folder).glob("*.npy")))
+
+
+def verify(path: Path, meta: dict | None = None, adopt: bool = False) -> None:
+    """Check a materialised folder's arrays against their checksums (cheap: bench/checksums.py).
+    `adopt` (the host, before a run): a folder from before checksums gets them now."""
+    if adopt and not checksums.recorded(path):
+        record_checksums(path)
+        return
+    if meta is None:
+        try:
+            meta = json.loads((Path(path) / "meta.json").read_text())
+        except (OSError, ValueError):
+            meta = {}
+    name = meta.get("name")
+    fix = ("delete the folder and prepare it again (`gnnbench datasets prepare "
+           f"{name or 'NAME'}`, or run the suite)")
+    try:
+        checksums.verify(path, "dataset", fix)
+    except checksums.ChecksumError as exc:
+        raise DatasetError(str(exc)) from None
 
 
 @contextmanager
@@ -137,15 +167,33 @@ def atomic_dir(target: Path, marker: str = "meta.json"):
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
     try:
         yield tmp
-        try:
-            os.rename(tmp, target)
-        except OSError:
-            if not (target / marker).is_file():
-                raise
-            shutil.rmtree(tmp)  # another process finished the same folder first
+        _move_into_place(tmp, target, marker)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def _move_into_place(tmp: Path, target: Path, marker: str) -> None:
+    """Rename the finished `tmp` to `target`. A `target` without its marker is what is left of
+    a half-deleted folder (a build only ever renames a finished folder there): it is set aside
+    and removed first, so the new build replaces it cleanly."""
+    for attempt in range(2):
+        try:
+            os.rename(tmp, target)
+            return
+        except OSError:
+            if (target / marker).is_file():
+                shutil.rmtree(tmp)  # another process finished the same folder first
+                return
+            if attempt:
+                raise
+        aside = Path(tempfile.mkdtemp(prefix=f".{target.name}.stale.", dir=target.parent))
+        try:
+            os.rename(target, aside / target.name)
+        except FileNotFoundError:
+            pass  # another process set it aside first
+        finally:
+            shutil.rmtree(aside, ignore_errors=True)
 
 
 def _check_arrays(name: str, a: dict[str, np.ndarray]) -> None:
@@ -163,9 +211,10 @@ def _check_arrays(name: str, a: dict[str, np.ndarray]) -> None:
         raise DatasetError(f"dataset {name!r}: " + "; ".join(problems))
 
 
-def load(path: Path, mmap: bool = True, features_mmap: bool | None = None) -> HubDataset:
+def load(path: Path, mmap: bool = True, features_mmap: bool | None = None, check: bool = True) -> HubDataset:
     """`mmap`: map every array read-only instead of reading it; `features_mmap` overrides it for
-    the features alone (disk-backed stores never read them into private memory)."""
+    the features alone (disk-backed stores never read them into private memory). `check`: the
+    arrays against their checksums (False: only the sizes in meta.json are wanted)."""
     path = Path(path)
     meta_file = path / "meta.json"
     if not meta_file.is_file():
@@ -175,6 +224,8 @@ def load(path: Path, mmap: bool = True, features_mmap: bool | None = None) -> Hu
     if meta.get("format") != FORMAT_VERSION:
         raise DatasetError(f"{path} has hub format {meta.get('format')}, this gnnbench reads "
                            f"{FORMAT_VERSION}; delete the folder to rebuild it")
+    if check:
+        verify(path, meta)
     arrays = {}
     for name in ARRAYS:
         try:

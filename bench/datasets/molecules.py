@@ -193,6 +193,7 @@ def materialise(spec: dict, cache: Path, data_root: Path | None = None) -> Path:
                 "num_edges": int(stats["edge_index"][1]), "feature_dim": p["feature_dim"],
                 "num_classes": p["num_classes"], "num_train": int(stats["train_idx"][0]),
                 "num_val": int(stats["val_idx"][0]), "num_test": int(stats["test_idx"][0])}
+        hub.record_checksums(tmp)
         (tmp / "meta.json").write_text(json.dumps(meta, indent=2))  # written last
     return target
 
@@ -222,8 +223,9 @@ class GraphCollection(hub.Materialised):
                 self.edge_index[:, self.edge_ptr[g]:self.edge_ptr[g + 1]], int(self.y[g]))
 
 
-def load(path, mmap: bool = False) -> GraphCollection:
-    """`mmap`: map the arrays read-only (disk-backed stores never read them into memory)."""
+def load(path, mmap: bool = False, check: bool = True) -> GraphCollection:
+    """`mmap`: map the arrays read-only (disk-backed stores never read them into memory);
+    `check`: the arrays against their checksums (as bench.datasets.hub.load)."""
     path = Path(path)
     meta_file = path / "meta.json"
     if not meta_file.is_file():
@@ -233,6 +235,8 @@ def load(path, mmap: bool = False) -> GraphCollection:
     if meta.get("kind") != KIND or meta.get("format") != FORMAT_VERSION:
         raise hub.DatasetError(f"{path} holds kind {meta.get('kind')!r} format {meta.get('format')}, "
                                f"not {KIND!r} format {FORMAT_VERSION}; delete the folder to rebuild it")
+    if check:
+        hub.verify(path, meta)
     arrays = {}
     for name in ARRAYS:
         try:

@@ -8,6 +8,10 @@
   missing, not openable, truncated (checked before any read: touching a page past the end of a
   memory-mapped file kills the process with SIGBUS), without its `__meta__` record (a build
   that did not finish), of another format, or built from another version of its dataset.
+- `data.mdb` is checked against the checksums written at the build's end (bench/checksums.py:
+  one stat on open, a full re-hash when the file's times changed or GNNBENCH_VERIFY=full), so a
+  store whose bytes changed is named, never read. `checksums.json` is also the mark of a
+  finished store: a folder without it (half deleted, or older) is rebuilt.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import os
 from contextlib import contextmanager
 from pathlib import Path
 
+from bench import checksums
 from bench.datasets.hub import atomic_dir
 
 META_KEY = b"__meta__"
@@ -72,7 +77,7 @@ def writing(target: Path, label: str, needed: int, contents: str, map_size: int 
     import lmdb
 
     map_size = map_size or int(os.environ.get(MAP_SIZE_ENV) or needed)
-    with atomic_dir(target, marker="data.mdb") as tmp:
+    with atomic_dir(target, marker=checksums.CHECKSUMS) as tmp:
         if tmp is None:
             yield None
             return
@@ -85,6 +90,7 @@ def writing(target: Path, label: str, needed: int, contents: str, map_size: int 
                              f"unset {MAP_SIZE_ENV} or raise it to at least {needed}") from None
         finally:
             env.close()
+        checksums.record(tmp, ["data.mdb"])  # closed, so final: written last, the finished mark
 
 
 def finish(env, meta: dict) -> None:
@@ -147,6 +153,11 @@ class LmdbReader:
 
     def __init__(self, path: Path, expected_fingerprint: str | None = None):
         self.path = Path(path)
+        if (self.path / "data.mdb").is_file():  # else read_meta says it is missing and how it is built
+            try:
+                checksums.verify(self.path, self.LABEL, REBUILD)  # once per reader, not per read
+            except checksums.ChecksumError as exc:
+                raise StoreError(str(exc)) from None
         self.meta = read_meta(self.path, self.LABEL, self.FORMAT_VERSION, expected_fingerprint, self.REQUIRED)
 
     def _open(self):
@@ -162,8 +173,9 @@ class LmdbReader:
     def reuse(cls, path: Path, expected_fingerprint: str) -> bool:
         """True when a finished store is at `path` and passes its checks (raises StoreError when
         it is there and does not); the environment is closed again, so a rebuilt store at the
-        same path is never read through this one."""
-        if not (Path(path) / "data.mdb").is_file():
+        same path is never read through this one. False when there is none, or only what is
+        left of one (no checksums: half deleted, or older): the build replaces it."""
+        if not checksums.recorded(path):
             return False
         existing = cls(path, expected_fingerprint)
         try:

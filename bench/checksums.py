@@ -1,0 +1,116 @@
+"""Content checksums of the folders gnnbench builds (hub datasets, LMDB stores), so a file that
+changed after its build is named, never read as if it were the data.
+
+A folder's CHECKSUMS file (`checksums.json`) holds, per file, its size, its mtime (ns) and the
+SHA-256 of its bytes, taken once when the folder is built (one extra read of data that was just
+written, so mostly from the page cache). Checking it on open costs one stat per file:
+
+- quick (default): size and mtime as recorded mean the file was not rewritten since its hash
+  was taken; a different size is a corrupt file at once; a different mtime (something wrote
+  it, or a copy that did not keep times) re-hashes that file, and a matching hash is recorded
+  with the new mtime, so the next open is cheap again.
+- full (GNNBENCH_VERIFY=full): every file is re-hashed on every open (catches changes that
+  keep size and mtime: bit rot, a deliberate restore of the times). About 1-2 GB/s per core.
+
+Why not hash a sample of pages on every open: it reads from all over the file (slow when the
+cache is cold) and still misses most single-byte changes, which is what the mtime catches.
+Stdlib only: imported by the host and inside every stack.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+
+CHECKSUMS = "checksums.json"
+VERIFY_ENV = "GNNBENCH_VERIFY"
+MODES = ("quick", "full")
+FORMAT = 1
+
+
+class ChecksumError(RuntimeError):
+    """A file of a built folder is missing or is not what was built; names it and the fix."""
+
+
+def mode() -> str:
+    value = os.environ.get(VERIFY_ENV, "").strip().lower() or "quick"
+    if value not in MODES:
+        raise ChecksumError(f"{VERIFY_ENV}={os.environ[VERIFY_ENV]!r}: expected one of {', '.join(MODES)}")
+    return value
+
+
+def sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 22):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _entry(path: Path, digest: str | None = None) -> dict:
+    st = path.stat()
+    return {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "sha256": digest or sha256(path)}
+
+
+def record(folder: Path, names) -> None:
+    """Write the folder's CHECKSUMS for `names` (call when the files are final and closed)."""
+    folder = Path(folder)
+    _write(folder, {"format": FORMAT, "files": {name: _entry(folder / name) for name in names}})
+
+
+def recorded(folder: Path) -> bool:
+    return (Path(folder) / CHECKSUMS).is_file()
+
+
+def verify(folder: Path, what: str, fix: str) -> None:
+    """Check every file the folder's CHECKSUMS lists; ChecksumError names `what` (e.g. "LMDB
+    store"), the folder, the file, what is wrong, and `fix`."""
+    folder = Path(folder)
+    try:
+        manifest = json.loads((folder / CHECKSUMS).read_text())
+        files = manifest["files"]
+    except FileNotFoundError:
+        raise ChecksumError(f"{what} {folder} has no {CHECKSUMS} (half deleted, or built by an older "
+                            f"gnnbench); {fix}") from None
+    except (ValueError, KeyError, TypeError):
+        raise ChecksumError(f"{what} {folder}: {CHECKSUMS} is unreadable; {fix}") from None
+    full = mode() == "full"
+    refreshed = False
+    for name, want in files.items():
+        path = folder / name
+        try:
+            st = path.stat()
+        except FileNotFoundError:
+            raise ChecksumError(f"{what} {folder}: {name} is missing or corrupt (not there); {fix}") from None
+        if st.st_size != want["size"]:
+            raise ChecksumError(f"{what} {folder}: {name} is missing or corrupt (changed since it was built: "
+                                f"{st.st_size} bytes, built with {want['size']}); {fix}")
+        if not full and st.st_mtime_ns == want["mtime_ns"]:
+            continue
+        got = sha256(path)
+        if got != want["sha256"]:
+            raise ChecksumError(f"{what} {folder}: {name} is missing or corrupt (changed since it was built: "
+                                f"SHA-256 {got[:16]}..., built with {want['sha256'][:16]}...); {fix}")
+        if st.st_mtime_ns != want["mtime_ns"]:
+            files[name] = _entry(path, got)  # same bytes, new times (a copy): cheap again next time
+            refreshed = True
+    if refreshed:
+        try:
+            _write(folder, manifest)
+        except OSError:
+            pass  # a read-only copy: it is re-hashed on each open, still checked
+
+
+def _write(folder: Path, manifest: dict) -> None:
+    """Written aside and renamed: a reader never sees half a manifest."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{CHECKSUMS}.", dir=folder)
+    try:
+        with os.fdopen(fd, "w") as out:
+            json.dump(manifest, out, indent=1)
+        os.replace(tmp, folder / CHECKSUMS)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
