@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import shlex
 import signal
@@ -48,6 +49,13 @@ def main(argv: list[str] | None = None) -> int:
                         help="write the Markdown index of the results here (what results/README.md is)")
     report.add_argument("--command", dest="produced_by", metavar="TEXT", help="the command that produced the results, shown under the table")
 
+    rec = sub.add_parser("recover", help="write a run's result file from its journal (.cells.jsonl), running nothing")
+    rec.add_argument("journal", type=Path, help="the run's SUITE-STAMP.cells.jsonl")
+    rec.add_argument("--suite", metavar="NAME|PATH",
+                     help="the run's suite: the cells the journal lacks are listed as not run")
+    rec.add_argument("--out", type=Path, metavar="FILE",
+                     help="the result file to write (default: SUITE-STAMP.json beside the journal, if not there yet)")
+
     cmp = sub.add_parser("compare", help="verdicts for NEW against OLD, beyond the measured noise")
     cmp.add_argument("old", type=Path, help="the earlier result file")
     cmp.add_argument("new", type=Path, help="the later result file")
@@ -83,6 +91,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "report":
             return cmd_report(args.files, args.markdown, command=args.produced_by, html=args.html,
                               readme=args.readme)
+        if args.command == "recover":
+            return cmd_recover(args)
         if args.command == "compare":
             return cmd_compare(args)
         if args.command == "datasets":
@@ -177,7 +187,7 @@ def cmd_report(files: list[Path], markdown: Path | None, command: str | None = N
                html: Path | None = None, readme: Path | None = None) -> int:
     from bench.publish.report import render_markdown
 
-    read = [results.read(f) for f in files]  # every file is checked before anything is written
+    read = [read_result(f) for f in files]  # every file is checked before anything is written
     if html or readme:
         from bench.publish import site
 
@@ -194,6 +204,37 @@ def cmd_report(files: list[Path], markdown: Path | None, command: str | None = N
         markdown.write_text(text)
     else:
         print(text)
+    return 0
+
+
+def read_result(path: Path) -> results.RunResult:
+    """A result file, or a run's journal read as the result file `gnnbench recover` writes."""
+    from bench.run import recover
+
+    if recover.is_journal(path):
+        return results.of_document(recover.document(path), path)
+    return results.read(path)
+
+
+def cmd_recover(args) -> int:
+    from bench.run import recover
+    from bench.run.session import write_whole
+
+    out = args.out or recover.default_output(args.journal)
+    if args.out is None and out.exists():
+        raise SessionError(f"{out} is already there (the run wrote it); give --out FILE to write another")
+    doc = recover.document(args.journal, args.suite)
+    read = results.of_document(doc, out)  # checked as any result file is, before it is written
+    try:
+        write_whole(out, json.dumps(doc, indent=4))
+    except OSError as exc:
+        print(f"gnnbench: could not write {out} ({exc.strerror or exc}); the cells are still in "
+              f"{args.journal}", file=sys.stderr)
+        return EXIT_NOT_WRITTEN
+    not_run = sum(c.status == results.NOT_RUN for c in read.cells)
+    print(f"recovered {len(read.cells) - not_run} finished cells of suite {read.suite!r} "
+          f"({len(read.measured)} measured)" + (f", {not_run} not run" if not_run else "")
+          + f" from {args.journal}\nresults: {out}")
     return 0
 
 

@@ -260,7 +260,14 @@ class RunResult:
 def read(path: Path) -> RunResult:
     """Read and check one result file (ResultsError names the file and what is wrong)."""
     path = Path(path)
-    data = _load(path)
+    return of_document(_load(path), path)
+
+
+def of_document(data, path: Path) -> RunResult:
+    """Check a result file's content, as read from `path` (or made from it: a run's journal,
+    bench/run/recover.py), and read it."""
+    path = Path(path)
+    _check(data, path)
     meta = data.get("gnnbench", {})
     present = [_measured_cell(b, path) for b in data["benchmarks"]]
     present += [_unmeasured_cell(u, path) for u in data.get("unmeasured", [])]
@@ -278,6 +285,10 @@ def _load(path: Path) -> dict:
         raise ResultsError(f"{path}: no such result file") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ResultsError(f"{path}: not a JSON result file ({exc})") from None
+    return data
+
+
+def _check(data, path: Path) -> None:
     if not isinstance(data, dict) or not isinstance(data.get("benchmarks"), list):
         raise ResultsError(f"{path}: not a pytest-benchmark result (no 'benchmarks' list)")
     version = data.get("gnnbench", {}).get("schema_version")
@@ -292,7 +303,6 @@ def _load(path: Path) -> dict:
             raise ResultsError(f"{path}: benchmarks[{i}] ({bench.get('name')}): extra_info lacks {', '.join(missing)}")
         if "median" not in (bench.get("stats") or {}):
             raise ResultsError(f"{path}: benchmarks[{i}] ({bench.get('name')}): stats lack the median")
-    return data
 
 
 def _measured_cell(bench: dict, path: Path) -> CellResult:

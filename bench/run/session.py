@@ -151,25 +151,41 @@ class Journal:
         """The cells an interrupted run finished, checked against the suite being resumed."""
         known = {c.id for c in cells}
         finished: dict[str, Finished] = {}
-        lines = self.path.read_text().splitlines()
-        for number, text in enumerate(lines, 1):
-            where = f"{self.path}:{number}"
-            try:
-                line = json.loads(text)
-            except json.JSONDecodeError:
-                if number == len(lines):
-                    continue  # the last line of a run killed while writing it: that cell runs again
-                raise SessionError(f"{where}: not a journal line (invalid JSON)") from None
-            if not isinstance(line, dict) or "entry" not in line or "id" not in line:
-                raise SessionError(f"{where}: not a journal line of this gnnbench (no 'id' and 'entry'); "
-                                   "a journal written by an older version cannot be resumed")
-            if line.get("suite") != self.suite:
-                raise SessionError(f"{where}: a cell of suite {line.get('suite')!r}, not {self.suite!r}")
-            if line["id"] not in known:
-                raise SessionError(f"{where}: cell {line['id']!r} is not a cell of suite {self.suite!r} "
+        for where, suite, done in read_journal(self.path):
+            if suite != self.suite:
+                raise SessionError(f"{where}: a cell of suite {suite!r}, not {self.suite!r}")
+            if done.cell_id not in known:
+                raise SessionError(f"{where}: cell {done.cell_id!r} is not a cell of suite {self.suite!r} "
                                    "as it is now (the suite file changed since the run?)")
-            finished[line["id"]] = Finished(line["id"], line["status"], line.get("reason", ""), line["entry"])
+            finished[done.cell_id] = done
         return finished
+
+
+def read_journal(path: Path) -> list[tuple[str, str | None, Finished]]:
+    """A journal's finished cells as (FILE:LINE, suite, cell), in the order they finished. The
+    last line of a run killed while writing it is dropped (that cell did not finish)."""
+    try:
+        lines = Path(path).read_text().splitlines()
+    except UnicodeDecodeError:
+        raise SessionError(f"{path}: not a journal (not UTF-8 text)") from None
+    except OSError as exc:
+        raise SessionError(f"{path}: cannot read the journal ({exc.strerror or exc})") from None
+    out = []
+    for number, text in enumerate(lines, 1):
+        where = f"{path}:{number}"
+        try:
+            line = json.loads(text)
+        except json.JSONDecodeError:
+            if number == len(lines):
+                continue  # the last line of a run killed while writing it: that cell runs again
+            raise SessionError(f"{where}: not a journal line (invalid JSON)") from None
+        if (not isinstance(line, dict) or not isinstance(line.get("entry"), dict)
+                or not isinstance(line.get("id"), str) or not isinstance(line.get("status"), str)):
+            raise SessionError(f"{where}: not a journal line of this gnnbench (no 'id', 'status' and "
+                               "'entry'); a journal written by an older version cannot be resumed or recovered")
+        out.append((where, line.get("suite"),
+                    Finished(line["id"], line["status"], line.get("reason") or "", line["entry"])))
+    return out
 
 
 def journal_of(result_path: Path) -> Path:
