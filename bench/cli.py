@@ -49,7 +49,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="write the Markdown index of the results here (what results/README.md is)")
     report.add_argument("--command", dest="produced_by", metavar="TEXT", help="the command that produced the results, shown under the table")
 
-    rec = sub.add_parser("recover", help="write a run's result file from its journal (.cells.jsonl), running nothing")
+    rec = sub.add_parser("recover",
+                         help="write a run's result file from its journal (.cells.jsonl), running nothing")
     rec.add_argument("journal", type=Path, help="the run's SUITE-STAMP.cells.jsonl")
     rec.add_argument("--suite", metavar="NAME|PATH",
                      help="the run's suite: the cells the journal lacks are listed as not run")

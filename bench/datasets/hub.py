@@ -187,13 +187,18 @@ def _move_into_place(tmp: Path, target: Path, marker: str) -> None:
                 return
             if attempt:
                 raise
-        aside = Path(tempfile.mkdtemp(prefix=f".{target.name}.stale.", dir=target.parent))
-        try:
-            os.rename(target, aside / target.name)
-        except FileNotFoundError:
-            pass  # another process set it aside first
-        finally:
-            shutil.rmtree(aside, ignore_errors=True)
+        discard(target)
+
+
+def discard(target: Path) -> None:
+    """Remove what is left of a folder: renamed aside first (atomic), so its name is free at once."""
+    aside = Path(tempfile.mkdtemp(prefix=f".{target.name}.stale.", dir=target.parent))
+    try:
+        os.rename(target, aside / target.name)
+    except FileNotFoundError:
+        pass  # another process set it aside first
+    finally:
+        shutil.rmtree(aside, ignore_errors=True)
 
 
 def _check_arrays(name: str, a: dict[str, np.ndarray]) -> None:

@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from bench import checksums
-from bench.datasets.hub import atomic_dir
+from bench.datasets.hub import atomic_dir, discard
 
 META_KEY = b"__meta__"
 MAP_SIZE_ENV = "GNNBENCH_LMDB_MAP_SIZE"  # bytes; overrides the map size computed from the data
@@ -174,8 +174,11 @@ class LmdbReader:
         """True when a finished store is at `path` and passes its checks (raises StoreError when
         it is there and does not); the environment is closed again, so a rebuilt store at the
         same path is never read through this one. False when there is none, or only what is
-        left of one (no checksums: half deleted, or older): the build replaces it."""
-        if not checksums.recorded(path):
+        left of one (half deleted, or older: no data or no checksums), which is removed so
+        that the build starts clean."""
+        if not (checksums.recorded(path) and (Path(path) / "data.mdb").is_file()):
+            if Path(path).exists():
+                discard(Path(path))
             return False
         existing = cls(path, expected_fingerprint)
         try:
