@@ -86,8 +86,9 @@ def verify(folder: Path, what: str, fix: str) -> None:
         except FileNotFoundError:
             raise ChecksumError(f"{what} {folder}: {name} is missing or corrupt (not there); {fix}") from None
         if st.st_size != want["size"]:
-            raise ChecksumError(f"{what} {folder}: {name} is missing or corrupt (changed since it was built: "
-                                f"{st.st_size} bytes, built with {want['size']}); {fix}")
+            change = "truncated" if st.st_size < want["size"] else "grown"
+            raise ChecksumError(f"{what} {folder}: {name} is missing or corrupt ({change} to {st.st_size} bytes "
+                                f"since it was built with {want['size']}); {fix}")
         if not full and st.st_mtime_ns == want["mtime_ns"]:
             continue
         got = sha256(path)
