@@ -1,0 +1,208 @@
+"""What a result file must hold to be read: its types and ranges, checked once on read.
+
+bench/publish/results.py reads result files into its typed model; before it does, `check` refuses
+a file whose values could not be shown or compared honestly: a missing or wrong-typed field,
+text where a number belongs, and NaN, infinite, negative or zero epoch times (a median of 0
+would divide by zero, a NaN would be called "unchanged"). The message names the file, the key
+path and what is allowed. Unknown keys are allowed (pytest-benchmark writes more than we read).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+Seconds = Annotated[float, Field(ge=0)]  # finite (no NaN, no infinity) and not negative
+Positive = Annotated[float, Field(gt=0)]
+Count = Annotated[int, Field(ge=0)]
+Share = Annotated[float, Field(ge=0, le=1)]
+Nothing = Literal[0, "", None]  # an empty value where a record is optional reads as none
+UNMEASURED_STATUSES = ("failed", "timeout", "skipped", "refused", "follower")
+
+
+class Loose(BaseModel):
+    """Types are strict (no text for numbers), numbers finite; keys we do not read are allowed."""
+    model_config = ConfigDict(extra="allow", strict=True, allow_inf_nan=False)
+
+
+class Stats(Loose):
+    median: Positive
+    data: list[Seconds] = []
+    rounds: Count | None = None
+    iqr: Seconds | None = None
+    q1: Seconds | None = None
+    q3: Seconds | None = None
+    min: Seconds | None = None
+    max: Seconds | None = None
+    mean: Seconds | None = None
+
+
+class Card(Loose):
+    name: str
+    source: str | None = None
+    num_nodes: Count | None = None
+    num_edges: Count | None = None
+    feature_dim: Count | None = None
+    num_classes: Count | None = None
+    num_train: Count | None = None
+    num_val: Count | None = None
+    num_test: Count | None = None
+    num_graphs: Count | None = None
+
+
+class CellSettings(Loose):
+    world_size: Annotated[int, Field(ge=1)] | None = None  # scaling efficiency divides by it
+
+
+class RankEntry(Loose):
+    rank: Count
+    peak_rss_bytes: Count | None = None
+    peak_pss_bytes: Count | None = None
+    loader_stall: Seconds | None = None
+    compute_s: Seconds | None = None
+    comm_s: Seconds | None = None
+    epoch_s: Seconds | None = None
+    peak_gpu_bytes: Count | None = None
+
+
+class Partition(Loose):
+    num_parts: Count | None = None
+    seconds: Seconds | None = None
+    edge_cut: Share | None = None
+    balance: Seconds | None = None
+    reused: bool | None = None
+
+
+class ExtraInfo(Loose):
+    cell_id: str
+    backend: str
+    stack: str | int | None  # shown as text and used as a key only
+    versions: dict[str, str | None] | Nothing  # package -> version
+    dataset: Card
+    settings: CellSettings
+    seeds_per_s: Seconds
+    edges_per_s: Seconds
+    loader_stall: Seconds
+    peak_rss_bytes: Count | None
+    peak_pss_bytes: Count | None
+    val_acc: Share | None
+    test_acc: Share | None
+    startup_s: Seconds
+    compute_s: Seconds | None = None
+    comm_s: Seconds | None = None
+    batches_per_epoch: Count | None = None
+    total_pss_bytes: Count | None = None
+    peak_gpu_bytes: Count | None = None
+    warmup_epoch_s: list[Seconds] | None = None
+    ranks: list[RankEntry] | None = None
+    partition: Partition | None = None
+    device: dict | None = None
+
+
+class Benchmark(Loose):
+    extra_info: ExtraInfo
+    stats: Stats
+
+
+class Unmeasured(Loose):
+    id: str
+    status: Literal[UNMEASURED_STATUSES]  # type: ignore[valid-type]
+    reason: str | None = None
+    backend: str | None = None
+    dataset: str | None = None
+    settings: CellSettings | None = None
+
+
+class Meta(Loose):
+    schema_version: int
+    suite: str | None = None
+    description: str | None = None
+    baseline: str | None = None
+    cells: list[str] | None = None
+    started_at: str | None = None
+
+
+class Cpu(Loose):
+    brand_raw: str | None = None
+    count: Count | None = None
+
+
+class Gpu(Loose):
+    gpus: list[str] | None = None
+    topology: str | None = None
+
+
+class OurMachine(Loose):
+    kernel: str | None = None
+    version: str | None = None
+    cpu_count_logical: Count | None = None
+    cpu_count_physical: Count | None = None
+    memory_total_bytes: Count | None = None
+    gpu: Gpu | None = None
+    stacks: dict[str, dict[str, str | None]] | None = None
+    container_image: str | None = None
+    container_revision: str | None = None
+
+
+class MachineInfo(Loose):
+    node: str | None = None
+    machine: str | None = None
+    processor: str | None = None
+    system: str | None = None
+    release: str | None = None
+    python_version: str | None = None
+    cpu: Cpu | None = None
+    gnnbench: OurMachine | None = None
+
+
+class Commit(Loose):
+    id: str | None = None
+    dirty: bool | None = None
+
+
+class ResultFile(Loose):
+    datetime: str | None = None
+    commit_info: Commit | None = None
+    machine_info: MachineInfo | None = None
+    gnnbench: Meta
+    benchmarks: list[Benchmark]
+    unmeasured: list[Unmeasured] = []
+
+
+def problems(path: Path, data: dict) -> list[str]:
+    """What is wrong with a result file's content, one line each naming the key path (empty: fine)."""
+    try:
+        ResultFile.model_validate(data)
+    except ValidationError as exc:
+        return [f"{path}: {_where(err['loc'], data)}: {_what(err)}" for err in exc.errors()]
+    return []
+
+
+_ID_KEY = {"benchmarks": "cell_id", "unmeasured": "id"}
+
+
+def _where(loc: tuple, data: dict) -> str:
+    """`benchmarks[2] (cell X).stats.median`: the key path, with the cell it is in."""
+    text = ""
+    for i, part in enumerate(loc):
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+        if i == 1 and loc[0] in ("benchmarks", "unmeasured") and isinstance(part, int):
+            entry = data[loc[0]][part]
+            if loc[0] == "benchmarks" and isinstance(entry, dict):
+                entry = entry.get("extra_info")
+            cell = entry.get(_ID_KEY[loc[0]]) if isinstance(entry, dict) else None
+            if isinstance(cell, str):
+                text += f" (cell {cell})"
+    return text
+
+
+def _what(err: dict) -> str:
+    message = err["msg"]
+    if err["type"] == "missing":
+        return "required key is missing"
+    if err["type"] == "literal_error":
+        return f"{err['input']!r} is not allowed; allowed: {err['ctx']['expected']}"
+    shown = repr(err["input"])
+    return f"{message} (got {shown if len(shown) <= 60 else shown[:57] + '...'})"
