@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 Seconds = Annotated[float, Field(ge=0)]  # finite (no NaN, no infinity) and not negative
 Positive = Annotated[float, Field(gt=0)]
@@ -27,44 +27,25 @@ class Loose(BaseModel):
     model_config = ConfigDict(extra="allow", strict=True, allow_inf_nan=False)
 
 
-class Stats(Loose):
-    median: Positive
-    data: list[Seconds] = []
-    rounds: Count | None = None
-    iqr: Seconds | None = None
-    q1: Seconds | None = None
-    q3: Seconds | None = None
-    min: Seconds | None = None
-    max: Seconds | None = None
-    mean: Seconds | None = None
+def optional(tp, *names: str) -> dict:
+    """Fields that may be missing or null, all of type `tp` (for create_model)."""
+    return {name: (tp | None, None) for name in names}
 
 
-class Card(Loose):
-    name: str
-    source: str | None = None
-    num_nodes: Count | None = None
-    num_edges: Count | None = None
-    feature_dim: Count | None = None
-    num_classes: Count | None = None
-    num_train: Count | None = None
-    num_val: Count | None = None
-    num_test: Count | None = None
-    num_graphs: Count | None = None
+Stats = create_model("Stats", __base__=Loose, median=(Positive, ...), data=(list[Seconds], []),
+                     rounds=(Count | None, None), **optional(Seconds, "iqr", "q1", "q3", "min", "max", "mean"))
+Card = create_model("Card", __base__=Loose, name=(str, ...), source=(str | None, None),
+                    **optional(Count, "num_nodes", "num_edges", "feature_dim", "num_classes", "num_train",
+                               "num_val", "num_test", "num_graphs"))
 
 
 class CellSettings(Loose):
     world_size: Annotated[int, Field(ge=1)] | None = None  # scaling efficiency divides by it
 
 
-class RankEntry(Loose):
-    rank: Count
-    peak_rss_bytes: Count | None = None
-    peak_pss_bytes: Count | None = None
-    loader_stall: Seconds | None = None
-    compute_s: Seconds | None = None
-    comm_s: Seconds | None = None
-    epoch_s: Seconds | None = None
-    peak_gpu_bytes: Count | None = None
+RankEntry = create_model("RankEntry", __base__=Loose, rank=(Count, ...),
+                         **optional(Count, "peak_rss_bytes", "peak_pss_bytes", "peak_gpu_bytes"),
+                         **optional(Seconds, "loader_stall", "compute_s", "comm_s", "epoch_s"))
 
 
 class Partition(Loose):
@@ -115,13 +96,8 @@ class Unmeasured(Loose):
     settings: CellSettings | None = None
 
 
-class Meta(Loose):
-    schema_version: int
-    suite: str | None = None
-    description: str | None = None
-    baseline: str | None = None
-    cells: list[str] | None = None
-    started_at: str | None = None
+Meta = create_model("Meta", __base__=Loose, schema_version=(int, ...), cells=(list[str] | None, None),
+                    **optional(str, "suite", "description", "baseline", "started_at"))
 
 
 class Cpu(Loose):
@@ -134,27 +110,13 @@ class Gpu(Loose):
     topology: str | None = None
 
 
-class OurMachine(Loose):
-    kernel: str | None = None
-    version: str | None = None
-    cpu_count_logical: Count | None = None
-    cpu_count_physical: Count | None = None
-    memory_total_bytes: Count | None = None
-    gpu: Gpu | None = None
-    stacks: dict[str, dict[str, str | None]] | None = None
-    container_image: str | None = None
-    container_revision: str | None = None
-
-
-class MachineInfo(Loose):
-    node: str | None = None
-    machine: str | None = None
-    processor: str | None = None
-    system: str | None = None
-    release: str | None = None
-    python_version: str | None = None
-    cpu: Cpu | None = None
-    gnnbench: OurMachine | None = None
+OurMachine = create_model(
+    "OurMachine", __base__=Loose, gpu=(Gpu | None, None), stacks=(dict[str, dict[str, str | None]] | None, None),
+    **optional(str, "kernel", "version", "container_image", "container_revision"),
+    **optional(Count, "cpu_count_logical", "cpu_count_physical", "memory_total_bytes"))
+MachineInfo = create_model(
+    "MachineInfo", __base__=Loose, cpu=(Cpu | None, None), gnnbench=(OurMachine | None, None),
+    **optional(str, "node", "machine", "processor", "system", "release", "python_version"))
 
 
 class Commit(Loose):
