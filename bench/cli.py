@@ -15,7 +15,8 @@ from bench.publish import results
 from bench.run import stacks, suite as suite_mod
 from bench.run.session import RunOptions, Session, SessionError, add_run_options
 from bench.datasets.hub import DatasetError
-from bench.paths import cache_root
+from bench.inputs import InputError, check_environment, finite_float, folder, output_file
+from bench.paths import cache_dir
 
 
 # Exit codes of `gnnbench`: 0 every cell ran (or was skipped or refused for a stated reason);
@@ -28,18 +29,23 @@ EXIT_BAD_INPUT = 2
 EXIT_NOT_WRITTEN = 3
 EXIT_INTERRUPTED = 130
 FAILED = ("failed", "timeout")
+# What a bad input raises: its message names the input; `gnnbench` prints it and exits 2.
+BAD_INPUT = (InputError, suite_mod.SuiteError, SessionError, results.ResultsError, stacks.StackError, DatasetError)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="gnnbench", description=__doc__)
+    debug = argparse.ArgumentParser(add_help=False)  # `--debug` before or after the command
+    debug.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                       help="on an error, show Python's traceback too")
+    parser = argparse.ArgumentParser(prog="gnnbench", description=__doc__, parents=[debug])
     sub = parser.add_subparsers(dest="command", required=True)
 
-    run = sub.add_parser("run", help="run a suite, write its result file, then print its table")
+    run = sub.add_parser("run", parents=[debug], help="run a suite, write its result file, then print its table")
     run.add_argument("suite", nargs="?", default="smoke", help="suite name in suites/ or a YAML path")
     run.add_argument("-k", dest="select", metavar="EXPR", help="only cells whose id matches (pytest's -k rules)")
     add_run_options(run.add_argument)
 
-    report = sub.add_parser("report", help="render result files as Markdown tables and/or a static HTML site")
+    report = sub.add_parser("report", parents=[debug], help="render result files as Markdown tables and/or a static HTML site")
     report.add_argument("files", nargs="+", type=Path)
     report.add_argument("--markdown", type=Path, metavar="FILE",
                         help="write the Markdown tables here (default: stdout, unless --html or --readme is given)")
@@ -49,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="write the Markdown index of the results here (what results/README.md is)")
     report.add_argument("--command", dest="produced_by", metavar="TEXT", help="the command that produced the results, shown under the table")
 
-    rec = sub.add_parser("recover",
+    rec = sub.add_parser("recover", parents=[debug],
                          help="write a run's result file from its journal (.cells.jsonl), running nothing")
     rec.add_argument("journal", type=Path, help="the run's SUITE-STAMP.cells.jsonl")
     rec.add_argument("--suite", metavar="NAME|PATH",
@@ -57,10 +63,10 @@ def main(argv: list[str] | None = None) -> int:
     rec.add_argument("--out", type=Path, metavar="FILE",
                      help="the result file to write (default: SUITE-STAMP.json beside the journal, if not there yet)")
 
-    cmp = sub.add_parser("compare", help="verdicts for NEW against OLD, beyond the measured noise")
+    cmp = sub.add_parser("compare", parents=[debug], help="verdicts for NEW against OLD, beyond the measured noise")
     cmp.add_argument("old", type=Path, help="the earlier result file")
     cmp.add_argument("new", type=Path, help="the later result file")
-    cmp.add_argument("--floor", type=float, default=0.10, help="least relative change ever called (default 0.10)")
+    cmp.add_argument("--floor", type=finite_float(0, 10), default=0.10, help="least relative change ever called (default 0.10)")
     cmp.add_argument("--force", action="store_true", help="compare runs of different machines anyway")
     cmp.add_argument("--history", type=Path, action="append", default=[], metavar="FILE",
                      help="an earlier run of the suite, for each cell's own run-to-run noise (repeatable)")
@@ -68,9 +74,9 @@ def main(argv: list[str] | None = None) -> int:
 
     ds = sub.add_parser("datasets", help="known datasets, their sizes and memory needs; prepare one")
     ds_sub = ds.add_subparsers(dest="datasets_command", required=True)
-    ds_list = ds_sub.add_parser("list", help="the known datasets with their sizes")
-    ds_info = ds_sub.add_parser("info", help="sizes and the memory each backend will need")
-    ds_prep = ds_sub.add_parser("prepare", help="materialise a dataset into the hub (downloads if needed)")
+    ds_list = ds_sub.add_parser("list", parents=[debug], help="the known datasets with their sizes")
+    ds_info = ds_sub.add_parser("info", parents=[debug], help="sizes and the memory each backend will need")
+    ds_prep = ds_sub.add_parser("prepare", parents=[debug], help="materialise a dataset into the hub (downloads if needed)")
     for p in (ds_list, ds_info, ds_prep):
         p.add_argument("--cache-dir", metavar="DIR", help="dataset hub folder (env GNNBENCH_CACHE)")
     for p in (ds_info, ds_prep):
@@ -80,13 +86,14 @@ def main(argv: list[str] | None = None) -> int:
 
     st = sub.add_parser("stacks", help="the pinned framework environments")
     st_sub = st.add_subparsers(dest="stacks_command", required=True)
-    inst = st_sub.add_parser("install", help="create (or reuse) each stack's virtual environment")
+    inst = st_sub.add_parser("install", parents=[debug], help="create (or reuse) each stack's virtual environment")
     inst.add_argument("names", nargs="*", help="default: all stacks")
     inst.add_argument("--force", action="store_true", help="rebuild even if the pins are unchanged")
-    st_sub.add_parser("list", help="stacks, where they are, and the versions that import")
+    st_sub.add_parser("list", parents=[debug], help="stacks, where they are, and the versions that import")
 
     args = parser.parse_args(argv)
     try:
+        check_environment()
         if args.command == "run":
             return cmd_run(args)
         if args.command == "report":
@@ -103,8 +110,16 @@ def main(argv: list[str] | None = None) -> int:
                 stacks.install(name, force=args.force)
             return 0
         return cmd_stacks_list()
-    except (suite_mod.SuiteError, SessionError, results.ResultsError, stacks.StackError, DatasetError) as exc:
+    except BAD_INPUT as exc:
+        if getattr(args, "debug", False):
+            raise
         print(f"gnnbench: error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except OSError as exc:  # a file or folder the system refused (the run handles its own)
+        if getattr(args, "debug", False) or args.command == "run":
+            raise
+        print(f"gnnbench: error: {exc.filename or ''}{': ' if exc.filename else ''}{exc.strerror or exc}",
+              file=sys.stderr)
         return EXIT_BAD_INPUT
 
 
@@ -129,8 +144,8 @@ def cmd_run(args) -> int:
             cmd_report([path], markdown, command=command)
             print(markdown.read_text())
             print(f"results: {path}\ntable:   {markdown}")
-        except OSError as exc:
-            print(f"gnnbench: could not write the table {markdown} ({exc.strerror or exc}); every number is in "
+        except (OSError, InputError) as exc:
+            print(f"gnnbench: could not write the table {markdown} ({getattr(exc, 'strerror', None) or exc}); every number is in "
                   f"{path} (gnnbench report {path})", file=sys.stderr)
             code = EXIT_NOT_WRITTEN
     done = sum(c.id in session.finished for c in session.selected)
@@ -166,15 +181,18 @@ def cmd_datasets(args) -> int:
     from bench import datasets
     from bench.run.runner import ensure_dataset
 
-    cache = Path(args.cache_dir) if args.cache_dir else cache_root()
+    cache = cache_dir(args.cache_dir, writable=args.datasets_command == "prepare")
     if args.datasets_command == "list":
         print("\n".join(dataset_info.list_lines(cache)))
         return 0
     try:
         spec = datasets.parse_name(args.name)
+        datasets.check_params(spec)  # the rules a suite's `params` obey
     except ValueError as exc:
         raise DatasetError(f"{exc} (`gnnbench datasets list` shows the known datasets)") from None
     if args.datasets_command == "prepare":
+        if args.data_root:
+            folder(f"--data-root {args.data_root}", args.data_root, writable=False)
         stack = datasets.stack_of(spec["source"])
         if stack:
             stacks.install(stack)
@@ -188,6 +206,11 @@ def cmd_report(files: list[Path], markdown: Path | None, command: str | None = N
                html: Path | None = None, readme: Path | None = None) -> int:
     from bench.publish.report import render_markdown
 
+    for option, path in (("--markdown", markdown), ("--readme", readme)):
+        if path:
+            output_file(f"{option} {path}", path)
+    if html:
+        folder(f"--html {html}", html, writable=True)
     read = [read_result(f) for f in files]  # every file is checked before anything is written
     if html or readme:
         from bench.publish import site

@@ -19,6 +19,19 @@ def cache_root() -> Path:
     return Path(user_cache_dir("gnnbench"))
 
 
+def cache_dir(given: Path | str | None, writable: bool) -> Path:
+    """The dataset hub folder: `--cache-dir` where given, else cache_root(); checked as the
+    input it came from (InputError names the option or the variable). `writable`: the command
+    writes there (prepare, run), not only reads (list, info)."""
+    from bench.inputs import folder
+
+    if given:
+        return folder(f"--cache-dir {given}", given, writable)
+    if os.environ.get("GNNBENCH_CACHE"):
+        return folder(f"GNNBENCH_CACHE={os.environ['GNNBENCH_CACHE']}", cache_root(), writable)
+    return folder("the cache folder (set GNNBENCH_CACHE or --cache-dir to move it)", cache_root(), writable)
+
+
 def default_results_dir() -> Path:
     return repo_root() / "results" / "runs"
 

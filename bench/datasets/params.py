@@ -21,8 +21,9 @@ from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
 
 
 class Strict(BaseModel):
-    """Unknown keys are errors (the suite names them, with the keys allowed)."""
-    model_config = ConfigDict(extra="forbid")
+    """Unknown keys are errors (the suite names them, with the keys allowed), and so are
+    non-finite numbers (`.nan`, `.inf` in YAML, `nan` on the command line)."""
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 NoParams = dict[str, None]  # a source that takes no parameters: `params: {}` or nothing

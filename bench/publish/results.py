@@ -279,30 +279,47 @@ def of_document(data, path: Path) -> RunResult:
 
 
 def _load(path: Path) -> dict:
+    if path.is_dir():
+        raise ResultsError(f"{path}: a folder, not a result file; give its result files "
+                           f"(e.g. {path}/*.json)")
     try:
         data = json.loads(path.read_text())
     except FileNotFoundError:
         raise ResultsError(f"{path}: no such result file") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ResultsError(f"{path}: not a JSON result file ({exc})") from None
+    except OSError as exc:
+        raise ResultsError(f"{path}: cannot read the result file ({exc.strerror or exc})") from None
     return data
 
 
 def _check(data, path: Path) -> None:
+    from bench.publish import result_schema
+
     if not isinstance(data, dict) or not isinstance(data.get("benchmarks"), list):
         raise ResultsError(f"{path}: not a pytest-benchmark result (no 'benchmarks' list)")
-    version = data.get("gnnbench", {}).get("schema_version")
+    meta = data.get("gnnbench")
+    version = meta.get("schema_version") if isinstance(meta, dict) else None
     if version is None:
         raise ResultsError(f"{path}: no 'gnnbench.schema_version': not written by gnnbench")
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise ResultsError(f"{path}: gnnbench.schema_version: {version!r} is not a whole number")
     if version > SCHEMA_VERSION:
         raise ResultsError(f"{path}: schema version {version} is newer than this gnnbench reads "
                            f"({SCHEMA_VERSION}); upgrade gnnbench")
     for i, bench in enumerate(data["benchmarks"]):
-        missing = [k for k in (*REQUIRED_EXTRA, "cell_id") if k not in bench.get("extra_info", {})]
+        info = bench.get("extra_info") if isinstance(bench, dict) else None
+        if not isinstance(info, dict):
+            continue  # the schema below names what is wrong
+        missing = [k for k in (*REQUIRED_EXTRA, "cell_id") if k not in info]
         if missing:
             raise ResultsError(f"{path}: benchmarks[{i}] ({bench.get('name')}): extra_info lacks {', '.join(missing)}")
-        if "median" not in (bench.get("stats") or {}):
+        if not isinstance(bench.get("stats"), dict) or "median" not in bench["stats"]:
             raise ResultsError(f"{path}: benchmarks[{i}] ({bench.get('name')}): stats lack the median")
+    problems = result_schema.problems(path, data)  # types and ranges: no NaN, no negative times
+    if problems:
+        more = f"\n... and {len(problems) - 10} more" if len(problems) > 10 else ""
+        raise ResultsError("\n".join(problems[:10]) + more)
 
 
 def _measured_cell(bench: dict, path: Path) -> CellResult:

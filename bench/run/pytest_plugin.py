@@ -14,6 +14,7 @@ from __future__ import annotations
 import pytest
 
 from bench.run import suite as suite_mod
+from bench.inputs import InputError, check_environment
 from bench.run.session import RunOptions, Session, SessionError, add_run_options
 
 
@@ -28,9 +29,10 @@ def pytest_configure(config):
     # tryfirst: the result file is the session's; pytest-benchmark must not write its own there
     output = config.getoption("benchmark_json", None)
     try:
+        check_environment()
         config._gnnbench = Session(RunOptions.from_namespace(config.option, output=output),
                                    say=lambda text, end="\n": _say(config, text, end))
-    except (suite_mod.SuiteError, SessionError) as exc:
+    except (suite_mod.SuiteError, SessionError, InputError) as exc:
         raise pytest.UsageError(str(exc)) from None
     config.option.benchmark_json = None
 

@@ -29,7 +29,8 @@ from bench import stores
 from bench.backends import BACKENDS
 from bench.datasets import memory, stack_of
 from bench.datasets.hub import DatasetError
-from bench.paths import cache_root, default_results_dir
+from bench import inputs
+from bench.paths import cache_dir, cache_root, default_results_dir
 from bench.run import record, stacks, suite as suite_mod
 from bench.run.runner import Launch, Outcome, dataset_stats, ensure_dataset, run_in_stack
 from bench.run.suite import Cell
@@ -188,6 +189,22 @@ def read_journal(path: Path) -> list[tuple[str, str | None, Finished]]:
     return out
 
 
+def check_launch(launch: Launch) -> None:
+    """--nnodes, --node-rank and --rdzv-endpoint fit together."""
+    if not 1 <= launch.nnodes <= 1024:
+        raise SessionError(f"--nnodes {launch.nnodes}: allowed: 1 to 1024 machines")
+    if not 0 <= launch.node_rank < launch.nnodes:
+        raise SessionError(f"--node-rank {launch.node_rank}: allowed: 0 to {launch.nnodes - 1} "
+                           f"(this machine's index among --nnodes {launch.nnodes})")
+    if launch.nnodes > 1 and not launch.rdzv_endpoint:
+        raise SessionError("--nnodes > 1 needs --rdzv-endpoint HOST:PORT (the same on every node)")
+    if launch.rdzv_endpoint:
+        host, colon, port = launch.rdzv_endpoint.rpartition(":")
+        if not (host and colon and port.isdigit() and 1 <= int(port) <= 65535):
+            raise SessionError(f"--rdzv-endpoint {launch.rdzv_endpoint!r}: not HOST:PORT; allowed: a host name "
+                               "or address, a colon, a port from 1 to 65535")
+
+
 def journal_of(result_path: Path) -> Path:
     return result_path.with_name(result_path.name.removesuffix(".json") + JOURNAL_SUFFIX)
 
@@ -211,12 +228,13 @@ class Session:
         self.cells = suite_mod.expand(self.suite)
         self.selected = list(self.cells)
         self.baseline = self.suite.baseline or (self.cells[0].id if self.cells else None)
-        self.cache = Path(options.cache_dir) if options.cache_dir else cache_root()
+        self.cache = cache_dir(options.cache_dir, writable=True)
+        if options.data_root:
+            inputs.folder(f"--data-root {options.data_root}", options.data_root, writable=False)
         root = options.data_root or os.environ.get("GNNBENCH_DATA_ROOT")
         self.data_root = Path(root) if root else None
         self.launch = Launch(options.nnodes, options.node_rank, options.rdzv_endpoint)
-        if self.launch.nnodes > 1 and not self.launch.rdzv_endpoint:
-            raise SessionError("--nnodes > 1 needs --rdzv-endpoint HOST:PORT (the same on every node)")
+        check_launch(self.launch)
         self.started_at = dt.datetime.now(dt.timezone.utc)
         self.finished: dict[str, Finished] = {}
         self.resumed_from: list[str] = []

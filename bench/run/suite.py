@@ -21,15 +21,23 @@ from bench.backends import ALL_MODES, BACKENDS
 import bench.datasets as datasets_module
 from bench.datasets import SOURCES, canonical_params, parametric, params_model, parse_name
 from bench.datasets.params import Strict
+from bench.inputs import plain_name_problem
 from bench.paths import suites_dir
 from bench.stores import STORES
 
 Mode = Literal[ALL_MODES]  # type: ignore[valid-type]
 Store = Literal[tuple(STORES)]  # type: ignore[valid-type]
 Model = Literal["sage", "none"]
-PositiveInt = Annotated[int, Field(ge=1)]
-NonNegativeInt = Annotated[int, Field(ge=0)]
-Fanout = Annotated[list[PositiveInt], Field(min_length=1, max_length=5)]
+Fanout = Annotated[list[Annotated[int, Field(ge=1, le=10_000)]], Field(min_length=1, max_length=5)]
+
+
+def bounded(tp, **bounds):
+    return Annotated[tp, Field(**bounds)]
+
+
+def one_or_sweep(tp):
+    """A setting: one value, or a non-empty list of them (a sweep axis)."""
+    return tp | Annotated[list[tp], Field(min_length=1)]
 
 
 class SuiteError(ValueError):
@@ -67,19 +75,19 @@ DatasetSpec = Annotated[Union[tuple(DATASET_MODELS.values())],  # type: ignore[v
 
 class Settings(Strict):
     """Each setting is one value or a list of values (a sweep)."""
-    num_workers: NonNegativeInt | list[NonNegativeInt] = 0
-    mode: Mode | list[Mode] = "cpu-cpu"
-    world_size: PositiveInt | list[PositiveInt] = 1  # ranks; > 1 runs DDP under torch.distributed.run
-    store: Store | list[Store] = "memory"  # where features (or graphs) live; see bench.stores.STORES
-    batch_size: PositiveInt | list[PositiveInt] = 512
-    fanout: Fanout | list[Fanout] = [10, 5]
-    epochs: PositiveInt | list[PositiveInt] = 3
-    warmup_epochs: NonNegativeInt | list[NonNegativeInt] = 1
-    model: Model | list[Model] = "sage"
-    hidden: PositiveInt | list[PositiveInt] = 64
-    lr: Annotated[float, Field(gt=0)] | list[Annotated[float, Field(gt=0)]] = 0.01
-    seed: int | list[int] = 0
-    timeout: Annotated[float, Field(gt=0)] = 600.0  # seconds per cell, launch to exit
+    num_workers: one_or_sweep(bounded(int, ge=0, le=256)) = 0
+    mode: one_or_sweep(Mode) = "cpu-cpu"
+    world_size: one_or_sweep(bounded(int, ge=1, le=1024)) = 1  # ranks; > 1 runs DDP under torch.distributed.run
+    store: one_or_sweep(Store) = "memory"  # where features (or graphs) live; see bench.stores.STORES
+    batch_size: one_or_sweep(bounded(int, ge=1, le=2**24)) = 512
+    fanout: one_or_sweep(Fanout) = [10, 5]
+    epochs: one_or_sweep(bounded(int, ge=1, le=10_000)) = 3
+    warmup_epochs: one_or_sweep(bounded(int, ge=0, le=1_000)) = 1
+    model: one_or_sweep(Model) = "sage"
+    hidden: one_or_sweep(bounded(int, ge=1, le=65_536)) = 64
+    lr: one_or_sweep(bounded(float, gt=0, le=10)) = 0.01
+    seed: one_or_sweep(bounded(int, ge=0, le=2**32 - 1)) = 0  # numpy takes seeds in this range
+    timeout: bounded(float, gt=0, le=7 * 24 * 3600) = 600.0  # seconds per cell, launch to exit (at most a week)
     stack: str | None = None  # run the backend in another stack than its own (e.g. pyg-dist on current PyG)
 
     @field_validator("stack")
@@ -117,6 +125,23 @@ class Suite(Strict):
     include: list[Rule] = []
     exclude: list[Rule] = []
 
+    @field_validator("name")
+    @classmethod
+    def _file_name(cls, value: str) -> str:
+        problem = plain_name_problem(value)  # it names the result file: it must stay in --results
+        if problem:
+            raise ValueError(problem)
+        return value
+
+    @field_validator("datasets")
+    @classmethod
+    def _dataset_keys(cls, value: dict) -> dict:
+        for key in value:  # a part of each cell id, and so of test names and file names
+            problem = plain_name_problem(key)
+            if problem:
+                raise ValueError(f"dataset key {problem}")
+        return value
+
     @field_validator("backends")
     @classmethod
     def _known_backends(cls, value: list[str]) -> list[str]:
@@ -150,15 +175,21 @@ ID_SHORT = {"batch_size": "batch", "warmup_epochs": "warmup"}
 def load(path_or_name: str | Path) -> tuple[Suite, Path]:
     path = resolve_path(path_or_name)
     try:
-        raw = yaml.safe_load(path.read_text())
+        raw = yaml.safe_load(path.read_bytes().decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise SuiteError(f"{path}: not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset {exc.start}); "
+                         "allowed: a YAML file saved as UTF-8") from None
+    except OSError as exc:
+        raise SuiteError(f"{path}: cannot read the suite file ({exc.strerror or exc})") from None
     except yaml.YAMLError as exc:
-        raise SuiteError(f"{path}: not valid YAML: {exc}") from exc
+        raise SuiteError(f"{path}: not valid YAML: {exc}") from None
     if not isinstance(raw, dict):
         raise SuiteError(f"{path}: a suite is a mapping with keys {', '.join(Suite.model_fields)}")
     try:
         suite = Suite.model_validate(raw)
     except ValidationError as exc:
-        raise SuiteError("\n".join(_describe(path, err) for err in _most_specific(exc.errors()))) from None
+        lines = [_describe(path, err) for err in _most_specific(exc.errors())]
+        raise SuiteError("\n".join(dict.fromkeys(lines))) from None  # once each (X | list[X] fails twice)
     problems = _check_rules(suite)
     if problems:
         raise SuiteError("\n".join(f"{path}: {p}" for p in problems))
@@ -210,7 +241,7 @@ def _describe(path: Path, err: dict) -> str:
         return f"{path}: {loc}: unknown key; allowed keys here: {allowed}"
     if err["type"] == "missing":
         return f"{path}: {loc}: required key is missing"
-    message = err["msg"]
+    message = err["msg"].removeprefix("Value error, ")
     expected = err.get("ctx", {}).get("expected")
     if expected and expected not in message:
         message += f" (allowed: {expected})"

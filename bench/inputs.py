@@ -1,0 +1,137 @@
+"""Checks of what a user hands gnnbench where it enters: options, environment variables, names.
+
+One error class and one message shape for every bad input:
+
+    WHERE: what is wrong; allowed: what would do
+
+WHERE names the input (`--cache-dir /x`, `GNNBENCH_CACHE=/x`, a file and key path). `gnnbench`
+prints the message and exits 2 (bench/cli.py), before anything runs. No dependencies: the stacks
+may import it too.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from pathlib import Path
+
+
+class InputError(ValueError):
+    """A bad input, named with what is wrong and what is allowed: nothing was run."""
+
+
+# --- names and numbers ----------------------------------------------------------------------
+
+PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+PLAIN_NAME_RULE = "1 to 100 letters, digits, '.', '_' or '-', not starting with '.', '_' or '-'"
+
+
+def plain_name_problem(text: object) -> str | None:
+    """Why `text` cannot be a file name of its own (a suite name, a dataset key); None if it can."""
+    if not isinstance(text, str) or not PLAIN_NAME.fullmatch(text):
+        return f"{text!r} is not a plain file name; allowed: {PLAIN_NAME_RULE}"
+    return None
+
+
+def finite_float(low: float | None = None, high: float | None = None):
+    """An argparse `type`: a finite number within [low, high] (argparse names the option)."""
+    import argparse
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        bounds = f"{low if low is not None else '-inf'} .. {high if high is not None else 'inf'}"
+        if not math.isfinite(value) or (low is not None and value < low) or (high is not None and value > high):
+            raise argparse.ArgumentTypeError(f"{text!r} is out of range; allowed: a finite number in {bounds}")
+        return value
+
+    parse.__name__ = "number"
+    return parse
+
+
+# --- folders and files ----------------------------------------------------------------------
+
+def folder(where: str, path: Path | str, writable: bool) -> Path:
+    """A folder given by the user (`where` names the option or variable): an existing folder, or
+    one that can be created; `writable`: gnnbench will write into it."""
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise InputError(f"{where}: {path} is a file, not a folder; allowed: a folder (or a path to create one)")
+    if writable:
+        existing = next(p for p in (path, *path.parents) if p.exists())
+        if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
+            what = "is read-only" if existing == path else f"cannot be created ({existing} is read-only)"
+            raise InputError(f"{where}: {path} {what}; allowed: a folder gnnbench can write to")
+    return path
+
+
+def output_file(where: str, path: Path | str) -> Path:
+    """A file gnnbench will write (`--markdown FILE`): in an existing, writable folder."""
+    path = Path(path)
+    if path.is_dir():
+        raise InputError(f"{where}: {path} is a folder; allowed: a file name in an existing folder")
+    parent = path.parent
+    if not parent.is_dir():
+        raise InputError(f"{where}: {path}: the folder {parent} does not exist; create it first, "
+                         "or give a file in an existing folder")
+    if not os.access(parent, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise InputError(f"{where}: {path} cannot be written (read-only); allowed: a writable file")
+    return path
+
+
+# --- environment variables ------------------------------------------------------------------
+
+SWITCH = {"", "0", "1"}
+FAULT_KINDS = ("crash", "hang")
+
+
+def _folder_variable(name: str, writable: bool = False) -> None:
+    value = os.environ.get(name)
+    if value:
+        folder(f"{name}={value}", value, writable)
+
+
+def _switch(name: str) -> None:
+    value = os.environ.get(name, "")
+    if value.strip() not in SWITCH:
+        raise InputError(f"{name}={value!r}: not a switch; allowed: 1 (on), 0 or unset (off)")
+
+
+def _byte_count(name: str, low: int, high: int) -> None:
+    value = os.environ.get(name, "")
+    if not value:
+        return
+    try:
+        number = int(value)
+    except ValueError:
+        number = None
+    if number is None or not low <= number <= high:
+        raise InputError(f"{name}={value!r}: not a byte count; allowed: a whole number of bytes "
+                         f"from {low:,} to {high:,}")
+
+
+def _fault_rules(name: str) -> None:
+    """`KIND[:CELL][@RANK],...`, a test hook (bench/run/worker.py fault_for): KIND crash or hang
+    where the rule matches a cell (the tests also mark runs with rules that match none), RANK a
+    whole number."""
+    value = os.environ.get(name, "")
+    for rule in filter(None, value.split(",")):
+        kind, _, target = rule.partition(":")
+        _, at, rank = target.partition("@")
+        if not re.fullmatch(r"[A-Za-z0-9_-]+", kind) or (at and not rank.isdigit()):
+            raise InputError(f"{name}={value!r}: rule {rule!r} is not KIND[:CELL][@RANK]; allowed: KIND one of "
+                             f"{', '.join(FAULT_KINDS)}, CELL a part of a cell id, RANK a whole number")
+
+
+def check_environment() -> None:
+    """Every environment variable gnnbench reads from its user, checked once at the start."""
+    _folder_variable("GNNBENCH_CACHE")
+    _folder_variable("GNNBENCH_STACKS_DIR")
+    _folder_variable("GNNBENCH_DATA_ROOT")
+    _byte_count("GNNBENCH_LMDB_MAP_SIZE", 2**20, 2**50)
+    _fault_rules("GNNBENCH_FAULT")
+    _switch("GNNBENCH_OFFLINE")
+    _switch("GNNBENCH_IN_CONTAINER")

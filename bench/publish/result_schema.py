@@ -1,0 +1,170 @@
+"""What a result file must hold to be read: its types and ranges, checked once on read.
+
+bench/publish/results.py reads result files into its typed model; before it does, `check` refuses
+a file whose values could not be shown or compared honestly: a missing or wrong-typed field,
+text where a number belongs, and NaN, infinite, negative or zero epoch times (a median of 0
+would divide by zero, a NaN would be called "unchanged"). The message names the file, the key
+path and what is allowed. Unknown keys are allowed (pytest-benchmark writes more than we read).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+
+Seconds = Annotated[float, Field(ge=0)]  # finite (no NaN, no infinity) and not negative
+Positive = Annotated[float, Field(gt=0)]
+Count = Annotated[int, Field(ge=0)]
+Share = Annotated[float, Field(ge=0, le=1)]
+Nothing = Literal[0, "", None]  # an empty value where a record is optional reads as none
+UNMEASURED_STATUSES = ("failed", "timeout", "skipped", "refused", "follower")
+
+
+class Loose(BaseModel):
+    """Types are strict (no text for numbers), numbers finite; keys we do not read are allowed."""
+    model_config = ConfigDict(extra="allow", strict=True, allow_inf_nan=False)
+
+
+def optional(tp, *names: str) -> dict:
+    """Fields that may be missing or null, all of type `tp` (for create_model)."""
+    return {name: (tp | None, None) for name in names}
+
+
+Stats = create_model("Stats", __base__=Loose, median=(Positive, ...), data=(list[Seconds], []),
+                     rounds=(Count | None, None), **optional(Seconds, "iqr", "q1", "q3", "min", "max", "mean"))
+Card = create_model("Card", __base__=Loose, name=(str, ...), source=(str | None, None),
+                    **optional(Count, "num_nodes", "num_edges", "feature_dim", "num_classes", "num_train",
+                               "num_val", "num_test", "num_graphs"))
+
+
+class CellSettings(Loose):
+    world_size: Annotated[int, Field(ge=1)] | None = None  # scaling efficiency divides by it
+
+
+RankEntry = create_model("RankEntry", __base__=Loose, rank=(Count, ...),
+                         **optional(Count, "peak_rss_bytes", "peak_pss_bytes", "peak_gpu_bytes"),
+                         **optional(Seconds, "loader_stall", "compute_s", "comm_s", "epoch_s"))
+
+
+class Partition(Loose):
+    num_parts: Count | None = None
+    seconds: Seconds | None = None
+    edge_cut: Share | None = None
+    balance: Seconds | None = None
+    reused: bool | None = None
+
+
+class ExtraInfo(Loose):
+    cell_id: str
+    backend: str
+    stack: str | int | None  # shown as text and used as a key only
+    versions: dict[str, str | None] | Nothing  # package -> version
+    dataset: Card
+    settings: CellSettings
+    seeds_per_s: Seconds
+    edges_per_s: Seconds
+    loader_stall: Seconds
+    peak_rss_bytes: Count | None
+    peak_pss_bytes: Count | None
+    val_acc: Share | None
+    test_acc: Share | None
+    startup_s: Seconds
+    compute_s: Seconds | None = None
+    comm_s: Seconds | None = None
+    batches_per_epoch: Count | None = None
+    total_pss_bytes: Count | None = None
+    peak_gpu_bytes: Count | None = None
+    warmup_epoch_s: list[Seconds] | None = None
+    ranks: list[RankEntry] | None = None
+    partition: Partition | None = None
+    device: dict | None = None
+
+
+class Benchmark(Loose):
+    extra_info: ExtraInfo
+    stats: Stats
+
+
+class Unmeasured(Loose):
+    id: str
+    status: Literal[UNMEASURED_STATUSES]  # type: ignore[valid-type]
+    reason: str | None = None
+    backend: str | None = None
+    dataset: str | None = None
+    settings: CellSettings | None = None
+
+
+Meta = create_model("Meta", __base__=Loose, schema_version=(int, ...), cells=(list[str] | None, None),
+                    **optional(str, "suite", "description", "baseline", "started_at"))
+
+
+class Cpu(Loose):
+    brand_raw: str | None = None
+    count: Count | None = None
+
+
+class Gpu(Loose):
+    gpus: list[str] | None = None
+    topology: str | None = None
+
+
+OurMachine = create_model(
+    "OurMachine", __base__=Loose, gpu=(Gpu | None, None), stacks=(dict[str, dict[str, str | None]] | None, None),
+    **optional(str, "kernel", "version", "container_image", "container_revision"),
+    **optional(Count, "cpu_count_logical", "cpu_count_physical", "memory_total_bytes"))
+MachineInfo = create_model(
+    "MachineInfo", __base__=Loose, cpu=(Cpu | None, None), gnnbench=(OurMachine | None, None),
+    **optional(str, "node", "machine", "processor", "system", "release", "python_version"))
+
+
+class Commit(Loose):
+    id: str | None = None
+    dirty: bool | None = None
+
+
+class ResultFile(Loose):
+    datetime: str | None = None
+    commit_info: Commit | None = None
+    machine_info: MachineInfo | None = None
+    gnnbench: Meta
+    benchmarks: list[Benchmark]
+    unmeasured: list[Unmeasured] = []
+
+
+def problems(path: Path, data: dict) -> list[str]:
+    """What is wrong with a result file's content, one line each naming the key path (empty: fine)."""
+    try:
+        ResultFile.model_validate(data)
+    except ValidationError as exc:
+        return [f"{path}: {_where(err['loc'], data)}: {_what(err)}" for err in exc.errors()]
+    return []
+
+
+_ID_KEY = {"benchmarks": "cell_id", "unmeasured": "id"}
+
+
+def _where(loc: tuple, data: dict) -> str:
+    """`benchmarks[2] (cell X).stats.median`: the key path, with the cell it is in."""
+    text = ""
+    for i, part in enumerate(loc):
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+        if i == 1 and loc[0] in ("benchmarks", "unmeasured") and isinstance(part, int):
+            entry = data[loc[0]][part]
+            if loc[0] == "benchmarks" and isinstance(entry, dict):
+                entry = entry.get("extra_info")
+            cell = entry.get(_ID_KEY[loc[0]]) if isinstance(entry, dict) else None
+            if isinstance(cell, str):
+                text += f" (cell {cell})"
+    return text
+
+
+def _what(err: dict) -> str:
+    message = err["msg"]
+    if err["type"] == "missing":
+        return "required key is missing"
+    if err["type"] == "literal_error":
+        return f"{err['input']!r} is not allowed; allowed: {err['ctx']['expected']}"
+    shown = repr(err["input"])
+    return f"{message} (got {shown if len(shown) <= 60 else shown[:57] + '...'})"

@@ -1,0 +1,433 @@
+"""The bad-input catalogue: each case is one thing a user can get wrong, run through the real
+`gnnbench` entry (bench.cli.main, in-process; a few as subprocesses), which must exit 2 with one
+message naming the input (file, key path, option or variable) and what is wrong, and no
+traceback. Nothing runs: every case fails before a stack or a cell is started."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench import cli
+from tests import synthetic_results as sr
+
+# --- suites: each is a valid suite with one thing wrong --------------------------------------
+
+GOOD_SUITE = """\
+name: good
+datasets:
+  g: "synthetic:scale=8"
+backends: [pyg-neighbor]
+settings:
+  epochs: 2
+"""
+
+
+def suite_text(**replace) -> str:
+    text = GOOD_SUITE
+    for old, new in replace.items():
+        text = text.replace(old.replace("_", " "), new)
+    return text
+
+
+def with_settings(line: str) -> str:
+    return GOOD_SUITE.replace("  epochs: 2\n", f"  epochs: 2\n  {line}\n")
+
+
+# (case id, suite text or bytes, substrings the message must hold: key path and what is wrong)
+SUITES = [
+    ("fanout-empty", with_settings("fanout: []"), ["settings.fanout", "at least 1 item"]),
+    ("fanout-empty-inner", with_settings("fanout: [[]]"), ["settings.fanout.0", "at least 1 item"]),
+    ("fanout-zero", with_settings("fanout: [0, 5]"), ["settings.fanout", "greater than or equal to 1"]),
+    ("fanout-too-deep", with_settings("fanout: [1, 1, 1, 1, 1, 1]"), ["settings.fanout", "at most 5"]),
+    ("fanout-huge", with_settings("fanout: [100000]"), ["settings.fanout", "less than or equal to 10000"]),
+    ("fanout-text", with_settings("fanout: abc"), ["settings.fanout", "valid list"]),
+    ("epochs-empty-sweep", with_settings("batch_size: []"), ["settings.batch_size", "at least 1 item"]),
+    ("epochs-zero", GOOD_SUITE.replace("epochs: 2", "epochs: 0"), ["settings.epochs", "greater than or equal to 1"]),
+    ("epochs-absurd", GOOD_SUITE.replace("epochs: 2", "epochs: 1000000"), ["settings.epochs", "less than or equal to 10000"]),
+    ("epochs-text", GOOD_SUITE.replace("epochs: 2", "epochs: many"), ["settings.epochs", "valid integer"]),
+    ("epochs-fraction", GOOD_SUITE.replace("epochs: 2", "epochs: 2.5"), ["settings.epochs", "fractional part"]),
+    ("lr-nan", with_settings("lr: .nan"), ["settings.lr", "finite number"]),
+    ("lr-inf", with_settings("lr: .inf"), ["settings.lr", "finite number"]),
+    ("lr-zero", with_settings("lr: 0"), ["settings.lr", "greater than 0"]),
+    ("lr-negative", with_settings("lr: -0.1"), ["settings.lr", "greater than 0"]),
+    ("lr-absurd", with_settings("lr: 1000.0"), ["settings.lr", "less than or equal to 10"]),
+    ("lr-sweep-nan", with_settings("lr: [0.1, .nan]"), ["settings.lr.1", "finite number"]),
+    ("timeout-inf", with_settings("timeout: .inf"), ["settings.timeout", "finite number"]),
+    ("timeout-nan", with_settings("timeout: .nan"), ["settings.timeout", "finite number"]),
+    ("timeout-zero", with_settings("timeout: 0"), ["settings.timeout", "greater than 0"]),
+    ("timeout-absurd", with_settings("timeout: 1.0e+12"), ["settings.timeout", "less than or equal to 604800"]),
+    ("seed-negative", with_settings("seed: -1"), ["settings.seed", "greater than or equal to 0"]),
+    ("seed-too-big", with_settings("seed: 99999999999"), ["settings.seed", "less than or equal to 4294967295"]),
+    ("workers-negative", with_settings("num_workers: -1"), ["settings.num_workers", "greater than or equal to 0"]),
+    ("world-size-zero", with_settings("world_size: 0"), ["settings.world_size", "greater than or equal to 1"]),
+    ("batch-zero", with_settings("batch_size: 0"), ["settings.batch_size", "greater than or equal to 1"]),
+    ("hidden-absurd", with_settings("hidden: 10000000"), ["settings.hidden", "less than or equal to 65536"]),
+    ("warmup-negative", with_settings("warmup_epochs: -2"), ["settings.warmup_epochs", "greater than or equal to 0"]),
+    ("mode-unknown", with_settings("mode: gpu-gpu"), ["settings.mode", "cpu-cpu"]),
+    ("store-unknown", with_settings("store: floppy"), ["settings.store", "memory"]),
+    ("model-unknown", with_settings("model: gat"), ["settings.model", "sage"]),
+    ("stack-unknown", with_settings("stack: nope"), ["settings.stack", "unknown stack 'nope'"]),
+    ("setting-unknown", with_settings("epoch: 3"), ["settings.epoch", "unknown key", "epochs"]),
+    ("name-escapes", GOOD_SUITE.replace("name: good", "name: ../../x"), ["name", "'../../x' is not a plain file name"]),
+    ("name-absolute", GOOD_SUITE.replace("name: good", "name: /tmp/x"), ["name", "not a plain file name"]),
+    ("name-hidden", GOOD_SUITE.replace("name: good", "name: .hidden"), ["name", "not a plain file name"]),
+    ("name-space", GOOD_SUITE.replace("name: good", "name: 'my suite'"), ["name", "not a plain file name"]),
+    ("name-missing", GOOD_SUITE.replace("name: good\n", ""), ["name", "required key is missing"]),
+    ("name-number", GOOD_SUITE.replace("name: good", "name: 12"), ["name", "valid string"]),
+    ("dataset-key-slash", GOOD_SUITE.replace("  g:", "  a/b:"), ["datasets", "dataset key 'a/b'", "plain file name"]),
+    ("datasets-empty", GOOD_SUITE.replace('datasets:\n  g: "synthetic:scale=8"', "datasets: {}"), ["datasets", "at least 1 item"]),
+    ("dataset-scale-negative", GOOD_SUITE.replace("scale=8", "scale=-1"), ["datasets.g.params.scale", "greater than or equal to 4"]),
+    ("dataset-train-frac", GOOD_SUITE.replace("scale=8", "scale=8,train_frac=2"), ["datasets.g.params.train_frac", "less than"]),
+    ("dataset-classes-one", GOOD_SUITE.replace("scale=8", "scale=8,num_classes=1"), ["datasets.g.params.num_classes", "greater than or equal to 2"]),
+    ("dataset-source-unknown", GOOD_SUITE.replace('"synthetic:scale=8"', "{source: nope}"), ["datasets.g", "nope"]),
+    ("dataset-planetoid-unknown", GOOD_SUITE.replace('"synthetic:scale=8"', '"planetoid:Nope"'), ["datasets.g", "Nope"]),
+    ("backend-unknown", GOOD_SUITE.replace("[pyg-neighbor]", "[pyg-nope]"), ["backends", "unknown backend 'pyg-nope'"]),
+    ("backends-empty", GOOD_SUITE.replace("[pyg-neighbor]", "[]"), ["backends", "at least 1 item"]),
+    ("top-key-unknown", GOOD_SUITE + "setings: {}\n", ["setings", "unknown key", "settings"]),
+    ("baseline-unknown", GOOD_SUITE + "baseline: nope\n", ["baseline", "'nope' is not a cell id"]),
+    ("exclude-key-unknown", GOOD_SUITE + "exclude:\n  - {colour: red}\n", ["exclude.0.colour", "unknown key"]),
+    ("include-backend-unknown", GOOD_SUITE + "include:\n  - {backend: nope}\n", ["include.0.backend", "unknown backend 'nope'"]),
+    ("include-setting-bad", GOOD_SUITE + "include:\n  - {epochs: 0}\n", ["include.0.epochs", "greater than or equal to 1"]),
+    ("not-a-mapping", "- a\n- b\n", ["a suite is a mapping"]),
+    ("empty-file", "", ["a suite is a mapping"]),
+    ("not-yaml", "name: [unclosed\n", ["not valid YAML"]),
+    ("not-utf8", GOOD_SUITE.encode() + b"description: caf\xe9\n", ["not UTF-8 text", "0xe9"]),
+    ("utf16", GOOD_SUITE.encode("utf-16"), ["not UTF-8 text"]),
+]
+
+
+@pytest.mark.parametrize("text, expected", [pytest.param(t, e, id=i) for i, t, e in SUITES])
+def test_bad_suite(tmp_path, capsys, text, expected):
+    path = tmp_path / "bad.yaml"
+    path.write_bytes(text if isinstance(text, bytes) else text.encode())
+    message = refused(capsys, ["run", str(path), "--results", str(tmp_path / "r"), "--cache-dir",
+                               str(tmp_path / "c"), "--no-install"])
+    assert str(path) in message
+    for part in expected:
+        assert part in message
+    assert not (tmp_path / "r").exists()  # nothing was run, nothing written
+
+
+# --- command-line options --------------------------------------------------------------------
+
+def good_suite(tmp: Path) -> Path:
+    path = tmp / "good.yaml"
+    path.write_text(GOOD_SUITE)
+    return path
+
+
+def a_file(tmp: Path) -> Path:
+    path = tmp / "a-file"
+    path.write_text("x")
+    return path
+
+
+def run_args(tmp: Path, *options: str) -> list[str]:
+    return ["run", str(good_suite(tmp)), "--no-install", "--results", str(tmp / "r"), *options]
+
+
+# (case id, argv from a tmp folder, substrings of the message)
+OPTIONS = [
+    ("cache-dir-is-file", lambda t: run_args(t, "--cache-dir", str(a_file(t))), ["--cache-dir", "is a file, not a folder"]),
+    ("cache-dir-under-file", lambda t: run_args(t, "--cache-dir", str(a_file(t) / "sub")), ["--cache-dir", "read-only"]),
+    ("data-root-is-file", lambda t: run_args(t, "--data-root", str(a_file(t))), ["--data-root", "is a file, not a folder"]),
+    ("results-is-file", lambda t: ["run", str(good_suite(t)), "--results", str(a_file(t))], ["a-file", "cannot write results there", "--results"]),
+    ("nnodes-zero", lambda t: run_args(t, "--nnodes", "0"), ["--nnodes 0", "1 to 1024"]),
+    ("node-rank-too-big", lambda t: run_args(t, "--nnodes", "2", "--node-rank", "2", "--rdzv-endpoint", "h:29500"), ["--node-rank 2", "0 to 1"]),
+    ("node-rank-negative", lambda t: run_args(t, "--node-rank", "-1"), ["--node-rank -1", "0 to 0"]),
+    ("nnodes-without-endpoint", lambda t: run_args(t, "--nnodes", "2"), ["--nnodes > 1 needs --rdzv-endpoint"]),
+    ("endpoint-no-port", lambda t: run_args(t, "--rdzv-endpoint", "host"), ["--rdzv-endpoint 'host'", "HOST:PORT"]),
+    ("endpoint-bad-port", lambda t: run_args(t, "--rdzv-endpoint", "host:99999"), ["--rdzv-endpoint", "1 to 65535"]),
+    ("select-bad", lambda t: run_args(t, "-k", "pyg and"), ["-k 'pyg and'"]),
+    ("resume-missing", lambda t: run_args(t, "--resume", str(t / "x.cells.jsonl")), ["--resume", "no such journal"]),
+    ("resume-not-journal", lambda t: run_args(t, "--resume", str(a_file(t))), ["--resume", "expected the .cells.jsonl journal"]),
+    ("suite-unknown", lambda t: ["run", "no-such-suite"], ["suite 'no-such-suite' not found", "known:"]),
+    ("suite-is-folder", lambda t: ["run", str(t)], ["not found: not a file"]),
+    ("nnodes-not-a-number", lambda t: run_args(t, "--nnodes", "two"), ["--nnodes", "invalid int value: 'two'"]),
+    ("command-unknown", lambda t: ["runn"], ["invalid choice: 'runn'"]),
+    ("report-no-files", lambda t: ["report"], ["the following arguments are required: files"]),
+    ("floor-nan", lambda t: ["compare", "a.json", "b.json", "--floor", "nan"], ["--floor", "'nan' is out of range"]),
+    ("floor-negative", lambda t: ["compare", "a.json", "b.json", "--floor", "-0.1"], ["--floor", "out of range"]),
+    ("floor-text", lambda t: ["compare", "a.json", "b.json", "--floor", "ten"], ["--floor", "'ten' is not a number"]),
+    ("fail-on-unknown", lambda t: ["compare", "a.json", "b.json", "--fail-on", "anything"], ["--fail-on", "invalid choice"]),
+]
+
+
+@pytest.mark.parametrize("argv, expected", [pytest.param(a, e, id=i) for i, a, e in OPTIONS])
+def test_bad_option(tmp_path, capsys, argv, expected):
+    message = refused(capsys, argv(tmp_path))
+    for part in expected:
+        assert part in message
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders")
+@pytest.mark.parametrize("command", [["run", "GOOD", "--no-install"], ["datasets", "prepare", "synthetic:scale=8"]])
+def test_read_only_cache_dir(tmp_path, capsys, command):
+    cache = tmp_path / "ro"
+    cache.mkdir()
+    cache.chmod(0o555)
+    argv = [str(good_suite(tmp_path)) if a == "GOOD" else a for a in command]
+    message = refused(capsys, [*argv, "--cache-dir", str(cache)])
+    assert f"--cache-dir {cache}" in message and "read-only" in message
+
+
+# --- dataset names and parameters (datasets info / prepare) ----------------------------------
+
+DATASETS = [
+    ("scale-negative", "synthetic:scale=-1", ["synthetic:scale=-1", "scale", "greater than or equal to 4"]),
+    ("scale-too-big", "synthetic:scale=40", ["scale", "less than or equal to"]),
+    ("scale-nan", "synthetic:scale=nan", ["scale", "finite number"]),
+    ("scale-inf", "synthetic:scale=1e400", ["scale", "finite number"]),
+    ("scale-fraction", "synthetic:scale=12.5", ["scale", "fractional part"]),
+    ("scale-text", "synthetic:scale=big", ["scale='big' is not a number"]),
+    ("train-frac-two", "synthetic:train_frac=2", ["train_frac", "less than"]),
+    ("train-frac-negative", "synthetic:train_frac=-0.5", ["train_frac", "greater than"]),
+    ("fracs-over-one", "synthetic:train_frac=0.6,val_frac=0.3,test_frac=0.3", ["synthetic:train_frac=0.6", "frac"]),
+    ("classes-one", "synthetic:num_classes=1", ["num_classes", "greater than or equal to 2"]),
+    ("feature-dim-zero", "synthetic:feature_dim=0", ["feature_dim", "greater than or equal to 1"]),
+    ("param-unknown", "synthetic:foo=1", ["unknown synthetic parameter(s) foo", "allowed: scale"]),
+    ("param-not-key-value", "synthetic:scale", ["'scale' is not key=value"]),
+    ("param-empty-value", "synthetic:scale=", ["'scale=' is not key=value"]),
+    ("source-unknown", "nope:x", ["unknown dataset source 'nope'", "sources: synthetic"]),
+    ("planetoid-unknown", "planetoid:Nope", ["unknown planetoid dataset 'Nope'", "known: Cora"]),
+    ("planetoid-no-name", "planetoid", ["unknown planetoid dataset ''"]),
+    ("ogb-unknown", "ogb:ogbn-nope", ["unknown ogb dataset 'ogbn-nope'"]),
+    ("molecules-count-zero", "molecules:count=0", ["molecules", "count"]),
+    ("molecules-nodes-inverted", "molecules:min_nodes=30,max_nodes=10", ["molecules", "min_nodes"]),
+]
+
+
+@pytest.mark.parametrize("command", ["info", "prepare"])
+@pytest.mark.parametrize("name, expected", [pytest.param(n, e, id=i) for i, n, e in DATASETS])
+def test_bad_dataset_name(tmp_path, capsys, command, name, expected):
+    message = refused(capsys, ["datasets", command, name, "--cache-dir", str(tmp_path / "hub")])
+    for part in expected:
+        assert part in message
+    assert not (tmp_path / "hub").exists()  # nothing prepared
+
+
+@pytest.mark.parametrize("command", [["list"], ["info", "synthetic:scale=8"], ["prepare", "synthetic:scale=8"]])
+def test_dataset_cache_dir_is_a_file(tmp_path, capsys, command):
+    path = a_file(tmp_path)
+    message = refused(capsys, ["datasets", *command, "--cache-dir", str(path)])
+    assert f"--cache-dir {path}" in message and "is a file, not a folder" in message
+
+
+def test_dataset_data_root_is_a_file(tmp_path, capsys):
+    path = a_file(tmp_path)
+    message = refused(capsys, ["datasets", "prepare", "synthetic:scale=8", "--cache-dir", str(tmp_path / "hub"),
+                               "--data-root", str(path)])
+    assert f"--data-root {path}" in message and "is a file, not a folder" in message
+
+
+# --- environment variables -------------------------------------------------------------------
+
+ENVIRONMENT = [
+    ("cache-is-file", "GNNBENCH_CACHE", "FILE", ["GNNBENCH_CACHE=", "is a file, not a folder"]),
+    ("stacks-dir-is-file", "GNNBENCH_STACKS_DIR", "FILE", ["GNNBENCH_STACKS_DIR=", "is a file, not a folder"]),
+    ("data-root-is-file", "GNNBENCH_DATA_ROOT", "FILE", ["GNNBENCH_DATA_ROOT=", "is a file, not a folder"]),
+    ("map-size-text", "GNNBENCH_LMDB_MAP_SIZE", "lots", ["GNNBENCH_LMDB_MAP_SIZE='lots'", "not a byte count"]),
+    ("map-size-float", "GNNBENCH_LMDB_MAP_SIZE", "1e9", ["GNNBENCH_LMDB_MAP_SIZE='1e9'", "whole number of bytes"]),
+    ("map-size-negative", "GNNBENCH_LMDB_MAP_SIZE", "-5", ["GNNBENCH_LMDB_MAP_SIZE='-5'", "from 1,048,576"]),
+    ("map-size-tiny", "GNNBENCH_LMDB_MAP_SIZE", "10", ["GNNBENCH_LMDB_MAP_SIZE='10'", "not a byte count"]),
+    ("fault-bad-rank", "GNNBENCH_FAULT", "crash:ws=2@one", ["GNNBENCH_FAULT='crash:ws=2@one'", "RANK a whole number"]),
+    ("fault-empty-kind", "GNNBENCH_FAULT", ":pyg", ["GNNBENCH_FAULT=':pyg'", "KIND one of crash, hang"]),
+    ("offline-word", "GNNBENCH_OFFLINE", "false", ["GNNBENCH_OFFLINE='false'", "not a switch", "1 (on), 0 or unset"]),
+    ("offline-yes", "GNNBENCH_OFFLINE", "yes", ["GNNBENCH_OFFLINE='yes'", "not a switch"]),
+    ("in-container-word", "GNNBENCH_IN_CONTAINER", "true", ["GNNBENCH_IN_CONTAINER='true'", "not a switch"]),
+]
+
+
+@pytest.mark.parametrize("command", [["datasets", "list"], ["report", "none.json"]])
+@pytest.mark.parametrize("variable, value, expected", [pytest.param(v, x, e, id=i) for i, v, x, e in ENVIRONMENT])
+def test_bad_environment_variable(tmp_path, capsys, monkeypatch, command, variable, value, expected):
+    monkeypatch.setenv(variable, str(a_file(tmp_path)) if value == "FILE" else value)
+    message = refused(capsys, command)
+    for part in expected:
+        assert part in message
+
+
+# --- result files given to report and compare ------------------------------------------------
+
+A = sr.cell_id()
+B = sr.cell_id(workers=1)
+
+
+def good_result() -> dict:
+    return sr.run([sr.bench(A, [1.0, 1.1, 0.9, 1.0]), sr.bench(B, [2.0, 2.1, 1.9, 2.0])],
+                  unmeasured_cells=[sr.unmeasured(sr.cell_id(ws=2))])
+
+
+def setting(keys: str, value):
+    """A change to a result file: the value at a dotted key path (`benchmarks.0.stats.median`)."""
+    def change(data):
+        *parents, last = [int(k) if k.isdigit() else k for k in keys.split(".")]
+        target = data
+        for key in parents:
+            target = target[key]
+        target[last] = value
+    return change
+
+
+def removing(keys: str):
+    def change(data):
+        *parents, last = [int(k) if k.isdigit() else k for k in keys.split(".")]
+        target = data
+        for key in parents:
+            target = target[key]
+        del target[last]
+    return change
+
+
+# (case id, change to a good result file, substrings of the message after the file's path)
+RESULTS = [
+    ("median-zero", setting("benchmarks.0.stats.median", 0.0), ["benchmarks[0] (cell " + A, "stats.median", "greater than 0"]),
+    ("median-nan", setting("benchmarks.0.stats.median", math.nan), ["stats.median", "finite number"]),
+    ("median-inf", setting("benchmarks.1.stats.median", math.inf), ["benchmarks[1]", "stats.median", "finite number"]),
+    ("median-negative", setting("benchmarks.0.stats.median", -3.0), ["stats.median", "greater than 0"]),
+    ("median-text", setting("benchmarks.0.stats.median", "1.0"), ["stats.median", "valid number"]),
+    ("median-missing", removing("benchmarks.0.stats.median"), ["stats lack the median"]),
+    ("stats-missing", removing("benchmarks.0.stats"), ["stats lack the median"]),
+    ("stats-list", setting("benchmarks.0.stats", [1.0]), ["stats lack the median"]),
+    ("rounds-nan", setting("benchmarks.0.stats.data", [1.0, math.nan]), ["stats.data[1]", "finite number"]),
+    ("rounds-negative", setting("benchmarks.0.stats.data", [1.0, -1.0]), ["stats.data[1]", "greater than or equal to 0"]),
+    ("iqr-negative", setting("benchmarks.0.stats.iqr", -0.5), ["stats.iqr", "greater than or equal to 0"]),
+    ("iqr-nan", setting("benchmarks.0.stats.iqr", math.nan), ["stats.iqr", "finite number"]),
+    ("mean-infinite", setting("benchmarks.0.stats.mean", -math.inf), ["stats.mean", "finite number"]),
+    ("settings-missing", removing("benchmarks.0.extra_info.settings"), ["extra_info lacks settings"]),
+    ("settings-text", setting("benchmarks.0.extra_info.settings", "fast"), ["extra_info.settings", "valid dictionary"]),
+    ("world-size-zero", setting("benchmarks.0.extra_info.settings.world_size", 0), ["settings.world_size", "greater than or equal to 1"]),
+    ("cell-id-missing", removing("benchmarks.0.extra_info.cell_id"), ["extra_info lacks cell_id"]),
+    ("cell-id-number", setting("benchmarks.0.extra_info.cell_id", 7), ["extra_info.cell_id", "valid string"]),
+    ("dataset-text", setting("benchmarks.0.extra_info.dataset", "toy"), ["extra_info.dataset", "valid dictionary"]),
+    ("nodes-negative", setting("benchmarks.0.extra_info.dataset.num_nodes", -1), ["dataset.num_nodes", "greater than or equal to 0"]),
+    ("throughput-nan", setting("benchmarks.0.extra_info.seeds_per_s", math.nan), ["extra_info.seeds_per_s", "finite number"]),
+    ("stall-negative", setting("benchmarks.0.extra_info.loader_stall", -0.2), ["extra_info.loader_stall", "greater than or equal to 0"]),
+    ("accuracy-two", setting("benchmarks.0.extra_info.test_acc", 2.0), ["extra_info.test_acc", "less than or equal to 1"]),
+    ("rss-text", setting("benchmarks.0.extra_info.peak_rss_bytes", "lots"), ["extra_info.peak_rss_bytes", "valid integer"]),
+    ("warmup-nan", setting("benchmarks.0.extra_info.warmup_epoch_s", [math.nan]), ["warmup_epoch_s[0]", "finite number"]),
+    ("partition-text", setting("benchmarks.0.extra_info.partition", {"num_parts": "<b>2</b>"}), ["partition.num_parts", "valid integer"]),
+    ("benchmark-not-a-record", setting("benchmarks.0", "x"), ["benchmarks[0]", "valid dictionary"]),
+    ("unmeasured-ok", setting("unmeasured.0.status", "ok"), ["unmeasured[0] (cell", "'ok' is not allowed", "failed"]),
+    ("unmeasured-no-id", removing("unmeasured.0.id"), ["unmeasured[0].id", "required key is missing"]),
+    ("cells-not-a-list", setting("gnnbench.cells", "all"), ["gnnbench.cells", "valid list"]),
+    ("schema-version-text", setting("gnnbench.schema_version", "1"), ["gnnbench.schema_version", "not a whole number"]),
+    ("schema-version-newer", setting("gnnbench.schema_version", 99), ["schema version 99 is newer"]),
+    ("schema-version-missing", removing("gnnbench.schema_version"), ["no 'gnnbench.schema_version'"]),
+    ("benchmarks-missing", removing("benchmarks"), ["no 'benchmarks' list"]),
+    ("machine-memory-text", setting("machine_info.gnnbench", {"memory_total_bytes": "64G"}), ["machine_info.gnnbench.memory_total_bytes", "valid integer"]),
+    ("machine-stacks-list", setting("machine_info.gnnbench", {"stacks": ["pyg"]}), ["machine_info.gnnbench.stacks", "valid dictionary"]),
+    ("commit-id-number", setting("commit_info.id", 12345), ["commit_info.id", "valid string"]),
+]
+
+
+def bad_result(tmp: Path, change) -> Path:
+    data = good_result()
+    change(data)
+    path = tmp / "bad.json"
+    path.write_text(json.dumps(data))  # json writes NaN and Infinity as Python reads them back
+    return path
+
+
+def good_result_file(tmp: Path, name: str = "good.json") -> Path:
+    path = tmp / name
+    path.write_text(json.dumps(good_result()))
+    return path
+
+
+@pytest.mark.parametrize("command", ["report", "compare-new", "compare-history"])
+@pytest.mark.parametrize("change, expected", [pytest.param(c, e, id=i) for i, c, e in RESULTS])
+def test_bad_result_file(tmp_path, capsys, command, change, expected):
+    bad, good = bad_result(tmp_path, change), good_result_file(tmp_path)
+    argv = {"report": ["report", str(bad), "--markdown", str(tmp_path / "out.md")],
+            "compare-new": ["compare", str(good), str(bad)],
+            "compare-history": ["compare", str(good), str(good), "--history", str(bad)]}[command]
+    message = refused(capsys, argv)
+    assert f"{bad}: " in message
+    for part in expected:
+        assert part in message
+    assert not (tmp_path / "out.md").exists()  # every file is checked before anything is written
+
+
+def test_the_good_result_file_is_read(tmp_path, capsys):
+    """The catalogue's base file is fine: each case above fails for its one change only."""
+    assert cli.main(["report", str(good_result_file(tmp_path))]) == 0
+    assert cli.main(["compare", str(good_result_file(tmp_path)), str(good_result_file(tmp_path, "b.json"))]) == 0
+
+
+OUTPUTS = [
+    ("report-a-folder", lambda t: ["report", str(t)], ["a folder, not a result file", "*.json"]),
+    ("report-missing", lambda t: ["report", str(t / "none.json")], ["none.json: no such result file"]),
+    ("report-not-json", lambda t: ["report", str(a_file(t))], ["a-file: not a JSON result file"]),
+    ("report-not-utf8", lambda t: ["report", str(binary(t))], ["bin.json: not a JSON result file"]),
+    ("markdown-missing-folder", lambda t: ["report", str(good_result_file(t)), "--markdown", str(t / "no" / "r.md")],
+     ["--markdown", "the folder", "does not exist"]),
+    ("markdown-is-folder", lambda t: ["report", str(good_result_file(t)), "--markdown", str(t)], ["--markdown", "is a folder"]),
+    ("readme-missing-folder", lambda t: ["report", str(good_result_file(t)), "--readme", str(t / "no" / "README.md")],
+     ["--readme", "does not exist"]),
+    ("html-is-file", lambda t: ["report", str(good_result_file(t)), "--html", str(a_file(t))], ["--html", "is a file, not a folder"]),
+    ("compare-old-missing", lambda t: ["compare", str(t / "old.json"), str(good_result_file(t))], ["old.json: no such result file"]),
+    ("compare-new-folder", lambda t: ["compare", str(good_result_file(t)), str(t)], ["a folder, not a result file"]),
+]
+
+
+def binary(tmp: Path) -> Path:
+    path = tmp / "bin.json"
+    path.write_bytes(b"\xff\xfe\x00garbage")
+    return path
+
+
+@pytest.mark.parametrize("argv, expected", [pytest.param(a, e, id=i) for i, a, e in OUTPUTS])
+def test_bad_report_input(tmp_path, capsys, argv, expected):
+    message = refused(capsys, argv(tmp_path))
+    for part in expected:
+        assert part in message
+
+
+# --- no traceback reaches the terminal; --debug shows one -------------------------------------
+
+@pytest.mark.parametrize("argv, variable", [
+    (["datasets", "info", "synthetic:scale=-1"], {}),
+    (["report", "RESULT"], {}),
+    (["run", "SUITE"], {}),
+    (["datasets", "list"], {"GNNBENCH_LMDB_MAP_SIZE": "lots"}),
+], ids=["dataset", "result", "suite", "variable"])
+def test_no_traceback_in_a_real_process(tmp_path, argv, variable):
+    suite = tmp_path / "bad.yaml"
+    suite.write_text(with_settings("fanout: []"))
+    result = bad_result(tmp_path, setting("benchmarks.0.stats.median", 0.0))
+    argv = [str(suite) if a == "SUITE" else str(result) if a == "RESULT" else a for a in argv]
+    proc = subprocess.run([sys.executable, "-m", "bench.cli", *argv], capture_output=True, text=True,
+                          env={**os.environ, "GNNBENCH_CACHE": str(tmp_path / "hub"), **variable}, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.startswith("gnnbench: error: ") and "Traceback" not in proc.stderr
+    assert proc.stderr.count("\n") <= 3  # one message, not a page
+
+
+def test_debug_shows_the_traceback(tmp_path):
+    suite = tmp_path / "bad.yaml"
+    suite.write_text(with_settings("fanout: []"))
+    proc = subprocess.run([sys.executable, "-m", "bench.cli", "run", str(suite), "--debug"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0 and "Traceback" in proc.stderr and "settings.fanout" in proc.stderr
+
+
+# --- the one helper ---------------------------------------------------------------------------
+
+def refused(capsys, argv: list[str]) -> str:
+    """Run `gnnbench ARGV` in-process; it must exit 2 with a message and no traceback. The message."""
+    try:
+        code = cli.main(argv)
+    except SystemExit as exit:  # argparse's own errors (usage) exit 2 the same way
+        code = exit.code
+    err = capsys.readouterr().err
+    assert code == 2, f"exit {code} for {argv}: {err}"
+    assert err.strip() and "Traceback" not in err
+    return err
