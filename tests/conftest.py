@@ -5,6 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import psutil
 import pytest
 
 from bench.run import stacks
@@ -73,3 +74,16 @@ def run_suite_text(text: str, folder: Path, cache_dir: Path, *options: str, name
     suite.write_text(text)
     out = Path(folder) / f"{name}.json"
     return run_suite(suite, out, cache_dir, *options, env=env), out
+
+
+def processes_with(variable: str, marker: str) -> list[psutil.Process]:
+    """The processes whose environment variable `variable` contains `marker`: how the tests find
+    what a run left behind (each run gives its processes a unique hub folder or fault token)."""
+    found = []
+    for proc in psutil.process_iter():
+        try:
+            if marker in proc.environ().get(variable, ""):
+                found.append(proc)
+        except psutil.Error:
+            continue
+    return found

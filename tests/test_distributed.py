@@ -8,12 +8,11 @@ import subprocess
 import sys
 import uuid
 
-import psutil
 import pytest
 
 from bench.net import free_port
 from bench.publish import results
-from tests.conftest import REPO, require_stacks, run_suite, run_suite_text
+from tests.conftest import REPO, processes_with, require_stacks, run_suite, run_suite_text
 
 SUITE = """
 name: ddp
@@ -69,14 +68,8 @@ def test_a_rank_that_dies_mid_epoch_is_recorded_and_leaves_nothing(tmp_path, cac
     [failed] = json.loads(out.read_text())["unmeasured"]
     assert failed["status"] == "failed" and failed["id"] == "pyg-neighbor/g/mode=cpu-cpu/workers=0/ws=2"
     assert "SIGABRT" in failed["reason"] or "Signal 6" in failed["reason"]
-    leftovers = []
-    for p in psutil.process_iter():
-        try:
-            if token in p.environ().get("GNNBENCH_FAULT", ""):
-                leftovers.append(p.cmdline())
-        except psutil.Error:
-            continue
-    assert leftovers == []
+    leftovers = processes_with("GNNBENCH_FAULT", token)
+    assert leftovers == [], [p.cmdline() for p in leftovers]
 
 
 def test_two_nodes_on_loopback_meet_at_a_c10d_rendezvous(tmp_path, cache_dir):

@@ -11,11 +11,10 @@ import time
 import uuid
 from pathlib import Path
 
-import psutil
 import pytest
 
 from bench.publish import results
-from tests.conftest import REPO, require_stacks, run_suite
+from tests.conftest import REPO, processes_with, require_stacks, run_suite
 
 TINY = REPO / "tests" / "suites" / "tiny.yaml"
 
@@ -107,13 +106,7 @@ def test_crash_and_hang_are_recorded_and_leave_no_processes(tmp_path, cache_dir)
     assert hang["status"] == "timeout" and "no result after 45 s" in hang["reason"]
     # the suite went on: the third cell was measured
     assert [b["extra_info"]["cell_id"] for b in data["benchmarks"]] == ["dgl-graphbolt/rmat-s9/mode=cpu-cpu/workers=0/ws=1"]
-    leftovers = []
-    for p in psutil.process_iter():
-        try:
-            if token in p.environ().get("GNNBENCH_FAULT", ""):
-                leftovers.append(p)
-        except psutil.Error:
-            continue
+    leftovers = processes_with("GNNBENCH_FAULT", token)
     assert leftovers == [], [p.cmdline() for p in leftovers]
     journal = [json.loads(line) for line in out.with_suffix(".cells.jsonl").read_text().splitlines()]
     assert [j["status"] for j in journal] == ["failed", "ok", "timeout"]

@@ -8,10 +8,9 @@ import subprocess
 import sys
 import time
 
-import psutil
 import pytest
 
-from tests.conftest import REPO, require_stacks
+from tests.conftest import REPO, processes_with, require_stacks
 
 SUITE = """
 name: lifeline
@@ -20,17 +19,6 @@ datasets:
 backends: [dgl-graphbolt]
 settings: {num_workers: 1, world_size: WORLD, batch_size: 16, fanout: [5, 5], epochs: 3, warmup_epochs: 0, timeout: 600}
 """
-
-
-def processes_with(marker: str) -> list[psutil.Process]:
-    found = []
-    for proc in psutil.process_iter():
-        try:
-            if marker in proc.environ().get("GNNBENCH_CACHE", ""):
-                found.append(proc)
-        except psutil.Error:
-            continue
-    return found
 
 
 @pytest.mark.parametrize("world", [1, 2])
@@ -45,15 +33,15 @@ def test_sigkill_of_gnnbench_ends_every_process_of_the_cell(tmp_path, world):
     # the cell hangs in its first measured epoch: the worker (or the launcher and its ranks) and
     # their DataLoader workers are all running
     deadline = time.monotonic() + 240
-    while len(processes_with(str(hub))) < 2 * world + (world > 1) and time.monotonic() < deadline:
+    while len(processes_with("GNNBENCH_CACHE", str(hub))) < 2 * world + (world > 1) and time.monotonic() < deadline:
         time.sleep(0.5)
     time.sleep(3)
-    running = processes_with(str(hub))
+    running = processes_with("GNNBENCH_CACHE", str(hub))
     assert len(running) >= 2 * world, [p.cmdline() for p in running]
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     deadline = time.monotonic() + 20
-    while processes_with(str(hub)) and time.monotonic() < deadline:
+    while processes_with("GNNBENCH_CACHE", str(hub)) and time.monotonic() < deadline:
         time.sleep(0.5)
-    left = processes_with(str(hub))
+    left = processes_with("GNNBENCH_CACHE", str(hub))
     assert left == [], [p.cmdline() for p in left]

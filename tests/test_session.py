@@ -17,7 +17,7 @@ import pytest
 
 from bench.run import session as session_mod
 from bench.run.session import Journal, RunOptions, Session, SessionError, add_run_options
-from tests.conftest import REPO, require_stacks, run_suite
+from tests.conftest import REPO, processes_with, require_stacks, run_suite
 
 # GraphBolt alone on the smoke suite's graph: two measured cells and one that cannot run without a GPU.
 SUITE = """
@@ -89,15 +89,8 @@ def test_gnnbench_run_and_pytest_write_the_same_cells_and_fields(suite_file, tmp
     assert compare.stdout.count(f"test_cell[{CELLS[0]}]") == 2
 
 
-def worker_processes(marker: str) -> list[psutil.Process]:
-    found = []
-    for proc in psutil.process_iter():
-        try:
-            if marker in proc.environ().get("GNNBENCH_CACHE", ""):
-                found.append(proc)
-        except psutil.Error:
-            continue
-    return found
+def worker_processes(hub: str) -> list[psutil.Process]:
+    return processes_with("GNNBENCH_CACHE", hub)
 
 
 def test_a_run_killed_half_way_is_finished_by_resume(suite_file, tmp_path, cache_dir):
