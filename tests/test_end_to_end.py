@@ -50,6 +50,12 @@ def test_both_backends_measured_with_the_full_contract(tiny_run):
         assert 0 < info["startup_s"] < 300
         assert info["settings"]["world_size"] == 1 and info["settings"]["fanout"] == [5, 5]
     assert by_id["dgl-graphbolt/rmat-s9/mode=cpu-cpu/workers=0/ws=1"]["extra_info"]["versions"]["dgl"] == "2.1.0"
+    # which implementation sampled: PyG's own rule picks torch-sparse where pyg-lib is absent
+    pyg = by_id["pyg-neighbor/rmat-s9/mode=cpu-cpu/workers=0/ws=1"]["extra_info"]
+    assert pyg["sampler"] == (f"pyg-lib {pyg['versions']['pyg_lib']}" if "pyg_lib" in pyg["versions"] else
+                              f"torch-sparse {pyg['versions']['torch_sparse']} (fallback: no pyg-lib)")
+    assert by_id["dgl-graphbolt/rmat-s9/mode=cpu-cpu/workers=1/ws=1"]["extra_info"]["sampler"] == \
+        "graphbolt sample_neighbor (dgl 2.1.0)"
     assert by_id["pyg-neighbor/rmat-s9/mode=cpu-cpu/workers=0/ws=1"]["extra_info"]["versions"]["torch_geometric"] == "2.8.1"
 
 
@@ -84,6 +90,7 @@ def test_report_renders_the_run(tiny_run, tmp_path):
     text = md.read_text()
     assert "`dgl-graphbolt/rmat-s9/mode=cpu-cpu/workers=1/ws=1`" in text
     assert "**skipped**" in text and "(baseline)" in text and "1.00×" in text
+    assert "| sampler |" in text and "graphbolt sample_neighbor (dgl 2.1.0)" in text
 
 
 def test_crash_and_hang_are_recorded_and_leave_no_processes(tmp_path, cache_dir):

@@ -78,3 +78,27 @@ def test_scaling_rows_compare_each_world_size_with_one_rank(tmp_path):
     assert [(r.world_size, r.speedup_vs_ws1, r.scaling_efficiency) for r in rows] == [
         (1, 1.0, 1.0), (2, 1.6, 0.8)]
     assert "### Scaling across world sizes" in report.render_markdown([results.read(path)])
+
+
+def test_the_sampler_column_appears_where_cells_record_it(tmp_path):
+    """Which implementation sampled is shown beside the numbers (Markdown and HTML) where the
+    result file records it, and an older file without it renders without the column."""
+    from bench.publish import site
+
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    before = report.render_markdown([results.read(result_file(plain))])
+    assert "sampler" not in before.split("| cell | status |")[1].splitlines()[0]
+    path = result_file(tmp_path)
+    data = json.loads(path.read_text())
+    data["benchmarks"][0]["extra_info"]["sampler"] = "torch-sparse 0.6.18 (fallback: no pyg-lib)"
+    data["benchmarks"][1]["extra_info"]["sampler"] = "graphbolt sample_neighbor (dgl 2.1.0)"
+    path.write_text(json.dumps(data))
+    text = report.render_markdown([results.read(path)])
+    header = text.split("| cell | status |")[1].splitlines()[0]
+    assert header.startswith(" sampler | epoch s, median (IQR) |")
+    assert f"| `{BASE_ID}` (baseline) | ok | torch-sparse 0.6.18 (fallback: no pyg-lib) | 2.000 (0.100) |" in text
+    assert f"| `{FAST_ID}` | ok | graphbolt sample_neighbor (dgl 2.1.0) | 0.500 (0.050) |" in text
+    site.build([results.read(path)], tmp_path / "site")
+    page = next((tmp_path / "site").glob("suite-*.html")).read_text()
+    assert "sampler" in page and "torch-sparse 0.6.18 (fallback: no pyg-lib)" in page

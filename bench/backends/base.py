@@ -134,6 +134,7 @@ class Pipeline:
     collective_eval = False  # True: every rank evaluates its own part, and the counts are summed
     model = None
     comm = None
+    sampler = None  # what samples the neighbourhoods, with its version (recorded with each cell)
 
     def __init__(self, data, settings: dict):
         self.settings = settings

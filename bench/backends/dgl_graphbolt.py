@@ -22,6 +22,7 @@ import os
 
 os.environ.setdefault("DGLBACKEND", "pytorch")
 
+import dgl  # noqa: E402
 import dgl.graphbolt as gb  # noqa: E402
 import torch  # noqa: E402
 from dgl.nn import SAGEConv  # noqa: E402
@@ -72,6 +73,7 @@ def feature_store(data, store: str) -> gb.FeatureStore:
 
 
 class Pipeline(base.Pipeline):
+    sampler = f"graphbolt sample_neighbor (dgl {dgl.__version__})"
 
     def __init__(self, data, settings: dict):
         super().__init__(data, settings)

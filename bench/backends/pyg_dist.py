@@ -86,6 +86,12 @@ class Pipeline(PygNodePipeline):
 
     collective_eval = True  # every partition evaluates its own nodes; counts are summed
 
+    @property
+    def sampler(self) -> str:
+        import importlib.metadata
+
+        return f"pyg-lib {importlib.metadata.version('pyg_lib')} dist_neighbor_sample (over RPC)"
+
     @staticmethod
     def unavailable(mode: str, world_size: int = 1) -> str | None:
         if world_size < 2:

@@ -18,10 +18,30 @@ from torch_geometric.nn import SAGEConv
 from bench.backends import base
 
 
+def neighbor_sampler_in_use() -> str:
+    """Which implementation PyG's NeighborSampler calls for homogeneous, non-induced sampling,
+    by PyG's own rule (torch_geometric/sampler/neighbor_sampler.py): pyg-lib's `neighbor_sample`
+    where pyg-lib imports, else torch-sparse's. The two differ several-fold in speed, so every
+    PyG cell records which one ran."""
+    import importlib.metadata
+
+    import torch_geometric.typing as pyg_typing
+
+    if pyg_typing.WITH_PYG_LIB:
+        return f"pyg-lib {importlib.metadata.version('pyg_lib')}"
+    if pyg_typing.WITH_TORCH_SPARSE:
+        return f"torch-sparse {importlib.metadata.version('torch_sparse')} (fallback: no pyg-lib)"
+    return "none: PyG finds neither pyg-lib nor torch-sparse"
+
+
 class PygNodePipeline(base.Pipeline):
     """The shared GraphSAGE from PyG's SAGEConv on NeighborLoader-style batches (the seeds
     first, `batch_size` of them): every layer runs on the whole sampled subgraph, and the loss
     and accuracy are taken on the seeds."""
+
+    @property
+    def sampler(self) -> str:
+        return neighbor_sampler_in_use()
 
     def make_model(self, data):
         return self.sage(lambda a, b: SAGEConv(a, b, aggr="mean"), data.features.shape[1], data.num_classes)

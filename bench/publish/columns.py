@@ -68,11 +68,17 @@ def _has_scaling(table: dict) -> bool:
     return "world_size" in table["varying"] and any(r.scaling_efficiency is not None for r in table["rows"])
 
 
+def _recorded(name: str) -> Callable[[dict], bool]:
+    """Shown where some measured cell of the table records `name` (older result files lack it)."""
+    return lambda table: any(r.measured and r.metrics.get(name) is not None for r in table["rows"])
+
+
 def _has_gpu_memory(table: dict) -> bool:
     return any(r.metrics.peak_gpu_bytes for r in table["rows"] if r.measured)
 
 
 CELL_COLUMNS = [
+    Column("sampler", metric("sampler"), fmt.setting_text, unit="neighbourhoods", shown=_recorded("sampler")),
     Column("epoch s, median (IQR)", lambda c: c.median, fmt.seconds, title="epoch time", unit="median (IQR)",
            suffix=" s", note=_iqr),
     Column("rounds", lambda c: c.stats.rounds, str, html=False),
@@ -108,8 +114,9 @@ SCALING_COLUMNS = [
 ]
 
 
-def markdown_columns() -> list[Column]:
-    return [c for c in CELL_COLUMNS if c.markdown]
+def markdown_columns(cells: list[CellResult]) -> list[Column]:
+    """The Markdown columns of one run's table."""
+    return [c for c in CELL_COLUMNS if c.markdown and (c.shown is None or c.shown({"rows": cells}))]
 
 
 def html_columns(table: dict) -> list[Column]:

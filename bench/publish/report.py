@@ -110,10 +110,11 @@ def environment(markup: str = "md") -> jinja2.Environment:
 
 def run_view(run: RunResult) -> dict:
     return {"result": run, "file": run.path.name, "rows": run.cells, "datasets": dataset_cards(run),
+            "columns": columns.markdown_columns(run.cells),
             "scaling": scaling_rows(run), "partitions": partitions(run)}
 
 
 def render_markdown(runs: list[RunResult], command: str | None = None) -> str:
     return environment("md").get_template("report.md.j2").render(
-        runs=[run_view(r) for r in runs], command=command, columns=columns.markdown_columns(),
+        runs=[run_view(r) for r in runs], command=command,
         scaling_columns=columns.SCALING_COLUMNS)

@@ -101,6 +101,7 @@ def extra_info(outcome: Outcome, baseline: str | None = None) -> dict:
         "startup_s": rec["startup_s"],
         "warmup_epoch_s": [e["seconds"] for e in rec["warmup"]],
         "is_baseline": cell.id == baseline,
+        "sampler": rec.get("sampler"),  # which implementation sampled the neighbourhoods
         **({"partition": rec["partition"]} if rec.get("partition") else {}),
     }
 

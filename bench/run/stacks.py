@@ -155,6 +155,10 @@ def install(name: str, log=print, force: bool = False) -> Stack:
             log(f"stack {name}: removed {stale} (older pins)")
     log(f"stack {name}: ready in {time.monotonic() - started:.0f} s: "
         + ", ".join(f"{k} {v}" for k, v in versions.items()))
+    if versions.get("pyg_lib") == ABSENT and "torch_sparse" in versions:
+        log(f"stack {name}: note: without pyg-lib, PyG's recommended sampler (not on PyPI; PyG's wheel index "
+            "https://data.pyg.org/whl/ has it), NeighborLoader samples with torch-sparse's slower "
+            "neighbor_sample; every PyG result names the sampler that ran")
     return stack
 
 

@@ -172,7 +172,7 @@ def run_cell(cell: dict, dataset_dir: Path) -> dict | None:
     return {**record, "status": "ok", "epochs": merge_ranks(ranks, "epochs"), "warmup": merge_ranks(ranks, "warmup"),
             "ranks": [rank_summary(r) for r in ranks], "val_acc": val_acc, "test_acc": test_acc,
             "startup_s": max(r["startup_s"] for r in ranks), "self_max_rss_bytes": mine["self_max_rss_bytes"],
-            "partition": getattr(pipe, "partition", None),
+            "partition": getattr(pipe, "partition", None), "sampler": pipe.sampler,
             "dataset": {**data.card(), "name": cell["dataset"]["name"]}}
 
 
