@@ -52,12 +52,11 @@ def pytest_generate_tests(metafunc):
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config, items):
     """After pytest's own selection (-k, -m): the cells that will run are the session's."""
-    kept = {item.callspec.params["cell"].id for item in items
-            if getattr(item, "callspec", None) and "cell" in item.callspec.params}
-    config._gnnbench.keep_only(kept)
-    for item in items:
-        if getattr(item, "callspec", None) and "cell" in item.callspec.params:
-            item.add_marker(pytest.mark.benchmark(group=item.callspec.params["cell"].dataset, warmup=False))
+    cells = {item: item.callspec.params["cell"] for item in items
+             if getattr(item, "callspec", None) and "cell" in item.callspec.params}
+    config._gnnbench.keep_only({cell.id for cell in cells.values()})
+    for item, cell in cells.items():
+        item.add_marker(pytest.mark.benchmark(group=cell.dataset, warmup=False))
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ import datetime as dt
 from pathlib import Path
 
 from bench.run import record, suite as suite_mod
-from bench.run.session import JOURNAL_SUFFIX, Finished, Journal, SessionError, read_journal
+from bench.run.session import JOURNAL_SUFFIX, Finished, Journal, SessionError, read_journal, result_of_journal
 
 
 def document(journal: Path, suite: str | Path | None = None) -> dict:
@@ -61,11 +61,8 @@ def _alone(journal: Path) -> tuple[dict[str, Finished], str]:
 
 def default_output(journal: Path) -> Path:
     """SUITE-STAMP.json beside SUITE-STAMP.cells.jsonl, the name the run would have written."""
-    journal = Path(journal)
-    if not journal.name.endswith(JOURNAL_SUFFIX):
-        raise SessionError(f"{journal}: not named like a run's journal (*{JOURNAL_SUFFIX}); "
-                           "give --out FILE for the result file")
-    return journal.with_name(journal.name.removesuffix(JOURNAL_SUFFIX) + ".json")
+    return result_of_journal(journal, str(journal), f"not named like a run's journal (*{JOURNAL_SUFFIX}); "
+                             "give --out FILE for the result file")
 
 
 def is_journal(path: Path) -> bool:

@@ -195,7 +195,7 @@ def ensure_dataset(spec: dict, cache: Path, data_root: Path | None, interactive:
 
 
 def run_in_stack(cell: Cell, dataset_dir: Path, cache: Path, on_progress=None,
-             extra_env: dict[str, str] | None = None, launch: Launch = Launch()) -> Outcome:
+                 extra_env: dict[str, str] | None = None, launch: Launch = Launch()) -> Outcome:
     stack = stacks.get(cell.stack)
     if not stack.installed:
         return Outcome(cell, "failed", f"stack {cell.stack!r} is not installed "

@@ -209,9 +209,12 @@ def journal_of(result_path: Path) -> Path:
     return result_path.with_name(result_path.name.removesuffix(".json") + JOURNAL_SUFFIX)
 
 
-def result_of_journal(journal: Path) -> Path:
+def result_of_journal(journal: Path, where: str, hint: str) -> Path:
+    """SUITE-STAMP.json beside SUITE-STAMP.cells.jsonl: the result file of the journal's run.
+    `where` names the input in the error, `hint` says what to do instead."""
+    journal = Path(journal)
     if not journal.name.endswith(JOURNAL_SUFFIX):
-        raise SessionError(f"--resume {journal}: expected the {JOURNAL_SUFFIX} journal of a run")
+        raise SessionError(f"{where}: {hint}")
     return journal.with_name(journal.name.removesuffix(JOURNAL_SUFFIX) + ".json")
 
 
@@ -242,7 +245,8 @@ class Session:
             journal = Path(options.resume)
             if not journal.is_file():
                 raise SessionError(f"--resume {journal}: no such journal")
-            self.result_path = result_of_journal(journal)
+            self.result_path = result_of_journal(journal, f"--resume {journal}",
+                                                 f"expected the {JOURNAL_SUFFIX} journal of a run")
             self.journal = Journal(journal, self.suite.name)
             self.finished = self.journal.read(self.cells)
             self.resumed_from = [str(journal)]
