@@ -78,14 +78,18 @@ class TreeMemorySampler(threading.Thread):
             self._stop_event.wait(self.interval)
 
     def _rank_of(self, proc: psutil.Process) -> int | None:
+        """The rank a child of the launcher runs, from its RANK variable. Only a found rank is
+        remembered: a child caught between fork and exec still has the launcher's environment
+        (no RANK) and gets it a moment later."""
         if proc.pid not in self._ranks:
             try:
                 rank = proc.environ().get("RANK")
             except psutil.Error:
                 return None
-            self._ranks[proc.pid] = int(rank) if rank is not None else -1
-        rank = self._ranks[proc.pid]
-        return None if rank < 0 else rank
+            if rank is None:
+                return None
+            self._ranks[proc.pid] = int(rank)
+        return self._ranks[proc.pid]
 
     def sample(self) -> None:
         try:
