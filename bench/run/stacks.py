@@ -24,7 +24,9 @@ REQUIREMENTS_DIR = repo_root() / "docker"
 # Markers after a pin, in a comment:
 #   no-build-isolation  a source package that compiles against the torch installed before it
 #   local-only          installed by `gnnbench stacks install` on a machine, not in the images
-#   container-only      installed in the images only (from the CUDA wheel indexes they add)
+#   container-only      installed in the GPU images only (from the CUDA wheel indexes they add)
+# GNNBENCH_IN_CONTAINER=1 (the GPU images) selects the container lines; the CPU image (bench-cpu)
+# sets 0 and installs the machine's lines, so its stacks are the same as a machine's.
 NO_ISOLATION_MARK = "no-build-isolation"
 LOCAL_ONLY_MARK = "local-only"
 CONTAINER_ONLY_MARK = "container-only"
@@ -128,6 +130,7 @@ def install(name: str, log=print, force: bool = False) -> Stack:
     if stack.path.exists():
         shutil.rmtree(stack.path)  # a half-built environment is never reused
     stack.path.parent.mkdir(parents=True, exist_ok=True)
+    check_wheel_indexes(name)
     started = time.monotonic()
     log(f"stack {name}: creating {stack.path} (downloads and builds are cached by pip, so only "
         "the first install on a machine is slow)")
@@ -160,6 +163,34 @@ def install(name: str, log=print, force: bool = False) -> Stack:
             "https://data.pyg.org/whl/ has it), NeighborLoader samples with torch-sparse's slower "
             "neighbor_sample; every PyG result names the sampler that ran")
     return stack
+
+
+# pip's own settings that name where wheels come from; an image's stack stage sets them.
+INDEX_VARIABLES = ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_FIND_LINKS")
+
+
+def check_wheel_indexes(name: str, timeout: float = 20.0) -> None:
+    """Each http(s) wheel index given to pip in the environment answers, or StackError names the
+    ones that do not. pip itself only warns about an index it cannot reach and then fails later on
+    whatever pin only that index has (or quietly installs another build from PyPI)."""
+    import urllib.error
+    import urllib.request
+
+    unreachable = []
+    for variable in INDEX_VARIABLES:
+        for url in os.environ.get(variable, "").split():
+            if not url.startswith(("http://", "https://")):
+                continue
+            try:
+                urllib.request.urlopen(urllib.request.Request(url, method="HEAD"), timeout=timeout).close()
+            except urllib.error.HTTPError:
+                pass  # it answered: an index that refuses HEAD is still there
+            except (urllib.error.URLError, OSError) as e:
+                unreachable.append(f"{url} ({variable}): {getattr(e, 'reason', e)}")
+    if unreachable:
+        raise StackError(f"stack {name}: cannot reach the wheel index(es) this install needs: "
+                         + "; ".join(unreachable) + ". Build where they can be reached, or give pip a "
+                         "mirror of them (PIP_EXTRA_INDEX_URL / PIP_FIND_LINKS).")
 
 
 # pip lines worth showing while a stack installs: which package, and that a long build is alive
@@ -204,3 +235,15 @@ def probe_versions(stack: Stack) -> dict[str, str]:
 def recorded_versions(stack: Stack) -> dict[str, str]:
     mark = stack.path / COMPLETE_MARK
     return json.loads(mark.read_text())["versions"] if mark.is_file() else {}
+
+
+if __name__ == "__main__":
+    # `python -m bench.run.stacks install NAME...`: what `gnnbench stacks install` does, needing only
+    # this module, so that the images install their stacks before the rest of gnnbench is copied.
+    if sys.argv[1:2] != ["install"] or not sys.argv[2:]:
+        sys.exit("usage: python -m bench.run.stacks install NAME...")
+    try:
+        for stack_name in sys.argv[2:]:
+            install(stack_name)
+    except StackError as e:
+        sys.exit(f"error: {e}")
