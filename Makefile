@@ -11,7 +11,7 @@ export GNNBENCH_DATA_ROOT GNNBENCH_COMPOSE_SCHEMA
 # your own runs land, uncommitted).
 RESULTS := $(filter-out results/runs/%,$(wildcard results/*/*.json))
 
-.PHONY: bench test stacks site results-readme chromium
+.PHONY: bench test stacks site results-readme chromium podman image-test image-gpu
 
 $(BIN)/gnnbench: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -26,6 +26,27 @@ stacks: $(BIN)/gnnbench
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 chromium:
 	@test -x /usr/bin/chromium || { $(SUDO) apt-get update -q && $(SUDO) apt-get install -y --no-install-recommends chromium; }
+
+# Containers with Debian's podman (no Docker engine needed), installed as chromium is: runc as its
+# runtime (crun fails on cgroups v1 hosts), no default ulimits (setting them fails without the
+# privilege), mmdebstrap for a local base image where no registry can be reached; podman-compose
+# (PyPI) runs docker-compose.yml.
+CONTAINERS_CONF := /etc/containers/containers.conf.d/50-gnnbench.conf
+podman:
+	@command -v podman >/dev/null && command -v runc >/dev/null && command -v mmdebstrap >/dev/null || { $(SUDO) apt-get update -q && $(SUDO) apt-get install -y --no-install-recommends podman runc mmdebstrap; }
+	@test -f $(CONTAINERS_CONF) || { $(SUDO) mkdir -p $(dir $(CONTAINERS_CONF)) && printf '[containers]\ndefault_ulimits = []\n\n[engine]\nruntime = "runc"\n' | $(SUDO) tee $(CONTAINERS_CONF) >/dev/null && echo "wrote $(CONTAINERS_CONF)"; }
+
+$(BIN)/podman-compose: $(BIN)/gnnbench
+	$(BIN)/python -m pip install --progress-bar off -q podman-compose==1.6.0
+
+# The CPU image built and run here through docker-compose.yml; its stacks checked against the local
+# ones (so those come first: their pip cache makes the image's stacks quick). See docker/image-test.sh.
+image-test: stacks podman $(BIN)/podman-compose
+	docker/image-test.sh
+
+# The GPU image's build as users start it; here it stops where the CUDA base or indexes cannot be reached.
+image-gpu: podman $(BIN)/podman-compose
+	docker/image-gpu.sh
 
 bench: stacks
 	$(BIN)/gnnbench run suites/smoke.yaml
