@@ -37,12 +37,14 @@ def poison(data: dict, field: str) -> None:
         machine["stacks"]["pyg"][evil] = "1.0"
     elif field == "package-version":
         machine["stacks"]["pyg"]["torch"] = evil
+    elif field == "container-image":
+        machine["container_image"] = evil
 
 
 @pytest.mark.parametrize("field", [
     "suite", "description", "reason", "cell-id",
     "stack-name", "package-name",
-    "package-version",
+    "package-version", "container-image",
 ])
 def test_no_payload_runs_in_the_rendered_markdown(tmp_path, browser, field):  # noqa: F811
     from markdown_it import MarkdownIt

@@ -102,3 +102,17 @@ def test_the_sampler_column_appears_where_cells_record_it(tmp_path):
     site.build([results.read(path)], tmp_path / "site")
     page = next((tmp_path / "site").glob("suite-*.html")).read_text()
     assert "sampler" in page and "torch-sparse 0.6.18 (fallback: no pyg-lib)" in page
+
+
+def test_the_machine_line_names_the_image_a_run_came_from(tmp_path):
+    path = result_file(tmp_path)
+    data = json.loads(path.read_text())
+    data["machine_info"] = {"gnnbench": {"container_image": "localhost/gnnbench:cpu",
+                                         "container_revision": "0123456789abcdef0123"}}
+    path.write_text(json.dumps(data))
+    machine_line = next(line for line in report.render_markdown([results.read(path)]).splitlines()
+                        if line.startswith("Machine:"))
+    assert machine_line.endswith(", image localhost/gnnbench:cpu at 0123456789ab.")
+    plain = next(line for line in report.render_markdown([results.read(result_file(tmp_path))]).splitlines()
+                 if line.startswith("Machine:"))
+    assert "image" not in plain
