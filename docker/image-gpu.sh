@@ -27,8 +27,11 @@ fi
 say "FAILED: the CUDA base image ${CUDA_BASE} cannot be pulled from this machine (no image registry"
 say "reachable); the GPU image needs it, or the same image pulled elsewhere and loaded (podman load)."
 podman image exists "$LOCAL_BASE" || { say "no ${LOCAL_BASE} either (make image-test makes it): stopping here"; exit "$status"; }
-say "building again on ${LOCAL_BASE} in its place, to see what the GPU build needs next"
-build "--build-arg=CUDA_BASE=${LOCAL_BASE}" && { say "built on ${LOCAL_BASE} (not a GPU image)"; exit 0; }
+say "building again on ${LOCAL_BASE} in its place, with this machine's pip settings (docker/host_pip.py),"
+say "to see what the GPU build needs next"
+mapfile -t pip_options < <("$BIN/python" docker/host_pip.py)
+build "--build-arg=CUDA_BASE=${LOCAL_BASE} $(printf '%q ' "${pip_options[@]}")" &&
+  { say "built on ${LOCAL_BASE} (not a GPU image)"; exit 0; }
 status=$?
-say "FAILED (exit ${status}) on ${LOCAL_BASE}: the reason is the last error above (an unreachable wheel index is named)"
+say "FAILED (exit ${status}) on ${LOCAL_BASE}: the "error: stack ..." line above names what it could not reach"
 exit "$status"

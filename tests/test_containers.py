@@ -116,6 +116,8 @@ def test_the_cpu_image_installs_the_machines_pins_from_the_cpu_index():
     assert re.search(r"GNNBENCH_IN_CONTAINER=1\b", found["system-cuda"])
     assert "ARG PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu" in found["bench-cpu"]
     assert re.search(r"^FROM \$\{CPU_BASE\} AS system-cpu$", dockerfile(), flags=re.M)
+    # podman resolves no short names: every base is named with its registry
+    assert re.findall(r"^ARG (\w+_BASE)=docker\.io/\S+$", dockerfile(), flags=re.M) == ["CUDA_BASE", "CPU_BASE"]
     assert "cu1" not in found["bench-cpu"] + found["system-cpu"]
 
 
@@ -137,7 +139,7 @@ def pins(name: str) -> dict[str, str]:
 
 def test_wheel_indexes_match_the_pinned_torch_and_cuda():
     found = stages()
-    base_cuda = re.search(r"ARG CUDA_BASE=nvidia/cuda:(\d+)\.(\d+)", dockerfile())
+    base_cuda = re.search(r"ARG CUDA_BASE=docker\.io/nvidia/cuda:(\d+)\.(\d+)", dockerfile())
     for name in ("pyg", "pyg-dist"):
         torch = pins(name)["torch"]
         assert f"https://data.pyg.org/whl/torch-{torch}+cu130.html" in found[f"stack-{name}"]

@@ -173,16 +173,19 @@ def check_wheel_indexes(name: str, timeout: float = 20.0) -> None:
     """Each http(s) wheel index given to pip in the environment answers, or StackError names the
     ones that do not. pip itself only warns about an index it cannot reach and then fails later on
     whatever pin only that index has (or quietly installs another build from PyPI)."""
+    import ssl
     import urllib.error
     import urllib.request
 
+    context = ssl.create_default_context(cafile=os.environ.get("PIP_CERT") or None)  # pip's CA bundle
     unreachable = []
     for variable in INDEX_VARIABLES:
         for url in os.environ.get(variable, "").split():
             if not url.startswith(("http://", "https://")):
                 continue
             try:
-                urllib.request.urlopen(urllib.request.Request(url, method="HEAD"), timeout=timeout).close()
+                urllib.request.urlopen(urllib.request.Request(url, method="HEAD"), timeout=timeout,
+                                       context=context).close()
             except urllib.error.HTTPError:
                 pass  # it answered: an index that refuses HEAD is still there
             except (urllib.error.URLError, OSError) as e:
