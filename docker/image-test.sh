@@ -75,4 +75,8 @@ rm -f "$stamp"
 
 "$BIN/python" docker/check_image_run.py "$result" "$GNNBENCH_CPU_IMAGE" "$GNNBENCH_REVISION"
 "$BIN/gnnbench" report "$result"
-say "ok: ${result}"
+
+# The layers earlier builds left behind, no longer part of any tagged image (a stack rebuilt after
+# its pins changed leaves GBs); only this Dockerfile's (its label), and never what a tag still uses.
+podman image prune -f --filter label=org.opencontainers.image.title=gnnbench >/dev/null
+say "ok: ${result}; podman's storage now $(du -sh "$storage" | cut -f1)"
