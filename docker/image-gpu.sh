@@ -13,7 +13,7 @@ GNNBENCH_REVISION=$(git rev-parse HEAD)
 export GNNBENCH_REVISION
 say() { echo "image-gpu: $*"; }
 build() {
-  nice -n "${IMAGE_TEST_NICE:-15}" "$BIN/podman-compose" --podman-build-args "--network=host $*" \
+  nice -n "${IMAGE_TEST_NICE:-15}" "$BIN/podman-compose" --podman-build-args "--network=host --force-rm $*" \
     -f docker-compose.yml build bench
 }
 
@@ -33,5 +33,5 @@ mapfile -t pip_options < <("$BIN/python" docker/host_pip.py)
 build "--build-arg=CUDA_BASE=${LOCAL_BASE} $(printf '%q ' "${pip_options[@]}")" &&
   { say "built on ${LOCAL_BASE} (not a GPU image)"; exit 0; }
 status=$?
-say "FAILED (exit ${status}) on ${LOCAL_BASE}: the "error: stack ..." line above names what it could not reach"
+say "FAILED (exit ${status}) on ${LOCAL_BASE}: the 'error: stack ...' line above names what it could not reach"
 exit "$status"

@@ -46,7 +46,7 @@ say "base image ${base}"
 # The build: the compose file's bench-cpu build section, plus this machine's pip (its wheel folders,
 # indexes, CA bundle and pip's cache, docker/host_pip.py), host networking and the base.
 mapfile -t pip_options < <("$BIN/python" docker/host_pip.py)
-build_args=(--network=host "--build-arg=CPU_BASE=${base}" "${pip_options[@]}")
+build_args=(--network=host --force-rm "--build-arg=CPU_BASE=${base}" "${pip_options[@]}")
 build() {  # sets built_s
   local started=$SECONDS
   "${NICE[@]}" "$BIN/podman-compose" --podman-build-args "$(printf '%q ' "${build_args[@]}")" \
