@@ -22,7 +22,7 @@ import psutil
 from bench import __version__
 from bench.paths import repo_root
 from bench.publish.results import DATASET_FIELDS, SCHEMA_VERSION
-from bench.run import stacks
+from bench.run import external_stacks, stacks
 from bench.run.runner import Outcome
 
 # pytest-benchmark names a benchmark after its test; both ways of running a suite (gnnbench run
@@ -150,6 +150,8 @@ def commit_info() -> dict:
 
 def machine_info() -> dict:
     installed = {name: stacks.recorded_versions(s) for name, s in stacks.available().items() if s.installed}
+    # interpreters the user registered (gnnbench stacks add), marked external, with a freeze hash
+    installed.update({name: s.record() for name, s in external_stacks.registered().items()})
     return {
         "version": __version__,
         "stacks": installed,
