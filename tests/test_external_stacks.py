@@ -84,7 +84,7 @@ def test_a_registered_interpreter_runs_cells_and_is_recorded_as_external(stacks_
     assert mine["stack"] == "mine" and mine["versions"]["torch_geometric"] == "2.8.1"
     assert mine["sampler"] == cells["pyg-neighbor/rmat-s9/mode=cpu-cpu/workers=0/ws=1"]["sampler"]
     recorded = doc["machine_info"]["gnnbench"]["stacks"]["mine"]
-    assert recorded["external"] is True and recorded["python"] == str(pyg_python)
+    assert recorded["external"] is True and recorded["interpreter"] == str(pyg_python)
     assert len(recorded["freeze_sha256"]) == 64 and recorded["torch"].startswith("2.13.0")
     assert doc["gnnbench"]["stacks_given"] == ["own", "mine"]
 
@@ -132,3 +132,13 @@ def test_a_stack_runs_only_the_backends_of_its_framework(stacks_folder, monkeypa
     with pytest.raises(suite_mod.SuiteError, match="no backend of suite 'smoke' runs in this stack"):
         (folder / "nothing.json").write_text(json.dumps({"python": sys.executable, "probe": {"versions": {}}}))
         suite_mod.with_stacks(suite, ["nothing"])
+
+
+def test_rules_name_each_backends_own_stack_as_own(write_suite):
+    from bench.run import suite as suite_mod
+
+    text = SUITE.replace("timeout: 240}", "timeout: 240, stack: [own, pyg]}") + \
+        "exclude:\n  - {stack: own, backend: dgl-graphbolt}\n"
+    suite, _ = suite_mod.load(write_suite(text))
+    # pyg is pyg-neighbor's own stack: one cell for it; GraphBolt's own is excluded, and pyg has no DGL
+    assert [c.id for c in suite_mod.expand(suite)] == ["pyg-neighbor/rmat-s9/mode=cpu-cpu/workers=0/ws=1"]

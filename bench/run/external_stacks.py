@@ -56,6 +56,10 @@ print(json.dumps(out))
 """
 
 
+# The keys of a recorded external stack that describe it rather than name a package version
+DESCRIPTION_KEYS = ("external", "interpreter", "added", "freeze_sha256")
+
+
 class ExternalStackError(ValueError):
     pass
 
@@ -91,9 +95,9 @@ class ExternalStack:
 
     def record(self) -> dict:
         """How results describe it (beside the pinned stacks' versions)."""
-        return {"external": True, "python": str(self.python), "added": self.added,
-                "python_version": self.probe.get("python"), "torch_cuda": self.probe.get("torch_cuda"),
-                "freeze_sha256": self.probe.get("freeze_sha256"), **self.versions}
+        return {"external": True, "interpreter": str(self.python), "added": self.added,
+                "freeze_sha256": self.probe.get("freeze_sha256"),
+                "python": self.probe.get("python"), "torch_cuda": self.probe.get("torch_cuda"), **self.versions}
 
 
 def registry_dir() -> Path:

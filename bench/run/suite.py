@@ -446,6 +446,8 @@ def _matches(rule: Rule, backend: str, dataset: str, settings: dict) -> bool:
         if wanted is None:
             continue
         options = wanted if isinstance(wanted, list) and not (key == "fanout" and not isinstance(wanted[0], list)) else [wanted]
+        if key == "stack":  # "own" is how a rule names each backend's own stack (None in a cell)
+            options = [None if o == "own" else o for o in options]
         if actual[key] not in options:
             return False
     return True
