@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from bench.publish import results
 from bench.run import stacks
 from tests.conftest import REPO, require_stacks, run_suite_text
 
@@ -76,6 +77,9 @@ def test_a_registered_interpreter_runs_cells_and_is_recorded_as_external(stacks_
     run, out = run_suite_text(SUITE, tmp_path, cache_dir, "--stack", "own", "--stack", "mine")
     assert run.returncode == 0, run.stdout[-3000:]
     doc = json.loads(out.read_text())
+    results.read(out)  # the result model reads it (an external stack's record included)
+    markdown = subprocess.run([*GNNBENCH, "report", str(out)], cwd=REPO, capture_output=True, text=True).stdout
+    assert f"Stack `mine` (external: `{pyg_python}`, distributions hash" in markdown
     cells = {b["extra_info"]["cell_id"]: b["extra_info"] for b in doc["benchmarks"]}
     assert set(cells) == {"pyg-neighbor/rmat-s9/mode=cpu-cpu/workers=0/ws=1",
                           "pyg-neighbor/rmat-s9/mode=cpu-cpu/workers=0/ws=1/stack=mine",

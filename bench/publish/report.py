@@ -112,7 +112,7 @@ def environment(markup: str = "md") -> jinja2.Environment:
 
 def packages(versions: dict) -> dict:
     """A recorded stack's package versions, without what describes an external stack."""
-    return {k: v for k, v in versions.items() if k not in DESCRIPTION_KEYS}
+    return {k: v for k, v in versions.items() if k not in DESCRIPTION_KEYS and v is not None}
 
 
 def run_view(run: RunResult) -> dict:
