@@ -102,6 +102,7 @@ def extra_info(outcome: Outcome, baseline: str | None = None) -> dict:
         "warmup_epoch_s": [e["seconds"] for e in rec["warmup"]],
         "is_baseline": cell.id == baseline,
         "sampler": rec.get("sampler"),  # which implementation sampled the neighbourhoods
+        "other_load": outcome.other_load,  # share of the machine other work took meanwhile (bench.run.load)
         **({"partition": rec["partition"]} if rec.get("partition") else {}),
     }
 

@@ -26,6 +26,7 @@ import psutil
 
 from bench import datasets
 from bench.run import stacks
+from bench.run.load import LoadMeter
 from bench.datasets import hub, memory
 from bench.net import free_port
 from bench.run.lifeline import PARENT_ENV
@@ -48,6 +49,7 @@ class Outcome:
     peak_pss_bytes: int = 0
     wall_s: float = 0.0
     rank_peaks: dict = field(default_factory=dict)  # rank -> (peak RSS, peak PSS) of its process tree
+    other_load: float | None = None  # share of the machine other work kept busy meanwhile (bench.run.load)
 
 
 @dataclass(frozen=True)
@@ -70,6 +72,7 @@ class TreeMemorySampler(threading.Thread):
         self.peak_rss = self.peak_pss = 0
         self.rank_peaks: dict[int, tuple[int, int]] = {}
         self._ranks: dict[int, int] = {}  # pid -> rank
+        self._cpu: dict[int, float] = {}  # pid -> CPU seconds last seen (for the load of other work)
         self._stop_event = threading.Event()
 
     def run(self) -> None:
@@ -103,6 +106,12 @@ class TreeMemorySampler(threading.Thread):
         total_rss = total_pss = 0
         if launched:  # the launcher itself counts in the total, not in a rank
             total_rss, total_pss = _memory([self.root])
+        for proc in [self.root, *(p for procs in groups.values() for p in procs)]:
+            try:
+                t = proc.cpu_times()
+                self._cpu[proc.pid] = t.user + t.system
+            except psutil.Error:
+                pass
         for rank, procs in groups.items():
             rss, pss = _memory(procs)
             total_rss, total_pss = total_rss + rss, total_pss + pss
@@ -113,6 +122,11 @@ class TreeMemorySampler(threading.Thread):
     def stop(self) -> None:
         self._stop_event.set()
         self.join()
+
+    @property
+    def cpu_seconds(self) -> float:
+        """CPU time of the tree's processes, each as last seen."""
+        return sum(self._cpu.values())
 
 
 def _memory(procs: list[psutil.Process]) -> tuple[int, int]:
@@ -212,6 +226,7 @@ def run_in_stack(cell: Cell, dataset_dir: Path, cache: Path, on_progress=None,
         cmd = worker_command(stack.python, cell, [cell.to_json(), str(dataset_dir), str(out_path)], launch)
         env = {**worker_env(cache, run_id), **(extra_env or {})}
         started = time.monotonic()
+        load = LoadMeter()
         with open(err_path, "w") as err:
             proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=err, text=True,
                                     start_new_session=True, cwd=repo_root())
@@ -232,7 +247,8 @@ def run_in_stack(cell: Cell, dataset_dir: Path, cache: Path, on_progress=None,
         stderr = err_path.read_text(errors="replace")
         stderr_tail = stderr[-STDERR_TAIL_CHARS:]
         outcome = Outcome(cell, "ok", peak_rss_bytes=sampler.peak_rss, peak_pss_bytes=sampler.peak_pss,
-                          wall_s=wall, rank_peaks=dict(sampler.rank_peaks))
+                          wall_s=wall, rank_peaks=dict(sampler.rank_peaks),
+                          other_load=load.other_share(sampler.cpu_seconds))
         if timed_out:
             outcome.status, outcome.reason = "timeout", f"no result after {timeout:g} s (killed)\n{stderr_tail}"
         elif proc.returncode != 0 or not out_path.exists():

@@ -32,6 +32,7 @@ from bench.datasets.hub import DatasetError
 from bench import inputs
 from bench.paths import cache_dir, cache_root, default_results_dir
 from bench.run import record, stacks, suite as suite_mod
+from bench.run.load import HIGH_LOAD
 from bench.run.runner import Launch, Outcome, dataset_stats, ensure_dataset, run_in_stack
 from bench.run.suite import Cell
 
@@ -316,8 +317,10 @@ class Session:
         self.say(f"\n{position}")
         outcome = self.precheck(cell) or run_in_stack(cell, self.dataset(cell), self.cache,
                                                       on_progress=self._show_epoch, launch=self.launch)
+        busy = (f" (other work kept {outcome.other_load:.0%} of the machine busy meanwhile: times suspect)"
+                if outcome.other_load is not None and outcome.other_load >= HIGH_LOAD else "")
         self.say(f"\r  -> {outcome.status}"
-                 + (f": {outcome.reason.splitlines()[0]}" if outcome.reason else f" in {outcome.wall_s:.1f} s"))
+                 + (f": {outcome.reason.splitlines()[0]}" if outcome.reason else f" in {outcome.wall_s:.1f} s") + busy)
         done = Finished.of(outcome, self.baseline)
         self.finished[cell.id] = done
         try:
