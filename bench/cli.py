@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from bench.publish import results
-from bench.run import stacks, suite as suite_mod
+from bench.run import external_stacks, stacks, suite as suite_mod
 from bench.run.session import RunOptions, Session, SessionError, add_run_options
 from bench.datasets.hub import DatasetError
 from bench.inputs import InputError, check_environment, finite_float, folder, output_file
@@ -30,7 +30,8 @@ EXIT_NOT_WRITTEN = 3
 EXIT_INTERRUPTED = 130
 FAILED = ("failed", "timeout")
 # What a bad input raises: its message names the input; `gnnbench` prints it and exits 2.
-BAD_INPUT = (InputError, suite_mod.SuiteError, SessionError, results.ResultsError, stacks.StackError, DatasetError)
+BAD_INPUT = (InputError, suite_mod.SuiteError, SessionError, results.ResultsError, stacks.StackError, DatasetError,
+             external_stacks.ExternalStackError)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -84,12 +85,18 @@ def main(argv: list[str] | None = None) -> int:
     ds_prep.add_argument("--data-root", metavar="DIR", default=os.environ.get("GNNBENCH_DATA_ROOT"),
                          help="where raw files are looked for first (env GNNBENCH_DATA_ROOT)")
 
-    st = sub.add_parser("stacks", help="the pinned framework environments")
+    st = sub.add_parser("stacks", help="the framework environments: pinned ones, and interpreters you register")
     st_sub = st.add_subparsers(dest="stacks_command", required=True)
     inst = st_sub.add_parser("install", parents=[debug], help="create (or reuse) each stack's virtual environment")
     inst.add_argument("names", nargs="*", help="default: all stacks")
     inst.add_argument("--force", action="store_true", help="rebuild even if the pins are unchanged")
     st_sub.add_parser("list", parents=[debug], help="stacks, where they are, and the versions that import")
+    add = st_sub.add_parser("add", parents=[debug],
+                            help="register an interpreter you already have (conda env, container, module) as a stack")
+    add.add_argument("name", help="the name suites and --stack use for it")
+    add.add_argument("--python", required=True, metavar="PATH", help="its python executable (nothing is installed into it)")
+    rm = st_sub.add_parser("remove", parents=[debug], help="forget an external stack (its environment is left as it is)")
+    rm.add_argument("name")
 
     args = parser.parse_args(argv)
     try:
@@ -108,6 +115,13 @@ def main(argv: list[str] | None = None) -> int:
         if args.stacks_command == "install":
             for name in args.names or list(stacks.available()):
                 stacks.install(name, force=args.force)
+            return 0
+        if args.stacks_command == "add":
+            external_stacks.add(args.name, args.python)
+            return 0
+        if args.stacks_command == "remove":
+            external_stacks.remove(args.name)
+            print(f"stack {args.name}: forgotten (its environment was not touched)")
             return 0
         return cmd_stacks_list()
     except BAD_INPUT as exc:
@@ -290,6 +304,11 @@ def cmd_stacks_list() -> int:
             print("   " + ", ".join(f"{k} {v}" for k, v in versions.items()))
         else:
             print(f"{name}: not installed (gnnbench stacks install {name}); pins: {stack.requirements}")
+    for name, stack in external_stacks.registered().items():
+        state = "" if stack.installed else " (its interpreter is gone)"
+        print(f"{name}: external, {stack.python}{state}, for {', '.join(stack.frameworks)} backends "
+              f"(added {stack.added})")
+        print("   " + ", ".join(f"{k} {v}" for k, v in stack.versions.items()))
     return 0
 
 

@@ -18,6 +18,7 @@ import os
 import time
 
 DROPOUT = 0.5
+AMP_DTYPES = {"bf16": "bfloat16", "fp16": "float16"}  # the `amp` setting's torch dtypes
 
 
 class Unavailable(Exception):
@@ -134,6 +135,7 @@ class Pipeline:
     collective_eval = False  # True: every rank evaluates its own part, and the counts are summed
     model = None
     comm = None
+    scaler = None  # fp16's GradScaler
     sampler = None  # what samples the neighbourhoods, with its version (recorded with each cell)
 
     def __init__(self, data, settings: dict):
@@ -149,13 +151,24 @@ class Pipeline:
         Adam at the suite's learning rate; with `model: none`, no model (the loader alone)."""
         import torch
 
-        self.model, self.comm = None, None
+        self.model, self.comm, self.scaler = None, None, None
         if self.settings["model"] == "sage":
             self.model, self.comm = distribute(self.make_model(data).to(self.device), self.device)
             self.optimizer = torch.optim.Adam(self.model.parameters(), lr=self.settings["lr"])
+            if self.settings.get("amp") == "fp16":
+                self.scaler = torch.amp.GradScaler(self.device.type)
 
     def to_device(self, batch):
-        return batch.to(self.device)
+        # a pinned batch (pin_memory) is copied asynchronously, as PyTorch advises
+        return batch.to(self.device, non_blocking=bool(self.settings.get("pin_memory")))
+
+    def autocast(self):
+        """The `amp` setting: bf16 or fp16 autocast on the training device, or nothing."""
+        import torch
+
+        amp = self.settings.get("amp", "off")
+        dtype = getattr(torch, AMP_DTYPES.get(amp, "bfloat16"))
+        return torch.autocast(self.device.type, dtype=dtype, enabled=amp != "off")
 
     def step(self, batch) -> None:
         import torch.nn.functional as F
@@ -165,9 +178,16 @@ class Pipeline:
         self.model.train()
         batch = self.to_device(batch)
         self.optimizer.zero_grad()
-        out, target = self.forward(self.model, batch)
-        F.cross_entropy(out, target).backward()
-        self.optimizer.step()
+        with self.autocast():
+            out, target = self.forward(self.model, batch)
+        loss = F.cross_entropy(out.float(), target)
+        if self.scaler is not None:  # fp16: scaled, so small gradients do not underflow
+            self.scaler.scale(loss).backward()
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+        else:
+            loss.backward()
+            self.optimizer.step()
 
     def evaluate(self, split: str) -> float | None:
         if self.model is None:
@@ -182,7 +202,7 @@ class Pipeline:
         model = unwrap(self.model)  # evaluation runs outside DDP
         model.eval()
         correct = total = 0
-        with torch.no_grad():
+        with torch.no_grad(), self.autocast():
             for batch in self._loader(split, shuffle=False):
                 out, target = self.forward(model, self.to_device(batch))
                 correct += int((out.argmax(dim=-1) == target).sum())

@@ -8,6 +8,8 @@ Modes, as DGL's GraphBolt node-classification example builds them:
                GPU samples and gathers through UVA
   cuda-cuda    graph and features in GPU memory; sample and gather on the GPU
 The CUDA modes need DGL's CUDA build (the containers install it; PyPI's dgl is CPU-only).
+`gpu_cache` (pinned-cuda only): GraphBolt's GPUCachedFeature holds that share of the feature rows
+on the GPU in front of the pinned features, as DGL's examples offer with --gpu-cache-size.
 With several ranks, DistributedItemSampler gives each rank its share of the training seeds.
 Fanouts are given seed-hop first, as PyG takes them; GraphBolt takes them input-layer first.
 Stores: memory (TorchBasedFeature over an in-memory tensor), graphbolt-disk (GraphBolt's own
@@ -88,6 +90,9 @@ class Pipeline(base.Pipeline):
         if mode == "pinned-cuda":
             self.graph.pin_memory_()
             self.features[FEATURE_KEY].pin_memory_()
+            if settings.get("gpu_cache"):  # the hottest rows kept on the GPU, the rest read through UVA
+                rows = max(1, int(settings["gpu_cache"] * data.num_nodes))
+                self.features[FEATURE_KEY] = gb.GPUCachedFeature(self.features[FEATURE_KEY], rows)
         elif mode == "cuda-cuda":
             self.graph = self.graph.to(self.device)
             self.features[FEATURE_KEY] = self.features[FEATURE_KEY].to(self.device)

@@ -227,7 +227,8 @@ class Pipeline(base.Pipeline):
         order = SubsetRandomSampler(ids) if shuffle else ids
         return DataLoader(Batches(self.dataset), batch_size=None,
                           sampler=BatchSampler(order, self.settings["batch_size"], drop_last=False),
-                          num_workers=num_workers, persistent_workers=num_workers > 0)
+                          num_workers=num_workers, persistent_workers=num_workers > 0,
+                          pin_memory=bool(self.settings.get("pin_memory")))
 
     @staticmethod
     def count(batch) -> tuple[int, int]:

@@ -38,4 +38,5 @@ class Pipeline(PygNodePipeline):
         return NeighborLoader(
             self.graph, num_neighbors=list(self.settings["fanout"]),
             input_nodes=torch.from_numpy(self.splits[split]), batch_size=self.settings["batch_size"],
-            shuffle=shuffle, num_workers=num_workers, persistent_workers=num_workers > 0)
+            shuffle=shuffle, num_workers=num_workers, persistent_workers=num_workers > 0,
+            pin_memory=bool(self.settings.get("pin_memory")))

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from bench.publish import fmt
 from bench.publish.results import CellResult
+from bench.run.load import HIGH_LOAD
 
 
 @dataclass(frozen=True)
@@ -73,6 +74,11 @@ def _recorded(name: str) -> Callable[[dict], bool]:
     return lambda table: any(r.measured and r.metrics.get(name) is not None for r in table["rows"])
 
 
+def _busy_machine(cell: CellResult) -> str | None:
+    load = cell.metrics.get("other_load")
+    return "(busy: times suspect)" if load is not None and load >= HIGH_LOAD else None
+
+
 def _has_gpu_memory(table: dict) -> bool:
     return any(r.metrics.peak_gpu_bytes for r in table["rows"] if r.measured)
 
@@ -99,6 +105,8 @@ CELL_COLUMNS = [
     Column("accuracy", lambda c: (c.metrics.val_acc, c.metrics.test_acc), _accuracies, unit="val / test",
            markdown=False),
     Column("start-up s", metric("startup_s"), lambda x: fmt.num(x, "{:.1f}"), html=False),
+    Column("other load", metric("other_load"), fmt.pct, unit="of the machine", note=_busy_machine,
+           hint=lambda c: "CPU share other processes took while this cell ran", shown=_recorded("other_load")),
 ]
 
 # The Markdown scaling table: one row per world size of a configuration measured at several.

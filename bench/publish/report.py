@@ -13,6 +13,7 @@ from markupsafe import Markup, escape
 
 from bench.publish import columns, fmt
 from bench.publish.results import CellResult, DatasetCard, RunResult, scaling_series
+from bench.run.external_stacks import DESCRIPTION_KEYS
 
 TEMPLATES = Path(__file__).parent / "templates"
 
@@ -69,7 +70,7 @@ def run_info(run: RunResult) -> dict:
     return {
         "file": run.path.name, "folder": run.path.parent.name, "description": run.description,
         "baseline": run.baseline, "datetime": run.finished, "commit": run.commit, "machine": run.machine,
-        "stack_packages": list(dict.fromkeys(p for v in run.machine.stacks.values() for p in v)),
+        "stack_packages": list(dict.fromkeys(p for v in run.machine.stacks.values() for p in packages(v))),
         "cell_devices": cell_devices(run), "counts": counts,
     }
 
@@ -104,8 +105,14 @@ def environment(markup: str = "md") -> jinja2.Environment:
     env.filters.update(breakable=_breakable if html else _md, md=_md, num=fmt.num, mib=fmt.mib, pct=fmt.pct,
                        seconds=fmt.seconds, ratio=fmt.ratio, setting=fmt.setting_text,
                        machine=fmt.machine_summary, when=fmt.when,
-                       text=(lambda t: "" if t is None else str(t)) if html else _md)
+                       text=(lambda t: "" if t is None else str(t)) if html else _md,
+                       packages=packages)
     return env
+
+
+def packages(versions: dict) -> dict:
+    """A recorded stack's package versions, without what describes an external stack."""
+    return {k: v for k, v in versions.items() if k not in DESCRIPTION_KEYS and v is not None}
 
 
 def run_view(run: RunResult) -> dict:

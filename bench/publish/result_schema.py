@@ -111,7 +111,7 @@ class Gpu(Loose):
 
 
 OurMachine = create_model(
-    "OurMachine", __base__=Loose, gpu=(Gpu | None, None), stacks=(dict[str, dict[str, str | None]] | None, None),
+    "OurMachine", __base__=Loose, gpu=(Gpu | None, None), stacks=(dict[str, dict[str, str | bool | None]] | None, None),
     **optional(str, "kernel", "version", "container_image", "container_revision"),
     **optional(Count, "cpu_count_logical", "cpu_count_physical", "memory_total_bytes"))
 MachineInfo = create_model(

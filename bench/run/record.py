@@ -22,7 +22,7 @@ import psutil
 from bench import __version__
 from bench.paths import repo_root
 from bench.publish.results import DATASET_FIELDS, SCHEMA_VERSION
-from bench.run import stacks
+from bench.run import external_stacks, stacks
 from bench.run.runner import Outcome
 
 # pytest-benchmark names a benchmark after its test; both ways of running a suite (gnnbench run
@@ -102,6 +102,7 @@ def extra_info(outcome: Outcome, baseline: str | None = None) -> dict:
         "warmup_epoch_s": [e["seconds"] for e in rec["warmup"]],
         "is_baseline": cell.id == baseline,
         "sampler": rec.get("sampler"),  # which implementation sampled the neighbourhoods
+        "other_load": outcome.other_load,  # share of the machine other work took meanwhile (bench.run.load)
         **({"partition": rec["partition"]} if rec.get("partition") else {}),
     }
 
@@ -150,6 +151,8 @@ def commit_info() -> dict:
 
 def machine_info() -> dict:
     installed = {name: stacks.recorded_versions(s) for name, s in stacks.available().items() if s.installed}
+    # interpreters the user registered (gnnbench stacks add), marked external, with a freeze hash
+    installed.update({name: s.record() for name, s in external_stacks.registered().items()})
     return {
         "version": __version__,
         "stacks": installed,

@@ -26,6 +26,7 @@ import psutil
 
 from bench import datasets
 from bench.run import stacks
+from bench.run.load import LoadMeter
 from bench.datasets import hub, memory
 from bench.net import free_port
 from bench.run.lifeline import PARENT_ENV
@@ -35,6 +36,9 @@ from bench.run.worker import PROGRESS_TAG
 
 STDERR_TAIL_CHARS = 2000
 MEMORY_SAMPLE_S = 0.2
+PSS_EVERY_S = 2.0  # PSS is read at least this often, and whenever the tree's RSS reaches a new high
+PSS_RSS_STEP = 1.02  # ... by this factor
+TREE_EVERY_S = 1.0  # the process tree is listed again this often (new DataLoader workers, ranks)
 RUN_ID_ENV = "GNNBENCH_RUN_ID"  # marks every process of one cell, so leftovers can be found
 
 
@@ -48,6 +52,7 @@ class Outcome:
     peak_pss_bytes: int = 0
     wall_s: float = 0.0
     rank_peaks: dict = field(default_factory=dict)  # rank -> (peak RSS, peak PSS) of its process tree
+    other_load: float | None = None  # share of the machine other work kept busy meanwhile (bench.run.load)
 
 
 @dataclass(frozen=True)
@@ -70,6 +75,10 @@ class TreeMemorySampler(threading.Thread):
         self.peak_rss = self.peak_pss = 0
         self.rank_peaks: dict[int, tuple[int, int]] = {}
         self._ranks: dict[int, int] = {}  # pid -> rank
+        self._cpu: dict[int, float] = {}  # pid -> CPU seconds last seen (for the load of other work)
+        self._pss_at = self._rss_at_pss = 0.0  # when PSS was last read, and the highest RSS it was read at
+        self._groups: dict | None = None  # rank -> its processes, as last listed (see _tree)
+        self._launched, self._listed_at = False, 0.0
         self._stop_event = threading.Event()
 
     def run(self) -> None:
@@ -91,40 +100,78 @@ class TreeMemorySampler(threading.Thread):
             self._ranks[proc.pid] = int(rank)
         return self._ranks[proc.pid]
 
-    def sample(self) -> None:
-        try:
+    def _tree(self) -> tuple[dict[int, list[psutil.Process]], bool]:
+        """The processes of each rank, and whether a launcher started them. Listing children scans
+        every process of the machine, so the list is kept for TREE_EVERY_S (or until one exits)."""
+        now = time.monotonic()
+        if self._groups is None or now - self._listed_at >= TREE_EVERY_S:
             ranked = {p: self._rank_of(p) for p in self.root.children()}
             groups = {rank: [p, *p.children(recursive=True)] for p, rank in ranked.items() if rank is not None}
             launched = bool(groups)
             if not launched:  # a single worker: the whole tree is rank 0
                 groups = {0: [self.root, *self.root.children(recursive=True)]}
+            self._groups, self._launched, self._listed_at = groups, launched, now
+        return self._groups, self._launched
+
+    def sample(self) -> None:
+        try:
+            groups, launched = self._tree()
         except psutil.Error:
             return
-        total_rss = total_pss = 0
-        if launched:  # the launcher itself counts in the total, not in a rank
-            total_rss, total_pss = _memory([self.root])
-        for rank, procs in groups.items():
-            rss, pss = _memory(procs)
-            total_rss, total_pss = total_rss + rss, total_pss + pss
+        if not all(p.is_running() for procs in groups.values() for p in procs):
+            self._groups = None  # one has exited: list again next time
+        everyone = [self.root, *(p for procs in groups.values() for p in procs)]
+        for proc in everyone:
+            try:
+                t = proc.cpu_times()
+                self._cpu[proc.pid] = t.user + t.system
+            except psutil.Error:
+                pass
+        # RSS (statm) is cheap; PSS (smaps_rollup) walks every page table: read it at a new high
+        # of the tree's RSS, where its peak is to be found, and every PSS_EVERY_S otherwise.
+        rss = {rank: _rss(procs) for rank, procs in groups.items()}
+        total_rss = sum(rss.values()) + (_rss([self.root]) if launched else 0)
+        now = time.monotonic()
+        read_pss = total_rss > self._rss_at_pss * PSS_RSS_STEP or now - self._pss_at >= PSS_EVERY_S
+        pss = {rank: _pss(procs) for rank, procs in groups.items()} if read_pss else {}
+        if read_pss:
+            self._pss_at, self._rss_at_pss = now, max(self._rss_at_pss, total_rss)
+            total_pss = sum(pss.values()) + (_pss([self.root]) if launched else 0)
+            self.peak_pss = max(self.peak_pss, total_pss)
+        for rank in groups:
             old = self.rank_peaks.get(rank, (0, 0))
-            self.rank_peaks[rank] = (max(old[0], rss), max(old[1], pss))
-        self.peak_rss, self.peak_pss = max(self.peak_rss, total_rss), max(self.peak_pss, total_pss)
+            self.rank_peaks[rank] = (max(old[0], rss[rank]), max(old[1], pss.get(rank, 0)))
+        self.peak_rss = max(self.peak_rss, total_rss)
 
     def stop(self) -> None:
         self._stop_event.set()
         self.join()
 
+    @property
+    def cpu_seconds(self) -> float:
+        """CPU time of the tree's processes, each as last seen."""
+        return sum(self._cpu.values())
 
-def _memory(procs: list[psutil.Process]) -> tuple[int, int]:
-    rss = pss = 0
+
+def _rss(procs: list[psutil.Process]) -> int:
+    total = 0
+    for proc in procs:
+        try:
+            total += proc.memory_info().rss
+        except psutil.Error:
+            continue  # exited between listing and reading
+    return total
+
+
+def _pss(procs: list[psutil.Process]) -> int:
+    total = 0
     for proc in procs:
         try:
             info = proc.memory_full_info()
         except psutil.Error:
-            continue  # exited between listing and reading
-        rss += info.rss
-        pss += getattr(info, "pss", info.rss)
-    return rss, pss
+            continue
+        total += getattr(info, "pss", info.rss)
+    return total
 
 
 def worker_command(python: Path, cell: Cell, args: list[str], launch: Launch) -> list[str]:
@@ -212,6 +259,7 @@ def run_in_stack(cell: Cell, dataset_dir: Path, cache: Path, on_progress=None,
         cmd = worker_command(stack.python, cell, [cell.to_json(), str(dataset_dir), str(out_path)], launch)
         env = {**worker_env(cache, run_id), **(extra_env or {})}
         started = time.monotonic()
+        load = LoadMeter()
         with open(err_path, "w") as err:
             proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=err, text=True,
                                     start_new_session=True, cwd=repo_root())
@@ -232,7 +280,8 @@ def run_in_stack(cell: Cell, dataset_dir: Path, cache: Path, on_progress=None,
         stderr = err_path.read_text(errors="replace")
         stderr_tail = stderr[-STDERR_TAIL_CHARS:]
         outcome = Outcome(cell, "ok", peak_rss_bytes=sampler.peak_rss, peak_pss_bytes=sampler.peak_pss,
-                          wall_s=wall, rank_peaks=dict(sampler.rank_peaks))
+                          wall_s=wall, rank_peaks=dict(sampler.rank_peaks),
+                          other_load=load.other_share(sampler.cpu_seconds))
         if timed_out:
             outcome.status, outcome.reason = "timeout", f"no result after {timeout:g} s (killed)\n{stderr_tail}"
         elif proc.returncode != 0 or not out_path.exists():

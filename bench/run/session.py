@@ -32,6 +32,7 @@ from bench.datasets.hub import DatasetError
 from bench import inputs
 from bench.paths import cache_dir, cache_root, default_results_dir
 from bench.run import record, stacks, suite as suite_mod
+from bench.run.load import HIGH_LOAD
 from bench.run.runner import Launch, Outcome, dataset_stats, ensure_dataset, run_in_stack
 from bench.run.suite import Cell
 
@@ -61,6 +62,10 @@ RUN_OPTIONS = (
     Option("--resume", dict(type=Path, metavar="JOURNAL",
                             help=f"finish an interrupted run: its {JOURNAL_SUFFIX} file; finished cells are kept, "
                                  "the others run, and one complete result file is written beside it")),
+    Option("--stack", dict(action="append", metavar="NAME",
+                           help="the suite's `stack` axis, replaced: run each backend in stack NAME where it has "
+                                "the backend's framework (repeatable; 'own': each backend's pinned stack), e.g. "
+                                "--stack own --stack mine runs the PyG cells in both and DGL's in its own")),
     Option("--nnodes", dict(type=int, default=1, help="machines that run each cell together (each runs the same command)")),
     Option("--node-rank", dict(type=int, default=0, help="this machine's index among --nnodes")),
     Option("--rdzv-endpoint", dict(metavar="HOST:PORT",
@@ -83,6 +88,7 @@ class RunOptions:
     cache_dir: Path | None = None
     no_install: bool = False
     resume: Path | None = None
+    stack: list[str] | None = None
     nnodes: int = 1
     node_rank: int = 0
     rdzv_endpoint: str | None = None
@@ -228,6 +234,8 @@ class Session:
     def __init__(self, options: RunOptions, say: Callable[..., None] = _print):
         self.options, self.say = options, say
         self.suite, self.suite_path = suite_mod.load(options.suite)
+        if options.stack:
+            self.suite = suite_mod.with_stacks(self.suite, options.stack)
         self.cells = suite_mod.expand(self.suite)
         self.selected = list(self.cells)
         self.baseline = self.suite.baseline or (self.cells[0].id if self.cells else None)
@@ -309,8 +317,10 @@ class Session:
         self.say(f"\n{position}")
         outcome = self.precheck(cell) or run_in_stack(cell, self.dataset(cell), self.cache,
                                                       on_progress=self._show_epoch, launch=self.launch)
+        busy = (f" (other work kept {outcome.other_load:.0%} of the machine busy meanwhile: times suspect)"
+                if outcome.other_load is not None and outcome.other_load >= HIGH_LOAD else "")
         self.say(f"\r  -> {outcome.status}"
-                 + (f": {outcome.reason.splitlines()[0]}" if outcome.reason else f" in {outcome.wall_s:.1f} s"))
+                 + (f": {outcome.reason.splitlines()[0]}" if outcome.reason else f" in {outcome.wall_s:.1f} s") + busy)
         done = Finished.of(outcome, self.baseline)
         self.finished[cell.id] = done
         try:
@@ -345,7 +355,10 @@ class Session:
         """Install a missing stack once (unless --no-install); the problem, if it cannot be had."""
         if name in self._stack_errors or stacks.get(name).installed:
             return self._stack_errors.get(name)
-        if self.options.no_install:
+        if stacks.get(name).external:
+            self._stack_errors[name] = (f"stack {name!r}: its registered interpreter {stacks.get(name).python} "
+                                        f"is gone (gnnbench stacks add {name} --python PATH registers another)")
+        elif self.options.no_install:
             self._stack_errors[name] = f"stack {name!r} is not installed (gnnbench stacks install {name})"
         else:
             try:
@@ -389,6 +402,8 @@ class Session:
         meta = {"suite": self.suite.name, "suite_file": str(self.suite_path), "description": self.suite.description,
                 "baseline": self.baseline, "cells": [c.id for c in self.selected],
                 "started_at": self.started_at.isoformat()}
+        if self.options.stack:
+            meta["stacks_given"] = list(self.options.stack)  # --stack replaced the suite's stack axis
         if self.resumed_from:
             meta["resumed_from"] = self.resumed_from
         return record.document(benchmarks=[d.entry for d in done if d.measured],

@@ -44,6 +44,12 @@ OPTIONAL_PROBES = {"pyg": ["torch_sparse", "torch_scatter", "pyg_lib"], "pyg-dis
 ABSENT = "absent"
 
 
+# The framework each pinned stack carries: a backend runs in any stack of its framework (the
+# `stack` setting), e.g. pyg-dist's backend on current PyG, or PyG's in an external interpreter.
+FRAMEWORK = {"pyg": "pyg", "pyg-dist": "pyg", "dgl": "dgl"}
+OWN = "own"  # the `stack` setting's name for each backend's own pinned stack
+
+
 class StackError(RuntimeError):
     pass
 
@@ -52,6 +58,12 @@ class StackError(RuntimeError):
 class Stack:
     name: str
     requirements: Path
+
+    external = False
+
+    @property
+    def frameworks(self) -> tuple[str, ...]:
+        return (FRAMEWORK.get(self.name, self.name),)
 
     @property
     def pins(self) -> str:
@@ -114,16 +126,37 @@ def available() -> dict[str, Stack]:
     }
 
 
-def get(name: str) -> Stack:
-    stacks = available()
+def known() -> dict:
+    """The pinned stacks and the external ones registered on this machine (`gnnbench stacks add`)."""
+    from bench.run.external_stacks import ExternalStackError, registered
+
+    try:
+        return {**available(), **registered()}
+    except ExternalStackError as exc:
+        raise StackError(str(exc)) from None
+
+
+def get(name: str):
+    """A pinned `Stack` or a registered `ExternalStack`."""
+    stacks = known()
     if name not in stacks:
-        raise StackError(f"unknown stack {name!r}; known stacks: {', '.join(stacks)}")
+        raise StackError(f"unknown stack {name!r}; known stacks: {', '.join(stacks)} "
+                         "(register an interpreter you have with: gnnbench stacks add NAME --python PATH)")
     return stacks[name]
+
+
+def framework_of(backend_stack: str) -> str:
+    return FRAMEWORK.get(backend_stack, backend_stack)
 
 
 def install(name: str, log=print, force: bool = False) -> Stack:
     """Create the stack's virtual environment unless one with the same pins is complete."""
     stack = get(name)
+    if stack.external:
+        if not stack.installed:
+            raise StackError(f"stack {name}: the registered interpreter {stack.python} is gone; register "
+                             f"it again (gnnbench stacks add {name} --python PATH) or remove it")
+        return stack  # never installed into: it is the user's environment
     if stack.installed and not force:
         log(f"stack {name}: up to date at {stack.path}")
         return stack

@@ -28,6 +28,8 @@ from bench.stores import STORES
 Mode = Literal[ALL_MODES]  # type: ignore[valid-type]
 Store = Literal[tuple(STORES)]  # type: ignore[valid-type]
 Model = Literal["sage", "none"]
+# YAML 1.1 reads a bare `off` as false: take it as the "off" it was written as
+Amp = Annotated[Literal["off", "bf16", "fp16"], BeforeValidator(lambda v: "off" if v is False else v)]
 Fanout = Annotated[list[Annotated[int, Field(ge=1, le=10_000)]], Field(min_length=1, max_length=5)]
 
 
@@ -88,16 +90,32 @@ class Settings(Strict):
     lr: one_or_sweep(bounded(float, gt=0, le=10)) = 0.01
     seed: one_or_sweep(bounded(int, ge=0, le=2**32 - 1)) = 0  # numpy takes seeds in this range
     timeout: bounded(float, gt=0, le=7 * 24 * 3600) = 600.0  # seconds per cell, launch to exit (at most a week)
-    stack: str | None = None  # run the backend in another stack than its own (e.g. pyg-dist on current PyG)
+    # Run a backend in another stack of its framework: a pinned one (e.g. pyg-dist's backend on
+    # current PyG) or an interpreter registered with `gnnbench stacks add`; "own" (or null): the
+    # backend's own. A stack without a backend's framework makes no cell of that backend.
+    stack: one_or_sweep(str | None) = None
+    # GPU settings, each a cell only where it means something (see `_meaningful`); on a machine
+    # without CUDA those cells are skipped with the reason, like the CUDA modes.
+    pin_memory: one_or_sweep(bool) = False  # the loader pins each batch, copied with non_blocking=True
+    amp: one_or_sweep(Amp) = "off"  # autocast in bf16, or fp16 with a GradScaler (CUDA only)
+    gpu_cache: one_or_sweep(bounded(float, ge=0, le=1)) = 0.0  # GraphBolt GPUCachedFeature: share of feature rows
 
     @field_validator("stack")
     @classmethod
-    def _known_stack(cls, value: str | None) -> str | None:
-        from bench.run.stacks import available
+    def _known_stack(cls, value):
+        from bench.run.stacks import OWN, StackError, known
 
-        if value is not None and value not in available():
-            raise ValueError(f"unknown stack {value!r}; allowed: {', '.join(available())}")
-        return value
+        try:
+            allowed = known()
+        except StackError as exc:
+            raise ValueError(str(exc)) from None
+        names = value if isinstance(value, list) else [value]
+        for name in names:
+            if name is not None and name != OWN and name not in allowed:
+                raise ValueError(f"unknown stack {name!r}; allowed: {OWN}, {', '.join(allowed)} (an interpreter of "
+                                 "your own becomes a stack with: gnnbench stacks add NAME --python PATH)")
+        normal = [None if n == OWN else n for n in names]
+        return normal if isinstance(value, list) else normal[0]
 
     def axes(self) -> dict[str, list]:
         out = {}
@@ -196,6 +214,21 @@ def load(path_or_name: str | Path) -> tuple[Suite, Path]:
     return suite, path
 
 
+def with_stacks(suite: Suite, names: list[str]) -> Suite:
+    """The suite with its `stack` axis replaced (`--stack`); include rules that name a stack keep it."""
+    try:
+        stack = Settings.model_validate({"stack": list(names)}).stack
+    except ValidationError as exc:
+        raise SuiteError(f"--stack {' --stack '.join(names)}: "
+                         + "; ".join(e["msg"].removeprefix("Value error, ") for e in exc.errors())) from None
+    changed = suite.model_copy(update={"settings": suite.settings.model_copy(update={"stack": stack})})
+    if not expand(changed):
+        raise SuiteError(f"--stack {' --stack '.join(names)}: no backend of suite {suite.name!r} runs in "
+                         f"{'these stacks' if len(names) > 1 else 'this stack'} (a stack runs the backends of "
+                         "its framework: PyG's or DGL's)")
+    return changed
+
+
 def resolve_path(path_or_name: str | Path) -> Path:
     candidate = Path(path_or_name)
     if candidate.is_file():
@@ -250,7 +283,7 @@ def _describe(path: Path, err: dict) -> str:
 
 def _is_union_tag(part: Any) -> bool:
     # pydantic adds the union member ("list[...]", "int", "synthetic") to error locations
-    return isinstance(part, str) and ("[" in part or part in {"int", "float", "str", *SOURCES}
+    return isinstance(part, str) and ("[" in part or part in {"int", "float", "str", "bool", "none", *SOURCES}
                                       or part.startswith(("literal", "constrained-")))
 
 
@@ -308,9 +341,10 @@ def _check_rules(suite: Suite) -> list[str]:
         return problems
     cells = expand(suite)
     if not cells:
-        problems.append("the matrix expands to zero cells: no backend has the modes and stores this suite "
-                        "sets (see each backend's modes and stores in bench/backends/__init__.py), or "
-                        "`exclude` drops every cell")
+        problems.append("the matrix expands to zero cells: no backend has the modes, stores and options this "
+                        "suite sets (see each backend's modes, stores and options in bench/backends/__init__.py; "
+                        "pin_memory, fp16 amp and gpu_cache need a mode that trains on CUDA), no stack it "
+                        "names has a backend's framework, or `exclude` drops every cell")
     if suite.baseline is not None and suite.baseline not in {c.id for c in cells}:
         problems.append(f"baseline: {suite.baseline!r} is not a cell id of this suite")
     return problems
@@ -363,6 +397,8 @@ def expand(suite: Suite) -> list[Cell]:
             info = BACKENDS[backend]
             if settings["mode"] not in info.modes or settings["store"] not in info.stores:
                 continue  # like modes, a store a backend does not have is not a cell of it
+            if not _meaningful(backend, settings):
+                continue
             if info.task != task_of(suite.datasets[dataset]):
                 continue  # graph-level backends take collections of graphs, the others graphs
             if any(_matches(rule, backend, dataset, settings) for rule in suite.exclude):
@@ -377,6 +413,27 @@ def expand(suite: Suite) -> list[Cell]:
     return list(cells.values())
 
 
+def _meaningful(backend: str, settings: dict) -> bool:
+    """Whether a backend has what these settings ask for: a stack of its framework; the GPU
+    settings only in a mode that trains on the GPU (bf16 autocast also runs on the CPU), with a
+    model to train, and where the backend has them (BackendInfo.options)."""
+    from bench.run.stacks import framework_of, get
+
+    info = BACKENDS[backend]
+    if settings["stack"] is not None and framework_of(info.stack) not in get(settings["stack"]).frameworks:
+        return False
+    on_gpu = settings["mode"].endswith("-cuda")
+    if settings["pin_memory"] and not (on_gpu and "pin_memory" in info.options):
+        return False
+    if settings["amp"] != "off" and (settings["model"] != "sage" or "amp" not in info.options
+                                     or (settings["amp"] == "fp16" and not on_gpu)):
+        return False
+    # GraphBolt looks its GPU cache up with ids on the GPU: the mode that moves the seeds there first
+    if settings["gpu_cache"] and not (settings["mode"] == "pinned-cuda" and "gpu_cache" in info.options):
+        return False
+    return True
+
+
 def task_of(dataset_spec) -> str:
     """ "graph" for a collection of small graphs (graph-level tasks), else "node"."""
     return datasets_module.task(dataset_spec.source)
@@ -389,6 +446,8 @@ def _matches(rule: Rule, backend: str, dataset: str, settings: dict) -> bool:
         if wanted is None:
             continue
         options = wanted if isinstance(wanted, list) and not (key == "fanout" and not isinstance(wanted[0], list)) else [wanted]
+        if key == "stack":  # "own" is how a rule names each backend's own stack (None in a cell)
+            options = [None if o == "own" else o for o in options]
         if actual[key] not in options:
             return False
     return True

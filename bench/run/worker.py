@@ -94,7 +94,7 @@ def run_cell(cell: dict, dataset_dir: Path) -> dict | None:
     """Run one cell in this process (one rank of it, under torch.distributed.run). Returns the
     record to write: on global rank 0 the cell's, on another node's first rank a note that its
     ranks took part, elsewhere None."""
-    from bench.backends import load_pipeline_class
+    from bench.backends import BACKENDS, load_pipeline_class
     from bench.backends.base import Unavailable, rank_and_world, unwrap
     from bench import datasets
     from bench.stores import features_in_memory
@@ -103,7 +103,8 @@ def run_cell(cell: dict, dataset_dir: Path) -> dict | None:
     rank, world = rank_and_world()
     launched_at = float(os.environ.get("GNNBENCH_LAUNCHED_AT", time.time()))
     Pipeline = load_pipeline_class(cell["backend"])
-    record = {"versions": framework_versions(cell["stack"]), "device": device_info()}
+    # the modules of the backend's own stack, whichever interpreter runs it (external stacks too)
+    record = {"versions": framework_versions(BACKENDS[cell["backend"]].stack), "device": device_info()}
     reason = Pipeline.unavailable(settings["mode"], world)
     if reason:
         return {**record, "status": "skipped", "reason": reason} if rank == 0 else None

@@ -1,0 +1,57 @@
+"""How busy the machine was with other work while a cell ran.
+
+A shared machine can inflate an epoch many times over, and nothing in the epoch times says so.
+Around each cell the runner reads the machine's CPU time (psutil.cpu_times: every process, plus
+the time a hypervisor stole) and subtracts what the cell's own process tree used (from the
+memory sampler's view of the tree and from getrusage of the waited-for children, whichever saw
+more) and what the runner itself used. What is left, as a share of all cores over the cell's
+wall time, is the load of other work: recorded with the cell and flagged in the tables when it
+reaches HIGH_LOAD.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import time
+
+import psutil
+
+HIGH_LOAD = 0.25  # a quarter of the machine busy with other work: the cell's times are suspect
+
+
+def _busy_seconds() -> float:
+    t = psutil.cpu_times()
+    return sum(getattr(t, name, 0.0) for name in ("user", "nice", "system", "irq", "softirq", "steal"))
+
+
+def _usage(who: int) -> float:
+    r = resource.getrusage(who)
+    return r.ru_utime + r.ru_stime
+
+
+def usable_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return psutil.cpu_count() or 1
+
+
+class LoadMeter:
+    """Started before a cell's process, finished after it was waited for."""
+
+    def __init__(self):
+        self.wall0 = time.monotonic()
+        self.busy0 = _busy_seconds()
+        self.children0 = _usage(resource.RUSAGE_CHILDREN)
+        self.self0 = _usage(resource.RUSAGE_SELF)
+
+    def other_share(self, tree_cpu_s: float) -> float | None:
+        """The share of the machine's cores that other work kept busy; None if too short to tell."""
+        wall = time.monotonic() - self.wall0
+        if wall < 0.5:
+            return None
+        cores = psutil.cpu_count() or 1  # cpu_times covers every core, not only this process's
+        ours = max(tree_cpu_s, _usage(resource.RUSAGE_CHILDREN) - self.children0) + (_usage(resource.RUSAGE_SELF) - self.self0)
+        other = _busy_seconds() - self.busy0 - ours
+        return round(min(max(other / (wall * cores), 0.0), 1.0), 4)
