@@ -117,6 +117,7 @@ def test_a_run_killed_half_way_is_finished_by_resume(suite_file, tmp_path, cache
     assert proc.returncode == 130, out[-2000:] + err[-2000:]
     assert "--resume" in err and str(journal) in err
     assert worker_processes(str(hub)) == []
+    assert journal.stat().st_mode & 0o777 == 0o644 & ~current_umask()  # data, not a program
     interrupted = json.loads(journal.with_name(journal.name.replace(".cells.jsonl", ".json")).read_text())
     assert [b["param"] for b in interrupted["benchmarks"]] == [CELLS[0]]
     kept = json.loads(journal.read_text().splitlines()[0])["entry"]
@@ -343,3 +344,9 @@ def test_two_runs_started_at_once_never_share_a_result_file(suite_file, tmp_path
         readonly.write_text("")
     with pytest.raises(SessionError, match="cannot write results there"):
         Session(RunOptions(suite=str(suite_file), results=readonly / "runs"))
+
+
+def current_umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask

@@ -46,3 +46,12 @@ def test_unknown_stack_is_a_clear_error():
         assert "pyg" in str(exc) and "dgl" in str(exc)
     else:
         raise AssertionError("no error")
+
+
+def test_install_builds_pinned_stacks_only():
+    try:
+        stacks.install("tensorflow")
+    except stacks.StackError as exc:
+        assert "`stacks install` builds the pinned stacks: " in str(exc) and "pyg" in str(exc)
+    else:
+        raise AssertionError("no error")

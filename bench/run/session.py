@@ -460,7 +460,7 @@ def unclaimed_result_path(folder: Path, stem: str) -> Path:
     for n in range(1, 1000):
         path = folder / (f"{stem}.json" if n == 1 else f"{stem}-{n}.json")
         try:
-            os.close(os.open(journal_of(path), os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+            os.close(os.open(journal_of(path), os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))  # data, not a program
         except FileExistsError:
             continue
         return path

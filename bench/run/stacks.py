@@ -151,12 +151,12 @@ def framework_of(backend_stack: str) -> str:
 
 def install(name: str, log=print, force: bool = False) -> Stack:
     """Create the stack's virtual environment unless one with the same pins is complete."""
-    stack = get(name)
-    if stack.external:
-        if not stack.installed:
-            raise StackError(f"stack {name}: the registered interpreter {stack.python} is gone; register "
-                             f"it again (gnnbench stacks add {name} --python PATH) or remove it")
-        return stack  # never installed into: it is the user's environment
+    # pinned stacks only (an external one is the user's environment: never installed into), and
+    # without importing more of gnnbench: the images run this module before the rest is copied in
+    pinned = available()
+    if name not in pinned:
+        raise StackError(f"unknown stack {name!r}: `stacks install` builds the pinned stacks: {', '.join(pinned)}")
+    stack = pinned[name]
     if stack.installed and not force:
         log(f"stack {name}: up to date at {stack.path}")
         return stack
