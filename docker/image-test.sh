@@ -14,6 +14,10 @@ export GNNBENCH_CPU_IMAGE=${GNNBENCH_CPU_IMAGE:-localhost/gnnbench:cpu}
 export GNNBENCH_UID GNNBENCH_GID GNNBENCH_REVISION
 GNNBENCH_UID=$(id -u) GNNBENCH_GID=$(id -g)
 GNNBENCH_REVISION=$(git rev-parse HEAD)$(git diff --quiet HEAD -- 2>/dev/null || echo "-dirty")
+# podman's builder (buildah) reuses the image's last layer when only the GNNBENCH_REVISION build
+# argument changed (seen: a commit touching only tests kept the previous revision). This file,
+# copied in with docker/, makes a new revision a new layer.
+echo "$GNNBENCH_REVISION" > docker/.revision
 LOCAL_BASE=localhost/debian-base:bookworm
 CPU_BASE=$(sed -n 's/^ARG CPU_BASE=//p' docker/Dockerfile)
 NICE=(nice -n "${IMAGE_TEST_NICE:-15}")
