@@ -353,10 +353,13 @@ class Session:
 
     def ensure_stack(self, name: str) -> str | None:
         """Install a missing stack once (unless --no-install); the problem, if it cannot be had."""
-        if name in self._stack_errors or stacks.get(name).installed:
-            return self._stack_errors.get(name)
-        if stacks.get(name).external:
-            self._stack_errors[name] = (f"stack {name!r}: its registered interpreter {stacks.get(name).python} "
+        if name in self._stack_errors:
+            return self._stack_errors[name]
+        stack = stacks.get(name)  # a pinned or a registered stack (reads the registry once)
+        if stack.installed:
+            return None
+        if stack.external:
+            self._stack_errors[name] = (f"stack {name!r}: its registered interpreter {stack.python} "
                                         f"is gone (gnnbench stacks add {name} --python PATH registers another)")
         elif self.options.no_install:
             self._stack_errors[name] = f"stack {name!r} is not installed (gnnbench stacks install {name})"
