@@ -73,6 +73,17 @@ def main(argv: list[str] | None = None) -> int:
                      help="an earlier run of the suite, for each cell's own run-to-run noise (repeatable)")
     cmp.add_argument("--fail-on", choices=["regression"], help="exit 1 when a cell regressed or now fails")
 
+    fid = sub.add_parser("fidelity", parents=[debug],
+                         help="what the harness costs: each cell's epoch against the plain loop its framework's examples write")
+    fid.add_argument("suite", nargs="?", default="smoke", help="suite name in suites/ or a YAML path")
+    fid.add_argument("-k", dest="select", metavar="EXPR", help="only cells whose id matches (pytest's -k rules)")
+    fid.add_argument("--rounds", type=int, default=3, help="interleaved rounds of cell and plain loop (default 3)")
+    fid.add_argument("--out", type=Path, metavar="FILE",
+                     help="the comparison's JSON (a Markdown table beside it); default: results/runs/fidelity-<suite>-STAMP.json")
+    fid.add_argument("--data-root", type=Path, metavar="DIR", default=os.environ.get("GNNBENCH_DATA_ROOT"),
+                     help="where raw dataset files are looked for first (env GNNBENCH_DATA_ROOT)")
+    fid.add_argument("--cache-dir", metavar="DIR", help="dataset hub folder (env GNNBENCH_CACHE)")
+
     ds = sub.add_parser("datasets", help="known datasets, their sizes and memory needs; prepare one")
     ds_sub = ds.add_subparsers(dest="datasets_command", required=True)
     ds_list = ds_sub.add_parser("list", parents=[debug], help="the known datasets with their sizes")
@@ -112,6 +123,8 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_compare(args)
         if args.command == "datasets":
             return cmd_datasets(args)
+        if args.command == "fidelity":
+            return cmd_fidelity(args)
         if args.stacks_command == "install":
             for name in args.names or list(stacks.available()):
                 stacks.install(name, force=args.force)
@@ -188,6 +201,37 @@ def ending_as_interrupt():
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+def cmd_fidelity(args) -> int:
+    import datetime as dt
+
+    from bench.paths import default_results_dir
+    from bench.run import fidelity
+    from bench.run.session import select_cells
+
+    if args.rounds < 1:
+        raise InputError(f"--rounds {args.rounds}: give at least 1")
+    suite, _ = suite_mod.load(args.suite)
+    cells = suite_mod.expand(suite)
+    cells = select_cells(cells, args.select) if args.select else cells
+    chosen = [c for c in cells if fidelity.comparable(c)]
+    if not chosen:
+        raise InputError(f"suite {suite.name!r}{f' -k {args.select!r}' if args.select else ''}: no cell a plain loop "
+                         f"exists for (one rank, cpu-cpu, store memory, model sage, backend one of "
+                         f"{', '.join(fidelity.PLAIN_BACKENDS)})")
+    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    out = args.out or default_results_dir() / f"fidelity-{suite.name}-{stamp}.json"
+    print(f"fidelity: {len(chosen)} cell(s) of {suite.name}, {args.rounds} interleaved round(s) each")
+    try:
+        found = fidelity.compare(chosen, cache_dir(args.cache_dir, writable=True), args.data_root, args.rounds)
+    except fidelity.FidelityError as exc:
+        print(f"gnnbench: {exc}", file=sys.stderr)
+        return EXIT_CELLS_FAILED
+    fidelity.write(found, out, "gnnbench " + " ".join(shlex.quote(a) for a in sys.argv[1:]))
+    print(fidelity.table(found))
+    print(f"results: {out}")
+    return 0 if all(c.faithful for c in found) else EXIT_CELLS_FAILED
 
 
 def cmd_datasets(args) -> int:

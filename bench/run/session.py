@@ -195,6 +195,17 @@ def read_journal(path: Path) -> list[tuple[str, str | None, Finished]]:
     return out
 
 
+def select_cells(cells: list[Cell], expression: str) -> list[Cell]:
+    """The cells whose pytest name matches a pytest `-k` expression (same rules as pytest)."""
+    from _pytest.mark.expression import Expression  # pytest's own -k grammar
+
+    try:
+        compiled = Expression.compile(expression)
+    except SyntaxError as exc:
+        raise SessionError(f"-k {expression!r}: {exc.msg}") from None
+    return [c for c in cells if compiled.evaluate(lambda word, name=record.test_name(c.id).lower(): word.lower() in name)]
+
+
 def check_launch(launch: Launch) -> None:
     """--nnodes, --node-rank and --rdzv-endpoint fit together."""
     if not 1 <= launch.nnodes <= 1024:
@@ -281,16 +292,8 @@ class Session:
 
     def select(self, expression: str | None) -> None:
         """Keep the cells whose pytest name matches a pytest `-k` expression (same rules as pytest)."""
-        if not expression:
-            return
-        from _pytest.mark.expression import Expression  # pytest's own -k grammar
-
-        try:
-            compiled = Expression.compile(expression)
-        except SyntaxError as exc:
-            raise SessionError(f"-k {expression!r}: {exc.msg}") from None
-        self.selected = [c for c in self.cells
-                         if compiled.evaluate(lambda word, name=record.test_name(c.id).lower(): word.lower() in name)]
+        if expression:
+            self.selected = select_cells(self.cells, expression)
 
     def keep_only(self, cell_ids: set[str]) -> None:
         """The cells pytest kept after its own selection (-k, deselection), in suite order."""

@@ -1,0 +1,133 @@
+"""What the harness costs: each cell's epoch, run by gnnbench, against the plain loop its
+framework's examples write (bench/run/plain_loops.py), run in the same stack on the same data.
+
+    gnnbench fidelity [SUITE] [-k EXPR] [--rounds N] [--out FILE]
+
+The two are interleaved, round after round (cell, plain loop, plain loop, cell, ...), so that a
+machine that gets busier or quieter moves both alike; each side's figure is the median of its
+measured epochs over all rounds. A cell is faithful when its median is within TOLERANCE of the
+plain loop's. Only cells a plain loop exists for are compared: one rank, cpu-cpu, features in
+memory, the GraphSAGE model, a backend of plain_loops.LOOPS.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import statistics
+import subprocess
+import uuid
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from bench.run import stacks
+from bench.run.runner import ensure_dataset, run_in_stack, worker_env
+from bench.run.suite import Cell
+
+TOLERANCE = 0.10  # the issue's promise: every cell within 10 % of the plain loop
+PLAIN_BACKENDS = ("pyg-neighbor", "dgl-graphbolt")  # plain_loops.LOOPS, without importing a framework here
+
+
+class FidelityError(RuntimeError):
+    pass
+
+
+@dataclass
+class Comparison:
+    cell_id: str
+    harness_epochs: list[float]
+    plain_epochs: list[float]
+    other_load: list[float]  # each harness run's share of the machine other processes took
+
+    @property
+    def harness_median(self) -> float:
+        return statistics.median(self.harness_epochs)
+
+    @property
+    def plain_median(self) -> float:
+        return statistics.median(self.plain_epochs)
+
+    @property
+    def ratio(self) -> float:
+        return self.harness_median / self.plain_median
+
+    @property
+    def faithful(self) -> bool:
+        return self.ratio <= 1 + TOLERANCE
+
+    def as_dict(self) -> dict:
+        return {**asdict(self), "harness_median_s": self.harness_median, "plain_median_s": self.plain_median,
+                "ratio": self.ratio, "faithful": self.faithful}
+
+
+def comparable(cell: Cell) -> bool:
+    s = cell.settings
+    return (cell.backend in PLAIN_BACKENDS and s["world_size"] == 1 and s["mode"] == "cpu-cpu"
+            and s.get("store", "memory") == "memory" and s["model"] == "sage")
+
+
+def run_plain(cell: Cell, dataset_dir: Path, cache: Path) -> list[float]:
+    """The plain loop's measured epochs, in the cell's stack."""
+    stack = stacks.get(cell.stack)
+    proc = subprocess.run([str(stack.python), "-m", "bench.run.plain_loops", cell.to_json(), str(dataset_dir)],
+                          env=worker_env(cache, uuid.uuid4().hex), text=True, capture_output=True,
+                          timeout=float(cell.settings["timeout"]))
+    if proc.returncode != 0:
+        tail = proc.stderr.strip().splitlines()[-1:] or [f"exit code {proc.returncode}"]
+        raise FidelityError(f"{cell.id}: the plain loop failed: {tail[0]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])["epochs"]
+
+
+def run_harness(cell: Cell, dataset_dir: Path, cache: Path) -> tuple[list[float], float | None]:
+    outcome = run_in_stack(cell, dataset_dir, cache)
+    if outcome.status != "ok":
+        raise FidelityError(f"{cell.id}: the cell ended {outcome.status}: {outcome.reason.splitlines()[0]}")
+    return [e["seconds"] for e in outcome.record["epochs"]], outcome.other_load
+
+
+def compare(cells: list[Cell], cache: Path, data_root: Path | None, rounds: int, say=print) -> list[Comparison]:
+    found = []
+    for cell in cells:
+        dataset_dir = ensure_dataset(cell.dataset_spec, cache, data_root)
+        result = Comparison(cell.id, [], [], [])
+        for r in range(rounds):
+            # alternate which goes first, so neither always runs on a machine the other warmed
+            for side in (("harness", "plain") if r % 2 == 0 else ("plain", "harness")):
+                if side == "harness":
+                    epochs, load = run_harness(cell, dataset_dir, cache)
+                    result.harness_epochs += epochs
+                    result.other_load.append(load)
+                else:
+                    result.plain_epochs += run_plain(cell, dataset_dir, cache)
+            say(f"  {cell.id} round {r + 1}/{rounds}: harness {statistics.median(result.harness_epochs):.4f} s, "
+                f"plain {statistics.median(result.plain_epochs):.4f} s")
+        found.append(result)
+    return found
+
+
+def table(found: list[Comparison]) -> str:
+    lines = ["| cell | gnnbench epoch (median) | plain loop epoch (median) | ratio | within 10 % | other load |",
+             "|---|---:|---:|---:|---|---:|"]
+    for c in found:
+        loads = [x for x in c.other_load if x is not None]
+        load = f"{max(loads):.0%}" if loads else "n/a"  # the busiest round: other processes' CPU share
+        lines.append(f"| `{c.cell_id}` | {c.harness_median:.4f} s | {c.plain_median:.4f} s | {c.ratio:.3f} | "
+                     f"{'yes' if c.faithful else '**no**'} | {load} |")
+    return "\n".join(lines)
+
+
+def write(found: list[Comparison], path: Path, command: str) -> None:
+    import platform
+
+    doc = {"command": command, "written_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+           "machine": {"node": platform.node(), "processor": platform.processor(), "cpus": _cpus()},
+           "tolerance": TOLERANCE, "cells": [c.as_dict() for c in found]}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(doc, indent=2) + "\n")
+    path.with_suffix(".md").write_text(f"Command: `{command}`\n\n{table(found)}\n")
+
+
+def _cpus() -> int:
+    import os
+
+    return len(os.sched_getaffinity(0))

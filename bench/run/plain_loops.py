@@ -1,0 +1,136 @@
+"""The plain training loops the frameworks' own examples write, without gnnbench around them.
+
+    python -m bench.run.plain_loops CELL_JSON DATASET_DIR
+
+Run inside a cell's stack by `gnnbench fidelity`, to measure what the harness costs: the same
+graph, fanout, batch size, model width, learning rate and DataLoader workers as the cell, built
+as PyG's `examples/` (NeighborLoader + SAGEConv) and DGL's GraphBolt node-classification example
+(ItemSampler -> sample_neighbor -> fetch_feature -> copy_to -> DataLoader) build them, timed per
+epoch with perf_counter and nothing else: no runner, no memory sampler, no per-stage clocks.
+Only the hub's arrays are read through gnnbench (reading the dataset is not what is compared).
+Prints one JSON line: {"epochs": [seconds of each measured epoch], "warmup": [...]}.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+DROPOUT = 0.5
+
+
+def pyg_loop(data, s: dict):
+    """PyG's examples/ way: a Data in memory, NeighborLoader over the training nodes, SAGEConv."""
+    from torch_geometric.data import Data
+    from torch_geometric.loader import NeighborLoader
+    from torch_geometric.nn import SAGEConv
+
+    graph = Data(x=torch.from_numpy(data.features), edge_index=torch.from_numpy(data.edge_index),
+                 y=torch.from_numpy(data.labels), num_nodes=data.num_nodes)
+    loader = NeighborLoader(graph, num_neighbors=list(s["fanout"]), input_nodes=torch.from_numpy(data.train_idx),
+                            batch_size=s["batch_size"], shuffle=True, num_workers=s["num_workers"],
+                            persistent_workers=s["num_workers"] > 0)
+
+    class SAGE(torch.nn.Module):
+        def __init__(self, dims):
+            super().__init__()
+            self.convs = torch.nn.ModuleList(SAGEConv(a, b) for a, b in zip(dims, dims[1:]))
+
+        def forward(self, x, edge_index):
+            for i, conv in enumerate(self.convs):
+                x = conv(x, edge_index)
+                if i < len(self.convs) - 1:
+                    x = F.dropout(x.relu(), p=DROPOUT, training=self.training)
+            return x
+
+    model = SAGE(dims(data, s))
+    optimizer = torch.optim.Adam(model.parameters(), lr=s["lr"])
+
+    def epoch():
+        model.train()
+        for batch in loader:
+            optimizer.zero_grad()
+            out = model(batch.x, batch.edge_index)[:batch.batch_size]
+            F.cross_entropy(out, batch.y[:batch.batch_size]).backward()
+            optimizer.step()
+
+    return epoch
+
+
+def graphbolt_loop(data, s: dict):
+    """DGL 2.1's GraphBolt node-classification example, its CPU storage and CPU device path."""
+    import dgl.graphbolt as gb
+    import dgl.nn as dglnn
+
+    graph = gb.fused_csc_sampling_graph(torch.from_numpy(data.csc_indptr), torch.from_numpy(data.edge_index[0]))
+    features = gb.BasicFeatureStore({("node", None, "feat"): gb.TorchBasedFeature(torch.from_numpy(data.features))})
+    labels = torch.from_numpy(data.labels)
+    seeds = torch.from_numpy(data.train_idx)
+    itemset = gb.ItemSet((seeds, labels[seeds]), names=("seed_nodes", "labels"))
+    pipe = gb.ItemSampler(itemset, batch_size=s["batch_size"], shuffle=True)
+    pipe = pipe.sample_neighbor(graph, list(reversed(s["fanout"])))  # GraphBolt: input layer first
+    pipe = pipe.fetch_feature(features, node_feature_keys=["feat"])
+    pipe = pipe.copy_to(torch.device("cpu"))  # the example copies to its device last
+    loader = gb.DataLoader(pipe, num_workers=s["num_workers"])
+
+    class SAGE(torch.nn.Module):
+        def __init__(self, dims):
+            super().__init__()
+            self.layers = torch.nn.ModuleList(dglnn.SAGEConv(a, b, "mean") for a, b in zip(dims, dims[1:]))
+
+        def forward(self, blocks, x):
+            for i, (layer, block) in enumerate(zip(self.layers, blocks)):
+                x = layer(block, x)
+                if i < len(self.layers) - 1:
+                    x = F.dropout(F.relu(x), p=DROPOUT, training=self.training)
+            return x
+
+    model = SAGE(dims(data, s))
+    optimizer = torch.optim.Adam(model.parameters(), lr=s["lr"])
+
+    def epoch():
+        model.train()
+        for minibatch in loader:
+            out = model(minibatch.blocks, minibatch.node_features["feat"])
+            loss = F.cross_entropy(out, minibatch.labels)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+
+    return epoch
+
+
+LOOPS = {"pyg-neighbor": pyg_loop, "dgl-graphbolt": graphbolt_loop}
+
+
+def dims(data, s: dict) -> list[int]:
+    return [data.features.shape[1]] + [s["hidden"]] * (len(s["fanout"]) - 1) + [data.num_classes]
+
+
+def main(argv: list[str]) -> int:
+    from bench import datasets
+
+    cell_json, dataset_dir = argv
+    cell = json.loads(cell_json)
+    s = cell["settings"]
+    torch.manual_seed(s["seed"])
+    np.random.seed(s["seed"])
+    data = datasets.load(cell["dataset"]["source"], Path(dataset_dir), features_in_memory=True)
+    epoch = LOOPS[cell["backend"]](data, s)
+    times = []
+    for _ in range(s["warmup_epochs"] + s["epochs"]):
+        start = time.perf_counter()
+        epoch()
+        times.append(time.perf_counter() - start)
+    print(json.dumps({"warmup": times[:s["warmup_epochs"]], "epochs": times[s["warmup_epochs"]:]}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

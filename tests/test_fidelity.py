@@ -1,0 +1,74 @@
+"""`gnnbench fidelity`: the plain loops run for real in their stacks, and the comparison holds."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from bench.run import fidelity, suite as suite_mod
+from bench.run.runner import ensure_dataset
+from tests.conftest import REPO, require_stacks
+
+TINY = """
+name: tiny-fidelity
+datasets:
+  tiny: {source: synthetic, params: {scale: 9, edge_factor: 4, feature_dim: 8, num_classes: 3, seed: 1}}
+backends: [pyg-neighbor, dgl-graphbolt]
+settings: {num_workers: 0, mode: cpu-cpu, batch_size: 64, fanout: [4, 2], epochs: 2, warmup_epochs: 1,
+           model: sage, hidden: 8, timeout: 300}
+include:
+  - {model: none, num_workers: 0}
+  - {store: lmdb, backend: pyg-neighbor}
+"""
+
+
+@pytest.fixture(scope="module")
+def tiny_cells(tmp_path_factory):
+    path = tmp_path_factory.mktemp("fid") / "tiny.yaml"
+    path.write_text(TINY)
+    suite, _ = suite_mod.load(path)
+    return path, suite_mod.expand(suite)
+
+
+def test_only_cells_with_a_plain_loop_are_compared(tiny_cells):
+    _, cells = tiny_cells
+    chosen = [c.id for c in cells if fidelity.comparable(c)]
+    assert chosen == ["pyg-neighbor/tiny/mode=cpu-cpu/workers=0/ws=1", "dgl-graphbolt/tiny/mode=cpu-cpu/workers=0/ws=1"]
+
+
+@pytest.mark.parametrize("backend", fidelity.PLAIN_BACKENDS)
+def test_plain_loop_trains_in_its_stack(backend, tiny_cells, cache_dir):
+    require_stacks("pyg", "dgl")
+    _, cells = tiny_cells
+    cell = next(c for c in cells if c.backend == backend and fidelity.comparable(c))
+    epochs = fidelity.run_plain(cell, ensure_dataset(cell.dataset_spec, cache_dir, None), cache_dir)
+    assert len(epochs) == 2 and all(e > 0 for e in epochs)
+
+
+def test_a_broken_plain_loop_names_the_cell(tiny_cells, cache_dir, tmp_path):
+    require_stacks("pyg")
+    _, cells = tiny_cells
+    cell = next(c for c in cells if fidelity.comparable(c))
+    with pytest.raises(fidelity.FidelityError, match=f"{cell.id}: the plain loop failed"):
+        fidelity.run_plain(cell, tmp_path / "no-such-dataset", cache_dir)
+
+
+def test_comparison_verdict_and_file(tmp_path):
+    fast = fidelity.Comparison("a/cell", [1.05, 1.08, 1.07], [1.0, 1.0, 1.01], [0.02])
+    slow = fidelity.Comparison("b/cell", [1.3, 1.2, 1.25], [1.0, 1.0, 1.0], [None])
+    assert fast.faithful and not slow.faithful and slow.ratio == pytest.approx(1.25)
+    fidelity.write([fast, slow], tmp_path / "f.json", "gnnbench fidelity x")
+    doc = json.loads((tmp_path / "f.json").read_text())
+    assert [c["faithful"] for c in doc["cells"]] == [True, False] and doc["command"] == "gnnbench fidelity x"
+    table = (tmp_path / "f.md").read_text()
+    assert "| `b/cell` | 1.2500 s | 1.0000 s | 1.250 | **no** | n/a |" in table
+
+
+def test_cli_refuses_a_suite_without_comparable_cells(tiny_cells):
+    path, _ = tiny_cells
+    proc = subprocess.run([sys.executable, "-m", "bench.cli", "fidelity", str(path), "-k", "none"],
+                          cwd=REPO, capture_output=True, text=True)
+    assert proc.returncode == 2 and "no cell a plain loop exists for" in proc.stderr
