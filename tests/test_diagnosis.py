@@ -66,7 +66,7 @@ def test_equal_work_flag(tmp_path, nodes, flagged):
     cells = read(tmp_path, [a, b]).cells
     assert all((c.work_flag is not None) == flagged for c in cells)
     if flagged:
-        assert "2,000 nodes per batch against 2,300" in cells[0].work_flag
+        assert cells[0].work_flag.startswith("2,000 nodes per batch against 2,300")
         assert sr.cell_id("dgl-graphbolt") in cells[0].work_flag
 
 

@@ -142,11 +142,11 @@ def copy_rate(cell: CellResult) -> tuple[float, float | None] | None:
 
 
 def bandwidth(value: tuple[float, float | None] | None) -> str:
-    """'1.2 GB/s (38 % of the ceiling)' of a fetch_rate/copy_rate answer."""
+    """'1.2 GB/s (38 %)' of a fetch_rate/copy_rate answer: the rate and its share of the ceiling."""
     if value is None:
         return fmt.DASH
     rate, fraction = value
-    return f"{rate / 1e9:.2f} GB/s" + (f" ({fmt.pct(fraction, 0)})" if fraction is not None else "")
+    return fmt.byte_rate(rate) + (f" ({fmt.pct(fraction, 0)})" if fraction is not None else "")
 
 
 def against_ceiling(cell: CellResult, stage: str) -> str | None:
@@ -201,6 +201,5 @@ def equal_work(cells) -> dict[str, str]:
             other = max(group, key=lambda c: abs(nodes_per_batch(c) - mine))
             theirs = nodes_per_batch(other)
             if abs(mine - theirs) / min(mine, theirs) > EQUAL_WORK_TOLERANCE:
-                flags[cell.id] = (f"unequal work: {mine:,.0f} nodes per batch against {theirs:,.0f} in "
-                                  f"{other.id} (same dataset, fanout and batch size)")
+                flags[cell.id] = f"{mine:,.0f} nodes per batch against {theirs:,.0f} in {other.id}"
     return flags
