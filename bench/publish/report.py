@@ -103,7 +103,7 @@ def environment(markup: str = "md") -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), undefined=jinja2.StrictUndefined,
                              autoescape=html, trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
     env.filters.update(breakable=_breakable if html else _md, md=_md, num=fmt.num, mib=fmt.mib, pct=fmt.pct,
-                       seconds=fmt.seconds, ratio=fmt.ratio, setting=fmt.setting_text,
+                       seconds=fmt.seconds, ratio=fmt.ratio, byte_rate=fmt.byte_rate, setting=fmt.setting_text,
                        machine=fmt.machine_summary, when=fmt.when,
                        text=(lambda t: "" if t is None else str(t)) if html else _md,
                        packages=packages)
