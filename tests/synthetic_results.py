@@ -49,7 +49,8 @@ def stage_info(epoch_s: float, shares: dict[str, float] | None = None, *, batche
                input_nodes: float = 2000.0, feature_bytes: float | None = None, copy_bytes: float = 0.0,
                hop_nodes: list[float] | None = None, loader_worker_s: dict | None = None) -> dict:
     """The stage timings and work counts of the shared contract (extra_info `stages`, `work`,
-    `loader_worker_s`, `profile`): `shares` of an `epoch_s` epoch by stage, the rest `other`."""
+    `loader_worker_s`, `profile`): `shares` of an `epoch_s` epoch by stage, the rest `other`;
+    `batches`: all ranks' batches per epoch, the other work counts per batch."""
     shares = dict(shares or {"sample": 0.2, "fetch": 0.3, "forward_backward": 0.4, "optimizer": 0.05, "wait": 0.05})
     shares.setdefault("other", max(0.0, 1 - sum(shares.values())))
     stages = {s: epoch_s * shares.get(s, 0.0) for s in

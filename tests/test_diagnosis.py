@@ -36,6 +36,14 @@ def test_binding_stage_and_fetch_against_the_gather_ceiling(tmp_path):
     assert sum(stages.shares(cell).values()) == pytest.approx(1.0)
 
 
+def test_fetch_rates_are_per_rank(tmp_path):
+    # 2 ranks ran 20 batches together; the slowest rank fetched its 10 in 0.5 s
+    info = sr.stage_info(1.0, {"fetch": 0.5, "forward_backward": 0.5}, batches=20)
+    cell = one(tmp_path, ws=2, **info)
+    assert stages.batches_per_rank(cell) == 10
+    assert stages.fetch_rate(cell)[0] == pytest.approx(info["work"]["feature_bytes"] * 10 / 0.5)
+
+
 def test_copy_against_the_host_to_device_ceiling(tmp_path):
     info = sr.stage_info(1.0, {"copy": 0.5, "forward_backward": 0.5}, copy_bytes=1e6, batches=10)
     ceilings = sr.CEILINGS | {"h2d_pinned_bytes_per_s": 4e7, "h2d_pageable_bytes_per_s": 1e8}
@@ -131,7 +139,7 @@ def test_allreduce_share_from_stages_and_from_comm_s(tmp_path):
 def test_few_batches(tmp_path):
     assert diagnosis.few_batches(pair(tmp_path, slow={"batches_per_epoch": 3})) == (
         "each rank runs 3 batches: too few to amortise the per-epoch costs (loader start, DDP synchronisation)")
-    assert diagnosis.few_batches(pair(tmp_path, slow=sr.stage_info(1.5, batches=1))).startswith("each rank runs 1 batch:")
+    assert diagnosis.few_batches(pair(tmp_path, slow=sr.stage_info(1.5, batches=4))).startswith("each rank runs 1 batch:")  # 4 over 4 ranks
     assert diagnosis.few_batches(pair(tmp_path, slow={"batches_per_epoch": 20})) is None
 
 
@@ -180,3 +188,9 @@ def test_a_slower_configuration_no_rule_explains_says_so(tmp_path):
                                                sr.bench(sr.cell_id(ws=2), [1.1] * 5, loader_stall=0.1)]).cells)
     assert len(found) == 1 and found[0].causes == ()
     assert found[0].line.endswith("no recorded number explains it.")
+
+
+def test_the_console_line_puts_the_binding_stage_first():
+    assert stages.split_line({"sample": 0.2, "fetch": 0.61, "forward_backward": 0.15, "optimizer": 0.001,
+                              "other": 0.04}) == "fetch 61 % · sample 20 % · forward/backward 15 % · other 4 %"
+    assert stages.split_line(None) is None and stages.split_line({}) is None

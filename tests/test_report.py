@@ -130,7 +130,7 @@ def staged_run(tmp_path, with_stages=True):
     cells = [
         sr.bench(sr.cell_id(), [1.0] * 5, **staged(1.0, {"sample": 0.2, "fetch": 0.5, "forward_backward": 0.3})),
         sr.bench(sr.cell_id(ws=4), [1.5] * 5, comm_s=0.6, batches_per_epoch=3,
-                 **staged(1.5, {"fetch": 0.2, "forward_backward": 0.3, "allreduce": 0.4, "other": 0.1}, batches=3)),
+                 **staged(1.5, {"fetch": 0.2, "forward_backward": 0.3, "allreduce": 0.4, "other": 0.1}, batches=12)),
         sr.bench(sr.cell_id(workers=2), [1.2] * 5,
                  **staged(1.2, {"wait": 0.6, "forward_backward": 0.4}, loader_worker_s={"sample": 0.5, "fetch": 0.7})),
         sr.bench(sr.cell_id("dgl-graphbolt"), [0.8] * 5,

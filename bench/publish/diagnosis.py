@@ -96,8 +96,7 @@ def allreduce_share(s: Slower) -> str | None:
 
 
 def batches(cell: CellResult) -> float | None:
-    work = cell.metrics.work or {}
-    return work.get("batches") or cell.metrics.batches_per_epoch
+    return stages.batches_per_rank(cell)
 
 
 def few_batches(s: Slower) -> str | None:

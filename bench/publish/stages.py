@@ -1,7 +1,9 @@
 """Where a cell's epoch went, and how close each stage ran to what the machine can do: read from
 the stage timings and work counts the worker records (extra_info `stages`, `work`,
-`loader_worker_s`) and the run's measured ceilings (machine_info `ceilings`). Everything here is
-derived on read; files written before the stage timings have none, and every function answers
+`loader_worker_s`) and the run's measured ceilings (machine_info `ceilings`). The stage split is the
+slowest rank's (it adds up to the cell's epoch), work counts are per batch, and `work.batches` is
+the batches of all ranks per epoch (bench/run/worker.py merge_ranks): rates here are per rank,
+the figure a one-process ceiling compares with. Everything here is derived on read; files written before the stage timings have none, and every function answers
 None for them.
 
     shares(cell)          stage -> share of the epoch (the stages add up to the epoch)
@@ -76,6 +78,16 @@ def _work(cell: CellResult, key: str):
     return (work or {}).get(key)
 
 
+def batches_per_rank(cell: CellResult) -> float | None:
+    """Batches one rank runs per epoch."""
+    if cell.metrics is None:
+        return None
+    total = _work(cell, "batches")
+    if total:
+        return total / int(cell.settings.get("world_size") or 1)
+    return cell.metrics.batches_per_epoch
+
+
 def nodes_per_batch(cell: CellResult) -> float | None:
     """The nodes whose features a batch fetched (its sampled neighbourhood, all hops)."""
     nodes = _work(cell, "input_nodes")
@@ -122,7 +134,7 @@ def fetch_rate(cell: CellResult) -> tuple[float, float | None] | None:
     """Feature bytes fetched per second of the fetch stage, and its share of the gather ceiling;
     only where the fetch ran in the training process (num_workers=0: in workers it overlaps)."""
     fetch = (seconds(cell) or {}).get("fetch")
-    fetched, batches = _work(cell, "feature_bytes"), _work(cell, "batches")
+    fetched, batches = _work(cell, "feature_bytes"), batches_per_rank(cell)
     if workers(cell) or not fetch or not fetched or not batches:
         return None
     rate = fetched * batches / fetch
@@ -133,7 +145,7 @@ def fetch_rate(cell: CellResult) -> tuple[float, float | None] | None:
 def copy_rate(cell: CellResult) -> tuple[float, float | None] | None:
     """Bytes copied to the device per second of the copy stage, and its share of the h2d ceiling."""
     copy = (seconds(cell) or {}).get("copy")
-    copied, batches = _work(cell, "copy_bytes"), _work(cell, "batches")
+    copied, batches = _work(cell, "copy_bytes"), batches_per_rank(cell)
     if not copy or not copied or not batches:
         return None
     rate = copied * batches / copy
@@ -181,6 +193,18 @@ def sums_to_epoch(cell: CellResult) -> float | None:
     """The stages' sum over the epoch's mean (1.0: they add up; the contract asks within 5 %)."""
     whole, mean = total(cell), cell.stats.mean if cell.stats else None
     return whole / mean if whole and mean else None
+
+
+def split_line(recorded: dict | None) -> str | None:
+    """A recorded `stages` dict (extra_info) as one console line, binding stage first:
+    'fetch 61 % · sample 20 % · forward/backward 15 % · ...' (stages under 0.5 % left out)."""
+    if not recorded:
+        return None
+    whole = sum(float(recorded.get(s) or 0.0) for s in STAGES)
+    if not whole:
+        return None
+    parts = sorted(((float(recorded.get(s) or 0.0) / whole, s) for s in STAGES), reverse=True)
+    return " · ".join(f"{label(s)} {fmt.pct(share, 0)}" for share, s in parts if share >= 0.005)
 
 
 # --- the equal-work check ----------------------------------------------------------------------

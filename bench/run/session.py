@@ -31,6 +31,7 @@ from bench.datasets import memory, stack_of
 from bench.datasets.hub import DatasetError
 from bench import inputs
 from bench.paths import cache_dir, cache_root, default_results_dir
+from bench.publish import stages
 from bench.run import ceilings, record, stacks, suite as suite_mod
 from bench.run.load import HIGH_LOAD
 from bench.run.runner import Launch, Outcome, dataset_stats, ensure_dataset, run_in_stack
@@ -323,6 +324,9 @@ class Session:
         self.say(f"\r  -> {outcome.status}"
                  + (f": {outcome.reason.splitlines()[0]}" if outcome.reason else f" in {outcome.wall_s:.1f} s") + busy)
         done = Finished.of(outcome, self.baseline)
+        split = stages.split_line(done.entry.get("extra_info", {}).get("stages")) if done.measured else None
+        if split:
+            self.say(f"  where the epoch went: {split}")
         self.finished[cell.id] = done
         try:
             self.journal.append(done)  # survives a crash of this process
