@@ -165,8 +165,8 @@ STAGE_COLUMNS = [
            lambda v: f"{fmt.seconds(v[0])} ({fmt.seconds(v[1])})"),
     *(_stage(s) for s in stages.STAGES),
     Column("workers: sample / fetch worker-s", _worker_seconds, _text),
-    Column("fetch GB/s (of gather ceiling)", stages.fetch_rate, stages.bandwidth),
-    Column("copy GB/s (of h2d ceiling)", stages.copy_rate, stages.bandwidth),
+    Column("fetch rate (of gather ceiling)", stages.fetch_rate, stages.bandwidth),
+    Column("copy rate (of h2d ceiling)", stages.copy_rate, stages.bandwidth),
     Column("nodes per hop", lambda c: (c.metrics.work or {}).get("hop_nodes"),
            lambda v: fmt.DASH if not v else " / ".join(f"{n:,.0f}" for n in v), note=_unequal_work),
 ]
