@@ -45,6 +45,31 @@ def bench(cid: str, rounds: list[float], **extra) -> dict:
     return {"name": f"test_cell[{cid}]", "group": dataset, "extra_info": info, "stats": stats_of(rounds)}
 
 
+def stage_info(epoch_s: float, shares: dict[str, float] | None = None, *, batches: int = 10,
+               input_nodes: float = 2000.0, feature_bytes: float | None = None, copy_bytes: float = 0.0,
+               hop_nodes: list[float] | None = None, loader_worker_s: dict | None = None) -> dict:
+    """The stage timings and work counts of the shared contract (extra_info `stages`, `work`,
+    `loader_worker_s`, `profile`): `shares` of an `epoch_s` epoch by stage, the rest `other`;
+    `batches`: all ranks' batches per epoch, the other work counts per batch."""
+    shares = dict(shares or {"sample": 0.2, "fetch": 0.3, "forward_backward": 0.4, "optimizer": 0.05, "wait": 0.05})
+    shares.setdefault("other", max(0.0, 1 - sum(shares.values())))
+    stages = {s: epoch_s * shares.get(s, 0.0) for s in
+              ("sample", "fetch", "copy", "forward_backward", "optimizer", "allreduce", "wait", "other")}
+    hops = hop_nodes or [64.0, input_nodes * 0.3, input_nodes * 0.7 - 64.0]
+    work = {"batches": batches, "hop_nodes": hops, "hop_edges": [input_nodes * 2, input_nodes * 4],
+            "input_nodes": input_nodes,
+            "feature_bytes": feature_bytes if feature_bytes is not None else input_nodes * DATASET_CARD["feature_dim"] * 4,
+            "copy_bytes": copy_bytes}
+    return {"stages": stages, "work": work, "loader_worker_s": loader_worker_s, "profile": True}
+
+
+CEILINGS = {"usable_cores": 2, "memcpy_bytes_per_s": 8e9, "gather_bytes_per_s": {"64": 2e9},
+            "disk": {"toy/features.npy": {"seq_cold_bytes_per_s": 3e8, "seq_warm_bytes_per_s": 2.5e9,
+                                          "random_cold_bytes_per_s": 8e7, "random_warm_bytes_per_s": 6e8}},
+            "h2d_pinned_bytes_per_s": None, "h2d_pageable_bytes_per_s": None,
+            "notes": ["no NVIDIA GPU here (nvidia-smi not found): host-to-device figures not measured"]}
+
+
 def unmeasured(cid: str, status: str = "failed", reason: str = "RuntimeError: boom") -> dict:
     backend, dataset = cid.split("/")[:2]
     return {"id": cid, "status": status, "reason": reason, "backend": backend, "dataset": dataset,
@@ -53,8 +78,9 @@ def unmeasured(cid: str, status: str = "failed", reason: str = "RuntimeError: bo
 
 def run(benchmarks: list[dict], *, unmeasured_cells: list[dict] = (), suite: str = "toy",
         when: str = "2026-01-01T00:00:00+00:00", node: str = "box", cpu: str = "Test CPU",
-        commit: str = "abc123") -> dict:
-    return {"machine_info": {"node": node, "machine": "x86_64", "cpu": {"brand_raw": cpu, "count": 2}},
+        commit: str = "abc123", ceilings: dict | None = None) -> dict:
+    ours = {"gnnbench": {"cpu_count_logical": 2, "ceilings": ceilings}} if ceilings else {}
+    return {"machine_info": {"node": node, "machine": "x86_64", "cpu": {"brand_raw": cpu, "count": 2}, **ours},
             "commit_info": {"id": commit, "dirty": False},
             "datetime": when, "version": "5.1.0", "benchmarks": list(benchmarks),
             "gnnbench": {"schema_version": results.SCHEMA_VERSION, "suite": suite,

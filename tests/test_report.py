@@ -116,3 +116,56 @@ def test_the_machine_line_names_the_image_a_run_came_from(tmp_path):
     plain = next(line for line in report.render_markdown([results.read(result_file(tmp_path))]).splitlines()
                  if line.startswith("Machine:"))
     assert "image" not in plain
+
+
+# --- where the time goes (stage timings, work counts, ceilings, the diagnosis) ----------------
+
+def staged_run(tmp_path, with_stages=True):
+    """A configuration at 1 and 4 ranks and with 2 workers (both slower), and GraphBolt sampling
+    30 % more nodes per batch; per the stage contract where `with_stages`."""
+    from tests import synthetic_results as sr
+
+    def staged(epoch_s, shares, **work):
+        return sr.stage_info(epoch_s, shares, **work) if with_stages else {}
+    cells = [
+        sr.bench(sr.cell_id(), [1.0] * 5, **staged(1.0, {"sample": 0.2, "fetch": 0.5, "forward_backward": 0.3})),
+        sr.bench(sr.cell_id(ws=4), [1.5] * 5, comm_s=0.6, batches_per_epoch=3,
+                 **staged(1.5, {"fetch": 0.2, "forward_backward": 0.3, "allreduce": 0.4, "other": 0.1}, batches=12)),
+        sr.bench(sr.cell_id(workers=2), [1.2] * 5,
+                 **staged(1.2, {"wait": 0.6, "forward_backward": 0.4}, loader_worker_s={"sample": 0.5, "fetch": 0.7})),
+        sr.bench(sr.cell_id("dgl-graphbolt"), [0.8] * 5,
+                 **staged(0.8, {"sample": 0.3, "fetch": 0.3, "forward_backward": 0.4}, input_nodes=2600.0)),
+    ]
+    doc = sr.run(cells, ceilings=sr.CEILINGS | {"gather_bytes_per_s": {"64": 2.56e6}} if with_stages else None)
+    for b in doc["benchmarks"]:
+        b["extra_info"]["dataset"]["features_only_acc"] = 0.41
+    return sr.write(tmp_path, "staged.json", doc)
+
+
+def test_the_stage_columns_and_the_time_split(tmp_path):
+    from tests import synthetic_results as sr
+
+    text = report.render_markdown([staged_run(tmp_path)])
+    header = next(line for line in text.splitlines() if line.startswith("| cell | status |"))
+    assert "| binding stage |" in header and "| nodes / batch |" in header
+    row = next(line for line in text.splitlines() if line.startswith(f"| `{sr.cell_id()}` (reference) | ok |"))
+    # 2,000 rows of 64 bytes x 10 batches in 0.5 s = 2.56 MB/s: the gather ceiling this machine records
+    assert "fetch 50 % (100 % of the machine's gather bandwidth)" in row
+    assert "2,000 (unequal work)" in row
+    split = text.split("### Where the time goes", 1)[1]
+    workers_row = next(line for line in split.splitlines() if line.startswith(f"| `{sr.cell_id(workers=2)}` |"))
+    assert "| 60 % |" in workers_row and "| 0.500 / 0.700 |" in workers_row  # wait, and worker-seconds
+    assert "2.56 MB/s (100 %)" in split
+    assert f"- `{sr.cell_id()}`: 2,000 nodes per batch against 2,600 in {sr.cell_id('dgl-graphbolt')}." in split
+    why = text.split("### Why more ranks or workers are slower", 1)[1]
+    assert f"- {sr.cell_id(ws=4)} is 1.50× slower per epoch with 4 ranks than with 1 rank" in why
+    assert "all-reduce is 40 % of the epoch" in why and "each rank runs 3 batches" in why
+    assert f"- {sr.cell_id(workers=2)} is 1.20× slower per epoch with 2 workers than with 0 workers" in why
+    assert "| features-only test acc |" in text and "| 0.410 |" in text
+
+
+def test_files_without_stages_render_without_their_columns(tmp_path):
+    text = report.render_markdown([staged_run(tmp_path, with_stages=False)])
+    assert "binding stage" not in text and "Where the time goes" not in text and "nodes / batch" not in text
+    # the diagnosis reads what older files have: all-reduce, batches, the machine's cores
+    assert "all-reduce is 40 % of the epoch" in text.split("### Why more ranks or workers are slower", 1)[1]

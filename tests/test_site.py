@@ -16,6 +16,7 @@ import pytest
 
 from bench import cli
 from bench.publish import report, results, site
+from tests import synthetic_results as sr
 
 REPO = Path(__file__).resolve().parents[1]
 COMMITTED = sorted(p for p in REPO.glob("results/*/*.json") if p.parent.name != "runs")  # runs/: uncommitted
@@ -42,7 +43,9 @@ def entry(backend, ws, mode, median, dataset=HOSTILE, workers=0, gpu=None):
             "stats": {"median": median, "iqr": median / 10, "q1": median * 0.95, "q3": median * 1.05, "rounds": 5}}
 
 
-def crafted(tmp_path: Path, name: str = "crafted.json", slow: float = 1.0, when: str = "2026-11-20T10:00:00+00:00") -> Path:
+def crafted(tmp_path: Path, name: str = "crafted.json", slow: float = 1.0, when: str = "2026-11-20T10:00:00+00:00",
+            staged: bool = False) -> Path:
+    """`staged`: the cells carry stage timings and work counts, the machine its ceilings."""
     benches = [entry("pyg-neighbor", 1, "cpu-cpu", 2.0), entry("pyg-neighbor", 2, "cpu-cpu", 1.25 * slow),
                entry("dgl-graphbolt", 1, "cpu-cpu", 1.0), entry("dgl-graphbolt", 2, "cpu-cpu", 0.8),
                entry("dgl-graphbolt", 1, "cuda-cuda", 0.5, gpu=3 * 2**30),
@@ -63,6 +66,10 @@ def crafted(tmp_path: Path, name: str = "crafted.json", slow: float = 1.0, when:
             "unmeasured": [{"id": failed_id, "status": "failed", "backend": "pyg-neighbor", "dataset": HOSTILE,
                             "settings": {"num_workers": 0, "mode": "cuda-cuda", "world_size": 1, "batch_size": 64},
                             "reason": f"RuntimeError: {HOSTILE}\nsecond line & more"}]}
+    if staged:
+        for bench in benches:
+            bench["extra_info"].update(sr.stage_info(bench["stats"]["median"]))
+        data["machine_info"]["gnnbench"]["ceilings"] = sr.CEILINGS
     path = tmp_path / name
     path.write_text(json.dumps(data))
     return path
@@ -223,7 +230,7 @@ def browser():
 
 def test_every_page_in_chromium(tmp_path, browser):
     old = crafted(tmp_path, "crafted-old.json")
-    new = crafted(tmp_path, "crafted-new.json", slow=3.0, when="2026-11-21T10:00:00+00:00")
+    new = crafted(tmp_path, "crafted-new.json", slow=3.0, when="2026-11-21T10:00:00+00:00", staged=True)
     inputs = [results.read(p) for p in [*COMMITTED, old, new]]
     out = tmp_path / "site"
     pages = site.build(inputs, out)
@@ -274,3 +281,15 @@ def test_every_page_in_chromium(tmp_path, browser):
     assert f"RuntimeError: {HOSTILE}" in body and f"Dataset {HOSTILE}" in body
     assert page.evaluate("document.querySelectorAll('svg.chart').length") >= 5
     assert page.locator("tr.bad .status-regression").count() >= 1  # the history's regression, highlighted
+    # the newest run records its stages: one stacked bar per measured cell, a legend of the stages,
+    # the binding stage in the table, and why 2 PyG ranks are slower than 1
+    bars = page.locator(f"svg.chart:has(title:text-is('{HOSTILE}: where each epoch goes'))")
+    assert bars.count() == 1
+    legend = bars.evaluate("svg => svg.textContent")
+    assert all(stage in legend for stage in ("sample", "fetch", "forward/backward"))
+    assert "forward/backward 40 %" in body  # the binding stage of every crafted cell
+    why = page.locator("ul.diagnosis li").all_inner_texts()
+    assert [line for line in why if line.startswith(f"pyg-neighbor/{HOSTILE}/mode=cpu-cpu/workers=0/ws=2 is 1.88")]
+    page.goto((out / "environment.html").resolve().as_uri())
+    ceilings = page.locator("table.ceilings").first.inner_text()
+    assert "random-row gather, 64-byte rows" in ceilings and "2 GB/s" in ceilings

@@ -17,7 +17,10 @@ written ahead of the data. The rules, in the order they apply:
 5. Scaling: for each configuration measured at several world sizes, how N ranks compare with 1
    (speedup = epoch at 1 rank / at N ranks), and where the N-rank epoch went (loader stall,
    communication).
-6. Cautions: failed or timed-out cells are explained by the smallest setting pattern (one or two
+6. Why: where the recommended cell's epoch goes (its binding stage, held against the machine's
+   ceiling: bench.publish.stages), and for every configuration slower with more ranks or workers
+   than with fewer, the causes bench.publish.diagnosis finds in the numbers.
+7. Cautions: failed or timed-out cells are explained by the smallest setting pattern (one or two
    settings of the same backend) that no successful cell shares, e.g. "mode=pinned-cuda with
    num_workers 2 or 4", with the values that did run; skipped cells with their reason.
 
@@ -31,6 +34,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from itertools import combinations
 
+from bench.publish import diagnosis, stages
 from bench.publish.fmt import first_line, host_label, mib, pct
 from bench.publish.history import FAILED
 from bench.publish.results import CellResult, RunResult, scaling_scores, scaling_series
@@ -98,12 +102,13 @@ def advise_group(g: Group) -> Advice:
                         f"are not candidates: {', '.join(loader_only)}.")
     if not candidates:
         summary = f"No cell trained a model on {g.dataset} on {g.machine}: nothing to recommend."
-        return Advice(g.dataset, g.machine, None, summary, evidence + scaling(g), cautions)
+        return Advice(g.dataset, g.machine, None, summary, evidence + scaling(g) + why_slower(g), cautions)
     accurate, set_aside = accuracy_check(candidates)
     fastest = min(accurate, key=lambda m: m.median)
     choice, memory_note = memory_tie(fastest, accurate)
-    evidence = ([speed_evidence(choice, fastest, accurate)] + ([memory_note] if memory_note else [])
-                + accuracy_notes(choice, set_aside) + evidence + scaling(g))
+    evidence = ([speed_evidence(choice, fastest, accurate)] + where_time_goes(choice)
+                + ([memory_note] if memory_note else [])
+                + accuracy_notes(choice, set_aside) + evidence + scaling(g) + why_slower(g))
     return Advice(g.dataset, g.machine, choice.id, summary_of(g, choice, fastest, accurate), evidence, cautions)
 
 
@@ -206,6 +211,19 @@ def epoch_split(m: CellResult, world: int) -> str:
     comm = (m.metrics.comm_s or 0.0) / m.median
     text = f"at {world} rank{'s' if world > 1 else ''} {pct(m.metrics.loader_stall, 0)} of each epoch waits for the loader"
     return text + (f" and {pct(comm, 0)} is communication" if comm > 0 else "")
+
+
+# --- why ----------------------------------------------------------------------------------------
+
+def where_time_goes(cell: CellResult) -> list[str]:
+    """Where the recommended cell's epoch goes, where its file records the stages."""
+    headline = stages.headline(cell)
+    return [f"Where {cell.id}'s epoch goes: {headline}."] if headline else []
+
+
+def why_slower(g: Group) -> list[str]:
+    """The diagnosis of each configuration slower with more ranks or workers than with fewer."""
+    return [f"Why slower: {d.line}" for d in diagnosis.diagnose(g.measured.values())]
 
 
 # --- failures and skips -------------------------------------------------------------------------

@@ -21,6 +21,7 @@ from matplotlib.figure import Figure  # noqa: E402  (after choosing the backend)
 from markupsafe import Markup, escape  # noqa: E402
 
 from bench.backends import BACKENDS  # noqa: E402
+from bench.publish import stages  # noqa: E402
 from bench.publish.fmt import setting_text  # noqa: E402
 from bench.publish.results import CellResult  # noqa: E402
 
@@ -52,6 +53,9 @@ def dataset_charts(table: dict, key: str) -> list[Chart]:
     ok = [r for r in table["rows"] if r.measured]
     name = table["dataset"]
     charts = []
+    staged = [r for r in ok if stages.seconds(r)]
+    if staged:  # first: the why behind every other chart
+        charts.append(stage_bars(f"{key}-stages", f"{name}: where each epoch goes", staged, table))
     if _has_axis(ok, "world_size"):
         colors = _colors(ok, table, "world_size")  # one colour per configuration across its charts
         charts.append(line_chart(f"{key}-epoch-ws", f"{name}: epoch time against world size", AXES["world_size"],
@@ -136,6 +140,31 @@ def mode_bars(key: str, title: str, rows: list[CellResult], table: dict) -> Char
         ax.set_xticks(range(len(modes)), [str(m) for m in modes])
         _finish(fig, ax, title, "mode (sampling device-feature device)", "median epoch time (s), bars: IQR")
         return Chart(key, title, _svg(fig, key, title))
+
+
+STAGE_COLORS = dict(zip(stages.STAGES, ("#4c72b0", "#dd8452", "#937860", "#55a868", "#8172b3", "#c44e52",
+                                         "#bbbbbb", "#eeeeee")))
+
+
+def stage_bars(key: str, title: str, rows: list[CellResult], table: dict) -> Chart:
+    """One horizontal bar per cell, its mean epoch split into the stages (seconds, stacked in
+    bench.publish.stages.STAGES order), so both the split and the epoch lengths compare."""
+    labels = [_label(r, table, exclude="") for r in rows]
+    with matplotlib.rc_context({**STYLE, "svg.hashsalt": key}):
+        fig = Figure(figsize=(11, 1.2 + 0.35 * len(rows)))
+        ax = fig.add_subplot()
+        ys = list(range(len(rows)))[::-1]  # the table's first row on top
+        left = [0.0] * len(rows)
+        for stage in stages.STAGES:
+            widths = [stages.seconds(r)[stage] for r in rows]
+            if any(widths):
+                ax.barh(ys, widths, left=left, color=STAGE_COLORS[stage], edgecolor="white", linewidth=0.5,
+                        label=stages.label(stage))
+                left = [a + b for a, b in zip(left, widths)]
+        ax.set_yticks(ys, labels)
+        ax.grid(axis="y", visible=False)
+        _finish(fig, ax, title, "seconds per epoch (mean of the measured epochs)", "")
+        return Chart(key, title, _svg(fig, key, title), wide=True)
 
 
 def _finish(fig, ax, title, xlabel, ylabel, legend_below: bool = False) -> None:

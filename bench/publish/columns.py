@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from bench.publish import fmt
+from bench.publish import fmt, stages
 from bench.publish.results import CellResult
 from bench.run.load import HIGH_LOAD
 
@@ -79,6 +79,26 @@ def _busy_machine(cell: CellResult) -> str | None:
     return "(busy: times suspect)" if load is not None and load >= HIGH_LOAD else None
 
 
+def _text(value) -> str:
+    return fmt.DASH if value is None else str(value)
+
+
+def _unequal_work(cell: CellResult) -> str | None:
+    return "(unequal work)" if cell.work_flag else None
+
+
+def _work_hint(cell: CellResult) -> str:
+    hops = (cell.metrics.work or {}).get("hop_nodes")
+    per_hop = f"nodes per hop: {' / '.join(f'{n:,.0f}' for n in hops)}" if hops else "nodes per hop not recorded"
+    return f"unequal work: {cell.work_flag}; {per_hop}" if cell.work_flag else per_hop
+
+
+def _ceiling_note(cell: CellResult) -> str | None:
+    found = stages.binding(cell)
+    against = stages.against_ceiling(cell, found[0]) if found else None
+    return f"({against.removeprefix('at ').replace(' of this machine', ' of the machine')})" if against else None
+
+
 def _has_gpu_memory(table: dict) -> bool:
     return any(r.metrics.peak_gpu_bytes for r in table["rows"] if r.measured)
 
@@ -95,6 +115,12 @@ CELL_COLUMNS = [
     Column("seeds/s", metric("seeds_per_s"), fmt.rate, title="throughput", unit="seeds/s"),
     Column("sampled edges/s", metric("edges_per_s"), fmt.rate, html=False),
     Column("loader stall", metric("loader_stall"), fmt.pct, title="loader", unit="stall"),
+    # where the epoch went (bench.publish.stages): the stage with the largest share, held against
+    # the machine's ceiling where it is the fetch or the copy
+    Column("binding stage", stages.binding_text, _text, title="binding stage", unit="share of the epoch",
+           note=_ceiling_note, hint=lambda c: stages.headline(c) or "", shown=_recorded("stages")),
+    Column("nodes / batch", stages.nodes_per_batch, fmt.rate, title="work", unit="nodes / batch",
+           note=_unequal_work, hint=_work_hint, shown=_recorded("work")),
     Column("peak PSS MiB", metric("peak_pss_bytes"), fmt.mib, html=False),
     Column("peak RSS MiB", metric("peak_rss_bytes"), fmt.mib, html=False),
     Column("PSS per rank", lambda c: c.rank_pss_bytes, fmt.mib, unit="max, MiB", note=_ranks, markdown=False),
@@ -119,6 +145,30 @@ SCALING_COLUMNS = [
     Column("all-reduce s / epoch", metric("comm_s"), fmt.seconds),
     Column("peak PSS per rank MiB", lambda c: c.rank_pss_bytes, fmt.mib),
     Column("total PSS MiB", metric("total_pss_bytes"), fmt.mib),
+]
+
+
+def _stage(stage: str) -> Column:
+    return Column(stages.label(stage), lambda c: (stages.shares(c) or {}).get(stage), lambda x: fmt.pct(x, 0))
+
+
+def _worker_seconds(cell: CellResult) -> str | None:
+    spent = cell.metrics.loader_worker_s
+    return " / ".join(f"{spent.get(k, 0):.3f}" for k in ("sample", "fetch")) if spent else None
+
+
+# The Markdown "where the time goes" table: each cell's epoch split into its stages (shares of
+# the epoch), the worker-seconds its loader workers spent beside it, and the fetch and copy
+# bandwidth against the machine's ceilings.
+STAGE_COLUMNS = [
+    Column("stages s (of epoch s)", lambda c: (stages.total(c), c.stats.mean),
+           lambda v: f"{fmt.seconds(v[0])} ({fmt.seconds(v[1])})"),
+    *(_stage(s) for s in stages.STAGES),
+    Column("workers: sample / fetch worker-s", _worker_seconds, _text),
+    Column("fetch rate (of gather ceiling)", stages.fetch_rate, stages.bandwidth),
+    Column("copy rate (of h2d ceiling)", stages.copy_rate, stages.bandwidth),
+    Column("nodes per hop", lambda c: (c.metrics.work or {}).get("hop_nodes"),
+           lambda v: fmt.DASH if not v else " / ".join(f"{n:,.0f}" for n in v), note=_unequal_work),
 ]
 
 

@@ -35,6 +35,16 @@ def mib(value, unit: str = "") -> str:
     return DASH if not value else f"{value / 2**20:,.0f}{unit}"
 
 
+def byte_rate(value) -> str:
+    """Bytes per second in decimal units: byte_rate(2.5e9) == "2.50 GB/s"."""
+    if value is None:
+        return DASH
+    for unit, scale in (("GB/s", 1e9), ("MB/s", 1e6), ("kB/s", 1e3)):
+        if value >= scale:
+            return f"{value / scale:.3g} {unit}" if value / scale < 100 else f"{value / scale:.0f} {unit}"
+    return f"{value:.0f} B/s"
+
+
 def pct(value, digits: int = 1) -> str:
     """A fraction as a percentage: pct(0.125) == "12.5 %"."""
     return DASH if value is None else f"{100 * value:.{digits}f} %"

@@ -11,7 +11,7 @@ from pathlib import Path
 import jinja2
 from markupsafe import Markup, escape
 
-from bench.publish import columns, fmt
+from bench.publish import columns, diagnosis, fmt, stages
 from bench.publish.results import CellResult, DatasetCard, RunResult, scaling_series
 from bench.run.external_stacks import DESCRIPTION_KEYS
 
@@ -103,7 +103,7 @@ def environment(markup: str = "md") -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), undefined=jinja2.StrictUndefined,
                              autoescape=html, trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
     env.filters.update(breakable=_breakable if html else _md, md=_md, num=fmt.num, mib=fmt.mib, pct=fmt.pct,
-                       seconds=fmt.seconds, ratio=fmt.ratio, setting=fmt.setting_text,
+                       seconds=fmt.seconds, ratio=fmt.ratio, byte_rate=fmt.byte_rate, setting=fmt.setting_text,
                        machine=fmt.machine_summary, when=fmt.when,
                        text=(lambda t: "" if t is None else str(t)) if html else _md,
                        packages=packages)
@@ -115,13 +115,27 @@ def packages(versions: dict) -> dict:
     return {k: v for k, v in versions.items() if k not in DESCRIPTION_KEYS and v is not None}
 
 
+def stage_tables(run: RunResult) -> list[dict]:
+    """Per dataset, the measured cells that recorded their stages: where each epoch went."""
+    by_dataset: dict[str, list[CellResult]] = {}
+    for cell in run.measured:
+        if stages.seconds(cell):
+            by_dataset.setdefault(cell.dataset, []).append(cell)
+    return [{"dataset": name, "rows": cells, "workers": any(c.metrics.loader_worker_s for c in cells),
+             "flags": [(c.id, c.work_flag) for c in cells if c.work_flag]} for name, cells in by_dataset.items()]
+
+
 def run_view(run: RunResult) -> dict:
-    return {"result": run, "file": run.path.name, "rows": run.cells, "datasets": dataset_cards(run),
+    cards = dataset_cards(run)
+    return {"result": run, "file": run.path.name, "rows": run.cells, "datasets": cards,
+            "features_only": any(c.features_only_acc is not None for c in cards),
             "columns": columns.markdown_columns(run.cells),
-            "scaling": scaling_rows(run), "partitions": partitions(run)}
+            "scaling": scaling_rows(run), "partitions": partitions(run),
+            "stage_tables": stage_tables(run), "diagnoses": diagnosis.diagnose(run.cells)}
 
 
 def render_markdown(runs: list[RunResult], command: str | None = None) -> str:
     return environment("md").get_template("report.md.j2").render(
         runs=[run_view(r) for r in runs], command=command,
-        scaling_columns=columns.SCALING_COLUMNS)
+        scaling_columns=columns.SCALING_COLUMNS, stage_columns=columns.STAGE_COLUMNS,
+        tolerance=stages.EQUAL_WORK_TOLERANCE)

@@ -18,6 +18,7 @@ Seconds = Annotated[float, Field(ge=0)]  # finite (no NaN, no infinity) and not 
 Positive = Annotated[float, Field(gt=0)]
 Count = Annotated[int, Field(ge=0)]
 Share = Annotated[float, Field(ge=0, le=1)]
+Amount = Annotated[float, Field(ge=0)]  # a count or a mean of counts, bytes or bytes/s: finite, not negative
 Nothing = Literal[0, "", None]  # an empty value where a record is optional reads as none
 UNMEASURED_STATUSES = ("failed", "timeout", "skipped", "refused", "follower")
 
@@ -35,6 +36,7 @@ def optional(tp, *names: str) -> dict:
 Stats = create_model("Stats", __base__=Loose, median=(Positive, ...), data=(list[Seconds], []),
                      rounds=(Count | None, None), **optional(Seconds, "iqr", "q1", "q3", "min", "max", "mean"))
 Card = create_model("Card", __base__=Loose, name=(str, ...), source=(str | None, None),
+                    features_only_acc=(Share | None, None),
                     **optional(Count, "num_nodes", "num_edges", "feature_dim", "num_classes", "num_train",
                                "num_val", "num_test", "num_graphs"))
 
@@ -54,6 +56,16 @@ class Partition(Loose):
     edge_cut: Share | None = None
     balance: Seconds | None = None
     reused: bool | None = None
+
+
+class Work(Loose):
+    """Per-batch means of the work a cell's batches did (and batches per epoch)."""
+    batches: Amount | None = None
+    hop_nodes: list[Amount] | None = None
+    hop_edges: list[Amount] | None = None
+    input_nodes: Amount | None = None
+    feature_bytes: Amount | None = None
+    copy_bytes: Amount | None = None
 
 
 class ExtraInfo(Loose):
@@ -80,6 +92,10 @@ class ExtraInfo(Loose):
     ranks: list[RankEntry] | None = None
     partition: Partition | None = None
     device: dict | None = None
+    stages: dict[str, Seconds] | None = None
+    loader_worker_s: dict[str, Seconds] | None = None
+    work: Work | None = None
+    profile: bool | None = None
 
 
 class Benchmark(Loose):
@@ -110,8 +126,18 @@ class Gpu(Loose):
     topology: str | None = None
 
 
+class Ceilings(Loose):
+    usable_cores: Count | None = None
+    memcpy_bytes_per_s: Amount | None = None
+    gather_bytes_per_s: dict[str, Amount] | None = None
+    disk: dict[str, dict[str, Amount | None]] | None = None
+    h2d_pinned_bytes_per_s: Amount | None = None
+    h2d_pageable_bytes_per_s: Amount | None = None
+    notes: list[str] | None = None
+
+
 OurMachine = create_model(
-    "OurMachine", __base__=Loose, gpu=(Gpu | None, None), stacks=(dict[str, dict[str, str | bool | None]] | None, None),
+    "OurMachine", __base__=Loose, gpu=(Gpu | None, None), ceilings=(Ceilings | None, None), stacks=(dict[str, dict[str, str | bool | None]] | None, None),
     **optional(str, "kernel", "version", "container_image", "container_revision"),
     **optional(Count, "cpu_count_logical", "cpu_count_physical", "memory_total_bytes"))
 MachineInfo = create_model(

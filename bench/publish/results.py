@@ -49,6 +49,7 @@ class DatasetCard:
     num_val: int | None
     num_test: int | None
     num_graphs: int | None  # graph-level datasets only
+    features_only_acc: float | None = None  # test accuracy of a model that sees no edges (a baseline)
 
 
 @dataclass(frozen=True)
@@ -97,6 +98,12 @@ class Metrics:
     warmup_epoch_s: tuple[float, ...] = ()
     ranks: tuple[Rank, ...] = ()
     partition: dict | None = None     # pyg-dist: num_parts, seconds, edge_cut, balance, reused
+    # where each epoch went (seconds per measured epoch, by stage; they add up to the epoch) and the
+    # work each batch did (bench.publish.stages reads them); None in files written before them
+    stages: dict | None = None
+    loader_worker_s: dict | None = None   # num_workers > 0: worker-seconds per epoch in the loader's processes
+    work: dict | None = None
+    profile: bool | None = None           # False: the run turned the stage timings off
     other: dict = field(default_factory=dict)  # recorded numbers this model does not name (yet)
 
     def get(self, name: str):
@@ -124,7 +131,9 @@ class CellResult:
     versions: dict = field(default_factory=dict)
     device: dict = field(default_factory=dict)
     file: Path | None = None          # the result file it was read from
-    # derived on read (see score()):
+    machine: Machine | None = None    # the machine of that run (its ceilings hold the stages against it)
+    # derived on read (see score() and stages.equal_work()):
+    work_flag: str | None = None      # it did different work than a cell it is compared with
     is_baseline: bool = False
     reference_id: str | None = None   # the cell its `speedup` is against
     speedup: float | None = None      # reference's median epoch / this cell's
@@ -203,6 +212,7 @@ class Machine:
     container_revision: str | None = None
     gnnbench_version: str | None = None
     stacks: dict = field(default_factory=dict)   # stack -> {package: version}
+    ceilings: dict = field(default_factory=dict)  # what the machine can do at most (bench.run.ceilings)
 
     @property
     def cpu_name(self) -> str:
@@ -268,14 +278,19 @@ def of_document(data, path: Path) -> RunResult:
     bench/run/recover.py), and read it."""
     path = Path(path)
     _check(data, path)
+    from bench.publish.stages import equal_work
+
     meta = data.get("gnnbench", {})
-    present = [_measured_cell(b, path) for b in data["benchmarks"]]
+    machine = _machine(data.get("machine_info") or {})
+    present = [dataclasses.replace(_measured_cell(b, path), machine=machine) for b in data["benchmarks"]]
     present += [_unmeasured_cell(u, path) for u in data.get("unmeasured", [])]
+    cells = score(_in_suite_order(meta.get("cells") or [], present), meta.get("baseline"))
+    flags = equal_work(cells)
     return RunResult(
         path=path, suite=meta.get("suite"), description=meta.get("description"),
         baseline=meta.get("baseline"), started_at=meta.get("started_at"), datetime=data.get("datetime"),
-        commit=data.get("commit_info") or {}, machine=_machine(data.get("machine_info") or {}),
-        cells=tuple(score(_in_suite_order(meta.get("cells") or [], present), meta.get("baseline"))))
+        commit=data.get("commit_info") or {}, machine=machine,
+        cells=tuple(dataclasses.replace(c, work_flag=flags.get(c.id)) if c.id in flags else c for c in cells))
 
 
 def _load(path: Path) -> dict:
@@ -387,7 +402,7 @@ def _machine(info: dict) -> Machine:
         memory_total_bytes=ours.get("memory_total_bytes"), gpu_lines=tuple(gpu.get("gpus") or ()),
         topology=gpu.get("topology"), container_image=ours.get("container_image"),
         container_revision=ours.get("container_revision"), gnnbench_version=ours.get("version"),
-        stacks=ours.get("stacks") or {})
+        stacks=ours.get("stacks") or {}, ceilings=ours.get("ceilings") or info.get("ceilings") or {})
 
 
 # --- derived scores: computed here, from the medians, and nowhere else ----------------------

@@ -12,7 +12,7 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench.publish import advisor, charts, history, report
+from bench.publish import advisor, charts, diagnosis, history, report, stages
 from bench.publish.fmt import first_line, when
 from bench.publish.results import RunResult
 
@@ -89,12 +89,15 @@ def suite_sections(suite: SuiteRuns, data_links: dict[Path, str]) -> dict:
     tables = report.dataset_tables(newest)
     for i, table in enumerate(tables):
         table["charts"] = charts.dataset_charts(table, key=f"d{i + 1}")
+        table["diagnoses"] = diagnosis.diagnose(table["rows"])
+        table["flags"] = [(r.id, r.work_flag) for r in table["rows"] if r.work_flag]
     # the failures table lists the same rows the dataset tables show, each linked by its anchor
     failures = [r for table in tables for r in table["rows"] if not r.measured]
     anchors = {r.id: f"failure-{i}" for i, r in enumerate(failures, 1)}
     return {"info": report.run_info(newest), "data_link": data_links[newest.path], "tables": tables,
             "failures": failures, "anchors": anchors, "partitions": report.partitions(newest),
-            "advice": advice_section(suite), "history": history_section(suite)}
+            "advice": advice_section(suite), "history": history_section(suite),
+            "tolerance": stages.EQUAL_WORK_TOLERANCE}
 
 
 def advice_section(suite: SuiteRuns) -> list[advisor.Advice]:

@@ -120,13 +120,14 @@ def rank_entries(outcome: Outcome) -> list[dict]:
     return out
 
 
-def document(*, benchmarks: list[dict], unmeasured: list[dict], meta: dict) -> dict:
-    """The whole result file, keys in pytest-benchmark's order, ours after them."""
+def document(*, benchmarks: list[dict], unmeasured: list[dict], meta: dict, ceilings: dict | None = None) -> dict:
+    """The whole result file, keys in pytest-benchmark's order, ours after them; `ceilings`: the
+    machine's measured ceilings (bench.run.ceilings), where the run probed them."""
     import pytest_benchmark
     from pytest_benchmark.plugin import pytest_benchmark_generate_machine_info
 
     return {
-        "machine_info": {**pytest_benchmark_generate_machine_info(), "gnnbench": machine_info()},
+        "machine_info": {**pytest_benchmark_generate_machine_info(), "gnnbench": machine_info(ceilings)},
         "commit_info": commit_info(),
         "benchmarks": benchmarks,
         "datetime": dt.datetime.now(dt.timezone.utc).isoformat(),
@@ -149,7 +150,7 @@ def commit_info() -> dict:
         os.chdir(started_in)
 
 
-def machine_info() -> dict:
+def machine_info(ceilings: dict | None = None) -> dict:
     installed = {name: stacks.recorded_versions(s) for name, s in stacks.available().items() if s.installed}
     # interpreters the user registered (gnnbench stacks add), marked external, with a freeze hash
     installed.update({name: s.record() for name, s in external_stacks.registered().items()})
@@ -163,6 +164,8 @@ def machine_info() -> dict:
         "gpu": gpu_info(),
         "container_image": os.environ.get("GNNBENCH_IMAGE"),
         "container_revision": os.environ.get("GNNBENCH_REVISION"),
+        # what this machine can do at most (bench.run.ceilings), the stages are held against it
+        **({"ceilings": ceilings} if ceilings else {}),
     }
 
 

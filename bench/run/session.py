@@ -31,7 +31,8 @@ from bench.datasets import memory, stack_of
 from bench.datasets.hub import DatasetError
 from bench import inputs
 from bench.paths import cache_dir, cache_root, default_results_dir
-from bench.run import record, stacks, suite as suite_mod
+from bench.publish import stages
+from bench.run import ceilings, record, stacks, suite as suite_mod
 from bench.run.load import HIGH_LOAD
 from bench.run.runner import Launch, Outcome, dataset_stats, ensure_dataset, run_in_stack
 from bench.run.suite import Cell
@@ -287,6 +288,7 @@ class Session:
         self.write_problem: str | None = None  # why it is not where it was asked for, if so
         self._datasets: dict[str, Path | DatasetError] = {}
         self._stack_errors: dict[str, str] = {}
+        self._ceilings: dict | None = None
 
     # --- which cells ---------------------------------------------------------------------------
 
@@ -325,6 +327,9 @@ class Session:
         self.say(f"\r  -> {outcome.status}"
                  + (f": {outcome.reason.splitlines()[0]}" if outcome.reason else f" in {outcome.wall_s:.1f} s") + busy)
         done = Finished.of(outcome, self.baseline)
+        split = stages.split_line(done.entry.get("extra_info", {}).get("stages")) if done.measured else None
+        if split:
+            self.say(f"  where the epoch went: {split}")
         self.finished[cell.id] = done
         try:
             self.journal.append(done)  # survives a crash of this process
@@ -413,7 +418,16 @@ class Session:
         if self.resumed_from:
             meta["resumed_from"] = self.resumed_from
         return record.document(benchmarks=[d.entry for d in done if d.measured],
-                               unmeasured=[d.entry for d in done if not d.measured], meta=meta)
+                               unmeasured=[d.entry for d in done if not d.measured], meta=meta,
+                               ceilings=self.ceilings() if done else None)
+
+    def ceilings(self) -> dict:
+        """The machine's ceilings for the datasets this run used, probed once per run, after its
+        cells (the probe evicts files from the page cache) and cached per machine."""
+        if self._ceilings is None:
+            self._ceilings = ceilings.for_run(self.cache, {name: folder for name, folder in self._datasets.items()
+                                                            if isinstance(folder, Path)})
+        return self._ceilings
 
     def write(self) -> Path:
         """Write the result file whole or not at all. Where that fails (a full disk, a folder made

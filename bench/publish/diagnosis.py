@@ -1,0 +1,214 @@
+"""Why more ranks or more workers are slower: one line per such configuration, naming causes from
+the recorded numbers.
+
+A configuration is diagnosed where its median epoch is slower than the same configuration (same
+dataset, backend and every other setting) with fewer ranks (`world_size`) or fewer DataLoader
+workers (`num_workers`); it is held against the fastest of those with fewer. Each rule below is
+one small function of that pair (a `Slower`) returning a sentence, or None where it does not
+apply; its threshold is a named constant. Rules read today's keys (startup_s, comm_s, compute_s,
+loader_stall, batches_per_epoch, other_load, the settings, the machine's cores) and the stage
+timings and work counts where a file has them (bench.publish.stages).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from bench.publish import fmt, stages
+from bench.publish.results import CellResult
+from bench.run.load import HIGH_LOAD
+
+AXES = {"world_size": ("rank", "ranks"), "num_workers": ("worker", "workers")}
+OVERSUBSCRIBED = 1.0      # processes per usable core above which the CPU is oversubscribed
+STARTUP_SHARE = 0.5       # start-up this share of the whole run (start-up + epochs) or more, and longer than with fewer
+ALLREDUCE_SHARE = 0.25    # DDP's all-reduce this share of the epoch or more
+FEW_BATCHES = 20          # fewer batches per rank per epoch cannot amortise per-epoch costs
+WAIT_SHARE = 0.4          # the loop waits for the loader this share of the epoch or more ...
+WAIT_GROWTH = 0.1         # ... and this much more of it than with fewer ranks/workers
+COMPUTE_GROWTH = 1.5      # compute per batch this many times that with fewer: cores shared
+WORKER_COST = 1.5         # loader workers spend this many times the main process's sample+fetch
+OTHER_SHARE = 0.3         # this share of the epoch outside every measured stage
+
+
+@dataclass(frozen=True)
+class Slower:
+    """A configuration (`cell`) slower per epoch than the same one with fewer ranks or workers (`base`)."""
+    cell: CellResult
+    base: CellResult
+    axis: str
+
+    @property
+    def slowdown(self) -> float:
+        return self.cell.median / self.base.median
+
+    def setting(self, cell: CellResult) -> str:
+        """'4 ranks', '0 workers'."""
+        value = int(cell.settings.get(self.axis) or 0)
+        one, many = AXES[self.axis]
+        return f"{value} {one if value == 1 else many}"
+
+
+# --- the rules: each (Slower) -> sentence or None ------------------------------------------------
+
+def ranks(cell: CellResult) -> int:
+    return int(cell.settings.get("world_size") or 1)
+
+
+def usable_cores(cell: CellResult) -> int | None:
+    machine = cell.machine
+    if machine is None:
+        return None
+    return machine.ceilings.get("usable_cores") or machine.cpu_count_logical or machine.cpu_count
+
+
+def oversubscription(s: Slower) -> str | None:
+    cell = s.cell
+    cores, workers = usable_cores(cell), stages.workers(cell)
+    processes = ranks(cell) * (1 + workers)
+    if not cores or processes <= cores * OVERSUBSCRIBED:
+        return None
+    threads = (cell.device or {}).get("num_threads")
+    more = f", each with {threads} compute threads" if threads and threads > 1 else ""
+    return (f"{ranks(cell)} rank{'s' if ranks(cell) > 1 else ''} × (1 + {workers} workers) = {processes} processes"
+            f"{more} on {cores} cores: CPU oversubscribed")
+
+
+def startup_share(s: Slower) -> str | None:
+    m, epochs = s.cell.metrics, s.cell.settings.get("epochs")
+    if not epochs or m.startup_s is None:
+        return None
+    share = m.startup_s / (m.startup_s + epochs * s.cell.median)
+    if share < STARTUP_SHARE or m.startup_s <= (s.base.metrics.startup_s or 0):
+        return None  # a start-up that did not grow with the ranks or workers is no cause
+    return (f"start-up is {fmt.pct(share, 0)} of a {epochs}-epoch run ({m.startup_s:.1f} s, against "
+            f"{s.base.metrics.startup_s:.1f} s with {s.setting(s.base)})")
+
+
+def allreduce_share(s: Slower) -> str | None:
+    split = stages.seconds(s.cell)
+    seconds = split["allreduce"] if split else s.cell.metrics.comm_s
+    epoch = stages.total(s.cell) or s.cell.median
+    if not seconds or seconds / epoch < ALLREDUCE_SHARE:
+        return None
+    return f"all-reduce is {fmt.pct(seconds / epoch, 0)} of the epoch ({seconds:.3f} s)"
+
+
+def batches(cell: CellResult) -> float | None:
+    return stages.batches_per_rank(cell)
+
+
+def few_batches(s: Slower) -> str | None:
+    n = batches(s.cell)
+    if n is None or n >= FEW_BATCHES:
+        return None
+    who = "each rank runs" if ranks(s.cell) > 1 else "an epoch is"
+    return (f"{who} {n:.0f} batch{'' if round(n) == 1 else 'es'}: too few to amortise the per-epoch costs "
+            f"(loader start{', DDP synchronisation' if ranks(s.cell) > 1 else ''})")
+
+
+def wait(cell: CellResult) -> float | None:
+    """The share of the epoch the training loop waited for the loader."""
+    share = stages.share_of(cell, "wait")
+    return share if share is not None else cell.metrics.loader_stall
+
+
+def loader_wait(s: Slower) -> str | None:
+    mine, theirs = wait(s.cell), wait(s.base)
+    if mine is None or mine < WAIT_SHARE or (theirs is not None and mine - theirs < WAIT_GROWTH):
+        return None
+    return (f"the training loop waits for the loader {fmt.pct(mine, 0)} of the epoch (against "
+            f"{fmt.pct(theirs, 0)} with {s.setting(s.base)})")
+
+
+def compute_per_batch(cell: CellResult) -> float | None:
+    split, n = stages.seconds(cell), batches(cell)
+    seconds = split["forward_backward"] + split["optimizer"] if split else cell.metrics.compute_s
+    return seconds / n if seconds and n else None
+
+
+def compute_growth(s: Slower) -> str | None:
+    mine, theirs = compute_per_batch(s.cell), compute_per_batch(s.base)
+    if not mine or not theirs or mine / theirs < COMPUTE_GROWTH:
+        return None
+    return (f"a batch's compute takes {mine / theirs:.1f}× as long as with {s.setting(s.base)} "
+            f"({mine * 1e3:.1f} ms against {theirs * 1e3:.1f} ms): the processes compete for the cores")
+
+
+def worker_cost(s: Slower) -> str | None:
+    spent = s.cell.metrics.loader_worker_s
+    base_split = stages.seconds(s.base)
+    if s.axis != "num_workers" or not spent or not base_split:
+        return None
+    mine = sum(spent.values())
+    theirs = base_split["sample"] + base_split["fetch"]
+    if not theirs or mine / theirs < WORKER_COST:
+        return None
+    return (f"the loader workers spend {mine:.3f} worker-seconds sampling and fetching per epoch, "
+            f"{mine / theirs:.1f}× what the training process spends with {s.setting(s.base)}")
+
+
+def other_share(s: Slower) -> str | None:
+    share = stages.share_of(s.cell, "other")
+    if share is None or share < OTHER_SHARE:
+        return None
+    return f"{fmt.pct(share, 0)} of the epoch is outside every measured stage (e.g. loader workers starting)"
+
+
+def busy_machine(s: Slower) -> str | None:
+    load = s.cell.metrics.get("other_load")
+    if load is None or load < HIGH_LOAD:
+        return None
+    return f"other processes took {fmt.pct(load, 0)} of the machine meanwhile: its times are suspect"
+
+
+RULES: tuple[Callable[[Slower], str | None], ...] = (
+    oversubscription, startup_share, allreduce_share, few_batches, loader_wait, compute_growth, worker_cost,
+    other_share, busy_machine)
+
+
+# --- finding and saying -------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Diagnosis:
+    slower: Slower
+    causes: tuple[str, ...]
+
+    @property
+    def cell_id(self) -> str:
+        return self.slower.cell.id
+
+    @property
+    def line(self) -> str:
+        s = self.slower
+        head = (f"{s.cell.id} is {s.slowdown:.2f}× slower per epoch with {s.setting(s.cell)} than with "
+                f"{s.setting(s.base)} ({s.cell.median:.3g} s against {s.base.median:.3g} s)")
+        causes = "; ".join(self.causes) if self.causes else "no recorded number explains it"
+        return f"{head}: {causes}."
+
+
+def slower_pairs(cells: Iterable[CellResult]) -> list[Slower]:
+    """Each measured configuration slower than the fastest of the same with fewer ranks (or workers)."""
+    measured = [c for c in cells if c.measured and c.median]
+    found = []
+    for axis in AXES:
+        groups: dict[str, list[CellResult]] = {}
+        for cell in measured:
+            if axis in cell.settings:
+                rest = {k: v for k, v in cell.settings.items() if k != axis}
+                key = json.dumps([cell.dataset, cell.backend, rest], sort_keys=True, default=str)
+                groups.setdefault(key, []).append(cell)
+        for group in groups.values():
+            for cell in group:
+                fewer = [c for c in group if (c.settings[axis] or 0) < (cell.settings[axis] or 0)]
+                if fewer:
+                    base = min(fewer, key=lambda c: c.median)
+                    if cell.median > base.median:
+                        found.append(Slower(cell, base, axis))
+    return found
+
+
+def diagnose(cells: Iterable[CellResult]) -> list[Diagnosis]:
+    """A diagnosis per slower configuration, with every rule that applies."""
+    return [Diagnosis(s, tuple(text for rule in RULES if (text := rule(s)))) for s in slower_pairs(cells)]

@@ -1,0 +1,384 @@
+"""What this machine can do at most, measured once per run: the ceilings each cell's stages are
+held against (bench/publish/stages.py).
+
+    probe(cache, row_widths, files) -> machine_info["ceilings"]
+
+- usable cores: the CPUs this process may run on (os.sched_getaffinity), not the machine's count;
+- memory copy bandwidth: one large array copied into another (bytes copied per second);
+- random-row gather bandwidth per feature row width: rows of that width picked at random from an
+  array several times larger than the last-level cache (numpy `take`, what a feature fetch does);
+- disk: sequential and random reads of the given files (the dataset's features.npy, built
+  stores), cold (the file's pages evicted first with posix_fadvise DONTNEED, which needs no root;
+  mincore says whether the eviction took) and warm (read again at once);
+- GPU host-to-device copy, pinned and pageable, where an NVIDIA GPU and a CUDA torch are found
+  (this process has no torch: a stack's interpreter measures it); else null, with a note.
+
+Each figure is measured once per machine and kept under the cache folder (`ceilings/`), keyed by
+the machine (host, CPU model, cores, memory), by row width, and by file (path, size, mtime), so
+later runs reuse it and a run pays a few seconds at most, once. numpy only.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import hashlib
+import json
+import mmap
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+import numpy as np
+
+FORMAT = 1
+MIB = 2**20
+DEFAULT_LLC_BYTES = 32 * MIB           # where the last-level cache size cannot be read
+ARRAY_OVER_LLC = 4                      # the gathered-from array is this many times the LLC ...
+MIN_ARRAY_BYTES, MAX_ARRAY_BYTES = 128 * MIB, 512 * MIB   # ... within these bounds
+MEMCPY_BYTES = 128 * MIB                # each copy moves this much
+GATHER_BYTES = 32 * MIB                 # each gather round collects this much
+SECONDS_PER_FIGURE = 0.3                # each figure's repeats stop after this long (one at least)
+SEQ_READ_LIMIT = 256 * MIB              # sequential reads cover at most this much of a file
+RANDOM_READS = 2000                     # random reads per measurement (or SECONDS_PER_FIGURE)
+READ_CHUNK = 8 * MIB
+COLD_RESIDENT_MAX = 0.05                # after eviction, more resident than this: not cold
+H2D_TIMEOUT_S = 120
+
+
+# --- the figures --------------------------------------------------------------------------------
+
+def usable_cores() -> int:
+    """CPUs this process may run on (a container's or taskset's limit, not the machine's count)."""
+    return len(os.sched_getaffinity(0))
+
+
+def _repeat(step: Callable[[], int]) -> float:
+    """Bytes per second of the best of several runs of `step` (it returns the bytes it moved);
+    the best, because a shared machine only ever makes a run slower."""
+    best, started = 0.0, time.perf_counter()
+    while True:
+        t0 = time.perf_counter()
+        moved = step()
+        best = max(best, moved / max(time.perf_counter() - t0, 1e-9))
+        if time.perf_counter() - started > SECONDS_PER_FIGURE:
+            return best
+
+
+def llc_bytes() -> int:
+    """The largest CPU cache's size (sysfs), else DEFAULT_LLC_BYTES."""
+    sizes = []
+    for index in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*"):
+        try:
+            text = (index / "size").read_text().strip()
+        except OSError:
+            continue
+        unit = {"K": 2**10, "M": 2**20, "G": 2**30}.get(text[-1:], 1)
+        sizes.append(int(text.rstrip("KMG")) * unit)
+    return max(sizes, default=DEFAULT_LLC_BYTES)
+
+
+def array_bytes() -> int:
+    return int(min(MAX_ARRAY_BYTES, max(MIN_ARRAY_BYTES, ARRAY_OVER_LLC * llc_bytes())))
+
+
+def memcpy_bandwidth() -> float:
+    """Bytes copied per second, array to array, both far larger than the caches."""
+    src = np.ones(MEMCPY_BYTES, dtype=np.uint8)  # written, so its pages exist (not the zero page)
+    dst = np.zeros_like(src)
+    dst.fill(0)
+
+    def copy() -> int:
+        np.copyto(dst, src)
+        return src.nbytes
+    return _repeat(copy)
+
+
+def gather_bandwidth(row_bytes: int, source: np.ndarray | None = None) -> float:
+    """Bytes gathered per second when rows of `row_bytes` are picked at random (with repeats, as
+    a batch's input nodes are) from an array larger than the last-level cache."""
+    if row_bytes <= 0:
+        raise ValueError(f"gather_bandwidth: row width {row_bytes} bytes; allowed: a positive number")
+    flat = source if source is not None else _gather_source()
+    dtype = np.float32 if row_bytes % 4 == 0 else np.uint8
+    width = row_bytes // np.dtype(dtype).itemsize
+    rows = flat.nbytes // row_bytes
+    table = flat[:rows * row_bytes].view(dtype).reshape(rows, width)
+    picks = max(1, GATHER_BYTES // row_bytes)
+    index = np.random.default_rng(0).integers(0, rows, picks)
+    out = np.empty((picks, width), dtype=dtype)
+
+    def gather() -> int:
+        np.take(table, index, axis=0, out=out)
+        return out.nbytes
+    return _repeat(gather)
+
+
+def _gather_source() -> np.ndarray:
+    flat = np.empty(array_bytes(), dtype=np.uint8)
+    flat.fill(1)
+    return flat
+
+
+# --- disk --------------------------------------------------------------------------------------
+
+def _libc():
+    name = ctypes.util.find_library("c")
+    return ctypes.CDLL(name, use_errno=True) if name else None
+
+
+def resident_fraction(path: Path, length: int | None = None) -> float | None:
+    """Share of the file's first `length` bytes in the page cache (mincore), None if unknown."""
+    libc = _libc()
+    size = os.path.getsize(path)
+    length = min(size, length or size)
+    if libc is None or length == 0:
+        return None
+    page = mmap.PAGESIZE
+    pages = (length + page - 1) // page
+    vec = (ctypes.c_ubyte * pages)()
+    libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_ubyte)]
+    # a private mapping (ACCESS_COPY) is writable for ctypes, and untouched it shows the page cache
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), length, access=mmap.ACCESS_COPY) as mapped:
+        first = ctypes.c_char.from_buffer(mapped)
+        failed = libc.mincore(ctypes.c_void_p(ctypes.addressof(first)), ctypes.c_size_t(length), vec)
+        del first  # the mapping cannot close while a ctypes view holds it
+        if failed:
+            return None
+        return sum(v & 1 for v in vec) / pages
+
+
+def evict(path: Path) -> None:
+    """Drop the file's pages from the page cache (no root needed for a file one can read)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd) if os.access(path, os.W_OK) else None
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
+def sequential_read(path: Path) -> float:
+    """Bytes per second reading the file's first SEQ_READ_LIMIT bytes in READ_CHUNK pieces."""
+    buffer = bytearray(READ_CHUNK)
+    total, t0 = 0, time.perf_counter()
+    with open(path, "rb", buffering=0) as f:
+        while total < SEQ_READ_LIMIT:
+            n = f.readinto(buffer)
+            if not n:
+                break
+            total += n
+    return total / max(time.perf_counter() - t0, 1e-9)
+
+
+def random_read(path: Path, record_bytes: int, data_offset: int = 0, seed: int = 0) -> float:
+    """Bytes per second of reads of one record each, at random record boundaries (readahead
+    off: POSIX_FADV_RANDOM), RANDOM_READS of them or SECONDS_PER_FIGURE, whichever ends first."""
+    size = os.path.getsize(path)
+    records = max(1, (size - data_offset) // record_bytes)
+    offsets = data_offset + np.random.default_rng(seed).integers(0, records, RANDOM_READS) * record_bytes
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
+        total, t0 = 0, time.perf_counter()
+        for offset in offsets.tolist():
+            total += len(os.pread(fd, record_bytes, offset))
+            if time.perf_counter() - t0 > SECONDS_PER_FIGURE:
+                break
+        elapsed = time.perf_counter() - t0
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_NORMAL)
+    finally:
+        os.close(fd)
+    return total / max(elapsed, 1e-9)
+
+
+def disk_reads(path: Path, record_bytes: int, data_offset: int = 0, label: str | None = None
+               ) -> tuple[dict, list[str]]:
+    """Sequential and random read bandwidth of one file, cold and warm; notes where the cold
+    figures are not cold (the eviction did not take: a process maps the file, or it is tmpfs)."""
+    label, stayed = label or path.name, []
+
+    def cold() -> None:
+        evict(path)
+        resident = resident_fraction(path, SEQ_READ_LIMIT)
+        if resident is not None and resident > COLD_RESIDENT_MAX:
+            stayed.append(resident)
+    cold()
+    figures = {"seq_cold_bytes_per_s": sequential_read(path)}
+    figures["seq_warm_bytes_per_s"] = sequential_read(path)
+    cold()
+    figures["random_cold_bytes_per_s"] = random_read(path, record_bytes, data_offset)
+    figures["random_warm_bytes_per_s"] = random_read(path, record_bytes, data_offset)  # the same reads, now cached
+    notes = [f"{label}: up to {max(stayed):.0%} of it stayed in the page cache after eviction (another process "
+             "maps it, or it lives in memory): its cold figures are partly warm"] if stayed else []
+    if figures["seq_cold_bytes_per_s"] >= figures["seq_warm_bytes_per_s"]:
+        notes.append(f"{label}: read as fast cold as warm: the eviction did not take, or the storage is memory")
+    return figures, notes
+
+
+def npy_layout(path: Path) -> tuple[int, int]:
+    """(row width in bytes, offset of the first row) of a 2-D .npy file."""
+    mapped = np.load(path, mmap_mode="r")  # reads the header only
+    shape, dtype, offset = mapped.shape, mapped.dtype, mapped.offset
+    del mapped
+    width = int(np.prod(shape[1:])) if len(shape) > 1 else 1
+    return width * np.dtype(dtype).itemsize, offset
+
+
+# --- GPU ---------------------------------------------------------------------------------------
+
+H2D_SCRIPT = """
+import json, sys, time
+try:
+    import torch
+except ImportError:
+    print(json.dumps({"note": "no torch"})); sys.exit()
+if not torch.cuda.is_available():
+    print(json.dumps({"note": f"torch {torch.__version__} sees no CUDA device"})); sys.exit()
+n = 256 * 2**20
+dev = torch.empty(n, dtype=torch.uint8, device="cuda")
+out = {"device": torch.cuda.get_device_name(0), "torch": torch.__version__}
+for kind, pin in (("pageable", False), ("pinned", True)):
+    host = torch.ones(n, dtype=torch.uint8, pin_memory=pin)
+    dev.copy_(host); torch.cuda.synchronize()
+    best = 0.0
+    for _ in range(5):
+        t0 = time.perf_counter(); dev.copy_(host, non_blocking=pin); torch.cuda.synchronize()
+        best = max(best, n / (time.perf_counter() - t0))
+    out[kind] = best
+print(json.dumps(out))
+"""
+
+
+def h2d_bandwidth(interpreters: Iterable[Path]) -> tuple[dict | None, str]:
+    """Pinned and pageable host-to-device bytes/s from the first interpreter whose torch sees a
+    CUDA device; else None and why."""
+    if shutil.which("nvidia-smi") is None:
+        return None, "no NVIDIA GPU here (nvidia-smi not found): host-to-device figures not measured"
+    tried = []
+    for python in interpreters:
+        try:
+            proc = subprocess.run([str(python), "-c", H2D_SCRIPT], capture_output=True, text=True,
+                                  timeout=H2D_TIMEOUT_S)
+            answer = json.loads(proc.stdout.strip().splitlines()[-1]) if proc.stdout.strip() else {}
+        except (OSError, subprocess.TimeoutExpired, json.JSONDecodeError) as exc:
+            answer = {"note": f"{type(exc).__name__}"}
+        if "pinned" in answer:
+            return answer, f"host-to-device measured with {python} ({answer.get('torch')}, {answer.get('device')})"
+        tried.append(f"{python}: {answer.get('note') or proc.stderr.strip()[-200:]}")
+    return None, "host-to-device not measured: no CUDA torch found (" + "; ".join(tried) + ")"
+
+
+def torch_interpreters() -> list[Path]:
+    """This interpreter, then the installed stacks' (one of them has a CUDA torch on a GPU host)."""
+    from bench.run import stacks
+
+    found = [Path(sys.executable)]
+    found += [s.python for s in stacks.available().values() if s.installed]
+    return list(dict.fromkeys(found))
+
+
+# --- the cached probe --------------------------------------------------------------------------
+
+def machine_key() -> dict:
+    """What makes two machines' ceilings the same: host, CPU model, cores, memory."""
+    model = platform.processor()
+    try:
+        model = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                      if line.startswith("model name")), model)
+    except OSError:
+        pass
+    pages = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    return {"node": platform.node(), "cpu": model, "cpus": os.cpu_count(), "usable_cores": usable_cores(),
+            "memory_bytes": pages, "format": FORMAT}
+
+
+def cache_file(cache: Path) -> Path:
+    key = json.dumps(machine_key(), sort_keys=True)
+    return Path(cache) / "ceilings" / f"{hashlib.sha256(key.encode()).hexdigest()[:16]}.json"
+
+
+def _file_key(path: Path) -> str:
+    stat = os.stat(path)
+    return f"{Path(path).resolve()}:{stat.st_size}:{stat.st_mtime_ns}"
+
+
+def probe(cache: Path, row_widths: Iterable[int] = (), files: dict[str, tuple[Path, int, int]] | None = None,
+          interpreters: Callable[[], Iterable[Path]] = torch_interpreters) -> dict:
+    """machine_info["ceilings"]: each figure from the cache where it was measured before on this
+    machine (same row width; same file, size and mtime), else measured now and cached.
+    `files`: label -> (path, record bytes for random reads, offset of the first record)."""
+    path = cache_file(cache)
+    try:
+        known = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        known = {}
+    known.setdefault("gather", {})
+    known.setdefault("disk", {})
+    notes: list[str] = []
+    if "memcpy" not in known:
+        known["memcpy"] = memcpy_bandwidth()
+    widths = sorted({int(w) for w in row_widths if w and int(w) > 0})
+    missing = [w for w in widths if str(w) not in known["gather"]]
+    if missing:
+        source = _gather_source()
+        for width in missing:
+            known["gather"][str(width)] = gather_bandwidth(width, source)
+        del source
+    disk = {}
+    for label, (file, record_bytes, offset) in (files or {}).items():
+        key = _file_key(file)
+        entry = known["disk"].get(key)
+        if entry is None:
+            figures, file_notes = disk_reads(Path(file), record_bytes, offset, label)
+            entry = known["disk"][key] = {"figures": figures, "notes": file_notes}
+        disk[label] = entry["figures"]
+        notes += entry["notes"]
+    if "h2d" not in known:
+        figures, note = h2d_bandwidth(interpreters())
+        known["h2d"] = {"figures": figures, "note": note}
+    h2d = known["h2d"]["figures"] or {}
+    notes.append(known["h2d"]["note"])
+    _save(path, known | {"machine": machine_key()})
+    return {"usable_cores": usable_cores(), "memcpy_bytes_per_s": known["memcpy"],
+            "gather_bytes_per_s": {str(w): known["gather"][str(w)] for w in widths}, "disk": disk,
+            "h2d_pinned_bytes_per_s": h2d.get("pinned"), "h2d_pageable_bytes_per_s": h2d.get("pageable"),
+            "notes": notes}
+
+
+def _save(path: Path, known: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(json.dumps(known, indent=1))
+    partial.replace(path)
+
+
+def dataset_targets(datasets: dict[str, Path]) -> tuple[list[int], dict[str, tuple[Path, int, int]]]:
+    """Row widths and files to probe for the hub folders a run used (dataset name -> folder):
+    each features.npy (its rows are what a fetch gathers) and each built store's data file."""
+    widths, files = [], {}
+    for name, folder in datasets.items():
+        folder = Path(folder)
+        features = folder / "features.npy"
+        if features.is_file():
+            width, offset = npy_layout(features)
+            widths.append(width)
+            files[f"{name}/features.npy"] = (features, width, offset)
+        for store_file in sorted(folder.glob("stores/*/data.mdb")):
+            files[f"{name}/{store_file.parent.name}/data.mdb"] = (store_file, mmap.PAGESIZE, 0)
+    return widths, files
+
+
+def for_run(cache: Path, datasets: dict[str, Path]) -> dict:
+    """The ceilings of a run that used these hub folders; a probe that fails says why in its notes
+    and never costs the run its results."""
+    try:
+        widths, files = dataset_targets(datasets)
+        return probe(cache, widths, files)
+    except Exception as exc:  # noqa: BLE001 - a run's results outweigh its ceilings
+        return {"usable_cores": usable_cores(), "notes": [f"ceilings not measured: {type(exc).__name__}: {exc}"]}

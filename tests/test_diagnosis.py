@@ -1,0 +1,196 @@
+"""Each cell against its ceiling (bench/publish/stages.py) and the diagnosis of slower
+configurations (bench/publish/diagnosis.py), on synthetic result files built per the stage
+contract (tests/synthetic_results.py): every rule fires on the numbers that call for it and stays
+silent on the numbers just short of its threshold."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench.publish import diagnosis, stages
+from tests import synthetic_results as sr
+
+
+def read(tmp_path, benchmarks, ceilings=sr.CEILINGS):
+    return sr.write(tmp_path, "run.json", sr.run(benchmarks, ceilings=ceilings))
+
+
+def one(tmp_path, epoch_s=1.0, ws=1, workers=0, **extra):
+    cid = sr.cell_id(ws=ws, workers=workers)
+    return read(tmp_path, [sr.bench(cid, [epoch_s] * 5, **extra)]).cells[0]
+
+
+# --- stages against ceilings ------------------------------------------------------------------
+
+def test_binding_stage_and_fetch_against_the_gather_ceiling(tmp_path):
+    info = sr.stage_info(1.0, {"sample": 0.1, "fetch": 0.6, "forward_backward": 0.25, "optimizer": 0.05})
+    fetched_per_s = info["work"]["feature_bytes"] * info["work"]["batches"] / 0.6
+    ceilings = sr.CEILINGS | {"gather_bytes_per_s": {"64": fetched_per_s / 0.38, "4096": 1.0}}
+    cell = read(tmp_path, [sr.bench(sr.cell_id(), [1.0] * 5, **info)], ceilings).cells[0]
+    assert stages.binding(cell) == ("fetch", pytest.approx(0.6))
+    rate, fraction = stages.fetch_rate(cell)
+    assert rate == pytest.approx(fetched_per_s) and fraction == pytest.approx(0.38)
+    assert stages.headline(cell) == "fetch 60 % of the epoch at 38 % of this machine's gather bandwidth"
+    assert stages.binding_text(cell) == "fetch 60 %"
+    assert stages.sums_to_epoch(cell) == pytest.approx(1.0)
+    assert sum(stages.shares(cell).values()) == pytest.approx(1.0)
+
+
+def test_fetch_rates_are_per_rank(tmp_path):
+    # 2 ranks ran 20 batches together; the slowest rank fetched its 10 in 0.5 s
+    info = sr.stage_info(1.0, {"fetch": 0.5, "forward_backward": 0.5}, batches=20)
+    cell = one(tmp_path, ws=2, **info)
+    assert stages.batches_per_rank(cell) == 10
+    assert stages.fetch_rate(cell)[0] == pytest.approx(info["work"]["feature_bytes"] * 10 / 0.5)
+
+
+def test_copy_against_the_host_to_device_ceiling(tmp_path):
+    info = sr.stage_info(1.0, {"copy": 0.5, "forward_backward": 0.5}, copy_bytes=1e6, batches=10)
+    ceilings = sr.CEILINGS | {"h2d_pinned_bytes_per_s": 4e7, "h2d_pageable_bytes_per_s": 1e8}
+    cell = read(tmp_path, [sr.bench(sr.cell_id(mode="pinned-cuda"), [1.0] * 5, **info)], ceilings).cells[0]
+    assert stages.copy_rate(cell) == (pytest.approx(2e7), pytest.approx(0.5))  # 10 MB in 0.5 s against pinned 40 MB/s
+    assert "50 % of this machine's pinned host-to-device bandwidth" in stages.headline(cell)
+
+
+def test_fetch_in_loader_workers_is_not_held_against_the_ceiling(tmp_path):
+    info = sr.stage_info(1.0, {"wait": 0.7, "forward_backward": 0.3},
+                         loader_worker_s={"sample": 0.4, "fetch": 0.5})
+    cell = one(tmp_path, workers=2, **info)
+    assert stages.fetch_rate(cell) is None
+    assert stages.headline(cell) == "wait 70 % of the epoch"
+
+
+def test_older_files_have_no_stages(tmp_path):
+    cell = one(tmp_path)
+    assert stages.shares(cell) is None and stages.binding(cell) is None and stages.headline(cell) is None
+    assert stages.fetch_rate(cell) is None and stages.nodes_per_batch(cell) is None
+    assert cell.work_flag is None
+
+
+@pytest.mark.parametrize("nodes, flagged", [(2300.0, True), (2150.0, False)])
+def test_equal_work_flag(tmp_path, nodes, flagged):
+    a = sr.bench(sr.cell_id("pyg-neighbor"), [1.0] * 5, **sr.stage_info(1.0, input_nodes=2000.0))
+    b = sr.bench(sr.cell_id("dgl-graphbolt"), [1.0] * 5, **sr.stage_info(1.0, input_nodes=nodes))
+    cells = read(tmp_path, [a, b]).cells
+    assert all((c.work_flag is not None) == flagged for c in cells)
+    if flagged:
+        assert cells[0].work_flag.startswith("2,000 nodes per batch against 2,300")
+        assert sr.cell_id("dgl-graphbolt") in cells[0].work_flag
+
+
+def test_other_batch_sizes_are_not_compared_for_work(tmp_path):
+    a = sr.bench(sr.cell_id("pyg-neighbor"), [1.0] * 5, **sr.stage_info(1.0, input_nodes=2000.0))
+    b = sr.bench(sr.cell_id("dgl-graphbolt"), [1.0] * 5, **sr.stage_info(1.0, input_nodes=4000.0))
+    b["extra_info"]["settings"]["batch_size"] = 128
+    assert all(c.work_flag is None for c in read(tmp_path, [a, b]).cells)
+
+
+# --- the diagnosis -------------------------------------------------------------------------------
+
+def pair(tmp_path, axis="world_size", base=None, slow=None, base_s=1.0, slow_s=1.5, ceilings=sr.CEILINGS):
+    """A configuration and the same one with more ranks (or workers), slower: the Slower pair."""
+    more = {"ws": 4} if axis == "world_size" else {"workers": 2}
+    cells = [sr.bench(sr.cell_id(), [base_s] * 5, **(base or {})),
+             sr.bench(sr.cell_id(**more), [slow_s] * 5, **(slow or {}))]
+    found = diagnosis.slower_pairs(read(tmp_path, cells, ceilings).cells)
+    assert len(found) == 1
+    return found[0]
+
+
+def test_only_slower_configurations_are_diagnosed(tmp_path):
+    cells = [sr.bench(sr.cell_id(), [1.0] * 5), sr.bench(sr.cell_id(ws=2), [0.6] * 5),
+             sr.bench(sr.cell_id(ws=4), [0.8] * 5), sr.bench(sr.cell_id(workers=2), [1.2] * 5)]
+    found = diagnosis.diagnose(read(tmp_path, cells).cells)
+    # ws=4 is held against the fastest with fewer ranks (ws=2), workers=2 against workers=0
+    assert {(d.slower.cell.id, d.slower.base.id) for d in found} == {
+        (sr.cell_id(ws=4), sr.cell_id(ws=2)), (sr.cell_id(workers=2), sr.cell_id())}
+    line = next(d.line for d in found if d.slower.axis == "world_size")
+    assert line.startswith(f"{sr.cell_id(ws=4)} is 1.33× slower per epoch with 4 ranks than with 2 ranks")
+    assert "CPU oversubscribed" in line  # 4 processes on the 2 cores of CEILINGS
+
+
+def test_oversubscription(tmp_path):
+    assert diagnosis.oversubscription(pair(tmp_path, "num_workers")) == (
+        "1 rank × (1 + 2 workers) = 3 processes on 2 cores: CPU oversubscribed")
+    many = sr.CEILINGS | {"usable_cores": 16}
+    assert diagnosis.oversubscription(pair(tmp_path, "num_workers", ceilings=many)) is None
+
+
+def test_oversubscription_reads_the_machine_cores_in_older_files(tmp_path):
+    cores_only = {"usable_cores": None, "notes": []}
+    assert "on 2 cores" in diagnosis.oversubscription(pair(tmp_path, ceilings=cores_only))
+
+
+def test_startup_share(tmp_path):
+    # 5 epochs of 1.5 s after 10 s of start-up (1 s with 1 rank): 57 % of the run
+    s = pair(tmp_path, base={"startup_s": 1.0}, slow={"startup_s": 10.0})
+    assert diagnosis.startup_share(s) == "start-up is 57 % of a 5-epoch run (10.0 s, against 1.0 s with 1 rank)"
+    assert diagnosis.startup_share(pair(tmp_path, base={"startup_s": 1.0}, slow={"startup_s": 7.0})) is None  # 48 %
+    assert diagnosis.startup_share(pair(tmp_path, base={"startup_s": 12.0}, slow={"startup_s": 10.0})) is None
+
+
+def test_allreduce_share_from_stages_and_from_comm_s(tmp_path):
+    staged = sr.stage_info(1.5, {"forward_backward": 0.5, "allreduce": 0.3, "sample": 0.2})
+    assert diagnosis.allreduce_share(pair(tmp_path, slow=staged)) == "all-reduce is 30 % of the epoch (0.450 s)"
+    assert diagnosis.allreduce_share(pair(tmp_path, slow={"comm_s": 0.6})) == "all-reduce is 40 % of the epoch (0.600 s)"
+    assert diagnosis.allreduce_share(pair(tmp_path, slow={"comm_s": 0.3})) is None  # 20 %
+
+
+def test_few_batches(tmp_path):
+    assert diagnosis.few_batches(pair(tmp_path, slow={"batches_per_epoch": 3})) == (
+        "each rank runs 3 batches: too few to amortise the per-epoch costs (loader start, DDP synchronisation)")
+    assert diagnosis.few_batches(pair(tmp_path, slow=sr.stage_info(1.5, batches=4))).startswith("each rank runs 1 batch:")  # 4 over 4 ranks
+    assert diagnosis.few_batches(pair(tmp_path, slow={"batches_per_epoch": 20})) is None
+
+
+def test_loader_wait(tmp_path):
+    s = pair(tmp_path, "num_workers", base={"loader_stall": 0.1}, slow={"loader_stall": 0.5})
+    assert diagnosis.loader_wait(s) == "the training loop waits for the loader 50 % of the epoch (against 10 % with 0 workers)"
+    staged = sr.stage_info(1.5, {"wait": 0.45, "forward_backward": 0.55})
+    assert "45 % of the epoch" in diagnosis.loader_wait(pair(tmp_path, "num_workers", base={"loader_stall": 0.1}, slow=staged))
+    assert diagnosis.loader_wait(pair(tmp_path, "num_workers", base={"loader_stall": 0.1}, slow={"loader_stall": 0.3})) is None
+    # waiting as much as with fewer workers is no cause of being slower
+    assert diagnosis.loader_wait(pair(tmp_path, "num_workers", base={"loader_stall": 0.45}, slow={"loader_stall": 0.5})) is None
+
+
+def test_compute_growth(tmp_path):
+    s = pair(tmp_path, base={"compute_s": 0.5, "batches_per_epoch": 10}, slow={"compute_s": 0.4, "batches_per_epoch": 4})
+    assert diagnosis.compute_growth(s) == ("a batch's compute takes 2.0× as long as with 1 rank "
+                                           "(100.0 ms against 50.0 ms): the processes compete for the cores")
+    same = pair(tmp_path, base={"compute_s": 0.5, "batches_per_epoch": 10}, slow={"compute_s": 0.28, "batches_per_epoch": 4})
+    assert diagnosis.compute_growth(same) is None  # 1.4×
+
+
+def test_worker_cost(tmp_path):
+    base = sr.stage_info(1.0, {"sample": 0.2, "fetch": 0.2, "forward_backward": 0.6})
+    slow = sr.stage_info(1.5, {"wait": 0.5, "forward_backward": 0.5}, loader_worker_s={"sample": 0.8, "fetch": 0.4})
+    assert diagnosis.worker_cost(pair(tmp_path, "num_workers", base=base, slow=slow)) == (
+        "the loader workers spend 1.200 worker-seconds sampling and fetching per epoch, 3.0× what the "
+        "training process spends with 0 workers")
+    cheap = sr.stage_info(1.5, {"wait": 0.5, "forward_backward": 0.5}, loader_worker_s={"sample": 0.3, "fetch": 0.2})
+    assert diagnosis.worker_cost(pair(tmp_path, "num_workers", base=base, slow=cheap)) is None
+    assert diagnosis.worker_cost(pair(tmp_path, "num_workers")) is None  # no stages recorded
+
+
+def test_other_share(tmp_path):
+    slow = sr.stage_info(1.5, {"forward_backward": 0.6})  # the remaining 40 % is `other`
+    assert diagnosis.other_share(pair(tmp_path, slow=slow)).startswith("40 % of the epoch is outside every measured stage")
+    assert diagnosis.other_share(pair(tmp_path, slow=sr.stage_info(1.5))) is None
+
+
+def test_busy_machine(tmp_path):
+    assert "took 60 % of the machine" in diagnosis.busy_machine(pair(tmp_path, slow={"other_load": 0.6}))
+    assert diagnosis.busy_machine(pair(tmp_path, slow={"other_load": 0.05})) is None
+
+
+def test_a_slower_configuration_no_rule_explains_says_so(tmp_path):
+    found = diagnosis.diagnose(read(tmp_path, [sr.bench(sr.cell_id(), [1.0] * 5),
+                                               sr.bench(sr.cell_id(ws=2), [1.1] * 5, loader_stall=0.1)]).cells)
+    assert len(found) == 1 and found[0].causes == ()
+    assert found[0].line.endswith("no recorded number explains it.")
+
+
+def test_the_console_line_puts_the_binding_stage_first():
+    assert stages.split_line({"sample": 0.2, "fetch": 0.61, "forward_backward": 0.15, "optimizer": 0.001,
+                              "other": 0.04}) == "fetch 61 % · sample 20 % · forward/backward 15 % · other 4 %"
+    assert stages.split_line(None) is None and stages.split_line({}) is None
