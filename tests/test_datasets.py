@@ -5,14 +5,40 @@ import json
 import numpy as np
 import pytest
 
-from bench.datasets import hub, synthetic
+from bench import datasets
+from bench.datasets import baseline, hub, synthetic
 
 
 def test_generator_is_deterministic_by_seed():
     a, b = synthetic.generate({"scale": 10}), synthetic.generate({"scale": 10})
     c = synthetic.generate({"scale": 10, "seed": 1})
-    assert all(np.array_equal(a[k], b[k]) for k in a)
+    assert all(np.array_equal(a[k], b[k]) and a[k].dtype == b[k].dtype for k in a)
     assert not np.array_equal(a["edge_index"], c["edge_index"])
+    assert not np.array_equal(a["features"], c["features"])
+
+
+def test_generator_is_deterministic_across_chunks(monkeypatch):
+    """Edges made in several chunks (as on a large graph) are those of one seed, every time."""
+    monkeypatch.setattr(synthetic, "CHUNK_EDGES", 1000)
+    a, b = synthetic.generate({"scale": 10}), synthetic.generate({"scale": 10})
+    assert all(np.array_equal(a[k], b[k]) for k in a)
+
+
+def test_structure_is_shared_and_features_follow_the_store(tmp_path):
+    """Ranks map the structure, labels and splits from the hub's files (one copy in the page
+    cache for all of them), in the dtypes PyG and GraphBolt take as they are; the features are
+    read into the process only for the in-memory store."""
+    path = synthetic.materialise({"name": "tiny", "source": "synthetic", "params": {"scale": 8}}, tmp_path)
+    in_memory = datasets.load("synthetic", path, features_in_memory=True)
+    on_disk = datasets.load("synthetic", path, features_in_memory=False)
+    for data in (in_memory, on_disk):
+        for name in ("edge_index", "csc_indptr", "labels", "train_idx", "val_idx", "test_idx"):
+            array = getattr(data, name)
+            assert isinstance(array, np.memmap) and not array.flags.writeable, name
+            assert array.dtype == np.int64
+        assert data.edge_index[0].flags.c_contiguous  # CSC indices as one contiguous row
+    assert not isinstance(in_memory.features, np.memmap) and isinstance(on_disk.features, np.memmap)
+    assert isinstance(datasets.load("synthetic", path, mmap=True).features, np.memmap)  # sizes only
 
 
 def test_graph_is_undirected_simple_and_power_law():
@@ -27,24 +53,57 @@ def test_graph_is_undirected_simple_and_power_law():
     assert np.array_equal(np.diff(g["csc_indptr"]), degree)
 
 
-def test_labels_and_features_carry_signal():
+def test_neighbourhood_carries_what_the_features_lack():
+    """Features alone are weak; a node's neighbours mostly share its class, so averaging them
+    (what a GNN's mean aggregation does) predicts far better than the features alone."""
     g = synthetic.generate({"scale": 12, "num_classes": 8})
     labels, x, (src, dst) = g["labels"], g["features"], g["edge_index"]
     chance = 1 / 8
     counts = np.bincount(labels, minlength=8)
     assert counts.min() > 0.5 * counts.mean()  # balanced classes: chance really is 1/8
-    assert (labels[src] == labels[dst]).mean() > 1.5 * chance  # homophily
+    assert (labels[src] == labels[dst]).mean() > 0.7  # strong homophily
     train, test = g["train_idx"], g["test_idx"]
-    centroids = np.stack([x[train][labels[train] == k].mean(0) for k in range(8)])
-    predicted = ((x[test][:, None, :] - centroids[None]) ** 2).sum(-1).argmin(1)
-    assert (predicted == labels[test]).mean() > 2 * chance
+    alone = baseline.features_only_accuracy(x, labels, train, test)
+    deg = np.maximum(np.diff(g["csc_indptr"]), 1)[:, None]
+    neighbours = np.stack([np.bincount(dst, weights=x[src, k], minlength=x.shape[0]) for k in range(x.shape[1])], 1) / deg
+    with_neighbours = baseline.features_only_accuracy(np.hstack([x, neighbours]), labels, train, test)
+    assert 1.5 * chance < alone < 0.6  # some signal, far from enough
+    assert with_neighbours > alone + 0.2
 
 
-def test_splits_are_disjoint_and_cover_the_nodes():
+def test_rmat_levels_keep_their_probabilities():
+    """The lookup tables hold each joint outcome's probability to 2^-20; community levels keep
+    RMAT's marginals (so degrees are RMAT's) and keep an edge in its half as asked."""
+    levels = synthetic.level_probabilities(6, 0.57, 0.19, 0.19, community_levels=2, within=0.9)
+    assert np.allclose(levels[0], (0.57, 0.19, 0.19, 0.05)) and len(levels) == 6
+    a, b, c, d = levels[-1]
+    assert abs((a + b) - 0.76) < 1e-12 and abs((a + c) - 0.76) < 1e-12 and abs(a + d - 0.9) < 1e-12
+    table = synthetic.quadrant_table(levels[:2])
+    assert table.size == 1 << synthetic.TABLE_BITS
+    src_bits, dst_bits = table & 3, table >> 2
+    # P(source bit 1 of level 0) = c + d of level 0
+    assert abs(np.mean(src_bits & 1) - (0.19 + 0.05)) < 2 ** -19
+    assert abs(np.mean((src_bits >> 1) == (dst_bits >> 1)) - 0.57 - 0.05) < 2 ** -19
+    with pytest.raises(ValueError, match="within_community"):
+        synthetic.level_probabilities(6, 0.57, 0.19, 0.19, 2, within=0.1)
+
+
+def test_generator_version_is_part_of_the_cache_key(monkeypatch):
+    """Arrays that change for the same parameters get a new hub folder, never an old one's."""
+    spec = {"name": "tiny", "source": "synthetic", "params": {"scale": 8}}
+    before = hub.spec_key(spec)
+    monkeypatch.setattr(synthetic, "VERSION", synthetic.VERSION + 1)
+    assert hub.spec_key(spec) != before
+    planetoid = {"name": "cora", "source": "planetoid", "params": {"name": "Cora"}}
+    assert hub.spec_key(planetoid) == hub.spec_key(planetoid)  # sources without VERSION: unchanged
+
+
+def test_splits_are_disjoint_and_cover_the_connected_nodes():
     g = synthetic.generate({"scale": 9})
     parts = [g["train_idx"], g["val_idx"], g["test_idx"]]
     joined = np.concatenate(parts)
-    assert joined.size == g["labels"].size == np.unique(joined).size
+    connected = np.flatnonzero(np.diff(g["csc_indptr"]) > 0)
+    assert joined.size == np.unique(joined).size and np.array_equal(np.sort(joined), connected)
 
 
 def test_materialise_writes_once_and_loads(tmp_path):
@@ -53,6 +112,7 @@ def test_materialise_writes_once_and_loads(tmp_path):
     assert hub.is_materialised(spec, tmp_path) and path == hub.dataset_dir(spec, tmp_path)
     data = hub.load(path)
     assert data.card()["num_nodes"] == 256 and data.features.dtype == np.float32
+    assert 0 < data.card()["features_only_acc"] < 1 and 0 < data.card()["edge_homophily"] <= 1
     other = {**spec, "params": {"scale": 9}}
     assert hub.dataset_dir(other, tmp_path) != path  # parameters are part of the key
 

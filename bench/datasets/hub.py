@@ -10,6 +10,10 @@ Layout of one dataset folder (all arrays .npy, nodes numbered 0..N-1):
     labels.npy               int64 [N]
     train_idx.npy, val_idx.npy, test_idx.npy    int64 node ids
 
+The dtypes are the ones PyG and GraphBolt take as they are (int64 indices, float32 features):
+loaded memory-mapped, torch.from_numpy over them shares the page cache's pages between every
+rank and loader worker of a cell instead of copying (bench/datasets/__init__.py `load`).
+
 Each backend builds its own view from these files (PyG Data, GraphBolt graph + feature store),
 so N backends and M datasets need N + M converters. This module needs numpy only: it is
 imported by the host and inside every stack.
@@ -29,6 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from bench import checksums
+from bench.datasets import baseline
 
 FORMAT_VERSION = 1
 STAT_FIELDS = ("num_nodes", "num_edges", "feature_dim", "num_classes", "num_train", "num_val", "num_test")
@@ -52,6 +57,8 @@ class Materialised:
     meta: dict
 
     CARD = ("name", "source", *STAT_FIELDS)  # the statistics every result carries
+    # carried too where the dataset has them (older folders do not)
+    OPTIONAL_CARD = ("features_only_acc", "edge_homophily")
 
     @property
     def num_classes(self) -> int:
@@ -63,7 +70,8 @@ class Materialised:
 
     def card(self) -> dict:
         """The statistics every result carries (names are part of the results contract)."""
-        return {k: self.meta[k] for k in self.CARD}
+        return {**{k: self.meta[k] for k in self.CARD},
+                **{k: self.meta[k] for k in self.OPTIONAL_CARD if k in self.meta}}
 
 
 @dataclass
@@ -86,10 +94,24 @@ def spec_key(spec: dict) -> str:
     the label a suite gives a dataset is not part of it, so `cora` in one suite and
     `planetoid:Cora` on the command line share one folder."""
     params = spec.get("params", {})
-    canonical = json.dumps({"source": spec["source"], "params": params, "format": FORMAT_VERSION},
-                           sort_keys=True)
+    shape = {"source": spec["source"], "params": params, "format": FORMAT_VERSION}
+    version = source_version(spec["source"])
+    if version is not None:  # a generator's own version: new arrays, new folder
+        shape["version"] = version
+    canonical = json.dumps(shape, sort_keys=True)
     readable = "-".join([spec["source"], *(str(params[k]) for k in ("name", "scale", "count") if k in params)])
     return f"{readable}-{hashlib.sha256(canonical.encode()).hexdigest()[:10]}"
+
+
+def source_version(source: str) -> int | None:
+    """The VERSION a source module declares (a generator whose arrays changed for the same
+    parameters bumps it), or None."""
+    from bench import datasets  # the registry; imported here, as it imports this module's users
+
+    try:
+        return getattr(datasets.source_module(source), "VERSION", None)
+    except (KeyError, ImportError):
+        return None
 
 
 def dataset_dir(spec: dict, cache: Path) -> Path:
@@ -123,6 +145,10 @@ def write(spec: dict, cache: Path, arrays: dict[str, np.ndarray], extra_meta: di
             "num_test": int(arrays["test_idx"].size), **(extra_meta or {}),
         }
         check_stats(spec["name"], meta, expected)
+        if "features_only_acc" not in meta:
+            acc = baseline.features_only_accuracy(arrays["features"], arrays["labels"], arrays["train_idx"],
+                                                  arrays["test_idx"])
+            meta["features_only_acc"] = None if acc is None else round(acc, 4)
         record_checksums(tmp)
         (tmp / "meta.json").write_text(json.dumps(meta, indent=2))
     return target
@@ -296,10 +322,12 @@ def csc_from_coo(src: np.ndarray, dst: np.ndarray, num_nodes: int) -> tuple[np.n
 
 
 def split_indices(num_nodes: int, train_frac: float, val_frac: float, rng: np.random.Generator,
-                  test_frac: float | None = None):
-    """Random train/val/test node ids; the test split is the rest unless `test_frac` is given."""
-    perm = rng.permutation(num_nodes).astype(np.int64)
-    n_train, n_val = int(train_frac * num_nodes), int(val_frac * num_nodes)
-    end = num_nodes if test_frac is None else n_train + n_val + int(test_frac * num_nodes)
+                  test_frac: float | None = None, among: np.ndarray | None = None):
+    """Random train/val/test node ids; the test split is the rest unless `test_frac` is given.
+    `among`: the node ids to split (the fractions are of them); default all nodes."""
+    perm = (rng.permutation(num_nodes) if among is None else rng.permutation(among)).astype(np.int64)
+    count = perm.size
+    n_train, n_val = int(train_frac * count), int(val_frac * count)
+    end = count if test_frac is None else n_train + n_val + int(test_frac * count)
     return (np.sort(perm[:n_train]), np.sort(perm[n_train:n_train + n_val]),
             np.sort(perm[n_train + n_val:end]))

@@ -1,14 +1,23 @@
-"""Synthetic graphs: an RMAT (Graph500-style) generator with labels and features that carry signal.
+"""Synthetic graphs: an RMAT (Graph500-style) generator with communities, labels that follow them,
+and features too weak alone, so that a model must read the neighbourhood.
 
 Structure: RMAT recursively drops each edge into one quadrant of the adjacency matrix with
-probabilities (a, b, c, d), which yields the power-law degrees of real graphs; vertex ids are then
-permuted (as Graph500 does) so that degree does not follow the id. The graph is made undirected,
-without self-loops or duplicate edges.
+probabilities (a, b, c, d), which yields the power-law degrees of real graphs. The top
+ceil(log2 C) levels of the recursion keep both endpoints in the same half with probability
+`within_community` (their marginals unchanged, so the degrees are RMAT's): contiguous id ranges
+become communities, and a node's class is its range. Vertex ids are then permuted (as Graph500
+does) so that neither degree nor class follows the id. The graph is made undirected, without
+self-loops or duplicate edges. Nodes left without any edge (RMAT leaves many) are in no split:
+a neighbourhood cannot help them, so they would only blur what the GNN adds.
 
-Signal: each node draws random class scores, which are smoothed over its neighbourhood a few
-times, and its label is the best score. Neighbours therefore tend to share labels (homophily),
-and a GNN that aggregates neighbours beats one that looks at a node alone. Features are a class
-centroid plus Gaussian noise. Everything is deterministic by seed.
+Signal: features are a weak class centroid plus Gaussian noise, so a features-only classifier
+does poorly (`features_only_acc` in the dataset card, bench/datasets/baseline.py), while
+averaging a node's neighbours (mostly of its class: `edge_homophily` in the card) cancels noise.
+
+Speed: each random draw decides several recursion levels at once through a lookup table of the
+joint quadrant probabilities (2^20 entries, so each outcome's probability is exact to 2^-20),
+edges are made in chunks, and duplicates are removed by one sort of (destination, source) keys.
+Everything is deterministic by seed.
 """
 
 from __future__ import annotations
@@ -19,71 +28,133 @@ import numpy as np
 
 from bench.datasets import hub
 
+# Bumped whenever the same parameters give other arrays: part of the hub folder's key
+# (bench.datasets.hub.spec_key), so a cache made by an older generator is rebuilt, never misread.
+# 2: community RMAT from lookup tables, labels from communities, splits over connected nodes.
+VERSION = 2
+
 DEFAULTS = {"scale": 12, "edge_factor": 8, "feature_dim": 64, "num_classes": 8, "seed": 0,
-            "a": 0.57, "b": 0.19, "c": 0.19, "smoothing_rounds": 4, "self_weight": 0.3,
-            "feature_signal": 0.25,
+            "a": 0.57, "b": 0.19, "c": 0.19, "within_community": 0.95, "feature_signal": 0.15,
             "train_frac": 0.6, "val_frac": 0.2, "test_frac": None}  # test_frac None: the rest
 
+TABLE_BITS = 20       # resolution of the quadrant lookup tables
+LEVELS_PER_TABLE = 4  # recursion levels decided by one table lookup (4^4 outcomes)
+CHUNK_EDGES = 1 << 22  # edges made at a time (their working arrays stay small)
 
-def rmat_edges(scale: int, edge_factor: int, a: float, b: float, c: float,
+
+def level_probabilities(scale: int, a: float, b: float, c: float, community_levels: int,
+                        within: float) -> list[tuple[float, float, float, float]]:
+    """(a, b, c, d) of each recursion level, bit 0 first. The top `community_levels` levels keep
+    an edge in one half with probability `within`, with RMAT's marginals (P(source bit 0) =
+    a + b, P(destination bit 0) = a + c), so every node's expected degree stays RMAT's."""
+    d = 1 - a - b - c
+    across = (1 - within) / 2
+    if not (0 < within < 1 and across <= min(a + b, a + c) and a + b + across < 1):
+        raise ValueError(f"within_community={within} does not fit RMAT's a={a}, b={b}, c={c}")
+    community = (a + b - across, across, across, 1 - (a + b - across) - 2 * across)
+    community_levels = min(community_levels, scale)
+    return [(a, b, c, d)] * (scale - community_levels) + [community] * community_levels
+
+
+def quadrant_table(levels: list[tuple[float, ...]], bits: int = TABLE_BITS) -> np.ndarray:
+    """A 2^bits lookup table: a uniform `bits`-bit number -> the quadrants of len(levels) levels,
+    as (source bits | destination bits << len(levels)), each joint outcome taking a share of the
+    table's slots equal to its probability (largest remainders rounded up)."""
+    k = len(levels)
+    joint = np.ones(1)
+    for p in levels:  # outcome index: base-4 digits, the first level most significant
+        joint = np.outer(joint, p).ravel()
+    slots = joint * (1 << bits)
+    counts = np.floor(slots).astype(np.int64)
+    counts[np.argsort(counts - slots, kind="stable")[:(1 << bits) - counts.sum()]] += 1
+    outcomes = np.arange(4 ** k)
+    src_bits, dst_bits = np.zeros_like(outcomes), np.zeros_like(outcomes)
+    for level in range(k):
+        quadrant = (outcomes // 4 ** (k - 1 - level)) % 4  # 0: a, 1: b, 2: c, 3: d
+        src_bits |= (quadrant >> 1) << level
+        dst_bits |= (quadrant & 1) << level
+    return np.repeat((src_bits | dst_bits << k).astype(np.uint8), counts)
+
+
+def rmat_edges(scale: int, edge_factor: int, levels: list[tuple[float, ...]],
                rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """Directed RMAT edges on 2**scale nodes, one bit of each endpoint per recursion level."""
+    """Directed RMAT edges on 2**scale nodes (uint32 ids, before any permutation)."""
     num_edges = edge_factor << scale
-    src = np.zeros(num_edges, dtype=np.int64)
-    dst = np.zeros(num_edges, dtype=np.int64)
-    for level in range(scale):
-        r = rng.random(num_edges)
-        src_bit = r >= a + b                                  # quadrants c and d: lower half
-        dst_bit = ((r >= a) & (r < a + b)) | (r >= a + b + c)  # quadrants b and d: right half
-        src |= src_bit.astype(np.int64) << level
-        dst |= dst_bit.astype(np.int64) << level
-    perm = rng.permutation(1 << scale)
-    return perm[src], perm[dst]
+    groups = [(start, levels[start:start + LEVELS_PER_TABLE]) for start in range(0, scale, LEVELS_PER_TABLE)]
+    tables = [quadrant_table(group) for _, group in groups]
+    per_draw = 64 // TABLE_BITS  # table indices cut from one 64-bit draw
+    mask = np.uint64((1 << TABLE_BITS) - 1)
+    src, dst = np.empty(num_edges, np.uint32), np.empty(num_edges, np.uint32)
+    for start in range(0, num_edges, CHUNK_EDGES):
+        size = min(CHUNK_EDGES, num_edges - start)
+        s, d = src[start:start + size], dst[start:start + size]
+        s[:], d[:] = 0, 0
+        for i, ((level, group), table) in enumerate(zip(groups, tables)):
+            if i % per_draw == 0:
+                raw = rng.bit_generator.random_raw(size)
+            outcome = table[(raw >> np.uint64(TABLE_BITS * (i % per_draw))) & mask]
+            k = len(group)
+            s |= (outcome & ((1 << k) - 1)).astype(np.uint32) << np.uint32(level)
+            d |= (outcome >> k).astype(np.uint32) << np.uint32(level)
+    return src, dst
 
 
-def neighbour_mean(values: np.ndarray, edge_index: np.ndarray, num_nodes: int) -> np.ndarray:
-    src, dst = edge_index
-    deg = np.bincount(dst, minlength=num_nodes).astype(np.float64)
-    out = np.stack([np.bincount(dst, weights=values[src, k], minlength=num_nodes)
-                    for k in range(values.shape[1])], axis=1)
-    return out / np.maximum(deg, 1.0)[:, None]
-
-
-def balanced_argmax(scores: np.ndarray, iterations: int = 200) -> np.ndarray:
-    """Argmax after per-class offsets that equalise class sizes: without them, smoothing over
-    power-law hubs lets a few classes swallow most nodes."""
-    n, k = scores.shape
-    offsets = np.zeros(k)
-    step = 0.5 * scores.std()
-    for _ in range(iterations):
-        labels = (scores + offsets).argmax(axis=1)
-        offsets -= step * (np.bincount(labels, minlength=k) / n - 1.0 / k)
-    return (scores + offsets).argmax(axis=1).astype(np.int64)
+def undirected_csc(src: np.ndarray, dst: np.ndarray, scale: int) -> tuple[np.ndarray, np.ndarray]:
+    """Both directions of every edge, self-loops and duplicates dropped, sorted by (destination,
+    source): one in-place sort of 64-bit keys and a comparison of neighbours (np.unique is
+    several times slower on them). Returns (edge_index int64 [2, E], csc_indptr int64 [N + 1])."""
+    n = 1 << scale
+    keep = src != dst
+    src, dst = src[keep], dst[keep]
+    m = src.size
+    keys = np.empty(2 * m, dtype=np.int64)
+    np.left_shift(dst, scale, out=keys[:m], dtype=np.int64)
+    keys[:m] |= src
+    np.left_shift(src, scale, out=keys[m:], dtype=np.int64)
+    keys[m:] |= dst
+    del src, dst
+    keys.sort()
+    fresh = np.empty(keys.size, dtype=bool)
+    fresh[:1] = True
+    np.not_equal(keys[1:], keys[:-1], out=fresh[1:])
+    keys = keys[fresh]
+    del fresh
+    edge_index = np.empty((2, keys.size), dtype=np.int64)
+    np.bitwise_and(keys, n - 1, out=edge_index[0])
+    np.right_shift(keys, scale, out=edge_index[1])
+    del keys
+    indptr = np.searchsorted(edge_index[1], np.arange(n + 1, dtype=np.int64)).astype(np.int64)
+    return edge_index, indptr
 
 
 def generate(params: dict) -> dict[str, np.ndarray]:
     p = {**DEFAULTS, **params}
     rng = np.random.default_rng(p["seed"])
-    n = 1 << p["scale"]
-    src, dst = rmat_edges(p["scale"], p["edge_factor"], p["a"], p["b"], p["c"], rng)
-    keep = src != dst
-    src, dst = src[keep], dst[keep]
-    edge_index, indptr = hub.csc_from_coo(np.concatenate([src, dst]), np.concatenate([dst, src]), n)
+    scale, classes = p["scale"], p["num_classes"]
+    n = 1 << scale
+    community_levels = int(np.ceil(np.log2(classes)))
+    levels = level_probabilities(scale, p["a"], p["b"], p["c"], community_levels, p["within_community"])
+    src, dst = rmat_edges(scale, p["edge_factor"], levels, rng)
+    perm = rng.permutation(n).astype(np.uint32)
+    # a node's class is its community: its id range before the permutation
+    labels = np.empty(n, dtype=np.int64)
+    labels[perm] = (np.arange(n, dtype=np.int64) * classes) >> scale
+    np.take(perm, src, out=src)
+    np.take(perm, dst, out=dst)
+    del perm
+    edge_index, indptr = undirected_csc(src, dst, scale)
+    del src, dst
 
-    scores = rng.normal(size=(n, p["num_classes"]))
-    for _ in range(p["smoothing_rounds"]):
-        scores = p["self_weight"] * scores + neighbour_mean(scores, edge_index, n)
-    labels = balanced_argmax(scores)
-
-    centroids = rng.normal(size=(p["num_classes"], p["feature_dim"]))
-    # drawn in row blocks (the same values as one draw: numpy's Generator streams them in order)
-    # so a multi-GB feature matrix never exists in float64
+    centroids = (p["feature_signal"] * rng.standard_normal((classes, p["feature_dim"]))).astype(np.float32)
+    # noise drawn in float32 row blocks, straight into the matrix (no float64 copy of it)
     features = np.empty((n, p["feature_dim"]), dtype=np.float32)
-    block = max(1, (256 << 20) // (8 * p["feature_dim"]))
+    block = max(1, (64 << 20) // (4 * p["feature_dim"]))
     for start in range(0, n, block):
-        rows = slice(start, min(start + block, n))
-        features[rows] = p["feature_signal"] * centroids[labels[rows]] + rng.normal(size=(rows.stop - start, p["feature_dim"]))
-    train, val, test = hub.split_indices(n, p["train_frac"], p["val_frac"], rng, p["test_frac"])
+        rows = features[start:start + block]
+        rng.standard_normal(rows.shape, dtype=np.float32, out=rows)
+        rows += centroids[labels[start:start + block]]
+    connected = np.flatnonzero(np.diff(indptr) > 0)
+    train, val, test = hub.split_indices(n, p["train_frac"], p["val_frac"], rng, p["test_frac"], among=connected)
     return {"edge_index": edge_index, "csc_indptr": indptr, "features": features, "labels": labels,
             "train_idx": train, "val_idx": val, "test_idx": test}
 
@@ -92,8 +163,8 @@ def generate(params: dict) -> dict[str, np.ndarray]:
 # validation builds its schema from them: bench/datasets/params.py); the rest are fixed by DEFAULTS.
 FRACTION = {"gt": 0, "lt": 1}
 PARAMS = {"scale": (int, {"ge": 4, "le": 26}), "edge_factor": (int, {"ge": 1, "le": 64}),
-          "feature_dim": (int, {"ge": 1}), "num_classes": (int, {"ge": 2}), "seed": (int, {}),
-          # split fractions: a small training split keeps epochs short on a large graph
+          "feature_dim": (int, {"ge": 1}), "num_classes": (int, {"ge": 2, "le": 256}), "seed": (int, {}),
+          # split fractions (of the nodes with an edge): a small training split keeps epochs short
           "train_frac": (float, FRACTION), "val_frac": (float, FRACTION),
           "test_frac": (float | None, FRACTION)}  # None: the rest
 USER_PARAMS = tuple(PARAMS)
@@ -114,12 +185,13 @@ def canonical_params(params: dict) -> dict:
 
 # What `gnnbench datasets list|info` say about sizes before the graph is generated.
 SIZES_NOTE = ("synthetic sizes follow its parameters: synthetic:scale=S,edge_factor=F,feature_dim=D,num_classes=C,"
-              "seed=N (nodes 2^S, edges at most 2·F·2^S)")
+              "seed=N (nodes 2^S, edges at most 2·F·2^S, splits over the nodes with an edge)")
 ESTIMATE_ORIGIN = "upper bounds before generation"
 
 
 def expected_stats(params: dict) -> dict:
-    """Upper bounds before generation: RMAT's duplicate edges and self-loops only remove edges."""
+    """Upper bounds before generation: RMAT's duplicate edges and self-loops only remove edges,
+    and nodes left without an edge only leave the splits."""
     p = {**DEFAULTS, **params}
     n = 1 << p["scale"]
     n_train, n_val = int(p["train_frac"] * n), int(p["val_frac"] * n)
@@ -133,6 +205,6 @@ def materialise(spec: dict, cache: Path, data_root: Path | None = None) -> Path:
     params = {**DEFAULTS, **spec.get("params", {})}
     arrays = generate(params)
     src, dst = arrays["edge_index"]
-    homophily = float((arrays["labels"][src] == arrays["labels"][dst]).mean()) if src.size else 0.0
-    return hub.write(spec, cache, arrays, extra_meta={"num_classes": params["num_classes"],
-                                                      "edge_homophily": round(homophily, 4)})
+    homophily = float(np.count_nonzero(arrays["labels"][src] == arrays["labels"][dst]) / max(src.size, 1))
+    return hub.write(spec, cache, arrays, extra_meta={
+        "num_classes": params["num_classes"], "edge_homophily": round(homophily, 4), "generator": VERSION})

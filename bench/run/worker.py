@@ -98,11 +98,15 @@ def run_cell(cell: dict, dataset_dir: Path) -> dict | None:
     from bench.backends.base import Unavailable, rank_and_world, unwrap
     from bench import datasets
     from bench.stores import features_in_memory
+    from bench.run.memory_breakdown import PhaseMemory, model_optimizer_bytes
 
+    memory = PhaseMemory()  # where this rank's memory goes, phase by phase
+    memory.take("start")
     settings = cell["settings"]
     rank, world = rank_and_world()
     launched_at = float(os.environ.get("GNNBENCH_LAUNCHED_AT", time.time()))
     Pipeline = load_pipeline_class(cell["backend"])
+    memory.take("imports")
     # the modules of the backend's own stack, whichever interpreter runs it (external stacks too)
     record = {"versions": framework_versions(BACKENDS[cell["backend"]].stack), "device": device_info()}
     reason = Pipeline.unavailable(settings["mode"], world)
@@ -117,8 +121,10 @@ def run_cell(cell: dict, dataset_dir: Path) -> dict | None:
     # in-memory cells read the features into each rank; disk-backed ones leave them mapped
     data = datasets.load(cell["dataset"]["source"], dataset_dir,
                          features_in_memory=features_in_memory(settings.get("store", "memory")))
+    memory.take("dataset")
     try:
         pipe = Pipeline(data, settings)
+        memory.take("pipeline")
     except Unavailable as exc:
         if world > 1:
             dist.destroy_process_group()
@@ -148,7 +154,8 @@ def run_cell(cell: dict, dataset_dir: Path) -> dict | None:
         (measured if measuring else warmup).append(stats)
         if rank == 0:
             progress(epoch=epoch + 1, of=total, warmup=not measuring, seconds=round(stats["seconds"], 4))
-    mine = {"rank": rank, "epochs": measured, "warmup": warmup, "startup_s": first_batch_at[0] - launched_at,
+    memory.take("epochs")
+    mine = {"memory_breakdown": memory.breakdown(model_optimizer_bytes(pipe)), "rank": rank, "epochs": measured, "warmup": warmup, "startup_s": first_batch_at[0] - launched_at,
             "self_max_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,  # KiB on Linux
             "peak_gpu_bytes": peak_gpu_bytes(pipe)}
     collective_eval = getattr(pipe, "collective_eval", False)  # e.g. partitions evaluating together
@@ -167,6 +174,8 @@ def run_cell(cell: dict, dataset_dir: Path) -> dict | None:
         dist.destroy_process_group()
     if not collective_eval:
         val_acc, test_acc = (pipe.evaluate("val"), pipe.evaluate("test")) if rank == 0 else (None, None)
+    memory.take("evaluation")
+    ranks[rank]["memory_breakdown"] = memory.breakdown(model_optimizer_bytes(pipe))  # with evaluation's peak
     if rank != 0:
         local_first = int(os.environ.get("LOCAL_RANK", 0)) == 0
         return {**record, "status": "follower", "reason": "ranks of this node ran; rank 0 records the cell"} if local_first else None
@@ -174,7 +183,8 @@ def run_cell(cell: dict, dataset_dir: Path) -> dict | None:
             "ranks": [rank_summary(r) for r in ranks], "val_acc": val_acc, "test_acc": test_acc,
             "startup_s": max(r["startup_s"] for r in ranks), "self_max_rss_bytes": mine["self_max_rss_bytes"],
             "partition": getattr(pipe, "partition", None), "sampler": pipe.sampler,
-            "dataset": {**data.card(), "name": cell["dataset"]["name"]}}
+            "dataset": {**data.card(), "name": cell["dataset"]["name"]},
+            "memory_breakdown": [r.get("memory_breakdown") for r in ranks]}  # by rank: bench/run/memory_breakdown.py
 
 
 def peak_gpu_bytes(pipe) -> int | None:

@@ -1,0 +1,72 @@
+"""Where a rank's memory goes (bench/run/memory_breakdown.py): on a real cell of each backend
+the parts sum to the rank's PSS as the runner's sampler measures it, and they name their kinds."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+
+import pytest
+
+from bench.datasets import synthetic
+from bench.run import memory_breakdown, runner, stacks
+from tests.conftest import REPO, require_stacks
+
+SETTINGS = {"seed": 0, "mode": "cpu-cpu", "store": "memory", "num_workers": 0, "batch_size": 256,
+            "fanout": [10, 5], "model": "sage", "hidden": 64, "lr": 0.01, "epochs": 2, "warmup_epochs": 1,
+            "world_size": 1}
+
+
+def test_kinds_of_mappings():
+    assert memory_breakdown.kind_of("") == "anon" and memory_breakdown.kind_of("[heap]") == "anon"
+    assert memory_breakdown.kind_of("/c/datasets/x/edge_index.npy") == "structure"
+    assert memory_breakdown.kind_of("/c/datasets/x/features.npy") == "features"
+    assert memory_breakdown.kind_of("/c/stores/x/data.mdb") == "features"
+    assert memory_breakdown.kind_of("/dev/shm/torch_12_34 (deleted)") == "shm"
+    assert memory_breakdown.kind_of("/usr/lib/libtorch_cpu.so") == "library"
+
+
+def test_parts_sum_to_this_process_pss():
+    phases = memory_breakdown.PhaseMemory()
+    for phase in memory_breakdown.PHASES:
+        phases.take(phase)
+    result = phases.breakdown(model_optimizer_bytes=0)
+    parts = sum(p["shared"] + p["private"] for p in result["parts"].values())
+    assert parts == result["pss_bytes"] > 0
+    assert result["parts"]["interpreter_framework"]["private"] > 0
+
+
+@pytest.mark.parametrize("backend,stack", [("pyg-neighbor", "pyg"), ("dgl-graphbolt", "dgl")])
+@pytest.mark.parametrize("store", ["memory", "graphbolt-disk"])
+def test_breakdown_sums_to_the_measured_pss(tmp_path, backend, stack, store):
+    if store == "graphbolt-disk" and backend != "dgl-graphbolt":
+        pytest.skip("GraphBolt's own store")
+    require_stacks(stack)
+    spec = {"name": "tiny", "source": "synthetic", "params": synthetic.canonical_params({"scale": 13, "feature_dim": 256})}
+    dataset = synthetic.materialise(spec, tmp_path)
+    cell = {"id": f"{backend}/tiny", "backend": backend, "dataset": spec, "settings": {**SETTINGS, "store": store}}
+    out = tmp_path / "record.json"
+    proc = subprocess.Popen([str(stacks.get(stack).python), "-m", "bench.run.worker", json.dumps(cell), str(dataset),
+                             str(out)], cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+    sampler = runner.TreeMemorySampler(proc.pid, interval=0.05)
+    sampler.start()
+    try:
+        assert proc.wait(timeout=600) == 0
+    finally:
+        sampler.stop()
+    record = json.loads(out.read_text())
+    [breakdown] = record["memory_breakdown"]
+    parts = breakdown["parts"]
+    total = sum(p["shared"] + p["private"] for p in parts.values())
+    assert total == breakdown["pss_bytes"]
+    measured = sampler.rank_peaks[0][1]  # the runner's peak PSS of the rank
+    assert abs(total - measured) <= 0.1 * measured, (total >> 20, measured >> 20, parts)
+    assert parts["interpreter_framework"]["private"] + parts["interpreter_framework"]["shared"] > 100 * 2**20
+    features = parts["features"]
+    if store == "memory":  # read into the rank: private; 8192 x 256 float32 = 8 MiB
+        assert features["private"] >= 7 * 2**20
+    else:  # mapped from the hub's file (GraphBolt maps it "r+": some of its pages show as private dirty)
+        assert features["shared"] + features["private"] >= 4 * 2**20
+    assert breakdown["model_optimizer_bytes"] > 0
