@@ -19,7 +19,7 @@ Positive = Annotated[float, Field(gt=0)]
 Count = Annotated[int, Field(ge=0)]
 Share = Annotated[float, Field(ge=0, le=1)]
 Nothing = Literal[0, "", None]  # an empty value where a record is optional reads as none
-UNMEASURED_STATUSES = ("failed", "timeout", "skipped", "refused", "follower")
+UNMEASURED_STATUSES = ("failed", "timeout", "oom", "skipped", "refused", "follower")
 
 
 class Loose(BaseModel):
