@@ -35,10 +35,13 @@ def fresh_dataset(dataset, tmp_path):
     return copy
 
 
-@pytest.mark.parametrize("rows_per_key", [1, 4, 7])
+@pytest.mark.parametrize("rows_per_key", [1, 4, 7, lmdb_features.DEFAULT_ROWS_PER_KEY])
 def test_reads_equal_the_hub_features_bit_for_bit(dataset, rows_per_key):
     features = np.load(dataset / "features.npy")
     store = LmdbFeatures(lmdb_features.build(dataset, rows_per_key), lmdb_features.fingerprint(dataset))
+    # large values are read through the offsets index, rows in leaf pages through LMDB: both here
+    assert (store.index is not None) == (rows_per_key == lmdb_features.DEFAULT_ROWS_PER_KEY)
+    store.check()  # the two ways agree
     rng = np.random.default_rng(0)
     for ids in (rng.integers(0, len(features), 300),          # unsorted, with repeats
                 np.arange(len(features)),                     # every row, the last chunk too
@@ -62,6 +65,24 @@ def test_the_build_is_reused_and_a_failed_build_leaves_nothing(fresh_dataset):
     assert lmdb_features.build(fresh_dataset) == path and (path / "data.mdb").stat().st_mtime_ns == built
 
 
+def test_a_store_of_an_older_format_is_rebuilt_not_misread(fresh_dataset):
+    import lmdb
+
+    path = lmdb_features.build(fresh_dataset)
+    env = lmdb.open(str(path), subdir=True)
+    with env.begin(write=True) as txn:  # as a format-1 build left it (one row per key)
+        meta = json.loads(txn.get(b"__meta__"))
+        txn.put(b"__meta__", json.dumps({**meta, "format": 1, "rows_per_key": 1}).encode())
+    env.close()
+    with pytest.raises(StoreError, match="rebuild"):
+        LmdbFeatures(path)  # never read as the current layout (its bytes or its format refuse it)
+    assert lmdb_features.build(fresh_dataset) == path
+    store = LmdbFeatures(path, lmdb_features.fingerprint(fresh_dataset))
+    assert store.meta["format"] == lmdb_features.FORMAT_VERSION
+    features = np.load(fresh_dataset / "features.npy")
+    assert store.gather(np.arange(len(features))[::-1]).tobytes() == features[::-1].tobytes()
+
+
 def test_map_size_from_the_environment(fresh_dataset, monkeypatch):
     monkeypatch.setenv(lmdb_features.MAP_SIZE_ENV, str(64 * 1024))
     with pytest.raises(StoreError, match="unset GNNBENCH_LMDB_MAP_SIZE or raise it"):
@@ -69,7 +90,7 @@ def test_map_size_from_the_environment(fresh_dataset, monkeypatch):
 
 
 def test_a_missing_store_says_how_it_is_built(fresh_dataset):
-    with pytest.raises(StoreError, match=r"lmdb-features-r1 .*(missing|cannot be opened)"):
+    with pytest.raises(StoreError, match=rf"{lmdb_features.store_dir(fresh_dataset).name} .*(missing|cannot be opened)"):
         LmdbFeatures(lmdb_features.store_dir(fresh_dataset))
 
 
@@ -179,7 +200,7 @@ def test_a_corrupt_store_fails_its_cells_and_keeps_the_others(tmp_path, cache_di
     # stores_run built the store in the shared test hub; damage a copy of that hub
     hub_copy = tmp_path / "hub"
     shutil.copytree(cache_dir, hub_copy)
-    store = next(hub_copy.glob("datasets/*/stores/lmdb-features-r1"))
+    store = next(hub_copy.glob(f"datasets/*/stores/{lmdb_features.store_dir('.').name}"))
     (store / "data.mdb").write_bytes(b"garbage" * 100)
     text = (STORES_SUITE.replace("[memory, lmdb, graphbolt-disk]", "[memory, lmdb]")
             .replace("num_workers: [0, 1]", "num_workers: 0")

@@ -20,7 +20,7 @@ Count = Annotated[int, Field(ge=0)]
 Share = Annotated[float, Field(ge=0, le=1)]
 Amount = Annotated[float, Field(ge=0)]  # a count or a mean of counts, bytes or bytes/s: finite, not negative
 Nothing = Literal[0, "", None]  # an empty value where a record is optional reads as none
-UNMEASURED_STATUSES = ("failed", "timeout", "skipped", "refused", "follower")
+UNMEASURED_STATUSES = ("failed", "timeout", "oom", "skipped", "refused", "follower")
 
 
 class Loose(BaseModel):

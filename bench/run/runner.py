@@ -25,7 +25,7 @@ from pathlib import Path
 import psutil
 
 from bench import datasets
-from bench.run import stacks
+from bench.run import cgroup, stacks
 from bench.run.load import LoadMeter
 from bench.datasets import hub, memory
 from bench.net import free_port
@@ -45,7 +45,7 @@ RUN_ID_ENV = "GNNBENCH_RUN_ID"  # marks every process of one cell, so leftovers 
 @dataclass
 class Outcome:
     cell: Cell
-    status: str  # ok | failed | timeout | skipped | refused | follower
+    status: str  # ok | failed | timeout | oom | skipped | refused | follower
     reason: str = ""
     record: dict = field(default_factory=dict)  # what the worker wrote
     peak_rss_bytes: int = 0
@@ -253,16 +253,41 @@ def run_in_stack(cell: Cell, dataset_dir: Path, cache: Path, on_progress=None,
                                        f"(gnnbench stacks install {cell.stack})")
     timeout = float(cell.settings["timeout"])
     run_id = uuid.uuid4().hex
+    try:
+        group = memory_cgroup(cell, run_id)
+    except cgroup.CgroupError as exc:
+        return Outcome(cell, "skipped", f"memory_limit {cell.settings.get('memory_limit')}: {exc}")
+    try:
+        return _run(cell, stack.python, dataset_dir, cache, on_progress, extra_env, launch, timeout, run_id, group)
+    finally:
+        if group is not None:
+            group.remove()
+
+
+def memory_cgroup(cell: Cell, run_id: str) -> cgroup.MemoryCgroup | None:
+    """The cell's memory cgroup when its `memory_limit` sets one (bench/run/cgroup.py)."""
+    limit = cgroup.parse_limit(cell.settings.get("memory_limit"))
+    return None if limit is None else cgroup.MemoryCgroup.create(run_id[:16], limit)
+
+
+def _run(cell: Cell, python: Path, dataset_dir: Path, cache: Path, on_progress, extra_env, launch: Launch, timeout: float,
+         run_id: str, group: cgroup.MemoryCgroup | None) -> Outcome:
     with tempfile.TemporaryDirectory(prefix="gnnbench-cell-") as scratch:
         out_path = Path(scratch) / "result.json"
         err_path = Path(scratch) / "stderr.txt"
-        cmd = worker_command(stack.python, cell, [cell.to_json(), str(dataset_dir), str(out_path)], launch)
+        cmd = worker_command(python, cell, [cell.to_json(), str(dataset_dir), str(out_path)], launch)
         env = {**worker_env(cache, run_id), **(extra_env or {})}
         started = time.monotonic()
         load = LoadMeter()
-        with open(err_path, "w") as err:
-            proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=err, text=True,
-                                    start_new_session=True, cwd=repo_root())
+        join_fd = group.join_fd() if group else None
+        try:
+            with open(err_path, "w") as err:  # in the cgroup before it runs: all it starts is too
+                proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=err, text=True,
+                                        start_new_session=True, cwd=repo_root(),
+                                        preexec_fn=cgroup.join_in_child(join_fd) if group else None)
+        finally:
+            if join_fd is not None:
+                os.close(join_fd)
         sampler = TreeMemorySampler(proc.pid)
         sampler.start()
         reader = threading.Thread(target=_read_progress, args=(proc.stdout, on_progress), daemon=True)
@@ -282,8 +307,13 @@ def run_in_stack(cell: Cell, dataset_dir: Path, cache: Path, on_progress=None,
         outcome = Outcome(cell, "ok", peak_rss_bytes=sampler.peak_rss, peak_pss_bytes=sampler.peak_pss,
                           wall_s=wall, rank_peaks=dict(sampler.rank_peaks),
                           other_load=load.other_share(sampler.cpu_seconds))
+        oom_kills = group.oom_kills() if group else 0
         if timed_out:
             outcome.status, outcome.reason = "timeout", f"no result after {timeout:g} s (killed)\n{stderr_tail}"
+        elif oom_kills and (proc.returncode != 0 or not out_path.exists()):
+            outcome.status = "oom"
+            outcome.reason = (f"out of memory under {group.describe()}: the kernel's OOM killer ended {oom_kills} "
+                              f"process(es) of the cell; {failure_headline(stderr, proc.returncode)}\n{stderr_tail}")
         elif proc.returncode != 0 or not out_path.exists():
             outcome.status = "failed"
             outcome.reason = f"{failure_headline(stderr, proc.returncode)}\n{stderr_tail}"

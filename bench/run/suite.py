@@ -23,13 +23,15 @@ from bench.datasets import SOURCES, canonical_params, parametric, params_model, 
 from bench.datasets.params import Strict
 from bench.inputs import plain_name_problem
 from bench.paths import suites_dir
-from bench.stores import STORES
+from bench.run.cgroup import canonical as canonical_limit
+from bench.stores import STORES, cold_files
 
 Mode = Literal[ALL_MODES]  # type: ignore[valid-type]
 Store = Literal[tuple(STORES)]  # type: ignore[valid-type]
 Model = Literal["sage", "none"]
 # YAML 1.1 reads a bare `off` as false: take it as the "off" it was written as
 Amp = Annotated[Literal["off", "bf16", "fp16"], BeforeValidator(lambda v: "off" if v is False else v)]
+MemoryLimit = Annotated[str, BeforeValidator(lambda v: canonical_limit(v))]  # "none" or e.g. "3GiB"
 Fanout = Annotated[list[Annotated[int, Field(ge=1, le=10_000)]], Field(min_length=1, max_length=5)]
 
 
@@ -99,6 +101,12 @@ class Settings(Strict):
     pin_memory: one_or_sweep(bool) = False  # the loader pins each batch, copied with non_blocking=True
     amp: one_or_sweep(Amp) = "off"  # autocast in bf16, or fp16 with a GradScaler (CUDA only)
     gpu_cache: one_or_sweep(bounded(float, ge=0, le=1)) = 0.0  # GraphBolt GPUCachedFeature: share of feature rows
+    # Memory budget: the cell's whole process tree runs in a memory cgroup with this limit ("none",
+    # or a size: 512MiB, 3GiB); killed for memory it is recorded as `oom` (bench/run/cgroup.py).
+    memory_limit: one_or_sweep(MemoryLimit) = "none"
+    # Disk-backed stores only: "cold" evicts the store's files from the page cache before every
+    # epoch (bench/stores/page_cache.py); "warm" leaves them as the previous epoch left them.
+    page_cache: one_or_sweep(Literal["warm", "cold"]) = "warm"
 
     @field_validator("stack")
     @classmethod
@@ -188,6 +196,10 @@ class Cell:
 # when the suite sweeps them.
 ID_ALWAYS = {"mode": "mode", "num_workers": "workers", "world_size": "ws"}
 ID_SHORT = {"batch_size": "batch", "warmup_epochs": "warmup"}
+# Settings that appear in a cell id exactly when they differ from their default, swept or not
+# (so a limited or cold cell never shares the id of its unlimited, warm twin, and adding them
+# to a suite leaves the ids of its other cells as they were).
+ID_WHEN_SET = {"memory_limit": "none", "page_cache": "warm"}
 
 
 def load(path_or_name: str | Path) -> tuple[Suite, Path]:
@@ -416,7 +428,8 @@ def expand(suite: Suite) -> list[Cell]:
 def _meaningful(backend: str, settings: dict) -> bool:
     """Whether a backend has what these settings ask for: a stack of its framework; the GPU
     settings only in a mode that trains on the GPU (bf16 autocast also runs on the CPU), with a
-    model to train, and where the backend has them (BackendInfo.options)."""
+    model to train, and where the backend has them (BackendInfo.options); a cold page cache
+    only for a store read from files."""
     from bench.run.stacks import framework_of, get
 
     info = BACKENDS[backend]
@@ -430,6 +443,9 @@ def _meaningful(backend: str, settings: dict) -> bool:
         return False
     # GraphBolt looks its GPU cache up with ids on the GPU: the mode that moves the seeds there first
     if settings["gpu_cache"] and not (settings["mode"] == "pinned-cuda" and "gpu_cache" in info.options):
+        return False
+    # a cold page cache means something only for a store read from files (not an in-memory copy)
+    if settings["page_cache"] == "cold" and not cold_files(settings["store"], info.task):
         return False
     return True
 
@@ -457,10 +473,11 @@ def _cell_id(backend: str, dataset: str, settings: dict, swept: set[str]) -> str
     parts = [backend, dataset]
     parts += [f"{short}={settings[key]}" for key, short in ID_ALWAYS.items()]
     for key in settings:
-        if key in swept and key not in ID_ALWAYS and key != "stack":
+        if key in swept and key not in ID_ALWAYS and key not in ID_WHEN_SET and key != "stack":
             value = settings[key]
             value = "-".join(map(str, value)) if isinstance(value, list) else value
             parts.append(f"{ID_SHORT.get(key, key)}={value}")
     if settings["model"] != "sage" and "model" not in swept:
         parts.append(f"model={settings['model']}")
+    parts += [f"{key}={settings[key]}" for key, default in ID_WHEN_SET.items() if settings[key] != default]
     return "/".join(parts)

@@ -140,8 +140,12 @@ def run_cell(cell: dict, dataset_dir: Path) -> dict | None:
 
     total = settings["warmup_epochs"] + settings["epochs"]
     warmup, measured = [], []
+    from bench.stores import files_of, page_cache  # page_cache: cold, the store's files (none in memory)
+    cold = files_of(settings["store"], BACKENDS[cell["backend"]].task, dataset_dir) if settings.get("page_cache") == "cold" else []
     for epoch in range(total):
         measuring = epoch >= settings["warmup_epochs"]
+        if cold and page_cache.evict(cold) > 0.05:  # every epoch starts cold; what others map stays
+            print(f"rank {rank}: page_cache cold: {page_cache.resident_share(cold):.0%} of the store still cached", file=sys.stderr)
         comm_before = pipe.comm.seconds if pipe.comm else 0.0
         if world > 1:
             dist.barrier()  # every rank starts the epoch together; the slowest rank ends it

@@ -24,7 +24,8 @@ from pathlib import Path
 
 from bench.stores.lmdb_env import StoreError
 
-__all__ = ["STORES", "StoreError", "StoreInfo", "features_in_memory", "open_store", "prepare"]
+__all__ = ["STORES", "StoreError", "StoreInfo", "cold_files", "features_in_memory", "files_of", "open_store",
+           "prepare"]
 
 
 @dataclass(frozen=True)
@@ -35,23 +36,38 @@ class StoreInfo:
     # otherwise it is memory-mapped and shared by all ranks through the page cache
     per_rank_memory: bool = False
     modules: dict[str, str] = field(default_factory=dict)  # task -> module that builds and opens it
+    # task -> the files its reads come from, as glob patterns under the dataset's folder: what a
+    # cold page cache evicts (`page_cache: cold`, bench/stores/page_cache.py); none: held in memory
+    files: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 STORES: dict[str, StoreInfo] = {
     "memory": StoreInfo("every rank holds the features (or graphs) in its own memory", ("node", "graph"),
                         per_rank_memory=True),
     "lmdb": StoreInfo("an LMDB store built once from the hub, memory-mapped read-only", ("node", "graph"),
-                      modules={"node": "bench.stores.lmdb_features", "graph": "bench.stores.lmdb_graphs"}),
+                      modules={"node": "bench.stores.lmdb_features", "graph": "bench.stores.lmdb_graphs"},
+                      files={"node": ("stores/lmdb-features-*/data.mdb",), "graph": ("stores/lmdb-graphs/data.mdb",)}),
     "graphbolt-disk": StoreInfo("GraphBolt's own on-disk features: the hub's .npy memory-mapped "
-                                "(in_memory=False)", ("node",)),
+                                "(in_memory=False)", ("node",), files={"node": ("features.npy",)}),
     "sqlite": StoreInfo("PyG's OnDiskDataset with its sqlite backend, written by PyG's code in its stack",
-                        ("graph",)),
+                        ("graph",), files={"graph": ("stores/sqlite-graphs/**/*",)}),
 }
 
 
 def features_in_memory(store: str) -> bool:
     """Whether a cell with this store reads the dataset's features into each rank's memory."""
     return STORES[store].per_rank_memory
+
+
+def cold_files(store: str, task: str) -> tuple[str, ...]:
+    """The glob patterns of the files a store reads for a task (empty: it reads from memory)."""
+    return STORES[store].files.get(task, ())
+
+
+def files_of(store: str, task: str, dataset_dir: Path) -> list[Path]:
+    """The files a cell with this store reads, found under the dataset's folder."""
+    found = {p for pattern in cold_files(store, task) for p in Path(dataset_dir).glob(pattern) if p.is_file()}
+    return sorted(found)
 
 
 def _module(store: str, task: str):

@@ -170,13 +170,27 @@ class LmdbReader:
         raise NotImplementedError
 
     @classmethod
+    def _other_format(cls, path: Path) -> bool:
+        """Whether the store at `path` records a format other than this reader's (an unreadable
+        record is left to the full checks, which name it)."""
+        try:
+            with open_readonly(path, cls.LABEL).begin() as txn:
+                raw = txn.get(META_KEY)
+            return raw is not None and json.loads(raw).get("format") != cls.FORMAT_VERSION
+        except Exception:  # noqa: BLE001 - corrupt or odd: the checks that follow say what is wrong
+            return False
+        finally:
+            close(path)
+
+    @classmethod
     def reuse(cls, path: Path, expected_fingerprint: str) -> bool:
         """True when a finished store is at `path` and passes its checks (raises StoreError when
         it is there and does not); the environment is closed again, so a rebuilt store at the
         same path is never read through this one. False when there is none, or only what is
         left of one (half deleted, or older: no data or no checksums), which is removed so
-        that the build starts clean."""
-        if not (checksums.recorded(path) and (Path(path) / "data.mdb").is_file()):
+        that the build starts clean; likewise a finished store of another format (an older layout),
+which is rebuilt rather than misread."""
+        if not (checksums.recorded(path) and (Path(path) / "data.mdb").is_file()) or cls._other_format(path):
             if Path(path).exists():
                 discard(Path(path))
             return False

@@ -1,0 +1,225 @@
+"""A memory cgroup around one cell: the `memory_limit` setting.
+
+The runner makes one cgroup per cell, puts the cell's first process in it before that process
+runs anything (so the worker, or torchrun and every rank and DataLoader worker it starts, are
+all inside: children inherit their parent's cgroup), and removes it after the cell.
+
+- cgroup v2 (the machine's when /sys/fs/cgroup/cgroup.controllers exists): a child of the root
+  with `memory.max` = the limit and `memory.swap.max` = 0; OOM kills are counted in
+  `memory.events` (`oom_kill`).
+- cgroup v1 (a `memory` controller mounted at /sys/fs/cgroup/memory): `memory.limit_in_bytes`
+  = the limit, and `memory.memsw.limit_in_bytes` = the same limit where the kernel accounts swap,
+  so memory + swap together stay under it; OOM kills are counted in `memory.oom_control`
+  (`oom_kill`, kernel 4.13+).
+Swap: either covered by the limit (v1 memsw, v2 swap.max = 0) or, where neither file exists,
+off on the machine; a machine with swap on and no way to cap it is refused (`unavailable`), so a
+limit never silently turns into a slower run that swaps.
+
+Page cache read by the cell is charged to its cgroup too and is reclaimed under the limit (clean
+file pages are dropped, not killed for): a disk-backed store reads under a limit smaller than
+its data, an in-memory copy of the same data does not fit. Pages already cached when the cell
+starts stay charged where they were first read.
+Creating a cgroup needs root (or a delegated subtree); where it cannot be done, `unavailable`
+says why and the cell is skipped with that reason.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path("/sys/fs/cgroup")
+V1_MEMORY = ROOT / "memory"
+NONE = "none"
+UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(i?B)?\s*$", re.I)
+MIN_LIMIT = 16 << 20  # below this not even an interpreter starts: surely a mistake
+
+
+class CgroupError(RuntimeError):
+    """A cgroup that could not be made, filled or read; the message names the file."""
+
+
+def parse_limit(value) -> int | None:
+    """Bytes of a `memory_limit` value: "none" (or null) is no limit; else an integer number of
+    bytes or a size in binary units, "512MiB", "3GiB", "1.5G" (K, M, G, T are 1024-based, as the
+    kernel reads them). Raises ValueError naming the value and what is allowed."""
+    if value is None or (isinstance(value, str) and value.strip().lower() == NONE):
+        return None
+    if isinstance(value, bool):
+        raise ValueError(f"memory_limit {value!r}: expected 'none' or a size such as 512MiB, 3GiB")
+    if isinstance(value, int):
+        size = value
+    else:
+        match = _SIZE.match(str(value))
+        if not match or (match.group(3) and match.group(3).lower() == "b" and match.group(2)):
+            raise ValueError(f"memory_limit {value!r}: expected 'none' or a size such as 512MiB, 3GiB, 1.5G "
+                             "(binary units K/KiB, M/MiB, G/GiB, T/TiB, or plain bytes; 'GB' is ambiguous)")
+        size = int(float(match.group(1)) * UNITS[match.group(2).upper()])
+    if size < MIN_LIMIT:
+        raise ValueError(f"memory_limit {value!r}: {size} bytes is below the smallest allowed, "
+                         f"{MIN_LIMIT >> 20} MiB")
+    return size
+
+
+def canonical(value) -> str:
+    """The limit as cell ids show it: "none", else the largest binary unit that divides it."""
+    size = parse_limit(value)
+    if size is None:
+        return NONE
+    for unit in ("T", "G", "M", "K"):
+        if size % UNITS[unit] == 0:
+            return f"{size // UNITS[unit]}{unit}iB"
+    return str(size)
+
+
+def version() -> int | None:
+    """2, 1, or None: which memory cgroup hierarchy this machine has."""
+    if (ROOT / "cgroup.controllers").is_file():
+        return 2 if "memory" in (ROOT / "cgroup.controllers").read_text().split() else None
+    if (V1_MEMORY / "memory.limit_in_bytes").is_file():
+        return 1
+    return None
+
+
+def _swap_on() -> bool:
+    try:
+        return len(Path("/proc/swaps").read_text().splitlines()) > 1
+    except OSError:
+        return False
+
+
+def unavailable() -> str | None:
+    """Why a memory cgroup cannot be made here, or None."""
+    found = version()
+    if found is None:
+        return (f"no memory cgroup controller on this machine (neither {ROOT}/cgroup.controllers with "
+                f"'memory' nor {V1_MEMORY}/memory.limit_in_bytes)")
+    parent = ROOT if found == 2 else V1_MEMORY
+    if not os.access(parent, os.W_OK):
+        return f"cannot create a memory cgroup: {parent} is not writable by this user (uid {os.getuid()}; needs root)"
+    if found == 1 and not (V1_MEMORY / "memory.memsw.limit_in_bytes").exists() and _swap_on():
+        return ("swap is on and this kernel does not account it in cgroup v1 (no memory.memsw.*: boot with "
+                "swapaccount=1, or turn swap off), so a memory limit would not bound the cell")
+    return None
+
+
+@dataclass
+class MemoryCgroup:
+    """One cell's memory cgroup; `with MemoryCgroup.create(name, limit) as group: ...`."""
+    path: Path
+    limit: int
+    version: int
+    swap: str  # how swap is kept under the limit, in words
+
+    @classmethod
+    def create(cls, name: str, limit: int) -> MemoryCgroup:
+        found = version()
+        reason = unavailable()
+        if reason:
+            raise CgroupError(reason)
+        if found == 2:
+            _enable_memory_controller()
+            path = _make(ROOT / f"gnnbench-{name}")
+            group = cls(path, limit, 2, "memory.swap.max = 0 (no swap)")
+            _write(path / "memory.max", limit)
+            if (path / "memory.swap.max").exists():
+                _write(path / "memory.swap.max", 0)
+            elif _swap_on():
+                group.remove()
+                raise CgroupError(f"swap is on and {path} has no memory.swap.max: a limit would not bound the cell")
+            else:
+                group.swap = "swap is off on this machine"
+            return group
+        path = _make(V1_MEMORY / f"gnnbench-{name}")
+        group = cls(path, limit, 1, "memory.memsw.limit_in_bytes = the limit (memory + swap)")
+        try:
+            _write(path / "memory.limit_in_bytes", limit)  # before memsw: memsw may not be below it
+            if (path / "memory.memsw.limit_in_bytes").exists():
+                _write(path / "memory.memsw.limit_in_bytes", limit)
+            else:
+                group.swap = "swap is off on this machine"
+        except CgroupError:
+            group.remove()
+            raise
+        return group
+
+    def __enter__(self) -> MemoryCgroup:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.remove()
+
+    def join_fd(self) -> int:
+        """An open descriptor of the group's process list: a child writes its pid there between
+        fork and exec (`join_in_child`), before it can start anything outside the group."""
+        return os.open(self.path / "cgroup.procs", os.O_WRONLY)
+
+    def oom_kills(self) -> int:
+        """Processes of the group the kernel's OOM killer ended."""
+        name = "memory.events" if self.version == 2 else "memory.oom_control"
+        try:
+            text = (self.path / name).read_text()
+        except OSError:
+            return 0
+        found = re.search(r"^oom_kill (\d+)$", text, re.M)
+        return int(found.group(1)) if found else 0
+
+    def peak_bytes(self) -> int | None:
+        name = "memory.peak" if self.version == 2 else "memory.max_usage_in_bytes"
+        try:
+            return int((self.path / name).read_text())
+        except (OSError, ValueError):
+            return None
+
+    def describe(self) -> str:
+        return (f"memory_limit {canonical(self.limit)} ({self.limit:,} bytes) in cgroup v{self.version} "
+                f"{self.path}; swap: {self.swap}")
+
+    def remove(self) -> None:
+        """Remove the group once its processes are gone (the runner has ended them); a process
+        still exiting keeps it busy a moment, so this retries for a few seconds."""
+        deadline = time.monotonic() + 10
+        while self.path.exists():
+            try:
+                self.path.rmdir()
+                return
+            except FileNotFoundError:
+                return
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise CgroupError(f"cannot remove {self.path}: processes "
+                                      f"{(self.path / 'cgroup.procs').read_text().split()} are still in it") from None
+                time.sleep(0.1)
+
+
+def join_in_child(fd: int):
+    """A subprocess.Popen preexec_fn: write the child's own pid to the group (async-signal-safe
+    calls only: os.write of a preformatted number)."""
+    def join() -> None:
+        os.write(fd, str(os.getpid()).encode())
+    return join
+
+
+def _make(path: Path) -> Path:
+    try:
+        path.mkdir()
+    except OSError as exc:
+        raise CgroupError(f"cannot create the memory cgroup {path}: {exc.strerror or exc}") from None
+    return path
+
+
+def _enable_memory_controller() -> None:
+    control = ROOT / "cgroup.subtree_control"
+    if "memory" not in control.read_text().split():
+        _write(control, "+memory")
+
+
+def _write(path: Path, value) -> None:
+    try:
+        path.write_text(str(value))
+    except OSError as exc:
+        raise CgroupError(f"cannot write {value} to {path}: {exc.strerror or exc}") from None

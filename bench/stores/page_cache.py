@@ -1,0 +1,103 @@
+"""A cold page cache for disk-backed stores (`page_cache: cold`), and how much of a file is cached.
+
+`evict(paths)` drops the files' pages from the page cache, so the next read comes from the disk:
+  1. this process's own mappings of each file lose their page-table entries (madvise
+     MADV_DONTNEED on every shared or read-only mapping of it in /proc/self/maps): the kernel
+     never evicts a page a process still maps, and the stores read through mappings (LMDB's
+     map, GraphBolt's np.load(mmap_mode=...)); the mappings stay valid and fault their pages
+     back in on the next read, from the disk;
+  2. posix_fadvise(POSIX_FADV_DONTNEED) on the whole file (no root needed) drops its clean pages
+     (after fdatasync, so pages of a file just written are clean too).
+Pages another process maps (a DataLoader worker's own map of the store) stay cached: `evict`
+returns the share of each file still resident afterwards, so a partial eviction is seen.
+
+`resident(path)` counts the file's cached pages with mincore(2) over a fresh read-only mapping
+(mapping a file does not read it; mincore only looks).
+
+The worker calls `evict` before every epoch of a cold cell, warm-up epochs included, so every
+epoch starts from the same cold cache (outside the timed epoch); a warm cell leaves the cache as
+the previous epoch left it (its warm-up reads what the first measured epoch will read again).
+Linux only (madvise, mincore and fadvise through the C library).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import mmap
+import os
+from pathlib import Path
+
+PAGE = mmap.PAGESIZE
+MADV_DONTNEED = 4
+_libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+_libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+_libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_ubyte)]
+
+
+def resident(path: Path) -> tuple[int, int]:
+    """(pages of the file in the page cache, pages of the file)."""
+    size = os.path.getsize(path)
+    pages = -(-size // PAGE)
+    if size == 0:
+        return 0, 0
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), size, prot=mmap.PROT_READ) as mapped:
+        address = _address(mapped)
+        vector = (ctypes.c_ubyte * pages)()
+        if _libc.mincore(address, size, vector) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"mincore on {path}: {os.strerror(err)}")
+        return sum(v & 1 for v in bytes(vector)), pages
+
+
+def resident_share(paths) -> float:
+    """Share of the pages of `paths` in the page cache (0 for no pages)."""
+    counts = [resident(p) for p in paths]
+    total = sum(t for _, t in counts)
+    return sum(r for r, _ in counts) / total if total else 0.0
+
+
+def evict(paths) -> float:
+    """Drop `paths` from the page cache (see the module's docstring); returns the share of
+    their pages still cached afterwards (pages other processes map)."""
+    paths = [Path(p) for p in paths]
+    for path in paths:
+        _unmap_pages_of(path)
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fdatasync(fd)  # DONTNEED drops clean pages only: a file just written is flushed first
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+    return resident_share(paths)
+
+
+def _unmap_pages_of(path: Path) -> None:
+    """Zap this process's page-table entries for the file's mappings that hold no private
+    changes (shared, or private and read-only), so fadvise may drop their pages."""
+    target = os.stat(path)
+    for line in Path("/proc/self/maps").read_text().splitlines():
+        fields = line.split(maxsplit=5)
+        if len(fields) < 6:
+            continue
+        span, perms, _, device, inode, _name = fields
+        if int(inode) != target.st_ino or _device(device) != target.st_dev:
+            continue
+        if perms[3] == "p" and "w" in perms:
+            continue  # a private writable mapping may hold changes that DONTNEED would discard
+        start, end = (int(x, 16) for x in span.split("-"))
+        if _libc.madvise(start, end - start, MADV_DONTNEED) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"madvise on a mapping of {path}: {os.strerror(err)}")
+
+
+def _device(text: str) -> int:
+    major, minor = (int(x, 16) for x in text.split(":"))
+    return os.makedev(major, minor)
+
+
+def _address(mapped: mmap.mmap) -> int:
+    """The address of a read-only mmap (ctypes cannot take a read-only buffer's address directly)."""
+    import numpy as np
+
+    return np.frombuffer(mapped, dtype=np.uint8).ctypes.data
