@@ -6,26 +6,19 @@ big-endian chunk numbers (so key order is row order and the build appends), each
 key `__meta__` says what the store was built from (the hub's fingerprint), its shape, layout and
 format. A store of another format (format 1 held one row per key) is rebuilt, never misread.
 
-Reads. py-lmdb hands out a value only after touching every page of it (its `preload`, in
-Transaction.get and Cursor alike, so that page faults happen outside the GIL): a chunk of rows
-read through it is read whole, which is cheap when the page cache holds the store and costs the
-whole chunk from the disk when it does not. So the build also records where each chunk's value
-lies in data.mdb (key `__index__`: its file offset, taken from LMDB's own map of the file right
-after the values were written; a value's pages never move in a store that is not written
-again), and a gather reads the rows it wants, and only those, out of a read-only map of data.mdb
-shared by every process (one vectorised numpy copy per gather, the map seen as overlapping
-float32 rows: no Python per row or per chunk). `check()` compares rows read both ways. Values
-smaller than a page live inside leaf pages, which move as keys are added: for them no index is
-recorded and the gather goes through LMDB: each chunk it touches looked up once (buffers, no bytes copy), its
-wanted rows copied into their places in one output.
+Reads: the ids of a gather are sorted once; each chunk they touch is looked up once, in one
+read transaction with `buffers=True`, so a value is a view of LMDB's read-only memory map (no
+copy into a bytes object), seen by numpy without a copy (np.frombuffer); the rows wanted from it
+are copied once into their places in one preallocated output. So the per-row cost is one row
+copy, as for an in-memory `index_select`, and the per-key cost (a B-tree lookup, a memoryview,
+a few numpy calls) is paid per chunk, not per row.
 Measured (development micro-benchmark, the memory suite's 11 batches of about 13,800 sampled
 rows of 262,144 x 2,048 float32, warm page cache, 2 busy cores, medians of 9 interleaved
 repeats): format 1 (one row per key, `getmulti` copying each value into bytes, joined, then
-taken) 8.9 s per epoch against 3.9 s for torch.index_select in memory (0.44x), of which 0.26 s
-went in the B-tree lookups of 151,000 keys and about 1.6 s in copying values into bytes, the
-rest in the join and the take (two more copies); through LMDB with 1,024 rows per key (this
-module's fallback) 2.0 s (1.9x the in-memory speed). Under a cold cache or a memory limit that
-fallback reads whole 8 MiB chunks, hence the index.
+taken) 8.9 s per epoch against 3.9 s for torch.index_select in memory (0.44x); this read 2.0 s
+at 512, 1,024 and 4,096 rows per key alike (1.9x the in-memory speed), 1.9 s at 64. The time
+went: 0.26 s in the B-tree lookups of 151,000 keys, about 1.6 s in copying the values into
+bytes objects, the rest in the join and the take (two more copies).
 LMDB serves values from its memory map: pages are shared by every process that maps the file
 (page cache), so ranks and DataLoader workers do not each hold a private copy, unlike
 in-memory features. Values span whole overflow pages after a 16-byte header, so the file is
@@ -42,8 +35,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import mmap
-import os
 import struct
 import sys
 import time
@@ -59,32 +50,6 @@ FORMAT_VERSION = 2  # 1: one row per key, read by copies (rebuilt when found)
 DEFAULT_ROWS_PER_KEY = 1024
 PROGRESS_UNIT = "rows"  # what build() reports progress in (bench.stores.prepare)
 _KEY = struct.Struct(">Q")
-INDEX_KEY = b"__index__"  # int64 file offset of each chunk's value in data.mdb (see the module docstring)
-
-
-def value_offsets(env, chunks: int) -> np.ndarray | None:
-    """Where each chunk's value lies in the environment's data.mdb: its address in LMDB's map of
-    the file (read with buffers) less the map's start (this process's mapping of the file at
-    offset 0, from /proc/self/maps). Only for values in overflow pages (a page or more each):
-    smaller values live in leaf pages, which move when keys are added. None where an offset is
-    not 4-byte aligned; the reader then reads through LMDB."""
-    data = os.stat(Path(env.path()) / "data.mdb")
-    start = _map_start(data)
-    offsets = np.empty(chunks, dtype=np.int64)
-    with env.begin(buffers=True) as txn:
-        for chunk in range(chunks):
-            value = txn.get(_KEY.pack(chunk))
-            offsets[chunk] = np.frombuffer(value, dtype=np.uint8).ctypes.data - start
-            del value
-    return offsets if start is not None and not (offsets % 4).any() else None
-
-
-def _map_start(data: os.stat_result) -> int | None:
-    for line in Path("/proc/self/maps").read_text().splitlines():
-        fields = line.split(maxsplit=5)
-        if len(fields) == 6 and int(fields[4]) == data.st_ino and int(fields[2], 16) == 0:
-            return int(fields[0].split("-")[0], 16)
-    return None
 
 
 def store_dir(dataset_dir: Path, rows_per_key: int = DEFAULT_ROWS_PER_KEY) -> Path:
@@ -131,17 +96,8 @@ def build(dataset_dir: Path, rows_per_key: int = DEFAULT_ROWS_PER_KEY, map_size:
                 cursor.putmulti(items, append=True)
             if progress:
                 progress(min(start + chunk_rows, rows), rows)
-        index = None
-        if rows_per_key * dim * 4 >= env.stat()["psize"]:  # values in overflow pages of their own
-            index = value_offsets(env, -(-rows // rows_per_key))
-        if index is not None:
-            with env.begin(write=True) as txn:  # a new key moves tree pages, never overflow pages
-                txn.put(INDEX_KEY, index.tobytes())
-            if not np.array_equal(value_offsets(env, len(index)), index):
-                raise StoreError(f"LMDB store {target}: values moved while the store was built; "
-                                 "run again to rebuild it")
         finish(env, {"format": FORMAT_VERSION, "fingerprint": fingerprint(dataset_dir), "rows": rows,
-                     "dim": dim, "dtype": "float32", "rows_per_key": rows_per_key, "index": index is not None,
+                     "dim": dim, "dtype": "float32", "rows_per_key": rows_per_key,
                      "dataset": json.loads((dataset_dir / "meta.json").read_text()).get("name"),
                      "build_s": round(time.perf_counter() - started, 3)})
     return target
@@ -156,56 +112,10 @@ class LmdbFeatures(LmdbReader):
         super().__init__(path, expected_fingerprint)
         self.rows, self.dim = self.meta["rows"], self.meta["dim"]
         self.rows_per_key = self.meta["rows_per_key"]
-        self.index = self._read_index()
-        self._rows_view = None  # (pid, view): a map of this process (see rows_view)
-
-    def __getstate__(self) -> dict:  # into a DataLoader worker: its own map, never the bytes
-        return {**self.__dict__, "_rows_view": None}
-
-    def _read_index(self) -> np.ndarray | None:
-        if not self.meta.get("index"):
-            return None
-        with self._open().begin() as txn:
-            raw = txn.get(INDEX_KEY)
-        chunks = -(-self.rows // self.rows_per_key)
-        if raw is None or len(raw) != 8 * chunks:
-            raise StoreError(f"LMDB store {self.path} has no readable {INDEX_KEY.decode()} record; "
-                             "delete the folder and run again to rebuild it")
-        index = np.frombuffer(raw, dtype=np.int64)
-        rows = np.full(chunks, self.rows_per_key)
-        rows[-1] = self.rows - (chunks - 1) * self.rows_per_key
-        if index.min() < 0 or (index + 4 * self.dim * rows).max() > (self.path / "data.mdb").stat().st_size:
-            raise StoreError(f"LMDB store {self.path}: its {INDEX_KEY.decode()} points outside data.mdb; "
-                             "delete the folder and run again to rebuild it")
-        return index
-
-    def rows_view(self) -> np.ndarray:
-        """data.mdb mapped read-only in this process, as float32 rows that may start at any
-        4-byte boundary (row i is floats i .. i + dim - 1: overlapping, never copied), with
-        readahead off (a gather reads scattered rows)."""
-        if self._rows_view is None or self._rows_view[0] != os.getpid():
-            with open(self.path / "data.mdb", "rb") as f:
-                mapped = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ)
-            mapped.madvise(mmap.MADV_RANDOM)
-            flat = np.frombuffer(mapped, dtype=np.float32)
-            view = np.lib.stride_tricks.as_strided(flat, shape=(flat.size - self.dim + 1, self.dim),
-                                                   strides=(4, 4), writeable=False)
-            self._rows_view = (os.getpid(), view)
-        return self._rows_view[1]
 
     def check(self) -> None:
-        """Read the first and last rows both ways (through the index and through LMDB) and
-        compare: a truncated file or a wrong index fails here rather than in an epoch."""
-        ends = np.array([0, self.rows - 1])
-        direct = self.gather(ends)
-        index, self.index = self.index, None
-        try:
-            through_lmdb = self.gather(ends)
-        finally:
-            self.index = index
-        if direct.tobytes() != through_lmdb.tobytes():
-            raise StoreError(f"LMDB store {self.path}: its {INDEX_KEY.decode()} does not match its values; "
-                             "delete the folder and run again to rebuild it")
+        """Read the last row: a truncated file fails here rather than in the middle of an epoch."""
+        self.gather(np.array([self.rows - 1]))
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -222,8 +132,6 @@ class LmdbFeatures(LmdbReader):
         if ids.min() < 0 or ids.max() >= self.rows:
             raise IndexError(f"row ids outside 0..{self.rows - 1} in a gather from {self.path}")
         k = self.rows_per_key
-        if self.index is not None:  # one vectorised copy, row by row, out of the shared map
-            return self.rows_view()[self.index[ids // k] // 4 + (ids % k) * self.dim]
         order = np.argsort(ids, kind="stable")  # the chunks in key order, each chunk's rows together
         chunk_of = ids[order] // k
         starts = np.flatnonzero(np.diff(chunk_of, prepend=-1))
