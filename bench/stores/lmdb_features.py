@@ -2,9 +2,13 @@
 
 Layout (format 2): one LMDB environment (a folder) per dataset and layout. Keys are 8-byte
 big-endian chunk numbers (so key order is row order and the build appends), each value holds
-`rows_per_key` consecutive float32 rows (1,024 by default: 8 MiB at 2,048 features), and the
-key `__meta__` says what the store was built from (the hub's fingerprint), its shape, layout and
-format. A store of another format (format 1 held one row per key) is rebuilt, never misread.
+`rows_per_key` consecutive float32 rows, and the key `__meta__` says what the store was built
+from (the hub's fingerprint), its shape, layout and format. A store of another format (format 1
+held one row per key, read by copies) is rebuilt, never misread.
+Rows per key, by default as many as fit in one 4 KiB page (one row where a row is larger): py-lmdb
+touches every page of a value it returns, so a larger chunk makes a cold or memory-limited read
+fetch rows nobody asked for (at 1,024 rows of 2,048 features, 8 MiB per chunk, a 1.5 GiB-limited
+cell thrashed), while a page of rows costs a cold read no more than the page cache's own unit.
 
 Reads: the ids of a gather are sorted once; each chunk they touch is looked up once, in one
 read transaction with `buffers=True`, so a value is a view of LMDB's read-only memory map (no
@@ -12,13 +16,12 @@ copy into a bytes object), seen by numpy without a copy (np.frombuffer); the row
 are copied once into their places in one preallocated output. So the per-row cost is one row
 copy, as for an in-memory `index_select`, and the per-key cost (a B-tree lookup, a memoryview,
 a few numpy calls) is paid per chunk, not per row.
-Measured (development micro-benchmark, the memory suite's 11 batches of about 13,800 sampled
-rows of 262,144 x 2,048 float32, warm page cache, 2 busy cores, medians of 9 interleaved
-repeats): format 1 (one row per key, `getmulti` copying each value into bytes, joined, then
-taken) 8.9 s per epoch against 3.9 s for torch.index_select in memory (0.44x); this read 2.0 s
-at 512, 1,024 and 4,096 rows per key alike (1.9x the in-memory speed), 1.9 s at 64. The time
-went: 0.26 s in the B-tree lookups of 151,000 keys, about 1.6 s in copying the values into
-bytes objects, the rest in the join and the take (two more copies).
+Measured (development micro-benchmark, 11 batches of about 9,800 degree-weighted rows of
+262,144 x 2,048 float32 (the memory suite's shape), warm page cache, medians of 5 interleaved
+repeats against torch.index_select in memory, 0.92 s): 1 row per key 1.12 s (0.82x the in-memory
+speed), 8 rows 1.03 s (0.90x), 64 rows 0.72 s (1.28x), 1,024 rows 0.50 s (1.86x). Format 1 (one
+row per key, `getmulti` copying each value into bytes, joined, then taken) was 0.44x: the time
+went in the copies, not in the 0.26 s of B-tree lookups.
 LMDB serves values from its memory map: pages are shared by every process that maps the file
 (page cache), so ranks and DataLoader workers do not each hold a private copy, unlike
 in-memory features. Values span whole overflow pages after a 16-byte header, so the file is
@@ -47,12 +50,21 @@ from bench.stores.lmdb_env import MAP_SIZE_ENV, LmdbReader, StoreError, finish, 
 __all__ = ["StoreError", "LmdbFeatures", "MAP_SIZE_ENV", "build", "reader", "store_dir", "fingerprint"]
 
 FORMAT_VERSION = 2  # 1: one row per key, read by copies (rebuilt when found)
-DEFAULT_ROWS_PER_KEY = 1024
+PAGE_BYTES = 4096
+VALUE_HEADER_BYTES = 16  # LMDB's node header before a value on its overflow pages
 PROGRESS_UNIT = "rows"  # what build() reports progress in (bench.stores.prepare)
 _KEY = struct.Struct(">Q")
 
 
-def store_dir(dataset_dir: Path, rows_per_key: int = DEFAULT_ROWS_PER_KEY) -> Path:
+def default_rows_per_key(dim: int) -> int:
+    """As many float32 rows of width `dim` as fit in one page with LMDB's header; at least one."""
+    return max(1, (PAGE_BYTES - VALUE_HEADER_BYTES) // (dim * 4))
+
+
+def store_dir(dataset_dir: Path, rows_per_key: int | None = None) -> Path:
+    if rows_per_key is None:
+        dim = json.loads((Path(dataset_dir) / "meta.json").read_text())["feature_dim"]
+        rows_per_key = default_rows_per_key(dim)
     return Path(dataset_dir) / "stores" / f"lmdb-features-r{rows_per_key}"
 
 
@@ -71,7 +83,7 @@ def needed_map_size(num_rows: int, dim: int, rows_per_key: int) -> int:
     return int(chunks * pages * 4096 * 1.1 + chunks * 64 + 2**24)
 
 
-def build(dataset_dir: Path, rows_per_key: int = DEFAULT_ROWS_PER_KEY, map_size: int | None = None,
+def build(dataset_dir: Path, rows_per_key: int | None = None, map_size: int | None = None,
           progress=None) -> Path:
     """Build the store next to the hub dataset unless a valid one is there. Atomic: written in a
     temporary folder and renamed, so a half-built store is never opened under the final name."""
@@ -81,6 +93,7 @@ def build(dataset_dir: Path, rows_per_key: int = DEFAULT_ROWS_PER_KEY, map_size:
         return target
     features = np.load(dataset_dir / "features.npy", mmap_mode="r")
     rows, dim = features.shape
+    rows_per_key = rows_per_key or default_rows_per_key(dim)
     with writing(target, "LMDB store", needed_map_size(rows, dim, rows_per_key),
                  f"{rows} rows of {dim} float32 ({rows * dim * 4} bytes of data)", map_size) as env:
         if env is None:
@@ -161,7 +174,7 @@ def reader(data) -> LmdbFeatures:  # the store interface (bench/stores/__init__.
 
 def main(argv: list[str]) -> int:
     """`python -m bench.stores.lmdb_features DATASET_DIR [ROWS_PER_KEY]`: build (used by tests)."""
-    path = build(Path(argv[0]), int(argv[1]) if len(argv) > 1 else DEFAULT_ROWS_PER_KEY)
+    path = build(Path(argv[0]), int(argv[1]) if len(argv) > 1 else None)
     print(path)
     return 0
 
