@@ -99,6 +99,9 @@ class Settings(Strict):
     pin_memory: one_or_sweep(bool) = False  # the loader pins each batch, copied with non_blocking=True
     amp: one_or_sweep(Amp) = "off"  # autocast in bf16, or fp16 with a GradScaler (CUDA only)
     gpu_cache: one_or_sweep(bounded(float, ge=0, le=1)) = 0.0  # GraphBolt GPUCachedFeature: share of feature rows
+    # Time each epoch's stages and count each batch's work (bench/backends/stages.py); false runs the
+    # plain loop (for measuring what looking costs). In cell ids only when false: `/profile=off`.
+    profile: one_or_sweep(bool) = True
 
     @field_validator("stack")
     @classmethod
@@ -457,10 +460,12 @@ def _cell_id(backend: str, dataset: str, settings: dict, swept: set[str]) -> str
     parts = [backend, dataset]
     parts += [f"{short}={settings[key]}" for key, short in ID_ALWAYS.items()]
     for key in settings:
-        if key in swept and key not in ID_ALWAYS and key != "stack":
+        if key in swept and key not in ID_ALWAYS and key not in ("stack", "profile"):
             value = settings[key]
             value = "-".join(map(str, value)) if isinstance(value, list) else value
             parts.append(f"{ID_SHORT.get(key, key)}={value}")
     if settings["model"] != "sage" and "model" not in swept:
         parts.append(f"model={settings['model']}")
+    if not settings["profile"]:  # the default (instrumented) cell keeps the id it always had
+        parts.append("profile=off")
     return "/".join(parts)
