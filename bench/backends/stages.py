@@ -170,12 +170,9 @@ class EpochClock:
             if where == self.me:
                 self.seconds[stage] += seconds
                 inline += seconds
-            else:
+            else:  # overlapped training (a copy made off this thread would too; none is today)
                 self.overlapped = True
-                if stage in self.elsewhere:
-                    self.elsewhere[stage] += seconds
-                else:  # a copy made off this thread (none of today's pipelines): it overlapped too
-                    self.elsewhere[stage] = self.elsewhere.get(stage, 0.0) + seconds
+                self.elsewhere[stage] = self.elsewhere.get(stage, 0.0) + seconds
         self.seconds["wait"] += max(blocked - inline, 0.0)
 
     def begin_step(self) -> None:

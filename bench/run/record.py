@@ -113,7 +113,7 @@ def profile_info(epochs: list[dict], profile: bool) -> dict:
     stages and worker-seconds as means per measured epoch, work as means per batch plus batches
     per epoch (over all ranks). None where the cell ran with `profile: false`."""
     if not profile or not all("stages" in e for e in epochs):
-        return {"profile": False, "stages": None, "loader_worker_s": None, "work": None}
+        return {"profile": bool(profile), "stages": None, "loader_worker_s": None, "work": None}
     n = len(epochs)
     stages = {k: sum(e["stages"][k] for e in epochs) / n for k in epochs[0]["stages"]}
     overlapped = [e["loader_worker_s"] for e in epochs if e["loader_worker_s"]]

@@ -3,7 +3,8 @@
     python -m bench.run.worker CELL_JSON OUT_JSON
 
 It loads the dataset from the hub, builds the backend's pipeline, runs the warm-up epochs and
-the measured epochs, times each epoch (and the time spent waiting on the loader inside it),
+the measured epochs, times each epoch (and the time spent waiting on the loader inside it; with
+`profile`, the default, its stages, loader worker-seconds and work: bench/backends/stages.py),
 evaluates, and writes a JSON record. Memory is sampled from outside by the runner, which sees
 the whole process tree. Progress lines go to stdout, prefixed with PROGRESS_TAG.
 """
