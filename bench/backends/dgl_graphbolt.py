@@ -15,8 +15,10 @@ Fanouts are given seed-hop first, as PyG takes them; GraphBolt takes them input-
 Every mode ends, as DGL's example does, with copy_to(the training device) when the features are
 on the host (cpu-cpu included: there it moves nothing, but it is what makes gb.DataLoader run the
 stages before it in a prefetch thread).
-With `profile: true` the sampler, the feature fetch and the copy are timed where they run (see
-`instrument`).
+With `profile: true` the sampler, the feature fetch and the copy are timed where they run (steps
+added around them in `_loader`; bench/backends/stages.py). On a GPU each timed stage synchronises
+the device where it ends, which gives up the overlap of GraphBolt's UVA feature stream: for the
+speed of the CUDA modes alone, compare cells run with `profile: false`.
 Stores: memory (TorchBasedFeature over an in-memory tensor), graphbolt-disk (GraphBolt's own
 on-disk features: `OnDiskFeatureData(in_memory=False)`, the hub's .npy memory-mapped; this
 backend's own store) and any disk-backed store of feature rows, e.g. LMDB (`StoredFeature`, a
