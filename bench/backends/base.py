@@ -7,6 +7,10 @@ A backend turns the hub's arrays into its framework's own structures, and expose
   evaluate(split)     accuracy on "val" or "test" with the same sampler settings
   synchronize()       wait for the device, so clocks read after it are honest
   model, comm, device the model (DDP-wrapped across ranks), its all-reduce timer, its device
+  work(batch)         the batch's work counts (bench/backends/stages.py), with `profile: true`
+With `profile: true` (the default) a backend wraps its framework's sampler and feature gather in
+timers (bench/backends/stages.py) and `step` marks where its stages end; `profile: false` leaves
+the framework's pipeline and the step as they are.
 The node backends train the same GraphSAGE: len(fanout) mean-aggregation layers, ReLU and
 dropout between them, Adam with the suite's learning rate. Imported inside the stacks only;
 torch is imported where it is used, so importing this module needs no framework.
@@ -141,6 +145,7 @@ class Pipeline:
     def __init__(self, data, settings: dict):
         self.settings = settings
         self.device = device_of(settings["mode"])
+        self.profile = settings.get("profile", True)  # older cells have no such setting: on
 
     def sage(self, conv, in_dim: int, num_classes: int):
         """The shared GraphSAGE with this suite's hidden width and one layer per fanout hop."""
@@ -170,24 +175,52 @@ class Pipeline:
         dtype = getattr(torch, AMP_DTYPES.get(amp, "bfloat16"))
         return torch.autocast(self.device.type, dtype=dtype, enabled=amp != "off")
 
-    def step(self, batch) -> None:
+    def step(self, batch, clock=None) -> None:
+        """One training step; `clock` (a stages.EpochClock, when profiling) is told where the copy,
+        forward+backward and optimizer stages end."""
         import torch.nn.functional as F
 
         if self.model is None:
             return
         self.model.train()
-        batch = self.to_device(batch)
+        if clock is not None:
+            copied = self.transfer_bytes(batch)
+            batch = self.to_device(batch)
+            clock.mark("copy", copied)
+        else:
+            batch = self.to_device(batch)
         self.optimizer.zero_grad()
         with self.autocast():
             out, target = self.forward(self.model, batch)
         loss = F.cross_entropy(out.float(), target)
         if self.scaler is not None:  # fp16: scaled, so small gradients do not underflow
             self.scaler.scale(loss).backward()
+            if clock is not None:
+                clock.mark("forward_backward")
             self.scaler.step(self.optimizer)
             self.scaler.update()
         else:
             loss.backward()
+            if clock is not None:
+                clock.mark("forward_backward")
             self.optimizer.step()
+        if clock is not None:
+            clock.mark("optimizer")
+
+    def work(self, batch) -> tuple[list[int], list[int], int, int]:
+        """(hop_nodes, hop_edges, input_nodes, feature_bytes) of one batch, as
+        bench/backends/stages.py defines them."""
+        raise NotImplementedError(f"{type(self).__module__}.Pipeline counts no work per batch "
+                                  "(define work(batch), or run with profile: false)")
+
+    def transfer_bytes(self, batch) -> int:
+        """Bytes `to_device` copies host -> device for this batch (0 on the CPU). PyG batches
+        (Data) are counted here; a backend whose loader copies overrides it."""
+        if self.device.type != "cuda" or not hasattr(batch, "to_dict"):
+            return 0
+        from bench.backends.stages import tensor_bytes
+
+        return tensor_bytes(v for v in batch.to_dict().values() if getattr(v, "is_cuda", True) is False)
 
     def evaluate(self, split: str) -> float | None:
         if self.model is None:

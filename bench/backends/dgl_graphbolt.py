@@ -12,6 +12,13 @@ The CUDA modes need DGL's CUDA build (the containers install it; PyPI's dgl is C
 on the GPU in front of the pinned features, as DGL's examples offer with --gpu-cache-size.
 With several ranks, DistributedItemSampler gives each rank its share of the training seeds.
 Fanouts are given seed-hop first, as PyG takes them; GraphBolt takes them input-layer first.
+Every mode ends, as DGL's example does, with copy_to(the training device) when the features are
+on the host (cpu-cpu included: there it moves nothing, but it is what makes gb.DataLoader run the
+stages before it in a prefetch thread).
+With `profile: true` the sampler, the feature fetch and the copy are timed where they run (steps
+added around them in `_loader`; bench/backends/stages.py). On a GPU each timed stage synchronises
+the device where it ends, which gives up the overlap of GraphBolt's UVA feature stream: for the
+speed of the CUDA modes alone, compare cells run with `profile: false`.
 Stores: memory (TorchBasedFeature over an in-memory tensor), graphbolt-disk (GraphBolt's own
 on-disk features: `OnDiskFeatureData(in_memory=False)`, the hub's .npy memory-mapped; this
 backend's own store) and any disk-backed store of feature rows, e.g. LMDB (`StoredFeature`, a
@@ -21,6 +28,7 @@ GraphBolt `Feature` reading rows from the store's reader, bench.stores.open_stor
 from __future__ import annotations
 
 import os
+import time
 
 os.environ.setdefault("DGLBACKEND", "pytorch")
 
@@ -28,8 +36,9 @@ import dgl  # noqa: E402
 import dgl.graphbolt as gb  # noqa: E402
 import torch  # noqa: E402
 from dgl.nn import SAGEConv  # noqa: E402
+from torchdata.datapipes.iter import IterDataPipe  # noqa: E402
 
-from bench.backends import base  # noqa: E402
+from bench.backends import base, stages  # noqa: E402
 from bench.backends.base import Unavailable, rank_and_world  # noqa: E402
 from bench.stores import features_in_memory, open_store  # noqa: E402
 
@@ -109,7 +118,12 @@ class Pipeline(base.Pipeline):
                          data.num_classes)
 
     def _loader(self, split: str, shuffle: bool, num_workers: int = 0) -> gb.DataLoader:
+        """The datapipe as DGL 2.1's node-classification example builds it for the mode (features
+        on the host: copy_to the training device at the end, which turns on gb.DataLoader's
+        prefetch thread). The training loader, when profiling, with its stages timed."""
         mode = self.settings["mode"]
+        timing = self.profile and split == "train"
+        sync = stages.cuda_sync(self.device) if mode in ("pinned-cuda", "cuda-cuda") else None
         if split == "train" and rank_and_world()[1] > 1:
             # each rank takes its share of the seeds; equal shares, so DDP's ranks stay in step
             pipe = gb.DistributedItemSampler(self.itemsets[split], batch_size=self.settings["batch_size"],
@@ -118,16 +132,41 @@ class Pipeline(base.Pipeline):
             pipe = gb.ItemSampler(self.itemsets[split], batch_size=self.settings["batch_size"], shuffle=shuffle)
         if mode in ("pinned-cuda", "cuda-cuda"):
             pipe = pipe.copy_to(self.device, extra_attrs=["seed_nodes"])
+        if timing:
+            pipe = pipe.transform(stages.start)
         pipe = pipe.sample_neighbor(self.graph, list(reversed(self.settings["fanout"])))
-        pipe = pipe.fetch_feature(self.features, node_feature_keys=["feat"])
-        if mode == "cpu-cuda":
-            pipe = pipe.copy_to(self.device)
-        return gb.DataLoader(pipe, num_workers=num_workers)
+        if timing:
+            pipe = pipe.transform(stages.finish("sample", sync))
+        pipe = fetcher = pipe.fetch_feature(self.features, node_feature_keys=["feat"])
+        if timing:
+            fetcher.transformer = stages.timed(fetcher.transformer, "fetch", sync)
+        copier = None
+        if mode in ("cpu-cpu", "cpu-cuda"):
+            pipe = copier = pipe.copy_to(self.device)
+            if timing:
+                pipe = pipe.transform(stages.finish("copy", stages.cuda_sync(self.device)))
+        loader = gb.DataLoader(pipe, num_workers=num_workers)
+        if timing and copier is not None:
+            # gb.DataLoader has put its prefetcher in front of copy_to: note when copy_to takes
+            # each minibatch from it, in the training thread
+            copier.datapipe = _CopyStarts(copier.datapipe, self.device)
+        return loader
 
     @staticmethod
     def count(minibatch) -> tuple[int, int]:
         edges = sum(int(sg.sampled_csc.indices.numel()) for sg in minibatch.sampled_subgraphs)
         return int(minibatch.seed_nodes.numel()), edges
+
+    def work(self, minibatch) -> tuple[list[int], list[int], int, int]:
+        """GraphBolt's blocks run input layer first; hop k is the block whose destinations are
+        the nodes reached by hop k-1. With deduplication its source nodes are its destination
+        nodes followed by the nodes it reaches first, so those number rows - columns."""
+        blocks = minibatch.sampled_subgraphs[::-1]
+        hop_nodes = [int(minibatch.seed_nodes.numel())]
+        hop_nodes += [int(b.original_row_node_ids.numel()) - int(b.original_column_node_ids.numel()) for b in blocks]
+        hop_edges = [int(b.sampled_csc.indices.numel()) for b in blocks]
+        return (hop_nodes, hop_edges, int(minibatch.input_nodes.numel()),
+                stages.tensor_bytes([minibatch.node_features["feat"]]))
 
     def to_device(self, minibatch):
         return minibatch  # the datapipe already put it where the mode wants it
@@ -135,3 +174,27 @@ class Pipeline(base.Pipeline):
     @staticmethod
     def forward(model, minibatch):
         return model(minibatch.node_features["feat"], minibatch.blocks), minibatch.labels
+
+
+class _CopyStarts(IterDataPipe):
+    """Passes minibatches on to copy_to, noting when copy_to takes each (and, to a GPU, the bytes
+    it will move), so that the copy is timed in the thread that runs it."""
+
+    def __init__(self, datapipe, device):
+        self.datapipe = datapipe
+        self.to_gpu = device.type == "cuda"
+
+    def __iter__(self):
+        for minibatch in self.datapipe:
+            if self.to_gpu:
+                setattr(minibatch, stages.BYTES, _host_bytes(minibatch))
+            setattr(minibatch, stages.STARTED, time.perf_counter())
+            yield minibatch
+
+
+def _host_bytes(minibatch) -> int:
+    tensors = [minibatch.labels, *minibatch.node_features.values()]
+    for block in minibatch.sampled_subgraphs:
+        tensors += [block.sampled_csc.indptr, block.sampled_csc.indices,
+                    block.original_row_node_ids, block.original_column_node_ids]
+    return stages.tensor_bytes(t for t in tensors if t is not None and not t.is_cuda)

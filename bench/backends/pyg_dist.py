@@ -12,6 +12,13 @@ Sampling needs pyg-lib's `dist_neighbor_sample` operator; where pyg-lib is absen
 recorded as skipped with that reason. From torch-geometric 2.7.0 to 2.8.1 the sampler's
 constructor raises TypeError (`'stack_level' is an invalid keyword argument for warn()`): a cell
 on such a stack records that failure, as users on current PyG meet it.
+
+Stages (`profile: true`): not split. DistNeighborLoader's collate_fn hands each batch to the
+sampler's asyncio event loop (its own thread), which samples the local part, asks the other
+partitions over RPC, and gathers local and remote features in the same coroutine; its filter_fn
+only assembles the Data from what came back. Sampling and fetching interleave inside one awaited
+call, on several machines, so no wrapper here can tell them apart honestly: the whole of next()
+stays in `wait` (sample = fetch = 0, loader_worker_s null). Work is counted as for pyg-neighbor.
 """
 
 from __future__ import annotations

@@ -24,12 +24,17 @@ layers of `hidden` units over each whole graph, a global mean pool and a linear 
 with Adam at `lr`; nothing is sampled, so `fanout` only sets the number of layers (its values
 are ignored). With `model: none` the loader runs alone, which measures read throughput.
 count(batch) is (graphs, edges): the results call them seeds and edges.
+Stages (`profile: true`): a batch's read from the store and its collation are `fetch` (timed in
+`Batches`, wherever the DataLoader runs it); nothing is sampled, so `sample` is 0. Work: no hops,
+so hop_nodes = [nodes of the batch's graphs] and hop_edges = [their edges]; input_nodes = those
+nodes, feature_bytes = their feature rows.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import time
 import warnings
 from pathlib import Path
 
@@ -40,7 +45,7 @@ from torch.utils.data import BatchSampler, DataLoader, Dataset, SubsetRandomSamp
 from torch_geometric.data import Batch, Data, InMemoryDataset, OnDiskDataset
 from torch_geometric.nn import SAGEConv, global_mean_pool
 
-from bench.backends import base
+from bench.backends import base, stages
 from bench.backends.base import DROPOUT, shard
 from bench.datasets import molecules
 from bench.datasets.hub import atomic_dir
@@ -111,14 +116,19 @@ class Batches(Dataset):
     """A dataset whose items are whole batches: the DataLoader passes a list of graph ids, the
     store reads them in one call, and they are collated once."""
 
-    def __init__(self, graphs):
+    def __init__(self, graphs, timed: bool = False):
         self.graphs = graphs
+        self.timed = timed  # stamp each batch with its read + collate seconds (bench/backends/stages.py)
 
     def __len__(self) -> int:
         return len(self.graphs)
 
     def __getitem__(self, ids: list[int]) -> Batch:
-        return to_batch(self.graphs.read_many(ids))
+        if not self.timed:
+            return to_batch(self.graphs.read_many(ids))
+        started = time.perf_counter()
+        batch = to_batch(self.graphs.read_many(ids))
+        return stages.stamp(batch, "fetch", time.perf_counter() - started)
 
 
 class SqliteGraphs(OnDiskDataset):
@@ -225,7 +235,7 @@ class Pipeline(base.Pipeline):
     def _loader(self, split: str, shuffle: bool, num_workers: int = 0) -> DataLoader:
         ids = self.splits[split].tolist()
         order = SubsetRandomSampler(ids) if shuffle else ids
-        return DataLoader(Batches(self.dataset), batch_size=None,
+        return DataLoader(Batches(self.dataset, timed=self.profile and split == "train"), batch_size=None,
                           sampler=BatchSampler(order, self.settings["batch_size"], drop_last=False),
                           num_workers=num_workers, persistent_workers=num_workers > 0,
                           pin_memory=bool(self.settings.get("pin_memory")))
@@ -237,3 +247,8 @@ class Pipeline(base.Pipeline):
     @staticmethod
     def forward(model, batch):
         return model(batch.x, batch.edge_index, batch.batch, batch.num_graphs), batch.y
+
+    @staticmethod
+    def work(batch) -> tuple[list[int], list[int], int, int]:
+        nodes = int(batch.num_nodes)
+        return [nodes], [int(batch.edge_index.size(1))], nodes, stages.tensor_bytes([batch.x])

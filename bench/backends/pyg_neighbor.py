@@ -12,7 +12,7 @@ from torch_geometric.data import Data
 from torch_geometric.loader import NeighborLoader
 
 from bench.backends.base import shard
-from bench.backends.pyg_node import CscGraphStore, PygNodePipeline, RowFeatureStore
+from bench.backends.pyg_node import CscGraphStore, PygNodePipeline, RowFeatureStore, instrument
 from bench.stores import features_in_memory, open_store
 
 
@@ -24,6 +24,8 @@ class Pipeline(PygNodePipeline):
         self.splits = {"train": shard(data.train_idx, settings["seed"]), "val": data.val_idx, "test": data.test_idx}
         workers = settings["num_workers"]
         self.train_loader = self._loader("train", shuffle=True, num_workers=workers)
+        if self.profile:  # sampling and gathering happen on the CPU in both modes: nothing to sync
+            instrument(self.train_loader)
         self.build_model(data)
 
     @staticmethod

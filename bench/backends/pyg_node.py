@@ -15,7 +15,7 @@ from torch_geometric.data import EdgeAttr, FeatureStore, GraphStore, TensorAttr
 from torch_geometric.data.graph_store import EdgeLayout
 from torch_geometric.nn import SAGEConv
 
-from bench.backends import base
+from bench.backends import base, stages
 
 
 def neighbor_sampler_in_use() -> str:
@@ -55,6 +55,49 @@ class PygNodePipeline(base.Pipeline):
 
     def forward(self, model, batch):
         return model(batch.x, self._layers(batch))[: batch.batch_size], batch.y[: batch.batch_size]
+
+    def work(self, batch) -> tuple[list[int], list[int], int, int]:
+        hop_nodes, hop_edges = sampled_per_hop(batch, len(self.settings["fanout"]))
+        return hop_nodes, hop_edges, int(batch.num_nodes), stages.tensor_bytes([batch.x])
+
+
+def instrument(loader, sync=None):
+    """Time a NeighborLoader's sampling and feature gather where they run (bench/backends/stages.py).
+
+    NeighborLoader calls `node_sampler.sample_from_nodes` in its collate_fn and `filter_fn` (which
+    gathers the features: from the in-memory Data, or the FeatureStore's getter) in the collate_fn
+    or after it: always through these attributes, in the main process or in a DataLoader worker
+    (forked with them), so wrapping them times PyG's own code wherever it runs. The sampler's
+    seconds ride on its SamplerOutput and are carried on to the Data that filter_fn makes."""
+    sampler = loader.node_sampler
+    sampler.sample_from_nodes = stages.timed(sampler.sample_from_nodes, "sample", sync)
+    loader.filter_fn = stages.timed(loader.filter_fn, "fetch", sync)
+    return loader
+
+
+def sampled_per_hop(batch, num_hops: int) -> tuple[list[int], list[int]]:
+    """([seeds, nodes first reached at hop 1, ...], [edges of hop 1, ...]) of a NeighborLoader batch.
+
+    pyg-lib's sampler reports them (num_sampled_nodes / num_sampled_edges: new unique nodes per
+    hop, sampled edges per hop). torch-sparse's does not; its output has the same layout, so they
+    are read off it: nodes are numbered in the order they are first reached (seeds, then hop 1's
+    new nodes, ...), and edges come hop by hop as (source, destination) with destinations in
+    increasing order, hop k's destinations being hop k-1's new nodes (the frontier). So hop k's
+    edges are those whose destination is below the end of hop k-1's range, and hop k's new nodes
+    run up to the largest source among them."""
+    nodes, edges = getattr(batch, "num_sampled_nodes", None), getattr(batch, "num_sampled_edges", None)
+    if nodes is not None and edges is not None:
+        return [int(n) for n in nodes], [int(e) for e in edges]
+    src, dst = batch.edge_index
+    hop_nodes, hop_edges = [int(batch.batch_size)], []
+    first, end = 0, int(batch.batch_size)  # hop k's edges start at `first`; reached nodes end at `end`
+    for _ in range(num_hops):
+        last = int(torch.searchsorted(dst, end))  # the first edge whose destination was not yet reached
+        reached = int(src[first:last].max()) + 1 if last > first else end
+        hop_edges.append(last - first)
+        hop_nodes.append(max(reached, end) - end)
+        first, end = last, max(reached, end)
+    return hop_nodes, hop_edges
 
 
 class RowFeatureStore(FeatureStore):

@@ -104,7 +104,35 @@ def extra_info(outcome: Outcome, baseline: str | None = None) -> dict:
         "sampler": rec.get("sampler"),  # which implementation sampled the neighbourhoods
         "other_load": outcome.other_load,  # share of the machine other work took meanwhile (bench.run.load)
         **({"partition": rec["partition"]} if rec.get("partition") else {}),
+        **profile_info(epochs, cell.settings.get("profile", True)),
     }
+
+
+def profile_info(epochs: list[dict], profile: bool) -> dict:
+    """The stage split, loader worker-seconds and work counts (bench/backends/stages.py), raw:
+    stages and worker-seconds as means per measured epoch, work as means per batch plus batches
+    per epoch (over all ranks). None where the cell ran with `profile: false`."""
+    if not profile or not all("stages" in e for e in epochs):
+        return {"profile": bool(profile), "stages": None, "loader_worker_s": None, "work": None}
+    n = len(epochs)
+    stages = {k: sum(e["stages"][k] for e in epochs) / n for k in epochs[0]["stages"]}
+    overlapped = [e["loader_worker_s"] for e in epochs if e["loader_worker_s"]]
+    worker_s = ({k: sum(w.get(k, 0.0) for w in overlapped) / n for k in ("sample", "fetch")}
+                if overlapped else None)
+    works = [e["work"] for e in epochs]
+    batches = sum(w["batches"] for w in works)
+
+    def per_batch(key: str) -> float:
+        return sum(w[key] for w in works) / batches
+
+    def per_hop(key: str) -> list[float]:
+        hops = max(len(w[key]) for w in works)
+        return [sum(w[key][i] for w in works if i < len(w[key])) / batches for i in range(hops)]
+
+    work = {"hop_nodes": per_hop("hop_nodes"), "hop_edges": per_hop("hop_edges"),
+            **{k: per_batch(k) for k in ("input_nodes", "feature_bytes", "copy_bytes")},
+            "batches": batches / n}
+    return {"profile": True, "stages": stages, "loader_worker_s": worker_s, "work": work}
 
 
 def rank_entries(outcome: Outcome) -> list[dict]:

@@ -107,6 +107,9 @@ class Settings(Strict):
     # Disk-backed stores only: "cold" evicts the store's files from the page cache before every
     # epoch (bench/stores/page_cache.py); "warm" leaves them as the previous epoch left them.
     page_cache: one_or_sweep(Literal["warm", "cold"]) = "warm"
+    # Time each epoch's stages and count each batch's work (bench/backends/stages.py); false runs the
+    # plain loop (for measuring what looking costs). In cell ids only when false: `/profile=off`.
+    profile: one_or_sweep(bool) = True
 
     @field_validator("stack")
     @classmethod
@@ -473,11 +476,13 @@ def _cell_id(backend: str, dataset: str, settings: dict, swept: set[str]) -> str
     parts = [backend, dataset]
     parts += [f"{short}={settings[key]}" for key, short in ID_ALWAYS.items()]
     for key in settings:
-        if key in swept and key not in ID_ALWAYS and key not in ID_WHEN_SET and key != "stack":
+        if key in swept and key not in ID_ALWAYS and key not in ID_WHEN_SET and key not in ("stack", "profile"):
             value = settings[key]
             value = "-".join(map(str, value)) if isinstance(value, list) else value
             parts.append(f"{ID_SHORT.get(key, key)}={value}")
     if settings["model"] != "sage" and "model" not in swept:
         parts.append(f"model={settings['model']}")
     parts += [f"{key}={settings[key]}" for key, default in ID_WHEN_SET.items() if settings[key] != default]
+    if not settings["profile"]:  # the default (instrumented) cell keeps the id it always had
+        parts.append("profile=off")
     return "/".join(parts)

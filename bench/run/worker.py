@@ -3,7 +3,8 @@
     python -m bench.run.worker CELL_JSON OUT_JSON
 
 It loads the dataset from the hub, builds the backend's pipeline, runs the warm-up epochs and
-the measured epochs, times each epoch (and the time spent waiting on the loader inside it),
+the measured epochs, times each epoch (and the time spent waiting on the loader inside it; with
+`profile`, the default, its stages, loader worker-seconds and work: bench/backends/stages.py),
 evaluates, and writes a JSON record. Memory is sampled from outside by the runner, which sees
 the whole process tree. Progress lines go to stdout, prefixed with PROGRESS_TAG.
 """
@@ -32,8 +33,13 @@ def progress(**event) -> None:
     print(PROGRESS_TAG + json.dumps(event), flush=True)
 
 
-def run_epoch(pipe, on_batch=None) -> dict:
-    """One pass over the training loader; stall = time blocked in next() on the loader."""
+def run_epoch(pipe, on_batch=None, profile: bool = False) -> dict:
+    """One pass over the training loader; stall = time blocked in next() on the loader. With
+    `profile`, also the epoch's stages, loader worker-seconds and work (bench/backends/stages.py)."""
+    from bench.backends.stages import EpochClock, cuda_sync
+
+    clock = EpochClock(cuda_sync(pipe.device)) if profile else None
+    comm_before = pipe.comm.seconds if pipe.comm else 0.0
     stall = 0.0
     seeds = edges = batches = 0
     pipe.synchronize()
@@ -42,18 +48,31 @@ def run_epoch(pipe, on_batch=None) -> dict:
     while True:
         t = time.perf_counter()
         batch = next(iterator, None)
-        stall += time.perf_counter() - t
+        blocked = time.perf_counter() - t
+        stall += blocked
+        if clock is not None:
+            clock.loaded(blocked, batch)
         if batch is None:
             break
         if on_batch is not None:
             on_batch(batches)
         s, e = pipe.count(batch)
         seeds, edges, batches = seeds + s, edges + e, batches + 1
-        pipe.step(batch)
+        if clock is not None:
+            clock.work.add(*pipe.work(batch))
+            clock.begin_step()
+            pipe.step(batch, clock)
+        else:
+            pipe.step(batch)
     pipe.synchronize()
     seconds = time.perf_counter() - start
-    return {"seconds": seconds, "stall_s": min(stall, seconds), "seeds": seeds, "edges": edges,
-            "batches": batches}
+    stats = {"seconds": seconds, "stall_s": min(stall, seconds), "seeds": seeds, "edges": edges,
+             "batches": batches}
+    if clock is not None:
+        comm = (pipe.comm.seconds if pipe.comm else 0.0) - comm_before
+        stats.update(stages=clock.split(seconds, comm), loader_worker_s=clock.worker_seconds(),
+                     work=clock.work.as_dict())
+    return stats
 
 
 def framework_versions(stack: str) -> dict[str, str]:
@@ -149,7 +168,7 @@ def run_cell(cell: dict, dataset_dir: Path) -> dict | None:
         comm_before = pipe.comm.seconds if pipe.comm else 0.0
         if world > 1:
             dist.barrier()  # every rank starts the epoch together; the slowest rank ends it
-        stats = run_epoch(pipe, on_batch)
+        stats = run_epoch(pipe, on_batch, profile=pipe.profile)
         if stats["batches"] == 0:
             raise RuntimeError(f"rank {rank}: the training loader yielded no batch in epoch {epoch + 1} "
                                f"(batch size {settings['batch_size']}, {world} rank(s): fewer seeds than "
@@ -203,16 +222,30 @@ def peak_gpu_bytes(pipe) -> int | None:
 
 def merge_ranks(ranks: list[dict], key: str) -> list[dict]:
     """Per epoch across ranks: the slowest rank's time counts; work is summed; waiting and
-    communication are averaged."""
+    communication are averaged. The stage split and loader worker-seconds are the slowest rank's
+    (they add up to its epoch, the cell's); work counts are summed over ranks."""
     merged = []
     for per_rank in zip(*(r[key] for r in ranks)):
+        slowest = max(per_rank, key=lambda e: e["seconds"])
         merged.append({
-            "seconds": max(e["seconds"] for e in per_rank),
+            "seconds": slowest["seconds"],
             "stall_s": sum(e["stall_s"] for e in per_rank) / len(per_rank),
             "comm_s": sum(e["comm_s"] for e in per_rank) / len(per_rank),
             "seeds": sum(e["seeds"] for e in per_rank), "edges": sum(e["edges"] for e in per_rank),
             "batches": per_rank[0]["batches"]})
+        if "stages" in slowest:
+            merged[-1].update(stages=slowest["stages"], loader_worker_s=slowest["loader_worker_s"],
+                              work=sum_work([e["work"] for e in per_rank]))
     return merged
+
+
+def sum_work(works: list[dict]) -> dict:
+    """Work counts of several ranks' epochs, summed (hop lists element by element)."""
+    out = {k: sum(w[k] for w in works) for k in ("batches", "input_nodes", "feature_bytes", "copy_bytes")}
+    for key in ("hop_nodes", "hop_edges"):
+        hops = max(len(w[key]) for w in works)
+        out[key] = [sum(w[key][i] for w in works if i < len(w[key])) for i in range(hops)]
+    return out
 
 
 def rank_summary(r: dict) -> dict:

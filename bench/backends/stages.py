@@ -1,0 +1,206 @@
+"""Time per stage and work per batch: the instrumentation `profile: true` (the default) turns on.
+
+Stages. An epoch of the training process splits into disjoint wall-clock stages that add up to it:
+    sample, fetch, copy     loader work done in the training thread itself (inside next() on the
+                            loader, or in the step for the copy to the device)
+    forward_backward, optimizer   the step (all-reduce taken out of forward_backward)
+    allreduce               DDP's gradient all-reduce (bench.backends.base.CommTimer)
+    wait                    the rest of the time blocked in next() on the loader
+    other                   the epoch minus all of the above (loop bookkeeping; the honest remainder)
+
+Where loader work runs. Each framework runs its sampler and its feature gather where it runs them:
+in the training thread (num_workers=0), in DataLoader worker processes, or in a thread of its own
+(gb.DataLoader runs everything before `copy_to` in a prefetch thread). A thin wrapper around the
+framework's own component times it there with perf_counter and stamps the seconds on the batch it
+produced (`stamp`): a short list of (stage, where, seconds, bytes), `where` = (pid, thread id). The
+stamp travels with the batch (pickled with it from a worker process) and the training loop reads it
+off (`EpochClock.loaded`): seconds spent in its own thread were part of its time blocked in next(),
+so they are its stages and the rest of next() is `wait`; seconds spent elsewhere overlapped training
+and are worker-seconds (`loader_worker_s`), while the whole blocked time is `wait`.
+
+Work. Per batch, counted the same way for every node backend (`Work`):
+    hop_nodes   [seeds, nodes first reached at hop 1, at hop 2, ...]: unique nodes, each counted at
+                the hop that first reaches it (so sum(hop_nodes) == input_nodes)
+    hop_edges   [sampled edges of hop 1, of hop 2, ...] (hop 1 ends at the seeds)
+    input_nodes nodes whose features were fetched
+    feature_bytes  bytes of features gathered
+    copy_bytes  bytes copied host -> device (0 on the CPU)
+
+Plain Python: imported inside the stacks, torch only where a GPU is synchronised.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+STAGES = ("sample", "fetch", "copy", "forward_backward", "optimizer", "allreduce", "wait", "other")
+LOADER_STAGES = ("sample", "fetch", "copy")
+STAMP = "gnnbench_stamp"  # the attribute a batch carries its loader seconds in
+STARTED = "_gnnbench_started"  # perf_counter when a stage timed by start/finish began
+BYTES = "_gnnbench_bytes"  # bytes such a stage moves to the device, noted where it began
+
+_perf = time.perf_counter
+
+
+def here() -> tuple[int, int]:
+    """Where code runs: (process, thread)."""
+    return os.getpid(), threading.get_ident()
+
+
+# ---- the loader side: stamps ---------------------------------------------------------------------
+
+def stamp(batch, stage: str, seconds: float, nbytes: int = 0, carried: list | None = None):
+    """Add `seconds` of `stage` (run here) to the batch's stamp; `carried`: stamps of an earlier
+    object of the same batch (e.g. PyG's SamplerOutput before it became a Data)."""
+    entries = getattr(batch, STAMP, None) or carried or []
+    entries.append((stage, here(), seconds, nbytes))
+    setattr(batch, STAMP, entries)
+    return batch
+
+
+def take_stamp(batch) -> list:
+    """The batch's stamp, removed from it (so the model never sees it)."""
+    entries = getattr(batch, STAMP, None)
+    if entries is None:
+        return []
+    delattr(batch, STAMP)
+    return entries
+
+
+def timed(fn, stage: str, sync=None):
+    """`fn` timed as `stage`: its result (the batch, or what becomes it) carries the seconds, and
+    any stamp its argument already carried. `sync`: called before the clock stops (a GPU stage)."""
+
+    def run(item, *args, **kwargs):
+        started = _perf()
+        out = fn(item, *args, **kwargs)
+        if sync is not None:
+            sync()
+        return stamp(out, stage, _perf() - started, carried=getattr(item, STAMP, None) if item is not out else None)
+
+    return run
+
+
+def start(batch):
+    """Note when a stage made of several framework steps starts (GraphBolt's sampler): a step
+    placed before them, in the same thread (its end is `finish`)."""
+    setattr(batch, STARTED, _perf())
+    return batch
+
+
+def finish(stage: str, sync=None):
+    """The end of a stage begun with `start`: stamp the seconds since."""
+
+    def run(batch):
+        if sync is not None:
+            sync()
+        seconds = _perf() - getattr(batch, STARTED)
+        delattr(batch, STARTED)
+        nbytes = getattr(batch, BYTES, 0)
+        if nbytes:
+            delattr(batch, BYTES)
+        return stamp(batch, stage, seconds, nbytes)
+
+    return run
+
+
+def cuda_sync(device):
+    """A function that waits for `device` where it is a GPU, else None (nothing to wait for)."""
+    if getattr(device, "type", "cpu") != "cuda":
+        return None
+    import torch
+
+    return torch.cuda.synchronize
+
+
+# ---- the training side: one epoch's clock ----------------------------------------------------------
+
+class Work:
+    """One epoch's work, summed over its batches (see the module docstring)."""
+
+    def __init__(self):
+        self.batches = 0
+        self.hop_nodes: list[int] = []
+        self.hop_edges: list[int] = []
+        self.input_nodes = self.feature_bytes = self.copy_bytes = 0
+
+    def add(self, hop_nodes, hop_edges, input_nodes: int, feature_bytes: int) -> None:
+        self.batches += 1
+        _add_into(self.hop_nodes, hop_nodes)
+        _add_into(self.hop_edges, hop_edges)
+        self.input_nodes += input_nodes
+        self.feature_bytes += feature_bytes
+
+    def as_dict(self) -> dict:
+        return {"batches": self.batches, "hop_nodes": self.hop_nodes, "hop_edges": self.hop_edges,
+                "input_nodes": self.input_nodes, "feature_bytes": self.feature_bytes,
+                "copy_bytes": self.copy_bytes}
+
+
+def _add_into(total: list, values) -> None:
+    for i, v in enumerate(values):
+        if i < len(total):
+            total[i] += int(v)
+        else:
+            total.append(int(v))
+
+
+class EpochClock:
+    """Accumulates one epoch's stages in the training thread. The loop calls `loaded` after each
+    next() on the loader, `begin_step` before the step, and the step calls `mark(stage)` where
+    each of its stages ends; `split` closes the epoch."""
+
+    def __init__(self, sync=None):
+        self.sync = sync  # the training device's synchronize, on a GPU
+        self.me = here()
+        self.seconds = dict.fromkeys(STAGES, 0.0)
+        self.elsewhere = dict.fromkeys(("sample", "fetch"), 0.0)
+        self.overlapped = False  # some loader stage ran outside this thread
+        self.work = Work()
+        self.last = 0.0
+
+    def loaded(self, blocked: float, batch) -> None:
+        """`blocked` seconds in next() produced `batch` (None at the end): its stamp says how
+        much of that was this thread's own sampling/fetching/copying; the rest is `wait`."""
+        inline = 0.0
+        for stage, where, seconds, nbytes in (take_stamp(batch) if batch is not None else ()):
+            self.work.copy_bytes += nbytes
+            if where == self.me:
+                self.seconds[stage] += seconds
+                inline += seconds
+            else:  # overlapped training (a copy made off this thread would too; none is today)
+                self.overlapped = True
+                self.elsewhere[stage] = self.elsewhere.get(stage, 0.0) + seconds
+        self.seconds["wait"] += max(blocked - inline, 0.0)
+
+    def begin_step(self) -> None:
+        self.last = _perf()
+
+    def mark(self, stage: str, nbytes: int = 0) -> None:
+        """The step's `stage` ends now (after the device has finished it)."""
+        if self.sync is not None:
+            self.sync()
+        now = _perf()
+        self.seconds[stage] += now - self.last
+        self.work.copy_bytes += nbytes if stage == "copy" else 0
+        self.last = now
+
+    def split(self, epoch_seconds: float, allreduce_seconds: float) -> dict:
+        """The epoch's stages, adding up to `epoch_seconds`: all-reduce (which overlaps
+        backward) taken out of forward_backward, `other` the remainder (clipped at 0)."""
+        out = dict(self.seconds)
+        out["allreduce"] = min(allreduce_seconds, out["forward_backward"])
+        out["forward_backward"] -= out["allreduce"]
+        out["other"] = 0.0
+        out["other"] = max(epoch_seconds - sum(out.values()), 0.0)
+        return out
+
+    def worker_seconds(self) -> dict | None:
+        """Loader seconds spent outside the training thread (overlapping it), or None."""
+        return dict(self.elsewhere) if self.overlapped else None
+
+
+def tensor_bytes(tensors) -> int:
+    return sum(int(t.numel()) * t.element_size() for t in tensors if hasattr(t, "element_size"))

@@ -1,0 +1,196 @@
+"""Time per stage and work per batch (bench/backends/stages.py): the clock's accounting on its own,
+the `profile` setting, and real tiny runs of every backend through `pytest suites/`, whose stages
+must add up to their epochs and whose work counts must agree with what the cell was asked to do."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import pytest
+
+from bench.backends import stages
+from bench.run import suite
+from tests.conftest import require_stacks, run_suite_text
+
+TINY = "rmat-s9"
+FEATURE_DIM = 16
+FANOUT = [5, 5]
+SUITE = f"""
+name: stages
+datasets:
+  {TINY}:
+    source: synthetic
+    params: {{scale: 9, edge_factor: 8, feature_dim: {FEATURE_DIM}, num_classes: 4}}
+  mol:
+    source: molecules
+    params: {{count: 300, min_nodes: 8, max_nodes: 20, feature_dim: {FEATURE_DIM}, num_classes: 4, seed: 3}}
+backends: [pyg-neighbor, dgl-graphbolt, pyg-graphs]
+settings:
+  num_workers: 0
+  store: [memory, lmdb]
+  mode: cpu-cpu
+  batch_size: 64
+  fanout: {FANOUT}
+  epochs: 2
+  warmup_epochs: 1
+  timeout: 240
+exclude:
+  - {{backend: [dgl-graphbolt, pyg-graphs], store: lmdb}}
+include:
+  - {{backend: [pyg-neighbor, dgl-graphbolt], dataset: {TINY}, store: memory, num_workers: 2}}
+  - {{backend: pyg-neighbor, dataset: {TINY}, store: memory, profile: false}}
+"""
+
+
+def cell(backend: str, workers: int = 0, store: str = "memory", dataset: str = TINY, profile: bool = True) -> str:
+    return (f"{backend}/{dataset}/mode=cpu-cpu/workers={workers}/ws=1/store={store}"
+            + ("" if profile else "/profile=off"))
+
+
+PROFILED = [cell("pyg-neighbor"), cell("pyg-neighbor", store="lmdb"), cell("pyg-neighbor", workers=2),
+            cell("dgl-graphbolt"), cell("dgl-graphbolt", workers=2), cell("pyg-graphs", dataset="mol")]
+
+
+# --- the clock alone (no framework) -------------------------------------------------------------
+
+class Batch:
+    """Anything a loader yields: stamps are attributes on it."""
+
+
+def test_own_thread_loader_seconds_are_stages_and_the_rest_of_next_is_wait():
+    clock = stages.EpochClock()
+    batch = stages.stamp(stages.stamp(Batch(), "sample", 0.25), "fetch", 0.5)
+    clock.loaded(1.0, batch)
+    assert clock.seconds["sample"] == 0.25 and clock.seconds["fetch"] == 0.5
+    assert clock.seconds["wait"] == pytest.approx(0.25)
+    assert clock.worker_seconds() is None
+    assert not hasattr(batch, stages.STAMP)  # taken off: the model never sees it
+
+
+def test_loader_seconds_from_another_thread_overlap_and_all_of_next_is_wait():
+    batch = Batch()
+    worker = threading.Thread(target=lambda: stages.stamp(batch, "sample", 0.25))
+    worker.start()
+    worker.join()
+    clock = stages.EpochClock()
+    clock.loaded(0.125, batch)
+    assert clock.seconds["sample"] == 0.0 and clock.seconds["wait"] == 0.125
+    assert clock.worker_seconds() == {"sample": 0.25, "fetch": 0.0}
+
+
+def test_timed_carries_an_earlier_stamp_to_the_new_object():
+    sampled = stages.stamp(Batch(), "sample", 0.5)
+    made = stages.timed(lambda out: Batch(), "fetch")(sampled)
+    assert [entry[0] for entry in stages.take_stamp(made)] == ["sample", "fetch"]
+
+
+def test_split_adds_up_and_takes_allreduce_out_of_forward_backward():
+    clock = stages.EpochClock()
+    clock.seconds.update(sample=1.0, forward_backward=3.0, optimizer=0.5, wait=0.5)
+    split = clock.split(6.0, allreduce_seconds=1.0)
+    assert split["forward_backward"] == 2.0 and split["allreduce"] == 1.0 and split["other"] == 1.0
+    assert sum(split.values()) == pytest.approx(6.0) and set(split) == set(stages.STAGES)
+
+
+def test_work_sums_hops_of_any_depth():
+    work = stages.Work()
+    work.add([4, 10], [12], 14, 14 * 64)
+    work.add([4, 8, 3], [9, 6], 15, 15 * 64)
+    assert work.as_dict() == {"batches": 2, "hop_nodes": [8, 18, 3], "hop_edges": [21, 6], "input_nodes": 29,
+                              "feature_bytes": 29 * 64, "copy_bytes": 0}
+
+
+# --- the setting --------------------------------------------------------------------------------
+
+def test_profile_is_on_by_default_and_off_shows_in_the_cell_id(write_suite):
+    base = f"""
+name: p
+datasets: {{{TINY}: {{source: synthetic, params: {{scale: 9}}}}}}
+backends: [pyg-neighbor]
+"""
+    on, _ = suite.load(write_suite(base))
+    [only] = suite.expand(on)
+    assert only.settings["profile"] is True and "profile" not in only.id
+    swept, _ = suite.load(write_suite(base + "settings: {profile: [true, false]}\n", "swept.yaml"))
+    assert [c.id for c in suite.expand(swept)] == [only.id, only.id + "/profile=off"]
+    with pytest.raises(suite.SuiteError, match=r"settings\.profile"):
+        suite.load(write_suite(base + "settings: {profile: sometimes}\n", "bad.yaml"))
+
+
+# --- real runs ----------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory, cache_dir) -> dict[str, dict]:
+    require_stacks("pyg", "dgl")
+    proc, out = run_suite_text(SUITE, tmp_path_factory.mktemp("stages"), cache_dir)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    document = json.loads(out.read_text())
+    assert document["unmeasured"] == []
+    return {b["extra_info"]["cell_id"]: b for b in document["benchmarks"]}
+
+
+@pytest.mark.parametrize("cell_id", PROFILED)
+def test_stages_add_up_to_the_epoch(run, cell_id):
+    bench = run[cell_id]
+    info, epoch = bench["extra_info"], bench["stats"]["mean"]
+    assert info["profile"] is True and set(info["stages"]) == set(stages.STAGES)
+    assert all(seconds >= 0 for seconds in info["stages"].values()), info["stages"]
+    assert sum(info["stages"].values()) == pytest.approx(epoch, rel=0.05)
+    # the remainder is bookkeeping: a stage left unmeasured would show up here
+    assert info["stages"]["other"] <= 0.15 * epoch, info["stages"]
+    assert info["stages"]["forward_backward"] > 0 and info["stages"]["optimizer"] > 0
+    assert info["stages"]["allreduce"] == 0 and info["stages"]["copy"] >= 0  # one rank, on the CPU
+
+
+def test_loader_stages_are_counted_where_they_ran(run):
+    inline = run[cell("pyg-neighbor")]["extra_info"]
+    assert inline["stages"]["sample"] > 0 and inline["stages"]["fetch"] > 0
+    assert inline["loader_worker_s"] is None
+    lmdb = run[cell("pyg-neighbor", store="lmdb")]["extra_info"]
+    assert lmdb["stages"]["fetch"] > 0 and lmdb["loader_worker_s"] is None
+    for workers in (cell("pyg-neighbor", workers=2), cell("dgl-graphbolt", workers=2)):
+        info = run[workers]["extra_info"]
+        assert info["stages"]["sample"] == 0 and info["loader_worker_s"]["sample"] > 0, workers
+    assert run[cell("pyg-neighbor", workers=2)]["extra_info"]["loader_worker_s"]["fetch"] > 0
+    # without workers GraphBolt samples and fetches in its prefetch thread (copy_to's): overlapped
+    graphbolt = run[cell("dgl-graphbolt")]["extra_info"]
+    assert graphbolt["stages"]["sample"] == 0 and graphbolt["stages"]["fetch"] == 0
+    assert graphbolt["loader_worker_s"]["sample"] > 0 and graphbolt["loader_worker_s"]["fetch"] > 0
+    graphs = run[cell("pyg-graphs", dataset="mol")]["extra_info"]
+    assert graphs["stages"]["sample"] == 0 and graphs["stages"]["fetch"] > 0
+
+
+@pytest.mark.parametrize("cell_id", [c for c in PROFILED if "pyg-graphs" not in c])
+def test_work_per_batch_is_consistent(run, cell_id):
+    info = run[cell_id]["extra_info"]
+    work = info["work"]
+    assert len(work["hop_nodes"]) == len(FANOUT) + 1 and len(work["hop_edges"]) == len(FANOUT)
+    assert all(n > 0 for n in work["hop_nodes"] + work["hop_edges"]), work
+    assert work["batches"] == info["batches_per_epoch"]
+    # hop 0 is the seeds: every training node once per epoch
+    assert work["hop_nodes"][0] * work["batches"] == pytest.approx(info["dataset"]["num_train"])
+    assert sum(work["hop_nodes"]) == pytest.approx(work["input_nodes"])  # each node at its first hop
+    assert work["feature_bytes"] == pytest.approx(work["input_nodes"] * FEATURE_DIM * 4)
+    assert work["copy_bytes"] == 0  # nothing goes to a device on the CPU
+    assert work["hop_edges"][0] <= FANOUT[0] * work["hop_nodes"][0]
+
+
+def test_both_frameworks_count_the_same_first_hop(run):
+    """The seeds and their sampled in-edges are the same set in both (every training node, up to
+    5 of its neighbours without replacement), so the first hop's counts must agree exactly."""
+    pyg, graphbolt = (run[cell(b)]["extra_info"]["work"] for b in ("pyg-neighbor", "dgl-graphbolt"))
+    assert pyg["hop_nodes"][0] * pyg["batches"] == pytest.approx(graphbolt["hop_nodes"][0] * graphbolt["batches"])
+    assert pyg["hop_edges"][0] * pyg["batches"] == pytest.approx(graphbolt["hop_edges"][0] * graphbolt["batches"])
+
+
+def test_graph_batches_count_whole_graphs(run):
+    work = run[cell("pyg-graphs", dataset="mol")]["extra_info"]["work"]
+    assert work["hop_nodes"][0] == pytest.approx(work["input_nodes"]) and work["hop_edges"][0] > 0
+    assert work["feature_bytes"] == pytest.approx(work["input_nodes"] * FEATURE_DIM * 4)
+
+
+def test_profile_off_records_no_stages(run):
+    info = run[cell("pyg-neighbor", profile=False)]["extra_info"]
+    assert info["profile"] is False and info["stages"] is None and info["work"] is None
+    assert info["loader_worker_s"] is None and info["seeds_per_s"] > 0
