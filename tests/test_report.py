@@ -169,3 +169,20 @@ def test_files_without_stages_render_without_their_columns(tmp_path):
     assert "binding stage" not in text and "Where the time goes" not in text and "nodes / batch" not in text
     # the diagnosis reads what older files have: all-reduce, batches, the machine's cores
     assert "all-reduce is 40 % of the epoch" in text.split("### Why more ranks or workers are slower", 1)[1]
+
+
+def test_the_largest_private_part_of_a_rank_is_named(tmp_path):
+    """The memory breakdown's largest private part (any rank) is a column where recorded."""
+    path = result_file(tmp_path)
+    data = json.loads(path.read_text())
+    mib = 2**20
+    data["benchmarks"][0]["extra_info"]["memory_breakdown"] = [
+        {"pss_bytes": 700 * mib, "parts": {"interpreter_framework": {"shared": 50 * mib, "private": 200 * mib},
+                                           "graph_structure": {"shared": 300 * mib, "private": 0}}},
+        {"pss_bytes": 800 * mib, "parts": {"interpreter_framework": {"shared": 50 * mib, "private": 210 * mib},
+                                           "features": {"shared": 0, "private": 512 * mib}}}]
+    path.write_text(json.dumps(data))
+    text = report.render_markdown([results.read(path)])
+    header = text.split("| cell | status |")[1].splitlines()[0]
+    assert "largest private MiB" in header
+    assert "| features 512 |" in text

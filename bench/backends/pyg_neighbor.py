@@ -37,8 +37,11 @@ class Pipeline(PygNodePipeline):
                     y=torch.from_numpy(data.labels), num_nodes=data.num_nodes)
 
     def _loader(self, split: str, shuffle: bool, num_workers: int = 0) -> NeighborLoader:
+        # is_sorted: the hub's edges are in CSC order already, so PyG uses them as they are (the
+        # memory-mapped pages every rank shares) instead of sorting a private copy per rank.
+        # With workers, PyG still moves them into shared memory once per rank (share_memory).
         return NeighborLoader(
-            self.graph, num_neighbors=list(self.settings["fanout"]),
+            self.graph, num_neighbors=list(self.settings["fanout"]), is_sorted=True,
             input_nodes=torch.from_numpy(self.splits[split]), batch_size=self.settings["batch_size"],
             shuffle=shuffle, num_workers=num_workers, persistent_workers=num_workers > 0,
             pin_memory=bool(self.settings.get("pin_memory")))

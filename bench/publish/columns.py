@@ -99,6 +99,31 @@ def _ceiling_note(cell: CellResult) -> str | None:
     return f"({against.removeprefix('at ').replace(' of this machine', ' of the machine')})" if against else None
 
 
+def largest_private(cell: CellResult) -> tuple[str, int, int] | None:
+    """(part, private bytes, rank) of the largest private part of any rank's peak PSS, from the
+    memory breakdown (bench/run/memory_breakdown.py); None where it was not recorded."""
+    found = None
+    for rank, ranked in enumerate(cell.metrics.get("memory_breakdown") or []):
+        for part, sizes in ((ranked or {}).get("parts") or {}).items():
+            if found is None or sizes.get("private", 0) > found[1]:
+                found = (part, sizes.get("private", 0), rank)
+    return found
+
+
+def _largest_private_text(found) -> str:
+    return fmt.DASH if found is None else f"{found[0].replace('_', ' ')} {fmt.mib(found[1])}"
+
+
+def _breakdown_hint(cell: CellResult) -> str:
+    lines = []
+    for rank, ranked in enumerate(cell.metrics.get("memory_breakdown") or []):
+        parts = (ranked or {}).get("parts") or {}
+        lines.append(f"rank {rank}: " + ", ".join(
+            f"{name.replace('_', ' ')} {fmt.mib(v.get('private', 0))} private + {fmt.mib(v.get('shared', 0))} shared MiB"
+            for name, v in parts.items()))
+    return "; ".join(lines)
+
+
 def _has_gpu_memory(table: dict) -> bool:
     return any(r.metrics.peak_gpu_bytes for r in table["rows"] if r.measured)
 
@@ -125,6 +150,8 @@ CELL_COLUMNS = [
     Column("peak RSS MiB", metric("peak_rss_bytes"), fmt.mib, html=False),
     Column("PSS per rank", lambda c: c.rank_pss_bytes, fmt.mib, unit="max, MiB", note=_ranks, markdown=False),
     Column("PSS total", metric("total_pss_bytes"), fmt.mib, unit="MiB", markdown=False),
+    Column("largest private MiB", largest_private, _largest_private_text, title="largest private",
+           unit="part of a rank's PSS, MiB", hint=_breakdown_hint, shown=_recorded("memory_breakdown")),
     Column("GPU memory", metric("peak_gpu_bytes"), fmt.mib, unit="peak, MiB", markdown=False, shown=_has_gpu_memory),
     Column("val acc", metric("val_acc"), fmt.accuracy, html=False),
     Column("test acc", metric("test_acc"), fmt.accuracy, html=False),

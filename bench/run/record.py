@@ -103,6 +103,8 @@ def extra_info(outcome: Outcome, baseline: str | None = None) -> dict:
         "is_baseline": cell.id == baseline,
         "sampler": rec.get("sampler"),  # which implementation sampled the neighbourhoods
         "other_load": outcome.other_load,  # share of the machine other work took meanwhile (bench.run.load)
+        # where each rank's peak PSS went, shared and private (bench/run/memory_breakdown.py), by rank
+        "memory_breakdown": rec.get("memory_breakdown"),
         **({"partition": rec["partition"]} if rec.get("partition") else {}),
         **profile_info(epochs, cell.settings.get("profile", True)),
     }
