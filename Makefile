@@ -9,7 +9,8 @@ GNNBENCH_COMPOSE_SCHEMA ?= $(abspath ../shared/schemas/compose-spec.json)
 export GNNBENCH_DATA_ROOT GNNBENCH_COMPOSE_SCHEMA
 # The committed results the site and results/README.md are built from (not results/runs/, where
 # your own runs land, uncommitted).
-RESULTS := $(filter-out results/runs/%,$(wildcard results/*/*.json))
+# results/fidelity/ holds `gnnbench fidelity` comparisons, not suite runs.
+RESULTS := $(filter-out results/runs/% results/fidelity/%,$(wildcard results/*/*.json))
 
 .PHONY: bench test stacks site results-readme chromium podman image-test image-gpu
 

@@ -13,7 +13,7 @@ from bench.publish import columns, fmt, report, results, site
 from tests import synthetic_results as sr
 
 REPO = Path(__file__).resolve().parents[1]
-COMMITTED = sorted(p for p in REPO.glob("results/*/*.json") if p.parent.name != "runs") + \
+COMMITTED = sorted(p for p in REPO.glob("results/*/*.json") if p.parent.name not in ("runs", "fidelity")) + \
     sorted((REPO / "tests" / "data").glob("*.json"))
 
 
