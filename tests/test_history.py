@@ -208,3 +208,16 @@ def test_cli_compare_bad_file_exit_2(tmp_path, capsys):
     assert cli.main(["compare", str(bad), str(REAL_NEW)]) == 2
     assert "no 'gnnbench.schema_version'" in capsys.readouterr().err
     assert cli.main(["compare", str(tmp_path / "missing.json"), str(REAL_NEW)]) == 2
+
+
+def test_a_changed_graph_is_not_comparable(tmp_path):
+    """Same dataset name, another graph (e.g. a new synthetic generator): the timing is not judged."""
+    runs = series(tmp_path, 2, slower={CELLS[0]: 3.0})
+    other = json.loads(runs[1].path.read_text())
+    for bench in other["benchmarks"]:
+        if bench["extra_info"]["cell_id"] == CELLS[0]:
+            bench["extra_info"]["dataset"]["num_edges"] += 1000
+    changed = sr.write(tmp_path, "other-graph.json", other)
+    verdict = by_cell(history.compare(runs[0], changed))[CELLS[0]]
+    assert verdict.verdict == "not comparable" and "the dataset changed between the runs (num_edges" in verdict.reason
+    assert by_cell(history.compare(runs[0], runs[1]))[CELLS[0]].verdict == "regression"

@@ -179,9 +179,29 @@ def compare(old: RunResult, new: RunResult, *, floor: float = 0.10, force: bool 
         if not (comparable and o and n and o.status == n.status == "ok"):
             verdicts.append(status_verdict(cell_id, o, n, comparable, old, new))
             continue
+        changed = graph_changes(o, n)
+        if changed:  # e.g. a new synthetic generator: same dataset name, another graph
+            verdicts.append(Verdict(cell_id, n.dataset or o.dataset, "not comparable", o.median, n.median,
+                                    n.median / o.median - 1, None,
+                                    f"the dataset changed between the runs ({changed}): timings on different "
+                                    "graphs are not compared"))
+            continue
         between, source = run_to_run(cell_id, earlier, old_cells, new_cells)
         verdicts.append(timing_verdict(o, n, noise(o, n, floor, between, source), floor))
     return verdicts
+
+
+GRAPH_FIELDS = ("num_nodes", "num_edges", "feature_dim", "num_classes", "num_train", "num_val", "num_test",
+                "num_graphs")
+
+
+def graph_changes(o: CellResult, n: CellResult) -> str:
+    """What differs between the graphs two measurements ran on, in words ("" where nothing recorded does)."""
+    if o.card is None or n.card is None:
+        return ""
+    return "; ".join(f"{name} {getattr(o.card, name):,} -> {getattr(n.card, name):,}" for name in GRAPH_FIELDS
+                     if None not in (getattr(o.card, name), getattr(n.card, name))
+                     and getattr(o.card, name) != getattr(n.card, name))
 
 
 def run_to_run(cell_id: str, earlier: Sequence[RunResult], old_cells: dict[str, CellResult],
