@@ -16,6 +16,16 @@ REPO = Path(__file__).resolve().parents[1]
 os.environ["GNNBENCH_OFFLINE"] = "1"
 
 
+# Folders of results/ that hold no committed suite run: runs/ (your own runs, uncommitted) and
+# fidelity/ (`gnnbench fidelity` comparisons); the Makefile's RESULTS leaves the same out.
+NOT_SUITE_RUNS = ("runs", "fidelity")
+
+
+def committed_results() -> list[Path]:
+    """The committed suite result files (what `make site` and `make results-readme` render)."""
+    return sorted(p for p in REPO.glob("results/*/*.json") if p.parent.name not in NOT_SUITE_RUNS)
+
+
 def require_stacks(*names: str) -> None:
     """Stack tests need the installed stacks. Under CI they are installed by .ci/run, so a
     missing stack there is a failure, not a skip."""

@@ -11,9 +11,10 @@ import pytest
 
 from bench.publish import columns, fmt, report, results, site
 from tests import synthetic_results as sr
+from tests.conftest import committed_results
 
 REPO = Path(__file__).resolve().parents[1]
-COMMITTED = sorted(p for p in REPO.glob("results/*/*.json") if p.parent.name not in ("runs", "fidelity")) + \
+COMMITTED = committed_results() + \
     sorted((REPO / "tests" / "data").glob("*.json"))
 
 

@@ -17,9 +17,10 @@ import pytest
 from bench import cli
 from bench.publish import report, results, site
 from tests import synthetic_results as sr
+from tests.conftest import committed_results
 
 REPO = Path(__file__).resolve().parents[1]
-COMMITTED = sorted(p for p in REPO.glob("results/*/*.json") if p.parent.name != "runs")  # runs/: uncommitted
+COMMITTED = committed_results()
 CHROMIUM = Path(os.environ.get("GNNBENCH_CHROMIUM", "/usr/bin/chromium"))
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
