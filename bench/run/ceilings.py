@@ -20,8 +20,6 @@ later runs reuse it and a run pays a few seconds at most, once. numpy only.
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import hashlib
 import json
 import mmap
@@ -35,6 +33,8 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import numpy as np
+
+from bench.stores import page_cache
 
 FORMAT = 1
 MIB = 2**20
@@ -127,42 +127,6 @@ def _gather_source() -> np.ndarray:
 
 # --- disk --------------------------------------------------------------------------------------
 
-def _libc():
-    name = ctypes.util.find_library("c")
-    return ctypes.CDLL(name, use_errno=True) if name else None
-
-
-def resident_fraction(path: Path, length: int | None = None) -> float | None:
-    """Share of the file's first `length` bytes in the page cache (mincore), None if unknown."""
-    libc = _libc()
-    size = os.path.getsize(path)
-    length = min(size, length or size)
-    if libc is None or length == 0:
-        return None
-    page = mmap.PAGESIZE
-    pages = (length + page - 1) // page
-    vec = (ctypes.c_ubyte * pages)()
-    libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_ubyte)]
-    # a private mapping (ACCESS_COPY) is writable for ctypes, and untouched it shows the page cache
-    with open(path, "rb") as f, mmap.mmap(f.fileno(), length, access=mmap.ACCESS_COPY) as mapped:
-        first = ctypes.c_char.from_buffer(mapped)
-        failed = libc.mincore(ctypes.c_void_p(ctypes.addressof(first)), ctypes.c_size_t(length), vec)
-        del first  # the mapping cannot close while a ctypes view holds it
-        if failed:
-            return None
-        return sum(v & 1 for v in vec) / pages
-
-
-def evict(path: Path) -> None:
-    """Drop the file's pages from the page cache (no root needed for a file one can read)."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd) if os.access(path, os.W_OK) else None
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-    finally:
-        os.close(fd)
-
-
 def sequential_read(path: Path) -> float:
     """Bytes per second reading the file's first SEQ_READ_LIMIT bytes in READ_CHUNK pieces."""
     buffer = bytearray(READ_CHUNK)
@@ -204,10 +168,10 @@ def disk_reads(path: Path, record_bytes: int, data_offset: int = 0, label: str |
     label, stayed = label or path.name, []
 
     def cold() -> None:
-        evict(path)
-        resident = resident_fraction(path, SEQ_READ_LIMIT)
-        if resident is not None and resident > COLD_RESIDENT_MAX:
-            stayed.append(resident)
+        page_cache.evict([path])
+        cached, pages = page_cache.resident(path, SEQ_READ_LIMIT)  # of the part the probe reads
+        if pages and cached / pages > COLD_RESIDENT_MAX:
+            stayed.append(cached / pages)
     cold()
     figures = {"seq_cold_bytes_per_s": sequential_read(path)}
     figures["seq_warm_bytes_per_s"] = sequential_read(path)

@@ -35,9 +35,10 @@ _libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
 _libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_ubyte)]
 
 
-def resident(path: Path) -> tuple[int, int]:
-    """(pages of the file in the page cache, pages of the file)."""
-    size = os.path.getsize(path)
+def resident(path: Path, length: int | None = None) -> tuple[int, int]:
+    """(pages of the file in the page cache, pages of the file); with `length`, of its first
+    `length` bytes only."""
+    size = min(os.path.getsize(path), length or os.path.getsize(path))
     pages = -(-size // PAGE)
     if size == 0:
         return 0, 0
