@@ -66,10 +66,10 @@ def run_epoch(pipe, on_batch=None, profile: bool = False) -> dict:
             pipe.step(batch)
     pipe.synchronize()
     seconds = time.perf_counter() - start
-    stats = {"seconds": seconds, "stall_s": min(stall, seconds), "seeds": seeds, "edges": edges,
+    comm = (pipe.comm.seconds if pipe.comm else 0.0) - comm_before  # DDP's all-reduce in this epoch
+    stats = {"seconds": seconds, "stall_s": min(stall, seconds), "comm_s": comm, "seeds": seeds, "edges": edges,
              "batches": batches}
     if clock is not None:
-        comm = (pipe.comm.seconds if pipe.comm else 0.0) - comm_before
         stats.update(stages=clock.split(seconds, comm), loader_worker_s=clock.worker_seconds(),
                      work=clock.work.as_dict())
     return stats
@@ -163,9 +163,9 @@ def run_cell(cell: dict, dataset_dir: Path) -> dict | None:
     cold = files_of(settings["store"], BACKENDS[cell["backend"]].task, dataset_dir) if settings.get("page_cache") == "cold" else []
     for epoch in range(total):
         measuring = epoch >= settings["warmup_epochs"]
-        if cold and page_cache.evict(cold) > 0.05:  # every epoch starts cold; what others map stays
-            print(f"rank {rank}: page_cache cold: {page_cache.resident_share(cold):.0%} of the store still cached", file=sys.stderr)
-        comm_before = pipe.comm.seconds if pipe.comm else 0.0
+        still_cached = page_cache.evict(cold) if cold else 0.0  # every epoch starts cold; what others map stays
+        if still_cached > 0.05:
+            print(f"rank {rank}: page_cache cold: {still_cached:.0%} of the store still cached", file=sys.stderr)
         if world > 1:
             dist.barrier()  # every rank starts the epoch together; the slowest rank ends it
         stats = run_epoch(pipe, on_batch, profile=pipe.profile)
@@ -173,7 +173,6 @@ def run_cell(cell: dict, dataset_dir: Path) -> dict | None:
             raise RuntimeError(f"rank {rank}: the training loader yielded no batch in epoch {epoch + 1} "
                                f"(batch size {settings['batch_size']}, {world} rank(s): fewer seeds than "
                                "ranks x batch size, and the sampler drops uneven inputs?)")
-        stats["comm_s"] = (pipe.comm.seconds if pipe.comm else 0.0) - comm_before
         (measured if measuring else warmup).append(stats)
         if rank == 0:
             progress(epoch=epoch + 1, of=total, warmup=not measuring, seconds=round(stats["seconds"], 4))
