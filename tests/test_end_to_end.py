@@ -45,6 +45,7 @@ def test_both_backends_measured_with_the_full_contract(tiny_run):
             "name": "rmat-s9", "num_nodes": 512, "feature_dim": 16, "num_classes": 4, "source": "synthetic"}
         # the splits hold the nodes with an edge (60/20/20 of them), none of RMAT's isolated ones
         assert 0 < card["num_test"] <= card["num_val"] + 2 < card["num_train"] < 0.6 * 512 + 1
+        assert 0 < card["features_only_acc"] < 1  # the baseline the accuracies are read against
         assert info["seeds_per_s"] > 0 and info["edges_per_s"] > info["seeds_per_s"]
         assert 0 <= info["loader_stall"] <= 1
         assert info["peak_pss_bytes"] > 50 * 2**20 and info["peak_rss_bytes"] >= info["peak_pss_bytes"] * 0.5
