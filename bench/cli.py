@@ -80,9 +80,18 @@ def main(argv: list[str] | None = None) -> int:
     fid.add_argument("--rounds", type=int, default=3, help="interleaved rounds of cell and plain loop (default 3)")
     fid.add_argument("--out", type=Path, metavar="FILE",
                      help="the comparison's JSON (a Markdown table beside it); default: results/runs/fidelity-<suite>-STAMP.json")
-    fid.add_argument("--data-root", type=Path, metavar="DIR", default=os.environ.get("GNNBENCH_DATA_ROOT"),
-                     help="where raw dataset files are looked for first (env GNNBENCH_DATA_ROOT)")
-    fid.add_argument("--cache-dir", metavar="DIR", help="dataset hub folder (env GNNBENCH_CACHE)")
+
+    ovh = sub.add_parser("overhead", parents=[debug],
+                         help="what the stage timings cost: each cell's epoch with profile on against off, interleaved in one process")
+    ovh.add_argument("suite", nargs="?", default="profile-overhead", help="suite name in suites/ or a YAML path")
+    ovh.add_argument("-k", dest="select", metavar="EXPR", help="only cells whose id matches (pytest's -k rules)")
+    ovh.add_argument("--epochs", type=int, default=20, help="measured epochs of each side, alternating (default 20)")
+    ovh.add_argument("--out", type=Path, metavar="FILE",
+                     help="the measurement's JSON (a Markdown table beside it); default: results/runs/overhead-<suite>-STAMP.json")
+    for p in (fid, ovh):
+        p.add_argument("--data-root", type=Path, metavar="DIR", default=os.environ.get("GNNBENCH_DATA_ROOT"),
+                       help="where raw dataset files are looked for first (env GNNBENCH_DATA_ROOT)")
+        p.add_argument("--cache-dir", metavar="DIR", help="dataset hub folder (env GNNBENCH_CACHE)")
 
     ds = sub.add_parser("datasets", help="known datasets, their sizes and memory needs; prepare one")
     ds_sub = ds.add_subparsers(dest="datasets_command", required=True)
@@ -125,6 +134,8 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_datasets(args)
         if args.command == "fidelity":
             return cmd_fidelity(args)
+        if args.command == "overhead":
+            return cmd_overhead(args)
         if args.stacks_command == "install":
             for name in args.names or list(stacks.available()):
                 stacks.install(name, force=args.force)
@@ -203,25 +214,37 @@ def ending_as_interrupt():
             signal.signal(sig, handler)
 
 
-def cmd_fidelity(args) -> int:
-    import datetime as dt
-
-    from bench.paths import default_results_dir
-    from bench.run import fidelity
+def chosen_cells(args, keep, needs: str):
+    """The suite's cells (after -k) that `keep` accepts; an input error naming `needs` if none."""
     from bench.run.session import select_cells
 
-    if args.rounds < 1:
-        raise InputError(f"--rounds {args.rounds}: give at least 1")
     suite, _ = suite_mod.load(args.suite)
     cells = suite_mod.expand(suite)
     cells = select_cells(cells, args.select) if args.select else cells
-    chosen = [c for c in cells if fidelity.comparable(c)]
+    chosen = [c for c in cells if keep(c)]
     if not chosen:
-        raise InputError(f"suite {suite.name!r}{f' -k {args.select!r}' if args.select else ''}: no cell a plain loop "
-                         f"exists for (one rank, cpu-cpu, store memory, model sage, backend one of "
-                         f"{', '.join(fidelity.PLAIN_BACKENDS)})")
+        raise InputError(f"suite {suite.name!r}{f' -k {args.select!r}' if args.select else ''}: no cell {needs}")
+    return suite, chosen
+
+
+def results_path(args, kind: str, suite_name: str) -> Path:
+    import datetime as dt
+
+    from bench.paths import default_results_dir
+
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    out = args.out or default_results_dir() / f"fidelity-{suite.name}-{stamp}.json"
+    return args.out or default_results_dir() / f"{kind}-{suite_name}-{stamp}.json"
+
+
+def cmd_fidelity(args) -> int:
+    from bench.run import fidelity
+
+    if args.rounds < 1:
+        raise InputError(f"--rounds {args.rounds}: give at least 1")
+    suite, chosen = chosen_cells(args, fidelity.comparable,
+                                 f"a plain loop exists for (one rank, cpu-cpu, store memory, model sage, backend "
+                                 f"one of {', '.join(fidelity.PLAIN_BACKENDS)})")
+    out = results_path(args, "fidelity", suite.name)
     print(f"fidelity: {len(chosen)} cell(s) of {suite.name}, {args.rounds} interleaved round(s) each")
     try:
         found = fidelity.compare(chosen, cache_dir(args.cache_dir, writable=True), args.data_root, args.rounds)
@@ -232,6 +255,21 @@ def cmd_fidelity(args) -> int:
     print(fidelity.table(found))
     print(f"results: {out}")
     return 0 if all(c.faithful for c in found) else EXIT_CELLS_FAILED
+
+
+def cmd_overhead(args) -> int:
+    from bench.run import overhead
+
+    if args.epochs < 1:
+        raise InputError(f"--epochs {args.epochs}: give at least 1")
+    suite, chosen = chosen_cells(args, overhead.measurable, "of one rank (world_size: 1)")
+    out = results_path(args, "overhead", suite.name)
+    print(f"overhead: {len(chosen)} cell(s) of {suite.name}, profile on and off, {args.epochs} epochs each, interleaved")
+    found = overhead.measure(chosen, cache_dir(args.cache_dir, writable=True), args.data_root, args.epochs)
+    overhead.write(found, out, "gnnbench " + " ".join(shlex.quote(a) for a in sys.argv[1:]))
+    print(overhead.table(found))
+    print(f"results: {out}")
+    return 0 if all(r.within_goal for r in found) else EXIT_CELLS_FAILED
 
 
 def cmd_datasets(args) -> int:

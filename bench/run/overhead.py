@@ -1,0 +1,177 @@
+"""What looking costs: a cell's epoch with the stage timings and work counts (`profile: true`)
+against the same epoch without them (`profile: false`), interleaved epoch by epoch in one process.
+
+    gnnbench overhead [SUITE] [-k EXPR] [--epochs N] [--out FILE]
+    python -m bench.run.overhead CELL_JSON DATASET_DIR EPOCHS     (inside the cell's stack)
+
+Separate runs of the two settings differ by more than the overhead itself on a shared machine
+(run-to-run spread of 10-40 % here), so one process in the cell's stack loads the data once,
+builds the cell's pipeline twice (profile on and off: two loaders, two models from the same
+seed), warms both up, then runs their measured epochs in alternation (on, off, off, on, on,
+off, ...), so that whatever the machine does moves both alike. The overhead is the ratio of the
+two sides' median epochs, minus one; the median of the per-pair ratios is reported beside it.
+Only one-rank cells are measured (two DDP pipelines in one process group would share one
+all-reduce).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+GOAL = 0.02  # the issue's promise: profiling costs at most 2 % of the epoch median
+
+
+class OverheadError(RuntimeError):
+    pass
+
+
+@dataclass
+class Overhead:
+    cell_id: str
+    on_epochs: list[float]
+    off_epochs: list[float]
+    error: str | None = None  # the cell's interleaved run failed: why (the other cells go on)
+
+    @property
+    def overhead(self) -> float:
+        return statistics.median(self.on_epochs) / statistics.median(self.off_epochs) - 1
+
+    @property
+    def paired(self) -> float:
+        """Median over the alternating pairs of on/off - 1: robust to a drift across the run."""
+        return statistics.median(a / b for a, b in zip(self.on_epochs, self.off_epochs)) - 1
+
+    @property
+    def within_goal(self) -> bool:
+        return self.error is None and self.overhead <= GOAL
+
+    def as_dict(self) -> dict:
+        if self.error:
+            return {**asdict(self), "within_goal": False}
+        return {**asdict(self), "on_median_s": statistics.median(self.on_epochs),
+                "off_median_s": statistics.median(self.off_epochs), "overhead": self.overhead,
+                "paired_overhead": self.paired, "within_goal": self.within_goal}
+
+
+def measurable(cell) -> bool:
+    return cell.settings["world_size"] == 1
+
+
+# ---- inside the stack ----------------------------------------------------------------------------
+
+def interleave(cell: dict, dataset_dir: Path, epochs: int) -> dict:
+    from bench import datasets
+    from bench.backends import load_pipeline_class
+    from bench.run.worker import run_epoch, seed_everything
+    from bench.stores import features_in_memory
+
+    settings = cell["settings"]
+    Pipeline = load_pipeline_class(cell["backend"])
+    data = datasets.load(cell["dataset"]["source"], dataset_dir,
+                         features_in_memory=features_in_memory(settings.get("store", "memory")))
+    pipes = {}
+    for profile in (True, False):
+        seed_everything(settings["seed"])  # both models start from the same weights
+        pipes[profile] = Pipeline(data, {**settings, "profile": profile})
+    for _ in range(settings["warmup_epochs"]):
+        for profile, pipe in pipes.items():
+            run_epoch(pipe, profile=profile)
+    seconds = {True: [], False: []}
+    for i in range(epochs):
+        # on-off, off-on, ...: neither side always runs second, on a loader the other just left
+        for profile in ((True, False) if i % 2 == 0 else (False, True)):
+            stats = run_epoch(pipes[profile], profile=profile)
+            if ("stages" in stats) != profile:  # the two sides must differ in exactly this
+                raise RuntimeError(f"profile {profile}: the epoch {'lacks' if profile else 'has'} a stage split")
+            seconds[profile].append(stats["seconds"])
+    return {"on": seconds[True], "off": seconds[False]}
+
+
+def main(argv: list[str]) -> int:
+    from bench.run.lifeline import tie_to_parent
+
+    tie_to_parent()
+    cell_json, dataset_dir, epochs = argv
+    print(json.dumps(interleave(json.loads(cell_json), Path(dataset_dir), int(epochs))))
+    return 0
+
+
+# ---- gnnbench's side -----------------------------------------------------------------------------
+
+def run_cell(cell, dataset_dir: Path, cache: Path, epochs: int) -> Overhead:
+    from bench.run import stacks
+    from bench.run.runner import worker_env
+
+    stack = stacks.get(cell.stack)
+    if not stack.installed:
+        raise OverheadError(f"{cell.id}: stack {cell.stack!r} is not installed (gnnbench stacks install {cell.stack})")
+    # both sides' epochs and warm-ups, as the cell's own timeout would allow for one side
+    timeout = 2 * float(cell.settings["timeout"]) * max(1.0, epochs / max(1, cell.settings["epochs"]))
+    try:
+        proc = subprocess.run([str(stack.python), "-m", "bench.run.overhead", cell.to_json(), str(dataset_dir),
+                               str(epochs)], env=worker_env(cache, uuid.uuid4().hex), text=True,
+                              capture_output=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise OverheadError(f"{cell.id}: not done within {timeout:.0f} s") from None
+    if proc.returncode != 0:
+        tail = proc.stderr.strip().splitlines()[-1:] or [f"exit code {proc.returncode}"]
+        raise OverheadError(f"{cell.id}: the interleaved run failed: {tail[0]}")
+    found = json.loads(proc.stdout.strip().splitlines()[-1])
+    return Overhead(cell.id, found["on"], found["off"])
+
+
+def measure(cells: list, cache: Path, data_root: Path | None, epochs: int, say=print) -> list[Overhead]:
+    from bench.run.runner import ensure_dataset
+
+    found = []
+    for n, cell in enumerate(cells, 1):
+        say(f"[{n}/{len(cells)}] {cell.id}: {epochs} epochs each side, interleaved ...")
+        started = time.perf_counter()
+        try:
+            result = run_cell(cell, ensure_dataset(cell.dataset_spec, cache, data_root), cache, epochs)
+        except OverheadError as exc:  # a failing cell is recorded; the others are still measured
+            say(f"  failed: {exc}")
+            found.append(Overhead(cell.id, [], [], error=str(exc)))
+            continue
+        say(f"  profile on {statistics.median(result.on_epochs):.4f} s, off {statistics.median(result.off_epochs):.4f} s:"
+            f" overhead {result.overhead:+.1%} (paired {result.paired:+.1%}) in {time.perf_counter() - started:.0f} s")
+        found.append(result)
+    return found
+
+
+def table(found: list[Overhead]) -> str:
+    lines = ["| cell | epochs per side | profile on (median) | profile off (median) | overhead | paired overhead | within 2 % |",
+             "|---|---:|---:|---:|---:|---:|---|"]
+    for r in found:
+        if r.error:
+            error = r.error.replace("|", "\\|")  # a table cell
+            lines.append(f"| `{r.cell_id}` | failed: {error} | | | | | **no** |")
+            continue
+        lines.append(f"| `{r.cell_id}` | {len(r.on_epochs)} | {statistics.median(r.on_epochs):.4f} s | "
+                     f"{statistics.median(r.off_epochs):.4f} s | {r.overhead:+.1%} | {r.paired:+.1%} | "
+                     f"{'yes' if r.within_goal else '**no**'} |")
+    return "\n".join(lines)
+
+
+def write(found: list[Overhead], path: Path, command: str) -> None:
+    import os
+    import platform
+
+    doc = {"command": command, "written_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+           "machine": {"node": platform.node(), "cpus": len(os.sched_getaffinity(0))},
+           "goal": GOAL, "cells": [r.as_dict() for r in found]}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(doc, indent=2) + "\n")
+    path.with_suffix(".md").write_text(f"Command: `{command}`\n\n{table(found)}\n")
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,92 @@
+"""`gnnbench overhead`: profile on and off interleaved in one process, for real, in the stacks."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from bench.run import overhead, suite as suite_mod
+from bench.run.runner import ensure_dataset
+from tests.conftest import REPO, require_stacks
+
+TINY = """
+name: tiny-overhead
+datasets:
+  tiny: {source: synthetic, params: {scale: 9, edge_factor: 4, feature_dim: 8, num_classes: 3, seed: 1}}
+backends: [pyg-neighbor, dgl-graphbolt]
+settings: {num_workers: 0, mode: cpu-cpu, batch_size: 64, fanout: [4, 2], epochs: 2, warmup_epochs: 1,
+           model: sage, hidden: 8, timeout: 300}
+include:
+  - {world_size: 2, backend: pyg-neighbor}
+"""
+
+
+@pytest.fixture(scope="module")
+def tiny_suite(tmp_path_factory):
+    path = tmp_path_factory.mktemp("ovh") / "tiny.yaml"
+    path.write_text(TINY)
+    return path
+
+
+def test_only_one_rank_cells_are_measured(tiny_suite):
+    suite, _ = suite_mod.load(tiny_suite)
+    cells = suite_mod.expand(suite)
+    assert [c.id for c in cells if overhead.measurable(c)] == [
+        "pyg-neighbor/tiny/mode=cpu-cpu/workers=0/ws=1", "dgl-graphbolt/tiny/mode=cpu-cpu/workers=0/ws=1"]
+    assert len(cells) == 3
+
+
+def test_cli_measures_both_backends_interleaved(tiny_suite, cache_dir, tmp_path):
+    require_stacks("pyg", "dgl")
+    out = tmp_path / "overhead.json"
+    proc = subprocess.run([sys.executable, "-m", "bench.cli", "overhead", str(tiny_suite), "--epochs", "3",
+                           "--out", str(out), "--cache-dir", str(cache_dir)],
+                          cwd=REPO, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+    # the verdict (exit 0 or 1) depends on this machine's noise; what was measured does not
+    assert proc.returncode in (0, 1), proc.stderr
+    doc = json.loads(out.read_text())
+    assert [c["cell_id"] for c in doc["cells"]] == ["pyg-neighbor/tiny/mode=cpu-cpu/workers=0/ws=1",
+                                                    "dgl-graphbolt/tiny/mode=cpu-cpu/workers=0/ws=1"]
+    for cell in doc["cells"]:
+        assert cell["error"] is None
+        assert len(cell["on_epochs"]) == len(cell["off_epochs"]) == 3
+        assert all(s > 0 for s in cell["on_epochs"] + cell["off_epochs"])
+        assert cell["within_goal"] == (cell["overhead"] <= overhead.GOAL)
+    assert doc["command"].startswith("gnnbench overhead") and "profile on" in proc.stdout
+    assert "| `dgl-graphbolt/tiny/mode=cpu-cpu/workers=0/ws=1` | 3 |" in out.with_suffix(".md").read_text()
+
+
+def test_a_failing_cell_is_recorded_and_named(tiny_suite, cache_dir, tmp_path):
+    require_stacks("pyg")
+    suite, _ = suite_mod.load(tiny_suite)
+    cell = next(c for c in suite_mod.expand(suite) if overhead.measurable(c))
+    with pytest.raises(overhead.OverheadError, match=f"{cell.id}: the interleaved run failed"):
+        overhead.run_cell(cell, tmp_path / "no-such-dataset", cache_dir, 2)
+    ensure_dataset(cell.dataset_spec, cache_dir, None)  # the real data: the same cell then runs
+    assert len(overhead.run_cell(cell, ensure_dataset(cell.dataset_spec, cache_dir, None), cache_dir, 1).on_epochs) == 1
+
+
+def test_verdict_table_and_file(tmp_path):
+    cheap = overhead.Overhead("a/cell", [1.01, 1.02, 1.0], [1.0, 1.0, 1.0])
+    costly = overhead.Overhead("b/cell", [1.1, 1.1, 1.2], [1.0, 1.0, 1.0])
+    broken = overhead.Overhead("c/cell", [], [], error="exit code 1 | boom")
+    assert cheap.within_goal and not costly.within_goal and not broken.within_goal
+    assert costly.overhead == pytest.approx(0.1) and cheap.paired == pytest.approx(0.01)
+    overhead.write([cheap, costly, broken], tmp_path / "o.json", "gnnbench overhead x")
+    doc = json.loads((tmp_path / "o.json").read_text())
+    assert [c["within_goal"] for c in doc["cells"]] == [True, False, False]
+    table = (tmp_path / "o.md").read_text()
+    assert "| `b/cell` | 3 | 1.1000 s | 1.0000 s | +10.0% | +10.0% | **no** |" in table
+    assert "failed: exit code 1 \\| boom" in table
+
+
+def test_cli_refuses_a_suite_without_one_rank_cells(tmp_path):
+    path = tmp_path / "ranks.yaml"
+    path.write_text(TINY.replace("timeout: 300}", "timeout: 300, world_size: 2}"))
+    proc = subprocess.run([sys.executable, "-m", "bench.cli", "overhead", str(path)],
+                          cwd=REPO, capture_output=True, text=True)
+    assert proc.returncode == 2 and "no cell of one rank" in proc.stderr
