@@ -9,6 +9,7 @@ import os
 import shlex
 import signal
 import sys
+import time
 from pathlib import Path
 
 from bench.publish import results
@@ -293,7 +294,12 @@ def cmd_datasets(args) -> int:
         if stack:
             stacks.install(stack)
         print(f"preparing {args.name} ...", flush=True)
+        from bench.datasets import hub
+
+        there = hub.is_materialised(spec, cache)
+        started = time.perf_counter()
         ensure_dataset(spec, cache, Path(args.data_root) if args.data_root else None, interactive=True)
+        print("already in the hub" if there else f"prepared in {time.perf_counter() - started:.1f} s")
     print("\n".join(dataset_info.info_lines(spec, cache)))
     return 0
 

@@ -4,6 +4,7 @@ format, the offline error, the memory refusal, and `gnnbench datasets`."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
@@ -95,6 +96,9 @@ def test_datasets_prepare_prints_the_statistics(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "nodes 2,708, edges 10,556, feature width 1433, classes 7, split 140 / 500 / 1,000" in proc.stdout
     assert "pyg-neighbor" in proc.stdout and "per rank" in proc.stdout
+    assert re.search(r"prepared in \d+\.\d s", proc.stdout), proc.stdout
+    again = subprocess.run(proc.args, capture_output=True, text=True, cwd=REPO)
+    assert again.returncode == 0 and "already in the hub" in again.stdout
 
 
 def test_datasets_list_and_info_before_any_download(tmp_path):
