@@ -75,13 +75,56 @@ def test_verdict_table_and_file(tmp_path):
     costly = overhead.Overhead("b/cell", [1.1, 1.1, 1.2], [1.0, 1.0, 1.0])
     broken = overhead.Overhead("c/cell", [], [], error="exit code 1 | boom")
     assert cheap.within_goal and not costly.within_goal and not broken.within_goal
-    assert costly.overhead == pytest.approx(0.1) and cheap.paired == pytest.approx(0.01)
+    assert costly.overhead == pytest.approx(0.1) and cheap.overhead == pytest.approx(0.01)
+    assert costly.interval == pytest.approx((0.1, 0.2))  # 3 pairs: the interval spans them all
     overhead.write([cheap, costly, broken], tmp_path / "o.json", "gnnbench overhead x")
     doc = json.loads((tmp_path / "o.json").read_text())
     assert [c["within_goal"] for c in doc["cells"]] == [True, False, False]
     table = (tmp_path / "o.md").read_text()
-    assert "| `b/cell` | 3 | 1.1000 s | 1.0000 s | +10.0% | +10.0% | **no** |" in table
+    assert "| `b/cell` | 3 | 1.1000 s | 1.0000 s | +10.0% | +10.0% to +20.0% | +10.0% | **no** |" in table
     assert "failed: exit code 1 \\| boom" in table
+
+
+def test_the_interval_of_many_pairs_is_the_order_statistics_of_the_median():
+    # 100 pairs with ratios 1.00 .. 1.99: the 95 % interval of the median runs from the 40th to the 61st
+    pairs = overhead.Overhead("a/cell", [1 + i / 100 for i in range(100)], [1.0] * 100)
+    assert pairs.overhead == pytest.approx(0.495)
+    assert pairs.interval == pytest.approx((0.39, 0.60))
+
+
+RESEED_TWICE = """
+import json, sys
+from pathlib import Path
+from bench import datasets
+from bench.backends import load_pipeline_class
+cell = json.loads(sys.argv[1])
+data = datasets.load("synthetic", Path(sys.argv[2]), features_in_memory=True)
+pipe = load_pipeline_class(cell["backend"])(data, cell["settings"])
+epochs = []
+for seed in (7, 7, None):  # the third epoch goes on from where the second left the streams
+    if seed is not None:
+        pipe.reseed(seed)
+    epochs.append([[b.n_id[:b.batch_size].tolist(), pipe.count(b)[1]] for b in pipe.train_loader])
+print(json.dumps(epochs))
+"""
+
+
+def test_both_epochs_of_a_pair_draw_the_same_batches(tiny_suite, cache_dir):
+    """reseed() makes a PyG epoch repeat its batches and samples: the overhead's pairs do equal work."""
+    backend = "pyg-neighbor"
+    from bench.run import stacks
+    from bench.run.runner import worker_env
+
+    require_stacks("pyg")
+    suite, _ = suite_mod.load(tiny_suite)
+    cell = next(c for c in suite_mod.expand(suite) if c.backend == backend and overhead.measurable(c))
+    proc = subprocess.run([str(stacks.get(cell.stack).python), "-c", RESEED_TWICE, cell.to_json(),
+                           str(ensure_dataset(cell.dataset_spec, cache_dir, None))],
+                          env=worker_env(cache_dir, "reseed-test"), capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    first, again, unseeded = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert first == again and len(first) > 1  # each batch's seeds and sampled edges
+    assert [b[0] for b in unseeded] != [b[0] for b in first]  # without reseeding the shuffle differs
 
 
 def test_cli_refuses_a_suite_without_one_rank_cells(tmp_path):

@@ -242,6 +242,21 @@ class Pipeline:
                 total += int(target.numel())
         return correct, total
 
+    def reseed(self, seed: int) -> None:
+        """Seed the random streams the training loader draws from in this process, so that the
+        same seed gives the same batches: Python's, numpy's and torch's (the shuffle, and PyG's
+        torch-sparse sampler). GraphBolt's loader repeats nothing: its ItemSampler shuffles with
+        a numpy generator of its own, seeded from the OS when it is built, and it samples in
+        gb.DataLoader's prefetch thread, with a generator per thread."""
+        import random
+
+        import numpy as np
+        import torch
+
+        random.seed(seed)
+        np.random.seed(seed)
+        torch.manual_seed(seed)
+
     def synchronize(self) -> None:
         if self.device.type == "cuda":
             import torch

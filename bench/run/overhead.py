@@ -7,17 +7,21 @@ against the same epoch without them (`profile: false`), interleaved epoch by epo
 Separate runs of the two settings differ by more than the overhead itself on a shared machine
 (run-to-run spread of 10-40 % here), so one process in the cell's stack loads the data once,
 builds the cell's pipeline twice (profile on and off: two loaders, two models from the same
-seed), warms both up, then runs their measured epochs in alternation (on, off, off, on, on,
-off, ...), so that whatever the machine does moves both alike. The overhead is the ratio of the
-two sides' median epochs, minus one; the median of the per-pair ratios is reported beside it.
-Only one-rank cells are measured (two DDP pipelines in one process group would share one
-all-reduce).
+seed), warms both up, then runs their measured epochs in pairs, alternating which side goes
+first (on-off, off-on, ...). Both epochs of a pair start from the same seed (`Pipeline.reseed`),
+so that where a framework draws from those seeds (PyG without workers: the shuffle and
+torch-sparse's samples) they do the same work, and their ratio holds little but the machine's
+noise (GraphBolt's shuffle and sampler, and DataLoader workers, keep generators of their own). The overhead is the median of
+the per-pair ratios minus one, with a distribution-free 95 % confidence interval of that median;
+the ratio of the two sides' median epochs is shown beside it. Only one-rank cells are measured
+(two DDP pipelines in one process group would share one all-reduce).
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
+import math
 import statistics
 import subprocess
 import sys
@@ -41,13 +45,26 @@ class Overhead:
     error: str | None = None  # the cell's interleaved run failed: why (the other cells go on)
 
     @property
-    def overhead(self) -> float:
-        return statistics.median(self.on_epochs) / statistics.median(self.off_epochs) - 1
+    def ratios(self) -> list[float]:
+        return sorted(a / b for a, b in zip(self.on_epochs, self.off_epochs))
 
     @property
-    def paired(self) -> float:
-        """Median over the alternating pairs of on/off - 1: robust to a drift across the run."""
-        return statistics.median(a / b for a, b in zip(self.on_epochs, self.off_epochs)) - 1
+    def overhead(self) -> float:
+        """Median over the pairs of on/off, minus one."""
+        return statistics.median(self.ratios) - 1
+
+    @property
+    def interval(self) -> tuple[float, float]:
+        """A 95 % confidence interval of that median (order statistics of the pairs' ratios: the
+        binomial normal approximation, no assumption about their distribution)."""
+        r, n = self.ratios, len(self.ratios)
+        half = 0.98 * math.sqrt(n)  # 1.96 * sqrt(n) / 2
+        low, high = math.floor(n / 2 - half), math.ceil(1 + n / 2 + half)  # ranks, counted from 1
+        return r[max(0, low - 1)] - 1, r[min(n, high) - 1] - 1
+
+    @property
+    def medians_ratio(self) -> float:
+        return statistics.median(self.on_epochs) / statistics.median(self.off_epochs) - 1
 
     @property
     def within_goal(self) -> bool:
@@ -58,7 +75,8 @@ class Overhead:
             return {**asdict(self), "within_goal": False}
         return {**asdict(self), "on_median_s": statistics.median(self.on_epochs),
                 "off_median_s": statistics.median(self.off_epochs), "overhead": self.overhead,
-                "paired_overhead": self.paired, "within_goal": self.within_goal}
+                "overhead_ci95": list(self.interval), "medians_ratio": self.medians_ratio,
+                "within_goal": self.within_goal}
 
 
 def measurable(cell) -> bool:
@@ -88,6 +106,7 @@ def interleave(cell: dict, dataset_dir: Path, epochs: int) -> dict:
     for i in range(epochs):
         # on-off, off-on, ...: neither side always runs second, on a loader the other just left
         for profile in ((True, False) if i % 2 == 0 else (False, True)):
+            pipes[profile].reseed(settings["seed"] + 1 + i)  # both epochs of the pair: the same batches
             stats = run_epoch(pipes[profile], profile=profile)
             if ("stages" in stats) != profile:  # the two sides must differ in exactly this
                 raise RuntimeError(f"profile {profile}: the epoch {'lacks' if profile else 'has'} a stage split")
@@ -141,23 +160,25 @@ def measure(cells: list, cache: Path, data_root: Path | None, epochs: int, say=p
             say(f"  failed: {exc}")
             found.append(Overhead(cell.id, [], [], error=str(exc)))
             continue
+        low, high = result.interval
         say(f"  profile on {statistics.median(result.on_epochs):.4f} s, off {statistics.median(result.off_epochs):.4f} s:"
-            f" overhead {result.overhead:+.1%} (paired {result.paired:+.1%}) in {time.perf_counter() - started:.0f} s")
+            f" overhead {result.overhead:+.1%} (95 % CI {low:+.1%} to {high:+.1%}) in {time.perf_counter() - started:.0f} s")
         found.append(result)
     return found
 
 
 def table(found: list[Overhead]) -> str:
-    lines = ["| cell | epochs per side | profile on (median) | profile off (median) | overhead | paired overhead | within 2 % |",
-             "|---|---:|---:|---:|---:|---:|---|"]
+    lines = ["| cell | epoch pairs | profile on (median) | profile off (median) | overhead (median of pairs) | 95 % CI | "
+             "ratio of medians | within 2 % |", "|---|---:|---:|---:|---:|---|---:|---|"]
     for r in found:
         if r.error:
             error = r.error.replace("|", "\\|")  # a table cell
-            lines.append(f"| `{r.cell_id}` | failed: {error} | | | | | **no** |")
+            lines.append(f"| `{r.cell_id}` | failed: {error} | | | | | | **no** |")
             continue
+        low, high = r.interval
         lines.append(f"| `{r.cell_id}` | {len(r.on_epochs)} | {statistics.median(r.on_epochs):.4f} s | "
-                     f"{statistics.median(r.off_epochs):.4f} s | {r.overhead:+.1%} | {r.paired:+.1%} | "
-                     f"{'yes' if r.within_goal else '**no**'} |")
+                     f"{statistics.median(r.off_epochs):.4f} s | {r.overhead:+.1%} | {low:+.1%} to {high:+.1%} | "
+                     f"{r.medians_ratio:+.1%} | {'yes' if r.within_goal else '**no**'} |")
     return "\n".join(lines)
 
 
