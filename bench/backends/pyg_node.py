@@ -85,7 +85,8 @@ def sampled_per_hop(batch, num_hops: int) -> tuple[list[int], list[int]]:
     increasing order, hop k's destinations being hop k-1's new nodes (the frontier). So hop k's
     edges are those whose destination is below the end of hop k-1's range, and hop k's new nodes
     run up to the largest source among them."""
-    nodes, edges = getattr(batch, "num_sampled_nodes", None), getattr(batch, "num_sampled_edges", None)
+    found = batch._store  # the Data's own attributes: a missing one is an exception for getattr
+    nodes, edges = found.get("num_sampled_nodes"), found.get("num_sampled_edges")
     if nodes is not None and edges is not None:
         return [int(n) for n in nodes], [int(e) for e in edges]
     # numpy views of the CPU batch: a few microseconds a call where torch's take tens (the cost of looking)

@@ -54,7 +54,9 @@ def here() -> tuple[int, int]:
 def stamp(batch, stage: str, seconds: float, nbytes: int = 0, carried: list | None = None):
     """Add `seconds` of `stage` (run here) to the batch's stamp; `carried`: stamps of an earlier
     object of the same batch (e.g. PyG's SamplerOutput before it became a Data)."""
-    entries = getattr(batch, STAMP, None) or carried or []
+    # a carried stamp belongs to a new object (no stamp of its own, and PyG's Data answers a
+    # missing attribute slowly): take it first
+    entries = carried if carried is not None else (getattr(batch, STAMP, None) or [])
     entries.append((stage, here(), seconds, nbytes))
     setattr(batch, STAMP, entries)
     return batch
