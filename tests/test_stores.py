@@ -50,17 +50,6 @@ def test_reads_equal_the_hub_features_bit_for_bit(dataset, rows_per_key):
         store.gather(np.array([len(features)]))
 
 
-@pytest.mark.parametrize("rows_per_key", [1, 7])
-def test_reads_in_small_groups_of_chunks_are_the_same(dataset, rows_per_key, monkeypatch):
-    """A gather joins a bounded number of chunks at a time; with one chunk per group it reads the same."""
-    monkeypatch.setattr(lmdb_features, "GROUP_BYTES", 1)
-    features = np.load(dataset / "features.npy")
-    store = LmdbFeatures(lmdb_features.build(dataset, rows_per_key), lmdb_features.fingerprint(dataset))
-    ids = np.random.default_rng(1).integers(0, len(features), 500)
-    assert store.gather(ids).tobytes() == features[ids].tobytes()
-    assert store.gather(np.arange(len(features))).tobytes() == features.tobytes()
-
-
 def test_the_build_is_reused_and_a_failed_build_leaves_nothing(fresh_dataset):
     target = lmdb_features.store_dir(fresh_dataset)
     with pytest.raises(StoreError) as err:
