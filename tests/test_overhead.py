@@ -56,6 +56,7 @@ def test_cli_measures_both_backends_interleaved(tiny_suite, cache_dir, tmp_path)
         assert len(cell["on_epochs"]) == len(cell["off_epochs"]) == 3
         assert all(s > 0 for s in cell["on_epochs"] + cell["off_epochs"])
         assert cell["within_goal"] == (cell["overhead"] <= overhead.GOAL)
+        assert 0 <= cell["other_load"] <= 1
     assert doc["command"].startswith("gnnbench overhead") and "profile on" in proc.stdout
     assert "| `dgl-graphbolt/tiny/mode=cpu-cpu/workers=0/ws=1` | 3 |" in out.with_suffix(".md").read_text()
 
@@ -72,7 +73,7 @@ def test_a_failing_cell_is_recorded_and_named(tiny_suite, cache_dir, tmp_path):
 
 def test_verdict_table_and_file(tmp_path):
     cheap = overhead.Overhead("a/cell", [1.01, 1.02, 1.0], [1.0, 1.0, 1.0])
-    costly = overhead.Overhead("b/cell", [1.1, 1.1, 1.2], [1.0, 1.0, 1.0])
+    costly = overhead.Overhead("b/cell", [1.1, 1.1, 1.2], [1.0, 1.0, 1.0], other_load=0.03)
     broken = overhead.Overhead("c/cell", [], [], error="exit code 1 | boom")
     assert cheap.within_goal and not costly.within_goal and not broken.within_goal
     assert costly.overhead == pytest.approx(0.1) and cheap.overhead == pytest.approx(0.01)
@@ -81,7 +82,7 @@ def test_verdict_table_and_file(tmp_path):
     doc = json.loads((tmp_path / "o.json").read_text())
     assert [c["within_goal"] for c in doc["cells"]] == [True, False, False]
     table = (tmp_path / "o.md").read_text()
-    assert "| `b/cell` | 3 | 1.1000 s | 1.0000 s | +10.0% | +10.0% to +20.0% | +10.0% | **no** |" in table
+    assert "| `b/cell` | 3 | 1.1000 s | 1.0000 s | +10.0% | +10.0% to +20.0% | +10.0% | **no** | 3% |" in table
     assert "failed: exit code 1 \\| boom" in table
 
 

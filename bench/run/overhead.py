@@ -43,6 +43,7 @@ class Overhead:
     on_epochs: list[float]
     off_epochs: list[float]
     error: str | None = None  # the cell's interleaved run failed: why (the other cells go on)
+    other_load: float | None = None  # the share of the machine other work took meanwhile (bench.run.load)
 
     @property
     def ratios(self) -> list[float]:
@@ -127,6 +128,7 @@ def main(argv: list[str]) -> int:
 
 def run_cell(cell, dataset_dir: Path, cache: Path, epochs: int) -> Overhead:
     from bench.run import stacks
+    from bench.run.load import LoadMeter
     from bench.run.runner import worker_env
 
     stack = stacks.get(cell.stack)
@@ -134,6 +136,7 @@ def run_cell(cell, dataset_dir: Path, cache: Path, epochs: int) -> Overhead:
         raise OverheadError(f"{cell.id}: stack {cell.stack!r} is not installed (gnnbench stacks install {cell.stack})")
     # both sides' epochs and warm-ups, as the cell's own timeout would allow for one side
     timeout = 2 * float(cell.settings["timeout"]) * max(1.0, epochs / max(1, cell.settings["epochs"]))
+    meter = LoadMeter()
     try:
         proc = subprocess.run([str(stack.python), "-m", "bench.run.overhead", cell.to_json(), str(dataset_dir),
                                str(epochs)], env=worker_env(cache, uuid.uuid4().hex), text=True,
@@ -144,7 +147,7 @@ def run_cell(cell, dataset_dir: Path, cache: Path, epochs: int) -> Overhead:
         tail = proc.stderr.strip().splitlines()[-1:] or [f"exit code {proc.returncode}"]
         raise OverheadError(f"{cell.id}: the interleaved run failed: {tail[0]}")
     found = json.loads(proc.stdout.strip().splitlines()[-1])
-    return Overhead(cell.id, found["on"], found["off"])
+    return Overhead(cell.id, found["on"], found["off"], other_load=meter.other_share(0.0))
 
 
 def measure(cells: list, cache: Path, data_root: Path | None, epochs: int, say=print) -> list[Overhead]:
@@ -169,16 +172,17 @@ def measure(cells: list, cache: Path, data_root: Path | None, epochs: int, say=p
 
 def table(found: list[Overhead]) -> str:
     lines = ["| cell | epoch pairs | profile on (median) | profile off (median) | overhead (median of pairs) | 95 % CI | "
-             "ratio of medians | within 2 % |", "|---|---:|---:|---:|---:|---|---:|---|"]
+             "ratio of medians | within 2 % | other load |", "|---|---:|---:|---:|---:|---|---:|---|---:|"]
     for r in found:
         if r.error:
             error = r.error.replace("|", "\\|")  # a table cell
-            lines.append(f"| `{r.cell_id}` | failed: {error} | | | | | | **no** |")
+            lines.append(f"| `{r.cell_id}` | failed: {error} | | | | | | **no** | |")
             continue
         low, high = r.interval
         lines.append(f"| `{r.cell_id}` | {len(r.on_epochs)} | {statistics.median(r.on_epochs):.4f} s | "
                      f"{statistics.median(r.off_epochs):.4f} s | {r.overhead:+.1%} | {low:+.1%} to {high:+.1%} | "
-                     f"{r.medians_ratio:+.1%} | {'yes' if r.within_goal else '**no**'} |")
+                     f"{r.medians_ratio:+.1%} | {'yes' if r.within_goal else '**no**'} | "
+                     f"{'n/a' if r.other_load is None else format(r.other_load, '.0%')} |")
     return "\n".join(lines)
 
 
