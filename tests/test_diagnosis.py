@@ -85,6 +85,13 @@ def test_other_batch_sizes_are_not_compared_for_work(tmp_path):
     assert all(c.work_flag is None for c in read(tmp_path, [a, b]).cells)
 
 
+def test_other_world_sizes_are_not_compared_for_work(tmp_path):
+    """More ranks, more partial batches (each rank's share of the seeds): not a sampling difference."""
+    a = sr.bench(sr.cell_id("pyg-neighbor"), [1.0] * 5, **sr.stage_info(1.0, input_nodes=2000.0))
+    b = sr.bench(sr.cell_id("pyg-neighbor", ws=4), [1.0] * 5, **sr.stage_info(1.0, input_nodes=1500.0))
+    assert all(c.work_flag is None for c in read(tmp_path, [a, b]).cells)
+
+
 # --- the diagnosis -------------------------------------------------------------------------------
 
 def pair(tmp_path, axis="world_size", base=None, slow=None, base_s=1.0, slow_s=1.5, ceilings=sr.CEILINGS):

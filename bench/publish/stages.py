@@ -27,7 +27,9 @@ if TYPE_CHECKING:
 STAGES = ("sample", "fetch", "copy", "forward_backward", "optimizer", "allreduce", "wait", "other")
 LABELS = {"forward_backward": "forward/backward", "allreduce": "all-reduce"}
 EQUAL_WORK_TOLERANCE = 0.10   # nodes per batch differing by more than this: not the same work
-SAME_WORK_KEYS = ("fanout", "batch_size")   # with the dataset: cells that should do the same work
+# with the dataset: cells that should do the same work. The world size too: each rank takes its
+# share of the seeds, so more ranks leave more partial batches (PyG's shards), fewer nodes each.
+SAME_WORK_KEYS = ("fanout", "batch_size", "world_size")
 
 
 def label(stage: str) -> str:
@@ -211,7 +213,7 @@ def split_line(recorded: dict | None) -> str | None:
 
 def equal_work(cells) -> dict[str, str]:
     """cell id -> a flag, for each measured cell whose nodes per batch differ by more than
-    EQUAL_WORK_TOLERANCE from another cell of the same dataset, fanout and batch size: the two
+    EQUAL_WORK_TOLERANCE from another cell of the same dataset, fanout, batch size and world size: the two
     sample different neighbourhoods, and their epoch times do not compare."""
     groups: dict[str, list] = {}
     for cell in cells:
