@@ -248,14 +248,9 @@ class Pipeline:
         torch-sparse sampler). GraphBolt's loader repeats nothing: its ItemSampler shuffles with
         a numpy generator of its own, seeded from the OS when it is built, and it samples in
         gb.DataLoader's prefetch thread, with a generator per thread."""
-        import random
+        from bench.run.worker import seed_everything
 
-        import numpy as np
-        import torch
-
-        random.seed(seed)
-        np.random.seed(seed)
-        torch.manual_seed(seed)
+        seed_everything(seed)
 
     def synchronize(self) -> None:
         if self.device.type == "cuda":

@@ -117,17 +117,19 @@ def table(found: list[Comparison]) -> str:
 
 
 def write(found: list[Comparison], path: Path, command: str) -> None:
+    write_document(path, command, {"tolerance": TOLERANCE, "cells": [c.as_dict() for c in found]}, table(found))
+
+
+def write_document(path: Path, command: str, fields: dict, table_text: str) -> None:
+    """A comparison's JSON (its command, when, on what machine, then `fields`) and its Markdown
+    table beside it: `gnnbench fidelity` and `gnnbench overhead` alike."""
     import platform
 
+    from bench.run.load import usable_cores
+
     doc = {"command": command, "written_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-           "machine": {"node": platform.node(), "processor": platform.processor(), "cpus": _cpus()},
-           "tolerance": TOLERANCE, "cells": [c.as_dict() for c in found]}
+           "machine": {"node": platform.node(), "processor": platform.processor(), "cpus": usable_cores()},
+           **fields}
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(doc, indent=2) + "\n")
-    path.with_suffix(".md").write_text(f"Command: `{command}`\n\n{table(found)}\n")
-
-
-def _cpus() -> int:
-    import os
-
-    return len(os.sched_getaffinity(0))
+    path.with_suffix(".md").write_text(f"Command: `{command}`\n\n{table_text}\n")

@@ -19,7 +19,6 @@ the ratio of the two sides' median epochs is shown beside it. Only one-rank cell
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import math
 import statistics
@@ -187,15 +186,9 @@ def table(found: list[Overhead]) -> str:
 
 
 def write(found: list[Overhead], path: Path, command: str) -> None:
-    import os
-    import platform
+    from bench.run.fidelity import write_document
 
-    doc = {"command": command, "written_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-           "machine": {"node": platform.node(), "cpus": len(os.sched_getaffinity(0))},
-           "goal": GOAL, "cells": [r.as_dict() for r in found]}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(doc, indent=2) + "\n")
-    path.with_suffix(".md").write_text(f"Command: `{command}`\n\n{table(found)}\n")
+    write_document(path, command, {"goal": GOAL, "cells": [r.as_dict() for r in found]}, table(found))
 
 
 if __name__ == "__main__":
