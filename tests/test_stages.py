@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 
 import pytest
 
@@ -35,6 +36,7 @@ settings:
   epochs: 2
   warmup_epochs: 1
   timeout: 240
+  work_budget: 1  # count every batch: the checks below are exact
 exclude:
   - {{backend: [dgl-graphbolt, pyg-graphs], store: lmdb}}
 include:
@@ -62,8 +64,9 @@ def test_own_thread_loader_seconds_are_stages_and_the_rest_of_next_is_wait():
     clock = stages.EpochClock()
     batch = stages.stamp(stages.stamp(Batch(), "sample", 0.25), "fetch", 0.5)
     clock.loaded(1.0, batch)
-    assert clock.seconds["sample"] == 0.25 and clock.seconds["fetch"] == 0.5
-    assert clock.seconds["wait"] == pytest.approx(0.25)
+    split = clock.split(1.0, allreduce_seconds=0.0)
+    assert split["sample"] == 0.25 and split["fetch"] == 0.5
+    assert split["wait"] == pytest.approx(0.25)
     assert clock.worker_seconds() is None
     assert not hasattr(batch, stages.STAMP)  # taken off: the model never sees it
 
@@ -75,7 +78,8 @@ def test_loader_seconds_from_another_thread_overlap_and_all_of_next_is_wait():
     worker.join()
     clock = stages.EpochClock()
     clock.loaded(0.125, batch)
-    assert clock.seconds["sample"] == 0.0 and clock.seconds["wait"] == 0.125
+    split = clock.split(0.125, allreduce_seconds=0.0)
+    assert split["sample"] == 0.0 and split["wait"] == 0.125
     assert clock.worker_seconds() == {"sample": 0.25, "fetch": 0.0}
 
 
@@ -94,11 +98,40 @@ def test_split_adds_up_and_takes_allreduce_out_of_forward_backward():
 
 
 def test_work_sums_hops_of_any_depth():
-    work = stages.Work()
-    work.add([4, 10], [12], 14, 14 * 64)
-    work.add([4, 8, 3], [9, 6], 15, 15 * 64)
-    assert work.as_dict() == {"batches": 2, "hop_nodes": [8, 18, 3], "hop_edges": [21, 6], "input_nodes": 29,
-                              "feature_bytes": 29 * 64, "copy_bytes": 0}
+    clock = stages.EpochClock(work_budget=1.0)
+    for counts in (([4, 10], [12], 14, 14 * 64), ([4, 8, 3], [9, 6], 15, 15 * 64)):
+        clock.count(lambda batch, counts=counts: counts, Batch())
+    assert clock.work.as_dict() == {"batches": 2, "counted": 2, "hop_nodes": [8, 18, 3], "hop_edges": [21, 6],
+                                    "input_nodes": 29, "feature_bytes": 29 * 64, "copy_bytes": 0}
+
+
+def test_work_counting_stays_within_its_budget():
+    """Counting that takes longer than the budget's share of the epoch so far skips batches (the
+    first is always counted); a budget of 1 counts every batch, however dear."""
+    def dear(batch):
+        time.sleep(0.02)
+        return [1, 2], [3], 3, 12
+
+    sampled = stages.EpochClock(work_budget=0.005)
+    for _ in range(5):  # 20 ms of counting would need 4 s of epoch at 0.5 %
+        sampled.count(dear, Batch())
+    assert sampled.work.as_dict()["batches"] == 5 and sampled.work.as_dict()["counted"] == 1
+    every = stages.EpochClock(work_budget=1.0)
+    for _ in range(3):
+        every.count(dear, Batch())
+    assert every.work.as_dict()["counted"] == 3
+
+
+def test_recorded_work_is_a_mean_over_the_batches_counted():
+    from bench.run.record import profile_info
+
+    epoch = {"stages": dict.fromkeys(stages.STAGES, 0.1), "loader_worker_s": None,
+             "work": {"batches": 10, "counted": 2, "hop_nodes": [8, 30], "hop_edges": [40], "input_nodes": 38,
+                      "feature_bytes": 38 * 64, "copy_bytes": 10 * 100}}
+    work = profile_info([epoch, epoch], profile=True)["work"]
+    assert work["hop_nodes"] == [4, 15] and work["input_nodes"] == 19 and work["feature_bytes"] == 19 * 64
+    assert work["copy_bytes"] == 100  # measured on every batch
+    assert work["batches"] == 10 and work["counted"] == 2
 
 
 # --- the setting --------------------------------------------------------------------------------

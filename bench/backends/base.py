@@ -245,9 +245,8 @@ class Pipeline:
     def reseed(self, seed: int) -> None:
         """Seed the random streams the training loader draws from in this process, so that the
         same seed gives the same batches: Python's, numpy's and torch's (the shuffle, and PyG's
-        torch-sparse sampler). GraphBolt's loader repeats nothing: its ItemSampler shuffles with
-        a numpy generator of its own, seeded from the OS when it is built, and it samples in
-        gb.DataLoader's prefetch thread, with a generator per thread."""
+        torch-sparse sampler). A backend whose framework keeps streams of its own seeds them too
+        (GraphBolt)."""
         from bench.run.worker import seed_everything
 
         seed_everything(seed)

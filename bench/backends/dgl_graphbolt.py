@@ -130,6 +130,8 @@ class Pipeline(base.Pipeline):
                                              shuffle=shuffle, drop_uneven_inputs=True)
         else:
             pipe = gb.ItemSampler(self.itemsets[split], batch_size=self.settings["batch_size"], shuffle=shuffle)
+        if split == "train":
+            self.train_items = pipe
         if mode in ("pinned-cuda", "cuda-cuda"):
             pipe = pipe.copy_to(self.device, extra_attrs=["seed_nodes"])
         if timing:
@@ -170,6 +172,20 @@ class Pipeline(base.Pipeline):
 
     def to_device(self, minibatch):
         return minibatch  # the datapipe already put it where the mode wants it
+
+    def reseed(self, seed: int) -> None:
+        """Also GraphBolt's own streams: its samplers' (gb.seed; the threads that sample keep
+        generators of their own, so the sampled neighbours still differ from one epoch to the
+        next) and the train ItemSampler's shuffle. DGL 2.1's ItemSampler draws each epoch's order
+        from a numpy generator it makes when built (`_rng`) and offers no way to seed it: it is
+        replaced where it exists, so that two epochs from one seed take the same seeds in the
+        same batches (what `gnnbench overhead` pairs)."""
+        import numpy as np
+
+        super().reseed(seed)
+        gb.seed(seed)
+        if hasattr(self.train_items, "_rng"):
+            self.train_items._rng = np.random.default_rng(seed)
 
     @staticmethod
     def forward(model, minibatch):

@@ -25,6 +25,8 @@ Work. Per batch, counted the same way for every node backend (`Work`):
     input_nodes nodes whose features were fetched
     feature_bytes  bytes of features gathered
     copy_bytes  bytes copied host -> device (0 on the CPU)
+Counting takes the training thread's time: it stays within a budget (`EpochClock.count`), so
+where it is dear only a sample of the batches is counted (`counted` of `batches`).
 
 Plain Python: imported inside the stacks, torch only where a GPU is synchronised.
 """
@@ -35,6 +37,8 @@ import os
 import threading
 import time
 
+# The share of an epoch that counting its batches' work may take (the setting `work_budget`)
+WORK_BUDGET = 0.005
 STAGES = ("sample", "fetch", "copy", "forward_backward", "optimizer", "allreduce", "wait", "other")
 LOADER_STAGES = ("sample", "fetch", "copy")
 STAMP = "gnnbench_stamp"  # the attribute a batch carries its loader seconds in
@@ -54,21 +58,22 @@ def here() -> tuple[int, int]:
 def stamp(batch, stage: str, seconds: float, nbytes: int = 0, carried: list | None = None):
     """Add `seconds` of `stage` (run here) to the batch's stamp; `carried`: stamps of an earlier
     object of the same batch (e.g. PyG's SamplerOutput before it became a Data)."""
-    # a carried stamp belongs to a new object (no stamp of its own, and PyG's Data answers a
-    # missing attribute slowly): take it first
-    entries = carried if carried is not None else (getattr(batch, STAMP, None) or [])
+    entries = carried if carried is not None else (_stamp_of(batch) or [])
     entries.append((stage, here(), seconds, nbytes))
-    setattr(batch, STAMP, entries)
+    # in the object's own __dict__, past any __setattr__ of its class: PyG's Data would file it among
+    # the graph's attributes (slowly) and answer a lookup of a missing one by raising. A Data pickles
+    # its __dict__, so the stamp still travels from a DataLoader worker.
+    object.__setattr__(batch, STAMP, entries)
     return batch
+
+
+def _stamp_of(batch) -> list | None:
+    return vars(batch).get(STAMP)
 
 
 def take_stamp(batch) -> list:
     """The batch's stamp, removed from it (so the model never sees it)."""
-    entries = getattr(batch, STAMP, None)
-    if entries is None:
-        return []
-    delattr(batch, STAMP)
-    return entries
+    return vars(batch).pop(STAMP, None) or []
 
 
 def timed(fn, stage: str, sync=None):
@@ -80,7 +85,7 @@ def timed(fn, stage: str, sync=None):
         out = fn(item, *args, **kwargs)
         if sync is not None:
             sync()
-        return stamp(out, stage, _perf() - started, carried=getattr(item, STAMP, None) if item is not out else None)
+        return stamp(out, stage, _perf() - started, carried=_stamp_of(item) if item is not out else None)
 
     return run
 
@@ -120,24 +125,25 @@ def cuda_sync(device):
 # ---- the training side: one epoch's clock ----------------------------------------------------------
 
 class Work:
-    """One epoch's work, summed over its batches (see the module docstring)."""
+    """One epoch's work (see the module docstring): `batches` in all, the counts of those counted
+    (`rows`; summed when the epoch is over, outside its time) and the bytes copied (every batch)."""
 
     def __init__(self):
         self.batches = 0
-        self.hop_nodes: list[int] = []
-        self.hop_edges: list[int] = []
-        self.input_nodes = self.feature_bytes = self.copy_bytes = 0
+        self.rows: list[tuple] = []
+        self.copy_bytes = 0
 
     def add(self, hop_nodes, hop_edges, input_nodes: int, feature_bytes: int) -> None:
-        self.batches += 1
-        _add_into(self.hop_nodes, hop_nodes)
-        _add_into(self.hop_edges, hop_edges)
-        self.input_nodes += input_nodes
-        self.feature_bytes += feature_bytes
+        self.rows.append((hop_nodes, hop_edges, input_nodes, feature_bytes))
 
     def as_dict(self) -> dict:
-        return {"batches": self.batches, "hop_nodes": self.hop_nodes, "hop_edges": self.hop_edges,
-                "input_nodes": self.input_nodes, "feature_bytes": self.feature_bytes,
+        hop_nodes: list[int] = []
+        hop_edges: list[int] = []
+        for nodes, edges, _, _ in self.rows:
+            _add_into(hop_nodes, nodes)
+            _add_into(hop_edges, edges)
+        return {"batches": self.batches, "counted": len(self.rows), "hop_nodes": hop_nodes, "hop_edges": hop_edges,
+                "input_nodes": sum(int(r[2]) for r in self.rows), "feature_bytes": sum(int(r[3]) for r in self.rows),
                 "copy_bytes": self.copy_bytes}
 
 
@@ -152,30 +158,54 @@ def _add_into(total: list, values) -> None:
 class EpochClock:
     """Accumulates one epoch's stages in the training thread. The loop calls `loaded` after each
     next() on the loader, `begin_step` before the step, and the step calls `mark(stage)` where
-    each of its stages ends; `split` closes the epoch."""
+    each of its stages ends; `split` closes the epoch. What the loader's stamps say is settled
+    when the epoch is over (`split`, `worker_seconds`), outside its time: the loop only keeps them."""
 
-    def __init__(self, sync=None):
+    def __init__(self, sync=None, work_budget: float = 1.0):
         self.sync = sync  # the training device's synchronize, on a GPU
+        self.work_budget = work_budget
+        self.started = _perf()
+        self.counting = 0.0  # seconds spent counting work so far
         self.me = here()
         self.seconds = dict.fromkeys(STAGES, 0.0)
         self.elsewhere = dict.fromkeys(("sample", "fetch"), 0.0)
         self.overlapped = False  # some loader stage ran outside this thread
         self.work = Work()
         self.last = 0.0
+        self.loads: list[tuple[float, list]] = []  # (seconds blocked in next(), the batch's stamp)
 
     def loaded(self, blocked: float, batch) -> None:
         """`blocked` seconds in next() produced `batch` (None at the end): its stamp says how
         much of that was this thread's own sampling/fetching/copying; the rest is `wait`."""
-        inline = 0.0
-        for stage, where, seconds, nbytes in (take_stamp(batch) if batch is not None else ()):
-            self.work.copy_bytes += nbytes
-            if where == self.me:
-                self.seconds[stage] += seconds
-                inline += seconds
-            else:  # overlapped training (a copy made off this thread would too; none is today)
-                self.overlapped = True
-                self.elsewhere[stage] = self.elsewhere.get(stage, 0.0) + seconds
-        self.seconds["wait"] += max(blocked - inline, 0.0)
+        self.loads.append((blocked, take_stamp(batch) if batch is not None else ()))
+
+    def _settle(self) -> None:
+        for blocked, entries in self.loads:
+            inline = 0.0
+            for stage, where, seconds, nbytes in entries:
+                self.work.copy_bytes += nbytes
+                if where == self.me:
+                    self.seconds[stage] += seconds
+                    inline += seconds
+                else:  # overlapped training (a copy made off this thread would too; none is today)
+                    self.overlapped = True
+                    self.elsewhere[stage] = self.elsewhere.get(stage, 0.0) + seconds
+            self.seconds["wait"] += max(blocked - inline, 0.0)
+        self.loads = []
+
+    def count(self, work, batch) -> None:
+        """Count `batch`'s work (`work(batch)`: the backend's counts) unless counting has taken
+        more than `work_budget` of the epoch so far; the first batch is always counted. Where a
+        framework does not report its samples (PyG on torch-sparse) they are read off the batch,
+        some 0.1 ms on this machine (the first numpy calls after a training step run from cold
+        caches): a few percent of a small batch's step, so such batches are counted in a sample
+        whose size the budget sets, and the means per batch are over the batches counted."""
+        now = _perf()
+        self.work.batches += 1
+        if self.work.rows and self.counting > self.work_budget * (now - self.started):
+            return
+        self.work.add(*work(batch))
+        self.counting += _perf() - now
 
     def begin_step(self) -> None:
         self.last = _perf()
@@ -186,12 +216,13 @@ class EpochClock:
             self.sync()
         now = _perf()
         self.seconds[stage] += now - self.last
-        self.work.copy_bytes += nbytes if stage == "copy" else 0
+        self.work.copy_bytes += nbytes
         self.last = now
 
     def split(self, epoch_seconds: float, allreduce_seconds: float) -> dict:
         """The epoch's stages, adding up to `epoch_seconds`: all-reduce (which overlaps
         backward) taken out of forward_backward, `other` the remainder (clipped at 0)."""
+        self._settle()
         out = dict(self.seconds)
         out["allreduce"] = min(allreduce_seconds, out["forward_backward"])
         out["forward_backward"] -= out["allreduce"]
@@ -201,6 +232,7 @@ class EpochClock:
 
     def worker_seconds(self) -> dict | None:
         """Loader seconds spent outside the training thread (overlapping it), or None."""
+        self._settle()
         return dict(self.elsewhere) if self.overlapped else None
 
 

@@ -88,8 +88,12 @@ def _unequal_work(cell: CellResult) -> str | None:
 
 
 def _work_hint(cell: CellResult) -> str:
-    hops = (cell.metrics.work or {}).get("hop_nodes")
+    work = cell.metrics.work or {}
+    hops = work.get("hop_nodes")
     per_hop = f"nodes per hop: {' / '.join(f'{n:,.0f}' for n in hops)}" if hops else "nodes per hop not recorded"
+    counted, batches = work.get("counted"), work.get("batches")
+    if counted and batches and counted < batches:  # the work budget counted a sample (bench/backends/stages.py)
+        per_hop += f" (means over {counted:,.1f} of {batches:,.1f} batches per epoch)"
     return f"unequal work: {cell.work_flag}; {per_hop}" if cell.work_flag else per_hop
 
 

@@ -59,8 +59,10 @@ class Partition(Loose):
 
 
 class Work(Loose):
-    """Per-batch means of the work a cell's batches did (and batches per epoch)."""
+    """Per-batch means of the work a cell's batches did (over the `counted` batches per epoch; files
+    before the work budget counted every batch), and batches per epoch."""
     batches: Amount | None = None
+    counted: Amount | None = None
     hop_nodes: list[Amount] | None = None
     hop_edges: list[Amount] | None = None
     input_nodes: Amount | None = None

@@ -9,10 +9,10 @@ Separate runs of the two settings differ by more than the overhead itself on a s
 builds the cell's pipeline twice (profile on and off: two loaders, two models from the same
 seed), warms both up, then runs their measured epochs in pairs, alternating which side goes
 first (on-off, off-on, ...). Both epochs of a pair start from the same seed (`Pipeline.reseed`),
-so that where a framework draws from those seeds (PyG without workers: the shuffle and
-torch-sparse's samples) they do the same work, and their ratio holds little but the machine's
-noise (GraphBolt's shuffle and sampler, and DataLoader workers, keep generators of their own). The overhead is the median of
-the per-pair ratios minus one, with a distribution-free 95 % confidence interval of that median;
+so that where a framework draws from those seeds they do the same work (PyG without workers: the
+shuffle and torch-sparse's samples; GraphBolt: the shuffle, while its sampling threads keep
+generators of their own; DataLoader workers too), and their ratio holds little but the machine's
+noise. The overhead is the median of the per-pair ratios minus one, with a distribution-free 95 % confidence interval of that median;
 the ratio of the two sides' median epochs is shown beside it. Only one-rank cells are measured
 (two DDP pipelines in one process group would share one all-reduce).
 """

@@ -113,8 +113,8 @@ def extra_info(outcome: Outcome, baseline: str | None = None) -> dict:
 
 def profile_info(epochs: list[dict], profile: bool) -> dict:
     """The stage split, loader worker-seconds and work counts (bench/backends/stages.py), raw:
-    stages and worker-seconds as means per measured epoch, work as means per batch plus batches
-    per epoch (over all ranks). None where the cell ran with `profile: false`."""
+    stages and worker-seconds as means per measured epoch, work as means per batch (over the
+    batches counted: `counted` of them per epoch) plus batches per epoch (over all ranks). None where the cell ran with `profile: false`."""
     if not profile or not all("stages" in e for e in epochs):
         return {"profile": bool(profile), "stages": None, "loader_worker_s": None, "work": None}
     n = len(epochs)
@@ -124,17 +124,19 @@ def profile_info(epochs: list[dict], profile: bool) -> dict:
                 if overlapped else None)
     works = [e["work"] for e in epochs]
     batches = sum(w["batches"] for w in works)
+    counted = sum(w.get("counted", w["batches"]) for w in works)  # the batches whose work was counted
 
     def per_batch(key: str) -> float:
-        return sum(w[key] for w in works) / batches
+        return sum(w[key] for w in works) / counted
 
     def per_hop(key: str) -> list[float]:
         hops = max(len(w[key]) for w in works)
-        return [sum(w[key][i] for w in works if i < len(w[key])) / batches for i in range(hops)]
+        return [sum(w[key][i] for w in works if i < len(w[key])) / counted for i in range(hops)]
 
     work = {"hop_nodes": per_hop("hop_nodes"), "hop_edges": per_hop("hop_edges"),
-            **{k: per_batch(k) for k in ("input_nodes", "feature_bytes", "copy_bytes")},
-            "batches": batches / n}
+            **{k: per_batch(k) for k in ("input_nodes", "feature_bytes")},
+            "copy_bytes": sum(w["copy_bytes"] for w in works) / batches,  # every batch's, from the step
+            "batches": batches / n, "counted": counted / n}
     return {"profile": True, "stages": stages, "loader_worker_s": worker_s, "work": work}
 
 

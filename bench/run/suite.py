@@ -18,6 +18,7 @@ import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, create_model, field_validator
 
 from bench.backends import ALL_MODES, BACKENDS
+from bench.backends.stages import WORK_BUDGET
 import bench.datasets as datasets_module
 from bench.datasets import SOURCES, canonical_params, parametric, params_model, parse_name
 from bench.datasets.params import Strict
@@ -110,6 +111,11 @@ class Settings(Strict):
     # Time each epoch's stages and count each batch's work (bench/backends/stages.py); false runs the
     # plain loop (for measuring what looking costs). In cell ids only when false: `/profile=off`.
     profile: one_or_sweep(bool) = True
+    # With profile: the share of each epoch that counting batches' work may take; where counting is
+    # dear for a batch (PyG on torch-sparse, small batches) a sample of the batches is counted.
+    # 1 counts every batch (exact counts, at that cost). Not in cell ids: it changes no timing
+    # beyond the budget.
+    work_budget: bounded(float, gt=0, le=1) = WORK_BUDGET
 
     @field_validator("stack")
     @classmethod

@@ -36,9 +36,9 @@ def progress(**event) -> None:
 def run_epoch(pipe, on_batch=None, profile: bool = False) -> dict:
     """One pass over the training loader; stall = time blocked in next() on the loader. With
     `profile`, also the epoch's stages, loader worker-seconds and work (bench/backends/stages.py)."""
-    from bench.backends.stages import EpochClock, cuda_sync
+    from bench.backends.stages import WORK_BUDGET, EpochClock, cuda_sync
 
-    clock = EpochClock(cuda_sync(pipe.device)) if profile else None
+    clock = EpochClock(cuda_sync(pipe.device), pipe.settings.get("work_budget", WORK_BUDGET)) if profile else None
     comm_before = pipe.comm.seconds if pipe.comm else 0.0
     stall = 0.0
     seeds = edges = batches = 0
@@ -59,7 +59,7 @@ def run_epoch(pipe, on_batch=None, profile: bool = False) -> dict:
         s, e = pipe.count(batch)
         seeds, edges, batches = seeds + s, edges + e, batches + 1
         if clock is not None:
-            clock.work.add(*pipe.work(batch))
+            clock.count(pipe.work, batch)
             clock.begin_step()
             pipe.step(batch, clock)
         else:
@@ -241,6 +241,7 @@ def merge_ranks(ranks: list[dict], key: str) -> list[dict]:
 def sum_work(works: list[dict]) -> dict:
     """Work counts of several ranks' epochs, summed (hop lists element by element)."""
     out = {k: sum(w[k] for w in works) for k in ("batches", "input_nodes", "feature_bytes", "copy_bytes")}
+    out["counted"] = sum(w.get("counted", w["batches"]) for w in works)
     for key in ("hop_nodes", "hop_edges"):
         hops = max(len(w[key]) for w in works)
         out[key] = [sum(w[key][i] for w in works if i < len(w[key])) for i in range(hops)]
