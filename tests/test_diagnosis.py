@@ -201,3 +201,14 @@ def test_the_console_line_puts_the_binding_stage_first():
     assert stages.split_line({"sample": 0.2, "fetch": 0.61, "forward_backward": 0.15, "optimizer": 0.001,
                               "other": 0.04}) == "fetch 61 % · sample 20 % · forward/backward 15 % · other 4 %"
     assert stages.split_line(None) is None and stages.split_line({}) is None
+
+
+def test_work_counted_on_a_sample_of_batches_says_so(tmp_path):
+    from bench.publish.columns import _work_hint
+
+    info = sr.stage_info(1.0, batches=10)
+    exact = one(tmp_path, **info)
+    assert "means over" not in _work_hint(exact)
+    info["work"]["counted"] = 3  # the work budget counted 3 of the 10 batches (bench/backends/stages.py)
+    sampled = one(tmp_path, **info)
+    assert "means over 3.0 of 10.0 batches per epoch" in _work_hint(sampled)
