@@ -26,6 +26,20 @@ def committed_results() -> list[Path]:
     return sorted(p for p in REPO.glob("results/*/*.json") if p.parent.name not in NOT_SUITE_RUNS)
 
 
+def tiny_pair_suite(name: str, include: str) -> str:
+    """A suite of one tiny synthetic graph with both node backends, one rank, 0 workers: the cells
+    `gnnbench fidelity` and `gnnbench overhead` measure; `include` adds cells (YAML list items)."""
+    return f"""
+name: {name}
+datasets:
+  tiny: {{source: synthetic, params: {{scale: 9, edge_factor: 4, feature_dim: 8, num_classes: 3, seed: 1}}}}
+backends: [pyg-neighbor, dgl-graphbolt]
+settings: {{num_workers: 0, mode: cpu-cpu, batch_size: 64, fanout: [4, 2], epochs: 2, warmup_epochs: 1,
+           model: sage, hidden: 8, timeout: 300}}
+include:
+{include}"""
+
+
 def require_stacks(*names: str) -> None:
     """Stack tests need the installed stacks. Under CI they are installed by .ci/run, so a
     missing stack there is a failure, not a skip."""

@@ -11,18 +11,11 @@ import pytest
 
 from bench.run import overhead, suite as suite_mod
 from bench.run.runner import ensure_dataset
-from tests.conftest import REPO, require_stacks
+from tests.conftest import REPO, require_stacks, tiny_pair_suite
 
-TINY = """
-name: tiny-overhead
-datasets:
-  tiny: {source: synthetic, params: {scale: 9, edge_factor: 4, feature_dim: 8, num_classes: 3, seed: 1}}
-backends: [pyg-neighbor, dgl-graphbolt]
-settings: {num_workers: 0, mode: cpu-cpu, batch_size: 64, fanout: [4, 2], epochs: 2, warmup_epochs: 1,
-           model: sage, hidden: 8, timeout: 300}
-include:
+TINY = tiny_pair_suite("tiny-overhead", """\
   - {world_size: 2, backend: pyg-neighbor}
-"""
+""")
 
 
 @pytest.fixture(scope="module")
