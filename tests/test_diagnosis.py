@@ -204,7 +204,7 @@ def test_the_console_line_puts_the_binding_stage_first():
 
 
 def test_work_counted_on_a_sample_of_batches_says_so(tmp_path):
-    from bench.publish.columns import _work_hint
+    from bench.publish.columns import STAGE_COLUMNS, _work_hint
 
     info = sr.stage_info(1.0, batches=10)
     exact = one(tmp_path, **info)
@@ -212,3 +212,5 @@ def test_work_counted_on_a_sample_of_batches_says_so(tmp_path):
     info["work"]["counted"] = 3  # the work budget counted 3 of the 10 batches (bench/backends/stages.py)
     sampled = one(tmp_path, **info)
     assert "means over 3.0 of 10.0 batches per epoch" in _work_hint(sampled)
+    hops = next(c for c in STAGE_COLUMNS if c.header == "nodes per hop")  # the Markdown "where the time goes"
+    assert "means over 3.0 of 10.0" in hops.markdown_text(sampled) and "means over" not in hops.markdown_text(exact)

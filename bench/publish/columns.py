@@ -87,13 +87,23 @@ def _unequal_work(cell: CellResult) -> str | None:
     return "(unequal work)" if cell.work_flag else None
 
 
-def _work_hint(cell: CellResult) -> str:
+def _sampled(cell: CellResult) -> str | None:
+    """Where the work budget counted a sample of the batches (bench/backends/stages.py): how many."""
     work = cell.metrics.work or {}
-    hops = work.get("hop_nodes")
-    per_hop = f"nodes per hop: {' / '.join(f'{n:,.0f}' for n in hops)}" if hops else "nodes per hop not recorded"
     counted, batches = work.get("counted"), work.get("batches")
-    if counted and batches and counted < batches:  # the work budget counted a sample (bench/backends/stages.py)
-        per_hop += f" (means over {counted:,.1f} of {batches:,.1f} batches per epoch)"
+    if counted and batches and counted < batches:
+        return f"(means over {counted:,.1f} of {batches:,.1f} batches per epoch)"
+    return None
+
+
+def _hops_note(cell: CellResult) -> str | None:
+    return " ".join(filter(None, (_unequal_work(cell), _sampled(cell)))) or None
+
+
+def _work_hint(cell: CellResult) -> str:
+    hops = (cell.metrics.work or {}).get("hop_nodes")
+    per_hop = f"nodes per hop: {' / '.join(f'{n:,.0f}' for n in hops)}" if hops else "nodes per hop not recorded"
+    per_hop = " ".join(filter(None, (per_hop, _sampled(cell))))
     return f"unequal work: {cell.work_flag}; {per_hop}" if cell.work_flag else per_hop
 
 
@@ -199,7 +209,7 @@ STAGE_COLUMNS = [
     Column("fetch rate (of gather ceiling)", stages.fetch_rate, stages.bandwidth),
     Column("copy rate (of h2d ceiling)", stages.copy_rate, stages.bandwidth),
     Column("nodes per hop", lambda c: (c.metrics.work or {}).get("hop_nodes"),
-           lambda v: fmt.DASH if not v else " / ".join(f"{n:,.0f}" for n in v), note=_unequal_work),
+           lambda v: fmt.DASH if not v else " / ".join(f"{n:,.0f}" for n in v), note=_hops_note),
 ]
 
 
