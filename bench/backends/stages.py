@@ -197,8 +197,8 @@ class EpochClock:
         """Count `batch`'s work (`work(batch)`: the backend's counts) unless counting has taken
         more than `work_budget` of the epoch so far; the first batch is always counted. Where a
         framework does not report its samples (PyG on torch-sparse) they are read off the batch,
-        some 0.1 ms on this machine (the first numpy calls after a training step run from cold
-        caches): a few percent of a small batch's step, so such batches are counted in a sample
+        several times slower in the loop than alone (the first numpy calls after a training step
+        run from cold caches): a few percent of a small batch's step, so such batches are counted in a sample
         whose size the budget sets, and the means per batch are over the batches counted."""
         now = _perf()
         self.work.batches += 1
