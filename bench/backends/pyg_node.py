@@ -58,8 +58,9 @@ class PygNodePipeline(base.Pipeline):
 
     def work(self, batch) -> tuple[list[int], list[int], int, int]:
         x = batch.x
-        hop_nodes, hop_edges = sampled_per_hop(batch, len(self.settings["fanout"]), int(x.shape[0]))
-        return hop_nodes, hop_edges, int(x.shape[0]), x.numel() * x.element_size()
+        rows = int(x.shape[0])
+        hop_nodes, hop_edges = sampled_per_hop(batch, len(self.settings["fanout"]), rows)
+        return hop_nodes, hop_edges, rows, x.numel() * x.element_size()
 
 
 def instrument(loader, sync=None):

@@ -161,7 +161,7 @@ class EpochClock:
     each of its stages ends; `split` closes the epoch. What the loader's stamps say is settled
     when the epoch is over (`split`, `worker_seconds`), outside its time: the loop only keeps them."""
 
-    def __init__(self, sync=None, work_budget: float = 1.0):
+    def __init__(self, sync=None, work_budget: float = WORK_BUDGET):
         self.sync = sync  # the training device's synchronize, on a GPU
         self.work_budget = work_budget
         self.started = _perf()
@@ -198,8 +198,8 @@ class EpochClock:
         more than `work_budget` of the epoch so far; the first batch is always counted. Where a
         framework does not report its samples (PyG on torch-sparse) they are read off the batch,
         several times slower in the loop than alone (the first numpy calls after a training step
-        run from cold caches): a few percent of a small batch's step, so such batches are counted in a sample
-        whose size the budget sets, and the means per batch are over the batches counted."""
+        run from cold caches): a few percent of a small batch's step, so such batches are counted
+        in a sample whose size the budget sets, and the means per batch are over those counted."""
         now = _perf()
         self.work.batches += 1
         if self.work.rows and self.counting > self.work_budget * (now - self.started):

@@ -12,9 +12,10 @@ first (on-off, off-on, ...). Both epochs of a pair start from the same seed (`Pi
 so that where a framework draws from those seeds they do the same work (PyG without workers: the
 shuffle and torch-sparse's samples; GraphBolt: the shuffle, while its sampling threads keep
 generators of their own; DataLoader workers too), and their ratio holds little but the machine's
-noise. The overhead is the median of the per-pair ratios minus one, with a distribution-free 95 % confidence interval of that median;
-the ratio of the two sides' median epochs is shown beside it. Only one-rank cells are measured
-(two DDP pipelines in one process group would share one all-reduce).
+noise. The overhead is the median of the per-pair ratios minus one, with a distribution-free
+95 % confidence interval of that median; the ratio of the two sides' median epochs is shown
+beside it. Only one-rank cells are measured (two DDP pipelines in one process group would share
+one all-reduce).
 """
 
 from __future__ import annotations

@@ -114,7 +114,8 @@ def extra_info(outcome: Outcome, baseline: str | None = None) -> dict:
 def profile_info(epochs: list[dict], profile: bool) -> dict:
     """The stage split, loader worker-seconds and work counts (bench/backends/stages.py), raw:
     stages and worker-seconds as means per measured epoch, work as means per batch (over the
-    batches counted: `counted` of them per epoch) plus batches per epoch (over all ranks). None where the cell ran with `profile: false`."""
+    batches counted: `counted` of them per epoch) plus batches per epoch (over all ranks). None
+    where the cell ran with `profile: false`."""
     if not profile or not all("stages" in e for e in epochs):
         return {"profile": bool(profile), "stages": None, "loader_worker_s": None, "work": None}
     n = len(epochs)
