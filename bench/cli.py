@@ -24,11 +24,13 @@ from bench.paths import cache_dir
 # EXIT_CELLS_FAILED a cell failed or timed out (its result is recorded with the others); 2 bad input
 # (nothing was run); EXIT_NOT_WRITTEN the result file or table could not be written where asked
 # (the message says where the numbers are); EXIT_INTERRUPTED ended by Ctrl-C, SIGTERM or SIGHUP
-# (finished cells are kept).
+# (finished cells are kept); EXIT_INTERNAL a defect of gnnbench itself (one line; --debug shows the
+# traceback).
 EXIT_CELLS_FAILED = 1
 EXIT_BAD_INPUT = 2
 EXIT_NOT_WRITTEN = 3
 EXIT_INTERRUPTED = 130
+EXIT_INTERNAL = 70  # EX_SOFTWARE in sysexits.h
 FAILED = ("failed", "timeout")
 # What a bad input raises: its message names the input; `gnnbench` prints it and exits 2.
 BAD_INPUT = (InputError, suite_mod.SuiteError, SessionError, results.ResultsError, stacks.StackError, DatasetError,
@@ -56,6 +58,8 @@ def main(argv: list[str] | None = None) -> int:
     report.add_argument("--readme", type=Path, metavar="FILE",
                         help="write the Markdown index of the results here (what results/README.md is)")
     report.add_argument("--command", dest="produced_by", metavar="TEXT", help="the command that produced the results, shown under the table")
+    report.add_argument("--force", action="store_true",
+                        help="write --markdown/--readme even over one of the input files or another result file")
 
     rec = sub.add_parser("recover", parents=[debug],
                          help="write a run's result file from its journal (.cells.jsonl), running nothing")
@@ -64,6 +68,7 @@ def main(argv: list[str] | None = None) -> int:
                      help="the run's suite: the cells the journal lacks are listed as not run")
     rec.add_argument("--out", type=Path, metavar="FILE",
                      help="the result file to write (default: SUITE-STAMP.json beside the journal, if not there yet)")
+    rec.add_argument("--force", action="store_true", help="replace the --out file if it is already there")
 
     cmp = sub.add_parser("compare", parents=[debug], help="verdicts for NEW against OLD, beyond the measured noise")
     cmp.add_argument("old", type=Path, help="the earlier result file")
@@ -121,12 +126,27 @@ def main(argv: list[str] | None = None) -> int:
 
     args = parser.parse_args(argv)
     try:
+        return dispatch(args)
+    except KeyboardInterrupt:  # outside a run (which keeps its cells and says how to resume)
+        print(f"gnnbench: interrupted ({args.command})", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except Exception as exc:  # noqa: BLE001 - a defect of gnnbench: one line, the traceback on --debug
+        if getattr(args, "debug", False):
+            raise
+        print(f"gnnbench: internal error: {type(exc).__name__}: {exc}\n(run the same command with --debug for "
+              "the traceback, and report it)", file=sys.stderr)
+        return EXIT_INTERNAL
+
+
+def dispatch(args) -> int:
+    """Run the parsed command; bad input is one line and exit 2."""
+    try:
         check_environment()
         if args.command == "run":
             return cmd_run(args)
         if args.command == "report":
             return cmd_report(args.files, args.markdown, command=args.produced_by, html=args.html,
-                              readme=args.readme)
+                              readme=args.readme, force=args.force)
         if args.command == "recover":
             return cmd_recover(args)
         if args.command == "compare":
@@ -163,8 +183,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def cmd_run(args) -> int:
-    session = Session(RunOptions.from_namespace(args))
-    session.select(args.select)
+    session = Session(RunOptions.from_namespace(args), select=args.select)
     interrupted = False
     try:
         with ending_as_interrupt():
@@ -180,7 +199,7 @@ def cmd_run(args) -> int:
         markdown = path.with_suffix(".md")
         command = "gnnbench run " + " ".join(shlex.quote(a) for a in sys.argv[2:]) if sys.argv[1:2] == ["run"] else None
         try:
-            cmd_report([path], markdown, command=command)
+            cmd_report([path], markdown, command=command, force=True)  # this run's own table
             print(markdown.read_text())
             print(f"results: {path}\ntable:   {markdown}")
         except (OSError, InputError) as exc:
@@ -305,12 +324,20 @@ def cmd_datasets(args) -> int:
 
 
 def cmd_report(files: list[Path], markdown: Path | None, command: str | None = None,
-               html: Path | None = None, readme: Path | None = None) -> int:
+               html: Path | None = None, readme: Path | None = None, force: bool = False) -> int:
     from bench.publish.report import render_markdown
 
+    seen: dict[Path, Path] = {}
+    for path in files:
+        same = seen.get(path.resolve())
+        if same is not None:
+            raise InputError(f"{path}: given twice ({same} is the same file); allowed: each result file once")
+        seen[path.resolve()] = path
     for option, path in (("--markdown", markdown), ("--readme", readme)):
         if path:
             output_file(f"{option} {path}", path)
+            if not force:
+                refuse_overwrite(option, path, inputs=seen)
     if html:
         folder(f"--html {html}", html, writable=True)
     read = [read_result(f) for f in files]  # every file is checked before anything is written
@@ -333,6 +360,18 @@ def cmd_report(files: list[Path], markdown: Path | None, command: str | None = N
     return 0
 
 
+def refuse_overwrite(option: str, path: Path, inputs: dict[Path, Path]) -> None:
+    """Never write a table over an input, or over a file that holds results (JSON, a journal)."""
+    from bench.run import recover
+
+    if path.resolve() in inputs:
+        raise InputError(f"{option} {path}: that is one of the result files being read; give another file "
+                         "(or --force to replace it)")
+    if path.exists() and (path.suffix == ".json" or recover.is_journal(path)):
+        raise InputError(f"{option} {path}: a result file is already there; give another file (or --force "
+                         "to replace it)")
+
+
 def read_result(path: Path) -> results.RunResult:
     """A result file, or a run's journal read as the result file `gnnbench recover` writes."""
     from bench.run import recover
@@ -347,8 +386,12 @@ def cmd_recover(args) -> int:
     from bench.run.session import write_whole
 
     out = args.out or recover.default_output(args.journal)
-    if args.out is None and out.exists():
-        raise SessionError(f"{out} is already there (the run wrote it); give --out FILE to write another")
+    if out.exists() and not args.force:
+        made_by = "the run wrote it" if args.out is None else "gnnbench did not write it in this command"
+        raise SessionError(f"{out} is already there ({made_by}); give --out FILE to write another, or --force "
+                           "to replace it")
+    if out.resolve() == Path(args.journal).resolve():
+        raise SessionError(f"--out {out}: that is the journal being read; give another file")
     doc = recover.document(args.journal, args.suite)
     read = results.of_document(doc, out)  # checked as any result file is, before it is written
     try:

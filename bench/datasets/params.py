@@ -22,8 +22,9 @@ from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
 
 class Strict(BaseModel):
     """Unknown keys are errors (the suite names them, with the keys allowed), and so are
-    non-finite numbers (`.nan`, `.inf` in YAML, `nan` on the command line)."""
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    non-finite numbers (`.nan`, `.inf` in YAML, `nan` on the command line) and values of another
+    type: `true` is not a number, `"4"` is not 4 (strict mode; an int still serves as a float)."""
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, strict=True)
 
 
 NoParams = dict[str, None]  # a source that takes no parameters: `params: {}` or nothing

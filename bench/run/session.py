@@ -32,12 +32,14 @@ from bench.datasets.hub import DatasetError
 from bench import inputs
 from bench.paths import cache_dir, cache_root, default_results_dir
 from bench.publish import stages
+from bench.publish.result_schema import UNMEASURED_STATUSES
 from bench.run import ceilings, record, stacks, suite as suite_mod
 from bench.run.load import HIGH_LOAD
 from bench.run.runner import Launch, Outcome, dataset_stats, ensure_dataset, run_in_stack
 from bench.run.suite import Cell
 
 JOURNAL_SUFFIX = ".cells.jsonl"
+JOURNAL_STATUSES = ("ok", *UNMEASURED_STATUSES)
 
 
 class SessionError(ValueError):
@@ -148,30 +150,43 @@ class Journal:
         if fresh:
             self._file.truncate(0)
 
-    def append(self, done: Finished) -> None:
+    def append(self, done: Finished, cell: Cell | None = None) -> None:
         line = {"suite": self.suite, "id": done.cell_id, "status": done.status, "reason": done.reason,
                 "entry": done.entry}
+        if cell is not None:  # what the cell was run with: a resume after an edit re-runs it
+            line["cell_digest"] = cell.digest
         self._file.write(json.dumps(line) + "\n")
         self._file.flush()
         os.fsync(self._file.fileno())
 
-    def read(self, cells: list[Cell]) -> dict[str, Finished]:
-        """The cells an interrupted run finished, checked against the suite being resumed."""
-        known = {c.id for c in cells}
+    def read(self, cells: list[Cell], say: Callable[..., None] = print) -> dict[str, Finished]:
+        """The cells an interrupted run finished, checked against the suite being resumed. A cell
+        whose settings or dataset changed since (its digest differs) is dropped, so it runs again:
+        a result never mixes two configurations of one cell id."""
+        known = {c.id: c for c in cells}
         finished: dict[str, Finished] = {}
-        for where, suite, done in read_journal(self.path):
+        changed = []
+        for where, suite, done, digest in read_journal(self.path, with_digest=True):
             if suite != self.suite:
                 raise SessionError(f"{where}: a cell of suite {suite!r}, not {self.suite!r}")
             if done.cell_id not in known:
                 raise SessionError(f"{where}: cell {done.cell_id!r} is not a cell of suite {self.suite!r} "
                                    "as it is now (the suite file changed since the run?)")
+            if digest != known[done.cell_id].digest:
+                changed.append(done.cell_id)
+                finished.pop(done.cell_id, None)
+                continue
             finished[done.cell_id] = done
+        if changed:
+            say(f"resume: {len(changed)} finished cell(s) run again: their settings or dataset changed since "
+                f"(or the journal predates settings digests): {', '.join(dict.fromkeys(changed))}")
         return finished
 
 
-def read_journal(path: Path) -> list[tuple[str, str | None, Finished]]:
-    """A journal's finished cells as (FILE:LINE, suite, cell), in the order they finished. The
-    last line of a run killed while writing it is dropped (that cell did not finish)."""
+def read_journal(path: Path, with_digest: bool = False) -> list[tuple]:
+    """A journal's finished cells as (FILE:LINE, suite, cell), in the order they finished (and
+    the cell's settings digest, `with_digest`). The last line of a run killed while writing it is
+    dropped (that cell did not finish); any other bad line is an error naming its line."""
     try:
         lines = Path(path).read_text().splitlines()
     except UnicodeDecodeError:
@@ -191,20 +206,57 @@ def read_journal(path: Path) -> list[tuple[str, str | None, Finished]]:
                 or not isinstance(line.get("id"), str) or not isinstance(line.get("status"), str)):
             raise SessionError(f"{where}: not a journal line of this gnnbench (no 'id', 'status' and "
                                "'entry'); a journal written by an older version cannot be resumed or recovered")
-        out.append((where, line.get("suite"),
-                    Finished(line["id"], line["status"], line.get("reason") or "", line["entry"])))
+        if line["status"] not in JOURNAL_STATUSES:
+            raise SessionError(f"{where}: status {line['status']!r} is not one gnnbench writes; allowed: "
+                               f"{', '.join(JOURNAL_STATUSES)}")
+        done = Finished(line["id"], line["status"], line.get("reason") or "", line["entry"])
+        out.append((where, line.get("suite"), done, line.get("cell_digest")) if with_digest
+                   else (where, line.get("suite"), done))
     return out
 
 
+EQUALS = "[eq]"  # `=` stands for this inside a -k expression, whose grammar has no bare `=`
+
+
 def select_cells(cells: list[Cell], expression: str) -> list[Cell]:
-    """The cells whose pytest name matches a pytest `-k` expression (same rules as pytest)."""
+    """The cells whose pytest name matches a pytest `-k` expression (same rules as pytest), where a
+    word KEY=VALUE matches a cell whose setting KEY (its full name, or its short name in the cell
+    id: workers, ws, batch) is VALUE exactly, e.g. -k 'workers=0 and not mode=cpu-cuda'. No match
+    is an error that lists the cells there are."""
     from _pytest.mark.expression import Expression  # pytest's own -k grammar
 
     try:
-        compiled = Expression.compile(expression)
+        compiled = Expression.compile(expression.replace("=", EQUALS))
     except SyntaxError as exc:
         raise SessionError(f"-k {expression!r}: {exc.msg}") from None
-    return [c for c in cells if compiled.evaluate(lambda word, name=record.test_name(c.id).lower(): word.lower() in name)]
+    chosen = [c for c in cells if compiled.evaluate(lambda word, cell=c: _word_matches(word.replace(EQUALS, "="), cell))]
+    if not chosen:
+        listed = "\n  ".join(c.id for c in cells[:40]) + (f"\n  ... and {len(cells) - 40} more" if len(cells) > 40 else "")
+        raise SessionError(f"-k {expression!r} selects none of the suite's {len(cells)} cells; they are:\n  {listed}\n"
+                           "(a word matches part of a cell id; KEY=VALUE matches a setting exactly)")
+    return chosen
+
+
+SHORT_NAMES = {**{short: key for key, short in suite_mod.ID_ALWAYS.items()},
+               **{short: key for key, short in suite_mod.ID_SHORT.items()}}
+
+
+def _word_matches(word: str, cell: Cell) -> bool:
+    if "=" not in word:
+        return word.lower() in record.test_name(cell.id).lower()
+    key, _, wanted = word.partition("=")
+    if word.lower() in (part.lower() for part in cell.id.split("/")):
+        return True
+    key = SHORT_NAMES.get(key, key)
+    if key == "backend":
+        return cell.backend == wanted
+    if key == "dataset":
+        return cell.dataset == wanted
+    if key not in cell.settings:
+        return False
+    value = cell.settings[key]
+    shown = "-".join(map(str, value)) if isinstance(value, list) else str(value)
+    return shown.lower() == wanted.lower() or (key == "stack" and value is None and wanted == cell.stack)
 
 
 def check_launch(launch: Launch) -> None:
@@ -243,13 +295,15 @@ def _print(text: str, end: str = "\n") -> None:
 # --- the session -------------------------------------------------------------------------------
 
 class Session:
-    def __init__(self, options: RunOptions, say: Callable[..., None] = _print):
+    def __init__(self, options: RunOptions, say: Callable[..., None] = _print, select: str | None = None):
+        """`select`: a -k expression, checked before any file is made (no match: SessionError)."""
         self.options, self.say = options, say
         self.suite, self.suite_path = suite_mod.load(options.suite)
         if options.stack:
             self.suite = suite_mod.with_stacks(self.suite, options.stack)
         self.cells = suite_mod.expand(self.suite)
         self.selected = list(self.cells)
+        self.select(select)
         self.baseline = self.suite.baseline or (self.cells[0].id if self.cells else None)
         self.cache = cache_dir(options.cache_dir, writable=True)
         if options.data_root:
@@ -268,7 +322,7 @@ class Session:
             self.result_path = result_of_journal(journal, f"--resume {journal}",
                                                  f"expected the {JOURNAL_SUFFIX} journal of a run")
             self.journal = Journal(journal, self.suite.name)
-            self.finished = self.journal.read(self.cells)
+            self.finished = self.journal.read(self.cells, say)
             self.resumed_from = [str(journal)]
         elif options.output:
             self.result_path = Path(options.output)
@@ -332,7 +386,7 @@ class Session:
             self.say(f"  where the epoch went: {split}")
         self.finished[cell.id] = done
         try:
-            self.journal.append(done)  # survives a crash of this process
+            self.journal.append(done, cell)  # survives a crash of this process
         except OSError as exc:
             self.say(f"  journal: cannot write {self.journal.path} ({exc.strerror or exc}); "
                      "the run goes on and keeps its cells for the result file")

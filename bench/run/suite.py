@@ -7,6 +7,7 @@ keys override the suite's). Modes a backend does not have are not cells of that 
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
 import typing
@@ -22,6 +23,7 @@ from bench.backends.stages import WORK_BUDGET
 import bench.datasets as datasets_module
 from bench.datasets import SOURCES, canonical_params, parametric, params_model, parse_name
 from bench.datasets.params import Strict
+from bench import strict_yaml
 from bench.inputs import plain_name_problem
 from bench.paths import suites_dir
 from bench.run.cgroup import canonical as canonical_limit
@@ -200,6 +202,13 @@ class Cell:
         return json.dumps({"id": self.id, "backend": self.backend, "stack": self.stack,
                            "dataset": self.dataset_spec, "settings": self.settings})
 
+    @property
+    def digest(self) -> str:
+        """Of everything the cell runs with (every setting, the dataset and its parameters): a
+        journal line whose digest differs was measured in another configuration."""
+        text = json.dumps(json.loads(self.to_json()), sort_keys=True)
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
 
 # The settings that always appear in a cell id, with their short names; other settings appear
 # when the suite sweeps them.
@@ -214,7 +223,9 @@ ID_WHEN_SET = {"memory_limit": "none", "page_cache": "warm"}
 def load(path_or_name: str | Path) -> tuple[Suite, Path]:
     path = resolve_path(path_or_name)
     try:
-        raw = yaml.safe_load(path.read_bytes().decode("utf-8"))
+        raw = strict_yaml.load_text(path.read_bytes().decode("utf-8"), str(path))
+    except strict_yaml.StrictYamlError as exc:
+        raise SuiteError(str(exc)) from None
     except UnicodeDecodeError as exc:
         raise SuiteError(f"{path}: not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset {exc.start}); "
                          "allowed: a YAML file saved as UTF-8") from None
@@ -231,7 +242,7 @@ def load(path_or_name: str | Path) -> tuple[Suite, Path]:
         raise SuiteError("\n".join(dict.fromkeys(lines))) from None  # once each (X | list[X] fails twice)
     problems = _check_rules(suite)
     if problems:
-        raise SuiteError("\n".join(f"{path}: {p}" for p in problems))
+        raise SuiteError("\n".join(dict.fromkeys(f"{path}: {p}" for p in problems)))
     return suite, path
 
 
@@ -262,6 +273,7 @@ def resolve_path(path_or_name: str | Path) -> Path:
                      f"{suites_dir()} (known: {known})")
 
 
+STRICT_TYPE_ERRORS = {"int_type", "float_type"}
 TYPE_MISMATCH = {"int_type", "int_parsing", "float_type", "float_parsing", "list_type", "string_type",
                  "literal_error", "model_type", "dict_type"}
 
@@ -281,25 +293,47 @@ def _most_specific(errors: list[dict]) -> list[dict]:
                                 for e2, o in zip(errors, locs) if e2 is not err)
         same_loc_literal = err["type"] in {"list_type", "dict_type"} and any(
             o == loc and e2["type"] == "literal_error" for e2, o in zip(errors, locs))
-        if err["type"] in TYPE_MISMATCH and (deeper or sibling_says_more or same_loc_literal):
+        # a scalar that fails as X also fails as list[X] (a sweep): the list's error says nothing new
+        scalar_beside = err["type"] == "list_type" and any(o == loc and e2 is not err for e2, o in zip(errors, locs))
+        if err["type"] in TYPE_MISMATCH and (deeper or sibling_says_more or same_loc_literal or scalar_beside):
             continue
         kept.append(err)
     return kept or errors
 
 
-def _describe(path: Path, err: dict) -> str:
+def _describe(path: Path | None, err: dict) -> str:
+    """One line for one validation error; `path` starts it (None: the caller adds it)."""
+    line = _describe_at(err)
+    return f"{path}: {line}" if path is not None else line
+
+
+def _describe_at(err: dict) -> str:
     loc = ".".join(str(p) for p in _clean_loc(err))
     if err["type"] == "extra_forbidden":
         parent = _model_at(err["loc"][:-1])
         allowed = ", ".join(parent.model_fields) if parent else "none"
-        return f"{path}: {loc}: unknown key; allowed keys here: {allowed}"
+        return f"{loc}: unknown key; allowed keys here: {allowed}"
     if err["type"] == "missing":
-        return f"{path}: {loc}: required key is missing"
+        return f"{loc}: required key is missing"
     message = err["msg"].removeprefix("Value error, ")
+    if err["type"] in STRICT_TYPE_ERRORS and (isinstance(err.get("input"), bool) or _numeric_text(err.get("input"))):
+        # strict mode: YAML's true/false and quoted numbers are not numbers
+        message += (" (true and false are not numbers)" if isinstance(err["input"], bool)
+                    else " (a quoted value is a string: write the number without quotes)")
     expected = err.get("ctx", {}).get("expected")
     if expected and expected not in message:
         message += f" (allowed: {expected})"
-    return f"{path}: {loc}: {message} (got {err.get('input')!r})"
+    return f"{loc}: {message} (got {err.get('input')!r})"
+
+
+def _numeric_text(value: Any) -> bool:
+    if not isinstance(value, str):
+        return False
+    try:
+        float(value)
+    except ValueError:
+        return False
+    return True
 
 
 def _is_union_tag(part: Any) -> bool:
@@ -350,13 +384,13 @@ def _check_rules(suite: Suite) -> list[str]:
                 for value in _as_list(getattr(rule, key)):
                     if value not in known:
                         problems.append(f"{kind}.{i}.{key}: unknown {key} {value!r}; allowed: {', '.join(known)}")
-        if kind == "include":
-            for i, rule in enumerate(suite.include):
-                try:
-                    Settings.model_validate(rule.model_extra or {})
-                except ValidationError as exc:
-                    problems += [f"include.{i}.{'.'.join(map(str, e['loc'][:1]))}: {e['msg']}"
-                                 for e in exc.errors()]
+        for i, rule in enumerate(getattr(suite, kind)):  # a rule's values are checked as settings are
+            given = {k: v for k, v in (rule.model_extra or {}).items() if k in allowed}
+            try:
+                Settings.model_validate(given)
+            except ValidationError as exc:
+                problems += [_describe(None, {**e, "loc": (kind, i, *e["loc"])})
+                             for e in _most_specific(exc.errors())]
     problems += _check_tasks(suite)
     if problems:
         return problems
