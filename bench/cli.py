@@ -45,7 +45,8 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
 
     run = sub.add_parser("run", parents=[debug], help="run a suite, write its result file, then print its table")
-    run.add_argument("suite", nargs="?", default="smoke", help="suite name in suites/ or a YAML path")
+    run.add_argument("suite", nargs="?", default=None,
+                     help="suite name in suites/ or a YAML path (default: gpu where a GPU is visible, else smoke)")
     run.add_argument("-k", dest="select", metavar="EXPR", help="only cells whose id matches (pytest's -k rules)")
     add_run_options(run.add_argument)
 
@@ -182,7 +183,21 @@ def dispatch(args) -> int:
         return EXIT_BAD_INPUT
 
 
+def default_suite() -> tuple[str, str]:
+    """The suite `gnnbench run` takes when none is named, and why."""
+    from bench.run import gpus
+
+    shown = gpus.visible()
+    if shown:
+        return "gpu", f"{len(shown)} GPU(s) visible ({', '.join(dict.fromkeys(shown.names))}; {shown.how})"
+    return "smoke", f"no GPU visible ({shown.how})"
+
+
 def cmd_run(args) -> int:
+    if args.suite is None:
+        args.suite, why = default_suite()
+        print(f"gnnbench: no suite named: running {args.suite!r} because {why}; name a suite to choose "
+              "(gnnbench run smoke | gpu | multi-gpu | ...)", flush=True)
     session = Session(RunOptions.from_namespace(args), select=args.select)
     interrupted = False
     try:

@@ -126,8 +126,11 @@ def test_the_cpu_service_runs_what_the_gpu_service_runs_without_gpus_as_the_host
     cpu, gpu = services["bench-cpu"], services["bench"]
     assert cpu["build"]["target"] == "bench-cpu" and "bench-cpu" in stages()
     assert "deploy" not in cpu and "deploy" in gpu
-    for key in ("command", "volumes", "environment", "shm_size", "user"):
+    for key in ("volumes", "environment", "shm_size", "user"):
         assert cpu[key] == gpu[key], key
+    # the CPU path as it was (smoke); the GPU service asks the GPU suite's questions by default
+    assert cpu["command"] == ["run", "${GNNBENCH_SUITE:-smoke}", "--no-install"]
+    assert gpu["command"] == ["run", "${GNNBENCH_GPU_SUITE:-gpu}", "--no-install"]
     assert cpu["user"] == "${GNNBENCH_UID:-1000}:${GNNBENCH_GID:-1000}"
     assert cpu["image"] != gpu["image"]
 
@@ -165,8 +168,8 @@ def test_readme_documents_the_command_the_container_runs():
     readme = (REPO / "README.md").read_text()
     assert f"gnnbench {resolved}" in readme
     assert "docker compose run bench" in readme and "docker compose run bench-cpu" in readme
-    # and the image's own default command is the same run
-    assert 'CMD ["run", "smoke", "--no-install"]' in stages()["bench"] and resolved == "run smoke --no-install"
+    # and the image's own default command is the same run: the GPU suite
+    assert 'CMD ["run", "gpu", "--no-install"]' in stages()["bench"] and resolved == "run gpu --no-install"
 
 
 def test_an_unreachable_wheel_index_is_named_before_pip_runs(monkeypatch):

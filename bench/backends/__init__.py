@@ -12,16 +12,15 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass
 
+from bench.modes import MODES
 from bench.stores import STORES  # noqa: F401 - re-exported: the `store` setting's registry
-
-CUDA_MODES = ("cpu-cuda", "pinned-cuda", "cuda-cuda")
 
 
 @dataclass(frozen=True)
 class BackendInfo:
     module: str
     stack: str
-    modes: tuple[str, ...]  # "<where sampling runs>-<where training runs>"
+    modes: tuple[str, ...]  # names in bench.modes.MODES (what each means is declared there)
     stores: tuple[str, ...] = ("memory",)  # names in bench.stores.STORES
     task: str = "node"  # "node": node classification on a graph; "graph": a collection of small graphs
     mode_chart: bool = False  # the site draws its epoch time per mode as grouped bars
@@ -50,7 +49,8 @@ BACKENDS: dict[str, BackendInfo] = {
                               ("memory", "lmdb", "sqlite"), task="graph", options=("pin_memory", "amp")),
 }
 
-ALL_MODES = tuple(dict.fromkeys(m for info in BACKENDS.values() for m in info.modes))
+ALL_MODES = tuple(m for m in MODES if any(m in info.modes for info in BACKENDS.values()))
+assert all(m in MODES for info in BACKENDS.values() for m in info.modes), "a backend names an undeclared mode"
 
 
 def load_pipeline_class(name: str):

@@ -21,6 +21,8 @@ from __future__ import annotations
 import os
 import time
 
+from bench import modes
+
 DROPOUT = 0.5
 AMP_DTYPES = {"bf16": "bfloat16", "fp16": "float16"}  # the `amp` setting's torch dtypes
 
@@ -52,23 +54,55 @@ def graphsage(conv, in_dim: int, hidden: int, out_dim: int, num_layers: int):
 
 
 def unavailable_reason(mode: str, world_size: int = 1) -> str | None:
-    """Why a mode cannot run in this interpreter, or None. Imported inside a stack."""
+    """Why a mode cannot run in this interpreter, or None. Imported inside a stack. The ranks that
+    need a GPU each are this node's (LOCAL_WORLD_SIZE, set by torchrun): a cell spread over
+    several nodes needs world_size / nodes GPUs on each."""
     import torch
 
-    if mode != "cpu-cpu" and not torch.cuda.is_available():
+    if not modes.mode(mode).needs_gpu:
+        return None
+    if not torch.cuda.is_available():
         return (f"mode {mode} needs a CUDA GPU and a CUDA build of the framework; "
                 f"this process sees none (torch {torch.__version__})")
-    if mode != "cpu-cpu" and world_size > torch.cuda.device_count():
-        return f"{world_size} ranks need {world_size} GPUs; {torch.cuda.device_count()} visible"
+    local_ranks = local_world_size(world_size)
+    if local_ranks > torch.cuda.device_count():
+        return f"{local_ranks} ranks on this node need {local_ranks} GPUs; {torch.cuda.device_count()} visible"
     return None
+
+
+def local_world_size(world_size: int = 1) -> int:
+    """The ranks on this node: torchrun's LOCAL_WORLD_SIZE, else (one process) the world size."""
+    return int(os.environ.get("LOCAL_WORLD_SIZE", world_size))
 
 
 def device_of(mode: str):
     import torch
 
-    if mode.endswith("-cpu"):
+    if not modes.mode(mode).trains_on_gpu:
         return torch.device("cpu")
     return torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
+
+
+def select_device(mode: str) -> None:
+    """First thing in each rank of a GPU cell: make its own GPU (LOCAL_RANK) the current device,
+    so NCCL's collectives, all_gather_object, synchronize() and the framework's ops land there and
+    not all on cuda:0."""
+    device = device_of(mode)
+    if device.type == "cuda":
+        import torch
+
+        torch.cuda.set_device(device)
+
+
+def grad_scaler(device_type: str):
+    """fp16's GradScaler: torch.amp's where it exists (torch >= 2.3), else torch.cuda.amp's (torch
+    2.2, the dgl stack), so fp16 cells run in both stacks."""
+    import torch
+
+    scaler = getattr(torch.amp, "GradScaler", None)
+    if scaler is not None:
+        return scaler(device_type)
+    return torch.cuda.amp.GradScaler(enabled=device_type == "cuda")
 
 
 def rank_and_world() -> tuple[int, int]:
@@ -90,14 +124,32 @@ def shard(seeds, seed: int):
 
 class CommTimer:
     """Times DDP's gradient all-reduce: a communication hook around PyTorch's default one records
-    the time from a bucket being ready to its all-reduce completing (overlapping backward)."""
+    the time from a bucket being ready to its all-reduce completing (overlapping backward).
+    On gloo (CPU) the future completes when the all-reduce has; on NCCL it completes at enqueue,
+    so there the time is read from CUDA events recorded around the collective on the current
+    stream, settled (without blocking the step) when the epoch's clock synchronises."""
 
-    def __init__(self):
+    def __init__(self, device=None):
         self.seconds = 0.0
+        self.cuda = device is not None and getattr(device, "type", None) == "cuda"
+        self._events: list = []
 
     def hook(self, state, bucket):
         from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
 
+        if self.cuda:
+            import torch
+
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            fut = allreduce_hook(state, bucket)
+
+            def recorded(f):
+                end.record()  # NCCL's work is queued on the stream before this event
+                self._events.append((start, end))
+                return f.value()[0] if isinstance(f.value(), list) else f.value()
+
+            return fut.then(recorded)
         started = time.perf_counter()
 
         def done(fut):
@@ -106,13 +158,19 @@ class CommTimer:
 
         return allreduce_hook(state, bucket).then(done)
 
+    def settle(self) -> None:
+        """Add the CUDA events' times (call after the device is synchronised)."""
+        for start, end in self._events:
+            self.seconds += start.elapsed_time(end) / 1000
+        self._events.clear()
+
 
 def distribute(model, device):
     """Wrap a model in DDP when this process is one of several ranks; returns (model, timer)."""
     import torch
 
     _, world = rank_and_world()
-    timer = CommTimer()
+    timer = CommTimer(device)
     if world == 1:
         return model, timer
     ddp = torch.nn.parallel.DistributedDataParallel(
@@ -161,7 +219,7 @@ class Pipeline:
             self.model, self.comm = distribute(self.make_model(data).to(self.device), self.device)
             self.optimizer = torch.optim.Adam(self.model.parameters(), lr=self.settings["lr"])
             if self.settings.get("amp") == "fp16":
-                self.scaler = torch.amp.GradScaler(self.device.type)
+                self.scaler = grad_scaler(self.device.type)
 
     def to_device(self, batch):
         # a pinned batch (pin_memory) is copied asynchronously, as PyTorch advises
@@ -255,4 +313,6 @@ class Pipeline:
         if self.device.type == "cuda":
             import torch
 
-            torch.cuda.synchronize()
+            torch.cuda.synchronize(self.device)
+            if self.comm is not None:
+                self.comm.settle()

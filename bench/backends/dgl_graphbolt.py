@@ -38,6 +38,7 @@ import torch  # noqa: E402
 from dgl.nn import SAGEConv  # noqa: E402
 from torchdata.datapipes.iter import IterDataPipe  # noqa: E402
 
+from bench import modes  # noqa: E402
 from bench.backends import base, stages  # noqa: E402
 from bench.backends.base import Unavailable, rank_and_world  # noqa: E402
 from bench.stores import features_in_memory, open_store  # noqa: E402
@@ -83,28 +84,73 @@ def feature_store(data, store: str) -> gb.FeatureStore:
     return gb.BasicFeatureStore({FEATURE_KEY: StoredFeature(open_store(store, "node", data))})
 
 
+def private_tensor(array) -> torch.Tensor:
+    """A tensor of this process's own, writable memory: what cudaHostRegister (pin_memory_) and a
+    copy to the GPU need. The hub's arrays are read-only memory maps, which cannot be pinned in
+    place; a private array is taken as it is."""
+    import numpy as np
+
+    if isinstance(array, np.memmap) or not array.flags.writeable or not array.flags.c_contiguous:
+        array = np.array(array, order="C", copy=True)
+    return torch.from_numpy(array)
+
+
+def placed(data, settings: dict, device, mode: modes.Mode):
+    """The sampling graph and the feature store where the mode keeps them, built through DGL 2.1's
+    API as its examples do: the graph's pin_memory_() / to(device) and each Feature's (DGL 2.1's
+    BasicFeatureStore has no item access: the Feature is placed before the store is made).
+    pinned: the graph and the features in page-locked host memory (a private copy: the hub's
+    arrays are read-only maps), optionally behind a GPUCachedFeature; cuda: both on the GPU."""
+    if mode.storage == modes.CPU:
+        graph = gb.fused_csc_sampling_graph(torch.from_numpy(data.csc_indptr), torch.from_numpy(data.edge_index[0]))
+        return graph, feature_store(data, settings["store"])
+    if not features_in_memory(settings["store"]):
+        raise Unavailable(f"mode {mode.name} moves the features into pinned or GPU memory, which defeats "
+                          f"store {settings['store']!r} (features left on disk): use cpu-cpu or cpu-cuda")
+    graph = gb.fused_csc_sampling_graph(private_tensor(data.csc_indptr), private_tensor(data.edge_index[0]))
+    feature = gb.TorchBasedFeature(private_tensor(data.features))
+    if mode.pinned:
+        graph = graph.pin_memory_()
+        feature = feature.pin_memory_()
+        if settings.get("gpu_cache"):  # the hottest rows kept on the GPU, the rest read through UVA
+            rows = max(1, int(settings["gpu_cache"] * data.num_nodes))
+            feature = gb.GPUCachedFeature(feature, rows)
+    else:
+        graph = graph.to(device)
+        feature = feature.to(device)
+    return graph, gb.BasicFeatureStore({FEATURE_KEY: feature})
+
+
+def gpu_build_problem() -> str | None:
+    """Why this DGL cannot use the GPU, or None. PyPI's dgl 2.1.0 is a CPU build: on a CUDA torch
+    it imports, but gb.DataLoader calls torch.ops.graphbolt.set_max_uva_threads, which only DGL's
+    CUDA build registers, so torch.cuda.is_available() alone does not tell."""
+    try:
+        torch.ops.graphbolt.set_max_uva_threads  # noqa: B018 - only the CUDA build registers it
+    except (AttributeError, RuntimeError):
+        return (f"DGL {dgl.__version__} here is a CPU build (torch.ops.graphbolt.set_max_uva_threads is "
+                "missing): GraphBolt's GPU modes need DGL's CUDA wheel (from DGL's own wheel index, "
+                "e.g. dgl 2.1.0+cu121)")
+    return None
+
+
+def unavailable(mode_name: str, world_size: int = 1) -> str | None:
+    """base.unavailable_reason, and for a GPU mode a DGL build that has the GPU ops."""
+    reason = base.unavailable_reason(mode_name, world_size)
+    if reason is None and modes.mode(mode_name).needs_gpu:
+        reason = gpu_build_problem()
+    return reason
+
+
 class Pipeline(base.Pipeline):
     sampler = f"graphbolt sample_neighbor (dgl {dgl.__version__})"
+    unavailable = staticmethod(unavailable)
 
     def __init__(self, data, settings: dict):
         super().__init__(data, settings)
         gb.seed(settings["seed"])  # GraphBolt's samplers draw from a generator of their own
-        mode = settings["mode"]
-        self.graph = gb.fused_csc_sampling_graph(torch.from_numpy(data.csc_indptr),
-                                                 torch.from_numpy(data.edge_index[0]))
-        if not features_in_memory(settings["store"]) and mode in ("pinned-cuda", "cuda-cuda"):
-            raise Unavailable(f"mode {mode} moves the features into pinned or GPU memory, which defeats "
-                              f"store {settings['store']!r} (features left on disk): use cpu-cpu or cpu-cuda")
-        self.features = feature_store(data, settings["store"])
-        if mode == "pinned-cuda":
-            self.graph.pin_memory_()
-            self.features[FEATURE_KEY].pin_memory_()
-            if settings.get("gpu_cache"):  # the hottest rows kept on the GPU, the rest read through UVA
-                rows = max(1, int(settings["gpu_cache"] * data.num_nodes))
-                self.features[FEATURE_KEY] = gb.GPUCachedFeature(self.features[FEATURE_KEY], rows)
-        elif mode == "cuda-cuda":
-            self.graph = self.graph.to(self.device)
-            self.features[FEATURE_KEY] = self.features[FEATURE_KEY].to(self.device)
+        self.mode = modes.mode(settings["mode"])
+        self.graph, self.features = placed(data, settings, self.device, self.mode)
         labels = torch.from_numpy(data.labels)
         self.itemsets = {
             split: gb.ItemSet((torch.from_numpy(idx), labels[torch.from_numpy(idx)]), names=("seed_nodes", "labels"))
@@ -121,9 +167,9 @@ class Pipeline(base.Pipeline):
         """The datapipe as DGL 2.1's node-classification example builds it for the mode (features
         on the host: copy_to the training device at the end, which turns on gb.DataLoader's
         prefetch thread). The training loader, when profiling, with its stages timed."""
-        mode = self.settings["mode"]
+        mode = self.mode
         timing = self.profile and split == "train"
-        sync = stages.cuda_sync(self.device) if mode in ("pinned-cuda", "cuda-cuda") else None
+        sync = stages.cuda_sync(self.device) if mode.seeds_to_device_first else None
         if split == "train" and rank_and_world()[1] > 1:
             # each rank takes its share of the seeds; equal shares, so DDP's ranks stay in step
             pipe = gb.DistributedItemSampler(self.itemsets[split], batch_size=self.settings["batch_size"],
@@ -132,7 +178,7 @@ class Pipeline(base.Pipeline):
             pipe = gb.ItemSampler(self.itemsets[split], batch_size=self.settings["batch_size"], shuffle=shuffle)
         if split == "train":
             self.train_items = pipe
-        if mode in ("pinned-cuda", "cuda-cuda"):
+        if mode.seeds_to_device_first:
             pipe = pipe.copy_to(self.device, extra_attrs=["seed_nodes"])
         if timing:
             pipe = pipe.transform(stages.start)
@@ -143,11 +189,13 @@ class Pipeline(base.Pipeline):
         if timing:
             fetcher.transformer = stages.timed(fetcher.transformer, "fetch", sync)
         copier = None
-        if mode in ("cpu-cpu", "cpu-cuda"):
+        if mode.copies_batches:
             pipe = copier = pipe.copy_to(self.device)
             if timing:
                 pipe = pipe.transform(stages.finish("copy", stages.cuda_sync(self.device)))
-        loader = gb.DataLoader(pipe, num_workers=num_workers)
+        # the UVA feature stream only where features are read through UVA (pinned), as DGL's
+        # examples set it; left at its default it makes a CUDA stream in every cell of a GPU host
+        loader = gb.DataLoader(pipe, num_workers=num_workers, overlap_feature_fetch=mode.overlap_feature_fetch)
         if timing and copier is not None:
             # gb.DataLoader has put its prefetcher in front of copy_to: note when copy_to takes
             # each minibatch from it, in the training thread

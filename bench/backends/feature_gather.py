@@ -20,6 +20,7 @@ import torch
 from torch_geometric.data import Data
 from torch_geometric.loader import NeighborLoader
 
+from bench import modes
 from bench.backends import base
 from bench.backends.base import Unavailable, shard
 from bench.backends.pyg_node import neighbor_sampler_in_use
@@ -32,7 +33,7 @@ class Pipeline(base.Pipeline):
     """No model: a step gathers one batch's rows (the shared evaluate returns None)."""
 
     def __init__(self, data, settings: dict):
-        if settings["mode"] != "cpu-cpu":
+        if modes.mode(settings["mode"]).needs_gpu:
             raise Unavailable("the feature gather is measured on the CPU only (mode cpu-cpu)")
         super().__init__(data, settings)
         self.sampler = neighbor_sampler_in_use()  # picked the rows (once, untimed)

@@ -120,12 +120,20 @@ def gather_ceiling(cell: CellResult) -> float | None:
     return measured[nearest]
 
 
+def _pinned(cell: CellResult) -> bool:
+    """What the cell pinned: its mode's data (pinned-cuda) or its loader's batches (pin_memory)."""
+    from bench.modes import MODES, pins
+
+    name = str(cell.settings.get("mode", ""))
+    return name in MODES and pins(name, cell.settings)
+
+
 def h2d_ceiling(cell: CellResult) -> tuple[float, str] | None:
     """The host-to-device bandwidth the copy stage is held against: pinned where the mode pins
     its features, else pageable (else whichever was measured)."""
     ceil = _ceilings(cell)
     pinned, pageable = ceil.get("h2d_pinned_bytes_per_s"), ceil.get("h2d_pageable_bytes_per_s")
-    if "pinned" in str(cell.settings.get("mode", "")) and pinned:
+    if _pinned(cell) and pinned:
         return pinned, "pinned"
     if pageable:
         return pageable, "pageable"

@@ -206,7 +206,7 @@ if not torch.cuda.is_available():
     print(json.dumps({"note": f"torch {torch.__version__} sees no CUDA device"})); sys.exit()
 n = 256 * 2**20
 dev = torch.empty(n, dtype=torch.uint8, device="cuda")
-out = {"device": torch.cuda.get_device_name(0), "torch": torch.__version__}
+out = {"device": torch.cuda.get_device_name(0) + " (cuda:0; the others are taken to be alike)", "torch": torch.__version__}
 for kind, pin in (("pageable", False), ("pinned", True)):
     host = torch.ones(n, dtype=torch.uint8, pin_memory=pin)
     dev.copy_(host); torch.cuda.synchronize()
@@ -258,8 +258,12 @@ def machine_key() -> dict:
     except OSError:
         pass
     pages = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    from bench.run import gpus
+
+    # the GPUs are part of the machine: a host-to-device figure belongs to the GPU model it was
+    # measured on (and a machine that gains a GPU is measured again)
     return {"node": platform.node(), "cpu": model, "cpus": os.cpu_count(), "usable_cores": usable_cores(),
-            "memory_bytes": pages, "format": FORMAT}
+            "memory_bytes": pages, "gpus": list(gpus.visible().names), "format": FORMAT}
 
 
 def cache_file(cache: Path) -> Path:
@@ -303,11 +307,20 @@ def probe(cache: Path, row_widths: Iterable[int] = (), files: dict[str, tuple[Pa
             entry = known["disk"][key] = {"figures": figures, "notes": file_notes}
         disk[label] = entry["figures"]
         notes += entry["notes"]
-    if "h2d" not in known:
-        figures, note = h2d_bandwidth(interpreters())
-        known["h2d"] = {"figures": figures, "note": note}
-    h2d = known["h2d"]["figures"] or {}
-    notes.append(known["h2d"]["note"])
+    h2d_entry = known.get("h2d")
+    if not (h2d_entry and h2d_entry.get("figures")):  # "not measured" is never kept: asked again next run
+        from bench.run import gpus
+
+        shown = gpus.visible()
+        figures, note = (h2d_bandwidth(interpreters()) if shown else
+                         (None, f"no GPU visible here ({shown.how}): host-to-device figures not measured"))
+        h2d_entry = {"figures": figures, "note": note}
+        if figures:
+            known["h2d"] = h2d_entry
+        else:
+            known.pop("h2d", None)
+    h2d = h2d_entry["figures"] or {}
+    notes.append(h2d_entry["note"])
     _save(path, known | {"machine": machine_key()})
     return {"usable_cores": usable_cores(), "memcpy_bytes_per_s": known["memcpy"],
             "gather_bytes_per_s": {str(w): known["gather"][str(w)] for w in widths}, "disk": disk,

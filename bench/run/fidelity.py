@@ -20,6 +20,7 @@ import uuid
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from bench import modes
 from bench.run import stacks
 from bench.run.runner import ensure_dataset, run_in_stack, worker_env
 from bench.run.suite import Cell
@@ -62,7 +63,7 @@ class Comparison:
 
 def comparable(cell: Cell) -> bool:
     s = cell.settings
-    return (cell.backend in PLAIN_BACKENDS and s["world_size"] == 1 and s["mode"] == "cpu-cpu"
+    return (cell.backend in PLAIN_BACKENDS and s["world_size"] == 1 and not modes.mode(s["mode"]).needs_gpu
             and s.get("store", "memory") == "memory" and s["model"] == "sage")
 
 

@@ -33,7 +33,9 @@ from bench import inputs
 from bench.paths import cache_dir, cache_root, default_results_dir
 from bench.publish import stages
 from bench.publish.result_schema import UNMEASURED_STATUSES
-from bench.run import ceilings, record, stacks, suite as suite_mod
+from bench import modes
+from bench.run import ceilings, gpus, record, stacks, suite as suite_mod
+from bench.run.load import usable_cores
 from bench.run.load import HIGH_LOAD
 from bench.run.runner import Launch, Outcome, dataset_stats, ensure_dataset, run_in_stack
 from bench.run.suite import Cell
@@ -69,6 +71,9 @@ RUN_OPTIONS = (
                            help="the suite's `stack` axis, replaced: run each backend in stack NAME where it has "
                                 "the backend's framework (repeatable; 'own': each backend's pinned stack), e.g. "
                                 "--stack own --stack mine runs the PyG cells in both and DGL's in its own")),
+    Option("--mode", dict(action="append", metavar="MODE",
+                          help="the suite's `mode` axis, replaced (repeatable), e.g. --mode pinned-cuda asks a CPU "
+                               "suite's question on GPUs; backends without the mode are listed, not run")),
     Option("--nnodes", dict(type=int, default=1, help="machines that run each cell together (each runs the same command)")),
     Option("--node-rank", dict(type=int, default=0, help="this machine's index among --nnodes")),
     Option("--rdzv-endpoint", dict(metavar="HOST:PORT",
@@ -92,6 +97,7 @@ class RunOptions:
     no_install: bool = False
     resume: Path | None = None
     stack: list[str] | None = None
+    mode: list[str] | None = None
     nnodes: int = 1
     node_rank: int = 0
     rdzv_endpoint: str | None = None
@@ -301,6 +307,10 @@ class Session:
         self.suite, self.suite_path = suite_mod.load(options.suite)
         if options.stack:
             self.suite = suite_mod.with_stacks(self.suite, options.stack)
+        if options.mode:
+            self.suite, not_run = suite_mod.with_mode(self.suite, options.mode)
+            for note in not_run:
+                say(note)
         self.cells = suite_mod.expand(self.suite)
         self.selected = list(self.cells)
         self.select(select)
@@ -343,6 +353,7 @@ class Session:
         self._datasets: dict[str, Path | DatasetError] = {}
         self._stack_errors: dict[str, str] = {}
         self._ceilings: dict | None = None
+        self._gpus: gpus.Gpus | None = None
 
     # --- which cells ---------------------------------------------------------------------------
 
@@ -374,8 +385,17 @@ class Session:
             self.say(f"\n{position}\n  -> {done.status} (kept from {self.journal.path.name})")
             return done
         self.say(f"\n{position}")
-        outcome = self.precheck(cell) or run_in_stack(cell, self.dataset(cell), self.cache,
-                                                      on_progress=self._show_epoch, launch=self.launch)
+        resolved = suite_mod.resolve_workers(cell, usable_cores(), self.launch.nnodes)  # as it runs here
+        outcome = self.gpu_refusal(resolved)
+        if outcome is None and resolved is not cell:
+            self.say(f"  num_workers: per-gpu -> {resolved.settings['num_workers']} on this machine")
+        outcome = outcome or self.precheck(resolved) or run_in_stack(
+            resolved, self.dataset(resolved), self.cache, on_progress=self._show_epoch, launch=self.launch)
+        if outcome.status == "failed":
+            label = modes.known_worker_failure(resolved.settings["mode"], resolved.settings["num_workers"],
+                                               outcome.reason)
+            if label:
+                outcome.reason = f"{label}: {outcome.reason}"
         busy = (f" (other work kept {outcome.other_load:.0%} of the machine busy meanwhile: times suspect)"
                 if outcome.other_load is not None and outcome.other_load >= HIGH_LOAD else "")
         self.say(f"\r  -> {outcome.status}"
@@ -391,6 +411,26 @@ class Session:
             self.say(f"  journal: cannot write {self.journal.path} ({exc.strerror or exc}); "
                      "the run goes on and keeps its cells for the result file")
         return done
+
+    def gpu_refusal(self, cell: Cell) -> Outcome | None:
+        """A cell that cannot have its GPUs here, skipped with the reason before any stack,
+        dataset or store step: every cell of a `requires: gpu` suite on a machine that shows no
+        GPU, and a GPU cell whose ranks on this node outnumber the GPUs it shows."""
+        if self._gpus is None:
+            self._gpus = gpus.visible()
+        shown = self._gpus
+        if self.suite.requires == "gpu" and not shown:
+            return Outcome(cell, "skipped", f"suite {self.suite.name!r} asks GPU questions (requires: gpu) and "
+                                            f"this machine shows no GPU: {shown.how}")
+        if modes.mode(cell.settings["mode"]).needs_gpu:
+            local_ranks = max(1, cell.settings["world_size"] // max(1, self.launch.nnodes))
+            if not shown:
+                return Outcome(cell, "skipped", f"mode {cell.settings['mode']} needs a CUDA GPU; this machine "
+                                                f"shows none ({shown.how})")
+            if local_ranks > len(shown):
+                return Outcome(cell, "skipped", f"{local_ranks} ranks on this node need {local_ranks} GPUs; "
+                                                f"{len(shown)} visible ({shown.how})")
+        return None
 
     def precheck(self, cell: Cell) -> Outcome | None:
         """What stops a cell before it starts: a stack that is not there (the cell's own, or the
@@ -478,6 +518,10 @@ class Session:
     def ceilings(self) -> dict:
         """The machine's ceilings for the datasets this run used, probed once per run, after its
         cells (the probe evicts files from the page cache) and cached per machine."""
+        if self._ceilings is None and not any(d.measured for d in self.finished.values()):
+            # nothing ran (every cell skipped, refused or failed before starting): nothing to hold
+            # against a ceiling, and no reason to probe the machine
+            self._ceilings = {"usable_cores": usable_cores(), "notes": ["ceilings not measured: no cell ran"]}
         if self._ceilings is None:
             self._ceilings = ceilings.for_run(self.cache, {name: folder for name, folder in self._datasets.items()
                                                             if isinstance(folder, Path)})

@@ -7,6 +7,7 @@ keys override the suite's). Modes a backend does not have are not cells of that 
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import itertools
 import json
@@ -23,13 +24,14 @@ from bench.backends.stages import WORK_BUDGET
 import bench.datasets as datasets_module
 from bench.datasets import SOURCES, canonical_params, parametric, params_model, parse_name
 from bench.datasets.params import Strict
-from bench import strict_yaml
+from bench import modes, strict_yaml
 from bench.inputs import plain_name_problem
 from bench.paths import suites_dir
 from bench.run.cgroup import canonical as canonical_limit
 from bench.stores import STORES, cold_files
 
-Mode = Literal[ALL_MODES]  # type: ignore[valid-type]
+ModeName = Literal[ALL_MODES]  # type: ignore[valid-type]  # what each means: bench.modes
+PER_GPU = "per-gpu"  # num_workers: the usable cores shared out among this node's ranks, resolved per run
 Store = Literal[tuple(STORES)]  # type: ignore[valid-type]
 Model = Literal["sage", "none"]
 # YAML 1.1 reads a bare `off` as false: take it as the "off" it was written as
@@ -82,8 +84,10 @@ DatasetSpec = Annotated[Union[tuple(DATASET_MODELS.values())],  # type: ignore[v
 
 class Settings(Strict):
     """Each setting is one value or a list of values (a sweep)."""
-    num_workers: one_or_sweep(bounded(int, ge=0, le=256)) = 0
-    mode: one_or_sweep(Mode) = "cpu-cpu"
+    # DataLoader worker processes per rank; "per-gpu": the usable cores divided among the node's
+    # ranks (the advice GPU users are given), resolved when the cell runs and recorded
+    num_workers: one_or_sweep(bounded(int, ge=0, le=256) | Literal[PER_GPU]) = 0
+    mode: one_or_sweep(ModeName) = "cpu-cpu"
     world_size: one_or_sweep(bounded(int, ge=1, le=1024)) = 1  # ranks; > 1 runs DDP under torch.distributed.run
     store: one_or_sweep(Store) = "memory"  # where features (or graphs) live; see bench.stores.STORES
     batch_size: one_or_sweep(bounded(int, ge=1, le=2**24)) = 512
@@ -155,6 +159,9 @@ class Rule(Strict):
 class Suite(Strict):
     name: str
     description: str = ""
+    # "gpu": the suite asks GPU questions; on a machine that shows no GPU every cell (its CPU
+    # baselines too) is recorded as skipped with the reason, before any stack, dataset or store step
+    requires: Literal["gpu"] | None = None
     baseline: str | None = None  # a cell id; default: the first cell
     datasets: Annotated[dict[str, DatasetSpec], Field(min_length=1)]
     backends: Annotated[list[str], Field(min_length=1)]
@@ -218,6 +225,9 @@ ID_SHORT = {"batch_size": "batch", "warmup_epochs": "warmup"}
 # (so a limited or cold cell never shares the id of its unlimited, warm twin, and adding them
 # to a suite leaves the ids of its other cells as they were).
 ID_WHEN_SET = {"memory_limit": "none", "page_cache": "warm"}
+# The GPU settings: in the id where the suite sweeps them (as always), and otherwise where a cell
+# differs from the default (an include that turns one on must not make a twin of the plain cell).
+ID_WHEN_NOT_DEFAULT = {"pin_memory": False, "amp": "off", "gpu_cache": 0.0}
 
 
 def load(path_or_name: str | Path) -> tuple[Suite, Path]:
@@ -259,6 +269,38 @@ def with_stacks(suite: Suite, names: list[str]) -> Suite:
                          f"{'these stacks' if len(names) > 1 else 'this stack'} (a stack runs the backends of "
                          "its framework: PyG's or DGL's)")
     return changed
+
+
+def with_mode(suite: Suite, names: list[str]) -> tuple[Suite, list[str]]:
+    """The suite with its `mode` axis replaced (`--mode`), include rules' modes too; and a line
+    for each backend of the suite that has none of these modes (its cells are not run)."""
+    try:
+        mode = Settings.model_validate({"mode": list(names)}).mode
+    except ValidationError as exc:
+        raise SuiteError(f"--mode {' --mode '.join(names)}: "
+                         + "; ".join(_describe_at(e) for e in _most_specific(exc.errors()))) from None
+    include = [Rule.model_validate({**rule.model_dump(exclude_none=True), "mode": mode})
+               if "mode" in (rule.model_extra or {}) else rule for rule in suite.include]
+    changed = suite.model_copy(update={"settings": suite.settings.model_copy(update={"mode": mode}),
+                                       "include": include})
+    backends = dict.fromkeys([*suite.backends, *(b for rule in suite.include for b in _as_list(rule.backend))])
+    notes = [f"--mode {', '.join(names)}: {backend} has no such mode (its modes: "
+             f"{', '.join(BACKENDS[backend].modes)}): its cells are not run"
+             for backend in backends if not set(names) & set(BACKENDS[backend].modes)]
+    if not expand(changed):
+        raise SuiteError(f"--mode {' --mode '.join(names)}: no cell of suite {suite.name!r} runs in "
+                         f"{'these modes' if len(names) > 1 else 'this mode'}" + "".join(f"\n  {n}" for n in notes))
+    return changed, notes
+
+
+def resolve_workers(cell: Cell, usable_cores: int, nnodes: int = 1) -> Cell:
+    """A cell with `num_workers: per-gpu` as it runs on this machine: the usable cores divided
+    among this node's ranks (at least 1); the rule stays in `num_workers_rule`, the id unchanged."""
+    if cell.settings["num_workers"] != PER_GPU:
+        return cell
+    local_ranks = max(1, cell.settings["world_size"] // max(1, nnodes))
+    settings = {**cell.settings, "num_workers": max(1, usable_cores // local_ranks), "num_workers_rule": PER_GPU}
+    return dataclasses.replace(cell, settings=settings)
 
 
 def resolve_path(path_or_name: str | Path) -> Path:
@@ -478,14 +520,15 @@ def _meaningful(backend: str, settings: dict) -> bool:
     info = BACKENDS[backend]
     if settings["stack"] is not None and framework_of(info.stack) not in get(settings["stack"]).frameworks:
         return False
-    on_gpu = settings["mode"].endswith("-cuda")
+    mode = modes.mode(settings["mode"])
+    on_gpu = mode.trains_on_gpu
     if settings["pin_memory"] and not (on_gpu and "pin_memory" in info.options):
         return False
     if settings["amp"] != "off" and (settings["model"] != "sage" or "amp" not in info.options
                                      or (settings["amp"] == "fp16" and not on_gpu)):
         return False
     # GraphBolt looks its GPU cache up with ids on the GPU: the mode that moves the seeds there first
-    if settings["gpu_cache"] and not (settings["mode"] == "pinned-cuda" and "gpu_cache" in info.options):
+    if settings["gpu_cache"] and not (mode.pinned and "gpu_cache" in info.options):
         return False
     # a cold page cache means something only for a store read from files (not an in-memory copy)
     if settings["page_cache"] == "cold" and not cold_files(settings["store"], info.task):
@@ -522,6 +565,8 @@ def _cell_id(backend: str, dataset: str, settings: dict, swept: set[str]) -> str
             parts.append(f"{ID_SHORT.get(key, key)}={value}")
     if settings["model"] != "sage" and "model" not in swept:
         parts.append(f"model={settings['model']}")
+    parts += [f"{key}={settings[key]}" for key, default in ID_WHEN_NOT_DEFAULT.items()
+              if key not in swept and settings[key] != default]
     parts += [f"{key}={settings[key]}" for key, default in ID_WHEN_SET.items() if settings[key] != default]
     if not settings["profile"]:  # the default (instrumented) cell keeps the id it always had
         parts.append("profile=off")

@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 PROGRESS_TAG = "GNNBENCH-PROGRESS "
+INIT_TIMEOUT_S = 300  # init_process_group: seconds to wait for every rank
 # Test hook: GNNBENCH_FAULT="crash" or "hang", optionally ":ID_PART" to hit only cells whose id
 # contains ID_PART and "@RANK" to hit only that rank (several comma-separated), makes the worker crash or hang in its first measured epoch, so the runner's
 # handling of a dying or stuck system under test is exercised on real pipelines.
@@ -114,7 +115,8 @@ def run_cell(cell: dict, dataset_dir: Path) -> dict | None:
     record to write: on global rank 0 the cell's, on another node's first rank a note that its
     ranks took part, elsewhere None."""
     from bench.backends import BACKENDS, load_pipeline_class
-    from bench.backends.base import Unavailable, rank_and_world, unwrap
+    from bench.backends.base import Unavailable, rank_and_world, select_device, unwrap
+    from bench.modes import mode as mode_of
     from bench import datasets
     from bench.stores import features_in_memory
     from bench.run.memory_breakdown import PhaseMemory, model_optimizer_bytes
@@ -131,19 +133,35 @@ def run_cell(cell: dict, dataset_dir: Path) -> dict | None:
     reason = Pipeline.unavailable(settings["mode"], world)
     if reason:
         return {**record, "status": "skipped", "reason": reason} if rank == 0 else None
+    started = StartupPhases(launched_at)  # start-up by phase: what a short GPU run pays before its first batch
+    started.mark("imports")
+    select_device(settings["mode"])  # before NCCL and any CUDA work: this rank's own GPU
+    if mode_of(settings["mode"]).needs_gpu:
+        import torch
+
+        torch.cuda.init()  # the CUDA context, timed apart from what follows
+        torch.zeros(1, device=pipe_device(settings))
+    started.mark("cuda_context")
     if world > 1:
+        import datetime as dt
+
         import torch.distributed as dist
 
-        dist.init_process_group("gloo" if settings["mode"].endswith("-cpu") else "nccl")
+        # a rank that never arrives fails the cell in minutes, not NCCL's default half hour
+        dist.init_process_group(mode_of(settings["mode"]).backend_for_ranks,
+                                timeout=dt.timedelta(seconds=INIT_TIMEOUT_S))
+    started.mark("process_group")
 
     seed_everything(settings["seed"])
     # in-memory cells read the features into each rank; disk-backed ones leave them mapped
     data = datasets.load(cell["dataset"]["source"], dataset_dir,
                          features_in_memory=features_in_memory(settings.get("store", "memory")))
     memory.take("dataset")
+    started.mark("dataset")
     try:
         pipe = Pipeline(data, settings)
         memory.take("pipeline")
+        started.mark("pipeline")
     except Unavailable as exc:
         if world > 1:
             dist.destroy_process_group()
@@ -154,6 +172,7 @@ def run_cell(cell: dict, dataset_dir: Path) -> dict | None:
     def on_batch(index: int) -> None:
         if not first_batch_at:
             first_batch_at.append(time.time())
+            started.mark("first_batch")
         if fault and measuring and index == 1:
             inject(fault)
 
@@ -163,6 +182,8 @@ def run_cell(cell: dict, dataset_dir: Path) -> dict | None:
     cold = files_of(settings["store"], BACKENDS[cell["backend"]].task, dataset_dir) if settings.get("page_cache") == "cold" else []
     for epoch in range(total):
         measuring = epoch >= settings["warmup_epochs"]
+        if epoch == settings["warmup_epochs"]:
+            reset_gpu_peak(pipe)  # the measured epochs' own peak, not warm-up's or the build's
         still_cached = page_cache.evict(cold) if cold else 0.0  # every epoch starts cold; what others map stays
         if still_cached > 0.05:
             print(f"rank {rank}: page_cache cold: {still_cached:.0%} of the store still cached", file=sys.stderr)
@@ -179,7 +200,8 @@ def run_cell(cell: dict, dataset_dir: Path) -> dict | None:
     memory.take("epochs")
     mine = {"memory_breakdown": memory.breakdown(model_optimizer_bytes(pipe)), "rank": rank, "epochs": measured, "warmup": warmup, "startup_s": first_batch_at[0] - launched_at,
             "self_max_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,  # KiB on Linux
-            "peak_gpu_bytes": peak_gpu_bytes(pipe)}
+            "peak_gpu_bytes": peak_gpu_bytes(pipe), "gpu_device_used_bytes": gpu_device_used_bytes(pipe),
+            "startup_phases": started.seconds}
     collective_eval = getattr(pipe, "collective_eval", False)  # e.g. partitions evaluating together
     if collective_eval:
         val_acc, test_acc = pipe.evaluate("val"), pipe.evaluate("test")
@@ -209,8 +231,52 @@ def run_cell(cell: dict, dataset_dir: Path) -> dict | None:
             "memory_breakdown": [r.get("memory_breakdown") for r in ranks]}  # by rank: bench/run/memory_breakdown.py
 
 
+class StartupPhases:
+    """Seconds from launch to each start-up phase's end, on this rank's clock: imports (process
+    start and the framework), cuda_context, process_group (gloo/NCCL), dataset, pipeline,
+    first_batch. Each entry is the time that phase took."""
+
+    def __init__(self, launched_at: float):
+        self.last = launched_at
+        self.seconds: dict[str, float] = {}
+
+    def mark(self, phase: str) -> None:
+        now = time.time()
+        self.seconds[phase] = round(max(0.0, now - self.last), 6)
+        self.last = now
+
+
+def pipe_device(settings: dict):
+    from bench.backends.base import device_of
+
+    return device_of(settings["mode"])
+
+
+def reset_gpu_peak(pipe) -> None:
+    device = getattr(pipe, "device", None)
+    if device is not None and device.type == "cuda":
+        import torch
+
+        torch.cuda.synchronize(device)
+        torch.cuda.reset_peak_memory_stats(device)
+
+
+def gpu_device_used_bytes(pipe) -> int | None:
+    """The whole device's memory in use at the end of the epochs (total - free, as the driver
+    sees it): PyTorch's allocator plus what it does not see (the CUDA context, NCCL's buffers,
+    DGL's C++ GPU cache) and other processes on the GPU. None on the CPU."""
+    device = getattr(pipe, "device", None)
+    if device is None or device.type != "cuda":
+        return None
+    import torch
+
+    free, total = torch.cuda.mem_get_info(device)
+    return int(total - free)
+
+
 def peak_gpu_bytes(pipe) -> int | None:
-    """The most GPU memory this rank's tensors held (PyTorch's allocator), or None on the CPU."""
+    """The most GPU memory this rank's tensors held in the measured epochs (PyTorch's allocator;
+    the peak is reset when they start), or None on the CPU."""
     device = getattr(pipe, "device", None)
     if device is None or device.type != "cuda":
         return None
@@ -255,7 +321,8 @@ def rank_summary(r: dict) -> dict:
     return {"rank": r["rank"], "loader_stall": stall / seconds, "compute_s": (seconds - stall) / n,
             "comm_s": sum(e["comm_s"] for e in r["epochs"]) / n, "epoch_s": seconds / n,
             "self_max_rss_bytes": r["self_max_rss_bytes"], "startup_s": r["startup_s"],
-            "peak_gpu_bytes": r.get("peak_gpu_bytes")}
+            "peak_gpu_bytes": r.get("peak_gpu_bytes"), "gpu_device_used_bytes": r.get("gpu_device_used_bytes"),
+            "startup_phases": r.get("startup_phases")}
 
 
 def fault_for(cell_id: str, rank: int = 0) -> str | None:

@@ -1,0 +1,118 @@
+"""What a `mode` means, declared once: where sampling runs, where training runs, where the graph
+and features are kept, and so what is pinned. Every decision that depends on the mode asks this
+module; nothing else parses a mode's name.
+
+A mode's name is "<where sampling runs>-<where training runs>", as GraphBolt names its modes:
+
+  cpu-cpu      graph and features in host memory; sample and train on the CPU
+  cpu-cuda     graph and features in host memory; sample on the CPU, copy each batch to the GPU
+  pinned-cuda  graph and features in pinned host memory; the seeds go to the GPU first, so the GPU
+               samples and gathers through UVA (zero-copy reads of the pinned host memory)
+  cuda-cuda    graph and features in GPU memory; sample, gather and train on the GPU
+
+What a cell pins also depends on the cell: PyG's loaders pin each batch when `pin_memory: true`
+(`pins(mode, settings)` says what the cell pinned, whatever its mode).
+Plain data, no dependencies: the host, the stacks and the publishing side all import it.
+
+To add a mode: one line in MODES (and, in each backend that offers it, its name in BACKENDS'
+`modes` and the code that builds it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+CPU, CUDA, PINNED = "cpu", "cuda", "pinned"
+
+
+@dataclass(frozen=True)
+class Mode:
+    name: str
+    samples_on: str  # "cpu" or "cuda": the device that samples neighbourhoods
+    trains_on: str  # "cpu" or "cuda": the device the model runs on
+    storage: str  # where the graph and features are kept: "cpu", "pinned" (host, page-locked) or "cuda"
+
+    @property
+    def needs_gpu(self) -> bool:
+        return CUDA in (self.samples_on, self.trains_on) or self.storage == CUDA
+
+    @property
+    def trains_on_gpu(self) -> bool:
+        return self.trains_on == CUDA
+
+    @property
+    def pinned(self) -> bool:
+        """The mode itself pins the graph and features (page-locked host memory, read through UVA)."""
+        return self.storage == PINNED
+
+    @property
+    def data_on_host(self) -> bool:
+        """The graph and features stay in host memory (pageable or pinned): a disk-backed store can
+        serve them; each batch is copied to the training device at the end of the pipeline."""
+        return self.storage != CUDA
+
+    @property
+    def seeds_to_device_first(self) -> bool:
+        """The seeds go to the GPU before sampling (the GPU samples): pinned or GPU storage."""
+        return self.storage in (PINNED, CUDA)
+
+    @property
+    def copies_batches(self) -> bool:
+        """Each sampled batch is built on the host and copied to the training device at the end."""
+        return self.storage == CPU
+
+    @property
+    def overlap_feature_fetch(self) -> bool:
+        """GraphBolt's UVA feature fetch on a side stream: only where features are read through
+        UVA (pinned); elsewhere it would make a CUDA stream for nothing (or on a CPU-only cell)."""
+        return self.storage == PINNED
+
+    @property
+    def backend_for_ranks(self) -> str:
+        """torch.distributed's backend for this mode's ranks: NCCL when training on GPUs."""
+        return "nccl" if self.trains_on_gpu else "gloo"
+
+    @property
+    def workers_allowed(self) -> bool:
+        """DGL requires num_workers 0 when the seeds are on the GPU (the sampling runs there, and
+        CUDA cannot be re-initialised in a forked worker); such cells are kept only as that
+        recorded failure, never as a speed figure."""
+        return not self.seeds_to_device_first
+
+
+MODES: dict[str, Mode] = {m.name: m for m in (
+    Mode("cpu-cpu", samples_on=CPU, trains_on=CPU, storage=CPU),
+    Mode("cpu-cuda", samples_on=CPU, trains_on=CUDA, storage=CPU),
+    Mode("pinned-cuda", samples_on=CUDA, trains_on=CUDA, storage=PINNED),
+    Mode("cuda-cuda", samples_on=CUDA, trains_on=CUDA, storage=CUDA),
+)}
+DEFAULT = "cpu-cpu"
+
+
+def mode(name: str) -> Mode:
+    """The declared mode of this name (KeyError names the allowed ones)."""
+    try:
+        return MODES[name]
+    except KeyError:
+        raise KeyError(f"unknown mode {name!r}; allowed: {', '.join(MODES)}") from None
+
+
+# What DGL users meet with num_workers > 0 where the seeds are on the GPU (DGL #7381, #6921, #6981)
+KNOWN_WORKER_ERRORS = ("cudaHostUnregister", "Cannot re-initialize CUDA in forked subprocess")
+
+
+def known_worker_failure(mode_name: str, num_workers: int, reason: str) -> str | None:
+    """The label of a failed cell that is the known failure of DataLoader workers in a mode whose
+    seeds are on the GPU; only where the recorded error is that one (another error is not it)."""
+    if mode(mode_name).workers_allowed or not num_workers:
+        return None
+    if any(marker in (reason or "") for marker in KNOWN_WORKER_ERRORS):
+        return (f"known limitation: num_workers > 0 in mode {mode_name} (the seeds are on the GPU; DGL "
+                "requires num_workers=0 there, DGL #7381, #6921, #6981)")
+    return None
+
+
+def pins(mode_name: str, settings: dict) -> bool:
+    """Whether a cell's host-to-device copies come from pinned memory: the mode pins its data,
+    or the cell's loader pins each batch (`pin_memory: true`, PyG's)."""
+    return mode(mode_name).pinned or bool(settings.get("pin_memory"))
