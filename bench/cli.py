@@ -322,6 +322,9 @@ def cmd_datasets(args) -> int:
     except ValueError as exc:
         raise DatasetError(f"{exc} (`gnnbench datasets list` shows the known datasets)") from None
     if args.datasets_command == "prepare":
+        from bench.datasets.hub import sweep_stale
+
+        sweep_stale(cache)
         if args.data_root:
             folder(f"--data-root {args.data_root}", args.data_root, writable=False)
         stack = datasets.stack_of(spec["source"])

@@ -96,8 +96,12 @@ def test_a_copy_with_new_times_is_rehashed_once_and_accepted(built, tmp_path):
     assert all(after[k]["mtime_ns"] == (copy / k).stat().st_mtime_ns for k in after)
 
 
-def test_a_dataset_from_before_checksums_gets_them_on_the_host(built):
+def test_a_dataset_without_its_checksums_is_rebuilt_never_adopted(built, capsys):
+    """A flipped byte in features.npy with checksums.json gone: adopting the folder would record
+    the corrupt file's checksums and train on it from then on. It is built again from its source."""
     cache, dataset, _ = built
+    clean = np.load(dataset / "features.npy")
+    flip(dataset / "features.npy", (dataset / "features.npy").stat().st_size - 10)
     (dataset / checksums.CHECKSUMS).unlink()
     with pytest.raises(hub.DatasetError, match="has no checksums.json"):
         hub.load(dataset)
@@ -105,7 +109,10 @@ def test_a_dataset_from_before_checksums_gets_them_on_the_host(built):
 
     spec = {"name": "s9", "source": "synthetic", "params": synthetic.canonical_params(PARAMS)}
     assert ensure_dataset(spec, cache, None) == dataset
-    hub.load(dataset)
+    assert "has no checksums.json" in capsys.readouterr().out
+    hub.load(dataset)  # verified
+    assert np.array_equal(np.load(dataset / "features.npy"), clean)
+    assert not [p for p in dataset.parent.iterdir() if p.name.startswith(".")]  # nothing left aside
 
 
 def test_corrupted_store_values_are_named_not_read(built):

@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import tempfile
 from contextlib import contextmanager
@@ -159,12 +160,13 @@ def record_checksums(folder: Path) -> None:
     checksums.record(folder, sorted(p.name for p in Path(folder).glob("*.npy")))
 
 
-def verify(path: Path, meta: dict | None = None, adopt: bool = False) -> None:
-    """Check a materialised folder's arrays against their checksums (cheap: bench/checksums.py).
-    `adopt` (the host, before a run): a folder from before checksums gets them now."""
-    if adopt and not checksums.recorded(path):
-        record_checksums(path)
-        return
+def has_checksums(folder: Path) -> bool:
+    return checksums.recorded(folder)
+
+
+def verify(path: Path, meta: dict | None = None) -> None:
+    """Check a materialised folder's arrays against their checksums (cheap: bench/checksums.py);
+    a folder without checksums fails (it is never adopted: see runner.ensure_dataset)."""
     if meta is None:
         try:
             meta = json.loads((Path(path) / "meta.json").read_text())
@@ -190,7 +192,7 @@ def atomic_dir(target: Path, marker: str = "meta.json"):
         yield None
         return
     target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    tmp = Path(tempfile.mkdtemp(prefix=owned_prefix(target.name), dir=target.parent))
     try:
         yield tmp
         _move_into_place(tmp, target, marker)
@@ -218,13 +220,60 @@ def _move_into_place(tmp: Path, target: Path, marker: str) -> None:
 
 def discard(target: Path) -> None:
     """Remove what is left of a folder: renamed aside first (atomic), so its name is free at once."""
-    aside = Path(tempfile.mkdtemp(prefix=f".{target.name}.stale.", dir=target.parent))
+    aside = Path(tempfile.mkdtemp(prefix=owned_prefix(target.name) + "stale.", dir=target.parent))
     try:
         os.rename(target, aside / target.name)
     except FileNotFoundError:
         pass  # another process set it aside first
     finally:
         shutil.rmtree(aside, ignore_errors=True)
+
+
+# A temporary folder beside what it builds is named .NAME.pid<PID>.<random>: a build killed
+# (SIGKILL, power loss) leaves it behind, and the next command removes it once its owner is gone.
+OWNED = re.compile(r"\.(?P<name>.+)\.pid(?P<pid>\d+)\.")
+
+
+def owned_prefix(name: str) -> str:
+    return f".{name}.pid{os.getpid()}."
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's live process
+    return True
+
+
+def sweep_stale(cache: Path, say=print, depth: int = 4) -> list[Path]:
+    """Remove the temporary folders of builds whose process is gone (a prepare or store build
+    killed before it finished), anywhere under the cache (datasets, their stores, ceilings);
+    a live process's folder is left alone. Returns what was removed, each named in a line."""
+    removed = []
+    root = Path(cache)
+    if not root.is_dir():
+        return removed
+    for folder, subdirs, _ in os.walk(root):
+        if len(Path(folder).relative_to(root).parts) >= depth:
+            subdirs[:] = []
+            continue
+        for sub in list(subdirs):
+            match = OWNED.match(sub)
+            if match is None:
+                continue
+            subdirs.remove(sub)  # never descend into a build's own folder
+            if _alive(int(match["pid"])):  # a live build (this process's too) keeps its folder
+                continue
+            path = Path(folder) / sub
+            shutil.rmtree(path, ignore_errors=True)
+            if not path.exists():
+                removed.append(path)
+                say(f"removed {path}: the temporary folder of a build that did not finish (process "
+                    f"{match['pid']} is gone)")
+    return removed
 
 
 def _check_arrays(name: str, a: dict[str, np.ndarray]) -> None:

@@ -215,9 +215,16 @@ def dataset_stats(spec: dict, cache: Path) -> dict:
 def ensure_dataset(spec: dict, cache: Path, data_root: Path | None, interactive: bool = False) -> Path:
     """Materialise a dataset into the hub once, in the interpreter its source needs.
     `interactive`: the user's terminal answers a download's questions (ogb asks before large ones)."""
+    folder = hub.dataset_dir(spec, cache)
+    if hub.is_materialised(spec, cache) and not hub.has_checksums(folder):
+        # without its checksums a folder's files cannot be told from corrupt ones: never adopted
+        # (a flipped byte would then pass every later check); it is built again from its source
+        print(f"  dataset {spec['name']!r}: {folder} has no checksums.json, so its files cannot be checked; "
+              "building it again from its source", flush=True)
+        hub.discard(folder)
     if hub.is_materialised(spec, cache):
-        hub.verify(hub.dataset_dir(spec, cache), adopt=True)  # a changed file fails here, named
-        return hub.dataset_dir(spec, cache)
+        hub.verify(folder)  # a changed file fails here, named
+        return folder
     Path(cache).mkdir(parents=True, exist_ok=True)
     # converting holds the raw arrays and the hub arrays at once
     too_big = memory.refusal(2 * memory.hub_bytes(dataset_stats(spec, cache)),

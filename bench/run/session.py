@@ -28,7 +28,7 @@ import psutil
 from bench import stores
 from bench.backends import BACKENDS
 from bench.datasets import memory, stack_of
-from bench.datasets.hub import DatasetError
+from bench.datasets.hub import DatasetError, sweep_stale
 from bench import inputs
 from bench.paths import cache_dir, cache_root, default_results_dir
 from bench.publish import stages
@@ -316,6 +316,7 @@ class Session:
         self.select(select)
         self.baseline = self.suite.baseline or (self.cells[0].id if self.cells else None)
         self.cache = cache_dir(options.cache_dir, writable=True)
+        sweep_stale(self.cache, say=say)  # what a killed prepare or store build left in the cache
         if options.data_root:
             inputs.folder(f"--data-root {options.data_root}", options.data_root, writable=False)
         root = options.data_root or os.environ.get("GNNBENCH_DATA_ROOT")

@@ -1,0 +1,43 @@
+"""What a killed build leaves in the cache is removed by the next command, and only where its
+owner is gone: a concurrent run's live build keeps its folder."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from bench.datasets import hub
+from tests.conftest import REPO
+
+
+def hidden(cache):
+    return [p for p in (cache / "datasets").iterdir() if p.name.startswith(".")] if (cache / "datasets").is_dir() else []
+
+
+def test_a_sigkilled_prepare_leaves_nothing_past_the_next_command(tmp_path):
+    cache = tmp_path / "cache"
+    proc = subprocess.Popen([sys.executable, "-m", "bench.cli", "datasets", "prepare", "synthetic:scale=19",
+                             "--cache-dir", str(cache)], cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 300
+    while not hidden(cache) and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.05)
+    assert hidden(cache), "the prepare finished before its temporary folder was seen"
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    [left] = hidden(cache)
+    assert f".pid{proc.pid}." in left.name
+    out = subprocess.run([sys.executable, "-m", "bench.cli", "datasets", "prepare", "synthetic:scale=6",
+                          "--cache-dir", str(cache)], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert f"removed {left}" in out.stdout and f"process {proc.pid} is gone" in out.stdout
+    assert hidden(cache) == []
+
+
+def test_a_live_builds_folder_is_left_alone(tmp_path):
+    live = tmp_path / "datasets" / (hub.owned_prefix("x") + "abc")  # this process: alive
+    live.mkdir(parents=True)
+    said = []
+    assert hub.sweep_stale(tmp_path, say=said.append) == [] and live.is_dir() and said == []
