@@ -16,7 +16,7 @@ from bench.publish import results
 from bench.run import external_stacks, stacks, suite as suite_mod
 from bench.run.session import RunOptions, Session, SessionError, add_run_options
 from bench.datasets.hub import DatasetError
-from bench.inputs import InputError, check_environment, finite_float, folder, output_file
+from bench.inputs import InputError, check_environment, finite_float, folder, output_file, terminal_safe
 from bench.paths import cache_dir
 
 
@@ -173,7 +173,7 @@ def dispatch(args) -> int:
     except BAD_INPUT as exc:
         if getattr(args, "debug", False):
             raise
-        print(f"gnnbench: error: {exc}", file=sys.stderr)
+        print(f"gnnbench: error: {terminal_safe(str(exc))}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except OSError as exc:  # a file or folder the system refused (the run handles its own)
         if getattr(args, "debug", False) or args.command == "run":
@@ -215,7 +215,7 @@ def cmd_run(args) -> int:
         command = "gnnbench run " + " ".join(shlex.quote(a) for a in sys.argv[2:]) if sys.argv[1:2] == ["run"] else None
         try:
             cmd_report([path], markdown, command=command, force=True)  # this run's own table
-            print(markdown.read_text())
+            print(terminal_safe(markdown.read_text()))
             print(f"results: {path}\ntable:   {markdown}")
         except (OSError, InputError) as exc:
             print(f"gnnbench: could not write the table {markdown} ({getattr(exc, 'strerror', None) or exc}); every number is in "
@@ -374,7 +374,7 @@ def cmd_report(files: list[Path], markdown: Path | None, command: str | None = N
     if markdown:
         markdown.write_text(text)
     else:
-        print(text)
+        print(terminal_safe(text))
     return 0
 
 
@@ -437,9 +437,9 @@ def cmd_compare(args) -> int:
     old, new = results.read(args.old), results.read(args.new)
     verdicts = history.compare(old, new, floor=args.floor, force=args.force,
                                history=[results.read(f) for f in args.history])
-    print(history.run_line("old", old))
-    print(history.run_line("new", new))
-    print(history.verdict_table(verdicts, floor=args.floor))
+    print(terminal_safe(history.run_line("old", old)))
+    print(terminal_safe(history.run_line("new", new)))
+    print(terminal_safe(history.verdict_table(verdicts, floor=args.floor)))
     if args.fail_on == "regression" and any(v.verdict in ("regression", "now failing") for v in verdicts):
         return 1
     return 0

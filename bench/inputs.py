@@ -82,6 +82,18 @@ def output_file(where: str, path: Path | str) -> Path:
     return path
 
 
+# --- terminal output ------------------------------------------------------------------------
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def terminal_safe(text: str) -> str:
+    """Text for a terminal: control characters (ANSI escape sequences, carriage returns, bells)
+    from names in result files or suites are shown escaped (\\x1b), never obeyed; newlines and
+    tabs stay."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
 # --- environment variables ------------------------------------------------------------------
 
 SWITCH = {"", "0", "1"}

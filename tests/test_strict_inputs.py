@@ -171,3 +171,26 @@ def test_resume_reruns_cells_whose_settings_changed(write_suite, tmp_path):
     assert "2 finished cell(s) run again" in said[0]
     kept = journal.read(old_cells, say=said.append)
     assert set(kept) == {c.id for c in old_cells[:2]}
+
+
+def test_control_characters_in_a_result_are_escaped_on_the_terminal(tmp_path, capsys):
+    result = _result_file(tmp_path)
+    doc = json.loads(result.read_text())
+    doc["gnnbench"]["description"] = "evil \x1b[2J\x1b[31mred\x07 description"
+    result.write_text(json.dumps(doc))
+    assert cli.main(["report", str(result)]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\x07" not in out
+    assert "\\x1b[2J" in out or "description" not in out
+
+
+def test_more_ranks_than_usable_cores_is_a_note(tmp_path, monkeypatch):
+    from bench.run import session as session_mod
+
+    monkeypatch.setattr(session_mod, "usable_cores", lambda: 2)
+    run = session_mod.Session(session_mod.RunOptions(suite="scaling", results=tmp_path / "r",
+                                                     cache_dir=tmp_path / "c"))
+    by_ws = {c.settings["world_size"]: c for c in run.cells if c.backend == "pyg-neighbor"}
+    assert run.cell_notes(by_ws[2]) == []
+    [note] = run.cell_notes(by_ws[4])
+    assert "4 ranks on 2 usable core(s)" in note

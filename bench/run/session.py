@@ -402,6 +402,11 @@ class Session:
         self.say(f"\r  -> {outcome.status}"
                  + (f": {outcome.reason.splitlines()[0]}" if outcome.reason else f" in {outcome.wall_s:.1f} s") + busy)
         done = Finished.of(outcome, self.baseline)
+        notes = self.cell_notes(resolved)
+        for note in notes:
+            self.say(f"  note: {note}")
+        if notes and done.measured:
+            done.entry.setdefault("extra_info", {})["notes"] = notes
         split = stages.split_line(done.entry.get("extra_info", {}).get("stages")) if done.measured else None
         if split:
             self.say(f"  where the epoch went: {split}")
@@ -412,6 +417,24 @@ class Session:
             self.say(f"  journal: cannot write {self.journal.path} ({exc.strerror or exc}); "
                      "the run goes on and keeps its cells for the result file")
         return done
+
+    def cell_notes(self, cell: Cell) -> list[str]:
+        """What a reader of this cell's numbers must know: ranks beyond the usable cores, and for
+        a GPU cell how its stages were timed and which of its CUDA paths no GPU run has shown."""
+        notes = []
+        cores = usable_cores()
+        local_ranks = max(1, cell.settings["world_size"] // max(1, self.launch.nnodes))
+        if local_ranks > cores:
+            notes.append(f"{local_ranks} ranks on {cores} usable core(s): the ranks share cores, so the times "
+                         "show oversubscription as much as scaling")
+        if modes.mode(cell.settings["mode"]).needs_gpu:
+            if cell.settings.get("profile", True):
+                notes.append("stages timed with the GPU synchronised at each boundary: the overlap of pinned, UVA "
+                             "and non_blocking copies is given up here; a profile=off twin gives the speed")
+            notes.append("unverified on a GPU: per-rank set_device, the CUDA-event all-reduce timer, "
+                         "overlap_feature_fetch per mode and the per-phase GPU memory peak have not yet been "
+                         "shown by a GPU run of this gnnbench")
+        return notes
 
     def gpu_refusal(self, cell: Cell) -> Outcome | None:
         """A cell that cannot have its GPUs here, skipped with the reason before any stack,
