@@ -41,3 +41,15 @@ def test_a_live_builds_folder_is_left_alone(tmp_path):
     live.mkdir(parents=True)
     said = []
     assert hub.sweep_stale(tmp_path, say=said.append) == [] and live.is_dir() and said == []
+
+
+def test_a_corrupt_meta_json_is_named_with_its_fix(tmp_path):
+    cache = tmp_path / "cache"
+    prep = [sys.executable, "-m", "bench.cli", "datasets", "prepare", "synthetic:scale=6", "--cache-dir", str(cache)]
+    assert subprocess.run(prep, cwd=REPO, capture_output=True, timeout=300).returncode == 0
+    [meta] = (cache / "datasets").glob("*/meta.json")
+    meta.write_text('{"name": ')
+    info = subprocess.run([sys.executable, "-m", "bench.cli", "datasets", "info", "synthetic:scale=6", "--cache-dir",
+                           str(cache)], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert info.returncode == 2 and "Traceback" not in info.stderr
+    assert f"{meta} is corrupt" in info.stderr and "prepare the dataset again" in info.stderr

@@ -291,6 +291,21 @@ def _check_arrays(name: str, a: dict[str, np.ndarray]) -> None:
         raise DatasetError(f"dataset {name!r}: " + "; ".join(problems))
 
 
+def read_meta(meta_file: Path) -> dict:
+    """A hub folder's meta.json, or DatasetError naming it and the fix (it marks the folder
+    finished, so a corrupt one means the folder cannot be trusted)."""
+    try:
+        meta = json.loads(Path(meta_file).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        meta, problem = None, f"{type(exc).__name__}: {exc}"
+    else:
+        problem = None if isinstance(meta, dict) else f"a JSON {type(meta).__name__}, not an object"
+    if problem:
+        raise DatasetError(f"{meta_file} is corrupt ({problem}); remove its folder {Path(meta_file).parent} "
+                           "and prepare the dataset again (gnnbench datasets prepare NAME, or run the suite)")
+    return meta
+
+
 def load(path: Path, mmap: bool = True, features_mmap: bool | None = None, check: bool = True) -> HubDataset:
     """`mmap`: map every array read-only instead of reading it; `features_mmap` overrides it for
     the features alone (disk-backed stores never read them into private memory). `check`: the
@@ -300,7 +315,7 @@ def load(path: Path, mmap: bool = True, features_mmap: bool | None = None, check
     if not meta_file.is_file():
         raise DatasetError(f"{path} is not a materialised dataset (no meta.json); "
                            "run the suite again to prepare it")
-    meta = json.loads(meta_file.read_text())
+    meta = read_meta(meta_file)
     if meta.get("format") != FORMAT_VERSION:
         raise DatasetError(f"{path} has hub format {meta.get('format')}, this gnnbench reads "
                            f"{FORMAT_VERSION}; delete the folder to rebuild it")

@@ -223,7 +223,7 @@ def ensure_dataset(spec: dict, cache: Path, data_root: Path | None, interactive:
               "building it again from its source", flush=True)
         hub.discard(folder)
     if hub.is_materialised(spec, cache):
-        hub.verify(folder)  # a changed file fails here, named
+        hub.verify(folder, hub.read_meta(folder / "meta.json"))  # a corrupt or changed file fails here, named
         return folder
     Path(cache).mkdir(parents=True, exist_ok=True)
     # converting holds the raw arrays and the hub arrays at once
