@@ -122,6 +122,8 @@ def main(argv: list[str] | None = None) -> int:
                             help="register an interpreter you already have (conda env, container, module) as a stack")
     add.add_argument("name", help="the name suites and --stack use for it")
     add.add_argument("--python", required=True, metavar="PATH", help="its python executable (nothing is installed into it)")
+    add.add_argument("--timeout", type=finite_float(1, 24 * 3600), default=external_stacks.PROBE_TIMEOUT_S, metavar="S",
+                     help=f"seconds to wait for its imports (default {external_stacks.PROBE_TIMEOUT_S:g})")
     rm = st_sub.add_parser("remove", parents=[debug], help="forget an external stack (its environment is left as it is)")
     rm.add_argument("name")
 
@@ -163,7 +165,7 @@ def dispatch(args) -> int:
                 stacks.install(name, force=args.force)
             return 0
         if args.stacks_command == "add":
-            external_stacks.add(args.name, args.python)
+            external_stacks.add(args.name, args.python, timeout=args.timeout)
             return 0
         if args.stacks_command == "remove":
             external_stacks.remove(args.name)

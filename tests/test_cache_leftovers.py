@@ -53,3 +53,27 @@ def test_a_corrupt_meta_json_is_named_with_its_fix(tmp_path):
                            str(cache)], cwd=REPO, capture_output=True, text=True, timeout=300)
     assert info.returncode == 2 and "Traceback" not in info.stderr
     assert f"{meta} is corrupt" in info.stderr and "prepare the dataset again" in info.stderr
+
+
+def test_ctrl_c_in_prepare_is_one_line_and_130(tmp_path):
+    cache = tmp_path / "cache"
+    proc = subprocess.Popen([sys.executable, "-m", "bench.cli", "datasets", "prepare", "synthetic:scale=19",
+                             "--cache-dir", str(cache)], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    time.sleep(3)  # generating
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, (out, err)
+    assert "Traceback" not in err and "interrupted" in err
+
+
+def test_stacks_add_says_what_it_waits_for_and_stops_at_its_timeout(tmp_path):
+    hang = tmp_path / "python"
+    hang.write_text("#!/bin/sh\nexec sleep 60\n")
+    hang.chmod(0o755)
+    started = time.time()
+    proc = subprocess.run([sys.executable, "-m", "bench.cli", "stacks", "add", "slow", "--python", str(hang),
+                           "--timeout", "2"], cwd=REPO, capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "GNNBENCH_STACKS_DIR": str(tmp_path / "stacks")})
+    assert proc.returncode == 2 and time.time() - started < 30
+    assert "waiting at most 2 s" in proc.stdout and "took over 2 s" in proc.stderr

@@ -141,7 +141,10 @@ def probe(python: Path, timeout: float = 300) -> dict:
                                  f"(is it a Python 3 interpreter?): {proc.stdout[-300:]!r}") from None
 
 
-def add(name: str, python: str | Path, log=print) -> ExternalStack:
+PROBE_TIMEOUT_S = 300.0
+
+
+def add(name: str, python: str | Path, log=print, timeout: float = PROBE_TIMEOUT_S) -> ExternalStack:
     from bench.run.stacks import available
 
     problem = plain_name_problem(name)
@@ -156,7 +159,10 @@ def add(name: str, python: str | Path, log=print) -> ExternalStack:
     if not os.access(path, os.X_OK) or path.is_dir():
         raise ExternalStackError(f"--python {python}: not an executable file")
     path = path.absolute()  # not resolved: a venv's bin/python is a link whose folder matters
-    found = probe(path)
+    log(f"stack {name}: probing {path}: importing {', '.join(PROBE)} there (waiting at most {timeout:g} s; "
+        "--timeout S to change it) ...")
+    found = probe(path, timeout=timeout)
+    log(f"stack {name}: probed: {', '.join(f'{k} {v}' for k, v in found.get('versions', {}).items()) or 'nothing found'}")
     stack = ExternalStack(name, path, found, dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"))
     if not stack.frameworks:
         missing = {f: [m for m in needs if stack.lacks(m)] for f, needs in FRAMEWORK_NEEDS.items()}
