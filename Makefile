@@ -53,7 +53,9 @@ bench: stacks
 	$(BIN)/gnnbench run suites/smoke.yaml
 
 test: stacks chromium
-	$(BIN)/python -m pytest tests -ra
+	@# pytest's exit code 5 (no tests collected) is a failure too, said as such (make would print 2)
+	$(BIN)/python -m pytest tests -ra; code=$$?; \
+	  if [ $$code -eq 5 ]; then echo "make test: pytest collected no tests: that is a failure" >&2; fi; exit $$code
 
 # The published result pages: site/index.html, a page per suite, environment.html.
 site: $(BIN)/gnnbench
