@@ -12,6 +12,7 @@ import sys
 import time
 from pathlib import Path
 
+from bench.commands import bundle as bundle_cmd
 from bench.publish import results
 from bench.run import external_stacks, stacks, suite as suite_mod
 from bench.run.session import RunOptions, Session, SessionError, add_run_options
@@ -127,6 +128,8 @@ def main(argv: list[str] | None = None) -> int:
     rm = st_sub.add_parser("remove", parents=[debug], help="forget an external stack (its environment is left as it is)")
     rm.add_argument("name")
 
+    bundle_cmd.add_parser(sub, [debug])
+
     args = parser.parse_args(argv)
     try:
         return dispatch(args)
@@ -160,6 +163,8 @@ def dispatch(args) -> int:
             return cmd_fidelity(args)
         if args.command == "overhead":
             return cmd_overhead(args)
+        if args.command == "bundle":
+            return bundle_cmd.run(args)
         if args.stacks_command == "install":
             for name in args.names or list(stacks.available()):
                 stacks.install(name, force=args.force)

@@ -28,7 +28,7 @@ import psutil
 from bench import stores
 from bench.backends import BACKENDS
 from bench.datasets import memory, stack_of
-from bench.datasets.hub import DatasetError, sweep_stale
+from bench.datasets.hub import DatasetError, is_materialised, sweep_stale
 from bench import inputs
 from bench.paths import cache_dir, cache_root, default_results_dir
 from bench.publish import stages
@@ -434,6 +434,10 @@ class Session:
             notes.append("unverified on a GPU: per-rank set_device, the CUDA-event all-reduce timer, "
                          "overlap_feature_fetch per mode and the per-phase GPU memory peak have not yet been "
                          "shown by a GPU run of this gnnbench")
+            notes.append("unverified on a GPU: the NVML sampling of GPU utilisation and PCIe traffic (gpu_util), "
+                         "the CUDA out-of-memory record (status oom), each rank and its loader workers pinned to "
+                         "its GPU's cores (cpu_affinity) and the NCCL version read from the stack's torch have "
+                         "been tested on CPU with samples only")
         return notes
 
     def gpu_refusal(self, cell: Cell) -> Outcome | None:
@@ -458,9 +462,11 @@ class Session:
 
     def precheck(self, cell: Cell) -> Outcome | None:
         """What stops a cell before it starts: a stack that is not there (the cell's own, or the
-        one its dataset is prepared in), too little memory, a dataset that cannot be prepared,
+        one its dataset is prepared in, unless the hub has it already: a node given a prepared
+        Cora needs no pyg stack), too little memory, a dataset that cannot be prepared,
         a store that cannot be built."""
-        for stack in filter(None, (cell.stack, stack_of(cell.dataset_spec["source"]))):
+        preparer = None if is_materialised(cell.dataset_spec, self.cache) else stack_of(cell.dataset_spec["source"])
+        for stack in filter(None, (cell.stack, preparer)):
             problem = self.ensure_stack(stack)
             if problem:
                 return Outcome(cell, "failed", problem)

@@ -1,0 +1,386 @@
+"""`gnnbench bundle DIR --python 3.X --platform x86_64|aarch64`: everything a GPU node without
+internet needs to run gnnbench, in one folder, written on a machine that has the internet.
+
+    DIR/install.sh       run on the node: installs against the node's own Python and PyTorch, builds
+                         the sampler there if no wheel fits, registers the interpreter
+                         (gnnbench stacks add), runs the GPU suite (docker/node-install.sh)
+    DIR/bundle.json      the target (Python, platform, glibc, the torch the sampler wheels are for)
+                         and what the folder holds
+    DIR/gnnbench/        gnnbench's source tree (bench/, suites/, docker/, pyproject.toml), installed
+                         editable on the node as the images do, so that it finds suites/ and its pins
+    DIR/wheels/          gnnbench's dependencies, torch-geometric, scipy, setuptools and wheel, as
+                         wheels for the target (numpy, pydantic-core, lmdb, psutil, matplotlib... are
+                         compiled: these fit only that Python and platform)
+    DIR/torch/           a torch wheel with its dependencies, only with --with-torch (a node
+                         without a torch of its own); the node's own torch is never replaced
+    DIR/sampler/torch-T+C/   torch-scatter, torch-sparse, pyg-lib wheels for torch T with C (cpu,
+                         cu130...), from GNNBENCH_PYG_WHEELS (PyG's wheel index) or, where the target
+                         is this machine and the torch that of the local pyg stack, pip's cache
+    DIR/sampler/src/     torch-scatter and torch-sparse source packages, built on the node when no
+                         wheel fits its torch
+    DIR/hub/             the datasets the chosen suites need, prepared (the dataset hub's format);
+                         the synthetic ones are generated on the node (numpy only, same seed, same graph)
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from bench.inputs import InputError
+from bench.paths import repo_root
+
+PLATFORMS = ("x86_64", "aarch64")
+PYTHONS = range(10, 15)  # 3.10 .. 3.14: gnnbench needs >= 3.10
+# The oldest glibc the wheels may need: PyTorch's own wheels need 2.28 (manylinux_2_28).
+GLIBC = (2, 28)
+PYG_WHEELS_ENV = "GNNBENCH_PYG_WHEELS"
+PYG_WHEELS_DEFAULT = "https://data.pyg.org/whl/torch-{TORCH}+{CUDA}.html"
+CUDA_TAG = re.compile(r"^(cpu|cu\d{3,4})$")
+# What a node's PyG samples with: pyg-lib (PyG's index only), else torch-sparse (+ torch-scatter)
+SAMPLER_WHEELS = ("pyg-lib", "torch-scatter", "torch-sparse")
+NODE_SCRIPT = "docker/node-install.sh"
+# gnnbench's source tree as the images copy it (docker/Dockerfile)
+SOURCE_PARTS = ("bench", "suites", "docker", "pyproject.toml", "README.md")
+FORMAT = 1
+
+
+class BundleError(RuntimeError):
+    """A step that could not be done (a download, a build); the message says which and why."""
+
+
+def add_parser(sub, parents) -> None:
+    p = sub.add_parser("bundle", parents=parents,
+                       help="write a folder that installs and runs gnnbench on a GPU node without internet")
+    p.add_argument("dir", type=Path, metavar="DIR", help="the folder to write (new, or an earlier bundle to update)")
+    p.add_argument("--python", required=True, metavar="3.X", help="the node's Python version, e.g. 3.11")
+    p.add_argument("--platform", required=True, metavar="ARCH", help="the node's machine: x86_64 or aarch64")
+    p.add_argument("--torch", metavar="VERSION", help="the node's torch version, for the sampler wheels "
+                   "(default: the pyg stack's pin)")
+    p.add_argument("--cuda", default="cu130", metavar="TAG",
+                   help="the node's torch build: cpu, cu126, cu128, cu130... (default cu130)")
+    p.add_argument("--with-torch", action="store_true",
+                   help="also carry torch==VERSION with its dependencies, for a node without a torch of its own "
+                        "(installed there only where none imports)")
+    p.add_argument("--suite", action="append", metavar="NAME|PATH",
+                   help="prepare the datasets of this suite (repeatable; default: gpu and multi-gpu)")
+    p.add_argument("--data-root", type=Path, metavar="DIR", default=os.environ.get("GNNBENCH_DATA_ROOT"),
+                   help="where raw dataset files are looked for first (env GNNBENCH_DATA_ROOT)")
+
+
+class Target:
+    """The node a bundle is for: its Python (3.X) and machine, as pip's download options."""
+
+    def __init__(self, python: str, machine: str):
+        found = re.fullmatch(r"3\.(\d+)", python or "")
+        if not found or int(found.group(1)) not in PYTHONS:
+            raise InputError(f"--python {python}: give the node's Python as 3.X, one of "
+                             f"{', '.join(f'3.{m}' for m in PYTHONS)}")
+        if machine not in PLATFORMS:
+            raise InputError(f"--platform {machine}: give the node's machine (uname -m there), one of "
+                             f"{', '.join(PLATFORMS)}")
+        self.python, self.machine, self.minor = python, machine, int(found.group(1))
+
+    @property
+    def abi(self) -> str:
+        return f"cp3{self.minor}"
+
+    def platform_tags(self, local: bool = False) -> list[str]:
+        """manylinux_2_28 and every older one (pip does not widen a --platform by itself);
+        `local`: also linux_ARCH, the tag of wheels built without manylinux (PyG's index)."""
+        tags = [f"manylinux_2_{m}_{self.machine}" for m in range(GLIBC[1], 4, -1)]
+        tags += [f"manylinux2014_{self.machine}"]
+        if self.machine == "x86_64":
+            tags += ["manylinux2010_x86_64", "manylinux1_x86_64"]
+        return tags + ([f"linux_{self.machine}"] if local else [])
+
+    def pip_options(self, local: bool = False) -> list[str]:
+        options = ["--only-binary=:all:", "--python-version", self.python, "--implementation", "cp",
+                   "--abi", self.abi]
+        for tag in self.platform_tags(local):
+            options += ["--platform", tag]
+        return options
+
+    def is_here(self) -> bool:
+        return (sys.version_info.major, sys.version_info.minor) == (3, self.minor) and platform.machine() == self.machine
+
+    def describe(self) -> str:
+        return f"CPython {self.python} on Linux {self.machine} (glibc {GLIBC[0]}.{GLIBC[1]} or newer)"
+
+
+def say(text: str) -> None:
+    print(f"bundle: {text}", flush=True)
+
+
+def pip(args: list[str], what: str, python: str = sys.executable, env: dict | None = None) -> str:
+    """pip with this machine's settings (its indexes, wheel folders, CA bundle); its output, or
+    BundleError with its last lines."""
+    cmd = [python, "-m", "pip", *args, "--progress-bar", "off", "--disable-pip-version-check"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if proc.returncode != 0:
+        tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-12:])
+        raise BundleError(f"{what}: pip failed ({proc.returncode}): {' '.join(cmd[1:])}\n{tail}")
+    return proc.stdout
+
+
+def megabytes(path: Path) -> float:
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) / 1e6
+
+
+def pins() -> tuple[dict[str, str], dict[str, str]]:
+    """(plain pins, built-from-source pins) of the pyg stack on a machine: name -> requirement."""
+    from bench.run.stacks import available
+
+    plain, no_isolation = available()["pyg"].requirement_lines(container=False)
+    name = lambda line: re.split(r"[=<>!~ \[;]", line, maxsplit=1)[0].lower()  # noqa: E731
+    return {name(r): r for r in plain}, {name(r): r for r in no_isolation}
+
+
+def host_dependencies() -> list[str]:
+    import tomllib
+
+    return tomllib.loads((repo_root() / "pyproject.toml").read_text())["project"]["dependencies"]
+
+
+def revision() -> str:
+    try:
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo_root(), capture_output=True, text=True,
+                              check=True).stdout.strip()
+        dirty = subprocess.run(["git", "diff", "--quiet", "HEAD", "--"], cwd=repo_root()).returncode != 0
+        return head + ("-dirty" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+# --- the steps ---------------------------------------------------------------------------------
+
+def check_folder(out: Path) -> None:
+    if out.exists() and not out.is_dir():
+        raise InputError(f"{out}: is a file; give a folder for the bundle")
+    if out.is_dir() and any(out.iterdir()) and not (out / "bundle.json").is_file():
+        raise InputError(f"{out}: a folder with other files in it (no bundle.json); give a new or empty folder, "
+                         "or an earlier bundle to update")
+
+
+def copy_source(out: Path) -> None:
+    target = out / "gnnbench"
+    if target.exists():
+        shutil.rmtree(target)
+    target.mkdir(parents=True)
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", ".revision")
+    for part in SOURCE_PARTS:
+        src = repo_root() / part
+        if src.is_dir():
+            shutil.copytree(src, target / part, ignore=ignore)
+        else:
+            shutil.copy2(src, target / part)
+    shutil.copy2(repo_root() / NODE_SCRIPT, out / "install.sh")
+    (out / "install.sh").chmod(0o755)
+
+
+def download_wheels(out: Path, target: Target, plain_pins: dict[str, str]) -> list[str]:
+    wanted = host_dependencies() + [plain_pins["torch-geometric"], "scipy", "setuptools>=68", "wheel"]
+    pip(["download", *target.pip_options(), "-d", str(out / "wheels"), *wanted],
+        f"the wheels of gnnbench's dependencies for {target.describe()}")
+    return wanted
+
+
+def download_torch(out: Path, target: Target, torch: str) -> None:
+    pip(["download", *target.pip_options(), "-d", str(out / "torch"), f"torch=={torch}"],
+        f"torch {torch} for {target.describe()}")
+
+
+def reachable(location: str, timeout: float = 15.0) -> str | None:
+    """None where a wheel index (http(s) page or local folder) answers, else why not."""
+    if location.startswith("file://") or not location.startswith(("http://", "https://")):
+        path = Path(location.removeprefix("file://"))
+        return None if path.exists() else f"{path} does not exist"
+    import ssl
+    import urllib.error
+    import urllib.request
+
+    context = ssl.create_default_context(cafile=os.environ.get("PIP_CERT") or None)
+    try:
+        urllib.request.urlopen(urllib.request.Request(location, method="HEAD"), timeout=timeout,
+                               context=context).close()
+    except urllib.error.HTTPError as exc:
+        return None if exc.code != 404 else "404 not found (no wheels for that torch and CUDA there)"
+    except (urllib.error.URLError, OSError) as exc:
+        return str(getattr(exc, "reason", exc))
+    return None
+
+
+def sampler_from_index(out: Path, target: Target, tag: str, torch: str, cuda: str,
+                       source_pins: dict[str, str]) -> tuple[list[str], list[str]]:
+    """The sampler's wheels from PyG's wheel index: (files got, notes)."""
+    index = os.environ.get(PYG_WHEELS_ENV) or PYG_WHEELS_DEFAULT
+    url = index.replace("{TORCH}", torch).replace("{CUDA}", cuda)
+    why = reachable(url)
+    if why:
+        return [], [f"{url}: cannot be reached ({why}); set {PYG_WHEELS_ENV} to a mirror of it"]
+    folder = out / "sampler" / tag
+    before = set(folder.glob("*.whl")) if folder.is_dir() else set()
+    notes = []
+    for name in SAMPLER_WHEELS:
+        requirement = source_pins.get(name, name)
+        try:
+            pip(["download", "--no-index", "--find-links", url, "--no-deps", *target.pip_options(local=True),
+                 "-d", str(folder), requirement], f"{requirement} from {url}")
+        except BundleError as exc:
+            notes.append(f"{requirement}: no wheel for {tag} and {target.describe()} in {url} "
+                         f"({str(exc).splitlines()[-1][:160]})")
+    got = sorted(p.name for p in set(folder.glob("*.whl")) - before) if folder.is_dir() else []
+    return got, notes
+
+
+def sampler_from_cache(out: Path, target: Target, tag: str, source_pins: dict[str, str]) -> tuple[list[str], str]:
+    """torch-scatter and torch-sparse as the local pyg stack has them (pip's cache of the wheels it
+    built), where the node is this machine's kind and has that stack's torch: (files, note)."""
+    from bench.run import stacks
+
+    if not target.is_here():
+        return [], f"the wheels built here are for CPython {sys.version_info.major}.{sys.version_info.minor} on " \
+                   f"{platform.machine()}, not the target"
+    stack = stacks.available()["pyg"]
+    torch_there = stacks.recorded_versions(stack).get("torch", "") if stack.installed else ""
+    if not torch_there:
+        return [], "the local pyg stack (where they are built) is not installed"
+    if f"torch-{torch_there}" != tag and not (tag.endswith("+cpu") and f"torch-{torch_there}+cpu" == tag):
+        return [], f"the local pyg stack's torch is {torch_there}, not the target's {tag.removeprefix('torch-')}"
+    names = [source_pins[n] for n in ("torch-scatter", "torch-sparse")]
+    for requirement in names:
+        wheel_name = requirement.split("==")[0].replace("-", "_")
+        listed = pip(["cache", "list", wheel_name, "--format=abspath"], "pip's cache", python=str(stack.python))
+        if not listed.strip():
+            return [], f"pip's cache holds no built {wheel_name} wheel (the pyg stack was built elsewhere or the cache " \
+                       "was cleared)"
+    folder = out / "sampler" / tag
+    before = set(folder.glob("*.whl")) if folder.is_dir() else set()
+    pip(["wheel", "--no-deps", "--no-build-isolation", "-w", str(folder), *names],
+        "torch-scatter and torch-sparse from pip's cache", python=str(stack.python))
+    return sorted(p.name for p in set(folder.glob("*.whl")) - before), ""
+
+
+def sampler_sources(out: Path, source_pins: dict[str, str]) -> list[str]:
+    """torch-scatter's and torch-sparse's source packages. pip reads a source package's metadata by
+    running its setup.py, which imports torch: so the download runs in the local pyg stack."""
+    from bench.run import stacks
+
+    stack = stacks.install("pyg", log=lambda line: say(f"  {line}"))
+    folder = out / "sampler" / "src"
+    names = [source_pins[n] for n in ("torch-scatter", "torch-sparse")]
+    pip(["download", "--no-deps", "--no-binary=:all:", "--no-build-isolation", "-d", str(folder), *names],
+        "the sampler's source packages", python=str(stack.python))
+    return sorted(p.name for p in folder.iterdir())
+
+
+def dataset_specs(suites: list[str]) -> dict[str, dict]:
+    """name -> spec of every dataset the suites' cells use."""
+    from bench.run import suite as suite_mod
+
+    found: dict[str, dict] = {}
+    for name in suites:
+        suite, _ = suite_mod.load(name)
+        for cell in suite_mod.expand(suite):
+            found.setdefault(json.dumps({"source": cell.dataset_spec["source"], "params": cell.dataset_spec["params"]},
+                                        sort_keys=True), cell.dataset_spec)
+    return {spec["name"]: spec for spec in found.values()}
+
+
+def prepare_datasets(out: Path, suites: list[str], data_root: Path | None) -> tuple[list[str], list[str]]:
+    """(prepared here, generated on the node) by dataset name."""
+    from bench import datasets
+    from bench.datasets import hub
+    from bench.run import stacks
+    from bench.run.runner import ensure_dataset
+
+    prepared, on_node = [], []
+    hub_dir = out / "hub"
+    for name, spec in dataset_specs(suites).items():
+        if datasets.stack_of(spec["source"]) is None:
+            on_node.append(name)
+            say(f"  dataset {name} ({spec['source']}): generated on the node on first use (numpy only; the same "
+                "seed gives the same graph)")
+            continue
+        stack = datasets.stack_of(spec["source"])
+        stacks.install(stack, log=lambda line: say(f"  {line}"))
+        there = hub.is_materialised(spec, hub_dir)
+        started = time.perf_counter()
+        folder = ensure_dataset(spec, hub_dir, data_root)
+        prepared.append(name)
+        say(f"  dataset {name}: {'already in the bundle' if there else 'prepared'} in the {stack} stack "
+            f"({time.perf_counter() - started:.1f} s): {folder.relative_to(out)}")
+    return prepared, on_node
+
+
+def run(args) -> int:
+    target = Target(args.python, args.platform)
+    cuda = args.cuda
+    if not CUDA_TAG.match(cuda or ""):
+        raise InputError(f"--cuda {cuda}: give the node torch's build as cpu or cuNNN (e.g. cu126, cu130)")
+    plain_pins, source_pins = pins()
+    torch = args.torch or plain_pins["torch"].split("==")[1]
+    if not re.fullmatch(r"\d+\.\d+(\.\d+)?", torch):
+        raise InputError(f"--torch {torch}: give the node's torch version as X.Y.Z (e.g. 2.11.0), without a +tag")
+    out: Path = args.dir
+    check_folder(out)
+    suites = args.suite or ["gpu", "multi-gpu"]
+    dataset_specs(suites)  # a bad suite is bad input, before anything is written
+    tag = f"torch-{torch}+{cuda}"
+    started = time.monotonic()
+    say(f"a bundle for {target.describe()}, torch {torch}+{cuda} (the sampler wheels are for it) in {out}")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        say("[1/6] gnnbench's source tree and install.sh")
+        copy_source(out)
+        say(f"[2/6] dependencies as wheels for {target.describe()} (pip download, this machine's indexes)")
+        download_wheels(out, target, plain_pins)
+        say(f"  wheels/: {len(list((out / 'wheels').glob('*.whl')))} wheels, {megabytes(out / 'wheels'):.0f} MB")
+        if args.with_torch:
+            say(f"[3/6] torch {torch} with its dependencies (--with-torch), installed on the node only where no torch imports")
+            download_torch(out, target, torch)
+            say(f"  torch/: {', '.join(p.name for p in (out / 'torch').glob('torch-*.whl'))}, "
+                f"{megabytes(out / 'torch'):.0f} MB in all")
+        else:
+            say("[3/6] torch: not carried (the node's own is used; --with-torch carries one for a node without)")
+        say(f"[4/6] the sampler for {tag}: wheels from {PYG_WHEELS_ENV} (PyG's wheel index), else pip's cache, "
+            "and the sources")
+        wheels, notes = sampler_from_index(out, target, tag, torch, cuda, source_pins)
+        for note in notes:
+            say(f"  {note}")
+        if not any(w.startswith(("pyg_lib", "torch_sparse")) for w in wheels):
+            cached, why = sampler_from_cache(out, target, tag, source_pins)
+            say(f"  from pip's cache (the local pyg stack's builds): {', '.join(cached)}" if cached
+                else f"  no wheels from pip's cache: {why}")
+            wheels += cached
+        sources = sampler_sources(out, source_pins)
+        say(f"  sampler/{tag}/: {', '.join(wheels) or 'no wheel'}; sampler/src/: {', '.join(sources)} "
+            "(built on the node where no wheel fits its torch)")
+        say(f"[5/6] datasets of suite(s) {', '.join(suites)}")
+        prepared, on_node = prepare_datasets(out, suites, args.data_root)
+        say("[6/6] bundle.json")
+        manifest = {
+            "format": FORMAT,
+            "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            "gnnbench_revision": revision(),
+            "target": {"python": target.python, "platform": target.machine, "abi": target.abi,
+                       "glibc": f"{GLIBC[0]}.{GLIBC[1]}", "describe": target.describe()},
+            "torch": {"version": torch, "cuda": cuda, "sampler_tag": tag, "carried": args.with_torch},
+            "sampler": {"wheels": {tag: wheels} if wheels else {}, "sources": sources, "notes": notes},
+            "datasets": {"suites": suites, "prepared": prepared, "generated_on_node": on_node},
+        }
+        (out / "bundle.json").write_text(json.dumps(manifest, indent=2) + "\n")
+    except BundleError as exc:
+        print(f"gnnbench: bundle: {exc}", file=sys.stderr)
+        return 1
+    say(f"done in {time.monotonic() - started:.0f} s: {out} ({megabytes(out):.0f} MB) is for "
+        f"{target.describe()}; on the node: {out.name}/install.sh [--suite gpu] (see {out.name}/install.sh --help)")
+    return 0
