@@ -97,7 +97,7 @@ def terminal_safe(text: str) -> str:
 # --- environment variables ------------------------------------------------------------------
 
 SWITCH = {"", "0", "1"}
-FAULT_KINDS = ("crash", "hang")
+FAULT_KINDS = ("crash", "hang", "oom")
 
 
 def _folder_variable(name: str, writable: bool = False) -> None:
@@ -126,7 +126,7 @@ def _byte_count(name: str, low: int, high: int) -> None:
 
 
 def _fault_rules(name: str) -> None:
-    """`KIND[:CELL][@RANK],...`, a test hook (bench/run/worker.py fault_for): KIND crash or hang
+    """`KIND[:CELL][@RANK],...`, a test hook (bench/run/worker.py fault_for): KIND crash, hang or oom
     where the rule matches a cell (the tests also mark runs with rules that match none), RANK a
     whole number."""
     value = os.environ.get(name, "")

@@ -138,6 +138,37 @@ def _breakdown_hint(cell: CellResult) -> str:
     return "; ".join(lines)
 
 
+def gpu_util(cell: CellResult, key: str = "util_mean_pct") -> float | None:
+    """A figure of the GPU utilisation sampled in the measured epochs (bench/run/gpu_sampler.py);
+    None for a CPU cell, a file written before it, or where NVML was not there."""
+    found = cell.metrics.get("gpu_util")
+    return found.get(key) if isinstance(found, dict) else None
+
+
+def percent(value) -> str:
+    """A percentage recorded as one (0-100, NVML's form), unlike fmt.pct's shares."""
+    return fmt.DASH if value is None else f"{value:.0f} %"
+
+
+def _gpu_util_note(cell: CellResult) -> str | None:
+    peak, least = gpu_util(cell, "util_max_pct"), gpu_util(cell, "util_min_rank_pct")
+    mean = gpu_util(cell, "util_mean_pct")
+    parts = [f"max {percent(peak)}"] if peak is not None else []
+    if least is not None and mean is not None and (cell.num_ranks or 1) > 1 and mean - least >= 5:
+        parts.append(f"least busy rank {percent(least)}")
+    return f"({', '.join(parts)})" if parts else None
+
+
+def _gpu_util_hint(cell: CellResult) -> str:
+    lines = []
+    for r in cell.metrics.ranks:
+        util = r.gpu_util or {}
+        if util:
+            lines.append(f"rank {r.rank}: mean {percent(util.get('util_mean_pct'))}, "
+                         f"max {percent(util.get('util_max_pct'))}, host-to-device {fmt.rate(util.get('h2d_mb_per_s'))} MB/s")
+    return "; ".join(lines) or "GPU busy share sampled by NVML during the measured epochs; low with a high loader stall: the loader starves the GPU"
+
+
 def _has_gpu_memory(table: dict) -> bool:
     return any(r.metrics.peak_gpu_bytes for r in table["rows"] if r.measured)
 
@@ -167,6 +198,12 @@ CELL_COLUMNS = [
     Column("largest private MiB", largest_private, _largest_private_text, title="largest private",
            unit="part of a rank's PSS, MiB", hint=_breakdown_hint, shown=_recorded("memory_breakdown")),
     Column("GPU memory", metric("peak_gpu_bytes"), fmt.mib, unit="peak, MiB", markdown=False, shown=_has_gpu_memory),
+    # "is the loader starving my GPU": NVML's busy share and PCIe traffic per GPU; blank for CPU cells
+    Column("GPU util %", gpu_util, percent, title="GPU util", unit="mean (max), NVML", note=_gpu_util_note,
+           hint=_gpu_util_hint, shown=_recorded("gpu_util")),
+    Column("h2d MB/s", lambda c: gpu_util(c, "h2d_mb_per_s"), fmt.rate, title="host → GPU", unit="MB/s per GPU, NVML",
+           hint=lambda c: "PCIe bytes the GPU received per second of the measured epochs (NVML, sampled)",
+           shown=_recorded("gpu_util")),
     Column("val acc", metric("val_acc"), fmt.accuracy, html=False),
     Column("test acc", metric("test_acc"), fmt.accuracy, html=False),
     Column("accuracy", lambda c: (c.metrics.val_acc, c.metrics.test_acc), _accuracies, unit="val / test",

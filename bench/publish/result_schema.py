@@ -45,7 +45,15 @@ class CellSettings(Loose):
     world_size: Annotated[int, Field(ge=1)] | None = None  # scaling efficiency divides by it
 
 
-RankEntry = create_model("RankEntry", __base__=Loose, rank=(Count, ...),
+Percent = Annotated[float, Field(ge=0, le=100)]
+# GPU utilisation (%) and PCIe traffic in the measured epochs (bench/run/gpu_sampler.py): a rank's
+# summary, or the cell's over its ranks
+GpuUtil = create_model("GpuUtil", __base__=Loose,
+                       **optional(Percent, "util_mean_pct", "util_max_pct", "util_min_rank_pct", "mem_util_mean_pct"),
+                       **optional(Amount, "h2d_mb_per_s", "d2h_mb_per_s", "h2d_bytes_per_epoch", "device_used_max_bytes"),
+                       **optional(Count, "samples", "epochs", "ranks"))
+
+RankEntry = create_model("RankEntry", __base__=Loose, rank=(Count, ...), gpu_util=(GpuUtil | None, None),
                          **optional(Count, "peak_rss_bytes", "peak_pss_bytes", "peak_gpu_bytes"),
                          **optional(Seconds, "loader_stall", "compute_s", "comm_s", "epoch_s"))
 
@@ -98,6 +106,8 @@ class ExtraInfo(Loose):
     loader_worker_s: dict[str, Seconds] | None = None
     work: Work | None = None
     profile: bool | None = None
+    gpu_util: GpuUtil | None = None
+    gpu_util_reason: str | None = None
 
 
 class Benchmark(Loose):
@@ -112,6 +122,7 @@ class Unmeasured(Loose):
     backend: str | None = None
     dataset: str | None = None
     settings: CellSettings | None = None
+    gpu_memory: dict | None = None  # status oom on a GPU: the device's memory when it failed
 
 
 Meta = create_model("Meta", __base__=Loose, schema_version=(int, ...), cells=(list[str] | None, None),
@@ -126,6 +137,11 @@ class Cpu(Loose):
 class Gpu(Loose):
     gpus: list[str] | None = None
     topology: str | None = None
+    devices: list[dict] | None = None  # nvidia-smi --query-gpu, parsed (bench/run/gpu_facts.py)
+    topology_matrix: dict | None = None
+    mig_mode: list[str] | None = None
+    cuda_visible_devices: str | None = None
+    nccl_env: dict[str, str] | None = None
 
 
 class Ceilings(Loose):

@@ -77,6 +77,7 @@ class Rank:
     comm_s: float | None
     epoch_s: float | None
     peak_gpu_bytes: int | None
+    gpu_util: dict | None = None  # its GPU's utilisation and PCIe traffic (bench/run/gpu_sampler.py)
 
 
 @dataclass(frozen=True)

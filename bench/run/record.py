@@ -14,8 +14,6 @@ from __future__ import annotations
 import datetime as dt
 import os
 import platform
-import shutil
-import subprocess
 
 import psutil
 
@@ -61,7 +59,9 @@ def benchmark_entry(outcome: Outcome, baseline: str | None) -> dict:
 def unmeasured_entry(outcome: Outcome) -> dict:
     cell = outcome.cell
     return {"id": cell.id, "status": outcome.status, "reason": outcome.reason, "backend": cell.backend,
-            "dataset": cell.dataset, "settings": cell.settings}
+            "dataset": cell.dataset, "settings": cell.settings,
+            # a rank out of GPU memory: the device's memory when it failed (bench/run/cuda_oom.py)
+            **({"gpu_memory": outcome.record["gpu_memory"]} if outcome.record.get("gpu_memory") else {})}
 
 
 def extra_info(outcome: Outcome, baseline: str | None = None) -> dict:
@@ -106,6 +106,10 @@ def extra_info(outcome: Outcome, baseline: str | None = None) -> dict:
         "other_load": outcome.other_load,  # share of the machine other work took meanwhile (bench.run.load)
         # where each rank's peak PSS went, shared and private (bench/run/memory_breakdown.py), by rank
         "memory_breakdown": rec.get("memory_breakdown"),
+        # GPU utilisation and host-to-device traffic in the measured epochs (bench/run/gpu_sampler.py),
+        # over the ranks; where nothing was sampled, why (a CPU cell, no nvidia-ml-py in the stack, ...)
+        "gpu_util": rec.get("gpu_util"),
+        "gpu_util_reason": None if rec.get("gpu_util") else rec.get("gpu_util_reason"),
         **({"partition": rec["partition"]} if rec.get("partition") else {}),
         **profile_info(epochs, cell.settings.get("profile", True)),
     }
@@ -150,7 +154,9 @@ def rank_entries(outcome: Outcome) -> list[dict]:
         out.append({"rank": r["rank"], "peak_rss_bytes": rss, "peak_pss_bytes": pss,
                     "loader_stall": r.get("loader_stall"), "compute_s": r.get("compute_s"),
                     "comm_s": r.get("comm_s"), "epoch_s": r.get("epoch_s"),
-                    "peak_gpu_bytes": r.get("peak_gpu_bytes")})
+                    "peak_gpu_bytes": r.get("peak_gpu_bytes"),
+                    # its GPU's utilisation per measured epoch and over them, and the cores it ran on
+                    **{k: r[k] for k in ("gpu_util", "gpu_util_epochs", "cpu_affinity") if r.get(k)}})
     return out
 
 
@@ -204,10 +210,8 @@ def machine_info(ceilings: dict | None = None) -> dict:
 
 
 def gpu_info() -> dict | None:
-    if shutil.which("nvidia-smi") is None:
-        return None
-    query = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,memory.total",
-                            "--format=csv,noheader"], capture_output=True, text=True)
-    topo = subprocess.run(["nvidia-smi", "topo", "-m"], capture_output=True, text=True)
-    return {"gpus": [line.strip() for line in query.stdout.splitlines() if line.strip()],
-            "topology": topo.stdout if topo.returncode == 0 else None}
+    """The GPUs, their clocks, MIG mode and topology, CUDA_VISIBLE_DEVICES and NCCL_* settings
+    (bench/run/gpu_facts.py); None where there is no nvidia-smi."""
+    from bench.run.gpu_facts import gpu_info as facts
+
+    return facts()

@@ -321,6 +321,10 @@ def _run(cell: Cell, python: Path, dataset_dir: Path, cache: Path, on_progress, 
             outcome.status = "oom"
             outcome.reason = (f"out of memory under {group.describe()}: the kernel's OOM killer ended {oom_kills} "
                               f"process(es) of the cell; {failure_headline(stderr, proc.returncode)}\n{stderr_tail}")
+        elif written_oom(out_path, proc.returncode):
+            # a rank ran out of GPU memory and wrote the cell's record before its peers were ended
+            outcome.record = json.loads(out_path.read_text())
+            outcome.status, outcome.reason = "oom", f"{outcome.record.get('reason', '')}\n{stderr_tail}"
         elif proc.returncode != 0 or not out_path.exists():
             outcome.status = "failed"
             outcome.reason = f"{failure_headline(stderr, proc.returncode)}\n{stderr_tail}"
@@ -331,6 +335,17 @@ def _run(cell: Cell, python: Path, dataset_dir: Path, cache: Path, on_progress, 
                 outcome.reason = outcome.record.get("reason", "")
             outcome.peak_rss_bytes = max(outcome.peak_rss_bytes, outcome.record.get("self_max_rss_bytes", 0))
         return outcome
+
+
+def written_oom(out_path: Path, returncode: int | None) -> bool:
+    """A worker that exited non-zero after writing an `oom` record (bench/run/cuda_oom.py): one rank
+    of several ran out of GPU memory."""
+    if returncode == 0 or not out_path.exists():
+        return False
+    try:
+        return json.loads(out_path.read_text()).get("status") == "oom"
+    except (OSError, ValueError, AttributeError):
+        return False
 
 
 def _read_progress(stream, on_progress) -> None:

@@ -11,6 +11,7 @@ the whole process tree. Progress lines go to stdout, prefixed with PROGRESS_TAG.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import importlib.metadata
 import json
@@ -24,7 +25,7 @@ from pathlib import Path
 
 PROGRESS_TAG = "GNNBENCH-PROGRESS "
 INIT_TIMEOUT_S = 300  # init_process_group: seconds to wait for every rank
-# Test hook: GNNBENCH_FAULT="crash" or "hang", optionally ":ID_PART" to hit only cells whose id
+# Test hook: GNNBENCH_FAULT="crash", "hang" or "oom" (a CUDA out-of-memory error), optionally ":ID_PART" to hit only cells whose id
 # contains ID_PART and "@RANK" to hit only that rank (several comma-separated), makes the worker crash or hang in its first measured epoch, so the runner's
 # handling of a dying or stuck system under test is exercised on real pipelines.
 FAULT_ENV = "GNNBENCH_FAULT"
@@ -94,8 +95,10 @@ def framework_versions(stack: str) -> dict[str, str]:
 def device_info() -> dict:
     import torch
 
+    from bench.run.gpu_facts import worker_facts
+
     info = {"cuda_available": torch.cuda.is_available(), "torch_cuda": torch.version.cuda,
-            "num_threads": torch.get_num_threads()}
+            "num_threads": torch.get_num_threads(), **worker_facts()}  # NCCL version and settings
     if torch.cuda.is_available():
         info["gpus"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
     return info
@@ -120,6 +123,7 @@ def run_cell(cell: dict, dataset_dir: Path) -> dict | None:
     from bench import datasets
     from bench.stores import features_in_memory
     from bench.run.memory_breakdown import PhaseMemory, model_optimizer_bytes
+    from bench.run import gpu_affinity, gpu_sampler
 
     memory = PhaseMemory()  # where this rank's memory goes, phase by phase
     memory.take("start")
@@ -142,6 +146,10 @@ def run_cell(cell: dict, dataset_dir: Path) -> dict | None:
         torch.cuda.init()  # the CUDA context, timed apart from what follows
         torch.zeros(1, device=pipe_device(settings))
     started.mark("cuda_context")
+    # this rank on its GPU's CPU cores before it loads anything (bench/run/gpu_affinity.py); CPU cells as they are
+    workers = settings.get("num_workers", 0)
+    affinity = gpu_affinity.pin_rank(pipe_device(settings), int(os.environ.get("LOCAL_RANK", 0)),
+                                      int(os.environ.get("LOCAL_WORLD_SIZE", world)), workers if isinstance(workers, int) else 0)
     if world > 1:
         import datetime as dt
 
@@ -168,6 +176,12 @@ def run_cell(cell: dict, dataset_dir: Path) -> dict | None:
         return {**record, "status": "skipped", "reason": str(exc)} if rank == 0 else None
     first_batch_at = []
     fault = fault_for(cell["id"], rank)
+    # GPU utilisation and PCIe traffic per measured epoch (bench/run/gpu_sampler.py), or why not
+    sampler, not_sampled = gpu_sampler.open_for(pipe.device)
+    if not_sampled and not_sampled != gpu_sampler.CPU_ONLY and rank == 0:
+        print(f"note: {not_sampled}", file=sys.stderr)
+    loader_affinity = contextlib.ExitStack()  # the loader workers' cores, from their first epoch on
+    loader_affinity.enter_context(affinity.loader(pipe.train_loader))
 
     def on_batch(index: int) -> None:
         if not first_batch_at:
@@ -189,7 +203,11 @@ def run_cell(cell: dict, dataset_dir: Path) -> dict | None:
             print(f"rank {rank}: page_cache cold: {still_cached:.0%} of the store still cached", file=sys.stderr)
         if world > 1:
             dist.barrier()  # every rank starts the epoch together; the slowest rank ends it
+        if sampler is not None and measuring:
+            sampler.start()
         stats = run_epoch(pipe, on_batch, profile=pipe.profile)
+        if sampler is not None and measuring:
+            stats["gpu"] = sampler.stop()
         if stats["batches"] == 0:
             raise RuntimeError(f"rank {rank}: the training loader yielded no batch in epoch {epoch + 1} "
                                f"(batch size {settings['batch_size']}, {world} rank(s): fewer seeds than "
@@ -197,11 +215,15 @@ def run_cell(cell: dict, dataset_dir: Path) -> dict | None:
         (measured if measuring else warmup).append(stats)
         if rank == 0:
             progress(epoch=epoch + 1, of=total, warmup=not measuring, seconds=round(stats["seconds"], 4))
+    loader_affinity.close()
     memory.take("epochs")
     mine = {"memory_breakdown": memory.breakdown(model_optimizer_bytes(pipe)), "rank": rank, "epochs": measured, "warmup": warmup, "startup_s": first_batch_at[0] - launched_at,
             "self_max_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,  # KiB on Linux
             "peak_gpu_bytes": peak_gpu_bytes(pipe), "gpu_device_used_bytes": gpu_device_used_bytes(pipe),
-            "startup_phases": started.seconds}
+            "startup_phases": started.seconds,
+            "gpu_util": gpu_sampler.summarise([e.get("gpu") for e in measured]), "gpu_util_reason": not_sampled,
+            "gpu_util_epochs": [e["gpu"] for e in measured if e.get("gpu")] or None,
+            "cpu_affinity": affinity.record or None}
     collective_eval = getattr(pipe, "collective_eval", False)  # e.g. partitions evaluating together
     if collective_eval:
         val_acc, test_acc = pipe.evaluate("val"), pipe.evaluate("test")
@@ -228,7 +250,8 @@ def run_cell(cell: dict, dataset_dir: Path) -> dict | None:
             "startup_s": max(r["startup_s"] for r in ranks), "self_max_rss_bytes": mine["self_max_rss_bytes"],
             "partition": getattr(pipe, "partition", None), "sampler": pipe.sampler,
             "dataset": {**data.card(), "name": cell["dataset"]["name"]},
-            "memory_breakdown": [r.get("memory_breakdown") for r in ranks]}  # by rank: bench/run/memory_breakdown.py
+            "memory_breakdown": [r.get("memory_breakdown") for r in ranks],  # by rank: bench/run/memory_breakdown.py
+            "gpu_util": gpu_sampler.across_ranks([r.get("gpu_util") for r in ranks]), "gpu_util_reason": not_sampled}
 
 
 class StartupPhases:
@@ -322,7 +345,8 @@ def rank_summary(r: dict) -> dict:
             "comm_s": sum(e["comm_s"] for e in r["epochs"]) / n, "epoch_s": seconds / n,
             "self_max_rss_bytes": r["self_max_rss_bytes"], "startup_s": r["startup_s"],
             "peak_gpu_bytes": r.get("peak_gpu_bytes"), "gpu_device_used_bytes": r.get("gpu_device_used_bytes"),
-            "startup_phases": r.get("startup_phases")}
+            "startup_phases": r.get("startup_phases"), "gpu_util": r.get("gpu_util"),
+            "gpu_util_epochs": r.get("gpu_util_epochs"), "cpu_affinity": r.get("cpu_affinity")}
 
 
 def fault_for(cell_id: str, rank: int = 0) -> str | None:
@@ -340,7 +364,11 @@ def inject(fault: str) -> None:
     if fault == "hang":
         while True:
             time.sleep(3600)
-    raise ValueError(f"{FAULT_ENV}={fault!r}: expected 'crash' or 'hang'")
+    if fault == "oom":  # what CUDA's allocator raises, so the oom record is exercised without a GPU
+        import torch
+
+        raise torch.cuda.OutOfMemoryError(f"CUDA out of memory. Tried to allocate 2.00 GiB ({FAULT_ENV}=oom)")
+    raise ValueError(f"{FAULT_ENV}={fault!r}: expected 'crash', 'hang' or 'oom'")
 
 
 def main(argv: list[str]) -> int:
@@ -349,13 +377,41 @@ def main(argv: list[str]) -> int:
     tie_to_parent()  # gone with gnnbench (or with torchrun's launcher), whatever ends it
     cell_json, dataset_dir, out_path = argv
     cell = json.loads(cell_json)
-    result = run_cell(cell, Path(dataset_dir))
+    try:
+        result = run_cell(cell, Path(dataset_dir))
+    except Exception as exc:
+        from bench.run import cuda_oom
+
+        if not cuda_oom.is_cuda_oom(exc):
+            raise
+        return out_of_gpu_memory(exc, cell, out_path)
     if result is None:
         return 0
-    tmp = Path(out_path + ".tmp")
+    write_record(result, out_path)
+    return 0
+
+
+def write_record(result: dict, out_path: str, tag: str = "") -> None:
+    tmp = Path(f"{out_path}{tag}.tmp")
     tmp.write_text(json.dumps(result))
     tmp.rename(out_path)  # the runner never reads a half-written record
-    return 0
+
+
+def out_of_gpu_memory(exc: BaseException, cell: dict, out_path: str) -> int:
+    """A rank that ran out of GPU memory writes the cell's `oom` record (bench/run/cuda_oom.py).
+    Alone it ends normally; one of several ranks exits with cuda_oom.EXIT_CODE so that torchrun
+    ends its peers (stuck in their next collective) at once, and the runner reads the record."""
+    import traceback
+
+    from bench.backends import BACKENDS
+    from bench.backends.base import rank_and_world
+    from bench.run import cuda_oom
+
+    rank, world = rank_and_world()
+    traceback.print_exc()
+    base = {"versions": framework_versions(BACKENDS[cell["backend"]].stack), "device": device_info()}
+    write_record(cuda_oom.record(exc, rank, pipe_device(cell["settings"]), base), out_path, tag=f".rank{rank}")
+    return cuda_oom.EXIT_CODE if world > 1 else 0
 
 
 if __name__ == "__main__":

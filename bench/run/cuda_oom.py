@@ -1,0 +1,78 @@
+"""A rank that runs out of GPU memory is a result: status `oom` (one of the statuses a result file
+allows, bench/publish/result_schema.py) with the device's memory when it failed, never a traceback
+recorded as `failed`.
+
+The worker catches the error (`is_cuda_oom`: torch.cuda.OutOfMemoryError, or the RuntimeError
+text of CUDA's allocator failing outside PyTorch's caching allocator, as DGL's own GPU code
+raises it) and writes `record(...)`: the reason names the rank and device, what PyTorch tried to
+allocate, the device-wide memory in use when it failed (every process's, as the driver sees it)
+and this rank's allocator peaks. A cell of several ranks ends at once (the rank exits with
+EXIT_CODE, so torchrun ends its peers) and the runner takes the written record's status.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+
+EXIT_CODE = 3  # a rank of a multi-rank cell that ran out of GPU memory and wrote its record
+MARKERS = ("CUDA out of memory", "CUDA error: out of memory", "CUBLAS_STATUS_ALLOC_FAILED")
+MIB = 2**20
+
+
+def is_cuda_oom(exc: BaseException) -> bool:
+    torch = sys.modules.get("torch")
+    oom = getattr(getattr(torch, "cuda", None), "OutOfMemoryError", None) if torch is not None else None
+    if oom is not None and isinstance(exc, oom):
+        return True
+    return isinstance(exc, RuntimeError) and any(m in str(exc) for m in MARKERS)
+
+
+def tried_bytes(message: str) -> int | None:
+    """What PyTorch's message says it tried to allocate ('Tried to allocate 2.00 GiB')."""
+    found = re.search(r"Tried to allocate ([\d.]+) (B|KiB|MiB|GiB|TiB)", message)
+    if not found:
+        return None
+    power = {"B": 0, "KiB": 1, "MiB": 2, "GiB": 3, "TiB": 4}[found.group(2)]
+    return int(float(found.group(1)) * 1024**power)
+
+
+def memory_when_failed(device) -> dict:
+    """The device's memory as the driver sees it (total - free: every process's) and this rank's
+    allocator peaks, read after the failure; {} where CUDA cannot answer."""
+    import torch
+
+    out = {}
+    try:
+        free, total = torch.cuda.mem_get_info(device)
+        out.update(device_used_bytes=int(total - free), device_total_bytes=int(total))
+    except Exception:  # noqa: BLE001 - a broken context still leaves the reason
+        pass
+    try:
+        out.update(peak_allocated_bytes=int(torch.cuda.max_memory_allocated(device)),
+                   peak_reserved_bytes=int(torch.cuda.max_memory_reserved(device)))
+    except Exception:  # noqa: BLE001
+        pass
+    return out
+
+
+def reason(exc: BaseException, rank: int, device, memory: dict) -> str:
+    first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+    parts = [f"CUDA out of memory on rank {rank} ({device})"]
+    tried = tried_bytes(str(exc))
+    if tried is not None:
+        parts.append(f"tried to allocate {tried / MIB:,.0f} MiB")
+    if "device_used_bytes" in memory:
+        parts.append(f"device-wide {memory['device_used_bytes'] / MIB:,.0f} of "
+                     f"{memory['device_total_bytes'] / MIB:,.0f} MiB in use when it failed")
+    if "peak_reserved_bytes" in memory:
+        parts.append(f"this rank's PyTorch peak {memory['peak_allocated_bytes'] / MIB:,.0f} MiB allocated, "
+                     f"{memory['peak_reserved_bytes'] / MIB:,.0f} MiB reserved")
+    return "; ".join(parts) + f"\n{type(exc).__name__}: {first}"
+
+
+def record(exc: BaseException, rank: int, device, base: dict | None = None) -> dict:
+    """The worker's record of a rank that ran out of GPU memory (`base`: versions, device info)."""
+    memory = memory_when_failed(device) if getattr(device, "type", None) == "cuda" else {}
+    return {**(base or {}), "status": "oom", "reason": reason(exc, rank, device, memory),
+            "gpu_memory": {"rank": rank, "device": str(device), "tried_bytes": tried_bytes(str(exc)), **memory}}

@@ -1,0 +1,129 @@
+"""What a GPU user needs to know about the machine a GPU result came from, for the result's
+machine info: each GPU's model, driver, memory, clocks, PCIe link and MIG mode
+(`nvidia-smi --query-gpu`), the topology (`nvidia-smi topo -m`: how the GPUs are linked, which CPU
+cores and NUMA node each sits next to), CUDA_VISIBLE_DEVICES and the NCCL_* settings in force; and
+in each cell's record (the worker, inside its stack) the NCCL version its torch carries.
+
+The parsers take the tools' text, so they are tested on samples without a GPU. Stdlib only.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import re
+import shutil
+import subprocess
+
+from bench.run.gpu_affinity import parse_cpulist
+
+# nvidia-smi --query-gpu fields, in this order (nvidia-smi --help-query-gpu)
+QUERY_FIELDS = ("index", "name", "uuid", "pci.bus_id", "driver_version", "memory.total", "clocks.sm",
+                "clocks.mem", "clocks.max.sm", "clocks.max.mem", "pcie.link.gen.current",
+                "pcie.link.width.current", "mig.mode.current", "power.limit", "compute_mode")
+ENV_PREFIXES = ("NCCL_", "TORCH_NCCL_")
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+TOOL_TIMEOUT_S = 30
+
+
+def nccl_env(environ=None) -> dict[str, str]:
+    """The NCCL settings in force: NCCL_* and torch's TORCH_NCCL_* variables."""
+    environ = os.environ if environ is None else environ
+    return {k: environ[k] for k in sorted(environ) if k.startswith(ENV_PREFIXES)}
+
+
+def _value(text: str):
+    text = text.strip()
+    if text.startswith("[") and text.endswith("]") or text in ("", "N/A"):  # [N/A], [Not Supported]
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
+def parse_query(text: str, fields=QUERY_FIELDS) -> list[dict]:
+    """`nvidia-smi --query-gpu=<fields> --format=csv,noheader,nounits` as one dict per GPU (numbers
+    as numbers, '[N/A]' and '[Not Supported]' as None)."""
+    rows = []
+    for row in csv.reader((line for line in text.splitlines() if line.strip()), skipinitialspace=True):
+        if len(row) != len(fields):
+            continue
+        rows.append({name: _value(cell) for name, cell in zip(fields, row)})
+    return rows
+
+
+def parse_topology(text: str) -> dict:
+    """`nvidia-smi topo -m` as {"GPU0": {"links": {"GPU1": "NV12", "NIC0": "PXB"}, "cpu_affinity":
+    "0-23", "cpus": [0, ..., 23], "numa_affinity": "0"}, ...} (GPUs and NICs; the legend dropped).
+    Cells are tab-separated; nvidia-smi leaves empty cells, which are skipped where a row has more
+    cells than the header names."""
+    lines = [ANSI.sub("", line).rstrip() for line in text.splitlines()]
+    header_at = next((i for i, line in enumerate(lines) if re.match(r"^\s+GPU0\b", line)), None)
+    if header_at is None:
+        return {}
+    columns = [c.strip() for c in lines[header_at].split("\t") if c.strip()]
+    out = {}
+    for line in lines[header_at + 1:]:
+        if not re.match(r"^(GPU|NIC|mlx)\S*\t", line):
+            if out:
+                break  # the legend follows the matrix
+            continue
+        name, *cells = [c.strip() for c in line.split("\t")]
+        if len(cells) > len(columns):
+            cells = [c for c in cells if c]
+        values = dict(zip(columns, cells))
+        entry = {"links": {c: values[c] for c in columns if c in values and re.match(r"^(GPU|NIC)\d+$", c) and c != name}}
+        if values.get("CPU Affinity") not in (None, "", "N/A"):
+            entry["cpu_affinity"] = values["CPU Affinity"]
+            try:
+                entry["cpus"] = parse_cpulist(values["CPU Affinity"])
+            except ValueError:
+                pass
+        if values.get("NUMA Affinity") not in (None, "", "N/A"):
+            entry["numa_affinity"] = values["NUMA Affinity"]
+        out[name] = entry
+    return out
+
+
+def _run(args: list[str]) -> str | None:
+    try:
+        done = subprocess.run(args, capture_output=True, text=True, timeout=TOOL_TIMEOUT_S)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return done.stdout if done.returncode == 0 else None
+
+
+def gpu_info() -> dict | None:
+    """The machine's GPUs for the result's machine info (None where there is no nvidia-smi).
+    `gpus` and `topology` keep their older form (lines of name, driver, memory; the raw matrix);
+    `devices` and `topology_matrix` are the parsed ones."""
+    if shutil.which("nvidia-smi") is None:
+        return None
+    query = _run(["nvidia-smi", f"--query-gpu={','.join(QUERY_FIELDS)}", "--format=csv,noheader,nounits"])
+    topo = _run(["nvidia-smi", "topo", "-m"])
+    devices = parse_query(query or "")
+    return {"gpus": [f"{d['name']}, {d['driver_version']}, {d['memory.total']} MiB" for d in devices],
+            "devices": devices, "topology": topo, "topology_matrix": parse_topology(topo or "") or None,
+            "mig_mode": sorted({str(d["mig.mode.current"]) for d in devices if d.get("mig.mode.current")}) or None,
+            "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"), "nccl_env": nccl_env()}
+
+
+def worker_facts() -> dict:
+    """What the cell's own interpreter says (inside its stack): the NCCL version its torch carries
+    (None where it has none: a CPU build), CUDA_VISIBLE_DEVICES and the NCCL_* settings the ranks saw."""
+    import torch
+
+    version = None
+    try:
+        if torch.distributed.is_available() and torch.distributed.is_nccl_available():
+            found = torch.cuda.nccl.version()
+            version = ".".join(map(str, found)) if isinstance(found, tuple) else str(found)
+    except Exception:  # noqa: BLE001 - a torch without NCCL
+        version = None
+    return {"nccl_version": version, "nccl_env": nccl_env(),
+            "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES")}

@@ -1,0 +1,199 @@
+"""Is the loader starving the GPU? Each rank samples its GPU's utilisation and PCIe traffic while
+each epoch runs, and keeps mean/max utilisation and the bytes moved host-to-device per epoch.
+
+A background thread reads NVML (bench/run/nvml.py) every INTERVAL_S from the epoch's start to its
+end: the GPU's utilisation (nvmlDeviceGetUtilizationRates: the share of the last sample period in
+which a kernel ran, and of memory-controller activity), PCIe throughput in each direction
+(nvmlDeviceGetPcieThroughput: KB/s over a 20 ms window; RX, what the GPU receives, is
+host-to-device), and the device's memory in use. `reduce` turns one epoch's samples into means,
+maxima and bytes moved (each sample's rate taken over the time nearest to it): estimates, since
+NVML itself samples. Reading happens off the training thread (ctypes releases the GIL during the
+NVML call); starting and stopping the thread is outside the epoch's clock.
+
+Where NVML, a driver or a GPU is absent, or the cell trains on the CPU, nothing is sampled and
+`open_for` says why, once per rank. Stdlib only: imported in both stacks and on the host.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+
+INTERVAL_S = 0.1
+KB = 1024  # NVML's PCIe throughput unit (KB/s)
+CPU_ONLY = "the cell trains on the CPU: no GPU to sample"
+
+
+@dataclass(frozen=True)
+class Sample:
+    t: float  # time.perf_counter() when read
+    util_pct: float | None = None  # GPU busy, % of NVML's sample period
+    mem_util_pct: float | None = None  # memory controller busy, %
+    h2d_bytes_per_s: float | None = None  # PCIe RX of the GPU
+    d2h_bytes_per_s: float | None = None  # PCIe TX of the GPU
+    used_bytes: int | None = None  # device memory in use, every process's
+
+
+def _mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def _spans(times: list[float], start: float, end: float) -> list[float]:
+    """The time each sample stands for: from halfway to the previous sample (or the start) to
+    halfway to the next (or the end), clipped to [start, end]."""
+    bounds = [start] + [(a + b) / 2 for a, b in zip(times, times[1:])] + [end]
+    return [max(0.0, min(hi, end) - max(lo, start)) for lo, hi in zip(bounds, bounds[1:])]
+
+
+def _integral(samples: list[Sample], field: str, start: float, end: float) -> float | None:
+    """Bytes moved: each sample's rate times the time it stands for (None: never read)."""
+    pairs = [(s.t, getattr(s, field)) for s in samples if getattr(s, field) is not None]
+    if not pairs:
+        return None
+    spans = _spans([t for t, _ in pairs], start, end)
+    return sum(rate * span for (_, rate), span in zip(pairs, spans))
+
+
+def reduce(samples: list[Sample], start: float, end: float) -> dict:
+    """One epoch's samples as mean/max utilisation (%), bytes and MB/s each way, and the device
+    memory peak seen; None for what was never read (e.g. PCIe counters a GPU does not support)."""
+    seconds = max(end - start, 0.0)
+    util = [s.util_pct for s in samples if s.util_pct is not None]
+    mem_util = [s.mem_util_pct for s in samples if s.mem_util_pct is not None]
+    used = [s.used_bytes for s in samples if s.used_bytes is not None]
+    h2d, d2h = _integral(samples, "h2d_bytes_per_s", start, end), _integral(samples, "d2h_bytes_per_s", start, end)
+    return {
+        "samples": len(samples), "seconds": seconds,
+        "util_mean_pct": _mean(util), "util_max_pct": max(util) if util else None,
+        "mem_util_mean_pct": _mean(mem_util),
+        "h2d_bytes": h2d, "d2h_bytes": d2h,
+        "h2d_mb_per_s": h2d / seconds / 1e6 if h2d is not None and seconds > 0 else None,
+        "d2h_mb_per_s": d2h / seconds / 1e6 if d2h is not None and seconds > 0 else None,
+        "device_used_max_bytes": max(used) if used else None,
+    }
+
+
+def summarise(epochs: list[dict]) -> dict | None:
+    """A rank's measured epochs together: mean of the epochs' mean utilisation, the highest
+    utilisation, bytes per epoch, and MB/s over all of them."""
+    epochs = [e for e in epochs if e]
+    if not epochs:
+        return None
+    seconds = sum(e["seconds"] for e in epochs)
+
+    def total(key: str) -> float | None:
+        found = [e[key] for e in epochs if e.get(key) is not None]
+        return sum(found) if found else None
+
+    def top(key: str):
+        found = [e[key] for e in epochs if e.get(key) is not None]
+        return max(found) if found else None
+
+    h2d, d2h = total("h2d_bytes"), total("d2h_bytes")
+    return {
+        "epochs": len(epochs), "samples": sum(e["samples"] for e in epochs),
+        "util_mean_pct": _mean([e["util_mean_pct"] for e in epochs if e.get("util_mean_pct") is not None]),
+        "util_max_pct": top("util_max_pct"),
+        "mem_util_mean_pct": _mean([e["mem_util_mean_pct"] for e in epochs if e.get("mem_util_mean_pct") is not None]),
+        "h2d_bytes_per_epoch": h2d / len(epochs) if h2d is not None else None,
+        "h2d_mb_per_s": h2d / seconds / 1e6 if h2d is not None and seconds > 0 else None,
+        "d2h_mb_per_s": d2h / seconds / 1e6 if d2h is not None and seconds > 0 else None,
+        "device_used_max_bytes": top("device_used_max_bytes"),
+    }
+
+
+def across_ranks(ranks: list[dict | None]) -> dict | None:
+    """The cell's figure from its ranks' summaries: mean utilisation over ranks (and the least
+    busy rank's, where a starved GPU shows), the highest, and host-to-device MB/s per GPU."""
+    found = [r for r in ranks if r and r.get("util_mean_pct") is not None]
+    h2d = [r["h2d_mb_per_s"] for r in ranks if r and r.get("h2d_mb_per_s") is not None]
+    if not found and not h2d:
+        return None
+    return {
+        "ranks": len(found),
+        "util_mean_pct": _mean([r["util_mean_pct"] for r in found]),
+        "util_min_rank_pct": min((r["util_mean_pct"] for r in found), default=None),
+        "util_max_pct": max((r["util_max_pct"] for r in found if r.get("util_max_pct") is not None), default=None),
+        "h2d_mb_per_s": _mean(h2d),  # per GPU: each has its own link
+    }
+
+
+class NvmlSource:
+    """Reads one Sample from an NVML device (bench/run/nvml.py). A counter the GPU does not
+    support (NVML_ERROR_NOT_SUPPORTED, e.g. utilisation of a MIG instance, PCIe under vGPU) is
+    asked once and then left alone; `unsupported` names them."""
+
+    def __init__(self, device):
+        self.nvml, self.handle = device.nvml, device.handle
+        self.unsupported: set[str] = set()
+
+    def _ask(self, name: str, call):
+        if name in self.unsupported:
+            return None
+        try:
+            return call()
+        except self.nvml.NVMLError:
+            self.unsupported.add(name)
+            return None
+
+    def read(self) -> Sample:
+        nvml, h = self.nvml, self.handle
+        t = time.perf_counter()
+        rates = self._ask("utilization", lambda: nvml.nvmlDeviceGetUtilizationRates(h))
+        rx = self._ask("pcie", lambda: nvml.nvmlDeviceGetPcieThroughput(h, nvml.NVML_PCIE_UTIL_RX_BYTES))
+        tx = self._ask("pcie", lambda: nvml.nvmlDeviceGetPcieThroughput(h, nvml.NVML_PCIE_UTIL_TX_BYTES))
+        memory = self._ask("memory", lambda: nvml.nvmlDeviceGetMemoryInfo(h))
+        return Sample(t, util_pct=float(rates.gpu) if rates is not None else None,
+                      mem_util_pct=float(rates.memory) if rates is not None else None,
+                      h2d_bytes_per_s=rx * KB if rx is not None else None,
+                      d2h_bytes_per_s=tx * KB if tx is not None else None,
+                      used_bytes=int(memory.used) if memory is not None else None)
+
+
+class EpochSampler:
+    """Samples a source on a thread between `start()` and `stop()`; `stop()` returns the epoch's
+    reduction. `source` is anything with `read() -> Sample` (NvmlSource, or a test's)."""
+
+    def __init__(self, source, interval: float = INTERVAL_S):
+        self.source, self.interval = source, interval
+        self._samples: list[Sample] = []
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._start = 0.0
+        self.errors: list[str] = []
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self._samples.append(self.source.read())
+            except Exception as exc:  # noqa: BLE001 - a failed read loses a sample, never the epoch
+                if len(self.errors) < 3:
+                    self.errors.append(f"{type(exc).__name__}: {exc}")
+            self._stop.wait(self.interval)
+
+    def start(self) -> None:
+        self._samples, self._stop = [], threading.Event()
+        self._start = time.perf_counter()
+        self._thread = threading.Thread(target=self._run, name="gnnbench-gpu-sampler", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> dict:
+        end = time.perf_counter()
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        return reduce([s for s in self._samples if s.t <= end], self._start, end)
+
+
+def open_for(device) -> tuple[EpochSampler | None, str | None]:
+    """An EpochSampler on this rank's GPU (`device`: a torch.device), or (None, why none): a CPU
+    cell, no nvidia-ml-py in the stack, no driver, a GPU NVML cannot match."""
+    if device is None or getattr(device, "type", "cpu") != "cuda":
+        return None, CPU_ONLY
+    from bench.run import nvml
+
+    found, reason = nvml.open_device(device.index or 0)
+    if found is None:
+        return None, f"GPU utilisation and PCIe traffic not sampled: {reason}"
+    return EpochSampler(NvmlSource(found)), None

@@ -1,0 +1,129 @@
+"""NVML, optional: the handle of the GPU a rank trains on, or why there is none.
+
+NVML comes from the `nvidia-ml-py` package (module `pynvml`). It is not in the local CPU stacks'
+pins; where it, the driver or a GPU is absent, `open_device` returns the reason instead, and
+whatever asked NVML records nothing but that reason.
+
+CUDA and NVML number GPUs differently (CUDA fastest-first unless CUDA_DEVICE_ORDER=PCI_BUS_ID,
+NVML by PCI bus; CUDA_VISIBLE_DEVICES renumbers CUDA's), so a CUDA device is matched to its NVML
+device by PCI bus id where torch reports it (torch >= 2.5-ish), else by UUID, else through
+CUDA_VISIBLE_DEVICES (`match_index`, plain data, tested without a GPU).
+Stdlib only at import: the host and both stacks (torch 2.2 and 2.13) import it.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+NOT_INSTALLED = ("nvidia-ml-py (module pynvml) is not installed in this stack, so NVML cannot be asked; "
+                 "install it in the stack (pip install nvidia-ml-py) to record this")
+
+
+@dataclass
+class Device:
+    nvml: object  # the pynvml module
+    handle: object
+    index: int  # NVML's index
+    how: str  # how the CUDA device was matched to it
+
+
+def load():
+    """(pynvml, None) once NVML is initialised, else (None, why not)."""
+    try:
+        import pynvml
+    except ImportError:
+        return None, NOT_INSTALLED
+    try:
+        pynvml.nvmlInit()
+    except Exception as exc:  # noqa: BLE001 - NVMLError_LibraryNotFound, DriverNotLoaded, ...
+        return None, f"NVML did not start ({type(exc).__name__}: {exc}): no NVIDIA driver here?"
+    return pynvml, None
+
+
+def normal_pci(bus_id) -> str | None:
+    """'00000000:17:00.0', '0000:17:00.0' or b'...' as (domain, bus, device, function) text, so
+    torch's, NVML's and sysfs's spellings compare equal: '0000:17:00.0'."""
+    if bus_id is None:
+        return None
+    text = bus_id.decode() if isinstance(bus_id, bytes) else str(bus_id)
+    try:
+        domain, bus, rest = text.strip().lower().split(":")
+        device, _, function = rest.partition(".")
+        return f"{int(domain, 16):04x}:{int(bus, 16):02x}:{int(device, 16):02x}.{int(function or '0', 16)}"
+    except ValueError:
+        return None
+
+
+def _bare_uuid(uuid) -> str:
+    text = uuid.decode() if isinstance(uuid, bytes) else str(uuid)
+    return text.lower().removeprefix("gpu-").removeprefix("mig-")
+
+
+def match_index(cuda_index: int, nvml_devices: list[dict], *, pci: str | None = None, uuid: str | None = None,
+                visible: str | None = None) -> tuple[int | None, str]:
+    """The NVML index of CUDA device `cuda_index`, and how it was found (or why not).
+    nvml_devices: NVML's devices in its order, each {"pci": bus id, "uuid": "GPU-..."}; pci and
+    uuid: what torch reports for the CUDA device (None where this torch does not);
+    visible: CUDA_VISIBLE_DEVICES as this process saw it."""
+    if pci:
+        wanted = normal_pci(pci)
+        for i, dev in enumerate(nvml_devices):
+            if normal_pci(dev.get("pci")) == wanted:
+                return i, f"PCI bus id {wanted}"
+    if uuid:
+        wanted = _bare_uuid(uuid)
+        for i, dev in enumerate(nvml_devices):
+            if dev.get("uuid") and _bare_uuid(dev["uuid"]) == wanted:
+                return i, f"UUID {wanted}"
+    if visible is not None:
+        entries = [e.strip() for e in visible.split(",") if e.strip()]
+        if cuda_index >= len(entries):
+            return None, f"CUDA device {cuda_index} is not among CUDA_VISIBLE_DEVICES={visible!r}"
+        entry = entries[cuda_index]
+        if entry.lower().startswith("mig-"):
+            return None, f"CUDA device {cuda_index} is a MIG instance ({entry}): NVML gives no utilisation per instance"
+        if entry.isdigit():
+            index = int(entry)
+            if index < len(nvml_devices):
+                return index, f"CUDA_VISIBLE_DEVICES={visible} (same order as NVML assumed)"
+            return None, f"CUDA_VISIBLE_DEVICES={visible}: NVML shows {len(nvml_devices)} GPU(s)"
+        for i, dev in enumerate(nvml_devices):  # CUDA takes any unique prefix of a UUID
+            if dev.get("uuid") and _bare_uuid(dev["uuid"]).startswith(_bare_uuid(entry)):
+                return i, f"CUDA_VISIBLE_DEVICES UUID {entry}"
+        return None, f"CUDA_VISIBLE_DEVICES entry {entry!r} matches no NVML device"
+    if cuda_index < len(nvml_devices):
+        return cuda_index, "same index (torch reports no PCI bus id or UUID; order assumed to match NVML's)"
+    return None, f"CUDA device {cuda_index}: NVML shows {len(nvml_devices)} GPU(s)"
+
+
+def torch_ids(cuda_index: int) -> tuple[str | None, str | None]:
+    """(PCI bus id, UUID) torch reports for a CUDA device; None for what this torch lacks."""
+    import torch
+
+    props = torch.cuda.get_device_properties(cuda_index)
+    pci = None
+    if all(hasattr(props, a) for a in ("pci_domain_id", "pci_bus_id", "pci_device_id")):
+        pci = f"{props.pci_domain_id:04x}:{props.pci_bus_id:02x}:{props.pci_device_id:02x}.0"
+    uuid = getattr(props, "uuid", None)
+    return pci, (str(uuid) if uuid is not None else None)
+
+
+def open_device(cuda_index: int) -> tuple[Device | None, str | None]:
+    """This process's CUDA device `cuda_index` as an NVML device, or (None, why not)."""
+    nvml, reason = load()
+    if nvml is None:
+        return None, reason
+    try:
+        listed = []
+        for i in range(nvml.nvmlDeviceGetCount()):
+            handle = nvml.nvmlDeviceGetHandleByIndex(i)
+            listed.append({"pci": nvml.nvmlDeviceGetPciInfo(handle).busId, "uuid": nvml.nvmlDeviceGetUUID(handle)})
+        pci, uuid = torch_ids(cuda_index)
+        index, how = match_index(cuda_index, listed, pci=pci, uuid=uuid,
+                                 visible=os.environ.get("CUDA_VISIBLE_DEVICES"))
+        if index is None:
+            return None, how
+        return Device(nvml, nvml.nvmlDeviceGetHandleByIndex(index), index, how), None
+    except Exception as exc:  # noqa: BLE001 - an NVML error is a reason, never a failed cell
+        return None, f"NVML could not list the GPUs ({type(exc).__name__}: {exc})"
