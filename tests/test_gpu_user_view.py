@@ -367,3 +367,21 @@ def test_gpu_util_column_shows_gpu_cells_and_is_blank_for_cpu_ones(tmp_path):
     # a run of CPU cells only: the columns are left out
     cpu_only = syn.write(tmp_path, "cpu.json", syn.run([syn.bench(cpu_id, [1.0, 1.1, 0.9])]))
     assert not any(c.header in ("GPU util %", "h2d MB/s") for c in columns.markdown_columns(cpu_only.cells))
+
+
+def test_environment_page_shows_the_gpu_facts(tmp_path, monkeypatch):
+    from bench.publish import site
+
+    monkeypatch.setattr(gpu_facts.shutil, "which", lambda name: "/usr/bin/nvidia-smi")
+    monkeypatch.setattr(gpu_facts, "_run", lambda args: QUERY if any(a.startswith("--query-gpu") for a in args) else TOPO)
+    monkeypatch.setenv("NCCL_P2P_DISABLE", "1")
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    data = syn.run([syn.bench(syn.cell_id(mode="cpu-cuda"), [1.0, 1.1, 0.9],
+                              device={"cuda_available": True, "torch_cuda": "12.1", "nccl_version": "2.19.3"})])
+    data["machine_info"]["gnnbench"] = {"gpu": gpu_facts.gpu_info()}
+    run = syn.write(tmp_path, "gpu.json", data)
+    site.build([run], tmp_path / "site")
+    page = (tmp_path / "site" / "environment.html").read_text()
+    assert "GPU 1: SM 345 of 1980 MHz, memory 2619 of 2619 MHz, PCIe gen 5 x16, MIG Enabled" in page
+    assert "<code>NCCL_P2P_DISABLE=1</code>" in page and "CUDA_VISIBLE_DEVICES</dt><dd>unset" in page
+    assert "<td>2.19.3</td>" in page  # the NCCL version the cell's torch carries

@@ -209,6 +209,8 @@ class Machine:
     memory_total_bytes: int | None = None
     gpu_lines: tuple[str, ...] = ()   # nvidia-smi lines as recorded
     topology: str | None = None       # nvidia-smi topo -m
+    # each GPU's clocks, PCIe link and MIG mode, CUDA_VISIBLE_DEVICES, NCCL_* settings (bench/run/gpu_facts.py)
+    gpu_details: dict = field(default_factory=dict)
     container_image: str | None = None
     container_revision: str | None = None
     gnnbench_version: str | None = None
@@ -402,6 +404,7 @@ def _machine(info: dict) -> Machine:
         cpu_count_logical=ours.get("cpu_count_logical"), cpu_count_physical=ours.get("cpu_count_physical"),
         memory_total_bytes=ours.get("memory_total_bytes"), gpu_lines=tuple(gpu.get("gpus") or ()),
         topology=gpu.get("topology"), container_image=ours.get("container_image"),
+        gpu_details={k: gpu[k] for k in ("devices", "mig_mode", "cuda_visible_devices", "nccl_env") if gpu.get(k) is not None},
         container_revision=ours.get("container_revision"), gnnbench_version=ours.get("version"),
         stacks=ours.get("stacks") or {}, ceilings=ours.get("ceilings") or info.get("ceilings") or {})
 
