@@ -12,7 +12,7 @@ export GNNBENCH_DATA_ROOT GNNBENCH_COMPOSE_SCHEMA
 # results/fidelity/ holds `gnnbench fidelity` comparisons, not suite runs.
 RESULTS := $(filter-out results/runs/% results/fidelity/%,$(wildcard results/*/*.json))
 
-.PHONY: bench test stacks site results-readme chromium podman image-test image-gpu
+.PHONY: bench test stacks site results-readme chromium podman image-test image-gpu bundle
 
 $(BIN)/gnnbench: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -49,10 +49,20 @@ image-test: stacks podman $(BIN)/podman-compose
 image-gpu: podman $(BIN)/podman-compose
 	docker/image-gpu.sh
 
+# A folder for a GPU node without internet (README: "On a GPU node without internet"): its
+# install.sh installs gnnbench there against the node's Python and PyTorch and runs the GPU suite.
+NODE_BUNDLE ?= build/gnnbench-node
+NODE_PYTHON ?= 3.11
+NODE_PLATFORM ?= x86_64
+NODE_TORCH ?= 2.13.0
+NODE_CUDA ?= cu130
+bundle: stacks
+	$(BIN)/gnnbench bundle $(NODE_BUNDLE) --python $(NODE_PYTHON) --platform $(NODE_PLATFORM) --torch $(NODE_TORCH) --cuda $(NODE_CUDA)
+
 bench: stacks
 	$(BIN)/gnnbench run suites/smoke.yaml
 
-test: stacks chromium
+test: stacks chromium podman
 	@# pytest's exit code 5 (no tests collected) is a failure too, said as such (make would print 2)
 	$(BIN)/python -m pytest tests -ra; code=$$?; \
 	  if [ $$code -eq 5 ]; then echo "make test: pytest collected no tests: that is a failure" >&2; fi; exit $$code
