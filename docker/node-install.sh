@@ -48,6 +48,8 @@ while [ $# -gt 0 ]; do
 done
 [ -f "$BUNDLE/bundle.json" ] || die "$BUNDLE has no bundle.json: run this script from the folder gnnbench bundle wrote"
 command -v "$PY" >/dev/null || die "--python $PY: not found"
+"$PY" -c 'import json, sys; sys.exit(not json.load(open(sys.argv[1])).get("complete"))' "$BUNDLE/bundle.json" ||
+  die "$BUNDLE is incomplete (its writing was cut short): run gnnbench bundle again on the machine with internet"
 
 # 1. the node's Python against the bundle's target
 read -r want_py want_machine <<<"$("$PY" -c 'import json, sys; t = json.load(open(sys.argv[1]))["target"]; print(t["python"], t["platform"])' "$BUNDLE/bundle.json")"

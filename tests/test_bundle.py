@@ -180,7 +180,7 @@ def test_install_refuses_another_target(tmp_path):
     bundle = tmp_path / "bundle"
     bundle.mkdir()
     shutil.copy2(REPO / "docker" / "node-install.sh", bundle / "install.sh")
-    (bundle / "bundle.json").write_text(json.dumps({"target": {"python": NODE_PYTHON, "platform": "aarch64"}}))
+    (bundle / "bundle.json").write_text(json.dumps({"complete": True, "target": {"python": NODE_PYTHON, "platform": "aarch64"}}))
     name = f"gnnbench-node-test-{uuid.uuid4().hex[:8]}"
     try:
         run = podman_run(bundle, "bash /bundle/install.sh --prefix /node", name, timeout=300)

@@ -241,6 +241,11 @@ def sampler_from_index(out: Path, target: Target, tag: str, torch: str, cuda: st
     return got, notes
 
 
+def sampler_wheels(out: Path, tag: str) -> list[str]:
+    folder = out / "sampler" / tag
+    return sorted(p.name for p in folder.glob("*.whl")) if folder.is_dir() else []
+
+
 def sampler_from_cache(out: Path, target: Target, tag: str, source_pins: dict[str, str]) -> tuple[list[str], str]:
     """torch-scatter and torch-sparse as the local pyg stack has them (pip's cache of the wheels it
     built), where the node is this machine's kind and has that stack's torch: (files, note)."""
@@ -337,8 +342,16 @@ def run(args) -> int:
     tag = f"torch-{torch}+{cuda}"
     started = time.monotonic()
     say(f"a bundle for {target.describe()}, torch {torch}+{cuda} (the sampler wheels are for it) in {out}")
+    manifest = {
+        "format": FORMAT,
+        "complete": False,  # until the last step: install.sh refuses a bundle whose writing was cut short
+        "target": {"python": target.python, "platform": target.machine, "abi": target.abi,
+                   "glibc": f"{GLIBC[0]}.{GLIBC[1]}", "describe": target.describe()},
+        "torch": {"version": torch, "cuda": cuda, "sampler_tag": tag, "carried": args.with_torch},
+    }
     try:
         out.mkdir(parents=True, exist_ok=True)
+        (out / "bundle.json").write_text(json.dumps(manifest, indent=2) + "\n")
         say("[1/6] gnnbench's source tree and install.sh")
         copy_source(out)
         say(f"[2/6] dependencies as wheels for {target.describe()} (pip download, this machine's indexes)")
@@ -353,30 +366,27 @@ def run(args) -> int:
             say("[3/6] torch: not carried (the node's own is used; --with-torch carries one for a node without)")
         say(f"[4/6] the sampler for {tag}: wheels from {PYG_WHEELS_ENV} (PyG's wheel index), else pip's cache, "
             "and the sources")
-        wheels, notes = sampler_from_index(out, target, tag, torch, cuda, source_pins)
+        _, notes = sampler_from_index(out, target, tag, torch, cuda, source_pins)
         for note in notes:
             say(f"  {note}")
-        if not any(w.startswith(("pyg_lib", "torch_sparse")) for w in wheels):
+        if not any(w.startswith(("pyg_lib", "torch_sparse")) for w in sampler_wheels(out, tag)):
             cached, why = sampler_from_cache(out, target, tag, source_pins)
             say(f"  from pip's cache (the local pyg stack's builds): {', '.join(cached)}" if cached
                 else f"  no wheels from pip's cache: {why}")
-            wheels += cached
+        wheels = sampler_wheels(out, tag)
         sources = sampler_sources(out, source_pins)
         say(f"  sampler/{tag}/: {', '.join(wheels) or 'no wheel'}; sampler/src/: {', '.join(sources)} "
             "(built on the node where no wheel fits its torch)")
         say(f"[5/6] datasets of suite(s) {', '.join(suites)}")
         prepared, on_node = prepare_datasets(out, suites, args.data_root)
         say("[6/6] bundle.json")
-        manifest = {
-            "format": FORMAT,
+        manifest.update({
+            "complete": True,
             "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
             "gnnbench_revision": revision(),
-            "target": {"python": target.python, "platform": target.machine, "abi": target.abi,
-                       "glibc": f"{GLIBC[0]}.{GLIBC[1]}", "describe": target.describe()},
-            "torch": {"version": torch, "cuda": cuda, "sampler_tag": tag, "carried": args.with_torch},
             "sampler": {"wheels": {tag: wheels} if wheels else {}, "sources": sources, "notes": notes},
             "datasets": {"suites": suites, "prepared": prepared, "generated_on_node": on_node},
-        }
+        })
         (out / "bundle.json").write_text(json.dumps(manifest, indent=2) + "\n")
     except BundleError as exc:
         print(f"gnnbench: bundle: {exc}", file=sys.stderr)
