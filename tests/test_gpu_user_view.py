@@ -385,3 +385,56 @@ def test_environment_page_shows_the_gpu_facts(tmp_path, monkeypatch):
     assert "GPU 1: SM 345 of 1980 MHz, memory 2619 of 2619 MHz, PCIe gen 5 x16, MIG Enabled" in page
     assert "<code>NCCL_P2P_DISABLE=1</code>" in page and "CUDA_VISIBLE_DEVICES</dt><dd>unset" in page
     assert "<td>2.19.3</td>" in page  # the NCCL version the cell's torch carries
+
+
+def fake_gpu_sysfs(monkeypatch, tmp_path, cpulists: dict[int, str]) -> None:
+    """No NVML; each CUDA device's PCI bus id from torch, its cores from the kernel's
+    local_cpulist (here a folder standing in for /sys/bus/pci/devices)."""
+    for index, cpulist in cpulists.items():
+        folder = tmp_path / f"0000:{0x17 + index:02x}:00.0"
+        folder.mkdir()
+        (folder / "local_cpulist").write_text(cpulist + "\n")
+    monkeypatch.setattr(gpu_affinity, "SYSFS_PCI", tmp_path)
+    monkeypatch.setattr(nvml, "open_device", lambda index: (None, nvml.NOT_INSTALLED))
+    monkeypatch.setattr(nvml, "torch_ids", lambda index: (f"0000:{0x17 + index:02x}:00.0", None))
+
+
+def test_a_gpus_cores_come_from_the_kernel_without_nvml(monkeypatch, tmp_path):
+    allowed = sorted(os.sched_getaffinity(0))
+    fake_gpu_sysfs(monkeypatch, tmp_path, {0: f"{allowed[0]}-{allowed[-1]}", 1: "4096-4097"})
+    cores, how = gpu_affinity.gpu_cores(0)
+    assert cores == allowed and how.endswith("0000:17:00.0/local_cpulist")
+    cores, why = gpu_affinity.gpu_cores(1)  # a GPU next to cores this process may not use
+    assert cores is None and "may be used by this process" in why
+    monkeypatch.setattr(nvml, "torch_ids", lambda index: (None, None))  # torch 2.2: no PCI bus id
+    cores, why = gpu_affinity.gpu_cores(0)
+    assert cores is None and "nvidia-ml-py" in why and "no PCI bus id" in why
+
+
+def test_two_ranks_whose_gpus_share_a_socket_split_its_cores(tmp_path):
+    """pin_rank in the pyg stack's interpreter (its torch sets the thread count): local rank 1 of
+    two, both GPUs next to the same cores, takes the second half and is pinned to it."""
+    python = stack_python("pyg")
+    allowed = sorted(os.sched_getaffinity(0))
+    if len(allowed) < 2:
+        pytest.skip("needs two usable cores")
+    (tmp_path / "0000:17:00.0").mkdir()
+    (tmp_path / "0000:17:00.0" / "local_cpulist").write_text(",".join(map(str, allowed)))
+    (tmp_path / "0000:18:00.0").mkdir()
+    (tmp_path / "0000:18:00.0" / "local_cpulist").write_text(",".join(map(str, allowed)))
+    code = f"""
+import json, os, pathlib, torch
+from bench.run import gpu_affinity, nvml
+gpu_affinity.SYSFS_PCI = pathlib.Path({str(tmp_path)!r})
+nvml.open_device = lambda index: (None, nvml.NOT_INSTALLED)
+nvml.torch_ids = lambda index: (f"0000:{{0x17 + index:02x}}:00.0", None)
+plan = gpu_affinity.pin_rank(torch.device("cuda", 1), 1, 2, 0)
+print(json.dumps({{"record": plan.record, "now": sorted(os.sched_getaffinity(0)), "threads": torch.get_num_threads()}}))
+"""
+    out = subprocess.run([python, "-c", code], cwd=REPO, capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=120)
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout.splitlines()[-1])
+    half = allowed[len(allowed) // 2:len(allowed) // 2 * 2]
+    assert got["record"]["rank_cores"] == half == got["now"] and got["record"]["shared_with_local_ranks"] == [0, 1]
+    assert got["record"]["gpu_cores"] == allowed and got["threads"] <= len(half)

@@ -70,7 +70,7 @@ def gpu_cores(cuda_index: int) -> tuple[list[int] | None, str]:
     device, reason = nvml.open_device(cuda_index)
     if device is not None:
         try:
-            words = device.nvml.nvmlDeviceGetCpuAffinity(device.handle, (os.cpu_count() or 1) // 64 + 1)
+            words = device.nvml.nvmlDeviceGetCpuAffinity(device.handle, -(-(os.cpu_count() or 1) // 64))
             found, how = mask_to_cores(words), f"NVML nvmlDeviceGetCpuAffinity ({device.how})"
         except Exception as exc:  # noqa: BLE001 - fall back to the kernel's view
             reason = f"nvmlDeviceGetCpuAffinity failed ({type(exc).__name__}: {exc})"
@@ -79,6 +79,8 @@ def gpu_cores(cuda_index: int) -> tuple[list[int] | None, str]:
         listed = SYSFS_PCI / pci / "local_cpulist" if pci else None
         if listed is not None and listed.exists():
             found, how = parse_cpulist(listed.read_text()), f"{listed}"
+        elif pci:
+            return None, f"the GPU's cores are unknown: {reason}; and the kernel has no {listed}"
         else:
             return None, (f"the GPU's cores are unknown: {reason}; and this torch reports no PCI bus id for "
                           "the kernel's local_cpulist")
