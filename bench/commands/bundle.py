@@ -123,7 +123,8 @@ def say(text: str) -> None:
 def pip(args: list[str], what: str, python: str = sys.executable, env: dict | None = None) -> str:
     """pip with this machine's settings (its indexes, wheel folders, CA bundle); its output, or
     BundleError with its last lines."""
-    cmd = [python, "-m", "pip", *args, "--progress-bar", "off", "--disable-pip-version-check"]
+    cmd = [python, "-m", "pip", *args]
+    env = {**os.environ, **(env or {}), "PIP_PROGRESS_BAR": "off", "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if proc.returncode != 0:
         tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-12:])
