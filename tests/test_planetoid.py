@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import shutil
+import subprocess
+import sys
 
 import numpy as np
+import pytest
 
 from bench.datasets import hub
 from bench.run.runner import ensure_dataset
@@ -23,3 +27,22 @@ def test_cora_statistics_and_split(cache_dir):
     src, dst = data.edge_index
     assert np.all(np.diff(dst) >= 0)  # CSC order: sorted by destination
     assert np.array_equal(np.diff(data.csc_indptr), np.bincount(dst, minlength=2708))
+
+
+@pytest.mark.parametrize("damage", ["truncated", "garbage"])
+def test_corrupt_raw_files_are_one_clear_error_and_no_result(tmp_path, damage):
+    """A truncated or overwritten Planetoid raw file (PyG's parser raises EOFError or
+    UnpicklingError) is exit 2 with one line naming the raw folder and the fix; no traceback."""
+    require_stacks("pyg")
+    root = tmp_path / "root"
+    shutil.copytree(data_root() / "Cora", root / "Cora")
+    x = root / "Cora" / "raw" / "ind.cora.x"
+    x.write_bytes(x.read_bytes()[:100] if damage == "truncated" else b"not a pickle at all\n" * 4)
+    proc = subprocess.run([sys.executable, "-m", "bench.cli", "datasets", "prepare", "planetoid:Cora", "--cache-dir",
+                           str(tmp_path / "cache"), "--data-root", str(root)],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert str(root / "Cora" / "raw") in proc.stderr and "cannot be read" in proc.stderr
+    assert "replace them" in proc.stderr
+    assert not list((tmp_path / "cache").glob("**/meta.json"))  # nothing half-made was adopted

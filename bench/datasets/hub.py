@@ -364,6 +364,21 @@ def missing_raw_error(label: str, data_root: Path | None, source: str, folder: s
                         f"{', '.join(required)} in one of: {'; '.join(places)}")
 
 
+@contextmanager
+def reading_raw(label: str, raw: Path):
+    """Raw files a framework cannot parse (truncated, corrupt, another format) are one clear
+    error naming the folder and the fix, never the parser's traceback (UnpicklingError, EOFError...)."""
+    try:
+        yield
+    except (DatasetError, KeyboardInterrupt, MemoryError):
+        raise
+    except Exception as exc:  # noqa: BLE001 - whatever the framework's parser raises on a bad file
+        raise DatasetError(f"dataset {label!r}: the raw files in {raw} cannot be read "
+                           f"({type(exc).__name__}: {str(exc)[:200] or 'no message'}); they are corrupt or "
+                           "truncated: replace them with a fresh copy, or remove them so they are "
+                           "downloaded again") from exc
+
+
 def check_stats(label: str, meta_stats: dict, expected: dict | None) -> None:
     """A converted dataset must have the published sizes (a truncated download fails here)."""
     if not expected:

@@ -71,9 +71,11 @@ def materialise(spec: dict, cache: Path, data_root: Path | None) -> Path:
                 (work / part).symlink_to(source_dir / part, target_is_directory=True)
             (work / "processed").mkdir()  # ogb writes its processed copy here, never into the data root
             (work / "RELEASE_v1.txt").touch()  # the version ogb expects; without it ogb asks on stdin
-            dataset = NodePropPredDataset(name, root=scratch)
-        graph, labels = dataset[0]
-        split = dataset.get_idx_split()
+            with hub.reading_raw(spec["name"], source_dir):
+                dataset = NodePropPredDataset(name, root=scratch)
+        with hub.reading_raw(spec["name"], source_dir or root):
+            graph, labels = dataset[0]
+            split = dataset.get_idx_split()
     n = int(graph["num_nodes"])
     src, dst = graph["edge_index"]
     edge_index, indptr = hub.csc_from_coo(np.concatenate([src, dst]), np.concatenate([dst, src]), n)

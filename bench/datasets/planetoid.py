@@ -51,7 +51,8 @@ def materialise(spec: dict, cache: Path, data_root: Path | None) -> Path:
         raw = root / name / "raw"
     with tempfile.TemporaryDirectory(dir=cache) as scratch:
         shutil.copytree(raw, Path(scratch) / name / "raw")
-        data = Planetoid(scratch, name)[0]
+        with hub.reading_raw(spec["name"], raw):
+            data = Planetoid(scratch, name)[0]
     n = data.num_nodes
     ei = data.edge_index.numpy()
     edge_index, indptr = hub.csc_from_coo(ei[0], ei[1], n)

@@ -40,7 +40,8 @@ def materialise(spec: dict, cache: Path, data_root: Path | None) -> Path:
         raw = root / "raw"
     with tempfile.TemporaryDirectory(dir=cache) as scratch:
         (Path(scratch) / "raw").symlink_to(raw, target_is_directory=True)
-        data = Reddit(scratch)[0]
+        with hub.reading_raw(spec["name"], raw):
+            data = Reddit(scratch)[0]
     ei = data.edge_index.numpy()
     edge_index, indptr = hub.csc_from_coo(ei[0], ei[1], data.num_nodes)
     idx = lambda mask: np.flatnonzero(mask.numpy()).astype(np.int64)  # noqa: E731
