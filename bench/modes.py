@@ -63,9 +63,11 @@ class Mode:
 
     @property
     def overlap_feature_fetch(self) -> bool:
-        """GraphBolt's UVA feature fetch on a side stream: only where features are read through
-        UVA (pinned); elsewhere it would make a CUDA stream for nothing (or on a CPU-only cell)."""
-        return self.storage == PINNED
+        """GraphBolt's feature fetch on a side CUDA stream, one batch ahead of training: on in every
+        mode that trains on the GPU, as DGL 2.1's examples leave it (its default; multigpu
+        node_classification.py passes nothing), off in cpu-cpu, where it would only make a CUDA
+        stream (and call an op the CPU-only DGL build lacks)."""
+        return self.trains_on_gpu
 
     @property
     def backend_for_ranks(self) -> str:

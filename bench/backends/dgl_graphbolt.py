@@ -17,7 +17,7 @@ on the host (cpu-cpu included: there it moves nothing, but it is what makes gb.D
 stages before it in a prefetch thread).
 With `profile: true` the sampler, the feature fetch and the copy are timed where they run (steps
 added around them in `_loader`; bench/backends/stages.py). On a GPU each timed stage synchronises
-the device where it ends, which gives up the overlap of GraphBolt's UVA feature stream: for the
+the device where it ends, which gives up the overlap of GraphBolt's feature-fetch stream: for the
 speed of the CUDA modes alone, compare cells run with `profile: false`.
 Stores: memory (TorchBasedFeature over an in-memory tensor), graphbolt-disk (GraphBolt's own
 on-disk features: `OnDiskFeatureData(in_memory=False)`, the hub's .npy memory-mapped; this
@@ -193,8 +193,8 @@ class Pipeline(base.Pipeline):
             pipe = copier = pipe.copy_to(self.device)
             if timing:
                 pipe = pipe.transform(stages.finish("copy", stages.cuda_sync(self.device)))
-        # the UVA feature stream only where features are read through UVA (pinned), as DGL's
-        # examples set it; left at its default it makes a CUDA stream in every cell of a GPU host
+        # the feature fetch on a side stream wherever training is on the GPU (DGL's default, which its
+        # examples keep); off in cpu-cpu, where it would make a CUDA stream on a GPU host for nothing
         loader = gb.DataLoader(pipe, num_workers=num_workers, overlap_feature_fetch=mode.overlap_feature_fetch)
         if timing and copier is not None:
             # gb.DataLoader has put its prefetcher in front of copy_to: note when copy_to takes
