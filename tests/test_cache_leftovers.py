@@ -60,7 +60,11 @@ def test_ctrl_c_in_prepare_is_one_line_and_130(tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "bench.cli", "datasets", "prepare", "synthetic:scale=19",
                              "--cache-dir", str(cache)], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
-    time.sleep(3)  # generating
+    # interrupt once it is building (a fixed sleep could land while Python still imports, on a busy machine)
+    deadline = time.time() + 300
+    while not hidden(cache) and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.05)
+    assert hidden(cache), "the prepare finished before its temporary folder was seen"
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, (out, err)
