@@ -286,3 +286,25 @@ def test_ceilings_never_keep_an_unmeasured_h2d_and_key_the_gpus(tmp_path, monkey
     found = ceilings.probe(tmp_path, interpreters=lambda: [])
     assert found["h2d_pinned_bytes_per_s"] is None
     assert "h2d" not in json.loads(ceilings.cache_file(tmp_path).read_text())
+
+
+def test_barriers_under_nccl_name_this_ranks_gpu_in_both_stacks():
+    """torch 2.2's NCCL barrier guesses the GPU (rank % GPUs) before any NCCL op: the worker's
+    barrier names LOCAL_RANK's GPU under NCCL, and takes gloo's as it is. The call is recorded by a
+    stand-in for torch.distributed (no GPU here); the argument is accepted by both torches."""
+    code = """
+        import inspect, os
+        import torch.distributed as dist
+        from bench.run.worker import rank_barrier
+        os.environ["LOCAL_RANK"] = "1"
+        calls = []
+        class Recorder:
+            def barrier(self, **kwargs):
+                calls.append(kwargs)
+        for mode in ("pinned-cuda", "cpu-cuda", "cpu-cpu"):
+            rank_barrier(Recorder(), {"mode": mode})
+        print(calls, "device_ids" in inspect.signature(dist.barrier).parameters)
+    """
+    expected = "[{'device_ids': [1]}, {'device_ids': [1]}, {}] True"
+    assert run_in("dgl", code) == expected
+    assert run_in("pyg", code) == expected

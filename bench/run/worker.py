@@ -35,6 +35,18 @@ def progress(**event) -> None:
     print(PROGRESS_TAG + json.dumps(event), flush=True)
 
 
+def rank_barrier(dist, settings: dict) -> None:
+    """A barrier on this rank's own GPU under NCCL: without device_ids, torch 2.2 guesses the GPU
+    as rank % local GPUs before any NCCL op has run (wrong where a node's ranks and GPUs differ),
+    and newer torch warns. device_ids works in both stacks' torch."""
+    from bench.modes import mode as mode_of
+
+    if mode_of(settings["mode"]).backend_for_ranks == "nccl":
+        dist.barrier(device_ids=[pipe_device(settings).index])  # LOCAL_RANK's GPU (select_device)
+    else:
+        dist.barrier()
+
+
 def run_epoch(pipe, on_batch=None, profile: bool = False) -> dict:
     """One pass over the training loader; stall = time blocked in next() on the loader. With
     `profile`, also the epoch's stages, loader worker-seconds and work (bench/backends/stages.py)."""
@@ -202,7 +214,7 @@ def run_cell(cell: dict, dataset_dir: Path) -> dict | None:
         if still_cached > 0.05:
             print(f"rank {rank}: page_cache cold: {still_cached:.0%} of the store still cached", file=sys.stderr)
         if world > 1:
-            dist.barrier()  # every rank starts the epoch together; the slowest rank ends it
+            rank_barrier(dist, settings)  # every rank starts the epoch together; the slowest rank ends it
         if sampler is not None and measuring:
             sampler.start()
         stats = run_epoch(pipe, on_batch, profile=pipe.profile)
@@ -236,7 +248,7 @@ def run_cell(cell: dict, dataset_dir: Path) -> dict | None:
         # reducer must not outlive the process group it talks through.
         pipe.model = unwrap(pipe.model)
         gc.collect()
-        dist.barrier()
+        rank_barrier(dist, settings)
         dist.destroy_process_group()
     if not collective_eval:
         val_acc, test_acc = (pipe.evaluate("val"), pipe.evaluate("test")) if rank == 0 else (None, None)
