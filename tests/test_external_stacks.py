@@ -97,6 +97,10 @@ def test_a_registered_interpreter_runs_cells_and_is_recorded_as_external(stacks_
         {**json.loads((stacks_folder / "external" / "mine.json").read_text()), "python": str(tmp_path / "gone")}))
     run, out = run_suite_text(SUITE, tmp_path, cache_dir, "--stack", "mine", "-k", "pyg", name="again")
     doc = json.loads(out.read_text())
+    # through pytest's front door too, the backend no given stack runs is said and recorded
+    assert "--stack mine: dgl-graphbolt runs in none of these stacks" in run.stdout
+    assert doc["gnnbench"]["backends_not_run"] == [
+        "--stack mine: dgl-graphbolt runs in none of these stacks (it needs dgl): its cells are not run"]
     assert [(u["id"], u["status"]) for u in doc["unmeasured"]] == \
         [("pyg-neighbor/rmat-s9/mode=cpu-cpu/workers=0/ws=1/stack=mine", "failed")]
     assert "registered interpreter" in doc["unmeasured"][0]["reason"] and "is gone" in doc["unmeasured"][0]["reason"]
@@ -131,8 +135,12 @@ def test_a_stack_runs_only_the_backends_of_its_framework(stacks_folder, monkeypa
     (folder / "pygonly.json").write_text(json.dumps({"python": sys.executable, "probe": probe}))
     assert external_stacks.registered()["pygonly"].frameworks == ("pyg",)
     suite, _ = suite_mod.load("smoke")
-    ids = [c.id for c in suite_mod.expand(suite_mod.with_stacks(suite, ["pygonly"]))]
+    changed, not_run = suite_mod.with_stacks(suite, ["pygonly"])
+    ids = [c.id for c in suite_mod.expand(changed)]
     assert ids and all(i.startswith("pyg-neighbor/") and i.endswith("/stack=pygonly") for i in ids)
+    # DGL's backend is named, never dropped without a word
+    assert not_run == ["--stack pygonly: dgl-graphbolt runs in none of these stacks (it needs dgl): its cells "
+                       "are not run"]
     with pytest.raises(suite_mod.SuiteError, match="no backend of suite 'smoke' runs in this stack"):
         (folder / "nothing.json").write_text(json.dumps({"python": sys.executable, "probe": {"versions": {}}}))
         suite_mod.with_stacks(suite, ["nothing"])

@@ -186,3 +186,16 @@ def test_the_largest_private_part_of_a_rank_is_named(tmp_path):
     header = text.split("| cell | status |")[1].splitlines()[0]
     assert "largest private MiB" in header
     assert "| features 512 |" in text
+
+
+def test_backends_an_option_left_out_are_named_in_the_table(tmp_path):
+    path = result_file(tmp_path)
+    data = json.loads(path.read_text())
+    note = "--stack node: dgl-graphbolt runs in none of these stacks (it needs dgl): its cells are not run"
+    data["gnnbench"]["backends_not_run"] = [note]
+    path.write_text(json.dumps(data))
+    assert f"Not run: {note}" in report.render_markdown([results.read(path)])
+    data["gnnbench"]["backends_not_run"] = "dgl-graphbolt"  # not a list of lines: refused, named
+    path.write_text(json.dumps(data))
+    with pytest.raises(results.ResultsError, match="backends_not_run"):
+        results.read(path)

@@ -126,6 +126,7 @@ class Unmeasured(Loose):
 
 
 Meta = create_model("Meta", __base__=Loose, schema_version=(int, ...), cells=(list[str] | None, None),
+                    backends_not_run=(list[str] | None, None),  # backends --stack/--mode left without a cell
                     **optional(str, "suite", "description", "baseline", "started_at"))
 
 

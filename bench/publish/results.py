@@ -243,6 +243,7 @@ class RunResult:
     commit: dict                      # pytest-benchmark's commit_info (id, dirty, branch, ...)
     machine: Machine
     cells: tuple[CellResult, ...]
+    not_run: tuple[str, ...] = ()     # backends that --stack or --mode left without a cell, and why
 
     @property
     def measured(self) -> list[CellResult]:
@@ -292,7 +293,7 @@ def of_document(data, path: Path) -> RunResult:
     return RunResult(
         path=path, suite=meta.get("suite"), description=meta.get("description"),
         baseline=meta.get("baseline"), started_at=meta.get("started_at"), datetime=data.get("datetime"),
-        commit=data.get("commit_info") or {}, machine=machine,
+        commit=data.get("commit_info") or {}, machine=machine, not_run=tuple(meta.get("backends_not_run") or ()),
         cells=tuple(dataclasses.replace(c, work_flag=flags.get(c.id)) if c.id in flags else c for c in cells))
 
 

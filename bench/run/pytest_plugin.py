@@ -38,6 +38,10 @@ def pytest_configure(config):
 
 
 def _say(config, text: str, end: str) -> None:
+    if config.pluginmanager.get_plugin("terminalreporter") is None:
+        # said while configuring (the session's notes, e.g. --mode/--stack), before pytest's writer exists
+        print(text, end=end, flush=True)
+        return
     capture = config.pluginmanager.getplugin("capturemanager")
     with capture.global_and_fixture_disabled():
         config.get_terminal_writer().write(text + end, flush=True)

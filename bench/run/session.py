@@ -305,12 +305,15 @@ class Session:
         """`select`: a -k expression, checked before any file is made (no match: SessionError)."""
         self.options, self.say = options, say
         self.suite, self.suite_path = suite_mod.load(options.suite)
+        self.not_run: list[str] = []  # backends an option left without a cell: said, and kept in the result
         if options.stack:
-            self.suite = suite_mod.with_stacks(self.suite, options.stack)
+            self.suite, not_run = suite_mod.with_stacks(self.suite, options.stack)
+            self.not_run += not_run
         if options.mode:
             self.suite, not_run = suite_mod.with_mode(self.suite, options.mode)
-            for note in not_run:
-                say(note)
+            self.not_run += not_run
+        for note in self.not_run:
+            say(note)
         self.cells = suite_mod.expand(self.suite)
         self.selected = list(self.cells)
         self.select(select)
@@ -539,6 +542,8 @@ class Session:
                 "started_at": self.started_at.isoformat()}
         if self.options.stack:
             meta["stacks_given"] = list(self.options.stack)  # --stack replaced the suite's stack axis
+        if self.not_run:
+            meta["backends_not_run"] = self.not_run
         if self.resumed_from:
             meta["resumed_from"] = self.resumed_from
         return record.document(benchmarks=[d.entry for d in done if d.measured],

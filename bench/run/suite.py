@@ -256,8 +256,10 @@ def load(path_or_name: str | Path) -> tuple[Suite, Path]:
     return suite, path
 
 
-def with_stacks(suite: Suite, names: list[str]) -> Suite:
-    """The suite with its `stack` axis replaced (`--stack`); include rules that name a stack keep it."""
+def with_stacks(suite: Suite, names: list[str]) -> tuple[Suite, list[str]]:
+    """The suite with its `stack` axis replaced (`--stack`); include rules that name a stack keep it.
+    And a line for each backend of the suite that none of these stacks can run (e.g. DGL's on a
+    node whose own interpreter has PyG only): its cells are not run, and the result says so."""
     try:
         stack = Settings.model_validate({"stack": list(names)}).stack
     except ValidationError as exc:
@@ -268,7 +270,14 @@ def with_stacks(suite: Suite, names: list[str]) -> Suite:
         raise SuiteError(f"--stack {' --stack '.join(names)}: no backend of suite {suite.name!r} runs in "
                          f"{'these stacks' if len(names) > 1 else 'this stack'} (a stack runs the backends of "
                          "its framework: PyG's or DGL's)")
-    return changed
+    from bench.run.stacks import framework_of
+
+    in_stacks = {c.backend for c in expand(changed)}
+    backends = dict.fromkeys([*suite.backends, *(b for rule in suite.include for b in _as_list(rule.backend))])
+    notes = [f"--stack {', '.join(names)}: {backend} runs in none of these stacks (it needs "
+             f"{framework_of(BACKENDS[backend].stack)}): its cells are not run"
+             for backend in backends if backend not in in_stacks]
+    return changed, notes
 
 
 def with_mode(suite: Suite, names: list[str]) -> tuple[Suite, list[str]]:
