@@ -55,11 +55,18 @@ def test_a_corrupt_meta_json_is_named_with_its_fix(tmp_path):
     assert f"{meta} is corrupt" in info.stderr and "prepare the dataset again" in info.stderr
 
 
+def default_sigint() -> None:
+    """In the child: SIGINT as a terminal delivers it. A test run started in the background of a
+    non-interactive shell (a CI script, nohup) inherits SIGINT ignored, and Python then installs
+    no KeyboardInterrupt handler: the Ctrl-C under test would never arrive."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_in_prepare_is_one_line_and_130(tmp_path):
     cache = tmp_path / "cache"
     proc = subprocess.Popen([sys.executable, "-m", "bench.cli", "datasets", "prepare", "synthetic:scale=19",
                              "--cache-dir", str(cache)], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+                            text=True, preexec_fn=default_sigint)
     # interrupt once it is building (a fixed sleep could land while Python still imports, on a busy machine)
     deadline = time.time() + 300
     while not hidden(cache) and proc.poll() is None and time.time() < deadline:
