@@ -308,3 +308,33 @@ def test_barriers_under_nccl_name_this_ranks_gpu_in_both_stacks():
     expected = "[{'device_ids': [1]}, {'device_ids': [1]}, {}] True"
     assert run_in("dgl", code) == expected
     assert run_in("pyg", code) == expected
+
+
+def test_graphbolt_cuda_mode_copies_to_the_gpu_straight_from_the_hubs_maps(tmp_path):
+    """cuda-cuda needs no private host copy per rank (only pinning in place needs a writable one):
+    what .to(device) gets is the hub's memory map itself. The .to calls are recorded (no GPU here)."""
+    from bench.datasets import synthetic
+
+    spec = {"name": "tiny", "source": "synthetic", "params": synthetic.canonical_params({"scale": 8, "feature_dim": 8})}
+    dataset = synthetic.materialise(spec, tmp_path)
+    answer = run_in("dgl", f"""
+        import json, warnings
+        import numpy as np, torch
+        import dgl.graphbolt as gb
+        from bench import datasets, modes
+        from bench.backends import dgl_graphbolt as backend
+        data = datasets.load("synthetic", {str(dataset)!r}, features_in_memory=False)
+        shared = []
+        def record(self, device):
+            tensors = [self._tensor] if hasattr(self, "_tensor") else [self.csc_indptr, self.indices]
+            hub = [data.features] if hasattr(self, "_tensor") else [data.csc_indptr, data.edge_index]
+            shared.extend(bool(np.shares_memory(t.numpy(), h)) for t, h in zip(tensors, hub))
+            return self
+        gb.TorchBasedFeature.to = record
+        gb.FusedCSCSamplingGraph.to = record
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # and no warning about the read-only map
+            backend.placed(data, {{"store": "memory"}}, torch.device("cpu"), modes.mode("cuda-cuda"))
+        print(json.dumps(shared))
+    """)
+    assert json.loads(answer) == [True, True, True]  # graph indptr, indices, features: the hub's own pages

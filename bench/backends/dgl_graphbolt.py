@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import os
 import time
+import warnings
 
 os.environ.setdefault("DGLBACKEND", "pytorch")
 
@@ -95,20 +96,33 @@ def private_tensor(array) -> torch.Tensor:
     return torch.from_numpy(array)
 
 
+def host_tensor(array, pin: bool) -> torch.Tensor:
+    """The tensor a mode places from: a private copy where it will be pinned in place
+    (private_tensor); else the hub's map as it is (cuda storage: .to(device) reads it, so every
+    rank need not hold its own host copy of the graph and features first)."""
+    if pin:
+        return private_tensor(array)
+    with warnings.catch_warnings():  # read-only map, only read: torch's warning is about writes
+        warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+        return torch.from_numpy(array)
+
+
 def placed(data, settings: dict, device, mode: modes.Mode):
     """The sampling graph and the feature store where the mode keeps them, built through DGL 2.1's
     API as its examples do: the graph's pin_memory_() / to(device) and each Feature's (DGL 2.1's
     BasicFeatureStore has no item access: the Feature is placed before the store is made).
     pinned: the graph and the features in page-locked host memory (a private copy: the hub's
-    arrays are read-only maps), optionally behind a GPUCachedFeature; cuda: both on the GPU."""
+    arrays are read-only maps), optionally behind a GPUCachedFeature; cuda: both on the GPU, copied
+    straight from the hub's maps."""
     if mode.storage == modes.CPU:
         graph = gb.fused_csc_sampling_graph(torch.from_numpy(data.csc_indptr), torch.from_numpy(data.edge_index[0]))
         return graph, feature_store(data, settings["store"])
     if not features_in_memory(settings["store"]):
         raise Unavailable(f"mode {mode.name} moves the features into pinned or GPU memory, which defeats "
                           f"store {settings['store']!r} (features left on disk): use cpu-cpu or cpu-cuda")
-    graph = gb.fused_csc_sampling_graph(private_tensor(data.csc_indptr), private_tensor(data.edge_index[0]))
-    feature = gb.TorchBasedFeature(private_tensor(data.features))
+    graph = gb.fused_csc_sampling_graph(host_tensor(data.csc_indptr, mode.pinned),
+                                        host_tensor(data.edge_index[0], mode.pinned))
+    feature = gb.TorchBasedFeature(host_tensor(data.features, mode.pinned))
     if mode.pinned:
         graph = graph.pin_memory_()
         feature = feature.pin_memory_()
