@@ -94,3 +94,22 @@ def test_two_nodes_on_loopback_meet_at_a_c10d_rendezvous(tmp_path, cache_dir):
     info = measured[0]["benchmarks"][0]["extra_info"]
     assert [r["rank"] for r in info["ranks"]] == [0, 1] and info["settings"]["world_size"] == 2
     assert followers[0]["unmeasured"][0]["status"] == "follower"
+
+
+def test_a_cell_whose_ranks_do_not_split_over_the_nodes_is_skipped_not_a_traceback(tmp_path, capsys):
+    """A world-size-1 cell (or 3 ranks) with --nnodes 2: skipped with the reason, the run goes on
+    and ends 0 (it was an uncaught ValueError that ended the whole run)."""
+    from bench import cli
+
+    suite = tmp_path / "split.yaml"
+    suite.write_text("name: split\ndatasets:\n  g: 'synthetic:scale=6'\nbackends: [pyg-neighbor]\n"
+                     "settings: {world_size: [1, 3], epochs: 1, warmup_epochs: 0}\n")
+    code = cli.main(["run", str(suite), "--results", str(tmp_path / "r"), "--cache-dir", str(tmp_path / "c"),
+                     "--no-install", "--nnodes", "2", "--node-rank", "0", "--rdzv-endpoint", "127.0.0.1:29555"])
+    out = capsys.readouterr()
+    assert code == 0 and "Traceback" not in out.err, out.err
+    [result] = (tmp_path / "r").glob("split-*.json")
+    doc = json.loads(result.read_text())
+    assert [(u["status"], u["reason"]) for u in doc["unmeasured"]] == [
+        ("skipped", f"world size {w} does not split over 2 nodes (--nnodes 2: every node runs the same number of "
+                    "ranks)") for w in (1, 3)]

@@ -390,7 +390,7 @@ class Session:
             return done
         self.say(f"\n{position}")
         resolved = suite_mod.resolve_workers(cell, usable_cores(), self.launch.nnodes)  # as it runs here
-        outcome = self.gpu_refusal(resolved)
+        outcome = self.node_refusal(resolved) or self.gpu_refusal(resolved)
         if outcome is None and resolved is not cell:
             self.say(f"  num_workers: per-gpu -> {resolved.settings['num_workers']} on this machine")
         outcome = outcome or self.precheck(resolved) or run_in_stack(
@@ -461,6 +461,15 @@ class Session:
             if local_ranks > len(shown):
                 return Outcome(cell, "skipped", f"{local_ranks} ranks on this node need {local_ranks} GPUs; "
                                                 f"{len(shown)} visible ({shown.how})")
+        return None
+
+    def node_refusal(self, cell: Cell) -> Outcome | None:
+        """A cell whose ranks do not split evenly over --nnodes machines (each node runs the same
+        number of ranks, as torchrun's --nproc-per-node says): skipped with that reason."""
+        world, nnodes = cell.settings["world_size"], self.launch.nnodes
+        if nnodes > 1 and world % nnodes:
+            return Outcome(cell, "skipped", f"world size {world} does not split over {nnodes} nodes "
+                                            f"(--nnodes {nnodes}: every node runs the same number of ranks)")
         return None
 
     def precheck(self, cell: Cell) -> Outcome | None:
