@@ -38,7 +38,7 @@ def bench(cid: str, rounds: list[float], **extra) -> dict:
     backend, dataset = cid.split("/")[:2]
     info = {"cell_id": cid, "backend": backend, "stack": backend.split("-")[0], "versions": {"torch": "2.0"},
             "dataset": DATASET_CARD | {"name": dataset}, "settings": settings_of(cid),
-            "seeds_per_s": 1000.0, "edges_per_s": 10000.0, "loader_stall": 0.2, "compute_s": 0.01,
+            "seeds_per_s": 1000.0, "seeds_per_epoch": 1000.0, "edges_per_s": 10000.0, "loader_stall": 0.2, "compute_s": 0.01,
             "comm_s": 0.0, "peak_rss_bytes": 500 * 2**20, "peak_pss_bytes": 400 * 2**20,
             "total_pss_bytes": 400 * 2**20, "val_acc": 0.80, "test_acc": 0.78, "startup_s": 1.0}
     info.update(extra)

@@ -42,12 +42,14 @@ exclude:
 include:
   - {{backend: [pyg-neighbor, dgl-graphbolt], dataset: {TINY}, store: memory, num_workers: 2}}
   - {{backend: pyg-neighbor, dataset: {TINY}, store: memory, profile: false}}
+  - {{backend: pyg-neighbor, dataset: {TINY}, store: memory, trim_to_layer: true}}
 """
 
 
-def cell(backend: str, workers: int = 0, store: str = "memory", dataset: str = TINY, profile: bool = True) -> str:
+def cell(backend: str, workers: int = 0, store: str = "memory", dataset: str = TINY, profile: bool = True,
+         trim: bool = False) -> str:
     return (f"{backend}/{dataset}/mode=cpu-cpu/workers={workers}/ws=1/store={store}"
-            + ("" if profile else "/profile=off"))
+            + ("" if profile else "/profile=off") + ("/trim_to_layer=True" if trim else ""))
 
 
 PROFILED = [cell("pyg-neighbor"), cell("pyg-neighbor", store="lmdb"), cell("pyg-neighbor", workers=2),
@@ -102,7 +104,55 @@ def test_work_sums_hops_of_any_depth():
     for counts in (([4, 10], [12], 14, 14 * 64), ([4, 8, 3], [9, 6], 15, 15 * 64)):
         clock.count(lambda batch, counts=counts: counts, Batch())
     assert clock.work.as_dict() == {"batches": 2, "counted": 2, "hop_nodes": [8, 18, 3], "hop_edges": [21, 6],
-                                    "input_nodes": 29, "feature_bytes": 29 * 64, "copy_bytes": 0}
+                                    "layer_nodes": [], "layer_edges": [], "input_nodes": 29,
+                                    "feature_bytes": 29 * 64, "copy_bytes": 0,
+                                    "full": {"counted": 0, "hop_nodes": [], "hop_edges": [], "layer_nodes": [],
+                                             "layer_edges": []}}
+
+
+# Two full batches of 4 seeds and a rank's partial last batch of 1 seed, whose one seed shares its
+# neighbours with no other: more nodes per seed, with the same sampling
+FULL = ([4, 10, 20], [30, 60], 34, 34 * 64, [14, 4], [90, 30])
+PARTIAL = ([1, 5, 9], [8, 20], 15, 15 * 64, [6, 1], [28, 8])
+
+
+def test_work_keeps_layers_and_full_batches_apart():
+    clock = stages.EpochClock(work_budget=1.0, batch_size=4)
+    for counts in (FULL, FULL, PARTIAL):
+        clock.count(lambda batch, counts=counts: counts, Batch())
+    work = clock.work.as_dict()
+    assert work["layer_nodes"] == [34, 9] and work["layer_edges"] == [208, 68]
+    assert work["full"] == {"counted": 2, "hop_nodes": [8, 20, 40], "hop_edges": [60, 120], "layer_nodes": [28, 8],
+                            "layer_edges": [180, 60]}
+
+
+def test_work_per_seed_is_over_the_full_batches_of_every_rank_and_epoch():
+    from bench.run.record import profile_info
+    from bench.run.worker import sum_work
+
+    def epoch(*batches):
+        clock = stages.EpochClock(work_budget=1.0, batch_size=4)
+        for counts in batches:
+            clock.count(lambda batch, counts=counts: counts, Batch())
+        return clock.work.as_dict()
+
+    ranks = sum_work([epoch(FULL, PARTIAL), epoch(FULL, PARTIAL)])  # two ranks, each with its partial batch
+    assert ranks["full"]["counted"] == 2 and ranks["layer_nodes"] == [40, 10]
+    record = {"stages": dict.fromkeys(stages.STAGES, 0.1), "loader_worker_s": None, "work": ranks}
+    work = profile_info([record, record], profile=True)["work"]
+    assert work["per_seed"] == {"over": "full", "counted": 2.0, "hop_nodes": [1.0, 2.5, 5.0], "hop_edges": [7.5, 15.0],
+                                "layer_nodes": [3.5, 1.0], "layer_edges": [22.5, 7.5]}
+    assert work["layer_nodes"] == [10.0, 2.5]  # means per counted batch, partial ones included
+    only_partial = {**record, "work": epoch(PARTIAL)}
+    assert profile_info([only_partial], profile=True)["work"]["per_seed"]["over"] == "all"
+
+
+def test_pyg_layers_run_on_the_whole_subgraph_unless_trimmed():
+    layer_work = stages.layer_work
+    assert layer_work([4, 10, 20], [30, 60], trimmed=False) == ([34, 34], [90, 90])
+    # trim_to_layer: layer 2 needs the seeds and hop 1's nodes, over hop 1's edges
+    assert layer_work([4, 10, 20], [30, 60], trimmed=True) == ([34, 14], [90, 30])
+    assert layer_work([4, 10, 20, 40], [30, 60, 120], trimmed=True) == ([74, 34, 14], [210, 90, 30])
 
 
 def test_work_counting_stays_within_its_budget():
@@ -149,6 +199,71 @@ backends: [pyg-neighbor]
     assert [c.id for c in suite.expand(swept)] == [only.id, only.id + "/profile=off"]
     with pytest.raises(suite.SuiteError, match=r"settings\.profile"):
         suite.load(write_suite(base + "settings: {profile: sometimes}\n", "bad.yaml"))
+
+
+def test_trim_to_layer_is_a_pyg_neighbor_setting_with_a_model(write_suite):
+    base = f"""
+name: t
+datasets: {{{TINY}: {{source: synthetic, params: {{scale: 9}}}}}}
+backends: [pyg-neighbor, dgl-graphbolt, feature-gather]
+"""
+    plain, _ = suite.load(write_suite(base))
+    assert all(c.settings["trim_to_layer"] is False and "trim" not in c.id for c in suite.expand(plain))
+    swept, _ = suite.load(write_suite(base + "settings: {trim_to_layer: [false, true], model: [sage, none]}\n",
+                                      "swept.yaml"))
+    trimmed = [c.id for c in suite.expand(swept) if c.settings["trim_to_layer"]]
+    assert trimmed == [f"pyg-neighbor/{TINY}/mode=cpu-cpu/workers=0/ws=1/model=sage/trim_to_layer=True"]
+    untrimmed = [c.id for c in suite.expand(swept) if not c.settings["trim_to_layer"]]
+    assert f"dgl-graphbolt/{TINY}/mode=cpu-cpu/workers=0/ws=1/model=sage" in untrimmed  # no trim in its id
+    with pytest.raises(suite.SuiteError, match=r"settings\.trim_to_layer"):
+        suite.load(write_suite(base + "settings: {trim_to_layer: 1}\n", "bad.yaml"))
+    with pytest.raises(suite.SuiteError, match="zero cells"):
+        suite.load(write_suite(base.replace(", dgl-graphbolt, feature-gather", "").replace("pyg-neighbor", "dgl-graphbolt")
+                               + "settings: {trim_to_layer: true}\n", "dgl.yaml"))
+
+
+TRIM_CHECK = """
+import json, torch
+from torch_geometric.data import Data
+from torch_geometric.loader import NeighborLoader
+from torch_geometric.nn import SAGEConv
+from bench.backends.base import graphsage
+from bench.backends.pyg_node import HopCounts, hops_of, sampled_per_hop, trim_layer
+
+torch.manual_seed(0)
+data = Data(x=torch.randn(400, 8), edge_index=torch.randint(0, 400, (2, 3200)), num_nodes=400)
+loader = NeighborLoader(data, num_neighbors=[5, 3], batch_size=32, input_nodes=torch.arange(100),
+                        transform=HopCounts(2))
+model = graphsage(lambda a, b: SAGEConv(a, b, aggr="mean"), 8, 16, 4, 2, trim=trim_layer).eval()
+same, hops = [], []
+for batch in loader:
+    with torch.no_grad():
+        whole = model(batch.x, [batch.edge_index] * 2)[:batch.batch_size]
+        trimmed = model(batch.x, [batch.edge_index] * 2, hops=hops_of(batch, 2))[:batch.batch_size]
+    same.append(bool(torch.allclose(whole, trimmed, atol=1e-5)))
+    hops.append([list(hops_of(batch, 2)), list(sampled_per_hop(batch, 2, batch.num_nodes)), batch.num_nodes,
+                 batch.edge_index.size(1)])
+print(json.dumps({"same": same, "hops": hops}))
+"""
+
+
+def test_trim_to_layer_gives_the_seeds_the_same_outputs():
+    """PyG's remedy changes the work, not the model: trimmed and untrimmed forwards agree at the
+    seeds, on the hop counts HopCounts reads off torch-sparse's batches (or pyg-lib reports)."""
+    import os
+    import subprocess
+
+    from bench.run import stacks
+    from tests.conftest import REPO
+
+    require_stacks("pyg")
+    out = subprocess.run([str(stacks.get("pyg").python), "-c", TRIM_CHECK], cwd=REPO, capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    got = json.loads(out.stdout.splitlines()[-1])
+    assert len(got["same"]) == 4 and all(got["same"])
+    for (nodes, edges), counted, num_nodes, num_edges in got["hops"]:
+        assert [nodes, edges] == counted and sum(nodes) == num_nodes and sum(edges) == num_edges
 
 
 # --- real runs ----------------------------------------------------------------------------------
@@ -218,6 +333,28 @@ def test_both_frameworks_count_the_same_first_hop(run):
     pyg, graphbolt = (run[cell(b)]["extra_info"]["work"] for b in ("pyg-neighbor", "dgl-graphbolt"))
     assert pyg["hop_nodes"][0] * pyg["batches"] == pytest.approx(graphbolt["hop_nodes"][0] * graphbolt["batches"])
     assert pyg["hop_edges"][0] * pyg["batches"] == pytest.approx(graphbolt["hop_edges"][0] * graphbolt["batches"])
+
+
+def test_layers_and_work_per_seed(run):
+    """What each layer computes over: PyG's whole subgraph in every layer, or with trim_to_layer the
+    hops the layer still needs; GraphBolt's blocks, whose last layer computes the seeds alone. Per
+    seed over full batches (64 seeds): this graph's last batch is partial."""
+    pyg, trimmed, graphbolt = (run[c]["extra_info"]["work"]
+                               for c in (cell("pyg-neighbor"), cell("pyg-neighbor", trim=True), cell("dgl-graphbolt")))
+    assert pyg["layer_nodes"] == [pytest.approx(pyg["input_nodes"])] * 2
+    assert pyg["layer_edges"] == [pytest.approx(sum(pyg["hop_edges"]))] * 2
+    hops = trimmed["hop_nodes"]
+    assert trimmed["layer_nodes"] == [pytest.approx(sum(hops)), pytest.approx(hops[0] + hops[1])]
+    assert trimmed["layer_edges"] == [pytest.approx(sum(trimmed["hop_edges"])), pytest.approx(trimmed["hop_edges"][0])]
+    assert graphbolt["layer_nodes"][1] == pytest.approx(graphbolt["hop_nodes"][0])  # the seeds
+    assert graphbolt["layer_edges"] == [pytest.approx(e) for e in reversed(graphbolt["hop_edges"])]
+    for work in (pyg, trimmed, graphbolt):
+        per_seed = work["per_seed"]
+        assert per_seed["over"] == "full" and 0 < per_seed["counted"] < work["batches"]
+        assert per_seed["hop_nodes"][0] == 1.0 and len(per_seed["layer_nodes"]) == len(FANOUT)
+    assert trimmed["per_seed"]["layer_nodes"][1] < pyg["per_seed"]["layer_nodes"][1]
+    info = run[cell("pyg-neighbor", trim=True)]["extra_info"]
+    assert info["seeds_per_epoch"] == info["dataset"]["num_train"] and info["settings"]["trim_to_layer"] is True
 
 
 def test_graph_batches_count_whole_graphs(run):

@@ -10,7 +10,7 @@ the module itself is imported only inside its stack's interpreter.
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from bench.modes import MODES
 from bench.stores import STORES  # noqa: F401 - re-exported: the `store` setting's registry
@@ -24,26 +24,43 @@ class BackendInfo:
     stores: tuple[str, ...] = ("memory",)  # names in bench.stores.STORES
     task: str = "node"  # "node": node classification on a graph; "graph": a collection of small graphs
     mode_chart: bool = False  # the site draws its epoch time per mode as grouped bars
-    # The optional settings it honours (bench/run/suite.py: Settings): pin_memory, amp, gpu_cache
+    # The optional settings it honours (bench/run/suite.py: Settings): pin_memory, amp, gpu_cache,
+    # trim_to_layer
     options: tuple[str, ...] = ()
     # Memory model (bench/datasets/memory.py): bytes of graph structure the framework builds on
     # top of the hub's arrays, per node (counted num_nodes + 1 times: CSC pointers) and per edge.
     structure_bytes_per_node: int = 0
     structure_bytes_per_edge: int = 0
+    # What the framework does that makes its work per seed larger than another's, by figure of the
+    # equal-work check (bench/publish/stages.py): "hop2_edges", "layer_nodes", "layer" (any layer
+    # figure), ...: named in the check's flag where this backend's figure is the larger.
+    work_notes: dict[str, str] = field(default_factory=dict)
+    # Its seeds are training seeds, batched (False: feature-gather's "seeds" are the rows it reads):
+    # cells that train fewer per epoch than another are noted (bench/publish/stages.py fewer_seeds)
+    seeds_are_training_seeds: bool = True
 
 
 BACKENDS: dict[str, BackendInfo] = {
     # NeighborLoader's own CSC: colptr (8 B per node), row and permutation (16 B per edge)
     "pyg-neighbor": BackendInfo("bench.backends.pyg_neighbor", "pyg", ("cpu-cpu", "cpu-cuda"), ("memory", "lmdb"),
-                                options=("pin_memory", "amp"),
-                                structure_bytes_per_node=8, structure_bytes_per_edge=16),
+                                options=("pin_memory", "amp", "trim_to_layer"),
+                                structure_bytes_per_node=8, structure_bytes_per_edge=16,
+                                work_notes={"layer": "PyG's SAGEConv outputs every node it is given: every layer runs "
+                                                     "over the whole sampled subgraph (with trim_to_layer, over the "
+                                                     "hops the layer still needs)"}),
     # GraphBolt's fused CSC sampling graph: indptr (8 B per node), indices (8 B per edge)
     "dgl-graphbolt": BackendInfo("bench.backends.dgl_graphbolt", "dgl",
                                  ("cpu-cpu", "cpu-cuda", "pinned-cuda", "cuda-cuda"),
                                  ("memory", "lmdb", "graphbolt-disk"), mode_chart=True,
                                  options=("amp", "gpu_cache"),
-                                 structure_bytes_per_node=8, structure_bytes_per_edge=8),
-    "feature-gather": BackendInfo("bench.backends.feature_gather", "pyg", ("cpu-cpu",), ("memory", "lmdb")),
+                                 structure_bytes_per_node=8, structure_bytes_per_edge=8,
+                                 work_notes={f"hop{k}_{what}": "GraphBolt samples each hop for all the nodes "
+                                                                "reached before it (a layer's destination nodes "
+                                                                "include the seeds again), where PyG samples for "
+                                                                "the hop's new nodes only"
+                                             for k in range(2, 6) for what in ("nodes", "edges")}),
+    "feature-gather": BackendInfo("bench.backends.feature_gather", "pyg", ("cpu-cpu",), ("memory", "lmdb"),
+                                  seeds_are_training_seeds=False),
     "pyg-dist": BackendInfo("bench.backends.pyg_dist", "pyg-dist", ("cpu-cpu",), options=("amp",)),
     "pyg-graphs": BackendInfo("bench.backends.pyg_graphs", "pyg", ("cpu-cpu", "cpu-cuda"),
                               ("memory", "lmdb", "sqlite"), task="graph", options=("pin_memory", "amp")),

@@ -31,9 +31,11 @@ class Unavailable(Exception):
     """Raised while a pipeline is built when this stack cannot run the cell (recorded as skipped)."""
 
 
-def graphsage(conv, in_dim: int, hidden: int, out_dim: int, num_layers: int):
+def graphsage(conv, in_dim: int, hidden: int, out_dim: int, num_layers: int, trim=None):
     """The one GraphSAGE both backends train; `conv(a, b)` makes a framework's mean-aggregation
-    SAGEConv from a to b features, and the model is called as model(x, [graph per layer])."""
+    SAGEConv from a to b features, and the model is called as model(x, [graph per layer]).
+    `trim(i, x, graph, hops) -> (x, graph)`: what layer i runs on, where the call passes `hops`
+    (PyG's trim_to_layer with the batch's nodes and edges per hop: bench/backends/pyg_node.py)."""
     import torch
     import torch.nn.functional as F
 
@@ -43,8 +45,10 @@ def graphsage(conv, in_dim: int, hidden: int, out_dim: int, num_layers: int):
             dims = [in_dim] + [hidden] * (num_layers - 1) + [out_dim]
             self.convs = torch.nn.ModuleList(conv(a, b) for a, b in zip(dims, dims[1:]))
 
-        def forward(self, x, graphs):
+        def forward(self, x, graphs, hops=None):
             for i, (layer, graph) in enumerate(zip(self.convs, graphs)):
+                if trim is not None and hops is not None:
+                    x, graph = trim(i, x, graph, hops)
                 x = layer(x, graph)
                 if i < len(self.convs) - 1:
                     x = F.dropout(F.relu(x), p=DROPOUT, training=self.training)
@@ -205,9 +209,9 @@ class Pipeline:
         self.device = device_of(settings["mode"])
         self.profile = settings.get("profile", True)  # older cells have no such setting: on
 
-    def sage(self, conv, in_dim: int, num_classes: int):
+    def sage(self, conv, in_dim: int, num_classes: int, trim=None):
         """The shared GraphSAGE with this suite's hidden width and one layer per fanout hop."""
-        return graphsage(conv, in_dim, self.settings["hidden"], num_classes, len(self.settings["fanout"]))
+        return graphsage(conv, in_dim, self.settings["hidden"], num_classes, len(self.settings["fanout"]), trim)
 
     def build_model(self, data) -> None:
         """With `model: sage`, the backend's model on its device, wrapped in DDP across ranks, and
@@ -265,9 +269,9 @@ class Pipeline:
         if clock is not None:
             clock.mark("optimizer")
 
-    def work(self, batch) -> tuple[list[int], list[int], int, int]:
-        """(hop_nodes, hop_edges, input_nodes, feature_bytes) of one batch, as
-        bench/backends/stages.py defines them."""
+    def work(self, batch) -> tuple:
+        """(hop_nodes, hop_edges, input_nodes, feature_bytes[, layer_nodes, layer_edges]) of one
+        batch, as bench/backends/stages.py defines them."""
         raise NotImplementedError(f"{type(self).__module__}.Pipeline counts no work per batch "
                                   "(define work(batch), or run with profile: false)")
 

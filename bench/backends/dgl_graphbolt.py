@@ -221,16 +221,22 @@ class Pipeline(base.Pipeline):
         edges = sum(int(sg.sampled_csc.indices.numel()) for sg in minibatch.sampled_subgraphs)
         return int(minibatch.seed_nodes.numel()), edges
 
-    def work(self, minibatch) -> tuple[list[int], list[int], int, int]:
+    def work(self, minibatch) -> tuple[list[int], list[int], int, int, list[int], list[int]]:
         """GraphBolt's blocks run input layer first; hop k is the block whose destinations are
         the nodes reached by hop k-1. With deduplication its source nodes are its destination
-        nodes followed by the nodes it reaches first, so those number rows - columns."""
-        blocks = minibatch.sampled_subgraphs[::-1]
+        nodes followed by the nodes it reaches first, so those number rows - columns. Each layer
+        computes its block's destination nodes over its edges: layer 1 (the input layer) samples
+        hop L's edges for all nodes reached before it, the seeds included again."""
+        layers = minibatch.sampled_subgraphs
+        blocks = layers[::-1]
         hop_nodes = [int(minibatch.seed_nodes.numel())]
         hop_nodes += [int(b.original_row_node_ids.numel()) - int(b.original_column_node_ids.numel()) for b in blocks]
         hop_edges = [int(b.sampled_csc.indices.numel()) for b in blocks]
+        modelled = self.settings.get("model") != "none"
+        layer_nodes = [int(b.original_column_node_ids.numel()) for b in layers] if modelled else []
+        layer_edges = [int(b.sampled_csc.indices.numel()) for b in layers] if modelled else []
         return (hop_nodes, hop_edges, int(minibatch.input_nodes.numel()),
-                stages.tensor_bytes([minibatch.node_features["feat"]]))
+                stages.tensor_bytes([minibatch.node_features["feat"]]), layer_nodes, layer_edges)
 
     def to_device(self, minibatch):
         return minibatch  # the datapipe already put it where the mode wants it

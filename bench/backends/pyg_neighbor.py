@@ -1,6 +1,7 @@
 """PyG: `NeighborLoader`, GraphSAGE from `torch_geometric.nn.SAGEConv`.
 
 Modes: cpu-cpu (sample and train on the CPU) and cpu-cuda (sample on the CPU, train on the GPU).
+`trim_to_layer`: each layer runs on the hops it still needs (bench/backends/pyg_node.py).
 Stores: in memory (an in-memory `Data`) or a disk-backed store of feature rows, e.g. LMDB (PyG's
 remote backend: features gathered from the store per batch, see bench/backends/pyg_node.py).
 """
@@ -12,7 +13,7 @@ from torch_geometric.data import Data
 from torch_geometric.loader import NeighborLoader
 
 from bench.backends.base import shard
-from bench.backends.pyg_node import CscGraphStore, PygNodePipeline, RowFeatureStore, instrument
+from bench.backends.pyg_node import CscGraphStore, HopCounts, PygNodePipeline, RowFeatureStore, instrument
 from bench.stores import features_in_memory, open_store
 
 
@@ -40,8 +41,11 @@ class Pipeline(PygNodePipeline):
         # is_sorted: the hub's edges are in CSC order already, so PyG uses them as they are (the
         # memory-mapped pages every rank shares) instead of sorting a private copy per rank.
         # With workers, PyG still moves them into shared memory once per rank (share_memory).
+        # trim_to_layer needs each batch's nodes and edges per hop (HopCounts, where the sampler
+        # does not report them).
         return NeighborLoader(
             self.graph, num_neighbors=list(self.settings["fanout"]), is_sorted=True,
             input_nodes=torch.from_numpy(self.splits[split]), batch_size=self.settings["batch_size"],
             shuffle=shuffle, num_workers=num_workers, persistent_workers=num_workers > 0,
-            pin_memory=bool(self.settings.get("pin_memory")))
+            pin_memory=bool(self.settings.get("pin_memory")),
+            transform=HopCounts(len(self.settings["fanout"])) if self.trims else None)

@@ -16,6 +16,7 @@ from torch_geometric.data.graph_store import EdgeLayout
 from torch_geometric.nn import SAGEConv
 
 from bench.backends import base, stages
+from bench.backends.stages import layer_work
 
 
 def neighbor_sampler_in_use() -> str:
@@ -37,14 +38,22 @@ def neighbor_sampler_in_use() -> str:
 class PygNodePipeline(base.Pipeline):
     """The shared GraphSAGE from PyG's SAGEConv on NeighborLoader-style batches (the seeds
     first, `batch_size` of them): every layer runs on the whole sampled subgraph, and the loss
-    and accuracy are taken on the seeds."""
+    and accuracy are taken on the seeds. With `trim_to_layer` (PyG's hierarchical neighbourhood
+    sampling, its examples/hierarchical_sampling.py) layer i runs on the subgraph less its last i
+    hops (torch_geometric.utils.trim_to_layer, with the batch's nodes and edges per hop): the
+    same outputs at the seeds, less work in the later layers."""
 
     @property
     def sampler(self) -> str:
         return neighbor_sampler_in_use()
 
+    @property
+    def trims(self) -> bool:
+        return bool(self.settings.get("trim_to_layer"))
+
     def make_model(self, data):
-        return self.sage(lambda a, b: SAGEConv(a, b, aggr="mean"), data.features.shape[1], data.num_classes)
+        return self.sage(lambda a, b: SAGEConv(a, b, aggr="mean"), data.features.shape[1], data.num_classes,
+                         trim=trim_layer if self.trims else None)
 
     def _layers(self, batch) -> list:
         return [batch.edge_index] * len(self.settings["fanout"])  # every layer on the whole subgraph
@@ -54,13 +63,54 @@ class PygNodePipeline(base.Pipeline):
         return int(batch.batch_size), int(batch.edge_index.size(1))
 
     def forward(self, model, batch):
-        return model(batch.x, self._layers(batch))[: batch.batch_size], batch.y[: batch.batch_size]
+        if self.trims:
+            out = model(batch.x, self._layers(batch), hops=hops_of(batch, len(self.settings["fanout"])))
+        else:
+            out = model(batch.x, self._layers(batch))
+        return out[: batch.batch_size], batch.y[: batch.batch_size]
 
-    def work(self, batch) -> tuple[list[int], list[int], int, int]:
+    def work(self, batch) -> tuple[list[int], list[int], int, int, list[int], list[int]]:
         x = batch.x
         rows = int(x.shape[0])
-        hop_nodes, hop_edges = sampled_per_hop(batch, len(self.settings["fanout"]), rows)
-        return hop_nodes, hop_edges, rows, x.numel() * x.element_size()
+        layers = len(self.settings["fanout"])
+        hop_nodes, hop_edges = sampled_per_hop(batch, layers, rows)
+        modelled = self.settings.get("model") != "none"
+        layer_nodes, layer_edges = layer_work(hop_nodes, hop_edges, self.trims) if modelled else ([], [])
+        return hop_nodes, hop_edges, rows, x.numel() * x.element_size(), layer_nodes, layer_edges
+
+
+def trim_layer(layer: int, x, edge_index, hops):
+    """Layer `layer`'s input: PyG's trim_to_layer with the batch's (nodes, edges) per hop."""
+    from torch_geometric.utils import trim_to_layer
+
+    x, edge_index, _ = trim_to_layer(layer, hops[0], hops[1], x, edge_index)
+    return x, edge_index
+
+
+def hops_of(batch, num_hops: int) -> tuple[list[int], list[int]]:
+    """The batch's nodes and edges per hop, as trim_to_layer takes them: pyg-lib's sampler reports
+    them; with torch-sparse's, HopCounts (the loader's transform) put them on the batch."""
+    found = batch._store
+    nodes, edges = found.get("num_sampled_nodes"), found.get("num_sampled_edges")
+    if nodes is None or edges is None:
+        return sampled_per_hop(batch, num_hops, int(batch.x.shape[0]))  # on the CPU only
+    return [int(n) for n in nodes], [int(e) for e in edges]
+
+
+class HopCounts:
+    """A NeighborLoader transform for trim_to_layer: where the sampler did not report its nodes and
+    edges per hop (torch-sparse), read them off the batch (sampled_per_hop) in the loader, so they
+    travel with it (from a DataLoader worker too; timed with the feature fetch, in filter_fn)."""
+
+    def __init__(self, num_hops: int):
+        self.num_hops = num_hops
+
+    def __call__(self, data):
+        found = data._store
+        if found.get("num_sampled_nodes") is None or found.get("num_sampled_edges") is None:
+            nodes, edges = sampled_per_hop(data, self.num_hops, int(data.num_nodes))
+            data.num_sampled_nodes, data.num_sampled_edges = nodes, edges
+        return data
 
 
 def instrument(loader, sync=None):

@@ -25,8 +25,15 @@ Work. Per batch, counted the same way for every node backend (`Work`):
     input_nodes nodes whose features were fetched
     feature_bytes  bytes of features gathered
     copy_bytes  bytes copied host -> device (0 on the CPU)
-Counting takes the training thread's time: it stays within a budget (`EpochClock.count`), so
-where it is dear only a sample of the batches is counted (`counted` of `batches`).
+    layer_nodes [nodes layer 1 computes, layer 2, ...]: the rows each layer of the model outputs,
+                input layer first (GraphBolt: its block's destination nodes; PyG: every node of
+                the subgraph, or with trim_to_layer the hops the layer still needs)
+    layer_edges [edges layer 1 aggregates over, layer 2, ...]
+The same sums are kept apart over the full batches (`batch_size` seeds; `full`): per-seed figures
+taken over them do not move with a rank's partial last batch, whose few seeds share fewer
+neighbours. Counting takes the training thread's time: it stays within a budget
+(`EpochClock.count`), so where it is dear only a sample of the batches is counted (`counted` of
+`batches`).
 
 Plain Python: imported inside the stacks, torch only where a GPU is synchronised.
 """
@@ -126,25 +133,36 @@ def cuda_sync(device):
 
 class Work:
     """One epoch's work (see the module docstring): `batches` in all, the counts of those counted
-    (`rows`; summed when the epoch is over, outside its time) and the bytes copied (every batch)."""
+    (`rows`; summed when the epoch is over, outside its time) and the bytes copied (every batch).
+    `batch_size`: a counted batch of that many seeds is a full one (also summed apart)."""
 
-    def __init__(self):
+    def __init__(self, batch_size: int | None = None):
         self.batches = 0
+        self.batch_size = batch_size
         self.rows: list[tuple] = []
         self.copy_bytes = 0
 
-    def add(self, hop_nodes, hop_edges, input_nodes: int, feature_bytes: int) -> None:
-        self.rows.append((hop_nodes, hop_edges, input_nodes, feature_bytes))
+    def add(self, hop_nodes, hop_edges, input_nodes: int, feature_bytes: int, layer_nodes=(), layer_edges=()) -> None:
+        self.rows.append((hop_nodes, hop_edges, input_nodes, feature_bytes, layer_nodes, layer_edges))
 
     def as_dict(self) -> dict:
-        hop_nodes: list[int] = []
-        hop_edges: list[int] = []
-        for nodes, edges, _, _ in self.rows:
-            _add_into(hop_nodes, nodes)
-            _add_into(hop_edges, edges)
-        return {"batches": self.batches, "counted": len(self.rows), "hop_nodes": hop_nodes, "hop_edges": hop_edges,
+        lists = {key: [] for key in LISTS}
+        full = {key: [] for key in LISTS}
+        full_counted = 0
+        for nodes, edges, _, _, layer_nodes, layer_edges in self.rows:
+            is_full = self.batch_size is not None and len(nodes) > 0 and int(nodes[0]) == self.batch_size
+            full_counted += is_full
+            for key, values in zip(LISTS, (nodes, edges, layer_nodes, layer_edges)):
+                _add_into(lists[key], values)
+                if is_full:
+                    _add_into(full[key], values)
+        return {"batches": self.batches, "counted": len(self.rows), **lists,
                 "input_nodes": sum(int(r[2]) for r in self.rows), "feature_bytes": sum(int(r[3]) for r in self.rows),
-                "copy_bytes": self.copy_bytes}
+                "copy_bytes": self.copy_bytes, "full": {"counted": full_counted, **full}}
+
+
+# the per-hop and per-layer lists of a Work (summed element by element)
+LISTS = ("hop_nodes", "hop_edges", "layer_nodes", "layer_edges")
 
 
 def _add_into(total: list, values) -> None:
@@ -161,7 +179,7 @@ class EpochClock:
     each of its stages ends; `split` closes the epoch. What the loader's stamps say is settled
     when the epoch is over (`split`, `worker_seconds`), outside its time: the loop only keeps them."""
 
-    def __init__(self, sync=None, work_budget: float = WORK_BUDGET):
+    def __init__(self, sync=None, work_budget: float = WORK_BUDGET, batch_size: int | None = None):
         self.sync = sync  # the training device's synchronize, on a GPU
         self.work_budget = work_budget
         self.started = _perf()
@@ -170,7 +188,7 @@ class EpochClock:
         self.seconds = dict.fromkeys(STAGES, 0.0)
         self.elsewhere = dict.fromkeys(("sample", "fetch"), 0.0)
         self.overlapped = False  # some loader stage ran outside this thread
-        self.work = Work()
+        self.work = Work(batch_size)
         self.last = 0.0
         self.loads: list[tuple[float, list]] = []  # (seconds blocked in next(), the batch's stamp)
 
@@ -234,6 +252,18 @@ class EpochClock:
         """Loader seconds spent outside the training thread (overlapping it), or None."""
         self._settle()
         return dict(self.elsewhere) if self.overlapped else None
+
+
+def layer_work(hop_nodes: list[int], hop_edges: list[int], trimmed: bool) -> tuple[list[int], list[int]]:
+    """The nodes each layer outputs and the edges it aggregates over, input layer first, of a model
+    run on a NeighborLoader subgraph (PyG's SAGEConv outputs every node it is given): without
+    trimming every layer runs on the whole subgraph; trim_to_layer leaves layer i (from 0) the
+    nodes of hops 0..L-i and the edges of hops 1..L-i."""
+    layers = len(hop_edges)
+    if not trimmed:
+        return [sum(hop_nodes)] * layers, [sum(hop_edges)] * layers
+    return ([sum(hop_nodes[:layers - i + 1]) for i in range(layers)],
+            [sum(hop_edges[:layers - i]) for i in range(layers)])
 
 
 def tensor_bytes(tensors) -> int:

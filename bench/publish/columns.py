@@ -87,6 +87,29 @@ def _unequal_work(cell: CellResult) -> str | None:
     return "(unequal work)" if cell.work_flag else None
 
 
+def _fewer_seeds(cell: CellResult) -> str | None:
+    """'(12 fewer seeds per epoch)': the cell trained fewer seeds than another of its dataset and
+    batch size (stages.fewer_seeds; the whole note in the HTML tooltip)."""
+    if not cell.seeds_flag:
+        return None
+    return f"({cell.seeds_flag.split(' (', 1)[0]})"
+
+
+def _seeds_hint(cell: CellResult) -> str:
+    per_epoch = stages.seeds_per_epoch(cell)
+    text = f"{fmt.rate(per_epoch)} seeds per epoch" if per_epoch else "training seeds per second"
+    return f"{text}: {cell.seeds_flag}" if cell.seeds_flag else text
+
+
+def _per_hop_text(values) -> str:
+    return fmt.DASH if not values else " / ".join(f"{v:,.2f}" if v < 10 else f"{v:,.1f}" for v in values)
+
+
+def _per_seed_hops(cell: CellResult, key: str):
+    found = stages.per_seed(cell)
+    return (found or {}).get(key) or None
+
+
 def _sampled(cell: CellResult) -> str | None:
     """Where the work budget counted a sample of the batches (bench/backends/stages.py): how many."""
     work = cell.metrics.work or {}
@@ -182,7 +205,8 @@ CELL_COLUMNS = [
     Column("scaling efficiency", lambda c: c.scaling_efficiency, fmt.pct, title="scaling", unit="efficiency",
            hint=lambda c: f"speedup against 1 rank: {fmt.ratio(c.speedup_vs_ws1)}", markdown=False,
            shown=_has_scaling),
-    Column("seeds/s", metric("seeds_per_s"), fmt.rate, title="throughput", unit="seeds/s"),
+    Column("seeds/s", metric("seeds_per_s"), fmt.rate, title="throughput", unit="seeds/s", note=_fewer_seeds,
+           hint=_seeds_hint),
     Column("sampled edges/s", metric("edges_per_s"), fmt.rate, html=False),
     Column("loader stall", metric("loader_stall"), fmt.pct, title="loader", unit="stall"),
     # where the epoch went (bench.publish.stages): the stage with the largest share, held against
@@ -247,6 +271,11 @@ STAGE_COLUMNS = [
     Column("copy rate (of h2d ceiling)", stages.copy_rate, stages.bandwidth),
     Column("nodes per hop", lambda c: (c.metrics.work or {}).get("hop_nodes"),
            lambda v: fmt.DASH if not v else " / ".join(f"{n:,.0f}" for n in v), note=_hops_note),
+    # per training seed (stages.per_seed: over full batches where recorded), what the equal-work
+    # check compares: the edges sampled per hop, the nodes and edges each layer computes over
+    Column("edges per hop, per seed", lambda c: _per_seed_hops(c, "hop_edges"), _per_hop_text),
+    Column("layer nodes per seed", lambda c: _per_seed_hops(c, "layer_nodes"), _per_hop_text),
+    Column("layer edges per seed", lambda c: _per_seed_hops(c, "layer_edges"), _per_hop_text),
 ]
 
 

@@ -66,9 +66,21 @@ class Partition(Loose):
     reused: bool | None = None
 
 
+class PerSeed(Loose):
+    """Work per training seed, per hop and per layer, over the full batches (`over: full`) or all
+    counted batches (`over: all`)."""
+    over: Literal["full", "all"] | None = None
+    counted: Amount | None = None
+    hop_nodes: list[Amount] | None = None
+    hop_edges: list[Amount] | None = None
+    layer_nodes: list[Amount] | None = None
+    layer_edges: list[Amount] | None = None
+
+
 class Work(Loose):
     """Per-batch means of the work a cell's batches did (over the `counted` batches per epoch; files
-    before the work budget counted every batch), and batches per epoch."""
+    before the work budget counted every batch), and batches per epoch; the per-layer means and the
+    per-seed figures only in files written since they were counted."""
     batches: Amount | None = None
     counted: Amount | None = None
     hop_nodes: list[Amount] | None = None
@@ -76,6 +88,9 @@ class Work(Loose):
     input_nodes: Amount | None = None
     feature_bytes: Amount | None = None
     copy_bytes: Amount | None = None
+    layer_nodes: list[Amount] | None = None
+    layer_edges: list[Amount] | None = None
+    per_seed: PerSeed | None = None
 
 
 class ExtraInfo(Loose):
@@ -96,6 +111,7 @@ class ExtraInfo(Loose):
     compute_s: Seconds | None = None
     comm_s: Seconds | None = None
     batches_per_epoch: Count | None = None
+    seeds_per_epoch: Amount | None = None
     total_pss_bytes: Count | None = None
     peak_gpu_bytes: Count | None = None
     warmup_epoch_s: list[Seconds] | None = None

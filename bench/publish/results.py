@@ -94,6 +94,7 @@ class Metrics:
     compute_s: float | None = None    # per epoch
     comm_s: float | None = None       # per epoch: DDP's all-reduce
     batches_per_epoch: int | None = None
+    seeds_per_epoch: float | None = None  # all ranks' seeds per epoch; None in files written before it
     total_pss_bytes: int | None = None
     peak_gpu_bytes: int | None = None
     warmup_epoch_s: tuple[float, ...] = ()
@@ -133,8 +134,9 @@ class CellResult:
     device: dict = field(default_factory=dict)
     file: Path | None = None          # the result file it was read from
     machine: Machine | None = None    # the machine of that run (its ceilings hold the stages against it)
-    # derived on read (see score() and stages.equal_work()):
+    # derived on read (see score(), stages.equal_work() and stages.fewer_seeds()):
     work_flag: str | None = None      # it did different work than a cell it is compared with
+    seeds_flag: str | None = None     # it trained fewer seeds per epoch than a cell it is compared with
     is_baseline: bool = False
     reference_id: str | None = None   # the cell its `speedup` is against
     speedup: float | None = None      # reference's median epoch / this cell's
@@ -282,19 +284,21 @@ def of_document(data, path: Path) -> RunResult:
     bench/run/recover.py), and read it."""
     path = Path(path)
     _check(data, path)
-    from bench.publish.stages import equal_work
+    from bench.publish.stages import equal_work, fewer_seeds
 
     meta = data.get("gnnbench", {})
     machine = _machine(data.get("machine_info") or {})
     present = [dataclasses.replace(_measured_cell(b, path), machine=machine) for b in data["benchmarks"]]
     present += [_unmeasured_cell(u, path) for u in data.get("unmeasured", [])]
     cells = score(_in_suite_order(meta.get("cells") or [], present), meta.get("baseline"))
-    flags = equal_work(cells)
+    flags, fewer = equal_work(cells), fewer_seeds(cells)
+    cells = [dataclasses.replace(c, work_flag=flags.get(c.id), seeds_flag=fewer.get(c.id))
+             if c.id in flags or c.id in fewer else c for c in cells]
     return RunResult(
         path=path, suite=meta.get("suite"), description=meta.get("description"),
         baseline=meta.get("baseline"), started_at=meta.get("started_at"), datetime=data.get("datetime"),
         commit=data.get("commit_info") or {}, machine=machine, not_run=tuple(meta.get("backends_not_run") or ()),
-        cells=tuple(dataclasses.replace(c, work_flag=flags.get(c.id)) if c.id in flags else c for c in cells))
+        cells=tuple(cells))
 
 
 def _load(path: Path) -> dict:

@@ -11,7 +11,9 @@ None for them.
     fetch_rate(cell)      feature bytes gathered per second of the fetch stage, and the ceiling
     copy_rate(cell)       bytes copied to the device per second of the copy stage, and the ceiling
     headline(cell)        "fetch 61 % of the epoch at 38 % of this machine's gather bandwidth"
-    equal_work(cells)     cells that do different work for the same dataset, fanout and batch size
+    per_seed(cell)        nodes and edges per training seed, per hop and per layer
+    equal_work(cells)     cells that do different work per seed for the same dataset, fanout and batch size
+    fewer_seeds(cells)    cells that trained fewer seeds per epoch than another (a sampler's drop)
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ if TYPE_CHECKING:
 
 STAGES = ("sample", "fetch", "copy", "forward_backward", "optimizer", "allreduce", "wait", "other")
 LABELS = {"forward_backward": "forward/backward", "allreduce": "all-reduce"}
-EQUAL_WORK_TOLERANCE = 0.10   # nodes per batch differing by more than this: not the same work
+EQUAL_WORK_TOLERANCE = 0.10   # a per-seed figure differing by more than this: not the same work
 # with the dataset: cells that should do the same work. The world size too: each rank takes its
 # share of the seeds, so more ranks leave more partial batches (PyG's shards), fewer nodes each.
 SAME_WORK_KEYS = ("fanout", "batch_size", "world_size")
@@ -219,21 +221,156 @@ def split_line(recorded: dict | None) -> str | None:
 
 # --- the equal-work check ----------------------------------------------------------------------
 
+def per_seed(cell: CellResult) -> dict | None:
+    """The work per training seed: {"hop_nodes": [1, nodes first reached at hop 1 per seed, ...],
+    "hop_edges": [...], "layer_nodes": [...], "layer_edges": [...], "over": "full"/"all"}, as
+    recorded (over the full batches where there were any), or for files written before it
+    derived from the means per batch (over all counted batches; no layers). None without hops."""
+    recorded = _work(cell, "per_seed")
+    if recorded and recorded.get("hop_nodes"):
+        return recorded
+    hop_nodes, hop_edges = _work(cell, "hop_nodes"), _work(cell, "hop_edges") or []
+    if not hop_nodes or not hop_nodes[0]:
+        return None
+    seeds = hop_nodes[0]
+    return {"over": "all", "hop_nodes": [n / seeds for n in hop_nodes], "hop_edges": [e / seeds for e in hop_edges],
+            "layer_nodes": [], "layer_edges": []}
+
+
+def seeds_per_epoch(cell: CellResult) -> float | None:
+    """Seeds trained per epoch over all ranks: as recorded, or (files written before it) the seeds
+    per second times the mean epoch, which the worker took from the same epochs."""
+    if not cell.measured or cell.metrics is None:
+        return None
+    if cell.metrics.seeds_per_epoch is not None:
+        return cell.metrics.seeds_per_epoch
+    mean = cell.stats.mean if cell.stats else None
+    return round(cell.metrics.seeds_per_s * mean) if mean else None
+
+
+def _figures(found: dict) -> dict[tuple[str, int, str], float]:
+    """(part, number, what) -> per seed, where part is hop (from 1, the seeds' own) or layer (from 1,
+    the input layer)."""
+    out = {}
+    for what in ("nodes", "edges"):
+        for i, v in enumerate(found.get(f"hop_{what}") or []):
+            if what == "edges" or i > 0:  # hop 0's nodes are the seeds themselves: 1 per seed
+                out[("hop", i + 1 if what == "edges" else i, what)] = float(v)
+        for i, v in enumerate(found.get(f"layer_{what}") or []):
+            out[("layer", i + 1, what)] = float(v)
+    return dict(sorted(out.items(), key=lambda kv: (kv[0][0] != "hop", kv[0][1], kv[0][2] != "nodes")))
+
+
+def _apart(mine: float, theirs: float) -> float:
+    """How far apart two figures are, relative to the smaller (inf where one is 0 and not the other)."""
+    low = min(mine, theirs)
+    if low <= 0:
+        return 0.0 if mine == theirs else float("inf")
+    return abs(mine - theirs) / low
+
+
+def _per_seed_text(value: float) -> str:
+    return f"{value:,.2f}" if value < 10 else f"{value:,.1f}"
+
+
+def _why(cell: CellResult, figure: tuple[str, int, str]) -> str | None:
+    """What the framework does that makes this figure larger (bench.backends.BackendInfo.work_notes)."""
+    from bench.backends import BACKENDS
+
+    info = BACKENDS.get(cell.backend or "")
+    if info is None:
+        return None
+    part, number, what = figure
+    return info.work_notes.get(f"{part}_{what}" if part == "layer" else f"hop{number}_{what}") \
+        or info.work_notes.get(part)
+
+
 def equal_work(cells) -> dict[str, str]:
-    """cell id -> a flag, for each measured cell whose nodes per batch differ by more than
-    EQUAL_WORK_TOLERANCE from another cell of the same dataset, fanout, batch size and world size: the two
-    sample different neighbourhoods, and their epoch times do not compare."""
+    """cell id -> a flag, for each measured cell whose work per training seed differs by more than
+    EQUAL_WORK_TOLERANCE from another cell of the same dataset, fanout, batch size and world size
+    (nodes first reached or edges sampled at a hop, nodes or edges a layer computes over): the two
+    do different work, and their epoch times do not compare. Per seed, over full batches, so that a
+    rank's partial last batch (fewer seeds, not other work) does not count. The flag names each
+    figure that differs, the cell it differs most from, and where known what the framework does to
+    make it larger. Files written before the full batches were counted apart compare only cells
+    whose batches held about as many seeds; cells whose files have no hops, nodes per batch."""
     groups: dict[str, list] = {}
     for cell in cells:
-        if cell.measured and nodes_per_batch(cell):
+        if cell.measured and (per_seed(cell) or nodes_per_batch(cell)):
             key = json.dumps([cell.dataset, *(cell.settings.get(k) for k in SAME_WORK_KEYS)], default=str)
             groups.setdefault(key, []).append(cell)
     flags = {}
     for group in groups.values():
         for cell in group:
-            mine = nodes_per_batch(cell)
-            other = max(group, key=lambda c: abs(nodes_per_batch(c) - mine))
-            theirs = nodes_per_batch(other)
-            if abs(mine - theirs) / min(mine, theirs) > EQUAL_WORK_TOLERANCE:
-                flags[cell.id] = f"{mine:,.0f} nodes per batch against {theirs:,.0f} in {other.id}"
+            flag = _per_seed_flag(cell, group) if per_seed(cell) else _per_batch_flag(cell, group)
+            if flag:
+                flags[cell.id] = flag
     return flags
+
+
+def _comparable(cell: CellResult, other: CellResult) -> bool:
+    """Whether two cells' per-seed figures compare: both over full batches, or (a file written before
+    they were kept apart) over batches of about as many seeds: a batch of few seeds shares fewer
+    neighbours among them, so its unique nodes per seed are more, with the same sampling."""
+    if per_seed(cell).get("over") == per_seed(other).get("over") == "full":
+        return True
+    mine, theirs = _work(cell, "hop_nodes"), _work(other, "hop_nodes")
+    return bool(mine and theirs) and _apart(mine[0], theirs[0]) <= EQUAL_WORK_TOLERANCE
+
+
+def _per_seed_flag(cell: CellResult, group: list) -> str | None:
+    mine = _figures(per_seed(cell))
+    others = [(other, _figures(per_seed(other))) for other in group
+              if other is not cell and per_seed(other) and _comparable(cell, other)]
+    parts = []
+    for figure, value in mine.items():
+        found = [(_apart(value, theirs[figure]), other, theirs[figure]) for other, theirs in others if figure in theirs]
+        if not found:
+            continue
+        apart, other, theirs = max(found, key=lambda f: f[0])
+        if apart <= EQUAL_WORK_TOLERANCE:
+            continue
+        part, number, what = figure
+        change = f"{(value - theirs) / theirs:+.0%}".replace("-", "−") if theirs else "more"
+        text = (f"{part} {number}: {_per_seed_text(value)} {what} per seed against {_per_seed_text(theirs)} "
+                f"in {other.id} ({change.replace('%', ' %')})")
+        why = _why(cell, figure) if value > theirs else None
+        parts.append(text + (f": {why}" if why else ""))
+    return "; ".join(parts) or None
+
+
+def _per_batch_flag(cell: CellResult, group: list) -> str | None:
+    mine = nodes_per_batch(cell)
+    comparable = [c for c in group if nodes_per_batch(c)]
+    if not mine or not comparable:
+        return None
+    other = max(comparable, key=lambda c: abs(nodes_per_batch(c) - mine))
+    theirs = nodes_per_batch(other)
+    if abs(mine - theirs) / min(mine, theirs) > EQUAL_WORK_TOLERANCE:
+        return f"{mine:,.0f} nodes per batch against {theirs:,.0f} in {other.id}"
+    return None
+
+
+def fewer_seeds(cells) -> dict[str, str]:
+    """cell id -> a note, for each measured cell that trained fewer seeds per epoch than another of
+    the same dataset and batch size: a sampler that drops seeds to keep its ranks in step
+    (GraphBolt's DistributedItemSampler with drop_uneven_inputs drops each rank's uneven batches;
+    PyG's shards drop a remainder smaller than the world size). Such cells do the same work per
+    seed over fewer seeds: compare them by seeds/s, not epoch time."""
+    from bench.backends import BACKENDS
+
+    groups: dict[str, list] = {}
+    for cell in cells:
+        info = BACKENDS.get(cell.backend or "")
+        if seeds_per_epoch(cell) and (info is None or info.seeds_are_training_seeds):
+            key = json.dumps([cell.dataset, cell.settings.get("batch_size")], default=str)
+            groups.setdefault(key, []).append(cell)
+    notes = {}
+    for group in groups.values():
+        most = max(group, key=seeds_per_epoch)
+        for cell in group:
+            fewer = seeds_per_epoch(most) - seeds_per_epoch(cell)
+            if fewer >= 0.5:
+                notes[cell.id] = (f"{fewer:,.0f} fewer seeds per epoch ({seeds_per_epoch(cell):,.0f} against "
+                                  f"{seeds_per_epoch(most):,.0f} in {most.id})")
+    return notes

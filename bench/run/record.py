@@ -89,6 +89,9 @@ def extra_info(outcome: Outcome, baseline: str | None = None) -> dict:
         "loader_stall": stall / seconds,
         "compute_s": (seconds - stall) / len(epochs),
         "batches_per_epoch": epochs[0]["batches"],
+        # seeds trained per epoch, all ranks: fewer than the training split where a sampler drops some
+        # (GraphBolt's DistributedItemSampler evens its ranks' batches out; PyG's shards drop a remainder)
+        "seeds_per_epoch": sum(e["seeds"] for e in epochs) / len(epochs),
         "peak_rss_bytes": outcome.peak_rss_bytes,
         "peak_pss_bytes": outcome.peak_pss_bytes,
         "total_pss_bytes": outcome.peak_pss_bytes,
@@ -135,14 +138,37 @@ def profile_info(epochs: list[dict], profile: bool) -> dict:
         return sum(w[key] for w in works) / counted
 
     def per_hop(key: str) -> list[float]:
-        hops = max(len(w[key]) for w in works)
-        return [sum(w[key][i] for w in works if i < len(w[key])) / counted for i in range(hops)]
+        return [total / counted for total in _summed(works, key)]
 
     work = {"hop_nodes": per_hop("hop_nodes"), "hop_edges": per_hop("hop_edges"),
             **{k: per_batch(k) for k in ("input_nodes", "feature_bytes")},
             "copy_bytes": sum(w["copy_bytes"] for w in works) / batches,  # every batch's, from the step
-            "batches": batches / n, "counted": counted / n}
+            "batches": batches / n, "counted": counted / n,
+            "layer_nodes": per_hop("layer_nodes"), "layer_edges": per_hop("layer_edges"),
+            "per_seed": per_seed(works)}
     return {"profile": True, "stages": stages, "loader_worker_s": worker_s, "work": work}
+
+
+def _summed(works: list[dict], key: str) -> list[float]:
+    """A hop or layer list summed over epochs, element by element (missing in older records: [])."""
+    lists = [w.get(key) or [] for w in works]
+    return [sum(values[i] for values in lists if i < len(values)) for i in range(max(map(len, lists), default=0))]
+
+
+def per_seed(works: list[dict]) -> dict | None:
+    """The work per training seed (what the equal-work check compares, bench/publish/stages.py):
+    nodes and edges per hop and per layer, each divided by the seeds of the same batches. Over the
+    full batches where any was counted (`over: "full"`): a rank's partial last batch shares fewer
+    neighbours among its seeds, and would move the figures; else over all counted batches."""
+    fulls = [w["full"] for w in works if w.get("full") and w["full"].get("counted")]
+    over, source = ("full", fulls) if fulls else ("all", works)
+    hop_nodes = _summed(source, "hop_nodes")
+    if not hop_nodes or not hop_nodes[0]:
+        return None
+    seeds = hop_nodes[0]
+    return {"over": over, "counted": sum(w.get("counted", w.get("batches", 0)) for w in source) / len(works),
+            **{key: [v / seeds for v in _summed(source, key)]
+               for key in ("hop_nodes", "hop_edges", "layer_nodes", "layer_edges")}}
 
 
 def rank_entries(outcome: Outcome) -> list[dict]:

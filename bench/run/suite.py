@@ -108,6 +108,10 @@ class Settings(Strict):
     pin_memory: one_or_sweep(bool) = False  # the loader pins each batch, copied with non_blocking=True
     amp: one_or_sweep(Amp) = "off"  # autocast in bf16, or fp16 with a GradScaler (CUDA only)
     gpu_cache: one_or_sweep(bounded(float, ge=0, le=1)) = 0.0  # GraphBolt GPUCachedFeature: share of feature rows
+    # PyG's hierarchical neighbourhood sampling: each layer of the model runs on the hops it still
+    # needs (torch_geometric.utils.trim_to_layer), not the whole sampled subgraph. A cell only where
+    # the backend has it (BackendInfo.options) and there is a model; in cell ids only when true.
+    trim_to_layer: one_or_sweep(bool) = False
     # Memory budget: the cell's whole process tree runs in a memory cgroup with this limit ("none",
     # or a size: 512MiB, 3GiB); killed for memory it is recorded as `oom` (bench/run/cgroup.py).
     memory_limit: one_or_sweep(MemoryLimit) = "none"
@@ -224,7 +228,7 @@ ID_SHORT = {"batch_size": "batch", "warmup_epochs": "warmup"}
 # Settings that appear in a cell id exactly when they differ from their default, swept or not
 # (so a limited or cold cell never shares the id of its unlimited, warm twin, and adding them
 # to a suite leaves the ids of its other cells as they were).
-ID_WHEN_SET = {"memory_limit": "none", "page_cache": "warm"}
+ID_WHEN_SET = {"memory_limit": "none", "page_cache": "warm", "trim_to_layer": False}
 # The GPU settings: in the id where the suite sweeps them (as always), and otherwise where a cell
 # differs from the default (an include that turns one on must not make a twin of the plain cell).
 ID_WHEN_NOT_DEFAULT = {"pin_memory": False, "amp": "off", "gpu_cache": 0.0}
@@ -522,8 +526,8 @@ def expand(suite: Suite) -> list[Cell]:
 def _meaningful(backend: str, settings: dict) -> bool:
     """Whether a backend has what these settings ask for: a stack of its framework; the GPU
     settings only in a mode that trains on the GPU (bf16 autocast also runs on the CPU), with a
-    model to train, and where the backend has them (BackendInfo.options); a cold page cache
-    only for a store read from files."""
+    model to train, and where the backend has them (BackendInfo.options); trim_to_layer only with
+    a model, where the backend has it; a cold page cache only for a store read from files."""
     from bench.run.stacks import framework_of, get
 
     info = BACKENDS[backend]
@@ -538,6 +542,9 @@ def _meaningful(backend: str, settings: dict) -> bool:
         return False
     # GraphBolt looks its GPU cache up with ids on the GPU: the mode that moves the seeds there first
     if settings["gpu_cache"] and not (mode.pinned and "gpu_cache" in info.options):
+        return False
+    # trimming the model's layers: only where there is a model, in a backend that has it (PyG's)
+    if settings["trim_to_layer"] and not (settings["model"] == "sage" and "trim_to_layer" in info.options):
         return False
     # a cold page cache means something only for a store read from files (not an in-memory copy)
     if settings["page_cache"] == "cold" and not cold_files(settings["store"], info.task):

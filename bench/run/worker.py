@@ -52,7 +52,8 @@ def run_epoch(pipe, on_batch=None, profile: bool = False) -> dict:
     `profile`, also the epoch's stages, loader worker-seconds and work (bench/backends/stages.py)."""
     from bench.backends.stages import WORK_BUDGET, EpochClock, cuda_sync
 
-    clock = EpochClock(cuda_sync(pipe.device), pipe.settings.get("work_budget", WORK_BUDGET)) if profile else None
+    clock = (EpochClock(cuda_sync(pipe.device), pipe.settings.get("work_budget", WORK_BUDGET),
+                        pipe.settings.get("batch_size")) if profile else None)
     comm_before = pipe.comm.seconds if pipe.comm else 0.0
     stall = 0.0
     seeds = edges = batches = 0
@@ -340,12 +341,25 @@ def merge_ranks(ranks: list[dict], key: str) -> list[dict]:
 
 
 def sum_work(works: list[dict]) -> dict:
-    """Work counts of several ranks' epochs, summed (hop lists element by element)."""
+    """Work counts of several ranks' epochs, summed (hop and layer lists element by element; the
+    full batches' sums too)."""
     out = {k: sum(w[k] for w in works) for k in ("batches", "input_nodes", "feature_bytes", "copy_bytes")}
     out["counted"] = sum(w.get("counted", w["batches"]) for w in works)
-    for key in ("hop_nodes", "hop_edges"):
-        hops = max(len(w[key]) for w in works)
-        out[key] = [sum(w[key][i] for w in works if i < len(w[key])) for i in range(hops)]
+    out.update(_sum_lists(works))
+    fulls = [w["full"] for w in works if w.get("full")]
+    if fulls:
+        out["full"] = {"counted": sum(f["counted"] for f in fulls), **_sum_lists(fulls)}
+    return out
+
+
+def _sum_lists(works: list[dict]) -> dict:
+    from bench.backends.stages import LISTS
+
+    out = {}
+    for key in LISTS:
+        lists = [w.get(key) or [] for w in works]
+        hops = max((len(values) for values in lists), default=0)
+        out[key] = [sum(values[i] for values in lists if i < len(values)) for i in range(hops)]
     return out
 
 
