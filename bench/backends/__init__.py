@@ -45,9 +45,9 @@ BACKENDS: dict[str, BackendInfo] = {
     "pyg-neighbor": BackendInfo("bench.backends.pyg_neighbor", "pyg", ("cpu-cpu", "cpu-cuda"), ("memory", "lmdb"),
                                 options=("pin_memory", "amp", "trim_to_layer"),
                                 structure_bytes_per_node=8, structure_bytes_per_edge=16,
-                                work_notes={"layer": "PyG's SAGEConv outputs every node it is given: every layer runs "
-                                                     "over the whole sampled subgraph (with trim_to_layer, over the "
-                                                     "hops the layer still needs)"}),
+                                work_notes={"layer": "PyG's layers compute every node they are given: the whole "
+                                                     "sampled subgraph, or with trim_to_layer the hops the layer "
+                                                     "still needs"}),
     # GraphBolt's fused CSC sampling graph: indptr (8 B per node), indices (8 B per edge)
     "dgl-graphbolt": BackendInfo("bench.backends.dgl_graphbolt", "dgl",
                                  ("cpu-cpu", "cpu-cuda", "pinned-cuda", "cuda-cuda"),

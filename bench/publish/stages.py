@@ -322,7 +322,7 @@ def _per_seed_flag(cell: CellResult, group: list) -> str | None:
     mine = _figures(per_seed(cell))
     others = [(other, _figures(per_seed(other))) for other in group
               if other is not cell and per_seed(other) and _comparable(cell, other)]
-    parts = []
+    parts, said = [], set()
     for figure, value in mine.items():
         found = [(_apart(value, theirs[figure]), other, theirs[figure]) for other, theirs in others if figure in theirs]
         if not found:
@@ -335,7 +335,8 @@ def _per_seed_flag(cell: CellResult, group: list) -> str | None:
         text = (f"{part} {number}: {_per_seed_text(value)} {what} per seed against {_per_seed_text(theirs)} "
                 f"in {other.id} ({change.replace('%', ' %')})")
         why = _why(cell, figure) if value > theirs else None
-        parts.append(text + (f": {why}" if why else ""))
+        parts.append(text + (f": {why}" if why and why not in said else ""))
+        said.add(why)
     return "; ".join(parts) or None
 
 
