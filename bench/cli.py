@@ -458,6 +458,9 @@ def cmd_stacks_list() -> int:
             versions = stacks.probe_versions(stack)
             print(f"{name}: installed at {stack.path}")
             print("   " + ", ".join(f"{k} {v}" for k, v in versions.items()))
+            sampler = stacks.recorded_sampler(stack.path)
+            if sampler:
+                print(f"   sampler: {stacks.sampler_summary(sampler)}")  # PyG's wheel index, or the fallback and why
         else:
             print(f"{name}: not installed (gnnbench stacks install {name}); pins: {stack.requirements}")
     for name, stack in external_stacks.registered().items():

@@ -9,16 +9,31 @@ def test_pin_files_parse_into_plain_and_no_isolation_passes():
     plain, no_isolation = stacks.get("pyg").requirement_lines(container=False)
     assert "torch==2.13.0" in plain and "torch-geometric==2.8.1" in plain
     assert no_isolation == ["torch-scatter==2.1.2", "torch-sparse==0.6.18"]
-    assert not any(line.startswith("pyg-lib") for line in plain)  # not on PyPI: the images' only
+    assert not any(line.startswith("pyg-lib") for line in plain)  # not on PyPI: a pass of its own
     plain, no_isolation = stacks.get("dgl").requirement_lines(container=False)
     assert {"torch==2.2.1", "dgl==2.1.0", "torchdata==0.7.1"} <= set(plain) and no_isolation == []
 
 
-def test_images_take_pyg_lib_instead_of_the_source_builds():
-    plain, no_isolation = stacks.get("pyg").requirement_lines(container=True)
-    assert "pyg-lib>=0.7.0" in plain and no_isolation == []
-    plain, _ = stacks.get("pyg-dist").requirement_lines(container=True)
-    assert "torch-geometric==2.6.1" in plain and "pyg-lib>=0.7.0" in plain
+def test_pyg_lib_comes_from_pyg_wheel_index_on_a_machine_and_in_the_images_alike():
+    """pyg-lib is taken from PyG's wheel index in a pass of its own; torch-sparse/-scatter are only the
+    fallback for where that index gives none (tests/test_pyg_wheels.py runs both)."""
+    pyg, dist, dgl = (stacks.get(n) for n in ("pyg", "pyg-dist", "dgl"))
+    assert pyg.pyg_wheel_lines() == ["pyg-lib>=0.7.0"] == dist.pyg_wheel_lines() and dgl.pyg_wheel_lines() == []
+    assert pyg.fallback_lines() == ["torch-scatter==2.1.2", "torch-sparse==0.6.18"]
+    assert dist.fallback_lines() == []  # pyg-dist cannot run without pyg-lib: its cells are skipped instead
+    for container in (False, True):
+        assert pyg.requirement_lines(container) == pyg.requirement_lines(not container)
+        plain, _ = dist.requirement_lines(container)
+        assert "torch-geometric==2.6.1" in plain and not any(line.startswith("pyg-lib") for line in plain)
+
+
+def test_the_sampler_pins_are_part_of_the_stack_folder(tmp_path, monkeypatch):
+    monkeypatch.setenv("GNNBENCH_STACKS_DIR", str(tmp_path))
+    pins = tmp_path / "requirements-x.txt"
+    pins.write_text("numpy==1.26.4\npyg-lib>=0.7.0  # pyg-wheels\n")
+    first = stacks.Stack("x", pins).path
+    pins.write_text("numpy==1.26.4\npyg-lib>=0.8.0  # pyg-wheels\n")
+    assert stacks.Stack("x", pins).path != first
 
 
 def test_comments_do_not_change_the_stack_folder(tmp_path, monkeypatch):

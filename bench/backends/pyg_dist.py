@@ -95,9 +95,9 @@ class Pipeline(PygNodePipeline):
 
     @property
     def sampler(self) -> str:
-        import importlib.metadata
+        import pyg_lib
 
-        return f"pyg-lib {importlib.metadata.version('pyg_lib')} dist_neighbor_sample (over RPC)"
+        return f"pyg-lib {pyg_lib.__version__} dist_neighbor_sample (over RPC)"
 
     @staticmethod
     def unavailable(mode: str, world_size: int = 1) -> str | None:
@@ -122,9 +122,12 @@ class Pipeline(PygNodePipeline):
         # The constructor DistNeighborLoader calls first: on torch-geometric 2.7.0-2.8.1 it raises.
         DistNeighborSampler(self.ctx, self.stores, list(settings["fanout"]))
         if not hasattr(torch.ops.pyg, "dist_neighbor_sample"):
-            raise Unavailable("pyg-dist needs pyg-lib's dist_neighbor_sample operator; pyg-lib is not "
-                              "installed in this stack (it is not on PyPI: the images install it from "
-                              "PyG's wheel index)")
+            from bench.run.stacks import PYG_WHEELS_ENV, running_stack_no_pyg_lib
+
+            why = running_stack_no_pyg_lib() or "not installed in this environment"
+            raise Unavailable(f"pyg-dist needs pyg-lib's dist_neighbor_sample operator, and this stack has "
+                              f"no pyg-lib: {why}. pyg-lib is not on PyPI: point {PYG_WHEELS_ENV} at a "
+                              "reachable PyG wheel index (or a folder of its wheels) and install the stack again")
         part_of = np.load(root / "part_of.npy")
         # every rank must run as many batches as the others (DDP): the smallest partition's count
         mine = data.train_idx[part_of[data.train_idx] == rank]

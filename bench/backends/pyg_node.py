@@ -29,7 +29,9 @@ def neighbor_sampler_in_use() -> str:
     import torch_geometric.typing as pyg_typing
 
     if pyg_typing.WITH_PYG_LIB:
-        return f"pyg-lib {importlib.metadata.version('pyg_lib')}"
+        import pyg_lib
+
+        return f"pyg-lib {pyg_lib.__version__}"  # the version that imported
     if pyg_typing.WITH_TORCH_SPARSE:
         return f"torch-sparse {importlib.metadata.version('torch_sparse')} (fallback: no pyg-lib)"
     return "none: PyG finds neither pyg-lib nor torch-sparse"

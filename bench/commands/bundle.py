@@ -37,13 +37,13 @@ from pathlib import Path
 
 from bench.inputs import InputError
 from bench.paths import repo_root
+# PyG's wheel index (GNNBENCH_PYG_WHEELS): the same source, and the same check, as the local stacks'
+from bench.run.stacks import PYG_WHEELS_ENV, pyg_wheels_url, reachable
 
 PLATFORMS = ("x86_64", "aarch64")
 PYTHONS = range(10, 15)  # 3.10 .. 3.14: gnnbench needs >= 3.10
 # The oldest glibc the wheels may need: PyTorch's own wheels need 2.28 (manylinux_2_28).
 GLIBC = (2, 28)
-PYG_WHEELS_ENV = "GNNBENCH_PYG_WHEELS"
-PYG_WHEELS_DEFAULT = "https://data.pyg.org/whl/torch-{TORCH}+{CUDA}.html"
 CUDA_TAG = re.compile(r"^(cpu|cu\d{3,4})$")
 # What a node's PyG samples with: pyg-lib (PyG's index only), else torch-sparse (+ torch-scatter)
 SAMPLER_WHEELS = ("pyg-lib", "torch-scatter", "torch-sparse")
@@ -199,31 +199,10 @@ def download_torch(out: Path, target: Target, torch: str) -> None:
         f"torch {torch} for {target.describe()}")
 
 
-def reachable(location: str, timeout: float = 15.0) -> str | None:
-    """None where a wheel index (http(s) page or local folder) answers, else why not."""
-    if location.startswith("file://") or not location.startswith(("http://", "https://")):
-        path = Path(location.removeprefix("file://"))
-        return None if path.exists() else f"{path} does not exist"
-    import ssl
-    import urllib.error
-    import urllib.request
-
-    context = ssl.create_default_context(cafile=os.environ.get("PIP_CERT") or None)
-    try:
-        urllib.request.urlopen(urllib.request.Request(location, method="HEAD"), timeout=timeout,
-                               context=context).close()
-    except urllib.error.HTTPError as exc:
-        return None if exc.code != 404 else "404 not found (no wheels for that torch and CUDA there)"
-    except (urllib.error.URLError, OSError) as exc:
-        return str(getattr(exc, "reason", exc))
-    return None
-
-
 def sampler_from_index(out: Path, target: Target, tag: str, torch: str, cuda: str,
                        source_pins: dict[str, str]) -> tuple[list[str], list[str]]:
     """The sampler's wheels from PyG's wheel index: (files got, notes)."""
-    index = os.environ.get(PYG_WHEELS_ENV) or PYG_WHEELS_DEFAULT
-    url = index.replace("{TORCH}", torch).replace("{CUDA}", cuda)
+    url = pyg_wheels_url(torch, cuda)
     why = reachable(url)
     if why:
         return [], [f"{url}: cannot be reached ({why}); set {PYG_WHEELS_ENV} to a mirror of it"]

@@ -4,6 +4,17 @@ PyG and DGL cannot share an interpreter (DGL's wheels stop at torch 2.2, PyG fol
 torch), so every benchmark cell runs in the interpreter of its stack. A stack's folder name
 carries a hash of its requirements file and the host Python, so an unchanged pin file reuses the
 environment as it is, and a changed one builds a new environment next to the old one.
+
+PyG's sampler comes from PyG's wheel index first: once torch is installed, the pins marked
+`pyg-wheels` (pyg-lib) are taken from GNNBENCH_PYG_WHEELS (default PyG's own index page for the
+torch build just installed, e.g. https://data.pyg.org/whl/torch-2.13.0+cpu.html; a site mirror, a
+local folder of wheels). Only where that gives no pyg-lib (the index cannot be reached, or holds no
+wheel for this torch and Python) are the pins marked `pyg-wheels-fallback` (torch-sparse,
+torch-scatter) built from source instead; a stack without such pins (pyg-dist) is then left
+without pyg-lib, and its cells are skipped with the reason. Which source was taken, and why, is
+kept in the stack's record (`sampler`), shown by `stacks install` and named in every cell's
+versions (`sampler_source`): a stack built with pyg-lib and one built with the fallback are never
+taken for one another. `stacks install` rebuilds a fallback stack once the index answers.
 """
 
 from __future__ import annotations
@@ -11,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -25,11 +37,21 @@ REQUIREMENTS_DIR = repo_root() / "docker"
 #   no-build-isolation  a source package that compiles against the torch installed before it
 #   local-only          installed by `gnnbench stacks install` on a machine, not in the images
 #   container-only      installed in the GPU images only (from the CUDA wheel indexes they add)
+#   pyg-wheels          from PyG's wheel index (GNNBENCH_PYG_WHEELS) for the torch installed, in a
+#                       pass of its own after the plain one, on a machine and in the images alike
+#   pyg-wheels-fallback only where the pyg-wheels pins could not be had from there (built from source)
 # GNNBENCH_IN_CONTAINER=1 (the GPU images) selects the container lines; the CPU image (bench-cpu)
 # sets 0 and installs the machine's lines, so its stacks are the same as a machine's.
 NO_ISOLATION_MARK = "no-build-isolation"
 LOCAL_ONLY_MARK = "local-only"
 CONTAINER_ONLY_MARK = "container-only"
+PYG_WHEELS_MARK = "pyg-wheels"
+FALLBACK_MARK = "pyg-wheels-fallback"
+# Where the pyg-wheels pins come from: a URL or folder; {TORCH} and {CUDA} are filled in with the
+# stack's own torch build (2.13.0, cpu / cu130...). The offline bundle takes its wheels from it too.
+PYG_WHEELS_ENV = "GNNBENCH_PYG_WHEELS"
+PYG_WHEELS_DEFAULT = "https://data.pyg.org/whl/torch-{TORCH}+{CUDA}.html"
+INDEX_TIMEOUT = 10.0  # seconds an index may take to answer before the fallback is taken
 IN_CONTAINER_ENV = "GNNBENCH_IN_CONTAINER"
 COMPLETE_MARK = ".gnnbench-complete.json"
 # What `stacks list` imports in each stack to report the versions that really load; an
@@ -73,7 +95,7 @@ class Stack:
     def digest(self) -> str:
         """Of what this environment installs (comments and the other side's lines aside)."""
         plain, no_isolation = self.requirement_lines()
-        text = "\n".join(plain + ["--no-build-isolation"] + no_isolation)
+        text = "\n".join(plain + ["--no-build-isolation"] + no_isolation + ["--pyg-wheels"] + self.pyg_wheel_lines())
         text += f"\npython={sys.version_info.major}.{sys.version_info.minor} container={in_container()}"
         return hashlib.sha256(text.encode()).hexdigest()[:12]
 
@@ -91,18 +113,33 @@ class Stack:
 
     def requirement_lines(self, container: bool | None = None) -> tuple[list[str], list[str]]:
         """(plain requirements, requirements that compile against the installed torch), for a
-        local install or, inside an image, the container's."""
+        local install or, inside an image, the container's. The pyg-wheels pins are apart
+        (`pyg_wheel_lines`); the fallback's are among the second."""
         if container is None:
             container = in_container()
         plain, no_isolation = [], []
-        for raw in self.pins.splitlines():
-            line, _, comment = raw.partition("#")
-            line = line.strip()
-            marks = comment.split()
-            if not line or (LOCAL_ONLY_MARK in marks and container) or (CONTAINER_ONLY_MARK in marks and not container):
+        for line, marks in self._lines():
+            if (LOCAL_ONLY_MARK in marks and container) or (CONTAINER_ONLY_MARK in marks and not container) \
+                    or PYG_WHEELS_MARK in marks:
                 continue
             (no_isolation if NO_ISOLATION_MARK in marks else plain).append(line)
         return plain, no_isolation
+
+    def pyg_wheel_lines(self) -> list[str]:
+        """The pins taken from PyG's wheel index (pyg-lib)."""
+        return [line for line, marks in self._lines() if PYG_WHEELS_MARK in marks]
+
+    def fallback_lines(self) -> list[str]:
+        """The pins built only where PyG's wheel index gave no pyg-lib (torch-sparse, torch-scatter)."""
+        return [line for line, marks in self._lines() if FALLBACK_MARK in marks]
+
+    def _lines(self) -> list[tuple[str, list[str]]]:
+        out = []
+        for raw in self.pins.splitlines():
+            line, _, comment = raw.partition("#")
+            if line.strip():
+                out.append((line.strip(), comment.split()))
+        return out
 
 
 def in_container() -> bool:
@@ -150,7 +187,8 @@ def framework_of(backend_stack: str) -> str:
 
 
 def install(name: str, log=print, force: bool = False) -> Stack:
-    """Create the stack's virtual environment unless one with the same pins is complete."""
+    """Create the stack's virtual environment unless one with the same pins is complete (and, for a
+    stack that fell back from PyG's wheel index, unless that index now answers)."""
     # pinned stacks only (an external one is the user's environment: never installed into), and
     # without importing more of gnnbench: the images run this module before the rest is copied in
     pinned = available()
@@ -158,8 +196,13 @@ def install(name: str, log=print, force: bool = False) -> Stack:
         raise StackError(f"unknown stack {name!r}: `stacks install` builds the pinned stacks: {', '.join(pinned)}")
     stack = pinned[name]
     if stack.installed and not force:
-        log(f"stack {name}: up to date at {stack.path}")
-        return stack
+        now_there = index_answers_now(stack)
+        if not now_there:
+            sampler = recorded_sampler(stack.path)
+            log(f"stack {name}: up to date at {stack.path}"
+                + (f" (sampler: {sampler_summary(sampler)})" if sampler else ""))
+            return stack
+        log(f"stack {name}: rebuilding it with pyg-lib: {now_there}")
     if stack.path.exists():
         shutil.rmtree(stack.path)  # a half-built environment is never reused
     stack.path.parent.mkdir(parents=True, exist_ok=True)
@@ -171,6 +214,9 @@ def install(name: str, log=print, force: bool = False) -> Stack:
     pip = [str(stack.python), "-m", "pip", "install", "--progress-bar", "off"]
     plain, no_isolation = stack.requirement_lines()
     _run(pip + plain, name, log=log)
+    sampler = take_pyg_wheels(stack, pip, log=log)
+    if sampler.get("source") == PYG_INDEX:
+        no_isolation = [line for line in no_isolation if line not in stack.fallback_lines()]
     if no_isolation:
         log(f"stack {name}: building {', '.join(no_isolation)} against its torch (the first time "
             "about 17 min on 2 cores; then from pip's wheel cache)")
@@ -183,19 +229,158 @@ def install(name: str, log=print, force: bool = False) -> Stack:
     broken = {k: v for k, v in versions.items() if k in required and v.startswith("import failed")}
     if broken:
         raise StackError(f"stack {name}: installed, but does not import: {broken}")
+    if sampler:
+        sampler["summary"] = sampler_summary(sampler, versions)
     (stack.path / COMPLETE_MARK).write_text(json.dumps(
-        {"requirements": stack.pins, "versions": versions}, indent=2))
+        {"requirements": stack.pins, "versions": versions, **({"sampler": sampler} if sampler else {})}, indent=2))
     for stale in stack.path.parent.glob(f"{name}-" + "[0-9a-f]" * 12):
         if stale != stack.path and stale.is_dir():
             shutil.rmtree(stale, ignore_errors=True)  # built from pins that have since changed
             log(f"stack {name}: removed {stale} (older pins)")
     log(f"stack {name}: ready in {time.monotonic() - started:.0f} s: "
         + ", ".join(f"{k} {v}" for k, v in versions.items()))
-    if versions.get("pyg_lib") == ABSENT and "torch_sparse" in versions:
-        log(f"stack {name}: note: without pyg-lib, PyG's recommended sampler (not on PyPI; PyG's wheel index "
-            "https://data.pyg.org/whl/ has it), NeighborLoader samples with torch-sparse's slower "
-            "neighbor_sample; every PyG result names the sampler that ran")
+    if sampler:
+        log(f"stack {name}: sampler: {sampler['summary']}")
     return stack
+
+
+# --- PyG's wheel index (pyg-lib), and the fallback -----------------------------------------------
+
+PYG_INDEX, FALLBACK = "pyg-wheels", "fallback"  # the two sources a stack's sampler can come from
+
+
+def pyg_wheels_url(torch: str, cuda: str) -> str:
+    """GNNBENCH_PYG_WHEELS (else PyG's own index) for torch `torch` (2.13.0) built for `cuda` (cpu, cu130)."""
+    template = os.environ.get(PYG_WHEELS_ENV) or PYG_WHEELS_DEFAULT
+    return template.replace("{TORCH}", torch).replace("{CUDA}", cuda)
+
+
+def reachable(location: str, timeout: float = INDEX_TIMEOUT) -> str | None:
+    """None where a wheel index (an http(s) page or a local folder) answers, else why not."""
+    if location.startswith("file://") or not location.startswith(("http://", "https://")):
+        path = Path(location.removeprefix("file://"))
+        return None if path.exists() else f"{path} does not exist"
+    import ssl
+    import urllib.error
+    import urllib.request
+
+    context = ssl.create_default_context(cafile=os.environ.get("PIP_CERT") or None)  # pip's CA bundle
+    try:
+        urllib.request.urlopen(urllib.request.Request(location, method="HEAD"), timeout=timeout,
+                               context=context).close()
+    except urllib.error.HTTPError as exc:
+        return None if exc.code != 404 else "404 not found (no wheels for that torch and CUDA there)"
+    except (urllib.error.URLError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        return f"no answer in {timeout:g} s" if isinstance(reason, TimeoutError) or "timed out" in str(reason) \
+            else str(reason)
+    return None
+
+
+def torch_build(python: Path | str) -> tuple[str, str]:
+    """(version without its local tag, build tag: cpu or cuNNN) of the torch an interpreter imports."""
+    code = ("import torch; v = torch.version; "
+            "print(torch.__version__.split('+')[0], 'cu' + v.cuda.replace('.', '') if v.cuda else "
+            "('rocm' + v.hip.split('-')[0].rsplit('.', 1)[0] if getattr(v, 'hip', None) else 'cpu'))")
+    proc = subprocess.run([str(python), "-c", code], capture_output=True, text=True, timeout=300)
+    if proc.returncode != 0:
+        raise StackError(f"torch does not import in {python}: {proc.stderr.strip()[-1000:]}")
+    torch, cuda = proc.stdout.split()[-2:]
+    return torch, cuda
+
+
+def take_pyg_wheels(stack: Stack, pip: list[str], log=print) -> dict:
+    """Install the stack's pyg-wheels pins from PyG's wheel index for its torch: the record of which
+    source was taken ({} for a stack without such pins). Where they cannot be had (the index does not
+    answer, holds no wheel for this torch and Python, or what it gave does not import), the record
+    says why and the fallback pins (if any) are built instead."""
+    wanted = stack.pyg_wheel_lines()
+    if not wanted:
+        return {}
+    torch, cuda = torch_build(stack.python)
+    url = pyg_wheels_url(torch, cuda)
+    record = {"index": url, "torch_build": f"{torch}+{cuda}", "wanted": wanted}
+    log(f"stack {stack.name}: {', '.join(wanted)} from PyG's wheel index for torch {torch}+{cuda}: {url}")
+    why = reachable(url)
+    if why:
+        why = f"{url} cannot be reached: {why}"
+    else:
+        try:
+            # a plain-http mirror named in GNNBENCH_PYG_WHEELS is trusted as given (pip ignores one otherwise)
+            trusted = ["--trusted-host", url.split("/")[2]] if url.startswith("http://") else []
+            _run(pip + ["--no-index", "--no-deps", *trusted, "--find-links", url, *wanted], stack.name, log=log)
+        except StackError as exc:
+            last = [line for line in str(exc).splitlines() if line.strip()][-1][:200]
+            why = f"{url} holds no {', '.join(wanted)} wheel for torch {torch}+{cuda} and this Python ({last})"
+        else:
+            broken = import_problem(stack.python, "pyg_lib")
+            if broken:
+                why = f"the pyg-lib wheel from {url} does not import with torch {torch}+{cuda} ({broken})"
+                _run([str(stack.python), "-m", "pip", "uninstall", "-y", "pyg-lib"], stack.name, log=log)
+    if why is None:
+        return {**record, "source": PYG_INDEX}
+    fallback = stack.fallback_lines()
+    record.update(source=FALLBACK, reason=why, fallback=fallback)
+    log(f"stack {stack.name}: no pyg-lib: {why}; "
+        + (f"building {', '.join(fallback)} from source instead (PyG's slower sampler)" if fallback else
+           f"the stack goes without it (its cells are skipped with this reason); set {PYG_WHEELS_ENV} "
+           "to a mirror of PyG's wheel index and install again"))
+    return record
+
+
+def import_problem(python: Path | str, module: str) -> str | None:
+    proc = subprocess.run([str(python), "-c", f"import {module}"], capture_output=True, text=True, timeout=300)
+    return None if proc.returncode == 0 else (proc.stderr.strip().splitlines() or ["?"])[-1][:300]
+
+
+def recorded_sampler(folder: Path) -> dict:
+    """What the install of the pinned stack in `folder` recorded about its sampler's source ({} where
+    nothing: a stack without pyg-wheels pins, an external one)."""
+    mark = Path(folder) / COMPLETE_MARK
+    try:
+        return json.loads(mark.read_text()).get("sampler") or {}
+    except (OSError, ValueError):
+        return {}
+
+
+def sampler_summary(sampler: dict, versions: dict | None = None) -> str:
+    """One line: which source a stack's sampler came from, and why."""
+    if not sampler:
+        return ""
+    if versions is None and sampler.get("summary"):
+        return sampler["summary"]  # as written at install, with the versions then
+    versions = versions or {}
+    if sampler.get("source") == PYG_INDEX:
+        return f"pyg-lib {versions.get('pyg_lib', '')} from {sampler['index']}".replace("  ", " ")
+    taken = ", ".join(f"{n} {versions.get(n.replace('-', '_'), '')}".strip()
+                      for n in (re.split(r"[=<>!~ ;\[]", line, maxsplit=1)[0] for line in sampler.get("fallback", [])))
+    return (f"{taken} built from source, as PyG's wheel index gave no pyg-lib: {sampler.get('reason')}" if taken
+            else f"no pyg-lib: {sampler.get('reason')}")
+
+
+def index_answers_now(stack: Stack) -> str | None:
+    """For an installed stack that fell back because PyG's wheel index could not be reached: why it is
+    worth rebuilding now (the index, or the one GNNBENCH_PYG_WHEELS names now, answers), else None.
+    A quick check (INDEX_TIMEOUT at most), and none for a stack that took pyg-lib or has no such pins."""
+    sampler = recorded_sampler(stack.path)
+    if sampler.get("source") != FALLBACK or "+" not in sampler.get("torch_build", ""):
+        return None
+    url = pyg_wheels_url(*sampler["torch_build"].split("+", 1))
+    if url == sampler.get("index") and " cannot be reached: " not in sampler.get("reason", ""):
+        return None  # it answered then and had no pyg-lib that fits: the same now
+    if reachable(url) is not None:
+        return None
+    return f"{url} answers now (when this stack was built: {sampler.get('reason')})"
+
+
+def running_stack_sampler() -> str:
+    """In a stack's own interpreter (a worker): where its sampler came from, as its install recorded, or ''."""
+    return sampler_summary(recorded_sampler(Path(sys.prefix)))
+
+
+def running_stack_no_pyg_lib() -> str:
+    """In a stack's own interpreter: why its install took no pyg-lib, or ''."""
+    return recorded_sampler(Path(sys.prefix)).get("reason", "")
 
 
 # pip's own settings that name where wheels come from; an image's stack stage sets them.
@@ -269,8 +454,13 @@ def probe_versions(stack: Stack) -> dict[str, str]:
 
 
 def recorded_versions(stack: Stack) -> dict[str, str]:
+    """The versions probed at install, with where the sampler came from (`sampler_source`) for the PyG stacks."""
     mark = stack.path / COMPLETE_MARK
-    return json.loads(mark.read_text())["versions"] if mark.is_file() else {}
+    if not mark.is_file():
+        return {}
+    record = json.loads(mark.read_text())
+    sampler = record.get("sampler")
+    return {**record["versions"], **({"sampler_source": sampler_summary(sampler)} if sampler else {})}
 
 
 if __name__ == "__main__":

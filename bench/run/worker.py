@@ -91,7 +91,9 @@ def run_epoch(pipe, on_batch=None, profile: bool = False) -> dict:
 
 
 def framework_versions(stack: str) -> dict[str, str]:
-    from bench.run.stacks import OPTIONAL_PROBES, PROBE_MODULES
+    """What imports in this interpreter, and, in a pinned PyG stack, where its sampler came from
+    (`sampler_source`: pyg-lib from PyG's wheel index, or the torch-sparse fallback and why)."""
+    from bench.run.stacks import OPTIONAL_PROBES, PROBE_MODULES, running_stack_sampler
 
     versions = {"python": platform.python_version()}
     for name in PROBE_MODULES.get(stack, []) + OPTIONAL_PROBES.get(stack, []):
@@ -102,6 +104,9 @@ def framework_versions(stack: str) -> dict[str, str]:
             except Exception:  # noqa: BLE001 - a missing optional module is reported, not fatal
                 continue
         versions[name] = str(getattr(module, "__version__", None) or importlib.metadata.version(name))
+    source = running_stack_sampler()
+    if source:
+        versions["sampler_source"] = source
     return versions
 
 
