@@ -11,6 +11,7 @@ import time
 import pytest
 
 from bench.backends import stages
+from bench.run.load import HIGH_LOAD
 from bench.run import suite
 from tests.conftest import require_stacks, run_suite_text
 
@@ -289,7 +290,12 @@ def test_stages_add_up_to_the_epoch(run, cell_id):
     # workers on these 2 cores the training thread is also preempted between its clocks (3
     # processes on 2 cores: 16 % of a 0.07 s epoch seen once), so a looser bound there.
     bound = 0.15 if info["settings"]["num_workers"] == 0 else 0.30
-    assert info["stages"]["other"] <= bound * epoch, info["stages"]
+    # On a machine other work keeps busy (the cell records it: other_load, "times suspect" from
+    # HIGH_LOAD on) the training thread is preempted anywhere, between clocks too, so the
+    # remainder says nothing there (41 % seen under a CPU burner per core): the bound holds where
+    # the cell's own load record says its times are sound.
+    if (info.get("other_load") or 0.0) < HIGH_LOAD:
+        assert info["stages"]["other"] <= bound * epoch, (info["stages"], info.get("other_load"))
     assert info["stages"]["forward_backward"] > 0 and info["stages"]["optimizer"] > 0
     assert info["stages"]["allreduce"] == 0 and info["stages"]["copy"] >= 0  # one rank, on the CPU
 
