@@ -27,22 +27,23 @@ def test_pyg_lib_comes_from_pyg_wheel_index_on_a_machine_and_in_the_images_alike
         assert "torch-geometric==2.6.1" in plain and not any(line.startswith("pyg-lib") for line in plain)
 
 
+def stack_folder(tmp_path, pin_text: str):
+    """The folder a stack named x with these pins would live in (GNNBENCH_STACKS_DIR set by the caller)."""
+    pins = tmp_path / "requirements-x.txt"
+    pins.write_text(pin_text)
+    return stacks.Stack("x", pins).path
+
+
 def test_the_sampler_pins_are_part_of_the_stack_folder(tmp_path, monkeypatch):
     monkeypatch.setenv("GNNBENCH_STACKS_DIR", str(tmp_path))
-    pins = tmp_path / "requirements-x.txt"
-    pins.write_text("numpy==1.26.4\npyg-lib>=0.7.0  # pyg-wheels\n")
-    first = stacks.Stack("x", pins).path
-    pins.write_text("numpy==1.26.4\npyg-lib>=0.8.0  # pyg-wheels\n")
-    assert stacks.Stack("x", pins).path != first
+    first = stack_folder(tmp_path, "numpy==1.26.4\npyg-lib>=0.7.0  # pyg-wheels\n")
+    assert stack_folder(tmp_path, "numpy==1.26.4\npyg-lib>=0.8.0  # pyg-wheels\n") != first
 
 
 def test_comments_do_not_change_the_stack_folder(tmp_path, monkeypatch):
     monkeypatch.setenv("GNNBENCH_STACKS_DIR", str(tmp_path))
-    pins = tmp_path / "requirements-x.txt"
-    pins.write_text("numpy==1.26.4\n")
-    first = stacks.Stack("x", pins).path
-    pins.write_text("# a note\nnumpy==1.26.4  # why this pin\n")
-    assert stacks.Stack("x", pins).path == first
+    first = stack_folder(tmp_path, "numpy==1.26.4\n")
+    assert stack_folder(tmp_path, "# a note\nnumpy==1.26.4  # why this pin\n") == first
 
 
 def test_stack_folder_changes_with_its_pins(tmp_path, monkeypatch):
