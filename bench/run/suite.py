@@ -260,6 +260,11 @@ def load(path_or_name: str | Path) -> tuple[Suite, Path]:
     return suite, path
 
 
+def named_backends(suite: Suite) -> list[str]:
+    """The backends a suite names, in its backends list and its include rules, once each in order."""
+    return list(dict.fromkeys([*suite.backends, *(b for rule in suite.include for b in _as_list(rule.backend))]))
+
+
 def with_stacks(suite: Suite, names: list[str]) -> tuple[Suite, list[str]]:
     """The suite with its `stack` axis replaced (`--stack`); include rules that name a stack keep it.
     And a line for each backend of the suite that none of these stacks can run (e.g. DGL's on a
@@ -277,7 +282,7 @@ def with_stacks(suite: Suite, names: list[str]) -> tuple[Suite, list[str]]:
     from bench.run.stacks import framework_of
 
     in_stacks = {c.backend for c in expand(changed)}
-    backends = dict.fromkeys([*suite.backends, *(b for rule in suite.include for b in _as_list(rule.backend))])
+    backends = named_backends(suite)
     notes = [f"--stack {', '.join(names)}: {backend} runs in none of these stacks (it needs "
              f"{framework_of(BACKENDS[backend].stack)}): its cells are not run"
              for backend in backends if backend not in in_stacks]
@@ -296,7 +301,7 @@ def with_mode(suite: Suite, names: list[str]) -> tuple[Suite, list[str]]:
                if "mode" in (rule.model_extra or {}) else rule for rule in suite.include]
     changed = suite.model_copy(update={"settings": suite.settings.model_copy(update={"mode": mode}),
                                        "include": include})
-    backends = dict.fromkeys([*suite.backends, *(b for rule in suite.include for b in _as_list(rule.backend))])
+    backends = named_backends(suite)
     notes = [f"--mode {', '.join(names)}: {backend} has no such mode (its modes: "
              f"{', '.join(BACKENDS[backend].modes)}): its cells are not run"
              for backend in backends if not set(names) & set(BACKENDS[backend].modes)]
