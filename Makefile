@@ -67,9 +67,13 @@ test: stacks chromium podman
 	$(BIN)/python -m pytest tests -ra; code=$$?; \
 	  if [ $$code -eq 5 ]; then echo "make test: pytest collected no tests: that is a failure" >&2; fi; exit $$code
 
-# The published result pages: site/index.html, a page per suite, environment.html.
+# The published site: the docs (MkDocs, from docs/ and the code's reference pages) in site/docs/,
+# and the result pages beside them (site/index.html, a page per suite, environment.html), each
+# linking to the other.
+MKDOCS := NO_MKDOCS_2_WARNING=1 DISABLE_MKDOCS_2_WARNING=true $(BIN)/mkdocs
 site: $(BIN)/gnnbench
 	rm -rf site
+	$(MKDOCS) build --strict --quiet --site-dir site/docs
 	$(BIN)/gnnbench report $(RESULTS) --html site
 
 # results/README.md is generated from the committed results (with results/NOTES.md included).

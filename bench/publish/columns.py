@@ -31,6 +31,7 @@ class Column:
     markdown: bool = True
     html: bool = True
     shown: Callable[[dict], bool] | None = None   # HTML: whether a dataset table (report.dataset_tables) shows it
+    doc: str = ""                                 # what it means, for the docs' column reference (required there)
 
     def text(self, cell: CellResult) -> str:
         return self.format(self.value(cell))
@@ -197,61 +198,104 @@ def _has_gpu_memory(table: dict) -> bool:
 
 
 CELL_COLUMNS = [
-    Column("sampler", metric("sampler"), fmt.setting_text, unit="neighbourhoods", shown=_recorded("sampler")),
+    Column("sampler", metric("sampler"), fmt.setting_text, unit="neighbourhoods", shown=_recorded("sampler"),
+           doc="The neighbourhood sampler the cell ran on, with its version (PyG: pyg-lib or the torch-sparse fallback; GraphBolt: its own)."),
     Column("epoch s, median (IQR)", lambda c: c.median, fmt.seconds, title="epoch time", unit="median (IQR)",
-           suffix=" s", note=_iqr),
-    Column("rounds", lambda c: c.stats.rounds, str, html=False),
-    Column("speedup", lambda c: c.speedup, fmt.ratio, unit="vs reference"),
+           suffix=" s", note=_iqr,
+           doc="Wall time of one measured epoch: the median over the measured epochs (rounds), with the interquartile range."),
+    Column("rounds", lambda c: c.stats.rounds, str, html=False,
+           doc="Measured epochs the statistics are taken over (warm-up epochs excluded)."),
+    Column("speedup", lambda c: c.speedup, fmt.ratio, unit="vs reference",
+           doc="The reference cell's median epoch time over this cell's: above 1 is faster than the reference (the suite's `baseline`, default its first cell)."),
     Column("scaling efficiency", lambda c: c.scaling_efficiency, fmt.pct, title="scaling", unit="efficiency",
            hint=lambda c: f"speedup against 1 rank: {fmt.ratio(c.speedup_vs_ws1)}", markdown=False,
-           shown=_has_scaling),
+           shown=_has_scaling,
+           doc="Speedup against the same configuration at 1 rank, divided by the world size: 100 % is perfect scaling."),
     Column("seeds/s", metric("seeds_per_s"), fmt.rate, title="throughput", unit="seeds/s", note=_fewer_seeds,
-           hint=_seeds_hint),
-    Column("sampled edges/s", metric("edges_per_s"), fmt.rate, html=False),
-    Column("loader stall", metric("loader_stall"), fmt.pct, title="loader", unit="stall"),
+           hint=_seeds_hint,
+           doc="Training seeds (labelled nodes or graphs) processed per second of the measured epochs, all ranks together; noted where the cell trained fewer seeds per epoch than another of its configuration."),
+    Column("sampled edges/s", metric("edges_per_s"), fmt.rate, html=False,
+           doc="Edges sampled per second of the measured epochs (from the counted batches)."),
+    Column("loader stall", metric("loader_stall"), fmt.pct, title="loader", unit="stall",
+           doc="Share of the epoch the training loop waited for the next batch from the loader."),
     # where the epoch went (bench.publish.stages): the stage with the largest share, held against
     # the machine's ceiling where it is the fetch or the copy
     Column("binding stage", stages.binding_text, _text, title="binding stage", unit="share of the epoch",
-           note=_ceiling_note, hint=lambda c: stages.headline(c) or "", shown=_recorded("stages")),
+           note=_ceiling_note, hint=lambda c: stages.headline(c) or "", shown=_recorded("stages"),
+           doc="The stage with the largest share of the epoch (see the stage table), held against the machine's measured ceiling where it is the feature fetch or the host-to-device copy."),
     Column("nodes / batch", stages.nodes_per_batch, fmt.rate, title="work", unit="nodes / batch",
-           note=_unequal_work, hint=_work_hint, shown=_recorded("work")),
-    Column("peak PSS MiB", metric("peak_pss_bytes"), fmt.mib, html=False),
-    Column("peak RSS MiB", metric("peak_rss_bytes"), fmt.mib, html=False),
-    Column("PSS per rank", lambda c: c.rank_pss_bytes, fmt.mib, unit="max, MiB", note=_ranks, markdown=False),
-    Column("PSS total", metric("total_pss_bytes"), fmt.mib, unit="MiB", markdown=False),
+           note=_unequal_work, hint=_work_hint, shown=_recorded("work"),
+           doc="Nodes in a batch's sampled subgraph, the mean over the counted batches; noted `(unequal work)` where the per-seed, per-hop work differs from a cell that should do the same."),
+    Column("peak PSS MiB", metric("peak_pss_bytes"), fmt.mib, html=False,
+           doc="Peak proportional set size of the cell's processes (shared pages split among their sharers), the largest rank's."),
+    Column("peak RSS MiB", metric("peak_rss_bytes"), fmt.mib, html=False,
+           doc="Peak resident set size of the cell's largest rank (shared pages counted in full)."),
+    Column("PSS per rank", lambda c: c.rank_pss_bytes, fmt.mib, unit="max, MiB", note=_ranks, markdown=False,
+           doc="Largest peak PSS of one rank, with the number of ranks."),
+    Column("PSS total", metric("total_pss_bytes"), fmt.mib, unit="MiB", markdown=False,
+           doc="Peak PSS of all of the cell's processes together (ranks and loader workers)."),
     Column("largest private MiB", largest_private, _largest_private_text, title="largest private",
-           unit="part of a rank's PSS, MiB", hint=_breakdown_hint, shown=_recorded("memory_breakdown")),
-    Column("GPU memory", metric("peak_gpu_bytes"), fmt.mib, unit="peak, MiB", markdown=False, shown=_has_gpu_memory),
+           unit="part of a rank's PSS, MiB", hint=_breakdown_hint, shown=_recorded("memory_breakdown"),
+           doc="The largest private part of any rank's peak PSS (features, graph, model, framework) from the memory breakdown; the tooltip has every part."),
+    Column("GPU memory", metric("peak_gpu_bytes"), fmt.mib, unit="peak, MiB", markdown=False, shown=_has_gpu_memory,
+           doc="Peak GPU memory allocated by torch on a rank (CUDA cells only)."),
     # "is the loader starving my GPU": NVML's busy share and PCIe traffic per GPU; blank for CPU cells
     Column("GPU util %", gpu_util, percent, title="GPU util", unit="mean (max), NVML", note=_gpu_util_note,
-           hint=_gpu_util_hint, shown=_recorded("gpu_util")),
+           hint=_gpu_util_hint, shown=_recorded("gpu_util"),
+           doc="Mean share of time the GPU was busy during the measured epochs, sampled by NVML (max in brackets); blank for CPU cells."),
     Column("h2d MB/s", lambda c: gpu_util(c, "h2d_mb_per_s"), fmt.rate, title="host → GPU", unit="MB/s per GPU, NVML",
            hint=lambda c: "PCIe bytes the GPU received per second of the measured epochs (NVML, sampled)",
-           shown=_recorded("gpu_util")),
-    Column("val acc", metric("val_acc"), fmt.accuracy, html=False),
-    Column("test acc", metric("test_acc"), fmt.accuracy, html=False),
+           shown=_recorded("gpu_util"),
+           doc="PCIe bytes per second the GPU received during the measured epochs, per GPU (NVML)."),
+    Column("val acc", metric("val_acc"), fmt.accuracy, html=False,
+           doc="Validation accuracy after the last measured epoch."),
+    Column("test acc", metric("test_acc"), fmt.accuracy, html=False,
+           doc="Test accuracy after the last measured epoch (with the training fanouts)."),
     Column("accuracy", lambda c: (c.metrics.val_acc, c.metrics.test_acc), _accuracies, unit="val / test",
-           markdown=False),
-    Column("start-up s", metric("startup_s"), lambda x: fmt.num(x, "{:.1f}"), html=False),
+           markdown=False,
+           doc="Validation / test accuracy after the last measured epoch."),
+    Column("start-up s", metric("startup_s"), lambda x: fmt.num(x, "{:.1f}"), html=False,
+           doc="Seconds from launching the cell to its first epoch: interpreter, framework import, data load, process group."),
     Column("other load", metric("other_load"), fmt.pct, unit="of the machine", note=_busy_machine,
-           hint=lambda c: "CPU share other processes took while this cell ran", shown=_recorded("other_load")),
+           hint=lambda c: "CPU share other processes took while this cell ran", shown=_recorded("other_load"),
+           doc="CPU share other processes took while the cell ran; at or above the high-load mark its times are marked suspect."),
 ]
 
 # The Markdown scaling table: one row per world size of a configuration measured at several.
 SCALING_COLUMNS = [
-    Column("epoch s", lambda c: c.median, fmt.seconds),
-    Column("speedup", lambda c: c.speedup_vs_ws1, fmt.ratio),
-    Column("efficiency", lambda c: c.scaling_efficiency, fmt.pct),
-    Column("loader stall", metric("loader_stall"), fmt.pct),
-    Column("compute s / epoch", metric("compute_s"), fmt.seconds),
-    Column("all-reduce s / epoch", metric("comm_s"), fmt.seconds),
-    Column("peak PSS per rank MiB", lambda c: c.rank_pss_bytes, fmt.mib),
-    Column("total PSS MiB", metric("total_pss_bytes"), fmt.mib),
+    Column("epoch s", lambda c: c.median, fmt.seconds,
+           doc="Median epoch time at this world size."),
+    Column("speedup", lambda c: c.speedup_vs_ws1, fmt.ratio, doc="The 1-rank epoch time over this world size's."),
+    Column("efficiency", lambda c: c.scaling_efficiency, fmt.pct,
+           doc="Speedup against 1 rank divided by the world size."),
+    Column("loader stall", metric("loader_stall"), fmt.pct,
+           doc="Share of the epoch the training loop waited for the next batch."),
+    Column("compute s / epoch", metric("compute_s"), fmt.seconds,
+           doc="Seconds per epoch in forward, backward and the optimizer step."),
+    Column("all-reduce s / epoch", metric("comm_s"), fmt.seconds,
+           doc="Seconds per epoch in DDP's gradient all-reduce (communication)."),
+    Column("peak PSS per rank MiB", lambda c: c.rank_pss_bytes, fmt.mib,
+           doc="Largest peak PSS of one rank."),
+    Column("total PSS MiB", metric("total_pss_bytes"), fmt.mib,
+           doc="Peak PSS of all processes of the cell together."),
 ]
 
 
+STAGE_DOCS = {
+    "sample": "sampling the batch's neighbourhoods in the main process",
+    "fetch": "gathering the batch's feature and label rows",
+    "copy": "copying the batch to the training device",
+    "forward_backward": "the model's forward and backward passes",
+    "optimizer": "the optimizer step",
+    "allreduce": "DDP's gradient all-reduce",
+    "wait": "the main thread waiting on the loader (its workers or prefetch thread) for the next batch",
+    "other": "the rest of the epoch no stage accounts for (the loop, logging, Python)",
+}
+
+
 def _stage(stage: str) -> Column:
-    return Column(stages.label(stage), lambda c: (stages.shares(c) or {}).get(stage), lambda x: fmt.pct(x, 0))
+    return Column(stages.label(stage), lambda c: (stages.shares(c) or {}).get(stage), lambda x: fmt.pct(x, 0),
+                  doc=f"Share of the epoch in {STAGE_DOCS.get(stage, stage)}.")
 
 
 def _worker_seconds(cell: CellResult) -> str | None:
@@ -264,18 +308,26 @@ def _worker_seconds(cell: CellResult) -> str | None:
 # bandwidth against the machine's ceilings.
 STAGE_COLUMNS = [
     Column("stages s (of epoch s)", lambda c: (stages.total(c), c.stats.mean),
-           lambda v: f"{fmt.seconds(v[0])} ({fmt.seconds(v[1])})"),
+           lambda v: f"{fmt.seconds(v[0])} ({fmt.seconds(v[1])})",
+           doc="Seconds of the epoch the stages account for, against the epoch's mean time."),
     *(_stage(s) for s in stages.STAGES),
-    Column("workers: sample / fetch worker-s", _worker_seconds, _text),
-    Column("fetch rate (of gather ceiling)", stages.fetch_rate, stages.bandwidth),
-    Column("copy rate (of h2d ceiling)", stages.copy_rate, stages.bandwidth),
+    Column("workers: sample / fetch worker-s", _worker_seconds, _text,
+           doc="Seconds the loader's worker processes spent sampling and fetching features per epoch, beside the main process."),
+    Column("fetch rate (of gather ceiling)", stages.fetch_rate, stages.bandwidth,
+           doc="Feature bytes gathered per second in the fetch stage, and its share of the machine's measured gather ceiling."),
+    Column("copy rate (of h2d ceiling)", stages.copy_rate, stages.bandwidth,
+           doc="Bytes copied host to device per second in the copy stage, and its share of the measured host-to-device ceiling."),
     Column("nodes per hop", lambda c: (c.metrics.work or {}).get("hop_nodes"),
-           lambda v: fmt.DASH if not v else " / ".join(f"{n:,.0f}" for n in v), note=_hops_note),
+           lambda v: fmt.DASH if not v else " / ".join(f"{n:,.0f}" for n in v), note=_hops_note,
+           doc="Nodes sampled at each hop, mean per counted batch."),
     # per training seed (stages.per_seed: over full batches where recorded), what the equal-work
     # check compares: the edges sampled per hop, the nodes and edges each layer computes over
-    Column("edges per hop, per seed", lambda c: _per_seed_hops(c, "hop_edges"), _per_hop_text),
-    Column("layer nodes per seed", lambda c: _per_seed_hops(c, "layer_nodes"), _per_hop_text),
-    Column("layer edges per seed", lambda c: _per_seed_hops(c, "layer_edges"), _per_hop_text),
+    Column("edges per hop, per seed", lambda c: _per_seed_hops(c, "hop_edges"), _per_hop_text,
+           doc="Edges sampled at each hop per training seed (over full batches where recorded): what the equal-work check compares."),
+    Column("layer nodes per seed", lambda c: _per_seed_hops(c, "layer_nodes"), _per_hop_text,
+           doc="Nodes each model layer computes over, per training seed."),
+    Column("layer edges per seed", lambda c: _per_seed_hops(c, "layer_edges"), _per_hop_text,
+           doc="Edges each model layer aggregates over, per training seed."),
 ]
 
 

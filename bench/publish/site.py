@@ -42,7 +42,9 @@ def build(results: list[RunResult], out_dir: Path, command: str | None = None) -
     data_links = copy_result_files(results, out_dir / "data")
     env = report.environment("html")
     env.filters["summary"] = lambda text: first_line(text, 240)  # a failure's one-line summary
-    common = {"command": command, "suites": suites, "generated_from": len(results)}
+    # the docs site, where `make site` built it beside the pages (mkdocs into DIR/docs): linked from each page
+    docs_link = "docs/index.html" if (out_dir / "docs" / "index.html").exists() else None
+    common = {"command": command, "suites": suites, "generated_from": len(results), "docs_link": docs_link}
 
     pages = {"index.html": env.get_template("index.html.j2").render(
         **common, page="index", suite_rows=[suite_row(s) for s in suites],

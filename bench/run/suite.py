@@ -83,49 +83,66 @@ DatasetSpec = Annotated[Union[tuple(DATASET_MODELS.values())],  # type: ignore[v
 
 
 class Settings(Strict):
-    """Each setting is one value or a list of values (a sweep)."""
-    # DataLoader worker processes per rank; "per-gpu": the usable cores divided among the node's
-    # ranks (the advice GPU users are given), resolved when the cell runs and recorded
+    """Each setting is one value or a list of values (a sweep). The string under each field is its
+    description: the docs' suite reference is generated from them (bench/publish/reference.py)."""
+    model_config = ConfigDict(use_attribute_docstrings=True)
+
     num_workers: one_or_sweep(bounded(int, ge=0, le=256) | Literal[PER_GPU]) = 0
+    """DataLoader worker processes per rank; `per-gpu`: the usable cores divided among the node's
+    ranks (the advice GPU users are given), resolved when the cell runs and recorded."""
     mode: one_or_sweep(ModeName) = "cpu-cpu"
-    world_size: one_or_sweep(bounded(int, ge=1, le=1024)) = 1  # ranks; > 1 runs DDP under torch.distributed.run
-    store: one_or_sweep(Store) = "memory"  # where features (or graphs) live; see bench.stores.STORES
+    """Where sampling, feature storage and training run (sampling-training): `cpu-cpu`, `cpu-cuda`,
+    `pinned-cuda`, `cuda-cuda`; a backend makes cells only of the modes it has (bench/modes.py)."""
+    world_size: one_or_sweep(bounded(int, ge=1, le=1024)) = 1
+    """Ranks; more than 1 runs DDP under torch.distributed.run."""
+    store: one_or_sweep(Store) = "memory"
+    """Where features (or graphs) live: in memory or a disk-backed store (bench/stores)."""
     batch_size: one_or_sweep(bounded(int, ge=1, le=2**24)) = 512
+    """Training seeds per batch (per rank)."""
     fanout: one_or_sweep(Fanout) = [10, 5]
+    """Neighbours sampled per hop, first hop first; a list of lists sweeps it."""
     epochs: one_or_sweep(bounded(int, ge=1, le=10_000)) = 3
+    """Measured epochs (the statistics' rounds)."""
     warmup_epochs: one_or_sweep(bounded(int, ge=0, le=1_000)) = 1
+    """Epochs run before the measured ones and not counted."""
     model: one_or_sweep(Model) = "sage"
+    """`sage`: a GraphSAGE model trained on each batch; `none`: the loader alone (no training)."""
     hidden: one_or_sweep(bounded(int, ge=1, le=65_536)) = 64
+    """The model's hidden width."""
     lr: one_or_sweep(bounded(float, gt=0, le=10)) = 0.01
-    seed: one_or_sweep(bounded(int, ge=0, le=2**32 - 1)) = 0  # numpy takes seeds in this range
-    timeout: bounded(float, gt=0, le=7 * 24 * 3600) = 600.0  # seconds per cell, launch to exit (at most a week)
-    # Run a backend in another stack of its framework: a pinned one (e.g. pyg-dist's backend on
-    # current PyG) or an interpreter registered with `gnnbench stacks add`; "own" (or null): the
-    # backend's own. A stack without a backend's framework makes no cell of that backend.
+    """The optimizer's learning rate (Adam)."""
+    seed: one_or_sweep(bounded(int, ge=0, le=2**32 - 1)) = 0
+    """Seed of every random generator the cell uses (numpy takes seeds in this range)."""
+    timeout: bounded(float, gt=0, le=7 * 24 * 3600) = 600.0
+    """Seconds per cell, launch to exit (at most a week); a cell past it is recorded as `timeout`."""
     stack: one_or_sweep(str | None) = None
+    """Run a backend in another stack of its framework: a pinned one (e.g. pyg-dist's backend on
+    current PyG) or an interpreter registered with `gnnbench stacks add`; `own` (or null): the
+    backend's own. A stack without a backend's framework makes no cell of that backend."""
     # GPU settings, each a cell only where it means something (see `_meaningful`); on a machine
     # without CUDA those cells are skipped with the reason, like the CUDA modes.
-    pin_memory: one_or_sweep(bool) = False  # the loader pins each batch, copied with non_blocking=True
-    amp: one_or_sweep(Amp) = "off"  # autocast in bf16, or fp16 with a GradScaler (CUDA only)
-    gpu_cache: one_or_sweep(bounded(float, ge=0, le=1)) = 0.0  # GraphBolt GPUCachedFeature: share of feature rows
-    # PyG's hierarchical neighbourhood sampling: each layer of the model runs on the hops it still
-    # needs (torch_geometric.utils.trim_to_layer), not the whole sampled subgraph. A cell only where
-    # the backend has it (BackendInfo.options) and there is a model; in cell ids only when true.
+    pin_memory: one_or_sweep(bool) = False
+    """The loader pins each batch, copied to the GPU with non_blocking=True (GPU cells only)."""
+    amp: one_or_sweep(Amp) = "off"
+    """Mixed precision: autocast in bf16, or fp16 with a GradScaler (CUDA only)."""
+    gpu_cache: one_or_sweep(bounded(float, ge=0, le=1)) = 0.0
+    """GraphBolt's GPUCachedFeature: the share of feature rows cached on the GPU."""
     trim_to_layer: one_or_sweep(bool) = False
-    # Memory budget: the cell's whole process tree runs in a memory cgroup with this limit ("none",
-    # or a size: 512MiB, 3GiB); killed for memory it is recorded as `oom` (bench/run/cgroup.py).
+    """PyG's hierarchical neighbourhood sampling: each layer runs on the hops it still needs
+    (torch_geometric.utils.trim_to_layer), not the whole sampled subgraph. A cell only where the
+    backend has it and there is a model; in cell ids only when true."""
     memory_limit: one_or_sweep(MemoryLimit) = "none"
-    # Disk-backed stores only: "cold" evicts the store's files from the page cache before every
-    # epoch (bench/stores/page_cache.py); "warm" leaves them as the previous epoch left them.
+    """Memory budget: the cell's whole process tree runs in a memory cgroup with this limit
+    (`none`, or a size: 512MiB, 3GiB); killed for memory it is recorded as `oom`."""
     page_cache: one_or_sweep(Literal["warm", "cold"]) = "warm"
-    # Time each epoch's stages and count each batch's work (bench/backends/stages.py); false runs the
-    # plain loop (for measuring what looking costs). In cell ids only when false: `/profile=off`.
+    """Disk-backed stores only: `cold` evicts the store's files from the page cache before every
+    epoch; `warm` leaves them as the previous epoch left them."""
     profile: one_or_sweep(bool) = True
-    # With profile: the share of each epoch that counting batches' work may take; where counting is
-    # dear for a batch (PyG on torch-sparse, small batches) a sample of the batches is counted.
-    # 1 counts every batch (exact counts, at that cost). Not in cell ids: it changes no timing
-    # beyond the budget.
+    """Time each epoch's stages and count each batch's work; false runs the plain loop (for
+    measuring what looking costs). In cell ids only when false: `/profile=off`."""
     work_budget: bounded(float, gt=0, le=1) = WORK_BUDGET
+    """With profile: the share of each epoch that counting batches' work may take; where counting
+    is dear a sample of the batches is counted; 1 counts every batch. Not in cell ids."""
 
     @field_validator("stack")
     @classmethod
@@ -155,23 +172,36 @@ class Settings(Strict):
 
 class Rule(Strict):
     """A match (exclude) or a sub-matrix (include): backend, dataset and any setting."""
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", use_attribute_docstrings=True)
     backend: str | list[str] | None = None
+    """A backend name or a list of them; left out: every backend."""
     dataset: str | list[str] | None = None
+    """A dataset key of the suite or a list of them; left out: every dataset."""
 
 
 class Suite(Strict):
+    model_config = ConfigDict(use_attribute_docstrings=True)
+
     name: str
+    """The suite's name: it names its result file, so a plain file name."""
     description: str = ""
-    # "gpu": the suite asks GPU questions; on a machine that shows no GPU every cell (its CPU
-    # baselines too) is recorded as skipped with the reason, before any stack, dataset or store step
+    """One line on what the suite asks; shown on its result page."""
     requires: Literal["gpu"] | None = None
-    baseline: str | None = None  # a cell id; default: the first cell
+    """`gpu`: the suite asks GPU questions; on a machine that shows no GPU every cell (its CPU
+    baselines too) is recorded as skipped with the reason, before any stack, dataset or store step."""
+    baseline: str | None = None
+    """The cell id speedups are taken against; default: the first cell."""
     datasets: Annotated[dict[str, DatasetSpec], Field(min_length=1)]
+    """Dataset keys (a part of each cell id) to `{source: S, params: {...}}`, or the shorthand
+    `source:name` (e.g. `planetoid:Cora`); the sources and their params are listed below."""
     backends: Annotated[list[str], Field(min_length=1)]
+    """The systems under test, by their registry names."""
     settings: Settings = Settings()
+    """The settings below; each one value or a list of values (a sweep axis)."""
     include: list[Rule] = []
+    """Sub-matrices added to the cells: each rule's keys override the suite's."""
     exclude: list[Rule] = []
+    """Rules dropping every cell that matches all keys of one rule."""
 
     @field_validator("name")
     @classmethod
