@@ -1,0 +1,61 @@
+"""`gnnbench datasets list|info|prepare`: the known datasets, their sizes and memory needs; prepare one."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+from bench.commands.common import add_cache_dir
+from bench.datasets.hub import DatasetError
+from bench.inputs import folder
+from bench.paths import cache_dir
+from bench.run import stacks
+
+
+def add_parser(sub, parents) -> None:
+    ds = sub.add_parser("datasets", help="known datasets, their sizes and memory needs; prepare one")
+    ds_sub = ds.add_subparsers(dest="datasets_command", required=True)
+    ds_list = ds_sub.add_parser("list", parents=parents, help="the known datasets with their sizes")
+    ds_info = ds_sub.add_parser("info", parents=parents, help="sizes and the memory each backend will need")
+    ds_prep = ds_sub.add_parser("prepare", parents=parents, help="materialise a dataset into the hub (downloads if needed)")
+    for p in (ds_list, ds_info, ds_prep):
+        add_cache_dir(p)
+    for p in (ds_info, ds_prep):
+        p.add_argument("name", help="e.g. planetoid:Cora, ogb:ogbn-arxiv, reddit, synthetic:scale=14")
+    ds_prep.add_argument("--data-root", metavar="DIR", default=os.environ.get("GNNBENCH_DATA_ROOT"),
+                         help="where raw files are looked for first (env GNNBENCH_DATA_ROOT)")
+
+
+def run(args) -> int:
+    from bench.datasets import info as dataset_info
+    from bench import datasets
+    from bench.run.runner import ensure_dataset
+
+    cache = cache_dir(args.cache_dir, writable=args.datasets_command == "prepare")
+    if args.datasets_command == "list":
+        print("\n".join(dataset_info.list_lines(cache)))
+        return 0
+    try:
+        spec = datasets.parse_name(args.name)
+        datasets.check_params(spec)  # the rules a suite's `params` obey
+    except ValueError as exc:
+        raise DatasetError(f"{exc} (`gnnbench datasets list` shows the known datasets)") from None
+    if args.datasets_command == "prepare":
+        from bench.datasets.hub import sweep_stale
+
+        sweep_stale(cache)
+        if args.data_root:
+            folder(f"--data-root {args.data_root}", args.data_root, writable=False)
+        stack = datasets.stack_of(spec["source"])
+        if stack:
+            stacks.install(stack)
+        print(f"preparing {args.name} ...", flush=True)
+        from bench.datasets import hub
+
+        there = hub.is_materialised(spec, cache)
+        started = time.perf_counter()
+        ensure_dataset(spec, cache, Path(args.data_root) if args.data_root else None, interactive=True)
+        print("already in the hub" if there else f"prepared in {time.perf_counter() - started:.1f} s")
+    print("\n".join(dataset_info.info_lines(spec, cache)))
+    return 0

@@ -1,0 +1,45 @@
+"""`gnnbench fidelity`: what the harness costs, each cell's epoch against the plain loop its
+framework's examples write."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from bench.commands.common import (EXIT_CELLS_FAILED, add_cache_dir, add_data_root, add_select, chosen_cells,
+                                   command_line, results_path)
+from bench.inputs import InputError
+from bench.paths import cache_dir
+
+
+def add_parser(sub, parents) -> None:
+    fid = sub.add_parser("fidelity", parents=parents,
+                         help="what the harness costs: each cell's epoch against the plain loop its framework's examples write")
+    fid.add_argument("suite", nargs="?", default="smoke", help="suite name in suites/ or a YAML path")
+    add_select(fid)
+    fid.add_argument("--rounds", type=int, default=3, help="interleaved rounds of cell and plain loop (default 3)")
+    fid.add_argument("--out", type=Path, metavar="FILE",
+                     help="the comparison's JSON (a Markdown table beside it); default: results/runs/fidelity-<suite>-STAMP.json")
+    add_data_root(fid)
+    add_cache_dir(fid)
+
+
+def run(args) -> int:
+    from bench.run import fidelity
+
+    if args.rounds < 1:
+        raise InputError(f"--rounds {args.rounds}: give at least 1")
+    suite, chosen = chosen_cells(args, fidelity.comparable,
+                                 f"a plain loop exists for (one rank, cpu-cpu, store memory, model sage, backend "
+                                 f"one of {', '.join(fidelity.PLAIN_BACKENDS)})")
+    out = results_path(args, "fidelity", suite.name)
+    print(f"fidelity: {len(chosen)} cell(s) of {suite.name}, {args.rounds} interleaved round(s) each")
+    try:
+        found = fidelity.compare(chosen, cache_dir(args.cache_dir, writable=True), args.data_root, args.rounds)
+    except fidelity.FidelityError as exc:
+        print(f"gnnbench: {exc}", file=sys.stderr)
+        return EXIT_CELLS_FAILED
+    fidelity.write(found, out, command_line())
+    print(fidelity.table(found))
+    print(f"results: {out}")
+    return 0 if all(c.faithful for c in found) else EXIT_CELLS_FAILED

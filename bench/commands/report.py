@@ -1,0 +1,91 @@
+"""`gnnbench report`: result files as Markdown tables, a static HTML site, or the results README."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bench.inputs import InputError, folder, output_file, terminal_safe
+from bench.publish import results
+
+
+def add_parser(sub, parents) -> None:
+    report = sub.add_parser("report", parents=parents, help="render result files as Markdown tables and/or a static HTML site")
+    report.add_argument("files", nargs="+", type=Path)
+    report.add_argument("--markdown", type=Path, metavar="FILE",
+                        help="write the Markdown tables here (default: stdout, unless --html or --readme is given)")
+    report.add_argument("--html", type=Path, metavar="DIR",
+                        help="build the static site here: index.html, a page per suite, environment.html")
+    report.add_argument("--readme", type=Path, metavar="FILE",
+                        help="write the Markdown index of the results here (what results/README.md is)")
+    report.add_argument("--command", dest="produced_by", metavar="TEXT", help="the command that produced the results, shown under the table")
+    report.add_argument("--force", action="store_true",
+                        help="write --markdown/--readme even over one of the input files or another result file")
+
+
+def run(args) -> int:
+    return report_files(args.files, args.markdown, command=args.produced_by, html=args.html,
+                        readme=args.readme, force=args.force)
+
+
+def report_files(files: list[Path], markdown: Path | None, command: str | None = None,
+               html: Path | None = None, readme: Path | None = None, force: bool = False) -> int:
+    from bench.publish.report import render_markdown
+
+    seen: dict[Path, Path] = {}
+    for path in files:
+        same = seen.get(path.resolve())
+        if same is not None:
+            raise InputError(f"{path}: given twice ({same} is the same file); allowed: each result file once")
+        seen[path.resolve()] = path
+    for option, path in (("--markdown", markdown), ("--readme", readme)):
+        if path:
+            output_file(f"{option} {path}", path)
+            if not force:
+                refuse_overwrite(option, path, inputs=seen)
+    if html:
+        folder(f"--html {html}", html, writable=True)
+    read = [read_result(f) for f in files]  # every file is checked before anything is written
+    if html or readme:
+        from bench.publish import site
+
+        if html:
+            pages = site.build(read, html, command=command)
+            print(f"site: {len(pages)} pages in {html} (open {html / 'index.html'})")
+        if readme:
+            readme.write_text(site.render_readme(read, notes_for(readme)))
+            print(f"readme: {readme}")
+        if not markdown:
+            return 0
+    text = render_markdown(read, command=command)
+    if markdown:
+        markdown.write_text(text)
+    else:
+        print(terminal_safe(text))
+    return 0
+
+
+def refuse_overwrite(option: str, path: Path, inputs: dict[Path, Path]) -> None:
+    """Never write a table over an input, or over a file that holds results (JSON, a journal)."""
+    from bench.run import recover
+
+    if path.resolve() in inputs:
+        raise InputError(f"{option} {path}: that is one of the result files being read; give another file "
+                         "(or --force to replace it)")
+    if path.exists() and (path.suffix == ".json" or recover.is_journal(path)):
+        raise InputError(f"{option} {path}: a result file is already there; give another file (or --force "
+                         "to replace it)")
+
+
+def read_result(path: Path) -> results.RunResult:
+    """A result file, or a run's journal read as the result file `gnnbench recover` writes."""
+    from bench.run import recover
+
+    if recover.is_journal(path):
+        return results.of_document(recover.document(path), path)
+    return results.read(path)
+
+
+def notes_for(readme: Path) -> str | None:
+    """Hand-written notes kept beside the generated README (NOTES.md), included verbatim."""
+    notes = readme.parent / "NOTES.md"
+    return notes.read_text() if notes.exists() else None
