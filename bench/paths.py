@@ -19,6 +19,16 @@ def cache_root() -> Path:
     return Path(user_cache_dir("gnnbench"))
 
 
+def stacks_dir() -> Path:
+    """GNNBENCH_STACKS_DIR, else the user's cache dir; independent of the dataset cache, so a
+    run with a private dataset cache still finds the installed stacks (pinned and external)."""
+    if os.environ.get("GNNBENCH_STACKS_DIR"):
+        return Path(os.environ["GNNBENCH_STACKS_DIR"])
+    from platformdirs import user_cache_dir
+
+    return Path(user_cache_dir("gnnbench")) / "stacks"
+
+
 def cache_dir(given: Path | str | None, writable: bool) -> Path:
     """The dataset hub folder: `--cache-dir` where given, else cache_root(); checked as the
     input it came from (InputError names the option or the variable). `writable`: the command

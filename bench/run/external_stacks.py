@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.inputs import plain_name_problem
+from bench.paths import stacks_dir
 
 # What an interpreter must import to run a backend of each framework, and what more is reported.
 FRAMEWORK_NEEDS = {"pyg": ("torch", "torch_geometric", "numpy"), "dgl": ("torch", "dgl", "torchdata", "numpy")}
@@ -101,8 +102,6 @@ class ExternalStack:
 
 
 def registry_dir() -> Path:
-    from bench.run.stacks import stacks_dir
-
     return stacks_dir() / "external"
 
 

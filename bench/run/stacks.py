@@ -30,7 +30,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.paths import repo_root
+from bench.paths import repo_root, stacks_dir
 
 REQUIREMENTS_DIR = repo_root() / "docker"
 # Markers after a pin, in a comment:
@@ -144,16 +144,6 @@ class Stack:
 
 def in_container() -> bool:
     return os.environ.get(IN_CONTAINER_ENV, "") not in ("", "0")
-
-
-def stacks_dir() -> Path:
-    """GNNBENCH_STACKS_DIR, else the user's cache dir; independent of the dataset cache, so a
-    run with a private dataset cache still finds the installed stacks."""
-    if os.environ.get("GNNBENCH_STACKS_DIR"):
-        return Path(os.environ["GNNBENCH_STACKS_DIR"])
-    from platformdirs import user_cache_dir
-
-    return Path(user_cache_dir("gnnbench")) / "stacks"
 
 
 def available() -> dict[str, Stack]:
