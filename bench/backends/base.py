@@ -31,6 +31,18 @@ class Unavailable(Exception):
     """Raised while a pipeline is built when this stack cannot run the cell (recorded as skipped)."""
 
 
+def seed_everything(seed: int) -> None:
+    """Python's, numpy's and torch's generators, from the cell's seed."""
+    import random
+
+    import numpy as np
+    import torch
+
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
 def graphsage(conv, in_dim: int, hidden: int, out_dim: int, num_layers: int, trim=None):
     """The one GraphSAGE both backends train; `conv(a, b)` makes a framework's mean-aggregation
     SAGEConv from a to b features, and the model is called as model(x, [graph per layer]).
@@ -309,8 +321,6 @@ class Pipeline:
         same seed gives the same batches: Python's, numpy's and torch's (the shuffle, and PyG's
         torch-sparse sampler). A backend whose framework keeps streams of its own seeds them too
         (GraphBolt)."""
-        from bench.run.worker import seed_everything
-
         seed_everything(seed)
 
     def synchronize(self) -> None:

@@ -89,7 +89,8 @@ def measurable(cell) -> bool:
 def interleave(cell: dict, dataset_dir: Path, epochs: int) -> dict:
     from bench import datasets
     from bench.backends import load_pipeline_class
-    from bench.run.worker import run_epoch, seed_everything
+    from bench.backends.base import seed_everything
+    from bench.run.worker import run_epoch
     from bench.stores import features_in_memory
 
     settings = cell["settings"]

@@ -17,7 +17,6 @@ import importlib.metadata
 import json
 import os
 import platform
-import random
 import resource
 import sys
 import time
@@ -122,21 +121,12 @@ def device_info() -> dict:
     return info
 
 
-def seed_everything(seed: int) -> None:
-    import numpy as np
-    import torch
-
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)
-
-
 def run_cell(cell: dict, dataset_dir: Path) -> dict | None:
     """Run one cell in this process (one rank of it, under torch.distributed.run). Returns the
     record to write: on global rank 0 the cell's, on another node's first rank a note that its
     ranks took part, elsewhere None."""
     from bench.backends import BACKENDS, load_pipeline_class
-    from bench.backends.base import Unavailable, rank_and_world, select_device, unwrap
+    from bench.backends.base import Unavailable, rank_and_world, seed_everything, select_device, unwrap
     from bench.modes import mode as mode_of
     from bench import datasets
     from bench.stores import features_in_memory
