@@ -18,6 +18,7 @@ torch is imported where it is used, so importing this module needs no framework.
 
 from __future__ import annotations
 
+import abc
 import os
 import time
 
@@ -199,15 +200,13 @@ def unwrap(model):
     return getattr(model, "module", model)
 
 
-class Pipeline:
-    """The shared part of every backend. A subclass sets `train_loader` in its __init__ (after
-    this one's) and calls `build_model(data)`, and defines
-        _loader(split, shuffle, num_workers=0)   the batches of a split ("train", "val", "test")
-        count(batch) -> (seeds, edges)
-        make_model(data) -> torch.nn.Module      the model that `model: sage` trains
-        forward(model, batch) -> (logits, targets) for a batch already on the device
-    and, where its loader does not already deliver batches on the device, `to_device(batch)`.
-    A backend that does something else per batch (no model at all) overrides `step`."""
+class Pipeline(abc.ABC):
+    """The shared part of every backend: the pipeline contract. A subclass sets `train_loader`
+    (an iterable of batches, re-iterated every epoch) in its __init__ after this one's, and
+    defines the abstract methods below; a backend that trains the shared model subclasses
+    `TrainingPipeline`, which asks for the loader, model and forward pass too. A backend that
+    does something else per batch (no model at all) overrides `step`. Python refuses to build a
+    backend that lacks one (TypeError naming it), before any cell runs on it."""
 
     unavailable = staticmethod(unavailable_reason)  # why this stack cannot run a mode, or None
     collective_eval = False  # True: every rank evaluates its own part, and the counts are summed
@@ -281,11 +280,15 @@ class Pipeline:
         if clock is not None:
             clock.mark("optimizer")
 
+    @staticmethod
+    @abc.abstractmethod
+    def count(batch) -> tuple[int, int]:
+        """(seeds, sampled edges) of one batch."""
+
+    @abc.abstractmethod
     def work(self, batch) -> tuple:
         """(hop_nodes, hop_edges, input_nodes, feature_bytes[, layer_nodes, layer_edges]) of one
-        batch, as bench/backends/stages.py defines them."""
-        raise NotImplementedError(f"{type(self).__module__}.Pipeline counts no work per batch "
-                                  "(define work(batch), or run with profile: false)")
+        batch, as bench/backends/stages.py defines them (read with `profile: true`)."""
 
     def transfer_bytes(self, batch) -> int:
         """Bytes `to_device` copies host -> device for this batch (0 on the CPU). PyG batches
@@ -330,3 +333,21 @@ class Pipeline:
             torch.cuda.synchronize(self.device)
             if self.comm is not None:
                 self.comm.settle()
+
+
+class TrainingPipeline(Pipeline):
+    """A backend that trains the shared GraphSAGE (`model: sage`): it calls `build_model(data)` in
+    its __init__, and defines how it loads a split, builds the model and runs it on a batch.
+    Where its loader does not already deliver batches on the device, it defines `to_device`."""
+
+    @abc.abstractmethod
+    def _loader(self, split: str, shuffle: bool, num_workers: int = 0):
+        """The batches of a split ("train", "val", "test") with the suite's sampler settings."""
+
+    @abc.abstractmethod
+    def make_model(self, data):
+        """The torch.nn.Module that `model: sage` trains (before it is moved and wrapped in DDP)."""
+
+    @abc.abstractmethod
+    def forward(self, model, batch):
+        """(logits, targets) of a batch already on the device."""

@@ -156,7 +156,7 @@ def unavailable(mode_name: str, world_size: int = 1) -> str | None:
     return reason
 
 
-class Pipeline(base.Pipeline):
+class Pipeline(base.TrainingPipeline):
     sampler = f"graphbolt sample_neighbor (dgl {dgl.__version__})"
     unavailable = staticmethod(unavailable)
 

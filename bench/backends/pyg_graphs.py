@@ -217,7 +217,7 @@ class GraphClassifier(torch.nn.Module):
         return self.head(global_mean_pool(x, batch, size=num_graphs))
 
 
-class Pipeline(base.Pipeline):
+class Pipeline(base.TrainingPipeline):
 
     def __init__(self, data, settings: dict):
         super().__init__(data, settings)

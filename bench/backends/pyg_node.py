@@ -37,7 +37,7 @@ def neighbor_sampler_in_use() -> str:
     return "none: PyG finds neither pyg-lib nor torch-sparse"
 
 
-class PygNodePipeline(base.Pipeline):
+class PygNodePipeline(base.TrainingPipeline):
     """The shared GraphSAGE from PyG's SAGEConv on NeighborLoader-style batches (the seeds
     first, `batch_size` of them): every layer runs on the whole sampled subgraph, and the loss
     and accuracy are taken on the seeds. With `trim_to_layer` (PyG's hierarchical neighbourhood

@@ -1,0 +1,60 @@
+"""The pipeline contract (bench/backends/base.py) is an abstract base class: a backend lacking a
+method the worker calls cannot be built, and every registered backend fulfils it in its stack."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from bench.backends import BACKENDS, base
+from bench.run import stacks
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_a_backend_lacking_a_contract_method_is_refused():
+    class NoCount(base.Pipeline):
+        def work(self, batch):
+            return ()
+
+    with pytest.raises(TypeError, match="count"):
+        NoCount({}, {"mode": "cpu-cpu"})
+
+    class NoForward(base.TrainingPipeline):
+        count = staticmethod(lambda batch: (0, 0))
+
+        def work(self, batch):
+            return ()
+
+        def _loader(self, split, shuffle, num_workers=0):
+            return []
+
+        def make_model(self, data):
+            return None
+
+    with pytest.raises(TypeError, match="forward"):
+        NoForward({}, {"mode": "cpu-cpu"})
+
+
+CHECK = """
+import importlib, inspect, sys
+from bench.backends import base
+cls = importlib.import_module(sys.argv[1]).Pipeline
+assert issubclass(cls, base.Pipeline), f"{cls} is not a bench.backends.base.Pipeline"
+assert not inspect.isabstract(cls), f"{cls} lacks {sorted(cls.__abstractmethods__)}"
+print("ok")
+"""
+
+
+@pytest.mark.parametrize("backend", sorted(BACKENDS))
+def test_every_backend_fulfils_the_contract_in_its_stack(backend):
+    info = BACKENDS[backend]
+    stack = stacks.get(info.stack)
+    if not stack.installed:
+        pytest.fail(f"stack {info.stack} is not installed (make stacks)")
+    done = subprocess.run([str(stack.python), "-c", CHECK, info.module], cwd=ROOT, capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=600)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
