@@ -293,9 +293,12 @@ def test_every_page_in_chromium(tmp_path, browser):
 
         # a phone's window: the page itself never scrolls sideways (wide tables scroll in their box)
         page.set_viewport_size({"width": PHONE, "height": 800})
-        width = page.evaluate("document.documentElement.scrollWidth")
+        for opened in (False, True):  # then with every toggle open ("more columns", the advisor's evidence)
+            if opened:
+                page.evaluate("document.querySelectorAll('details').forEach(d => d.open = true)")
+            width = page.evaluate("document.documentElement.scrollWidth")
+            assert width <= PHONE, f"{path.name} is {width} px wide in a {PHONE} px window (toggles open: {opened})"
         page.screenshot(path=str(artifacts / f"{path.stem}-{PHONE}px.png"), full_page=True)
-        assert width <= PHONE, f"{path.name} is {width} px wide in a {PHONE} px window"
 
     page = browser.new_page()
     dialogs: list[str] = []
