@@ -1,8 +1,10 @@
 """The static result site: tables against the input numbers, escaping of hostile result text
 (HTML and SVG), charts only where an axis has ≥2 values, history and advisor sections, the CLI,
 results/README.md in step with the committed results, and every page in a real headless
-Chromium from file:// (no console errors, no failed requests, no dialog), with a screenshot of
-each page kept under $GNNBENCH_ARTIFACTS (default .artifacts/)."""
+Chromium from file:// (no console errors, no failed requests, no dialog; each dataset's main
+table fits a 1280 px window, no page is wider than a 390 px one, no chart text holds a
+placeholder), with screenshots of each page at both widths kept under $GNNBENCH_ARTIFACTS
+(default .artifacts/)."""
 
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ from tests.conftest import committed_results
 REPO = Path(__file__).resolve().parents[1]
 COMMITTED = committed_results()
 CHROMIUM = Path(os.environ.get("GNNBENCH_CHROMIUM", "/usr/bin/chromium"))
+LAPTOP, PHONE = 1280, 390  # window widths (CSS px) the pages must fit
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 HOSTILE = "<script>alert(1)</script>"
@@ -77,7 +80,8 @@ def crafted(tmp_path: Path, name: str = "crafted.json", slow: float = 1.0, when:
 
 
 class Rows(HTMLParser):
-    """Text of each table row that names a cell (data-cell), by cell id."""
+    """Text of the table rows that name a cell (data-cell), by cell id: a cell's row in the main
+    table, then its row under "more columns"."""
 
     def __init__(self):
         super().__init__()
@@ -88,7 +92,7 @@ class Rows(HTMLParser):
         attrs = dict(attrs)
         if tag == "tr" and "data-cell" in attrs:
             self._cell = attrs["data-cell"]
-            self.rows[self._cell] = []
+            self.rows.setdefault(self._cell, [])
         elif tag == "td" and self._cell is not None:
             self.rows[self._cell].append("")
 
@@ -181,7 +185,7 @@ def test_history_and_advisor_sections(tmp_path):
     html = (tmp_path / "site" / "suite-crafted.html").read_text()
     assert 'id="history"' in html and 'id="advisor"' in html
     slow_id = f"pyg-neighbor/{HOSTILE}/mode=cpu-cpu/workers=0/ws=2"
-    history_part = html[html.index('id="history"'):]
+    history_part = html[html.index('id="history"'):].replace("<wbr>", "")  # ids may break after a / or _
     regression = re.search(r'<tr class="bad">\s*<td class="id"><code>([^<]*)</code></td>.*?status-regression', history_part, re.S)
     assert regression and regression.group(1) == slow_id.replace("<", "&lt;").replace(">", "&gt;")
     assert "3.750 s" in history_part and "1.250 s" in history_part
@@ -241,7 +245,7 @@ def test_every_page_in_chromium(tmp_path, browser):
     assert len(pages) == len(newest) + 2
 
     for path in pages:
-        page = browser.new_page(viewport={"width": 1400, "height": 900})
+        page = browser.new_page(viewport={"width": LAPTOP, "height": 900})
         problems: list[str] = []
         page.on("console", lambda m: m.type in ("error", "warning") and problems.append(f"console {m.type}: {m.text}"))
         page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
@@ -252,11 +256,23 @@ def test_every_page_in_chromium(tmp_path, browser):
         page.screenshot(path=str(artifacts / f"{path.stem}.png"), full_page=True)
         assert problems == [], f"{path.name}: {problems}"
         assert page.evaluate("document.scripts.length") == 0, path.name
+        # a laptop's window shows each dataset's main table whole (no scrolling inside its box)
+        too_wide = page.evaluate("Array.from(document.querySelectorAll('table.main')).map(t => "
+                                 "[t.scrollWidth, t.closest('.table-wrap').clientWidth]).filter(([w, box]) => w > box)")
+        assert too_wide == [], f"{path.name} at {LAPTOP} px: main tables wider than their box {too_wide}"
+        # chart text names values only: no "axis=–", no dash standing for a missing value
+        placeholders = page.evaluate("Array.from(document.querySelectorAll('svg.chart text')).map(t => t.textContent)"
+                                     ".filter(t => t.includes('=\u2013') || t.trim() === '\u2013')")
+        assert placeholders == [], f"{path.name}: chart text with a placeholder {placeholders}"
 
         if path.name in newest:
             run = newest[path.name]
-            shown = dict(page.evaluate(
-                "Array.from(document.querySelectorAll('tr[data-cell]')).map(tr => [tr.dataset.cell, tr.innerText])"))
+            tables = report.dataset_tables(run)
+            assert page.locator("table.main").count() == len(tables), path.name
+            shown: dict[str, str] = {}  # a cell's rows: the main table's and the one under "more columns"
+            for cell_id, text in page.evaluate(
+                    "Array.from(document.querySelectorAll('tr[data-cell]')).map(tr => [tr.dataset.cell, tr.textContent])"):
+                shown[cell_id] = shown.get(cell_id, "") + " " + " ".join(text.split())
             raw = json.loads(run.path.read_text())  # the page against its input, not against the model
             expected = raw["gnnbench"].get("cells") or [b["extra_info"]["cell_id"] for b in raw["benchmarks"]]
             assert set(shown) == set(expected), path.name
@@ -264,13 +280,25 @@ def test_every_page_in_chromium(tmp_path, browser):
                 assert f"{bench['stats']['median']:.3f} s" in shown[bench["extra_info"]["cell_id"]]
             for u in raw.get("unmeasured", []):
                 assert u["status"] in shown[u["id"]]
+            for t in tables:  # every column's value is on the page, folded or not
+                for r in t["rows"]:
+                    for c in t["columns"] if r.measured else ():
+                        assert c.html_text(r) in shown[r.id], (path.name, r.id, c.html_title)
             charts = page.evaluate("Array.from(document.querySelectorAll('svg.chart')).map(s => "
                                    "[s.getAttribute('aria-labelledby'), s.querySelector('title').textContent])")
-            tables = report.dataset_tables(run)
             if any(len({str(r.settings.get(axis)) for r in t['rows'] if r.measured}) > 1
                    for t in tables for axis in ("world_size", "num_workers")):
                 assert charts, f"{path.name}: no chart"
             assert all(label and title for label, title in charts)
+
+        # a phone's window: the page itself never scrolls sideways (wide tables scroll in their box)
+        page.set_viewport_size({"width": PHONE, "height": 800})
+        for opened in (False, True):  # then with every toggle open ("more columns", the advisor's evidence)
+            if opened:
+                page.evaluate("document.querySelectorAll('details').forEach(d => d.open = true)")
+            width = page.evaluate("document.documentElement.scrollWidth")
+            assert width <= PHONE, f"{path.name} is {width} px wide in a {PHONE} px window (toggles open: {opened})"
+        page.screenshot(path=str(artifacts / f"{path.stem}-{PHONE}px.png"), full_page=True)
 
     page = browser.new_page()
     dialogs: list[str] = []

@@ -53,15 +53,16 @@ def dataset_charts(table: dict, key: str) -> list[Chart]:
     ok = [r for r in table["rows"] if r.measured]
     name = table["dataset"]
     charts = []
+    axes = _varying(ok)  # what tells the charted cells apart (the table's axes may vary only among failed cells)
     staged = [r for r in ok if stages.seconds(r)]
     if staged:  # first: the why behind every other chart
-        charts.append(stage_bars(f"{key}-stages", f"{name}: where each epoch goes", staged, table))
+        charts.append(stage_bars(f"{key}-stages", f"{name}: where each epoch goes", staged, _varying(staged)))
     if _has_axis(ok, "world_size"):
-        colors = _colors(ok, table, "world_size")  # one colour per configuration across its charts
+        colors = _colors(ok, axes, "world_size")  # one colour per configuration across its charts
         charts.append(line_chart(f"{key}-epoch-ws", f"{name}: epoch time against world size", AXES["world_size"],
-                                 "median epoch time (s), bars: IQR", _series(ok, table, "world_size", MEDIAN_EPOCH, True),
+                                 "median epoch time (s), bars: IQR", _series(ok, axes, "world_size", MEDIAN_EPOCH, True),
                                  colors=colors))
-        efficiency = _series(ok, table, "world_size", lambda r: r.scaling_efficiency, scale=100)
+        efficiency = _series(ok, axes, "world_size", lambda r: r.scaling_efficiency, scale=100)
         if _plottable(efficiency):
             charts.append(line_chart(f"{key}-eff-ws", f"{name}: scaling efficiency against world size",
                                      AXES["world_size"], "scaling efficiency (%)", efficiency, ideal=100.0,
@@ -69,19 +70,19 @@ def dataset_charts(table: dict, key: str) -> list[Chart]:
         for field, value, what in (
                 ("total_pss_bytes", lambda r: r.metrics.total_pss_bytes, "total peak PSS, all ranks"),
                 ("rank_pss_bytes", lambda r: r.rank_pss_bytes, "peak PSS per rank (largest rank)")):
-            series = _series(ok, table, "world_size", value, scale=1 / 2**20)
+            series = _series(ok, axes, "world_size", value, scale=1 / 2**20)
             if _plottable(series):
                 charts.append(line_chart(f"{key}-{field}-ws", f"{name}: {what} against world size",
                                          AXES["world_size"], f"{what} (MiB)", series, colors=colors))
     if _has_axis(ok, "num_workers"):
         charts.append(line_chart(f"{key}-epoch-workers", f"{name}: epoch time against DataLoader workers",
                                  AXES["num_workers"], "median epoch time (s), bars: IQR",
-                                 _series(ok, table, "num_workers", MEDIAN_EPOCH, True)))
+                                 _series(ok, axes, "num_workers", MEDIAN_EPOCH, True)))
     for backend in dict.fromkeys(r.backend for r in ok):  # the backends whose registry entry asks for mode bars
         cells = [r for r in ok if r.backend == backend]
         if backend in BACKENDS and BACKENDS[backend].mode_chart and _has_axis(cells, "mode"):
             charts.append(mode_bars(f"{key}-{_slug(backend)}-mode", f"{name}: {backend} epoch time per mode",
-                                    cells, table))
+                                    cells, _varying(cells)))
     return charts
 
 
@@ -123,16 +124,16 @@ def line_chart(key, title, xlabel, ylabel, series: dict[str, list[tuple]], *, id
         return Chart(key, title, _svg(fig, key, title), wide)
 
 
-def mode_bars(key: str, title: str, rows: list[CellResult], table: dict) -> Chart:
+def mode_bars(key: str, title: str, rows: list[CellResult], axes: list[str]) -> Chart:
     """Grouped bars: one group per mode, one bar per configuration of the other settings."""
     modes = list(dict.fromkeys(r.settings["mode"] for r in rows))
-    configs = list(dict.fromkeys(_label(r, table, exclude="mode") for r in rows))
+    configs = list(dict.fromkeys(_label(r, axes, exclude="mode") for r in rows))
     width = 0.8 / len(configs)
     with matplotlib.rc_context({**STYLE, "svg.hashsalt": key}):
         fig = Figure(figsize=(7.2, 3.6))
         ax = fig.add_subplot()
         for i, config in enumerate(configs):
-            cells = {r.settings["mode"]: r for r in rows if _label(r, table, exclude="mode") == config}
+            cells = {r.settings["mode"]: r for r in rows if _label(r, axes, exclude="mode") == config}
             xs = [m + (i - (len(configs) - 1) / 2) * width for m, mode in enumerate(modes) if mode in cells]
             errors = [_iqr_error(cells[m]) or (0, 0) for m in modes if m in cells]
             ax.bar(xs, [cells[m].median for m in modes if m in cells], width=width, label=config,
@@ -146,10 +147,10 @@ STAGE_COLORS = dict(zip(stages.STAGES, ("#4c72b0", "#dd8452", "#937860", "#55a86
                                          "#bbbbbb", "#eeeeee")))
 
 
-def stage_bars(key: str, title: str, rows: list[CellResult], table: dict) -> Chart:
+def stage_bars(key: str, title: str, rows: list[CellResult], axes: list[str]) -> Chart:
     """One horizontal bar per cell, its mean epoch split into the stages (seconds, stacked in
     bench.publish.stages.STAGES order), so both the split and the epoch lengths compare."""
-    labels = [_label(r, table, exclude="") for r in rows]
+    labels = [_label(r, axes, exclude="") for r in rows]
     with matplotlib.rc_context({**STYLE, "svg.hashsalt": key}):
         fig = Figure(figsize=(11, 1.2 + 0.35 * len(rows)))
         ax = fig.add_subplot()
@@ -194,9 +195,9 @@ def _svg(fig: Figure, key: str, title: str) -> Markup:
     return Markup(text)  # matplotlib escaped its own text; our additions are escaped above
 
 
-def _colors(rows: list[CellResult], table: dict, axis: str) -> dict[str, str]:
+def _colors(rows: list[CellResult], axes: list[str], axis: str) -> dict[str, str]:
     palette = matplotlib.rcParams["axes.prop_cycle"].by_key()["color"]
-    labels = dict.fromkeys(_label(r, table, exclude=axis) for r in rows)
+    labels = dict.fromkeys(_label(r, axes, exclude=axis) for r in rows)
     return {label: palette[i % len(palette)] for i, label in enumerate(labels)}
 
 
@@ -208,9 +209,16 @@ def _plottable(series: dict) -> bool:
     return any(series.values())
 
 
-def _label(row: CellResult, table: dict, exclude: str) -> str:
-    """A configuration's name: backend and the table's varying settings, except the x axis."""
-    others = [f"{k}={setting_text(row.settings.get(k))}" for k in table["varying"] if k != exclude]
+def _varying(rows: list[CellResult]) -> list[str]:
+    """The settings whose values differ among the charted cells, in the order the cells name them."""
+    keys = dict.fromkeys(k for r in rows for k in r.settings)
+    return [k for k in keys if len({setting_text(r.settings.get(k)) for r in rows}) > 1]
+
+
+def _label(row: CellResult, axes: list[str], exclude: str) -> str:
+    """A configuration's name: backend and the axes that vary among the charted cells, except the
+    x axis; an axis this cell has no value for is left out (a legend names values, no placeholder)."""
+    others = [f"{k}={setting_text(row.settings[k])}" for k in axes if k != exclude and row.settings.get(k) is not None]
     return " ".join([row.backend or "?", *others])
 
 
@@ -226,13 +234,13 @@ def _iqr_error(row: CellResult) -> tuple[float, float] | None:
     return max(row.median - q1, 0.0), max(q3 - row.median, 0.0)
 
 
-def _series(rows: list[CellResult], table: dict, axis: str, value: Callable[[CellResult], float | None],
+def _series(rows: list[CellResult], axes: list[str], axis: str, value: Callable[[CellResult], float | None],
             with_iqr: bool = False, scale: float = 1.0) -> dict[str, list[tuple]]:
     series: dict[str, list[tuple]] = {}
     for r in rows:
         y = value(r)
         if y is None or axis not in r.settings:
             continue
-        series.setdefault(_label(r, table, exclude=axis), []).append(
+        series.setdefault(_label(r, axes, exclude=axis), []).append(
             (r.settings[axis], y * scale, _iqr_error(r) if with_iqr else None))
     return series

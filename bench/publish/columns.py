@@ -5,7 +5,8 @@ already records becomes a column with one line, e.g.
     Column("batches", metric("batches_per_epoch"), fmt.rate),
 
 A column is shown in the Markdown table, the HTML table or both; `shown` keeps an HTML column
-out of a dataset's table where it would be empty.
+out of a dataset's table where it would be empty; `fold` moves a less-read HTML column out of
+the dataset's main table into its "more columns" toggle, so the main table fits a laptop screen.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ class Column:
     markdown: bool = True
     html: bool = True
     shown: Callable[[dict], bool] | None = None   # HTML: whether a dataset table (report.dataset_tables) shows it
+    fold: bool = False                            # HTML: under the table's "more columns" toggle, not in it
     doc: str = ""                                 # what it means, for the docs' column reference (required there)
 
     def text(self, cell: CellResult) -> str:
@@ -199,6 +201,7 @@ def _has_gpu_memory(table: dict) -> bool:
 
 CELL_COLUMNS = [
     Column("sampler", metric("sampler"), fmt.setting_text, unit="neighbourhoods", shown=_recorded("sampler"),
+           fold=True,
            doc="The neighbourhood sampler the cell ran on, with its version (PyG: pyg-lib or the torch-sparse fallback; GraphBolt: its own)."),
     Column("epoch s, median (IQR)", lambda c: c.median, fmt.seconds, title="epoch time", unit="median (IQR)",
            suffix=" s", note=_iqr,
@@ -224,7 +227,7 @@ CELL_COLUMNS = [
            note=_ceiling_note, hint=lambda c: stages.headline(c) or "", shown=_recorded("stages"),
            doc="The stage with the largest share of the epoch (see the stage table), held against the machine's measured ceiling where it is the feature fetch or the host-to-device copy."),
     Column("nodes / batch", stages.nodes_per_batch, fmt.rate, title="work", unit="nodes / batch",
-           note=_unequal_work, hint=_work_hint, shown=_recorded("work"),
+           note=_unequal_work, hint=_work_hint, shown=_recorded("work"), fold=True,
            doc="Nodes in a batch's sampled subgraph, the mean over the counted batches; noted `(unequal work)` where the per-seed, per-hop work differs from a cell that should do the same."),
     Column("peak PSS MiB", metric("peak_pss_bytes"), fmt.mib, html=False,
            doc="Peak proportional set size of the cell's processes (shared pages split among their sharers), the largest rank's."),
@@ -232,12 +235,12 @@ CELL_COLUMNS = [
            doc="Peak resident set size of the cell's largest rank (shared pages counted in full)."),
     Column("PSS per rank", lambda c: c.rank_pss_bytes, fmt.mib, unit="max, MiB", note=_ranks, markdown=False,
            doc="Largest peak PSS of one rank, with the number of ranks."),
-    Column("PSS total", metric("total_pss_bytes"), fmt.mib, unit="MiB", markdown=False,
+    Column("PSS total", metric("total_pss_bytes"), fmt.mib, unit="MiB", markdown=False, fold=True,
            doc="Peak PSS of all of the cell's processes together (ranks and loader workers)."),
     Column("largest private MiB", largest_private, _largest_private_text, title="largest private",
-           unit="part of a rank's PSS, MiB", hint=_breakdown_hint, shown=_recorded("memory_breakdown"),
+           unit="part of a rank's PSS, MiB", hint=_breakdown_hint, shown=_recorded("memory_breakdown"), fold=True,
            doc="The largest private part of any rank's peak PSS (features, graph, model, framework) from the memory breakdown; the tooltip has every part."),
-    Column("GPU memory", metric("peak_gpu_bytes"), fmt.mib, unit="peak, MiB", markdown=False, shown=_has_gpu_memory,
+    Column("GPU memory", metric("peak_gpu_bytes"), fmt.mib, unit="peak, MiB", markdown=False, shown=_has_gpu_memory, fold=True,
            doc="Peak GPU memory allocated by torch on a rank (CUDA cells only)."),
     # "is the loader starving my GPU": NVML's busy share and PCIe traffic per GPU; blank for CPU cells
     Column("GPU util %", gpu_util, percent, title="GPU util", unit="mean (max), NVML", note=_gpu_util_note,
@@ -245,19 +248,19 @@ CELL_COLUMNS = [
            doc="Mean share of time the GPU was busy during the measured epochs, sampled by NVML (max in brackets); blank for CPU cells."),
     Column("h2d MB/s", lambda c: gpu_util(c, "h2d_mb_per_s"), fmt.rate, title="host → GPU", unit="MB/s per GPU, NVML",
            hint=lambda c: "PCIe bytes the GPU received per second of the measured epochs (NVML, sampled)",
-           shown=_recorded("gpu_util"),
+           shown=_recorded("gpu_util"), fold=True,
            doc="PCIe bytes per second the GPU received during the measured epochs, per GPU (NVML)."),
     Column("val acc", metric("val_acc"), fmt.accuracy, html=False,
            doc="Validation accuracy after the last measured epoch."),
     Column("test acc", metric("test_acc"), fmt.accuracy, html=False,
            doc="Test accuracy after the last measured epoch (with the training fanouts)."),
     Column("accuracy", lambda c: (c.metrics.val_acc, c.metrics.test_acc), _accuracies, unit="val / test",
-           markdown=False,
+           markdown=False, fold=True,
            doc="Validation / test accuracy after the last measured epoch."),
     Column("start-up s", metric("startup_s"), lambda x: fmt.num(x, "{:.1f}"), html=False,
            doc="Seconds from launching the cell to its first epoch: interpreter, framework import, data load, process group."),
     Column("other load", metric("other_load"), fmt.pct, unit="of the machine", note=_busy_machine,
-           hint=lambda c: "CPU share other processes took while this cell ran", shown=_recorded("other_load"),
+           hint=lambda c: "CPU share other processes took while this cell ran", shown=_recorded("other_load"), fold=True,
            doc="CPU share other processes took while the cell ran; at or above the high-load mark its times are marked suspect."),
 ]
 

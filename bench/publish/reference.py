@@ -122,7 +122,8 @@ def suite_keys_markdown() -> str:
 def _column_rows(cols: list[columns.Column]) -> list[str]:
     rows = ["| column | where | description |", "|---|---|---|"]
     for col in cols:
-        where = " and ".join(w for w, on in (("Markdown", col.markdown), ("HTML", col.html)) if on)
+        html = "HTML (under the table's \"more columns\")" if col.fold else "HTML"
+        where = " and ".join(w for w, on in (("Markdown", col.markdown), (html, col.html)) if on)
         name = col.header if col.markdown else f"{col.html_title} ({col.unit})" if col.unit else col.html_title
         rows.append(f"| {_cell(name)} | {where} | {_cell(col.doc)} |")
     return rows
