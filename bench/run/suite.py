@@ -126,6 +126,15 @@ class Settings(Strict):
     # 1 counts every batch (exact counts, at that cost). Not in cell ids: it changes no timing
     # beyond the budget.
     work_budget: bounded(float, gt=0, le=1) = WORK_BUDGET
+    # Time to accuracy (MLPerf's score for GNN training): with target_acc, the model's validation
+    # accuracy is evaluated every `eval_every` training epochs (warm-up epochs train too and count;
+    # evaluation is timed apart), and training goes on past the measured epochs until the target is
+    # reached or `max_epochs` epochs, warm-up included, have run (default: warmup_epochs + epochs).
+    # One value each, not in cell ids (a stopping rule, not a configuration: to compare two targets,
+    # use two suites); a cell without a target has none of these keys and runs as before.
+    target_acc: bounded(float, gt=0, le=1) | None = None
+    eval_every: bounded(int, ge=1, le=10_000) = 1
+    max_epochs: bounded(int, ge=1, le=100_000) | None = None
 
     @field_validator("stack")
     @classmethod
@@ -452,6 +461,7 @@ def _check_rules(suite: Suite) -> list[str]:
                 problems += [_describe(None, {**e, "loc": (kind, i, *e["loc"])})
                              for e in _most_specific(exc.errors())]
     problems += _check_tasks(suite)
+    problems += _check_target(suite)
     if problems:
         return problems
     cells = expand(suite)
@@ -488,6 +498,36 @@ def _check_tasks(suite: Suite) -> list[str]:
     return problems
 
 
+TARGET_KEYS = ("target_acc", "eval_every", "max_epochs")  # time to accuracy: in a cell's settings only with a target
+
+
+def _check_target(suite: Suite) -> list[str]:
+    """max_epochs and eval_every mean something only beside target_acc, and max_epochs leaves room
+    for the warm-up and measured epochs (they always run, so epoch timing stays what it was). Each
+    matrix (the suite's settings, each include rule over them) is checked; the key path names where
+    the value was written."""
+    problems = []
+    defaults = Settings()
+    for where, given in [("settings", suite.settings.model_fields_set), *(
+            (f"include.{i}", set(rule.model_extra or {})) for i, rule in enumerate(suite.include))]:
+        rule = {} if where == "settings" else suite.include[int(where.split(".")[1])].model_extra or {}
+        value = lambda key: rule[key] if key in rule else getattr(suite.settings, key)  # noqa: E731
+        source = lambda key: where if key in given else "settings"  # noqa: E731
+        if value("target_acc") is None:
+            for key in ("eval_every", "max_epochs"):
+                if value(key) != getattr(defaults, key) and key in given:
+                    problems.append(f"{where}.{key}: set without target_acc; allowed only beside target_acc "
+                                    "(a validation accuracy in (0, 1] to train to)")
+            continue
+        most = value("max_epochs")
+        runs = max(_as_list(value("warmup_epochs"))) + max(_as_list(value("epochs")))
+        if most is not None and most < runs:
+            problems.append(f"{source('max_epochs')}.max_epochs: {most} is fewer than the warm-up and measured "
+                            f"epochs ({value('warmup_epochs')} + {value('epochs')}), which always run; allowed: "
+                            f"an integer >= {runs}, or leave it out ({runs})")
+    return problems
+
+
 def _as_list(value) -> list:
     return [] if value is None else value if isinstance(value, list) else [value]
 
@@ -508,7 +548,7 @@ def expand(suite: Suite) -> list[Cell]:
     for backends, datasets, axes in matrices:
         names = list(axes)
         for backend, dataset, values in itertools.product(backends, datasets, itertools.product(*axes.values())):
-            settings = dict(zip(names, values))
+            settings = _with_target(dict(zip(names, values)))
             info = BACKENDS[backend]
             if settings["mode"] not in info.modes or settings["store"] not in info.stores:
                 continue  # like modes, a store a backend does not have is not a cell of it
@@ -526,6 +566,14 @@ def expand(suite: Suite) -> list[Cell]:
                     "params": canonical_params(source_spec["source"], source_spec["params"])}
             cells.setdefault(cell_id, Cell(cell_id, backend, stack, dataset, spec, settings))
     return list(cells.values())
+
+
+def _with_target(settings: dict) -> dict:
+    """A cell's settings with the time-to-accuracy keys only where it has a target (a cell without
+    one keeps the settings, and so the digest, it had before they existed), max_epochs resolved."""
+    if settings["target_acc"] is None:
+        return {k: v for k, v in settings.items() if k not in TARGET_KEYS}
+    return {**settings, "max_epochs": settings["max_epochs"] or settings["warmup_epochs"] + settings["epochs"]}
 
 
 def _meaningful(backend: str, settings: dict) -> bool:
@@ -571,7 +619,7 @@ def _matches(rule: Rule, backend: str, dataset: str, settings: dict) -> bool:
         options = wanted if isinstance(wanted, list) and not (key == "fanout" and not isinstance(wanted[0], list)) else [wanted]
         if key == "stack":  # "own" is how a rule names each backend's own stack (None in a cell)
             options = [None if o == "own" else o for o in options]
-        if actual[key] not in options:
+        if actual.get(key) not in options:  # .get: a cell without a target has no target keys
             return False
     return True
 
