@@ -35,11 +35,13 @@ def reached(cell: CellResult) -> bool:
 
 def rank_key(cell: CellResult) -> tuple:
     """Sorts cells by time to the target: those that reached it first, soonest first; then those
-    that did not, best accuracy first."""
-    found = record(cell) or {}
+    that did not, best accuracy first; then those that did not train to one, by epoch time."""
+    found = record(cell)
     if reached(cell):
         return 0, seconds(cell)
-    return 1, -(found.get("best_val_acc") or 0.0)
+    if found:
+        return 1, -(found.get("best_val_acc") or 0.0)
+    return 2, cell.median or 0.0
 
 
 def text(cell: CellResult) -> str:
