@@ -103,6 +103,21 @@ def test_the_table_shows_the_column(run, tmp_path):
     assert len(reached) == 3 and all(to_target.text(c).endswith("(2 epochs to 0.1)") for c in reached)
 
 
+def test_the_suite_page_shows_the_column_and_the_diagnosis(run, tmp_path):
+    import html
+
+    from bench.publish import site
+
+    _, read = run
+    pages = {p.name: p.read_text() for p in site.build([read], tmp_path / "site")}
+    page = html.unescape(pages["suite-to-target.html"])
+    assert "time to target" in page and "Epoch time against time to accuracy" in page
+    for line in diagnosis.target_lines(read.cells):
+        assert line in page
+    for cell in read.measured:
+        assert to_target.text(cell) in page
+
+
 def test_a_run_without_a_target_has_no_such_column():
     from tests.conftest import committed_results
 

@@ -508,23 +508,23 @@ def _check_target(suite: Suite) -> list[str]:
     the value was written."""
     problems = []
     defaults = Settings()
-    for where, given in [("settings", suite.settings.model_fields_set), *(
-            (f"include.{i}", set(rule.model_extra or {})) for i, rule in enumerate(suite.include))]:
-        rule = {} if where == "settings" else suite.include[int(where.split(".")[1])].model_extra or {}
-        value = lambda key: rule[key] if key in rule else getattr(suite.settings, key)  # noqa: E731
-        source = lambda key: where if key in given else "settings"  # noqa: E731
+    matrices = [("settings", {k: getattr(suite.settings, k) for k in suite.settings.model_fields_set})]
+    matrices += [(f"include.{i}", rule.model_extra or {}) for i, rule in enumerate(suite.include)]
+    for where, given in matrices:
+        def value(key):
+            return given[key] if key in given else getattr(suite.settings, key)
+
         if value("target_acc") is None:
-            for key in ("eval_every", "max_epochs"):
-                if value(key) != getattr(defaults, key) and key in given:
-                    problems.append(f"{where}.{key}: set without target_acc; allowed only beside target_acc "
-                                    "(a validation accuracy in (0, 1] to train to)")
+            problems += [f"{where}.{key}: set without target_acc; allowed only beside target_acc (a validation "
+                         "accuracy in (0, 1] to train to)"
+                         for key in ("eval_every", "max_epochs") if key in given and given[key] != getattr(defaults, key)]
             continue
         most = value("max_epochs")
         runs = max(_as_list(value("warmup_epochs"))) + max(_as_list(value("epochs")))
         if most is not None and most < runs:
-            problems.append(f"{source('max_epochs')}.max_epochs: {most} is fewer than the warm-up and measured "
-                            f"epochs ({value('warmup_epochs')} + {value('epochs')}), which always run; allowed: "
-                            f"an integer >= {runs}, or leave it out ({runs})")
+            problems.append(f"{where if 'max_epochs' in given else 'settings'}.max_epochs: {most} is fewer than the "
+                            f"warm-up and measured epochs ({value('warmup_epochs')} + {value('epochs')}), which always "
+                            f"run; allowed: an integer >= {runs}, or leave it out ({runs})")
     return problems
 
 
