@@ -171,6 +171,7 @@ def test_the_advisor_ranks_by_time_to_target(run):
     # no cell reached the target on `miss`: the epoch time decides, as without one
     fastest = min((c for c in read.measured if c.dataset == "miss"), key=lambda c: c.median)
     assert advice["miss"].recommended == fastest.id and "per epoch" in advice["miss"].summary
+    assert any(e.startswith("No configuration reached its validation target") for e in advice["miss"].evidence)
 
 
 # --- the suites -------------------------------------------------------------------------------

@@ -109,6 +109,10 @@ def advise_group(g: Group) -> Advice:
     accurate, set_aside = accuracy_check(candidates)
     if any(to_target.reached(m) for m in accurate):
         return target_advice(g, accurate, set_aside, evidence, cautions)
+    missed = sorted((m for m in accurate if to_target.record(m)), key=to_target.rank_key)
+    if missed:
+        evidence.insert(0, "No configuration reached its validation target, so epoch time ranks them: "
+                           + "; ".join(f"{m.id}: {to_target.text(m)}" for m in missed) + ".")
     fastest = min(accurate, key=lambda m: m.median)
     choice, memory_note = memory_tie(fastest, accurate)
     evidence = ([speed_evidence(choice, fastest, accurate)] + where_time_goes(choice)
