@@ -149,7 +149,7 @@ def test_a_faster_epoch_that_arrives_later_is_named(run, tmp_path):
     for b in reach:
         b["extra_info"]["to_target"]["seconds"] = 2 * b["stats"]["median"]
     fastest = min(reach, key=lambda b: b["stats"]["median"])
-    fastest["extra_info"]["to_target"]["seconds"] = 1000.0
+    fastest["extra_info"]["to_target"].update(seconds=1000.0, epochs=3)
     changed = tmp_path / "changed.json"
     changed.write_text(json.dumps(data))
     cells = results.read(changed).cells
@@ -157,7 +157,9 @@ def test_a_faster_epoch_that_arrives_later_is_named(run, tmp_path):
     assert [case.faster.id for case in found] == [fastest["extra_info"]["cell_id"]]
     soonest = min((c for c in cells if to_target.reached(c) and c.id != found[0].faster.id), key=to_target.seconds)
     assert found[0].sooner.id == soonest.id
-    assert diagnosis.target_lines(cells)[0].startswith(f"{fastest['extra_info']['cell_id']} has the faster epoch")
+    line = diagnosis.target_lines(cells)[0]
+    assert line.startswith(f"{fastest['extra_info']['cell_id']} has the faster epoch")
+    assert "1000.000 s (3 epochs to 0.1)" in line and "it needs 3 epochs to 2" in line
 
 
 def test_the_advisor_ranks_by_time_to_target(run):

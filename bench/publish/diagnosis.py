@@ -34,6 +34,7 @@ WAIT_GROWTH = 0.1         # ... and this much more of it than with fewer ranks/w
 COMPUTE_GROWTH = 1.5      # compute per batch this many times that with fewer: cores shared
 WORKER_COST = 1.5         # loader workers spend this many times the main process's sample+fetch
 OTHER_SHARE = 0.3         # this share of the epoch outside every measured stage
+SLOW_FIRST_EPOCH = 1.5    # a first epoch this many times the other's explains a later arrival at the target
 
 
 @dataclass(frozen=True)
@@ -239,7 +240,10 @@ class Overtaken:
         seeds_a, seeds_b = stages.seeds_per_epoch(a), stages.seeds_per_epoch(b)
         if seeds_a and seeds_b and seeds_a < seeds_b:
             causes.append(f"it trains {fmt.rate(seeds_a)} seeds per epoch against {fmt.rate(seeds_b)}")
-        return head + (f" ({'; '.join(causes)})" if causes else "") + "."
+        first_a, first_b = (c.metrics.warmup_epoch_s[0] if c.metrics.warmup_epoch_s else None for c in (a, b))
+        if first_a and first_b and first_a >= SLOW_FIRST_EPOCH * first_b:
+            causes.append(f"its first epoch, a warm-up that trains too, took {first_a:.3g} s against {first_b:.3g} s")
+        return head + (f": {'; '.join(causes)}" if causes else "") + "."
 
 
 def overtaken(cells: Iterable[CellResult]) -> list[Overtaken]:
