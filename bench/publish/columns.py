@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from bench.publish import fmt, stages
+from bench.publish import fmt, stages, to_target
 from bench.publish.results import CellResult
 from bench.run.load import HIGH_LOAD
 
@@ -257,6 +257,11 @@ CELL_COLUMNS = [
     Column("accuracy", lambda c: (c.metrics.val_acc, c.metrics.test_acc), _accuracies, unit="val / test",
            markdown=False, fold=True,
            doc="Validation / test accuracy after the last measured epoch."),
+    # MLPerf's score where the suite sets target_acc (bench/publish/to_target.py): training seconds
+    # and epochs to the validation target, or the best accuracy where it was not reached
+    Column("time to target", lambda c: c, to_target.text, title="time to target",
+           unit="training s (epochs), eval apart", hint=to_target.hint, shown=to_target.shown,
+           doc="Training seconds (slowest rank, evaluation and start-up excluded) and epochs until the validation accuracy first reached the suite's `target_acc`, or `not reached` with the best value; n/a for a cell without a model."),
     Column("start-up s", metric("startup_s"), lambda x: fmt.num(x, "{:.1f}"), html=False,
            doc="Seconds from launching the cell to its first epoch: interpreter, framework import, data load, process group."),
     Column("other load", metric("other_load"), fmt.pct, unit="of the machine", note=_busy_machine,

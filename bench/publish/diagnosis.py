@@ -8,6 +8,10 @@ one small function of that pair (a `Slower`) returning a sentence, or None where
 apply; its threshold is a named constant. Rules read today's keys (startup_s, comm_s, compute_s,
 loader_stall, batches_per_epoch, other_load, the settings, the machine's cores) and the stage
 timings and work counts where a file has them (bench.publish.stages).
+
+Where cells trained to a validation target (time to accuracy, bench.publish.to_target),
+`target_lines` names each cell whose faster epoch reaches the target later than a slower one (fewer
+seeds per epoch, another precision or sampler can do that), or says that none did.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from bench.publish import fmt, stages
+from bench.publish import fmt, stages, to_target
 from bench.publish.results import CellResult
 from bench.run.load import HIGH_LOAD
 
@@ -30,6 +34,7 @@ WAIT_GROWTH = 0.1         # ... and this much more of it than with fewer ranks/w
 COMPUTE_GROWTH = 1.5      # compute per batch this many times that with fewer: cores shared
 WORKER_COST = 1.5         # loader workers spend this many times the main process's sample+fetch
 OTHER_SHARE = 0.3         # this share of the epoch outside every measured stage
+SLOW_FIRST_EPOCH = 1.5    # a first epoch this many times the other's explains a later arrival at the target
 
 
 @dataclass(frozen=True)
@@ -212,3 +217,57 @@ def slower_pairs(cells: Iterable[CellResult]) -> list[Slower]:
 def diagnose(cells: Iterable[CellResult]) -> list[Diagnosis]:
     """A diagnosis per slower configuration, with every rule that applies."""
     return [Diagnosis(s, tuple(text for rule in RULES if (text := rule(s)))) for s in slower_pairs(cells)]
+
+
+# --- epoch time against time to accuracy --------------------------------------------------------
+
+@dataclass(frozen=True)
+class Overtaken:
+    """A cell with a faster epoch (`faster`) that reaches the validation target later than one with a
+    slower epoch (`sooner`): the same dataset and target, MLPerf's score against the epoch's."""
+    faster: CellResult
+    sooner: CellResult
+
+    @property
+    def line(self) -> str:
+        a, b = self.faster, self.sooner
+        found_a, found_b = to_target.record(a), to_target.record(b)
+        head = (f"{a.id} has the faster epoch ({a.median:.3g} s against {b.median:.3g} s for {b.id}) but reaches "
+                f"validation accuracy {found_b['target']:g} later: {to_target.text(a)} against {to_target.text(b)}")
+        causes = []
+        if found_a.get("reached") and found_a["epochs"] > found_b["epochs"]:
+            causes.append(f"it needs {found_a['epochs']} epochs to {found_b['epochs']}")
+        seeds_a, seeds_b = stages.seeds_per_epoch(a), stages.seeds_per_epoch(b)
+        if seeds_a and seeds_b and seeds_a < seeds_b:
+            causes.append(f"it trains {fmt.rate(seeds_a)} seeds per epoch against {fmt.rate(seeds_b)}")
+        first_a, first_b = (c.metrics.warmup_epoch_s[0] if c.metrics.warmup_epoch_s else None for c in (a, b))
+        if first_a and first_b and first_a >= SLOW_FIRST_EPOCH * first_b:
+            causes.append(f"its first epoch, a warm-up that trains too, took {first_a:.3g} s against {first_b:.3g} s")
+        return head + (f": {'; '.join(causes)}" if causes else "") + "."
+
+
+def overtaken(cells: Iterable[CellResult]) -> list[Overtaken]:
+    """Each cell that a cell with a slower epoch beats to the target (the same dataset and target),
+    paired with the one that gets there soonest; in the cells' order."""
+    trained = [c for c in cells if c.measured and c.median and to_target.record(c)]
+    found = []
+    for cell in trained:
+        rivals = [o for o in trained if o.dataset == cell.dataset and to_target.target(o) == to_target.target(cell)
+                  and o.median > cell.median and to_target.rank_key(o) < to_target.rank_key(cell)
+                  and to_target.reached(o)]
+        if rivals:
+            found.append(Overtaken(cell, min(rivals, key=to_target.rank_key)))
+    return found
+
+
+def target_lines(cells: Iterable[CellResult]) -> list[str]:
+    """The diagnosis of epoch time against time to accuracy: a line per cell overtaken by a slower
+    epoch; where cells trained to a target and none was, one line saying so; else nothing."""
+    cells = list(cells)
+    found = overtaken(cells)
+    if found:
+        return [o.line for o in found]
+    if any(c.measured and to_target.record(c) for c in cells):
+        return ["None: no faster epoch reached the validation target later (time to accuracy orders these "
+                "cells as epoch time does, those that did not reach it last)."]
+    return []

@@ -131,7 +131,8 @@ def run_view(run: RunResult) -> dict:
             "features_only": any(c.features_only_acc is not None for c in cards),
             "columns": columns.markdown_columns(run.cells),
             "scaling": scaling_rows(run), "partitions": partitions(run),
-            "stage_tables": stage_tables(run), "diagnoses": diagnosis.diagnose(run.cells)}
+            "stage_tables": stage_tables(run), "diagnoses": diagnosis.diagnose(run.cells),
+            "to_target": diagnosis.target_lines(run.cells)}
 
 
 def render_markdown(runs: list[RunResult], command: str | None = None) -> str:

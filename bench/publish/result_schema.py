@@ -93,6 +93,29 @@ class Work(Loose):
     per_seed: PerSeed | None = None
 
 
+class Evaluation(Loose):
+    epoch: Annotated[int, Field(ge=1)]
+    val_acc: Share | None = None
+
+
+class ToTarget(Loose):
+    """Training to a validation-accuracy target (bench/run/to_target.py): reached or not, the
+    epochs and training seconds to it, the best accuracy seen, and the evaluations' own time."""
+    target: Annotated[float, Field(gt=0, le=1)]
+    reached: bool
+    epochs: Annotated[int, Field(ge=1)] | None = None
+    seconds: Seconds | None = None
+    best_val_acc: Share | None = None
+    best_epoch: Annotated[int, Field(ge=1)] | None = None
+    epochs_run: Count | None = None
+    train_s: Seconds | None = None
+    eval_s: Seconds | None = None
+    eval_every: Annotated[int, Field(ge=1)] | None = None
+    max_epochs: Annotated[int, Field(ge=1)] | None = None
+    clock: str | None = None
+    evaluations: list[Evaluation] | None = None
+
+
 class ExtraInfo(Loose):
     cell_id: str
     backend: str
@@ -124,6 +147,7 @@ class ExtraInfo(Loose):
     profile: bool | None = None
     gpu_util: GpuUtil | None = None
     gpu_util_reason: str | None = None
+    to_target: ToTarget | None = None
 
 
 class Benchmark(Loose):

@@ -106,6 +106,9 @@ class Metrics:
     loader_worker_s: dict | None = None   # num_workers > 0: worker-seconds per epoch in the loader's processes
     work: dict | None = None
     profile: bool | None = None           # False: the run turned the stage timings off
+    # training to the suite's target_acc (bench/run/to_target.py): target, reached, epochs, seconds
+    # (training time, evaluation apart: eval_s), best_val_acc; None without a target or a model
+    to_target: dict | None = None
     other: dict = field(default_factory=dict)  # recorded numbers this model does not name (yet)
 
     def get(self, name: str):

@@ -92,6 +92,7 @@ def suite_sections(suite: SuiteRuns, data_links: dict[Path, str]) -> dict:
     for i, table in enumerate(tables):
         table["charts"] = charts.dataset_charts(table, key=f"d{i + 1}")
         table["diagnoses"] = diagnosis.diagnose(table["rows"])
+        table["to_target"] = diagnosis.target_lines(table["rows"])
         table["flags"] = [(r.id, r.work_flag) for r in table["rows"] if r.work_flag]
     # the failures table lists the same rows the dataset tables show, each linked by its anchor
     failures = [r for table in tables for r in table["rows"] if not r.measured]

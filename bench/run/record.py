@@ -114,6 +114,8 @@ def extra_info(outcome: Outcome, baseline: str | None = None) -> dict:
         "gpu_util": rec.get("gpu_util"),
         "gpu_util_reason": None if rec.get("gpu_util") else rec.get("gpu_util_reason"),
         **({"partition": rec["partition"]} if rec.get("partition") else {}),
+        # time to accuracy (bench/run/to_target.py), where the cell trained to a target
+        **({"to_target": rec["to_target"]} if rec.get("to_target") else {}),
         **profile_info(epochs, cell.settings.get("profile", True)),
     }
 

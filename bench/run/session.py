@@ -538,7 +538,7 @@ class Session:
                               f"{local_ranks} rank(s) of {cell.backend} on {cell.dataset}")
 
     def _show_epoch(self, event: dict) -> None:
-        kind = "warm-up" if event.get("warmup") else "epoch"
+        kind = "to target" if event.get("beyond") else "warm-up" if event.get("warmup") else "epoch"
         self.say(f"\r  {kind} {event['epoch']}/{event['of']}: {event['seconds']:.3f} s   ", end="")
 
     # --- the result file -----------------------------------------------------------------------

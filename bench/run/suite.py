@@ -143,6 +143,18 @@ class Settings(Strict):
     work_budget: bounded(float, gt=0, le=1) = WORK_BUDGET
     """With profile: the share of each epoch that counting batches' work may take; where counting
     is dear a sample of the batches is counted; 1 counts every batch. Not in cell ids."""
+    # Time to accuracy (MLPerf's score for GNN training). One value each, not in cell ids (a
+    # stopping rule, not a configuration: to compare two targets, use two suites); a cell without a
+    # target has none of these keys and runs as before.
+    target_acc: bounded(float, gt=0, le=1) | None = None
+    """Train to this validation accuracy: evaluated every `eval_every` training epochs (warm-up
+    epochs train too and count; evaluation is timed apart), training goes on past the measured
+    epochs until the target is reached or `max_epochs` have run; the result records the training
+    time and epochs to it, or `not reached` with the best value."""
+    eval_every: bounded(int, ge=1, le=10_000) = 1
+    """With `target_acc`: evaluate the validation accuracy every this many training epochs."""
+    max_epochs: bounded(int, ge=1, le=100_000) | None = None
+    """With `target_acc`: the most epochs to train, warm-up included (default: warmup_epochs + epochs)."""
 
     @field_validator("stack")
     @classmethod
@@ -482,6 +494,7 @@ def _check_rules(suite: Suite) -> list[str]:
                 problems += [_describe(None, {**e, "loc": (kind, i, *e["loc"])})
                              for e in _most_specific(exc.errors())]
     problems += _check_tasks(suite)
+    problems += _check_target(suite)
     if problems:
         return problems
     cells = expand(suite)
@@ -518,6 +531,36 @@ def _check_tasks(suite: Suite) -> list[str]:
     return problems
 
 
+TARGET_KEYS = ("target_acc", "eval_every", "max_epochs")  # time to accuracy: in a cell's settings only with a target
+
+
+def _check_target(suite: Suite) -> list[str]:
+    """max_epochs and eval_every mean something only beside target_acc, and max_epochs leaves room
+    for the warm-up and measured epochs (they always run, so epoch timing stays what it was). Each
+    matrix (the suite's settings, each include rule over them) is checked; the key path names where
+    the value was written."""
+    problems = []
+    defaults = Settings()
+    matrices = [("settings", {k: getattr(suite.settings, k) for k in suite.settings.model_fields_set})]
+    matrices += [(f"include.{i}", rule.model_extra or {}) for i, rule in enumerate(suite.include)]
+    for where, given in matrices:
+        def value(key):
+            return given[key] if key in given else getattr(suite.settings, key)
+
+        if value("target_acc") is None:
+            problems += [f"{where}.{key}: set without target_acc; allowed only beside target_acc (a validation "
+                         "accuracy in (0, 1] to train to)"
+                         for key in ("eval_every", "max_epochs") if key in given and given[key] != getattr(defaults, key)]
+            continue
+        most = value("max_epochs")
+        runs = max(_as_list(value("warmup_epochs"))) + max(_as_list(value("epochs")))
+        if most is not None and most < runs:
+            problems.append(f"{where if 'max_epochs' in given else 'settings'}.max_epochs: {most} is fewer than the "
+                            f"warm-up and measured epochs ({value('warmup_epochs')} + {value('epochs')}), which always "
+                            f"run; allowed: an integer >= {runs}, or leave it out ({runs})")
+    return problems
+
+
 def _as_list(value) -> list:
     return [] if value is None else value if isinstance(value, list) else [value]
 
@@ -538,7 +581,7 @@ def expand(suite: Suite) -> list[Cell]:
     for backends, datasets, axes in matrices:
         names = list(axes)
         for backend, dataset, values in itertools.product(backends, datasets, itertools.product(*axes.values())):
-            settings = dict(zip(names, values))
+            settings = _with_target(dict(zip(names, values)))
             info = BACKENDS[backend]
             if settings["mode"] not in info.modes or settings["store"] not in info.stores:
                 continue  # like modes, a store a backend does not have is not a cell of it
@@ -556,6 +599,14 @@ def expand(suite: Suite) -> list[Cell]:
                     "params": canonical_params(source_spec["source"], source_spec["params"])}
             cells.setdefault(cell_id, Cell(cell_id, backend, stack, dataset, spec, settings))
     return list(cells.values())
+
+
+def _with_target(settings: dict) -> dict:
+    """A cell's settings with the time-to-accuracy keys only where it has a target (a cell without
+    one keeps the settings, and so the digest, it had before they existed), max_epochs resolved."""
+    if settings["target_acc"] is None:
+        return {k: v for k, v in settings.items() if k not in TARGET_KEYS}
+    return {**settings, "max_epochs": settings["max_epochs"] or settings["warmup_epochs"] + settings["epochs"]}
 
 
 def _meaningful(backend: str, settings: dict) -> bool:
@@ -601,7 +652,7 @@ def _matches(rule: Rule, backend: str, dataset: str, settings: dict) -> bool:
         options = wanted if isinstance(wanted, list) and not (key == "fanout" and not isinstance(wanted[0], list)) else [wanted]
         if key == "stack":  # "own" is how a rule names each backend's own stack (None in a cell)
             options = [None if o == "own" else o for o in options]
-        if actual[key] not in options:
+        if actual.get(key) not in options:  # .get: a cell without a target has no target keys
             return False
     return True
 

@@ -131,7 +131,7 @@ def run_cell(cell: dict, dataset_dir: Path) -> dict | None:
     from bench import datasets
     from bench.stores import features_in_memory
     from bench.run.memory_breakdown import PhaseMemory, model_optimizer_bytes
-    from bench.run import gpu_affinity, gpu_sampler
+    from bench.run import gpu_affinity, gpu_sampler, to_target
 
     memory = PhaseMemory()  # where this rank's memory goes, phase by phase
     memory.take("start")
@@ -200,10 +200,13 @@ def run_cell(cell: dict, dataset_dir: Path) -> dict | None:
 
     total = settings["warmup_epochs"] + settings["epochs"]
     warmup, measured = [], []
+    # time to accuracy, where the cell has a target (bench/run/to_target.py): evaluations between
+    # epochs, and epochs past the measured ones (`beyond`) until the target or max_epochs
+    target, beyond = to_target.Tracker.of(settings, pipe, world), []
     from bench.stores import files_of, page_cache  # page_cache: cold, the store's files (none in memory)
     cold = files_of(settings["store"], BACKENDS[cell["backend"]].task, dataset_dir) if settings.get("page_cache") == "cold" else []
-    for epoch in range(total):
-        measuring = epoch >= settings["warmup_epochs"]
+    for epoch in to_target.epochs(total, target):
+        measuring = settings["warmup_epochs"] <= epoch < total
         if epoch == settings["warmup_epochs"]:
             reset_gpu_peak(pipe)  # the measured epochs' own peak, not warm-up's or the build's
         still_cached = page_cache.evict(cold) if cold else 0.0  # every epoch starts cold; what others map stays
@@ -220,9 +223,12 @@ def run_cell(cell: dict, dataset_dir: Path) -> dict | None:
             raise RuntimeError(f"rank {rank}: the training loader yielded no batch in epoch {epoch + 1} "
                                f"(batch size {settings['batch_size']}, {world} rank(s): fewer seeds than "
                                "ranks x batch size, and the sampler drops uneven inputs?)")
-        (measured if measuring else warmup).append(stats)
+        (measured if measuring else warmup if epoch < total else beyond).append(stats)
         if rank == 0:
-            progress(epoch=epoch + 1, of=total, warmup=not measuring, seconds=round(stats["seconds"], 4))
+            progress(epoch=epoch + 1, of=total, warmup=not measuring, seconds=round(stats["seconds"], 4),
+                     beyond=epoch >= total)  # past the measured epochs, training to the target
+        if target is not None:
+            target.after_epoch(epoch + 1)
     loader_affinity.close()
     memory.take("epochs")
     mine = {"memory_breakdown": memory.breakdown(model_optimizer_bytes(pipe)), "rank": rank, "epochs": measured, "warmup": warmup, "startup_s": first_batch_at[0] - launched_at,
@@ -231,7 +237,7 @@ def run_cell(cell: dict, dataset_dir: Path) -> dict | None:
             "startup_phases": started.seconds,
             "gpu_util": gpu_sampler.summarise([e.get("gpu") for e in measured]), "gpu_util_reason": not_sampled,
             "gpu_util_epochs": [e["gpu"] for e in measured if e.get("gpu")] or None,
-            "cpu_affinity": affinity.record or None}
+            "cpu_affinity": affinity.record or None, "beyond": beyond}
     collective_eval = getattr(pipe, "collective_eval", False)  # e.g. partitions evaluating together
     if collective_eval:
         val_acc, test_acc = pipe.evaluate("val"), pipe.evaluate("test")
@@ -259,7 +265,9 @@ def run_cell(cell: dict, dataset_dir: Path) -> dict | None:
             "partition": getattr(pipe, "partition", None), "sampler": pipe.sampler,
             "dataset": {**data.card(), "name": cell["dataset"]["name"]},
             "memory_breakdown": [r.get("memory_breakdown") for r in ranks],  # by rank: bench/run/memory_breakdown.py
-            "gpu_util": gpu_sampler.across_ranks([r.get("gpu_util") for r in ranks]), "gpu_util_reason": not_sampled}
+            "gpu_util": gpu_sampler.across_ranks([r.get("gpu_util") for r in ranks]), "gpu_util_reason": not_sampled,
+            "to_target": target and target.summary(
+                [e["seconds"] for key in ("warmup", "epochs", "beyond") for e in merge_ranks(ranks, key)])}
 
 
 class StartupPhases:
