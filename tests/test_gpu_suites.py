@@ -328,7 +328,7 @@ def test_graphbolt_cuda_mode_copies_to_the_gpu_straight_from_the_hubs_maps(tmp_p
         shared = []
         def record(self, device):
             tensors = [self._tensor] if hasattr(self, "_tensor") else [self.csc_indptr, self.indices]
-            hub = [data.features] if hasattr(self, "_tensor") else [data.csc_indptr, data.edge_index]
+            hub = [data.features] if hasattr(self, "_tensor") else [data.graphbolt_indptr, data.graphbolt_indices]
             shared.extend(bool(np.shares_memory(t.numpy(), h)) for t, h in zip(tensors, hub))
             return self
         gb.TorchBasedFeature.to = record
