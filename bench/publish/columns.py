@@ -192,12 +192,38 @@ def _gpu_util_hint(cell: CellResult) -> str:
     return "; ".join(lines) or "GPU busy share sampled by NVML during the measured epochs; low with a high loader stall: the loader starves the GPU"
 
 
+def threads(cell: CellResult) -> int | None:
+    """The torch compute threads each rank ran with (set by the core budget, bench/run/core_budget.py)."""
+    return (cell.device or {}).get("num_threads")
+
+
+def _budget(cell: CellResult) -> dict | None:
+    return (cell.device or {}).get("core_budget")
+
+
+def _threads_note(cell: CellResult) -> str | None:
+    """'(2 ranks × (1 thread + 0 workers) = 2 of 2 cores)', and whether a setting oversubscribed them."""
+    b = _budget(cell)
+    if not b:
+        return None
+    r, t, w = b["ranks"], b["threads"], b["workers"]
+    text = f"{r} × ({t} + {w} workers) of {b['cores']} cores" if w else f"× {r} of {b['cores']} cores"
+    return f"({text}{', oversubscribed' if b.get('oversubscribed') else ''})"
+
+
+def _has_budget(table: dict) -> bool:
+    return any(r.measured and _budget(r) for r in table["rows"])
+
+
 def _has_gpu_memory(table: dict) -> bool:
     return any(r.metrics.peak_gpu_bytes for r in table["rows"] if r.measured)
 
 
 CELL_COLUMNS = [
     Column("sampler", metric("sampler"), fmt.setting_text, unit="neighbourhoods", shown=_recorded("sampler")),
+    # the core budget: threads per rank, and the ranks and workers beside them on the node's cores
+    Column("threads", threads, lambda x: "" if x is None else str(x), unit="per rank (core budget)",
+           note=_threads_note, hint=lambda c: (_threads_note(c) or "").strip("()"), shown=_has_budget),
     Column("epoch s, median (IQR)", lambda c: c.median, fmt.seconds, title="epoch time", unit="median (IQR)",
            suffix=" s", note=_iqr),
     Column("rounds", lambda c: c.stats.rounds, str, html=False),
@@ -229,8 +255,11 @@ CELL_COLUMNS = [
            hint=lambda c: "PCIe bytes the GPU received per second of the measured epochs (NVML, sampled)",
            shown=_recorded("gpu_util")),
     Column("val acc", metric("val_acc"), fmt.accuracy, html=False),
-    Column("test acc", metric("test_acc"), fmt.accuracy, html=False),
-    Column("accuracy", lambda c: (c.metrics.val_acc, c.metrics.test_acc), _accuracies, unit="val / test",
+    Column("test acc", metric("test_acc"), fmt.accuracy, html=False),  # sampled with the training fanouts
+    # DGL's examples' way: every neighbour, layer by layer (bench/backends/base.py full_accuracy)
+    Column("test acc, full neighbourhoods", metric("test_acc_full"), fmt.accuracy, title="test acc",
+           unit="full neighbourhoods", shown=_recorded("test_acc_full")),
+    Column("accuracy", lambda c: (c.metrics.val_acc, c.metrics.test_acc), _accuracies, unit="val / test, sampled",
            markdown=False),
     Column("start-up s", metric("startup_s"), lambda x: fmt.num(x, "{:.1f}"), html=False),
     Column("other load", metric("other_load"), fmt.pct, unit="of the machine", note=_busy_machine,
