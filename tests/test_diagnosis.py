@@ -222,7 +222,7 @@ def test_oversubscription(tmp_path):
 
 def test_oversubscription_reads_the_machine_cores_in_older_files(tmp_path):
     cores_only = {"usable_cores": None, "notes": []}
-    assert "on 2 cores" in diagnosis.oversubscription(pair(tmp_path, ceilings=cores_only))
+    assert "of 2 cores" in diagnosis.oversubscription(pair(tmp_path, ceilings=cores_only))
 
 
 def test_startup_share(tmp_path):
