@@ -11,7 +11,8 @@ Only the hub's arrays are read through gnnbench (reading the dataset is not what
 Threads: the cell's, from the same core budget (bench/run/core_budget.py). GraphBolt's graph: the
 hub's int32 copies, as GraphBolt's OnDiskDataset builds it (read into the process: the example
 loads its graph whole).
-Prints one JSON line: {"epochs": [seconds of each measured epoch], "warmup": [...], "threads": N}.
+Prints one JSON line: {"epochs": [seconds of each measured epoch], "warmup": [...], "cpu": [this
+process's CPU seconds of each measured epoch], "threads": N}.
 """
 
 from __future__ import annotations
@@ -132,12 +133,14 @@ def main(argv: list[str]) -> int:
     np.random.seed(s["seed"])
     data = datasets.load(cell["dataset"]["source"], Path(dataset_dir), features_in_memory=True)
     epoch = LOOPS[cell["backend"]](data, s)
-    times = []
+    times, cpu = [], []
     for _ in range(s["warmup_epochs"] + s["epochs"]):
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.process_time()
         epoch()
         times.append(time.perf_counter() - start)
-    print(json.dumps({"warmup": times[:s["warmup_epochs"]], "epochs": times[s["warmup_epochs"]:], "threads": threads}))
+        cpu.append(time.process_time() - cpu_start)
+    w = s["warmup_epochs"]
+    print(json.dumps({"warmup": times[:w], "epochs": times[w:], "cpu": cpu[w:], "threads": threads}))
     return 0
 
 

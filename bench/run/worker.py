@@ -58,7 +58,7 @@ def run_epoch(pipe, on_batch=None, profile: bool = False) -> dict:
     stall = 0.0
     seeds = edges = batches = 0
     pipe.synchronize()
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.process_time()
     iterator = iter(pipe.train_loader)
     while True:
         t = time.perf_counter()
@@ -83,7 +83,10 @@ def run_epoch(pipe, on_batch=None, profile: bool = False) -> dict:
     seconds = time.perf_counter() - start
     comm = (pipe.comm.seconds if pipe.comm else 0.0) - comm_before  # DDP's all-reduce in this epoch
     stats = {"seconds": seconds, "stall_s": min(stall, seconds), "comm_s": comm, "seeds": seeds, "edges": edges,
-             "batches": batches}
+             "batches": batches,
+             # this process's CPU seconds, all its threads (not its DataLoader workers'): the work done,
+             # which a busy machine moves far less than the wall time (`gnnbench fidelity` compares it)
+             "cpu_s": time.process_time() - cpu_start}
     if clock is not None:
         stats.update(stages=clock.split(seconds, comm), loader_worker_s=clock.worker_seconds(),
                      work=clock.work.as_dict())
@@ -358,7 +361,7 @@ def merge_ranks(ranks: list[dict], key: str) -> list[dict]:
             "stall_s": sum(e["stall_s"] for e in per_rank) / len(per_rank),
             "comm_s": sum(e["comm_s"] for e in per_rank) / len(per_rank),
             "seeds": sum(e["seeds"] for e in per_rank), "edges": sum(e["edges"] for e in per_rank),
-            "batches": per_rank[0]["batches"]})
+            "batches": per_rank[0]["batches"], "cpu_s": slowest.get("cpu_s")})
         if "stages" in slowest:
             merged[-1].update(stages=slowest["stages"], loader_worker_s=slowest["loader_worker_s"],
                               work=sum_work([e["work"] for e in per_rank]))
