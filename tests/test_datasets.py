@@ -41,6 +41,37 @@ def test_structure_is_shared_and_features_follow_the_store(tmp_path):
     assert isinstance(datasets.load("synthetic", path, mmap=True).features, np.memmap)  # sizes only
 
 
+def test_graphbolt_arrays_are_int32_maps_kept_with_the_hub(tmp_path):
+    """GraphBolt's graph is built from the hub's own int32 copies of the CSC (as its OnDiskDataset
+    casts them where the sizes allow), written once with the dataset and checksummed, mapped by
+    every rank: no rank casts a copy of its own."""
+    path = synthetic.materialise({"name": "tiny", "source": "synthetic", "params": {"scale": 8}}, tmp_path)
+    data = datasets.load("synthetic", path)
+    for name, source in (("graphbolt_indices", data.edge_index[0]), ("graphbolt_indptr", data.csc_indptr)):
+        array = getattr(data, name)
+        assert isinstance(array, np.memmap) and not array.flags.writeable and array.dtype == np.int32, name
+        assert np.array_equal(array, source), name
+    assert {"graphbolt_indices.npy", "graphbolt_indptr.npy"} <= set(json.loads((path / "checksums.json").read_text())["files"])
+    assert json.loads((path / "meta.json").read_text())["format"] == hub.FORMAT_VERSION == 2
+
+
+def test_graphbolt_arrays_stay_int64_where_the_sizes_do_not_fit():
+    edge_index, indptr = np.zeros((2, 3), dtype=np.int64), np.array([0, 3], dtype=np.int64)
+    small = hub.graphbolt_arrays(edge_index, indptr, num_nodes=2**31 - 1)
+    assert small["graphbolt_indices"].dtype == np.int32 and small["graphbolt_indptr"].dtype == np.int32
+    big = hub.graphbolt_arrays(edge_index, indptr, num_nodes=2**31)
+    assert big["graphbolt_indices"].dtype == np.int64 and big["graphbolt_indptr"].dtype == np.int32
+
+
+def test_a_new_hub_format_takes_a_new_folder(monkeypatch, tmp_path):
+    """Format-1 folders (no GraphBolt arrays) are never read by this gnnbench, and stay for an
+    older checkout sharing the cache: the format is part of the folder's key."""
+    spec = {"name": "tiny", "source": "synthetic", "params": {"scale": 8}}
+    now = hub.spec_key(spec)
+    monkeypatch.setattr(hub, "FORMAT_VERSION", 1)
+    assert hub.spec_key(spec) != now
+
+
 def test_graph_is_undirected_simple_and_power_law():
     g = synthetic.generate({"scale": 12, "edge_factor": 8})
     src, dst = g["edge_index"]

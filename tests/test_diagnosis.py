@@ -215,14 +215,14 @@ def test_only_slower_configurations_are_diagnosed(tmp_path):
 
 def test_oversubscription(tmp_path):
     assert diagnosis.oversubscription(pair(tmp_path, "num_workers")) == (
-        "1 rank × (1 + 2 workers) = 3 processes on 2 cores: CPU oversubscribed")
+        "1 rank × (1 thread + 2 workers) = 3 of 2 cores: CPU oversubscribed")
     many = sr.CEILINGS | {"usable_cores": 16}
     assert diagnosis.oversubscription(pair(tmp_path, "num_workers", ceilings=many)) is None
 
 
 def test_oversubscription_reads_the_machine_cores_in_older_files(tmp_path):
     cores_only = {"usable_cores": None, "notes": []}
-    assert "on 2 cores" in diagnosis.oversubscription(pair(tmp_path, ceilings=cores_only))
+    assert "of 2 cores" in diagnosis.oversubscription(pair(tmp_path, ceilings=cores_only))
 
 
 def test_startup_share(tmp_path):

@@ -37,8 +37,8 @@ def test_plain_loop_trains_in_its_stack(backend, tiny_cells, cache_dir):
     require_stacks("pyg", "dgl")
     _, cells = tiny_cells
     cell = next(c for c in cells if c.backend == backend and fidelity.comparable(c))
-    epochs = fidelity.run_plain(cell, ensure_dataset(cell.dataset_spec, cache_dir, None), cache_dir)
-    assert len(epochs) == 2 and all(e > 0 for e in epochs)
+    epochs, cpu = fidelity.run_plain(cell, ensure_dataset(cell.dataset_spec, cache_dir, None), cache_dir)
+    assert len(epochs) == len(cpu) == 2 and all(e > 0 for e in epochs + cpu)
 
 
 def test_a_broken_plain_loop_names_the_cell(tiny_cells, cache_dir, tmp_path):
@@ -50,14 +50,28 @@ def test_a_broken_plain_loop_names_the_cell(tiny_cells, cache_dir, tmp_path):
 
 
 def test_comparison_verdict_and_file(tmp_path):
-    fast = fidelity.Comparison("a/cell", [1.05, 1.08, 1.07], [1.0, 1.0, 1.01], [0.02])
-    slow = fidelity.Comparison("b/cell", [1.3, 1.2, 1.25], [1.0, 1.0, 1.0], [None])
-    assert fast.faithful and not slow.faithful and slow.ratio == pytest.approx(1.25)
-    fidelity.write([fast, slow], tmp_path / "f.json", "gnnbench fidelity x")
+    close = fidelity.Comparison("a/cell", [1.02, 1.03, 1.01], [1.0, 1.0, 1.01], [0.02], threads=2,
+                                harness_cpu=[0.5, 0.6, 0.55], plain_cpu=[0.5, 0.5, 0.5])
+    slow = fidelity.Comparison("b/cell", [1.3, 1.2, 1.25], [1.0, 1.0, 1.0], [None], threads=1)
+    assert close.faithful and not slow.faithful and slow.ratio == pytest.approx(1.25)
+    fidelity.write([close, slow], tmp_path / "f.json", "gnnbench fidelity x")
     doc = json.loads((tmp_path / "f.json").read_text())
     assert [c["faithful"] for c in doc["cells"]] == [True, False] and doc["command"] == "gnnbench fidelity x"
+    assert doc["tolerance"] == 0.03 and [c["threads"] for c in doc["cells"]] == [2, 1]
     table = (tmp_path / "f.md").read_text()
-    assert "| `b/cell` | 1.2500 s | 1.0000 s | 1.250 | **no** | n/a |" in table
+    assert "| cell | threads | gnnbench epoch (median) | plain loop epoch (median) | ratio | within ±3% | CPU-time ratio |" in table
+    assert "| `b/cell` | 1 | 1.2500 s | 1.0000 s | 1.250 | **no**: 25.0% slower | n/a | n/a |" in table
+    assert "| 1.020 | yes | 1.100 | 2% |" in table and doc["cells"][0]["cpu_ratio"] == pytest.approx(1.1)
+    assert "- `b/cell`: 25.0% slower (ratio 1.250)" in table and "- `a/cell`" not in table
+
+
+@pytest.mark.parametrize("harness,faithful,word", [(0.96, False, "faster"), (1.04, False, "slower"),
+                                                   (0.975, True, None), (1.025, True, None), (0.879, False, "faster")])
+def test_every_pair_outside_three_percent_is_flagged_either_way(harness, faithful, word):
+    c = fidelity.Comparison("x/cell", [harness] * 3, [1.0] * 3, [None])
+    assert c.faithful is faithful
+    assert (c.verdict == "yes") if faithful else c.verdict.endswith(word)
+    assert ("Outside ±3%" in fidelity.table([c])) is not faithful
 
 
 def test_cli_refuses_a_suite_without_comparable_cells(tiny_cells):

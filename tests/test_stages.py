@@ -44,6 +44,7 @@ include:
   - {{backend: [pyg-neighbor, dgl-graphbolt], dataset: {TINY}, store: memory, num_workers: 2}}
   - {{backend: pyg-neighbor, dataset: {TINY}, store: memory, profile: false}}
   - {{backend: pyg-neighbor, dataset: {TINY}, store: memory, trim_to_layer: true}}
+  - {{backend: dgl-graphbolt, dataset: {TINY}, store: memory, threads: 1}}
 """
 
 
@@ -276,7 +277,14 @@ def run(tmp_path_factory, cache_dir) -> dict[str, dict]:
     assert proc.returncode == 0, proc.stdout[-3000:]
     document = json.loads(out.read_text())
     assert document["unmeasured"] == []
-    return {b["extra_info"]["cell_id"]: b for b in document["benchmarks"]}
+    cells = Cells({b["extra_info"]["cell_id"]: b for b in document["benchmarks"]})
+    cells.path = out
+    return cells
+
+
+class Cells(dict):
+    """The run's benchmarks by cell id, and its result file (`path`)."""
+    path = None
 
 
 @pytest.mark.parametrize("cell_id", PROFILED)
@@ -373,3 +381,37 @@ def test_profile_off_records_no_stages(run):
     info = run[cell("pyg-neighbor", profile=False)]["extra_info"]
     assert info["profile"] is False and info["stages"] is None and info["work"] is None
     assert info["loader_worker_s"] is None and info["seeds_per_s"] > 0
+
+
+def test_graphbolt_on_the_cpu_waits_on_its_prefetch_thread_and_copies_nothing(run):
+    """copy_to(cpu) moves nothing: the training thread's time in next() is waiting on gb.DataLoader's
+    prefetch thread, shown as `wait`, apart from a copy stage that stays 0 on the CPU."""
+    for cell_id in (cell("dgl-graphbolt"), cell("dgl-graphbolt", workers=2)):
+        split = run[cell_id]["extra_info"]["stages"]
+        assert split["copy"] == 0 and split["wait"] > 0, split
+
+
+@pytest.mark.parametrize("cell_id", [c for c in PROFILED if "pyg-graphs" not in c])
+def test_cells_record_threads_index_dtype_and_both_test_accuracies(run, cell_id):
+    info = run[cell_id]["extra_info"]
+    budget = info["device"]["core_budget"]
+    assert info["device"]["num_threads"] == budget["threads"] >= 1 and budget["threads_rule"] == "auto"
+    assert budget["ranks"] == 1 and budget["workers"] == info["settings"]["num_workers"]
+    graphbolt = cell_id.startswith("dgl-graphbolt")
+    expected = "int32" if graphbolt else "int64"  # GraphBolt as its OnDiskDataset builds small graphs
+    assert info["graph_index_dtype"] == {"indices": expected, "indptr": expected}
+    # sampled with the training fanouts, and with full neighbourhoods layer by layer: both recorded
+    assert 0 <= info["test_acc"] <= 1 and 0 <= info["test_acc_full"] <= 1
+
+
+def test_a_threads_setting_is_the_count_the_cell_ran_with(run):
+    info = run[f"{cell('dgl-graphbolt')}/threads=1"]["extra_info"]
+    assert info["device"]["num_threads"] == 1 and info["device"]["core_budget"]["threads_rule"] == "set"
+
+
+def test_the_report_labels_both_test_accuracies_and_the_threads(run):
+    from bench.publish import columns, results
+
+    cells = [c for c in results.read(run.path).cells if c.measured]
+    headers = [c.header for c in columns.markdown_columns(cells)]
+    assert "test acc" in headers and "test acc, full neighbourhoods" in headers and "threads" in headers

@@ -5,6 +5,8 @@ A backend turns the hub's arrays into its framework's own structures, and expose
   count(batch)        (seed nodes, sampled edges) of one batch
   step(batch)         one training step (or, with model "none", nothing: the loader alone)
   evaluate(split)     accuracy on "val" or "test" with the same sampler settings
+  full_accuracy(data, split)  accuracy with every node's full neighbourhood, layer-wise (where the
+                      backend defines full_layer), as DGL's examples report their test accuracy
   synchronize()       wait for the device, so clocks read after it are honest
   model, comm, device the model (DDP-wrapped across ranks), its all-reduce timer, its device
   work(batch)         the batch's work counts (bench/backends/stages.py), with `profile: true`
@@ -25,6 +27,10 @@ import time
 from bench import modes
 
 DROPOUT = 0.5
+# Full-neighbourhood (layer-wise) inference runs in chunks of destination nodes whose per-edge
+# messages (edges × input width × 4 bytes) stay under this, so that it adds little to a cell's
+# peak memory (which the runner measures over the whole run, evaluation included)
+FULL_CHUNK_BYTES = 8 << 20
 AMP_DTYPES = {"bf16": "bfloat16", "fp16": "float16"}  # the `amp` setting's torch dtypes
 
 
@@ -139,6 +145,19 @@ def shard(seeds, seed: int):
     return np.sort(seeds[order[rank * per_rank:(rank + 1) * per_rank]])
 
 
+def chunks(indptr, max_edges: int):
+    """(first, end) node ranges over a CSC whose in-edges number at most `max_edges` (a node with
+    more is a chunk of its own)."""
+    import numpy as np
+
+    n, a = len(indptr) - 1, 0
+    while a < n:
+        b = int(np.searchsorted(indptr, indptr[a] + max_edges, side="right")) - 1
+        b = min(n, max(b, a + 1))
+        yield a, b
+        a = b
+
+
 class CommTimer:
     """Times DDP's gradient all-reduce: a communication hook around PyTorch's default one records
     the time from a bucket being ready to its all-reduce completing (overlapping backward).
@@ -214,6 +233,8 @@ class Pipeline(abc.ABC):
     comm = None
     scaler = None  # fp16's GradScaler
     sampler = None  # what samples the neighbourhoods, with its version (recorded with each cell)
+    index_dtype = None  # the sampling graph's index dtypes, {"indices": ..., "indptr": ...} (recorded)
+    full_layer = None  # full_layer(conv, x_src, x_dst, src, dst): one layer over whole neighbourhoods
 
     def __init__(self, data, settings: dict):
         self.settings = settings
@@ -256,11 +277,11 @@ class Pipeline(abc.ABC):
         if self.model is None:
             return
         self.model.train()
-        if clock is not None:
+        if clock is not None and self.device.type == "cuda":
             copied = self.transfer_bytes(batch)
             batch = self.to_device(batch)
             clock.mark("copy", copied)
-        else:
+        else:  # on the CPU nothing is copied: no copy stage (README: "copy ... 0 on CPU")
             batch = self.to_device(batch)
         self.optimizer.zero_grad()
         with self.autocast():
@@ -304,6 +325,50 @@ class Pipeline(abc.ABC):
             return None
         correct, total = self.count_correct(split)
         return correct / max(total, 1)
+
+    def full_accuracy(self, data, split: str = "test") -> float | None:
+        """Accuracy over `split` with full neighbourhoods, by layer-wise inference as DGL's
+        node-classification example reports its test accuracy: each layer's output for every
+        node from the previous layer's output for all nodes, no sampling anywhere, in chunks of
+        destination nodes (the hub's CSC: a chunk's in-edges are one slice), the input layer
+        reading only the feature rows a chunk needs (so a disk-backed store stays on disk). None
+        without a model or where the backend has no `full_layer`."""
+        import numpy as np
+        import torch
+        import torch.nn.functional as F
+
+        if self.model is None or self.full_layer is None:
+            return None
+        model = unwrap(self.model)
+        model.eval()
+        indptr, sources, n = np.asarray(data.csc_indptr), data.edge_index[0], data.num_nodes
+        x = None  # the previous layer's output for every node; the input layer reads data.features
+        with torch.no_grad(), self.autocast():
+            for i, conv in enumerate(model.convs):
+                out = None
+                width = data.features.shape[1] if x is None else x.shape[1]
+                for a, b in chunks(indptr, max(1, FULL_CHUNK_BYTES // (4 * width))):
+                    src = np.asarray(sources[indptr[a]:indptr[b]])
+                    rows, src_local = np.unique(src, return_inverse=True)
+                    dst_local = np.repeat(np.arange(b - a), np.diff(indptr[a:b + 1]))
+                    x_src, x_dst = (self._rows(data, x, r) for r in (rows, np.arange(a, b)))
+                    h = self.full_layer(conv, x_src, x_dst, torch.from_numpy(src_local.reshape(-1)),
+                                        torch.from_numpy(dst_local))
+                    if out is None:
+                        out = torch.empty((n, h.shape[1]), dtype=h.dtype, device=h.device)
+                    out[a:b] = h
+                x = out if i == len(model.convs) - 1 else F.relu(out)  # dropout is off in eval
+        idx = torch.from_numpy(np.asarray(getattr(data, f"{split}_idx")))
+        labels = torch.from_numpy(np.asarray(data.labels))[idx]
+        return float((x[idx.to(x.device)].argmax(dim=-1).cpu() == labels).float().mean()) if idx.numel() else None
+
+    def _rows(self, data, x, rows):
+        import numpy as np
+        import torch
+
+        if x is not None:
+            return x[torch.from_numpy(rows).to(x.device)]
+        return torch.from_numpy(np.ascontiguousarray(data.features[rows])).to(self.device)
 
     def count_correct(self, split: str) -> tuple[int, int]:
         """(right predictions, predictions) over a split, on this process alone."""

@@ -15,8 +15,9 @@ Fanouts are given seed-hop first, as PyG takes them; GraphBolt takes them input-
 Every mode ends, as DGL's example does, with copy_to(the training device) when the features are
 on the host (cpu-cpu included: there it moves nothing, but it is what makes gb.DataLoader run the
 stages before it in a prefetch thread).
-With `profile: true` the sampler, the feature fetch and the copy are timed where they run (steps
-added around them in `_loader`; bench/backends/stages.py). On a GPU each timed stage synchronises
+With `profile: true` the sampler, the feature fetch and the copy to a GPU are timed where they run
+(steps added around them in `_loader`; bench/backends/stages.py). On the CPU the training thread
+only waits on gb.DataLoader's prefetch thread: its stage split shows `wait`, and no copy. On a GPU each timed stage synchronises
 the device where it ends, which gives up the overlap of GraphBolt's feature-fetch stream: for the
 speed of the CUDA modes alone, compare cells run with `profile: false`.
 Stores: memory (TorchBasedFeature over an in-memory tensor), graphbolt-disk (GraphBolt's own
@@ -113,15 +114,18 @@ def placed(data, settings: dict, device, mode: modes.Mode):
     BasicFeatureStore has no item access: the Feature is placed before the store is made).
     pinned: the graph and the features in page-locked host memory (a private copy: the hub's
     arrays are read-only maps), optionally behind a GPUCachedFeature; cuda: both on the GPU, copied
-    straight from the hub's maps."""
+    straight from the hub's maps. The graph's arrays are the hub's GraphBolt copies (int32 where
+    the sizes allow, as GraphBolt's OnDiskDataset builds them: bench/datasets/hub.py), mapped and
+    shared by every rank, never a cast copy per rank."""
     if mode.storage == modes.CPU:
-        graph = gb.fused_csc_sampling_graph(torch.from_numpy(data.csc_indptr), torch.from_numpy(data.edge_index[0]))
+        graph = gb.fused_csc_sampling_graph(host_tensor(data.graphbolt_indptr, False),
+                                            host_tensor(data.graphbolt_indices, False))
         return graph, feature_store(data, settings["store"])
     if not features_in_memory(settings["store"]):
         raise Unavailable(f"mode {mode.name} moves the features into pinned or GPU memory, which defeats "
                           f"store {settings['store']!r} (features left on disk): use cpu-cpu or cpu-cuda")
-    graph = gb.fused_csc_sampling_graph(host_tensor(data.csc_indptr, mode.pinned),
-                                        host_tensor(data.edge_index[0], mode.pinned))
+    graph = gb.fused_csc_sampling_graph(host_tensor(data.graphbolt_indptr, mode.pinned),
+                                        host_tensor(data.graphbolt_indices, mode.pinned))
     feature = gb.TorchBasedFeature(host_tensor(data.features, mode.pinned))
     if mode.pinned:
         graph = graph.pin_memory_()
@@ -133,6 +137,12 @@ def placed(data, settings: dict, device, mode: modes.Mode):
         graph = graph.to(device)
         feature = feature.to(device)
     return graph, gb.BasicFeatureStore({FEATURE_KEY: feature})
+
+
+def index_dtype(graph) -> dict:
+    """The sampling graph's index dtypes, recorded with every cell."""
+    return {"indices": str(graph.indices.dtype).removeprefix("torch."),
+            "indptr": str(graph.csc_indptr.dtype).removeprefix("torch.")}
 
 
 def gpu_build_problem() -> str | None:
@@ -166,11 +176,20 @@ class Pipeline(base.TrainingPipeline):
         self.mode = modes.mode(settings["mode"])
         self.graph, self.features = placed(data, settings, self.device, self.mode)
         labels = torch.from_numpy(data.labels)
+        self.index_dtype = index_dtype(self.graph)
+        # seed ids in the graph's index dtype, as OnDiskDataset writes them (within_int32)
+        ids = self.graph.indices.dtype
         self.itemsets = {
-            split: gb.ItemSet((torch.from_numpy(idx), labels[torch.from_numpy(idx)]), names=("seed_nodes", "labels"))
+            split: gb.ItemSet((torch.from_numpy(idx).to(ids), labels[torch.from_numpy(idx)]), names=("seed_nodes", "labels"))
             for split, idx in (("train", data.train_idx), ("val", data.val_idx), ("test", data.test_idx))}
         self.train_loader = self._loader("train", shuffle=True, num_workers=settings["num_workers"])
         self.build_model(data)
+
+    @staticmethod
+    def full_layer(conv, x_src, x_dst, src, dst):
+        """One SAGEConv over whole neighbourhoods: a DGL block of the chunk's in-edges."""
+        block = dgl.create_block((src, dst), num_src_nodes=x_src.shape[0], num_dst_nodes=x_dst.shape[0])
+        return conv.conv(block.to(x_src.device), (x_src, x_dst))
 
     def make_model(self, data):
         # DGL's SAGEConv takes (graph, features): swap to the shared (features, graph) call
@@ -203,14 +222,18 @@ class Pipeline(base.TrainingPipeline):
         if timing:
             fetcher.transformer = stages.timed(fetcher.transformer, "fetch", sync)
         copier = None
+        # the copy is timed only where it copies (to a GPU): copy_to(cpu) moves nothing, and the
+        # training thread's time in it is spent waiting on the prefetch thread (its GIL, its
+        # buffer), so on the CPU it stays in `wait` (bench/backends/stages.py)
+        timing_copy = timing and self.device.type == "cuda"
         if mode.copies_batches:
             pipe = copier = pipe.copy_to(self.device)
-            if timing:
+            if timing_copy:
                 pipe = pipe.transform(stages.finish("copy", stages.cuda_sync(self.device)))
         # the feature fetch on a side stream wherever training is on the GPU (DGL's default, which its
         # examples keep); off in cpu-cpu, where it would make a CUDA stream on a GPU host for nothing
         loader = gb.DataLoader(pipe, num_workers=num_workers, overlap_feature_fetch=mode.overlap_feature_fetch)
-        if timing and copier is not None:
+        if timing_copy and copier is not None:
             # gb.DataLoader has put its prefetcher in front of copy_to: note when copy_to takes
             # each minibatch from it, in the training thread
             copier.datapipe = _CopyStarts(copier.datapipe, self.device)

@@ -53,6 +53,16 @@ class PygNodePipeline(base.TrainingPipeline):
     def trims(self) -> bool:
         return bool(self.settings.get("trim_to_layer"))
 
+    index_dtype = {"indices": "int64", "indptr": "int64"}  # PyG's edge_index and the hub's CSC
+
+    @staticmethod
+    def full_layer(conv, x_src, x_dst, src, dst):
+        """One SAGEConv over whole neighbourhoods: bipartite, the chunk's in-edges."""
+        import torch
+
+        edge_index = torch.stack([src, dst]).to(x_src.device)
+        return conv((x_src, x_dst), edge_index, size=(x_src.shape[0], x_dst.shape[0]))
+
     def make_model(self, data):
         return self.sage(lambda a, b: SAGEConv(a, b, aggr="mean"), data.features.shape[1], data.num_classes,
                          trim=trim_layer if self.trims else None)

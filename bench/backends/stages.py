@@ -5,7 +5,9 @@ Stages. An epoch of the training process splits into disjoint wall-clock stages 
                             loader, or in the step for the copy to the device)
     forward_backward, optimizer   the step (all-reduce taken out of forward_backward)
     allreduce               DDP's gradient all-reduce (bench.backends.base.CommTimer)
-    wait                    the rest of the time blocked in next() on the loader
+    wait                    the rest of the time blocked in next() on the loader: waiting on its
+                            workers or its thread (GraphBolt on the CPU: on gb.DataLoader's prefetch
+                            thread, copy_to(cpu) included, which copies nothing)
     other                   the epoch minus all of the above (loop bookkeeping; the honest remainder)
 
 Where loader work runs. Each framework runs its sampler and its feature gather where it runs them:

@@ -9,9 +9,13 @@ Layout of one dataset folder (all arrays .npy, nodes numbered 0..N-1):
     features.npy             float32 [N, F]
     labels.npy               int64 [N]
     train_idx.npy, val_idx.npy, test_idx.npy    int64 node ids
+    graphbolt_indices.npy    the CSC's source ids (edge_index[0]) in the smallest dtype GraphBolt's
+                             OnDiskDataset gives them: int32 when the nodes fit, else int64
+    graphbolt_indptr.npy     csc_indptr likewise: int32 when the edges fit, else int64
 
-The dtypes are the ones PyG and GraphBolt take as they are (int64 indices, float32 features):
-loaded memory-mapped, torch.from_numpy over them shares the page cache's pages between every
+The dtypes are the ones PyG and GraphBolt take as they are (int64 indices, float32 features;
+GraphBolt's graph from its own int32 copy, as its OnDiskDataset builds it where sizes allow, so no
+rank casts a private copy): loaded memory-mapped, torch.from_numpy over them shares the page cache's pages between every
 rank and loader worker of a cell instead of copying (bench/datasets/__init__.py `load`).
 
 Each backend builds its own view from these files (PyG Data, GraphBolt graph + feature store),
@@ -36,9 +40,11 @@ import numpy as np
 from bench import checksums
 from bench.datasets import baseline
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: graphbolt_indices/indptr added (a new folder key: format-1 folders stay for older checkouts)
 STAT_FIELDS = ("num_nodes", "num_edges", "feature_dim", "num_classes", "num_train", "num_val", "num_test")
-ARRAYS = ("edge_index", "csc_indptr", "features", "labels", "train_idx", "val_idx", "test_idx")
+ARRAYS = ("edge_index", "csc_indptr", "features", "labels", "train_idx", "val_idx", "test_idx",
+          "graphbolt_indices", "graphbolt_indptr")
+INT32_MAX = 2**31 - 1
 
 
 class DatasetError(RuntimeError):
@@ -84,6 +90,8 @@ class HubDataset(Materialised):
     train_idx: np.ndarray
     val_idx: np.ndarray
     test_idx: np.ndarray
+    graphbolt_indices: np.ndarray
+    graphbolt_indptr: np.ndarray
 
     @property
     def num_nodes(self) -> int:
@@ -130,6 +138,7 @@ def write(spec: dict, cache: Path, arrays: dict[str, np.ndarray], extra_meta: di
     target = dataset_dir(spec, cache)
     target.parent.mkdir(parents=True, exist_ok=True)
     _check_arrays(spec["name"], arrays)
+    arrays = {**arrays, **graphbolt_arrays(arrays["edge_index"], arrays["csc_indptr"], int(arrays["labels"].shape[0]))}
     with atomic_dir(target) as tmp:
         if tmp is None:
             return target  # another process finished the same dataset first
@@ -153,6 +162,15 @@ def write(spec: dict, cache: Path, arrays: dict[str, np.ndarray], extra_meta: di
         record_checksums(tmp)
         (tmp / "meta.json").write_text(json.dumps(meta, indent=2))
     return target
+
+
+def graphbolt_arrays(edge_index: np.ndarray, csc_indptr: np.ndarray, num_nodes: int) -> dict[str, np.ndarray]:
+    """The CSC in GraphBolt's dtypes, as DGL 2.1's OnDiskDataset preprocessing casts them
+    (auto_cast_to_optimal_dtype): indices int32 when the node ids fit, indptr int32 when the edge
+    count does; int64 otherwise."""
+    num_edges = int(edge_index.shape[1])
+    return {"graphbolt_indices": np.ascontiguousarray(edge_index[0], dtype=np.int32 if num_nodes <= INT32_MAX else np.int64),
+            "graphbolt_indptr": np.ascontiguousarray(csc_indptr, dtype=np.int32 if num_edges <= INT32_MAX else np.int64)}
 
 
 def record_checksums(folder: Path) -> None:

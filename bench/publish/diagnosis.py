@@ -69,15 +69,19 @@ def usable_cores(cell: CellResult) -> int | None:
 
 
 def oversubscription(s: Slower) -> str | None:
+    """The core budget (bench/run/core_budget.py) of the cell as it ran: its ranks, each with its
+    recorded compute threads (1 in files that do not record them) and its loader workers."""
+    from bench.run import core_budget
+
     cell = s.cell
-    cores, workers = usable_cores(cell), stages.workers(cell)
-    processes = ranks(cell) * (1 + workers)
-    if not cores or processes <= cores * OVERSUBSCRIBED:
+    cores = usable_cores(cell)
+    if not cores:
         return None
-    threads = (cell.device or {}).get("num_threads")
-    more = f", each with {threads} compute threads" if threads and threads > 1 else ""
-    return (f"{ranks(cell)} rank{'s' if ranks(cell) > 1 else ''} × (1 + {workers} workers) = {processes} processes"
-            f"{more} on {cores} cores: CPU oversubscribed")
+    threads = (cell.device or {}).get("num_threads") or 1
+    budget = core_budget.plan(cores, ranks(cell), stages.workers(cell), threads)
+    if budget.used <= cores * OVERSUBSCRIBED:
+        return None
+    return f"{budget.describe()}: CPU oversubscribed"
 
 
 def startup_share(s: Slower) -> str | None:

@@ -54,8 +54,11 @@ H2D_TIMEOUT_S = 120
 # --- the figures --------------------------------------------------------------------------------
 
 def usable_cores() -> int:
-    """CPUs this process may run on (a container's or taskset's limit, not the machine's count)."""
-    return len(os.sched_getaffinity(0))
+    """CPUs this process may run on (a container's or taskset's limit, not the machine's count):
+    the core budget's count (bench/run/core_budget.py)."""
+    from bench.run import core_budget
+
+    return core_budget.usable_cores()
 
 
 def _repeat(step: Callable[[], int]) -> float:

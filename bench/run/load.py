@@ -11,7 +11,6 @@ reaches HIGH_LOAD.
 
 from __future__ import annotations
 
-import os
 import resource
 import time
 
@@ -31,10 +30,10 @@ def _usage(who: int) -> float:
 
 
 def usable_cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return psutil.cpu_count() or 1
+    """The core budget's count (bench/run/core_budget.py: affinity, capped by a cgroup quota)."""
+    from bench.run import core_budget
+
+    return core_budget.usable_cores()
 
 
 class LoadMeter:

@@ -41,7 +41,8 @@ from pathlib import Path
 PHASES = ("start", "imports", "dataset", "pipeline", "epochs", "evaluation")
 PARTS = ("interpreter_framework", "graph_structure", "features", "loader_sampler", "model_optimizer", "other")
 KINDS = ("library", "structure", "features", "shm", "anon")
-STRUCTURE_FILES = {f"{name}.npy" for name in ("edge_index", "csc_indptr", "labels", "train_idx", "val_idx", "test_idx")}
+STRUCTURE_FILES = {f"{name}.npy" for name in ("edge_index", "csc_indptr", "labels", "train_idx", "val_idx", "test_idx",
+                                               "graphbolt_indices", "graphbolt_indptr")}
 FEATURE_SUFFIXES = (".mdb", ".lmdb", ".npy", ".sqlite", ".db")  # data files of the feature stores
 KIB = 1024
 

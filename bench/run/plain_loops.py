@@ -8,7 +8,11 @@ as PyG's `examples/` (NeighborLoader + SAGEConv) and DGL's GraphBolt node-classi
 (ItemSampler -> sample_neighbor -> fetch_feature -> copy_to -> DataLoader) build them, timed per
 epoch with perf_counter and nothing else: no runner, no memory sampler, no per-stage clocks.
 Only the hub's arrays are read through gnnbench (reading the dataset is not what is compared).
-Prints one JSON line: {"epochs": [seconds of each measured epoch], "warmup": [...]}.
+Threads: the cell's, from the same core budget (bench/run/core_budget.py). GraphBolt's graph: the
+hub's int32 copies, as GraphBolt's OnDiskDataset builds it (read into the process: the example
+loads its graph whole).
+Prints one JSON line: {"epochs": [seconds of each measured epoch], "warmup": [...], "cpu": [this
+process's CPU seconds of each measured epoch], "threads": N}.
 """
 
 from __future__ import annotations
@@ -68,11 +72,14 @@ def graphbolt_loop(data, s: dict):
     import dgl.graphbolt as gb
     import dgl.nn as dglnn
 
-    graph = gb.fused_csc_sampling_graph(torch.from_numpy(data.csc_indptr), torch.from_numpy(data.edge_index[0]))
+    # the graph as OnDiskDataset builds it: int32 indices and seeds where the sizes allow (the hub's copies)
+    graph = gb.fused_csc_sampling_graph(torch.from_numpy(np.array(data.graphbolt_indptr)),
+                                        torch.from_numpy(np.array(data.graphbolt_indices)))
     features = gb.BasicFeatureStore({("node", None, "feat"): gb.TorchBasedFeature(torch.from_numpy(data.features))})
     labels = torch.from_numpy(data.labels)
     seeds = torch.from_numpy(data.train_idx)
-    itemset = gb.ItemSet((seeds, labels[seeds]), names=("seed_nodes", "labels"))
+    seeds, seed_labels = seeds.to(graph.indices.dtype), labels[seeds]
+    itemset = gb.ItemSet((seeds, seed_labels), names=("seed_nodes", "labels"))
     pipe = gb.ItemSampler(itemset, batch_size=s["batch_size"], shuffle=True)
     pipe = pipe.sample_neighbor(graph, list(reversed(s["fanout"])))  # GraphBolt: input layer first
     pipe = pipe.fetch_feature(features, node_feature_keys=["feat"])
@@ -116,19 +123,24 @@ def dims(data, s: dict) -> list[int]:
 def main(argv: list[str]) -> int:
     from bench import datasets
 
+    from bench.run.worker import set_threads
+
     cell_json, dataset_dir = argv
     cell = json.loads(cell_json)
     s = cell["settings"]
+    threads = set_threads(s).threads  # the cell's own thread count (the core budget), set the same way
     torch.manual_seed(s["seed"])
     np.random.seed(s["seed"])
     data = datasets.load(cell["dataset"]["source"], Path(dataset_dir), features_in_memory=True)
     epoch = LOOPS[cell["backend"]](data, s)
-    times = []
+    times, cpu = [], []
     for _ in range(s["warmup_epochs"] + s["epochs"]):
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.process_time()
         epoch()
         times.append(time.perf_counter() - start)
-    print(json.dumps({"warmup": times[:s["warmup_epochs"]], "epochs": times[s["warmup_epochs"]:]}))
+        cpu.append(time.process_time() - cpu_start)
+    w = s["warmup_epochs"]
+    print(json.dumps({"warmup": times[:w], "epochs": times[w:], "cpu": cpu[w:], "threads": threads}))
     return 0
 
 

@@ -101,7 +101,9 @@ def extra_info(outcome: Outcome, baseline: str | None = None) -> dict:
                               default=None),
         "ranks": rank_entries(outcome),
         "val_acc": rec["val_acc"],
-        "test_acc": rec["test_acc"],
+        "test_acc": rec["test_acc"],  # sampled with the training fanouts
+        "test_acc_full": rec.get("test_acc_full"),  # full neighbourhoods, layer-wise (DGL's example's way)
+        "graph_index_dtype": rec.get("graph_index_dtype"),  # the sampling graph's index dtypes
         "startup_s": rec["startup_s"],
         "warmup_epoch_s": [e["seconds"] for e in rec["warmup"]],
         "is_baseline": cell.id == baseline,

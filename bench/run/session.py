@@ -424,12 +424,17 @@ class Session:
     def cell_notes(self, cell: Cell) -> list[str]:
         """What a reader of this cell's numbers must know: ranks beyond the usable cores, and for
         a GPU cell how its stages were timed and which of its CUDA paths no GPU run has shown."""
+        from bench.run import core_budget
+
         notes = []
         cores = usable_cores()
         local_ranks = max(1, cell.settings["world_size"] // max(1, self.launch.nnodes))
+        budget = core_budget.plan(cores, local_ranks, cell.settings["num_workers"], cell.settings.get("threads", "auto"))
         if local_ranks > cores:
             notes.append(f"{local_ranks} ranks on {cores} usable core(s): the ranks share cores, so the times "
-                         "show oversubscription as much as scaling")
+                         f"show oversubscription as much as scaling ({budget.describe()})")
+        elif budget.threads_rule != core_budget.AUTO and budget.oversubscribed:
+            notes.append(f"{budget.describe()}: oversubscribed as the settings ask ({'; '.join(budget.asked)})")
         if modes.mode(cell.settings["mode"]).needs_gpu:
             if cell.settings.get("profile", True):
                 notes.append("stages timed with the GPU synchronised at each boundary: the overlap of pinned, UVA "

@@ -131,6 +131,10 @@ class Settings(Strict):
     """PyG's hierarchical neighbourhood sampling: each layer runs on the hops it still needs
     (torch_geometric.utils.trim_to_layer), not the whole sampled subgraph. A cell only where the
     backend has it and there is a model; in cell ids only when true."""
+    threads: one_or_sweep(bounded(int, ge=1, le=1024) | Literal["auto"]) = "auto"
+    """torch intra-op threads per rank: `auto` is the core budget's share (bench/run/core_budget.py:
+    the node's usable cores ÷ ranks, less the rank's loader workers); N sets exactly N, even beyond
+    the budget (the cell records it oversubscribed). In cell ids only when set: `/threads=1`."""
     memory_limit: one_or_sweep(MemoryLimit) = "none"
     """Memory budget: the cell's whole process tree runs in a memory cgroup with this limit
     (`none`, or a size: 512MiB, 3GiB); killed for memory it is recorded as `oom`."""
@@ -270,7 +274,7 @@ ID_SHORT = {"batch_size": "batch", "warmup_epochs": "warmup"}
 # Settings that appear in a cell id exactly when they differ from their default, swept or not
 # (so a limited or cold cell never shares the id of its unlimited, warm twin, and adding them
 # to a suite leaves the ids of its other cells as they were).
-ID_WHEN_SET = {"memory_limit": "none", "page_cache": "warm", "trim_to_layer": False}
+ID_WHEN_SET = {"memory_limit": "none", "page_cache": "warm", "trim_to_layer": False, "threads": "auto"}
 # The GPU settings: in the id where the suite sweeps them (as always), and otherwise where a cell
 # differs from the default (an include that turns one on must not make a twin of the plain cell).
 ID_WHEN_NOT_DEFAULT = {"pin_memory": False, "amp": "off", "gpu_cache": 0.0}
@@ -354,12 +358,16 @@ def with_mode(suite: Suite, names: list[str]) -> tuple[Suite, list[str]]:
 
 
 def resolve_workers(cell: Cell, usable_cores: int, nnodes: int = 1) -> Cell:
-    """A cell with `num_workers: per-gpu` as it runs on this machine: the usable cores divided
-    among this node's ranks (at least 1); the rule stays in `num_workers_rule`, the id unchanged."""
+    """A cell with `num_workers: per-gpu` as it runs on this machine: each of this node's ranks
+    gets its share of the usable cores less one for its own thread (the core budget,
+    bench/run/core_budget.py; at least 1); the rule stays in `num_workers_rule`, the id unchanged."""
+    from bench.run import core_budget
+
     if cell.settings["num_workers"] != PER_GPU:
         return cell
     local_ranks = max(1, cell.settings["world_size"] // max(1, nnodes))
-    settings = {**cell.settings, "num_workers": max(1, usable_cores // local_ranks), "num_workers_rule": PER_GPU}
+    settings = {**cell.settings, "num_workers": core_budget.per_gpu_workers(usable_cores, local_ranks),
+                "num_workers_rule": PER_GPU}
     return dataclasses.replace(cell, settings=settings)
 
 

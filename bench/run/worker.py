@@ -57,7 +57,7 @@ def run_epoch(pipe, on_batch=None, profile: bool = False) -> dict:
     stall = 0.0
     seeds = edges = batches = 0
     pipe.synchronize()
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.process_time()
     iterator = iter(pipe.train_loader)
     while True:
         t = time.perf_counter()
@@ -82,7 +82,10 @@ def run_epoch(pipe, on_batch=None, profile: bool = False) -> dict:
     seconds = time.perf_counter() - start
     comm = (pipe.comm.seconds if pipe.comm else 0.0) - comm_before  # DDP's all-reduce in this epoch
     stats = {"seconds": seconds, "stall_s": min(stall, seconds), "comm_s": comm, "seeds": seeds, "edges": edges,
-             "batches": batches}
+             "batches": batches,
+             # this process's CPU seconds, all its threads (not its DataLoader workers'): the work done,
+             # which a busy machine moves far less than the wall time (`gnnbench fidelity` compares it)
+             "cpu_s": time.process_time() - cpu_start}
     if clock is not None:
         stats.update(stages=clock.split(seconds, comm), loader_worker_s=clock.worker_seconds(),
                      work=clock.work.as_dict())
@@ -121,6 +124,21 @@ def device_info() -> dict:
     return info
 
 
+def set_threads(settings: dict, world: int = 1):
+    """This rank's torch intra-op threads, set explicitly from the core budget (torchrun sets
+    OMP_NUM_THREADS=1 per rank, while one process alone would take every core): the node's usable
+    cores ÷ its ranks, less the rank's loader workers, or the `threads` setting. Returns the budget."""
+    import torch
+
+    from bench.run import core_budget
+
+    local_ranks = int(os.environ.get("LOCAL_WORLD_SIZE", world))
+    budget = core_budget.plan(core_budget.usable_cores(), local_ranks, settings.get("num_workers", 0),
+                              settings.get("threads", core_budget.AUTO))
+    torch.set_num_threads(budget.threads)
+    return budget
+
+
 def run_cell(cell: dict, dataset_dir: Path) -> dict | None:
     """Run one cell in this process (one rank of it, under torch.distributed.run). Returns the
     record to write: on global rank 0 the cell's, on another node's first rank a note that its
@@ -140,8 +158,10 @@ def run_cell(cell: dict, dataset_dir: Path) -> dict | None:
     launched_at = float(os.environ.get("GNNBENCH_LAUNCHED_AT", time.time()))
     Pipeline = load_pipeline_class(cell["backend"])
     memory.take("imports")
+    budget = set_threads(settings, world)  # before device_info, which records the count
     # the modules of the backend's own stack, whichever interpreter runs it (external stacks too)
-    record = {"versions": framework_versions(BACKENDS[cell["backend"]].stack), "device": device_info()}
+    record = {"versions": framework_versions(BACKENDS[cell["backend"]].stack),
+              "device": {**device_info(), "core_budget": budget.as_dict()}}
     reason = Pipeline.unavailable(settings["mode"], world)
     if reason:
         return {**record, "status": "skipped", "reason": reason} if rank == 0 else None
@@ -254,6 +274,8 @@ def run_cell(cell: dict, dataset_dir: Path) -> dict | None:
         dist.destroy_process_group()
     if not collective_eval:
         val_acc, test_acc = (pipe.evaluate("val"), pipe.evaluate("test")) if rank == 0 else (None, None)
+    # the test accuracy as DGL's example reports it: full neighbourhoods, layer by layer
+    test_acc_full = pipe.full_accuracy(data, "test") if rank == 0 and not collective_eval else None
     memory.take("evaluation")
     ranks[rank]["memory_breakdown"] = memory.breakdown(model_optimizer_bytes(pipe))  # with evaluation's peak
     if rank != 0:
@@ -261,6 +283,7 @@ def run_cell(cell: dict, dataset_dir: Path) -> dict | None:
         return {**record, "status": "follower", "reason": "ranks of this node ran; rank 0 records the cell"} if local_first else None
     return {**record, "status": "ok", "epochs": merge_ranks(ranks, "epochs"), "warmup": merge_ranks(ranks, "warmup"),
             "ranks": [rank_summary(r) for r in ranks], "val_acc": val_acc, "test_acc": test_acc,
+            "test_acc_full": test_acc_full, "graph_index_dtype": pipe.index_dtype,
             "startup_s": max(r["startup_s"] for r in ranks), "self_max_rss_bytes": mine["self_max_rss_bytes"],
             "partition": getattr(pipe, "partition", None), "sampler": pipe.sampler,
             "dataset": {**data.card(), "name": cell["dataset"]["name"]},
@@ -336,7 +359,7 @@ def merge_ranks(ranks: list[dict], key: str) -> list[dict]:
             "stall_s": sum(e["stall_s"] for e in per_rank) / len(per_rank),
             "comm_s": sum(e["comm_s"] for e in per_rank) / len(per_rank),
             "seeds": sum(e["seeds"] for e in per_rank), "edges": sum(e["edges"] for e in per_rank),
-            "batches": per_rank[0]["batches"]})
+            "batches": per_rank[0]["batches"], "cpu_s": slowest.get("cpu_s")})
         if "stages" in slowest:
             merged[-1].update(stages=slowest["stages"], loader_worker_s=slowest["loader_worker_s"],
                               work=sum_work([e["work"] for e in per_rank]))

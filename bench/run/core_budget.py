@@ -1,0 +1,130 @@
+"""One core budget for the whole project: how a node's usable cores are shared among a cell's
+ranks, each rank's torch intra-op threads and its DataLoader workers. Every place that divides
+cores asks here: the worker (torch.set_num_threads), the plain loops of `gnnbench fidelity`,
+`num_workers: per-gpu`, the run's "more ranks than cores" note and the diagnosis.
+
+The policy: each rank on a node gets an equal share of its usable cores (cores ÷ ranks, at least
+one); its loader workers take one core each of that share and its compute threads the rest (at
+least one). So threads × ranks + workers × ranks never exceed the usable cores, and a row of a
+world-size sweep compares the same machine, not the same per-rank budget. Only a setting asks for
+more: `threads: N` (exactly N threads per rank), an explicit `num_workers`, or more ranks than
+cores; the budget then says it is oversubscribed, and by what.
+
+Usable cores: the CPUs this process may run on (its affinity), fewer where a cgroup's CPU quota
+allows fewer (a container started with --cpus). Stdlib only: imported by the host and inside
+every stack.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+AUTO = "auto"  # the `threads` setting's default: the rank's share of the cores, less its workers
+PER_GPU = "per-gpu"  # `num_workers`: the rank's share of the cores, less one for its own thread
+CGROUP = Path("/sys/fs/cgroup")
+
+
+def usable_cores() -> int:
+    """The cores this process may use: its affinity, capped by its cgroup's CPU quota."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    quota = cgroup_quota()
+    return max(1, min(cores, math.ceil(quota))) if quota else cores
+
+
+def cgroup_quota(proc_cgroup: Path = Path("/proc/self/cgroup"), root: Path = CGROUP) -> float | None:
+    """Cores' worth of CPU time this process's cgroup may use (quota ÷ period), or None when it
+    has no quota: cgroup v2 `cpu.max`, v1 `cpu.cfs_quota_us` / `cpu.cfs_period_us`."""
+    try:
+        lines = proc_cgroup.read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        rel = path.lstrip("/")
+        try:
+            if controllers == "":  # v2
+                quota, period = (root / rel / "cpu.max").read_text().split()[:2]
+                if quota != "max":
+                    return int(quota) / int(period)
+            elif "cpu" in controllers.split(","):
+                folder = next((root / name / rel for name in (controllers, "cpu", "cpu,cpuacct")
+                               if (root / name / rel / "cpu.cfs_quota_us").is_file()), None)
+                if folder is not None:
+                    quota = int((folder / "cpu.cfs_quota_us").read_text())
+                    if quota > 0:
+                        return quota / int((folder / "cpu.cfs_period_us").read_text())
+        except (OSError, ValueError):
+            continue
+    return None
+
+
+@dataclass(frozen=True)
+class Budget:
+    """One node's plan: `ranks` on `cores`, each with `threads` torch threads and `workers`
+    loader workers. `asked`: what the settings ask beyond the policy (empty: within it)."""
+    cores: int
+    ranks: int
+    threads: int
+    workers: int
+    threads_rule: str  # "auto" (the policy) or "set" (the `threads` setting)
+    asked: tuple[str, ...] = ()
+
+    @property
+    def share(self) -> int:
+        return share(self.cores, self.ranks)
+
+    @property
+    def used(self) -> int:
+        """Cores the plan keeps busy at once: every rank's threads and workers."""
+        return self.ranks * (self.threads + self.workers)
+
+    @property
+    def oversubscribed(self) -> bool:
+        return self.used > self.cores
+
+    def describe(self) -> str:
+        """'2 ranks × (1 thread + 0 workers) = 2 of 2 cores'."""
+        r, t, w = self.ranks, self.threads, self.workers
+        return (f"{r} rank{'s' if r != 1 else ''} × ({t} thread{'s' if t != 1 else ''} + {w} worker"
+                f"{'s' if w != 1 else ''}) = {self.used} of {self.cores} core{'s' if self.cores != 1 else ''}")
+
+    def as_dict(self) -> dict:
+        return {**asdict(self), "asked": list(self.asked), "used": self.used, "oversubscribed": self.oversubscribed}
+
+
+def share(cores: int, ranks: int) -> int:
+    """Each rank's share of a node's cores (at least one)."""
+    return max(1, cores // max(1, ranks))
+
+
+def per_gpu_workers(cores: int, ranks: int) -> int:
+    """`num_workers: per-gpu`: the rank's share less one core for its own thread (at least one
+    worker: a per-gpu cell asks for workers)."""
+    return max(1, share(cores, ranks) - 1)
+
+
+def plan(cores: int, ranks: int = 1, workers: int | str = 0, threads: int | str = AUTO) -> Budget:
+    """The budget of `ranks` ranks on one node of `cores` usable cores, each with `workers`
+    loader workers (an int or "per-gpu") and `threads` ("auto" or an int: exactly that many)."""
+    cores, ranks = max(1, int(cores)), max(1, int(ranks))
+    mine = share(cores, ranks)
+    workers = per_gpu_workers(cores, ranks) if workers == PER_GPU else int(workers)
+    asked = []
+    if ranks > cores:
+        asked.append(f"{ranks} ranks on {cores} core{'s' if cores != 1 else ''}")
+    if workers >= mine and workers:
+        asked.append(f"num_workers {workers} with a share of {mine} core{'s' if mine != 1 else ''} per rank")
+    if threads == AUTO or threads is None:
+        count, rule = max(1, mine - workers), AUTO
+    else:
+        count, rule = int(threads), "set"
+        if count + workers > mine:
+            asked.append(f"threads {count} beyond the share of {mine} core{'s' if mine != 1 else ''} per rank"
+                         + (f" less {workers} worker{'s' if workers != 1 else ''}" if workers else ""))
+    return Budget(cores, ranks, count, workers, rule, tuple(asked))
