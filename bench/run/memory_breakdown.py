@@ -87,6 +87,14 @@ def read_smaps(path: str = "/proc/self/smaps") -> dict[str, dict[str, int]] | No
     return totals
 
 
+def own_pss(snapshot: dict) -> int:
+    """A snapshot's PSS less the shared pages of the libraries: those divide among every process
+    that maps them (other ranks, other cells, anything on the machine using the same stack), so
+    they move with the machine, not with what this phase did. The peak phase is the one where the
+    rank's own memory (heap, data, mapped dataset files, its private library pages) is largest."""
+    return sum(v["pss"] for k, v in snapshot.items() if k != "library") + snapshot["library"]["private"]
+
+
 class PhaseMemory:
     """Snapshots of this process's memory at phase boundaries, and the breakdown they give."""
 
@@ -101,7 +109,7 @@ class PhaseMemory:
         taken = [p for p in PHASES if self.snapshots.get(p)]
         if not taken:
             return None
-        peak = max(taken, key=lambda p: sum(v["pss"] for v in self.snapshots[p].values()))
+        peak = max(taken, key=lambda p: own_pss(self.snapshots[p]))
         last = self.snapshots[peak]
         growth = self._heap_growth(peak)
         parts = {p: {"shared": 0, "private": 0} for p in PARTS}
