@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-from bench.commands import bundle as bundle_cmd
+from bench.commands import bundle as bundle_cmd, k8s as k8s_cmd, slurm as slurm_cmd
 from bench.publish import results
 from bench.run import external_stacks, stacks, suite as suite_mod
 from bench.run.session import RunOptions, Session, SessionError, add_run_options
@@ -129,6 +129,8 @@ def main(argv: list[str] | None = None) -> int:
     rm.add_argument("name")
 
     bundle_cmd.add_parser(sub, [debug])
+    slurm_cmd.add_parser(sub, [debug])
+    k8s_cmd.add_parser(sub, [debug])
 
     args = parser.parse_args(argv)
     try:
@@ -165,6 +167,8 @@ def dispatch(args) -> int:
             return cmd_overhead(args)
         if args.command == "bundle":
             return bundle_cmd.run(args)
+        if args.command in ("slurm", "k8s"):
+            return (slurm_cmd if args.command == "slurm" else k8s_cmd).run(args)
         if args.stacks_command == "install":
             for name in args.names or list(stacks.available()):
                 stacks.install(name, force=args.force)
