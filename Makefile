@@ -6,7 +6,9 @@ BIN := $(VENV)/bin
 GNNBENCH_DATA_ROOT ?= $(abspath ../shared/datasets/planetoid)
 # The Compose Specification's JSON schema, for validating docker-compose.yml in the tests.
 GNNBENCH_COMPOSE_SCHEMA ?= $(abspath ../shared/schemas/compose-spec.json)
-export GNNBENCH_DATA_ROOT GNNBENCH_COMPOSE_SCHEMA
+# Kubeflow's TrainJob and PyTorchJob CRDs, for validating `gnnbench k8s` manifests in the tests.
+GNNBENCH_KUBEFLOW_SCHEMAS ?= $(abspath ../shared/schemas/kubeflow)
+export GNNBENCH_DATA_ROOT GNNBENCH_COMPOSE_SCHEMA GNNBENCH_KUBEFLOW_SCHEMAS
 # The committed results the site and results/README.md are built from (not results/runs/, where
 # your own runs land, uncommitted).
 # results/fidelity/ holds `gnnbench fidelity` comparisons, not suite runs.

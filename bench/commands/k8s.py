@@ -144,7 +144,7 @@ def run(args) -> int:
         manifest = trainjob(args.suite, args.nodes, args.gpus_per_node, args.image, runtime=args.runtime, **common)
     else:
         manifest = pytorchjob(args.suite, args.nodes, args.gpus_per_node, args.image, **common)
-    text = yaml.dump(manifest, Dumper=PlainDumper, sort_keys=False)
+    text = yaml.dump(manifest, Dumper=PlainDumper, sort_keys=False, width=1 << 16)  # one line a command
     if args.out:
         output_file(f"--out {args.out}", args.out).write_text(text)
     print(text, end="")

@@ -124,8 +124,7 @@ def _kubeflow(env: dict[str, str]) -> ClusterEnv | None:
                               "PET_MASTER_PORT (or MASTER_PORT) must be set")
     read = {n: env[n] for n in ("PET_NNODES", rank_var, addr_var, port_var) if n}
     endpoint = f"{env[addr_var]}:{env[port_var]}" if addr_var and port_var else None
-    return ClusterEnv("kubeflow", nnodes, _int(env, rank_var) if rank_var else 0, endpoint,
-                      job_id=env.get("JOB_NAME") or env.get("HOSTNAME"), read=read)
+    return ClusterEnv("kubeflow", nnodes, _int(env, rank_var) if rank_var else 0, endpoint, read=read)
 
 
 def slurm_port(job_id: str) -> int:
@@ -137,11 +136,11 @@ def slurm_port(job_id: str) -> int:
 
 def hostnames(nodelist: str) -> list[str]:
     """SLURM's compressed node list (n[1-2],gpu7) expanded by `scontrol show hostnames`."""
+    if "[" not in nodelist:  # nothing compressed: the names as they are
+        return [n for n in nodelist.split(",") if n]
     scontrol = shutil.which("scontrol")
     if scontrol is None:
-        if "[" in nodelist:
-            raise ClusterEnvError(f"node list {nodelist!r}: scontrol is not on PATH to expand it")
-        return nodelist.split(",")
+        raise ClusterEnvError(f"node list {nodelist!r}: scontrol is not on PATH to expand it")
     proc = subprocess.run([scontrol, "show", "hostnames", nodelist], capture_output=True, text=True, timeout=60)
     if proc.returncode != 0 or not proc.stdout.split():
         raise ClusterEnvError(f"scontrol show hostnames {nodelist}: {proc.stderr.strip() or 'no host names'}")
