@@ -172,7 +172,7 @@ def resolve(nnodes: int | None, node_rank: int | None, rdzv_endpoint: str | None
     sets none); under Kubeflow it must be the operator's."""
     cluster = detect(env)
     if cluster is None:
-        return nnodes or 1, node_rank or 0, rdzv_endpoint, None
+        return (1 if nnodes is None else nnodes), (0 if node_rank is None else node_rank), rdzv_endpoint, None
     source = _names(cluster.read)
     if nnodes is not None and nnodes != cluster.nnodes:
         raise ClusterEnvError(f"--nnodes {nnodes} but the {cluster.scheduler} job has {cluster.nnodes} node(s) "
