@@ -117,3 +117,55 @@ def test_the_generated_sbatch_script_measures_one_cell_over_two_slurm_nodes(clus
     assert info["cell_id"] == CELL.format(2) and [r["rank"] for r in info["ranks"]] == [0, 1]
     assert info["settings"]["world_size"] == 2 and len(measured["stats"]["data"]) == 3
     assert [u["status"] for u in follower[0]["unmeasured"] if u["id"] == CELL.format(2)] == ["follower"]
+
+
+def test_a_requeued_job_resumes_each_node_from_its_journal(cluster, tmp_path, cache_dir, capsys, monkeypatch):
+    """Preemption as SLURM does it: the job is requeued while its 2-rank cell runs (held there by
+    the worker's `hang` test hook, in the first run only: SLURM_RESTART_COUNT is unset then), runs
+    again under the same job id, and each node resumes from its journal: the cell finished before
+    is kept, the other measured."""
+    require_stacks("pyg")
+    suite = tmp_path / "slurm-scaling.yaml"
+    suite.write_text(SUITE)
+    results = tmp_path / "results"
+    wrapper = tmp_path / "gnnbench-first-run-hangs"
+    wrapper.write_text(f'#!/bin/sh\n[ -n "$SLURM_RESTART_COUNT" ] || export GNNBENCH_FAULT=hang:ws=2\n'
+                       f'exec {sys.executable} -m bench.cli "$@"\n')
+    wrapper.chmod(0o755)
+    monkeypatch.setenv("SLURM_CONF", str(cluster.conf))
+    monkeypatch.setenv("GNNBENCH", str(wrapper))
+    code = cli.main(["slurm", str(suite), "--nodes", "2", "--gpus-per-node", "0", "--results", str(results),
+                     f"--run-args=--cache-dir {cache_dir} --no-install", "--submit"])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    job = re.search(r"submitted: job (\d+)", out.out).group(1)
+    journals = results / f"slurm-{job}"
+    deadline = time.monotonic() + JOB_S
+    while sum(CELL.format(1) in j.read_text() for j in journals.glob("node*/*.cells.jsonl")) < 2:
+        assert time.monotonic() < deadline, f"no journal lines after {JOB_S} s\n{cluster.logs()}"
+        time.sleep(1)
+    cluster.run(["scontrol", "requeue", job])
+    # a requeued job waits two minutes (Reason=BeginTime) before it may start again; here it may
+    # start at once: its StartTime is set to now once it is pending
+    while True:
+        shown = cluster.run(["scontrol", "show", "job", job]).stdout
+        if "Restarts=1" in shown and "JobState=PENDING" in shown:
+            if cluster.run(["scontrol", "update", f"JobId={job}", "StartTime=now"], check=False).returncode == 0:
+                break
+        elif "Restarts=1" in shown and "JobState=COMPLETING" not in shown:
+            break  # already running (or ended) again
+        assert time.monotonic() < deadline, f"job {job} not pending again after {JOB_S} s: {shown}"
+        time.sleep(1)
+    state = wait_for(cluster, job)
+    log = results / f"slurm-{job}.out"
+    said = log.read_text(errors="replace")[-4000:] if log.exists() else "(no job output)"
+    assert state == "COMPLETED", f"job {job}: {state}\n{said}\n{cluster.logs()}"
+    assert "Restarts=1" in cluster.run(["scontrol", "show", "job", job]).stdout
+    nodes = [result_of(journals / f"node{k}") for k in (0, 1)]
+    for doc in nodes:
+        [journal] = (Path(p) for p in doc["gnnbench"]["resumed_from"])
+        assert journal.parent.parent == journals
+        assert [u["status"] for u in doc["unmeasured"] if u["id"] == CELL.format(1)] == ["skipped"]
+    assert [len(doc["benchmarks"]) for doc in nodes].count(1) == 1, said
+    whole = log.read_text(errors="replace")  # both runs: the first one's end, the second one's start
+    assert "DUE TO JOB REQUEUE" in whole and "kept from" in whole, said

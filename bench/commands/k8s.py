@@ -150,6 +150,6 @@ def run(args) -> int:
     print(text, end="")
     print(f"# {len(fits)} cell(s) fit {args.nodes} node(s) x {args.gpus_per_node} GPU(s)"
           + (f"; {len(misfits)} will be skipped: {misfits[0]}" if misfits else "")
-          + f"; apply with kubectl apply -f FILE; results on the claim {args.results_claim}: {RESULTS_MOUNT}/{name}/node0/",
+          + f"; apply with kubectl apply -f FILE; results on the claim {args.results_claim}: {RESULTS_MOUNT}/{name}/node*/",
           file=sys.stderr)
     return 0

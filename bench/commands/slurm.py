@@ -3,8 +3,8 @@
 The script starts `gnnbench run SUITE` once per node through `srun` (one task per node); each run
 takes its node count, its rank and the rendezvous host from SLURM's variables
 (bench/run/cluster_env.py), so the command line is the same on every node. Each node writes its
-result file into RESULTS/slurm-JOBID/nodeK/ (node 0's holds the measured cells, the others list
-them as `follower`). Preemption: `--requeue`, and `--signal=B:USR1@300` makes the batch shell
+result file into RESULTS/slurm-JOBID/nodeK/ (the node that held global rank 0 has the measured
+cells, the others list them as `follower`). Preemption: `--requeue`, and `--signal=B:USR1@300` makes the batch shell
 requeue the job five minutes before its time limit; a requeued job resumes each node's run from
 its journal. `--container-image` runs each node's gnnbench in the image through pyxis/enroot's
 `srun --container-image` (NVIDIA's clusters), or through `apptainer exec` with
@@ -146,7 +146,8 @@ def script(suite: str, nodes: int, gpus_per_node: int, results: Path, *, partiti
     lines.append(" \\\n    ".join([*srun, f"{launcher} {shlex.quote(node_cmd)} &"]))
     lines += ["step=$!", 'wait "$step"; code=$?',
               'while kill -0 "$step" 2>/dev/null; do wait "$step"; code=$?; done  # a trap ended the wait early',
-              'echo "gnnbench: results in $RESULTS (node 0 holds the measured cells)"', 'exit "$code"', ""]
+              'echo "gnnbench: results in $RESULTS/node*/ (the node that held rank 0 has the measured cells)"',
+              'exit "$code"', ""]
     return "\n".join(lines)
 
 
@@ -187,7 +188,7 @@ def run(args) -> int:
           + ")", file=sys.stderr)
     if args.submit:
         job = submit(out)
-        print(f"submitted: job {job} (squeue -j {job}); results: {results}/slurm-{job}/node0/")
+        print(f"submitted: job {job} (squeue -j {job}); results: {results}/slurm-{job}/node*/")
     else:
         print(f"submit it with: sbatch {out}", file=sys.stderr)
     return 0
