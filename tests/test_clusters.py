@@ -94,14 +94,15 @@ def test_unusable_scheduler_variables_say_which(env, words):
     assert all(w in str(err.value) for w in words), str(err.value)
 
 
-def test_gnnbench_run_exits_2_with_one_line_naming_both_values(bare_env, tmp_path, capsys):
-    for name, value in {**PET, "PET_NODE_RANK": "0"}.items():
+@pytest.mark.parametrize("env, variable", [(PET, "PET_NNODES=2"), (SLURM, "SLURM_STEP_NUM_NODES=2")])
+def test_gnnbench_run_exits_2_with_one_line_naming_both_values(bare_env, tmp_path, capsys, env, variable):
+    for name, value in env.items():
         bare_env.setenv(name, value)
     code = cli.main(["run", "smoke", "--nnodes", "3", "--results", str(tmp_path / "r"),
                      "--cache-dir", str(tmp_path / "c"), "--no-install"])
     err = capsys.readouterr().err
     assert code == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
-    assert "--nnodes 3" in err and "PET_NNODES=2" in err
+    assert "--nnodes 3" in err and variable in err
     assert not (tmp_path / "r").exists() or not list((tmp_path / "r").iterdir())  # nothing was run
 
 

@@ -112,6 +112,8 @@ def test_the_generated_sbatch_script_measures_one_cell_over_two_slurm_nodes(clus
     recorder = [doc for doc in nodes if doc["benchmarks"]]
     follower = [doc for doc in nodes if not doc["benchmarks"]]
     assert len(recorder) == 1 and len(follower) == 1, [doc["unmeasured"] for doc in nodes]
+    table = next((results / f"slurm-{job}" / "node1").glob("*.md")).read_text()  # the node's own table says it
+    assert f"slurm job {job} on n1, n2 (node 1 of 2)" in table
     [measured] = recorder[0]["benchmarks"]
     info = measured["extra_info"]
     assert info["cell_id"] == CELL.format(2) and [r["rank"] for r in info["ranks"]] == [0, 1]
