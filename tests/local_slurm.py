@@ -24,6 +24,8 @@ import subprocess
 import time
 from pathlib import Path
 
+import psutil
+
 from bench.net import free_port
 from bench.run.cluster_env import slurm_port
 
@@ -153,7 +155,42 @@ class LocalSlurm:
         return "\n".join(out)
 
     def stop(self) -> None:
-        """Each daemon by its pid file, slurmd first, munged last; SIGKILL after 30 s."""
+        """Jobs still there cancelled; each daemon by its pid file, slurmd first, munged last
+        (SIGKILL after 30 s); then any job step process the slurmds left (each carries this
+        cluster's SLURM_CONF in its environment, which marks it as this cluster's)."""
+        if self.pids:
+            self.cancel_jobs()
+        self._stop_daemons()
+        for proc in self.leftovers():
+            try:
+                proc.kill()
+            except psutil.Error:
+                pass
+
+    def cancel_jobs(self) -> None:
+        jobs = self.run(["squeue", "-h", "-o", "%i"], check=False).stdout.split()
+        if not jobs:
+            return
+        self.run(["scancel", *jobs], check=False)
+        deadline = time.monotonic() + 60
+        while self.run(["squeue", "-h", "-o", "%i"], check=False).stdout.split() and time.monotonic() < deadline:
+            time.sleep(1)
+
+    def leftovers(self) -> list[psutil.Process]:
+        """This cluster's slurmstepd processes and what they started: each has this cluster's
+        SLURM_CONF in its environment (slurmd's, or the job's, exported at submission)."""
+        found = []
+        for proc in psutil.process_iter():
+            try:
+                if proc.environ().get("SLURM_CONF") != str(self.conf):
+                    continue
+                if any(p.name().startswith("slurmstepd") for p in (proc, *proc.parents())):
+                    found.append(proc)
+            except psutil.Error:
+                continue
+        return found
+
+    def _stop_daemons(self) -> None:
         for pid_file in reversed(self.pids):
             try:
                 pid = int(pid_file.read_text().split()[0])
