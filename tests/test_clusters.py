@@ -249,3 +249,23 @@ def test_two_pods_with_pet_variables_measure_one_cell_over_both(tmp_path, cache_
     info = measured[0]["benchmarks"][0]["extra_info"]
     assert [r["rank"] for r in info["ranks"]] == [0, 1] and info["settings"]["world_size"] == 2
     assert followers[0]["unmeasured"][0]["status"] == "follower"
+
+
+@pytest.mark.parametrize("runtime, words", [
+    ("pyxis", ["--container-image=ghcr.io/o/gnnbench:gpu", '--container-mounts="$RESULTS:$RESULTS"', "pyxis"]),
+    ("apptainer", ["apptainer exec --nv", "docker://ghcr.io/o/gnnbench:gpu", "Apptainer"]),
+])
+def test_the_sbatch_script_runs_the_image_with_pyxis_or_apptainer(tmp_path, capsys, runtime, words):
+    out = tmp_path / "job.sbatch"
+    code = cli.main(["slurm", "multi-gpu", "--nodes", "2", "--gpus-per-node", "4", "--partition", "gpu",
+                     "--time", "2:00:00", "--container-image", "ghcr.io/o/gnnbench:gpu", "--container-runtime", runtime,
+                     "--results", str(tmp_path / "r"), "--out", str(out)])
+    printed = capsys.readouterr()
+    assert code == 0, printed.err
+    text = out.read_text()
+    assert printed.out.strip() == text.strip() and "sbatch " + str(out) in printed.err
+    for line in ("#SBATCH --nodes=2", "#SBATCH --ntasks-per-node=1", "#SBATCH --gpus-per-node=4",
+                 "#SBATCH --partition=gpu", "#SBATCH --time=2:00:00", "#SBATCH --requeue", "#SBATCH --signal=B:USR1@300"):
+        assert line in text.splitlines()
+    assert all(w in text for w in words), text
+    assert subprocess.run(["bash", "-n", str(out)]).returncode == 0  # the shell reads it
