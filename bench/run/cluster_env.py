@@ -94,10 +94,11 @@ def _slurm(env: dict[str, str]) -> ClusterEnv | None:
         if name not in env:
             raise ClusterEnvError(f"started by srun (SLURM_JOB_ID={env['SLURM_JOB_ID']}) but {name} is not set")
     read = {n: env[n] for n in ("SLURM_JOB_ID", nnodes_var, "SLURM_NODEID", list_var) if n in env}
-    tasks = env.get("SLURM_STEP_NUM_TASKS") or env.get("SLURM_NTASKS")
+    tasks_var = "SLURM_STEP_NUM_TASKS" if "SLURM_STEP_NUM_TASKS" in env else "SLURM_NTASKS"
+    tasks = env.get(tasks_var)
     nnodes = _int(env, nnodes_var)
     if tasks and tasks.isdigit() and int(tasks) != nnodes:
-        raise ClusterEnvError(f"srun started {tasks} tasks on {nnodes} node(s) (SLURM_STEP_NUM_TASKS={tasks}, "
+        raise ClusterEnvError(f"srun started {tasks} tasks on {nnodes} node(s) ({tasks_var}={tasks}, "
                               f"{nnodes_var}={nnodes}): gnnbench run needs one task per node "
                               "(srun --ntasks-per-node=1; it starts each node's ranks itself)")
     job_id = env["SLURM_JOB_ID"]
