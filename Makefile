@@ -6,13 +6,15 @@ BIN := $(VENV)/bin
 GNNBENCH_DATA_ROOT ?= $(abspath ../shared/datasets/planetoid)
 # The Compose Specification's JSON schema, for validating docker-compose.yml in the tests.
 GNNBENCH_COMPOSE_SCHEMA ?= $(abspath ../shared/schemas/compose-spec.json)
-export GNNBENCH_DATA_ROOT GNNBENCH_COMPOSE_SCHEMA
+# Kubeflow's TrainJob and PyTorchJob CRDs, for validating `gnnbench k8s` manifests in the tests.
+GNNBENCH_KUBEFLOW_SCHEMAS ?= $(abspath ../shared/schemas/kubeflow)
+export GNNBENCH_DATA_ROOT GNNBENCH_COMPOSE_SCHEMA GNNBENCH_KUBEFLOW_SCHEMAS
 # The committed results the site and results/README.md are built from (not results/runs/, where
 # your own runs land, uncommitted).
 # results/fidelity/ holds `gnnbench fidelity` comparisons, not suite runs.
 RESULTS := $(filter-out results/runs/% results/fidelity/%,$(wildcard results/*/*.json))
 
-.PHONY: bench test stacks site results-readme chromium podman image-test image-gpu bundle
+.PHONY: bench test stacks site results-readme chromium podman slurm slurm-test image-test image-gpu bundle
 
 $(BIN)/gnnbench: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -36,6 +38,17 @@ CONTAINERS_CONF := /etc/containers/containers.conf.d/50-gnnbench.conf
 podman:
 	@command -v podman >/dev/null && command -v runc >/dev/null && command -v mmdebstrap >/dev/null || { $(SUDO) apt-get update -q && $(SUDO) apt-get install -y --no-install-recommends podman runc mmdebstrap; }
 	@test -f $(CONTAINERS_CONF) || { $(SUDO) mkdir -p $(dir $(CONTAINERS_CONF)) && printf '[containers]\ndefault_ulimits = []\n\n[engine]\nruntime = "runc"\n' | $(SUDO) tee $(CONTAINERS_CONF) >/dev/null && echo "wrote $(CONTAINERS_CONF)"; }
+
+# SLURM for the cluster test, installed as chromium is: Debian's slurmctld, slurmd and munge (22.05).
+# The test (tests/test_slurm.py, tests/local_slurm.py) builds a two-node cluster on this machine in a
+# temporary folder (its own munge key and socket, free ports), submits `gnnbench slurm`'s script and
+# stops the daemons again; nothing here starts a daemon or writes /etc/slurm.
+slurm:
+	@command -v slurmctld >/dev/null && command -v slurmd >/dev/null && command -v munged >/dev/null && command -v sbatch >/dev/null || { $(SUDO) apt-get update -q && $(SUDO) apt-get install -y --no-install-recommends slurmctld slurmd slurm-client munge; }
+
+# The cluster test alone: a 2-node SLURM cluster here runs a small scaling suite over both nodes.
+slurm-test: stacks slurm
+	$(BIN)/python -m pytest tests/test_slurm.py -ra
 
 $(BIN)/podman-compose: $(BIN)/gnnbench
 	$(BIN)/python -m pip install --progress-bar off -q podman-compose==1.6.0
@@ -62,7 +75,7 @@ bundle: stacks
 bench: stacks
 	$(BIN)/gnnbench run suites/smoke.yaml
 
-test: stacks chromium podman
+test: stacks chromium podman slurm
 	@# pytest's exit code 5 (no tests collected) is a failure too, said as such (make would print 2)
 	$(BIN)/python -m pytest tests -ra; code=$$?; \
 	  if [ $$code -eq 5 ]; then echo "make test: pytest collected no tests: that is a failure" >&2; fi; exit $$code

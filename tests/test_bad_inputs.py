@@ -174,7 +174,29 @@ OPTIONS = [
     ("floor-negative", lambda t: ["compare", "a.json", "b.json", "--floor", "-0.1"], ["--floor", "out of range"]),
     ("floor-text", lambda t: ["compare", "a.json", "b.json", "--floor", "ten"], ["--floor", "'ten' is not a number"]),
     ("fail-on-unknown", lambda t: ["compare", "a.json", "b.json", "--fail-on", "anything"], ["--fail-on", "invalid choice"]),
+    # gnnbench slurm / k8s (bench/commands/): the script or manifest is not written
+    ("slurm-nodes-zero", lambda t: cluster_args(t, "slurm", "--nodes", "0"), ["--nodes 0", "1 to 1024"]),
+    ("slurm-gpus-negative", lambda t: cluster_args(t, "slurm", "--gpus-per-node", "-1"), ["--gpus-per-node -1", "0 to 64"]),
+    ("slurm-no-cell-fits", lambda t: cluster_args(t, "slurm", world_size=1), ["suite 'good': no cell fits 2 node(s) x 0 GPU(s)",
+                                                                "world size 1 does not split over 2 nodes"]),
+    ("slurm-time-text", lambda t: cluster_args(t, "slurm", "--time", "soon"), ["--time 'soon'", "H:M:S"]),
+    ("slurm-partition-space", lambda t: cluster_args(t, "slurm", "--partition", "a b"), ["--partition 'a b'"]),
+    ("slurm-run-args-nnodes", lambda t: cluster_args(t, "slurm", "--run-args=--nnodes 2"), ["--run-args '--nnodes 2'", "--nnodes"]),
+    ("slurm-run-args-unclosed", lambda t: cluster_args(t, "slurm", "--run-args=-k 'ws=2"), ["--run-args", "No closing quotation"]),
+    ("k8s-image-missing", lambda t: cluster_args(t, "k8s")[:-2] + ["--nodes", "2"], ["the following arguments are required: --image"]),
+    ("k8s-name-upper", lambda t: cluster_args(t, "k8s", "--name", "Big"), ["--name 'Big'", "lower-case"]),
+    ("k8s-shm-text", lambda t: cluster_args(t, "k8s", "--shm-size", "lots"), ["--shm-size 'lots'", "16Gi"]),
+    ("k8s-kind-unknown", lambda t: cluster_args(t, "k8s", "--kind", "mpijob"), ["--kind", "invalid choice: 'mpijob'"]),
 ]
+
+
+def cluster_args(tmp: Path, command: str, *options: str, world_size: int = 2) -> list[str]:
+    """`gnnbench slurm|k8s` on 2 nodes for a suite of one cell of `world_size` ranks, `options` after
+    (a repeated option's last value counts)."""
+    path = tmp / "cluster.yaml"
+    path.write_text(with_settings(f"world_size: {world_size}"))
+    image = ["--image", "img"] if command == "k8s" else []
+    return [command, str(path), "--nodes", "2", "--gpus-per-node", "0", *image, *options]
 
 
 @pytest.mark.parametrize("argv, expected", [pytest.param(a, e, id=i) for i, a, e in OPTIONS])

@@ -221,6 +221,17 @@ class Machine:
     gnnbench_version: str | None = None
     stacks: dict = field(default_factory=dict)   # stack -> {package: version}
     ceilings: dict = field(default_factory=dict)  # what the machine can do at most (bench.run.ceilings)
+    cluster: dict = field(default_factory=dict)  # the scheduler that started this node's run (bench.run.cluster_env)
+
+    @property
+    def cluster_line(self) -> str | None:
+        """`slurm job 123 on n1, n2 (node 0 of 2)`, where a scheduler started the run."""
+        c = self.cluster
+        if not c or not c.get("scheduler"):
+            return None
+        job = f" job {c['job_id']}" if c.get("job_id") else ""
+        nodes = f" on {', '.join(map(str, c['nodes']))}" if c.get("nodes") else ""
+        return f"{c['scheduler']}{job}{nodes} (node {c.get('node_rank', '?')} of {c.get('nnodes', '?')})"
 
     @property
     def cpu_name(self) -> str:
@@ -414,7 +425,8 @@ def _machine(info: dict) -> Machine:
         topology=gpu.get("topology"), container_image=ours.get("container_image"),
         gpu_details={k: gpu[k] for k in ("devices", "mig_mode", "cuda_visible_devices", "nccl_env") if gpu.get(k) is not None},
         container_revision=ours.get("container_revision"), gnnbench_version=ours.get("version"),
-        stacks=ours.get("stacks") or {}, ceilings=ours.get("ceilings") or info.get("ceilings") or {})
+        stacks=ours.get("stacks") or {}, ceilings=ours.get("ceilings") or info.get("ceilings") or {},
+        cluster=ours.get("cluster") if isinstance(ours.get("cluster"), dict) else {})
 
 
 # --- derived scores: computed here, from the medians, and nowhere else ----------------------

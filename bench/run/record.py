@@ -234,9 +234,23 @@ def machine_info(ceilings: dict | None = None) -> dict:
         "gpu": gpu_info(),
         "container_image": os.environ.get("GNNBENCH_IMAGE"),
         "container_revision": os.environ.get("GNNBENCH_REVISION"),
+        # the scheduler that started this node's run (SLURM's srun, a Kubeflow pod): job id, node list
+        "cluster": cluster_info(),
         # what this machine can do at most (bench.run.ceilings), the stages are held against it
         **({"ceilings": ceilings} if ceilings else {}),
     }
+
+
+def cluster_info() -> dict | None:
+    """The scheduler, job id, node list and this node's rank (bench.run.cluster_env); None where
+    no scheduler started the run."""
+    from bench.run import cluster_env
+
+    try:
+        found = cluster_env.detect()
+    except cluster_env.ClusterEnvError as exc:
+        return {"error": str(exc)}
+    return found.machine_info() if found else None
 
 
 def gpu_info() -> dict | None:

@@ -25,7 +25,7 @@ from pathlib import Path
 import psutil
 
 from bench import datasets
-from bench.run import cgroup, stacks
+from bench.run import cgroup, cluster_env, stacks
 from bench.run.load import LoadMeter
 from bench.datasets import hub, memory
 from bench.net import free_port
@@ -190,7 +190,8 @@ def worker_command(python: Path, cell: Cell, args: list[str], launch: Launch) ->
 
 
 def worker_env(cache: Path, run_id: str) -> dict[str, str]:
-    env = dict(os.environ)
+    # without the RANK, WORLD_SIZE, MASTER_* ... that srun or a pod set: torchrun sets its own
+    env = cluster_env.worker_environment(dict(os.environ))
     env.update({
         "PYTHONPATH": os.pathsep.join(filter(None, [str(repo_root()), env.get("PYTHONPATH")])),
         "GNNBENCH_CACHE": str(cache),

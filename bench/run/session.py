@@ -34,7 +34,7 @@ from bench.paths import cache_dir, cache_root, default_results_dir
 from bench.publish import stages
 from bench.publish.result_schema import UNMEASURED_STATUSES
 from bench import modes
-from bench.run import ceilings, gpus, record, stacks, suite as suite_mod
+from bench.run import ceilings, cluster_env, gpus, record, stacks, suite as suite_mod
 from bench.run.load import usable_cores
 from bench.run.load import HIGH_LOAD
 from bench.run.runner import Launch, Outcome, dataset_stats, ensure_dataset, run_in_stack
@@ -74,10 +74,14 @@ RUN_OPTIONS = (
     Option("--mode", dict(action="append", metavar="MODE",
                           help="the suite's `mode` axis, replaced (repeatable), e.g. --mode pinned-cuda asks a CPU "
                                "suite's question on GPUs; backends without the mode are listed, not run")),
-    Option("--nnodes", dict(type=int, default=1, help="machines that run each cell together (each runs the same command)")),
-    Option("--node-rank", dict(type=int, default=0, help="this machine's index among --nnodes")),
+    Option("--nnodes", dict(type=int, help="machines that run each cell together (each runs the same command); "
+                                           "default: SLURM's or Kubeflow's node count where they started it, else 1")),
+    Option("--node-rank", dict(type=int, help="this machine's index among --nnodes; default: SLURM_NODEID or "
+                                              "PET_NODE_RANK where set, else 0")),
     Option("--rdzv-endpoint", dict(metavar="HOST:PORT",
-                                   help="torchrun c10d rendezvous endpoint shared by the nodes (needed with --nnodes > 1)")),
+                                   help="torchrun c10d rendezvous endpoint shared by the nodes (needed with --nnodes > 1; "
+                                        "under srun: the job's first node and a port from its job id, under "
+                                        "Kubeflow: PET_MASTER_ADDR:PET_MASTER_PORT)")),
 )
 
 
@@ -98,8 +102,8 @@ class RunOptions:
     resume: Path | None = None
     stack: list[str] | None = None
     mode: list[str] | None = None
-    nnodes: int = 1
-    node_rank: int = 0
+    nnodes: int | None = None  # None: the scheduler's (bench.run.cluster_env), else 1
+    node_rank: int | None = None  # None: the scheduler's, else 0
     rdzv_endpoint: str | None = None
 
     @classmethod
@@ -324,8 +328,17 @@ class Session:
             inputs.folder(f"--data-root {options.data_root}", options.data_root, writable=False)
         root = options.data_root or os.environ.get("GNNBENCH_DATA_ROOT")
         self.data_root = Path(root) if root else None
-        self.launch = Launch(options.nnodes, options.node_rank, options.rdzv_endpoint)
+        try:  # srun or a Kubeflow pod: the node count, rank and endpoint come from their variables
+            nnodes, node_rank, endpoint, self.cluster = cluster_env.resolve(options.nnodes, options.node_rank,
+                                                                            options.rdzv_endpoint)
+        except cluster_env.ClusterEnvError as exc:
+            raise SessionError(str(exc)) from None
+        self.launch = Launch(nnodes, node_rank, endpoint)
         check_launch(self.launch)
+        if self.cluster:
+            say(f"{self.cluster.scheduler}: node {node_rank} of {nnodes}"
+                + (f" ({', '.join(self.cluster.nodes)})" if self.cluster.nodes else "")
+                + (f", rendezvous at {endpoint}" if endpoint else ""))
         self.started_at = dt.datetime.now(dt.timezone.utc)
         self.finished: dict[str, Finished] = {}
         self.resumed_from: list[str] = []

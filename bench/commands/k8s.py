@@ -1,0 +1,155 @@
+"""`gnnbench k8s SUITE --nodes N --gpus-per-node G --image IMG [--kind trainjob|pytorchjob]`: a
+Kubeflow manifest that runs a suite on N pods, one per node.
+
+- `trainjob` (default): Kubeflow Trainer v2's `TrainJob` (trainer.kubeflow.org/v1alpha1). It names
+  its runtime (`runtimeRef`, default the `torch-distributed` ClusterTrainingRuntime, which must
+  exist on the cluster); the image, command, node count and GPU requests go in `trainer`; the
+  shared-memory volume (DataLoader workers pass batches through /dev/shm) and the results volume
+  go in `runtimePatches`, on the runtime's `node` job and its `node` container.
+- `pytorchjob`: the Training Operator v1's `PyTorchJob` (kubeflow.org/v1): one Master and N-1
+  Workers, each pod the same container with the volumes in its own template.
+
+Each pod runs `gnnbench run SUITE`, which takes its node count, rank and rendezvous address from
+the variables the operator sets (PET_NNODES, PET_NODE_RANK, PET_MASTER_ADDR, PET_MASTER_PORT;
+bench/run/cluster_env.py) and starts its own ranks with torchrun, so each pod is one torchrun
+"process" to the operator (numProcPerNode / nprocPerNode 1). Results go to the volume from the
+persistent volume claim `--results-claim`, one folder per pod: /results/JOB/nodeK.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import sys
+from pathlib import Path
+
+import yaml
+
+from bench.commands.slurm import add_shape, check_shape, fit, run_args
+from bench.inputs import InputError, output_file
+
+KINDS = ("trainjob", "pytorchjob")
+DNS_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")  # RFC 1123 label (job, claim and runtime names)
+IMAGE = re.compile(r"^[^\s'\"\\$`]+$")
+RESULTS_MOUNT = "/results"
+SHM_MOUNT = "/dev/shm"
+TRAINER_API = "trainer.kubeflow.org/v1alpha1"
+TRAINING_OPERATOR_API = "kubeflow.org/v1"
+RUNTIME_JOB = "node"  # the torch runtimes' replicated job and container name (Kubeflow Trainer's own runtimes)
+
+
+def add_parser(sub, parents) -> None:
+    p = sub.add_parser("k8s", parents=parents,
+                       help="write a Kubeflow TrainJob (or PyTorchJob) manifest that runs a suite on Kubernetes")
+    p.add_argument("suite", help="suite name in suites/ or a YAML path (as the image sees it)")
+    add_shape(p)
+    p.add_argument("--image", required=True, metavar="IMG", help="the gnnbench image the pods run")
+    p.add_argument("--kind", choices=KINDS, default="trainjob",
+                   help="trainjob: Kubeflow Trainer v2 (default); pytorchjob: the Training Operator v1")
+    p.add_argument("--name", metavar="NAME", help="the job's name (default: gnnbench-SUITE)")
+    p.add_argument("--namespace", metavar="NS", help="its namespace (default: kubectl's)")
+    p.add_argument("--runtime", default="torch-distributed", metavar="NAME",
+                   help="TrainJob: the ClusterTrainingRuntime it names (default torch-distributed; it must exist)")
+    p.add_argument("--results-claim", default="gnnbench-results", metavar="PVC",
+                   help="the PersistentVolumeClaim the results go to (default gnnbench-results; "
+                        "ReadWriteMany where pods land on several nodes)")
+    p.add_argument("--shm-size", default="16Gi", metavar="SIZE",
+                   help="the memory-backed /dev/shm for DataLoader workers (default 16Gi)")
+    p.add_argument("--out", type=Path, metavar="FILE", help="also write the manifest here")
+
+
+def node_command(suite: str, job: str, extra: list[str]) -> list[str]:
+    """Each pod's command: its results folder on the volume, resumed from its journal after a restart."""
+    run = (f'out={RESULTS_MOUNT}/{job}/node${{PET_NODE_RANK:-0}}; '
+           'journal=$(ls -t "$out"/*.cells.jsonl 2>/dev/null | head -n 1); '
+           f'exec gnnbench run {shlex.quote(suite)} --results "$out" ${{journal:+--resume "$journal"}}'
+           + "".join(" " + shlex.quote(a) for a in extra))
+    return ["bash", "-c", run]
+
+
+def volumes(claim: str, shm_size: str) -> tuple[list[dict], list[dict]]:
+    vols = [{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": shm_size}},
+            {"name": "results", "persistentVolumeClaim": {"claimName": claim}}]
+    mounts = [{"name": "dshm", "mountPath": SHM_MOUNT}, {"name": "results", "mountPath": RESULTS_MOUNT}]
+    return vols, mounts
+
+
+def resources(gpus_per_node: int) -> dict:
+    return {"limits": {"nvidia.com/gpu": gpus_per_node}} if gpus_per_node else {}
+
+
+def trainjob(suite: str, nodes: int, gpus_per_node: int, image: str, *, name: str, namespace: str | None = None,
+             runtime: str = "torch-distributed", claim: str = "gnnbench-results", shm_size: str = "16Gi",
+             extra: list[str] = ()) -> dict:
+    vols, mounts = volumes(claim, shm_size)
+    trainer = {"image": image, "command": node_command(suite, name, list(extra)), "numNodes": nodes,
+               "numProcPerNode": 1}
+    if gpus_per_node:
+        trainer["resourcesPerNode"] = resources(gpus_per_node)
+    pod = {"volumes": vols, "containers": [{"name": RUNTIME_JOB, "volumeMounts": mounts}]}
+    patch = {"manager": "gnnbench", "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": [
+        {"name": RUNTIME_JOB, "template": {"spec": {"template": {"spec": pod}}}}]}}}}
+    return {"apiVersion": TRAINER_API, "kind": "TrainJob", "metadata": metadata(name, namespace),
+            "spec": {"runtimeRef": {"name": runtime, "apiGroup": "trainer.kubeflow.org",
+                                    "kind": "ClusterTrainingRuntime"},
+                     "trainer": trainer, "runtimePatches": [patch]}}
+
+
+def pytorchjob(suite: str, nodes: int, gpus_per_node: int, image: str, *, name: str, namespace: str | None = None,
+               claim: str = "gnnbench-results", shm_size: str = "16Gi", extra: list[str] = ()) -> dict:
+    vols, mounts = volumes(claim, shm_size)
+    container = {"name": "pytorch", "image": image, "command": node_command(suite, name, list(extra)),
+                 "volumeMounts": mounts}
+    if gpus_per_node:
+        container["resources"] = resources(gpus_per_node)
+
+    def replica(count: int) -> dict:
+        return {"replicas": count, "restartPolicy": "OnFailure",
+                "template": {"spec": {"containers": [dict(container)], "volumes": vols}}}
+
+    replicas = {"Master": replica(1)}
+    if nodes > 1:
+        replicas["Worker"] = replica(nodes - 1)
+    return {"apiVersion": TRAINING_OPERATOR_API, "kind": "PyTorchJob", "metadata": metadata(name, namespace),
+            "spec": {"nprocPerNode": "1", "pytorchReplicaSpecs": replicas}}
+
+
+class PlainDumper(yaml.SafeDumper):
+    """YAML without anchors and aliases: each replica's container written out in full."""
+
+    def ignore_aliases(self, data) -> bool:
+        return True
+
+
+def metadata(name: str, namespace: str | None) -> dict:
+    return {"name": name, **({"namespace": namespace} if namespace else {})}
+
+
+def run(args) -> int:
+    check_shape(args.nodes, args.gpus_per_node)
+    if not IMAGE.match(args.image):
+        raise InputError(f"--image {args.image!r}: no spaces, quotes, $ or backslashes")
+    extra = run_args(args.run_args)
+    suite_name, fits, misfits = fit(args.suite, args.nodes, args.gpus_per_node)
+    name = args.name or re.sub(r"[^a-z0-9-]", "-", f"gnnbench-{suite_name}".lower())[:63].strip("-")
+    for option, value in (("--name", name), ("--namespace", args.namespace), ("--runtime", args.runtime),
+                          ("--results-claim", args.results_claim)):
+        if value is not None and not (DNS_NAME.match(value) and len(value) <= 63):
+            raise InputError(f"{option} {value!r}: allowed: lower-case letters, digits and '-', at most 63, "
+                             "starting and ending with a letter or digit")
+    if not re.fullmatch(r"\d+(\.\d+)?(Ki|Mi|Gi|Ti|k|M|G|T)?", args.shm_size):
+        raise InputError(f"--shm-size {args.shm_size!r}: a Kubernetes quantity, e.g. 16Gi or 512Mi")
+    common = dict(name=name, namespace=args.namespace, claim=args.results_claim, shm_size=args.shm_size, extra=extra)
+    if args.kind == "trainjob":
+        manifest = trainjob(args.suite, args.nodes, args.gpus_per_node, args.image, runtime=args.runtime, **common)
+    else:
+        manifest = pytorchjob(args.suite, args.nodes, args.gpus_per_node, args.image, **common)
+    text = yaml.dump(manifest, Dumper=PlainDumper, sort_keys=False, width=1 << 16)  # one line a command
+    if args.out:
+        output_file(f"--out {args.out}", args.out).write_text(text)
+    print(text, end="")
+    print(f"# {len(fits)} cell(s) fit {args.nodes} node(s) x {args.gpus_per_node} GPU(s)"
+          + (f"; {len(misfits)} will be skipped: {misfits[0]}" if misfits else "")
+          + f"; apply with kubectl apply -f FILE; results on the claim {args.results_claim}: {RESULTS_MOUNT}/{name}/node*/",
+          file=sys.stderr)
+    return 0

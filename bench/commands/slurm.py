@@ -1,0 +1,194 @@
+"""`gnnbench slurm SUITE --nodes N --gpus-per-node G`: an sbatch script that runs a suite on N nodes.
+
+The script starts `gnnbench run SUITE` once per node through `srun` (one task per node); each run
+takes its node count, its rank and the rendezvous host from SLURM's variables
+(bench/run/cluster_env.py), so the command line is the same on every node. Each node writes its
+result file into RESULTS/slurm-JOBID/nodeK/ (the node that held global rank 0 has the measured
+cells, the others list them as `follower`). Preemption: `--requeue`, and `--signal=B:USR1@300` makes the batch shell
+requeue the job five minutes before its time limit; a requeued job resumes each node's run from
+its journal. `--container-image` runs each node's gnnbench in the image through pyxis/enroot's
+`srun --container-image` (NVIDIA's clusters), or through `apptainer exec` with
+`--container-runtime apptainer`. `--submit` hands the script to `sbatch` and says the job id.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from bench import modes
+from bench.inputs import InputError, folder, output_file
+from bench.paths import default_results_dir
+
+REQUEUE_SIGNAL_S = 300  # seconds before the time limit the batch shell is told to requeue
+TIME = re.compile(r"^(\d+-\d{1,2}(:\d{2}){0,2}|\d+(:\d{2}){0,2})$")  # sbatch --time: M, M:S, H:M:S, D-H[:M[:S]]
+NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.,-]*$")  # partition names (a comma list allowed)
+IMAGE = re.compile(r"^[^\s'\"\\$`]+$")
+RUNTIMES = ("pyxis", "apptainer")
+
+
+def add_parser(sub, parents) -> None:
+    p = sub.add_parser("slurm", parents=parents,
+                       help="write (and with --submit, submit) an sbatch script that runs a suite on SLURM nodes")
+    p.add_argument("suite", help="suite name in suites/ or a YAML path (as the nodes see it)")
+    add_shape(p)
+    p.add_argument("--partition", metavar="P", help="the partition to run in (default: the cluster's)")
+    p.add_argument("--time", metavar="T", help="time limit, as sbatch takes it (minutes, H:M:S, D-H:M...)")
+    p.add_argument("--container-image", metavar="IMG", help="run gnnbench in this image on each node")
+    p.add_argument("--container-runtime", choices=RUNTIMES, default="pyxis",
+                   help="how: pyxis/enroot's srun --container-image (default), or apptainer exec")
+    p.add_argument("--results", type=Path, metavar="DIR",
+                   help="where the nodes write results (a folder every node sees; default: results/runs)")
+    p.add_argument("--out", type=Path, metavar="FILE",
+                   help="the script to write (default: DIR/slurm-SUITE.sbatch in the --results folder)")
+    p.add_argument("--submit", action="store_true", help="submit the script with sbatch and say the job id")
+
+
+def add_shape(p) -> None:
+    """--nodes, --gpus-per-node and --run-args, shared with `gnnbench k8s`."""
+    p.add_argument("--nodes", type=int, required=True, metavar="N", help="nodes that run each cell together")
+    p.add_argument("--gpus-per-node", type=int, required=True, metavar="G", help="GPUs each node has (0: CPU only)")
+    p.add_argument("--run-args", default="", metavar="'OPTIONS'",
+                   help="options for each node's gnnbench run, as one string: --run-args='-k ws=2 --no-install'")
+
+
+def check_shape(nodes: int, gpus_per_node: int) -> None:
+    if not 1 <= nodes <= 1024:
+        raise InputError(f"--nodes {nodes}: allowed: 1 to 1024")
+    if not 0 <= gpus_per_node <= 64:
+        raise InputError(f"--gpus-per-node {gpus_per_node}: allowed: 0 to 64")
+
+
+def fit(suite_arg: str, nodes: int, gpus_per_node: int) -> tuple[str, list[str], list[str]]:
+    """The suite's name, its cells that fit N nodes x G GPUs per node, and why the others do not
+    (they will be skipped on the nodes with the same reasons). None fitting is an input error."""
+    from bench.run import suite as suite_mod
+
+    suite, _ = suite_mod.load(suite_arg)
+    fits, misfits = [], []
+    for cell in suite_mod.expand(suite):
+        world = int(cell.settings["world_size"])
+        if world % nodes:
+            misfits.append(f"{cell.id}: world size {world} does not split over {nodes} nodes")
+        elif modes.mode(cell.settings["mode"]).needs_gpu and world // nodes > gpus_per_node:
+            misfits.append(f"{cell.id}: {world // nodes} ranks per node need {world // nodes} GPUs; "
+                           f"--gpus-per-node {gpus_per_node}")
+        else:
+            fits.append(cell.id)
+    if not fits:
+        raise InputError(f"suite {suite.name!r}: no cell fits {nodes} node(s) x {gpus_per_node} GPU(s) per node "
+                         f"({misfits[0] if misfits else 'the suite has no cells'})")
+    return suite.name, fits, misfits
+
+
+def run_args(given: str) -> list[str]:
+    try:
+        args = shlex.split(given)
+    except ValueError as exc:
+        raise InputError(f"--run-args {given!r}: {exc}") from None
+    for flag in ("--nnodes", "--node-rank", "--results", "--resume"):
+        if any(a == flag or a.startswith(flag + "=") for a in args):
+            raise InputError(f"--run-args {given!r}: {flag}: the script sets it on each node (SLURM gives the node count and "
+                             "rank; the results go to --results/slurm-JOBID/nodeK)")
+    return args
+
+
+def script(suite: str, nodes: int, gpus_per_node: int, results: Path, *, partition: str | None = None,
+           time: str | None = None, image: str | None = None, runtime: str = "pyxis",
+           extra: list[str] = ()) -> str:
+    """The sbatch script's text."""
+    name = re.sub(r"[^A-Za-z0-9_.-]", "-", Path(suite).stem)[:40]
+    lines = ["#!/bin/bash",
+             f"# gnnbench suite {suite} on {nodes} node(s) x {gpus_per_node} GPU(s), written by `gnnbench slurm`.",
+             "# One task per node: each node's gnnbench run takes its node count, rank and rendezvous host from",
+             "# SLURM (SLURM_NNODES, SLURM_NODEID, the first host of the node list; the port from the job id).",
+             f"#SBATCH --job-name=gnnbench-{name}",
+             f"#SBATCH --nodes={nodes}",
+             "#SBATCH --ntasks-per-node=1",
+             "#SBATCH --exclusive"]
+    if gpus_per_node:
+        lines.append(f"#SBATCH --gpus-per-node={gpus_per_node}")
+    if partition:
+        lines.append(f"#SBATCH --partition={partition}")
+    if time:
+        lines.append(f"#SBATCH --time={time}")
+    lines += ["# preempted, or near the time limit: requeued, and each node resumes from its journal",
+              "#SBATCH --requeue",
+              f"#SBATCH --signal=B:USR1@{REQUEUE_SIGNAL_S}",
+              "#SBATCH --open-mode=append",
+              f"#SBATCH --output={results}/slurm-%j.out",
+              "",
+              "set -uo pipefail",
+              f"export RESULTS={shlex.quote(str(results))}/slurm-$SLURM_JOB_ID",
+              'export GNNBENCH=${GNNBENCH:-gnnbench}  # the command on the nodes (or in the image)',
+              'mkdir -p "$RESULTS"',
+              'trap \'echo "gnnbench: job $SLURM_JOB_ID near its time limit: requeued"; '
+              'scontrol requeue "$SLURM_JOB_ID"\' USR1',
+              ""]
+    node_cmd = ('out="$RESULTS/node$SLURM_NODEID"; journal=$(ls -t "$out"/*.cells.jsonl 2>/dev/null | head -n 1); '
+                f'exec $GNNBENCH run {shlex.quote(suite)} --results "$out" ${{journal:+--resume "$journal"}}'
+                + "".join(" " + shlex.quote(a) for a in extra))
+    srun = [f"srun --nodes={nodes} --ntasks-per-node=1 --kill-on-bad-exit=0"]
+    if image and runtime == "pyxis":
+        lines.append("# the image through pyxis/enroot (srun --container-image); the results folder mounted in it")
+        srun.append(f'--container-image={shlex.quote(image)} --container-mounts="$RESULTS:$RESULTS"')
+        launcher = "bash -c"
+    elif image:
+        lines.append("# the image through Apptainer (docker:// pulls it once into its cache); GPUs with --nv")
+        launcher = (f'apptainer exec{" --nv" if gpus_per_node else ""} --bind "$RESULTS" '
+                    f"docker://{shlex.quote(image)} bash -c")
+    else:
+        launcher = "bash -c"
+    lines.append(" \\\n    ".join([*srun, f"{launcher} {shlex.quote(node_cmd)} &"]))
+    lines += ["step=$!", 'wait "$step"; code=$?',
+              'while kill -0 "$step" 2>/dev/null; do wait "$step"; code=$?; done  # a trap ended the wait early',
+              'echo "gnnbench: results in $RESULTS/node*/ (the node that held rank 0 has the measured cells)"',
+              'exit "$code"', ""]
+    return "\n".join(lines)
+
+
+def submit(path: Path) -> str:
+    """Hand the script to sbatch; the job id."""
+    sbatch = shutil.which("sbatch")
+    if sbatch is None:
+        raise InputError("--submit: sbatch is not on PATH (submit from a SLURM login node, or run the script "
+                         "there: sbatch FILE)")
+    proc = subprocess.run([sbatch, "--parsable", str(path)], capture_output=True, text=True, timeout=120)
+    if proc.returncode != 0:
+        raise InputError(f"sbatch {path}: {(proc.stderr or proc.stdout).strip() or f'exit code {proc.returncode}'}")
+    return proc.stdout.strip().split(";")[0]
+
+
+def run(args) -> int:
+    check_shape(args.nodes, args.gpus_per_node)
+    if args.time and not TIME.match(args.time):
+        raise InputError(f"--time {args.time!r}: allowed: minutes, M:S, H:M:S, D-H, D-H:M or D-H:M:S")
+    if args.partition and not NAME.match(args.partition):
+        raise InputError(f"--partition {args.partition!r}: allowed: letters, digits, _ . , -")
+    if args.container_image and not IMAGE.match(args.container_image):
+        raise InputError(f"--container-image {args.container_image!r}: no spaces, quotes, $ or backslashes")
+    extra = run_args(args.run_args)
+    name, fits, misfits = fit(args.suite, args.nodes, args.gpus_per_node)
+    results = folder(f"--results {args.results}", args.results or default_results_dir(), writable=True).absolute()
+    if args.out is None:
+        results.mkdir(parents=True, exist_ok=True)
+    out = output_file(f"--out {args.out}", args.out or results / f"slurm-{name}.sbatch")
+    text = script(args.suite, args.nodes, args.gpus_per_node, results, partition=args.partition, time=args.time,
+                  image=args.container_image, runtime=args.container_runtime, extra=extra)
+    results.mkdir(parents=True, exist_ok=True)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text)
+    print(text)
+    print(f"script: {out} ({len(fits)} cell(s) fit {args.nodes} node(s) x {args.gpus_per_node} GPU(s)"
+          + (f"; {len(misfits)} will be skipped: {misfits[0]}{' ...' if len(misfits) > 1 else ''}" if misfits else "")
+          + ")", file=sys.stderr)
+    if args.submit:
+        job = submit(out)
+        print(f"submitted: job {job} (squeue -j {job}); results: {results}/slurm-{job}/node*/")
+    else:
+        print(f"submit it with: sbatch {out}", file=sys.stderr)
+    return 0
