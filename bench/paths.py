@@ -29,6 +29,31 @@ def stacks_dir() -> Path:
     return Path(user_cache_dir("gnnbench")) / "stacks"
 
 
+# A stack's install record: the file that marks its folder complete, with what the install took
+# (bench/run/stacks.py writes it). Here, so the backends read it in their stack without importing
+# the host's stack management.
+COMPLETE_MARK = ".gnnbench-complete.json"
+PYG_WHEELS_ENV = "GNNBENCH_PYG_WHEELS"  # where pyg-lib's wheels come from (bench/run/stacks.py)
+
+
+def recorded_sampler(folder: Path) -> dict:
+    """What the install of the pinned stack in `folder` recorded about its sampler's source ({} where
+    nothing: a stack without pyg-wheels pins, an external one)."""
+    import json
+
+    try:
+        return json.loads((Path(folder) / COMPLETE_MARK).read_text()).get("sampler") or {}
+    except (OSError, ValueError):
+        return {}
+
+
+def running_stack_no_pyg_lib() -> str:
+    """In a stack's own interpreter: why its install took no pyg-lib, or ''."""
+    import sys
+
+    return recorded_sampler(Path(sys.prefix)).get("reason", "")
+
+
 def cache_dir(given: Path | str | None, writable: bool) -> Path:
     """The dataset hub folder: `--cache-dir` where given, else cache_root(); checked as the
     input it came from (InputError names the option or the variable). `writable`: the command

@@ -122,7 +122,7 @@ class Pipeline(PygNodePipeline):
         # The constructor DistNeighborLoader calls first: on torch-geometric 2.7.0-2.8.1 it raises.
         DistNeighborSampler(self.ctx, self.stores, list(settings["fanout"]))
         if not hasattr(torch.ops.pyg, "dist_neighbor_sample"):
-            from bench.run.stacks import PYG_WHEELS_ENV, running_stack_no_pyg_lib
+            from bench.paths import PYG_WHEELS_ENV, running_stack_no_pyg_lib
 
             why = running_stack_no_pyg_lib() or "not installed in this environment"
             raise Unavailable(f"pyg-dist needs pyg-lib's dist_neighbor_sample operator, and this stack has "

@@ -30,7 +30,7 @@ def run(args) -> int:
             stacks.install(name, force=args.force)
         return 0
     if args.stacks_command == "add":
-        external_stacks.add(args.name, args.python, timeout=args.timeout)
+        external_stacks.add(args.name, args.python, pinned=stacks.available(), timeout=args.timeout)
         return 0
     if args.stacks_command == "remove":
         external_stacks.remove(args.name)

@@ -17,6 +17,7 @@ import datetime as dt
 import json
 import os
 import subprocess
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -143,13 +144,13 @@ def probe(python: Path, timeout: float = 300) -> dict:
 PROBE_TIMEOUT_S = 300.0
 
 
-def add(name: str, python: str | Path, log=print, timeout: float = PROBE_TIMEOUT_S) -> ExternalStack:
-    from bench.run.stacks import available
-
+def add(name: str, python: str | Path, pinned: Iterable[str], log=print,
+        timeout: float = PROBE_TIMEOUT_S) -> ExternalStack:
+    """Register `python` as stack `name`; `pinned`: the pinned stacks' names (not to be taken)."""
     problem = plain_name_problem(name)
     if problem:
         raise ExternalStackError(f"stack name {problem}")
-    if name in available() or name == "own":
+    if name in set(pinned) or name == "own":
         raise ExternalStackError(f"stack name {name!r} is taken by a pinned stack (or means each backend's "
                                  "own); choose another name")
     path = Path(python).expanduser()

@@ -30,7 +30,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.paths import repo_root, stacks_dir
+# what a stack's install records (read inside the stack too, by backends: kept in bench.paths)
+from bench.paths import (COMPLETE_MARK, PYG_WHEELS_ENV, recorded_sampler, repo_root,  # noqa: F401
+                         running_stack_no_pyg_lib, stacks_dir)
 
 REQUIREMENTS_DIR = repo_root() / "docker"
 # Markers after a pin, in a comment:
@@ -49,11 +51,9 @@ PYG_WHEELS_MARK = "pyg-wheels"
 FALLBACK_MARK = "pyg-wheels-fallback"
 # Where the pyg-wheels pins come from: a URL or folder; {TORCH} and {CUDA} are filled in with the
 # stack's own torch build (2.13.0, cpu / cu130...). The offline bundle takes its wheels from it too.
-PYG_WHEELS_ENV = "GNNBENCH_PYG_WHEELS"
 PYG_WHEELS_DEFAULT = "https://data.pyg.org/whl/torch-{TORCH}+{CUDA}.html"
 INDEX_TIMEOUT = 10.0  # seconds an index may take to answer before the fallback is taken
 IN_CONTAINER_ENV = "GNNBENCH_IN_CONTAINER"
-COMPLETE_MARK = ".gnnbench-complete.json"
 # What `stacks list` imports in each stack to report the versions that really load; an
 # install fails when one of these does not import.
 PROBE_MODULES = {
@@ -323,16 +323,6 @@ def import_problem(python: Path | str, module: str) -> str | None:
     return None if proc.returncode == 0 else (proc.stderr.strip().splitlines() or ["?"])[-1][:300]
 
 
-def recorded_sampler(folder: Path) -> dict:
-    """What the install of the pinned stack in `folder` recorded about its sampler's source ({} where
-    nothing: a stack without pyg-wheels pins, an external one)."""
-    mark = Path(folder) / COMPLETE_MARK
-    try:
-        return json.loads(mark.read_text()).get("sampler") or {}
-    except (OSError, ValueError):
-        return {}
-
-
 def sampler_summary(sampler: dict, versions: dict | None = None) -> str:
     """One line: which source a stack's sampler came from, and why."""
     if not sampler:
@@ -366,11 +356,6 @@ def index_answers_now(stack: Stack) -> str | None:
 def running_stack_sampler() -> str:
     """In a stack's own interpreter (a worker): where its sampler came from, as its install recorded, or ''."""
     return sampler_summary(recorded_sampler(Path(sys.prefix)))
-
-
-def running_stack_no_pyg_lib() -> str:
-    """In a stack's own interpreter: why its install took no pyg-lib, or ''."""
-    return recorded_sampler(Path(sys.prefix)).get("reason", "")
 
 
 # pip's own settings that name where wheels come from; an image's stack stage sets them.
