@@ -50,6 +50,23 @@ import time
 WORK_BUDGET = 0.005
 STAGES = ("sample", "fetch", "copy", "forward_backward", "optimizer", "allreduce", "wait", "other")
 LOADER_STAGES = ("sample", "fetch", "copy")
+LABELS = {"forward_backward": "forward/backward", "allreduce": "all-reduce"}
+
+
+def label(stage: str) -> str:
+    return LABELS.get(stage, stage)
+
+
+def split_line(recorded: dict | None) -> str | None:
+    """A recorded `stages` dict (extra_info) as one console line, binding stage first:
+    'fetch 61 % · sample 20 % · forward/backward 15 % · ...' (stages under 0.5 % left out)."""
+    if not recorded:
+        return None
+    whole = sum(float(recorded.get(s) or 0.0) for s in STAGES)
+    if not whole:
+        return None
+    parts = sorted(((float(recorded.get(s) or 0.0) / whole, s) for s in STAGES), reverse=True)
+    return " · ".join(f"{label(s)} {100 * share:.0f} %" for share, s in parts if share >= 0.005)
 STAMP = "gnnbench_stamp"  # the attribute a batch carries its loader seconds in
 STARTED = "_gnnbench_started"  # perf_counter when a stage timed by start/finish began
 BYTES = "_gnnbench_bytes"  # bytes such a stage moves to the device, noted where it began

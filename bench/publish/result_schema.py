@@ -14,13 +14,14 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
+from bench.result_format import UNMEASURED_STATUSES
+
 Seconds = Annotated[float, Field(ge=0)]  # finite (no NaN, no infinity) and not negative
 Positive = Annotated[float, Field(gt=0)]
 Count = Annotated[int, Field(ge=0)]
 Share = Annotated[float, Field(ge=0, le=1)]
 Amount = Annotated[float, Field(ge=0)]  # a count or a mean of counts, bytes or bytes/s: finite, not negative
 Nothing = Literal[0, "", None]  # an empty value where a record is optional reads as none
-UNMEASURED_STATUSES = ("failed", "timeout", "oom", "skipped", "refused", "follower")
 
 
 class Loose(BaseModel):

@@ -8,8 +8,8 @@ the derived scores (speedups, scaling efficiency) computed here from the medians
 they are computed. Everything that publishes results (report, history, advisor, charts, site)
 reads this model, never the raw JSON.
 
-The writer of result files is bench/run/record.py; SCHEMA_VERSION and DATASET_FIELDS are the
-contract the two share.
+The writer of result files is bench/run/record.py; what the two share (schema version, dataset
+fields, required fields) is bench/result_format.py.
 """
 
 from __future__ import annotations
@@ -20,10 +20,8 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-SCHEMA_VERSION = 1
-DATASET_FIELDS = ("name", "num_nodes", "num_edges", "feature_dim", "num_classes")
-REQUIRED_EXTRA = ("backend", "stack", "versions", "dataset", "settings", "seeds_per_s", "edges_per_s",
-                  "loader_stall", "peak_rss_bytes", "peak_pss_bytes", "val_acc", "test_acc", "startup_s")
+from bench.result_format import DATASET_FIELDS, REQUIRED_EXTRA, SCHEMA_VERSION  # noqa: F401 - part of the model
+
 NOT_RUN = "not run"
 NOT_RUN_REASON = "the run ended before this cell"
 # Scores older writers stored in extra_info; they are recomputed on read, never trusted.

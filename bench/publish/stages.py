@@ -19,23 +19,21 @@ None for them.
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING
+from typing import Any
 
+# the stage names, their labels and the console line are the stage clocks' (the worker records them)
+from bench.backends.stages import LABELS, STAGES, label, split_line  # noqa: F401
 from bench.publish import fmt
 
-if TYPE_CHECKING:
-    from bench.publish.results import CellResult
+# The cells these checks read are bench.publish.results.CellResult; named here, not imported:
+# results applies the equal-work and fewer-seeds checks while it reads a file, so it imports this
+# module, and the dependency goes one way.
+CellResult = Any
 
-STAGES = ("sample", "fetch", "copy", "forward_backward", "optimizer", "allreduce", "wait", "other")
-LABELS = {"forward_backward": "forward/backward", "allreduce": "all-reduce"}
 EQUAL_WORK_TOLERANCE = 0.10   # a per-seed figure differing by more than this: not the same work
 # with the dataset: cells that should do the same work. The world size too: each rank takes its
 # share of the seeds, so more ranks leave more partial batches (PyG's shards), fewer nodes each.
 SAME_WORK_KEYS = ("fanout", "batch_size", "world_size")
-
-
-def label(stage: str) -> str:
-    return LABELS.get(stage, stage)
 
 
 def seconds(cell: CellResult) -> dict[str, float] | None:
@@ -205,18 +203,6 @@ def sums_to_epoch(cell: CellResult) -> float | None:
     """The stages' sum over the epoch's mean (1.0: they add up; the contract asks within 5 %)."""
     whole, mean = total(cell), cell.stats.mean if cell.stats else None
     return whole / mean if whole and mean else None
-
-
-def split_line(recorded: dict | None) -> str | None:
-    """A recorded `stages` dict (extra_info) as one console line, binding stage first:
-    'fetch 61 % · sample 20 % · forward/backward 15 % · ...' (stages under 0.5 % left out)."""
-    if not recorded:
-        return None
-    whole = sum(float(recorded.get(s) or 0.0) for s in STAGES)
-    if not whole:
-        return None
-    parts = sorted(((float(recorded.get(s) or 0.0) / whole, s) for s in STAGES), reverse=True)
-    return " · ".join(f"{label(s)} {fmt.pct(share, 0)}" for share, s in parts if share >= 0.005)
 
 
 # --- the equal-work check ----------------------------------------------------------------------

@@ -19,7 +19,7 @@ import psutil
 
 from bench import __version__
 from bench.paths import repo_root
-from bench.publish.results import DATASET_FIELDS, SCHEMA_VERSION
+from bench.result_format import DATASET_FIELDS, SCHEMA_VERSION
 from bench.run import external_stacks, stacks
 from bench.run.runner import Outcome
 

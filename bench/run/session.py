@@ -31,8 +31,8 @@ from bench.datasets import memory, stack_of
 from bench.datasets.hub import DatasetError, is_materialised, sweep_stale
 from bench import inputs
 from bench.paths import cache_dir, cache_root, default_results_dir
-from bench.publish import stages
-from bench.publish.result_schema import UNMEASURED_STATUSES
+from bench.backends.stages import split_line
+from bench.result_format import UNMEASURED_STATUSES
 from bench import modes
 from bench.run import ceilings, cluster_env, gpus, record, stacks, suite as suite_mod
 from bench.run.load import usable_cores
@@ -423,7 +423,7 @@ class Session:
             self.say(f"  note: {note}")
         if notes and done.measured:
             done.entry.setdefault("extra_info", {})["notes"] = notes
-        split = stages.split_line(done.entry.get("extra_info", {}).get("stages")) if done.measured else None
+        split = split_line(done.entry.get("extra_info", {}).get("stages")) if done.measured else None
         if split:
             self.say(f"  where the epoch went: {split}")
         self.finished[cell.id] = done
