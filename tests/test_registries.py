@@ -10,7 +10,7 @@ import pytest
 
 from bench import datasets, stores
 from bench.backends import BACKENDS, BackendInfo
-from bench.datasets import memory
+from bench.run import memory_plan as memory
 from bench.run import suite
 
 SUITE = """

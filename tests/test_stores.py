@@ -12,7 +12,8 @@ import pytest
 
 from bench.publish import results
 from bench.run import suite as suite_mod
-from bench.datasets import hub, memory, synthetic
+from bench.datasets import hub, synthetic
+from bench.run import memory_plan as memory
 from bench.stores import lmdb_features
 from bench.stores.lmdb_features import LmdbFeatures, StoreError
 from tests.conftest import require_stacks, run_suite_text

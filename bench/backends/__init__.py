@@ -27,7 +27,7 @@ class BackendInfo:
     # The optional settings it honours (bench/run/suite.py: Settings): pin_memory, amp, gpu_cache,
     # trim_to_layer
     options: tuple[str, ...] = ()
-    # Memory model (bench/datasets/memory.py): bytes of graph structure the framework builds on
+    # Memory model (bench/run/memory_plan.py): bytes of graph structure the framework builds on
     # top of the hub's arrays, per node (counted num_nodes + 1 times: CSC pointers) and per edge.
     structure_bytes_per_node: int = 0
     structure_bytes_per_edge: int = 0

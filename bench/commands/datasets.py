@@ -28,7 +28,7 @@ def add_parser(sub, parents) -> None:
 
 
 def run(args) -> int:
-    from bench.datasets import info as dataset_info
+    from bench.commands import dataset_info
     from bench import datasets
     from bench.run.runner import ensure_dataset
 

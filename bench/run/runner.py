@@ -27,7 +27,8 @@ import psutil
 from bench import datasets
 from bench.run import cgroup, cluster_env, stacks
 from bench.run.load import LoadMeter
-from bench.datasets import hub, memory
+from bench.datasets import hub
+from bench.run import memory_plan as memory
 from bench.net import free_port
 from bench.run.lifeline import PARENT_ENV
 from bench.paths import repo_root

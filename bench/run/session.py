@@ -27,7 +27,8 @@ import psutil
 
 from bench import stores
 from bench.backends import BACKENDS
-from bench.datasets import memory, stack_of
+from bench.datasets import stack_of
+from bench.run import memory_plan as memory
 from bench.datasets.hub import DatasetError, is_materialised, sweep_stale
 from bench import inputs
 from bench.paths import cache_dir, cache_root, default_results_dir

@@ -8,7 +8,8 @@ import psutil
 
 from bench import datasets
 from bench.backends import BACKENDS
-from bench.datasets import hub, memory
+from bench.datasets import hub
+from bench.run import memory_plan as memory
 from bench.run.runner import dataset_stats
 
 WORLD_SIZES = (1, 2, 4)
