@@ -162,6 +162,11 @@ class UserGraph:
     notes: list[str] = field(default_factory=list)
     extra_arrays: dict[str, np.ndarray] = field(default_factory=dict)  # saved beside the hub arrays
     extra_meta: dict = field(default_factory=dict)
+    # node i's place in the per-node arrays as given (labels), where it is not `[i]`
+    node_position: Callable[[int], str] | None = None
+
+    def at_node(self, where: Input, i: int) -> str:
+        return where.at(self.node_position(i) if self.node_position else f"[{i}]")
 
 
 def fail(message: str) -> hub.DatasetError:
@@ -247,7 +252,7 @@ def check_labels(graph: UserGraph, num_classes: int | None) -> tuple[np.ndarray,
         whole = np.isnan(raw) | (np.mod(raw, 1) == 0)
         if not whole.all():
             i = int(np.argmax(~whole))
-            raise fail(f"{where.at(f'[{i}]')} is {raw[i]}; allowed: whole numbers 0..C-1 "
+            raise fail(f"{graph.at_node(where, i)} is {raw[i]}; allowed: whole numbers 0..C-1 "
                        f"(dtype {raw.dtype}: NaN or -1 for none)")
         labels = np.where(np.isnan(raw), -1, raw).astype(np.int64)
     else:
@@ -257,7 +262,7 @@ def check_labels(graph: UserGraph, num_classes: int | None) -> tuple[np.ndarray,
     if bad.any():
         i = int(np.argmax(bad))
         allowed = f"0..{top - 1} (num_classes {top})" if top else "0..C-1"
-        raise fail(f"{where.at(f'[{i}]')} is {labels[i]}; allowed: labels {allowed}, or -1 for a node without one")
+        raise fail(f"{graph.at_node(where, i)} is {labels[i]}; allowed: labels {allowed}, or -1 for a node without one")
     classes = top if top is not None else int(labels.max(initial=-1)) + 1
     if classes < 2:
         raise fail(f"{where.file}: {where.array} holds {max(classes, 0)} class(es); allowed: at least 2 classes")

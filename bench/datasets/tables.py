@@ -1,0 +1,86 @@
+"""CSV and Parquet tables read in record batches through pyarrow (host only: the stacks do not
+have it). A file that cannot be parsed is one DatasetError naming it and pyarrow's reason."""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from pathlib import Path
+
+from bench.datasets import hub
+
+BATCH_ROWS = 1 << 20
+CSV_BLOCK_BYTES = 16 << 20
+
+
+def is_parquet(path: Path) -> bool:
+    return Path(path).suffix == ".parquet"
+
+
+@contextmanager
+def reading(path: Path):
+    """pyarrow's errors on a bad file, as one DatasetError naming it."""
+    import pyarrow as pa
+
+    try:
+        yield
+    except (pa.ArrowException, OSError) as exc:
+        text = " ".join(str(exc).split())[:300]
+        raise hub.DatasetError(f"{path}: cannot be read as {'Parquet' if is_parquet(path) else 'CSV'} "
+                               f"({type(exc).__name__}: {text})") from None
+
+
+def column_names(path: Path, header: bool = True) -> list[str]:
+    import pyarrow.csv as pcsv
+    import pyarrow.parquet as pq
+
+    with reading(path):
+        if is_parquet(path):
+            return list(pq.ParquetFile(path).schema_arrow.names)
+        reader = pcsv.open_csv(path, read_options=pcsv.ReadOptions(block_size=1 << 16))
+        return list(reader.schema.names)
+
+
+def schema(path: Path):
+    import pyarrow.csv as pcsv
+    import pyarrow.parquet as pq
+
+    with reading(path):
+        if is_parquet(path):
+            return pq.ParquetFile(path).schema_arrow
+        return pcsv.open_csv(path, read_options=pcsv.ReadOptions(block_size=CSV_BLOCK_BYTES)).schema
+
+
+def num_rows(path: Path) -> int | None:
+    """Rows of a Parquet file from its footer; None for CSV (known once read)."""
+    import pyarrow.parquet as pq
+
+    if not is_parquet(path):
+        return None
+    with reading(path):
+        return pq.ParquetFile(path).metadata.num_rows
+
+
+def batches(path: Path, columns: list[str], types: dict | None = None, names: list[str] | None = None):
+    """Record batches of `columns` (pyarrow Tables of one batch each). `types`: column -> pyarrow
+    type to read a CSV column as (Parquet columns are cast); `names`: a CSV without a header row,
+    its columns so named."""
+    import pyarrow as pa
+    import pyarrow.csv as pcsv
+    import pyarrow.parquet as pq
+
+    types = types or {}
+    with reading(path):
+        if is_parquet(path):
+            for batch in pq.ParquetFile(path).iter_batches(batch_size=BATCH_ROWS, columns=columns):
+                table = pa.Table.from_batches([batch])
+                for name, tp in types.items():
+                    if name in table.column_names and table.schema.field(name).type != tp:
+                        table = table.set_column(table.column_names.index(name), name, table[name].cast(tp))
+                yield table
+            return
+        reader = pcsv.open_csv(
+            path, read_options=pcsv.ReadOptions(block_size=CSV_BLOCK_BYTES, column_names=names or None),
+            convert_options=pcsv.ConvertOptions(include_columns=columns, column_types=types,
+                                                strings_can_be_null=True))
+        for batch in reader:
+            yield pa.Table.from_batches([batch])
