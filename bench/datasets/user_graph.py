@@ -269,6 +269,12 @@ def check_labels(graph: UserGraph, num_classes: int | None) -> tuple[np.ndarray,
     return labels, classes
 
 
+def num_classes_of(graph: UserGraph, params: dict) -> int | None:
+    """The number of classes the user stated: `num_classes`, else the format's own (GraphBolt's
+    task), else None (the largest label + 1)."""
+    return params.get("num_classes") or graph.extra_meta.get("num_classes_given")
+
+
 def check_splits(graph: UserGraph, labels: np.ndarray) -> dict[str, np.ndarray]:
     """train/val/test node ids (int64, sorted), each non-empty, labelled, and in one split only."""
     n = graph.num_nodes
@@ -337,7 +343,7 @@ def materialise(spec: dict, cache: Path, opener: Callable[[str, dict], UserGraph
         raise fail(f"{graph.features.file}: {graph.num_nodes:,} nodes; allowed: at most {hub_stream.MAX_NODES:,}")
     check_edge_dtype(graph)
     check_feature_shape(graph)
-    labels, classes = check_labels(graph, params.get("num_classes"))
+    labels, classes = check_labels(graph, num_classes_of(graph, params))
     splits = check_splits(graph, labels)
     with hub.atomic_dir(target) as tmp:
         if tmp is None:
@@ -461,7 +467,7 @@ def expected_stats(graph: UserGraph, params: dict) -> dict:
     upper bound (both directions of each edge as given; 0 where the count is known only once
     read, as for CSV)."""
     check_feature_shape(graph)
-    labels, classes = check_labels(graph, params.get("num_classes"))
+    labels, classes = check_labels(graph, num_classes_of(graph, params))
     splits = check_splits(graph, labels)
     return hub.sizes(graph.num_nodes, 2 * (graph.num_input_edges or 0), int(graph.feature_shape[1]), classes,
                      *(int(splits[s].size) for s in SPLITS))
