@@ -27,7 +27,7 @@ import psutil
 
 from bench import stores
 from bench.backends import BACKENDS
-from bench.datasets import memory, stack_of
+from bench.datasets import memory, stack_of, user_files
 from bench.datasets.hub import DatasetError, is_materialised, sweep_stale
 from bench import inputs
 from bench.paths import cache_dir, cache_root, default_results_dir
@@ -326,6 +326,9 @@ class Session:
         self.data_root = Path(root) if root else None
         self.launch = Launch(options.nnodes, options.node_rank, options.rdzv_endpoint)
         check_launch(self.launch)
+        self._datasets: dict[str, Path | DatasetError] = {}
+        self._stack_errors: dict[str, str] = {}
+        self.check_user_graphs()
         self.started_at = dt.datetime.now(dt.timezone.utc)
         self.finished: dict[str, Finished] = {}
         self.resumed_from: list[str] = []
@@ -354,10 +357,26 @@ class Session:
                                "give a writable folder with --results") from None
         self.written_to: Path | None = None  # where write() put the result file
         self.write_problem: str | None = None  # why it is not where it was asked for, if so
-        self._datasets: dict[str, Path | DatasetError] = {}
-        self._stack_errors: dict[str, str] = {}
         self._ceilings: dict | None = None
         self._gpus: gpus.Gpus | None = None
+
+    def check_user_graphs(self) -> None:
+        """A user's own graph (npy, pyg-file, graphbolt, edge-list) is checked and converted before
+        any cell starts, so a bad file is one error naming it (DatasetError: exit 2, nothing run
+        or written), not a failed cell per backend; a graph converted before is reused."""
+        for name, spec in {c.dataset: c.dataset_spec for c in self.selected}.items():
+            if not user_files(spec["source"]):
+                continue
+            stack = stack_of(spec["source"])
+            if stack and not is_materialised(spec, self.cache):
+                problem = self.ensure_stack(stack)
+                if problem:
+                    raise SessionError(f"dataset {name!r} ({spec['source']}) is read in the {stack} stack: {problem}")
+            self.say(f"checking dataset {name} ({spec['source']}:{spec['params'].get('path')}) ...")
+            try:
+                self._datasets[name] = ensure_dataset(spec, self.cache, self.data_root)
+            except DatasetError as exc:
+                raise DatasetError(f"dataset {name!r} ({spec['source']}): {exc}") from None
 
     # --- which cells ---------------------------------------------------------------------------
 
