@@ -106,13 +106,13 @@ def open_graph(label: str, params: dict) -> ug.UserGraph:
 
     return ug.UserGraph(
         label=label, num_nodes=n, nodes_from=f"the rows of {features.path.name}",
-        edges=ug.Input(edges.path, f"edge_index ({layout})"), edge_dtype=edges.dtype, num_input_edges=num_edges,
+        edges=ug.Input(edges.path, "edge_index"), edge_dtype=edges.dtype, num_input_edges=num_edges,
         edge_chunks=edge_chunks,
         features=ug.Input(features.path, "features"), feature_shape=features.shape, feature_dtype=features.dtype,
         feature_blocks=feature_blocks,
         labels=ug.Input(labels.path, "labels"), read_labels=labels.read_all,
         splits={s: ug.Input(a.path, a.path.stem) for s, a in splits.items()},
-        read_split=lambda s: splits[s].read_all(), notes=notes)
+        read_split=lambda s: splits[s].read_all(), notes=notes, extra_meta={"edge_layout": layout})
 
 
 def expected_stats(params: dict) -> dict:
