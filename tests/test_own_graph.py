@@ -134,8 +134,10 @@ def test_an_edited_file_is_converted_again(tmp_path, ref):
     time.sleep(0.01)
     np.save(folder / "labels.npy", labels)
     assert hub.dataset_dir(spec, tmp_path / "hub") != first and not hub.is_materialised(spec, tmp_path / "hub")
+    old_label = np.load(first / "labels.npy")[0]
     second = datasets.materialiser("npy")(spec, tmp_path / "hub")
-    assert np.load(second / "labels.npy")[0] == labels[0] != np.load(first / "labels.npy")[0]
+    assert np.load(second / "labels.npy")[0] == labels[0] != old_label
+    assert not first.exists()  # the stale conversion is gone, not left to fill the disk
 
 
 def test_a_relative_path_is_made_absolute(tmp_path, ref, monkeypatch):

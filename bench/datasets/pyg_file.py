@@ -193,8 +193,8 @@ def expected_stats(params: dict) -> dict:
     except ImportError:  # the host: the sizes are known once the pyg stack converted it
         from bench.datasets import hub
 
-        raise hub.DatasetError(f"{params.get('path')}: a PyG file's sizes are read in the pyg stack; prepare it "
-                               "first (gnnbench datasets prepare pyg-file:PATH)") from None
+        raise hub.DatasetError(f"{params.get('path')}: a PyG file's sizes are read in the pyg stack; check and "
+                               "convert it first (gnnbench datasets check pyg-file:PATH)") from None
     return ug.expected_stats(open_graph("?", params), params)
 
 

@@ -355,9 +355,9 @@ def materialise(spec: dict, cache: Path, opener: Callable[[str, dict], UserGraph
             np.save(tmp / f"{name}_idx.npy", splits[name])
         for name, array in graph.extra_arrays.items():
             np.save(tmp / f"{name}.npy", array)
-        features = np.load(tmp / "features.npy", mmap_mode="r")
+        features = np.load(tmp / "features.npy", mmap_mode="r")  # only the sampled rows are read
         acc = baseline.features_only_accuracy(features, labels, splits["train"], splits["test"])
-        del features
+        del features  # unmapped: its pages leave this process
         if fingerprint(files(params)) != before:
             raise fail(f"{params['path']}: the files changed while they were converted; convert again once "
                        "they are written (nothing was kept)")
@@ -384,7 +384,23 @@ def materialise(spec: dict, cache: Path, opener: Callable[[str, dict], UserGraph
         }
         hub.record_checksums(tmp)
         (tmp / "meta.json").write_text(json.dumps(meta, indent=2))
+    discard_stale(spec, target)
     return target
+
+
+def discard_stale(spec: dict, current: Path) -> None:
+    """Remove the conversions of earlier versions of the same files (same source, path and
+    parameters, another fingerprint): never read again, they would only take the disk."""
+    prefix = current.name.rsplit("-", 1)[0] + "-"
+    for folder in current.parent.glob(prefix + "*"):
+        if folder == current or not (folder / "meta.json").is_file():
+            continue
+        try:
+            meta = json.loads((folder / "meta.json").read_text())
+        except (OSError, ValueError):
+            continue
+        if meta.get("source") == spec["source"] and meta.get("params") == spec["params"]:
+            hub.discard(folder)
 
 
 def convert_edges(graph: UserGraph, folder: Path, params: dict) -> hub_stream.EdgeCounts:
@@ -410,17 +426,19 @@ def convert_features(graph: UserGraph, folder: Path) -> None:
 
 
 def edge_homophily(folder: Path, labels: np.ndarray) -> float | None:
-    """Share of edges (between labelled nodes) whose ends share a label, read in blocks."""
-    edge_index = np.load(folder / "edge_index.npy", mmap_mode="r")
+    """Share of edges (between labelled nodes) whose ends share a label, read in blocks (not
+    mapped: the pages read are not kept as this process's memory)."""
+    from bench.datasets.npy_reader import NpyArray
+
+    edge_index = NpyArray(folder / "edge_index.npy")
     same = total = 0
     step = 1 << 22
     for start in range(0, edge_index.shape[1], step):
-        a = labels[np.asarray(edge_index[0, start:start + step])]
-        b = labels[np.asarray(edge_index[1, start:start + step])]
+        a = labels[edge_index.row_of_column(0, start, start + step)]
+        b = labels[edge_index.row_of_column(1, start, start + step)]
         both = (a >= 0) & (b >= 0)
         same += int(np.count_nonzero(both & (a == b)))
         total += int(np.count_nonzero(both))
-    del edge_index
     return round(same / total, 4) if total else None
 
 
