@@ -89,6 +89,9 @@ SUITES = [
     ("dataset-train-frac", GOOD_SUITE.replace("scale=8", "scale=8,train_frac=2"), ["datasets.g.params.train_frac", "less than"]),
     ("dataset-classes-one", GOOD_SUITE.replace("scale=8", "scale=8,num_classes=1"), ["datasets.g.params.num_classes", "greater than or equal to 2"]),
     ("dataset-source-unknown", GOOD_SUITE.replace('"synthetic:scale=8"', "{source: nope}"), ["datasets.g", "nope"]),
+    ("dataset-own-graph-no-path", GOOD_SUITE.replace('"synthetic:scale=8"', "{source: npy}"), ["datasets.g.params", "required key is missing"]),
+    ("dataset-own-graph-duplicates-word", GOOD_SUITE.replace('"synthetic:scale=8"', "{source: npy, params: {path: /x, duplicates: drop}}"),
+     ["datasets.g", "duplicates", "'remove' or 'keep'"]),
     ("dataset-planetoid-unknown", GOOD_SUITE.replace('"synthetic:scale=8"', '"planetoid:Nope"'), ["datasets.g", "Nope"]),
     ("backend-unknown", GOOD_SUITE.replace("[pyg-neighbor]", "[pyg-nope]"), ["backends", "unknown backend 'pyg-nope'"]),
     ("backends-empty", GOOD_SUITE.replace("[pyg-neighbor]", "[]"), ["backends", "at least 1 item"]),
@@ -203,6 +206,11 @@ DATASETS = [
     ("ogb-unknown", "ogb:ogbn-nope", ["unknown ogb dataset 'ogbn-nope'"]),
     ("molecules-count-zero", "molecules:count=0", ["molecules", "count"]),
     ("molecules-nodes-inverted", "molecules:min_nodes=30,max_nodes=10", ["molecules", "min_nodes"]),
+    ("own-graph-no-path", "npy", ["dataset 'npy'", "path: Field required"]),
+    ("own-graph-self-loops-word", "npy:path=/x,self_loops=maybe", ["self_loops", "'remove' or 'keep'", "maybe"]),
+    ("own-graph-param-unknown", "edge-list:path=/x,colour=red", ["unknown edge-list parameter(s) colour", "allowed: path"]),
+    ("own-graph-num-classes-one", "graphbolt:path=/x,num_classes=1", ["num_classes", "greater than or equal to 2"]),
+    ("own-graph-unsafe-word", "pyg-file:path=/x,unsafe_load=perhaps", ["unsafe_load='perhaps' is not true or false"]),
 ]
 
 
