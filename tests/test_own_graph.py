@@ -66,6 +66,10 @@ def test_round_trip_equals_the_synthetic_source(tmp_path, ref, case):
     meta = got.meta
     assert meta["source_path"] == str(tmp_path / "graph") and got.card()["source_path"] == str(tmp_path / "graph")
     assert meta["num_edges"] == ref.edge_index.shape[1] and meta["num_classes"] == 4
+    # the card's baselines, computed in blocks here, in memory by the synthetic source
+    assert meta["edge_homophily"] == ref.meta["edge_homophily"]
+    if not case.endswith("csv-list-column"):
+        assert meta["features_only_acc"] == ref.meta["features_only_acc"]
     # a directed half was given (except GraphBolt's numpy edges: both directions): made undirected, and said
     both = case == "graphbolt-seeds"
     assert meta["edges"]["directed_input"] is not both

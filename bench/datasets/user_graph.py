@@ -355,9 +355,8 @@ def materialise(spec: dict, cache: Path, opener: Callable[[str, dict], UserGraph
             np.save(tmp / f"{name}_idx.npy", splits[name])
         for name, array in graph.extra_arrays.items():
             np.save(tmp / f"{name}.npy", array)
-        features = np.load(tmp / "features.npy", mmap_mode="r")  # only the sampled rows are read
-        acc = baseline.features_only_accuracy(features, labels, splits["train"], splits["test"])
-        del features  # unmapped: its pages leave this process
+        acc = baseline.features_only_accuracy(RowReader(tmp / "features.npy"), labels, splits["train"],
+                                               splits["test"])
         if fingerprint(files(params)) != before:
             raise fail(f"{params['path']}: the files changed while they were converted; convert again once "
                        "they are written (nothing was kept)")
@@ -423,6 +422,29 @@ def convert_features(graph: UserGraph, folder: Path) -> None:
                 out.put(np.arange(rows, rows + block.shape[0]), converted)
             else:
                 out.put(rows, converted)
+
+
+class RowReader:
+    """`rows[ids]` of a .npy read a block at a time, never mapped (a map's pages would count in
+    this process's memory: for a sample of rows spread over the file, most of its pages)."""
+
+    def __init__(self, path: Path):
+        from bench.datasets.npy_reader import NpyArray
+
+        self.array = NpyArray(path)
+
+    def __getitem__(self, ids) -> np.ndarray:
+        ids = np.asarray(ids, dtype=np.int64)
+        order = np.argsort(ids, kind="stable")
+        wanted = ids[order]
+        shape = self.array.shape
+        out = np.empty((ids.size, *shape[1:]), dtype=self.array.dtype)
+        step = rows_per_block(int(np.prod(shape[1:], dtype=np.int64)), self.array.dtype.itemsize)
+        for start in range(0, shape[0], step):
+            lo, hi = np.searchsorted(wanted, [start, start + step])
+            if lo < hi:
+                out[order[lo:hi]] = self.array.rows(start, start + step)[wanted[lo:hi] - start]
+        return out
 
 
 def edge_homophily(folder: Path, labels: np.ndarray) -> float | None:
