@@ -170,7 +170,7 @@ def open_graph(label: str, params: dict) -> ug.UserGraph:
 
     def feature_blocks():
         start = 0
-        for table in tables.batches(nodes_path, feature_cols):
+        for table in tables.batches(nodes_path, feature_cols, batch_rows=ug.rows_per_block(width, 8)):
             rows = table.num_rows
             block = (_list_block(table[feature_cols[0]], width, nodes_path, start, feature_cols[0]) if as_list
                      else np.column_stack([table[c].to_numpy(zero_copy_only=False) for c in feature_cols]))

@@ -10,7 +10,8 @@ stays a small part of the hub's own size whatever the graph:
   drops (or keeps) self-loops and duplicate edges, counts them, and is written straight into
   edge_index.npy (sorted by destination, as the hub wants) and csc_indptr.npy.
 - ArrayFile: a .npy of known shape written a block of rows at a time, in order or at given rows
-  (a node table whose ids are not in order), never held whole.
+  (a node table whose ids are not in order: bucketed by row range on disk, placed at the end),
+  never held whole and never mapped.
 
 Reading is the sources' business: they hand over chunks (bench/datasets/npy_reader.py reads .npy
 files a block at a time without mapping them). numpy only, like hub.py: the stacks import it too.
@@ -18,7 +19,6 @@ files a block at a time without mapping them). numpy only, like hub.py: the stac
 
 from __future__ import annotations
 
-import mmap
 import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -28,7 +28,7 @@ import numpy as np
 RUN_KEYS = 1 << 24   # keys sorted in memory at a time (128 MiB), then spilled as one sorted run
 MERGE_KEYS = 1 << 23  # keys of all runs read per merge step together (64 MiB)
 MAX_NODES = (1 << 31) - 1  # a tagged key, (dst * N + src) * 2 + 1, must fit in an int64
-WRITE_DROP_BYTES = 256 << 20  # ArrayFile drops its written pages from its map this often
+BUCKET_BYTES = 64 << 20  # rows ArrayFile places at once when they came out of order
 
 
 @dataclass
@@ -269,12 +269,15 @@ def _copy(src, dst, size: int = 16 << 20) -> None:
 
 
 class ArrayFile:
-    """A .npy of known shape and dtype, written a block of rows at a time: in order (`append`)
-    or at given rows (`put`), through a map whose written pages are flushed and given back every
-    WRITE_DROP_BYTES, so the file never becomes this process's memory."""
+    """A .npy of known shape and dtype, written a block of rows at a time, never mapped: in order
+    (`append`), or at given rows (`put`: a node table whose ids are not in order). Rows put out of
+    order are spilled into buckets of BUCKET_BYTES of the output, one scratch file each (a
+    distribution sort: each bucket is a range of rows), and each bucket is placed and written in
+    order when the file is closed, so memory holds one block and one bucket at a time."""
 
-    def __init__(self, path: Path, dtype, shape: tuple):
+    def __init__(self, path: Path, dtype, shape: tuple, scratch: Path | None = None):
         self.path = Path(path)
+        self.scratch = Path(scratch) if scratch else self.path.parent
         self.dtype, self.shape = np.dtype(dtype), tuple(int(s) for s in shape)
         self.row_bytes = int(np.prod(self.shape[1:], dtype=np.int64)) * self.dtype.itemsize
         header = _npy_header(self.dtype, self.shape)
@@ -283,57 +286,71 @@ class ArrayFile:
         self.file.write(header)
         self.file.truncate(self.offset + self.shape[0] * self.row_bytes)
         self.rows_written = 0  # rows appended in order so far
-        self._map = None
-        self._dirty = 0
+        self.bucket_rows = max(1, BUCKET_BYTES // max(1, self.row_bytes))
+        self._buckets: dict[int, tuple] = {}  # bucket -> (row file, data file)
 
     def append(self, block: np.ndarray) -> None:
-        block = np.ascontiguousarray(block, dtype=self.dtype)
-        self.file.seek(self.offset + self.rows_written * self.row_bytes)
-        block.tofile(self.file)
+        self._write_at(self.rows_written, block)
         self.rows_written += block.shape[0]
 
-    def put(self, rows: np.ndarray, block: np.ndarray) -> None:
-        """Rows of `block` at the row numbers `rows`."""
-        rows = np.asarray(rows)
-        if rows.size and rows[-1] - rows[0] == rows.size - 1 and np.all(np.diff(rows) == 1):
-            self.file.seek(self.offset + int(rows[0]) * self.row_bytes)
-            np.ascontiguousarray(block, dtype=self.dtype).tofile(self.file)
-            return
-        if self._map is None:
-            self.file.flush()
-            self._map = mmap.mmap(self.file.fileno(), 0)
-        view = np.ndarray(self.shape, dtype=self.dtype, buffer=self._map, offset=self.offset)
-        view[rows] = block
-        del view
-        self._dirty += block.shape[0] * self.row_bytes
-        if self._dirty >= WRITE_DROP_BYTES:
-            self._drop()
+    def _write_at(self, row: int, block: np.ndarray) -> None:
+        self.file.seek(self.offset + int(row) * self.row_bytes)
+        np.ascontiguousarray(block, dtype=self.dtype).tofile(self.file)
 
-    def _drop(self) -> None:
-        self._map.flush()
-        if hasattr(self._map, "madvise"):
-            self._map.madvise(mmap.MADV_DONTNEED)  # written back: the pages leave this process
-        self._dirty = 0
+    def put(self, rows: np.ndarray, block: np.ndarray) -> None:
+        """Rows of `block` at the row numbers `rows` (each row put once)."""
+        rows = np.asarray(rows, dtype=np.int64)
+        if not rows.size:
+            return
+        if rows[-1] - rows[0] == rows.size - 1 and np.all(np.diff(rows) == 1):
+            self._write_at(rows[0], block)  # consecutive rows: written where they go
+            return
+        block = np.ascontiguousarray(block, dtype=self.dtype)
+        bucket = rows // self.bucket_rows
+        order = np.argsort(bucket, kind="stable")
+        bucket, rows, block = bucket[order], rows[order], block[order]
+        edges = np.flatnonzero(np.diff(bucket)) + 1
+        for lo, hi in zip(np.r_[0, edges], np.r_[edges, bucket.size]):
+            files = self._buckets.get(int(bucket[lo]))
+            if files is None:
+                stem = self.scratch / f".{self.path.stem}.bucket{int(bucket[lo])}"
+                files = self._buckets[int(bucket[lo])] = (open(f"{stem}.rows", "w+b"), open(f"{stem}.data", "w+b"))
+            rows[lo:hi].tofile(files[0])
+            block[lo:hi].tofile(files[1])
+
+    def _place_buckets(self) -> None:
+        for b in sorted(self._buckets):
+            row_file, data_file = self._buckets.pop(b)
+            start = b * self.bucket_rows
+            stop = min(self.shape[0], start + self.bucket_rows)
+            for f in (row_file, data_file):
+                f.flush()
+                f.seek(0)
+            rows = np.fromfile(row_file, dtype=np.int64)
+            data = np.fromfile(data_file, dtype=self.dtype).reshape((rows.size, *self.shape[1:]))
+            self.file.seek(self.offset + start * self.row_bytes)
+            out = np.frombuffer(self.file.read((stop - start) * self.row_bytes), dtype=self.dtype)
+            out = out.reshape((stop - start, *self.shape[1:])).copy()  # rows written in order stay
+            out[rows - start] = data
+            del rows, data
+            self._write_at(start, out)
+            for f in (row_file, data_file):
+                f.close()
+                os.unlink(f.name)
 
     def close(self) -> None:
-        if self._map is not None:
-            self._drop()
-            self._map.close()
-            self._map = None
-        self.file.close()
+        try:
+            self._place_buckets()
+        finally:
+            for files in self._buckets.values():
+                for f in files:
+                    f.close()
+                    os.unlink(f.name)
+            self._buckets.clear()
+            self.file.close()
 
     def __enter__(self):
         return self
 
     def __exit__(self, *exc):
         self.close()
-
-
-def save_streamed(path: Path, array: np.ndarray) -> None:
-    """np.save of an array that may be a memory map of another file: copied in row blocks."""
-    array = np.asarray(array) if not isinstance(array, np.memmap) else array
-    rows = max(1, (64 << 20) // max(1, array.itemsize * int(np.prod(array.shape[1:], dtype=np.int64))))
-    with ArrayFile(path, array.dtype, array.shape) as out:
-        for start in range(0, array.shape[0], rows):
-            out.append(array[start:start + rows])
-    os.utime(path)

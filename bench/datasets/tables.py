@@ -60,10 +60,12 @@ def num_rows(path: Path) -> int | None:
         return pq.ParquetFile(path).metadata.num_rows
 
 
-def batches(path: Path, columns: list[str], types: dict | None = None, names: list[str] | None = None):
+def batches(path: Path, columns: list[str], types: dict | None = None, names: list[str] | None = None,
+            batch_rows: int = BATCH_ROWS):
     """Record batches of `columns` (pyarrow Tables of one batch each). `types`: column -> pyarrow
     type to read a CSV column as (Parquet columns are cast); `names`: a CSV without a header row,
-    its columns so named."""
+    its columns so named; `batch_rows`: Parquet rows per batch (a CSV's come in blocks of
+    CSV_BLOCK_BYTES). pyarrow's freed buffers go back to the system after each batch."""
     import pyarrow as pa
     import pyarrow.csv as pcsv
     import pyarrow.parquet as pq
@@ -71,12 +73,14 @@ def batches(path: Path, columns: list[str], types: dict | None = None, names: li
     types = types or {}
     with reading(path):
         if is_parquet(path):
-            for batch in pq.ParquetFile(path).iter_batches(batch_size=BATCH_ROWS, columns=columns):
+            for batch in pq.ParquetFile(path).iter_batches(batch_size=batch_rows, columns=columns):
                 table = pa.Table.from_batches([batch])
                 for name, tp in types.items():
                     if name in table.column_names and table.schema.field(name).type != tp:
                         table = table.set_column(table.column_names.index(name), name, table[name].cast(tp))
                 yield table
+                del table, batch
+                pa.default_memory_pool().release_unused()
             return
         reader = pcsv.open_csv(
             path, read_options=pcsv.ReadOptions(block_size=CSV_BLOCK_BYTES, column_names=names or None),
@@ -84,3 +88,5 @@ def batches(path: Path, columns: list[str], types: dict | None = None, names: li
                                                 strings_can_be_null=True))
         for batch in reader:
             yield pa.Table.from_batches([batch])
+            del batch
+            pa.default_memory_pool().release_unused()
