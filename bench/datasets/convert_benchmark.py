@@ -267,7 +267,8 @@ def measure(fmt: str, path: Path, work: Path, interval: float = 0.05) -> dict:
     return {"format": fmt, "source": SOURCE_OF[fmt], "input": str(path), "input_bytes": du(path),
             "hub_bytes": hub_bytes(hub_dir), "peak_rss_bytes": peak[0], "vm_hwm_bytes": done["vm_hwm_bytes"],
             "convert_s": round(done["seconds"], 2), "wall_s": round(wall, 2), "hub": str(hub_dir),
-            "arrays": array_digests(hub_dir)}
+            "arrays": array_digests(hub_dir),
+            "phases": json.loads((hub_dir / "meta.json").read_text()).get("convert_phases")}
 
 
 def repo_root() -> Path:

@@ -345,11 +345,15 @@ def materialise(spec: dict, cache: Path, opener: Callable[[str, dict], UserGraph
     check_feature_shape(graph)
     labels, classes = check_labels(graph, num_classes_of(graph, params))
     splits = check_splits(graph, labels)
+    phases = Phases()
+    phases.done("open and check labels, splits")
     with hub.atomic_dir(target) as tmp:
         if tmp is None:
             return target
         counts = convert_edges(graph, tmp, params)
+        phases.done("edges: check, sort, write")
         convert_features(graph, tmp)
+        phases.done("features: check, write")
         np.save(tmp / "labels.npy", labels)
         for name in SPLITS:
             np.save(tmp / f"{name}_idx.npy", splits[name])
@@ -357,6 +361,7 @@ def materialise(spec: dict, cache: Path, opener: Callable[[str, dict], UserGraph
             np.save(tmp / f"{name}.npy", array)
         acc = baseline.features_only_accuracy(RowReader(tmp / "features.npy"), labels, splits["train"],
                                                splits["test"])
+        phases.done("labels, splits, baselines")
         if fingerprint(files(params)) != before:
             raise fail(f"{params['path']}: the files changed while they were converted; convert again once "
                        "they are written (nothing was kept)")
@@ -378,7 +383,7 @@ def materialise(spec: dict, cache: Path, opener: Callable[[str, dict], UserGraph
             "edges": {**counts.as_meta(), "self_loops_kept": params["self_loops"] == "keep",
                       "duplicates_kept": params["duplicates"] == "keep"},
             "labelled_nodes": int(np.count_nonzero(labels >= 0)),
-            "notes": graph.notes, "convert_s": round(time.perf_counter() - started, 2),
+            "notes": graph.notes, "convert_s": round(time.perf_counter() - started, 2), "convert_phases": phases.seen,
             **{k: v for k, v in graph.extra_meta.items() if not callable(v)},
         }
         hub.record_checksums(tmp)
@@ -400,6 +405,26 @@ def discard_stale(spec: dict, current: Path) -> None:
             continue
         if meta.get("source") == spec["source"] and meta.get("params") == spec["params"]:
             hub.discard(folder)
+
+
+class Phases:
+    """Each phase's seconds and the process's memory high-water mark at its end (VmHWM, Linux),
+    recorded in meta.json (`convert_phases`): where a conversion's time and peak went."""
+
+    def __init__(self):
+        self.seen: list[dict] = []
+        self._at = time.perf_counter()
+
+    def done(self, name: str) -> None:
+        now = time.perf_counter()
+        entry = {"phase": name, "s": round(now - self._at, 2)}
+        try:
+            with open("/proc/self/status") as status:
+                entry["vm_hwm_bytes"] = next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmHWM:"))
+        except (OSError, StopIteration, ValueError):
+            pass
+        self.seen.append(entry)
+        self._at = now
 
 
 def convert_edges(graph: UserGraph, folder: Path, params: dict) -> hub_stream.EdgeCounts:
