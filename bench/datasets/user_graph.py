@@ -338,6 +338,7 @@ def materialise(spec: dict, cache: Path, opener: Callable[[str, dict], UserGraph
         return target
     before = fingerprint(files(params))
     started = time.perf_counter()
+    phases = Phases()
     graph = opener(spec["name"], params)
     if graph.num_nodes > hub_stream.MAX_NODES:
         raise fail(f"{graph.features.file}: {graph.num_nodes:,} nodes; allowed: at most {hub_stream.MAX_NODES:,}")
@@ -345,8 +346,7 @@ def materialise(spec: dict, cache: Path, opener: Callable[[str, dict], UserGraph
     check_feature_shape(graph)
     labels, classes = check_labels(graph, num_classes_of(graph, params))
     splits = check_splits(graph, labels)
-    phases = Phases()
-    phases.done("open and check labels, splits")
+    phases.done("open; check labels, splits")
     with hub.atomic_dir(target) as tmp:
         if tmp is None:
             return target
