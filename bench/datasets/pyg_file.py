@@ -51,7 +51,8 @@ def fingerprint(params: dict) -> str:
 
 
 def load_file(path: Path, unsafe: bool):
-    """The file's object: weights_only with PyG's safe globals, else (unsafe_load) a full unpickle."""
+    """The file's object, and whether its tensors are mapped from the file: weights_only with
+    PyG's safe globals, else (unsafe_load) a full unpickle."""
     import torch
     import torch_geometric  # noqa: F401 - registers PyG's classes as safe globals for weights_only
 
@@ -60,14 +61,14 @@ def load_file(path: Path, unsafe: bool):
                       "InMemoryDataset's processed file)")
     if unsafe:
         try:
-            return torch.load(path, weights_only=False, map_location="cpu")
+            return torch.load(path, weights_only=False, map_location="cpu"), False
         except Exception as exc:  # noqa: BLE001 - whatever the unpickler raises
             raise ug.fail(f"{path}: cannot be loaded ({type(exc).__name__}: {' '.join(str(exc).split())[:200]})") from None
     last = None
     for mmap in (True, False):  # a zip-format file is mapped; an old-format one is read whole
         try:
             with torch.serialization.safe_globals(data_containers()):
-                return torch.load(path, weights_only=True, mmap=mmap, map_location="cpu")
+                return torch.load(path, weights_only=True, mmap=mmap, map_location="cpu"), mmap
         except pickle.UnpicklingError as exc:
             text = " ".join(str(exc).split())
             if "weights_only" in text or "GLOBAL" in text or "global" in text:
@@ -97,6 +98,24 @@ def data_containers() -> list:
     names = [(data_module, "DataEdgeAttr"), (data_module, "DataTensorAttr"), (storage, "BaseStorage"),
              (storage, "NodeStorage"), (storage, "EdgeStorage"), (storage, "GlobalStorage")]
     return [getattr(module, name) for module, name in names if hasattr(module, name)]
+
+
+def drop_pages(array: np.ndarray) -> None:
+    """Give back the pages of a block read from the file's map (MADV_DONTNEED): they were only
+    read (torch maps the file privately), so they are read again from the file if touched again;
+    without this, every page read stays counted in this process's memory until the end. Only for
+    arrays of a mapped file: anonymous memory would be zeroed."""
+    import ctypes
+    import mmap
+
+    if not array.size:
+        return
+    page = mmap.PAGESIZE
+    address = array.__array_interface__["data"][0]
+    start = address // page * page
+    stop = -(-(address + array.nbytes) // page) * page
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.madvise(ctypes.c_void_p(start), ctypes.c_size_t(stop - start), 4)  # MADV_DONTNEED
 
 
 def as_data(obj, path: Path):
@@ -133,7 +152,9 @@ def open_graph(label: str, params: dict) -> ug.UserGraph:
     import torch
 
     path = Path(params["path"])
-    data = as_data(load_file(path, params["unsafe_load"]), path)
+    loaded, mapped = load_file(path, params["unsafe_load"])
+    data = as_data(loaded, path)
+    done = drop_pages if mapped else (lambda array: None)
     keys = set(data.keys()) if callable(getattr(data, "keys", None)) else set(data.keys)
     notes = [f"{k} ignored: gnnbench trains on the graph's structure, not its edge attributes"
              for k in ("edge_weight", "edge_attr") if k in keys]
@@ -169,13 +190,17 @@ def open_graph(label: str, params: dict) -> ug.UserGraph:
     def edge_chunks():
         for start in range(0, edge_index.shape[1], ug.EDGE_CHUNK):
             stop = start + ug.EDGE_CHUNK
-            yield ug.EdgeChunk(edge_index[0, start:stop], edge_index[1, start:stop], start,
-                               lambda i, end: f"[{end}, {i}]")
+            src, dst = edge_index[0, start:stop], edge_index[1, start:stop]
+            yield ug.EdgeChunk(src, dst, start, lambda i, end: f"[{end}, {i}]")
+            done(src)  # converted by now: the mapped pages read leave this process
+            done(dst)
 
     def feature_blocks():
         step = ug.rows_per_block(x.shape[1], x.dtype.itemsize)
         for start in range(0, n, step):
-            yield start, np.array(x[start:start + step]), start
+            rows = x[start:start + step]
+            yield start, np.array(rows), start
+            done(rows)
 
     return ug.UserGraph(
         label=label, num_nodes=n, nodes_from="the rows of x",
