@@ -39,7 +39,7 @@ import numpy as np
 
 from bench.datasets import baseline, hub, hub_stream
 
-USER_FILES = True  # marks the sources of a user's own files (bench.datasets.user_sources)
+USER_FILES = True  # marks the sources of a user's own files (bench.datasets.user_files)
 EDGE_CHUNK = 1 << 22   # edges read at a time
 FEATURE_BLOCK_BYTES = 64 << 20  # feature rows read at a time
 SPLITS = ("train", "val", "test")
