@@ -137,15 +137,15 @@ def open_graph(label: str, params: dict) -> ug.UserGraph:
         row = int(np.flatnonzero(unknown)[0])
         raise ug.fail(f"{nodes_path}: {_row(nodes_path, row)}, column split is {words[row].as_py()!r}; allowed: "
                       "train, val (or valid), test, or empty for none")
-    words_np = words.to_numpy(zero_copy_only=False)
     for split_name in ug.SPLITS:
-        hit = np.isin(words_np, [w for w, s in SPLIT_WORDS.items() if s == split_name])
+        hit = pc.is_in(words, value_set=pa.array([w for w, s in SPLIT_WORDS.items() if s == split_name]))
+        hit = hit.to_numpy(zero_copy_only=False)
         mask = np.zeros(n, dtype=bool)
         mask[node_of_row[hit]] = True
         masks[split_name] = mask
     labels_by_node = np.empty(n, dtype=label_rows.dtype)
     labels_by_node[node_of_row] = label_rows
-    del words, words_np, label_col
+    del words, label_col
 
     # the features: every other column, or one list column
     feature_cols = [c for c in node_schema.names if c not in ("id", "label", "split")]
