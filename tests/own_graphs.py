@@ -77,14 +77,18 @@ def write_graphbolt(ref: hub.HubDataset, folder: Path, seed_name: str = "seeds",
 def write_edge_list(ref: hub.HubDataset, folder: Path, fmt: str = "parquet", ids: str = "int",
                     features: str = "columns") -> Path:
     """edges.* (src, dst, a weight column) and nodes.* (id, label, split, features), the node
-    rows in a shuffled order; ids `int` (100 + 7 i) or `str` (n00042)."""
+    rows in a shuffled order; ids `int` (100 + 7 i), `0..N-1`, `sparse` (100003 i + 11) or `str`
+    (n00042)."""
     import pyarrow as pa
     import pyarrow.csv as pcsv
     import pyarrow.parquet as pq
 
     folder.mkdir(parents=True, exist_ok=True)
     n = ref.num_nodes
-    node_id = (np.arange(n) * 7 + 100) if ids == "int" else np.array([f"n{i:05d}" for i in range(n)])
+    node_id = {"int": np.arange(n) * 7 + 100,  # dense: looked up in a table
+               "0..N-1": np.arange(n),  # the id is the node
+               "sparse": np.arange(n) * 100_003 + 11,  # binary search
+               "str": np.array([f"n{i:05d}" for i in range(n)])}[ids]
     split = np.full(n, "", dtype=object)
     for s in SPLITS:
         split[getattr(ref, f"{s}_idx")] = "valid" if s == "val" else s

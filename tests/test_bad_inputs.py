@@ -284,9 +284,10 @@ def csv_edit(old: str, new: str, count: int = 1):
     return change
 
 
-def emptied_first_field(path, row: int):
+def first_field(path, row: int, value: str):
+    """A CSV table's first column at data row `row` (0-based, the header aside) set to `value`."""
     lines = path.read_text().splitlines(keepends=True)
-    lines[row + 1] = "," + lines[row + 1].split(",", 1)[1]
+    lines[row + 1] = value + "," + lines[row + 1].split(",", 1)[1]
     path.write_text("".join(lines))
 
 
@@ -357,6 +358,12 @@ OWN_GRAPHS = [
      ["val_mask.npy", "a mask of shape (9,) for 256 nodes"]),
     ("edge-list-unknown-id", edge_list_with(lambda e, n: csv_edit('"n00', '"x00')(e)),
      ["edges.csv: row 0 (line 2), column src", "not an id of nodes.csv"]),
+    ("edge-list-unknown-int-id", edge_list_with(lambda e, n: first_field(e, 2, "999999"), ids="0..N-1"),
+     ["edges.csv: row 2 (line 4), column src is 999999, not an id of nodes.csv"]),
+    ("edge-list-unknown-dense-id", edge_list_with(lambda e, n: first_field(e, 2, "108"), ids="int"),
+     ["edges.csv: row 2 (line 4), column src is 108, not an id of nodes.csv"]),
+    ("edge-list-unknown-sparse-id", edge_list_with(lambda e, n: first_field(e, 2, "5"), ids="sparse"),
+     ["edges.csv: row 2 (line 4), column src is 5, not an id of nodes.csv"]),
     ("edge-list-duplicate-id", edge_list_with(lambda e, n: n.write_text(n.read_text() + n.read_text().splitlines()[1] + "\n")),
      ["nodes.csv", "twice", "each id once"]),
     ("edge-list-split-word", edge_list_with(lambda e, n: n.write_text(n.read_text().replace('"train"', '"training"', 1))),
@@ -365,7 +372,7 @@ OWN_GRAPHS = [
      ["nodes.csv: no column label", "allowed: columns id, label, split"]),
     ("edge-list-text-feature", edge_list_with(lambda e, n: with_column(n, "colour", ["red"] * 256)),
      ["nodes.csv: column colour has type string", "numbers, or one list column"]),
-    ("edge-list-empty-id", edge_list_with(lambda e, n: emptied_first_field(e, row=3)),
+    ("edge-list-empty-id", edge_list_with(lambda e, n: first_field(e, 3, "")),
      ["edges.csv: row 3 (line 5), column src is empty"]),
     ("graphbolt-no-metadata", lambda ref, folder: (folder.mkdir(), f"graphbolt:{folder}")[1],
      ["metadata.yaml: no such file"]),

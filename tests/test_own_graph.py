@@ -53,6 +53,8 @@ ROUND_TRIPS = {
     "graphbolt-seed_nodes-csv": lambda ref, d: f"graphbolt:{own_graphs.write_graphbolt(ref, d, 'seed_nodes', 'csv')}",
     "edge-list-parquet-int-ids": lambda ref, d: f"edge-list:{own_graphs.write_edge_list(ref, d, 'parquet', 'int')}",
     "edge-list-parquet-list-column": lambda ref, d: f"edge-list:{own_graphs.write_edge_list(ref, d, 'parquet', 'str', 'list')}",
+    "edge-list-parquet-ids-0..N-1": lambda ref, d: f"edge-list:{own_graphs.write_edge_list(ref, d, 'parquet', '0..N-1')}",
+    "edge-list-parquet-sparse-ids": lambda ref, d: f"edge-list:{own_graphs.write_edge_list(ref, d, 'parquet', 'sparse')}",
     "edge-list-csv-string-ids": lambda ref, d: f"edge-list:{own_graphs.write_edge_list(ref, d, 'csv', 'str')}",
     "edge-list-csv-list-column": lambda ref, d: f"edge-list:{own_graphs.write_edge_list(ref, d, 'csv', 'int', 'list')}",
 }
@@ -75,7 +77,9 @@ def test_round_trip_equals_the_synthetic_source(tmp_path, ref, case):
     assert meta["edges"]["directed_input"] is not both
     assert meta["edges"]["reverse_added"] == (0 if both else ref.edge_index.shape[1] // 2)
     assert meta["edges"]["self_loops"] == 0 and meta["edges"]["duplicates"] == 0
-    if case.startswith("edge-list"):
+    if case.endswith("0..N-1"):
+        assert not (got.path / "node_ids.npy").exists() and "kept as they are" in meta["node_ids"]
+    elif case.startswith("edge-list"):
         ids = np.load(got.path / "node_ids.npy")  # the mapping: hub node i had the i-th smallest id
         assert ids.shape == (ref.num_nodes,) and (np.all(ids[1:] > ids[:-1]) if ids.dtype.kind == "i" else True)
         assert any("weight ignored" in n for n in meta["notes"])

@@ -27,6 +27,7 @@ USER_FILES = True
 PARAMS, DEFAULTS = ug.params_of()
 EDGE_FILES = ("edges.parquet", "edges.csv", "edges.csv.gz")
 NODE_FILES = ("nodes.parquet", "nodes.csv", "nodes.csv.gz")
+DENSE_SPAN = 8  # integer ids spanning less than 8 N are looked up in a table of that span
 SPLIT_WORDS = {"train": "train", "val": "val", "valid": "val", "validation": "val", "test": "test"}
 SIZES_NOTE = ("edge-list:PATH    your own graph: edges.csv|parquet (src, dst) and nodes.csv|parquet (id, label, "
               "split, features); README 'Your own graph'")
@@ -121,6 +122,13 @@ def open_graph(label: str, params: dict) -> ug.UserGraph:
     node_of_row[order] = np.arange(n, dtype=np.int64)
     identity = numeric and ids_np[0] == 0 and ids_np[-1] == n - 1
     in_order = bool(np.all(order == np.arange(n)))
+    # integer ids within a few times N of each other: a table from id to node (one lookup per
+    # edge end instead of a binary search); sparse ids (hashes...) are searched
+    id_table, low = None, 0
+    if numeric and not identity and int(ids_np[-1]) - int(ids_np[0]) < DENSE_SPAN * n:
+        low = int(ids_np[0])
+        id_table = np.full(int(ids_np[-1]) - low + 1, -1, dtype=np.int64)
+        id_table[ids_np - low] = np.arange(n, dtype=np.int64)
 
     label_col = pa.chunked_array(labels).combine_chunks()
     if not (pa.types.is_integer(label_col.type) or pa.types.is_floating(label_col.type) or pa.types.is_null(label_col.type)):
@@ -193,10 +201,16 @@ def open_graph(label: str, params: dict) -> ug.UserGraph:
                         raw = np.where(missing, 0, raw).astype(np.int64)
                     else:
                         missing = np.zeros(len(values), dtype=bool)
-                    node = np.searchsorted(ids_np, raw)
-                    node_clipped = np.minimum(node, n - 1)
-                    missing |= ids_np[node_clipped] != raw
-                    node = node_clipped
+                    if identity:  # ids 0..N-1: the id is the node
+                        missing |= (raw < 0) | (raw >= n)
+                        node = np.where(missing, 0, raw)
+                    elif id_table is not None:
+                        inside = (raw >= low) & (raw < low + id_table.size)
+                        node = id_table[np.where(inside, raw - low, 0)]
+                        missing |= ~inside | (node < 0)
+                    else:
+                        node = np.minimum(np.searchsorted(ids_np, raw), n - 1)
+                        missing |= ids_np[node] != raw
                 else:
                     found = pc.index_in(values, value_set=sorted_ids)
                     missing = found.is_null().to_numpy(zero_copy_only=False)

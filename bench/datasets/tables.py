@@ -9,7 +9,10 @@ from pathlib import Path
 from bench.datasets import hub
 
 BATCH_ROWS = 1 << 20
-CSV_BLOCK_BYTES = 16 << 20
+# pyarrow's CSV reader holds several blocks ahead (about 40 MiB of memory per MiB of block here):
+# small blocks keep a table's reading small; a row must fit in one (2 MiB: a quarter of a million
+# numbers)
+CSV_BLOCK_BYTES = 2 << 20
 
 
 def is_parquet(path: Path) -> bool:
@@ -29,35 +32,30 @@ def reading(path: Path):
                                f"({type(exc).__name__}: {text})") from None
 
 
-def column_names(path: Path, header: bool = True) -> list[str]:
-    import pyarrow.csv as pcsv
+def parquet(path: Path):
+    """A Parquet file read a row group at a time: pyarrow's pre-buffering would read ahead the
+    column chunks of every row group asked for, here the whole file."""
     import pyarrow.parquet as pq
 
-    with reading(path):
-        if is_parquet(path):
-            return list(pq.ParquetFile(path).schema_arrow.names)
-        reader = pcsv.open_csv(path, read_options=pcsv.ReadOptions(block_size=1 << 16))
-        return list(reader.schema.names)
+    return pq.ParquetFile(path, pre_buffer=False)
 
 
 def schema(path: Path):
+    """The table's columns and types (a CSV's inferred from its first block)."""
     import pyarrow.csv as pcsv
-    import pyarrow.parquet as pq
 
     with reading(path):
         if is_parquet(path):
-            return pq.ParquetFile(path).schema_arrow
+            return parquet(path).schema_arrow
         return pcsv.open_csv(path, read_options=pcsv.ReadOptions(block_size=CSV_BLOCK_BYTES)).schema
 
 
 def num_rows(path: Path) -> int | None:
     """Rows of a Parquet file from its footer; None for CSV (known once read)."""
-    import pyarrow.parquet as pq
-
     if not is_parquet(path):
         return None
     with reading(path):
-        return pq.ParquetFile(path).metadata.num_rows
+        return parquet(path).metadata.num_rows
 
 
 def batches(path: Path, columns: list[str], types: dict | None = None, names: list[str] | None = None,
@@ -68,12 +66,11 @@ def batches(path: Path, columns: list[str], types: dict | None = None, names: li
     CSV_BLOCK_BYTES). pyarrow's freed buffers go back to the system after each batch."""
     import pyarrow as pa
     import pyarrow.csv as pcsv
-    import pyarrow.parquet as pq
 
     types = types or {}
     with reading(path):
         if is_parquet(path):
-            for batch in pq.ParquetFile(path).iter_batches(batch_size=batch_rows, columns=columns):
+            for batch in parquet(path).iter_batches(batch_size=batch_rows, columns=columns):
                 table = pa.Table.from_batches([batch])
                 for name, tp in types.items():
                     if name in table.column_names and table.schema.field(name).type != tp:
