@@ -16,9 +16,10 @@ REPO = Path(__file__).resolve().parents[1]
 os.environ["GNNBENCH_OFFLINE"] = "1"
 
 
-# Folders of results/ that hold no committed suite run: runs/ (your own runs, uncommitted) and
-# fidelity/ (`gnnbench fidelity` comparisons); the Makefile's RESULTS leaves the same out.
-NOT_SUITE_RUNS = ("runs", "fidelity")
+# Folders of results/ that hold no committed suite run: runs/ (your own runs, uncommitted),
+# fidelity/ (`gnnbench fidelity` comparisons) and convert/ (the conversion benchmark of a user's
+# graph); the Makefile's RESULTS leaves the same out.
+NOT_SUITE_RUNS = ("runs", "fidelity", "convert")
 
 
 def committed_results() -> list[Path]:

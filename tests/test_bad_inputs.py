@@ -12,10 +12,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
+import yaml
 
 from bench import cli
-from tests import synthetic_results as sr
+from tests import own_graphs, synthetic_results as sr
 
 # --- suites: each is a valid suite with one thing wrong --------------------------------------
 
@@ -87,6 +89,9 @@ SUITES = [
     ("dataset-train-frac", GOOD_SUITE.replace("scale=8", "scale=8,train_frac=2"), ["datasets.g.params.train_frac", "less than"]),
     ("dataset-classes-one", GOOD_SUITE.replace("scale=8", "scale=8,num_classes=1"), ["datasets.g.params.num_classes", "greater than or equal to 2"]),
     ("dataset-source-unknown", GOOD_SUITE.replace('"synthetic:scale=8"', "{source: nope}"), ["datasets.g", "nope"]),
+    ("dataset-own-graph-no-path", GOOD_SUITE.replace('"synthetic:scale=8"', "{source: npy}"), ["datasets.g.params", "required key is missing"]),
+    ("dataset-own-graph-duplicates-word", GOOD_SUITE.replace('"synthetic:scale=8"', "{source: npy, params: {path: /x, duplicates: drop}}"),
+     ["datasets.g", "duplicates", "'remove' or 'keep'"]),
     ("dataset-planetoid-unknown", GOOD_SUITE.replace('"synthetic:scale=8"', '"planetoid:Nope"'), ["datasets.g", "Nope"]),
     ("backend-unknown", GOOD_SUITE.replace("[pyg-neighbor]", "[pyg-nope]"), ["backends", "unknown backend 'pyg-nope'"]),
     ("backends-empty", GOOD_SUITE.replace("[pyg-neighbor]", "[]"), ["backends", "at least 1 item"]),
@@ -240,6 +245,11 @@ DATASETS = [
     ("ogb-unknown", "ogb:ogbn-nope", ["unknown ogb dataset 'ogbn-nope'"]),
     ("molecules-count-zero", "molecules:count=0", ["molecules", "count"]),
     ("molecules-nodes-inverted", "molecules:min_nodes=30,max_nodes=10", ["molecules", "min_nodes"]),
+    ("own-graph-no-path", "npy", ["dataset 'npy'", "path: Field required"]),
+    ("own-graph-self-loops-word", "npy:path=/x,self_loops=maybe", ["self_loops", "'remove' or 'keep'", "maybe"]),
+    ("own-graph-param-unknown", "edge-list:path=/x,colour=red", ["unknown edge-list parameter(s) colour", "allowed: path"]),
+    ("own-graph-num-classes-one", "graphbolt:path=/x,num_classes=1", ["num_classes", "greater than or equal to 2"]),
+    ("own-graph-unsafe-word", "pyg-file:path=/x,unsafe_load=perhaps", ["unsafe_load='perhaps' is not true or false"]),
 ]
 
 
@@ -264,6 +274,192 @@ def test_dataset_data_root_is_a_file(tmp_path, capsys):
     message = refused(capsys, ["datasets", "prepare", "synthetic:scale=8", "--cache-dir", str(tmp_path / "hub"),
                                "--data-root", str(path)])
     assert f"--data-root {path}" in message and "is a file, not a folder" in message
+
+
+# --- your own graph's files (gnnbench datasets check SOURCE:PATH, and any run that uses one) ----
+# Each case writes the small graph of tests/own_graphs.py in one format with one thing wrong: one
+# line naming the file, the array and what is allowed, exit 2, and nothing in the hub (not even
+# a half-written folder). Self-loops and duplicate edges are no error: counted, then removed or
+# kept (tests/test_own_graph.py).
+
+def npy_with(change):
+    """An npy folder of the small graph, then `change(folder, ref)`; returns the folder."""
+    def build(ref, folder):
+        own_graphs.write_npy(ref, folder)
+        change(folder, ref)
+        return f"npy:{folder}"
+    return build
+
+
+def npy_array(name: str, edit):
+    """Rewrite one .npy of the folder: edit(array, ref) returns the new array."""
+    return npy_with(lambda folder, ref: np.save(folder / f"{name}.npy", edit(np.load(folder / f"{name}.npy"), ref)))
+
+
+def at(array, index, value, dtype=None):
+    array = array.astype(dtype) if dtype else array.copy()
+    array[index] = value
+    return array
+
+
+def truncated(folder, ref):
+    data = (folder / "features.npy").read_bytes()
+    (folder / "features.npy").write_bytes(data[:len(data) // 2])
+
+
+def edge_list_with(change, fmt="csv", ids="str"):
+    def build(ref, folder):
+        own_graphs.write_edge_list(ref, folder, fmt, ids)
+        change(folder / f"edges.{fmt}", folder / f"nodes.{fmt}")
+        return f"edge-list:{folder}"
+    return build
+
+
+def csv_edit(old: str, new: str, count: int = 1):
+    def change(path):
+        text = path.read_text()
+        assert old in text, old
+        path.write_text(text.replace(old, new, count))
+    return change
+
+
+def first_field(path, row: int, value: str):
+    """A CSV table's first column at data row `row` (0-based, the header aside) set to `value`."""
+    lines = path.read_text().splitlines(keepends=True)
+    lines[row + 1] = value + "," + lines[row + 1].split(",", 1)[1]
+    path.write_text("".join(lines))
+
+
+def with_column(path, name, values):
+    import pyarrow as pa
+    import pyarrow.csv as pcsv
+
+    pcsv.write_csv(pcsv.read_csv(path).append_column(name, pa.array(values)), path)
+
+
+def graphbolt_with(change, **kwargs):
+    def build(ref, folder):
+        own_graphs.write_graphbolt(ref, folder, **kwargs)
+        meta = yaml.safe_load((folder / "metadata.yaml").read_text())
+        change(meta, folder)
+        (folder / "metadata.yaml").write_text(yaml.safe_dump(meta))
+        return f"graphbolt:{folder}"
+    return build
+
+
+def gb_task(meta):
+    return meta["tasks"][0]
+
+
+# (case id, builder(ref, folder) -> SOURCE:PATH, substrings of the message)
+OWN_GRAPHS = [
+    ("npy-no-folder", lambda ref, folder: f"npy:{folder}", ["no such folder", "edge_index.npy"]),
+    ("npy-missing-labels", npy_with(lambda f, r: (f / "labels.npy").unlink()),
+     ["no labels array", "labels.npy or y.npy"]),
+    ("npy-missing-split", npy_with(lambda f, r: (f / "val_idx.npy").unlink()), ["no val array", "val_idx.npy"]),
+    ("npy-two-edge-arrays", npy_with(lambda f, r: np.save(f / "edges.npy", np.zeros((2, 1), dtype=np.int64))),
+     ["both edge_index.npy and edges.npy", "allowed: one"]),
+    ("npy-truncated", npy_with(truncated), ["features.npy", "is truncated"]),
+    ("npy-pickle", npy_array("labels", lambda a, r: a.astype(object)), ["labels.npy", "Python objects", "never loaded"]),
+    ("edges-shape", npy_array("edge_index", lambda a, r: a[:1]), ["edge_index.npy", "shape (1,", "[2, E] or [E, 2]"]),
+    ("edges-dtype", npy_array("edge_index", lambda a, r: a.astype(np.float64)),
+     ["edge_index.npy", "dtype float64", "integer dtype"]),
+    ("edge-id-out-of-range", npy_array("edge_index", lambda a, r: at(a, (1, 17), 300)),
+     ["edge_index.npy: edge_index[1, 17] = 300 is out of range", "node ids 0..255", "256 nodes: the rows of features.npy"]),
+    ("edge-id-negative", npy_array("edge_index", lambda a, r: at(a, (0, 3), -1)),
+     ["edge_index[0, 3] = -1 is out of range"]),
+    ("features-dtype", npy_array("features", lambda a, r: a.astype(np.complex64)),
+     ["features.npy", "dtype complex64", "float dtype"]),
+    ("features-shape", npy_array("features", lambda a, r: a[:, 0]), ["features.npy", "shape (256,)", "[N, D]"]),
+    ("features-nan", npy_array("features", lambda a, r: at(a, (5, 2), np.nan)),
+     ["features.npy: features[5, 2] is nan", "finite numbers"]),
+    ("features-inf", npy_array("features", lambda a, r: at(a, (7, 0), -np.inf)), ["features[7, 0] is -inf"]),
+    ("features-beyond-float32", npy_array("features", lambda a, r: at(a, (9, 1), 1e300)),
+     ["features[9, 1] is 1e+300", "beyond float32"]),
+    ("labels-length", npy_array("labels", lambda a, r: a[:-3]),
+     ["labels.npy", "253 labels for 256 nodes", "the rows of features.npy", "one label per node"]),
+    ("labels-out-of-range", npy_array("labels", lambda a, r: at(a, 3, -5)),
+     ["labels.npy: labels[3] is -5", "-1 for a node without one"]),
+    ("labels-beyond-num-classes", lambda ref, folder: npy_array("labels", lambda a, r: at(a, 11, 7))(ref, folder)
+     .replace("npy:", "npy:path=") + ",num_classes=4", ["labels[11] is 7", "0..3 (num_classes 4)"]),
+    ("labels-fraction", npy_array("labels", lambda a, r: at(a, 2, 1.5, np.float64)), ["labels[2] is 1.5", "whole numbers"]),
+    ("labels-one-class", npy_array("labels", lambda a, r: np.zeros_like(a)), ["labels.npy", "1 class", "at least 2"]),
+    ("split-empty", npy_array("val_idx", lambda a, r: a[:0]), ["val_idx.npy", "the val split is empty"]),
+    ("split-overlap", npy_array("test_idx", lambda a, r: np.append(a, r.train_idx[0])),
+     ["test_idx.npy", "is in the test split and in the train split", "train_idx.npy", "one split at most"]),
+    ("split-repeat", npy_array("train_idx", lambda a, r: np.append(a, a[4])), ["train_idx.npy", "twice", "each node once"]),
+    ("split-out-of-range", npy_array("train_idx", lambda a, r: at(a, 0, 999)),
+     ["train_idx.npy: train_idx[0] = 999 is out of range", "node ids 0..255"]),
+    ("split-dtype", npy_array("train_idx", lambda a, r: a.astype(np.float32)), ["train_idx.npy", "dtype float32"]),
+    ("split-unlabelled", npy_array("labels", lambda a, r: at(a, int(r.train_idx[2]), -1)),
+     ["train_idx.npy", "of the train split has no label", "labelled nodes only"]),
+    ("split-mask-length", npy_with(lambda f, r: ((f / "val_idx.npy").unlink(), np.save(f / "val_mask.npy", np.ones(9, bool)))),
+     ["val_mask.npy", "a mask of shape (9,) for 256 nodes"]),
+    ("edge-list-unknown-id", edge_list_with(lambda e, n: csv_edit('"n00', '"x00')(e)),
+     ["edges.csv: row 0 (line 2), column src", "not an id of nodes.csv"]),
+    ("edge-list-unknown-int-id", edge_list_with(lambda e, n: first_field(e, 2, "999999"), ids="0..N-1"),
+     ["edges.csv: row 2 (line 4), column src is 999999, not an id of nodes.csv"]),
+    ("edge-list-unknown-dense-id", edge_list_with(lambda e, n: first_field(e, 2, "108"), ids="int"),
+     ["edges.csv: row 2 (line 4), column src is 108, not an id of nodes.csv"]),
+    ("edge-list-unknown-sparse-id", edge_list_with(lambda e, n: first_field(e, 2, "5"), ids="sparse"),
+     ["edges.csv: row 2 (line 4), column src is 5, not an id of nodes.csv"]),
+    ("edge-list-duplicate-id", edge_list_with(lambda e, n: n.write_text(n.read_text() + n.read_text().splitlines()[1] + "\n")),
+     ["nodes.csv", "twice", "each id once"]),
+    ("edge-list-split-word", edge_list_with(lambda e, n: n.write_text(n.read_text().replace('"train"', '"training"', 1))),
+     ["nodes.csv", "column split is 'training'", "train, val (or valid), test"]),
+    ("edge-list-no-label-column", edge_list_with(lambda e, n: n.write_text(n.read_text().replace('"label"', '"class"', 1))),
+     ["nodes.csv: no column label", "allowed: columns id, label, split"]),
+    ("edge-list-text-feature", edge_list_with(lambda e, n: with_column(n, "colour", ["red"] * 256)),
+     ["nodes.csv: column colour has type string", "numbers, or one list column"]),
+    ("edge-list-empty-id", edge_list_with(lambda e, n: first_field(e, 3, "")),
+     ["edges.csv: row 3 (line 5), column src is empty"]),
+    ("graphbolt-no-metadata", lambda ref, folder: (folder.mkdir(), f"graphbolt:{folder}")[1],
+     ["metadata.yaml: no such file"]),
+    ("graphbolt-heterogeneous", graphbolt_with(lambda m, f: m["graph"]["nodes"].append({"type": "user", "num": 3})),
+     ["metadata.yaml", "heterogeneous", "homogeneous graph"]),
+    ("graphbolt-torch-format", graphbolt_with(lambda m, f: m["feature_data"][0].update(format="torch")),
+     ["metadata.yaml", "format 'torch'", "allowed: numpy"]),
+    ("graphbolt-no-seeds", graphbolt_with(lambda m, f: gb_task(m)["train_set"][0]["data"][0].update(name="nodes")),
+     ["train_set has no node ids", "seeds (DGL 2.2+) or seed_nodes (DGL 2.1)"]),
+    ("graphbolt-preprocessed", graphbolt_with(lambda m, f: (m.pop("graph"), m.update(
+        graph_topology={"type": "FusedCSCSamplingGraph", "path": "preprocessed/g.pt"}))),
+     ["metadata.yaml: no `graph`", "preprocessed graph_topology"]),
+    ("graphbolt-feature-name", graphbolt_with(lambda m, f: m["feature_data"][0].update(name="emb")),
+     ["no node feature named 'feat'", "feature=NAME"]),
+    ("graphbolt-set-label-range", graphbolt_with(lambda m, f: np.save(f / "set/val_labels.npy", at(np.load(f / "set/val_labels.npy"), 1, 99)),
+                                                 label_feature=False),
+     ["val_labels.npy: validation_set labels[1] is 99", "0..3 (num_classes in metadata.yaml)"]),
+    ("graphbolt-csv-edge-range", graphbolt_with(lambda m, f: (f / "edges.csv").write_text("0,1\n5,4096\n"), edge_format="csv"),
+     ["edges.csv: edges (csv) line 2, column 2 = 4096 is out of range", "graph.nodes[0].num"]),
+    ("graphbolt-csv-not-numbers", graphbolt_with(lambda m, f: (f / "edges.csv").write_text("0,1\na,b\n"), edge_format="csv"),
+     ["edges.csv: cannot be read as CSV"]),
+]
+
+
+@pytest.mark.parametrize("command", ["check", "run"])
+@pytest.mark.parametrize("build, expected", [pytest.param(b, e, id=i) for i, b, e in OWN_GRAPHS])
+def test_bad_own_graph(tmp_path, capsys, own_ref, command, build, expected):
+    name = build(own_ref, tmp_path / "graph")
+    hub_dir = tmp_path / "hub"
+    if command == "check":
+        message = refused(capsys, ["datasets", "check", name, "--cache-dir", str(hub_dir)])
+    else:
+        suite = tmp_path / "suite.yaml"
+        suite.write_text(f"name: own\ndatasets:\n  mine: {json.dumps(name)}\nbackends: [pyg-neighbor]\n")
+        message = refused(capsys, ["run", str(suite), "--cache-dir", str(hub_dir), "--results", str(tmp_path / "r"),
+                                   "--no-install"])
+        assert "dataset 'mine'" in message
+        assert not (tmp_path / "r").exists() or not any((tmp_path / "r").iterdir())  # no cell, no result
+    assert message.count("\n") == 1, message  # one line
+    assert str(tmp_path / "graph") in message  # the file (or folder) is named
+    for part in expected:
+        assert part in message, part
+    assert not (hub_dir / "datasets").exists() or not any((hub_dir / "datasets").iterdir())  # nothing half-converted
+
+
+@pytest.fixture(scope="module")
+def own_ref(tmp_path_factory):
+    return own_graphs.reference(tmp_path_factory.mktemp("synthetic"))
 
 
 # --- environment variables -------------------------------------------------------------------

@@ -8,7 +8,7 @@ import psutil
 
 from bench import datasets
 from bench.backends import BACKENDS
-from bench.datasets import hub
+from bench.datasets import hub, user_graph
 from bench.run import memory_plan as memory
 from bench.run.runner import dataset_stats
 
@@ -46,11 +46,15 @@ def info_lines(spec: dict, cache: Path) -> list[str]:
                          "published sizes (not prepared yet)")
     task = datasets.task(spec["source"])
     graphs = f"{s['num_graphs']:,} graphs, " if task == "graph" else ""
+    if not measured and datasets.user_files(spec["source"]):
+        origin += f"; `gnnbench datasets check {spec['source']}:PATH` checks and converts it"
     lines = [f"{spec['name']}: {origin}",
              f"  {graphs}nodes {s['num_nodes']:,}, edges {s['num_edges']:,}, feature width {s['feature_dim']}, "
              f"classes {s['num_classes']}, split {s['num_train']:,} / {s['num_val']:,} / {s['num_test']:,} (train/val/test)",
              f"  hub on disk: about {_mib(memory.hub_bytes(s))}",
              "  memory per backend (each DDP rank holds its own copy):"]
+    if measured and datasets.user_files(spec["source"]):  # where it came from, how it was read and made
+        lines[2:2] = user_graph.report_lines(hub.read_meta(hub.dataset_dir(spec, cache) / "meta.json"))
     available = psutil.virtual_memory().available
     for backend, backend_info in BACKENDS.items():
         if backend_info.task != task:

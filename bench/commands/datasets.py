@@ -19,10 +19,15 @@ def add_parser(sub, parents) -> None:
     ds_list = ds_sub.add_parser("list", parents=parents, help="the known datasets with their sizes")
     ds_info = ds_sub.add_parser("info", parents=parents, help="sizes and the memory each backend will need")
     ds_prep = ds_sub.add_parser("prepare", parents=parents, help="materialise a dataset into the hub (downloads if needed)")
-    for p in (ds_list, ds_info, ds_prep):
+    ds_check = ds_sub.add_parser("check", parents=parents,
+                                 help="check your own graph's files (SOURCE:PATH) and convert them into the hub; "
+                                      "a bad file is one error naming it (exit 2)")
+    for p in (ds_list, ds_info, ds_prep, ds_check):
         add_cache_dir(p)
     for p in (ds_info, ds_prep):
-        p.add_argument("name", help="e.g. planetoid:Cora, ogb:ogbn-arxiv, reddit, synthetic:scale=14")
+        p.add_argument("name", help="e.g. planetoid:Cora, ogb:ogbn-arxiv, reddit, synthetic:scale=14, npy:/data/mygraph")
+    ds_check.add_argument("name", metavar="SOURCE:PATH",
+                          help="npy:DIR, pyg-file:FILE, graphbolt:DIR or edge-list:DIR (docs: Your own graph)")
     ds_prep.add_argument("--data-root", metavar="DIR", default=os.environ.get("GNNBENCH_DATA_ROOT"),
                          help="where raw files are looked for first (env GNNBENCH_DATA_ROOT)")
 
@@ -32,7 +37,7 @@ def run(args) -> int:
     from bench import datasets
     from bench.run.runner import ensure_dataset
 
-    cache = cache_dir(args.cache_dir, writable=args.datasets_command == "prepare")
+    cache = cache_dir(args.cache_dir, writable=args.datasets_command in ("prepare", "check"))
     if args.datasets_command == "list":
         print("\n".join(dataset_info.list_lines(cache)))
         return 0
@@ -41,6 +46,8 @@ def run(args) -> int:
         datasets.check_params(spec)  # the rules a suite's `params` obey
     except ValueError as exc:
         raise DatasetError(f"{exc} (`gnnbench datasets list` shows the known datasets)") from None
+    if args.datasets_command == "check":
+        return check(spec, cache)
     if args.datasets_command == "prepare":
         from bench.datasets.hub import sweep_stale
 
@@ -57,5 +64,31 @@ def run(args) -> int:
         started = time.perf_counter()
         ensure_dataset(spec, cache, Path(args.data_root) if args.data_root else None, interactive=True)
         print("already in the hub" if there else f"prepared in {time.perf_counter() - started:.1f} s")
+    print("\n".join(dataset_info.info_lines(spec, cache)))
+    return 0
+
+
+def check(spec: dict, cache: Path) -> int:
+    """`gnnbench datasets check SOURCE:PATH`: a user's graph checked and converted into the hub
+    (the next run reuses it); a bad file is a DatasetError naming it (exit 2)."""
+    from bench import datasets
+    from bench.commands import dataset_info
+    from bench.datasets import hub
+    from bench.run.runner import ensure_dataset
+
+    if not datasets.user_files(spec["source"]):
+        mine = [s for s in datasets.SOURCES if datasets.user_files(s)]
+        raise DatasetError(f"{spec['name']}: `datasets check` reads your own graph's files; allowed: "
+                           f"{', '.join(f'{s}:PATH' for s in mine)} (`gnnbench datasets prepare` for the others)")
+    hub.sweep_stale(cache)
+    there = hub.is_materialised(spec, cache)
+    stack = datasets.stack_of(spec["source"])
+    if stack and not there:
+        stacks.install(stack)
+    print(f"checking {spec['source']}:{spec['params'].get('path')} ...", flush=True)
+    started = time.perf_counter()
+    ensure_dataset(spec, cache, None)  # the messages of a stack's interpreter come back as one line
+    print("already checked and converted (its files are unchanged since)" if there
+          else f"ok: checked and converted in {time.perf_counter() - started:.1f} s")
     print("\n".join(dataset_info.info_lines(spec, cache)))
     return 0

@@ -14,7 +14,9 @@ host too). Suite validation builds its dataset schema from this registry (bench/
 
 Names on the command line: `synthetic[:scale=14,edge_factor=16]`, `planetoid:Cora`,
 `ogb:ogbn-arxiv`, `reddit`, `molecules[:count=20000,max_nodes=30]` (a graph-level dataset:
-its module sets TASK = "graph" and has its own `load`).
+its module sets TASK = "graph" and has its own `load`), and a user's own graph as
+`SOURCE:PATH` (`npy:/data/g`, `pyg-file:/data/g.pt`, `graphbolt:/data/g`, `edge-list:/data/g`; a
+module with USER_FILES, parse_rest(rest) and fingerprint(params): bench/datasets/user_graph.py).
 """
 
 from __future__ import annotations
@@ -34,12 +36,23 @@ SOURCES: dict[str, Source] = {
     "ogb": Source("bench.datasets.ogb", "pyg"),
     "reddit": Source("bench.datasets.reddit", "pyg"),
     "molecules": Source("bench.datasets.molecules", None),
+    # your own graph (bench/datasets/user_graph.py): one source per format, each with its own
+    # parameters and checks, rather than one that guesses the format from the files
+    "npy": Source("bench.datasets.npy_folder", None),
+    "pyg-file": Source("bench.datasets.pyg_file", "pyg"),  # torch.load needs torch
+    "graphbolt": Source("bench.datasets.graphbolt_folder", None),  # its .npy files and metadata.yaml, read directly
+    "edge-list": Source("bench.datasets.edge_list", None),  # pyarrow reads CSV and Parquet on the host
 }
 
 
 def stack_of(source: str) -> str | None:
     """The stack a dataset of this source is materialised in (None: any interpreter)."""
     return SOURCES[source].stack
+
+
+def user_files(source: str) -> bool:
+    """Whether the source reads a user's own files (a path, its hub folder keyed on the files)."""
+    return getattr(source_module(source), "USER_FILES", False)
 
 
 def parametric(source: str) -> bool:
@@ -111,6 +124,8 @@ def known_names() -> list[str]:
     names = []
     for source in SOURCES:
         module = source_module(source)
+        if user_files(source):
+            continue  # a path of the user's, not a dataset gnnbench knows
         names += [f"{source}:{n}" for n in module.KNOWN_STATS] if hasattr(module, "KNOWN_STATS") else [source]
     return names
 
@@ -120,7 +135,9 @@ def parse_name(text: str) -> dict:
     source, _, rest = text.partition(":")
     if source not in SOURCES:
         raise ValueError(f"unknown dataset source {source!r} in {text!r}; sources: {', '.join(SOURCES)}")
-    if parametric(source):
+    if hasattr(source_module(source), "parse_rest"):  # a path, or key=value pairs of any type
+        params = source_module(source).parse_rest(rest)
+    elif parametric(source):
         params = {}
         for item in filter(None, rest.split(",")):
             key, sep, value = item.partition("=")

@@ -65,7 +65,7 @@ class Materialised:
 
     CARD = ("name", "source", *STAT_FIELDS)  # the statistics every result carries
     # carried too where the dataset has them (older folders do not)
-    OPTIONAL_CARD = ("features_only_acc", "edge_homophily")
+    OPTIONAL_CARD = ("features_only_acc", "edge_homophily", "source_path")  # source_path: a user's graph
 
     @property
     def num_classes(self) -> int:
@@ -107,8 +107,13 @@ def spec_key(spec: dict) -> str:
     version = source_version(spec["source"])
     if version is not None:  # a generator's own version: new arrays, new folder
         shape["version"] = version
+    files = source_fingerprint(spec)
+    if files is not None:  # a user's files: an edited file gets a new folder, never a stale one
+        shape["files"] = files
     canonical = json.dumps(shape, sort_keys=True)
     readable = "-".join([spec["source"], *(str(params[k]) for k in ("name", "scale", "count") if k in params)])
+    if isinstance(params.get("path"), str):
+        readable += "-" + (re.sub(r"[^A-Za-z0-9._-]+", "_", Path(params["path"]).name).strip("._-")[:40] or "root")
     return f"{readable}-{hashlib.sha256(canonical.encode()).hexdigest()[:10]}"
 
 
@@ -121,6 +126,18 @@ def source_version(source: str) -> int | None:
         return getattr(datasets.source_module(source), "VERSION", None)
     except (KeyError, ImportError):
         return None
+
+
+def source_fingerprint(spec: dict) -> str | None:
+    """A digest of a user's source files (size and mtime), from the source's `fingerprint`; None
+    for the other sources."""
+    from bench import datasets
+
+    try:
+        module = datasets.source_module(spec["source"])
+    except (KeyError, ImportError):
+        return None
+    return module.fingerprint(spec.get("params", {})) if hasattr(module, "fingerprint") else None
 
 
 def dataset_dir(spec: dict, cache: Path) -> Path:

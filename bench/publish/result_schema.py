@@ -37,7 +37,7 @@ def optional(tp, *names: str) -> dict:
 Stats = create_model("Stats", __base__=Loose, median=(Positive, ...), data=(list[Seconds], []),
                      rounds=(Count | None, None), **optional(Seconds, "iqr", "q1", "q3", "min", "max", "mean"))
 Card = create_model("Card", __base__=Loose, name=(str, ...), source=(str | None, None),
-                    features_only_acc=(Share | None, None),
+                    features_only_acc=(Share | None, None), source_path=(str | None, None),
                     **optional(Count, "num_nodes", "num_edges", "feature_dim", "num_classes", "num_train",
                                "num_val", "num_test", "num_graphs"))
 

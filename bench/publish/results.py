@@ -48,6 +48,7 @@ class DatasetCard:
     num_test: int | None
     num_graphs: int | None  # graph-level datasets only
     features_only_acc: float | None = None  # test accuracy of a model that sees no edges (a baseline)
+    source_path: str | None = None  # a user's own graph: the folder or file it was converted from
 
 
 @dataclass(frozen=True)

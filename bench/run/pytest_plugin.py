@@ -15,6 +15,7 @@ import pytest
 
 from bench.run import suite as suite_mod
 from bench.inputs import InputError, check_environment
+from bench.datasets.hub import DatasetError
 from bench.run.session import RunOptions, Session, SessionError, add_run_options
 
 
@@ -32,7 +33,7 @@ def pytest_configure(config):
         check_environment()
         config._gnnbench = Session(RunOptions.from_namespace(config.option, output=output),
                                    say=lambda text, end="\n": _say(config, text, end))
-    except (suite_mod.SuiteError, SessionError, InputError) as exc:
+    except (suite_mod.SuiteError, SessionError, InputError, DatasetError) as exc:  # DatasetError: a user's graph
         raise pytest.UsageError(str(exc)) from None
     config.option.benchmark_json = None
 

@@ -82,7 +82,8 @@ def extra_info(outcome: Outcome, baseline: str | None = None) -> dict:
         "dataset": {k: card[k] for k in DATASET_FIELDS}
         | {k: card.get(k) for k in ("source", "num_train", "num_val", "num_test")}
         | {k: card[k] for k in ("num_graphs",) if k in card}  # graph-level datasets only
-        | {k: card[k] for k in ("features_only_acc",) if k in card},  # node datasets: a model without edges
+        | {k: card[k] for k in ("features_only_acc",) if k in card}  # node datasets: a model without edges
+        | {k: card[k] for k in ("source_path",) if k in card},  # a user's own graph: where it came from
         "settings": cell.settings,
         "seeds_per_s": sum(e["seeds"] for e in epochs) / seconds,
         "edges_per_s": sum(e["edges"] for e in epochs) / seconds,

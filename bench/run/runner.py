@@ -228,9 +228,12 @@ def ensure_dataset(spec: dict, cache: Path, data_root: Path | None, interactive:
         hub.verify(folder, hub.read_meta(folder / "meta.json"))  # a corrupt or changed file fails here, named
         return folder
     Path(cache).mkdir(parents=True, exist_ok=True)
-    # converting holds the raw arrays and the hub arrays at once
-    too_big = memory.refusal(2 * memory.hub_bytes(dataset_stats(spec, cache)),
-                             psutil.virtual_memory().available, f"preparing dataset {spec['name']!r}")
+    # converting holds the raw arrays and the hub arrays at once (not a user's graph: it is
+    # converted in pieces, bench/datasets/hub_stream.py)
+    too_big = None
+    if not datasets.user_files(spec["source"]):
+        too_big = memory.refusal(2 * memory.hub_bytes(dataset_stats(spec, cache)),
+                                 psutil.virtual_memory().available, f"preparing dataset {spec['name']!r}")
     if too_big:
         raise hub.DatasetError(too_big)
     stack_name = datasets.stack_of(spec["source"])

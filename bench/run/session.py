@@ -27,7 +27,7 @@ import psutil
 
 from bench import stores
 from bench.backends import BACKENDS
-from bench.datasets import stack_of
+from bench.datasets import stack_of, user_files
 from bench.run import memory_plan as memory
 from bench.datasets.hub import DatasetError, is_materialised, sweep_stale
 from bench import inputs
@@ -340,6 +340,9 @@ class Session:
             say(f"{self.cluster.scheduler}: node {node_rank} of {nnodes}"
                 + (f" ({', '.join(self.cluster.nodes)})" if self.cluster.nodes else "")
                 + (f", rendezvous at {endpoint}" if endpoint else ""))
+        self._datasets: dict[str, Path | DatasetError] = {}
+        self._stack_errors: dict[str, str] = {}
+        self.check_user_graphs()
         self.started_at = dt.datetime.now(dt.timezone.utc)
         self.finished: dict[str, Finished] = {}
         self.resumed_from: list[str] = []
@@ -368,10 +371,26 @@ class Session:
                                "give a writable folder with --results") from None
         self.written_to: Path | None = None  # where write() put the result file
         self.write_problem: str | None = None  # why it is not where it was asked for, if so
-        self._datasets: dict[str, Path | DatasetError] = {}
-        self._stack_errors: dict[str, str] = {}
         self._ceilings: dict | None = None
         self._gpus: gpus.Gpus | None = None
+
+    def check_user_graphs(self) -> None:
+        """A user's own graph (npy, pyg-file, graphbolt, edge-list) is checked and converted before
+        any cell starts, so a bad file is one error naming it (DatasetError: exit 2, nothing run
+        or written), not a failed cell per backend; a graph converted before is reused."""
+        for name, spec in {c.dataset: c.dataset_spec for c in self.selected}.items():
+            if not user_files(spec["source"]):
+                continue
+            stack = stack_of(spec["source"])
+            if stack and not is_materialised(spec, self.cache):
+                problem = self.ensure_stack(stack)
+                if problem:
+                    raise SessionError(f"dataset {name!r} ({spec['source']}) is read in the {stack} stack: {problem}")
+            self.say(f"checking dataset {name} ({spec['source']}:{spec['params'].get('path')}) ...")
+            try:
+                self._datasets[name] = ensure_dataset(spec, self.cache, self.data_root)
+            except DatasetError as exc:
+                raise DatasetError(f"dataset {name!r} ({spec['source']}): {exc}") from None
 
     # --- which cells ---------------------------------------------------------------------------
 

@@ -263,7 +263,12 @@ class Cell:
     def digest(self) -> str:
         """Of everything the cell runs with (every setting, the dataset and its parameters): a
         journal line whose digest differs was measured in another configuration."""
-        text = json.dumps(json.loads(self.to_json()), sort_keys=True)
+        shape = json.loads(self.to_json())
+        if datasets_module.user_files(self.dataset_spec["source"]):  # a user's files: their edits too
+            from bench.datasets.hub import source_fingerprint
+
+            shape["dataset_files"] = source_fingerprint(self.dataset_spec)
+        text = json.dumps(shape, sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 

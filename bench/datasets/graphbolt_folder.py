@@ -1,0 +1,288 @@
+"""Your own graph as a GraphBolt OnDiskDataset folder (source `graphbolt`): its metadata.yaml
+and the files it names, read directly (numpy and PyYAML; no DGL needed), for a homogeneous graph
+with a node classification task:
+
+    graph:
+      nodes: [{num: N}]
+      edges: [{format: numpy, path: edges.npy}]      # [2, E]; or format: csv (src,dst lines, no header)
+    feature_data:
+      - {domain: node, name: feat, format: numpy, path: feat.npy}   # [N, D]
+    tasks:
+      - name: node_classification
+        num_classes: C
+        train_set:
+          - data:
+              - {name: seeds, format: numpy, path: train_nodes.npy}   # DGL 2.2+; seed_nodes in DGL 2.1
+              - {name: labels, format: numpy, path: train_labels.npy}
+        validation_set: [...]
+        test_set: [...]
+
+Labels come from the sets (a node in no set has none), or from a node feature named `label`.
+A node feature other than `feat` is chosen with `feature` (params); the first task, or the one
+named by `task`. Edge features and other node features are ignored, with a note. Torch-format
+files (`format: torch`) and heterogeneous graphs are refused, naming what is allowed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from bench.datasets import tables
+from bench.datasets import user_graph as ug
+from bench.datasets.npy_reader import NpyArray, NpyError
+
+USER_FILES = True
+PARAMS, DEFAULTS = ug.params_of({"feature": (str, {"min_length": 1}), "task": (str | None, {})},
+                                {"feature": "feat", "task": None})
+SEED_NAMES = ("seeds", "seed_nodes")  # DGL 2.2+, DGL 2.1
+SETS = {"train": "train_set", "val": "validation_set", "test": "test_set"}
+SIZES_NOTE = ("graphbolt:PATH    your own graph: a GraphBolt OnDiskDataset folder (metadata.yaml, node "
+              "classification); README 'Your own graph'")
+ESTIMATE_ORIGIN = ug.SIZES_ORIGIN
+
+
+def canonical_params(params: dict) -> dict:
+    return ug.canonical(params, PARAMS, DEFAULTS, "graphbolt")
+
+
+def parse_rest(rest: str) -> dict:
+    return ug.parse_rest(rest, PARAMS, "graphbolt")
+
+
+def _metadata_file(params: dict) -> Path:
+    path = Path(params["path"])
+    return path if path.name == "metadata.yaml" else path / "metadata.yaml"
+
+
+def _read_metadata(meta_file: Path) -> dict:
+    import yaml
+
+    if not meta_file.is_file():
+        raise ug.fail(f"{meta_file}: no such file; allowed: a GraphBolt OnDiskDataset folder with its metadata.yaml")
+    try:
+        meta = yaml.safe_load(meta_file.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise ug.fail(f"{meta_file}: not readable YAML ({type(exc).__name__}: {' '.join(str(exc).split())[:200]})") from None
+    if not isinstance(meta, dict):
+        raise ug.fail(f"{meta_file}: a {type(meta).__name__}, not a mapping; allowed: GraphBolt's metadata.yaml")
+    return meta
+
+
+def _files_named(meta: dict) -> list[str]:
+    """Every `path:` in the metadata (the files the dataset is made of)."""
+    found = []
+
+    def walk(node):
+        if isinstance(node, dict):
+            if isinstance(node.get("path"), str):
+                found.append(node["path"])
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+    walk(meta)
+    return found
+
+
+def source_files(params: dict) -> list[Path]:
+    meta_file = _metadata_file(params)
+    try:
+        meta = _read_metadata(meta_file)
+    except Exception:  # noqa: BLE001 - a bad file is named when it is read; here only its stat counts
+        return [meta_file]
+    return [meta_file, *(meta_file.parent / p for p in _files_named(meta))]
+
+
+def fingerprint(params: dict) -> str:
+    return ug.fingerprint(source_files(params))
+
+
+def _key(meta_file: Path, where: str, node: dict, key: str, allowed: str):
+    if not isinstance(node, dict) or key not in node:
+        raise ug.fail(f"{meta_file}: {where} has no `{key}`; allowed: {allowed}")
+    return node[key]
+
+
+def _numpy_file(meta_file: Path, where: str, entry: dict) -> NpyArray:
+    fmt = entry.get("format")
+    if fmt != "numpy":
+        raise ug.fail(f"{meta_file}: {where} has format {fmt!r}; allowed: numpy (save torch tensors with "
+                      "np.save(path, tensor.numpy()))")
+    path = meta_file.parent / str(_key(meta_file, where, entry, "path", "a path relative to the folder"))
+    if not path.is_file():
+        raise ug.fail(f"{path}: no such file (named by {where} in {meta_file.name}); allowed: an existing .npy file")
+    try:
+        return NpyArray(path)
+    except NpyError as exc:
+        raise ug.fail(f"{path}: {exc}") from None
+
+
+def open_graph(label: str, params: dict) -> ug.UserGraph:
+    meta_file = _metadata_file(params)
+    meta = _read_metadata(meta_file)
+    notes = []
+    if "graph" not in meta:
+        extra = (" (it has only a preprocessed graph_topology: give the folder whose metadata.yaml describes "
+                 "the graph's edges)") if "graph_topology" in meta else ""
+        raise ug.fail(f"{meta_file}: no `graph`{extra}; allowed: graph: {{nodes: [{{num: N}}], edges: "
+                      "[{format: numpy, path: ...}]}")
+    graph = meta["graph"]
+    nodes = _key(meta_file, "graph", graph, "nodes", "nodes: [{num: N}]")
+    edges = _key(meta_file, "graph", graph, "edges", "edges: [{format: numpy, path: ...}]")
+    if (not isinstance(nodes, list) or not isinstance(edges, list) or len(nodes) != 1 or len(edges) != 1
+            or any(isinstance(x, dict) and x.get("type") for x in (*nodes, *edges))):
+        raise ug.fail(f"{meta_file}: graph.nodes and graph.edges are not one untyped entry each (a heterogeneous "
+                      "graph); allowed: a homogeneous graph, nodes: [{num: N}], edges: [{format, path}]")
+    n = _key(meta_file, "graph.nodes[0]", nodes[0], "num", "num: the number of nodes")
+    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+        raise ug.fail(f"{meta_file}: graph.nodes[0].num is {n!r}; allowed: a whole number of nodes >= 1")
+    edge_entry = edges[0]
+    edge_fmt = edge_entry.get("format")
+    edge_path = meta_file.parent / str(_key(meta_file, "graph.edges[0]", edge_entry, "path", "a path"))
+    if edge_fmt == "numpy":
+        edge_array = _numpy_file(meta_file, "graph.edges[0]", edge_entry)
+        if edge_array.ndim != 2 or edge_array.shape[0] != 2:
+            raise ug.fail(f"{edge_array.path}: the edges have shape {edge_array.shape}; allowed: [2, E] (GraphBolt's "
+                          "layout: sources, then destinations)")
+        num_edges, edge_dtype = edge_array.shape[1], edge_array.dtype
+    elif edge_fmt == "csv":
+        if not edge_path.is_file():
+            raise ug.fail(f"{edge_path}: no such file (graph.edges[0] in {meta_file.name}); allowed: an existing CSV file")
+        edge_array, num_edges, edge_dtype = None, None, np.dtype(np.int64)
+    else:
+        raise ug.fail(f"{meta_file}: graph.edges[0] has format {edge_fmt!r}; allowed: numpy or csv")
+    for feature in graph.get("feature_data") or []:
+        notes.append(f"graph feature {feature.get('name')!r} ({feature.get('domain')}) ignored: gnnbench trains on "
+                     "the structure")
+
+    node_features = [f for f in meta.get("feature_data") or [] if isinstance(f, dict) and f.get("domain") == "node"]
+    for f in meta.get("feature_data") or []:
+        if isinstance(f, dict) and f.get("type"):
+            raise ug.fail(f"{meta_file}: feature_data {f.get('name')!r} has type {f.get('type')!r} (a heterogeneous "
+                          "graph); allowed: untyped node features")
+    chosen = [f for f in node_features if f.get("name") == params["feature"]]
+    if not chosen:
+        names = ", ".join(repr(f.get("name")) for f in node_features) or "none"
+        raise ug.fail(f"{meta_file}: no node feature named {params['feature']!r} in feature_data (node features: "
+                      f"{names}); allowed: a node feature of that name, or `feature` naming one (graphbolt:path=...,"
+                      "feature=NAME)")
+    features = _numpy_file(meta_file, f"feature_data {params['feature']!r}", chosen[0])
+    label_feature = [f for f in node_features if f.get("name") == "label"]
+    for f in node_features:
+        if f is not chosen[0] and f.get("name") != "label":
+            notes.append(f"node feature {f.get('name')!r} ignored (the features are {params['feature']!r})")
+    for f in meta.get("feature_data") or []:
+        if isinstance(f, dict) and f.get("domain") == "edge":
+            notes.append(f"edge feature {f.get('name')!r} ignored: gnnbench trains on the structure")
+
+    tasks = meta.get("tasks") or []
+    if not tasks:
+        raise ug.fail(f"{meta_file}: no `tasks`; allowed: a node classification task with train_set, "
+                      "validation_set and test_set")
+    if params["task"] is not None:
+        tasks_named = [t for t in tasks if isinstance(t, dict) and t.get("name") == params["task"]]
+        if not tasks_named:
+            raise ug.fail(f"{meta_file}: no task named {params['task']!r} (tasks: "
+                          f"{', '.join(repr(t.get('name')) for t in tasks if isinstance(t, dict))})")
+        task = tasks_named[0]
+    else:
+        task = tasks[0]
+    task_name = f"tasks[{tasks.index(task)}]" + (f" ({task.get('name')})" if task.get("name") else "")
+    if len(tasks) > 1:
+        notes.append(f"{len(tasks)} tasks in metadata.yaml: {task_name} used")
+    num_classes = task.get("num_classes")
+    sets = {}
+    for split, key in SETS.items():
+        where = f"{task_name}.{key}"
+        entries = _key(meta_file, task_name, task, key, f"{key}: [{{data: [{{name: seeds, ...}}, {{name: labels, ...}}]}}]")
+        if not isinstance(entries, list) or len(entries) != 1 or not isinstance(entries[0], dict) or entries[0].get("type"):
+            raise ug.fail(f"{meta_file}: {where} is not one untyped set; allowed: one set of node ids (and labels)")
+        data = {d.get("name"): d for d in entries[0].get("data") or [] if isinstance(d, dict)}
+        seed_name = next((s for s in SEED_NAMES if s in data), None)
+        if seed_name is None:
+            raise ug.fail(f"{meta_file}: {where} has no node ids (data named {' or '.join(SEED_NAMES)}; it has "
+                          f"{', '.join(map(repr, data)) or 'none'}); allowed: seeds (DGL 2.2+) or seed_nodes (DGL 2.1)")
+        seeds = _numpy_file(meta_file, f"{where} {seed_name}", data[seed_name])
+        labels = _numpy_file(meta_file, f"{where} labels", data["labels"]) if "labels" in data else None
+        sets[split] = (seed_name, seeds, labels)
+    if not label_feature and any(s[2] is None for s in sets.values()):
+        missing = next(k for k, s in sets.items() if s[2] is None)
+        raise ug.fail(f"{meta_file}: {task_name}.{SETS[missing]} has no labels and there is no node feature "
+                      "'label'; allowed: data named labels in each set, or a node feature named label")
+
+    def read_split(split: str) -> np.ndarray:
+        _, seeds, _ = sets[split]
+        ids = seeds.read_all()
+        return ids if ids.ndim == 1 or ids.dtype == np.bool_ else ids.reshape(-1) if ids.ndim == 2 and 1 in ids.shape else ids
+
+    def read_labels() -> np.ndarray:
+        if label_feature:
+            return _numpy_file(meta_file, "feature_data 'label'", label_feature[0]).read_all()
+        out = np.full(n, -1, dtype=np.int64)
+        for split, (seed_name, seeds, labels_file) in sets.items():
+            ids, values = read_split(split), labels_file.read_all()
+            where = ug.Input(labels_file.path, f"{SETS[split]} labels")
+            if values.ndim == 2 and values.shape[1] == 1:
+                values = values[:, 0]
+            if values.shape != (ids.shape[0],):
+                raise ug.fail(f"{labels_file.path}: {SETS[split]} labels have shape {values.shape} for "
+                              f"{ids.shape[0]:,} {seed_name}; allowed: one label per node of the set")
+            if not np.issubdtype(values.dtype, np.integer):
+                raise ug.fail(f"{labels_file.path}: {SETS[split]} labels have dtype {values.dtype}; "
+                              f"allowed: {ug.INTEGER_RULE}")
+            top = params.get("num_classes") or num_classes
+            bad = (values < 0) | (values >= top) if top else values < 0
+            if bad.any():
+                i = int(np.argmax(bad))
+                raise ug.fail(f"{where.at(f'[{i}]')} is {values[i]}; allowed: labels 0.."
+                              f"{top - 1 if top else 'C-1'}" + (" (num_classes in metadata.yaml)" if top else ""))
+            ok = (ids >= 0) & (ids < n)
+            out[ids[ok]] = values[ok]  # ids out of range are named by the split's own check
+        return out
+
+    def edge_chunks():
+        if edge_array is not None:
+            for start in range(0, num_edges, ug.EDGE_CHUNK):
+                stop = min(num_edges, start + ug.EDGE_CHUNK)
+                yield ug.EdgeChunk(edge_array.row_of_column(0, start, stop), edge_array.row_of_column(1, start, stop),
+                                   start, lambda i, end: f"[{end}, {i}]")
+            return
+        import pyarrow as pa
+
+        offset = 0
+        for table in tables.batches(edge_path, ["src", "dst"], {"src": pa.int64(), "dst": pa.int64()},
+                                    names=["src", "dst"]):
+            src, dst = (table[c].to_numpy() for c in ("src", "dst"))
+            yield ug.EdgeChunk(src, dst, offset, lambda i, end: f" line {i + 1}, column {end + 1}")
+            offset += table.num_rows
+
+    def feature_blocks():
+        step = ug.rows_per_block(int(features.shape[1]) if features.ndim == 2 else 1, features.dtype.itemsize)
+        for start in range(0, features.shape[0], step):
+            yield start, features.rows(start, start + step), start
+
+    label_input = (ug.Input(meta_file, "node feature 'label'") if label_feature
+                   else ug.Input(sets["train"][2].path, "the sets' labels, by node"))
+    extra = {"graphbolt_seed_name": sets["train"][0]}
+    if params.get("num_classes") is None and num_classes is not None:
+        extra["num_classes_given"] = num_classes
+    return ug.UserGraph(
+        label=label, num_nodes=n, nodes_from=f"graph.nodes[0].num in {meta_file.name}",
+        edges=ug.Input(edge_path, f"edges ({edge_fmt})"), edge_dtype=edge_dtype, num_input_edges=num_edges,
+        edge_chunks=edge_chunks,
+        features=ug.Input(features.path, f"node feature {params['feature']!r}"), feature_shape=features.shape,
+        feature_dtype=features.dtype, feature_blocks=feature_blocks,
+        labels=label_input, read_labels=read_labels,
+        splits={s: ug.Input(v[1].path, f"{SETS[s]} {v[0]}") for s, v in sets.items()}, read_split=read_split,
+        notes=notes, extra_meta=extra)
+
+
+def expected_stats(params: dict) -> dict:
+    return ug.expected_stats(open_graph("?", params), params)
+
+
+def materialise(spec: dict, cache: Path, data_root: Path | None = None) -> Path:
+    return ug.materialise(spec, cache, open_graph, source_files)

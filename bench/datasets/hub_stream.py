@@ -1,0 +1,356 @@
+"""Writing the hub form in pieces, for graphs too large to hold twice in memory.
+
+`hub.write` takes whole arrays and de-duplicates edges with one in-memory sort; a user's graph
+(bench/datasets/user_graph.py) is converted through this module instead, so that its peak memory
+stays a small part of the hub's own size whatever the graph:
+
+- EdgeSorter: edges arrive in chunks; each becomes 64-bit keys (destination, source) for both
+  directions, sorted in runs of RUN_KEYS keys spilled to a scratch file (an external sort), then
+  merged run against run a block at a time (a k-way merge of sorted files). The merged stream
+  drops (or keeps) self-loops and duplicate edges, counts them, and is written straight into
+  edge_index.npy (sorted by destination, as the hub wants) and csc_indptr.npy.
+- ArrayFile: a .npy of known shape written a block of rows at a time, in order or at given rows
+  (a node table whose ids are not in order: bucketed by row range on disk, placed at the end),
+  never held whole and never mapped.
+
+Reading is the sources' business: they hand over chunks (bench/datasets/npy_reader.py reads .npy
+files a block at a time without mapping them). numpy only, like hub.py: the stacks import it too.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+RUN_KEYS = 1 << 24   # keys sorted in memory at a time (128 MiB), then spilled as one sorted run
+MERGE_KEYS = 1 << 23  # keys of all runs read per merge step together (64 MiB)
+MAX_NODES = (1 << 31) - 1  # a tagged key, (dst * N + src) * 2 + 1, must fit in an int64
+BUCKET_BYTES = 64 << 20  # rows ArrayFile places at once when they came out of order
+
+
+@dataclass
+class EdgeCounts:
+    """What the edge stream held and what became of it (recorded in meta.json, shown by `datasets info`)."""
+    edges_in: int = 0          # edges as given (one direction each)
+    self_loops: int = 0        # of them, edges from a node to itself
+    duplicates: int = 0        # of them, repeats of an edge given before (self-loops aside when removed)
+    reverse_added: int = 0     # edges added to make the graph undirected (0: it was undirected as given)
+    num_edges: int = 0         # edges in the hub (both directions)
+
+    @property
+    def directed_input(self) -> bool:
+        return self.reverse_added > 0
+
+    def as_meta(self) -> dict:
+        return {**asdict(self), "directed_input": self.directed_input}
+
+
+class EdgeSorter:
+    """Edges in, the hub's edge_index.npy and csc_indptr.npy out: undirected (each edge in both
+    directions), sorted by (destination, source); self-loops and duplicates removed or kept.
+
+    With duplicates kept, an edge given k times in one direction and j times in the other is
+    there max(k, j) times in each (an undirected multigraph stays what it was); removed, once.
+    A self-loop is its own reverse: kept, it is there once (or as often as given, duplicates kept)."""
+
+    def __init__(self, num_nodes: int, scratch: Path, self_loops: str = "remove", duplicates: str = "remove",
+                 run_keys: int = RUN_KEYS, merge_keys: int = MERGE_KEYS):
+        if not 0 < num_nodes <= MAX_NODES:
+            raise ValueError(f"{num_nodes} nodes: this converter takes 1 to {MAX_NODES:,}")
+        self.n = int(num_nodes)
+        self.scratch = Path(scratch)
+        self.keep_loops = self_loops == "keep"
+        self.keep_duplicates = duplicates == "keep"
+        self.run_keys, self.merge_keys = run_keys, merge_keys
+        self.counts = EdgeCounts()
+        self._pending: list[np.ndarray] = []
+        self._pending_keys = 0
+        self._runs: list[tuple[Path, int]] = []
+        self._forward = 0  # forward keys made (input edges that stay, self-loops removed or kept)
+
+    def add(self, src: np.ndarray, dst: np.ndarray) -> None:
+        """A chunk of edges (int64 node ids, already checked to be in 0..N-1)."""
+        src = np.asarray(src, dtype=np.int64)
+        dst = np.asarray(dst, dtype=np.int64)
+        self.counts.edges_in += src.size
+        loops = src == dst
+        n_loops = int(np.count_nonzero(loops))
+        self.counts.self_loops += n_loops
+        if n_loops and not self.keep_loops:
+            keep = ~loops
+            src, dst, loops = src[keep], dst[keep], loops[keep]
+        self._forward += src.size
+        # a key is ((dst * N + src) << 1) | tag: tag 0 as given, 1 the reverse made here; sorting
+        # the keys sorts the edges by (dst, src) with the given copy of an edge before its reverse
+        forward = dst * self.n
+        forward += src
+        forward <<= 1
+        if n_loops and self.keep_loops:
+            src, dst = src[~loops], dst[~loops]  # a self-loop is its own reverse
+        reverse = src * self.n
+        reverse += dst
+        reverse <<= 1
+        reverse |= 1
+        self._push(forward)
+        self._push(reverse)
+
+    def _push(self, keys: np.ndarray) -> None:
+        while keys.size:
+            take = min(keys.size, self.run_keys - self._pending_keys)
+            self._pending.append(keys[:take])
+            self._pending_keys += take
+            keys = keys[take:]
+            if self._pending_keys >= self.run_keys:
+                self._spill()
+
+    def _gather(self) -> np.ndarray:
+        if not self._pending:
+            return np.empty(0, dtype=np.int64)
+        keys = np.concatenate(self._pending) if len(self._pending) != 1 else self._pending[0].copy()
+        self._pending, self._pending_keys = [], 0
+        keys.sort()
+        return keys
+
+    def _spill(self) -> None:
+        keys = self._gather()
+        path = self.scratch / f"edges.run{len(self._runs)}.bin"
+        keys.tofile(path)
+        self._runs.append((path, keys.size))
+
+    def _merged(self):
+        """Sorted blocks of keys; the keys of one edge (one destination and source) are never
+        split between two blocks."""
+        if not self._runs:
+            keys = self._gather()
+            if keys.size:
+                yield keys
+            return
+        if self._pending_keys:
+            self._spill()
+        readers = [_RunReader(path, count, max(1 << 16, self.merge_keys // len(self._runs)))
+                   for path, count in self._runs]
+        carry = np.empty(0, dtype=np.int64)
+        while readers:
+            open_ended = [r.block[-1] for r in readers if not r.last]
+            bound = min(open_ended) if open_ended else None
+            parts = [carry]
+            for reader in readers:
+                k = reader.block.size if bound is None else int(np.searchsorted(reader.block, bound, "right"))
+                parts.append(reader.block[:k])
+                reader.consume(k)
+            readers = [r for r in readers if not r.done]
+            block = np.concatenate(parts)
+            block.sort(kind="stable")  # runs of sorted pieces: a merge
+            if readers and block.size:
+                # the last edge's keys may go on in a run's next block: held back for the next step
+                cut = int(np.searchsorted(block, (block[-1] >> 1) << 1, "left"))
+                carry, block = block[cut:].copy(), block[:cut]
+            else:
+                carry = np.empty(0, dtype=np.int64)
+            if block.size:
+                yield block
+        for path, _ in self._runs:
+            path.unlink(missing_ok=True)
+
+    def write(self, folder: Path) -> EdgeCounts:
+        """edge_index.npy and csc_indptr.npy in `folder`; the counts."""
+        folder = Path(folder)
+        n = self.n
+        indptr_counts = np.zeros(n, dtype=np.int64)
+        groups = forward_groups = 0
+        dst_spool = self.scratch / "edges.dst.bin"
+        with open(folder / "edge_index.npy", "wb") as out, open(dst_spool, "wb") as dst_file:
+            header = _npy_header(np.int64, (2, self._upper_bound()))
+            out.write(header)
+            for block in self._merged():
+                pair = block >> 1
+                fresh = np.empty(pair.size, dtype=bool)
+                fresh[0] = True
+                np.not_equal(pair[1:], pair[:-1], out=fresh[1:])
+                starts = np.flatnonzero(fresh)
+                del fresh
+                given_first = (block[starts] & 1) == 0  # the group holds the edge as given
+                groups += starts.size
+                forward_groups += int(np.count_nonzero(given_first))
+                if self.keep_duplicates:
+                    given = np.cumsum((block & 1) == 0)
+                    ends = np.append(starts[1:], pair.size) - 1
+                    given_count = given[ends] - np.where(starts > 0, given[starts - 1], 0)
+                    made_count = (ends + 1 - starts) - given_count
+                    keys = np.repeat(pair[starts], np.maximum(given_count, made_count))
+                    del given, ends, given_count, made_count
+                else:
+                    keys = pair[starts]
+                del pair, starts, given_first, block
+                dst, src = np.divmod(keys, n)
+                del keys
+                src.tofile(out)
+                dst.tofile(dst_file)
+                first, last = int(dst[0]), int(dst[-1])
+                indptr_counts[first:last + 1] += np.bincount(dst - first, minlength=last - first + 1)
+                del src, dst
+            total = int(indptr_counts.sum())
+        # the destinations follow the sources (row 1 of the [2, E] array), then the true header
+        with open(folder / "edge_index.npy", "r+b") as out:
+            final = _npy_header(np.int64, (2, total))
+            if len(final) != len(header):  # never for E below 10^40; kept honest anyway
+                raise RuntimeError("npy header length changed")
+            out.seek(len(header) + 8 * total)
+            with open(dst_spool, "rb") as spool:
+                _copy(spool, out)
+            out.truncate()
+            out.seek(0)
+            out.write(final)
+        dst_spool.unlink()
+        indptr = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(indptr_counts, out=indptr[1:])
+        del indptr_counts
+        np.save(folder / "csc_indptr.npy", indptr)
+        c = self.counts
+        c.num_edges = total
+        c.duplicates = self._forward - forward_groups  # repeats of an edge as given
+        # edges that are there only because their reverse was given
+        c.reverse_added = total - self._forward if self.keep_duplicates else groups - forward_groups
+        return c
+
+    def _upper_bound(self) -> int:
+        return 2 * self._forward + 1
+
+
+class _RunReader:
+    """One sorted run file, read a block at a time (never mapped: its pages are not this
+    process's memory)."""
+
+    def __init__(self, path: Path, count: int, block_keys: int):
+        self.file = open(path, "rb")
+        self.left, self.block_keys = count, block_keys
+        self.block = np.empty(0, dtype=np.int64)
+        self.done = False
+        self._read()
+
+    @property
+    def last(self) -> bool:
+        """The block in memory is the run's last."""
+        return self.left == 0
+
+    def _read(self) -> None:
+        take = min(self.left, self.block_keys)
+        self.block = np.fromfile(self.file, dtype=np.int64, count=take)
+        self.left -= take
+        if self.block.size == 0:
+            self.done = True
+            self.file.close()
+
+    def consume(self, k: int) -> None:
+        self.block = self.block[k:]
+        if self.block.size == 0:
+            if self.left:
+                self._read()
+            else:
+                self.done = True
+                self.file.close()
+
+
+def _npy_header(dtype, shape: tuple) -> bytes:
+    import io
+
+    buffer = io.BytesIO()
+    np.lib.format.write_array_header_1_0(buffer, {"descr": np.lib.format.dtype_to_descr(np.dtype(dtype)),
+                                                  "fortran_order": False, "shape": tuple(int(s) for s in shape)})
+    return buffer.getvalue()
+
+
+def _copy(src, dst, size: int = 16 << 20) -> None:
+    while chunk := src.read(size):
+        dst.write(chunk)
+
+
+class ArrayFile:
+    """A .npy of known shape and dtype, written a block of rows at a time, never mapped: in order
+    (`append`), or at given rows (`put`: a node table whose ids are not in order). Rows put out of
+    order are spilled into buckets of BUCKET_BYTES of the output, one scratch file each (a
+    distribution sort: each bucket is a range of rows), and each bucket is placed and written in
+    order when the file is closed, so memory holds one block and one bucket at a time."""
+
+    def __init__(self, path: Path, dtype, shape: tuple, scratch: Path | None = None):
+        self.path = Path(path)
+        self.scratch = Path(scratch) if scratch else self.path.parent
+        self.dtype, self.shape = np.dtype(dtype), tuple(int(s) for s in shape)
+        self.row_bytes = int(np.prod(self.shape[1:], dtype=np.int64)) * self.dtype.itemsize
+        header = _npy_header(self.dtype, self.shape)
+        self.offset = len(header)
+        self.file = open(self.path, "w+b")
+        self.file.write(header)
+        self.file.truncate(self.offset + self.shape[0] * self.row_bytes)
+        self.rows_written = 0  # rows appended in order so far
+        self.bucket_rows = max(1, BUCKET_BYTES // max(1, self.row_bytes))
+        self._buckets: dict[int, tuple] = {}  # bucket -> (row file, data file)
+
+    def append(self, block: np.ndarray) -> None:
+        self._write_at(self.rows_written, block)
+        self.rows_written += block.shape[0]
+
+    def _write_at(self, row: int, block: np.ndarray) -> None:
+        self.file.seek(self.offset + int(row) * self.row_bytes)
+        np.ascontiguousarray(block, dtype=self.dtype).tofile(self.file)
+
+    def put(self, rows: np.ndarray, block: np.ndarray) -> None:
+        """Rows of `block` at the row numbers `rows` (each row put once)."""
+        rows = np.asarray(rows, dtype=np.int64)
+        if not rows.size:
+            return
+        if rows[-1] - rows[0] == rows.size - 1 and np.all(np.diff(rows) == 1):
+            self._write_at(rows[0], block)  # consecutive rows: written where they go
+            return
+        block = np.ascontiguousarray(block, dtype=self.dtype)
+        bucket = rows // self.bucket_rows
+        order = np.argsort(bucket, kind="stable")
+        bucket, rows, block = bucket[order], rows[order], block[order]
+        edges = np.flatnonzero(np.diff(bucket)) + 1
+        for lo, hi in zip(np.r_[0, edges], np.r_[edges, bucket.size]):
+            files = self._buckets.get(int(bucket[lo]))
+            if files is None:
+                stem = self.scratch / f".{self.path.stem}.bucket{int(bucket[lo])}"
+                files = self._buckets[int(bucket[lo])] = (open(f"{stem}.rows", "w+b"), open(f"{stem}.data", "w+b"))
+            rows[lo:hi].tofile(files[0])
+            block[lo:hi].tofile(files[1])
+
+    def _place_buckets(self) -> None:
+        for b in sorted(self._buckets):
+            row_file, data_file = self._buckets.pop(b)
+            start = b * self.bucket_rows
+            stop = min(self.shape[0], start + self.bucket_rows)
+            for f in (row_file, data_file):
+                f.flush()
+                f.seek(0)
+            rows = np.fromfile(row_file, dtype=np.int64)
+            data = np.fromfile(data_file, dtype=self.dtype).reshape((rows.size, *self.shape[1:]))
+            self.file.seek(self.offset + start * self.row_bytes)
+            out = np.frombuffer(self.file.read((stop - start) * self.row_bytes), dtype=self.dtype)
+            out = out.reshape((stop - start, *self.shape[1:])).copy()  # rows written in order stay
+            out[rows - start] = data
+            del rows, data
+            self._write_at(start, out)
+            for f in (row_file, data_file):
+                f.close()
+                os.unlink(f.name)
+
+    def close(self) -> None:
+        try:
+            self._place_buckets()
+        finally:
+            for files in self._buckets.values():
+                for f in files:
+                    f.close()
+                    os.unlink(f.name)
+            self._buckets.clear()
+            self.file.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()

@@ -1,0 +1,227 @@
+"""Your own graph as a PyG file (source `pyg-file`): a `Data` saved with `torch.save(data, path)`,
+or an InMemoryDataset's processed file (`InMemoryDataset.save(data_list, path)`, or the older
+`torch.save((data, slices), path)`) of one graph. Read in the pyg stack (torch.load needs torch).
+
+A pickle can run code, so the file is loaded with `torch.load(weights_only=True)`, which builds
+only tensors and the classes PyG registers as safe (importing torch_geometric adds them: Data,
+HeteroData...) plus PyG's plain containers a saved Data holds (its storages: data_containers). A file that needs anything else (a whole pickled dataset object, a class of
+your own) is refused, naming the parameter that allows it: `unsafe_load: true` (in a suite's
+params, or `pyg-file:path=/data/g.pt,unsafe_load=true`), for a file you trust. The file is
+memory-mapped where torch can (zip-format files, torch.save's default), so its tensors are read
+a block at a time like the other sources'.
+
+Attributes read: edge_index [2, E], x [N, D], y [N] (or [N, 1]), and train_mask/val_mask/test_mask
+([N] booleans) or train_idx/val_idx/test_idx (node ids); edge_weight and edge_attr are ignored,
+with a note. Checks and conversion: bench/datasets/user_graph.py.
+"""
+
+from __future__ import annotations
+
+import pickle
+from pathlib import Path
+
+import numpy as np
+
+from bench.datasets import user_graph as ug
+
+USER_FILES = True
+PARAMS, DEFAULTS = ug.params_of({"unsafe_load": (bool, {})}, {"unsafe_load": False})
+SIZES_NOTE = ("pyg-file:PATH     your own graph: a PyG Data (or InMemoryDataset file) saved with torch.save; "
+              "README 'Your own graph'")
+ESTIMATE_ORIGIN = "known once converted (reading a PyG file needs the pyg stack)"
+UNSAFE_HINT = "unsafe_load: true in the dataset's params (pyg-file:path=PATH,unsafe_load=true)"
+SPLIT_NAMES = {"train": ("train_mask", "train_idx"), "val": ("val_mask", "valid_mask", "val_idx", "valid_idx"),
+               "test": ("test_mask", "test_idx")}
+
+
+def canonical_params(params: dict) -> dict:
+    return ug.canonical(params, PARAMS, DEFAULTS, "pyg-file")
+
+
+def parse_rest(rest: str) -> dict:
+    return ug.parse_rest(rest, PARAMS, "pyg-file")
+
+
+def source_files(params: dict) -> list[Path]:
+    return [Path(params["path"])]
+
+
+def fingerprint(params: dict) -> str:
+    return ug.fingerprint(source_files(params))
+
+
+def load_file(path: Path, unsafe: bool):
+    """The file's object, and whether its tensors are mapped from the file: weights_only with
+    PyG's safe globals, else (unsafe_load) a full unpickle."""
+    import torch
+    import torch_geometric  # noqa: F401 - registers PyG's classes as safe globals for weights_only
+
+    if not path.is_file():
+        raise ug.fail(f"{path}: no such file; allowed: a file written by torch.save (a PyG Data or an "
+                      "InMemoryDataset's processed file)")
+    if unsafe:
+        try:
+            return torch.load(path, weights_only=False, map_location="cpu"), False
+        except Exception as exc:  # noqa: BLE001 - whatever the unpickler raises
+            raise ug.fail(f"{path}: cannot be loaded ({type(exc).__name__}: {' '.join(str(exc).split())[:200]})") from None
+    last = None
+    for mmap in (True, False):  # a zip-format file is mapped; an old-format one is read whole
+        try:
+            with torch.serialization.safe_globals(data_containers()):
+                return torch.load(path, weights_only=True, mmap=mmap, map_location="cpu"), mmap
+        except pickle.UnpicklingError as exc:
+            text = " ".join(str(exc).split())
+            if "weights_only" in text or "GLOBAL" in text or "global" in text:
+                detail = text[text.find("Unsupported global"):][:160] if "Unsupported global" in text else text[:160]
+                raise ug.fail(f"{path}: it holds objects a safe load does not build ({detail}); a pickle can run "
+                              f"code, so it was not loaded; allowed: a Data, or an InMemoryDataset's (data, slices) "
+                              f"file, saved with torch.save; or, for a file you trust, {UNSAFE_HINT}") from None
+            last = exc
+        except RuntimeError as exc:
+            last = exc
+            if mmap:
+                continue  # not a zip file: read it without the map
+        except Exception as exc:  # noqa: BLE001 - a file torch cannot read at all
+            last = exc
+            break
+    raise ug.fail(f"{path}: not a file torch.save wrote ({type(last).__name__}: "
+                  f"{' '.join(str(last).split())[:200]}); allowed: a PyG Data or InMemoryDataset file")
+
+
+def data_containers() -> list:
+    """PyG's plain containers that a saved Data pickles (its storages and attribute keys): PyG
+    registers Data itself as safe but not these, so `torch.save(data)` would not load with
+    weights_only. Each only holds what it is given (a dict of tensors); no code of the file runs."""
+    from torch_geometric.data import data as data_module
+    from torch_geometric.data import storage
+
+    names = [(data_module, "DataEdgeAttr"), (data_module, "DataTensorAttr"), (storage, "BaseStorage"),
+             (storage, "NodeStorage"), (storage, "EdgeStorage"), (storage, "GlobalStorage")]
+    return [getattr(module, name) for module, name in names if hasattr(module, name)]
+
+
+def drop_pages(array: np.ndarray) -> None:
+    """Give back the pages of a block read from the file's map (MADV_DONTNEED): they were only
+    read (torch maps the file privately), so they are read again from the file if touched again;
+    without this, every page read stays counted in this process's memory until the end. Only for
+    arrays of a mapped file: anonymous memory would be zeroed."""
+    import ctypes
+    import mmap
+
+    if not array.size:
+        return
+    page = mmap.PAGESIZE
+    address = array.__array_interface__["data"][0]
+    start = address // page * page
+    stop = -(-(address + array.nbytes) // page) * page
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.madvise(ctypes.c_void_p(start), ctypes.c_size_t(stop - start), 4)  # MADV_DONTNEED
+
+
+def as_data(obj, path: Path):
+    """The one graph in what the file held: a Data, (data dict, slices, class), (Data, slices),
+    a dict of tensors, or (unsafe_load) an InMemoryDataset of one graph."""
+    from torch_geometric.data import Data, InMemoryDataset
+    from torch_geometric.data.data import BaseData
+
+    slices = None
+    if isinstance(obj, InMemoryDataset):
+        if len(obj) != 1:
+            raise ug.fail(f"{path}: a dataset of {len(obj)} graphs; allowed: one graph (node classification)")
+        return obj[0]
+    if isinstance(obj, tuple) and len(obj) in (2, 3):
+        data, slices = obj[0], obj[1]
+        cls = obj[2] if len(obj) == 3 else Data
+        obj = cls.from_dict(data) if isinstance(data, dict) else data
+    elif isinstance(obj, dict) and "edge_index" in obj:
+        obj = Data.from_dict(obj)
+    if not isinstance(obj, BaseData):
+        raise ug.fail(f"{path}: holds a {type(obj).__name__}; allowed: a PyG Data, or an InMemoryDataset's "
+                      "(data, slices) file")
+    if isinstance(slices, dict):
+        counts = {k: len(v) - 1 for k, v in slices.items() if hasattr(v, "__len__")}
+        many = {k: c for k, c in counts.items() if c > 1}
+        if many:
+            key, count = next(iter(many.items()))
+            raise ug.fail(f"{path}: an InMemoryDataset of {count} graphs (slices of {key}); allowed: one graph "
+                          "(node classification)")
+    return obj
+
+
+def open_graph(label: str, params: dict) -> ug.UserGraph:
+    import torch
+
+    path = Path(params["path"])
+    loaded, mapped = load_file(path, params["unsafe_load"])
+    data = as_data(loaded, path)
+    done = drop_pages if mapped else (lambda array: None)
+    keys = set(data.keys()) if callable(getattr(data, "keys", None)) else set(data.keys)
+    notes = [f"{k} ignored: gnnbench trains on the graph's structure, not its edge attributes"
+             for k in ("edge_weight", "edge_attr") if k in keys]
+    for needed, rule in (("edge_index", "edge_index [2, E]"), ("x", "x [N, D]"), ("y", "y [N]")):
+        if needed not in keys or getattr(data, needed) is None:
+            raise ug.fail(f"{path}: the Data has no {needed} (it has {', '.join(sorted(keys)) or 'nothing'}); "
+                          f"allowed: {rule}, with train/val/test masks or indices")
+
+    def array(name: str) -> np.ndarray:
+        value = getattr(data, name)
+        if not isinstance(value, torch.Tensor):
+            raise ug.fail(f"{path}: {name} is a {type(value).__name__}; allowed: a tensor")
+        return value.detach().numpy()
+
+    edge_index, x = array("edge_index"), array("x")
+    if edge_index.ndim != 2 or edge_index.shape[0] != 2:
+        raise ug.fail(f"{path}: edge_index has shape {list(edge_index.shape)}; allowed: [2, E]")
+    if x.ndim != 2:
+        raise ug.fail(f"{path}: x has shape {list(x.shape)}; allowed: [N, D]")
+    n = x.shape[0]
+    split_names = {}
+    for split, names in SPLIT_NAMES.items():
+        found = [k for k in names if k in keys and getattr(data, k) is not None]
+        if not found:
+            raise ug.fail(f"{path}: the Data has no {split} split ({' or '.join(names)}); allowed: a boolean mask "
+                          "[N] or node ids for each of train, val and test")
+        split_names[split] = found[0]
+        value = array(found[0])
+        if value.dtype == np.bool_ and value.ndim == 2:
+            raise ug.fail(f"{path}: {found[0]} has shape {list(value.shape)} (several splits); allowed: one "
+                          "split, a mask [N] (save data.train_mask[:, k] as train_mask)")
+
+    def edge_chunks():
+        for start in range(0, edge_index.shape[1], ug.EDGE_CHUNK):
+            stop = start + ug.EDGE_CHUNK
+            src, dst = edge_index[0, start:stop], edge_index[1, start:stop]
+            yield ug.EdgeChunk(src, dst, start, lambda i, end: f"[{end}, {i}]")
+            done(src)  # converted by now: the mapped pages read leave this process
+            done(dst)
+
+    def feature_blocks():
+        step = ug.rows_per_block(x.shape[1], x.dtype.itemsize)
+        for start in range(0, n, step):
+            rows = x[start:start + step]
+            yield start, np.array(rows), start
+            done(rows)
+
+    return ug.UserGraph(
+        label=label, num_nodes=n, nodes_from="the rows of x",
+        edges=ug.Input(path, "edge_index"), edge_dtype=edge_index.dtype, num_input_edges=edge_index.shape[1],
+        edge_chunks=edge_chunks,
+        features=ug.Input(path, "x"), feature_shape=x.shape, feature_dtype=x.dtype, feature_blocks=feature_blocks,
+        labels=ug.Input(path, "y"), read_labels=lambda: array("y"),
+        splits={s: ug.Input(path, k) for s, k in split_names.items()}, read_split=lambda s: array(split_names[s]),
+        notes=notes)
+
+
+def expected_stats(params: dict) -> dict:
+    try:
+        import torch  # noqa: F401
+    except ImportError:  # the host: the sizes are known once the pyg stack converted it
+        from bench.datasets import hub
+
+        raise hub.DatasetError(f"{params.get('path')}: a PyG file's sizes are read in the pyg stack; check and "
+                               "convert it first (gnnbench datasets check pyg-file:PATH)") from None
+    return ug.expected_stats(open_graph("?", params), params)
+
+
+def materialise(spec: dict, cache: Path, data_root: Path | None = None) -> Path:
+    return ug.materialise(spec, cache, open_graph, source_files)

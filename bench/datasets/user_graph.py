@@ -1,0 +1,538 @@
+"""Your own graph: what the sources of a user's files share (npy, pyg-file, graphbolt, edge-list).
+
+Each of those modules reads its format into a UserGraph (sizes from the files' headers, edges in
+chunks, features in row blocks, labels and splits whole: they are N numbers each); this module
+checks it and converts it into the hub form (bench/datasets/hub.py) in pieces
+(bench/datasets/hub_stream.py), so a graph far larger than the memory it is converted with can
+be named in a suite:
+
+    datasets:
+      mine: {source: npy, params: {path: /data/mygraph}}
+
+or on the command line as `npy:/data/mygraph` (or `npy:path=/data/mygraph,self_loops=keep`).
+
+Checks, each one error naming the file, the array, what is wrong and what is allowed
+(hub.DatasetError; `gnnbench` exits 2): a missing array, shapes that disagree, a dtype that is not
+allowed, a node id out of range (the first, with its position), NaN or infinite features, a label
+out of range, a split that is empty, repeats a node or shares one with another split. Self-loops
+and duplicate edges are counted, then removed or kept as `self_loops` and `duplicates` say.
+The graph is made undirected (each edge in both directions), as every hub dataset is; whether it
+already was is recorded and shown.
+
+The hub folder's name holds a fingerprint of the source files (each one's size and mtime), so a
+changed file is converted again, never read from a stale conversion; a file that changes while it
+is converted fails the conversion. The folder is written aside and renamed when whole (hub.atomic_dir).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterator, Literal
+
+import numpy as np
+
+from bench.datasets import baseline, hub, hub_stream
+
+USER_FILES = True  # marks the sources of a user's own files (bench.datasets.user_files)
+EDGE_CHUNK = 1 << 22   # edges read at a time
+FEATURE_BLOCK_BYTES = 64 << 20  # feature rows read at a time
+SPLITS = ("train", "val", "test")
+
+# The parameters every source of a user's files takes (each module adds its own).
+PARAMS = {
+    "path": (str, {"min_length": 1}),  # the folder or file: absolute, or relative to the current folder
+    "self_loops": (Literal["remove", "keep"], {}),  # edges from a node to itself
+    "duplicates": (Literal["remove", "keep"], {}),  # an edge given more than once
+    "num_classes": (int | None, {"ge": 2, "le": 1 << 20}),  # None: the largest label + 1
+}
+DEFAULTS = {"path": ..., "self_loops": "remove", "duplicates": "remove", "num_classes": None}
+SIZES_ORIGIN = "read from the files' headers (not converted yet)"
+
+
+def params_of(extra_params: dict | None = None, extra_defaults: dict | None = None) -> tuple[dict, dict]:
+    """A source module's PARAMS and DEFAULTS: the common ones and its own."""
+    return {**PARAMS, **(extra_params or {})}, {**DEFAULTS, **(extra_defaults or {})}
+
+
+def canonical(params: dict, declared: dict, defaults: dict, source: str) -> dict:
+    """Defaults filled in, the path made absolute (the stacks and workers run elsewhere)."""
+    unknown = set(params) - set(declared)
+    if unknown:
+        raise ValueError(f"unknown {source} parameter(s) {', '.join(sorted(unknown))}; allowed: {', '.join(declared)}")
+    out = {k: params.get(k, defaults[k]) for k in declared if k in params or defaults[k] is not ...}
+    if isinstance(out.get("path"), str) and out["path"]:
+        out["path"] = os.path.abspath(os.path.expanduser(out["path"]))
+    return out
+
+
+def parse_rest(rest: str, declared: dict, source: str) -> dict:
+    """What follows `SOURCE:` on the command line: a path (`npy:/data/g`), or key=value pairs
+    (`npy:path=/data/g,self_loops=keep`), each value read as its parameter's type."""
+    if not re.match(r"[a-z_]+=", rest):
+        return {"path": rest} if rest else {}
+    params: dict = {}
+    for item in filter(None, rest.split(",")):
+        key, sep, value = item.partition("=")
+        key, value = key.strip(), value.strip()
+        if not sep or not value:
+            raise ValueError(f"{source}:{rest}: {item!r} is not key=value; e.g. {source}:path=/data/g,self_loops=keep")
+        if key not in declared:
+            params[key] = value  # named as unknown by canonical()
+            continue
+        tp = declared[key][0]
+        if tp is bool:
+            if value.lower() not in ("true", "false", "1", "0", "yes", "no"):
+                raise ValueError(f"{source}:{rest}: {key}={value!r} is not true or false")
+            params[key] = value.lower() in ("true", "1", "yes")
+        elif tp in (int, int | None):
+            if value.lower() == "none" and tp is not int:
+                params[key] = None
+            elif value.lstrip("-").isdigit():
+                params[key] = int(value)
+            else:
+                raise ValueError(f"{source}:{rest}: {key}={value!r} is not a whole number")
+        else:
+            params[key] = value
+    return params
+
+
+# --- the fingerprint of the source files -------------------------------------------------------
+
+def fingerprint(files: list[Path]) -> str:
+    """A digest of each file's path, size and mtime: any edit gives another hub folder."""
+    entries = []
+    for path in sorted(set(map(Path, files))):
+        try:
+            st = path.stat()
+            entries.append([str(path), st.st_size, st.st_mtime_ns])
+        except OSError:
+            entries.append([str(path), None, None])
+    return hashlib.sha256(json.dumps(entries).encode()).hexdigest()[:16]
+
+
+# --- what a source hands over ------------------------------------------------------------------
+
+@dataclass
+class Input:
+    """One array as the user gave it: the file it is in and its name there (for messages)."""
+    file: Path
+    array: str
+
+    def at(self, position: str) -> str:
+        return f"{self.file}: {self.array}{position}"
+
+
+@dataclass
+class EdgeChunk:
+    src: np.ndarray  # any integer dtype
+    dst: np.ndarray
+    offset: int  # of the chunk's first edge in the input
+    # the position of edge `i` (of the whole input), end 0 (source) or 1 (destination), as the user
+    # would look it up: `[1, 17]`, ` row 18, column dst`
+    position: Callable[[int, int], str]
+    ids: Callable[[int, int], object] | None = None  # the id as given, where ids were mapped
+
+
+@dataclass
+class UserGraph:
+    """A user's graph as a source reads it: sizes first, arrays as they are asked for."""
+    label: str
+    num_nodes: int
+    nodes_from: str  # what says how many nodes there are: "the rows of features.npy"
+    edges: Input
+    edge_dtype: np.dtype
+    num_input_edges: int | None  # None: known once read (CSV)
+    edge_chunks: Callable[[], Iterator[EdgeChunk]]
+    features: Input
+    feature_shape: tuple
+    feature_dtype: np.dtype
+    # (rows, block, given_row): rows the hub row numbers (an int: the first of consecutive rows),
+    # given_row the row of the block's first row as given (for messages)
+    feature_blocks: Callable[[], Iterator[tuple[int | np.ndarray, np.ndarray, int]]]
+    labels: Input
+    read_labels: Callable[[], np.ndarray]
+    splits: dict[str, Input]  # train, val, test
+    read_split: Callable[[str], np.ndarray]  # a boolean mask or node ids, as given
+    notes: list[str] = field(default_factory=list)
+    extra_arrays: dict[str, np.ndarray] = field(default_factory=dict)  # saved beside the hub arrays
+    extra_meta: dict = field(default_factory=dict)
+    # node i's place in the per-node arrays as given (labels), where it is not `[i]`
+    node_position: Callable[[int], str] | None = None
+
+    def at_node(self, where: Input, i: int) -> str:
+        return where.at(self.node_position(i) if self.node_position else f"[{i}]")
+
+
+def fail(message: str) -> hub.DatasetError:
+    return hub.DatasetError(" ".join(message.split("\n")))
+
+
+# --- the checks ----------------------------------------------------------------------------------
+
+INTEGER_RULE = "an integer dtype (int8 .. int64, uint8 .. uint64)"
+FEATURE_RULE = "a float dtype (float16, float32, float64), or integers or booleans (converted to float32)"
+
+
+def check_edge_dtype(graph: UserGraph) -> None:
+    if not np.issubdtype(graph.edge_dtype, np.integer):
+        raise fail(f"{graph.edges.file}: {graph.edges.array} has dtype {graph.edge_dtype}; allowed: {INTEGER_RULE}")
+
+
+def check_ids(chunk: EdgeChunk, graph: UserGraph) -> tuple[np.ndarray, np.ndarray]:
+    """The chunk's ids as int64, each in 0..N-1 (else the first that is not, and where)."""
+    n = graph.num_nodes
+    out = []
+    for end, values in enumerate((chunk.src, chunk.dst)):
+        if values.dtype.kind == "u" and values.dtype.itemsize == 8 and values.size and values.max() > np.iinfo(np.int64).max:
+            i = int(np.argmax(values > np.iinfo(np.int64).max))
+            raise fail(f"{graph.edges.at(chunk.position(chunk.offset + i, end))} = {values[i]} is out of range; "
+                       f"allowed: node ids 0..{n - 1} ({n:,} nodes: {graph.nodes_from})")
+        ids = values.astype(np.int64, copy=False)
+        bad = (ids < 0) | (ids >= n)
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise fail(f"{graph.edges.at(chunk.position(chunk.offset + i, end))} = {ids[i]} is out of range; "
+                       f"allowed: node ids 0..{n - 1} ({n:,} nodes: {graph.nodes_from})")
+        out.append(ids)
+    return out[0], out[1]
+
+
+def check_feature_shape(graph: UserGraph) -> None:
+    shape, dtype = graph.feature_shape, graph.feature_dtype
+    if not (np.issubdtype(dtype, np.floating) or np.issubdtype(dtype, np.integer) or dtype == np.bool_):
+        raise fail(f"{graph.features.file}: {graph.features.array} has dtype {dtype}; allowed: {FEATURE_RULE}")
+    if len(shape) != 2 or shape[1] < 1:
+        raise fail(f"{graph.features.file}: {graph.features.array} has shape {tuple(shape)}; "
+                   "allowed: [N, D], a row of D >= 1 numbers per node")
+    if shape[0] != graph.num_nodes:
+        raise fail(f"{graph.features.file}: {graph.features.array} has {shape[0]:,} rows for {graph.num_nodes:,} "
+                   f"nodes ({graph.nodes_from}); allowed: one row per node")
+
+
+def check_finite(graph: UserGraph, given_row: int, block: np.ndarray, converted: np.ndarray) -> None:
+    """NaN or inf in a block of feature rows (`given_row`: the first one's row as given), or a
+    value beyond float32's range (inf once converted)."""
+    if not np.issubdtype(block.dtype, np.floating):
+        return
+    finite = np.isfinite(block)
+    if not finite.all():
+        r, c = np.argwhere(~finite)[0]
+        raise fail(f"{graph.features.at(f'[{given_row + int(r)}, {c}]')} is {block[r, c]}; allowed: finite "
+                   "numbers (no NaN or inf)")
+    finite = np.isfinite(converted)
+    if not finite.all():
+        r, c = np.argwhere(~finite)[0]
+        raise fail(f"{graph.features.at(f'[{given_row + int(r)}, {c}]')} is {block[r, c]}, beyond float32's range; "
+                   "allowed: finite numbers within ±3.4e38")
+
+
+def check_labels(graph: UserGraph, num_classes: int | None) -> tuple[np.ndarray, int]:
+    """Labels as int64 (-1: no label), and the number of classes."""
+    raw = graph.read_labels()
+    where = graph.labels
+    if raw.ndim == 2 and raw.shape[1] == 1:
+        raw = raw[:, 0]
+    if raw.ndim != 1:
+        raise fail(f"{where.file}: {where.array} has shape {tuple(raw.shape)}; allowed: [N], one class per node "
+                   "(multi-label targets are not supported)")
+    if raw.shape[0] != graph.num_nodes:
+        raise fail(f"{where.file}: {where.array} has {raw.shape[0]:,} labels for {graph.num_nodes:,} nodes "
+                   f"({graph.nodes_from}); allowed: one label per node (-1 for none)")
+    if np.issubdtype(raw.dtype, np.integer):
+        if raw.dtype.kind == "u" and raw.size and raw.max() > np.iinfo(np.int64).max:
+            raise fail(f"{where.file}: {where.array} holds {raw.max()}; allowed: labels 0..C-1, or -1 for none")
+        labels = raw.astype(np.int64)
+    elif np.issubdtype(raw.dtype, np.floating):  # OGB's float labels, NaN for none
+        whole = np.isnan(raw) | (np.mod(raw, 1) == 0)
+        if not whole.all():
+            i = int(np.argmax(~whole))
+            raise fail(f"{graph.at_node(where, i)} is {raw[i]}; allowed: whole numbers 0..C-1 "
+                       f"(dtype {raw.dtype}: NaN or -1 for none)")
+        labels = np.where(np.isnan(raw), -1, raw).astype(np.int64)
+    else:
+        raise fail(f"{where.file}: {where.array} has dtype {raw.dtype}; allowed: {INTEGER_RULE} (or whole floats)")
+    top = num_classes if num_classes is not None else None
+    bad = labels < -1 if top is None else (labels < -1) | (labels >= top)
+    if bad.any():
+        i = int(np.argmax(bad))
+        allowed = f"0..{top - 1} (num_classes {top})" if top else "0..C-1"
+        raise fail(f"{graph.at_node(where, i)} is {labels[i]}; allowed: labels {allowed}, or -1 for a node without one")
+    classes = top if top is not None else int(labels.max(initial=-1)) + 1
+    if classes < 2:
+        raise fail(f"{where.file}: {where.array} holds {max(classes, 0)} class(es); allowed: at least 2 classes")
+    return labels, classes
+
+
+def num_classes_of(graph: UserGraph, params: dict) -> int | None:
+    """The number of classes the user stated: `num_classes`, else the format's own (GraphBolt's
+    task), else None (the largest label + 1)."""
+    return params.get("num_classes") or graph.extra_meta.get("num_classes_given")
+
+
+def check_splits(graph: UserGraph, labels: np.ndarray) -> dict[str, np.ndarray]:
+    """train/val/test node ids (int64, sorted), each non-empty, labelled, and in one split only."""
+    n = graph.num_nodes
+    out, owner = {}, np.full(n, -1, dtype=np.int8)
+    for k, name in enumerate(SPLITS):
+        where = graph.splits[name]
+        raw = graph.read_split(name)
+        if raw.dtype == np.bool_:
+            if raw.shape != (n,):
+                raise fail(f"{where.file}: {where.array} is a mask of shape {tuple(raw.shape)} for {n:,} nodes "
+                           f"({graph.nodes_from}); allowed: a boolean mask of shape [{n}], or node ids")
+            ids = np.flatnonzero(raw).astype(np.int64)
+        elif np.issubdtype(raw.dtype, np.integer):
+            if raw.ndim != 1:
+                raise fail(f"{where.file}: {where.array} has shape {tuple(raw.shape)}; allowed: node ids [K], "
+                           "or a boolean mask [N]")
+            ids = raw.astype(np.int64)
+            bad = (ids < 0) | (ids >= n)
+            if bad.any():
+                i = int(np.argmax(bad))
+                raise fail(f"{where.at(f'[{i}]')} = {raw[i]} is out of range; allowed: node ids 0..{n - 1} "
+                           f"({n:,} nodes: {graph.nodes_from})")
+            order = np.argsort(ids, kind="stable")
+            repeat = np.flatnonzero(ids[order][1:] == ids[order][:-1])
+            if repeat.size:
+                first, second = sorted((int(order[repeat[0]]), int(order[repeat[0] + 1])))
+                raise fail(f"{where.file}: {where.array} names node {ids[first]} twice (at [{first}] and "
+                           f"[{second}]); allowed: each node once")
+            ids = ids[order]
+        else:
+            raise fail(f"{where.file}: {where.array} has dtype {raw.dtype}; allowed: a boolean mask, or node ids "
+                       f"of {INTEGER_RULE}")
+        if ids.size == 0:
+            raise fail(f"{where.file}: {where.array}: the {name} split is empty; allowed: at least one node "
+                       "in each of train, val and test")
+        taken = owner[ids] >= 0
+        if taken.any():
+            node = int(ids[np.argmax(taken)])
+            other = SPLITS[owner[node]]
+            raise fail(f"{where.file}: {where.array}: node {node} is in the {name} split and in the {other} split "
+                       f"({graph.splits[other].file.name}: {graph.splits[other].array}); allowed: each node in "
+                       "one split at most")
+        unlabelled = labels[ids] < 0
+        if unlabelled.any():
+            node = int(ids[np.argmax(unlabelled)])
+            raise fail(f"{where.file}: {where.array}: node {node} of the {name} split has no label (-1 in "
+                       f"{graph.labels.file.name}: {graph.labels.array}); allowed: labelled nodes only")
+        owner[ids] = k
+        out[name] = ids
+    return out
+
+
+# --- the conversion ----------------------------------------------------------------------------
+
+def materialise(spec: dict, cache: Path, opener: Callable[[str, dict], UserGraph],
+                files: Callable[[dict], list[Path]]) -> Path:
+    """Check a user's graph and convert it into the hub (written aside, renamed when whole)."""
+    params = spec["params"]
+    target = hub.dataset_dir(spec, cache)
+    if (target / "meta.json").is_file():
+        return target
+    before = fingerprint(files(params))
+    started = time.perf_counter()
+    phases = Phases()
+    graph = opener(spec["name"], params)
+    if graph.num_nodes > hub_stream.MAX_NODES:
+        raise fail(f"{graph.features.file}: {graph.num_nodes:,} nodes; allowed: at most {hub_stream.MAX_NODES:,}")
+    check_edge_dtype(graph)
+    check_feature_shape(graph)
+    labels, classes = check_labels(graph, num_classes_of(graph, params))
+    splits = check_splits(graph, labels)
+    phases.done("open; check labels, splits")
+    with hub.atomic_dir(target) as tmp:
+        if tmp is None:
+            return target
+        counts = convert_edges(graph, tmp, params)
+        phases.done("edges: check, sort, write")
+        convert_features(graph, tmp)
+        phases.done("features: check, write")
+        np.save(tmp / "labels.npy", labels)
+        for name in SPLITS:
+            np.save(tmp / f"{name}_idx.npy", splits[name])
+        for name, array in graph.extra_arrays.items():
+            np.save(tmp / f"{name}.npy", array)
+        acc = baseline.features_only_accuracy(RowReader(tmp / "features.npy"), labels, splits["train"],
+                                               splits["test"])
+        phases.done("labels, splits, baselines")
+        if fingerprint(files(params)) != before:
+            raise fail(f"{params['path']}: the files changed while they were converted; convert again once "
+                       "they are written (nothing was kept)")
+        meta = {
+            "format": hub.FORMAT_VERSION, "name": spec["name"], "source": spec["source"], "params": params,
+            "source_path": params["path"], "num_nodes": graph.num_nodes, "num_edges": counts.num_edges,
+            "feature_dim": int(graph.feature_shape[1]), "num_classes": classes,
+            **{f"num_{s}": int(splits[s].size) for s in SPLITS},
+            "features_only_acc": None if acc is None else round(acc, 4),
+            "edge_homophily": edge_homophily(tmp, labels),
+            "input": {
+                "edges": {"file": str(graph.edges.file), "array": graph.edges.array, "dtype": str(graph.edge_dtype)},
+                "features": {"file": str(graph.features.file), "array": graph.features.array,
+                             "dtype": str(graph.feature_dtype), "shape": list(graph.feature_shape)},
+                "labels": {"file": str(graph.labels.file), "array": graph.labels.array},
+                "splits": {s: {"file": str(w.file), "array": w.array} for s, w in graph.splits.items()},
+                "nodes_from": graph.nodes_from,
+            },
+            "edges": {**counts.as_meta(), "self_loops_kept": params["self_loops"] == "keep",
+                      "duplicates_kept": params["duplicates"] == "keep"},
+            "labelled_nodes": int(np.count_nonzero(labels >= 0)),
+            "notes": graph.notes, "convert_s": round(time.perf_counter() - started, 2), "convert_phases": phases.seen,
+            **{k: v for k, v in graph.extra_meta.items() if not callable(v)},
+        }
+        hub.record_checksums(tmp)
+        (tmp / "meta.json").write_text(json.dumps(meta, indent=2))
+    discard_stale(spec, target)
+    return target
+
+
+def discard_stale(spec: dict, current: Path) -> None:
+    """Remove the conversions of earlier versions of the same files (same source, path and
+    parameters, another fingerprint): never read again, they would only take the disk."""
+    prefix = current.name.rsplit("-", 1)[0] + "-"
+    for folder in current.parent.glob(prefix + "*"):
+        if folder == current or not (folder / "meta.json").is_file():
+            continue
+        try:
+            meta = json.loads((folder / "meta.json").read_text())
+        except (OSError, ValueError):
+            continue
+        if meta.get("source") == spec["source"] and meta.get("params") == spec["params"]:
+            hub.discard(folder)
+
+
+class Phases:
+    """Each phase's seconds and the process's memory high-water mark at its end (VmHWM, Linux),
+    recorded in meta.json (`convert_phases`): where a conversion's time and peak went."""
+
+    def __init__(self):
+        self.seen: list[dict] = []
+        self._at = time.perf_counter()
+
+    def done(self, name: str) -> None:
+        now = time.perf_counter()
+        entry = {"phase": name, "s": round(now - self._at, 2)}
+        try:
+            with open("/proc/self/status") as status:
+                entry["vm_hwm_bytes"] = next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmHWM:"))
+        except (OSError, StopIteration, ValueError):
+            pass
+        self.seen.append(entry)
+        self._at = now
+
+
+def convert_edges(graph: UserGraph, folder: Path, params: dict) -> hub_stream.EdgeCounts:
+    sorter = hub_stream.EdgeSorter(graph.num_nodes, folder, params["self_loops"], params["duplicates"])
+    for chunk in graph.edge_chunks():
+        src, dst = check_ids(chunk, graph)
+        sorter.add(src, dst)
+    return sorter.write(folder)
+
+
+def convert_features(graph: UserGraph, folder: Path) -> None:
+    with hub_stream.ArrayFile(folder / "features.npy", np.float32, graph.feature_shape) as out:
+        for rows, block, given_row in graph.feature_blocks():
+            with np.errstate(over="ignore", invalid="ignore"):
+                converted = block.astype(np.float32, copy=False)
+            check_finite(graph, given_row, block, converted)
+            if isinstance(rows, (int, np.integer)) and rows == out.rows_written:
+                out.append(converted)
+            elif isinstance(rows, (int, np.integer)):
+                out.put(np.arange(rows, rows + block.shape[0]), converted)
+            else:
+                out.put(rows, converted)
+
+
+class RowReader:
+    """`rows[ids]` of a .npy read a block at a time, never mapped (a map's pages would count in
+    this process's memory: for a sample of rows spread over the file, most of its pages)."""
+
+    def __init__(self, path: Path):
+        from bench.datasets.npy_reader import NpyArray
+
+        self.array = NpyArray(path)
+
+    def __getitem__(self, ids) -> np.ndarray:
+        ids = np.asarray(ids, dtype=np.int64)
+        order = np.argsort(ids, kind="stable")
+        wanted = ids[order]
+        shape = self.array.shape
+        out = np.empty((ids.size, *shape[1:]), dtype=self.array.dtype)
+        step = rows_per_block(int(np.prod(shape[1:], dtype=np.int64)), self.array.dtype.itemsize)
+        for start in range(0, shape[0], step):
+            lo, hi = np.searchsorted(wanted, [start, start + step])
+            if lo < hi:
+                out[order[lo:hi]] = self.array.rows(start, start + step)[wanted[lo:hi] - start]
+        return out
+
+
+def edge_homophily(folder: Path, labels: np.ndarray) -> float | None:
+    """Share of edges (between labelled nodes) whose ends share a label, read in blocks (not
+    mapped: the pages read are not kept as this process's memory)."""
+    from bench.datasets.npy_reader import NpyArray
+
+    edge_index = NpyArray(folder / "edge_index.npy")
+    same = total = 0
+    step = 1 << 22
+    for start in range(0, edge_index.shape[1], step):
+        a = labels[edge_index.row_of_column(0, start, start + step)]
+        b = labels[edge_index.row_of_column(1, start, start + step)]
+        both = (a >= 0) & (b >= 0)
+        same += int(np.count_nonzero(both & (a == b)))
+        total += int(np.count_nonzero(both))
+    return round(same / total, 4) if total else None
+
+
+def rows_per_block(width: int, itemsize: int) -> int:
+    return max(1, FEATURE_BLOCK_BYTES // max(1, width * itemsize))
+
+
+# --- what `gnnbench datasets info` and `check` say ---------------------------------------------
+
+def report_lines(meta: dict) -> list[str]:
+    """The lines about a converted user graph: where it came from, dtypes, directedness, counts."""
+    if "input" not in meta:
+        return []
+    i, e = meta["input"], meta["edges"]
+    lines = [f"  source: {meta['source']} at {meta['source_path']}"]
+    lines.append(f"  edges: {i['edges']['file']} ({i['edges']['array']}, {i['edges']['dtype']}), "
+                 f"{e['edges_in']:,} as given")
+    loops = "kept" if e["self_loops_kept"] else "removed"
+    dups = "kept" if e["duplicates_kept"] else "removed"
+    lines.append(f"    self-loops {e['self_loops']:,} ({loops}), duplicate edges {e['duplicates']:,} ({dups})")
+    if e["directed_input"]:
+        lines.append(f"    directed as given: made undirected, {e['reverse_added']:,} reverse edges added "
+                     f"({e['num_edges']:,} in the hub, both directions)")
+    else:
+        lines.append(f"    undirected as given (every edge's reverse is there): {e['num_edges']:,} in the hub")
+    f = i["features"]
+    lines.append(f"  features: {f['file']} ({f['array']}, {f['dtype']} {tuple(f['shape'])}) -> float32")
+    lines.append(f"  labels: {i['labels']['file']} ({i['labels']['array']}), {meta['num_classes']} classes, "
+                 f"{meta['labelled_nodes']:,} of {meta['num_nodes']:,} nodes labelled")
+    lines.append("  splits: " + ", ".join(f"{s} {meta[f'num_{s}']:,} ({w['array']})"
+                                          for s, w in i["splits"].items()))
+    lines.append(f"  nodes: {meta['num_nodes']:,} ({i['nodes_from']})")
+    if meta.get("node_ids"):
+        lines.append(f"  node ids: {meta['node_ids']}")
+    for note in meta.get("notes", []):
+        lines.append(f"  note: {note}")
+    if meta.get("convert_s") is not None:
+        lines.append(f"  converted in {meta['convert_s']} s")
+    return lines
+
+
+def expected_stats(graph: UserGraph, params: dict) -> dict:
+    """Sizes before conversion, from the headers and the (small) labels and splits: edges an
+    upper bound (both directions of each edge as given; 0 where the count is known only once
+    read, as for CSV)."""
+    check_feature_shape(graph)
+    labels, classes = check_labels(graph, num_classes_of(graph, params))
+    splits = check_splits(graph, labels)
+    return hub.sizes(graph.num_nodes, 2 * (graph.num_input_edges or 0), int(graph.feature_shape[1]), classes,
+                     *(int(splits[s].size) for s in SPLITS))
