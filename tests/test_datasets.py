@@ -29,8 +29,8 @@ def test_structure_is_shared_and_features_follow_the_store(tmp_path):
     cache for all of them), in the dtypes PyG and GraphBolt take as they are; the features are
     read into the process only for the in-memory store."""
     path = synthetic.materialise({"name": "tiny", "source": "synthetic", "params": {"scale": 8}}, tmp_path)
-    in_memory = datasets.load("synthetic", path, features_in_memory=True)
-    on_disk = datasets.load("synthetic", path, features_in_memory=False)
+    in_memory = hub.load_dataset("synthetic", path, features_in_memory=True)
+    on_disk = hub.load_dataset("synthetic", path, features_in_memory=False)
     for data in (in_memory, on_disk):
         for name in ("edge_index", "csc_indptr", "labels", "train_idx", "val_idx", "test_idx"):
             array = getattr(data, name)
@@ -38,7 +38,7 @@ def test_structure_is_shared_and_features_follow_the_store(tmp_path):
             assert array.dtype == np.int64
         assert data.edge_index[0].flags.c_contiguous  # CSC indices as one contiguous row
     assert not isinstance(in_memory.features, np.memmap) and isinstance(on_disk.features, np.memmap)
-    assert isinstance(datasets.load("synthetic", path, mmap=True).features, np.memmap)  # sizes only
+    assert isinstance(hub.load_dataset("synthetic", path, mmap=True).features, np.memmap)  # sizes only
 
 
 def test_graphbolt_arrays_are_int32_maps_kept_with_the_hub(tmp_path):
@@ -46,7 +46,7 @@ def test_graphbolt_arrays_are_int32_maps_kept_with_the_hub(tmp_path):
     casts them where the sizes allow), written once with the dataset and checksummed, mapped by
     every rank: no rank casts a copy of its own."""
     path = synthetic.materialise({"name": "tiny", "source": "synthetic", "params": {"scale": 8}}, tmp_path)
-    data = datasets.load("synthetic", path)
+    data = hub.load_dataset("synthetic", path)
     for name, source in (("graphbolt_indices", data.edge_index[0]), ("graphbolt_indptr", data.csc_indptr)):
         array = getattr(data, name)
         assert isinstance(array, np.memmap) and not array.flags.writeable and array.dtype == np.int32, name

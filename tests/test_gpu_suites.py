@@ -208,6 +208,7 @@ def test_graphbolt_pinned_mode_places_features_through_dgl_21s_api(tmp_path):
         import numpy as np, torch
         import dgl.graphbolt as gb
         from bench import datasets, modes
+        from bench.datasets import hub
         from bench.backends import dgl_graphbolt as backend
         try:
             gb.BasicFeatureStore({{backend.FEATURE_KEY: gb.TorchBasedFeature(torch.zeros(2, 2))}})[backend.FEATURE_KEY]
@@ -227,7 +228,7 @@ def test_graphbolt_pinned_mode_places_features_through_dgl_21s_api(tmp_path):
             def read(self, ids=None):
                 return self.fallback.read(ids)
         gb.GPUCachedFeature = Cached
-        data = datasets.load("synthetic", {str(dataset)!r}, features_in_memory=False)
+        data = hub.load_dataset("synthetic", {str(dataset)!r}, features_in_memory=False)
         settings = {{"store": "memory", "gpu_cache": 0.25}}
         graph, store = backend.placed(data, settings, torch.device("cpu"), modes.mode("pinned-cuda"))
         row = store.read("node", None, "feat", torch.tensor([3]))
@@ -323,8 +324,9 @@ def test_graphbolt_cuda_mode_copies_to_the_gpu_straight_from_the_hubs_maps(tmp_p
         import numpy as np, torch
         import dgl.graphbolt as gb
         from bench import datasets, modes
+        from bench.datasets import hub
         from bench.backends import dgl_graphbolt as backend
-        data = datasets.load("synthetic", {str(dataset)!r}, features_in_memory=False)
+        data = hub.load_dataset("synthetic", {str(dataset)!r}, features_in_memory=False)
         shared = []
         def record(self, device):
             tensors = [self._tensor] if hasattr(self, "_tensor") else [self.csc_indptr, self.indices]

@@ -127,10 +127,10 @@ def test_store_reads_equal_the_source_bit_for_bit(dataset):
 
 COLLATE_CHECK = """
 import sys, torch
-from bench import datasets
+from bench.datasets import hub
 from bench.backends import pyg_graphs
 from torch_geometric.data import Batch
-data = datasets.load("molecules", sys.argv[1], features_in_memory=False)
+data = hub.load_dataset("molecules", sys.argv[1], features_in_memory=False)
 ids = [7, 3, 3, 0, data.num_graphs - 1, 42]
 reference = Batch.from_data_list([pyg_graphs.graph_dataset(data, "memory")[g] for g in ids])
 for store in ("memory", "lmdb", "sqlite"):

@@ -1,5 +1,6 @@
 """The import structure holds: import-linter's layer contract (pyproject.toml, [tool.importlinter])
-passes, and the contract check itself fails on a planted import against the layers."""
+passes, no two modules of bench/ import each other (function-level and TYPE_CHECKING imports count
+too), and the contract check itself fails on a planted import against the layers."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+import grimp
 
 ROOT = Path(__file__).resolve().parents[1]
 LINT = Path(sys.executable).with_name("lint-imports")
@@ -21,6 +24,13 @@ def test_the_layer_contract_holds():
     done = lint(ROOT)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     assert "1 kept, 0 broken" in done.stdout
+
+
+def test_no_two_modules_import_each_other():
+    graph = grimp.build_graph("bench", include_external_packages=False)
+    pairs = sorted({tuple(sorted((a, b))) for a in graph.modules for b in graph.find_modules_directly_imported_by(a)
+                    if a in graph.find_modules_directly_imported_by(b)})
+    assert pairs == []
 
 
 def test_an_import_against_the_layers_is_caught(tmp_path):

@@ -89,10 +89,10 @@ def test_the_interval_of_many_pairs_is_the_order_statistics_of_the_median():
 RESEED_TWICE = """
 import json, sys
 from pathlib import Path
-from bench import datasets
+from bench.datasets import hub
 from bench.backends import load_pipeline_class
 cell = json.loads(sys.argv[1])
-data = datasets.load("synthetic", Path(sys.argv[2]), features_in_memory=True)
+data = hub.load_dataset("synthetic", Path(sys.argv[2]), features_in_memory=True)
 pipe = load_pipeline_class(cell["backend"])(data, cell["settings"])
 def seeds_of(b):  # a PyG Data's seeds come first in n_id; a GraphBolt MiniBatch names them
     return (b.n_id[:b.batch_size] if hasattr(b, "n_id") else b.seed_nodes).tolist()

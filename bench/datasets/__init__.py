@@ -98,27 +98,6 @@ def task(source: str) -> str:
     return getattr(source_module(source), "TASK", "node")
 
 
-def load(source: str, path, features_in_memory: bool = True, mmap: bool | None = None, check: bool = True):
-    """A materialised dataset of `source` from its folder: the hub form for node datasets, a
-    source's own `load` otherwise; its files checked against their checksums unless `check`
-    is False (only its sizes are wanted).
-    Node datasets: the graph structure, labels and splits are memory-mapped read-only (unless
-    `mmap` is False): every rank and loader worker of a cell then shares one copy through the
-    page cache instead of reading its own. The features are mapped too when `features_in_memory`
-    is False (a disk-backed store) or `mmap` is True, else read into the process (the in-memory
-    store holds its own copy).
-    A source's own `load` (graph collections) maps everything with `mmap` or a disk-backed store.
-    The result has `.card()` (the statistics every result carries) and `.meta`."""
-    module = source_module(source)
-    if hasattr(module, "load"):
-        # graph collections read by a disk-backed store stay mapped, never copied into the rank
-        return module.load(path, mmap=bool(mmap) or not features_in_memory, check=check)
-    from bench.datasets import hub
-
-    return hub.load(path, mmap=mmap is not False, features_mmap=mmap is True or not features_in_memory,
-                    check=check)
-
-
 def known_names() -> list[str]:
     """The named datasets of every source, as `source:name` (the catalogue `datasets list` shows)."""
     names = []

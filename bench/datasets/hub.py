@@ -181,6 +181,29 @@ def write(spec: dict, cache: Path, arrays: dict[str, np.ndarray], extra_meta: di
     return target
 
 
+def write_graphbolt_arrays(folder: Path, num_nodes: int, chunk: int = 1 << 22) -> None:
+    """graphbolt_indices.npy and graphbolt_indptr.npy beside a folder's edge_index.npy and
+    csc_indptr.npy, as graphbolt_arrays gives them, for a hub written a block at a time (a user's
+    graph, bench/datasets/hub_stream.py): the sources are read in chunks with plain file reads,
+    never mapped, so the conversion's memory stays that of one chunk."""
+    folder = Path(folder)
+    with open(folder / "edge_index.npy", "rb") as f:
+        version = np.lib.format.read_magic(f)
+        read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+        shape, _, dtype = read_header(f)
+        start, num_edges = f.tell(), int(shape[1])
+        out_dtype = np.dtype(np.int32 if num_nodes <= INT32_MAX else np.int64)
+        with open(folder / "graphbolt_indices.npy", "wb") as out:
+            np.lib.format.write_array_header_1_0(out, {"descr": np.lib.format.dtype_to_descr(out_dtype),
+                                                       "fortran_order": False, "shape": (num_edges,)})
+            f.seek(start)  # row 0 of the C-ordered [2, E] array: the sources
+            for first in range(0, num_edges, chunk):
+                block = np.fromfile(f, dtype=dtype, count=min(chunk, num_edges - first))
+                block.astype(out_dtype).tofile(out)
+    indptr = np.load(folder / "csc_indptr.npy")
+    np.save(folder / "graphbolt_indptr.npy", indptr.astype(np.int32 if num_edges <= INT32_MAX else np.int64))
+
+
 def graphbolt_arrays(edge_index: np.ndarray, csc_indptr: np.ndarray, num_nodes: int) -> dict[str, np.ndarray]:
     """The CSC in GraphBolt's dtypes, as DGL 2.1's OnDiskDataset preprocessing casts them
     (auto_cast_to_optimal_dtype): indices int32 when the node ids fit, indptr int32 when the edge
@@ -445,3 +468,23 @@ def split_indices(num_nodes: int, train_frac: float, val_frac: float, rng: np.ra
     end = count if test_frac is None else n_train + n_val + int(test_frac * count)
     return (np.sort(perm[:n_train]), np.sort(perm[n_train:n_train + n_val]),
             np.sort(perm[n_train + n_val:end]))
+
+
+def load_dataset(source: str, path, features_in_memory: bool = True, mmap: bool | None = None, check: bool = True):
+    """A materialised dataset of `source` from its folder: the hub form for node datasets, a
+    source's own `load` otherwise; its files checked against their checksums unless `check`
+    is False (only its sizes are wanted).
+    Node datasets: the graph structure, labels and splits are memory-mapped read-only (unless
+    `mmap` is False): every rank and loader worker of a cell then shares one copy through the
+    page cache instead of reading its own. The features are mapped too when `features_in_memory`
+    is False (a disk-backed store) or `mmap` is True, else read into the process (the in-memory
+    store holds its own copy).
+    A source's own `load` (graph collections) maps everything with `mmap` or a disk-backed store.
+    The result has `.card()` (the statistics every result carries) and `.meta`."""
+    from bench import datasets  # the registry
+
+    module = datasets.source_module(source)
+    if hasattr(module, "load"):
+        # graph collections read by a disk-backed store stay mapped, never copied into the rank
+        return module.load(path, mmap=bool(mmap) or not features_in_memory, check=check)
+    return load(path, mmap=mmap is not False, features_mmap=mmap is True or not features_in_memory, check=check)

@@ -156,7 +156,7 @@ class EdgeSorter:
             path.unlink(missing_ok=True)
 
     def write(self, folder: Path) -> EdgeCounts:
-        """edge_index.npy and csc_indptr.npy in `folder`; the counts."""
+        """edge_index.npy, csc_indptr.npy and GraphBolt's copies of them in `folder`; the counts."""
         folder = Path(folder)
         n = self.n
         indptr_counts = np.zeros(n, dtype=np.int64)
@@ -209,6 +209,10 @@ class EdgeSorter:
         np.cumsum(indptr_counts, out=indptr[1:])
         del indptr_counts
         np.save(folder / "csc_indptr.npy", indptr)
+        del indptr
+        from bench.datasets.hub import write_graphbolt_arrays  # GraphBolt's int32 copy (hub format 2)
+
+        write_graphbolt_arrays(folder, n)
         c = self.counts
         c.num_edges = total
         c.duplicates = self._forward - forward_groups  # repeats of an edge as given

@@ -87,7 +87,7 @@ def measurable(cell) -> bool:
 # ---- inside the stack ----------------------------------------------------------------------------
 
 def interleave(cell: dict, dataset_dir: Path, epochs: int) -> dict:
-    from bench import datasets
+    from bench.datasets import hub
     from bench.backends import load_pipeline_class
     from bench.backends.base import seed_everything
     from bench.run.worker import run_epoch
@@ -95,7 +95,7 @@ def interleave(cell: dict, dataset_dir: Path, epochs: int) -> dict:
 
     settings = cell["settings"]
     Pipeline = load_pipeline_class(cell["backend"])
-    data = datasets.load(cell["dataset"]["source"], dataset_dir,
+    data = hub.load_dataset(cell["dataset"]["source"], dataset_dir,
                          features_in_memory=features_in_memory(settings.get("store", "memory")))
     pipes = {}
     for profile in (True, False):

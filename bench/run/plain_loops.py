@@ -121,7 +121,7 @@ def dims(data, s: dict) -> list[int]:
 
 
 def main(argv: list[str]) -> int:
-    from bench import datasets
+    from bench.datasets import hub
 
     from bench.run.worker import set_threads
 
@@ -131,7 +131,7 @@ def main(argv: list[str]) -> int:
     threads = set_threads(s).threads  # the cell's own thread count (the core budget), set the same way
     torch.manual_seed(s["seed"])
     np.random.seed(s["seed"])
-    data = datasets.load(cell["dataset"]["source"], Path(dataset_dir), features_in_memory=True)
+    data = hub.load_dataset(cell["dataset"]["source"], Path(dataset_dir), features_in_memory=True)
     epoch = LOOPS[cell["backend"]](data, s)
     times, cpu = [], []
     for _ in range(s["warmup_epochs"] + s["epochs"]):

@@ -210,7 +210,7 @@ def dataset_stats(spec: dict, cache: Path) -> dict:
     """Sizes of a dataset: measured if it is in the hub, else as published (or bounded)."""
     if hub.is_materialised(spec, cache):
         # sizes only: the files are checked where they are read (ensure_dataset, the worker)
-        return datasets.load(spec["source"], hub.dataset_dir(spec, cache), mmap=True, check=False).card()
+        return hub.load_dataset(spec["source"], hub.dataset_dir(spec, cache), mmap=True, check=False).card()
     return datasets.source_module(spec["source"]).expected_stats(spec.get("params", {}))
 
 

@@ -146,7 +146,7 @@ def run_cell(cell: dict, dataset_dir: Path) -> dict | None:
     from bench.backends import BACKENDS, load_pipeline_class
     from bench.backends.base import Unavailable, rank_and_world, seed_everything, select_device, unwrap
     from bench.modes import mode as mode_of
-    from bench import datasets
+    from bench.datasets import hub
     from bench.stores import features_in_memory
     from bench.run.memory_breakdown import PhaseMemory, model_optimizer_bytes
     from bench.run import gpu_affinity, gpu_sampler, to_target
@@ -190,7 +190,7 @@ def run_cell(cell: dict, dataset_dir: Path) -> dict | None:
 
     seed_everything(settings["seed"])
     # in-memory cells read the features into each rank; disk-backed ones leave them mapped
-    data = datasets.load(cell["dataset"]["source"], dataset_dir,
+    data = hub.load_dataset(cell["dataset"]["source"], dataset_dir,
                          features_in_memory=features_in_memory(settings.get("store", "memory")))
     memory.take("dataset")
     started.mark("dataset")
