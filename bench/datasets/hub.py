@@ -9,6 +9,7 @@ Layout of one dataset folder (all arrays .npy, nodes numbered 0..N-1):
     features.npy             float32 [N, F]
     labels.npy               int64 [N]
     train_idx.npy, val_idx.npy, test_idx.npy    int64 node ids
+    node_ids.npy             a user's edge list only: the id each node had there (user_graph.py)
 
 The dtypes are the ones PyG and GraphBolt take as they are (int64 indices, float32 features):
 loaded memory-mapped, torch.from_numpy over them shares the page cache's pages between every
