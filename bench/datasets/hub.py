@@ -12,6 +12,7 @@ Layout of one dataset folder (all arrays .npy, nodes numbered 0..N-1):
     graphbolt_indices.npy    the CSC's source ids (edge_index[0]) in the smallest dtype GraphBolt's
                              OnDiskDataset gives them: int32 when the nodes fit, else int64
     graphbolt_indptr.npy     csc_indptr likewise: int32 when the edges fit, else int64
+    node_ids.npy             a user's edge list only: the id each node had there (user_graph.py)
 
 The dtypes are the ones PyG and GraphBolt take as they are (int64 indices, float32 features;
 GraphBolt's graph from its own int32 copy, as its OnDiskDataset builds it where sizes allow, so no
