@@ -9,8 +9,7 @@ import sys
 
 from bench.commands import (bundle, compare, datasets, fidelity, k8s, overhead, recover, report, run, slurm,
                             stacks as stacks_cmd)
-from bench.commands.common import (EXIT_BAD_INPUT, EXIT_CELLS_FAILED, EXIT_INTERNAL, EXIT_INTERRUPTED,  # noqa: F401 - the codes, for callers
-                                   EXIT_NOT_WRITTEN, FAILED)
+from bench.commands.common import EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED
 from bench.commands.run import default_suite  # noqa: F401 - part of the command's interface (tests)
 from bench.datasets.hub import DatasetError
 from bench.inputs import InputError, check_environment, terminal_safe

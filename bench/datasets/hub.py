@@ -182,6 +182,12 @@ def write(spec: dict, cache: Path, arrays: dict[str, np.ndarray], extra_meta: di
     return target
 
 
+def graphbolt_dtype(count: int) -> type:
+    """The smallest index dtype GraphBolt's OnDiskDataset takes for ids below `count`
+    (auto_cast_to_optimal_dtype): int32 where they fit, else int64."""
+    return np.int32 if count <= INT32_MAX else np.int64
+
+
 def write_graphbolt_arrays(folder: Path, num_nodes: int, chunk: int = 1 << 22) -> None:
     """graphbolt_indices.npy and graphbolt_indptr.npy beside a folder's edge_index.npy and
     csc_indptr.npy, as graphbolt_arrays gives them, for a hub written a block at a time (a user's
@@ -193,7 +199,7 @@ def write_graphbolt_arrays(folder: Path, num_nodes: int, chunk: int = 1 << 22) -
         read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
         shape, _, dtype = read_header(f)
         start, num_edges = f.tell(), int(shape[1])
-        out_dtype = np.dtype(np.int32 if num_nodes <= INT32_MAX else np.int64)
+        out_dtype = np.dtype(graphbolt_dtype(num_nodes))
         with open(folder / "graphbolt_indices.npy", "wb") as out:
             np.lib.format.write_array_header_1_0(out, {"descr": np.lib.format.dtype_to_descr(out_dtype),
                                                        "fortran_order": False, "shape": (num_edges,)})
@@ -202,7 +208,7 @@ def write_graphbolt_arrays(folder: Path, num_nodes: int, chunk: int = 1 << 22) -
                 block = np.fromfile(f, dtype=dtype, count=min(chunk, num_edges - first))
                 block.astype(out_dtype).tofile(out)
     indptr = np.load(folder / "csc_indptr.npy")
-    np.save(folder / "graphbolt_indptr.npy", indptr.astype(np.int32 if num_edges <= INT32_MAX else np.int64))
+    np.save(folder / "graphbolt_indptr.npy", indptr.astype(graphbolt_dtype(num_edges)))
 
 
 def graphbolt_arrays(edge_index: np.ndarray, csc_indptr: np.ndarray, num_nodes: int) -> dict[str, np.ndarray]:
@@ -210,8 +216,8 @@ def graphbolt_arrays(edge_index: np.ndarray, csc_indptr: np.ndarray, num_nodes: 
     (auto_cast_to_optimal_dtype): indices int32 when the node ids fit, indptr int32 when the edge
     count does; int64 otherwise."""
     num_edges = int(edge_index.shape[1])
-    return {"graphbolt_indices": np.ascontiguousarray(edge_index[0], dtype=np.int32 if num_nodes <= INT32_MAX else np.int64),
-            "graphbolt_indptr": np.ascontiguousarray(csc_indptr, dtype=np.int32 if num_edges <= INT32_MAX else np.int64)}
+    return {"graphbolt_indices": np.ascontiguousarray(edge_index[0], dtype=graphbolt_dtype(num_nodes)),
+            "graphbolt_indptr": np.ascontiguousarray(csc_indptr, dtype=graphbolt_dtype(num_edges))}
 
 
 def record_checksums(folder: Path) -> None:

@@ -25,6 +25,8 @@ from pathlib import Path
 
 import numpy as np
 
+from bench.datasets.hub import write_graphbolt_arrays
+
 RUN_KEYS = 1 << 24   # keys sorted in memory at a time (128 MiB), then spilled as one sorted run
 MERGE_KEYS = 1 << 23  # keys of all runs read per merge step together (64 MiB)
 MAX_NODES = (1 << 31) - 1  # a tagged key, (dst * N + src) * 2 + 1, must fit in an int64
@@ -210,9 +212,7 @@ class EdgeSorter:
         del indptr_counts
         np.save(folder / "csc_indptr.npy", indptr)
         del indptr
-        from bench.datasets.hub import write_graphbolt_arrays  # GraphBolt's int32 copy (hub format 2)
-
-        write_graphbolt_arrays(folder, n)
+        write_graphbolt_arrays(folder, n)  # GraphBolt's int32 copy (hub format 2)
         c = self.counts
         c.num_edges = total
         c.duplicates = self._forward - forward_groups  # repeats of an edge as given
