@@ -55,8 +55,9 @@ def test_workflow_snippet_runs(where, python, code, args, tmp_path):
     # written into the shared folder (PyG processes them in place)
     if "github.workspace" in args:
         source = Path(os.environ.get("GNNBENCH_DATA_ROOT", ROOT.parent / "shared" / "datasets" / "planetoid"))
-        if not source.exists():
-            pytest.fail(f"{where}: needs Planetoid's raw files under {source} (GNNBENCH_DATA_ROOT)")
+        if not (source / "Cora" / "raw").exists():  # skipped as the other Cora tests are; under CI=true a failure
+            (pytest.fail if os.environ.get("CI") == "true" else pytest.skip)(
+                f"{where}: needs Planetoid's raw files under {source} (GNNBENCH_DATA_ROOT)")
         for name in ("Cora", "CiteSeer"):
             shutil.copytree(source / name / "raw", tmp_path / "planetoid" / name / "raw")
         args = re.sub(r'"?\$\{\{ github.workspace \}\}/shared/datasets/planetoid"?', str(tmp_path / "planetoid"), args)
