@@ -59,9 +59,10 @@ def test_comparison_verdict_and_file(tmp_path):
     assert [c["faithful"] for c in doc["cells"]] == [True, False] and doc["command"] == "gnnbench fidelity x"
     assert doc["tolerance"] == 0.03 and [c["threads"] for c in doc["cells"]] == [2, 1]
     table = (tmp_path / "f.md").read_text()
-    assert "| cell | threads | gnnbench epoch (median) | plain loop epoch (median) | ratio | within ±3% | CPU-time ratio |" in table
-    assert "| `b/cell` | 1 | 1.2500 s | 1.0000 s | 1.250 | **no**: 25.0% slower | n/a | n/a |" in table
-    assert "| 1.020 | yes | 1.100 | 2% |" in table and doc["cells"][0]["cpu_ratio"] == pytest.approx(1.1)
+    assert ("| cell | threads | gnnbench epoch (median) | plain loop epoch (median) | ratio | 95 % interval (rounds) "
+            "| within ±3% | CPU-time ratio |") in table
+    assert "| `b/cell` | 1 | 1.2500 s | 1.0000 s | 1.250 | n/a | **no**: 25.0% slower | n/a | n/a |" in table
+    assert "| 1.020 | n/a | yes | 1.100 | 2% |" in table and doc["cells"][0]["cpu_ratio"] == pytest.approx(1.1)
     assert "- `b/cell`: 25.0% slower (ratio 1.250)" in table and "- `a/cell`" not in table
 
 
@@ -79,3 +80,35 @@ def test_cli_refuses_a_suite_without_comparable_cells(tiny_cells):
     proc = subprocess.run([sys.executable, "-m", "bench.cli", "fidelity", str(path), "-k", "none"],
                           cwd=REPO, capture_output=True, text=True)
     assert proc.returncode == 2 and "no cell a plain loop exists for" in proc.stderr
+
+
+def test_the_interval_resamples_rounds_and_says_whether_a_gap_is_resolved():
+    # three rounds a clear 10 % apart: the whole interval is outside the band
+    clear = fidelity.Comparison("c/cell", [], [], [None], harness_rounds=[[1.10, 1.11], [1.09, 1.10], [1.10, 1.12]],
+                                plain_rounds=[[1.0, 1.01], [0.99, 1.0], [1.0, 1.01]])
+    clear.harness_epochs = [e for r in clear.harness_rounds for e in r]
+    clear.plain_epochs = [e for r in clear.plain_rounds for e in r]
+    low, high = clear.interval
+    assert 1.03 < low <= clear.ratio <= high and clear.resolved is True
+    assert "the whole 95 % interval is outside the band too" in fidelity.table([clear])
+    # one process 15 % slower than the others (the smoke graph's spread): outside, not resolved
+    noisy = fidelity.Comparison("n/cell", [], [], [None], harness_rounds=[[1.15, 1.16], [1.0, 1.01], [1.05, 1.06]],
+                                plain_rounds=[[1.0, 1.0], [1.0, 1.0], [1.0, 1.0]])
+    noisy.harness_epochs = [e for r in noisy.harness_rounds for e in r]
+    noisy.plain_epochs = [1.0] * 6
+    assert not noisy.faithful and noisy.interval[0] < 1.03 and noisy.resolved is False
+    assert "3 rounds do not tell it from the run-to-run spread" in fidelity.table([noisy])
+    assert noisy.interval == noisy.interval  # seeded: the same file always reads the same
+    assert fidelity.Comparison("x", [1.0], [1.0], [None]).interval is None  # too few rounds
+
+
+def test_an_a_a_run_names_both_sides_plain_loops():
+    aa = fidelity.Comparison("a/cell", [1.0, 1.1], [1.0, 1.0], [None], against_itself=True)
+    table = fidelity.table([aa])
+    assert "| plain loop, A (median) | plain loop, B (median) |" in table and "gnnbench epoch" not in table
+    assert "no harness on either side" in table
+
+
+def test_the_cli_offers_the_a_a_run():
+    proc = subprocess.run([sys.executable, "-m", "bench.cli", "fidelity", "--help"], cwd=REPO, capture_output=True, text=True)
+    assert proc.returncode == 0 and "--against-itself" in proc.stdout

@@ -18,6 +18,8 @@ def add_parser(sub, parents) -> None:
     fid.add_argument("suite", nargs="?", default="smoke", help="suite name in suites/ or a YAML path")
     add_select(fid)
     fid.add_argument("--rounds", type=int, default=3, help="interleaved rounds of cell and plain loop (default 3)")
+    fid.add_argument("--against-itself", action="store_true",
+                     help="run the plain loop on both sides (an A/A run): how far two runs of the same code read apart here")
     fid.add_argument("--out", type=Path, metavar="FILE",
                      help="the comparison's JSON (a Markdown table beside it); default: results/runs/fidelity-<suite>-STAMP.json")
     add_data_root(fid)
@@ -33,9 +35,11 @@ def run(args) -> int:
                                  f"a plain loop exists for (one rank, cpu-cpu, store memory, model sage, backend "
                                  f"one of {', '.join(fidelity.PLAIN_BACKENDS)})")
     out = results_path(args, "fidelity", suite.name)
-    print(f"fidelity: {len(chosen)} cell(s) of {suite.name}, {args.rounds} interleaved round(s) each")
+    print(f"fidelity: {len(chosen)} cell(s) of {suite.name}, {args.rounds} interleaved round(s) each"
+          + (", the plain loop against itself" if args.against_itself else ""))
     try:
-        found = fidelity.compare(chosen, cache_dir(args.cache_dir, writable=True), args.data_root, args.rounds)
+        found = fidelity.compare(chosen, cache_dir(args.cache_dir, writable=True), args.data_root, args.rounds,
+                                 against_itself=args.against_itself)
     except fidelity.FidelityError as exc:
         print(f"gnnbench: {exc}", file=sys.stderr)
         return EXIT_CELLS_FAILED

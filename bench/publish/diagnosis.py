@@ -35,6 +35,9 @@ COMPUTE_GROWTH = 1.5      # compute per batch this many times that with fewer: c
 WORKER_COST = 1.5         # loader workers spend this many times the main process's sample+fetch
 OTHER_SHARE = 0.3         # this share of the epoch outside every measured stage
 SLOW_FIRST_EPOCH = 1.5    # a first epoch this many times the other's explains a later arrival at the target
+# epoch time against time to accuracy: both must differ by this share before a pair is named, so that
+# two cells one run's noise apart (4.38 s against 4.42 s, 1 epoch each) are not called a reversal
+CLEAR_MARGIN = 0.05
 
 
 @dataclass(frozen=True)
@@ -252,16 +255,24 @@ class Overtaken:
 
 def overtaken(cells: Iterable[CellResult]) -> list[Overtaken]:
     """Each cell that a cell with a slower epoch beats to the target (the same dataset and target),
-    paired with the one that gets there soonest; in the cells' order."""
+    paired with the one that gets there soonest; in the cells' order. Both the epoch and the arrival
+    must differ by CLEAR_MARGIN or more (a cell that never reached the target arrives later by any
+    margin)."""
     trained = [c for c in cells if c.measured and c.median and to_target.record(c)]
     found = []
     for cell in trained:
         rivals = [o for o in trained if o.dataset == cell.dataset and to_target.target(o) == to_target.target(cell)
-                  and o.median > cell.median and to_target.rank_key(o) < to_target.rank_key(cell)
-                  and to_target.reached(o)]
+                  and o.median >= cell.median * (1 + CLEAR_MARGIN) and to_target.reached(o)
+                  and to_target.rank_key(o) < to_target.rank_key(cell) and _clearly_sooner(o, cell)]
         if rivals:
             found.append(Overtaken(cell, min(rivals, key=to_target.rank_key)))
     return found
+
+
+def _clearly_sooner(sooner: CellResult, later: CellResult) -> bool:
+    if not to_target.reached(later):
+        return True
+    return to_target.seconds(sooner) * (1 + CLEAR_MARGIN) <= to_target.seconds(later)
 
 
 def target_lines(cells: Iterable[CellResult]) -> list[str]:
@@ -272,6 +283,7 @@ def target_lines(cells: Iterable[CellResult]) -> list[str]:
     if found:
         return [o.line for o in found]
     if any(c.measured and to_target.record(c) for c in cells):
-        return ["None: no faster epoch reached the validation target later (time to accuracy orders these "
-                "cells as epoch time does, those that did not reach it last)."]
+        return [f"None: no epoch faster by {CLEAR_MARGIN:.0%} or more reached the validation target later by "
+                f"{CLEAR_MARGIN:.0%} or more (time to accuracy orders these cells as epoch time does, those that "
+                "did not reach it last)."]
     return []

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import random
 import statistics
 import subprocess
 import uuid
@@ -30,6 +31,7 @@ from bench.run.runner import ensure_dataset, run_in_stack, worker_env
 from bench.run.suite import Cell
 
 TOLERANCE = 0.03  # every cell within ±3 % of the plain loop (issue 27), either direction
+RESAMPLES = 2000  # bootstrap resamples of the rounds for the ratio's 95 % interval
 PLAIN_BACKENDS = ("pyg-neighbor", "dgl-graphbolt")  # plain_loops.LOOPS, without importing a framework here
 
 
@@ -48,6 +50,42 @@ class Comparison:
     # work done, which other load moves far less than wall time; empty where not recorded
     harness_cpu: list[float] = field(default_factory=list)
     plain_cpu: list[float] = field(default_factory=list)
+    # each round's measured epochs, side by side: a process's run differs from the next one's by more
+    # than its epochs differ from each other, so the interval below resamples whole rounds
+    harness_rounds: list[list[float]] = field(default_factory=list)
+    plain_rounds: list[list[float]] = field(default_factory=list)
+    # an A/A run (--against-itself): the plain loop on both sides, so the "harness" side is a second
+    # plain loop and the ratio is the spread with no harness at all
+    against_itself: bool = False
+
+    @property
+    def interval(self) -> tuple[float, float] | None:
+        """A 95 % interval of the ratio: the rounds resampled with replacement (each round keeps its
+        harness and plain runs together, as they ran side by side), the ratio of the pooled medians
+        of each resample. None below 3 rounds. Seeded, so a file always reads the same."""
+        n = len(self.harness_rounds)
+        if n < 3 or len(self.plain_rounds) != n:
+            return None
+        pick = random.Random(0)
+        ratios = []
+        for _ in range(RESAMPLES):
+            chosen = [pick.randrange(n) for _ in range(n)]
+            harness = [e for i in chosen for e in self.harness_rounds[i]]
+            plain = [e for i in chosen for e in self.plain_rounds[i]]
+            ratios.append(statistics.median(harness) / statistics.median(plain))
+        ratios.sort()
+        return ratios[int(0.025 * RESAMPLES)], ratios[int(0.975 * RESAMPLES) - 1]
+
+    @property
+    def resolved(self) -> bool | None:
+        """Outside the band with the whole interval outside it too (True), or with the interval
+        reaching into the band (False: more rounds could still find it within); None where no
+        interval was taken."""
+        found = self.interval
+        if found is None:
+            return None
+        low, high = found
+        return low > 1 + TOLERANCE or high < 1 - TOLERANCE
 
     @property
     def cpu_ratio(self) -> float | None:
@@ -81,7 +119,9 @@ class Comparison:
 
     def as_dict(self) -> dict:
         return {**asdict(self), "harness_median_s": self.harness_median, "plain_median_s": self.plain_median,
-                "ratio": self.ratio, "faithful": self.faithful, "cpu_ratio": self.cpu_ratio}
+                "ratio": self.ratio, "faithful": self.faithful, "cpu_ratio": self.cpu_ratio,
+                "ratio_ci95": list(self.interval) if self.interval else None,
+                "outside_resolved": None if self.faithful else self.resolved}
 
 
 def within(ratio: float, tolerance: float = TOLERANCE) -> bool:
@@ -118,11 +158,14 @@ def run_harness(cell: Cell, dataset_dir: Path, cache: Path) -> tuple[list[float]
             outcome.other_load)
 
 
-def compare(cells: list[Cell], cache: Path, data_root: Path | None, rounds: int, say=print) -> list[Comparison]:
+def compare(cells: list[Cell], cache: Path, data_root: Path | None, rounds: int, say=print,
+            against_itself: bool = False) -> list[Comparison]:
+    """Each cell against its plain loop, `rounds` interleaved rounds; `against_itself`: the plain
+    loop against itself (an A/A run: how far two runs of the same code read apart here)."""
     found = []
     for cell in cells:
         dataset_dir = ensure_dataset(cell.dataset_spec, cache, data_root)
-        result = Comparison(cell.id, [], [], [])
+        result = Comparison(cell.id, [], [], [], against_itself=against_itself)
         from bench.run import core_budget
 
         s = cell.settings  # one rank: the plan both sides set (bench/run/worker.py set_threads)
@@ -130,36 +173,59 @@ def compare(cells: list[Cell], cache: Path, data_root: Path | None, rounds: int,
         for r in range(rounds):
             # alternate which goes first, so neither always runs on a machine the other warmed
             for side in (("harness", "plain") if r % 2 == 0 else ("plain", "harness")):
-                if side == "harness":
+                if side == "harness" and against_itself:
+                    epochs, cpu = run_plain(cell, dataset_dir, cache)
+                    result.harness_rounds.append(epochs)
+                    result.harness_epochs += epochs
+                    result.harness_cpu += cpu
+                    result.other_load.append(None)
+                elif side == "harness":
                     epochs, cpu, load = run_harness(cell, dataset_dir, cache)
+                    result.harness_rounds.append(epochs)
                     result.harness_epochs += epochs
                     result.harness_cpu += cpu
                     result.other_load.append(load)
                 else:
                     epochs, cpu = run_plain(cell, dataset_dir, cache)
+                    result.plain_rounds.append(epochs)
                     result.plain_epochs += epochs
                     result.plain_cpu += cpu
-            say(f"  {cell.id} round {r + 1}/{rounds}: harness {statistics.median(result.harness_epochs):.4f} s, "
-                f"plain {statistics.median(result.plain_epochs):.4f} s")
+            say(f"  {cell.id} round {r + 1}/{rounds}: {'A' if against_itself else 'harness'} {statistics.median(result.harness_epochs):.4f} s, "
+                f"{'B' if against_itself else 'plain'} {statistics.median(result.plain_epochs):.4f} s")
         found.append(result)
     return found
 
 
 def table(found: list[Comparison]) -> str:
     band = f"within ±{TOLERANCE:.0%}"
-    lines = [f"| cell | threads | gnnbench epoch (median) | plain loop epoch (median) | ratio | {band} | CPU-time ratio | other load |",
-             "|---|---:|---:|---:|---:|---|---:|---:|"]
+    first = "plain loop, A (median)" if any(c.against_itself for c in found) else "gnnbench epoch (median)"
+    second = "plain loop, B (median)" if any(c.against_itself for c in found) else "plain loop epoch (median)"
+    lines = [f"| cell | threads | {first} | {second} | ratio | 95 % interval (rounds) | {band} | CPU-time ratio | other load |",
+             "|---|---:|---:|---:|---:|---|---|---:|---:|"]
     for c in found:
         loads = [x for x in c.other_load if x is not None]
         load = f"{max(loads):.0%}" if loads else "n/a"  # the busiest round: other processes' CPU share
         threads = "n/a" if c.threads is None else str(c.threads)
+        interval = "n/a" if c.interval is None else f"{c.interval[0]:.3f}–{c.interval[1]:.3f} ({len(c.harness_rounds)})"
         lines.append(f"| `{c.cell_id}` | {threads} | {c.harness_median:.4f} s | {c.plain_median:.4f} s | "
-                     f"{c.ratio:.3f} | {c.verdict} | {'n/a' if c.cpu_ratio is None else f'{c.cpu_ratio:.3f}'} | {load} |")
+                     f"{c.ratio:.3f} | {interval} | {c.verdict} | {'n/a' if c.cpu_ratio is None else f'{c.cpu_ratio:.3f}'} | {load} |")
     outside = [c for c in found if not c.faithful]
     if outside:
-        lines += ["", f"Outside ±{TOLERANCE:.0%} (the harness against the plain loop it mirrors, either way):"]
-        lines += [f"- `{c.cell_id}`: {c.verdict.removeprefix('**no**: ')} (ratio {c.ratio:.3f})" for c in outside]
+        what = ("the plain loop against itself: no harness on either side" if any(c.against_itself for c in found)
+                else "the harness against the plain loop it mirrors, either way")
+        lines += ["", f"Outside ±{TOLERANCE:.0%} ({what}):"]
+        lines += [f"- `{c.cell_id}`: {c.verdict.removeprefix('**no**: ')} (ratio {c.ratio:.3f}){_resolution(c)}"
+                  for c in outside]
     return "\n".join(lines)
+
+
+def _resolution(c: Comparison) -> str:
+    if c.resolved is None:
+        return ""
+    if c.resolved:
+        return "; the whole 95 % interval is outside the band too: a difference to name"
+    return (f"; its 95 % interval reaches into the band: {len(c.harness_rounds)} rounds do not tell it "
+            "from the run-to-run spread")
 
 
 def write(found: list[Comparison], path: Path, command: str) -> None:
