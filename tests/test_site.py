@@ -18,6 +18,7 @@ import pytest
 
 from bench import cli
 from bench.publish import report, results, site
+from bench.result_format import REQUIRED_EXTRA
 from tests import synthetic_results as sr
 from tests.conftest import committed_results
 
@@ -34,7 +35,7 @@ HOSTILE = "<script>alert(1)</script>"
 
 def entry(backend, ws, mode, median, dataset=HOSTILE, workers=0, gpu=None):
     cell_id = f"{backend}/{dataset}/mode={mode}/workers={workers}/ws={ws}"
-    info = {k: 0 for k in results.REQUIRED_EXTRA}
+    info = {k: 0 for k in REQUIRED_EXTRA}
     info.update(cell_id=cell_id, backend=backend, stack="pyg" if backend.startswith("pyg") else "dgl",
                 settings={"num_workers": workers, "mode": mode, "world_size": ws, "batch_size": 64},
                 dataset={"name": dataset, "source": "synthetic", "num_nodes": 1000, "num_edges": 5000,
