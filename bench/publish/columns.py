@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from bench.backends.stages import STAGES, label as stage_label
 from bench.publish import fmt, stages, to_target
 from bench.publish.results import CellResult
 from bench.run.load import HIGH_LOAD
@@ -333,7 +334,7 @@ STAGE_DOCS = {
 
 
 def _stage(stage: str) -> Column:
-    return Column(stages.label(stage), lambda c: (stages.shares(c) or {}).get(stage), lambda x: fmt.pct(x, 0),
+    return Column(stage_label(stage), lambda c: (stages.shares(c) or {}).get(stage), lambda x: fmt.pct(x, 0),
                   doc=f"Share of the epoch in {STAGE_DOCS.get(stage, stage)}.")
 
 
@@ -349,7 +350,7 @@ STAGE_COLUMNS = [
     Column("stages s (of epoch s)", lambda c: (stages.total(c), c.stats.mean),
            lambda v: f"{fmt.seconds(v[0])} ({fmt.seconds(v[1])})",
            doc="Seconds of the epoch the stages account for, against the epoch's mean time."),
-    *(_stage(s) for s in stages.STAGES),
+    *(_stage(s) for s in STAGES),
     Column("workers: sample / fetch worker-s", _worker_seconds, _text,
            doc="Seconds the loader's worker processes spent sampling and fetching features per epoch, beside the main process."),
     Column("fetch rate (of gather ceiling)", stages.fetch_rate, stages.bandwidth,
