@@ -158,7 +158,6 @@ class ExtraInfo(Loose):
     """A measured cell's metrics. A field without a default is required (REQUIRED_EXTRA); one
     annotated `Copied` or `EpochMean` is written from that declaration (bench/run/record.py), the
     others by the writer's own code there."""
-    cell_id: str
     backend: str
     stack: str | int | None  # shown as text and used as a key only
     versions: Annotated[dict[str, str | None] | Nothing, COPIED]  # package -> version
@@ -172,6 +171,7 @@ class ExtraInfo(Loose):
     val_acc: Annotated[Share | None, COPIED]
     test_acc: Annotated[Share | None, COPIED]  # sampled with the training fanouts
     startup_s: Annotated[Seconds, COPIED]
+    cell_id: str  # last: "extra_info lacks ..." names it after the others, as it always has
     compute_s: Seconds | None = None
     comm_s: Annotated[Seconds | None, EpochMean("comm_s", missing=0.0)] = None  # DDP's all-reduce
     batches_per_epoch: Count | None = None
