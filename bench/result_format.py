@@ -178,6 +178,7 @@ class ExtraInfo(Loose):
     # seeds trained per epoch, all ranks: fewer than the training split where a sampler drops some
     # (GraphBolt's DistributedItemSampler evens its ranks' batches out; PyG's shards drop a remainder)
     seeds_per_epoch: Annotated[Amount | None, EpochMean("seeds")] = None
+    cpu_s_per_epoch: Annotated[Seconds | None, EpochMean("cpu_s")] = None  # the training process's CPU seconds
     total_pss_bytes: Count | None = None
     peak_gpu_bytes: Count | None = None
     warmup_epoch_s: list[Seconds] | None = None

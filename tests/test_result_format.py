@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import pytest
 
+from bench.publish import columns, results
 from bench.result_format import REQUIRED_EXTRA, WRITTEN_FROM_RECORD, Copied, EpochMean, ExtraInfo
 from bench.run.record import from_record
+from tests.conftest import committed_results
 
 RECORD = {"versions": {"torch": "2.4.0"}, "val_acc": 0.5, "test_acc": 0.25, "startup_s": 3.0, "sampler": "pyg-lib",
           "partition": None,
@@ -31,3 +33,13 @@ def test_the_writer_takes_the_declared_fields_from_the_workers_record():
     assert set(written) == set(WRITTEN_FROM_RECORD) - {"partition", "to_target"}
     with pytest.raises(KeyError):  # a required field the worker did not record is a writer's bug
         from_record({k: v for k, v in RECORD.items() if k != "startup_s"})
+
+
+def test_a_new_metric_is_a_field_and_a_column():
+    """cpu_s_per_epoch, added as ADDING.md says: the mean of the epochs' `cpu_s`, a dash in older files."""
+    timed = [{"seconds": 1.0, "seeds": 10, "cpu_s": 0.5}, {"seconds": 1.0, "seeds": 10, "cpu_s": 1.5}]
+    assert from_record({**RECORD, "epochs": timed})["cpu_s_per_epoch"] == 1.0
+    assert from_record(RECORD)["cpu_s_per_epoch"] is None  # an epoch without it: none
+    column = next(c for c in columns.CELL_COLUMNS if c.header == "CPU s / epoch")
+    old = results.read(committed_results()[0]).measured[0]
+    assert old.metrics.get("cpu_s_per_epoch") is None and column.html_text(old) == "–"
