@@ -1,11 +1,317 @@
-"""What the writer of result files (bench/run/record.py, the session's journal) and their reader
-(bench/publish/results.py, result_schema.py) agree on: the schema version, the dataset fields
-every cell carries, the fields every measured cell's extra_info must hold, and the statuses of a
-cell that has no measurement. Plain data below both sides, so neither imports the other.
+"""The result format, both ways: what the writer of result files (bench/run/record.py, the session's
+journal) writes and what their reader (bench/publish/results.py) accepts. One module below both
+sides, so neither imports the other.
+
+- the schema version, the dataset fields every cell carries, the statuses of a cell with no
+  measurement;
+- the pydantic model of a result file (`ResultFile`), its types and ranges, checked once on read by
+  `problems`: a missing or wrong-typed field, text where a number belongs, NaN, infinite, negative
+  or zero epoch times (a median of 0 would divide by zero, a NaN would be called "unchanged"). The
+  message names the file, the key path and what is allowed. Unknown keys are allowed
+  (pytest-benchmark writes more than we read);
+- a measured cell's `extra_info` (`ExtraInfo`): its required fields are `REQUIRED_EXTRA`, and a
+  field the writer takes from the worker's record without logic of its own says so beside its type
+  (`Copied`, `EpochMean`): record.py writes every such field from these declarations. A new metric
+  is one field here plus one line in bench/publish/columns.py.
+
+The host imports this module (pydantic); the worker (bench/run/worker.py, run in the stacks'
+interpreters, which lack pydantic) never does.
 """
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 SCHEMA_VERSION = 1
 DATASET_FIELDS = ("name", "num_nodes", "num_edges", "feature_dim", "num_classes")
-REQUIRED_EXTRA = ("backend", "stack", "versions", "dataset", "settings", "seeds_per_s", "edges_per_s",
-                  "loader_stall", "peak_rss_bytes", "peak_pss_bytes", "val_acc", "test_acc", "startup_s")
 UNMEASURED_STATUSES = ("failed", "timeout", "oom", "skipped", "refused", "follower")
+
+
+# --- where the writer takes an extra_info field from (pydantic ignores these annotations) -----
+
+@dataclass(frozen=True)
+class Copied:
+    """Written as the worker's record holds it under the same name: None where the record has
+    none, or, with `if_set`, left out of the file (as files written before it lack it)."""
+    if_set: bool = False
+
+
+@dataclass(frozen=True)
+class EpochMean:
+    """Written as the mean over the measured epochs of `key` in each epoch's record; `missing`
+    stands for an epoch that lacks the key; None where an epoch has no value."""
+    key: str
+    missing: float | None = None
+
+
+COPIED, COPIED_IF_SET = Copied(), Copied(if_set=True)
+
+
+# --- the model --------------------------------------------------------------------------------
+
+Seconds = Annotated[float, Field(ge=0)]  # finite (no NaN, no infinity) and not negative
+Positive = Annotated[float, Field(gt=0)]
+Count = Annotated[int, Field(ge=0)]
+Share = Annotated[float, Field(ge=0, le=1)]
+Amount = Annotated[float, Field(ge=0)]  # a count or a mean of counts, bytes or bytes/s: finite, not negative
+Nothing = Literal[0, "", None]  # an empty value where a record is optional reads as none
+
+
+class Loose(BaseModel):
+    """Types are strict (no text for numbers), numbers finite; keys we do not read are allowed."""
+    model_config = ConfigDict(extra="allow", strict=True, allow_inf_nan=False)
+
+
+def optional(tp, *names: str) -> dict:
+    """Fields that may be missing or null, all of type `tp` (for create_model)."""
+    return {name: (tp | None, None) for name in names}
+
+
+Stats = create_model("Stats", __base__=Loose, median=(Positive, ...), data=(list[Seconds], []),
+                     rounds=(Count | None, None), **optional(Seconds, "iqr", "q1", "q3", "min", "max", "mean"))
+Card = create_model("Card", __base__=Loose, name=(str, ...), source=(str | None, None),
+                    features_only_acc=(Share | None, None), source_path=(str | None, None),
+                    **optional(Count, "num_nodes", "num_edges", "feature_dim", "num_classes", "num_train",
+                               "num_val", "num_test", "num_graphs"))
+
+
+class CellSettings(Loose):
+    world_size: Annotated[int, Field(ge=1)] | None = None  # scaling efficiency divides by it
+
+
+Percent = Annotated[float, Field(ge=0, le=100)]
+# GPU utilisation (%) and PCIe traffic in the measured epochs (bench/run/gpu_sampler.py): a rank's
+# summary, or the cell's over its ranks
+GpuUtil = create_model("GpuUtil", __base__=Loose,
+                       **optional(Percent, "util_mean_pct", "util_max_pct", "util_min_rank_pct", "mem_util_mean_pct"),
+                       **optional(Amount, "h2d_mb_per_s", "d2h_mb_per_s", "h2d_bytes_per_epoch", "device_used_max_bytes"),
+                       **optional(Count, "samples", "epochs", "ranks"))
+
+RankEntry = create_model("RankEntry", __base__=Loose, rank=(Count, ...), gpu_util=(GpuUtil | None, None),
+                         **optional(Count, "peak_rss_bytes", "peak_pss_bytes", "peak_gpu_bytes"),
+                         **optional(Seconds, "loader_stall", "compute_s", "comm_s", "epoch_s"))
+
+
+class Partition(Loose):
+    num_parts: Count | None = None
+    seconds: Seconds | None = None
+    edge_cut: Share | None = None
+    balance: Seconds | None = None
+    reused: bool | None = None
+
+
+class PerSeed(Loose):
+    """Work per training seed, per hop and per layer, over the full batches (`over: full`) or all
+    counted batches (`over: all`)."""
+    over: Literal["full", "all"] | None = None
+    counted: Amount | None = None
+    hop_nodes: list[Amount] | None = None
+    hop_edges: list[Amount] | None = None
+    layer_nodes: list[Amount] | None = None
+    layer_edges: list[Amount] | None = None
+
+
+class Work(Loose):
+    """Per-batch means of the work a cell's batches did (over the `counted` batches per epoch; files
+    before the work budget counted every batch), and batches per epoch; the per-layer means and the
+    per-seed figures only in files written since they were counted."""
+    batches: Amount | None = None
+    counted: Amount | None = None
+    hop_nodes: list[Amount] | None = None
+    hop_edges: list[Amount] | None = None
+    input_nodes: Amount | None = None
+    feature_bytes: Amount | None = None
+    copy_bytes: Amount | None = None
+    layer_nodes: list[Amount] | None = None
+    layer_edges: list[Amount] | None = None
+    per_seed: PerSeed | None = None
+
+
+class Evaluation(Loose):
+    epoch: Annotated[int, Field(ge=1)]
+    val_acc: Share | None = None
+
+
+class ToTarget(Loose):
+    """Training to a validation-accuracy target (bench/run/to_target.py): reached or not, the
+    epochs and training seconds to it, the best accuracy seen, and the evaluations' own time."""
+    target: Annotated[float, Field(gt=0, le=1)]
+    reached: bool
+    epochs: Annotated[int, Field(ge=1)] | None = None
+    seconds: Seconds | None = None
+    best_val_acc: Share | None = None
+    best_epoch: Annotated[int, Field(ge=1)] | None = None
+    epochs_run: Count | None = None
+    train_s: Seconds | None = None
+    eval_s: Seconds | None = None
+    eval_every: Annotated[int, Field(ge=1)] | None = None
+    max_epochs: Annotated[int, Field(ge=1)] | None = None
+    clock: str | None = None
+    evaluations: list[Evaluation] | None = None
+
+
+class ExtraInfo(Loose):
+    """A measured cell's metrics. A field without a default is required (REQUIRED_EXTRA); one
+    annotated `Copied` or `EpochMean` is written from that declaration (bench/run/record.py), the
+    others by the writer's own code there."""
+    backend: str
+    stack: str | int | None  # shown as text and used as a key only
+    versions: Annotated[dict[str, str | None] | Nothing, COPIED]  # package -> version
+    dataset: Card
+    settings: CellSettings
+    seeds_per_s: Seconds
+    edges_per_s: Seconds
+    loader_stall: Seconds
+    peak_rss_bytes: Count | None
+    peak_pss_bytes: Count | None
+    val_acc: Annotated[Share | None, COPIED]
+    test_acc: Annotated[Share | None, COPIED]  # sampled with the training fanouts
+    startup_s: Annotated[Seconds, COPIED]
+    cell_id: str  # last: "extra_info lacks ..." names it after the others, as it always has
+    compute_s: Seconds | None = None
+    comm_s: Annotated[Seconds | None, EpochMean("comm_s", missing=0.0)] = None  # DDP's all-reduce
+    batches_per_epoch: Count | None = None
+    # seeds trained per epoch, all ranks: fewer than the training split where a sampler drops some
+    # (GraphBolt's DistributedItemSampler evens its ranks' batches out; PyG's shards drop a remainder)
+    seeds_per_epoch: Annotated[Amount | None, EpochMean("seeds")] = None
+    cpu_s_per_epoch: Annotated[Seconds | None, EpochMean("cpu_s")] = None  # the training process's CPU seconds
+    total_pss_bytes: Count | None = None
+    peak_gpu_bytes: Count | None = None
+    warmup_epoch_s: list[Seconds] | None = None
+    ranks: list[RankEntry] | None = None
+    partition: Annotated[Partition | None, COPIED_IF_SET] = None  # pyg-dist's partitioning
+    device: Annotated[dict | None, COPIED] = None
+    stages: dict[str, Seconds] | None = None
+    loader_worker_s: dict[str, Seconds] | None = None
+    work: Work | None = None
+    profile: bool | None = None
+    # GPU utilisation and host-to-device traffic in the measured epochs (bench/run/gpu_sampler.py),
+    # over the ranks; where nothing was sampled, why (a CPU cell, no nvidia-ml-py in the stack, ...)
+    gpu_util: Annotated[GpuUtil | None, COPIED] = None
+    gpu_util_reason: str | None = None
+    # time to accuracy (bench/run/to_target.py), where the cell trained to a target
+    to_target: Annotated[ToTarget | None, COPIED_IF_SET] = None
+    # full neighbourhoods, layer-wise (DGL's example's way)
+    test_acc_full: Annotated[Share | None, COPIED] = None
+    graph_index_dtype: Annotated[dict | None, COPIED] = None  # the sampling graph's index dtypes
+    sampler: Annotated[str | None, COPIED] = None  # which implementation sampled the neighbourhoods
+    # where each rank's peak PSS went, shared and private (bench/run/memory_breakdown.py), by rank
+    memory_breakdown: Annotated[list | None, COPIED] = None
+
+
+REQUIRED_EXTRA = tuple(name for name, f in ExtraInfo.model_fields.items() if f.is_required())
+# extra_info field -> where the writer takes it from (the fields it computes itself are not here)
+WRITTEN_FROM_RECORD: dict[str, Copied | EpochMean] = {
+    name: source for name, f in ExtraInfo.model_fields.items()
+    for source in f.metadata if isinstance(source, (Copied, EpochMean))}
+
+
+class Benchmark(Loose):
+    extra_info: ExtraInfo
+    stats: Stats
+
+
+class Unmeasured(Loose):
+    id: str
+    status: Literal[UNMEASURED_STATUSES]  # type: ignore[valid-type]
+    reason: str | None = None
+    backend: str | None = None
+    dataset: str | None = None
+    settings: CellSettings | None = None
+    gpu_memory: dict | None = None  # status oom on a GPU: the device's memory when it failed
+
+
+Meta = create_model("Meta", __base__=Loose, schema_version=(int, ...), cells=(list[str] | None, None),
+                    backends_not_run=(list[str] | None, None),  # backends --stack/--mode left without a cell
+                    **optional(str, "suite", "description", "baseline", "started_at"))
+
+
+class Cpu(Loose):
+    brand_raw: str | None = None
+    count: Count | None = None
+
+
+class Gpu(Loose):
+    gpus: list[str] | None = None
+    topology: str | None = None
+    devices: list[dict] | None = None  # nvidia-smi --query-gpu, parsed (bench/run/gpu_facts.py)
+    topology_matrix: dict | None = None
+    mig_mode: list[str] | None = None
+    cuda_visible_devices: str | None = None
+    nccl_env: dict[str, str] | None = None
+
+
+class Ceilings(Loose):
+    usable_cores: Count | None = None
+    memcpy_bytes_per_s: Amount | None = None
+    gather_bytes_per_s: dict[str, Amount] | None = None
+    disk: dict[str, dict[str, Amount | None]] | None = None
+    h2d_pinned_bytes_per_s: Amount | None = None
+    h2d_pageable_bytes_per_s: Amount | None = None
+    notes: list[str] | None = None
+
+
+OurMachine = create_model(
+    "OurMachine", __base__=Loose, gpu=(Gpu | None, None), ceilings=(Ceilings | None, None), stacks=(dict[str, dict[str, str | bool | None]] | None, None),
+    **optional(str, "kernel", "version", "container_image", "container_revision"),
+    **optional(Count, "cpu_count_logical", "cpu_count_physical", "memory_total_bytes"))
+MachineInfo = create_model(
+    "MachineInfo", __base__=Loose, cpu=(Cpu | None, None), gnnbench=(OurMachine | None, None),
+    **optional(str, "node", "machine", "processor", "system", "release", "python_version"))
+
+
+class Commit(Loose):
+    id: str | None = None
+    dirty: bool | None = None
+
+
+class ResultFile(Loose):
+    datetime: str | None = None
+    commit_info: Commit | None = None
+    machine_info: MachineInfo | None = None
+    gnnbench: Meta
+    benchmarks: list[Benchmark]
+    unmeasured: list[Unmeasured] = []
+
+
+# --- checking a file on read ------------------------------------------------------------------
+
+def problems(path: Path, data: dict) -> list[str]:
+    """What is wrong with a result file's content, one line each naming the key path (empty: fine)."""
+    try:
+        ResultFile.model_validate(data)
+    except ValidationError as exc:
+        return [f"{path}: {_where(err['loc'], data)}: {_what(err)}" for err in exc.errors()]
+    return []
+
+
+_ID_KEY = {"benchmarks": "cell_id", "unmeasured": "id"}
+
+
+def _where(loc: tuple, data: dict) -> str:
+    """`benchmarks[2] (cell X).stats.median`: the key path, with the cell it is in."""
+    text = ""
+    for i, part in enumerate(loc):
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+        if i == 1 and loc[0] in ("benchmarks", "unmeasured") and isinstance(part, int):
+            entry = data[loc[0]][part]
+            if loc[0] == "benchmarks" and isinstance(entry, dict):
+                entry = entry.get("extra_info")
+            cell = entry.get(_ID_KEY[loc[0]]) if isinstance(entry, dict) else None
+            if isinstance(cell, str):
+                text += f" (cell {cell})"
+    return text
+
+
+def _what(err: dict) -> str:
+    message = err["msg"]
+    if err["type"] == "missing":
+        return "required key is missing"
+    if err["type"] == "literal_error":
+        return f"{err['input']!r} is not allowed; allowed: {err['ctx']['expected']}"
+    shown = repr(err["input"])
+    return f"{message} (got {shown if len(shown) <= 60 else shown[:57] + '...'})"

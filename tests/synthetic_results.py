@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from bench.publish import results
+from bench.result_format import SCHEMA_VERSION
 
 DATASET_CARD = {"name": "toy", "num_nodes": 1000, "num_edges": 8000, "feature_dim": 16,
                 "num_classes": 4, "source": "synthetic", "num_train": 600, "num_val": 200, "num_test": 1000}
@@ -83,7 +84,7 @@ def run(benchmarks: list[dict], *, unmeasured_cells: list[dict] = (), suite: str
     return {"machine_info": {"node": node, "machine": "x86_64", "cpu": {"brand_raw": cpu, "count": 2}, **ours},
             "commit_info": {"id": commit, "dirty": False},
             "datetime": when, "version": "5.1.0", "benchmarks": list(benchmarks),
-            "gnnbench": {"schema_version": results.SCHEMA_VERSION, "suite": suite,
+            "gnnbench": {"schema_version": SCHEMA_VERSION, "suite": suite,
                          "cells": [b["extra_info"]["cell_id"] for b in benchmarks] + [u["id"] for u in unmeasured_cells]},
             "unmeasured": list(unmeasured_cells)}
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 
+from bench.backends.stages import split_line
 from bench.publish import diagnosis, stages
 from tests import synthetic_results as sr
 
@@ -295,9 +296,9 @@ def test_a_slower_configuration_no_rule_explains_says_so(tmp_path):
 
 
 def test_the_console_line_puts_the_binding_stage_first():
-    assert stages.split_line({"sample": 0.2, "fetch": 0.61, "forward_backward": 0.15, "optimizer": 0.001,
-                              "other": 0.04}) == "fetch 61 % · sample 20 % · forward/backward 15 % · other 4 %"
-    assert stages.split_line(None) is None and stages.split_line({}) is None
+    assert split_line({"sample": 0.2, "fetch": 0.61, "forward_backward": 0.15, "optimizer": 0.001,
+                       "other": 0.04}) == "fetch 61 % · sample 20 % · forward/backward 15 % · other 4 %"
+    assert split_line(None) is None and split_line({}) is None
 
 
 def test_work_counted_on_a_sample_of_batches_says_so(tmp_path):

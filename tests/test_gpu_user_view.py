@@ -182,8 +182,8 @@ def test_gpu_info_from_the_tools(monkeypatch):
     assert info["mig_mode"] == ["Disabled", "Enabled"] and info["cuda_visible_devices"] == "0,1"
     assert info["nccl_env"]["NCCL_IB_DISABLE"] == "1"
     machine = {"gnnbench": {"gpu": info}}
-    from bench.publish import result_schema
-    assert result_schema.MachineInfo.model_validate(machine)  # the schema reads it
+    from bench import result_format
+    assert result_format.MachineInfo.model_validate(machine)  # the schema reads it
     monkeypatch.setattr(gpu_facts.shutil, "which", lambda name: None)
     assert gpu_facts.gpu_info() is None
 

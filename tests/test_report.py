@@ -5,13 +5,14 @@ import json
 import pytest
 
 from bench.publish import report, results
+from bench.result_format import REQUIRED_EXTRA
 
 BASE_ID = "pyg-neighbor/g/mode=cpu-cpu/workers=0/ws=1"
 FAST_ID = "dgl-graphbolt/g/mode=cpu-cpu/workers=0/ws=1"
 
 
 def bench_entry(cell_id, median, iqr, stall):
-    info = {k: 0 for k in results.REQUIRED_EXTRA}
+    info = {k: 0 for k in REQUIRED_EXTRA}
     info.update(cell_id=cell_id, backend=cell_id.split("/")[0], settings={"world_size": int(cell_id.rsplit("ws=", 1)[1])}, dataset={"name": "g", "source": "synthetic", "num_nodes": 4096, "num_edges": 53308,
                                           "feature_dim": 64, "num_classes": 8, "num_train": 2457, "num_val": 819,
                                           "num_test": 820},

@@ -127,4 +127,4 @@ def test_a_column_added_to_the_list_shows_in_markdown_and_html(tmp_path, monkeyp
     assert '<td class="n">0.125</td>\n</tr>' in html
     shown = columns.html_columns(report.dataset_tables(run)[0])
     main = [c for c in shown if not c.fold]  # the failure row spans the main table's columns
-    assert f'colspan="{len(main)}"' in html and len(shown) == 8   # 7 of today's, scaling and GPU absent, + 1
+    assert f'colspan="{len(main)}"' in html and len(shown) == 9   # 8 of today's, scaling and GPU absent, + 1

@@ -18,6 +18,7 @@ import pytest
 
 from bench import cli
 from bench.publish import report, results, site
+from bench.result_format import REQUIRED_EXTRA
 from tests import synthetic_results as sr
 from tests.conftest import committed_results
 
@@ -34,7 +35,7 @@ HOSTILE = "<script>alert(1)</script>"
 
 def entry(backend, ws, mode, median, dataset=HOSTILE, workers=0, gpu=None):
     cell_id = f"{backend}/{dataset}/mode={mode}/workers={workers}/ws={ws}"
-    info = {k: 0 for k in results.REQUIRED_EXTRA}
+    info = {k: 0 for k in REQUIRED_EXTRA}
     info.update(cell_id=cell_id, backend=backend, stack="pyg" if backend.startswith("pyg") else "dgl",
                 settings={"num_workers": workers, "mode": mode, "world_size": ws, "batch_size": 64},
                 dataset={"name": dataset, "source": "synthetic", "num_nodes": 1000, "num_edges": 5000,
@@ -194,6 +195,15 @@ def test_history_and_advisor_sections(tmp_path):
     assert "Advisor" in index and "→" in index
 
 
+def test_no_setting_is_shown_as_a_placeholder(tmp_path):
+    """A setting recorded as empty (`stack: null`) is left out of the settings lines (`Same for every
+    cell: ...`) rather than shown as `stack=–`; the committed results record such settings."""
+    pages = site.build([results.read(p) for p in COMMITTED], tmp_path / "site")
+    shown = {p.name: re.findall(r"[\w.-]+=\u2013", p.read_text()) for p in pages}
+    assert {name: found for name, found in shown.items() if found} == {}
+    assert any("Same for every cell" in p.read_text() for p in pages)
+
+
 def test_results_readme_is_generated_from_the_committed_results():
     """results/README.md is what `make results-readme` writes; re-run it after adding results."""
     files = [results.read(p) for p in COMMITTED]
@@ -264,6 +274,8 @@ def test_every_page_in_chromium(tmp_path, browser):
         placeholders = page.evaluate("Array.from(document.querySelectorAll('svg.chart text')).map(t => t.textContent)"
                                      ".filter(t => t.includes('=\u2013') || t.trim() === '\u2013')")
         assert placeholders == [], f"{path.name}: chart text with a placeholder {placeholders}"
+        # nor any text on the page: a setting recorded as empty is left out, not shown as "stack=–"
+        assert "=\u2013" not in page.inner_text("body"), f"{path.name}: a setting shown as a placeholder"
 
         if path.name in newest:
             run = newest[path.name]

@@ -21,6 +21,7 @@ from matplotlib.figure import Figure  # noqa: E402  (after choosing the backend)
 from markupsafe import Markup, escape  # noqa: E402
 
 from bench.backends import BACKENDS  # noqa: E402
+from bench.backends.stages import STAGES, label as stage_label  # noqa: E402
 from bench.publish import stages  # noqa: E402
 from bench.publish.fmt import setting_text  # noqa: E402
 from bench.publish.results import CellResult  # noqa: E402
@@ -143,24 +144,24 @@ def mode_bars(key: str, title: str, rows: list[CellResult], axes: list[str]) -> 
         return Chart(key, title, _svg(fig, key, title))
 
 
-STAGE_COLORS = dict(zip(stages.STAGES, ("#4c72b0", "#dd8452", "#937860", "#55a868", "#8172b3", "#c44e52",
+STAGE_COLORS = dict(zip(STAGES, ("#4c72b0", "#dd8452", "#937860", "#55a868", "#8172b3", "#c44e52",
                                          "#bbbbbb", "#eeeeee")))
 
 
 def stage_bars(key: str, title: str, rows: list[CellResult], axes: list[str]) -> Chart:
     """One horizontal bar per cell, its mean epoch split into the stages (seconds, stacked in
-    bench.publish.stages.STAGES order), so both the split and the epoch lengths compare."""
+    bench.backends.stages.STAGES order), so both the split and the epoch lengths compare."""
     labels = [_label(r, axes, exclude="") for r in rows]
     with matplotlib.rc_context({**STYLE, "svg.hashsalt": key}):
         fig = Figure(figsize=(11, 1.2 + 0.35 * len(rows)))
         ax = fig.add_subplot()
         ys = list(range(len(rows)))[::-1]  # the table's first row on top
         left = [0.0] * len(rows)
-        for stage in stages.STAGES:
+        for stage in STAGES:
             widths = [stages.seconds(r)[stage] for r in rows]
             if any(widths):
                 ax.barh(ys, widths, left=left, color=STAGE_COLORS[stage], edgecolor="white", linewidth=0.5,
-                        label=stages.label(stage))
+                        label=stage_label(stage))
                 left = [a + b for a, b in zip(left, widths)]
         ax.set_yticks(ys, labels)
         ax.grid(axis="y", visible=False)

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from bench.backends.stages import STAGES, label as stage_label
 from bench.publish import fmt, stages, to_target
 from bench.publish.results import CellResult
 from bench.run.load import HIGH_LOAD
@@ -295,6 +296,9 @@ CELL_COLUMNS = [
            doc="Training seconds (slowest rank, evaluation and start-up excluded) and epochs until the validation accuracy first reached the suite's `target_acc`, or `not reached` with the best value; n/a for a cell without a model."),
     Column("start-up s", metric("startup_s"), lambda x: fmt.num(x, "{:.1f}"), html=False,
            doc="Seconds from launching the cell to its first epoch: interpreter, framework import, data load, process group."),
+    Column("CPU s / epoch", metric("cpu_s_per_epoch"), fmt.seconds, title="CPU time", unit="s per epoch",
+           markdown=False, fold=True,
+           doc="CPU seconds the training process spent per measured epoch, all its threads (the slowest rank's; not its DataLoader workers'): the work done, which a busy machine moves far less than the epoch time; – in files written before it was recorded."),
     Column("other load", metric("other_load"), fmt.pct, unit="of the machine", note=_busy_machine,
            hint=lambda c: "CPU share other processes took while this cell ran", shown=_recorded("other_load"), fold=True,
            doc="CPU share other processes took while the cell ran; at or above the high-load mark its times are marked suspect."),
@@ -333,7 +337,7 @@ STAGE_DOCS = {
 
 
 def _stage(stage: str) -> Column:
-    return Column(stages.label(stage), lambda c: (stages.shares(c) or {}).get(stage), lambda x: fmt.pct(x, 0),
+    return Column(stage_label(stage), lambda c: (stages.shares(c) or {}).get(stage), lambda x: fmt.pct(x, 0),
                   doc=f"Share of the epoch in {STAGE_DOCS.get(stage, stage)}.")
 
 
@@ -349,7 +353,7 @@ STAGE_COLUMNS = [
     Column("stages s (of epoch s)", lambda c: (stages.total(c), c.stats.mean),
            lambda v: f"{fmt.seconds(v[0])} ({fmt.seconds(v[1])})",
            doc="Seconds of the epoch the stages account for, against the epoch's mean time."),
-    *(_stage(s) for s in stages.STAGES),
+    *(_stage(s) for s in STAGES),
     Column("workers: sample / fetch worker-s", _worker_seconds, _text,
            doc="Seconds the loader's worker processes spent sampling and fetching features per epoch, beside the main process."),
     Column("fetch rate (of gather ceiling)", stages.fetch_rate, stages.bandwidth,

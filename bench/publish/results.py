@@ -8,8 +8,8 @@ the derived scores (speedups, scaling efficiency) computed here from the medians
 they are computed. Everything that publishes results (report, history, advisor, charts, site)
 reads this model, never the raw JSON.
 
-The writer of result files is bench/run/record.py; what the two share (schema version, dataset
-fields, required fields) is bench/result_format.py.
+The writer of result files is bench/run/record.py; the format they share (schema version,
+the pydantic model a file is checked against, the required fields) is bench/result_format.py.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench.result_format import DATASET_FIELDS, REQUIRED_EXTRA, SCHEMA_VERSION  # noqa: F401 - part of the model
+from bench.result_format import REQUIRED_EXTRA, SCHEMA_VERSION, problems
 
 NOT_RUN = "not run"
 NOT_RUN_REASON = "the run ended before this cell"
@@ -330,8 +330,6 @@ def _load(path: Path) -> dict:
 
 
 def _check(data, path: Path) -> None:
-    from bench.publish import result_schema
-
     if not isinstance(data, dict) or not isinstance(data.get("benchmarks"), list):
         raise ResultsError(f"{path}: not a pytest-benchmark result (no 'benchmarks' list)")
     meta = data.get("gnnbench")
@@ -347,15 +345,15 @@ def _check(data, path: Path) -> None:
         info = bench.get("extra_info") if isinstance(bench, dict) else None
         if not isinstance(info, dict):
             continue  # the schema below names what is wrong
-        missing = [k for k in (*REQUIRED_EXTRA, "cell_id") if k not in info]
+        missing = [k for k in REQUIRED_EXTRA if k not in info]
         if missing:
             raise ResultsError(f"{path}: benchmarks[{i}] ({bench.get('name')}): extra_info lacks {', '.join(missing)}")
         if not isinstance(bench.get("stats"), dict) or "median" not in bench["stats"]:
             raise ResultsError(f"{path}: benchmarks[{i}] ({bench.get('name')}): stats lack the median")
-    problems = result_schema.problems(path, data)  # types and ranges: no NaN, no negative times
-    if problems:
-        more = f"\n... and {len(problems) - 10} more" if len(problems) > 10 else ""
-        raise ResultsError("\n".join(problems[:10]) + more)
+    found = problems(path, data)  # types and ranges: no NaN, no negative times
+    if found:
+        more = f"\n... and {len(found) - 10} more" if len(found) > 10 else ""
+        raise ResultsError("\n".join(found[:10]) + more)
 
 
 def _measured_cell(bench: dict, path: Path) -> CellResult:

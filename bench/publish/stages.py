@@ -21,8 +21,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-# the stage names, their labels and the console line are the stage clocks' (the worker records them)
-from bench.backends.stages import LABELS, STAGES, label, split_line  # noqa: F401
+# the stage names and their labels are the stage clocks' (the worker records them)
+from bench.backends.stages import STAGES, label
 from bench.publish import fmt
 
 # The cells these checks read are bench.publish.results.CellResult; named here, not imported:

@@ -1,5 +1,5 @@
 """A rank that runs out of GPU memory is a result: status `oom` (one of the statuses a result file
-allows, bench/publish/result_schema.py) with the device's memory when it failed, never a traceback
+allows, bench/result_format.py) with the device's memory when it failed, never a traceback
 recorded as `failed`.
 
 The worker catches the error (`is_cuda_oom`: torch.cuda.OutOfMemoryError, or the RuntimeError

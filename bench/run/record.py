@@ -19,7 +19,7 @@ import psutil
 
 from bench import __version__
 from bench.paths import repo_root
-from bench.result_format import DATASET_FIELDS, SCHEMA_VERSION
+from bench.result_format import DATASET_FIELDS, REQUIRED_EXTRA, SCHEMA_VERSION, WRITTEN_FROM_RECORD, EpochMean
 from bench.run import external_stacks, stacks
 from bench.run.runner import Outcome
 
@@ -66,7 +66,8 @@ def unmeasured_entry(outcome: Outcome) -> dict:
 
 def extra_info(outcome: Outcome, baseline: str | None = None) -> dict:
     """Our metrics of one measured cell, from the worker's per-epoch records and the memory the
-    runner sampled."""
+    runner sampled: the fields bench/result_format.py declares as taken from the worker's record
+    (`from_record`), and those computed here."""
     rec = outcome.record
     epochs = rec["epochs"]
     seconds = sum(e["seconds"] for e in epochs)
@@ -77,8 +78,6 @@ def extra_info(outcome: Outcome, baseline: str | None = None) -> dict:
         "cell_id": cell.id,
         "backend": cell.backend,
         "stack": cell.stack,
-        "versions": rec["versions"],
-        "device": rec.get("device"),
         "dataset": {k: card[k] for k in DATASET_FIELDS}
         | {k: card.get(k) for k in ("source", "num_train", "num_val", "num_test")}
         | {k: card[k] for k in ("num_graphs",) if k in card}  # graph-level datasets only
@@ -90,37 +89,37 @@ def extra_info(outcome: Outcome, baseline: str | None = None) -> dict:
         "loader_stall": stall / seconds,
         "compute_s": (seconds - stall) / len(epochs),
         "batches_per_epoch": epochs[0]["batches"],
-        # seeds trained per epoch, all ranks: fewer than the training split where a sampler drops some
-        # (GraphBolt's DistributedItemSampler evens its ranks' batches out; PyG's shards drop a remainder)
-        "seeds_per_epoch": sum(e["seeds"] for e in epochs) / len(epochs),
         "peak_rss_bytes": outcome.peak_rss_bytes,
         "peak_pss_bytes": outcome.peak_pss_bytes,
         "total_pss_bytes": outcome.peak_pss_bytes,
-        "comm_s": sum(e.get("comm_s", 0.0) for e in epochs) / len(epochs),
         # GPU memory of the busiest rank (PyTorch's allocator peak); None where no GPU was used
         "peak_gpu_bytes": max((r["peak_gpu_bytes"] for r in rec.get("ranks") or [] if r.get("peak_gpu_bytes")),
                               default=None),
         "ranks": rank_entries(outcome),
-        "val_acc": rec["val_acc"],
-        "test_acc": rec["test_acc"],  # sampled with the training fanouts
-        "test_acc_full": rec.get("test_acc_full"),  # full neighbourhoods, layer-wise (DGL's example's way)
-        "graph_index_dtype": rec.get("graph_index_dtype"),  # the sampling graph's index dtypes
-        "startup_s": rec["startup_s"],
         "warmup_epoch_s": [e["seconds"] for e in rec["warmup"]],
         "is_baseline": cell.id == baseline,
-        "sampler": rec.get("sampler"),  # which implementation sampled the neighbourhoods
         "other_load": outcome.other_load,  # share of the machine other work took meanwhile (bench.run.load)
-        # where each rank's peak PSS went, shared and private (bench/run/memory_breakdown.py), by rank
-        "memory_breakdown": rec.get("memory_breakdown"),
-        # GPU utilisation and host-to-device traffic in the measured epochs (bench/run/gpu_sampler.py),
-        # over the ranks; where nothing was sampled, why (a CPU cell, no nvidia-ml-py in the stack, ...)
-        "gpu_util": rec.get("gpu_util"),
+        # where no GPU utilisation was sampled, why (a CPU cell, no nvidia-ml-py in the stack, ...)
         "gpu_util_reason": None if rec.get("gpu_util") else rec.get("gpu_util_reason"),
-        **({"partition": rec["partition"]} if rec.get("partition") else {}),
-        # time to accuracy (bench/run/to_target.py), where the cell trained to a target
-        **({"to_target": rec["to_target"]} if rec.get("to_target") else {}),
+        **from_record(rec),
         **profile_info(epochs, cell.settings.get("profile", True)),
     }
+
+
+def from_record(rec: dict) -> dict:
+    """The extra_info fields bench/result_format.py declares as the worker recorded them
+    (`Copied`: required ones must be there, `if_set` ones are left out where empty) or as a mean
+    over the measured epochs (`EpochMean`)."""
+    out = {}
+    for name, source in WRITTEN_FROM_RECORD.items():
+        if isinstance(source, EpochMean):
+            values = [e.get(source.key, source.missing) for e in rec["epochs"]]
+            out[name] = None if any(v is None for v in values) else sum(values) / len(values)
+        elif name in REQUIRED_EXTRA:
+            out[name] = rec[name]
+        elif rec.get(name) or not source.if_set:
+            out[name] = rec.get(name)
+    return out
 
 
 def profile_info(epochs: list[dict], profile: bool) -> dict:
