@@ -2,7 +2,7 @@
 
 import pytest
 
-from bench.run import stacks
+from bench import stacks
 
 
 def test_pin_files_parse_into_plain_and_no_isolation_passes():

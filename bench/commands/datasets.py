@@ -10,7 +10,7 @@ from bench.commands.common import add_cache_dir
 from bench.datasets.hub import DatasetError
 from bench.inputs import folder
 from bench.paths import cache_dir
-from bench.run import stacks
+from bench import stacks
 
 
 def add_parser(sub, parents) -> None:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from bench.publish import fmt, stages, to_target
 from bench.publish.results import CellResult
-from bench.run.load import HIGH_LOAD
+from bench.machine.load import HIGH_LOAD
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,8 @@ import psutil
 from bench import __version__
 from bench.paths import repo_root
 from bench.result_format import DATASET_FIELDS, SCHEMA_VERSION
-from bench.run import external_stacks, stacks
+from bench import stacks
+from bench.stacks import external as external_stacks
 from bench.run.runner import Outcome
 
 # pytest-benchmark names a benchmark after its test; both ways of running a suite (gnnbench run
@@ -257,6 +258,6 @@ def cluster_info() -> dict | None:
 def gpu_info() -> dict | None:
     """The GPUs, their clocks, MIG mode and topology, CUDA_VISIBLE_DEVICES and NCCL_* settings
     (bench/run/gpu_facts.py); None where there is no nvidia-smi."""
-    from bench.run.gpu_facts import gpu_info as facts
+    from bench.machine.gpu_facts import gpu_info as facts
 
     return facts()

@@ -25,8 +25,10 @@ from pathlib import Path
 import psutil
 
 from bench import datasets
-from bench.run import cgroup, cluster_env, stacks
-from bench.run.load import LoadMeter
+from bench import stacks
+from bench.machine import cgroup
+from bench.run import cluster_env
+from bench.machine.load import LoadMeter
 from bench.datasets import hub
 from bench.run import memory_plan as memory
 from bench.net import free_port
@@ -53,7 +55,7 @@ class Outcome:
     peak_pss_bytes: int = 0
     wall_s: float = 0.0
     rank_peaks: dict = field(default_factory=dict)  # rank -> (peak RSS, peak PSS) of its process tree
-    other_load: float | None = None  # share of the machine other work kept busy meanwhile (bench.run.load)
+    other_load: float | None = None  # share of the machine other work kept busy meanwhile (bench.machine.load)
 
 
 @dataclass(frozen=True)
@@ -277,7 +279,7 @@ def run_in_stack(cell: Cell, dataset_dir: Path, cache: Path, on_progress=None,
 
 
 def memory_cgroup(cell: Cell, run_id: str) -> cgroup.MemoryCgroup | None:
-    """The cell's memory cgroup when its `memory_limit` sets one (bench/run/cgroup.py)."""
+    """The cell's memory cgroup when its `memory_limit` sets one (bench/machine/cgroup.py)."""
     limit = cgroup.parse_limit(cell.settings.get("memory_limit"))
     return None if limit is None else cgroup.MemoryCgroup.create(run_id[:16], limit)
 

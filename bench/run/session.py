@@ -35,9 +35,11 @@ from bench.paths import cache_dir, cache_root, default_results_dir
 from bench.backends.stages import split_line
 from bench.result_format import UNMEASURED_STATUSES
 from bench import modes
-from bench.run import ceilings, cluster_env, gpus, record, stacks, suite as suite_mod
-from bench.run.load import usable_cores
-from bench.run.load import HIGH_LOAD
+from bench import stacks
+from bench.machine import ceilings, gpus
+from bench.run import cluster_env, record, suite as suite_mod
+from bench.machine.load import usable_cores
+from bench.machine.load import HIGH_LOAD
 from bench.run.runner import Launch, Outcome, dataset_stats, ensure_dataset, run_in_stack
 from bench.run.suite import Cell
 
@@ -457,7 +459,7 @@ class Session:
     def cell_notes(self, cell: Cell) -> list[str]:
         """What a reader of this cell's numbers must know: ranks beyond the usable cores, and for
         a GPU cell how its stages were timed and which of its CUDA paths no GPU run has shown."""
-        from bench.run import core_budget
+        from bench.machine import core_budget
 
         notes = []
         cores = usable_cores()

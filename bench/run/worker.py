@@ -95,7 +95,7 @@ def run_epoch(pipe, on_batch=None, profile: bool = False) -> dict:
 def framework_versions(stack: str) -> dict[str, str]:
     """What imports in this interpreter, and, in a pinned PyG stack, where its sampler came from
     (`sampler_source`: pyg-lib from PyG's wheel index, or the torch-sparse fallback and why)."""
-    from bench.run.stacks import OPTIONAL_PROBES, PROBE_MODULES, running_stack_sampler
+    from bench.stacks import OPTIONAL_PROBES, PROBE_MODULES, running_stack_sampler
 
     versions = {"python": platform.python_version()}
     for name in PROBE_MODULES.get(stack, []) + OPTIONAL_PROBES.get(stack, []):
@@ -115,7 +115,7 @@ def framework_versions(stack: str) -> dict[str, str]:
 def device_info() -> dict:
     import torch
 
-    from bench.run.gpu_facts import worker_facts
+    from bench.machine.gpu_facts import worker_facts
 
     info = {"cuda_available": torch.cuda.is_available(), "torch_cuda": torch.version.cuda,
             "num_threads": torch.get_num_threads(), **worker_facts()}  # NCCL version and settings
@@ -130,7 +130,7 @@ def set_threads(settings: dict, world: int = 1):
     cores ÷ its ranks, less the rank's loader workers, or the `threads` setting. Returns the budget."""
     import torch
 
-    from bench.run import core_budget
+    from bench.machine import core_budget
 
     local_ranks = int(os.environ.get("LOCAL_WORLD_SIZE", world))
     budget = core_budget.plan(core_budget.usable_cores(), local_ranks, settings.get("num_workers", 0),
@@ -148,8 +148,9 @@ def run_cell(cell: dict, dataset_dir: Path) -> dict | None:
     from bench.modes import mode as mode_of
     from bench.datasets import hub
     from bench.stores import features_in_memory
-    from bench.run.memory_breakdown import PhaseMemory, model_optimizer_bytes
-    from bench.run import gpu_affinity, gpu_sampler, to_target
+    from bench.machine.memory_breakdown import PhaseMemory, model_optimizer_bytes
+    from bench.machine import gpu_affinity, gpu_sampler
+    from bench.run import to_target
 
     memory = PhaseMemory()  # where this rank's memory goes, phase by phase
     memory.take("start")
@@ -174,7 +175,7 @@ def run_cell(cell: dict, dataset_dir: Path) -> dict | None:
         torch.cuda.init()  # the CUDA context, timed apart from what follows
         torch.zeros(1, device=pipe_device(settings))
     started.mark("cuda_context")
-    # this rank on its GPU's CPU cores before it loads anything (bench/run/gpu_affinity.py); CPU cells as they are
+    # this rank on its GPU's CPU cores before it loads anything (bench/machine/gpu_affinity.py); CPU cells as they are
     workers = settings.get("num_workers", 0)
     affinity = gpu_affinity.pin_rank(pipe_device(settings), int(os.environ.get("LOCAL_RANK", 0)),
                                       int(os.environ.get("LOCAL_WORLD_SIZE", world)), workers if isinstance(workers, int) else 0)
@@ -204,7 +205,7 @@ def run_cell(cell: dict, dataset_dir: Path) -> dict | None:
         return {**record, "status": "skipped", "reason": str(exc)} if rank == 0 else None
     first_batch_at = []
     fault = fault_for(cell["id"], rank)
-    # GPU utilisation and PCIe traffic per measured epoch (bench/run/gpu_sampler.py), or why not
+    # GPU utilisation and PCIe traffic per measured epoch (bench/machine/gpu_sampler.py), or why not
     sampler, not_sampled = gpu_sampler.open_for(pipe.device)
     if not_sampled and not_sampled != gpu_sampler.CPU_ONLY and rank == 0:
         print(f"note: {not_sampled}", file=sys.stderr)
@@ -287,7 +288,7 @@ def run_cell(cell: dict, dataset_dir: Path) -> dict | None:
             "startup_s": max(r["startup_s"] for r in ranks), "self_max_rss_bytes": mine["self_max_rss_bytes"],
             "partition": getattr(pipe, "partition", None), "sampler": pipe.sampler,
             "dataset": {**data.card(), "name": cell["dataset"]["name"]},
-            "memory_breakdown": [r.get("memory_breakdown") for r in ranks],  # by rank: bench/run/memory_breakdown.py
+            "memory_breakdown": [r.get("memory_breakdown") for r in ranks],  # by rank: bench/machine/memory_breakdown.py
             "gpu_util": gpu_sampler.across_ranks([r.get("gpu_util") for r in ranks]), "gpu_util_reason": not_sampled,
             "to_target": target and target.summary(
                 [e["seconds"] for key in ("warmup", "epochs", "beyond") for e in merge_ranks(ranks, key)])}
