@@ -26,11 +26,13 @@ from pathlib import Path
 
 from bench import modes
 from bench import stacks
+from bench.backends import BACKENDS
 from bench.run.runner import ensure_dataset, run_in_stack, worker_env
 from bench.run.suite import Cell
 
 TOLERANCE = 0.03  # every cell within ±3 % of the plain loop (issue 27), either direction
-PLAIN_BACKENDS = ("pyg-neighbor", "dgl-graphbolt")  # plain_loops.LOOPS, without importing a framework here
+# the backends whose registry line names a plain loop (bench/harness_costs/plain_loops.py)
+PLAIN_BACKENDS = tuple(name for name, info in BACKENDS.items() if info.plain_loop)
 
 
 class FidelityError(RuntimeError):

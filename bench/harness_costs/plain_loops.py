@@ -26,6 +26,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from bench.backends import BACKENDS
+
 DROPOUT = 0.5
 
 
@@ -113,7 +115,8 @@ def graphbolt_loop(data, s: dict):
     return epoch
 
 
-LOOPS = {"pyg-neighbor": pyg_loop, "dgl-graphbolt": graphbolt_loop}
+# backend -> its plain loop, as its registry line names it (BackendInfo.plain_loop)
+LOOPS = {name: globals()[info.plain_loop] for name, info in BACKENDS.items() if info.plain_loop}
 
 
 def dims(data, s: dict) -> list[int]:
