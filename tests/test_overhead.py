@@ -11,7 +11,7 @@ import pytest
 
 from bench.harness_costs import overhead
 from bench.run import suite as suite_mod
-from bench.run.runner import ensure_dataset
+from bench.run.prepare import ensure_dataset
 from tests.conftest import REPO, require_stacks, tiny_pair_suite
 
 TINY = tiny_pair_suite("tiny-overhead", """\

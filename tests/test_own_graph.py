@@ -104,7 +104,7 @@ def test_pyg_file_round_trip_in_the_pyg_stack(tmp_path, ref, how):
         np.save(npy / f"{name}.npy", getattr(ref, name))
     path = own_graphs.write_pyg_file(stacks.get("pyg").python, npy, tmp_path / "graph.pt", how)
     spec = datasets.parse_name(f"pyg-file:{path}")
-    from bench.run.runner import ensure_dataset
+    from bench.run.prepare import ensure_dataset
 
     got = hub.load(ensure_dataset(spec, tmp_path / "hub", None), mmap=False)
     assert_same_arrays(got, ref)

@@ -285,7 +285,7 @@ def prepare_datasets(out: Path, suites: list[str], data_root: Path | None) -> tu
     from bench import datasets
     from bench.datasets import hub
     from bench import stacks
-    from bench.run.runner import ensure_dataset
+    from bench.run.prepare import ensure_dataset
 
     prepared, on_node = [], []
     hub_dir = out / "hub"

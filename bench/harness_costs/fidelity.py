@@ -27,7 +27,8 @@ from pathlib import Path
 from bench import modes
 from bench import stacks
 from bench.backends import BACKENDS
-from bench.run.runner import ensure_dataset, run_in_stack, worker_env
+from bench.run.prepare import ensure_dataset
+from bench.run.runner import run_in_stack, worker_env
 from bench.run.suite import Cell
 
 TOLERANCE = 0.03  # every cell within ±3 % of the plain loop (issue 27), either direction

@@ -152,7 +152,7 @@ def run_cell(cell, dataset_dir: Path, cache: Path, epochs: int) -> Overhead:
 
 
 def measure(cells: list, cache: Path, data_root: Path | None, epochs: int, say=print) -> list[Overhead]:
-    from bench.run.runner import ensure_dataset
+    from bench.run.prepare import ensure_dataset
 
     found = []
     for n, cell in enumerate(cells, 1):
