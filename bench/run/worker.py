@@ -147,7 +147,6 @@ def set_threads(settings: dict, world: int = 1):
     return budget
 
 
-
 def run_cell(cell: dict, dataset_dir: Path) -> dict | None:
     """Run one cell in this process (one rank of it, under torch.distributed.run). Returns the
     record to write: on global rank 0 the cell's, on another node's first rank a note that its
