@@ -14,7 +14,9 @@ from bench.commands.run import default_suite  # noqa: F401 - part of the command
 from bench.datasets.hub import DatasetError
 from bench.inputs import InputError, check_environment, terminal_safe
 from bench.publish import results
-from bench.run import external_stacks, stacks, suite as suite_mod
+from bench import stacks
+from bench.run import suite as suite_mod
+from bench.stacks import external as external_stacks
 from bench.run.session import SessionError
 
 # The commands, in the order `gnnbench --help` lists them: each module has add_parser(sub, parents)

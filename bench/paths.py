@@ -30,10 +30,10 @@ def stacks_dir() -> Path:
 
 
 # A stack's install record: the file that marks its folder complete, with what the install took
-# (bench/run/stacks.py writes it). Here, so the backends read it in their stack without importing
+# (bench/stacks/ writes it). Here, so the backends read it in their stack without importing
 # the host's stack management.
 COMPLETE_MARK = ".gnnbench-complete.json"
-PYG_WHEELS_ENV = "GNNBENCH_PYG_WHEELS"  # where pyg-lib's wheels come from (bench/run/stacks.py)
+PYG_WHEELS_ENV = "GNNBENCH_PYG_WHEELS"  # where pyg-lib's wheels come from (bench/stacks/)
 
 
 def recorded_sampler(folder: Path) -> dict:

@@ -84,7 +84,7 @@ class CellSettings(Loose):
 
 
 Percent = Annotated[float, Field(ge=0, le=100)]
-# GPU utilisation (%) and PCIe traffic in the measured epochs (bench/run/gpu_sampler.py): a rank's
+# GPU utilisation (%) and PCIe traffic in the measured epochs (bench/machine/gpu_sampler.py): a rank's
 # summary, or the cell's over its ranks
 GpuUtil = create_model("GpuUtil", __base__=Loose,
                        **optional(Percent, "util_mean_pct", "util_max_pct", "util_min_rank_pct", "mem_util_mean_pct"),
@@ -189,7 +189,7 @@ class ExtraInfo(Loose):
     loader_worker_s: dict[str, Seconds] | None = None
     work: Work | None = None
     profile: bool | None = None
-    # GPU utilisation and host-to-device traffic in the measured epochs (bench/run/gpu_sampler.py),
+    # GPU utilisation and host-to-device traffic in the measured epochs (bench/machine/gpu_sampler.py),
     # over the ranks; where nothing was sampled, why (a CPU cell, no nvidia-ml-py in the stack, ...)
     gpu_util: Annotated[GpuUtil | None, COPIED] = None
     gpu_util_reason: str | None = None
@@ -199,7 +199,7 @@ class ExtraInfo(Loose):
     test_acc_full: Annotated[Share | None, COPIED] = None
     graph_index_dtype: Annotated[dict | None, COPIED] = None  # the sampling graph's index dtypes
     sampler: Annotated[str | None, COPIED] = None  # which implementation sampled the neighbourhoods
-    # where each rank's peak PSS went, shared and private (bench/run/memory_breakdown.py), by rank
+    # where each rank's peak PSS went, shared and private (bench/machine/memory_breakdown.py), by rank
     memory_breakdown: Annotated[list | None, COPIED] = None
 
 
@@ -238,7 +238,7 @@ class Cpu(Loose):
 class Gpu(Loose):
     gpus: list[str] | None = None
     topology: str | None = None
-    devices: list[dict] | None = None  # nvidia-smi --query-gpu, parsed (bench/run/gpu_facts.py)
+    devices: list[dict] | None = None  # nvidia-smi --query-gpu, parsed (bench/machine/gpu_facts.py)
     topology_matrix: dict | None = None
     mig_mode: list[str] | None = None
     cuda_visible_devices: str | None = None

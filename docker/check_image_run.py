@@ -20,12 +20,12 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench.run import stacks  # noqa: E402
+from bench import stacks  # noqa: E402
 
 # Run in the image: each stack's installed distributions, by the stacks module's own paths.
 LIST_IN_IMAGE = (
     "import json, subprocess\n"
-    "from bench.run import stacks\n"
+    "from bench import stacks\n"
     "print(json.dumps({n: {'path': str(s.path), 'packages': json.loads(subprocess.run("
     "[str(s.python), '-m', 'pip', 'list', '--format=json'], capture_output=True, text=True, check=True).stdout)}"
     " for n, s in stacks.available().items() if s.installed}))\n"

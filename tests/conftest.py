@@ -8,7 +8,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from bench.run import stacks
+from bench import stacks
 
 REPO = Path(__file__).resolve().parents[1]
 

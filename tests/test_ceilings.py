@@ -1,4 +1,4 @@
-"""The machine ceilings (bench/run/ceilings.py): each probe returns a positive figure, the page
+"""The machine ceilings (bench/machine/ceilings.py): each probe returns a positive figure, the page
 cache eviction takes, and a second probe on the same machine reads the cache instead of
 measuring again."""
 
@@ -10,7 +10,7 @@ import os
 import numpy as np
 import pytest
 
-from bench.run import ceilings
+from bench.machine import ceilings
 from bench.stores import page_cache
 
 

@@ -18,7 +18,8 @@ import yaml
 
 from bench import cli
 from bench.net import free_port
-from bench.run import cluster_env, gpus
+from bench.machine import gpus
+from bench.run import cluster_env
 from bench.run.cluster_env import ClusterEnvError
 from tests.conftest import REPO, require_stacks
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bench.run import stacks
+from bench import stacks
 from tests.conftest import REPO
 
 DOCKERFILE = REPO / "docker" / "Dockerfile"
@@ -76,7 +76,7 @@ def test_compose_reserves_gpus_shm_and_volumes():
     assert "./results:/opt/gnnbench/src/results" in mounts and ":/data:ro" in mounts and ":/cache" in mounts
 
 
-INSTALL = "python3 -m bench.run.stacks install"  # what `gnnbench stacks install` runs, from bench/run/stacks.py alone
+INSTALL = "python3 -m bench.stacks install"  # what `gnnbench stacks install` runs, from bench/stacks/ alone
 
 
 def test_every_stack_is_built_by_gnnbench_from_its_own_pin_file():
@@ -94,13 +94,13 @@ def test_every_stack_is_built_by_gnnbench_from_its_own_pin_file():
 
 
 def test_stacks_are_installed_before_the_code_and_the_revision_comes_last():
-    """A commit must not rebuild the stacks: only stacks.py and the pin files reach the layers that
+    """A commit must not rebuild the stacks: only bench/stacks/ (its install code) and the pin files reach the layers that
     install them, and the image's name and revision (new with every build) are its last layers."""
     found = stages()
     for system in ("system-cuda", "system-cpu"):
         copied = re.findall(r"^COPY (.*) \./", found[system], flags=re.M)
         assert copied == ["docker/requirements-*.txt", "bench/__init__.py bench/paths.py",
-                          "bench/run/__init__.py bench/run/stacks.py"], (system, copied)
+                          "bench/stacks/__init__.py bench/stacks/__main__.py"], (system, copied)
     cpu = found["bench-cpu"]
     assert cpu.rindex(INSTALL) < cpu.index("COPY bench ./bench")
     for target in ("bench-cpu", "bench", "pyg", "pyg-dist", "dgl"):

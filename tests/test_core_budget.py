@@ -1,11 +1,12 @@
-"""The one core budget (bench/run/core_budget.py): its arithmetic, the settings that ask for more
+"""The one core budget (bench/machine/core_budget.py): its arithmetic, the settings that ask for more
 than the cores, the cgroup quota, and the places that divide cores through it."""
 
 from __future__ import annotations
 
 import pytest
 
-from bench.run import core_budget, suite as suite_mod
+from bench.machine import core_budget
+from bench.run import suite as suite_mod
 
 
 @pytest.mark.parametrize("cores,ranks,workers,threads,expected", [
@@ -89,7 +90,7 @@ def test_usable_cores_is_the_quota_capped_affinity(monkeypatch):
     assert core_budget.usable_cores() == 2
     monkeypatch.setattr(core_budget, "cgroup_quota", lambda: None)
     assert core_budget.usable_cores() == 4
-    from bench.run import ceilings, load
+    from bench.machine import ceilings, load
 
     assert load.usable_cores() == ceilings.usable_cores() == 4  # every count is the budget's
 

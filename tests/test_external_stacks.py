@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from bench.publish import results
-from bench.run import stacks
+from bench import stacks
 from tests.conftest import REPO, require_stacks, run_suite_text
 
 GNNBENCH = [sys.executable, "-m", "bench.cli"]
@@ -127,7 +127,8 @@ def test_unknown_stacks_name_the_way_to_register_one(stacks_folder, tmp_path):
 
 def test_a_stack_runs_only_the_backends_of_its_framework(stacks_folder, monkeypatch):
     """Registering writes the probe; expansion reads the frameworks from it (no import here)."""
-    from bench.run import external_stacks, suite as suite_mod
+    from bench.run import suite as suite_mod
+    from bench.stacks import external as external_stacks
 
     folder = stacks_folder / "external"
     folder.mkdir()

@@ -8,8 +8,9 @@ import sys
 
 import pytest
 
-from bench.run import fidelity, suite as suite_mod
-from bench.run.runner import ensure_dataset
+from bench.harness_costs import fidelity
+from bench.run import suite as suite_mod
+from bench.run.prepare import ensure_dataset
 from tests.conftest import REPO, require_stacks, tiny_pair_suite
 
 TINY = tiny_pair_suite("tiny-fidelity", """\

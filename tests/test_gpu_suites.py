@@ -18,7 +18,8 @@ import pytest
 
 from bench import cli, modes
 from bench.publish import stages
-from bench.run import ceilings, gpus, suite as suite_mod
+from bench.machine import ceilings, gpus
+from bench.run import suite as suite_mod
 from bench.run.session import RunOptions, Session
 from tests.conftest import REPO, require_stacks
 
@@ -185,7 +186,7 @@ def test_run_with_mode_skips_the_gpu_cells_here_and_lists_the_others(tmp_path, c
 # --- the CUDA-path defects, shown on the CPU ---------------------------------------------------
 
 def run_in(stack: str, code: str) -> str:
-    from bench.run import stacks
+    from bench import stacks
 
     require_stacks(stack)
     proc = subprocess.run([str(stacks.get(stack).python), "-c", textwrap.dedent(code)], cwd=REPO,

@@ -17,7 +17,9 @@ import time
 import pytest
 
 from bench.publish import columns, results
-from bench.run import cuda_oom, gpu_affinity, gpu_facts, gpu_sampler, nvml, runner, stacks
+from bench import stacks
+from bench.machine import gpu_affinity, gpu_facts, gpu_sampler, nvml
+from bench.run import cuda_oom, runner
 from tests import synthetic_results as syn
 from tests.conftest import REPO, require_stacks, run_suite
 
@@ -312,7 +314,7 @@ def test_loader_workers_are_pinned_through_pyg_enable_cpu_affinity(tmp_path):
 import json, os, torch
 from torch_geometric.data import Data
 from torch_geometric.loader import NeighborLoader
-from bench.run.gpu_affinity import Plan
+from bench.machine.gpu_affinity import Plan
 
 def seen(worker_id):
     with open({str(tmp_path / 'worker.json')!r}, "w") as f:
@@ -426,7 +428,7 @@ def test_two_ranks_whose_gpus_share_a_socket_split_its_cores(tmp_path):
     (tmp_path / "0000:18:00.0" / "local_cpulist").write_text(",".join(map(str, allowed)))
     code = f"""
 import json, os, pathlib, torch
-from bench.run import gpu_affinity, nvml
+from bench.machine import gpu_affinity, nvml
 gpu_affinity.SYSFS_PCI = pathlib.Path({str(tmp_path)!r})
 nvml.open_device = lambda index: (None, nvml.NOT_INSTALLED)
 nvml.torch_ids = lambda index: (f"0000:{{0x17 + index:02x}}:00.0", None)

@@ -149,7 +149,7 @@ def test_every_store_reads_a_batch_as_pygs_collate_would(dataset):
     """Each store reads a batch's graphs in one call and one collate lays them out: the tensors
     must equal PyG's `Batch.from_data_list` of the store's own per-graph `Data`, for every store."""
     require_stacks("pyg")
-    from bench.run import stacks
+    from bench import stacks
 
     prepare("lmdb", dataset, task="graph", say=lambda *a, **k: None)
     proc = subprocess.run([str(stacks.get("pyg").python), "-c", COLLATE_CHECK, str(dataset)], cwd=REPO,

@@ -105,7 +105,7 @@ def test_a_dataset_without_its_checksums_is_rebuilt_never_adopted(built, capsys)
     (dataset / checksums.CHECKSUMS).unlink()
     with pytest.raises(hub.DatasetError, match="has no checksums.json"):
         hub.load(dataset)
-    from bench.run.runner import ensure_dataset
+    from bench.run.prepare import ensure_dataset
 
     spec = {"name": "s9", "source": "synthetic", "params": synthetic.canonical_params(PARAMS)}
     assert ensure_dataset(spec, cache, None) == dataset

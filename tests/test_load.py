@@ -1,4 +1,4 @@
-"""The load of other work while a cell runs (bench.run.load), on a real CPU burner."""
+"""The load of other work while a cell runs (bench.machine.load), on a real CPU burner."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import time
 
 import psutil
 
-from bench.run.load import LoadMeter
+from bench.machine.load import LoadMeter
 
 BURN = "import time\nend = time.time() + 300\nwhile time.time() < end: pass\n"
 

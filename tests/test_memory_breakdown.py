@@ -1,4 +1,4 @@
-"""Where a rank's memory goes (bench/run/memory_breakdown.py): on a real cell of each backend
+"""Where a rank's memory goes (bench/machine/memory_breakdown.py): on a real cell of each backend
 the parts sum to the rank's PSS as the runner's sampler measures it, and they name their kinds."""
 
 from __future__ import annotations
@@ -11,7 +11,9 @@ import time
 import pytest
 
 from bench.datasets import synthetic
-from bench.run import memory_breakdown, runner, stacks
+from bench import stacks
+from bench.machine import memory_breakdown
+from bench.run import runner
 from bench.stores import page_cache
 from tests.conftest import REPO, require_stacks
 

@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from bench.publish import results
-from bench.run import cgroup
+from bench.machine import cgroup
 from bench.run import suite as suite_mod
 from tests.conftest import require_stacks, run_suite_text
 

@@ -9,8 +9,9 @@ import sys
 
 import pytest
 
-from bench.run import overhead, suite as suite_mod
-from bench.run.runner import ensure_dataset
+from bench.harness_costs import overhead
+from bench.run import suite as suite_mod
+from bench.run.prepare import ensure_dataset
 from tests.conftest import REPO, require_stacks, tiny_pair_suite
 
 TINY = tiny_pair_suite("tiny-overhead", """\
@@ -109,7 +110,7 @@ print(json.dumps(epochs))
 def test_both_epochs_of_a_pair_draw_the_same_batches(tiny_suite, cache_dir, backend):
     """reseed() makes an epoch repeat its batches (PyG: and its samples), so the overhead's pairs do
     (nearly) equal work; GraphBolt's sampling threads keep generators of their own."""
-    from bench.run import stacks
+    from bench import stacks
     from bench.run.runner import worker_env
 
     require_stacks("pyg" if backend == "pyg-neighbor" else "dgl")

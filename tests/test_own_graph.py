@@ -19,7 +19,7 @@ import pytest
 
 from bench import cli, datasets
 from bench.datasets import hub, hub_stream, user_graph
-from bench.run import stacks
+from bench import stacks
 from tests import own_graphs
 from tests.conftest import REPO, require_stacks
 
@@ -104,7 +104,7 @@ def test_pyg_file_round_trip_in_the_pyg_stack(tmp_path, ref, how):
         np.save(npy / f"{name}.npy", getattr(ref, name))
     path = own_graphs.write_pyg_file(stacks.get("pyg").python, npy, tmp_path / "graph.pt", how)
     spec = datasets.parse_name(f"pyg-file:{path}")
-    from bench.run.runner import ensure_dataset
+    from bench.run.prepare import ensure_dataset
 
     got = hub.load(ensure_dataset(spec, tmp_path / "hub", None), mmap=False)
     assert_same_arrays(got, ref)
@@ -315,7 +315,7 @@ def test_a_run_checks_before_any_cell(tmp_path, ref, capsys):
 def test_the_conversion_benchmark_runs_and_checks_its_round_trip(tmp_path):
     """The benchmark's own plumbing at a tiny size (its figures are for the README, not asserted
     here): every format converts to the synthetic graph's arrays, and the table says so."""
-    from bench.run import convert_benchmark
+    from bench.harness_costs import convert_benchmark
 
     out = tmp_path / "convert.json"
     code = convert_benchmark.main(["--scale", "8", "--edge-factor", "4", "--feature-dim", "8",

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from bench.backends import BACKENDS, base
-from bench.run import stacks
+from bench import stacks
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from bench.datasets import hub
-from bench.run.runner import ensure_dataset
+from bench.run.prepare import ensure_dataset
 from tests.conftest import offline_data_root, require_stacks
 
 

@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from bench.run import stacks
+from bench import stacks
 from bench.datasets import hub, synthetic
 from tests.conftest import REPO, require_stacks, run_suite_text
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.run import stacks
+from bench import paths, stacks
 from tests.conftest import REPO
 
 UNREACHABLE = "http://127.0.0.1:9/whl/torch-{TORCH}+{CUDA}.html"  # the discard port: refused at once
@@ -41,17 +41,17 @@ def cpu_torch(monkeypatch):
 
 
 def test_the_index_setting_is_filled_in_with_the_stacks_torch_build(monkeypatch):
-    monkeypatch.delenv(stacks.PYG_WHEELS_ENV, raising=False)
+    monkeypatch.delenv(paths.PYG_WHEELS_ENV, raising=False)
     assert stacks.pyg_wheels_url("2.13.0", "cpu") == "https://data.pyg.org/whl/torch-2.13.0+cpu.html"
     assert stacks.pyg_wheels_url("2.13.0", "cu130") == "https://data.pyg.org/whl/torch-2.13.0+cu130.html"
-    monkeypatch.setenv(stacks.PYG_WHEELS_ENV, "https://mirror.example/pyg/torch-{TORCH}+{CUDA}.html")
+    monkeypatch.setenv(paths.PYG_WHEELS_ENV, "https://mirror.example/pyg/torch-{TORCH}+{CUDA}.html")
     assert stacks.pyg_wheels_url("2.13.0", "cu126") == "https://mirror.example/pyg/torch-2.13.0+cu126.html"
-    monkeypatch.setenv(stacks.PYG_WHEELS_ENV, "/srv/wheels")  # a folder, as it is
+    monkeypatch.setenv(paths.PYG_WHEELS_ENV, "/srv/wheels")  # a folder, as it is
     assert stacks.pyg_wheels_url("2.13.0", "cpu") == "/srv/wheels"
 
 
 def test_an_unreachable_index_falls_back_quickly_saying_the_url_and_why(monkeypatch, cpu_torch):
-    monkeypatch.setenv(stacks.PYG_WHEELS_ENV, UNREACHABLE)
+    monkeypatch.setenv(paths.PYG_WHEELS_ENV, UNREACHABLE)
     said: list[str] = []
     ran: list[list[str]] = []
     monkeypatch.setattr(stacks, "_run", lambda cmd, *a, **k: ran.append(cmd))
@@ -74,13 +74,13 @@ def test_an_unreachable_index_falls_back_quickly_saying_the_url_and_why(monkeypa
 
 def test_a_missing_wheel_folder_falls_back_and_pyg_dist_goes_without(tmp_path, monkeypatch, cpu_torch):
     missing = tmp_path / "no-such-folder"
-    monkeypatch.setenv(stacks.PYG_WHEELS_ENV, str(missing))
+    monkeypatch.setenv(paths.PYG_WHEELS_ENV, str(missing))
     said: list[str] = []
     record = stacks.take_pyg_wheels(stacks.get("pyg-dist"), ["pip", "install"], log=said.append)
     assert record["source"] == stacks.FALLBACK and record["fallback"] == []
     assert record["reason"] == f"{missing} cannot be reached: {missing} does not exist"
     assert "the stack goes without it (its cells are skipped with this reason)" in said[-1]
-    assert stacks.PYG_WHEELS_ENV in said[-1]
+    assert paths.PYG_WHEELS_ENV in said[-1]
     assert stacks.sampler_summary(record, {}) == f"no pyg-lib: {record['reason']}"
 
 
@@ -88,7 +88,7 @@ def test_an_index_without_a_fitting_wheel_falls_back_with_pips_words(tmp_path, m
     """A reachable index (here an empty folder) that has no pyg-lib for this torch and Python."""
     empty = tmp_path / "wheels"
     empty.mkdir()
-    monkeypatch.setenv(stacks.PYG_WHEELS_ENV, str(empty))
+    monkeypatch.setenv(paths.PYG_WHEELS_ENV, str(empty))
     pip = [sys.executable, "-m", "pip", "install", "--dry-run", "--progress-bar", "off"]
     record = stacks.take_pyg_wheels(stacks.get("pyg"), pip, log=lambda line: None)
     assert record["source"] == stacks.FALLBACK
@@ -98,7 +98,7 @@ def test_an_index_without_a_fitting_wheel_falls_back_with_pips_words(tmp_path, m
 
 def write_stack(folder: Path, sampler: dict) -> None:
     folder.mkdir(parents=True)
-    (folder / stacks.COMPLETE_MARK).write_text(json.dumps({"requirements": "", "versions": {"torch": "2.13.0+cpu"},
+    (folder / paths.COMPLETE_MARK).write_text(json.dumps({"requirements": "", "versions": {"torch": "2.13.0+cpu"},
                                                            "sampler": sampler}))
 
 
@@ -109,18 +109,18 @@ def test_a_stack_that_fell_back_is_rebuilt_only_once_the_index_answers(tmp_path,
     reason = f"{url} cannot be reached: [Errno 111] Connection refused"
     write_stack(stack.path, {"source": stacks.FALLBACK, "index": url, "torch_build": "2.13.0+cpu", "reason": reason,
                              "fallback": stack.fallback_lines(), "summary": "torch-sparse ... from source"})
-    monkeypatch.setenv(stacks.PYG_WHEELS_ENV, UNREACHABLE)
+    monkeypatch.setenv(paths.PYG_WHEELS_ENV, UNREACHABLE)
     assert stacks.index_answers_now(stack) is None  # still unreachable: the stack is kept
     assert stacks.recorded_versions(stack) == {"torch": "2.13.0+cpu", "sampler_source": "torch-sparse ... from source"}
     wheels = tmp_path / "mirror"
     wheels.mkdir()
-    monkeypatch.setenv(stacks.PYG_WHEELS_ENV, str(wheels))
+    monkeypatch.setenv(paths.PYG_WHEELS_ENV, str(wheels))
     assert stacks.index_answers_now(stack) == f"{wheels} answers now (when this stack was built: {reason})"
     # one that took pyg-lib, or that the same index answered without a fitting wheel, is never re-checked
     for sampler in ({"source": stacks.PYG_INDEX, "index": url, "torch_build": "2.13.0+cpu"},
                     {"source": stacks.FALLBACK, "index": str(wheels), "torch_build": "2.13.0+cpu",
                      "reason": f"{wheels} holds no pyg-lib>=0.7.0 wheel for torch 2.13.0+cpu and this Python (...)"}):
-        (stack.path / stacks.COMPLETE_MARK).write_text(json.dumps({"versions": {}, "sampler": sampler}))
+        (stack.path / paths.COMPLETE_MARK).write_text(json.dumps({"versions": {}, "sampler": sampler}))
         assert stacks.index_answers_now(stack) is None
 
 
@@ -131,10 +131,10 @@ def test_a_pyg_dist_cell_says_why_its_stack_has_no_pyg_lib(tmp_path, monkeypatch
     write_stack(folder, {"source": stacks.FALLBACK, "index": url, "reason": f"{url} cannot be reached: refused",
                          "fallback": []})
     monkeypatch.setattr(sys, "prefix", str(folder))
-    assert stacks.running_stack_no_pyg_lib() == f"{url} cannot be reached: refused"
+    assert paths.running_stack_no_pyg_lib() == f"{url} cannot be reached: refused"
     assert stacks.running_stack_sampler() == f"no pyg-lib: {url} cannot be reached: refused"
     monkeypatch.setattr(sys, "prefix", str(tmp_path))  # an external interpreter: no record
-    assert stacks.running_stack_no_pyg_lib() == "" and stacks.running_stack_sampler() == ""
+    assert paths.running_stack_no_pyg_lib() == "" and stacks.running_stack_sampler() == ""
 
 
 def gnnbench(*args: str, env: dict, timeout: int = 900) -> subprocess.CompletedProcess:
@@ -150,7 +150,7 @@ def test_a_folder_of_pyg_lib_wheels_is_taken_and_named_by_every_pyg_cell(tmp_pat
     if not wheels or not list(Path(wheels).glob("pyg_lib-*.whl")):
         pytest.skip(f"{WHEELS_ENV} ({wheels or 'not set'}) names no folder holding a pyg_lib-*.whl for this "
                     "machine's torch (pyg-lib is not on PyPI; build one from its public source)")
-    env = {**os.environ, "GNNBENCH_STACKS_DIR": str(tmp_path / "stacks"), stacks.PYG_WHEELS_ENV: wheels,
+    env = {**os.environ, "GNNBENCH_STACKS_DIR": str(tmp_path / "stacks"), paths.PYG_WHEELS_ENV: wheels,
            "GNNBENCH_CACHE": str(tmp_path / "cache")}
     proc = gnnbench("stacks", "install", "pyg", env=env)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -175,7 +175,7 @@ def test_install_takes_the_fallback_once_then_pyg_lib_once_the_index_answers(tmp
                                                                              cpu_torch):
     """The whole install with pip left out (its commands are recorded, not run): which passes run,
     what the stack records, what it says; and the rebuild once the index answers."""
-    monkeypatch.setenv(stacks.PYG_WHEELS_ENV, UNREACHABLE)
+    monkeypatch.setenv(paths.PYG_WHEELS_ENV, UNREACHABLE)
     ran: list[list[str]] = []
 
     def run(cmd, name, env=None, log=print):
@@ -194,7 +194,7 @@ def test_install_takes_the_fallback_once_then_pyg_lib_once_the_index_answers(tmp
     assert len(no_isolation) == 1 and no_isolation[0][-2:] == ["torch-scatter==2.1.2", "torch-sparse==0.6.18"]
     assert not any("--find-links" in cmd for cmd in ran)  # the index did not answer: pip was not sent there
     assert sum(line.startswith("stack pyg: no pyg-lib: http://127.0.0.1:9/") for line in said) == 1
-    record = stacks.recorded_sampler(stack.path)
+    record = paths.recorded_sampler(stack.path)
     assert record["source"] == stacks.FALLBACK and said[-1] == f"stack pyg: sampler: {record['summary']}"
     assert stacks.recorded_versions(stack)["sampler_source"] == record["summary"]
 
@@ -205,7 +205,7 @@ def test_install_takes_the_fallback_once_then_pyg_lib_once_the_index_answers(tmp
 
     wheels = tmp_path / "wheels"
     wheels.mkdir()
-    monkeypatch.setenv(stacks.PYG_WHEELS_ENV, str(wheels))
+    monkeypatch.setenv(paths.PYG_WHEELS_ENV, str(wheels))
     installed = {"torch": "2.13.0+cpu", "torch_geometric": "2.8.1", "pyg_lib": "0.9.0"}
     said.clear()
     stacks.install("pyg", log=said.append)
@@ -213,5 +213,5 @@ def test_install_takes_the_fallback_once_then_pyg_lib_once_the_index_answers(tmp
     taken = [cmd for cmd in ran if "--find-links" in cmd]
     assert len(taken) == 1 and taken[0][-3:] == ["--find-links", str(wheels), "pyg-lib>=0.7.0"]
     assert not any("--no-build-isolation" in cmd for cmd in ran)  # no torch-sparse this time
-    assert stacks.recorded_sampler(stack.path)["summary"] == f"pyg-lib 0.9.0 from {wheels}"
+    assert paths.recorded_sampler(stack.path)["summary"] == f"pyg-lib 0.9.0 from {wheels}"
     assert said[-1] == f"stack pyg: sampler: pyg-lib 0.9.0 from {wheels}"

@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from bench.datasets import hub
-from bench.run.runner import ensure_dataset
+from bench.run.prepare import ensure_dataset
 from tests.conftest import REPO, offline_data_root, require_stacks, run_suite
 from tests.ogb_fixture import write_arxiv_like
 

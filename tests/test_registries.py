@@ -86,3 +86,18 @@ def test_registry_entries_agree():
             assert info.task in stores.STORES[store].tasks, (name, store)
     assert all(stores.STORES[s].tasks for s in stores.STORES)
     assert all(datasets.stack_of(s) == datasets.SOURCES[s][1] for s in datasets.SOURCES)
+
+
+def test_the_plain_loops_are_the_registrys():
+    """The backends `gnnbench fidelity` compares are those whose registry line names a plain loop,
+    and each name is a function of bench/harness_costs/plain_loops.py (read as text: it imports torch)."""
+    import re
+    from pathlib import Path
+
+    from bench.harness_costs import fidelity
+
+    loops = Path(__file__).resolve().parents[1] / "bench" / "harness_costs" / "plain_loops.py"
+    defined = set(re.findall(r"^def (\w+)\(", loops.read_text(), flags=re.M))
+    named = {name: info.plain_loop for name, info in BACKENDS.items() if info.plain_loop}
+    assert named and set(named.values()) <= defined, (named, defined)
+    assert set(fidelity.PLAIN_BACKENDS) == set(named)

@@ -2,7 +2,7 @@
 
 import pytest
 
-from bench.run import stacks
+from bench import stacks
 
 
 def test_pin_files_parse_into_plain_and_no_isolation_passes():
@@ -69,3 +69,20 @@ def test_unknown_stack_is_a_clear_error():
 def test_install_builds_pinned_stacks_only():
     with pytest.raises(stacks.StackError, match=r"`stacks install` builds the pinned stacks: .*pyg"):
         stacks.install("tensorflow")
+
+
+def test_the_install_entry_runs_with_only_what_the_images_copy_first(tmp_path):
+    """docker/Dockerfile copies bench/__init__.py, bench/paths.py and bench/stacks/'s __init__ and
+    __main__ before the rest of gnnbench, and runs `python -m bench.stacks install NAME` there."""
+    import shutil
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+
+    for name in ("__init__.py", "paths.py", "stacks/__init__.py", "stacks/__main__.py"):
+        (tmp_path / "bench" / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(REPO / "bench" / name, tmp_path / "bench" / name)
+    done = subprocess.run([sys.executable, "-m", "bench.stacks"], cwd=tmp_path, capture_output=True, text=True,
+                          env={"PATH": "/usr/bin:/bin"}, timeout=60)
+    assert done.returncode == 1 and "usage: python -m bench.stacks install NAME" in done.stderr, done.stderr

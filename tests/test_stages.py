@@ -11,7 +11,7 @@ import time
 import pytest
 
 from bench.backends import stages
-from bench.run.load import HIGH_LOAD
+from bench.machine.load import HIGH_LOAD
 from bench.run import suite
 from tests.conftest import require_stacks, run_suite_text
 
@@ -255,7 +255,7 @@ def test_trim_to_layer_gives_the_seeds_the_same_outputs():
     import os
     import subprocess
 
-    from bench.run import stacks
+    from bench import stacks
     from tests.conftest import REPO
 
     require_stacks("pyg")

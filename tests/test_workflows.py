@@ -1,6 +1,6 @@
 """The Python the workflows under .github/ run (`python -c "..."` in a step's `run:`) is run here,
 in the interpreter the step names, so a moved module or a renamed function fails a test instead
-of the published workflow (ci.yml once ran `from bench import stacks` after the module moved)."""
+of the published workflow (ci.yml once ran `from bench import stacks` while that module lived in bench/run/)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bench.run import stacks
+from bench import stacks
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKFLOWS = sorted((ROOT / ".github" / "workflows").glob("*.yml"))

@@ -1,7 +1,7 @@
 """The systems under test, by name. A new backend is one module under bench/backends/ with a
 `Pipeline` class (a subclass of bench.backends.base.Pipeline) plus one line in BACKENDS: the
 line says everything the rest of gnnbench needs to know about it (its stack, modes, stores,
-task, memory model and chart hint), so no other file names a backend.
+task, memory model, chart hint and plain loop), so no other file names a backend.
 
 This registry is plain data so the host can validate suites without importing any framework;
 the module itself is imported only inside its stack's interpreter.
@@ -38,13 +38,17 @@ class BackendInfo:
     # Its seeds are training seeds, batched (False: feature-gather's "seeds" are the rows it reads):
     # cells that train fewer per epoch than another are noted (bench/publish/stages.py fewer_seeds)
     seeds_are_training_seeds: bool = True
+    # The plain training loop its framework's own examples write, by the name of its function in
+    # bench/harness_costs/plain_loops.py: `gnnbench fidelity` times the backend against it. None: no
+    # plain loop (the backend is not compared). A name, not the function: plain_loops imports torch.
+    plain_loop: str | None = None
 
 
 BACKENDS: dict[str, BackendInfo] = {
     # NeighborLoader's own CSC: colptr (8 B per node), row and permutation (16 B per edge)
     "pyg-neighbor": BackendInfo("bench.backends.pyg_neighbor", "pyg", ("cpu-cpu", "cpu-cuda"), ("memory", "lmdb"),
                                 options=("pin_memory", "amp", "trim_to_layer"),
-                                structure_bytes_per_node=8, structure_bytes_per_edge=16,
+                                structure_bytes_per_node=8, structure_bytes_per_edge=16, plain_loop="pyg_loop",
                                 work_notes={"layer": "PyG's layers compute every node they are given: the whole "
                                                      "sampled subgraph, or with trim_to_layer the hops the layer "
                                                      "still needs"}),
@@ -53,7 +57,7 @@ BACKENDS: dict[str, BackendInfo] = {
                                  ("cpu-cpu", "cpu-cuda", "pinned-cuda", "cuda-cuda"),
                                  ("memory", "lmdb", "graphbolt-disk"), mode_chart=True,
                                  options=("amp", "gpu_cache"),
-                                 structure_bytes_per_node=8, structure_bytes_per_edge=8,
+                                 structure_bytes_per_node=8, structure_bytes_per_edge=8, plain_loop="graphbolt_loop",
                                  work_notes={f"hop{k}_{what}": "GraphBolt samples each hop for all the nodes "
                                                                 "reached before it (a layer's destination nodes "
                                                                 "include the seeds again), where PyG samples for "

@@ -36,9 +36,9 @@ import time
 from pathlib import Path
 
 from bench.inputs import InputError
-from bench.paths import repo_root
+from bench.paths import PYG_WHEELS_ENV, repo_root
 # PyG's wheel index (GNNBENCH_PYG_WHEELS): the same source, and the same check, as the local stacks'
-from bench.run.stacks import PYG_WHEELS_ENV, pyg_wheels_url, reachable
+from bench.stacks import pyg_wheels_url, reachable
 
 PLATFORMS = ("x86_64", "aarch64")
 PYTHONS = range(10, 15)  # 3.10 .. 3.14: gnnbench needs >= 3.10
@@ -138,7 +138,7 @@ def megabytes(path: Path) -> float:
 
 def pins() -> tuple[dict[str, str], dict[str, str]]:
     """(plain pins, built-from-source pins) of the pyg stack on a machine: name -> requirement."""
-    from bench.run.stacks import available
+    from bench.stacks import available
 
     plain, no_isolation = available()["pyg"].requirement_lines(container=False)
     name = lambda line: re.split(r"[=<>!~ \[;]", line, maxsplit=1)[0].lower()  # noqa: E731
@@ -229,7 +229,7 @@ def sampler_wheels(out: Path, tag: str) -> list[str]:
 def sampler_from_cache(out: Path, target: Target, tag: str, source_pins: dict[str, str]) -> tuple[list[str], str]:
     """torch-scatter and torch-sparse as the local pyg stack has them (pip's cache of the wheels it
     built), where the node is this machine's kind and has that stack's torch: (files, note)."""
-    from bench.run import stacks
+    from bench import stacks
 
     if not target.is_here():
         return [], f"the wheels built here are for CPython {sys.version_info.major}.{sys.version_info.minor} on " \
@@ -257,7 +257,7 @@ def sampler_from_cache(out: Path, target: Target, tag: str, source_pins: dict[st
 def sampler_sources(out: Path, source_pins: dict[str, str]) -> list[str]:
     """torch-scatter's and torch-sparse's source packages. pip reads a source package's metadata by
     running its setup.py, which imports torch: so the download runs in the local pyg stack."""
-    from bench.run import stacks
+    from bench import stacks
 
     stack = stacks.install("pyg", log=lambda line: say(f"  {line}"))
     folder = out / "sampler" / "src"
@@ -284,8 +284,8 @@ def prepare_datasets(out: Path, suites: list[str], data_root: Path | None) -> tu
     """(prepared here, generated on the node) by dataset name."""
     from bench import datasets
     from bench.datasets import hub
-    from bench.run import stacks
-    from bench.run.runner import ensure_dataset
+    from bench import stacks
+    from bench.run.prepare import ensure_dataset
 
     prepared, on_node = [], []
     hub_dir = out / "hub"

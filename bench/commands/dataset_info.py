@@ -10,7 +10,7 @@ from bench import datasets
 from bench.backends import BACKENDS
 from bench.datasets import hub, user_graph
 from bench.run import memory_plan as memory
-from bench.run.runner import dataset_stats
+from bench.run.prepare import dataset_stats
 
 WORLD_SIZES = (1, 2, 4)
 

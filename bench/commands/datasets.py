@@ -10,7 +10,7 @@ from bench.commands.common import add_cache_dir
 from bench.datasets.hub import DatasetError
 from bench.inputs import folder
 from bench.paths import cache_dir
-from bench.run import stacks
+from bench import stacks
 
 
 def add_parser(sub, parents) -> None:
@@ -35,7 +35,7 @@ def add_parser(sub, parents) -> None:
 def run(args) -> int:
     from bench.commands import dataset_info
     from bench import datasets
-    from bench.run.runner import ensure_dataset
+    from bench.run.prepare import ensure_dataset
 
     cache = cache_dir(args.cache_dir, writable=args.datasets_command in ("prepare", "check"))
     if args.datasets_command == "list":
@@ -74,7 +74,7 @@ def check(spec: dict, cache: Path) -> int:
     from bench import datasets
     from bench.commands import dataset_info
     from bench.datasets import hub
-    from bench.run.runner import ensure_dataset
+    from bench.run.prepare import ensure_dataset
 
     if not datasets.user_files(spec["source"]):
         mine = [s for s in datasets.SOURCES if datasets.user_files(s)]

@@ -27,7 +27,7 @@ def add_parser(sub, parents) -> None:
 
 
 def run(args) -> int:
-    from bench.run import fidelity
+    from bench.harness_costs import fidelity
 
     if args.rounds < 1:
         raise InputError(f"--rounds {args.rounds}: give at least 1")

@@ -24,7 +24,7 @@ def add_parser(sub, parents) -> None:
 
 
 def run(args) -> int:
-    from bench.run import overhead
+    from bench.harness_costs import overhead
 
     if args.epochs < 1:
         raise InputError(f"--epochs {args.epochs}: give at least 1")

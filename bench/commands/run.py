@@ -23,7 +23,7 @@ def add_parser(sub, parents) -> None:
 
 def default_suite() -> tuple[str, str]:
     """The suite `gnnbench run` takes when none is named, and why."""
-    from bench.run import gpus
+    from bench.machine import gpus
 
     shown = gpus.visible()
     if shown:

@@ -4,7 +4,8 @@ interpreters you register."""
 from __future__ import annotations
 
 from bench.inputs import finite_float
-from bench.run import external_stacks, stacks
+from bench import paths, stacks
+from bench.stacks import external as external_stacks
 
 
 def add_parser(sub, parents) -> None:
@@ -45,7 +46,7 @@ def list_stacks() -> int:
             versions = stacks.probe_versions(stack)
             print(f"{name}: installed at {stack.path}")
             print("   " + ", ".join(f"{k} {v}" for k, v in versions.items()))
-            sampler = stacks.recorded_sampler(stack.path)
+            sampler = paths.recorded_sampler(stack.path)
             if sampler:
                 print(f"   sampler: {stacks.sampler_summary(sampler)}")  # PyG's wheel index, or the fallback and why
         else:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from bench.backends.stages import STAGES, label as stage_label
 from bench.publish import fmt, stages, to_target
 from bench.publish.results import CellResult
-from bench.run.load import HIGH_LOAD
+from bench.machine.load import HIGH_LOAD
 
 
 @dataclass(frozen=True)
@@ -142,7 +142,7 @@ def _ceiling_note(cell: CellResult) -> str | None:
 
 def largest_private(cell: CellResult) -> tuple[str, int, int] | None:
     """(part, private bytes, rank) of the largest private part of any rank's peak PSS, from the
-    memory breakdown (bench/run/memory_breakdown.py); None where it was not recorded."""
+    memory breakdown (bench/machine/memory_breakdown.py); None where it was not recorded."""
     found = None
     for rank, ranked in enumerate(cell.metrics.get("memory_breakdown") or []):
         for part, sizes in ((ranked or {}).get("parts") or {}).items():
@@ -166,7 +166,7 @@ def _breakdown_hint(cell: CellResult) -> str:
 
 
 def gpu_util(cell: CellResult, key: str = "util_mean_pct") -> float | None:
-    """A figure of the GPU utilisation sampled in the measured epochs (bench/run/gpu_sampler.py);
+    """A figure of the GPU utilisation sampled in the measured epochs (bench/machine/gpu_sampler.py);
     None for a CPU cell, a file written before it, or where NVML was not there."""
     found = cell.metrics.get("gpu_util")
     return found.get(key) if isinstance(found, dict) else None
@@ -197,7 +197,7 @@ def _gpu_util_hint(cell: CellResult) -> str:
 
 
 def threads(cell: CellResult) -> int | None:
-    """The torch compute threads each rank ran with (set by the core budget, bench/run/core_budget.py)."""
+    """The torch compute threads each rank ran with (set by the core budget, bench/machine/core_budget.py)."""
     return (cell.device or {}).get("num_threads")
 
 

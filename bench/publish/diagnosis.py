@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from bench.publish import fmt, stages, to_target
 from bench.publish.results import CellResult
-from bench.run.load import HIGH_LOAD
+from bench.machine.load import HIGH_LOAD
 
 AXES = {"world_size": ("rank", "ranks"), "num_workers": ("worker", "workers")}
 OVERSUBSCRIBED = 1.0      # processes per usable core above which the CPU is oversubscribed
@@ -72,9 +72,9 @@ def usable_cores(cell: CellResult) -> int | None:
 
 
 def oversubscription(s: Slower) -> str | None:
-    """The core budget (bench/run/core_budget.py) of the cell as it ran: its ranks, each with its
+    """The core budget (bench/machine/core_budget.py) of the cell as it ran: its ranks, each with its
     recorded compute threads (1 in files that do not record them) and its loader workers."""
-    from bench.run import core_budget
+    from bench.machine import core_budget
 
     cell = s.cell
     cores = usable_cores(cell)

@@ -13,7 +13,7 @@ from markupsafe import Markup, escape
 
 from bench.publish import columns, diagnosis, fmt, stages
 from bench.publish.results import CellResult, DatasetCard, RunResult, scaling_series
-from bench.run.external_stacks import DESCRIPTION_KEYS
+from bench.stacks.external import DESCRIPTION_KEYS
 
 TEMPLATES = Path(__file__).parent / "templates"
 

@@ -76,7 +76,7 @@ class Rank:
     comm_s: float | None
     epoch_s: float | None
     peak_gpu_bytes: int | None
-    gpu_util: dict | None = None  # its GPU's utilisation and PCIe traffic (bench/run/gpu_sampler.py)
+    gpu_util: dict | None = None  # its GPU's utilisation and PCIe traffic (bench/machine/gpu_sampler.py)
 
 
 @dataclass(frozen=True)
@@ -213,13 +213,13 @@ class Machine:
     memory_total_bytes: int | None = None
     gpu_lines: tuple[str, ...] = ()   # nvidia-smi lines as recorded
     topology: str | None = None       # nvidia-smi topo -m
-    # each GPU's clocks, PCIe link and MIG mode, CUDA_VISIBLE_DEVICES, NCCL_* settings (bench/run/gpu_facts.py)
+    # each GPU's clocks, PCIe link and MIG mode, CUDA_VISIBLE_DEVICES, NCCL_* settings (bench/machine/gpu_facts.py)
     gpu_details: dict = field(default_factory=dict)
     container_image: str | None = None
     container_revision: str | None = None
     gnnbench_version: str | None = None
     stacks: dict = field(default_factory=dict)   # stack -> {package: version}
-    ceilings: dict = field(default_factory=dict)  # what the machine can do at most (bench.run.ceilings)
+    ceilings: dict = field(default_factory=dict)  # what the machine can do at most (bench.machine.ceilings)
     cluster: dict = field(default_factory=dict)  # the scheduler that started this node's run (bench.run.cluster_env)
 
     @property

@@ -1,2 +1,3 @@
-"""Running cells: suite files expand to cells (suite), a session runs them (session), the runner
-launches each in its stack's interpreter (runner, stacks), and the worker measures it there."""
+"""Running cells: suite files expand to cells (suite), a session runs them (session), each cell is
+made ready once (prepare: stacks, dataset, store, memory), the runner launches it in its stack's
+interpreter (runner), the worker measures it there (worker), and record writes the result file."""

@@ -19,8 +19,9 @@ import psutil
 
 from bench import __version__
 from bench.paths import repo_root
+from bench import stacks
 from bench.result_format import DATASET_FIELDS, REQUIRED_EXTRA, SCHEMA_VERSION, WRITTEN_FROM_RECORD, EpochMean
-from bench.run import external_stacks, stacks
+from bench.stacks import external as external_stacks
 from bench.run.runner import Outcome
 
 # pytest-benchmark names a benchmark after its test; both ways of running a suite (gnnbench run
@@ -98,7 +99,7 @@ def extra_info(outcome: Outcome, baseline: str | None = None) -> dict:
         "ranks": rank_entries(outcome),
         "warmup_epoch_s": [e["seconds"] for e in rec["warmup"]],
         "is_baseline": cell.id == baseline,
-        "other_load": outcome.other_load,  # share of the machine other work took meanwhile (bench.run.load)
+        "other_load": outcome.other_load,  # share of the machine other work took meanwhile (bench.machine.load)
         # where no GPU utilisation was sampled, why (a CPU cell, no nvidia-ml-py in the stack, ...)
         "gpu_util_reason": None if rec.get("gpu_util") else rec.get("gpu_util_reason"),
         **from_record(rec),
@@ -192,7 +193,7 @@ def rank_entries(outcome: Outcome) -> list[dict]:
 
 def document(*, benchmarks: list[dict], unmeasured: list[dict], meta: dict, ceilings: dict | None = None) -> dict:
     """The whole result file, keys in pytest-benchmark's order, ours after them; `ceilings`: the
-    machine's measured ceilings (bench.run.ceilings), where the run probed them."""
+    machine's measured ceilings (bench.machine.ceilings), where the run probed them."""
     import pytest_benchmark
     from pytest_benchmark.plugin import pytest_benchmark_generate_machine_info
 
@@ -236,7 +237,7 @@ def machine_info(ceilings: dict | None = None) -> dict:
         "container_revision": os.environ.get("GNNBENCH_REVISION"),
         # the scheduler that started this node's run (SLURM's srun, a Kubeflow pod): job id, node list
         "cluster": cluster_info(),
-        # what this machine can do at most (bench.run.ceilings), the stages are held against it
+        # what this machine can do at most (bench.machine.ceilings), the stages are held against it
         **({"ceilings": ceilings} if ceilings else {}),
     }
 
@@ -255,7 +256,7 @@ def cluster_info() -> dict | None:
 
 def gpu_info() -> dict | None:
     """The GPUs, their clocks, MIG mode and topology, CUDA_VISIBLE_DEVICES and NCCL_* settings
-    (bench/run/gpu_facts.py); None where there is no nvidia-smi."""
-    from bench.run.gpu_facts import gpu_info as facts
+    (bench/machine/gpu_facts.py); None where there is no nvidia-smi."""
+    from bench.machine.gpu_facts import gpu_info as facts
 
     return facts()

@@ -24,14 +24,13 @@ from pathlib import Path
 
 import psutil
 
-from bench import datasets
-from bench.run import cgroup, cluster_env, stacks
-from bench.run.load import LoadMeter
-from bench.datasets import hub
-from bench.run import memory_plan as memory
+from bench import stacks
+from bench.machine import cgroup
+from bench.machine.load import LoadMeter
 from bench.net import free_port
-from bench.run.lifeline import PARENT_ENV
 from bench.paths import repo_root
+from bench.run import cluster_env
+from bench.run.lifeline import PARENT_ENV
 from bench.run.suite import Cell
 from bench.run.worker import PROGRESS_TAG
 
@@ -53,7 +52,7 @@ class Outcome:
     peak_pss_bytes: int = 0
     wall_s: float = 0.0
     rank_peaks: dict = field(default_factory=dict)  # rank -> (peak RSS, peak PSS) of its process tree
-    other_load: float | None = None  # share of the machine other work kept busy meanwhile (bench.run.load)
+    other_load: float | None = None  # share of the machine other work kept busy meanwhile (bench.machine.load)
 
 
 @dataclass(frozen=True)
@@ -206,80 +205,33 @@ def worker_env(cache: Path, run_id: str) -> dict[str, str]:
     return env
 
 
-def dataset_stats(spec: dict, cache: Path) -> dict:
-    """Sizes of a dataset: measured if it is in the hub, else as published (or bounded)."""
-    if hub.is_materialised(spec, cache):
-        # sizes only: the files are checked where they are read (ensure_dataset, the worker)
-        return hub.load_dataset(spec["source"], hub.dataset_dir(spec, cache), mmap=True, check=False).card()
-    return datasets.source_module(spec["source"]).expected_stats(spec.get("params", {}))
-
-
-def ensure_dataset(spec: dict, cache: Path, data_root: Path | None, interactive: bool = False) -> Path:
-    """Materialise a dataset into the hub once, in the interpreter its source needs.
-    `interactive`: the user's terminal answers a download's questions (ogb asks before large ones)."""
-    folder = hub.dataset_dir(spec, cache)
-    if hub.is_materialised(spec, cache) and not hub.has_checksums(folder):
-        # without its checksums a folder's files cannot be told from corrupt ones: never adopted
-        # (a flipped byte would then pass every later check); it is built again from its source
-        print(f"  dataset {spec['name']!r}: {folder} has no checksums.json, so its files cannot be checked; "
-              "building it again from its source", flush=True)
-        hub.discard(folder)
-    if hub.is_materialised(spec, cache):
-        hub.verify(folder, hub.read_meta(folder / "meta.json"))  # a corrupt or changed file fails here, named
-        return folder
-    Path(cache).mkdir(parents=True, exist_ok=True)
-    # converting holds the raw arrays and the hub arrays at once (not a user's graph: it is
-    # converted in pieces, bench/datasets/hub_stream.py)
-    too_big = None
-    if not datasets.user_files(spec["source"]):
-        too_big = memory.refusal(2 * memory.hub_bytes(dataset_stats(spec, cache)),
-                                 psutil.virtual_memory().available, f"preparing dataset {spec['name']!r}")
-    if too_big:
-        raise hub.DatasetError(too_big)
-    stack_name = datasets.stack_of(spec["source"])
-    if stack_name is None:
-        return datasets.materialiser(spec["source"])(spec, cache, data_root)
-    stack = stacks.get(stack_name)
-    if not stack.installed:
-        raise hub.DatasetError(f"dataset {spec['name']!r} is prepared in the {stack_name} stack, "
-                               f"which is not installed (gnnbench stacks install {stack_name})")
-    cmd = [str(stack.python), "-m", "bench.datasets", "prepare", json.dumps(spec), str(cache),
-           str(data_root or "")]
-    proc = subprocess.run(cmd, env=worker_env(cache, "prepare"), text=True, stdout=subprocess.PIPE,
-                          stderr=None if interactive else subprocess.PIPE,
-                          stdin=None if interactive else subprocess.DEVNULL)
-    if proc.returncode != 0 and interactive:
-        raise hub.DatasetError(f"preparing {spec['name']!r} failed ({proc.returncode}); see the messages above")
-    if proc.returncode != 0:
-        last = proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else f"exit code {proc.returncode}"
-        raise hub.DatasetError(last.removeprefix("error: ") if last.startswith("error: ")
-                               else f"preparing {spec['name']!r} failed: {last}")
-    return Path(proc.stdout.strip().splitlines()[-1])
-
-
 def run_in_stack(cell: Cell, dataset_dir: Path, cache: Path, on_progress=None,
                  extra_env: dict[str, str] | None = None, launch: Launch = Launch()) -> Outcome:
+    """A cell launched in its stack as it is, its dataset given (gnnbench fidelity's harness side).
+    A session's cells are prepared first (bench/run/prepare.py) and go to `launch_cell`."""
     stack = stacks.get(cell.stack)
     if not stack.installed:
         return Outcome(cell, "failed", f"stack {cell.stack!r} is not installed "
                                        f"(gnnbench stacks install {cell.stack})")
+    return launch_cell(cell, stack.python, dataset_dir, cache, cgroup.parse_limit(cell.settings.get("memory_limit")),
+                       on_progress, extra_env, launch)
+
+
+def launch_cell(cell: Cell, python: Path, dataset_dir: Path, cache: Path, memory_limit: int | None,
+                on_progress=None, extra_env: dict[str, str] | None = None, launch: Launch = Launch()) -> Outcome:
+    """Launch a cell whose stack, dataset and store are ready, in the memory cgroup its limit asks
+    for (bench/machine/cgroup.py; removed when it ends), and watch it to its outcome."""
     timeout = float(cell.settings["timeout"])
     run_id = uuid.uuid4().hex
     try:
-        group = memory_cgroup(cell, run_id)
+        group = None if memory_limit is None else cgroup.MemoryCgroup.create(run_id[:16], memory_limit)
     except cgroup.CgroupError as exc:
         return Outcome(cell, "skipped", f"memory_limit {cell.settings.get('memory_limit')}: {exc}")
     try:
-        return _run(cell, stack.python, dataset_dir, cache, on_progress, extra_env, launch, timeout, run_id, group)
+        return _run(cell, python, dataset_dir, cache, on_progress, extra_env, launch, timeout, run_id, group)
     finally:
         if group is not None:
             group.remove()
-
-
-def memory_cgroup(cell: Cell, run_id: str) -> cgroup.MemoryCgroup | None:
-    """The cell's memory cgroup when its `memory_limit` sets one (bench/run/cgroup.py)."""
-    limit = cgroup.parse_limit(cell.settings.get("memory_limit"))
-    return None if limit is None else cgroup.MemoryCgroup.create(run_id[:16], limit)
 
 
 def _run(cell: Cell, python: Path, dataset_dir: Path, cache: Path, on_progress, extra_env, launch: Launch, timeout: float,

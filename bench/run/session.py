@@ -2,8 +2,9 @@
 
     Session(options) -> .selected cells -> .result_of(cell) for each -> .write() the result file
 
-The session loads and expands the suite once, checks what stops a cell before it starts
-(stacks, memory, dataset, store), launches each cell through the runner, and keeps every
+The session loads and expands the suite once, refuses a cell that cannot run on this node (its
+ranks, its GPUs), has each cell prepared once (bench/run/prepare.py: stacks, memory, dataset,
+store) and launched by the runner (bench/run/runner.py), and keeps every
 finished cell twice: in memory, and as one line of a journal beside the result file, written
 at once, so a run that dies keeps what it measured and `--resume JOURNAL` finishes it.
 `gnnbench run` calls the session directly; the pytest entry (bench/run/pytest_plugin.py)
@@ -23,22 +24,17 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Callable
 
-import psutil
-
-from bench import stores
-from bench.backends import BACKENDS
-from bench.datasets import stack_of, user_files
-from bench.run import memory_plan as memory
-from bench.datasets.hub import DatasetError, is_materialised, sweep_stale
-from bench import inputs
-from bench.paths import cache_dir, cache_root, default_results_dir
+from bench import inputs, modes
 from bench.backends.stages import split_line
+from bench.datasets import stack_of, user_files
+from bench.datasets.hub import DatasetError, is_materialised, sweep_stale
+from bench.machine import ceilings, gpus
+from bench.machine.load import HIGH_LOAD, usable_cores
+from bench.paths import cache_dir, cache_root, default_results_dir
 from bench.result_format import UNMEASURED_STATUSES
-from bench import modes
-from bench.run import ceilings, cluster_env, gpus, record, stacks, suite as suite_mod
-from bench.run.load import usable_cores
-from bench.run.load import HIGH_LOAD
-from bench.run.runner import Launch, Outcome, dataset_stats, ensure_dataset, run_in_stack
+from bench.run import cluster_env, record, suite as suite_mod
+from bench.run.prepare import Preparation, ensure_dataset
+from bench.run.runner import Launch, Outcome, launch_cell
 from bench.run.suite import Cell
 
 JOURNAL_SUFFIX = ".cells.jsonl"
@@ -340,8 +336,7 @@ class Session:
             say(f"{self.cluster.scheduler}: node {node_rank} of {nnodes}"
                 + (f" ({', '.join(self.cluster.nodes)})" if self.cluster.nodes else "")
                 + (f", rendezvous at {endpoint}" if endpoint else ""))
-        self._datasets: dict[str, Path | DatasetError] = {}
-        self._stack_errors: dict[str, str] = {}
+        self.preparation = Preparation(self.cache, self.data_root, nnodes, options.no_install, say)
         self.check_user_graphs()
         self.started_at = dt.datetime.now(dt.timezone.utc)
         self.finished: dict[str, Finished] = {}
@@ -383,12 +378,12 @@ class Session:
                 continue
             stack = stack_of(spec["source"])
             if stack and not is_materialised(spec, self.cache):
-                problem = self.ensure_stack(stack)
+                problem = self.preparation.ensure_stack(stack)
                 if problem:
                     raise SessionError(f"dataset {name!r} ({spec['source']}) is read in the {stack} stack: {problem}")
             self.say(f"checking dataset {name} ({spec['source']}:{spec['params'].get('path')}) ...")
             try:
-                self._datasets[name] = ensure_dataset(spec, self.cache, self.data_root)
+                self.preparation.datasets[name] = ensure_dataset(spec, self.cache, self.data_root)
             except DatasetError as exc:
                 raise DatasetError(f"dataset {name!r} ({spec['source']}): {exc}") from None
 
@@ -426,8 +421,7 @@ class Session:
         outcome = self.node_refusal(resolved) or self.gpu_refusal(resolved)
         if outcome is None and resolved is not cell:
             self.say(f"  num_workers: per-gpu -> {resolved.settings['num_workers']} on this machine")
-        outcome = outcome or self.precheck(resolved) or run_in_stack(
-            resolved, self.dataset(resolved), self.cache, on_progress=self._show_epoch, launch=self.launch)
+        outcome = outcome or self.prepare_and_launch(resolved)
         if outcome.status == "failed":
             label = modes.known_worker_failure(resolved.settings["mode"], resolved.settings["num_workers"],
                                                outcome.reason)
@@ -457,7 +451,7 @@ class Session:
     def cell_notes(self, cell: Cell) -> list[str]:
         """What a reader of this cell's numbers must know: ranks beyond the usable cores, and for
         a GPU cell how its stages were timed and which of its CUDA paths no GPU run has shown."""
-        from bench.run import core_budget
+        from bench.machine import core_budget
 
         notes = []
         cores = usable_cores()
@@ -510,70 +504,14 @@ class Session:
                                             f"(--nnodes {nnodes}: every node runs the same number of ranks)")
         return None
 
-    def precheck(self, cell: Cell) -> Outcome | None:
-        """What stops a cell before it starts: a stack that is not there (the cell's own, or the
-        one its dataset is prepared in, unless the hub has it already: a node given a prepared
-        Cora needs no pyg stack), too little memory, a dataset that cannot be prepared,
-        a store that cannot be built."""
-        preparer = None if is_materialised(cell.dataset_spec, self.cache) else stack_of(cell.dataset_spec["source"])
-        for stack in filter(None, (cell.stack, preparer)):
-            problem = self.ensure_stack(stack)
-            if problem:
-                return Outcome(cell, "failed", problem)
-        refused = self.refusal(cell)
-        if refused:
-            return Outcome(cell, "refused", refused)
-        try:
-            dataset_dir = self.dataset(cell)
-        except DatasetError as exc:
-            return Outcome(cell, "failed", f"dataset: {exc}")
-        try:
-            stores.prepare(cell.settings["store"], dataset_dir, BACKENDS[cell.backend].task, say=self.say)
-        except Exception as exc:  # noqa: BLE001 - any failed build is this cell's failure, recorded
-            return Outcome(cell, "failed", f"store: {type(exc).__name__}: {exc}")
-        return None
-
-    def ensure_stack(self, name: str) -> str | None:
-        """Install a missing stack once (unless --no-install); the problem, if it cannot be had."""
-        if name in self._stack_errors:
-            return self._stack_errors[name]
-        stack = stacks.get(name)  # a pinned or a registered stack (reads the registry once)
-        if stack.installed:
-            return None
-        if stack.external:
-            self._stack_errors[name] = (f"stack {name!r}: its registered interpreter {stack.python} "
-                                        f"is gone (gnnbench stacks add {name} --python PATH registers another)")
-        elif self.options.no_install:
-            self._stack_errors[name] = f"stack {name!r} is not installed (gnnbench stacks install {name})"
-        else:
-            try:
-                stacks.install(name, log=lambda line: self.say(f"  {line}"))
-            except stacks.StackError as exc:
-                self._stack_errors[name] = str(exc)
-        return self._stack_errors.get(name)
-
-    def dataset(self, cell: Cell) -> Path:
-        if cell.dataset not in self._datasets:
-            self.say(f"  preparing dataset {cell.dataset} ...")
-            try:
-                self._datasets[cell.dataset] = ensure_dataset(cell.dataset_spec, self.cache, self.data_root)
-            except DatasetError as exc:
-                self._datasets[cell.dataset] = exc
-        found = self._datasets[cell.dataset]
-        if isinstance(found, DatasetError):
-            raise found
-        return found
-
-    def refusal(self, cell: Cell) -> str | None:
-        """Refuse, with the numbers, a cell that cannot fit in the memory available now."""
-        try:
-            stats = dataset_stats(cell.dataset_spec, self.cache)
-        except DatasetError:
-            return None  # preparing the dataset will report what is wrong
-        local_ranks = max(1, cell.settings["world_size"] // self.launch.nnodes)
-        need = memory.estimate(stats, cell.backend, local_ranks, cell.settings["store"])
-        return memory.refusal(need["total_bytes"], psutil.virtual_memory().available,
-                              f"{local_ranks} rank(s) of {cell.backend} on {cell.dataset}")
+    def prepare_and_launch(self, cell: Cell) -> Outcome:
+        """The cell prepared once (bench/run/prepare.py: stacks, memory, dataset, store), then
+        launched by the runner; what stops it before it starts is its outcome."""
+        prepared = self.preparation.prepare(cell)
+        if isinstance(prepared, Outcome):
+            return prepared
+        return launch_cell(cell, prepared.python, prepared.dataset_dir, self.cache, prepared.memory_limit,
+                           on_progress=self._show_epoch, launch=self.launch)
 
     def _show_epoch(self, event: dict) -> None:
         kind = "to target" if event.get("beyond") else "warm-up" if event.get("warmup") else "epoch"
@@ -605,7 +543,7 @@ class Session:
             # against a ceiling, and no reason to probe the machine
             self._ceilings = {"usable_cores": usable_cores(), "notes": ["ceilings not measured: no cell ran"]}
         if self._ceilings is None:
-            self._ceilings = ceilings.for_run(self.cache, {name: folder for name, folder in self._datasets.items()
+            self._ceilings = ceilings.for_run(self.cache, {name: folder for name, folder in self.preparation.datasets.items()
                                                             if isinstance(folder, Path)})
         return self._ceilings
 

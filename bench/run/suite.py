@@ -27,7 +27,7 @@ from bench.datasets.params import Strict
 from bench import modes, strict_yaml
 from bench.inputs import plain_name_problem
 from bench.paths import suites_dir
-from bench.run.cgroup import canonical as canonical_limit
+from bench.machine.cgroup import canonical as canonical_limit
 from bench.stores import STORES, cold_files
 
 ModeName = Literal[ALL_MODES]  # type: ignore[valid-type]  # what each means: bench.modes
@@ -132,7 +132,7 @@ class Settings(Strict):
     (torch_geometric.utils.trim_to_layer), not the whole sampled subgraph. A cell only where the
     backend has it and there is a model; in cell ids only when true."""
     threads: one_or_sweep(bounded(int, ge=1, le=1024) | Literal["auto"]) = "auto"
-    """torch intra-op threads per rank: `auto` is the core budget's share (bench/run/core_budget.py:
+    """torch intra-op threads per rank: `auto` is the core budget's share (bench/machine/core_budget.py:
     the node's usable cores ÷ ranks, less the rank's loader workers); N sets exactly N, even beyond
     the budget (the cell records it oversubscribed). In cell ids only when set: `/threads=1`."""
     memory_limit: one_or_sweep(MemoryLimit) = "none"
@@ -163,7 +163,7 @@ class Settings(Strict):
     @field_validator("stack")
     @classmethod
     def _known_stack(cls, value):
-        from bench.run.stacks import OWN, StackError, known
+        from bench.stacks import OWN, StackError, known
 
         try:
             allowed = known()
@@ -330,7 +330,7 @@ def with_stacks(suite: Suite, names: list[str]) -> tuple[Suite, list[str]]:
         raise SuiteError(f"--stack {' --stack '.join(names)}: no backend of suite {suite.name!r} runs in "
                          f"{'these stacks' if len(names) > 1 else 'this stack'} (a stack runs the backends of "
                          "its framework: PyG's or DGL's)")
-    from bench.run.stacks import framework_of
+    from bench.stacks import framework_of
 
     in_stacks = {c.backend for c in expand(changed)}
     backends = named_backends(suite)
@@ -365,8 +365,8 @@ def with_mode(suite: Suite, names: list[str]) -> tuple[Suite, list[str]]:
 def resolve_workers(cell: Cell, usable_cores: int, nnodes: int = 1) -> Cell:
     """A cell with `num_workers: per-gpu` as it runs on this machine: each of this node's ranks
     gets its share of the usable cores less one for its own thread (the core budget,
-    bench/run/core_budget.py; at least 1); the rule stays in `num_workers_rule`, the id unchanged."""
-    from bench.run import core_budget
+    bench/machine/core_budget.py; at least 1); the rule stays in `num_workers_rule`, the id unchanged."""
+    from bench.machine import core_budget
 
     if cell.settings["num_workers"] != PER_GPU:
         return cell
@@ -627,7 +627,7 @@ def _meaningful(backend: str, settings: dict) -> bool:
     settings only in a mode that trains on the GPU (bf16 autocast also runs on the CPU), with a
     model to train, and where the backend has them (BackendInfo.options); trim_to_layer only with
     a model, where the backend has it; a cold page cache only for a store read from files."""
-    from bench.run.stacks import framework_of, get
+    from bench.stacks import framework_of, get
 
     info = BACKENDS[backend]
     if settings["stack"] is not None and framework_of(info.stack) not in get(settings["stack"]).frameworks:

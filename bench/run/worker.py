@@ -7,11 +7,14 @@ the measured epochs, times each epoch (and the time spent waiting on the loader 
 `profile`, the default, its stages, loader worker-seconds and work: bench/backends/stages.py),
 evaluates, and writes a JSON record. Memory is sampled from outside by the runner, which sees
 the whole process tree. Progress lines go to stdout, prefixed with PROGRESS_TAG.
+
+torch is imported inside the functions that use it, never at the top: the host imports this
+module too (the runner reads PROGRESS_TAG, the tests call its helpers) and has no framework.
 """
 
 from __future__ import annotations
 
-import contextlib
+import datetime as dt
 import gc
 import importlib.metadata
 import json
@@ -20,7 +23,22 @@ import platform
 import resource
 import sys
 import time
+import traceback
+from dataclasses import dataclass, field
 from pathlib import Path
+
+from bench.backends import BACKENDS, load_pipeline_class
+from bench.backends.base import Unavailable, device_of, rank_and_world, seed_everything, select_device, unwrap
+from bench.backends.stages import LISTS, WORK_BUDGET, EpochClock, cuda_sync
+from bench.datasets import hub
+from bench.machine import core_budget, gpu_affinity, gpu_sampler
+from bench.machine.gpu_facts import worker_facts
+from bench.machine.memory_breakdown import PhaseMemory, model_optimizer_bytes
+from bench.modes import mode as mode_of
+from bench.run import cuda_oom, to_target
+from bench.run.lifeline import tie_to_parent
+from bench.stacks import OPTIONAL_PROBES, PROBE_MODULES, running_stack_sampler
+from bench.stores import features_in_memory, files_of, page_cache
 
 PROGRESS_TAG = "GNNBENCH-PROGRESS "
 INIT_TIMEOUT_S = 300  # init_process_group: seconds to wait for every rank
@@ -38,8 +56,6 @@ def rank_barrier(dist, settings: dict) -> None:
     """A barrier on this rank's own GPU under NCCL: without device_ids, torch 2.2 guesses the GPU
     as rank % local GPUs before any NCCL op has run (wrong where a node's ranks and GPUs differ),
     and newer torch warns. device_ids works in both stacks' torch."""
-    from bench.modes import mode as mode_of
-
     if mode_of(settings["mode"]).backend_for_ranks == "nccl":
         dist.barrier(device_ids=[pipe_device(settings).index])  # LOCAL_RANK's GPU (select_device)
     else:
@@ -49,8 +65,6 @@ def rank_barrier(dist, settings: dict) -> None:
 def run_epoch(pipe, on_batch=None, profile: bool = False) -> dict:
     """One pass over the training loader; stall = time blocked in next() on the loader. With
     `profile`, also the epoch's stages, loader worker-seconds and work (bench/backends/stages.py)."""
-    from bench.backends.stages import WORK_BUDGET, EpochClock, cuda_sync
-
     clock = (EpochClock(cuda_sync(pipe.device), pipe.settings.get("work_budget", WORK_BUDGET),
                         pipe.settings.get("batch_size")) if profile else None)
     comm_before = pipe.comm.seconds if pipe.comm else 0.0
@@ -95,8 +109,6 @@ def run_epoch(pipe, on_batch=None, profile: bool = False) -> dict:
 def framework_versions(stack: str) -> dict[str, str]:
     """What imports in this interpreter, and, in a pinned PyG stack, where its sampler came from
     (`sampler_source`: pyg-lib from PyG's wheel index, or the torch-sparse fallback and why)."""
-    from bench.run.stacks import OPTIONAL_PROBES, PROBE_MODULES, running_stack_sampler
-
     versions = {"python": platform.python_version()}
     for name in PROBE_MODULES.get(stack, []) + OPTIONAL_PROBES.get(stack, []):
         module = sys.modules.get(name)
@@ -115,8 +127,6 @@ def framework_versions(stack: str) -> dict[str, str]:
 def device_info() -> dict:
     import torch
 
-    from bench.run.gpu_facts import worker_facts
-
     info = {"cuda_available": torch.cuda.is_available(), "torch_cuda": torch.version.cuda,
             "num_threads": torch.get_num_threads(), **worker_facts()}  # NCCL version and settings
     if torch.cuda.is_available():
@@ -130,8 +140,6 @@ def set_threads(settings: dict, world: int = 1):
     cores ÷ its ranks, less the rank's loader workers, or the `threads` setting. Returns the budget."""
     import torch
 
-    from bench.run import core_budget
-
     local_ranks = int(os.environ.get("LOCAL_WORLD_SIZE", world))
     budget = core_budget.plan(core_budget.usable_cores(), local_ranks, settings.get("num_workers", 0),
                               settings.get("threads", core_budget.AUTO))
@@ -142,15 +150,8 @@ def set_threads(settings: dict, world: int = 1):
 def run_cell(cell: dict, dataset_dir: Path) -> dict | None:
     """Run one cell in this process (one rank of it, under torch.distributed.run). Returns the
     record to write: on global rank 0 the cell's, on another node's first rank a note that its
-    ranks took part, elsewhere None."""
-    from bench.backends import BACKENDS, load_pipeline_class
-    from bench.backends.base import Unavailable, rank_and_world, seed_everything, select_device, unwrap
-    from bench.modes import mode as mode_of
-    from bench.datasets import hub
-    from bench.stores import features_in_memory
-    from bench.run.memory_breakdown import PhaseMemory, model_optimizer_bytes
-    from bench.run import gpu_affinity, gpu_sampler, to_target
-
+    ranks took part, elsewhere None. `memory` takes this rank's memory at each phase's end,
+    `started` times the start-up phases up to the first batch."""
     memory = PhaseMemory()  # where this rank's memory goes, phase by phase
     memory.take("start")
     settings = cell["settings"]
@@ -159,137 +160,260 @@ def run_cell(cell: dict, dataset_dir: Path) -> dict | None:
     Pipeline = load_pipeline_class(cell["backend"])
     memory.take("imports")
     budget = set_threads(settings, world)  # before device_info, which records the count
-    # the modules of the backend's own stack, whichever interpreter runs it (external stacks too)
-    record = {"versions": framework_versions(BACKENDS[cell["backend"]].stack),
-              "device": {**device_info(), "core_budget": budget.as_dict()}}
+    record = environment_record(cell, budget)
     reason = Pipeline.unavailable(settings["mode"], world)
     if reason:
-        return {**record, "status": "skipped", "reason": reason} if rank == 0 else None
+        return skipped(record, reason, rank)
     started = StartupPhases(launched_at)  # start-up by phase: what a short GPU run pays before its first batch
     started.mark("imports")
-    select_device(settings["mode"])  # before NCCL and any CUDA work: this rank's own GPU
+    open_device(settings, started)
+    affinity = pin_to_gpu_cores(settings, world)
+    join_process_group(settings, world)
+    started.mark("process_group")
+
+    seed_everything(settings["seed"])
+    data = load_data(cell, dataset_dir)
+    memory.take("dataset")
+    started.mark("dataset")
+    try:
+        pipe = Pipeline(data, settings)
+    except Unavailable as exc:
+        leave_process_group(world)
+        return skipped(record, str(exc), rank)
+    memory.take("pipeline")
+    started.mark("pipeline")
+    epochs = run_epochs(cell, pipe, dataset_dir, rank, world, started, affinity)
+    memory.take("epochs")
+    mine = rank_record(pipe, epochs, memory, rank, launched_at, started, affinity)
+    ranks, accuracy = evaluate_and_gather(pipe, data, mine, rank, world, settings)
+    memory.take("evaluation")
+    ranks[rank]["memory_breakdown"] = memory.breakdown(model_optimizer_bytes(pipe))  # with evaluation's peak
+    if rank != 0:
+        return follower_record(record)
+    return cell_record(cell, record, pipe, data, ranks, accuracy, epochs)
+
+
+# --- run_cell's steps, in the order it takes them ------------------------------------------------
+
+def environment_record(cell: dict, budget: core_budget.Budget) -> dict:
+    """What every record of the cell starts with: the versions of the modules of the backend's own
+    stack, whichever interpreter runs it (external stacks too), and the device with this rank's
+    core budget."""
+    return {"versions": framework_versions(BACKENDS[cell["backend"]].stack),
+            "device": {**device_info(), "core_budget": budget.as_dict()}}
+
+
+def skipped(record: dict, reason: str, rank: int) -> dict | None:
+    """A cell the backend cannot run as asked: rank 0 records it skipped, with the reason."""
+    return {**record, "status": "skipped", "reason": reason} if rank == 0 else None
+
+
+def open_device(settings: dict, started: StartupPhases) -> None:
+    """This rank's own device, before NCCL and any CUDA work; on a GPU its CUDA context is made
+    here, timed apart from what follows."""
+    select_device(settings["mode"])
     if mode_of(settings["mode"]).needs_gpu:
         import torch
 
-        torch.cuda.init()  # the CUDA context, timed apart from what follows
+        torch.cuda.init()
         torch.zeros(1, device=pipe_device(settings))
     started.mark("cuda_context")
-    # this rank on its GPU's CPU cores before it loads anything (bench/run/gpu_affinity.py); CPU cells as they are
-    workers = settings.get("num_workers", 0)
-    affinity = gpu_affinity.pin_rank(pipe_device(settings), int(os.environ.get("LOCAL_RANK", 0)),
-                                      int(os.environ.get("LOCAL_WORLD_SIZE", world)), workers if isinstance(workers, int) else 0)
-    if world > 1:
-        import datetime as dt
 
+
+def pin_to_gpu_cores(settings: dict, world: int) -> gpu_affinity.Plan:
+    """This rank on its GPU's CPU cores before it loads anything (bench/machine/gpu_affinity.py);
+    CPU cells as they are. The plan also gives its loader workers their cores, later."""
+    workers = settings.get("num_workers", 0)
+    return gpu_affinity.pin_rank(pipe_device(settings), int(os.environ.get("LOCAL_RANK", 0)),
+                                 int(os.environ.get("LOCAL_WORLD_SIZE", world)), workers if isinstance(workers, int) else 0)
+
+
+def join_process_group(settings: dict, world: int) -> None:
+    """With several ranks, the process group (gloo or NCCL, as the mode says)."""
+    if world > 1:
         import torch.distributed as dist
 
         # a rank that never arrives fails the cell in minutes, not NCCL's default half hour
         dist.init_process_group(mode_of(settings["mode"]).backend_for_ranks,
                                 timeout=dt.timedelta(seconds=INIT_TIMEOUT_S))
-    started.mark("process_group")
 
-    seed_everything(settings["seed"])
-    # in-memory cells read the features into each rank; disk-backed ones leave them mapped
-    data = hub.load_dataset(cell["dataset"]["source"], dataset_dir,
-                         features_in_memory=features_in_memory(settings.get("store", "memory")))
-    memory.take("dataset")
-    started.mark("dataset")
-    try:
-        pipe = Pipeline(data, settings)
-        memory.take("pipeline")
-        started.mark("pipeline")
-    except Unavailable as exc:
-        if world > 1:
-            dist.destroy_process_group()
-        return {**record, "status": "skipped", "reason": str(exc)} if rank == 0 else None
-    first_batch_at = []
-    fault = fault_for(cell["id"], rank)
-    # GPU utilisation and PCIe traffic per measured epoch (bench/run/gpu_sampler.py), or why not
+
+def leave_process_group(world: int) -> None:
+    """This rank out of the process group, where it joined one."""
+    if world > 1:
+        import torch.distributed as dist
+
+        dist.destroy_process_group()
+
+
+def barrier(settings: dict, world: int) -> None:
+    """Every rank waits for the others here (nothing to wait for with one rank)."""
+    if world > 1:
+        import torch.distributed as dist
+
+        rank_barrier(dist, settings)
+
+
+def load_data(cell: dict, dataset_dir: Path):
+    """The cell's dataset from the hub: in-memory cells read the features into each rank;
+    disk-backed ones leave them mapped."""
+    store = cell["settings"].get("store", "memory")
+    return hub.load_dataset(cell["dataset"]["source"], dataset_dir, features_in_memory=features_in_memory(store))
+
+
+@dataclass
+class Epochs:
+    """A rank's training epochs, by kind: warm-up, measured, and `beyond` (past the measured ones,
+    training to the target); the target's tracker, when its first batch came, and why the GPU was
+    not sampled (if it was not)."""
+    target: to_target.Tracker | None
+    not_sampled: str | None
+    warmup: list[dict] = field(default_factory=list)
+    measured: list[dict] = field(default_factory=list)
+    beyond: list[dict] = field(default_factory=list)
+    first_batch_at: float | None = None
+
+
+class BatchHook:
+    """Called before each batch's step: the first batch ends the start-up, and a test fault
+    (FAULT_ENV) strikes at the second batch of the first measured epoch. The epoch loop says
+    whether the epoch is measured (`measuring`) before it starts."""
+
+    def __init__(self, started: StartupPhases, fault: str | None):
+        self.started, self.fault = started, fault
+        self.measuring = False
+        self.first_batch_at: float | None = None
+
+    def __call__(self, index: int) -> None:
+        if self.first_batch_at is None:
+            self.first_batch_at = time.time()
+            self.started.mark("first_batch")
+        if self.fault and self.measuring and index == 1:
+            inject(self.fault)
+
+
+def run_epochs(cell: dict, pipe, dataset_dir: Path, rank: int, world: int, started: StartupPhases,
+               affinity: gpu_affinity.Plan) -> Epochs:
+    """The warm-up and measured epochs, and, where the cell has a target (bench/run/to_target.py),
+    evaluations between epochs and epochs past the measured ones until the target or max_epochs.
+    Every rank starts an epoch together (the slowest rank ends it); the measured epochs' GPU
+    utilisation and PCIe traffic are sampled (bench/machine/gpu_sampler.py), or why not is said."""
+    settings = cell["settings"]
     sampler, not_sampled = gpu_sampler.open_for(pipe.device)
     if not_sampled and not_sampled != gpu_sampler.CPU_ONLY and rank == 0:
         print(f"note: {not_sampled}", file=sys.stderr)
-    loader_affinity = contextlib.ExitStack()  # the loader workers' cores, from their first epoch on
-    loader_affinity.enter_context(affinity.loader(pipe.train_loader))
-
-    def on_batch(index: int) -> None:
-        if not first_batch_at:
-            first_batch_at.append(time.time())
-            started.mark("first_batch")
-        if fault and measuring and index == 1:
-            inject(fault)
-
+    hook = BatchHook(started, fault_for(cell["id"], rank))
     total = settings["warmup_epochs"] + settings["epochs"]
-    warmup, measured = [], []
-    # time to accuracy, where the cell has a target (bench/run/to_target.py): evaluations between
-    # epochs, and epochs past the measured ones (`beyond`) until the target or max_epochs
-    target, beyond = to_target.Tracker.of(settings, pipe, world), []
-    from bench.stores import files_of, page_cache  # page_cache: cold, the store's files (none in memory)
-    cold = files_of(settings["store"], BACKENDS[cell["backend"]].task, dataset_dir) if settings.get("page_cache") == "cold" else []
-    for epoch in to_target.epochs(total, target):
-        measuring = settings["warmup_epochs"] <= epoch < total
-        if epoch == settings["warmup_epochs"]:
-            reset_gpu_peak(pipe)  # the measured epochs' own peak, not warm-up's or the build's
-        still_cached = page_cache.evict(cold) if cold else 0.0  # every epoch starts cold; what others map stays
-        if still_cached > 0.05:
-            print(f"rank {rank}: page_cache cold: {still_cached:.0%} of the store still cached", file=sys.stderr)
-        if world > 1:
-            rank_barrier(dist, settings)  # every rank starts the epoch together; the slowest rank ends it
-        if sampler is not None and measuring:
-            sampler.start()
-        stats = run_epoch(pipe, on_batch, profile=pipe.profile)
-        if sampler is not None and measuring:
-            stats["gpu"] = sampler.stop()
-        if stats["batches"] == 0:
-            raise RuntimeError(f"rank {rank}: the training loader yielded no batch in epoch {epoch + 1} "
-                               f"(batch size {settings['batch_size']}, {world} rank(s): fewer seeds than "
-                               "ranks x batch size, and the sampler drops uneven inputs?)")
-        (measured if measuring else warmup if epoch < total else beyond).append(stats)
-        if rank == 0:
-            progress(epoch=epoch + 1, of=total, warmup=not measuring, seconds=round(stats["seconds"], 4),
-                     beyond=epoch >= total)  # past the measured epochs, training to the target
-        if target is not None:
-            target.after_epoch(epoch + 1)
-    loader_affinity.close()
-    memory.take("epochs")
-    mine = {"memory_breakdown": memory.breakdown(model_optimizer_bytes(pipe)), "rank": rank, "epochs": measured, "warmup": warmup, "startup_s": first_batch_at[0] - launched_at,
+    done = Epochs(to_target.Tracker.of(settings, pipe, world), not_sampled)
+    cold = cold_files(cell, dataset_dir)
+    with affinity.loader(pipe.train_loader):  # the loader workers' cores, from their first epoch on
+        for epoch in to_target.epochs(total, done.target):
+            measuring = settings["warmup_epochs"] <= epoch < total
+            hook.measuring = measuring
+            if epoch == settings["warmup_epochs"]:
+                reset_gpu_peak(pipe)  # the measured epochs' own peak, not warm-up's or the build's
+            still_cached = page_cache.evict(cold) if cold else 0.0  # every epoch starts cold; what others map stays
+            if still_cached > 0.05:
+                print(f"rank {rank}: page_cache cold: {still_cached:.0%} of the store still cached", file=sys.stderr)
+            barrier(settings, world)
+            if sampler is not None and measuring:
+                sampler.start()
+            stats = run_epoch(pipe, hook, profile=pipe.profile)
+            if sampler is not None and measuring:
+                stats["gpu"] = sampler.stop()
+            if stats["batches"] == 0:
+                raise RuntimeError(f"rank {rank}: the training loader yielded no batch in epoch {epoch + 1} "
+                                   f"(batch size {settings['batch_size']}, {world} rank(s): fewer seeds than "
+                                   "ranks x batch size, and the sampler drops uneven inputs?)")
+            (done.measured if measuring else done.warmup if epoch < total else done.beyond).append(stats)
+            if rank == 0:
+                progress(epoch=epoch + 1, of=total, warmup=not measuring, seconds=round(stats["seconds"], 4),
+                         beyond=epoch >= total)  # past the measured epochs, training to the target
+            if done.target is not None:
+                done.target.after_epoch(epoch + 1)
+    done.first_batch_at = hook.first_batch_at
+    return done
+
+
+def cold_files(cell: dict, dataset_dir: Path) -> list:
+    """With `page_cache: cold`, the store's files, evicted before every epoch (bench/stores/page_cache.py);
+    none where the features are in memory."""
+    settings = cell["settings"]
+    if settings.get("page_cache") != "cold":
+        return []
+    return files_of(settings["store"], BACKENDS[cell["backend"]].task, dataset_dir)
+
+
+def rank_record(pipe, epochs: Epochs, memory: PhaseMemory, rank: int, launched_at: float, started: StartupPhases,
+                affinity: gpu_affinity.Plan) -> dict:
+    """What this rank measured, as rank 0 gathers it from every rank."""
+    measured = epochs.measured
+    return {"memory_breakdown": memory.breakdown(model_optimizer_bytes(pipe)), "rank": rank, "epochs": measured,
+            "warmup": epochs.warmup, "startup_s": epochs.first_batch_at - launched_at,
             "self_max_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,  # KiB on Linux
             "peak_gpu_bytes": peak_gpu_bytes(pipe), "gpu_device_used_bytes": gpu_device_used_bytes(pipe),
             "startup_phases": started.seconds,
-            "gpu_util": gpu_sampler.summarise([e.get("gpu") for e in measured]), "gpu_util_reason": not_sampled,
+            "gpu_util": gpu_sampler.summarise([e.get("gpu") for e in measured]), "gpu_util_reason": epochs.not_sampled,
             "gpu_util_epochs": [e["gpu"] for e in measured if e.get("gpu")] or None,
-            "cpu_affinity": affinity.record or None, "beyond": beyond}
-    collective_eval = getattr(pipe, "collective_eval", False)  # e.g. partitions evaluating together
-    if collective_eval:
-        val_acc, test_acc = pipe.evaluate("val"), pipe.evaluate("test")
-    ranks = [mine]
-    if world > 1:
-        ranks = [None] * world
-        dist.all_gather_object(ranks, mine)
-        # Leave DDP before evaluating on rank 0 alone: a DataLoader over datapipes makes a
-        # process group (a collective) whenever torch.distributed is initialised, and DDP's
-        # reducer must not outlive the process group it talks through.
-        pipe.model = unwrap(pipe.model)
-        gc.collect()
-        rank_barrier(dist, settings)
-        dist.destroy_process_group()
-    if not collective_eval:
-        val_acc, test_acc = (pipe.evaluate("val"), pipe.evaluate("test")) if rank == 0 else (None, None)
-    # the test accuracy as DGL's example reports it: full neighbourhoods, layer by layer
-    test_acc_full = pipe.full_accuracy(data, "test") if rank == 0 and not collective_eval else None
-    memory.take("evaluation")
-    ranks[rank]["memory_breakdown"] = memory.breakdown(model_optimizer_bytes(pipe))  # with evaluation's peak
-    if rank != 0:
-        local_first = int(os.environ.get("LOCAL_RANK", 0)) == 0
-        return {**record, "status": "follower", "reason": "ranks of this node ran; rank 0 records the cell"} if local_first else None
+            "cpu_affinity": affinity.record or None, "beyond": epochs.beyond}
+
+
+def evaluate_and_gather(pipe, data, mine: dict, rank: int, world: int, settings: dict) -> tuple[list[dict], dict]:
+    """Every rank's record (gathered, with several ranks), and the accuracies. A pipeline that
+    evaluates collectively (e.g. partitions evaluating together) evaluates on every rank before the
+    ranks part; any other on rank 0 alone, after they parted."""
+    collective = getattr(pipe, "collective_eval", False)
+    accuracy = evaluate(pipe, data, full=False) if collective else None
+    ranks = gather_and_part(pipe, mine, world, settings) if world > 1 else [mine]
+    if accuracy is None:
+        accuracy = (evaluate(pipe, data, full=True) if rank == 0
+                    else {"val_acc": None, "test_acc": None, "test_acc_full": None})
+    return ranks, accuracy
+
+
+def evaluate(pipe, data, full: bool) -> dict:
+    """Validation and test accuracy; with `full`, also the test accuracy as DGL's example reports
+    it: full neighbourhoods, layer by layer."""
+    return {"val_acc": pipe.evaluate("val"), "test_acc": pipe.evaluate("test"),
+            "test_acc_full": pipe.full_accuracy(data, "test") if full else None}
+
+
+def gather_and_part(pipe, mine: dict, world: int, settings: dict) -> list[dict]:
+    """Every rank's record on every rank; then this rank leaves DDP and the process group."""
+    import torch.distributed as dist
+
+    ranks = [None] * world
+    dist.all_gather_object(ranks, mine)
+    # Leave DDP before evaluating on rank 0 alone: a DataLoader over datapipes makes a
+    # process group (a collective) whenever torch.distributed is initialised, and DDP's
+    # reducer must not outlive the process group it talks through.
+    pipe.model = unwrap(pipe.model)
+    gc.collect()
+    rank_barrier(dist, settings)
+    dist.destroy_process_group()
+    return ranks
+
+
+def follower_record(record: dict) -> dict | None:
+    """A rank other than 0: its node's first rank notes that this node's ranks ran; the others write nothing."""
+    if int(os.environ.get("LOCAL_RANK", 0)) != 0:
+        return None
+    return {**record, "status": "follower", "reason": "ranks of this node ran; rank 0 records the cell"}
+
+
+def cell_record(cell: dict, record: dict, pipe, data, ranks: list[dict], accuracy: dict, epochs: Epochs) -> dict:
+    """The cell's record, on rank 0: the ranks' epochs merged (merge_ranks), a
+    summary per rank, the accuracies, and the time to the target where there is one."""
     return {**record, "status": "ok", "epochs": merge_ranks(ranks, "epochs"), "warmup": merge_ranks(ranks, "warmup"),
-            "ranks": [rank_summary(r) for r in ranks], "val_acc": val_acc, "test_acc": test_acc,
-            "test_acc_full": test_acc_full, "graph_index_dtype": pipe.index_dtype,
-            "startup_s": max(r["startup_s"] for r in ranks), "self_max_rss_bytes": mine["self_max_rss_bytes"],
+            "ranks": [rank_summary(r) for r in ranks], "val_acc": accuracy["val_acc"], "test_acc": accuracy["test_acc"],
+            "test_acc_full": accuracy["test_acc_full"], "graph_index_dtype": pipe.index_dtype,
+            "startup_s": max(r["startup_s"] for r in ranks), "self_max_rss_bytes": ranks[0]["self_max_rss_bytes"],
             "partition": getattr(pipe, "partition", None), "sampler": pipe.sampler,
             "dataset": {**data.card(), "name": cell["dataset"]["name"]},
-            "memory_breakdown": [r.get("memory_breakdown") for r in ranks],  # by rank: bench/run/memory_breakdown.py
-            "gpu_util": gpu_sampler.across_ranks([r.get("gpu_util") for r in ranks]), "gpu_util_reason": not_sampled,
-            "to_target": target and target.summary(
+            "memory_breakdown": [r.get("memory_breakdown") for r in ranks],  # by rank: bench/machine/memory_breakdown.py
+            "gpu_util": gpu_sampler.across_ranks([r.get("gpu_util") for r in ranks]),
+            "gpu_util_reason": epochs.not_sampled,
+            "to_target": epochs.target and epochs.target.summary(
                 [e["seconds"] for key in ("warmup", "epochs", "beyond") for e in merge_ranks(ranks, key)])}
 
 
@@ -309,8 +433,6 @@ class StartupPhases:
 
 
 def pipe_device(settings: dict):
-    from bench.backends.base import device_of
-
     return device_of(settings["mode"])
 
 
@@ -379,8 +501,6 @@ def sum_work(works: list[dict]) -> dict:
 
 
 def _sum_lists(works: list[dict]) -> dict:
-    from bench.backends.stages import LISTS
-
     out = {}
     for key in LISTS:
         lists = [w.get(key) or [] for w in works]
@@ -424,16 +544,12 @@ def inject(fault: str) -> None:
 
 
 def main(argv: list[str]) -> int:
-    from bench.run.lifeline import tie_to_parent
-
     tie_to_parent()  # gone with gnnbench (or with torchrun's launcher), whatever ends it
     cell_json, dataset_dir, out_path = argv
     cell = json.loads(cell_json)
     try:
         result = run_cell(cell, Path(dataset_dir))
     except Exception as exc:
-        from bench.run import cuda_oom
-
         if not cuda_oom.is_cuda_oom(exc):
             raise
         return out_of_gpu_memory(exc, cell, out_path)
@@ -453,12 +569,6 @@ def out_of_gpu_memory(exc: BaseException, cell: dict, out_path: str) -> int:
     """A rank that ran out of GPU memory writes the cell's `oom` record (bench/run/cuda_oom.py).
     Alone it ends normally; one of several ranks exits with cuda_oom.EXIT_CODE so that torchrun
     ends its peers (stuck in their next collective) at once, and the runner reads the record."""
-    import traceback
-
-    from bench.backends import BACKENDS
-    from bench.backends.base import rank_and_world
-    from bench.run import cuda_oom
-
     rank, world = rank_and_world()
     traceback.print_exc()
     base = {"versions": framework_versions(BACKENDS[cell["backend"]].stack), "device": device_info()}

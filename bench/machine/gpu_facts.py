@@ -15,7 +15,7 @@ import re
 import shutil
 import subprocess
 
-from bench.run.gpu_affinity import parse_cpulist
+from bench.machine.gpu_affinity import parse_cpulist
 
 # nvidia-smi --query-gpu fields, in this order (nvidia-smi --help-query-gpu)
 QUERY_FIELDS = ("index", "name", "uuid", "pci.bus_id", "driver_version", "memory.total", "clocks.sm",

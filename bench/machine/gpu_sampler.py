@@ -1,7 +1,7 @@
 """Is the loader starving the GPU? Each rank samples its GPU's utilisation and PCIe traffic while
 each epoch runs, and keeps mean/max utilisation and the bytes moved host-to-device per epoch.
 
-A background thread reads NVML (bench/run/nvml.py) every INTERVAL_S from the epoch's start to its
+A background thread reads NVML (bench/machine/nvml.py) every INTERVAL_S from the epoch's start to its
 end: the GPU's utilisation (nvmlDeviceGetUtilizationRates: the share of the last sample period in
 which a kernel ran, and of memory-controller activity), PCIe throughput in each direction
 (nvmlDeviceGetPcieThroughput: KB/s over a 20 ms window; RX, what the GPU receives, is
@@ -120,7 +120,7 @@ def across_ranks(ranks: list[dict | None]) -> dict | None:
 
 
 class NvmlSource:
-    """Reads one Sample from an NVML device (bench/run/nvml.py). A counter the GPU does not
+    """Reads one Sample from an NVML device (bench/machine/nvml.py). A counter the GPU does not
     support (NVML_ERROR_NOT_SUPPORTED, e.g. utilisation of a MIG instance, PCIe under vGPU) is
     asked once and then left alone; `unsupported` names them."""
 
@@ -191,7 +191,7 @@ def open_for(device) -> tuple[EpochSampler | None, str | None]:
     cell, no nvidia-ml-py in the stack, no driver, a GPU NVML cannot match."""
     if device is None or getattr(device, "type", "cpu") != "cuda":
         return None, CPU_ONLY
-    from bench.run import nvml
+    from bench.machine import nvml
 
     found, reason = nvml.open_device(device.index or 0)
     if found is None:

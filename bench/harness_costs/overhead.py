@@ -2,7 +2,7 @@
 against the same epoch without them (`profile: false`), interleaved epoch by epoch in one process.
 
     gnnbench overhead [SUITE] [-k EXPR] [--epochs N] [--out FILE]
-    python -m bench.run.overhead CELL_JSON DATASET_DIR EPOCHS     (inside the cell's stack)
+    python -m bench.harness_costs.overhead CELL_JSON DATASET_DIR EPOCHS     (inside the cell's stack)
 
 Separate runs of the two settings differ by more than the overhead itself on a shared machine
 (run-to-run spread of 10-40 % here), so one process in the cell's stack loads the data once,
@@ -43,7 +43,7 @@ class Overhead:
     on_epochs: list[float]
     off_epochs: list[float]
     error: str | None = None  # the cell's interleaved run failed: why (the other cells go on)
-    other_load: float | None = None  # the share of the machine other work took meanwhile (bench.run.load)
+    other_load: float | None = None  # the share of the machine other work took meanwhile (bench.machine.load)
 
     @property
     def ratios(self) -> list[float]:
@@ -128,8 +128,8 @@ def main(argv: list[str]) -> int:
 # ---- gnnbench's side -----------------------------------------------------------------------------
 
 def run_cell(cell, dataset_dir: Path, cache: Path, epochs: int) -> Overhead:
-    from bench.run import stacks
-    from bench.run.load import LoadMeter
+    from bench import stacks
+    from bench.machine.load import LoadMeter
     from bench.run.runner import worker_env
 
     stack = stacks.get(cell.stack)
@@ -139,7 +139,7 @@ def run_cell(cell, dataset_dir: Path, cache: Path, epochs: int) -> Overhead:
     timeout = 2 * float(cell.settings["timeout"]) * max(1.0, epochs / max(1, cell.settings["epochs"]))
     meter = LoadMeter()
     try:
-        proc = subprocess.run([str(stack.python), "-m", "bench.run.overhead", cell.to_json(), str(dataset_dir),
+        proc = subprocess.run([str(stack.python), "-m", "bench.harness_costs.overhead", cell.to_json(), str(dataset_dir),
                                str(epochs)], env=worker_env(cache, uuid.uuid4().hex), text=True,
                               capture_output=True, timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -152,7 +152,7 @@ def run_cell(cell, dataset_dir: Path, cache: Path, epochs: int) -> Overhead:
 
 
 def measure(cells: list, cache: Path, data_root: Path | None, epochs: int, say=print) -> list[Overhead]:
-    from bench.run.runner import ensure_dataset
+    from bench.run.prepare import ensure_dataset
 
     found = []
     for n, cell in enumerate(cells, 1):
@@ -188,7 +188,7 @@ def table(found: list[Overhead]) -> str:
 
 
 def write(found: list[Overhead], path: Path, command: str) -> None:
-    from bench.run.fidelity import write_document
+    from bench.harness_costs.fidelity import write_document
 
     write_document(path, command, {"goal": GOAL, "cells": [r.as_dict() for r in found]}, table(found))
 

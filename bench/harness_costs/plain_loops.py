@@ -1,6 +1,6 @@
 """The plain training loops the frameworks' own examples write, without gnnbench around them.
 
-    python -m bench.run.plain_loops CELL_JSON DATASET_DIR
+    python -m bench.harness_costs.plain_loops CELL_JSON DATASET_DIR
 
 Run inside a cell's stack by `gnnbench fidelity`, to measure what the harness costs: the same
 graph, fanout, batch size, model width, learning rate and DataLoader workers as the cell, built
@@ -8,7 +8,7 @@ as PyG's `examples/` (NeighborLoader + SAGEConv) and DGL's GraphBolt node-classi
 (ItemSampler -> sample_neighbor -> fetch_feature -> copy_to -> DataLoader) build them, timed per
 epoch with perf_counter and nothing else: no runner, no memory sampler, no per-stage clocks.
 Only the hub's arrays are read through gnnbench (reading the dataset is not what is compared).
-Threads: the cell's, from the same core budget (bench/run/core_budget.py). GraphBolt's graph: the
+Threads: the cell's, from the same core budget (bench/machine/core_budget.py). GraphBolt's graph: the
 hub's int32 copies, as GraphBolt's OnDiskDataset builds it (read into the process: the example
 loads its graph whole).
 Prints one JSON line: {"epochs": [seconds of each measured epoch], "warmup": [...], "cpu": [this
@@ -25,6 +25,8 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.nn.functional as F
+
+from bench.backends import BACKENDS
 
 DROPOUT = 0.5
 
@@ -113,7 +115,8 @@ def graphbolt_loop(data, s: dict):
     return epoch
 
 
-LOOPS = {"pyg-neighbor": pyg_loop, "dgl-graphbolt": graphbolt_loop}
+# backend -> its plain loop, as its registry line names it (BackendInfo.plain_loop)
+LOOPS = {name: globals()[info.plain_loop] for name, info in BACKENDS.items() if info.plain_loop}
 
 
 def dims(data, s: dict) -> list[int]:

@@ -1,5 +1,5 @@
 """What the harness costs: each cell's epoch, run by gnnbench, against the plain loop its
-framework's examples write (bench/run/plain_loops.py), run in the same stack on the same data.
+framework's examples write (bench/harness_costs/plain_loops.py), run in the same stack on the same data.
 
     gnnbench fidelity [SUITE] [-k EXPR] [--rounds N] [--out FILE]
 
@@ -10,7 +10,7 @@ plain loop's, in either direction: a harness faster than the loop it mirrors is 
 explain as much as a slower one. Beside it, the CPU-time ratio: each side's process CPU seconds
 per epoch (its threads; DataLoader workers' not counted), the work done, which a busy machine
 moves far less than wall time: a cause hunted on a loaded machine shows there first. Both sides run with the cell's thread count (the core budget,
-bench/run/core_budget.py); the table lists it, and every pair outside the band below it. Only cells a plain loop exists for are compared: one rank, cpu-cpu, features in
+bench/machine/core_budget.py); the table lists it, and every pair outside the band below it. Only cells a plain loop exists for are compared: one rank, cpu-cpu, features in
 memory, the GraphSAGE model, a backend of plain_loops.LOOPS.
 """
 
@@ -26,13 +26,16 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from bench import modes
-from bench.run import stacks
-from bench.run.runner import ensure_dataset, run_in_stack, worker_env
+from bench import stacks
+from bench.backends import BACKENDS
+from bench.run.prepare import ensure_dataset
+from bench.run.runner import run_in_stack, worker_env
 from bench.run.suite import Cell
 
 TOLERANCE = 0.03  # every cell within ±3 % of the plain loop (issue 27), either direction
 RESAMPLES = 2000  # bootstrap resamples of the rounds for the ratio's 95 % interval
-PLAIN_BACKENDS = ("pyg-neighbor", "dgl-graphbolt")  # plain_loops.LOOPS, without importing a framework here
+# the backends whose registry line names a plain loop (bench/harness_costs/plain_loops.py)
+PLAIN_BACKENDS = tuple(name for name, info in BACKENDS.items() if info.plain_loop)
 
 
 class FidelityError(RuntimeError):
@@ -138,7 +141,7 @@ def comparable(cell: Cell) -> bool:
 def run_plain(cell: Cell, dataset_dir: Path, cache: Path) -> tuple[list[float], list[float]]:
     """The plain loop's measured epochs, in the cell's stack: (wall seconds, CPU seconds) of each."""
     stack = stacks.get(cell.stack)
-    proc = subprocess.run([str(stack.python), "-m", "bench.run.plain_loops", cell.to_json(), str(dataset_dir)],
+    proc = subprocess.run([str(stack.python), "-m", "bench.harness_costs.plain_loops", cell.to_json(), str(dataset_dir)],
                           env=worker_env(cache, uuid.uuid4().hex), text=True, capture_output=True,
                           timeout=float(cell.settings["timeout"]))
     if proc.returncode != 0:
@@ -166,7 +169,7 @@ def compare(cells: list[Cell], cache: Path, data_root: Path | None, rounds: int,
     for cell in cells:
         dataset_dir = ensure_dataset(cell.dataset_spec, cache, data_root)
         result = Comparison(cell.id, [], [], [], against_itself=against_itself)
-        from bench.run import core_budget
+        from bench.machine import core_budget
 
         s = cell.settings  # one rank: the plan both sides set (bench/run/worker.py set_threads)
         result.threads = core_budget.plan(core_budget.usable_cores(), 1, s["num_workers"], s.get("threads", "auto")).threads
@@ -237,7 +240,7 @@ def write_document(path: Path, command: str, fields: dict, table_text: str) -> N
     table beside it: `gnnbench fidelity` and `gnnbench overhead` alike."""
     import platform
 
-    from bench.run.load import usable_cores
+    from bench.machine.load import usable_cores
 
     doc = {"command": command, "written_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
            "machine": {"node": platform.node(), "processor": platform.processor(), "cpus": usable_cores()},

@@ -1,4 +1,7 @@
-"""Pinned software stacks: one virtual environment per framework, built from docker/requirements-NAME.txt.
+"""Software stacks: the interpreters cells run in. Here the pinned ones, one virtual environment per
+framework built from docker/requirements-NAME.txt, and `get`/`known` for every stack; the ones a
+user registers are in bench.stacks.external. This module needs only bench.paths (the images run it
+before the rest of gnnbench is copied: `python -m bench.stacks install NAME`, docker/Dockerfile).
 
 PyG and DGL cannot share an interpreter (DGL's wheels stop at torch 2.2, PyG follows current
 torch), so every benchmark cell runs in the interpreter of its stack. A stack's folder name
@@ -30,9 +33,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-# what a stack's install records (read inside the stack too, by backends: kept in bench.paths)
-from bench.paths import (COMPLETE_MARK, PYG_WHEELS_ENV, recorded_sampler, repo_root,  # noqa: F401
-                         running_stack_no_pyg_lib, stacks_dir)
+# what a stack's install records is kept in bench.paths: the backends read it inside the stack too
+from bench.paths import COMPLETE_MARK, PYG_WHEELS_ENV, recorded_sampler, repo_root, stacks_dir
 
 REQUIREMENTS_DIR = repo_root() / "docker"
 # Markers after a pin, in a comment:
@@ -155,7 +157,7 @@ def available() -> dict[str, Stack]:
 
 def known() -> dict:
     """The pinned stacks and the external ones registered on this machine (`gnnbench stacks add`)."""
-    from bench.run.external_stacks import ExternalStackError, registered
+    from bench.stacks.external import ExternalStackError, registered
 
     try:
         return {**available(), **registered()}
@@ -436,15 +438,3 @@ def recorded_versions(stack: Stack) -> dict[str, str]:
     record = json.loads(mark.read_text())
     sampler = record.get("sampler")
     return {**record["versions"], **({"sampler_source": sampler_summary(sampler)} if sampler else {})}
-
-
-if __name__ == "__main__":
-    # `python -m bench.run.stacks install NAME...`: what `gnnbench stacks install` does, needing only
-    # this module, so that the images install their stacks before the rest of gnnbench is copied.
-    if sys.argv[1:2] != ["install"] or not sys.argv[2:]:
-        sys.exit("usage: python -m bench.run.stacks install NAME...")
-    try:
-        for stack_name in sys.argv[2:]:
-            install(stack_name)
-    except StackError as e:
-        sys.exit(f"error: {e}")

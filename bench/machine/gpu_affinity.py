@@ -63,7 +63,7 @@ def split_loader(share: list[int], num_workers: int) -> tuple[list[int], list[in
 def gpu_cores(cuda_index: int) -> tuple[list[int] | None, str]:
     """The cores next to CUDA device `cuda_index` that this process may use, and how they were
     found (or why not)."""
-    from bench.run import nvml
+    from bench.machine import nvml
 
     allowed = set(os.sched_getaffinity(0))
     found, how = None, None

@@ -30,8 +30,8 @@ def _usage(who: int) -> float:
 
 
 def usable_cores() -> int:
-    """The core budget's count (bench/run/core_budget.py: affinity, capped by a cgroup quota)."""
-    from bench.run import core_budget
+    """The core budget's count (bench/machine/core_budget.py: affinity, capped by a cgroup quota)."""
+    from bench.machine import core_budget
 
     return core_budget.usable_cores()
 

@@ -2,7 +2,7 @@
 input format, against the hub's own size (a benchmark, not a test: it writes a JSON and a
 Markdown table).
 
-    python -m bench.run.convert_benchmark [--scale 21 --edge-factor 19 --feature-dim 100]
+    python -m bench.harness_costs.convert_benchmark [--scale 21 --edge-factor 19 --feature-dim 100]
         [--formats npy,graphbolt,edge-list,edge-list-csv,pyg-file] [--in-memory] --work DIR --out FILE.json
 
 1. The graph: the synthetic generator's (products-scale by default: 2,097,152 nodes, 64 M directed
@@ -156,7 +156,7 @@ torch.save(data, sys.argv[2])
 
 
 def pyg_python() -> Path:
-    from bench.run import stacks
+    from bench import stacks
 
     stack = stacks.get("pyg")
     if not stack.installed:
@@ -312,7 +312,7 @@ def table(result: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.run.convert_benchmark", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m bench.harness_costs.convert_benchmark", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--scale", type=int, default=21, help="2^scale nodes (default 21: products-scale)")
     parser.add_argument("--edge-factor", type=int, default=19, help="RMAT edges per node (default 19: 64 M directed)")
@@ -343,7 +343,7 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(args.work / "hubs" / fmt, ignore_errors=True)
         conversions.append(r)
     meta = json.loads((ref / "meta.json").read_text())
-    result = {"command": "python -m bench.run.convert_benchmark " + " ".join(argv if argv is not None else sys.argv[1:]),
+    result = {"command": "python -m bench.harness_costs.convert_benchmark " + " ".join(argv if argv is not None else sys.argv[1:]),
               "graph": {k: meta[k] for k in ("name", "num_nodes", "num_edges", "feature_dim", "num_classes")},
               "machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
                           "memory_bytes": __import__("psutil").virtual_memory().total,

@@ -55,8 +55,8 @@ H2D_TIMEOUT_S = 120
 
 def usable_cores() -> int:
     """CPUs this process may run on (a container's or taskset's limit, not the machine's count):
-    the core budget's count (bench/run/core_budget.py)."""
-    from bench.run import core_budget
+    the core budget's count (bench/machine/core_budget.py)."""
+    from bench.machine import core_budget
 
     return core_budget.usable_cores()
 
@@ -243,7 +243,7 @@ def h2d_bandwidth(interpreters: Iterable[Path]) -> tuple[dict | None, str]:
 
 def torch_interpreters() -> list[Path]:
     """This interpreter, then the installed stacks' (one of them has a CUDA torch on a GPU host)."""
-    from bench.run import stacks
+    from bench import stacks
 
     found = [Path(sys.executable)]
     found += [s.python for s in stacks.available().values() if s.installed]
@@ -261,7 +261,7 @@ def machine_key() -> dict:
     except OSError:
         pass
     pages = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    from bench.run import gpus
+    from bench.machine import gpus
 
     # the GPUs are part of the machine: a host-to-device figure belongs to the GPU model it was
     # measured on (and a machine that gains a GPU is measured again)
@@ -312,7 +312,7 @@ def probe(cache: Path, row_widths: Iterable[int] = (), files: dict[str, tuple[Pa
         notes += entry["notes"]
     h2d_entry = known.get("h2d")
     if not (h2d_entry and h2d_entry.get("figures")):  # "not measured" is never kept: asked again next run
-        from bench.run import gpus
+        from bench.machine import gpus
 
         shown = gpus.visible()
         figures, note = (h2d_bandwidth(interpreters()) if shown else
