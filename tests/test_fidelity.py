@@ -113,3 +113,22 @@ def test_an_a_a_run_names_both_sides_plain_loops():
 def test_the_cli_offers_the_a_a_run():
     proc = subprocess.run([sys.executable, "-m", "bench.cli", "fidelity", "--help"], cwd=REPO, capture_output=True, text=True)
     assert proc.returncode == 0 and "--against-itself" in proc.stdout
+
+
+@pytest.mark.parametrize("backend", fidelity.PLAIN_BACKENDS)
+def test_side_by_side_runs_both_loops_in_one_process(backend, tiny_cells, cache_dir):
+    require_stacks("pyg", "dgl")
+    _, cells = tiny_cells
+    cell = next(c for c in cells if c.backend == backend and fidelity.comparable(c))
+    found = fidelity.run_side_by_side(cell, ensure_dataset(cell.dataset_spec, cache_dir, None), cache_dir)
+    assert len(found["harness"]) == len(found["epochs"]) == len(found["harness_cpu"]) == len(found["cpu"]) == 2
+    assert all(e > 0 for e in found["harness"] + found["epochs"])
+    c = fidelity.Comparison(cell.id, found["harness"], found["epochs"], [None], side_by_side=True)
+    assert "| gnnbench epoch, same process (median) | plain loop epoch (median) |" in fidelity.table([c])
+
+
+def test_the_two_kinds_of_control_run_exclude_each_other(tiny_cells):
+    path, _ = tiny_cells
+    proc = subprocess.run([sys.executable, "-m", "bench.cli", "fidelity", str(path), "--against-itself", "--side-by-side"],
+                          cwd=REPO, capture_output=True, text=True)
+    assert proc.returncode == 2 and "give one of them" in proc.stderr

@@ -20,6 +20,9 @@ def add_parser(sub, parents) -> None:
     fid.add_argument("--rounds", type=int, default=3, help="interleaved rounds of cell and plain loop (default 3)")
     fid.add_argument("--against-itself", action="store_true",
                      help="run the plain loop on both sides (an A/A run): how far two runs of the same code read apart here")
+    fid.add_argument("--side-by-side", action="store_true",
+                     help="each round, one process runs the harness's pipeline and the plain loop, epochs "
+                          "interleaved: the loops alone, the processes around them the same")
     fid.add_argument("--out", type=Path, metavar="FILE",
                      help="the comparison's JSON (a Markdown table beside it); default: results/runs/fidelity-<suite>-STAMP.json")
     add_data_root(fid)
@@ -31,15 +34,18 @@ def run(args) -> int:
 
     if args.rounds < 1:
         raise InputError(f"--rounds {args.rounds}: give at least 1")
+    if args.against_itself and args.side_by_side:
+        raise InputError("--against-itself and --side-by-side: give one of them")
     suite, chosen = chosen_cells(args, fidelity.comparable,
                                  f"a plain loop exists for (one rank, cpu-cpu, store memory, model sage, backend "
                                  f"one of {', '.join(fidelity.PLAIN_BACKENDS)})")
     out = results_path(args, "fidelity", suite.name)
     print(f"fidelity: {len(chosen)} cell(s) of {suite.name}, {args.rounds} interleaved round(s) each"
-          + (", the plain loop against itself" if args.against_itself else ""))
+          + (", the plain loop against itself" if args.against_itself else "")
+          + (", both loops in one process" if args.side_by_side else ""))
     try:
         found = fidelity.compare(chosen, cache_dir(args.cache_dir, writable=True), args.data_root, args.rounds,
-                                 against_itself=args.against_itself)
+                                 against_itself=args.against_itself, side_by_side=args.side_by_side)
     except fidelity.FidelityError as exc:
         print(f"gnnbench: {exc}", file=sys.stderr)
         return EXIT_CELLS_FAILED

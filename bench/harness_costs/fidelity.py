@@ -60,6 +60,9 @@ class Comparison:
     # an A/A run (--against-itself): the plain loop on both sides, so the "harness" side is a second
     # plain loop and the ratio is the spread with no harness at all
     against_itself: bool = False
+    # --side-by-side: each round ran the harness's pipeline and the plain loop in one process, epochs
+    # interleaved, so what differs is the loops alone, not the processes around them
+    side_by_side: bool = False
 
     @property
     def interval(self) -> tuple[float, float] | None:
@@ -140,15 +143,25 @@ def comparable(cell: Cell) -> bool:
 
 def run_plain(cell: Cell, dataset_dir: Path, cache: Path) -> tuple[list[float], list[float]]:
     """The plain loop's measured epochs, in the cell's stack: (wall seconds, CPU seconds) of each."""
+    found = _plain_loops(cell, dataset_dir, cache, [])
+    return found["epochs"], found.get("cpu", [])
+
+
+def run_side_by_side(cell: Cell, dataset_dir: Path, cache: Path) -> dict:
+    """The harness's pipeline and the plain loop in one process of the cell's stack, epochs
+    interleaved (plain_loops.side_by_side)."""
+    return _plain_loops(cell, dataset_dir, cache, ["--side-by-side"])
+
+
+def _plain_loops(cell: Cell, dataset_dir: Path, cache: Path, flags: list[str]) -> dict:
     stack = stacks.get(cell.stack)
-    proc = subprocess.run([str(stack.python), "-m", "bench.harness_costs.plain_loops", cell.to_json(), str(dataset_dir)],
+    proc = subprocess.run([str(stack.python), "-m", "bench.harness_costs.plain_loops", *flags, cell.to_json(), str(dataset_dir)],
                           env=worker_env(cache, uuid.uuid4().hex), text=True, capture_output=True,
                           timeout=float(cell.settings["timeout"]))
     if proc.returncode != 0:
         tail = proc.stderr.strip().splitlines()[-1:] or [f"exit code {proc.returncode}"]
         raise FidelityError(f"{cell.id}: the plain loop failed: {tail[0]}")
-    found = json.loads(proc.stdout.strip().splitlines()[-1])
-    return found["epochs"], found.get("cpu", [])
+    return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
 def run_harness(cell: Cell, dataset_dir: Path, cache: Path) -> tuple[list[float], list[float], float | None]:
@@ -162,13 +175,14 @@ def run_harness(cell: Cell, dataset_dir: Path, cache: Path) -> tuple[list[float]
 
 
 def compare(cells: list[Cell], cache: Path, data_root: Path | None, rounds: int, say=print,
-            against_itself: bool = False) -> list[Comparison]:
+            against_itself: bool = False, side_by_side: bool = False) -> list[Comparison]:
     """Each cell against its plain loop, `rounds` interleaved rounds; `against_itself`: the plain
-    loop against itself (an A/A run: how far two runs of the same code read apart here)."""
+    loop against itself (an A/A run: how far two runs of the same code read apart here);
+    `side_by_side`: each round one process running both loops (plain_loops.side_by_side)."""
     found = []
     for cell in cells:
         dataset_dir = ensure_dataset(cell.dataset_spec, cache, data_root)
-        result = Comparison(cell.id, [], [], [], against_itself=against_itself)
+        result = Comparison(cell.id, [], [], [], against_itself=against_itself, side_by_side=side_by_side)
         from bench.machine import core_budget
 
         s = cell.settings  # one rank: the plan both sides set (bench/run/worker.py set_threads)
@@ -176,7 +190,18 @@ def compare(cells: list[Cell], cache: Path, data_root: Path | None, rounds: int,
         for r in range(rounds):
             # alternate which goes first, so neither always runs on a machine the other warmed
             for side in (("harness", "plain") if r % 2 == 0 else ("plain", "harness")):
-                if side == "harness" and against_itself:
+                if side_by_side:
+                    if side == "plain":
+                        continue  # one process ran both
+                    found_both = run_side_by_side(cell, dataset_dir, cache)
+                    result.harness_rounds.append(found_both["harness"])
+                    result.harness_epochs += found_both["harness"]
+                    result.harness_cpu += found_both["harness_cpu"]
+                    result.plain_rounds.append(found_both["epochs"])
+                    result.plain_epochs += found_both["epochs"]
+                    result.plain_cpu += found_both["cpu"]
+                    result.other_load.append(None)
+                elif side == "harness" and against_itself:
                     epochs, cpu = run_plain(cell, dataset_dir, cache)
                     result.harness_rounds.append(epochs)
                     result.harness_epochs += epochs
@@ -201,7 +226,9 @@ def compare(cells: list[Cell], cache: Path, data_root: Path | None, rounds: int,
 
 def table(found: list[Comparison]) -> str:
     band = f"within ±{TOLERANCE:.0%}"
-    first = "plain loop, A (median)" if any(c.against_itself for c in found) else "gnnbench epoch (median)"
+    first = ("plain loop, A (median)" if any(c.against_itself for c in found)
+             else "gnnbench epoch, same process (median)" if any(c.side_by_side for c in found)
+             else "gnnbench epoch (median)")
     second = "plain loop, B (median)" if any(c.against_itself for c in found) else "plain loop epoch (median)"
     lines = [f"| cell | threads | {first} | {second} | ratio | 95 % interval (rounds) | {band} | CPU-time ratio | other load |",
              "|---|---:|---:|---:|---:|---|---|---:|---:|"]
@@ -215,6 +242,8 @@ def table(found: list[Comparison]) -> str:
     outside = [c for c in found if not c.faithful]
     if outside:
         what = ("the plain loop against itself: no harness on either side" if any(c.against_itself for c in found)
+                else "the harness's loop against the plain loop in one process, either way"
+                if any(c.side_by_side for c in found)
                 else "the harness against the plain loop it mirrors, either way")
         lines += ["", f"Outside ±{TOLERANCE:.0%} ({what}):"]
         lines += [f"- `{c.cell_id}`: {c.verdict.removeprefix('**no**: ')} (ratio {c.ratio:.3f}){_resolution(c)}"

@@ -1,6 +1,6 @@
 """The plain training loops the frameworks' own examples write, without gnnbench around them.
 
-    python -m bench.harness_costs.plain_loops CELL_JSON DATASET_DIR
+    python -m bench.harness_costs.plain_loops [--side-by-side] CELL_JSON DATASET_DIR
 
 Run inside a cell's stack by `gnnbench fidelity`, to measure what the harness costs: the same
 graph, fanout, batch size, model width, learning rate and DataLoader workers as the cell, built
@@ -123,25 +123,58 @@ def dims(data, s: dict) -> list[int]:
     return [data.features.shape[1]] + [s["hidden"]] * (len(s["fanout"]) - 1) + [data.num_classes]
 
 
+def timed(epoch) -> tuple[float, float]:
+    """One epoch's (wall seconds, this process's CPU seconds)."""
+    start, cpu_start = time.perf_counter(), time.process_time()
+    epoch()
+    return time.perf_counter() - start, time.process_time() - cpu_start
+
+
+def side_by_side(cell: dict, data, s: dict) -> dict:
+    """The harness's pipeline epoch (bench/run/worker.py run_epoch, its stage clocks as the cell sets
+    them) and the plain loop's, built on the same data in this one process, epochs interleaved
+    (harness first in even pairs, plain first in odd): what the two loops cost with the process
+    around them the same. Returns {"epochs"/"cpu": the plain loop's, "harness"/"harness_cpu": ...}."""
+    from bench.backends import load_pipeline_class
+    from bench.run.worker import run_epoch
+
+    pipe = load_pipeline_class(cell["backend"])(data, s)
+    sides = {"harness": lambda: run_epoch(pipe, profile=pipe.profile), "plain": LOOPS[cell["backend"]](data, s)}
+    for _ in range(s["warmup_epochs"]):
+        for epoch in sides.values():
+            epoch()
+    found = {"harness": [], "plain": []}
+    for i in range(s["epochs"]):
+        for name in (("harness", "plain") if i % 2 == 0 else ("plain", "harness")):
+            found[name].append(timed(sides[name]))
+    return {"epochs": [w for w, _ in found["plain"]], "cpu": [c for _, c in found["plain"]],
+            "harness": [w for w, _ in found["harness"]], "harness_cpu": [c for _, c in found["harness"]]}
+
+
 def main(argv: list[str]) -> int:
+    """`CELL_JSON DATASET_DIR`: the plain loop alone; `--side-by-side CELL_JSON DATASET_DIR`: it and
+    the harness's pipeline in this one process (side_by_side)."""
     from bench.datasets import hub
 
     from bench.run.worker import set_threads
 
-    cell_json, dataset_dir = argv
+    together = argv[:1] == ["--side-by-side"]
+    cell_json, dataset_dir = argv[1:] if together else argv
     cell = json.loads(cell_json)
     s = cell["settings"]
     threads = set_threads(s).threads  # the cell's own thread count (the core budget), set the same way
     torch.manual_seed(s["seed"])
     np.random.seed(s["seed"])
     data = hub.load_dataset(cell["dataset"]["source"], Path(dataset_dir), features_in_memory=True)
+    if together:
+        print(json.dumps({**side_by_side(cell, data, s), "threads": threads}))
+        return 0
     epoch = LOOPS[cell["backend"]](data, s)
     times, cpu = [], []
     for _ in range(s["warmup_epochs"] + s["epochs"]):
-        start, cpu_start = time.perf_counter(), time.process_time()
-        epoch()
-        times.append(time.perf_counter() - start)
-        cpu.append(time.process_time() - cpu_start)
+        seconds, cpu_seconds = timed(epoch)
+        times.append(seconds)
+        cpu.append(cpu_seconds)
     w = s["warmup_epochs"]
     print(json.dumps({"warmup": times[:w], "epochs": times[w:], "cpu": cpu[w:], "threads": threads}))
     return 0
