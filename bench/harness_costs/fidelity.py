@@ -1,7 +1,7 @@
 """What the harness costs: each cell's epoch, run by gnnbench, against the plain loop its
 framework's examples write (bench/harness_costs/plain_loops.py), run in the same stack on the same data.
 
-    gnnbench fidelity [SUITE] [-k EXPR] [--rounds N] [--out FILE]
+    gnnbench fidelity [SUITE] [-k EXPR] [--rounds N] [--against-itself | --side-by-side] [--out FILE]
 
 The two are interleaved, round after round (cell, plain loop, plain loop, cell, ...), so that a
 machine that gets busier or quieter moves both alike; each side's figure is the median of its
@@ -23,11 +23,13 @@ import statistics
 import subprocess
 import uuid
 from dataclasses import asdict, dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 from bench import modes
 from bench import stacks
 from bench.backends import BACKENDS
+from bench.machine import core_budget
 from bench.run.prepare import ensure_dataset
 from bench.run.runner import run_in_stack, worker_env
 from bench.run.suite import Cell
@@ -64,11 +66,24 @@ class Comparison:
     # interleaved, so what differs is the loops alone, not the processes around them
     side_by_side: bool = False
 
-    @property
+    def add(self, side: str, epochs: list[float], cpu: list[float], load: float | None = None) -> None:
+        """One round's run of one side ("harness" or "plain"); the harness side's carries the other load."""
+        if side == "harness":
+            self.harness_rounds.append(epochs)
+            self.harness_epochs += epochs
+            self.harness_cpu += cpu
+            self.other_load.append(load)
+        else:
+            self.plain_rounds.append(epochs)
+            self.plain_epochs += epochs
+            self.plain_cpu += cpu
+
+    @cached_property
     def interval(self) -> tuple[float, float] | None:
         """A 95 % interval of the ratio: the rounds resampled with replacement (each round keeps its
         harness and plain runs together, as they ran side by side), the ratio of the pooled medians
-        of each resample. None below 3 rounds. Seeded, so a file always reads the same."""
+        of each resample. None below 3 rounds. Seeded, so a file always reads the same. Read once
+        the rounds are in (it is computed once, by 2000 resamples, and kept)."""
         n = len(self.harness_rounds)
         if n < 3 or len(self.plain_rounds) != n:
             return None
@@ -183,53 +198,41 @@ def compare(cells: list[Cell], cache: Path, data_root: Path | None, rounds: int,
     for cell in cells:
         dataset_dir = ensure_dataset(cell.dataset_spec, cache, data_root)
         result = Comparison(cell.id, [], [], [], against_itself=against_itself, side_by_side=side_by_side)
-        from bench.machine import core_budget
-
         s = cell.settings  # one rank: the plan both sides set (bench/run/worker.py set_threads)
         result.threads = core_budget.plan(core_budget.usable_cores(), 1, s["num_workers"], s.get("threads", "auto")).threads
         for r in range(rounds):
-            # alternate which goes first, so neither always runs on a machine the other warmed
-            for side in (("harness", "plain") if r % 2 == 0 else ("plain", "harness")):
-                if side_by_side:
-                    if side == "plain":
-                        continue  # one process ran both
-                    found_both = run_side_by_side(cell, dataset_dir, cache)
-                    result.harness_rounds.append(found_both["harness"])
-                    result.harness_epochs += found_both["harness"]
-                    result.harness_cpu += found_both["harness_cpu"]
-                    result.plain_rounds.append(found_both["epochs"])
-                    result.plain_epochs += found_both["epochs"]
-                    result.plain_cpu += found_both["cpu"]
-                    result.other_load.append(None)
-                elif side == "harness" and against_itself:
-                    epochs, cpu = run_plain(cell, dataset_dir, cache)
-                    result.harness_rounds.append(epochs)
-                    result.harness_epochs += epochs
-                    result.harness_cpu += cpu
-                    result.other_load.append(None)
-                elif side == "harness":
-                    epochs, cpu, load = run_harness(cell, dataset_dir, cache)
-                    result.harness_rounds.append(epochs)
-                    result.harness_epochs += epochs
-                    result.harness_cpu += cpu
-                    result.other_load.append(load)
-                else:
-                    epochs, cpu = run_plain(cell, dataset_dir, cache)
-                    result.plain_rounds.append(epochs)
-                    result.plain_epochs += epochs
-                    result.plain_cpu += cpu
+            if side_by_side:  # one process runs both
+                both = run_side_by_side(cell, dataset_dir, cache)
+                result.add("harness", both["harness"], both["harness_cpu"])
+                result.add("plain", both["epochs"], both["cpu"])
+            else:  # alternate which goes first, so neither always runs on a machine the other warmed
+                for side in (("harness", "plain") if r % 2 == 0 else ("plain", "harness")):
+                    if side == "harness" and not against_itself:
+                        result.add(side, *run_harness(cell, dataset_dir, cache))
+                    else:  # the plain side, or both sides of an A/A run
+                        result.add(side, *run_plain(cell, dataset_dir, cache))
             say(f"  {cell.id} round {r + 1}/{rounds}: {'A' if against_itself else 'harness'} {statistics.median(result.harness_epochs):.4f} s, "
                 f"{'B' if against_itself else 'plain'} {statistics.median(result.plain_epochs):.4f} s")
         found.append(result)
     return found
 
 
+# what a table's two sides and its list of pairs outside the band are, by the kind of run
+HEADINGS = {
+    "against_itself": ("plain loop, A (median)", "plain loop, B (median)",
+                       "the plain loop against itself: no harness on either side"),
+    "side_by_side": ("gnnbench epoch, same process (median)", "plain loop epoch (median)",
+                     "the harness's loop against the plain loop in one process, either way"),
+    "apart": ("gnnbench epoch (median)", "plain loop epoch (median)",
+              "the harness against the plain loop it mirrors, either way"),
+}
+
+
 def table(found: list[Comparison]) -> str:
     band = f"within ±{TOLERANCE:.0%}"
-    first = ("plain loop, A (median)" if any(c.against_itself for c in found)
-             else "gnnbench epoch, same process (median)" if any(c.side_by_side for c in found)
-             else "gnnbench epoch (median)")
-    second = "plain loop, B (median)" if any(c.against_itself for c in found) else "plain loop epoch (median)"
+    kind = ("against_itself" if any(c.against_itself for c in found)
+            else "side_by_side" if any(c.side_by_side for c in found) else "apart")
+    first, second, what = HEADINGS[kind]
     lines = [f"| cell | threads | {first} | {second} | ratio | 95 % interval (rounds) | {band} | CPU-time ratio | other load |",
              "|---|---:|---:|---:|---:|---|---|---:|---:|"]
     for c in found:
@@ -241,10 +244,6 @@ def table(found: list[Comparison]) -> str:
                      f"{c.ratio:.3f} | {interval} | {c.verdict} | {'n/a' if c.cpu_ratio is None else f'{c.cpu_ratio:.3f}'} | {load} |")
     outside = [c for c in found if not c.faithful]
     if outside:
-        what = ("the plain loop against itself: no harness on either side" if any(c.against_itself for c in found)
-                else "the harness's loop against the plain loop in one process, either way"
-                if any(c.side_by_side for c in found)
-                else "the harness against the plain loop it mirrors, either way")
         lines += ["", f"Outside ±{TOLERANCE:.0%} ({what}):"]
         lines += [f"- `{c.cell_id}`: {c.verdict.removeprefix('**no**: ')} (ratio {c.ratio:.3f}){_resolution(c)}"
                   for c in outside]

@@ -12,7 +12,8 @@ Threads: the cell's, from the same core budget (bench/machine/core_budget.py). G
 hub's int32 copies, as GraphBolt's OnDiskDataset builds it (read into the process: the example
 loads its graph whole).
 Prints one JSON line: {"epochs": [seconds of each measured epoch], "warmup": [...], "cpu": [this
-process's CPU seconds of each measured epoch], "threads": N}.
+process's CPU seconds of each measured epoch], "threads": N}; with --side-by-side (side_by_side)
+"harness" and "harness_cpu" beside the plain loop's "epochs" and "cpu", and no "warmup".
 """
 
 from __future__ import annotations
