@@ -92,7 +92,7 @@ def test_materialise_is_atomic(tmp_path, monkeypatch):
 def test_names_and_bad_params():
     spec = datasets.parse_name("molecules:count=20000,max_nodes=30")
     assert spec["params"] == {**molecules.DEFAULTS, "count": 20000, "max_nodes": 30}
-    assert datasets.task("molecules") == "graph" and datasets.task("synthetic") == "node"
+    assert datasets.tasks("molecules") == ("graph",) and "node" in datasets.tasks("synthetic")
     with pytest.raises(ValueError, match="unknown molecules parameter.*allowed: count"):
         datasets.parse_name("molecules:atoms=3")
     with pytest.raises(ValueError, match="not key=value"):
@@ -281,14 +281,14 @@ def test_shorthand_name_in_a_suite(write_suite):
 
 def test_node_backend_on_graph_dataset_is_named(write_suite):
     msg, path = suite_error(write_suite, GRAPH_SUITE.replace("[pyg-graphs]", "[pyg-graphs, pyg-neighbor]"))
-    assert str(path) in msg and "'pyg-neighbor' is a node-level backend" in msg and "mol: graph-level" in msg
+    assert str(path) in msg and "'pyg-neighbor' trains the 'node' task" in msg and "mol: graph" in msg
 
 
 def test_graph_dataset_without_graph_backend_is_named(write_suite):
     text = GRAPH_SUITE.replace("[pyg-graphs]", "[pyg-neighbor]").replace(
         "  mol:", "  g: {source: synthetic, params: {scale: 6}}\n  mol:")
     msg, path = suite_error(write_suite, text)
-    assert str(path) in msg and "datasets.mol: a graph-level dataset" in msg and "pyg-graphs" in msg
+    assert str(path) in msg and "datasets.mol: serves graph, and no backend" in msg and "graph: pyg-graphs" in msg
 
 
 def test_mixed_suite_pairs_each_backend_with_its_own_task(write_suite):

@@ -101,3 +101,15 @@ def test_the_plain_loops_are_the_registrys():
     named = {name: info.plain_loop for name, info in BACKENDS.items() if info.plain_loop}
     assert named and set(named.values()) <= defined, (named, defined)
     assert set(fidelity.PLAIN_BACKENDS) == set(named)
+
+
+def test_tasks_table_pairs_backends_and_dataset_shapes():
+    from bench import datasets
+    from bench.backends import BACKENDS
+    from bench.tasks import TASKS, tasks_of_shape
+
+    assert tasks_of_shape("plain") == ("node", "link") and tasks_of_shape("collection") == ("graph",)
+    assert all(info.task in TASKS for info in BACKENDS.values())
+    assert datasets.tasks({"source": "synthetic", "params": {}}) == ("node", "link")
+    with pytest.raises(ValueError, match="unknown dataset shape 'tree'"):
+        tasks_of_shape("tree")

@@ -13,6 +13,7 @@ import importlib
 from dataclasses import dataclass, field
 
 from bench.modes import MODES
+from bench.tasks import TASKS
 from bench.stores import STORES  # noqa: F401 - re-exported: the `store` setting's registry
 
 
@@ -22,7 +23,7 @@ class BackendInfo:
     stack: str
     modes: tuple[str, ...]  # names in bench.modes.MODES (what each means is declared there)
     stores: tuple[str, ...] = ("memory",)  # names in bench.stores.STORES
-    task: str = "node"  # "node": node classification on a graph; "graph": a collection of small graphs
+    task: str = "node"  # the one task it trains, a name in bench.tasks.TASKS (node, typed-node, link, graph)
     mode_chart: bool = False  # the site draws its epoch time per mode as grouped bars
     # The optional settings it honours (bench/run/suite.py: Settings): pin_memory, amp, gpu_cache,
     # trim_to_layer
@@ -72,6 +73,7 @@ BACKENDS: dict[str, BackendInfo] = {
 
 ALL_MODES = tuple(m for m in MODES if any(m in info.modes for info in BACKENDS.values()))
 assert all(m in MODES for info in BACKENDS.values() for m in info.modes), "a backend names an undeclared mode"
+assert all(info.task in TASKS for info in BACKENDS.values()), "a backend names an undeclared task (bench/tasks.py)"
 
 
 def load_pipeline_class(name: str):

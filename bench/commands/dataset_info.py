@@ -44,8 +44,8 @@ def info_lines(spec: dict, cache: Path) -> list[str]:
     else:
         origin = getattr(datasets.source_module(spec["source"]), "ESTIMATE_ORIGIN",
                          "published sizes (not prepared yet)")
-    task = datasets.task(spec["source"])
-    graphs = f"{s['num_graphs']:,} graphs, " if task == "graph" else ""
+    served = datasets.tasks(spec)
+    graphs = f"{s['num_graphs']:,} graphs, " if "graph" in served else ""
     if not measured and datasets.user_files(spec["source"]):
         origin += f"; `gnnbench datasets check {spec['source']}:PATH` checks and converts it"
     lines = [f"{spec['name']}: {origin}",
@@ -57,8 +57,8 @@ def info_lines(spec: dict, cache: Path) -> list[str]:
         lines[2:2] = user_graph.report_lines(hub.read_meta(hub.dataset_dir(spec, cache) / "meta.json"))
     available = psutil.virtual_memory().available
     for backend, backend_info in BACKENDS.items():
-        if backend_info.task != task:
-            continue  # a node-level backend cannot read a collection of graphs, nor the reverse
+        if backend_info.task not in served:
+            continue  # only the backends whose task this dataset serves (bench/tasks.py)
         e = memory.estimate(s, backend)
         totals = ", ".join(f"ws={ws}: {_mib(e['per_rank_bytes'] * ws)}" for ws in WORLD_SIZES)
         lines.append(f"    {backend:<14} graph {_mib(e['graph_bytes'])}, features {_mib(e['feature_bytes'])}, "

@@ -7,14 +7,15 @@ and optionally
                        check_params(params) where they must fit together; suite validation
                        builds the schema from them (bench/datasets/params.py, host only: the
                        stacks have no pydantic). Without PARAMS: `name` from KNOWN_STATS, or none
-    canonical_params(params), expected_files(params), TASK = "graph" with its own `load`,
+    canonical_params(params), expected_files(params), SHAPE (bench/tasks.py: "plain" where
+    absent, "typed", "collection" with its own `load`) or tasks(params) where its datasets differ,
     SIZES_NOTE and ESTIMATE_ORIGIN (what `gnnbench datasets list|info` say about its sizes)
 plus one line here: the module, and the stack whose interpreter must run it (None: any, the
 host too). Suite validation builds its dataset schema from this registry (bench/run/suite.py).
 
 Names on the command line: `synthetic[:scale=14,edge_factor=16]`, `planetoid:Cora`,
 `ogb:ogbn-arxiv`, `reddit`, `molecules[:count=20000,max_nodes=30]` (a graph-level dataset:
-its module sets TASK = "graph" and has its own `load`), and a user's own graph as
+its module sets SHAPE = "collection" and has its own `load`), and a user's own graph as
 `SOURCE:PATH` (`npy:/data/g`, `pyg-file:/data/g.pt`, `graphbolt:/data/g`, `edge-list:/data/g`; a
 module with USER_FILES, parse_rest(rest) and fingerprint(params): bench/datasets/user_graph.py).
 """
@@ -23,6 +24,8 @@ from __future__ import annotations
 
 import importlib
 from typing import NamedTuple
+
+from bench.tasks import tasks_of_shape
 
 
 class Source(NamedTuple):
@@ -93,9 +96,19 @@ def materialiser(source: str):
     return source_module(source).materialise
 
 
-def task(source: str) -> str:
-    """ "graph" for a source of small-graph collections (graph-level tasks), else "node"."""
-    return getattr(source_module(source), "TASK", "node")
+def tasks(spec_or_source) -> tuple[str, ...]:
+    """The tasks a dataset serves (bench/tasks.py): its source's `tasks(params)` where the source
+    has one (its datasets differ, as OGB's node, typed and link datasets do), else those of the
+    source's SHAPE ("plain" where it says none). A dataset spec ({"source", "params"}) or a source
+    name (its default parameters)."""
+    if isinstance(spec_or_source, str):
+        source, params = spec_or_source, {}
+    else:
+        source, params = spec_or_source["source"], spec_or_source.get("params") or {}
+    module = source_module(source)
+    if hasattr(module, "tasks"):
+        return tuple(module.tasks(params))
+    return tasks_of_shape(getattr(module, "SHAPE", "plain"))
 
 
 def known_names() -> list[str]:

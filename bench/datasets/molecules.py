@@ -32,7 +32,7 @@ import numpy as np
 
 from bench.datasets import hub
 
-TASK = "graph"
+SHAPE = "collection"  # bench/tasks.py: a collection of small graphs, its own `load`
 FORMAT_VERSION = 1
 KIND = "graphs"
 DEFAULTS = {"count": 10000, "min_nodes": 10, "max_nodes": 40, "feature_dim": 16, "num_classes": 4,

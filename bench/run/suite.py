@@ -29,6 +29,7 @@ from bench.inputs import plain_name_problem
 from bench.paths import suites_dir
 from bench.machine.cgroup import canonical as canonical_limit
 from bench.stores import STORES, cold_files
+from bench.tasks import TASKS, describe
 
 ModeName = Literal[ALL_MODES]  # type: ignore[valid-type]  # what each means: bench.modes
 PER_GPU = "per-gpu"  # num_workers: the usable cores shared out among this node's ranks, resolved per run
@@ -522,26 +523,31 @@ def _check_rules(suite: Suite) -> list[str]:
 
 
 def _check_tasks(suite: Suite) -> list[str]:
-    """A node-level backend cannot read a collection of graphs and vice versa; expansion skips
-    such pairs, so a backend or dataset left with no partner at all is a mistake to name."""
-    tasks = {name: task_of(spec) for name, spec in suite.datasets.items()}
+    """A backend trains one task (bench/tasks.py) and a dataset serves the tasks of its shape;
+    expansion skips the pairs that disagree, so a backend or dataset left with no partner at all
+    is a mistake to name."""
+    served = {name: tasks_of(spec) for name, spec in suite.datasets.items()}
     problems = []
     for backend in suite.backends:
         task = BACKENDS[backend].task
-        if task not in tasks.values():
+        if not any(task in t for t in served.values()):
             problems.append(
-                f"backends: {backend!r} is a {task}-level backend and this suite has no {task}-level "
-                f"dataset ({', '.join(f'{n}: {t}-level' for n, t in tasks.items())}); add one, or "
-                f"remove the backend (graph-level backends: "
-                f"{', '.join(b for b, i in BACKENDS.items() if i.task == 'graph')})")
+                f"backends: {backend!r} trains the {task!r} task and no dataset of this suite serves it "
+                f"({'; '.join(f'{n}: {describe(t)}' for n, t in served.items())}); add one, or remove the "
+                f"backend (backends by task: {_backends_by_task()})")
     included = [b for rule in suite.include for b in _as_list(rule.backend) if b in BACKENDS]
     backend_tasks = {BACKENDS[b].task for b in [*suite.backends, *included]}
-    for name, task in tasks.items():
-        if task not in backend_tasks:
+    for name, tasks in served.items():
+        if not backend_tasks.intersection(tasks):
             problems.append(
-                f"datasets.{name}: a {task}-level dataset, and no backend of this suite takes one "
-                f"(backends for it: {', '.join(b for b, i in BACKENDS.items() if i.task == task)})")
+                f"datasets.{name}: serves {describe(tasks)}, and no backend of this suite trains "
+                f"{'it' if len(tasks) == 1 else 'any of them'} (backends by task: {_backends_by_task()})")
     return problems
+
+
+def _backends_by_task() -> str:
+    return "; ".join(f"{task}: {', '.join(b for b, i in BACKENDS.items() if i.task == task)}"
+                     for task in TASKS if any(i.task == task for i in BACKENDS.values()))
 
 
 TARGET_KEYS = ("target_acc", "eval_every", "max_epochs")  # time to accuracy: in a cell's settings only with a target
@@ -600,8 +606,8 @@ def expand(suite: Suite) -> list[Cell]:
                 continue  # like modes, a store a backend does not have is not a cell of it
             if not _meaningful(backend, settings):
                 continue
-            if info.task != task_of(suite.datasets[dataset]):
-                continue  # graph-level backends take collections of graphs, the others graphs
+            if info.task not in tasks_of(suite.datasets[dataset]):
+                continue  # a backend and a dataset pair only where the dataset serves the backend's task
             if any(_matches(rule, backend, dataset, settings) for rule in suite.exclude):
                 continue
             stack = settings["stack"] or BACKENDS[backend].stack
@@ -651,9 +657,9 @@ def _meaningful(backend: str, settings: dict) -> bool:
     return True
 
 
-def task_of(dataset_spec) -> str:
-    """ "graph" for a collection of small graphs (graph-level tasks), else "node"."""
-    return datasets_module.task(dataset_spec.source)
+def tasks_of(dataset_spec) -> tuple[str, ...]:
+    """The tasks a dataset of the suite serves (bench/tasks.py), by its source and parameters."""
+    return datasets_module.tasks(dataset_spec.model_dump())
 
 
 def _matches(rule: Rule, backend: str, dataset: str, settings: dict) -> bool:
