@@ -215,7 +215,7 @@ def test_cli_builds_the_site_and_keeps_markdown(tmp_path, capsys):
     path = crafted(tmp_path)
     out, md = tmp_path / "out", tmp_path / "t.md"
     assert cli.main(["report", str(path), "--html", str(out), "--markdown", str(md)]) == 0
-    assert {p.name for p in out.glob("*.html")} == {"index.html", "suite-crafted.html", "environment.html"}
+    assert {p.name for p in out.glob("*.html")} == {"index.html", "suite-crafted.html", "history.html", "environment.html"}
     assert (out / "data" / f"{tmp_path.name}-crafted.json".lower()).exists()
     assert "| 2.000 (0.200) |" in md.read_text()
     assert cli.main(["report", str(path)]) == 0 and "| 2.000 (0.200) |" in capsys.readouterr().out
@@ -252,7 +252,7 @@ def test_every_page_in_chromium(tmp_path, browser):
     artifacts = Path(os.environ.get("GNNBENCH_ARTIFACTS", REPO / ".artifacts")) / "site"
     artifacts.mkdir(parents=True, exist_ok=True)
     newest = {s.page: s.newest for s in site.group_by_suite(inputs)}
-    assert len(pages) == len(newest) + 2
+    assert len(pages) == len(newest) + 3   # and the index, the history and the environment pages
 
     for path in pages:
         page = browser.new_page(viewport={"width": LAPTOP, "height": 900})

@@ -97,6 +97,38 @@ def history_chart(key: str, title: str, run_labels: list[str],
                       xticks=(list(range(len(run_labels))), run_labels), wide=True)
 
 
+def step_chart(key: str, title: str, run_labels: list[str], points: list[tuple[float, tuple[float, float] | None]],
+               steps: list[tuple[int, str]], levels: list[tuple[int, int, float]], outliers: list[int]) -> Chart:
+    """One series over its runs (x: the run's place in the series, labelled run_labels): each run's
+    median with its rounds' IQR, the level of each segment between steps, each step a dashed line
+    before its first run labelled with its ratio, and the runs left out as outliers hollow."""
+    with matplotlib.rc_context({**STYLE, "svg.hashsalt": key}):
+        fig = Figure(figsize=(11, 3.4))
+        ax = fig.add_subplot()
+        xs = list(range(len(points)))
+        errors = [e or (0, 0) for _, e in points]
+        ax.errorbar(xs, [y for y, _ in points], yerr=[[lo for lo, _ in errors], [hi for _, hi in errors]],
+                    fmt="o", markersize=4, capsize=3, color="#4c72b0", label="median epoch time, bars: IQR of its rounds")
+        if outliers:
+            ax.plot(outliers, [points[i][0] for i in outliers], "o", markersize=9, markerfacecolor="none",
+                    color="#c44e52", label="off run (left out)")
+        for n, (first, last, level) in enumerate(levels):
+            ax.hlines(level, first - 0.4, last + 0.4, color="0.35", linewidth=1.5,
+                      label="level between steps" if n == 0 else None)
+        top = max(y + hi for (y, _), (_, hi) in zip(points, errors))
+        for n, (x, text) in enumerate(steps):
+            ax.axvline(x - 0.5, color="#c44e52", linestyle="--", linewidth=1.2, label="step" if n == 0 else None)
+            ax.annotate(text, (x - 0.5, top), xytext=(3, 0), textcoords="offset points", color="#c44e52",
+                        fontsize=8, va="top")
+        many = len(run_labels) > 8
+        step = max(1, len(run_labels) // 24)  # at most about 24 labels on the axis
+        ax.set_xticks(xs[::step], run_labels[::step], rotation=30 if many else 0, ha="right" if many else "center")
+        ax.set_ylim(bottom=0)
+        _finish(fig, ax, title, "run (finished, UTC)", "median epoch time (s)")
+        ax.legend(fontsize=8, loc="lower left", ncol=4, framealpha=0.9)  # inside: below the points, above 0
+        return Chart(key, title, _svg(fig, key, title), wide=True)
+
+
 def line_chart(key, title, xlabel, ylabel, series: dict[str, list[tuple]], *, ideal: float | None = None,
                xticks: tuple[list, list] | None = None, colors: dict[str, str] | None = None,
                wide: bool = False) -> Chart:

@@ -38,13 +38,14 @@ machines (node, CPU, core count, architecture in `machine_info`) are "not compar
 
 from __future__ import annotations
 
+import json
 import math
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from bench.publish.fmt import first_line, host_label, pct
-from bench.publish.results import CellResult, RunResult, ResultsError
+from bench.publish.results import CellResult, Machine, RunResult, ResultsError
 
 K_SIGMA = 3.0          # how many standard deviations of run-to-run noise a verdict needs
 MIN_HISTORY = 3        # earlier medians of a cell needed for its own run-to-run spread
@@ -79,6 +80,9 @@ class Point:
     iqr_s: float | None
     status: str
     path: str
+    # what the point was read from (the series and their steps read the rounds and the environment)
+    cell: CellResult | None = field(default=None, repr=False, compare=False)
+    run: RunResult | None = field(default=None, repr=False, compare=False)
 
 
 # --- what a result file says about its run --------------------------------------------------
@@ -106,8 +110,65 @@ def trend(results: list[RunResult]) -> dict[str, list[Point]]:
         for cell in run.cells:
             series.setdefault(cell.id, []).append(Point(
                 cell.id, run.finished or "", commit_text(run), host_label(run.machine),
-                cell.median, cell.stats.iqr if cell.stats else None, cell.status, str(run.path)))
+                cell.median, cell.stats.iqr if cell.stats else None, cell.status, str(run.path),
+                cell=cell, run=run))
     return series
+
+
+# --- series: one configuration on one machine over its runs ----------------------------------
+
+# Settings that say how a cell is watched, not what it measures: a change of them keeps a series.
+WATCH_SETTINGS = ("timeout",)
+
+
+@dataclass(frozen=True)
+class SeriesKey:
+    """What the runs of one series share: suite, cell, its whole configuration (every setting,
+    and the statistics of the graph: a new generator under the same dataset name starts a new
+    series) and the machine's fingerprint (host, CPU model, core count, architecture, GPUs)."""
+    suite: str
+    cell_id: str
+    configuration: str   # JSON: the settings and the graph, sorted keys
+    machine: str         # the fingerprint, in words
+
+
+def series(results: Sequence[RunResult]) -> dict[SeriesKey, list[Point]]:
+    """Every measured cell of the runs grouped by configuration and machine, each series oldest
+    first (the trend of each suite, split where the configuration or the machine differs).
+    Copies of one run (the same file under two folders) count once."""
+    runs: list[RunResult] = []
+    for run in results:
+        if not any(same_run(run, other) for other in runs):
+            runs.append(run)
+    by_suite: dict[str, list[RunResult]] = {}
+    for run in runs:
+        by_suite.setdefault(str(run.suite or "?"), []).append(run)
+    out: dict[SeriesKey, list[Point]] = {}
+    for suite, suite_runs in sorted(by_suite.items()):
+        for cell_id, points in trend(suite_runs).items():
+            for point in points:
+                if point.status == "ok" and point.median_s:
+                    key = SeriesKey(suite, cell_id, configuration(point.cell), fingerprint(point.run.machine))
+                    out.setdefault(key, []).append(point)
+    return out
+
+
+def configuration(cell: CellResult) -> str:
+    settings = {k: v for k, v in cell.settings.items() if k not in WATCH_SETTINGS}
+    graph = {name: getattr(cell.card, name) for name in GRAPH_FIELDS} if cell.card else {}
+    return json.dumps({"settings": settings, "graph": graph}, sort_keys=True, default=str)
+
+
+def fingerprint(machine: Machine) -> str:
+    """The machine a series runs on (Machine.key, as `compare` tells machines apart, and its GPUs)."""
+    gpus = sorted({gpu.name for gpu in machine.gpus})
+    return (host_label(machine) or "unknown machine") + (f", {len(machine.gpus)}x {' + '.join(gpus)}" if gpus else "")
+
+
+def same_run(a: RunResult, b: RunResult) -> bool:
+    """Two files of one run (a copy under another folder): a history counts it once."""
+    return (a.path.name == b.path.name and a.datetime == b.datetime and a.started_at == b.started_at
+            and a.machine.key == b.machine.key)
 
 
 def check_same_suite(results: Sequence[RunResult]) -> None:

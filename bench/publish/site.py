@@ -1,5 +1,5 @@
-"""Builds the static result site: index.html, one page per suite, environment.html, and a copy
-of each result file under data/. One concern: from result files to pages on disk.
+"""Builds the static result site: index.html, one page per suite, history.html (each series of
+runs with its steps), environment.html, and a copy of each result file under data/. One concern: from result files to pages on disk.
 
 Pages are Jinja templates with autoescaping on; charts are inline SVG drawn at build time, so
 the site needs no JavaScript and no network and works from file://.
@@ -12,7 +12,7 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench.publish import advisor, charts, diagnosis, history, report, stages
+from bench.publish import advisor, charts, diagnosis, history, report, stages, steps
 from bench.publish.fmt import first_line, when
 from bench.publish.results import RunResult
 
@@ -53,6 +53,8 @@ def build(results: list[RunResult], out_dir: Path, command: str | None = None) -
     for suite in suites:
         pages[suite.page] = env.get_template("suite.html.j2").render(
             **common, page=suite.page, suite=suite, **suite_sections(suite, data_links))
+    pages["history.html"] = env.get_template("history-page.html.j2").render(
+        **common, page="history", groups=history_page(steps.analyse(results)), min_runs=steps.MIN_RUNS)
     pages["environment.html"] = env.get_template("environment.html.j2").render(
         **common, page="environment",
         runs=[(s, report.run_info(r)) for s in suites for r in reversed(s.runs)])
@@ -73,16 +75,11 @@ def group_by_suite(results: list[RunResult]) -> list[SuiteRuns]:
         name = str(result.suite or "?")
         if name not in by_name:
             by_name[name] = SuiteRuns(name, unique_slug(name, slugs))
-        if not any(same_run(result, other) for other in by_name[name].runs):
+        if not any(history.same_run(result, other) for other in by_name[name].runs):
             by_name[name].runs.append(result)
     for suite in by_name.values():
         suite.runs.sort(key=lambda r: (r.finished_at, r.path.name))
     return sorted(by_name.values(), key=lambda s: s.name)
-
-
-def same_run(a: RunResult, b: RunResult) -> bool:
-    """Two files of one run (a copy under another folder): the history counts it once."""
-    return a.path.name == b.path.name and a.datetime == b.datetime and a.started_at == b.started_at
 
 
 def suite_sections(suite: SuiteRuns, data_links: dict[Path, str]) -> dict:
@@ -136,6 +133,36 @@ def history_section(suite: SuiteRuns) -> dict | None:
             "previous": report.run_info(suite.runs[-2]), "shift": history.run_shift(verdicts),
             "counts": {kind: sum(v.verdict == kind for v in verdicts) for kind in history.VERDICTS
                        if any(v.verdict == kind for v in verdicts)}}
+
+
+def history_page(analysed: list[steps.Series]) -> list[dict]:
+    """The history page: per suite and machine, each series (bench.publish.steps) with a chart
+    of its runs where it has two or more, its steps in words and what changed at each."""
+    groups: list[dict] = []
+    for i, series in enumerate(analysed, 1):
+        if not groups or (groups[-1]["suite"], groups[-1]["machine"]) != (series.key.suite, series.key.machine):
+            groups.append({"suite": series.key.suite, "machine": series.key.machine, "series": []})
+        chart = None
+        if len(series.points) >= 2:
+            position = {id(p): n for n, p in enumerate(series.points)}
+            chart = charts.step_chart(
+                f"s{i}", f"{series.key.cell_id}: median epoch time per run",
+                [when(p.when).removesuffix(" UTC") for p in series.points],
+                [(p.median_s, _iqr(p)) for p in series.points],
+                [(s.position, f"{s.ratio:.2f}x") for s in series.steps], series.levels,
+                [position[id(p)] for p in series.outliers])
+        groups[-1]["series"].append({
+            "series": series, "chart": chart, "anchor": f"series-{i}", "noise": steps.noise_words(series),
+            "steps": [(steps.step_words(s, series), s.changed, s.slower) for s in series.steps],
+            "outliers": [f"{history.duration(p.median_s)} ({steps.run_words(p)})" for p in series.outliers]})
+    return groups
+
+
+def _iqr(point: history.Point) -> tuple[float, float] | None:
+    stats = point.cell.stats if point.cell else None
+    if stats is None or stats.q1 is None or stats.q3 is None:
+        return None
+    return max(point.median_s - stats.q1, 0.0), max(stats.q3 - point.median_s, 0.0)
 
 
 def suite_row(suite: SuiteRuns) -> dict:

@@ -1,0 +1,104 @@
+"""`gnnbench history`: every configuration's runs on each machine over time, and where each series
+stepped beyond its run-to-run noise (bench.publish.steps); the site with a chart per series."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from bench.inputs import InputError, finite_float, folder, terminal_safe
+from bench.publish import results
+
+RECENT = 3   # --fail-on-step: a step is news while its first run is among a series' last RECENT runs
+
+
+def add_parser(sub, parents) -> None:
+    hist = sub.add_parser("history", parents=parents,
+                          help="each configuration's runs over time, and where each series stepped beyond its noise")
+    hist.add_argument("paths", nargs="+", type=Path, metavar="FILE|DIR",
+                      help="result files, or folders searched for them (*.json, sub-folders included)")
+    hist.add_argument("--suite", action="append", default=[], metavar="NAME",
+                      help="only the runs of this suite (repeatable)")
+    hist.add_argument("--floor", type=finite_float(0, 10), default=0.05,
+                      help="least relative change ever called a step (default 0.05)")
+    hist.add_argument("--fail-on-step", action="store_true",
+                      help="exit 1 when a series stepped to slower at one of its newest --recent runs")
+    hist.add_argument("--recent", type=_whole(1), default=RECENT, metavar="N",
+                      help=f"the newest runs --fail-on-step looks at (default {RECENT}: a step may need a "
+                           "run or two after it to stand out of the noise)")
+    hist.add_argument("--html", type=Path, metavar="DIR",
+                      help="also build the site here (index, suite pages, history.html with a chart per series)")
+
+
+def _whole(low: int):
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"{value} is below {low}")
+        return value
+    return parse
+
+
+def run(args) -> int:
+    from bench.publish import steps
+
+    runs, skipped = result_files(args.paths)
+    if args.suite:
+        runs = [r for r in runs if r.suite in args.suite]
+        if not runs:
+            raise InputError(f"--suite {', '.join(args.suite)}: no run of that suite among the result files")
+    if args.html:
+        folder(f"--html {args.html}", args.html, writable=True)
+    analysed = steps.analyse(runs, floor=args.floor)
+    print(terminal_safe(steps.text(analysed, recent=args.recent)))
+    if skipped:
+        print(f"left out {len(skipped)} JSON file{'s' if len(skipped) != 1 else ''} that are not gnnbench result files: "
+              + terminal_safe(", ".join(str(p) for p in skipped[:5])) + (" ..." if len(skipped) > 5 else ""))
+    if args.html:
+        from bench.publish import site
+
+        pages = site.build(runs, args.html, command=None)
+        print(f"site: {len(pages)} pages in {args.html} (open {args.html / 'history.html'})")
+    if args.fail_on_step:
+        news = [(s, step) for s in analysed if (step := s.recent_slower_step(args.recent))]
+        for series, step in news:
+            print(terminal_safe(f"FAIL {series.key.cell_id} ({series.key.suite}, {series.key.machine}): "
+                                f"{step.ratio:.2f}x slower since {step.after.when} ({steps.run_words(step.after)})"))
+        return 1 if news else 0
+    return 0
+
+
+def result_files(paths: list[Path]) -> tuple[list[results.RunResult], list[Path]]:
+    """The runs of the named files (each must be a result file) and of the folders' *.json files
+    (a JSON file there that is not a gnnbench result file is left out, and listed)."""
+    runs, skipped, seen = [], [], set()
+    for path in paths:
+        if path.is_dir():
+            for found in sorted(path.rglob("*.json")):
+                if found.resolve() in seen:
+                    continue
+                seen.add(found.resolve())
+                if is_result_file(found):
+                    runs.append(results.read(found))
+                else:
+                    skipped.append(found)
+        elif path.resolve() not in seen:
+            seen.add(path.resolve())
+            runs.append(results.read(path))
+    if not runs:
+        raise InputError(f"{', '.join(map(str, paths))}: no gnnbench result file there")
+    return runs, skipped
+
+
+def is_result_file(path: Path) -> bool:
+    """Whether a JSON file claims to be a gnnbench result file (one that does and is broken is
+    read, and its error stops the command; other JSON beside the results is left out)."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return False
+    return isinstance(data, dict) and isinstance(data.get("benchmarks"), list) and isinstance(data.get("gnnbench"), dict)
