@@ -121,7 +121,7 @@ def test_newest_run_past_a_big_step_is_reported_alone(tmp_path):
 
 def test_too_few_runs_are_not_scanned(tmp_path):
     series = only(steps.analyse(write_series(tmp_path, 3, seed=0, step_at=1, factor=2.0)))
-    assert series.steps == [] and "3 runs" in series.note
+    assert series.steps == [] and series.note == "too few runs to look for steps (4 needed)"
 
 
 # --- series: configuration and machine -------------------------------------------------------------
@@ -205,3 +205,15 @@ def test_site_history_page_charts_each_series_with_its_steps(tmp_path):
     assert "What changed: nothing recorded" in page and "commit c011 -&gt; c012" in page
     index = (tmp_path / "site" / "index.html").read_text()
     assert 'href="history.html"' in index
+
+
+def test_a_setting_recorded_at_its_default_keeps_the_series(tmp_path):
+    """Files written before a setting existed lack it; one that records it at its default measured
+    the same configuration, one that records another value did not."""
+    runs = write_series(tmp_path, 6, seed=5)
+    for i, value in ((4, "auto"), (5, 1)):
+        data = json.loads(runs[i].path.read_text())
+        data["benchmarks"][0]["extra_info"]["settings"]["threads"] = value
+        sr.write(tmp_path, runs[i].path.name, data)
+    grouped = history.series([results.read(r.path) for r in runs])
+    assert sorted(len(points) for points in grouped.values()) == [1, 5]

@@ -38,6 +38,7 @@ machines (node, CPU, core count, architecture in `machine_info`) are "not compar
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import statistics
@@ -154,9 +155,21 @@ def series(results: Sequence[RunResult]) -> dict[SeriesKey, list[Point]]:
 
 
 def configuration(cell: CellResult) -> str:
-    settings = {k: v for k, v in cell.settings.items() if k not in WATCH_SETTINGS}
+    """A cell's configuration as text. A setting at its default is left out: files written before
+    a setting existed do not record it, and a cell that records it at its default measured the same."""
+    defaults = setting_defaults()
+    settings = {k: v for k, v in cell.settings.items()
+                if k not in WATCH_SETTINGS and json.dumps(v) != defaults.get(k)}
     graph = {name: getattr(cell.card, name) for name in GRAPH_FIELDS} if cell.card else {}
     return json.dumps({"settings": settings, "graph": graph}, sort_keys=True, default=str)
+
+
+@functools.cache
+def setting_defaults() -> dict[str, str]:
+    """Each suite setting's default value, as JSON text."""
+    from bench.run.suite import Settings
+
+    return {k: json.dumps(v) for k, v in Settings().model_dump().items()}
 
 
 def fingerprint(machine: Machine) -> str:

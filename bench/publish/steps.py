@@ -288,8 +288,7 @@ def analyse(results: Sequence[RunResult], floor: float = 0.05) -> list[Series]:
 
 def analyse_series(key: SeriesKey, points: list[Point], floor: float = 0.05) -> Series:
     if len(points) < MIN_RUNS:
-        return Series(key, points, note=f"{len(points)} run{'s' if len(points) != 1 else ''}: steps are looked for "
-                                        f"from {MIN_RUNS} runs on")
+        return Series(key, points, note=f"too few runs to look for steps ({MIN_RUNS} needed)")
     y = [math.log(p.median_s) for p in points]
     se = [history.median_se(p.cell) for p in points]
     found = detect(y, se, floor)
@@ -373,7 +372,8 @@ def text(all_series: list[Series], recent: int = 3) -> str:
             heading = (s.key.suite, s.key.machine)
             out.append(f"{s.key.suite} on {s.key.machine}")
         first, last = s.points[0], s.points[-1]
-        span = f"{len(s.points)} run{'s' if len(s.points) != 1 else ''}, {when(first.when)} .. {when(last.when)}"
+        span = (f"1 run, {when(first.when)}" if len(s.points) == 1 else
+                f"{len(s.points)} runs, {when(first.when)} .. {when(last.when)}")
         if s.note:
             out.append(f"  {s.key.cell_id}: {span}: {s.note}")
             continue
