@@ -12,7 +12,7 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench.publish import advisor, charts, diagnosis, history, report, stages, steps
+from bench.publish import advisor, charts, diagnosis, history, releases, report, stages, steps
 from bench.publish.fmt import first_line, when
 from bench.publish.results import RunResult
 
@@ -97,6 +97,7 @@ def suite_sections(suite: SuiteRuns, data_links: dict[Path, str]) -> dict:
     return {"info": report.run_info(newest), "data_link": data_links[newest.path], "tables": tables,
             "failures": failures, "anchors": anchors, "partitions": report.partitions(newest),
             "advice": advice_section(suite), "history": history_section(suite),
+            "releases": releases.groups(newest, suite.runs[:-1]),
             "tolerance": stages.EQUAL_WORK_TOLERANCE}
 
 

@@ -35,6 +35,7 @@ from pathlib import Path
 
 # what a stack's install records is kept in bench.paths: the backends read it inside the stack too
 from bench.paths import COMPLETE_MARK, PYG_WHEELS_ENV, recorded_sampler, repo_root, stacks_dir
+from bench.stacks import versions
 
 REQUIREMENTS_DIR = repo_root() / "docker"
 # Markers after a pin, in a comment:
@@ -72,6 +73,12 @@ ABSENT = "absent"
 # `stack` setting), e.g. pyg-dist's backend on current PyG, or PyG's in an external interpreter.
 FRAMEWORK = {"pyg": "pyg", "pyg-dist": "pyg", "dgl": "dgl"}
 OWN = "own"  # the `stack` setting's name for each backend's own pinned stack
+# A versioned stack (pyg@2.6.1, bench.stacks.versions) probes and runs what its base stack does.
+for _name in versions.names():
+    _framework = versions.split(_name)[0]
+    _base = versions.BASES[_framework][0]
+    FRAMEWORK[_name] = _framework
+    PROBE_MODULES[_name], OPTIONAL_PROBES[_name] = PROBE_MODULES[_base], OPTIONAL_PROBES[_base]
 
 
 class StackError(RuntimeError):
@@ -155,12 +162,43 @@ def available() -> dict[str, Stack]:
     }
 
 
+@dataclass(frozen=True)
+class VersionedStack(Stack):
+    """A framework's pinned stack at another release of the framework (bench.stacks.versions): its
+    pins are generated from the base stack's, and written to `requirements` when it is installed."""
+    text: str = ""
+    base: Stack | None = None
+
+    @property
+    def pins(self) -> str:
+        return self.text
+
+    @property
+    def path(self) -> Path:
+        """The base stack's environment where the pins are the same (pyg@2.8.1 is the pyg stack)."""
+        if self.base is not None and self.base.digest == self.digest:
+            return self.base.path
+        return super().path
+
+
+def versioned_stacks() -> dict[str, VersionedStack]:
+    """The stacks of each framework release in bench.stacks.versions.RELEASES (pyg@2.6.1, ...)."""
+    pinned, out = available(), {}
+    for name in versions.names():
+        framework, release = versions.split(name)
+        base = pinned[versions.BASES[framework][0]]
+        out[name] = VersionedStack(name, versions.requirements_path(name),
+                                   versions.pins(framework, release, base.pins, base.requirements), base)
+    return out
+
+
 def known() -> dict:
-    """The pinned stacks and the external ones registered on this machine (`gnnbench stacks add`)."""
+    """The pinned stacks (and the versioned ones) and the external ones registered on this machine
+    (`gnnbench stacks add`)."""
     from bench.stacks.external import ExternalStackError, registered
 
     try:
-        return {**available(), **registered()}
+        return {**available(), **versioned_stacks(), **registered()}
     except ExternalStackError as exc:
         raise StackError(str(exc)) from None
 
@@ -183,10 +221,12 @@ def install(name: str, log=print, force: bool = False) -> Stack:
     stack that fell back from PyG's wheel index, unless that index now answers)."""
     # pinned stacks only (an external one is the user's environment: never installed into), and
     # without importing more of gnnbench: the images run this module before the rest is copied in
-    pinned = available()
+    pinned = {**available(), **versioned_stacks()}
     if name not in pinned:
         raise StackError(f"unknown stack {name!r}: `stacks install` builds the pinned stacks: {', '.join(pinned)}")
     stack = pinned[name]
+    if isinstance(stack, VersionedStack):
+        versions.write_requirements(stack.requirements, stack.pins)
     if stack.installed and not force:
         now_there = index_answers_now(stack)
         if not now_there:
