@@ -34,6 +34,9 @@ give the earlier runs (history) to judge it against each cell's own run-to-run s
 
 Status changes are verdicts too ("now failing", "fixed", "new", "gone"), and runs of different
 machines (node, CPU, core count, architecture in `machine_info`) are "not comparable" unless forced.
+
+`series()` splits the trend of every suite into one series per configuration and machine
+(SeriesKey); bench.publish.steps finds where each series stepped (`gnnbench history`).
 """
 
 from __future__ import annotations

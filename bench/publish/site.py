@@ -138,13 +138,13 @@ def history_section(suite: SuiteRuns) -> dict | None:
 
 def history_page(analysed: list[steps.Series]) -> list[dict]:
     """The history page: per suite and machine, each series (bench.publish.steps) with a chart
-    of its runs where it has two or more, its steps in words and what changed at each."""
+    of its runs where it has enough to look for steps, its steps in words and what changed at each."""
     groups: list[dict] = []
     for i, series in enumerate(analysed, 1):
         if not groups or (groups[-1]["suite"], groups[-1]["machine"]) != (series.key.suite, series.key.machine):
             groups.append({"suite": series.key.suite, "machine": series.key.machine, "series": []})
         chart = None
-        if len(series.points) >= 2:
+        if len(series.points) >= steps.MIN_RUNS:  # shorter series are the suite pages' trend charts
             position = {id(p): n for n, p in enumerate(series.points)}
             chart = charts.step_chart(
                 f"s{i}", f"{series.key.cell_id}: median epoch time per run",
