@@ -179,6 +179,10 @@ OPTIONS = [
     ("floor-negative", lambda t: ["compare", "a.json", "b.json", "--floor", "-0.1"], ["--floor", "out of range"]),
     ("floor-text", lambda t: ["compare", "a.json", "b.json", "--floor", "ten"], ["--floor", "'ten' is not a number"]),
     ("fail-on-unknown", lambda t: ["compare", "a.json", "b.json", "--fail-on", "anything"], ["--fail-on", "invalid choice"]),
+    ("history-floor-nan", lambda t: ["history", "a.json", "--floor", "nan"], ["--floor", "'nan' is out of range"]),
+    ("history-recent-zero", lambda t: ["history", "a.json", "--recent", "0"], ["--recent", "0 is below 1"]),
+    ("history-recent-text", lambda t: ["history", "a.json", "--recent", "few"], ["--recent", "'few' is not a whole number"]),
+    ("history-no-paths", lambda t: ["history"], ["the following arguments are required: FILE|DIR"]),
     # gnnbench slurm / k8s (bench/commands/): the script or manifest is not written
     ("slurm-nodes-zero", lambda t: cluster_args(t, "slurm", "--nodes", "0"), ["--nodes 0", "1 to 1024"]),
     ("slurm-gpus-negative", lambda t: cluster_args(t, "slurm", "--gpus-per-node", "-1"), ["--gpus-per-node -1", "0 to 64"]),
@@ -577,18 +581,19 @@ def good_result_file(tmp: Path, name: str = "good.json") -> Path:
     return path
 
 
-@pytest.mark.parametrize("command", ["report", "compare-new", "compare-history"])
+@pytest.mark.parametrize("command", ["report", "compare-new", "compare-history", "history"])
 @pytest.mark.parametrize("change, expected", [pytest.param(c, e, id=i) for i, c, e in RESULTS])
 def test_bad_result_file(tmp_path, capsys, command, change, expected):
     bad, good = bad_result(tmp_path, change), good_result_file(tmp_path)
     argv = {"report": ["report", str(bad), "--markdown", str(tmp_path / "out.md")],
             "compare-new": ["compare", str(good), str(bad)],
-            "compare-history": ["compare", str(good), str(good), "--history", str(bad)]}[command]
+            "compare-history": ["compare", str(good), str(good), "--history", str(bad)],
+            "history": ["history", str(good), str(bad), "--html", str(tmp_path / "site")]}[command]
     message = refused(capsys, argv)
     assert f"{bad}: " in message
     for part in expected:
         assert part in message
-    assert not (tmp_path / "out.md").exists()  # every file is checked before anything is written
+    assert not (tmp_path / "out.md").exists() and not (tmp_path / "site").exists()  # all checked before anything is written
 
 
 def test_the_good_result_file_is_read(tmp_path, capsys):
@@ -610,6 +615,9 @@ OUTPUTS = [
     ("html-is-file", lambda t: ["report", str(good_result_file(t)), "--html", str(a_file(t))], ["--html", "is a file, not a folder"]),
     ("compare-old-missing", lambda t: ["compare", str(t / "old.json"), str(good_result_file(t))], ["old.json: no such result file"]),
     ("compare-new-folder", lambda t: ["compare", str(good_result_file(t)), str(t)], ["a folder, not a result file"]),
+    ("history-missing", lambda t: ["history", str(t / "none.json")], ["none.json: no such result file"]),
+    ("history-html-is-file", lambda t: ["history", str(good_result_file(t)), "--html", str(a_file(t))],
+     ["--html", "is a file, not a folder"]),
 ]
 
 
