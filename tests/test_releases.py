@@ -4,6 +4,8 @@ against release on the suite page (bench/publish/releases.py)."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -133,3 +135,15 @@ def test_suite_page_shows_release_against_release(tmp_path):
     assert "<th>pyg release</th>" in part and "against 2.6.1" in part
     assert part.index("<code>2.6.1</code>") < part.index("<code>2.7.0</code>") < part.index("<code>2.8.1</code>")
     assert 'status-regression">slower</span>' in part and 'status-unchanged">unchanged</span>' in part
+
+
+def test_the_advisor_says_when_an_upgrade_costs_more_than_the_noise(tmp_path):
+    from bench.publish import advisor
+
+    run = release_run(tmp_path, {"2.6.1": 0.050, "2.7.0": 0.051, "2.8.1": 0.065})
+    [advice] = advisor.advise([run])
+    [caution] = [c for c in advice.cautions if c.startswith("Upgrading")]
+    assert re.fullmatch(r"Upgrading pyg 2\.6\.1 -> 2\.8\.1 costs 1\.[234]\dx on " + re.escape(sr.cell_id("pyg-neighbor"))
+                        + r", beyond the 1\.\d\dx either way the noise allows\.", caution)
+    same = release_run(tmp_path, {"2.6.1": 0.050, "2.8.1": 0.051}, name="same.json")
+    assert not [c for c in advisor.advise([same])[0].cautions if c.startswith("Upgrading")]

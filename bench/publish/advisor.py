@@ -25,7 +25,9 @@ written ahead of the data. The rules, in the order they apply:
    than with fewer, the causes bench.publish.diagnosis finds in the numbers.
 7. Cautions: failed or timed-out cells are explained by the smallest setting pattern (one or two
    settings of the same backend) that no successful cell shares, e.g. "mode=pinned-cuda with
-   num_workers 2 or 4", with the values that did run; skipped cells with their reason.
+   num_workers 2 or 4", with the values that did run; skipped cells with their reason; and where
+   the run measured several releases of a framework (bench.publish.releases), each upgrade that
+   costs more than the noise.
 
 When a cell was measured in several files, the latest run's measurement counts.
 """
@@ -37,7 +39,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from itertools import combinations
 
-from bench.publish import diagnosis, stages, to_target
+from bench.publish import diagnosis, releases, stages, to_target
 from bench.publish.fmt import first_line, host_label, mib, pct
 from bench.publish.history import FAILED
 from bench.publish.results import CellResult, RunResult, scaling_scores, scaling_series
@@ -79,7 +81,24 @@ class Group:
 
 def advise(results: list[RunResult]) -> list[Advice]:
     """One Advice per (dataset, machine) found in the files, in the order first seen."""
-    return [advise_group(g) for g in group(results).values()]
+    advice = [advise_group(g) for g in group(results).values()]
+    for a in advice:
+        a.cautions.extend(upgrade_costs(results, a.dataset, a.machine))
+    return advice
+
+
+def upgrade_costs(results: list[RunResult], dataset: str, machine: str) -> list[str]:
+    """Where a newer framework release (versioned stacks, bench.publish.releases) is slower than the
+    oldest one beyond the noise, in the newest run on this machine that measured several releases."""
+    runs = sorted((r for r in results if (host_label(r.machine) or "unknown machine") == machine),
+                  key=lambda r: (r.finished_at, str(r.path)))
+    for i in range(len(runs) - 1, -1, -1):
+        found = [g for g in releases.groups(runs[i], runs[:i]) if g.dataset == dataset]
+        if found:
+            return [f"Upgrading {g.framework} {g.oldest.release} -> {row.release} costs {1 + row.verdict.change:.2f}x "
+                    f"on {g.configuration}, beyond the {1 + row.verdict.threshold:.2f}x either way the noise allows."
+                    for g in found for row in g.rows if row.verdict and row.verdict.verdict == "regression"]
+    return []
 
 
 def group(results: list[RunResult]) -> dict[tuple, Group]:
