@@ -21,7 +21,8 @@ spread (history.py: 1.40x on the shared 2-core machine while the rounds spread b
   their full variance does not.
 - A candidate is kept only when the runs on its two sides differ beyond that noise: a t test on
   the difference of the two sides' weighted mean ln-medians (variance 1/W_left + 1/W_right,
-  degrees of freedom those of the `between` estimate), its p value multiplied by the number of
+  degrees of freedom those of the `between` estimate, where each segment's level and each step's
+  place count as fitted), its p value multiplied by the number of
   places a step could have been (the scan looked at all of them: Bonferroni), and the change
   must reach `floor`. The weakest candidate that fails is dropped and the rest re-tested, until
   all pass. Confidence is 1 - that adjusted p; the interval is the 95 % interval of the ratio.
@@ -31,7 +32,7 @@ spread (history.py: 1.40x on the shared 2-core machine while the rounds spread b
   until the next run, but it is the run a nightly check asks about: it is a step, marked "one
   run past it".
 
-Steps found with fewer than MIN_RUNS runs in a series are not looked for (the series says so).
+In a series of fewer than MIN_RUNS runs steps are not looked for (the series says so).
 """
 
 from __future__ import annotations
@@ -47,8 +48,7 @@ from scipy import stats as scipy_stats
 
 from bench.publish import history
 from bench.publish.fmt import pct, when
-from bench.publish.history import duration, factor_words
-from bench.publish.history import Point, SeriesKey
+from bench.publish.history import Point, SeriesKey, duration, factor_words
 from bench.publish.results import RunResult
 
 MIN_RUNS = 4              # runs a series needs before steps are looked for
