@@ -147,3 +147,10 @@ def test_the_advisor_says_when_an_upgrade_costs_more_than_the_noise(tmp_path):
                         + r", beyond the 1\.\d\dx either way the noise allows\.", caution)
     same = release_run(tmp_path, {"2.6.1": 0.050, "2.8.1": 0.051}, name="same.json")
     assert not [c for c in advisor.advise([same])[0].cautions if c.startswith("Upgrading")]
+
+
+def test_suite_page_charts_each_configuration_across_releases(tmp_path):
+    run = release_run(tmp_path, {"2.6.1": 0.050, "2.7.0": 0.051, "2.8.1": 0.065})
+    site.build([run], tmp_path / "site")
+    part = (tmp_path / "site" / "suite-pyg-releases.html").read_text().split('id="releases"')[1].split('id="history"')[0]
+    assert part.count("<svg") == 1 and "pyg releases</title>" in part and "noise band around the oldest" in part

@@ -129,6 +129,30 @@ def step_chart(key: str, title: str, run_labels: list[str], points: list[tuple[f
         return Chart(key, title, _svg(fig, key, title), wide=True)
 
 
+def release_chart(key: str, title: str, framework: str,
+                  rows: list[tuple[str, float, tuple[float, float] | None, tuple[float, float] | None]]) -> Chart:
+    """One configuration on each release of its framework: each release's median epoch time with
+    its rounds' IQR, and for each newer release the noise band around the oldest release's median
+    (a grey box from old/needed to old*needed) that its median must leave to count as a change."""
+    with matplotlib.rc_context({**STYLE, "svg.hashsalt": key}):
+        fig = Figure(figsize=(7.2, 3.4))
+        ax = fig.add_subplot()
+        xs = list(range(len(rows)))
+        for x, (_, _, _, band) in zip(xs, rows):
+            if band:
+                ax.fill_between([x - 0.3, x + 0.3], band[0], band[1], color="0.85",
+                                label="noise band around the oldest" if x == 1 else None)
+        errors = [e or (0, 0) for _, _, e, _ in rows]
+        ax.errorbar(xs, [m for _, m, _, _ in rows], yerr=[[lo for lo, _ in errors], [hi for _, hi in errors]],
+                    fmt="o", markersize=5, capsize=3, color="#4c72b0", label="median epoch time, bars: IQR")
+        ax.set_xticks(xs, [release for release, _, _, _ in rows])
+        ax.set_xlim(-0.6, len(rows) - 0.4)
+        ax.set_ylim(bottom=0)
+        _finish(fig, ax, title, f"{framework} release", "median epoch time (s)")
+        ax.legend(fontsize=8, loc="lower left", framealpha=0.9)
+        return Chart(key, title, _svg(fig, key, title))
+
+
 def line_chart(key, title, xlabel, ylabel, series: dict[str, list[tuple]], *, ideal: float | None = None,
                xticks: tuple[list, list] | None = None, colors: dict[str, str] | None = None,
                wide: bool = False) -> Chart:

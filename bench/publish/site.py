@@ -97,8 +97,26 @@ def suite_sections(suite: SuiteRuns, data_links: dict[Path, str]) -> dict:
     return {"info": report.run_info(newest), "data_link": data_links[newest.path], "tables": tables,
             "failures": failures, "anchors": anchors, "partitions": report.partitions(newest),
             "advice": advice_section(suite), "history": history_section(suite),
-            "releases": releases.groups(newest, suite.runs[:-1]),
+            "releases": release_section(newest, suite.runs[:-1]),
             "tolerance": stages.EQUAL_WORK_TOLERANCE}
+
+
+def release_section(newest: RunResult, earlier: list[RunResult]) -> list[tuple[releases.ReleaseGroup, charts.Chart]]:
+    """Each configuration the newest run measured on several releases of its framework, with a
+    chart of release against release and the noise band each newer release must leave."""
+    out = []
+    for i, group in enumerate(releases.groups(newest, earlier), 1):
+        old = group.oldest.cell.median
+        rows = []
+        for row in group.rows:
+            stats = row.cell.stats
+            iqr = (max(row.cell.median - stats.q1, 0.0), max(stats.q3 - row.cell.median, 0.0)) \
+                if stats and stats.q1 is not None and stats.q3 is not None else None
+            needed = 1 + row.verdict.threshold if row.verdict and row.verdict.threshold is not None else None
+            rows.append((row.release, row.cell.median, iqr, (old / needed, old * needed) if needed else None))
+        out.append((group, charts.release_chart(f"r{i}", f"{group.configuration}: {group.framework} releases",
+                                                group.framework, rows)))
+    return out
 
 
 def advice_section(suite: SuiteRuns) -> list[advisor.Advice]:
