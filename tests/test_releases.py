@@ -154,3 +154,17 @@ def test_suite_page_charts_each_configuration_across_releases(tmp_path):
     site.build([run], tmp_path / "site")
     part = (tmp_path / "site" / "suite-pyg-releases.html").read_text().split('id="releases"')[1].split('id="history"')[0]
     assert part.count("<svg") == 1 and "pyg releases</title>" in part and "noise band around the oldest" in part
+
+
+@pytest.mark.stacks
+def test_a_release_stack_builds_and_imports_its_release():
+    """The real thing: pyg@2.6.1 built (a few minutes once the pyg stack is: pip's cache holds
+    torch and the compiled sampler), and torch_geometric 2.6.1 is what imports there, next to the
+    pyg stack's torch."""
+    stack = stacks.install("pyg@2.6.1")
+    found = stacks.probe_versions(stack)
+    assert found["torch_geometric"] == "2.6.1"
+    assert stack.requirements.read_text() == stack.pins   # the generated requirements file, as installed
+    pyg = stacks.get("pyg")
+    if pyg.installed:
+        assert found["torch"] == stacks.probe_versions(pyg)["torch"]

@@ -173,6 +173,9 @@ class VersionedStack(Stack):
     def pins(self) -> str:
         return self.text
 
+    def write_requirements(self) -> None:
+        versions.write_requirements(self.requirements, self.pins)
+
     @property
     def path(self) -> Path:
         """The base stack's environment where the pins are the same (pyg@2.8.1 is the pyg stack)."""
@@ -226,7 +229,7 @@ def install(name: str, log=print, force: bool = False) -> Stack:
         raise StackError(f"unknown stack {name!r}: `stacks install` builds the pinned stacks: {', '.join(pinned)}")
     stack = pinned[name]
     if isinstance(stack, VersionedStack):
-        versions.write_requirements(stack.requirements, stack.pins)
+        stack.write_requirements()
     if stack.installed and not force:
         now_there = index_answers_now(stack)
         if not now_there:
