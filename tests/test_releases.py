@@ -168,3 +168,14 @@ def test_a_release_stack_builds_and_imports_its_release():
     pyg = stacks.get("pyg")
     if pyg.installed:
         assert found["torch"] == stacks.probe_versions(pyg)["torch"]
+
+
+def test_stacks_list_names_each_release(tmp_path, monkeypatch, capsys):
+    from bench import cli
+
+    monkeypatch.setenv("GNNBENCH_STACKS_DIR", str(tmp_path))   # an empty stacks folder: nothing built
+    assert cli.main(["stacks", "list"]) == 0
+    out = capsys.readouterr().out
+    for release in RELEASES:
+        assert (f"pyg@{release}: not installed (a suite that names it builds it, or gnnbench stacks install "
+                f"pyg@{release}); pins: requirements-pyg.txt with torch-geometric=={release}") in out

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from bench.inputs import finite_float
 from bench import paths, stacks
-from bench.stacks import external as external_stacks, versions
+from bench.stacks import external as external_stacks, versions as releases
 
 
 def add_parser(sub, parents) -> None:
@@ -54,8 +54,8 @@ def list_stacks() -> int:
     for name, stack in stacks.versioned_stacks().items():  # a framework release (bench/stacks/versions.py)
         state = f"installed at {stack.path}" if stack.installed else \
             f"not installed (a suite that names it builds it, or gnnbench stacks install {name})"
-        framework, release = versions.split(name)
-        print(f"{name}: {state}; pins: {stack.base.requirements.name} with {versions.BASES[framework][1]}=={release}")
+        framework, release = releases.split(name)
+        print(f"{name}: {state}; pins: {stack.base.requirements.name} with {releases.BASES[framework][1]}=={release}")
     for name, stack in external_stacks.registered().items():
         state = "" if stack.installed else " (its interpreter is gone)"
         print(f"{name}: external, {stack.python}{state}, for {', '.join(stack.frameworks)} backends "
