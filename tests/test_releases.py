@@ -179,3 +179,14 @@ def test_stacks_list_names_each_release(tmp_path, monkeypatch, capsys):
     for release in RELEASES:
         assert (f"pyg@{release}: not installed (a suite that names it builds it, or gnnbench stacks install "
                 f"pyg@{release}); pins: requirements-pyg.txt with torch-geometric=={release}") in out
+
+
+def test_run_stack_option_takes_releases():
+    """`gnnbench run smoke --stack pyg@2.6.1 --stack pyg@2.8.1`: PyG's cells on each release, and
+    the line that says GraphBolt's are not run."""
+    smoke, _ = suite.load("smoke")
+    changed, notes = suite.with_stacks(smoke, ["pyg@2.6.1", "pyg@2.8.1"])
+    cells = suite.expand(changed)
+    assert {c.stack for c in cells} == {"pyg@2.6.1", "pyg@2.8.1"} and {c.backend for c in cells} == {"pyg-neighbor"}
+    assert notes == ["--stack pyg@2.6.1, pyg@2.8.1: dgl-graphbolt runs in none of these stacks (it needs dgl): "
+                     "its cells are not run"]
