@@ -217,3 +217,21 @@ def test_a_setting_recorded_at_its_default_keeps_the_series(tmp_path):
         sr.write(tmp_path, runs[i].path.name, data)
     grouped = history.series([results.read(r.path) for r in runs])
     assert sorted(len(points) for points in grouped.values()) == [1, 5]
+
+
+def test_runs_of_identical_rounds_weigh_finitely(tmp_path):
+    """A run whose rounds are all equal (or a single round) has no spread to weigh by: it counts as
+    known to 0.01 %, not infinitely; the floor still holds a change too small to matter."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        flat = [0.0] * 10
+        assert steps.detect(flat, flat).steps == []
+        assert [s.index for s in steps.detect([0.0] * 5 + [0.2] * 5, flat).steps] == [5]
+        assert steps.detect([0.0] * 5 + [0.02] * 5, flat).steps == []   # 2 %: under the 5 % floor
+        runs = [sr.write(tmp_path, f"flat-{i}.json", sr.run([sr.bench(CELL, [0.05 * (1.3 if i >= 4 else 1.0)] * 5)],
+                                                                when=f"2026-01-0{i + 1}T00:00:00+00:00"))
+                for i in range(8)]
+        [step] = only(steps.analyse(runs)).steps
+        assert step.position == 4 and step.ratio == pytest.approx(1.3)

@@ -57,6 +57,7 @@ PENALTY_SIGMAS = 3.0      # PELT's penalty: a new segment must explain (3 sigma)
 INTERVAL = 0.95           # the interval reported around a step's ratio
 MAD_PER_SIGMA = 1.4826    # sigma of a normal per median absolute deviation
 LOCATION_DOF = 1          # degrees of freedom a step's place costs the noise estimate (it was fitted too)
+LEAST_SE = 1e-4           # a run's median is never known better than 0.01 % (identical rounds, one round)
 
 
 @dataclass(frozen=True)
@@ -130,9 +131,10 @@ def detect(y, se, floor: float = 0.05) -> Detection:
 
 
 def _shrunk(se: np.ndarray) -> np.ndarray:
-    """Each run's median error, halfway (in variance) to the series' median error."""
+    """Each run's median error, halfway (in variance) to the series' median error, and never
+    below LEAST_SE (a run of identical rounds, or of one, would weigh infinitely)."""
     typical = float(np.median(se ** 2)) if len(se) else 0.0
-    return np.sqrt((se ** 2 + typical) / 2)
+    return np.maximum(np.sqrt((se ** 2 + typical) / 2), LEAST_SE)
 
 
 def _at(step: Found, active: list[int]) -> Found:
