@@ -30,6 +30,7 @@ from bench import modes
 from bench import stacks
 from bench.backends import BACKENDS
 from bench.machine import core_budget
+from bench.machine.load import usable_cores
 from bench.run.prepare import ensure_dataset
 from bench.run.runner import run_in_stack, worker_env
 from bench.run.suite import Cell
@@ -268,7 +269,6 @@ def write_document(path: Path, command: str, fields: dict, table_text: str) -> N
     table beside it: `gnnbench fidelity` and `gnnbench overhead` alike."""
     import platform
 
-    from bench.machine.load import usable_cores
 
     doc = {"command": command, "written_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
            "machine": {"node": platform.node(), "processor": platform.processor(), "cpus": usable_cores()},

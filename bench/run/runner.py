@@ -32,7 +32,7 @@ from bench.paths import repo_root
 from bench.run import cluster_env
 from bench.run.lifeline import PARENT_ENV
 from bench.run.suite import Cell
-from bench.run.worker import PROGRESS_TAG
+from bench.run.progress import PROGRESS_TAG
 
 STDERR_TAIL_CHARS = 2000
 MEMORY_SAMPLE_S = 0.2

@@ -22,8 +22,8 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 from bench.backends import ALL_MODES, BACKENDS
 from bench.backends.stages import WORK_BUDGET
 import bench.datasets as datasets_module
-from bench.datasets import SOURCES, canonical_params, parametric, params_model, parse_name
-from bench.datasets.params import Strict
+from bench.datasets import SOURCES, canonical_params, parametric, parse_name
+from bench.datasets.params import Strict, of_source as params_model
 from bench import modes, strict_yaml
 from bench.inputs import plain_name_problem
 from bench.paths import suites_dir

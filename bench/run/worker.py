@@ -35,21 +35,17 @@ from bench.machine import core_budget, gpu_affinity, gpu_sampler
 from bench.machine.gpu_facts import worker_facts
 from bench.machine.memory_breakdown import PhaseMemory, model_optimizer_bytes
 from bench.modes import mode as mode_of
+from bench.paths import OPTIONAL_PROBES, PROBE_MODULES, running_stack_sampler
 from bench.run import cuda_oom, to_target
 from bench.run.lifeline import tie_to_parent
-from bench.stacks import OPTIONAL_PROBES, PROBE_MODULES, running_stack_sampler
+from bench.run.progress import progress
 from bench.stores import features_in_memory, files_of, page_cache
 
-PROGRESS_TAG = "GNNBENCH-PROGRESS "
 INIT_TIMEOUT_S = 300  # init_process_group: seconds to wait for every rank
 # Test hook: GNNBENCH_FAULT="crash", "hang" or "oom" (a CUDA out-of-memory error), optionally ":ID_PART" to hit only cells whose id
 # contains ID_PART and "@RANK" to hit only that rank (several comma-separated), makes the worker crash or hang in its first measured epoch, so the runner's
 # handling of a dying or stuck system under test is exercised on real pipelines.
 FAULT_ENV = "GNNBENCH_FAULT"
-
-
-def progress(**event) -> None:
-    print(PROGRESS_TAG + json.dumps(event), flush=True)
 
 
 def rank_barrier(dist, settings: dict) -> None:

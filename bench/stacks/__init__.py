@@ -34,7 +34,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 # what a stack's install records is kept in bench.paths: the backends read it inside the stack too
-from bench.paths import COMPLETE_MARK, PYG_WHEELS_ENV, recorded_sampler, repo_root, stacks_dir
+from bench.paths import (COMPLETE_MARK, FALLBACK, OPTIONAL_PROBES, PROBE_MODULES, PYG_INDEX, PYG_WHEELS_ENV,
+                         recorded_sampler, repo_root, sampler_summary, stacks_dir)
 
 REQUIREMENTS_DIR = repo_root() / "docker"
 # Markers after a pin, in a comment:
@@ -56,15 +57,6 @@ FALLBACK_MARK = "pyg-wheels-fallback"
 PYG_WHEELS_DEFAULT = "https://data.pyg.org/whl/torch-{TORCH}+{CUDA}.html"
 INDEX_TIMEOUT = 10.0  # seconds an index may take to answer before the fallback is taken
 IN_CONTAINER_ENV = "GNNBENCH_IN_CONTAINER"
-# What `stacks list` imports in each stack to report the versions that really load; an
-# install fails when one of these does not import.
-PROBE_MODULES = {
-    "pyg": ["torch", "torch_geometric", "ogb", "numpy"],
-    "pyg-dist": ["torch", "torch_geometric", "pymetis", "numpy"],
-    "dgl": ["torch", "dgl", "torchdata", "numpy", "pandas"],
-}
-# Reported where present: which sampling ops a PyG stack has differs between machine and image.
-OPTIONAL_PROBES = {"pyg": ["torch_sparse", "torch_scatter", "pyg_lib"], "pyg-dist": ["pyg_lib"]}
 ABSENT = "absent"
 
 
@@ -238,7 +230,6 @@ def install(name: str, log=print, force: bool = False) -> Stack:
 
 # --- PyG's wheel index (pyg-lib), and the fallback -----------------------------------------------
 
-PYG_INDEX, FALLBACK = "pyg-wheels", "fallback"  # the two sources a stack's sampler can come from
 
 
 def pyg_wheels_url(torch: str, cuda: str) -> str:
@@ -325,21 +316,6 @@ def import_problem(python: Path | str, module: str) -> str | None:
     return None if proc.returncode == 0 else (proc.stderr.strip().splitlines() or ["?"])[-1][:300]
 
 
-def sampler_summary(sampler: dict, versions: dict | None = None) -> str:
-    """One line: which source a stack's sampler came from, and why."""
-    if not sampler:
-        return ""
-    if versions is None and sampler.get("summary"):
-        return sampler["summary"]  # as written at install, with the versions then
-    versions = versions or {}
-    if sampler.get("source") == PYG_INDEX:
-        return f"pyg-lib {versions.get('pyg_lib', '')} from {sampler['index']}".replace("  ", " ")
-    taken = ", ".join(f"{n} {versions.get(n.replace('-', '_'), '')}".strip()
-                      for n in (re.split(r"[=<>!~ ;\[]", line, maxsplit=1)[0] for line in sampler.get("fallback", [])))
-    return (f"{taken} built from source, as PyG's wheel index gave no pyg-lib: {sampler.get('reason')}" if taken
-            else f"no pyg-lib: {sampler.get('reason')}")
-
-
 def index_answers_now(stack: Stack) -> str | None:
     """For an installed stack that fell back because PyG's wheel index could not be reached: why it is
     worth rebuilding now (the index, or the one GNNBENCH_PYG_WHEELS names now, answers), else None.
@@ -353,11 +329,6 @@ def index_answers_now(stack: Stack) -> str | None:
     if reachable(url) is not None:
         return None
     return f"{url} answers now (when this stack was built: {sampler.get('reason')})"
-
-
-def running_stack_sampler() -> str:
-    """In a stack's own interpreter (a worker): where its sampler came from, as its install recorded, or ''."""
-    return sampler_summary(recorded_sampler(Path(sys.prefix)))
 
 
 # pip's own settings that name where wheels come from; an image's stack stage sets them.
