@@ -201,6 +201,9 @@ class ExtraInfo(Loose):
     sampler: Annotated[str | None, COPIED] = None  # which implementation sampled the neighbourhoods
     # where each rank's peak PSS went, shared and private (bench/machine/memory_breakdown.py), by rank
     memory_breakdown: Annotated[list | None, COPIED] = None
+    is_baseline: bool = False  # the suite's baseline cell (its speedups are against it)
+    other_load: Share | None = None  # the share of the machine other work took meanwhile (bench/machine/load.py)
+    notes: list[str] | None = None  # what the session noted about the cell (oversubscribed cores, ...)
 
 
 REQUIRED_EXTRA = tuple(name for name, f in ExtraInfo.model_fields.items() if f.is_required())
