@@ -25,13 +25,13 @@ import os
 import time
 
 from bench import modes
+from bench.backends import AMP_DTYPES
 
 DROPOUT = 0.5
 # Full-neighbourhood (layer-wise) inference runs in chunks of destination nodes whose per-edge
 # messages (edges × input width × 4 bytes) stay under this, so that it adds little to a cell's
 # peak memory (which the runner measures over the whole run, evaluation included)
 FULL_CHUNK_BYTES = 8 << 20
-AMP_DTYPES = {"bf16": "bfloat16", "fp16": "float16"}  # the `amp` setting's torch dtypes
 
 
 class Unavailable(Exception):

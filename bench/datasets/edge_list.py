@@ -30,7 +30,7 @@ NODE_FILES = ("nodes.parquet", "nodes.csv", "nodes.csv.gz")
 DENSE_SPAN = 8  # integer ids spanning less than 8 N are looked up in a table of that span
 SPLIT_WORDS = {"train": "train", "val": "val", "valid": "val", "validation": "val", "test": "test"}
 SIZES_NOTE = ("edge-list:PATH    your own graph: edges.csv|parquet (src, dst) and nodes.csv|parquet (id, label, "
-              "split, features); README 'Your own graph'")
+              "split, features); docs/own-graph.md")
 ESTIMATE_ORIGIN = ug.SIZES_ORIGIN
 
 

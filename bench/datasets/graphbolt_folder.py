@@ -39,7 +39,7 @@ PARAMS, DEFAULTS = ug.params_of({"feature": (str, {"min_length": 1}), "task": (s
 SEED_NAMES = ("seeds", "seed_nodes")  # DGL 2.2+, DGL 2.1
 SETS = {"train": "train_set", "val": "validation_set", "test": "test_set"}
 SIZES_NOTE = ("graphbolt:PATH    your own graph: a GraphBolt OnDiskDataset folder (metadata.yaml, node "
-              "classification); README 'Your own graph'")
+              "classification); docs/own-graph.md")
 ESTIMATE_ORIGIN = ug.SIZES_ORIGIN
 
 

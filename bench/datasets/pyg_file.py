@@ -27,7 +27,7 @@ from bench.datasets import user_graph as ug
 USER_FILES = True
 PARAMS, DEFAULTS = ug.params_of({"unsafe_load": (bool, {})}, {"unsafe_load": False})
 SIZES_NOTE = ("pyg-file:PATH     your own graph: a PyG Data (or InMemoryDataset file) saved with torch.save; "
-              "README 'Your own graph'")
+              "docs/own-graph.md")
 ESTIMATE_ORIGIN = "known once converted (reading a PyG file needs the pyg stack)"
 UNSAFE_HINT = "unsafe_load: true in the dataset's params (pyg-file:path=PATH,unsafe_load=true)"
 SPLIT_NAMES = {"train": ("train_mask", "train_idx"), "val": ("val_mask", "valid_mask", "val_idx", "valid_idx"),

@@ -19,7 +19,7 @@ from typing import Annotated, Any, Literal, Union
 import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, create_model, field_validator
 
-from bench.backends import ALL_MODES, BACKENDS
+from bench.backends import ALL_MODES, AMP_DTYPES, BACKENDS
 from bench.backends.stages import WORK_BUDGET
 import bench.datasets as datasets_module
 from bench.datasets import SOURCES, canonical_params, parametric, parse_name
@@ -36,7 +36,7 @@ PER_GPU = "per-gpu"  # num_workers: the usable cores shared out among this node'
 Store = Literal[tuple(STORES)]  # type: ignore[valid-type]
 Model = Literal["sage", "none"]
 # YAML 1.1 reads a bare `off` as false: take it as the "off" it was written as
-Amp = Annotated[Literal["off", "bf16", "fp16"], BeforeValidator(lambda v: "off" if v is False else v)]
+Amp = Annotated[Literal[("off", *AMP_DTYPES)], BeforeValidator(lambda v: "off" if v is False else v)]
 MemoryLimit = Annotated[str, BeforeValidator(lambda v: canonical_limit(v))]  # "none" or e.g. "3GiB"
 Fanout = Annotated[list[Annotated[int, Field(ge=1, le=10_000)]], Field(min_length=1, max_length=5)]
 
@@ -91,7 +91,7 @@ class Settings(Strict):
     num_workers: one_or_sweep(bounded(int, ge=0, le=256) | Literal[PER_GPU]) = 0
     """DataLoader worker processes per rank; `per-gpu`: the usable cores divided among the node's
     ranks (the advice GPU users are given), resolved when the cell runs and recorded."""
-    mode: one_or_sweep(ModeName) = "cpu-cpu"
+    mode: one_or_sweep(ModeName) = modes.DEFAULT
     """Where sampling, feature storage and training run (sampling-training): `cpu-cpu`, `cpu-cuda`,
     `pinned-cuda`, `cuda-cuda`; a backend makes cells only of the modes it has (bench/modes.py)."""
     world_size: one_or_sweep(bounded(int, ge=1, le=1024)) = 1
