@@ -132,3 +132,40 @@ def test_the_two_kinds_of_control_run_exclude_each_other(tiny_cells):
     proc = subprocess.run([sys.executable, "-m", "bench.cli", "fidelity", str(path), "--against-itself", "--side-by-side"],
                           cwd=REPO, capture_output=True, text=True)
     assert proc.returncode == 2 and "give one of them" in proc.stderr
+
+
+def test_rounds_are_added_until_each_pair_settles_or_the_cap(monkeypatch, tiny_cells):
+    """--max-rounds: a pair whose interval straddles an edge of the band gets more rounds; one that
+    settles stops there; one still straddling at the cap is named with why. The two sides' epochs are
+    planted here (the runs themselves are the plain-loop tests' business): what is tested is the policy."""
+    _, cells = tiny_cells
+    cell = next(c for c in cells if fidelity.comparable(c))
+    monkeypatch.setattr(fidelity, "ensure_dataset", lambda *a: None)
+    planted = {"harness": iter([]), "plain": iter([])}
+
+    def side(name):
+        return lambda *a: ([next(planted[name])], [], *([None] if name == "harness" else []))
+    monkeypatch.setattr(fidelity, "run_harness", side("harness"))
+    monkeypatch.setattr(fidelity, "run_plain", side("plain"))
+
+    # the same ratio every round (1.00): inside after the first 3 rounds, no more added
+    planted.update(harness=iter([1.0] * 20), plain=iter([1.0] * 20))
+    (steady,) = fidelity.compare([cell], None, None, rounds=3, max_rounds=10, say=lambda *_: None)
+    assert len(steady.harness_rounds) == 3 and steady.settled == "inside" and steady.unsettled_reason is None
+    # rounds swinging ±6 % around 1.0: never settles, stops at the cap and says why
+    planted.update(harness=iter([1.06, 0.94] * 10), plain=iter([1.0] * 20))
+    (swinging,) = fidelity.compare([cell], None, None, rounds=3, max_rounds=6, say=lambda *_: None)
+    assert len(swinging.harness_rounds) == 6 and swinging.settled is None
+    assert "still straddles an edge of ±3% after 6 rounds (the cap, --max-rounds 6)" in swinging.unsettled_reason
+    assert "Unresolved" in fidelity.table([swinging]) and "after 6 rounds" in fidelity.table([swinging])
+    # without a cap: exactly --rounds, an unresolved pair told how to add more
+    planted.update(harness=iter([1.06, 0.94] * 10), plain=iter([1.0] * 20))
+    (capless,) = fidelity.compare([cell], None, None, rounds=3, say=lambda *_: None)
+    assert len(capless.harness_rounds) == 3 and "give --max-rounds" in capless.unsettled_reason
+
+
+def test_max_rounds_below_rounds_is_refused(tiny_cells):
+    path, _ = tiny_cells
+    done = subprocess.run([sys.executable, "-m", "bench.cli", "fidelity", str(path), "--rounds", "4", "--max-rounds", "2"],
+                          capture_output=True, text=True, cwd=REPO)
+    assert done.returncode == 2 and "--max-rounds 2: give at least --rounds (4)" in done.stderr
