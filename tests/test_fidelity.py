@@ -30,14 +30,18 @@ def tiny_cells(tmp_path_factory):
 def test_only_cells_with_a_plain_loop_are_compared(tiny_cells):
     _, cells = tiny_cells
     chosen = [c.id for c in cells if fidelity.comparable(c)]
-    assert chosen == ["pyg-neighbor/tiny/mode=cpu-cpu/workers=0/ws=1", "dgl-graphbolt/tiny/mode=cpu-cpu/workers=0/ws=1"]
+    assert chosen == ["pyg-neighbor/tiny/mode=cpu-cpu/workers=0/ws=1", "dgl-graphbolt/tiny/mode=cpu-cpu/workers=0/ws=1",
+                      "pyg-neighbor/tiny/mode=cpu-cpu/workers=0/ws=1/model=none",
+                      "dgl-graphbolt/tiny/mode=cpu-cpu/workers=0/ws=1/model=none"]  # loader-only pairs too
 
 
+@pytest.mark.parametrize("model", ["sage", "none"])
 @pytest.mark.parametrize("backend", fidelity.PLAIN_BACKENDS)
-def test_plain_loop_trains_in_its_stack(backend, tiny_cells, cache_dir):
+def test_plain_loop_trains_in_its_stack(backend, model, tiny_cells, cache_dir):
+    """The training loop, and for a loader-only cell (model: none) the loader iterated alone."""
     require_stacks("pyg", "dgl")
     _, cells = tiny_cells
-    cell = next(c for c in cells if c.backend == backend and fidelity.comparable(c))
+    cell = next(c for c in cells if c.backend == backend and fidelity.comparable(c) and c.settings["model"] == model)
     epochs, cpu = fidelity.run_plain(cell, ensure_dataset(cell.dataset_spec, cache_dir, None), cache_dir)
     assert len(epochs) == len(cpu) == 2 and all(e > 0 for e in epochs + cpu)
 

@@ -35,6 +35,7 @@ import warnings
 os.environ.setdefault("DGLBACKEND", "pytorch")
 
 import dgl  # noqa: E402
+import numpy as np  # noqa: E402
 import dgl.graphbolt as gb  # noqa: E402
 import torch  # noqa: E402
 from dgl.nn import SAGEConv  # noqa: E402
@@ -175,12 +176,15 @@ class Pipeline(base.TrainingPipeline):
         gb.seed(settings["seed"])  # GraphBolt's samplers draw from a generator of their own
         self.mode = modes.mode(settings["mode"])
         self.graph, self.features = placed(data, settings, self.device, self.mode)
-        labels = torch.from_numpy(data.labels)
         self.index_dtype = index_dtype(self.graph)
-        # seed ids in the graph's index dtype, as OnDiskDataset writes them (within_int32)
+        # seed ids in the graph's index dtype, as OnDiskDataset writes them (within_int32); cast and each
+        # split's labels gathered by numpy: a torch gather this large runs OpenMP-parallel on the main thread, and
+        # a main thread that owns an OpenMP pool slows GraphBolt's sampling thread (issue 41: the
+        # loader-only cell read 1.18 of GraphBolt's own loop), which the framework's example never does
         ids = self.graph.indices.dtype
         self.itemsets = {
-            split: gb.ItemSet((torch.from_numpy(idx).to(ids), labels[torch.from_numpy(idx)]), names=("seed_nodes", "labels"))
+            split: gb.ItemSet((torch.from_numpy(idx.astype(numpy_dtype(ids))), torch.from_numpy(data.labels[idx])),
+                              names=("seed_nodes", "labels"))
             for split, idx in (("train", data.train_idx), ("val", data.val_idx), ("test", data.test_idx))}
         self.train_loader = self._loader("train", shuffle=True, num_workers=settings["num_workers"])
         self.build_model(data)
@@ -305,3 +309,8 @@ def _host_bytes(minibatch) -> int:
         tensors += [block.sampled_csc.indptr, block.sampled_csc.indices,
                     block.original_row_node_ids, block.original_column_node_ids]
     return stages.tensor_bytes(t for t in tensors if t is not None and not t.is_cuda)
+
+
+def numpy_dtype(dtype: torch.dtype) -> np.dtype:
+    """The numpy dtype of a torch integer dtype (torch.int32 -> int32)."""
+    return np.dtype(str(dtype).removeprefix("torch."))

@@ -11,7 +11,8 @@ explain as much as a slower one. Beside it, the CPU-time ratio: each side's proc
 per epoch (its threads; DataLoader workers' not counted), the work done, which a busy machine
 moves far less than wall time: a cause hunted on a loaded machine shows there first. Both sides run with the cell's thread count (the core budget,
 bench/machine/core_budget.py); the table lists it, and every pair outside the band below it. Only cells a plain loop exists for are compared: one rank, cpu-cpu, features in
-memory, the GraphSAGE model, a backend of plain_loops.LOOPS.
+memory, the GraphSAGE model or none (the loader alone, against the loader iterated alone), a backend
+of plain_loops.LOOPS.
 """
 
 from __future__ import annotations
@@ -182,7 +183,7 @@ def within(ratio: float, tolerance: float = TOLERANCE) -> bool:
 def comparable(cell: Cell) -> bool:
     s = cell.settings
     return (cell.backend in PLAIN_BACKENDS and s["world_size"] == 1 and not modes.mode(s["mode"]).needs_gpu
-            and s.get("store", "memory") == "memory" and s["model"] == "sage")
+            and s.get("store", "memory") == "memory" and s["model"] in ("sage", "none"))
 
 
 def run_plain(cell: Cell, dataset_dir: Path, cache: Path) -> tuple[list[float], list[float]]:
