@@ -203,6 +203,8 @@ class ExtraInfo(Loose):
     memory_breakdown: Annotated[list | None, COPIED] = None
     is_baseline: bool = False  # the suite's baseline cell (its speedups are against it)
     other_load: Share | None = None  # the share of the machine other work took meanwhile (bench/machine/load.py)
+    # the runner's own cost: its memory sampler's CPU seconds per second of the cell (of one core)
+    runner_cpu_share: Amount | None = None
     notes: list[str] | None = None  # what the session noted about the cell (oversubscribed cores, ...)
 
 

@@ -53,6 +53,7 @@ class Outcome:
     wall_s: float = 0.0
     rank_peaks: dict = field(default_factory=dict)  # rank -> (peak RSS, peak PSS) of its process tree
     other_load: float | None = None  # share of the machine other work kept busy meanwhile (bench.machine.load)
+    runner_cpu_s: float | None = None  # CPU seconds the runner's memory sampler took beside the cell (its own cost)
 
 
 @dataclass(frozen=True)
@@ -80,10 +81,13 @@ class TreeMemorySampler(threading.Thread):
         self._groups: dict | None = None  # rank -> its processes, as last listed (see _tree)
         self._launched, self._listed_at = False, 0.0
         self._stop_event = threading.Event()
+        self.own_cpu_s = 0.0  # this thread's CPU seconds: what watching the cell cost the cores it shares
 
     def run(self) -> None:
+        started = time.thread_time()
         while not self._stop_event.is_set():
             self.sample()
+            self.own_cpu_s = time.thread_time() - started
             self._stop_event.wait(self.interval)
 
     def _rank_of(self, proc: psutil.Process) -> int | None:
@@ -270,7 +274,7 @@ def _run(cell: Cell, python: Path, dataset_dir: Path, cache: Path, on_progress, 
         stderr_tail = stderr[-STDERR_TAIL_CHARS:]
         outcome = Outcome(cell, "ok", peak_rss_bytes=sampler.peak_rss, peak_pss_bytes=sampler.peak_pss,
                           wall_s=wall, rank_peaks=dict(sampler.rank_peaks),
-                          other_load=load.other_share(sampler.cpu_seconds))
+                          other_load=load.other_share(sampler.cpu_seconds), runner_cpu_s=sampler.own_cpu_s)
         oom_kills = group.oom_kills() if group else 0
         if timed_out:
             outcome.status, outcome.reason = "timeout", f"no result after {timeout:g} s (killed)\n{stderr_tail}"
