@@ -82,7 +82,7 @@ def test_every_pair_outside_three_percent_is_flagged_either_way(harness, faithfu
 
 def test_cli_refuses_a_suite_without_comparable_cells(tiny_cells):
     path, _ = tiny_cells
-    proc = subprocess.run([sys.executable, "-m", "bench.cli", "fidelity", str(path), "-k", "none"],
+    proc = subprocess.run([sys.executable, "-m", "bench.cli", "fidelity", str(path), "-k", "lmdb"],
                           cwd=REPO, capture_output=True, text=True)
     assert proc.returncode == 2 and "no cell a plain loop exists for" in proc.stderr
 
