@@ -80,9 +80,10 @@ def test_every_pair_outside_three_percent_is_flagged_either_way(harness, faithfu
     assert ("Outside ±3%" in fidelity.table([c])) is not faithful
 
 
-def test_cli_refuses_a_suite_without_comparable_cells(tiny_cells):
-    path, _ = tiny_cells
-    proc = subprocess.run([sys.executable, "-m", "bench.cli", "fidelity", str(path), "-k", "lmdb"],
+def test_cli_refuses_a_suite_without_comparable_cells(tmp_path):
+    path = tmp_path / "two-ranks.yaml"  # two ranks: no plain loop exists for them
+    path.write_text(TINY.replace("num_workers: 0, mode: cpu-cpu", "num_workers: 0, world_size: 2, mode: cpu-cpu"))
+    proc = subprocess.run([sys.executable, "-m", "bench.cli", "fidelity", str(path)],
                           cwd=REPO, capture_output=True, text=True)
     assert proc.returncode == 2 and "no cell a plain loop exists for" in proc.stderr
 
