@@ -1,0 +1,170 @@
+"""Issue 38's findings that show without a GPU: one visible GPU per rank (the env a rank runs
+with), workers and threads from the cores a rank is pinned to, start-up by phase and the GPU's
+device-wide memory carried into results and columns, NCCL's set-up in the process_group phase
+(the torch of each stack asked whether it takes `device_id`), the start check of a stack's CUDA
+build against the driver and the GPUs (facts faked), and PyG's scatter kept off a CPU-only
+torch-scatter on CUDA. What needs a GPU to show is marked unverified in docs/gpus.md."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+
+import pytest
+
+from bench.backends import base
+from bench.machine import core_budget
+from bench.publish import columns, results
+from bench.result_format import ResultFile
+from bench.run import record, runner
+from bench.stacks import cuda_fit
+from tests.conftest import REPO
+from tests.test_gpu_user_view import stack_python
+
+
+# --- one visible GPU per rank -------------------------------------------------------------------
+
+def rank_env(environ: dict, local_rank: int) -> dict:
+    """The environment a rank of a GPU cell runs with: the runner's, narrowed by the worker's main
+    before torch is imported."""
+    env = runner.worker_env(REPO / "cache", "run-1") | environ
+    return env | base.one_gpu_env(env, local_rank)
+
+
+@pytest.mark.parametrize("visible, expected", [(None, ["0", "1"]), ("2,3", ["2", "3"]),
+                                               ("GPU-aaaa,GPU-bbbb", ["GPU-aaaa", "GPU-bbbb"])])
+def test_each_rank_sees_its_own_gpu_alone(visible, expected):
+    environ = {} if visible is None else {"CUDA_VISIBLE_DEVICES": visible}
+    for local_rank in (0, 1):
+        env = rank_env(environ, local_rank)
+        assert env["CUDA_VISIBLE_DEVICES"] == expected[local_rank] and base.one_gpu(env)
+        assert env["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"  # CUDA's numbering as NVML's and nvidia-smi's
+        # the node's list is kept: the rank can still find its peers' GPUs (their cores, for pinning)
+        assert base.rank_gpus(env, 2) == expected
+        assert base.one_gpu_env(env, local_rank)["CUDA_VISIBLE_DEVICES"] == expected[local_rank]  # twice: the same
+
+
+def test_a_rank_without_a_gpu_of_its_own_is_left_to_say_so():
+    assert base.one_gpu_env({"CUDA_VISIBLE_DEVICES": "5"}, 1) == {}  # two ranks, one GPU listed
+    assert base.one_gpu_env({"CUDA_VISIBLE_DEVICES": "-1"}, 0) == {}
+
+
+def test_the_worker_narrows_before_torch_is_imported():
+    """The worker's main sets CUDA_VISIBLE_DEVICES before anything imports torch (CUDA reads it
+    once): importing the worker module, in the pyg stack, imports no torch."""
+    python = stack_python("pyg")
+    code = "import sys, bench.run.worker; print('torch' in sys.modules)"
+    out = subprocess.run([python, "-c", code], cwd=REPO, capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split()[-1] == "False"
+
+
+# --- workers from the pinned cores ----------------------------------------------------------------
+
+def test_per_gpu_workers_come_from_the_cores_a_rank_is_pinned_to():
+    # a two-socket node, 32 usable cores, 2 ranks whose GPUs sit on socket 0 (16 cores): the host's
+    # per-gpu figure is 32 / 2 - 1 = 15 workers, the pinned rank has 8 cores
+    assert core_budget.per_gpu_workers(32, 2) == 15
+    budget = core_budget.pinned(8, 15, core_budget.AUTO, rule=core_budget.PER_GPU)
+    assert (budget.workers, budget.threads, budget.cores, budget.oversubscribed) == (7, 1, 8, False)
+    # an explicit count stays as asked, and the budget says it oversubscribes the pinned cores
+    budget = core_budget.pinned(4, 6)
+    assert budget.workers == 6 and budget.oversubscribed
+
+
+# --- start-up by phase and the device-wide GPU memory in results ------------------------------------
+
+RANK = {"rank": 0, "startup_phases": {"imports": 2.0, "cuda_context": 0.5, "process_group": 1.5},
+        "gpu_device_used_bytes": 3 * 2**30, "gpu_peaks": {"build": 2**20, "measured": 2**30}}
+
+
+def test_startup_phases_and_device_memory_reach_the_result_and_a_column():
+    from bench.run.worker import slowest_phases
+
+    other = {"rank": 1, "startup_phases": {"imports": 1.0, "cuda_context": 0.7, "process_group": 1.5},
+             "gpu_device_used_bytes": 2**30, "gpu_peaks": {"build": 2**21, "measured": 2**29}}
+    cell_record = {"startup_phases": slowest_phases([RANK["startup_phases"], other["startup_phases"]]),
+                   "gpu_device_used_bytes": 3 * 2**30, "gpu_peaks": slowest_phases([RANK["gpu_peaks"], other["gpu_peaks"]])}
+    assert cell_record["startup_phases"] == {"imports": 2.0, "cuda_context": 0.7, "process_group": 1.5}
+    assert cell_record["gpu_peaks"] == {"build": 2**21, "measured": 2**30}
+    base_record = {"versions": {}, "val_acc": 0.5, "test_acc": 0.5, "startup_s": 4.0, "epochs": [{"seconds": 1.0, "seeds": 1}]}
+    written = record.from_record({**base_record, **cell_record})
+    assert written["startup_phases"] == cell_record["startup_phases"] and written["gpu_device_used_bytes"] == 3 * 2**30
+    cpu = record.from_record(base_record)  # a CPU cell: left out, as files written before them lack them
+    assert "gpu_device_used_bytes" not in cpu and "gpu_peaks" not in cpu
+
+    from tests import synthetic_results as syn
+
+    cid = syn.cell_id(mode="cpu-cuda")
+    doc = syn.run([syn.bench(cid, [1.0, 1.1, 0.9], **{k: written[k] for k in cell_record}, ranks=[RANK])])
+    ResultFile.model_validate(doc)  # the reader's model takes them, per cell and per rank
+    bad = json.loads(json.dumps(doc))
+    bad["benchmarks"][0]["extra_info"]["startup_phases"]["imports"] = -1.0
+    with pytest.raises(Exception, match="startup_phases"):
+        ResultFile.model_validate(bad)
+    cell = results.of_document(doc, REPO / "x.json").measured[0]
+    shown = {c.header: c.html_text(cell) for c in columns.CELL_COLUMNS}
+    assert shown["start-up by phase"] == "imports 2.0 · cuda_context 0.7 · process_group 1.5"
+    assert shown["GPU device used"] == "3,072" and shown["GPU peak by phase"].startswith("build 2")
+
+
+# --- NCCL's set-up in the process_group phase -------------------------------------------------------
+
+@pytest.mark.parametrize("stack, takes_device_id", [("pyg", True), ("dgl", False)])  # torch 2.13, 2.2.1
+def test_nccl_is_set_up_eagerly_where_torch_can_and_by_a_barrier_everywhere(stack, takes_device_id):
+    """Each stack's own init_process_group is asked whether it takes device_id (eager NCCL set-up);
+    gloo never gets it. The barrier on the rank's GPU follows init in every torch
+    (worker.join_process_group)."""
+    python = stack_python(stack)
+    code = """
+import json, torch, torch.distributed as dist
+from bench.run.worker import eager_device
+print(json.dumps([list(eager_device(dist.init_process_group, "nccl", torch.device("cuda", 0))),
+                  list(eager_device(dist.init_process_group, "gloo", torch.device("cpu")))]))
+"""
+    out = subprocess.run([python, "-c", code], cwd=REPO, capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=120)
+    assert out.returncode == 0, out.stderr
+    nccl, gloo = json.loads(out.stdout.splitlines()[-1])
+    assert nccl == (["device_id"] if takes_device_id else []) and gloo == []
+    source = (REPO / "bench/run/worker.py").read_text()
+    join = source[source.index("def join_process_group"):source.index("def eager_device")]
+    assert join.index("init_process_group(") < join.index("rank_barrier(dist, settings)")
+
+
+# --- the start check: the stack's CUDA build against the driver and the GPUs ------------------------
+
+CU130_ARCHS = ["sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120", "compute_120"]
+CU126_ARCHS = ["sm_50", "sm_60", "sm_70", "sm_75", "sm_80", "sm_86", "sm_90"]
+
+
+def test_a_too_old_driver_is_refused_in_one_line_naming_the_tag_to_use():
+    why = cuda_fit.problem("13.0", "12.4", [("NVIDIA A100-SXM4-80GB", (8, 0))], CU130_ARCHS)
+    assert why is not None and "\n" not in why
+    assert "driver supports CUDA 12.4" in why and "built for CUDA 13.0" in why and ":latest-cu126" in why
+    assert cuda_fit.problem("13.0", 13000, [("H100", (9, 0))], CU130_ARCHS) is None  # the driver API's integer
+    # CUDA 12's minor version compatibility: a 12.6 build on a 12.2 driver runs
+    assert cuda_fit.problem("12.6", "12.2", [("Tesla V100-SXM2-32GB", (7, 0))], CU126_ARCHS) is None
+
+
+def test_a_too_old_gpu_is_refused_in_one_line_naming_the_tag_to_use():
+    why = cuda_fit.problem("13.0", "13.0", [("NVIDIA H100", (9, 0)), ("Tesla V100-SXM2-32GB", (7, 0))], CU130_ARCHS)
+    assert why is not None and "\n" not in why
+    assert why.startswith("GPU 1 (Tesla V100-SXM2-32GB, compute capability 7.0) has no kernels") and ":latest-cu126" in why
+    # cubins run on later minors of their major (sm_86 on 8.9: L4, L40S), PTX on anything later
+    assert cuda_fit.runs_on((8, 9), CU126_ARCHS) and cuda_fit.runs_on((12, 1), ["compute_90"])
+    assert not cuda_fit.runs_on((10, 0), CU126_ARCHS) and not cuda_fit.runs_on((8, 6), ["sm_80a"])
+    why = cuda_fit.problem("12.6", "12.8", [("NVIDIA B200", (10, 0))], CU126_ARCHS)
+    assert why is not None and why.endswith("update the NVIDIA driver to >= 580 and use the image tag :latest (CUDA 13.0, "
+                                            + cuda_fit.IMAGE_TAGS[0].gpus + ")")  # the newest GPUs: the CUDA 13 tag
+    assert cuda_fit.problem("12.6", "12.8", [("Kepler", (3, 7))], CU126_ARCHS).endswith("gnnbench stacks add)")
+
+
+def test_the_tags_the_check_names_are_the_ones_compose_builds_and_the_docs_describe():
+    compose = (REPO / "docker-compose.yml").read_text()
+    docs = (REPO / "docs/containers.md").read_text() + (REPO / "docs/gpus.md").read_text()
+    for tag in cuda_fit.IMAGE_TAGS:
+        assert f"gnnbench:{tag.tag}" in compose, tag.tag
+        assert f":{tag.tag}" in docs and f"driver ≥ {tag.min_driver}" in docs, tag.tag
