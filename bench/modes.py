@@ -52,6 +52,13 @@ class Mode:
         return self.storage != CUDA
 
     @property
+    def features_off_rank(self) -> bool:
+        """Each rank leaves the hub's features mapped rather than reading its own copy: pinned (one
+        copy per node, pinned in place by every rank) and cuda storage (read from the map straight
+        to the GPU)."""
+        return self.storage in (PINNED, CUDA)
+
+    @property
     def seeds_to_device_first(self) -> bool:
         """The seeds go to the GPU before sampling (the GPU samples): pinned or GPU storage."""
         return self.storage in (PINNED, CUDA)

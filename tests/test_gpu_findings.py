@@ -168,3 +168,136 @@ def test_the_tags_the_check_names_are_the_ones_compose_builds_and_the_docs_descr
     for tag in cuda_fit.IMAGE_TAGS:
         assert f"gnnbench:{tag.tag}" in compose, tag.tag
         assert f":{tag.tag}" in docs and f"driver ≥ {tag.min_driver}" in docs, tag.tag
+
+
+# --- pinned-cuda: one host copy per node, and the memory plan ------------------------------------------
+
+STATS = {"num_nodes": 1_000_000, "num_edges": 10_000_000, "feature_dim": 100, "num_classes": 8,
+         "num_train": 1000, "num_val": 1000, "num_test": 1000}
+FEATURES = 1_000_000 * 100 * 4
+
+
+def test_the_memory_plan_counts_what_a_node_holds_once_once():
+    from bench.run import memory_plan as memory
+
+    pinned = {ws: memory.estimate(STATS, "dgl-graphbolt", ws, "memory", "pinned-cuda") for ws in (1, 4)}
+    cpu = {ws: memory.estimate(STATS, "dgl-graphbolt", ws, "memory", "cpu-cuda") for ws in (1, 4)}
+    cuda = memory.estimate(STATS, "dgl-graphbolt", 4, "memory", "cuda-cuda")
+    # pinned-cuda: graph and features once per node, whatever the ranks; a rank adds its interpreter only
+    assert pinned[4]["total_bytes"] - pinned[1]["total_bytes"] == 3 * memory.PROCESS_OVERHEAD_BYTES
+    assert pinned[4]["shared_bytes"] >= FEATURES
+    # cpu-cuda: each rank reads its own features; GraphBolt's graph is the hub's maps, held once
+    assert cpu[4]["total_bytes"] - cpu[1]["total_bytes"] == 3 * (memory.PROCESS_OVERHEAD_BYTES + FEATURES)
+    # cuda-cuda: the features go from the map to the GPU: no host copy at all
+    assert cuda["total_bytes"] == 4 * memory.PROCESS_OVERHEAD_BYTES + cuda["shared_bytes"] < cpu[4]["total_bytes"]
+    assert cuda["shared_bytes"] < pinned[4]["shared_bytes"] - FEATURES  # nor GraphBolt's graph on the host
+    # PyG builds its own CSC in each rank: that part stays per rank
+    pyg = {ws: memory.estimate(STATS, "pyg-neighbor", ws, "memory", "cpu-cuda") for ws in (1, 2)}
+    assert pyg[2]["total_bytes"] - pyg[1]["total_bytes"] == pyg[1]["per_rank_bytes"] > FEATURES
+
+
+def test_ranks_of_a_node_share_one_writable_copy_to_pin(tmp_path):
+    """Two processes ask for the same array's node copy: one writes it, both map the same file
+    read-write (what cudaHostRegister needs), and a write through one is seen by the other."""
+    import numpy as np
+
+    from bench.backends import shared_host
+
+    source = tmp_path / "hub.npy"
+    np.save(source, np.arange(1000, dtype=np.int64))
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    code = f"""
+import numpy as np, pathlib, sys
+from bench.backends import shared_host
+hub = np.load({str(source)!r}, mmap_mode="r")
+copy = shared_host.node_copy(hub, "indices", pathlib.Path({str(shared)!r}))
+assert copy.flags.writeable and copy.flags.c_contiguous and not np.shares_memory(copy, hub)
+print(int(copy.sum()), type(copy).__name__)
+"""
+    procs = [subprocess.Popen(["python3", "-c", code], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True, env={**os.environ, "PYTHONPATH": str(REPO)}) for _ in range(2)]
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert all(p.returncode == 0 for p in procs), outs
+    assert [o[0].split() for o in outs] == [[str(sum(range(1000))), "memmap"]] * 2
+    assert sorted(p.name for p in shared.iterdir()) == ["indices.lock", "indices.npy"]  # one copy
+    mine = shared_host.node_copy(np.load(source, mmap_mode="r"), "indices", shared)
+    mine[0] = 7
+    assert np.load(shared / "indices.npy", mmap_mode="r")[0] == 7  # MAP_SHARED: the ranks' pages are one
+    assert shared_host.node_copy(np.arange(3), "x", None).flags.writeable  # no shared folder: a private copy
+
+
+
+def test_the_multi_gpu_suite_counts_coras_batches_per_rank_as_the_shard_makes_them(monkeypatch):
+    import math
+
+    import numpy as np
+
+    comment = (REPO / "suites/multi-gpu.yaml").read_text()
+    seeds = np.arange(140)  # Cora's training nodes
+    for world, words in ((8, "17 of them"), (8, "two batches per rank"), (4, "35 seeds, three batches"),
+                         (2, "70 seeds, five")):
+        monkeypatch.setenv("RANK", "0")
+        monkeypatch.setenv("WORLD_SIZE", str(world))
+        mine = len(base.shard(seeds, 0))
+        assert words in comment
+        assert f"{mine} " in words or {2: "two", 3: "three", 5: "five"}[math.ceil(mine / 16)] in words
+
+
+# --- the ceilings cache: keyed on the hardware, not the hostname ----------------------------------------
+
+def test_the_ceilings_cache_outlives_a_new_container_hostname(monkeypatch, tmp_path):
+    import platform
+
+    from bench.machine import ceilings
+
+    before = ceilings.cache_file(tmp_path)
+    monkeypatch.setattr(platform, "node", lambda: "3f2a9c0d1e7b")  # what `docker compose run` names a container
+    assert ceilings.cache_file(tmp_path) == before
+    (tmp_path / "dmi").mkdir()
+    (tmp_path / "dmi" / "sys_vendor").write_text("Supermicro\n")
+    (tmp_path / "dmi" / "product_name").write_text("SYS-821GE-TNHR\n")
+    assert ceilings.board(tmp_path / "dmi") == "Supermicro / SYS-821GE-TNHR"
+    monkeypatch.setattr(ceilings, "gpu_uuids", lambda: ["GPU-1234"])  # another card: another machine
+    assert ceilings.cache_file(tmp_path) != before
+
+
+# --- the offline node's CPU-only sampler build, and PyG's scatter on CUDA ---------------------------------
+
+def test_the_node_builds_torch_sparse_without_cuda_kernels():
+    script = (REPO / "docker/node-install.sh").read_text()
+    build = next(line for line in script.splitlines() if "--no-build-isolation torch-scatter torch-sparse" in line)
+    assert build.strip().startswith("FORCE_ONLY_CPU=1 ")
+
+
+def test_pyg_scatter_leaves_a_cpu_only_torch_scatter_on_a_cuda_device():
+    """In the pyg stack (its torch-scatter, where it has one, is built for the CPU: what the node
+    builds): on a CUDA device the backend tells PyG it has no torch_scatter, and PyG's scatter max
+    then takes torch's own scatter_reduce, with the same values and gradients as torch_scatter's."""
+    python = stack_python("pyg")
+    code = """
+import json, torch, torch_geometric.typing as t
+if not t.WITH_TORCH_SCATTER:
+    print(json.dumps("no torch-scatter in this stack")); raise SystemExit
+from torch_geometric.utils import scatter
+from bench.backends.pyg_node import scatter_without_cpu_only_torch_scatter
+src = torch.tensor([1.0, 5.0, 2.0, 7.0, 3.0], requires_grad=True)
+index = torch.tensor([0, 0, 1, 1, 1])
+def run():
+    out = scatter(src, index, dim=0, reduce="max")
+    grad, = torch.autograd.grad(out.sum(), src)
+    return out.tolist(), grad.tolist()
+before = run()
+untouched = scatter_without_cpu_only_torch_scatter(torch.device("cpu"))
+what = scatter_without_cpu_only_torch_scatter(torch.device("cuda", 0))
+print(json.dumps([before, run(), untouched, what, t.WITH_TORCH_SCATTER]))
+"""
+    out = subprocess.run([python, "-c", code], cwd=REPO, capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=300)
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout.splitlines()[-1])
+    if isinstance(got, str):
+        pytest.skip(got)
+    before, after, untouched, what, flag = got
+    assert before == after == [[5.0, 7.0], [0.0, 1.0, 0.0, 1.0, 0.0]]
+    assert untouched is None and "no CUDA kernels" in what and flag is False

@@ -32,6 +32,9 @@ class BackendInfo:
     # top of the hub's arrays, per node (counted num_nodes + 1 times: CSC pointers) and per edge.
     structure_bytes_per_node: int = 0
     structure_bytes_per_edge: int = 0
+    # That structure is the hub's own arrays (memory-mapped, or one shared copy per node), not a
+    # copy per rank: counted once per node
+    structure_on_hub_maps: bool = False
     # What the framework does that makes its work per seed larger than another's, by figure of the
     # equal-work check (bench/publish/stages.py): "hop2_edges", "layer_nodes", "layer" (any layer
     # figure), ...: named in the check's flag where this backend's figure is the larger.
@@ -58,7 +61,8 @@ BACKENDS: dict[str, BackendInfo] = {
                                  ("cpu-cpu", "cpu-cuda", "pinned-cuda", "cuda-cuda"),
                                  ("memory", "lmdb", "graphbolt-disk"), mode_chart=True,
                                  options=("amp", "gpu_cache"),
-                                 structure_bytes_per_node=8, structure_bytes_per_edge=8, plain_loop="graphbolt_loop",
+                                 structure_bytes_per_node=8, structure_bytes_per_edge=8, structure_on_hub_maps=True,
+                                 plain_loop="graphbolt_loop",
                                  work_notes={f"hop{k}_{what}": "GraphBolt samples each hop for all the nodes "
                                                                 "reached before it (a layer's destination nodes "
                                                                 "include the seeds again), where PyG samples for "

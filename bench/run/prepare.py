@@ -102,7 +102,7 @@ class Preparation:
         except DatasetError:
             return None  # preparing the dataset will report what is wrong
         local_ranks = max(1, cell.settings["world_size"] // self.nnodes)
-        need = memory.estimate(stats, cell.backend, local_ranks, cell.settings["store"])
+        need = memory.estimate(stats, cell.backend, local_ranks, cell.settings["store"], cell.settings["mode"])
         return memory.refusal(need["total_bytes"], psutil.virtual_memory().available,
                               f"{local_ranks} rank(s) of {cell.backend} on {cell.dataset}")
 

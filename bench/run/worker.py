@@ -294,10 +294,12 @@ def barrier(settings: dict, world: int) -> None:
 
 
 def load_data(cell: dict, dataset_dir: Path):
-    """The cell's dataset from the hub: in-memory cells read the features into each rank;
-    disk-backed ones leave them mapped."""
-    store = cell["settings"].get("store", "memory")
-    return hub.load_dataset(cell["dataset"]["source"], dataset_dir, features_in_memory=features_in_memory(store))
+    """The cell's dataset from the hub: in-memory cells read the features into each rank, unless
+    the mode keeps them elsewhere (pinned: one copy per node, bench/backends/shared_host.py; cuda:
+    copied from the map straight to the GPU); disk-backed ones leave them mapped."""
+    settings = cell["settings"]
+    private = features_in_memory(settings.get("store", "memory")) and not mode_of(settings["mode"]).features_off_rank
+    return hub.load_dataset(cell["dataset"]["source"], dataset_dir, features_in_memory=private)
 
 
 @dataclass
