@@ -301,3 +301,14 @@ print(json.dumps([before, run(), untouched, what, t.WITH_TORCH_SCATTER]))
     before, after, untouched, what, flag = got
     assert before == after == [[5.0, 7.0], [0.0, 1.0, 0.0, 1.0, 0.0]]
     assert untouched is None and "no CUDA kernels" in what and flag is False
+
+
+def test_nvidia_smis_gpu_list_is_read_without_nvml():
+    from bench.machine import gpu_affinity
+
+    text = ("0, GPU-9d2a1c4e-0000-1111-2222-333344445555, 00000000:18:00.0\n"
+            "1, GPU-0b7e4f21-0000-1111-2222-333344445555, 00000000:3B:00.0\n")
+    rows = gpu_affinity.parse_listing(text)
+    assert rows[1] == {"index": 1, "uuid": "GPU-0b7e4f21-0000-1111-2222-333344445555", "pci": "00000000:3B:00.0"}
+    assert gpu_affinity.find_gpu("GPU-0b7e", rows)[0] is rows[1] and gpu_affinity.find_gpu("0", rows)[0] is rows[0]
+    assert gpu_affinity.find_gpu("MIG-1234", rows)[0] is None

@@ -46,6 +46,10 @@ class BackendInfo:
     # bench/harness_costs/plain_loops.py: `gnnbench fidelity` times the backend against it. None: no
     # plain loop (the backend is not compared). A name, not the function: plain_loops imports torch.
     plain_loop: str | None = None
+    # Each rank of a GPU cell sees its own GPU alone (CUDA_VISIBLE_DEVICES: bench/backends/base.py
+    # one_gpu_env); False for a framework that maps its peers' GPU memory itself (WholeGraph) and
+    # so needs every GPU of the node visible, as its own examples run
+    one_gpu_per_rank: bool = True
 
 
 BACKENDS: dict[str, BackendInfo] = {
@@ -73,6 +77,9 @@ BACKENDS: dict[str, BackendInfo] = {
     "pyg-dist": BackendInfo("bench.backends.pyg_dist", "pyg-dist", ("cpu-cpu",), options=("amp",)),
     "pyg-graphs": BackendInfo("bench.backends.pyg_graphs", "pyg", ("cpu-cpu", "cpu-cuda"),
                               ("memory", "lmdb", "sqlite"), task="graph", options=("pin_memory", "amp")),
+    # cuGraph-PyG: GPU sampling over a distributed cuGraph graph, features in WholeGraph; GPU images
+    # only (docker/requirements-cugraph-pyg.txt), written as cugraph-gnn's gcn_dist_mnmg.py
+    "cugraph-pyg": BackendInfo("bench.backends.cugraph_pyg", "cugraph-pyg", ("cuda-cuda",), one_gpu_per_rank=False),
 }
 
 ALL_MODES = tuple(m for m in MODES if any(m in info.modes for info in BACKENDS.values()))

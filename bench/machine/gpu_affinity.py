@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -103,15 +104,29 @@ _WHY: list[str] = []  # why NVML gave no listing, for the reason a rank stays un
 
 
 def _smi_listing() -> tuple[list[dict] | None, str]:
-    from bench.machine import gpu_facts
-
-    fields = ("index", "uuid", "pci.bus_id")
-    text = gpu_facts.run_tool(["nvidia-smi", f"--query-gpu={','.join(fields)}", "--format=csv,noheader"]) \
-        if shutil.which("nvidia-smi") else None
-    rows = gpu_facts.parse_query(text or "", fields)
+    fields = ("index", "uuid", "pci")
+    text = None
+    if shutil.which("nvidia-smi"):
+        try:
+            done = subprocess.run(["nvidia-smi", "--query-gpu=index,uuid,pci.bus_id", "--format=csv,noheader"],
+                                  capture_output=True, text=True, timeout=30)
+            text = done.stdout if done.returncode == 0 else None
+        except (OSError, subprocess.TimeoutExpired):
+            text = None
+    rows = parse_listing(text or "")
     if not rows:
         return None, "; ".join(_WHY + ["and nvidia-smi lists no GPU"])
-    return [{"index": r["index"], "uuid": r["uuid"], "pci": r["pci.bus_id"]} for r in rows], "nvidia-smi --query-gpu"
+    return rows, "nvidia-smi --query-gpu"
+
+
+def parse_listing(text: str) -> list[dict]:
+    """`nvidia-smi --query-gpu=index,uuid,pci.bus_id --format=csv,noheader` as [{"index", "uuid", "pci"}]."""
+    rows = []
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.split(",")]
+        if len(cells) == 3 and cells[0].isdigit():
+            rows.append({"index": int(cells[0]), "uuid": cells[1], "pci": cells[2]})
+    return rows
 
 
 def find_gpu(entry: str, listing: list[dict]) -> tuple[dict | None, str]:

@@ -191,6 +191,8 @@ def run_cell(cell: dict, dataset_dir: Path) -> dict | None:
     mine = rank_record(pipe, epochs, memory, rank, launched_at, started, affinity)
     mine["gpu_peaks"] = gpu_peaks.end("measured")
     ranks, accuracy = evaluate_and_gather(pipe, data, mine, rank, world, settings)
+    if hasattr(pipe, "close"):  # a framework that set up communicators of its own (cuGraph, WholeGraph)
+        pipe.close()
     memory.take("evaluation")
     if rank == 0 and mine["gpu_peaks"]:
         ranks[0]["gpu_peaks"] = gpu_peaks.end("evaluation")  # rank 0 evaluates after the ranks parted
@@ -624,7 +626,7 @@ def main(argv: list[str]) -> int:
     tie_to_parent()  # gone with gnnbench (or with torchrun's launcher), whatever ends it
     cell_json, dataset_dir, out_path = argv
     cell = json.loads(cell_json)
-    if mode_of(cell["settings"]["mode"]).needs_gpu:  # before torch is imported: CUDA reads it once
+    if mode_of(cell["settings"]["mode"]).needs_gpu and BACKENDS[cell["backend"]].one_gpu_per_rank:  # before torch: CUDA reads it once
         os.environ.update(one_gpu_env(os.environ, int(os.environ.get("LOCAL_RANK", 0))))
     try:
         result = run_cell(cell, Path(dataset_dir))
