@@ -73,7 +73,10 @@ class Mode:
         """GraphBolt's feature fetch on a side CUDA stream, one batch ahead of training: on in every
         mode that trains on the GPU, as DGL 2.1's examples leave it (its default; multigpu
         node_classification.py passes nothing), off in cpu-cpu, where it would only make a CUDA
-        stream (and call an op the CPU-only DGL build lacks)."""
+        stream (and call an op the CPU-only DGL build lacks). With num_workers 0 DGL 2.1 runs the
+        fetch and its wait in gb.DataLoader's prefetch thread, whose current CUDA device is cuda:0
+        (set_device is per thread): each rank therefore sees its own GPU alone
+        (bench/backends/base.py one_gpu_env), so that thread's cuda:0 is the rank's GPU."""
         return self.trains_on_gpu
 
     @property
