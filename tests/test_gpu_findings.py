@@ -312,3 +312,22 @@ def test_nvidia_smis_gpu_list_is_read_without_nvml():
     assert rows[1] == {"index": 1, "uuid": "GPU-0b7e4f21-0000-1111-2222-333344445555", "pci": "00000000:3B:00.0"}
     assert gpu_affinity.find_gpu("GPU-0b7e", rows)[0] is rows[1] and gpu_affinity.find_gpu("0", rows)[0] is rows[0]
     assert gpu_affinity.find_gpu("MIG-1234", rows)[0] is None
+
+
+def test_every_stack_has_nvml_in_the_gpu_images_and_the_machines_stacks_stay_as_built(tmp_path, monkeypatch):
+    """nvidia-ml-py is a container-only line of every pin file: the images get NVML (each rank's GPU
+    cores, GPU utilisation), a machine's stack folders (named by a digest of what they install) do
+    not change, so no machine rebuilds its stacks for it."""
+    from bench import stacks
+
+    for name, stack in stacks.available().items():
+        plain, _ = stack.requirement_lines(container=True)
+        assert any(line.startswith("nvidia-ml-py==") for line in plain), name
+        local, local_no_isolation = stack.requirement_lines(container=False)
+        assert not any(line.startswith("nvidia-ml-py") for line in local + local_no_isolation), name
+        # the machine's stack folder is the one the pins without that line name
+        without = tmp_path / stack.requirements.name
+        without.write_text("".join(line for line in stack.pins.splitlines(keepends=True)
+                                   if not line.startswith("nvidia-ml-py")))
+        monkeypatch.delenv(stacks.IN_CONTAINER_ENV, raising=False)
+        assert stacks.Stack(name, without).digest == stack.digest, name
