@@ -331,3 +331,21 @@ def test_every_stack_has_nvml_in_the_gpu_images_and_the_machines_stacks_stay_as_
                                    if not line.startswith("nvidia-ml-py")))
         monkeypatch.delenv(stacks.IN_CONTAINER_ENV, raising=False)
         assert stacks.Stack(name, without).digest == stack.digest, name
+
+
+def test_cugraph_pygs_features_are_counted_once_per_node():
+    from bench.run import memory_plan as memory
+
+    one, four = (memory.estimate(STATS, "cugraph-pyg", ws, "memory", "cuda-cuda") for ws in (1, 4))
+    assert four["total_bytes"] - one["total_bytes"] == 3 * memory.PROCESS_OVERHEAD_BYTES
+    assert one["shared_bytes"] >= FEATURES  # WholeGraph's host memory: the features once, split over the ranks
+
+
+def test_a_full_shared_folder_leaves_each_rank_its_own_copy(tmp_path, monkeypatch):
+    import numpy as np
+
+    from bench.backends import shared_host
+
+    monkeypatch.setattr(shared_host, "free_bytes", lambda where: 10)  # a container's 64 MB /dev/shm, say
+    copy = shared_host.node_copy(np.arange(100, dtype=np.int64), "big", tmp_path)
+    assert not isinstance(copy, np.memmap) and copy.flags.writeable and list(tmp_path.iterdir()) == []

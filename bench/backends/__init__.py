@@ -50,6 +50,9 @@ class BackendInfo:
     # one_gpu_env); False for a framework that maps its peers' GPU memory itself (WholeGraph) and
     # so needs every GPU of the node visible, as its own examples run
     one_gpu_per_rank: bool = True
+    # It keeps the features in host memory once for the whole node, each rank holding its slice
+    # (WholeGraph's host memory), whatever the mode: counted once per node
+    host_features_once: bool = False
 
 
 BACKENDS: dict[str, BackendInfo] = {
@@ -79,7 +82,8 @@ BACKENDS: dict[str, BackendInfo] = {
                               ("memory", "lmdb", "sqlite"), task="graph", options=("pin_memory", "amp")),
     # cuGraph-PyG: GPU sampling over a distributed cuGraph graph, features in WholeGraph; GPU images
     # only (docker/requirements-cugraph-pyg.txt), written as cugraph-gnn's gcn_dist_mnmg.py
-    "cugraph-pyg": BackendInfo("bench.backends.cugraph_pyg", "cugraph-pyg", ("cuda-cuda",), one_gpu_per_rank=False),
+    "cugraph-pyg": BackendInfo("bench.backends.cugraph_pyg", "cugraph-pyg", ("cuda-cuda",), one_gpu_per_rank=False,
+                               host_features_once=True),
 }
 
 ALL_MODES = tuple(m for m in MODES if any(m in info.modes for info in BACKENDS.values()))

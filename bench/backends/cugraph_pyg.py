@@ -176,3 +176,5 @@ class Pipeline(PygNodePipeline):
 
         wm_finalize()
         cugraph_comms_shutdown()
+        if self.own_group:  # the one-rank group made for the stores (the worker leaves its own)
+            torch.distributed.destroy_process_group()

@@ -28,12 +28,19 @@ def folder() -> Path | None:
     return Path(found) if found and Path(found).is_dir() else None
 
 
+def free_bytes(where: Path) -> int:
+    stat = os.statvfs(where)
+    return stat.f_bavail * stat.f_frsize
+
+
 def node_copy(array, name: str, where: Path | None = None) -> np.ndarray:
     """`array` as a writable, C-contiguous array whose pages every rank of this node shares (a
     file in `where`, default the cell's shared folder, mapped read-write); a private copy where
     there is no such folder."""
     where = where if where is not None else folder()
-    if where is None:
+    if where is None or (not (where / f"{name}.npy").exists() and free_bytes(where) < array.nbytes * 1.05):
+        # no shared folder, or too little room in it (a container's small /dev/shm): writing a map
+        # past a full tmpfs would end the process with SIGBUS, so each rank keeps its own copy
         return np.array(array, order="C", copy=True)
     path = where / f"{name}.npy"
     with open(where / f"{name}.lock", "w") as lock:

@@ -29,8 +29,7 @@ def run(args) -> int:
     if args.stacks_command == "install":
         for name, stack in stacks.available().items() if not args.names else ():
             if stack.container_only and not stacks.in_container():  # all of them: those a machine builds
-                print(f"stack {name}: skipped, " + stacks.CONTAINER_ONLY_STACK.format(name=name, pins=stack.requirements.name)
-                      .removeprefix(f"stack {name} "))
+                print("skipped: " + stacks.CONTAINER_ONLY_STACK.format(name=name, pins=stack.requirements.name))
         for name in args.names or [n for n, s in stacks.available().items()
                                    if not (s.container_only and not stacks.in_container())]:
             stacks.install(name, force=args.force)

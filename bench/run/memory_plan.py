@@ -47,7 +47,8 @@ def split(stats: dict, backend: str, store: str = "memory", mode: str = "cpu-cpu
     hub's graph and labels (read-only maps, shared through the page cache); the structure of a
     backend that samples on the hub's own arrays (GraphBolt: maps in the CPU modes, one shared copy
     in pinned-cuda; on the GPU, not the host, in cuda-cuda); the features in pinned-cuda (one copy
-    per node, pinned in place by every rank). cuda-cuda reads the features from the map straight
+    per node, pinned in place by every rank) and where a backend keeps them in host memory split
+    over its ranks (cuGraph-PyG's WholeGraph: `host_features_once`). cuda-cuda reads the features from the map straight
     to the GPU (bench/run/worker.py load_data): no host copy at all."""
     info, storage = BACKENDS[backend], modes.mode(mode).storage
     hub = hub_parts(stats, store)
@@ -57,7 +58,7 @@ def split(stats: dict, backend: str, store: str = "memory", mode: str = "cpu-cpu
             "feature_bytes": hub["feature_bytes"] if storage == modes.CPU else 0,
             "label_bytes": 0, "overhead_bytes": PROCESS_OVERHEAD_BYTES}
     node = {"graph_bytes": hub["graph_bytes"] + (structure if info.structure_on_hub_maps and storage != modes.CUDA else 0),
-            "feature_bytes": hub["feature_bytes"] if storage == modes.PINNED else 0,
+            "feature_bytes": hub["feature_bytes"] if storage == modes.PINNED or info.host_features_once else 0,
             "label_bytes": hub["label_bytes"], "overhead_bytes": 0}
     return rank, node
 
