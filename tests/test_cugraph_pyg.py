@@ -128,3 +128,14 @@ def test_the_advisor_and_the_suite_page_show_each_pipelines_lifecycle(tmp_path):
     page = (tmp_path / "site" / "suite-crafted.html").read_text()
     assert page.count('<ul class="lifecycle">') == 1 and "Pipelines compared: what their maintainers say" in page
     assert "https://github.com/dmlc/dgl/releases/tag/v2.4.0" in page and "torch_geometric.distributed" not in page
+
+
+def test_its_cells_say_they_are_unverified_on_a_gpu(tmp_path):
+    from bench.run import session as session_mod
+
+    run = session_mod.Session(session_mod.RunOptions(suite="gpu", results=tmp_path / "r", cache_dir=tmp_path / "c"))
+    cugraph = next(c for c in run.cells if c.backend == "cugraph-pyg")
+    graphbolt = next(c for c in run.cells if c.backend == "dgl-graphbolt" and c.settings["mode"] == "pinned-cuda")
+    assert any("cuGraph-PyG has never run" in note for note in run.cell_notes(cugraph))
+    assert not any("cuGraph-PyG" in note for note in run.cell_notes(graphbolt))
+    assert any("pinned in place by every rank" in note for note in run.cell_notes(graphbolt))
