@@ -349,3 +349,29 @@ def test_a_full_shared_folder_leaves_each_rank_its_own_copy(tmp_path, monkeypatc
     monkeypatch.setattr(shared_host, "free_bytes", lambda where: 10)  # a container's 64 MB /dev/shm, say
     copy = shared_host.node_copy(np.arange(100, dtype=np.int64), "big", tmp_path)
     assert not isinstance(copy, np.memmap) and copy.flags.writeable and list(tmp_path.iterdir()) == []
+
+
+def test_graphbolt_pins_the_nodes_shared_copy_in_place(tmp_path):
+    """In the dgl stack: what pinned-cuda hands to pin_memory_ (cudaHostRegister, in place) is the
+    cell's shared copy itself (a write through it reaches the file every rank maps), and the hub's
+    read-only map where no pinning is asked."""
+    import numpy as np
+
+    python = stack_python("dgl")
+    hub = tmp_path / "hub.npy"
+    np.save(hub, np.arange(50, dtype=np.int64))
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    code = f"""
+import json, numpy as np
+from bench.backends import dgl_graphbolt as backend
+hub = np.load({str(hub)!r}, mmap_mode="r")
+pinned = backend.host_tensor(hub, True, "indices")
+pinned[0] = 42
+kept = backend.host_tensor(hub, False, "indices")
+print(json.dumps([int(np.load({str(shared / "indices.npy")!r}, mmap_mode="r")[0]), bool(np.shares_memory(kept.numpy(), hub))]))
+"""
+    out = subprocess.run([python, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "PYTHONPATH": str(REPO), "GNNBENCH_SHARED_HOST": str(shared)})
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert json.loads(out.stdout.splitlines()[-1]) == [42, True]
