@@ -49,6 +49,7 @@ PROBE_MODULES = {
     "pyg": ["torch", "torch_geometric", "ogb", "numpy"],
     "pyg-dist": ["torch", "torch_geometric", "pymetis", "numpy"],
     "dgl": ["torch", "dgl", "torchdata", "numpy", "pandas"],
+    "cugraph-pyg": ["torch", "torch_geometric", "cugraph_pyg", "pylibwholegraph", "numpy"],
 }
 # Reported where present: which sampling ops a PyG stack has differs between machine and image.
 OPTIONAL_PROBES = {"pyg": ["torch_sparse", "torch_scatter", "pyg_lib"], "pyg-dist": ["pyg_lib"]}

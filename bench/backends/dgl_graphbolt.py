@@ -42,7 +42,7 @@ from dgl.nn import SAGEConv  # noqa: E402
 from torchdata.datapipes.iter import IterDataPipe  # noqa: E402
 
 from bench import modes  # noqa: E402
-from bench.backends import base, stages  # noqa: E402
+from bench.backends import base, shared_host, stages  # noqa: E402
 from bench.backends.base import Unavailable, rank_and_world  # noqa: E402
 from bench.stores import features_in_memory, open_store  # noqa: E402
 
@@ -98,12 +98,15 @@ def private_tensor(array) -> torch.Tensor:
     return torch.from_numpy(array)
 
 
-def host_tensor(array, pin: bool) -> torch.Tensor:
-    """The tensor a mode places from: a private copy where it will be pinned in place
-    (private_tensor); else the hub's map as it is (cuda storage: .to(device) reads it, so every
-    rank need not hold its own host copy of the graph and features first)."""
+def host_tensor(array, pin: bool, name: str = "") -> torch.Tensor:
+    """The tensor a mode places from: where it will be pinned in place, one writable copy per node
+    that every rank maps and pins (bench/backends/shared_host.py, as DGL's multi-GPU example pins
+    the one dataset its parent loaded); else the hub's map as it is (cuda storage: .to(device) reads
+    it, so every rank need not hold its own host copy of the graph and features first)."""
     if pin:
-        return private_tensor(array)
+        if shared_host.folder() is None or not name:
+            return private_tensor(array)
+        return torch.from_numpy(shared_host.node_copy(array, name))
     with warnings.catch_warnings():  # read-only map, only read: torch's warning is about writes
         warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
         return torch.from_numpy(array)
@@ -113,8 +116,9 @@ def placed(data, settings: dict, device, mode: modes.Mode):
     """The sampling graph and the feature store where the mode keeps them, built through DGL 2.1's
     API as its examples do: the graph's pin_memory_() / to(device) and each Feature's (DGL 2.1's
     BasicFeatureStore has no item access: the Feature is placed before the store is made).
-    pinned: the graph and the features in page-locked host memory (a private copy: the hub's
-    arrays are read-only maps), optionally behind a GPUCachedFeature; cuda: both on the GPU, copied
+    pinned: the graph and the features in page-locked host memory (one writable copy per node,
+    pinned in place by each rank: the hub's arrays are read-only maps), optionally behind a
+    GPUCachedFeature; cuda: both on the GPU, copied
     straight from the hub's maps. The graph's arrays are the hub's GraphBolt copies (int32 where
     the sizes allow, as GraphBolt's OnDiskDataset builds them: bench/datasets/hub.py), mapped and
     shared by every rank, never a cast copy per rank."""
@@ -125,9 +129,9 @@ def placed(data, settings: dict, device, mode: modes.Mode):
     if not features_in_memory(settings["store"]):
         raise Unavailable(f"mode {mode.name} moves the features into pinned or GPU memory, which defeats "
                           f"store {settings['store']!r} (features left on disk): use cpu-cpu or cpu-cuda")
-    graph = gb.fused_csc_sampling_graph(host_tensor(data.graphbolt_indptr, mode.pinned),
-                                        host_tensor(data.graphbolt_indices, mode.pinned))
-    feature = gb.TorchBasedFeature(host_tensor(data.features, mode.pinned))
+    graph = gb.fused_csc_sampling_graph(host_tensor(data.graphbolt_indptr, mode.pinned, "indptr"),
+                                        host_tensor(data.graphbolt_indices, mode.pinned, "indices"))
+    feature = gb.TorchBasedFeature(host_tensor(data.features, mode.pinned, "features"))
     if mode.pinned:
         graph = graph.pin_memory_()
         feature = feature.pin_memory_()

@@ -90,7 +90,7 @@ def parse_topology(text: str) -> dict:
     return out
 
 
-def _run(args: list[str]) -> str | None:
+def run_tool(args: list[str]) -> str | None:
     try:
         done = subprocess.run(args, capture_output=True, text=True, timeout=TOOL_TIMEOUT_S)
     except (OSError, subprocess.TimeoutExpired):
@@ -104,8 +104,8 @@ def gpu_info() -> dict | None:
     `devices` and `topology_matrix` are the parsed ones."""
     if shutil.which("nvidia-smi") is None:
         return None
-    query = _run(["nvidia-smi", f"--query-gpu={','.join(QUERY_FIELDS)}", "--format=csv,noheader,nounits"])
-    topo = _run(["nvidia-smi", "topo", "-m"])
+    query = run_tool(["nvidia-smi", f"--query-gpu={','.join(QUERY_FIELDS)}", "--format=csv,noheader,nounits"])
+    topo = run_tool(["nvidia-smi", "topo", "-m"])
     devices = parse_query(query or "")
     return {"gpus": [f"{d['name']}, {d['driver_version']}, {d['memory.total']} MiB" for d in devices],
             "devices": devices, "topology": topo, "topology_matrix": parse_topology(topo or "") or None,

@@ -12,7 +12,7 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench.publish import advisor, charts, diagnosis, history, report, stages
+from bench.publish import advisor, charts, diagnosis, history, lifecycle, report, stages
 from bench.publish.fmt import first_line, when
 from bench.publish.results import RunResult
 
@@ -100,6 +100,8 @@ def suite_sections(suite: SuiteRuns, data_links: dict[Path, str]) -> dict:
     return {"info": report.run_info(newest), "data_link": data_links[newest.path], "tables": tables,
             "failures": failures, "anchors": anchors, "partitions": report.partitions(newest),
             "advice": advice_section(suite), "history": history_section(suite),
+            # what the maintainers of each pipeline compared here say (bench/publish/lifecycle.py)
+            "lifecycle": lifecycle.lines_for({c.backend for c in newest.measured + newest.unmeasured}),
             "tolerance": stages.EQUAL_WORK_TOLERANCE}
 
 

@@ -190,7 +190,8 @@ def rank_entries(outcome: Outcome) -> list[dict]:
                     "comm_s": r.get("comm_s"), "epoch_s": r.get("epoch_s"),
                     "peak_gpu_bytes": r.get("peak_gpu_bytes"),
                     # its GPU's utilisation per measured epoch and over them, and the cores it ran on
-                    **{k: r[k] for k in ("gpu_util", "gpu_util_epochs", "cpu_affinity") if r.get(k)}})
+                    **{k: r[k] for k in ("gpu_util", "gpu_util_epochs", "cpu_affinity", "startup_phases",
+                                         "gpu_device_used_bytes", "gpu_peaks") if r.get(k)}})
     return out
 
 

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import psutil
 
+from bench.backends.shared_host import SHARED_HOST_ENV
 from bench import stacks
 from bench.machine import cgroup
 from bench.machine.load import LoadMeter
@@ -39,6 +40,7 @@ MEMORY_SAMPLE_S = 0.2
 PSS_EVERY_S = 2.0  # PSS is read at least this often, and whenever the tree's RSS reaches a new high
 PSS_RSS_STEP = 1.02  # ... by this factor
 TREE_EVERY_S = 1.0  # the process tree is listed again this often (new DataLoader workers, ranks)
+SHARED_MEMORY = Path("/dev/shm")  # where a cell's shared host copies live (RAM, not disk)
 RUN_ID_ENV = "GNNBENCH_RUN_ID"  # marks every process of one cell, so leftovers can be found
 
 
@@ -240,11 +242,13 @@ def launch_cell(cell: Cell, python: Path, dataset_dir: Path, cache: Path, memory
 
 def _run(cell: Cell, python: Path, dataset_dir: Path, cache: Path, on_progress, extra_env, launch: Launch, timeout: float,
          run_id: str, group: cgroup.MemoryCgroup | None) -> Outcome:
-    with tempfile.TemporaryDirectory(prefix="gnnbench-cell-") as scratch:
+    with tempfile.TemporaryDirectory(prefix="gnnbench-cell-") as scratch, \
+            tempfile.TemporaryDirectory(prefix="gnnbench-shared-", dir=SHARED_MEMORY if SHARED_MEMORY.is_dir() else None) as shared:
         out_path = Path(scratch) / "result.json"
         err_path = Path(scratch) / "stderr.txt"
         cmd = worker_command(python, cell, [cell.to_json(), str(dataset_dir), str(out_path)], launch)
-        env = {**worker_env(cache, run_id), **(extra_env or {})}
+        # the node's one host copy of what its ranks pin in place (bench/backends/shared_host.py), gone with the cell
+        env = {**worker_env(cache, run_id), SHARED_HOST_ENV: shared, **(extra_env or {})}
         started = time.monotonic()
         load = LoadMeter()
         join_fd = group.join_fd() if group else None

@@ -41,13 +41,18 @@ REQUIREMENTS_DIR = repo_root() / "docker"
 # Markers after a pin, in a comment:
 #   no-build-isolation  a source package that compiles against the torch installed before it
 #   local-only          installed by `gnnbench stacks install` on a machine, not in the images
-#   container-only      installed in the GPU images only (from the CUDA wheel indexes they add)
+#   container-only      installed in the GPU images only (from the CUDA wheel indexes they add); a
+#                       stack whose every pin is container-only is never built on a machine
+#   cuda12, cuda13      in the GPU images, only in the tag whose PyG stacks' CUDA has that major
+#                       (GNNBENCH_TORCH_CUDA, cu130 by default: docker/Dockerfile's TORCH_CUDA)
 #   pyg-wheels          from PyG's wheel index (GNNBENCH_PYG_WHEELS) for the torch installed, in a
 #                       pass of its own after the plain one, on a machine and in the images alike
 #   pyg-wheels-fallback only where the pyg-wheels pins could not be had from there (built from source)
 # GNNBENCH_IN_CONTAINER=1 (the GPU images) selects the container lines; the CPU image (bench-cpu)
 # sets 0 and installs the machine's lines, so its stacks are the same as a machine's.
 NO_ISOLATION_MARK = "no-build-isolation"
+CUDA_MAJOR_MARKS = {"cuda12": "12", "cuda13": "13"}
+TORCH_CUDA_ENV = "GNNBENCH_TORCH_CUDA"  # the images' CUDA wheel tag (cu130, cu126)
 LOCAL_ONLY_MARK = "local-only"
 CONTAINER_ONLY_MARK = "container-only"
 PYG_WHEELS_MARK = "pyg-wheels"
@@ -62,7 +67,7 @@ ABSENT = "absent"
 
 # The framework each pinned stack carries: a backend runs in any stack of its framework (the
 # `stack` setting), e.g. pyg-dist's backend on current PyG, or PyG's in an external interpreter.
-FRAMEWORK = {"pyg": "pyg", "pyg-dist": "pyg", "dgl": "dgl"}
+FRAMEWORK = {"pyg": "pyg", "pyg-dist": "pyg", "dgl": "dgl", "cugraph-pyg": "pyg"}
 OWN = "own"  # the `stack` setting's name for each backend's own pinned stack
 
 
@@ -102,6 +107,13 @@ class Stack:
         return self.path / "bin" / "python"
 
     @property
+    def container_only(self) -> bool:
+        """Every pin is container-only: the stack exists in the GPU images alone (its wheels are
+        CUDA-only), and a machine never builds it."""
+        lines = self._lines()
+        return bool(lines) and all(CONTAINER_ONLY_MARK in marks for _, marks in lines)
+
+    @property
     def installed(self) -> bool:
         return (self.path / COMPLETE_MARK).is_file() and self.python.exists()
 
@@ -114,7 +126,7 @@ class Stack:
         plain, no_isolation = [], []
         for line, marks in self._lines():
             if (LOCAL_ONLY_MARK in marks and container) or (CONTAINER_ONLY_MARK in marks and not container) \
-                    or PYG_WHEELS_MARK in marks:
+                    or PYG_WHEELS_MARK in marks or not for_this_cuda(marks):
                 continue
             (no_isolation if NO_ISOLATION_MARK in marks else plain).append(line)
         return plain, no_isolation
@@ -134,6 +146,17 @@ class Stack:
             if line.strip():
                 out.append((line.strip(), comment.split()))
         return out
+
+
+def for_this_cuda(marks: list[str]) -> bool:
+    """A line marked cuda12/cuda13 belongs to the image tag of that CUDA major (GNNBENCH_TORCH_CUDA)."""
+    wanted = {CUDA_MAJOR_MARKS[m] for m in marks if m in CUDA_MAJOR_MARKS}
+    return not wanted or os.environ.get(TORCH_CUDA_ENV, "cu130").removeprefix("cu")[:2] in wanted
+
+
+CONTAINER_ONLY_STACK = ("stack {name} is built in the GPU images only (every pin in {pins} is container-only: "
+                        "its wheels are CUDA-only): run its cells in the GPU image (docker compose run bench), "
+                        "or register an interpreter that has it (gnnbench stacks add {name} --python PATH)")
 
 
 def in_container() -> bool:
@@ -179,6 +202,8 @@ def install(name: str, log=print, force: bool = False) -> Stack:
     if name not in pinned:
         raise StackError(f"unknown stack {name!r}: `stacks install` builds the pinned stacks: {', '.join(pinned)}")
     stack = pinned[name]
+    if stack.container_only and not in_container():
+        raise StackError(CONTAINER_ONLY_STACK.format(name=name, pins=stack.requirements.name))
     if stack.installed and not force:
         now_there = index_answers_now(stack)
         if not now_there:
