@@ -44,7 +44,7 @@ PLATFORMS = ("x86_64", "aarch64")
 PYTHONS = range(10, 15)  # 3.10 .. 3.14: gnnbench needs >= 3.10
 # The oldest glibc the wheels may need: PyTorch's own wheels need 2.28 (manylinux_2_28).
 GLIBC = (2, 28)
-CUDA_TAG = re.compile(r"^(cpu|cu\d{3,4})$")
+CUDA_TAG = re.compile(r"cpu|cu\d{3,4}")  # whole string (fullmatch)
 # What a node's PyG samples with: pyg-lib (PyG's index only), else torch-sparse (+ torch-scatter)
 SAMPLER_WHEELS = ("pyg-lib", "torch-scatter", "torch-sparse")
 NODE_SCRIPT = "docker/node-install.sh"
@@ -309,7 +309,7 @@ def prepare_datasets(out: Path, suites: list[str], data_root: Path | None) -> tu
 def run(args) -> int:
     target = Target(args.python, args.platform)
     cuda = args.cuda
-    if not CUDA_TAG.match(cuda or ""):
+    if not CUDA_TAG.fullmatch(cuda or ""):
         raise InputError(f"--cuda {cuda}: give the node torch's build as cpu or cuNNN (e.g. cu126, cu130)")
     plain_pins, source_pins = pins()
     torch = args.torch or plain_pins["torch"].split("==")[1]

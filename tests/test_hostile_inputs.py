@@ -1,0 +1,234 @@
+"""Hostile inputs (issue 39): values that try to become commands, files gnnbench must not write
+over, files built to hang or exhaust the reader, and inputs that used to pass without a word.
+
+Scripts: the sbatch script of `gnnbench slurm` and the manifests of `gnnbench k8s` are rendered
+with values holding newlines, `;`, `$()`, backticks, quotes and `%`; a control character is
+refused with one line naming the option, anything else arrives as one argument. The sbatch script
+then runs under bash with a fake `srun`, `scontrol`, `apptainer` and `gnnbench` on PATH (small
+shell scripts): an injected command would create a `pwned*` file, and none may appear; the fake
+gnnbench records the arguments it was given, which must be the hostile values, unchanged.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import stat
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.test_bad_inputs import refused, with_settings
+
+# Each would create a file named pwned-* in the folder the script runs in, if it ever ran as a command.
+HOSTILE_NAMES = ["semi;touch pwned-semi;x", "sub$(touch pwned-sub)", "tick`touch pwned-tick`",
+                 "quotes'\"both", "pct%j%N%%", "hash #x", "amp&touch pwned-amp", "pipe|touch pwned-pipe"]
+HOSTILE_RUN_ARGS = """-k 'ws=2;touch pwned-ra' --note "$(touch pwned-ra2)" --tag '`touch pwned-ra3`'"""
+HOSTILE_RUN_ARGV = ["-k", "ws=2;touch pwned-ra", "--note", "$(touch pwned-ra2)", "--tag", "`touch pwned-ra3`"]
+
+
+def executable(path: Path, text: str) -> Path:
+    path.write_text(text)
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    return path
+
+
+def fake_tools(folder: Path) -> Path:
+    """A bin folder: srun and apptainer run what they are given (their own options dropped), as
+    the real ones do on a node; scontrol does nothing; gnnbench writes its arguments (NUL-separated)
+    to $ARGV_FILE."""
+    folder.mkdir()
+    executable(folder / "srun", '#!/bin/bash\nwhile [[ $# -gt 0 && $1 == --* ]]; do shift; done\nexec "$@"\n')
+    executable(folder / "apptainer", '#!/bin/bash\nshift  # exec\n'
+               'while [[ $1 == --* ]]; do [[ $1 == --bind ]] && shift; shift; done\n'
+               'shift  # the image\nexec "$@"\n')
+    executable(folder / "scontrol", "#!/bin/bash\nexit 0\n")
+    executable(folder / "gnnbench", '#!/bin/bash\nprintf \'%s\\0\' "$@" > "$ARGV_FILE"\n')
+    return folder
+
+
+def suite_file(folder: Path, name: str) -> Path:
+    """A valid two-rank suite (it fits 2 nodes) under a hostile file name."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}.yaml"
+    path.write_text(with_settings("world_size: 2"))
+    return path
+
+
+def pwned(tmp: Path) -> list[Path]:
+    return [p for p in tmp.rglob("*") if p.name.startswith("pwned")]
+
+
+def sbatch_directives(text: str) -> list[list[str]]:
+    """The #SBATCH lines as sbatch reads them: each line's words (quotes taken, '#' a comment), and
+    only those before the first command (sbatch stops reading directives there)."""
+    found = []
+    for line in text.splitlines()[1:]:
+        if line.startswith("#SBATCH"):
+            found.append(shlex.split(line[len("#SBATCH"):], comments=True))
+        elif line.strip() and not line.startswith("#"):
+            break
+    return found
+
+
+# --- the sbatch script -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("runtime", [None, "pyxis", "apptainer"])
+def test_the_sbatch_script_runs_no_injected_command(tmp_path, capsys, runtime):
+    suite = suite_file(tmp_path / "suites", HOSTILE_NAMES[0] + "".join(HOSTILE_NAMES[1:]))
+    results = tmp_path / ("results " + "".join(n for n in HOSTILE_NAMES if '"' not in n))
+    out = tmp_path / "job.sbatch"
+    image = ["--container-image", "nvcr.io#nvidia/pytorch:24.01-py3", "--container-runtime", runtime] if runtime else []
+    from bench import cli
+
+    code = cli.main(["slurm", str(suite), "--nodes", "2", "--gpus-per-node", "1", "--partition", "gpu,debug",
+                     "--time", "1-02:00", "--results", str(results), "--out", str(out),
+                     f"--run-args={HOSTILE_RUN_ARGS}", *image])
+    assert code == 0, capsys.readouterr().err
+    text = out.read_text()
+
+    # sbatch's reading: every directive one word, all before the first command, the output path whole
+    directives = sbatch_directives(text)
+    assert all(len(words) == 1 for words in directives), directives
+    assert len(directives) == sum(line.startswith("#SBATCH") for line in text.splitlines())
+    assert ["--output=" + str(results).replace("%", "%%") + "/slurm-%j.out"] in directives
+    assert ["--partition=gpu,debug"] in directives and ["--time=1-02:00"] in directives
+
+    # bash's reading: the script runs on "a node"; nothing injected runs, gnnbench gets the values
+    work = tmp_path / "node"
+    work.mkdir()
+    argv_file = tmp_path / "argv"
+    env = {**os.environ, "PATH": f"{fake_tools(tmp_path / 'bin')}:{os.environ['PATH']}", "SLURM_JOB_ID": "77",
+           "SLURM_NODEID": "0", "ARGV_FILE": str(argv_file), "GNNBENCH": "gnnbench"}
+    proc = subprocess.run(["bash", str(out)], cwd=work, env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert pwned(tmp_path) == []
+    argv = argv_file.read_text().split("\0")[:-1]
+    assert argv == ["run", str(suite), "--results", f"{results}/slurm-77/node0", *HOSTILE_RUN_ARGV]
+    assert (results / "slurm-77").is_dir()
+
+
+def cluster(tmp: Path, command: str, *options: str) -> list[str]:
+    image = ["--image", "img"] if command == "k8s" else []
+    return [command, str(suite_file(tmp / "s", "good")), "--nodes", "2", "--gpus-per-node", "0", *image, *options]
+
+
+# (case id, argv from a tmp folder, what the one line names)
+SLURM_REFUSED = [
+    ("suite-trailing-newline", lambda t: ["slurm", str(suite_file(t / "s", "good")) + "\n", "--nodes", "2",
+                                          "--gpus-per-node", "0"], ["suite", "control character", "'\\n'"]),
+    ("suite-newline-inside", lambda t: ["slurm", str(suite_file(t / "s", "a\necho pwned")), "--nodes", "2",
+                                        "--gpus-per-node", "0"], ["suite", "control character"]),
+    ("results-newline", lambda t: cluster(t, "slurm", "--results", str(t / "r\ntouch pwned")), ["--results", "control character"]),
+    ("results-escape", lambda t: cluster(t, "slurm", "--results", str(t / "r\x1b[2J")), ["--results", "'\\x1b'"]),
+    ("results-double-quote", lambda t: cluster(t, "slurm", "--results", str(t / 'r"x')), ["--results", "sbatch", "double quotes"]),
+    ("results-backslash", lambda t: cluster(t, "slurm", "--results", str(t / "r\\x")), ["--results", "sbatch", "backslashes"]),
+    ("partition-trailing-newline", lambda t: cluster(t, "slurm", "--partition", "gpu\n"), ["--partition", "control character"]),
+    ("partition-tab", lambda t: cluster(t, "slurm", "--partition", "gpu\tx"), ["--partition", "control character"]),
+    ("time-trailing-newline", lambda t: cluster(t, "slurm", "--time", "10\n"), ["--time", "control character"]),
+    ("image-trailing-newline", lambda t: cluster(t, "slurm", "--container-image", "img\n"), ["--container-image", "control character"]),
+    ("image-semicolon", lambda t: cluster(t, "slurm", "--container-image", "img;touch pwned"), ["--container-image", "allowed: letters"]),
+    ("run-args-newline", lambda t: cluster(t, "slurm", "--run-args=-k 'a\ntouch pwned'"), ["--run-args", "control character"]),
+    ("out-newline", lambda t: cluster(t, "slurm", "--out", str(t / "x\n.sbatch")), ["--out", "control character"]),
+]
+K8S_REFUSED = [
+    ("suite-trailing-newline", lambda t: ["k8s", str(suite_file(t / "s", "good")) + "\n", "--nodes", "2",
+                                          "--gpus-per-node", "0", "--image", "img"], ["suite", "control character"]),
+    ("name-trailing-newline", lambda t: cluster(t, "k8s", "--name", "job\n"), ["--name", "control character"]),
+    ("name-newline-inside", lambda t: cluster(t, "k8s", "--name", "job\ntouch"), ["--name", "control character"]),
+    ("name-digit-first", lambda t: cluster(t, "k8s", "--name", "1job"), ["--name '1job'", "starting with a letter"]),
+    ("name-too-long", lambda t: cluster(t, "k8s", "--name", "j" * 64), ["--name", "at most 63"]),
+    ("namespace-trailing-newline", lambda t: cluster(t, "k8s", "--namespace", "ns\n"), ["--namespace", "control character"]),
+    ("namespace-dot", lambda t: cluster(t, "k8s", "--namespace", "a.b"), ["--namespace 'a.b'", "at most 63"]),
+    ("runtime-trailing-newline", lambda t: cluster(t, "k8s", "--runtime", "rt\n"), ["--runtime", "control character"]),
+    ("claim-trailing-newline", lambda t: cluster(t, "k8s", "--results-claim", "pvc\n"), ["--results-claim", "control character"]),
+    ("claim-semicolon", lambda t: cluster(t, "k8s", "--results-claim", "pvc;x"), ["--results-claim", "at most 253"]),
+    ("image-trailing-newline", lambda t: cluster(t, "k8s", "--image", "img\n"), ["--image", "control character"]),
+    ("image-space", lambda t: cluster(t, "k8s", "--image", "img x"), ["--image", "allowed: letters"]),
+    ("shm-zero", lambda t: cluster(t, "k8s", "--shm-size", "0"), ["--shm-size '0'", "above zero"]),
+    ("shm-zero-gi", lambda t: cluster(t, "k8s", "--shm-size", "0.0Gi"), ["--shm-size '0.0Gi'", "above zero"]),
+    ("shm-trailing-newline", lambda t: cluster(t, "k8s", "--shm-size", "16Gi\n"), ["--shm-size", "control character"]),
+    ("run-args-newline", lambda t: cluster(t, "k8s", "--run-args=-k 'a\nb'"), ["--run-args", "control character"]),
+]
+
+
+@pytest.mark.parametrize("argv, expected", [pytest.param(a, e, id=f"slurm-{i}") for i, a, e in SLURM_REFUSED]
+                         + [pytest.param(a, e, id=f"k8s-{i}") for i, a, e in K8S_REFUSED])
+def test_a_control_character_or_a_bad_name_is_refused(tmp_path, capsys, argv, expected):
+    message = refused(capsys, argv(tmp_path))
+    assert message.count("\n") == 1, message  # one line, the control character shown escaped
+    for part in expected:
+        assert part in message, part
+    assert not list(tmp_path.rglob("*.sbatch")) and pwned(tmp_path) == []
+
+
+@pytest.mark.parametrize("kind", ["trainjob", "pytorchjob"])
+def test_the_k8s_command_runs_no_injected_command(tmp_path, capsys, kind):
+    from bench import cli
+
+    suite = suite_file(tmp_path / "suites", "".join(HOSTILE_NAMES))
+    out = tmp_path / "job.yaml"
+    code = cli.main(["k8s", str(suite), "--nodes", "2", "--gpus-per-node", "0", "--image", "ghcr.io/o/gnnbench:1.0",
+                     "--kind", kind, "--name", "gnnbench-x", "--out", str(out), f"--run-args={HOSTILE_RUN_ARGS}"])
+    assert code == 0, capsys.readouterr().err
+    manifest = yaml.safe_load(out.read_text())
+    spec = manifest["spec"]
+    command = (spec["trainer"]["command"] if kind == "trainjob"
+               else spec["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["command"])
+    assert command[:2] == ["bash", "-c"] and len(command) == 3
+    work = tmp_path / "pod"
+    work.mkdir()
+    argv_file = tmp_path / "argv"
+    env = {**os.environ, "PATH": f"{fake_tools(tmp_path / 'bin')}:{os.environ['PATH']}", "PET_NODE_RANK": "1",
+           "ARGV_FILE": str(argv_file)}
+    proc = subprocess.run(command, cwd=work, env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert pwned(tmp_path) == []
+    assert argv_file.read_text().split("\0")[:-1] == ["run", str(suite), "--results", "/results/gnnbench-x/node1",
+                                                      *HOSTILE_RUN_ARGV]
+
+
+def test_whole_string_patterns_do_not_end_in_dollar():
+    """`re.match(r"^...$")` passes a trailing newline: bench/ checks whole strings with fullmatch."""
+    import re
+
+    pattern = re.compile(r"""re\.(?:compile|match)\(r?["'][^"']*\$["']""")
+    offenders = []
+    for path in Path(__file__).resolve().parents[1].joinpath("bench").rglob("*.py"):
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            if pattern.search(line) and "re.M" not in line and "_SIZE" not in line:
+                offenders.append(f"{path.name}:{number}: {line.strip()}")
+    assert offenders == []
+
+
+# --- nothing written over ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("command", ["slurm", "k8s"])
+def test_out_refuses_an_existing_file_unless_force(tmp_path, capsys, command):
+    from bench import cli
+
+    mine = tmp_path / "mine.txt"
+    mine.write_text("my own notes\n")
+    message = refused(capsys, cluster(tmp_path, command, "--out", str(mine), "--results" if command == "slurm" else
+                                      "--namespace", str(tmp_path / "r") if command == "slurm" else "ns"))
+    assert f"--out {mine}: {mine} is already there" in message and "--force" in message
+    assert mine.read_text() == "my own notes\n"
+    argv = cluster(tmp_path, command, "--out", str(mine), "--force")
+    if command == "slurm":
+        argv += ["--results", str(tmp_path / "r")]
+    assert cli.main(argv) == 0
+    assert mine.read_text() != "my own notes\n"
+
+
+def test_slurm_default_script_is_not_written_over(tmp_path, capsys):
+    from bench import cli
+
+    argv = cluster(tmp_path, "slurm", "--results", str(tmp_path / "r"))
+    assert cli.main(argv) == 0
+    [script] = (tmp_path / "r").glob("slurm-*.sbatch")
+    script.write_text("# edited by hand\n")
+    message = refused(capsys, argv)
+    assert f"{script} is already there" in message and "--force" in message
+    assert script.read_text() == "# edited by hand\n"
