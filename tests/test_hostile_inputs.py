@@ -232,3 +232,101 @@ def test_slurm_default_script_is_not_written_over(tmp_path, capsys):
     message = refused(capsys, argv)
     assert f"{script} is already there" in message and "--force" in message
     assert script.read_text() == "# edited by hand\n"
+
+
+def test_report_html_writes_only_into_a_folder_it_made_or_marked(tmp_path, capsys):
+    from bench import cli
+    from bench.publish.site import SITE_MARK
+    from tests.test_bad_inputs import good_result_file
+
+    result = good_result_file(tmp_path)
+    mine = tmp_path / "my-site"
+    mine.mkdir()
+    (mine / "index.html").write_text("<p>my own page</p>")
+    message = refused(capsys, ["report", str(result), "--html", str(mine)])
+    assert message.count("\n") == 1 and f"{mine / 'index.html'} is already there" in message
+    assert SITE_MARK in message and (mine / "index.html").read_text() == "<p>my own page</p>"
+    assert sorted(p.name for p in mine.iterdir()) == ["index.html"]  # nothing else written either
+    # a new folder is made and marked, and the next build replaces its own pages
+    site = tmp_path / "site"
+    assert cli.main(["report", str(result), "--html", str(site)]) == 0
+    assert (site / SITE_MARK).is_file() and (site / "index.html").is_file()
+    assert cli.main(["report", str(result), "--html", str(site)]) == 0
+    # a folder that holds none of the site's files (make site: the docs in site/docs first) is marked
+    docs_first = tmp_path / "docs-first"
+    (docs_first / "docs").mkdir(parents=True)
+    (docs_first / "docs" / "index.html").write_text("docs")
+    assert cli.main(["report", str(result), "--html", str(docs_first)]) == 0
+    assert (docs_first / SITE_MARK).is_file() and (docs_first / "docs" / "index.html").read_text() == "docs"
+    capsys.readouterr()
+
+
+# --- bundle: an update removes only what its own manifest lists ---------------------------------------
+
+def planted_bundle(tmp: Path, files) -> Path:
+    out = tmp / "bundle"
+    (out / "gnnbench").mkdir(parents=True)
+    manifest = {"format": 1, "complete": True}
+    if files is not None:
+        manifest["files"] = files
+    (out / "bundle.json").write_text(__import__("json").dumps(manifest))
+    return out
+
+
+def test_bundle_update_removes_only_the_files_its_manifest_lists(tmp_path):
+    from bench.commands import bundle
+
+    out = planted_bundle(tmp_path, ["gnnbench/old-module.py", "install.sh"])
+    (out / "gnnbench" / "old-module.py").write_text("# from an earlier gnnbench")
+    (out / "gnnbench" / "my-notes.txt").write_text("mine")
+    (out / "install.sh").write_text("# an earlier install.sh")
+    previous = bundle.check_folder(out)
+    written = bundle.copy_source(out, previous)
+    assert not (out / "gnnbench" / "old-module.py").exists()  # listed: removed
+    assert (out / "gnnbench" / "my-notes.txt").read_text() == "mine"  # not listed: kept
+    assert "gnnbench/bench/cli.py" in written and (out / "gnnbench" / "bench" / "cli.py").is_file()
+    assert (out / "install.sh").stat().st_mode & 0o111
+
+
+@pytest.mark.parametrize("files, words", [
+    (["../victim.txt"], ["`files` is not a list of paths inside"]),
+    (["/etc/passwd"], ["`files` is not a list of paths inside"]),
+    ("gnnbench", ["`files` is not a list of paths inside"]),
+    (None, ["gnnbench/bench/cli.py: is there", "does not list it"]),
+], ids=["dot-dot", "absolute", "not-a-list", "unlisted-source"])
+def test_bundle_refuses_a_manifest_that_reaches_outside_or_lists_nothing(tmp_path, capsys, files, words):
+    out = planted_bundle(tmp_path, files)
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me")
+    (out / "gnnbench" / "bench").mkdir()
+    (out / "gnnbench" / "bench" / "cli.py").write_text("# a user's own edit")
+    message = refused(capsys, ["bundle", str(out), "--python", "3.11", "--platform", "x86_64"])
+    assert message.count("\n") == 1 and all(w in message for w in words), message
+    assert victim.read_text() == "keep me" and (out / "gnnbench" / "bench" / "cli.py").read_text() == "# a user's own edit"
+    assert sorted(p.name for p in out.iterdir()) == ["bundle.json", "gnnbench"]
+
+
+def test_bundle_refuses_a_folder_whose_bundle_json_is_not_a_manifest(tmp_path, capsys):
+    out = tmp_path / "b"
+    out.mkdir()
+    (out / "bundle.json").write_text("{not json")
+    (out / "gnnbench").mkdir()
+    message = refused(capsys, ["bundle", str(out), "--python", "3.11", "--platform", "x86_64"])
+    assert "bundle.json: not a bundle manifest" in message and (out / "gnnbench").is_dir()
+
+
+def test_bundle_checks_the_torch_version_before_any_download(tmp_path, capsys):
+    """--torch 0.1: the package index is asked for torch's versions (nothing downloaded) and the
+    bundle is refused before its folder is made."""
+    import sys
+
+    proc = subprocess.run([sys.executable, "-m", "pip", "index", "versions", "torch"], capture_output=True, text=True,
+                          timeout=120)
+    if proc.returncode != 0 or "Available versions" not in proc.stdout:
+        if os.environ.get("CI"):
+            pytest.fail(f"the package index cannot be asked for torch's versions: {proc.stderr[-300:]}")
+        pytest.skip("the package index cannot be asked for torch's versions here")
+    out = tmp_path / "b"
+    message = refused(capsys, ["bundle", str(out), "--python", "3.11", "--platform", "x86_64", "--torch", "0.1"])
+    assert message.count("\n") == 1 and "--torch 0.1: the package index has no torch 0.1" in message, message
+    assert not out.exists()
