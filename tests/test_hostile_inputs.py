@@ -330,3 +330,53 @@ def test_bundle_checks_the_torch_version_before_any_download(tmp_path, capsys):
     message = refused(capsys, ["bundle", str(out), "--python", "3.11", "--platform", "x86_64", "--torch", "0.1"])
     assert message.count("\n") == 1 and "--torch 0.1: the package index has no torch 0.1" in message, message
     assert not out.exists()
+
+
+# --- hostile files fail fast and clearly -----------------------------------------------------------------
+
+def billion_laughs(levels: int = 9) -> str:
+    """The YAML alias bomb: a few hundred bytes that expand to 9^levels strings."""
+    lines = ['l0: &l0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    for i in range(1, levels):
+        lines.append(f"l{i}: &l{i} [" + ", ".join([f"*l{i - 1}"] * 9) + "]")
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize("text, words", [
+    (billion_laughs(), ["aliases expand to", "at most 100,000 values"]),
+    ("a: &a [1, *a]\n", ["an alias refers to a collection that holds it"]),
+], ids=["billion-laughs", "recursive-alias"])
+def test_a_yaml_alias_bomb_in_a_suite_fails_fast_naming_the_file(tmp_path, capsys, text, words):
+    import time
+
+    path = tmp_path / "bomb.yaml"
+    path.write_text(GOOD_SUITE_HEAD + text)
+    started = time.perf_counter()
+    message = refused(capsys, ["run", str(path), "--results", str(tmp_path / "r"), "--no-install"])
+    assert time.perf_counter() - started < 1.0
+    assert message.count("\n") == 1 and str(path) in message and all(w in message for w in words), message
+
+
+GOOD_SUITE_HEAD = "name: bomb\ndatasets:\n  g: synthetic:scale=8\nbackends: [pyg-neighbor]\n"
+
+
+def test_anchors_and_merge_keys_that_stay_small_still_load():
+    from bench import strict_yaml
+
+    text = "base: &b {epochs: 2, batch_size: 64}\nsettings:\n  <<: *b\n  fanout: [5, 5]\nl: [*b, *b]\n"
+    assert strict_yaml.load_text(text, "x.yaml")["settings"] == {"epochs": 2, "batch_size": 64, "fanout": [5, 5]}
+
+
+def test_a_yaml_alias_bomb_in_graphbolt_metadata_fails_fast_naming_the_file(tmp_path, capsys):
+    import time
+
+    folder = tmp_path / "gb"
+    folder.mkdir()
+    meta = folder / "metadata.yaml"
+    meta.write_text("dataset_name: bomb\n" + billion_laughs()
+                    + "graph: {nodes: [{num: 4}], edges: [{format: numpy, path: *l8}]}\n")
+    started = time.perf_counter()
+    message = refused(capsys, ["datasets", "check", f"graphbolt:{folder}", "--cache-dir", str(tmp_path / "hub")])
+    assert time.perf_counter() - started < 1.0
+    assert message.count("\n") == 1 and f"{meta}: its aliases expand to" in message, message
+    assert not (tmp_path / "hub" / "datasets").exists() or not any((tmp_path / "hub" / "datasets").iterdir())
