@@ -380,3 +380,36 @@ def test_a_yaml_alias_bomb_in_graphbolt_metadata_fails_fast_naming_the_file(tmp_
     assert time.perf_counter() - started < 1.0
     assert message.count("\n") == 1 and f"{meta}: its aliases expand to" in message, message
     assert not (tmp_path / "hub" / "datasets").exists() or not any((tmp_path / "hub" / "datasets").iterdir())
+
+
+@pytest.fixture(scope="module")
+def small_graph(tmp_path_factory):
+    from tests import own_graphs
+
+    return own_graphs.reference(tmp_path_factory.mktemp("synthetic"))
+
+
+def cut_header(path: Path) -> None:
+    """The header's length field kept, its text cut mid-dict and padded: numpy's parser ends in
+    tokenize's TokenError (no ValueError)."""
+    data = path.read_bytes()
+    length = int.from_bytes(data[8:10], "little")
+    text = data[10:10 + length]
+    cut = text[:text.index(b"'shape'") + 10]
+    path.write_bytes(data[:10] + cut + b" " * (length - len(cut) - 1) + b"\n" + data[10 + length:])
+
+
+@pytest.mark.parametrize("layout", ["npy", "graphbolt"])
+def test_a_npy_with_a_cut_off_header_is_named(tmp_path, capsys, small_graph, layout):
+    from tests import own_graphs
+
+    folder = tmp_path / "graph"
+    if layout == "npy":
+        own_graphs.write_npy(small_graph, folder)
+        bad = folder / "features.npy"
+    else:
+        own_graphs.write_graphbolt(small_graph, folder)
+        bad = folder / "feat.npy"
+    cut_header(bad)
+    message = refused(capsys, ["datasets", "check", f"{layout}:{folder}", "--cache-dir", str(tmp_path / "hub")])
+    assert message.count("\n") == 1 and f"{bad}: its .npy header is cut off or malformed" in message, message
