@@ -413,3 +413,65 @@ def test_a_npy_with_a_cut_off_header_is_named(tmp_path, capsys, small_graph, lay
     cut_header(bad)
     message = refused(capsys, ["datasets", "check", f"{layout}:{folder}", "--cache-dir", str(tmp_path / "hub")])
     assert message.count("\n") == 1 and f"{bad}: its .npy header is cut off or malformed" in message, message
+
+
+# A 952-byte .pt's worth of pickle: bytearray(3e9), which torch's weights_only load allows
+BYTEARRAY_BOMB = b"\x80\x02cbuiltins\nbytearray\n\x8a\x05" + (3_000_000_000).to_bytes(5, "little", signed=True) + b"\x85R."
+
+
+def torch_zip(path: Path, data_pkl: bytes, compress: bool = False) -> Path:
+    """A file laid out as torch.save's zip format writes it (archive/data.pkl and its neighbours)."""
+    import zipfile
+
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED if compress else zipfile.ZIP_STORED) as archive:
+        archive.writestr("archive/data.pkl", data_pkl)
+        archive.writestr("archive/byteorder", "little")
+        archive.writestr("archive/version", "3\n")
+    return path
+
+
+@pytest.mark.parametrize("layout", ["zip", "legacy"])
+def test_a_pt_whose_pickle_asks_for_a_bytearray_is_refused_before_torch_reads_it(tmp_path, layout):
+    """The check reads the pickle's opcodes (pickletools) and builds nothing: no torch needed."""
+    import resource
+
+    from bench.datasets import hub, pyg_file
+
+    path = tmp_path / "graph.pt"
+    if layout == "zip":
+        torch_zip(path, BYTEARRAY_BOMB)
+    else:
+        path.write_bytes(BYTEARRAY_BOMB)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with pytest.raises(hub.DatasetError) as err:
+        pyg_file.refuse_unneeded_globals(path)
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 100_000  # KiB: nothing near 3 GB
+    message = str(err.value)
+    assert message.startswith(f"{path}: its pickle asks for builtins.bytearray") and "unsafe_load" in message
+
+
+def test_what_a_graph_file_names_passes_and_a_zip_bomb_does_not(tmp_path):
+    import collections
+    import pickle
+
+    from bench.datasets import hub, pyg_file
+
+    plain = torch_zip(tmp_path / "plain.pt", pickle.dumps(collections.OrderedDict(a=1), protocol=2))
+    pyg_file.refuse_unneeded_globals(plain)  # OrderedDict is what torch.save writes: allowed
+    squeezed = torch_zip(tmp_path / "bomb.pt", b"\x80\x02N" + b"\x00" * 50_000_000 + b".", compress=True)
+    with pytest.raises(hub.DatasetError, match="unpacks to 50,000,004 bytes, more than the file"):
+        pyg_file.refuse_unneeded_globals(squeezed)
+
+
+@pytest.mark.stacks
+def test_datasets_check_refuses_the_bytearray_pt_in_the_pyg_stack(tmp_path, capsys):
+    import time
+
+    from tests.conftest import require_stacks
+
+    require_stacks("pyg")
+    path = torch_zip(tmp_path / "graph.pt", BYTEARRAY_BOMB)
+    started = time.perf_counter()
+    message = refused(capsys, ["datasets", "check", f"pyg-file:{path}", "--cache-dir", str(tmp_path / "hub")])
+    assert time.perf_counter() - started < 60  # the stack's start; the 3 GB are never asked for
+    assert f"{path}: its pickle asks for builtins.bytearray" in message, message
