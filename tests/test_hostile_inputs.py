@@ -475,3 +475,28 @@ def test_datasets_check_refuses_the_bytearray_pt_in_the_pyg_stack(tmp_path, caps
     message = refused(capsys, ["datasets", "check", f"pyg-file:{path}", "--cache-dir", str(tmp_path / "hub")])
     assert time.perf_counter() - started < 60  # the stack's start; the 3 GB are never asked for
     assert f"{path}: its pickle asks for builtins.bytearray" in message, message
+
+
+def test_features_whose_baseline_cannot_fit_are_refused_before_they_are_read(tmp_path, capsys, small_graph):
+    """A small graph with 4 million feature columns (a 4 GB sparse file: nothing on disk): the
+    baseline's Gram matrix alone would be 128 TB. Refused from the header, no folder left."""
+    import time
+
+    import numpy as np
+
+    from tests import own_graphs
+
+    folder = own_graphs.write_npy(small_graph, tmp_path / "graph")
+    features = folder / "features.npy"
+    shape = (small_graph.num_nodes, 4_000_000)
+    with open(features, "wb") as f:
+        np.lib.format.write_array_header_1_0(f, {"descr": "<f4", "fortran_order": False, "shape": shape})
+        f.truncate(f.tell() + shape[0] * shape[1] * 4)  # a hole: read, it would be zeros
+    hub_dir = tmp_path / "hub"
+    started = time.perf_counter()
+    message = refused(capsys, ["datasets", "check", f"npy:{folder}", "--cache-dir", str(hub_dir)])
+    assert time.perf_counter() - started < 10  # reading 4 GB of features would take far longer
+    assert message.count("\n") == 1 and f"{features}: " in message and "features-only baseline" in message, message
+    assert "4,000,000 feature columns" in message and "GiB is available" in message
+    assert not [p for p in hub_dir.rglob("*") if p.is_dir() and "pid" in p.name]  # no temporary folder
+    assert not (hub_dir / "datasets").exists() or not any((hub_dir / "datasets").iterdir())

@@ -269,6 +269,21 @@ def check_labels(graph: UserGraph, num_classes: int | None) -> tuple[np.ndarray,
     return labels, classes
 
 
+def check_baseline_fits(graph: UserGraph, splits: dict[str, np.ndarray], classes: int) -> None:
+    """The features-only baseline (fitted once the graph is converted) in the memory there is now,
+    said before a feature is read: a graph of a few nodes with millions of feature columns would
+    otherwise be killed for its memory half-way, without a word, its half-written folder left."""
+    dim = int(graph.feature_shape[1])
+    found = baseline.refusal(int(splits["train"].size), int(splits["test"].size), dim, classes)
+    if found:
+        needed, available = found
+        raise fail(f"{graph.features.file}: {graph.features.array} {list(graph.feature_shape)}: the features-only "
+                   f"baseline (a linear classifier on the features, fitted at conversion) needs about "
+                   f"{needed / 2**30:,.1f} GiB of memory with {dim:,} feature columns, and {available / 2**30:,.1f} GiB "
+                   "is available; allowed: features that fit (fewer columns, e.g. reduced with PCA), or a machine "
+                   "with more memory")
+
+
 def num_classes_of(graph: UserGraph, params: dict) -> int | None:
     """The number of classes the user stated: `num_classes`, else the format's own (GraphBolt's
     task), else None (the largest label + 1)."""
@@ -346,6 +361,7 @@ def materialise(spec: dict, cache: Path, opener: Callable[[str, dict], UserGraph
     check_feature_shape(graph)
     labels, classes = check_labels(graph, num_classes_of(graph, params))
     splits = check_splits(graph, labels)
+    check_baseline_fits(graph, splits, classes)
     phases.done("open; check labels, splits")
     with hub.atomic_dir(target) as tmp:
         if tmp is None:
