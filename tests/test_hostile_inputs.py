@@ -500,3 +500,68 @@ def test_features_whose_baseline_cannot_fit_are_refused_before_they_are_read(tmp
     assert "4,000,000 feature columns" in message and "GiB is available" in message
     assert not [p for p in hub_dir.rglob("*") if p.is_dir() and "pid" in p.name]  # no temporary folder
     assert not (hub_dir / "datasets").exists() or not any((hub_dir / "datasets").iterdir())
+
+
+# --- code from data: Planetoid's raw files are pickles ---------------------------------------------------
+
+class Planted:
+    """A pickle that runs a command when it is loaded: what a planted raw file can do."""
+
+    def __init__(self, marker: Path):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.system, (f"touch {shlex.quote(str(self.marker))}",))
+
+
+def planted_root(tmp: Path) -> tuple[Path, Path]:
+    """A data root with the official Cora files but ind.cora.x replaced by a planted pickle."""
+    import pickle
+    import shutil
+
+    from tests.conftest import offline_data_root
+
+    root = tmp / "root"
+    shutil.copytree(offline_data_root() / "Cora", root / "Cora")
+    marker = tmp / "pwned-planetoid"
+    x = root / "Cora" / "raw" / "ind.cora.x"
+    x.chmod(0o644)
+    x.write_bytes(pickle.dumps(Planted(marker), protocol=2))
+    return root, marker
+
+
+def test_planetoid_raw_files_are_checked_against_the_official_hashes(tmp_path):
+    import shutil
+
+    from bench.datasets import hub, planetoid
+    from tests.conftest import offline_data_root
+
+    for name in ("Cora", "CiteSeer"):  # the offline copies are the official files
+        planetoid.check_raw(offline_data_root() / name / "raw", name)
+    assert set(planetoid.RAW_SHA256) | set(planetoid.RAW_GIT_BLOB) == {
+        f for n in ("Cora", "CiteSeer", "PubMed") for f in planetoid.raw_files(n)}
+    root, marker = planted_root(tmp_path)
+    with pytest.raises(hub.DatasetError) as err:
+        planetoid.check_raw(root / "Cora" / "raw", "Cora")
+    assert str(err.value).startswith(f"{root / 'Cora' / 'raw' / 'ind.cora.x'}: not the official Planetoid file")
+    assert not marker.exists()
+    # the git blob id of ind.pubmed.allx is git's: a file of known content hashed the same way
+    blob = tmp_path / "ind.pubmed.allx"
+    shutil.copyfile(root / "Cora" / "raw" / "ind.cora.y", blob)
+    expected = subprocess.run(["git", "hash-object", str(blob)], capture_output=True, text=True).stdout.strip()
+    assert planetoid.raw_digest(blob)[1] == expected
+
+
+@pytest.mark.stacks
+def test_a_planted_planetoid_file_is_refused_in_the_pyg_stack(tmp_path):
+    import sys
+
+    from tests.conftest import require_stacks
+
+    require_stacks("pyg")
+    root, marker = planted_root(tmp_path)
+    proc = subprocess.run([sys.executable, "-m", "bench.cli", "datasets", "prepare", "planetoid:Cora", "--cache-dir",
+                           str(tmp_path / "cache"), "--data-root", str(root)], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 2, proc.stderr
+    assert f"{root / 'Cora' / 'raw' / 'ind.cora.x'}: not the official Planetoid file" in proc.stderr
+    assert not marker.exists() and not list((tmp_path / "cache").glob("**/meta.json"))
