@@ -565,3 +565,87 @@ def test_a_planted_planetoid_file_is_refused_in_the_pyg_stack(tmp_path):
     assert proc.returncode == 2, proc.stderr
     assert f"{root / 'Cora' / 'raw' / 'ind.cora.x'}: not the official Planetoid file" in proc.stderr
     assert not marker.exists() and not list((tmp_path / "cache").glob("**/meta.json"))
+
+
+# --- nothing silent ----------------------------------------------------------------------------------------
+
+def header_only_edges(folder: Path) -> None:
+    path = folder / "edges.csv"
+    path.write_text(path.read_text().splitlines()[0] + "\n")
+
+
+def self_loops_only(folder: Path) -> None:
+    import numpy as np
+
+    n = np.load(folder / "labels.npy").shape[0]
+    ids = np.arange(n, dtype=np.int64)
+    np.save(folder / "edge_index.npy", np.stack([ids, ids]))
+
+
+def empty_label_column(folder: Path) -> None:
+    import pyarrow.csv as pcsv
+
+    path = folder / "nodes.csv"
+    table = pcsv.read_csv(path)
+    lines = path.read_text().splitlines()
+    column = table.column_names.index("label")
+    rows = [",".join("" if i == column else cell for i, cell in enumerate(line.split(","))) for line in lines[1:]]
+    path.write_text("\n".join([lines[0], *rows]) + "\n")
+
+
+@pytest.mark.parametrize("layout, damage, words", [
+    ("edge-list", header_only_edges, ["edges.csv: ", ": no edges", "at least one edge between two different nodes"]),
+    ("npy", self_loops_only, ["edge_index.npy: ", "all 256 edges are self-loops", "two different nodes"]),
+    ("edge-list", empty_label_column, ["nodes.csv: column label is empty in every row: no labels"]),
+], ids=["edgeless", "all-self-loops", "no-labels"])
+@pytest.mark.parametrize("self_loops", ["remove", "keep"])
+def test_an_edgeless_or_unlabelled_graph_is_refused_with_one_line(tmp_path, capsys, small_graph, layout, damage,
+                                                                 words, self_loops):
+    from tests import own_graphs
+
+    folder = tmp_path / "graph"
+    if layout == "npy":
+        own_graphs.write_npy(small_graph, folder)
+    else:
+        own_graphs.write_edge_list(small_graph, folder, "csv", "int")
+    damage(folder)
+    hub_dir = tmp_path / "hub"
+    message = refused(capsys, ["datasets", "check", f"{layout}:path={folder},self_loops={self_loops}", "--cache-dir",
+                               str(hub_dir)])
+    assert message.count("\n") == 1 and str(folder) in message and all(w in message for w in words), message
+    assert not (hub_dir / "datasets").exists() or not any((hub_dir / "datasets").iterdir())
+
+
+@pytest.mark.parametrize("rule", [
+    "{backend: pyg-neighbor, batch_size: 65}",  # a typo in a value
+    "{dataset: g, mode: cuda-cuda}",  # pyg-neighbor has no cuda-cuda mode: no such cell
+], ids=["value-typo", "mode-of-no-cell"])
+def test_an_exclude_rule_that_matches_no_cell_is_an_error_naming_it(tmp_path, capsys, rule):
+    path = tmp_path / "suite.yaml"
+    path.write_text(with_settings("batch_size: [64, 128]") + "exclude:\n  - {backend: pyg-neighbor, batch_size: 64}\n"
+                    f"  - {rule}\n")
+    message = refused(capsys, ["run", str(path), "--results", str(tmp_path / "r"), "--no-install"])
+    assert message.count("\n") == 1, message
+    assert f"{path}: exclude.1: " in message and "matches no cell of the suite" in message, message
+    assert "exclude.0" not in message  # the first rule drops a cell: fine
+
+
+def test_an_exclude_rule_that_matches_is_taken(tmp_path):
+    from bench.run import suite as suite_mod
+
+    path = tmp_path / "suite.yaml"
+    path.write_text(with_settings("batch_size: [64, 128]") + "exclude:\n  - {backend: pyg-neighbor, batch_size: 64}\n")
+    suite, _ = suite_mod.load(path)
+    assert [c.settings["batch_size"] for c in suite_mod.expand(suite)] == [128]
+
+
+def test_compare_refuses_the_same_file_twice(tmp_path, capsys):
+    from tests.test_bad_inputs import good_result_file
+
+    good = good_result_file(tmp_path)
+    same = tmp_path / "sub" / ".." / good.name
+    (tmp_path / "sub").mkdir()
+    for argv in (["compare", str(good), str(good)], ["compare", str(good), str(same)],
+                 ["compare", str(good), str(good_result_file(tmp_path, "b.json")), "--history", str(good)]):
+        message = refused(capsys, argv)
+        assert message.count("\n") == 1 and "given twice" in message and "each result file once" in message, message

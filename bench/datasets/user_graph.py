@@ -367,6 +367,7 @@ def materialise(spec: dict, cache: Path, opener: Callable[[str, dict], UserGraph
         if tmp is None:
             return target
         counts = convert_edges(graph, tmp, params)
+        check_some_edges(graph, counts)
         phases.done("edges: check, sort, write")
         convert_features(graph, tmp)
         phases.done("features: check, write")
@@ -449,6 +450,19 @@ def convert_edges(graph: UserGraph, folder: Path, params: dict) -> hub_stream.Ed
         src, dst = check_ids(chunk, graph)
         sorter.add(src, dst)
     return sorter.write(folder)
+
+
+def check_some_edges(graph: UserGraph, counts: hub_stream.EdgeCounts) -> None:
+    """At least one edge between two different nodes: without one, a GNN is a model of each node's
+    own features (at about the features-only baseline's accuracy), and its epoch times mean
+    nothing for a pipeline that samples neighbours."""
+    allowed = ("allowed: a graph with at least one edge between two different nodes (without one, message "
+               "passing has nothing to pass)")
+    if counts.edges_in == 0:
+        raise fail(f"{graph.edges.file}: {graph.edges.array}: no edges; {allowed}")
+    if counts.edges_in == counts.self_loops:
+        raise fail(f"{graph.edges.file}: {graph.edges.array}: all {counts.edges_in:,} edges are self-loops (a node "
+                   f"to itself); {allowed}")
 
 
 def convert_features(graph: UserGraph, folder: Path) -> None:
