@@ -78,7 +78,7 @@ def sbatch_directives(text: str) -> list[list[str]]:
 @pytest.mark.parametrize("runtime", [None, "pyxis", "apptainer"])
 def test_the_sbatch_script_runs_no_injected_command(tmp_path, capsys, runtime):
     suite = suite_file(tmp_path / "suites", HOSTILE_NAMES[0] + "".join(HOSTILE_NAMES[1:]))
-    results = tmp_path / ("results " + "".join(n for n in HOSTILE_NAMES if '"' not in n))
+    results = tmp_path / ("results " + "".join(n for n in HOSTILE_NAMES if '"' not in n and "#" not in n))
     out = tmp_path / "job.sbatch"
     image = ["--container-image", "nvcr.io#nvidia/pytorch:24.01-py3", "--container-runtime", runtime] if runtime else []
     from bench import cli
@@ -125,6 +125,7 @@ SLURM_REFUSED = [
     ("results-escape", lambda t: cluster(t, "slurm", "--results", str(t / "r\x1b[2J")), ["--results", "'\\x1b'"]),
     ("results-double-quote", lambda t: cluster(t, "slurm", "--results", str(t / 'r"x')), ["--results", "sbatch", "double quotes"]),
     ("results-backslash", lambda t: cluster(t, "slurm", "--results", str(t / "r\\x")), ["--results", "sbatch", "backslashes"]),
+    ("results-hash", lambda t: cluster(t, "slurm", "--results", str(t / "r#x")), ["--results", "sbatch", "'#'"]),
     ("partition-trailing-newline", lambda t: cluster(t, "slurm", "--partition", "gpu\n"), ["--partition", "control character"]),
     ("partition-tab", lambda t: cluster(t, "slurm", "--partition", "gpu\tx"), ["--partition", "control character"]),
     ("time-trailing-newline", lambda t: cluster(t, "slurm", "--time", "10\n"), ["--time", "control character"]),

@@ -31,10 +31,11 @@ NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.,-]{0,199}")  # partition names (a co
 # An image reference: registry[:port]/name[:tag][@digest], enroot's REGISTRY#IMAGE, or a squashfs path
 IMAGE = re.compile(r"[A-Za-z0-9./_][A-Za-z0-9._/:@#+~-]{0,499}")
 IMAGE_RULE = "letters, digits and . _ / : @ # + ~ - (an image reference, or a squashfs file's path)"
-# sbatch reads the #SBATCH lines itself (not bash): it splits them at blanks, takes quotes and
-# backslashes, and ends a line at '#'. The --output path is written in double quotes, so it may hold
-# blanks and '#'; a backslash would turn off sbatch's %j in it, and a '"' would end the quotes.
-SBATCH_PATH_REFUSED = ('\\', '"')
+# sbatch reads the #SBATCH lines itself (not bash): it splits them at blanks, takes double quotes
+# (and, since 18.08, single quotes) and backslashes, and ends a line at '#' (older versions even
+# inside quotes). The --output path is written in double quotes, so it may hold blanks and single
+# quotes; a '#' would cut it short, a '"' end the quotes, a backslash turn off sbatch's %j.
+SBATCH_PATH_REFUSED = ("\\", '"', "#")
 RUNTIMES = ("pyxis", "apptainer")
 
 
@@ -168,7 +169,7 @@ def sbatch_output(results: Path) -> str:
     bad = [c for c in SBATCH_PATH_REFUSED if c in text]
     if bad:
         raise InputError(f"--results {text!r}: holds {bad[0]!r}, which sbatch's #SBATCH lines do not take in a path; "
-                         "allowed: a folder without backslashes or double quotes")
+                         "allowed: a folder without backslashes, double quotes or '#'")
     return '"' + text.replace("%", "%%") + '/slurm-%j.out"'
 
 
