@@ -139,7 +139,8 @@ def check_torch_version(target: Target, torch: str) -> None:
                  f"the torch versions on the package index for {target.describe()}")
     found = re.search(r"Available versions: (.*)", listed)
     versions = [v.strip() for v in found.group(1).split(",")] if found else []
-    if torch not in {v.split("+")[0] for v in versions}:
+    release = lambda v: tuple(int(p) for p in v.split("+")[0].split(".") if p.isdigit()) + (0,) * 3  # noqa: E731
+    if release(torch)[:3] not in {release(v)[:3] for v in versions}:  # 2.11 is 2.11.0
         shown = ", ".join(dict.fromkeys(v.split("+")[0] for v in versions[:12])) or "none"
         raise InputError(f"--torch {torch}: the package index has no torch {torch} for {target.describe()} "
                          f"(it has {shown}{' ...' if len(versions) > 12 else ''}); give the node's torch version "

@@ -47,7 +47,7 @@ NAME_RULES = {
 }
 # An image reference: registry[:port]/name[:tag][@digest]
 IMAGE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:@+-]{0,499}")
-QUANTITY = re.compile(r"(\d+(\.\d*)?|\.\d+)(Ki|Mi|Gi|Ti|Pi|k|M|G|T|P)?")  # a Kubernetes memory quantity
+QUANTITY = re.compile(r"(\d+(\.\d+)?|\.\d+)(Ki|Mi|Gi|Ti|Pi|k|M|G|T|P)?")  # a Kubernetes memory quantity
 RESULTS_MOUNT = "/results"
 SHM_MOUNT = "/dev/shm"
 TRAINER_API = "trainer.kubeflow.org/v1alpha1"

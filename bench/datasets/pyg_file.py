@@ -125,7 +125,8 @@ def pickle_globals(path: Path) -> set[str]:
                 if op.name == "GLOBAL":
                     found.add(str(arg).replace(" ", "."))
                 elif op.name in ("STACK_GLOBAL", "INST", "OBJ"):
-                    raise ValueError(f"its pickle builds objects with {op.name}, which torch.save never writes")
+                    raise ValueError(f"it names a class with {op.name}, which torch's safe load does not read "
+                                     "(torch.save's default pickle protocol 2 never writes it)")
 
     if zipfile.is_zipfile(path):
         with zipfile.ZipFile(path) as archive:
