@@ -77,7 +77,7 @@ def parse_topology(text: str) -> dict:
         if len(cells) > len(columns):
             cells = [c for c in cells if c]
         values = dict(zip(columns, cells))
-        entry = {"links": {c: values[c] for c in columns if c in values and re.match(r"^(GPU|NIC)\d+$", c) and c != name}}
+        entry = {"links": {c: values[c] for c in columns if c in values and re.fullmatch(r"(GPU|NIC)\d+", c) and c != name}}
         if values.get("CPU Affinity") not in (None, "", "N/A"):
             entry["cpu_affinity"] = values["CPU Affinity"]
             try:

@@ -323,7 +323,7 @@ def _read_progress(stream, on_progress) -> None:
 
 
 RANK_PREFIX = re.compile(r"^\[(?:rank|default)(\d+)\]:\s*")  # torch.distributed.run tags each rank's lines
-EXCEPTION_LINE = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Exit)): (.*)$")
+EXCEPTION_LINE = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Exit)): (.*)")  # one line (splitlines)
 # torchrun's summary lists each failed rank (rank, exit code); a rank's peers often fail only
 # because it did ("Connection reset by peer"), sometimes before it is observed
 FAILED_RANK = re.compile(r"^\s*rank\s*:\s*(\d+).*?\n\s*exitcode\s*:\s*(-?\d+)", re.M)

@@ -512,6 +512,7 @@ def _check_rules(suite: Suite) -> list[str]:
     if problems:
         return problems
     cells = expand(suite)
+    problems += _unmatched_excludes(suite)
     if not cells:
         problems.append("the matrix expands to zero cells: no backend has the modes, stores and options this "
                         "suite sets (see each backend's modes, stores and options in bench/backends/__init__.py; "
@@ -519,6 +520,21 @@ def _check_rules(suite: Suite) -> list[str]:
                         "names has a backend's framework, or `exclude` drops every cell")
     if suite.baseline is not None and suite.baseline not in {c.id for c in cells}:
         problems.append(f"baseline: {suite.baseline!r} is not a cell id of this suite")
+    return problems
+
+
+def _unmatched_excludes(suite: Suite) -> list[str]:
+    """An `exclude` rule that matches no cell of the matrix it is meant to cut (a typo in a value,
+    a backend the dataset does not pair with) drops nothing, silently: each is named."""
+    if not suite.exclude:
+        return []
+    candidates = expand(suite.model_copy(update={"exclude": []}))
+    problems = []
+    for i, rule in enumerate(suite.exclude):
+        if not any(_matches(rule, c.backend, c.dataset, c.settings) for c in candidates):
+            written = ", ".join(f"{k}: {v}" for k, v in rule.model_dump(exclude_none=True).items())
+            problems.append(f"exclude.{i}: {{{written}}} matches no cell of the suite; allowed: a rule that matches "
+                            "at least one cell (correct its values, or remove it)")
     return problems
 
 
