@@ -52,6 +52,22 @@ def finite_float(low: float | None = None, high: float | None = None):
     return parse
 
 
+# Every control character, newline and tab included (and Unicode's line and paragraph separators,
+# which YAML reads as line breaks): none belongs in a value gnnbench writes into a script or a
+# manifest, where a newline starts a new command.
+CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def no_control_characters(where: str, value: object) -> str:
+    """`value` as text, refused where it holds a control character (`where` names the option)."""
+    text = str(value)
+    found = CONTROL_CHARACTERS.search(text)
+    if found:
+        raise InputError(f"{where} {text!r}: holds a control character ({found.group()!r} at {found.start()}); "
+                         "allowed: printable characters only (it is written into a script)")
+    return text
+
+
 # --- folders and files ----------------------------------------------------------------------
 
 def folder(where: str, path: Path | str, writable: bool) -> Path:
@@ -79,6 +95,15 @@ def output_file(where: str, path: Path | str) -> Path:
                          "or give a file in an existing folder")
     if not os.access(parent, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):
         raise InputError(f"{where}: {path} cannot be written (read-only); allowed: a writable file")
+    return path
+
+
+def new_output_file(where: str, path: Path | str, force: bool) -> Path:
+    """A file gnnbench will write (`--out FILE`) that must not be there yet: no command writes over
+    a file it did not make (docs/guarantees.md), unless `force` (the command's --force)."""
+    path = output_file(where, path)
+    if (path.exists() or path.is_symlink()) and not force:
+        raise InputError(f"{where}: {path} is already there; give another file, or --force to replace it")
     return path
 
 

@@ -52,6 +52,13 @@ class Mode:
         return self.storage != CUDA
 
     @property
+    def features_off_rank(self) -> bool:
+        """Each rank leaves the hub's features mapped rather than reading its own copy: pinned (one
+        copy per node, pinned in place by every rank) and cuda storage (read from the map straight
+        to the GPU)."""
+        return self.storage in (PINNED, CUDA)
+
+    @property
     def seeds_to_device_first(self) -> bool:
         """The seeds go to the GPU before sampling (the GPU samples): pinned or GPU storage."""
         return self.storage in (PINNED, CUDA)
@@ -66,7 +73,10 @@ class Mode:
         """GraphBolt's feature fetch on a side CUDA stream, one batch ahead of training: on in every
         mode that trains on the GPU, as DGL 2.1's examples leave it (its default; multigpu
         node_classification.py passes nothing), off in cpu-cpu, where it would only make a CUDA
-        stream (and call an op the CPU-only DGL build lacks)."""
+        stream (and call an op the CPU-only DGL build lacks). With num_workers 0 DGL 2.1 runs the
+        fetch and its wait in gb.DataLoader's prefetch thread, whose current CUDA device is cuda:0
+        (set_device is per thread): each rank therefore sees its own GPU alone
+        (bench/backends/base.py one_gpu_env), so that thread's cuda:0 is the rank's GPU."""
         return self.trains_on_gpu
 
     @property

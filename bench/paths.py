@@ -1,8 +1,15 @@
-"""Where things live: the repository, the cache (datasets, stacks) and the results."""
+"""Where things live: the repository, the cache (datasets, stacks) and the results; and what a
+stack's install records and probes (its sampler's source, the modules it must import), which the
+host's stack management (bench/stacks/) writes and the worker reads inside the stack. Stack side:
+platformdirs (host only) is imported only by cache_root where GNNBENCH_CACHE is unset, which the
+runner never leaves it in a stack (bench/run/runner.py worker_env), and by stacks_dir, which only
+the host's stack management calls."""
 
 from __future__ import annotations
 
 import os
+import re
+import sys
 from pathlib import Path
 
 
@@ -36,6 +43,19 @@ COMPLETE_MARK = ".gnnbench-complete.json"
 PYG_WHEELS_ENV = "GNNBENCH_PYG_WHEELS"  # where pyg-lib's wheels come from (bench/stacks/)
 
 
+# What `stacks list` imports in each stack to report the versions that really load; an
+# install fails when one of these does not import.
+PROBE_MODULES = {
+    "pyg": ["torch", "torch_geometric", "ogb", "numpy"],
+    "pyg-dist": ["torch", "torch_geometric", "pymetis", "numpy"],
+    "dgl": ["torch", "dgl", "torchdata", "numpy", "pandas"],
+    "cugraph-pyg": ["torch", "torch_geometric", "cugraph_pyg", "pylibwholegraph", "numpy"],
+}
+# Reported where present: which sampling ops a PyG stack has differs between machine and image.
+OPTIONAL_PROBES = {"pyg": ["torch_sparse", "torch_scatter", "pyg_lib"], "pyg-dist": ["pyg_lib"]}
+PYG_INDEX, FALLBACK = "pyg-wheels", "fallback"  # the two sources a stack's sampler can come from
+
+
 def recorded_sampler(folder: Path) -> dict:
     """What the install of the pinned stack in `folder` recorded about its sampler's source ({} where
     nothing: a stack without pyg-wheels pins, an external one)."""
@@ -49,9 +69,27 @@ def recorded_sampler(folder: Path) -> dict:
 
 def running_stack_no_pyg_lib() -> str:
     """In a stack's own interpreter: why its install took no pyg-lib, or ''."""
-    import sys
-
     return recorded_sampler(Path(sys.prefix)).get("reason", "")
+
+
+def sampler_summary(sampler: dict, versions: dict | None = None) -> str:
+    """One line: which source a stack's sampler came from, and why."""
+    if not sampler:
+        return ""
+    if versions is None and sampler.get("summary"):
+        return sampler["summary"]  # as written at install, with the versions then
+    versions = versions or {}
+    if sampler.get("source") == PYG_INDEX:
+        return f"pyg-lib {versions.get('pyg_lib', '')} from {sampler['index']}".replace("  ", " ")
+    taken = ", ".join(f"{n} {versions.get(n.replace('-', '_'), '')}".strip()
+                      for n in (re.split(r"[=<>!~ ;\[]", line, maxsplit=1)[0] for line in sampler.get("fallback", [])))
+    return (f"{taken} built from source, as PyG's wheel index gave no pyg-lib: {sampler.get('reason')}" if taken
+            else f"no pyg-lib: {sampler.get('reason')}")
+
+
+def running_stack_sampler() -> str:
+    """In a stack's own interpreter (a worker): where its sampler came from, as its install recorded, or ''."""
+    return sampler_summary(recorded_sampler(Path(sys.prefix)))
 
 
 def cache_dir(given: Path | str | None, writable: bool) -> Path:

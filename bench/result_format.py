@@ -92,7 +92,8 @@ GpuUtil = create_model("GpuUtil", __base__=Loose,
                        **optional(Count, "samples", "epochs", "ranks"))
 
 RankEntry = create_model("RankEntry", __base__=Loose, rank=(Count, ...), gpu_util=(GpuUtil | None, None),
-                         **optional(Count, "peak_rss_bytes", "peak_pss_bytes", "peak_gpu_bytes"),
+                         startup_phases=(dict[str, Seconds] | None, None), gpu_peaks=(dict[str, Count] | None, None),
+                         **optional(Count, "peak_rss_bytes", "peak_pss_bytes", "peak_gpu_bytes", "gpu_device_used_bytes"),
                          **optional(Seconds, "loader_stall", "compute_s", "comm_s", "epoch_s"))
 
 
@@ -201,6 +202,18 @@ class ExtraInfo(Loose):
     sampler: Annotated[str | None, COPIED] = None  # which implementation sampled the neighbourhoods
     # where each rank's peak PSS went, shared and private (bench/machine/memory_breakdown.py), by rank
     memory_breakdown: Annotated[list | None, COPIED] = None
+    is_baseline: bool = False  # the suite's baseline cell (its speedups are against it)
+    other_load: Share | None = None  # the share of the machine other work took meanwhile (bench/machine/load.py)
+    # the runner's own cost: its memory sampler's CPU seconds per second of the cell (of one core)
+    runner_cpu_share: Amount | None = None
+    notes: list[str] | None = None  # what the session noted about the cell (oversubscribed cores, ...)
+    # start-up by phase (imports, cuda_context, process_group, dataset, pipeline, first_batch: the
+    # slowest rank's each), the GPU's memory in use device-wide after the epochs (the busiest rank's:
+    # the CUDA context, NCCL's buffers and what the allocator does not see) and the allocator's peak
+    # by phase (build, warmup, measured, evaluation); none of the GPU ones on a CPU cell
+    startup_phases: Annotated[dict[str, Seconds] | None, COPIED_IF_SET] = None
+    gpu_device_used_bytes: Annotated[Count | None, COPIED_IF_SET] = None
+    gpu_peaks: Annotated[dict[str, Count] | None, COPIED_IF_SET] = None
 
 
 REQUIRED_EXTRA = tuple(name for name, f in ExtraInfo.model_fields.items() if f.is_required())

@@ -1,6 +1,9 @@
 """YAML read strictly: a key given twice in one mapping is an error naming both lines, and a
 document nested deeper than MAX_DEPTH is refused before it is built (PyYAML builds nested
-collections recursively, so a hostile file would otherwise end in a RecursionError).
+collections recursively, so a hostile file would otherwise end in a RecursionError). Aliases
+(`*name`) are allowed, but the document they expand to is counted before it is built: more than
+MAX_VALUES values, or an alias inside its own anchor, is refused (a "billion laughs" file of a few
+hundred bytes would otherwise expand to 10^9 values, and hang whatever walks it).
 
 No dependencies beyond PyYAML: suites, and anything else a user writes in YAML, load through
 `load_text`, which raises StrictYamlError (a ValueError) with a message that names the file.
@@ -11,6 +14,7 @@ from __future__ import annotations
 import yaml
 
 MAX_DEPTH = 32  # a suite is at most 5 deep (include -> rule -> fanout -> list); far more is a mistake
+MAX_VALUES = 100_000  # scalars and collections once aliases are expanded; a suite has a few hundred
 
 
 class StrictYamlError(ValueError):
@@ -39,19 +43,43 @@ class _Loader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
-def _depth(node) -> tuple[int, yaml.Node]:
-    """The deepest nesting of collections under `node`, and a node at that depth (iteratively)."""
-    deepest, at = 0, node
-    stack = [(node, 1)]
+def _expanded(node) -> tuple[int, int, yaml.Node]:
+    """(values, depth, the deepest node) of the document under `node` as it would be built, with
+    each alias expanded, computed once per node (an alias reuses its anchor's node, so this never
+    walks an expansion); iterative, so a deep file cannot exhaust the stack. StrictYamlError for an
+    alias inside its own anchor (a document that never ends)."""
+    done: dict[int, tuple[int, int, yaml.Node]] = {}
+    open_nodes: set[int] = set()
+    stack = [(node, False)]
     while stack:
-        current, depth = stack.pop()
-        if depth > deepest:
-            deepest, at = depth, current
-        if isinstance(current, yaml.SequenceNode):
-            stack.extend((child, depth + 1) for child in current.value)
-        elif isinstance(current, yaml.MappingNode):
-            stack.extend((child, depth + 1) for pair in current.value for child in pair)
-    return deepest, at
+        current, children_done = stack.pop()
+        key = id(current)
+        if key in done:
+            continue
+        children = ([] if isinstance(current, yaml.ScalarNode) else current.value
+                    if isinstance(current, yaml.SequenceNode) else [c for pair in current.value for c in pair])
+        if not children_done:
+            if key in open_nodes:  # met again below itself: only an alias inside its anchor does that
+                raise StrictYamlError(f"line {current.start_mark.line + 1}: an alias refers to a collection that "
+                                      "holds it (a document without end); allowed: aliases to finished anchors")
+            open_nodes.add(key)
+            stack.append((current, True))
+            for child in children:
+                if id(child) in open_nodes and id(child) not in done:
+                    raise StrictYamlError(f"line {child.start_mark.line + 1}: an alias refers to a collection "
+                                          "that holds it (a document without end); allowed: aliases to "
+                                          "finished anchors")
+                stack.append((child, False))
+            continue
+        values, depth, deepest = 1, 1, current
+        for child in children:
+            child_values, child_depth, child_deepest = done[id(child)]
+            values += child_values
+            if child_depth + 1 > depth:
+                depth, deepest = child_depth + 1, child_deepest
+        done[key] = (values, depth, deepest)
+        open_nodes.discard(key)
+    return done[id(node)]
 
 
 def load_text(text: str, where: str):
@@ -65,10 +93,16 @@ def load_text(text: str, where: str):
                                   f"{MAX_DEPTH}") from None
         if node is None:
             return None
-        depth, deepest = _depth(node)
+        try:
+            values, depth, deepest = _expanded(node)
+        except StrictYamlError as exc:
+            raise StrictYamlError(f"{where}: {exc}") from None
         if depth > MAX_DEPTH:
             raise StrictYamlError(f"{where}: line {deepest.start_mark.line + 1}: nested {depth} levels deep; "
                                   f"allowed: at most {MAX_DEPTH}")
+        if values > MAX_VALUES:
+            raise StrictYamlError(f"{where}: its aliases expand to {values:,} values (an alias bomb?); allowed: at "
+                                  f"most {MAX_VALUES:,} values, aliases expanded")
         try:
             return loader.construct_document(node)
         except StrictYamlError as exc:

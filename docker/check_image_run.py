@@ -68,6 +68,8 @@ def stack_differences(local: dict[str, dict], image: dict[str, dict]) -> list[st
     """Pinned packages whose versions differ between a local stack and the image's."""
     problems = []
     for name, stack in stacks.available().items():
+        if stack.container_only:
+            continue  # built in the GPU images only (cugraph-pyg): neither here nor in bench-cpu
         if name not in local:
             problems.append(f"stack {name}: not installed on this machine (make stacks), nothing to compare with")
             continue

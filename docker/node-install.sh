@@ -102,11 +102,16 @@ else
     "$VPY" -m pip install -q --no-index --no-deps "$BUNDLE/sampler/$TAG"/*.whl
   fi
   if [ -z "$(sampler)" ] || ! sampler_imports; then
-    say "[4/7] sampler: no wheel fits $TAG; building torch-scatter and torch-sparse from sampler/src (about 25 min on 2 cores, less with more)"
+    say "[4/7] sampler: no wheel fits $TAG; building torch-scatter and torch-sparse (CPU kernels only) from sampler/src (about 25 min on 2 cores, less with more)"
     if ! command -v c++ >/dev/null || ! "$VPY" -c 'import os, sysconfig; assert os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h"))' 2>/dev/null; then
       say "  cannot build here: no C++ compiler or no Python headers (apt-get install g++ python3-dev); PyG's cells will fail, each saying why"
     else
-      MAX_JOBS=${MAX_JOBS:-$(nproc)} install_ --find-links "$BUNDLE/sampler/src" --no-build-isolation torch-scatter torch-sparse ||
+      # FORCE_ONLY_CPU=1: NeighborLoader samples on the CPU, so their CUDA kernels (hours to compile, and
+      # a failure against CUDA 13) are never used. A CPU-only torch-scatter would break PyG's scatter
+      # min/max on CUDA (PyG routes them to torch_scatter whenever it imports); gnnbench's PyG backends
+      # route them back to torch's own scatter_reduce when torch-scatter has no CUDA kernels
+      # (bench/backends/pyg_node.py: scatter_without_cpu_only_torch_scatter).
+      FORCE_ONLY_CPU=1 MAX_JOBS=${MAX_JOBS:-$(nproc)} install_ --find-links "$BUNDLE/sampler/src" --no-build-isolation torch-scatter torch-sparse ||
         say "  the build failed (above); PyG's cells will fail, each saying why"
     fi
   fi

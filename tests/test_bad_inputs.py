@@ -587,7 +587,8 @@ def test_bad_result_file(tmp_path, capsys, command, change, expected):
     bad, good = bad_result(tmp_path, change), good_result_file(tmp_path)
     argv = {"report": ["report", str(bad), "--markdown", str(tmp_path / "out.md")],
             "compare-new": ["compare", str(good), str(bad)],
-            "compare-history": ["compare", str(good), str(good), "--history", str(bad)],
+            "compare-history": ["compare", str(good), str(good_result_file(tmp_path, "good2.json")), "--history",
+                                str(bad)],
             "history": ["history", str(good), str(bad), "--html", str(tmp_path / "site")]}[command]
     message = refused(capsys, argv)
     assert f"{bad}: " in message

@@ -86,6 +86,9 @@ def test_every_stack_is_built_by_gnnbench_from_its_own_pin_file():
         assert re.search(rf"{INSTALL} {re.escape(name)}\s*$", stage, flags=re.M), name
         assert f"COPY --from=stack-{name} " in found[name]  # a single-stack target
         assert f"COPY --from=stack-{name} " in found["bench"]  # and in the all-stacks image
+        if stacks.available()[name].container_only:  # GPU images only (cugraph-pyg): never on CPU
+            assert f"{INSTALL} {name}" not in found["bench-cpu"], name
+            continue
         assert re.search(rf"{INSTALL} {re.escape(name)}\s*$", found["bench-cpu"], flags=re.M), name  # and on CPU
     # no package is pinned anywhere but in the pin files: the only pip install is gnnbench itself
     installs = re.findall(r"pip install[^\n\\]*", dockerfile())
@@ -141,13 +144,20 @@ def pins(name: str) -> dict[str, str]:
 
 
 def test_wheel_indexes_match_the_pinned_torch_and_cuda():
+    """Each GPU tag's base image and its PyG stacks' wheels have the same CUDA: the default tag
+    (latest: CUDA 13 base, TORCH_CUDA cu130) and the CUDA 12 one compose builds (bench-cu126)."""
     found = stages()
     base_cuda = re.search(r"ARG CUDA_BASE=docker\.io/nvidia/cuda:(\d+)\.(\d+)", dockerfile())
+    assert base_cuda.group(1) == "13" and re.search(r"^ARG TORCH_CUDA=cu130$", dockerfile(), flags=re.M)
+    assert "GNNBENCH_TORCH_CUDA=${TORCH_CUDA}" in found["system-cuda"]
+    cu126 = yaml.safe_load(COMPOSE.read_text())["services"]["bench-cu126"]["build"]
+    assert cu126["target"] == "bench" and cu126["args"]["TORCH_CUDA"] == "cu126"
+    assert re.fullmatch(r"docker\.io/nvidia/cuda:12\.6\.\d+-base-ubuntu24\.04", cu126["args"]["CUDA_BASE"])
+    for name in ("pyg", "pyg-dist", "cugraph-pyg"):
+        assert "https://download.pytorch.org/whl/${GNNBENCH_TORCH_CUDA}" in found[f"stack-{name}"], name
     for name in ("pyg", "pyg-dist"):
         torch = pins(name)["torch"]
-        assert f"https://data.pyg.org/whl/torch-{torch}+cu130.html" in found[f"stack-{name}"]
-        assert "https://download.pytorch.org/whl/cu130" in found[f"stack-{name}"]
-        assert base_cuda.group(1) == "13"  # the base image's CUDA matches the cu130 wheels
+        assert f"https://data.pyg.org/whl/torch-{torch}+${{GNNBENCH_TORCH_CUDA}}.html" in found[f"stack-{name}"]
     dgl_torch = pins("dgl")["torch"]
     major_minor = ".".join(dgl_torch.split(".")[:2])
     assert f"https://data.dgl.ai/wheels/torch-{major_minor}/cu121/repo.html" in found["stack-dgl"]

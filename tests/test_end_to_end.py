@@ -52,6 +52,7 @@ def test_both_backends_measured_with_the_full_contract(tiny_run):
         assert 0.25 < info["val_acc"] <= 1 and 0.25 < info["test_acc"] <= 1  # above chance (4 classes)
         assert 0 < info["startup_s"] < 300
         assert 0 <= info["other_load"] <= 1  # the load of other work meanwhile, recorded
+        assert 0 < info["runner_cpu_share"] < 0.5  # the runner's own sampler: a small share of one core, recorded
         assert info["settings"]["world_size"] == 1 and info["settings"]["fanout"] == [5, 5]
     assert by_id["dgl-graphbolt/rmat-s9/mode=cpu-cpu/workers=0/ws=1"]["extra_info"]["versions"]["dgl"] == "2.1.0"
     # which implementation sampled: PyG's own rule picks torch-sparse where pyg-lib is absent

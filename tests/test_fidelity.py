@@ -30,14 +30,18 @@ def tiny_cells(tmp_path_factory):
 def test_only_cells_with_a_plain_loop_are_compared(tiny_cells):
     _, cells = tiny_cells
     chosen = [c.id for c in cells if fidelity.comparable(c)]
-    assert chosen == ["pyg-neighbor/tiny/mode=cpu-cpu/workers=0/ws=1", "dgl-graphbolt/tiny/mode=cpu-cpu/workers=0/ws=1"]
+    assert chosen == ["pyg-neighbor/tiny/mode=cpu-cpu/workers=0/ws=1", "dgl-graphbolt/tiny/mode=cpu-cpu/workers=0/ws=1",
+                      "pyg-neighbor/tiny/mode=cpu-cpu/workers=0/ws=1/model=none",
+                      "dgl-graphbolt/tiny/mode=cpu-cpu/workers=0/ws=1/model=none"]  # loader-only pairs too
 
 
+@pytest.mark.parametrize("model", ["sage", "none"])
 @pytest.mark.parametrize("backend", fidelity.PLAIN_BACKENDS)
-def test_plain_loop_trains_in_its_stack(backend, tiny_cells, cache_dir):
+def test_plain_loop_trains_in_its_stack(backend, model, tiny_cells, cache_dir):
+    """The training loop, and for a loader-only cell (model: none) the loader iterated alone."""
     require_stacks("pyg", "dgl")
     _, cells = tiny_cells
-    cell = next(c for c in cells if c.backend == backend and fidelity.comparable(c))
+    cell = next(c for c in cells if c.backend == backend and fidelity.comparable(c) and c.settings["model"] == model)
     epochs, cpu = fidelity.run_plain(cell, ensure_dataset(cell.dataset_spec, cache_dir, None), cache_dir)
     assert len(epochs) == len(cpu) == 2 and all(e > 0 for e in epochs + cpu)
 
@@ -76,9 +80,10 @@ def test_every_pair_outside_three_percent_is_flagged_either_way(harness, faithfu
     assert ("Outside ±3%" in fidelity.table([c])) is not faithful
 
 
-def test_cli_refuses_a_suite_without_comparable_cells(tiny_cells):
-    path, _ = tiny_cells
-    proc = subprocess.run([sys.executable, "-m", "bench.cli", "fidelity", str(path), "-k", "none"],
+def test_cli_refuses_a_suite_without_comparable_cells(tmp_path):
+    path = tmp_path / "two-ranks.yaml"  # two ranks: no plain loop exists for them
+    path.write_text(TINY.replace("num_workers: 0, mode: cpu-cpu", "num_workers: 0, world_size: 2, mode: cpu-cpu"))
+    proc = subprocess.run([sys.executable, "-m", "bench.cli", "fidelity", str(path)],
                           cwd=REPO, capture_output=True, text=True)
     assert proc.returncode == 2 and "no cell a plain loop exists for" in proc.stderr
 
@@ -132,3 +137,40 @@ def test_the_two_kinds_of_control_run_exclude_each_other(tiny_cells):
     proc = subprocess.run([sys.executable, "-m", "bench.cli", "fidelity", str(path), "--against-itself", "--side-by-side"],
                           cwd=REPO, capture_output=True, text=True)
     assert proc.returncode == 2 and "give one of them" in proc.stderr
+
+
+def test_rounds_are_added_until_each_pair_settles_or_the_cap(monkeypatch, tiny_cells):
+    """--max-rounds: a pair whose interval straddles an edge of the band gets more rounds; one that
+    settles stops there; one still straddling at the cap is named with why. The two sides' epochs are
+    planted here (the runs themselves are the plain-loop tests' business): what is tested is the policy."""
+    _, cells = tiny_cells
+    cell = next(c for c in cells if fidelity.comparable(c))
+    monkeypatch.setattr(fidelity, "ensure_dataset", lambda *a: None)
+    planted = {"harness": iter([]), "plain": iter([])}
+
+    def side(name):
+        return lambda *a: ([next(planted[name])], [], *([None] if name == "harness" else []))
+    monkeypatch.setattr(fidelity, "run_harness", side("harness"))
+    monkeypatch.setattr(fidelity, "run_plain", side("plain"))
+
+    # the same ratio every round (1.00): inside after the first 3 rounds, no more added
+    planted.update(harness=iter([1.0] * 20), plain=iter([1.0] * 20))
+    (steady,) = fidelity.compare([cell], None, None, rounds=3, max_rounds=10, say=lambda *_: None)
+    assert len(steady.harness_rounds) == 3 and steady.settled == "inside" and steady.unsettled_reason is None
+    # rounds swinging ±6 % around 1.0: never settles, stops at the cap and says why
+    planted.update(harness=iter([1.06, 0.94] * 10), plain=iter([1.0] * 20))
+    (swinging,) = fidelity.compare([cell], None, None, rounds=3, max_rounds=6, say=lambda *_: None)
+    assert len(swinging.harness_rounds) == 6 and swinging.settled is None
+    assert "still straddles an edge of ±3% after 6 rounds (the cap, --max-rounds 6)" in swinging.unsettled_reason
+    assert "Unresolved" in fidelity.table([swinging]) and "after 6 rounds" in fidelity.table([swinging])
+    # without a cap: exactly --rounds, an unresolved pair told how to add more
+    planted.update(harness=iter([1.06, 0.94] * 10), plain=iter([1.0] * 20))
+    (capless,) = fidelity.compare([cell], None, None, rounds=3, say=lambda *_: None)
+    assert len(capless.harness_rounds) == 3 and "give --max-rounds" in capless.unsettled_reason
+
+
+def test_max_rounds_below_rounds_is_refused(tiny_cells):
+    path, _ = tiny_cells
+    done = subprocess.run([sys.executable, "-m", "bench.cli", "fidelity", str(path), "--rounds", "4", "--max-rounds", "2"],
+                          capture_output=True, text=True, cwd=REPO)
+    assert done.returncode == 2 and "--max-rounds 2: give at least --rounds (4)" in done.stderr

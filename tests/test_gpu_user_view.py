@@ -175,7 +175,7 @@ def test_gpu_query_is_parsed():
 def test_gpu_info_from_the_tools(monkeypatch):
     outputs = {"--query-gpu": QUERY, "topo": TOPO}
     monkeypatch.setattr(gpu_facts.shutil, "which", lambda name: "/usr/bin/nvidia-smi")
-    monkeypatch.setattr(gpu_facts, "_run", lambda args: next(v for k, v in outputs.items() if any(a.startswith(k) for a in args)))
+    monkeypatch.setattr(gpu_facts, "run_tool", lambda args: next(v for k, v in outputs.items() if any(a.startswith(k) for a in args)))
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
     monkeypatch.setenv("NCCL_IB_DISABLE", "1")
     info = gpu_facts.gpu_info()
@@ -204,7 +204,7 @@ def test_cpu_lists_and_shares():
     assert gpu_affinity.split_share([0, 1], [0, 1, 2], 2) == [0, 1]  # fewer cores than ranks: shared
     assert gpu_affinity.split_loader([4, 5, 6, 7], 2) == ([4, 5], [6, 7])
     assert gpu_affinity.split_loader([4, 5], 2) == ([4, 5], None)  # the rank keeps a core
-    assert gpu_affinity.pin_rank(Device("cpu"), 0, 1, 2).record == {}  # CPU cells as they are
+    assert gpu_affinity.pin_rank(Device("cpu"), ["0"], 0, 2).record == {}  # CPU cells as they are
 
 
 # --- CUDA out of memory ----------------------------------------------------------------------
@@ -377,7 +377,7 @@ def test_environment_page_shows_the_gpu_facts(tmp_path, monkeypatch):
     from bench.publish import site
 
     monkeypatch.setattr(gpu_facts.shutil, "which", lambda name: "/usr/bin/nvidia-smi")
-    monkeypatch.setattr(gpu_facts, "_run", lambda args: QUERY if any(a.startswith("--query-gpu") for a in args) else TOPO)
+    monkeypatch.setattr(gpu_facts, "run_tool", lambda args: QUERY if any(a.startswith("--query-gpu") for a in args) else TOPO)
     monkeypatch.setenv("NCCL_P2P_DISABLE", "1")
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     data = syn.run([syn.bench(syn.cell_id(mode="cpu-cuda"), [1.0, 1.1, 0.9],
@@ -392,27 +392,32 @@ def test_environment_page_shows_the_gpu_facts(tmp_path, monkeypatch):
 
 
 def fake_gpu_sysfs(monkeypatch, tmp_path, cpulists: dict[int, str]) -> None:
-    """No NVML; each CUDA device's PCI bus id from torch, its cores from the kernel's
-    local_cpulist (here a folder standing in for /sys/bus/pci/devices)."""
+    """No NVML: the node's GPUs as nvidia-smi lists them (index, UUID, PCI bus id), their cores
+    from the kernel's local_cpulist (here a folder standing in for /sys/bus/pci/devices)."""
     for index, cpulist in cpulists.items():
         folder = tmp_path / f"0000:{0x17 + index:02x}:00.0"
         folder.mkdir()
         (folder / "local_cpulist").write_text(cpulist + "\n")
     monkeypatch.setattr(gpu_affinity, "SYSFS_PCI", tmp_path)
-    monkeypatch.setattr(nvml, "open_device", lambda index: (None, nvml.NOT_INSTALLED))
-    monkeypatch.setattr(nvml, "torch_ids", lambda index: (f"0000:{0x17 + index:02x}:00.0", None))
+    listing = [{"index": i, "uuid": f"GPU-{i:04d}aaaa", "pci": f"00000000:{0x17 + i:02X}:00.0"} for i in cpulists]
+    monkeypatch.setattr(gpu_affinity, "_LISTING", (listing, "nvidia-smi --query-gpu"))
 
 
-def test_a_gpus_cores_come_from_the_kernel_without_nvml(monkeypatch, tmp_path):
+def test_a_gpus_cores_come_from_the_kernel_without_nvml_or_torch(monkeypatch, tmp_path):
+    """torch 2.2 (the dgl stack) reports no PCI bus id: the GPU is found by its CUDA_VISIBLE_DEVICES
+    entry (index or UUID) in nvidia-smi's list, its cores in the kernel's local_cpulist."""
     allowed = sorted(os.sched_getaffinity(0))
     fake_gpu_sysfs(monkeypatch, tmp_path, {0: f"{allowed[0]}-{allowed[-1]}", 1: "4096-4097"})
-    cores, how = gpu_affinity.gpu_cores(0)
-    assert cores == allowed and how.endswith("0000:17:00.0/local_cpulist")
-    cores, why = gpu_affinity.gpu_cores(1)  # a GPU next to cores this process may not use
+    cores, how = gpu_affinity.gpu_cores("0")
+    assert cores == allowed and "0000:17:00.0/local_cpulist" in how and "nvidia-smi" in how
+    assert gpu_affinity.gpu_cores("GPU-0000")[0] == allowed  # a UUID prefix, as CUDA takes it
+    cores, why = gpu_affinity.gpu_cores("1")  # a GPU next to cores this process may not use
     assert cores is None and "may be used by this process" in why
-    monkeypatch.setattr(nvml, "torch_ids", lambda index: (None, None))  # torch 2.2: no PCI bus id
-    cores, why = gpu_affinity.gpu_cores(0)
-    assert cores is None and "nvidia-ml-py" in why and "no PCI bus id" in why
+    cores, why = gpu_affinity.gpu_cores("7")
+    assert cores is None and "lists 2 GPU(s)" in why
+    monkeypatch.setattr(gpu_affinity, "_LISTING", (None, nvml.NOT_INSTALLED + "; and nvidia-smi lists no GPU"))
+    cores, why = gpu_affinity.gpu_cores("0")
+    assert cores is None and "nvidia-ml-py" in why and "nvidia-smi" in why
 
 
 def test_two_ranks_whose_gpus_share_a_socket_split_its_cores(tmp_path):
@@ -428,11 +433,11 @@ def test_two_ranks_whose_gpus_share_a_socket_split_its_cores(tmp_path):
     (tmp_path / "0000:18:00.0" / "local_cpulist").write_text(",".join(map(str, allowed)))
     code = f"""
 import json, os, pathlib, torch
-from bench.machine import gpu_affinity, nvml
+from bench.machine import gpu_affinity
 gpu_affinity.SYSFS_PCI = pathlib.Path({str(tmp_path)!r})
-nvml.open_device = lambda index: (None, nvml.NOT_INSTALLED)
-nvml.torch_ids = lambda index: (f"0000:{{0x17 + index:02x}}:00.0", None)
-plan = gpu_affinity.pin_rank(torch.device("cuda", 1), 1, 2, 0)
+gpu_affinity._LISTING = ([{{"index": 0, "uuid": "GPU-a", "pci": "0000:17:00.0"}},
+                          {{"index": 1, "uuid": "GPU-b", "pci": "0000:18:00.0"}}], "nvidia-smi --query-gpu")
+plan = gpu_affinity.pin_rank(torch.device("cuda", 0), ["0", "1"], 1, 0)
 print(json.dumps({{"record": plan.record, "now": sorted(os.sched_getaffinity(0)), "threads": torch.get_num_threads()}}))
 """
     out = subprocess.run([python, "-c", code], cwd=REPO, capture_output=True, text=True,

@@ -53,6 +53,11 @@ print("ok")
 def test_every_backend_fulfils_the_contract_in_its_stack(backend):
     info = BACKENDS[backend]
     stack = stacks.get(info.stack)
+    if stack.container_only and not stack.installed:
+        # a stack the GPU images alone build (cugraph-pyg): its module imports its RAPIDS libraries
+        # inside its functions only, so its contract is checked in a stack of the same framework
+        stack = stacks.get(next(n for n, s in stacks.available().items()
+                                if s.frameworks == stack.frameworks and not s.container_only))
     if not stack.installed:
         pytest.fail(f"stack {info.stack} is not installed (make stacks)")
     done = subprocess.run([str(stack.python), "-c", CHECK, info.module], cwd=ROOT, capture_output=True, text=True,

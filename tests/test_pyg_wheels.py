@@ -67,7 +67,7 @@ def test_an_unreachable_index_falls_back_quickly_saying_the_url_and_why(monkeypa
     assert message.startswith(f"stack pyg: no pyg-lib: {url} cannot be reached: ")
     assert "building torch-scatter==2.1.2, torch-sparse==0.6.18 from source instead" in message
     versions = {"torch_sparse": "0.6.18", "torch_scatter": "2.1.2"}
-    assert stacks.sampler_summary(record, versions) == (
+    assert paths.sampler_summary(record, versions) == (
         f"torch-scatter 2.1.2, torch-sparse 0.6.18 built from source, as PyG's wheel index gave no pyg-lib: "
         f"{record['reason']}")
 
@@ -81,7 +81,7 @@ def test_a_missing_wheel_folder_falls_back_and_pyg_dist_goes_without(tmp_path, m
     assert record["reason"] == f"{missing} cannot be reached: {missing} does not exist"
     assert "the stack goes without it (its cells are skipped with this reason)" in said[-1]
     assert paths.PYG_WHEELS_ENV in said[-1]
-    assert stacks.sampler_summary(record, {}) == f"no pyg-lib: {record['reason']}"
+    assert paths.sampler_summary(record, {}) == f"no pyg-lib: {record['reason']}"
 
 
 def test_an_index_without_a_fitting_wheel_falls_back_with_pips_words(tmp_path, monkeypatch, cpu_torch):
@@ -132,9 +132,9 @@ def test_a_pyg_dist_cell_says_why_its_stack_has_no_pyg_lib(tmp_path, monkeypatch
                          "fallback": []})
     monkeypatch.setattr(sys, "prefix", str(folder))
     assert paths.running_stack_no_pyg_lib() == f"{url} cannot be reached: refused"
-    assert stacks.running_stack_sampler() == f"no pyg-lib: {url} cannot be reached: refused"
+    assert paths.running_stack_sampler() == f"no pyg-lib: {url} cannot be reached: refused"
     monkeypatch.setattr(sys, "prefix", str(tmp_path))  # an external interpreter: no record
-    assert paths.running_stack_no_pyg_lib() == "" and stacks.running_stack_sampler() == ""
+    assert paths.running_stack_no_pyg_lib() == "" and paths.running_stack_sampler() == ""
 
 
 def gnnbench(*args: str, env: dict, timeout: int = 900) -> subprocess.CompletedProcess:

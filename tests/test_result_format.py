@@ -30,7 +30,8 @@ def test_the_writer_takes_the_declared_fields_from_the_workers_record():
     assert written["sampler"] == "pyg-lib" and written["versions"] == {"torch": "2.4.0"}
     assert written["test_acc_full"] is None  # not recorded: written as none
     assert "partition" not in written and "to_target" not in written  # empty: left out, as older files lack them
-    assert set(written) == set(WRITTEN_FROM_RECORD) - {"partition", "to_target"}
+    assert set(written) == set(WRITTEN_FROM_RECORD) - {"partition", "to_target", "startup_phases", "gpu_device_used_bytes",
+                                                      "gpu_peaks"}
     with pytest.raises(KeyError):  # a required field the worker did not record is a writer's bug
         from_record({k: v for k, v in RECORD.items() if k != "startup_s"})
 
@@ -43,3 +44,29 @@ def test_a_new_metric_is_a_field_and_a_column():
     column = next(c for c in columns.CELL_COLUMNS if c.header == "CPU s / epoch")
     old = results.read(committed_results()[0]).measured[0]
     assert old.metrics.get("cpu_s_per_epoch") is None and column.html_text(old) == "–"
+
+
+def test_every_field_the_writer_produces_is_declared_once_and_read_back():
+    """The writer's keys (a measured cell written through record.extra_info, and every committed
+    file's) are ExtraInfo's fields, so each is checked on read; the reader's Metrics is derived
+    from the same declarations, never a second list."""
+    from bench.run.record import DATASET_FIELDS, extra_info
+    from bench.run.runner import Outcome
+    from bench.run.suite import Cell
+
+    cell = Cell("pyg-neighbor/g/mode=cpu-cpu/workers=0/ws=1", "pyg-neighbor", "pyg", "g",
+                {"name": "g", "source": "synthetic", "params": {}}, {"profile": True})
+    card = {k: 1 for k in DATASET_FIELDS} | {"source": "synthetic", "num_train": 1, "num_val": 1, "num_test": 1}
+    epoch = {"seconds": 1.0, "seeds": 10, "edges": 100, "stall_s": 0.1, "batches": 2, "cpu_s": 1.0,
+             "stages": {"sample": 0.5}, "loader_worker_s": None,
+             "work": {"batches": 2, "hop_nodes": [20, 60], "hop_edges": [0, 50], "input_nodes": 80, "feature_bytes": 640,
+                      "copy_bytes": 0}}
+    rec = {**RECORD, "epochs": [epoch, epoch], "warmup": [epoch], "dataset": card}
+    written = extra_info(Outcome(cell, "ok", record=rec, other_load=0.1), baseline=cell.id)
+    assert set(written) <= set(ExtraInfo.model_fields), set(written) - set(ExtraInfo.model_fields)
+    assert {"other_load", "is_baseline"} <= set(written)
+    for path in committed_results():
+        for bench in __import__("json").loads(path.read_text())["benchmarks"]:
+            undeclared = set(bench["extra_info"]) - set(ExtraInfo.model_fields) - set(results.STORED_SCORES)
+            assert not undeclared, (path, undeclared)
+    assert results.METRIC_FIELDS == set(ExtraInfo.model_fields) - results.CELL_FIELDS

@@ -21,8 +21,11 @@ def test_pyg_lib_comes_from_pyg_wheel_index_on_a_machine_and_in_the_images_alike
     assert pyg.pyg_wheel_lines() == ["pyg-lib>=0.7.0"] == dist.pyg_wheel_lines() and dgl.pyg_wheel_lines() == []
     assert pyg.fallback_lines() == ["torch-scatter==2.1.2", "torch-sparse==0.6.18"]
     assert dist.fallback_lines() == []  # pyg-dist cannot run without pyg-lib: its cells are skipped instead
+    machine, image = pyg.requirement_lines(False), pyg.requirement_lines(True)
+    # the same pins on a machine and in the images, but for NVML (container-only: the GPU images')
+    assert image[0] == machine[0] + [line for line in image[0] if line.startswith("nvidia-ml-py==")]
+    assert image[1] == machine[1]
     for container in (False, True):
-        assert pyg.requirement_lines(container) == pyg.requirement_lines(not container)
         plain, _ = dist.requirement_lines(container)
         assert "torch-geometric==2.6.1" in plain and not any(line.startswith("pyg-lib") for line in plain)
 

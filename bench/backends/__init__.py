@@ -17,6 +17,9 @@ from bench.tasks import TASKS
 from bench.stores import STORES  # noqa: F401 - re-exported: the `store` setting's registry
 
 
+AMP_DTYPES = {"bf16": "bfloat16", "fp16": "float16"}  # the `amp` setting's values (besides "off") and torch dtypes
+
+
 @dataclass(frozen=True)
 class BackendInfo:
     module: str
@@ -32,6 +35,9 @@ class BackendInfo:
     # top of the hub's arrays, per node (counted num_nodes + 1 times: CSC pointers) and per edge.
     structure_bytes_per_node: int = 0
     structure_bytes_per_edge: int = 0
+    # That structure is the hub's own arrays (memory-mapped, or one shared copy per node), not a
+    # copy per rank: counted once per node
+    structure_on_hub_maps: bool = False
     # What the framework does that makes its work per seed larger than another's, by figure of the
     # equal-work check (bench/publish/stages.py): "hop2_edges", "layer_nodes", "layer" (any layer
     # figure), ...: named in the check's flag where this backend's figure is the larger.
@@ -43,6 +49,13 @@ class BackendInfo:
     # bench/harness_costs/plain_loops.py: `gnnbench fidelity` times the backend against it. None: no
     # plain loop (the backend is not compared). A name, not the function: plain_loops imports torch.
     plain_loop: str | None = None
+    # Each rank of a GPU cell sees its own GPU alone (CUDA_VISIBLE_DEVICES: bench/backends/base.py
+    # one_gpu_env); False for a framework that maps its peers' GPU memory itself (WholeGraph) and
+    # so needs every GPU of the node visible, as its own examples run
+    one_gpu_per_rank: bool = True
+    # It keeps the features in host memory once for the whole node, each rank holding its slice
+    # (WholeGraph's host memory), whatever the mode: counted once per node
+    host_features_once: bool = False
 
 
 BACKENDS: dict[str, BackendInfo] = {
@@ -58,7 +71,8 @@ BACKENDS: dict[str, BackendInfo] = {
                                  ("cpu-cpu", "cpu-cuda", "pinned-cuda", "cuda-cuda"),
                                  ("memory", "lmdb", "graphbolt-disk"), mode_chart=True,
                                  options=("amp", "gpu_cache"),
-                                 structure_bytes_per_node=8, structure_bytes_per_edge=8, plain_loop="graphbolt_loop",
+                                 structure_bytes_per_node=8, structure_bytes_per_edge=8, structure_on_hub_maps=True,
+                                 plain_loop="graphbolt_loop",
                                  work_notes={f"hop{k}_{what}": "GraphBolt samples each hop for all the nodes "
                                                                 "reached before it (a layer's destination nodes "
                                                                 "include the seeds again), where PyG samples for "
@@ -69,6 +83,10 @@ BACKENDS: dict[str, BackendInfo] = {
     "pyg-dist": BackendInfo("bench.backends.pyg_dist", "pyg-dist", ("cpu-cpu",), options=("amp",)),
     "pyg-graphs": BackendInfo("bench.backends.pyg_graphs", "pyg", ("cpu-cpu", "cpu-cuda"),
                               ("memory", "lmdb", "sqlite"), task="graph", options=("pin_memory", "amp")),
+    # cuGraph-PyG: GPU sampling over a distributed cuGraph graph, features in WholeGraph; GPU images
+    # only (docker/requirements-cugraph-pyg.txt), written as cugraph-gnn's gcn_dist_mnmg.py
+    "cugraph-pyg": BackendInfo("bench.backends.cugraph_pyg", "cugraph-pyg", ("cuda-cuda",), one_gpu_per_rank=False,
+                               host_features_once=True),
 }
 
 ALL_MODES = tuple(m for m in MODES if any(m in info.modes for info in BACKENDS.values()))

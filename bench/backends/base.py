@@ -25,13 +25,13 @@ import os
 import time
 
 from bench import modes
+from bench.backends import AMP_DTYPES
 
 DROPOUT = 0.5
 # Full-neighbourhood (layer-wise) inference runs in chunks of destination nodes whose per-edge
 # messages (edges × input width × 4 bytes) stay under this, so that it adds little to a cell's
 # peak memory (which the runner measures over the whole run, evaluation included)
 FULL_CHUNK_BYTES = 8 << 20
-AMP_DTYPES = {"bf16": "bfloat16", "fp16": "float16"}  # the `amp` setting's torch dtypes
 
 
 class Unavailable(Exception):
@@ -85,12 +85,33 @@ def unavailable_reason(mode: str, world_size: int = 1) -> str | None:
     if not modes.mode(mode).needs_gpu:
         return None
     if not torch.cuda.is_available():
-        return (f"mode {mode} needs a CUDA GPU and a CUDA build of the framework; "
-                f"this process sees none (torch {torch.__version__})")
+        return fit_problem(available=False) or (f"mode {mode} needs a CUDA GPU and a CUDA build of the framework; "
+                                                f"this process sees none (torch {torch.__version__})")
     local_ranks = local_world_size(world_size)
+    if one_gpu():  # this rank sees its own GPU alone: the node's count is the list it came from
+        shown = len(rank_gpus(os.environ, local_ranks))
+        if local_ranks > shown:
+            return f"{local_ranks} ranks on this node need {local_ranks} GPUs; {shown} visible"
+        return fit_problem()
     if local_ranks > torch.cuda.device_count():
         return f"{local_ranks} ranks on this node need {local_ranks} GPUs; {torch.cuda.device_count()} visible"
-    return None
+    return fit_problem()
+
+
+def fit_problem(available: bool = True) -> str | None:
+    """Why this stack's CUDA build cannot run on this driver or these GPUs (the driver's CUDA
+    version, each GPU's compute capability against torch.cuda.get_arch_list()), in one line that
+    names the image tag to use instead (bench/cuda_fit.py), or None."""
+    import torch
+
+    from bench import cuda_fit
+
+    if not torch.version.cuda:
+        return None
+    gpus = [(torch.cuda.get_device_name(i), torch.cuda.get_device_capability(i))
+            for i in range(torch.cuda.device_count())] if available else []
+    return cuda_fit.problem(torch.version.cuda, cuda_fit.driver_cuda(), gpus,
+                            torch.cuda.get_arch_list() if available else [])
 
 
 def local_world_size(world_size: int = 1) -> int:
@@ -98,18 +119,53 @@ def local_world_size(world_size: int = 1) -> int:
     return int(os.environ.get("LOCAL_WORLD_SIZE", world_size))
 
 
+# --- the rank's GPU: one visible device per rank ---------------------------------------------
+# Each rank of a GPU cell sees its own GPU alone (CUDA_VISIBLE_DEVICES narrowed to it before torch
+# is imported: bench/run/worker.py main), so whatever a framework runs on a thread of its own lands
+# on it: DGL 2.1's gb.DataLoader with num_workers 0 fetches features in a prefetch thread whose
+# current device is cuda:0 (set_device is per thread), which would otherwise be every rank's GPU 0.
+NODE_GPUS_ENV = "GNNBENCH_NODE_GPUS"  # the node's CUDA_VISIBLE_DEVICES before a rank narrowed it ("" = unset)
+RANK_GPU_ENV = "GNNBENCH_RANK_GPU"  # the rank's own entry of it
+
+
+def rank_gpus(environ, local_world: int) -> list[str]:
+    """Each local rank's GPU as a CUDA_VISIBLE_DEVICES entry: the node's list (as the launcher saw
+    it), rank i taking its i-th entry; where it was unset, GPU i (in PCI bus order: the runner sets
+    CUDA_DEVICE_ORDER=PCI_BUS_ID, NVML's and nvidia-smi's order)."""
+    listed = environ.get(NODE_GPUS_ENV) if NODE_GPUS_ENV in environ else environ.get("CUDA_VISIBLE_DEVICES")
+    entries = [e.strip() for e in (listed or "").split(",") if e.strip()]
+    return entries if listed else [str(i) for i in range(local_world)]
+
+
+def one_gpu_env(environ, local_rank: int) -> dict[str, str]:
+    """The variables that give this rank its own GPU alone: CUDA_VISIBLE_DEVICES its entry of the
+    node's list, the list kept in GNNBENCH_NODE_GPUS; {} where the list has no entry for it (the
+    rank then sees what the node shows, and unavailable_reason says it lacks a GPU)."""
+    listed = environ.get(NODE_GPUS_ENV) if NODE_GPUS_ENV in environ else environ.get("CUDA_VISIBLE_DEVICES")
+    gpus = rank_gpus(environ, local_rank + 1)
+    if local_rank >= len(gpus) or gpus[local_rank] == "-1":
+        return {}
+    return {NODE_GPUS_ENV: listed or "", RANK_GPU_ENV: gpus[local_rank], "CUDA_VISIBLE_DEVICES": gpus[local_rank],
+            "CUDA_DEVICE_ORDER": environ.get("CUDA_DEVICE_ORDER", "PCI_BUS_ID")}
+
+
+def one_gpu(environ=None) -> bool:
+    """Whether this process sees its own GPU alone (one_gpu_env was applied)."""
+    return RANK_GPU_ENV in (os.environ if environ is None else environ)
+
+
 def device_of(mode: str):
     import torch
 
     if not modes.mode(mode).trains_on_gpu:
         return torch.device("cpu")
-    return torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
+    return torch.device("cuda", 0 if one_gpu() else int(os.environ.get("LOCAL_RANK", 0)))
 
 
 def select_device(mode: str) -> None:
-    """First thing in each rank of a GPU cell: make its own GPU (LOCAL_RANK) the current device,
-    so NCCL's collectives, all_gather_object, synchronize() and the framework's ops land there and
-    not all on cuda:0."""
+    """First thing in each rank of a GPU cell: make its own GPU the current device (cuda:0 where it
+    sees its GPU alone, else LOCAL_RANK's), so NCCL's collectives, all_gather_object, synchronize()
+    and the framework's ops land there and not all on cuda:0."""
     device = device_of(mode)
     if device.type == "cuda":
         import torch

@@ -35,13 +35,14 @@ import warnings
 os.environ.setdefault("DGLBACKEND", "pytorch")
 
 import dgl  # noqa: E402
+import numpy as np  # noqa: E402
 import dgl.graphbolt as gb  # noqa: E402
 import torch  # noqa: E402
 from dgl.nn import SAGEConv  # noqa: E402
 from torchdata.datapipes.iter import IterDataPipe  # noqa: E402
 
 from bench import modes  # noqa: E402
-from bench.backends import base, stages  # noqa: E402
+from bench.backends import base, shared_host, stages  # noqa: E402
 from bench.backends.base import Unavailable, rank_and_world  # noqa: E402
 from bench.stores import features_in_memory, open_store  # noqa: E402
 
@@ -97,12 +98,15 @@ def private_tensor(array) -> torch.Tensor:
     return torch.from_numpy(array)
 
 
-def host_tensor(array, pin: bool) -> torch.Tensor:
-    """The tensor a mode places from: a private copy where it will be pinned in place
-    (private_tensor); else the hub's map as it is (cuda storage: .to(device) reads it, so every
-    rank need not hold its own host copy of the graph and features first)."""
+def host_tensor(array, pin: bool, name: str = "") -> torch.Tensor:
+    """The tensor a mode places from: where it will be pinned in place, one writable copy per node
+    that every rank maps and pins (bench/backends/shared_host.py, as DGL's multi-GPU example pins
+    the one dataset its parent loaded); else the hub's map as it is (cuda storage: .to(device) reads
+    it, so every rank need not hold its own host copy of the graph and features first)."""
     if pin:
-        return private_tensor(array)
+        if shared_host.folder() is None or not name:
+            return private_tensor(array)
+        return torch.from_numpy(shared_host.node_copy(array, name))
     with warnings.catch_warnings():  # read-only map, only read: torch's warning is about writes
         warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
         return torch.from_numpy(array)
@@ -112,8 +116,9 @@ def placed(data, settings: dict, device, mode: modes.Mode):
     """The sampling graph and the feature store where the mode keeps them, built through DGL 2.1's
     API as its examples do: the graph's pin_memory_() / to(device) and each Feature's (DGL 2.1's
     BasicFeatureStore has no item access: the Feature is placed before the store is made).
-    pinned: the graph and the features in page-locked host memory (a private copy: the hub's
-    arrays are read-only maps), optionally behind a GPUCachedFeature; cuda: both on the GPU, copied
+    pinned: the graph and the features in page-locked host memory (one writable copy per node,
+    pinned in place by each rank: the hub's arrays are read-only maps), optionally behind a
+    GPUCachedFeature; cuda: both on the GPU, copied
     straight from the hub's maps. The graph's arrays are the hub's GraphBolt copies (int32 where
     the sizes allow, as GraphBolt's OnDiskDataset builds them: bench/datasets/hub.py), mapped and
     shared by every rank, never a cast copy per rank."""
@@ -124,9 +129,9 @@ def placed(data, settings: dict, device, mode: modes.Mode):
     if not features_in_memory(settings["store"]):
         raise Unavailable(f"mode {mode.name} moves the features into pinned or GPU memory, which defeats "
                           f"store {settings['store']!r} (features left on disk): use cpu-cpu or cpu-cuda")
-    graph = gb.fused_csc_sampling_graph(host_tensor(data.graphbolt_indptr, mode.pinned),
-                                        host_tensor(data.graphbolt_indices, mode.pinned))
-    feature = gb.TorchBasedFeature(host_tensor(data.features, mode.pinned))
+    graph = gb.fused_csc_sampling_graph(host_tensor(data.graphbolt_indptr, mode.pinned, "indptr"),
+                                        host_tensor(data.graphbolt_indices, mode.pinned, "indices"))
+    feature = gb.TorchBasedFeature(host_tensor(data.features, mode.pinned, "features"))
     if mode.pinned:
         graph = graph.pin_memory_()
         feature = feature.pin_memory_()
@@ -175,12 +180,15 @@ class Pipeline(base.TrainingPipeline):
         gb.seed(settings["seed"])  # GraphBolt's samplers draw from a generator of their own
         self.mode = modes.mode(settings["mode"])
         self.graph, self.features = placed(data, settings, self.device, self.mode)
-        labels = torch.from_numpy(data.labels)
         self.index_dtype = index_dtype(self.graph)
-        # seed ids in the graph's index dtype, as OnDiskDataset writes them (within_int32)
+        # seed ids in the graph's index dtype, as OnDiskDataset writes them (within_int32); cast and each
+        # split's labels gathered by numpy: a torch gather this large runs OpenMP-parallel on the main thread, and
+        # a main thread that owns an OpenMP pool slows GraphBolt's sampling thread (issue 41: the
+        # loader-only cell read 1.18 of GraphBolt's own loop), which the framework's example never does
         ids = self.graph.indices.dtype
         self.itemsets = {
-            split: gb.ItemSet((torch.from_numpy(idx).to(ids), labels[torch.from_numpy(idx)]), names=("seed_nodes", "labels"))
+            split: gb.ItemSet((torch.from_numpy(idx.astype(numpy_dtype(ids))), torch.from_numpy(data.labels[idx])),
+                              names=("seed_nodes", "labels"))
             for split, idx in (("train", data.train_idx), ("val", data.val_idx), ("test", data.test_idx))}
         self.train_loader = self._loader("train", shuffle=True, num_workers=settings["num_workers"])
         self.build_model(data)
@@ -305,3 +313,8 @@ def _host_bytes(minibatch) -> int:
         tensors += [block.sampled_csc.indptr, block.sampled_csc.indices,
                     block.original_row_node_ids, block.original_column_node_ids]
     return stages.tensor_bytes(t for t in tensors if t is not None and not t.is_cuda)
+
+
+def numpy_dtype(dtype: torch.dtype) -> np.dtype:
+    """The numpy dtype of a torch integer dtype (torch.int32 -> int32)."""
+    return np.dtype(str(dtype).removeprefix("torch."))

@@ -37,6 +37,22 @@ def neighbor_sampler_in_use() -> str:
     return "none: PyG finds neither pyg-lib nor torch-sparse"
 
 
+def scatter_without_cpu_only_torch_scatter(device) -> str | None:
+    """PyG routes scatter min/max (and segment ops) to torch_scatter whenever it imports; a
+    torch-scatter built with FORCE_ONLY_CPU (the offline node's, docker/node-install.sh: its CUDA
+    kernels are hours to build and NeighborLoader samples on the CPU) then fails on CUDA tensors.
+    On a CUDA device with such a torch-scatter, PyG is told it has none (its own flag, read at each
+    call), so it takes torch's scatter_reduce; what was done, or None."""
+    import torch_geometric.typing as pyg_typing
+
+    if device is None or device.type != "cuda" or not pyg_typing.WITH_TORCH_SCATTER:
+        return None
+    if torch.ops.torch_scatter.cuda_version() != -1:
+        return None
+    pyg_typing.WITH_TORCH_SCATTER = False
+    return "torch-scatter has no CUDA kernels here: PyG's scatter takes torch's scatter_reduce"
+
+
 class PygNodePipeline(base.TrainingPipeline):
     """The shared GraphSAGE from PyG's SAGEConv on NeighborLoader-style batches (the seeds
     first, `batch_size` of them): every layer runs on the whole sampled subgraph, and the loss
@@ -64,6 +80,7 @@ class PygNodePipeline(base.TrainingPipeline):
         return conv((x_src, x_dst), edge_index, size=(x_src.shape[0], x_dst.shape[0]))
 
     def make_model(self, data):
+        scatter_without_cpu_only_torch_scatter(self.device)
         return self.sage(lambda a, b: SAGEConv(a, b, aggr="mean"), data.features.shape[1], data.num_classes,
                          trim=trim_layer if self.trims else None)
 

@@ -44,7 +44,7 @@ PLATFORMS = ("x86_64", "aarch64")
 PYTHONS = range(10, 15)  # 3.10 .. 3.14: gnnbench needs >= 3.10
 # The oldest glibc the wheels may need: PyTorch's own wheels need 2.28 (manylinux_2_28).
 GLIBC = (2, 28)
-CUDA_TAG = re.compile(r"^(cpu|cu\d{3,4})$")
+CUDA_TAG = re.compile(r"cpu|cu\d{3,4}")  # whole string (fullmatch)
 # What a node's PyG samples with: pyg-lib (PyG's index only), else torch-sparse (+ torch-scatter)
 SAMPLER_WHEELS = ("pyg-lib", "torch-scatter", "torch-sparse")
 NODE_SCRIPT = "docker/node-install.sh"
@@ -132,6 +132,21 @@ def pip(args: list[str], what: str, python: str = sys.executable, env: dict | No
     return proc.stdout
 
 
+def check_torch_version(target: Target, torch: str) -> None:
+    """The torch version is one the package index has for the target (pip's index query: the
+    versions only, nothing downloaded), so a mistyped --torch is said before any download."""
+    listed = pip(["index", "versions", "torch", *target.pip_options()],
+                 f"the torch versions on the package index for {target.describe()}")
+    found = re.search(r"Available versions: (.*)", listed)
+    versions = [v.strip() for v in found.group(1).split(",")] if found else []
+    release = lambda v: tuple(int(p) for p in v.split("+")[0].split(".") if p.isdigit()) + (0,) * 3  # noqa: E731
+    if release(torch)[:3] not in {release(v)[:3] for v in versions}:  # 2.11 is 2.11.0
+        shown = ", ".join(dict.fromkeys(v.split("+")[0] for v in versions[:12])) or "none"
+        raise InputError(f"--torch {torch}: the package index has no torch {torch} for {target.describe()} "
+                         f"(it has {shown}{' ...' if len(versions) > 12 else ''}); give the node's torch version "
+                         "(python -c 'import torch; print(torch.__version__)' there)")
+
+
 def megabytes(path: Path) -> float:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) / 1e6
 
@@ -163,28 +178,76 @@ def revision() -> str:
 
 # --- the steps ---------------------------------------------------------------------------------
 
-def check_folder(out: Path) -> None:
+def check_folder(out: Path) -> list[str]:
+    """A new or empty folder, or an earlier bundle: the files its manifest lists as written by
+    gnnbench bundle (the only ones an update removes or replaces)."""
     if out.exists() and not out.is_dir():
         raise InputError(f"{out}: is a file; give a folder for the bundle")
-    if out.is_dir() and any(out.iterdir()) and not (out / "bundle.json").is_file():
+    if not out.is_dir() or not any(out.iterdir()):
+        return []
+    manifest_file = out / "bundle.json"
+    if not manifest_file.is_file():
         raise InputError(f"{out}: a folder with other files in it (no bundle.json); give a new or empty folder, "
                          "or an earlier bundle to update")
+    try:
+        manifest = json.loads(manifest_file.read_text())
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise InputError(f"{manifest_file}: not a bundle manifest ({type(exc).__name__}); give a new or empty folder, "
+                         "or an earlier bundle to update") from None
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        raise InputError(f"{manifest_file}: not the manifest of a gnnbench bundle (format {FORMAT}); give a new or "
+                         "empty folder, or an earlier bundle to update")
+    listed = manifest.get("files", [])
+    if not isinstance(listed, list) or not all(isinstance(f, str) and _inside(out, f) for f in listed):
+        raise InputError(f"{manifest_file}: `files` is not a list of paths inside {out}; give a new or empty folder "
+                         "(nothing outside it is ever removed)")
+    foreign = [rel for rel, _ in source_files() if rel not in listed and os.path.lexists(out / rel)]
+    if foreign:
+        raise InputError(f"{out / foreign[0]}: is there and {manifest_file.name} does not list it as written by "
+                         f"gnnbench bundle ({len(foreign)} such file(s)); an update replaces only what the bundle wrote: "
+                         "move them away, or give a new folder")
+    return listed
 
 
-def copy_source(out: Path) -> None:
-    target = out / "gnnbench"
-    if target.exists():
-        shutil.rmtree(target)
-    target.mkdir(parents=True)
-    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", ".revision")
+def _inside(out: Path, rel: str) -> bool:
+    """`rel` is a plain relative path that stays inside `out` (no '..', not absolute, no link out)."""
+    parts = Path(rel).parts
+    if not parts or Path(rel).is_absolute() or ".." in parts or rel != Path(rel).as_posix():
+        return False
+    return (out / rel).parent.resolve().is_relative_to(out.resolve())
+
+
+def source_files() -> list[tuple[str, Path]]:
+    """What copy_source writes: (path in the bundle, source file), gnnbench's tree and install.sh."""
+    skip = ("__pycache__",)
+    found = []
     for part in SOURCE_PARTS:
         src = repo_root() / part
-        if src.is_dir():
-            shutil.copytree(src, target / part, ignore=ignore)
-        else:
-            shutil.copy2(src, target / part)
-    shutil.copy2(repo_root() / NODE_SCRIPT, out / "install.sh")
+        files = [src] if src.is_file() else sorted(
+            f for f in src.rglob("*") if f.is_file() and not f.name.endswith(".pyc") and f.name != ".revision"
+            and not any(p in skip for p in f.relative_to(src).parts))
+        found += [(f"gnnbench/{f.relative_to(repo_root()).as_posix()}", f) for f in files]
+    return found + [("install.sh", repo_root() / NODE_SCRIPT)]
+
+
+def copy_source(out: Path, previous: list[str]) -> list[str]:
+    """gnnbench's source tree and install.sh: what the previous manifest lists is removed (a file
+    gone from the tree must not stay), then the tree is copied. The files written."""
+    for rel in previous:
+        path = out / rel
+        if _inside(out, rel) and (path.is_file() or path.is_symlink()):
+            path.unlink()
+    for folder in sorted({(out / rel).parent for rel in previous if _inside(out, rel)}, key=lambda p: -len(p.parts)):
+        while folder != out and folder.is_dir() and not any(folder.iterdir()):
+            folder.rmdir()  # emptied by the removal above
+            folder = folder.parent
+    written = []
+    for rel, src in source_files():
+        (out / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(src, out / rel)
+        written.append(rel)
     (out / "install.sh").chmod(0o755)
+    return written
 
 
 def download_wheels(out: Path, target: Target, plain_pins: dict[str, str]) -> list[str]:
@@ -309,22 +372,29 @@ def prepare_datasets(out: Path, suites: list[str], data_root: Path | None) -> tu
 def run(args) -> int:
     target = Target(args.python, args.platform)
     cuda = args.cuda
-    if not CUDA_TAG.match(cuda or ""):
+    if not CUDA_TAG.fullmatch(cuda or ""):
         raise InputError(f"--cuda {cuda}: give the node torch's build as cpu or cuNNN (e.g. cu126, cu130)")
     plain_pins, source_pins = pins()
     torch = args.torch or plain_pins["torch"].split("==")[1]
     if not re.fullmatch(r"\d+\.\d+(\.\d+)?", torch):
         raise InputError(f"--torch {torch}: give the node's torch version as X.Y.Z (e.g. 2.11.0), without a +tag")
     out: Path = args.dir
-    check_folder(out)
+    previous = check_folder(out)
     suites = args.suite or ["gpu", "multi-gpu"]
     dataset_specs(suites)  # a bad suite is bad input, before anything is written
+    try:
+        check_torch_version(target, torch)  # before any download
+    except BundleError as exc:
+        print(f"gnnbench: bundle: {exc}", file=sys.stderr)
+        return 1
     tag = f"torch-{torch}+{cuda}"
     started = time.monotonic()
     say(f"a bundle for {target.describe()}, torch {torch}+{cuda} (the sampler wheels are for it) in {out}")
     manifest = {
         "format": FORMAT,
         "complete": False,  # until the last step: install.sh refuses a bundle whose writing was cut short
+        # what gnnbench bundle wrote here, the only files an update removes (written before them)
+        "files": sorted(set(previous) | {rel for rel, _ in source_files()}),
         "target": {"python": target.python, "platform": target.machine, "abi": target.abi,
                    "glibc": f"{GLIBC[0]}.{GLIBC[1]}", "describe": target.describe()},
         "torch": {"version": torch, "cuda": cuda, "sampler_tag": tag, "carried": args.with_torch},
@@ -333,7 +403,8 @@ def run(args) -> int:
         out.mkdir(parents=True, exist_ok=True)
         (out / "bundle.json").write_text(json.dumps(manifest, indent=2) + "\n")
         say("[1/6] gnnbench's source tree and install.sh")
-        copy_source(out)
+        manifest["files"] = copy_source(out, previous)
+        (out / "bundle.json").write_text(json.dumps(manifest, indent=2) + "\n")
         say(f"[2/6] dependencies as wheels for {target.describe()} (pip download, this machine's indexes)")
         download_wheels(out, target, plain_pins)
         say(f"  wheels/: {len(list((out / 'wheels').glob('*.whl')))} wheels, {megabytes(out / 'wheels'):.0f} MB")

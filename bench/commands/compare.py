@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bench.inputs import finite_float, terminal_safe
+from bench.inputs import InputError, finite_float, terminal_safe
 from bench.publish import results
 
 
@@ -22,6 +22,7 @@ def add_parser(sub, parents) -> None:
 def run(args) -> int:
     from bench.publish import history
 
+    refuse_repeats([("OLD", args.old), ("NEW", args.new), *(("--history", f) for f in args.history)])
     old, new = results.read(args.old), results.read(args.new)
     verdicts = history.compare(old, new, floor=args.floor, force=args.force,
                                history=[results.read(f) for f in args.history])
@@ -31,3 +32,16 @@ def run(args) -> int:
     if args.fail_on == "regression" and any(v.verdict in ("regression", "now failing") for v in verdicts):
         return 1
     return 0
+
+
+def refuse_repeats(given: list[tuple[str, Path]]) -> None:
+    """The same result file twice (docs/guarantees.md): a run compared with itself says "unchanged"
+    for every cell, which would read as a verdict."""
+    seen: dict[Path, tuple[str, Path]] = {}
+    for role, path in given:
+        key = path.resolve()
+        if key in seen:
+            first_role, first = seen[key]
+            raise InputError(f"{path}: given twice ({role}, and {first_role} {first} is the same file); allowed: "
+                             "each result file once (compare two runs)")
+        seen[key] = (role, path)

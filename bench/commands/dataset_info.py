@@ -52,7 +52,7 @@ def info_lines(spec: dict, cache: Path) -> list[str]:
              f"  {graphs}nodes {s['num_nodes']:,}, edges {s['num_edges']:,}, feature width {s['feature_dim']}, "
              f"classes {s['num_classes']}, split {s['num_train']:,} / {s['num_val']:,} / {s['num_test']:,} (train/val/test)",
              f"  hub on disk: about {_mib(memory.hub_bytes(s))}",
-             "  memory per backend (each DDP rank holds its own copy):"]
+             "  memory per backend (each DDP rank holds its own; the hub's maps are shared):"]
     if measured and datasets.user_files(spec["source"]):  # where it came from, how it was read and made
         lines[2:2] = user_graph.report_lines(hub.read_meta(hub.dataset_dir(spec, cache) / "meta.json"))
     available = psutil.virtual_memory().available
@@ -60,10 +60,10 @@ def info_lines(spec: dict, cache: Path) -> list[str]:
         if backend_info.task not in served:
             continue  # only the backends whose task this dataset serves (bench/tasks.py)
         e = memory.estimate(s, backend)
-        totals = ", ".join(f"ws={ws}: {_mib(e['per_rank_bytes'] * ws)}" for ws in WORLD_SIZES)
+        totals = ", ".join(f"ws={ws}: {_mib(e['per_rank_bytes'] * ws + e['shared_bytes'])}" for ws in WORLD_SIZES)
         lines.append(f"    {backend:<14} graph {_mib(e['graph_bytes'])}, features {_mib(e['feature_bytes'])}, "
-                     f"per rank {_mib(e['per_rank_bytes'])}; total {totals}")
-        verdict = memory.refusal(e["per_rank_bytes"], available, f"one rank of {backend}")
+                     f"per rank {_mib(e['per_rank_bytes'])} + shared {_mib(e['shared_bytes'])}; total {totals}")
+        verdict = memory.refusal(e["per_rank_bytes"] + e["shared_bytes"], available, f"one rank of {backend}")
         if verdict:
             lines.append(f"    {'':<14} {verdict}")
     lines.append(f"  available now: {_mib(available)}")

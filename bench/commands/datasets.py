@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 from bench.commands.common import add_cache_dir
+from bench.datasets import params
 from bench.datasets.hub import DatasetError
 from bench.inputs import folder
 from bench.paths import cache_dir
@@ -43,7 +44,7 @@ def run(args) -> int:
         return 0
     try:
         spec = datasets.parse_name(args.name)
-        datasets.check_params(spec)  # the rules a suite's `params` obey
+        params.check_spec(spec)  # the rules a suite's `params` obey
     except ValueError as exc:
         raise DatasetError(f"{exc} (`gnnbench datasets list` shows the known datasets)") from None
     if args.datasets_command == "check":

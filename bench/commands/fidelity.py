@@ -18,6 +18,9 @@ def add_parser(sub, parents) -> None:
     fid.add_argument("suite", nargs="?", default="smoke", help="suite name in suites/ or a YAML path")
     add_select(fid)
     fid.add_argument("--rounds", type=int, default=3, help="interleaved rounds of cell and plain loop (default 3)")
+    fid.add_argument("--max-rounds", type=int, metavar="N",
+                     help="after --rounds, keep adding rounds while a pair's 95 %% interval straddles an edge of "
+                          "the ±3 %% band, up to N rounds in all; pairs still unresolved are named with why")
     fid.add_argument("--against-itself", action="store_true",
                      help="run the plain loop on both sides (an A/A run): how far two runs of the same code read apart here")
     fid.add_argument("--side-by-side", action="store_true",
@@ -34,18 +37,22 @@ def run(args) -> int:
 
     if args.rounds < 1:
         raise InputError(f"--rounds {args.rounds}: give at least 1")
+    if args.max_rounds is not None and args.max_rounds < args.rounds:
+        raise InputError(f"--max-rounds {args.max_rounds}: give at least --rounds ({args.rounds})")
     if args.against_itself and args.side_by_side:
         raise InputError("--against-itself and --side-by-side: give one of them")
     suite, chosen = chosen_cells(args, fidelity.comparable,
-                                 f"a plain loop exists for (one rank, cpu-cpu, store memory, model sage, backend "
+                                 f"a plain loop exists for (one rank, cpu-cpu, store memory, model sage or none, backend "
                                  f"one of {', '.join(fidelity.PLAIN_BACKENDS)})")
     out = results_path(args, "fidelity", suite.name)
     print(f"fidelity: {len(chosen)} cell(s) of {suite.name}, {args.rounds} interleaved round(s) each"
+          + (f", up to {args.max_rounds} while a pair is unresolved" if args.max_rounds else "")
           + (", the plain loop against itself" if args.against_itself else "")
           + (", both loops in one process" if args.side_by_side else ""))
     try:
         found = fidelity.compare(chosen, cache_dir(args.cache_dir, writable=True), args.data_root, args.rounds,
-                                 against_itself=args.against_itself, side_by_side=args.side_by_side)
+                                 against_itself=args.against_itself, side_by_side=args.side_by_side,
+                                 max_rounds=args.max_rounds)
     except fidelity.FidelityError as exc:
         print(f"gnnbench: {exc}", file=sys.stderr)
         return EXIT_CELLS_FAILED

@@ -26,11 +26,28 @@ from pathlib import Path
 import yaml
 
 from bench.commands.slurm import add_shape, check_shape, fit, run_args
-from bench.inputs import InputError, output_file
+from bench.inputs import InputError, new_output_file, no_control_characters
 
 KINDS = ("trainjob", "pytorchjob")
-DNS_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")  # RFC 1123 label (job, claim and runtime names)
-IMAGE = re.compile(r"^[^\s'\"\\$`]+$")
+# Kubernetes' name rules, as whole-string patterns (fullmatch: `$` would pass a trailing newline).
+# The job: an RFC 1035 label (Kubeflow Trainer names its JobSet, services and pods after it); the
+# namespace: an RFC 1123 label; the claim and the runtime: RFC 1123 subdomains.
+LABEL_1123 = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+NAME_RULES = {
+    "--name": (re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?"), 63,
+               "lower-case letters, digits and '-', at most 63, starting with a letter and ending with a letter or digit"),
+    "--namespace": (re.compile(LABEL_1123), 63,
+                    "lower-case letters, digits and '-', at most 63, starting and ending with a letter or digit"),
+    "--runtime": (re.compile(rf"{LABEL_1123}(\.{LABEL_1123})*"), 253,
+                  "lower-case letters, digits, '-' and '.', at most 253, each dot-separated part starting and ending "
+                  "with a letter or digit"),
+    "--results-claim": (re.compile(rf"{LABEL_1123}(\.{LABEL_1123})*"), 253,
+                        "lower-case letters, digits, '-' and '.', at most 253, each dot-separated part starting and "
+                        "ending with a letter or digit"),
+}
+# An image reference: registry[:port]/name[:tag][@digest]
+IMAGE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:@+-]{0,499}")
+QUANTITY = re.compile(r"(\d+(\.\d+)?|\.\d+)(Ki|Mi|Gi|Ti|Pi|k|M|G|T|P)?")  # a Kubernetes memory quantity
 RESULTS_MOUNT = "/results"
 SHM_MOUNT = "/dev/shm"
 TRAINER_API = "trainer.kubeflow.org/v1alpha1"
@@ -55,12 +72,13 @@ def add_parser(sub, parents) -> None:
                         "ReadWriteMany where pods land on several nodes)")
     p.add_argument("--shm-size", default="16Gi", metavar="SIZE",
                    help="the memory-backed /dev/shm for DataLoader workers (default 16Gi)")
-    p.add_argument("--out", type=Path, metavar="FILE", help="also write the manifest here")
+    p.add_argument("--out", type=Path, metavar="FILE", help="also write the manifest here (a new file)")
+    p.add_argument("--force", action="store_true", help="replace the --out file if it is already there")
 
 
 def node_command(suite: str, job: str, extra: list[str]) -> list[str]:
     """Each pod's command: its results folder on the volume, resumed from its journal after a restart."""
-    run = (f'out={RESULTS_MOUNT}/{job}/node${{PET_NODE_RANK:-0}}; '
+    run = (f'out={RESULTS_MOUNT}/{shlex.quote(job)}/node${{PET_NODE_RANK:-0}}; '
            'journal=$(ls -t "$out"/*.cells.jsonl 2>/dev/null | head -n 1); '
            f'exec gnnbench run {shlex.quote(suite)} --results "$out" ${{journal:+--resume "$journal"}}'
            + "".join(" " + shlex.quote(a) for a in extra))
@@ -125,28 +143,51 @@ def metadata(name: str, namespace: str | None) -> dict:
     return {"name": name, **({"namespace": namespace} if namespace else {})}
 
 
+def check_names(names: dict[str, str | None]) -> None:
+    """Each name against Kubernetes' rule for it (NAME_RULES)."""
+    for option, value in names.items():
+        if value is None:
+            continue
+        no_control_characters(option, value)
+        pattern, most, rule = NAME_RULES[option]
+        if not (pattern.fullmatch(value) and len(value) <= most):
+            raise InputError(f"{option} {value!r}: allowed: {rule}")
+
+
+def check_shm_size(text: str) -> None:
+    no_control_characters("--shm-size", text)
+    found = QUANTITY.fullmatch(text)
+    if not found:
+        raise InputError(f"--shm-size {text!r}: a Kubernetes quantity, e.g. 16Gi or 512Mi")
+    if float(found.group(1)) <= 0:
+        raise InputError(f"--shm-size {text!r}: an empty /dev/shm leaves DataLoader workers no room to pass "
+                         "batches; allowed: a size above zero, e.g. 16Gi or 512Mi")
+
+
 def run(args) -> int:
     check_shape(args.nodes, args.gpus_per_node)
-    if not IMAGE.match(args.image):
-        raise InputError(f"--image {args.image!r}: no spaces, quotes, $ or backslashes")
+    for option, value in (("suite", args.suite), ("--image", args.image), ("--out", args.out)):
+        if value is not None:
+            no_control_characters(option, value)
+    if not IMAGE.fullmatch(args.image):
+        raise InputError(f"--image {args.image!r}: allowed: letters, digits and . _ / : @ + - (an image reference, "
+                         "registry/name:tag or @digest)")
+    check_names({"--name": args.name, "--namespace": args.namespace, "--runtime": args.runtime,
+                 "--results-claim": args.results_claim})
+    check_shm_size(args.shm_size)
+    out = new_output_file(f"--out {args.out}", args.out, args.force) if args.out else None
     extra = run_args(args.run_args)
     suite_name, fits, misfits = fit(args.suite, args.nodes, args.gpus_per_node)
     name = args.name or re.sub(r"[^a-z0-9-]", "-", f"gnnbench-{suite_name}".lower())[:63].strip("-")
-    for option, value in (("--name", name), ("--namespace", args.namespace), ("--runtime", args.runtime),
-                          ("--results-claim", args.results_claim)):
-        if value is not None and not (DNS_NAME.match(value) and len(value) <= 63):
-            raise InputError(f"{option} {value!r}: allowed: lower-case letters, digits and '-', at most 63, "
-                             "starting and ending with a letter or digit")
-    if not re.fullmatch(r"\d+(\.\d+)?(Ki|Mi|Gi|Ti|k|M|G|T)?", args.shm_size):
-        raise InputError(f"--shm-size {args.shm_size!r}: a Kubernetes quantity, e.g. 16Gi or 512Mi")
+    check_names({"--name": name})
     common = dict(name=name, namespace=args.namespace, claim=args.results_claim, shm_size=args.shm_size, extra=extra)
     if args.kind == "trainjob":
         manifest = trainjob(args.suite, args.nodes, args.gpus_per_node, args.image, runtime=args.runtime, **common)
     else:
         manifest = pytorchjob(args.suite, args.nodes, args.gpus_per_node, args.image, **common)
     text = yaml.dump(manifest, Dumper=PlainDumper, sort_keys=False, width=1 << 16)  # one line a command
-    if args.out:
-        output_file(f"--out {args.out}", args.out).write_text(text)
+    if out:
+        out.write_text(text)
     print(text, end="")
     print(f"# {len(fits)} cell(s) fit {args.nodes} node(s) x {args.gpus_per_node} GPU(s)"
           + (f"; {len(misfits)} will be skipped: {misfits[0]}" if misfits else "")

@@ -21,13 +21,21 @@ import sys
 from pathlib import Path
 
 from bench import modes
-from bench.inputs import InputError, folder, output_file
+from bench.inputs import InputError, folder, new_output_file, no_control_characters
 from bench.paths import default_results_dir
 
 REQUEUE_SIGNAL_S = 300  # seconds before the time limit the batch shell is told to requeue
-TIME = re.compile(r"^(\d+-\d{1,2}(:\d{2}){0,2}|\d+(:\d{2}){0,2})$")  # sbatch --time: M, M:S, H:M:S, D-H[:M[:S]]
-NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.,-]*$")  # partition names (a comma list allowed)
-IMAGE = re.compile(r"^[^\s'\"\\$`]+$")
+# Whole-string patterns (fullmatch: `$` would also match before a trailing newline).
+TIME = re.compile(r"\d+-\d{1,2}(:\d{2}){0,2}|\d+(:\d{2}){0,2}")  # sbatch --time: M, M:S, H:M:S, D-H[:M[:S]]
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.,-]{0,199}")  # partition names (a comma list allowed)
+# An image reference: registry[:port]/name[:tag][@digest], enroot's REGISTRY#IMAGE, or a squashfs path
+IMAGE = re.compile(r"[A-Za-z0-9./_][A-Za-z0-9._/:@#+~-]{0,499}")
+IMAGE_RULE = "letters, digits and . _ / : @ # + ~ - (an image reference, or a squashfs file's path)"
+# sbatch reads the #SBATCH lines itself (not bash): it splits them at blanks, takes double quotes
+# (and, since 18.08, single quotes) and backslashes, and ends a line at '#' (older versions even
+# inside quotes). The --output path is written in double quotes, so it may hold blanks and single
+# quotes; a '#' would cut it short, a '"' end the quotes, a backslash turn off sbatch's %j.
+SBATCH_PATH_REFUSED = ("\\", '"', "#")
 RUNTIMES = ("pyxis", "apptainer")
 
 
@@ -46,6 +54,7 @@ def add_parser(sub, parents) -> None:
     p.add_argument("--out", type=Path, metavar="FILE",
                    help="the script to write (default: DIR/slurm-SUITE.sbatch in the --results folder)")
     p.add_argument("--submit", action="store_true", help="submit the script with sbatch and say the job id")
+    p.add_argument("--force", action="store_true", help="replace the --out file if it is already there")
 
 
 def add_shape(p) -> None:
@@ -86,6 +95,7 @@ def fit(suite_arg: str, nodes: int, gpus_per_node: int) -> tuple[str, list[str],
 
 
 def run_args(given: str) -> list[str]:
+    no_control_characters("--run-args", given)
     try:
         args = shlex.split(given)
     except ValueError as exc:
@@ -102,6 +112,7 @@ def script(suite: str, nodes: int, gpus_per_node: int, results: Path, *, partiti
            extra: list[str] = ()) -> str:
     """The sbatch script's text."""
     name = re.sub(r"[^A-Za-z0-9_.-]", "-", Path(suite).stem)[:40]
+    check_values(suite=suite, results=results, partition=partition, time=time, image=image, extra=extra)
     lines = ["#!/bin/bash",
              f"# gnnbench suite {suite} on {nodes} node(s) x {gpus_per_node} GPU(s), written by `gnnbench slurm`.",
              "# One task per node: each node's gnnbench run takes its node count, rank and rendezvous host from",
@@ -120,7 +131,7 @@ def script(suite: str, nodes: int, gpus_per_node: int, results: Path, *, partiti
               "#SBATCH --requeue",
               f"#SBATCH --signal=B:USR1@{REQUEUE_SIGNAL_S}",
               "#SBATCH --open-mode=append",
-              f"#SBATCH --output={results}/slurm-%j.out",
+              f"#SBATCH --output={sbatch_output(results)}",
               "",
               "set -uo pipefail",
               f"export RESULTS={shlex.quote(str(results))}/slurm-$SLURM_JOB_ID",
@@ -151,6 +162,35 @@ def script(suite: str, nodes: int, gpus_per_node: int, results: Path, *, partiti
     return "\n".join(lines)
 
 
+def sbatch_output(results: Path) -> str:
+    """`--output`'s value as sbatch reads it on an #SBATCH line: RESULTS/slurm-%j.out in double
+    quotes, a '%' of the folder's own name written '%%' (sbatch would read %j, %N... in it)."""
+    text = str(results)
+    bad = [c for c in SBATCH_PATH_REFUSED if c in text]
+    if bad:
+        raise InputError(f"--results {text!r}: holds {bad[0]!r}, which sbatch's #SBATCH lines do not take in a path; "
+                         "allowed: a folder without backslashes, double quotes or '#'")
+    return '"' + text.replace("%", "%%") + '/slurm-%j.out"'
+
+
+def check_values(suite: str, results: Path | None = None, partition: str | None = None, time: str | None = None,
+                 image: str | None = None, extra: list[str] = (), out: Path | None = None) -> None:
+    """Each value the script is written from: no control characters (a newline would start a
+    command of its own, or end an #SBATCH line), then its own rule."""
+    for option, value in (("suite", suite), ("--partition", partition), ("--time", time), ("--container-image", image),
+                          ("--results", results), ("--out", out), *(("--run-args", a) for a in extra)):
+        if value is not None:
+            no_control_characters(option, value)
+    if time and not TIME.fullmatch(time):
+        raise InputError(f"--time {time!r}: allowed: minutes, M:S, H:M:S, D-H, D-H:M or D-H:M:S")
+    if partition and not NAME.fullmatch(partition):
+        raise InputError(f"--partition {partition!r}: allowed: letters, digits, _ . , - (at most 200)")
+    if image and not IMAGE.fullmatch(image):
+        raise InputError(f"--container-image {image!r}: allowed: {IMAGE_RULE}")
+    if results is not None:
+        sbatch_output(results)
+
+
 def submit(path: Path) -> str:
     """Hand the script to sbatch; the job id."""
     sbatch = shutil.which("sbatch")
@@ -165,18 +205,15 @@ def submit(path: Path) -> str:
 
 def run(args) -> int:
     check_shape(args.nodes, args.gpus_per_node)
-    if args.time and not TIME.match(args.time):
-        raise InputError(f"--time {args.time!r}: allowed: minutes, M:S, H:M:S, D-H, D-H:M or D-H:M:S")
-    if args.partition and not NAME.match(args.partition):
-        raise InputError(f"--partition {args.partition!r}: allowed: letters, digits, _ . , -")
-    if args.container_image and not IMAGE.match(args.container_image):
-        raise InputError(f"--container-image {args.container_image!r}: no spaces, quotes, $ or backslashes")
+    check_values(args.suite, args.results, args.partition, args.time, args.container_image, out=args.out)
     extra = run_args(args.run_args)
     name, fits, misfits = fit(args.suite, args.nodes, args.gpus_per_node)
     results = folder(f"--results {args.results}", args.results or default_results_dir(), writable=True).absolute()
+    sbatch_output(results)  # the default folder too
     if args.out is None:
         results.mkdir(parents=True, exist_ok=True)
-    out = output_file(f"--out {args.out}", args.out or results / f"slurm-{name}.sbatch")
+    out = new_output_file(f"--out {args.out}" if args.out else "the script (--out not given)",
+                          args.out or results / f"slurm-{name}.sbatch", args.force)
     text = script(args.suite, args.nodes, args.gpus_per_node, results, partition=args.partition, time=args.time,
                   image=args.container_image, runtime=args.container_runtime, extra=extra)
     results.mkdir(parents=True, exist_ok=True)

@@ -27,7 +27,11 @@ def add_parser(sub, parents) -> None:
 
 def run(args) -> int:
     if args.stacks_command == "install":
-        for name in args.names or list(stacks.available()):
+        for name, stack in stacks.available().items() if not args.names else ():
+            if stack.container_only and not stacks.in_container():  # all of them: those a machine builds
+                print("skipped: " + stacks.CONTAINER_ONLY_STACK.format(name=name, pins=stack.requirements.name))
+        for name in args.names or [n for n, s in stacks.available().items()
+                                   if not (s.container_only and not stacks.in_container())]:
             stacks.install(name, force=args.force)
         return 0
     if args.stacks_command == "add":

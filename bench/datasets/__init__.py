@@ -63,31 +63,6 @@ def parametric(source: str) -> bool:
     return hasattr(source_module(source), "PARAMS")
 
 
-def params_model(source: str):
-    """The pydantic schema of a source's `params` in a suite (host only: imports pydantic)."""
-    from bench.datasets import params
-
-    module = source_module(source)
-    if parametric(source):
-        return params.declared(source, module)
-    if hasattr(module, "KNOWN_STATS"):
-        return params.named(source, tuple(module.KNOWN_STATS))
-    return params.NoParams
-
-
-def check_params(spec: dict) -> None:
-    """A dataset named on the command line (parse_name) obeys the schema its `params` have in a
-    suite (host only): ValueError naming the dataset, the parameter, what is wrong and allowed."""
-    from pydantic import TypeAdapter, ValidationError
-
-    try:
-        TypeAdapter(params_model(spec["source"])).validate_python(spec["params"])
-    except ValidationError as exc:
-        problems = [f"{'.'.join(map(str, e['loc'])) or 'parameters'}: {e['msg'].removeprefix('Value error, ')}"
-                    + (f" (got {e['input']!r})" if e["loc"] else "") for e in exc.errors()]
-        raise ValueError(f"dataset {spec['name']!r}: " + "; ".join(problems)) from None
-
-
 def source_module(source: str):
     return importlib.import_module(SOURCES[source][0])
 

@@ -12,6 +12,48 @@ import numpy as np
 RIDGE = 1e-3  # keeps the normal equations solvable when feature columns are collinear
 MAX_TRAIN_ROWS = 200_000  # a sample of a larger train split fits the same plane
 MAX_TEST_ROWS = 200_000
+FIT_FRACTION = 0.9  # of the memory available now (as bench/run/memory_plan.py leaves a tenth)
+
+
+def memory_bytes(train_rows: int, test_rows: int, dim: int, classes: int) -> int:
+    """What features_only_accuracy holds at its peak, from the sizes alone: the sampled rows as
+    read (float32) and as float64 with the bias column (two copies: the cast and the stacking),
+    the Gram matrix and the solver's copy of it, targets and weights."""
+    train, test, width = min(train_rows, MAX_TRAIN_ROWS), min(test_rows, MAX_TEST_ROWS), dim + 1
+    rows = lambda count: count * dim * 4 + 2 * count * width * 8  # noqa: E731
+    return max(rows(train) + 2 * width * width * 8 + train * classes * 8 + 2 * width * classes * 8,
+               rows(test) + width * classes * 8)
+
+
+def available_bytes() -> int | None:
+    """Memory available to this process now: the kernel's MemAvailable, less where this process's
+    cgroup (v2) allows less; None where neither can be read. Plain file reads: the stacks run it."""
+    found = []
+    try:
+        with open("/proc/meminfo") as meminfo:
+            found += [int(line.split()[1]) * 1024 for line in meminfo if line.startswith("MemAvailable:")]
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        with open("/proc/self/cgroup") as cgroup:
+            path = next(line.split(":", 2)[2].strip() for line in cgroup if line.startswith("0::"))
+        base = f"/sys/fs/cgroup{path}"
+        with open(f"{base}/memory.max") as limit, open(f"{base}/memory.current") as used:
+            most = limit.read().strip()
+            if most != "max":
+                found.append(max(0, int(most) - int(used.read().strip())))
+    except (OSError, ValueError, StopIteration, IndexError):
+        pass
+    return min(found) if found else None
+
+
+def refusal(train_rows: int, test_rows: int, dim: int, classes: int) -> tuple[int, int] | None:
+    """(needed, available) bytes where the baseline would not fit in memory now; None where it
+    fits (or the available memory cannot be read)."""
+    needed, available = memory_bytes(train_rows, test_rows, dim, classes), available_bytes()
+    if available is None or needed <= FIT_FRACTION * available:
+        return None
+    return needed, available
 
 
 def features_only_accuracy(features: np.ndarray, labels: np.ndarray, train_idx: np.ndarray,

@@ -30,7 +30,7 @@ NODE_FILES = ("nodes.parquet", "nodes.csv", "nodes.csv.gz")
 DENSE_SPAN = 8  # integer ids spanning less than 8 N are looked up in a table of that span
 SPLIT_WORDS = {"train": "train", "val": "val", "valid": "val", "validation": "val", "test": "test"}
 SIZES_NOTE = ("edge-list:PATH    your own graph: edges.csv|parquet (src, dst) and nodes.csv|parquet (id, label, "
-              "split, features); README 'Your own graph'")
+              "split, features); docs/own-graph.md")
 ESTIMATE_ORIGIN = ug.SIZES_ORIGIN
 
 
@@ -133,6 +133,9 @@ def open_graph(label: str, params: dict) -> ug.UserGraph:
     label_col = pa.chunked_array(labels).combine_chunks()
     if not (pa.types.is_integer(label_col.type) or pa.types.is_floating(label_col.type) or pa.types.is_null(label_col.type)):
         raise ug.fail(f"{nodes_path}: column label has type {label_col.type}; allowed: integers (empty: no label)")
+    if len(label_col) and label_col.null_count == len(label_col):  # a column of empty cells reads as type null
+        raise ug.fail(f"{nodes_path}: column label is empty in every row: no labels; allowed: an integer class per "
+                      "node (empty for a node without one), the nodes of each split labelled")
     label_rows = label_col.to_numpy(zero_copy_only=False)
     if label_col.null_count:
         label_rows = np.where(label_col.is_null().to_numpy(zero_copy_only=False), -1, np.nan_to_num(label_rows, nan=-1))

@@ -39,7 +39,7 @@ PARAMS, DEFAULTS = ug.params_of({"feature": (str, {"min_length": 1}), "task": (s
 SEED_NAMES = ("seeds", "seed_nodes")  # DGL 2.2+, DGL 2.1
 SETS = {"train": "train_set", "val": "validation_set", "test": "test_set"}
 SIZES_NOTE = ("graphbolt:PATH    your own graph: a GraphBolt OnDiskDataset folder (metadata.yaml, node "
-              "classification); README 'Your own graph'")
+              "classification); docs/own-graph.md")
 ESTIMATE_ORIGIN = ug.SIZES_ORIGIN
 
 
@@ -57,12 +57,18 @@ def _metadata_file(params: dict) -> Path:
 
 
 def _read_metadata(meta_file: Path) -> dict:
+    """metadata.yaml, read strictly (bench/strict_yaml.py: a key given twice, nesting past 32 levels
+    or aliases that expand past 100,000 values are refused, naming the file, before anything walks it)."""
     import yaml
+
+    from bench import strict_yaml
 
     if not meta_file.is_file():
         raise ug.fail(f"{meta_file}: no such file; allowed: a GraphBolt OnDiskDataset folder with its metadata.yaml")
     try:
-        meta = yaml.safe_load(meta_file.read_text(encoding="utf-8"))
+        meta = strict_yaml.load_text(meta_file.read_text(encoding="utf-8"), str(meta_file))
+    except strict_yaml.StrictYamlError as exc:
+        raise ug.fail(str(exc)) from None
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
         raise ug.fail(f"{meta_file}: not readable YAML ({type(exc).__name__}: {' '.join(str(exc).split())[:200]})") from None
     if not isinstance(meta, dict):

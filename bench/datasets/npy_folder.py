@@ -29,7 +29,7 @@ NAMES = {
 }
 IGNORED = ("edge_weight.npy", "edge_weights.npy", "edge_attr.npy")
 SIZES_NOTE = ("npy:PATH          your own graph: a folder of .npy arrays (edge_index, features, labels, "
-              "train/val/test ids or masks); README 'Your own graph'")
+              "train/val/test ids or masks); docs/own-graph.md")
 ESTIMATE_ORIGIN = ug.SIZES_ORIGIN
 LAYOUT_RULE = "the folder's arrays: " + "; ".join(f"{k}: {' or '.join(v)}" for k, v in NAMES.items())
 

@@ -24,12 +24,21 @@ class NpyArray:
                 else:
                     shape, fortran, dtype = np.lib.format.read_array_header_2_0(f)
                 self.offset = f.tell()
-        except (OSError, ValueError) as exc:
-            raise NpyError(f"not a readable .npy file ({type(exc).__name__}: {str(exc)[:160]})") from None
+        except OSError as exc:
+            raise NpyError(f"cannot be read ({exc.strerror or exc})") from None
+        except Exception as exc:  # noqa: BLE001 - numpy parses the header's text with tokenize and ast:
+            # a cut-off or edited header raises ValueError, SyntaxError, tokenize.TokenError...
+            raise NpyError(f"its .npy header is cut off or malformed ({type(exc).__name__}: "
+                           f"{' '.join(str(exc).split())[:160]}); allowed: a whole file written by np.save") from None
         if dtype.hasobject:
             raise NpyError("holds Python objects (a pickle), which is never loaded; allowed: numeric arrays")
+        if not all(isinstance(d, int) and d >= 0 for d in shape):
+            raise NpyError(f"its .npy header gives the shape {tuple(shape)}; allowed: sizes of 0 or more")
         self.shape, self.fortran, self.dtype = tuple(shape), bool(fortran), np.dtype(dtype)
-        size = self.offset + int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+        count = 1
+        for d in self.shape:  # Python integers: a hostile shape cannot wrap around int64
+            count *= d
+        size = self.offset + count * self.dtype.itemsize
         actual = self.path.stat().st_size
         if actual < size:
             raise NpyError(f"is truncated: its header says {self.shape} {self.dtype} ({size:,} bytes), "

@@ -1,5 +1,5 @@
 """A source's `params` as a suite states them: the pydantic schema, built from the source's
-plain declaration (bench.datasets.params_model).
+plain declaration (of_source), and a dataset named on the command line checked against it (check_spec).
 
 Host only (pydantic is not installed in the framework stacks): only suite validation imports
 this. A source declares, as plain data in its own module,
@@ -17,7 +17,9 @@ import functools
 import typing
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, create_model, model_validator
+
+from bench.datasets import parametric, source_module
 
 
 class Strict(BaseModel):
@@ -55,3 +57,24 @@ def declared(source: str, module) -> type[Strict]:
         validators["_fits"] = model_validator(mode="after")(_fits)
     fields = {name: (_bounded(tp, bounds), module.DEFAULTS[name]) for name, (tp, bounds) in module.PARAMS.items()}
     return create_model(f"{source.title()}Params", __base__=Strict, __validators__=validators, **fields)
+
+
+def of_source(source: str):
+    """The pydantic schema of a source's `params` in a suite."""
+    module = source_module(source)
+    if parametric(source):
+        return declared(source, module)
+    if hasattr(module, "KNOWN_STATS"):
+        return named(source, tuple(module.KNOWN_STATS))
+    return NoParams
+
+
+def check_spec(spec: dict) -> None:
+    """A dataset named on the command line (parse_name) obeys the schema its `params` have in a
+    suite (host only): ValueError naming the dataset, the parameter, what is wrong and allowed."""
+    try:
+        TypeAdapter(of_source(spec["source"])).validate_python(spec["params"])
+    except ValidationError as exc:
+        problems = [f"{'.'.join(map(str, e['loc'])) or 'parameters'}: {e['msg'].removeprefix('Value error, ')}"
+                    + (f" (got {e['input']!r})" if e["loc"] else "") for e in exc.errors()]
+        raise ValueError(f"dataset {spec['name']!r}: " + "; ".join(problems)) from None

@@ -1,13 +1,15 @@
 """Planetoid citation graphs (Cora, CiteSeer, PubMed) through PyG's own `Planetoid` class.
 
 Runs inside the pyg stack. Raw files are looked for under DATA_ROOT/NAME/raw (PyG's own layout)
-or DATA_ROOT/planetoid/NAME/raw; failing that, PyG downloads them (with its progress output)
-into the cache, unless GNNBENCH_OFFLINE is set. They are copied into a scratch folder first,
-so PyG's processing never writes into a shared data root.
+or DATA_ROOT/planetoid/NAME/raw; failing that, PyG's downloader fetches them (with its progress
+output) into the cache, unless GNNBENCH_OFFLINE is set. They are copied into a scratch folder
+first, so PyG's processing never writes into a shared data root, and each copy is checked against
+the official file's hash before PyG reads it: the raw files are pickles, and a pickle runs code.
 """
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 import tempfile
 from pathlib import Path
@@ -22,6 +24,61 @@ KNOWN_STATS = {  # hub.sizes(nodes, edges, feature_dim, classes, train, val, tes
     "CiteSeer": hub.sizes(3327, 9104, 3703, 6, 120, 500, 1000),
     "PubMed": hub.sizes(19717, 88648, 500, 3, 60, 500, 1000),
 }
+
+
+# The official raw files: github.com/kimiyoung/planetoid, data/ at commit af6abf468a772cc0
+# (2016-09-28, MIT licence, Zhilin Yang), which PyG's Planetoid downloads (Planetoid.url). SHA-256
+# of each file, computed from that commit's blobs; Cora's and CiteSeer's are also those of the
+# offline copies in ../shared/datasets/planetoid/ (the MIT licence beside them).
+RAW_SHA256 = {
+    "ind.cora.x": "23cfa55d91c6f624233f5eb7b6e3f141f1bd2b2ae39608a63cf5d084bb27baab",
+    "ind.cora.tx": "b9afbaa4a400df991f6f02ef677e1e44da55ffc04801fd02f9e673987829226a",
+    "ind.cora.allx": "9419ba2f26f5c35243db64aba110e0f35a04851609e0dc5433450676ca6b8543",
+    "ind.cora.y": "94465c14eb53e04ca262198dcbb2521ee8af60fb3f3d546cd6ca24a511b0e7d1",
+    "ind.cora.ty": "41f5ac76596a1699cc33f53084a2419e92961c42bb75f36fc38e616d348532ad",
+    "ind.cora.ally": "2b998f5cc7fedc86e7f97ca2498f47a1ffc1462c29e2d578b23bf3f62b6e7d71",
+    "ind.cora.graph": "58f13302f39dde8852dad6fe6d15b89b077b6d7f837626bce671ef80344b383d",
+    "ind.cora.test.index": "297ce89af2b51a6a194181c7dbe1796c6a1cf9cd9349a88383b1b1e227867875",
+    "ind.citeseer.x": "d20de19150741e555de0ed037195630fc194114ebc7fd72ced62810148aa22f6",
+    "ind.citeseer.tx": "539a8906a2da97628d212f2fdd668c109a8b3f0d36574b59e5d3fd5b5303da21",
+    "ind.citeseer.allx": "2ac30345d95c9ec933a817ee0bdd6a5f077f8c184a20e696910192d534414668",
+    "ind.citeseer.y": "8ba87e515d8e3ee3cf52f6d2c5b86aa73f11ecad825a808455209ec26cd54924",
+    "ind.citeseer.ty": "55e5bd1ba1e733a04598753ad1a8d57957f4b8f89e74519f41f4f4938767e4ce",
+    "ind.citeseer.ally": "f704b2d986dde6c2669934de1f3ae5696a6cf9455c0f6b2646a2d135ea0a1c95",
+    "ind.citeseer.graph": "d79a4ef9d3e7169aee8946145f6b7306e35bc79bffad26346cfb94e10e9912a7",
+    "ind.citeseer.test.index": "2af990671580b6b2df5d158d1038f8292e30c9cd821b5453f399659b25b723d4",
+    "ind.pubmed.x": "fbe9cb5c47200d1b7769a26e579be3b7130b556831f9d850e77c4c74f2599b33",
+    "ind.pubmed.tx": "4eb5f5d0f30f26497eb0ac6ac9719d09c67e284f1ed0385c93f3ef27a671da3d",
+    "ind.pubmed.y": "e6c807633307a07ed659249006536a147c7999c797f11a2560752990181b41b3",
+    "ind.pubmed.ty": "ee2e0d4819d9fbcc403689c3bf2e49face401b605932f093bc58ab6461130fdd",
+    "ind.pubmed.ally": "0c37bbe3b5014ec365e9d393cf4791925e5ed94fb194305d74f064a8d7b50f0e",
+    "ind.pubmed.graph": "5b89f0036ca22909471f1e6558eb42fa06e0c730a577bde5b058b40638f81dc9",
+    "ind.pubmed.test.index": "b101d421688bbaecbd82e8a18f1e282378d6830f3a37666f28ebc47f844341b5",
+}
+# ind.pubmed.allx's content was not in the snapshot of that repository hashed here: its git blob id
+# there (SHA-1 of b"blob SIZE\0" + the file, what `git hash-object` prints) stands in for it.
+RAW_GIT_BLOB = {"ind.pubmed.allx": "3b86bccf08111c37c632a9dd8ab63db25ea76361"}
+OFFICIAL = "github.com/kimiyoung/planetoid, data/ (what PyG downloads)"
+
+
+def raw_digest(path: Path) -> tuple[str, str, str]:
+    """(kind, the file's digest, the official one's) for a raw file: SHA-256, or the git blob id."""
+    data = path.read_bytes()
+    if path.name in RAW_GIT_BLOB:
+        return "git blob id", hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest(), RAW_GIT_BLOB[path.name]
+    return "SHA-256", hashlib.sha256(data).hexdigest(), RAW_SHA256[path.name]
+
+
+def check_raw(folder: Path, name: str, shown: Path | None = None) -> None:
+    """Each raw file of `name` in `folder` is the official one, before anything unpickles it;
+    `shown`: the folder to name in the message (where the user's copy is)."""
+    for file in raw_files(name):
+        kind, got, official = raw_digest(folder / file)
+        if got != official:
+            raise hub.DatasetError(
+                f"{(shown or folder) / file}: not the official Planetoid file ({kind} {got[:16]}..., the official "
+                f"{official[:16]}...); a Planetoid raw file is a pickle, which can run code, so it was not read; "
+                f"allowed: the files from {OFFICIAL}: replace them, or remove them to download")
 
 
 def raw_files(name: str) -> list[str]:
@@ -42,15 +99,18 @@ def materialise(spec: dict, cache: Path, data_root: Path | None) -> Path:
         if hub.offline():
             raise hub.missing_raw_error(spec["name"], data_root, "planetoid", f"{name}/raw", raw_files(name),
                                         "downloads are off (GNNBENCH_OFFLINE)")
-        root = hub.download_root(cache, "planetoid")
-        try:
-            Planetoid(str(root), name)  # downloads into the cache, with PyG's own progress output
+        from torch_geometric.data import download_url
+
+        raw = hub.download_root(cache, "planetoid") / name / "raw"
+        try:  # the raw files only (PyG's downloader, its progress output); processed below, once checked
+            for file in raw_files(name):
+                download_url(f"{Planetoid.url}/{file}", str(raw))
         except Exception as exc:  # noqa: BLE001 - any download failure becomes the same clear error
             raise hub.missing_raw_error(spec["name"], data_root, "planetoid", f"{name}/raw", raw_files(name),
                                         f"downloading them failed ({type(exc).__name__}: {exc})") from exc
-        raw = root / name / "raw"
     with tempfile.TemporaryDirectory(dir=cache) as scratch:
         shutil.copytree(raw, Path(scratch) / name / "raw")
+        check_raw(Path(scratch) / name / "raw", name, shown=raw)  # the copies PyG reads, named as the user's
         with hub.reading_raw(spec["name"], raw):
             data = Planetoid(scratch, name)[0]
     n = data.num_nodes

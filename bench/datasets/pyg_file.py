@@ -18,6 +18,7 @@ with a note. Checks and conversion: bench/datasets/user_graph.py.
 from __future__ import annotations
 
 import pickle
+import re
 from pathlib import Path
 
 import numpy as np
@@ -27,9 +28,27 @@ from bench.datasets import user_graph as ug
 USER_FILES = True
 PARAMS, DEFAULTS = ug.params_of({"unsafe_load": (bool, {})}, {"unsafe_load": False})
 SIZES_NOTE = ("pyg-file:PATH     your own graph: a PyG Data (or InMemoryDataset file) saved with torch.save; "
-              "README 'Your own graph'")
+              "docs/own-graph.md")
 ESTIMATE_ORIGIN = "known once converted (reading a PyG file needs the pyg stack)"
 UNSAFE_HINT = "unsafe_load: true in the dataset's params (pyg-file:path=PATH,unsafe_load=true)"
+# What the pickle of a PyG graph file names (torch.save of a Data, an InMemoryDataset's file, a dict
+# of tensors): its tensors' rebuild function and storage classes, an OrderedDict, PyG's Data and
+# its storages. torch's weights_only load allows more (bytearray, set, complex, Counter, _codecs.encode,
+# quantized and other rebuild functions) and some of that builds objects as large as the pickle asks
+# (bytearray(3e9) from a file of 952 bytes): a graph needs none of it, so a file that names
+# anything else is refused before torch reads it.
+GRAPH_GLOBALS = {
+    "collections.OrderedDict", "torch._utils._rebuild_tensor_v2", "torch._utils._rebuild_tensor_v3",
+    "torch._utils._rebuild_tensor", "torch.Size",
+    "torch_geometric.data.data.Data", "torch_geometric.data.data.DataEdgeAttr",
+    "torch_geometric.data.data.DataTensorAttr", "torch_geometric.data.storage.BaseStorage",
+    "torch_geometric.data.storage.NodeStorage", "torch_geometric.data.storage.EdgeStorage",
+    "torch_geometric.data.storage.GlobalStorage", "torch_geometric.data.hetero_data.HeteroData",
+}
+# torch.FloatStorage..., and the dtypes newer torch names beside an untyped storage (torch.uint16...)
+STORAGE_GLOBAL = re.compile(r"torch\.(?:[A-Z][A-Za-z0-9]*Storage|storage\.UntypedStorage|u?int\d+|float\d+|bfloat16|bool"
+                            r"|complex\d+|float8_\w+)")
+PICKLES_READ = 5  # a legacy file: magic number, protocol, system info, the object, the storage keys
 SPLIT_NAMES = {"train": ("train_mask", "train_idx"), "val": ("val_mask", "valid_mask", "val_idx", "valid_idx"),
                "test": ("test_mask", "test_idx")}
 
@@ -64,6 +83,7 @@ def load_file(path: Path, unsafe: bool):
             return torch.load(path, weights_only=False, map_location="cpu"), False
         except Exception as exc:  # noqa: BLE001 - whatever the unpickler raises
             raise ug.fail(f"{path}: cannot be loaded ({type(exc).__name__}: {' '.join(str(exc).split())[:200]})") from None
+    refuse_unneeded_globals(path)
     last = None
     for mmap in (True, False):  # a zip-format file is mapped; an old-format one is read whole
         try:
@@ -86,6 +106,63 @@ def load_file(path: Path, unsafe: bool):
             break
     raise ug.fail(f"{path}: not a file torch.save wrote ({type(last).__name__}: "
                   f"{' '.join(str(last).split())[:200]}); allowed: a PyG Data or InMemoryDataset file")
+
+
+def pickle_globals(path: Path) -> set[str]:
+    """Every `module.name` the file's pickle names (read with pickletools, nothing built): the
+    data.pkl of a zip-format file, or the leading pickles of a legacy one. ValueError for a pickle
+    that cannot be read, or one that names a global the way torch's safe load does not read
+    (STACK_GLOBAL)."""
+    import io
+    import pickletools
+    import zipfile
+
+    found: set[str] = set()
+
+    def scan(stream, count: int) -> None:
+        for _ in range(count):
+            for op, arg, _ in pickletools.genops(stream):
+                if op.name == "GLOBAL":
+                    found.add(str(arg).replace(" ", "."))
+                elif op.name in ("STACK_GLOBAL", "INST", "OBJ"):
+                    raise ValueError(f"it names a class with {op.name}, which torch's safe load does not read "
+                                     "(torch.save's default pickle protocol 2 never writes it)")
+
+    if zipfile.is_zipfile(path):
+        with zipfile.ZipFile(path) as archive:
+            records = [i for i in archive.infolist() if i.filename == "data.pkl" or i.filename.endswith("/data.pkl")]
+            if not records:
+                raise ValueError("a zip file without data.pkl")
+            size = path.stat().st_size
+            for record in records:
+                if record.file_size > size:  # a compressed record that unpacks larger than the file: a zip bomb
+                    raise ValueError(f"{record.filename} unpacks to {record.file_size:,} bytes, more than the file")
+                with archive.open(record) as stream:
+                    scan(io.BufferedReader(stream), 1)
+    else:
+        with open(path, "rb") as stream:
+            try:
+                scan(stream, PICKLES_READ)
+            except ValueError as exc:  # fewer pickles than a legacy file has: what torch makes of it is said below
+                if not found and "exhausted" not in str(exc):
+                    raise
+    return found
+
+
+def refuse_unneeded_globals(path: Path) -> None:
+    """Refuse a file whose pickle names anything a PyG graph file does not (GRAPH_GLOBALS, torch's
+    storage classes), before torch.load builds a thing."""
+    try:
+        names = pickle_globals(path)
+    except (ValueError, EOFError, OSError, KeyError, RuntimeError) as exc:
+        raise ug.fail(f"{path}: not a file torch.save wrote (its pickle cannot be read: "
+                      f"{' '.join(str(exc).split())[:160]}); allowed: a PyG Data or InMemoryDataset file") from None
+    extra = sorted(n for n in names if n not in GRAPH_GLOBALS and not STORAGE_GLOBAL.fullmatch(n))
+    if extra:
+        raise ug.fail(f"{path}: its pickle asks for {', '.join(extra[:3])}{' ...' if len(extra) > 3 else ''}, which a "
+                      "graph file does not hold; a pickle can build objects as large as it asks, or run code, so it "
+                      f"was not loaded; allowed: a Data, or an InMemoryDataset's (data, slices) file, saved with "
+                      f"torch.save; or, for a file you trust, {UNSAFE_HINT}")
 
 
 def data_containers() -> list:

@@ -269,6 +269,21 @@ def check_labels(graph: UserGraph, num_classes: int | None) -> tuple[np.ndarray,
     return labels, classes
 
 
+def check_baseline_fits(graph: UserGraph, splits: dict[str, np.ndarray], classes: int) -> None:
+    """The features-only baseline (fitted once the graph is converted) in the memory there is now,
+    said before a feature is read: a graph of a few nodes with millions of feature columns would
+    otherwise be killed for its memory half-way, without a word, its half-written folder left."""
+    dim = int(graph.feature_shape[1])
+    found = baseline.refusal(int(splits["train"].size), int(splits["test"].size), dim, classes)
+    if found:
+        needed, available = found
+        raise fail(f"{graph.features.file}: {graph.features.array} {list(graph.feature_shape)}: the features-only "
+                   f"baseline (a linear classifier on the features, fitted at conversion) needs about "
+                   f"{needed / 2**30:,.1f} GiB of memory with {dim:,} feature columns, and {available / 2**30:,.1f} GiB "
+                   "is available; allowed: features that fit (fewer columns, e.g. reduced with PCA), or a machine "
+                   "with more memory")
+
+
 def num_classes_of(graph: UserGraph, params: dict) -> int | None:
     """The number of classes the user stated: `num_classes`, else the format's own (GraphBolt's
     task), else None (the largest label + 1)."""
@@ -346,11 +361,13 @@ def materialise(spec: dict, cache: Path, opener: Callable[[str, dict], UserGraph
     check_feature_shape(graph)
     labels, classes = check_labels(graph, num_classes_of(graph, params))
     splits = check_splits(graph, labels)
+    check_baseline_fits(graph, splits, classes)
     phases.done("open; check labels, splits")
     with hub.atomic_dir(target) as tmp:
         if tmp is None:
             return target
         counts = convert_edges(graph, tmp, params)
+        check_some_edges(graph, counts)
         phases.done("edges: check, sort, write")
         convert_features(graph, tmp)
         phases.done("features: check, write")
@@ -433,6 +450,19 @@ def convert_edges(graph: UserGraph, folder: Path, params: dict) -> hub_stream.Ed
         src, dst = check_ids(chunk, graph)
         sorter.add(src, dst)
     return sorter.write(folder)
+
+
+def check_some_edges(graph: UserGraph, counts: hub_stream.EdgeCounts) -> None:
+    """At least one edge between two different nodes: without one, a GNN is a model of each node's
+    own features (at about the features-only baseline's accuracy), and its epoch times mean
+    nothing for a pipeline that samples neighbours."""
+    allowed = ("allowed: a graph with at least one edge between two different nodes (without one, message "
+               "passing has nothing to pass)")
+    if counts.edges_in == 0:
+        raise fail(f"{graph.edges.file}: {graph.edges.array}: no edges; {allowed}")
+    if counts.edges_in == counts.self_loops:
+        raise fail(f"{graph.edges.file}: {graph.edges.array}: all {counts.edges_in:,} edges are self-loops (a node "
+                   f"to itself); {allowed}")
 
 
 def convert_features(graph: UserGraph, folder: Path) -> None:

@@ -35,9 +35,12 @@ from pathlib import Path
 
 import numpy as np
 
-FORMATS = ("npy", "graphbolt", "edge-list", "edge-list-csv", "pyg-file")
-SOURCE_OF = {"npy": "npy", "graphbolt": "graphbolt", "edge-list": "edge-list", "edge-list-csv": "edge-list",
-             "pyg-file": "pyg-file", "in-memory": "npy"}
+from bench.datasets import SOURCES, user_files
+
+# one input per source of a user's own graph (the registry's sources with USER_FILES), the edge list
+# also as CSV, and today's in-memory path (npy read whole)
+SOURCE_OF = {**{s: s for s in SOURCES if user_files(s)}, "edge-list-csv": "edge-list", "in-memory": "npy"}
+FORMATS = tuple(f for f in SOURCE_OF if f != "in-memory")
 SPLITS = ("train", "val", "test")
 BLOCK = 1 << 22
 

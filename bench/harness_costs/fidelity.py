@@ -11,7 +11,8 @@ explain as much as a slower one. Beside it, the CPU-time ratio: each side's proc
 per epoch (its threads; DataLoader workers' not counted), the work done, which a busy machine
 moves far less than wall time: a cause hunted on a loaded machine shows there first. Both sides run with the cell's thread count (the core budget,
 bench/machine/core_budget.py); the table lists it, and every pair outside the band below it. Only cells a plain loop exists for are compared: one rank, cpu-cpu, features in
-memory, the GraphSAGE model, a backend of plain_loops.LOOPS.
+memory, the GraphSAGE model or none (the loader alone, against the loader iterated alone), a backend
+of plain_loops.LOOPS.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from bench import modes
 from bench import stacks
 from bench.backends import BACKENDS
 from bench.machine import core_budget
+from bench.machine.load import usable_cores
 from bench.run.prepare import ensure_dataset
 from bench.run.runner import run_in_stack, worker_env
 from bench.run.suite import Cell
@@ -66,8 +68,12 @@ class Comparison:
     # interleaved, so what differs is the loops alone, not the processes around them
     side_by_side: bool = False
 
+    # --max-rounds: the cap on rounds added while the interval straddles an edge of the band
+    max_rounds: int | None = None
+
     def add(self, side: str, epochs: list[float], cpu: list[float], load: float | None = None) -> None:
         """One round's run of one side ("harness" or "plain"); the harness side's carries the other load."""
+        self.__dict__.pop("interval", None)  # a new round: the interval is taken again when next read
         if side == "harness":
             self.harness_rounds.append(epochs)
             self.harness_epochs += epochs
@@ -109,6 +115,29 @@ class Comparison:
         return low > 1 + TOLERANCE or high < 1 - TOLERANCE
 
     @property
+    def settled(self) -> str | None:
+        """"inside" where the whole 95 % interval lies within ±TOLERANCE, "outside" where it lies wholly
+        outside; None where it straddles an edge (or no interval was taken): more rounds may settle it."""
+        found = self.interval
+        if found is None:
+            return None
+        low, high = found
+        if low >= 1 - TOLERANCE and high <= 1 + TOLERANCE:
+            return "inside"
+        return "outside" if self.resolved else None
+
+    @property
+    def unsettled_reason(self) -> str | None:
+        """Why the pair stayed unresolved, where an interval was taken (3 rounds or more) and it did."""
+        if self.settled is not None or self.interval is None:
+            return None
+        n = len(self.harness_rounds)
+        low, high = self.interval
+        cap = f" (the cap, --max-rounds {self.max_rounds})" if self.max_rounds else " (give --max-rounds to add more)"
+        return (f"its 95 % interval {low:.3f}–{high:.3f} still straddles an edge of ±{TOLERANCE:.0%} after "
+                f"{n} rounds{cap}: the run-to-run spread here is wider than the difference")
+
+    @property
     def cpu_ratio(self) -> float | None:
         """The harness's median CPU seconds per epoch over the plain loop's."""
         if not self.harness_cpu or not self.plain_cpu or not statistics.median(self.plain_cpu):
@@ -142,7 +171,8 @@ class Comparison:
         return {**asdict(self), "harness_median_s": self.harness_median, "plain_median_s": self.plain_median,
                 "ratio": self.ratio, "faithful": self.faithful, "cpu_ratio": self.cpu_ratio,
                 "ratio_ci95": list(self.interval) if self.interval else None,
-                "outside_resolved": None if self.faithful else self.resolved}
+                "outside_resolved": None if self.faithful else self.resolved,
+                "settled": self.settled, "unsettled_reason": self.unsettled_reason}
 
 
 def within(ratio: float, tolerance: float = TOLERANCE) -> bool:
@@ -153,7 +183,7 @@ def within(ratio: float, tolerance: float = TOLERANCE) -> bool:
 def comparable(cell: Cell) -> bool:
     s = cell.settings
     return (cell.backend in PLAIN_BACKENDS and s["world_size"] == 1 and not modes.mode(s["mode"]).needs_gpu
-            and s.get("store", "memory") == "memory" and s["model"] == "sage")
+            and s.get("store", "memory") == "memory" and s["model"] in ("sage", "none"))
 
 
 def run_plain(cell: Cell, dataset_dir: Path, cache: Path) -> tuple[list[float], list[float]]:
@@ -190,17 +220,20 @@ def run_harness(cell: Cell, dataset_dir: Path, cache: Path) -> tuple[list[float]
 
 
 def compare(cells: list[Cell], cache: Path, data_root: Path | None, rounds: int, say=print,
-            against_itself: bool = False, side_by_side: bool = False) -> list[Comparison]:
-    """Each cell against its plain loop, `rounds` interleaved rounds; `against_itself`: the plain
-    loop against itself (an A/A run: how far two runs of the same code read apart here);
-    `side_by_side`: each round one process running both loops (plain_loops.side_by_side)."""
+            against_itself: bool = False, side_by_side: bool = False, max_rounds: int | None = None) -> list[Comparison]:
+    """Each cell against its plain loop, `rounds` interleaved rounds, then (with `max_rounds`) more,
+    one at a time, while the ratio's interval straddles an edge of the band, up to `max_rounds`;
+    `against_itself`: the plain loop against itself (an A/A run: how far two runs of the same code
+    read apart here); `side_by_side`: each round one process running both loops (plain_loops.side_by_side)."""
     found = []
     for cell in cells:
         dataset_dir = ensure_dataset(cell.dataset_spec, cache, data_root)
-        result = Comparison(cell.id, [], [], [], against_itself=against_itself, side_by_side=side_by_side)
+        result = Comparison(cell.id, [], [], [], against_itself=against_itself, side_by_side=side_by_side,
+                            max_rounds=max_rounds)
         s = cell.settings  # one rank: the plan both sides set (bench/run/worker.py set_threads)
         result.threads = core_budget.plan(core_budget.usable_cores(), 1, s["num_workers"], s.get("threads", "auto")).threads
-        for r in range(rounds):
+        r = 0
+        while r < rounds or (max_rounds and r < max_rounds and result.settled is None):
             if side_by_side:  # one process runs both
                 both = run_side_by_side(cell, dataset_dir, cache)
                 result.add("harness", both["harness"], both["harness_cpu"])
@@ -211,8 +244,12 @@ def compare(cells: list[Cell], cache: Path, data_root: Path | None, rounds: int,
                         result.add(side, *run_harness(cell, dataset_dir, cache))
                     else:  # the plain side, or both sides of an A/A run
                         result.add(side, *run_plain(cell, dataset_dir, cache))
-            say(f"  {cell.id} round {r + 1}/{rounds}: {'A' if against_itself else 'harness'} {statistics.median(result.harness_epochs):.4f} s, "
+            r += 1
+            of = f"{r}/{rounds}" if r <= rounds else f"{r} (of at most {max_rounds}: unsettled)"
+            say(f"  {cell.id} round {of}: {'A' if against_itself else 'harness'} {statistics.median(result.harness_epochs):.4f} s, "
                 f"{'B' if against_itself else 'plain'} {statistics.median(result.plain_epochs):.4f} s")
+        if result.unsettled_reason:
+            say(f"  {cell.id}: unresolved: {result.unsettled_reason}")
         found.append(result)
     return found
 
@@ -242,6 +279,10 @@ def table(found: list[Comparison]) -> str:
         interval = "n/a" if c.interval is None else f"{c.interval[0]:.3f}–{c.interval[1]:.3f} ({len(c.harness_rounds)})"
         lines.append(f"| `{c.cell_id}` | {threads} | {c.harness_median:.4f} s | {c.plain_median:.4f} s | "
                      f"{c.ratio:.3f} | {interval} | {c.verdict} | {'n/a' if c.cpu_ratio is None else f'{c.cpu_ratio:.3f}'} | {load} |")
+    unsettled = [c for c in found if c.unsettled_reason]
+    if unsettled:
+        lines += ["", "Unresolved (neither inside nor outside the band with 95 % confidence):"]
+        lines += [f"- `{c.cell_id}`: {c.unsettled_reason}" for c in unsettled]
     outside = [c for c in found if not c.faithful]
     if outside:
         lines += ["", f"Outside ±{TOLERANCE:.0%} ({what}):"]
@@ -268,7 +309,6 @@ def write_document(path: Path, command: str, fields: dict, table_text: str) -> N
     table beside it: `gnnbench fidelity` and `gnnbench overhead` alike."""
     import platform
 
-    from bench.machine.load import usable_cores
 
     doc = {"command": command, "written_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
            "machine": {"node": platform.node(), "processor": platform.processor(), "cpus": usable_cores()},

@@ -2,7 +2,7 @@
 against the same epoch without them (`profile: false`), interleaved epoch by epoch in one process.
 
     gnnbench overhead [SUITE] [-k EXPR] [--epochs N] [--out FILE]
-    python -m bench.harness_costs.overhead CELL_JSON DATASET_DIR EPOCHS     (inside the cell's stack)
+    python -m bench.harness_costs.overhead_loop CELL_JSON DATASET_DIR EPOCHS     (inside the cell's stack)
 
 Separate runs of the two settings differ by more than the overhead itself on a shared machine
 (run-to-run spread of 10-40 % here), so one process in the cell's stack loads the data once,
@@ -29,6 +29,12 @@ import time
 import uuid
 from dataclasses import asdict, dataclass
 from pathlib import Path
+
+from bench import stacks
+from bench.harness_costs.fidelity import write_document
+from bench.machine.load import LoadMeter
+from bench.run.prepare import ensure_dataset
+from bench.run.runner import worker_env
 
 GOAL = 0.02  # the promise: profiling costs at most 2 % of the epoch median
 
@@ -84,53 +90,9 @@ def measurable(cell) -> bool:
     return cell.settings["world_size"] == 1
 
 
-# ---- inside the stack ----------------------------------------------------------------------------
-
-def interleave(cell: dict, dataset_dir: Path, epochs: int) -> dict:
-    from bench.datasets import hub
-    from bench.backends import load_pipeline_class
-    from bench.backends.base import seed_everything
-    from bench.run.worker import run_epoch
-    from bench.stores import features_in_memory
-
-    settings = cell["settings"]
-    Pipeline = load_pipeline_class(cell["backend"])
-    data = hub.load_dataset(cell["dataset"]["source"], dataset_dir,
-                         features_in_memory=features_in_memory(settings.get("store", "memory")))
-    pipes = {}
-    for profile in (True, False):
-        seed_everything(settings["seed"])  # both models start from the same weights
-        pipes[profile] = Pipeline(data, {**settings, "profile": profile})
-    for _ in range(settings["warmup_epochs"]):
-        for profile, pipe in pipes.items():
-            run_epoch(pipe, profile=profile)
-    seconds = {True: [], False: []}
-    for i in range(epochs):
-        # on-off, off-on, ...: neither side always runs second, on a loader the other just left
-        for profile in ((True, False) if i % 2 == 0 else (False, True)):
-            pipes[profile].reseed(settings["seed"] + 1 + i)  # both epochs of the pair: the same batches
-            stats = run_epoch(pipes[profile], profile=profile)
-            if ("stages" in stats) != profile:  # the two sides must differ in exactly this
-                raise RuntimeError(f"profile {profile}: the epoch {'lacks' if profile else 'has'} a stage split")
-            seconds[profile].append(stats["seconds"])
-    return {"on": seconds[True], "off": seconds[False]}
-
-
-def main(argv: list[str]) -> int:
-    from bench.run.lifeline import tie_to_parent
-
-    tie_to_parent()
-    cell_json, dataset_dir, epochs = argv
-    print(json.dumps(interleave(json.loads(cell_json), Path(dataset_dir), int(epochs))))
-    return 0
-
-
 # ---- gnnbench's side -----------------------------------------------------------------------------
 
 def run_cell(cell, dataset_dir: Path, cache: Path, epochs: int) -> Overhead:
-    from bench import stacks
-    from bench.machine.load import LoadMeter
-    from bench.run.runner import worker_env
 
     stack = stacks.get(cell.stack)
     if not stack.installed:
@@ -139,7 +101,7 @@ def run_cell(cell, dataset_dir: Path, cache: Path, epochs: int) -> Overhead:
     timeout = 2 * float(cell.settings["timeout"]) * max(1.0, epochs / max(1, cell.settings["epochs"]))
     meter = LoadMeter()
     try:
-        proc = subprocess.run([str(stack.python), "-m", "bench.harness_costs.overhead", cell.to_json(), str(dataset_dir),
+        proc = subprocess.run([str(stack.python), "-m", "bench.harness_costs.overhead_loop", cell.to_json(), str(dataset_dir),
                                str(epochs)], env=worker_env(cache, uuid.uuid4().hex), text=True,
                               capture_output=True, timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -152,7 +114,6 @@ def run_cell(cell, dataset_dir: Path, cache: Path, epochs: int) -> Overhead:
 
 
 def measure(cells: list, cache: Path, data_root: Path | None, epochs: int, say=print) -> list[Overhead]:
-    from bench.run.prepare import ensure_dataset
 
     found = []
     for n, cell in enumerate(cells, 1):
@@ -188,10 +149,6 @@ def table(found: list[Overhead]) -> str:
 
 
 def write(found: list[Overhead], path: Path, command: str) -> None:
-    from bench.harness_costs.fidelity import write_document
 
     write_document(path, command, {"goal": GOAL, "cells": [r.as_dict() for r in found]}, table(found))
 
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

@@ -8,6 +8,8 @@ as PyG's `examples/` (NeighborLoader + SAGEConv) and DGL's GraphBolt node-classi
 (ItemSampler -> sample_neighbor -> fetch_feature -> copy_to -> DataLoader) build them, timed per
 epoch with perf_counter and nothing else: no runner, no memory sampler, no per-stage clocks.
 Only the hub's arrays are read through gnnbench (reading the dataset is not what is compared).
+A `model: none` cell (the loader alone) is held against the same loader iterated with nothing
+else (loader_only), as the frameworks' loader benchmarks time one.
 Threads: the cell's, from the same core budget (bench/machine/core_budget.py). GraphBolt's graph: the
 hub's int32 copies, as GraphBolt's OnDiskDataset builds it (read into the process: the example
 loads its graph whole).
@@ -56,6 +58,8 @@ def pyg_loop(data, s: dict):
                     x = F.dropout(x.relu(), p=DROPOUT, training=self.training)
             return x
 
+    if s["model"] == "none":
+        return loader_only(loader)
     model = SAGE(dims(data, s))
     optimizer = torch.optim.Adam(model.parameters(), lr=s["lr"])
 
@@ -79,10 +83,10 @@ def graphbolt_loop(data, s: dict):
     graph = gb.fused_csc_sampling_graph(torch.from_numpy(np.array(data.graphbolt_indptr)),
                                         torch.from_numpy(np.array(data.graphbolt_indices)))
     features = gb.BasicFeatureStore({("node", None, "feat"): gb.TorchBasedFeature(torch.from_numpy(data.features))})
-    labels = torch.from_numpy(data.labels)
-    seeds = torch.from_numpy(data.train_idx)
-    seeds, seed_labels = seeds.to(graph.indices.dtype), labels[seeds]
-    itemset = gb.ItemSet((seeds, seed_labels), names=("seed_nodes", "labels"))
+    # the seeds and their labels as OnDiskDataset reads them from its files: arrays, no torch op on them
+    seeds = data.train_idx.astype(str(graph.indices.dtype).removeprefix("torch."))
+    itemset = gb.ItemSet((torch.from_numpy(seeds), torch.from_numpy(data.labels[data.train_idx])),
+                         names=("seed_nodes", "labels"))
     pipe = gb.ItemSampler(itemset, batch_size=s["batch_size"], shuffle=True)
     pipe = pipe.sample_neighbor(graph, list(reversed(s["fanout"])))  # GraphBolt: input layer first
     pipe = pipe.fetch_feature(features, node_feature_keys=["feat"])
@@ -101,6 +105,8 @@ def graphbolt_loop(data, s: dict):
                     x = F.dropout(F.relu(x), p=DROPOUT, training=self.training)
             return x
 
+    if s["model"] == "none":
+        return loader_only(loader)
     model = SAGE(dims(data, s))
     optimizer = torch.optim.Adam(model.parameters(), lr=s["lr"])
 
@@ -112,6 +118,17 @@ def graphbolt_loop(data, s: dict):
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
+
+    return epoch
+
+
+def loader_only(loader):
+    """A `model: none` cell's plain loop: the loader iterated and nothing else, as the frameworks' own
+    loader benchmarks time it (PyG's benchmark/loader/neighbor_loader.py: `for _ in loader`; GraphBolt's
+    example with its training step left out)."""
+    def epoch():
+        for _ in loader:
+            pass
 
     return epoch
 

@@ -253,7 +253,9 @@ def torch_interpreters() -> list[Path]:
 # --- the cached probe --------------------------------------------------------------------------
 
 def machine_key() -> dict:
-    """What makes two machines' ceilings the same: host, CPU model, cores, memory."""
+    """What makes two machines' ceilings the same: the hardware (board, CPU model, cores, memory,
+    each GPU by model and UUID), never the hostname, which changes on every `docker compose run`
+    (each container gets its own) while the machine and its cached ceilings stay the same."""
     model = platform.processor()
     try:
         model = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
@@ -263,10 +265,35 @@ def machine_key() -> dict:
     pages = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     from bench.machine import gpus
 
-    # the GPUs are part of the machine: a host-to-device figure belongs to the GPU model it was
-    # measured on (and a machine that gains a GPU is measured again)
-    return {"node": platform.node(), "cpu": model, "cpus": os.cpu_count(), "usable_cores": usable_cores(),
-            "memory_bytes": pages, "gpus": list(gpus.visible().names), "format": FORMAT}
+    # the GPUs are part of the machine: a host-to-device figure belongs to the GPU it was measured on
+    # (and a machine that gains a GPU is measured again); their UUIDs tell two hosts of one model apart
+    return {"board": board(), "cpu": model, "cpus": os.cpu_count(), "usable_cores": usable_cores(),
+            "memory_bytes": pages, "gpus": list(gpus.visible().names), "gpu_uuids": gpu_uuids(), "format": FORMAT}
+
+
+DMI = Path("/sys/class/dmi/id")
+
+
+def board(dmi: Path = DMI) -> str | None:
+    """The machine's maker and model as its firmware names them (world-readable, the same inside a
+    container), or None."""
+    found = []
+    for name in ("sys_vendor", "product_name", "board_name"):
+        try:
+            found.append((dmi / name).read_text().strip())
+        except OSError:
+            continue
+    return " / ".join(found) or None
+
+
+def gpu_uuids() -> list[str]:
+    """The UUIDs of the GPUs nvidia-smi lists (each card's own, the same in every container)."""
+    import re
+
+    from bench.machine.gpu_facts import run_tool
+
+    text = run_tool(["nvidia-smi", "-L"]) if shutil.which("nvidia-smi") else None
+    return re.findall(r"UUID: (GPU-[0-9a-fA-F-]+)", text or "")
 
 
 def cache_file(cache: Path) -> Path:

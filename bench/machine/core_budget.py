@@ -128,3 +128,12 @@ def plan(cores: int, ranks: int = 1, workers: int | str = 0, threads: int | str 
             asked.append(f"threads {count} beyond the share of {mine} core{'s' if mine != 1 else ''} per rank"
                          + (f" less {workers} worker{'s' if workers != 1 else ''}" if workers else ""))
     return Budget(cores, ranks, count, workers, rule, tuple(asked))
+
+
+def pinned(cores: int, workers: int | str = 0, threads: int | str = AUTO, rule: str | None = None) -> Budget:
+    """The budget of a rank pinned to `cores` cores of its own (its share of its GPU's cores):
+    `num_workers: per-gpu` (`rule`) is recomputed from them (the count the host resolved, usable
+    cores ÷ ranks, can exceed a socket's share), threads fit the rest."""
+    if rule == PER_GPU or workers == PER_GPU:
+        workers = per_gpu_workers(cores, 1)
+    return plan(cores, 1, workers, threads)

@@ -8,7 +8,10 @@ it (PyG's loaders: `enable_cpu_affinity(loader_cores)`), each loader worker gets
 share, the rank's own threads the rest. GraphBolt offers no per-worker affinity: its workers
 inherit the rank's cores. CPU cells are left as they are.
 
-The GPU's cores come from NVML (nvmlDeviceGetCpuAffinity) or, without it, from the kernel
+The GPU is the rank's CUDA_VISIBLE_DEVICES entry (bench.backends.base.rank_gpus: an index or a
+UUID), looked up in NVML's list, or without NVML (no nvidia-ml-py) in `nvidia-smi --query-gpu`'s:
+never through torch, whose 2.2 (the dgl stack) reports no PCI bus id, so PyG's and GraphBolt's
+ranks are pinned alike. Its cores come from NVML (nvmlDeviceGetCpuAffinity) or from the kernel
 (/sys/bus/pci/devices/<bus id>/local_cpulist), always within the cores this process may use.
 What was done is recorded per rank (`Plan.record`): the cores, how they were found, or why the
 rank was left alone. Stdlib only at import (torch inside the functions that need it).
@@ -18,6 +21,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
+import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -60,30 +65,108 @@ def split_loader(share: list[int], num_workers: int) -> tuple[list[int], list[in
     return share[:-num_workers], share[-num_workers:]
 
 
-def gpu_cores(cuda_index: int) -> tuple[list[int] | None, str]:
-    """The cores next to CUDA device `cuda_index` that this process may use, and how they were
-    found (or why not)."""
+def node_listing() -> tuple[list[dict] | None, str]:
+    """This node's GPUs in NVML's order (PCI bus order, which is CUDA's under the runner's
+    CUDA_DEVICE_ORDER=PCI_BUS_ID), each {"index", "uuid", "pci"} and, from NVML, "cores"; and where
+    they came from: NVML, else `nvidia-smi --query-gpu`; (None, why) where neither answers. No
+    torch: torch 2.2 (the dgl stack) reports no PCI bus id, so the GPU is found by its
+    CUDA_VISIBLE_DEVICES entry (an index or a UUID) here instead. Asked once per process."""
+    global _LISTING
+    if _LISTING is None:
+        _LISTING = _nvml_listing() or _smi_listing()
+    return _LISTING
+
+
+_LISTING: tuple[list[dict] | None, str] | None = None
+
+
+def _nvml_listing() -> tuple[list[dict], str] | None:
     from bench.machine import nvml
 
-    allowed = set(os.sched_getaffinity(0))
-    found, how = None, None
-    device, reason = nvml.open_device(cuda_index)
-    if device is not None:
+    lib, reason = nvml.load()
+    if lib is None:
+        _WHY.append(reason)
+        return None
+    try:
+        words = -(-(os.cpu_count() or 1) // 64)
+        listed = []
+        for i in range(lib.nvmlDeviceGetCount()):
+            handle = lib.nvmlDeviceGetHandleByIndex(i)
+            listed.append({"index": i, "uuid": lib.nvmlDeviceGetUUID(handle), "pci": lib.nvmlDeviceGetPciInfo(handle).busId,
+                           "cores": mask_to_cores(lib.nvmlDeviceGetCpuAffinity(handle, words))})
+        return listed, "NVML nvmlDeviceGetCpuAffinity"
+    except Exception as exc:  # noqa: BLE001 - fall back to nvidia-smi and the kernel's view
+        _WHY.append(f"NVML could not list the GPUs ({type(exc).__name__}: {exc})")
+        return None
+
+
+_WHY: list[str] = []  # why NVML gave no listing, for the reason a rank stays unpinned
+
+
+def _smi_listing() -> tuple[list[dict] | None, str]:
+    fields = ("index", "uuid", "pci")
+    text = None
+    if shutil.which("nvidia-smi"):
         try:
-            words = device.nvml.nvmlDeviceGetCpuAffinity(device.handle, -(-(os.cpu_count() or 1) // 64))
-            found, how = mask_to_cores(words), f"NVML nvmlDeviceGetCpuAffinity ({device.how})"
-        except Exception as exc:  # noqa: BLE001 - fall back to the kernel's view
-            reason = f"nvmlDeviceGetCpuAffinity failed ({type(exc).__name__}: {exc})"
-    if found is None:
-        pci, _ = nvml.torch_ids(cuda_index)
+            done = subprocess.run(["nvidia-smi", "--query-gpu=index,uuid,pci.bus_id", "--format=csv,noheader"],
+                                  capture_output=True, text=True, timeout=30)
+            text = done.stdout if done.returncode == 0 else None
+        except (OSError, subprocess.TimeoutExpired):
+            text = None
+    rows = parse_listing(text or "")
+    if not rows:
+        return None, "; ".join(_WHY + ["and nvidia-smi lists no GPU"])
+    return rows, "nvidia-smi --query-gpu"
+
+
+def parse_listing(text: str) -> list[dict]:
+    """`nvidia-smi --query-gpu=index,uuid,pci.bus_id --format=csv,noheader` as [{"index", "uuid", "pci"}]."""
+    rows = []
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.split(",")]
+        if len(cells) == 3 and cells[0].isdigit():
+            rows.append({"index": int(cells[0]), "uuid": cells[1], "pci": cells[2]})
+    return rows
+
+
+def find_gpu(entry: str, listing: list[dict]) -> tuple[dict | None, str]:
+    """The GPU a CUDA_VISIBLE_DEVICES entry names ("3", "GPU-8f2e..." or a unique prefix of one), or why not."""
+    from bench.machine.nvml import _bare_uuid
+
+    entry = str(entry).strip()
+    if entry.lower().startswith("mig-"):
+        return None, f"GPU {entry} is a MIG instance: its parent GPU's cores are not looked up"
+    if entry.isdigit():
+        index = int(entry)
+        return (listing[index], f"index {index}") if index < len(listing) else \
+            (None, f"GPU {index}: this node lists {len(listing)} GPU(s)")
+    found = [d for d in listing if d.get("uuid") and _bare_uuid(d["uuid"]).startswith(_bare_uuid(entry))]
+    return (found[0], f"UUID {entry}") if len(found) == 1 else (None, f"GPU {entry!r} matches {len(found)} GPUs")
+
+
+def gpu_cores(entry: str, listing: tuple[list[dict] | None, str] | None = None) -> tuple[list[int] | None, str]:
+    """The cores next to the GPU that CUDA_VISIBLE_DEVICES entry `entry` names (an index on the
+    node or a UUID) that this process may use, and how they were found (or why not): NVML's
+    affinity, else the kernel's local_cpulist for the PCI bus id NVML or nvidia-smi gives.
+    `listing`: node_listing()'s answer (tests give their own)."""
+    from bench.machine.nvml import normal_pci
+
+    devices, source = listing if listing is not None else node_listing()
+    if devices is None:
+        return None, f"the GPU's cores are unknown: {source}"
+    device, how = find_gpu(entry, devices)
+    if device is None:
+        return None, f"the GPU's cores are unknown: {how}"
+    found = device.get("cores")
+    if found:
+        how = f"{source} ({how})"
+    else:
+        pci = normal_pci(device.get("pci"))
         listed = SYSFS_PCI / pci / "local_cpulist" if pci else None
-        if listed is not None and listed.exists():
-            found, how = parse_cpulist(listed.read_text()), f"{listed}"
-        elif pci:
-            return None, f"the GPU's cores are unknown: {reason}; and the kernel has no {listed}"
-        else:
-            return None, (f"the GPU's cores are unknown: {reason}; and this torch reports no PCI bus id for "
-                          "the kernel's local_cpulist")
+        if listed is None or not listed.exists():
+            return None, f"the GPU's cores are unknown: {source} gives PCI bus id {device.get('pci')!r} and the kernel has no {listed}"
+        found, how = parse_cpulist(listed.read_text()), f"{listed} (PCI bus id from {source}, {how})"
+    allowed = set(os.sched_getaffinity(0))
     usable = sorted(set(found) & allowed)
     if not usable:
         return None, f"none of the GPU's cores {found} ({how}) may be used by this process ({sorted(allowed)})"
@@ -126,19 +209,20 @@ class Plan:
         return loader.enable_cpu_affinity(loader_cores=list(loader_cores))
 
 
-def pin_rank(device, local_rank: int, local_world: int, num_workers: int) -> Plan:
+def pin_rank(device, gpus: list[str], local_rank: int, num_workers: int) -> Plan:
     """Pin this rank to its GPU's cores (its share of them), before it loads anything. `device`:
-    the rank's torch.device; a CPU one leaves everything as it is (an empty record)."""
+    the rank's torch.device (a CPU one leaves everything as it is: an empty record); `gpus`: each
+    local rank's GPU as a CUDA_VISIBLE_DEVICES entry (bench.backends.base.rank_gpus)."""
     if device is None or device.type != "cuda":
         return Plan()
-    mine, how = gpu_cores(device.index or 0)
+    mine, how = gpu_cores(gpus[local_rank])
     if mine is None:
         return Plan({"reason": f"not pinned: {how}"})
     sharers = [local_rank]
-    for other in range(local_world):  # this node's ranks train on CUDA devices 0..local_world-1
-        if other != local_rank and gpu_cores(other)[0] == mine:
+    for other, gpu in enumerate(gpus):
+        if other != local_rank and gpu_cores(gpu)[0] == mine:
             sharers.append(other)
     share = split_share(mine, sharers, local_rank)
     os.sched_setaffinity(0, share)
-    return Plan({"gpu_cores": mine, "how": how, "shared_with_local_ranks": sorted(sharers),
+    return Plan({"gpu": gpus[local_rank], "gpu_cores": mine, "how": how, "shared_with_local_ranks": sorted(sharers),
                  "rank_cores": share, "num_workers": num_workers, "torch_threads": _limit_threads(share)}, share)

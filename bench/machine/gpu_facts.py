@@ -77,7 +77,7 @@ def parse_topology(text: str) -> dict:
         if len(cells) > len(columns):
             cells = [c for c in cells if c]
         values = dict(zip(columns, cells))
-        entry = {"links": {c: values[c] for c in columns if c in values and re.match(r"^(GPU|NIC)\d+$", c) and c != name}}
+        entry = {"links": {c: values[c] for c in columns if c in values and re.fullmatch(r"(GPU|NIC)\d+", c) and c != name}}
         if values.get("CPU Affinity") not in (None, "", "N/A"):
             entry["cpu_affinity"] = values["CPU Affinity"]
             try:
@@ -90,7 +90,7 @@ def parse_topology(text: str) -> dict:
     return out
 
 
-def _run(args: list[str]) -> str | None:
+def run_tool(args: list[str]) -> str | None:
     try:
         done = subprocess.run(args, capture_output=True, text=True, timeout=TOOL_TIMEOUT_S)
     except (OSError, subprocess.TimeoutExpired):
@@ -104,8 +104,8 @@ def gpu_info() -> dict | None:
     `devices` and `topology_matrix` are the parsed ones."""
     if shutil.which("nvidia-smi") is None:
         return None
-    query = _run(["nvidia-smi", f"--query-gpu={','.join(QUERY_FIELDS)}", "--format=csv,noheader,nounits"])
-    topo = _run(["nvidia-smi", "topo", "-m"])
+    query = run_tool(["nvidia-smi", f"--query-gpu={','.join(QUERY_FIELDS)}", "--format=csv,noheader,nounits"])
+    topo = run_tool(["nvidia-smi", "topo", "-m"])
     devices = parse_query(query or "")
     return {"gpus": [f"{d['name']}, {d['driver_version']}, {d['memory.total']} MiB" for d in devices],
             "devices": devices, "topology": topo, "topology_matrix": parse_topology(topo or "") or None,

@@ -1,8 +1,9 @@
 """NVML, optional: the handle of the GPU a rank trains on, or why there is none.
 
-NVML comes from the `nvidia-ml-py` package (module `pynvml`). It is not in the local CPU stacks'
-pins; where it, the driver or a GPU is absent, `open_device` returns the reason instead, and
-whatever asked NVML records nothing but that reason.
+NVML comes from the `nvidia-ml-py` package (module `pynvml`), a container-only line of every
+stack's pins (the GPU images have it; a machine's stacks do not, unless a user installs it); where
+it, the driver or a GPU is absent, `open_device` returns the reason instead, and whatever asked
+NVML records nothing but that reason.
 
 CUDA and NVML number GPUs differently (CUDA fastest-first unless CUDA_DEVICE_ORDER=PCI_BUS_ID,
 NVML by PCI bus; CUDA_VISIBLE_DEVICES renumbers CUDA's), so a CUDA device is matched to its NVML

@@ -39,7 +39,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from itertools import combinations
 
-from bench.publish import diagnosis, releases, stages, to_target
+from bench.publish import diagnosis, lifecycle, releases, stages, to_target
 from bench.publish.fmt import first_line, host_label, mib, pct
 from bench.publish.history import FAILED
 from bench.publish.results import CellResult, RunResult, scaling_scores, scaling_series
@@ -59,6 +59,8 @@ class Advice:
     summary: str              # one sentence
     evidence: list[str]       # sentences with the numbers they rest on
     cautions: list[str]       # failures/skips worth knowing (setting patterns that fail)
+    # what each compared pipeline's maintainers say (bench/publish/lifecycle.py), one line each
+    lifecycle: list[str] = field(default_factory=list)
 
 
 def accuracy(cell: CellResult) -> float | None:
@@ -116,6 +118,24 @@ def group(results: list[RunResult]) -> dict[tuple, Group]:
 
 
 def advise_group(g: Group) -> Advice:
+    advice = advise_speed(g)
+    advice.lifecycle = lifecycle_lines(g, advice.recommended)
+    return advice
+
+
+def lifecycle_lines(g: Group, recommended: str | None) -> list[str]:
+    """Each compared pipeline's lifecycle line (bench/publish/lifecycle.py), the recommended one's
+    first: 'DGL GraphBolt (no new releases): DGL's last tagged release is ... (source, read 2026-11-26)'."""
+    backends = {c.backend for c in [*g.measured.values(), *g.unmeasured.values()] if c.backend}
+    chosen = lifecycle.for_backend(next((c.backend for c in g.measured.values() if c.id == recommended), None))
+    lines = lifecycle.lines_for(backends)
+    if chosen in lines:
+        lines = [chosen] + [line for line in lines if line is not chosen]
+    return [f"{line.pipeline} ({line.status}{', recommended here' if line is chosen else ''}): {line.says} "
+            f"({line.source}, read {line.read_on})" for line in lines]
+
+
+def advise_speed(g: Group) -> Advice:
     candidates = [m for m in g.measured.values() if accuracy(m) is not None]
     evidence, cautions = [], failure_patterns(g) + skipped(g)
     loader_only = sorted(c for c, m in g.measured.items() if accuracy(m) is None)

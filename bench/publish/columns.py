@@ -219,6 +219,20 @@ def _has_budget(table: dict) -> bool:
     return any(r.measured and _budget(r) for r in table["rows"])
 
 
+def _phases_text(phases) -> str:
+    """{"imports": 3.1, "dataset": 0.4} as 'imports 3.1 · dataset 0.4' (seconds), or a dash."""
+    if not phases:
+        return fmt.DASH
+    return " · ".join(f"{name} {value:.1f}" for name, value in phases.items())
+
+
+def _phase_mib_text(phases) -> str:
+    """GPU peaks by phase in MiB: 'build 120 · warmup 900 · measured 910', or a dash."""
+    if not phases:
+        return fmt.DASH
+    return " · ".join(f"{name} {fmt.mib(value)}" for name, value in phases.items())
+
+
 def _has_gpu_memory(table: dict) -> bool:
     return any(r.metrics.peak_gpu_bytes for r in table["rows"] if r.measured)
 
@@ -270,6 +284,12 @@ CELL_COLUMNS = [
            doc="The largest private part of any rank's peak PSS (features, graph, model, framework) from the memory breakdown; the tooltip has every part."),
     Column("GPU memory", metric("peak_gpu_bytes"), fmt.mib, unit="peak, MiB", markdown=False, shown=_has_gpu_memory, fold=True,
            doc="Peak GPU memory allocated by torch on a rank (CUDA cells only)."),
+    Column("GPU device used", metric("gpu_device_used_bytes"), fmt.mib, unit="after the epochs, MiB", markdown=False,
+           shown=_recorded("gpu_device_used_bytes"), fold=True,
+           doc="GPU memory in use device-wide after the measured epochs (total less free, as the driver sees it), the busiest rank's: the allocator's tensors plus the CUDA context, NCCL's buffers and framework caches it does not see (CUDA cells only)."),
+    Column("GPU peak by phase", metric("gpu_peaks"), _phase_mib_text, unit="MiB: build · warmup · measured · evaluation",
+           markdown=False, shown=_recorded("gpu_peaks"), fold=True,
+           doc="The allocator's peak GPU memory in each phase of the cell (building the pipeline, warm-up epochs, measured epochs, evaluation on rank 0), the busiest rank's per phase (CUDA cells only)."),
     # "is the loader starving my GPU": NVML's busy share and PCIe traffic per GPU; blank for CPU cells
     Column("GPU util %", gpu_util, percent, title="GPU util", unit="mean (max), NVML", note=_gpu_util_note,
            hint=_gpu_util_hint, shown=_recorded("gpu_util"),
@@ -296,9 +316,15 @@ CELL_COLUMNS = [
            doc="Training seconds (slowest rank, evaluation and start-up excluded) and epochs until the validation accuracy first reached the suite's `target_acc`, or `not reached` with the best value; n/a for a cell without a model."),
     Column("start-up s", metric("startup_s"), lambda x: fmt.num(x, "{:.1f}"), html=False,
            doc="Seconds from launching the cell to its first epoch: interpreter, framework import, data load, process group."),
+    Column("start-up by phase", metric("startup_phases"), _phases_text, title="start-up", unit="s by phase",
+           markdown=False, shown=_recorded("startup_phases"), fold=True,
+           doc="Start-up split by phase, the slowest rank's each: imports (interpreter and framework), cuda_context, process_group (gloo, or NCCL's communicator with a barrier on the rank's GPU), dataset, pipeline, first_batch; – in files written before it was recorded."),
     Column("CPU s / epoch", metric("cpu_s_per_epoch"), fmt.seconds, title="CPU time", unit="s per epoch",
            markdown=False, fold=True,
            doc="CPU seconds the training process spent per measured epoch, all its threads (the slowest rank's; not its DataLoader workers'): the work done, which a busy machine moves far less than the epoch time; – in files written before it was recorded."),
+    Column("runner CPU", metric("runner_cpu_share"), fmt.pct, unit="of a core", markdown=False, fold=True,
+           shown=_recorded("runner_cpu_share"),
+           doc="CPU the runner's memory sampler took beside the cell, per second of the cell (a share of one core): the harness's own cost on the cores the cell shares; – in files written before it was recorded."),
     Column("other load", metric("other_load"), fmt.pct, unit="of the machine", note=_busy_machine,
            hint=lambda c: "CPU share other processes took while this cell ran", shown=_recorded("other_load"), fold=True,
            doc="CPU share other processes took while the cell ran; at or above the high-load mark its times are marked suspect."),

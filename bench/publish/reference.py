@@ -12,6 +12,7 @@ import json
 from pydantic import BaseModel
 
 from bench import datasets
+from bench.datasets import params
 from bench.publish import columns
 from bench.run import suite
 
@@ -81,7 +82,7 @@ def _fields_table(model: type[BaseModel], sweeps: bool) -> list[str]:
 
 
 def _source_params(source: str) -> list[str]:
-    model = datasets.params_model(source)
+    model = params.of_source(source)
     fields = getattr(model, "model_fields", None)
     module = datasets.source_module(source)
     about = (module.__doc__ or "").strip().split("\n\n")[0]

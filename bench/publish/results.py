@@ -20,7 +20,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench.result_format import REQUIRED_EXTRA, SCHEMA_VERSION, problems
+from bench.result_format import REQUIRED_EXTRA, SCHEMA_VERSION, ExtraInfo, problems
 
 NOT_RUN = "not run"
 NOT_RUN_REASON = "the run ended before this cell"
@@ -79,42 +79,28 @@ class Rank:
     gpu_util: dict | None = None  # its GPU's utilisation and PCIe traffic (bench/machine/gpu_sampler.py)
 
 
-@dataclass(frozen=True)
-class Metrics:
-    """The numbers the worker recorded for a measured cell (its `extra_info`)."""
-    seeds_per_s: float
-    edges_per_s: float
-    loader_stall: float               # share of epoch time spent waiting for the next batch
-    peak_rss_bytes: int | None
-    peak_pss_bytes: int | None
-    val_acc: float | None             # None: the cell trained no model (model=none)
-    test_acc: float | None
-    startup_s: float
-    compute_s: float | None = None    # per epoch
-    comm_s: float | None = None       # per epoch: DDP's all-reduce
-    batches_per_epoch: int | None = None
-    seeds_per_epoch: float | None = None  # all ranks' seeds per epoch; None in files written before it
-    total_pss_bytes: int | None = None
-    peak_gpu_bytes: int | None = None
-    warmup_epoch_s: tuple[float, ...] = ()
-    ranks: tuple[Rank, ...] = ()
-    partition: dict | None = None     # pyg-dist: num_parts, seconds, edge_cut, balance, reused
-    # where each epoch went (seconds per measured epoch, by stage; they add up to the epoch) and the
-    # work each batch did (bench.publish.stages reads them); None in files written before them
-    stages: dict | None = None
-    loader_worker_s: dict | None = None   # num_workers > 0: worker-seconds per epoch in the loader's processes
-    work: dict | None = None
-    profile: bool | None = None           # False: the run turned the stage timings off
-    # training to the suite's target_acc (bench/run/to_target.py): target, reached, epochs, seconds
-    # (training time, evaluation apart: eval_s), best_val_acc; None without a target or a model
-    to_target: dict | None = None
-    other: dict = field(default_factory=dict)  # recorded numbers this model does not name (yet)
-
-    def get(self, name: str):
-        """A recorded number by its extra_info name, named here or not: what a column reads."""
-        return getattr(self, name) if name in METRIC_FIELDS else self.other.get(name)
+# The extra_info fields that say which cell it is rather than what it measured: CellResult holds them.
+CELL_FIELDS = frozenset({"cell_id", "backend", "stack", "versions", "device", "dataset", "settings", "is_baseline"})
+# The measured fields read as typed records rather than as stored (every other one is kept as stored).
+METRIC_READERS = {
+    "warmup_epoch_s": lambda stored: tuple(stored or ()),
+    "ranks": lambda stored: tuple(_fields_of(Rank, r) for r in stored or []),
+}
 
 
+def _get(self, name: str):
+    """A recorded number by its extra_info name, declared or not: what a column reads."""
+    return getattr(self, name) if name in METRIC_FIELDS else self.other.get(name)
+
+
+# The numbers the worker recorded for a measured cell: one attribute per field of
+# bench/result_format.py's ExtraInfo that is not a cell field (declared there once, checked on read
+# there; None where a file predates the field), plus `other`, the recorded numbers no declaration names.
+Metrics = dataclasses.make_dataclass(
+    "Metrics",
+    [(name, object, field(default=None)) for name in ExtraInfo.model_fields if name not in CELL_FIELDS]
+    + [("other", dict, field(default_factory=dict))],
+    frozen=True, namespace={"get": _get, "__doc__": "A measured cell's numbers, by their extra_info names."})
 METRIC_FIELDS = frozenset(f.name for f in dataclasses.fields(Metrics)) - {"other"}
 
 
@@ -376,11 +362,8 @@ def _stats(stats: dict) -> Stats:
 
 
 def _metrics(info: dict) -> Metrics:
-    cell_fields = {"cell_id", "backend", "stack", "versions", "device", "dataset", "settings", "is_baseline"}
-    return Metrics(**{k: info.get(k) for k in METRIC_FIELDS - {"warmup_epoch_s", "ranks"}},
-                   warmup_epoch_s=tuple(info.get("warmup_epoch_s") or ()),
-                   ranks=tuple(_fields_of(Rank, r) for r in info.get("ranks") or []),
-                   other={k: v for k, v in info.items() if k not in cell_fields | METRIC_FIELDS | set(STORED_SCORES)})
+    return Metrics(**{k: METRIC_READERS.get(k, lambda stored: stored)(info.get(k)) for k in METRIC_FIELDS},
+                   other={k: v for k, v in info.items() if k not in CELL_FIELDS | METRIC_FIELDS | set(STORED_SCORES)})
 
 
 def _unmeasured_cell(record: dict, path: Path) -> CellResult:

@@ -12,7 +12,7 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench.publish import advisor, charts, diagnosis, history, releases, report, stages, steps
+from bench.publish import advisor, charts, diagnosis, history, lifecycle, releases, report, stages, steps
 from bench.publish.fmt import first_line, when
 from bench.publish.results import RunResult
 
@@ -33,13 +33,20 @@ class SuiteRuns:
         return f"suite-{self.slug}.html"
 
 
+# The mark of a folder `report --html` writes into: made by it, or marked by it when it found the
+# folder holding none of the files it writes. Pages of an earlier build in a marked folder are
+# replaced; in a folder without the mark, a file the site would write is the user's and is refused.
+SITE_MARK = ".gnnbench-site"
+
+
 def build(results: list[RunResult], out_dir: Path, command: str | None = None) -> list[Path]:
-    """Write the site into out_dir (created; pages of an earlier build are overwritten).
-    Returns the pages written."""
+    """Write the site into out_dir (created, or marked: claim_folder). Returns the pages written."""
     out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
     suites = group_by_suite(results)
-    data_links = copy_result_files(results, out_dir / "data")
+    data_names = data_file_names(results)
+    claim_folder(out_dir, ["index.html", "environment.html", *(s.page for s in suites),
+                           *(f"data/{name}" for name in data_names.values())])
+    data_links = copy_result_files(results, out_dir / "data", data_names)
     env = report.environment("html")
     env.filters["summary"] = lambda text: first_line(text, 240)  # a failure's one-line summary
     # the docs site, where `make site` built it beside the pages (mkdocs into DIR/docs): linked from each page
@@ -98,6 +105,8 @@ def suite_sections(suite: SuiteRuns, data_links: dict[Path, str]) -> dict:
             "failures": failures, "anchors": anchors, "partitions": report.partitions(newest),
             "advice": advice_section(suite), "history": history_section(suite),
             "releases": release_section(newest, suite.runs[:-1]),
+            # what the maintainers of each pipeline compared here say (bench/publish/lifecycle.py)
+            "lifecycle": lifecycle.lines_for({c.backend for c in newest.measured + newest.unmeasured}),
             "tolerance": stages.EQUAL_WORK_TOLERANCE}
 
 
@@ -194,16 +203,38 @@ def run_row(result: RunResult, data_links: dict[Path, str], suite: SuiteRuns) ->
             "newest": result is suite.newest}
 
 
-def copy_result_files(results: list[RunResult], data_dir: Path) -> dict[Path, str]:
-    """Copy each result file into the site so its link works offline; returns path -> href."""
-    data_dir.mkdir(parents=True, exist_ok=True)
-    links: dict[Path, str] = {}
+def claim_folder(out_dir: Path, files: list[str]) -> None:
+    """Make `out_dir` the site's, or refuse: a folder it made or marked is its own; another folder
+    is marked only where none of `files` (relative paths) is there yet."""
+    from bench.inputs import InputError
+
+    if (out_dir / SITE_MARK).is_file():
+        return
+    if out_dir.is_dir():
+        present = [name for name in files if (out_dir / name).exists() or (out_dir / name).is_symlink()]
+        if present:
+            raise InputError(f"--html {out_dir}: {out_dir / present[0]} is already there and this folder is not a "
+                             f"site gnnbench wrote (no {SITE_MARK}); give a new or empty folder, or remove "
+                             f"{len(present)} file(s) it would write over ({', '.join(present[:3])}"
+                             f"{' ...' if len(present) > 3 else ''})")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / SITE_MARK).write_text("a result site written by `gnnbench report --html`: its pages are "
+                                     "rewritten by the next build\n")
+
+
+def data_file_names(results: list[RunResult]) -> dict[Path, str]:
+    """Each result file's name under data/ (unique): result path -> file name."""
     taken: set[str] = set()
+    return {r.path: unique_slug(f"{r.path.parent.name}-{r.path.stem}", taken) + ".json" for r in results}
+
+
+def copy_result_files(results: list[RunResult], data_dir: Path, names: dict[Path, str] | None = None) -> dict[Path, str]:
+    """Copy each result file into the site so its link works offline; returns path -> href."""
+    names = names or data_file_names(results)
+    data_dir.mkdir(parents=True, exist_ok=True)
     for result in results:
-        stem = unique_slug(f"{result.path.parent.name}-{result.path.stem}", taken)
-        shutil.copyfile(result.path, data_dir / f"{stem}.json")
-        links[result.path] = f"data/{stem}.json"
-    return links
+        shutil.copyfile(result.path, data_dir / names[result.path])
+    return {result.path: f"data/{names[result.path]}" for result in results}
 
 
 def unique_slug(text: str, taken: set[str]) -> str:

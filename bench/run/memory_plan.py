@@ -3,15 +3,19 @@
 The estimate counts what each rank process holds: the hub arrays it loads (edges as COO, CSC
 pointers, features, labels), the framework's own graph structure on top (each backend's
 registry entry says how many bytes per node and edge: bench/backends/__init__.py), and a fixed
-overhead for the interpreter and framework. With DDP every rank holds its own copy, so the total
-grows with the world size; features in a disk-backed store (LMDB, GraphBolt's on-disk features:
-bench.stores.STORES says which) are memory-mapped, shared by all ranks through the page cache and
-evictable, so they are not counted per rank. A cell whose total does not fit in the memory
+overhead for the interpreter and framework. What a rank holds privately (features read into it,
+a framework's own graph structure, the interpreter) is counted per rank, so the total grows with
+the world size; what the node holds once is counted once (held_per_node): the hub's read-only
+maps, shared by all ranks through the page cache, GraphBolt's graph built on them, and in
+pinned-cuda the one copy of graph and features the ranks pin in place. Features in a disk-backed
+store (LMDB, GraphBolt's on-disk features: bench.stores.STORES says which) are memory-mapped and
+evictable, so they are not counted at all. A cell whose total does not fit in the memory
 available now is refused before it starts, with these numbers, instead of being killed half-way.
 """
 
 from __future__ import annotations
 
+from bench import modes
 from bench.backends import BACKENDS
 from bench.stores import features_in_memory
 
@@ -38,11 +42,38 @@ def parts(stats: dict, backend: str, store: str = "memory") -> dict[str, int]:
     return {**out, "overhead_bytes": PROCESS_OVERHEAD_BYTES}
 
 
-def estimate(stats: dict, backend: str, world_size: int = 1, store: str = "memory") -> dict[str, int]:
-    per_rank = parts(stats, backend, store)
-    per_rank["per_rank_bytes"] = sum(per_rank.values())
-    per_rank["total_bytes"] = per_rank["per_rank_bytes"] * world_size
-    return per_rank
+def split(stats: dict, backend: str, store: str = "memory", mode: str = "cpu-cpu") -> tuple[dict, dict]:
+    """`parts` as (what each rank holds privately, what the node holds once). Once per node: the
+    hub's graph and labels (read-only maps, shared through the page cache); the structure of a
+    backend that samples on the hub's own arrays (GraphBolt: maps in the CPU modes, one shared copy
+    in pinned-cuda; on the GPU, not the host, in cuda-cuda); the features in pinned-cuda (one copy
+    per node, pinned in place by every rank) and where a backend keeps them in host memory split
+    over its ranks (cuGraph-PyG's WholeGraph: `host_features_once`). cuda-cuda reads the features from the map straight
+    to the GPU (bench/run/worker.py load_data): no host copy at all."""
+    info, storage = BACKENDS[backend], modes.mode(mode).storage
+    hub = hub_parts(stats, store)
+    structure = (info.structure_bytes_per_node * (stats["num_nodes"] + 1)
+                 + info.structure_bytes_per_edge * stats["num_edges"])
+    rank = {"graph_bytes": 0 if info.structure_on_hub_maps else structure,
+            "feature_bytes": hub["feature_bytes"] if storage == modes.CPU else 0,
+            "label_bytes": 0, "overhead_bytes": PROCESS_OVERHEAD_BYTES}
+    node = {"graph_bytes": hub["graph_bytes"] + (structure if info.structure_on_hub_maps and storage != modes.CUDA else 0),
+            "feature_bytes": hub["feature_bytes"] if storage == modes.PINNED or info.host_features_once else 0,
+            "label_bytes": hub["label_bytes"], "overhead_bytes": 0}
+    return rank, node
+
+
+def estimate(stats: dict, backend: str, world_size: int = 1, store: str = "memory",
+             mode: str = "cpu-cpu") -> dict[str, int]:
+    """The bytes `world_size` ranks on one node need, by part (each part's rank and node shares
+    together), `per_rank_bytes` (what each rank holds privately), `shared_bytes` (what the node
+    holds once) and `total_bytes` (per rank × ranks + shared)."""
+    rank, node = split(stats, backend, store, mode)
+    out = {k: rank[k] + node[k] for k in rank}
+    out["per_rank_bytes"] = sum(rank.values())
+    out["shared_bytes"] = sum(node.values())
+    out["total_bytes"] = out["per_rank_bytes"] * world_size + out["shared_bytes"]
+    return out
 
 
 def hub_bytes(stats: dict) -> int:

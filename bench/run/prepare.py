@@ -50,6 +50,7 @@ class Preparation:
         self.cache, self.data_root, self.nnodes, self.no_install, self.say = cache, data_root, nnodes, no_install, say
         self.datasets: dict[str, Path | DatasetError] = {}  # by dataset name
         self._stack_errors: dict[str, str] = {}
+        self._image_only: set[str] = set()  # stacks the GPU images alone build (every pin container-only)
 
     def prepare(self, cell: Cell) -> PreparedCell | Outcome:
         """The cell ready to launch, or the outcome that stops it before it starts: a stack that is
@@ -60,8 +61,8 @@ class Preparation:
         preparer = None if hub.is_materialised(spec, self.cache) else datasets.stack_of(spec["source"])
         for stack in filter(None, (cell.stack, preparer)):
             problem = self.ensure_stack(stack)
-            if problem:
-                return Outcome(cell, "failed", problem)
+            if problem:  # a stack only the GPU images build is not this machine's failure: skipped
+                return Outcome(cell, "skipped" if stack in self._image_only else "failed", problem)
         refused = self.refusal(cell)
         if refused:
             return Outcome(cell, "refused", refused)
@@ -83,7 +84,10 @@ class Preparation:
         stack = stacks.get(name)  # a pinned or a registered stack (reads the registry once)
         if stack.installed:
             return None
-        if stack.external:
+        if getattr(stack, "container_only", False) and not stacks.in_container():
+            self._stack_errors[name] = stacks.CONTAINER_ONLY_STACK.format(name=name, pins=stack.requirements.name)
+            self._image_only.add(name)
+        elif stack.external:
             self._stack_errors[name] = (f"stack {name!r}: its registered interpreter {stack.python} "
                                         f"is gone (gnnbench stacks add {name} --python PATH registers another)")
         elif self.no_install:
@@ -102,7 +106,7 @@ class Preparation:
         except DatasetError:
             return None  # preparing the dataset will report what is wrong
         local_ranks = max(1, cell.settings["world_size"] // self.nnodes)
-        need = memory.estimate(stats, cell.backend, local_ranks, cell.settings["store"])
+        need = memory.estimate(stats, cell.backend, local_ranks, cell.settings["store"], cell.settings["mode"])
         return memory.refusal(need["total_bytes"], psutil.virtual_memory().available,
                               f"{local_ranks} rank(s) of {cell.backend} on {cell.dataset}")
 

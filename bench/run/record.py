@@ -100,6 +100,9 @@ def extra_info(outcome: Outcome, baseline: str | None = None) -> dict:
         "warmup_epoch_s": [e["seconds"] for e in rec["warmup"]],
         "is_baseline": cell.id == baseline,
         "other_load": outcome.other_load,  # share of the machine other work took meanwhile (bench.machine.load)
+        # the runner's memory sampler, beside the cell on the same cores: its CPU seconds per second of the cell
+        "runner_cpu_share": (None if outcome.runner_cpu_s is None or not outcome.wall_s
+                             else round(outcome.runner_cpu_s / outcome.wall_s, 5)),
         # where no GPU utilisation was sampled, why (a CPU cell, no nvidia-ml-py in the stack, ...)
         "gpu_util_reason": None if rec.get("gpu_util") else rec.get("gpu_util_reason"),
         **from_record(rec),
@@ -187,7 +190,8 @@ def rank_entries(outcome: Outcome) -> list[dict]:
                     "comm_s": r.get("comm_s"), "epoch_s": r.get("epoch_s"),
                     "peak_gpu_bytes": r.get("peak_gpu_bytes"),
                     # its GPU's utilisation per measured epoch and over them, and the cores it ran on
-                    **{k: r[k] for k in ("gpu_util", "gpu_util_epochs", "cpu_affinity") if r.get(k)}})
+                    **{k: r[k] for k in ("gpu_util", "gpu_util_epochs", "cpu_affinity", "startup_phases",
+                                         "gpu_device_used_bytes", "gpu_peaks") if r.get(k)}})
     return out
 
 

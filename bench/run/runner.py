@@ -24,6 +24,7 @@ from pathlib import Path
 
 import psutil
 
+from bench.backends.shared_host import SHARED_HOST_ENV
 from bench import stacks
 from bench.machine import cgroup
 from bench.machine.load import LoadMeter
@@ -32,13 +33,14 @@ from bench.paths import repo_root
 from bench.run import cluster_env
 from bench.run.lifeline import PARENT_ENV
 from bench.run.suite import Cell
-from bench.run.worker import PROGRESS_TAG
+from bench.run.progress import PROGRESS_TAG
 
 STDERR_TAIL_CHARS = 2000
 MEMORY_SAMPLE_S = 0.2
 PSS_EVERY_S = 2.0  # PSS is read at least this often, and whenever the tree's RSS reaches a new high
 PSS_RSS_STEP = 1.02  # ... by this factor
 TREE_EVERY_S = 1.0  # the process tree is listed again this often (new DataLoader workers, ranks)
+SHARED_MEMORY = Path("/dev/shm")  # where a cell's shared host copies live (RAM, not disk)
 RUN_ID_ENV = "GNNBENCH_RUN_ID"  # marks every process of one cell, so leftovers can be found
 
 
@@ -53,6 +55,7 @@ class Outcome:
     wall_s: float = 0.0
     rank_peaks: dict = field(default_factory=dict)  # rank -> (peak RSS, peak PSS) of its process tree
     other_load: float | None = None  # share of the machine other work kept busy meanwhile (bench.machine.load)
+    runner_cpu_s: float | None = None  # CPU seconds the runner's memory sampler took beside the cell (its own cost)
 
 
 @dataclass(frozen=True)
@@ -80,10 +83,13 @@ class TreeMemorySampler(threading.Thread):
         self._groups: dict | None = None  # rank -> its processes, as last listed (see _tree)
         self._launched, self._listed_at = False, 0.0
         self._stop_event = threading.Event()
+        self.own_cpu_s = 0.0  # this thread's CPU seconds: what watching the cell cost the cores it shares
 
     def run(self) -> None:
+        started = time.thread_time()
         while not self._stop_event.is_set():
             self.sample()
+            self.own_cpu_s = time.thread_time() - started
             self._stop_event.wait(self.interval)
 
     def _rank_of(self, proc: psutil.Process) -> int | None:
@@ -236,11 +242,13 @@ def launch_cell(cell: Cell, python: Path, dataset_dir: Path, cache: Path, memory
 
 def _run(cell: Cell, python: Path, dataset_dir: Path, cache: Path, on_progress, extra_env, launch: Launch, timeout: float,
          run_id: str, group: cgroup.MemoryCgroup | None) -> Outcome:
-    with tempfile.TemporaryDirectory(prefix="gnnbench-cell-") as scratch:
+    with tempfile.TemporaryDirectory(prefix="gnnbench-cell-") as scratch, \
+            tempfile.TemporaryDirectory(prefix="gnnbench-shared-", dir=SHARED_MEMORY if SHARED_MEMORY.is_dir() else None) as shared:
         out_path = Path(scratch) / "result.json"
         err_path = Path(scratch) / "stderr.txt"
         cmd = worker_command(python, cell, [cell.to_json(), str(dataset_dir), str(out_path)], launch)
-        env = {**worker_env(cache, run_id), **(extra_env or {})}
+        # the node's one host copy of what its ranks pin in place (bench/backends/shared_host.py), gone with the cell
+        env = {**worker_env(cache, run_id), SHARED_HOST_ENV: shared, **(extra_env or {})}
         started = time.monotonic()
         load = LoadMeter()
         join_fd = group.join_fd() if group else None
@@ -270,7 +278,7 @@ def _run(cell: Cell, python: Path, dataset_dir: Path, cache: Path, on_progress, 
         stderr_tail = stderr[-STDERR_TAIL_CHARS:]
         outcome = Outcome(cell, "ok", peak_rss_bytes=sampler.peak_rss, peak_pss_bytes=sampler.peak_pss,
                           wall_s=wall, rank_peaks=dict(sampler.rank_peaks),
-                          other_load=load.other_share(sampler.cpu_seconds))
+                          other_load=load.other_share(sampler.cpu_seconds), runner_cpu_s=sampler.own_cpu_s)
         oom_kills = group.oom_kills() if group else 0
         if timed_out:
             outcome.status, outcome.reason = "timeout", f"no result after {timeout:g} s (killed)\n{stderr_tail}"
@@ -315,7 +323,7 @@ def _read_progress(stream, on_progress) -> None:
 
 
 RANK_PREFIX = re.compile(r"^\[(?:rank|default)(\d+)\]:\s*")  # torch.distributed.run tags each rank's lines
-EXCEPTION_LINE = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Exit)): (.*)$")
+EXCEPTION_LINE = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Exit)): (.*)")  # one line (splitlines)
 # torchrun's summary lists each failed rank (rank, exit code); a rank's peers often fail only
 # because it did ("Connection reset by peer"), sometimes before it is observed
 FAILED_RANK = re.compile(r"^\s*rank\s*:\s*(\d+).*?\n\s*exitcode\s*:\s*(-?\d+)", re.M)

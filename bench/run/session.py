@@ -473,6 +473,13 @@ class Session:
                          "the CUDA out-of-memory record (status oom), each rank and its loader workers pinned to "
                          "its GPU's cores (cpu_affinity) and the NCCL version read from the stack's torch have "
                          "been tested on CPU with samples only")
+            notes.append("unverified on a GPU: each rank seeing its own GPU alone (CUDA_VISIBLE_DEVICES) beside "
+                         "NCCL, NCCL's set-up in process_group (device_id, barrier), pinned-cuda's one host copy per "
+                         "node pinned in place by every rank, and the start check against a real driver and GPU "
+                         "have been tested on CPU with the facts faked")
+            if cell.backend == "cugraph-pyg":
+                notes.append("unverified on a GPU: cuGraph-PyG has never run in this gnnbench (written as "
+                             "cugraph-gnn's gcn_dist_mnmg.py; docs/gpus.md lists what differs)")
         return notes
 
     def gpu_refusal(self, cell: Cell) -> Outcome | None:

@@ -19,11 +19,11 @@ from typing import Annotated, Any, Literal, Union
 import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, create_model, field_validator
 
-from bench.backends import ALL_MODES, BACKENDS
+from bench.backends import ALL_MODES, AMP_DTYPES, BACKENDS
 from bench.backends.stages import WORK_BUDGET
 import bench.datasets as datasets_module
-from bench.datasets import SOURCES, canonical_params, parametric, params_model, parse_name
-from bench.datasets.params import Strict
+from bench.datasets import SOURCES, canonical_params, parametric, parse_name
+from bench.datasets.params import Strict, of_source as params_model
 from bench import modes, strict_yaml
 from bench.inputs import plain_name_problem
 from bench.paths import suites_dir
@@ -36,7 +36,7 @@ PER_GPU = "per-gpu"  # num_workers: the usable cores shared out among this node'
 Store = Literal[tuple(STORES)]  # type: ignore[valid-type]
 Model = Literal["sage", "none"]
 # YAML 1.1 reads a bare `off` as false: take it as the "off" it was written as
-Amp = Annotated[Literal["off", "bf16", "fp16"], BeforeValidator(lambda v: "off" if v is False else v)]
+Amp = Annotated[Literal[("off", *AMP_DTYPES)], BeforeValidator(lambda v: "off" if v is False else v)]
 MemoryLimit = Annotated[str, BeforeValidator(lambda v: canonical_limit(v))]  # "none" or e.g. "3GiB"
 Fanout = Annotated[list[Annotated[int, Field(ge=1, le=10_000)]], Field(min_length=1, max_length=5)]
 
@@ -91,7 +91,7 @@ class Settings(Strict):
     num_workers: one_or_sweep(bounded(int, ge=0, le=256) | Literal[PER_GPU]) = 0
     """DataLoader worker processes per rank; `per-gpu`: the usable cores divided among the node's
     ranks (the advice GPU users are given), resolved when the cell runs and recorded."""
-    mode: one_or_sweep(ModeName) = "cpu-cpu"
+    mode: one_or_sweep(ModeName) = modes.DEFAULT
     """Where sampling, feature storage and training run (sampling-training): `cpu-cpu`, `cpu-cuda`,
     `pinned-cuda`, `cuda-cuda`; a backend makes cells only of the modes it has (bench/modes.py)."""
     world_size: one_or_sweep(bounded(int, ge=1, le=1024)) = 1
@@ -512,6 +512,7 @@ def _check_rules(suite: Suite) -> list[str]:
     if problems:
         return problems
     cells = expand(suite)
+    problems += _unmatched_excludes(suite)
     if not cells:
         problems.append("the matrix expands to zero cells: no backend has the modes, stores and options this "
                         "suite sets (see each backend's modes, stores and options in bench/backends/__init__.py; "
@@ -519,6 +520,21 @@ def _check_rules(suite: Suite) -> list[str]:
                         "names has a backend's framework, or `exclude` drops every cell")
     if suite.baseline is not None and suite.baseline not in {c.id for c in cells}:
         problems.append(f"baseline: {suite.baseline!r} is not a cell id of this suite")
+    return problems
+
+
+def _unmatched_excludes(suite: Suite) -> list[str]:
+    """An `exclude` rule that matches no cell of the matrix it is meant to cut (a typo in a value,
+    a backend the dataset does not pair with) drops nothing, silently: each is named."""
+    if not suite.exclude:
+        return []
+    candidates = expand(suite.model_copy(update={"exclude": []}))
+    problems = []
+    for i, rule in enumerate(suite.exclude):
+        if not any(_matches(rule, c.backend, c.dataset, c.settings) for c in candidates):
+            written = ", ".join(f"{k}: {v}" for k, v in rule.model_dump(exclude_none=True).items())
+            problems.append(f"exclude.{i}: {{{written}}} matches no cell of the suite; allowed: a rule that matches "
+                            "at least one cell (correct its values, or remove it)")
     return problems
 
 

@@ -28,28 +28,25 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.backends import BACKENDS, load_pipeline_class
-from bench.backends.base import Unavailable, device_of, rank_and_world, seed_everything, select_device, unwrap
+from bench.backends.base import (Unavailable, device_of, one_gpu_env, rank_and_world, rank_gpus, seed_everything,
+                                 select_device, unwrap)
 from bench.backends.stages import LISTS, WORK_BUDGET, EpochClock, cuda_sync
 from bench.datasets import hub
 from bench.machine import core_budget, gpu_affinity, gpu_sampler
 from bench.machine.gpu_facts import worker_facts
 from bench.machine.memory_breakdown import PhaseMemory, model_optimizer_bytes
 from bench.modes import mode as mode_of
+from bench.paths import OPTIONAL_PROBES, PROBE_MODULES, running_stack_sampler
 from bench.run import cuda_oom, to_target
 from bench.run.lifeline import tie_to_parent
-from bench.stacks import OPTIONAL_PROBES, PROBE_MODULES, running_stack_sampler
+from bench.run.progress import progress
 from bench.stores import features_in_memory, files_of, page_cache
 
-PROGRESS_TAG = "GNNBENCH-PROGRESS "
 INIT_TIMEOUT_S = 300  # init_process_group: seconds to wait for every rank
 # Test hook: GNNBENCH_FAULT="crash", "hang" or "oom" (a CUDA out-of-memory error), optionally ":ID_PART" to hit only cells whose id
 # contains ID_PART and "@RANK" to hit only that rank (several comma-separated), makes the worker crash or hang in its first measured epoch, so the runner's
 # handling of a dying or stuck system under test is exercised on real pipelines.
 FAULT_ENV = "GNNBENCH_FAULT"
-
-
-def progress(**event) -> None:
-    print(PROGRESS_TAG + json.dumps(event), flush=True)
 
 
 def rank_barrier(dist, settings: dict) -> None:
@@ -168,6 +165,7 @@ def run_cell(cell: dict, dataset_dir: Path) -> dict | None:
     started.mark("imports")
     open_device(settings, started)
     affinity = pin_to_gpu_cores(settings, world)
+    record["device"]["core_budget"] = budget_after_pinning(settings, affinity, budget).as_dict()
     join_process_group(settings, world)
     started.mark("process_group")
 
@@ -182,11 +180,18 @@ def run_cell(cell: dict, dataset_dir: Path) -> dict | None:
         return skipped(record, str(exc), rank)
     memory.take("pipeline")
     started.mark("pipeline")
-    epochs = run_epochs(cell, pipe, dataset_dir, rank, world, started, affinity)
+    gpu_peaks = GpuPeaks(pipe)
+    gpu_peaks.end("build")
+    epochs = run_epochs(cell, pipe, dataset_dir, rank, world, started, affinity, gpu_peaks)
     memory.take("epochs")
     mine = rank_record(pipe, epochs, memory, rank, launched_at, started, affinity)
+    mine["gpu_peaks"] = gpu_peaks.end("measured")
     ranks, accuracy = evaluate_and_gather(pipe, data, mine, rank, world, settings)
+    if hasattr(pipe, "close"):  # a framework that set up communicators of its own (cuGraph, WholeGraph)
+        pipe.close()
     memory.take("evaluation")
+    if rank == 0 and mine["gpu_peaks"]:
+        ranks[0]["gpu_peaks"] = gpu_peaks.end("evaluation")  # rank 0 evaluates after the ranks parted
     ranks[rank]["memory_breakdown"] = memory.breakdown(model_optimizer_bytes(pipe))  # with evaluation's peak
     if rank != 0:
         return follower_record(record)
@@ -224,18 +229,50 @@ def pin_to_gpu_cores(settings: dict, world: int) -> gpu_affinity.Plan:
     """This rank on its GPU's CPU cores before it loads anything (bench/machine/gpu_affinity.py);
     CPU cells as they are. The plan also gives its loader workers their cores, later."""
     workers = settings.get("num_workers", 0)
-    return gpu_affinity.pin_rank(pipe_device(settings), int(os.environ.get("LOCAL_RANK", 0)),
-                                 int(os.environ.get("LOCAL_WORLD_SIZE", world)), workers if isinstance(workers, int) else 0)
+    local_world = int(os.environ.get("LOCAL_WORLD_SIZE", world))
+    return gpu_affinity.pin_rank(pipe_device(settings), rank_gpus(os.environ, local_world),
+                                 int(os.environ.get("LOCAL_RANK", 0)), workers if isinstance(workers, int) else 0)
+
+
+def budget_after_pinning(settings: dict, affinity: gpu_affinity.Plan, budget: core_budget.Budget) -> core_budget.Budget:
+    """The rank's core budget once it is pinned: a pinned rank has its share of its GPU's cores to
+    itself, so `num_workers: per-gpu` becomes that share less one core (the host's figure, usable
+    cores ÷ ranks, can exceed it on a two-socket node) and its threads fit what is left. `settings`
+    takes the workers the pipeline will start. An unpinned rank keeps `budget` (set_threads')."""
+    if not affinity.share:
+        return budget
+    import torch
+
+    budget = core_budget.pinned(len(affinity.share), settings.get("num_workers", 0),
+                                settings.get("threads", core_budget.AUTO), settings.get("num_workers_rule"))
+    settings["num_workers"] = affinity.record["num_workers"] = budget.workers
+    torch.set_num_threads(budget.threads)
+    affinity.record["torch_threads"] = budget.threads
+    return budget
 
 
 def join_process_group(settings: dict, world: int) -> None:
-    """With several ranks, the process group (gloo or NCCL, as the mode says)."""
+    """With several ranks, the process group (gloo or NCCL, as the mode says), set up here: NCCL
+    makes its communicator lazily, at the first collective, which would put its set-up in the
+    pipeline phase. So under NCCL the rank's device is named at init where torch takes it
+    (`device_id`, torch >= 2.3: eager set-up) and a barrier on that device follows in every torch."""
     if world > 1:
         import torch.distributed as dist
 
         # a rank that never arrives fails the cell in minutes, not NCCL's default half hour
-        dist.init_process_group(mode_of(settings["mode"]).backend_for_ranks,
-                                timeout=dt.timedelta(seconds=INIT_TIMEOUT_S))
+        backend = mode_of(settings["mode"]).backend_for_ranks
+        dist.init_process_group(backend, timeout=dt.timedelta(seconds=INIT_TIMEOUT_S),
+                                **eager_device(dist.init_process_group, backend, pipe_device(settings)))
+        rank_barrier(dist, settings)
+
+
+def eager_device(init_process_group, backend: str, device) -> dict:
+    """init_process_group's `device_id=` for an NCCL group where this torch has it, else nothing."""
+    import inspect
+
+    if backend != "nccl" or "device_id" not in inspect.signature(init_process_group).parameters:
+        return {}
+    return {"device_id": device}
 
 
 def leave_process_group(world: int) -> None:
@@ -255,10 +292,12 @@ def barrier(settings: dict, world: int) -> None:
 
 
 def load_data(cell: dict, dataset_dir: Path):
-    """The cell's dataset from the hub: in-memory cells read the features into each rank;
-    disk-backed ones leave them mapped."""
-    store = cell["settings"].get("store", "memory")
-    return hub.load_dataset(cell["dataset"]["source"], dataset_dir, features_in_memory=features_in_memory(store))
+    """The cell's dataset from the hub: in-memory cells read the features into each rank, unless
+    the mode keeps them elsewhere (pinned: one copy per node, bench/backends/shared_host.py; cuda:
+    copied from the map straight to the GPU); disk-backed ones leave them mapped."""
+    settings = cell["settings"]
+    private = features_in_memory(settings.get("store", "memory")) and not mode_of(settings["mode"]).features_off_rank
+    return hub.load_dataset(cell["dataset"]["source"], dataset_dir, features_in_memory=private)
 
 
 @dataclass
@@ -293,7 +332,7 @@ class BatchHook:
 
 
 def run_epochs(cell: dict, pipe, dataset_dir: Path, rank: int, world: int, started: StartupPhases,
-               affinity: gpu_affinity.Plan) -> Epochs:
+               affinity: gpu_affinity.Plan, gpu_peaks: GpuPeaks | None = None) -> Epochs:
     """The warm-up and measured epochs, and, where the cell has a target (bench/run/to_target.py),
     evaluations between epochs and epochs past the measured ones until the target or max_epochs.
     Every rank starts an epoch together (the slowest rank ends it); the measured epochs' GPU
@@ -311,6 +350,8 @@ def run_epochs(cell: dict, pipe, dataset_dir: Path, rank: int, world: int, start
             measuring = settings["warmup_epochs"] <= epoch < total
             hook.measuring = measuring
             if epoch == settings["warmup_epochs"]:
+                if gpu_peaks is not None:
+                    gpu_peaks.end("warmup")
                 reset_gpu_peak(pipe)  # the measured epochs' own peak, not warm-up's or the build's
             still_cached = page_cache.evict(cold) if cold else 0.0  # every epoch starts cold; what others map stays
             if still_cached > 0.05:
@@ -411,10 +452,44 @@ def cell_record(cell: dict, record: dict, pipe, data, ranks: list[dict], accurac
             "partition": getattr(pipe, "partition", None), "sampler": pipe.sampler,
             "dataset": {**data.card(), "name": cell["dataset"]["name"]},
             "memory_breakdown": [r.get("memory_breakdown") for r in ranks],  # by rank: bench/machine/memory_breakdown.py
+            # start-up by phase (the slowest rank's each), the device-wide GPU memory and the GPU peaks
+            # by phase (the busiest rank's each)
+            "startup_phases": slowest_phases([r.get("startup_phases") for r in ranks]),
+            "gpu_device_used_bytes": max((r["gpu_device_used_bytes"] for r in ranks if r.get("gpu_device_used_bytes")),
+                                         default=None),
+            "gpu_peaks": slowest_phases([r.get("gpu_peaks") for r in ranks]) or None,
             "gpu_util": gpu_sampler.across_ranks([r.get("gpu_util") for r in ranks]),
             "gpu_util_reason": epochs.not_sampled,
             "to_target": epochs.target and epochs.target.summary(
                 [e["seconds"] for key in ("warmup", "epochs", "beyond") for e in merge_ranks(ranks, key)])}
+
+
+def slowest_phases(per_rank: list[dict | None]) -> dict | None:
+    """Per phase, the largest value any rank recorded (phases in the first rank's order)."""
+    out: dict = {}
+    for phases in per_rank:
+        for phase, value in (phases or {}).items():
+            out[phase] = max(out.get(phase, value), value)
+    return out or None
+
+
+class GpuPeaks:
+    """The most GPU memory this rank's tensors held in each phase (PyTorch's allocator): `end(phase)`
+    reads the peak since the last end and starts the next phase from nothing. Empty on the CPU."""
+
+    def __init__(self, pipe):
+        device = getattr(pipe, "device", None)
+        self.device = device if device is not None and device.type == "cuda" else None
+        self.peaks: dict[str, int] = {}
+
+    def end(self, phase: str) -> dict[str, int]:
+        if self.device is not None:
+            import torch
+
+            torch.cuda.synchronize(self.device)
+            self.peaks[phase] = int(torch.cuda.max_memory_allocated(self.device))
+            torch.cuda.reset_peak_memory_stats(self.device)
+        return dict(self.peaks)
 
 
 class StartupPhases:
@@ -517,7 +592,7 @@ def rank_summary(r: dict) -> dict:
             "comm_s": sum(e["comm_s"] for e in r["epochs"]) / n, "epoch_s": seconds / n,
             "self_max_rss_bytes": r["self_max_rss_bytes"], "startup_s": r["startup_s"],
             "peak_gpu_bytes": r.get("peak_gpu_bytes"), "gpu_device_used_bytes": r.get("gpu_device_used_bytes"),
-            "startup_phases": r.get("startup_phases"), "gpu_util": r.get("gpu_util"),
+            "startup_phases": r.get("startup_phases"), "gpu_peaks": r.get("gpu_peaks"), "gpu_util": r.get("gpu_util"),
             "gpu_util_epochs": r.get("gpu_util_epochs"), "cpu_affinity": r.get("cpu_affinity")}
 
 
@@ -547,6 +622,8 @@ def main(argv: list[str]) -> int:
     tie_to_parent()  # gone with gnnbench (or with torchrun's launcher), whatever ends it
     cell_json, dataset_dir, out_path = argv
     cell = json.loads(cell_json)
+    if mode_of(cell["settings"]["mode"]).needs_gpu and BACKENDS[cell["backend"]].one_gpu_per_rank:  # before torch: CUDA reads it once
+        os.environ.update(one_gpu_env(os.environ, int(os.environ.get("LOCAL_RANK", 0))))
     try:
         result = run_cell(cell, Path(dataset_dir))
     except Exception as exc:

@@ -34,20 +34,26 @@ from dataclasses import dataclass
 from pathlib import Path
 
 # what a stack's install records is kept in bench.paths: the backends read it inside the stack too
-from bench.paths import COMPLETE_MARK, PYG_WHEELS_ENV, recorded_sampler, repo_root, stacks_dir
+from bench.paths import (COMPLETE_MARK, FALLBACK, OPTIONAL_PROBES, PROBE_MODULES, PYG_INDEX, PYG_WHEELS_ENV,
+                         recorded_sampler, repo_root, sampler_summary, stacks_dir)
 from bench.stacks import versions
 
 REQUIREMENTS_DIR = repo_root() / "docker"
 # Markers after a pin, in a comment:
 #   no-build-isolation  a source package that compiles against the torch installed before it
 #   local-only          installed by `gnnbench stacks install` on a machine, not in the images
-#   container-only      installed in the GPU images only (from the CUDA wheel indexes they add)
+#   container-only      installed in the GPU images only (from the CUDA wheel indexes they add); a
+#                       stack whose every pin is container-only is never built on a machine
+#   cuda12, cuda13      in the GPU images, only in the tag whose PyG stacks' CUDA has that major
+#                       (GNNBENCH_TORCH_CUDA, cu130 by default: docker/Dockerfile's TORCH_CUDA)
 #   pyg-wheels          from PyG's wheel index (GNNBENCH_PYG_WHEELS) for the torch installed, in a
 #                       pass of its own after the plain one, on a machine and in the images alike
 #   pyg-wheels-fallback only where the pyg-wheels pins could not be had from there (built from source)
 # GNNBENCH_IN_CONTAINER=1 (the GPU images) selects the container lines; the CPU image (bench-cpu)
 # sets 0 and installs the machine's lines, so its stacks are the same as a machine's.
 NO_ISOLATION_MARK = "no-build-isolation"
+CUDA_MAJOR_MARKS = {"cuda12": "12", "cuda13": "13"}
+TORCH_CUDA_ENV = "GNNBENCH_TORCH_CUDA"  # the images' CUDA wheel tag (cu130, cu126)
 LOCAL_ONLY_MARK = "local-only"
 CONTAINER_ONLY_MARK = "container-only"
 PYG_WHEELS_MARK = "pyg-wheels"
@@ -57,23 +63,16 @@ FALLBACK_MARK = "pyg-wheels-fallback"
 PYG_WHEELS_DEFAULT = "https://data.pyg.org/whl/torch-{TORCH}+{CUDA}.html"
 INDEX_TIMEOUT = 10.0  # seconds an index may take to answer before the fallback is taken
 IN_CONTAINER_ENV = "GNNBENCH_IN_CONTAINER"
-# What `stacks list` imports in each stack to report the versions that really load; an
-# install fails when one of these does not import.
-PROBE_MODULES = {
-    "pyg": ["torch", "torch_geometric", "ogb", "numpy"],
-    "pyg-dist": ["torch", "torch_geometric", "pymetis", "numpy"],
-    "dgl": ["torch", "dgl", "torchdata", "numpy", "pandas"],
-}
-# Reported where present: which sampling ops a PyG stack has differs between machine and image.
-OPTIONAL_PROBES = {"pyg": ["torch_sparse", "torch_scatter", "pyg_lib"], "pyg-dist": ["pyg_lib"]}
 ABSENT = "absent"
 
 
 # The framework each pinned stack carries: a backend runs in any stack of its framework (the
 # `stack` setting), e.g. pyg-dist's backend on current PyG, or PyG's in an external interpreter.
-FRAMEWORK = {"pyg": "pyg", "pyg-dist": "pyg", "dgl": "dgl"}
+FRAMEWORK = {"pyg": "pyg", "pyg-dist": "pyg", "dgl": "dgl", "cugraph-pyg": "pyg"}
 OWN = "own"  # the `stack` setting's name for each backend's own pinned stack
-# A versioned stack (pyg@2.6.1, bench.stacks.versions) probes and runs what its base stack does.
+# A versioned stack (pyg@2.6.1, bench.stacks.versions) runs what its base stack runs, and the host
+# probes it as that stack (`stacks list`, install's import check); the worker probes by its
+# backend's stack already.
 for _name in versions.names():
     _framework = versions.split(_name)[0]
     _base = versions.BASES[_framework][0]
@@ -117,6 +116,13 @@ class Stack:
         return self.path / "bin" / "python"
 
     @property
+    def container_only(self) -> bool:
+        """Every pin is container-only: the stack exists in the GPU images alone (its wheels are
+        CUDA-only), and a machine never builds it."""
+        lines = self._lines()
+        return bool(lines) and all(CONTAINER_ONLY_MARK in marks for _, marks in lines)
+
+    @property
     def installed(self) -> bool:
         return (self.path / COMPLETE_MARK).is_file() and self.python.exists()
 
@@ -129,7 +135,7 @@ class Stack:
         plain, no_isolation = [], []
         for line, marks in self._lines():
             if (LOCAL_ONLY_MARK in marks and container) or (CONTAINER_ONLY_MARK in marks and not container) \
-                    or PYG_WHEELS_MARK in marks:
+                    or PYG_WHEELS_MARK in marks or not for_this_cuda(marks):
                 continue
             (no_isolation if NO_ISOLATION_MARK in marks else plain).append(line)
         return plain, no_isolation
@@ -149,6 +155,17 @@ class Stack:
             if line.strip():
                 out.append((line.strip(), comment.split()))
         return out
+
+
+def for_this_cuda(marks: list[str]) -> bool:
+    """A line marked cuda12/cuda13 belongs to the image tag of that CUDA major (GNNBENCH_TORCH_CUDA)."""
+    wanted = {CUDA_MAJOR_MARKS[m] for m in marks if m in CUDA_MAJOR_MARKS}
+    return not wanted or os.environ.get(TORCH_CUDA_ENV, "cu130").removeprefix("cu")[:2] in wanted
+
+
+CONTAINER_ONLY_STACK = ("stack {name} is built in the GPU images only (every pin in {pins} is container-only: "
+                        "its wheels are CUDA-only): run its cells in the GPU image (docker compose run bench), "
+                        "or register an interpreter that has it (gnnbench stacks add {name} --python PATH)")
 
 
 def in_container() -> bool:
@@ -228,6 +245,8 @@ def install(name: str, log=print, force: bool = False) -> Stack:
     if name not in pinned:
         raise StackError(f"unknown stack {name!r}: `stacks install` builds the pinned stacks: {', '.join(pinned)}")
     stack = pinned[name]
+    if stack.container_only and not in_container():
+        raise StackError(CONTAINER_ONLY_STACK.format(name=name, pins=stack.requirements.name))
     if isinstance(stack, VersionedStack):
         stack.write_requirements()
     if stack.installed and not force:
@@ -281,7 +300,6 @@ def install(name: str, log=print, force: bool = False) -> Stack:
 
 # --- PyG's wheel index (pyg-lib), and the fallback -----------------------------------------------
 
-PYG_INDEX, FALLBACK = "pyg-wheels", "fallback"  # the two sources a stack's sampler can come from
 
 
 def pyg_wheels_url(torch: str, cuda: str) -> str:
@@ -368,21 +386,6 @@ def import_problem(python: Path | str, module: str) -> str | None:
     return None if proc.returncode == 0 else (proc.stderr.strip().splitlines() or ["?"])[-1][:300]
 
 
-def sampler_summary(sampler: dict, versions: dict | None = None) -> str:
-    """One line: which source a stack's sampler came from, and why."""
-    if not sampler:
-        return ""
-    if versions is None and sampler.get("summary"):
-        return sampler["summary"]  # as written at install, with the versions then
-    versions = versions or {}
-    if sampler.get("source") == PYG_INDEX:
-        return f"pyg-lib {versions.get('pyg_lib', '')} from {sampler['index']}".replace("  ", " ")
-    taken = ", ".join(f"{n} {versions.get(n.replace('-', '_'), '')}".strip()
-                      for n in (re.split(r"[=<>!~ ;\[]", line, maxsplit=1)[0] for line in sampler.get("fallback", [])))
-    return (f"{taken} built from source, as PyG's wheel index gave no pyg-lib: {sampler.get('reason')}" if taken
-            else f"no pyg-lib: {sampler.get('reason')}")
-
-
 def index_answers_now(stack: Stack) -> str | None:
     """For an installed stack that fell back because PyG's wheel index could not be reached: why it is
     worth rebuilding now (the index, or the one GNNBENCH_PYG_WHEELS names now, answers), else None.
@@ -396,11 +399,6 @@ def index_answers_now(stack: Stack) -> str | None:
     if reachable(url) is not None:
         return None
     return f"{url} answers now (when this stack was built: {sampler.get('reason')})"
-
-
-def running_stack_sampler() -> str:
-    """In a stack's own interpreter (a worker): where its sampler came from, as its install recorded, or ''."""
-    return sampler_summary(recorded_sampler(Path(sys.prefix)))
 
 
 # pip's own settings that name where wheels come from; an image's stack stage sets them.

@@ -1,0 +1,180 @@
+"""cuGraph-PyG: `cugraph_pyg.loader.NeighborLoader` over `cugraph_pyg.data.GraphStore` (a distributed
+cuGraph graph) and `FeatureStore` (WholeGraph), sampling on the GPU; the shared GraphSAGE from PyG's
+`SAGEConv`. What PyG recommends for multi-GPU training since it deprecated
+`torch_geometric.distributed` (2.7). Mode cuda-cuda: the GPU samples, as in GraphBolt's cuda-cuda
+(not PyG's cpu-cuda). Stack `cugraph-pyg`, built in the GPU images only.
+
+Written as cugraph-gnn's own example is (cugraph_pyg/examples/gcn_dist_mnmg.py, shipped in the
+cugraph-pyg 26.10.0 wheel), step for step, each rank:
+  1. a process group over NCCL (the worker's, or one of its own for a single rank: the stores ask
+     torch.distributed for the world);
+  2. a cuGraph communicator id made on rank 0 and broadcast (cugraph_comms_create_unique_id);
+  3. RMM re-initialised on the rank's GPU (managed memory, no pool), cupy on RMM's allocator,
+     torch.cuda.set_device, cugraph_comms_init, WholeGraph's init (pylibwholegraph);
+  4. under torch's memory pool on RMM's allocator: its slice of the edges (tensor_split over the
+     ranks) into a GraphStore as COO, its slices of the features ("node", "x") and labels
+     ("node", "y") into a FeatureStore, then a barrier;
+  5. NeighborLoader(data, input_nodes=its seeds on the GPU, shuffle, num_neighbors, batch_size);
+  6. at the end, WholeGraph's finalize and cugraph_comms_shutdown (`close`).
+What differs from the example, and why, is listed in docs/gpus.md (the suite's model and
+settings: GraphSAGE not GCN, the suite's fanout per hop, the seeds shared as every backend shares
+them, evaluation summed over ranks). Unverified on a GPU: no GPU was lent to the session that wrote
+it. Imports no RAPIDS package at the top: `unavailable` names what is missing without them.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+
+os.environ.setdefault("RAPIDS_NO_INITIALIZE", "1")  # as the example sets it, before RMM is imported
+
+import torch  # noqa: E402
+
+from bench.backends import base  # noqa: E402
+from bench.backends.pyg_node import PygNodePipeline  # noqa: E402
+
+RAPIDS_MODULES = ("cugraph_pyg", "pylibcugraph", "pylibwholegraph", "rmm", "cupy")
+
+
+def missing() -> str | None:
+    """Why cuGraph-PyG cannot be used in this interpreter (its modules absent), or None."""
+    absent = [m for m in RAPIDS_MODULES if importlib.util.find_spec(m) is None]
+    if absent:
+        return (f"cuGraph-PyG is not installed in this interpreter ({', '.join(absent)} missing): its stack "
+                "(docker/requirements-cugraph-pyg.txt) is built in the GPU images only")
+    return None
+
+
+def unavailable(mode: str, world_size: int = 1) -> str | None:
+    """base.unavailable_reason (a GPU per rank, the stack's CUDA build fits), then cuGraph-PyG itself."""
+    return base.unavailable_reason(mode, world_size) or missing()
+
+
+def own_process_group() -> bool:
+    """A one-rank NCCL group where the worker made none (a single rank): cuGraph-PyG's stores ask
+    torch.distributed for the world size and rank. True where this made it."""
+    import tempfile
+
+    import torch.distributed as dist
+
+    if dist.is_initialized():
+        return False
+    os.environ.setdefault("LOCAL_WORLD_SIZE", "1")
+    store = tempfile.NamedTemporaryFile(prefix="gnnbench-cugraph-", delete=False).name
+    dist.init_process_group("nccl", init_method=f"file://{store}", rank=0, world_size=1)
+    return True
+
+
+def init_worker(rank: int, local_rank: int, world: int, local_world: int) -> None:
+    """The example's init_pytorch_worker: RMM, cupy, the device, cuGraph's comms, WholeGraph."""
+    import torch.distributed as dist
+
+    if rank == 0:
+        from pylibcugraph.comms import cugraph_comms_create_unique_id
+
+        uid = [cugraph_comms_create_unique_id()]
+    else:
+        uid = [None]
+    dist.broadcast_object_list(uid, src=0, device=torch.device("cuda", local_rank))
+
+    import rmm
+
+    rmm.reinitialize(devices=local_rank, managed_memory=True, pool_allocator=False)
+
+    import cupy
+    from rmm.allocators.cupy import rmm_cupy_allocator
+
+    cupy.cuda.Device(local_rank).use()
+    cupy.cuda.set_allocator(rmm_cupy_allocator)
+    torch.cuda.set_device(local_rank)
+
+    from pylibcugraph.comms import cugraph_comms_init
+    from pylibwholegraph.torch.initialize import init as wm_init
+
+    cugraph_comms_init(rank=rank, world_size=world, uid=uid[0], device=local_rank)
+    # the example passes torch.cuda.device_count(): the node's GPUs, one rank each, all visible
+    wm_init(rank, world, local_rank, local_world)
+
+
+def equal_part(idx, rank: int, world: int):
+    """This rank's contiguous part of `idx`, all parts equal (the remainder dropped): every rank
+    then runs as many batches, which cuGraph's collective sampling needs (the example drops the
+    uneven last batch instead: drop_last=True)."""
+    each = len(idx) // world
+    return idx[rank * each:(rank + 1) * each]
+
+
+class Pipeline(PygNodePipeline):
+    unavailable = staticmethod(unavailable)
+    collective_eval = True  # sampling is collective over the cuGraph graph: every rank evaluates its part
+
+    @property
+    def sampler(self) -> str:
+        import cugraph_pyg
+
+        return f"cugraph-pyg {cugraph_pyg.__version__} NeighborLoader (GPU, pylibcugraph)"
+
+    def __init__(self, data, settings: dict):
+        super().__init__(data, settings)
+        import torch.distributed as dist
+        from rmm.allocators.torch import rmm_torch_allocator
+
+        self.own_group = own_process_group()
+        rank, world = dist.get_rank(), dist.get_world_size()
+        local_rank = self.device.index or 0
+        init_worker(rank, local_rank, world, int(os.environ.get("LOCAL_WORLD_SIZE", world)))
+        with torch.cuda.use_mem_pool(torch.cuda.MemPool(rmm_torch_allocator.allocator())):
+            self.graph = self._stores(data, rank, world)
+            dist.barrier()
+        # training seeds as every backend shares them (base.shard: equal counts, so DDP's ranks run
+        # as many batches); val/test in equal parts too: each batch samples collectively over the ranks
+        self.splits = {"train": base.shard(data.train_idx, settings["seed"]),
+                       **{s: equal_part(idx, rank, world) for s, idx in (("val", data.val_idx), ("test", data.test_idx))}}
+        self.train_loader = self._loader("train", shuffle=True)
+        self.build_model(data)
+
+    @staticmethod
+    def _stores(data, rank: int, world: int):
+        """(FeatureStore, GraphStore) with this rank's slices, as the example's load_partitioned_data."""
+        from cugraph_pyg.data import FeatureStore, GraphStore
+
+        graph_store, feature_store = GraphStore(), FeatureStore()
+        n = int(data.num_nodes)
+        feature_store["node", "x", None] = torch.tensor_split(torch.from_numpy(data.features), world)[rank].clone()
+        feature_store["node", "y", None] = torch.tensor_split(torch.from_numpy(data.labels), world)[rank].clone()
+        edges = torch.tensor_split(torch.from_numpy(data.edge_index), world, dim=1)[rank].clone()
+        graph_store[("node", "rel", "node"), "coo", False, (n, n)] = edges
+        return feature_store, graph_store.finalize()
+
+    def _loader(self, split: str, shuffle: bool, num_workers: int = 0):
+        from cugraph_pyg.loader import NeighborLoader
+
+        return NeighborLoader(self.graph, num_neighbors=list(self.settings["fanout"]),
+                              batch_size=self.settings["batch_size"],
+                              input_nodes=torch.from_numpy(self.splits[split]).cuda(), shuffle=shuffle)
+
+    def forward(self, model, batch):
+        batch.y = batch.y.view(-1).to(torch.long)  # as the example: the labels come back from WholeGraph
+        return super().forward(model, batch)
+
+    def evaluate(self, split: str) -> float | None:
+        """On every rank over its part of the split; the counts summed over ranks."""
+        if self.model is None:
+            return None
+        counts = torch.tensor(self.count_correct(split), device=self.device)
+        torch.distributed.all_reduce(counts)
+        return int(counts[0]) / max(int(counts[1]), 1)
+
+    def full_accuracy(self, data, split: str = "test") -> float | None:
+        return None  # layer-wise inference over all nodes needs the whole graph on one rank: not offered
+
+    def close(self) -> None:
+        """The example's end: WholeGraph's finalize and cuGraph's comms shut down."""
+        from pylibcugraph.comms import cugraph_comms_shutdown
+        from pylibwholegraph.torch.initialize import finalize as wm_finalize
+
+        wm_finalize()
+        cugraph_comms_shutdown()
+        if self.own_group:  # the one-rank group made for the stores (the worker leaves its own)
+            torch.distributed.destroy_process_group()

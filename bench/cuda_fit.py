@@ -1,0 +1,144 @@
+"""Whether a stack's CUDA build runs on this machine's driver and GPUs, and which image tag does.
+
+Two facts decide it, both checked before a GPU cell builds anything (bench.backends.base
+unavailable_reason): the driver's CUDA version against the CUDA major version the stack's torch
+was built for (CUDA's minor version compatibility runs a 12.x build on any CUDA 12 driver, never a
+13.x build on a CUDA 12 driver), and each GPU's compute capability against the kernels the
+torch carries (`torch.cuda.get_arch_list()`: sm_XY kernels run on capability X.Y and later minors
+of X; compute_XY PTX on X.Y and later). Each refusal is one line naming what is missing and the
+image tag (IMAGE_TAGS, the tags docker/Dockerfile builds) that has it.
+
+The checks take the facts as plain values, so they are tested without a GPU. Stdlib only at
+import; torch, NVML and nvidia-smi are asked inside `driver_cuda` only.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ImageTag:
+    tag: str          # the suffix of ghcr.io/gnnbench/gnnbench:<tag>
+    cuda: str         # the CUDA version its PyG stacks' torch is built for
+    min_driver: str   # the oldest Linux driver that runs it
+    capabilities: tuple[tuple[int, int], tuple[int, int]]  # lowest and highest compute capability with kernels
+    gpus: str         # in words, for the docs and the messages
+
+
+# The GPU images (docker/Dockerfile, docker-compose.yml; docs/containers.md and docs/gpus.md state
+# the same). The dgl stack is torch 2.2.1+cu121 in both (driver >= 525 through minor version
+# compatibility). The capability ranges are those of PyTorch's cu130 and cu126 wheels' arch lists;
+# the start check reads the real list from the stack's torch.
+IMAGE_TAGS = (
+    ImageTag("latest", "13.0", "580", ((7, 5), (12, 0)), "Turing (T4) and newer: A100, L4, L40S, H100, H200, B200"),
+    ImageTag("latest-cu126", "12.6", "525", ((5, 0), (9, 0)), "Maxwell to Hopper: P100, V100, T4, A100, L40S, H100"),
+)
+
+
+def version_tuple(text: str | None) -> tuple[int, int] | None:
+    """'12.6' or 12060 (the driver API's integer) as (12, 6); None where unknown."""
+    if text is None or text == "":
+        return None
+    if isinstance(text, int) or str(text).isdigit():
+        number = int(text)
+        return (number // 1000, number % 1000 // 10) if number else None
+    found = re.match(r"(\d+)\.(\d+)", str(text))
+    return (int(found.group(1)), int(found.group(2))) if found else None
+
+
+def runs_on(capability: tuple[int, int], arch_list: list[str]) -> bool:
+    """Whether a torch built for `arch_list` ('sm_75', 'compute_90', ...) has kernels for a GPU of
+    `capability`: a cubin for the same major and a minor not above it, or PTX not above it."""
+    major, minor = capability
+    for arch in arch_list:
+        found = re.fullmatch(r"(sm|compute)_(\d+)(\d)[a-z]?", arch)
+        if not found:
+            continue
+        kind, a_major, a_minor = found.group(1), int(found.group(2)), int(found.group(3))
+        if arch.endswith(("a", "f")) and kind == "sm":  # sm_90a: that exact GPU only
+            if (a_major, a_minor) == capability:
+                return True
+            continue
+        if kind == "sm" and a_major == major and a_minor <= minor:
+            return True
+        if kind == "compute" and (a_major, a_minor) <= (major, minor):
+            return True
+    return False
+
+
+def tag_for(*, driver: tuple[int, int] | None = None, capability: tuple[int, int] | None = None) -> ImageTag | None:
+    """The first image tag that runs on that driver and that GPU, or None."""
+    for tag in IMAGE_TAGS:
+        if driver is not None and driver[0] < version_tuple(tag.cuda)[0]:
+            continue
+        if capability is not None and not tag.capabilities[0] <= capability <= tag.capabilities[1]:
+            continue
+        return tag
+    return None
+
+
+def _instead(driver: tuple[int, int] | None, capability: tuple[int, int] | None) -> str:
+    """Which image tag to use instead: one that runs on this driver and GPU, else the one for this
+    GPU with the driver it needs."""
+    tag = tag_for(driver=driver, capability=capability)
+    if tag is not None:
+        return (f"use the image tag :{tag.tag} instead (CUDA {tag.cuda}, driver >= {tag.min_driver}, {tag.gpus}), "
+                "or a stack built for it")
+    tag = tag_for(capability=capability)
+    if tag is not None:
+        return f"update the NVIDIA driver to >= {tag.min_driver} and use the image tag :{tag.tag} (CUDA {tag.cuda}, {tag.gpus})"
+    return "no gnnbench image has kernels for it: use a stack of your own (gnnbench stacks add)"
+
+
+def problem(torch_cuda: str | None, driver_cuda, gpus: list[tuple[str, tuple[int, int]]],
+            arch_list: list[str]) -> str | None:
+    """One line: why this stack's CUDA build cannot run here, or None. torch_cuda: torch.version.cuda
+    ('13.0'); driver_cuda: the driver's CUDA version ('12.4' or 12040; None where unknown); gpus:
+    (name, compute capability) per visible GPU; arch_list: torch.cuda.get_arch_list()."""
+    built, driver = version_tuple(torch_cuda), version_tuple(driver_cuda)
+    if built is not None and driver is not None and driver[0] < built[0]:
+        return (f"the NVIDIA driver supports CUDA {driver[0]}.{driver[1]}, and this stack's torch is built for CUDA "
+                f"{built[0]}.{built[1]}, which needs a CUDA {built[0]} driver: "
+                + _instead(driver, min((tuple(c) for _, c in gpus), default=None)))
+    if not arch_list:
+        return None  # a torch that lists no kernels (a CPU build): nothing to compare
+    for index, (name, capability) in enumerate(gpus):
+        if not runs_on(tuple(capability), arch_list):
+            return (f"GPU {index} ({name}, compute capability {capability[0]}.{capability[1]}) has no kernels in "
+                    f"this stack's torch (built for {' '.join(arch_list)}): "
+                    + _instead(driver, tuple(capability)))
+    return None
+
+
+def driver_cuda() -> str | None:
+    """The CUDA version the installed driver supports ('12.4'), or None: from torch's driver
+    call, else NVML, else nvidia-smi's header."""
+    try:
+        import torch
+
+        number = torch._C._cuda_getDriverVersion()  # 12040; 0 without a driver
+        if number:
+            return f"{number // 1000}.{number % 1000 // 10}"
+    except Exception:  # noqa: BLE001 - a CPU build of torch, or no such call
+        pass
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        number = pynvml.nvmlSystemGetCudaDriverVersion()
+        return f"{number // 1000}.{number % 1000 // 10}"
+    except Exception:  # noqa: BLE001 - no nvidia-ml-py, no driver
+        pass
+    import shutil
+    import subprocess
+
+    if shutil.which("nvidia-smi"):
+        try:
+            out = subprocess.run(["nvidia-smi"], capture_output=True, text=True, timeout=30).stdout
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        found = re.search(r"CUDA Version:\s*(\d+\.\d+)", out)
+        return found.group(1) if found else None
+    return None

@@ -1,0 +1,141 @@
+"""cuGraph-PyG as a backend, checked where no GPU and no RAPIDS wheel can run: its stack's pins
+against what cugraph-pyg 26.10 declares (the wheels' METADATA, kept in tests/data/cugraph-pyg/: the
+headers of cugraph_pyg_cu13/cu12-26.10.0-py3-none-any.whl from PyPI) and the PyG range its
+maintainers give; the stack built in the GPU images only (each CUDA tag its own -cu13/-cu12 line);
+its cells in the GPU suites expanded, then skipped with the reason; the lifecycle lines where a
+user picks a pipeline (the advisor and the suite page)."""
+
+from __future__ import annotations
+
+import json
+from email.parser import Parser
+
+import pytest
+from packaging.requirements import Requirement
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
+
+from bench import stacks
+from bench.backends import BACKENDS
+from bench.publish import advisor, lifecycle, site
+from bench.run import prepare, suite
+from tests import synthetic_results as sr
+from tests.conftest import REPO
+
+METADATA = REPO / "tests/data/cugraph-pyg"
+STACK = "cugraph-pyg"
+
+
+def declared(cuda: str) -> tuple[Version, dict[str, Requirement]]:
+    """(version, requirements by name) cugraph-pyg-<cuda> 26.10 declares, extras left out."""
+    meta = Parser().parsestr((METADATA / f"cugraph_pyg_{cuda}-26.10.0.METADATA").read_text())
+    requires = [Requirement(r) for r in meta.get_all("Requires-Dist")]
+    return Version(meta["Version"]), {r.name: r for r in requires if not (r.marker and "extra" in str(r.marker))}
+
+
+def container_pins(monkeypatch, torch_cuda: str) -> dict[str, str]:
+    monkeypatch.setenv(stacks.TORCH_CUDA_ENV, torch_cuda)
+    plain, no_isolation = stacks.get(STACK).requirement_lines(container=True)
+    return dict(line.split("==", 1) for line in plain + no_isolation)
+
+
+@pytest.mark.parametrize("torch_cuda, cuda", [("cu130", "cu13"), ("cu126", "cu12")])
+def test_the_stacks_pins_agree_with_what_cugraph_pyg_declares(monkeypatch, torch_cuda, cuda):
+    pins = container_pins(monkeypatch, torch_cuda)
+    version, requires = declared(cuda)
+    # each image tag installs its own CUDA's package, at the version whose METADATA is read here
+    assert set(pins) & {"cugraph-pyg-cu12", "cugraph-pyg-cu13"} == {f"cugraph-pyg-{cuda}"}
+    assert version in SpecifierSet(f"=={pins[f'cugraph-pyg-{cuda}']}")
+    # what its wheels declare, the stack's pins meet (numpy); its own RAPIDS libraries are its version's
+    for name, requirement in requires.items():
+        if name in pins:
+            assert Version(pins[name]) in requirement.specifier, (name, pins[name], str(requirement))
+        elif name.startswith(("pylibcugraph", "pylibwholegraph")):
+            assert requirement.specifier == SpecifierSet("==26.10.*"), str(requirement)
+    # its wheels name neither torch nor torch-geometric (so a resolve alone proves nothing): the PyG
+    # range is the one its maintainers give (bench/publish/lifecycle.py), and the pin falls in it,
+    # on the pyg stack's torch
+    assert not {"torch", "torch-geometric"} & set(requires)
+    assert Version(pins["torch-geometric"]) in SpecifierSet(lifecycle.CUGRAPH_PYG_SUPPORTS_PYG)
+    assert Version(pins["torch-geometric"]).release[:2] == (2, 7)
+    plain, _ = stacks.get("pyg").requirement_lines(container=True)
+    assert f"torch=={pins['torch']}" in plain
+
+
+def test_the_stack_is_built_in_the_gpu_images_only(tmp_path, monkeypatch):
+    stack = stacks.get(STACK)
+    monkeypatch.delenv(stacks.IN_CONTAINER_ENV, raising=False)
+    assert stack.container_only and stack.requirement_lines(container=False) == ([], [])
+    assert not any(s.container_only for name, s in stacks.available().items() if name != STACK)
+    with pytest.raises(stacks.StackError, match="built in the GPU images only"):
+        stacks.install(STACK)
+    prep = prepare.Preparation(tmp_path, None, say=lambda *a, **k: None)
+    cell = next(c for c in suite.expand(suite.load(suite.resolve_path("gpu"))[0]) if c.backend == "cugraph-pyg")
+    outcome = prep.prepare(cell)
+    assert outcome.status == "skipped" and "gnnbench stacks add cugraph-pyg" in outcome.reason
+    dockerfile = (REPO / "docker/Dockerfile").read_text()
+    assert "python3 -m bench.stacks install cugraph-pyg" in dockerfile
+    assert dockerfile.count("bench.stacks install cugraph-pyg") == 1  # not in bench-cpu
+
+
+@pytest.mark.parametrize("name, expected", [("gpu", 3), ("multi-gpu", 8)])
+def test_its_cells_expand_in_the_gpu_suites_and_skip_here_with_the_reason(name, expected, tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    cells = [c for c in suite.expand(suite.load(suite.resolve_path(name))[0]) if c.backend == "cugraph-pyg"]
+    assert len(cells) == expected and {c.settings["mode"] for c in cells} == {"cuda-cuda"}
+    assert BACKENDS["cugraph-pyg"].stack == STACK and not BACKENDS["cugraph-pyg"].one_gpu_per_rank
+    proc = subprocess.run([sys.executable, "-m", "bench.cli", "run", name, "-k", "cugraph-pyg", "--results",
+                           str(tmp_path), "--no-install"], cwd=REPO, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": str(REPO), "GNNBENCH_CACHE": str(tmp_path / "cache")})
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    written = json.loads(next(tmp_path.glob(f"{name}-*.json")).read_text())
+    skipped = {u["id"]: u for u in written["unmeasured"]}
+    assert set(skipped) == {c.id for c in cells} and not written["benchmarks"]
+    for u in skipped.values():
+        assert u["status"] == "skipped" and u["reason"]  # here: no GPU (requires: gpu); in the image: the stack's own
+
+
+# --- each pipeline's lifecycle where a user picks one -------------------------------------------------
+
+def test_every_pipeline_has_a_lifecycle_line_with_its_source():
+    covered = {b for line in lifecycle.LIFECYCLE for b in line.backends}
+    assert covered >= {"pyg-neighbor", "pyg-dist", "dgl-graphbolt", "cugraph-pyg"}
+    assert covered <= set(BACKENDS)
+    for line in lifecycle.LIFECYCLE:
+        assert line.source.startswith("https://") and len(line.read_on) == 10, line
+        assert set(line.stacks) <= set(stacks.available()), line
+    assert lifecycle.for_backend("pyg-dist").status == "deprecated"
+    assert "2.4.0" in lifecycle.for_backend("dgl-graphbolt").says and "2.1.0" in lifecycle.for_backend("dgl-graphbolt").says
+    assert "recommends" in lifecycle.for_backend("cugraph-pyg").says
+
+
+def test_the_advisor_and_the_suite_page_show_each_pipelines_lifecycle(tmp_path):
+    pyg, dgl = sr.cell_id(), sr.cell_id(backend="dgl-graphbolt")
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps(sr.run([sr.bench(pyg, [1.0] * 5), sr.bench(dgl, [2.0] * 5)], suite="crafted")))
+    from bench.publish import results
+
+    run = results.read(path)
+    [advice] = advisor.advise([run])
+    assert advice.recommended == pyg
+    assert advice.lifecycle[0].startswith("PyG NeighborLoader (+ DDP) (maintained, recommended here): ")
+    assert advice.lifecycle[1].startswith("DGL GraphBolt (no new releases): DGL's last tagged release is 2.4.0")
+    assert all("read 2026-" in line for line in advice.lifecycle)
+    site.build([run], tmp_path / "site")
+    page = (tmp_path / "site" / "suite-crafted.html").read_text()
+    assert page.count('<ul class="lifecycle">') == 1 and "Pipelines compared: what their maintainers say" in page
+    assert "https://github.com/dmlc/dgl/releases/tag/v2.4.0" in page and "torch_geometric.distributed" not in page
+
+
+def test_its_cells_say_they_are_unverified_on_a_gpu(tmp_path):
+    from bench.run import session as session_mod
+
+    run = session_mod.Session(session_mod.RunOptions(suite="gpu", results=tmp_path / "r", cache_dir=tmp_path / "c"))
+    cugraph = next(c for c in run.cells if c.backend == "cugraph-pyg")
+    graphbolt = next(c for c in run.cells if c.backend == "dgl-graphbolt" and c.settings["mode"] == "pinned-cuda")
+    assert any("cuGraph-PyG has never run" in note for note in run.cell_notes(cugraph))
+    assert not any("cuGraph-PyG" in note for note in run.cell_notes(graphbolt))
+    assert any("pinned in place by every rank" in note for note in run.cell_notes(graphbolt))
