@@ -235,3 +235,23 @@ def test_runs_of_identical_rounds_weigh_finitely(tmp_path):
                 for i in range(8)]
         [step] = only(steps.analyse(runs)).steps
         assert step.position == 4 and step.ratio == pytest.approx(1.3)
+
+
+def test_cli_history_refuses_a_path_named_twice_and_counts_a_file_once(tmp_path, capsys):
+    runs = write_series(tmp_path / "runs", 4, seed=0)
+    same = tmp_path / "runs" / ".." / "runs" / runs[0].path.name
+    assert cli.main(["history", str(runs[0].path), str(same)]) == 2
+    assert "given twice" in capsys.readouterr().err
+    assert cli.main(["history", str(tmp_path / "runs"), str(runs[0].path)]) == 0   # in the folder and named: once
+    assert f"{CELL}: 4 runs" in capsys.readouterr().out
+
+
+def test_cli_history_html_writes_only_into_a_site_folder(tmp_path, capsys):
+    write_series(tmp_path / "runs", 4, seed=0)
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "history.html").write_text("my own page")
+    assert cli.main(["history", str(tmp_path / "runs"), "--html", str(mine)]) == 2
+    assert (mine / "history.html").read_text() == "my own page" and "not a site gnnbench wrote" in capsys.readouterr().err
+    assert cli.main(["history", str(tmp_path / "runs"), "--html", str(tmp_path / "site")]) == 0
+    assert (tmp_path / "site" / "history.html").exists()

@@ -74,8 +74,15 @@ def run(args) -> int:
 
 def result_files(paths: list[Path]) -> tuple[list[results.RunResult], list[Path]]:
     """The runs of the named files (each must be a result file) and of the folders' *.json files
-    (a JSON file there that is not a gnnbench result file is left out, and listed)."""
+    (a JSON file there that is not a gnnbench result file is left out, and listed). A file both
+    named and in a named folder counts once; the same path named twice is refused."""
     runs, skipped, seen = [], [], set()
+    named: dict[Path, Path] = {}
+    for path in paths:  # the same file or folder named twice (docs/guarantees.md)
+        if path.resolve() in named:
+            raise InputError(f"{path}: given twice ({named[path.resolve()]} is the same); allowed: each result "
+                             "file or folder once")
+        named[path.resolve()] = path
     for path in paths:
         if path.is_dir():
             for found in sorted(path.rglob("*.json")):

@@ -44,7 +44,7 @@ def build(results: list[RunResult], out_dir: Path, command: str | None = None) -
     out_dir = Path(out_dir)
     suites = group_by_suite(results)
     data_names = data_file_names(results)
-    claim_folder(out_dir, ["index.html", "environment.html", *(s.page for s in suites),
+    claim_folder(out_dir, ["index.html", "history.html", "environment.html", *(s.page for s in suites),
                            *(f"data/{name}" for name in data_names.values())])
     data_links = copy_result_files(results, out_dir / "data", data_names)
     env = report.environment("html")
