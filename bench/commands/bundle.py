@@ -39,6 +39,12 @@ from bench.inputs import InputError
 from bench.paths import PYG_WHEELS_ENV, repo_root
 # PyG's wheel index (GNNBENCH_PYG_WHEELS): the same source, and the same check, as the local stacks'
 from bench.stacks import pyg_wheels_url, reachable
+from bench.stacks import available
+from bench import stacks
+from bench.run import suite as suite_mod
+from bench import datasets
+from bench.datasets import hub
+from bench.run.prepare import ensure_dataset
 
 PLATFORMS = ("x86_64", "aarch64")
 PYTHONS = range(10, 15)  # 3.10 .. 3.14: gnnbench needs >= 3.10
@@ -153,8 +159,6 @@ def megabytes(path: Path) -> float:
 
 def pins() -> tuple[dict[str, str], dict[str, str]]:
     """(plain pins, built-from-source pins) of the pyg stack on a machine: name -> requirement."""
-    from bench.stacks import available
-
     plain, no_isolation = available()["pyg"].requirement_lines(container=False)
     name = lambda line: re.split(r"[=<>!~ \[;]", line, maxsplit=1)[0].lower()  # noqa: E731
     return {name(r): r for r in plain}, {name(r): r for r in no_isolation}
@@ -292,8 +296,6 @@ def sampler_wheels(out: Path, tag: str) -> list[str]:
 def sampler_from_cache(out: Path, target: Target, tag: str, source_pins: dict[str, str]) -> tuple[list[str], str]:
     """torch-scatter and torch-sparse as the local pyg stack has them (pip's cache of the wheels it
     built), where the node is this machine's kind and has that stack's torch: (files, note)."""
-    from bench import stacks
-
     if not target.is_here():
         return [], f"the wheels built here are for CPython {sys.version_info.major}.{sys.version_info.minor} on " \
                    f"{platform.machine()}, not the target"
@@ -320,8 +322,6 @@ def sampler_from_cache(out: Path, target: Target, tag: str, source_pins: dict[st
 def sampler_sources(out: Path, source_pins: dict[str, str]) -> list[str]:
     """torch-scatter's and torch-sparse's source packages. pip reads a source package's metadata by
     running its setup.py, which imports torch: so the download runs in the local pyg stack."""
-    from bench import stacks
-
     stack = stacks.install("pyg", log=lambda line: say(f"  {line}"))
     folder = out / "sampler" / "src"
     names = [source_pins[n] for n in ("torch-scatter", "torch-sparse")]
@@ -332,8 +332,6 @@ def sampler_sources(out: Path, source_pins: dict[str, str]) -> list[str]:
 
 def dataset_specs(suites: list[str]) -> dict[str, dict]:
     """name -> spec of every dataset the suites' cells use."""
-    from bench.run import suite as suite_mod
-
     found: dict[str, dict] = {}
     for name in suites:
         suite, _ = suite_mod.load(name)
@@ -345,11 +343,6 @@ def dataset_specs(suites: list[str]) -> dict[str, dict]:
 
 def prepare_datasets(out: Path, suites: list[str], data_root: Path | None) -> tuple[list[str], list[str]]:
     """(prepared here, generated on the node) by dataset name."""
-    from bench import datasets
-    from bench.datasets import hub
-    from bench import stacks
-    from bench.run.prepare import ensure_dataset
-
     prepared, on_node = [], []
     hub_dir = out / "hub"
     for name, spec in dataset_specs(suites).items():

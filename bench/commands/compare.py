@@ -6,6 +6,7 @@ from pathlib import Path
 
 from bench.inputs import InputError, finite_float, terminal_safe
 from bench.publish import results
+from bench.publish import history
 
 
 def add_parser(sub, parents) -> None:
@@ -20,8 +21,6 @@ def add_parser(sub, parents) -> None:
 
 
 def run(args) -> int:
-    from bench.publish import history
-
     refuse_repeats([("OLD", args.old), ("NEW", args.new), *(("--history", f) for f in args.history)])
     old, new = results.read(args.old), results.read(args.new)
     verdicts = history.compare(old, new, floor=args.floor, force=args.force,

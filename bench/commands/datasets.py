@@ -12,6 +12,11 @@ from bench.datasets.hub import DatasetError
 from bench.inputs import folder
 from bench.paths import cache_dir
 from bench import stacks
+from bench.commands import dataset_info
+from bench import datasets
+from bench.run.prepare import ensure_dataset
+from bench.datasets.hub import sweep_stale
+from bench.datasets import hub
 
 
 def add_parser(sub, parents) -> None:
@@ -34,10 +39,6 @@ def add_parser(sub, parents) -> None:
 
 
 def run(args) -> int:
-    from bench.commands import dataset_info
-    from bench import datasets
-    from bench.run.prepare import ensure_dataset
-
     cache = cache_dir(args.cache_dir, writable=args.datasets_command in ("prepare", "check"))
     if args.datasets_command == "list":
         print("\n".join(dataset_info.list_lines(cache)))
@@ -50,8 +51,6 @@ def run(args) -> int:
     if args.datasets_command == "check":
         return check(spec, cache)
     if args.datasets_command == "prepare":
-        from bench.datasets.hub import sweep_stale
-
         sweep_stale(cache)
         if args.data_root:
             folder(f"--data-root {args.data_root}", args.data_root, writable=False)
@@ -59,7 +58,6 @@ def run(args) -> int:
         if stack:
             stacks.install(stack)
         print(f"preparing {args.name} ...", flush=True)
-        from bench.datasets import hub
 
         there = hub.is_materialised(spec, cache)
         started = time.perf_counter()
@@ -72,11 +70,6 @@ def run(args) -> int:
 def check(spec: dict, cache: Path) -> int:
     """`gnnbench datasets check SOURCE:PATH`: a user's graph checked and converted into the hub
     (the next run reuses it); a bad file is a DatasetError naming it (exit 2)."""
-    from bench import datasets
-    from bench.commands import dataset_info
-    from bench.datasets import hub
-    from bench.run.prepare import ensure_dataset
-
     if not datasets.user_files(spec["source"]):
         mine = [s for s in datasets.SOURCES if datasets.user_files(s)]
         raise DatasetError(f"{spec['name']}: `datasets check` reads your own graph's files; allowed: "

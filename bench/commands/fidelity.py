@@ -10,6 +10,7 @@ from bench.commands.common import (EXIT_CELLS_FAILED, add_cache_dir, add_data_ro
                                    command_line, results_path)
 from bench.inputs import InputError
 from bench.paths import cache_dir
+from bench.harness_costs import fidelity
 
 
 def add_parser(sub, parents) -> None:
@@ -33,8 +34,6 @@ def add_parser(sub, parents) -> None:
 
 
 def run(args) -> int:
-    from bench.harness_costs import fidelity
-
     if args.rounds < 1:
         raise InputError(f"--rounds {args.rounds}: give at least 1")
     if args.max_rounds is not None and args.max_rounds < args.rounds:

@@ -9,6 +9,8 @@ from pathlib import Path
 
 from bench.inputs import InputError, finite_float, folder, terminal_safe
 from bench.publish import results
+from bench.publish import steps
+from bench.publish import site
 
 RECENT = 3   # --fail-on-step: a step is news while its first run is among a series' last RECENT runs
 
@@ -44,8 +46,6 @@ def _whole(low: int):
 
 
 def run(args) -> int:
-    from bench.publish import steps
-
     runs, skipped = result_files(args.paths)
     if args.suite:
         runs = [r for r in runs if r.suite in args.suite]
@@ -59,8 +59,6 @@ def run(args) -> int:
         print(f"left out {len(skipped)} JSON file{'s' if len(skipped) != 1 else ''} that are not gnnbench result files: "
               + terminal_safe(", ".join(str(p) for p in skipped[:5])) + (" ..." if len(skipped) > 5 else ""))
     if args.html:
-        from bench.publish import site
-
         pages = site.build(runs, args.html, command=None)
         print(f"site: {len(pages)} pages in {args.html} (open {args.html / 'history.html'})")
     if args.fail_on_step:

@@ -9,6 +9,7 @@ from bench.commands.common import (EXIT_CELLS_FAILED, add_cache_dir, add_data_ro
                                    command_line, results_path)
 from bench.inputs import InputError
 from bench.paths import cache_dir
+from bench.harness_costs import overhead
 
 
 def add_parser(sub, parents) -> None:
@@ -24,8 +25,6 @@ def add_parser(sub, parents) -> None:
 
 
 def run(args) -> int:
-    from bench.harness_costs import overhead
-
     if args.epochs < 1:
         raise InputError(f"--epochs {args.epochs}: give at least 1")
     suite, chosen = chosen_cells(args, overhead.measurable, "of one rank (world_size: 1)")

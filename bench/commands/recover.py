@@ -9,6 +9,8 @@ from pathlib import Path
 from bench.commands.common import EXIT_NOT_WRITTEN
 from bench.publish import results
 from bench.run.session import SessionError
+from bench.run import recover
+from bench.run.session import write_whole
 
 
 def add_parser(sub, parents) -> None:
@@ -23,9 +25,6 @@ def add_parser(sub, parents) -> None:
 
 
 def run(args) -> int:
-    from bench.run import recover
-    from bench.run.session import write_whole
-
     out = args.out or recover.default_output(args.journal)
     if out.exists() and not args.force:
         made_by = "the run wrote it" if args.out is None else "gnnbench did not write it in this command"

@@ -6,6 +6,9 @@ from pathlib import Path
 
 from bench.inputs import InputError, folder, output_file, terminal_safe
 from bench.publish import results
+from bench.publish.report import render_markdown
+from bench.publish import site
+from bench.run import recover
 
 
 def add_parser(sub, parents) -> None:
@@ -29,8 +32,6 @@ def run(args) -> int:
 
 def report_files(files: list[Path], markdown: Path | None, command: str | None = None,
                html: Path | None = None, readme: Path | None = None, force: bool = False) -> int:
-    from bench.publish.report import render_markdown
-
     seen: dict[Path, Path] = {}
     for path in files:
         same = seen.get(path.resolve())
@@ -46,8 +47,6 @@ def report_files(files: list[Path], markdown: Path | None, command: str | None =
         folder(f"--html {html}", html, writable=True)
     read = [read_result(f) for f in files]  # every file is checked before anything is written
     if html or readme:
-        from bench.publish import site
-
         if html:
             pages = site.build(read, html, command=command)
             print(f"site: {len(pages)} pages in {html} (open {html / 'index.html'})")
@@ -66,8 +65,6 @@ def report_files(files: list[Path], markdown: Path | None, command: str | None =
 
 def refuse_overwrite(option: str, path: Path, inputs: dict[Path, Path]) -> None:
     """Never write a table over an input, or over a file that holds results (JSON, a journal)."""
-    from bench.run import recover
-
     if path.resolve() in inputs:
         raise InputError(f"{option} {path}: that is one of the result files being read; give another file "
                          "(or --force to replace it)")
@@ -78,8 +75,6 @@ def refuse_overwrite(option: str, path: Path, inputs: dict[Path, Path]) -> None:
 
 def read_result(path: Path) -> results.RunResult:
     """A result file, or a run's journal read as the result file `gnnbench recover` writes."""
-    from bench.run import recover
-
     if recover.is_journal(path):
         return results.of_document(recover.document(path), path)
     return results.read(path)

@@ -23,6 +23,7 @@ from pathlib import Path
 from bench import modes
 from bench.inputs import InputError, folder, new_output_file, no_control_characters
 from bench.paths import default_results_dir
+from bench.run import suite as suite_mod
 
 REQUEUE_SIGNAL_S = 300  # seconds before the time limit the batch shell is told to requeue
 # Whole-string patterns (fullmatch: `$` would also match before a trailing newline).
@@ -75,8 +76,6 @@ def check_shape(nodes: int, gpus_per_node: int) -> None:
 def fit(suite_arg: str, nodes: int, gpus_per_node: int) -> tuple[str, list[str], list[str]]:
     """The suite's name, its cells that fit N nodes x G GPUs per node, and why the others do not
     (they will be skipped on the nodes with the same reasons). None fitting is an input error."""
-    from bench.run import suite as suite_mod
-
     suite, _ = suite_mod.load(suite_arg)
     fits, misfits = [], []
     for cell in suite_mod.expand(suite):

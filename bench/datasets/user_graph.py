@@ -38,6 +38,7 @@ from typing import Callable, Iterator, Literal
 import numpy as np
 
 from bench.datasets import baseline, hub, hub_stream
+from bench.datasets.npy_reader import NpyArray
 
 USER_FILES = True  # marks the sources of a user's own files (bench.datasets.user_files)
 EDGE_CHUNK = 1 << 22   # edges read at a time
@@ -484,8 +485,6 @@ class RowReader:
     this process's memory: for a sample of rows spread over the file, most of its pages)."""
 
     def __init__(self, path: Path):
-        from bench.datasets.npy_reader import NpyArray
-
         self.array = NpyArray(path)
 
     def __getitem__(self, ids) -> np.ndarray:
@@ -505,8 +504,6 @@ class RowReader:
 def edge_homophily(folder: Path, labels: np.ndarray) -> float | None:
     """Share of edges (between labelled nodes) whose ends share a label, read in blocks (not
     mapped: the pages read are not kept as this process's memory)."""
-    from bench.datasets.npy_reader import NpyArray
-
     edge_index = NpyArray(folder / "edge_index.npy")
     same = total = 0
     step = 1 << 22

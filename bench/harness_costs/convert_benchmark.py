@@ -36,6 +36,9 @@ from pathlib import Path
 import numpy as np
 
 from bench.datasets import SOURCES, user_files
+from bench import datasets
+from bench.datasets import hub
+from bench import stacks
 
 # one input per source of a user's own graph (the registry's sources with USER_FILES), the edge list
 # also as CSV, and today's in-memory path (npy read whole)
@@ -46,17 +49,12 @@ BLOCK = 1 << 22
 
 
 def synthetic_spec(args) -> dict:
-    from bench import datasets
-
     return datasets.parse_name(f"synthetic:scale={args.scale},edge_factor={args.edge_factor},"
                                f"feature_dim={args.feature_dim},num_classes=47,train_frac=0.08,val_frac=0.01,"
                                "test_frac=0.01")
 
 
 def reference(args, work: Path) -> Path:
-    from bench import datasets
-    from bench.datasets import hub
-
     spec = synthetic_spec(args)
     if not hub.is_materialised(spec, work / "cache"):
         print(f"generating {spec['name']} ...", flush=True)
@@ -159,8 +157,6 @@ torch.save(data, sys.argv[2])
 
 
 def pyg_python() -> Path:
-    from bench import stacks
-
     stack = stacks.get("pyg")
     if not stack.installed:
         raise SystemExit("the pyg stack is not installed (gnnbench stacks install pyg): pyg-file needs it")

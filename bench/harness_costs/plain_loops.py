@@ -30,6 +30,10 @@ import torch
 import torch.nn.functional as F
 
 from bench.backends import BACKENDS
+from bench.backends import load_pipeline_class
+from bench.run.worker import run_epoch
+from bench.datasets import hub
+from bench.run.worker import set_threads
 
 DROPOUT = 0.5
 
@@ -153,9 +157,6 @@ def side_by_side(cell: dict, data, s: dict) -> dict:
     them) and the plain loop's, built on the same data in this one process, epochs interleaved
     (harness first in even pairs, plain first in odd): what the two loops cost with the process
     around them the same. Returns {"epochs"/"cpu": the plain loop's, "harness"/"harness_cpu": ...}."""
-    from bench.backends import load_pipeline_class
-    from bench.run.worker import run_epoch
-
     pipe = load_pipeline_class(cell["backend"])(data, s)
     sides = {"harness": lambda: run_epoch(pipe, profile=pipe.profile), "plain": LOOPS[cell["backend"]](data, s)}
     for _ in range(s["warmup_epochs"]):
@@ -172,10 +173,6 @@ def side_by_side(cell: dict, data, s: dict) -> dict:
 def main(argv: list[str]) -> int:
     """`CELL_JSON DATASET_DIR`: the plain loop alone; `--side-by-side CELL_JSON DATASET_DIR`: it and
     the harness's pipeline in this one process (side_by_side)."""
-    from bench.datasets import hub
-
-    from bench.run.worker import set_threads
-
     together = argv[:1] == ["--side-by-side"]
     cell_json, dataset_dir = argv[1:] if together else argv
     cell = json.loads(cell_json)

@@ -35,6 +35,10 @@ from pathlib import Path
 import numpy as np
 
 from bench.stores import page_cache
+from bench.machine import core_budget
+from bench import stacks
+from bench.machine import gpus
+from bench.machine.gpu_facts import run_tool
 
 FORMAT = 1
 MIB = 2**20
@@ -56,8 +60,6 @@ H2D_TIMEOUT_S = 120
 def usable_cores() -> int:
     """CPUs this process may run on (a container's or taskset's limit, not the machine's count):
     the core budget's count (bench/machine/core_budget.py)."""
-    from bench.machine import core_budget
-
     return core_budget.usable_cores()
 
 
@@ -243,8 +245,6 @@ def h2d_bandwidth(interpreters: Iterable[Path]) -> tuple[dict | None, str]:
 
 def torch_interpreters() -> list[Path]:
     """This interpreter, then the installed stacks' (one of them has a CUDA torch on a GPU host)."""
-    from bench import stacks
-
     found = [Path(sys.executable)]
     found += [s.python for s in stacks.available().values() if s.installed]
     return list(dict.fromkeys(found))
@@ -263,7 +263,6 @@ def machine_key() -> dict:
     except OSError:
         pass
     pages = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    from bench.machine import gpus
 
     # the GPUs are part of the machine: a host-to-device figure belongs to the GPU it was measured on
     # (and a machine that gains a GPU is measured again); their UUIDs tell two hosts of one model apart
@@ -289,8 +288,6 @@ def board(dmi: Path = DMI) -> str | None:
 def gpu_uuids() -> list[str]:
     """The UUIDs of the GPUs nvidia-smi lists (each card's own, the same in every container)."""
     import re
-
-    from bench.machine.gpu_facts import run_tool
 
     text = run_tool(["nvidia-smi", "-L"]) if shutil.which("nvidia-smi") else None
     return re.findall(r"UUID: (GPU-[0-9a-fA-F-]+)", text or "")
@@ -339,7 +336,6 @@ def probe(cache: Path, row_widths: Iterable[int] = (), files: dict[str, tuple[Pa
         notes += entry["notes"]
     h2d_entry = known.get("h2d")
     if not (h2d_entry and h2d_entry.get("figures")):  # "not measured" is never kept: asked again next run
-        from bench.machine import gpus
 
         shown = gpus.visible()
         figures, note = (h2d_bandwidth(interpreters()) if shown else

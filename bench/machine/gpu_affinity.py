@@ -25,6 +25,9 @@ import shutil
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
+from bench.machine import nvml
+from bench.machine.nvml import _bare_uuid
+from bench.machine.nvml import normal_pci
 
 SYSFS_PCI = Path("/sys/bus/pci/devices")
 
@@ -81,8 +84,6 @@ _LISTING: tuple[list[dict] | None, str] | None = None
 
 
 def _nvml_listing() -> tuple[list[dict], str] | None:
-    from bench.machine import nvml
-
     lib, reason = nvml.load()
     if lib is None:
         _WHY.append(reason)
@@ -131,8 +132,6 @@ def parse_listing(text: str) -> list[dict]:
 
 def find_gpu(entry: str, listing: list[dict]) -> tuple[dict | None, str]:
     """The GPU a CUDA_VISIBLE_DEVICES entry names ("3", "GPU-8f2e..." or a unique prefix of one), or why not."""
-    from bench.machine.nvml import _bare_uuid
-
     entry = str(entry).strip()
     if entry.lower().startswith("mig-"):
         return None, f"GPU {entry} is a MIG instance: its parent GPU's cores are not looked up"
@@ -149,8 +148,6 @@ def gpu_cores(entry: str, listing: tuple[list[dict] | None, str] | None = None) 
     node or a UUID) that this process may use, and how they were found (or why not): NVML's
     affinity, else the kernel's local_cpulist for the PCI bus id NVML or nvidia-smi gives.
     `listing`: node_listing()'s answer (tests give their own)."""
-    from bench.machine.nvml import normal_pci
-
     devices, source = listing if listing is not None else node_listing()
     if devices is None:
         return None, f"the GPU's cores are unknown: {source}"

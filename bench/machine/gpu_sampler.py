@@ -19,6 +19,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass
+from bench.machine import nvml
 
 INTERVAL_S = 0.1
 KB = 1024  # NVML's PCIe throughput unit (KB/s)
@@ -191,7 +192,6 @@ def open_for(device) -> tuple[EpochSampler | None, str | None]:
     cell, no nvidia-ml-py in the stack, no driver, a GPU NVML cannot match."""
     if device is None or getattr(device, "type", "cpu") != "cuda":
         return None, CPU_ONLY
-    from bench.machine import nvml
 
     found, reason = nvml.open_device(device.index or 0)
     if found is None:

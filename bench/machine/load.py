@@ -15,6 +15,7 @@ import resource
 import time
 
 import psutil
+from bench.machine import core_budget
 
 HIGH_LOAD = 0.25  # a quarter of the machine busy with other work: the cell's times are suspect
 
@@ -31,8 +32,6 @@ def _usage(who: int) -> float:
 
 def usable_cores() -> int:
     """The core budget's count (bench/machine/core_budget.py: affinity, capped by a cgroup quota)."""
-    from bench.machine import core_budget
-
     return core_budget.usable_cores()
 
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from bench.publish import fmt, stages, to_target
 from bench.publish.results import CellResult
 from bench.machine.load import HIGH_LOAD
+from bench.machine import core_budget
 
 AXES = {"world_size": ("rank", "ranks"), "num_workers": ("worker", "workers")}
 OVERSUBSCRIBED = 1.0      # processes per usable core above which the CPU is oversubscribed
@@ -74,8 +75,6 @@ def usable_cores(cell: CellResult) -> int | None:
 def oversubscription(s: Slower) -> str | None:
     """The core budget (bench/machine/core_budget.py) of the cell as it ran: its ranks, each with its
     recorded compute threads (1 in files that do not record them) and its loader workers."""
-    from bench.machine import core_budget
-
     cell = s.cell
     cores = usable_cores(cell)
     if not cores:

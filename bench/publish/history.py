@@ -50,6 +50,7 @@ from dataclasses import dataclass, field
 
 from bench.publish.fmt import first_line, host_label, pct
 from bench.publish.results import CellResult, Machine, RunResult, ResultsError
+from bench.run.suite import Settings
 
 K_SIGMA = 3.0          # how many standard deviations of run-to-run noise a verdict needs
 MIN_HISTORY = 3        # earlier medians of a cell needed for its own run-to-run spread
@@ -170,8 +171,6 @@ def configuration(cell: CellResult) -> str:
 @functools.cache
 def setting_defaults() -> dict[str, str]:
     """Each suite setting's default value, as JSON text."""
-    from bench.run.suite import Settings
-
     return {k: json.dumps(v) for k, v in Settings().model_dump().items()}
 
 

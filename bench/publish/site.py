@@ -15,6 +15,7 @@ from pathlib import Path
 from bench.publish import advisor, charts, diagnosis, history, lifecycle, releases, report, stages, steps
 from bench.publish.fmt import first_line, when
 from bench.publish.results import RunResult
+from bench.inputs import InputError
 
 
 @dataclass
@@ -206,8 +207,6 @@ def run_row(result: RunResult, data_links: dict[Path, str], suite: SuiteRuns) ->
 def claim_folder(out_dir: Path, files: list[str]) -> None:
     """Make `out_dir` the site's, or refuse: a folder it made or marked is its own; another folder
     is marked only where none of `files` (relative paths) is there yet."""
-    from bench.inputs import InputError
-
     if (out_dir / SITE_MARK).is_file():
         return
     if out_dir.is_dir():
