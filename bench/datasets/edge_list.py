@@ -16,6 +16,8 @@ rows are written where their node goes. Checks and conversion: bench/datasets/us
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -67,10 +69,29 @@ def _row(path: Path, row: int) -> str:
 
 
 def open_graph(label: str, params: dict) -> ug.UserGraph:
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
     folder = Path(params["path"])
+    edges_path, nodes_path, node_schema, edge_schema = _find_tables(folder)
+    notes = _edge_notes(edges_path, edge_schema)
+    ids, labels, split = _read_node_columns(nodes_path, node_schema)
+    nodes = NodeIds.of(nodes_path, ids)
+    labels_by_node = _labels_by_node(nodes_path, labels, nodes.node_of_row)
+    masks = _split_masks(nodes_path, split, nodes.node_of_row)
+    features = FeatureColumns.of(nodes_path, node_schema)
+    extra_arrays, extra_meta = _node_ids_record(nodes_path, nodes)
+    return ug.UserGraph(
+        label=label, num_nodes=nodes.n, nodes_from=f"the rows of {nodes_path.name}",
+        edges=ug.Input(edges_path, "src, dst"), edge_dtype=np.dtype(np.int64),
+        num_input_edges=tables.num_rows(edges_path), edge_chunks=partial(_edge_chunks, edges_path, nodes_path, nodes),
+        features=ug.Input(nodes_path, features.name), feature_shape=(nodes.n, features.width),
+        feature_dtype=np.dtype(features.dtype), feature_blocks=partial(features.blocks, nodes),
+        labels=ug.Input(nodes_path, "column label"), read_labels=lambda: labels_by_node,
+        splits={s: ug.Input(nodes_path, f"column split ({s})") for s in ug.SPLITS},
+        read_split=lambda s: masks[s], notes=notes, extra_arrays=extra_arrays, extra_meta=extra_meta,
+        node_position=lambda i: f", {_row(nodes_path, int(nodes.order[i]))}")
+
+
+def _find_tables(folder: Path) -> tuple:
+    """The edge list and the node table in the folder, and their schemas, with the columns needed."""
     if not folder.is_dir():
         raise ug.fail(f"{folder}: no such folder; allowed: a folder with edges.csv or edges.parquet and "
                       "nodes.csv or nodes.parquet")
@@ -81,20 +102,28 @@ def open_graph(label: str, params: dict) -> ug.UserGraph:
         if missing:
             raise ug.fail(f"{path}: no column {', '.join(missing)} (it has {', '.join(schema.names) or 'none'}); "
                           f"allowed: columns {', '.join(needed)}" + (" and the features" if "id" in needed else ""))
-    notes = []
+    return edges_path, nodes_path, node_schema, edge_schema
+
+
+def _edge_notes(edges_path: Path, edge_schema) -> list[str]:
     extra_edge = [c for c in edge_schema.names if c not in ("src", "dst")]
-    if extra_edge:
-        notes.append(f"{edges_path.name}: column(s) {', '.join(extra_edge)} ignored: gnnbench trains on the graph's "
-                     "structure, not its edge attributes")
+    if not extra_edge:
+        return []
+    return [f"{edges_path.name}: column(s) {', '.join(extra_edge)} ignored: gnnbench trains on the graph's "
+            "structure, not its edge attributes"]
+
+
+def _read_node_columns(nodes_path: Path, node_schema) -> tuple:
+    """The node table's ids, labels and splits (N values each), in its row order."""
+    import pyarrow as pa
+
     id_type = node_schema.field("id").type
     if pa.types.is_integer(id_type):
-        id_type, numeric = pa.int64(), True
+        id_type = pa.int64()
     elif pa.types.is_string(id_type) or pa.types.is_large_string(id_type):
-        id_type, numeric = pa.string(), False
+        id_type = pa.string()
     else:
         raise ug.fail(f"{nodes_path}: column id has type {id_type}; allowed: integers or strings")
-
-    # the node table's ids, labels and splits (N values each), in its row order
     ids, labels, split = [], [], []
     label_type = node_schema.field("label").type
     for table in tables.batches(nodes_path, ["id", "label", "split"],
@@ -103,32 +132,86 @@ def open_graph(label: str, params: dict) -> ug.UserGraph:
         ids.append(table["id"])
         labels.append(table["label"])
         split.append(table["split"])
-    ids = pa.chunked_array(ids, type=id_type).combine_chunks()
-    n = len(ids)
-    if n == 0:
-        raise ug.fail(f"{nodes_path}: the node table has no rows; allowed: one row per node")
-    if ids.null_count:
-        row = int(np.flatnonzero(ids.is_null().to_numpy(zero_copy_only=False))[0])
-        raise ug.fail(f"{nodes_path}: {_row(nodes_path, row)}, column id is empty; allowed: an id on every row")
-    order = pc.sort_indices(ids).to_numpy()
-    sorted_ids = ids.take(pa.array(order))
-    ids_np = sorted_ids.to_numpy(zero_copy_only=False)
-    same = np.flatnonzero(ids_np[1:] == ids_np[:-1])
-    if same.size:
-        a, b = sorted((int(order[same[0]]), int(order[same[0] + 1])))
-        raise ug.fail(f"{nodes_path}: column id holds {ids_np[same[0]]!r} twice ({_row(nodes_path, a)} and "
-                      f"{_row(nodes_path, b)}); allowed: each id once")
-    node_of_row = np.empty(n, dtype=np.int64)
-    node_of_row[order] = np.arange(n, dtype=np.int64)
-    identity = numeric and ids_np[0] == 0 and ids_np[-1] == n - 1
-    in_order = bool(np.all(order == np.arange(n)))
+    return pa.chunked_array(ids, type=id_type).combine_chunks(), labels, split
+
+
+@dataclass
+class NodeIds:
+    """The node ids, sorted (hub node i has the i-th smallest), and how an edge end's id finds its node."""
+    path: Path  # the node table
+    numeric: bool
+    n: int
+    sorted_ids: object  # a pyarrow array
+    ids_np: np.ndarray  # sorted
+    order: np.ndarray  # the row of hub node i
+    node_of_row: np.ndarray
+    identity: bool  # ids 0..N-1: the id is the node
+    in_order: bool  # the rows are in id order
     # integer ids within a few times N of each other: a table from id to node (one lookup per
     # edge end instead of a binary search); sparse ids (hashes...) are searched
-    id_table, low = None, 0
-    if numeric and not identity and int(ids_np[-1]) - int(ids_np[0]) < DENSE_SPAN * n:
-        low = int(ids_np[0])
-        id_table = np.full(int(ids_np[-1]) - low + 1, -1, dtype=np.int64)
-        id_table[ids_np - low] = np.arange(n, dtype=np.int64)
+    id_table: np.ndarray | None
+    low: int
+
+    @classmethod
+    def of(cls, nodes_path: Path, ids) -> "NodeIds":
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        numeric = pa.types.is_integer(ids.type)
+        n = len(ids)
+        if n == 0:
+            raise ug.fail(f"{nodes_path}: the node table has no rows; allowed: one row per node")
+        if ids.null_count:
+            row = int(np.flatnonzero(ids.is_null().to_numpy(zero_copy_only=False))[0])
+            raise ug.fail(f"{nodes_path}: {_row(nodes_path, row)}, column id is empty; allowed: an id on every row")
+        order = pc.sort_indices(ids).to_numpy()
+        sorted_ids = ids.take(pa.array(order))
+        ids_np = sorted_ids.to_numpy(zero_copy_only=False)
+        same = np.flatnonzero(ids_np[1:] == ids_np[:-1])
+        if same.size:
+            a, b = sorted((int(order[same[0]]), int(order[same[0] + 1])))
+            raise ug.fail(f"{nodes_path}: column id holds {ids_np[same[0]]!r} twice ({_row(nodes_path, a)} and "
+                          f"{_row(nodes_path, b)}); allowed: each id once")
+        node_of_row = np.empty(n, dtype=np.int64)
+        node_of_row[order] = np.arange(n, dtype=np.int64)
+        identity = numeric and ids_np[0] == 0 and ids_np[-1] == n - 1
+        id_table, low = None, 0
+        if numeric and not identity and int(ids_np[-1]) - int(ids_np[0]) < DENSE_SPAN * n:
+            low = int(ids_np[0])
+            id_table = np.full(int(ids_np[-1]) - low + 1, -1, dtype=np.int64)
+            id_table[ids_np - low] = np.arange(n, dtype=np.int64)
+        return cls(nodes_path, numeric, n, sorted_ids, ids_np, order, node_of_row, identity,
+                   bool(np.all(order == np.arange(n))), id_table, low)
+
+    def nodes_of(self, values) -> tuple[np.ndarray, np.ndarray]:
+        """The nodes of a column of ids, and where an id is empty or not a node's."""
+        if not self.numeric:
+            import pyarrow.compute as pc
+
+            found = pc.index_in(values, value_set=self.sorted_ids)
+            missing = found.is_null().to_numpy(zero_copy_only=False)
+            return pc.fill_null(found, 0).to_numpy(zero_copy_only=False).astype(np.int64), missing
+        raw = values.to_numpy(zero_copy_only=False)
+        missing = np.zeros(len(values), dtype=bool)
+        if values.null_count:
+            missing[np.flatnonzero(values.is_null().to_numpy(zero_copy_only=False))] = True
+            raw = np.where(missing, 0, raw).astype(np.int64)
+        if self.identity:
+            missing |= (raw < 0) | (raw >= self.n)
+            node = np.where(missing, 0, raw)
+        elif self.id_table is not None:
+            inside = (raw >= self.low) & (raw < self.low + self.id_table.size)
+            node = self.id_table[np.where(inside, raw - self.low, 0)]
+            missing |= ~inside | (node < 0)
+        else:
+            node = np.minimum(np.searchsorted(self.ids_np, raw), self.n - 1)
+            missing |= self.ids_np[node] != raw
+        return node, missing
+
+
+def _labels_by_node(nodes_path: Path, labels: list, node_of_row: np.ndarray) -> np.ndarray:
+    """Column label, by hub node (-1: none)."""
+    import pyarrow as pa
 
     label_col = pa.chunked_array(labels).combine_chunks()
     if not (pa.types.is_integer(label_col.type) or pa.types.is_floating(label_col.type) or pa.types.is_null(label_col.type)):
@@ -139,114 +222,112 @@ def open_graph(label: str, params: dict) -> ug.UserGraph:
     label_rows = label_col.to_numpy(zero_copy_only=False)
     if label_col.null_count:
         label_rows = np.where(label_col.is_null().to_numpy(zero_copy_only=False), -1, np.nan_to_num(label_rows, nan=-1))
+    labels_by_node = np.empty(len(node_of_row), dtype=label_rows.dtype)
+    labels_by_node[node_of_row] = label_rows
+    return labels_by_node
+
+
+def _split_masks(nodes_path: Path, split: list, node_of_row: np.ndarray) -> dict[str, np.ndarray]:
+    """Column split as a mask by hub node for each split."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
     words = pa.chunked_array(split, type=pa.string()).combine_chunks()
     words = pc.fill_null(pc.utf8_lower(pc.utf8_trim_whitespace(words)), "")
-    masks = {}
     known = pa.array(["", *SPLIT_WORDS])
     unknown = pc.invert(pc.is_in(words, value_set=known)).to_numpy(zero_copy_only=False)
     if unknown.any():
         row = int(np.flatnonzero(unknown)[0])
         raise ug.fail(f"{nodes_path}: {_row(nodes_path, row)}, column split is {words[row].as_py()!r}; allowed: "
                       "train, val (or valid), test, or empty for none")
+    masks = {}
     for split_name in ug.SPLITS:
         hit = pc.is_in(words, value_set=pa.array([w for w, s in SPLIT_WORDS.items() if s == split_name]))
         hit = hit.to_numpy(zero_copy_only=False)
-        mask = np.zeros(n, dtype=bool)
+        mask = np.zeros(len(node_of_row), dtype=bool)
         mask[node_of_row[hit]] = True
         masks[split_name] = mask
-    labels_by_node = np.empty(n, dtype=label_rows.dtype)
-    labels_by_node[node_of_row] = label_rows
-    del words, label_col
+    return masks
 
-    # the features: every other column, or one list column
-    feature_cols = [c for c in node_schema.names if c not in ("id", "label", "split")]
-    if not feature_cols:
-        raise ug.fail(f"{nodes_path}: no feature columns (it has {', '.join(node_schema.names)}); allowed: "
-                      "number columns besides id, label and split, or one list column")
-    first = node_schema.field(feature_cols[0]).type
-    as_list = len(feature_cols) == 1 and (pa.types.is_list(first) or pa.types.is_large_list(first)
-                                          or pa.types.is_fixed_size_list(first) or pa.types.is_string(first))
-    if as_list:
-        width, dtype = _list_width(nodes_path, feature_cols[0], first)
-    else:
-        for c in feature_cols:
-            t = node_schema.field(c).type
-            if not (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t) or pa.types.is_null(t)):
-                raise ug.fail(f"{nodes_path}: column {c} has type {t}; allowed: feature columns of numbers, or one "
-                              "list column")
-        width = len(feature_cols)
-        dtype = np.result_type(*[_np_type(node_schema.field(c).type) for c in feature_cols])
-    feature_name = (f"column {feature_cols[0]} (a list)" if as_list
-                    else f"columns {feature_cols[0]}..{feature_cols[-1]}" if width > 1 else f"column {feature_cols[0]}")
 
-    def feature_blocks():
+@dataclass
+class FeatureColumns:
+    """The features: every column but id, label and split, or one list column."""
+    path: Path  # the node table
+    columns: list[str]
+    as_list: bool
+    width: int
+    dtype: np.dtype
+    name: str  # as messages name them
+
+    @classmethod
+    def of(cls, nodes_path: Path, node_schema) -> "FeatureColumns":
+        import pyarrow as pa
+
+        feature_cols = [c for c in node_schema.names if c not in ("id", "label", "split")]
+        if not feature_cols:
+            raise ug.fail(f"{nodes_path}: no feature columns (it has {', '.join(node_schema.names)}); allowed: "
+                          "number columns besides id, label and split, or one list column")
+        first = node_schema.field(feature_cols[0]).type
+        as_list = len(feature_cols) == 1 and (pa.types.is_list(first) or pa.types.is_large_list(first)
+                                              or pa.types.is_fixed_size_list(first) or pa.types.is_string(first))
+        if as_list:
+            width, dtype = _list_width(nodes_path, feature_cols[0], first)
+        else:
+            for c in feature_cols:
+                t = node_schema.field(c).type
+                if not (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t) or pa.types.is_null(t)):
+                    raise ug.fail(f"{nodes_path}: column {c} has type {t}; allowed: feature columns of numbers, or one "
+                                  "list column")
+            width = len(feature_cols)
+            dtype = np.result_type(*[_np_type(node_schema.field(c).type) for c in feature_cols])
+        name = (f"column {feature_cols[0]} (a list)" if as_list
+                else f"columns {feature_cols[0]}..{feature_cols[-1]}" if width > 1 else f"column {feature_cols[0]}")
+        return cls(nodes_path, feature_cols, as_list, width, dtype, name)
+
+    def blocks(self, nodes: NodeIds):
+        """(hub rows, [rows, width] block, first row as given), a record batch at a time."""
         start = 0
-        for table in tables.batches(nodes_path, feature_cols, batch_rows=ug.rows_per_block(width, 8)):
+        for table in tables.batches(self.path, self.columns, batch_rows=ug.rows_per_block(self.width, 8)):
             rows = table.num_rows
-            block = (_list_block(table[feature_cols[0]], width, nodes_path, start, feature_cols[0]) if as_list
-                     else np.column_stack([table[c].to_numpy(zero_copy_only=False) for c in feature_cols]))
-            hub_rows = node_of_row[start:start + rows]
-            yield (start if in_order else hub_rows), block.reshape(rows, width), start
+            block = (_list_block(table[self.columns[0]], self.width, self.path, start, self.columns[0]) if self.as_list
+                     else np.column_stack([table[c].to_numpy(zero_copy_only=False) for c in self.columns]))
+            hub_rows = nodes.node_of_row[start:start + rows]
+            yield (start if nodes.in_order else hub_rows), block.reshape(rows, self.width), start
             start += rows
 
-    def edge_chunks():
-        offset = 0
-        for table in tables.batches(edges_path, ["src", "dst"], {"src": id_type, "dst": id_type}):
-            ends = []
-            for end, column in enumerate(("src", "dst")):
-                values = table[column].combine_chunks() if hasattr(table[column], "combine_chunks") else table[column]
-                if numeric:
-                    raw = values.to_numpy(zero_copy_only=False)
-                    if values.null_count:
-                        pos = np.flatnonzero(values.is_null().to_numpy(zero_copy_only=False))
-                        missing = np.zeros(len(values), dtype=bool)
-                        missing[pos] = True
-                        raw = np.where(missing, 0, raw).astype(np.int64)
-                    else:
-                        missing = np.zeros(len(values), dtype=bool)
-                    if identity:  # ids 0..N-1: the id is the node
-                        missing |= (raw < 0) | (raw >= n)
-                        node = np.where(missing, 0, raw)
-                    elif id_table is not None:
-                        inside = (raw >= low) & (raw < low + id_table.size)
-                        node = id_table[np.where(inside, raw - low, 0)]
-                        missing |= ~inside | (node < 0)
-                    else:
-                        node = np.minimum(np.searchsorted(ids_np, raw), n - 1)
-                        missing |= ids_np[node] != raw
-                else:
-                    found = pc.index_in(values, value_set=sorted_ids)
-                    missing = found.is_null().to_numpy(zero_copy_only=False)
-                    node = pc.fill_null(found, 0).to_numpy(zero_copy_only=False).astype(np.int64)
-                if missing.any():
-                    i = int(np.flatnonzero(missing)[0])
-                    given = values[i].as_py()
-                    what = "is empty" if given is None else f"is {given!r}, not an id of {nodes_path.name}"
-                    raise ug.fail(f"{edges_path}: {_row(edges_path, offset + i)}, column {column} {what}; "
-                                  f"allowed: the ids in {nodes_path.name}'s id column")
-                ends.append(node.astype(np.int64, copy=False))
-            yield ug.EdgeChunk(ends[0], ends[1], offset,
-                               lambda i, end: f"{_row(edges_path, i)}, column {('src', 'dst')[end]}")
-            offset += table.num_rows
 
-    extra_arrays, extra_meta = {}, {}
-    if identity:
-        extra_meta["node_ids"] = f"the ids 0..{n - 1} of {nodes_path.name}, kept as they are"
-    else:
-        extra_arrays["node_ids"] = ids_np.astype(np.int64) if numeric else np.asarray(ids_np.astype(str))
-        extra_meta["node_ids"] = (f"node_ids.npy in the hub folder: hub node i is the node of {nodes_path.name} "
-                                  "whose id is node_ids[i] (its ids, sorted)")
-    graph = ug.UserGraph(
-        label=label, num_nodes=n, nodes_from=f"the rows of {nodes_path.name}",
-        edges=ug.Input(edges_path, "src, dst"), edge_dtype=np.dtype(np.int64),
-        num_input_edges=tables.num_rows(edges_path), edge_chunks=edge_chunks,
-        features=ug.Input(nodes_path, feature_name), feature_shape=(n, width), feature_dtype=np.dtype(dtype),
-        feature_blocks=feature_blocks,
-        labels=ug.Input(nodes_path, "column label"), read_labels=lambda: labels_by_node,
-        splits={s: ug.Input(nodes_path, f"column split ({s})") for s in ug.SPLITS},
-        read_split=lambda s: masks[s], notes=notes, extra_arrays=extra_arrays, extra_meta=extra_meta,
-        node_position=lambda i: f", {_row(nodes_path, int(order[i]))}")
-    return graph
+def _edge_chunks(edges_path: Path, nodes_path: Path, nodes: NodeIds):
+    """The edges, a record batch at a time, their ends mapped to hub nodes; an end that is empty or
+    not a node's id is an error naming its row."""
+    import pyarrow as pa
+
+    id_type = pa.int64() if nodes.numeric else pa.string()
+    offset = 0
+    for table in tables.batches(edges_path, ["src", "dst"], {"src": id_type, "dst": id_type}):
+        ends = []
+        for column in ("src", "dst"):
+            values = table[column].combine_chunks() if hasattr(table[column], "combine_chunks") else table[column]
+            node, missing = nodes.nodes_of(values)
+            if missing.any():
+                i = int(np.flatnonzero(missing)[0])
+                given = values[i].as_py()
+                what = "is empty" if given is None else f"is {given!r}, not an id of {nodes_path.name}"
+                raise ug.fail(f"{edges_path}: {_row(edges_path, offset + i)}, column {column} {what}; "
+                              f"allowed: the ids in {nodes_path.name}'s id column")
+            ends.append(node.astype(np.int64, copy=False))
+        yield ug.EdgeChunk(ends[0], ends[1], offset,
+                           lambda i, end: f"{_row(edges_path, i)}, column {('src', 'dst')[end]}")
+        offset += table.num_rows
+
+
+def _node_ids_record(nodes_path: Path, nodes: NodeIds) -> tuple[dict, dict]:
+    """The ids kept beside the hub arrays (node_ids.npy), unless they are 0..N-1."""
+    if nodes.identity:
+        return {}, {"node_ids": f"the ids 0..{nodes.n - 1} of {nodes_path.name}, kept as they are"}
+    ids = nodes.ids_np.astype(np.int64) if nodes.numeric else np.asarray(nodes.ids_np.astype(str))
+    return {"node_ids": ids}, {"node_ids": f"node_ids.npy in the hub folder: hub node i is the node of {nodes_path.name} "
+                                           "whose id is node_ids[i] (its ids, sorted)"}
 
 
 def _np_type(t) -> np.dtype:

@@ -25,6 +25,8 @@ files (`format: torch`) and heterogeneous graphs are refused, naming what is all
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -129,7 +131,33 @@ def _numpy_file(meta_file: Path, where: str, entry: dict) -> NpyArray:
 def open_graph(label: str, params: dict) -> ug.UserGraph:
     meta_file = _metadata_file(params)
     meta = _read_metadata(meta_file)
-    notes = []
+    graph, n = _graph_section(meta_file, meta)
+    edges = EdgeFile.of(meta_file, graph["edges"][0])
+    notes = [f"graph feature {feature.get('name')!r} ({feature.get('domain')}) ignored: gnnbench trains on "
+             "the structure" for feature in graph.get("feature_data") or []]
+    features, label_feature, feature_notes = _node_features(meta_file, meta, params["feature"])
+    task, task_name, task_notes = _task(meta_file, meta, params["task"])
+    notes += feature_notes + task_notes
+    sets = _sets(meta_file, task, task_name)
+    label_input = _label_input(meta_file, label_feature, sets, task_name)
+    num_classes = task.get("num_classes")
+    extra = {"graphbolt_seed_name": sets["train"][0]}
+    if params.get("num_classes") is None and num_classes is not None:
+        extra["num_classes_given"] = num_classes
+    return ug.UserGraph(
+        label=label, num_nodes=n, nodes_from=f"graph.nodes[0].num in {meta_file.name}",
+        edges=ug.Input(edges.path, f"edges ({edges.format})"), edge_dtype=edges.dtype, num_input_edges=edges.count,
+        edge_chunks=edges.chunks,
+        features=ug.Input(features.path, f"node feature {params['feature']!r}"), feature_shape=features.shape,
+        feature_dtype=features.dtype, feature_blocks=partial(_feature_blocks, features),
+        labels=label_input,
+        read_labels=partial(_read_labels, meta_file, label_feature, sets, n, params.get("num_classes") or num_classes),
+        splits={s: ug.Input(v[1].path, f"{SETS[s]} {v[0]}") for s, v in sets.items()},
+        read_split=partial(_read_split, sets), notes=notes, extra_meta=extra)
+
+
+def _graph_section(meta_file: Path, meta: dict) -> tuple[dict, int]:
+    """metadata.yaml's `graph` (a homogeneous one: one untyped node and edge entry) and its number of nodes."""
     if "graph" not in meta:
         extra = (" (it has only a preprocessed graph_topology: give the folder whose metadata.yaml describes "
                  "the graph's edges)") if "graph_topology" in meta else ""
@@ -145,61 +173,94 @@ def open_graph(label: str, params: dict) -> ug.UserGraph:
     n = _key(meta_file, "graph.nodes[0]", nodes[0], "num", "num: the number of nodes")
     if not isinstance(n, int) or isinstance(n, bool) or n < 1:
         raise ug.fail(f"{meta_file}: graph.nodes[0].num is {n!r}; allowed: a whole number of nodes >= 1")
-    edge_entry = edges[0]
-    edge_fmt = edge_entry.get("format")
-    edge_path = meta_file.parent / str(_key(meta_file, "graph.edges[0]", edge_entry, "path", "a path"))
-    if edge_fmt == "numpy":
-        edge_array = _numpy_file(meta_file, "graph.edges[0]", edge_entry)
-        if edge_array.ndim != 2 or edge_array.shape[0] != 2:
-            raise ug.fail(f"{edge_array.path}: the edges have shape {edge_array.shape}; allowed: [2, E] (GraphBolt's "
-                          "layout: sources, then destinations)")
-        num_edges, edge_dtype = edge_array.shape[1], edge_array.dtype
-    elif edge_fmt == "csv":
-        if not edge_path.is_file():
-            raise ug.fail(f"{edge_path}: no such file (graph.edges[0] in {meta_file.name}); allowed: an existing CSV file")
-        edge_array, num_edges, edge_dtype = None, None, np.dtype(np.int64)
-    else:
-        raise ug.fail(f"{meta_file}: graph.edges[0] has format {edge_fmt!r}; allowed: numpy or csv")
-    for feature in graph.get("feature_data") or []:
-        notes.append(f"graph feature {feature.get('name')!r} ({feature.get('domain')}) ignored: gnnbench trains on "
-                     "the structure")
+    return graph, n
 
+
+@dataclass
+class EdgeFile:
+    """graph.edges[0]: a [2, E] .npy file, or a CSV file of src,dst lines (its length known once read)."""
+    path: Path
+    format: str
+    array: NpyArray | None  # None: CSV
+    count: int | None
+    dtype: np.dtype
+
+    @classmethod
+    def of(cls, meta_file: Path, entry: dict) -> "EdgeFile":
+        fmt = entry.get("format")
+        path = meta_file.parent / str(_key(meta_file, "graph.edges[0]", entry, "path", "a path"))
+        if fmt == "numpy":
+            array = _numpy_file(meta_file, "graph.edges[0]", entry)
+            if array.ndim != 2 or array.shape[0] != 2:
+                raise ug.fail(f"{array.path}: the edges have shape {array.shape}; allowed: [2, E] (GraphBolt's "
+                              "layout: sources, then destinations)")
+            return cls(path, fmt, array, array.shape[1], array.dtype)
+        if fmt == "csv":
+            if not path.is_file():
+                raise ug.fail(f"{path}: no such file (graph.edges[0] in {meta_file.name}); allowed: an existing CSV file")
+            return cls(path, fmt, None, None, np.dtype(np.int64))
+        raise ug.fail(f"{meta_file}: graph.edges[0] has format {fmt!r}; allowed: numpy or csv")
+
+    def chunks(self):
+        if self.array is not None:
+            for start in range(0, self.count, ug.EDGE_CHUNK):
+                stop = min(self.count, start + ug.EDGE_CHUNK)
+                yield ug.EdgeChunk(self.array.row_of_column(0, start, stop), self.array.row_of_column(1, start, stop),
+                                   start, lambda i, end: f"[{end}, {i}]")
+            return
+        import pyarrow as pa
+
+        offset = 0
+        for table in tables.batches(self.path, ["src", "dst"], {"src": pa.int64(), "dst": pa.int64()},
+                                    names=["src", "dst"]):
+            src, dst = (table[c].to_numpy() for c in ("src", "dst"))
+            yield ug.EdgeChunk(src, dst, offset, lambda i, end: f" line {i + 1}, column {end + 1}")
+            offset += table.num_rows
+
+
+def _node_features(meta_file: Path, meta: dict, name: str) -> tuple[NpyArray, list[dict], list[str]]:
+    """The node feature named `name`, the node feature `label` (a list of one, or empty), and notes
+    on the features left out."""
     node_features = [f for f in meta.get("feature_data") or [] if isinstance(f, dict) and f.get("domain") == "node"]
     for f in meta.get("feature_data") or []:
         if isinstance(f, dict) and f.get("type"):
             raise ug.fail(f"{meta_file}: feature_data {f.get('name')!r} has type {f.get('type')!r} (a heterogeneous "
                           "graph); allowed: untyped node features")
-    chosen = [f for f in node_features if f.get("name") == params["feature"]]
+    chosen = [f for f in node_features if f.get("name") == name]
     if not chosen:
         names = ", ".join(repr(f.get("name")) for f in node_features) or "none"
-        raise ug.fail(f"{meta_file}: no node feature named {params['feature']!r} in feature_data (node features: "
+        raise ug.fail(f"{meta_file}: no node feature named {name!r} in feature_data (node features: "
                       f"{names}); allowed: a node feature of that name, or `feature` naming one (graphbolt:path=...,"
                       "feature=NAME)")
-    features = _numpy_file(meta_file, f"feature_data {params['feature']!r}", chosen[0])
+    features = _numpy_file(meta_file, f"feature_data {name!r}", chosen[0])
     label_feature = [f for f in node_features if f.get("name") == "label"]
-    for f in node_features:
-        if f is not chosen[0] and f.get("name") != "label":
-            notes.append(f"node feature {f.get('name')!r} ignored (the features are {params['feature']!r})")
-    for f in meta.get("feature_data") or []:
-        if isinstance(f, dict) and f.get("domain") == "edge":
-            notes.append(f"edge feature {f.get('name')!r} ignored: gnnbench trains on the structure")
+    notes = [f"node feature {f.get('name')!r} ignored (the features are {name!r})"
+             for f in node_features if f is not chosen[0] and f.get("name") != "label"]
+    notes += [f"edge feature {f.get('name')!r} ignored: gnnbench trains on the structure"
+              for f in meta.get("feature_data") or [] if isinstance(f, dict) and f.get("domain") == "edge"]
+    return features, label_feature, notes
 
+
+def _task(meta_file: Path, meta: dict, name: str | None) -> tuple[dict, str, list[str]]:
+    """The task named `name` (None: the first), its name in messages, and a note when there are several."""
     tasks = meta.get("tasks") or []
     if not tasks:
         raise ug.fail(f"{meta_file}: no `tasks`; allowed: a node classification task with train_set, "
                       "validation_set and test_set")
-    if params["task"] is not None:
-        tasks_named = [t for t in tasks if isinstance(t, dict) and t.get("name") == params["task"]]
+    if name is not None:
+        tasks_named = [t for t in tasks if isinstance(t, dict) and t.get("name") == name]
         if not tasks_named:
-            raise ug.fail(f"{meta_file}: no task named {params['task']!r} (tasks: "
+            raise ug.fail(f"{meta_file}: no task named {name!r} (tasks: "
                           f"{', '.join(repr(t.get('name')) for t in tasks if isinstance(t, dict))})")
         task = tasks_named[0]
     else:
         task = tasks[0]
     task_name = f"tasks[{tasks.index(task)}]" + (f" ({task.get('name')})" if task.get("name") else "")
-    if len(tasks) > 1:
-        notes.append(f"{len(tasks)} tasks in metadata.yaml: {task_name} used")
-    num_classes = task.get("num_classes")
+    return task, task_name, [f"{len(tasks)} tasks in metadata.yaml: {task_name} used"] if len(tasks) > 1 else []
+
+
+def _sets(meta_file: Path, task: dict, task_name: str) -> dict[str, tuple]:
+    """For each split: (the name of its ids, the ids file, the labels file or None)."""
     sets = {}
     for split, key in SETS.items():
         where = f"{task_name}.{key}"
@@ -214,76 +275,56 @@ def open_graph(label: str, params: dict) -> ug.UserGraph:
         seeds = _numpy_file(meta_file, f"{where} {seed_name}", data[seed_name])
         labels = _numpy_file(meta_file, f"{where} labels", data["labels"]) if "labels" in data else None
         sets[split] = (seed_name, seeds, labels)
+    return sets
+
+
+def _label_input(meta_file: Path, label_feature: list[dict], sets: dict[str, tuple], task_name: str) -> ug.Input:
+    """Where the labels come from: the node feature `label`, or else every set's labels."""
     if not label_feature and any(s[2] is None for s in sets.values()):
         missing = next(k for k, s in sets.items() if s[2] is None)
         raise ug.fail(f"{meta_file}: {task_name}.{SETS[missing]} has no labels and there is no node feature "
                       "'label'; allowed: data named labels in each set, or a node feature named label")
+    return (ug.Input(meta_file, "node feature 'label'") if label_feature
+            else ug.Input(sets["train"][2].path, "the sets' labels, by node"))
 
-    def read_split(split: str) -> np.ndarray:
-        _, seeds, _ = sets[split]
-        ids = seeds.read_all()
-        return ids if ids.ndim == 1 or ids.dtype == np.bool_ else ids.reshape(-1) if ids.ndim == 2 and 1 in ids.shape else ids
 
-    def read_labels() -> np.ndarray:
-        if label_feature:
-            return _numpy_file(meta_file, "feature_data 'label'", label_feature[0]).read_all()
-        out = np.full(n, -1, dtype=np.int64)
-        for split, (seed_name, seeds, labels_file) in sets.items():
-            ids, values = read_split(split), labels_file.read_all()
-            where = ug.Input(labels_file.path, f"{SETS[split]} labels")
-            if values.ndim == 2 and values.shape[1] == 1:
-                values = values[:, 0]
-            if values.shape != (ids.shape[0],):
-                raise ug.fail(f"{labels_file.path}: {SETS[split]} labels have shape {values.shape} for "
-                              f"{ids.shape[0]:,} {seed_name}; allowed: one label per node of the set")
-            if not np.issubdtype(values.dtype, np.integer):
-                raise ug.fail(f"{labels_file.path}: {SETS[split]} labels have dtype {values.dtype}; "
-                              f"allowed: {ug.INTEGER_RULE}")
-            top = params.get("num_classes") or num_classes
-            bad = (values < 0) | (values >= top) if top else values < 0
-            if bad.any():
-                i = int(np.argmax(bad))
-                raise ug.fail(f"{where.at(f'[{i}]')} is {values[i]}; allowed: labels 0.."
-                              f"{top - 1 if top else 'C-1'}" + (" (num_classes in metadata.yaml)" if top else ""))
-            ok = (ids >= 0) & (ids < n)
-            out[ids[ok]] = values[ok]  # ids out of range are named by the split's own check
-        return out
+def _read_split(sets: dict[str, tuple], split: str) -> np.ndarray:
+    _, seeds, _ = sets[split]
+    ids = seeds.read_all()
+    return ids if ids.ndim == 1 or ids.dtype == np.bool_ else ids.reshape(-1) if ids.ndim == 2 and 1 in ids.shape else ids
 
-    def edge_chunks():
-        if edge_array is not None:
-            for start in range(0, num_edges, ug.EDGE_CHUNK):
-                stop = min(num_edges, start + ug.EDGE_CHUNK)
-                yield ug.EdgeChunk(edge_array.row_of_column(0, start, stop), edge_array.row_of_column(1, start, stop),
-                                   start, lambda i, end: f"[{end}, {i}]")
-            return
-        import pyarrow as pa
 
-        offset = 0
-        for table in tables.batches(edge_path, ["src", "dst"], {"src": pa.int64(), "dst": pa.int64()},
-                                    names=["src", "dst"]):
-            src, dst = (table[c].to_numpy() for c in ("src", "dst"))
-            yield ug.EdgeChunk(src, dst, offset, lambda i, end: f" line {i + 1}, column {end + 1}")
-            offset += table.num_rows
+def _read_labels(meta_file: Path, label_feature: list[dict], sets: dict[str, tuple], n: int,
+                 top: int | None) -> np.ndarray:
+    """The node feature `label`, or the sets' labels by node (-1: in no set); `top` the number of classes, if given."""
+    if label_feature:
+        return _numpy_file(meta_file, "feature_data 'label'", label_feature[0]).read_all()
+    out = np.full(n, -1, dtype=np.int64)
+    for split, (seed_name, seeds, labels_file) in sets.items():
+        ids, values = _read_split(sets, split), labels_file.read_all()
+        where = ug.Input(labels_file.path, f"{SETS[split]} labels")
+        if values.ndim == 2 and values.shape[1] == 1:
+            values = values[:, 0]
+        if values.shape != (ids.shape[0],):
+            raise ug.fail(f"{labels_file.path}: {SETS[split]} labels have shape {values.shape} for "
+                          f"{ids.shape[0]:,} {seed_name}; allowed: one label per node of the set")
+        if not np.issubdtype(values.dtype, np.integer):
+            raise ug.fail(f"{labels_file.path}: {SETS[split]} labels have dtype {values.dtype}; "
+                          f"allowed: {ug.INTEGER_RULE}")
+        bad = (values < 0) | (values >= top) if top else values < 0
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise ug.fail(f"{where.at(f'[{i}]')} is {values[i]}; allowed: labels 0.."
+                          f"{top - 1 if top else 'C-1'}" + (" (num_classes in metadata.yaml)" if top else ""))
+        ok = (ids >= 0) & (ids < n)
+        out[ids[ok]] = values[ok]  # ids out of range are named by the split's own check
+    return out
 
-    def feature_blocks():
-        step = ug.rows_per_block(int(features.shape[1]) if features.ndim == 2 else 1, features.dtype.itemsize)
-        for start in range(0, features.shape[0], step):
-            yield start, features.rows(start, start + step), start
 
-    label_input = (ug.Input(meta_file, "node feature 'label'") if label_feature
-                   else ug.Input(sets["train"][2].path, "the sets' labels, by node"))
-    extra = {"graphbolt_seed_name": sets["train"][0]}
-    if params.get("num_classes") is None and num_classes is not None:
-        extra["num_classes_given"] = num_classes
-    return ug.UserGraph(
-        label=label, num_nodes=n, nodes_from=f"graph.nodes[0].num in {meta_file.name}",
-        edges=ug.Input(edge_path, f"edges ({edge_fmt})"), edge_dtype=edge_dtype, num_input_edges=num_edges,
-        edge_chunks=edge_chunks,
-        features=ug.Input(features.path, f"node feature {params['feature']!r}"), feature_shape=features.shape,
-        feature_dtype=features.dtype, feature_blocks=feature_blocks,
-        labels=label_input, read_labels=read_labels,
-        splits={s: ug.Input(v[1].path, f"{SETS[s]} {v[0]}") for s, v in sets.items()}, read_split=read_split,
-        notes=notes, extra_meta=extra)
+def _feature_blocks(features: NpyArray):
+    step = ug.rows_per_block(int(features.shape[1]) if features.ndim == 2 else 1, features.dtype.itemsize)
+    for start in range(0, features.shape[0], step):
+        yield start, features.rows(start, start + step), start
 
 
 def expected_stats(params: dict) -> dict:
