@@ -246,12 +246,13 @@ class Pipeline(abc.ABC):
         return graphsage(conv, in_dim, self.settings["hidden"], num_classes, len(self.settings["fanout"]), trim)
 
     def build_model(self, data) -> None:
-        """With `model: sage`, the backend's model on its device, wrapped in DDP across ranks, and
-        Adam at the suite's learning rate; with `model: none`, no model (the loader alone)."""
+        """With a model (`sage`; a typed backend's `rgcn` or `rgat`), the backend's model on its
+        device, wrapped in DDP across ranks, and Adam at the suite's learning rate; with
+        `model: none`, no model (the loader alone)."""
         import torch
 
         self.model, self.comm, self.scaler = None, None, None
-        if self.settings["model"] == "sage":
+        if self.settings["model"] != "none":
             self.model, self.comm = distribute(self.make_model(data).to(self.device), self.device)
             self.optimizer = torch.optim.Adam(self.model.parameters(), lr=self.settings["lr"])
             if self.settings.get("amp") == "fp16":

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from bench.backends import BACKENDS, load_pipeline_class
 from bench.backends.base import Unavailable, device_of, rank_and_world, seed_everything, select_device, unwrap
-from bench.backends.stages import LISTS, WORK_BUDGET, EpochClock, cuda_sync
+from bench.backends.stages import LISTS, WORK_BUDGET, EpochClock, add_typed, cuda_sync
 from bench.datasets import hub
 from bench.machine import core_budget, gpu_affinity, gpu_sampler
 from bench.machine.gpu_facts import worker_facts
@@ -497,6 +497,12 @@ def sum_work(works: list[dict]) -> dict:
     fulls = [w["full"] for w in works if w.get("full")]
     if fulls:
         out["full"] = {"counted": sum(f["counted"] for f in fulls), **_sum_lists(fulls)}
+    for whole, parts in ((out, works), (out.get("full"), fulls)):
+        typed = [w["typed"] for w in parts if w.get("typed")]
+        if whole is not None and typed:  # a typed cell's per-type and per-relation lists
+            whole["typed"] = {}
+            for one in typed:
+                add_typed(whole["typed"], one)
     return out
 
 
