@@ -408,13 +408,25 @@ def cell_record(cell: dict, record: dict, pipe, data, ranks: list[dict], accurac
             "ranks": [rank_summary(r) for r in ranks], "val_acc": accuracy["val_acc"], "test_acc": accuracy["test_acc"],
             "test_acc_full": accuracy["test_acc_full"], "graph_index_dtype": pipe.index_dtype,
             "startup_s": max(r["startup_s"] for r in ranks), "self_max_rss_bytes": ranks[0]["self_max_rss_bytes"],
-            "partition": getattr(pipe, "partition", None), "sampler": pipe.sampler,
+            "partition": getattr(pipe, "partition", None), "sampler": pipe.sampler, "model": model_summary(pipe),
             "dataset": {**data.card(), "name": cell["dataset"]["name"]},
             "memory_breakdown": [r.get("memory_breakdown") for r in ranks],  # by rank: bench/machine/memory_breakdown.py
             "gpu_util": gpu_sampler.across_ranks([r.get("gpu_util") for r in ranks]),
             "gpu_util_reason": epochs.not_sampled,
             "to_target": epochs.target and epochs.target.summary(
                 [e["seconds"] for key in ("warmup", "epochs", "beyond") for e in merge_ranks(ranks, key)])}
+
+
+def model_summary(pipe) -> dict | None:
+    """The model the cell trained: its setting, its parameters and those of its learnable node
+    embeddings (a typed graph's featureless types: bench/backends/typed.py), R-GAT's heads."""
+    if pipe.model is None:
+        return None
+    model = unwrap(pipe.model)
+    settings = pipe.settings
+    embedded = sum(p.numel() for name, p in model.named_parameters() if name.startswith("embeddings."))
+    return {"name": settings["model"], "parameters": int(sum(p.numel() for p in model.parameters())),
+            "embedding_parameters": int(embedded), **({"heads": settings["heads"]} if "heads" in settings else {})}
 
 
 class StartupPhases:
