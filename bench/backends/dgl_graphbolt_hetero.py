@@ -109,6 +109,9 @@ def typed_features(data, store: str, mode: modes.Mode, device):
 
 class Pipeline(dgl_graphbolt.Pipeline):
     full_layer = None  # no layer-wise full-neighbourhood inference for typed graphs (yet)
+    # a relation without sampled edges in a batch, or into a type the loss does not read (the output
+    # layer's relations into authors, fields, institutes), leaves its parameters out of the step
+    unused_parameters = True
 
     def __init__(self, data, settings: dict):
         self.target, self.relations = data.target, data.relations

@@ -81,6 +81,9 @@ class TypedRowFeatureStore(RowFeatureStore):
 
 class Pipeline(base.TrainingPipeline):
     index_dtype = {"indices": "int64", "indptr": "int64"}  # PyG's edge_index and the hub's CSC per relation
+    # a relation without sampled edges in a batch, or into a type the loss does not read (the output
+    # layer's relations into authors, fields, institutes), leaves its parameters out of the step
+    unused_parameters = True
 
     def __init__(self, data, settings: dict):
         super().__init__(data, settings)
