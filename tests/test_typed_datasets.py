@@ -176,3 +176,28 @@ def test_memory_estimate_counts_every_types_features():
             "node_types": {"a": {"count": 4, "feature_dim": 4}, "b": {"count": 6, "feature_dim": 0}}}
     assert memory_plan.hub_parts(card)["feature_bytes"] == 4 * 4 * 4
     assert json.dumps(card)  # plain data, as the card is
+
+
+def test_equal_work_compares_each_relation_and_hop():
+    """Two typed cells whose totals agree but one relation's edges at hop 2 do not: the check names
+    that relation and hop (bench/publish/stages.py), with the framework's reason."""
+    from types import SimpleNamespace
+
+    from bench.publish import stages
+
+    def cell(cell_id, backend, cites_hop2, topic_hop2):
+        per_seed = {"over": "full", "hop_nodes": [1, 10, 30], "hop_edges": [12, 40],
+                    "typed": {"hop_nodes": {"paper": [1, 5, 10], "fos": [0, 5, 20]},
+                              "hop_edges": {"paper:cites:paper": [5, cites_hop2], "fos:rev_topic:paper": [7, topic_hop2]}}}
+        work = {"per_seed": per_seed, "hop_nodes": [128, 1280, 3840], "input_nodes": 5248}
+        return SimpleNamespace(id=cell_id, backend=backend, measured=True, dataset="igbh",
+                               settings={"fanout": [5, 5], "batch_size": 128, "world_size": 1},
+                               metrics=SimpleNamespace(work=work))
+
+    pyg = cell("pyg-hetero/igbh", "pyg-hetero", 20, 20)
+    dgl = cell("dgl-graphbolt-hetero/igbh", "dgl-graphbolt-hetero", 26, 14)  # the same 40 edges in all
+    flags = stages.equal_work([pyg, dgl])
+    assert "hop 2: 26.0 paper:cites:paper edges per seed against 20.0 in pyg-hetero/igbh (+30 %)" in flags[dgl.id]
+    assert "GraphBolt samples each hop for all the nodes reached before it" in flags[dgl.id]
+    assert "hop 2: 20.0 fos:rev_topic:paper edges per seed against 14.0" in flags[pyg.id]
+    assert "hop 2: 40" not in flags[dgl.id]  # the totals agree
