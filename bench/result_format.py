@@ -75,6 +75,10 @@ Stats = create_model("Stats", __base__=Loose, median=(Positive, ...), data=(list
                      rounds=(Count | None, None), **optional(Seconds, "iqr", "q1", "q3", "min", "max", "mean"))
 Card = create_model("Card", __base__=Loose, name=(str, ...), source=(str | None, None),
                     features_only_acc=(Share | None, None), source_path=(str | None, None),
+                    # a typed graph (bench/datasets/typed_hub.py): its target type, per node type its
+                    # count and feature width, per relation its edges and the relation it reverses
+                    target=(str | None, None), node_types=(dict[str, dict] | None, None),
+                    relations=(dict[str, dict] | None, None),
                     **optional(Count, "num_nodes", "num_edges", "feature_dim", "num_classes", "num_train",
                                "num_val", "num_test", "num_graphs"))
 
@@ -105,6 +109,13 @@ class Partition(Loose):
     reused: bool | None = None
 
 
+class TypedWork(Loose):
+    """A typed cell's work (bench/backends/stages.py TYPED): nodes per node type and edges per
+    relation (`src:name:dst`), per hop, as the plain lists are."""
+    hop_nodes: dict[str, list[Amount]] | None = None
+    hop_edges: dict[str, list[Amount]] | None = None
+
+
 class PerSeed(Loose):
     """Work per training seed, per hop and per layer, over the full batches (`over: full`) or all
     counted batches (`over: all`)."""
@@ -114,6 +125,7 @@ class PerSeed(Loose):
     hop_edges: list[Amount] | None = None
     layer_nodes: list[Amount] | None = None
     layer_edges: list[Amount] | None = None
+    typed: TypedWork | None = None
 
 
 class Work(Loose):
@@ -130,11 +142,21 @@ class Work(Loose):
     layer_nodes: list[Amount] | None = None
     layer_edges: list[Amount] | None = None
     per_seed: PerSeed | None = None
+    typed: TypedWork | None = None  # a typed cell's per-type and per-relation means per batch
 
 
 class Evaluation(Loose):
     epoch: Annotated[int, Field(ge=1)]
     val_acc: Share | None = None
+
+
+class ModelInfo(Loose):
+    """The model a cell trained: its `model` setting, its parameters (featureless node types'
+    learnable embeddings among them, counted apart too) and R-GAT's heads."""
+    name: str
+    parameters: Count
+    embedding_parameters: Count | None = None
+    heads: Annotated[int, Field(ge=1)] | None = None
 
 
 class ToTarget(Loose):
@@ -214,6 +236,7 @@ class ExtraInfo(Loose):
     startup_phases: Annotated[dict[str, Seconds] | None, COPIED_IF_SET] = None
     gpu_device_used_bytes: Annotated[Count | None, COPIED_IF_SET] = None
     gpu_peaks: Annotated[dict[str, Count] | None, COPIED_IF_SET] = None
+    model: Annotated[ModelInfo | None, COPIED_IF_SET] = None  # the model trained (none: the loader alone)
 
 
 REQUIRED_EXTRA = tuple(name for name, f in ExtraInfo.model_fields.items() if f.is_required())

@@ -57,7 +57,7 @@ def test_multi_gpu_suite_sweeps_world_sizes_and_per_gpu_workers():
     assert suite.requires == "gpu"
     assert {c.settings["world_size"] for c in cells} == {1, 2, 4, 8}
     assert {c.settings["num_workers"] for c in cells} == {0, suite_mod.PER_GPU}
-    assert {c.dataset for c in cells} == {"cora", "products-s21"}
+    assert {c.dataset for c in cells} == {"cora", "products-s21", "igbh-tiny"}
 
 
 # the core budget: each rank's share of the cores less one for its own thread, at least one worker

@@ -29,9 +29,10 @@ def test_the_writer_takes_the_declared_fields_from_the_workers_record():
     assert written["seeds_per_epoch"] == 15 and written["comm_s"] == 0.25  # an epoch without comm_s counts 0
     assert written["sampler"] == "pyg-lib" and written["versions"] == {"torch": "2.4.0"}
     assert written["test_acc_full"] is None  # not recorded: written as none
-    assert "partition" not in written and "to_target" not in written  # empty: left out, as older files lack them
-    assert set(written) == set(WRITTEN_FROM_RECORD) - {"partition", "to_target", "startup_phases", "gpu_device_used_bytes",
-                                                      "gpu_peaks"}
+    # empty: left out, as older files lack them
+    assert "partition" not in written and "to_target" not in written and "model" not in written
+    assert set(written) == set(WRITTEN_FROM_RECORD) - {"partition", "to_target", "model", "startup_phases",
+                                                      "gpu_device_used_bytes", "gpu_peaks"}
     with pytest.raises(KeyError):  # a required field the worker did not record is a writer's bug
         from_record({k: v for k, v in RECORD.items() if k != "startup_s"})
 

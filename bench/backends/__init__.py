@@ -45,6 +45,8 @@ class BackendInfo:
     # Its seeds are training seeds, batched (False: feature-gather's "seeds" are the rows it reads):
     # cells that train fewer per epoch than another are noted (bench/publish/stages.py fewer_seeds)
     seeds_are_training_seeds: bool = True
+    # The models it trains (the `model` setting; `none`, the loader alone, is every backend's)
+    models: tuple[str, ...] = ("sage",)
     # The plain training loop its framework's own examples write, by the name of its function in
     # bench/harness_costs/plain_loops.py: `gnnbench fidelity` times the backend against it. None: no
     # plain loop (the backend is not compared). A name, not the function: plain_loops imports torch.
@@ -78,6 +80,24 @@ BACKENDS: dict[str, BackendInfo] = {
                                                                 "include the seeds again), where PyG samples for "
                                                                 "the hop's new nodes only"
                                              for k in range(2, 6) for what in ("nodes", "edges")}),
+    # typed graphs (bench/backends/typed.py: the shared R-GCN / R-GAT), PyG's HeteroData per relation
+    "pyg-hetero": BackendInfo("bench.backends.pyg_hetero", "pyg", ("cpu-cpu", "cpu-cuda"), ("memory", "lmdb"),
+                              task="typed-node", models=("rgcn", "rgat"), options=("pin_memory", "amp"),
+                              structure_bytes_per_node=8, structure_bytes_per_edge=16,
+                              work_notes={"layer": "PyG's HeteroConv computes every node of every type it is "
+                                                   "given: the whole sampled subgraph in every layer"}),
+    "dgl-graphbolt-hetero": BackendInfo("bench.backends.dgl_graphbolt_hetero", "dgl",
+                                        ("cpu-cpu", "cpu-cuda", "pinned-cuda", "cuda-cuda"),
+                                        ("memory", "lmdb", "graphbolt-disk"), task="typed-node",
+                                        models=("rgcn", "rgat"), mode_chart=True, options=("amp",),
+                                        # the fused CSC: indptr, indices and a type byte per edge
+                                        structure_bytes_per_node=8, structure_bytes_per_edge=9,
+                                        work_notes={f"hop{k}_{what}": "GraphBolt samples each hop for all the "
+                                                                      "nodes reached before it (a layer's "
+                                                                      "destination nodes include the seeds "
+                                                                      "again), where PyG samples for the hop's "
+                                                                      "new nodes only"
+                                                    for k in range(2, 6) for what in ("nodes", "edges")}),
     "feature-gather": BackendInfo("bench.backends.feature_gather", "pyg", ("cpu-cpu",), ("memory", "lmdb"),
                                   seeds_are_training_seeds=False),
     "pyg-dist": BackendInfo("bench.backends.pyg_dist", "pyg-dist", ("cpu-cpu",), options=("amp",)),

@@ -257,8 +257,10 @@ class CommTimer:
         self._events.clear()
 
 
-def distribute(model, device):
-    """Wrap a model in DDP when this process is one of several ranks; returns (model, timer)."""
+def distribute(model, device, find_unused: bool = False):
+    """Wrap a model in DDP when this process is one of several ranks; returns (model, timer).
+    `find_unused`: some parameters may take no part in a step's loss (a typed model's relations
+    without sampled edges, or into types the loss does not read), which DDP must look for."""
     import torch
 
     _, world = rank_and_world()
@@ -266,7 +268,7 @@ def distribute(model, device):
     if world == 1:
         return model, timer
     ddp = torch.nn.parallel.DistributedDataParallel(
-        model, device_ids=[device.index] if device.type == "cuda" else None)
+        model, device_ids=[device.index] if device.type == "cuda" else None, find_unused_parameters=find_unused)
     ddp.register_comm_hook(None, timer.hook)
     return ddp, timer
 
@@ -291,6 +293,7 @@ class Pipeline(abc.ABC):
     sampler = None  # what samples the neighbourhoods, with its version (recorded with each cell)
     index_dtype = None  # the sampling graph's index dtypes, {"indices": ..., "indptr": ...} (recorded)
     full_layer = None  # full_layer(conv, x_src, x_dst, src, dst): one layer over whole neighbourhoods
+    unused_parameters = False  # True: a step may leave some of the model's parameters out (DDP looks for them)
 
     def __init__(self, data, settings: dict):
         self.settings = settings
@@ -302,13 +305,15 @@ class Pipeline(abc.ABC):
         return graphsage(conv, in_dim, self.settings["hidden"], num_classes, len(self.settings["fanout"]), trim)
 
     def build_model(self, data) -> None:
-        """With `model: sage`, the backend's model on its device, wrapped in DDP across ranks, and
-        Adam at the suite's learning rate; with `model: none`, no model (the loader alone)."""
+        """With a model (`sage`; a typed backend's `rgcn` or `rgat`), the backend's model on its
+        device, wrapped in DDP across ranks, and Adam at the suite's learning rate; with
+        `model: none`, no model (the loader alone)."""
         import torch
 
         self.model, self.comm, self.scaler = None, None, None
-        if self.settings["model"] == "sage":
-            self.model, self.comm = distribute(self.make_model(data).to(self.device), self.device)
+        if self.settings["model"] != "none":
+            self.model, self.comm = distribute(self.make_model(data).to(self.device), self.device,
+                                               self.unused_parameters)
             self.optimizer = torch.optim.Adam(self.model.parameters(), lr=self.settings["lr"])
             if self.settings.get("amp") == "fp16":
                 self.scaler = grad_scaler(self.device.type)

@@ -179,19 +179,32 @@ class Pipeline(base.TrainingPipeline):
         super().__init__(data, settings)
         gb.seed(settings["seed"])  # GraphBolt's samplers draw from a generator of their own
         self.mode = modes.mode(settings["mode"])
-        self.graph, self.features = placed(data, settings, self.device, self.mode)
+        self.graph, self.features = self.place(data)
         self.index_dtype = index_dtype(self.graph)
-        # seed ids in the graph's index dtype, as OnDiskDataset writes them (within_int32); cast and each
-        # split's labels gathered by numpy: a torch gather this large runs OpenMP-parallel on the main thread, and
-        # a main thread that owns an OpenMP pool slows GraphBolt's sampling thread (issue 41: the
-        # loader-only cell read 1.18 of GraphBolt's own loop), which the framework's example never does
-        ids = self.graph.indices.dtype
-        self.itemsets = {
-            split: gb.ItemSet((torch.from_numpy(idx.astype(numpy_dtype(ids))), torch.from_numpy(data.labels[idx])),
-                              names=("seed_nodes", "labels"))
-            for split, idx in (("train", data.train_idx), ("val", data.val_idx), ("test", data.test_idx))}
+        self.itemsets = self.item_sets(data)
         self.train_loader = self._loader("train", shuffle=True, num_workers=settings["num_workers"])
         self.build_model(data)
+
+    def place(self, data):
+        """The sampling graph and the feature store where the mode keeps them."""
+        return placed(data, self.settings, self.device, self.mode)
+
+    def item_sets(self, data) -> dict:
+        """Each split's seeds and labels, the seed ids in the graph's index dtype, as OnDiskDataset
+        writes them (within_int32). Cast and gathered by numpy: a torch gather this large runs
+        OpenMP-parallel on the main thread, and a main thread that owns an OpenMP pool slows GraphBolt's
+        sampling thread (issue 41: the loader-only cell read 1.18 of GraphBolt's own loop), which the
+        framework's example, reading them from files, never does."""
+        ids = numpy_dtype(self.graph.indices.dtype)
+        return {split: gb.ItemSet((torch.from_numpy(idx.astype(ids)), torch.from_numpy(data.labels[idx])),
+                                  names=("seed_nodes", "labels"))
+                for split, idx in (("train", data.train_idx), ("val", data.val_idx), ("test", data.test_idx))}
+
+    feature_keys = ["feat"]  # what fetch_feature reads (a typed graph: per node type)
+
+    def fanouts(self) -> list:
+        """sample_neighbor's fanouts: GraphBolt takes them input layer first (the suite: seed hop first)."""
+        return list(reversed(self.settings["fanout"]))
 
     @staticmethod
     def full_layer(conv, x_src, x_dst, src, dst):
@@ -223,10 +236,10 @@ class Pipeline(base.TrainingPipeline):
             pipe = pipe.copy_to(self.device, extra_attrs=["seed_nodes"])
         if timing:
             pipe = pipe.transform(stages.start)
-        pipe = pipe.sample_neighbor(self.graph, list(reversed(self.settings["fanout"])))
+        pipe = pipe.sample_neighbor(self.graph, self.fanouts())
         if timing:
             pipe = pipe.transform(stages.finish("sample", sync))
-        pipe = fetcher = pipe.fetch_feature(self.features, node_feature_keys=["feat"])
+        pipe = fetcher = pipe.fetch_feature(self.features, node_feature_keys=self.feature_keys)
         if timing:
             fetcher.transformer = stages.timed(fetcher.transformer, "fetch", sync)
         copier = None
@@ -308,13 +321,19 @@ class _CopyStarts(IterDataPipe):
 
 
 def _host_bytes(minibatch) -> int:
-    tensors = [minibatch.labels, *minibatch.node_features.values()]
+    tensors = [*_each(minibatch.labels), *minibatch.node_features.values()]
     for block in minibatch.sampled_subgraphs:
-        tensors += [block.sampled_csc.indptr, block.sampled_csc.indices,
-                    block.original_row_node_ids, block.original_column_node_ids]
+        for csc in _each(block.sampled_csc):  # a typed graph's blocks: per relation, per node type
+            tensors += [csc.indptr, csc.indices]
+        tensors += [*_each(block.original_row_node_ids), *_each(block.original_column_node_ids)]
     return stages.tensor_bytes(t for t in tensors if t is not None and not t.is_cuda)
 
 
 def numpy_dtype(dtype: torch.dtype) -> np.dtype:
     """The numpy dtype of a torch integer dtype (torch.int32 -> int32)."""
     return np.dtype(str(dtype).removeprefix("torch."))
+
+
+def _each(value) -> list:
+    """A minibatch field's values: one (an untyped graph) or one per type (a dict)."""
+    return list(value.values()) if isinstance(value, dict) else [value]

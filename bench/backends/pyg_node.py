@@ -232,13 +232,20 @@ class RowFeatureStore(FeatureStore):
 
 
 class CscGraphStore(GraphStore):
-    """The homogeneous graph in CSC form (the hub's csc_indptr and sources sorted by destination)."""
+    """The graph in CSC form (the hub's csc_indptr and sources sorted by destination): the
+    homogeneous graph when given its arrays, or each relation of a typed graph by `put_csc`."""
 
-    def __init__(self, sources: np.ndarray, indptr: np.ndarray, num_nodes: int):
+    def __init__(self, sources: np.ndarray | None = None, indptr: np.ndarray | None = None,
+                 num_nodes: int | None = None):
         super().__init__()
         self._edges: dict = {}
+        if sources is not None:
+            self.put_csc(None, sources, indptr, (num_nodes, num_nodes))
+
+    def put_csc(self, edge_type, sources: np.ndarray, indptr: np.ndarray, size: tuple[int, int]) -> None:
+        """One relation's (or the untyped graph's, edge_type None) sources and CSC pointers."""
         self.put_edge_index((torch.from_numpy(np.asarray(sources)), torch.from_numpy(np.asarray(indptr))),
-                            edge_type=None, layout="csc", size=(num_nodes, num_nodes), is_sorted=True)
+                            edge_type=edge_type, layout="csc", size=size, is_sorted=True)
 
     def _put_edge_index(self, edge_index, edge_attr: EdgeAttr) -> bool:
         self._edges[(edge_attr.edge_type, EdgeLayout(edge_attr.layout))] = (edge_index, edge_attr)

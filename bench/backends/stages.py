@@ -31,6 +31,8 @@ Work. Per batch, counted the same way for every node backend (`Work`):
                 input layer first (GraphBolt: its block's destination nodes; PyG: every node of
                 the subgraph, or with trim_to_layer the hops the layer still needs)
     layer_edges [edges layer 1 aggregates over, layer 2, ...]
+    typed       typed cells only: hop_nodes per node type and hop_edges per relation (`TYPED`); the
+                lists above are their sums over types
 The same sums are kept apart over the full batches (`batch_size` seeds; `full`): per-seed figures
 taken over them do not move with a rank's partial last batch, whose few seeds share fewer
 neighbours. Counting takes the training thread's time: it stays within a budget
@@ -161,27 +163,49 @@ class Work:
         self.rows: list[tuple] = []
         self.copy_bytes = 0
 
-    def add(self, hop_nodes, hop_edges, input_nodes: int, feature_bytes: int, layer_nodes=(), layer_edges=()) -> None:
-        self.rows.append((hop_nodes, hop_edges, input_nodes, feature_bytes, layer_nodes, layer_edges))
+    def add(self, hop_nodes, hop_edges, input_nodes: int, feature_bytes: int, layer_nodes=(), layer_edges=(),
+            typed=None) -> None:
+        self.rows.append((hop_nodes, hop_edges, input_nodes, feature_bytes, layer_nodes, layer_edges, typed))
 
     def as_dict(self) -> dict:
         lists = {key: [] for key in LISTS}
         full = {key: [] for key in LISTS}
+        typed, full_typed = {}, {}
         full_counted = 0
-        for nodes, edges, _, _, layer_nodes, layer_edges in self.rows:
+        for nodes, edges, _, _, layer_nodes, layer_edges, by_type in self.rows:
             is_full = self.batch_size is not None and len(nodes) > 0 and int(nodes[0]) == self.batch_size
             full_counted += is_full
             for key, values in zip(LISTS, (nodes, edges, layer_nodes, layer_edges)):
                 _add_into(lists[key], values)
                 if is_full:
                     _add_into(full[key], values)
-        return {"batches": self.batches, "counted": len(self.rows), **lists,
-                "input_nodes": sum(int(r[2]) for r in self.rows), "feature_bytes": sum(int(r[3]) for r in self.rows),
-                "copy_bytes": self.copy_bytes, "full": {"counted": full_counted, **full}}
+            if by_type:
+                add_typed(typed, by_type)
+                if is_full:
+                    add_typed(full_typed, by_type)
+        out = {"batches": self.batches, "counted": len(self.rows), **lists,
+               "input_nodes": sum(int(r[2]) for r in self.rows), "feature_bytes": sum(int(r[3]) for r in self.rows),
+               "copy_bytes": self.copy_bytes, "full": {"counted": full_counted, **full}}
+        if typed:  # a typed cell's breakdown (bench/backends/typed.py): per node type and relation, per hop
+            out["typed"], out["full"]["typed"] = typed, full_typed
+        return out
 
 
 # the per-hop and per-layer lists of a Work (summed element by element)
 LISTS = ("hop_nodes", "hop_edges", "layer_nodes", "layer_edges")
+
+
+# A typed cell's work per batch, beside the lists: {"hop_nodes": {node type: [per hop]},
+# "hop_edges": {relation "src:name:dst": [per hop]}}: hop lists as for the totals above
+TYPED = ("hop_nodes", "hop_edges")
+
+
+def add_typed(total: dict, typed: dict) -> None:
+    """Sum one typed breakdown into another, element by element per type and relation."""
+    for key in TYPED:
+        into = total.setdefault(key, {})
+        for name, values in (typed.get(key) or {}).items():
+            _add_into(into.setdefault(name, []), values)
 
 
 def _add_into(total: list, values) -> None:

@@ -8,7 +8,7 @@ import psutil
 
 from bench import datasets
 from bench.backends import BACKENDS
-from bench.datasets import hub, user_graph
+from bench.datasets import hub, typed_hub, user_graph
 from bench.run import memory_plan as memory
 from bench.run.prepare import dataset_stats
 
@@ -55,6 +55,8 @@ def info_lines(spec: dict, cache: Path) -> list[str]:
              "  memory per backend (each DDP rank holds its own; the hub's maps are shared):"]
     if measured and datasets.user_files(spec["source"]):  # where it came from, how it was read and made
         lines[2:2] = user_graph.report_lines(hub.read_meta(hub.dataset_dir(spec, cache) / "meta.json"))
+    if measured and "typed-node" in served:  # per node type and per relation (bench/datasets/typed_hub.py)
+        lines[2:2] = typed_hub.info_lines(hub.read_meta(hub.dataset_dir(spec, cache) / "meta.json"))
     available = psutil.virtual_memory().available
     for backend, backend_info in BACKENDS.items():
         if backend_info.task not in served:

@@ -237,6 +237,59 @@ def _has_gpu_memory(table: dict) -> bool:
     return any(r.metrics.peak_gpu_bytes for r in table["rows"] if r.measured)
 
 
+TYPED_MODELS = {"rgcn": "R-GCN", "rgat": "R-GAT"}
+
+
+def _typed_table(table: dict) -> bool:
+    """Shown where some measured cell of the table is a typed one (work per node type recorded)."""
+    return any(r.measured and stages.typed_work(r) for r in table["rows"])
+
+
+def _model_text(cell: CellResult) -> str | None:
+    found = cell.metrics.get("model")
+    if not isinstance(found, dict):
+        return None
+    name = TYPED_MODELS.get(found.get("name"), found.get("name"))
+    heads = f" ×{found['heads']} heads" if found.get("heads") else ""
+    return f"{name}{heads}, {fmt.rate(found.get('parameters'))} parameters"
+
+
+def _model_note(cell: CellResult) -> str | None:
+    found = cell.metrics.get("model")
+    embedded = found.get("embedding_parameters") if isinstance(found, dict) else None
+    return f"({fmt.rate(embedded)} in node embeddings)" if embedded else None
+
+
+def _typed_nodes(cell: CellResult) -> dict[str, float] | None:
+    """Nodes per batch by node type (all hops), largest first."""
+    found = stages.typed_work(cell)
+    if not found:
+        return None
+    totals = {t: sum(values) for t, values in found["hop_nodes"].items()}
+    return dict(sorted(totals.items(), key=lambda kv: -kv[1]))
+
+
+def _typed_nodes_text(value) -> str:
+    return fmt.DASH if not value else " · ".join(f"{t} {n:,.0f}" for t, n in value.items())
+
+
+def _typed_hint(cell: CellResult) -> str:
+    found = stages.typed_work(cell) or {}
+    lines = [f"{t}: {' / '.join(f'{n:,.0f}' for n in v)} nodes per hop" for t, v in (found.get("hop_nodes") or {}).items()]
+    lines += [f"{r}: {' / '.join(f'{e:,.0f}' for e in v)} edges per hop"
+              for r, v in (found.get("hop_edges") or {}).items()]
+    return "; ".join(lines)
+
+
+def _typed_edges(cell: CellResult) -> str | None:
+    """Edges per batch by relation (all hops), largest first, the reverses marked by their name."""
+    found = stages.typed_work(cell)
+    if not found:
+        return None
+    totals = sorted(((sum(v), r) for r, v in (found.get("hop_edges") or {}).items()), reverse=True)
+    return " · ".join(f"{r.split(':')[1]} {e:,.0f}" for e, r in totals if e)
+
+
 CELL_COLUMNS = [
     Column("sampler", metric("sampler"), fmt.setting_text, unit="neighbourhoods", shown=_recorded("sampler"),
            fold=True,
@@ -271,6 +324,15 @@ CELL_COLUMNS = [
     Column("nodes / batch", stages.nodes_per_batch, fmt.rate, title="work", unit="nodes / batch",
            note=_unequal_work, hint=_work_hint, shown=_recorded("work"), fold=True,
            doc="Nodes in a batch's sampled subgraph, the mean over the counted batches; noted `(unequal work)` where the per-seed, per-hop work differs from a cell that should do the same."),
+    # typed graphs (bench/backends/typed.py): the model, and the work per node type and relation
+    Column("model", _model_text, _text, unit="parameters", note=_model_note, shown=_typed_table,
+           doc="Typed cells: the model trained (R-GCN, or R-GAT with its heads) and its parameters, the featureless node types' learnable embeddings among them (noted)."),
+    Column("nodes / batch by type", _typed_nodes, _typed_nodes_text, title="work by node type", unit="nodes / batch",
+           hint=_typed_hint, shown=_typed_table,
+           doc="Typed cells: nodes in a batch's sampled subgraph per node type (all hops), the mean over the counted batches; the tooltip has each type's nodes and each relation's edges per hop."),
+    Column("edges / batch by relation", _typed_edges, _text, title="work by relation", unit="edges / batch",
+           hint=_typed_hint, shown=_typed_table, fold=True,
+           doc="Typed cells: edges sampled per batch for each relation (all hops), largest first; the equal-work check compares them per hop and per seed."),
     Column("peak PSS MiB", metric("peak_pss_bytes"), fmt.mib, html=False,
            doc="Peak proportional set size of the cell's processes (shared pages split among their sharers), the largest rank's."),
     Column("peak RSS MiB", metric("peak_rss_bytes"), fmt.mib, html=False,

@@ -49,6 +49,7 @@ class DatasetCard:
     num_graphs: int | None  # graph-level datasets only
     features_only_acc: float | None = None  # test accuracy of a model that sees no edges (a baseline)
     source_path: str | None = None  # a user's own graph: the folder or file it was converted from
+    target: str | None = None  # a typed graph: the node type it classifies
 
 
 @dataclass(frozen=True)

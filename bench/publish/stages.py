@@ -11,7 +11,9 @@ None for them.
     fetch_rate(cell)      feature bytes gathered per second of the fetch stage, and the ceiling
     copy_rate(cell)       bytes copied to the device per second of the copy stage, and the ceiling
     headline(cell)        "fetch 61 % of the epoch at 38 % of this machine's gather bandwidth"
-    per_seed(cell)        nodes and edges per training seed, per hop and per layer
+    per_seed(cell)        nodes and edges per training seed, per hop and per layer (typed cells: per
+                          node type and relation too, each compared by the equal-work check)
+    typed_work(cell)      a typed cell's nodes per node type and edges per relation, per hop, per batch
     equal_work(cells)     cells that do different work per seed for the same dataset, fanout and batch size
     fewer_seeds(cells)    cells that trained fewer seeds per epoch than another (a sampler's drop)
 """
@@ -223,6 +225,13 @@ def per_seed(cell: CellResult) -> dict | None:
             "layer_nodes": [], "layer_edges": []}
 
 
+def typed_work(cell: CellResult) -> dict | None:
+    """A typed cell's work per batch: {"hop_nodes": {node type: [per hop]}, "hop_edges":
+    {relation: [per hop]}}; None for an untyped cell or a file written before it."""
+    found = _work(cell, "typed")
+    return found if found and found.get("hop_nodes") else None
+
+
 def seeds_per_epoch(cell: CellResult) -> float | None:
     """Seeds trained per epoch over all ranks: as recorded, or (files written before it) the seeds
     per second times the mean epoch, which the worker took from the same epochs."""
@@ -236,15 +245,21 @@ def seeds_per_epoch(cell: CellResult) -> float | None:
 
 def _figures(found: dict) -> dict[tuple[str, int, str], float]:
     """(part, number, what) -> per seed, where part is hop (from 1, the seeds' own) or layer (from 1,
-    the input layer)."""
+    the input layer); a typed cell's hops also per node type ("paper nodes") and per relation
+    ("paper:cites:paper edges")."""
     out = {}
+    typed = found.get("typed") or {}
     for what in ("nodes", "edges"):
-        for i, v in enumerate(found.get(f"hop_{what}") or []):
-            if what == "edges" or i > 0:  # hop 0's nodes are the seeds themselves: 1 per seed
-                out[("hop", i + 1 if what == "edges" else i, what)] = float(v)
+        named = [(what, found.get(f"hop_{what}") or [])]
+        named += [(f"{name} {what}", values) for name, values in sorted((typed.get(f"hop_{what}") or {}).items())]
+        for label_, values in named:
+            for i, v in enumerate(values):
+                if what == "edges" or i > 0:  # hop 0's nodes are the seeds themselves: 1 per seed
+                    out[("hop", i + 1 if what == "edges" else i, label_)] = float(v)
         for i, v in enumerate(found.get(f"layer_{what}") or []):
             out[("layer", i + 1, what)] = float(v)
-    return dict(sorted(out.items(), key=lambda kv: (kv[0][0] != "hop", kv[0][1], kv[0][2] != "nodes")))
+    return dict(sorted(out.items(), key=lambda kv: (kv[0][0] != "hop", kv[0][1], not kv[0][2].endswith("nodes"),
+                                                    kv[0][2] not in ("nodes", "edges"), kv[0][2])))
 
 
 def _apart(mine: float, theirs: float) -> float:
@@ -267,6 +282,7 @@ def _why(cell: CellResult, figure: tuple[str, int, str]) -> str | None:
     if info is None:
         return None
     part, number, what = figure
+    what = what.rsplit(" ", 1)[-1]  # a type's or relation's figure: the note of its kind
     return info.work_notes.get(f"{part}_{what}" if part == "layer" else f"hop{number}_{what}") \
         or info.work_notes.get(part)
 

@@ -29,8 +29,11 @@ def hub_parts(stats: dict, store: str = "memory") -> dict[str, int]:
     """The hub's arrays as one process loads them (features only where the store keeps them in it)."""
     n, e, f = stats["num_nodes"], stats["num_edges"], stats["feature_dim"]
     splits = (stats["num_train"] + stats["num_val"] + stats["num_test"]) * INT64
+    # a typed graph's features: each type's own width (none for a featureless type)
+    features = (sum(t["count"] * t["feature_dim"] for t in stats["node_types"].values()) if "node_types" in stats
+                else n * f)
     return {"graph_bytes": 2 * e * INT64 + (n + 1) * INT64,  # COO edge_index + CSC pointers
-            "feature_bytes": n * f * FLOAT32 if features_in_memory(store) else 0,
+            "feature_bytes": features * FLOAT32 if features_in_memory(store) else 0,
             "label_bytes": n * INT64 + splits}
 
 

@@ -20,6 +20,7 @@ import psutil
 from bench import __version__
 from bench.paths import repo_root
 from bench import stacks
+from bench.backends.stages import add_typed
 from bench.result_format import DATASET_FIELDS, REQUIRED_EXTRA, SCHEMA_VERSION, WRITTEN_FROM_RECORD, EpochMean
 from bench.stacks import external as external_stacks
 from bench.run.runner import Outcome
@@ -83,7 +84,8 @@ def extra_info(outcome: Outcome, baseline: str | None = None) -> dict:
         | {k: card.get(k) for k in ("source", "num_train", "num_val", "num_test")}
         | {k: card[k] for k in ("num_graphs",) if k in card}  # graph-level datasets only
         | {k: card[k] for k in ("features_only_acc",) if k in card}  # node datasets: a model without edges
-        | {k: card[k] for k in ("source_path",) if k in card},  # a user's own graph: where it came from
+        | {k: card[k] for k in ("source_path",) if k in card}  # a user's own graph: where it came from
+        | {k: card[k] for k in ("target", "node_types", "relations") if k in card},  # a typed graph's types
         "settings": cell.settings,
         "seeds_per_s": sum(e["seeds"] for e in epochs) / seconds,
         "edges_per_s": sum(e["edges"] for e in epochs) / seconds,
@@ -154,7 +156,23 @@ def profile_info(epochs: list[dict], profile: bool) -> dict:
             "batches": batches / n, "counted": counted / n,
             "layer_nodes": per_hop("layer_nodes"), "layer_edges": per_hop("layer_edges"),
             "per_seed": per_seed(works)}
+    typed = _typed(works)
+    if typed:  # a typed cell: per node type and relation, means per counted batch
+        work["typed"] = _scaled(typed, counted)
     return {"profile": True, "stages": stages, "loader_worker_s": worker_s, "work": work}
+
+
+def _typed(works: list[dict]) -> dict:
+    """The typed breakdowns (bench/backends/stages.py TYPED) of several epochs, summed."""
+    total: dict = {}
+    for w in works:
+        if w.get("typed"):
+            add_typed(total, w["typed"])
+    return total
+
+
+def _scaled(typed: dict, by: float) -> dict:
+    return {key: {name: [v / by for v in values] for name, values in named.items()} for key, named in typed.items()}
 
 
 def _summed(works: list[dict], key: str) -> list[float]:
@@ -174,9 +192,11 @@ def per_seed(works: list[dict]) -> dict | None:
     if not hop_nodes or not hop_nodes[0]:
         return None
     seeds = hop_nodes[0]
+    typed = _typed(source)
     return {"over": over, "counted": sum(w.get("counted", w.get("batches", 0)) for w in source) / len(works),
             **{key: [v / seeds for v in _summed(source, key)]
-               for key in ("hop_nodes", "hop_edges", "layer_nodes", "layer_edges")}}
+               for key in ("hop_nodes", "hop_edges", "layer_nodes", "layer_edges")},
+            **({"typed": _scaled(typed, seeds)} if typed else {})}
 
 
 def rank_entries(outcome: Outcome) -> list[dict]:

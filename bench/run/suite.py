@@ -34,7 +34,7 @@ from bench.tasks import TASKS, describe
 ModeName = Literal[ALL_MODES]  # type: ignore[valid-type]  # what each means: bench.modes
 PER_GPU = "per-gpu"  # num_workers: the usable cores shared out among this node's ranks, resolved per run
 Store = Literal[tuple(STORES)]  # type: ignore[valid-type]
-Model = Literal["sage", "none"]
+Model = Literal["sage", "rgcn", "rgat", "none"]
 # YAML 1.1 reads a bare `off` as false: take it as the "off" it was written as
 Amp = Annotated[Literal[("off", *AMP_DTYPES)], BeforeValidator(lambda v: "off" if v is False else v)]
 MemoryLimit = Annotated[str, BeforeValidator(lambda v: canonical_limit(v))]  # "none" or e.g. "3GiB"
@@ -107,7 +107,13 @@ class Settings(Strict):
     warmup_epochs: one_or_sweep(bounded(int, ge=0, le=1_000)) = 1
     """Epochs run before the measured ones and not counted."""
     model: one_or_sweep(Model) = "sage"
-    """`sage`: a GraphSAGE model trained on each batch; `none`: the loader alone (no training)."""
+    """`sage`: a GraphSAGE model trained on each batch (untyped graphs); `rgcn` or `rgat`: R-GCN
+    (a mean-aggregation layer per relation, summed) or R-GAT (a GAT layer per relation, `heads`
+    heads) on a typed graph; `none`: the loader alone (no training). A backend makes cells only of
+    the models it trains (bench/backends/__init__.py)."""
+    heads: one_or_sweep(bounded(int, ge=1, le=64)) = 4
+    """R-GAT's attention heads per layer (hidden layers concatenate them: `hidden` must be a multiple);
+    in a cell's settings only with `model: rgat`."""
     hidden: one_or_sweep(bounded(int, ge=1, le=65_536)) = 64
     """The model's hidden width."""
     lr: one_or_sweep(bounded(float, gt=0, le=10)) = 0.01
@@ -515,9 +521,12 @@ def _check_rules(suite: Suite) -> list[str]:
     problems += _unmatched_excludes(suite)
     if not cells:
         problems.append("the matrix expands to zero cells: no backend has the modes, stores and options this "
-                        "suite sets (see each backend's modes, stores and options in bench/backends/__init__.py; "
+                        "suite sets (see each backend's modes, stores, models and options in bench/backends/__init__.py; "
                         "pin_memory, fp16 amp and gpu_cache need a mode that trains on CUDA), no stack it "
                         "names has a backend's framework, or `exclude` drops every cell")
+    problems += [f"settings.hidden: {c.settings['hidden']} is not a multiple of heads ({c.settings['heads']}) in "
+                 f"cell {c.id}: R-GAT's hidden layers concatenate their heads"
+                 for c in cells if c.settings["model"] == "rgat" and c.settings["hidden"] % c.settings["heads"]][:1]
     if suite.baseline is not None and suite.baseline not in {c.id for c in cells}:
         problems.append(f"baseline: {suite.baseline!r} is not a cell id of this suite")
     return problems
@@ -617,6 +626,8 @@ def expand(suite: Suite) -> list[Cell]:
         names = list(axes)
         for backend, dataset, values in itertools.product(backends, datasets, itertools.product(*axes.values())):
             settings = _with_target(dict(zip(names, values)))
+            if settings["model"] != "rgat":
+                settings.pop("heads")  # R-GAT's alone: every other cell keeps its settings and digest
             info = BACKENDS[backend]
             if settings["mode"] not in info.modes or settings["store"] not in info.stores:
                 continue  # like modes, a store a backend does not have is not a cell of it
@@ -654,11 +665,13 @@ def _meaningful(backend: str, settings: dict) -> bool:
     info = BACKENDS[backend]
     if settings["stack"] is not None and framework_of(info.stack) not in get(settings["stack"]).frameworks:
         return False
+    if settings["model"] != "none" and settings["model"] not in info.models:
+        return False  # a model the backend does not train (GraphSAGE on untyped graphs, R-GCN/R-GAT on typed)
     mode = modes.mode(settings["mode"])
     on_gpu = mode.trains_on_gpu
     if settings["pin_memory"] and not (on_gpu and "pin_memory" in info.options):
         return False
-    if settings["amp"] != "off" and (settings["model"] != "sage" or "amp" not in info.options
+    if settings["amp"] != "off" and (settings["model"] == "none" or "amp" not in info.options
                                      or (settings["amp"] == "fp16" and not on_gpu)):
         return False
     # GraphBolt looks its GPU cache up with ids on the GPU: the mode that moves the seeds there first

@@ -30,7 +30,7 @@ from pathlib import Path
 from bench.backends import BACKENDS, load_pipeline_class
 from bench.backends.base import (Unavailable, device_of, one_gpu_env, rank_and_world, rank_gpus, seed_everything,
                                  select_device, unwrap)
-from bench.backends.stages import LISTS, WORK_BUDGET, EpochClock, cuda_sync
+from bench.backends.stages import LISTS, WORK_BUDGET, EpochClock, add_typed, cuda_sync
 from bench.datasets import hub
 from bench.machine import core_budget, gpu_affinity, gpu_sampler
 from bench.machine.gpu_facts import worker_facts
@@ -449,7 +449,7 @@ def cell_record(cell: dict, record: dict, pipe, data, ranks: list[dict], accurac
             "ranks": [rank_summary(r) for r in ranks], "val_acc": accuracy["val_acc"], "test_acc": accuracy["test_acc"],
             "test_acc_full": accuracy["test_acc_full"], "graph_index_dtype": pipe.index_dtype,
             "startup_s": max(r["startup_s"] for r in ranks), "self_max_rss_bytes": ranks[0]["self_max_rss_bytes"],
-            "partition": getattr(pipe, "partition", None), "sampler": pipe.sampler,
+            "partition": getattr(pipe, "partition", None), "sampler": pipe.sampler, "model": model_summary(pipe),
             "dataset": {**data.card(), "name": cell["dataset"]["name"]},
             "memory_breakdown": [r.get("memory_breakdown") for r in ranks],  # by rank: bench/machine/memory_breakdown.py
             # start-up by phase (the slowest rank's each), the device-wide GPU memory and the GPU peaks
@@ -490,6 +490,18 @@ class GpuPeaks:
             self.peaks[phase] = int(torch.cuda.max_memory_allocated(self.device))
             torch.cuda.reset_peak_memory_stats(self.device)
         return dict(self.peaks)
+
+
+def model_summary(pipe) -> dict | None:
+    """The model the cell trained: its setting, its parameters and those of its learnable node
+    embeddings (a typed graph's featureless types: bench/backends/typed.py), R-GAT's heads."""
+    if pipe.model is None:
+        return None
+    model = unwrap(pipe.model)
+    settings = pipe.settings
+    embedded = sum(p.numel() for name, p in model.named_parameters() if name.startswith("embeddings."))
+    return {"name": settings["model"], "parameters": int(sum(p.numel() for p in model.parameters())),
+            "embedding_parameters": int(embedded), **({"heads": settings["heads"]} if "heads" in settings else {})}
 
 
 class StartupPhases:
@@ -572,6 +584,12 @@ def sum_work(works: list[dict]) -> dict:
     fulls = [w["full"] for w in works if w.get("full")]
     if fulls:
         out["full"] = {"counted": sum(f["counted"] for f in fulls), **_sum_lists(fulls)}
+    for whole, parts in ((out, works), (out.get("full"), fulls)):
+        typed = [w["typed"] for w in parts if w.get("typed")]
+        if whole is not None and typed:  # a typed cell's per-type and per-relation lists
+            whole["typed"] = {}
+            for one in typed:
+                add_typed(whole["typed"], one)
     return out
 
 

@@ -88,10 +88,17 @@ def build(dataset_dir: Path, rows_per_key: int | None = None, map_size: int | No
     """Build the store next to the hub dataset unless a valid one is there. Atomic: written in a
     temporary folder and renamed, so a half-built store is never opened under the final name."""
     dataset_dir = Path(dataset_dir)
-    target = store_dir(dataset_dir, rows_per_key)
+    return build_rows(dataset_dir, dataset_dir / "features.npy", store_dir(dataset_dir, rows_per_key), rows_per_key,
+                      map_size, progress)
+
+
+def build_rows(dataset_dir: Path, features_file: Path, target: Path, rows_per_key: int | None = None,
+               map_size: int | None = None, progress=None) -> Path:
+    """A store at `target` of the rows of one feature array of a hub dataset (its fingerprint the
+    dataset's): `build` for a graph's features, one per node type for a typed graph's."""
     if LmdbFeatures.reuse(target, fingerprint(dataset_dir)):
         return target
-    features = np.load(dataset_dir / "features.npy", mmap_mode="r")
+    features = np.load(features_file, mmap_mode="r")
     rows, dim = features.shape
     rows_per_key = rows_per_key or default_rows_per_key(dim)
     with writing(target, "LMDB store", needed_map_size(rows, dim, rows_per_key),

@@ -1,0 +1,171 @@
+"""DGL GraphBolt on a typed graph: a typed `FusedCSCSamplingGraph` from the hub's fused arrays (node
+ids grouped by type, `node_type_offset`, `type_per_edge`: bench/datasets/typed_hub.py), seeds in an
+`ItemSetDict` on the target type, one fanout tensor per layer (a value per edge type, in
+`edge_type_to_id`'s order), `fetch_feature` per node type; the shared R-GCN / R-GAT
+(bench/backends/typed.py) from DGL's HeteroGraphConv over SAGEConv or GATConv per relation, on the
+minibatch's blocks.
+
+Everything else is the untyped GraphBolt backend's (bench/backends/dgl_graphbolt.py): its modes
+(cpu-cpu, cpu-cuda, pinned-cuda, cuda-cuda), its datapipe and stage timers, its stores (memory,
+graphbolt-disk: GraphBolt's own on-disk features per type, `OnDiskFeatureData(in_memory=False)` over
+the hub's features-<type>.npy; lmdb: one store per type, bench/stores/lmdb_typed_features.py).
+DGL 2.1 names the minibatch's seeds `seed_nodes` (a dict by node type here).
+"""
+
+from __future__ import annotations
+
+import dgl.graphbolt as gb
+import torch
+from dgl.nn import GATConv, HeteroGraphConv, SAGEConv
+
+from bench import modes
+from bench.backends import dgl_graphbolt, stages
+from bench.backends.base import Unavailable
+from bench.backends.dgl_graphbolt import NATIVE_STORE, StoredFeature, host_tensor, numpy_dtype
+from bench.backends.typed import per_head, typed_counts, typed_model
+from bench.stores import features_in_memory, open_store
+
+GRAPH_ARRAYS = ("indptr", "indices", "node_type_offset", "type_per_edge")
+
+
+class _GatRelation(torch.nn.Module):
+    """DGL's GATConv as the shared model has it: hidden layers concatenate their heads, the output
+    layer averages them and adds one bias (as PyG's GATConv with concat=False)."""
+
+    def __init__(self, pair: tuple[int, int], out: int, heads: int, concat: bool):
+        super().__init__()
+        self.conv = GATConv(pair, per_head(out, heads, concat), heads, allow_zero_in_degree=True, bias=concat)
+        self.concat = concat
+        self.bias = None if concat else torch.nn.Parameter(torch.zeros(out))
+
+    def forward(self, graph, feats):
+        h = self.conv(graph, feats)
+        return h.flatten(1) if self.concat else h.mean(1) + self.bias
+
+
+class _FeaturesFirst(torch.nn.Module):
+    def __init__(self, conv):
+        super().__init__()
+        self.conv = conv
+
+    def forward(self, x_dict, block):
+        return self.conv(block, x_dict)
+
+
+def hetero_layer(kind: str, relations: list[tuple[str, str, str]]):
+    """One DGL layer over every relation, summed (HeteroGraphConv), for the shared typed model."""
+
+    def make(in_widths: dict, out: int, heads: int, concat: bool):
+        def conv(src: str, dst: str):
+            pair = (in_widths[src], in_widths[dst])
+            if kind == "rgat":
+                return _GatRelation(pair, out, heads, concat)
+            return SAGEConv(pair, out, "mean")
+
+        return _FeaturesFirst(HeteroGraphConv({name: conv(src, dst) for src, name, dst in relations},
+                                              aggregate="sum"))
+
+    return make
+
+
+def typed_graph(data, mode: modes.Mode, device):
+    """GraphBolt's typed sampling graph from the hub's arrays, where the mode keeps it (pinned: a
+    private copy, page-locked; cuda: copied to the GPU; else the hub's maps as they are)."""
+    pin = mode.pinned
+    arrays = {n: host_tensor(data.graphbolt[n], pin) for n in GRAPH_ARRAYS}
+    ids = data.meta["graphbolt"]
+    graph = gb.fused_csc_sampling_graph(arrays["indptr"], arrays["indices"],
+                                        node_type_offset=arrays["node_type_offset"],
+                                        type_per_edge=arrays["type_per_edge"],
+                                        node_type_to_id=ids["node_type_to_id"], edge_type_to_id=ids["edge_type_to_id"])
+    if mode.storage == modes.CPU:
+        return graph
+    return graph.pin_memory_() if pin else graph.to(device)
+
+
+def typed_features(data, store: str, mode: modes.Mode, device):
+    """Each featured node type's features as GraphBolt reads them: ("node", type, "feat")."""
+    featured = {t: x for t, x in data.features.items() if x is not None}
+    if mode.storage != modes.CPU and not features_in_memory(store):
+        raise Unavailable(f"mode {mode.name} moves the features into pinned or GPU memory, which defeats "
+                          f"store {store!r} (features left on disk): use cpu-cpu or cpu-cuda")
+    if store == NATIVE_STORE:
+        return gb.TorchBasedFeatureStore([gb.OnDiskFeatureData(
+            domain="node", type=t, name="feat", format="numpy", path=str(data.feature_file(t)), in_memory=False)
+            for t in featured])
+    if not features_in_memory(store):
+        readers = open_store(store, "typed-node", data)
+        return gb.BasicFeatureStore({("node", t, "feat"): StoredFeature(readers[t]) for t in featured})
+    placed = {}
+    for t, x in featured.items():
+        feature = gb.TorchBasedFeature(host_tensor(x, mode.pinned) if mode.storage != modes.CPU else torch.from_numpy(x))
+        if mode.pinned:
+            feature = feature.pin_memory_()
+        elif mode.storage != modes.CPU:
+            feature = feature.to(device)
+        placed[("node", t, "feat")] = feature
+    return gb.BasicFeatureStore(placed)
+
+
+class Pipeline(dgl_graphbolt.Pipeline):
+    full_layer = None  # no layer-wise full-neighbourhood inference for typed graphs (yet)
+    # a relation without sampled edges in a batch, or into a type the loss does not read (the output
+    # layer's relations into authors, fields, institutes), leaves its parameters out of the step
+    unused_parameters = True
+
+    def __init__(self, data, settings: dict):
+        self.target, self.relations = data.target, data.relations
+        self.featureless = [t for t, x in data.features.items() if x is None]
+        self.edge_types = list(data.meta["graphbolt"]["edge_type_to_id"])  # in id order (typed_hub)
+        self.feature_keys = {t: ["feat"] for t, x in data.features.items() if x is not None}
+        super().__init__(data, settings)
+
+    def place(self, data):
+        return (typed_graph(data, self.mode, self.device),
+                typed_features(data, self.settings["store"], self.mode, self.device))
+
+    def item_sets(self, data) -> dict:
+        ids = numpy_dtype(self.graph.indices.dtype)  # cast and gathered by numpy, as the untyped pipeline's
+        return {split: gb.ItemSetDict({self.target: gb.ItemSet(
+                    (torch.from_numpy(idx.astype(ids)), torch.from_numpy(data.labels[idx])), names=("seed_nodes", "labels"))})
+                for split, idx in (("train", data.train_idx), ("val", data.val_idx), ("test", data.test_idx))}
+
+    def fanouts(self) -> list:
+        """One tensor per layer, input layer first, a value per edge type (all the same: one fanout
+        per hop for every relation, as PyG's list takes it)."""
+        return [torch.full((len(self.edge_types),), f, dtype=torch.int64) for f in reversed(self.settings["fanout"])]
+
+    def make_model(self, data):
+        return typed_model(hetero_layer(self.settings["model"], data.relations), data, self.settings)
+
+    def forward(self, model, minibatch):
+        x = {t: minibatch.node_features[(t, "feat")] for t in self.feature_keys}
+        ids = {t: minibatch.input_nodes[t] for t in self.featureless if t in minibatch.input_nodes}
+        return model(x, ids, minibatch.blocks), minibatch.labels[self.target]
+
+    def count(self, minibatch) -> tuple[int, int]:
+        edges = sum(int(csc.indices.numel()) for sg in minibatch.sampled_subgraphs for csc in sg.sampled_csc.values())
+        return int(minibatch.seed_nodes[self.target].numel()), edges
+
+    def work(self, minibatch):
+        """As the untyped GraphBolt backend counts it (bench/backends/dgl_graphbolt.py work), per
+        node type and relation: hop k's block (seed hop first) reaches, per type, its source nodes
+        less its destination nodes; its edges per relation are its sampled CSC's."""
+        layers = minibatch.sampled_subgraphs
+        blocks = layers[::-1]
+        types = list(minibatch.input_nodes)
+
+        def size(d, t):
+            return int(d[t].numel()) if t in d and d[t] is not None else 0
+
+        hop_nodes = {t: [size(minibatch.seed_nodes, t)] + [size(b.original_row_node_ids, t)
+                                                         - size(b.original_column_node_ids, t) for b in blocks]
+                     for t in types}
+        hop_edges = {r: [int(b.sampled_csc[r].indices.numel()) if r in b.sampled_csc else 0 for b in blocks]
+                     for r in self.edge_types}
+        nodes, edges, typed = typed_counts(hop_nodes, hop_edges)
+        modelled = self.settings.get("model") != "none"
+        layer_nodes = [sum(size(b.original_column_node_ids, t) for t in types) for b in layers] if modelled else []
+        layer_edges = [sum(int(c.indices.numel()) for c in b.sampled_csc.values()) for b in layers] if modelled else []
+        return (nodes, edges, sum(size(minibatch.input_nodes, t) for t in types),
+                stages.tensor_bytes(minibatch.node_features.values()), layer_nodes, layer_edges, typed)

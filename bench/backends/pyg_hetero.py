@@ -1,0 +1,202 @@
+"""PyG on a typed graph: `NeighborLoader` over `HeteroData`, the shared R-GCN / R-GAT
+(bench/backends/typed.py) from PyG's HeteroConv over SAGEConv or GATConv per relation.
+
+Sampling: one fanout per hop for every relation (`fanout`), seeds `input_nodes=(target type,
+train ids)`. With pyg-lib PyG samples typed graphs through its `hetero_neighbor_sample`, which
+reports the nodes per type and edges per relation of each hop; without it (the local stacks)
+through torch-sparse's `hetero_neighbor_sample`, which does not: they are read off the batch
+(`typed_hops`), and the cell's `sampler` says which gave them.
+Modes: cpu-cpu and cpu-cuda, as pyg-neighbor. Stores: memory (a `HeteroData` holding every type's
+features) or a disk-backed store of feature rows keyed by node type, e.g. LMDB (PyG's remote
+backend: a FeatureStore whose groups are the node types, and the hub's CSC per relation as its
+GraphStore; bench/backends/pyg_node.py).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch_geometric.data import HeteroData, TensorAttr
+from torch_geometric.loader import NeighborLoader
+from torch_geometric.nn import GATConv, HeteroConv, SAGEConv
+
+from bench.backends import base, stages
+from bench.backends.base import shard
+from bench.backends.pyg_node import CscGraphStore, RowFeatureStore, instrument, neighbor_sampler_in_use
+from bench.backends.typed import per_head, typed_counts, typed_model
+from bench.stores import features_in_memory, open_store
+
+
+def hetero_layer(kind: str, relations: list[tuple[str, str, str]]):
+    """One PyG layer over every relation, summed (HeteroConv), for the shared typed model."""
+
+    def make(in_widths: dict, out: int, heads: int, concat: bool):
+        def conv(src: str, dst: str):
+            pair = (in_widths[src], in_widths[dst])
+            if kind == "rgat":
+                return GATConv(pair, per_head(out, heads, concat), heads=heads, concat=concat, add_self_loops=False)
+            return SAGEConv(pair, out, aggr="mean")
+
+        return _EdgesSecond(HeteroConv({r: conv(r[0], r[2]) for r in relations}, aggr="sum"))
+
+    return make
+
+
+class _EdgesSecond(torch.nn.Module):
+    def __init__(self, conv):
+        super().__init__()
+        self.conv = conv
+
+    def forward(self, x_dict, edge_index_dict):
+        return self.conv(x_dict, edge_index_dict)
+
+
+class TypedRowFeatureStore(RowFeatureStore):
+    """PyG's remote-backend FeatureStore over a typed store: group = node type, `x` rows from that
+    type's row reader (types without features have none), `y` of the target type from memory."""
+
+    def __init__(self, readers: dict, labels: np.ndarray, target: str):
+        super().__init__(None, labels)
+        self.readers, self.target = readers, target
+
+    def _get_tensor(self, attr: TensorAttr):
+        if attr.attr_name == "x" and attr.group_name in self.readers:
+            rows = self.readers[attr.group_name]
+            return torch.from_numpy(rows.gather(self._index(attr, rows.rows).numpy()))
+        if attr.attr_name == "y" and attr.group_name == self.target:
+            return self.labels[self._index(attr, self.labels.numel())]
+        return None
+
+    def _get_tensor_size(self, attr: TensorAttr):
+        if attr.attr_name == "x" and attr.group_name in self.readers:
+            return self.readers[attr.group_name].shape
+        if attr.attr_name == "y" and attr.group_name == self.target:
+            return tuple(self.labels.shape)
+        return None
+
+    def get_all_tensor_attrs(self) -> list[TensorAttr]:
+        return ([TensorAttr(group_name=t, attr_name="x") for t in self.readers]
+                + [TensorAttr(group_name=self.target, attr_name="y")])
+
+
+class Pipeline(base.TrainingPipeline):
+    index_dtype = {"indices": "int64", "indptr": "int64"}  # PyG's edge_index and the hub's CSC per relation
+    # a relation without sampled edges in a batch, or into a type the loss does not read (the output
+    # layer's relations into authors, fields, institutes), leaves its parameters out of the step
+    unused_parameters = True
+
+    def __init__(self, data, settings: dict):
+        super().__init__(data, settings)
+        self.target, self.relations = data.target, data.relations
+        self.featureless = [t for t, x in data.features.items() if x is None]
+        self.graph = self._graph(data, settings["store"])
+        self.splits = {"train": shard(data.train_idx, settings["seed"]), "val": data.val_idx, "test": data.test_idx}
+        self.train_loader = self._loader("train", shuffle=True, num_workers=settings["num_workers"])
+        if self.profile:  # sampling and gathering happen on the CPU in both modes: nothing to sync
+            instrument(self.train_loader)
+        self.build_model(data)
+
+    @property
+    def sampler(self) -> str:
+        found = neighbor_sampler_in_use()
+        if found.startswith("torch-sparse"):
+            return found + "; typed: torch_sparse.hetero_neighbor_sample, per-hop counts read off the batch"
+        return found + "; typed: hetero_neighbor_sample, per-hop counts reported by the sampler"
+
+    def _graph(self, data, store: str):
+        if not features_in_memory(store):
+            graph = CscGraphStore()
+            for r in data.relations:
+                graph.put_csc(r, data.edge_index[r][0], data.csc_indptr[r], (data.counts[r[0]], data.counts[r[2]]))
+            return TypedRowFeatureStore(open_store(store, "typed-node", data), data.labels, data.target), graph
+        hetero = HeteroData()
+        for t, count in data.counts.items():
+            if data.features[t] is not None:
+                hetero[t].x = torch.from_numpy(data.features[t])
+            hetero[t].num_nodes = count
+        hetero[data.target].y = torch.from_numpy(np.asarray(data.labels))
+        for r in data.relations:
+            hetero[r].edge_index = torch.from_numpy(data.edge_index[r])
+        return hetero
+
+    def _loader(self, split: str, shuffle: bool, num_workers: int = 0) -> NeighborLoader:
+        # is_sorted: each relation's edges are by destination already (the hub's CSC order)
+        return NeighborLoader(
+            self.graph, num_neighbors=list(self.settings["fanout"]), is_sorted=True,
+            input_nodes=(self.target, torch.from_numpy(np.asarray(self.splits[split]))),
+            batch_size=self.settings["batch_size"], shuffle=shuffle, num_workers=num_workers,
+            persistent_workers=num_workers > 0, pin_memory=bool(self.settings.get("pin_memory")))
+
+    def make_model(self, data):
+        return typed_model(hetero_layer(self.settings["model"], data.relations), data, self.settings)
+
+    def _inputs(self, batch):
+        x = {t: batch[t].x for t in batch.node_types if "x" in batch[t]}
+        ids = {t: batch[t].n_id for t in self.featureless}
+        return x, ids
+
+    def forward(self, model, batch):
+        x, ids = self._inputs(batch)
+        size = batch[self.target].batch_size
+        out = model(x, ids, [batch.edge_index_dict] * len(self.settings["fanout"]))
+        return out[:size], batch[self.target].y[:size]
+
+    def count(self, batch) -> tuple[int, int]:
+        return int(batch[self.target].batch_size), sum(int(batch[r].edge_index.size(1)) for r in batch.edge_types)
+
+    def work(self, batch):
+        hop_nodes, hop_edges = typed_hops(batch, self.target, len(self.settings["fanout"]))
+        nodes, edges, typed = typed_counts(hop_nodes, {":".join(r): v for r, v in hop_edges.items()})
+        modelled = self.settings.get("model") != "none"
+        layer_nodes, layer_edges = stages.layer_work(nodes, edges, False) if modelled else ([], [])
+        xs = [batch[t].x for t in batch.node_types if "x" in batch[t]]
+        return nodes, edges, sum(nodes), stages.tensor_bytes(xs), layer_nodes, layer_edges, typed
+
+    def transfer_bytes(self, batch) -> int:
+        if self.device.type != "cuda":
+            return 0
+        return stages.tensor_bytes(v for store in batch.stores for v in store.values()
+                                   if isinstance(v, torch.Tensor) and not v.is_cuda)
+
+
+def typed_hops(batch, target: str, num_hops: int) -> tuple[dict[str, list[int]], dict[tuple, list[int]]]:
+    """({node type: [nodes first reached at hop 0 (the seeds), 1, ...]}, {relation: [edges of hop
+    1, 2, ...]}) of a NeighborLoader HeteroData batch.
+
+    pyg-lib reports them (num_sampled_nodes / num_sampled_edges per type and relation). torch-sparse's
+    hetero_neighbor_sample does not; its output is laid out so that they can be read off it, as for
+    untyped batches (bench/backends/pyg_node.py sampled_per_hop): each type numbers its nodes in the
+    order they are first reached (the seeds, then hop 1's new nodes, ...); each relation's edges come
+    hop by hop with destinations in increasing order, hop k's destinations being the destination
+    type's nodes new at hop k-1. So hop k's edges of a relation are those whose destination is below
+    the end of its type's range after hop k-1, and a type's hop-k nodes run up to the largest source
+    among hop k's edges of the relations leaving it; the last hop has what is left."""
+    types, relations = batch.node_types, batch.edge_types
+    reported_n = {t: batch[t].get("num_sampled_nodes") for t in types}
+    reported_e = {r: batch[r].get("num_sampled_edges") for r in relations}
+    if all(v is not None for v in reported_n.values()) and all(v is not None for v in reported_e.values()):
+        return ({t: [int(n) for n in v] for t, v in reported_n.items()},
+                {r: [int(e) for e in v] for r, v in reported_e.items()})
+    totals = {t: int(batch[t].num_nodes) for t in types}
+    ends = dict.fromkeys(types, 0)
+    ends[target] = int(batch[target].batch_size)
+    hop_nodes = {t: [ends[t]] for t in types}
+    hop_edges: dict[tuple, list[int]] = {r: [] for r in relations}
+    index = {r: batch[r].edge_index.numpy() for r in relations}
+    first = dict.fromkeys(relations, 0)
+    for hop in range(num_hops):
+        last_hop = hop == num_hops - 1
+        reached = dict(ends)
+        for r in relations:
+            src, dst = index[r]
+            last = len(dst) if last_hop else int(dst.searchsorted(ends[r[2]]))
+            hop_edges[r].append(last - first[r])
+            if last > first[r]:
+                reached[r[0]] = max(reached[r[0]], int(src[first[r]:last].max()) + 1)
+            first[r] = last
+        if last_hop:
+            reached = totals
+        for t in types:
+            hop_nodes[t].append(reached[t] - ends[t])
+        ends = reached
+    return hop_nodes, hop_edges

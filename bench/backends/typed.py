@@ -1,0 +1,107 @@
+"""What the typed-node backends (pyg-hetero, dgl-graphbolt-hetero) share: the one model both train
+and the shape of their typed work counts.
+
+The model (`model: rgcn | rgat`), built around a framework's own per-relation layers:
+    rgcn   per relation a SAGE-style mean-aggregation layer (the destination's own row through one
+           matrix, the mean of its neighbours through another, one bias), summed across relations
+           (PyG's HeteroConv(SAGEConv, aggr="sum"), DGL's HeteroGraphConv(SAGEConv, "sum"))
+    rgat   per relation a GAT layer with `heads` heads, no self-loops, summed across relations;
+           hidden layers concatenate their heads (hidden / heads each), the output layer averages
+           them
+len(fanout) layers, `hidden` wide, ReLU and dropout between them, logits on the target type.
+One initialisation on both sides (`same_start`).
+A node type without features gets a learnable embedding as wide as the target's features (DGL's
+typed example does this; PyG's downloads metapath2vec embeddings, which an offline benchmark
+cannot): a dense torch.nn.Embedding trained by the same Adam, so it counts in the model's
+parameters and memory on both sides.
+Plain Python and torch: imported inside the stacks only.
+"""
+
+from __future__ import annotations
+
+from bench.backends.base import DROPOUT
+
+MODELS = ("rgcn", "rgat")
+
+
+def embedding_width(data) -> int:
+    """The width a featureless type's embedding has: the target's feature width."""
+    return int(data.meta["node_types"][data.target]["feature_dim"]) or 64
+
+
+def input_widths(data) -> dict[str, int]:
+    """Each node type's input width: its features', or its embedding's."""
+    width = embedding_width(data)
+    return {t: int(info["feature_dim"]) or width for t, info in data.meta["node_types"].items()}
+
+
+def typed_model(layer, data, settings: dict):
+    """The shared typed model. `layer(in_widths, out_width, heads, concat)` makes one framework
+    layer over every relation, called as layer(x_dict, graph) -> {destination type: rows}; the
+    model is called as model(x_dict, node_ids, [graph per layer]): `x_dict` the fetched features,
+    `node_ids` each featureless type's sampled ids (its embedding rows)."""
+    import torch
+    import torch.nn.functional as F
+
+    kind, hidden, layers = settings["model"], settings["hidden"], len(settings["fanout"])
+    heads = settings.get("heads", 1) if kind == "rgat" else 1
+    widths = input_widths(data)
+    featureless = [t for t, info in data.meta["node_types"].items() if not info["feature_dim"]]
+    target, classes = data.target, data.num_classes
+
+    class TypedGNN(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embeddings = torch.nn.ModuleDict(
+                {t: torch.nn.Embedding(data.counts[t], widths[t]) for t in featureless})
+            dims = [widths] + [dict.fromkeys(widths, hidden)] * (layers - 1)
+            self.layers = torch.nn.ModuleList(
+                layer(dims[i], hidden if i < layers - 1 else classes, heads, i < layers - 1)
+                for i in range(layers))
+
+        def forward(self, x_dict: dict, node_ids: dict, graphs: list):
+            x = dict(x_dict)
+            for t, emb in self.embeddings.items():
+                if t in node_ids:
+                    x[t] = emb(node_ids[t].to(emb.weight.device).long())
+            for i, (conv, graph) in enumerate(zip(self.layers, graphs)):
+                x = conv(x, graph)
+                if i < len(self.layers) - 1:
+                    x = {t: F.dropout(F.relu(v), p=DROPOUT, training=self.training) for t, v in x.items()}
+            return x[target]
+
+    model = TypedGNN()
+    same_start(model)
+    return model
+
+
+def same_start(model) -> None:
+    """One initialisation on both sides, in place of each framework's own (PyG's layers start from
+    Kaiming-uniform weights, DGL's from Xavier with ReLU's gain: a few points of accuracy apart after
+    a few epochs): every weight matrix and attention vector Glorot-uniform, every bias zero, each
+    embedding N(0, 1) (torch's default). The parameters' shapes are the same on both sides."""
+    import torch
+
+    for name, p in model.named_parameters():
+        if name.startswith("embeddings."):
+            continue
+        if p.dim() >= 2:
+            torch.nn.init.xavier_uniform_(p)
+        else:
+            torch.nn.init.zeros_(p)
+
+
+def per_head(out_width: int, heads: int, concat: bool) -> int:
+    """A GAT head's width: hidden layers share the width among their heads (concatenated); the
+    output layer's heads are each as wide as the output (averaged)."""
+    return out_width // heads if concat else out_width
+
+
+def typed_counts(hop_nodes: dict[str, list[int]], hop_edges: dict[str, list[int]]) -> tuple[list[int], list[int], dict]:
+    """Per-type and per-relation counts as a Work row takes them: the totals over types per hop
+    (the plain work lists, compared as for untyped cells) and the typed breakdown."""
+    hops_n = max((len(v) for v in hop_nodes.values()), default=0)
+    hops_e = max((len(v) for v in hop_edges.values()), default=0)
+    nodes = [sum(v[i] for v in hop_nodes.values() if i < len(v)) for i in range(hops_n)]
+    edges = [sum(v[i] for v in hop_edges.values() if i < len(v)) for i in range(hops_e)]
+    return nodes, edges, {"hop_nodes": hop_nodes, "hop_edges": hop_edges}

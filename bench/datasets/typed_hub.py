@@ -1,0 +1,294 @@
+"""The hub form of a typed (heterogeneous) graph: the shape "typed" of bench/tasks.py, beside the
+plain graphs' form in bench/datasets/hub.py (whose folder naming, atomic writes, checksums and
+meta.json-last rules it shares).
+
+Layout of one typed dataset folder (all arrays .npy; every node type numbers its nodes 0..N_t-1):
+    meta.json                   "shape": "typed", "typed_format", name, source, params, the target
+                                type, per node type its count and feature width (0: no features),
+                                per relation its edge count and the relation it reverses (or none),
+                                GraphBolt's type names and ids, the plain statistics (hub.STAT_FIELDS:
+                                nodes and edges summed over types, the target's width, classes and
+                                split sizes); written last
+    checksums.json              as for plain datasets (bench/checksums.py)
+    features-<type>.npy         float32 [N_t, F_t]; absent for a featureless type (the model gives it
+                                a learnable embedding)
+    labels.npy                  int64 [N_target]: the target type's classes
+    train_idx.npy, val_idx.npy, test_idx.npy    int64 ids of target-type nodes
+    edge_index-<src>__<name>__<dst>.npy   int64 [2, E_r]: (source id in src's numbering,
+                                destination id in dst's), sorted by (destination, source), no duplicates
+    csc_indptr-<src>__<name>__<dst>.npy   int64 [N_dst + 1] over the destinations (the same edges as CSC)
+    graphbolt_node_type_offset.npy  [T + 1]: GraphBolt's global node ids are grouped by node type,
+                                types in name order (as DGL 2.1's OnDiskDataset orders them), type t's
+                                nodes at offset[t]..offset[t+1]-1; in the dtype of graphbolt_indices
+    graphbolt_indptr.npy        [N + 1] one fused CSC over every relation's edges, by global destination
+    graphbolt_indices.npy       [E] global source ids; within a destination its edges are grouped by
+                                edge type id (GraphBolt samples each type's slice of a neighbourhood),
+                                then by source
+    graphbolt_type_per_edge.npy uint8 [E]: each edge's type id; edge types are named `src:name:dst`
+                                and numbered in the order of those names (DGL 2.1's OnDiskDataset)
+The GraphBolt arrays take GraphBolt's dtypes as its OnDiskDataset preprocessing casts them (indices
+int32 when the node ids fit, indptr int32 when the edges do, type_per_edge uint8 for up to 256
+types) and are written once here, so no rank builds or casts a private copy.
+
+Reverse relations: a source gives each relation once; `write` adds `rev_<name>` (dst -> src) for
+each unless told not to (a relation that is its own reverse, e.g. an undirected one, can say so),
+and meta.json records which relation each reverses ("reverse_of"), as plain graphs record
+whether they were made undirected.
+
+Loaded memory-mapped (`load`), read-only: every rank and loader worker shares the page cache's
+pages, as for plain graphs. numpy only: imported by the host and inside every stack.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from bench.datasets import hub
+from bench.datasets.hub import DatasetError
+
+SHAPE = "typed"
+TYPED_FORMAT = 1
+SPLITS = ("train_idx", "val_idx", "test_idx")
+REVERSE_PREFIX = "rev_"
+NAME_SEPARATOR = "__"  # between src, name, dst in a relation's file names
+
+
+def relation_key(relation: tuple[str, str, str]) -> str:
+    """A relation (src, name, dst) as GraphBolt names edge types: `src:name:dst`."""
+    return ":".join(relation)
+
+
+def relation_of(key: str) -> tuple[str, str, str]:
+    src, name, dst = key.split(":")
+    return src, name, dst
+
+
+def _file_part(relation: tuple[str, str, str]) -> str:
+    return NAME_SEPARATOR.join(relation)
+
+
+def relation_csc(src: np.ndarray, dst: np.ndarray, num_src: int, num_dst: int) -> tuple[np.ndarray, np.ndarray]:
+    """A relation's edges sorted by (destination, source), duplicates dropped: (edge_index int64
+    [2, E], csc_indptr int64 [num_dst + 1])."""
+    key = np.unique(dst.astype(np.int64) * max(num_src, 1) + src.astype(np.int64))
+    dst_sorted, src_sorted = np.divmod(key, max(num_src, 1))
+    indptr = np.zeros(num_dst + 1, dtype=np.int64)
+    np.cumsum(np.bincount(dst_sorted, minlength=num_dst), out=indptr[1:])
+    return np.stack([src_sorted, dst_sorted]).astype(np.int64), indptr
+
+
+def graphbolt_arrays(counts: dict[str, int], relations: dict[tuple, np.ndarray]) -> tuple[dict, dict, dict]:
+    """GraphBolt's typed sampling graph from the relations' edge indexes (local ids): (arrays,
+    node_type_to_id, edge_type_to_id), the arrays named as their files (graphbolt_*)."""
+    node_types = sorted(counts)
+    node_type_to_id = {t: i for i, t in enumerate(node_types)}
+    offset = np.zeros(len(node_types) + 1, dtype=np.int64)
+    np.cumsum([counts[t] for t in node_types], out=offset[1:])
+    keys = sorted(relation_key(r) for r in relations)
+    edge_type_to_id = {k: i for i, k in enumerate(keys)}
+    if len(keys) > 256:
+        raise DatasetError(f"{len(keys)} edge types: GraphBolt's uint8 type_per_edge holds 256")
+    total_nodes = int(offset[-1])
+    total_edges = sum(int(e.shape[1]) for e in relations.values())
+    index_dtype = hub.graphbolt_dtype(total_nodes)
+    sources = np.empty(total_edges, dtype=index_dtype)
+    destinations = np.empty(total_edges, dtype=np.int64)
+    types = np.empty(total_edges, dtype=np.uint8)
+    at = 0
+    for key in keys:  # in type-id order, each relation sorted by (dst, src): a stable sort by dst
+        src_type, _, dst_type = relation_of(key)  # then groups a node's edges by type, then source
+        edge_index = relations[relation_of(key)]
+        end = at + edge_index.shape[1]
+        sources[at:end] = edge_index[0] + offset[node_type_to_id[src_type]]
+        destinations[at:end] = edge_index[1] + offset[node_type_to_id[dst_type]]
+        types[at:end] = edge_type_to_id[key]
+        at = end
+    order = np.argsort(destinations, kind="stable")
+    indptr = np.zeros(total_nodes + 1, dtype=np.int64)
+    np.cumsum(np.bincount(destinations, minlength=total_nodes), out=indptr[1:])
+    arrays = {"graphbolt_node_type_offset": offset.astype(index_dtype),
+              "graphbolt_indptr": indptr.astype(hub.graphbolt_dtype(total_edges)),
+              "graphbolt_indices": sources[order], "graphbolt_type_per_edge": types[order]}
+    return arrays, node_type_to_id, edge_type_to_id
+
+
+def with_reverses(relations: dict[tuple, tuple[np.ndarray, np.ndarray]], own_reverse: tuple = ()) -> tuple[dict, dict]:
+    """Each relation and its reverse `rev_<name>` (dst -> src), except those in `own_reverse`;
+    returns (relations, reverse_of: {added relation: the relation it reverses})."""
+    out, reverse_of = dict(relations), {}
+    for (src, name, dst), (s, d) in relations.items():
+        if (src, name, dst) in own_reverse:
+            continue
+        rev = (dst, REVERSE_PREFIX + name, src)
+        if rev in out:
+            raise DatasetError(f"relation {relation_key(rev)} is given and would also be the reverse of "
+                               f"{relation_key((src, name, dst))}")
+        out[rev] = (d, s)
+        reverse_of[rev] = (src, name, dst)
+    return out, reverse_of
+
+
+def _check(name: str, counts: dict, features: dict, target: str, labels: np.ndarray, splits: dict,
+           relations: dict) -> None:
+    problems = []
+    if target not in counts:
+        problems.append(f"target type {target!r} is not a node type ({', '.join(counts)})")
+    elif labels.shape != (counts[target],):
+        problems.append(f"labels have shape {labels.shape}, expected ({counts[target]},) for {target!r}")
+    for t, x in features.items():
+        if t not in counts:
+            problems.append(f"features of {t!r}, which is not a node type")
+        elif x is not None and (x.ndim != 2 or x.shape[0] != counts[t]):
+            problems.append(f"features of {t!r} have shape {x.shape}, expected [{counts[t]}, F]")
+    for split, idx in splits.items():
+        if idx.size and target in counts and (idx.min() < 0 or idx.max() >= counts[target]):
+            problems.append(f"{split} refers to {target!r} nodes outside 0..{counts[target] - 1}")
+    for (src, rel, dst), (s, d) in relations.items():
+        where = relation_key((src, rel, dst))
+        if src not in counts or dst not in counts:
+            problems.append(f"relation {where} names a node type that is not there")
+        elif s.shape != d.shape:
+            problems.append(f"relation {where}: {s.size} sources for {d.size} destinations")
+        elif s.size and (s.min() < 0 or s.max() >= counts[src] or d.min() < 0 or d.max() >= counts[dst]):
+            problems.append(f"relation {where} refers to nodes outside their types' ranges")
+    if problems:
+        raise DatasetError(f"dataset {name!r}: " + "; ".join(problems))
+
+
+def write(spec: dict, cache: Path, counts: dict[str, int], features: dict[str, np.ndarray | None], target: str,
+          labels: np.ndarray, splits: dict[str, np.ndarray], relations: dict[tuple, tuple[np.ndarray, np.ndarray]],
+          add_reverses: bool = True, own_reverse: tuple = (), extra_meta: dict | None = None) -> Path:
+    """Write a typed dataset atomically (hub.atomic_dir). `relations`: (src, name, dst) -> (source
+    ids, destination ids), each in its type's numbering, in any order (sorted and deduplicated
+    here); `splits`: train_idx, val_idx, test_idx over the target type."""
+    name = spec["name"]
+    _check(name, counts, features, target, labels, splits, relations)
+    reverse_of = {}
+    if add_reverses:
+        relations, reverse_of = with_reverses(relations, own_reverse)
+    edges = {r: relation_csc(s, d, counts[r[0]], counts[r[2]]) for r, (s, d) in relations.items()}
+    gb, node_type_to_id, edge_type_to_id = graphbolt_arrays(counts, {r: e for r, (e, _) in edges.items()})
+    target_dir = hub.dataset_dir(spec, cache)
+    with hub.atomic_dir(target_dir) as tmp:
+        if tmp is None:
+            return target_dir  # another process finished the same dataset first
+        for t, x in features.items():
+            if x is not None:
+                np.save(tmp / f"features-{t}.npy", np.ascontiguousarray(x, dtype=np.float32))
+        np.save(tmp / "labels.npy", labels.astype(np.int64))
+        for split in SPLITS:
+            np.save(tmp / f"{split}.npy", np.asarray(splits[split], dtype=np.int64))
+        for r, (edge_index, indptr) in edges.items():
+            np.save(tmp / f"edge_index-{_file_part(r)}.npy", edge_index)
+            np.save(tmp / f"csc_indptr-{_file_part(r)}.npy", indptr)
+        for array_name, array in gb.items():
+            np.save(tmp / f"{array_name}.npy", array)
+        widths = {t: int(features[t].shape[1]) if features.get(t) is not None else 0 for t in counts}
+        meta = {
+            "format": hub.FORMAT_VERSION, "shape": SHAPE, "typed_format": TYPED_FORMAT, "name": name,
+            "source": spec["source"], "params": spec.get("params", {}), "target": target,
+            "node_types": {t: {"count": int(counts[t]), "feature_dim": widths[t]} for t in sorted(counts)},
+            "relations": {relation_key(r): {"num_edges": int(e.shape[1]),
+                                            "reverse_of": relation_key(reverse_of[r]) if r in reverse_of else None}
+                          for r, (e, _) in sorted(edges.items())},
+            "graphbolt": {"node_type_to_id": node_type_to_id, "edge_type_to_id": edge_type_to_id},
+            "num_nodes": int(sum(counts.values())), "num_edges": int(sum(e.shape[1] for e, _ in edges.values())),
+            "feature_dim": widths[target], "num_classes": int(labels.max()) + 1 if labels.size else 0,
+            **{f"num_{s.removesuffix('_idx')}": int(np.asarray(splits[s]).size) for s in SPLITS},
+            **(extra_meta or {}),
+        }
+        hub.record_checksums(tmp)
+        (tmp / "meta.json").write_text(json.dumps(meta, indent=2))
+    return target_dir
+
+
+@dataclass
+class TypedHubDataset(hub.Materialised):
+    """A typed dataset as the stacks read it: per type its count and features (None: featureless),
+    per relation its edge index and CSC pointers, the target's labels and splits, GraphBolt's
+    fused arrays. Arrays are memory-mapped unless asked otherwise."""
+    counts: dict[str, int] = field(default_factory=dict)
+    features: dict[str, np.ndarray | None] = field(default_factory=dict)
+    edge_index: dict[tuple, np.ndarray] = field(default_factory=dict)
+    csc_indptr: dict[tuple, np.ndarray] = field(default_factory=dict)
+    labels: np.ndarray | None = None
+    train_idx: np.ndarray | None = None
+    val_idx: np.ndarray | None = None
+    test_idx: np.ndarray | None = None
+    graphbolt: dict[str, np.ndarray] = field(default_factory=dict)
+
+    OPTIONAL_CARD = (*hub.Materialised.OPTIONAL_CARD, "target", "node_types", "relations")
+
+    @property
+    def target(self) -> str:
+        return self.meta["target"]
+
+    @property
+    def relations(self) -> list[tuple[str, str, str]]:
+        return [relation_of(k) for k in self.meta["relations"]]
+
+    @property
+    def num_nodes(self) -> int:
+        return int(self.meta["num_nodes"])
+
+    def feature_file(self, node_type: str) -> Path:
+        return self.path / f"features-{node_type}.npy"
+
+
+def load(path: Path, mmap: bool = True, features_mmap: bool | None = None, check: bool = True) -> TypedHubDataset:
+    """A typed dataset folder (the source's `load`, bench.datasets.hub.load_dataset). `mmap`: map
+    the arrays read-only; `features_mmap` overrides it for the features (a disk-backed store never
+    reads them into private memory); `check`: the files against their checksums."""
+    path = Path(path)
+    if not (path / "meta.json").is_file():
+        raise DatasetError(f"{path} is not a materialised dataset (no meta.json); run the suite again to prepare it")
+    meta = hub.read_meta(path / "meta.json")
+    if meta.get("shape") != SHAPE or meta.get("typed_format") != TYPED_FORMAT:
+        raise DatasetError(f"{path} is not a typed dataset of format {TYPED_FORMAT} (shape {meta.get('shape')!r}, "
+                           f"format {meta.get('typed_format')}); delete the folder to rebuild it")
+    if check:
+        hub.verify(path, meta)
+
+    def read(name: str, mapped: bool = mmap):
+        try:
+            return np.load(path / f"{name}.npy", mmap_mode="r" if mapped else None)
+        except (OSError, ValueError) as exc:
+            raise DatasetError(f"{path / (name + '.npy')} is missing or corrupt ({exc}); "
+                               "delete the folder to rebuild it") from exc
+
+    features_mapped = mmap if features_mmap is None else features_mmap
+    counts = {t: int(info["count"]) for t, info in meta["node_types"].items()}
+    features = {t: read(f"features-{t}", features_mapped) if info["feature_dim"] else None
+                for t, info in meta["node_types"].items()}
+    relations = [relation_of(k) for k in meta["relations"]]
+    return TypedHubDataset(
+        path=path, meta=meta, counts=counts, features=features,
+        edge_index={r: read(f"edge_index-{_file_part(r)}") for r in relations},
+        csc_indptr={r: read(f"csc_indptr-{_file_part(r)}") for r in relations},
+        labels=read("labels"), **{s: read(s) for s in SPLITS},
+        graphbolt={n: read(f"graphbolt_{n}") for n in ("node_type_offset", "indptr", "indices", "type_per_edge")})
+
+
+def info_lines(meta: dict) -> list[str]:
+    """What `gnnbench datasets info` says of a typed dataset: per type its count and width, per
+    relation its edges (a reverse named as such)."""
+    lines = [f"  target type {meta['target']}; node types:"]
+    for t, info in meta["node_types"].items():
+        width = f"features {info['feature_dim']} wide" if info["feature_dim"] else "no features (learnable embedding)"
+        lines.append(f"    {t:<12}{info['count']:>13,} nodes, {width}")
+    lines.append("  relations (src:name:dst):")
+    for key, info in meta["relations"].items():
+        rev = f" (reverse of {info['reverse_of']})" if info.get("reverse_of") else ""
+        lines.append(f"    {key:<34}{info['num_edges']:>13,} edges{rev}")
+    return lines
+
+
+def load_for_source(path, mmap: bool = False, check: bool = True) -> TypedHubDataset:
+    """A typed source's `load` as bench.datasets.hub.load_dataset calls it (`mmap`: the cell's
+    features stay on disk): the graph, labels and splits always mapped (shared by every rank through
+    the page cache), the features read into the process unless `mmap`."""
+    return load(path, mmap=True, features_mmap=mmap, check=check)

@@ -1,0 +1,173 @@
+"""A synthetic typed graph shaped like IGBH (the graph MLPerf's R-GAT benchmark trains on): the
+offline default of the typed suites (bench/datasets/typed_hub.py for its hub form).
+
+Node types and relations, as IGBH has them (reverses `rev_<name>` added by the hub):
+    paper        the target type (labels and splits)
+    author       paper -written_by-> author
+    institute    author -affiliated_to-> institute
+    fos          paper -topic-> fos        (field of study)
+                 paper -cites-> paper
+Sizes follow `scale`: scale=100 is IGBH-tiny's (100,000 papers, 357,041 authors, 8,738 institutes,
+84,220 fos: 550 k nodes; about 2.4 M edges before the reverses, 4.8 M with them); scale=1 has
+5,500 nodes (tests, smoke). Edges per source node are Poisson with IGBH-tiny's means (cites 5.5
+per paper, written_by 4.7, topic 10.5, affiliated_to 0.91 per author), their destinations drawn
+with power-law popularity (a few popular authors, fields and cited papers, as in citation graphs).
+
+Labels that need the neighbourhood: every node has a latent class; a paper's label is its class.
+Each edge goes to a node of the source's class with probability `within` (else of any class), so a
+paper's authors, fields and cited papers mostly share its label, and an author's institute its
+author's. Features are each type's class centroid times `feature_signal` plus Gaussian noise: weak
+alone (`features_only_acc` in the dataset card), so the model must aggregate over relations. With
+`features: target` only papers have features, and the model learns an embedding for the others.
+Deterministic by seed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+
+from bench.datasets import baseline, typed_hub
+
+SHAPE = "typed"  # bench/tasks.py: serves the typed-node task
+VERSION = 1
+TARGET = "paper"
+# IGBH-tiny's counts per unit of scale (scale=100 is IGBH-tiny)
+NODES_PER_SCALE = {"paper": 1000, "author": 3570.41, "institute": 87.38, "fos": 842.2}
+# (src, name, dst): mean edges per source node (IGBH-tiny's)
+RELATIONS = {("paper", "cites", "paper"): 5.474, ("paper", "written_by", "author"): 4.714,
+             ("author", "affiliated_to", "institute"): 0.911, ("paper", "topic", "fos"): 10.5}
+POPULARITY = 2.5  # u**POPULARITY of a uniform u picks a class's member: low ranks are popular
+
+DEFAULTS = {"scale": 1, "feature_dim": 128, "features": "all", "num_classes": 19, "seed": 0, "within": 0.8,
+            "feature_signal": 0.08, "train_frac": 0.6, "val_frac": 0.2, "test_frac": None}
+FRACTION = {"gt": 0, "lt": 1}
+PARAMS = {"scale": (int, {"ge": 1, "le": 10_000}), "feature_dim": (int, {"ge": 1, "le": 4096}),
+          "features": (Literal["all", "target"], {}), "num_classes": (int, {"ge": 2, "le": 256}),
+          "seed": (int, {}), "within": (float, FRACTION), "feature_signal": (float, {"ge": 0}),
+          "train_frac": (float, FRACTION), "val_frac": (float, FRACTION), "test_frac": (float | None, FRACTION)}
+USER_PARAMS = tuple(PARAMS)
+
+
+def counts(scale: int) -> dict[str, int]:
+    return {t: max(1, int(round(per * scale))) for t, per in NODES_PER_SCALE.items()}
+
+
+def check_params(params: dict) -> None:
+    total = params["train_frac"] + params["val_frac"] + (params["test_frac"] or 0)
+    if total > 1:
+        raise ValueError(f"train_frac + val_frac + test_frac is {total:g}; at most 1")
+
+
+def canonical_params(params: dict) -> dict:
+    unknown = set(params) - set(USER_PARAMS)
+    if unknown:
+        raise ValueError(f"unknown typed-synthetic parameter(s) {', '.join(sorted(unknown))}; "
+                         f"allowed: {', '.join(USER_PARAMS)}")
+    return {k: params.get(k, DEFAULTS[k]) for k in USER_PARAMS}
+
+
+def parse_rest(rest: str) -> dict:
+    """`typed-synthetic:scale=100,features=target`: numbers as numbers, words as words."""
+    params: dict = {}
+    for item in filter(None, rest.split(",")):
+        key, sep, value = item.partition("=")
+        value = value.strip()
+        if not sep or not value:
+            raise ValueError(f"typed-synthetic:{rest}: {item!r} is not key=value; e.g. typed-synthetic:scale=4")
+        try:
+            params[key.strip()] = int(value) if value.lstrip("-").isdigit() else float(value)
+        except ValueError:
+            params[key.strip()] = value
+    return params
+
+
+class _Picker:
+    """Draws nodes of one type by class with power-law popularity: the type's nodes grouped by class
+    (a random order within each class: popularity is not the id)."""
+
+    def __init__(self, classes: np.ndarray, num_classes: int, rng: np.random.Generator):
+        self.members = rng.permutation(classes.size)
+        self.members = self.members[np.argsort(classes[self.members], kind="stable")]
+        sizes = np.bincount(classes, minlength=num_classes)
+        self.starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+        self.sizes = sizes
+        self.num_classes = num_classes
+
+    def draw(self, wanted: np.ndarray, within: float, rng: np.random.Generator) -> np.ndarray:
+        """One node per entry of `wanted` (a class): of that class with probability `within`, else
+        of a random class; classes without members fall back to any node."""
+        cls = np.where(rng.random(wanted.size) < within, wanted, rng.integers(0, self.num_classes, wanted.size))
+        empty = self.sizes[cls] == 0
+        if empty.any():
+            cls[empty] = rng.choice(np.flatnonzero(self.sizes), int(empty.sum()))
+        rank = np.floor(self.sizes[cls] * rng.random(wanted.size) ** POPULARITY).astype(np.int64)
+        return self.members[self.starts[cls] + np.minimum(rank, self.sizes[cls] - 1)]
+
+
+def generate(params: dict) -> dict:
+    """The typed arrays typed_hub.write takes (relations without their reverses)."""
+    p = {**DEFAULTS, **params}
+    rng = np.random.default_rng(p["seed"])
+    sizes, classes_n = counts(p["scale"]), p["num_classes"]
+    classes = {t: rng.integers(0, classes_n, n) for t, n in sizes.items()}
+    pickers = {t: _Picker(c, classes_n, rng) for t, c in classes.items()}
+    relations = {}
+    for (src, name, dst), mean in RELATIONS.items():
+        degree = rng.poisson(mean, sizes[src])
+        s = np.repeat(np.arange(sizes[src], dtype=np.int64), degree)
+        d = pickers[dst].draw(classes[src][s], p["within"], rng)
+        if src == dst:
+            keep = s != d
+            s, d = s[keep], d[keep]
+        relations[(src, name, dst)] = (s, d)
+    features = {}
+    for t, n in sizes.items():
+        if p["features"] == "target" and t != TARGET:
+            features[t] = None
+            continue
+        centroids = (p["feature_signal"] * rng.standard_normal((classes_n, p["feature_dim"]))).astype(np.float32)
+        x = rng.standard_normal((n, p["feature_dim"]), dtype=np.float32)
+        x += centroids[classes[t]]
+        features[t] = x
+    train, val, test = _split(sizes[TARGET], p, rng)
+    return {"counts": sizes, "features": features, "target": TARGET, "labels": classes[TARGET].astype(np.int64),
+            "splits": {"train_idx": train, "val_idx": val, "test_idx": test}, "relations": relations}
+
+
+def _split(n: int, p: dict, rng: np.random.Generator):
+    from bench.datasets import hub
+
+    return hub.split_indices(n, p["train_frac"], p["val_frac"], rng, p["test_frac"])
+
+
+# What `gnnbench datasets list|info` say about sizes before the graph is generated.
+SIZES_NOTE = ("typed-synthetic (IGBH-shaped: paper, author, institute, fos) sizes follow typed-synthetic:scale=S: "
+              "5,500·S nodes; S=100 is IGBH-tiny's 550 k nodes (about 2.4 M edges, 4.8 M with reverses)")
+ESTIMATE_ORIGIN = "expected sizes before generation (edges: their expectation, with the reverses)"
+
+
+def expected_stats(params: dict) -> dict:
+    p = {**DEFAULTS, **params}
+    sizes = counts(p["scale"])
+    n = sizes[TARGET]
+    n_train, n_val = int(p["train_frac"] * n), int(p["val_frac"] * n)
+    n_test = n - n_train - n_val if p["test_frac"] is None else int(p["test_frac"] * n)
+    edges = 2 * sum(int(mean * sizes[src]) for (src, _, _), mean in RELATIONS.items())
+    return {"num_nodes": sum(sizes.values()), "num_edges": edges, "feature_dim": p["feature_dim"],
+            "num_classes": p["num_classes"], "num_train": n_train, "num_val": n_val, "num_test": n_test}
+
+
+def materialise(spec: dict, cache: Path, data_root: Path | None = None) -> Path:
+    params = {**DEFAULTS, **spec.get("params", {})}
+    g = generate(params)
+    x, y, splits = g["features"][TARGET], g["labels"], g["splits"]
+    acc = baseline.features_only_accuracy(x, y, splits["train_idx"], splits["test_idx"])
+    return typed_hub.write(spec, cache, g["counts"], g["features"], TARGET, y, splits, g["relations"],
+                           extra_meta={"generator": VERSION,
+                                       "features_only_acc": None if acc is None else round(acc, 4)})
+
+
+load = typed_hub.load_for_source  # its own `load` (bench.datasets.hub.load_dataset)
