@@ -33,7 +33,7 @@ def add_parser(sub, parents) -> None:
     for p in (ds_info, ds_prep):
         p.add_argument("name", help="e.g. planetoid:Cora, ogb:ogbn-arxiv, reddit, synthetic:scale=14, npy:/data/mygraph")
     ds_check.add_argument("name", metavar="SOURCE:PATH",
-                          help="npy:DIR, pyg-file:FILE, graphbolt:DIR or edge-list:DIR (docs: Your own graph)")
+                          help="npy:DIR, pyg-file:FILE, graphbolt:DIR, edge-list:DIR or typed-npy:DIR (docs: Your own graph)")
     ds_prep.add_argument("--data-root", metavar="DIR", default=os.environ.get("GNNBENCH_DATA_ROOT"),
                          help="where raw files are looked for first (env GNNBENCH_DATA_ROOT)")
 

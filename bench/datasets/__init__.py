@@ -46,6 +46,7 @@ SOURCES: dict[str, Source] = {
     "pyg-file": Source("bench.datasets.pyg_file", "pyg"),  # torch.load needs torch
     "graphbolt": Source("bench.datasets.graphbolt_folder", None),  # its .npy files and metadata.yaml, read directly
     "edge-list": Source("bench.datasets.edge_list", None),  # pyarrow reads CSV and Parquet on the host
+    "typed-npy": Source("bench.datasets.typed_npy", None),  # your own typed graph: .npy per node type and relation
 }
 
 

@@ -1,0 +1,273 @@
+"""Your own typed (heterogeneous) graph as a folder of .npy arrays (source `typed-npy`):
+
+    graph.json                          {"target": "paper"}: the node type whose nodes are classified;
+                                        optional "num_nodes": {"institute": 87} for a type without
+                                        features (a type with features has as many nodes as rows)
+    nodes/<type>/features.npy           [N_t, F_t] floats (integers and booleans are converted); optional:
+                                        a type without it gets a learnable embedding in the model
+    nodes/<target>/labels.npy           [N_target] integers 0..C-1 (-1: no label)
+    nodes/<target>/train_idx.npy, val_idx.npy, test_idx.npy    ids of target-type nodes [K]
+    edges/<src>__<name>__<dst>.npy      integers [2, E]: row 0 source ids in <src>'s numbering, row 1
+                                        destination ids in <dst>'s
+
+Every relation is given once; the hub adds its reverse `rev_<name>` (bench/datasets/typed_hub.py).
+Every problem found is one line naming the file and the array (hub.DatasetError, exit 2 through
+`gnnbench datasets check typed-npy:PATH`): all of them at once, so one round of fixes suffices.
+The hub folder's name holds a fingerprint of the files (bench/datasets/user_graph.py).
+numpy only: the host converts it, a stack reads the hub form (`load`).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from bench.datasets import baseline, hub, typed_hub
+from bench.datasets import user_graph as ug
+
+SHAPE = "typed"  # bench/tasks.py: serves the typed-node task
+USER_FILES = True
+VERSION = 1
+PARAMS = {"path": ug.PARAMS["path"]}
+DEFAULTS = {"path": ...}
+GRAPH_FILE = "graph.json"
+SPLIT_FILES = {"train_idx": "train_idx.npy", "val_idx": "val_idx.npy", "test_idx": "test_idx.npy"}
+SIZES_NOTE = ("typed-npy:PATH    your own typed graph: graph.json (the target type), nodes/<type>/features.npy, "
+              "the target's labels and splits, edges/<src>__<name>__<dst>.npy; docs/own-graph.md")
+ESTIMATE_ORIGIN = ug.SIZES_ORIGIN
+LAYOUT_RULE = ("graph.json {\"target\": TYPE}, nodes/<type>/features.npy, nodes/<target>/labels.npy, "
+               "train_idx.npy, val_idx.npy, test_idx.npy, edges/<src>__<name>__<dst>.npy [2, E]")
+
+
+def canonical_params(params: dict) -> dict:
+    return ug.canonical(params, PARAMS, DEFAULTS, "typed-npy")
+
+
+def parse_rest(rest: str) -> dict:
+    return ug.parse_rest(rest, PARAMS, "typed-npy")
+
+
+def source_files(params: dict) -> list[Path]:
+    folder = Path(params["path"])
+    if not folder.is_dir():
+        return [folder]
+    return sorted([*folder.rglob("*.npy"), folder / GRAPH_FILE])
+
+
+def fingerprint(params: dict) -> str:
+    return ug.fingerprint(source_files(params))
+
+
+class Problems:
+    """Every problem of a folder, one line each, raised together."""
+
+    def __init__(self, folder: Path):
+        self.folder, self.lines = folder, []
+
+    def add(self, path: Path, message: str) -> None:
+        self.lines.append(f"{path}: {message}")
+
+    def raise_any(self) -> None:
+        if self.lines:
+            raise hub.DatasetError(f"typed-npy:{self.folder}: {len(self.lines)} problem(s):\n"
+                                   + "\n".join(ug.fail(line).args[0] for line in self.lines))
+
+
+def _open(path: Path, problems: Problems):
+    try:
+        return np.load(path, mmap_mode="r", allow_pickle=False)
+    except (OSError, ValueError) as exc:
+        problems.add(path, f"not a readable .npy array ({' '.join(str(exc).split())})")
+        return None
+
+
+def _integers(array, path: Path, name: str, shape_rule: str, problems: Problems) -> bool:
+    if not np.issubdtype(array.dtype, np.integer):
+        problems.add(path, f"{name} has dtype {array.dtype}; allowed: {ug.INTEGER_RULE}, {shape_rule}")
+        return False
+    return True
+
+
+def _out_of_range(values: np.ndarray, n: int) -> int | None:
+    """The position of the first value outside 0..n-1, or None."""
+    bad = (values < 0) | (values >= n)
+    return int(np.argmax(bad)) if bad.any() else None
+
+
+def read_folder(folder: Path) -> dict:
+    """The folder checked whole: the arrays typed_hub.write takes, and where each came from. Every
+    problem is collected first, then raised as one DatasetError of one line each."""
+    problems = Problems(folder)
+    if not folder.is_dir():
+        problems.add(folder, f"no such folder; allowed: a folder with {LAYOUT_RULE}")
+        problems.raise_any()
+    config_path = folder / GRAPH_FILE
+    config: dict = {}
+    try:
+        config = json.loads(config_path.read_text())
+        if not isinstance(config, dict) or not isinstance(config.get("target"), str):
+            problems.add(config_path, "names no target type; allowed: {\"target\": \"<node type>\"}")
+            config = config if isinstance(config, dict) else {}
+    except FileNotFoundError:
+        problems.add(config_path, "missing; allowed: {\"target\": \"<node type>\"} naming the type to classify")
+    except ValueError as exc:
+        problems.add(config_path, f"not JSON ({exc})")
+    given_counts = config.get("num_nodes") or {}
+    if not isinstance(given_counts, dict) or not all(
+            isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in given_counts.values()):
+        problems.add(config_path, "num_nodes is not {\"<type>\": <positive count>, ...}")
+        given_counts = {}
+
+    nodes_dir = folder / "nodes"
+    types = sorted({p.name for p in nodes_dir.iterdir() if p.is_dir()} if nodes_dir.is_dir() else set())
+    types = sorted(set(types) | set(given_counts))
+    counts, features = {}, {}
+    for t in types:
+        path = nodes_dir / t / "features.npy"
+        x = _open(path, problems) if path.is_file() else None
+        rows = None
+        if x is not None:
+            if x.ndim != 2:
+                problems.add(path, f"features has shape {x.shape}; allowed: [N, F] (one row per {t} node)")
+                x = None
+            else:
+                rows = int(x.shape[0])  # the count, even where the dtype is wrong (its relations still checked)
+                if not (np.issubdtype(x.dtype, np.floating) or np.issubdtype(x.dtype, np.integer)
+                        or x.dtype == np.bool_):
+                    problems.add(path, f"features has dtype {x.dtype}; allowed: {ug.FEATURE_RULE}")
+                    x = None
+        if rows is not None:
+            counts[t] = rows
+            if t in given_counts and given_counts[t] != counts[t]:
+                problems.add(config_path, f"num_nodes says {given_counts[t]} {t} nodes, {path.name} has "
+                                          f"{counts[t]} rows; allowed: equal, or num_nodes left out for {t}")
+        elif t in given_counts:
+            counts[t] = given_counts[t]
+        elif not path.is_file():
+            problems.add(nodes_dir / t, f"node type {t!r} has no features.npy and no count; allowed: "
+                                        f"features.npy, or \"num_nodes\": {{\"{t}\": N}} in {GRAPH_FILE}")
+        features[t] = x
+
+    target = config.get("target")
+    labels, splits = None, {}
+    if isinstance(target, str):
+        if target not in types:
+            problems.add(config_path, f"target {target!r} is not a node type (nodes/: {', '.join(types) or 'none'})")
+        else:
+            labels, splits = _target_arrays(nodes_dir / target, target, counts.get(target), problems)
+
+    relations = {}
+    edges_dir = folder / "edges"
+    edge_files = sorted(edges_dir.glob("*.npy")) if edges_dir.is_dir() else []
+    if not edge_files:
+        problems.add(edges_dir, "no relations (edges/<src>__<name>__<dst>.npy); allowed: at least one")
+    for path in edge_files:
+        parts = path.stem.split(typed_hub.NAME_SEPARATOR)
+        if len(parts) != 3 or not all(parts):
+            problems.add(path, "the name is not <src>__<name>__<dst>.npy (source type, relation, destination type)")
+            continue
+        src, name, dst = parts
+        unknown = [t for t in (src, dst) if t not in types]
+        if unknown:
+            problems.add(path, f"the relation names node type(s) {', '.join(map(repr, dict.fromkeys(unknown)))} "
+                               f"that are not there (nodes/: {', '.join(types) or 'none'})")
+            continue
+        e = _open(path, problems)
+        if e is None or not _integers(e, path, "edge_index", "shape [2, E]", problems):
+            continue
+        if e.ndim != 2 or e.shape[0] != 2:
+            problems.add(path, f"edge_index has shape {e.shape}; allowed: [2, E] (source ids, destination ids)")
+            continue
+        if src not in counts or dst not in counts:
+            continue  # the type's own problem is said above
+        ok = True
+        for row, t in ((0, src), (1, dst)):
+            i = _out_of_range(np.asarray(e[row]), counts[t])
+            if i is not None:
+                problems.add(path, f"edge_index[{row}, {i}] = {e[row, i]} is out of range; allowed: {t} ids "
+                                   f"0..{counts[t] - 1} ({counts[t]:,} {t} nodes)")
+                ok = False
+        if ok:
+            relations[(src, name, dst)] = (np.asarray(e[0], dtype=np.int64), np.asarray(e[1], dtype=np.int64))
+    problems.raise_any()
+    return {"counts": counts, "features": features, "target": target, "labels": labels, "splits": splits,
+            "relations": relations}
+
+
+def _target_arrays(folder: Path, target: str, n: int | None, problems: Problems):
+    labels = None
+    path = folder / "labels.npy"
+    if not path.is_file():
+        problems.add(path, f"missing: the target type {target!r} needs labels [N] (integers, -1: no label)")
+    else:
+        y = _open(path, problems)
+        if y is not None and _integers(y, path, "labels", "shape [N]", problems):
+            if n is not None and y.shape != (n,):
+                problems.add(path, f"labels has shape {y.shape}; allowed: [{n}] (one per {target} node)")
+            elif y.size and int(y.min()) < -1:
+                i = int(np.argmax(np.asarray(y) < -1))
+                problems.add(path, f"labels[{i}] = {y[i]}; allowed: classes 0..C-1, or -1 for no label")
+            else:
+                labels = np.asarray(y, dtype=np.int64)
+    splits = {}
+    for split, name in SPLIT_FILES.items():
+        path = folder / name
+        if not path.is_file():
+            problems.add(path, f"missing: the {split.removesuffix('_idx')} split of {target!r} node ids")
+            continue
+        ids = _open(path, problems)
+        if ids is None or not _integers(ids, path, split, "shape [K]", problems):
+            continue
+        if ids.ndim != 1 or ids.size == 0:
+            problems.add(path, f"{split} has shape {ids.shape}; allowed: [K], K >= 1 {target} ids")
+            continue
+        ids = np.asarray(ids, dtype=np.int64)
+        if n is not None:
+            i = _out_of_range(ids, n)
+            if i is not None:
+                problems.add(path, f"{split}[{i}] = {ids[i]} is out of range; allowed: {target} ids 0..{n - 1}")
+                continue
+            if labels is not None and (labels[ids] < 0).any():
+                i = int(np.argmax(labels[ids] < 0))
+                problems.add(path, f"{split}[{i}] = {ids[i]} has no label (-1 in labels.npy); allowed: labelled nodes")
+                continue
+        splits[split] = ids
+    return labels, splits
+
+
+def expected_stats(params: dict) -> dict:
+    g = read_folder(Path(params["path"]))
+    edges = 2 * sum(s.size for s, _ in g["relations"].values())
+    x = g["features"].get(g["target"])
+    return hub.sizes(sum(g["counts"].values()), edges, int(x.shape[1]) if x is not None else 0,
+                     int(g["labels"].max()) + 1 if g["labels"].size else 0,
+                     *(int(g["splits"][s].size) for s in typed_hub.SPLITS))
+
+
+def materialise(spec: dict, cache: Path, data_root: Path | None = None) -> Path:
+    params = spec["params"]
+    target_dir = hub.dataset_dir(spec, cache)
+    if (target_dir / "meta.json").is_file():
+        return target_dir
+    before = fingerprint(params)
+    g = read_folder(Path(params["path"]))
+    features = {t: None if x is None else np.asarray(x, dtype=np.float32) for t, x in g["features"].items()}
+    for t, x in features.items():
+        if x is not None and not np.isfinite(x).all():
+            row = int(np.argmax(~np.isfinite(x).all(axis=1)))
+            raise ug.fail(f"{Path(params['path']) / 'nodes' / t / 'features.npy'}: features[{row}] is not finite "
+                          "(NaN or infinite); allowed: finite numbers")
+    x, y, splits = features.get(g["target"]), g["labels"], g["splits"]
+    acc = None if x is None else baseline.features_only_accuracy(x, y, splits["train_idx"], splits["test_idx"])
+    if fingerprint(params) != before:
+        raise ug.fail(f"{params['path']}: the files changed while they were read; check again once they are written")
+    path = typed_hub.write(spec, cache, g["counts"], features, g["target"], y, splits, g["relations"],
+                           extra_meta={"reader": VERSION, "source_path": params["path"],
+                                       "features_only_acc": None if acc is None else round(acc, 4)})
+    ug.discard_stale(spec, path)
+    return path
+
+
+load = typed_hub.load_for_source  # its own `load` (bench.datasets.hub.load_dataset)

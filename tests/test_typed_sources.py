@@ -1,0 +1,124 @@
+"""Typed dataset sources on the typed hub: a user's own typed graph as a folder of .npy
+(bench/datasets/typed_npy.py), checked like the homogeneous sources (one line per problem, exit 2)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from bench import cli, datasets
+from bench.datasets import hub, typed_synthetic
+
+
+def write_typed_npy(folder, scale_params=None):
+    """typed-synthetic's small graph written in the typed-npy layout (institute featureless)."""
+    g = typed_synthetic.generate({"scale": 1, "feature_dim": 8, "num_classes": 4, **(scale_params or {})})
+    folder.mkdir(parents=True)
+    (folder / "graph.json").write_text(json.dumps({"target": g["target"],
+                                                   "num_nodes": {"institute": g["counts"]["institute"]}}))
+    for t in g["counts"]:
+        (folder / "nodes" / t).mkdir(parents=True)
+        if t != "institute":
+            np.save(folder / "nodes" / t / "features.npy", g["features"][t])
+    np.save(folder / "nodes" / "paper" / "labels.npy", g["labels"].astype(np.int32))
+    for split, ids in g["splits"].items():
+        np.save(folder / "nodes" / "paper" / f"{split}.npy", ids)
+    (folder / "edges").mkdir()
+    for (src, name, dst), (s, d) in g["relations"].items():
+        np.save(folder / "edges" / f"{src}__{name}__{dst}.npy", np.stack([s, d]).astype(np.int32))
+    return g
+
+
+def test_a_good_folder_converts_and_loads(tmp_path):
+    g = write_typed_npy(tmp_path / "g")
+    spec = datasets.parse_name(f"typed-npy:{tmp_path / 'g'}")
+    assert datasets.tasks(spec) == ("typed-node",)
+    path = datasets.materialiser("typed-npy")(spec, tmp_path / "hub", None)
+    data = hub.load_dataset("typed-npy", path)
+    assert data.target == "paper" and data.counts == g["counts"]
+    assert data.features["institute"] is None and data.meta["node_types"]["institute"]["feature_dim"] == 0
+    assert np.array_equal(data.features["author"], g["features"]["author"])
+    assert np.array_equal(data.labels, g["labels"]) and np.array_equal(data.train_idx, g["splits"]["train_idx"])
+    for (src, name, dst), (s, d) in g["relations"].items():
+        given = set(zip(s.tolist(), d.tolist()))
+        assert set(map(tuple, data.edge_index[(src, name, dst)].T.tolist())) == given
+        assert set(map(tuple, data.edge_index[(dst, f"rev_{name}", src)][::-1].T.tolist())) == given
+    assert data.meta["source_path"] == str(tmp_path / "g")
+    assert datasets.materialiser("typed-npy")(spec, tmp_path / "hub", None) == path  # converted once
+
+
+def test_check_says_ok_then_info_shows_the_types(tmp_path, capsys):
+    write_typed_npy(tmp_path / "g")
+    argv = ["datasets", "check", f"typed-npy:{tmp_path / 'g'}", "--cache-dir", str(tmp_path / "hub")]
+    assert cli.main(argv) == 0
+    out = capsys.readouterr().out
+    assert "ok: checked and converted" in out and "target type paper" in out
+    assert "paper:written_by:author" in out and "(reverse of paper:written_by:author)" in out
+
+
+def test_a_bad_folder_exits_2_with_one_line_per_problem(tmp_path, capsys):
+    folder = tmp_path / "g"
+    g = write_typed_npy(folder)
+    np.save(folder / "nodes" / "author" / "features.npy", g["features"]["author"].astype(str))  # wrong dtype
+    bad_edges = np.stack(g["relations"][("paper", "written_by", "author")])
+    bad_edges[1, 3] = g["counts"]["author"] + 5  # out of range for author
+    np.save(folder / "edges" / "paper__written_by__author.npy", bad_edges)
+    np.save(folder / "edges" / "paper__cites__paper.npy", np.zeros((2, 4), dtype=np.float32))  # wrong dtype
+    (folder / "nodes" / "paper" / "labels.npy").unlink()  # the target's labels missing
+    np.save(folder / "edges" / "paper__reviewed_by__referee.npy", np.zeros((2, 3), dtype=np.int64))  # unknown type
+    code = cli.main(["datasets", "check", f"typed-npy:{folder}", "--cache-dir", str(tmp_path / "hub")])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    lines = err.strip().splitlines()
+    assert lines[0].startswith("gnnbench: error:") and "5 problem(s)" in lines[0], err
+    problems = lines[1:]
+    assert len(problems) == 5, err
+    expect = {
+        str(folder / "nodes" / "author" / "features.npy"): "features has dtype <U",
+        str(folder / "nodes" / "paper" / "labels.npy"): "missing: the target type 'paper' needs labels",
+        str(folder / "edges" / "paper__cites__paper.npy"): "edge_index has dtype float32",
+        str(folder / "edges" / "paper__written_by__author.npy"): "edge_index[1, 3] = ",
+        str(folder / "edges" / "paper__reviewed_by__referee.npy"): "node type(s) 'referee' that are not there",
+    }
+    for file, what in expect.items():
+        (line,) = [p for p in problems if p.startswith(file + ":")]
+        assert what in line, line
+    assert "out of range; allowed: author ids 0.." in next(p for p in problems if "written_by" in p)
+    assert not (tmp_path / "hub" / "datasets").exists() or not list((tmp_path / "hub" / "datasets").iterdir())
+
+
+def test_a_relation_out_of_range_for_its_source_type(tmp_path, capsys):
+    folder = tmp_path / "g"
+    g = write_typed_npy(folder)
+    edges = np.stack(g["relations"][("author", "affiliated_to", "institute")])
+    edges[0, 0] = -1
+    np.save(folder / "edges" / "author__affiliated_to__institute.npy", edges)
+    (folder / "graph.json").write_text(json.dumps({"target": "paper"}))  # institute's count gone
+    code = cli.main(["datasets", "check", f"typed-npy:{folder}", "--cache-dir", str(tmp_path / "hub")])
+    err = capsys.readouterr().err
+    assert code == 2 and "1 problem(s)" in err, err  # no count for institute; its relation then unchecked
+    assert f"{folder / 'nodes' / 'institute'}: node type 'institute' has no features.npy and no count" in err
+    (folder / "graph.json").write_text(json.dumps({"target": "paper", "num_nodes": {"institute": 87}}))
+    code = cli.main(["datasets", "check", f"typed-npy:{folder}", "--cache-dir", str(tmp_path / "hub")])
+    err = capsys.readouterr().err
+    assert code == 2 and "edge_index[0, 0] = -1 is out of range; allowed: author ids" in err, err
+
+
+def test_a_missing_target_or_graph_json_is_named(tmp_path, capsys):
+    folder = tmp_path / "g"
+    write_typed_npy(folder)
+    (folder / "graph.json").write_text(json.dumps({"target": "venue"}))
+    assert cli.main(["datasets", "check", f"typed-npy:{folder}", "--cache-dir", str(tmp_path / "hub")]) == 2
+    err = capsys.readouterr().err
+    assert f"{folder / 'graph.json'}: target 'venue' is not a node type" in err, err
+    (folder / "graph.json").unlink()
+    assert cli.main(["datasets", "check", f"typed-npy:{folder}", "--cache-dir", str(tmp_path / "hub")]) == 2
+    assert f"{folder / 'graph.json'}: missing" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("bad", ["path=/x,scale=2"])
+def test_unknown_parameters_are_refused(bad):
+    with pytest.raises(ValueError, match="unknown typed-npy parameter"):
+        datasets.parse_name(f"typed-npy:{bad}")
