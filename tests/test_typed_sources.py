@@ -10,6 +10,9 @@ import pytest
 
 from bench import cli, datasets
 from bench.datasets import hub, typed_synthetic
+from bench.run.prepare import ensure_dataset
+from tests.conftest import require_stacks
+from tests.ogb_fixture import write_mag_like
 
 
 def write_typed_npy(folder, scale_params=None):
@@ -122,3 +125,38 @@ def test_a_missing_target_or_graph_json_is_named(tmp_path, capsys):
 def test_unknown_parameters_are_refused(bad):
     with pytest.raises(ValueError, match="unknown typed-npy parameter"):
         datasets.parse_name(f"typed-npy:{bad}")
+
+
+# --- ogbn-mag through OGB's own loader ------------------------------------------------------------
+
+@pytest.mark.stacks
+def test_ogbn_mag_fixture_is_read_by_ogbs_own_loader(tmp_path, monkeypatch):
+    require_stacks("pyg")
+    monkeypatch.setenv("GNNBENCH_OFFLINE", "1")
+    root = tmp_path / "root"
+    given = write_mag_like(root)
+    spec = datasets.parse_name("ogb-typed:ogbn-mag")
+    assert datasets.tasks(spec) == ("typed-node",) and datasets.stack_of("ogb-typed") == "pyg"
+    data = hub.load_dataset("ogb-typed", ensure_dataset(spec, tmp_path / "hub", root))
+    assert data.target == "paper" and data.counts == given["counts"]
+    assert data.features["author"] is None and data.features["institution"] is None
+    assert np.allclose(data.features["paper"], given["features"], atol=1e-5)
+    assert np.array_equal(data.labels, given["labels"])
+    for split in ("train_idx", "val_idx", "test_idx"):
+        assert np.array_equal(getattr(data, split), given["splits"][split])
+    for (src, name, dst), (s, d) in given["relations"].items():
+        pairs = set(zip(s.tolist(), d.tolist()))
+        assert set(map(tuple, data.edge_index[(src, name, dst)].T.tolist())) == pairs
+        assert data.meta["relations"][f"{dst}:rev_{name}:{src}"]["reverse_of"] == f"{src}:{name}:{dst}"
+    assert not list(root.rglob("processed"))  # the data root was only read
+
+
+@pytest.mark.stacks
+def test_ogbn_mag_offline_without_raw_files_names_them(tmp_path, monkeypatch):
+    require_stacks("pyg")
+    monkeypatch.setenv("GNNBENCH_OFFLINE", "1")
+    with pytest.raises(hub.DatasetError) as info:
+        ensure_dataset(datasets.parse_name("ogb-typed:ogbn-mag"), tmp_path / "hub", tmp_path / "empty")
+    message = str(info.value)
+    assert "downloads are off" in message and "raw/node-label/paper/node-label.csv.gz" in message
+    assert str(tmp_path / "empty" / "ogbn_mag") in message

@@ -40,6 +40,7 @@ SOURCES: dict[str, Source] = {
     "reddit": Source("bench.datasets.reddit", "pyg"),
     "molecules": Source("bench.datasets.molecules", None),
     "typed-synthetic": Source("bench.datasets.typed_synthetic", None),  # IGBH-shaped typed graph (shape "typed")
+    "ogb-typed": Source("bench.datasets.ogb_typed", "pyg"),  # ogbn-mag through ogb's own loader (shape "typed")
     # your own graph (bench/datasets/user_graph.py): one source per format, each with its own
     # parameters and checks, rather than one that guesses the format from the files
     "npy": Source("bench.datasets.npy_folder", None),

@@ -1,0 +1,109 @@
+"""OGB's heterogeneous node-property dataset ogbn-mag (papers, authors, institutions, fields of
+study; the paper's venue is the label) through the `ogb` package's own `NodePropPredDataset`, into
+the typed hub (bench/datasets/typed_hub.py). `ogb-typed:ogbn-mag` on the command line.
+
+Offline-first as bench/datasets/ogb.py: the raw files are looked for under DATA_ROOT/ogbn_mag/ or
+DATA_ROOT/ogb/ogbn_mag/ in OGB's heterogeneous layout
+
+    raw/num-node-dict.csv.gz, raw/triplet-type-list.csv.gz, raw/nodetype-has-label.csv.gz
+    raw/relations/<src>___<rel>___<dst>/edge.csv.gz (and num-edge-list.csv.gz)
+    raw/node-feat/paper/node-feat.csv.gz, raw/node-label/paper/node-label.csv.gz
+    split/time/nodetype-has-split.csv.gz, split/time/paper/{train,valid,test}.csv.gz
+
+failing that, ogb downloads them into the cache unless GNNBENCH_OFFLINE is set. ogb processes in a
+scratch folder that links to the raw files, so a shared data root is only read. Only papers have
+features (the model gives the other types a learnable embedding, as DGL's R-GCN example does; PyG's
+example downloads metapath2vec embeddings, which an offline benchmark cannot). OGB gives each
+relation once (author writes paper, paper cites paper, ...): the hub adds the reverses.
+Runs inside the pyg stack (ogb needs torch).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from bench.datasets import hub, typed_hub
+
+SHAPE = "typed"  # bench/tasks.py: serves the typed-node task
+TARGET = {"ogbn-mag": "paper"}
+RELEASE = {"ogbn-mag": 2}  # OGB's master.csv `version`: ogb asks on stdin without RELEASE_v<N>.txt
+SPLIT = {"ogbn-mag": "time"}
+# Published sizes (OGB's documentation); edges counted with the reverses the hub adds.
+KNOWN_STATS = {  # hub.sizes(nodes, edges, feature_dim, classes, train, val, test)
+    "ogbn-mag": hub.sizes(1939743, 2 * 21111007, 128, 349, 629571, 64879, 41939),
+}
+SIZES_NOTE = ("ogb-typed:ogbn-mag  OGB's typed graph (paper, author, institution, field_of_study; papers "
+              "only have features): 1.9 M nodes, 21 M edges (42 M with the reverses)")
+
+
+def folder(name: str) -> str:
+    return name.replace("-", "_")
+
+
+def expected_files(name: str) -> list[str]:
+    target = TARGET[name]
+    return ["raw/num-node-dict.csv.gz", "raw/triplet-type-list.csv.gz", "raw/nodetype-has-label.csv.gz",
+            f"raw/node-feat/{target}/node-feat.csv.gz", f"raw/node-label/{target}/node-label.csv.gz",
+            f"split/{SPLIT[name]}/nodetype-has-split.csv.gz",
+            *(f"split/{SPLIT[name]}/{target}/{part}.csv.gz" for part in ("train", "valid", "test"))]
+
+
+def expected_stats(params: dict) -> dict:
+    return KNOWN_STATS[params["name"]]
+
+
+def _read(dataset, name: str) -> tuple[dict, dict, dict, np.ndarray, dict]:
+    """ogb's graph as typed_hub.write takes it: counts, features, relations, labels, splits."""
+    graph, labels = dataset[0]
+    split = dataset.get_idx_split()
+    target = TARGET[name]
+    counts = {t: int(n) for t, n in graph["num_nodes_dict"].items()}
+    features = {t: None for t in counts}
+    for t, x in (graph.get("node_feat_dict") or {}).items():
+        features[t] = None if x is None else np.asarray(x, dtype=np.float32)
+    relations = {tuple(r): (np.asarray(e[0], dtype=np.int64), np.asarray(e[1], dtype=np.int64))
+                 for r, e in graph["edge_index_dict"].items()}
+    y = np.nan_to_num(np.asarray(labels[target], dtype=np.float64).reshape(-1), nan=-1).astype(np.int64)
+    splits = {ours: np.asarray(split[theirs][target], dtype=np.int64)
+              for ours, theirs in (("train_idx", "train"), ("val_idx", "valid"), ("test_idx", "test"))}
+    return counts, features, relations, y, splits
+
+
+def materialise(spec: dict, cache: Path, data_root: Path | None) -> Path:
+    os.environ.setdefault("OUTDATED_IGNORE", "1")  # ogb would otherwise ask PyPI for its newest version
+    from ogb.nodeproppred import NodePropPredDataset  # the pyg stack only
+
+    name = spec["params"]["name"]
+    required = expected_files(name)
+    source_dir = hub.find_raw(data_root, "ogb", folder(name), required)
+    with tempfile.TemporaryDirectory(dir=cache) as scratch:
+        if source_dir is None:
+            if hub.offline():
+                raise hub.missing_raw_error(spec["name"], data_root, "ogb", folder(name), required,
+                                            "downloads are off (GNNBENCH_OFFLINE)")
+            root = hub.download_root(cache, "ogb")
+            try:
+                dataset = NodePropPredDataset(name, root=str(root))  # ogb's own download and checks
+            except (Exception, SystemExit) as exc:  # noqa: BLE001 - ogb exits when a download is declined
+                raise hub.missing_raw_error(spec["name"], data_root, "ogb", folder(name), required,
+                                            f"downloading them failed ({type(exc).__name__}: {exc})") from exc
+        else:
+            work = Path(scratch) / folder(name)
+            work.mkdir()
+            for part in ("raw", "split"):
+                (work / part).symlink_to(source_dir / part, target_is_directory=True)
+            (work / "processed").mkdir()  # ogb writes its processed copy here, never into the data root
+            (work / f"RELEASE_v{RELEASE[name]}.txt").touch()
+            with hub.reading_raw(spec["name"], source_dir):
+                dataset = NodePropPredDataset(name, root=scratch)
+        with hub.reading_raw(spec["name"], source_dir or root):
+            counts, features, relations, labels, splits = _read(dataset, name)
+    return typed_hub.write(spec, cache, counts, features, TARGET[name], labels, splits, relations,
+                           extra_meta={"raw": str(source_dir) if source_dir else "downloaded"})
+
+
+load = typed_hub.load_for_source  # its own `load` (bench.datasets.hub.load_dataset)
