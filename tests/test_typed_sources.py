@@ -160,3 +160,12 @@ def test_ogbn_mag_offline_without_raw_files_names_them(tmp_path, monkeypatch):
     message = str(info.value)
     assert "downloads are off" in message and "raw/node-label/paper/node-label.csv.gz" in message
     assert str(tmp_path / "empty" / "ogbn_mag") in message
+
+
+def test_ogbn_mag_published_sizes_agree_with_its_types():
+    from bench.datasets import ogb_typed
+
+    stats = ogb_typed.KNOWN_STATS["ogbn-mag"]
+    assert sum(t["count"] for t in stats["node_types"].values()) == stats["num_nodes"]
+    assert stats["node_types"]["paper"]["count"] == stats["num_train"] + stats["num_val"] + stats["num_test"]
+    assert stats["node_types"]["paper"]["feature_dim"] == stats["feature_dim"]

@@ -33,8 +33,14 @@ TARGET = {"ogbn-mag": "paper"}
 RELEASE = {"ogbn-mag": 2}  # OGB's master.csv `version`: ogb asks on stdin without RELEASE_v<N>.txt
 SPLIT = {"ogbn-mag": "time"}
 # Published sizes (OGB's documentation); edges counted with the reverses the hub adds.
+# Per node type its count and feature width too, so the memory estimate before preparation counts
+# the papers' features only (bench/run/memory_plan.py), as it does from the hub's meta.json after.
 KNOWN_STATS = {  # hub.sizes(nodes, edges, feature_dim, classes, train, val, test)
-    "ogbn-mag": hub.sizes(1939743, 2 * 21111007, 128, 349, 629571, 64879, 41939),
+    "ogbn-mag": {**hub.sizes(1939743, 2 * 21111007, 128, 349, 629571, 64879, 41939),
+                 "node_types": {"author": {"count": 1134649, "feature_dim": 0},
+                                "field_of_study": {"count": 59965, "feature_dim": 0},
+                                "institution": {"count": 8740, "feature_dim": 0},
+                                "paper": {"count": 736389, "feature_dim": 128}}},
 }
 SIZES_NOTE = ("ogb-typed:ogbn-mag  OGB's typed graph (paper, author, institution, field_of_study; papers "
               "only have features): 1.9 M nodes, 21 M edges (42 M with the reverses)")
