@@ -169,3 +169,52 @@ def test_ogbn_mag_published_sizes_agree_with_its_types():
     assert sum(t["count"] for t in stats["node_types"].values()) == stats["num_nodes"]
     assert stats["node_types"]["paper"]["count"] == stats["num_train"] + stats["num_val"] + stats["num_test"]
     assert stats["node_types"]["paper"]["feature_dim"] == stats["feature_dim"]
+
+
+# --- IGBH in IGB's own processed/ layout ----------------------------------------------------------
+
+def write_igbh_like(folder):
+    """typed-synthetic's small graph (IGBH's own type and relation names) in IGB's processed/ layout:
+    node_feat.npy per type, node_label_19.npy (float32, as IGB's large sizes store them),
+    <src>__<name>__<dst>/edge_index.npy as [E, 2]."""
+    g = typed_synthetic.generate({"scale": 1, "feature_dim": 8, "num_classes": 19})
+    processed = folder / "processed"
+    for t, x in g["features"].items():
+        (processed / t).mkdir(parents=True)
+        np.save(processed / t / "node_feat.npy", x)
+    np.save(processed / "paper" / "node_label_19.npy", g["labels"].astype(np.float32))
+    for (src, name, dst), (s, d) in g["relations"].items():
+        (processed / f"{src}__{name}__{dst}").mkdir()
+        np.save(processed / f"{src}__{name}__{dst}" / "edge_index.npy", np.stack([s, d], axis=1))
+    return g
+
+
+def test_igbh_folder_converts_with_igbs_own_split(tmp_path):
+    g = write_igbh_like(tmp_path / "tiny")
+    spec = datasets.parse_name(f"igbh:{tmp_path / 'tiny'}")
+    assert spec["params"]["classes"] == 19 and datasets.tasks(spec) == ("typed-node",)
+    data = hub.load_dataset("igbh", datasets.materialiser("igbh")(spec, tmp_path / "hub", None))
+    n = g["counts"]["paper"]
+    assert data.counts == g["counts"] and np.array_equal(data.labels, g["labels"])
+    assert np.array_equal(data.train_idx, np.arange(int(n * 0.6)))
+    assert data.val_idx[0] == int(n * 0.6) and data.test_idx[-1] == n - 1
+    assert data.train_idx.size + data.val_idx.size + data.test_idx.size == n
+    for (src, name, dst), (s, d) in g["relations"].items():
+        assert set(map(tuple, data.edge_index[(src, name, dst)].T.tolist())) == set(zip(s.tolist(), d.tolist()))
+        assert (dst, f"rev_{name}", src) in data.edge_index
+    assert np.array_equal(data.features["fos"], g["features"]["fos"])
+
+
+def test_igbh_bad_folder_exits_2_naming_each_file(tmp_path, capsys):
+    folder = tmp_path / "tiny"
+    g = write_igbh_like(folder)
+    (folder / "processed" / "paper" / "node_label_19.npy").unlink()
+    cites = np.stack(g["relations"][("paper", "cites", "paper")], axis=1)
+    np.save(folder / "processed" / "paper__cites__paper" / "edge_index.npy", cites.T)  # [2, E]: OGB's way, not IGB's
+    code = cli.main(["datasets", "check", f"igbh:{folder}", "--cache-dir", str(tmp_path / "hub")])
+    err = capsys.readouterr().err
+    assert code == 2 and "2 problem(s)" in err, err
+    assert f"{folder / 'processed' / 'paper' / 'node_label_19.npy'}: missing: the papers' 19 classes" in err
+    assert f"{folder / 'processed' / 'paper__cites__paper' / 'edge_index.npy'}: edge_index has shape (2, " in err
+    with pytest.raises(ValueError, match="allowed: 19 or 2983"):
+        datasets.parse_name(f"igbh:path={folder},classes=20")

@@ -48,6 +48,7 @@ SOURCES: dict[str, Source] = {
     "graphbolt": Source("bench.datasets.graphbolt_folder", None),  # its .npy files and metadata.yaml, read directly
     "edge-list": Source("bench.datasets.edge_list", None),  # pyarrow reads CSV and Parquet on the host
     "typed-npy": Source("bench.datasets.typed_npy", None),  # your own typed graph: .npy per node type and relation
+    "igbh": Source("bench.datasets.igbh", None),  # IGBH in IGB's own processed/ layout, where the user has it
 }
 
 

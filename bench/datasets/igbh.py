@@ -1,0 +1,182 @@
+"""IGBH (the Illinois Graph Benchmark's typed graph, MLPerf's R-GAT dataset) from IGB's own on-disk
+layout, where the user has it (source `igbh`: `igbh:/data/igb/tiny`, or
+`igbh:path=/data/igb/small,classes=2983`). PATH is the folder of one size holding `processed/`:
+
+    processed/<type>/node_feat.npy                  [N_t, F] float32, one folder per node type
+                                                    (paper, author, institute, fos; the large
+                                                    sizes add journal, conference)
+    processed/paper/node_label_19.npy               [N_paper] the 19 classes (node_label_2K.npy:
+                                                    2,983), integers or whole floats
+    processed/<src>__<name>__<dst>/edge_index.npy   [E, 2]: column 0 src ids, column 1 dst ids
+
+as IGB's `IGBHeteroDGLDataset` reads them. Splits as IGB's loader makes them: the first 60% of
+the papers train, the next 20% validation, the rest test. The hub adds each relation's reverse (IGB's
+loader reverses every relation with `all_in_edges`, and keeps the citations' self-loops: kept here too).
+IGB's large and full sizes ship headerless arrays (read with np.memmap and their published shapes):
+those are not read here; convert them to .npy (or to `typed-npy:`) first.
+Every problem is one line naming the file (exit 2 through `gnnbench datasets check igbh:PATH`).
+numpy only: converted on the host.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+
+from bench.datasets import baseline, hub, typed_hub, typed_npy
+from bench.datasets import user_graph as ug
+
+SHAPE = "typed"  # bench/tasks.py: serves the typed-node task
+USER_FILES = True
+VERSION = 1
+TARGET = "paper"
+LABEL_FILES = {19: "node_label_19.npy", 2983: "node_label_2K.npy"}
+TRAIN_FRAC, VAL_FRAC = 0.6, 0.2  # IGB's own split (igb/dataloader.py)
+PARAMS = {"path": ug.PARAMS["path"], "classes": (int, {"ge": 19, "le": 2983})}
+DEFAULTS = {"path": ..., "classes": 19}
+SIZES_NOTE = ("igbh:PATH         IGBH as IGB ships it: PATH/processed/<type>/node_feat.npy, paper/node_label_19.npy, "
+              "<src>__<name>__<dst>/edge_index.npy (igbh:path=P,classes=2983 for the 2K labels)")
+ESTIMATE_ORIGIN = ug.SIZES_ORIGIN
+
+
+def canonical_params(params: dict) -> dict:
+    out = ug.canonical(params, PARAMS, DEFAULTS, "igbh")
+    if out.get("classes") not in LABEL_FILES:
+        raise ValueError(f"igbh: classes={out.get('classes')!r}; allowed: 19 or 2983 (IGB's two label sets)")
+    return out
+
+
+def parse_rest(rest: str) -> dict:
+    if not re.match(r"[a-z_]+=", rest):
+        return {"path": rest} if rest else {}
+    return ug.parse_rest(rest, PARAMS, "igbh")
+
+
+def source_files(params: dict) -> list[Path]:
+    processed = Path(params["path"]) / "processed"
+    return sorted(processed.rglob("*.npy")) if processed.is_dir() else [processed]
+
+
+def fingerprint(params: dict) -> str:
+    return ug.fingerprint(source_files(params))
+
+
+def read_folder(folder: Path, classes: int) -> dict:
+    """IGB's processed/ folder checked whole: the arrays typed_hub.write takes; every problem one line."""
+    problems = typed_npy.Problems(folder)
+    processed = folder / "processed"
+    if not processed.is_dir():
+        problems.add(processed, "no such folder; allowed: the folder of one IGBH size (tiny, small, medium) "
+                                "holding processed/<type>/node_feat.npy and processed/<src>__<name>__<dst>/")
+        problems.raise_any()
+    types = sorted(p.name for p in processed.iterdir() if p.is_dir() and typed_hub.NAME_SEPARATOR not in p.name)
+    counts, features = {}, {}
+    for t in types:
+        path = processed / t / "node_feat.npy"
+        if not path.is_file():
+            problems.add(path, f"missing: node type {t!r} needs its features (IGB ships them for every type)")
+            continue
+        x = typed_npy._open(path, problems)
+        if x is None:
+            continue
+        if x.ndim != 2:
+            problems.add(path, f"node_feat has shape {x.shape}; allowed: [N, F]")
+            continue
+        counts[t] = int(x.shape[0])
+        if not np.issubdtype(x.dtype, np.floating):
+            problems.add(path, f"node_feat has dtype {x.dtype}; allowed: a float dtype")
+            continue
+        features[t] = x
+    labels = None
+    if TARGET not in types:
+        problems.add(processed / TARGET, "missing: IGBH's papers (the classified type)")
+    elif TARGET in counts:
+        path = processed / TARGET / LABEL_FILES[classes]
+        y = typed_npy._open(path, problems) if path.is_file() else None
+        if not path.is_file():
+            problems.add(path, f"missing: the papers' {classes} classes")
+        elif y is not None:
+            whole = np.issubdtype(y.dtype, np.integer) or (
+                np.issubdtype(y.dtype, np.floating) and bool(np.all(np.isfinite(y) & (np.asarray(y) == np.round(y)))))
+            if y.shape != (counts[TARGET],):
+                problems.add(path, f"labels have shape {y.shape}; allowed: [{counts[TARGET]}] (one per paper)")
+            elif not whole:
+                problems.add(path, f"labels of dtype {y.dtype} are not whole numbers; allowed: class ids 0..{classes - 1}")
+            elif y.size and (int(np.min(y)) < 0 or int(np.max(y)) >= classes):
+                i = int(np.argmax((np.asarray(y) < 0) | (np.asarray(y) >= classes)))
+                problems.add(path, f"labels[{i}] = {y[i]}; allowed: class ids 0..{classes - 1}")
+            else:
+                labels = np.asarray(y).astype(np.int64)
+    relations = {}
+    relation_dirs = sorted(p for p in processed.iterdir() if p.is_dir() and typed_hub.NAME_SEPARATOR in p.name)
+    if not relation_dirs:
+        problems.add(processed, "no relations (<src>__<name>__<dst>/edge_index.npy); allowed: at least one")
+    for rel_dir in relation_dirs:
+        path = rel_dir / "edge_index.npy"
+        parts = rel_dir.name.split(typed_hub.NAME_SEPARATOR)
+        if len(parts) != 3 or not all(parts):
+            problems.add(rel_dir, "the name is not <src>__<name>__<dst>")
+            continue
+        src, name, dst = parts
+        unknown = [t for t in (src, dst) if t not in types]
+        if unknown:
+            problems.add(path, f"the relation names node type(s) {', '.join(map(repr, dict.fromkeys(unknown)))} "
+                               f"that are not there (processed/: {', '.join(types)})")
+            continue
+        e = typed_npy._open(path, problems) if path.is_file() else None
+        if not path.is_file():
+            problems.add(path, "missing: the relation's edges [E, 2]")
+        if e is None or not typed_npy._integers(e, path, "edge_index", "shape [E, 2]", problems):
+            continue
+        if e.ndim != 2 or e.shape[1] != 2:
+            problems.add(path, f"edge_index has shape {e.shape}; allowed: [E, 2] (IGB's layout: src, dst columns)")
+            continue
+        if src not in counts or dst not in counts:
+            continue
+        ok = True
+        for column, t in ((0, src), (1, dst)):
+            i = typed_npy._out_of_range(np.asarray(e[:, column]), counts[t])
+            if i is not None:
+                problems.add(path, f"edge_index[{i}, {column}] = {e[i, column]} is out of range; allowed: {t} ids "
+                                   f"0..{counts[t] - 1}")
+                ok = False
+        if ok:
+            relations[(src, name, dst)] = (np.asarray(e[:, 0], dtype=np.int64), np.asarray(e[:, 1], dtype=np.int64))
+    problems.raise_any()
+    n = counts[TARGET]
+    n_train, n_val = int(n * TRAIN_FRAC), int(n * VAL_FRAC)
+    ids = np.arange(n, dtype=np.int64)
+    splits = {"train_idx": ids[:n_train], "val_idx": ids[n_train:n_train + n_val], "test_idx": ids[n_train + n_val:]}
+    return {"counts": counts, "features": features, "labels": labels, "splits": splits, "relations": relations}
+
+
+def expected_stats(params: dict) -> dict:
+    g = read_folder(Path(params["path"]), params["classes"])
+    n = g["counts"][TARGET]
+    return hub.sizes(sum(g["counts"].values()), 2 * sum(s.size for s, _ in g["relations"].values()),
+                     int(g["features"][TARGET].shape[1]), params["classes"],
+                     *(int(g["splits"][s].size) for s in typed_hub.SPLITS)) if n else {}
+
+
+def materialise(spec: dict, cache: Path, data_root: Path | None = None) -> Path:
+    params = spec["params"]
+    target_dir = hub.dataset_dir(spec, cache)
+    if (target_dir / "meta.json").is_file():
+        return target_dir
+    before = fingerprint(params)
+    g = read_folder(Path(params["path"]), params["classes"])
+    features = {t: np.asarray(x, dtype=np.float32) for t, x in g["features"].items()}
+    y, splits = g["labels"], g["splits"]
+    acc = baseline.features_only_accuracy(features[TARGET], y, splits["train_idx"], splits["test_idx"])
+    if fingerprint(params) != before:
+        raise ug.fail(f"{params['path']}: the files changed while they were read; check again once they are written")
+    path = typed_hub.write(spec, cache, g["counts"], features, TARGET, y, splits, g["relations"],
+                           extra_meta={"reader": VERSION, "source_path": params["path"],
+                                       "features_only_acc": None if acc is None else round(acc, 4)})
+    ug.discard_stale(spec, path)
+    return path
+
+
+load = typed_hub.load_for_source  # its own `load` (bench.datasets.hub.load_dataset)
