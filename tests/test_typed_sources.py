@@ -11,7 +11,7 @@ import pytest
 from bench import cli, datasets
 from bench.datasets import hub, typed_synthetic
 from bench.run.prepare import ensure_dataset
-from tests.conftest import require_stacks
+from tests.conftest import require_stacks, run_suite_text
 from tests.ogb_fixture import write_mag_like
 
 
@@ -218,3 +218,27 @@ def test_igbh_bad_folder_exits_2_naming_each_file(tmp_path, capsys):
     assert f"{folder / 'processed' / 'paper__cites__paper' / 'edge_index.npy'}: edge_index has shape (2, " in err
     with pytest.raises(ValueError, match="allowed: 19 or 2983"):
         datasets.parse_name(f"igbh:path={folder},classes=20")
+
+
+@pytest.mark.stacks
+def test_ogbn_mag_fixture_and_own_typed_folder_train_on_both_backends(tmp_path):
+    """ogbn-mag's type names (featureless author, institution, field_of_study) and a user's typed
+    folder through both typed pipelines: one cell each, measured."""
+    require_stacks("pyg", "dgl")
+    root = tmp_path / "root"
+    write_mag_like(root)
+    write_typed_npy(tmp_path / "own")
+    proc, out = run_suite_text(f"""
+name: typed-sources
+datasets:
+  mag-fixture: ogb-typed:ogbn-mag
+  own: typed-npy:{tmp_path / 'own'}
+backends: [pyg-hetero, dgl-graphbolt-hetero]
+settings: {{batch_size: 64, fanout: [5, 5], epochs: 2, warmup_epochs: 1, model: rgcn, hidden: 16, timeout: 240}}
+""", tmp_path, tmp_path / "hub", "--data-root", str(root), env={"GNNBENCH_OFFLINE": "1"})
+    assert proc.returncode == 0
+    data = json.loads(out.read_text())
+    assert data["unmeasured"] == []
+    cells = sorted((b["extra_info"]["dataset"]["name"], b["extra_info"]["backend"]) for b in data["benchmarks"])
+    assert cells == [("mag-fixture", "dgl-graphbolt-hetero"), ("mag-fixture", "pyg-hetero"),
+                     ("own", "dgl-graphbolt-hetero"), ("own", "pyg-hetero")]
