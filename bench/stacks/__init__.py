@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 # what a stack's install records is kept in bench.paths: the backends read it inside the stack too
+from bench import locks
 from bench.paths import COMPLETE_MARK, PYG_WHEELS_ENV, recorded_sampler, repo_root, stacks_dir
 
 REQUIREMENTS_DIR = repo_root() / "docker"
@@ -187,18 +188,40 @@ def install(name: str, log=print, force: bool = False) -> Stack:
     if name not in pinned:
         raise StackError(f"unknown stack {name!r}: `stacks install` builds the pinned stacks: {', '.join(pinned)}")
     stack = pinned[name]
+    # one install of a stack at a time, across clones and hosts sharing the stacks folder (bench/locks.py):
+    # a second waits, saying for whom, and then finds it installed
+    with locks.held(stack.path, f"installing stack {name}", say=lambda line: log(f"stack {name}: {line}")):
+        built = _install(stack, log, force)
+    if built:
+        sweep_older(stack, log)
+    return stack
+
+
+def _install(stack: Stack, log, force: bool) -> bool:
+    """Build the stack unless it is up to date; whether it was built."""
+    name = stack.name
     if stack.installed and not force:
         now_there = index_answers_now(stack)
         if not now_there:
             sampler = recorded_sampler(stack.path)
             log(f"stack {name}: up to date at {stack.path}"
                 + (f" (sampler: {sampler_summary(sampler)})" if sampler else ""))
-            return stack
+            return False
         log(f"stack {name}: rebuilding it with pyg-lib: {now_there}")
     if stack.path.exists():
-        shutil.rmtree(stack.path)  # a half-built environment is never reused
+        shutil.rmtree(stack.path)  # a half-built environment is never reused (the lock says none is being built)
     stack.path.parent.mkdir(parents=True, exist_ok=True)
     check_wheel_indexes(name)
+    try:
+        _build(stack, log)
+    except BaseException:  # failed, interrupted (Ctrl-C, SIGTERM): nothing half-built is left
+        shutil.rmtree(stack.path, ignore_errors=True)
+        raise
+    return True
+
+
+def _build(stack: Stack, log) -> None:
+    name = stack.name
     started = time.monotonic()
     log(f"stack {name}: creating {stack.path} (downloads and builds are cached by pip, so only "
         "the first install on a machine is slow)")
@@ -225,15 +248,26 @@ def install(name: str, log=print, force: bool = False) -> Stack:
         sampler["summary"] = sampler_summary(sampler, versions)
     (stack.path / COMPLETE_MARK).write_text(json.dumps(
         {"requirements": stack.pins, "versions": versions, **({"sampler": sampler} if sampler else {})}, indent=2))
-    for stale in stack.path.parent.glob(f"{name}-" + "[0-9a-f]" * 12):
-        if stale != stack.path and stale.is_dir():
-            shutil.rmtree(stale, ignore_errors=True)  # built from pins that have since changed
-            log(f"stack {name}: removed {stale} (older pins)")
     log(f"stack {name}: ready in {time.monotonic() - started:.0f} s: "
         + ", ".join(f"{k} {v}" for k, v in versions.items()))
     if sampler:
         log(f"stack {name}: sampler: {sampler['summary']}")
-    return stack
+
+
+def sweep_older(stack: Stack, log=print) -> None:
+    """Remove the stack's folders built from pins that have since changed, each under its own lock:
+    one that another clone (with those older pins) is installing right now is left, said."""
+    for stale in stack.path.parent.glob(f"{stack.name}-" + "[0-9a-f]" * 12):
+        if stale == stack.path or not stale.is_dir():
+            continue
+        with locks.held_if_free(stale, f"removing stack {stack.name} (older pins)") as free:
+            if not free:
+                owner = locks.read_owner(stale)
+                log(f"stack {stack.name}: left {stale} (older pins): "
+                    + (locks.describe(owner) if owner else "another process holds its lock"))
+                continue
+            shutil.rmtree(stale, ignore_errors=True)
+        log(f"stack {stack.name}: removed {stale} (older pins)")
 
 
 # --- PyG's wheel index (pyg-lib), and the fallback -----------------------------------------------
