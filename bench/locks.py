@@ -3,7 +3,8 @@ store being built. Two processes that want the same thing (two terminals, two cl
 cluster sharing a home folder or a cache) build it once: the second waits, saying for whom, and then
 reuses what the first built.
 
-A lock on TARGET is two files in TARGET's folder, under `.locks/`:
+A lock on TARGET is two files in TARGET's folder, under `.locks/` (removed, with the folder when it is
+empty, on release):
   NAME.lock   flock(2)ed while held (the `filelock` package where it is importable, else
               fcntl.flock: the image's system Python installs the stacks before anything else is
               there). The kernel releases it when its holder dies; a filesystem that honours flock
@@ -214,11 +215,16 @@ class Lock:
 
     def attempt(self) -> bool:
         """Take the lock if it is free or provably stale, without waiting."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        if self._flock.try_acquire():
-            if self._claim():
-                return True
-            self._flock.release()
+        for _ in range(5):  # its folder can go between mkdir and open (a holder removes it on release)
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                if self._flock.try_acquire():
+                    if self._claim():
+                        return True
+                    self._flock.release()
+                return False
+            except FileNotFoundError:
+                self._flock.release()
         return False
 
     def acquire(self, poll: float | None = None) -> None:
@@ -321,6 +327,14 @@ class Lock:
                 os.unlink(self.owner)
             except FileNotFoundError:
                 pass
+        # nothing is left once released: the lock file and, when empty, the folder go too. A waiter
+        # may then hold the flock of the unlinked file while a newcomer flocks a new one: the owner
+        # record, created exclusively, still lets only one of them in.
+        for remove in (self.path.unlink, self.path.parent.rmdir):
+            try:
+                remove()
+            except OSError:
+                break  # gone already, or another lock is in the folder
         self._flock.release()
 
 
