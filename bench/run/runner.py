@@ -15,7 +15,6 @@ import os
 import re
 import signal
 import subprocess
-import tempfile
 import threading
 import time
 import uuid
@@ -29,7 +28,7 @@ from bench.machine import cgroup
 from bench.machine.load import LoadMeter
 from bench.net import free_port
 from bench.paths import repo_root
-from bench.run import cluster_env
+from bench.run import cell_scratch, cluster_env
 from bench.run.lifeline import PARENT_ENV
 from bench.run.suite import Cell
 from bench.run.worker import PROGRESS_TAG
@@ -236,11 +235,11 @@ def launch_cell(cell: Cell, python: Path, dataset_dir: Path, cache: Path, memory
 
 def _run(cell: Cell, python: Path, dataset_dir: Path, cache: Path, on_progress, extra_env, launch: Launch, timeout: float,
          run_id: str, group: cgroup.MemoryCgroup | None) -> Outcome:
-    with tempfile.TemporaryDirectory(prefix="gnnbench-cell-") as scratch:
-        out_path = Path(scratch) / "result.json"
-        err_path = Path(scratch) / "stderr.txt"
+    with cell_scratch.cell_scratch() as scratch:  # the cell's TMPDIR too: its workers' pymp-* go with it
+        out_path = scratch / "result.json"
+        err_path = scratch / "stderr.txt"
         cmd = worker_command(python, cell, [cell.to_json(), str(dataset_dir), str(out_path)], launch)
-        env = {**worker_env(cache, run_id), **(extra_env or {})}
+        env = {**worker_env(cache, run_id), **cell_scratch.environment(scratch), **(extra_env or {})}
         started = time.monotonic()
         load = LoadMeter()
         join_fd = group.join_fd() if group else None
