@@ -29,7 +29,10 @@ The breakdown (`memory_breakdown` in the worker's record, one per rank):
             files) and "shared" the rest of its PSS: its proportional share of pages other
             processes map too, clean page-cache pages of files (shared with the next rank to map
             them, and evictable), shared memory,
-   "snapshots": [{"phase": PHASE, "pss": bytes, "private": bytes, "rss": bytes}, ...],
+   "measured_pss_bytes": the kernel's own PSS of the rank (smaps_rollup, what the runner's sampler
+            reads) read with the highest snapshot, right after it: what the parts add up to,
+            measured at the same moment (None where there is no smaps_rollup),
+   "snapshots": [{"phase": PHASE, "pss": bytes, "private": bytes, "rss": bytes, "measured_pss": bytes}, ...],
    "model_optimizer_bytes": parameters + gradients + optimizer state, as counted}
 Linux only; where /proc/self/smaps cannot be read, snapshots are None and so is the breakdown.
 """
@@ -87,6 +90,17 @@ def read_smaps(path: str = "/proc/self/smaps") -> dict[str, dict[str, int]] | No
     return totals
 
 
+def read_rollup_pss(path: str = "/proc/self/smaps_rollup") -> int | None:
+    """The process's PSS as the kernel sums it (Linux 4.14+), in bytes; None where unreadable."""
+    try:
+        for line in Path(path).read_text().splitlines():
+            if line.startswith("Pss:"):
+                return int(line.split()[1]) * KIB
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
 def own_pss(snapshot: dict) -> int:
     """A snapshot's PSS less the shared pages of the libraries: those divide among every process
     that maps them (other ranks, other cells, anything on the machine using the same stack), so
@@ -101,9 +115,11 @@ class PhaseMemory:
     def __init__(self, smaps: str = "/proc/self/smaps"):
         self.smaps = smaps
         self.snapshots: dict[str, dict | None] = {}
+        self.measured: dict[str, int | None] = {}  # the kernel's PSS with each snapshot (smaps_rollup)
 
     def take(self, phase: str) -> None:
         self.snapshots[phase] = read_smaps(self.smaps)
+        self.measured[phase] = read_rollup_pss(self.smaps + "_rollup")
 
     def breakdown(self, model_optimizer_bytes: int = 0) -> dict | None:
         taken = [p for p in PHASES if self.snapshots.get(p)]
@@ -130,7 +146,9 @@ class PhaseMemory:
         attributed = sum(v["shared"] + v["private"] for v in parts.values())
         add("other", max(0, total - attributed), 0)
         return {"pss_bytes": total, "phase": peak, "parts": parts, "model_optimizer_bytes": int(model_optimizer_bytes),
-                "snapshots": [{"phase": p, **{k: sum(v[k] for v in s.values()) for k in ("pss", "private", "rss")}}
+                "measured_pss_bytes": self.measured.get(peak),
+                "snapshots": [{"phase": p, **{k: sum(v[k] for v in s.values()) for k in ("pss", "private", "rss")},
+                               "measured_pss": self.measured.get(p)}
                               for p in PHASES if (s := self.snapshots.get(p))]}
 
     def _heap_growth(self, until: str) -> dict[str, int]:
