@@ -1,7 +1,9 @@
 """Software stacks: the interpreters cells run in. Here the pinned ones, one virtual environment per
 framework built from docker/requirements-NAME.txt, and `get`/`known` for every stack; the ones a
-user registers are in bench.stacks.external. This module needs only bench.paths (the images run it
-before the rest of gnnbench is copied: `python -m bench.stacks install NAME`, docker/Dockerfile).
+user registers are in bench.stacks.external. This module needs only bench.paths and bench.locks (the
+images run it before the rest of gnnbench is copied: `python -m bench.stacks install NAME`,
+docker/Dockerfile). An install holds the stack folder's lock (bench/locks.py): a second install of the
+same stack, from another clone or another node sharing the stacks folder, waits for it and reuses it.
 
 PyG and DGL cannot share an interpreter (DGL's wheels stop at torch 2.2, PyG follows current
 torch), so every benchmark cell runs in the interpreter of its stack. A stack's folder name
