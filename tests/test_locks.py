@@ -253,3 +253,39 @@ def test_a_dead_build_in_another_pid_namespace_is_taken_over_once_its_heartbeat_
     assert re.search(rf"taking over the lock on {re.escape(str(target))} from \S+ pid 2, which is building .*: "
                      r"its heartbeat has not changed for \d+ s", out), out
     assert "built again" in out and not left.exists() and (target / "meta.json").is_file()
+
+
+# A filesystem whose flock does not reach across hosts (NFSv3 with -o nolock, local_lock=all): every
+# flock succeeds. The owner record, created exclusively, must still let only one builder in.
+NO_FLOCK = """
+class Timeout(Exception):
+    pass
+
+
+class FileLock:
+    def __init__(self, path):
+        self.is_locked = False
+
+    def acquire(self, timeout=None):
+        self.is_locked = True
+
+    def release(self):
+        self.is_locked = False
+"""
+
+
+def test_where_flock_excludes_nobody_the_owner_record_still_does(tmp_path):
+    stub = tmp_path / "stub"
+    stub.mkdir()
+    (stub / "filelock.py").write_text(NO_FLOCK)
+    target, go = tmp_path / "cache" / "datasets" / "x", tmp_path / "go"
+    env = base_env(GNNBENCH_LOCK_STALE_S=STALE_S, PYTHONPATH=os.pathsep.join([str(stub), str(REPO)]))
+    holder = start([sys.executable, "-c", HOLD, str(target), str(go)], env)
+    building = Path(holder.wait_for(r"building (\S+)")[1])
+    nxt = start([sys.executable, "-c", NEXT, str(target)], env)
+    nxt.wait_for(rf"waiting for \S+ pid {holder.proc.pid}, which is building ")
+    time.sleep(2.5 * float(STALE_S))
+    assert building.is_dir() and nxt.proc.poll() is None and "taking over" not in nxt.text
+    go.touch()
+    holder.finish()
+    assert "reused" in nxt.finish()
