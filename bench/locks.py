@@ -247,6 +247,12 @@ class Lock:
             self.record = mine
             return True
         record = read_owner(self.target)
+        if record is None and self.owner.exists():
+            # being written (an instant), or left empty by a holder killed between creating and writing it
+            if self._quiet({"token": "unreadable", "beat": None}, limit=2.0) is None or not self._set_aside({}):
+                return False
+            self.say(f"taking over the lock on {self.target}: its owner record {self.owner} stayed unreadable")
+            return self._create_once(mine)
         if record is None:
             return self._create_once(mine)
         # on this machine a live pid is a live owner, however quiet; elsewhere only the heartbeat tells
@@ -262,15 +268,17 @@ class Lock:
             return True
         return False
 
-    def _quiet(self, record: dict) -> str | None:
-        """Its heartbeat unchanged for stale_after() seconds of this process's clock."""
+    def _quiet(self, record: dict, limit: float | None = None) -> str | None:
+        """Its heartbeat unchanged for `limit` (default stale_after()) seconds of this process's clock."""
         token, beat, now = record.get("token", "?"), record.get("beat"), time.monotonic()
-        seen_beat, since = self._seen.get(token, (None, now))
+        if token not in self._seen:
+            self._seen[token] = (beat, now)
+        seen_beat, since = self._seen[token]
         if seen_beat != beat:
             self._seen[token] = (beat, now)
             return None
         quiet = now - since
-        return f"its heartbeat has not changed for {quiet:.0f} s" if quiet >= stale_after() else None
+        return f"its heartbeat has not changed for {quiet:.0f} s" if quiet >= (limit or stale_after()) else None
 
     def _create(self, record: dict) -> bool:
         try:

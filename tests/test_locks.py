@@ -289,3 +289,16 @@ def test_where_flock_excludes_nobody_the_owner_record_still_does(tmp_path):
     go.touch()
     holder.finish()
     assert "reused" in nxt.finish()
+
+
+def test_an_owner_record_left_empty_is_taken_over(tmp_path):
+    """A holder killed between creating its owner record and writing it leaves an empty one: taken
+    over once it has stayed unreadable a moment (longer than any write takes), said."""
+    target = tmp_path / "x"
+    locks.owner_file(target).parent.mkdir()
+    locks.owner_file(target).touch()
+    said = []
+    with locks.held(target, "building x", say=said.append) as lock:
+        assert locks.read_owner(target)["token"] == lock.record["token"]
+    assert any("its owner record" in line and "stayed unreadable" in line for line in said), said
+    assert not locks.lock_file(target).parent.exists()
