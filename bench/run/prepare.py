@@ -196,7 +196,6 @@ def _ensure_dataset(spec: dict, cache: Path, data_root: Path | None, interactive
     return Path(proc.stdout.strip().splitlines()[-1])
 
 
-
 def stop_child(proc: subprocess.Popen, grace_s: float = 30.0) -> None:
     """End a child that writes the cache: SIGTERM first (it removes what it half wrote), SIGKILL
     after `grace_s` (what it leaves is then swept by the next command)."""
