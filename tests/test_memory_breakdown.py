@@ -79,8 +79,6 @@ def test_breakdown_sums_to_the_measured_pss(tmp_path, backend, stack, store):
     # (the gap is what reading smaps itself allocated in between)
     measured = breakdown["measured_pss_bytes"]
     assert abs(total - measured) <= max(8 * 2**20, 0.02 * measured), (total >> 20, measured >> 20, parts)
-    # and a real moment of the rank: within the kernel's high-water mark of its RSS
-    assert 0 < peak["rss"] <= record["self_max_rss_bytes"] + 2**20, (peak, record["self_max_rss_bytes"])
     assert parts["interpreter_framework"]["private"] + parts["interpreter_framework"]["shared"] > 100 * 2**20
     features = parts["features"]
     if store == "memory":  # read into the rank: private; 8192 x 256 float32 = 8 MiB
