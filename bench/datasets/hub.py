@@ -26,6 +26,7 @@ imported by the host and inside every stack.
 
 from __future__ import annotations
 
+import glob
 import hashlib
 import json
 import os
@@ -283,16 +284,10 @@ def _to_stderr(line: str) -> None:
 
 def _remove_leftovers(target: Path) -> None:
     """With `target`'s lock held, every temporary folder of it is a dead build's: removed."""
-    for left in target.parent.glob(f".{glob_escape(target.name)}.pid*"):
+    for left in target.parent.glob(f".{glob.escape(target.name)}.pid*"):
         match = OWNED.match(left.name)
         if match and match["name"] == target.name and left.is_dir():
             shutil.rmtree(left, ignore_errors=True)
-
-
-def glob_escape(name: str) -> str:
-    import glob
-
-    return glob.escape(name)
 
 
 def _move_into_place(tmp: Path, target: Path, marker: str) -> None:
