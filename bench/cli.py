@@ -9,7 +9,7 @@ import sys
 
 from bench.commands import (bundle, compare, datasets, fidelity, history, k8s, overhead, recover, report, run, slurm,
                             stacks as stacks_cmd)
-from bench.commands.common import EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED
+from bench.commands.common import EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED, ending_as_interrupt
 from bench.commands.run import default_suite  # noqa: F401 - part of the command's interface (tests)
 from bench.datasets.hub import DatasetError
 from bench.inputs import InputError, check_environment, terminal_safe
@@ -39,7 +39,8 @@ def main(argv: list[str] | None = None) -> int:
 
     args = parser.parse_args(argv)
     try:
-        return dispatch(args)
+        with ending_as_interrupt():  # SIGTERM, SIGHUP: as Ctrl-C, so what a command half wrote is removed
+            return dispatch(args)
     except KeyboardInterrupt:  # outside a run (which keeps its cells and says how to resume)
         print(f"gnnbench: interrupted ({args.command})", file=sys.stderr)
         return EXIT_INTERRUPTED

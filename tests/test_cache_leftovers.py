@@ -14,7 +14,9 @@ from tests.conftest import REPO
 
 
 def hidden(cache):
-    return [p for p in (cache / "datasets").iterdir() if p.name.startswith(".")] if (cache / "datasets").is_dir() else []
+    """The temporary folders in the hub (not its `.locks`, bench/locks.py)."""
+    return ([p for p in (cache / "datasets").iterdir() if p.name.startswith(".") and p.name != ".locks"]
+            if (cache / "datasets").is_dir() else [])
 
 
 def test_a_sigkilled_prepare_leaves_nothing_past_the_next_command(tmp_path):
@@ -88,3 +90,40 @@ def test_stacks_add_says_what_it_waits_for_and_stops_at_its_timeout(tmp_path):
                           env={**os.environ, "GNNBENCH_STACKS_DIR": str(tmp_path / "stacks")})
     assert proc.returncode == 2 and time.time() - started < 30
     assert "waiting at most 2 s" in proc.stdout and "took over 2 s" in proc.stderr
+
+
+def terminate_while_building(cmd: list[str], cache) -> subprocess.CompletedProcess:
+    """Run a command that writes the cache, and SIGTERM it once its temporary folder is there: held
+    there by SIGSTOP, so the signal lands mid-build however fast the machine (SIGCONT delivers it)."""
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 300
+    while not hidden(cache) and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.005)
+    os.kill(proc.pid, signal.SIGSTOP)
+    assert hidden(cache), "the command finished before its temporary folder was seen"
+    os.kill(proc.pid, signal.SIGTERM)
+    os.kill(proc.pid, signal.SIGCONT)
+    out, err = proc.communicate(timeout=120)
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
+def test_sigterm_in_prepare_exits_130_and_leaves_nothing(tmp_path):
+    cache = tmp_path / "cache"
+    done = terminate_while_building([sys.executable, "-m", "bench.cli", "datasets", "prepare", "synthetic:scale=17",
+                                     "--cache-dir", str(cache)], cache)
+    assert done.returncode == 130 and "interrupted" in done.stderr and "Traceback" not in done.stderr, done.stderr
+    assert list((cache / "datasets").iterdir()) == []  # no half-built folder, no lock
+
+
+def test_sigterm_in_check_exits_130_and_leaves_nothing(tmp_path):
+    from bench import datasets
+    from tests import own_graphs
+
+    ref = hub.load(datasets.materialiser("synthetic")(datasets.parse_name("synthetic:scale=16,feature_dim=64"),
+                                                      tmp_path / "ref"), mmap=False)
+    graph = own_graphs.write_npy(ref, tmp_path / "graph")
+    cache = tmp_path / "cache"
+    done = terminate_while_building([sys.executable, "-m", "bench.cli", "datasets", "check", f"npy:{graph}",
+                                     "--cache-dir", str(cache)], cache)
+    assert done.returncode == 130 and "interrupted" in done.stderr and "Traceback" not in done.stderr, done.stderr
+    assert list((cache / "datasets").iterdir()) == []

@@ -102,7 +102,7 @@ def test_stacks_are_installed_before_the_code_and_the_revision_comes_last():
     found = stages()
     for system in ("system-cuda", "system-cpu"):
         copied = re.findall(r"^COPY (.*) \./", found[system], flags=re.M)
-        assert copied == ["docker/requirements-*.txt", "bench/__init__.py bench/paths.py",
+        assert copied == ["docker/requirements-*.txt", "bench/__init__.py bench/paths.py bench/locks.py",
                           "bench/stacks/__init__.py bench/stacks/__main__.py bench/stacks/versions.py"], (system, copied)
     cpu = found["bench-cpu"]
     assert cpu.rindex(INSTALL) < cpu.index("COPY bench ./bench")

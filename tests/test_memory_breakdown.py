@@ -1,19 +1,20 @@
 """Where a rank's memory goes (bench/machine/memory_breakdown.py): on a real cell of each backend
-the parts sum to the rank's PSS as the runner's sampler measures it, and they name their kinds."""
+the parts sum to the rank's PSS as the kernel counts it (smaps_rollup, what the runner's sampler
+reads) at the same moment, and they name their kinds. Nothing asserted depends on how busy the
+machine is: the run's peak as a sampler sees it does (a sampler catches other moments than the
+phase ends, more or fewer as the machine is busy), so it is not compared."""
 
 from __future__ import annotations
 
 import json
 import os
 import subprocess
-import time
 
 import pytest
 
 from bench.datasets import synthetic
 from bench import stacks
 from bench.machine import memory_breakdown
-from bench.run import runner
 from bench.stores import page_cache
 from tests.conftest import REPO, require_stacks
 
@@ -39,6 +40,8 @@ def test_parts_sum_to_this_process_pss():
     parts = sum(p["shared"] + p["private"] for p in result["parts"].values())
     assert parts == result["pss_bytes"] > 0
     assert result["parts"]["interpreter_framework"]["private"] > 0
+    measured = result["measured_pss_bytes"]  # the kernel's sum, read right after the last snapshot
+    assert abs(parts - measured) <= max(8 * 2**20, 0.02 * measured), (parts, measured)
 
 
 def warm(path) -> None:
@@ -64,21 +67,18 @@ def test_breakdown_sums_to_the_measured_pss(tmp_path, backend, stack, store):
         warm(dataset / "features.npy")
     cell = {"id": f"{backend}/tiny", "backend": backend, "dataset": spec, "settings": {**SETTINGS, "store": store}}
     out = tmp_path / "record.json"
-    proc = subprocess.Popen([str(stacks.get(stack).python), "-m", "bench.run.worker", json.dumps(cell), str(dataset),
-                             str(out)], cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
-    sampler = runner.TreeMemorySampler(proc.pid, interval=0.05)
-    sampler.start()
-    try:
-        assert proc.wait(timeout=600) == 0
-    finally:
-        sampler.stop()
+    subprocess.run([str(stacks.get(stack).python), "-m", "bench.run.worker", json.dumps(cell), str(dataset), str(out)],
+                   cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=600, check=True)
     record = json.loads(out.read_text())
     [breakdown] = record["memory_breakdown"]
     parts = breakdown["parts"]
     total = sum(p["shared"] + p["private"] for p in parts.values())
-    assert total == breakdown["pss_bytes"]
-    measured = sampler.rank_peaks[0][1]  # the runner's peak PSS of the rank
-    assert abs(total - measured) <= 0.1 * measured, (total >> 20, measured >> 20, parts)
+    [peak] = [s for s in breakdown["snapshots"] if s["phase"] == breakdown["phase"]]
+    assert total == breakdown["pss_bytes"] == peak["pss"]
+    # the kernel's PSS of the rank read right after the snapshot: the same moment, on a busy machine too
+    # (the gap is what reading smaps itself allocated in between)
+    measured = breakdown["measured_pss_bytes"]
+    assert abs(total - measured) <= max(8 * 2**20, 0.02 * measured), (total >> 20, measured >> 20, parts)
     assert parts["interpreter_framework"]["private"] + parts["interpreter_framework"]["shared"] > 100 * 2**20
     features = parts["features"]
     if store == "memory":  # read into the rank: private; 8192 x 256 float32 = 8 MiB

@@ -74,16 +74,20 @@ def test_install_builds_pinned_stacks_only():
         stacks.install("tensorflow")
 
 
+# what docker/Dockerfile copies before it installs the stacks (tests/test_containers.py checks the COPY lines)
+INSTALL_ENTRY = ("__init__.py", "paths.py", "locks.py", "stacks/__init__.py", "stacks/__main__.py", "stacks/versions.py")
+
+
 def test_the_install_entry_runs_with_only_what_the_images_copy_first(tmp_path):
-    """docker/Dockerfile copies bench/__init__.py, bench/paths.py and bench/stacks/'s __init__,
-    __main__ and versions before the rest of gnnbench, and runs `python -m bench.stacks install NAME` there."""
+    """docker/Dockerfile copies bench/__init__.py, bench/paths.py, bench/locks.py and bench/stacks/'s
+    __init__, __main__ and versions before the rest of gnnbench, and runs `python -m bench.stacks install NAME` there."""
     import shutil
     import subprocess
     import sys
 
     from tests.conftest import REPO
 
-    for name in ("__init__.py", "paths.py", "stacks/__init__.py", "stacks/__main__.py", "stacks/versions.py"):
+    for name in INSTALL_ENTRY:
         (tmp_path / "bench" / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(REPO / "bench" / name, tmp_path / "bench" / name)
     done = subprocess.run([sys.executable, "-m", "bench.stacks"], cwd=tmp_path, capture_output=True, text=True,

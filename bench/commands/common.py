@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
+import signal
 import sys
 from pathlib import Path
 
@@ -63,3 +65,20 @@ def results_path(args, kind: str, suite_name: str) -> Path:
 
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     return args.out or default_results_dir() / f"{kind}-{suite_name}-{stamp}.json"
+
+
+@contextlib.contextmanager
+def ending_as_interrupt():
+    """SIGTERM and SIGHUP end a command as Ctrl-C does (KeyboardInterrupt, exit EXIT_INTERRUPTED):
+    a run stops the running cell's processes and writes the finished cells; a command that writes
+    the cache (datasets prepare|check, stacks install) removes what it half wrote, instead of dying
+    with it left behind (bench/cli.py holds this around every command)."""
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    previous = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import contextlib
 import shlex
-import signal
 import sys
 
-from bench.commands.common import (EXIT_CELLS_FAILED, EXIT_INTERRUPTED, EXIT_NOT_WRITTEN, FAILED, add_select)
+from bench.commands.common import (EXIT_CELLS_FAILED, EXIT_INTERRUPTED, EXIT_NOT_WRITTEN, FAILED, add_select,
+                                   ending_as_interrupt)
 from bench.commands.report import report_files
 from bench.inputs import InputError, terminal_safe
 from bench.run.session import RunOptions, Session, add_run_options
@@ -70,18 +69,3 @@ def run(args) -> int:
         print(f"gnnbench: {len(failed)} of {len(session.selected)} cells failed or timed out "
               f"(the table says why): {', '.join(failed)}", file=sys.stderr)
     return code or (EXIT_CELLS_FAILED if failed else 0)
-
-
-@contextlib.contextmanager
-def ending_as_interrupt():
-    """SIGTERM and SIGHUP end the run as Ctrl-C does: the running cell's processes are stopped
-    and the finished cells are written, instead of dying with workers left behind."""
-    def interrupt(signum, frame):
-        raise KeyboardInterrupt(signal.Signals(signum).name)
-
-    previous = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGTERM, signal.SIGHUP)}
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)

@@ -26,19 +26,21 @@ imported by the host and inside every stack.
 
 from __future__ import annotations
 
+import glob
 import hashlib
 import json
 import os
 import re
 import shutil
 import tempfile
+import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from bench import checksums
+from bench import checksums, locks
 from bench.datasets import baseline
 
 FORMAT_VERSION = 2  # 2: graphbolt_indices/indptr added (a new folder key: format-1 folders stay for older checkouts)
@@ -247,23 +249,45 @@ def verify(path: Path, meta: dict | None = None) -> None:
 
 
 @contextmanager
-def atomic_dir(target: Path, marker: str = "meta.json"):
+def atomic_dir(target: Path, marker: str = "meta.json", say=None):
     """Yields a temporary folder beside `target` that becomes `target` when the block ends
     without error (a half-written folder is never seen under the final name), or None when a
-    finished `target` (holding `marker`) is already there. On error the temporary folder goes.
-    Used by every folder gnnbench builds: hub datasets, LMDB stores."""
+    finished `target` (holding `marker`) is already there. On error (an interrupt too) the
+    temporary folder goes. The build holds `target`'s lock (bench/locks.py): another process
+    building the same folder, on this host or another sharing the cache, is waited for (said to
+    `say`, default stderr) and its result reused. Used by every folder gnnbench builds: hub
+    datasets, LMDB stores."""
     target = Path(target)
     if (target / marker).is_file():
         yield None
         return
     target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=owned_prefix(target.name), dir=target.parent))
-    try:
-        yield tmp
-        _move_into_place(tmp, target, marker)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+    with locks.held(target, f"building {target}", say=say or _to_stderr):
+        if (target / marker).is_file():
+            yield None  # built by the process just waited for
+            return
+        _remove_leftovers(target)
+        tmp = Path(tempfile.mkdtemp(prefix=owned_prefix(target.name), dir=target.parent))
+        try:
+            yield tmp
+            _move_into_place(tmp, target, marker)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+
+
+def _to_stderr(line: str) -> None:
+    import sys
+
+    print(line, file=sys.stderr, flush=True)
+
+
+def _remove_leftovers(target: Path) -> None:
+    """With `target`'s lock held, every temporary folder of it is a dead build's: removed."""
+    for left in target.parent.glob(f".{glob.escape(target.name)}.pid*"):
+        match = OWNED.match(left.name)
+        if match and match["name"] == target.name and left.is_dir():
+            shutil.rmtree(left, ignore_errors=True)
 
 
 def _move_into_place(tmp: Path, target: Path, marker: str) -> None:
@@ -303,20 +327,38 @@ def owned_prefix(name: str) -> str:
     return f".{name}.pid{os.getpid()}."
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # another user's live process
-    return True
+# A build on another host (or in another PID namespace) that has not beaten its lock's heartbeat for
+# this long is taken for dead by a sweep, which cannot wait and watch it: far above any clock skew
+SWEEP_QUIET_S = 3600.0
+
+
+def _remove_if_over(path: Path, name: str, pid: int, say) -> str | None:
+    """Remove a build's temporary folder if its build is over: why, or None (left: it may be at
+    work). Its target's lock decides (bench/locks.py: host, PID namespace, pid, heartbeat), so a live
+    build on another node sharing the cache, or in another PID namespace, is never taken for dead;
+    the folder goes while the sweep holds that lock, so no build starts meanwhile. A folder whose
+    target has no lock record is from a build that held none (a discard, an older gnnbench): its
+    pid on this host decides."""
+    target = path.parent / name
+    record = locks.read_owner(target)
+    if record is None and locks.pid_alive(pid):
+        return None
+    with locks.held_if_free(target, f"sweeping {path}", say=say) as free:
+        if free:
+            why = (locks.provably_dead(record) if record else None) or f"process {pid} is gone"
+        elif record is not None and time.time() - float(record.get("heartbeat", 0)) > SWEEP_QUIET_S:
+            why = f"its lock's owner, {locks.describe(record)}, has not beaten its heartbeat for over {SWEEP_QUIET_S:.0f} s"
+        else:
+            return None
+        shutil.rmtree(path, ignore_errors=True)
+    return None if path.exists() else why
 
 
 def sweep_stale(cache: Path, say=print, depth: int = 4) -> list[Path]:
-    """Remove the temporary folders of builds whose process is gone (a prepare or store build
-    killed before it finished), anywhere under the cache (datasets, their stores, ceilings);
-    a live process's folder is left alone. Returns what was removed, each named in a line."""
+    """Remove the temporary folders of builds that are over (a prepare or store build killed
+    before it finished), anywhere under the cache (datasets, their stores, ceilings); a live
+    build's folder, on this host or another sharing the cache, is left alone. Returns what was
+    removed, each named in a line."""
     removed = []
     root = Path(cache)
     if not root.is_dir():
@@ -330,14 +372,11 @@ def sweep_stale(cache: Path, say=print, depth: int = 4) -> list[Path]:
             if match is None:
                 continue
             subdirs.remove(sub)  # never descend into a build's own folder
-            if _alive(int(match["pid"])):  # a live build (this process's too) keeps its folder
-                continue
             path = Path(folder) / sub
-            shutil.rmtree(path, ignore_errors=True)
-            if not path.exists():
+            why = _remove_if_over(path, match["name"], int(match["pid"]), say)
+            if why is not None:  # else a live build (this process's too) keeps its folder
                 removed.append(path)
-                say(f"removed {path}: the temporary folder of a build that did not finish (process "
-                    f"{match['pid']} is gone)")
+                say(f"removed {path}: the temporary folder of a build that did not finish ({why})")
     return removed
 
 

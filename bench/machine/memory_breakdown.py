@@ -3,7 +3,8 @@
 The worker takes a snapshot at each phase boundary of a cell (PHASES: after the interpreter
 starts, after the framework is imported, after the dataset is loaded, after the pipeline and
 model are built, after the training epochs, after evaluation); the breakdown is of the snapshot
-with the highest PSS (the rank's peak as far as phase ends see it). A snapshot sums smaps' Pss and Private_* per kind
+with the highest PSS (the rank's peak as far as phase ends see it). Each snapshot is of a still
+moment: where the kernel's PSS moved while smaps was read, it is taken again (`take`). A snapshot sums smaps' Pss and Private_* per kind
 of mapping:
   library     files mapped by the interpreter and the framework (.so, .py caches, locales)
   structure   the hub's structure files (edge_index, csc_indptr, labels, splits), memory-mapped
@@ -29,13 +30,17 @@ The breakdown (`memory_breakdown` in the worker's record, one per rank):
             files) and "shared" the rest of its PSS: its proportional share of pages other
             processes map too, clean page-cache pages of files (shared with the next rank to map
             them, and evictable), shared memory,
-   "snapshots": [{"phase": PHASE, "pss": bytes, "private": bytes, "rss": bytes}, ...],
+   "measured_pss_bytes": the kernel's own PSS of the rank (smaps_rollup, what the runner's sampler
+            reads) read with the highest snapshot, right after it: what the parts add up to,
+            measured at the same moment (None where there is no smaps_rollup),
+   "snapshots": [{"phase": PHASE, "pss": bytes, "private": bytes, "rss": bytes, "measured_pss": bytes}, ...],
    "model_optimizer_bytes": parameters + gradients + optimizer state, as counted}
 Linux only; where /proc/self/smaps cannot be read, snapshots are None and so is the breakdown.
 """
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 PHASES = ("start", "imports", "dataset", "pipeline", "epochs", "evaluation")
@@ -87,6 +92,25 @@ def read_smaps(path: str = "/proc/self/smaps") -> dict[str, dict[str, int]] | No
     return totals
 
 
+STILL_TRIES, STILL_WAIT_S = 20, 0.02  # at most 0.4 s at a phase boundary, outside every measured epoch
+
+
+def still_within(pss: int) -> int:
+    """How far the kernel's PSS may move while smaps is read for a snapshot to count as one moment."""
+    return max(4 * 2**20, pss // 100)
+
+
+def read_rollup_pss(path: str = "/proc/self/smaps_rollup") -> int | None:
+    """The process's PSS as the kernel sums it (Linux 4.14+), in bytes; None where unreadable."""
+    try:
+        for line in Path(path).read_text().splitlines():
+            if line.startswith("Pss:"):
+                return int(line.split()[1]) * KIB
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
 def own_pss(snapshot: dict) -> int:
     """A snapshot's PSS less the shared pages of the libraries: those divide among every process
     that maps them (other ranks, other cells, anything on the machine using the same stack), so
@@ -101,9 +125,23 @@ class PhaseMemory:
     def __init__(self, smaps: str = "/proc/self/smaps"):
         self.smaps = smaps
         self.snapshots: dict[str, dict | None] = {}
+        self.measured: dict[str, int | None] = {}  # the kernel's PSS with each snapshot (smaps_rollup)
 
     def take(self, phase: str) -> None:
-        self.snapshots[phase] = read_smaps(self.smaps)
+        """A snapshot of a still moment: the kernel's PSS read before and after smaps agree. Memory
+        can move while smaps is read (a framework's native threads free a batch's buffers just after
+        an epoch: 515 MiB before, 483 after, on a busy machine), and a snapshot taken across that
+        would not be one moment; it is taken again, a little later, until still (STILL_TRIES)."""
+        rollup = self.smaps + "_rollup"
+        for attempt in range(STILL_TRIES):
+            if attempt:
+                time.sleep(STILL_WAIT_S)
+            before = read_rollup_pss(rollup)
+            snapshot = read_smaps(self.smaps)
+            after = read_rollup_pss(rollup)
+            if snapshot is None or before is None or after is None or abs(after - before) <= still_within(after):
+                break
+        self.snapshots[phase], self.measured[phase] = snapshot, after
 
     def breakdown(self, model_optimizer_bytes: int = 0) -> dict | None:
         taken = [p for p in PHASES if self.snapshots.get(p)]
@@ -130,7 +168,9 @@ class PhaseMemory:
         attributed = sum(v["shared"] + v["private"] for v in parts.values())
         add("other", max(0, total - attributed), 0)
         return {"pss_bytes": total, "phase": peak, "parts": parts, "model_optimizer_bytes": int(model_optimizer_bytes),
-                "snapshots": [{"phase": p, **{k: sum(v[k] for v in s.values()) for k in ("pss", "private", "rss")}}
+                "measured_pss_bytes": self.measured.get(peak),
+                "snapshots": [{"phase": p, **{k: sum(v[k] for v in s.values()) for k in ("pss", "private", "rss")},
+                               "measured_pss": self.measured.get(p)}
                               for p in PHASES if (s := self.snapshots.get(p))]}
 
     def _heap_growth(self, until: str) -> dict[str, int]:

@@ -21,7 +21,7 @@ from typing import Callable
 
 import psutil
 
-from bench import datasets, stacks, stores
+from bench import datasets, locks, stacks, stores
 from bench.backends import BACKENDS
 from bench.datasets import hub
 from bench.datasets.hub import DatasetError
@@ -115,7 +115,7 @@ class Preparation:
         if cell.dataset not in self.datasets:
             self.say(f"  preparing dataset {cell.dataset} ...")
             try:
-                self.datasets[cell.dataset] = ensure_dataset(cell.dataset_spec, self.cache, self.data_root)
+                self.datasets[cell.dataset] = ensure_dataset(cell.dataset_spec, self.cache, self.data_root, say=self.say)
             except DatasetError as exc:
                 self.datasets[cell.dataset] = exc
         found = self.datasets[cell.dataset]
@@ -132,9 +132,26 @@ def dataset_stats(spec: dict, cache: Path) -> dict:
     return datasets.source_module(spec["source"]).expected_stats(spec.get("params", {}))
 
 
-def ensure_dataset(spec: dict, cache: Path, data_root: Path | None, interactive: bool = False) -> Path:
-    """Materialise a dataset into the hub once, in the interpreter its source needs.
+def ensure_dataset(spec: dict, cache: Path, data_root: Path | None, interactive: bool = False,
+                   say: Callable[..., None] | None = None) -> Path:
+    """Materialise a dataset into the hub once, in the interpreter its source needs, under the
+    dataset folder's lock (bench/locks.py): a conversion of the same dataset by another process,
+    here or on another node sharing the cache, is waited for (said) and its result reused.
     `interactive`: the user's terminal answers a download's questions (ogb asks before large ones)."""
+    folder = hub.dataset_dir(spec, cache)
+    if hub.is_materialised(spec, cache) and hub.has_checksums(folder):
+        hub.verify(folder, hub.read_meta(folder / "meta.json"))  # a corrupt or changed file fails here, named
+        return folder
+    Path(cache).mkdir(parents=True, exist_ok=True)
+    say = say or (lambda line: print(line, flush=True))
+    with locks.held(folder, f"converting dataset {spec['name']}", say=lambda line: say(f"  {line}")) as lock:
+        if lock is not None and lock.waited_for and hub.is_materialised(spec, cache):
+            say(f"  dataset {spec['name']!r}: converted meanwhile by {locks.describe(lock.waited_for).split(',')[0]}; "
+                "reusing it")
+        return _ensure_dataset(spec, cache, data_root, interactive)
+
+
+def _ensure_dataset(spec: dict, cache: Path, data_root: Path | None, interactive: bool) -> Path:
     folder = hub.dataset_dir(spec, cache)
     if hub.is_materialised(spec, cache) and not hub.has_checksums(folder):
         # without its checksums a folder's files cannot be told from corrupt ones: never adopted
@@ -163,9 +180,17 @@ def ensure_dataset(spec: dict, cache: Path, data_root: Path | None, interactive:
                                f"which is not installed (gnnbench stacks install {stack_name})")
     cmd = [str(stack.python), "-m", "bench.datasets", "prepare", json.dumps(spec), str(cache),
            str(data_root or "")]
-    proc = subprocess.run(cmd, env=worker_env(cache, "prepare"), text=True, stdout=subprocess.PIPE,
-                          stderr=None if interactive else subprocess.PIPE,
-                          stdin=None if interactive else subprocess.DEVNULL)
+    # the child converts under this process's lock (it inherits it); an interrupt here stops it
+    # with SIGTERM, so that it removes its half-written folder (bench/datasets/__main__.py)
+    proc = subprocess.Popen(cmd, env=locks.env_holding(folder, worker_env(cache, "prepare")), text=True,
+                            stdout=subprocess.PIPE, stderr=None if interactive else subprocess.PIPE,
+                            stdin=None if interactive else subprocess.DEVNULL)
+    try:
+        stdout, stderr = proc.communicate()
+    except BaseException:
+        stop_child(proc)
+        raise
+    proc = subprocess.CompletedProcess(cmd, proc.returncode, stdout, stderr)
     if proc.returncode != 0 and interactive:
         raise hub.DatasetError(f"preparing {spec['name']!r} failed ({proc.returncode}); see the messages above")
     if proc.returncode != 0:
@@ -174,3 +199,14 @@ def ensure_dataset(spec: dict, cache: Path, data_root: Path | None, interactive:
                                else f"preparing {spec['name']!r} failed: {last}")
     return Path(proc.stdout.strip().splitlines()[-1])
 
+
+def stop_child(proc: subprocess.Popen, grace_s: float = 30.0) -> None:
+    """End a child that writes the cache: SIGTERM first (it removes what it half wrote), SIGKILL
+    after `grace_s` (what it leaves is then swept by the next command)."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=grace_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

@@ -15,8 +15,8 @@ import os
 import re
 import signal
 import subprocess
-import tempfile
 import threading
+import tempfile
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -30,7 +30,7 @@ from bench.machine import cgroup
 from bench.machine.load import LoadMeter
 from bench.net import free_port
 from bench.paths import repo_root
-from bench.run import cluster_env
+from bench.run import cell_scratch, cluster_env
 from bench.run.lifeline import PARENT_ENV
 from bench.run.suite import Cell
 from bench.run.progress import PROGRESS_TAG
@@ -242,13 +242,15 @@ def launch_cell(cell: Cell, python: Path, dataset_dir: Path, cache: Path, memory
 
 def _run(cell: Cell, python: Path, dataset_dir: Path, cache: Path, on_progress, extra_env, launch: Launch, timeout: float,
          run_id: str, group: cgroup.MemoryCgroup | None) -> Outcome:
-    with tempfile.TemporaryDirectory(prefix="gnnbench-cell-") as scratch, \
+    with cell_scratch.cell_scratch() as scratch, \
             tempfile.TemporaryDirectory(prefix="gnnbench-shared-", dir=SHARED_MEMORY if SHARED_MEMORY.is_dir() else None) as shared:
-        out_path = Path(scratch) / "result.json"
-        err_path = Path(scratch) / "stderr.txt"
+        # scratch is the cell's TMPDIR too: its workers' pymp-* go with it
+        out_path = scratch / "result.json"
+        err_path = scratch / "stderr.txt"
         cmd = worker_command(python, cell, [cell.to_json(), str(dataset_dir), str(out_path)], launch)
         # the node's one host copy of what its ranks pin in place (bench/backends/shared_host.py), gone with the cell
-        env = {**worker_env(cache, run_id), SHARED_HOST_ENV: shared, **(extra_env or {})}
+        env = {**worker_env(cache, run_id), **cell_scratch.environment(scratch), SHARED_HOST_ENV: shared,
+               **(extra_env or {})}
         started = time.monotonic()
         load = LoadMeter()
         join_fd = group.join_fd() if group else None

@@ -32,7 +32,7 @@ from bench.machine import ceilings, gpus
 from bench.machine.load import HIGH_LOAD, usable_cores
 from bench.paths import cache_dir, cache_root, default_results_dir
 from bench.result_format import UNMEASURED_STATUSES
-from bench.run import cluster_env, record, suite as suite_mod
+from bench.run import cell_scratch, cluster_env, record, suite as suite_mod
 from bench.run.prepare import Preparation, ensure_dataset
 from bench.run.runner import Launch, Outcome, launch_cell
 from bench.run.suite import Cell
@@ -321,6 +321,7 @@ class Session:
         self.baseline = self.suite.baseline or (self.cells[0].id if self.cells else None)
         self.cache = cache_dir(options.cache_dir, writable=True)
         sweep_stale(self.cache, say=say)  # what a killed prepare or store build left in the cache
+        cell_scratch.sweep(say=say)  # and the scratch folders (TMPDIRs) of cells a killed run left
         if options.data_root:
             inputs.folder(f"--data-root {options.data_root}", options.data_root, writable=False)
         root = options.data_root or os.environ.get("GNNBENCH_DATA_ROOT")

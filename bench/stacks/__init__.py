@@ -1,7 +1,9 @@
 """Software stacks: the interpreters cells run in. Here the pinned ones, one virtual environment per
 framework built from docker/requirements-NAME.txt, and `get`/`known` for every stack; the ones a
-user registers are in bench.stacks.external. This module needs only bench.paths (the images run it
-before the rest of gnnbench is copied: `python -m bench.stacks install NAME`, docker/Dockerfile).
+user registers are in bench.stacks.external. This module needs only bench.paths and bench.locks (the
+images run it before the rest of gnnbench is copied: `python -m bench.stacks install NAME`,
+docker/Dockerfile). An install holds the stack folder's lock (bench/locks.py): a second install of the
+same stack, from another clone or another node sharing the stacks folder, waits for it and reuses it.
 
 PyG and DGL cannot share an interpreter (DGL's wheels stop at torch 2.2, PyG follows current
 torch), so every benchmark cell runs in the interpreter of its stack. A stack's folder name
@@ -34,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 # what a stack's install records is kept in bench.paths: the backends read it inside the stack too
+from bench import locks
 from bench.paths import (COMPLETE_MARK, FALLBACK, OPTIONAL_PROBES, PROBE_MODULES, PYG_INDEX, PYG_WHEELS_ENV,
                          recorded_sampler, repo_root, sampler_summary, stacks_dir)
 from bench.stacks import versions
@@ -249,18 +252,40 @@ def install(name: str, log=print, force: bool = False) -> Stack:
         raise StackError(CONTAINER_ONLY_STACK.format(name=name, pins=stack.requirements.name))
     if isinstance(stack, VersionedStack):
         stack.write_requirements()
+    # one install of a stack at a time, across clones and hosts sharing the stacks folder (bench/locks.py):
+    # a second waits, saying for whom, and then finds it installed
+    with locks.held(stack.path, f"installing stack {name}", say=lambda line: log(f"stack {name}: {line}")):
+        built = _install(stack, log, force)
+    if built:
+        sweep_older(stack, log)
+    return stack
+
+
+def _install(stack: Stack, log, force: bool) -> bool:
+    """Build the stack unless it is up to date; whether it was built."""
+    name = stack.name
     if stack.installed and not force:
         now_there = index_answers_now(stack)
         if not now_there:
             sampler = recorded_sampler(stack.path)
             log(f"stack {name}: up to date at {stack.path}"
                 + (f" (sampler: {sampler_summary(sampler)})" if sampler else ""))
-            return stack
+            return False
         log(f"stack {name}: rebuilding it with pyg-lib: {now_there}")
     if stack.path.exists():
-        shutil.rmtree(stack.path)  # a half-built environment is never reused
+        shutil.rmtree(stack.path)  # a half-built environment is never reused (the lock says none is being built)
     stack.path.parent.mkdir(parents=True, exist_ok=True)
     check_wheel_indexes(name)
+    try:
+        _build(stack, log)
+    except BaseException:  # failed, interrupted (Ctrl-C, SIGTERM): nothing half-built is left
+        shutil.rmtree(stack.path, ignore_errors=True)
+        raise
+    return True
+
+
+def _build(stack: Stack, log) -> None:
+    name = stack.name
     started = time.monotonic()
     log(f"stack {name}: creating {stack.path} (downloads and builds are cached by pip, so only "
         "the first install on a machine is slow)")
@@ -287,15 +312,26 @@ def install(name: str, log=print, force: bool = False) -> Stack:
         sampler["summary"] = sampler_summary(sampler, versions)
     (stack.path / COMPLETE_MARK).write_text(json.dumps(
         {"requirements": stack.pins, "versions": versions, **({"sampler": sampler} if sampler else {})}, indent=2))
-    for stale in stack.path.parent.glob(f"{name}-" + "[0-9a-f]" * 12):
-        if stale != stack.path and stale.is_dir():
-            shutil.rmtree(stale, ignore_errors=True)  # built from pins that have since changed
-            log(f"stack {name}: removed {stale} (older pins)")
     log(f"stack {name}: ready in {time.monotonic() - started:.0f} s: "
         + ", ".join(f"{k} {v}" for k, v in versions.items()))
     if sampler:
         log(f"stack {name}: sampler: {sampler['summary']}")
-    return stack
+
+
+def sweep_older(stack: Stack, log=print) -> None:
+    """Remove the stack's folders built from pins that have since changed, each under its own lock:
+    one that another clone (with those older pins) is installing right now is left, said."""
+    for stale in stack.path.parent.glob(f"{stack.name}-" + "[0-9a-f]" * 12):
+        if stale == stack.path or not stale.is_dir():
+            continue
+        with locks.held_if_free(stale, f"removing stack {stack.name} (older pins)") as free:
+            if not free:
+                owner = locks.read_owner(stale)
+                log(f"stack {stack.name}: left {stale} (older pins): "
+                    + (locks.describe(owner) if owner else "another process holds its lock"))
+                continue
+            shutil.rmtree(stale, ignore_errors=True)
+        log(f"stack {stack.name}: removed {stale} (older pins)")
 
 
 # --- PyG's wheel index (pyg-lib), and the fallback -----------------------------------------------

@@ -1,5 +1,5 @@
 """`python -m bench.stacks install NAME...`: what `gnnbench stacks install` does, needing only this
-package's __init__ and bench.paths, so that the images install their stacks before the rest of
+package's __init__, bench.paths and bench.locks, so that the images install their stacks before the rest of
 gnnbench is copied (docker/Dockerfile)."""
 
 import sys

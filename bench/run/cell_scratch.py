@@ -1,0 +1,85 @@
+"""Each cell's own scratch folder: its result file, its stderr, and the TMPDIR of every process the
+cell starts, so that what they leave in the temporary folder (DataLoader workers' `pymp-*` folders,
+torchrun's, a framework's own) is known to be gnnbench's and goes with the cell.
+
+    TEMP/gnnbench-UID/cell.pidPID.XXXXXXXX/    (TEMP: the host's temporary folder, /tmp)
+        owner.json      who runs the cell (bench/locks.py's record: host, PID namespace, pid)
+        result.json, stderr.txt     what the worker writes and says
+        and whatever the cell's processes make there: it is their TMPDIR (TEMP and TMP too)
+The path is kept short: multiprocessing puts its sockets in it (pymp-*/listener-*), and a Unix
+socket's path has at most 107 bytes.
+
+Removed when the cell ends, however it ends; one that a SIGKILLed gnnbench left behind is swept at
+the next start of a run, once its owner is gone (`sweep`). Host side (the runner).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
+
+from bench import locks
+
+OWNER = "owner.json"
+PREFIX = "cell.pid"
+
+
+def root() -> Path:
+    """This user's folder of cell scratch folders (the name carries the uid: the temporary folder is
+    shared with other users, and each sweeps only its own)."""
+    return Path(tempfile.gettempdir()) / f"gnnbench-{os.getuid()}"
+
+
+def _own_root() -> Path | None:
+    """root(), made private to this user; None where someone else owns that name."""
+    folder = root()
+    folder.mkdir(exist_ok=True, mode=0o700)
+    return folder if folder.stat().st_uid == os.getuid() else None
+
+
+@contextmanager
+def cell_scratch():
+    """A fresh scratch folder for one cell, removed when the block ends."""
+    base = _own_root()
+    folder = Path(tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}.", dir=base))  # base None: a plain temp folder
+    try:
+        (folder / OWNER).write_text(json.dumps(locks.new_record("running a cell")))
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def environment(folder: Path) -> dict[str, str]:
+    """The variables that point a cell's processes' temporary files into its scratch folder."""
+    return {"TMPDIR": str(folder), "TEMP": str(folder), "TMP": str(folder)}
+
+
+def sweep(say=print) -> list[Path]:
+    """Remove the scratch folders of cells whose gnnbench is gone (SIGKILL, a crash, power loss);
+    a live run's (this one's, another terminal's) is left alone. Returns what was removed, each
+    named in a line."""
+    removed = []
+    folder = root()
+    if not folder.is_dir():
+        return removed
+    for cell in sorted(folder.glob(f"{PREFIX}*")):
+        try:
+            record = json.loads((cell / OWNER).read_text())
+        except (OSError, ValueError):
+            record = None
+        if record is None:  # killed before it wrote its owner: the pid in its name, on this host
+            pid = cell.name[len(PREFIX):].split(".", 1)[0]
+            why = None if not pid.isdigit() or locks.pid_alive(int(pid)) else f"process {pid} is gone"
+        else:
+            why = locks.provably_dead(record)
+        if why is None:
+            continue
+        shutil.rmtree(cell, ignore_errors=True)
+        if not cell.exists():
+            removed.append(cell)
+            say(f"removed {cell}: the scratch folder of a cell whose gnnbench did not finish ({why})")
+    return removed
