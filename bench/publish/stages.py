@@ -33,7 +33,8 @@ CellResult = Any
 EQUAL_WORK_TOLERANCE = 0.10   # a per-seed figure differing by more than this: not the same work
 # with the dataset: cells that should do the same work. The world size too: each rank takes its
 # share of the seeds, so more ranks leave more partial batches (PyG's shards), fewer nodes each.
-SAME_WORK_KEYS = ("fanout", "batch_size", "world_size")
+# the link task's settings (absent from other cells): other negatives or exclusion is other work by design
+SAME_WORK_KEYS = ("fanout", "batch_size", "world_size", "neg_ratio", "neg_mode", "exclusion")
 
 
 def seconds(cell: CellResult) -> dict[str, float] | None:
@@ -238,13 +239,18 @@ def _figures(found: dict) -> dict[tuple[str, int, str], float]:
     """(part, number, what) -> per seed, where part is hop (from 1, the seeds' own) or layer (from 1,
     the input layer)."""
     out = {}
+    link = found.get("negatives") is not None  # a link cell: a seed is a positive edge
+    if link:
+        out[("negatives", 0, "negatives")] = float(found["negatives"])
     for what in ("nodes", "edges"):
         for i, v in enumerate(found.get(f"hop_{what}") or []):
-            if what == "edges" or i > 0:  # hop 0's nodes are the seeds themselves: 1 per seed
+            # hop 0's nodes are the seeds themselves: 1 per seed (a link cell's: the ends of its pairs)
+            if what == "edges" or i > 0 or link:
                 out[("hop", i + 1 if what == "edges" else i, what)] = float(v)
         for i, v in enumerate(found.get(f"layer_{what}") or []):
             out[("layer", i + 1, what)] = float(v)
-    return dict(sorted(out.items(), key=lambda kv: (kv[0][0] != "hop", kv[0][1], kv[0][2] != "nodes")))
+    return dict(sorted(out.items(), key=lambda kv: (kv[0][0] != "negatives", kv[0][0] != "hop", kv[0][1],
+                                                    kv[0][2] != "nodes")))
 
 
 def _apart(mine: float, theirs: float) -> float:
@@ -318,7 +324,8 @@ def _per_seed_flag(cell: CellResult, group: list) -> str | None:
             continue
         part, number, what = figure
         change = f"{(value - theirs) / theirs:+.0%}".replace("-", "−") if theirs else "more"
-        text = (f"{part} {number}: {_per_seed_text(value)} {what} per seed against {_per_seed_text(theirs)} "
+        where = "negatives" if part == "negatives" else f"{part} {number}"
+        text = (f"{where}: {_per_seed_text(value)} {what} per seed against {_per_seed_text(theirs)} "
                 f"in {other.id} ({change.replace('%', ' %')})")
         why = _why(cell, figure) if value > theirs else None
         parts.append(text + (f": {why}" if why and why not in said else ""))
