@@ -22,7 +22,7 @@ optimistic and pessimistic rank where scores tie).
 
 The leakage check (every training batch, in `count`, outside the stages a framework runs): the
 sampled graph's edges against the batch's own positive seed edges and their reverses. With
-exclusion `reverse` one found is a failure of the cell (SeedEdgeLeak, naming the edge); with `none`
+exclusion `reverse` one found is a failure of the cell (SeedEdgeLeakError, naming the edge); with `none`
 the share of batches and sampled edges found is recorded, and the result says the accuracy
 includes the leak.
 
@@ -46,7 +46,7 @@ NO_FILTER_NOTE = ("negatives are drawn uniformly and not filtered: a drawn pair 
                   "(neither framework filters false negatives)")
 
 
-class SeedEdgeLeak(RuntimeError):
+class SeedEdgeLeakError(RuntimeError):
     """A batch's sampled graph still holds one of its own positive seed edges (or its reverse)."""
 
 
@@ -170,7 +170,7 @@ class LinkPipeline:
             self.leaks["leaked_edges"] += leaked
             if self.link_settings["exclusion"] != "none":
                 i = int(np.flatnonzero(found)[0])
-                raise SeedEdgeLeak(
+                raise SeedEdgeLeakError(
                     f"seed-edge leak with exclusion {self.link_settings['exclusion']}: a training batch's sampled "
                     f"graph still holds {leaked} of its own positive seed edges or their reverses (e.g. "
                     f"{int(np.asarray(src)[i])} -> {int(np.asarray(dst)[i])}); the pipeline did not exclude them")
