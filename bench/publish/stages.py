@@ -357,7 +357,8 @@ def fewer_seeds(cells) -> dict[str, str]:
     for cell in cells:
         info = BACKENDS.get(cell.backend or "")
         if seeds_per_epoch(cell) and (info is None or info.seeds_are_training_seeds):
-            key = json.dumps([cell.dataset, cell.settings.get("batch_size")], default=str)
+            # a link cell's seeds are positive edges: compared with link cells only
+            key = json.dumps([cell.dataset, cell.settings.get("batch_size"), info and info.task], default=str)
             groups.setdefault(key, []).append(cell)
     notes = {}
     for group in groups.values():
