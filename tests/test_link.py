@@ -83,3 +83,15 @@ def test_work_per_seed_edge_counts_positives_and_negatives():
                      "seed_edges": 200, "negatives": 1000}}
     per_seed = record.per_seed([work])
     assert per_seed["negatives"] == 5.0 and per_seed["hop_edges"] == [5.0] and per_seed["hop_nodes"] == [1.5, 1.0]
+
+
+def test_the_equal_work_check_compares_negatives_and_seed_ends_per_seed_edge():
+    from bench.publish.stages import _figures
+
+    figures = _figures({"negatives": 5.0, "hop_nodes": [1.5, 1.0], "hop_edges": [5.0], "layer_nodes": [],
+                        "layer_edges": []})
+    assert list(figures) == [("negatives", 0, "negatives"), ("hop", 0, "nodes"), ("hop", 1, "nodes"),
+                             ("hop", 1, "edges")]
+    assert figures[("negatives", 0, "negatives")] == 5.0
+    # a node cell's hop 0 is its seeds: 1 per seed, not a figure
+    assert ("hop", 0, "nodes") not in _figures({"hop_nodes": [1.0, 3.0], "hop_edges": [5.0]})
