@@ -54,12 +54,16 @@ class Pipeline(link.LinkPipeline, dgl_graphbolt.Pipeline):
     def conv_factory():
         return lambda a, b: _FeaturesFirst(SAGEConv(a, b, "mean"))
 
-    def embed(self, model, minibatch):
-        h = model(minibatch.node_features["feat"], minibatch.blocks)
+    @staticmethod
+    def inputs(minibatch):
+        return minibatch.node_features["feat"], minibatch.blocks
+
+    @staticmethod
+    def pairs(minibatch):
         pos_src, pos_dst = minibatch.compacted_node_pairs
         neg_dst = minibatch.compacted_negative_dsts  # [positives, neg_ratio]
         neg_src = pos_src.repeat_interleave(neg_dst.shape[1])  # triplet: the positive's source (negative_srcs is None)
-        return h, pos_src, pos_dst, neg_src, neg_dst.reshape(-1)
+        return pos_src, pos_dst, neg_src, neg_dst.reshape(-1)
 
     def seed_pairs(self, minibatch):
         src, dst = minibatch.node_pairs

@@ -85,7 +85,8 @@ def ranking_metrics(rank) -> dict:
 
 def link_model(encoder, hidden: int, decoder: str):
     """The encoder (the shared GraphSAGE, out width `hidden`) and a decoder that scores (h_u, h_v)
-    pairs: `model(x, graphs)` gives node embeddings, `model.score(h_u, h_v)` the logits."""
+    pairs: `model(x, graphs)` gives node embeddings, `model(x, graphs, src, dst)` the logits of
+    those pairs, `model.score(h_u, h_v)` the logits of embeddings (evaluation)."""
     import torch
 
     class LinkModel(torch.nn.Module):
@@ -99,8 +100,11 @@ def link_model(encoder, hidden: int, decoder: str):
         def convs(self):
             return self.encoder.convs
 
-        def forward(self, x, graphs):
-            return self.encoder(x, graphs)
+        def forward(self, x, graphs, src=None, dst=None):
+            """Node embeddings; with `src` and `dst` (local ids), the scores of those pairs (inside
+            forward, so that DDP sees the decoder's parameters used)."""
+            h = self.encoder(x, graphs)
+            return h if src is None else self.score(h[src], h[dst])
 
         def score(self, h_src, h_dst):
             if self.mlp is None:
@@ -112,12 +116,10 @@ def link_model(encoder, hidden: int, decoder: str):
 
 class LinkPipeline:
     """Mixed in before a framework's node pipeline: the link task's model, loss, counts, leakage
-    check and evaluation. The framework's class gives `embed(model, batch)` -> (h, pos_src, pos_dst,
-    neg_src, neg_dst) in the batch's local ids, `seed_pairs(batch)` -> the positive seed edges in
-    global ids, `sampled_edges(batch)` -> the sampled graph's edges in global ids, and
+    check and evaluation. The framework's class gives `inputs(batch)` -> (features, graph per
+    layer), `pairs(batch)` -> (pos_src, pos_dst, neg_src, neg_dst) in the batch's local ids,
+    `seed_pairs(batch)` -> the positive seed edges in global ids, `sampled_edges(batch)` -> the sampled graph's edges in global ids, and
     `positives(batch)` -> the number of positive seed edges."""
-
-    task_notes: list
 
     def link_init(self, data) -> None:
         from bench.datasets import link_split
@@ -148,10 +150,12 @@ class LinkPipeline:
         """(logits of the positives then the negatives, their labels 1 and 0)."""
         import torch
 
-        h, pos_src, pos_dst, neg_src, neg_dst = self.embed(model, batch)
-        pos = model.score(h[pos_src], h[pos_dst])
-        neg = model.score(h[neg_src], h[neg_dst])
-        return torch.cat([pos, neg]), torch.cat([torch.ones_like(pos), torch.zeros_like(neg)])
+        x, graphs = self.inputs(batch)
+        pos_src, pos_dst, neg_src, neg_dst = self.pairs(batch)
+        scores = model(x, graphs, torch.cat([pos_src, neg_src]), torch.cat([pos_dst, neg_dst]))
+        labels = torch.zeros_like(scores)
+        labels[:len(pos_src)] = 1
+        return scores, labels
 
     def count(self, batch) -> tuple[int, int]:
         """(positive seed edges, sampled edges) of a batch; checks it for leaked seed edges first."""

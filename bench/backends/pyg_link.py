@@ -69,15 +69,18 @@ class Pipeline(link.LinkPipeline, PygNodePipeline):
     def conv_factory():
         return lambda a, b: SAGEConv(a, b, aggr="mean")
 
-    def embed(self, model, batch):
-        h = model(batch.x, self._layers(batch))
+    def inputs(self, batch):
+        return batch.x, self._layers(batch)
+
+    @staticmethod
+    def pairs(batch):
         if "src_index" in batch:  # triplet
             neg_dst = batch.dst_neg_index.reshape(len(batch.src_index), -1)
-            return (h, batch.src_index, batch.dst_pos_index, batch.src_index.repeat_interleave(neg_dst.shape[1]),
+            return (batch.src_index, batch.dst_pos_index, batch.src_index.repeat_interleave(neg_dst.shape[1]),
                     neg_dst.reshape(-1))
         num_pos = int(batch.input_id.numel())  # binary: the positives first, then the negatives
         index = batch.edge_label_index
-        return h, index[0, :num_pos], index[1, :num_pos], index[0, num_pos:], index[1, num_pos:]
+        return index[0, :num_pos], index[1, :num_pos], index[0, num_pos:], index[1, num_pos:]
 
     def seed_pairs(self, batch):
         src, dst = positive_pairs(batch)
