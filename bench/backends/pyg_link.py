@@ -59,9 +59,12 @@ class Pipeline(link.LinkPipeline, PygNodePipeline):
     def _loader(self, split: str, shuffle: bool, num_workers: int = 0) -> LinkNeighborLoader:
         # is_sorted: the split's edges are in CSC order already (as pyg-neighbor's hub graph)
         neg = NegativeSampling(self.link_settings["neg_mode"], amount=self.link_settings["neg_ratio"])
+        label_index = torch.from_numpy(self.train_pos.T.copy())
+        if isinstance(self.graph, tuple):  # a remote backend takes (edge type, index): None, homogeneous
+            label_index = (None, label_index)
         return LinkNeighborLoader(
             self.graph, num_neighbors=list(self.settings["fanout"]), is_sorted=True,
-            edge_label_index=torch.from_numpy(self.train_pos.T.copy()), neg_sampling=neg,
+            edge_label_index=label_index, neg_sampling=neg,
             batch_size=self.settings["batch_size"], shuffle=shuffle, num_workers=num_workers,
             persistent_workers=num_workers > 0, pin_memory=bool(self.settings.get("pin_memory")))
 
