@@ -126,6 +126,7 @@ class PerSeed(Loose):
     layer_nodes: list[Amount] | None = None
     layer_edges: list[Amount] | None = None
     typed: TypedWork | None = None
+    negatives: Amount | None = None  # the link task: negatives per positive seed edge (its seeds)
 
 
 class Work(Loose):
@@ -147,7 +148,7 @@ class Work(Loose):
 
 class Evaluation(Loose):
     epoch: Annotated[int, Field(ge=1)]
-    val_acc: Share | None = None
+    val_acc: Share | None = None  # a link cell's: its validation MRR
 
 
 class ModelInfo(Loose):
@@ -237,6 +238,17 @@ class ExtraInfo(Loose):
     gpu_device_used_bytes: Annotated[Count | None, COPIED_IF_SET] = None
     gpu_peaks: Annotated[dict[str, Count] | None, COPIED_IF_SET] = None
     model: Annotated[ModelInfo | None, COPIED_IF_SET] = None  # the model trained (none: the loader alone)
+    # the link task (bench/backends/link.py): MRR and Hits@K ({"10": ..., "50": ..., "100": ...}) of the
+    # validation and test positives against the split's fixed negatives, full neighbourhoods; the
+    # split's parameters and counts; what a reader must know (the leak with exclusion none, unfiltered
+    # negatives); the leakage check's counts (rank 0's training batches)
+    val_mrr: Annotated[Share | None, COPIED_IF_SET] = None
+    test_mrr: Annotated[Share | None, COPIED_IF_SET] = None
+    val_hits: Annotated[dict[str, Share | None] | None, COPIED_IF_SET] = None
+    test_hits: Annotated[dict[str, Share | None] | None, COPIED_IF_SET] = None
+    link_split: Annotated[dict | None, COPIED_IF_SET] = None
+    link_notes: Annotated[list[str] | None, COPIED_IF_SET] = None
+    leaks: Annotated[dict[str, Count] | None, COPIED_IF_SET] = None
 
 
 REQUIRED_EXTRA = tuple(name for name, f in ExtraInfo.model_fields.items() if f.is_required())

@@ -29,7 +29,7 @@ class BackendInfo:
     task: str = "node"  # the one task it trains, a name in bench.tasks.TASKS (node, typed-node, link, graph)
     mode_chart: bool = False  # the site draws its epoch time per mode as grouped bars
     # The optional settings it honours (bench/run/suite.py: Settings): pin_memory, amp, gpu_cache,
-    # trim_to_layer
+    # trim_to_layer, neg_mode (the link task: PyG's binary negatives)
     options: tuple[str, ...] = ()
     # Memory model (bench/run/memory_plan.py): bytes of graph structure the framework builds on
     # top of the hub's arrays, per node (counted num_nodes + 1 times: CSC pointers) and per edge.
@@ -101,6 +101,20 @@ BACKENDS: dict[str, BackendInfo] = {
     "feature-gather": BackendInfo("bench.backends.feature_gather", "pyg", ("cpu-cpu",), ("memory", "lmdb"),
                                   seeds_are_training_seeds=False),
     "pyg-dist": BackendInfo("bench.backends.pyg_dist", "pyg-dist", ("cpu-cpu",), options=("amp",)),
+    # link prediction (bench/backends/link.py): seeds are training edges of the hub's link split.
+    # neg_mode: only PyG has both (GraphBolt's sample_uniform_negative is triplet)
+    "pyg-link": BackendInfo("bench.backends.pyg_link", "pyg", ("cpu-cpu", "cpu-cuda"), ("memory", "lmdb"),
+                            task="link", options=("pin_memory", "amp", "neg_mode"),
+                            structure_bytes_per_node=8, structure_bytes_per_edge=16),
+    "dgl-graphbolt-link": BackendInfo("bench.backends.dgl_graphbolt_link", "dgl",
+                                      ("cpu-cpu", "cpu-cuda", "pinned-cuda", "cuda-cuda"),
+                                      ("memory", "lmdb", "graphbolt-disk"), task="link", mode_chart=True,
+                                      options=("amp", "gpu_cache"),
+                                      structure_bytes_per_node=8, structure_bytes_per_edge=8,
+                                      work_notes={f"hop{k}_{what}": "GraphBolt samples each hop for all the nodes "
+                                                                     "reached before it, where PyG samples for the "
+                                                                     "hop's new nodes only"
+                                                  for k in range(2, 6) for what in ("nodes", "edges")}),
     "pyg-graphs": BackendInfo("bench.backends.pyg_graphs", "pyg", ("cpu-cpu", "cpu-cuda"),
                               ("memory", "lmdb", "sqlite"), task="graph", options=("pin_memory", "amp")),
     # cuGraph-PyG: GPU sampling over a distributed cuGraph graph, features in WholeGraph; GPU images

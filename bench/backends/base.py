@@ -198,7 +198,8 @@ def shard(seeds, seed: int):
         return seeds
     per_rank = len(seeds) // world
     order = np.random.default_rng(seed).permutation(len(seeds))
-    return np.sort(seeds[order[rank * per_rank:(rank + 1) * per_rank]])
+    # rows in their order in `seeds` (node ids sorted; a link task's [P, 2] seed edges kept whole)
+    return seeds[np.sort(order[rank * per_rank:(rank + 1) * per_rank])]
 
 
 def chunks(indptr, max_edges: int):
@@ -333,8 +334,6 @@ class Pipeline(abc.ABC):
     def step(self, batch, clock=None) -> None:
         """One training step; `clock` (a stages.EpochClock, when profiling) is told where the copy,
         forward+backward and optimizer stages end."""
-        import torch.nn.functional as F
-
         if self.model is None:
             return
         self.model.train()
@@ -347,7 +346,7 @@ class Pipeline(abc.ABC):
         self.optimizer.zero_grad()
         with self.autocast():
             out, target = self.forward(self.model, batch)
-        loss = F.cross_entropy(out.float(), target)
+        loss = self.loss(out, target)
         if self.scaler is not None:  # fp16: scaled, so small gradients do not underflow
             self.scaler.scale(loss).backward()
             if clock is not None:
@@ -361,6 +360,13 @@ class Pipeline(abc.ABC):
             self.optimizer.step()
         if clock is not None:
             clock.mark("optimizer")
+
+    @staticmethod
+    def loss(out, target):
+        """The training loss of a batch's outputs (the node tasks: cross-entropy over the classes)."""
+        import torch.nn.functional as F
+
+        return F.cross_entropy(out.float(), target)
 
     @staticmethod
     @abc.abstractmethod
@@ -389,23 +395,35 @@ class Pipeline(abc.ABC):
 
     def full_accuracy(self, data, split: str = "test") -> float | None:
         """Accuracy over `split` with full neighbourhoods, by layer-wise inference as DGL's
-        node-classification example reports its test accuracy: each layer's output for every
-        node from the previous layer's output for all nodes, no sampling anywhere, in chunks of
-        destination nodes (the hub's CSC: a chunk's in-edges are one slice), the input layer
-        reading only the feature rows a chunk needs (so a disk-backed store stays on disk). None
-        without a model or where the backend has no `full_layer`."""
+        node-classification example reports its test accuracy (`full_embeddings` over the
+        dataset's whole graph). None without a model or where the backend has no `full_layer`."""
+        import numpy as np
+        import torch
+
+        if self.model is None or self.full_layer is None:
+            return None
+        x = self.full_embeddings(unwrap(self.model).convs, data, data)
+        idx = torch.from_numpy(np.asarray(getattr(data, f"{split}_idx")))
+        labels = torch.from_numpy(np.asarray(data.labels))[idx]
+        return float((x[idx.to(x.device)].argmax(dim=-1).cpu() == labels).float().mean()) if idx.numel() else None
+
+    def full_embeddings(self, convs, graph, data):
+        """Every node's output of the layers `convs` with full neighbourhoods over `graph` (its
+        csc_indptr, edge_index and num_nodes: the dataset's, or a link split's training graph):
+        each layer's output for every node from the previous layer's output for all nodes, no
+        sampling anywhere, in chunks of destination nodes (a chunk's in-edges are one slice of the
+        CSC), the input layer reading only the feature rows a chunk needs from data.features (so
+        a disk-backed store stays on disk)."""
         import numpy as np
         import torch
         import torch.nn.functional as F
 
-        if self.model is None or self.full_layer is None:
-            return None
-        model = unwrap(self.model)
-        model.eval()
-        indptr, sources, n = np.asarray(data.csc_indptr), data.edge_index[0], data.num_nodes
+        for conv in convs:
+            conv.eval()
+        indptr, sources, n = np.asarray(graph.csc_indptr), graph.edge_index[0], graph.num_nodes
         x = None  # the previous layer's output for every node; the input layer reads data.features
         with torch.no_grad(), self.autocast():
-            for i, conv in enumerate(model.convs):
+            for i, conv in enumerate(convs):
                 out = None
                 width = data.features.shape[1] if x is None else x.shape[1]
                 for a, b in chunks(indptr, max(1, FULL_CHUNK_BYTES // (4 * width))):
@@ -418,10 +436,8 @@ class Pipeline(abc.ABC):
                     if out is None:
                         out = torch.empty((n, h.shape[1]), dtype=h.dtype, device=h.device)
                     out[a:b] = h
-                x = out if i == len(model.convs) - 1 else F.relu(out)  # dropout is off in eval
-        idx = torch.from_numpy(np.asarray(getattr(data, f"{split}_idx")))
-        labels = torch.from_numpy(np.asarray(data.labels))[idx]
-        return float((x[idx.to(x.device)].argmax(dim=-1).cpu() == labels).float().mean()) if idx.numel() else None
+                x = out if i == len(convs) - 1 else F.relu(out)  # dropout is off in eval
+        return x
 
     def _rows(self, data, x, rows):
         import numpy as np

@@ -174,6 +174,7 @@ def unavailable(mode_name: str, world_size: int = 1) -> str | None:
 class Pipeline(base.TrainingPipeline):
     sampler = f"graphbolt sample_neighbor (dgl {dgl.__version__})"
     unavailable = staticmethod(unavailable)
+    seed_name = "seed_nodes"  # what DGL 2.1 names a minibatch's seeds (2.2 on: `seeds`)
 
     def __init__(self, data, settings: dict):
         super().__init__(data, settings)
@@ -233,10 +234,10 @@ class Pipeline(base.TrainingPipeline):
         if split == "train":
             self.train_items = pipe
         if mode.seeds_to_device_first:
-            pipe = pipe.copy_to(self.device, extra_attrs=["seed_nodes"])
+            pipe = pipe.copy_to(self.device, extra_attrs=[self.seed_name])
         if timing:
             pipe = pipe.transform(stages.start)
-        pipe = pipe.sample_neighbor(self.graph, self.fanouts())
+        pipe = self._sample(pipe)
         if timing:
             pipe = pipe.transform(stages.finish("sample", sync))
         pipe = fetcher = pipe.fetch_feature(self.features, node_feature_keys=self.feature_keys)
@@ -260,27 +261,17 @@ class Pipeline(base.TrainingPipeline):
             copier.datapipe = _CopyStarts(copier.datapipe, self.device)
         return loader
 
+    def _sample(self, pipe):
+        """The sampling steps of the datapipe (one stage): here the neighbourhoods of the seeds."""
+        return pipe.sample_neighbor(self.graph, self.fanouts())
+
     @staticmethod
     def count(minibatch) -> tuple[int, int]:
         edges = sum(int(sg.sampled_csc.indices.numel()) for sg in minibatch.sampled_subgraphs)
         return int(minibatch.seed_nodes.numel()), edges
 
     def work(self, minibatch) -> tuple[list[int], list[int], int, int, list[int], list[int]]:
-        """GraphBolt's blocks run input layer first; hop k is the block whose destinations are
-        the nodes reached by hop k-1. With deduplication its source nodes are its destination
-        nodes followed by the nodes it reaches first, so those number rows - columns. Each layer
-        computes its block's destination nodes over its edges: layer 1 (the input layer) samples
-        hop L's edges for all nodes reached before it, the seeds included again."""
-        layers = minibatch.sampled_subgraphs
-        blocks = layers[::-1]
-        hop_nodes = [int(minibatch.seed_nodes.numel())]
-        hop_nodes += [int(b.original_row_node_ids.numel()) - int(b.original_column_node_ids.numel()) for b in blocks]
-        hop_edges = [int(b.sampled_csc.indices.numel()) for b in blocks]
-        modelled = self.settings.get("model") != "none"
-        layer_nodes = [int(b.original_column_node_ids.numel()) for b in layers] if modelled else []
-        layer_edges = [int(b.sampled_csc.indices.numel()) for b in layers] if modelled else []
-        return (hop_nodes, hop_edges, int(minibatch.input_nodes.numel()),
-                stages.tensor_bytes([minibatch.node_features["feat"]]), layer_nodes, layer_edges)
+        return block_work(minibatch, int(minibatch.seed_nodes.numel()), self.settings.get("model") != "none")
 
     def to_device(self, minibatch):
         return minibatch  # the datapipe already put it where the mode wants it
@@ -304,6 +295,24 @@ class Pipeline(base.TrainingPipeline):
         return model(minibatch.node_features["feat"], minibatch.blocks), minibatch.labels
 
 
+def block_work(minibatch, seeds: int, modelled: bool) -> tuple[list[int], list[int], int, int, list[int], list[int]]:
+    """The work of a minibatch whose `seeds` nodes were sampled around (bench/backends/stages.py).
+    GraphBolt's blocks run input layer first; hop k is the block whose destinations are the nodes
+    reached by hop k-1. With deduplication its source nodes are its destination nodes followed by
+    the nodes it reaches first, so those number rows - columns. Each layer computes its block's
+    destination nodes over its edges: layer 1 (the input layer) samples hop L's edges for all nodes
+    reached before it, the seeds included again."""
+    layers = minibatch.sampled_subgraphs
+    blocks = layers[::-1]
+    hop_nodes = [seeds]
+    hop_nodes += [int(b.original_row_node_ids.numel()) - int(b.original_column_node_ids.numel()) for b in blocks]
+    hop_edges = [int(b.sampled_csc.indices.numel()) for b in blocks]
+    layer_nodes = [int(b.original_column_node_ids.numel()) for b in layers] if modelled else []
+    layer_edges = [int(b.sampled_csc.indices.numel()) for b in layers] if modelled else []
+    return (hop_nodes, hop_edges, int(minibatch.input_nodes.numel()),
+            stages.tensor_bytes([minibatch.node_features["feat"]]), layer_nodes, layer_edges)
+
+
 class _CopyStarts(IterDataPipe):
     """Passes minibatches on to copy_to, noting when copy_to takes each (and, to a GPU, the bytes
     it will move), so that the copy is timed in the thread that runs it."""
@@ -321,7 +330,9 @@ class _CopyStarts(IterDataPipe):
 
 
 def _host_bytes(minibatch) -> int:
-    tensors = [*_each(minibatch.labels), *minibatch.node_features.values()]
+    tensors = [*_each(minibatch.labels), *minibatch.node_features.values(), *(getattr(minibatch, name, None) for name in (
+        "compacted_node_pairs", "compacted_negative_srcs", "compacted_negative_dsts"))]
+    tensors = [t for item in tensors for t in (item if isinstance(item, tuple) else (item,))]
     for block in minibatch.sampled_subgraphs:
         for csc in _each(block.sampled_csc):  # a typed graph's blocks: per relation, per node type
             tensors += [csc.indptr, csc.indices]

@@ -156,9 +156,10 @@ def instrument(loader, sync=None):
     return loader
 
 
-def sampled_per_hop(batch, num_hops: int, num_nodes: int) -> tuple[list[int], list[int]]:
+def sampled_per_hop(batch, num_hops: int, num_nodes: int, seeds: int | None = None) -> tuple[list[int], list[int]]:
     """([seeds, nodes first reached at hop 1, ...], [edges of hop 1, ...]) of a NeighborLoader batch
-    of `num_nodes` nodes.
+    of `num_nodes` nodes (`seeds`: its seed nodes, numbered first; default its batch_size; a
+    LinkNeighborLoader batch's are the unique ends of its label pairs).
 
     pyg-lib's sampler reports them (num_sampled_nodes / num_sampled_edges: new unique nodes per
     hop, sampled edges per hop). torch-sparse's does not; its output has the same layout, so they
@@ -175,7 +176,7 @@ def sampled_per_hop(batch, num_hops: int, num_nodes: int) -> tuple[list[int], li
         return [int(n) for n in nodes], [int(e) for e in edges]
     edge_index = batch.edge_index.numpy()
     src, dst = edge_index[0], edge_index[1]
-    hop_nodes, hop_edges = [int(batch.batch_size)], []
+    hop_nodes, hop_edges = [int(batch.batch_size if seeds is None else seeds)], []
     first, end = 0, hop_nodes[0]  # hop k's edges start at `first`; reached nodes end at `end`
     for _ in range(num_hops - 1):
         last = int(dst.searchsorted(end))  # the first edge whose destination was not yet reached

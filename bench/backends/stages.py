@@ -33,6 +33,8 @@ Work. Per batch, counted the same way for every node backend (`Work`):
     layer_edges [edges layer 1 aggregates over, layer 2, ...]
     typed       typed cells only: hop_nodes per node type and hop_edges per relation (`TYPED`); the
                 lists above are their sums over types
+    seed_edges, negatives   the link task only: positive seed edges and the negatives drawn for them;
+                hop_nodes[0] is then the unique ends of both, and a seed is a positive edge
 The same sums are kept apart over the full batches (`batch_size` seeds; `full`): per-seed figures
 taken over them do not move with a rank's partial last batch, whose few seeds share fewer
 neighbours. Counting takes the training thread's time: it stays within a budget
@@ -164,16 +166,21 @@ class Work:
         self.copy_bytes = 0
 
     def add(self, hop_nodes, hop_edges, input_nodes: int, feature_bytes: int, layer_nodes=(), layer_edges=(),
-            typed=None) -> None:
-        self.rows.append((hop_nodes, hop_edges, input_nodes, feature_bytes, layer_nodes, layer_edges, typed))
+            typed=None, seed_edges: int | None = None, negatives: int | None = None) -> None:
+        self.rows.append((hop_nodes, hop_edges, input_nodes, feature_bytes, layer_nodes, layer_edges, typed,
+                          seed_edges, negatives))
 
     def as_dict(self) -> dict:
         lists = {key: [] for key in LISTS}
         full = {key: [] for key in LISTS}
         typed, full_typed = {}, {}
         full_counted = 0
-        for nodes, edges, _, _, layer_nodes, layer_edges, by_type in self.rows:
-            is_full = self.batch_size is not None and len(nodes) > 0 and int(nodes[0]) == self.batch_size
+        links = any(r[7] is not None for r in self.rows)  # a link batch: its seeds are positive edges
+        link_sums = dict.fromkeys(LINK_COUNTS, 0) if links else {}
+        full_links = dict.fromkeys(LINK_COUNTS, 0) if links else {}
+        for nodes, edges, _, _, layer_nodes, layer_edges, by_type, seed_edges, negatives in self.rows:
+            seeds = seed_edges if links else (int(nodes[0]) if len(nodes) else None)
+            is_full = self.batch_size is not None and seeds == self.batch_size
             full_counted += is_full
             for key, values in zip(LISTS, (nodes, edges, layer_nodes, layer_edges)):
                 _add_into(lists[key], values)
@@ -183,9 +190,12 @@ class Work:
                 add_typed(typed, by_type)
                 if is_full:
                     add_typed(full_typed, by_type)
-        out = {"batches": self.batches, "counted": len(self.rows), **lists,
+            for key, value in zip(LINK_COUNTS, (seed_edges, negatives)) if links else ():
+                link_sums[key] += int(value or 0)
+                full_links[key] += int(value or 0) if is_full else 0
+        out = {"batches": self.batches, "counted": len(self.rows), **lists, **link_sums,
                "input_nodes": sum(int(r[2]) for r in self.rows), "feature_bytes": sum(int(r[3]) for r in self.rows),
-               "copy_bytes": self.copy_bytes, "full": {"counted": full_counted, **full}}
+               "copy_bytes": self.copy_bytes, "full": {"counted": full_counted, **full, **full_links}}
         if typed:  # a typed cell's breakdown (bench/backends/typed.py): per node type and relation, per hop
             out["typed"], out["full"]["typed"] = typed, full_typed
         return out
@@ -193,6 +203,7 @@ class Work:
 
 # the per-hop and per-layer lists of a Work (summed element by element)
 LISTS = ("hop_nodes", "hop_edges", "layer_nodes", "layer_edges")
+LINK_COUNTS = ("seed_edges", "negatives")  # a link batch's counts (summed), absent elsewhere
 
 
 # A typed cell's work per batch, beside the lists: {"hop_nodes": {node type: [per hop]},

@@ -69,6 +69,19 @@ def _accuracies(pair) -> str:
     return " / ".join(fmt.accuracy(x) for x in pair)
 
 
+def _hits(hits) -> str:
+    return fmt.DASH if not hits else " / ".join(fmt.accuracy(hits.get(k)) for k in ("10", "50", "100"))
+
+
+def _leak_note(cell: CellResult) -> str | None:
+    leaks = cell.metrics.get("leaks") or {}
+    return "(includes the leak)" if cell.settings.get("exclusion") == "none" and leaks.get("leaked_batches") else None
+
+
+def _link_hint(cell: CellResult) -> str:
+    return "; ".join(cell.metrics.get("link_notes") or [])
+
+
 def _has_scaling(table: dict) -> bool:
     return "world_size" in table["varying"] and any(r.scaling_efficiency is not None for r in table["rows"])
 
@@ -311,7 +324,7 @@ CELL_COLUMNS = [
            doc="Speedup against the same configuration at 1 rank, divided by the world size: 100 % is perfect scaling."),
     Column("seeds/s", metric("seeds_per_s"), fmt.rate, title="throughput", unit="seeds/s", note=_fewer_seeds,
            hint=_seeds_hint,
-           doc="Training seeds (labelled nodes or graphs) processed per second of the measured epochs, all ranks together; noted where the cell trained fewer seeds per epoch than another of its configuration."),
+           doc="Training seeds (labelled nodes or graphs; a link cell's positive seed edges) processed per second of the measured epochs, all ranks together; noted where the cell trained fewer seeds per epoch than another of its configuration."),
     Column("sampled edges/s", metric("edges_per_s"), fmt.rate, html=False,
            doc="Edges sampled per second of the measured epochs (from the counted batches)."),
     Column("loader stall", metric("loader_stall"), fmt.pct, title="loader", unit="stall",
@@ -371,6 +384,16 @@ CELL_COLUMNS = [
     Column("accuracy", lambda c: (c.metrics.val_acc, c.metrics.test_acc), _accuracies, unit="val / test, sampled",
            markdown=False, fold=True,
            doc="Validation / test accuracy after the last measured epoch, sampled with the training fanouts."),
+    # the link task (bench/backends/link.py): where a node cell shows accuracy, MRR and Hits@K against
+    # the split's fixed negatives, full neighbourhoods; noted where the accuracy includes the leak
+    Column("val MRR", metric("val_mrr"), fmt.accuracy, title="MRR", unit="validation", note=_leak_note,
+           hint=_link_hint, shown=_recorded("val_mrr"),
+           doc="Link cells: mean reciprocal rank of the validation edges against their fixed negatives, full neighbourhoods over the training graph; `(includes the leak)` where exclusion is none and batches sampled their own seed edges."),
+    Column("test MRR", metric("test_mrr"), fmt.accuracy, title="MRR", unit="test", shown=_recorded("test_mrr"),
+           doc="Link cells: mean reciprocal rank of the test edges against their fixed negatives."),
+    Column("test Hits@10/50/100", lambda c: c.metrics.get("test_hits"), _hits, title="Hits@K", unit="test, 10 / 50 / 100",
+           shown=_recorded("test_hits"),
+           doc="Link cells: the share of test edges ranked within the first 10, 50 and 100 against their fixed negatives."),
     # MLPerf's score where the suite sets target_acc (bench/publish/to_target.py): training seconds
     # and epochs to the validation target, or the best accuracy where it was not reached
     Column("time to target", lambda c: c, to_target.text, title="time to target",

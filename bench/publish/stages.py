@@ -35,7 +35,8 @@ CellResult = Any
 EQUAL_WORK_TOLERANCE = 0.10   # a per-seed figure differing by more than this: not the same work
 # with the dataset: cells that should do the same work. The world size too: each rank takes its
 # share of the seeds, so more ranks leave more partial batches (PyG's shards), fewer nodes each.
-SAME_WORK_KEYS = ("fanout", "batch_size", "world_size")
+# the link task's settings (absent from other cells): other negatives or exclusion is other work by design
+SAME_WORK_KEYS = ("fanout", "batch_size", "world_size", "neg_ratio", "neg_mode", "exclusion")
 
 
 def seconds(cell: CellResult) -> dict[str, float] | None:
@@ -248,17 +249,22 @@ def _figures(found: dict) -> dict[tuple[str, int, str], float]:
     the input layer); a typed cell's hops also per node type ("paper nodes") and per relation
     ("paper:cites:paper edges")."""
     out = {}
+    link = found.get("negatives") is not None  # a link cell: a seed is a positive edge
+    if link:
+        out[("negatives", 0, "negatives")] = float(found["negatives"])
     typed = found.get("typed") or {}
     for what in ("nodes", "edges"):
         named = [(what, found.get(f"hop_{what}") or [])]
         named += [(f"{name} {what}", values) for name, values in sorted((typed.get(f"hop_{what}") or {}).items())]
         for label_, values in named:
             for i, v in enumerate(values):
-                if what == "edges" or i > 0:  # hop 0's nodes are the seeds themselves: 1 per seed
+                # hop 0's nodes are the seeds themselves: 1 per seed (a link cell's: the ends of its pairs)
+                if what == "edges" or i > 0 or link:
                     out[("hop", i + 1 if what == "edges" else i, label_)] = float(v)
         for i, v in enumerate(found.get(f"layer_{what}") or []):
             out[("layer", i + 1, what)] = float(v)
-    return dict(sorted(out.items(), key=lambda kv: (kv[0][0] != "hop", kv[0][1], not kv[0][2].endswith("nodes"),
+    return dict(sorted(out.items(), key=lambda kv: (kv[0][0] != "negatives", kv[0][0] != "hop", kv[0][1],
+                                                    not kv[0][2].endswith("nodes"),
                                                     kv[0][2] not in ("nodes", "edges"), kv[0][2])))
 
 
@@ -334,7 +340,8 @@ def _per_seed_flag(cell: CellResult, group: list) -> str | None:
             continue
         part, number, what = figure
         change = f"{(value - theirs) / theirs:+.0%}".replace("-", "−") if theirs else "more"
-        text = (f"{part} {number}: {_per_seed_text(value)} {what} per seed against {_per_seed_text(theirs)} "
+        where = "negatives" if part == "negatives" else f"{part} {number}"
+        text = (f"{where}: {_per_seed_text(value)} {what} per seed against {_per_seed_text(theirs)} "
                 f"in {other.id} ({change.replace('%', ' %')})")
         why = _why(cell, figure) if value > theirs else None
         parts.append(text + (f": {why}" if why and why not in said else ""))
@@ -366,7 +373,8 @@ def fewer_seeds(cells) -> dict[str, str]:
     for cell in cells:
         info = BACKENDS.get(cell.backend or "")
         if seeds_per_epoch(cell) and (info is None or info.seeds_are_training_seeds):
-            key = json.dumps([cell.dataset, cell.settings.get("batch_size")], default=str)
+            # a link cell's seeds are positive edges: compared with link cells only
+            key = json.dumps([cell.dataset, cell.settings.get("batch_size"), info and info.task], default=str)
             groups.setdefault(key, []).append(cell)
     notes = {}
     for group in groups.values():

@@ -7,7 +7,7 @@ In order: the stacks it needs (its own, and the one its dataset is prepared in, 
 the dataset already), installed once per run unless --no-install; its memory need against the
 memory available now (refused if it cannot fit); its dataset in the hub (prepared once per run,
 in the interpreter its source needs); its store (built once, into the dataset's folder); its
-memory limit. The session calls `prepare` once per cell and hands what it returns to the runner
+memory limit; for a link cell, its dataset's edge split (bench/datasets/link_split.py). The session calls `prepare` once per cell and hands what it returns to the runner
 (bench/run/runner.py launch_cell), which only launches and watches.
 """
 
@@ -23,7 +23,7 @@ import psutil
 
 from bench import datasets, locks, stacks, stores
 from bench.backends import BACKENDS
-from bench.datasets import hub
+from bench.datasets import hub, link_split
 from bench.datasets.hub import DatasetError
 from bench.machine import cgroup
 from bench.run import memory_plan as memory
@@ -70,6 +70,11 @@ class Preparation:
             dataset_dir = self.dataset(cell)
         except DatasetError as exc:
             return Outcome(cell, "failed", f"dataset: {exc}")
+        if BACKENDS[cell.backend].task == "link":
+            try:  # the edge split every link cell of this dataset trains and scores on, built once
+                link_split.ensure(dataset_dir)
+            except DatasetError as exc:
+                return Outcome(cell, "failed", f"link split: {exc}")
         try:
             store = stores.prepare(cell.settings["store"], dataset_dir, BACKENDS[cell.backend].task, say=self.say)
         except Exception as exc:  # noqa: BLE001 - any failed build is this cell's failure, recorded

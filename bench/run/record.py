@@ -191,12 +191,17 @@ def per_seed(works: list[dict]) -> dict | None:
     hop_nodes = _summed(source, "hop_nodes")
     if not hop_nodes or not hop_nodes[0]:
         return None
-    seeds = hop_nodes[0]
+    # a link cell's seeds are its positive seed edges (hop_nodes[0]: their ends and the negatives')
+    links = all("seed_edges" in w for w in source)
+    seeds = sum(w["seed_edges"] for w in source) if links else hop_nodes[0]
+    if not seeds:
+        return None
     typed = _typed(source)
     return {"over": over, "counted": sum(w.get("counted", w.get("batches", 0)) for w in source) / len(works),
             **{key: [v / seeds for v in _summed(source, key)]
                for key in ("hop_nodes", "hop_edges", "layer_nodes", "layer_edges")},
-            **({"typed": _scaled(typed, seeds)} if typed else {})}
+            **({"typed": _scaled(typed, seeds)} if typed else {}),
+            **({"negatives": sum(w["negatives"] for w in source) / seeds} if links else {})}
 
 
 def rank_entries(outcome: Outcome) -> list[dict]:

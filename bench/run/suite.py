@@ -29,7 +29,7 @@ from bench.inputs import plain_name_problem
 from bench.paths import suites_dir
 from bench.machine.cgroup import canonical as canonical_limit
 from bench.stores import STORES, cold_files
-from bench.tasks import TASKS, describe
+from bench.tasks import TASK_SETTINGS, TASKS, describe
 
 ModeName = Literal[ALL_MODES]  # type: ignore[valid-type]  # what each means: bench.modes
 PER_GPU = "per-gpu"  # num_workers: the usable cores shared out among this node's ranks, resolved per run
@@ -148,6 +148,16 @@ class Settings(Strict):
     page_cache: one_or_sweep(Literal["warm", "cold"]) = "warm"
     """Disk-backed stores only: `cold` evicts the store's files from the page cache before every
     epoch; `warm` leaves them as the previous epoch left them."""
+    neg_ratio: one_or_sweep(bounded(int, ge=1, le=1000)) = TASK_SETTINGS["link"]["neg_ratio"]
+    """Link task: negatives drawn per positive seed edge in training (uniform, not filtered)."""
+    neg_mode: one_or_sweep(Literal["triplet", "binary"]) = TASK_SETTINGS["link"]["neg_mode"]
+    """Link task: `triplet` keeps each positive's source and draws destinations (GraphBolt's
+    sample_uniform_negative, PyG's triplet mode); `binary` (PyG's own default, PyG only) draws both ends."""
+    exclusion: one_or_sweep(Literal["none", "reverse"]) = TASK_SETTINGS["link"]["exclusion"]
+    """Link task: `reverse` drops each batch's seed edges and their reverses from its sampled graph
+    (after sampling, on both sides); `none` keeps them, and the result says the accuracy includes the leak."""
+    decoder: one_or_sweep(Literal["dot", "mlp"]) = TASK_SETTINGS["link"]["decoder"]
+    """Link task: the edge scorer on the encoder's embeddings, a dot product or a two-layer MLP."""
     profile: one_or_sweep(bool) = True
     """Time each epoch's stages and count each batch's work; false runs the plain loop (for
     measuring what looking costs). In cell ids only when false: `/profile=off`."""
@@ -625,10 +635,10 @@ def expand(suite: Suite) -> list[Cell]:
     for backends, datasets, axes in matrices:
         names = list(axes)
         for backend, dataset, values in itertools.product(backends, datasets, itertools.product(*axes.values())):
-            settings = _with_target(dict(zip(names, values)))
+            info = BACKENDS[backend]
+            settings = _for_task(_with_target(dict(zip(names, values))), info.task)
             if settings["model"] != "rgat":
                 settings.pop("heads")  # R-GAT's alone: every other cell keeps its settings and digest
-            info = BACKENDS[backend]
             if settings["mode"] not in info.modes or settings["store"] not in info.stores:
                 continue  # like modes, a store a backend does not have is not a cell of it
             if not _meaningful(backend, settings):
@@ -655,6 +665,13 @@ def _with_target(settings: dict) -> dict:
     return {**settings, "max_epochs": settings["max_epochs"] or settings["warmup_epochs"] + settings["epochs"]}
 
 
+def _for_task(settings: dict, task: str) -> dict:
+    """A cell's settings with the task-only settings (bench/tasks.py TASK_SETTINGS) of its own
+    task alone: a node cell keeps the settings, and so the digest, it had before the link task."""
+    others = {key for name, keys in TASK_SETTINGS.items() if name != task for key in keys}
+    return {k: v for k, v in settings.items() if k not in others}
+
+
 def _meaningful(backend: str, settings: dict) -> bool:
     """Whether a backend has what these settings ask for: a stack of its framework; the GPU
     settings only in a mode that trains on the GPU (bf16 autocast also runs on the CPU), with a
@@ -679,6 +696,9 @@ def _meaningful(backend: str, settings: dict) -> bool:
         return False
     # trimming the model's layers: only where there is a model, in a backend that has it (PyG's)
     if settings["trim_to_layer"] and not (settings["model"] == "sage" and "trim_to_layer" in info.options):
+        return False
+    # PyG's binary negatives: only where the backend has both modes
+    if settings.get("neg_mode", "triplet") != "triplet" and "neg_mode" not in info.options:
         return False
     # a cold page cache means something only for a store read from files (not an in-memory copy)
     if settings["page_cache"] == "cold" and not cold_files(settings["store"], info.task):

@@ -30,7 +30,7 @@ from pathlib import Path
 from bench.backends import BACKENDS, load_pipeline_class
 from bench.backends.base import (Unavailable, device_of, one_gpu_env, rank_and_world, rank_gpus, seed_everything,
                                  select_device, unwrap)
-from bench.backends.stages import LISTS, WORK_BUDGET, EpochClock, add_typed, cuda_sync
+from bench.backends.stages import LINK_COUNTS, LISTS, WORK_BUDGET, EpochClock, add_typed, cuda_sync
 from bench.datasets import hub
 from bench.machine import core_budget, gpu_affinity, gpu_sampler
 from bench.machine.gpu_facts import worker_facts
@@ -42,6 +42,8 @@ from bench.run.lifeline import tie_to_parent
 from bench.run.progress import progress
 from bench.stores import features_in_memory, files_of, page_cache
 
+# what a link cell records beside (in place of) the accuracies: bench/backends/link.py link_metrics
+LINK_FIELDS = ("val_mrr", "test_mrr", "val_hits", "test_hits", "link_split", "link_notes", "leaks")
 INIT_TIMEOUT_S = 300  # init_process_group: seconds to wait for every rank
 # Test hook: GNNBENCH_FAULT="crash", "hang" or "oom" (a CUDA out-of-memory error), optionally ":ID_PART" to hit only cells whose id
 # contains ID_PART and "@RANK" to hit only that rank (several comma-separated), makes the worker crash or hang in its first measured epoch, so the runner's
@@ -415,6 +417,8 @@ def evaluate_and_gather(pipe, data, mine: dict, rank: int, world: int, settings:
 def evaluate(pipe, data, full: bool) -> dict:
     """Validation and test accuracy; with `full`, also the test accuracy as DGL's example reports
     it: full neighbourhoods, layer by layer."""
+    if hasattr(pipe, "link_metrics"):  # the link task: MRR and Hits@K against the split's fixed negatives
+        return {"val_acc": None, "test_acc": None, "test_acc_full": None, **pipe.link_metrics()}
     return {"val_acc": pipe.evaluate("val"), "test_acc": pipe.evaluate("test"),
             "test_acc_full": pipe.full_accuracy(data, "test") if full else None}
 
@@ -448,6 +452,7 @@ def cell_record(cell: dict, record: dict, pipe, data, ranks: list[dict], accurac
     return {**record, "status": "ok", "epochs": merge_ranks(ranks, "epochs"), "warmup": merge_ranks(ranks, "warmup"),
             "ranks": [rank_summary(r) for r in ranks], "val_acc": accuracy["val_acc"], "test_acc": accuracy["test_acc"],
             "test_acc_full": accuracy["test_acc_full"], "graph_index_dtype": pipe.index_dtype,
+            **{k: accuracy[k] for k in LINK_FIELDS if k in accuracy},
             "startup_s": max(r["startup_s"] for r in ranks), "self_max_rss_bytes": ranks[0]["self_max_rss_bytes"],
             "partition": getattr(pipe, "partition", None), "sampler": pipe.sampler, "model": model_summary(pipe),
             "dataset": {**data.card(), "name": cell["dataset"]["name"]},
@@ -581,9 +586,10 @@ def sum_work(works: list[dict]) -> dict:
     out = {k: sum(w[k] for w in works) for k in ("batches", "input_nodes", "feature_bytes", "copy_bytes")}
     out["counted"] = sum(w.get("counted", w["batches"]) for w in works)
     out.update(_sum_lists(works))
+    out.update(_sum_link_counts(works))
     fulls = [w["full"] for w in works if w.get("full")]
     if fulls:
-        out["full"] = {"counted": sum(f["counted"] for f in fulls), **_sum_lists(fulls)}
+        out["full"] = {"counted": sum(f["counted"] for f in fulls), **_sum_lists(fulls), **_sum_link_counts(fulls)}
     for whole, parts in ((out, works), (out.get("full"), fulls)):
         typed = [w["typed"] for w in parts if w.get("typed")]
         if whole is not None and typed:  # a typed cell's per-type and per-relation lists
@@ -591,6 +597,11 @@ def sum_work(works: list[dict]) -> dict:
             for one in typed:
                 add_typed(whole["typed"], one)
     return out
+
+
+def _sum_link_counts(works: list[dict]) -> dict:
+    """A link cell's seed edges and negatives, summed (absent for the other tasks)."""
+    return {key: sum(w[key] for w in works) for key in LINK_COUNTS if all(key in w for w in works)}
 
 
 def _sum_lists(works: list[dict]) -> dict:

@@ -31,7 +31,7 @@ __all__ = ["STORES", "StoreError", "StoreInfo", "cold_files", "features_in_memor
 @dataclass(frozen=True)
 class StoreInfo:
     what: str
-    tasks: tuple[str, ...]  # "node" (features of one graph), "typed-node" (per node type), "graph" (small graphs)
+    tasks: tuple[str, ...]  # "node", "link" (one graph's features), "typed-node" (per type), "graph" (small graphs)
     # every rank holds the data in its own private memory (counted per rank by the memory model);
     # otherwise it is memory-mapped and shared by all ranks through the page cache
     per_rank_memory: bool = False
@@ -42,17 +42,19 @@ class StoreInfo:
 
 
 STORES: dict[str, StoreInfo] = {
-    "memory": StoreInfo("every rank holds the features (or graphs) in its own memory", ("node", "typed-node", "graph"),
+    "memory": StoreInfo("every rank holds the features (or graphs) in its own memory", ("node", "link", "typed-node", "graph"),
                         per_rank_memory=True),
-    "lmdb": StoreInfo("an LMDB store built once from the hub, memory-mapped read-only", ("node", "typed-node", "graph"),
-                      modules={"node": "bench.stores.lmdb_features", "typed-node": "bench.stores.lmdb_typed_features",
-                               "graph": "bench.stores.lmdb_graphs"},
-                      files={"node": ("stores/lmdb-features-*/data.mdb",),
+    # the link task reads a plain graph's node features as the node task does: the same store
+    "lmdb": StoreInfo("an LMDB store built once from the hub, memory-mapped read-only", ("node", "link", "typed-node", "graph"),
+                      modules={"node": "bench.stores.lmdb_features", "link": "bench.stores.lmdb_features",
+                               "typed-node": "bench.stores.lmdb_typed_features", "graph": "bench.stores.lmdb_graphs"},
+                      files={"node": ("stores/lmdb-features-*/data.mdb",), "link": ("stores/lmdb-features-*/data.mdb",),
                              "typed-node": ("stores/lmdb-typed-features/*/data.mdb",),
                              "graph": ("stores/lmdb-graphs/data.mdb",)}),
     "graphbolt-disk": StoreInfo("GraphBolt's own on-disk features: the hub's .npy memory-mapped "
-                                "(in_memory=False)", ("node", "typed-node"),
-                                files={"node": ("features.npy",), "typed-node": ("features-*.npy",)}),
+                                "(in_memory=False)", ("node", "link", "typed-node"),
+                                files={"node": ("features.npy",), "link": ("features.npy",),
+                                       "typed-node": ("features-*.npy",)}),
     "sqlite": StoreInfo("PyG's OnDiskDataset with its sqlite backend, written by PyG's code in its stack",
                         ("graph",), files={"graph": ("stores/sqlite-graphs/**/*",)}),
 }

@@ -1,0 +1,101 @@
+"""DGL GraphBolt link prediction, as DGL 2.1's examples/sampling/graphbolt/link_prediction.py builds
+it: ItemSet of training edges (`node_pairs`, DGL 2.1's name) -> ItemSampler ->
+sample_uniform_negative -> sample_neighbor -> exclude_seed_edges(include_reverse_edges=True)
+(exclusion `reverse`) -> fetch_feature -> copy_to -> DataLoader, over the link split's training
+graph (bench/datasets/link_split.py). The modes, stores, worker settings and stage clocks are the
+homogeneous GraphBolt backend's (bench/backends/dgl_graphbolt.py); the model, loss, leakage check
+and evaluation are the link task's (bench/backends/link.py). The `sample` stage holds the negative
+sampling, the neighbour sampling and the exclusion, as PyG's sample_from_edges does all three.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+
+import dgl
+import dgl.graphbolt as gb
+import numpy as np
+import torch
+from dgl.nn import SAGEConv
+
+from bench import modes
+from bench.backends import dgl_graphbolt, link
+from bench.backends.dgl_graphbolt import _FeaturesFirst, block_work, index_dtype, placed
+
+
+class Pipeline(link.LinkPipeline, dgl_graphbolt.Pipeline):
+    sampler = f"graphbolt sample_uniform_negative + sample_neighbor (dgl {dgl.__version__})"
+    seed_name = "node_pairs"
+
+    def __init__(self, data, settings: dict):
+        dgl_graphbolt.base.TrainingPipeline.__init__(self, data, settings)
+        gb.seed(settings["seed"])
+        self.link_init(data)
+        if self.link_settings["neg_mode"] != "triplet":
+            raise dgl_graphbolt.Unavailable("GraphBolt's sample_uniform_negative keeps each positive's source "
+                                            "(neg_mode triplet); it has no binary mode")
+        self.mode = modes.mode(settings["mode"])
+        self.graph, self.features = placed(TrainingGraph(data, self.split), settings, self.device, self.mode)
+        self.index_dtype = index_dtype(self.graph)
+        # every rank gives the whole set: DistributedItemSampler shares it out (dgl_graphbolt._loader)
+        pairs = torch.from_numpy(np.ascontiguousarray(self.split.train_pos)).to(self.graph.indices.dtype)
+        self.itemsets = {"train": gb.ItemSet(pairs, names="node_pairs")}
+        self.train_loader = self._loader("train", shuffle=True, num_workers=settings["num_workers"])
+        self.build_model(data)
+
+    def _sample(self, pipe):
+        pipe = pipe.sample_uniform_negative(self.graph, self.link_settings["neg_ratio"])
+        pipe = pipe.sample_neighbor(self.graph, self.fanouts())
+        if self.excludes:
+            pipe = pipe.transform(partial(gb.exclude_seed_edges, include_reverse_edges=True))
+        return pipe
+
+    @staticmethod
+    def conv_factory():
+        return lambda a, b: _FeaturesFirst(SAGEConv(a, b, "mean"))
+
+    @staticmethod
+    def inputs(minibatch):
+        return minibatch.node_features["feat"], minibatch.blocks
+
+    @staticmethod
+    def pairs(minibatch):
+        pos_src, pos_dst = minibatch.compacted_node_pairs
+        neg_dst = minibatch.compacted_negative_dsts  # [positives, neg_ratio]
+        neg_src = pos_src.repeat_interleave(neg_dst.shape[1])  # triplet: the positive's source (negative_srcs is None)
+        return pos_src, pos_dst, neg_src, neg_dst.reshape(-1)
+
+    def seed_pairs(self, minibatch):
+        src, dst = minibatch.node_pairs
+        return src.cpu().numpy(), dst.cpu().numpy()
+
+    def sampled_edges(self, minibatch):
+        srcs, dsts = [], []
+        for block in minibatch.sampled_subgraphs:
+            csc = block.sampled_csc
+            rows, cols = block.original_row_node_ids, block.original_column_node_ids
+            srcs.append(rows[csc.indices.long()].cpu())
+            dsts.append(cols.repeat_interleave(csc.indptr.diff()).cpu())
+        return torch.cat(srcs).numpy(), torch.cat(dsts).numpy()
+
+    @staticmethod
+    def positives(minibatch) -> int:
+        return int(minibatch.node_pairs[0].numel())
+
+    def work(self, minibatch):
+        seeds = int(minibatch.sampled_subgraphs[-1].original_column_node_ids.numel())  # the pairs' unique ends
+        return (*block_work(minibatch, seeds, self.settings.get("model") != "none"), None,  # None: no types
+                self.positives(minibatch), int(minibatch.negative_dsts.numel()))
+
+
+
+class TrainingGraph:
+    """The dataset with the link split's training graph in place of its own (GraphBolt's arrays):
+    what dgl_graphbolt.placed builds the sampling graph and the feature store from."""
+
+    def __init__(self, data, split):
+        self._data = data
+        self.graphbolt_indptr, self.graphbolt_indices = split.graphbolt_indptr, split.graphbolt_indices
+
+    def __getattr__(self, name):
+        return getattr(self._data, name)

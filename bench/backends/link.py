@@ -1,0 +1,266 @@
+"""What the link-prediction backends share (pyg-link, dgl-graphbolt-link): the settings, the model
+(the node backends' GraphSAGE as the encoder, a dot-product or MLP decoder, BCE loss), the
+ranking metrics against the hub's fixed negatives, and the leakage check.
+
+Settings (bench/run/suite.py; in a cell only where its backend trains the link task):
+    neg_ratio   negatives per positive seed edge in training, drawn uniformly per batch
+    neg_mode    triplet: each positive keeps its source and draws `neg_ratio` destinations
+                (GraphBolt's sample_uniform_negative, PyG's NegativeSampling("triplet"));
+                binary: PyG's own default, which draws both ends of each negative. GraphBolt has
+                triplet only. Neither framework filters false negatives (a drawn pair may be an edge)
+    exclusion   none: the sampled neighbourhood may hold the seed edge itself (PyG's own link
+                examples); reverse: the seed edges and their reverses are dropped from the sampled
+                graph after sampling (GraphBolt's exclude_seed_edges(include_reverse_edges=True);
+                PyG has no option for it: a step after its sampler does the same). Fanout slots
+                an excluded edge took are lost, not refilled, on both sides
+    decoder     dot: score = <h_u, h_v>; mlp: a two-layer MLP on h_u * h_v (DGL's example's predictor)
+
+Evaluation: every node's embedding with full neighbourhoods over the training graph (the node
+backends' layer-wise inference, base.full_embeddings), each validation/test positive ranked
+against its stored negatives: MRR and Hits@K (K = 10, 50, 100), OGB's rank (the mean of the
+optimistic and pessimistic rank where scores tie).
+
+The leakage check (every training batch, in `count`, outside the stages a framework runs): the
+sampled graph's edges against the batch's own positive seed edges and their reverses. With
+exclusion `reverse` one found is a failure of the cell (SeedEdgeLeakError, naming the edge); with `none`
+the share of batches and sampled edges found is recorded, and the result says the accuracy
+includes the leak.
+
+Where the two frameworks' MRR differ: with unequal fanouts (e.g. [10, 5]) a PyG layer runs on the
+whole sampled subgraph, so a seed's first-layer aggregation takes the first hop's 10 neighbours,
+while GraphBolt's input layer samples the seeds' neighbours again at the second fanout (5). PyG's
+seeds then see more, and its validation MRR led by 0.03-0.05 on rmat-s12 (batch 512, 4 and 12
+epochs, exclusion reverse); with equal fanouts ([5, 5]) both compute the same and agree within
+0.02 (tests/test_link_stacks.py).
+
+Imported inside the stacks only; torch is imported where it is used.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+
+import numpy as np
+
+from bench.backends import base
+from bench.tasks import TASK_SETTINGS
+
+HITS_AT = (10, 50, 100)
+# A test hook: "1" builds the pipeline without its exclusion step while the cell still says
+# `reverse` (a pipeline that forgets it), so the leakage check is exercised on the real stacks.
+PLANT_LEAK_ENV = "GNNBENCH_PLANT_LEAK"
+NO_FILTER_NOTE = ("negatives are drawn uniformly and not filtered: a drawn pair may be a true edge "
+                  "(neither framework filters false negatives)")
+
+
+class SeedEdgeLeakError(RuntimeError):
+    """A batch's sampled graph still holds one of its own positive seed edges (or its reverse)."""
+
+
+def setting(settings: dict, key: str):
+    return settings.get(key, TASK_SETTINGS["link"][key])
+
+
+def planted_leak() -> bool:
+    return os.environ.get(PLANT_LEAK_ENV, "") not in ("", "0")
+
+
+def seed_edges_found(sampled_src, sampled_dst, seed_src, seed_dst, num_nodes: int) -> np.ndarray:
+    """Which sampled edges (global ids) are a seed edge or the reverse of one: a bool mask."""
+    n = np.int64(num_nodes)
+    sampled_src, sampled_dst, seed_src, seed_dst = (np.asarray(a, dtype=np.int64)
+                                                    for a in (sampled_src, sampled_dst, seed_src, seed_dst))
+    seeds = np.concatenate([seed_src * n + seed_dst, seed_dst * n + seed_src])
+    return np.isin(sampled_src * n + sampled_dst, seeds)
+
+
+def ranks(pos_scores, neg_scores):
+    """OGB's rank of each positive among its negatives (1 = first): the mean of the optimistic
+    rank (ties below) and the pessimistic one (ties above)."""
+    pos = pos_scores.reshape(-1, 1)
+    optimistic = (neg_scores > pos).sum(dim=1)
+    pessimistic = (neg_scores >= pos).sum(dim=1)
+    return 0.5 * (optimistic + pessimistic).float() + 1
+
+
+def ranking_metrics(rank) -> dict:
+    """MRR and Hits@K of a tensor of ranks."""
+    if rank.numel() == 0:
+        return {"mrr": None, **{f"hits@{k}": None for k in HITS_AT}}
+    return {"mrr": float((1.0 / rank).mean()), **{f"hits@{k}": float((rank <= k).float().mean()) for k in HITS_AT}}
+
+
+def link_model(encoder, hidden: int, decoder: str):
+    """The encoder (the shared GraphSAGE, out width `hidden`) and a decoder that scores (h_u, h_v)
+    pairs: `model(x, graphs)` gives node embeddings, `model(x, graphs, src, dst)` the logits of
+    those pairs, `model.score(h_u, h_v)` the logits of embeddings (evaluation)."""
+    import torch
+
+    class LinkModel(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.encoder = encoder
+            self.mlp = (torch.nn.Sequential(torch.nn.Linear(hidden, hidden), torch.nn.ReLU(),
+                                            torch.nn.Linear(hidden, 1)) if decoder == "mlp" else None)
+
+        @property
+        def convs(self):
+            return self.encoder.convs
+
+        def forward(self, x, graphs, src=None, dst=None):
+            """Node embeddings; with `src` and `dst` (local ids), the scores of those pairs (inside
+            forward, so that DDP sees the decoder's parameters used)."""
+            h = self.encoder(x, graphs)
+            return h if src is None else self.score(h[src], h[dst])
+
+        def score(self, h_src, h_dst):
+            if self.mlp is None:
+                return (h_src * h_dst).sum(dim=-1)
+            return self.mlp(h_src * h_dst).squeeze(-1)
+
+    model = LinkModel()
+    initialise_alike(model)
+    return model
+
+
+def initialise_alike(model) -> None:
+    """Every weight matrix as torch.nn.Linear starts it (Kaiming-uniform with a = sqrt(5):
+    U(+-1/sqrt(fan_in)), which PyG's SAGEConv keeps), every bias zero, in both frameworks' models.
+    DGL's SAGEConv starts Xavier-uniform with ReLU's gain, about twice the scale; a dot-product
+    decoder scores the square of the embeddings' scale, and so, started apart, the two frameworks'
+    link models learned at different speeds (validation MRR 0.13 against 0.19 after 6 epochs on
+    rmat-s11, seeds 0 and 1); started alike they are within 0.02 at the same epochs.
+    """
+    import torch
+
+    with torch.no_grad():
+        for param in model.parameters():
+            if param.dim() >= 2:
+                torch.nn.init.kaiming_uniform_(param, a=math.sqrt(5))
+            else:
+                param.zero_()
+
+
+class LinkPipeline:
+    """Mixed in before a framework's node pipeline: the link task's model, loss, counts, leakage
+    check and evaluation. The framework's class gives `inputs(batch)` -> (features, graph per
+    layer), `pairs(batch)` -> (pos_src, pos_dst, neg_src, neg_dst) in the batch's local ids,
+    `seed_pairs(batch)` -> the positive seed edges in global ids, `sampled_edges(batch)` -> the sampled graph's edges in global ids, and
+    `positives(batch)` -> the number of positive seed edges."""
+
+    def link_init(self, data) -> None:
+        from bench.datasets import link_split
+
+        self.data = data
+        self.split = link_split.load(data.path)
+        self.link_settings = {k: setting(self.settings, k) for k in ("neg_ratio", "neg_mode", "exclusion", "decoder")}
+        self.leaks = {"batches": 0, "leaked_batches": 0, "sampled_edges": 0, "leaked_edges": 0}
+        self.planted = planted_leak()
+
+    @property
+    def excludes(self) -> bool:
+        """Whether the pipeline is built with its exclusion step (a planted leak leaves it out)."""
+        return self.link_settings["exclusion"] == "reverse" and not self.planted
+
+    def make_model(self, data):
+        hidden = self.settings["hidden"]
+        return link_model(self.sage(self.conv_factory(), data.features.shape[1], hidden), hidden,
+                          self.link_settings["decoder"])
+
+    @staticmethod
+    def loss(out, target):
+        import torch.nn.functional as F
+
+        return F.binary_cross_entropy_with_logits(out.float(), target.float())
+
+    def forward(self, model, batch):
+        """(logits of the positives then the negatives, their labels 1 and 0)."""
+        import torch
+
+        x, graphs = self.inputs(batch)
+        pos_src, pos_dst, neg_src, neg_dst = self.pairs(batch)
+        scores = model(x, graphs, torch.cat([pos_src, neg_src]), torch.cat([pos_dst, neg_dst]))
+        labels = torch.zeros_like(scores)
+        labels[:len(pos_src)] = 1
+        return scores, labels
+
+    def count(self, batch) -> tuple[int, int]:
+        """(positive seed edges, sampled edges) of a batch; checks it for leaked seed edges first."""
+        src, dst = self.sampled_edges(batch)
+        self.check_leak(batch, src, dst)
+        return self.positives(batch), int(len(src))
+
+    def check_leak(self, batch, src, dst) -> None:
+        seed_src, seed_dst = self.seed_pairs(batch)
+        found = seed_edges_found(src, dst, seed_src, seed_dst, self.split.num_nodes)
+        leaked = int(found.sum())
+        self.leaks["batches"] += 1
+        self.leaks["sampled_edges"] += int(len(src))
+        if leaked:
+            self.leaks["leaked_batches"] += 1
+            self.leaks["leaked_edges"] += leaked
+            if self.link_settings["exclusion"] != "none":
+                i = int(np.flatnonzero(found)[0])
+                raise SeedEdgeLeakError(
+                    f"seed-edge leak with exclusion {self.link_settings['exclusion']}: a training batch's sampled "
+                    f"graph still holds {leaked} of its own positive seed edges or their reverses (e.g. "
+                    f"{int(np.asarray(src)[i])} -> {int(np.asarray(dst)[i])}); the pipeline did not exclude them")
+
+    def notes(self) -> list[str]:
+        """What a reader of this cell's accuracy must know."""
+        out = [NO_FILTER_NOTE]
+        if self.link_settings["exclusion"] == "none":
+            b, e = self.leaks["batches"], self.leaks["sampled_edges"]
+            out.insert(0, f"exclusion none: the accuracy includes the leak: {self.leaks['leaked_batches']} of {b} "
+                          f"training batches sampled their own positive seed edges or reverses "
+                          f"({self.leaks['leaked_edges']} of {e} sampled edges)")
+        if self.link_settings["neg_mode"] == "binary":
+            out.append("neg_mode binary (PyG's default): negatives draw both ends; GraphBolt's "
+                       "sample_uniform_negative keeps the source (triplet)")
+        return out
+
+    # --- evaluation: full-neighbourhood embeddings, ranked against the stored negatives --------
+
+    def embeddings(self):
+        model = base.unwrap(self.model)
+        return self.full_embeddings(model.convs, self.split, self.data), model
+
+    def split_ranks(self, split: str, h=None, model=None):
+        import torch
+
+        if h is None:
+            h, model = self.embeddings()
+        pos = torch.from_numpy(np.asarray(self.split.positives(split))).to(h.device)
+        neg = torch.from_numpy(np.asarray(self.split.negatives(split))).to(h.device)
+        with torch.no_grad():
+            pos_scores = model.score(h[pos[:, 0]], h[pos[:, 1]]).float()
+            src = pos[:, 0].repeat_interleave(neg.shape[1])
+            neg_scores = model.score(h[src], h[neg.reshape(-1)]).float().reshape(neg.shape)
+        return ranks(pos_scores, neg_scores).cpu()
+
+    def evaluate(self, split: str) -> float | None:
+        """The split's MRR (what time to target trains to for a link cell)."""
+        if self.model is None:
+            return None
+        return ranking_metrics(self.split_ranks(split))["mrr"]
+
+    def count_correct(self, split: str) -> tuple[float, int]:
+        """(sum of reciprocal ranks, positives): summed over ranks, their ratio is the MRR."""
+        rank = self.split_ranks(split)
+        return float((1.0 / rank).sum()), int(rank.numel())
+
+    def full_accuracy(self, data, split: str = "test"):
+        return None  # a link cell reports link_metrics instead
+
+    def link_metrics(self) -> dict:
+        """What the cell records: MRR and Hits@K on validation and test, the split and the notes."""
+        out = {"link_split": self.split.card(), "link_notes": self.notes(), "leaks": dict(self.leaks)}
+        if self.model is None:
+            return out
+        h, model = self.embeddings()
+        for split in ("val", "test"):
+            metrics = ranking_metrics(self.split_ranks(split, h, model))
+            out[f"{split}_mrr"] = metrics.pop("mrr")
+            out[f"{split}_hits"] = {k.removeprefix("hits@"): v for k, v in metrics.items()}
+        return out

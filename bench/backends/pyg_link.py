@@ -1,0 +1,148 @@
+"""PyG link prediction: `LinkNeighborLoader` over the link split's training graph
+(bench/datasets/link_split.py), with `NegativeSampling("triplet")` (each positive keeps its
+source, as GraphBolt's sample_uniform_negative) or `"binary"` (PyG's own default: both ends drawn),
+GraphSAGE from `torch_geometric.nn.SAGEConv` as the encoder (bench/backends/link.py: decoder,
+loss, leakage check, evaluation).
+
+Seed-edge exclusion: LinkNeighborLoader has no option for it, so with `exclusion: reverse` a step
+right after its sampler (around `link_sampler.sample_from_edges`, so it runs where the sampler runs,
+in a DataLoader worker too, and is timed with it as `sample`) drops from the sampled edges every
+positive seed edge of the batch and its reverse: what GraphBolt's
+exclude_seed_edges(include_reverse_edges=True) does after its sampler. PyG's own link examples
+(examples/graph_sage_unsup.py, examples/link_pred/) exclude nothing: `exclusion: none`.
+
+Modes cpu-cpu and cpu-cuda; stores memory (an in-memory Data) and disk-backed rows such as LMDB
+(PyG's remote backend, bench/backends/pyg_node.py), as the node backend pyg-neighbor.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+from torch_geometric.data import Data
+from torch_geometric.loader import LinkNeighborLoader
+from torch_geometric.nn import SAGEConv
+from torch_geometric.sampler import NegativeSampling
+
+from bench.backends import link, stages
+from bench.backends.base import shard
+from bench.backends.pyg_node import CscGraphStore, PygNodePipeline, RowFeatureStore, sampled_per_hop
+from bench.stores import features_in_memory, open_store
+
+
+class Pipeline(link.LinkPipeline, PygNodePipeline):
+
+    def __init__(self, data, settings: dict):
+        PygNodePipeline.__init__(self, data, settings)
+        self.link_init(data)
+        self.graph = self._graph(data, self.split, settings["store"])
+        self.train_pos = shard(self.split.train_pos, settings["seed"])
+        self.train_loader = self._loader("train", shuffle=True, num_workers=settings["num_workers"])
+        sampler = self.train_loader.link_sampler
+        if self.excludes:  # after the sampler, inside its clock: as GraphBolt's exclusion after its sampling
+            sampler.sample_from_edges = ExcludeSeedEdges(sampler.sample_from_edges, self.split.num_nodes,
+                                                         self.link_settings["neg_mode"])
+        if self.profile:
+            sampler.sample_from_edges = stages.timed(sampler.sample_from_edges, "sample")
+            self.train_loader.filter_fn = stages.timed(self.train_loader.filter_fn, "fetch")
+        self.build_model(data)
+
+    @staticmethod
+    def _graph(data, split, store: str):
+        if not features_in_memory(store):
+            return (RowFeatureStore(open_store(store, "link", data), data.labels),
+                    CscGraphStore(split.edge_index[0], split.csc_indptr, data.num_nodes))
+        return Data(x=torch.from_numpy(data.features), edge_index=torch.from_numpy(split.edge_index),
+                    num_nodes=data.num_nodes)
+
+    def _loader(self, split: str, shuffle: bool, num_workers: int = 0) -> LinkNeighborLoader:
+        # is_sorted: the split's edges are in CSC order already (as pyg-neighbor's hub graph)
+        neg = NegativeSampling(self.link_settings["neg_mode"], amount=self.link_settings["neg_ratio"])
+        label_index = torch.from_numpy(self.train_pos.T.copy())
+        if isinstance(self.graph, tuple):  # a remote backend takes (edge type, index): None, homogeneous
+            label_index = (None, label_index)
+        return LinkNeighborLoader(
+            self.graph, num_neighbors=list(self.settings["fanout"]), is_sorted=True,
+            edge_label_index=label_index, neg_sampling=neg,
+            batch_size=self.settings["batch_size"], shuffle=shuffle, num_workers=num_workers,
+            persistent_workers=num_workers > 0, pin_memory=bool(self.settings.get("pin_memory")))
+
+    @staticmethod
+    def conv_factory():
+        return lambda a, b: SAGEConv(a, b, aggr="mean")
+
+    def inputs(self, batch):
+        return batch.x, self._layers(batch)
+
+    @staticmethod
+    def pairs(batch):
+        if "src_index" in batch:  # triplet
+            neg_dst = batch.dst_neg_index.reshape(len(batch.src_index), -1)
+            return (batch.src_index, batch.dst_pos_index, batch.src_index.repeat_interleave(neg_dst.shape[1]),
+                    neg_dst.reshape(-1))
+        num_pos = int(batch.input_id.numel())  # binary: the positives first, then the negatives
+        index = batch.edge_label_index
+        return index[0, :num_pos], index[1, :num_pos], index[0, num_pos:], index[1, num_pos:]
+
+    def seed_pairs(self, batch):
+        src, dst = positive_pairs(batch)
+        return batch.n_id[src].numpy(), batch.n_id[dst].numpy()
+
+    @staticmethod
+    def sampled_edges(batch):
+        return batch.n_id[batch.edge_index[0]].numpy(), batch.n_id[batch.edge_index[1]].numpy()
+
+    @staticmethod
+    def positives(batch) -> int:
+        return int(batch.input_id.numel())
+
+    def work(self, batch):
+        """As pyg-neighbor's, around the batch's seed nodes: the unique ends of its positives and
+        negatives, numbered first (PyG samples from them as a NeighborLoader from its seeds)."""
+        index = batch.edge_label_index if "edge_label_index" in batch else torch.cat(
+            [batch.src_index, batch.dst_pos_index, batch.dst_neg_index.reshape(-1)])
+        seeds = int(index.max()) + 1
+        rows = int(batch.x.shape[0])
+        hop_nodes, hop_edges = sampled_per_hop(batch, len(self.settings["fanout"]), rows, seeds=seeds)
+        modelled = self.settings.get("model") != "none"
+        layer_nodes, layer_edges = stages.layer_work(hop_nodes, hop_edges, False) if modelled else ([], [])
+        negatives = int(batch.dst_neg_index.numel()) if "dst_neg_index" in batch else \
+            int(batch.edge_label_index.shape[1]) - self.positives(batch)
+        return (hop_nodes, hop_edges, rows, batch.x.numel() * batch.x.element_size(), layer_nodes, layer_edges,
+                None, self.positives(batch), negatives)  # None: no per-type breakdown (stages.Work.add)
+
+
+def positive_pairs(batch):
+    """The batch's positive seed edges in its local ids."""
+    if "src_index" in batch:
+        return batch.src_index, batch.dst_pos_index
+    num_pos = int(batch.input_id.numel())
+    return batch.edge_label_index[0, :num_pos], batch.edge_label_index[1, :num_pos]
+
+
+class ExcludeSeedEdges:
+    """LinkNeighborLoader's sampler followed by the exclusion: the SamplerOutput less the sampled
+    edges that are a positive seed edge of the batch or its reverse (the sampler's metadata says
+    which label pairs are the positives: triplet src_index/dst_pos_index, binary the first
+    input_id.numel() columns of edge_label_index). Picklable, for DataLoader workers."""
+
+    def __init__(self, sample_from_edges, num_nodes: int, neg_mode: str):
+        self.sample_from_edges, self.num_nodes, self.neg_mode = sample_from_edges, num_nodes, neg_mode
+
+    def __call__(self, *args, **kwargs):
+        out = self.sample_from_edges(*args, **kwargs)
+        if self.neg_mode == "triplet":
+            _, src_index, dst_pos_index = out.metadata[:3]
+        else:
+            input_id, label_index = out.metadata[:2]
+            src_index, dst_pos_index = label_index[0, :input_id.numel()], label_index[1, :input_id.numel()]
+        n = self.num_nodes
+        node = out.node
+        pos_src, pos_dst = node[src_index], node[dst_pos_index]
+        seeds = torch.cat([pos_src * n + pos_dst, pos_dst * n + pos_src])
+        keep = ~torch.isin(node[out.row] * n + node[out.col], seeds)
+        if bool(keep.all()):
+            return out
+        return dataclasses.replace(out, row=out.row[keep], col=out.col[keep],
+                                   edge=None if out.edge is None else out.edge[keep])

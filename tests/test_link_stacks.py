@@ -1,0 +1,100 @@
+"""The link task through the real stacks (PyG's LinkNeighborLoader, DGL 2.1's GraphBolt link
+pipeline): a tiny link suite end to end, both frameworks' validation MRR at the same epochs and
+exclusion, the leak named with exclusion none, and a planted leak (a pipeline that forgets its
+exclusion) failing the cell with the leak named."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from bench.backends.link import PLANT_LEAK_ENV
+from bench.publish import results
+from tests.conftest import require_stacks, run_suite_text
+
+pytestmark = pytest.mark.stacks
+
+DATASET = """
+datasets:
+  rmat-s11:
+    source: synthetic
+    params: {scale: 11, edge_factor: 8, feature_dim: 32, num_classes: 8}
+"""
+TINY_LINK = """
+name: tiny-link
+""" + DATASET + """
+backends: [pyg-link, dgl-graphbolt-link]
+settings:
+  exclusion: [none, reverse]
+  neg_ratio: 1
+  fanout: [5, 5]
+  batch_size: 256
+  epochs: 3
+  warmup_epochs: 3
+  timeout: 600
+include:
+  - {exclusion: reverse, neg_ratio: [1, 5]}
+"""
+# the MRR both frameworks reach at the same epochs and exclusion, within this (issue 37)
+MRR_WITHIN = 0.02
+
+
+@pytest.fixture(scope="module")
+def tiny_link(tmp_path_factory, cache_dir):
+    require_stacks("pyg", "dgl")
+    proc, out = run_suite_text(TINY_LINK, tmp_path_factory.mktemp("link"), cache_dir, name="tiny-link")
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    return {b["extra_info"]["cell_id"]: b["extra_info"] for b in json.loads(out.read_text())["benchmarks"]}, out
+
+
+def test_both_frameworks_train_link_cells_with_the_full_contract(tiny_link):
+    cells, out = tiny_link
+    results.read(out)  # the contract, as the reader checks it
+    assert {c.split("/")[0] for c in cells} == {"pyg-link", "dgl-graphbolt-link"}
+    assert len(cells) == 6
+    for info in cells.values():
+        assert 0 < info["val_mrr"] <= 1 and 0 < info["test_mrr"] <= 1
+        assert set(info["test_hits"]) == {"10", "50", "100"}
+        assert info["test_hits"]["10"] <= info["test_hits"]["50"] <= info["test_hits"]["100"]
+        assert info["link_split"]["eval_negatives"] == 100 and info["link_split"]["undirected"]
+        assert any("not filtered" in note for note in info["link_notes"])
+        per_seed = info["work"]["per_seed"]
+        assert per_seed["negatives"] == info["settings"]["neg_ratio"]  # negatives per positive, as asked
+        assert per_seed["hop_edges"][0] > 0
+        assert info["seeds_per_s"] > 0  # positive seed edges per second
+
+
+def test_exclusion_none_says_the_accuracy_includes_the_leak(tiny_link):
+    cells, _ = tiny_link
+    for cell_id, info in cells.items():
+        leaks = info["leaks"]
+        if info["settings"]["exclusion"] == "none":
+            assert leaks["leaked_batches"] > 0, cell_id  # each batch's own seed edges are in its graph
+            assert "includes the leak" in info["link_notes"][0]
+        else:
+            assert leaks["leaked_edges"] == 0 and leaks["batches"] > 0, cell_id
+
+
+def test_both_frameworks_reach_the_same_validation_mrr(tiny_link):
+    cells, _ = tiny_link
+    for exclusion in ("none", "reverse"):
+        pair = {info["backend"]: info["val_mrr"] for info in cells.values()
+                if info["settings"]["exclusion"] == exclusion and info["settings"]["neg_ratio"] == 1}
+        assert set(pair) == {"pyg-link", "dgl-graphbolt-link"}
+        assert abs(pair["pyg-link"] - pair["dgl-graphbolt-link"]) <= MRR_WITHIN, (exclusion, pair)
+        assert min(pair.values()) > 0.08  # learned: uniform scores rank a positive among 100 at about 0.05
+
+
+def test_a_pipeline_that_forgets_its_exclusion_fails_with_the_leak_named(tmp_path, cache_dir):
+    require_stacks("pyg", "dgl")
+    text = "name: planted-leak\n" + DATASET + """
+backends: [pyg-link, dgl-graphbolt-link]
+settings: {exclusion: reverse, fanout: [5, 5], batch_size: 256, epochs: 1, warmup_epochs: 0, timeout: 300}
+"""
+    proc, out = run_suite_text(text, tmp_path, cache_dir, name="planted-leak", env={PLANT_LEAK_ENV: "1"})
+    unmeasured = {u["id"]: u for u in json.loads(out.read_text())["unmeasured"]}
+    assert {i.split("/")[0] for i in unmeasured} == {"pyg-link", "dgl-graphbolt-link"}, proc.stdout[-3000:]
+    for cell in unmeasured.values():
+        assert cell["status"] == "failed"
+        assert "SeedEdgeLeakError: seed-edge leak with exclusion reverse" in cell["reason"].splitlines()[0]
