@@ -209,7 +209,9 @@ def versioned_stacks() -> dict[str, VersionedStack]:
     pinned, out = available(), {}
     for name in versions.names():
         framework, release = versions.split(name)
-        base = pinned[versions.BASES[framework][0]]
+        base = pinned.get(versions.BASES[framework][0])
+        if base is None:  # a checkout without the framework's pin file (an install entry of its own)
+            continue
         out[name] = VersionedStack(name, versions.requirements_path(name),
                                    versions.pins(framework, release, base.pins, base.requirements), base)
     return out
