@@ -26,6 +26,8 @@ import time
 
 from bench import modes
 from bench.backends import AMP_DTYPES
+from bench import cuda_fit
+from bench.backends.stages import tensor_bytes
 
 DROPOUT = 0.5
 # Full-neighbourhood (layer-wise) inference runs in chunks of destination nodes whose per-edge
@@ -103,8 +105,6 @@ def fit_problem(available: bool = True) -> str | None:
     version, each GPU's compute capability against torch.cuda.get_arch_list()), in one line that
     names the image tag to use instead (bench/cuda_fit.py), or None."""
     import torch
-
-    from bench import cuda_fit
 
     if not torch.version.cuda:
         return None
@@ -383,7 +383,6 @@ class Pipeline(abc.ABC):
         (Data) are counted here; a backend whose loader copies overrides it."""
         if self.device.type != "cuda" or not hasattr(batch, "to_dict"):
             return 0
-        from bench.backends.stages import tensor_bytes
 
         return tensor_bytes(v for v in batch.to_dict().values() if getattr(v, "is_cuda", True) is False)
 

@@ -45,6 +45,7 @@ import numpy as np
 
 from bench.backends import base
 from bench.tasks import TASK_SETTINGS
+from bench.datasets import link_split
 
 HITS_AT = (10, 50, 100)
 # A test hook: "1" builds the pipeline without its exclusion step while the cell still says
@@ -150,8 +151,6 @@ class LinkPipeline:
     `positives(batch)` -> the number of positive seed edges."""
 
     def link_init(self, data) -> None:
-        from bench.datasets import link_split
-
         self.data = data
         self.split = link_split.load(data.path)
         self.link_settings = {k: setting(self.settings, k) for k in ("neg_ratio", "neg_mode", "exclusion", "decoder")}

@@ -39,6 +39,7 @@ from torch_geometric.loader import ClusterData
 from bench.backends.base import Unavailable, rank_and_world, unavailable_reason
 from bench.backends.pyg_node import PygNodePipeline
 from bench.net import free_port
+from bench.paths import PYG_WHEELS_ENV, running_stack_no_pyg_lib
 
 GROUP = "gnnbench-pyg-dist"
 
@@ -122,8 +123,6 @@ class Pipeline(PygNodePipeline):
         # The constructor DistNeighborLoader calls first: on torch-geometric 2.7.0-2.8.1 it raises.
         DistNeighborSampler(self.ctx, self.stores, list(settings["fanout"]))
         if not hasattr(torch.ops.pyg, "dist_neighbor_sample"):
-            from bench.paths import PYG_WHEELS_ENV, running_stack_no_pyg_lib
-
             why = running_stack_no_pyg_lib() or "not installed in this environment"
             raise Unavailable(f"pyg-dist needs pyg-lib's dist_neighbor_sample operator, and this stack has "
                               f"no pyg-lib: {why}. pyg-lib is not on PyPI: point {PYG_WHEELS_ENV} at a "

@@ -11,6 +11,8 @@ from pathlib import Path
 
 from bench.inputs import InputError
 from bench.run import suite as suite_mod
+from bench.run.session import select_cells
+from bench.paths import default_results_dir
 
 # Exit codes of `gnnbench`: 0 every cell ran (or was skipped or refused for a stated reason);
 # EXIT_CELLS_FAILED a cell failed or timed out (its result is recorded with the others); 2 bad input
@@ -47,8 +49,6 @@ def command_line() -> str:
 
 def chosen_cells(args, keep, needs: str):
     """The suite's cells (after -k) that `keep` accepts; an input error naming `needs` if none."""
-    from bench.run.session import select_cells
-
     suite, _ = suite_mod.load(args.suite)
     cells = suite_mod.expand(suite)
     cells = select_cells(cells, args.select) if args.select else cells
@@ -60,8 +60,6 @@ def chosen_cells(args, keep, needs: str):
 
 def results_path(args, kind: str, suite_name: str) -> Path:
     import datetime as dt
-
-    from bench.paths import default_results_dir
 
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     return args.out or default_results_dir() / f"{kind}-{suite_name}-{stamp}.json"

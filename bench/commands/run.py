@@ -10,6 +10,7 @@ from bench.commands.common import (EXIT_CELLS_FAILED, EXIT_INTERRUPTED, EXIT_NOT
 from bench.commands.report import report_files
 from bench.inputs import InputError, terminal_safe
 from bench.run.session import RunOptions, Session, add_run_options
+from bench.machine import gpus
 
 
 def add_parser(sub, parents) -> None:
@@ -22,8 +23,6 @@ def add_parser(sub, parents) -> None:
 
 def default_suite() -> tuple[str, str]:
     """The suite `gnnbench run` takes when none is named, and why."""
-    from bench.machine import gpus
-
     shown = gpus.visible()
     if shown:
         return "gpu", f"{len(shown)} GPU(s) visible ({', '.join(dict.fromkeys(shown.names))}; {shown.how})"

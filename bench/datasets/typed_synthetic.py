@@ -30,6 +30,7 @@ from typing import Literal
 import numpy as np
 
 from bench.datasets import baseline, typed_hub
+from bench.datasets import hub
 
 SHAPE = "typed"  # bench/tasks.py: serves the typed-node task
 VERSION = 1
@@ -138,8 +139,6 @@ def generate(params: dict) -> dict:
 
 
 def _split(n: int, p: dict, rng: np.random.Generator):
-    from bench.datasets import hub
-
     return hub.split_indices(n, p["train_frac"], p["val_frac"], rng, p["test_frac"])
 
 

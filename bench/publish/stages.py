@@ -26,6 +26,8 @@ from typing import Any
 # the stage names and their labels are the stage clocks' (the worker records them)
 from bench.backends.stages import STAGES, label
 from bench.publish import fmt
+from bench.modes import MODES, pins
+from bench.backends import BACKENDS
 
 # The cells these checks read are bench.publish.results.CellResult; named here, not imported:
 # results applies the equal-work and fewer-seeds checks while it reads a file, so it imports this
@@ -125,8 +127,6 @@ def gather_ceiling(cell: CellResult) -> float | None:
 
 def _pinned(cell: CellResult) -> bool:
     """What the cell pinned: its mode's data (pinned-cuda) or its loader's batches (pin_memory)."""
-    from bench.modes import MODES, pins
-
     name = str(cell.settings.get("mode", ""))
     return name in MODES and pins(name, cell.settings)
 
@@ -282,8 +282,6 @@ def _per_seed_text(value: float) -> str:
 
 def _why(cell: CellResult, figure: tuple[str, int, str]) -> str | None:
     """What the framework does that makes this figure larger (bench.backends.BackendInfo.work_notes)."""
-    from bench.backends import BACKENDS
-
     info = BACKENDS.get(cell.backend or "")
     if info is None:
         return None
@@ -367,8 +365,6 @@ def fewer_seeds(cells) -> dict[str, str]:
     (GraphBolt's DistributedItemSampler with drop_uneven_inputs drops each rank's uneven batches;
     PyG's shards drop a remainder smaller than the world size). Such cells do the same work per
     seed over fewer seeds: compare them by seeds/s, not epoch time."""
-    from bench.backends import BACKENDS
-
     groups: dict[str, list] = {}
     for cell in cells:
         info = BACKENDS.get(cell.backend or "")

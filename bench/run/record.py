@@ -24,6 +24,8 @@ from bench.backends.stages import add_typed
 from bench.result_format import DATASET_FIELDS, REQUIRED_EXTRA, SCHEMA_VERSION, WRITTEN_FROM_RECORD, EpochMean
 from bench.stacks import external as external_stacks
 from bench.run.runner import Outcome
+from bench.run import cluster_env
+from bench.machine.gpu_facts import gpu_info as facts
 
 # pytest-benchmark names a benchmark after its test; both ways of running a suite (gnnbench run
 # and pytest suites/) name a cell's entry as the pytest entry's test would be named.
@@ -274,8 +276,6 @@ def machine_info(ceilings: dict | None = None) -> dict:
 def cluster_info() -> dict | None:
     """The scheduler, job id, node list and this node's rank (bench.run.cluster_env); None where
     no scheduler started the run."""
-    from bench.run import cluster_env
-
     try:
         found = cluster_env.detect()
     except cluster_env.ClusterEnvError as exc:
@@ -286,6 +286,4 @@ def cluster_info() -> dict | None:
 def gpu_info() -> dict | None:
     """The GPUs, their clocks, MIG mode and topology, CUDA_VISIBLE_DEVICES and NCCL_* settings
     (bench/machine/gpu_facts.py); None where there is no nvidia-smi."""
-    from bench.machine.gpu_facts import gpu_info as facts
-
     return facts()

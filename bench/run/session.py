@@ -36,6 +36,7 @@ from bench.run import cell_scratch, cluster_env, record, suite as suite_mod
 from bench.run.prepare import Preparation, ensure_dataset
 from bench.run.runner import Launch, Outcome, launch_cell
 from bench.run.suite import Cell
+from bench.machine import core_budget
 
 JOURNAL_SUFFIX = ".cells.jsonl"
 JOURNAL_STATUSES = ("ok", *UNMEASURED_STATUSES)
@@ -452,8 +453,6 @@ class Session:
     def cell_notes(self, cell: Cell) -> list[str]:
         """What a reader of this cell's numbers must know: ranks beyond the usable cores, and for
         a GPU cell how its stages were timed and which of its CUDA paths no GPU run has shown."""
-        from bench.machine import core_budget
-
         notes = []
         cores = usable_cores()
         local_ranks = max(1, cell.settings["world_size"] // max(1, self.launch.nnodes))

@@ -30,6 +30,11 @@ from bench.paths import suites_dir
 from bench.machine.cgroup import canonical as canonical_limit
 from bench.stores import STORES, cold_files
 from bench.tasks import TASK_SETTINGS, TASKS, describe
+from bench.stacks import framework_of
+from bench.machine import core_budget
+from bench.stacks import framework_of, get
+from bench.stacks import OWN, StackError, known
+from bench.datasets.hub import source_fingerprint
 
 ModeName = Literal[ALL_MODES]  # type: ignore[valid-type]  # what each means: bench.modes
 PER_GPU = "per-gpu"  # num_workers: the usable cores shared out among this node's ranks, resolved per run
@@ -180,8 +185,6 @@ class Settings(Strict):
     @field_validator("stack")
     @classmethod
     def _known_stack(cls, value):
-        from bench.stacks import OWN, StackError, known
-
         try:
             allowed = known()
         except StackError as exc:
@@ -282,7 +285,6 @@ class Cell:
         journal line whose digest differs was measured in another configuration."""
         shape = json.loads(self.to_json())
         if datasets_module.user_files(self.dataset_spec["source"]):  # a user's files: their edits too
-            from bench.datasets.hub import source_fingerprint
 
             shape["dataset_files"] = source_fingerprint(self.dataset_spec)
         text = json.dumps(shape, sort_keys=True)
@@ -347,7 +349,6 @@ def with_stacks(suite: Suite, names: list[str]) -> tuple[Suite, list[str]]:
         raise SuiteError(f"--stack {' --stack '.join(names)}: no backend of suite {suite.name!r} runs in "
                          f"{'these stacks' if len(names) > 1 else 'this stack'} (a stack runs the backends of "
                          "its framework: PyG's or DGL's)")
-    from bench.stacks import framework_of
 
     in_stacks = {c.backend for c in expand(changed)}
     backends = named_backends(suite)
@@ -383,8 +384,6 @@ def resolve_workers(cell: Cell, usable_cores: int, nnodes: int = 1) -> Cell:
     """A cell with `num_workers: per-gpu` as it runs on this machine: each of this node's ranks
     gets its share of the usable cores less one for its own thread (the core budget,
     bench/machine/core_budget.py; at least 1); the rule stays in `num_workers_rule`, the id unchanged."""
-    from bench.machine import core_budget
-
     if cell.settings["num_workers"] != PER_GPU:
         return cell
     local_ranks = max(1, cell.settings["world_size"] // max(1, nnodes))
@@ -677,8 +676,6 @@ def _meaningful(backend: str, settings: dict) -> bool:
     settings only in a mode that trains on the GPU (bf16 autocast also runs on the CPU), with a
     model to train, and where the backend has them (BackendInfo.options); trim_to_layer only with
     a model, where the backend has it; a cold page cache only for a store read from files."""
-    from bench.stacks import framework_of, get
-
     info = BACKENDS[backend]
     if settings["stack"] is not None and framework_of(info.stack) not in get(settings["stack"]).frameworks:
         return False

@@ -29,6 +29,7 @@ import numpy as np
 
 from bench.stores.lmdb_env import LmdbReader, StoreError, close_all, finish, writing
 from bench.stores.lmdb_features import fingerprint
+from bench.datasets import molecules
 
 FORMAT_VERSION = 1
 MAGIC = b"GRF1"
@@ -76,8 +77,6 @@ def needed_map_size(node_counts: np.ndarray, edge_counts: np.ndarray, dim: int) 
 def build(dataset_dir: Path, map_size: int | None = None, progress=None) -> Path:
     """Build the store next to the dataset unless a valid one is there. Atomic: written in a
     temporary folder and renamed, so a half-built store is never opened under the final name."""
-    from bench.datasets import molecules
-
     dataset_dir = Path(dataset_dir)
     target = store_dir(dataset_dir)
     if LmdbGraphs.reuse(target, fingerprint(dataset_dir)):
@@ -160,8 +159,6 @@ class LmdbGraphs(LmdbReader):
 
     def read_many(self, ids):
         """Graphs `ids` as one batch of columns (molecules.GraphColumns), in one transaction."""
-        from bench.datasets import molecules
-
         return molecules.GraphColumns.of(self.get_many(ids))
 
 
