@@ -96,7 +96,7 @@ def cache_dir(given: Path | str | None, writable: bool) -> Path:
     """The dataset hub folder: `--cache-dir` where given, else cache_root(); checked as the
     input it came from (InputError names the option or the variable). `writable`: the command
     writes there (prepare, run), not only reads (list, info)."""
-    from bench.inputs import folder
+    from bench.inputs import folder  # inputs imports this module (the layers' lowest): a cycle at the top
 
     if given:
         return folder(f"--cache-dir {given}", given, writable)

@@ -63,7 +63,7 @@ def _read_metadata(meta_file: Path) -> dict:
     or aliases that expand past 100,000 values are refused, naming the file, before anything walks it)."""
     import yaml
 
-    from bench import strict_yaml
+    from bench import strict_yaml  # host only (yaml): a stack imports this module, never this function
 
     if not meta_file.is_file():
         raise ug.fail(f"{meta_file}: no such file; allowed: a GraphBolt OnDiskDataset folder with its metadata.yaml")

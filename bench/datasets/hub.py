@@ -134,7 +134,7 @@ def source_version(source: str) -> int | None:
 def source_fingerprint(spec: dict) -> str | None:
     """A digest of a user's source files (size and mtime), from the source's `fingerprint`; None
     for the other sources."""
-    from bench import datasets
+    from bench import datasets  # the registry, as above
 
     try:
         module = datasets.source_module(spec["source"])
@@ -527,7 +527,7 @@ def load_dataset(source: str, path, features_in_memory: bool = True, mmap: bool 
     store holds its own copy).
     A source's own `load` (graph collections) maps everything with `mmap` or a disk-backed store.
     The result has `.card()` (the statistics every result carries) and `.meta`."""
-    from bench import datasets  # the registry
+    from bench import datasets  # the registry: it imports the sources, which import this module
 
     module = datasets.source_module(source)
     if hasattr(module, "load"):

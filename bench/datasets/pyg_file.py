@@ -293,7 +293,7 @@ def expected_stats(params: dict) -> dict:
     try:
         import torch  # noqa: F401
     except ImportError:  # the host: the sizes are known once the pyg stack converted it
-        from bench.datasets import hub
+        from bench.datasets import hub  # hub imports the registry, which imports this module: a cycle at the top
 
         raise hub.DatasetError(f"{params.get('path')}: a PyG file's sizes are read in the pyg stack; check and "
                                "convert it first (gnnbench datasets check pyg-file:PATH)") from None

@@ -284,7 +284,7 @@ def of_document(data, path: Path) -> RunResult:
     bench/run/recover.py), and read it."""
     path = Path(path)
     _check(data, path)
-    from bench.publish.stages import equal_work, fewer_seeds
+    from bench.publish.stages import equal_work, fewer_seeds  # stages reads this module's model: a cycle at the top
 
     meta = data.get("gnnbench", {})
     machine = _machine(data.get("machine_info") or {})

@@ -220,7 +220,7 @@ def versioned_stacks() -> dict[str, VersionedStack]:
 def known() -> dict:
     """The pinned stacks (and the versioned ones) and the external ones registered on this machine
     (`gnnbench stacks add`)."""
-    from bench.stacks.external import ExternalStackError, registered
+    from bench.stacks.external import ExternalStackError, registered  # external imports this module; the images run this one alone
 
     try:
         return {**available(), **versioned_stacks(), **registered()}
