@@ -320,7 +320,7 @@ CELL_COLUMNS = [
            doc="The reference cell's median epoch time over this cell's: above 1 is faster than the reference (the suite's `baseline`, default its first cell)."),
     Column("scaling efficiency", lambda c: c.scaling_efficiency, fmt.pct, title="scaling", unit="efficiency",
            hint=lambda c: f"speedup against 1 rank: {fmt.ratio(c.speedup_vs_ws1)}", markdown=False,
-           shown=_has_scaling,
+           shown=_has_scaling, fold=True,  # the scaling chart beside the table draws it too
            doc="Speedup against the same configuration at 1 rank, divided by the world size: 100 % is perfect scaling."),
     Column("seeds/s", metric("seeds_per_s"), fmt.rate, title="throughput", unit="seeds/s", note=_fewer_seeds,
            hint=_seeds_hint,
@@ -338,10 +338,10 @@ CELL_COLUMNS = [
            note=_unequal_work, hint=_work_hint, shown=_recorded("work"), fold=True,
            doc="Nodes in a batch's sampled subgraph, the mean over the counted batches; noted `(unequal work)` where the per-seed, per-hop work differs from a cell that should do the same."),
     # typed graphs (bench/backends/typed.py): the model, and the work per node type and relation
-    Column("model", _model_text, _text, unit="parameters", note=_model_note, shown=_typed_table,
+    Column("model", _model_text, _text, unit="parameters", note=_model_note, shown=_typed_table, fold=True,
            doc="Typed cells: the model trained (R-GCN, or R-GAT with its heads) and its parameters, the featureless node types' learnable embeddings among them (noted)."),
     Column("nodes / batch by type", _typed_nodes, _typed_nodes_text, title="work by node type", unit="nodes / batch",
-           hint=_typed_hint, shown=_typed_table,
+           hint=_typed_hint, shown=_typed_table, fold=True,
            doc="Typed cells: nodes in a batch's sampled subgraph per node type (all hops), the mean over the counted batches; the tooltip has each type's nodes and each relation's edges per hop."),
     Column("edges / batch by relation", _typed_edges, _text, title="work by relation", unit="edges / batch",
            hint=_typed_hint, shown=_typed_table, fold=True,
@@ -389,10 +389,10 @@ CELL_COLUMNS = [
     Column("val MRR", metric("val_mrr"), fmt.accuracy, title="MRR", unit="validation", note=_leak_note,
            hint=_link_hint, shown=_recorded("val_mrr"),
            doc="Link cells: mean reciprocal rank of the validation edges against their fixed negatives, full neighbourhoods over the training graph; `(includes the leak)` where exclusion is none and batches sampled their own seed edges."),
-    Column("test MRR", metric("test_mrr"), fmt.accuracy, title="MRR", unit="test", shown=_recorded("test_mrr"),
+    Column("test MRR", metric("test_mrr"), fmt.accuracy, title="MRR", unit="test", shown=_recorded("test_mrr"), fold=True,
            doc="Link cells: mean reciprocal rank of the test edges against their fixed negatives."),
     Column("test Hits@10/50/100", lambda c: c.metrics.get("test_hits"), _hits, title="Hits@K", unit="test, 10 / 50 / 100",
-           shown=_recorded("test_hits"),
+           shown=_recorded("test_hits"), fold=True,
            doc="Link cells: the share of test edges ranked within the first 10, 50 and 100 against their fixed negatives."),
     # MLPerf's score where the suite sets target_acc (bench/publish/to_target.py): training seconds
     # and epochs to the validation target, or the best accuracy where it was not reached
