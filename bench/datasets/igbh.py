@@ -115,16 +115,11 @@ def read_folder(folder: Path, classes: int) -> dict:
         problems.add(processed, "no relations (<src>__<name>__<dst>/edge_index.npy); allowed: at least one")
     for rel_dir in relation_dirs:
         path = rel_dir / "edge_index.npy"
-        parts = rel_dir.name.split(typed_hub.NAME_SEPARATOR)
-        if len(parts) != 3 or not all(parts):
-            problems.add(rel_dir, "the name is not <src>__<name>__<dst>")
+        relation = typed_npy.relation_named(rel_dir.name, types, problems, rel_dir, path, "<src>__<name>__<dst>",
+                                            "processed/")
+        if relation is None:
             continue
-        src, name, dst = parts
-        unknown = [t for t in (src, dst) if t not in types]
-        if unknown:
-            problems.add(path, f"the relation names node type(s) {', '.join(map(repr, dict.fromkeys(unknown)))} "
-                               f"that are not there (processed/: {', '.join(types)})")
-            continue
+        src, name, dst = relation
         e = typed_npy._open(path, problems) if path.is_file() else None
         if not path.is_file():
             problems.add(path, "missing: the relation's edges [E, 2]")

@@ -75,6 +75,23 @@ class Problems:
                                    + "\n".join(ug.fail(line).args[0] for line in self.lines))
 
 
+def relation_named(stem: str, types, problems: Problems, name_path: Path, edges_path: Path, name_rule: str,
+                   types_where: str) -> tuple[str, str, str] | None:
+    """(src, name, dst) from a relation's `<src>__<name>__<dst>` name, or None with the problem added:
+    a name not of three parts (at `name_path`), or a node type that is not there (at `edges_path`;
+    `types_where` says where the types were listed). Shared by the typed `.npy` folder and IGBH's layout."""
+    parts = stem.split(typed_hub.NAME_SEPARATOR)
+    if len(parts) != 3 or not all(parts):
+        problems.add(name_path, f"the name is not {name_rule}")
+        return None
+    unknown = [t for t in (parts[0], parts[2]) if t not in types]
+    if unknown:
+        problems.add(edges_path, f"the relation names node type(s) {', '.join(map(repr, dict.fromkeys(unknown)))} "
+                                 f"that are not there ({types_where}: {', '.join(types) or 'none'})")
+        return None
+    return parts[0], parts[1], parts[2]
+
+
 def _open(path: Path, problems: Problems):
     try:
         return np.load(path, mmap_mode="r", allow_pickle=False)
@@ -164,16 +181,11 @@ def read_folder(folder: Path) -> dict:
     if not edge_files:
         problems.add(edges_dir, "no relations (edges/<src>__<name>__<dst>.npy); allowed: at least one")
     for path in edge_files:
-        parts = path.stem.split(typed_hub.NAME_SEPARATOR)
-        if len(parts) != 3 or not all(parts):
-            problems.add(path, "the name is not <src>__<name>__<dst>.npy (source type, relation, destination type)")
+        relation = relation_named(path.stem, types, problems, path, path,
+                                  "<src>__<name>__<dst>.npy (source type, relation, destination type)", "nodes/")
+        if relation is None:
             continue
-        src, name, dst = parts
-        unknown = [t for t in (src, dst) if t not in types]
-        if unknown:
-            problems.add(path, f"the relation names node type(s) {', '.join(map(repr, dict.fromkeys(unknown)))} "
-                               f"that are not there (nodes/: {', '.join(types) or 'none'})")
-            continue
+        src, name, dst = relation
         e = _open(path, problems)
         if e is None or not _integers(e, path, "edge_index", "shape [2, E]", problems):
             continue
