@@ -31,6 +31,7 @@ import numpy as np
 
 from bench.datasets import baseline, typed_hub
 from bench.datasets import hub
+from bench.datasets.synthetic import check_params  # noqa: F401 - the same split rule, this source's check
 
 SHAPE = "typed"  # bench/tasks.py: serves the typed-node task
 VERSION = 1
@@ -54,12 +55,6 @@ USER_PARAMS = tuple(PARAMS)
 
 def counts(scale: int) -> dict[str, int]:
     return {t: max(1, int(round(per * scale))) for t, per in NODES_PER_SCALE.items()}
-
-
-def check_params(params: dict) -> None:
-    total = params["train_frac"] + params["val_frac"] + (params["test_frac"] or 0)
-    if total > 1:
-        raise ValueError(f"train_frac + val_frac + test_frac is {total:g}; at most 1")
 
 
 def canonical_params(params: dict) -> dict:
