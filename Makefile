@@ -78,7 +78,7 @@ bench: stacks
 
 test: stacks chromium podman slurm
 	@# pytest's exit code 5 (no tests collected) is a failure too, said as such (make would print 2)
-	$(BIN)/python -m pytest tests -ra; code=$$?; \
+	$(BIN)/python -m pytest tests -ra --durations=25; code=$$?; \
 	  if [ $$code -eq 5 ]; then echo "make test: pytest collected no tests: that is a failure" >&2; fi; exit $$code
 
 # The published site: the docs (MkDocs, from docs/ and the code's reference pages) in site/docs/,
