@@ -4,6 +4,7 @@ Markdown table).
 
     python -m bench.harness_costs.convert_benchmark [--scale 21 --edge-factor 19 --feature-dim 100]
         [--formats npy,graphbolt,edge-list,edge-list-csv,pyg-file] [--in-memory] --work DIR --out FILE.json
+    python -m bench.harness_costs.convert_benchmark --typed ...   (a typed graph: typed_convert_benchmark.py)
 
 1. The graph: the synthetic generator's (products-scale by default: 2,097,152 nodes, 64 M directed
    edges after symmetrising, 100 features, 47 classes), generated once into DIR/cache.
@@ -220,17 +221,12 @@ print(json.dumps({"hub": str(out), "seconds": seconds, "vm_hwm_bytes": hwm}))
 """
 
 
-def measure(fmt: str, path: Path, work: Path, interval: float = 0.05) -> dict:
+def run_sampled(cmd: list[str], env: dict, interval: float = 0.05) -> tuple[int, str, str, int, float]:
+    """Run `cmd` in a fresh process: (return code, stdout, stderr, peak RSS of its process tree
+    sampled with psutil every `interval` s, wall seconds)."""
     import psutil
 
-    cache = work / "hubs" / fmt
-    shutil.rmtree(cache, ignore_errors=True)
-    cache.mkdir(parents=True)
-    python = pyg_python() if fmt == "pyg-file" else Path(sys.executable)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(repo_root()), os.environ.get("PYTHONPATH")]))}
-    mode = "in-memory" if fmt == "in-memory" else "stream"
-    proc = subprocess.Popen([str(python), "-c", CONVERT, SOURCE_OF[fmt], str(path), str(cache), mode],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     peak = [0]
     stop = threading.Event()
 
@@ -256,15 +252,32 @@ def measure(fmt: str, path: Path, work: Path, interval: float = 0.05) -> dict:
     wall = time.perf_counter() - started
     for reader in readers:
         reader.join()
-    out, err = streams["stdout"], streams["stderr"]
     stop.set()
     sampler.join()
-    if proc.returncode != 0:
-        raise SystemExit(f"{fmt}: the conversion failed ({proc.returncode}):\n{err[-3000:]}")
+    return proc.returncode, streams["stdout"], streams["stderr"], peak[0], wall
+
+
+def repo_env() -> dict:
+    """This process's environment with this checkout first on PYTHONPATH (the converting process
+    imports the same bench)."""
+    return {**os.environ,
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(repo_root()), os.environ.get("PYTHONPATH")]))}
+
+
+def measure(fmt: str, path: Path, work: Path, interval: float = 0.05) -> dict:
+    cache = work / "hubs" / fmt
+    shutil.rmtree(cache, ignore_errors=True)
+    cache.mkdir(parents=True)
+    python = pyg_python() if fmt == "pyg-file" else Path(sys.executable)
+    mode = "in-memory" if fmt == "in-memory" else "stream"
+    code, out, err, peak, wall = run_sampled([str(python), "-c", CONVERT, SOURCE_OF[fmt], str(path), str(cache), mode],
+                                             repo_env(), interval)
+    if code != 0:
+        raise SystemExit(f"{fmt}: the conversion failed ({code}):\n{err[-3000:]}")
     done = json.loads(out.strip().splitlines()[-1])
     hub_dir = Path(done["hub"])
     return {"format": fmt, "source": SOURCE_OF[fmt], "input": str(path), "input_bytes": du(path),
-            "hub_bytes": hub_bytes(hub_dir), "peak_rss_bytes": peak[0], "vm_hwm_bytes": done["vm_hwm_bytes"],
+            "hub_bytes": hub_bytes(hub_dir), "peak_rss_bytes": peak, "vm_hwm_bytes": done["vm_hwm_bytes"],
             "convert_s": round(done["seconds"], 2), "wall_s": round(wall, 2), "hub": str(hub_dir),
             "arrays": array_digests(hub_dir),
             "phases": json.loads((hub_dir / "meta.json").read_text()).get("convert_phases")}
@@ -311,6 +324,10 @@ def table(result: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    if "--typed" in (sys.argv[1:] if argv is None else argv):  # a typed graph: its own module, its own inputs
+        from bench.harness_costs import typed_convert_benchmark
+
+        return typed_convert_benchmark.main([a for a in (sys.argv[1:] if argv is None else argv) if a != "--typed"])
     parser = argparse.ArgumentParser(prog="python -m bench.harness_costs.convert_benchmark", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--scale", type=int, default=21, help="2^scale nodes (default 21: products-scale)")
