@@ -50,6 +50,7 @@ import numpy as np
 
 from bench.datasets import hub, hub_stream
 from bench.datasets.hub import DatasetError
+from bench.datasets.user_graph import Phases
 
 SHAPE = "typed"
 TYPED_FORMAT = 1
@@ -143,6 +144,7 @@ class Writer:
         self.widths: dict[str, int] = {}
         self.num_edges: dict[tuple, int] = {}
         self.reverse_of: dict[tuple, tuple] = {}
+        self.phases = Phases()  # each step's seconds and high-water mark: meta.json's convert_phases
 
     def features(self, node_type: str, shape: tuple, blocks) -> None:
         if node_type not in self.counts or len(shape) != 2 or shape[0] != self.counts[node_type]:
@@ -152,6 +154,7 @@ class Writer:
             for block in blocks:
                 out.append(block)
         self.widths[node_type] = int(shape[1])
+        self.phases.done(f"features {node_type}")
 
     def relation(self, relation: tuple[str, str, str], src: np.ndarray, dst: np.ndarray,
                  add_reverse: bool = True) -> None:
@@ -170,6 +173,7 @@ class Writer:
                                    f"{relation_key(relation)}")
             self._save(rev, dst, src)
             self.reverse_of[rev] = relation
+        self.phases.done(f"relation {relation_key(relation)}")
 
     def _save(self, relation: tuple, src: np.ndarray, dst: np.ndarray) -> None:
         edge_index, indptr = relation_csc(src, dst, self.counts[relation[0]], self.counts[relation[2]])
@@ -184,7 +188,9 @@ class Writer:
         np.save(self.folder / "labels.npy", np.asarray(labels, dtype=np.int64))
         for split in SPLITS:
             np.save(self.folder / f"{split}.npy", np.asarray(splits[split], dtype=np.int64))
+        self.phases.done("labels and splits (and the caller's baseline)")
         node_type_to_id, edge_type_to_id = self._write_graphbolt()
+        self.phases.done("graphbolt")
         widths = {t: self.widths.get(t, 0) for t in self.counts}
         meta = {
             "format": hub.FORMAT_VERSION, "shape": SHAPE, "typed_format": TYPED_FORMAT, "name": self.spec["name"],
@@ -200,6 +206,8 @@ class Writer:
             **(extra_meta or {}),
         }
         hub.record_checksums(self.folder)
+        self.phases.done("checksums")
+        meta["convert_phases"] = self.phases.seen
         (self.folder / "meta.json").write_text(json.dumps(meta, indent=2))
 
     def _write_graphbolt(self) -> tuple[dict, dict]:

@@ -30,7 +30,6 @@ import platform
 import shutil
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -40,6 +39,7 @@ from bench.datasets import SOURCES, user_files
 from bench import datasets
 from bench.datasets import hub
 from bench import stacks
+from bench.harness_costs.fresh_process import du, repo_env, run_sampled
 
 # one input per source of a user's own graph (the registry's sources with USER_FILES), the edge list
 # also as CSV, and today's in-memory path (npy read whole)
@@ -221,49 +221,6 @@ print(json.dumps({"hub": str(out), "seconds": seconds, "vm_hwm_bytes": hwm}))
 """
 
 
-def run_sampled(cmd: list[str], env: dict, interval: float = 0.05) -> tuple[int, str, str, int, float]:
-    """Run `cmd` in a fresh process: (return code, stdout, stderr, peak RSS of its process tree
-    sampled with psutil every `interval` s, wall seconds)."""
-    import psutil
-
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    peak = [0]
-    stop = threading.Event()
-
-    def sample():
-        root = psutil.Process(proc.pid)
-        while not stop.is_set():
-            try:
-                tree = [root, *root.children(recursive=True)]
-                peak[0] = max(peak[0], sum(p.memory_info().rss for p in tree))
-            except psutil.Error:
-                pass
-            stop.wait(interval)
-
-    sampler = threading.Thread(target=sample, daemon=True)
-    sampler.start()
-    started = time.perf_counter()
-    streams = {}
-    readers = [threading.Thread(target=lambda name=name: streams.__setitem__(name, getattr(proc, name).read()))
-               for name in ("stdout", "stderr")]
-    for reader in readers:
-        reader.start()
-    proc.wait()
-    wall = time.perf_counter() - started
-    for reader in readers:
-        reader.join()
-    stop.set()
-    sampler.join()
-    return proc.returncode, streams["stdout"], streams["stderr"], peak[0], wall
-
-
-def repo_env() -> dict:
-    """This process's environment with this checkout first on PYTHONPATH (the converting process
-    imports the same bench)."""
-    return {**os.environ,
-            "PYTHONPATH": os.pathsep.join(filter(None, [str(repo_root()), os.environ.get("PYTHONPATH")]))}
-
-
 def measure(fmt: str, path: Path, work: Path, interval: float = 0.05) -> dict:
     cache = work / "hubs" / fmt
     shutil.rmtree(cache, ignore_errors=True)
@@ -281,17 +238,6 @@ def measure(fmt: str, path: Path, work: Path, interval: float = 0.05) -> dict:
             "convert_s": round(done["seconds"], 2), "wall_s": round(wall, 2), "hub": str(hub_dir),
             "arrays": array_digests(hub_dir),
             "phases": json.loads((hub_dir / "meta.json").read_text()).get("convert_phases")}
-
-
-def repo_root() -> Path:
-    return Path(__file__).resolve().parents[2]
-
-
-def du(path: Path) -> int:
-    path = Path(path)
-    if path.is_file():
-        return path.stat().st_size
-    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
 
 HUB_ARRAYS = ("edge_index", "csc_indptr", "features", "labels", "train_idx", "val_idx", "test_idx")

@@ -36,7 +36,7 @@ import numpy as np
 
 from bench import datasets
 from bench.datasets import hub, igbh, typed_hub
-from bench.harness_costs.convert_benchmark import du, repo_env, run_sampled
+from bench.harness_costs.fresh_process import du, repo_env, run_sampled
 
 FORMATS = ("generator", "generator-cli", "typed-npy", "igbh")
 SPLITS = typed_hub.SPLITS
@@ -195,15 +195,27 @@ def high_water(r: dict) -> int:
     return max(r["peak_rss_bytes"], r["vm_hwm_bytes"])
 
 
+def peak_phase(r: dict) -> str:
+    """The writer's step by whose end the process's high-water mark had reached its final value
+    (meta.json's convert_phases; the first step's mark includes what came before it)."""
+    phases = [p for p in r.get("phases") or [] if "vm_hwm_bytes" in p]
+    if not phases:
+        return "n/a"
+    top = max(p["vm_hwm_bytes"] for p in phases)
+    first = next(p for p in phases if p["vm_hwm_bytes"] == top)
+    return first["phase"] + (" (or before: reading or drawing the graph)" if first is phases[0] else "")
+
+
 def table(result: dict) -> str:
     mib = lambda b: f"{b / 2**20:.0f} MiB"  # noqa: E731
     lines = ["| way in | hub | peak RSS (psutil, every 50 ms) | VmHWM (kernel's peak) | peak / hub | under 2x hub | "
-             "time | arrays = generator's |", "|---|---|---|---|---|---|---|---|"]
+             "time | arrays = generator's | high-water mark reached in |", "|---|---|---|---|---|---|---|---|---|"]
     for r in result["conversions"]:
         hwm = mib(r["vm_hwm_bytes"]) if r["vm_hwm_bytes"] else "n/a"
         lines.append(f"| {r['format']} | {mib(r['hub_bytes'])} | {mib(r['peak_rss_bytes'])} | {hwm} | "
                      f"{high_water(r) / r['hub_bytes']:.2f} | {'yes' if high_water(r) < 2 * r['hub_bytes'] else 'NO'} | "
-                     f"{r['convert_s']:.1f} s | {'yes' if r['same_as_reference'] else 'NO: ' + ', '.join(r['differs'])} |")
+                     f"{r['convert_s']:.1f} s | {'yes' if r['same_as_reference'] else 'NO: ' + ', '.join(r['differs'])} | "
+                     f"{peak_phase(r)} |")
     return "\n".join(lines)
 
 
