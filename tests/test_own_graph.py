@@ -328,3 +328,25 @@ def test_the_conversion_benchmark_runs_and_checks_its_round_trip(tmp_path):
         assert c["peak_rss_bytes"] > 0 and c["vm_hwm_bytes"] > 0 and c["hub_bytes"] > 0
     assert "| npy |" in out.with_suffix(".md").read_text()
     assert code in (0, 1)  # at this size the interpreter alone is many times the hub: no verdict here
+
+
+def test_the_typed_conversion_benchmark_runs_and_checks_its_round_trip(tmp_path):
+    """The typed benchmark's plumbing at a tiny size (`convert_benchmark --typed`; its figures at
+    IGBH-tiny's structure are in results/convert/, not asserted here): the generator's hub comes
+    back array for array through the typed .npy folder and IGB's layout, and each row has its fields."""
+    from bench.harness_costs import convert_benchmark
+
+    out = tmp_path / "typed.json"
+    code = convert_benchmark.main(["--typed", "--scale", "1", "--feature-dim", "8", "--formats",
+                                   "generator,typed-npy,igbh", "--work", str(tmp_path / "work"), "--out", str(out)])
+    result = json.loads(out.read_text())
+    assert [c["format"] for c in result["conversions"]] == ["generator", "typed-npy", "igbh"]
+    generator = result["conversions"][0]
+    assert "features-paper" in generator["arrays"] and "graphbolt_indices" in generator["arrays"]
+    for c in result["conversions"]:
+        assert c["same_as_reference"] and c["differs"] == [], c
+        assert c["arrays"].keys() == generator["arrays"].keys()
+        assert c["peak_rss_bytes"] > 0 and c["vm_hwm_bytes"] > 0 and c["hub_bytes"] > 0 and c["convert_s"] > 0
+    assert result["graph"]["node_types"]["paper"]["count"] == 1000 and result["graph"]["num_edges"] > 0
+    assert "| typed-npy |" in out.with_suffix(".md").read_text()
+    assert code in (0, 1)  # at this size the interpreter alone is many times the hub: no verdict here

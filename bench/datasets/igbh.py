@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.datasets import baseline, hub, typed_hub, typed_npy
+from bench.datasets import hub, typed_hub, typed_npy
 from bench.datasets import user_graph as ug
 
 SHAPE = "typed"  # bench/tasks.py: serves the typed-node task
@@ -161,15 +161,13 @@ def materialise(spec: dict, cache: Path, data_root: Path | None = None) -> Path:
     if (target_dir / "meta.json").is_file():
         return target_dir
     before = fingerprint(params)
+    processed = Path(params["path"]) / "processed"
     g = read_folder(Path(params["path"]), params["classes"])
-    features = {t: np.asarray(x, dtype=np.float32) for t, x in g["features"].items()}
-    y, splits = g["labels"], g["splits"]
-    acc = baseline.features_only_accuracy(features[TARGET], y, splits["train_idx"], splits["test_idx"])
     if fingerprint(params) != before:
         raise ug.fail(f"{params['path']}: the files changed while they were read; check again once they are written")
-    path = typed_hub.write(spec, cache, g["counts"], features, TARGET, y, splits, g["relations"],
-                           extra_meta={"reader": VERSION, "source_path": params["path"],
-                                       "features_only_acc": None if acc is None else round(acc, 4)})
+    files = {t: processed / t / "node_feat.npy" for t in g["features"]}
+    path = typed_npy.write_graph(spec, cache, {**g, "target": TARGET}, files,
+                                 {"reader": VERSION, "source_path": params["path"]})
     ug.discard_stale(spec, path)
     return path
 

@@ -42,13 +42,15 @@ pages, as for plain graphs. numpy only: imported by the host and inside every st
 from __future__ import annotations
 
 import json
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from bench.datasets import hub
+from bench.datasets import hub, hub_stream
 from bench.datasets.hub import DatasetError
+from bench.datasets.user_graph import Phases
 
 SHAPE = "typed"
 TYPED_FORMAT = 1
@@ -81,72 +83,14 @@ def relation_csc(src: np.ndarray, dst: np.ndarray, num_src: int, num_dst: int) -
     return np.stack([src_sorted, dst_sorted]).astype(np.int64), indptr
 
 
-def graphbolt_arrays(counts: dict[str, int], relations: dict[tuple, np.ndarray]) -> tuple[dict, dict, dict]:
-    """GraphBolt's typed sampling graph from the relations' edge indexes (local ids): (arrays,
-    node_type_to_id, edge_type_to_id), the arrays named as their files (graphbolt_*)."""
-    node_types = sorted(counts)
-    node_type_to_id = {t: i for i, t in enumerate(node_types)}
-    offset = np.zeros(len(node_types) + 1, dtype=np.int64)
-    np.cumsum([counts[t] for t in node_types], out=offset[1:])
-    keys = sorted(relation_key(r) for r in relations)
-    edge_type_to_id = {k: i for i, k in enumerate(keys)}
-    if len(keys) > 256:
-        raise DatasetError(f"{len(keys)} edge types: GraphBolt's uint8 type_per_edge holds 256")
-    total_nodes = int(offset[-1])
-    total_edges = sum(int(e.shape[1]) for e in relations.values())
-    index_dtype = hub.graphbolt_dtype(total_nodes)
-    sources = np.empty(total_edges, dtype=index_dtype)
-    destinations = np.empty(total_edges, dtype=np.int64)
-    types = np.empty(total_edges, dtype=np.uint8)
-    at = 0
-    for key in keys:  # in type-id order, each relation sorted by (dst, src): a stable sort by dst
-        src_type, _, dst_type = relation_of(key)  # then groups a node's edges by type, then source
-        edge_index = relations[relation_of(key)]
-        end = at + edge_index.shape[1]
-        sources[at:end] = edge_index[0] + offset[node_type_to_id[src_type]]
-        destinations[at:end] = edge_index[1] + offset[node_type_to_id[dst_type]]
-        types[at:end] = edge_type_to_id[key]
-        at = end
-    order = np.argsort(destinations, kind="stable")
-    indptr = np.zeros(total_nodes + 1, dtype=np.int64)
-    np.cumsum(np.bincount(destinations, minlength=total_nodes), out=indptr[1:])
-    arrays = {"graphbolt_node_type_offset": offset.astype(index_dtype),
-              "graphbolt_indptr": indptr.astype(hub.graphbolt_dtype(total_edges)),
-              "graphbolt_indices": sources[order], "graphbolt_type_per_edge": types[order]}
-    return arrays, node_type_to_id, edge_type_to_id
-
-
-def with_reverses(relations: dict[tuple, tuple[np.ndarray, np.ndarray]], own_reverse: tuple = ()) -> tuple[dict, dict]:
-    """Each relation and its reverse `rev_<name>` (dst -> src), except those in `own_reverse`;
-    returns (relations, reverse_of: {added relation: the relation it reverses})."""
-    out, reverse_of = dict(relations), {}
-    for (src, name, dst), (s, d) in relations.items():
-        if (src, name, dst) in own_reverse:
-            continue
-        rev = (dst, REVERSE_PREFIX + name, src)
-        if rev in out:
-            raise DatasetError(f"relation {relation_key(rev)} is given and would also be the reverse of "
-                               f"{relation_key((src, name, dst))}")
-        out[rev] = (d, s)
-        reverse_of[rev] = (src, name, dst)
-    return out, reverse_of
-
-
 def _check(name: str, counts: dict, features: dict, target: str, labels: np.ndarray, splits: dict,
            relations: dict) -> None:
-    problems = []
-    if target not in counts:
-        problems.append(f"target type {target!r} is not a node type ({', '.join(counts)})")
-    elif labels.shape != (counts[target],):
-        problems.append(f"labels have shape {labels.shape}, expected ({counts[target]},) for {target!r}")
+    problems = _target_problems(counts, target, labels, splits)
     for t, x in features.items():
         if t not in counts:
             problems.append(f"features of {t!r}, which is not a node type")
         elif x is not None and (x.ndim != 2 or x.shape[0] != counts[t]):
             problems.append(f"features of {t!r} have shape {x.shape}, expected [{counts[t]}, F]")
-    for split, idx in splits.items():
-        if idx.size and target in counts and (idx.min() < 0 or idx.max() >= counts[target]):
-            problems.append(f"{split} refers to {target!r} nodes outside 0..{counts[target] - 1}")
     for (src, rel, dst), (s, d) in relations.items():
         where = relation_key((src, rel, dst))
         if src not in counts or dst not in counts:
@@ -159,51 +103,185 @@ def _check(name: str, counts: dict, features: dict, target: str, labels: np.ndar
         raise DatasetError(f"dataset {name!r}: " + "; ".join(problems))
 
 
-def write(spec: dict, cache: Path, counts: dict[str, int], features: dict[str, np.ndarray | None], target: str,
-          labels: np.ndarray, splits: dict[str, np.ndarray], relations: dict[tuple, tuple[np.ndarray, np.ndarray]],
-          add_reverses: bool = True, own_reverse: tuple = (), extra_meta: dict | None = None) -> Path:
-    """Write a typed dataset atomically (hub.atomic_dir). `relations`: (src, name, dst) -> (source
-    ids, destination ids), each in its type's numbering, in any order (sorted and deduplicated
-    here); `splits`: train_idx, val_idx, test_idx over the target type."""
-    name = spec["name"]
-    _check(name, counts, features, target, labels, splits, relations)
-    reverse_of = {}
-    if add_reverses:
-        relations, reverse_of = with_reverses(relations, own_reverse)
-    edges = {r: relation_csc(s, d, counts[r[0]], counts[r[2]]) for r, (s, d) in relations.items()}
-    gb, node_type_to_id, edge_type_to_id = graphbolt_arrays(counts, {r: e for r, (e, _) in edges.items()})
-    target_dir = hub.dataset_dir(spec, cache)
-    with hub.atomic_dir(target_dir) as tmp:
-        if tmp is None:
-            return target_dir  # another process finished the same dataset first
-        for t, x in features.items():
-            if x is not None:
-                np.save(tmp / f"features-{t}.npy", np.ascontiguousarray(x, dtype=np.float32))
-        np.save(tmp / "labels.npy", labels.astype(np.int64))
+def _target_problems(counts: dict, target: str, labels: np.ndarray, splits: dict) -> list[str]:
+    problems = []
+    if target not in counts:
+        problems.append(f"target type {target!r} is not a node type ({', '.join(counts)})")
+    elif labels.shape != (counts[target],):
+        problems.append(f"labels have shape {labels.shape}, expected ({counts[target]},) for {target!r}")
+    for split, idx in splits.items():
+        idx = np.asarray(idx)
+        if idx.size and target in counts and (idx.min() < 0 or idx.max() >= counts[target]):
+            problems.append(f"{split} refers to {target!r} nodes outside 0..{counts[target] - 1}")
+    return problems
+
+
+FEATURE_BLOCK_BYTES = 32 << 20  # features written this much at a time
+
+
+def row_blocks(x: np.ndarray):
+    """A [N, F] array's rows as float32 blocks of about FEATURE_BLOCK_BYTES (a memory-mapped
+    input is read a block at a time, never converted whole)."""
+    step = max(1, FEATURE_BLOCK_BYTES // max(1, 4 * int(np.prod(x.shape[1:], dtype=np.int64))))
+    for start in range(0, x.shape[0], step):
+        yield np.asarray(x[start:start + step], dtype=np.float32)
+
+
+class Writer:
+    """A typed dataset written a piece at a time into a folder (hub.atomic_dir's temporary one),
+    so that a conversion holds one relation, or one block of one type's features, at a time, never
+    the whole graph: its peak memory stays under the hub's own size (issue 36: within 2x, as for a
+    user's homogeneous graph, bench/datasets/hub_stream.py). `writing` opens one; `write` is it
+    over whole arrays.
+
+        w.features(type, shape, blocks)   float32 row blocks in order (a type without: no call)
+        w.relation(relation, src, dst)    a relation's edges (and its reverse, unless told not to)
+        w.finish(target, labels, splits)  GraphBolt's fused arrays from the relations' files, meta.json
+    """
+
+    def __init__(self, spec: dict, folder: Path, counts: dict[str, int]):
+        self.spec, self.folder, self.counts = spec, Path(folder), {t: int(n) for t, n in counts.items()}
+        self.widths: dict[str, int] = {}
+        self.num_edges: dict[tuple, int] = {}
+        self.reverse_of: dict[tuple, tuple] = {}
+        self.phases = Phases()  # each step's seconds and high-water mark: meta.json's convert_phases
+
+    def features(self, node_type: str, shape: tuple, blocks) -> None:
+        if node_type not in self.counts or len(shape) != 2 or shape[0] != self.counts[node_type]:
+            raise DatasetError(f"dataset {self.spec['name']!r}: features of {node_type!r} have shape {tuple(shape)}, "
+                               f"expected [{self.counts.get(node_type, 'N')}, F]")
+        with hub_stream.ArrayFile(self.folder / f"features-{node_type}.npy", np.float32, shape) as out:
+            for block in blocks:
+                out.append(block)
+        self.widths[node_type] = int(shape[1])
+        self.phases.done(f"features {node_type}")
+
+    def relation(self, relation: tuple[str, str, str], src: np.ndarray, dst: np.ndarray,
+                 add_reverse: bool = True) -> None:
+        """A relation's edges (ids in its types' numbering, any order: sorted and de-duplicated
+        here) and, with `add_reverse`, its reverse `rev_<name>` (dst -> src)."""
+        src_type, name, dst_type = relation
+        if relation in self.num_edges:
+            forward = self.reverse_of.get(relation)
+            raise DatasetError(f"relation {relation_key(relation)} is given and would also be the reverse of "
+                               f"{relation_key(forward)}" if forward else f"relation {relation_key(relation)} is given twice")
+        self._save(relation, src, dst)
+        if add_reverse:
+            rev = (dst_type, REVERSE_PREFIX + name, src_type)
+            if rev in self.num_edges:
+                raise DatasetError(f"relation {relation_key(rev)} is given and would also be the reverse of "
+                                   f"{relation_key(relation)}")
+            self._save(rev, dst, src)
+            self.reverse_of[rev] = relation
+        self.phases.done(f"relation {relation_key(relation)}")
+
+    def _save(self, relation: tuple, src: np.ndarray, dst: np.ndarray) -> None:
+        edge_index, indptr = relation_csc(src, dst, self.counts[relation[0]], self.counts[relation[2]])
+        np.save(self.folder / f"edge_index-{_file_part(relation)}.npy", edge_index)
+        np.save(self.folder / f"csc_indptr-{_file_part(relation)}.npy", indptr)
+        self.num_edges[relation] = int(edge_index.shape[1])
+
+    def finish(self, target: str, labels: np.ndarray, splits: dict[str, np.ndarray], extra_meta: dict | None = None) -> None:
+        problems = _target_problems(self.counts, target, labels, splits)
+        if problems:
+            raise DatasetError(f"dataset {self.spec['name']!r}: " + "; ".join(problems))
+        np.save(self.folder / "labels.npy", np.asarray(labels, dtype=np.int64))
         for split in SPLITS:
-            np.save(tmp / f"{split}.npy", np.asarray(splits[split], dtype=np.int64))
-        for r, (edge_index, indptr) in edges.items():
-            np.save(tmp / f"edge_index-{_file_part(r)}.npy", edge_index)
-            np.save(tmp / f"csc_indptr-{_file_part(r)}.npy", indptr)
-        for array_name, array in gb.items():
-            np.save(tmp / f"{array_name}.npy", array)
-        widths = {t: int(features[t].shape[1]) if features.get(t) is not None else 0 for t in counts}
+            np.save(self.folder / f"{split}.npy", np.asarray(splits[split], dtype=np.int64))
+        self.phases.done("labels and splits (and the caller's baseline)")
+        node_type_to_id, edge_type_to_id = self._write_graphbolt()
+        self.phases.done("graphbolt")
+        widths = {t: self.widths.get(t, 0) for t in self.counts}
         meta = {
-            "format": hub.FORMAT_VERSION, "shape": SHAPE, "typed_format": TYPED_FORMAT, "name": name,
-            "source": spec["source"], "params": spec.get("params", {}), "target": target,
-            "node_types": {t: {"count": int(counts[t]), "feature_dim": widths[t]} for t in sorted(counts)},
-            "relations": {relation_key(r): {"num_edges": int(e.shape[1]),
-                                            "reverse_of": relation_key(reverse_of[r]) if r in reverse_of else None}
-                          for r, (e, _) in sorted(edges.items())},
+            "format": hub.FORMAT_VERSION, "shape": SHAPE, "typed_format": TYPED_FORMAT, "name": self.spec["name"],
+            "source": self.spec["source"], "params": self.spec.get("params", {}), "target": target,
+            "node_types": {t: {"count": self.counts[t], "feature_dim": widths[t]} for t in sorted(self.counts)},
+            "relations": {relation_key(r): {"num_edges": n,
+                                            "reverse_of": relation_key(self.reverse_of[r]) if r in self.reverse_of else None}
+                          for r, n in sorted(self.num_edges.items())},
             "graphbolt": {"node_type_to_id": node_type_to_id, "edge_type_to_id": edge_type_to_id},
-            "num_nodes": int(sum(counts.values())), "num_edges": int(sum(e.shape[1] for e, _ in edges.values())),
+            "num_nodes": int(sum(self.counts.values())), "num_edges": int(sum(self.num_edges.values())),
             "feature_dim": widths[target], "num_classes": int(labels.max()) + 1 if labels.size else 0,
             **{f"num_{s.removesuffix('_idx')}": int(np.asarray(splits[s]).size) for s in SPLITS},
             **(extra_meta or {}),
         }
-        hub.record_checksums(tmp)
-        (tmp / "meta.json").write_text(json.dumps(meta, indent=2))
-    return target_dir
+        hub.record_checksums(self.folder)
+        self.phases.done("checksums")
+        meta["convert_phases"] = self.phases.seen
+        (self.folder / "meta.json").write_text(json.dumps(meta, indent=2))
+
+    def _write_graphbolt(self) -> tuple[dict, dict]:
+        """GraphBolt's typed sampling graph (graphbolt_* files, see the module's docstring) from the
+        relations' files, one destination type at a time: global ids are grouped by type, so the
+        edges into one type are one contiguous slice of the fused CSC; within it, the relations into
+        that type in type-id order, each sorted by (dst, src), and a stable sort by destination
+        groups a node's edges by type, then source."""
+        node_types = sorted(self.counts)
+        node_type_to_id = {t: i for i, t in enumerate(node_types)}
+        offset = np.zeros(len(node_types) + 1, dtype=np.int64)
+        np.cumsum([self.counts[t] for t in node_types], out=offset[1:])
+        keys = sorted(relation_key(r) for r in self.num_edges)
+        edge_type_to_id = {k: i for i, k in enumerate(keys)}
+        if len(keys) > 256:
+            raise DatasetError(f"{len(keys)} edge types: GraphBolt's uint8 type_per_edge holds 256")
+        total_nodes, total_edges = int(offset[-1]), int(sum(self.num_edges.values()))
+        index_dtype = hub.graphbolt_dtype(total_nodes)
+        indptr = np.zeros(total_nodes + 1, dtype=np.int64)
+        with hub_stream.ArrayFile(self.folder / "graphbolt_indices.npy", index_dtype, (total_edges,)) as indices, \
+                hub_stream.ArrayFile(self.folder / "graphbolt_type_per_edge.npy", np.uint8, (total_edges,)) as types:
+            for dst_type in node_types:
+                into = [k for k in keys if relation_of(k)[2] == dst_type]
+                if not into:
+                    continue
+                sources, destinations, type_ids = [], [], []
+                for key in into:
+                    edge_index = np.load(self.folder / f"edge_index-{_file_part(relation_of(key))}.npy")
+                    sources.append((edge_index[0] + offset[node_type_to_id[relation_of(key)[0]]]).astype(index_dtype))
+                    destinations.append(edge_index[1])
+                    type_ids.append(np.full(edge_index.shape[1], edge_type_to_id[key], dtype=np.uint8))
+                    del edge_index
+                local = np.concatenate(destinations)
+                del destinations
+                order = np.argsort(local, kind="stable")
+                indices.append(np.concatenate(sources)[order])
+                types.append(np.concatenate(type_ids)[order])
+                del sources, type_ids, order
+                start = int(offset[node_type_to_id[dst_type]])
+                indptr[start + 1:start + 1 + self.counts[dst_type]] = np.bincount(local, minlength=self.counts[dst_type])
+                del local
+        np.cumsum(indptr, out=indptr)
+        np.save(self.folder / "graphbolt_node_type_offset.npy", offset.astype(index_dtype))
+        np.save(self.folder / "graphbolt_indptr.npy", indptr.astype(hub.graphbolt_dtype(total_edges)))
+        return node_type_to_id, edge_type_to_id
+
+
+@contextmanager
+def writing(spec: dict, cache: Path, counts: dict[str, int]):
+    """A Writer into the dataset's folder, atomically (hub.atomic_dir): None when another process
+    finished the same dataset first. The folder is there once the block ends without error."""
+    target_dir = hub.dataset_dir(spec, cache)
+    target_dir.parent.mkdir(parents=True, exist_ok=True)
+    with hub.atomic_dir(target_dir) as tmp:
+        yield None if tmp is None else Writer(spec, tmp, counts)
+
+
+def write(spec: dict, cache: Path, counts: dict[str, int], features: dict[str, np.ndarray | None], target: str,
+          labels: np.ndarray, splits: dict[str, np.ndarray], relations: dict[tuple, tuple[np.ndarray, np.ndarray]],
+          add_reverses: bool = True, own_reverse: tuple = (), extra_meta: dict | None = None) -> Path:
+    """Write a typed dataset atomically (hub.atomic_dir) from whole arrays. `relations`: (src,
+    name, dst) -> (source ids, destination ids), each in its type's numbering, in any order
+    (sorted and deduplicated here); `splits`: train_idx, val_idx, test_idx over the target type;
+    `own_reverse`: relations that are their own reverse (no `rev_` added)."""
+    _check(spec["name"], counts, features, target, labels, splits, relations)
+    with writing(spec, cache, counts) as w:
+        if w is not None:
+            for t, x in features.items():
+                if x is not None:
+                    w.features(t, x.shape, row_blocks(x))
+            for r, (s, d) in relations.items():
+                w.relation(r, s, d, add_reverse=add_reverses and r not in own_reverse)
+            w.finish(target, labels, splits, extra_meta)
+    return hub.dataset_dir(spec, cache)
 
 
 @dataclass

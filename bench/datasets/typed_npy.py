@@ -26,6 +26,7 @@ import numpy as np
 
 from bench.datasets import baseline, hub, typed_hub
 from bench.datasets import user_graph as ug
+from bench.datasets.npy_reader import NpyArray
 
 SHAPE = "typed"  # bench/tasks.py: serves the typed-node task
 USER_FILES = True
@@ -258,26 +259,54 @@ def expected_stats(params: dict) -> dict:
                      *(int(g["splits"][s].size) for s in typed_hub.SPLITS))
 
 
+def feature_blocks(path: Path):
+    """A type's features.npy as float32 blocks of rows, read from the file (never mapped, never
+    converted whole: a conversion holds one block), each checked finite (the row named)."""
+    array = NpyArray(path)
+    step = ug.rows_per_block(int(np.prod(array.shape[1:], dtype=np.int64)), array.dtype.itemsize)
+    for start in range(0, array.shape[0], step):
+        block = array.rows(start, start + step)
+        with np.errstate(over="ignore", invalid="ignore"):
+            x = block.astype(np.float32, copy=False)  # a float64 too large for float32 becomes inf: said
+        finite = np.isfinite(x).all(axis=1)
+        if not finite.all():
+            raise ug.fail(f"{path}: features[{start + int(np.argmin(finite))}] is not finite (NaN or infinite); "
+                          "allowed: finite numbers")
+        yield x
+
+
+def write_graph(spec: dict, cache: Path, g: dict, feature_files: dict[str, Path], extra_meta: dict) -> Path:
+    """A checked typed graph (read_folder's, or IGBH's) into the hub a piece at a time
+    (typed_hub.Writer): each relation, then each type's features a block at a time from its file,
+    then the features-only baseline from the target's rows read back. Shared by IGBH's layout."""
+    with typed_hub.writing(spec, cache, g["counts"]) as w:
+        if w is None:
+            return hub.dataset_dir(spec, cache)  # another process finished it first
+        for relation, (src, dst) in g["relations"].items():
+            w.relation(relation, src, dst)
+        for t, path in feature_files.items():
+            w.features(t, (g["counts"][t], int(np.prod(NpyArray(path).shape[1:]))), feature_blocks(path))
+        y, splits, target = g["labels"], g["splits"], g["target"]
+        acc = None
+        if target in feature_files:
+            acc = baseline.features_only_accuracy(ug.RowReader(w.folder / f"features-{target}.npy"), y,
+                                                  splits["train_idx"], splits["test_idx"])
+        w.finish(target, y, splits, extra_meta={**extra_meta, "features_only_acc": None if acc is None else round(acc, 4)})
+    return hub.dataset_dir(spec, cache)
+
+
 def materialise(spec: dict, cache: Path, data_root: Path | None = None) -> Path:
     params = spec["params"]
     target_dir = hub.dataset_dir(spec, cache)
     if (target_dir / "meta.json").is_file():
         return target_dir
     before = fingerprint(params)
-    g = read_folder(Path(params["path"]))
-    features = {t: None if x is None else np.asarray(x, dtype=np.float32) for t, x in g["features"].items()}
-    for t, x in features.items():
-        if x is not None and not np.isfinite(x).all():
-            row = int(np.argmax(~np.isfinite(x).all(axis=1)))
-            raise ug.fail(f"{Path(params['path']) / 'nodes' / t / 'features.npy'}: features[{row}] is not finite "
-                          "(NaN or infinite); allowed: finite numbers")
-    x, y, splits = features.get(g["target"]), g["labels"], g["splits"]
-    acc = None if x is None else baseline.features_only_accuracy(x, y, splits["train_idx"], splits["test_idx"])
+    folder = Path(params["path"])
+    g = read_folder(folder)
     if fingerprint(params) != before:
         raise ug.fail(f"{params['path']}: the files changed while they were read; check again once they are written")
-    path = typed_hub.write(spec, cache, g["counts"], features, g["target"], y, splits, g["relations"],
-                           extra_meta={"reader": VERSION, "source_path": params["path"],
-                                       "features_only_acc": None if acc is None else round(acc, 4)})
+    files = {t: folder / "nodes" / t / "features.npy" for t, x in g["features"].items() if x is not None}
+    path = write_graph(spec, cache, g, files, {"reader": VERSION, "source_path": params["path"]})
     ug.discard_stale(spec, path)
     return path
 

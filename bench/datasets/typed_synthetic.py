@@ -32,6 +32,7 @@ import numpy as np
 from bench.datasets import baseline, typed_hub
 from bench.datasets import hub
 from bench.datasets.synthetic import check_params  # noqa: F401 - the same split rule, this source's check
+from bench.datasets.user_graph import RowReader
 
 SHAPE = "typed"  # bench/tasks.py: serves the typed-node task
 VERSION = 1
@@ -103,9 +104,11 @@ class _Picker:
         return self.members[self.starts[cls] + np.minimum(rank, self.sizes[cls] - 1)]
 
 
-def generate(params: dict) -> dict:
-    """The typed arrays typed_hub.write takes (relations without their reverses)."""
-    p = {**DEFAULTS, **params}
+FEATURE_BLOCK_ROWS = 1 << 16  # rows of features drawn at a time (the same draws as one call)
+
+
+def _graph(p: dict) -> tuple[np.random.Generator, dict, dict, dict]:
+    """The random generator after the relations, the counts, every node's class, the relations."""
     rng = np.random.default_rng(p["seed"])
     sizes, classes_n = counts(p["scale"]), p["num_classes"]
     classes = {t: rng.integers(0, classes_n, n) for t, n in sizes.items()}
@@ -119,15 +122,31 @@ def generate(params: dict) -> dict:
             keep = s != d
             s, d = s[keep], d[keep]
         relations[(src, name, dst)] = (s, d)
-    features = {}
-    for t, n in sizes.items():
-        if p["features"] == "target" and t != TARGET:
-            features[t] = None
-            continue
-        centroids = (p["feature_signal"] * rng.standard_normal((classes_n, p["feature_dim"]))).astype(np.float32)
-        x = rng.standard_normal((n, p["feature_dim"]), dtype=np.float32)
-        x += centroids[classes[t]]
-        features[t] = x
+    return rng, sizes, classes, relations
+
+
+def _feature_blocks(classes: np.ndarray, p: dict, rng: np.random.Generator):
+    """One type's features, a block of rows at a time: its class centroids, then Gaussian noise
+    row by row (drawn in blocks, the same numbers as one whole draw: a conversion never holds a
+    type's features twice)."""
+    centroids = (p["feature_signal"] * rng.standard_normal((p["num_classes"], p["feature_dim"]))).astype(np.float32)
+    for start in range(0, classes.size, FEATURE_BLOCK_ROWS):
+        rows = classes[start:start + FEATURE_BLOCK_ROWS]
+        x = rng.standard_normal((rows.size, p["feature_dim"]), dtype=np.float32)
+        x += centroids[rows]
+        yield x
+
+
+def _has_features(node_type: str, p: dict) -> bool:
+    return p["features"] == "all" or node_type == TARGET
+
+
+def generate(params: dict) -> dict:
+    """The typed arrays typed_hub.write takes (relations without their reverses), whole."""
+    p = {**DEFAULTS, **params}
+    rng, sizes, classes, relations = _graph(p)
+    features = {t: np.concatenate(list(_feature_blocks(classes[t], p, rng))) if _has_features(t, p) else None
+                for t in sizes}
     train, val, test = _split(sizes[TARGET], p, rng)
     return {"counts": sizes, "features": features, "target": TARGET, "labels": classes[TARGET].astype(np.int64),
             "splits": {"train_idx": train, "val_idx": val, "test_idx": test}, "relations": relations}
@@ -155,13 +174,26 @@ def expected_stats(params: dict) -> dict:
 
 
 def materialise(spec: dict, cache: Path, data_root: Path | None = None) -> Path:
-    params = {**DEFAULTS, **spec.get("params", {})}
-    g = generate(params)
-    x, y, splits = g["features"][TARGET], g["labels"], g["splits"]
-    acc = baseline.features_only_accuracy(x, y, splits["train_idx"], splits["test_idx"])
-    return typed_hub.write(spec, cache, g["counts"], g["features"], TARGET, y, splits, g["relations"],
-                           extra_meta={"generator": VERSION,
-                                       "features_only_acc": None if acc is None else round(acc, 4)})
+    """Generated straight into the hub, in generate()'s order and with its numbers: each relation
+    written (and its reverse) as it is drawn, each type's features a block at a time, so the
+    process never holds the graph whole (issue 36: under 2x the hub's size in peak memory)."""
+    p = {**DEFAULTS, **spec.get("params", {})}
+    rng, sizes, classes, relations = _graph(p)
+    with typed_hub.writing(spec, cache, sizes) as w:
+        if w is None:
+            return hub.dataset_dir(spec, cache)  # another process finished it first
+        for relation in list(relations):
+            w.relation(relation, *relations.pop(relation))
+        for t in sizes:
+            if _has_features(t, p):
+                w.features(t, (sizes[t], p["feature_dim"]), _feature_blocks(classes[t], p, rng))
+        train, val, test = _split(sizes[TARGET], p, rng)
+        labels = classes[TARGET].astype(np.int64)
+        x = RowReader(w.folder / f"features-{TARGET}.npy")  # the sampled rows only, read back
+        acc = baseline.features_only_accuracy(x, labels, train, test)
+        w.finish(TARGET, labels, {"train_idx": train, "val_idx": val, "test_idx": test},
+                 extra_meta={"generator": VERSION, "features_only_acc": None if acc is None else round(acc, 4)})
+    return hub.dataset_dir(spec, cache)
 
 
 load = typed_hub.load_for_source  # its own `load` (bench.datasets.hub.load_dataset)

@@ -4,6 +4,7 @@ Markdown table).
 
     python -m bench.harness_costs.convert_benchmark [--scale 21 --edge-factor 19 --feature-dim 100]
         [--formats npy,graphbolt,edge-list,edge-list-csv,pyg-file] [--in-memory] --work DIR --out FILE.json
+    python -m bench.harness_costs.convert_benchmark --typed ...   (a typed graph: typed_convert_benchmark.py)
 
 1. The graph: the synthetic generator's (products-scale by default: 2,097,152 nodes, 64 M directed
    edges after symmetrising, 100 features, 47 classes), generated once into DIR/cache.
@@ -29,7 +30,6 @@ import platform
 import shutil
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -39,6 +39,7 @@ from bench.datasets import SOURCES, user_files
 from bench import datasets
 from bench.datasets import hub
 from bench import stacks
+from bench.harness_costs.fresh_process import du, repo_env, run_sampled
 
 # one input per source of a user's own graph (the registry's sources with USER_FILES), the edge list
 # also as CSV, and today's in-memory path (npy read whole)
@@ -221,64 +222,22 @@ print(json.dumps({"hub": str(out), "seconds": seconds, "vm_hwm_bytes": hwm}))
 
 
 def measure(fmt: str, path: Path, work: Path, interval: float = 0.05) -> dict:
-    import psutil
-
     cache = work / "hubs" / fmt
     shutil.rmtree(cache, ignore_errors=True)
     cache.mkdir(parents=True)
     python = pyg_python() if fmt == "pyg-file" else Path(sys.executable)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(repo_root()), os.environ.get("PYTHONPATH")]))}
     mode = "in-memory" if fmt == "in-memory" else "stream"
-    proc = subprocess.Popen([str(python), "-c", CONVERT, SOURCE_OF[fmt], str(path), str(cache), mode],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    peak = [0]
-    stop = threading.Event()
-
-    def sample():
-        root = psutil.Process(proc.pid)
-        while not stop.is_set():
-            try:
-                tree = [root, *root.children(recursive=True)]
-                peak[0] = max(peak[0], sum(p.memory_info().rss for p in tree))
-            except psutil.Error:
-                pass
-            stop.wait(interval)
-
-    sampler = threading.Thread(target=sample, daemon=True)
-    sampler.start()
-    started = time.perf_counter()
-    streams = {}
-    readers = [threading.Thread(target=lambda name=name: streams.__setitem__(name, getattr(proc, name).read()))
-               for name in ("stdout", "stderr")]
-    for reader in readers:
-        reader.start()
-    proc.wait()
-    wall = time.perf_counter() - started
-    for reader in readers:
-        reader.join()
-    out, err = streams["stdout"], streams["stderr"]
-    stop.set()
-    sampler.join()
-    if proc.returncode != 0:
-        raise SystemExit(f"{fmt}: the conversion failed ({proc.returncode}):\n{err[-3000:]}")
+    code, out, err, peak, wall = run_sampled([str(python), "-c", CONVERT, SOURCE_OF[fmt], str(path), str(cache), mode],
+                                             repo_env(), interval)
+    if code != 0:
+        raise SystemExit(f"{fmt}: the conversion failed ({code}):\n{err[-3000:]}")
     done = json.loads(out.strip().splitlines()[-1])
     hub_dir = Path(done["hub"])
     return {"format": fmt, "source": SOURCE_OF[fmt], "input": str(path), "input_bytes": du(path),
-            "hub_bytes": hub_bytes(hub_dir), "peak_rss_bytes": peak[0], "vm_hwm_bytes": done["vm_hwm_bytes"],
+            "hub_bytes": hub_bytes(hub_dir), "peak_rss_bytes": peak, "vm_hwm_bytes": done["vm_hwm_bytes"],
             "convert_s": round(done["seconds"], 2), "wall_s": round(wall, 2), "hub": str(hub_dir),
             "arrays": array_digests(hub_dir),
             "phases": json.loads((hub_dir / "meta.json").read_text()).get("convert_phases")}
-
-
-def repo_root() -> Path:
-    return Path(__file__).resolve().parents[2]
-
-
-def du(path: Path) -> int:
-    path = Path(path)
-    if path.is_file():
-        return path.stat().st_size
-    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
 
 HUB_ARRAYS = ("edge_index", "csc_indptr", "features", "labels", "train_idx", "val_idx", "test_idx")
@@ -311,6 +270,10 @@ def table(result: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    if "--typed" in (sys.argv[1:] if argv is None else argv):  # a typed graph: its own module, its own inputs
+        from bench.harness_costs import typed_convert_benchmark
+
+        return typed_convert_benchmark.main([a for a in (sys.argv[1:] if argv is None else argv) if a != "--typed"])
     parser = argparse.ArgumentParser(prog="python -m bench.harness_costs.convert_benchmark", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--scale", type=int, default=21, help="2^scale nodes (default 21: products-scale)")
