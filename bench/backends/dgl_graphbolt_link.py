@@ -87,6 +87,14 @@ class Pipeline(link.LinkPipeline, dgl_graphbolt.Pipeline):
     def positives(minibatch) -> int:
         return int(minibatch.node_pairs[0].numel())
 
+    def notes(self) -> list[str]:
+        out = super().notes()
+        if len(self.settings["fanout"]) > 1:
+            out.append("GraphBolt samples every hop again for all nodes reached before it (the seeds' second hop "
+                       "too: more sampled edges than PyG's, named by the equal-work check); its layers compute "
+                       "over each node's edges from the hop that first sampled it, as PyG's do")
+        return out
+
     def work(self, minibatch):
         """As the node backend's (what GraphBolt samples per hop), with the edges each layer
         computes over as first_hop_blocks gives them."""
@@ -107,7 +115,7 @@ def first_hop_csc(subgraphs) -> list[tuple]:
     subgraph). GraphBolt samples each layer again for all its destination nodes, so at fanout
     [10, 5] its input layer would give the seeds 5 fresh neighbours where PyG's gives them their
     first hop's 10; validation MRR on rmat-s12 (batch 512, 4 epochs, exclusion reverse, seeds 0-2)
-    was 0.192 against PyG's 0.231 that way, and within 0.02 of it this way.
+    was 0.192 against PyG's 0.231 that way, and 0.220-0.235 this way (link.py).
 
     A layer's destination nodes that are also the next layer's (they were reached a hop earlier;
     GraphBolt numbers them first, as the next layer's sources) take the next layer's in-edges,

@@ -31,10 +31,12 @@ a node's neighbours are those sampled at the hop that first reached it (a seed's
 fanout[0] of them). GraphBolt samples every layer again for all its destination nodes, so its input
 layer would aggregate the seeds over fanout[-1] fresh neighbours instead. With unequal fanouts
 ([10, 5]) that was the whole of an MRR gap (rmat-s12, batch 512, 4 epochs, exclusion reverse,
-seeds 0-2: PyG 0.231, GraphBolt 0.192; with GraphBolt's seeds taking their first hop's edges in the
-input layer, 0.235). So the GraphBolt link backend computes each layer over the edges PyG's would
-(dgl_graphbolt_link.first_hop_blocks); what stays different is the sampling: GraphBolt still samples
-the seeds' second hop (more sampled edges and fetched rows, which the equal-work check names).
+seeds 0-2, means: PyG 0.231, spread 0.222-0.243; GraphBolt 0.192; GraphBolt with the seeds' input
+layer on their first-hop edges 0.220 and 0.235 in two runs). So the GraphBolt link backend computes
+each layer over the edges PyG's would (dgl_graphbolt_link.first_hop_blocks); what stays different
+is the sampling: GraphBolt still samples the seeds' second hop (more sampled edges and fetched
+rows, which the equal-work check names), and PyG's untrimmed output layer computes over the whole
+subgraph (outputs at the seeds the same).
 
 Imported inside the stacks only; torch is imported where it is used.
 """
