@@ -26,12 +26,17 @@ exclusion `reverse` one found is a failure of the cell (SeedEdgeLeakError, namin
 the share of batches and sampled edges found is recorded, and the result says the accuracy
 includes the leak.
 
-Where the two frameworks' MRR differ: with unequal fanouts (e.g. [10, 5]) a PyG layer runs on the
-whole sampled subgraph, so a seed's first-layer aggregation takes the first hop's 10 neighbours,
-while GraphBolt's input layer samples the seeds' neighbours again at the second fanout (5). PyG's
-seeds then see more, and its validation MRR led by 0.03-0.05 on rmat-s12 (batch 512, 4 and 12
-epochs, exclusion reverse); with equal fanouts ([5, 5]) both compute the same and agree within
-0.02 (tests/test_link_stacks.py).
+What each layer computes over, made equal: PyG's layers run on the one sampled subgraph, in which
+a node's neighbours are those sampled at the hop that first reached it (a seed's, its first hop's:
+fanout[0] of them). GraphBolt samples every layer again for all its destination nodes, so its input
+layer would aggregate the seeds over fanout[-1] fresh neighbours instead. With unequal fanouts
+([10, 5]) that was the whole of an MRR gap (rmat-s12, batch 512, 4 epochs, exclusion reverse,
+seeds 0-2, means: PyG 0.231, spread 0.222-0.243; GraphBolt 0.192; GraphBolt with the seeds' input
+layer on their first-hop edges 0.220 and 0.235 in two runs). So the GraphBolt link backend computes
+each layer over the edges PyG's would (dgl_graphbolt_link.first_hop_blocks); what stays different
+is the sampling: GraphBolt still samples the seeds' second hop (more sampled edges and fetched
+rows, which the equal-work check names), and PyG's untrimmed output layer computes over the whole
+subgraph (outputs at the seeds the same).
 
 Imported inside the stacks only; torch is imported where it is used.
 """
