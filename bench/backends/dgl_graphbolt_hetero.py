@@ -10,6 +10,11 @@ Everything else is the untyped GraphBolt backend's (bench/backends/dgl_graphbolt
 graphbolt-disk: GraphBolt's own on-disk features per type, `OnDiskFeatureData(in_memory=False)` over
 the hub's features-<type>.npy; lmdb: one store per type, bench/stores/lmdb_typed_features.py).
 DGL 2.1 names the minibatch's seeds `seed_nodes` (a dict by node type here).
+Ranks: DistributedItemSampler(drop_uneven_inputs=True), as the untyped backend: each rank a
+contiguous run of the seeds in whole batches, the same run every epoch, shuffled within it (DGL
+2.1's count_split: 1,200 seeds, 2 ranks, batch 128 give 640 and 560, both 5 batches, none dropped;
+where the ranks' batch counts differ, the extra batches are dropped). PyG's ranks take equal seeded
+random shares (base.shard): the same seeds per epoch and steps, in other shares per rank.
 """
 
 from __future__ import annotations

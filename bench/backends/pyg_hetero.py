@@ -6,6 +6,11 @@ train ids)`. With pyg-lib PyG samples typed graphs through its `hetero_neighbor_
 reports the nodes per type and edges per relation of each hop; without it (the local stacks)
 through torch-sparse's `hetero_neighbor_sample`, which does not: they are read off the batch
 (`typed_hops`), and the cell's `sampler` says which gave them.
+Ranks: each trains a seeded random half (a 1/world share) of the training seeds, the same share
+every epoch, shuffled within it (base.shard, as pyg-neighbor; the remainder of an uneven split
+dropped), so each rank runs the same number of batches. GraphBolt gives each rank a run of whole
+batches instead (bench/backends/dgl_graphbolt_hetero.py): as many seeds per epoch and steps, in
+other shares.
 Modes: cpu-cpu and cpu-cuda, as pyg-neighbor. Stores: memory (a `HeteroData` holding every type's
 features) or a disk-backed store of feature rows keyed by node type, e.g. LMDB (PyG's remote
 backend: a FeatureStore whose groups are the node types, and the hub's CSC per relation as its

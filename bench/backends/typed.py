@@ -13,7 +13,10 @@ One initialisation on both sides (`same_start`).
 A node type without features gets a learnable embedding as wide as the target's features (DGL's
 typed example does this; PyG's downloads metapath2vec embeddings, which an offline benchmark
 cannot): a dense torch.nn.Embedding trained by the same Adam, so it counts in the model's
-parameters and memory on both sides.
+parameters and memory on both sides. The one module on both sides, so initialised (N(0, 1)) and
+optimised (dense Adam: rows a batch does not read still move by their Adam moments) the same way;
+DGL's GraphBolt R-GCN example (examples/sampling/graphbolt/rgcn/hetero_rgcn.py) does the same, a
+dense dgl.nn.HeteroEmbedding of torch Embeddings in the model's Adam, not sparse embeddings.
 Plain Python and torch: imported inside the stacks only.
 """
 
