@@ -116,7 +116,7 @@ def protocol_figure(split, metrics: dict) -> float | None:
     return metrics["hits@50"] if split.protocol == "hits@50" else metrics["mrr"]
 
 
-EVAL_PAIRS_AT_ONCE = 1 << 22  # pairs scored at a time: 1,000 negatives per positive (citation2) stay in memory
+EVAL_PAIRS_AT_ONCE = 1 << 18  # pairs scored at a time: 1,000 negatives per positive (citation2) stay in memory
 
 
 def split_scores(split, name: str, score_pairs, device=None):
