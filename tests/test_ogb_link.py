@@ -175,6 +175,8 @@ def test_link_cells_run_on_ogb_fixtures_and_a_users_own_split(ogb_root, tmp_path
         protocol = info["link_split"]["protocol"]
         assert protocol == {"collab": "hits@50", "citation2": "mrr", "mine": "hits@50"}[cell_id.split("/")[1]]
         assert info["link_split"]["given"] is True
+        assert any(f"scored by its protocol: {protocol.replace('mrr', 'MRR').replace('hits', 'Hits')}" in note
+                   for note in info["link_notes"])
         if protocol == "hits@50":  # Hits@K against the shared negatives, no MRR
             assert info.get("val_mrr") is None and 0 <= info["val_hits"]["50"] <= 1
         else:

@@ -267,6 +267,8 @@ class LinkPipeline:
     def notes(self) -> list[str]:
         """What a reader of this cell's accuracy must know."""
         out = [NO_FILTER_NOTE]
+        if self.split.meta.get("given"):  # OGB's or the user's split: scored by its own protocol
+            out.append(f"the dataset's own edge split, scored by its protocol: {link_split.PROTOCOLS[self.split.protocol]}")
         if self.link_settings["exclusion"] == "none":
             b, e = self.leaks["batches"], self.leaks["sampled_edges"]
             out.insert(0, f"exclusion none: the accuracy includes the leak: {self.leaks['leaked_batches']} of {b} "
