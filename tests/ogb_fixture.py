@@ -77,3 +77,87 @@ def write_mag_like(root: Path, scale: int = 1) -> dict:
         _csv(split / "paper" / f"{part}.csv.gz", g["splits"][key])
     return {"counts": counts, "relations": relations, "labels": g["labels"], "splits": g["splits"],
             "features": np.round(g["features"]["paper"], 5)}
+
+
+def write_collab_like(root: Path, scale: int = 8, negatives: int = 200) -> dict:
+    """Writes ROOT/ogbl_collab/{raw,split/time}/... in OGB's layout for ogbl-collab (needs torch:
+    the split is torch-saved dicts, so it runs in the pyg stack): the training edges once per pair
+    in raw/edge.csv.gz (ogb adds the reverses), with weights and years; valid (2018) and test (2019)
+    edges with `edge_neg`, negative pairs shared by every positive, none of them an edge. One valid
+    pair is also a training edge of an earlier year, as collab repeats pairs. Returns the counts."""
+    import torch
+
+    rng = np.random.default_rng(7)
+    g = synthetic.generate({"scale": scale, "feature_dim": 16, "num_classes": 4})
+    src, dst = g["edge_index"]
+    pairs = np.stack([src[src < dst], dst[src < dst]], axis=1)
+    n = g["labels"].size
+    year = rng.choice([2015, 2016, 2017, 2018, 2019], size=len(pairs), p=[0.3, 0.3, 0.2, 0.1, 0.1])
+    train, valid, test = pairs[year < 2018], pairs[year == 2018], pairs[year == 2019]
+    train = np.concatenate([train, valid[:1]])  # the same pair, an earlier year
+    train_year = np.concatenate([year[year < 2018], [2016]])
+    edges = {(int(a), int(b)) for a, b in pairs} | {(int(b), int(a)) for a, b in pairs}
+    neg = []
+    while len(neg) < negatives:
+        a, b = (int(v) for v in rng.integers(0, n, size=2))
+        if a != b and (a, b) not in edges:
+            neg.append((a, b))
+    base = root / "ogbl_collab"
+    _csv(base / "raw" / "edge.csv.gz", train)
+    _csv(base / "raw" / "edge_weight.csv.gz", np.ones(len(train), dtype=np.int64))
+    _csv(base / "raw" / "edge_year.csv.gz", train_year)
+    _csv(base / "raw" / "node-feat.csv.gz", np.round(g["features"], 5))
+    _csv(base / "raw" / "num-node-list.csv.gz", [n])
+    _csv(base / "raw" / "num-edge-list.csv.gz", [len(train)])
+    split = base / "split" / "time"
+    split.mkdir(parents=True)
+    torch.save({"edge": torch.from_numpy(train), "weight": torch.ones(len(train), dtype=torch.long),
+                "year": torch.from_numpy(train_year)}, split / "train.pt")
+    for part, pos, y in (("valid", valid, 2018), ("test", test, 2019)):
+        torch.save({"edge": torch.from_numpy(pos), "weight": torch.ones(len(pos), dtype=torch.long),
+                    "year": torch.full((len(pos),), y), "edge_neg": torch.tensor(neg)}, split / f"{part}.pt")
+    return {"num_nodes": n, "train": len(train), "valid": len(valid), "test": len(test), "negatives": negatives}
+
+
+def write_citation2_like(root: Path, scale: int = 8, negatives: int = 1000) -> dict:
+    """Writes ROOT/ogbl_citation2/{raw,split/time}/... in OGB's layout for ogbl-citation2 (needs
+    torch): directed citations, the training ones in raw/edge.csv.gz; for some papers one citation
+    held out for valid and one for test (`source_node`, `target_node`), each with its own
+    `target_node_neg` (1,000 per edge, none the paper's own citation). Returns the counts."""
+    import torch
+
+    rng = np.random.default_rng(11)
+    g = synthetic.generate({"scale": scale, "feature_dim": 16, "num_classes": 4})
+    src, dst = g["edge_index"]
+    once = src < dst  # a citation from the lower id to the higher
+    cites = np.stack([src[once], dst[once]], axis=1)
+    n = g["labels"].size
+    order = rng.permutation(len(cites))
+    held = {"valid": [], "test": []}
+    used_sources, kept = set(), []
+    for i in order:
+        s, d = (int(v) for v in cites[i])
+        part = "valid" if len(held["valid"]) < 40 else "test" if len(held["test"]) < 40 else None
+        if part and s not in used_sources:
+            held[part].append((s, d))
+            used_sources.add(s)
+        else:
+            kept.append((s, d))
+    train = np.array(sorted(kept), dtype=np.int64)
+    base = root / "ogbl_citation2"
+    _csv(base / "raw" / "edge.csv.gz", train)
+    _csv(base / "raw" / "node-feat.csv.gz", np.round(g["features"], 5))
+    _csv(base / "raw" / "node_year.csv.gz", np.full(n, 2019))
+    _csv(base / "raw" / "num-node-list.csv.gz", [n])
+    _csv(base / "raw" / "num-edge-list.csv.gz", [len(train)])
+    split = base / "split" / "time"
+    split.mkdir(parents=True)
+    torch.save({"source_node": torch.from_numpy(train[:, 0]), "target_node": torch.from_numpy(train[:, 1])},
+               split / "train.pt")
+    for part in ("valid", "test"):
+        pos = np.array(held[part], dtype=np.int64)
+        neg = rng.integers(0, n, size=(len(pos), negatives))
+        neg = np.where(neg == pos[:, 1:2], (neg + 1) % n, neg)  # never the positive's own destination
+        torch.save({"source_node": torch.from_numpy(pos[:, 0]), "target_node": torch.from_numpy(pos[:, 1]),
+                    "target_node_neg": torch.from_numpy(neg)}, split / f"{part}.pt")
+    return {"num_nodes": n, "train": len(train), "valid": 40, "test": 40, "negatives": negatives}

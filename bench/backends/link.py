@@ -17,8 +17,13 @@ Settings (bench/run/suite.py; in a cell only where its backend trains the link t
 
 Evaluation: every node's embedding with full neighbourhoods over the training graph (the node
 backends' layer-wise inference, base.full_embeddings), each validation/test positive ranked
-against its stored negatives: MRR and Hits@K (K = 10, 50, 100), OGB's rank (the mean of the
-optimistic and pessimistic rank where scores tie).
+against its stored negatives, by the split's protocol (bench/datasets/link_split.py PROTOCOLS):
+    mrr+hits, mrr   each positive against its own negatives: MRR and Hits@K (K = 10, 50, 100),
+                    OGB's rank (the mean of the optimistic and pessimistic rank where scores tie);
+                    "mrr" (ogbl-citation2) makes MRR the figure time-to-target trains to, as does mrr+hits
+    hits@50         every positive against one shared set of negative pairs (ogbl-collab): Hits@K as
+                    OGB's evaluator counts it (the positive scores above the K-th best negative), no
+                    MRR; Hits@50 is the figure time-to-target trains to
 
 The leakage check (every training batch, in `count`, outside the stages a framework runs): the
 sampled graph's edges against the batch's own positive seed edges and their reverses. With
@@ -95,6 +100,59 @@ def ranking_metrics(rank) -> dict:
     if rank.numel() == 0:
         return {"mrr": None, **{f"hits@{k}": None for k in HITS_AT}}
     return {"mrr": float((1.0 / rank).mean()), **{f"hits@{k}": float((rank <= k).float().mean()) for k in HITS_AT}}
+
+
+def shared_hits(pos_scores, neg_scores) -> dict:
+    """Hits@K against negatives shared by every positive, as OGB's evaluator (ogbl-collab) counts
+    it: the share of positives scored above the K-th best negative (1 where there are fewer than
+    K negatives). No MRR: the protocol has none."""
+    import torch
+
+    if pos_scores.numel() == 0:
+        return {"mrr": None, **{f"hits@{k}": None for k in HITS_AT}}
+    ordered = torch.sort(neg_scores.reshape(-1)).values
+    # negatives scored at least as high as each positive: at most K - 1 of them is a hit at K
+    at_least = ordered.numel() - torch.searchsorted(ordered, pos_scores.reshape(-1).contiguous(), right=False)
+    return {"mrr": None, **{f"hits@{k}": float((at_least < k).float().mean()) for k in HITS_AT}}
+
+
+def protocol_figure(split, metrics: dict) -> float | None:
+    """The one figure a split's protocol scores by (what time-to-target trains to)."""
+    return metrics["hits@50"] if split.protocol == "hits@50" else metrics["mrr"]
+
+
+EVAL_PAIRS_AT_ONCE = 1 << 18  # pairs scored at a time: 1,000 negatives per positive (citation2) stay in memory
+
+
+def split_scores(split, name: str, score_pairs, device=None):
+    """(positive scores [P], negative scores: [P, K] per positive, or [M] shared) of a split
+    (bench/datasets/link_split.py LinkSplit) under `score_pairs(src, dst)` -> scores (int64 node-id
+    tensors), a block of pairs at a time."""
+    import torch
+
+    def scored(src, dst):
+        out = [score_pairs(src[i:i + EVAL_PAIRS_AT_ONCE], dst[i:i + EVAL_PAIRS_AT_ONCE]).float()
+               for i in range(0, len(src), EVAL_PAIRS_AT_ONCE)]
+        return torch.cat(out) if out else torch.zeros(0, device=device)
+
+    pos = torch.from_numpy(np.asarray(split.positives(name))).to(device)
+    neg = torch.from_numpy(np.asarray(split.negatives(name))).to(device)
+    with torch.no_grad():
+        pos_scores = scored(pos[:, 0], pos[:, 1])
+        if split.shared_negatives:
+            return pos_scores, scored(neg[:, 0], neg[:, 1])
+        per_block = max(1, EVAL_PAIRS_AT_ONCE // max(1, neg.shape[1]))
+        blocks = [scored(pos[i:i + per_block, 0].repeat_interleave(neg.shape[1]),
+                         neg[i:i + per_block].reshape(-1)).reshape(-1, neg.shape[1])
+                  for i in range(0, len(pos), per_block)]
+        return pos_scores, (torch.cat(blocks) if blocks else torch.zeros(0, neg.shape[1], device=device))
+
+
+def protocol_metrics(split, pos_scores, neg_scores) -> dict:
+    """MRR and Hits@K (K = HITS_AT) of a split's scores, by its protocol."""
+    if split.shared_negatives:
+        return shared_hits(pos_scores, neg_scores)
+    return ranking_metrics(ranks(pos_scores, neg_scores).cpu())
 
 
 def link_model(encoder, hidden: int, decoder: str):
@@ -214,6 +272,8 @@ class LinkPipeline:
     def notes(self) -> list[str]:
         """What a reader of this cell's accuracy must know."""
         out = [NO_FILTER_NOTE]
+        if self.split.meta.get("given"):  # OGB's or the user's split: scored by its own protocol
+            out.append(f"the dataset's own edge split, scored by its protocol: {link_split.PROTOCOLS[self.split.protocol]}")
         if self.link_settings["exclusion"] == "none":
             b, e = self.leaks["batches"], self.leaks["sampled_edges"]
             out.insert(0, f"exclusion none: the accuracy includes the leak: {self.leaks['leaked_batches']} of {b} "
@@ -230,29 +290,26 @@ class LinkPipeline:
         model = base.unwrap(self.model)
         return self.full_embeddings(model.convs, self.split, self.data), model
 
-    def split_ranks(self, split: str, h=None, model=None):
-        import torch
-
+    def split_metrics(self, split: str, h=None, model=None) -> dict:
+        """MRR and Hits@K of a split, by its protocol (`protocol_metrics`)."""
         if h is None:
             h, model = self.embeddings()
-        pos = torch.from_numpy(np.asarray(self.split.positives(split))).to(h.device)
-        neg = torch.from_numpy(np.asarray(self.split.negatives(split))).to(h.device)
-        with torch.no_grad():
-            pos_scores = model.score(h[pos[:, 0]], h[pos[:, 1]]).float()
-            src = pos[:, 0].repeat_interleave(neg.shape[1])
-            neg_scores = model.score(h[src], h[neg.reshape(-1)]).float().reshape(neg.shape)
-        return ranks(pos_scores, neg_scores).cpu()
+        pos, neg = split_scores(self.split, split, lambda s, d: model.score(h[s], h[d]), h.device)
+        return protocol_metrics(self.split, pos, neg)
 
     def evaluate(self, split: str) -> float | None:
-        """The split's MRR (what time to target trains to for a link cell)."""
+        """The split's figure by its protocol (what time to target trains to): MRR, or Hits@50
+        where the negatives are shared (ogbl-collab)."""
         if self.model is None:
             return None
-        return ranking_metrics(self.split_ranks(split))["mrr"]
+        return protocol_figure(self.split, self.split_metrics(split))
 
     def count_correct(self, split: str) -> tuple[float, int]:
-        """(sum of reciprocal ranks, positives): summed over ranks, their ratio is the MRR."""
-        rank = self.split_ranks(split)
-        return float((1.0 / rank).sum()), int(rank.numel())
+        """(the protocol's figure times the positives, positives): summed over ranks, their ratio
+        is the figure (MRR: the sum of reciprocal ranks; Hits@50: the hits)."""
+        total = len(self.split.positives(split))
+        figure = protocol_figure(self.split, self.split_metrics(split))
+        return (figure or 0.0) * total, total
 
     def full_accuracy(self, data, split: str = "test"):
         return None  # a link cell reports link_metrics instead
@@ -264,7 +321,7 @@ class LinkPipeline:
             return out
         h, model = self.embeddings()
         for split in ("val", "test"):
-            metrics = ranking_metrics(self.split_ranks(split, h, model))
+            metrics = self.split_metrics(split, h, model)
             out[f"{split}_mrr"] = metrics.pop("mrr")
             out[f"{split}_hits"] = {k.removeprefix("hits@"): v for k, v in metrics.items()}
         return out

@@ -14,7 +14,7 @@ plus one line here: the module, and the stack whose interpreter must run it (Non
 host too). Suite validation builds its dataset schema from this registry (bench/run/suite.py).
 
 Names on the command line: `synthetic[:scale=14,edge_factor=16]`, `planetoid:Cora`,
-`ogb:ogbn-arxiv`, `reddit`, `molecules[:count=20000,max_nodes=30]` (a graph-level dataset:
+`ogb:ogbn-arxiv`, `ogb-link:ogbl-collab`, `reddit`, `molecules[:count=20000,max_nodes=30]` (a graph-level dataset:
 its module sets SHAPE = "collection" and has its own `load`), and a user's own graph as
 `SOURCE:PATH` (`npy:/data/g`, `pyg-file:/data/g.pt`, `graphbolt:/data/g`, `edge-list:/data/g`; a
 module with USER_FILES, parse_rest(rest) and fingerprint(params): bench/datasets/user_graph.py).
@@ -41,6 +41,7 @@ SOURCES: dict[str, Source] = {
     "molecules": Source("bench.datasets.molecules", None),
     "typed-synthetic": Source("bench.datasets.typed_synthetic", None),  # IGBH-shaped typed graph (shape "typed")
     "ogb-typed": Source("bench.datasets.ogb_typed", "pyg"),  # ogbn-mag through ogb's own loader (shape "typed")
+    "ogb-link": Source("bench.datasets.ogb_link", "pyg"),  # ogbl-collab, ogbl-citation2 with their split (task "link")
     # your own graph (bench/datasets/user_graph.py): one source per format, each with its own
     # parameters and checks, rather than one that guesses the format from the files
     "npy": Source("bench.datasets.npy_folder", None),

@@ -22,8 +22,20 @@ Layout (under the dataset's hub folder, one folder per split's parameters):
 
 A graph is undirected when every edge's reverse is stored too: then each unordered pair is split
 as one, and a held-out pair leaves the message-passing graph in both directions. Self-loops stay
-in the training graph and are never held out. numpy only: the host (preparation) and every stack
-(the backends) import it.
+in the training graph and are never held out.
+
+A GIVEN split (OGB's, or a user's split files) is written by its source with `write_given` into
+    link-given/                the same files, and in meta.json `given: true` and where it came from
+Its positives are the given ones; the held-out pairs leave the message-passing graph (both
+directions where undirected) and the training seeds as in a made split (counted in meta.json where
+some had to go). Its negatives are one of
+    per-positive   val_neg, test_neg int64 [V, K]: K destinations per positive, its source kept
+                   (ogbl-citation2's `target_node_neg`, 1,000 per edge)
+    shared         val_neg, test_neg int64 [M, 2]: negative pairs every positive is ranked against
+                   (ogbl-collab's `edge_neg`)
+and meta.json's `protocol` says how the evaluation scores it (PROTOCOLS): a dataset with a given
+split is always read with it (`ensure` and `load` without parameters find it).
+numpy only: the host (preparation) and every stack (the backends) import it.
 """
 
 from __future__ import annotations
@@ -42,6 +54,14 @@ VAL_FRACTION = 0.05
 TEST_FRACTION = 0.05
 EVAL_NEGATIVES = 100  # negatives per validation/test positive (OGB's ogbl-citation2 takes 1,000)
 SPLIT_SEED = 0
+# How a split is scored (bench/backends/link.py follows meta.json's `protocol`)
+PROTOCOLS = {
+    "mrr+hits": "MRR and Hits@10/50/100, each positive against its own negatives (a made split)",
+    "mrr": "MRR, each positive against its own negatives (OGB's ogbl-citation2: 1,000 per edge)",
+    "hits@50": "Hits@50, every positive against one shared set of negative pairs (OGB's ogbl-collab)",
+}
+NEGATIVES = ("per-positive", "shared")
+GIVEN_FOLDER = "link-given"
 ARRAYS = ("edge_index", "csc_indptr", "graphbolt_indices", "graphbolt_indptr", "train_pos", "val_pos", "val_neg",
           "test_pos", "test_neg")
 
@@ -69,6 +89,15 @@ class LinkSplit:
     def undirected(self) -> bool:
         return bool(self.meta["undirected"])
 
+    @property
+    def protocol(self) -> str:
+        return self.meta.get("protocol", "mrr+hits")
+
+    @property
+    def shared_negatives(self) -> bool:
+        """Whether every positive is ranked against one shared set of negative pairs ([M, 2])."""
+        return self.meta.get("negatives", "per-positive") == "shared"
+
     def positives(self, split: str) -> np.ndarray:
         return getattr(self, f"{split}_pos")
 
@@ -77,8 +106,9 @@ class LinkSplit:
 
     def card(self) -> dict:
         """What a result carries about the split."""
-        return {k: self.meta[k] for k in ("val_fraction", "test_fraction", "eval_negatives", "seed", "undirected",
-                                          "num_train_edges", "num_train_pos", "num_val_pos", "num_test_pos")}
+        keys = ("val_fraction", "test_fraction", "eval_negatives", "seed", "undirected", "num_train_edges",
+                "num_train_pos", "num_val_pos", "num_test_pos", "protocol", "negatives", "given", "origin")
+        return {k: self.meta[k] for k in keys if k in self.meta}
 
 
 def folder_name(val: float = VAL_FRACTION, test: float = TEST_FRACTION, negatives: int = EVAL_NEGATIVES,
@@ -101,14 +131,10 @@ def split_edges(edge_index: np.ndarray, num_nodes: int, val: float = VAL_FRACTIO
                 negatives: int = EVAL_NEGATIVES, seed: int = SPLIT_SEED) -> tuple[dict[str, np.ndarray], dict]:
     """The split's arrays and its meta (counts), deterministically from `seed`."""
     _check(val, test, negatives)
-    src, dst = (np.asarray(edge_index[i], dtype=np.int64) for i in (0, 1))
     n = np.int64(num_nodes)
-    keys = np.unique(src * n + dst)
+    keys, undirected = _undirected_keys(edge_index, n)
     s, d = np.divmod(keys, n)
-    not_loop = s != d
-    reversed_keys = np.sort(d[not_loop] * n + s[not_loop])
-    undirected = bool(not_loop.any()) and np.array_equal(reversed_keys, np.sort(keys[not_loop]))
-    candidate = (s < d) if undirected else not_loop  # one per unordered pair where undirected
+    candidate = (s < d) if undirected else s != d  # one per unordered pair where undirected
     pairs = np.stack([s[candidate], d[candidate]], axis=1)
     rng = np.random.default_rng(seed)
     order = rng.permutation(len(pairs))
@@ -119,30 +145,186 @@ def split_edges(edge_index: np.ndarray, num_nodes: int, val: float = VAL_FRACTIO
     val_pos = pairs[np.sort(order[:n_val])]
     test_pos = pairs[np.sort(order[n_val:n_val + n_test])]
     train_pos = pairs[np.sort(order[n_val + n_test:])]
-    held = np.concatenate([val_pos, test_pos])
-    held_keys = held[:, 0] * n + held[:, 1]
-    if undirected:
-        held_keys = np.concatenate([held_keys, held[:, 1] * n + held[:, 0]])
-    kept = keys[~np.isin(keys, held_keys)]
-    train_src, train_dst = np.divmod(kept, n)  # keys are src * n + dst
-    train_edge_index, indptr = hub.csc_from_coo(train_src, train_dst, int(n))
-    arrays = {"edge_index": train_edge_index, "csc_indptr": indptr,
-              **hub.graphbolt_arrays(train_edge_index, indptr, int(n)),
-              "train_pos": train_pos, "val_pos": val_pos, "test_pos": test_pos,
+    held_keys = _pair_keys(np.concatenate([val_pos, test_pos]), n, undirected)
+    graph = _message_passing(keys[~np.isin(keys, held_keys)], int(n))
+    arrays = {**graph, "train_pos": train_pos, "val_pos": val_pos, "test_pos": test_pos,
               # the negatives come from a stream of their own, after the split's draws
               "val_neg": rng.integers(0, n, size=(len(val_pos), negatives), dtype=np.int64),
               "test_neg": rng.integers(0, n, size=(len(test_pos), negatives), dtype=np.int64)}
     meta = {"format": FORMAT, "val_fraction": val, "test_fraction": test, "eval_negatives": negatives, "seed": seed,
+            "protocol": "mrr+hits", "negatives": "per-positive", "given": False,
             "undirected": undirected, "num_nodes": int(n), "num_edges": int(len(keys)),
-            "num_train_edges": int(train_edge_index.shape[1]), "num_train_pos": int(len(train_pos)),
+            "num_train_edges": int(graph["edge_index"].shape[1]), "num_train_pos": int(len(train_pos)),
             "num_val_pos": int(len(val_pos)), "num_test_pos": int(len(test_pos))}
     return arrays, meta
+
+
+def _undirected_keys(edge_index: np.ndarray, n: np.int64) -> tuple[np.ndarray, bool]:
+    """The graph's unique edge keys (src * n + dst) and whether every non-loop edge's reverse is there."""
+    src, dst = (np.asarray(edge_index[i], dtype=np.int64) for i in (0, 1))
+    keys = np.unique(src * n + dst)
+    s, d = np.divmod(keys, n)
+    not_loop = s != d
+    reversed_keys = np.sort(d[not_loop] * n + s[not_loop])
+    return keys, bool(not_loop.any()) and np.array_equal(reversed_keys, np.sort(keys[not_loop]))
+
+
+def _pair_keys(pairs: np.ndarray, n: np.int64, undirected: bool) -> np.ndarray:
+    """The keys of pairs [K, 2], and of their reverses where the graph is undirected."""
+    pairs = np.asarray(pairs, dtype=np.int64)
+    out = pairs[:, 0] * n + pairs[:, 1]
+    return np.concatenate([out, pairs[:, 1] * n + pairs[:, 0]]) if undirected else out
+
+
+def _message_passing(kept_keys: np.ndarray, n: int) -> dict[str, np.ndarray]:
+    """The training graph's arrays (edge_index, CSC, GraphBolt's copies) from its edge keys."""
+    train_src, train_dst = np.divmod(kept_keys, np.int64(n))  # keys are src * n + dst
+    edge_index, indptr = hub.csc_from_coo(train_src, train_dst, n)
+    return {"edge_index": edge_index, "csc_indptr": indptr, **hub.graphbolt_arrays(edge_index, indptr, n)}
+
+
+# --- a given split (OGB's, a user's files) ------------------------------------------------------
+
+def _bad(where: str, problem: str, allowed: str) -> hub.DatasetError:
+    return hub.DatasetError(f"{where}: {problem}; allowed: {allowed}")
+
+
+def _check_pairs(array, where: str, n: int, what: str) -> np.ndarray:
+    """[K, 2] node-id pairs (K >= 1, each id in 0..n-1) as int64, else one line naming `where`."""
+    a = np.asarray(array)
+    allowed = f"{what} as an integer array [K, 2] (source, destination), node ids 0..{n - 1}, K >= 1"
+    if not np.issubdtype(a.dtype, np.integer):
+        raise _bad(where, f"dtype {a.dtype}", allowed)
+    if a.ndim != 2 or a.shape[1] != 2:
+        raise _bad(where, f"shape {tuple(a.shape)}", allowed)
+    if a.shape[0] == 0:
+        raise _bad(where, "no pairs", allowed)
+    return _check_ids(a, where, n, allowed)
+
+
+def _check_ids(a: np.ndarray, where: str, n: int, allowed: str) -> np.ndarray:
+    a = a.astype(np.int64)
+    bad = (a < 0) | (a >= n)
+    if bad.any():
+        position = tuple(int(i) for i in np.argwhere(bad)[0])
+        raise _bad(where, f"{list(position)} = {a[position]} is not a node id", allowed)
+    return a
+
+
+def _check_negatives(array, where: str, n: int, kind: str, positives: int) -> np.ndarray:
+    if kind == "shared":
+        return _check_pairs(array, where, n, "negative pairs shared by every positive")
+    a = np.asarray(array)
+    allowed = (f"negative destinations per positive as an integer array [{positives}, K] (a row per positive, "
+               f"K >= 1), node ids 0..{n - 1}")
+    if not np.issubdtype(a.dtype, np.integer):
+        raise _bad(where, f"dtype {a.dtype}", allowed)
+    if a.ndim != 2 or a.shape[0] != positives or a.shape[1] < 1:
+        raise _bad(where, f"shape {tuple(a.shape)} for {positives} positives", allowed)
+    return _check_ids(a, where, n, allowed)
+
+
+def check_given(given: dict, where: dict[str, str], num_nodes: int, negatives: str) -> dict[str, np.ndarray]:
+    """A given split's arrays checked (shapes, dtypes, node ids; one line naming the file and what
+    is wrong) and as int64: before anything is written."""
+    if negatives not in NEGATIVES:
+        raise hub.DatasetError(f"link split: unknown negatives {negatives!r}; known: {', '.join(NEGATIVES)}")
+    out = {name: _check_pairs(given[name], where[name], num_nodes, f"the {name.split('_')[0]} edges")
+           for name in ("train_pos", "val_pos", "test_pos")}
+    for s in ("val", "test"):
+        out[f"{s}_neg"] = _check_negatives(given[f"{s}_neg"], where[f"{s}_neg"], num_nodes, negatives,
+                                           len(out[f"{s}_pos"]))
+    return out
+
+
+def given_edges(edge_index: np.ndarray, num_nodes: int, given: dict, where: dict[str, str], protocol: str,
+                negatives: str) -> tuple[dict[str, np.ndarray], dict]:
+    """A given split's arrays and meta. `given`: train_pos, val_pos, test_pos ([K, 2] pairs) and
+    val_neg, test_neg (per `negatives`); `where`: each one's file (and key) for messages."""
+    if protocol not in PROTOCOLS:
+        raise hub.DatasetError(f"link split: unknown protocol {protocol!r}; known: {', '.join(PROTOCOLS)}")
+    n = np.int64(num_nodes)
+    given = check_given(given, where, int(n), negatives)
+    pos = {k: given[k] for k in ("train_pos", "val_pos", "test_pos")}
+    neg = {k: given[k] for k in ("val_neg", "test_neg")}
+    keys, undirected = _undirected_keys(edge_index, n)
+    held_keys = _pair_keys(np.concatenate([pos["val_pos"], pos["test_pos"]]), n, undirected)
+    # the training seeds: one per pair where undirected (source < destination), no self-loops, none held out
+    train = pos["train_pos"]
+    train = train[train[:, 0] != train[:, 1]]
+    if undirected:
+        train = np.sort(train, axis=1)
+    train_keys = np.unique(train[:, 0] * n + train[:, 1])
+    seeds = train_keys[~np.isin(train_keys, held_keys)]
+    if seeds.size == 0:
+        raise _bad(where["train_pos"], "no training edge is left once the validation and test pairs are taken out",
+                   "training edges other than the held-out ones")
+    graph_keys = keys[~np.isin(keys, held_keys)]
+    arrays = {**_message_passing(graph_keys, int(n)), "train_pos": np.stack(np.divmod(seeds, n), axis=1),
+              "val_pos": pos["val_pos"], "test_pos": pos["test_pos"], **neg}
+    meta = {"format": FORMAT, "given": True, "protocol": protocol, "negatives": negatives,
+            "eval_negatives": int(neg["val_neg"].shape[0] if negatives == "shared" else neg["val_neg"].shape[1]),
+            "undirected": undirected, "num_nodes": int(n), "num_edges": int(len(keys)),
+            "num_train_edges": int(arrays["edge_index"].shape[1]), "num_train_pos": int(len(seeds)),
+            "num_val_pos": int(len(pos["val_pos"])), "num_test_pos": int(len(pos["test_pos"])),
+            # where the given split's held-out pairs were also in its graph or training edges: taken out
+            # (a held-out pair left in the message-passing graph leaks its answer)
+            "held_out_removed": {"graph_edges": int(len(keys) - len(graph_keys)),
+                                 "train_pos": int(len(train_keys) - len(seeds))},
+            "sources": dict(where)}
+    return arrays, meta
+
+
+def write_given(dataset_dir: Path, given: dict, where: dict[str, str], protocol: str, negatives: str,
+                origin: str) -> Path:
+    """The dataset's given split, written once into GIVEN_FOLDER (atomically, with checksums);
+    `origin`: where the split came from (`OGB's split/time/*.pt`, the user's folder)."""
+    target = Path(dataset_dir) / GIVEN_FOLDER
+    if (target / "meta.json").is_file():
+        verify(target)
+        return target
+    data = hub.load(dataset_dir, mmap=True, features_mmap=True)
+    arrays, meta = given_edges(data.edge_index, data.num_nodes, given, where, protocol, negatives)
+    meta.update(dataset=data.meta["name"], origin=origin)
+    _write(target, arrays, meta)
+    return target
+
+
+def _write(target: Path, arrays: dict, meta: dict) -> None:
+    with hub.atomic_dir(target) as tmp:
+        if tmp is not None:
+            for name in ARRAYS:
+                np.save(tmp / f"{name}.npy", arrays[name])
+            hub.record_checksums(tmp)
+            (tmp / "meta.json").write_text(json.dumps(meta, indent=2))
+
+
+def has_given(dataset_dir: Path) -> bool:
+    """Whether the dataset's split is given by its source (its meta.json says so): then it is the
+    only split read, and a missing one is an error, never replaced by a made one."""
+    try:
+        return bool(json.loads((Path(dataset_dir) / "meta.json").read_text()).get("link_split_given"))
+    except (OSError, ValueError):
+        return False
+
+
+def _given_or_missing(dataset_dir: Path) -> Path:
+    target = Path(dataset_dir) / GIVEN_FOLDER
+    if not (target / "meta.json").is_file():
+        raise hub.DatasetError(f"{dataset_dir}: its source gives an edge split, and {target} is missing or was not "
+                               f"finished; delete {dataset_dir} and prepare the dataset again")
+    return target
 
 
 def ensure(dataset_dir: Path, val: float = VAL_FRACTION, test: float = TEST_FRACTION,
            negatives: int = EVAL_NEGATIVES, seed: int = SPLIT_SEED) -> Path:
     """The split's folder under a materialised plain dataset, built once (atomically: a
-    half-written folder is never seen under its name) and checked against its checksums after."""
+    half-written folder is never seen under its name) and checked against its checksums after.
+    A dataset whose source gives its split (has_given): that split, never a made one."""
+    if has_given(dataset_dir):
+        target = _given_or_missing(dataset_dir)
+        verify(target)
+        return target
     target = split_dir(dataset_dir, val=val, test=test, negatives=negatives, seed=seed)
     if (target / "meta.json").is_file():
         verify(target)
@@ -150,12 +332,7 @@ def ensure(dataset_dir: Path, val: float = VAL_FRACTION, test: float = TEST_FRAC
     data = hub.load(dataset_dir, mmap=True, features_mmap=True)
     arrays, meta = split_edges(data.edge_index, data.num_nodes, val, test, negatives, seed)
     meta["dataset"] = data.meta["name"]
-    with hub.atomic_dir(target) as tmp:
-        if tmp is not None:
-            for name in ARRAYS:
-                np.save(tmp / f"{name}.npy", arrays[name])
-            hub.record_checksums(tmp)
-            (tmp / "meta.json").write_text(json.dumps(meta, indent=2))
+    _write(target, arrays, meta)
     return target
 
 
@@ -167,8 +344,9 @@ def verify(folder: Path) -> None:
 
 
 def load(dataset_dir: Path, check: bool = True, **params) -> LinkSplit:
-    """The split of a dataset (default parameters unless given), memory-mapped read-only."""
-    folder = split_dir(dataset_dir, **params)
+    """The split of a dataset (its given split where its source gives one, else the made split of
+    the default parameters unless given), memory-mapped read-only."""
+    folder = _given_or_missing(dataset_dir) if has_given(dataset_dir) else split_dir(dataset_dir, **params)
     if not (folder / "meta.json").is_file():
         raise hub.DatasetError(f"{folder}: no link split here; the preparation step builds it before a link cell "
                                "(run the suite, or bench.datasets.link_split.ensure)")

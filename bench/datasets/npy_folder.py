@@ -7,6 +7,14 @@
                                         (`train_mask.npy`); `valid_` stands for `val_`
     edge_weight.npy, edge_attr.npy      ignored, with a note (gnnbench trains on the structure)
 
+and, optionally, the link task's edge split as given (without it, link cells make one:
+bench/datasets/link_split.py), all five or none:
+    link_train.npy, link_val.npy, link_test.npy   [K, 2] node-id pairs (source, destination)
+    link_val_neg.npy, link_test_neg.npy           [V, K] negative destinations per positive (its
+                                                  source kept): scored by MRR and Hits@K
+    or link_val_neg_edges.npy, link_test_neg_edges.npy   [M, 2] negative pairs shared by every
+                                                  positive (ogbl-collab's form): scored by Hits@50
+
 N is the number of feature rows. Each array is read a block at a time (bench/datasets/npy_reader.py),
 so the folder may be far larger than memory. Checks and conversion: bench/datasets/user_graph.py.
 """
@@ -15,6 +23,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from bench.datasets import link_split
 from bench.datasets import user_graph as ug
 from bench.datasets.npy_reader import NpyArray, NpyError
 
@@ -31,6 +40,13 @@ IGNORED = ("edge_weight.npy", "edge_weights.npy", "edge_attr.npy")
 SIZES_NOTE = ("npy:PATH          your own graph: a folder of .npy arrays (edge_index, features, labels, "
               "train/val/test ids or masks); docs/own-graph.md")
 ESTIMATE_ORIGIN = ug.SIZES_ORIGIN
+LINK_POS = {"train_pos": "link_train.npy", "val_pos": "link_val.npy", "test_pos": "link_test.npy"}
+LINK_NEG = {"per-positive": {"val_neg": "link_val_neg.npy", "test_neg": "link_test_neg.npy"},
+            "shared": {"val_neg": "link_val_neg_edges.npy", "test_neg": "link_test_neg_edges.npy"}}
+LINK_PROTOCOL = {"per-positive": "mrr+hits", "shared": "hits@50"}
+LINK_RULE = ("the link split's files, all or none: link_train.npy, link_val.npy, link_test.npy and either "
+             "link_val_neg.npy, link_test_neg.npy ([V, K] destinations per positive) or link_val_neg_edges.npy, "
+             "link_test_neg_edges.npy ([M, 2] shared pairs)")
 LAYOUT_RULE = "the folder's arrays: " + "; ".join(f"{k}: {' or '.join(v)}" for k, v in NAMES.items())
 
 
@@ -115,9 +131,52 @@ def open_graph(label: str, params: dict) -> ug.UserGraph:
         read_split=lambda s: splits[s].read_all(), notes=notes, extra_meta={"edge_layout": layout})
 
 
+def link_files(folder: Path) -> tuple[dict[str, Path], str] | None:
+    """The given link split's files and the form of its negatives, or None where there is none;
+    a part of one is an error naming what is missing."""
+    names = {*LINK_POS.values(), *(n for kind in LINK_NEG.values() for n in kind.values())}
+    present = {n for n in names if (folder / n).is_file()}
+    if not present:
+        return None
+    kinds = [kind for kind, files in LINK_NEG.items() if set(files.values()) & present]
+    if len(kinds) != 1:
+        problem = "both forms of negatives are there" if kinds else "no negatives"
+        raise ug.fail(f"{folder}: {problem} for the given link split; allowed: {LINK_RULE}")
+    wanted = {**LINK_POS, **LINK_NEG[kinds[0]]}
+    missing = [n for n in wanted.values() if n not in present]
+    if missing:
+        raise ug.fail(f"{folder}: the given link split lacks {', '.join(missing)}; allowed: {LINK_RULE}")
+    return {key: folder / name for key, name in wanted.items()}, kinds[0]
+
+
+def read_link_split(folder: Path, num_nodes: int) -> tuple[dict, dict, str] | None:
+    """The given link split's arrays checked (link_split.check_given), before anything is converted."""
+    found = link_files(folder)
+    if found is None:
+        return None
+    files, kind = found
+    where = {key: str(path) for key, path in files.items()}
+    given = link_split.check_given({key: _open(path).read_all() for key, path in files.items()}, where, num_nodes,
+                                   kind)
+    return given, where, kind
+
+
+def open_with_link(label: str, params: dict) -> ug.UserGraph:
+    graph = open_graph(label, params)
+    if link_files(Path(params["path"])) is not None:
+        graph.extra_meta["link_split_given"] = True  # link cells read it, never a made one
+    return graph
+
+
 def expected_stats(params: dict) -> dict:
     return ug.expected_stats(open_graph("?", params), params)
 
 
 def materialise(spec: dict, cache: Path, data_root: Path | None = None) -> Path:
-    return ug.materialise(spec, cache, open_graph, source_files)
+    folder = Path(spec["params"]["path"])
+    link = read_link_split(folder, open_graph(spec["name"], spec["params"]).num_nodes) if folder.is_dir() else None
+    path = ug.materialise(spec, cache, open_with_link, source_files)
+    if link is not None:
+        given, where, kind = link
+        link_split.write_given(path, given, where, LINK_PROTOCOL[kind], kind, origin=f"the files in {folder}")
+    return path

@@ -1,0 +1,156 @@
+"""OGB's link-property datasets ogbl-collab and ogbl-citation2 through the `ogb` package's own
+`LinkPropPredDataset`, into the hub with their own edge split (bench/datasets/link_split.py, a
+given split) and scored by their own protocol: `ogb-link:ogbl-collab`, `ogb-link:ogbl-citation2`.
+
+    ogbl-collab      authors, an edge per collaboration year (OGB adds the reverses); the split's
+                     valid/test `edge` are ranked against `edge_neg`, negative pairs shared by every
+                     positive: Hits@50 (OGB's evaluator)
+    ogbl-citation2   papers, directed citations; each valid/test (`source_node`, `target_node`) is
+                     ranked against its own 1,000 `target_node_neg`: MRR
+
+Offline-first as bench/datasets/ogb.py: the files are looked for under DATA_ROOT/ogbl_NAME/ or
+DATA_ROOT/ogb/ogbl_NAME/ in OGB's layout
+
+    raw/edge.csv.gz, raw/num-node-list.csv.gz, raw/num-edge-list.csv.gz, raw/node-feat.csv.gz
+    raw/edge_weight.csv.gz, raw/edge_year.csv.gz (collab) or raw/node_year.csv.gz (citation2)
+    split/time/{train,valid,test}.pt   torch dicts: collab {edge, weight, year, edge_neg (valid/test)},
+                                       citation2 {source_node, target_node, target_node_neg (valid/test)}
+
+failing that, ogb downloads them into the cache unless GNNBENCH_OFFLINE is set (then one line says
+where they were looked for). ogb processes in a scratch folder that links to the raw files, so a
+shared data root is only read. The message-passing graph is OGB's training graph made undirected
+(as PyG's and DGL's citation2 examples do; collab already is); a held-out pair that is also a
+training edge (collab repeats a pair across years) leaves it, counted in the split's meta.json.
+The datasets have no node labels: they serve the link task only. Runs inside the pyg stack
+(ogb needs torch).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from bench.datasets import hub, link_split
+
+RELEASE = {"ogbl-collab": 1, "ogbl-citation2": 1}  # OGB's master.csv `version`: ogb asks on stdin without it
+SPLIT = {"ogbl-collab": "time", "ogbl-citation2": "time"}
+EXTRA_RAW = {"ogbl-collab": ("edge_weight", "edge_year"), "ogbl-citation2": ("node_year",)}
+# how each is scored (link_split.PROTOCOLS) and the form of its negatives
+PROTOCOL = {"ogbl-collab": ("hits@50", "shared"), "ogbl-citation2": ("mrr", "per-positive")}
+# Published sizes (OGB's documentation). Edges: OGB's training edges in both directions, an upper
+# bound (collab repeats a pair across years; the hub keeps one). No labels: 0 classes, no node split.
+KNOWN_STATS = {  # hub.sizes(nodes, edges, feature_dim, classes, train, val, test)
+    "ogbl-collab": hub.sizes(235868, 2 * 1179052, 128, 0, 0, 0, 0),
+    "ogbl-citation2": hub.sizes(2927963, 2 * 30387995, 128, 0, 0, 0, 0),
+}
+SIZES_NOTE = ("ogb-link:NAME     OGB's link datasets with their own split and protocol: ogbl-collab "
+              "(Hits@50, shared negatives), ogbl-citation2 (MRR, 1,000 negatives per edge)")
+
+
+def tasks(params: dict) -> tuple[str, ...]:
+    return ("link",)  # no node labels
+
+
+def folder(name: str) -> str:
+    return name.replace("-", "_")
+
+
+def expected_files(name: str) -> list[str]:
+    raw = ["raw/edge.csv.gz", "raw/num-node-list.csv.gz", "raw/num-edge-list.csv.gz", "raw/node-feat.csv.gz",
+           *(f"raw/{extra}.csv.gz" for extra in EXTRA_RAW[name])]
+    return raw + [f"split/{SPLIT[name]}/{part}.pt" for part in ("train", "valid", "test")]
+
+
+def expected_stats(params: dict) -> dict:
+    return KNOWN_STATS[params["name"]]
+
+
+def _field(split: dict, part: str, key: str, where: Path, shape: str):
+    """One array of OGB's split dict, as numpy; a missing one is one line naming the file."""
+    found = split.get(part)
+    if not isinstance(found, dict) or key not in found:
+        have = ", ".join(map(str, found)) if isinstance(found, dict) else type(found).__name__
+        raise hub.DatasetError(f"{where}: no {key!r} (has: {have or 'nothing'}); allowed: OGB's split dict with "
+                               f"{key!r} {shape}")
+    value = found[key]
+    return np.asarray(value.numpy() if hasattr(value, "numpy") else value)
+
+
+def given_split(name: str, split: dict, split_dir: Path) -> tuple[dict, dict]:
+    """OGB's split dict (get_edge_split) as link_split.write_given takes it: the arrays and, for
+    each, the file and key it came from."""
+    given, where = {}, {}
+    for ours, part in (("train", "train"), ("val", "valid"), ("test", "test")):
+        file = split_dir / f"{part}.pt"
+        if name == "ogbl-collab":
+            given[f"{ours}_pos"] = _field(split, part, "edge", file, "[E, 2]")
+            where[f"{ours}_pos"] = f"{file}: edge"
+            if ours != "train":
+                given[f"{ours}_neg"] = _field(split, part, "edge_neg", file, "[M, 2]")
+                where[f"{ours}_neg"] = f"{file}: edge_neg"
+        else:
+            src = _field(split, part, "source_node", file, "[E]")
+            dst = _field(split, part, "target_node", file, "[E]")
+            if src.ndim != 1 or src.shape != dst.shape:
+                raise hub.DatasetError(f"{file}: source_node {tuple(src.shape)} and target_node {tuple(dst.shape)} "
+                                       "differ; allowed: two arrays [E] of the same length")
+            given[f"{ours}_pos"] = np.stack([src, dst], axis=1)
+            where[f"{ours}_pos"] = f"{file}: source_node, target_node"
+            if ours != "train":
+                given[f"{ours}_neg"] = _field(split, part, "target_node_neg", file, "[E, 1000]")
+                where[f"{ours}_neg"] = f"{file}: target_node_neg"
+    return given, where
+
+
+def materialise(spec: dict, cache: Path, data_root: Path | None) -> Path:
+    os.environ.setdefault("OUTDATED_IGNORE", "1")  # ogb would otherwise ask PyPI for its newest version
+    from ogb.linkproppred import LinkPropPredDataset  # the pyg stack only
+
+    name = spec["params"]["name"]
+    required = expected_files(name)
+    source_dir = hub.find_raw(data_root, "ogb", folder(name), required)
+    with tempfile.TemporaryDirectory(dir=cache) as scratch:
+        if source_dir is None:
+            if hub.offline():
+                raise hub.missing_raw_error(spec["name"], data_root, "ogb", folder(name), required,
+                                            "downloads are off (GNNBENCH_OFFLINE); get them with "
+                                            f"`python -c \"from ogb.linkproppred import LinkPropPredDataset; "
+                                            f"LinkPropPredDataset('{name}', root='DATA_ROOT')\"`")
+            root = hub.download_root(cache, "ogb")
+            try:
+                dataset = LinkPropPredDataset(name, root=str(root))  # ogb's own download and checks
+            except (Exception, SystemExit) as exc:  # noqa: BLE001 - ogb exits when a download is declined
+                raise hub.missing_raw_error(spec["name"], data_root, "ogb", folder(name), required,
+                                            f"downloading them failed ({type(exc).__name__}: {exc})") from exc
+            raw = root / folder(name)
+        else:
+            work = Path(scratch) / folder(name)
+            work.mkdir()
+            for part in ("raw", "split"):
+                (work / part).symlink_to(source_dir / part, target_is_directory=True)
+            (work / "processed").mkdir()  # ogb writes its processed copy here, never into the data root
+            (work / f"RELEASE_v{RELEASE[name]}.txt").touch()
+            raw = source_dir
+            with hub.reading_raw(spec["name"], source_dir):
+                dataset = LinkPropPredDataset(name, root=scratch)
+        with hub.reading_raw(spec["name"], raw):
+            graph = dataset[0]
+            split = dataset.get_edge_split()
+    n = int(graph["num_nodes"])
+    src, dst = (np.asarray(a, dtype=np.int64) for a in graph["edge_index"])
+    edge_index, indptr = hub.csc_from_coo(np.concatenate([src, dst]), np.concatenate([dst, src]), n)
+    empty = np.zeros(0, dtype=np.int64)
+    arrays = {"edge_index": edge_index, "csc_indptr": indptr,
+              "features": np.asarray(graph["node_feat"], dtype=np.float32),
+              "labels": np.full(n, -1, dtype=np.int64), "train_idx": empty, "val_idx": empty, "test_idx": empty}
+    protocol, negatives = PROTOCOL[name]
+    given, where = given_split(name, split, raw / "split" / SPLIT[name])
+    given = link_split.check_given(given, where, n, negatives)  # a bad split file fails before anything is written
+    path = hub.write(spec, cache, arrays, expected=KNOWN_STATS[name] if source_dir is None else None,
+                     extra_meta={"raw": str(source_dir) if source_dir else "downloaded", "link_split_given": True,
+                                 "features_only_acc": None})
+    link_split.write_given(path, given, where, protocol, negatives, origin=f"OGB's split ({raw / 'split'})")
+    return path
