@@ -233,7 +233,7 @@ def has_checksums(folder: Path) -> bool:
 
 def verify(path: Path, meta: dict | None = None) -> None:
     """Check a materialised folder's arrays against their checksums (cheap: bench/checksums.py);
-    a folder without checksums fails (it is never adopted: see bench.run.prepare.ensure_dataset)."""
+    a folder without checksums fails (it is never adopted: see bench.datasets.ready)."""
     if meta is None:
         try:
             meta = json.loads((Path(path) / "meta.json").read_text())
