@@ -105,12 +105,14 @@ def spec_key(spec: dict) -> str:
     """A folder name that changes whenever anything that shapes the data changes, and only then:
     the label a suite gives a dataset is not part of it, so `cora` in one suite and
     `planetoid:Cora` on the command line share one folder."""
+    from bench import datasets  # the registry, as in source_version
+
     params = spec.get("params", {})
     shape = {"source": spec["source"], "params": params, "format": FORMAT_VERSION}
     version = source_version(spec["source"])
     if version is not None:  # a generator's own version: new arrays, new folder
         shape["version"] = version
-    files = source_fingerprint(spec)
+    files = datasets.files_fingerprint(spec)
     if files is not None:  # a user's files: an edited file gets a new folder, never a stale one
         shape["files"] = files
     canonical = json.dumps(shape, sort_keys=True)
@@ -123,24 +125,12 @@ def spec_key(spec: dict) -> str:
 def source_version(source: str) -> int | None:
     """The VERSION a source module declares (a generator whose arrays changed for the same
     parameters bumps it), or None."""
-    from bench import datasets  # the registry; imported here, as it imports this module's users
+    from bench import datasets  # the registry; imported here, as it imports this module's users (spec_key too)
 
     try:
         return getattr(datasets.source_module(source), "VERSION", None)
     except (KeyError, ImportError):
         return None
-
-
-def source_fingerprint(spec: dict) -> str | None:
-    """A digest of a user's source files (size and mtime), from the source's `fingerprint`; None
-    for the other sources."""
-    from bench import datasets  # the registry, as above
-
-    try:
-        module = datasets.source_module(spec["source"])
-    except (KeyError, ImportError):
-        return None
-    return module.fingerprint(spec.get("params", {})) if hasattr(module, "fingerprint") else None
 
 
 def dataset_dir(spec: dict, cache: Path) -> Path:
