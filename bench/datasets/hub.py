@@ -34,6 +34,7 @@ import re
 import shutil
 import tempfile
 import time
+import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -257,8 +258,11 @@ def atomic_dir(target: Path, marker: str = "meta.json", say=None):
             yield None  # built by the process just waited for
             return
         _remove_leftovers(target)
-        tmp = Path(tempfile.mkdtemp(prefix=owned_prefix(target.name), dir=target.parent))
+        # named first and made inside the try: an interrupt landing just after it is made (a
+        # SIGTERM turned into KeyboardInterrupt) still removes it (mkdtemp's return was a gap)
+        tmp = target.parent / f"{owned_prefix(target.name)}{uuid.uuid4().hex[:8]}"
         try:
+            tmp.mkdir(mode=0o700)  # as mkdtemp makes it
             yield tmp
             _move_into_place(tmp, target, marker)
         except BaseException:

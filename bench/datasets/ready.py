@@ -7,7 +7,8 @@ harness-cost benchmarks). Host only.
 In order:
 - keep or discard what the hub has: a folder with its checksums is verified (a corrupt or changed
   file fails, named) and kept; one without them cannot be told from a corrupt one, so it is never
-  adopted but built again;
+  adopted but built again (a folder of another hub format or source version is never found: both
+  are in its name, hub.spec_key);
 - build it, under the dataset folder's lock (bench/locks.py: a build of the same dataset by another
   process, here or on another node sharing the cache, is waited for, said, and its result kept),
   refused first where the build cannot fit in the memory available now, in this interpreter or in
