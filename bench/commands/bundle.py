@@ -42,9 +42,8 @@ from bench.stacks import pyg_wheels_url, reachable
 from bench.stacks import available
 from bench import stacks
 from bench.run import suite as suite_mod
-from bench import datasets
-from bench.datasets import hub
-from bench.run.prepare import ensure_dataset
+from bench.datasets.ready import ready, stack_of
+from bench.run.prepare import StackHost
 
 PLATFORMS = ("x86_64", "aarch64")
 PYTHONS = range(10, 15)  # 3.10 .. 3.14: gnnbench needs >= 3.10
@@ -346,19 +345,18 @@ def prepare_datasets(out: Path, suites: list[str], data_root: Path | None) -> tu
     prepared, on_node = [], []
     hub_dir = out / "hub"
     for name, spec in dataset_specs(suites).items():
-        if datasets.stack_of(spec["source"]) is None:
+        stack = stack_of(spec)
+        if stack is None:
             on_node.append(name)
             say(f"  dataset {name} ({spec['source']}): generated on the node on first use (numpy only; the same "
                 "seed gives the same graph)")
             continue
-        stack = datasets.stack_of(spec["source"])
-        stacks.install(stack, log=lambda line: say(f"  {line}"))
-        there = hub.is_materialised(spec, hub_dir)
         started = time.perf_counter()
-        folder = ensure_dataset(spec, hub_dir, data_root)
+        # its stack is installed if missing (StackHost install=True)
+        done = ready(spec, hub_dir, data_root, host=StackHost(hub_dir, install=True, say=say))
         prepared.append(name)
-        say(f"  dataset {name}: {'already in the bundle' if there else 'prepared'} in the {stack} stack "
-            f"({time.perf_counter() - started:.1f} s): {folder.relative_to(out)}")
+        say(f"  dataset {name}: {'prepared' if done.built else 'already in the bundle'} in the {stack} stack "
+            f"({time.perf_counter() - started:.1f} s): {done.folder.relative_to(out)}")
     return prepared, on_node
 
 

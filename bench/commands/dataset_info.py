@@ -10,7 +10,7 @@ from bench import datasets
 from bench.backends import BACKENDS
 from bench.datasets import hub, typed_hub, user_graph
 from bench.run import memory_plan as memory
-from bench.run.prepare import dataset_stats
+from bench.datasets.ready import sizes as dataset_stats
 
 WORLD_SIZES = (1, 2, 4)
 

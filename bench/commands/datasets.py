@@ -6,17 +6,14 @@ import os
 import time
 from pathlib import Path
 
+from bench import datasets
+from bench.commands import dataset_info
 from bench.commands.common import add_cache_dir
 from bench.datasets import params
-from bench.datasets.hub import DatasetError
+from bench.datasets.ready import DatasetError, ready, reads_user_files, sweep_stale
 from bench.inputs import folder
 from bench.paths import cache_dir
-from bench import stacks
-from bench.commands import dataset_info
-from bench import datasets
-from bench.run.prepare import ensure_dataset
-from bench.datasets.hub import sweep_stale
-from bench.datasets import hub
+from bench.run.prepare import StackHost
 
 
 def add_parser(sub, parents) -> None:
@@ -54,15 +51,12 @@ def run(args) -> int:
         sweep_stale(cache)
         if args.data_root:
             folder(f"--data-root {args.data_root}", args.data_root, writable=False)
-        stack = datasets.stack_of(spec["source"])
-        if stack:
-            stacks.install(stack)
         print(f"preparing {args.name} ...", flush=True)
-
-        there = hub.is_materialised(spec, cache)
         started = time.perf_counter()
-        ensure_dataset(spec, cache, Path(args.data_root) if args.data_root else None, interactive=True)
-        print("already in the hub" if there else f"prepared in {time.perf_counter() - started:.1f} s")
+        # the stack its source needs is installed if missing (StackHost install=True)
+        done = ready(spec, cache, Path(args.data_root) if args.data_root else None,
+                     host=StackHost(cache, install=True), interactive=True)
+        print(f"prepared in {time.perf_counter() - started:.1f} s" if done.built else "already in the hub")
     print("\n".join(dataset_info.info_lines(spec, cache)))
     return 0
 
@@ -70,19 +64,16 @@ def run(args) -> int:
 def check(spec: dict, cache: Path) -> int:
     """`gnnbench datasets check SOURCE:PATH`: a user's graph checked and converted into the hub
     (the next run reuses it); a bad file is a DatasetError naming it (exit 2)."""
-    if not datasets.user_files(spec["source"]):
+    if not reads_user_files(spec):
         mine = [s for s in datasets.SOURCES if datasets.user_files(s)]
         raise DatasetError(f"{spec['name']}: `datasets check` reads your own graph's files; allowed: "
                            f"{', '.join(f'{s}:PATH' for s in mine)} (`gnnbench datasets prepare` for the others)")
-    hub.sweep_stale(cache)
-    there = hub.is_materialised(spec, cache)
-    stack = datasets.stack_of(spec["source"])
-    if stack and not there:
-        stacks.install(stack)
+    sweep_stale(cache)
     print(f"checking {spec['source']}:{spec['params'].get('path')} ...", flush=True)
     started = time.perf_counter()
-    ensure_dataset(spec, cache, None)  # the messages of a stack's interpreter come back as one line
-    print("already checked and converted (its files are unchanged since)" if there
-          else f"ok: checked and converted in {time.perf_counter() - started:.1f} s")
+    # the messages of a stack's interpreter come back as one line; its stack is installed if missing
+    done = ready(spec, cache, None, host=StackHost(cache, install=True))
+    print(f"ok: checked and converted in {time.perf_counter() - started:.1f} s" if done.built
+          else "already checked and converted (its files are unchanged since)")
     print("\n".join(dataset_info.info_lines(spec, cache)))
     return 0

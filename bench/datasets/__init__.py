@@ -63,6 +63,16 @@ def user_files(source: str) -> bool:
     return getattr(source_module(source), "USER_FILES", False)
 
 
+def files_fingerprint(spec: dict) -> str | None:
+    """A digest of a user's source files (size and mtime), from the source's `fingerprint`: part of
+    the dataset's hub folder name and of a cell's identity; None for the other sources."""
+    try:
+        module = source_module(spec["source"])
+    except (KeyError, ImportError):
+        return None
+    return module.fingerprint(spec.get("params", {})) if hasattr(module, "fingerprint") else None
+
+
 def parametric(source: str) -> bool:
     """Whether the source's names take `key=value,...` parameters rather than a dataset name."""
     return hasattr(source_module(source), "PARAMS")

@@ -34,6 +34,7 @@ import re
 import shutil
 import tempfile
 import time
+import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -105,12 +106,14 @@ def spec_key(spec: dict) -> str:
     """A folder name that changes whenever anything that shapes the data changes, and only then:
     the label a suite gives a dataset is not part of it, so `cora` in one suite and
     `planetoid:Cora` on the command line share one folder."""
+    from bench import datasets  # the registry, as in source_version
+
     params = spec.get("params", {})
     shape = {"source": spec["source"], "params": params, "format": FORMAT_VERSION}
     version = source_version(spec["source"])
     if version is not None:  # a generator's own version: new arrays, new folder
         shape["version"] = version
-    files = source_fingerprint(spec)
+    files = datasets.files_fingerprint(spec)
     if files is not None:  # a user's files: an edited file gets a new folder, never a stale one
         shape["files"] = files
     canonical = json.dumps(shape, sort_keys=True)
@@ -123,24 +126,12 @@ def spec_key(spec: dict) -> str:
 def source_version(source: str) -> int | None:
     """The VERSION a source module declares (a generator whose arrays changed for the same
     parameters bumps it), or None."""
-    from bench import datasets  # the registry; imported here, as it imports this module's users
+    from bench import datasets  # the registry; imported here, as it imports this module's users (spec_key too)
 
     try:
         return getattr(datasets.source_module(source), "VERSION", None)
     except (KeyError, ImportError):
         return None
-
-
-def source_fingerprint(spec: dict) -> str | None:
-    """A digest of a user's source files (size and mtime), from the source's `fingerprint`; None
-    for the other sources."""
-    from bench import datasets  # the registry, as above
-
-    try:
-        module = datasets.source_module(spec["source"])
-    except (KeyError, ImportError):
-        return None
-    return module.fingerprint(spec.get("params", {})) if hasattr(module, "fingerprint") else None
 
 
 def dataset_dir(spec: dict, cache: Path) -> Path:
@@ -233,7 +224,7 @@ def has_checksums(folder: Path) -> bool:
 
 def verify(path: Path, meta: dict | None = None) -> None:
     """Check a materialised folder's arrays against their checksums (cheap: bench/checksums.py);
-    a folder without checksums fails (it is never adopted: see bench.run.prepare.ensure_dataset)."""
+    a folder without checksums fails (it is never adopted: see bench.datasets.ready)."""
     if meta is None:
         try:
             meta = json.loads((Path(path) / "meta.json").read_text())
@@ -267,8 +258,11 @@ def atomic_dir(target: Path, marker: str = "meta.json", say=None):
             yield None  # built by the process just waited for
             return
         _remove_leftovers(target)
-        tmp = Path(tempfile.mkdtemp(prefix=owned_prefix(target.name), dir=target.parent))
+        # named first and made inside the try: an interrupt landing just after it is made (a
+        # SIGTERM turned into KeyboardInterrupt) still removes it (mkdtemp's return was a gap)
+        tmp = target.parent / f"{owned_prefix(target.name)}{uuid.uuid4().hex[:8]}"
         try:
+            tmp.mkdir(mode=0o700)  # as mkdtemp makes it
             yield tmp
             _move_into_place(tmp, target, marker)
         except BaseException:

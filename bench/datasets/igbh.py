@@ -72,6 +72,19 @@ def read_folder(folder: Path, classes: int) -> dict:
                                 "holding processed/<type>/node_feat.npy and processed/<src>__<name>__<dst>/")
         problems.raise_any()
     types = sorted(p.name for p in processed.iterdir() if p.is_dir() and typed_hub.NAME_SEPARATOR not in p.name)
+    counts, features = _node_features(processed, types, problems)
+    labels = _paper_labels(processed, types, counts, classes, problems)
+    relations = _relations(processed, types, counts, problems)
+    problems.raise_any()
+    n = counts[TARGET]
+    n_train, n_val = int(n * TRAIN_FRAC), int(n * VAL_FRAC)
+    ids = np.arange(n, dtype=np.int64)
+    splits = {"train_idx": ids[:n_train], "val_idx": ids[n_train:n_train + n_val], "test_idx": ids[n_train + n_val:]}
+    return {"counts": counts, "features": features, "labels": labels, "splits": splits, "relations": relations}
+
+
+def _node_features(processed: Path, types: list[str], problems: typed_npy.Problems) -> tuple[dict, dict]:
+    """Per node type its count and features (processed/<type>/node_feat.npy, [N, F] floats)."""
     counts, features = {}, {}
     for t in types:
         path = processed / t / "node_feat.npy"
@@ -89,6 +102,12 @@ def read_folder(folder: Path, classes: int) -> dict:
             problems.add(path, f"node_feat has dtype {x.dtype}; allowed: a float dtype")
             continue
         features[t] = x
+    return counts, features
+
+
+def _paper_labels(processed: Path, types: list[str], counts: dict, classes: int,
+                  problems: typed_npy.Problems) -> np.ndarray | None:
+    """The papers' labels (processed/paper/node_label_19.npy or _2K.npy), None where unusable (said)."""
     labels = None
     if TARGET not in types:
         problems.add(processed / TARGET, "missing: IGBH's papers (the classified type)")
@@ -109,6 +128,11 @@ def read_folder(folder: Path, classes: int) -> dict:
                 problems.add(path, f"labels[{i}] = {y[i]}; allowed: class ids 0..{classes - 1}")
             else:
                 labels = np.asarray(y).astype(np.int64)
+    return labels
+
+
+def _relations(processed: Path, types: list[str], counts: dict, problems: typed_npy.Problems) -> dict:
+    """Each relation's (source ids, destination ids), from processed/<src>__<name>__<dst>/edge_index.npy [E, 2]."""
     relations = {}
     relation_dirs = sorted(p for p in processed.iterdir() if p.is_dir() and typed_hub.NAME_SEPARATOR in p.name)
     if not relation_dirs:
@@ -139,12 +163,7 @@ def read_folder(folder: Path, classes: int) -> dict:
                 ok = False
         if ok:
             relations[(src, name, dst)] = (np.asarray(e[:, 0], dtype=np.int64), np.asarray(e[:, 1], dtype=np.int64))
-    problems.raise_any()
-    n = counts[TARGET]
-    n_train, n_val = int(n * TRAIN_FRAC), int(n * VAL_FRAC)
-    ids = np.arange(n, dtype=np.int64)
-    splits = {"train_idx": ids[:n_train], "val_idx": ids[n_train:n_train + n_val], "test_idx": ids[n_train + n_val:]}
-    return {"counts": counts, "features": features, "labels": labels, "splits": splits, "relations": relations}
+    return relations
 
 
 def expected_stats(params: dict) -> dict:

@@ -122,6 +122,26 @@ def read_folder(folder: Path) -> dict:
         problems.add(folder, f"no such folder; allowed: a folder with {LAYOUT_RULE}")
         problems.raise_any()
     config_path = folder / GRAPH_FILE
+    config, given_counts = _read_config(config_path, problems)
+    nodes_dir = folder / "nodes"
+    types = sorted({p.name for p in nodes_dir.iterdir() if p.is_dir()} if nodes_dir.is_dir() else set())
+    types = sorted(set(types) | set(given_counts))
+    counts, features = _node_arrays(nodes_dir, types, given_counts, config_path, problems)
+    target = config.get("target")
+    labels, splits = None, {}
+    if isinstance(target, str):
+        if target not in types:
+            problems.add(config_path, f"target {target!r} is not a node type (nodes/: {', '.join(types) or 'none'})")
+        else:
+            labels, splits = _target_arrays(nodes_dir / target, target, counts.get(target), problems)
+    relations = _relations(folder / "edges", types, counts, problems)
+    problems.raise_any()
+    return {"counts": counts, "features": features, "target": target, "labels": labels, "splits": splits,
+            "relations": relations}
+
+
+def _read_config(config_path: Path, problems: Problems) -> tuple[dict, dict]:
+    """graph.json: (the whole of it, its `num_nodes` by type where they are positive counts)."""
     config: dict = {}
     try:
         config = json.loads(config_path.read_text())
@@ -137,10 +157,12 @@ def read_folder(folder: Path) -> dict:
             isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in given_counts.values()):
         problems.add(config_path, "num_nodes is not {\"<type>\": <positive count>, ...}")
         given_counts = {}
+    return config, given_counts
 
-    nodes_dir = folder / "nodes"
-    types = sorted({p.name for p in nodes_dir.iterdir() if p.is_dir()} if nodes_dir.is_dir() else set())
-    types = sorted(set(types) | set(given_counts))
+
+def _node_arrays(nodes_dir: Path, types: list[str], given_counts: dict, config_path: Path,
+                 problems: Problems) -> tuple[dict, dict]:
+    """Per node type its count and its features (None: none, or not usable: said in `problems`)."""
     counts, features = {}, {}
     for t in types:
         path = nodes_dir / t / "features.npy"
@@ -167,17 +189,12 @@ def read_folder(folder: Path) -> dict:
             problems.add(nodes_dir / t, f"node type {t!r} has no features.npy and no count; allowed: "
                                         f"features.npy, or \"num_nodes\": {{\"{t}\": N}} in {GRAPH_FILE}")
         features[t] = x
+    return counts, features
 
-    target = config.get("target")
-    labels, splits = None, {}
-    if isinstance(target, str):
-        if target not in types:
-            problems.add(config_path, f"target {target!r} is not a node type (nodes/: {', '.join(types) or 'none'})")
-        else:
-            labels, splits = _target_arrays(nodes_dir / target, target, counts.get(target), problems)
 
+def _relations(edges_dir: Path, types: list[str], counts: dict, problems: Problems) -> dict:
+    """Each relation's (source ids, destination ids), from edges/<src>__<name>__<dst>.npy [2, E]."""
     relations = {}
-    edges_dir = folder / "edges"
     edge_files = sorted(edges_dir.glob("*.npy")) if edges_dir.is_dir() else []
     if not edge_files:
         problems.add(edges_dir, "no relations (edges/<src>__<name>__<dst>.npy); allowed: at least one")
@@ -204,9 +221,7 @@ def read_folder(folder: Path) -> dict:
                 ok = False
         if ok:
             relations[(src, name, dst)] = (np.asarray(e[0], dtype=np.int64), np.asarray(e[1], dtype=np.int64))
-    problems.raise_any()
-    return {"counts": counts, "features": features, "target": target, "labels": labels, "splits": splits,
-            "relations": relations}
+    return relations
 
 
 def _target_arrays(folder: Path, target: str, n: int | None, problems: Problems):

@@ -32,7 +32,7 @@ from bench import stacks
 from bench.backends import BACKENDS
 from bench.machine import core_budget
 from bench.machine.load import usable_cores
-from bench.run.prepare import ensure_dataset
+from bench.run.prepare import ensure_dataset  # bench.datasets.ready with this machine's stacks
 from bench.run.runner import run_in_stack, worker_env
 from bench.run.suite import Cell
 

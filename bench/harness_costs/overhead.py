@@ -33,7 +33,7 @@ from pathlib import Path
 from bench import stacks
 from bench.harness_costs.fidelity import write_document
 from bench.machine.load import LoadMeter
-from bench.run.prepare import ensure_dataset
+from bench.run.prepare import ensure_dataset  # bench.datasets.ready with this machine's stacks
 from bench.run.runner import worker_env
 
 GOAL = 0.02  # the promise: profiling costs at most 2 % of the epoch median

@@ -15,7 +15,7 @@ import pytest
 
 from bench.run import suite as suite_mod
 from bench.inputs import InputError, check_environment
-from bench.datasets.hub import DatasetError
+from bench.datasets.ready import DatasetError
 from bench.run.session import RunOptions, Session, SessionError, add_run_options
 
 

@@ -26,14 +26,13 @@ from typing import Callable
 
 from bench import inputs, modes
 from bench.backends.stages import split_line
-from bench.datasets import stack_of, user_files
-from bench.datasets.hub import DatasetError, is_materialised, sweep_stale
+from bench.datasets.ready import DatasetError, reads_user_files, stack_needed, sweep_stale
 from bench.machine import ceilings, gpus
 from bench.machine.load import HIGH_LOAD, usable_cores
 from bench.paths import cache_dir, cache_root, default_results_dir
 from bench.result_format import UNMEASURED_STATUSES
 from bench.run import cell_scratch, cluster_env, record, suite as suite_mod
-from bench.run.prepare import Preparation, ensure_dataset
+from bench.run.prepare import Preparation
 from bench.run.runner import Launch, Outcome, launch_cell
 from bench.run.suite import Cell
 from bench.machine import core_budget
@@ -376,16 +375,16 @@ class Session:
         any cell starts, so a bad file is one error naming it (DatasetError: exit 2, nothing run
         or written), not a failed cell per backend; a graph converted before is reused."""
         for name, spec in {c.dataset: c.dataset_spec for c in self.selected}.items():
-            if not user_files(spec["source"]):
+            if not reads_user_files(spec):
                 continue
-            stack = stack_of(spec["source"])
-            if stack and not is_materialised(spec, self.cache):
+            stack = stack_needed(spec, self.cache)
+            if stack:
                 problem = self.preparation.ensure_stack(stack)
                 if problem:
                     raise SessionError(f"dataset {name!r} ({spec['source']}) is read in the {stack} stack: {problem}")
             self.say(f"checking dataset {name} ({spec['source']}:{spec['params'].get('path')}) ...")
             try:
-                self.preparation.datasets[name] = ensure_dataset(spec, self.cache, self.data_root)
+                self.preparation.dataset(name, spec)
             except DatasetError as exc:
                 raise DatasetError(f"dataset {name!r} ({spec['source']}): {exc}") from None
 
@@ -550,8 +549,7 @@ class Session:
             # against a ceiling, and no reason to probe the machine
             self._ceilings = {"usable_cores": usable_cores(), "notes": ["ceilings not measured: no cell ran"]}
         if self._ceilings is None:
-            self._ceilings = ceilings.for_run(self.cache, {name: folder for name, folder in self.preparation.datasets.items()
-                                                            if isinstance(folder, Path)})
+            self._ceilings = ceilings.for_run(self.cache, self.preparation.folders())
         return self._ceilings
 
     def write(self) -> Path:

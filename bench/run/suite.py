@@ -34,7 +34,6 @@ from bench.stacks import framework_of
 from bench.machine import core_budget
 from bench.stacks import framework_of, get
 from bench.stacks import OWN, StackError, known
-from bench.datasets.hub import source_fingerprint
 
 ModeName = Literal[ALL_MODES]  # type: ignore[valid-type]  # what each means: bench.modes
 PER_GPU = "per-gpu"  # num_workers: the usable cores shared out among this node's ranks, resolved per run
@@ -286,7 +285,7 @@ class Cell:
         shape = json.loads(self.to_json())
         if datasets_module.user_files(self.dataset_spec["source"]):  # a user's files: their edits too
 
-            shape["dataset_files"] = source_fingerprint(self.dataset_spec)
+            shape["dataset_files"] = datasets_module.files_fingerprint(self.dataset_spec)
         text = json.dumps(shape, sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
