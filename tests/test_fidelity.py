@@ -8,6 +8,7 @@ import sys
 
 import pytest
 
+from bench.backends import BACKENDS
 from bench.harness_costs import fidelity
 from bench.run import suite as suite_mod
 from bench.run.prepare import ensure_dataset
@@ -17,6 +18,10 @@ TINY = tiny_pair_suite("tiny-fidelity", """\
   - {model: none, num_workers: 0}
   - {store: lmdb, backend: pyg-neighbor}
 """)
+
+
+# the node backends with a plain loop: the tiny suite's (typed and link ones: tests/test_fidelity_tasks.py)
+NODE_PLAIN = [b for b in fidelity.PLAIN_BACKENDS if BACKENDS[b].task == "node"]
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +41,7 @@ def test_only_cells_with_a_plain_loop_are_compared(tiny_cells):
 
 
 @pytest.mark.parametrize("model", ["sage", "none"])
-@pytest.mark.parametrize("backend", fidelity.PLAIN_BACKENDS)
+@pytest.mark.parametrize("backend", NODE_PLAIN)
 def test_plain_loop_trains_in_its_stack(backend, model, tiny_cells, cache_dir):
     """The training loop, and for a loader-only cell (model: none) the loader iterated alone."""
     require_stacks("pyg", "dgl")
@@ -120,7 +125,7 @@ def test_the_cli_offers_the_a_a_run():
     assert proc.returncode == 0 and "--against-itself" in proc.stdout
 
 
-@pytest.mark.parametrize("backend", fidelity.PLAIN_BACKENDS)
+@pytest.mark.parametrize("backend", NODE_PLAIN)
 def test_side_by_side_runs_both_loops_in_one_process(backend, tiny_cells, cache_dir):
     require_stacks("pyg", "dgl")
     _, cells = tiny_cells

@@ -48,8 +48,10 @@ class BackendInfo:
     # The models it trains (the `model` setting; `none`, the loader alone, is every backend's)
     models: tuple[str, ...] = ("sage",)
     # The plain training loop its framework's own examples write, by the name of its function in
-    # bench/harness_costs/plain_loops.py: `gnnbench fidelity` times the backend against it. None: no
-    # plain loop (the backend is not compared). A name, not the function: plain_loops imports torch.
+    # the plain loop module of its task (bench/harness_costs/__init__.py PLAIN_LOOP_MODULES:
+    # plain_loops.py for node cells, plain_loops_typed.py, plain_loops_link.py): `gnnbench fidelity`
+    # times the backend against it. None: no plain loop (the backend is not compared). A name, not
+    # the function: the loops import torch.
     plain_loop: str | None = None
     # Each rank of a GPU cell sees its own GPU alone (CUDA_VISIBLE_DEVICES: bench/backends/base.py
     # one_gpu_env); False for a framework that maps its peers' GPU memory itself (WholeGraph) and
@@ -84,6 +86,7 @@ BACKENDS: dict[str, BackendInfo] = {
     "pyg-hetero": BackendInfo("bench.backends.pyg_hetero", "pyg", ("cpu-cpu", "cpu-cuda"), ("memory", "lmdb"),
                               task="typed-node", models=("rgcn", "rgat"), options=("pin_memory", "amp"),
                               structure_bytes_per_node=8, structure_bytes_per_edge=16,
+                              plain_loop="pyg_hetero_loop",
                               work_notes={"layer": "PyG's HeteroConv computes every node of every type it is "
                                                    "given: the whole sampled subgraph in every layer"}),
     "dgl-graphbolt-hetero": BackendInfo("bench.backends.dgl_graphbolt_hetero", "dgl",
@@ -92,6 +95,7 @@ BACKENDS: dict[str, BackendInfo] = {
                                         models=("rgcn", "rgat"), mode_chart=True, options=("amp",),
                                         # the fused CSC: indptr, indices and a type byte per edge
                                         structure_bytes_per_node=8, structure_bytes_per_edge=9,
+                                        plain_loop="graphbolt_hetero_loop",
                                         work_notes={f"hop{k}_{what}": "GraphBolt samples each hop for all the "
                                                                       "nodes reached before it (a layer's "
                                                                       "destination nodes include the seeds "
@@ -105,12 +109,13 @@ BACKENDS: dict[str, BackendInfo] = {
     # neg_mode: only PyG has both (GraphBolt's sample_uniform_negative is triplet)
     "pyg-link": BackendInfo("bench.backends.pyg_link", "pyg", ("cpu-cpu", "cpu-cuda"), ("memory", "lmdb"),
                             task="link", options=("pin_memory", "amp", "neg_mode"),
-                            structure_bytes_per_node=8, structure_bytes_per_edge=16),
+                            structure_bytes_per_node=8, structure_bytes_per_edge=16, plain_loop="pyg_link_loop"),
     "dgl-graphbolt-link": BackendInfo("bench.backends.dgl_graphbolt_link", "dgl",
                                       ("cpu-cpu", "cpu-cuda", "pinned-cuda", "cuda-cuda"),
                                       ("memory", "lmdb", "graphbolt-disk"), task="link", mode_chart=True,
                                       options=("amp", "gpu_cache"),
                                       structure_bytes_per_node=8, structure_bytes_per_edge=8,
+                                      plain_loop="graphbolt_link_loop",
                                       work_notes={f"hop{k}_{what}": "GraphBolt samples each hop for all the nodes "
                                                                      "reached before it, where PyG samples for the "
                                                                      "hop's new nodes only"

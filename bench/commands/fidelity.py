@@ -41,7 +41,7 @@ def run(args) -> int:
     if args.against_itself and args.side_by_side:
         raise InputError("--against-itself and --side-by-side: give one of them")
     suite, chosen = chosen_cells(args, fidelity.comparable,
-                                 f"a plain loop exists for (one rank, cpu-cpu, store memory, model sage or none, backend "
+                                 f"a plain loop exists for (one rank, cpu-cpu, store memory, the backend's model or none, backend "
                                  f"one of {', '.join(fidelity.PLAIN_BACKENDS)})")
     out = results_path(args, "fidelity", suite.name)
     print(f"fidelity: {len(chosen)} cell(s) of {suite.name}, {args.rounds} interleaved round(s) each"

@@ -11,9 +11,10 @@ explain as much as a slower one. Beside it, the CPU-time ratio: each side's proc
 per epoch (its threads; DataLoader workers' not counted), the work done, which a busy machine
 moves far less than wall time: a cause hunted on a loaded machine shows there first. Both sides run with the cell's thread count (the core budget,
 bench/machine/core_budget.py); the table lists it, and every pair outside the band below it. Only cells a plain loop exists for are compared: one rank, cpu-cpu, features in
-memory, the GraphSAGE model or none (the loader alone, against the loader iterated alone), a backend
-of plain_loops.LOOPS.
-"""
+memory, the backend's own model (GraphSAGE; R-GCN or R-GAT on typed graphs; the link task's encoder
+and decoder) or none (the loader alone, against the loader iterated alone), a backend whose registry
+line names a plain loop (node, typed-node and link backends: plain_loops.loop_of). A link cell's edge
+split is made first, as a run makes it (bench/datasets/link_split.py)."""
 
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ from pathlib import Path
 from bench import modes
 from bench import stacks
 from bench.backends import BACKENDS
+from bench.datasets import link_split
 from bench.machine import core_budget
 from bench.machine.load import usable_cores
 from bench.run.prepare import ensure_dataset  # bench.datasets.ready with this machine's stacks
@@ -183,7 +185,7 @@ def within(ratio: float, tolerance: float = TOLERANCE) -> bool:
 def comparable(cell: Cell) -> bool:
     s = cell.settings
     return (cell.backend in PLAIN_BACKENDS and s["world_size"] == 1 and not modes.mode(s["mode"]).needs_gpu
-            and s.get("store", "memory") == "memory" and s["model"] in ("sage", "none"))
+            and s.get("store", "memory") == "memory" and s["model"] in (*BACKENDS[cell.backend].models, "none"))
 
 
 def run_plain(cell: Cell, dataset_dir: Path, cache: Path) -> tuple[list[float], list[float]]:
@@ -228,6 +230,8 @@ def compare(cells: list[Cell], cache: Path, data_root: Path | None, rounds: int,
     found = []
     for cell in cells:
         dataset_dir = ensure_dataset(cell.dataset_spec, cache, data_root)
+        if BACKENDS[cell.backend].task == "link":  # both sides train on the split a run makes (once per dataset)
+            link_split.ensure(dataset_dir)
         result = Comparison(cell.id, [], [], [], against_itself=against_itself, side_by_side=side_by_side,
                             max_rounds=max_rounds)
         s = cell.settings  # one rank: the plan both sides set (bench/run/worker.py set_threads)

@@ -7,6 +7,9 @@ graph, fanout, batch size, model width, learning rate and DataLoader workers as 
 as PyG's `examples/` (NeighborLoader + SAGEConv) and DGL's GraphBolt node-classification example
 (ItemSampler -> sample_neighbor -> fetch_feature -> copy_to -> DataLoader) build them, timed per
 epoch with perf_counter and nothing else: no runner, no memory sampler, no per-stage clocks.
+This module runs every plain loop and holds the node cells'; the typed cells' loops are in
+plain_loops_typed.py, the link cells' in plain_loops_link.py (a backend's loop is found by its task:
+bench/harness_costs/__init__.py PLAIN_LOOP_MODULES, loop_of).
 Only the hub's arrays are read through gnnbench (reading the dataset is not what is compared).
 A `model: none` cell (the loader alone) is held against the same loader iterated with nothing
 else (loader_only), as the frameworks' loader benchmarks time one.
@@ -20,6 +23,7 @@ process's CPU seconds of each measured epoch], "threads": N}; with --side-by-sid
 
 from __future__ import annotations
 
+import importlib
 import json
 import sys
 import time
@@ -31,6 +35,7 @@ import torch.nn.functional as F
 
 from bench.backends import BACKENDS
 from bench.backends import load_pipeline_class
+from bench.harness_costs import PLAIN_LOOP_MODULES
 from bench.run.worker import run_epoch
 from bench.datasets import hub
 from bench.run.worker import set_threads
@@ -137,8 +142,13 @@ def loader_only(loader):
     return epoch
 
 
-# backend -> its plain loop, as its registry line names it (BackendInfo.plain_loop)
-LOOPS = {name: globals()[info.plain_loop] for name, info in BACKENDS.items() if info.plain_loop}
+def loop_of(backend: str):
+    """The backend's plain loop, as its registry line names it (BackendInfo.plain_loop), from the
+    module of its task (PLAIN_LOOP_MODULES: this one for node cells, a sibling for typed and link)."""
+    info = BACKENDS[backend]
+    if info.task == "node":  # this module's own (which runs as __main__)
+        return globals()[info.plain_loop]
+    return getattr(importlib.import_module(PLAIN_LOOP_MODULES[info.task]), info.plain_loop)
 
 
 def dims(data, s: dict) -> list[int]:
@@ -158,7 +168,7 @@ def side_by_side(cell: dict, data, s: dict) -> dict:
     (harness first in even pairs, plain first in odd): what the two loops cost with the process
     around them the same. Returns {"epochs"/"cpu": the plain loop's, "harness"/"harness_cpu": ...}."""
     pipe = load_pipeline_class(cell["backend"])(data, s)
-    sides = {"harness": lambda: run_epoch(pipe, profile=pipe.profile), "plain": LOOPS[cell["backend"]](data, s)}
+    sides = {"harness": lambda: run_epoch(pipe, profile=pipe.profile), "plain": loop_of(cell["backend"])(data, s)}
     for _ in range(s["warmup_epochs"]):
         for epoch in sides.values():
             epoch()
@@ -184,7 +194,7 @@ def main(argv: list[str]) -> int:
     if together:
         print(json.dumps({**side_by_side(cell, data, s), "threads": threads}))
         return 0
-    epoch = LOOPS[cell["backend"]](data, s)
+    epoch = loop_of(cell["backend"])(data, s)
     times, cpu = [], []
     for _ in range(s["warmup_epochs"] + s["epochs"]):
         seconds, cpu_seconds = timed(epoch)
