@@ -39,6 +39,7 @@ from bench.datasets import SOURCES, user_files
 from bench import datasets
 from bench.datasets import hub
 from bench import stacks
+from bench.harness_costs import typed_convert_benchmark
 from bench.harness_costs.fresh_process import du, repo_env, run_sampled
 
 # one input per source of a user's own graph (the registry's sources with USER_FILES), the edge list
@@ -271,8 +272,6 @@ def table(result: dict) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     if "--typed" in (sys.argv[1:] if argv is None else argv):  # a typed graph: its own module, its own inputs
-        from bench.harness_costs import typed_convert_benchmark
-
         return typed_convert_benchmark.main([a for a in (sys.argv[1:] if argv is None else argv) if a != "--typed"])
     parser = argparse.ArgumentParser(prog="python -m bench.harness_costs.convert_benchmark", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)

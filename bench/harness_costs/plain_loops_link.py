@@ -60,7 +60,7 @@ def pyg_link_loop(data, s: dict):
                                 batch_size=s["batch_size"], shuffle=True, num_workers=s["num_workers"],
                                 persistent_workers=s["num_workers"] > 0)
     if setting(s, "exclusion") == "reverse":  # the seed edges and their reverses, dropped after sampling
-        from bench.backends.pyg_link import ExcludeSeedEdges
+        from bench.backends.pyg_link import ExcludeSeedEdges  # each stack has one framework: imported where its loop runs
 
         sampler = loader.link_sampler
         sampler.sample_from_edges = ExcludeSeedEdges(sampler.sample_from_edges, split.num_nodes, neg_mode)
@@ -94,7 +94,7 @@ def graphbolt_link_loop(data, s: dict):
     import dgl.graphbolt as gb
     from dgl.nn import SAGEConv
 
-    from bench.backends.dgl_graphbolt import _FeaturesFirst
+    from bench.backends.dgl_graphbolt import _FeaturesFirst  # each stack has one framework: imported where its loop runs
 
     split = link_split.load(data.path)
     # the training graph as OnDiskDataset builds it: int32 where the sizes allow (the split's copies)

@@ -30,7 +30,7 @@ def pyg_hetero_loop(data, s: dict):
     from torch_geometric.data import HeteroData
     from torch_geometric.loader import NeighborLoader
 
-    from bench.backends.pyg_hetero import hetero_layer
+    from bench.backends.pyg_hetero import hetero_layer  # each stack has one framework: imported where its loop runs
 
     graph = HeteroData()
     for t, count in data.counts.items():
@@ -68,7 +68,7 @@ def graphbolt_hetero_loop(data, s: dict):
     """DGL 2.1's GraphBolt R-GCN example (hetero_rgcn.py), its CPU path."""
     import dgl.graphbolt as gb
 
-    from bench.backends.dgl_graphbolt_hetero import hetero_layer
+    from bench.backends.dgl_graphbolt_hetero import hetero_layer  # each stack has one framework: imported where its loop runs
 
     # the graph as OnDiskDataset builds it: GraphBolt's dtypes (the hub's copies), read into the process
     arrays = {n: torch.from_numpy(np.array(data.graphbolt[n]))
