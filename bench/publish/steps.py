@@ -362,7 +362,11 @@ def confidence_words(p_value: float) -> str:
 
 
 def noise_words(series: Series) -> str:
-    return "run-to-run noise " + (pct(math.expm1(series.between)) if series.between is not None else "–")
+    # `between` is what the runs' medians move by beyond their own rounds' error: 0 % says that error
+    # explains all of it, not that the runs agree
+    if series.between is None:
+        return "run-to-run noise –"
+    return f"run-to-run noise {pct(math.expm1(series.between))} beyond each run's own spread"
 
 
 def text(all_series: list[Series], recent: int = 3) -> str:
