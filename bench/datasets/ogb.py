@@ -11,6 +11,7 @@ already is); nodes without a label (papers100M) get label -1 and are in no split
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 from pathlib import Path
@@ -53,29 +54,9 @@ def materialise(spec: dict, cache: Path, data_root: Path | None) -> Path:
     name = spec["params"]["name"]
     source_dir = hub.find_raw(data_root, "ogb", folder(name), expected_files(name))
     downloaded = source_dir is None
-    with tempfile.TemporaryDirectory(dir=cache) as scratch:
-        if source_dir is None:
-            if hub.offline():
-                raise hub.missing_raw_error(spec["name"], data_root, "ogb", folder(name), expected_files(name),
-                                            "downloads are off (GNNBENCH_OFFLINE)")
-            root = hub.download_root(cache, "ogb")
-            try:
-                dataset = NodePropPredDataset(name, root=str(root))  # ogb's own download and checks
-            except (Exception, SystemExit) as exc:  # noqa: BLE001 - ogb exits when a download is declined
-                raise hub.missing_raw_error(spec["name"], data_root, "ogb", folder(name), expected_files(name),
-                                            f"downloading them failed ({type(exc).__name__}: {exc})") from exc
-        else:
-            work = Path(scratch) / folder(name)
-            work.mkdir()
-            for part in ("raw", "split"):
-                (work / part).symlink_to(source_dir / part, target_is_directory=True)
-            (work / "processed").mkdir()  # ogb writes its processed copy here, never into the data root
-            (work / "RELEASE_v1.txt").touch()  # the version ogb expects; without it ogb asks on stdin
-            with hub.reading_raw(spec["name"], source_dir):
-                dataset = NodePropPredDataset(name, root=scratch)
-        with hub.reading_raw(spec["name"], source_dir or root):
-            graph, labels = dataset[0]
-            split = dataset.get_idx_split()
+    with opened(spec, cache, data_root, NodePropPredDataset, folder(name), expected_files(name), source_dir) as (dataset, _):
+        graph, labels = dataset[0]
+        split = dataset.get_idx_split()
     n = int(graph["num_nodes"])
     src, dst = graph["edge_index"]
     edge_index, indptr = hub.csc_from_coo(np.concatenate([src, dst]), np.concatenate([dst, src]), n)
@@ -86,3 +67,36 @@ def materialise(spec: dict, cache: Path, data_root: Path | None) -> Path:
               "val_idx": np.asarray(split["valid"], dtype=np.int64),
               "test_idx": np.asarray(split["test"], dtype=np.int64)}
     return hub.write(spec, cache, arrays, expected=KNOWN_STATS[name] if downloaded else None)
+
+
+@contextlib.contextmanager
+def opened(spec: dict, cache: Path, data_root: Path | None, dataset_class, folder_name: str, required: list[str],
+           source_dir: Path | None, release: int = 1, offline_hint: str = ""):
+    """OGB's own dataset class (node, typed or link) on a raw copy under the data root (`source_dir`,
+    linked into a scratch folder so ogb writes its processed copy there, never into the data root),
+    else downloaded into the cache unless downloads are off; yields (dataset, the raw folder) while
+    errors reading it name that folder. Every OGB source opens its data this way."""
+    with tempfile.TemporaryDirectory(dir=cache) as scratch:
+        if source_dir is None:
+            if hub.offline():
+                raise hub.missing_raw_error(spec["name"], data_root, "ogb", folder_name, required,
+                                            "downloads are off (GNNBENCH_OFFLINE)" + offline_hint)
+            root = hub.download_root(cache, "ogb")
+            try:
+                dataset = dataset_class(spec["params"]["name"], root=str(root))  # ogb's own download and checks
+            except (Exception, SystemExit) as exc:  # noqa: BLE001 - ogb exits when a download is declined
+                raise hub.missing_raw_error(spec["name"], data_root, "ogb", folder_name, required,
+                                            f"downloading them failed ({type(exc).__name__}: {exc})") from exc
+            raw = root / folder_name
+        else:
+            work = Path(scratch) / folder_name
+            work.mkdir()
+            for part in ("raw", "split"):
+                (work / part).symlink_to(source_dir / part, target_is_directory=True)
+            (work / "processed").mkdir()  # ogb writes its processed copy here, never into the data root
+            (work / f"RELEASE_v{release}.txt").touch()  # the version ogb expects; without it ogb asks on stdin
+            with hub.reading_raw(spec["name"], source_dir):
+                dataset = dataset_class(spec["params"]["name"], root=scratch)
+            raw = source_dir
+        with hub.reading_raw(spec["name"], raw):
+            yield dataset, raw

@@ -28,12 +28,11 @@ The datasets have no node labels: they serve the link task only. Runs inside the
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 
 import numpy as np
 
-from bench.datasets import hub, link_split
+from bench.datasets import hub, link_split, ogb
 
 RELEASE = {"ogbl-collab": 1, "ogbl-citation2": 1}  # OGB's master.csv `version`: ogb asks on stdin without it
 SPLIT = {"ogbl-collab": "time", "ogbl-citation2": "time"}
@@ -112,33 +111,12 @@ def materialise(spec: dict, cache: Path, data_root: Path | None) -> Path:
     name = spec["params"]["name"]
     required = expected_files(name)
     source_dir = hub.find_raw(data_root, "ogb", folder(name), required)
-    with tempfile.TemporaryDirectory(dir=cache) as scratch:
-        if source_dir is None:
-            if hub.offline():
-                raise hub.missing_raw_error(spec["name"], data_root, "ogb", folder(name), required,
-                                            "downloads are off (GNNBENCH_OFFLINE); get them with "
-                                            f"`python -c \"from ogb.linkproppred import LinkPropPredDataset; "
-                                            f"LinkPropPredDataset('{name}', root='DATA_ROOT')\"`")
-            root = hub.download_root(cache, "ogb")
-            try:
-                dataset = LinkPropPredDataset(name, root=str(root))  # ogb's own download and checks
-            except (Exception, SystemExit) as exc:  # noqa: BLE001 - ogb exits when a download is declined
-                raise hub.missing_raw_error(spec["name"], data_root, "ogb", folder(name), required,
-                                            f"downloading them failed ({type(exc).__name__}: {exc})") from exc
-            raw = root / folder(name)
-        else:
-            work = Path(scratch) / folder(name)
-            work.mkdir()
-            for part in ("raw", "split"):
-                (work / part).symlink_to(source_dir / part, target_is_directory=True)
-            (work / "processed").mkdir()  # ogb writes its processed copy here, never into the data root
-            (work / f"RELEASE_v{RELEASE[name]}.txt").touch()
-            raw = source_dir
-            with hub.reading_raw(spec["name"], source_dir):
-                dataset = LinkPropPredDataset(name, root=scratch)
-        with hub.reading_raw(spec["name"], raw):
-            graph = dataset[0]
-            split = dataset.get_edge_split()
+    hint = (f"; get them with `python -c \"from ogb.linkproppred import LinkPropPredDataset; "
+            f"LinkPropPredDataset('{name}', root='DATA_ROOT')\"`")
+    with ogb.opened(spec, cache, data_root, LinkPropPredDataset, folder(name), required, source_dir,
+                    release=RELEASE[name], offline_hint=hint) as (dataset, raw):
+        graph = dataset[0]
+        split = dataset.get_edge_split()
     n = int(graph["num_nodes"])
     src, dst = (np.asarray(a, dtype=np.int64) for a in graph["edge_index"])
     edge_index, indptr = hub.csc_from_coo(np.concatenate([src, dst]), np.concatenate([dst, src]), n)

@@ -21,12 +21,11 @@ Runs inside the pyg stack (ogb needs torch).
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 
 import numpy as np
 
-from bench.datasets import hub, typed_hub
+from bench.datasets import hub, ogb, typed_hub
 
 SHAPE = "typed"  # bench/tasks.py: serves the typed-node task
 TARGET = {"ogbn-mag": "paper"}
@@ -86,28 +85,9 @@ def materialise(spec: dict, cache: Path, data_root: Path | None) -> Path:
     name = spec["params"]["name"]
     required = expected_files(name)
     source_dir = hub.find_raw(data_root, "ogb", folder(name), required)
-    with tempfile.TemporaryDirectory(dir=cache) as scratch:
-        if source_dir is None:
-            if hub.offline():
-                raise hub.missing_raw_error(spec["name"], data_root, "ogb", folder(name), required,
-                                            "downloads are off (GNNBENCH_OFFLINE)")
-            root = hub.download_root(cache, "ogb")
-            try:
-                dataset = NodePropPredDataset(name, root=str(root))  # ogb's own download and checks
-            except (Exception, SystemExit) as exc:  # noqa: BLE001 - ogb exits when a download is declined
-                raise hub.missing_raw_error(spec["name"], data_root, "ogb", folder(name), required,
-                                            f"downloading them failed ({type(exc).__name__}: {exc})") from exc
-        else:
-            work = Path(scratch) / folder(name)
-            work.mkdir()
-            for part in ("raw", "split"):
-                (work / part).symlink_to(source_dir / part, target_is_directory=True)
-            (work / "processed").mkdir()  # ogb writes its processed copy here, never into the data root
-            (work / f"RELEASE_v{RELEASE[name]}.txt").touch()
-            with hub.reading_raw(spec["name"], source_dir):
-                dataset = NodePropPredDataset(name, root=scratch)
-        with hub.reading_raw(spec["name"], source_dir or root):
-            counts, features, relations, labels, splits = _read(dataset, name)
+    with ogb.opened(spec, cache, data_root, NodePropPredDataset, folder(name), required, source_dir,
+                    release=RELEASE[name]) as (dataset, _):
+        counts, features, relations, labels, splits = _read(dataset, name)
     return typed_hub.write(spec, cache, counts, features, TARGET[name], labels, splits, relations,
                            extra_meta={"raw": str(source_dir) if source_dir else "downloaded"})
 
