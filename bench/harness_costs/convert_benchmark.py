@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import shutil
 import subprocess
 import sys
@@ -40,7 +39,7 @@ from bench import datasets
 from bench.datasets import hub
 from bench import stacks
 from bench.harness_costs import typed_convert_benchmark
-from bench.harness_costs.fresh_process import du, repo_env, run_sampled
+from bench.harness_costs.fresh_process import du, machine, repo_env, run_sampled, write_result
 
 # one input per source of a user's own graph (the registry's sources with USER_FILES), the edge list
 # also as CSV, and today's in-memory path (npy read whole)
@@ -306,14 +305,10 @@ def main(argv: list[str] | None = None) -> int:
     meta = json.loads((ref / "meta.json").read_text())
     result = {"command": "python -m bench.harness_costs.convert_benchmark " + " ".join(argv if argv is not None else sys.argv[1:]),
               "graph": {k: meta[k] for k in ("name", "num_nodes", "num_edges", "feature_dim", "num_classes")},
-              "machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
-                          "memory_bytes": __import__("psutil").virtual_memory().total,
-                          "load_1min": os.getloadavg()[0]},
+              "machine": machine(),
               "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "conversions": conversions}
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2))
     text = table(result)
-    args.out.with_suffix(".md").write_text(f"{text}\n\nProduced by: `{result['command']}`\n")
+    write_result(result, args.out, text)
     print(text)
     return 0 if all(max(r["peak_rss_bytes"], r["vm_hwm_bytes"]) < 2 * r["hub_bytes"] and r["same_as_synthetic"]
                     for r in conversions if r["format"] != "in-memory") else 1

@@ -4,7 +4,9 @@ convert_benchmark.py, and of a typed graph, typed_convert_benchmark.py)."""
 
 from __future__ import annotations
 
+import json
 import os
+import platform
 import subprocess
 import threading
 import time
@@ -63,3 +65,18 @@ def du(path: Path) -> int:
     if path.is_file():
         return path.stat().st_size
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def machine() -> dict:
+    """What a conversion benchmark's result says of the machine it ran on."""
+    import psutil
+
+    return {"cpus": os.cpu_count(), "platform": platform.platform(), "memory_bytes": psutil.virtual_memory().total,
+            "load_1min": os.getloadavg()[0]}
+
+
+def write_result(result: dict, out: Path, text: str) -> None:
+    """The benchmark's JSON at `out`, and its table (`text`) with the command beside it as Markdown."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2))
+    out.with_suffix(".md").write_text(f"{text}\n\nProduced by: `{result['command']}`\n")

@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import shutil
 import sys
 import time
@@ -36,7 +35,7 @@ import numpy as np
 
 from bench import datasets
 from bench.datasets import hub, igbh, typed_hub
-from bench.harness_costs.fresh_process import du, repo_env, run_sampled
+from bench.harness_costs.fresh_process import du, machine, repo_env, run_sampled, write_result
 
 FORMATS = ("generator", "generator-cli", "typed-npy", "igbh")
 SPLITS = typed_hub.SPLITS
@@ -259,14 +258,10 @@ def main(argv: list[str] | None = None) -> int:
               "graph": {"name": meta["name"], "num_nodes": meta["num_nodes"], "num_edges": meta["num_edges"],
                         "node_types": meta["node_types"],
                         "relations": {k: v["num_edges"] for k, v in meta["relations"].items()}},
-              "machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
-                          "memory_bytes": __import__("psutil").virtual_memory().total,
-                          "load_1min": os.getloadavg()[0]},
+              "machine": machine(),
               "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "conversions": conversions}
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2))
     text = table(result)
-    args.out.with_suffix(".md").write_text(f"{text}\n\nProduced by: `{result['command']}`\n")
+    write_result(result, args.out, text)
     print(text)
     return 0 if all(high_water(r) < 2 * r["hub_bytes"] and r["same_as_reference"] for r in conversions) else 1
 
