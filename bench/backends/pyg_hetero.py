@@ -114,15 +114,7 @@ class Pipeline(base.TrainingPipeline):
             for r in data.relations:
                 graph.put_csc(r, data.edge_index[r][0], data.csc_indptr[r], (data.counts[r[0]], data.counts[r[2]]))
             return TypedRowFeatureStore(open_store(store, "typed-node", data), data.labels, data.target), graph
-        hetero = HeteroData()
-        for t, count in data.counts.items():
-            if data.features[t] is not None:
-                hetero[t].x = torch.from_numpy(data.features[t])
-            hetero[t].num_nodes = count
-        hetero[data.target].y = torch.from_numpy(np.asarray(data.labels))
-        for r in data.relations:
-            hetero[r].edge_index = torch.from_numpy(data.edge_index[r])
-        return hetero
+        return hetero_data(data)
 
     def _loader(self, split: str, shuffle: bool, num_workers: int = 0) -> NeighborLoader:
         # is_sorted: each relation's edges are by destination already (the hub's CSC order)
@@ -205,3 +197,17 @@ def typed_hops(batch, target: str, num_hops: int) -> tuple[dict[str, list[int]],
             hop_nodes[t].append(reached[t] - ends[t])
         ends = reached
     return hop_nodes, hop_edges
+
+
+def hetero_data(data) -> HeteroData:
+    """The typed hub's graph in memory as PyG's HeteroData: each type's features (where it has them)
+    and count, the target type's labels, each relation's edges (the plain loop reads it so too)."""
+    hetero = HeteroData()
+    for t, count in data.counts.items():
+        if data.features[t] is not None:
+            hetero[t].x = torch.from_numpy(data.features[t])
+        hetero[t].num_nodes = count
+    hetero[data.target].y = torch.from_numpy(np.asarray(data.labels))
+    for r in data.relations:
+        hetero[r].edge_index = torch.from_numpy(np.asarray(data.edge_index[r]))
+    return hetero

@@ -27,19 +27,11 @@ from bench.harness_costs.plain_loops import loader_only
 
 def pyg_hetero_loop(data, s: dict):
     """PyG's examples/hetero way: HeteroData with every type's features, NeighborLoader over it."""
-    from torch_geometric.data import HeteroData
     from torch_geometric.loader import NeighborLoader
 
-    from bench.backends.pyg_hetero import hetero_layer  # each stack has one framework: imported where its loop runs
+    from bench.backends.pyg_hetero import hetero_data, hetero_layer  # each stack has one framework: imported where its loop runs
 
-    graph = HeteroData()
-    for t, count in data.counts.items():
-        if data.features[t] is not None:
-            graph[t].x = torch.from_numpy(data.features[t])
-        graph[t].num_nodes = count
-    graph[data.target].y = torch.from_numpy(np.asarray(data.labels))
-    for r in data.relations:
-        graph[r].edge_index = torch.from_numpy(np.asarray(data.edge_index[r]))
+    graph = hetero_data(data)  # the hub's arrays, read as the cell reads them
     loader = NeighborLoader(graph, num_neighbors=list(s["fanout"]),
                             input_nodes=(data.target, torch.from_numpy(np.asarray(data.train_idx))),
                             batch_size=s["batch_size"], shuffle=True, num_workers=s["num_workers"],
