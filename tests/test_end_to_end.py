@@ -122,4 +122,5 @@ def test_crash_and_hang_are_recorded_and_leave_no_processes(tmp_path, cache_dir)
     leftovers = processes_with("GNNBENCH_FAULT", token)
     assert leftovers == [], [p.cmdline() for p in leftovers]
     journal = [json.loads(line) for line in out.with_suffix(".cells.jsonl").read_text().splitlines()]
-    assert [j["status"] for j in journal] == ["failed", "ok", "timeout"]
+    assert journal[0]["selected"] == data["gnnbench"]["cells"]  # the run's selection, then its cells
+    assert [j["status"] for j in journal[1:]] == ["failed", "ok", "timeout"]

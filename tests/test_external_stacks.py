@@ -16,7 +16,7 @@ import pytest
 
 from bench.publish import results
 from bench import stacks
-from tests.conftest import REPO, require_stacks, run_suite_text
+from tests.conftest import REPO, offline_data_root, require_stacks, run_suite_text
 
 GNNBENCH = [sys.executable, "-m", "bench.cli"]
 
@@ -155,3 +155,33 @@ def test_rules_name_each_backends_own_stack_as_own(write_suite):
     suite, _ = suite_mod.load(write_suite(text))
     # pyg is pyg-neighbor's own stack: one cell for it; GraphBolt's own is excluded, and pyg has no DGL
     assert [c.id for c in suite_mod.expand(suite)] == ["pyg-neighbor/rmat-s9/mode=cpu-cpu/workers=0/ws=1"]
+
+
+CORA_SUITE = """
+name: node-cora
+datasets:
+  cora: planetoid:Cora
+backends: [pyg-neighbor]
+settings: {batch_size: 32, fanout: [5, 5], epochs: 1, warmup_epochs: 1, timeout: 240}
+"""
+
+
+def test_a_node_with_only_its_own_interpreter_prepares_cora_in_it(tmp_path, monkeypatch):
+    """On the GPU machine, `--stack node` (the image's own python, PyG in it) failed every Cora cell
+    with "stack 'pyg' is not installed": Planetoid's files are read with PyG, and the dataset was
+    built in the pinned `pyg` stack, which such a node never installs. A run's --stack that has the
+    framework builds it now."""
+    require_stacks("pyg")
+    data_root = offline_data_root()
+    pyg_python = stacks.get("pyg").python
+    folder = tmp_path / "stacks"  # the external stack alone: no pinned stack to fall back on
+    folder.mkdir()
+    monkeypatch.setenv("GNNBENCH_STACKS_DIR", str(folder))
+    assert gnnbench("stacks", "add", "node", "--python", str(pyg_python)).returncode == 0
+    hub = tmp_path / "hub"  # an empty hub: Cora is built in this run
+    run, out = run_suite_text(CORA_SUITE, tmp_path, hub, "--stack", "node", "--no-install",
+                              env={"GNNBENCH_DATA_ROOT": str(data_root)})
+    doc = json.loads(out.read_text())
+    assert [b["extra_info"]["cell_id"] for b in doc["benchmarks"]] == \
+        ["pyg-neighbor/cora/mode=cpu-cpu/workers=0/ws=1/stack=node"], run.stdout[-3000:]
+    assert doc["unmeasured"] == []

@@ -105,7 +105,8 @@ def test_a_run_killed_half_way_is_finished_by_resume(suite_file, tmp_path, cache
     journal = None
     while time.monotonic() < deadline:  # wait until two cells are in the journal and the third has begun
         journal = next(tmp_path.glob("paths-*.cells.jsonl"), None)
-        if journal and len(journal.read_text().splitlines()) == 2 and worker_processes(str(hub)):
+        # the run's selection line, then a line per finished cell
+        if journal and len(journal.read_text().splitlines()) == 3 and worker_processes(str(hub)):
             break
         time.sleep(0.2)
     else:
@@ -120,7 +121,8 @@ def test_a_run_killed_half_way_is_finished_by_resume(suite_file, tmp_path, cache
     assert journal.stat().st_mode & 0o777 == 0o644 & ~current_umask()  # data, not a program
     interrupted = json.loads(journal.with_name(journal.name.replace(".cells.jsonl", ".json")).read_text())
     assert [b["param"] for b in interrupted["benchmarks"]] == [CELLS[0]]
-    kept = json.loads(journal.read_text().splitlines()[0])["entry"]
+    assert json.loads(journal.read_text().splitlines()[0])["selected"] == CELLS
+    kept = json.loads(journal.read_text().splitlines()[1])["entry"]
 
     resumed = gnnbench_run(str(suite_file), "--resume", str(journal), "--cache-dir", str(hub), "--no-install")
     assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
@@ -130,7 +132,7 @@ def test_a_run_killed_half_way_is_finished_by_resume(suite_file, tmp_path, cache
     assert result["benchmarks"][0] == kept  # the finished cell was not measured again
     assert [u["id"] for u in result["unmeasured"]] == [CELLS[1]]
     assert result["gnnbench"]["cells"] == CELLS and result["gnnbench"]["resumed_from"] == [str(journal)]
-    assert len(journal.read_text().splitlines()) == 3
+    assert len(journal.read_text().splitlines()) == 4
 
 
 # --- host only -----------------------------------------------------------------------------------
@@ -162,6 +164,27 @@ def test_a_journal_that_does_not_fit_is_named(suite_file, tmp_path, text, messag
     with pytest.raises(SessionError, match=message.replace("(", r"\(").replace(")", r"\)")) as info:
         Session(RunOptions(suite=str(suite_file), resume=journal))
     assert str(journal) in str(info.value)
+
+
+def test_resume_finishes_the_cells_the_run_selected_not_the_whole_suite(suite_file, tmp_path):
+    """A run of `-k workers=0` interrupted after its first cell: --resume runs the second cell it
+    selected, not the third it left out (found on the GPU machine, where a resume ran 11 cells the
+    run had not asked for); a resume whose options no longer make the run's cells is refused."""
+    run = Session(RunOptions(suite=str(suite_file), results=tmp_path), select="workers=0")
+    assert [c.id for c in run.selected] == CELLS[:2]
+    run.journal.append(session_mod.Finished(CELLS[0], "skipped", "r", {"id": CELLS[0], "status": "skipped"}),
+                       run.selected[0])
+    run.journal.close()  # as the interrupted run's end would
+    journal = run.journal.path
+    assert session_mod.journal_selection(journal) == (CELLS[:2], "workers=0")
+    resumed = Session(RunOptions(suite=str(suite_file), resume=journal))
+    assert [c.id for c in resumed.selected] == CELLS[:2] and list(resumed.finished) == [CELLS[0]]
+    resumed.journal.close()
+    narrowed = Session(RunOptions(suite=str(suite_file), resume=journal), select="mode=pinned-cuda")
+    assert [c.id for c in narrowed.selected] == [CELLS[1]]
+    narrowed.journal.close()
+    with pytest.raises(SessionError, match="resume with the run's own --stack and --mode options"):
+        Session(RunOptions(suite=str(suite_file), resume=journal, mode=["cpu-cuda"]))
 
 
 def test_resume_needs_a_journal(suite_file, tmp_path):

@@ -35,10 +35,26 @@ class StackHost:
     memory available now. `install`: a missing stack is installed when a build needs it (the
     `datasets` and `bundle` commands); else it is a DatasetError (a run installs its stacks first)."""
 
-    def __init__(self, cache: Path, install: bool = False, say: Callable[[str], None] = print):
+    def __init__(self, cache: Path, install: bool = False, say: Callable[[str], None] = print,
+                 run_stacks: list[str] | None = None):
         self.cache, self.install, self.say = cache, install, say
+        self.run_stacks = [name for name in run_stacks or () if name != "own"]  # a run's --stack
+
+    def instead_of(self, stack: str | None) -> str | None:
+        """The stack a dataset is built in: a run's own --stack where one has the framework the
+        source's stack is for (a node whose interpreter has PyG builds Cora there, rather than
+        failing for want of the pinned `pyg` stack it never installs), else the source's own."""
+        if stack is None:
+            return None
+        framework = stacks.framework_of(stack)
+        for name in self.run_stacks:
+            found = stacks.get(name)
+            if found.installed and framework in found.frameworks:
+                return name
+        return stack
 
     def python(self, stack: str) -> Path | None:
+        stack = self.instead_of(stack)
         if self.install:
             return stacks.install(stack, log=lambda line: self.say(f"  {line}")).python
         found = stacks.get(stack)
@@ -66,8 +82,9 @@ class Preparation:
     away), datasets for each task (or the error preparing one gave)."""
 
     def __init__(self, cache: Path, data_root: Path | None, nnodes: int = 1, no_install: bool = False,
-                 say: Callable[..., None] = print):
+                 say: Callable[..., None] = print, run_stacks: list[str] | None = None):
         self.cache, self.data_root, self.nnodes, self.no_install, self.say = cache, data_root, nnodes, no_install, say
+        self.host = StackHost(cache, run_stacks=run_stacks)
         self._ready: dict[tuple[str, str | None], ReadyDataset | LinkSplitError] = {}  # by dataset name and task
         self._failed: dict[str, DatasetError] = {}  # by dataset name: a dataset that could not be made ready
         self._stack_errors: dict[str, str] = {}
@@ -78,7 +95,7 @@ class Preparation:
         not there (the cell's own, or the one its dataset is prepared in, unless the hub has it
         already: a node given a prepared Cora needs no pyg stack), too little memory, a dataset that
         cannot be made ready (or its link split), a store that cannot be built."""
-        for stack in filter(None, (cell.stack, stack_needed(cell.dataset_spec, self.cache))):
+        for stack in filter(None, (cell.stack, self.building_stack(cell.dataset_spec))):
             problem = self.ensure_stack(stack)
             if problem:  # a stack only the GPU images build is not this machine's failure: skipped
                 return Outcome(cell, "skipped" if stack in self._image_only else "failed", problem)
@@ -98,6 +115,10 @@ class Preparation:
             return Outcome(cell, "failed", f"store: {type(exc).__name__}: {exc}")
         return PreparedCell(cell, stacks.get(cell.stack).python, dataset_dir, store,
                             cgroup.parse_limit(cell.settings.get("memory_limit")))
+
+    def building_stack(self, spec: dict) -> str | None:
+        """The stack `spec` is built in now (None: the hub has it, or any interpreter builds it)."""
+        return self.host.instead_of(stack_needed(spec, self.cache))
 
     def ensure_stack(self, name: str) -> str | None:
         """Install a missing stack once (unless --no-install); the problem, if it cannot be had."""
@@ -139,7 +160,7 @@ class Preparation:
             raise self._failed[name]
         if (name, task) not in self._ready:
             try:
-                self._ready[name, task] = ready(spec, self.cache, self.data_root, host=StackHost(self.cache),
+                self._ready[name, task] = ready(spec, self.cache, self.data_root, host=self.host,
                                                 task=task, say=self.say)
             except LinkSplitError as exc:
                 self._ready[name, task] = exc

@@ -5,8 +5,9 @@ JOURNAL` is the variant that also runs the cells the journal lacks.
 
 Each journal line carries its cell's entry exactly as the result file holds it, so the result
 file is the session's own (bench.run.record.document) over the finished cells, with
-`recovered_from` naming the journal. Given the suite, the cells the journal lacks are listed in
-`gnnbench.cells` and read as "not run"; without it, only the journal's cells are.
+`recovered_from` naming the journal. Given the suite, the cells the journal lacks (of those the run
+selected, where its journal says) are listed in `gnnbench.cells` and read as "not run"; without
+it, only the journal's cells are.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ import datetime as dt
 from pathlib import Path
 
 from bench.run import record, suite as suite_mod
-from bench.run.session import JOURNAL_SUFFIX, Finished, Journal, SessionError, read_journal, result_of_journal
+from bench.run.session import (JOURNAL_SUFFIX, Finished, Journal, SessionError, journal_selection, read_journal,
+                               result_of_journal)
 
 
 def document(journal: Path, suite: str | Path | None = None) -> dict:
@@ -25,6 +27,10 @@ def document(journal: Path, suite: str | Path | None = None) -> dict:
         loaded, suite_path = suite_mod.load(suite)
         expanded = suite_mod.expand(loaded)
         cells = [c.id for c in expanded]
+        selection = journal_selection(journal)
+        if selection:  # the cells the run selected (-k) are its cells, not the whole suite's
+            chosen = set(selection[0])
+            cells = [c for c in cells if c in chosen]
         finished = Journal(journal, loaded.name).read(expanded)
         meta = {"suite": loaded.name, "suite_file": str(suite_path), "description": loaded.description,
                 "baseline": loaded.baseline or (cells[0] if cells else None), "cells": cells}

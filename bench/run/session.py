@@ -26,7 +26,7 @@ from typing import Callable
 
 from bench import inputs, modes
 from bench.backends.stages import split_line
-from bench.datasets.ready import DatasetError, reads_user_files, stack_needed, sweep_stale
+from bench.datasets.ready import DatasetError, reads_user_files, sweep_stale
 from bench.machine import ceilings, gpus
 from bench.machine.load import HIGH_LOAD, usable_cores
 from bench.paths import cache_dir, cache_root, default_results_dir
@@ -139,11 +139,18 @@ class Finished:
 
 class Journal:
     """One JSON line per finished cell, appended and fsync'd as each cell ends. A run holds its
-    journal locked, so two runs never write one journal (nor, through it, one result file)."""
+    journal locked, so two runs never write one journal (nor, through it, one result file).
+    Before its first cell, a run's journal says which cells the run selected (a `selected` line),
+    so that `--resume` finishes that run and not the whole suite."""
 
     def __init__(self, path: Path, suite: str):
         self.path, self.suite = path, suite
         self._file = None
+        self._selection: dict | None = None  # written before the first cell's line
+
+    def select(self, cells: list[Cell], expression: str | None) -> None:
+        """The run's selection, journalled with its first cell (after pytest's own selection)."""
+        self._selection = {"suite": self.suite, "selected": [c.id for c in cells], "select": expression}
 
     def claim(self, fresh: bool) -> None:
         """Lock the journal for this run; `fresh` empties what an earlier run left there."""
@@ -157,7 +164,16 @@ class Journal:
         if fresh:
             self._file.truncate(0)
 
+    def close(self) -> None:
+        """Unlock the journal (the process's end does it too)."""
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
     def append(self, done: Finished, cell: Cell | None = None) -> None:
+        if self._selection is not None:
+            self._file.write(json.dumps(self._selection) + "\n")
+            self._selection = None
         line = {"suite": self.suite, "id": done.cell_id, "status": done.status, "reason": done.reason,
                 "entry": done.entry}
         if cell is not None:  # what the cell was run with: a resume after an edit re-runs it
@@ -190,6 +206,24 @@ class Journal:
         return finished
 
 
+def is_selection(line) -> bool:
+    return (isinstance(line, dict) and "id" not in line and isinstance(line.get("selected"), list)
+            and all(isinstance(i, str) for i in line["selected"]))
+
+
+def journal_selection(path: Path) -> tuple[list[str], str | None] | None:
+    """The cell ids a journal's run selected and its -k expression, or None where the journal
+    says none (a run of every cell, or a journal older than selection lines)."""
+    for text in Path(path).read_text(errors="replace").splitlines():
+        try:
+            line = json.loads(text)
+        except json.JSONDecodeError:
+            continue  # read_journal names a bad line; here only the selection is looked for
+        if is_selection(line):
+            return line["selected"], line.get("select") if isinstance(line.get("select"), str) else None
+    return None
+
+
 def read_journal(path: Path, with_digest: bool = False) -> list[tuple]:
     """A journal's finished cells as (FILE:LINE, suite, cell), in the order they finished (and
     the cell's settings digest, `with_digest`). The last line of a run killed while writing it is
@@ -209,6 +243,8 @@ def read_journal(path: Path, with_digest: bool = False) -> list[tuple]:
             if number == len(lines):
                 continue  # the last line of a run killed while writing it: that cell runs again
             raise SessionError(f"{where}: not a journal line (invalid JSON)") from None
+        if is_selection(line):
+            continue  # the run's selection (journal_selection), not a finished cell
         if (not isinstance(line, dict) or not isinstance(line.get("entry"), dict)
                 or not isinstance(line.get("id"), str) or not isinstance(line.get("status"), str)):
             raise SessionError(f"{where}: not a journal line of this gnnbench (no 'id', 'status' and "
@@ -337,7 +373,8 @@ class Session:
             say(f"{self.cluster.scheduler}: node {node_rank} of {nnodes}"
                 + (f" ({', '.join(self.cluster.nodes)})" if self.cluster.nodes else "")
                 + (f", rendezvous at {endpoint}" if endpoint else ""))
-        self.preparation = Preparation(self.cache, self.data_root, nnodes, options.no_install, say)
+        self.preparation = Preparation(self.cache, self.data_root, nnodes, options.no_install, say,
+                                       run_stacks=options.stack)
         self.check_user_graphs()
         self.started_at = dt.datetime.now(dt.timezone.utc)
         self.finished: dict[str, Finished] = {}
@@ -349,6 +386,7 @@ class Session:
             self.result_path = result_of_journal(journal, f"--resume {journal}",
                                                  f"expected the {JOURNAL_SUFFIX} journal of a run")
             self.journal = Journal(journal, self.suite.name)
+            self.keep_the_runs_selection(journal)
             self.finished = self.journal.read(self.cells, say)
             self.resumed_from = [str(journal)]
         elif options.output:
@@ -361,6 +399,8 @@ class Session:
                 self.journal = Journal(journal_of(self.result_path), self.suite.name)
             self.result_path.parent.mkdir(parents=True, exist_ok=True)
             self.journal.claim(fresh=not options.resume)
+            if not options.resume:
+                self.journal.select(self.selected, select)
         except OSError as exc:
             where = exc.filename or self.result_path.parent
             raise SessionError(f"{where}: cannot write results there ({exc.strerror or exc}); "
@@ -377,7 +417,7 @@ class Session:
         for name, spec in {c.dataset: c.dataset_spec for c in self.selected}.items():
             if not reads_user_files(spec):
                 continue
-            stack = stack_needed(spec, self.cache)
+            stack = self.preparation.building_stack(spec)
             if stack:
                 problem = self.preparation.ensure_stack(stack)
                 if problem:
@@ -398,6 +438,25 @@ class Session:
     def keep_only(self, cell_ids: set[str]) -> None:
         """The cells pytest kept after its own selection (-k, deselection), in suite order."""
         self.selected = [c for c in self.cells if c.id in cell_ids]
+        if not self.options.resume:
+            self.journal.select(self.selected, None)
+
+    def keep_the_runs_selection(self, journal: Path) -> None:
+        """A resume finishes the run it resumes: the cells that run selected (its -k), not the
+        whole suite; a -k given now narrows them further."""
+        selection = journal_selection(journal)
+        if selection is None:
+            return
+        ids, expression = selection
+        known = {c.id for c in self.cells}
+        missing = [i for i in ids if i not in known]
+        if missing:
+            raise SessionError(f"--resume {journal}: the run selected {len(missing)} cell(s) that this suite, with the "
+                               f"options given now, does not have (e.g. {missing[0]!r}): resume with the run's own "
+                               "--stack and --mode options, and its suite file as it was")
+        chosen = set(ids)
+        self.selected = [c for c in self.selected if c.id in chosen]
+        self.say(f"resume: the run's own selection, {len(ids)} cell(s)" + (f" (-k {expression!r})" if expression else ""))
 
     # --- running -------------------------------------------------------------------------------
 

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# gnnbench's GPU suite on the lent H100, from the repository root (the device tool's working copy).
+#   results/gpu-h100/run-on-the-lent-gpu.sh SECONDS (run as .devdata/gpu-run.sh, carried with .whl) [-k EXPR | --resume JOURNAL]...
+# Installs what the image lacks (.whl: gnnbench's host dependencies and torch-scatter/torch-sparse
+# built for this torch, CPU kernels only), registers the image's python as stack `node`, runs the
+# suite until SECONDS have passed (then interrupts it as Ctrl-C would: finished cells are kept, the
+# journal resumes the rest), and leaves the run's files in $OUT.
+set -u
+export PYTHONUNBUFFERED=1
+T0=$(date +%s)
+BUDGET=${1:?seconds}; shift
+log() { echo "[$(( $(date +%s) - T0 ))s] $*"; }
+PY=${PY:-$(command -v python3)}
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT/gpu"
+log "python: $PY"
+"$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir .whl/*.whl 2>&1 | grep -v "^WARNING" | tail -5
+"$PY" -m pip install -q --no-index --no-deps --no-build-isolation -e . 2>&1 | grep -v "^WARNING" | tail -5
+"$PY" -c "import torch, torch_geometric, torch_sparse, torch_scatter, pydantic, lmdb; print('torch', torch.__version__, 'CUDA', torch.version.cuda, 'available', torch.cuda.is_available(), 'PyG', torch_geometric.__version__, 'torch-sparse', torch_sparse.__version__)"
+(nvidia-smi; nvidia-smi topo -m; nproc; free -g) > "$OUT/machine.txt" 2>&1
+export GNNBENCH_CACHE=/tmp/gcache GNNBENCH_STACKS_DIR=/tmp/gstacks GNNBENCH_OFFLINE=1 GNNBENCH_DATA_ROOT=$PWD/.devdata/data
+GB=$(dirname "$PY")/gnnbench
+"$GB" stacks add node --python "$PY" 2>&1 | tail -5
+log "gnnbench run ${SUITE:-gpu} --stack node --no-install --results $OUT/gpu $*"
+timeout -s INT -k 30 $(( BUDGET - ($(date +%s) - T0) )) "$GB" run "${SUITE:-gpu}" --stack node --no-install --results "$OUT/gpu" "$@" > "$OUT/run.log" 2>&1
+log "run exit $?"
+tail -60 "$OUT/run.log"
+ls -la "$OUT/gpu"
