@@ -21,9 +21,10 @@ datasets:
     source: synthetic
     params: {scale: 11, edge_factor: 8, feature_dim: 32, num_classes: 8}
 """
-# suites/link.yaml's graph and training (fanout [10, 5], batch 512, 1 + 3 epochs), where both
-# frameworks' validation MRR was measured over seeds 0-2 (bench/backends/link.py); on rmat-s11 at
-# batch 256 one seed's pair was up to 0.025 apart (the spread across seeds is about 0.01)
+# suites/link.yaml's graph and training (fanout [10, 5], batch 512, 1 + 3 epochs). Validation MRR
+# moves with the seed and, at one seed, from run to run (GraphBolt's sampling is not repeatable:
+# results/link-seeds-cpu), so one seed's pair can be more than 0.02 apart without either pipeline
+# being wrong (a load run here: 0.0209): the frameworks are compared by their means over seeds 0-2.
 TINY_LINK = """
 name: tiny-link
 datasets:
@@ -41,7 +42,9 @@ settings:
   timeout: 600
 include:
   - {exclusion: reverse, neg_ratio: [1, 5]}
+  - {neg_ratio: 1, exclusion: [none, reverse], seed: [1, 2]}
 """
+SEEDS = (0, 1, 2)
 # the MRR both frameworks reach at the same epochs and exclusion, within this (issue 37)
 MRR_WITHIN = 0.02
 
@@ -58,7 +61,7 @@ def test_both_frameworks_train_link_cells_with_the_full_contract(tiny_link):
     cells, out = tiny_link
     results.read(out)  # the contract, as the reader checks it
     assert {c.split("/")[0] for c in cells} == {"pyg-link", "dgl-graphbolt-link"}
-    assert len(cells) == 6
+    assert len(cells) == 6 + 8  # and seeds 1 and 2 of the neg_ratio 1 cells
     for info in cells.values():
         assert 0 < info["val_mrr"] <= 1 and 0 < info["test_mrr"] <= 1
         assert set(info["test_hits"]) == {"10", "50", "100"}
@@ -83,13 +86,17 @@ def test_exclusion_none_says_the_accuracy_includes_the_leak(tiny_link):
 
 
 def test_both_frameworks_reach_the_same_validation_mrr(tiny_link):
+    """Means over three seeds, at the same epochs and exclusion, within 0.02 (issue 37)."""
     cells, _ = tiny_link
     for exclusion in ("none", "reverse"):
-        pair = {info["backend"]: info["val_mrr"] for info in cells.values()
-                if info["settings"]["exclusion"] == exclusion and info["settings"]["neg_ratio"] == 1}
-        assert set(pair) == {"pyg-link", "dgl-graphbolt-link"}
-        assert abs(pair["pyg-link"] - pair["dgl-graphbolt-link"]) <= MRR_WITHIN, (exclusion, pair)
-        assert min(pair.values()) > 0.08  # learned: uniform scores rank a positive among 100 at about 0.05
+        by_backend: dict[str, list[float]] = {}
+        for info in cells.values():
+            if info["settings"]["exclusion"] == exclusion and info["settings"]["neg_ratio"] == 1:
+                by_backend.setdefault(info["backend"], []).append(info["val_mrr"])
+        assert {b: len(v) for b, v in by_backend.items()} == {"pyg-link": len(SEEDS), "dgl-graphbolt-link": len(SEEDS)}
+        means = {b: sum(v) / len(v) for b, v in by_backend.items()}
+        assert abs(means["pyg-link"] - means["dgl-graphbolt-link"]) <= MRR_WITHIN, (exclusion, by_backend)
+        assert min(min(v) for v in by_backend.values()) > 0.08  # learned: chance ranks a positive among 100 at about 0.05
 
 
 def test_graphbolt_input_layer_computes_over_the_edges_pyg_sampled(tiny_link):
@@ -100,7 +107,8 @@ def test_graphbolt_input_layer_computes_over_the_edges_pyg_sampled(tiny_link):
     cells, _ = tiny_link
     for exclusion in ("none", "reverse"):
         work = {info["backend"]: info["work"]["per_seed"] for info in cells.values()
-                if info["settings"]["exclusion"] == exclusion and info["settings"]["neg_ratio"] == 1}
+                if info["settings"]["exclusion"] == exclusion and info["settings"]["neg_ratio"] == 1
+                and info["settings"]["seed"] == 0}
         pyg, graphbolt = work["pyg-link"], work["dgl-graphbolt-link"]
         assert graphbolt["layer_edges"][0] == pytest.approx(sum(pyg["hop_edges"]), rel=0.03), (exclusion, work)
         assert graphbolt["layer_edges"][0] > graphbolt["hop_edges"][1] * 1.1  # not the resampled second hop

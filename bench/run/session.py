@@ -524,17 +524,17 @@ class Session:
             if cell.settings.get("profile", True):
                 notes.append("stages timed with the GPU synchronised at each boundary: the overlap of pinned, UVA "
                              "and non_blocking copies is given up here; a profile=off twin gives the speed")
-            notes.append("unverified on a GPU: per-rank set_device, the CUDA-event all-reduce timer, "
-                         "overlap_feature_fetch per mode and the per-phase GPU memory peak have not yet been "
-                         "shown by a GPU run of this gnnbench")
-            notes.append("unverified on a GPU: the NVML sampling of GPU utilisation and PCIe traffic (gpu_util), "
-                         "the CUDA out-of-memory record (status oom), each rank and its loader workers pinned to "
-                         "its GPU's cores (cpu_affinity) and the NCCL version read from the stack's torch have "
-                         "been tested on CPU with samples only")
-            notes.append("unverified on a GPU: each rank seeing its own GPU alone (CUDA_VISIBLE_DEVICES) beside "
-                         "NCCL, NCCL's set-up in process_group (device_id, barrier), pinned-cuda's one host copy per "
-                         "node pinned in place by every rank, and the start check against a real driver and GPU "
-                         "have been tested on CPU with the facts faked")
+            # what the one GPU run of this gnnbench showed (results/gpu-h100: one H100, PyG's cells, one
+            # rank) and what no GPU run has shown yet
+            notes.append("shown on one H100 (results/gpu-h100: PyG, one rank): the start check against a real "
+                         "driver and GPU, the rank's set_device, the per-phase GPU memory peaks, NVML's sampling of "
+                         "GPU utilisation and PCIe traffic (gpu_util) and the NCCL version read from the stack's torch")
+            notes.append("unverified on a GPU: the CUDA-event all-reduce timer, NCCL's set-up in process_group "
+                         "(device_id, barrier) and each rank seeing its own GPU alone beside NCCL (two GPUs or more); "
+                         "GraphBolt's GPU modes, overlap_feature_fetch and pinned-cuda's one host copy per node "
+                         "pinned in place by every rank (no DGL build for the lent machine's torch); the CUDA "
+                         "out-of-memory record (status oom) and each rank's loader workers pinned to its GPU's "
+                         "cores (cpu_affinity): tested on CPU with samples or faked facts only")
             if cell.backend == "cugraph-pyg":
                 notes.append("unverified on a GPU: cuGraph-PyG has never run in this gnnbench (written as "
                              "cugraph-gnn's gcn_dist_mnmg.py; docs/gpus.md lists what differs)")
