@@ -81,24 +81,24 @@ def cache_dir(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("hub")
 
 
-def run_suite(suite: Path, out: Path, cache_dir: Path, *options: str, env: dict | None = None):
+def run_suite(suite: Path, out: Path, cache_dir: Path, *options: str, env: dict | None = None, timeout: int = 900):
     """Run a suite through the front door users take: `pytest suites/ --benchmark-only`."""
     cmd = [sys.executable, "-m", "pytest", str(REPO / "suites"), "--benchmark-only", "--suite", str(suite),
            "--benchmark-json", str(out), "--cache-dir", str(cache_dir), "--no-install",
            "-p", "no:cacheprovider", "-rsx", *options]
     proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, env={**os.environ, **(env or {})},
-                          timeout=900)
+                          timeout=timeout)
     print(proc.stdout[-6000:], proc.stderr[-3000:])
     return proc
 
 
 def run_suite_text(text: str, folder: Path, cache_dir: Path, *options: str, name: str = "suite",
-                   env: dict | None = None):
+                   env: dict | None = None, timeout: int = 900):
     """Write a suite's YAML into `folder` and run it (run_suite); returns (process, result path)."""
     suite = Path(folder) / f"{name}.yaml"
     suite.write_text(text)
     out = Path(folder) / f"{name}.json"
-    return run_suite(suite, out, cache_dir, *options, env=env), out
+    return run_suite(suite, out, cache_dir, *options, env=env, timeout=timeout), out
 
 
 def processes_with(variable: str, marker: str) -> list[psutil.Process]:

@@ -52,7 +52,8 @@ MRR_WITHIN = 0.02
 @pytest.fixture(scope="module")
 def tiny_link(tmp_path_factory, cache_dir):
     require_stacks("pyg", "dgl")
-    proc, out = run_suite_text(TINY_LINK, tmp_path_factory.mktemp("link"), cache_dir, name="tiny-link")
+    # 14 cells, about 13 s each on a quiet 2-core machine (results/link-seeds-cpu), several times that under load
+    proc, out = run_suite_text(TINY_LINK, tmp_path_factory.mktemp("link"), cache_dir, name="tiny-link", timeout=2400)
     assert proc.returncode == 0, proc.stdout[-3000:]
     return {b["extra_info"]["cell_id"]: b["extra_info"] for b in json.loads(out.read_text())["benchmarks"]}, out
 

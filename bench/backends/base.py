@@ -295,6 +295,7 @@ class Pipeline(abc.ABC):
     index_dtype = None  # the sampling graph's index dtypes, {"indices": ..., "indptr": ...} (recorded)
     full_layer = None  # full_layer(conv, x_src, x_dst, src, dst): one layer over whole neighbourhoods
     unused_parameters = False  # True: a step may leave some of the model's parameters out (DDP looks for them)
+    epoch = 0  # the training epoch under way, 0 the first (warm-up or not): set by the worker before each
 
     def __init__(self, data, settings: dict):
         self.settings = settings

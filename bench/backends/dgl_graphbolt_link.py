@@ -84,6 +84,10 @@ class Pipeline(link.LinkPipeline, dgl_graphbolt.Pipeline):
         return torch.cat(srcs).numpy(), torch.cat(dsts).numpy()
 
     @staticmethod
+    def sampled_edge_count(minibatch) -> int:
+        return sum(int(block.sampled_csc.indices.numel()) for block in minibatch.sampled_subgraphs)
+
+    @staticmethod
     def positives(minibatch) -> int:
         return int(minibatch.node_pairs[0].numel())
 

@@ -94,6 +94,10 @@ class Pipeline(link.LinkPipeline, PygNodePipeline):
         return batch.n_id[batch.edge_index[0]].numpy(), batch.n_id[batch.edge_index[1]].numpy()
 
     @staticmethod
+    def sampled_edge_count(batch) -> int:
+        return int(batch.edge_index.shape[1])
+
+    @staticmethod
     def positives(batch) -> int:
         return int(batch.input_id.numel())
 

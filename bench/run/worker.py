@@ -361,6 +361,7 @@ def run_epochs(cell: dict, pipe, dataset_dir: Path, rank: int, world: int, start
             barrier(settings, world)
             if sampler is not None and measuring:
                 sampler.start()
+            pipe.epoch = epoch
             stats = run_epoch(pipe, hook, profile=pipe.profile)
             if sampler is not None and measuring:
                 stats["gpu"] = sampler.stop()
