@@ -27,10 +27,9 @@ against its stored negatives, by the split's protocol (bench/datasets/link_split
 
 The leakage check (every training batch of the first epoch, in `count`, outside the stages a
 framework runs): the sampled graph's edges against the batch's own positive seed edges and their
-reverses. With
-exclusion `reverse` one found is a failure of the cell (SeedEdgeLeakError, naming the edge); with `none`
-the share of batches and sampled edges found is recorded, and the result says the accuracy
-includes the leak.
+reverses. With exclusion `reverse` one found is a failure of the cell (SeedEdgeLeakError, naming
+the edge); with `none` the share of batches and sampled edges found is recorded, and the result
+says the accuracy includes the leak.
 
 What each layer computes over, made equal: PyG's layers run on the one sampled subgraph, in which
 a node's neighbours are those sampled at the hop that first reached it (a seed's, its first hop's:
@@ -252,8 +251,8 @@ class LinkPipeline:
         """(positive seed edges, sampled edges) of a batch. Every batch of the first epoch (the warm-up,
         where there is one) is checked for leaked seed edges too: the pipeline, its exclusion step
         included, is the same in every epoch, so a leak shows there, and the measured epochs after a
-        warm-up carry none of the check, which the frameworks' own loops never run (checking every
-        batch made an epoch 10-25 % slower than theirs: results/fidelity/fidelity-link-rmat-s12-20261126)."""
+        warm-up carry none of the check, which the frameworks' own loops never run (with it on every
+        batch, the link cells read 10-25 % slower than those loops: results/fidelity/fidelity-link-rmat-s12-20261126)."""
         if self.epoch == 0:
             src, dst = self.sampled_edges(batch)
             self.check_leak(batch, src, dst)
