@@ -177,8 +177,11 @@ def test_resume_finishes_the_cells_the_run_selected_not_the_whole_suite(suite_fi
     run.journal.close()  # as the interrupted run's end would
     journal = run.journal.path
     assert session_mod.journal_selection(journal) == (CELLS[:2], "workers=0")
-    resumed = Session(RunOptions(suite=str(suite_file), resume=journal))
+    said = []
+    resumed = Session(RunOptions(suite=str(suite_file), resume=journal, results=tmp_path / "elsewhere"),
+                      say=lambda *a, **k: said.append(" ".join(map(str, a))))
     assert [c.id for c in resumed.selected] == CELLS[:2] and list(resumed.finished) == [CELLS[0]]
+    assert any("is not used with --resume" in line and str(journal.parent) in line for line in said)
     resumed.journal.close()
     narrowed = Session(RunOptions(suite=str(suite_file), resume=journal), select="mode=pinned-cuda")
     assert [c.id for c in narrowed.selected] == [CELLS[1]]

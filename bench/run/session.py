@@ -389,6 +389,9 @@ class Session:
             self.keep_the_runs_selection(journal)
             self.finished = self.journal.read(self.cells, say)
             self.resumed_from = [str(journal)]
+            if options.results:  # a resume completes the run's own result file, where its journal is
+                say(f"--results {options.results} is not used with --resume: the result is written beside the "
+                    f"journal, as {self.result_path}")
         elif options.output:
             self.result_path = Path(options.output)
             self.journal = Journal(journal_of(self.result_path), self.suite.name)
@@ -526,7 +529,8 @@ class Session:
                              "and non_blocking copies is given up here; a profile=off twin gives the speed")
             # what the one GPU run of this gnnbench showed (results/gpu-h100: one H100, PyG's cells, one
             # rank) and what no GPU run has shown yet
-            notes.append("shown on one H100 (results/gpu-h100: PyG, one rank): the start check against a real "
+            notes.append("shown on one H100 (results/gpu-h100: PyG's node and typed cells, one rank): the start "
+                         "check against a real "
                          "driver and GPU, the rank's set_device, the per-phase GPU memory peaks, NVML's sampling of "
                          "GPU utilisation and PCIe traffic (gpu_util) and the NCCL version read from the stack's torch")
             notes.append("unverified on a GPU: the CUDA-event all-reduce timer, NCCL's set-up in process_group "
@@ -535,6 +539,9 @@ class Session:
                          "pinned in place by every rank (no DGL build for the lent machine's torch); the CUDA "
                          "out-of-memory record (status oom) and each rank's loader workers pinned to its GPU's "
                          "cores (cpu_affinity): tested on CPU with samples or faked facts only")
+            if cell.backend == "pyg-link":
+                notes.append("unverified on a GPU: PyG's link cells' measured epochs (one ran its warm-up epoch "
+                             "on the H100, results/NOTES.md; the device time ran out before the rest)")
             if cell.backend == "cugraph-pyg":
                 notes.append("unverified on a GPU: cuGraph-PyG has never run in this gnnbench (written as "
                              "cugraph-gnn's gcn_dist_mnmg.py; docs/gpus.md lists what differs)")
