@@ -179,3 +179,32 @@ def test_max_rounds_below_rounds_is_refused(tiny_cells):
     done = subprocess.run([sys.executable, "-m", "bench.cli", "fidelity", str(path), "--rounds", "4", "--max-rounds", "2"],
                           capture_output=True, text=True, cwd=REPO)
     assert done.returncode == 2 and "--max-rounds 2: give at least --rounds (4)" in done.stderr
+
+
+def test_an_interrupted_run_keeps_the_pairs_that_finished(monkeypatch, tiny_cells, tmp_path, capsys):
+    """Ctrl-C (or SIGTERM) in the second pair of a long fidelity run: the first pair's rounds are
+    written, the rest named as not run, exit 130. The pairs' epochs are planted (the runs are the
+    plain-loop tests' business): what is tested is what the command keeps."""
+    from bench.commands import fidelity as command
+    from bench.cli import main
+
+    path, cells = tiny_cells
+    chosen = [c for c in cells if fidelity.comparable(c)]
+    assert len(chosen) >= 2
+
+    def interrupted_after_one(cells, *args, found, **kwargs):
+        done = fidelity.Comparison(cells[0].id, [], [], [])
+        for _ in range(3):
+            done.add("harness", [1.0], [1.0])
+            done.add("plain", [1.0], [1.0])
+        found.append(done)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(command.fidelity, "compare", interrupted_after_one)
+    out = tmp_path / "fid.json"
+    assert main(["fidelity", str(path), "--out", str(out)]) == 130
+    doc = json.loads(out.read_text())
+    assert [c["cell_id"] for c in doc["cells"]] == [chosen[0].id]
+    assert doc["not_run"] == {"reason": "interrupted", "cells": [c.id for c in chosen[1:]]}
+    assert out.with_suffix(".md").read_text().count("Interrupted: not run:") == 1
+    assert "1 of" in capsys.readouterr().err

@@ -6,8 +6,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from bench.commands.common import (EXIT_CELLS_FAILED, add_cache_dir, add_data_root, add_select, chosen_cells,
-                                   command_line, results_path)
+from bench.commands.common import (EXIT_CELLS_FAILED, EXIT_INTERRUPTED, add_cache_dir, add_data_root, add_select,
+                                   chosen_cells, command_line, ending_as_interrupt, results_path)
 from bench.inputs import InputError
 from bench.paths import cache_dir
 from bench.harness_costs import fidelity
@@ -48,13 +48,24 @@ def run(args) -> int:
           + (f", up to {args.max_rounds} while a pair is unresolved" if args.max_rounds else "")
           + (", the plain loop against itself" if args.against_itself else "")
           + (", both loops in one process" if args.side_by_side else ""))
+    found: list[fidelity.Comparison] = []
     try:
-        found = fidelity.compare(chosen, cache_dir(args.cache_dir, writable=True), args.data_root, args.rounds,
-                                 against_itself=args.against_itself, side_by_side=args.side_by_side,
-                                 max_rounds=args.max_rounds)
+        with ending_as_interrupt():
+            fidelity.compare(chosen, cache_dir(args.cache_dir, writable=True), args.data_root, args.rounds,
+                             against_itself=args.against_itself, side_by_side=args.side_by_side,
+                             max_rounds=args.max_rounds, found=found)
     except fidelity.FidelityError as exc:
         print(f"gnnbench: {exc}", file=sys.stderr)
         return EXIT_CELLS_FAILED
+    except KeyboardInterrupt:  # the pairs that finished are kept; the rest are named
+        if not found:
+            raise
+        not_run = [c.id for c in chosen[len(found):]]
+        fidelity.write(found, out, command_line(), not_run=not_run)
+        print(fidelity.table(found))
+        print(f"results: {out} ({len(found)} of {len(chosen)} pairs; interrupted before {', '.join(not_run)})",
+              file=sys.stderr)
+        return EXIT_INTERRUPTED
     fidelity.write(found, out, command_line())
     print(fidelity.table(found))
     print(f"results: {out}")

@@ -222,12 +222,15 @@ def run_harness(cell: Cell, dataset_dir: Path, cache: Path) -> tuple[list[float]
 
 
 def compare(cells: list[Cell], cache: Path, data_root: Path | None, rounds: int, say=print,
-            against_itself: bool = False, side_by_side: bool = False, max_rounds: int | None = None) -> list[Comparison]:
+            against_itself: bool = False, side_by_side: bool = False, max_rounds: int | None = None,
+            found: list[Comparison] | None = None) -> list[Comparison]:
     """Each cell against its plain loop, `rounds` interleaved rounds, then (with `max_rounds`) more,
     one at a time, while the ratio's interval straddles an edge of the band, up to `max_rounds`;
     `against_itself`: the plain loop against itself (an A/A run: how far two runs of the same code
-    read apart here); `side_by_side`: each round one process running both loops (plain_loops.side_by_side)."""
-    found = []
+    read apart here); `side_by_side`: each round one process running both loops (plain_loops.side_by_side).
+    Each finished pair is appended to `found` as it ends, so a caller keeps them when a later pair is
+    interrupted."""
+    found = [] if found is None else found
     for cell in cells:
         dataset_dir = ensure_dataset(cell.dataset_spec, cache, data_root)
         if BACKENDS[cell.backend].task == "link":  # both sides train on the split a run makes (once per dataset)
@@ -304,8 +307,14 @@ def _resolution(c: Comparison) -> str:
             "from the run-to-run spread")
 
 
-def write(found: list[Comparison], path: Path, command: str) -> None:
-    write_document(path, command, {"tolerance": TOLERANCE, "cells": [c.as_dict() for c in found]}, table(found))
+def write(found: list[Comparison], path: Path, command: str, not_run: list[str] | None = None) -> None:
+    """The comparison's files; `not_run`: the pairs an interrupt left unmeasured (named in both files)."""
+    fields = {"tolerance": TOLERANCE, "cells": [c.as_dict() for c in found]}
+    text = table(found)
+    if not_run:
+        fields["not_run"] = {"reason": "interrupted", "cells": not_run}
+        text = ("Interrupted: not run: " + ", ".join(f"`{cell}`" for cell in not_run) + "\n\n" + text)
+    write_document(path, command, fields, text)
 
 
 def write_document(path: Path, command: str, fields: dict, table_text: str) -> None:
