@@ -84,6 +84,9 @@ def test_side_by_side_runs_typed_and_link_loops_in_one_process(backend, model, t
     cell = cell_of(cells, backend, model)
     found = fidelity.run_side_by_side(cell, dataset_of(cell, cache_dir), cache_dir)
     assert len(found["harness"]) == len(found["epochs"]) == 2 and all(e > 0 for e in found["harness"] + found["epochs"])
+    if backend == "pyg-link":  # the leak check reads the first epoch's batches only, as in a cell's own run
+        first, *later = found["harness_batches"]
+        assert later and found["harness_leak_checked"] == first > 0
 
 
 @pytest.mark.stacks

@@ -168,7 +168,15 @@ def side_by_side(cell: dict, data, s: dict) -> dict:
     (harness first in even pairs, plain first in odd): what the two loops cost with the process
     around them the same. Returns {"epochs"/"cpu": the plain loop's, "harness"/"harness_cpu": ...}."""
     pipe = load_pipeline_class(cell["backend"])(data, s)
-    sides = {"harness": lambda: run_epoch(pipe, profile=pipe.profile), "plain": loop_of(cell["backend"])(data, s)}
+    epochs = iter(range(s["warmup_epochs"] + s["epochs"]))
+
+    batches = []
+
+    def harness_epoch():
+        pipe.epoch = next(epochs)  # numbered as the worker numbers them (a link cell checks leaks in epoch 0 only)
+        batches.append(run_epoch(pipe, profile=pipe.profile)["batches"])
+
+    sides = {"harness": harness_epoch, "plain": loop_of(cell["backend"])(data, s)}
     for _ in range(s["warmup_epochs"]):
         for epoch in sides.values():
             epoch()
@@ -176,8 +184,10 @@ def side_by_side(cell: dict, data, s: dict) -> dict:
     for i in range(s["epochs"]):
         for name in (("harness", "plain") if i % 2 == 0 else ("plain", "harness")):
             found[name].append(timed(sides[name]))
+    leaks = getattr(pipe, "leaks", None)  # a link cell's leak check: which of the harness's batches it read
     return {"epochs": [w for w, _ in found["plain"]], "cpu": [c for _, c in found["plain"]],
-            "harness": [w for w, _ in found["harness"]], "harness_cpu": [c for _, c in found["harness"]]}
+            "harness": [w for w, _ in found["harness"]], "harness_cpu": [c for _, c in found["harness"]],
+            "harness_batches": batches, **({"harness_leak_checked": leaks["batches"]} if leaks else {})}
 
 
 def main(argv: list[str]) -> int:
