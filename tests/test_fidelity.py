@@ -94,14 +94,19 @@ def test_cli_refuses_a_suite_without_comparable_cells(tmp_path):
 
 
 def test_the_interval_resamples_rounds_and_says_whether_a_gap_is_resolved():
-    # three rounds a clear 10 % apart: the whole interval is outside the band
-    clear = fidelity.Comparison("c/cell", [], [], [None], harness_rounds=[[1.10, 1.11], [1.09, 1.10], [1.10, 1.12]],
-                                plain_rounds=[[1.0, 1.01], [0.99, 1.0], [1.0, 1.01]])
+    # six rounds a clear 10 % apart: the whole interval is outside the band
+    clear = fidelity.Comparison("c/cell", [], [], [None], harness_rounds=[[1.10, 1.11], [1.09, 1.10], [1.10, 1.12]] * 2,
+                                plain_rounds=[[1.0, 1.01], [0.99, 1.0], [1.0, 1.01]] * 2)
     clear.harness_epochs = [e for r in clear.harness_rounds for e in r]
     clear.plain_epochs = [e for r in clear.plain_rounds for e in r]
     low, high = clear.interval
-    assert 1.03 < low <= clear.ratio <= high and clear.resolved is True
+    assert 1.03 < low <= clear.ratio <= high and clear.resolved is True and clear.settled == "outside"
     assert "the whole 95 % interval is outside the band too" in fidelity.table([clear])
+    # the same gap over 3 rounds settles nothing: an interval resampled from 3 rounds is too narrow to trust
+    early = fidelity.Comparison("e/cell", clear.harness_epochs[:6], clear.plain_epochs[:6], [None],
+                                harness_rounds=clear.harness_rounds[:3], plain_rounds=clear.plain_rounds[:3])
+    assert early.interval[0] > 1.03 and early.resolved is False and early.settled is None
+    assert "fewer than the 6 a pair needs to settle" in early.unsettled_reason
     # one process 15 % slower than the others (the smoke graph's spread): outside, not resolved
     noisy = fidelity.Comparison("n/cell", [], [], [None], harness_rounds=[[1.15, 1.16], [1.0, 1.01], [1.05, 1.06]],
                                 plain_rounds=[[1.0, 1.0], [1.0, 1.0], [1.0, 1.0]])
@@ -158,10 +163,10 @@ def test_rounds_are_added_until_each_pair_settles_or_the_cap(monkeypatch, tiny_c
     monkeypatch.setattr(fidelity, "run_harness", side("harness"))
     monkeypatch.setattr(fidelity, "run_plain", side("plain"))
 
-    # the same ratio every round (1.00): inside after the first 3 rounds, no more added
+    # the same ratio every round (1.00): inside once 6 rounds are in (the fewest that settle), no more added
     planted.update(harness=iter([1.0] * 20), plain=iter([1.0] * 20))
     (steady,) = fidelity.compare([cell], None, None, rounds=3, max_rounds=10, say=lambda *_: None)
-    assert len(steady.harness_rounds) == 3 and steady.settled == "inside" and steady.unsettled_reason is None
+    assert len(steady.harness_rounds) == 6 and steady.settled == "inside" and steady.unsettled_reason is None
     # rounds swinging ±6 % around 1.0: never settles, stops at the cap and says why
     planted.update(harness=iter([1.06, 0.94] * 10), plain=iter([1.0] * 20))
     (swinging,) = fidelity.compare([cell], None, None, rounds=3, max_rounds=6, say=lambda *_: None)

@@ -21,7 +21,8 @@ def add_parser(sub, parents) -> None:
     fid.add_argument("--rounds", type=int, default=3, help="interleaved rounds of cell and plain loop (default 3)")
     fid.add_argument("--max-rounds", type=int, metavar="N",
                      help="after --rounds, keep adding rounds while a pair's 95 %% interval straddles an edge of "
-                          "the ±3 %% band, up to N rounds in all; pairs still unresolved are named with why")
+                          "the ±3 %% band (or fewer than 6 rounds ran: the fewest that settle a pair), up to N "
+                          "rounds in all; pairs still unresolved are named with why")
     fid.add_argument("--against-itself", action="store_true",
                      help="run the plain loop on both sides (an A/A run): how far two runs of the same code read apart here")
     fid.add_argument("--side-by-side", action="store_true",

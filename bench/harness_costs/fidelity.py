@@ -40,6 +40,9 @@ from bench.run.suite import Cell
 
 TOLERANCE = 0.03  # every cell within ±3 % of the plain loop (issue 27), either direction
 RESAMPLES = 2000  # bootstrap resamples of the rounds for the ratio's 95 % interval
+# Fewer rounds than this never settle a pair: an interval resampled from 3 rounds is too narrow to
+# trust (GraphBolt's link pair, rmat-s12: 1.036-1.118 after 3 rounds, "outside"; 0.967-1.098 after 6)
+MIN_ROUNDS_TO_SETTLE = 6
 # the backends whose registry line names a plain loop (bench/harness_costs/plain_loops.py)
 PLAIN_BACKENDS = tuple(name for name, info in BACKENDS.items() if info.plain_loop)
 
@@ -114,14 +117,14 @@ class Comparison:
         if found is None:
             return None
         low, high = found
-        return low > 1 + TOLERANCE or high < 1 - TOLERANCE
+        return len(self.harness_rounds) >= MIN_ROUNDS_TO_SETTLE and (low > 1 + TOLERANCE or high < 1 - TOLERANCE)
 
     @property
     def settled(self) -> str | None:
         """"inside" where the whole 95 % interval lies within ±TOLERANCE, "outside" where it lies wholly
         outside; None where it straddles an edge (or no interval was taken): more rounds may settle it."""
         found = self.interval
-        if found is None:
+        if found is None or len(self.harness_rounds) < MIN_ROUNDS_TO_SETTLE:
             return None
         low, high = found
         if low >= 1 - TOLERANCE and high <= 1 + TOLERANCE:
@@ -130,12 +133,17 @@ class Comparison:
 
     @property
     def unsettled_reason(self) -> str | None:
-        """Why the pair stayed unresolved, where an interval was taken (3 rounds or more) and it did."""
+        """Why the pair stayed unresolved, where an interval was taken (3 rounds or more) and it did
+        (or too few rounds were run to settle it)."""
         if self.settled is not None or self.interval is None:
             return None
         n = len(self.harness_rounds)
         low, high = self.interval
         cap = f" (the cap, --max-rounds {self.max_rounds})" if self.max_rounds else " (give --max-rounds to add more)"
+        if n < MIN_ROUNDS_TO_SETTLE:
+            return (f"its 95 % interval {low:.3f}–{high:.3f} is taken over {n} rounds{cap}, fewer than the "
+                    f"{MIN_ROUNDS_TO_SETTLE} a pair needs to settle: an interval resampled from so few rounds is too "
+                    "narrow to trust")
         return (f"its 95 % interval {low:.3f}–{high:.3f} still straddles an edge of ±{TOLERANCE:.0%} after "
                 f"{n} rounds{cap}: the run-to-run spread here is wider than the difference")
 
