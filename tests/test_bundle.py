@@ -118,7 +118,7 @@ def test_offline_node_installs_and_runs_smoke(tmp_path):
     manifest = json.loads((bundle / "bundle.json").read_text())
     assert manifest["target"]["python"] == NODE_PYTHON and manifest["target"]["platform"] == "x86_64"
     assert manifest["datasets"]["prepared"] == ["cora"], manifest["datasets"]
-    assert manifest["datasets"]["generated_on_node"] == ["products-s21", "igbh-tiny"]  # synthetic: made there
+    assert manifest["datasets"]["generated_on_node"] == ["products-s21", "igbh-tiny", "link-s18"]  # synthetic: made there
     sampler = manifest["sampler"]["wheels"].get("torch-2.13.0+cpu", [])
     assert any(w.startswith("torch_sparse-") for w in sampler), manifest["sampler"]
     assert any(s.startswith("torch_sparse-") for s in manifest["sampler"]["sources"])
