@@ -107,13 +107,14 @@ def test_the_interval_resamples_rounds_and_says_whether_a_gap_is_resolved():
                                 harness_rounds=clear.harness_rounds[:3], plain_rounds=clear.plain_rounds[:3])
     assert early.interval[0] > 1.03 and early.resolved is False and early.settled is None
     assert "fewer than the 6 a pair needs to settle" in early.unsettled_reason
+    assert "over 3 rounds, fewer than the 6 that settle a pair" in fidelity.table([early])
     # one process 15 % slower than the others (the smoke graph's spread): outside, not resolved
     noisy = fidelity.Comparison("n/cell", [], [], [None], harness_rounds=[[1.15, 1.16], [1.0, 1.01], [1.05, 1.06]],
                                 plain_rounds=[[1.0, 1.0], [1.0, 1.0], [1.0, 1.0]])
     noisy.harness_epochs = [e for r in noisy.harness_rounds for e in r]
     noisy.plain_epochs = [1.0] * 6
     assert not noisy.faithful and noisy.interval[0] < 1.03 and noisy.resolved is False
-    assert "3 rounds do not tell it from the run-to-run spread" in fidelity.table([noisy])
+    assert "over 3 rounds, fewer than the 6 that settle a pair" in fidelity.table([noisy])
     assert noisy.interval == noisy.interval  # seeded: the same file always reads the same
     assert fidelity.Comparison("x", [1.0], [1.0], [None]).interval is None  # too few rounds
 

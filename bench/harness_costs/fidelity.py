@@ -311,6 +311,8 @@ def _resolution(c: Comparison) -> str:
         return ""
     if c.resolved:
         return "; the whole 95 % interval is outside the band too: a difference to name"
+    if len(c.harness_rounds) < MIN_ROUNDS_TO_SETTLE:
+        return f"; over {len(c.harness_rounds)} rounds, fewer than the {MIN_ROUNDS_TO_SETTLE} that settle a pair"
     return (f"; its 95 % interval reaches into the band: {len(c.harness_rounds)} rounds do not tell it "
             "from the run-to-run spread")
 
