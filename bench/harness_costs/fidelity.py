@@ -109,6 +109,11 @@ class Comparison:
         return ratios[int(0.025 * RESAMPLES)], ratios[int(0.975 * RESAMPLES) - 1]
 
     @property
+    def enough_rounds(self) -> bool:
+        """Whether the pair has the rounds (MIN_ROUNDS_TO_SETTLE) its interval may settle it on."""
+        return len(self.harness_rounds) >= MIN_ROUNDS_TO_SETTLE
+
+    @property
     def resolved(self) -> bool | None:
         """Outside the band with the whole interval outside it too (True), or with the interval
         reaching into the band (False: more rounds could still find it within); None where no
@@ -117,14 +122,14 @@ class Comparison:
         if found is None:
             return None
         low, high = found
-        return len(self.harness_rounds) >= MIN_ROUNDS_TO_SETTLE and (low > 1 + TOLERANCE or high < 1 - TOLERANCE)
+        return self.enough_rounds and (low > 1 + TOLERANCE or high < 1 - TOLERANCE)
 
     @property
     def settled(self) -> str | None:
         """"inside" where the whole 95 % interval lies within ±TOLERANCE, "outside" where it lies wholly
         outside; None where it straddles an edge (or no interval was taken): more rounds may settle it."""
         found = self.interval
-        if found is None or len(self.harness_rounds) < MIN_ROUNDS_TO_SETTLE:
+        if found is None or not self.enough_rounds:
             return None
         low, high = found
         if low >= 1 - TOLERANCE and high <= 1 + TOLERANCE:
@@ -140,7 +145,7 @@ class Comparison:
         n = len(self.harness_rounds)
         low, high = self.interval
         cap = f" (the cap, --max-rounds {self.max_rounds})" if self.max_rounds else " (give --max-rounds to add more)"
-        if n < MIN_ROUNDS_TO_SETTLE:
+        if not self.enough_rounds:
             return (f"its 95 % interval {low:.3f}–{high:.3f} is taken over {n} rounds{cap}, fewer than the "
                     f"{MIN_ROUNDS_TO_SETTLE} a pair needs to settle: an interval resampled from so few rounds is too "
                     "narrow to trust")
@@ -311,7 +316,7 @@ def _resolution(c: Comparison) -> str:
         return ""
     if c.resolved:
         return "; the whole 95 % interval is outside the band too: a difference to name"
-    if len(c.harness_rounds) < MIN_ROUNDS_TO_SETTLE:
+    if not c.enough_rounds:
         return f"; over {len(c.harness_rounds)} rounds, fewer than the {MIN_ROUNDS_TO_SETTLE} that settle a pair"
     return (f"; its 95 % interval reaches into the band: {len(c.harness_rounds)} rounds do not tell it "
             "from the run-to-run spread")
