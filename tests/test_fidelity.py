@@ -119,6 +119,27 @@ def test_the_interval_resamples_rounds_and_says_whether_a_gap_is_resolved():
     assert fidelity.Comparison("x", [1.0], [1.0], [None]).interval is None  # too few rounds
 
 
+def test_a_side_by_side_run_takes_its_ratio_over_back_to_back_epochs():
+    """A side-by-side round runs harness and plain epochs back to back: the ratio is each pair's, so a
+    busy stretch that slows one plain epoch (the third pair: 1.5 s where its neighbour took 1.0)
+    moves the pooled medians' ratio (2.04) and not the pairs' (1.02). Runs in separate processes
+    have no pairs and keep the medians' ratio."""
+    def run(side_by_side):
+        c = fidelity.Comparison("p/cell", [], [], [], side_by_side=side_by_side)
+        for _ in range(6):
+            c.add("harness", [1.02, 3.06, 3.06], [])
+            c.add("plain", [1.0, 3.0, 1.5], [])
+        return c
+    paired, apart = run(True), run(False)
+    assert paired.paired and paired.ratio == pytest.approx(1.02) and paired.ratio_of_medians == pytest.approx(2.04)
+    assert paired.interval == pytest.approx((1.02, 1.02)) and paired.settled == "inside"
+    assert not apart.paired and apart.ratio == pytest.approx(2.04) and apart.settled == "outside"
+    table = fidelity.table([paired])
+    assert "| ratio (paired epochs) | ratio of medians |" in table and "| 1.020 | 2.040 |" in table
+    assert paired.as_dict()["ratio_is"] == "paired epochs (geometric median)"
+    assert "ratio of medians" not in fidelity.table([apart])
+
+
 def test_an_a_a_run_names_both_sides_plain_loops():
     aa = fidelity.Comparison("a/cell", [1.0, 1.1], [1.0, 1.0], [None], against_itself=True)
     table = fidelity.table([aa])

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import math
 import random
 import statistics
 import subprocess
@@ -89,23 +90,38 @@ class Comparison:
             self.plain_epochs += epochs
             self.plain_cpu += cpu
 
+    @property
+    def paired(self) -> bool:
+        """Whether the ratio is taken over paired epochs: a --side-by-side run, whose every round ran
+        its harness and plain epochs back to back (harness_rounds[r][i] beside plain_rounds[r][i])."""
+        return (self.side_by_side and bool(self.harness_rounds) and len(self.harness_rounds) == len(self.plain_rounds)
+                and all(len(h) == len(p) for h, p in zip(self.harness_rounds, self.plain_rounds)))
+
+    def _ratio_over(self, rounds: list[int]) -> float:
+        """The ratio over the given rounds (repeats allowed: a resample). Paired runs: the geometric
+        median of each back-to-back pair's harness/plain ratio. A busy stretch of this machine lasts
+        seconds, so it slows both epochs of a pair alike and cancels in their ratio, where pooled
+        medians count it against whichever side it happened to fall on (issue 41: the same run reads
+        1.091, interval 1.011-1.144, as pooled medians and 1.023, 1.005-1.050, as pairs). Runs in
+        separate processes have no pairs: the ratio of the pooled medians."""
+        if self.paired:
+            return math.exp(statistics.median(math.log(h / p) for r in rounds
+                                              for h, p in zip(self.harness_rounds[r], self.plain_rounds[r])))
+        harness = [e for r in rounds for e in self.harness_rounds[r]]
+        plain = [e for r in rounds for e in self.plain_rounds[r]]
+        return statistics.median(harness) / statistics.median(plain)
+
     @cached_property
     def interval(self) -> tuple[float, float] | None:
         """A 95 % interval of the ratio: the rounds resampled with replacement (each round keeps its
-        harness and plain runs together, as they ran side by side), the ratio of the pooled medians
-        of each resample. None below 3 rounds. Seeded, so a file always reads the same. Read once
-        the rounds are in (it is computed once, by 2000 resamples, and kept)."""
+        harness and plain runs together, as they ran side by side), the ratio (_ratio_over) of each
+        resample. None below 3 rounds. Seeded, so a file always reads the same. Read once the rounds
+        are in (it is computed once, by 2000 resamples, and kept)."""
         n = len(self.harness_rounds)
         if n < 3 or len(self.plain_rounds) != n:
             return None
         pick = random.Random(0)
-        ratios = []
-        for _ in range(RESAMPLES):
-            chosen = [pick.randrange(n) for _ in range(n)]
-            harness = [e for i in chosen for e in self.harness_rounds[i]]
-            plain = [e for i in chosen for e in self.plain_rounds[i]]
-            ratios.append(statistics.median(harness) / statistics.median(plain))
-        ratios.sort()
+        ratios = sorted(self._ratio_over([pick.randrange(n) for _ in range(n)]) for _ in range(RESAMPLES))
         return ratios[int(0.025 * RESAMPLES)], ratios[int(0.975 * RESAMPLES) - 1]
 
     @property
@@ -168,8 +184,16 @@ class Comparison:
         return statistics.median(self.plain_epochs)
 
     @property
-    def ratio(self) -> float:
+    def ratio_of_medians(self) -> float:
         return self.harness_median / self.plain_median
+
+    @property
+    def ratio(self) -> float:
+        """The harness against the plain loop: over paired epochs where the run paired them
+        (_ratio_over), else the ratio of the two sides' medians."""
+        if self.paired:
+            return self._ratio_over(list(range(len(self.harness_rounds))))
+        return self.ratio_of_medians
 
     @property
     def faithful(self) -> bool:
@@ -184,7 +208,8 @@ class Comparison:
 
     def as_dict(self) -> dict:
         return {**asdict(self), "harness_median_s": self.harness_median, "plain_median_s": self.plain_median,
-                "ratio": self.ratio, "faithful": self.faithful, "cpu_ratio": self.cpu_ratio,
+                "ratio": self.ratio, "ratio_of_medians": self.ratio_of_medians,
+                "ratio_is": "paired epochs (geometric median)" if self.paired else "ratio of medians", "faithful": self.faithful, "cpu_ratio": self.cpu_ratio,
                 "ratio_ci95": list(self.interval) if self.interval else None,
                 "outside_resolved": None if self.faithful else self.resolved,
                 "settled": self.settled, "unsettled_reason": self.unsettled_reason}
@@ -290,15 +315,17 @@ def table(found: list[Comparison]) -> str:
     kind = ("against_itself" if any(c.against_itself for c in found)
             else "side_by_side" if any(c.side_by_side for c in found) else "apart")
     first, second, what = HEADINGS[kind]
-    lines = [f"| cell | threads | {first} | {second} | ratio | 95 % interval (rounds) | {band} | CPU-time ratio | other load |",
-             "|---|---:|---:|---:|---:|---|---|---:|---:|"]
+    paired = any(c.paired for c in found)  # the ratio is over back-to-back epoch pairs; their medians' ratio beside it
+    ratio = "ratio (paired epochs) | ratio of medians" if paired else "ratio"
+    lines = [f"| cell | threads | {first} | {second} | {ratio} | 95 % interval (rounds) | {band} | CPU-time ratio | other load |",
+             "|---|---:|---:|---:|---:|" + ("---:|" if paired else "") + "---|---|---:|---:|"]
     for c in found:
         loads = [x for x in c.other_load if x is not None]
         load = f"{max(loads):.0%}" if loads else "n/a"  # the busiest round: other processes' CPU share
         threads = "n/a" if c.threads is None else str(c.threads)
         interval = "n/a" if c.interval is None else f"{c.interval[0]:.3f}–{c.interval[1]:.3f} ({len(c.harness_rounds)})"
         lines.append(f"| `{c.cell_id}` | {threads} | {c.harness_median:.4f} s | {c.plain_median:.4f} s | "
-                     f"{c.ratio:.3f} | {interval} | {c.verdict} | {'n/a' if c.cpu_ratio is None else f'{c.cpu_ratio:.3f}'} | {load} |")
+                     f"{c.ratio:.3f} | {f'{c.ratio_of_medians:.3f} | ' if paired else ''}{interval} | {c.verdict} | {'n/a' if c.cpu_ratio is None else f'{c.cpu_ratio:.3f}'} | {load} |")
     unsettled = [c for c in found if c.unsettled_reason]
     if unsettled:
         lines += ["", "Unresolved (neither inside nor outside the band with 95 % confidence):"]
