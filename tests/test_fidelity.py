@@ -235,3 +235,31 @@ def test_an_interrupted_run_keeps_the_pairs_that_finished(monkeypatch, tiny_cell
     assert doc["not_run"] == {"reason": "interrupted", "cells": [c.id for c in chosen[1:]]}
     assert out.with_suffix(".md").read_text().count("Interrupted: not run:") == 1
     assert "1 of" in capsys.readouterr().err
+
+
+def test_a_failing_pair_is_recorded_and_the_others_still_run(monkeypatch, tiny_cells, tmp_path):
+    """A cell (or its plain loop) that fails is data: its error is named in both files, the next
+    pair runs and is kept, and the exit code says a pair failed. The pairs' outcomes are planted (the
+    runs are the plain-loop tests' business): what is tested is what the command keeps."""
+    from bench.cli import main
+
+    path, cells = tiny_cells
+    chosen = [c for c in cells if fidelity.comparable(c)]
+    assert len(chosen) >= 2
+
+    def one(cell, *args):
+        if cell.id == chosen[0].id:
+            raise fidelity.FidelityError(f"{cell.id}: the plain loop failed: RuntimeError: out of memory")
+        done = fidelity.Comparison(cell.id, [], [], [])
+        done.add("harness", [1.0], [1.0])
+        done.add("plain", [1.0], [1.0])
+        return done
+
+    monkeypatch.setattr(fidelity, "_compare_one", one)
+    out = tmp_path / "fid.json"
+    assert main(["fidelity", str(path), "--out", str(out)]) == 1
+    doc = json.loads(out.read_text())
+    assert [c["cell_id"] for c in doc["cells"]] == [c.id for c in chosen[1:]]
+    assert doc["failed"] == {chosen[0].id: f"{chosen[0].id}: the plain loop failed: RuntimeError: out of memory"}
+    text = out.with_suffix(".md").read_text()
+    assert "Failed (no ratio):" in text and f"- `{chosen[0].id}`: " in text and "out of memory" in text

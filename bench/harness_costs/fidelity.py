@@ -261,42 +261,54 @@ def run_harness(cell: Cell, dataset_dir: Path, cache: Path) -> tuple[list[float]
 
 def compare(cells: list[Cell], cache: Path, data_root: Path | None, rounds: int, say=print,
             against_itself: bool = False, side_by_side: bool = False, max_rounds: int | None = None,
-            found: list[Comparison] | None = None) -> list[Comparison]:
+            found: list[Comparison] | None = None, failed: dict[str, str] | None = None) -> list[Comparison]:
     """Each cell against its plain loop, `rounds` interleaved rounds, then (with `max_rounds`) more,
     one at a time, while the ratio's interval straddles an edge of the band, up to `max_rounds`;
     `against_itself`: the plain loop against itself (an A/A run: how far two runs of the same code
     read apart here); `side_by_side`: each round one process running both loops (plain_loops.side_by_side).
     Each finished pair is appended to `found` as it ends, so a caller keeps them when a later pair is
-    interrupted."""
+    interrupted. A pair whose cell or plain loop fails is data, not the end of the run: its error
+    goes into `failed` (cell id: the error's line) and the next pair runs."""
     found = [] if found is None else found
+    failed = {} if failed is None else failed
     for cell in cells:
-        dataset_dir = ensure_dataset(cell.dataset_spec, cache, data_root)
-        if BACKENDS[cell.backend].task == "link":  # both sides train on the split a run makes (once per dataset)
-            link_split.ensure(dataset_dir)
-        result = Comparison(cell.id, [], [], [], against_itself=against_itself, side_by_side=side_by_side,
-                            max_rounds=max_rounds)
-        s = cell.settings  # one rank: the plan both sides set (bench/run/worker.py set_threads)
-        result.threads = core_budget.plan(core_budget.usable_cores(), 1, s["num_workers"], s.get("threads", "auto")).threads
-        r = 0
-        while r < rounds or (max_rounds and r < max_rounds and result.settled is None):
-            if side_by_side:  # one process runs both
-                both = run_side_by_side(cell, dataset_dir, cache)
-                result.add("harness", both["harness"], both["harness_cpu"])
-                result.add("plain", both["epochs"], both["cpu"])
-            else:  # alternate which goes first, so neither always runs on a machine the other warmed
-                for side in (("harness", "plain") if r % 2 == 0 else ("plain", "harness")):
-                    if side == "harness" and not against_itself:
-                        result.add(side, *run_harness(cell, dataset_dir, cache))
-                    else:  # the plain side, or both sides of an A/A run
-                        result.add(side, *run_plain(cell, dataset_dir, cache))
-            r += 1
-            of = f"{r}/{rounds}" if r <= rounds else f"{r} (of at most {max_rounds}: unsettled)"
-            say(f"  {cell.id} round {of}: {'A' if against_itself else 'harness'} {statistics.median(result.harness_epochs):.4f} s, "
-                f"{'B' if against_itself else 'plain'} {statistics.median(result.plain_epochs):.4f} s")
-        if result.unsettled_reason:
-            say(f"  {cell.id}: unresolved: {result.unsettled_reason}")
-        found.append(result)
+        try:
+            found.append(_compare_one(cell, cache, data_root, rounds, say, against_itself, side_by_side, max_rounds))
+        except FidelityError as exc:
+            failed[cell.id] = str(exc)
+            say(f"  {cell.id}: failed: {exc}")
     return found
+
+
+def _compare_one(cell: Cell, cache: Path, data_root: Path | None, rounds: int, say, against_itself: bool,
+                 side_by_side: bool, max_rounds: int | None) -> Comparison:
+    """One cell's pair (compare)."""
+    dataset_dir = ensure_dataset(cell.dataset_spec, cache, data_root)
+    if BACKENDS[cell.backend].task == "link":  # both sides train on the split a run makes (once per dataset)
+        link_split.ensure(dataset_dir)
+    result = Comparison(cell.id, [], [], [], against_itself=against_itself, side_by_side=side_by_side,
+                        max_rounds=max_rounds)
+    s = cell.settings  # one rank: the plan both sides set (bench/run/worker.py set_threads)
+    result.threads = core_budget.plan(core_budget.usable_cores(), 1, s["num_workers"], s.get("threads", "auto")).threads
+    r = 0
+    while r < rounds or (max_rounds and r < max_rounds and result.settled is None):
+        if side_by_side:  # one process runs both
+            both = run_side_by_side(cell, dataset_dir, cache)
+            result.add("harness", both["harness"], both["harness_cpu"])
+            result.add("plain", both["epochs"], both["cpu"])
+        else:  # alternate which goes first, so neither always runs on a machine the other warmed
+            for side in (("harness", "plain") if r % 2 == 0 else ("plain", "harness")):
+                if side == "harness" and not against_itself:
+                    result.add(side, *run_harness(cell, dataset_dir, cache))
+                else:  # the plain side, or both sides of an A/A run
+                    result.add(side, *run_plain(cell, dataset_dir, cache))
+        r += 1
+        of = f"{r}/{rounds}" if r <= rounds else f"{r} (of at most {max_rounds}: unsettled)"
+        say(f"  {cell.id} round {of}: {'A' if against_itself else 'harness'} {statistics.median(result.harness_epochs):.4f} s, "
+            f"{'B' if against_itself else 'plain'} {statistics.median(result.plain_epochs):.4f} s")
+    if result.unsettled_reason:
+        say(f"  {cell.id}: unresolved: {result.unsettled_reason}")
+    return result
 
 
 # what a table's two sides and its list of pairs outside the band are, by the kind of run
@@ -349,14 +361,20 @@ def _resolution(c: Comparison) -> str:
             "from the run-to-run spread")
 
 
-def write(found: list[Comparison], path: Path, command: str, not_run: list[str] | None = None) -> None:
-    """The comparison's files; `not_run`: the pairs an interrupt left unmeasured (named in both files)."""
+def write(found: list[Comparison], path: Path, command: str, not_run: list[str] | None = None,
+          failed: dict[str, str] | None = None) -> str:
+    """The comparison's files; `not_run`: the pairs an interrupt left unmeasured; `failed`: the pairs
+    whose cell or plain loop failed, with the error (both named in both files). Returns the table."""
     fields = {"tolerance": TOLERANCE, "cells": [c.as_dict() for c in found]}
-    text = table(found)
+    text = table(found) if found else "No pair finished."
+    if failed:
+        fields["failed"] = failed
+        text += "\n\nFailed (no ratio):\n" + "\n".join(f"- `{cell}`: {error}" for cell, error in failed.items())
     if not_run:
         fields["not_run"] = {"reason": "interrupted", "cells": not_run}
         text = ("Interrupted: not run: " + ", ".join(f"`{cell}`" for cell in not_run) + "\n\n" + text)
     write_document(path, command, fields, text)
+    return text
 
 
 def write_document(path: Path, command: str, fields: dict, table_text: str) -> None:
