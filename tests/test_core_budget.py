@@ -90,9 +90,6 @@ def test_usable_cores_is_the_quota_capped_affinity(monkeypatch):
     assert core_budget.usable_cores() == 2
     monkeypatch.setattr(core_budget, "cgroup_quota", lambda: None)
     assert core_budget.usable_cores() == 4
-    from bench.machine import ceilings, load
-
-    assert load.usable_cores() == ceilings.usable_cores() == 4  # every count is the budget's
 
 
 def test_threads_is_a_setting_in_the_cell_id_only_when_set(write_suite):

@@ -34,7 +34,6 @@ from bench import stacks
 from bench.backends import BACKENDS
 from bench.datasets import link_split
 from bench.machine import core_budget
-from bench.machine.load import usable_cores
 from bench.run.prepare import ensure_dataset  # bench.datasets.ready with this machine's stacks
 from bench.run.runner import run_in_stack, worker_env
 from bench.run.suite import Cell
@@ -384,7 +383,7 @@ def write_document(path: Path, command: str, fields: dict, table_text: str) -> N
 
 
     doc = {"command": command, "written_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-           "machine": {"node": platform.node(), "processor": platform.processor(), "cpus": usable_cores()},
+           "machine": {"node": platform.node(), "processor": platform.processor(), "cpus": core_budget.usable_cores()},
            **fields}
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(doc, indent=2) + "\n")

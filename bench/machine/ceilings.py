@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from bench.stores import page_cache
-from bench.machine import core_budget
+from bench.machine.core_budget import usable_cores  # the one count: affinity, capped by a cgroup quota
 from bench import stacks
 from bench.machine import gpus
 from bench.machine.gpu_facts import run_tool
@@ -56,12 +56,6 @@ H2D_TIMEOUT_S = 120
 
 
 # --- the figures --------------------------------------------------------------------------------
-
-def usable_cores() -> int:
-    """CPUs this process may run on (a container's or taskset's limit, not the machine's count):
-    the core budget's count (bench/machine/core_budget.py)."""
-    return core_budget.usable_cores()
-
 
 def _repeat(step: Callable[[], int]) -> float:
     """Bytes per second of the best of several runs of `step` (it returns the bytes it moved);

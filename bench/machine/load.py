@@ -15,7 +15,6 @@ import resource
 import time
 
 import psutil
-from bench.machine import core_budget
 
 HIGH_LOAD = 0.25  # a quarter of the machine busy with other work: the cell's times are suspect
 
@@ -28,11 +27,6 @@ def _busy_seconds() -> float:
 def _usage(who: int) -> float:
     r = resource.getrusage(who)
     return r.ru_utime + r.ru_stime
-
-
-def usable_cores() -> int:
-    """The core budget's count (bench/machine/core_budget.py: affinity, capped by a cgroup quota)."""
-    return core_budget.usable_cores()
 
 
 class LoadMeter:

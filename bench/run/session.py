@@ -28,7 +28,8 @@ from bench import inputs, modes
 from bench.backends.stages import split_line
 from bench.datasets.ready import DatasetError, reads_user_files, sweep_stale
 from bench.machine import ceilings, gpus
-from bench.machine.load import HIGH_LOAD, usable_cores
+from bench.machine.core_budget import usable_cores
+from bench.machine.load import HIGH_LOAD
 from bench.paths import cache_dir, cache_root, default_results_dir
 from bench.result_format import UNMEASURED_STATUSES
 from bench.run import cell_scratch, cluster_env, record, suite as suite_mod
