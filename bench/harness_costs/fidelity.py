@@ -96,16 +96,21 @@ class Comparison:
         return (self.side_by_side and bool(self.harness_rounds) and len(self.harness_rounds) == len(self.plain_rounds)
                 and all(len(h) == len(p) for h, p in zip(self.harness_rounds, self.plain_rounds)))
 
-    def _ratio_over(self, rounds: list[int]) -> float:
+    def _pair_logs(self) -> list[list[float]]:
+        """Each round's log(harness / plain), pair by pair (a paired run's)."""
+        return [[math.log(h / p) for h, p in zip(hs, ps)] for hs, ps in zip(self.harness_rounds, self.plain_rounds)]
+
+    def _ratio_over(self, rounds: list[int], pair_logs: list[list[float]] | None = None) -> float:
         """The ratio over the given rounds (repeats allowed: a resample). Paired runs: the geometric
-        median of each back-to-back pair's harness/plain ratio. A busy stretch of this machine lasts
+        median of each back-to-back pair's harness/plain ratio (`pair_logs`: _pair_logs, taken once
+        by a caller that resamples). A busy stretch of this machine lasts
         seconds, so it slows both epochs of a pair alike and cancels in their ratio, where pooled
         medians count it against whichever side it happened to fall on (issue 41: the same run reads
         1.091, interval 1.011-1.144, as pooled medians and 1.023, 1.005-1.050, as pairs). Runs in
         separate processes have no pairs: the ratio of the pooled medians."""
         if self.paired:
-            return math.exp(statistics.median(math.log(h / p) for r in rounds
-                                              for h, p in zip(self.harness_rounds[r], self.plain_rounds[r])))
+            logs = pair_logs if pair_logs is not None else self._pair_logs()
+            return math.exp(statistics.median(x for r in rounds for x in logs[r]))
         harness = [e for r in rounds for e in self.harness_rounds[r]]
         plain = [e for r in rounds for e in self.plain_rounds[r]]
         return statistics.median(harness) / statistics.median(plain)
@@ -120,7 +125,8 @@ class Comparison:
         if n < 3 or len(self.plain_rounds) != n:
             return None
         pick = random.Random(0)
-        ratios = sorted(self._ratio_over([pick.randrange(n) for _ in range(n)]) for _ in range(RESAMPLES))
+        logs = self._pair_logs() if self.paired else None  # the pairs' logs once, not once a resample
+        ratios = sorted(self._ratio_over([pick.randrange(n) for _ in range(n)], logs) for _ in range(RESAMPLES))
         return ratios[int(0.025 * RESAMPLES)], ratios[int(0.975 * RESAMPLES) - 1]
 
     @property
@@ -208,7 +214,8 @@ class Comparison:
     def as_dict(self) -> dict:
         return {**asdict(self), "harness_median_s": self.harness_median, "plain_median_s": self.plain_median,
                 "ratio": self.ratio, "ratio_of_medians": self.ratio_of_medians,
-                "ratio_is": "paired epochs (geometric median)" if self.paired else "ratio of medians", "faithful": self.faithful, "cpu_ratio": self.cpu_ratio,
+                "ratio_is": "paired epochs (geometric median)" if self.paired else "ratio of medians",
+                "faithful": self.faithful, "cpu_ratio": self.cpu_ratio,
                 "ratio_ci95": list(self.interval) if self.interval else None,
                 "outside_resolved": None if self.faithful else self.resolved,
                 "settled": self.settled, "unsettled_reason": self.unsettled_reason}
