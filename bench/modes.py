@@ -11,7 +11,7 @@ A mode's name is "<where sampling runs>-<where training runs>", as GraphBolt nam
   cuda-cuda    graph and features in GPU memory; sample, gather and train on the GPU
 
 What a cell pins also depends on the cell: PyG's loaders pin each batch when `pin_memory: true`
-(`pins(mode, settings)` says what the cell pinned, whatever its mode).
+(`pins(settings)` says what the cell pinned, whatever its mode).
 Plain data, no dependencies: the host, the stacks and the publishing side all import it.
 
 To add a mode: one line in MODES (and, in each backend that offers it, its name in BACKENDS'
@@ -124,7 +124,7 @@ def known_worker_failure(mode_name: str, num_workers: int, reason: str) -> str |
     return None
 
 
-def pins(mode_name: str, settings: dict) -> bool:
-    """Whether a cell's host-to-device copies come from pinned memory: the mode pins its data,
-    or the cell's loader pins each batch (`pin_memory: true`, PyG's)."""
-    return mode(mode_name).pinned or bool(settings.get("pin_memory"))
+def pins(settings) -> bool:
+    """Whether a cell's host-to-device copies come from pinned memory: its mode pins its data, or
+    its loader pins each batch (`pin_memory: true`, PyG's). `settings`: bench/settings.py's."""
+    return mode(settings.mode).pinned or bool(settings.pin_memory)

@@ -32,11 +32,7 @@ TASKS: dict[str, Task] = {
     "graph": Task("graph", "graph classification over a collection of small graphs", "collection", "accuracy"),
 }
 SHAPES = ("plain", "typed", "collection")
-# The settings only the link task has (bench/backends/link.py says what each means), with their
-# defaults: a cell of another task carries none of them, a link cell all of them
-TASK_SETTINGS: dict[str, dict] = {
-    "link": {"neg_ratio": 1, "neg_mode": "triplet", "exclusion": "reverse", "decoder": "dot"},
-}
+# The settings only one task has: bench/settings.py TASK_ONLY
 
 
 def tasks_of_shape(shape: str) -> tuple[str, ...]:

@@ -85,7 +85,7 @@ def test_its_cells_expand_in_the_gpu_suites_and_skip_here_with_the_reason(name, 
     import sys
 
     cells = [c for c in suite.expand(suite.load(suite.resolve_path(name))[0]) if c.backend == "cugraph-pyg"]
-    assert len(cells) == expected and {c.settings["mode"] for c in cells} == {"cuda-cuda"}
+    assert len(cells) == expected and {c.settings.mode for c in cells} == {"cuda-cuda"}
     assert BACKENDS["cugraph-pyg"].stack == STACK and not BACKENDS["cugraph-pyg"].one_gpu_per_rank
     proc = subprocess.run([sys.executable, "-m", "bench.cli", "run", name, "-k", "cugraph-pyg", "--results",
                            str(tmp_path), "--no-install"], cwd=REPO, capture_output=True, text=True, timeout=300,
@@ -135,7 +135,7 @@ def test_its_cells_say_they_are_unverified_on_a_gpu(tmp_path):
 
     run = session_mod.Session(session_mod.RunOptions(suite="gpu", results=tmp_path / "r", cache_dir=tmp_path / "c"))
     cugraph = next(c for c in run.cells if c.backend == "cugraph-pyg")
-    graphbolt = next(c for c in run.cells if c.backend == "dgl-graphbolt" and c.settings["mode"] == "pinned-cuda")
+    graphbolt = next(c for c in run.cells if c.backend == "dgl-graphbolt" and c.settings.mode == "pinned-cuda")
     assert any("cuGraph-PyG has never run" in note for note in run.cell_notes(cugraph))
     assert not any("cuGraph-PyG" in note for note in run.cell_notes(graphbolt))
     assert any("pinned in place by every rank" in note for note in run.cell_notes(graphbolt))

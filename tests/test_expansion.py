@@ -30,8 +30,8 @@ def test_modes_a_backend_lacks_are_not_cells(write_suite):
     cells = cells_of(write_suite, BASE + "settings: {mode: [cpu-cpu, pinned-cuda, cuda-cuda]}\n")
     pyg = [c for c in cells if c.backend == "pyg-neighbor"]
     dgl = [c for c in cells if c.backend == "dgl-graphbolt"]
-    assert {c.settings["mode"] for c in pyg} == {"cpu-cpu"}
-    assert {c.settings["mode"] for c in dgl} == {"cpu-cpu", "pinned-cuda", "cuda-cuda"}
+    assert {c.settings.mode for c in pyg} == {"cpu-cpu"}
+    assert {c.settings.mode for c in dgl} == {"cpu-cpu", "pinned-cuda", "cuda-cuda"}
 
 
 def test_exclude_matches_all_keys_of_a_rule(write_suite):
@@ -48,15 +48,15 @@ def test_include_adds_a_sub_matrix(write_suite):
 include:
   - {backend: pyg-neighbor, dataset: a, model: none, batch_size: [64, 128]}
 """)
-    extra = [c for c in cells if c.settings["model"] == "none"]
+    extra = [c for c in cells if c.settings.model == "none"]
     assert len(cells) == 4 + 2 and len(extra) == 2
-    assert {c.settings["batch_size"] for c in extra} == {64, 128}
+    assert {c.settings.batch_size for c in extra} == {64, 128}
     assert all("batch=" in c.id and "model=none" in c.id for c in extra)
 
 
 def test_fanout_list_is_one_value_and_list_of_lists_a_sweep(write_suite):
     one = cells_of(write_suite, BASE + "settings: {fanout: [15, 10, 5]}\n")
-    assert len(one) == 4 and one[0].settings["fanout"] == [15, 10, 5]
+    assert len(one) == 4 and one[0].settings.fanout == [15, 10, 5]
     swept = cells_of(write_suite, BASE + "settings: {fanout: [[10, 5], [5, 5]]}\n")
     assert len(swept) == 8 and any("fanout=5-5" in c.id for c in swept)
 

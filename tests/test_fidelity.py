@@ -46,7 +46,7 @@ def test_plain_loop_trains_in_its_stack(backend, model, tiny_cells, cache_dir):
     """The training loop, and for a loader-only cell (model: none) the loader iterated alone."""
     require_stacks("pyg", "dgl")
     _, cells = tiny_cells
-    cell = next(c for c in cells if c.backend == backend and fidelity.comparable(c) and c.settings["model"] == model)
+    cell = next(c for c in cells if c.backend == backend and fidelity.comparable(c) and c.settings.model == model)
     epochs, cpu = fidelity.run_plain(cell, ensure_dataset(cell.dataset_spec, cache_dir, None), cache_dir)
     assert len(epochs) == len(cpu) == 2 and all(e > 0 for e in epochs + cpu)
 

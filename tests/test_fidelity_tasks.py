@@ -44,7 +44,7 @@ def tiny(tmp_path_factory):
 
 
 def cell_of(cells, backend: str, model: str):
-    return next(c for c in cells if c.backend == backend and c.settings["model"] == model and fidelity.comparable(c))
+    return next(c for c in cells if c.backend == backend and c.settings.model == model and fidelity.comparable(c))
 
 
 def dataset_of(cell, cache):
@@ -60,7 +60,7 @@ def test_typed_and_link_cells_are_compared_with_their_own_models(tiny):
     assert chosen == sorted(f"{b}/{'typed' if 'hetero' in b else 'g'}/mode=cpu-cpu/workers=0/ws=1/model={m}"
                             for b in NEW_BACKENDS for m in (MODELLED[b], "none"))
     # the disk-backed stores and two ranks have no plain loop: left out
-    assert not [c for c in cells if fidelity.comparable(c) and (c.settings["store"] != "memory" or c.settings["world_size"] > 1)]
+    assert not [c for c in cells if fidelity.comparable(c) and (c.settings.store != "memory" or c.settings.world_size > 1)]
     assert set(NEW_BACKENDS) <= set(fidelity.PLAIN_BACKENDS)
 
 

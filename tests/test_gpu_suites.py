@@ -17,6 +17,7 @@ from types import SimpleNamespace
 import pytest
 
 from bench import cli, modes
+from bench.settings import CellSettings, Recorded
 from bench.publish import stages
 from bench.machine import ceilings, gpus
 from bench.run import suite as suite_mod
@@ -36,17 +37,17 @@ def cells_of(name: str):
 def test_gpu_suite_asks_each_mode_with_each_worker_count():
     suite, cells = cells_of("gpu")
     assert suite.requires == "gpu"
-    graphbolt = {(c.dataset, c.settings["mode"], c.settings["num_workers"]) for c in cells
-                 if c.backend == "dgl-graphbolt" and not c.settings["profile"] and c.settings["amp"] == "off"
-                 and not c.settings["gpu_cache"]}
+    graphbolt = {(c.dataset, c.settings.mode, c.settings.num_workers) for c in cells
+                 if c.backend == "dgl-graphbolt" and not c.settings.profile and c.settings.amp == "off"
+                 and not c.settings.gpu_cache}
     for dataset in ("cora", "products-s21"):
         assert {(m, w) for d, m, w in graphbolt if d == dataset} == {
             (m, w) for m in modes.MODES for w in (0, 2, 4)}
-    pyg_cuda = {(c.settings["pin_memory"], c.settings["num_workers"]) for c in cells
-                if c.backend == "pyg-neighbor" and c.settings["mode"] == "cpu-cuda" and c.dataset == "products-s21"
-                and c.settings["amp"] == "off" and not c.settings["profile"]}
+    pyg_cuda = {(c.settings.pin_memory, c.settings.num_workers) for c in cells
+                if c.backend == "pyg-neighbor" and c.settings.mode == "cpu-cuda" and c.dataset == "products-s21"
+                and c.settings.amp == "off" and not c.settings.profile}
     assert pyg_cuda == {(p, w) for p in (False, True) for w in (0, 4)}
-    assert any(c.settings["amp"] == "bf16" for c in cells) and any(c.settings["gpu_cache"] for c in cells)
+    assert any(c.settings.amp == "bf16" for c in cells) and any(c.settings.gpu_cache for c in cells)
     # a cell that turns a GPU setting on never shares the id of its plain twin
     assert len({c.id for c in cells}) == len(cells)
     assert "pyg-neighbor/products-s21/mode=cpu-cuda/workers=0/ws=1/pin_memory=True/profile=off" in {c.id for c in cells}
@@ -55,8 +56,8 @@ def test_gpu_suite_asks_each_mode_with_each_worker_count():
 def test_multi_gpu_suite_sweeps_world_sizes_and_per_gpu_workers():
     suite, cells = cells_of("multi-gpu")
     assert suite.requires == "gpu"
-    assert {c.settings["world_size"] for c in cells} == {1, 2, 4, 8}
-    assert {c.settings["num_workers"] for c in cells} == {0, suite_mod.PER_GPU}
+    assert {c.settings.world_size for c in cells} == {1, 2, 4, 8}
+    assert {c.settings.num_workers for c in cells} == {0, suite_mod.PER_GPU}
     assert {c.dataset for c in cells} == {"cora", "products-s21", "igbh-tiny"}
 
 
@@ -65,12 +66,12 @@ def test_multi_gpu_suite_sweeps_world_sizes_and_per_gpu_workers():
                                                                (2, 8, 1, 1)])
 def test_per_gpu_workers_resolve_from_the_usable_cores_and_the_nodes_ranks(cores, world_size, nnodes, expected):
     _, cells = cells_of("multi-gpu")
-    cell = next(c for c in cells if c.settings["num_workers"] == suite_mod.PER_GPU
-                and c.settings["world_size"] == world_size)
+    cell = next(c for c in cells if c.settings.num_workers == suite_mod.PER_GPU
+                and c.settings.world_size == world_size)
     resolved = suite_mod.resolve_workers(cell, cores, nnodes)
-    assert resolved.settings["num_workers"] == expected
-    assert resolved.settings["num_workers_rule"] == suite_mod.PER_GPU and resolved.id == cell.id
-    assert cell.settings["num_workers"] == suite_mod.PER_GPU  # the suite's cell is left as it was
+    assert resolved.settings.num_workers == expected
+    assert resolved.settings.num_workers_rule == suite_mod.PER_GPU and resolved.id == cell.id
+    assert cell.settings.num_workers == suite_mod.PER_GPU  # the suite's cell is left as it was
 
 
 @pytest.mark.skipif(len(gpus.visible()) > 0, reason="this machine shows a GPU: the GPU suites would run")
@@ -120,9 +121,9 @@ def test_a_gpu_cell_needs_a_gpu_for_each_of_this_nodes_ranks(tmp_path):
     session = Session(RunOptions(suite="multi-gpu", results=tmp_path / "r", cache_dir=tmp_path / "c",
                                  nnodes=2, node_rank=0, rdzv_endpoint="127.0.0.1:29500"))
     session._gpus = gpus.Gpus(("H100", "H100"), "a two-GPU node")
-    by_ws = {c.settings["world_size"]: c for c in session.cells
-             if c.backend == "pyg-neighbor" and c.dataset == "cora" and c.settings["num_workers"] == 0
-             and c.settings["mode"] == "cpu-cuda"}
+    by_ws = {c.settings.world_size: c for c in session.cells
+             if c.backend == "pyg-neighbor" and c.dataset == "cora" and c.settings.num_workers == 0
+             and c.settings.mode == "cpu-cuda"}
     assert session.gpu_refusal(by_ws[4]) is None  # 2 ranks on each of 2 nodes
     refused = session.gpu_refusal(by_ws[8])
     assert refused.status == "skipped" and "4 ranks on this node need 4 GPUs; 2 visible" in refused.reason
@@ -137,7 +138,7 @@ def test_modes_declare_where_things_run_and_what_is_pinned():
     assert pinned.pinned and pinned.seeds_to_device_first and pinned.overlap_feature_fetch and pinned.data_on_host
     assert cuda.storage == modes.CUDA and not cuda.data_on_host and cuda.overlap_feature_fetch
     assert all(m.backend_for_ranks == "nccl" for m in (cpu_cuda, pinned, cuda))
-    assert modes.pins("cpu-cuda", {"pin_memory": True}) and not modes.pins("cpu-cuda", {})
+    assert modes.pins(CellSettings(mode="cpu-cuda", pin_memory=True)) and not modes.pins(CellSettings(mode="cpu-cuda"))
     with pytest.raises(KeyError, match="allowed: cpu-cpu"):
         modes.mode("gpu-gpu")
 
@@ -166,7 +167,7 @@ def test_mode_option_replaces_the_mode_axis_and_names_backends_without_it():
     suite, _ = suite_mod.load("smoke")
     changed, notes = suite_mod.with_mode(suite, ["pinned-cuda"])
     cells = suite_mod.expand(changed)
-    assert cells and all(c.settings["mode"] == "pinned-cuda" and c.backend == "dgl-graphbolt" for c in cells)
+    assert cells and all(c.settings.mode == "pinned-cuda" and c.backend == "dgl-graphbolt" for c in cells)
     assert notes == ["--mode pinned-cuda: pyg-neighbor has no such mode (its modes: cpu-cpu, cpu-cuda): "
                      "its cells are not run"]
     with pytest.raises(suite_mod.SuiteError, match="settings.mode|mode"):
@@ -230,7 +231,8 @@ def test_graphbolt_pinned_mode_places_features_through_dgl_21s_api(tmp_path):
                 return self.fallback.read(ids)
         gb.GPUCachedFeature = Cached
         data = hub.load_dataset("synthetic", {str(dataset)!r}, features_in_memory=False)
-        settings = {{"store": "memory", "gpu_cache": 0.25}}
+        from bench.settings import CellSettings
+        settings = CellSettings(store="memory", gpu_cache=0.25)
         graph, store = backend.placed(data, settings, torch.device("cpu"), modes.mode("pinned-cuda"))
         row = store.read("node", None, "feat", torch.tensor([3]))
         print(json.dumps({{"subscript": subscript, "pinned_writable": pinned,
@@ -278,7 +280,7 @@ def test_local_world_size_decides_the_gpus_a_node_needs(monkeypatch):
     ({"mode": "pinned-cuda"}, "pinned"),
 ])
 def test_the_copy_is_held_against_the_ceiling_of_what_the_cell_pinned(settings, expected):
-    cell = SimpleNamespace(settings=settings, machine=SimpleNamespace(
+    cell = SimpleNamespace(settings=Recorded(settings), machine=SimpleNamespace(
         ceilings={"h2d_pinned_bytes_per_s": 25e9, "h2d_pageable_bytes_per_s": 10e9}))
     assert stages.h2d_ceiling(cell)[1] == expected
 
@@ -299,13 +301,14 @@ def test_barriers_under_nccl_name_this_ranks_gpu_in_both_stacks():
         import inspect, os
         import torch.distributed as dist
         from bench.run.worker import rank_barrier
+        from bench.settings import CellSettings
         os.environ["LOCAL_RANK"] = "1"
         calls = []
         class Recorder:
             def barrier(self, **kwargs):
                 calls.append(kwargs)
         for mode in ("pinned-cuda", "cpu-cuda", "cpu-cpu"):
-            rank_barrier(Recorder(), {"mode": mode})
+            rank_barrier(Recorder(), CellSettings(mode=mode))
         print(calls, "device_ids" in inspect.signature(dist.barrier).parameters)
     """
     expected = "[{'device_ids': [1]}, {'device_ids': [1]}, {}] True"
@@ -326,6 +329,7 @@ def test_graphbolt_cuda_mode_copies_to_the_gpu_straight_from_the_hubs_maps(tmp_p
         import dgl.graphbolt as gb
         from bench import datasets, modes
         from bench.datasets import hub
+        from bench.settings import CellSettings
         from bench.backends import dgl_graphbolt as backend
         data = hub.load_dataset("synthetic", {str(dataset)!r}, features_in_memory=False)
         shared = []
@@ -338,7 +342,7 @@ def test_graphbolt_cuda_mode_copies_to_the_gpu_straight_from_the_hubs_maps(tmp_p
         gb.FusedCSCSamplingGraph.to = record
         with warnings.catch_warnings():
             warnings.simplefilter("error")  # and no warning about the read-only map
-            backend.placed(data, {{"store": "memory"}}, torch.device("cpu"), modes.mode("cuda-cuda"))
+            backend.placed(data, CellSettings(), torch.device("cpu"), modes.mode("cuda-cuda"))
         print(json.dumps(shared))
     """)
     assert json.loads(answer) == [True, True, True]  # graph indptr, indices, features: the hub's own pages

@@ -637,7 +637,7 @@ def test_an_exclude_rule_that_matches_is_taken(tmp_path):
     path = tmp_path / "suite.yaml"
     path.write_text(with_settings("batch_size: [64, 128]") + "exclude:\n  - {backend: pyg-neighbor, batch_size: 64}\n")
     suite, _ = suite_mod.load(path)
-    assert [c.settings["batch_size"] for c in suite_mod.expand(suite)] == [128]
+    assert [c.settings.batch_size for c in suite_mod.expand(suite)] == [128]
 
 
 def test_compare_refuses_the_same_file_twice(tmp_path, capsys):

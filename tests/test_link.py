@@ -8,9 +8,9 @@ import numpy as np
 
 from bench.backends.link import seed_edges_found
 from bench.run import record, suite as suite_mod
-from bench.tasks import TASK_SETTINGS
+from bench.settings import TASK_ONLY
 
-LINK_KEYS = set(TASK_SETTINGS["link"])
+LINK_KEYS = set(TASK_ONLY["link"])
 
 
 def expand(write_suite, text: str):
@@ -29,7 +29,7 @@ settings:
   neg_mode: [triplet, binary]
 """)
     node = [c for c in cells if c.backend == "pyg-neighbor"]
-    assert len(node) == 1 and not LINK_KEYS & set(node[0].settings)  # a node cell keeps its old settings and id
+    assert len(node) == 1 and not LINK_KEYS & set(node[0].settings.as_dict())  # a node cell keeps its old settings and id
     assert node[0].id == "pyg-neighbor/g/mode=cpu-cpu/workers=0/ws=1"
     link = {c.id for c in cells if c.backend != "pyg-neighbor"}
     # GraphBolt has triplet negatives only: no binary cell of it
@@ -38,7 +38,7 @@ settings:
         f"dgl-graphbolt-link/g/mode=cpu-cpu/workers=0/ws=1/neg_ratio={r}/neg_mode=triplet" for r in (1, 5)}
     for cell in cells:
         if cell.backend != "pyg-neighbor":
-            assert {k: cell.settings[k] for k in ("exclusion", "decoder")} == {"exclusion": "reverse", "decoder": "dot"}
+            assert {k: cell.settings.value(k) for k in ("exclusion", "decoder")} == {"exclusion": "reverse", "decoder": "dot"}
 
 
 def test_a_link_backend_without_a_plain_dataset_is_named(write_suite, tmp_path):
@@ -63,8 +63,8 @@ def test_the_link_suite_sweeps_what_the_issue_asks():
     for key, values in {"neg_ratio": {1, 5}, "exclusion": {"none", "reverse"}, "num_workers": {0, 2},
                         "world_size": {1, 2}, "store": {"memory", "lmdb"}}.items():
         for backend in ("pyg-link", "dgl-graphbolt-link"):
-            assert {c.settings[key] for c in cells if c.backend == backend} == values, (key, backend)
-    assert {c.settings["neg_mode"] for c in cells if c.backend == "pyg-link"} == {"triplet", "binary"}
+            assert {c.settings.value(key) for c in cells if c.backend == backend} == values, (key, backend)
+    assert {c.settings.neg_mode for c in cells if c.backend == "pyg-link"} == {"triplet", "binary"}
 
 
 def test_the_leak_check_finds_a_seed_edge_and_its_reverse():

@@ -92,9 +92,10 @@ import json, sys
 from pathlib import Path
 from bench.datasets import hub
 from bench.backends import load_pipeline_class
+from bench.settings import CellSettings
 cell = json.loads(sys.argv[1])
 data = hub.load_dataset("synthetic", Path(sys.argv[2]), features_in_memory=True)
-pipe = load_pipeline_class(cell["backend"])(data, cell["settings"])
+pipe = load_pipeline_class(cell["backend"])(data, CellSettings.from_dict(cell["settings"]))
 def seeds_of(b):  # a PyG Data's seeds come first in n_id; a GraphBolt MiniBatch names them
     return (b.n_id[:b.batch_size] if hasattr(b, "n_id") else b.seed_nodes).tolist()
 epochs = []

@@ -51,7 +51,7 @@ def registered(monkeypatch, tmp_path):
 def test_registered_extensions_reach_validation_and_expansion(registered, write_suite):
     s, _ = suite.load(write_suite(SUITE))
     cells = suite.expand(s)
-    assert {c.settings["store"] for c in cells} == {"memory", "fakestore"}
+    assert {c.settings.store for c in cells} == {"memory", "fakestore"}
     assert {c.backend for c in cells} == {"fake-backend"} and {c.stack for c in cells} == {"pyg"}
     assert cells[0].dataset_spec == {"name": "f", "source": "fakesource", "params": {"size": 40, "seed": 0}}
 

@@ -39,12 +39,12 @@ def test_reader_lists_every_cell_in_the_suite_order(tmp_path):
                                                      (skipped, "skipped")]
     assert [c.id for c in run.measured] == [ok] and [c.id for c in run.unmeasured] == [failed, skipped]
     cell = run.cells[1]
-    assert (cell.backend, cell.stack, cell.dataset, cell.settings["num_workers"]) == ("pyg-neighbor", "pyg", "toy", 0)
+    assert (cell.backend, cell.stack, cell.dataset, cell.settings.num_workers) == ("pyg-neighbor", "pyg", "toy", 0)
     assert cell.stats.median == pytest.approx(0.2) and cell.stats.rounds == 3 and cell.stats.data == (0.2, 0.1, 0.3)
     assert cell.metrics.test_acc == 0.75 and cell.metrics.seeds_per_s == 1000.0
     assert cell.card.num_test == 1000 and cell.versions == {"torch": "2.0"} and cell.file == run.path
     assert cell.is_baseline is False and cell.is_reference and cell.speedup == 1.0
-    assert run.cells[0].reason == "RuntimeError: boom\ntrace" and run.cells[0].settings["num_workers"] == 2
+    assert run.cells[0].reason == "RuntimeError: boom\ntrace" and run.cells[0].settings.num_workers == 2
     assert run.cells[0].stats is None and run.cells[0].speedup is None
     # a cell listed but never reached has only its id: backend and dataset come from it
     assert (run.cells[2].backend, run.cells[2].dataset, run.cells[2].reason) == \

@@ -196,7 +196,7 @@ backends: [pyg-neighbor]
 """
     on, _ = suite.load(write_suite(base))
     [only] = suite.expand(on)
-    assert only.settings["profile"] is True and "profile" not in only.id
+    assert only.settings.profile is True and "profile" not in only.id
     swept, _ = suite.load(write_suite(base + "settings: {profile: [true, false]}\n", "swept.yaml"))
     assert [c.id for c in suite.expand(swept)] == [only.id, only.id + "/profile=off"]
     with pytest.raises(suite.SuiteError, match=r"settings\.profile"):
@@ -210,12 +210,12 @@ datasets: {{{TINY}: {{source: synthetic, params: {{scale: 9}}}}}}
 backends: [pyg-neighbor, dgl-graphbolt, feature-gather]
 """
     plain, _ = suite.load(write_suite(base))
-    assert all(c.settings["trim_to_layer"] is False and "trim" not in c.id for c in suite.expand(plain))
+    assert all(c.settings.trim_to_layer is False and "trim" not in c.id for c in suite.expand(plain))
     swept, _ = suite.load(write_suite(base + "settings: {trim_to_layer: [false, true], model: [sage, none]}\n",
                                       "swept.yaml"))
-    trimmed = [c.id for c in suite.expand(swept) if c.settings["trim_to_layer"]]
+    trimmed = [c.id for c in suite.expand(swept) if c.settings.trim_to_layer]
     assert trimmed == [f"pyg-neighbor/{TINY}/mode=cpu-cpu/workers=0/ws=1/model=sage/trim_to_layer=True"]
-    untrimmed = [c.id for c in suite.expand(swept) if not c.settings["trim_to_layer"]]
+    untrimmed = [c.id for c in suite.expand(swept) if not c.settings.trim_to_layer]
     assert f"dgl-graphbolt/{TINY}/mode=cpu-cpu/workers=0/ws=1/model=sage" in untrimmed  # no trim in its id
     with pytest.raises(suite.SuiteError, match=r"settings\.trim_to_layer"):
         suite.load(write_suite(base + "settings: {trim_to_layer: 1}\n", "bad.yaml"))

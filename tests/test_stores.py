@@ -138,7 +138,7 @@ backends: [pyg-neighbor, dgl-graphbolt]
 settings: {store: [memory, lmdb, graphbolt-disk]}
 """)
     cells = suite_mod.expand(suite_mod.load(path)[0])
-    assert sorted(c.id.split("/", 1)[0] + ":" + c.settings["store"] for c in cells) == [
+    assert sorted(c.id.split("/", 1)[0] + ":" + c.settings.store for c in cells) == [
         "dgl-graphbolt:graphbolt-disk", "dgl-graphbolt:lmdb", "dgl-graphbolt:memory",
         "pyg-neighbor:lmdb", "pyg-neighbor:memory"]
     bad = write_suite("""
@@ -182,7 +182,7 @@ def test_both_frameworks_train_on_the_lmdb_store(stores_run):
     by_id = {c.id: c for c in stores_run.measured}
     assert stores_run.unmeasured == []
     trained = [c for c in by_id.values() if c.backend != "feature-gather"]
-    assert {(c.backend, c.settings["store"], c.settings["num_workers"]) for c in trained} == {
+    assert {(c.backend, c.settings.store, c.settings.num_workers) for c in trained} == {
         (b, s, w) for b in ("pyg-neighbor", "dgl-graphbolt") for s in ("memory", "lmdb") for w in (0, 1)
     } | {("dgl-graphbolt", "graphbolt-disk", w) for w in (0, 1)}
     for cell in trained:
@@ -206,7 +206,7 @@ def test_a_corrupt_store_fails_its_cells_and_keeps_the_others(tmp_path, cache_di
             .replace("exclude:\n  - {backend: feature-gather, num_workers: 1}\n", ""))  # it would match no cell
     proc, out = run_suite_text(text, tmp_path, hub_copy)
     result = results.read(out)
-    assert [c.settings["store"] for c in result.measured] == ["memory"]
+    assert [c.settings.store for c in result.measured] == ["memory"]
     [failed] = result.unmeasured
     assert failed.status == "failed" and "store: StoreError" in failed.reason and str(store) in failed.reason
     assert proc.returncode == 0, proc.stdout[-2000:]  # a failing system under test is data, not a crash

@@ -82,7 +82,7 @@ def test_k_selects_by_setting():
     assert {c.id for c in select_cells(cells, "num_workers=0 and world_size=2 and batch_size=32")} == \
         {c.id for c in select_cells(cells, "workers=0 and ws=2 and batch=32")} != set()
     # exact, not a substring: ws=1 is not ws=16
-    assert all(c.settings["world_size"] == 1 for c in select_cells(cells, "ws=1"))
+    assert all(c.settings.world_size == 1 for c in select_cells(cells, "ws=1"))
 
 
 def test_k_that_selects_nothing_is_an_error_listing_the_cells():
@@ -190,7 +190,7 @@ def test_more_ranks_than_usable_cores_is_a_note(tmp_path, monkeypatch):
     monkeypatch.setattr(session_mod, "usable_cores", lambda: 2)
     run = session_mod.Session(session_mod.RunOptions(suite="scaling", results=tmp_path / "r",
                                                      cache_dir=tmp_path / "c"))
-    by_ws = {c.settings["world_size"]: c for c in run.cells if c.backend == "pyg-neighbor"}
+    by_ws = {c.settings.world_size: c for c in run.cells if c.backend == "pyg-neighbor"}
     assert run.cell_notes(by_ws[2]) == []
     [note] = run.cell_notes(by_ws[4])
     assert "4 ranks on 2 usable core(s)" in note

@@ -13,6 +13,7 @@ import pytest
 
 from bench.publish import advisor, columns, diagnosis, report, results, to_target
 from bench.run import suite as suite_mod
+from bench.settings import TARGET
 from tests.conftest import REPO, require_stacks, run_suite_text
 
 DATASET = "{source: synthetic, params: {scale: 9, edge_factor: 4, feature_dim: 8, num_classes: 3, seed: 1}}"
@@ -87,7 +88,7 @@ def test_the_loader_alone_has_a_target_and_shows_na(run):
     cid = ID.format(backend="pyg-neighbor", dataset="reach", ws=1) + "/model=none"
     assert "to_target" not in entries(out)[cid]["extra_info"]
     cell = next(c for c in read.cells if c.id == cid)
-    assert cell.settings["target_acc"] == 0.1 and to_target.text(cell) == "n/a"
+    assert cell.settings.target_acc == 0.1 and to_target.text(cell) == "n/a"
 
 
 def test_the_table_shows_the_column(run, tmp_path):
@@ -200,8 +201,8 @@ def test_target_keys_only_in_cells_with_a_target_and_ids_unchanged(write_suite):
     plain = suite_mod.expand(suite_mod.load(write_suite(text, "plain.yaml"))[0])
     targeted = suite_mod.expand(suite_mod.load(write_suite(text + "  target_acc: 0.5\n", "t.yaml"))[0])
     assert [c.id for c in plain] == [c.id for c in targeted]
-    assert not set(suite_mod.TARGET_KEYS) & set(plain[0].settings)
-    assert {k: targeted[0].settings[k] for k in suite_mod.TARGET_KEYS} == {
+    assert not set(TARGET) & set(plain[0].settings.as_dict())
+    assert {k: targeted[0].settings.value(k) for k in TARGET} == {
         "target_acc": 0.5, "eval_every": 1, "max_epochs": 3}  # default: warm-up + measured epochs
 
 
@@ -226,9 +227,9 @@ def weaker_median_val_acc(suite_name: str, dataset: str) -> float:
 @pytest.mark.parametrize("suite_name", ["scaling", "memory"])
 def test_the_scaling_and_memory_suites_set_targets_from_their_committed_results(suite_name):
     suite, _ = suite_mod.load(REPO / "suites" / f"{suite_name}.yaml")
-    cells = [c for c in suite_mod.expand(suite) if c.settings["model"] == "sage"]
-    assert cells and all(c.settings.get("target_acc") for c in cells)
+    cells = [c for c in suite_mod.expand(suite) if c.settings.model == "sage"]
+    assert cells and all(c.settings.target_acc for c in cells)
     for dataset in {c.dataset for c in cells}:
-        targets = {c.settings["target_acc"] for c in cells if c.dataset == dataset}
+        targets = {c.settings.target_acc for c in cells if c.dataset == dataset}
         assert len(targets) == 1, (dataset, targets)  # one target per dataset
         assert targets.pop() >= 0.95 * weaker_median_val_acc(suite_name, dataset)

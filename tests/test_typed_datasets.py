@@ -9,6 +9,7 @@ import json
 import numpy as np
 import pytest
 
+from bench.settings import Recorded
 from bench import datasets
 from bench.commands import dataset_info
 from bench.datasets import baseline, hub, params, typed_hub, typed_synthetic
@@ -156,7 +157,7 @@ settings:
 def test_typed_backends_train_the_typed_models_only(write_suite):
     cells = suite_mod.expand(suite_mod.load(write_suite(SUITE.format(settings="  model: [rgcn, rgat, none]")))[0])
     assert len(cells) == 6
-    assert all(("heads" in c.settings) == (c.settings["model"] == "rgat") for c in cells)
+    assert all((c.settings.heads is not None) == (c.settings.model == "rgat") for c in cells)
     with pytest.raises(suite_mod.SuiteError, match="zero cells"):  # GraphSAGE is the untyped backends'
         suite_mod.load(write_suite(SUITE.format(settings="  model: sage")))
     with pytest.raises(suite_mod.SuiteError, match="not a multiple of heads"):
@@ -191,7 +192,7 @@ def test_equal_work_compares_each_relation_and_hop():
                               "hop_edges": {"paper:cites:paper": [5, cites_hop2], "fos:rev_topic:paper": [7, topic_hop2]}}}
         work = {"per_seed": per_seed, "hop_nodes": [128, 1280, 3840], "input_nodes": 5248}
         return SimpleNamespace(id=cell_id, backend=backend, measured=True, dataset="igbh",
-                               settings={"fanout": [5, 5], "batch_size": 128, "world_size": 1},
+                               settings=Recorded({"fanout": [5, 5], "batch_size": 128, "world_size": 1}),
                                metrics=SimpleNamespace(work=work))
 
     pyg = cell("pyg-hetero/igbh", "pyg-hetero", 20, 20)

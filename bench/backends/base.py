@@ -28,6 +28,7 @@ from bench import modes
 from bench.backends import AMP_DTYPES
 from bench import cuda_fit
 from bench.backends.stages import tensor_bytes
+from bench.settings import CellSettings
 
 DROPOUT = 0.5
 # Full-neighbourhood (layer-wise) inference runs in chunks of destination nodes whose per-edge
@@ -297,14 +298,14 @@ class Pipeline(abc.ABC):
     unused_parameters = False  # True: a step may leave some of the model's parameters out (DDP looks for them)
     epoch = 0  # the training epoch under way, 0 the first (warm-up or not): set by the worker before each
 
-    def __init__(self, data, settings: dict):
+    def __init__(self, data, settings: CellSettings):
         self.settings = settings
-        self.device = device_of(settings["mode"])
-        self.profile = settings.get("profile", True)  # older cells have no such setting: on
+        self.device = device_of(settings.mode)
+        self.profile = settings.profile
 
     def sage(self, conv, in_dim: int, num_classes: int, trim=None):
         """The shared GraphSAGE with this suite's hidden width and one layer per fanout hop."""
-        return graphsage(conv, in_dim, self.settings["hidden"], num_classes, len(self.settings["fanout"]), trim)
+        return graphsage(conv, in_dim, self.settings.hidden, num_classes, len(self.settings.fanout), trim)
 
     def build_model(self, data) -> None:
         """With a model (`sage`; a typed backend's `rgcn` or `rgat`), the backend's model on its
@@ -313,22 +314,22 @@ class Pipeline(abc.ABC):
         import torch
 
         self.model, self.comm, self.scaler = None, None, None
-        if self.settings["model"] != "none":
+        if self.settings.model != "none":
             self.model, self.comm = distribute(self.make_model(data).to(self.device), self.device,
                                                self.unused_parameters)
-            self.optimizer = torch.optim.Adam(self.model.parameters(), lr=self.settings["lr"])
-            if self.settings.get("amp") == "fp16":
+            self.optimizer = torch.optim.Adam(self.model.parameters(), lr=self.settings.lr)
+            if self.settings.amp == "fp16":
                 self.scaler = grad_scaler(self.device.type)
 
     def to_device(self, batch):
         # a pinned batch (pin_memory) is copied asynchronously, as PyTorch advises
-        return batch.to(self.device, non_blocking=bool(self.settings.get("pin_memory")))
+        return batch.to(self.device, non_blocking=bool(self.settings.pin_memory))
 
     def autocast(self):
         """The `amp` setting: bf16 or fp16 autocast on the training device, or nothing."""
         import torch
 
-        amp = self.settings.get("amp", "off")
+        amp = self.settings.amp
         dtype = getattr(torch, AMP_DTYPES.get(amp, "bfloat16"))
         return torch.autocast(self.device.type, dtype=dtype, enabled=amp != "off")
 

@@ -31,6 +31,7 @@ os.environ.setdefault("RAPIDS_NO_INITIALIZE", "1")  # as the example sets it, be
 
 import torch  # noqa: E402
 
+from bench.settings import CellSettings
 from bench.backends import base  # noqa: E402
 from bench.backends.pyg_node import PygNodePipeline  # noqa: E402
 
@@ -115,7 +116,7 @@ class Pipeline(PygNodePipeline):
 
         return f"cugraph-pyg {cugraph_pyg.__version__} NeighborLoader (GPU, pylibcugraph)"
 
-    def __init__(self, data, settings: dict):
+    def __init__(self, data, settings: CellSettings):
         super().__init__(data, settings)
         import torch.distributed as dist
         from rmm.allocators.torch import rmm_torch_allocator
@@ -129,7 +130,7 @@ class Pipeline(PygNodePipeline):
             dist.barrier()
         # training seeds as every backend shares them (base.shard: equal counts, so DDP's ranks run
         # as many batches); val/test in equal parts too: each batch samples collectively over the ranks
-        self.splits = {"train": base.shard(data.train_idx, settings["seed"]),
+        self.splits = {"train": base.shard(data.train_idx, settings.seed),
                        **{s: equal_part(idx, rank, world) for s, idx in (("val", data.val_idx), ("test", data.test_idx))}}
         self.train_loader = self._loader("train", shuffle=True)
         self.build_model(data)
@@ -150,8 +151,8 @@ class Pipeline(PygNodePipeline):
     def _loader(self, split: str, shuffle: bool, num_workers: int = 0):
         from cugraph_pyg.loader import NeighborLoader
 
-        return NeighborLoader(self.graph, num_neighbors=list(self.settings["fanout"]),
-                              batch_size=self.settings["batch_size"],
+        return NeighborLoader(self.graph, num_neighbors=list(self.settings.fanout),
+                              batch_size=self.settings.batch_size,
                               input_nodes=torch.from_numpy(self.splits[split]).cuda(), shuffle=shuffle)
 
     def forward(self, model, batch):

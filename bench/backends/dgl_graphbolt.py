@@ -41,6 +41,7 @@ import torch  # noqa: E402
 from dgl.nn import SAGEConv  # noqa: E402
 from torchdata.datapipes.iter import IterDataPipe  # noqa: E402
 
+from bench.settings import CellSettings
 from bench import modes  # noqa: E402
 from bench.backends import base, shared_host, stages  # noqa: E402
 from bench.backends.base import Unavailable, rank_and_world  # noqa: E402
@@ -112,7 +113,7 @@ def host_tensor(array, pin: bool, name: str = "") -> torch.Tensor:
         return torch.from_numpy(array)
 
 
-def placed(data, settings: dict, device, mode: modes.Mode):
+def placed(data, settings: CellSettings, device, mode: modes.Mode):
     """The sampling graph and the feature store where the mode keeps them, built through DGL 2.1's
     API as its examples do: the graph's pin_memory_() / to(device) and each Feature's (DGL 2.1's
     BasicFeatureStore has no item access: the Feature is placed before the store is made).
@@ -125,18 +126,18 @@ def placed(data, settings: dict, device, mode: modes.Mode):
     if mode.storage == modes.CPU:
         graph = gb.fused_csc_sampling_graph(host_tensor(data.graphbolt_indptr, False),
                                             host_tensor(data.graphbolt_indices, False))
-        return graph, feature_store(data, settings["store"])
-    if not features_in_memory(settings["store"]):
+        return graph, feature_store(data, settings.store)
+    if not features_in_memory(settings.store):
         raise Unavailable(f"mode {mode.name} moves the features into pinned or GPU memory, which defeats "
-                          f"store {settings['store']!r} (features left on disk): use cpu-cpu or cpu-cuda")
+                          f"store {settings.store!r} (features left on disk): use cpu-cpu or cpu-cuda")
     graph = gb.fused_csc_sampling_graph(host_tensor(data.graphbolt_indptr, mode.pinned, "indptr"),
                                         host_tensor(data.graphbolt_indices, mode.pinned, "indices"))
     feature = gb.TorchBasedFeature(host_tensor(data.features, mode.pinned, "features"))
     if mode.pinned:
         graph = graph.pin_memory_()
         feature = feature.pin_memory_()
-        if settings.get("gpu_cache"):  # the hottest rows kept on the GPU, the rest read through UVA
-            rows = max(1, int(settings["gpu_cache"] * data.num_nodes))
+        if settings.gpu_cache:  # the hottest rows kept on the GPU, the rest read through UVA
+            rows = max(1, int(settings.gpu_cache * data.num_nodes))
             feature = gb.GPUCachedFeature(feature, rows)
     else:
         graph = graph.to(device)
@@ -176,14 +177,14 @@ class Pipeline(base.TrainingPipeline):
     unavailable = staticmethod(unavailable)
     seed_name = "seed_nodes"  # what DGL 2.1 names a minibatch's seeds (2.2 on: `seeds`)
 
-    def __init__(self, data, settings: dict):
+    def __init__(self, data, settings: CellSettings):
         super().__init__(data, settings)
-        gb.seed(settings["seed"])  # GraphBolt's samplers draw from a generator of their own
-        self.mode = modes.mode(settings["mode"])
+        gb.seed(settings.seed)  # GraphBolt's samplers draw from a generator of their own
+        self.mode = modes.mode(settings.mode)
         self.graph, self.features = self.place(data)
         self.index_dtype = index_dtype(self.graph)
         self.itemsets = self.item_sets(data)
-        self.train_loader = self._loader("train", shuffle=True, num_workers=settings["num_workers"])
+        self.train_loader = self._loader("train", shuffle=True, num_workers=settings.num_workers)
         self.build_model(data)
 
     def place(self, data):
@@ -205,7 +206,7 @@ class Pipeline(base.TrainingPipeline):
 
     def fanouts(self) -> list:
         """sample_neighbor's fanouts: GraphBolt takes them input layer first (the suite: seed hop first)."""
-        return list(reversed(self.settings["fanout"]))
+        return list(reversed(self.settings.fanout))
 
     @staticmethod
     def full_layer(conv, x_src, x_dst, src, dst):
@@ -227,10 +228,10 @@ class Pipeline(base.TrainingPipeline):
         sync = stages.cuda_sync(self.device) if mode.seeds_to_device_first else None
         if split == "train" and rank_and_world()[1] > 1:
             # each rank takes its share of the seeds; equal shares, so DDP's ranks stay in step
-            pipe = gb.DistributedItemSampler(self.itemsets[split], batch_size=self.settings["batch_size"],
+            pipe = gb.DistributedItemSampler(self.itemsets[split], batch_size=self.settings.batch_size,
                                              shuffle=shuffle, drop_uneven_inputs=True)
         else:
-            pipe = gb.ItemSampler(self.itemsets[split], batch_size=self.settings["batch_size"], shuffle=shuffle)
+            pipe = gb.ItemSampler(self.itemsets[split], batch_size=self.settings.batch_size, shuffle=shuffle)
         if split == "train":
             self.train_items = pipe
         if mode.seeds_to_device_first:
@@ -271,7 +272,7 @@ class Pipeline(base.TrainingPipeline):
         return int(minibatch.seed_nodes.numel()), edges
 
     def work(self, minibatch) -> tuple[list[int], list[int], int, int, list[int], list[int]]:
-        return block_work(minibatch, int(minibatch.seed_nodes.numel()), self.settings.get("model") != "none")
+        return block_work(minibatch, int(minibatch.seed_nodes.numel()), self.settings.model != "none")
 
     def to_device(self, minibatch):
         return minibatch  # the datapipe already put it where the mode wants it

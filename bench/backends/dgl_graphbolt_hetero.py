@@ -23,6 +23,7 @@ import dgl.graphbolt as gb
 import torch
 from dgl.nn import GATConv, HeteroGraphConv, SAGEConv
 
+from bench.settings import CellSettings
 from bench import modes
 from bench.backends import dgl_graphbolt, stages
 from bench.backends.base import Unavailable
@@ -118,7 +119,7 @@ class Pipeline(dgl_graphbolt.Pipeline):
     # layer's relations into authors, fields, institutes), leaves its parameters out of the step
     unused_parameters = True
 
-    def __init__(self, data, settings: dict):
+    def __init__(self, data, settings: CellSettings):
         self.target, self.relations = data.target, data.relations
         self.featureless = [t for t, x in data.features.items() if x is None]
         self.edge_types = list(data.meta["graphbolt"]["edge_type_to_id"])  # in id order (typed_hub)
@@ -127,7 +128,7 @@ class Pipeline(dgl_graphbolt.Pipeline):
 
     def place(self, data):
         return (typed_graph(data, self.mode, self.device),
-                typed_features(data, self.settings["store"], self.mode, self.device))
+                typed_features(data, self.settings.store, self.mode, self.device))
 
     def item_sets(self, data) -> dict:
         ids = numpy_dtype(self.graph.indices.dtype)  # cast and gathered by numpy, as the untyped pipeline's
@@ -138,10 +139,10 @@ class Pipeline(dgl_graphbolt.Pipeline):
     def fanouts(self) -> list:
         """One tensor per layer, input layer first, a value per edge type (all the same: one fanout
         per hop for every relation, as PyG's list takes it)."""
-        return [torch.full((len(self.edge_types),), f, dtype=torch.int64) for f in reversed(self.settings["fanout"])]
+        return [torch.full((len(self.edge_types),), f, dtype=torch.int64) for f in reversed(self.settings.fanout)]
 
     def make_model(self, data):
-        return typed_model(hetero_layer(self.settings["model"], data.relations), data, self.settings)
+        return typed_model(hetero_layer(self.settings.model, data.relations), data, self.settings)
 
     def forward(self, model, minibatch):
         x = {t: minibatch.node_features[(t, "feat")] for t in self.feature_keys}
@@ -169,7 +170,7 @@ class Pipeline(dgl_graphbolt.Pipeline):
         hop_edges = {r: [int(b.sampled_csc[r].indices.numel()) if r in b.sampled_csc else 0 for b in blocks]
                      for r in self.edge_types}
         nodes, edges, typed = typed_counts(hop_nodes, hop_edges)
-        modelled = self.settings.get("model") != "none"
+        modelled = self.settings.model != "none"
         layer_nodes = [sum(size(b.original_column_node_ids, t) for t in types) for b in layers] if modelled else []
         layer_edges = [sum(int(c.indices.numel()) for c in b.sampled_csc.values()) for b in layers] if modelled else []
         return (nodes, edges, sum(size(minibatch.input_nodes, t) for t in types),

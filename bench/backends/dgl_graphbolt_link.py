@@ -23,6 +23,7 @@ import numpy as np
 import torch
 from dgl.nn import SAGEConv
 
+from bench.settings import CellSettings
 from bench import modes
 from bench.backends import dgl_graphbolt, link
 from bench.backends.dgl_graphbolt import _FeaturesFirst, block_work, index_dtype, placed
@@ -32,24 +33,24 @@ class Pipeline(link.LinkPipeline, dgl_graphbolt.Pipeline):
     sampler = f"graphbolt sample_uniform_negative + sample_neighbor (dgl {dgl.__version__})"
     seed_name = "node_pairs"
 
-    def __init__(self, data, settings: dict):
+    def __init__(self, data, settings: CellSettings):
         dgl_graphbolt.base.TrainingPipeline.__init__(self, data, settings)
-        gb.seed(settings["seed"])
+        gb.seed(settings.seed)
         self.link_init(data)
-        if self.link_settings["neg_mode"] != "triplet":
+        if self.settings.neg_mode != "triplet":
             raise dgl_graphbolt.Unavailable("GraphBolt's sample_uniform_negative keeps each positive's source "
                                             "(neg_mode triplet); it has no binary mode")
-        self.mode = modes.mode(settings["mode"])
+        self.mode = modes.mode(settings.mode)
         self.graph, self.features = placed(TrainingGraph(data, self.split), settings, self.device, self.mode)
         self.index_dtype = index_dtype(self.graph)
         # every rank gives the whole set: DistributedItemSampler shares it out (dgl_graphbolt._loader)
         pairs = torch.from_numpy(np.ascontiguousarray(self.split.train_pos)).to(self.graph.indices.dtype)
         self.itemsets = {"train": gb.ItemSet(pairs, names="node_pairs")}
-        self.train_loader = self._loader("train", shuffle=True, num_workers=settings["num_workers"])
+        self.train_loader = self._loader("train", shuffle=True, num_workers=settings.num_workers)
         self.build_model(data)
 
     def _sample(self, pipe):
-        pipe = pipe.sample_uniform_negative(self.graph, self.link_settings["neg_ratio"])
+        pipe = pipe.sample_uniform_negative(self.graph, self.settings.neg_ratio)
         pipe = pipe.sample_neighbor(self.graph, self.fanouts())
         if self.excludes:
             pipe = pipe.transform(partial(gb.exclude_seed_edges, include_reverse_edges=True))
@@ -93,7 +94,7 @@ class Pipeline(link.LinkPipeline, dgl_graphbolt.Pipeline):
 
     def notes(self) -> list[str]:
         out = super().notes()
-        if len(self.settings["fanout"]) > 1:
+        if len(self.settings.fanout) > 1:
             out.append("GraphBolt samples every hop again for all nodes reached before it (the seeds' second hop "
                        "too: more sampled edges than PyG's, named by the equal-work check); its layers compute "
                        "over each node's edges from the hop that first sampled it, as PyG's do (gnnbench's "
@@ -106,7 +107,7 @@ class Pipeline(link.LinkPipeline, dgl_graphbolt.Pipeline):
         """As the node backend's (what GraphBolt samples per hop), with the edges each layer
         computes over as first_hop_blocks gives them."""
         seeds = int(minibatch.sampled_subgraphs[-1].original_column_node_ids.numel())  # the pairs' unique ends
-        modelled = self.settings.get("model") != "none"
+        modelled = self.settings.model != "none"
         *sampled, layer_nodes, _ = block_work(minibatch, seeds, modelled)
         layer_edges = [int(indices.numel()) for _, indices in first_hop_csc(minibatch.sampled_subgraphs)] \
             if modelled else []

@@ -20,6 +20,7 @@ import torch
 from torch_geometric.data import Data
 from torch_geometric.loader import NeighborLoader
 
+from bench.settings import CellSettings
 from bench import modes
 from bench.backends import base
 from bench.backends.base import Unavailable, shard
@@ -32,26 +33,26 @@ MAX_BATCHES = 64
 class Pipeline(base.Pipeline):
     """No model: a step gathers one batch's rows (the shared evaluate returns None)."""
 
-    def __init__(self, data, settings: dict):
-        if modes.mode(settings["mode"]).needs_gpu:
+    def __init__(self, data, settings: CellSettings):
+        if modes.mode(settings.mode).needs_gpu:
             raise Unavailable("the feature gather is measured on the CPU only (mode cpu-cpu)")
         super().__init__(data, settings)
         self.sampler = neighbor_sampler_in_use()  # picked the rows (once, untimed)
-        torch.manual_seed(settings["seed"])
+        torch.manual_seed(settings.seed)
         graph = Data(edge_index=torch.from_numpy(np.asarray(data.edge_index)), num_nodes=data.num_nodes)
-        sampler = NeighborLoader(graph, num_neighbors=list(settings["fanout"]),
-                                 input_nodes=torch.from_numpy(shard(data.train_idx, settings["seed"])),
-                                 batch_size=settings["batch_size"], shuffle=True)
+        sampler = NeighborLoader(graph, num_neighbors=list(settings.fanout),
+                                 input_nodes=torch.from_numpy(shard(data.train_idx, settings.seed)),
+                                 batch_size=settings.batch_size, shuffle=True)
         self.train_loader = []
         for batch in sampler:
             self.train_loader.append(batch.n_id)
             if len(self.train_loader) == MAX_BATCHES:
                 break
-        if features_in_memory(settings["store"]):
+        if features_in_memory(settings.store):
             features = torch.from_numpy(np.ascontiguousarray(data.features))
             self.gather = lambda ids: torch.index_select(features, 0, ids)
         else:
-            store = open_store(settings["store"], "node", data)
+            store = open_store(settings.store, "node", data)
             self.gather = lambda ids: torch.from_numpy(store.gather(ids.numpy()))
         self.checksum = 0.0
         self.row_bytes = int(data.features.shape[1]) * data.features.dtype.itemsize

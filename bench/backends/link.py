@@ -2,7 +2,7 @@
 (the node backends' GraphSAGE as the encoder, a dot-product or MLP decoder, BCE loss), the
 ranking metrics against the hub's fixed negatives, and the leakage check.
 
-Settings (bench/run/suite.py; in a cell only where its backend trains the link task):
+Settings (bench/settings.py TASK_ONLY; in a cell only where its backend trains the link task):
     neg_ratio   negatives per positive seed edge in training, drawn uniformly per batch
     neg_mode    triplet: each positive keeps its source and draws `neg_ratio` destinations
                 (GraphBolt's sample_uniform_negative, PyG's NegativeSampling("triplet"));
@@ -54,7 +54,6 @@ import os
 import numpy as np
 
 from bench.backends import base
-from bench.tasks import TASK_SETTINGS
 from bench.datasets import link_split
 
 HITS_AT = (10, 50, 100)
@@ -67,10 +66,6 @@ NO_FILTER_NOTE = ("negatives are drawn uniformly and not filtered: a drawn pair 
 
 class SeedEdgeLeakError(RuntimeError):
     """A batch's sampled graph still holds one of its own positive seed edges (or its reverse)."""
-
-
-def setting(settings: dict, key: str):
-    return settings.get(key, TASK_SETTINGS["link"][key])
 
 
 def planted_leak() -> bool:
@@ -216,19 +211,18 @@ class LinkPipeline:
     def link_init(self, data) -> None:
         self.data = data
         self.split = link_split.load(data.path)
-        self.link_settings = {k: setting(self.settings, k) for k in ("neg_ratio", "neg_mode", "exclusion", "decoder")}
         self.leaks = {"batches": 0, "leaked_batches": 0, "sampled_edges": 0, "leaked_edges": 0}
         self.planted = planted_leak()
 
     @property
     def excludes(self) -> bool:
         """Whether the pipeline is built with its exclusion step (a planted leak leaves it out)."""
-        return self.link_settings["exclusion"] == "reverse" and not self.planted
+        return self.settings.exclusion == "reverse" and not self.planted
 
     def make_model(self, data):
-        hidden = self.settings["hidden"]
+        hidden = self.settings.hidden
         return link_model(self.sage(self.conv_factory(), data.features.shape[1], hidden), hidden,
-                          self.link_settings["decoder"])
+                          self.settings.decoder)
 
     @staticmethod
     def loss(out, target):
@@ -268,10 +262,10 @@ class LinkPipeline:
         if leaked:
             self.leaks["leaked_batches"] += 1
             self.leaks["leaked_edges"] += leaked
-            if self.link_settings["exclusion"] != "none":
+            if self.settings.exclusion != "none":
                 i = int(np.flatnonzero(found)[0])
                 raise SeedEdgeLeakError(
-                    f"seed-edge leak with exclusion {self.link_settings['exclusion']}: a training batch's sampled "
+                    f"seed-edge leak with exclusion {self.settings.exclusion}: a training batch's sampled "
                     f"graph still holds {leaked} of its own positive seed edges or their reverses (e.g. "
                     f"{int(np.asarray(src)[i])} -> {int(np.asarray(dst)[i])}); the pipeline did not exclude them")
 
@@ -280,12 +274,12 @@ class LinkPipeline:
         out = [NO_FILTER_NOTE]
         if self.split.meta.get("given"):  # OGB's or the user's split: scored by its own protocol
             out.append(f"the dataset's own edge split, scored by its protocol: {link_split.PROTOCOLS[self.split.protocol]}")
-        if self.link_settings["exclusion"] == "none":
+        if self.settings.exclusion == "none":
             b, e = self.leaks["batches"], self.leaks["sampled_edges"]
             out.insert(0, f"exclusion none: the accuracy includes the leak: {self.leaks['leaked_batches']} of {b} "
                           f"training batches of the first epoch sampled their own positive seed edges or reverses "
                           f"({self.leaks['leaked_edges']} of {e} sampled edges)")
-        if self.link_settings["neg_mode"] == "binary":
+        if self.settings.neg_mode == "binary":
             out.append("neg_mode binary (PyG's default): negatives draw both ends; GraphBolt's "
                        "sample_uniform_negative keeps the source (triplet)")
         return out

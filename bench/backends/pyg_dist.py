@@ -36,6 +36,7 @@ import torch_geometric.distributed.partition as pyg_partition
 from torch_geometric.data import Data
 from torch_geometric.loader import ClusterData
 
+from bench.settings import CellSettings
 from bench.backends.base import Unavailable, rank_and_world, unavailable_reason
 from bench.backends.pyg_node import PygNodePipeline
 from bench.net import free_port
@@ -106,7 +107,7 @@ class Pipeline(PygNodePipeline):
             return "pyg-dist partitions the graph over its ranks: it needs a world size of at least 2"
         return unavailable_reason(mode, world_size)
 
-    def __init__(self, data, settings: dict):
+    def __init__(self, data, settings: CellSettings):
         from torch_geometric.distributed import DistContext, LocalFeatureStore, LocalGraphStore
         from torch_geometric.distributed.dist_neighbor_sampler import DistNeighborSampler
 
@@ -121,7 +122,7 @@ class Pipeline(PygNodePipeline):
         self.ctx = DistContext(rank=rank, global_rank=rank, world_size=world, global_world_size=world,
                                group_name=GROUP)
         # The constructor DistNeighborLoader calls first: on torch-geometric 2.7.0-2.8.1 it raises.
-        DistNeighborSampler(self.ctx, self.stores, list(settings["fanout"]))
+        DistNeighborSampler(self.ctx, self.stores, list(settings.fanout))
         if not hasattr(torch.ops.pyg, "dist_neighbor_sample"):
             why = running_stack_no_pyg_lib() or "not installed in this environment"
             raise Unavailable(f"pyg-dist needs pyg-lib's dist_neighbor_sample operator, and this stack has "
@@ -131,22 +132,22 @@ class Pipeline(PygNodePipeline):
         # every rank must run as many batches as the others (DDP): the smallest partition's count
         mine = data.train_idx[part_of[data.train_idx] == rank]
         fewest = min(int((part_of[data.train_idx] == p).sum()) for p in range(world))
-        self.splits = {"train": np.sort(np.random.default_rng(settings["seed"]).permutation(mine)[:fewest]),
+        self.splits = {"train": np.sort(np.random.default_rng(settings.seed).permutation(mine)[:fewest]),
                        "val": data.val_idx[part_of[data.val_idx] == rank],
                        "test": data.test_idx[part_of[data.test_idx] == rank]}
         self.rpc_port = _shared_free_port()
         # Under torch.distributed.run every tcp:// rendezvous expects the launcher's store to be
         # the server; the samplers' RPC meets on a port of its own, which rank 0 must host.
         os.environ["TORCHELASTIC_USE_AGENT_STORE"] = "False"
-        self.train_loader = self._loader("train", shuffle=True, num_workers=settings["num_workers"])
+        self.train_loader = self._loader("train", shuffle=True, num_workers=settings.num_workers)
         self.build_model(data)
 
     def _loader(self, split: str, shuffle: bool, num_workers: int = 0):
         from torch_geometric.distributed import DistNeighborLoader
 
         return DistNeighborLoader(
-            data=self.stores, num_neighbors=list(self.settings["fanout"]),
-            input_nodes=torch.from_numpy(self.splits[split]), batch_size=self.settings["batch_size"],
+            data=self.stores, num_neighbors=list(self.settings.fanout),
+            input_nodes=torch.from_numpy(self.splits[split]), batch_size=self.settings.batch_size,
             shuffle=shuffle, device=torch.device("cpu"), num_workers=num_workers, concurrency=1,
             master_addr=os.environ.get("MASTER_ADDR", "127.0.0.1"), master_port=self.rpc_port,
             current_ctx=self.ctx, persistent_workers=num_workers > 0, filter_per_worker=False)

@@ -45,6 +45,7 @@ from torch.utils.data import BatchSampler, DataLoader, Dataset, SubsetRandomSamp
 from torch_geometric.data import Batch, Data, InMemoryDataset, OnDiskDataset
 from torch_geometric.nn import SAGEConv, global_mean_pool
 
+from bench.settings import CellSettings
 from bench.backends import base, stages
 from bench.backends.base import DROPOUT, shard
 from bench.datasets import molecules
@@ -219,26 +220,26 @@ class GraphClassifier(torch.nn.Module):
 
 class Pipeline(base.TrainingPipeline):
 
-    def __init__(self, data, settings: dict):
+    def __init__(self, data, settings: CellSettings):
         super().__init__(data, settings)
-        self.dataset = graph_dataset(data, settings["store"])
-        self.splits = {"train": shard(np.asarray(data.train_idx), settings["seed"]),
+        self.dataset = graph_dataset(data, settings.store)
+        self.splits = {"train": shard(np.asarray(data.train_idx), settings.seed),
                        "val": np.asarray(data.val_idx), "test": np.asarray(data.test_idx)}
-        self.train_loader = self._loader("train", shuffle=True, num_workers=settings["num_workers"])
+        self.train_loader = self._loader("train", shuffle=True, num_workers=settings.num_workers)
         self.build_model(data)
         if isinstance(self.dataset, SqliteGraphs):
             self.dataset.release()  # workers fork on the first epoch: no open connection to inherit
 
     def make_model(self, data):
-        return GraphClassifier(data.feature_dim, self.settings["hidden"], data.num_classes, len(self.settings["fanout"]))
+        return GraphClassifier(data.feature_dim, self.settings.hidden, data.num_classes, len(self.settings.fanout))
 
     def _loader(self, split: str, shuffle: bool, num_workers: int = 0) -> DataLoader:
         ids = self.splits[split].tolist()
         order = SubsetRandomSampler(ids) if shuffle else ids
         return DataLoader(Batches(self.dataset, timed=self.profile and split == "train"), batch_size=None,
-                          sampler=BatchSampler(order, self.settings["batch_size"], drop_last=False),
+                          sampler=BatchSampler(order, self.settings.batch_size, drop_last=False),
                           num_workers=num_workers, persistent_workers=num_workers > 0,
-                          pin_memory=bool(self.settings.get("pin_memory")))
+                          pin_memory=bool(self.settings.pin_memory))
 
     @staticmethod
     def count(batch) -> tuple[int, int]:

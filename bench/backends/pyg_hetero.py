@@ -25,6 +25,7 @@ from torch_geometric.data import HeteroData, TensorAttr
 from torch_geometric.loader import NeighborLoader
 from torch_geometric.nn import GATConv, HeteroConv, SAGEConv
 
+from bench.settings import CellSettings
 from bench.backends import base, stages
 from bench.backends.base import shard
 from bench.backends.pyg_node import CscGraphStore, RowFeatureStore, instrument, neighbor_sampler_in_use
@@ -90,13 +91,13 @@ class Pipeline(base.TrainingPipeline):
     # layer's relations into authors, fields, institutes), leaves its parameters out of the step
     unused_parameters = True
 
-    def __init__(self, data, settings: dict):
+    def __init__(self, data, settings: CellSettings):
         super().__init__(data, settings)
         self.target, self.relations = data.target, data.relations
         self.featureless = [t for t, x in data.features.items() if x is None]
-        self.graph = self._graph(data, settings["store"])
-        self.splits = {"train": shard(data.train_idx, settings["seed"]), "val": data.val_idx, "test": data.test_idx}
-        self.train_loader = self._loader("train", shuffle=True, num_workers=settings["num_workers"])
+        self.graph = self._graph(data, settings.store)
+        self.splits = {"train": shard(data.train_idx, settings.seed), "val": data.val_idx, "test": data.test_idx}
+        self.train_loader = self._loader("train", shuffle=True, num_workers=settings.num_workers)
         if self.profile:  # sampling and gathering happen on the CPU in both modes: nothing to sync
             instrument(self.train_loader)
         self.build_model(data)
@@ -119,13 +120,13 @@ class Pipeline(base.TrainingPipeline):
     def _loader(self, split: str, shuffle: bool, num_workers: int = 0) -> NeighborLoader:
         # is_sorted: each relation's edges are by destination already (the hub's CSC order)
         return NeighborLoader(
-            self.graph, num_neighbors=list(self.settings["fanout"]), is_sorted=True,
+            self.graph, num_neighbors=list(self.settings.fanout), is_sorted=True,
             input_nodes=(self.target, torch.from_numpy(np.asarray(self.splits[split]))),
-            batch_size=self.settings["batch_size"], shuffle=shuffle, num_workers=num_workers,
-            persistent_workers=num_workers > 0, pin_memory=bool(self.settings.get("pin_memory")))
+            batch_size=self.settings.batch_size, shuffle=shuffle, num_workers=num_workers,
+            persistent_workers=num_workers > 0, pin_memory=bool(self.settings.pin_memory))
 
     def make_model(self, data):
-        return typed_model(hetero_layer(self.settings["model"], data.relations), data, self.settings)
+        return typed_model(hetero_layer(self.settings.model, data.relations), data, self.settings)
 
     def _inputs(self, batch):
         x = {t: batch[t].x for t in batch.node_types if "x" in batch[t]}
@@ -135,16 +136,16 @@ class Pipeline(base.TrainingPipeline):
     def forward(self, model, batch):
         x, ids = self._inputs(batch)
         size = batch[self.target].batch_size
-        out = model(x, ids, [batch.edge_index_dict] * len(self.settings["fanout"]))
+        out = model(x, ids, [batch.edge_index_dict] * len(self.settings.fanout))
         return out[:size], batch[self.target].y[:size]
 
     def count(self, batch) -> tuple[int, int]:
         return int(batch[self.target].batch_size), sum(int(batch[r].edge_index.size(1)) for r in batch.edge_types)
 
     def work(self, batch):
-        hop_nodes, hop_edges = typed_hops(batch, self.target, len(self.settings["fanout"]))
+        hop_nodes, hop_edges = typed_hops(batch, self.target, len(self.settings.fanout))
         nodes, edges, typed = typed_counts(hop_nodes, {":".join(r): v for r, v in hop_edges.items()})
-        modelled = self.settings.get("model") != "none"
+        modelled = self.settings.model != "none"
         layer_nodes, layer_edges = stages.layer_work(nodes, edges, False) if modelled else ([], [])
         xs = [batch[t].x for t in batch.node_types if "x" in batch[t]]
         return nodes, edges, sum(nodes), stages.tensor_bytes(xs), layer_nodes, layer_edges, typed

@@ -25,6 +25,7 @@ from torch_geometric.loader import LinkNeighborLoader
 from torch_geometric.nn import SAGEConv
 from torch_geometric.sampler import NegativeSampling
 
+from bench.settings import CellSettings
 from bench.backends import link, stages
 from bench.backends.base import shard
 from bench.backends.pyg_node import CscGraphStore, PygNodePipeline, RowFeatureStore, sampled_per_hop
@@ -33,16 +34,16 @@ from bench.stores import features_in_memory, open_store
 
 class Pipeline(link.LinkPipeline, PygNodePipeline):
 
-    def __init__(self, data, settings: dict):
+    def __init__(self, data, settings: CellSettings):
         PygNodePipeline.__init__(self, data, settings)
         self.link_init(data)
-        self.graph = self._graph(data, self.split, settings["store"])
-        self.train_pos = shard(self.split.train_pos, settings["seed"])
-        self.train_loader = self._loader("train", shuffle=True, num_workers=settings["num_workers"])
+        self.graph = self._graph(data, self.split, settings.store)
+        self.train_pos = shard(self.split.train_pos, settings.seed)
+        self.train_loader = self._loader("train", shuffle=True, num_workers=settings.num_workers)
         sampler = self.train_loader.link_sampler
         if self.excludes:  # after the sampler, inside its clock: as GraphBolt's exclusion after its sampling
             sampler.sample_from_edges = ExcludeSeedEdges(sampler.sample_from_edges, self.split.num_nodes,
-                                                         self.link_settings["neg_mode"])
+                                                         self.settings.neg_mode)
         if self.profile:
             sampler.sample_from_edges = stages.timed(sampler.sample_from_edges, "sample")
             self.train_loader.filter_fn = stages.timed(self.train_loader.filter_fn, "fetch")
@@ -58,15 +59,15 @@ class Pipeline(link.LinkPipeline, PygNodePipeline):
 
     def _loader(self, split: str, shuffle: bool, num_workers: int = 0) -> LinkNeighborLoader:
         # is_sorted: the split's edges are in CSC order already (as pyg-neighbor's hub graph)
-        neg = NegativeSampling(self.link_settings["neg_mode"], amount=self.link_settings["neg_ratio"])
+        neg = NegativeSampling(self.settings.neg_mode, amount=self.settings.neg_ratio)
         label_index = torch.from_numpy(self.train_pos.T.copy())
         if isinstance(self.graph, tuple):  # a remote backend takes (edge type, index): None, homogeneous
             label_index = (None, label_index)
         return LinkNeighborLoader(
-            self.graph, num_neighbors=list(self.settings["fanout"]), is_sorted=True,
+            self.graph, num_neighbors=list(self.settings.fanout), is_sorted=True,
             edge_label_index=label_index, neg_sampling=neg,
-            batch_size=self.settings["batch_size"], shuffle=shuffle, num_workers=num_workers,
-            persistent_workers=num_workers > 0, pin_memory=bool(self.settings.get("pin_memory")))
+            batch_size=self.settings.batch_size, shuffle=shuffle, num_workers=num_workers,
+            persistent_workers=num_workers > 0, pin_memory=bool(self.settings.pin_memory))
 
     @staticmethod
     def conv_factory():
@@ -108,8 +109,8 @@ class Pipeline(link.LinkPipeline, PygNodePipeline):
             [batch.src_index, batch.dst_pos_index, batch.dst_neg_index.reshape(-1)])
         seeds = int(index.max()) + 1
         rows = int(batch.x.shape[0])
-        hop_nodes, hop_edges = sampled_per_hop(batch, len(self.settings["fanout"]), rows, seeds=seeds)
-        modelled = self.settings.get("model") != "none"
+        hop_nodes, hop_edges = sampled_per_hop(batch, len(self.settings.fanout), rows, seeds=seeds)
+        modelled = self.settings.model != "none"
         layer_nodes, layer_edges = stages.layer_work(hop_nodes, hop_edges, False) if modelled else ([], [])
         negatives = int(batch.dst_neg_index.numel()) if "dst_neg_index" in batch else \
             int(batch.edge_label_index.shape[1]) - self.positives(batch)

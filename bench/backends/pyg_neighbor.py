@@ -12,6 +12,7 @@ import torch
 from torch_geometric.data import Data
 from torch_geometric.loader import NeighborLoader
 
+from bench.settings import CellSettings
 from bench.backends.base import shard
 from bench.backends.pyg_node import CscGraphStore, HopCounts, PygNodePipeline, RowFeatureStore, instrument
 from bench.stores import features_in_memory, open_store
@@ -19,11 +20,11 @@ from bench.stores import features_in_memory, open_store
 
 class Pipeline(PygNodePipeline):
 
-    def __init__(self, data, settings: dict):
+    def __init__(self, data, settings: CellSettings):
         super().__init__(data, settings)
-        self.graph = self._graph(data, settings["store"])
-        self.splits = {"train": shard(data.train_idx, settings["seed"]), "val": data.val_idx, "test": data.test_idx}
-        workers = settings["num_workers"]
+        self.graph = self._graph(data, settings.store)
+        self.splits = {"train": shard(data.train_idx, settings.seed), "val": data.val_idx, "test": data.test_idx}
+        workers = settings.num_workers
         self.train_loader = self._loader("train", shuffle=True, num_workers=workers)
         if self.profile:  # sampling and gathering happen on the CPU in both modes: nothing to sync
             instrument(self.train_loader)
@@ -44,8 +45,8 @@ class Pipeline(PygNodePipeline):
         # trim_to_layer needs each batch's nodes and edges per hop (HopCounts, where the sampler
         # does not report them).
         return NeighborLoader(
-            self.graph, num_neighbors=list(self.settings["fanout"]), is_sorted=True,
-            input_nodes=torch.from_numpy(self.splits[split]), batch_size=self.settings["batch_size"],
+            self.graph, num_neighbors=list(self.settings.fanout), is_sorted=True,
+            input_nodes=torch.from_numpy(self.splits[split]), batch_size=self.settings.batch_size,
             shuffle=shuffle, num_workers=num_workers, persistent_workers=num_workers > 0,
-            pin_memory=bool(self.settings.get("pin_memory")),
-            transform=HopCounts(len(self.settings["fanout"])) if self.trims else None)
+            pin_memory=bool(self.settings.pin_memory),
+            transform=HopCounts(len(self.settings.fanout)) if self.trims else None)

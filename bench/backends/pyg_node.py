@@ -67,7 +67,7 @@ class PygNodePipeline(base.TrainingPipeline):
 
     @property
     def trims(self) -> bool:
-        return bool(self.settings.get("trim_to_layer"))
+        return bool(self.settings.trim_to_layer)
 
     index_dtype = {"indices": "int64", "indptr": "int64"}  # PyG's edge_index and the hub's CSC
 
@@ -85,7 +85,7 @@ class PygNodePipeline(base.TrainingPipeline):
                          trim=trim_layer if self.trims else None)
 
     def _layers(self, batch) -> list:
-        return [batch.edge_index] * len(self.settings["fanout"])  # every layer on the whole subgraph
+        return [batch.edge_index] * len(self.settings.fanout)  # every layer on the whole subgraph
 
     @staticmethod
     def count(batch) -> tuple[int, int]:
@@ -93,7 +93,7 @@ class PygNodePipeline(base.TrainingPipeline):
 
     def forward(self, model, batch):
         if self.trims:
-            out = model(batch.x, self._layers(batch), hops=hops_of(batch, len(self.settings["fanout"])))
+            out = model(batch.x, self._layers(batch), hops=hops_of(batch, len(self.settings.fanout)))
         else:
             out = model(batch.x, self._layers(batch))
         return out[: batch.batch_size], batch.y[: batch.batch_size]
@@ -101,9 +101,9 @@ class PygNodePipeline(base.TrainingPipeline):
     def work(self, batch) -> tuple[list[int], list[int], int, int, list[int], list[int]]:
         x = batch.x
         rows = int(x.shape[0])
-        layers = len(self.settings["fanout"])
+        layers = len(self.settings.fanout)
         hop_nodes, hop_edges = sampled_per_hop(batch, layers, rows)
-        modelled = self.settings.get("model") != "none"
+        modelled = self.settings.model != "none"
         layer_nodes, layer_edges = layer_work(hop_nodes, hop_edges, self.trims) if modelled else ([], [])
         return hop_nodes, hop_edges, rows, x.numel() * x.element_size(), layer_nodes, layer_edges
 

@@ -50,8 +50,8 @@ import os
 import threading
 import time
 
-# The share of an epoch that counting its batches' work may take (the setting `work_budget`)
-WORK_BUDGET = 0.005
+from bench.settings import WORK_BUDGET  # the share of an epoch counting its batches' work may take
+
 STAGES = ("sample", "fetch", "copy", "forward_backward", "optimizer", "allreduce", "wait", "other")
 LOADER_STAGES = ("sample", "fetch", "copy")
 LABELS = {"forward_backward": "forward/backward", "allreduce": "all-reduce"}

@@ -22,6 +22,7 @@ Plain Python and torch: imported inside the stacks only.
 
 from __future__ import annotations
 
+from bench.settings import CellSettings
 from bench.backends.base import DROPOUT
 
 MODELS = ("rgcn", "rgat")
@@ -38,7 +39,7 @@ def input_widths(data) -> dict[str, int]:
     return {t: int(info["feature_dim"]) or width for t, info in data.meta["node_types"].items()}
 
 
-def typed_model(layer, data, settings: dict):
+def typed_model(layer, data, settings: CellSettings):
     """The shared typed model. `layer(in_widths, out_width, heads, concat)` makes one framework
     layer over every relation, called as layer(x_dict, graph) -> {destination type: rows}; the
     model is called as model(x_dict, node_ids, [graph per layer]): `x_dict` the fetched features,
@@ -46,8 +47,8 @@ def typed_model(layer, data, settings: dict):
     import torch
     import torch.nn.functional as F
 
-    kind, hidden, layers = settings["model"], settings["hidden"], len(settings["fanout"])
-    heads = settings.get("heads", 1) if kind == "rgat" else 1
+    kind, hidden, layers = settings.model, settings.hidden, len(settings.fanout)
+    heads = settings.heads if kind == "rgat" else 1
     widths = input_widths(data)
     featureless = [t for t, info in data.meta["node_types"].items() if not info["feature_dim"]]
     target, classes = data.target, data.num_classes

@@ -79,10 +79,10 @@ def fit(suite_arg: str, nodes: int, gpus_per_node: int) -> tuple[str, list[str],
     suite, _ = suite_mod.load(suite_arg)
     fits, misfits = [], []
     for cell in suite_mod.expand(suite):
-        world = int(cell.settings["world_size"])
+        world = int(cell.settings.world_size)
         if world % nodes:
             misfits.append(f"{cell.id}: world size {world} does not split over {nodes} nodes")
-        elif modes.mode(cell.settings["mode"]).needs_gpu and world // nodes > gpus_per_node:
+        elif modes.mode(cell.settings.mode).needs_gpu and world // nodes > gpus_per_node:
             misfits.append(f"{cell.id}: {world // nodes} ranks per node need {world // nodes} GPUs; "
                            f"--gpus-per-node {gpus_per_node}")
         else:

@@ -228,8 +228,8 @@ def within(ratio: float, tolerance: float = TOLERANCE) -> bool:
 
 def comparable(cell: Cell) -> bool:
     s = cell.settings
-    return (cell.backend in PLAIN_BACKENDS and s["world_size"] == 1 and not modes.mode(s["mode"]).needs_gpu
-            and s.get("store", "memory") == "memory" and s["model"] in (*BACKENDS[cell.backend].models, "none"))
+    return (cell.backend in PLAIN_BACKENDS and s.world_size == 1 and not modes.mode(s.mode).needs_gpu
+            and s.store == "memory" and s.model in (*BACKENDS[cell.backend].models, "none"))
 
 
 def run_plain(cell: Cell, dataset_dir: Path, cache: Path) -> tuple[list[float], list[float]]:
@@ -248,7 +248,7 @@ def _plain_loops(cell: Cell, dataset_dir: Path, cache: Path, flags: list[str]) -
     stack = stacks.get(cell.stack)
     proc = subprocess.run([str(stack.python), "-m", "bench.harness_costs.plain_loops", *flags, cell.to_json(), str(dataset_dir)],
                           env=worker_env(cache, uuid.uuid4().hex), text=True, capture_output=True,
-                          timeout=float(cell.settings["timeout"]))
+                          timeout=float(cell.settings.timeout))
     if proc.returncode != 0:
         tail = proc.stderr.strip().splitlines()[-1:] or [f"exit code {proc.returncode}"]
         raise FidelityError(f"{cell.id}: the plain loop failed: {tail[0]}")
@@ -295,7 +295,7 @@ def _compare_one(cell: Cell, cache: Path, data_root: Path | None, rounds: int, s
     result = Comparison(cell.id, [], [], [], against_itself=against_itself, side_by_side=side_by_side,
                         max_rounds=max_rounds)
     s = cell.settings  # one rank: the plan both sides set (bench/run/worker.py set_threads)
-    result.threads = core_budget.plan(core_budget.usable_cores(), 1, s["num_workers"], s.get("threads", "auto")).threads
+    result.threads = core_budget.plan(core_budget.usable_cores(), 1, s.num_workers, s.threads).threads
     r = 0
     while r < rounds or (max_rounds and r < max_rounds and result.settled is None):
         if side_by_side:  # one process runs both

@@ -87,7 +87,7 @@ class Overhead:
 
 
 def measurable(cell) -> bool:
-    return cell.settings["world_size"] == 1
+    return cell.settings.world_size == 1
 
 
 # ---- gnnbench's side -----------------------------------------------------------------------------
@@ -98,7 +98,7 @@ def run_cell(cell, dataset_dir: Path, cache: Path, epochs: int) -> Overhead:
     if not stack.installed:
         raise OverheadError(f"{cell.id}: stack {cell.stack!r} is not installed (gnnbench stacks install {cell.stack})")
     # both sides' epochs and warm-ups, as the cell's own timeout would allow for one side
-    timeout = 2 * float(cell.settings["timeout"]) * max(1.0, epochs / max(1, cell.settings["epochs"]))
+    timeout = 2 * float(cell.settings.timeout) * max(1.0, epochs / max(1, cell.settings.epochs))
     meter = LoadMeter()
     try:
         proc = subprocess.run([str(stack.python), "-m", "bench.harness_costs.overhead_loop", cell.to_json(), str(dataset_dir),

@@ -16,26 +16,27 @@ from bench.backends.base import seed_everything
 from bench.datasets import hub
 from bench.run.lifeline import tie_to_parent
 from bench.run.worker import run_epoch
+from bench.settings import CellSettings
 from bench.stores import features_in_memory
 
 
 def interleave(cell: dict, dataset_dir: Path, epochs: int) -> dict:
-    settings = cell["settings"]
+    settings = CellSettings.from_dict(cell["settings"])
     Pipeline = load_pipeline_class(cell["backend"])
     data = hub.load_dataset(cell["dataset"]["source"], dataset_dir,
-                         features_in_memory=features_in_memory(settings.get("store", "memory")))
+                         features_in_memory=features_in_memory(settings.store))
     pipes = {}
     for profile in (True, False):
-        seed_everything(settings["seed"])  # both models start from the same weights
-        pipes[profile] = Pipeline(data, {**settings, "profile": profile})
-    for _ in range(settings["warmup_epochs"]):
+        seed_everything(settings.seed)  # both models start from the same weights
+        pipes[profile] = Pipeline(data, settings.replace(profile=profile))
+    for _ in range(settings.warmup_epochs):
         for profile, pipe in pipes.items():
             run_epoch(pipe, profile=profile)
     seconds = {True: [], False: []}
     for i in range(epochs):
         # on-off, off-on, ...: neither side always runs second, on a loader the other just left
         for profile in ((True, False) if i % 2 == 0 else (False, True)):
-            pipes[profile].reseed(settings["seed"] + 1 + i)  # both epochs of the pair: the same batches
+            pipes[profile].reseed(settings.seed + 1 + i)  # both epochs of the pair: the same batches
             stats = run_epoch(pipes[profile], profile=profile)
             if ("stages" in stats) != profile:  # the two sides must differ in exactly this
                 raise RuntimeError(f"profile {profile}: the epoch {'lacks' if profile else 'has'} a stage split")

@@ -39,11 +39,12 @@ from bench.harness_costs import PLAIN_LOOP_MODULES
 from bench.run.worker import run_epoch
 from bench.datasets import hub
 from bench.run.worker import set_threads
+from bench.settings import CellSettings
 
 DROPOUT = 0.5
 
 
-def pyg_loop(data, s: dict):
+def pyg_loop(data, s: CellSettings):
     """PyG's examples/ way: a Data in memory, NeighborLoader over the training nodes, SAGEConv."""
     from torch_geometric.data import Data
     from torch_geometric.loader import NeighborLoader
@@ -51,9 +52,9 @@ def pyg_loop(data, s: dict):
 
     graph = Data(x=torch.from_numpy(data.features), edge_index=torch.from_numpy(data.edge_index),
                  y=torch.from_numpy(data.labels), num_nodes=data.num_nodes)
-    loader = NeighborLoader(graph, num_neighbors=list(s["fanout"]), input_nodes=torch.from_numpy(data.train_idx),
-                            batch_size=s["batch_size"], shuffle=True, num_workers=s["num_workers"],
-                            persistent_workers=s["num_workers"] > 0)
+    loader = NeighborLoader(graph, num_neighbors=list(s.fanout), input_nodes=torch.from_numpy(data.train_idx),
+                            batch_size=s.batch_size, shuffle=True, num_workers=s.num_workers,
+                            persistent_workers=s.num_workers > 0)
 
     class SAGE(torch.nn.Module):
         def __init__(self, dims):
@@ -67,10 +68,10 @@ def pyg_loop(data, s: dict):
                     x = F.dropout(x.relu(), p=DROPOUT, training=self.training)
             return x
 
-    if s["model"] == "none":
+    if s.model == "none":
         return loader_only(loader)
     model = SAGE(dims(data, s))
-    optimizer = torch.optim.Adam(model.parameters(), lr=s["lr"])
+    optimizer = torch.optim.Adam(model.parameters(), lr=s.lr)
 
     def epoch():
         model.train()
@@ -83,7 +84,7 @@ def pyg_loop(data, s: dict):
     return epoch
 
 
-def graphbolt_loop(data, s: dict):
+def graphbolt_loop(data, s: CellSettings):
     """DGL 2.1's GraphBolt node-classification example, its CPU storage and CPU device path."""
     import dgl.graphbolt as gb
     import dgl.nn as dglnn
@@ -96,11 +97,11 @@ def graphbolt_loop(data, s: dict):
     seeds = data.train_idx.astype(str(graph.indices.dtype).removeprefix("torch."))
     itemset = gb.ItemSet((torch.from_numpy(seeds), torch.from_numpy(data.labels[data.train_idx])),
                          names=("seed_nodes", "labels"))
-    pipe = gb.ItemSampler(itemset, batch_size=s["batch_size"], shuffle=True)
-    pipe = pipe.sample_neighbor(graph, list(reversed(s["fanout"])))  # GraphBolt: input layer first
+    pipe = gb.ItemSampler(itemset, batch_size=s.batch_size, shuffle=True)
+    pipe = pipe.sample_neighbor(graph, list(reversed(s.fanout)))  # GraphBolt: input layer first
     pipe = pipe.fetch_feature(features, node_feature_keys=["feat"])
     pipe = pipe.copy_to(torch.device("cpu"))  # the example copies to its device last
-    loader = gb.DataLoader(pipe, num_workers=s["num_workers"])
+    loader = gb.DataLoader(pipe, num_workers=s.num_workers)
 
     class SAGE(torch.nn.Module):
         def __init__(self, dims):
@@ -114,10 +115,10 @@ def graphbolt_loop(data, s: dict):
                     x = F.dropout(F.relu(x), p=DROPOUT, training=self.training)
             return x
 
-    if s["model"] == "none":
+    if s.model == "none":
         return loader_only(loader)
     model = SAGE(dims(data, s))
-    optimizer = torch.optim.Adam(model.parameters(), lr=s["lr"])
+    optimizer = torch.optim.Adam(model.parameters(), lr=s.lr)
 
     def epoch():
         model.train()
@@ -151,8 +152,8 @@ def loop_of(backend: str):
     return getattr(importlib.import_module(PLAIN_LOOP_MODULES[info.task]), info.plain_loop)
 
 
-def dims(data, s: dict) -> list[int]:
-    return [data.features.shape[1]] + [s["hidden"]] * (len(s["fanout"]) - 1) + [data.num_classes]
+def dims(data, s: CellSettings) -> list[int]:
+    return [data.features.shape[1]] + [s.hidden] * (len(s.fanout) - 1) + [data.num_classes]
 
 
 def timed(epoch) -> tuple[float, float]:
@@ -162,13 +163,13 @@ def timed(epoch) -> tuple[float, float]:
     return time.perf_counter() - start, time.process_time() - cpu_start
 
 
-def side_by_side(cell: dict, data, s: dict) -> dict:
+def side_by_side(cell: dict, data, s: CellSettings) -> dict:
     """The harness's pipeline epoch (bench/run/worker.py run_epoch, its stage clocks as the cell sets
     them) and the plain loop's, built on the same data in this one process, epochs interleaved
     (harness first in even pairs, plain first in odd): what the two loops cost with the process
     around them the same. Returns {"epochs"/"cpu": the plain loop's, "harness"/"harness_cpu": ...}."""
     pipe = load_pipeline_class(cell["backend"])(data, s)
-    epochs = iter(range(s["warmup_epochs"] + s["epochs"]))
+    epochs = iter(range(s.warmup_epochs + s.epochs))
 
     batches = []
 
@@ -177,11 +178,11 @@ def side_by_side(cell: dict, data, s: dict) -> dict:
         batches.append(run_epoch(pipe, profile=pipe.profile)["batches"])
 
     sides = {"harness": harness_epoch, "plain": loop_of(cell["backend"])(data, s)}
-    for _ in range(s["warmup_epochs"]):
+    for _ in range(s.warmup_epochs):
         for epoch in sides.values():
             epoch()
     found = {"harness": [], "plain": []}
-    for i in range(s["epochs"]):
+    for i in range(s.epochs):
         for name in (("harness", "plain") if i % 2 == 0 else ("plain", "harness")):
             found[name].append(timed(sides[name]))
     leaks = getattr(pipe, "leaks", None)  # a link cell's leak check: which of the harness's batches it read
@@ -196,21 +197,21 @@ def main(argv: list[str]) -> int:
     together = argv[:1] == ["--side-by-side"]
     cell_json, dataset_dir = argv[1:] if together else argv
     cell = json.loads(cell_json)
-    s = cell["settings"]
+    s = CellSettings.from_dict(cell["settings"])
     threads = set_threads(s).threads  # the cell's own thread count (the core budget), set the same way
-    torch.manual_seed(s["seed"])
-    np.random.seed(s["seed"])
+    torch.manual_seed(s.seed)
+    np.random.seed(s.seed)
     data = hub.load_dataset(cell["dataset"]["source"], Path(dataset_dir), features_in_memory=True)
     if together:
         print(json.dumps({**side_by_side(cell, data, s), "threads": threads}))
         return 0
     epoch = loop_of(cell["backend"])(data, s)
     times, cpu = [], []
-    for _ in range(s["warmup_epochs"] + s["epochs"]):
+    for _ in range(s.warmup_epochs + s.epochs):
         seconds, cpu_seconds = timed(epoch)
         times.append(seconds)
         cpu.append(cpu_seconds)
-    w = s["warmup_epochs"]
+    w = s.warmup_epochs
     print(json.dumps({"warmup": times[:w], "epochs": times[w:], "cpu": cpu[w:], "threads": threads}))
     return 0
 

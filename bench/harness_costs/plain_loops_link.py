@@ -30,20 +30,21 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from bench.settings import CellSettings
 from bench.backends.base import graphsage
-from bench.backends.link import link_model, setting
+from bench.backends.link import link_model
 from bench.datasets import link_split
 from bench.harness_costs.plain_loops import loader_only
 
 
-def shared_model(conv, data, s: dict):
+def shared_model(conv, data, s: CellSettings):
     """The harness's link model: the shared GraphSAGE encoder (out width `hidden`) and the decoder."""
-    hidden = s["hidden"]
-    encoder = graphsage(conv, data.features.shape[1], hidden, hidden, len(s["fanout"]))
-    return link_model(encoder, hidden, setting(s, "decoder"))
+    hidden = s.hidden
+    encoder = graphsage(conv, data.features.shape[1], hidden, hidden, len(s.fanout))
+    return link_model(encoder, hidden, s.decoder)
 
 
-def pyg_link_loop(data, s: dict):
+def pyg_link_loop(data, s: CellSettings):
     """PyG's graph_sage_unsup.py way: LinkNeighborLoader with negative sampling, SAGEConv."""
     from torch_geometric.data import Data
     from torch_geometric.loader import LinkNeighborLoader
@@ -53,22 +54,22 @@ def pyg_link_loop(data, s: dict):
     split = link_split.load(data.path)
     graph = Data(x=torch.from_numpy(data.features), edge_index=torch.from_numpy(split.edge_index),
                  num_nodes=data.num_nodes)
-    neg_mode = setting(s, "neg_mode")
-    loader = LinkNeighborLoader(graph, num_neighbors=list(s["fanout"]),
+    neg_mode = s.neg_mode
+    loader = LinkNeighborLoader(graph, num_neighbors=list(s.fanout),
                                 edge_label_index=torch.from_numpy(np.ascontiguousarray(split.train_pos.T)),
-                                neg_sampling=NegativeSampling(neg_mode, amount=setting(s, "neg_ratio")),
-                                batch_size=s["batch_size"], shuffle=True, num_workers=s["num_workers"],
-                                persistent_workers=s["num_workers"] > 0)
-    if setting(s, "exclusion") == "reverse":  # the seed edges and their reverses, dropped after sampling
+                                neg_sampling=NegativeSampling(neg_mode, amount=s.neg_ratio),
+                                batch_size=s.batch_size, shuffle=True, num_workers=s.num_workers,
+                                persistent_workers=s.num_workers > 0)
+    if s.exclusion == "reverse":  # the seed edges and their reverses, dropped after sampling
         from bench.backends.pyg_link import ExcludeSeedEdges  # each stack has one framework: imported where its loop runs
 
         sampler = loader.link_sampler
         sampler.sample_from_edges = ExcludeSeedEdges(sampler.sample_from_edges, split.num_nodes, neg_mode)
-    if s["model"] == "none":
+    if s.model == "none":
         return loader_only(loader)
     model = shared_model(lambda a, b: SAGEConv(a, b, aggr="mean"), data, s)
-    optimizer = torch.optim.Adam(model.parameters(), lr=s["lr"])
-    layers = len(s["fanout"])
+    optimizer = torch.optim.Adam(model.parameters(), lr=s.lr)
+    layers = len(s.fanout)
 
     def epoch():
         model.train()
@@ -89,7 +90,7 @@ def pyg_link_loop(data, s: dict):
     return epoch
 
 
-def graphbolt_link_loop(data, s: dict):
+def graphbolt_link_loop(data, s: CellSettings):
     """DGL 2.1's GraphBolt link_prediction.py, its CPU storage and CPU device path."""
     import dgl.graphbolt as gb
     from dgl.nn import SAGEConv
@@ -103,18 +104,18 @@ def graphbolt_link_loop(data, s: dict):
     features = gb.BasicFeatureStore({("node", None, "feat"): gb.TorchBasedFeature(torch.from_numpy(data.features))})
     pairs = np.ascontiguousarray(split.train_pos).astype(str(graph.indices.dtype).removeprefix("torch."))
     itemset = gb.ItemSet(torch.from_numpy(pairs), names="node_pairs")
-    pipe = gb.ItemSampler(itemset, batch_size=s["batch_size"], shuffle=True)
-    pipe = pipe.sample_uniform_negative(graph, setting(s, "neg_ratio"))
-    pipe = pipe.sample_neighbor(graph, list(reversed(s["fanout"])))  # GraphBolt: input layer first
-    if setting(s, "exclusion") == "reverse":
+    pipe = gb.ItemSampler(itemset, batch_size=s.batch_size, shuffle=True)
+    pipe = pipe.sample_uniform_negative(graph, s.neg_ratio)
+    pipe = pipe.sample_neighbor(graph, list(reversed(s.fanout)))  # GraphBolt: input layer first
+    if s.exclusion == "reverse":
         pipe = pipe.transform(partial(gb.exclude_seed_edges, include_reverse_edges=True))
     pipe = pipe.fetch_feature(features, node_feature_keys=["feat"])
     pipe = pipe.copy_to(torch.device("cpu"))
-    loader = gb.DataLoader(pipe, num_workers=s["num_workers"])
-    if s["model"] == "none":
+    loader = gb.DataLoader(pipe, num_workers=s.num_workers)
+    if s.model == "none":
         return loader_only(loader)
     model = shared_model(lambda a, b: _FeaturesFirst(SAGEConv(a, b, "mean")), data, s)
-    optimizer = torch.optim.Adam(model.parameters(), lr=s["lr"])
+    optimizer = torch.optim.Adam(model.parameters(), lr=s.lr)
 
     def epoch():
         model.train()

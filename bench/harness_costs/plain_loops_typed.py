@@ -21,27 +21,28 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from bench.settings import CellSettings
 from bench.backends.typed import typed_model
 from bench.harness_costs.plain_loops import loader_only
 
 
-def pyg_hetero_loop(data, s: dict):
+def pyg_hetero_loop(data, s: CellSettings):
     """PyG's examples/hetero way: HeteroData with every type's features, NeighborLoader over it."""
     from torch_geometric.loader import NeighborLoader
 
     from bench.backends.pyg_hetero import hetero_data, hetero_layer  # each stack has one framework: imported where its loop runs
 
     graph = hetero_data(data)  # the hub's arrays, read as the cell reads them
-    loader = NeighborLoader(graph, num_neighbors=list(s["fanout"]),
+    loader = NeighborLoader(graph, num_neighbors=list(s.fanout),
                             input_nodes=(data.target, torch.from_numpy(np.asarray(data.train_idx))),
-                            batch_size=s["batch_size"], shuffle=True, num_workers=s["num_workers"],
-                            persistent_workers=s["num_workers"] > 0)
-    if s["model"] == "none":
+                            batch_size=s.batch_size, shuffle=True, num_workers=s.num_workers,
+                            persistent_workers=s.num_workers > 0)
+    if s.model == "none":
         return loader_only(loader)
-    model = typed_model(hetero_layer(s["model"], data.relations), data, s)
-    optimizer = torch.optim.Adam(model.parameters(), lr=s["lr"])
+    model = typed_model(hetero_layer(s.model, data.relations), data, s)
+    optimizer = torch.optim.Adam(model.parameters(), lr=s.lr)
     featureless = [t for t, x in data.features.items() if x is None]
-    layers, target = len(s["fanout"]), data.target
+    layers, target = len(s.fanout), data.target
 
     def epoch():
         model.train()
@@ -56,7 +57,7 @@ def pyg_hetero_loop(data, s: dict):
     return epoch
 
 
-def graphbolt_hetero_loop(data, s: dict):
+def graphbolt_hetero_loop(data, s: CellSettings):
     """DGL 2.1's GraphBolt R-GCN example (hetero_rgcn.py), its CPU path."""
     import dgl.graphbolt as gb
 
@@ -80,16 +81,16 @@ def graphbolt_hetero_loop(data, s: dict):
         names=("seed_nodes", "labels"))})
     num_etypes = len(ids["edge_type_to_id"])
     # the example's fanouts: a tensor per layer, one value per edge type, input layer first
-    fanouts = [torch.full((num_etypes,), f, dtype=torch.int64) for f in reversed(s["fanout"])]
-    pipe = gb.ItemSampler(itemset, batch_size=s["batch_size"], shuffle=True)
+    fanouts = [torch.full((num_etypes,), f, dtype=torch.int64) for f in reversed(s.fanout)]
+    pipe = gb.ItemSampler(itemset, batch_size=s.batch_size, shuffle=True)
     pipe = pipe.sample_neighbor(graph, fanouts)
     pipe = pipe.fetch_feature(features, node_feature_keys={t: ["feat"] for t in featured})
     pipe = pipe.copy_to(torch.device("cpu"))
-    loader = gb.DataLoader(pipe, num_workers=s["num_workers"])
-    if s["model"] == "none":
+    loader = gb.DataLoader(pipe, num_workers=s.num_workers)
+    if s.model == "none":
         return loader_only(loader)
-    model = typed_model(hetero_layer(s["model"], data.relations), data, s)
-    optimizer = torch.optim.Adam(model.parameters(), lr=s["lr"])
+    model = typed_model(hetero_layer(s.model, data.relations), data, s)
+    optimizer = torch.optim.Adam(model.parameters(), lr=s.lr)
     featureless = [t for t, x in data.features.items() if x is None]
 
     def epoch():

@@ -183,14 +183,14 @@ def line_chart(key, title, xlabel, ylabel, series: dict[str, list[tuple]], *, id
 
 def mode_bars(key: str, title: str, rows: list[CellResult], axes: list[str]) -> Chart:
     """Grouped bars: one group per mode, one bar per configuration of the other settings."""
-    modes = list(dict.fromkeys(r.settings["mode"] for r in rows))
+    modes = list(dict.fromkeys(r.settings.mode for r in rows))
     configs = list(dict.fromkeys(_label(r, axes, exclude="mode") for r in rows))
     width = 0.8 / len(configs)
     with matplotlib.rc_context({**STYLE, "svg.hashsalt": key}):
         fig = Figure(figsize=(7.2, 3.6))
         ax = fig.add_subplot()
         for i, config in enumerate(configs):
-            cells = {r.settings["mode"]: r for r in rows if _label(r, axes, exclude="mode") == config}
+            cells = {r.settings.mode: r for r in rows if _label(r, axes, exclude="mode") == config}
             xs = [m + (i - (len(configs) - 1) / 2) * width for m, mode in enumerate(modes) if mode in cells]
             errors = [_iqr_error(cells[m]) or (0, 0) for m in modes if m in cells]
             ax.bar(xs, [cells[m].median for m in modes if m in cells], width=width, label=config,

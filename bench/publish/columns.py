@@ -77,7 +77,7 @@ def _hits(hits) -> str:
 
 def _leak_note(cell: CellResult) -> str | None:
     leaks = cell.metrics.get("leaks") or {}
-    return "(includes the leak)" if cell.settings.get("exclusion") == "none" and leaks.get("leaked_batches") else None
+    return "(includes the leak)" if cell.settings.exclusion == "none" and leaks.get("leaked_batches") else None
 
 
 def _link_hint(cell: CellResult) -> str:

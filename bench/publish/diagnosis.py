@@ -62,7 +62,7 @@ class Slower:
 # --- the rules: each (Slower) -> sentence or None ------------------------------------------------
 
 def ranks(cell: CellResult) -> int:
-    return int(cell.settings.get("world_size") or 1)
+    return int(cell.settings.world_size or 1)
 
 
 def usable_cores(cell: CellResult) -> int | None:
@@ -87,7 +87,7 @@ def oversubscription(s: Slower) -> str | None:
 
 
 def startup_share(s: Slower) -> str | None:
-    m, epochs = s.cell.metrics, s.cell.settings.get("epochs")
+    m, epochs = s.cell.metrics, s.cell.settings.epochs
     if not epochs or m.startup_s is None:
         return None
     share = m.startup_s / (m.startup_s + epochs * s.cell.median)

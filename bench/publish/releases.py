@@ -53,11 +53,11 @@ def groups(run: RunResult, earlier: Sequence[RunResult] = (), floor: float = FLO
     """The configurations the run measured on two or more releases of a framework."""
     by_config: dict[tuple[str, str], dict[str, CellResult]] = {}
     for cell in run.cells:
-        parsed = versions.split(str(cell.settings.get("stack") or ""))
+        parsed = versions.split(str(cell.settings.stack or ""))
         if parsed is None or not cell.measured:
             continue
         framework, release = parsed
-        config = "/".join(p for p in cell.id.split("/") if p != f"stack={cell.settings['stack']}")
+        config = "/".join(p for p in cell.id.split("/") if p != f"stack={cell.settings.stack}")
         by_config.setdefault((framework, config), {})[release] = cell
     out = []
     for (framework, config), cells in by_config.items():

@@ -20,6 +20,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bench.settings import Recorded
 from bench.result_format import REQUIRED_EXTRA, SCHEMA_VERSION, ExtraInfo, problems
 
 NOT_RUN = "not run"
@@ -113,7 +114,7 @@ class CellResult:
     status: str
     backend: str | None
     dataset: str | None
-    settings: dict
+    settings: Recorded  # as recorded (bench/settings.py)
     reason: str = ""
     stack: str | None = None
     card: DatasetCard | None = None
@@ -146,7 +147,7 @@ class CellResult:
 
     @property
     def world_size(self) -> int | None:
-        return self.settings.get("world_size")
+        return self.settings.world_size
 
     @property
     def num_ranks(self) -> int | None:
@@ -347,7 +348,7 @@ def _measured_cell(bench: dict, path: Path) -> CellResult:
     info = bench["extra_info"]
     return CellResult(
         id=info["cell_id"], status="ok", backend=info["backend"], stack=info["stack"],
-        dataset=info["dataset"].get("name"), settings=info["settings"], card=_fields_of(DatasetCard, info["dataset"]),
+        dataset=info["dataset"].get("name"), settings=Recorded(info["settings"]), card=_fields_of(DatasetCard, info["dataset"]),
         stats=_stats(bench["stats"]), metrics=_metrics(info), versions=info.get("versions") or {},
         device=info.get("device") or {}, file=path)
 
@@ -372,7 +373,7 @@ def _unmeasured_cell(record: dict, path: Path) -> CellResult:
     backend, dataset = backend_and_dataset_from_id(record["id"])
     return CellResult(id=record["id"], status=record["status"], reason=record.get("reason") or "",
                       backend=record.get("backend") or backend, dataset=record.get("dataset") or dataset,
-                      settings=record.get("settings") or {}, file=path)
+                      settings=Recorded(record.get("settings") or {}), file=path)
 
 
 def _in_suite_order(order: list[str], present: list[CellResult]) -> list[CellResult]:
@@ -389,7 +390,7 @@ def _in_suite_order(order: list[str], present: list[CellResult]) -> list[CellRes
             out.append(by_id.pop(cell_id))
         else:
             backend, dataset = backend_and_dataset_from_id(cell_id)
-            out.append(CellResult(cell_id, NOT_RUN, backend, dataset, {}, reason=NOT_RUN_REASON))
+            out.append(CellResult(cell_id, NOT_RUN, backend, dataset, Recorded(), reason=NOT_RUN_REASON))
     return out + list(by_id.values())
 
 

@@ -77,7 +77,7 @@ def share_of(cell: CellResult, stage: str) -> float | None:
 
 
 def workers(cell: CellResult) -> int:
-    return int(cell.settings.get("num_workers") or 0)
+    return int(cell.settings.num_workers or 0)
 
 
 def _work(cell: CellResult, key: str):
@@ -91,7 +91,7 @@ def batches_per_rank(cell: CellResult) -> float | None:
         return None
     total = _work(cell, "batches")
     if total:
-        return total / int(cell.settings.get("world_size") or 1)
+        return total / int(cell.settings.world_size or 1)
     return cell.metrics.batches_per_epoch
 
 
@@ -127,8 +127,7 @@ def gather_ceiling(cell: CellResult) -> float | None:
 
 def _pinned(cell: CellResult) -> bool:
     """What the cell pinned: its mode's data (pinned-cuda) or its loader's batches (pin_memory)."""
-    name = str(cell.settings.get("mode", ""))
-    return name in MODES and pins(name, cell.settings)
+    return cell.settings.mode in MODES and pins(cell.settings)
 
 
 def h2d_ceiling(cell: CellResult) -> tuple[float, str] | None:
@@ -370,7 +369,7 @@ def fewer_seeds(cells) -> dict[str, str]:
         info = BACKENDS.get(cell.backend or "")
         if seeds_per_epoch(cell) and (info is None or info.seeds_are_training_seeds):
             # a link cell's seeds are positive edges: compared with link cells only
-            key = json.dumps([cell.dataset, cell.settings.get("batch_size"), info and info.task], default=str)
+            key = json.dumps([cell.dataset, cell.settings.batch_size, info and info.task], default=str)
             groups.setdefault(key, []).append(cell)
     notes = {}
     for group in groups.values():

@@ -16,7 +16,7 @@ NOT_APPLICABLE = "n/a"
 
 def target(cell: CellResult) -> float | None:
     """The validation accuracy the cell was to train to; None where the suite set no target."""
-    return cell.settings.get("target_acc")
+    return cell.settings.target_acc
 
 
 def record(cell: CellResult) -> dict | None:

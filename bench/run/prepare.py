@@ -110,11 +110,11 @@ class Preparation:
         except DatasetError as exc:
             return Outcome(cell, "failed", f"{'link split' if isinstance(exc, LinkSplitError) else 'dataset'}: {exc}")
         try:
-            store = stores.prepare(cell.settings["store"], dataset_dir, task, say=self.say)
+            store = stores.prepare(cell.settings.store, dataset_dir, task, say=self.say)
         except Exception as exc:  # noqa: BLE001 - any failed build is this cell's failure, recorded
             return Outcome(cell, "failed", f"store: {type(exc).__name__}: {exc}")
         return PreparedCell(cell, stacks.get(cell.stack).python, dataset_dir, store,
-                            cgroup.parse_limit(cell.settings.get("memory_limit")))
+                            cgroup.parse_limit(cell.settings.memory_limit))
 
     def building_stack(self, spec: dict) -> str | None:
         """The stack `spec` is built in now (None: the hub has it, or any interpreter builds it)."""
@@ -148,8 +148,8 @@ class Preparation:
             stats = sizes(cell.dataset_spec, self.cache)
         except DatasetError:
             return None  # preparing the dataset will report what is wrong
-        local_ranks = max(1, cell.settings["world_size"] // self.nnodes)
-        need = memory.estimate(stats, cell.backend, local_ranks, cell.settings["store"], cell.settings["mode"])
+        local_ranks = max(1, cell.settings.world_size // self.nnodes)
+        need = memory.estimate(stats, cell.backend, local_ranks, cell.settings.store, cell.settings.mode)
         return memory.refusal(need["total_bytes"], psutil.virtual_memory().available,
                               f"{local_ranks} rank(s) of {cell.backend} on {cell.dataset}")
 

@@ -63,7 +63,7 @@ def benchmark_entry(outcome: Outcome, baseline: str | None) -> dict:
 def unmeasured_entry(outcome: Outcome) -> dict:
     cell = outcome.cell
     return {"id": cell.id, "status": outcome.status, "reason": outcome.reason, "backend": cell.backend,
-            "dataset": cell.dataset, "settings": cell.settings,
+            "dataset": cell.dataset, "settings": cell.settings.as_dict(),
             # a rank out of GPU memory: the device's memory when it failed (bench/run/cuda_oom.py)
             **({"gpu_memory": outcome.record["gpu_memory"]} if outcome.record.get("gpu_memory") else {})}
 
@@ -88,7 +88,7 @@ def extra_info(outcome: Outcome, baseline: str | None = None) -> dict:
         | {k: card[k] for k in ("features_only_acc",) if k in card}  # node datasets: a model without edges
         | {k: card[k] for k in ("source_path",) if k in card}  # a user's own graph: where it came from
         | {k: card[k] for k in ("target", "node_types", "relations") if k in card},  # a typed graph's types
-        "settings": cell.settings,
+        "settings": cell.settings.as_dict(),
         "seeds_per_s": sum(e["seeds"] for e in epochs) / seconds,
         "edges_per_s": sum(e["edges"] for e in epochs) / seconds,
         "loader_stall": stall / seconds,
@@ -110,7 +110,7 @@ def extra_info(outcome: Outcome, baseline: str | None = None) -> dict:
         # where no GPU utilisation was sampled, why (a CPU cell, no nvidia-ml-py in the stack, ...)
         "gpu_util_reason": None if rec.get("gpu_util") else rec.get("gpu_util_reason"),
         **from_record(rec),
-        **profile_info(epochs, cell.settings.get("profile", True)),
+        **profile_info(epochs, cell.settings.profile),
     }
 
 

@@ -182,7 +182,7 @@ def _pss(procs: list[psutil.Process]) -> int:
 
 def worker_command(python: Path, cell: Cell, args: list[str], launch: Launch) -> list[str]:
     """The worker alone for one rank; under torch.distributed.run for several ranks or nodes."""
-    world = int(cell.settings["world_size"])
+    world = int(cell.settings.world_size)
     if world == 1 and launch.nnodes == 1:
         return [str(python), "-m", "bench.run.worker", *args]
     if world % launch.nnodes:
@@ -219,7 +219,7 @@ def run_in_stack(cell: Cell, dataset_dir: Path, cache: Path, on_progress=None,
     if not stack.installed:
         return Outcome(cell, "failed", f"stack {cell.stack!r} is not installed "
                                        f"(gnnbench stacks install {cell.stack})")
-    return launch_cell(cell, stack.python, dataset_dir, cache, cgroup.parse_limit(cell.settings.get("memory_limit")),
+    return launch_cell(cell, stack.python, dataset_dir, cache, cgroup.parse_limit(cell.settings.memory_limit),
                        on_progress, extra_env, launch)
 
 
@@ -227,12 +227,12 @@ def launch_cell(cell: Cell, python: Path, dataset_dir: Path, cache: Path, memory
                 on_progress=None, extra_env: dict[str, str] | None = None, launch: Launch = Launch()) -> Outcome:
     """Launch a cell whose stack, dataset and store are ready, in the memory cgroup its limit asks
     for (bench/machine/cgroup.py; removed when it ends), and watch it to its outcome."""
-    timeout = float(cell.settings["timeout"])
+    timeout = float(cell.settings.timeout)
     run_id = uuid.uuid4().hex
     try:
         group = None if memory_limit is None else cgroup.MemoryCgroup.create(run_id[:16], memory_limit)
     except cgroup.CgroupError as exc:
-        return Outcome(cell, "skipped", f"memory_limit {cell.settings.get('memory_limit')}: {exc}")
+        return Outcome(cell, "skipped", f"memory_limit {cell.settings.memory_limit}: {exc}")
     try:
         return _run(cell, python, dataset_dir, cache, on_progress, extra_env, launch, timeout, run_id, group)
     finally:

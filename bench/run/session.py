@@ -296,9 +296,9 @@ def _word_matches(word: str, cell: Cell) -> bool:
         return cell.backend == wanted
     if key == "dataset":
         return cell.dataset == wanted
-    if key not in cell.settings:
+    value = cell.settings.as_dict().get(key)
+    if value is None and key != "stack":  # not a setting of this cell
         return False
-    value = cell.settings[key]
     shown = "-".join(map(str, value)) if isinstance(value, list) else str(value)
     return shown.lower() == wanted.lower() or (key == "stack" and value is None and wanted == cell.stack)
 
@@ -484,10 +484,10 @@ class Session:
         resolved = suite_mod.resolve_workers(cell, usable_cores(), self.launch.nnodes)  # as it runs here
         outcome = self.node_refusal(resolved) or self.gpu_refusal(resolved)
         if outcome is None and resolved is not cell:
-            self.say(f"  num_workers: per-gpu -> {resolved.settings['num_workers']} on this machine")
+            self.say(f"  num_workers: per-gpu -> {resolved.settings.num_workers} on this machine")
         outcome = outcome or self.prepare_and_launch(resolved)
         if outcome.status == "failed":
-            label = modes.known_worker_failure(resolved.settings["mode"], resolved.settings["num_workers"],
+            label = modes.known_worker_failure(resolved.settings.mode, resolved.settings.num_workers,
                                                outcome.reason)
             if label:
                 outcome.reason = f"{label}: {outcome.reason}"
@@ -517,15 +517,15 @@ class Session:
         a GPU cell how its stages were timed and which of its CUDA paths no GPU run has shown."""
         notes = []
         cores = usable_cores()
-        local_ranks = max(1, cell.settings["world_size"] // max(1, self.launch.nnodes))
-        budget = core_budget.plan(cores, local_ranks, cell.settings["num_workers"], cell.settings.get("threads", "auto"))
+        local_ranks = max(1, cell.settings.world_size // max(1, self.launch.nnodes))
+        budget = core_budget.plan(cores, local_ranks, cell.settings.num_workers, cell.settings.threads)
         if local_ranks > cores:
             notes.append(f"{local_ranks} ranks on {cores} usable core(s): the ranks share cores, so the times "
                          f"show oversubscription as much as scaling ({budget.describe()})")
         elif budget.threads_rule != core_budget.AUTO and budget.oversubscribed:
             notes.append(f"{budget.describe()}: oversubscribed as the settings ask ({'; '.join(budget.asked)})")
-        if modes.mode(cell.settings["mode"]).needs_gpu:
-            if cell.settings.get("profile", True):
+        if modes.mode(cell.settings.mode).needs_gpu:
+            if cell.settings.profile:
                 notes.append("stages timed with the GPU synchronised at each boundary: the overlap of pinned, UVA "
                              "and non_blocking copies is given up here; a profile=off twin gives the speed")
             # what the one GPU run of this gnnbench showed (results/gpu-h100: one H100, PyG's cells, one
@@ -558,10 +558,10 @@ class Session:
         if self.suite.requires == "gpu" and not shown:
             return Outcome(cell, "skipped", f"suite {self.suite.name!r} asks GPU questions (requires: gpu) and "
                                             f"this machine shows no GPU: {shown.how}")
-        if modes.mode(cell.settings["mode"]).needs_gpu:
-            local_ranks = max(1, cell.settings["world_size"] // max(1, self.launch.nnodes))
+        if modes.mode(cell.settings.mode).needs_gpu:
+            local_ranks = max(1, cell.settings.world_size // max(1, self.launch.nnodes))
             if not shown:
-                return Outcome(cell, "skipped", f"mode {cell.settings['mode']} needs a CUDA GPU; this machine "
+                return Outcome(cell, "skipped", f"mode {cell.settings.mode} needs a CUDA GPU; this machine "
                                                 f"shows none ({shown.how})")
             if local_ranks > len(shown):
                 return Outcome(cell, "skipped", f"{local_ranks} ranks on this node need {local_ranks} GPUs; "
@@ -571,7 +571,7 @@ class Session:
     def node_refusal(self, cell: Cell) -> Outcome | None:
         """A cell whose ranks do not split evenly over --nnodes machines (each node runs the same
         number of ranks, as torchrun's --nproc-per-node says): skipped with that reason."""
-        world, nnodes = cell.settings["world_size"], self.launch.nnodes
+        world, nnodes = cell.settings.world_size, self.launch.nnodes
         if nnodes > 1 and world % nnodes:
             return Outcome(cell, "skipped", f"world size {world} does not split over {nnodes} nodes "
                                             f"(--nnodes {nnodes}: every node runs the same number of ranks)")

@@ -20,7 +20,6 @@ import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, create_model, field_validator
 
 from bench.backends import ALL_MODES, AMP_DTYPES, BACKENDS
-from bench.backends.stages import WORK_BUDGET
 import bench.datasets as datasets_module
 from bench.datasets import SOURCES, canonical_params, parametric, parse_name
 from bench.datasets.params import Strict, of_source as params_model
@@ -29,8 +28,8 @@ from bench.inputs import plain_name_problem
 from bench.paths import suites_dir
 from bench.machine.cgroup import canonical as canonical_limit
 from bench.stores import STORES, cold_files
-from bench.tasks import TASK_SETTINGS, TASKS, describe
-from bench.stacks import framework_of
+from bench.tasks import TASKS, describe
+from bench.settings import DEFAULTS as D, CellSettings
 from bench.machine import core_budget
 from bench.stacks import framework_of, get
 from bench.stacks import OWN, StackError, known
@@ -92,93 +91,93 @@ class Settings(Strict):
     description: the docs' suite reference is generated from them (bench/publish/reference.py)."""
     model_config = ConfigDict(use_attribute_docstrings=True)
 
-    num_workers: one_or_sweep(bounded(int, ge=0, le=256) | Literal[PER_GPU]) = 0
+    num_workers: one_or_sweep(bounded(int, ge=0, le=256) | Literal[PER_GPU]) = D.num_workers
     """DataLoader worker processes per rank; `per-gpu`: the usable cores divided among the node's
     ranks (the advice GPU users are given), resolved when the cell runs and recorded."""
-    mode: one_or_sweep(ModeName) = modes.DEFAULT
+    mode: one_or_sweep(ModeName) = D.mode
     """Where sampling, feature storage and training run (sampling-training): `cpu-cpu`, `cpu-cuda`,
     `pinned-cuda`, `cuda-cuda`; a backend makes cells only of the modes it has (bench/modes.py)."""
-    world_size: one_or_sweep(bounded(int, ge=1, le=1024)) = 1
+    world_size: one_or_sweep(bounded(int, ge=1, le=1024)) = D.world_size
     """Ranks; more than 1 runs DDP under torch.distributed.run."""
-    store: one_or_sweep(Store) = "memory"
+    store: one_or_sweep(Store) = D.store
     """Where features (or graphs) live: in memory or a disk-backed store (bench/stores)."""
-    batch_size: one_or_sweep(bounded(int, ge=1, le=2**24)) = 512
+    batch_size: one_or_sweep(bounded(int, ge=1, le=2**24)) = D.batch_size
     """Training seeds per batch (per rank)."""
-    fanout: one_or_sweep(Fanout) = [10, 5]
+    fanout: one_or_sweep(Fanout) = D.fanout
     """Neighbours sampled per hop, first hop first; a list of lists sweeps it."""
-    epochs: one_or_sweep(bounded(int, ge=1, le=10_000)) = 3
+    epochs: one_or_sweep(bounded(int, ge=1, le=10_000)) = D.epochs
     """Measured epochs (the statistics' rounds)."""
-    warmup_epochs: one_or_sweep(bounded(int, ge=0, le=1_000)) = 1
+    warmup_epochs: one_or_sweep(bounded(int, ge=0, le=1_000)) = D.warmup_epochs
     """Epochs run before the measured ones and not counted."""
-    model: one_or_sweep(Model) = "sage"
+    model: one_or_sweep(Model) = D.model
     """`sage`: a GraphSAGE model trained on each batch (untyped graphs); `rgcn` or `rgat`: R-GCN
     (a mean-aggregation layer per relation, summed) or R-GAT (a GAT layer per relation, `heads`
     heads) on a typed graph; `none`: the loader alone (no training). A backend makes cells only of
     the models it trains (bench/backends/__init__.py)."""
-    heads: one_or_sweep(bounded(int, ge=1, le=64)) = 4
+    heads: one_or_sweep(bounded(int, ge=1, le=64)) = D.heads
     """R-GAT's attention heads per layer (hidden layers concatenate them: `hidden` must be a multiple);
     in a cell's settings only with `model: rgat`."""
-    hidden: one_or_sweep(bounded(int, ge=1, le=65_536)) = 64
+    hidden: one_or_sweep(bounded(int, ge=1, le=65_536)) = D.hidden
     """The model's hidden width."""
-    lr: one_or_sweep(bounded(float, gt=0, le=10)) = 0.01
+    lr: one_or_sweep(bounded(float, gt=0, le=10)) = D.lr
     """The optimizer's learning rate (Adam)."""
-    seed: one_or_sweep(bounded(int, ge=0, le=2**32 - 1)) = 0
+    seed: one_or_sweep(bounded(int, ge=0, le=2**32 - 1)) = D.seed
     """Seed of every random generator the cell uses (numpy takes seeds in this range)."""
-    timeout: bounded(float, gt=0, le=7 * 24 * 3600) = 600.0
+    timeout: bounded(float, gt=0, le=7 * 24 * 3600) = D.timeout
     """Seconds per cell, launch to exit (at most a week); a cell past it is recorded as `timeout`."""
-    stack: one_or_sweep(str | None) = None
+    stack: one_or_sweep(str | None) = D.stack
     """Run a backend in another stack of its framework: a pinned one (e.g. pyg-dist's backend on
     current PyG) or an interpreter registered with `gnnbench stacks add`; `own` (or null): the
     backend's own. A stack without a backend's framework makes no cell of that backend."""
     # GPU settings, each a cell only where it means something (see `_meaningful`); on a machine
     # without CUDA those cells are skipped with the reason, like the CUDA modes.
-    pin_memory: one_or_sweep(bool) = False
+    pin_memory: one_or_sweep(bool) = D.pin_memory
     """The loader pins each batch, copied to the GPU with non_blocking=True (GPU cells only)."""
-    amp: one_or_sweep(Amp) = "off"
+    amp: one_or_sweep(Amp) = D.amp
     """Mixed precision: autocast in bf16, or fp16 with a GradScaler (CUDA only)."""
-    gpu_cache: one_or_sweep(bounded(float, ge=0, le=1)) = 0.0
+    gpu_cache: one_or_sweep(bounded(float, ge=0, le=1)) = D.gpu_cache
     """GraphBolt's GPUCachedFeature: the share of feature rows cached on the GPU."""
-    trim_to_layer: one_or_sweep(bool) = False
+    trim_to_layer: one_or_sweep(bool) = D.trim_to_layer
     """PyG's hierarchical neighbourhood sampling: each layer runs on the hops it still needs
     (torch_geometric.utils.trim_to_layer), not the whole sampled subgraph. A cell only where the
     backend has it and there is a model; in cell ids only when true."""
-    threads: one_or_sweep(bounded(int, ge=1, le=1024) | Literal["auto"]) = "auto"
+    threads: one_or_sweep(bounded(int, ge=1, le=1024) | Literal["auto"]) = D.threads
     """torch intra-op threads per rank: `auto` is the core budget's share (bench/machine/core_budget.py:
     the node's usable cores ÷ ranks, less the rank's loader workers); N sets exactly N, even beyond
     the budget (the cell records it oversubscribed). In cell ids only when set: `/threads=1`."""
-    memory_limit: one_or_sweep(MemoryLimit) = "none"
+    memory_limit: one_or_sweep(MemoryLimit) = D.memory_limit
     """Memory budget: the cell's whole process tree runs in a memory cgroup with this limit
     (`none`, or a size: 512MiB, 3GiB); killed for memory it is recorded as `oom`."""
-    page_cache: one_or_sweep(Literal["warm", "cold"]) = "warm"
+    page_cache: one_or_sweep(Literal["warm", "cold"]) = D.page_cache
     """Disk-backed stores only: `cold` evicts the store's files from the page cache before every
     epoch; `warm` leaves them as the previous epoch left them."""
-    neg_ratio: one_or_sweep(bounded(int, ge=1, le=1000)) = TASK_SETTINGS["link"]["neg_ratio"]
+    neg_ratio: one_or_sweep(bounded(int, ge=1, le=1000)) = D.neg_ratio
     """Link task: negatives drawn per positive seed edge in training (uniform, not filtered)."""
-    neg_mode: one_or_sweep(Literal["triplet", "binary"]) = TASK_SETTINGS["link"]["neg_mode"]
+    neg_mode: one_or_sweep(Literal["triplet", "binary"]) = D.neg_mode
     """Link task: `triplet` keeps each positive's source and draws destinations (GraphBolt's
     sample_uniform_negative, PyG's triplet mode); `binary` (PyG's own default, PyG only) draws both ends."""
-    exclusion: one_or_sweep(Literal["none", "reverse"]) = TASK_SETTINGS["link"]["exclusion"]
+    exclusion: one_or_sweep(Literal["none", "reverse"]) = D.exclusion
     """Link task: `reverse` drops each batch's seed edges and their reverses from its sampled graph
     (after sampling, on both sides); `none` keeps them, and the result says the accuracy includes the leak."""
-    decoder: one_or_sweep(Literal["dot", "mlp"]) = TASK_SETTINGS["link"]["decoder"]
+    decoder: one_or_sweep(Literal["dot", "mlp"]) = D.decoder
     """Link task: the edge scorer on the encoder's embeddings, a dot product or a two-layer MLP."""
-    profile: one_or_sweep(bool) = True
+    profile: one_or_sweep(bool) = D.profile
     """Time each epoch's stages and count each batch's work; false runs the plain loop (for
     measuring what looking costs). In cell ids only when false: `/profile=off`."""
-    work_budget: bounded(float, gt=0, le=1) = WORK_BUDGET
+    work_budget: bounded(float, gt=0, le=1) = D.work_budget
     """With profile: the share of each epoch that counting batches' work may take; where counting
     is dear a sample of the batches is counted; 1 counts every batch. Not in cell ids."""
     # Time to accuracy (MLPerf's score for GNN training). One value each, not in cell ids (a
     # stopping rule, not a configuration: to compare two targets, use two suites); a cell without a
     # target has none of these keys and runs as before.
-    target_acc: bounded(float, gt=0, le=1) | None = None
+    target_acc: bounded(float, gt=0, le=1) | None = D.target_acc
     """Train to this validation accuracy: evaluated every `eval_every` training epochs (warm-up
     epochs train too and count; evaluation is timed apart), training goes on past the measured
     epochs until the target is reached or `max_epochs` have run; the result records the training
     time and epochs to it, or `not reached` with the best value."""
-    eval_every: bounded(int, ge=1, le=10_000) = 1
+    eval_every: bounded(int, ge=1, le=10_000) = D.eval_every
     """With `target_acc`: evaluate the validation accuracy every this many training epochs."""
-    max_epochs: bounded(int, ge=1, le=100_000) | None = None
+    max_epochs: bounded(int, ge=1, le=100_000) | None = D.max_epochs
     """With `target_acc`: the most epochs to train, warm-up included (default: warmup_epochs + epochs)."""
 
     @field_validator("stack")
@@ -272,11 +271,11 @@ class Cell:
     stack: str
     dataset: str
     dataset_spec: dict = field(hash=False, compare=False)
-    settings: dict = field(hash=False, compare=False)
+    settings: CellSettings = field(hash=False, compare=False)
 
     def to_json(self) -> str:
         return json.dumps({"id": self.id, "backend": self.backend, "stack": self.stack,
-                           "dataset": self.dataset_spec, "settings": self.settings})
+                           "dataset": self.dataset_spec, "settings": self.settings.as_dict()})
 
     @property
     def digest(self) -> str:
@@ -383,11 +382,11 @@ def resolve_workers(cell: Cell, usable_cores: int, nnodes: int = 1) -> Cell:
     """A cell with `num_workers: per-gpu` as it runs on this machine: each of this node's ranks
     gets its share of the usable cores less one for its own thread (the core budget,
     bench/machine/core_budget.py; at least 1); the rule stays in `num_workers_rule`, the id unchanged."""
-    if cell.settings["num_workers"] != PER_GPU:
+    if cell.settings.num_workers != PER_GPU:
         return cell
-    local_ranks = max(1, cell.settings["world_size"] // max(1, nnodes))
-    settings = {**cell.settings, "num_workers": core_budget.per_gpu_workers(usable_cores, local_ranks),
-                "num_workers_rule": PER_GPU}
+    local_ranks = max(1, cell.settings.world_size // max(1, nnodes))
+    settings = cell.settings.replace(num_workers=core_budget.per_gpu_workers(usable_cores, local_ranks),
+                                     num_workers_rule=PER_GPU)
     return dataclasses.replace(cell, settings=settings)
 
 
@@ -532,9 +531,9 @@ def _check_rules(suite: Suite) -> list[str]:
                         "suite sets (see each backend's modes, stores, models and options in bench/backends/__init__.py; "
                         "pin_memory, fp16 amp and gpu_cache need a mode that trains on CUDA), no stack it "
                         "names has a backend's framework, or `exclude` drops every cell")
-    problems += [f"settings.hidden: {c.settings['hidden']} is not a multiple of heads ({c.settings['heads']}) in "
+    problems += [f"settings.hidden: {c.settings.hidden} is not a multiple of heads ({c.settings.heads}) in "
                  f"cell {c.id}: R-GAT's hidden layers concatenate their heads"
-                 for c in cells if c.settings["model"] == "rgat" and c.settings["hidden"] % c.settings["heads"]][:1]
+                 for c in cells if c.settings.model == "rgat" and c.settings.hidden % c.settings.heads][:1]
     if suite.baseline is not None and suite.baseline not in {c.id for c in cells}:
         problems.append(f"baseline: {suite.baseline!r} is not a cell id of this suite")
     return problems
@@ -581,9 +580,6 @@ def _check_tasks(suite: Suite) -> list[str]:
 def _backends_by_task() -> str:
     return "; ".join(f"{task}: {', '.join(b for b, i in BACKENDS.items() if i.task == task)}"
                      for task in TASKS if any(i.task == task for i in BACKENDS.values()))
-
-
-TARGET_KEYS = ("target_acc", "eval_every", "max_epochs")  # time to accuracy: in a cell's settings only with a target
 
 
 def _check_target(suite: Suite) -> list[str]:
@@ -634,10 +630,8 @@ def expand(suite: Suite) -> list[Cell]:
         names = list(axes)
         for backend, dataset, values in itertools.product(backends, datasets, itertools.product(*axes.values())):
             info = BACKENDS[backend]
-            settings = _for_task(_with_target(dict(zip(names, values))), info.task)
-            if settings["model"] != "rgat":
-                settings.pop("heads")  # R-GAT's alone: every other cell keeps its settings and digest
-            if settings["mode"] not in info.modes or settings["store"] not in info.stores:
+            settings = CellSettings(**dict(zip(names, values))).for_cell(info.task)
+            if settings.mode not in info.modes or settings.store not in info.stores:
                 continue  # like modes, a store a backend does not have is not a cell of it
             if not _meaningful(backend, settings):
                 continue
@@ -645,7 +639,7 @@ def expand(suite: Suite) -> list[Cell]:
                 continue  # a backend and a dataset pair only where the dataset serves the backend's task
             if any(_matches(rule, backend, dataset, settings) for rule in suite.exclude):
                 continue
-            stack = settings["stack"] or BACKENDS[backend].stack
+            stack = settings.stack or BACKENDS[backend].stack
             cell_id = _cell_id(backend, dataset, settings, swept) + (
                 f"/stack={stack}" if stack != BACKENDS[backend].stack else "")
             source_spec = suite.datasets[dataset].model_dump()
@@ -655,49 +649,34 @@ def expand(suite: Suite) -> list[Cell]:
     return list(cells.values())
 
 
-def _with_target(settings: dict) -> dict:
-    """A cell's settings with the time-to-accuracy keys only where it has a target (a cell without
-    one keeps the settings, and so the digest, it had before they existed), max_epochs resolved."""
-    if settings["target_acc"] is None:
-        return {k: v for k, v in settings.items() if k not in TARGET_KEYS}
-    return {**settings, "max_epochs": settings["max_epochs"] or settings["warmup_epochs"] + settings["epochs"]}
-
-
-def _for_task(settings: dict, task: str) -> dict:
-    """A cell's settings with the task-only settings (bench/tasks.py TASK_SETTINGS) of its own
-    task alone: a node cell keeps the settings, and so the digest, it had before the link task."""
-    others = {key for name, keys in TASK_SETTINGS.items() if name != task for key in keys}
-    return {k: v for k, v in settings.items() if k not in others}
-
-
-def _meaningful(backend: str, settings: dict) -> bool:
+def _meaningful(backend: str, settings: CellSettings) -> bool:
     """Whether a backend has what these settings ask for: a stack of its framework; the GPU
     settings only in a mode that trains on the GPU (bf16 autocast also runs on the CPU), with a
     model to train, and where the backend has them (BackendInfo.options); trim_to_layer only with
     a model, where the backend has it; a cold page cache only for a store read from files."""
     info = BACKENDS[backend]
-    if settings["stack"] is not None and framework_of(info.stack) not in get(settings["stack"]).frameworks:
+    if settings.stack is not None and framework_of(info.stack) not in get(settings.stack).frameworks:
         return False
-    if settings["model"] != "none" and settings["model"] not in info.models:
+    if settings.model != "none" and settings.model not in info.models:
         return False  # a model the backend does not train (GraphSAGE on untyped graphs, R-GCN/R-GAT on typed)
-    mode = modes.mode(settings["mode"])
+    mode = modes.mode(settings.mode)
     on_gpu = mode.trains_on_gpu
-    if settings["pin_memory"] and not (on_gpu and "pin_memory" in info.options):
+    if settings.pin_memory and not (on_gpu and "pin_memory" in info.options):
         return False
-    if settings["amp"] != "off" and (settings["model"] == "none" or "amp" not in info.options
-                                     or (settings["amp"] == "fp16" and not on_gpu)):
+    if settings.amp != "off" and (settings.model == "none" or "amp" not in info.options
+                                  or (settings.amp == "fp16" and not on_gpu)):
         return False
     # GraphBolt looks its GPU cache up with ids on the GPU: the mode that moves the seeds there first
-    if settings["gpu_cache"] and not (mode.pinned and "gpu_cache" in info.options):
+    if settings.gpu_cache and not (mode.pinned and "gpu_cache" in info.options):
         return False
     # trimming the model's layers: only where there is a model, in a backend that has it (PyG's)
-    if settings["trim_to_layer"] and not (settings["model"] == "sage" and "trim_to_layer" in info.options):
+    if settings.trim_to_layer and not (settings.model == "sage" and "trim_to_layer" in info.options):
         return False
     # PyG's binary negatives: only where the backend has both modes
-    if settings.get("neg_mode", "triplet") != "triplet" and "neg_mode" not in info.options:
+    if settings.neg_mode not in (None, "triplet") and "neg_mode" not in info.options:
         return False
     # a cold page cache means something only for a store read from files (not an in-memory copy)
-    if settings["page_cache"] == "cold" and not cold_files(settings["store"], info.task):
+    if settings.page_cache == "cold" and not cold_files(settings.store, info.task):
         return False
     return True
 
@@ -707,9 +686,9 @@ def tasks_of(dataset_spec) -> tuple[str, ...]:
     return datasets_module.tasks(dataset_spec.model_dump())
 
 
-def _matches(rule: Rule, backend: str, dataset: str, settings: dict) -> bool:
+def _matches(rule: Rule, backend: str, dataset: str, settings: CellSettings) -> bool:
     checks = {"backend": rule.backend, "dataset": rule.dataset, **(rule.model_extra or {})}
-    actual = {"backend": backend, "dataset": dataset, **settings}
+    actual = {"backend": backend, "dataset": dataset, **settings.as_dict()}
     for key, wanted in checks.items():
         if wanted is None:
             continue
@@ -721,19 +700,19 @@ def _matches(rule: Rule, backend: str, dataset: str, settings: dict) -> bool:
     return True
 
 
-def _cell_id(backend: str, dataset: str, settings: dict, swept: set[str]) -> str:
+def _cell_id(backend: str, dataset: str, settings: CellSettings, swept: set[str]) -> str:
+    given = settings.as_dict()
     parts = [backend, dataset]
-    parts += [f"{short}={settings[key]}" for key, short in ID_ALWAYS.items()]
-    for key in settings:
+    parts += [f"{short}={given[key]}" for key, short in ID_ALWAYS.items()]
+    for key, value in given.items():
         if key in swept and key not in ID_ALWAYS and key not in ID_WHEN_SET and key not in ("stack", "profile"):
-            value = settings[key]
             value = "-".join(map(str, value)) if isinstance(value, list) else value
             parts.append(f"{ID_SHORT.get(key, key)}={value}")
-    if settings["model"] != "sage" and "model" not in swept:
-        parts.append(f"model={settings['model']}")
-    parts += [f"{key}={settings[key]}" for key, default in ID_WHEN_NOT_DEFAULT.items()
-              if key not in swept and settings[key] != default]
-    parts += [f"{key}={settings[key]}" for key, default in ID_WHEN_SET.items() if settings[key] != default]
-    if not settings["profile"]:  # the default (instrumented) cell keeps the id it always had
+    if settings.model != "sage" and "model" not in swept:
+        parts.append(f"model={settings.model}")
+    parts += [f"{key}={given[key]}" for key, default in ID_WHEN_NOT_DEFAULT.items()
+              if key not in swept and given[key] != default]
+    parts += [f"{key}={given[key]}" for key, default in ID_WHEN_SET.items() if given[key] != default]
+    if not settings.profile:  # the default (instrumented) cell keeps the id it always had
         parts.append("profile=off")
     return "/".join(parts)

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import time
 
+from bench.settings import CellSettings
+
 CLOCK = "training"  # what `seconds` counts: the epochs' own time, evaluation and start-up excluded
 
 
@@ -35,18 +37,18 @@ def epochs(planned: int, tracker: Tracker | None):
 class Tracker:
     """Evaluates when due and says when to stop; one per rank."""
 
-    def __init__(self, settings: dict, pipe, world: int):
-        self.target = float(settings["target_acc"])
-        self.every = int(settings.get("eval_every") or 1)
-        self.most = int(settings.get("max_epochs") or settings["warmup_epochs"] + settings["epochs"])
+    def __init__(self, settings: CellSettings, pipe, world: int):
+        self.target = float(settings.target_acc)
+        self.every = int(settings.eval_every or 1)
+        self.most = int(settings.max_epochs or settings.warmup_epochs + settings.epochs)
         self.pipe, self.world = pipe, world
         self.evaluations: list[dict] = []  # {"epoch", "val_acc", "seconds"} in order
         self.reached_at: int | None = None  # the training epoch whose evaluation reached the target
 
     @classmethod
-    def of(cls, settings: dict, pipe, world: int) -> Tracker | None:
+    def of(cls, settings: CellSettings, pipe, world: int) -> Tracker | None:
         """A tracker where the cell has a target and a model to train; else None (n/a)."""
-        if settings.get("target_acc") is None or getattr(pipe, "model", None) is None:
+        if settings.target_acc is None or getattr(pipe, "model", None) is None:
             return None
         return cls(settings, pipe, world)
 

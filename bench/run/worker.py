@@ -30,12 +30,13 @@ from pathlib import Path
 from bench.backends import BACKENDS, load_pipeline_class
 from bench.backends.base import (Unavailable, device_of, one_gpu_env, rank_and_world, rank_gpus, seed_everything,
                                  select_device, unwrap)
-from bench.backends.stages import LINK_COUNTS, LISTS, WORK_BUDGET, EpochClock, add_typed, cuda_sync
+from bench.backends.stages import LINK_COUNTS, LISTS, EpochClock, add_typed, cuda_sync
 from bench.datasets import hub
 from bench.machine import core_budget, gpu_affinity, gpu_sampler
 from bench.machine.gpu_facts import worker_facts
 from bench.machine.memory_breakdown import PhaseMemory, model_optimizer_bytes
 from bench.modes import mode as mode_of
+from bench.settings import CellSettings
 from bench.paths import OPTIONAL_PROBES, PROBE_MODULES, running_stack_sampler
 from bench.run import cuda_oom, to_target
 from bench.run.lifeline import tie_to_parent
@@ -51,11 +52,11 @@ INIT_TIMEOUT_S = 300  # init_process_group: seconds to wait for every rank
 FAULT_ENV = "GNNBENCH_FAULT"
 
 
-def rank_barrier(dist, settings: dict) -> None:
+def rank_barrier(dist, settings: CellSettings) -> None:
     """A barrier on this rank's own GPU under NCCL: without device_ids, torch 2.2 guesses the GPU
     as rank % local GPUs before any NCCL op has run (wrong where a node's ranks and GPUs differ),
     and newer torch warns. device_ids works in both stacks' torch."""
-    if mode_of(settings["mode"]).backend_for_ranks == "nccl":
+    if mode_of(settings.mode).backend_for_ranks == "nccl":
         dist.barrier(device_ids=[pipe_device(settings).index])  # LOCAL_RANK's GPU (select_device)
     else:
         dist.barrier()
@@ -64,8 +65,7 @@ def rank_barrier(dist, settings: dict) -> None:
 def run_epoch(pipe, on_batch=None, profile: bool = False) -> dict:
     """One pass over the training loader; stall = time blocked in next() on the loader. With
     `profile`, also the epoch's stages, loader worker-seconds and work (bench/backends/stages.py)."""
-    clock = (EpochClock(cuda_sync(pipe.device), pipe.settings.get("work_budget", WORK_BUDGET),
-                        pipe.settings.get("batch_size")) if profile else None)
+    clock = EpochClock(cuda_sync(pipe.device), pipe.settings.work_budget, pipe.settings.batch_size) if profile else None
     comm_before = pipe.comm.seconds if pipe.comm else 0.0
     stall = 0.0
     seeds = edges = batches = 0
@@ -133,15 +133,14 @@ def device_info() -> dict:
     return info
 
 
-def set_threads(settings: dict, world: int = 1):
+def set_threads(settings: CellSettings, world: int = 1):
     """This rank's torch intra-op threads, set explicitly from the core budget (torchrun sets
     OMP_NUM_THREADS=1 per rank, while one process alone would take every core): the node's usable
     cores ÷ its ranks, less the rank's loader workers, or the `threads` setting. Returns the budget."""
     import torch
 
     local_ranks = int(os.environ.get("LOCAL_WORLD_SIZE", world))
-    budget = core_budget.plan(core_budget.usable_cores(), local_ranks, settings.get("num_workers", 0),
-                              settings.get("threads", core_budget.AUTO))
+    budget = core_budget.plan(core_budget.usable_cores(), local_ranks, settings.num_workers, settings.threads)
     torch.set_num_threads(budget.threads)
     return budget
 
@@ -160,18 +159,21 @@ def run_cell(cell: dict, dataset_dir: Path) -> dict | None:
     memory.take("imports")
     budget = set_threads(settings, world)  # before device_info, which records the count
     record = environment_record(cell, budget)
-    reason = Pipeline.unavailable(settings["mode"], world)
+    reason = Pipeline.unavailable(settings.mode, world)
     if reason:
         return skipped(record, reason, rank)
     started = StartupPhases(launched_at)  # start-up by phase: what a short GPU run pays before its first batch
     started.mark("imports")
     open_device(settings, started)
     affinity = pin_to_gpu_cores(settings, world)
-    record["device"]["core_budget"] = budget_after_pinning(settings, affinity, budget).as_dict()
+    budget = budget_after_pinning(settings, affinity, budget)
+    record["device"]["core_budget"] = budget.as_dict()
+    settings = settings.replace(num_workers=budget.workers)  # the workers the pipeline will start
+    cell = {**cell, "settings": settings}
     join_process_group(settings, world)
     started.mark("process_group")
 
-    seed_everything(settings["seed"])
+    seed_everything(settings.seed)
     data = load_data(cell, dataset_dir)
     memory.take("dataset")
     started.mark("dataset")
@@ -215,11 +217,11 @@ def skipped(record: dict, reason: str, rank: int) -> dict | None:
     return {**record, "status": "skipped", "reason": reason} if rank == 0 else None
 
 
-def open_device(settings: dict, started: StartupPhases) -> None:
+def open_device(settings: CellSettings, started: StartupPhases) -> None:
     """This rank's own device, before NCCL and any CUDA work; on a GPU its CUDA context is made
     here, timed apart from what follows."""
-    select_device(settings["mode"])
-    if mode_of(settings["mode"]).needs_gpu:
+    select_device(settings.mode)
+    if mode_of(settings.mode).needs_gpu:
         import torch
 
         torch.cuda.init()
@@ -227,33 +229,33 @@ def open_device(settings: dict, started: StartupPhases) -> None:
     started.mark("cuda_context")
 
 
-def pin_to_gpu_cores(settings: dict, world: int) -> gpu_affinity.Plan:
+def pin_to_gpu_cores(settings: CellSettings, world: int) -> gpu_affinity.Plan:
     """This rank on its GPU's CPU cores before it loads anything (bench/machine/gpu_affinity.py);
     CPU cells as they are. The plan also gives its loader workers their cores, later."""
-    workers = settings.get("num_workers", 0)
+    workers = settings.num_workers
     local_world = int(os.environ.get("LOCAL_WORLD_SIZE", world))
     return gpu_affinity.pin_rank(pipe_device(settings), rank_gpus(os.environ, local_world),
                                  int(os.environ.get("LOCAL_RANK", 0)), workers if isinstance(workers, int) else 0)
 
 
-def budget_after_pinning(settings: dict, affinity: gpu_affinity.Plan, budget: core_budget.Budget) -> core_budget.Budget:
+def budget_after_pinning(settings: CellSettings, affinity: gpu_affinity.Plan,
+                         budget: core_budget.Budget) -> core_budget.Budget:
     """The rank's core budget once it is pinned: a pinned rank has its share of its GPU's cores to
     itself, so `num_workers: per-gpu` becomes that share less one core (the host's figure, usable
-    cores ÷ ranks, can exceed it on a two-socket node) and its threads fit what is left. `settings`
-    takes the workers the pipeline will start. An unpinned rank keeps `budget` (set_threads')."""
+    cores ÷ ranks, can exceed it on a two-socket node) and its threads fit what is left: the
+    budget's workers are those the pipeline will start. An unpinned rank keeps `budget` (set_threads')."""
     if not affinity.share:
         return budget
     import torch
 
-    budget = core_budget.pinned(len(affinity.share), settings.get("num_workers", 0),
-                                settings.get("threads", core_budget.AUTO), settings.get("num_workers_rule"))
-    settings["num_workers"] = affinity.record["num_workers"] = budget.workers
+    budget = core_budget.pinned(len(affinity.share), settings.num_workers, settings.threads, settings.num_workers_rule)
+    affinity.record["num_workers"] = budget.workers
     torch.set_num_threads(budget.threads)
     affinity.record["torch_threads"] = budget.threads
     return budget
 
 
-def join_process_group(settings: dict, world: int) -> None:
+def join_process_group(settings: CellSettings, world: int) -> None:
     """With several ranks, the process group (gloo or NCCL, as the mode says), set up here: NCCL
     makes its communicator lazily, at the first collective, which would put its set-up in the
     pipeline phase. So under NCCL the rank's device is named at init where torch takes it
@@ -262,7 +264,7 @@ def join_process_group(settings: dict, world: int) -> None:
         import torch.distributed as dist
 
         # a rank that never arrives fails the cell in minutes, not NCCL's default half hour
-        backend = mode_of(settings["mode"]).backend_for_ranks
+        backend = mode_of(settings.mode).backend_for_ranks
         dist.init_process_group(backend, timeout=dt.timedelta(seconds=INIT_TIMEOUT_S),
                                 **eager_device(dist.init_process_group, backend, pipe_device(settings)))
         rank_barrier(dist, settings)
@@ -285,7 +287,7 @@ def leave_process_group(world: int) -> None:
         dist.destroy_process_group()
 
 
-def barrier(settings: dict, world: int) -> None:
+def barrier(settings: CellSettings, world: int) -> None:
     """Every rank waits for the others here (nothing to wait for with one rank)."""
     if world > 1:
         import torch.distributed as dist
@@ -298,7 +300,7 @@ def load_data(cell: dict, dataset_dir: Path):
     the mode keeps them elsewhere (pinned: one copy per node, bench/backends/shared_host.py; cuda:
     copied from the map straight to the GPU); disk-backed ones leave them mapped."""
     settings = cell["settings"]
-    private = features_in_memory(settings.get("store", "memory")) and not mode_of(settings["mode"]).features_off_rank
+    private = features_in_memory(settings.store) and not mode_of(settings.mode).features_off_rank
     return hub.load_dataset(cell["dataset"]["source"], dataset_dir, features_in_memory=private)
 
 
@@ -344,14 +346,14 @@ def run_epochs(cell: dict, pipe, dataset_dir: Path, rank: int, world: int, start
     if not_sampled and not_sampled != gpu_sampler.CPU_ONLY and rank == 0:
         print(f"note: {not_sampled}", file=sys.stderr)
     hook = BatchHook(started, fault_for(cell["id"], rank))
-    total = settings["warmup_epochs"] + settings["epochs"]
+    total = settings.warmup_epochs + settings.epochs
     done = Epochs(to_target.Tracker.of(settings, pipe, world), not_sampled)
     cold = cold_files(cell, dataset_dir)
     with affinity.loader(pipe.train_loader):  # the loader workers' cores, from their first epoch on
         for epoch in to_target.epochs(total, done.target):
-            measuring = settings["warmup_epochs"] <= epoch < total
+            measuring = settings.warmup_epochs <= epoch < total
             hook.measuring = measuring
-            if epoch == settings["warmup_epochs"]:
+            if epoch == settings.warmup_epochs:
                 if gpu_peaks is not None:
                     gpu_peaks.end("warmup")
                 reset_gpu_peak(pipe)  # the measured epochs' own peak, not warm-up's or the build's
@@ -367,7 +369,7 @@ def run_epochs(cell: dict, pipe, dataset_dir: Path, rank: int, world: int, start
                 stats["gpu"] = sampler.stop()
             if stats["batches"] == 0:
                 raise RuntimeError(f"rank {rank}: the training loader yielded no batch in epoch {epoch + 1} "
-                                   f"(batch size {settings['batch_size']}, {world} rank(s): fewer seeds than "
+                                   f"(batch size {settings.batch_size}, {world} rank(s): fewer seeds than "
                                    "ranks x batch size, and the sampler drops uneven inputs?)")
             (done.measured if measuring else done.warmup if epoch < total else done.beyond).append(stats)
             if rank == 0:
@@ -383,9 +385,9 @@ def cold_files(cell: dict, dataset_dir: Path) -> list:
     """With `page_cache: cold`, the store's files, evicted before every epoch (bench/stores/page_cache.py);
     none where the features are in memory."""
     settings = cell["settings"]
-    if settings.get("page_cache") != "cold":
+    if settings.page_cache != "cold":
         return []
-    return files_of(settings["store"], BACKENDS[cell["backend"]].task, dataset_dir)
+    return files_of(settings.store, BACKENDS[cell["backend"]].task, dataset_dir)
 
 
 def rank_record(pipe, epochs: Epochs, memory: PhaseMemory, rank: int, launched_at: float, started: StartupPhases,
@@ -402,7 +404,7 @@ def rank_record(pipe, epochs: Epochs, memory: PhaseMemory, rank: int, launched_a
             "cpu_affinity": affinity.record or None, "beyond": epochs.beyond}
 
 
-def evaluate_and_gather(pipe, data, mine: dict, rank: int, world: int, settings: dict) -> tuple[list[dict], dict]:
+def evaluate_and_gather(pipe, data, mine: dict, rank: int, world: int, settings: CellSettings) -> tuple[list[dict], dict]:
     """Every rank's record (gathered, with several ranks), and the accuracies. A pipeline that
     evaluates collectively (e.g. partitions evaluating together) evaluates on every rank before the
     ranks part; any other on rank 0 alone, after they parted."""
@@ -424,7 +426,7 @@ def evaluate(pipe, data, full: bool) -> dict:
             "test_acc_full": pipe.full_accuracy(data, "test") if full else None}
 
 
-def gather_and_part(pipe, mine: dict, world: int, settings: dict) -> list[dict]:
+def gather_and_part(pipe, mine: dict, world: int, settings: CellSettings) -> list[dict]:
     """Every rank's record on every rank; then this rank leaves DDP and the process group."""
     import torch.distributed as dist
 
@@ -506,8 +508,8 @@ def model_summary(pipe) -> dict | None:
     model = unwrap(pipe.model)
     settings = pipe.settings
     embedded = sum(p.numel() for name, p in model.named_parameters() if name.startswith("embeddings."))
-    return {"name": settings["model"], "parameters": int(sum(p.numel() for p in model.parameters())),
-            "embedding_parameters": int(embedded), **({"heads": settings["heads"]} if "heads" in settings else {})}
+    return {"name": settings.model, "parameters": int(sum(p.numel() for p in model.parameters())),
+            "embedding_parameters": int(embedded), **({"heads": settings.heads} if settings.heads is not None else {})}
 
 
 class StartupPhases:
@@ -525,8 +527,8 @@ class StartupPhases:
         self.last = now
 
 
-def pipe_device(settings: dict):
-    return device_of(settings["mode"])
+def pipe_device(settings: CellSettings):
+    return device_of(settings.mode)
 
 
 def reset_gpu_peak(pipe) -> None:
@@ -652,7 +654,8 @@ def main(argv: list[str]) -> int:
     tie_to_parent()  # gone with gnnbench (or with torchrun's launcher), whatever ends it
     cell_json, dataset_dir, out_path = argv
     cell = json.loads(cell_json)
-    if mode_of(cell["settings"]["mode"]).needs_gpu and BACKENDS[cell["backend"]].one_gpu_per_rank:  # before torch: CUDA reads it once
+    cell["settings"] = CellSettings.from_dict(cell["settings"])  # the typed settings, unknown keys refused
+    if mode_of(cell["settings"].mode).needs_gpu and BACKENDS[cell["backend"]].one_gpu_per_rank:  # before torch: CUDA reads it once
         os.environ.update(one_gpu_env(os.environ, int(os.environ.get("LOCAL_RANK", 0))))
     try:
         result = run_cell(cell, Path(dataset_dir))

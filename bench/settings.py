@@ -1,0 +1,120 @@
+"""One cell's settings as one typed, frozen object, on both sides of the interpreter line.
+
+The host validates a suite's settings (bench/run/suite.py `Settings`, pydantic: sweeps, bounds,
+the docs' descriptions) and expands them into cells; each cell's values become a `CellSettings`,
+sent to the worker as the JSON dict `as_dict` gives (the cell's digest is taken of it) and rebuilt
+there by `from_dict`, which refuses a key it does not know. Everything else reads a setting by
+attribute. The defaults are the fields' below: the host's model takes its own from `DEFAULTS`.
+
+Some settings are in a cell only where they mean something (so a cell keeps the digest it had
+before they existed); in any other cell they are None:
+    heads                       with `model: rgat`
+    TASK_ONLY[task]             in that task's cells (the link task's: bench/backends/link.py)
+    TARGET                      with a `target_acc` (time to accuracy)
+    num_workers_rule            where `num_workers: per-gpu` was resolved on the machine
+A plain module: the host, the stacks and the publishing side all import it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+from bench import modes
+
+WORK_BUDGET = 0.005  # the default share of an epoch that counting its batches' work may take
+
+TASK_ONLY = {"link": ("neg_ratio", "neg_mode", "exclusion", "decoder")}
+TARGET = ("target_acc", "eval_every", "max_epochs")
+WHEN_SET = ("heads", *(k for keys in TASK_ONLY.values() for k in keys), *TARGET, "num_workers_rule")
+
+
+class SettingsError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class CellSettings:
+    # what each one means: the docstrings of bench/run/suite.py `Settings`, in its order (a cell id's)
+    num_workers: int | str = 0
+    mode: str = modes.DEFAULT
+    world_size: int = 1
+    store: str = "memory"
+    batch_size: int = 512
+    fanout: list = field(default_factory=lambda: [10, 5])
+    epochs: int = 3
+    warmup_epochs: int = 1
+    model: str = "sage"
+    heads: int | None = 4
+    hidden: int = 64
+    lr: float = 0.01
+    seed: int = 0
+    timeout: float = 600.0
+    stack: str | None = None
+    pin_memory: bool = False
+    amp: str = "off"
+    gpu_cache: float = 0.0
+    trim_to_layer: bool = False
+    threads: int | str = "auto"
+    memory_limit: str = "none"
+    page_cache: str = "warm"
+    neg_ratio: int | None = 1
+    neg_mode: str | None = "triplet"
+    exclusion: str | None = "reverse"
+    decoder: str | None = "dot"
+    profile: bool = True
+    work_budget: float = WORK_BUDGET
+    target_acc: float | None = None
+    eval_every: int | None = 1
+    max_epochs: int | None = None
+    num_workers_rule: str | None = None  # set by the host where it resolved `per-gpu`
+
+    @classmethod
+    def from_dict(cls, values: dict) -> CellSettings:
+        """The settings a cell's dict holds (as sent to the worker, or as a result file recorded
+        them); a key left out takes its default, or None where it is one of WHEN_SET."""
+        unknown = sorted(set(values) - set(NAMES))
+        if unknown:
+            raise SettingsError(f"unknown setting {', '.join(map(repr, unknown))}; known: {', '.join(NAMES)}")
+        return cls(**{**{k: None for k in WHEN_SET}, **values})
+
+    def for_cell(self, task: str) -> CellSettings:
+        """These settings as a cell of `task` keeps them: heads only with R-GAT, each task's own
+        settings in its cells alone, the time-to-accuracy ones only with a target (max_epochs
+        resolved to warm-up + measured epochs where it is not set)."""
+        none = {k: None for name, keys in TASK_ONLY.items() if name != task for k in keys}
+        if self.model != "rgat":
+            none["heads"] = None
+        if self.target_acc is None:
+            none.update(dict.fromkeys(TARGET))
+        elif self.max_epochs is None:
+            none["max_epochs"] = self.warmup_epochs + self.epochs
+        return dataclasses.replace(self, **none)
+
+    def as_dict(self) -> dict:
+        """The dict a cell sends and records (its digest is taken of it): WHEN_SET keys only where set."""
+        return {k: v for k, v in dataclasses.asdict(self).items() if v is not None or k not in WHEN_SET}
+
+    def replace(self, **changes) -> CellSettings:
+        return dataclasses.replace(self, **changes)
+
+    def value(self, name: str):
+        """A setting named at run time (a sweep axis, a rule's key); None where the cell has none."""
+        if name not in NAMES:
+            raise SettingsError(f"unknown setting {name!r}; known: {', '.join(NAMES)}")
+        return getattr(self, name)
+
+
+NAMES = tuple(f.name for f in dataclasses.fields(CellSettings))
+DEFAULTS = CellSettings()
+
+
+class Recorded(dict):
+    """Settings as a result file recorded them, for the publishing side: the keys it holds and no
+    others (an older file lacks the settings added since, a cell those it had none of), read by
+    attribute, None where not recorded. A dict still, so tables iterate over what was recorded."""
+
+    def __getattr__(self, name: str):
+        if name in NAMES:
+            return self.get(name)
+        raise AttributeError(f"no setting {name!r}; known: {', '.join(NAMES)}")

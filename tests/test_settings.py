@@ -1,0 +1,72 @@
+"""The typed settings (bench/settings.py): one set of defaults on both sides of the interpreter
+line, what a cell sends is what the worker rebuilds, an unknown key refused, and no setting read
+by a string key outside the settings module."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from bench.run import suite as suite_mod
+from bench.settings import DEFAULTS, NAMES, WHEN_SET, CellSettings, Recorded, SettingsError
+
+BENCH = Path(__file__).resolve().parents[1] / "bench"
+
+
+def test_the_suite_model_and_the_cell_settings_have_the_same_keys_order_and_defaults():
+    host = suite_mod.Settings()
+    assert list(suite_mod.Settings.model_fields) == [n for n in NAMES if n != "num_workers_rule"]
+    assert {n: getattr(host, n) for n in suite_mod.Settings.model_fields} == {
+        n: getattr(DEFAULTS, n) for n in suite_mod.Settings.model_fields}
+
+
+def test_a_cell_sends_what_the_worker_rebuilds(write_suite):
+    suite, _ = suite_mod.load(write_suite("""
+name: mixed
+datasets:
+  g: {source: synthetic, params: {scale: 8}}
+backends: [pyg-neighbor, pyg-link]
+settings:
+  target_acc: 0.5
+  neg_ratio: [1, 3]
+"""))
+    cells = suite_mod.expand(suite)
+    for cell in cells:
+        sent = cell.settings.as_dict()
+        assert CellSettings.from_dict(sent) == cell.settings
+        assert sent["max_epochs"] == 4 and "heads" not in sent  # resolved; R-GAT's alone
+    node = next(c for c in cells if c.backend == "pyg-neighbor")
+    assert node.settings.neg_ratio is None and "neg_ratio" not in node.settings.as_dict()
+
+
+def test_an_unknown_setting_is_refused_when_rebuilt():
+    with pytest.raises(SettingsError, match="unknown setting 'fanuot'"):
+        CellSettings.from_dict({**DEFAULTS.as_dict(), "fanuot": [5]})
+    with pytest.raises(SettingsError, match="unknown setting 'batch'"):
+        DEFAULTS.value("batch")
+
+
+def test_recorded_settings_read_by_attribute_with_none_where_an_older_file_has_none():
+    old = Recorded({"mode": "cpu-cpu", "world_size": 2})
+    assert (old.mode, old.world_size, old.profile, old.neg_ratio) == ("cpu-cpu", 2, None, None)
+    assert dict(old) == {"mode": "cpu-cpu", "world_size": 2}  # tables iterate over what was recorded
+    with pytest.raises(AttributeError, match="no setting 'modes'"):
+        old.modes  # noqa: B018
+
+
+def test_when_set_settings_are_settings():
+    assert set(WHEN_SET) <= set(NAMES)
+
+
+# a setting read by a literal key: settings["mode"], cell.settings.get("mode"), s["fanout"]
+STRING_KEYED = re.compile(r"""\b(settings|s)(\[|\.get\()\s*["'](?P<key>\w+)["']""")
+
+
+def test_no_setting_is_read_by_a_string_key_outside_the_settings_module():
+    found = [f"{path.relative_to(BENCH.parent)}:{n}: {line.strip()}"
+             for path in sorted(BENCH.rglob("*.py")) if path.name != "settings.py"
+             for n, line in enumerate(path.read_text().splitlines(), 1)
+             if (m := STRING_KEYED.search(line)) and m["key"] in NAMES]
+    assert not found, "read these by attribute (bench/settings.py):\n" + "\n".join(found)
