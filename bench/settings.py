@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from bench import modes
 
 WORK_BUDGET = 0.005  # the default share of an epoch that counting its batches' work may take
+DROPOUT = 0.5  # between the shared models' layers (both sides, the plain loops too): fixed, not a setting
 
 TASK_ONLY = {"link": ("neg_ratio", "neg_mode", "exclusion", "decoder")}
 TARGET = ("target_acc", "eval_every", "max_epochs")

@@ -1,5 +1,6 @@
-"""The pipeline contract (bench/backends/base.py) is an abstract base class: a backend lacking a
-method the worker calls cannot be built, and every registered backend fulfils it in its stack."""
+"""The pipeline contract (bench/backends/base.py) is abstract base classes: a backend lacking a
+method the worker calls (or, for a typed or link backend, a hook its task calls) cannot be built,
+and every registered backend fulfils its task's contract in its stack."""
 
 from __future__ import annotations
 
@@ -9,10 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from bench.backends import BACKENDS, base
+from bench.backends import BACKENDS, base, link
+from bench.settings import CellSettings
 from bench import stacks
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+SETTINGS = CellSettings()
 
 
 def test_a_backend_lacking_a_contract_method_is_refused():
@@ -21,7 +26,7 @@ def test_a_backend_lacking_a_contract_method_is_refused():
             return ()
 
     with pytest.raises(TypeError, match="count"):
-        NoCount({}, {"mode": "cpu-cpu"})
+        NoCount({}, SETTINGS)
 
     class NoForward(base.TrainingPipeline):
         count = staticmethod(lambda batch: (0, 0))
@@ -36,14 +41,37 @@ def test_a_backend_lacking_a_contract_method_is_refused():
             return None
 
     with pytest.raises(TypeError, match="forward"):
-        NoForward({}, {"mode": "cpu-cpu"})
+        NoForward({}, SETTINGS)
+
+
+class NodeBackend(base.TrainingPipeline):
+    count = work = _loader = make_model = forward = staticmethod(lambda *args: None)
+
+
+def test_a_typed_backend_lacking_its_relation_layer_is_refused():
+    class Typed(base.TypedHooks, NodeBackend):
+        pass
+
+    with pytest.raises(TypeError, match="hetero_layer"):
+        Typed({}, SETTINGS)
+    assert Typed.unused_parameters and Typed.make_model is base.TypedHooks.make_model  # not the node model
+
+
+@pytest.mark.parametrize("hook", sorted(base.LinkHooks.__abstractmethods__))
+def test_a_link_backend_lacking_one_hook_is_refused_by_its_name(hook):
+    assert len(base.LinkHooks.__abstractmethods__) == 7
+    given = {name: staticmethod(lambda *args: None) for name in base.LinkHooks.__abstractmethods__ if name != hook}
+    Link = type("Link", (link.LinkPipeline, NodeBackend), given)
+    with pytest.raises(TypeError, match=hook):
+        Link({}, SETTINGS)
 
 
 CHECK = """
 import importlib, inspect, sys
 from bench.backends import base
 cls = importlib.import_module(sys.argv[1]).Pipeline
-assert issubclass(cls, base.Pipeline), f"{cls} is not a bench.backends.base.Pipeline"
+hooks = base.TASK_HOOKS.get(sys.argv[2], base.Pipeline)  # a typed or link backend declares its task's hooks
+assert issubclass(cls, hooks), f"{cls} is not a bench.backends.base.{hooks.__name__}"
 assert not inspect.isabstract(cls), f"{cls} lacks {sorted(cls.__abstractmethods__)}"
 print("ok")
 """
@@ -60,6 +88,6 @@ def test_every_backend_fulfils_the_contract_in_its_stack(backend):
                                 if s.frameworks == stack.frameworks and not s.container_only))
     if not stack.installed:
         pytest.fail(f"stack {info.stack} is not installed (make stacks)")
-    done = subprocess.run([str(stack.python), "-c", CHECK, info.module], cwd=ROOT, capture_output=True, text=True,
+    done = subprocess.run([str(stack.python), "-c", CHECK, info.module, info.task], cwd=ROOT, capture_output=True, text=True,
                           env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=600)
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]

@@ -104,7 +104,7 @@ def test_split_adds_up_and_takes_allreduce_out_of_forward_backward():
 def test_work_sums_hops_of_any_depth():
     clock = stages.EpochClock(work_budget=1.0)
     for counts in (([4, 10], [12], 14, 14 * 64), ([4, 8, 3], [9, 6], 15, 15 * 64)):
-        clock.count(lambda batch, counts=counts: counts, Batch())
+        clock.count(lambda batch, counts=counts: stages.BatchWork(*counts), Batch())
     assert clock.work.as_dict() == {"batches": 2, "counted": 2, "hop_nodes": [8, 18, 3], "hop_edges": [21, 6],
                                     "layer_nodes": [], "layer_edges": [], "input_nodes": 29,
                                     "feature_bytes": 29 * 64, "copy_bytes": 0,
@@ -114,8 +114,8 @@ def test_work_sums_hops_of_any_depth():
 
 # Two full batches of 4 seeds and a rank's partial last batch of 1 seed, whose one seed shares its
 # neighbours with no other: more nodes per seed, with the same sampling
-FULL = ([4, 10, 20], [30, 60], 34, 34 * 64, [14, 4], [90, 30])
-PARTIAL = ([1, 5, 9], [8, 20], 15, 15 * 64, [6, 1], [28, 8])
+FULL = stages.BatchWork([4, 10, 20], [30, 60], 34, 34 * 64, [14, 4], [90, 30])
+PARTIAL = stages.BatchWork([1, 5, 9], [8, 20], 15, 15 * 64, [6, 1], [28, 8])
 
 
 def test_work_keeps_layers_and_full_batches_apart():
@@ -162,7 +162,7 @@ def test_work_counting_stays_within_its_budget():
     first is always counted); a budget of 1 counts every batch, however dear."""
     def dear(batch):
         time.sleep(0.02)
-        return [1, 2], [3], 3, 12
+        return stages.BatchWork([1, 2], [3], 3, 12)
 
     sampled = stages.EpochClock(work_budget=0.005)
     for _ in range(5):  # 20 ms of counting would need 4 s of epoch at 0.5 %

@@ -27,10 +27,10 @@ import time
 from bench import modes
 from bench.backends import AMP_DTYPES
 from bench import cuda_fit
-from bench.backends.stages import tensor_bytes
-from bench.settings import CellSettings
+from bench.backends.stages import BatchWork, tensor_bytes
+from bench.backends.typed import typed_model
+from bench.settings import DROPOUT, CellSettings
 
-DROPOUT = 0.5
 # Full-neighbourhood (layer-wise) inference runs in chunks of destination nodes whose per-edge
 # messages (edges × input width × 4 bytes) stay under this, so that it adds little to a cell's
 # peak memory (which the runner measures over the whole run, evaluation included)
@@ -376,9 +376,8 @@ class Pipeline(abc.ABC):
         """(seeds, sampled edges) of one batch."""
 
     @abc.abstractmethod
-    def work(self, batch) -> tuple:
-        """(hop_nodes, hop_edges, input_nodes, feature_bytes[, layer_nodes, layer_edges]) of one
-        batch, as bench/backends/stages.py defines them (read with `profile: true`)."""
+    def work(self, batch) -> BatchWork:
+        """The work of one batch, as bench/backends/stages.py defines it (read with `profile: true`)."""
 
     def transfer_bytes(self, batch) -> int:
         """Bytes `to_device` copies host -> device for this batch (0 on the CPU). PyG batches
@@ -494,3 +493,56 @@ class TrainingPipeline(Pipeline):
     @abc.abstractmethod
     def forward(self, model, batch):
         """(logits, targets) of a batch already on the device."""
+
+
+class TypedHooks(abc.ABC):
+    """What a typed-node backend gives (listed before its framework's pipeline among its bases): the
+    framework's layer over every relation; the shared typed model is built around it."""
+    # a relation without sampled edges in a batch, or into a type the loss does not read (the output
+    # layer's relations into authors, fields, institutes), leaves its parameters out of the step
+    unused_parameters = True
+
+    @staticmethod
+    @abc.abstractmethod
+    def hetero_layer(kind: str, relations: list[tuple[str, str, str]]):
+        """make(in_widths, out, heads, concat) -> one layer over every relation, summed (bench/backends/typed.py)."""
+
+    def make_model(self, data):
+        return typed_model(self.hetero_layer(self.settings.model, data.relations), data, self.settings)
+
+
+class LinkHooks(abc.ABC):
+    """What a link backend gives the link task's shared part (bench/backends/link.py LinkPipeline,
+    listed first among its bases), each in its framework's terms."""
+
+    @staticmethod
+    @abc.abstractmethod
+    def conv_factory():
+        """(in, out) -> one layer of the shared GraphSAGE encoder, called (features, graph)."""
+
+    @abc.abstractmethod
+    def inputs(self, batch):
+        """(features, graph per layer) of a batch on the device."""
+
+    @abc.abstractmethod
+    def pairs(self, batch):
+        """(pos_src, pos_dst, neg_src, neg_dst) in the batch's local ids."""
+
+    @abc.abstractmethod
+    def seed_pairs(self, batch):
+        """The positive seed edges in global ids, (src, dst) numpy arrays."""
+
+    @abc.abstractmethod
+    def sampled_edges(self, batch):
+        """The sampled graph's edges in global ids, (src, dst) numpy arrays."""
+
+    @abc.abstractmethod
+    def sampled_edge_count(self, batch) -> int:
+        """The number of sampled edges (without listing them)."""
+
+    @abc.abstractmethod
+    def positives(self, batch) -> int:
+        """The number of positive seed edges."""
+
+
+TASK_HOOKS = {"typed-node": TypedHooks, "link": LinkHooks}  # the hooks a backend of each task declares besides

@@ -271,7 +271,7 @@ class Pipeline(base.TrainingPipeline):
         edges = sum(int(sg.sampled_csc.indices.numel()) for sg in minibatch.sampled_subgraphs)
         return int(minibatch.seed_nodes.numel()), edges
 
-    def work(self, minibatch) -> tuple[list[int], list[int], int, int, list[int], list[int]]:
+    def work(self, minibatch) -> stages.BatchWork:
         return block_work(minibatch, int(minibatch.seed_nodes.numel()), self.settings.model != "none")
 
     def to_device(self, minibatch):
@@ -296,7 +296,7 @@ class Pipeline(base.TrainingPipeline):
         return model(minibatch.node_features["feat"], minibatch.blocks), minibatch.labels
 
 
-def block_work(minibatch, seeds: int, modelled: bool) -> tuple[list[int], list[int], int, int, list[int], list[int]]:
+def block_work(minibatch, seeds: int, modelled: bool) -> stages.BatchWork:
     """The work of a minibatch whose `seeds` nodes were sampled around (bench/backends/stages.py).
     GraphBolt's blocks run input layer first; hop k is the block whose destinations are the nodes
     reached by hop k-1. With deduplication its source nodes are its destination nodes followed by
@@ -310,8 +310,8 @@ def block_work(minibatch, seeds: int, modelled: bool) -> tuple[list[int], list[i
     hop_edges = [int(b.sampled_csc.indices.numel()) for b in blocks]
     layer_nodes = [int(b.original_column_node_ids.numel()) for b in layers] if modelled else []
     layer_edges = [int(b.sampled_csc.indices.numel()) for b in layers] if modelled else []
-    return (hop_nodes, hop_edges, int(minibatch.input_nodes.numel()),
-            stages.tensor_bytes([minibatch.node_features["feat"]]), layer_nodes, layer_edges)
+    return stages.BatchWork(hop_nodes, hop_edges, int(minibatch.input_nodes.numel()),
+                            stages.tensor_bytes([minibatch.node_features["feat"]]), layer_nodes, layer_edges)
 
 
 class _CopyStarts(IterDataPipe):

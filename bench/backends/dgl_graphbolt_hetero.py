@@ -25,10 +25,10 @@ from dgl.nn import GATConv, HeteroGraphConv, SAGEConv
 
 from bench.settings import CellSettings
 from bench import modes
-from bench.backends import dgl_graphbolt, stages
+from bench.backends import base, dgl_graphbolt, stages
 from bench.backends.base import Unavailable
 from bench.backends.dgl_graphbolt import NATIVE_STORE, StoredFeature, host_tensor, numpy_dtype
-from bench.backends.typed import per_head, typed_counts, typed_model
+from bench.backends.typed import per_head, typed_counts
 from bench.stores import features_in_memory, open_store
 
 GRAPH_ARRAYS = ("indptr", "indices", "node_type_offset", "type_per_edge")
@@ -113,11 +113,9 @@ def typed_features(data, store: str, mode: modes.Mode, device):
     return gb.BasicFeatureStore(placed)
 
 
-class Pipeline(dgl_graphbolt.Pipeline):
+class Pipeline(base.TypedHooks, dgl_graphbolt.Pipeline):
+    hetero_layer = staticmethod(hetero_layer)
     full_layer = None  # no layer-wise full-neighbourhood inference for typed graphs (yet)
-    # a relation without sampled edges in a batch, or into a type the loss does not read (the output
-    # layer's relations into authors, fields, institutes), leaves its parameters out of the step
-    unused_parameters = True
 
     def __init__(self, data, settings: CellSettings):
         self.target, self.relations = data.target, data.relations
@@ -140,9 +138,6 @@ class Pipeline(dgl_graphbolt.Pipeline):
         """One tensor per layer, input layer first, a value per edge type (all the same: one fanout
         per hop for every relation, as PyG's list takes it)."""
         return [torch.full((len(self.edge_types),), f, dtype=torch.int64) for f in reversed(self.settings.fanout)]
-
-    def make_model(self, data):
-        return typed_model(hetero_layer(self.settings.model, data.relations), data, self.settings)
 
     def forward(self, model, minibatch):
         x = {t: minibatch.node_features[(t, "feat")] for t in self.feature_keys}
@@ -173,5 +168,5 @@ class Pipeline(dgl_graphbolt.Pipeline):
         modelled = self.settings.model != "none"
         layer_nodes = [sum(size(b.original_column_node_ids, t) for t in types) for b in layers] if modelled else []
         layer_edges = [sum(int(c.indices.numel()) for c in b.sampled_csc.values()) for b in layers] if modelled else []
-        return (nodes, edges, sum(size(minibatch.input_nodes, t) for t in types),
-                stages.tensor_bytes(minibatch.node_features.values()), layer_nodes, layer_edges, typed)
+        return stages.BatchWork(nodes, edges, sum(size(minibatch.input_nodes, t) for t in types),
+                                stages.tensor_bytes(minibatch.node_features.values()), layer_nodes, layer_edges, typed)

@@ -15,6 +15,7 @@ GraphBolt samples for it again in each later hop; unequal fanouts otherwise cost
 
 from __future__ import annotations
 
+import dataclasses
 from functools import partial
 
 import dgl
@@ -34,20 +35,20 @@ class Pipeline(link.LinkPipeline, dgl_graphbolt.Pipeline):
     seed_name = "node_pairs"
 
     def __init__(self, data, settings: CellSettings):
-        dgl_graphbolt.base.TrainingPipeline.__init__(self, data, settings)
-        gb.seed(settings.seed)
-        self.link_init(data)
-        if self.settings.neg_mode != "triplet":
+        if settings.neg_mode != "triplet":
             raise dgl_graphbolt.Unavailable("GraphBolt's sample_uniform_negative keeps each positive's source "
                                             "(neg_mode triplet); it has no binary mode")
-        self.mode = modes.mode(settings.mode)
-        self.graph, self.features = placed(TrainingGraph(data, self.split), settings, self.device, self.mode)
-        self.index_dtype = index_dtype(self.graph)
+        self.link_init(data)  # the split, which the graph and the seeds below are taken from
+        super().__init__(data, settings)
+
+    def place(self, data):
+        """The training graph (the split's message-passing edges), where the mode keeps it."""
+        return placed(TrainingGraph(data, self.split), self.settings, self.device, self.mode)
+
+    def item_sets(self, data) -> dict:
         # every rank gives the whole set: DistributedItemSampler shares it out (dgl_graphbolt._loader)
         pairs = torch.from_numpy(np.ascontiguousarray(self.split.train_pos)).to(self.graph.indices.dtype)
-        self.itemsets = {"train": gb.ItemSet(pairs, names="node_pairs")}
-        self.train_loader = self._loader("train", shuffle=True, num_workers=settings.num_workers)
-        self.build_model(data)
+        return {"train": gb.ItemSet(pairs, names="node_pairs")}
 
     def _sample(self, pipe):
         pipe = pipe.sample_uniform_negative(self.graph, self.settings.neg_ratio)
@@ -108,11 +109,11 @@ class Pipeline(link.LinkPipeline, dgl_graphbolt.Pipeline):
         computes over as first_hop_blocks gives them."""
         seeds = int(minibatch.sampled_subgraphs[-1].original_column_node_ids.numel())  # the pairs' unique ends
         modelled = self.settings.model != "none"
-        *sampled, layer_nodes, _ = block_work(minibatch, seeds, modelled)
         layer_edges = [int(indices.numel()) for _, indices in first_hop_csc(minibatch.sampled_subgraphs)] \
             if modelled else []
-        return (*sampled, layer_nodes, layer_edges, None,  # None: no per-type breakdown
-                self.positives(minibatch), int(minibatch.negative_dsts.numel()))
+        return dataclasses.replace(block_work(minibatch, seeds, modelled), layer_edges=layer_edges,
+                                   seed_edges=self.positives(minibatch),
+                                   negatives=int(minibatch.negative_dsts.numel()))
 
 
 

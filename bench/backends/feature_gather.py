@@ -24,6 +24,7 @@ from bench.settings import CellSettings
 from bench import modes
 from bench.backends import base
 from bench.backends.base import Unavailable, shard
+from bench.backends.stages import BatchWork
 from bench.backends.pyg_node import neighbor_sampler_in_use
 from bench.stores import features_in_memory, open_store
 
@@ -67,5 +68,5 @@ class Pipeline(base.Pipeline):
         if clock is not None:
             clock.mark("fetch")
 
-    def work(self, ids) -> tuple[list[int], list[int], int, int]:
-        return [], [], int(ids.numel()), int(ids.numel()) * self.row_bytes
+    def work(self, ids) -> BatchWork:
+        return BatchWork([], [], int(ids.numel()), int(ids.numel()) * self.row_bytes)

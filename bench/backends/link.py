@@ -201,12 +201,9 @@ def initialise_alike(model) -> None:
                 param.zero_()
 
 
-class LinkPipeline:
+class LinkPipeline(base.LinkHooks):
     """Mixed in before a framework's node pipeline: the link task's model, loss, counts, leakage
-    check and evaluation. The framework's class gives `inputs(batch)` -> (features, graph per
-    layer), `pairs(batch)` -> (pos_src, pos_dst, neg_src, neg_dst) in the batch's local ids,
-    `seed_pairs(batch)` -> the positive seed edges in global ids, `sampled_edges(batch)` -> the sampled graph's edges in global ids, and
-    `positives(batch)` -> the number of positive seed edges."""
+    check and evaluation, around the hooks the framework's class gives (base.LinkHooks)."""
 
     def link_init(self, data) -> None:
         self.data = data

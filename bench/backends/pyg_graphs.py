@@ -45,9 +45,9 @@ from torch.utils.data import BatchSampler, DataLoader, Dataset, SubsetRandomSamp
 from torch_geometric.data import Batch, Data, InMemoryDataset, OnDiskDataset
 from torch_geometric.nn import SAGEConv, global_mean_pool
 
-from bench.settings import CellSettings
+from bench.settings import DROPOUT, CellSettings
 from bench.backends import base, stages
-from bench.backends.base import DROPOUT, shard
+from bench.backends.base import shard
 from bench.datasets import molecules
 from bench.datasets.hub import atomic_dir
 from bench.stores import StoreError, features_in_memory, open_store
@@ -250,6 +250,6 @@ class Pipeline(base.TrainingPipeline):
         return model(batch.x, batch.edge_index, batch.batch, batch.num_graphs), batch.y
 
     @staticmethod
-    def work(batch) -> tuple[list[int], list[int], int, int]:
+    def work(batch) -> stages.BatchWork:
         nodes = int(batch.num_nodes)
-        return [nodes], [int(batch.edge_index.size(1))], nodes, stages.tensor_bytes([batch.x])
+        return stages.BatchWork([nodes], [int(batch.edge_index.size(1))], nodes, stages.tensor_bytes([batch.x]))

@@ -29,7 +29,7 @@ from bench.settings import CellSettings
 from bench.backends import base, stages
 from bench.backends.base import shard
 from bench.backends.pyg_node import CscGraphStore, RowFeatureStore, instrument, neighbor_sampler_in_use
-from bench.backends.typed import per_head, typed_counts, typed_model
+from bench.backends.typed import per_head, typed_counts
 from bench.stores import features_in_memory, open_store
 
 
@@ -85,11 +85,9 @@ class TypedRowFeatureStore(RowFeatureStore):
                 + [TensorAttr(group_name=self.target, attr_name="y")])
 
 
-class Pipeline(base.TrainingPipeline):
+class Pipeline(base.TypedHooks, base.TrainingPipeline):
+    hetero_layer = staticmethod(hetero_layer)
     index_dtype = {"indices": "int64", "indptr": "int64"}  # PyG's edge_index and the hub's CSC per relation
-    # a relation without sampled edges in a batch, or into a type the loss does not read (the output
-    # layer's relations into authors, fields, institutes), leaves its parameters out of the step
-    unused_parameters = True
 
     def __init__(self, data, settings: CellSettings):
         super().__init__(data, settings)
@@ -125,9 +123,6 @@ class Pipeline(base.TrainingPipeline):
             batch_size=self.settings.batch_size, shuffle=shuffle, num_workers=num_workers,
             persistent_workers=num_workers > 0, pin_memory=bool(self.settings.pin_memory))
 
-    def make_model(self, data):
-        return typed_model(hetero_layer(self.settings.model, data.relations), data, self.settings)
-
     def _inputs(self, batch):
         x = {t: batch[t].x for t in batch.node_types if "x" in batch[t]}
         ids = {t: batch[t].n_id for t in self.featureless}
@@ -148,7 +143,7 @@ class Pipeline(base.TrainingPipeline):
         modelled = self.settings.model != "none"
         layer_nodes, layer_edges = stages.layer_work(nodes, edges, False) if modelled else ([], [])
         xs = [batch[t].x for t in batch.node_types if "x" in batch[t]]
-        return nodes, edges, sum(nodes), stages.tensor_bytes(xs), layer_nodes, layer_edges, typed
+        return stages.BatchWork(nodes, edges, sum(nodes), stages.tensor_bytes(xs), layer_nodes, layer_edges, typed)
 
     def transfer_bytes(self, batch) -> int:
         if self.device.type != "cuda":

@@ -114,8 +114,8 @@ class Pipeline(link.LinkPipeline, PygNodePipeline):
         layer_nodes, layer_edges = stages.layer_work(hop_nodes, hop_edges, False) if modelled else ([], [])
         negatives = int(batch.dst_neg_index.numel()) if "dst_neg_index" in batch else \
             int(batch.edge_label_index.shape[1]) - self.positives(batch)
-        return (hop_nodes, hop_edges, rows, batch.x.numel() * batch.x.element_size(), layer_nodes, layer_edges,
-                None, self.positives(batch), negatives)  # None: no per-type breakdown (stages.Work.add)
+        return stages.BatchWork(hop_nodes, hop_edges, rows, batch.x.numel() * batch.x.element_size(), layer_nodes,
+                                layer_edges, seed_edges=self.positives(batch), negatives=negatives)
 
 
 def positive_pairs(batch):

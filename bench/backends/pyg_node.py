@@ -16,7 +16,7 @@ from torch_geometric.data.graph_store import EdgeLayout
 from torch_geometric.nn import SAGEConv
 
 from bench.backends import base, stages
-from bench.backends.stages import layer_work
+from bench.backends.stages import BatchWork, layer_work
 
 
 def neighbor_sampler_in_use() -> str:
@@ -98,14 +98,14 @@ class PygNodePipeline(base.TrainingPipeline):
             out = model(batch.x, self._layers(batch))
         return out[: batch.batch_size], batch.y[: batch.batch_size]
 
-    def work(self, batch) -> tuple[list[int], list[int], int, int, list[int], list[int]]:
+    def work(self, batch) -> BatchWork:
         x = batch.x
         rows = int(x.shape[0])
         layers = len(self.settings.fanout)
         hop_nodes, hop_edges = sampled_per_hop(batch, layers, rows)
         modelled = self.settings.model != "none"
         layer_nodes, layer_edges = layer_work(hop_nodes, hop_edges, self.trims) if modelled else ([], [])
-        return hop_nodes, hop_edges, rows, x.numel() * x.element_size(), layer_nodes, layer_edges
+        return BatchWork(hop_nodes, hop_edges, rows, x.numel() * x.element_size(), layer_nodes, layer_edges)
 
 
 def trim_layer(layer: int, x, edge_index, hops):

@@ -20,7 +20,7 @@ off (`EpochClock.loaded`): seconds spent in its own thread were part of its time
 so they are its stages and the rest of next() is `wait`; seconds spent elsewhere overlapped training
 and are worker-seconds (`loader_worker_s`), while the whole blocked time is `wait`.
 
-Work. Per batch, counted the same way for every node backend (`Work`):
+Work. Per batch, counted the same way for every backend (`BatchWork`, what `work(batch)` returns):
     hop_nodes   [seeds, nodes first reached at hop 1, at hop 2, ...]: unique nodes, each counted at
                 the hop that first reaches it (so sum(hop_nodes) == input_nodes)
     hop_edges   [sampled edges of hop 1, of hop 2, ...] (hop 1 ends at the seeds)
@@ -49,6 +49,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from dataclasses import dataclass, field
 
 from bench.settings import WORK_BUDGET  # the share of an epoch counting its batches' work may take
 
@@ -154,6 +155,20 @@ def cuda_sync(device):
 
 # ---- the training side: one epoch's clock ----------------------------------------------------------
 
+@dataclass
+class BatchWork:
+    """One batch's work, as the module docstring defines each count; what a backend's `work` returns."""
+    hop_nodes: list[int]
+    hop_edges: list[int]
+    input_nodes: int
+    feature_bytes: int
+    layer_nodes: list[int] = field(default_factory=list)  # empty without a model
+    layer_edges: list[int] = field(default_factory=list)
+    typed: dict | None = None  # typed cells
+    seed_edges: int | None = None  # the link task
+    negatives: int | None = None
+
+
 class Work:
     """One epoch's work (see the module docstring): `batches` in all, the counts of those counted
     (`rows`; summed when the epoch is over, outside its time) and the bytes copied (every batch).
@@ -162,39 +177,35 @@ class Work:
     def __init__(self, batch_size: int | None = None):
         self.batches = 0
         self.batch_size = batch_size
-        self.rows: list[tuple] = []
+        self.rows: list[BatchWork] = []
         self.copy_bytes = 0
-
-    def add(self, hop_nodes, hop_edges, input_nodes: int, feature_bytes: int, layer_nodes=(), layer_edges=(),
-            typed=None, seed_edges: int | None = None, negatives: int | None = None) -> None:
-        self.rows.append((hop_nodes, hop_edges, input_nodes, feature_bytes, layer_nodes, layer_edges, typed,
-                          seed_edges, negatives))
 
     def as_dict(self) -> dict:
         lists = {key: [] for key in LISTS}
         full = {key: [] for key in LISTS}
         typed, full_typed = {}, {}
         full_counted = 0
-        links = any(r[7] is not None for r in self.rows)  # a link batch: its seeds are positive edges
+        links = any(r.seed_edges is not None for r in self.rows)  # a link batch: its seeds are positive edges
         link_sums = dict.fromkeys(LINK_COUNTS, 0) if links else {}
         full_links = dict.fromkeys(LINK_COUNTS, 0) if links else {}
-        for nodes, edges, _, _, layer_nodes, layer_edges, by_type, seed_edges, negatives in self.rows:
-            seeds = seed_edges if links else (int(nodes[0]) if len(nodes) else None)
+        for row in self.rows:
+            seeds = row.seed_edges if links else (int(row.hop_nodes[0]) if len(row.hop_nodes) else None)
             is_full = self.batch_size is not None and seeds == self.batch_size
             full_counted += is_full
-            for key, values in zip(LISTS, (nodes, edges, layer_nodes, layer_edges)):
-                _add_into(lists[key], values)
+            for key in LISTS:
+                _add_into(lists[key], getattr(row, key))
                 if is_full:
-                    _add_into(full[key], values)
-            if by_type:
-                add_typed(typed, by_type)
+                    _add_into(full[key], getattr(row, key))
+            if row.typed:
+                add_typed(typed, row.typed)
                 if is_full:
-                    add_typed(full_typed, by_type)
-            for key, value in zip(LINK_COUNTS, (seed_edges, negatives)) if links else ():
-                link_sums[key] += int(value or 0)
-                full_links[key] += int(value or 0) if is_full else 0
+                    add_typed(full_typed, row.typed)
+            for key in LINK_COUNTS if links else ():
+                link_sums[key] += int(getattr(row, key) or 0)
+                full_links[key] += int(getattr(row, key) or 0) if is_full else 0
         out = {"batches": self.batches, "counted": len(self.rows), **lists, **link_sums,
-               "input_nodes": sum(int(r[2]) for r in self.rows), "feature_bytes": sum(int(r[3]) for r in self.rows),
+               "input_nodes": sum(int(r.input_nodes) for r in self.rows),
+               "feature_bytes": sum(int(r.feature_bytes) for r in self.rows),
                "copy_bytes": self.copy_bytes, "full": {"counted": full_counted, **full, **full_links}}
         if typed:  # a typed cell's breakdown (bench/backends/typed.py): per node type and relation, per hop
             out["typed"], out["full"]["typed"] = typed, full_typed
@@ -276,7 +287,7 @@ class EpochClock:
         self.work.batches += 1
         if self.work.rows and self.counting > self.work_budget * (now - self.started):
             return
-        self.work.add(*work(batch))
+        self.work.rows.append(work(batch))
         self.counting += _perf() - now
 
     def begin_step(self) -> None:

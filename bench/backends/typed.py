@@ -22,8 +22,7 @@ Plain Python and torch: imported inside the stacks only.
 
 from __future__ import annotations
 
-from bench.settings import CellSettings
-from bench.backends.base import DROPOUT
+from bench.settings import DROPOUT, CellSettings
 
 MODELS = ("rgcn", "rgat")
 

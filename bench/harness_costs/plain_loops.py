@@ -39,9 +39,7 @@ from bench.harness_costs import PLAIN_LOOP_MODULES
 from bench.run.worker import run_epoch
 from bench.datasets import hub
 from bench.run.worker import set_threads
-from bench.settings import CellSettings
-
-DROPOUT = 0.5
+from bench.settings import DROPOUT, CellSettings
 
 
 def pyg_loop(data, s: CellSettings):
