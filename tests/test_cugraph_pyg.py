@@ -101,9 +101,10 @@ def test_its_cells_expand_in_the_gpu_suites_and_skip_here_with_the_reason(name, 
 # --- each pipeline's lifecycle where a user picks one -------------------------------------------------
 
 def test_every_pipeline_has_a_lifecycle_line_with_its_source():
-    covered = {b for line in lifecycle.LIFECYCLE for b in line.backends}
-    assert covered >= {"pyg-neighbor", "pyg-dist", "dgl-graphbolt", "cugraph-pyg"}
-    assert covered <= set(BACKENDS)
+    named = {info.lifecycle for info in BACKENDS.values()} - {None}
+    assert named == {line.pipeline for line in lifecycle.LIFECYCLE}  # each line a backend's, each name a line
+    assert {b for b, info in BACKENDS.items() if info.lifecycle} >= {"pyg-neighbor", "pyg-dist", "dgl-graphbolt",
+                                                                     "cugraph-pyg"}
     for line in lifecycle.LIFECYCLE:
         assert line.source.startswith("https://") and len(line.read_on) == 10, line
         assert set(line.stacks) <= set(stacks.available()), line

@@ -121,3 +121,32 @@ def test_tasks_table_pairs_backends_and_dataset_shapes():
     assert datasets.tasks({"source": "synthetic", "params": {}}) == ("node", "link")
     with pytest.raises(ValueError, match="unknown dataset shape 'tree'"):
         tasks_of_shape("tree")
+
+
+def test_no_file_but_the_registry_and_its_own_module_names_a_backend():
+    """docs/ADDING.md: a backend is its module and one BACKENDS line; no other file in bench/ names
+    it (a string that is its name, in code or a template). A name that is also a stack's (pyg-dist,
+    cugraph-pyg) is left out: there it names the stack."""
+    import ast
+    import re
+    from pathlib import Path
+
+    from bench.stacks import known
+
+    root = Path(__file__).resolve().parents[1]
+    names = set(BACKENDS) - set(known())
+    own = {root / (info.module.replace(".", "/") + ".py") for info in BACKENDS.values()}
+    found = []
+    for path in sorted((root / "bench").rglob("*")):
+        if path == root / "bench/backends/__init__.py" or path in own:
+            continue
+        if path.suffix == ".py":
+            strings = [(n.lineno, n.value) for n in ast.walk(ast.parse(path.read_text()))
+                       if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+        elif path.suffix == ".j2":
+            strings = [(i, m[1]) for i, line in enumerate(path.read_text().splitlines(), 1)
+                       for m in re.finditer(r"""["']([\w-]+)["']""", line)]
+        else:
+            continue
+        found += [f"{path.relative_to(root)}:{line}: {value!r}" for line, value in strings if value in names]
+    assert not found, "name these in the backend's BACKENDS line instead:\n" + "\n".join(found)

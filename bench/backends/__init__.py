@@ -60,6 +60,18 @@ class BackendInfo:
     # It keeps the features in host memory once for the whole node, each rank holding its slice
     # (WholeGraph's host memory), whatever the mode: counted once per node
     host_features_once: bool = False
+    # Its pipeline's line in bench/publish/lifecycle.py LIFECYCLE (what its maintainers say), by name
+    lifecycle: str | None = None
+    # What no GPU run of this gnnbench has shown of it yet: a note on each of its GPU cells
+    unverified_on_gpu: str | None = None
+
+
+# GraphBolt's work beside PyG's, by figure of the equal-work check (BackendInfo.work_notes)
+GRAPHBOLT_WORK_NOTES = {f"hop{k}_{what}": "GraphBolt samples each hop for all the nodes reached before it (a "
+                                          "layer's destination nodes include the seeds again), where PyG samples "
+                                          "for the hop's new nodes only"
+                        for k in range(2, 6) for what in ("nodes", "edges")}
+PYG_LOADER = "PyG NeighborLoader (+ DDP)"
 
 
 BACKENDS: dict[str, BackendInfo] = {
@@ -67,6 +79,7 @@ BACKENDS: dict[str, BackendInfo] = {
     "pyg-neighbor": BackendInfo("bench.backends.pyg_neighbor", "pyg", ("cpu-cpu", "cpu-cuda"), ("memory", "lmdb"),
                                 options=("pin_memory", "amp", "trim_to_layer"),
                                 structure_bytes_per_node=8, structure_bytes_per_edge=16, plain_loop="pyg_loop",
+                                lifecycle=PYG_LOADER,
                                 work_notes={"layer": "PyG's layers compute every node they are given: the whole "
                                                      "sampled subgraph, or with trim_to_layer the hops the layer "
                                                      "still needs"}),
@@ -76,12 +89,7 @@ BACKENDS: dict[str, BackendInfo] = {
                                  ("memory", "lmdb", "graphbolt-disk"), mode_chart=True,
                                  options=("amp", "gpu_cache"),
                                  structure_bytes_per_node=8, structure_bytes_per_edge=8, structure_on_hub_maps=True,
-                                 plain_loop="graphbolt_loop",
-                                 work_notes={f"hop{k}_{what}": "GraphBolt samples each hop for all the nodes "
-                                                                "reached before it (a layer's destination nodes "
-                                                                "include the seeds again), where PyG samples for "
-                                                                "the hop's new nodes only"
-                                             for k in range(2, 6) for what in ("nodes", "edges")}),
+                                 plain_loop="graphbolt_loop", work_notes=GRAPHBOLT_WORK_NOTES, lifecycle="DGL GraphBolt"),
     # typed graphs (bench/backends/typed.py: the shared R-GCN / R-GAT), PyG's HeteroData per relation
     "pyg-hetero": BackendInfo("bench.backends.pyg_hetero", "pyg", ("cpu-cpu", "cpu-cuda"), ("memory", "lmdb"),
                               task="typed-node", models=("rgcn", "rgat"), options=("pin_memory", "amp"),
@@ -95,37 +103,33 @@ BACKENDS: dict[str, BackendInfo] = {
                                         models=("rgcn", "rgat"), mode_chart=True, options=("amp",),
                                         # the fused CSC: indptr, indices and a type byte per edge
                                         structure_bytes_per_node=8, structure_bytes_per_edge=9,
-                                        plain_loop="graphbolt_hetero_loop",
-                                        work_notes={f"hop{k}_{what}": "GraphBolt samples each hop for all the "
-                                                                      "nodes reached before it (a layer's "
-                                                                      "destination nodes include the seeds "
-                                                                      "again), where PyG samples for the hop's "
-                                                                      "new nodes only"
-                                                    for k in range(2, 6) for what in ("nodes", "edges")}),
+                                        plain_loop="graphbolt_hetero_loop", work_notes=GRAPHBOLT_WORK_NOTES),
     "feature-gather": BackendInfo("bench.backends.feature_gather", "pyg", ("cpu-cpu",), ("memory", "lmdb"),
-                                  seeds_are_training_seeds=False),
-    "pyg-dist": BackendInfo("bench.backends.pyg_dist", "pyg-dist", ("cpu-cpu",), options=("amp",)),
+                                  seeds_are_training_seeds=False, lifecycle=PYG_LOADER),
+    "pyg-dist": BackendInfo("bench.backends.pyg_dist", "pyg-dist", ("cpu-cpu",), options=("amp",),
+                            lifecycle="PyG torch_geometric.distributed"),
     # link prediction (bench/backends/link.py): seeds are training edges of the hub's link split.
     # neg_mode: only PyG has both (GraphBolt's sample_uniform_negative is triplet)
     "pyg-link": BackendInfo("bench.backends.pyg_link", "pyg", ("cpu-cpu", "cpu-cuda"), ("memory", "lmdb"),
                             task="link", options=("pin_memory", "amp", "neg_mode"),
-                            structure_bytes_per_node=8, structure_bytes_per_edge=16, plain_loop="pyg_link_loop"),
+                            structure_bytes_per_node=8, structure_bytes_per_edge=16, plain_loop="pyg_link_loop",
+                            unverified_on_gpu="PyG's link cells' measured epochs (one ran its warm-up epoch on the "
+                                              "H100, results/NOTES.md; the device time ran out before the rest)"),
     "dgl-graphbolt-link": BackendInfo("bench.backends.dgl_graphbolt_link", "dgl",
                                       ("cpu-cpu", "cpu-cuda", "pinned-cuda", "cuda-cuda"),
                                       ("memory", "lmdb", "graphbolt-disk"), task="link", mode_chart=True,
                                       options=("amp", "gpu_cache"),
                                       structure_bytes_per_node=8, structure_bytes_per_edge=8,
-                                      plain_loop="graphbolt_link_loop",
-                                      work_notes={f"hop{k}_{what}": "GraphBolt samples each hop for all the nodes "
-                                                                     "reached before it, where PyG samples for the "
-                                                                     "hop's new nodes only"
-                                                  for k in range(2, 6) for what in ("nodes", "edges")}),
+                                      plain_loop="graphbolt_link_loop", work_notes=GRAPHBOLT_WORK_NOTES),
     "pyg-graphs": BackendInfo("bench.backends.pyg_graphs", "pyg", ("cpu-cpu", "cpu-cuda"),
-                              ("memory", "lmdb", "sqlite"), task="graph", options=("pin_memory", "amp")),
+                              ("memory", "lmdb", "sqlite"), task="graph", options=("pin_memory", "amp"),
+                              lifecycle=PYG_LOADER),
     # cuGraph-PyG: GPU sampling over a distributed cuGraph graph, features in WholeGraph; GPU images
     # only (docker/requirements-cugraph-pyg.txt), written as cugraph-gnn's gcn_dist_mnmg.py
     "cugraph-pyg": BackendInfo("bench.backends.cugraph_pyg", "cugraph-pyg", ("cuda-cuda",), one_gpu_per_rank=False,
-                               host_features_once=True),
+                               host_features_once=True, lifecycle="cuGraph-PyG / WholeGraph",
+                               unverified_on_gpu="cuGraph-PyG has never run in this gnnbench (written as "
+                                                 "cugraph-gnn's gcn_dist_mnmg.py; docs/gpus.md lists what differs)"),
 }
 
 ALL_MODES = tuple(m for m in MODES if any(m in info.modes for info in BACKENDS.values()))

@@ -4,19 +4,21 @@ advisor, bench/publish/advisor.py, and the comparison page, templates/comparison
 fast pipeline that is deprecated or no longer released is not chosen unawares.
 
 Plain data; a line is changed by hand when its source changes (each names the page or release
-that says it, and when it was read). `for_backend` finds a backend's line by its stack.
+that says it, and when it was read). A backend names its line in its registry line (bench/backends
+__init__.py BackendInfo.lifecycle).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from bench.backends import BACKENDS
+
 
 @dataclass(frozen=True)
 class Lifecycle:
     pipeline: str    # what a user would call it
     stacks: tuple[str, ...]  # the gnnbench stacks (bench/stacks) whose backends it covers
-    backends: tuple[str, ...]  # the backends (bench/backends BACKENDS) it covers; () = all of those stacks'
     status: str      # "maintained", "deprecated", "no new releases"
     says: str        # what the maintainers say, in one sentence
     source: str      # where they say it (URL)
@@ -24,19 +26,19 @@ class Lifecycle:
 
 
 LIFECYCLE = (
-    Lifecycle("PyG NeighborLoader (+ DDP)", ("pyg",), ("pyg-neighbor", "pyg-graphs", "feature-gather"), "maintained",
+    Lifecycle("PyG NeighborLoader (+ DDP)", ("pyg",), "maintained",
               "PyG's own loader, released with every PyG version (2.8.1 in the pyg stack); its multi-GPU "
               "examples pair it with DDP.",
               "https://github.com/pyg-team/pytorch_geometric/releases", "2026-11-26"),
-    Lifecycle("PyG torch_geometric.distributed", ("pyg-dist",), ("pyg-dist",), "deprecated",
+    Lifecycle("PyG torch_geometric.distributed", ("pyg-dist",), "deprecated",
               "Deprecated since PyG 2.7 in favour of cuGraph-PyG / WholeGraph; still shipped in 2.8.x, but its "
               "DistNeighborSampler raises TypeError from 2.7.0 to 2.8.1, so gnnbench runs it on 2.6.1.",
               "https://github.com/pyg-team/pytorch_geometric/blob/master/CHANGELOG.md", "2026-11-26"),
-    Lifecycle("DGL GraphBolt", ("dgl",), ("dgl-graphbolt",), "no new releases",
+    Lifecycle("DGL GraphBolt", ("dgl",), "no new releases",
               "DGL's last tagged release is 2.4.0 (2024-08-29); PyPI's newest dgl is 2.2.1 and its Linux CPU "
               "wheels stop at 2.1.0 (torch <= 2.2), which gnnbench runs.",
               "https://github.com/dmlc/dgl/releases/tag/v2.4.0", "2026-11-26"),
-    Lifecycle("cuGraph-PyG / WholeGraph", ("cugraph-pyg",), ("cugraph-pyg",), "maintained",
+    Lifecycle("cuGraph-PyG / WholeGraph", ("cugraph-pyg",), "maintained",
               "What PyG recommends for multi-GPU training since torch_geometric.distributed's deprecation; "
               "cugraph-pyg-cu12/-cu13 26.10 on PyPI, for PyG >= 2.5 and < 2.8 (GPU only).",
               "https://pypi.org/project/cugraph-pyg-cu13/", "2026-11-26"),
@@ -50,10 +52,10 @@ CUGRAPH_PYG_SUPPORTS_PYG = ">=2.5,<2.8"
 
 def for_backend(backend: str | None) -> Lifecycle | None:
     """The lifecycle line of a backend (by name), or None."""
-    return next((line for line in LIFECYCLE if backend in line.backends), None)
+    return lines_for([backend])[0] if lines_for([backend]) else None
 
 
 def lines_for(backends) -> list[Lifecycle]:
     """The lines of the pipelines these backends are, in LIFECYCLE's order, each once."""
-    wanted = set(backends)
-    return [line for line in LIFECYCLE if wanted & set(line.backends)]
+    wanted = {BACKENDS[b].lifecycle for b in backends if b in BACKENDS}
+    return [line for line in LIFECYCLE if line.pipeline in wanted]

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Callable
 
 from bench import inputs, modes
+from bench.backends import BACKENDS
 from bench.backends.stages import split_line
 from bench.datasets.ready import DatasetError, reads_user_files, sweep_stale
 from bench.machine import ceilings, gpus
@@ -540,12 +541,8 @@ class Session:
                          "pinned in place by every rank (no DGL build for the lent machine's torch); the CUDA "
                          "out-of-memory record (status oom) and each rank's loader workers pinned to its GPU's "
                          "cores (cpu_affinity): tested on CPU with samples or faked facts only")
-            if cell.backend == "pyg-link":
-                notes.append("unverified on a GPU: PyG's link cells' measured epochs (one ran its warm-up epoch "
-                             "on the H100, results/NOTES.md; the device time ran out before the rest)")
-            if cell.backend == "cugraph-pyg":
-                notes.append("unverified on a GPU: cuGraph-PyG has never run in this gnnbench (written as "
-                             "cugraph-gnn's gcn_dist_mnmg.py; docs/gpus.md lists what differs)")
+            if BACKENDS[cell.backend].unverified_on_gpu:
+                notes.append(f"unverified on a GPU: {BACKENDS[cell.backend].unverified_on_gpu}")
         return notes
 
     def gpu_refusal(self, cell: Cell) -> Outcome | None:
