@@ -99,12 +99,6 @@ class CellSettings:
     def replace(self, **changes) -> CellSettings:
         return dataclasses.replace(self, **changes)
 
-    def value(self, name: str):
-        """A setting named at run time (a sweep axis, a rule's key); None where the cell has none."""
-        if name not in NAMES:
-            raise SettingsError(f"unknown setting {name!r}; known: {', '.join(NAMES)}")
-        return getattr(self, name)
-
 
 NAMES = tuple(f.name for f in dataclasses.fields(CellSettings))
 DEFAULTS = CellSettings()

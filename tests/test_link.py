@@ -38,7 +38,7 @@ settings:
         f"dgl-graphbolt-link/g/mode=cpu-cpu/workers=0/ws=1/neg_ratio={r}/neg_mode=triplet" for r in (1, 5)}
     for cell in cells:
         if cell.backend != "pyg-neighbor":
-            assert {k: cell.settings.value(k) for k in ("exclusion", "decoder")} == {"exclusion": "reverse", "decoder": "dot"}
+            assert {k: getattr(cell.settings, k) for k in ("exclusion", "decoder")} == {"exclusion": "reverse", "decoder": "dot"}
 
 
 def test_a_link_backend_without_a_plain_dataset_is_named(write_suite, tmp_path):
@@ -63,7 +63,7 @@ def test_the_link_suite_sweeps_what_the_issue_asks():
     for key, values in {"neg_ratio": {1, 5}, "exclusion": {"none", "reverse"}, "num_workers": {0, 2},
                         "world_size": {1, 2}, "store": {"memory", "lmdb"}}.items():
         for backend in ("pyg-link", "dgl-graphbolt-link"):
-            assert {c.settings.value(key) for c in cells if c.backend == backend} == values, (key, backend)
+            assert {getattr(c.settings, key) for c in cells if c.backend == backend} == values, (key, backend)
     assert {c.settings.neg_mode for c in cells if c.backend == "pyg-link"} == {"triplet", "binary"}
 
 

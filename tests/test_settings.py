@@ -44,8 +44,6 @@ settings:
 def test_an_unknown_setting_is_refused_when_rebuilt():
     with pytest.raises(SettingsError, match="unknown setting 'fanuot'"):
         CellSettings.from_dict({**DEFAULTS.as_dict(), "fanuot": [5]})
-    with pytest.raises(SettingsError, match="unknown setting 'batch'"):
-        DEFAULTS.value("batch")
 
 
 def test_recorded_settings_read_by_attribute_with_none_where_an_older_file_has_none():

@@ -202,7 +202,7 @@ def test_target_keys_only_in_cells_with_a_target_and_ids_unchanged(write_suite):
     targeted = suite_mod.expand(suite_mod.load(write_suite(text + "  target_acc: 0.5\n", "t.yaml"))[0])
     assert [c.id for c in plain] == [c.id for c in targeted]
     assert not set(TARGET) & set(plain[0].settings.as_dict())
-    assert {k: targeted[0].settings.value(k) for k in TARGET} == {
+    assert {k: getattr(targeted[0].settings, k) for k in TARGET} == {
         "target_acc": 0.5, "eval_every": 1, "max_epochs": 3}  # default: warm-up + measured epochs
 
 

@@ -31,7 +31,6 @@ os.environ.setdefault("RAPIDS_NO_INITIALIZE", "1")  # as the example sets it, be
 
 import torch  # noqa: E402
 
-from bench.settings import CellSettings
 from bench.backends import base  # noqa: E402
 from bench.backends.pyg_node import PygNodePipeline  # noqa: E402
 
@@ -116,7 +115,7 @@ class Pipeline(PygNodePipeline):
 
         return f"cugraph-pyg {cugraph_pyg.__version__} NeighborLoader (GPU, pylibcugraph)"
 
-    def __init__(self, data, settings: CellSettings):
+    def __init__(self, data, settings):
         super().__init__(data, settings)
         import torch.distributed as dist
         from rmm.allocators.torch import rmm_torch_allocator

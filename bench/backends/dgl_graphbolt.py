@@ -41,7 +41,6 @@ import torch  # noqa: E402
 from dgl.nn import SAGEConv  # noqa: E402
 from torchdata.datapipes.iter import IterDataPipe  # noqa: E402
 
-from bench.settings import CellSettings
 from bench import modes  # noqa: E402
 from bench.backends import base, shared_host, stages  # noqa: E402
 from bench.backends.base import Unavailable, rank_and_world  # noqa: E402
@@ -113,7 +112,7 @@ def host_tensor(array, pin: bool, name: str = "") -> torch.Tensor:
         return torch.from_numpy(array)
 
 
-def placed(data, settings: CellSettings, device, mode: modes.Mode):
+def placed(data, settings, device, mode: modes.Mode):
     """The sampling graph and the feature store where the mode keeps them, built through DGL 2.1's
     API as its examples do: the graph's pin_memory_() / to(device) and each Feature's (DGL 2.1's
     BasicFeatureStore has no item access: the Feature is placed before the store is made).
@@ -177,7 +176,7 @@ class Pipeline(base.TrainingPipeline):
     unavailable = staticmethod(unavailable)
     seed_name = "seed_nodes"  # what DGL 2.1 names a minibatch's seeds (2.2 on: `seeds`)
 
-    def __init__(self, data, settings: CellSettings):
+    def __init__(self, data, settings):
         super().__init__(data, settings)
         gb.seed(settings.seed)  # GraphBolt's samplers draw from a generator of their own
         self.mode = modes.mode(settings.mode)

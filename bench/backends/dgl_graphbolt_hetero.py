@@ -23,7 +23,6 @@ import dgl.graphbolt as gb
 import torch
 from dgl.nn import GATConv, HeteroGraphConv, SAGEConv
 
-from bench.settings import CellSettings
 from bench import modes
 from bench.backends import base, dgl_graphbolt, stages
 from bench.backends.base import Unavailable
@@ -117,7 +116,7 @@ class Pipeline(base.TypedHooks, dgl_graphbolt.Pipeline):
     hetero_layer = staticmethod(hetero_layer)
     full_layer = None  # no layer-wise full-neighbourhood inference for typed graphs (yet)
 
-    def __init__(self, data, settings: CellSettings):
+    def __init__(self, data, settings):
         self.target, self.relations = data.target, data.relations
         self.featureless = [t for t, x in data.features.items() if x is None]
         self.edge_types = list(data.meta["graphbolt"]["edge_type_to_id"])  # in id order (typed_hub)

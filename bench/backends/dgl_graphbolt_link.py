@@ -24,7 +24,6 @@ import numpy as np
 import torch
 from dgl.nn import SAGEConv
 
-from bench.settings import CellSettings
 from bench import modes
 from bench.backends import dgl_graphbolt, link
 from bench.backends.dgl_graphbolt import _FeaturesFirst, block_work, index_dtype, placed
@@ -34,7 +33,7 @@ class Pipeline(link.LinkPipeline, dgl_graphbolt.Pipeline):
     sampler = f"graphbolt sample_uniform_negative + sample_neighbor (dgl {dgl.__version__})"
     seed_name = "node_pairs"
 
-    def __init__(self, data, settings: CellSettings):
+    def __init__(self, data, settings):
         if settings.neg_mode != "triplet":
             raise dgl_graphbolt.Unavailable("GraphBolt's sample_uniform_negative keeps each positive's source "
                                             "(neg_mode triplet); it has no binary mode")

@@ -20,7 +20,6 @@ import torch
 from torch_geometric.data import Data
 from torch_geometric.loader import NeighborLoader
 
-from bench.settings import CellSettings
 from bench import modes
 from bench.backends import base
 from bench.backends.base import Unavailable, shard
@@ -34,7 +33,7 @@ MAX_BATCHES = 64
 class Pipeline(base.Pipeline):
     """No model: a step gathers one batch's rows (the shared evaluate returns None)."""
 
-    def __init__(self, data, settings: CellSettings):
+    def __init__(self, data, settings):
         if modes.mode(settings.mode).needs_gpu:
             raise Unavailable("the feature gather is measured on the CPU only (mode cpu-cpu)")
         super().__init__(data, settings)

@@ -36,7 +36,6 @@ import torch_geometric.distributed.partition as pyg_partition
 from torch_geometric.data import Data
 from torch_geometric.loader import ClusterData
 
-from bench.settings import CellSettings
 from bench.backends.base import Unavailable, rank_and_world, unavailable_reason
 from bench.backends.pyg_node import PygNodePipeline
 from bench.net import free_port
@@ -107,7 +106,7 @@ class Pipeline(PygNodePipeline):
             return "pyg-dist partitions the graph over its ranks: it needs a world size of at least 2"
         return unavailable_reason(mode, world_size)
 
-    def __init__(self, data, settings: CellSettings):
+    def __init__(self, data, settings):
         from torch_geometric.distributed import DistContext, LocalFeatureStore, LocalGraphStore
         from torch_geometric.distributed.dist_neighbor_sampler import DistNeighborSampler
 

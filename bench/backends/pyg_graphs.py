@@ -45,7 +45,7 @@ from torch.utils.data import BatchSampler, DataLoader, Dataset, SubsetRandomSamp
 from torch_geometric.data import Batch, Data, InMemoryDataset, OnDiskDataset
 from torch_geometric.nn import SAGEConv, global_mean_pool
 
-from bench.settings import DROPOUT, CellSettings
+from bench.settings import DROPOUT
 from bench.backends import base, stages
 from bench.backends.base import shard
 from bench.datasets import molecules
@@ -220,7 +220,7 @@ class GraphClassifier(torch.nn.Module):
 
 class Pipeline(base.TrainingPipeline):
 
-    def __init__(self, data, settings: CellSettings):
+    def __init__(self, data, settings):
         super().__init__(data, settings)
         self.dataset = graph_dataset(data, settings.store)
         self.splits = {"train": shard(np.asarray(data.train_idx), settings.seed),

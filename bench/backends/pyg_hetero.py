@@ -25,7 +25,6 @@ from torch_geometric.data import HeteroData, TensorAttr
 from torch_geometric.loader import NeighborLoader
 from torch_geometric.nn import GATConv, HeteroConv, SAGEConv
 
-from bench.settings import CellSettings
 from bench.backends import base, stages
 from bench.backends.base import shard
 from bench.backends.pyg_node import CscGraphStore, RowFeatureStore, instrument, neighbor_sampler_in_use
@@ -89,7 +88,7 @@ class Pipeline(base.TypedHooks, base.TrainingPipeline):
     hetero_layer = staticmethod(hetero_layer)
     index_dtype = {"indices": "int64", "indptr": "int64"}  # PyG's edge_index and the hub's CSC per relation
 
-    def __init__(self, data, settings: CellSettings):
+    def __init__(self, data, settings):
         super().__init__(data, settings)
         self.target, self.relations = data.target, data.relations
         self.featureless = [t for t, x in data.features.items() if x is None]

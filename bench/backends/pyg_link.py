@@ -25,7 +25,6 @@ from torch_geometric.loader import LinkNeighborLoader
 from torch_geometric.nn import SAGEConv
 from torch_geometric.sampler import NegativeSampling
 
-from bench.settings import CellSettings
 from bench.backends import link, stages
 from bench.backends.base import shard
 from bench.backends.pyg_node import CscGraphStore, PygNodePipeline, RowFeatureStore, sampled_per_hop
@@ -34,7 +33,7 @@ from bench.stores import features_in_memory, open_store
 
 class Pipeline(link.LinkPipeline, PygNodePipeline):
 
-    def __init__(self, data, settings: CellSettings):
+    def __init__(self, data, settings):
         PygNodePipeline.__init__(self, data, settings)
         self.link_init(data)
         self.graph = self._graph(data, self.split, settings.store)

@@ -12,7 +12,6 @@ import torch
 from torch_geometric.data import Data
 from torch_geometric.loader import NeighborLoader
 
-from bench.settings import CellSettings
 from bench.backends.base import shard
 from bench.backends.pyg_node import CscGraphStore, HopCounts, PygNodePipeline, RowFeatureStore, instrument
 from bench.stores import features_in_memory, open_store
@@ -20,7 +19,7 @@ from bench.stores import features_in_memory, open_store
 
 class Pipeline(PygNodePipeline):
 
-    def __init__(self, data, settings: CellSettings):
+    def __init__(self, data, settings):
         super().__init__(data, settings)
         self.graph = self._graph(data, settings.store)
         self.splits = {"train": shard(data.train_idx, settings.seed), "val": data.val_idx, "test": data.test_idx}

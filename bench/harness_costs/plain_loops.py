@@ -42,7 +42,7 @@ from bench.run.worker import set_threads
 from bench.settings import DROPOUT, CellSettings
 
 
-def pyg_loop(data, s: CellSettings):
+def pyg_loop(data, s):
     """PyG's examples/ way: a Data in memory, NeighborLoader over the training nodes, SAGEConv."""
     from torch_geometric.data import Data
     from torch_geometric.loader import NeighborLoader
@@ -82,7 +82,7 @@ def pyg_loop(data, s: CellSettings):
     return epoch
 
 
-def graphbolt_loop(data, s: CellSettings):
+def graphbolt_loop(data, s):
     """DGL 2.1's GraphBolt node-classification example, its CPU storage and CPU device path."""
     import dgl.graphbolt as gb
     import dgl.nn as dglnn
@@ -150,7 +150,7 @@ def loop_of(backend: str):
     return getattr(importlib.import_module(PLAIN_LOOP_MODULES[info.task]), info.plain_loop)
 
 
-def dims(data, s: CellSettings) -> list[int]:
+def dims(data, s) -> list[int]:
     return [data.features.shape[1]] + [s.hidden] * (len(s.fanout) - 1) + [data.num_classes]
 
 
@@ -161,7 +161,7 @@ def timed(epoch) -> tuple[float, float]:
     return time.perf_counter() - start, time.process_time() - cpu_start
 
 
-def side_by_side(cell: dict, data, s: CellSettings) -> dict:
+def side_by_side(cell: dict, data, s) -> dict:
     """The harness's pipeline epoch (bench/run/worker.py run_epoch, its stage clocks as the cell sets
     them) and the plain loop's, built on the same data in this one process, epochs interleaved
     (harness first in even pairs, plain first in odd): what the two loops cost with the process

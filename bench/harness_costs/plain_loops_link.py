@@ -30,21 +30,20 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from bench.settings import CellSettings
 from bench.backends.base import graphsage
 from bench.backends.link import link_model
 from bench.datasets import link_split
 from bench.harness_costs.plain_loops import loader_only
 
 
-def shared_model(conv, data, s: CellSettings):
+def shared_model(conv, data, s):
     """The harness's link model: the shared GraphSAGE encoder (out width `hidden`) and the decoder."""
     hidden = s.hidden
     encoder = graphsage(conv, data.features.shape[1], hidden, hidden, len(s.fanout))
     return link_model(encoder, hidden, s.decoder)
 
 
-def pyg_link_loop(data, s: CellSettings):
+def pyg_link_loop(data, s):
     """PyG's graph_sage_unsup.py way: LinkNeighborLoader with negative sampling, SAGEConv."""
     from torch_geometric.data import Data
     from torch_geometric.loader import LinkNeighborLoader
@@ -90,7 +89,7 @@ def pyg_link_loop(data, s: CellSettings):
     return epoch
 
 
-def graphbolt_link_loop(data, s: CellSettings):
+def graphbolt_link_loop(data, s):
     """DGL 2.1's GraphBolt link_prediction.py, its CPU storage and CPU device path."""
     import dgl.graphbolt as gb
     from dgl.nn import SAGEConv

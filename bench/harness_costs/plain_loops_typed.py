@@ -21,12 +21,11 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from bench.settings import CellSettings
 from bench.backends.typed import typed_model
 from bench.harness_costs.plain_loops import loader_only
 
 
-def pyg_hetero_loop(data, s: CellSettings):
+def pyg_hetero_loop(data, s):
     """PyG's examples/hetero way: HeteroData with every type's features, NeighborLoader over it."""
     from torch_geometric.loader import NeighborLoader
 
@@ -57,7 +56,7 @@ def pyg_hetero_loop(data, s: CellSettings):
     return epoch
 
 
-def graphbolt_hetero_loop(data, s: CellSettings):
+def graphbolt_hetero_loop(data, s):
     """DGL 2.1's GraphBolt R-GCN example (hetero_rgcn.py), its CPU path."""
     import dgl.graphbolt as gb
 
