@@ -55,9 +55,10 @@ def test_every_field_the_writer_produces_is_declared_once_and_read_back():
     from bench.run.record import DATASET_FIELDS, extra_info
     from bench.run.runner import Outcome
     from bench.run.suite import Cell
+    from bench.settings import CellSettings
 
     cell = Cell("pyg-neighbor/g/mode=cpu-cpu/workers=0/ws=1", "pyg-neighbor", "pyg", "g",
-                {"name": "g", "source": "synthetic", "params": {}}, {"profile": True})
+                {"name": "g", "source": "synthetic", "params": {}}, CellSettings())
     card = {k: 1 for k in DATASET_FIELDS} | {"source": "synthetic", "num_train": 1, "num_val": 1, "num_test": 1}
     epoch = {"seconds": 1.0, "seeds": 10, "edges": 100, "stall_s": 0.1, "batches": 2, "cpu_s": 1.0,
              "stages": {"sample": 0.5}, "loader_worker_s": None,
