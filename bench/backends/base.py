@@ -284,8 +284,9 @@ class Pipeline(abc.ABC):
     (an iterable of batches, re-iterated every epoch) in its __init__ after this one's, and
     defines the abstract methods below; a backend that trains the shared model subclasses
     `TrainingPipeline`, which asks for the loader, model and forward pass too. A backend that
-    does something else per batch (no model at all) overrides `step`. Python refuses to build a
-    backend that lacks one (TypeError naming it), before any cell runs on it."""
+    does something else per batch (no model at all) overrides `step`; a typed or link backend also
+    subclasses its task's hooks (TypedHooks, LinkHooks, below: TASK_HOOKS). Python refuses to build
+    a backend that lacks one (TypeError naming it), before any cell runs on it."""
 
     unavailable = staticmethod(unavailable_reason)  # why this stack cannot run a mode, or None
     collective_eval = False  # True: every rank evaluates its own part, and the counts are summed
