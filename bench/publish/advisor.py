@@ -88,7 +88,7 @@ def figure(cell: CellResult, split: str = "test") -> str:
     return f"{split} accuracy on {target} nodes" if target else f"{split} accuracy"
 
 
-def test_items(cell: CellResult) -> tuple[int | None, str]:
+def judged_over(cell: CellResult) -> tuple[int | None, str]:
     """How many test items the figure averages over, and what they are."""
     if task(cell) == "link":
         return (cell.metrics.link_split or {}).get("num_test_pos"), "test edges"
@@ -180,7 +180,8 @@ def advise_speed(g: Group) -> Advice:
     if leaky and len(leaky) < len(candidates):
         candidates = [m for m in candidates if m.id not in leaky]
         evidence.append(f"{len(leaky)} cell(s) trained on batches that sampled their own positive seed edges "
-                        f"(exclusion none): their MRR includes that leak, so they are not candidates: {', '.join(leaky)}.")
+                        "(exclusion none): their MRR includes that leak, so they are not candidates: "
+                        f"{', '.join(leaky)}.")
     if not candidates:
         summary = f"No cell trained a model on {g.dataset} on {g.machine}: nothing to recommend."
         return Advice(g.dataset, g.machine, None, summary, evidence + scaling(g) + why_slower(g), cautions)
@@ -202,7 +203,7 @@ def advise_speed(g: Group) -> Advice:
 # --- speed, accuracy, memory ------------------------------------------------------------------
 
 def accuracy_margin(a: CellResult, b: CellResult) -> float | None:
-    n = test_items(a)[0]
+    n = judged_over(a)[0]
     if not n:
         return None
     pa, pb = accuracy(a), accuracy(b)
@@ -228,7 +229,7 @@ def accuracy_notes(choice: CellResult, set_aside: list[tuple[CellResult, CellRes
     return [f"{m.id} is {choice.median / m.median:.2f}x faster than {choice.id} "
             f"({m.median:.4g} s vs {choice.median:.4g} s per epoch) but reaches {figure(m)} "
             f"{accuracy(m):.3f} against the best {accuracy(best):.3f} ({best.id}), lower by more than "
-            f"the {margin:.3f} that {' '.join(map(str, test_items(m)))} explain: not recommended."
+            f"the {margin:.3f} that {' '.join(map(str, judged_over(m)))} explain: not recommended."
             for m, best, margin in sorted(set_aside, key=lambda t: t[0].median) if m.median < choice.median]
 
 
