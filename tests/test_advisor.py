@@ -137,3 +137,71 @@ def test_no_trained_cell_means_no_recommendation(tmp_path):
     advice = only(advisor.advise([result]))
     assert advice.recommended is None and "nothing to recommend" in advice.summary
     assert advice.cautions and "does not run" in advice.cautions[0]
+
+
+# --- every task: typed graphs on their target type, link prediction by MRR and Hits@K -----------------
+
+def link_bench(cid: str, seconds: float, mrr: float | None, leaked: int = 0, **extra) -> dict:
+    """A link cell as the link backends record one: no accuracy, MRR and Hits@K over its test edges."""
+    return sr.bench(cid, [seconds] * 5, val_acc=None, test_acc=None, val_mrr=mrr, test_mrr=mrr,
+                    test_hits=None if mrr is None else {"10": 0.6, "50": 0.9},
+                    link_split={"num_test_pos": 2000}, leaks={"batches": 10, "leaked_batches": 10 if leaked else 0,
+                                                              "sampled_edges": 1000, "leaked_edges": leaked}, **extra)
+
+
+def test_a_typed_run_is_advised_on_its_target_types_accuracy(tmp_path):
+    card = sr.DATASET_CARD | {"target": "paper"}
+    fast, slow = sr.cell_id("dgl-graphbolt-hetero"), sr.cell_id("pyg-hetero")
+    advice = only(advisor.advise([one_run(tmp_path, [sr.bench(fast, [0.05] * 5, dataset=card, test_acc=0.50),
+                                                     sr.bench(slow, [0.08] * 5, dataset=card, test_acc=0.80)])]))
+    assert advice.recommended == slow
+    assert advice.summary.endswith("configurations that train to a comparable test accuracy on paper nodes.")
+    assert advice.evidence[0].startswith(f"{slow}: 0.08 s median epoch, test accuracy on paper nodes 0.800, ")
+    assert any(e.startswith(f"{fast} is 1.60x faster") and "reaches test accuracy on paper nodes 0.500 against the "
+               "best 0.800" in e and "that 1000 test nodes explain" in e for e in advice.evidence)
+
+
+def test_a_link_run_is_advised_by_mrr_with_hits_at_k_and_its_test_edges(tmp_path):
+    fast, best, loader = (sr.cell_id("dgl-graphbolt-link"), sr.cell_id("pyg-link"),
+                          sr.cell_id("pyg-link", workers=2) + "/model=none")
+    run = one_run(tmp_path, [link_bench(fast, 0.05, 0.10), link_bench(best, 0.08, 0.25), link_bench(loader, 0.01, None)])
+    advice = only(advisor.advise([run]))
+    assert advice.recommended == best and "nothing to recommend" not in advice.summary
+    assert advice.summary.endswith("configurations that train to a comparable test MRR.")
+    assert advice.evidence[0].startswith(f"{best}: 0.08 s median epoch, test MRR 0.250 (Hits@10 0.600, Hits@50 0.900), ")
+    margin = 3 * ((0.25 * 0.75 + 0.1 * 0.9) / 2000) ** 0.5
+    assert any(e.startswith(f"{fast} is 1.60x faster") and "reaches test MRR 0.100 against the best 0.250" in e
+               and f"the {max(margin, 0.01):.3f} that 2000 test edges explain" in e for e in advice.evidence)
+    assert any(loader in e and "loader alone" in e for e in advice.evidence)
+
+
+def test_a_link_cell_whose_mrr_includes_the_leak_is_no_candidate_beside_one_without(tmp_path):
+    leaky, clean = sr.cell_id("pyg-link"), sr.cell_id("pyg-link", workers=2)
+    advice = only(advisor.advise([one_run(tmp_path, [link_bench(leaky, 0.05, 0.26, leaked=40),
+                                                     link_bench(clean, 0.08, 0.25)])]))
+    assert advice.recommended == clean
+    assert any(e.startswith("1 cell(s) trained on batches that sampled their own positive seed edges") and leaky in e
+               for e in advice.evidence)
+    alone = only(advisor.advise([one_run(tmp_path, [link_bench(leaky, 0.05, 0.26, leaked=40)], name="leaky.json")]))
+    assert alone.recommended == leaky  # nothing without the leak ran: the leaky cell is what there is
+
+
+def test_each_task_of_a_dataset_is_advised_apart(tmp_path):
+    node, link = sr.cell_id("pyg-neighbor"), sr.cell_id("pyg-link")
+    advices = advisor.advise([one_run(tmp_path, [sr.bench(node, [0.05] * 5), link_bench(link, 0.01, 0.2)])])
+    assert sorted(a.recommended for a in advices) == sorted([node, link])
+    assert {a.dataset for a in advices} == {"toy"}
+
+
+def test_the_link_and_typed_suite_pages_carry_the_recommendation(tmp_path):
+    from bench.publish import results, site
+
+    card = sr.DATASET_CARD | {"target": "paper"}
+    link = sr.cell_id("pyg-link")
+    typed = sr.cell_id("pyg-hetero")
+    runs = [one_run(tmp_path, [link_bench(link, 0.05, 0.2)], name="link.json", suite="link"),
+            one_run(tmp_path, [sr.bench(typed, [0.05] * 5, dataset=card)], name="hetero.json", suite="hetero")]
+    site.build([results.read(r.path) for r in runs], tmp_path / "site")
+    for suite, cell, said in (("link", link, "test MRR 0.200"), ("hetero", typed, "test accuracy on paper nodes 0.780")):
+        page = (tmp_path / "site" / f"suite-{suite}.html").read_text()
+        assert f"use {cell}" in page and said in page and "nothing to recommend" not in page

@@ -140,3 +140,55 @@ def test_its_cells_say_they_are_unverified_on_a_gpu(tmp_path):
     assert any("cuGraph-PyG has never run" in note for note in run.cell_notes(cugraph))
     assert not any("cuGraph-PyG" in note for note in run.cell_notes(graphbolt))
     assert any("pinned in place by every rank" in note for note in run.cell_notes(graphbolt))
+
+
+# --- the set-up order and what a cell leaves behind, in the pyg stack (torch, PyG; no RAPIDS, no GPU) ----------
+
+SETUP_ORDER = """
+    import os, sys, tempfile
+    import numpy as np
+    import torch.distributed as dist
+    from types import SimpleNamespace
+    from bench.backends import cugraph_pyg as cg
+
+    calls = []
+    real_group = cg.own_process_group
+    cg.own_process_group = lambda: calls.append("process group") or real_group("gloo")  # NCCL needs a GPU
+    cg.init_worker = lambda *args: calls.append("cuGraph and WholeGraph set up")
+    real_pool = cg.rmm_pool
+    def pool():  # the real one needs RMM: a real ExitStack that says when it is entered and left
+        import contextlib
+        calls.append("RMM pool entered")
+        inside = contextlib.ExitStack()
+        inside.callback(calls.append, "RMM pool left")
+        return inside
+    cg.rmm_pool = pool
+    cg.shutdown_comms = lambda: calls.append("comms shut down")
+    cg.Pipeline._stores = staticmethod(lambda *args: calls.append("stores") or ("features", "graph"))
+    cg.Pipeline._loader = lambda self, split, shuffle: calls.append("loader") or []
+    cg.Pipeline.build_model = lambda self, data: calls.append("model and DDP")
+    data = SimpleNamespace(train_idx=np.arange(64), val_idx=np.arange(64, 80), test_idx=np.arange(80, 96))
+    before = set(os.listdir(tempfile.gettempdir()))
+    pipe = cg.Pipeline(data, {"mode": "cuda-cuda", "seed": 0, "batch_size": 8, "fanout": [2], "model": "sage"})
+    built = list(calls)
+    pipe.close()
+    print(built, calls[len(built):], dist.is_initialized(), sorted(set(os.listdir(tempfile.gettempdir())) - before), sep="|")
+"""
+
+
+def test_the_model_ddp_and_training_run_inside_rmms_pool_and_a_cell_leaves_no_file(tmp_path, monkeypatch):
+    """The order of set-up calls through the module's own seams (RMM, cuGraph and WholeGraph
+    recorded, as they cannot run here; torch.distributed real): RMM's pool is entered before the
+    stores and the model (with DDP) and is still entered when the pipeline is handed to the
+    training loop; close() shuts the comms down, then leaves it. The one-rank group of a single-rank
+    cell is made for real (gloo here) and leaves nothing in the temporary folder."""
+    from tests.test_gpu_suites import run_in
+
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(tmp))
+    built, closed, group_left, leftovers = run_in("pyg", SETUP_ORDER).split("|")
+    assert built == str(["process group", "cuGraph and WholeGraph set up", "RMM pool entered", "stores", "loader",
+                         "model and DDP"])
+    assert closed == str(["comms shut down", "RMM pool left"])
+    assert group_left == "False" and leftovers == "[]"

@@ -16,6 +16,7 @@ import os
 import subprocess
 import sys
 import time
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -25,6 +26,22 @@ from tests.conftest import REPO
 
 UNREACHABLE = "http://127.0.0.1:9/whl/torch-{TORCH}+{CUDA}.html"  # the discard port: refused at once
 WHEELS_ENV = "GNNBENCH_TEST_PYG_LIB_WHEELS"
+
+
+def wheel(folder: Path, name: str = "pyg_lib", version: str = "0.9.0") -> Path:
+    """A small pure-Python wheel, written as pip reads one (a zip with the module and its dist-info):
+    what a folder of PyG's wheels holds, to pip, without the 20-minute build of a real pyg-lib."""
+    folder.mkdir(parents=True, exist_ok=True)
+    info = f"{name}-{version}.dist-info"
+    files = {f"{name}/__init__.py": f"__version__ = {version!r}\n",
+             f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name.replace('_', '-')}\nVersion: {version}\n",
+             f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
+    files[f"{info}/RECORD"] = "".join(f"{path},,\n" for path in [*files, f"{info}/RECORD"])
+    path = folder / f"{name}-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w") as whl:
+        for member, text in files.items():
+            whl.writestr(member, text)
+    return path
 
 
 @pytest.fixture
@@ -72,28 +89,53 @@ def test_an_unreachable_index_falls_back_quickly_saying_the_url_and_why(monkeypa
         f"{record['reason']}")
 
 
-def test_a_missing_wheel_folder_falls_back_and_pyg_dist_goes_without(tmp_path, monkeypatch, cpu_torch):
-    missing = tmp_path / "no-such-folder"
-    monkeypatch.setenv(paths.PYG_WHEELS_ENV, str(missing))
-    said: list[str] = []
-    record = stacks.take_pyg_wheels(stacks.get("pyg-dist"), ["pip", "install"], log=said.append)
-    assert record["source"] == stacks.FALLBACK and record["fallback"] == []
-    assert record["reason"] == f"{missing} cannot be reached: {missing} does not exist"
-    assert "the stack goes without it (its cells are skipped with this reason)" in said[-1]
-    assert paths.PYG_WHEELS_ENV in said[-1]
-    assert paths.sampler_summary(record, {}) == f"no pyg-lib: {record['reason']}"
+@pytest.mark.parametrize("stack", ["pyg", "pyg-dist"])
+@pytest.mark.parametrize("folder", ["no-such-folder", "empty"])
+def test_a_missing_or_empty_wheel_folder_is_an_error_naming_it(tmp_path, monkeypatch, cpu_torch, stack, folder):
+    """A folder is the user's own word: a slip is said, not taken for a mirror without the wheel
+    (which would build torch-sparse for 20 minutes, or leave pyg-dist without pyg-lib)."""
+    wheels = tmp_path / folder
+    if folder == "empty":
+        wheels.mkdir()
+        (wheels / "pyg_lib-0.9.0.tar.gz").write_text("")  # a source archive is no wheel
+    monkeypatch.setenv(paths.PYG_WHEELS_ENV, f"file://{wheels}" if folder == "empty" else str(wheels))
+    monkeypatch.setattr(stacks, "_run", lambda cmd, *a, **k: pytest.fail(f"pip was run: {cmd}"))
+    with pytest.raises(stacks.StackError) as error:
+        stacks.take_pyg_wheels(stacks.get(stack), ["pip", "install"], log=lambda line: None)
+    why = "does not exist" if folder == "no-such-folder" else "holds no wheel (*.whl)"
+    assert str(error.value).startswith(f"{paths.PYG_WHEELS_ENV}={os.environ[paths.PYG_WHEELS_ENV]}: {wheels} {why}; ")
+    assert "pyg-lib wheels for torch 2.13.0+cpu" in str(error.value)
 
 
-def test_an_index_without_a_fitting_wheel_falls_back_with_pips_words(tmp_path, monkeypatch, cpu_torch):
-    """A reachable index (here an empty folder) that has no pyg-lib for this torch and Python."""
-    empty = tmp_path / "wheels"
-    empty.mkdir()
-    monkeypatch.setenv(paths.PYG_WHEELS_ENV, str(empty))
+def test_a_folder_without_a_fitting_wheel_falls_back_with_pips_words(tmp_path, monkeypatch, cpu_torch):
+    """A reachable index (here a folder holding another package's wheel) that has no pyg-lib for this torch and Python."""
+    wheels = tmp_path / "wheels"
+    wheel(wheels, name="torch_scatter", version="2.1.2")
+    monkeypatch.setenv(paths.PYG_WHEELS_ENV, str(wheels))
     pip = [sys.executable, "-m", "pip", "install", "--dry-run", "--progress-bar", "off"]
     record = stacks.take_pyg_wheels(stacks.get("pyg"), pip, log=lambda line: None)
     assert record["source"] == stacks.FALLBACK
-    assert record["reason"].startswith(f"{empty} holds no pyg-lib>=0.7.0 wheel for torch 2.13.0+cpu and this Python (")
+    assert record["reason"].startswith(f"{wheels} holds no pyg-lib>=0.7.0 wheel for torch 2.13.0+cpu and this Python (")
     assert "pyg-lib" in record["reason"].split("(", 1)[1]  # pip's own last line
+
+
+def test_a_folder_of_wheels_is_taken_installed_and_recorded_as_the_samplers_source(tmp_path, monkeypatch, cpu_torch,
+                                                                                 private_stacks):
+    """pip really installs the folder's pyg_lib wheel into a fresh environment of the stack's, the
+    import check really imports it there, and the record names the folder as the sampler's source."""
+    wheels = tmp_path / "wheels"
+    wheel(wheels)
+    monkeypatch.setenv(paths.PYG_WHEELS_ENV, str(wheels))
+    stack = stacks.get("pyg")
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(stack.path)], check=True, timeout=120)
+    pip = [sys.executable, "-m", "pip", "--python", str(stack.python), "install", "--progress-bar", "off"]
+    said: list[str] = []
+    record = stacks.take_pyg_wheels(stack, pip, log=said.append)
+    assert record == {"index": str(wheels), "torch_build": "2.13.0+cpu", "wanted": ["pyg-lib>=0.7.0"],
+                      "source": paths.PYG_INDEX}
+    assert said[0] == f"stack pyg: pyg-lib>=0.7.0 from PyG's wheel index for torch 2.13.0+cpu: {wheels}"
+    assert stacks.import_problem(stack.python, "pyg_lib") is None
+    assert paths.sampler_summary(record, {"pyg_lib": "0.9.0"}) == f"pyg-lib 0.9.0 from {wheels}"
 
 
 def write_stack(folder: Path, sampler: dict) -> None:
@@ -115,6 +157,8 @@ def test_a_stack_that_fell_back_is_rebuilt_only_once_the_index_answers(tmp_path,
     wheels = tmp_path / "mirror"
     wheels.mkdir()
     monkeypatch.setenv(paths.PYG_WHEELS_ENV, str(wheels))
+    assert stacks.index_answers_now(stack) is None  # a folder without a wheel answers nothing
+    wheel(wheels)
     assert stacks.index_answers_now(stack) == f"{wheels} answers now (when this stack was built: {reason})"
     # one that took pyg-lib, or that the same index answered without a fitting wheel, is never re-checked
     for sampler in ({"source": stacks.PYG_INDEX, "index": url, "torch_build": "2.13.0+cpu"},
@@ -204,7 +248,7 @@ def test_install_takes_the_fallback_once_then_pyg_lib_once_the_index_answers(tmp
     assert said == [f"stack pyg: up to date at {stack.path} (sampler: {record['summary']})"]
 
     wheels = tmp_path / "wheels"
-    wheels.mkdir()
+    wheel(wheels)
     monkeypatch.setenv(paths.PYG_WHEELS_ENV, str(wheels))
     installed = {"torch": "2.13.0+cpu", "torch_geometric": "2.8.1", "pyg_lib": "0.9.0"}
     said.clear()

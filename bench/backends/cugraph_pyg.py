@@ -11,11 +11,13 @@ cugraph-pyg 26.10.0 wheel), step for step, each rank:
   2. a cuGraph communicator id made on rank 0 and broadcast (cugraph_comms_create_unique_id);
   3. RMM re-initialised on the rank's GPU (managed memory, no pool), cupy on RMM's allocator,
      torch.cuda.set_device, cugraph_comms_init, WholeGraph's init (pylibwholegraph);
-  4. under torch's memory pool on RMM's allocator: its slice of the edges (tensor_split over the
-     ranks) into a GraphStore as COO, its slices of the features ("node", "x") and labels
-     ("node", "y") into a FeatureStore, then a barrier;
+  4. from here to the end, under torch's memory pool on RMM's allocator (`rmm_pool`): its slice of
+     the edges (tensor_split over the ranks) into a GraphStore as COO, its slices of the features
+     ("node", "x") and labels ("node", "y") into a FeatureStore, then a barrier;
   5. NeighborLoader(data, input_nodes=its seeds on the GPU, shuffle, num_neighbors, batch_size);
-  6. at the end, WholeGraph's finalize and cugraph_comms_shutdown (`close`).
+     the model and DDP, then training and evaluation, all inside that pool, so torch's caching
+     allocator and RMM never share the GPU;
+  6. at the end, WholeGraph's finalize and cugraph_comms_shutdown, then the pool is left (`close`).
 What differs from the example, and why, is listed in docs/gpus.md (the suite's model and
 settings: GraphSAGE not GCN, the suite's fanout per hop, the seeds shared as every backend shares
 them, evaluation summed over ranks). Unverified on a GPU: no GPU was lent to the session that wrote
@@ -24,6 +26,7 @@ it. Imports no RAPIDS package at the top: `unavailable` names what is missing wi
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 
@@ -51,18 +54,16 @@ def unavailable(mode: str, world_size: int = 1) -> str | None:
     return base.unavailable_reason(mode, world_size) or missing()
 
 
-def own_process_group() -> bool:
-    """A one-rank NCCL group where the worker made none (a single rank): cuGraph-PyG's stores ask
-    torch.distributed for the world size and rank. True where this made it."""
-    import tempfile
-
+def own_process_group(backend: str = "nccl") -> bool:
+    """A one-rank group where the worker made none (a single rank): cuGraph-PyG's stores ask
+    torch.distributed for the world size and rank. True where this made it. Its store is in this
+    process's memory (one rank has no one to meet), so the cell leaves no file behind."""
     import torch.distributed as dist
 
     if dist.is_initialized():
         return False
     os.environ.setdefault("LOCAL_WORLD_SIZE", "1")
-    store = tempfile.NamedTemporaryFile(prefix="gnnbench-cugraph-", delete=False).name
-    dist.init_process_group("nccl", init_method=f"file://{store}", rank=0, world_size=1)
+    dist.init_process_group(backend, store=dist.HashStore(), rank=0, world_size=1)
     return True
 
 
@@ -97,6 +98,25 @@ def init_worker(rank: int, local_rank: int, world: int, local_world: int) -> Non
     wm_init(rank, world, local_rank, local_world)
 
 
+def rmm_pool() -> contextlib.ExitStack:
+    """Entered: torch's allocations on this thread's GPU come from RMM (a MemPool on its torch
+    allocator, used on OOM too, as the example's), until the returned stack is closed."""
+    from rmm.allocators.torch import rmm_torch_allocator
+
+    inside = contextlib.ExitStack()
+    inside.enter_context(torch.cuda.use_mem_pool(torch.cuda.MemPool(rmm_torch_allocator.allocator(), use_on_oom=True)))
+    return inside
+
+
+def shutdown_comms() -> None:
+    """The example's end: WholeGraph's finalize and cuGraph's comms shut down."""
+    from pylibcugraph.comms import cugraph_comms_shutdown
+    from pylibwholegraph.torch.initialize import finalize as wm_finalize
+
+    wm_finalize()
+    cugraph_comms_shutdown()
+
+
 def equal_part(idx, rank: int, world: int):
     """This rank's contiguous part of `idx`, all parts equal (the remainder dropped): every rank
     then runs as many batches, which cuGraph's collective sampling needs (the example drops the
@@ -118,15 +138,15 @@ class Pipeline(PygNodePipeline):
     def __init__(self, data, settings):
         super().__init__(data, settings)
         import torch.distributed as dist
-        from rmm.allocators.torch import rmm_torch_allocator
 
         self.own_group = own_process_group()
         rank, world = dist.get_rank(), dist.get_world_size()
         local_rank = self.device.index or 0
         init_worker(rank, local_rank, world, int(os.environ.get("LOCAL_WORLD_SIZE", world)))
-        with torch.cuda.use_mem_pool(torch.cuda.MemPool(rmm_torch_allocator.allocator())):
-            self.graph = self._stores(data, rank, world)
-            dist.barrier()
+        # the stores, loaders, model, DDP, training and evaluation: all in RMM's pool, left in close()
+        self.in_rmm_pool = rmm_pool()
+        self.graph = self._stores(data, rank, world)
+        dist.barrier()
         # training seeds as every backend shares them (base.shard: equal counts, so DDP's ranks run
         # as many batches); val/test in equal parts too: each batch samples collectively over the ranks
         self.splits = {"train": base.shard(data.train_idx, settings.seed),
@@ -170,11 +190,8 @@ class Pipeline(PygNodePipeline):
         return None  # layer-wise inference over all nodes needs the whole graph on one rank: not offered
 
     def close(self) -> None:
-        """The example's end: WholeGraph's finalize and cuGraph's comms shut down."""
-        from pylibcugraph.comms import cugraph_comms_shutdown
-        from pylibwholegraph.torch.initialize import finalize as wm_finalize
-
-        wm_finalize()
-        cugraph_comms_shutdown()
+        """The example's end (WholeGraph's finalize, cuGraph's comms shut down), then RMM's pool left."""
+        shutdown_comms()
+        self.in_rmm_pool.close()
         if self.own_group:  # the one-rank group made for the stores (the worker leaves its own)
             torch.distributed.destroy_process_group()

@@ -3,11 +3,16 @@
 Every sentence is computed from the result files and names the cells it rests on; nothing is
 written ahead of the data. The rules, in the order they apply:
 
-1. Candidates are the measured cells that trained a model (cells with no accuracy, e.g.
-   `model=none`, time the loader alone and are never recommended).
-2. Accuracy sanity: a candidate whose test accuracy is below the best by more than
-   ACC_SIGMAS standard errors of the difference of two accuracies on `num_test` nodes
-   (binomial: sqrt(p(1-p)/n) each), and by at least MIN_ACC_GAP, is set aside, and said so when
+1. Candidates are the measured cells that trained a model, judged by their task's test figure
+   (`quality`): node classification by test accuracy, a typed graph's by accuracy on its target
+   type, link prediction by MRR (Hits@K quoted beside it). Cells without one, e.g. `model=none`,
+   time the loader alone and are never recommended. Each task of a dataset is advised apart. A link
+   cell whose training batches sampled their own positive seed edges (`leaks`, exclusion none)
+   has an MRR that includes the leak: it is no candidate where a cell without the leak ran.
+2. Quality sanity: a candidate whose test figure is below the best by more than ACC_SIGMAS
+   standard errors of the difference of two such figures over its `n` test items (test nodes, or
+   a link split's test edges; binomial: sqrt(p(1-p)/n) each, which bounds an MRR's error too, a
+   mean of reciprocal ranks in [0, 1]), and by at least MIN_ACC_GAP, is set aside, and said so when
    it was the fastest. (The floor matters near 0 % or 100 %, where the binomial error vanishes:
    0.997 against 1.000 on 2,621 test nodes is not a reason to pick a 3x slower pipeline.)
 3. Speed: the fastest remaining candidate by median epoch time; where the cells trained to the
@@ -39,6 +44,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from itertools import combinations
 
+from bench.backends import BACKENDS
 from bench.publish import diagnosis, lifecycle, releases, stages, to_target
 from bench.publish.fmt import first_line, host_label, mib, pct
 from bench.publish.history import FAILED
@@ -63,8 +69,36 @@ class Advice:
     lifecycle: list[str] = field(default_factory=list)
 
 
+def task(cell: CellResult) -> str:
+    """The task a cell trains (bench.tasks), by its backend's registry line; node for a backend since removed."""
+    line = BACKENDS.get(cell.backend)
+    return line.task if line else "node"
+
+
 def accuracy(cell: CellResult) -> float | None:
-    return cell.metrics.test_acc
+    """The test figure its task is judged by: accuracy (a typed graph's on its target type), a link cell's MRR."""
+    return cell.metrics.test_mrr if task(cell) == "link" else cell.metrics.test_acc
+
+
+def figure(cell: CellResult, split: str = "test") -> str:
+    """That figure's name: 'test MRR', 'test accuracy on paper nodes', 'validation accuracy'."""
+    if task(cell) == "link":
+        return f"{split} MRR"
+    target = cell.card.target if cell.card else None
+    return f"{split} accuracy on {target} nodes" if target else f"{split} accuracy"
+
+
+def judged_over(cell: CellResult) -> tuple[int | None, str]:
+    """How many test items the figure averages over, and what they are."""
+    if task(cell) == "link":
+        return (cell.metrics.link_split or {}).get("num_test_pos"), "test edges"
+    return (cell.card.num_test if cell.card else None), "test nodes"
+
+
+def quality(cell: CellResult) -> str:
+    """'test MRR 0.216 (Hits@10 0.649, Hits@50 0.937)', 'test accuracy on paper nodes 0.968'."""
+    hits = ", ".join(f"Hits@{k} {v:.3f}" for k, v in (cell.metrics.test_hits or {}).items() if v is not None)
+    return f"{figure(cell)} {accuracy(cell):.3f}" + (f" ({hits})" if hits and task(cell) == "link" else "")
 
 
 def memory_bytes(cell: CellResult) -> float | None:
@@ -104,13 +138,13 @@ def upgrade_costs(results: list[RunResult], dataset: str, machine: str) -> list[
 
 
 def group(results: list[RunResult]) -> dict[tuple, Group]:
-    """Cells by (dataset, machine); a cell's latest run decides whether it is measured. Cells a
+    """Cells by (dataset, machine, task); a cell's latest run decides whether it is measured. Cells a
     run never reached ("not run") say nothing and are left out."""
     groups: dict[tuple, Group] = {}
     for run in sorted(results, key=lambda r: (r.finished_at, str(r.path))):   # later runs overwrite
         machine = host_label(run.machine) or "unknown machine"
         for cell in run.measured + run.unmeasured:
-            g = groups.setdefault((cell.dataset, machine), Group(cell.dataset, machine))
+            g = groups.setdefault((cell.dataset, machine, task(cell)), Group(cell.dataset, machine))
             now, before = (g.measured, g.unmeasured) if cell.measured else (g.unmeasured, g.measured)
             before.pop(cell.id, None)
             now[cell.id] = cell
@@ -142,6 +176,12 @@ def advise_speed(g: Group) -> Advice:
     if loader_only:
         evidence.append(f"{len(loader_only)} cell(s) trained no model and time the loader alone, so they "
                         f"are not candidates: {', '.join(loader_only)}.")
+    leaky = sorted(m.id for m in candidates if (m.metrics.leaks or {}).get("leaked_edges"))
+    if leaky and len(leaky) < len(candidates):
+        candidates = [m for m in candidates if m.id not in leaky]
+        evidence.append(f"{len(leaky)} cell(s) trained on batches that sampled their own positive seed edges "
+                        "(exclusion none): their MRR includes that leak, so they are not candidates: "
+                        f"{', '.join(leaky)}.")
     if not candidates:
         summary = f"No cell trained a model on {g.dataset} on {g.machine}: nothing to recommend."
         return Advice(g.dataset, g.machine, None, summary, evidence + scaling(g) + why_slower(g), cautions)
@@ -163,7 +203,7 @@ def advise_speed(g: Group) -> Advice:
 # --- speed, accuracy, memory ------------------------------------------------------------------
 
 def accuracy_margin(a: CellResult, b: CellResult) -> float | None:
-    n = a.card.num_test
+    n = judged_over(a)[0]
     if not n:
         return None
     pa, pb = accuracy(a), accuracy(b)
@@ -187,9 +227,9 @@ def accuracy_check(candidates: list[CellResult]) -> tuple[list[CellResult], list
 def accuracy_notes(choice: CellResult, set_aside: list[tuple[CellResult, CellResult, float]]) -> list[str]:
     """A sentence for each set-aside cell that is faster than the recommended one."""
     return [f"{m.id} is {choice.median / m.median:.2f}x faster than {choice.id} "
-            f"({m.median:.4g} s vs {choice.median:.4g} s per epoch) but reaches test accuracy "
+            f"({m.median:.4g} s vs {choice.median:.4g} s per epoch) but reaches {figure(m)} "
             f"{accuracy(m):.3f} against the best {accuracy(best):.3f} ({best.id}), lower by more than "
-            f"the {margin:.3f} that {m.card.num_test} test nodes explain: not recommended."
+            f"the {margin:.3f} that {' '.join(map(str, judged_over(m)))} explain: not recommended."
             for m, best, margin in sorted(set_aside, key=lambda t: t[0].median) if m.median < choice.median]
 
 
@@ -209,7 +249,7 @@ def memory_tie(fastest: CellResult, candidates: list[CellResult]) -> tuple[CellR
 
 def speed_evidence(choice: CellResult, fastest: CellResult, candidates: list[CellResult]) -> str:
     ranked = sorted(candidates, key=lambda m: m.median)
-    text = (f"{choice.id}: {choice.median:.4g} s median epoch, test accuracy {accuracy(choice):.3f}, "
+    text = (f"{choice.id}: {choice.median:.4g} s median epoch, {quality(choice)}, "
             f"{memory_text(choice)}, {pct(choice.metrics.loader_stall, 0)} of the epoch waiting for the loader "
             f"(from {choice.file})")
     if choice is fastest and len(ranked) > 1:
@@ -220,7 +260,7 @@ def speed_evidence(choice: CellResult, fastest: CellResult, candidates: list[Cel
 
 
 def summary_of(g: Group, choice: CellResult, fastest: CellResult, candidates: list[CellResult]) -> str:
-    why = (f"the fastest of {len(candidates)} configurations that train to a comparable accuracy"
+    why = (f"the fastest of {len(candidates)} configurations that train to a comparable {figure(choice)}"
            if choice is fastest else
            f"within {pct(choice.median / fastest.median - 1, 0)} of the fastest, with "
            f"{pct(1 - memory_bytes(choice) / memory_bytes(fastest), 0)} less memory")
@@ -240,13 +280,13 @@ def target_advice(g: Group, candidates: list[CellResult], set_aside, evidence: l
     if others:
         evidence = [f"{len(others)} cell(s) trained to another target or none, not ranked with these: "
                     f"{', '.join(others)}."] + evidence
-    summary = (f"On {g.dataset}, on {g.machine}: use {choice.id}: it reaches validation accuracy "
+    summary = (f"On {g.dataset}, on {g.machine}: use {choice.id}: it reaches {figure(choice, 'validation')} "
                f"{found['target']:g} in {found['seconds']:.4g} s of training ({to_target.epochs(found['epochs'])}, "
                f"{choice.median:.4g} s per epoch), the soonest of {len(ranked)} configurations that train to a "
-               "comparable accuracy.")
+               f"comparable {figure(choice)}.")
     order = "; ".join(f"{m.id}: {to_target.text(m)}" for m in ranked)
-    lines = [f"Ranked by time to validation accuracy {found['target']:g} (training time, evaluation apart; "
-             f"from {choice.file}): {order}."]
+    lines = [f"Ranked by time to {figure(choice, 'validation')} {found['target']:g} (training time, evaluation "
+             f"apart; from {choice.file}): {order}; {choice.id} reaches {quality(choice)}."]
     lines += where_time_goes(choice) + accuracy_notes(choice, set_aside)
     lines += [f"Epoch time against time to accuracy: {line}" for line in diagnosis.target_lines(g.measured.values())]
     return Advice(g.dataset, g.machine, choice.id, summary,

@@ -239,7 +239,7 @@ class Overtaken:
         a, b = self.faster, self.sooner
         found_a, found_b = to_target.record(a), to_target.record(b)
         head = (f"{a.id} has the faster epoch ({a.median:.3g} s against {b.median:.3g} s for {b.id}) but reaches "
-                f"validation accuracy {found_b['target']:g} later: {to_target.text(a)} against {to_target.text(b)}")
+                f"its validation target {found_b['target']:g} later: {to_target.text(a)} against {to_target.text(b)}")
         causes = []
         if found_a.get("reached") and found_a["epochs"] > found_b["epochs"]:
             causes.append(f"it needs {found_a['epochs']} epochs to {found_b['epochs']}")

@@ -346,11 +346,18 @@ def pyg_wheels_url(torch: str, cuda: str) -> str:
     return template.replace("{TORCH}", torch).replace("{CUDA}", cuda)
 
 
+def local_wheels(location: str) -> Path | None:
+    """The local folder (or page) a wheel location names, as pip's --find-links takes one; None for an http(s) index."""
+    return None if location.startswith(("http://", "https://")) else Path(location.removeprefix("file://"))
+
+
 def reachable(location: str, timeout: float = INDEX_TIMEOUT) -> str | None:
-    """None where a wheel index (an http(s) page or a local folder) answers, else why not."""
-    if location.startswith("file://") or not location.startswith(("http://", "https://")):
-        path = Path(location.removeprefix("file://"))
-        return None if path.exists() else f"{path} does not exist"
+    """None where a wheel index (an http(s) page; a local folder holding wheels, or page) answers, else why not."""
+    path = local_wheels(location)
+    if path is not None:
+        if not path.exists():
+            return f"{path} does not exist"
+        return None if path.is_file() or any(path.glob("*.whl")) else f"{path} holds no wheel (*.whl)"
     import ssl
     import urllib.error
     import urllib.request
@@ -393,6 +400,9 @@ def take_pyg_wheels(stack: Stack, pip: list[str], log=print) -> dict:
     record = {"index": url, "torch_build": f"{torch}+{cuda}", "wanted": wanted}
     log(f"stack {stack.name}: {', '.join(wanted)} from PyG's wheel index for torch {torch}+{cuda}: {url}")
     why = reachable(url)
+    if why and local_wheels(url) is not None:  # a folder the user named: a slip to correct, not a fallback to build
+        raise StackError(f"{PYG_WHEELS_ENV}={os.environ[PYG_WHEELS_ENV]}: {why}; point it at a folder holding "
+                         f"pyg-lib wheels for torch {torch}+{cuda} (pyg_lib-*.whl), or unset it for PyG's own index")
     if why:
         why = f"{url} cannot be reached: {why}"
     else:

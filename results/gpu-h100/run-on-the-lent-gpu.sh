@@ -2,7 +2,9 @@
 # gnnbench's GPU suite on the lent H100, from the repository root (the device tool's working copy).
 #   results/gpu-h100/run-on-the-lent-gpu.sh SECONDS (run as .devdata/gpu-run.sh, carried with .whl) [-k EXPR | --resume JOURNAL]...
 # Installs what the image lacks (.whl: gnnbench's host dependencies and torch-scatter/torch-sparse
-# built for this torch, CPU kernels only), registers the image's python as stack `node`, runs the
+# built for this torch, CPU kernels only; with GNNBENCH_PYG_WHEELS set, a folder or index of pyg-lib
+# wheels for this torch as pip's --find-links takes one, pyg-lib from there, and it stops unless PyG
+# then samples with it: docs/gpus.md), registers the image's python as stack `node`, runs the
 # suite until SECONDS have passed (then interrupts it as Ctrl-C would: finished cells are kept, the
 # journal resumes the rest), and leaves the run's files in $OUT.
 set -u
@@ -15,6 +17,12 @@ OUT=${OUT:-/tmp/out}; mkdir -p "$OUT/gpu"
 log "python: $PY"
 "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir .whl/*.whl 2>&1 | grep -v "^WARNING" | tail -5
 "$PY" -m pip install -q --no-index --no-deps --no-build-isolation -e . 2>&1 | grep -v "^WARNING" | tail -5
+if [ -n "${GNNBENCH_PYG_WHEELS:-}" ]; then
+  "$PY" -m pip install -q --no-index --no-deps --find-links "$GNNBENCH_PYG_WHEELS" pyg-lib 2>&1 | grep -v "^WARNING" | tail -5
+  SAMPLER=$("$PY" -c "from bench.backends.pyg_node import neighbor_sampler_in_use as s; print(s())")
+  log "sampler: $SAMPLER (pyg-lib from $GNNBENCH_PYG_WHEELS)"
+  case "$SAMPLER" in pyg-lib*) ;; *) log "no pyg-lib from $GNNBENCH_PYG_WHEELS: stopping before the run"; exit 2;; esac
+fi
 "$PY" -c "import torch, torch_geometric, torch_sparse, torch_scatter, pydantic, lmdb; print('torch', torch.__version__, 'CUDA', torch.version.cuda, 'available', torch.cuda.is_available(), 'PyG', torch_geometric.__version__, 'torch-sparse', torch_sparse.__version__)"
 (nvidia-smi; nvidia-smi topo -m; nproc; free -g) > "$OUT/machine.txt" 2>&1
 export GNNBENCH_CACHE=/tmp/gcache GNNBENCH_STACKS_DIR=/tmp/gstacks GNNBENCH_OFFLINE=1 GNNBENCH_DATA_ROOT=$PWD/.devdata/data
