@@ -20,11 +20,12 @@ interpreters, which lack pydantic) never does.
 
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, create_model
 
 SCHEMA_VERSION = 1
 DATASET_FIELDS = ("name", "num_nodes", "num_edges", "feature_dim", "num_classes")
@@ -59,6 +60,19 @@ Count = Annotated[int, Field(ge=0)]
 Share = Annotated[float, Field(ge=0, le=1)]
 Amount = Annotated[float, Field(ge=0)]  # a count or a mean of counts, bytes or bytes/s: finite, not negative
 Nothing = Literal[0, "", None]  # an empty value where a record is optional reads as none
+
+
+def _a_date(text: str) -> str:
+    """A run's date must be one: runs are ordered by it (history), and a date that is not one
+    would sort a run silently first."""
+    try:
+        dt.datetime.fromisoformat(text)
+    except ValueError:
+        raise ValueError("not a date; allowed: an ISO 8601 date and time, e.g. 2026-11-27T18:30:00+00:00") from None
+    return text
+
+
+IsoDate = Annotated[str, AfterValidator(_a_date)]
 
 
 class Loose(BaseModel):
@@ -275,7 +289,7 @@ class Unmeasured(Loose):
 
 Meta = create_model("Meta", __base__=Loose, schema_version=(int, ...), cells=(list[str] | None, None),
                     backends_not_run=(list[str] | None, None),  # backends --stack/--mode left without a cell
-                    **optional(str, "suite", "description", "baseline", "started_at"))
+                    started_at=(IsoDate | None, None), **optional(str, "suite", "description", "baseline"))
 
 
 class Cpu(Loose):
@@ -318,7 +332,7 @@ class Commit(Loose):
 
 
 class ResultFile(Loose):
-    datetime: str | None = None
+    datetime: IsoDate | None = None
     commit_info: Commit | None = None
     machine_info: MachineInfo | None = None
     gnnbench: Meta
