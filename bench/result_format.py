@@ -9,10 +9,12 @@ sides, so neither imports the other.
   or zero epoch times (a median of 0 would divide by zero, a NaN would be called "unchanged"). The
   message names the file, the key path and what is allowed. Unknown keys are allowed
   (pytest-benchmark writes more than we read);
-- a measured cell's `extra_info` (`ExtraInfo`): its required fields are `REQUIRED_EXTRA`, and a
-  field the writer takes from the worker's record without logic of its own says so beside its type
-  (`Copied`, `EpochMean`): record.py writes every such field from these declarations. A new metric
-  is one field here plus one line in bench/publish/columns.py.
+- a measured cell's `extra_info` (`ExtraInfo`): its required fields are `REQUIRED_EXTRA` (which
+  cell it is: backend, stack, dataset, settings, id); every metric is optional, read as none where
+  an older file lacks it. A field the writer takes from the worker's record without logic of its
+  own says so beside its type (`Copied`, `EpochMean`): record.py writes every such field from these
+  declarations. A new metric is one field here (with its default) plus one line in
+  bench/publish/columns.py.
 
 The host imports this module (pydantic); the worker (bench/run/worker.py, run in the stacks'
 interpreters, which lack pydantic) never does.
@@ -198,18 +200,19 @@ class ExtraInfo(Loose):
     others by the writer's own code there."""
     backend: str
     stack: str | int | None  # shown as text and used as a key only
-    versions: Annotated[dict[str, str | None] | Nothing, COPIED]  # package -> version
     dataset: Card
     settings: CellSettings
-    seeds_per_s: Seconds
-    edges_per_s: Seconds
-    loader_stall: Seconds
-    peak_rss_bytes: Count | None
-    peak_pss_bytes: Count | None
-    val_acc: Annotated[Share | None, COPIED]
-    test_acc: Annotated[Share | None, COPIED]  # sampled with the training fanouts
-    startup_s: Annotated[Seconds, COPIED]
     cell_id: str  # last: "extra_info lacks ..." names it after the others, as it always has
+    # the metrics: optional, none where a file lacks one (a reader shows "–")
+    versions: Annotated[dict[str, str | None] | Nothing, COPIED] = None  # package -> version
+    seeds_per_s: Seconds | None = None
+    edges_per_s: Seconds | None = None
+    loader_stall: Seconds | None = None
+    peak_rss_bytes: Count | None = None
+    peak_pss_bytes: Count | None = None
+    val_acc: Annotated[Share | None, COPIED] = None
+    test_acc: Annotated[Share | None, COPIED] = None  # sampled with the training fanouts
+    startup_s: Annotated[Seconds | None, COPIED] = None
     compute_s: Seconds | None = None
     comm_s: Annotated[Seconds | None, EpochMean("comm_s", missing=0.0)] = None  # DDP's all-reduce
     batches_per_epoch: Count | None = None

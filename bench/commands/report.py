@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 
 from bench.inputs import InputError, folder, output_file, terminal_safe
-from bench.publish import results
+from bench.publish import columns, results
 from bench.publish.report import render_markdown
 from bench.publish import site
 from bench.run import recover
@@ -21,17 +22,33 @@ def add_parser(sub, parents) -> None:
     report.add_argument("--readme", type=Path, metavar="FILE",
                         help="write the Markdown index of the results here (what results/README.md is)")
     report.add_argument("--command", dest="produced_by", metavar="TEXT", help="the command that produced the results, shown under the table")
+    add_columns(report)
     report.add_argument("--force", action="store_true",
                         help="write --markdown/--readme even over one of the input files or another result file")
 
 
+def add_columns(parser) -> None:
+    """`--columns`: the Markdown table's columns, chosen at display time (bench/publish/columns.py)."""
+    def choice(text: str) -> list[str]:
+        try:
+            return columns.column_choice(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    parser.add_argument("--columns", type=choice, metavar="all|NAME,...",
+                        help="the Markdown table's columns: all, or names (e.g. epoch-s-median-iqr,peak-rss-mib); "
+                             "default: cell, status, epoch time, speedup, throughput, loader stall, binding stage, "
+                             "memory, validation accuracy or MRR, time to target")
+
+
 def run(args) -> int:
     return report_files(args.files, args.markdown, command=args.produced_by, html=args.html,
-                        readme=args.readme, force=args.force)
+                        readme=args.readme, force=args.force, chosen=args.columns)
 
 
 def report_files(files: list[Path], markdown: Path | None, command: str | None = None,
-               html: Path | None = None, readme: Path | None = None, force: bool = False) -> int:
+               html: Path | None = None, readme: Path | None = None, force: bool = False,
+               chosen: list[str] | None = None) -> int:
     seen: dict[Path, Path] = {}
     for path in files:
         same = seen.get(path.resolve())
@@ -55,7 +72,7 @@ def report_files(files: list[Path], markdown: Path | None, command: str | None =
             print(f"readme: {readme}")
         if not markdown:
             return 0
-    text = render_markdown(read, command=command)
+    text = render_markdown(read, command=command, chosen=chosen)
     if markdown:
         markdown.write_text(text)
     else:
