@@ -226,7 +226,8 @@ def weaker_median_val_acc(suite_name: str, dataset: str) -> float:
 @pytest.mark.parametrize("suite_name", ["scaling", "memory"])
 def test_the_scaling_and_memory_suites_set_targets_from_their_committed_results(suite_name):
     suite, _ = suite_mod.load(REPO / "suites" / f"{suite_name}.yaml")
-    cells = [c for c in suite_mod.expand(suite) if c.settings["model"] == "sage"]
+    # memory's products-s21 cells (once suites/products-scale.yaml) time one epoch and set no target
+    cells = [c for c in suite_mod.expand(suite) if c.settings["model"] == "sage" and c.dataset != "products-s21"]
     assert cells and all(c.settings.get("target_acc") for c in cells)
     for dataset in {c.dataset for c in cells}:
         targets = {c.settings["target_acc"] for c in cells if c.dataset == dataset}
