@@ -45,7 +45,7 @@ def test_rows_follow_the_numbers(tmp_path):
     assert "| 2.000 (0.100) | 1.00× | 1,234 | 25.0 % | 300 | 0.500 |" in md
     assert "| 0.500 (0.050) | 4.00× |" in md and "60.0 %" in md
     every = report.render_markdown([results.read(result_file(tmp_path))], chosen=["all"])
-    assert "| 2.000 (0.100) | 5 | 1.00× | 1,234 | 56,789 | 25.0 % | 300 | 400 | 0.500 | 0.500 | 0.250 | 3.0 |" in every
+    assert "| 2.000 (0.100) | 5 | 1.00× | 1,234 | 56,789 | 25.0 % | 300 | 400 | 0.500 | 0.250 | 3.0 |" in every
     named = report.render_markdown([results.read(result_file(tmp_path))], chosen=["start-up-s", "peak-rss-mib"])
     assert "| cell | status | start-up s | peak RSS MiB |" in named and "| 3.0 | 400 |" in named
     assert "**failed** | boom" in md

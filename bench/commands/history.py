@@ -119,8 +119,8 @@ def refuse_named_twice(given: list[tuple[str, Path]], what: str = "result file")
         key = path.resolve()
         if key in seen:
             first_role, first = seen[key]
-            how = f" ({role}, and {first_role} {first} is the same file)" if role else f" ({first} is the same)"
-            raise InputError(f"{path}: given twice{how}; allowed: each {what} once")
+            raise InputError(f"{path}: given twice ({f'{role}, and {first_role} ' if role else ''}{first} is the same "
+                             f"file); allowed: each {what} once")
         seen[key] = (role, path)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from bench.commands.history import refuse_named_twice
 from bench.inputs import InputError, folder, output_file, terminal_safe
 from bench.publish import columns, results
 from bench.publish.report import render_markdown
@@ -49,12 +50,8 @@ def run(args) -> int:
 def report_files(files: list[Path], markdown: Path | None, command: str | None = None,
                html: Path | None = None, readme: Path | None = None, force: bool = False,
                chosen: list[str] | None = None) -> int:
-    seen: dict[Path, Path] = {}
-    for path in files:
-        same = seen.get(path.resolve())
-        if same is not None:
-            raise InputError(f"{path}: given twice ({same} is the same file); allowed: each result file once")
-        seen[path.resolve()] = path
+    refuse_named_twice([("", f) for f in files])
+    seen = {f.resolve() for f in files}
     for option, path in (("--markdown", markdown), ("--readme", readme)):
         if path:
             output_file(f"{option} {path}", path)
@@ -80,7 +77,7 @@ def report_files(files: list[Path], markdown: Path | None, command: str | None =
     return 0
 
 
-def refuse_overwrite(option: str, path: Path, inputs: dict[Path, Path]) -> None:
+def refuse_overwrite(option: str, path: Path, inputs: set[Path]) -> None:
     """Never write a table over an input, or over a file that holds results (JSON, a journal)."""
     if path.resolve() in inputs:
         raise InputError(f"{option} {path}: that is one of the result files being read; give another file "
