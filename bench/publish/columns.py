@@ -81,10 +81,6 @@ def _ranks(cell: CellResult) -> str | None:
     return f"× {cell.num_ranks}" if cell.num_ranks and cell.num_ranks > 1 else None
 
 
-def _accuracies(pair) -> str:
-    return " / ".join(fmt.accuracy(x) for x in pair)
-
-
 def _hits(hits) -> str:
     return fmt.DASH if not hits else " / ".join(fmt.accuracy(hits.get(k)) for k in ("10", "50", "100"))
 
@@ -393,17 +389,14 @@ CELL_COLUMNS = [
     Column("val acc / MRR", lambda c: c.metrics.get("val_mrr") if c.metrics.get("val_mrr") is not None else c.metrics.val_acc,
            fmt.accuracy, title="quality", unit="validation acc, or MRR (link)", note=_leak_note, hint=_link_hint,
            brief=True, doc="Validation accuracy after the last measured epoch; a link cell's validation MRR against its fixed negatives, full neighbourhoods over the training graph, `(includes the leak)` where exclusion is none and batches sampled their own seed edges."),
-    Column("test acc", metric("test_acc"), fmt.accuracy, html=False,
+    Column("test acc", metric("test_acc"), fmt.accuracy, unit="sampled",
            doc="Test accuracy after the last measured epoch, sampled with the training fanouts."),
     # DGL's examples' way: every neighbour, layer by layer (bench/backends/base.py full_accuracy)
     Column("test acc, full neighbourhoods", metric("test_acc_full"), fmt.accuracy, title="test acc",
            unit="full neighbourhoods", shown=_recorded("test_acc_full"),
            doc="Test accuracy with every neighbour, layer by layer over all nodes (layer-wise inference, as DGL's examples report it)."),
-    Column("accuracy", lambda c: (c.metrics.val_acc, c.metrics.test_acc), _accuracies, unit="val / test, sampled",
-           markdown=False,
-           doc="Validation / test accuracy after the last measured epoch, sampled with the training fanouts."),
-    # the link task (bench/backends/link.py): where a node cell shows accuracy, MRR and Hits@K against
-    # the split's fixed negatives, full neighbourhoods; noted where the accuracy includes the leak
+    # the link task (bench/backends/link.py): MRR and Hits@K against the split's fixed negatives,
+    # full neighbourhoods
     Column("test MRR", metric("test_mrr"), fmt.accuracy, title="MRR", unit="test", shown=_recorded("test_mrr"),
            doc="Link cells: mean reciprocal rank of the test edges against their fixed negatives."),
     Column("test Hits@10/50/100", lambda c: c.metrics.get("test_hits"), _hits, title="Hits@K", unit="test, 10 / 50 / 100",
