@@ -9,10 +9,12 @@ sides, so neither imports the other.
   or zero epoch times (a median of 0 would divide by zero, a NaN would be called "unchanged"). The
   message names the file, the key path and what is allowed. Unknown keys are allowed
   (pytest-benchmark writes more than we read);
-- a measured cell's `extra_info` (`ExtraInfo`): its required fields are `REQUIRED_EXTRA`, and a
-  field the writer takes from the worker's record without logic of its own says so beside its type
-  (`Copied`, `EpochMean`): record.py writes every such field from these declarations. A new metric
-  is one field here plus one line in bench/publish/columns.py.
+- a measured cell's `extra_info` (`ExtraInfo`): its required fields are `REQUIRED_EXTRA` (which
+  cell it is: backend, stack, dataset, settings, id); every metric is optional, read as none where
+  an older file lacks it. A field the writer takes from the worker's record without logic of its
+  own says so beside its type (`Copied`, `EpochMean`): record.py writes every such field from these
+  declarations. A new metric is one field here (with its default) plus one line in
+  bench/publish/columns.py.
 
 The host imports this module (pydantic); the worker (bench/run/worker.py, run in the stacks'
 interpreters, which lack pydantic) never does.
@@ -20,11 +22,12 @@ interpreters, which lack pydantic) never does.
 
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, create_model
 
 SCHEMA_VERSION = 1
 DATASET_FIELDS = ("name", "num_nodes", "num_edges", "feature_dim", "num_classes")
@@ -59,6 +62,19 @@ Count = Annotated[int, Field(ge=0)]
 Share = Annotated[float, Field(ge=0, le=1)]
 Amount = Annotated[float, Field(ge=0)]  # a count or a mean of counts, bytes or bytes/s: finite, not negative
 Nothing = Literal[0, "", None]  # an empty value where a record is optional reads as none
+
+
+def _a_date(text: str) -> str:
+    """A run's date must be one: runs are ordered by it (history), and a date that is not one
+    would sort a run silently first."""
+    try:
+        dt.datetime.fromisoformat(text)
+    except ValueError:
+        raise ValueError("not a date; allowed: an ISO 8601 date and time, e.g. 2026-11-27T18:30:00+00:00") from None
+    return text
+
+
+IsoDate = Annotated[str, AfterValidator(_a_date)]
 
 
 class Loose(BaseModel):
@@ -184,18 +200,19 @@ class ExtraInfo(Loose):
     others by the writer's own code there."""
     backend: str
     stack: str | int | None  # shown as text and used as a key only
-    versions: Annotated[dict[str, str | None] | Nothing, COPIED]  # package -> version
     dataset: Card
     settings: CellSettings
-    seeds_per_s: Seconds
-    edges_per_s: Seconds
-    loader_stall: Seconds
-    peak_rss_bytes: Count | None
-    peak_pss_bytes: Count | None
-    val_acc: Annotated[Share | None, COPIED]
-    test_acc: Annotated[Share | None, COPIED]  # sampled with the training fanouts
-    startup_s: Annotated[Seconds, COPIED]
     cell_id: str  # last: "extra_info lacks ..." names it after the others, as it always has
+    # the metrics: optional, none where a file lacks one (a reader shows "–")
+    versions: Annotated[dict[str, str | None] | Nothing, COPIED] = None  # package -> version
+    seeds_per_s: Seconds | None = None
+    edges_per_s: Seconds | None = None
+    loader_stall: Seconds | None = None
+    peak_rss_bytes: Count | None = None
+    peak_pss_bytes: Count | None = None
+    val_acc: Annotated[Share | None, COPIED] = None
+    test_acc: Annotated[Share | None, COPIED] = None  # sampled with the training fanouts
+    startup_s: Annotated[Seconds | None, COPIED] = None
     compute_s: Seconds | None = None
     comm_s: Annotated[Seconds | None, EpochMean("comm_s", missing=0.0)] = None  # DDP's all-reduce
     batches_per_epoch: Count | None = None
@@ -275,7 +292,7 @@ class Unmeasured(Loose):
 
 Meta = create_model("Meta", __base__=Loose, schema_version=(int, ...), cells=(list[str] | None, None),
                     backends_not_run=(list[str] | None, None),  # backends --stack/--mode left without a cell
-                    **optional(str, "suite", "description", "baseline", "started_at"))
+                    started_at=(IsoDate | None, None), **optional(str, "suite", "description", "baseline"))
 
 
 class Cpu(Loose):
@@ -318,7 +335,7 @@ class Commit(Loose):
 
 
 class ResultFile(Loose):
-    datetime: str | None = None
+    datetime: IsoDate | None = None
     commit_info: Commit | None = None
     machine_info: MachineInfo | None = None
     gnnbench: Meta

@@ -29,7 +29,7 @@ def committed_results() -> list[Path]:
 
 def tiny_pair_suite(name: str, include: str) -> str:
     """A suite of one tiny synthetic graph with both node backends, one rank, 0 workers: the cells
-    `gnnbench fidelity` and `gnnbench overhead` measure; `include` adds cells (YAML list items)."""
+    `gnnbench fidelity` (and its --clocks) measure; `include` adds cells (YAML list items)."""
     return f"""
 name: {name}
 datasets:

@@ -150,3 +150,45 @@ def test_generated_journals_resume_or_are_refused(tmp_path_factory, lines):
     good = {json.loads(line)["id"] for line in lines if line in GOOD_LINES}
     assert set(kept) <= {c.id for c in CELLS}
     assert set(kept) <= good  # only well-formed lines of this suite, with this configuration, are kept
+
+
+DATES = st.one_of(st.none(), st.datetimes().map(lambda d: d.isoformat()), st.dates().map(str), st.text(max_size=20),
+                  st.integers(), st.sampled_from(["2026-13-45T00:00:00", "yesterday", "2026-11-27 18:30", ""]))
+
+
+@settings(max_examples=100, deadline=None, derandomize=bool(os.environ.get("CI")),
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(files=st.lists(st.tuples(DATES, DATES, st.sampled_from(RESULT_PATHS), VALUES, st.booleans()),
+                      min_size=1, max_size=3),
+       copies=st.integers(0, 2))
+def test_the_history_reader_gives_a_history_or_one_clear_error(tmp_path_factory, capsys, files, copies):
+    """`gnnbench history` over generated result files (dates that are dates or not, a broken key,
+    copies of one file under other names): exit 0 with every run counted once, or exit 2 with one
+    line naming the file; never a traceback (exit 70)."""
+    from bench import cli
+
+    folder = tmp_path_factory.mktemp("history")
+    written = []
+    for i, (when, started, path, value, broken) in enumerate(files):
+        doc = copy.deepcopy(RESULT)
+        doc["datetime"], doc["gnnbench"]["started_at"] = when, started
+        if broken:
+            target = doc
+            try:
+                for key in path[:-1]:
+                    target = target[key]
+                target[path[-1]] = value
+            except (KeyError, IndexError, TypeError):
+                pass
+        written.append(folder / f"run-{i}.json")
+        written[-1].write_text(json.dumps(doc))
+    for n in range(copies):  # one result under other names: counted once, and said
+        (folder / f"copy-{n}.json").write_bytes(written[0].read_bytes())
+    capsys.readouterr()
+    code = cli.main(["history", str(folder)])
+    out, err = capsys.readouterr()
+    assert code in (0, 2), err
+    if code == 2:
+        assert err.startswith("gnnbench: error: ") and str(folder) in err and "Traceback" not in err
+    elif copies:
+        assert out.count("counted once: ") == copies

@@ -221,3 +221,50 @@ def test_a_changed_graph_is_not_comparable(tmp_path):
     verdict = by_cell(history.compare(runs[0], changed))[CELLS[0]]
     assert verdict.verdict == "not comparable" and "the dataset changed between the runs (num_edges" in verdict.reason
     assert by_cell(history.compare(runs[0], runs[1]))[CELLS[0]].verdict == "regression"
+
+
+# --- compare is history's judgement of two runs; the reader's checks ----------------------------
+
+def test_history_of_two_runs_gives_compares_verdicts(tmp_path, capsys):
+    (tmp_path / "two").mkdir()
+    runs = series(tmp_path / "two", 2, slower={CELLS[2]: 1.5})
+    assert cli.main(["compare", str(runs[0].path), str(runs[1].path)]) == 0
+    compared = capsys.readouterr().out
+    assert cli.main(["history", str(tmp_path / "two")]) == 0
+    shown = capsys.readouterr().out
+    assert "as `gnnbench compare` judges it" in shown and compared.strip() in shown
+    old, new, verdicts = only_latest(history.latest(runs))
+    assert (old.path, new.path) == (runs[0].path, runs[1].path)
+    assert [(v.cell_id, v.verdict) for v in verdicts] == \
+        [(v.cell_id, v.verdict) for v in history.compare(runs[0], runs[1])]
+
+
+def only_latest(found):
+    [one] = found
+    return one
+
+
+def test_history_refuses_a_date_that_is_not_a_date(tmp_path, capsys):
+    (tmp_path / "runs").mkdir()
+    runs = series(tmp_path / "runs", 3)
+    doc = json.loads(runs[1].path.read_text())
+    doc["datetime"] = "last Tuesday"
+    runs[1].path.write_text(json.dumps(doc))
+    assert cli.main(["history", str(tmp_path / "runs")]) == cli.EXIT_BAD_INPUT
+    err = capsys.readouterr().err
+    assert f"{runs[1].path}: datetime: Value error, not a date" in err and "'last Tuesday'" in err
+    assert cli.main(["compare", str(runs[0].path), str(runs[1].path)]) == cli.EXIT_BAD_INPUT
+
+
+def test_a_result_copied_under_two_names_counts_once_and_is_said(tmp_path, capsys):
+    (tmp_path / "runs").mkdir()
+    runs = series(tmp_path / "runs", 4)
+    copy = tmp_path / "runs" / "renamed.json"
+    copy.write_bytes(runs[3].path.read_bytes())
+    assert cli.main(["history", str(tmp_path / "runs")]) == 0
+    out = capsys.readouterr().out
+    [said] = [line for line in out.splitlines() if line.startswith("counted once: ")]
+    assert {copy.name, runs[3].path.name} <= set(re.findall(r"[\w-]+\.json", said))
+    assert f"{CELLS[0]}: 4 runs" in out   # not 5: a copy is not a run (its noise would read 0 %)
+    assert cli.main(["compare", str(runs[3].path), str(copy)]) == cli.EXIT_BAD_INPUT
+    assert "holds the same result as" in capsys.readouterr().err

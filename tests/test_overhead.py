@@ -1,4 +1,5 @@
-"""`gnnbench overhead`: profile on and off interleaved in one process, for real, in the stacks."""
+"""`gnnbench fidelity --clocks` (once `gnnbench overhead`): profile on and off interleaved in one process,
+for real, in the stacks."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import sys
 
 import pytest
 
+from bench import cli
 from bench.harness_costs import overhead
 from bench.run import suite as suite_mod
 from bench.run.prepare import ensure_dataset
@@ -37,7 +39,7 @@ def test_only_one_rank_cells_are_measured(tiny_suite):
 def test_cli_measures_both_backends_interleaved(tiny_suite, cache_dir, tmp_path):
     require_stacks("pyg", "dgl")
     out = tmp_path / "overhead.json"
-    proc = subprocess.run([sys.executable, "-m", "bench.cli", "overhead", str(tiny_suite), "--epochs", "3",
+    proc = subprocess.run([sys.executable, "-m", "bench.cli", "fidelity", str(tiny_suite), "--clocks", "--rounds", "3",
                            "--out", str(out), "--cache-dir", str(cache_dir)],
                           cwd=REPO, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
     # the verdict (exit 0 or 1) depends on this machine's noise; what was measured does not
@@ -51,8 +53,22 @@ def test_cli_measures_both_backends_interleaved(tiny_suite, cache_dir, tmp_path)
         assert all(s > 0 for s in cell["on_epochs"] + cell["off_epochs"])
         assert cell["within_goal"] == (cell["overhead"] <= overhead.GOAL)
         assert 0 <= cell["other_load"] <= 1
-    assert doc["command"].startswith("gnnbench overhead") and "profile on" in proc.stdout
+    assert doc["command"].startswith("gnnbench fidelity") and "--clocks" in doc["command"] and "profile on" in proc.stdout
     assert "| `dgl-graphbolt/tiny/mode=cpu-cpu/workers=0/ws=1` | 3 |" in out.with_suffix(".md").read_text()
+
+
+def test_clocks_is_fidelitys_and_refuses_the_plain_loop_options(tiny_suite, capsys):
+    """No `overhead` command: its measurement is `fidelity --clocks`, whose pair runs in one process,
+    so the plain-loop options are refused (exit 2, nothing run)."""
+    with pytest.raises(SystemExit):
+        cli.main(["--help"])
+    assert "overhead" not in capsys.readouterr().out
+    for extra in (["--side-by-side"], ["--against-itself"], ["--max-rounds", "9"], ["--rounds", "0"]):
+        assert cli.main(["fidelity", str(tiny_suite), "--clocks", *extra]) == cli.EXIT_BAD_INPUT
+        err = capsys.readouterr().err
+        assert ("--clocks and" in err or "--rounds 0" in err) and "Traceback" not in err
+    assert cli.main(["fidelity", str(tiny_suite), "--clocks", "-k", "ws=2"]) == cli.EXIT_BAD_INPUT
+    assert "no cell of one rank" in capsys.readouterr().err
 
 
 def test_a_failing_cell_is_recorded_and_named(tiny_suite, cache_dir, tmp_path):
@@ -72,7 +88,7 @@ def test_verdict_table_and_file(tmp_path):
     assert cheap.within_goal and not costly.within_goal and not broken.within_goal
     assert costly.overhead == pytest.approx(0.1) and cheap.overhead == pytest.approx(0.01)
     assert costly.interval == pytest.approx((0.1, 0.2))  # 3 pairs: the interval spans them all
-    overhead.write([cheap, costly, broken], tmp_path / "o.json", "gnnbench overhead x")
+    overhead.write([cheap, costly, broken], tmp_path / "o.json", "gnnbench fidelity x --clocks")
     doc = json.loads((tmp_path / "o.json").read_text())
     assert [c["within_goal"] for c in doc["cells"]] == [True, False, False]
     table = (tmp_path / "o.md").read_text()
@@ -131,6 +147,6 @@ def test_both_epochs_of_a_pair_draw_the_same_batches(tiny_suite, cache_dir, back
 def test_cli_refuses_a_suite_without_one_rank_cells(tmp_path):
     path = tmp_path / "ranks.yaml"
     path.write_text(TINY.replace("timeout: 300}", "timeout: 300, world_size: 2}"))
-    proc = subprocess.run([sys.executable, "-m", "bench.cli", "overhead", str(path)],
+    proc = subprocess.run([sys.executable, "-m", "bench.cli", "fidelity", str(path), "--clocks"],
                           cwd=REPO, capture_output=True, text=True)
     assert proc.returncode == 2 and "no cell of one rank" in proc.stderr

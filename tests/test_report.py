@@ -40,8 +40,14 @@ def test_rows_follow_the_numbers(tmp_path):
     assert [r.status for r in rows] == ["ok", "ok", "failed", "not run"]
     assert rows[0].speedup == 1.0 and rows[1].speedup == 4.0
     md = report.render_markdown([results.read(result_file(tmp_path))])
-    assert "| 2.000 (0.100) | 5 | 1.00× | 1,234 | 56,789 | 25.0 % | 300 | 400 | 0.500 | 0.250 | 3.0 |" in md
-    assert "| 0.500 (0.050) | 5 | 4.00× |" in md and "60.0 %" in md
+    # the brief columns by default (issue 50: at most 10 with cell and status); the rest with --columns
+    assert "| cell | status | epoch s, median (IQR) | speedup | seeds/s | loader stall | peak PSS MiB | val acc / MRR |" in md
+    assert "| 2.000 (0.100) | 1.00× | 1,234 | 25.0 % | 300 | 0.500 |" in md
+    assert "| 0.500 (0.050) | 4.00× |" in md and "60.0 %" in md
+    every = report.render_markdown([results.read(result_file(tmp_path))], chosen=["all"])
+    assert "| 2.000 (0.100) | 5 | 1.00× | 1,234 | 56,789 | 25.0 % | 300 | 400 | 0.500 | 0.250 | 3.0 |" in every
+    named = report.render_markdown([results.read(result_file(tmp_path))], chosen=["start-up-s", "peak-rss-mib"])
+    assert "| cell | status | start-up s | peak RSS MiB |" in named and "| 3.0 | 400 |" in named
     assert "**failed** | boom" in md
     assert md.count("| `g` | synthetic | 4,096 | 53,308 | 64 | 8 | 2,457 / 819 / 820 |") == 1  # dataset card
 
@@ -88,14 +94,15 @@ def test_the_sampler_column_appears_where_cells_record_it(tmp_path):
 
     plain = tmp_path / "plain"
     plain.mkdir()
-    before = report.render_markdown([results.read(result_file(plain))])
+    before = report.render_markdown([results.read(result_file(plain))], chosen=["all"])
     assert "sampler" not in before.split("| cell | status |")[1].splitlines()[0]
     path = result_file(tmp_path)
     data = json.loads(path.read_text())
     data["benchmarks"][0]["extra_info"]["sampler"] = "torch-sparse 0.6.18 (fallback: no pyg-lib)"
     data["benchmarks"][1]["extra_info"]["sampler"] = "graphbolt sample_neighbor (dgl 2.1.0)"
     path.write_text(json.dumps(data))
-    text = report.render_markdown([results.read(path)])
+    assert "sampler" not in report.render_markdown([results.read(path)])  # behind --columns
+    text = report.render_markdown([results.read(path)], chosen=["all"])
     header = text.split("| cell | status |")[1].splitlines()[0]
     assert header.startswith(" sampler | epoch s, median (IQR) |")
     assert f"| `{BASE_ID}` (baseline) | ok | torch-sparse 0.6.18 (fallback: no pyg-lib) | 2.000 (0.100) |" in text
@@ -146,7 +153,9 @@ def staged_run(tmp_path, with_stages=True):
 def test_the_stage_columns_and_the_time_split(tmp_path):
     from tests import synthetic_results as sr
 
-    text = report.render_markdown([staged_run(tmp_path)])
+    brief = report.render_markdown([staged_run(tmp_path)])
+    assert "| binding stage |" in brief and "| nodes / batch |" not in brief and "fetch worker-s |" not in brief
+    text = report.render_markdown([staged_run(tmp_path)], chosen=["all"])
     header = next(line for line in text.splitlines() if line.startswith("| cell | status |"))
     assert "| binding stage |" in header and "| nodes / batch |" in header
     row = next(line for line in text.splitlines() if line.startswith(f"| `{sr.cell_id()}` (reference) | ok |"))
@@ -184,7 +193,7 @@ def test_the_largest_private_part_of_a_rank_is_named(tmp_path):
         {"pss_bytes": 800 * mib, "parts": {"interpreter_framework": {"shared": 50 * mib, "private": 210 * mib},
                                            "features": {"shared": 0, "private": 512 * mib}}}]
     path.write_text(json.dumps(data))
-    text = report.render_markdown([results.read(path)])
+    text = report.render_markdown([results.read(path)], chosen=["all"])
     header = text.split("| cell | status |")[1].splitlines()[0]
     assert "largest private MiB" in header
     assert "| features 512 |" in text
@@ -201,3 +210,27 @@ def test_backends_an_option_left_out_are_named_in_the_table(tmp_path):
     path.write_text(json.dumps(data))
     with pytest.raises(results.ResultsError, match="backends_not_run"):
         results.read(path)
+
+
+def test_columns_option_names_the_columns_there_are(tmp_path, capsys):
+    from bench import cli
+
+    path = result_file(tmp_path)
+    assert cli.main(["report", str(path), "--columns", "test-acc,val-acc/mrr"]) == 0
+    assert "| cell | status | test acc | val acc / MRR |" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as info:
+        cli.main(["report", str(path), "--columns", "epoch,nope"])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert "--columns: epoch, nope: not a column; allowed: all, or any of" in err and "epoch-s-median-iqr" in err
+
+
+def test_a_file_of_an_older_writer_without_the_metrics_reads(tmp_path):
+    """Every metric is optional: a file that records only which cell it is reads, its numbers "–"."""
+    data = json.loads(result_file(tmp_path).read_text())
+    for bench in data["benchmarks"]:
+        bench["extra_info"] = {k: bench["extra_info"][k] for k in REQUIRED_EXTRA}
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps(data))
+    md = report.render_markdown([results.read(path)], chosen=["all"])
+    assert "| `pyg-neighbor/g/mode=cpu-cpu/workers=0/ws=1` (baseline) | ok | 2.000 (0.100) | 5 | 1.00× | – |" in md

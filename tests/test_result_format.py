@@ -17,9 +17,8 @@ RECORD = {"versions": {"torch": "2.4.0"}, "val_acc": 0.5, "test_acc": 0.25, "sta
 
 
 def test_the_required_fields_are_the_models():
-    assert REQUIRED_EXTRA == ("backend", "stack", "versions", "dataset", "settings", "seeds_per_s", "edges_per_s",
-                              "loader_stall", "peak_rss_bytes", "peak_pss_bytes", "val_acc", "test_acc",
-                              "startup_s", "cell_id")
+    # which cell it is; every metric is optional (a new one is one declaration, older files lack it)
+    assert REQUIRED_EXTRA == ("backend", "stack", "dataset", "settings", "cell_id")
     assert all(isinstance(s, (Copied, EpochMean)) for s in WRITTEN_FROM_RECORD.values())
     assert set(WRITTEN_FROM_RECORD) <= set(ExtraInfo.model_fields)
 
@@ -34,8 +33,8 @@ def test_the_writer_takes_the_declared_fields_from_the_workers_record():
     if_set = {name for name, source in WRITTEN_FROM_RECORD.items() if isinstance(source, Copied) and source.if_set}
     assert {"partition", "to_target", "val_mrr", "link_notes", "model", "startup_phases"} <= if_set
     assert set(written) == set(WRITTEN_FROM_RECORD) - if_set
-    with pytest.raises(KeyError):  # a required field the worker did not record is a writer's bug
-        from_record({k: v for k, v in RECORD.items() if k != "startup_s"})
+    # a metric the worker did not record is written as none, as a reader takes it from older files
+    assert from_record({k: v for k, v in RECORD.items() if k != "startup_s"})["startup_s"] is None
 
 
 def test_a_new_metric_is_a_field_and_a_column():

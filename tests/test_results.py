@@ -115,8 +115,10 @@ def test_a_column_added_to_the_list_shows_in_markdown_and_html(tmp_path, monkeyp
     run = sr.write(tmp_path, "run.json", sr.run([sr.bench(ok, [0.1] * 3, sample_s=0.125)],
                                                 unmeasured_cells=[sr.unmeasured(failed)]))
 
-    md = report.render_markdown([run])
+    assert "sample s" not in report.render_markdown([run])  # a new column widens no default table
+    md = report.render_markdown([run], chosen=["all"])
     assert "| test acc | start-up s | sample s |" in md and "| 0.780 | 1.0 | 0.125 |" in md
+    assert "| sample s |" in report.render_markdown([run], chosen=["sample-s"])
     header = next(line for line in md.splitlines() if line.startswith("| cell |"))
     failure = next(line for line in md.splitlines() if line.startswith(f"| `{failed}`"))
     assert header.count("|") == failure.count("|")   # the failure row spans the new column too
@@ -127,4 +129,4 @@ def test_a_column_added_to_the_list_shows_in_markdown_and_html(tmp_path, monkeyp
     assert '<td class="n">0.125</td>\n</tr>' in html
     shown = columns.html_columns(report.dataset_tables(run)[0])
     main = [c for c in shown if not c.fold]  # the failure row spans the main table's columns
-    assert f'colspan="{len(main)}"' in html and len(shown) == 9   # 8 of today's, scaling and GPU absent, + 1
+    assert f'colspan="{len(main)}"' in html and len(shown) == 10   # 9 of today's, scaling and GPU absent, + 1

@@ -194,3 +194,14 @@ def test_more_ranks_than_usable_cores_is_a_note(tmp_path, monkeypatch):
     assert run.cell_notes(by_ws[2]) == []
     [note] = run.cell_notes(by_ws[4])
     assert "4 ranks on 2 usable core(s)" in note
+
+
+def test_run_seed_option_reaches_the_session_and_a_bad_seed_exits_2(tmp_path, capsys):
+    """`gnnbench run SUITE --seed N ...` runs every cell once per seed (what suites/link-seeds.yaml was)."""
+    code = cli.main(["run", "link", "--seed", "1", "--seed", "2", "-k", "NOMATCH", "--results", str(tmp_path / "r"),
+                     "--no-install"])
+    assert code == cli.EXIT_BAD_INPUT
+    err = capsys.readouterr().err
+    assert "selects none of the suite's 32 cells" in err and "/seed=1/" in err and "/seed=2/" in err
+    assert cli.main(["run", "link", "--seed", "-1", "--results", str(tmp_path / "r"), "--no-install"]) == cli.EXIT_BAD_INPUT
+    assert "--seed -1: seed" in capsys.readouterr().err

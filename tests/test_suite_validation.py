@@ -105,3 +105,27 @@ def test_every_shipped_suite_is_valid():
     for path in suites_dir().glob("*.yaml"):
         s, _ = suite.load(path)
         assert suite.expand(s), path
+
+
+def test_ten_suites_and_the_merged_ones_select_by_task_and_seed():
+    """Issue 50: at most ten suite files; the fidelity suite's tasks are selected with -k task=NAME,
+    and several seeds are an option (`--seed`), not a suite of their own."""
+    from bench.paths import suites_dir
+    from bench.run.session import select_cells
+
+    assert len(list(suites_dir().glob("*.yaml"))) <= 10
+    cells = suite.expand(suite.load("fidelity")[0])
+    by_task = {t: select_cells(cells, f"task={t}") for t in ("node", "link", "typed-node")}
+    assert sum(map(len, by_task.values())) == len(cells)
+    assert {c.backend for c in by_task["link"]} == {"pyg-link", "dgl-graphbolt-link"}
+    assert {c.backend for c in by_task["typed-node"]} == {"pyg-hetero", "dgl-graphbolt-hetero"}
+    # the clocks' pairs: each node cell of one thread and no workers with the clocks on and off
+    clocks = select_cells(cells, "task=node and threads=1 and workers=0 and model=sage")
+    assert sorted(c.settings["profile"] for c in clocks) == [False] * 4 + [True] * 4
+
+    link = suite.load("link")[0]
+    seeded = suite.expand(suite.with_seeds(link, [0, 3]))
+    assert len(seeded) == 2 * len(suite.expand(link)) and {c.settings["seed"] for c in seeded} == {0, 3}
+    assert all("/seed=" in c.id for c in seeded)
+    with pytest.raises(suite.SuiteError, match=r"--seed -1: seed"):
+        suite.with_seeds(link, [-1])

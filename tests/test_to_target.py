@@ -96,10 +96,12 @@ def test_the_table_shows_the_column(run, tmp_path):
     text = report.render_markdown([read])
     header = next(line for line in text.splitlines() if line.startswith("| cell |"))
     assert "time to target" in header
-    position = header.split(" | ").index("time to target")
+    def columns(line):  # a Markdown row's cells (the last one ends in " |")
+        return [c.strip() for c in line.strip().strip("|").split(" | ")]
+    position = columns(header).index("time to target")
     for cell in read.measured:
         row = next(line for line in text.splitlines() if line.startswith(f"| `{cell.id}`"))
-        assert row.split(" | ")[position] == to_target.text(cell)
+        assert columns(row)[position] == to_target.text(cell)
     reached = [c for c in read.measured if to_target.reached(c)]
     assert len(reached) == 3 and all(to_target.text(c).endswith("(2 epochs to 0.1)") for c in reached)
 
@@ -227,7 +229,8 @@ def weaker_median_val_acc(suite_name: str, dataset: str) -> float:
 @pytest.mark.parametrize("suite_name", ["scaling", "memory"])
 def test_the_scaling_and_memory_suites_set_targets_from_their_committed_results(suite_name):
     suite, _ = suite_mod.load(REPO / "suites" / f"{suite_name}.yaml")
-    cells = [c for c in suite_mod.expand(suite) if c.settings.model == "sage"]
+    # memory's products-s21 cells (once suites/products-scale.yaml) time one epoch and set no target
+    cells = [c for c in suite_mod.expand(suite) if c.settings.model == "sage" and c.dataset != "products-s21"]
     assert cells and all(c.settings.target_acc for c in cells)
     for dataset in {c.dataset for c in cells}:
         targets = {c.settings.target_acc for c in cells if c.dataset == dataset}

@@ -282,7 +282,7 @@ class Pipeline(base.TrainingPipeline):
         next) and the train ItemSampler's shuffle. DGL 2.1's ItemSampler draws each epoch's order
         from a numpy generator it makes when built (`_rng`) and offers no way to seed it: it is
         replaced where it exists, so that two epochs from one seed take the same seeds in the
-        same batches (what `gnnbench overhead` pairs)."""
+        same batches (what `gnnbench fidelity --clocks` pairs)."""
         import numpy as np
 
         super().reseed(seed)

@@ -1,19 +1,23 @@
-"""`gnnbench compare`: verdicts for NEW against OLD, beyond the measured noise."""
+"""`gnnbench compare`: verdicts for NEW against OLD beyond the measured noise: a view of
+`gnnbench history`'s judgement (bench.publish.history.compare) for two runs, the earlier ones
+given with --history; its files are read as history reads them."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from bench.commands.history import refuse_named_twice, same_content
 from bench.inputs import InputError, finite_float, terminal_safe
-from bench.publish import results
-from bench.publish import history
+from bench.publish import history, results
 
 
 def add_parser(sub, parents) -> None:
-    cmp = sub.add_parser("compare", parents=parents, help="verdicts for NEW against OLD, beyond the measured noise")
+    cmp = sub.add_parser("compare", parents=parents,
+                         help="verdicts for NEW against OLD beyond the measured noise (history's judgement, two runs)")
     cmp.add_argument("old", type=Path, help="the earlier result file")
     cmp.add_argument("new", type=Path, help="the later result file")
-    cmp.add_argument("--floor", type=finite_float(0, 10), default=0.10, help="least relative change ever called (default 0.10)")
+    cmp.add_argument("--floor", type=finite_float(0, 10), default=history.COMPARE_FLOOR,
+                     help=f"least relative change ever called (default {history.COMPARE_FLOOR})")
     cmp.add_argument("--force", action="store_true", help="compare runs of different machines anyway")
     cmp.add_argument("--history", type=Path, action="append", default=[], metavar="FILE",
                      help="an earlier run of the suite, for each cell's own run-to-run noise (repeatable)")
@@ -21,26 +25,13 @@ def add_parser(sub, parents) -> None:
 
 
 def run(args) -> int:
-    refuse_repeats([("OLD", args.old), ("NEW", args.new), *(("--history", f) for f in args.history)])
-    old, new = results.read(args.old), results.read(args.new)
-    verdicts = history.compare(old, new, floor=args.floor, force=args.force,
-                               history=[results.read(f) for f in args.history])
-    print(terminal_safe(history.run_line("old", old)))
-    print(terminal_safe(history.run_line("new", new)))
-    print(terminal_safe(history.verdict_table(verdicts, floor=args.floor)))
+    refuse_named_twice([("OLD", args.old), ("NEW", args.new), *(("--history", f) for f in args.history)])
+    old, new, earlier = results.read(args.old), results.read(args.new), [results.read(f) for f in args.history]
+    if same_content(args.old, args.new):  # a run against its copy: "unchanged" everywhere, read as a verdict
+        raise InputError(f"{args.new}: holds the same result as {args.old} (a copy of one run); allowed: two runs")
+    verdicts = history.compare(old, new, floor=args.floor, force=args.force, history=earlier)
+    print(terminal_safe(f"{history.run_line('old', old)}\n{history.run_line('new', new)}\n"
+                        + history.verdict_table(verdicts, floor=args.floor)))
     if args.fail_on == "regression" and any(v.verdict in ("regression", "now failing") for v in verdicts):
         return 1
     return 0
-
-
-def refuse_repeats(given: list[tuple[str, Path]]) -> None:
-    """The same result file twice (docs/guarantees.md): a run compared with itself says "unchanged"
-    for every cell, which would read as a verdict."""
-    seen: dict[Path, tuple[str, Path]] = {}
-    for role, path in given:
-        key = path.resolve()
-        if key in seen:
-            first_role, first = seen[key]
-            raise InputError(f"{path}: given twice ({role}, and {first_role} {first} is the same file); allowed: "
-                             "each result file once (compare two runs)")
-        seen[key] = (role, path)

@@ -1,5 +1,6 @@
 """`gnnbench fidelity`: what the harness costs, each cell's epoch against the plain loop its
-framework's examples write."""
+framework's examples write; with `--clocks`, what its stage clocks cost: each cell's epoch with
+profile on against off, interleaved in one process (bench/harness_costs/overhead.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from bench.commands.common import (EXIT_CELLS_FAILED, EXIT_INTERRUPTED, add_cach
                                    chosen_cells, command_line, ending_as_interrupt, results_path)
 from bench.inputs import InputError
 from bench.paths import cache_dir
-from bench.harness_costs import fidelity
+from bench.harness_costs import fidelity, overhead
 
 
 def add_parser(sub, parents) -> None:
@@ -18,7 +19,9 @@ def add_parser(sub, parents) -> None:
                          help="what the harness costs: each cell's epoch against the plain loop its framework's examples write")
     fid.add_argument("suite", nargs="?", default="smoke", help="suite name in suites/ or a YAML path")
     add_select(fid)
-    fid.add_argument("--rounds", type=int, default=3, help="interleaved rounds of cell and plain loop (default 3)")
+    fid.add_argument("--rounds", type=int, metavar="N",
+                     help="interleaved rounds of cell and plain loop (default 3); with --clocks, measured epochs "
+                          "of each side, alternating (default 20)")
     fid.add_argument("--max-rounds", type=int, metavar="N",
                      help="after --rounds, keep adding rounds while a pair's 95 %% interval straddles an edge of "
                           "the ±3 %% band (or fewer than 6 rounds ran: the fewest that settle a pair), up to N "
@@ -28,13 +31,20 @@ def add_parser(sub, parents) -> None:
     fid.add_argument("--side-by-side", action="store_true",
                      help="each round, one process runs the harness's pipeline and the plain loop, epochs "
                           "interleaved: the loops alone, the processes around them the same")
+    fid.add_argument("--clocks", action="store_true",
+                     help="what the stage clocks cost: each one-rank cell's epoch with profile on against off, "
+                          "interleaved epoch by epoch in one process (goal: at most 2 %% of the epoch median)")
     fid.add_argument("--out", type=Path, metavar="FILE",
-                     help="the comparison's JSON (a Markdown table beside it); default: results/runs/fidelity-<suite>-STAMP.json")
+                     help="the comparison's JSON (a Markdown table beside it); default: "
+                          "results/runs/fidelity-<suite>-STAMP.json (--clocks: overhead-<suite>-STAMP.json)")
     add_data_root(fid)
     add_cache_dir(fid)
 
 
 def run(args) -> int:
+    if args.clocks:
+        return run_clocks(args)
+    args.rounds = 3 if args.rounds is None else args.rounds
     if args.rounds < 1:
         raise InputError(f"--rounds {args.rounds}: give at least 1")
     if args.max_rounds is not None and args.max_rounds < args.rounds:
@@ -70,3 +80,23 @@ def run(args) -> int:
     if failed:
         print(f"gnnbench: {len(failed)} of {len(chosen)} pair(s) failed: {', '.join(failed)}", file=sys.stderr)
     return 0 if found and not failed and all(c.faithful for c in found) else EXIT_CELLS_FAILED
+
+
+def run_clocks(args) -> int:
+    """The pair is the harness with its stage clocks and without them, not the plain loop."""
+    given = [flag for flag, on in (("--max-rounds", args.max_rounds is not None), ("--against-itself", args.against_itself),
+                                   ("--side-by-side", args.side_by_side)) if on]
+    if given:
+        raise InputError(f"--clocks and {', '.join(given)}: --clocks runs both sides in one process, epoch by "
+                         "epoch; give --rounds for the epochs of each side")
+    epochs = 20 if args.rounds is None else args.rounds
+    if epochs < 1:
+        raise InputError(f"--rounds {epochs}: give at least 1")
+    suite, chosen = chosen_cells(args, overhead.measurable, "of one rank (world_size: 1)")
+    out = results_path(args, "overhead", suite.name)
+    print(f"fidelity --clocks: {len(chosen)} cell(s) of {suite.name}, profile on and off, {epochs} epochs each, interleaved")
+    found = overhead.measure(chosen, cache_dir(args.cache_dir, writable=True), args.data_root, epochs)
+    overhead.write(found, out, command_line())
+    print(overhead.table(found))
+    print(f"results: {out}")
+    return 0 if all(r.within_goal for r in found) else EXIT_CELLS_FAILED

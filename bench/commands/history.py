@@ -1,16 +1,18 @@
-"""`gnnbench history`: every configuration's runs on each machine over time, and where each series
-stepped beyond its run-to-run noise (bench.publish.steps); the site with a chart per series."""
+"""`gnnbench history`: every configuration's runs on each machine over time, where each series
+stepped beyond its run-to-run noise (bench.publish.steps), and the newest run judged against the
+one before (bench.publish.history.compare: what `gnnbench compare` shows of two runs); the site
+with a chart per series. The reader here checks every file (its date a date) and counts one
+result copied under several names once."""
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 from pathlib import Path
 
 from bench.inputs import InputError, finite_float, folder, terminal_safe
-from bench.publish import results
-from bench.publish import steps
-from bench.publish import site
+from bench.publish import history, results, site, steps
 
 RECENT = 3   # --fail-on-step: a step is news while its first run is among a series' last RECENT runs
 
@@ -46,7 +48,7 @@ def _whole(low: int):
 
 
 def run(args) -> int:
-    runs, skipped = result_files(args.paths)
+    runs, skipped, copies = result_files(args.paths)
     if args.suite:
         runs = [r for r in runs if r.suite in args.suite]
         if not runs:
@@ -55,6 +57,12 @@ def run(args) -> int:
         folder(f"--html {args.html}", args.html, writable=True)
     analysed = steps.analyse(runs, floor=args.floor)
     print(terminal_safe(steps.text(analysed, recent=args.recent)))
+    for old, new, verdicts in history.latest(runs):  # what `gnnbench compare` says of the newest two
+        print(terminal_safe(f"newest run of {new.suite} against the one before, as `gnnbench compare` judges it:\n"
+                            f"{history.run_line('old', old)}\n{history.run_line('new', new)}\n"
+                            + history.verdict_table(verdicts)))
+    for copy, first in copies:
+        print(terminal_safe(f"counted once: {copy} holds the same result as {first}"))
     if skipped:
         print(f"left out {len(skipped)} JSON file{'s' if len(skipped) != 1 else ''} that are not gnnbench result files: "
               + terminal_safe(", ".join(str(p) for p in skipped[:5])) + (" ..." if len(skipped) > 5 else ""))
@@ -70,33 +78,54 @@ def run(args) -> int:
     return 0
 
 
-def result_files(paths: list[Path]) -> tuple[list[results.RunResult], list[Path]]:
+def result_files(paths: list[Path]) -> tuple[list[results.RunResult], list[Path], list[tuple[Path, Path]]]:
     """The runs of the named files (each must be a result file) and of the folders' *.json files
-    (a JSON file there that is not a gnnbench result file is left out, and listed). A file both
-    named and in a named folder counts once; the same path named twice is refused."""
-    runs, skipped, seen = [], [], set()
-    named: dict[Path, Path] = {}
-    for path in paths:  # the same file or folder named twice (docs/guarantees.md)
-        if path.resolve() in named:
-            raise InputError(f"{path}: given twice ({named[path.resolve()]} is the same); allowed: each result "
-                             "file or folder once")
-        named[path.resolve()] = path
+    (a JSON file there that is not a gnnbench result file is left out, and listed), each read and
+    checked (its date a date). A file both named and in a named folder counts once; so does one
+    result copied under several names (the same content: its copies are returned beside the file
+    counted, to be said); the same path named twice is refused."""
+    refuse_named_twice([("", p) for p in paths], "file or folder")
+    runs, skipped, seen, copies = [], [], set(), []
+    by_content: dict[str, Path] = {}
+
+    def take(path: Path) -> None:
+        run = results.read(path)
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+        if digest in by_content:  # one run counted twice would read as no noise at all
+            copies.append((path, by_content[digest]))
+        else:
+            by_content[digest] = path
+            runs.append(run)
+
     for path in paths:
-        if path.is_dir():
-            for found in sorted(path.rglob("*.json")):
-                if found.resolve() in seen:
-                    continue
-                seen.add(found.resolve())
-                if is_result_file(found):
-                    runs.append(results.read(found))
-                else:
-                    skipped.append(found)
-        elif path.resolve() not in seen:
-            seen.add(path.resolve())
-            runs.append(results.read(path))
+        for found in sorted(path.rglob("*.json")) if path.is_dir() else [path]:
+            if found.resolve() in seen:
+                continue
+            seen.add(found.resolve())
+            if found is path or is_result_file(found):
+                take(found)
+            else:
+                skipped.append(found)
     if not runs:
         raise InputError(f"{', '.join(map(str, paths))}: no gnnbench result file there")
-    return runs, skipped
+    return runs, skipped, copies
+
+
+def refuse_named_twice(given: list[tuple[str, Path]], what: str = "result file") -> None:
+    """The same file given twice (docs/guarantees.md): a run compared with itself says "unchanged"
+    for every cell, which would read as a verdict. `given`: (the option it came by, or "", path)."""
+    seen: dict[Path, tuple[str, Path]] = {}
+    for role, path in given:
+        key = path.resolve()
+        if key in seen:
+            first_role, first = seen[key]
+            raise InputError(f"{path}: given twice ({f'{role}, and {first_role} ' if role else ''}{first} is the same "
+                             f"file); allowed: each {what} once")
+        seen[key] = (role, path)
+
+
+def same_content(a: Path, b: Path) -> bool:
+    return a.read_bytes() == b.read_bytes()
 
 
 def is_result_file(path: Path) -> bool:

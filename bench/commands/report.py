@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 
+from bench.commands.history import refuse_named_twice
 from bench.inputs import InputError, folder, output_file, terminal_safe
-from bench.publish import results
+from bench.publish import columns, results
 from bench.publish.report import render_markdown
 from bench.publish import site
 from bench.run import recover
@@ -21,23 +23,35 @@ def add_parser(sub, parents) -> None:
     report.add_argument("--readme", type=Path, metavar="FILE",
                         help="write the Markdown index of the results here (what results/README.md is)")
     report.add_argument("--command", dest="produced_by", metavar="TEXT", help="the command that produced the results, shown under the table")
+    add_columns(report)
     report.add_argument("--force", action="store_true",
                         help="write --markdown/--readme even over one of the input files or another result file")
 
 
+def add_columns(parser) -> None:
+    """`--columns`: the Markdown table's columns, chosen at display time (bench/publish/columns.py)."""
+    def choice(text: str) -> list[str]:
+        try:
+            return columns.column_choice(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    parser.add_argument("--columns", type=choice, metavar="all|NAME,...",
+                        help="the Markdown table's columns: all, or names (e.g. epoch-s-median-iqr,peak-rss-mib); "
+                             "default: cell, status, epoch time, speedup, throughput, loader stall, binding stage, "
+                             "memory, validation accuracy or MRR, time to target")
+
+
 def run(args) -> int:
     return report_files(args.files, args.markdown, command=args.produced_by, html=args.html,
-                        readme=args.readme, force=args.force)
+                        readme=args.readme, force=args.force, chosen=args.columns)
 
 
 def report_files(files: list[Path], markdown: Path | None, command: str | None = None,
-               html: Path | None = None, readme: Path | None = None, force: bool = False) -> int:
-    seen: dict[Path, Path] = {}
-    for path in files:
-        same = seen.get(path.resolve())
-        if same is not None:
-            raise InputError(f"{path}: given twice ({same} is the same file); allowed: each result file once")
-        seen[path.resolve()] = path
+               html: Path | None = None, readme: Path | None = None, force: bool = False,
+               chosen: list[str] | None = None) -> int:
+    refuse_named_twice([("", f) for f in files])
+    seen = {f.resolve() for f in files}
     for option, path in (("--markdown", markdown), ("--readme", readme)):
         if path:
             output_file(f"{option} {path}", path)
@@ -55,7 +69,7 @@ def report_files(files: list[Path], markdown: Path | None, command: str | None =
             print(f"readme: {readme}")
         if not markdown:
             return 0
-    text = render_markdown(read, command=command)
+    text = render_markdown(read, command=command, chosen=chosen)
     if markdown:
         markdown.write_text(text)
     else:
@@ -63,7 +77,7 @@ def report_files(files: list[Path], markdown: Path | None, command: str | None =
     return 0
 
 
-def refuse_overwrite(option: str, path: Path, inputs: dict[Path, Path]) -> None:
+def refuse_overwrite(option: str, path: Path, inputs: set[Path]) -> None:
     """Never write a table over an input, or over a file that holds results (JSON, a journal)."""
     if path.resolve() in inputs:
         raise InputError(f"{option} {path}: that is one of the result files being read; give another file "

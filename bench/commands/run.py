@@ -7,7 +7,7 @@ import sys
 
 from bench.commands.common import (EXIT_CELLS_FAILED, EXIT_INTERRUPTED, EXIT_NOT_WRITTEN, FAILED, add_select,
                                    ending_as_interrupt)
-from bench.commands.report import report_files
+from bench.commands.report import add_columns, report_files
 from bench.inputs import InputError, terminal_safe
 from bench.run.session import RunOptions, Session, add_run_options
 from bench.machine import gpus
@@ -19,6 +19,7 @@ def add_parser(sub, parents) -> None:
                      help="suite name in suites/ or a YAML path (default: gpu where a GPU is visible, else smoke)")
     add_select(run)
     add_run_options(run.add_argument)
+    add_columns(run)
 
 
 def default_suite() -> tuple[str, str]:
@@ -50,7 +51,7 @@ def run(args) -> int:
         markdown = path.with_suffix(".md")
         command = "gnnbench run " + " ".join(shlex.quote(a) for a in sys.argv[2:]) if sys.argv[1:2] == ["run"] else None
         try:
-            report_files([path], markdown, command=command, force=True)  # this run's own table
+            report_files([path], markdown, command=command, force=True, chosen=args.columns)  # this run's own table
             print(terminal_safe(markdown.read_text()))
             print(f"results: {path}\ntable:   {markdown}")
         except (OSError, InputError) as exc:

@@ -385,7 +385,7 @@ def write(found: list[Comparison], path: Path, command: str, not_run: list[str] 
 
 def write_document(path: Path, command: str, fields: dict, table_text: str) -> None:
     """A comparison's JSON (its command, when, on what machine, then `fields`) and its Markdown
-    table beside it: `gnnbench fidelity` and `gnnbench overhead` alike."""
+    table beside it: `gnnbench fidelity` with and without --clocks alike."""
     import platform
 
 

@@ -1,7 +1,7 @@
 """What looking costs: a cell's epoch with the stage timings and work counts (`profile: true`)
 against the same epoch without them (`profile: false`), interleaved epoch by epoch in one process.
 
-    gnnbench overhead [SUITE] [-k EXPR] [--epochs N] [--out FILE]
+    gnnbench fidelity [SUITE] --clocks [-k EXPR] [--rounds N] [--out FILE]
     python -m bench.harness_costs.overhead_loop CELL_JSON DATASET_DIR EPOCHS     (inside the cell's stack)
 
 Separate runs of the two settings differ by more than the overhead itself on a shared machine

@@ -1,4 +1,4 @@
-"""Inside the cell's stack, for `gnnbench overhead` (bench/harness_costs/overhead.py, the host side):
+"""Inside the cell's stack, for `gnnbench fidelity --clocks` (bench/harness_costs/overhead.py, the host side):
 one process loads the data once, builds the cell's pipeline with the stage clocks on and off, and
 runs their measured epochs in interleaved pairs.
 

@@ -4,14 +4,18 @@ already records becomes a column with one line, e.g.
 
     Column("batches", metric("batches_per_epoch"), fmt.rate),
 
-A column is shown in the Markdown table, the HTML table or both; `shown` keeps an HTML column
-out of a dataset's table where it would be empty; `fold` moves a less-read HTML column out of
-the dataset's main table into its "more columns" toggle, so the main table fits a laptop screen.
+A column is shown in the Markdown table, the HTML table or both; `shown` keeps a column out of a
+table where it would be empty. The columns are chosen at display time: the few marked `brief`
+make the default table (Markdown: at most 10 columns with the cell and its status; HTML: the
+dataset's main table, which fits a laptop screen); every other one is behind `--columns`
+(`gnnbench run` and `gnnbench report`: `all`, or names by `Column.key`) and under the HTML
+table's "more columns" toggle. So a new column is one line, and widens no default table.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import re
 
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -35,8 +39,18 @@ class Column:
     markdown: bool = True
     html: bool = True
     shown: Callable[[dict], bool] | None = None   # HTML: whether a dataset table (report.dataset_tables) shows it
-    fold: bool = False                            # HTML: under the table's "more columns" toggle, not in it
+    brief: bool = False                           # in the default table (else: --columns, HTML's "more columns")
     doc: str = ""                                 # what it means, for the docs' column reference (required there)
+
+    @property
+    def fold(self) -> bool:
+        """HTML: under the table's "more columns" toggle, not in its main table."""
+        return not self.brief
+
+    @property
+    def key(self) -> str:
+        """The name `--columns` takes: the header in lower case, words joined by '-' ("val-acc/mrr")."""
+        return re.sub(r"[^a-z0-9/@%]+", "-", re.sub(r"\s*/\s*", "/", self.header.lower())).strip("-")
 
     def text(self, cell: CellResult) -> str:
         return self.format(self.value(cell))
@@ -65,10 +79,6 @@ def _iqr(cell: CellResult) -> str:
 
 def _ranks(cell: CellResult) -> str | None:
     return f"× {cell.num_ranks}" if cell.num_ranks and cell.num_ranks > 1 else None
-
-
-def _accuracies(pair) -> str:
-    return " / ".join(fmt.accuracy(x) for x in pair)
 
 
 def _hits(hits) -> str:
@@ -307,7 +317,6 @@ def _typed_edges(cell: CellResult) -> str | None:
 
 CELL_COLUMNS = [
     Column("sampler", metric("sampler"), fmt.setting_text, unit="neighbourhoods", shown=_recorded("sampler"),
-           fold=True,
            doc="The neighbourhood sampler the cell ran on, with its version (PyG: pyg-lib or the torch-sparse fallback; GraphBolt: its own)."),
     # the core budget: threads per rank, and the ranks and workers beside them on the node's cores
     Column("threads", threads, lambda x: "" if x is None else str(x), unit="per rank (core budget)",
@@ -315,57 +324,57 @@ CELL_COLUMNS = [
            doc="torch intra-op threads each rank ran with, from the core budget (usable cores ÷ ranks, less the rank's loader workers) or the `threads` setting; noted where ranks × threads + workers exceed the usable cores."),
     Column("epoch s, median (IQR)", lambda c: c.median, fmt.seconds, title="epoch time", unit="median (IQR)",
            suffix=" s", note=_iqr,
-           doc="Wall time of one measured epoch: the median over the measured epochs (rounds), with the interquartile range."),
+           brief=True, doc="Wall time of one measured epoch: the median over the measured epochs (rounds), with the interquartile range."),
     Column("rounds", lambda c: c.stats.rounds, str, html=False,
            doc="Measured epochs the statistics are taken over (warm-up epochs excluded)."),
     Column("speedup", lambda c: c.speedup, fmt.ratio, unit="vs reference",
-           doc="The reference cell's median epoch time over this cell's: above 1 is faster than the reference (the suite's `baseline`, default its first cell)."),
+           brief=True, doc="The reference cell's median epoch time over this cell's: above 1 is faster than the reference (the suite's `baseline`, default its first cell)."),
     Column("scaling efficiency", lambda c: c.scaling_efficiency, fmt.pct, title="scaling", unit="efficiency",
            hint=lambda c: f"speedup against 1 rank: {fmt.ratio(c.speedup_vs_ws1)}", markdown=False,
-           shown=_has_scaling, fold=True,  # the scaling chart beside the table draws it too
+           shown=_has_scaling,  # the scaling chart beside the table draws it too
            doc="Speedup against the same configuration at 1 rank, divided by the world size: 100 % is perfect scaling."),
     Column("seeds/s", metric("seeds_per_s"), fmt.rate, title="throughput", unit="seeds/s", note=_fewer_seeds,
            hint=_seeds_hint,
-           doc="Training seeds (labelled nodes or graphs; a link cell's positive seed edges) processed per second of the measured epochs, all ranks together; noted where the cell trained fewer seeds per epoch than another of its configuration."),
+           brief=True, doc="Training seeds (labelled nodes or graphs; a link cell's positive seed edges) processed per second of the measured epochs, all ranks together; noted where the cell trained fewer seeds per epoch than another of its configuration."),
     Column("sampled edges/s", metric("edges_per_s"), fmt.rate, html=False,
            doc="Edges sampled per second of the measured epochs (from the counted batches)."),
     Column("loader stall", metric("loader_stall"), fmt.pct, title="loader", unit="stall",
-           doc="Share of the epoch the training loop waited for the next batch from the loader."),
+           brief=True, doc="Share of the epoch the training loop waited for the next batch from the loader."),
     # where the epoch went (bench.publish.stages): the stage with the largest share, held against
     # the machine's ceiling where it is the fetch or the copy
     Column("binding stage", stages.binding_text, _text, title="binding stage", unit="share of the epoch",
            note=_ceiling_note, hint=lambda c: stages.headline(c) or "", shown=_recorded("stages"),
-           doc="The stage with the largest share of the epoch (see the stage table), held against the machine's measured ceiling where it is the feature fetch or the host-to-device copy."),
+           brief=True, doc="The stage with the largest share of the epoch (see the stage table), held against the machine's measured ceiling where it is the feature fetch or the host-to-device copy."),
     Column("nodes / batch", stages.nodes_per_batch, fmt.rate, title="work", unit="nodes / batch",
-           note=_unequal_work, hint=_work_hint, shown=_recorded("work"), fold=True,
+           note=_unequal_work, hint=_work_hint, shown=_recorded("work"),
            doc="Nodes in a batch's sampled subgraph, the mean over the counted batches; noted `(unequal work)` where the per-seed, per-hop work differs from a cell that should do the same."),
     # typed graphs (bench/backends/typed.py): the model, and the work per node type and relation
-    Column("model", _model_text, _text, unit="parameters", note=_model_note, shown=_typed_table, fold=True,
+    Column("model", _model_text, _text, unit="parameters", note=_model_note, shown=_typed_table,
            doc="Typed cells: the model trained (R-GCN, or R-GAT with its heads) and its parameters, the featureless node types' learnable embeddings among them (noted)."),
     Column("nodes / batch by type", _typed_nodes, _typed_nodes_text, title="work by node type", unit="nodes / batch",
-           hint=_typed_hint, shown=_typed_table, fold=True,
+           hint=_typed_hint, shown=_typed_table,
            doc="Typed cells: nodes in a batch's sampled subgraph per node type (all hops), the mean over the counted batches; the tooltip has each type's nodes and each relation's edges per hop."),
     Column("edges / batch by relation", _typed_edges, _text, title="work by relation", unit="edges / batch",
-           hint=_typed_hint, shown=_typed_table, fold=True,
+           hint=_typed_hint, shown=_typed_table,
            doc="Typed cells: edges sampled per batch for each relation (all hops), largest first; the equal-work check compares them per hop and per seed."),
     Column("peak PSS MiB", metric("peak_pss_bytes"), fmt.mib, html=False,
-           doc="Peak proportional set size of the cell's processes (shared pages split among their sharers), the largest rank's."),
+           brief=True, doc="Peak proportional set size of the cell's processes (shared pages split among their sharers), the largest rank's."),
     Column("peak RSS MiB", metric("peak_rss_bytes"), fmt.mib, html=False,
            doc="Peak resident set size of the cell's largest rank (shared pages counted in full)."),
     Column("PSS per rank", lambda c: c.rank_pss_bytes, fmt.mib, unit="max, MiB", note=_ranks, markdown=False,
-           doc="Largest peak PSS of one rank, with the number of ranks."),
-    Column("PSS total", metric("total_pss_bytes"), fmt.mib, unit="MiB", markdown=False, fold=True,
+           brief=True, doc="Largest peak PSS of one rank, with the number of ranks."),
+    Column("PSS total", metric("total_pss_bytes"), fmt.mib, unit="MiB", markdown=False,
            doc="Peak PSS of all of the cell's processes together (ranks and loader workers)."),
     Column("largest private MiB", largest_private, _largest_private_text, title="largest private",
-           unit="part of a rank's PSS, MiB", hint=_breakdown_hint, shown=_recorded("memory_breakdown"), fold=True,
+           unit="part of a rank's PSS, MiB", hint=_breakdown_hint, shown=_recorded("memory_breakdown"),
            doc="The largest private part of any rank's peak PSS (features, graph, model, framework) from the memory breakdown; the tooltip has every part."),
-    Column("GPU memory", metric("peak_gpu_bytes"), fmt.mib, unit="peak, MiB", markdown=False, shown=_has_gpu_memory, fold=True,
+    Column("GPU memory", metric("peak_gpu_bytes"), fmt.mib, unit="peak, MiB", markdown=False, shown=_has_gpu_memory,
            doc="Peak GPU memory allocated by torch on a rank (CUDA cells only)."),
     Column("GPU device used", metric("gpu_device_used_bytes"), fmt.mib, unit="after the epochs, MiB", markdown=False,
-           shown=_recorded("gpu_device_used_bytes"), fold=True,
+           shown=_recorded("gpu_device_used_bytes"),
            doc="GPU memory in use device-wide after the measured epochs (total less free, as the driver sees it), the busiest rank's: the allocator's tensors plus the CUDA context, NCCL's buffers and framework caches it does not see (CUDA cells only)."),
     Column("GPU peak by phase", metric("gpu_peaks"), _phase_mib_text, unit="MiB: build · warmup · measured · evaluation",
-           markdown=False, shown=_recorded("gpu_peaks"), fold=True,
+           markdown=False, shown=_recorded("gpu_peaks"),
            doc="The allocator's peak GPU memory in each phase of the cell (building the pipeline, warm-up epochs, measured epochs, evaluation on rank 0), the busiest rank's per phase (CUDA cells only)."),
     # "is the loader starving my GPU": NVML's busy share and PCIe traffic per GPU; blank for CPU cells
     Column("GPU util %", gpu_util, percent, title="GPU util", unit="mean (max), NVML", note=_gpu_util_note,
@@ -373,47 +382,44 @@ CELL_COLUMNS = [
            doc="Mean share of time the GPU was busy during the measured epochs, sampled by NVML (max in brackets); blank for CPU cells."),
     Column("h2d MB/s", lambda c: gpu_util(c, "h2d_mb_per_s"), fmt.rate, title="host → GPU", unit="MB/s per GPU, NVML",
            hint=lambda c: "PCIe bytes the GPU received per second of the measured epochs (NVML, sampled)",
-           shown=_recorded("gpu_util"), fold=True,
+           shown=_recorded("gpu_util"),
            doc="PCIe bytes per second the GPU received during the measured epochs, per GPU (NVML)."),
-    Column("val acc", metric("val_acc"), fmt.accuracy, html=False,
-           doc="Validation accuracy after the last measured epoch."),
-    Column("test acc", metric("test_acc"), fmt.accuracy, html=False,
+    # the quality figure of each task in one column (bench/tasks.py Task.metric): a node or graph
+    # cell's validation accuracy, a link cell's validation MRR
+    Column("val acc / MRR", lambda c: c.metrics.get("val_mrr") if c.metrics.get("val_mrr") is not None else c.metrics.val_acc,
+           fmt.accuracy, title="quality", unit="validation acc, or MRR (link)", note=_leak_note, hint=_link_hint,
+           brief=True, doc="Validation accuracy after the last measured epoch; a link cell's validation MRR against its fixed negatives, full neighbourhoods over the training graph, `(includes the leak)` where exclusion is none and batches sampled their own seed edges."),
+    Column("test acc", metric("test_acc"), fmt.accuracy, unit="sampled",
            doc="Test accuracy after the last measured epoch, sampled with the training fanouts."),
     # DGL's examples' way: every neighbour, layer by layer (bench/backends/base.py full_accuracy)
     Column("test acc, full neighbourhoods", metric("test_acc_full"), fmt.accuracy, title="test acc",
-           unit="full neighbourhoods", shown=_recorded("test_acc_full"), fold=True,
+           unit="full neighbourhoods", shown=_recorded("test_acc_full"),
            doc="Test accuracy with every neighbour, layer by layer over all nodes (layer-wise inference, as DGL's examples report it)."),
-    Column("accuracy", lambda c: (c.metrics.val_acc, c.metrics.test_acc), _accuracies, unit="val / test, sampled",
-           markdown=False, fold=True,
-           doc="Validation / test accuracy after the last measured epoch, sampled with the training fanouts."),
-    # the link task (bench/backends/link.py): where a node cell shows accuracy, MRR and Hits@K against
-    # the split's fixed negatives, full neighbourhoods; noted where the accuracy includes the leak
-    Column("val MRR", metric("val_mrr"), fmt.accuracy, title="MRR", unit="validation", note=_leak_note,
-           hint=_link_hint, shown=_recorded("val_mrr"),
-           doc="Link cells: mean reciprocal rank of the validation edges against their fixed negatives, full neighbourhoods over the training graph; `(includes the leak)` where exclusion is none and batches sampled their own seed edges."),
-    Column("test MRR", metric("test_mrr"), fmt.accuracy, title="MRR", unit="test", shown=_recorded("test_mrr"), fold=True,
+    # the link task (bench/backends/link.py): MRR and Hits@K against the split's fixed negatives,
+    # full neighbourhoods
+    Column("test MRR", metric("test_mrr"), fmt.accuracy, title="MRR", unit="test", shown=_recorded("test_mrr"),
            doc="Link cells: mean reciprocal rank of the test edges against their fixed negatives."),
     Column("test Hits@10/50/100", lambda c: c.metrics.get("test_hits"), _hits, title="Hits@K", unit="test, 10 / 50 / 100",
-           shown=_recorded("test_hits"), fold=True,
+           shown=_recorded("test_hits"),
            doc="Link cells: the share of test edges ranked within the first 10, 50 and 100 against their fixed negatives."),
     # MLPerf's score where the suite sets target_acc (bench/publish/to_target.py): training seconds
     # and epochs to the validation target, or the best accuracy where it was not reached
     Column("time to target", lambda c: c, to_target.text, title="time to target",
            unit="training s (epochs), eval apart", hint=to_target.hint, shown=to_target.shown,
-           doc="Training seconds (slowest rank, evaluation and start-up excluded) and epochs until the validation accuracy first reached the suite's `target_acc`, or `not reached` with the best value; n/a for a cell without a model."),
+           brief=True, doc="Training seconds (slowest rank, evaluation and start-up excluded) and epochs until the validation accuracy first reached the suite's `target_acc`, or `not reached` with the best value; n/a for a cell without a model."),
     Column("start-up s", metric("startup_s"), lambda x: fmt.num(x, "{:.1f}"), html=False,
            doc="Seconds from launching the cell to its first epoch: interpreter, framework import, data load, process group."),
     Column("start-up by phase", metric("startup_phases"), _phases_text, title="start-up", unit="s by phase",
-           markdown=False, shown=_recorded("startup_phases"), fold=True,
+           markdown=False, shown=_recorded("startup_phases"),
            doc="Start-up split by phase, the slowest rank's each: imports (interpreter and framework), cuda_context, process_group (gloo, or NCCL's communicator with a barrier on the rank's GPU), dataset, pipeline, first_batch; – in files written before it was recorded."),
     Column("CPU s / epoch", metric("cpu_s_per_epoch"), fmt.seconds, title="CPU time", unit="s per epoch",
-           markdown=False, fold=True,
+           markdown=False,
            doc="CPU seconds the training process spent per measured epoch, all its threads (the slowest rank's; not its DataLoader workers'): the work done, which a busy machine moves far less than the epoch time; – in files written before it was recorded."),
-    Column("runner CPU", metric("runner_cpu_share"), fmt.pct, unit="of a core", markdown=False, fold=True,
+    Column("runner CPU", metric("runner_cpu_share"), fmt.pct, unit="of a core", markdown=False,
            shown=_recorded("runner_cpu_share"),
            doc="CPU the runner's memory sampler took beside the cell, per second of the cell (a share of one core): the harness's own cost on the cores the cell shares; – in files written before it was recorded."),
     Column("other load", metric("other_load"), fmt.pct, unit="of the machine", note=_busy_machine,
-           hint=lambda c: "CPU share other processes took while this cell ran", shown=_recorded("other_load"), fold=True,
+           hint=lambda c: "CPU share other processes took while this cell ran", shown=_recorded("other_load"),
            doc="CPU share other processes took while the cell ran; at or above the high-load mark its times are marked suspect."),
 ]
 
@@ -450,7 +456,7 @@ STAGE_DOCS = {
 
 
 def _stage(stage: str) -> Column:
-    return Column(stage_label(stage), lambda c: (stages.shares(c) or {}).get(stage), lambda x: fmt.pct(x, 0),
+    return Column(stage_label(stage), lambda c: (stages.shares(c) or {}).get(stage), lambda x: fmt.pct(x, 0), brief=True,
                   doc=f"Share of the epoch in {STAGE_DOCS.get(stage, stage)}.")
 
 
@@ -460,11 +466,11 @@ def _worker_seconds(cell: CellResult) -> str | None:
 
 
 # The Markdown "where the time goes" table: each cell's epoch split into its stages (shares of
-# the epoch), the worker-seconds its loader workers spent beside it, and the fetch and copy
-# bandwidth against the machine's ceilings.
+# the epoch; the brief ones), and with `--columns all` the worker-seconds its loader workers spent
+# beside it, the fetch and copy bandwidth against the machine's ceilings and the work per hop and seed.
 STAGE_COLUMNS = [
     Column("stages s (of epoch s)", lambda c: (stages.total(c), c.stats.mean),
-           lambda v: f"{fmt.seconds(v[0])} ({fmt.seconds(v[1])})",
+           lambda v: f"{fmt.seconds(v[0])} ({fmt.seconds(v[1])})", brief=True,
            doc="Seconds of the epoch the stages account for, against the epoch's mean time."),
     *(_stage(s) for s in STAGES),
     Column("workers: sample / fetch worker-s", _worker_seconds, _text,
@@ -487,9 +493,25 @@ STAGE_COLUMNS = [
 ]
 
 
-def markdown_columns(cells: list[CellResult]) -> list[Column]:
-    """The Markdown columns of one run's table."""
-    return [c for c in CELL_COLUMNS if c.markdown and (c.shown is None or c.shown({"rows": cells}))]
+def markdown_columns(cells: list[CellResult], chosen: list[str] | None = None) -> list[Column]:
+    """The Markdown columns of one run's table: the brief ones where they have values, or
+    `chosen` (`--columns`): ["all"] for every column with values, else the named ones in order."""
+    if chosen and chosen != ["all"]:
+        by_key = {c.key: c for c in CELL_COLUMNS if c.markdown}
+        return [by_key[key] for key in chosen]
+    return [c for c in CELL_COLUMNS if c.markdown and (c.brief or chosen) and (c.shown is None or c.shown({"rows": cells}))]
+
+
+def column_choice(text: str) -> list[str]:
+    """`--columns`: `all`, or column keys separated by commas; an unknown key is an input error
+    naming the keys there are."""
+    chosen = [k.strip() for k in text.split(",") if k.strip()]
+    keys = [c.key for c in CELL_COLUMNS if c.markdown]
+    unknown = [k for k in chosen if k not in keys] if chosen != ["all"] else []
+    if not chosen or unknown:
+        raise ValueError(f"{', '.join(unknown) or repr(text)}: not a column; allowed: all, or any of "
+                         + ", ".join(keys))
+    return chosen
 
 
 # A link table varies more settings (negatives, their mode, exclusion) beside MRR and Hits: these go
@@ -501,5 +523,5 @@ def html_columns(table: dict) -> list[Column]:
     """The HTML columns one dataset's table shows."""
     shown = [c for c in CELL_COLUMNS if c.html and (c.shown is None or c.shown(table))]
     if _recorded("val_mrr")(table):
-        shown = [dataclasses.replace(c, fold=True) if c.header in LINK_FOLDED else c for c in shown]
+        shown = [dataclasses.replace(c, brief=False) if c.header in LINK_FOLDED else c for c in shown]
     return shown

@@ -88,7 +88,7 @@ def oversubscription(s: Slower) -> str | None:
 
 def startup_share(s: Slower) -> str | None:
     m, epochs = s.cell.metrics, s.cell.settings.epochs
-    if not epochs or m.startup_s is None:
+    if not epochs or m.startup_s is None or s.base.metrics.startup_s is None:
         return None
     share = m.startup_s / (m.startup_s + epochs * s.cell.median)
     if share < STARTUP_SHARE or m.startup_s <= (s.base.metrics.startup_s or 0):

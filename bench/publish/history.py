@@ -53,6 +53,7 @@ from bench.publish.results import CellResult, Machine, RunResult, ResultsError
 from bench.run.suite import Settings
 
 K_SIGMA = 3.0          # how many standard deviations of run-to-run noise a verdict needs
+COMPARE_FLOOR = 0.10   # least relative change a verdict ever calls (`gnnbench compare --floor`)
 MIN_HISTORY = 3        # earlier medians of a cell needed for its own run-to-run spread
 MIN_POOLED_CELLS = 4   # other cells in both runs needed for the pooled (machine) run-to-run spread
 VERDICTS = ("regression", "now failing", "improvement", "fixed", "new", "gone", "not comparable", "unchanged")
@@ -239,7 +240,22 @@ def noise(o: CellResult, n: CellResult, floor: float, between: float | None, sou
 
 # --- compare -------------------------------------------------------------------------------------
 
-def compare(old: RunResult, new: RunResult, *, floor: float = 0.10, force: bool = False,
+def latest(runs: Sequence[RunResult], floor: float = COMPARE_FLOOR) -> list[tuple[RunResult, RunResult, list[Verdict]]]:
+    """Per suite and machine, the newest run judged against the one before it, the earlier runs
+    its history: `gnnbench history`'s word on the newest run, the same verdicts `gnnbench compare`
+    gives those two (two runs are a short history)."""
+    groups: dict[tuple[str, str], list[RunResult]] = {}
+    for run in runs:
+        groups.setdefault((str(run.suite), str(run.machine.key)), []).append(run)
+    out = []
+    for _, group in sorted(groups.items()):
+        group.sort(key=lambda r: (r.finished_at, str(r.path)))
+        if len(group) >= 2:
+            out.append((group[-2], group[-1], compare(group[-2], group[-1], floor=floor, history=group[:-1])))
+    return out
+
+
+def compare(old: RunResult, new: RunResult, *, floor: float = COMPARE_FLOOR, force: bool = False,
             history: Sequence[RunResult] = ()) -> list[Verdict]:
     """Verdicts for every cell of either run, in NEW's cell order then OLD's leftovers.
 
@@ -362,7 +378,7 @@ def version_changes(old: dict | None, new: dict | None) -> str:
 
 # --- the terminal table ---------------------------------------------------------------------
 
-def verdict_table(verdicts: list[Verdict], floor: float = 0.10) -> str:
+def verdict_table(verdicts: list[Verdict], floor: float = COMPARE_FLOOR) -> str:
     """Plain aligned text: one line per cell, its reason below it, then the count per verdict."""
     header = ("verdict", "old", "new", "change", "needs", "cell")
     lines = [(v.verdict, duration(v.old_median_s), duration(v.new_median_s), signed_pct(v.change),
@@ -381,7 +397,7 @@ def verdict_table(verdicts: list[Verdict], floor: float = 0.10) -> str:
     return "\n".join(out)
 
 
-def run_shift(verdicts: list[Verdict], floor: float = 0.10) -> str | None:
+def run_shift(verdicts: list[Verdict], floor: float = COMPARE_FLOOR) -> str | None:
     """A sentence when the run as a whole moved (the median change over its cells exceeds the
     floor): two runs alone cannot tell the machine from a change common to every cell, and the
     per-cell verdicts above treat it as the machine; the user should know it happened."""

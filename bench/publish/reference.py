@@ -124,7 +124,8 @@ def _column_rows(cols: list[columns.Column]) -> list[str]:
     rows = ["| column | where | description |", "|---|---|---|"]
     for col in cols:
         html = "HTML (under the table's \"more columns\")" if col.fold else "HTML"
-        where = " and ".join(w for w, on in (("Markdown", col.markdown), (html, col.html)) if on)
+        md = "Markdown" if col.brief else "Markdown (`--columns`)"
+        where = " and ".join(w for w, on in ((md, col.markdown), (html, col.html)) if on)
         name = col.header if col.markdown else f"{col.html_title} ({col.unit})" if col.unit else col.html_title
         rows.append(f"| {_cell(name)} | {where} | {_cell(col.doc)} |")
     return rows

@@ -125,18 +125,20 @@ def stage_tables(run: RunResult) -> list[dict]:
              "flags": [(c.id, c.work_flag) for c in cells if c.work_flag]} for name, cells in by_dataset.items()]
 
 
-def run_view(run: RunResult) -> dict:
+def run_view(run: RunResult, chosen: list[str] | None = None) -> dict:
     cards = dataset_cards(run)
     return {"result": run, "file": run.path.name, "rows": run.cells, "datasets": cards,
             "features_only": any(c.features_only_acc is not None for c in cards),
-            "columns": columns.markdown_columns(run.cells),
+            "columns": columns.markdown_columns(run.cells, chosen),
             "scaling": scaling_rows(run), "partitions": partitions(run),
             "stage_tables": stage_tables(run), "diagnoses": diagnosis.diagnose(run.cells),
             "to_target": diagnosis.target_lines(run.cells)}
 
 
-def render_markdown(runs: list[RunResult], command: str | None = None) -> str:
+def render_markdown(runs: list[RunResult], command: str | None = None, chosen: list[str] | None = None) -> str:
+    """`chosen`: the per-cell table's columns (`--columns`, columns.markdown_columns); default the brief ones."""
     return environment("md").get_template("report.md.j2").render(
-        runs=[run_view(r) for r in runs], command=command,
-        scaling_columns=columns.SCALING_COLUMNS, stage_columns=columns.STAGE_COLUMNS,
+        runs=[run_view(r, chosen) for r in runs], command=command,
+        scaling_columns=columns.SCALING_COLUMNS,
+        stage_columns=[c for c in columns.STAGE_COLUMNS if c.brief or chosen == ["all"]],
         tolerance=stages.EQUAL_WORK_TOLERANCE)

@@ -240,7 +240,7 @@ def seeds_per_epoch(cell: CellResult) -> float | None:
     if cell.metrics.seeds_per_epoch is not None:
         return cell.metrics.seeds_per_epoch
     mean = cell.stats.mean if cell.stats else None
-    return round(cell.metrics.seeds_per_s * mean) if mean else None
+    return round(cell.metrics.seeds_per_s * mean) if mean and cell.metrics.seeds_per_s is not None else None
 
 
 def _figures(found: dict) -> dict[tuple[str, int, str], float]:

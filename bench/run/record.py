@@ -21,7 +21,7 @@ from bench import __version__
 from bench.paths import repo_root
 from bench import stacks
 from bench.backends.stages import add_typed
-from bench.result_format import DATASET_FIELDS, REQUIRED_EXTRA, SCHEMA_VERSION, WRITTEN_FROM_RECORD, EpochMean
+from bench.result_format import DATASET_FIELDS, SCHEMA_VERSION, WRITTEN_FROM_RECORD, EpochMean
 from bench.stacks import external as external_stacks
 from bench.run.runner import Outcome
 from bench.run import cluster_env
@@ -116,15 +116,13 @@ def extra_info(outcome: Outcome, baseline: str | None = None) -> dict:
 
 def from_record(rec: dict) -> dict:
     """The extra_info fields bench/result_format.py declares as the worker recorded them
-    (`Copied`: required ones must be there, `if_set` ones are left out where empty) or as a mean
+    (`Copied`: none where not recorded, `if_set` ones left out where empty) or as a mean
     over the measured epochs (`EpochMean`)."""
     out = {}
     for name, source in WRITTEN_FROM_RECORD.items():
         if isinstance(source, EpochMean):
             values = [e.get(source.key, source.missing) for e in rec["epochs"]]
             out[name] = None if any(v is None for v in values) else sum(values) / len(values)
-        elif name in REQUIRED_EXTRA:
-            out[name] = rec[name]
         elif rec.get(name) or not source.if_set:
             out[name] = rec.get(name)
     return out

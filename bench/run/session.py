@@ -73,6 +73,9 @@ RUN_OPTIONS = (
     Option("--mode", dict(action="append", metavar="MODE",
                           help="the suite's `mode` axis, replaced (repeatable), e.g. --mode pinned-cuda asks a CPU "
                                "suite's question on GPUs; backends without the mode are listed, not run")),
+    Option("--seed", dict(action="append", type=int, metavar="N",
+                          help="the suite's `seed` axis, replaced (repeatable): every cell once per seed, e.g. "
+                               "--seed 0 --seed 1 --seed 2 tells a gap between pipelines from the seed's spread")),
     Option("--nnodes", dict(type=int, help="machines that run each cell together (each runs the same command); "
                                            "default: SLURM's or Kubeflow's node count where they started it, else 1")),
     Option("--node-rank", dict(type=int, help="this machine's index among --nnodes; default: SLURM_NODEID or "
@@ -101,6 +104,7 @@ class RunOptions:
     resume: Path | None = None
     stack: list[str] | None = None
     mode: list[str] | None = None
+    seed: list[int] | None = None
     nnodes: int | None = None  # None: the scheduler's (bench.run.cluster_env), else 1
     node_rank: int | None = None  # None: the scheduler's, else 0
     rdzv_endpoint: str | None = None
@@ -266,7 +270,8 @@ EQUALS = "[eq]"  # `=` stands for this inside a -k expression, whose grammar has
 def select_cells(cells: list[Cell], expression: str) -> list[Cell]:
     """The cells whose pytest name matches a pytest `-k` expression (same rules as pytest), where a
     word KEY=VALUE matches a cell whose setting KEY (its full name, or its short name in the cell
-    id: workers, ws, batch) is VALUE exactly, e.g. -k 'workers=0 and not mode=cpu-cuda'. No match
+    id: workers, ws, batch) is VALUE exactly, e.g. -k 'workers=0 and not mode=cpu-cuda', and
+    task=NAME a cell whose backend's task is NAME (node, typed-node, link, graph). No match
     is an error that lists the cells there are."""
     from _pytest.mark.expression import Expression  # pytest's own -k grammar
 
@@ -297,6 +302,8 @@ def _word_matches(word: str, cell: Cell) -> bool:
         return cell.backend == wanted
     if key == "dataset":
         return cell.dataset == wanted
+    if key == "task":  # the backend's task (bench/tasks.py): node, typed-node, link, graph
+        return BACKENDS[cell.backend].task == wanted
     value = cell.settings.as_dict().get(key)
     if value is None and key != "stack":  # not a setting of this cell
         return False
@@ -351,6 +358,8 @@ class Session:
         if options.mode:
             self.suite, not_run = suite_mod.with_mode(self.suite, options.mode)
             self.not_run += not_run
+        if options.seed:
+            self.suite = suite_mod.with_seeds(self.suite, options.seed)
         for note in self.not_run:
             say(note)
         self.cells = suite_mod.expand(self.suite)

@@ -378,6 +378,19 @@ def with_mode(suite: Suite, names: list[str]) -> tuple[Suite, list[str]]:
     return changed, notes
 
 
+def with_seeds(suite: Suite, seeds: list[int]) -> Suite:
+    """The suite with its `seed` axis replaced (`--seed`), include rules' seeds too: every cell once
+    per seed, so that a gap between two pipelines can be held against the spread over seeds."""
+    try:
+        seed = Settings.model_validate({"seed": list(seeds)}).seed
+    except ValidationError as exc:
+        raise SuiteError(f"--seed {' --seed '.join(map(str, seeds))}: "
+                         + "; ".join(_describe_at(e) for e in _most_specific(exc.errors()))) from None
+    include = [Rule.model_validate({**rule.model_dump(exclude_none=True), "seed": seed})
+               if "seed" in (rule.model_extra or {}) else rule for rule in suite.include]
+    return suite.model_copy(update={"settings": suite.settings.model_copy(update={"seed": seed}), "include": include})
+
+
 def resolve_workers(cell: Cell, usable_cores: int, nnodes: int = 1) -> Cell:
     """A cell with `num_workers: per-gpu` as it runs on this machine: each of this node's ranks
     gets its share of the usable cores less one for its own thread (the core budget,
