@@ -14,7 +14,8 @@ With `profile: true` (the default) a backend wraps its framework's sampler and f
 timers (bench/backends/stages.py) and `step` marks where its stages end; `profile: false` leaves
 the framework's pipeline and the step as they are.
 The node backends train the same GraphSAGE: len(fanout) mean-aggregation layers, ReLU and
-dropout between them, Adam with the suite's learning rate. Imported inside the stacks only;
+dropout between them, Adam with the suite's learning rate. Every model of every task starts from
+one initialisation in both frameworks (`same_start`). Imported inside the stacks only;
 torch is imported where it is used, so importing this module needs no framework.
 """
 
@@ -75,7 +76,37 @@ def graphsage(conv, in_dim: int, hidden: int, out_dim: int, num_layers: int, tri
                     x = F.dropout(F.relu(x), p=DROPOUT, training=self.training)
             return x
 
-    return GraphSAGE()
+    model = GraphSAGE()
+    same_start(model)
+    return model
+
+
+# The one initialisation every model of every task starts from, in both frameworks (recorded with
+# each cell: bench/run/worker.py model_summary)
+INITIALISATION = "kaiming-uniform(a=sqrt(5)) weights, zero biases, N(0, 1) embeddings"
+
+
+def same_start(model) -> None:
+    """One initialisation on both sides, in place of each framework's own (PyG's layers start from
+    Kaiming-uniform weights, DGL's from Xavier with ReLU's gain, about twice the scale: started
+    apart, the link models learned at different speeds, validation MRR 0.13 against 0.19 after 6
+    epochs on rmat-s11; the node and typed models' accuracies a few points apart after a few
+    epochs): every weight matrix and attention vector as torch.nn.Linear starts its weight
+    (Kaiming-uniform with a = sqrt(5): U(+-1/sqrt(fan_in)), which PyG's SAGEConv keeps), every
+    bias zero, each embedding N(0, 1) (torch's default). Parameters are matched by shape, which
+    is the same on both sides (tests/test_parity.py loads one side's weights into the other's)."""
+    import math
+
+    import torch
+
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.startswith("embeddings.") or ".embeddings." in name:
+                continue
+            if p.dim() >= 2:
+                torch.nn.init.kaiming_uniform_(p, a=math.sqrt(5))
+            else:
+                p.zero_()
 
 
 def unavailable_reason(mode: str, world_size: int = 1) -> str | None:
@@ -258,19 +289,23 @@ class CommTimer:
         self._events.clear()
 
 
-def distribute(model, device, find_unused: bool = False):
+def distribute(model, device, find_unused: bool = False, timed: bool = True):
     """Wrap a model in DDP when this process is one of several ranks; returns (model, timer).
     `find_unused`: some parameters may take no part in a step's loss (a typed model's relations
-    without sampled edges, or into types the loss does not read), which DDP must look for."""
+    without sampled edges, or into types the loss does not read), which DDP must look for.
+    `timed` (the cell's `profile`): the all-reduce timed by a Python comm hook, run per gradient
+    bucket, which no framework's own loop runs; without it DDP keeps its own C++ all-reduce and
+    the timer is None (the all-reduce is not measured)."""
     import torch
 
     _, world = rank_and_world()
-    timer = CommTimer(device)
+    timer = CommTimer(device) if timed else None
     if world == 1:
         return model, timer
     ddp = torch.nn.parallel.DistributedDataParallel(
         model, device_ids=[device.index] if device.type == "cuda" else None, find_unused_parameters=find_unused)
-    ddp.register_comm_hook(None, timer.hook)
+    if timer is not None:
+        ddp.register_comm_hook(None, timer.hook)
     return ddp, timer
 
 
@@ -315,7 +350,7 @@ class Pipeline(abc.ABC):
         self.model, self.comm, self.scaler = None, None, None
         if self.settings["model"] != "none":
             self.model, self.comm = distribute(self.make_model(data).to(self.device), self.device,
-                                               self.unused_parameters)
+                                               self.unused_parameters, timed=self.profile)
             self.optimizer = torch.optim.Adam(self.model.parameters(), lr=self.settings["lr"])
             if self.settings.get("amp") == "fp16":
                 self.scaler = grad_scaler(self.device.type)
