@@ -38,7 +38,7 @@ layer would aggregate the seeds over fanout[-1] fresh neighbours instead. With u
 ([10, 5]) that was the whole of an MRR gap (rmat-s12, batch 512, 4 epochs, exclusion reverse,
 seeds 0-2, means: PyG 0.231, spread 0.222-0.243; GraphBolt 0.192; GraphBolt with the seeds' input
 layer on their first-hop edges 0.220 and 0.235 in two runs). So the GraphBolt link backend computes
-each layer over the edges PyG's would (dgl_graphbolt_link.first_hop_blocks); what stays different
+each layer over the edges PyG's would (`same_layer_edges`, bench/backends/layer_edges.py); what stays different
 is the sampling: GraphBolt still samples the seeds' second hop (more sampled edges and fetched
 rows, which the equal-work check names), and PyG's untrimmed output layer computes over the whole
 subgraph (outputs at the seeds the same).
