@@ -5,8 +5,8 @@ The model (`model: rgcn | rgat`), built around a framework's own per-relation la
     rgcn   R-GCN (Schlichtkrull et al.; PyG's RGCNConv, DGL's RelGraphConv and its typed GraphBolt
            example's RelGraphConvLayer): per relation the mean of the destination's neighbours
            through the relation's own weight, summed across relations (PyG's
-           HeteroConv(SAGEConv(root_weight=False, bias=False), "sum"), DGL's
-           HeteroGraphConv(GraphConv(norm="right", bias=False), "sum")), plus the destination's own
+           HeteroConv(SAGEConv(root_weight=False, bias=False), "sum"), DGL's HeteroGraphConv of
+           GraphConv(norm="right", weight=False) through a Linear, "sum"), plus the destination's own
            row through one self-loop weight with the layer's one bias (`rgcn_layer`; one per node
            type only where the types' input widths differ, which one matrix cannot take). Before
            issue 49 `rgcn` was a per-relation GraphSAGE (a root weight and a bias per relation)
