@@ -174,6 +174,9 @@ class ModelInfo(Loose):
     parameters: Count
     embedding_parameters: Count | None = None
     heads: Annotated[int, Field(ge=1)] | None = None
+    init: str | None = None  # the one initialisation (bench/backends/base.py same_start)
+    # whether its layers computed over the edges PyG's do (bench/backends/layer_edges.py)
+    same_layer_edges: bool | None = None
 
 
 class ToTarget(Loose):

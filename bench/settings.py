@@ -9,6 +9,7 @@ attribute. The defaults are the fields' below: the host's model takes its own fr
 Some settings are in a cell only where they mean something (so a cell keeps the digest it had
 before they existed); in any other cell they are None:
     heads                       with `model: rgat`
+    same_layer_edges            in GraphBolt's cells with a model (bench/run/suite.py expand)
     TASK_ONLY[task]             in that task's cells (the link task's: bench/backends/link.py)
     TARGET                      with a `target_acc` (time to accuracy)
     num_workers_rule            where `num_workers: per-gpu` was resolved on the machine
@@ -27,7 +28,7 @@ DROPOUT = 0.5  # between the shared models' layers (both sides, the plain loops 
 
 TASK_ONLY = {"link": ("neg_ratio", "neg_mode", "exclusion", "decoder")}
 TARGET = ("target_acc", "eval_every", "max_epochs")
-WHEN_SET = ("heads", *(k for keys in TASK_ONLY.values() for k in keys), *TARGET, "num_workers_rule")
+WHEN_SET = ("heads", "same_layer_edges", *(k for keys in TASK_ONLY.values() for k in keys), *TARGET, "num_workers_rule")
 
 
 class SettingsError(ValueError):
@@ -63,6 +64,7 @@ class CellSettings:
     neg_mode: str | None = "triplet"
     exclusion: str | None = "reverse"
     decoder: str | None = "dot"
+    same_layer_edges: bool | None = True
     profile: bool = True
     work_budget: float = WORK_BUDGET
     target_acc: float | None = None

@@ -67,3 +67,15 @@ def test_cells_are_hashable_and_serialisable(write_suite):
     cells = cells_of(write_suite, BASE)
     assert len(set(cells)) == len(cells)
     assert json.loads(cells[0].to_json())["dataset"]["source"] == "synthetic"
+
+
+def test_same_layer_edges_is_a_graphbolt_setting_in_ids_only_when_false(write_suite):
+    """GraphBolt's cells alone carry it (and only with a model); swept, PyG's cells stay one each."""
+    cells = cells_of(write_suite, BASE + "settings: {same_layer_edges: [true, false]}\ninclude:\n  - {model: none}\n")
+    cells = [c for c in cells if c.dataset == "a"]
+    by_id = {c.id: c.settings.as_dict() for c in cells}
+    assert by_id["dgl-graphbolt/a/mode=cpu-cpu/workers=0/ws=1"]["same_layer_edges"] is True
+    assert by_id["dgl-graphbolt/a/mode=cpu-cpu/workers=0/ws=1/same_layer_edges=false"]["same_layer_edges"] is False
+    assert "same_layer_edges" not in by_id["pyg-neighbor/a/mode=cpu-cpu/workers=0/ws=1"]
+    assert "same_layer_edges" not in by_id["dgl-graphbolt/a/mode=cpu-cpu/workers=0/ws=1/model=none"]
+    assert len(cells) == 5  # PyG once, GraphBolt twice, and each one loader-only cell

@@ -78,6 +78,9 @@ def test_both_frameworks_record_typed_work(hetero_run):
     dgl = benchmarks["dgl-graphbolt-hetero/igbh-s2/mode=cpu-cpu/workers=0/ws=1/store=memory/model=rgcn"]
     assert "typed: " in pyg["sampler"] and dgl["sampler"].startswith("graphbolt")
     assert pyg["model"]["parameters"] == dgl["model"]["parameters"]  # the same model on both sides
+    # from one initialisation, GraphBolt's layers over PyG's edges (same_layer_edges, the default)
+    assert pyg["model"]["init"] == dgl["model"]["init"] and pyg["model"]["same_layer_edges"]
+    assert dgl["settings"]["same_layer_edges"] is True and dgl["model"]["same_layer_edges"] is True
     # the first hop samples the seeds' neighbours the same way in both frameworks: equal per seed
     for relation, values in pyg["work"]["per_seed"]["typed"]["hop_edges"].items():
         theirs = dgl["work"]["per_seed"]["typed"]["hop_edges"][relation][0]

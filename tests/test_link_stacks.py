@@ -35,7 +35,7 @@ backends: [pyg-link, dgl-graphbolt-link]
 settings:
   exclusion: [none, reverse]
   neg_ratio: 1
-  fanout: [10, 5]  # unequal: each layer computes over the same edges in both (first_hop_blocks)
+  fanout: [10, 5]  # unequal: each layer computes over the same edges in both (same_layer_edges: bench/backends/layer_edges.py)
   batch_size: 512
   epochs: 3
   warmup_epochs: 1
@@ -102,9 +102,10 @@ def test_both_frameworks_reach_the_same_validation_mrr(tiny_link):
 
 def test_graphbolt_input_layer_computes_over_the_edges_pyg_sampled(tiny_link):
     """At fanout [10, 5] GraphBolt samples the seeds' second hop again; its input layer computes
-    over their first hop's edges instead (first_hop_blocks), as PyG's layers run on its one sampled
-    subgraph: per seed edge, GraphBolt's input-layer edges are PyG's sampled edges (both hops), not
-    GraphBolt's own second hop's, and its output layer's are the first hop's."""
+    over their first hop's edges instead (same_layer_edges: bench/backends/layer_edges.py), as
+    PyG's layers run on its one sampled subgraph: per seed edge, GraphBolt's input-layer edges are
+    PyG's sampled edges (both hops), not GraphBolt's own second hop's, and its output layer's are
+    the first hop's."""
     cells, _ = tiny_link
     for exclusion in ("none", "reverse"):
         work = {info["backend"]: info["work"]["per_seed"] for info in cells.values()

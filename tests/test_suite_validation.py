@@ -121,11 +121,11 @@ def test_ten_suites_and_the_merged_ones_select_by_task_and_seed():
     assert {c.backend for c in by_task["typed-node"]} == {"pyg-hetero", "dgl-graphbolt-hetero"}
     # the clocks' pairs: each node cell of one thread and no workers with the clocks on and off
     clocks = select_cells(cells, "task=node and threads=1 and workers=0 and model=sage")
-    assert sorted(c.settings["profile"] for c in clocks) == [False] * 4 + [True] * 4
+    assert sorted(c.settings.profile for c in clocks) == [False] * 4 + [True] * 4
 
     link = suite.load("link")[0]
     seeded = suite.expand(suite.with_seeds(link, [0, 3]))
-    assert len(seeded) == 2 * len(suite.expand(link)) and {c.settings["seed"] for c in seeded} == {0, 3}
+    assert len(seeded) == 2 * len(suite.expand(link)) and {c.settings.seed for c in seeded} == {0, 3}
     assert all("/seed=" in c.id for c in seeded)
     with pytest.raises(suite.SuiteError, match=r"--seed -1: seed"):
         suite.with_seeds(link, [-1])

@@ -29,7 +29,7 @@ class BackendInfo:
     task: str = "node"  # the one task it trains, a name in bench.tasks.TASKS (node, typed-node, link, graph)
     mode_chart: bool = False  # the site draws its epoch time per mode as grouped bars
     # The optional settings it honours (bench/run/suite.py: Settings): pin_memory, amp, gpu_cache,
-    # trim_to_layer, neg_mode (the link task: PyG's binary negatives)
+    # trim_to_layer, neg_mode (the link task: PyG's binary negatives), same_layer_edges (GraphBolt's)
     options: tuple[str, ...] = ()
     # Memory model (bench/run/memory_plan.py): bytes of graph structure the framework builds on
     # top of the hub's arrays, per node (counted num_nodes + 1 times: CSC pointers) and per edge.
@@ -87,7 +87,7 @@ BACKENDS: dict[str, BackendInfo] = {
     "dgl-graphbolt": BackendInfo("bench.backends.dgl_graphbolt", "dgl",
                                  ("cpu-cpu", "cpu-cuda", "pinned-cuda", "cuda-cuda"),
                                  ("memory", "lmdb", "graphbolt-disk"), mode_chart=True,
-                                 options=("amp", "gpu_cache"),
+                                 options=("amp", "gpu_cache", "same_layer_edges"),
                                  structure_bytes_per_node=8, structure_bytes_per_edge=8, structure_on_hub_maps=True,
                                  plain_loop="graphbolt_loop", work_notes=GRAPHBOLT_WORK_NOTES, lifecycle="DGL GraphBolt"),
     # typed graphs (bench/backends/typed.py: the shared R-GCN / R-GAT), PyG's HeteroData per relation
@@ -100,7 +100,8 @@ BACKENDS: dict[str, BackendInfo] = {
     "dgl-graphbolt-hetero": BackendInfo("bench.backends.dgl_graphbolt_hetero", "dgl",
                                         ("cpu-cpu", "cpu-cuda", "pinned-cuda", "cuda-cuda"),
                                         ("memory", "lmdb", "graphbolt-disk"), task="typed-node",
-                                        models=("rgcn", "rgat"), mode_chart=True, options=("amp",),
+                                        models=("rgcn", "rgat"), mode_chart=True,
+                                        options=("amp", "same_layer_edges"),
                                         # the fused CSC: indptr, indices and a type byte per edge
                                         structure_bytes_per_node=8, structure_bytes_per_edge=9,
                                         plain_loop="graphbolt_hetero_loop", work_notes=GRAPHBOLT_WORK_NOTES),
@@ -118,7 +119,7 @@ BACKENDS: dict[str, BackendInfo] = {
     "dgl-graphbolt-link": BackendInfo("bench.backends.dgl_graphbolt_link", "dgl",
                                       ("cpu-cpu", "cpu-cuda", "pinned-cuda", "cuda-cuda"),
                                       ("memory", "lmdb", "graphbolt-disk"), task="link", mode_chart=True,
-                                      options=("amp", "gpu_cache"),
+                                      options=("amp", "gpu_cache", "same_layer_edges"),
                                       structure_bytes_per_node=8, structure_bytes_per_edge=8,
                                       plain_loop="graphbolt_link_loop", work_notes=GRAPHBOLT_WORK_NOTES),
     "pyg-graphs": BackendInfo("bench.backends.pyg_graphs", "pyg", ("cpu-cpu", "cpu-cuda"),

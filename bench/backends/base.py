@@ -14,7 +14,8 @@ With `profile: true` (the default) a backend wraps its framework's sampler and f
 timers (bench/backends/stages.py) and `step` marks where its stages end; `profile: false` leaves
 the framework's pipeline and the step as they are.
 The node backends train the same GraphSAGE: len(fanout) mean-aggregation layers, ReLU and
-dropout between them, Adam with the suite's learning rate. Imported inside the stacks only;
+dropout between them, Adam with the suite's learning rate. Every model of every task starts from
+one initialisation in both frameworks (`same_start`). Imported inside the stacks only;
 torch is imported where it is used, so importing this module needs no framework.
 """
 
@@ -28,6 +29,7 @@ from bench import modes
 from bench.backends import AMP_DTYPES
 from bench import cuda_fit
 from bench.backends.stages import BatchWork, tensor_bytes
+from bench.backends.initialisation import INITIALISATION, same_start  # noqa: F401 - re-exported
 from bench.backends.typed import typed_model
 from bench.settings import DROPOUT, CellSettings
 
@@ -76,7 +78,9 @@ def graphsage(conv, in_dim: int, hidden: int, out_dim: int, num_layers: int, tri
                     x = F.dropout(F.relu(x), p=DROPOUT, training=self.training)
             return x
 
-    return GraphSAGE()
+    model = GraphSAGE()
+    same_start(model)
+    return model
 
 
 def unavailable_reason(mode: str, world_size: int = 1) -> str | None:
@@ -259,19 +263,23 @@ class CommTimer:
         self._events.clear()
 
 
-def distribute(model, device, find_unused: bool = False):
+def distribute(model, device, find_unused: bool = False, timed: bool = True):
     """Wrap a model in DDP when this process is one of several ranks; returns (model, timer).
     `find_unused`: some parameters may take no part in a step's loss (a typed model's relations
-    without sampled edges, or into types the loss does not read), which DDP must look for."""
+    without sampled edges, or into types the loss does not read), which DDP must look for.
+    `timed` (the cell's `profile`): the all-reduce timed by a Python comm hook, run per gradient
+    bucket, which no framework's own loop runs; without it DDP keeps its own C++ all-reduce and
+    the timer is None (the all-reduce is not measured)."""
     import torch
 
     _, world = rank_and_world()
-    timer = CommTimer(device)
+    timer = CommTimer(device) if timed else None
     if world == 1:
         return model, timer
     ddp = torch.nn.parallel.DistributedDataParallel(
         model, device_ids=[device.index] if device.type == "cuda" else None, find_unused_parameters=find_unused)
-    ddp.register_comm_hook(None, timer.hook)
+    if timer is not None:
+        ddp.register_comm_hook(None, timer.hook)
     return ddp, timer
 
 
@@ -317,7 +325,7 @@ class Pipeline(abc.ABC):
         self.model, self.comm, self.scaler = None, None, None
         if self.settings.model != "none":
             self.model, self.comm = distribute(self.make_model(data).to(self.device), self.device,
-                                               self.unused_parameters)
+                                               self.unused_parameters, timed=self.profile)
             self.optimizer = torch.optim.Adam(self.model.parameters(), lr=self.settings.lr)
             if self.settings.amp == "fp16":
                 self.scaler = grad_scaler(self.device.type)
@@ -514,12 +522,9 @@ class TypedHooks(abc.ABC):
 
 class LinkHooks(abc.ABC):
     """What a link backend gives the link task's shared part (bench/backends/link.py LinkPipeline,
-    listed first among its bases), each in its framework's terms."""
-
-    @staticmethod
-    @abc.abstractmethod
-    def conv_factory():
-        """(in, out) -> one layer of the shared GraphSAGE encoder, called (features, graph)."""
+    listed first among its bases), each in its framework's terms. The encoder's layer is the node
+    pipeline's own `conv_factory` (listed after these hooks, so not declared here: an abstract one
+    would hide it)."""
 
     @abc.abstractmethod
     def inputs(self, batch):

@@ -42,7 +42,7 @@ from dgl.nn import SAGEConv  # noqa: E402
 from torchdata.datapipes.iter import IterDataPipe  # noqa: E402
 
 from bench import modes  # noqa: E402
-from bench.backends import base, shared_host, stages  # noqa: E402
+from bench.backends import base, layer_edges, shared_host, stages  # noqa: E402
 from bench.backends.base import Unavailable, rank_and_world  # noqa: E402
 from bench.stores import features_in_memory, open_store  # noqa: E402
 
@@ -179,6 +179,7 @@ class Pipeline(base.TrainingPipeline):
     def __init__(self, data, settings):
         super().__init__(data, settings)
         gb.seed(settings.seed)  # GraphBolt's samplers draw from a generator of their own
+        self.same_layer_edges = same_layer_edges(settings)
         self.mode = modes.mode(settings.mode)
         self.graph, self.features = self.place(data)
         self.index_dtype = index_dtype(self.graph)
@@ -213,10 +214,14 @@ class Pipeline(base.TrainingPipeline):
         block = dgl.create_block((src, dst), num_src_nodes=x_src.shape[0], num_dst_nodes=x_dst.shape[0])
         return conv.conv(block.to(x_src.device), (x_src, x_dst))
 
+    @staticmethod
+    def conv_factory():
+        """The shared GraphSAGE's layer: DGL's mean SAGEConv, which takes (graph, features), called
+        as the shared model calls it (features, graph)."""
+        return lambda a, b: _FeaturesFirst(SAGEConv(a, b, "mean"))
+
     def make_model(self, data):
-        # DGL's SAGEConv takes (graph, features): swap to the shared (features, graph) call
-        return self.sage(lambda a, b: _FeaturesFirst(SAGEConv(a, b, "mean")), data.features.shape[1],
-                         data.num_classes)
+        return self.sage(self.conv_factory(), data.features.shape[1], data.num_classes)
 
     def _loader(self, split: str, shuffle: bool, num_workers: int = 0) -> gb.DataLoader:
         """The datapipe as DGL 2.1's node-classification example builds it for the mode (features
@@ -238,6 +243,8 @@ class Pipeline(base.TrainingPipeline):
         if timing:
             pipe = pipe.transform(stages.start)
         pipe = self._sample(pipe)
+        if self.same_layer_edges:  # the layers' edges as PyG's, made where the sampled graph is
+            pipe = pipe.transform(layer_edges.attach)
         if timing:
             pipe = pipe.transform(stages.finish("sample", sync))
         pipe = fetcher = pipe.fetch_feature(self.features, node_feature_keys=self.feature_keys)
@@ -271,7 +278,8 @@ class Pipeline(base.TrainingPipeline):
         return int(minibatch.seed_nodes.numel()), edges
 
     def work(self, minibatch) -> stages.BatchWork:
-        return block_work(minibatch, int(minibatch.seed_nodes.numel()), self.settings.model != "none")
+        return block_work(minibatch, int(minibatch.seed_nodes.numel()), self.settings.model != "none",
+                          self.same_layer_edges)
 
     def to_device(self, minibatch):
         return minibatch  # the datapipe already put it where the mode wants it
@@ -290,27 +298,34 @@ class Pipeline(base.TrainingPipeline):
         if hasattr(self.train_items, "_rng"):
             self.train_items._rng = np.random.default_rng(seed)
 
-    @staticmethod
-    def forward(model, minibatch):
-        return model(minibatch.node_features["feat"], minibatch.blocks), minibatch.labels
+    def forward(self, model, minibatch):
+        return model(minibatch.node_features["feat"], layer_edges.blocks(minibatch, self.same_layer_edges)), \
+            minibatch.labels
 
 
-def block_work(minibatch, seeds: int, modelled: bool) -> stages.BatchWork:
+def same_layer_edges(settings) -> bool:
+    """The `same_layer_edges` setting (bench/backends/layer_edges.py): a cell with a model and no
+    such setting recorded (older cells) computes over PyG's edges, the default."""
+    return settings.model != "none" and settings.same_layer_edges is not False
+
+
+def block_work(minibatch, seeds: int, modelled: bool, same: bool = False) -> stages.BatchWork:
     """The work of a minibatch whose `seeds` nodes were sampled around (bench/backends/stages.py).
     GraphBolt's blocks run input layer first; hop k is the block whose destinations are the nodes
     reached by hop k-1. With deduplication its source nodes are its destination nodes followed by
     the nodes it reaches first, so those number rows - columns. Each layer computes its block's
     destination nodes over its edges: layer 1 (the input layer) samples hop L's edges for all nodes
-    reached before it, the seeds included again."""
+    reached before it, the seeds included again; with `same` (same_layer_edges), over the edges
+    bench/backends/layer_edges.py gives it."""
     layers = minibatch.sampled_subgraphs
     blocks = layers[::-1]
     hop_nodes = [seeds]
     hop_nodes += [int(b.original_row_node_ids.numel()) - int(b.original_column_node_ids.numel()) for b in blocks]
     hop_edges = [int(b.sampled_csc.indices.numel()) for b in blocks]
     layer_nodes = [int(b.original_column_node_ids.numel()) for b in layers] if modelled else []
-    layer_edges = [int(b.sampled_csc.indices.numel()) for b in layers] if modelled else []
+    computed = layer_edges.layer_edge_counts(minibatch, same) if modelled else []
     return stages.BatchWork(hop_nodes, hop_edges, int(minibatch.input_nodes.numel()),
-                            stages.tensor_bytes([minibatch.node_features["feat"]]), layer_nodes, layer_edges)
+                            stages.tensor_bytes([minibatch.node_features["feat"]]), layer_nodes, computed)
 
 
 class _CopyStarts(IterDataPipe):
@@ -336,6 +351,8 @@ def _host_bytes(minibatch) -> int:
     for block in minibatch.sampled_subgraphs:
         for csc in _each(block.sampled_csc):  # a typed graph's blocks: per relation, per node type
             tensors += [csc.indptr, csc.indices]
+        first_hop = getattr(block, layer_edges.FIRST_HOP, None)  # same_layer_edges: copied with the block
+        tensors += [t for pair in _each(first_hop) for t in pair] if first_hop is not None else []
         tensors += [*_each(block.original_row_node_ids), *_each(block.original_column_node_ids)]
     return stages.tensor_bytes(t for t in tensors if t is not None and not t.is_cuda)
 

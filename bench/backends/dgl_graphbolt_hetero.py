@@ -2,8 +2,9 @@
 ids grouped by type, `node_type_offset`, `type_per_edge`: bench/datasets/typed_hub.py), seeds in an
 `ItemSetDict` on the target type, one fanout tensor per layer (a value per edge type, in
 `edge_type_to_id`'s order), `fetch_feature` per node type; the shared R-GCN / R-GAT
-(bench/backends/typed.py) from DGL's HeteroGraphConv over SAGEConv or GATConv per relation, on the
-minibatch's blocks.
+(bench/backends/typed.py) from DGL's HeteroGraphConv over GraphConv (norm "right", no bias: R-GCN's
+per-relation term) or GATConv per relation, on the edges PyG's layers compute over
+(`same_layer_edges: true`, bench/backends/layer_edges.py per relation) or the minibatch's blocks.
 
 Everything else is the untyped GraphBolt backend's (bench/backends/dgl_graphbolt.py): its modes
 (cpu-cpu, cpu-cuda, pinned-cuda, cuda-cuda), its datapipe and stage timers, its stores (memory,
@@ -21,13 +22,13 @@ from __future__ import annotations
 
 import dgl.graphbolt as gb
 import torch
-from dgl.nn import GATConv, HeteroGraphConv, SAGEConv
+from dgl.nn import GATConv, GraphConv, HeteroGraphConv
 
 from bench import modes
-from bench.backends import base, dgl_graphbolt, stages
+from bench.backends import base, dgl_graphbolt, layer_edges, stages
 from bench.backends.base import Unavailable
 from bench.backends.dgl_graphbolt import NATIVE_STORE, StoredFeature, host_tensor, numpy_dtype
-from bench.backends.typed import per_head, typed_counts
+from bench.backends.typed import per_head, rgcn_layer, typed_counts
 from bench.stores import features_in_memory, open_store
 
 GRAPH_ARRAYS = ("indptr", "indices", "node_type_offset", "type_per_edge")
@@ -48,6 +49,21 @@ class _GatRelation(torch.nn.Module):
         return h.flatten(1) if self.concat else h.mean(1) + self.bias
 
 
+class _MeanThroughWeight(torch.nn.Module):
+    """R-GCN's term of one relation: the neighbours' mean (DGL's GraphConv with norm "right": the sum
+    over the in-degree) through the relation's own weight, kept as a Linear (out x in) as PyG keeps
+    it, so that the one initialisation (base.same_start) reads its fan-in alike; GraphConv's own
+    weight is stored in x out."""
+
+    def __init__(self, in_width: int, out: int):
+        super().__init__()
+        self.mean = GraphConv(in_width, in_width, norm="right", weight=False, bias=False, allow_zero_in_degree=True)
+        self.lin = torch.nn.Linear(in_width, out, bias=False)
+
+    def forward(self, graph, feats):
+        return self.lin(self.mean(graph, feats))
+
+
 class _FeaturesFirst(torch.nn.Module):
     def __init__(self, conv):
         super().__init__()
@@ -65,12 +81,19 @@ def hetero_layer(kind: str, relations: list[tuple[str, str, str]]):
             pair = (in_widths[src], in_widths[dst])
             if kind == "rgat":
                 return _GatRelation(pair, out, heads, concat)
-            return SAGEConv(pair, out, "mean")
+            return _MeanThroughWeight(in_widths[src], out)
 
-        return _FeaturesFirst(HeteroGraphConv({name: conv(src, dst) for src, name, dst in relations},
-                                              aggregate="sum"))
+        layer = _FeaturesFirst(HeteroGraphConv({name: conv(src, dst) for src, name, dst in relations},
+                                               aggregate="sum"))
+        return layer if kind == "rgat" else rgcn_layer(layer, in_widths, out, _dst_rows)
 
     return make
+
+
+def _dst_rows(x_dict: dict, block) -> dict:
+    """A block's destination nodes' own rows: the first num_dst_nodes of each type's (DGL numbers
+    them first among the sources)."""
+    return {t: v[:block.num_dst_nodes(t)] for t, v in x_dict.items()}
 
 
 def typed_graph(data, mode: modes.Mode, device):
@@ -141,7 +164,7 @@ class Pipeline(base.TypedHooks, dgl_graphbolt.Pipeline):
     def forward(self, model, minibatch):
         x = {t: minibatch.node_features[(t, "feat")] for t in self.feature_keys}
         ids = {t: minibatch.input_nodes[t] for t in self.featureless if t in minibatch.input_nodes}
-        return model(x, ids, minibatch.blocks), minibatch.labels[self.target]
+        return model(x, ids, layer_edges.blocks(minibatch, self.same_layer_edges)), minibatch.labels[self.target]
 
     def count(self, minibatch) -> tuple[int, int]:
         edges = sum(int(csc.indices.numel()) for sg in minibatch.sampled_subgraphs for csc in sg.sampled_csc.values())
@@ -166,6 +189,6 @@ class Pipeline(base.TypedHooks, dgl_graphbolt.Pipeline):
         nodes, edges, typed = typed_counts(hop_nodes, hop_edges)
         modelled = self.settings.model != "none"
         layer_nodes = [sum(size(b.original_column_node_ids, t) for t in types) for b in layers] if modelled else []
-        layer_edges = [sum(int(c.indices.numel()) for c in b.sampled_csc.values()) for b in layers] if modelled else []
+        computed = layer_edges.layer_edge_counts(minibatch, self.same_layer_edges) if modelled else []
         return stages.BatchWork(nodes, edges, sum(size(minibatch.input_nodes, t) for t in types),
-                                stages.tensor_bytes(minibatch.node_features.values()), layer_nodes, layer_edges, typed)
+                                stages.tensor_bytes(minibatch.node_features.values()), layer_nodes, computed, typed)

@@ -7,10 +7,11 @@ homogeneous GraphBolt backend's (bench/backends/dgl_graphbolt.py); the model, lo
 and evaluation are the link task's (bench/backends/link.py). The `sample` stage holds the negative
 sampling, the neighbour sampling and the exclusion, as PyG's sample_from_edges does all three.
 
-One step beyond DGL's example: the model's blocks give every node the in-edges of the hop that
-first sampled around it (first_hop_blocks), as PyG's layers compute, instead of the neighbours
-GraphBolt samples for it again in each later hop; unequal fanouts otherwise cost GraphBolt's MRR
-(bench/backends/link.py). GraphBolt's sampling is as its example's.
+One step beyond DGL's example, with `same_layer_edges: true` (the default): the model's blocks give
+every node the in-edges of the hop that first sampled around it, as PyG's layers compute, instead of
+the neighbours GraphBolt samples for it again in each later hop (bench/backends/layer_edges.py);
+unequal fanouts otherwise cost GraphBolt's MRR (bench/backends/link.py). GraphBolt's sampling is as
+its example's.
 """
 
 from __future__ import annotations
@@ -22,11 +23,10 @@ import dgl
 import dgl.graphbolt as gb
 import numpy as np
 import torch
-from dgl.nn import SAGEConv
 
 from bench import modes
-from bench.backends import dgl_graphbolt, link
-from bench.backends.dgl_graphbolt import _FeaturesFirst, block_work, index_dtype, placed
+from bench.backends import dgl_graphbolt, layer_edges, link
+from bench.backends.dgl_graphbolt import block_work, index_dtype, placed
 
 
 class Pipeline(link.LinkPipeline, dgl_graphbolt.Pipeline):
@@ -56,13 +56,8 @@ class Pipeline(link.LinkPipeline, dgl_graphbolt.Pipeline):
             pipe = pipe.transform(partial(gb.exclude_seed_edges, include_reverse_edges=True))
         return pipe
 
-    @staticmethod
-    def conv_factory():
-        return lambda a, b: _FeaturesFirst(SAGEConv(a, b, "mean"))
-
-    @staticmethod
-    def inputs(minibatch):
-        return minibatch.node_features["feat"], first_hop_blocks(minibatch.sampled_subgraphs)
+    def inputs(self, minibatch):
+        return minibatch.node_features["feat"], layer_edges.blocks(minibatch, self.same_layer_edges)
 
     @staticmethod
     def pairs(minibatch):
@@ -94,62 +89,26 @@ class Pipeline(link.LinkPipeline, dgl_graphbolt.Pipeline):
 
     def notes(self) -> list[str]:
         out = super().notes()
-        if len(self.settings.fanout) > 1:
+        if len(self.settings.fanout) > 1 and self.same_layer_edges:
             out.append("GraphBolt samples every hop again for all nodes reached before it (the seeds' second hop "
                        "too: more sampled edges than PyG's, named by the equal-work check); its layers compute "
-                       "over each node's edges from the hop that first sampled it, as PyG's do (gnnbench's "
-                       "first_hop_blocks, not the minibatch.blocks DGL's own link example trains on: with those "
-                       "the seeds' input layer sees the last fanout's resampled edges and MRR trailed PyG's by "
-                       "0.03-0.05)")
+                       "over each node's edges from the hop that first sampled it, as PyG's do (same_layer_edges "
+                       "true, not the minibatch.blocks DGL's own link example trains on: with those the seeds' "
+                       "input layer sees the last fanout's resampled edges and MRR trailed PyG's by 0.03-0.05)")
+        elif len(self.settings.fanout) > 1:
+            out.append("same_layer_edges false: GraphBolt's layers compute over its minibatch.blocks (each hop sampled "
+                       "again for all nodes reached before it), not the edges PyG's compute over: two different GNNs")
         return out
 
     def work(self, minibatch):
         """As the node backend's (what GraphBolt samples per hop), with the edges each layer
-        computes over as first_hop_blocks gives them."""
+        computes over as same_layer_edges gives them."""
         seeds = int(minibatch.sampled_subgraphs[-1].original_column_node_ids.numel())  # the pairs' unique ends
         modelled = self.settings.model != "none"
-        layer_edges = [int(indices.numel()) for _, indices in first_hop_csc(minibatch.sampled_subgraphs)] \
-            if modelled else []
-        return dataclasses.replace(block_work(minibatch, seeds, modelled), layer_edges=layer_edges,
+        return dataclasses.replace(block_work(minibatch, seeds, modelled, self.same_layer_edges),
                                    seed_edges=self.positives(minibatch),
                                    negatives=int(minibatch.negative_dsts.numel()))
 
-
-
-def first_hop_csc(subgraphs) -> list[tuple]:
-    """Each layer's (indptr, indices), input layer first, with every node's in-edges taken from the
-    hop that first sampled around it: what PyG's layers compute over (LinkNeighborLoader samples
-    each node's neighbours once, at the hop that first reaches it, and its layers run on that one
-    subgraph). GraphBolt samples each layer again for all its destination nodes, so at fanout
-    [10, 5] its input layer would give the seeds 5 fresh neighbours where PyG's gives them their
-    first hop's 10; validation MRR on rmat-s12 (batch 512, 4 epochs, exclusion reverse, seeds 0-2)
-    was 0.192 against PyG's 0.231 that way, and 0.220-0.235 this way (link.py).
-
-    A layer's destination nodes that are also the next layer's (they were reached a hop earlier;
-    GraphBolt numbers them first, as the next layer's sources) take the next layer's in-edges,
-    whose indices already index this layer's sources (the next layer's sources are this layer's
-    destinations, numbered first here too). Edges GraphBolt sampled for them again stay sampled
-    (the sampler's work, the equal-work check's extra second-hop edges) and are not computed over.
-    """
-    cscs = [(s.sampled_csc.indptr, s.sampled_csc.indices) for s in subgraphs]
-    for i in range(len(cscs) - 2, -1, -1):  # from the seeds' layer inwards, each on its rewritten successor
-        (indptr, indices), (inner_indptr, inner_indices) = cscs[i], cscs[i + 1]
-        reached = inner_indptr.numel() - 1  # the destination nodes reached a hop earlier
-        rest = indptr[reached:]
-        cscs[i] = (torch.cat([inner_indptr, rest[1:] - rest[0] + inner_indptr[-1]]),
-                   torch.cat([inner_indices, indices[int(rest[0]):]]))
-    return cscs
-
-
-def first_hop_blocks(subgraphs) -> list:
-    """DGL blocks of first_hop_csc's layers (as MiniBatch.blocks makes them from the sampled ones)."""
-    blocks = []
-    for subgraph, (indptr, indices) in zip(subgraphs, first_hop_csc(subgraphs)):
-        edge_ids = torch.arange(indices.numel(), dtype=indptr.dtype, device=indptr.device)  # DGL: one dtype
-        blocks.append(dgl.create_block(("csc", (indptr, indices.to(indptr.dtype), edge_ids)),
-                                       num_src_nodes=int(subgraph.original_row_node_ids.numel()),
-                                       num_dst_nodes=int(subgraph.original_column_node_ids.numel())))
-    return blocks
 
 
 class TrainingGraph:

@@ -38,7 +38,7 @@ layer would aggregate the seeds over fanout[-1] fresh neighbours instead. With u
 ([10, 5]) that was the whole of an MRR gap (rmat-s12, batch 512, 4 epochs, exclusion reverse,
 seeds 0-2, means: PyG 0.231, spread 0.222-0.243; GraphBolt 0.192; GraphBolt with the seeds' input
 layer on their first-hop edges 0.220 and 0.235 in two runs). So the GraphBolt link backend computes
-each layer over the edges PyG's would (dgl_graphbolt_link.first_hop_blocks); what stays different
+each layer over the edges PyG's would (`same_layer_edges`, bench/backends/layer_edges.py); what stays different
 is the sampling: GraphBolt still samples the seeds' second hop (more sampled edges and fetched
 rows, which the equal-work check names), and PyG's untrimmed output layer computes over the whole
 subgraph (outputs at the seeds the same).
@@ -48,7 +48,6 @@ Imported inside the stacks only; torch is imported where it is used.
 
 from __future__ import annotations
 
-import math
 import os
 
 import numpy as np
@@ -179,26 +178,8 @@ def link_model(encoder, hidden: int, decoder: str):
             return self.mlp(h_src * h_dst).squeeze(-1)
 
     model = LinkModel()
-    initialise_alike(model)
+    base.same_start(model)  # the decoder too (the encoder started so already)
     return model
-
-
-def initialise_alike(model) -> None:
-    """Every weight matrix as torch.nn.Linear starts it (Kaiming-uniform with a = sqrt(5):
-    U(+-1/sqrt(fan_in)), which PyG's SAGEConv keeps), every bias zero, in both frameworks' models.
-    DGL's SAGEConv starts Xavier-uniform with ReLU's gain, about twice the scale; a dot-product
-    decoder scores the square of the embeddings' scale, and so, started apart, the two frameworks'
-    link models learned at different speeds (validation MRR 0.13 against 0.19 after 6 epochs on
-    rmat-s11, seeds 0 and 1); started alike they are within 0.02 at the same epochs.
-    """
-    import torch
-
-    with torch.no_grad():
-        for param in model.parameters():
-            if param.dim() >= 2:
-                torch.nn.init.kaiming_uniform_(param, a=math.sqrt(5))
-            else:
-                param.zero_()
 
 
 class LinkPipeline(base.LinkHooks):

@@ -231,7 +231,9 @@ class Pipeline(base.TrainingPipeline):
             self.dataset.release()  # workers fork on the first epoch: no open connection to inherit
 
     def make_model(self, data):
-        return GraphClassifier(data.feature_dim, self.settings.hidden, data.num_classes, len(self.settings.fanout))
+        model = GraphClassifier(data.feature_dim, self.settings.hidden, data.num_classes, len(self.settings.fanout))
+        base.same_start(model)  # the one initialisation every task's model starts from
+        return model
 
     def _loader(self, split: str, shuffle: bool, num_workers: int = 0) -> DataLoader:
         ids = self.splits[split].tolist()

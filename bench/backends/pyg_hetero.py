@@ -1,5 +1,6 @@
 """PyG on a typed graph: `NeighborLoader` over `HeteroData`, the shared R-GCN / R-GAT
-(bench/backends/typed.py) from PyG's HeteroConv over SAGEConv or GATConv per relation.
+(bench/backends/typed.py) from PyG's HeteroConv over SAGEConv (mean, no root weight, no bias: R-GCN's
+per-relation term) or GATConv per relation.
 
 Sampling: one fanout per hop for every relation (`fanout`), seeds `input_nodes=(target type,
 train ids)`. With pyg-lib PyG samples typed graphs through its `hetero_neighbor_sample`, which
@@ -28,7 +29,7 @@ from torch_geometric.nn import GATConv, HeteroConv, SAGEConv
 from bench.backends import base, stages
 from bench.backends.base import shard
 from bench.backends.pyg_node import CscGraphStore, RowFeatureStore, instrument, neighbor_sampler_in_use
-from bench.backends.typed import per_head, typed_counts
+from bench.backends.typed import per_head, rgcn_layer, typed_counts
 from bench.stores import features_in_memory, open_store
 
 
@@ -40,9 +41,11 @@ def hetero_layer(kind: str, relations: list[tuple[str, str, str]]):
             pair = (in_widths[src], in_widths[dst])
             if kind == "rgat":
                 return GATConv(pair, per_head(out, heads, concat), heads=heads, concat=concat, add_self_loops=False)
-            return SAGEConv(pair, out, aggr="mean")
+            return SAGEConv(pair, out, aggr="mean", root_weight=False, bias=False)  # R-GCN's W_r on the mean
 
-        return _EdgesSecond(HeteroConv({r: conv(r[0], r[2]) for r in relations}, aggr="sum"))
+        layer = _EdgesSecond(HeteroConv({r: conv(r[0], r[2]) for r in relations}, aggr="sum"))
+        # PyG's layers compute every node they are given: each type's destination rows are all its rows
+        return layer if kind == "rgat" else rgcn_layer(layer, in_widths, out, lambda x, _: x)
 
     return make
 

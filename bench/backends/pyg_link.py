@@ -22,7 +22,6 @@ import dataclasses
 import torch
 from torch_geometric.data import Data
 from torch_geometric.loader import LinkNeighborLoader
-from torch_geometric.nn import SAGEConv
 from torch_geometric.sampler import NegativeSampling
 
 from bench.backends import link, stages
@@ -67,10 +66,6 @@ class Pipeline(link.LinkPipeline, PygNodePipeline):
             edge_label_index=label_index, neg_sampling=neg,
             batch_size=self.settings.batch_size, shuffle=shuffle, num_workers=num_workers,
             persistent_workers=num_workers > 0, pin_memory=bool(self.settings.pin_memory))
-
-    @staticmethod
-    def conv_factory():
-        return lambda a, b: SAGEConv(a, b, aggr="mean")
 
     def inputs(self, batch):
         return batch.x, self._layers(batch)

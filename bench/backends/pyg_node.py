@@ -79,9 +79,14 @@ class PygNodePipeline(base.TrainingPipeline):
         edge_index = torch.stack([src, dst]).to(x_src.device)
         return conv((x_src, x_dst), edge_index, size=(x_src.shape[0], x_dst.shape[0]))
 
+    @staticmethod
+    def conv_factory():
+        """The shared GraphSAGE's layer: PyG's mean-aggregation SAGEConv from a to b features."""
+        return lambda a, b: SAGEConv(a, b, aggr="mean")
+
     def make_model(self, data):
         scatter_without_cpu_only_torch_scatter(self.device)
-        return self.sage(lambda a, b: SAGEConv(a, b, aggr="mean"), data.features.shape[1], data.num_classes,
+        return self.sage(self.conv_factory(), data.features.shape[1], data.num_classes,
                          trim=trim_layer if self.trims else None)
 
     def _layers(self, batch) -> list:

@@ -2,14 +2,19 @@
 and the shape of their typed work counts.
 
 The model (`model: rgcn | rgat`), built around a framework's own per-relation layers:
-    rgcn   per relation a SAGE-style mean-aggregation layer (the destination's own row through one
-           matrix, the mean of its neighbours through another, one bias), summed across relations
-           (PyG's HeteroConv(SAGEConv, aggr="sum"), DGL's HeteroGraphConv(SAGEConv, "sum"))
+    rgcn   R-GCN (Schlichtkrull et al.; PyG's RGCNConv, DGL's RelGraphConv and its typed GraphBolt
+           example's RelGraphConvLayer): per relation the mean of the destination's neighbours
+           through the relation's own weight, summed across relations (PyG's
+           HeteroConv(SAGEConv(root_weight=False, bias=False), "sum"), DGL's HeteroGraphConv of
+           GraphConv(norm="right", weight=False) through a Linear, "sum"), plus the destination's own
+           row through one self-loop weight with the layer's one bias (`rgcn_layer`; one per node
+           type only where the types' input widths differ, which one matrix cannot take). Before
+           issue 49 `rgcn` was a per-relation GraphSAGE (a root weight and a bias per relation)
     rgat   per relation a GAT layer with `heads` heads, no self-loops, summed across relations;
            hidden layers concatenate their heads (hidden / heads each), the output layer averages
            them
 len(fanout) layers, `hidden` wide, ReLU and dropout between them, logits on the target type.
-One initialisation on both sides (`same_start`).
+One initialisation on both sides (base.same_start).
 A node type without features gets a learnable embedding as wide as the target's features (DGL's
 typed example does this; PyG's downloads metapath2vec embeddings, which an offline benchmark
 cannot): a dense torch.nn.Embedding trained by the same Adam, so it counts in the model's
@@ -22,6 +27,7 @@ Plain Python and torch: imported inside the stacks only.
 
 from __future__ import annotations
 
+from bench.backends.initialisation import same_start
 from bench.settings import DROPOUT, CellSettings
 
 MODELS = ("rgcn", "rgat")
@@ -78,20 +84,31 @@ def typed_model(layer, data, settings: CellSettings):
     return model
 
 
-def same_start(model) -> None:
-    """One initialisation on both sides, in place of each framework's own (PyG's layers start from
-    Kaiming-uniform weights, DGL's from Xavier with ReLU's gain: a few points of accuracy apart after
-    a few epochs): every weight matrix and attention vector Glorot-uniform, every bias zero, each
-    embedding N(0, 1) (torch's default). The parameters' shapes are the same on both sides."""
+def rgcn_layer(relations, in_widths: dict, out_width: int, dst_rows):
+    """R-GCN's layer around a framework's hetero conv: `relations(x_dict, graph)` -> {destination
+    type: the relations' mean messages through their own weights, summed}; `dst_rows(x_dict,
+    graph)` -> {type: its destination nodes' own rows}. Adds each destination's own row through one
+    self-loop weight and the layer's bias (a self-loop weight per type where the input widths
+    differ). A type without messages (no relation into it sampled an edge) keeps its own term."""
     import torch
 
-    for name, p in model.named_parameters():
-        if name.startswith("embeddings."):
-            continue
-        if p.dim() >= 2:
-            torch.nn.init.xavier_uniform_(p)
-        else:
-            torch.nn.init.zeros_(p)
+    widths = set(in_widths.values())
+
+    class RGCNLayer(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.relations = relations
+            self.loop = (torch.nn.Linear(widths.pop(), out_width) if len(widths) == 1 else
+                         torch.nn.ModuleDict({t: torch.nn.Linear(w, out_width) for t, w in in_widths.items()}))
+
+        def forward(self, x_dict: dict, graph):
+            out = self.relations(x_dict, graph)
+            for t, rows in dst_rows(x_dict, graph).items():
+                own = (self.loop[t] if isinstance(self.loop, torch.nn.ModuleDict) else self.loop)(rows)
+                out[t] = out[t] + own if t in out else own
+            return out
+
+    return RGCNLayer()
 
 
 def per_head(out_width: int, heads: int, concat: bool) -> int:

@@ -7,6 +7,8 @@ graph, fanout, batch size, model width, learning rate and DataLoader workers as 
 as PyG's `examples/` (NeighborLoader + SAGEConv) and DGL's GraphBolt node-classification example
 (ItemSampler -> sample_neighbor -> fetch_feature -> copy_to -> DataLoader) build them, timed per
 epoch with perf_counter and nothing else: no runner, no memory sampler, no per-stage clocks.
+A GraphBolt loop computes its layers over what the cell's `same_layer_edges` says (layer_edges_of),
+so a pair compares one model with itself.
 This module runs every plain loop and holds the node cells'; the typed cells' loops are in
 plain_loops_typed.py, the link cells' in plain_loops_link.py (a backend's loop is found by its task:
 bench/harness_costs/__init__.py PLAIN_LOOP_MODULES, loop_of).
@@ -97,6 +99,7 @@ def graphbolt_loop(data, s):
                          names=("seed_nodes", "labels"))
     pipe = gb.ItemSampler(itemset, batch_size=s.batch_size, shuffle=True)
     pipe = pipe.sample_neighbor(graph, list(reversed(s.fanout)))  # GraphBolt: input layer first
+    pipe, blocks = layer_edges_of(pipe, s)
     pipe = pipe.fetch_feature(features, node_feature_keys=["feat"])
     pipe = pipe.copy_to(torch.device("cpu"))  # the example copies to its device last
     loader = gb.DataLoader(pipe, num_workers=s.num_workers)
@@ -121,13 +124,24 @@ def graphbolt_loop(data, s):
     def epoch():
         model.train()
         for minibatch in loader:
-            out = model(minibatch.blocks, minibatch.node_features["feat"])
+            out = model(blocks(minibatch), minibatch.node_features["feat"])
             loss = F.cross_entropy(out, minibatch.labels)
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
 
     return epoch
+
+
+def layer_edges_of(pipe, s: dict):
+    """A GraphBolt loop's datapipe with the cell's `same_layer_edges` step after its sampling, as the
+    cell's (bench/backends/layer_edges.py), and what gives a minibatch's blocks: the same model
+    on both sides of a fidelity pair. False: the example's own minibatch.blocks."""
+    from bench.backends import layer_edges
+    from bench.backends.dgl_graphbolt import same_layer_edges
+
+    same = same_layer_edges(s)
+    return (pipe.transform(layer_edges.attach) if same else pipe), lambda minibatch: layer_edges.blocks(minibatch, same)
 
 
 def loader_only(loader):

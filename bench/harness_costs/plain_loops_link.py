@@ -17,8 +17,9 @@ The cell's settings decide what the examples leave to their flags: negatives per
 exclusion. PyG's examples exclude nothing and LinkNeighborLoader has no option for it, so with
 `exclusion: reverse` the plain PyG loop wraps its loader's sampler in the same step the harness does
 (bench/backends/pyg_link.py ExcludeSeedEdges: the task's definition, as the model is). The model is
-the harness's own (the shared GraphSAGE encoder and bench/backends/link.py's decoder), so only the
-loop around it differs. Not here: the harness's per-batch leakage check (the fidelity counts it as
+the harness's own (the shared GraphSAGE encoder and bench/backends/link.py's decoder), computing over
+the edges the cell's `same_layer_edges` says (plain_loops.layer_edges_of), so only the loop around
+it differs. Not here: the harness's per-batch leakage check (the fidelity counts it as
 harness cost). Stack-side.
 """
 
@@ -33,7 +34,7 @@ import torch.nn.functional as F
 from bench.backends.base import graphsage
 from bench.backends.link import link_model
 from bench.datasets import link_split
-from bench.harness_costs.plain_loops import loader_only
+from bench.harness_costs.plain_loops import layer_edges_of, loader_only
 
 
 def shared_model(conv, data, s):
@@ -44,11 +45,12 @@ def shared_model(conv, data, s):
 
 
 def pyg_link_loop(data, s):
-    """PyG's graph_sage_unsup.py way: LinkNeighborLoader with negative sampling, SAGEConv."""
+    """PyG's graph_sage_unsup.py way: LinkNeighborLoader with negative sampling, SAGEConv (the shared encoder's)."""
     from torch_geometric.data import Data
     from torch_geometric.loader import LinkNeighborLoader
-    from torch_geometric.nn import SAGEConv
     from torch_geometric.sampler import NegativeSampling
+
+    from bench.backends.pyg_node import PygNodePipeline  # each stack has one framework: imported where its loop runs
 
     split = link_split.load(data.path)
     graph = Data(x=torch.from_numpy(data.features), edge_index=torch.from_numpy(split.edge_index),
@@ -66,7 +68,7 @@ def pyg_link_loop(data, s):
         sampler.sample_from_edges = ExcludeSeedEdges(sampler.sample_from_edges, split.num_nodes, neg_mode)
     if s.model == "none":
         return loader_only(loader)
-    model = shared_model(lambda a, b: SAGEConv(a, b, aggr="mean"), data, s)
+    model = shared_model(PygNodePipeline.conv_factory(), data, s)
     optimizer = torch.optim.Adam(model.parameters(), lr=s.lr)
     layers = len(s.fanout)
 
@@ -92,9 +94,8 @@ def pyg_link_loop(data, s):
 def graphbolt_link_loop(data, s):
     """DGL 2.1's GraphBolt link_prediction.py, its CPU storage and CPU device path."""
     import dgl.graphbolt as gb
-    from dgl.nn import SAGEConv
 
-    from bench.backends.dgl_graphbolt import _FeaturesFirst  # each stack has one framework: imported where its loop runs
+    from bench.backends.dgl_graphbolt import Pipeline  # each stack has one framework: imported where its loop runs
 
     split = link_split.load(data.path)
     # the training graph as OnDiskDataset builds it: int32 where the sizes allow (the split's copies)
@@ -108,19 +109,20 @@ def graphbolt_link_loop(data, s):
     pipe = pipe.sample_neighbor(graph, list(reversed(s.fanout)))  # GraphBolt: input layer first
     if s.exclusion == "reverse":
         pipe = pipe.transform(partial(gb.exclude_seed_edges, include_reverse_edges=True))
+    pipe, blocks = layer_edges_of(pipe, s)
     pipe = pipe.fetch_feature(features, node_feature_keys=["feat"])
     pipe = pipe.copy_to(torch.device("cpu"))
     loader = gb.DataLoader(pipe, num_workers=s.num_workers)
     if s.model == "none":
         return loader_only(loader)
-    model = shared_model(lambda a, b: _FeaturesFirst(SAGEConv(a, b, "mean")), data, s)
+    model = shared_model(Pipeline.conv_factory(), data, s)
     optimizer = torch.optim.Adam(model.parameters(), lr=s.lr)
 
     def epoch():
         model.train()
         for minibatch in loader:
             (src, dst), labels = minibatch.node_pairs_with_labels
-            logits = model(minibatch.node_features["feat"], minibatch.blocks, src, dst)
+            logits = model(minibatch.node_features["feat"], blocks(minibatch), src, dst)
             loss = F.binary_cross_entropy_with_logits(logits, labels.float())
             optimizer.zero_grad()
             loss.backward()

@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 
 from bench.backends.typed import typed_model
-from bench.harness_costs.plain_loops import loader_only
+from bench.harness_costs.plain_loops import layer_edges_of, loader_only
 
 
 def pyg_hetero_loop(data, s):
@@ -83,6 +83,7 @@ def graphbolt_hetero_loop(data, s):
     fanouts = [torch.full((num_etypes,), f, dtype=torch.int64) for f in reversed(s.fanout)]
     pipe = gb.ItemSampler(itemset, batch_size=s.batch_size, shuffle=True)
     pipe = pipe.sample_neighbor(graph, fanouts)
+    pipe, blocks = layer_edges_of(pipe, s)
     pipe = pipe.fetch_feature(features, node_feature_keys={t: ["feat"] for t in featured})
     pipe = pipe.copy_to(torch.device("cpu"))
     loader = gb.DataLoader(pipe, num_workers=s.num_workers)
@@ -97,7 +98,7 @@ def graphbolt_hetero_loop(data, s):
         for minibatch in loader:
             x = {t: minibatch.node_features[(t, "feat")] for t in featured}
             ids = {t: minibatch.input_nodes[t] for t in featureless if t in minibatch.input_nodes}
-            out = model(x, ids, minibatch.blocks)
+            out = model(x, ids, blocks(minibatch))
             loss = F.cross_entropy(out, minibatch.labels[target])
             optimizer.zero_grad()
             loss.backward()

@@ -111,9 +111,9 @@ class Settings(Strict):
     """Epochs run before the measured ones and not counted."""
     model: one_or_sweep(Model) = D.model
     """`sage`: a GraphSAGE model trained on each batch (untyped graphs); `rgcn` or `rgat`: R-GCN
-    (a mean-aggregation layer per relation, summed) or R-GAT (a GAT layer per relation, `heads`
-    heads) on a typed graph; `none`: the loader alone (no training). A backend makes cells only of
-    the models it trains (bench/backends/__init__.py)."""
+    (per relation the neighbours' mean through the relation's weight, summed, plus one self-loop
+    weight) or R-GAT (a GAT layer per relation, `heads` heads) on a typed graph; `none`: the loader
+    alone (no training). A backend makes cells only of the models it trains (bench/backends/__init__.py)."""
     heads: one_or_sweep(bounded(int, ge=1, le=64)) = D.heads
     """R-GAT's attention heads per layer (hidden layers concatenate them: `hidden` must be a multiple);
     in a cell's settings only with `model: rgat`."""
@@ -161,6 +161,12 @@ class Settings(Strict):
     (after sampling, on both sides); `none` keeps them, and the result says the accuracy includes the leak."""
     decoder: one_or_sweep(Literal["dot", "mlp"]) = D.decoder
     """Link task: the edge scorer on the encoder's embeddings, a dot product or a two-layer MLP."""
+    same_layer_edges: one_or_sweep(bool) = D.same_layer_edges
+    """GraphBolt's backends (a cell only of those, with a model): `true`, each layer computes over the
+    edges PyG's would (a node's in-edges from the hop that first sampled around it: the same GNN
+    on both sides); `false`, over GraphBolt's `minibatch.blocks` as its own examples train (every
+    hop sampled again for all nodes reached before it: a seed's input layer averages the last
+    fanout's fresh neighbours). In cell ids only when false: `/same_layer_edges=false`."""
     profile: one_or_sweep(bool) = D.profile
     """Time each epoch's stages and count each batch's work; false runs the plain loop (for
     measuring what looking costs). In cell ids only when false: `/profile=off`."""
@@ -644,6 +650,8 @@ def expand(suite: Suite) -> list[Cell]:
         for backend, dataset, values in itertools.product(backends, datasets, itertools.product(*axes.values())):
             info = BACKENDS[backend]
             settings = CellSettings(**dict(zip(names, values))).for_cell(info.task)
+            if settings.model == "none" or "same_layer_edges" not in info.options:
+                settings = settings.replace(same_layer_edges=None)  # GraphBolt's layers alone: other cells keep their digest
             if settings.mode not in info.modes or settings.store not in info.stores:
                 continue  # like modes, a store a backend does not have is not a cell of it
             if not _meaningful(backend, settings):
@@ -718,7 +726,8 @@ def _cell_id(backend: str, dataset: str, settings: CellSettings, swept: set[str]
     parts = [backend, dataset]
     parts += [f"{short}={given[key]}" for key, short in ID_ALWAYS.items()]
     for key, value in given.items():
-        if key in swept and key not in ID_ALWAYS and key not in ID_WHEN_SET and key not in ("stack", "profile"):
+        if key in swept and key not in ID_ALWAYS and key not in ID_WHEN_SET and key not in ("stack", "profile",
+                                                                                           "same_layer_edges"):
             value = "-".join(map(str, value)) if isinstance(value, list) else value
             parts.append(f"{ID_SHORT.get(key, key)}={value}")
     if settings.model != "sage" and "model" not in swept:
@@ -726,6 +735,8 @@ def _cell_id(backend: str, dataset: str, settings: CellSettings, swept: set[str]
     parts += [f"{key}={given[key]}" for key, default in ID_WHEN_NOT_DEFAULT.items()
               if key not in swept and given[key] != default]
     parts += [f"{key}={given[key]}" for key, default in ID_WHEN_SET.items() if given[key] != default]
+    if settings.same_layer_edges is False:  # the default (PyG's edges) keeps the id it had
+        parts.append("same_layer_edges=false")
     if not settings.profile:  # the default (instrumented) cell keeps the id it always had
         parts.append("profile=off")
     return "/".join(parts)

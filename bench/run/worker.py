@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.backends import BACKENDS, load_pipeline_class
-from bench.backends.base import (Unavailable, device_of, one_gpu_env, rank_and_world, rank_gpus, seed_everything,
-                                 select_device, unwrap)
+from bench.backends.base import (INITIALISATION, Unavailable, device_of, one_gpu_env, rank_and_world, rank_gpus,
+                                 seed_everything, select_device, unwrap)
 from bench.backends.stages import LINK_COUNTS, LISTS, EpochClock, add_typed, cuda_sync
 from bench.datasets import hub
 from bench.machine import core_budget, gpu_affinity, gpu_sampler
@@ -509,7 +509,10 @@ def model_summary(pipe) -> dict | None:
     settings = pipe.settings
     embedded = sum(p.numel() for name, p in model.named_parameters() if name.startswith("embeddings."))
     return {"name": settings.model, "parameters": int(sum(p.numel() for p in model.parameters())),
-            "embedding_parameters": int(embedded), **({"heads": settings.heads} if settings.heads is not None else {})}
+            "embedding_parameters": int(embedded), **({"heads": settings.heads} if settings.heads is not None else {}),
+            # one initialisation for every task and framework; what the layers compute over (PyG's
+            # edges: PyG's own, GraphBolt's with same_layer_edges true)
+            "init": INITIALISATION, "same_layer_edges": getattr(pipe, "same_layer_edges", True)}
 
 
 class StartupPhases:

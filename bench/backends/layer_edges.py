@@ -1,0 +1,101 @@
+"""What each GraphBolt layer computes over: the `same_layer_edges` setting of the three GraphBolt
+backends (node, typed, link) and their plain loops (bench/harness_costs/plain_loops*.py).
+
+PyG's layers run on the one sampled subgraph, in which a node's in-edges are those sampled at the
+hop that first reached it (a seed's: its first hop's fanout[0]). GraphBolt samples every layer again
+for all its destination nodes, so in `minibatch.blocks` a seed's input layer averages fanout[-1]
+fresh neighbours instead. With unequal fanouts ([10, 5]) that made the frameworks two different
+GNNs (link MRR 0.192 against PyG's 0.231 on rmat-s12; bench/backends/link.py):
+    true   every layer over the edges PyG's would (`first_hop_csc`): the destination nodes a layer
+           shares with the next one (reached a hop earlier, numbered first) take the next layer's
+           in-edges; GraphBolt's sampling is unchanged (what it sampled again stays sampled, and
+           counted as sampled work), only what the model computes over differs
+    false  GraphBolt's `minibatch.blocks`, as its own examples train
+
+The rewrite runs in the datapipe right after sampling (`attach`, inside the `sample` stage), where
+the sampled CSCs are: on the CPU in the cpu-* modes, so reading a layer's edge offset costs no
+device sync; in the GPU-sampling modes it reads one offset per layer in the sampling thread, as
+GraphBolt's sampler itself does, never in the training thread. The result rides on each sampled
+subgraph (`FIRST_HOP`, copied to the device with it by SampledSubgraph.to); `blocks` makes the
+model's DGL blocks from it with no host read (tests/test_layer_edges.py). Stack side (dgl).
+"""
+
+from __future__ import annotations
+
+import dgl
+import torch
+
+FIRST_HOP = "first_hop_csc"  # the attribute each sampled subgraph carries: its layer's (indptr, indices)
+
+
+def first_hop(layers: list[tuple]) -> list[tuple]:
+    """Each layer's (indptr, indices), input layer first, with the in-edges of every destination
+    node the next layer also has replaced by the next layer's (themselves replaced first): the
+    next layer's sources are this layer's destinations, numbered first here too, so its indices
+    already index this layer's sources."""
+    layers = list(layers)
+    for i in range(len(layers) - 2, -1, -1):  # from the seeds' layer inwards, each on its rewritten successor
+        (indptr, indices), (inner_indptr, inner_indices) = layers[i], layers[i + 1]
+        reached = inner_indptr.numel() - 1  # the destination nodes reached a hop earlier
+        rest = indptr[reached:]
+        layers[i] = (torch.cat([inner_indptr, rest[1:] - rest[0] + inner_indptr[-1]]),
+                     torch.cat([inner_indices, indices[int(rest[0]):]]))  # one read, in the datapipe
+    return layers
+
+
+def first_hop_csc(subgraphs) -> list:
+    """first_hop over GraphBolt's sampled subgraphs: per layer (indptr, indices), or for a typed
+    graph {edge type: (indptr, indices)}, each relation rewritten on its own (a relation's
+    destinations of one type, numbered per type as the untyped graph's are)."""
+    cscs = [s.sampled_csc for s in subgraphs]
+    if not isinstance(cscs[0], dict):
+        return first_hop([(c.indptr, c.indices) for c in cscs])
+    out = [dict() for _ in cscs]
+    for etype in cscs[0]:  # GraphBolt gives every layer every edge type (fused_csc_sampling_graph)
+        for i, csc in enumerate(first_hop([(c[etype].indptr, c[etype].indices) for c in cscs])):
+            out[i][etype] = csc
+    return out
+
+
+def attach(minibatch):
+    """The datapipe step of `same_layer_edges: true`: each sampled subgraph gets its layer's
+    first-hop CSC (FIRST_HOP)."""
+    for subgraph, csc in zip(minibatch.sampled_subgraphs, first_hop_csc(minibatch.sampled_subgraphs)):
+        setattr(subgraph, FIRST_HOP, csc)
+    return minibatch
+
+
+def blocks(minibatch, same: bool) -> list:
+    """The model's DGL blocks: from the first-hop CSCs `attach` made (same_layer_edges true), else
+    GraphBolt's own minibatch.blocks. Sizes come from tensor shapes: no value is read on the host."""
+    if not same:
+        return minibatch.blocks
+    out = []
+    for subgraph in minibatch.sampled_subgraphs:
+        csc = getattr(subgraph, FIRST_HOP)
+        rows, cols = subgraph.original_row_node_ids, subgraph.original_column_node_ids
+        if isinstance(csc, dict):
+            data = {tuple(etype.split(":")): _csc(*v) for etype, v in csc.items()}
+            out.append(dgl.create_block(data, num_src_nodes={t: v.size(0) for t, v in rows.items()},
+                                        num_dst_nodes={t: v.size(0) for t, v in cols.items()}))
+        else:
+            out.append(dgl.create_block(_csc(*csc), num_src_nodes=rows.size(0), num_dst_nodes=cols.size(0)))
+    return out
+
+
+def _csc(indptr, indices) -> tuple:
+    """A DGL "csc" graph-data entry (one index dtype throughout, as DGL wants it)."""
+    edge_ids = torch.arange(indices.size(0), dtype=indptr.dtype, device=indptr.device)
+    return "csc", (indptr, indices.to(indptr.dtype), edge_ids)
+
+
+def layer_edge_counts(minibatch, same: bool) -> list[int]:
+    """The edges each layer computes over, input layer first (the work counts' layer_edges)."""
+    if not same:
+        cscs = [s.sampled_csc for s in minibatch.sampled_subgraphs]
+        return [sum(c.indices.numel() for c in (csc.values() if isinstance(csc, dict) else [csc])) for csc in cscs]
+    counts = []
+    for subgraph in minibatch.sampled_subgraphs:
+        csc = getattr(subgraph, FIRST_HOP)
+        counts.append(sum(int(i.numel()) for _, i in (csc.values() if isinstance(csc, dict) else [csc])))
+    return counts

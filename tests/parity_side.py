@@ -1,0 +1,239 @@
+"""One side of a parity test (tests/test_parity.py), run in a framework's stack:
+
+    python -m tests.parity_side pyg|dgl BATCHES OUT CASE...
+
+CASE: node (GraphSAGE), link-dot, link-mlp (the GraphSAGE encoder and a decoder), rgcn, rgat (typed).
+Reads BATCHES/CASE/batch.npz (one fixed sampled batch, written by the host), builds the backend's
+model with gnnbench's own code (the same factories the backends use), and writes OUT/CASE/SIDE.npz: every
+parameter's fresh initialisation (`fresh/NAME`), the weights it ran with (`weight/NAME`), the output
+at the seeds, the loss and every parameter's gradient (`grad/NAME`), all under PyG's names. PyG's
+side starts from the one initialisation (bench/backends/base.py same_start); DGL's side loads PyG's
+weights through bench/backends/weight_names.py. Dropout is off (eval mode: its masks are random
+draws), gradients on.
+
+PyG's side runs every layer on the whole sampled subgraph (PyG's edges); DGL's builds GraphBolt's
+own minibatch from the batch's GraphBolt form (each layer sampled again for all its destination
+nodes: the seeds' input-layer edges are fresh draws) and computes over bench/backends/layer_edges.py's
+blocks, as the GraphBolt backends do with `same_layer_edges: true`.
+
+GNNBENCH_PLANT_PARITY plants one difference (the tests that prove a difference is caught):
+    root    DGL: layer 0 drops its root (self) term: its weight's product, not the bias
+    aggr    PyG: layer 0 aggregates by sum, not mean (R-GAT: by mean, not the attention's sum)
+    init    DGL: its framework's own initialisation, not the one gnnbench's, and not PyG's weights
+    blocks  DGL: GraphBolt's minibatch.blocks (same_layer_edges false)
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import types
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+PLANT_ENV = "GNNBENCH_PLANT_PARITY"
+HIDDEN, HEADS = 8, 2
+
+
+def batch_meta(b) -> types.SimpleNamespace:
+    """What the typed model reads of a dataset (bench/backends/typed.py)."""
+    types_ = [str(t) for t in b["node_types"]]
+    dims = {t: int(d) for t, d in zip(types_, b["feature_dims"])}
+    return types.SimpleNamespace(
+        meta={"node_types": {t: {"feature_dim": dims[t]} for t in types_}}, target=types_[0],
+        counts={t: int(c) for t, c in zip(types_, b["counts"])}, num_classes=int(b["num_classes"]),
+        relations=[tuple(str(p) for p in r.split(":")) for r in b["relations"]])
+
+
+def build(side: str, case: str, b):
+    """The case's model from the backends' own factories."""
+    from bench.backends import base
+    from bench.backends.link import link_model
+    from bench.backends.typed import typed_model
+    from bench.settings import CellSettings
+
+    if case in ("rgcn", "rgat"):
+        data = batch_meta(b)
+        layer = (__import__("bench.backends.pyg_hetero" if side == "pyg" else "bench.backends.dgl_graphbolt_hetero",
+                            fromlist=["hetero_layer"]).hetero_layer)
+        settings = CellSettings(model=case, hidden=HIDDEN, heads=HEADS, fanout=[0] * int(b["layers"]))
+        return typed_model(layer(case, data.relations), data, settings)
+    if side == "pyg":
+        from bench.backends.pyg_node import PygNodePipeline as Pipeline
+    else:
+        from bench.backends.dgl_graphbolt import Pipeline
+    width, layers = b["x"].shape[1], int(b["layers"])
+    if case == "node":
+        return base.graphsage(Pipeline.conv_factory(), width, HIDDEN, int(b["num_classes"]), layers)
+    return link_model(base.graphsage(Pipeline.conv_factory(), width, HIDDEN, HIDDEN, layers), HIDDEN,
+                      case.removeprefix("link-"))
+
+
+# --- the batch in each framework's form --------------------------------------------------------
+
+def pyg_run(case: str, b, model):
+    """(output at the seeds, loss): every layer on the whole subgraph, as PyG's backends run it."""
+    if case in ("rgcn", "rgat"):
+        data = batch_meta(b)
+        x = {t: torch.from_numpy(b[f"x/{t}"]) for t in data.counts if f"x/{t}" in b}
+        ids = {t: torch.from_numpy(b[f"ids/{t}"]) for t in data.counts if f"x/{t}" not in b}
+        edges = {r: torch.from_numpy(b[f"edges/{':'.join(r)}"]) for r in data.relations}
+        out = model(x, ids, [edges] * int(b["layers"]))[:int(b["seeds"])]
+        return out, F.cross_entropy(out, torch.from_numpy(b["labels"]))
+    graphs = [torch.from_numpy(b["edges"])] * int(b["layers"])
+    x = torch.from_numpy(b["x"])
+    if case == "node":
+        out = model(x, graphs)[:int(b["seeds"])]
+        return out, F.cross_entropy(out, torch.from_numpy(b["labels"]))
+    return link_loss(model(x, graphs, torch.from_numpy(b["pair_src"]), torch.from_numpy(b["pair_dst"])), b)
+
+
+def link_loss(scores, b):
+    return scores, F.binary_cross_entropy_with_logits(scores, torch.from_numpy(b["pair_labels"]))
+
+
+def graphbolt_minibatch(b, typed: bool):
+    """GraphBolt's MiniBatch of the batch's GraphBolt form: per layer (input layer first) its sampled
+    CSC and its source and destination counts (per type where typed), node ids numbered by hop."""
+    import dgl.graphbolt as gb
+
+    subgraphs = []
+    for i in range(int(b["layers"])):
+        if typed:
+            csc = {r: gb.CSCFormatBase(indptr=torch.from_numpy(b[f"gb{i}/indptr/{r}"]),
+                                       indices=torch.from_numpy(b[f"gb{i}/indices/{r}"])) for r in b["relations"]}
+            rows = {str(t): torch.arange(int(n)) for t, n in zip(b["node_types"], b[f"gb{i}/src"])}
+            cols = {str(t): torch.arange(int(n)) for t, n in zip(b["node_types"], b[f"gb{i}/dst"])}
+        else:
+            csc = gb.CSCFormatBase(indptr=torch.from_numpy(b[f"gb{i}/indptr"]), indices=torch.from_numpy(b[f"gb{i}/indices"]))
+            rows, cols = torch.arange(int(b[f"gb{i}/src"])), torch.arange(int(b[f"gb{i}/dst"]))
+        subgraphs.append(gb.SampledSubgraphImpl(sampled_csc=csc, original_row_node_ids=rows,
+                                                original_column_node_ids=cols))
+    return gb.MiniBatch(sampled_subgraphs=subgraphs)
+
+
+def dgl_run(case: str, b, model, same_layer_edges: bool):
+    """(output at the seeds, loss) on DGL blocks, as the GraphBolt backends make them."""
+    from bench.backends import layer_edges
+
+    typed = case in ("rgcn", "rgat")
+    minibatch = graphbolt_minibatch(b, typed)
+    if same_layer_edges:
+        layer_edges.attach(minibatch)  # the datapipe's step
+    blocks = layer_edges.blocks(minibatch, same_layer_edges)
+    if typed:
+        data = batch_meta(b)
+        x = {t: torch.from_numpy(b[f"x/{t}"]) for t in data.counts if f"x/{t}" in b}
+        ids = {t: torch.from_numpy(b[f"ids/{t}"]) for t in data.counts if f"x/{t}" not in b}
+        out = model(x, ids, blocks)
+        return out, F.cross_entropy(out, torch.from_numpy(b["labels"]))
+    x = torch.from_numpy(b["x"])
+    if case == "node":
+        out = model(x, blocks)
+        return out, F.cross_entropy(out, torch.from_numpy(b["labels"]))
+    return link_loss(model(x, blocks, torch.from_numpy(b["pair_src"]), torch.from_numpy(b["pair_dst"])), b)
+
+
+# --- the planted differences -------------------------------------------------------------------
+
+class _NoRootWeight(torch.nn.Module):
+    """A Linear whose weight's product is dropped: the bias alone."""
+
+    def __init__(self, linear):
+        super().__init__()
+        self.linear = linear
+
+    def forward(self, x):
+        return self.linear(torch.zeros_like(x))
+
+
+def plant_root(case: str, model) -> None:
+    if case in ("rgcn",):
+        model.layers[0].loop = _NoRootWeight(model.layers[0].loop)
+    else:
+        convs = model.encoder.convs if case.startswith("link") else model.convs
+        convs[0].conv.fc_self = _NoRootWeight(convs[0].conv.fc_self)
+
+
+def plant_aggr(case: str, model) -> None:
+    from torch_geometric.nn.aggr import MeanAggregation, SumAggregation
+
+    if case in ("rgcn", "rgat"):
+        for conv in model.layers[0].relations.conv.convs.values() if case == "rgcn" else model.layers[0].conv.convs.values():
+            conv.aggr_module = SumAggregation() if case == "rgcn" else MeanAggregation()
+    else:
+        convs = model.encoder.convs if case.startswith("link") else model.convs
+        convs[0].aggr_module = SumAggregation()
+
+
+def own_initialisation(model) -> None:
+    """Each framework module's own reset_parameters (what gnnbench's one initialisation replaces),
+    innermost first, as building the modules ran them."""
+    for module in reversed(list(model.modules())):
+        if module is not model and hasattr(module, "reset_parameters"):
+            module.reset_parameters()
+
+
+# --- one side ----------------------------------------------------------------------------------
+
+def fresh_bounds(named: dict) -> dict:
+    """Per parameter (not embeddings) the largest |value| of its fresh initialisation and the bound
+    the one initialisation keeps it within: 1/sqrt(fan_in) for a matrix, 0 for a bias."""
+    out = {}
+    for name, p in named.items():
+        if "embeddings." in name:
+            continue
+        fan_in = p[0].numel() if p.dim() >= 2 else 0
+        out[name] = np.array([float(p.detach().abs().max()), fan_in ** -0.5 if fan_in else 0.0])
+    return out
+
+
+def run_case(side: str, case: str, batches: Path, folder: Path, plant: str) -> None:
+    torch.manual_seed(0)
+    b = dict(np.load(batches / case / "batch.npz"))
+    model = build(side, case, b)
+    if side == "dgl" and plant == "init":
+        own_initialisation(model)
+    from bench.backends import weight_names
+
+    params = dict(model.named_parameters())  # before a plant renames any
+    if side == "pyg":
+        pyg_names = list(params)
+        fresh = fresh_bounds(params)
+    else:
+        weights = np.load(batches / case / "pyg.npz")
+        pyg_names = [str(n) for n in weights["names"]]
+        fresh = fresh_bounds(weight_names.to_pyg(params, pyg_names))
+        if plant != "init":
+            state = {n: torch.from_numpy(weights[f"weight/{n}"]) for n in pyg_names}
+            model.load_state_dict(weight_names.to_dgl(state, params), strict=True)
+    if side == "dgl" and plant == "root":
+        plant_root(case, model)
+    if side == "pyg" and plant == "aggr":
+        plant_aggr(case, model)
+    model.eval()  # dropout off; autograd on
+    out, loss = pyg_run(case, b, model) if side == "pyg" else dgl_run(case, b, model, plant != "blocks")
+    loss.backward()
+    grads = {n: (p.grad if p.grad is not None else torch.zeros_like(p)) for n, p in params.items()}
+    if side == "dgl":
+        params, grads = weight_names.to_pyg(params, pyg_names), weight_names.to_pyg(grads, pyg_names)
+    (out_dir := folder / case).mkdir(parents=True, exist_ok=True)
+    np.savez(out_dir / f"{side}.npz", names=np.array(pyg_names), out=out.detach().numpy(), loss=loss.detach().numpy(),
+             **{f"fresh/{n}": v for n, v in fresh.items()},
+             **{f"weight/{n}": params[n].detach().numpy() for n in pyg_names},
+             **{f"grad/{n}": grads[n].detach().numpy() for n in pyg_names})
+
+
+def main(argv: list[str]) -> None:
+    """SIDE BATCHES OUT CASE...: each case's batch (and, on DGL's side, PyG's weights) read from
+    BATCHES/CASE, its side written to OUT/CASE/SIDE.npz."""
+    side, batches, out, *cases = argv
+    for case in cases:
+        run_case(side, case, Path(batches), Path(out), os.environ.get(PLANT_ENV, ""))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,113 @@
+"""`same_layer_edges` (bench/backends/layer_edges.py) on GraphBolt's real sampler, in the dgl stack:
+the rewrite runs in the datapipe, gives each node reached a hop earlier the next layer's in-edges
+(the edges PyG's layers compute over; tests/test_parity.py holds the model to PyG's on them), and
+the training side makes its blocks with no more host reads of tensor values than GraphBolt's own
+minibatch.blocks (issue 53: the link backend's rewrite read one per layer of every batch in the
+training thread, a device sync in the CUDA modes; it now runs in the datapipe)."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from bench import stacks
+from tests.conftest import require_stacks
+
+pytestmark = pytest.mark.stacks
+
+REPO = Path(__file__).resolve().parents[1]
+
+CHECK = r"""
+import os, sys
+os.environ["DGLBACKEND"] = "pytorch"
+import dgl.graphbolt as gb
+import numpy as np
+import torch
+from bench.backends import layer_edges
+
+rng = np.random.default_rng(0)
+n = 300
+src, dst = rng.integers(0, n, 3000), rng.integers(0, n, 3000)
+order = np.lexsort((src, dst))
+indptr = np.concatenate([[0], np.cumsum(np.bincount(dst, minlength=n))])
+graph = gb.fused_csc_sampling_graph(torch.from_numpy(indptr), torch.from_numpy(src[order]))
+items = gb.ItemSet(torch.arange(0, n, 3), names="seed_nodes")
+pipe = gb.ItemSampler(items, batch_size=16).sample_neighbor(graph, [4, 6, 10])  # input layer first
+pipe = pipe.transform(layer_edges.attach).copy_to(torch.device("cpu"))
+batches = list(gb.DataLoader(pipe, num_workers=int(sys.argv[1])))
+
+
+def in_edges(rows, cols, indptr, indices, count):
+    # each of the first `count` destination nodes: the sorted global ids of its sources
+    return [sorted(rows[indices[indptr[j]:indptr[j + 1]]].tolist()) for j in range(count)]
+
+
+checked = 0
+for mb in batches:
+    layers = mb.sampled_subgraphs
+    for i, sg in enumerate(layers):
+        indptr_i, indices_i = getattr(sg, layer_edges.FIRST_HOP)
+        rows, cols = sg.original_row_node_ids, sg.original_column_node_ids
+        assert indptr_i.numel() == cols.numel() + 1 and int(indptr_i[-1]) == indices_i.numel()
+        if i + 1 < len(layers):  # the nodes reached a hop earlier: the next (rewritten) layer's in-edges
+            inner = layers[i + 1]
+            reached = inner.original_column_node_ids.numel()
+            assert torch.equal(cols[:reached], inner.original_column_node_ids)
+            mine = in_edges(rows, cols, indptr_i, indices_i, reached)
+            theirs = in_edges(inner.original_row_node_ids, None, *getattr(inner, layer_edges.FIRST_HOP), reached)
+            assert mine == theirs
+            # the nodes first reached here keep what GraphBolt sampled for them
+            own = sg.sampled_csc
+            tail = slice(int(own.indptr[reached]), None)
+            assert torch.equal(indices_i[int(indptr_i[reached]):], own.indices[tail])
+            checked += reached
+
+
+reads = []
+guarded = ("item", "tolist", "__int__", "__index__", "__bool__", "__float__")
+saved = {name: getattr(torch.Tensor, name) for name in guarded}
+
+
+def counted(name):
+    def read(self, *args, **kwargs):
+        reads.append(name)
+        return saved[name](self, *args, **kwargs)
+    return read
+
+
+def host_reads(call) -> int:
+    reads.clear()
+    for name in guarded:
+        setattr(torch.Tensor, name, counted(name))
+    try:
+        call()
+    finally:
+        for name, method in saved.items():
+            setattr(torch.Tensor, name, method)
+    return len(reads)
+
+
+# DGL's create_block reads each relation's largest index on the host (its sanity check), for
+# GraphBolt's own minibatch.blocks too: the blocks of PyG's edges must read no more than those
+rewrite = host_reads(lambda: layer_edges.first_hop_csc(batches[0].sampled_subgraphs))
+assert rewrite > 0, "the count misses the rewrite's own read (done in the datapipe)"
+ours = [host_reads(lambda: layer_edges.blocks(mb, True)) for mb in batches]
+theirs = [host_reads(lambda: mb.blocks) for mb in batches]
+assert ours == theirs, (ours, theirs)
+blocks = layer_edges.blocks(batches[-1], True)
+assert [b.num_dst_nodes() for b in blocks] == [sg.original_column_node_ids.numel() for sg in batches[-1].sampled_subgraphs]
+assert [b.num_edges() for b in blocks] == layer_edges.layer_edge_counts(batches[-1], True)
+print("checked", checked)
+"""
+
+
+@pytest.mark.parametrize("workers", [0, 1])
+def test_graphbolt_layers_take_the_edges_of_the_hop_that_first_reached_each_node(workers):
+    """From a loader worker too (the attribute crosses the process boundary with the minibatch)."""
+    require_stacks("dgl")
+    proc = subprocess.run([str(stacks.get("dgl").python), "-c", CHECK, str(workers)], cwd=REPO,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert int(proc.stdout.split()[-1]) > 0  # some node reached a hop earlier was checked
