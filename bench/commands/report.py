@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bench.inputs import InputError, folder, output_file, terminal_safe
+from bench.inputs import InputError, folder, output_file
 from bench.publish import results
 from bench.publish.report import render_markdown
 from bench.publish import site
@@ -59,7 +59,7 @@ def report_files(files: list[Path], markdown: Path | None, command: str | None =
     if markdown:
         markdown.write_text(text)
     else:
-        print(terminal_safe(text))
+        print(text)
     return 0
 
 
