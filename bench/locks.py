@@ -54,6 +54,7 @@ STALE_ENV = "GNNBENCH_LOCK_STALE_S"
 HALF_WRITTEN_S = 2.0  # an empty or cut-off record unchanged this long is no write in progress (one takes an instant)
 PID_MAX = 1 << 22  # Linux's largest pid (PID_MAX_LIMIT)
 LATEST_TIME = 1e11  # seconds since 1970: year 5138, within what time.localtime takes
+RECORD_BYTES = 1 << 16
 INHERITED_ENV = "GNNBENCH_LOCKS_HELD"  # lock files a parent holds for this process (os.pathsep-separated)
 _held: dict[str, int] = {}  # lock file -> depth, in this process
 _held_guard = threading.Lock()
@@ -166,11 +167,14 @@ def read_record(path: Path) -> tuple[dict | None, str | None, bytes]:
     """An owner record file: (record, None, its bytes) where readable; (None, why, bytes) where it is
     there but unreadable; (None, None, b'') where there is none."""
     try:
-        data = Path(path).read_bytes()
+        with open(path, "rb") as f:
+            data = f.read(RECORD_BYTES + 1)  # a record is a few hundred bytes: a huge file is never read whole
     except FileNotFoundError:
         return None, None, b""
     except OSError as exc:
         return None, f"cannot be read ({exc.strerror or exc})", b""
+    if len(data) > RECORD_BYTES:
+        return None, f"over {RECORD_BYTES:,} bytes, not an owner record", data
     record, why = parse_record(data.decode("utf-8", "replace"))
     return record, (why or None), data
 
@@ -315,7 +319,7 @@ class Lock:
         if record is None:
             # another version's or tool's record, or one left half-written: only its staying unchanged tells
             if self._limit(why) is None:
-                return False  # a file this process cannot read: its owner cannot be told (waited on, said)
+                return False  # a file this process cannot read, or a huge one: waited on, said
             quiet = self._quiet({"token": data, "beat": None}, limit=self._limit(why))
             said = f"{describe_unreadable(self.owner, why)}; it stayed unchanged for {quiet:.0f} s" if quiet else None
         else:
@@ -331,7 +335,7 @@ class Lock:
     @staticmethod
     def _limit(why: str) -> float | None:
         """How long an unreadable record stays unchanged before it is stale (None: never taken over)."""
-        if why.startswith("cannot be read"):
+        if why.startswith(("cannot be read", "over ")):  # nothing this gnnbench or its writers would leave
             return None
         return HALF_WRITTEN_S if why in ("empty", "cut off, or not JSON") else stale_after()
 
