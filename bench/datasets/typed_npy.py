@@ -96,11 +96,14 @@ def relation_named(stem: str, types, problems: Problems, name_path: Path, edges_
 
 def plain_types(found: list[str], where, problems: Problems) -> list[str]:
     """The node types whose names are plain (graph_checks.name_problem); each other one a problem at `where(type)`."""
+    kept = []
     for t in found:
         problem = graph_checks.name_problem(t, "node type")
         if problem:
             problems.add(where(t), problem)
-    return [t for t in found if graph_checks.name_problem(t, "node type") is None]
+        else:
+            kept.append(t)
+    return kept
 
 
 def bounded_counts(counts: dict, where, folder: Path, problems: Problems) -> dict:
