@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import argparse
 import sys
+from contextlib import redirect_stderr, redirect_stdout
 
 from bench.commands import (bundle, compare, datasets, fidelity, history, k8s, recover, report, run, slurm,
                             stacks as stacks_cmd)
 from bench.commands.common import EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED, ending_as_interrupt
 from bench.commands.run import default_suite  # noqa: F401 - part of the command's interface (tests)
 from bench.datasets.hub import DatasetError
-from bench.inputs import InputError, check_environment, terminal_safe
+from bench.inputs import InputError, TerminalSafe, check_environment
 from bench.publish import results
 from bench import stacks
 from bench.run import suite as suite_mod
@@ -29,6 +30,12 @@ BAD_INPUT = (InputError, suite_mod.SuiteError, SessionError, results.ResultsErro
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The command, every line it prints made terminal-safe (bench/inputs.py TerminalSafe)."""
+    with redirect_stdout(TerminalSafe(sys.stdout)), redirect_stderr(TerminalSafe(sys.stderr)):
+        return _main(argv)
+
+
+def _main(argv: list[str] | None) -> int:
     debug = argparse.ArgumentParser(add_help=False)  # `--debug` before or after the command
     debug.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                        help="on an error, show Python's traceback too")
@@ -60,7 +67,7 @@ def dispatch(args) -> int:
     except BAD_INPUT as exc:
         if getattr(args, "debug", False):
             raise
-        print(f"gnnbench: error: {terminal_safe(str(exc))}", file=sys.stderr)
+        print(f"gnnbench: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except OSError as exc:  # a file or folder the system refused (the run handles its own)
         if getattr(args, "debug", False) or args.command == "run":

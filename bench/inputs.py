@@ -109,14 +109,36 @@ def new_output_file(where: str, path: Path | str, force: bool) -> Path:
 
 # --- terminal output ------------------------------------------------------------------------
 
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# What a terminal obeys rather than shows: the C0 controls but newline and tab (ESC starts the
+# sequences that set colours, the window title, hyperlinks; BEL; CR writes over the line), DEL, the
+# C1 controls (a lone CSI or OSC), Unicode's line separators and the bidirectional marks, overrides
+# and isolates, which reorder what is shown ("Trojan Source")
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 
 
 def terminal_safe(text: str) -> str:
-    """Text for a terminal: control characters (ANSI escape sequences, carriage returns, bells)
-    from names in result files or suites are shown escaped (\\x1b), never obeyed; newlines and
-    tabs stay."""
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+    """Text for a terminal: every character a terminal would obey (_CONTROL) shown escaped (\\x1b,
+    \\u202e), never obeyed; newlines and tabs stay, and so does a carriage return that begins the
+    text (gnnbench's own: a progress line redrawn in place). Escaping twice changes nothing."""
+    head = "\r" if text.startswith("\r") else ""
+    return head + _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100
+                               else f"\\u{ord(m.group()):04x}", text[len(head):])
+
+
+class TerminalSafe:
+    """A text stream whose every write goes through terminal_safe: `gnnbench` prints through it
+    (bench/cli.py wraps stdout and stderr), so no progress, info or error line of any command shows
+    a path, name or value it was given (or read from a file) raw."""
+
+    def __init__(self, stream):
+        self.stream = stream
+
+    def write(self, text: str) -> int:
+        self.stream.write(terminal_safe(text))
+        return len(text)
+
+    def __getattr__(self, name: str):
+        return getattr(self.stream, name)
 
 
 # --- environment variables ------------------------------------------------------------------

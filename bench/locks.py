@@ -14,6 +14,11 @@ empty, on release):
               with O_EXCL while the flock is held and removed on release, so it excludes other
               hosts where flock does not reach them (NFSv3 without a lock manager, `-o nolock`,
               `local_lock=all`, some FUSE filesystems), and it names the owner while others wait.
+A record is read only where it is exactly what `new_record` writes (its fields and their types, a
+pid and times in range): another version's or tool's record, a non-numeric pid, an unreadable start
+time, a half-written file are each "an unreadable owner record", said while waited on (with when it
+was written), and taken over only once stale like another machine's: unchanged for STALE_S (a cut-off
+or empty one, which no writer leaves for long, after HALF_WRITTEN_S).
 A record left by a holder that died is stale, and taken over (said):
   - same machine (host name, boot id and PID namespace all equal): its pid is gone, or is another
     process now (a different start time): stale at once;
@@ -46,6 +51,10 @@ HEARTBEAT_S = 5.0
 # filesystem) is not taken for dead
 STALE_S = 120.0
 STALE_ENV = "GNNBENCH_LOCK_STALE_S"
+HALF_WRITTEN_S = 2.0  # an empty or cut-off record unchanged this long is no write in progress (one takes an instant)
+PID_MAX = 1 << 22  # Linux's largest pid (PID_MAX_LIMIT)
+LATEST_TIME = 1e11  # seconds since 1970: year 5138, within what time.localtime takes
+RECORD_BYTES = 1 << 16
 INHERITED_ENV = "GNNBENCH_LOCKS_HELD"  # lock files a parent holds for this process (os.pathsep-separated)
 _held: dict[str, int] = {}  # lock file -> depth, in this process
 _held_guard = threading.Lock()
@@ -117,22 +126,71 @@ def same_machine(record: dict) -> bool:
 def provably_dead(record: dict) -> str | None:
     """Why the owner of a record is gone, where this machine can tell at once (same host, boot and
     PID namespace, and the pid is gone or another process now), else None."""
-    if same_machine(record) and not pid_alive(int(record.get("pid", 0)), record.get("pid_start", "")):
-        return f"process {record.get('pid')} is gone"
+    if same_machine(record) and not pid_alive(record["pid"], record["pid_start"]):
+        return f"process {record['pid']} is gone"
     return None
 
 
 def describe(record: dict) -> str:
-    since = time.strftime("%H:%M:%S", time.localtime(record.get("started", 0)))
-    return f"{record.get('host', '?')} pid {record.get('pid', '?')}, which is {record.get('what', '?')} since {since}"
+    since = time.strftime("%H:%M:%S", time.localtime(record["started"]))
+    return f"{record['host']} pid {record['pid']}, which is {record['what']} since {since}"
+
+
+# what new_record writes, field by field: a record that is anything else is never trusted for its pid or times
+FIELDS = {"host": str, "boot_id": str, "pid_ns": str, "pid": int, "pid_start": str, "what": str,
+          "started": (int, float), "heartbeat": (int, float), "beat": int, "token": str}
+FIELD_WORDS = {str: "text", int: "a whole number", (int, float): "a time"}
+
+
+def parse_record(text: str) -> tuple[dict | None, str]:
+    """(the record, '') where `text` is an owner record as new_record writes it; else (None, why not)."""
+    try:
+        record = json.loads(text)
+    except (ValueError, RecursionError):
+        return None, "empty" if not text.strip() else "cut off, or not JSON"
+    if not isinstance(record, dict):
+        return None, f"a JSON {type(record).__name__}, not an owner record"
+    for key, kind in FIELDS.items():
+        value = record.get(key)
+        if key not in record or not isinstance(value, kind) or isinstance(value, bool):
+            return None, f"its {key} is {'missing' if key not in record else 'not ' + FIELD_WORDS[kind]}"
+    if not 0 < record["pid"] <= PID_MAX:
+        return None, f"its pid {record['pid']} is no pid"
+    if not (record["pid_start"].isascii() and (record["pid_start"] == "" or record["pid_start"].isdigit())):
+        return None, "its pid_start is not a clock-tick count"
+    if not all(0 <= record[k] <= LATEST_TIME for k in ("started", "heartbeat")):  # NaN fails too
+        return None, "its start time or heartbeat is not a time"
+    return record, ""
+
+
+def read_record(path: Path) -> tuple[dict | None, str | None, bytes]:
+    """An owner record file: (record, None, its bytes) where readable; (None, why, bytes) where it is
+    there but unreadable; (None, None, b'') where there is none."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read(RECORD_BYTES + 1)  # a record is a few hundred bytes: a huge file is never read whole
+    except FileNotFoundError:
+        return None, None, b""
+    except OSError as exc:
+        return None, f"cannot be read ({exc.strerror or exc})", b""
+    if len(data) > RECORD_BYTES:
+        return None, f"over {RECORD_BYTES:,} bytes, not an owner record", data
+    record, why = parse_record(data.decode("utf-8", "replace"))
+    return record, (why or None), data
+
+
+def describe_unreadable(path: Path, why: str) -> str:
+    """An unreadable record, for messages: where, when it was written and what is wrong with it."""
+    try:
+        written = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(Path(path).stat().st_mtime))
+    except (OSError, OverflowError, ValueError):
+        written = "at an unknown time"
+    return f"an unreadable owner record written {written} ({why}): {path}"
 
 
 def read_owner(target: Path) -> dict | None:
-    try:
-        record = json.loads(owner_file(target).read_text())
-    except (OSError, ValueError):
-        return None
-    return record if isinstance(record, dict) else None
+    """The owner record of `target`'s lock, None where there is none or it is unreadable (read_record says which)."""
+    return read_record(owner_file(target))[0]
 
 
 def live_owner(target: Path, quiet_for: float | None = None) -> dict | None:
@@ -142,7 +200,7 @@ def live_owner(target: Path, quiet_for: float | None = None) -> dict | None:
     record = read_owner(target)
     if record is None or provably_dead(record):
         return None
-    if quiet_for is not None and time.time() - float(record.get("heartbeat", 0)) > quiet_for:
+    if quiet_for is not None and time.time() - record["heartbeat"] > quiet_for:
         return None
     return record
 
@@ -231,13 +289,22 @@ class Lock:
         poll = poll if poll is not None else min(1.0, stale_after() / 10)
         announced, started = None, time.monotonic()
         while not self.attempt():
-            record = read_owner(self.target)
-            key = record.get("token") if record else None
-            if key != announced and (record or time.monotonic() - started > 2):  # a record is written just after the flock
+            record, why, data = read_record(self.owner)
+            key = record["token"] if record else data
+            # a record is written just after the flock: a moment without one says nothing yet
+            if key != announced and (record or why or time.monotonic() - started > HALF_WRITTEN_S):
                 announced, self.waited_for = key, record or self.waited_for
-                self.say(f"waiting for {describe(record)} ({self.path})" if record
-                         else f"waiting for the process that holds {self.path}")
+                self.say(self._waiting_for(record, why))
             time.sleep(poll)
+
+    def _waiting_for(self, record: dict | None, why: str | None) -> str:
+        if record is not None:
+            return f"waiting for {describe(record)} ({self.path})"
+        if why is None:
+            return f"waiting for the process that holds {self.path}"
+        limit = self._limit(why)
+        return f"waiting for {describe_unreadable(self.owner, why)}" + (
+            f"; taken over once it stays unchanged for {limit:.0f} s" if limit else "")
 
     def _claim(self) -> bool:
         """With the flock held: create the owner record, or take a stale one over. False where a
@@ -246,21 +313,31 @@ class Lock:
         if self._create(mine):
             self.record = mine
             return True
-        record = read_owner(self.target)
-        if record is None and self.owner.exists():
-            # being written (an instant), or left empty by a holder killed between creating and writing it
-            if self._quiet({"token": "unreadable", "beat": None}, limit=2.0) is None or not self._set_aside({}):
-                return False
-            self.say(f"taking over the lock on {self.target}: its owner record {self.owner} stayed unreadable")
-            return self._create_once(mine)
+        record, why, data = read_record(self.owner)
+        if record is None and why is None:
+            return self._create_once(mine)  # released meanwhile
         if record is None:
-            return self._create_once(mine)
-        # on this machine a live pid is a live owner, however quiet; elsewhere only the heartbeat tells
-        why = provably_dead(record) or (None if same_machine(record) else self._quiet(record))
-        if why is None or not self._set_aside(record):
+            # another version's or tool's record, or one left half-written: only its staying unchanged tells
+            if self._limit(why) is None:
+                return False  # a file this process cannot read, or a huge one: waited on, said
+            quiet = self._quiet({"token": data, "beat": None}, limit=self._limit(why))
+            said = f"{describe_unreadable(self.owner, why)}; it stayed unchanged for {quiet:.0f} s" if quiet else None
+        else:
+            # on this machine a live pid is a live owner, however quiet; elsewhere only the heartbeat tells
+            quiet = None if same_machine(record) else self._quiet(record)
+            stale = provably_dead(record) or (f"its heartbeat has not changed for {quiet:.0f} s" if quiet else None)
+            said = f"{describe(record)}: {stale}" if stale else None
+        if said is None or not self._set_aside(data):
             return False
-        self.say(f"taking over the lock on {self.target} from {describe(record)}: {why}")
+        self.say(f"taking over the lock on {self.target} from {said}")
         return self._create_once(mine)
+
+    @staticmethod
+    def _limit(why: str) -> float | None:
+        """How long an unreadable record stays unchanged before it is stale (None: never taken over)."""
+        if why.startswith(("cannot be read", "over ")):  # nothing this gnnbench or its writers would leave
+            return None
+        return HALF_WRITTEN_S if why in ("empty", "cut off, or not JSON") else stale_after()
 
     def _create_once(self, mine: dict) -> bool:
         if self._create(mine):
@@ -268,9 +345,10 @@ class Lock:
             return True
         return False
 
-    def _quiet(self, record: dict, limit: float | None = None) -> str | None:
-        """Its heartbeat unchanged for `limit` (default stale_after()) seconds of this process's clock."""
-        token, beat, now = record.get("token", "?"), record.get("beat"), time.monotonic()
+    def _quiet(self, record: dict, limit: float | None = None) -> float | None:
+        """The seconds of this process's clock its heartbeat has stayed unchanged, where at least
+        `limit` (default stale_after()); else None."""
+        token, beat, now = record["token"], record["beat"], time.monotonic()
         if token not in self._seen:
             self._seen[token] = (beat, now)
         seen_beat, since = self._seen[token]
@@ -278,7 +356,7 @@ class Lock:
             self._seen[token] = (beat, now)
             return None
         quiet = now - since
-        return f"its heartbeat has not changed for {quiet:.0f} s" if quiet >= (limit or stale_after()) else None
+        return quiet if quiet >= (limit or stale_after()) else None
 
     def _create(self, record: dict) -> bool:
         try:
@@ -289,27 +367,28 @@ class Lock:
             json.dump(record, f)
         return True
 
-    def _set_aside(self, stale: dict) -> bool:
-        """Remove a stale record, and only that one: renamed aside first (one of several takers wins),
-        then put back where it turns out to be a newer owner's."""
+    def _set_aside(self, stale: bytes) -> bool:
+        """Remove a stale record, and only that one (`stale`: its bytes as judged): renamed aside first
+        (one of several takers wins), then put back where it turns out to be a newer owner's. The
+        renamed copy goes however this ends: nothing is left beside the lock."""
         aside = self.owner.with_name(f"{self.owner.name}.{uuid.uuid4().hex}")
         try:
             os.rename(self.owner, aside)
         except FileNotFoundError:
             return True  # someone removed it: free
         try:
-            taken = json.loads(aside.read_text())
-        except (OSError, ValueError):
-            taken = {}
-        if taken.get("token") != stale.get("token"):
-            try:
-                os.link(aside, self.owner)  # a newer owner's: back, unless newer still is there
+            taken = aside.read_bytes()
+            if taken == stale:
+                return True
+            try:  # a newer owner's: back, unless newer still is there
+                fd = os.open(self.owner, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
             except FileExistsError:
-                pass
-            os.unlink(aside)
+                return False
+            with os.fdopen(fd, "wb") as f:
+                f.write(taken)
             return False
-        os.unlink(aside)
-        return True
+        finally:
+            aside.unlink(missing_ok=True)
 
     def start_heartbeat(self) -> None:
         self._beater = threading.Thread(target=self._beat, name=f"heartbeat {self.path.name}", daemon=True)
@@ -317,7 +396,8 @@ class Lock:
 
     def _beat(self) -> None:
         while not self._stop.wait(heartbeat_every()):
-            if read_owner(self.target) is None or read_owner(self.target).get("token") != self.record["token"]:
+            current = read_owner(self.target)
+            if current is None or current["token"] != self.record["token"]:
                 self.say(f"lost the lock on {self.target}: another process judged it stale and took it over")
                 return
             self.record = {**self.record, "heartbeat": time.time(), "beat": self.record["beat"] + 1}
@@ -330,7 +410,7 @@ class Lock:
         if self._beater is not None:
             self._beater.join(timeout=heartbeat_every() + 5)
         current = read_owner(self.target)
-        if current is not None and self.record is not None and current.get("token") == self.record["token"]:
+        if current is not None and self.record is not None and current["token"] == self.record["token"]:
             try:
                 os.unlink(self.owner)
             except FileNotFoundError:

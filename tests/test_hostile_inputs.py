@@ -17,9 +17,11 @@ import stat
 import subprocess
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
 
+from bench import cli
 from tests.test_bad_inputs import refused, with_settings
 
 # Each would create a file named pwned-* in the folder the script runs in, if it ever ran as a command.
@@ -650,3 +652,50 @@ def test_compare_refuses_the_same_file_twice(tmp_path, capsys):
                  ["compare", str(good), str(good_result_file(tmp_path, "b.json")), "--history", str(good)]):
         message = refused(capsys, argv)
         assert message.count("\n") == 1 and "given twice" in message and "each result file once" in message, message
+
+
+# --- what a terminal would obey -----------------------------------------------------------------------
+
+# ESC sequences (the window title, colours, clearing the screen), BEL, CR (writes over the line), a C1
+# CSI, DEL, a Unicode line separator, and bidi overrides and isolates (reorder what is shown)
+OBEYED = ["\x1b]0;pwned\x07", "\x1b[2J", "\r", "\x9b31m", "\x7f", "\u2028", "\u202e", "\u2066", "\u200f", "\x00"]
+
+
+def test_terminal_safe_escapes_what_a_terminal_obeys_and_nothing_else():
+    from bench.inputs import terminal_safe
+
+    for obeyed in OBEYED:
+        shown = terminal_safe(f"a{obeyed}b")
+        assert shown.isprintable() and shown.startswith("a\\") and shown.endswith("b"), (obeyed, shown)
+        assert terminal_safe(shown) == shown  # escaping twice changes nothing
+    assert terminal_safe("plain é 中文 line\n\tnext") == "plain é 中文 line\n\tnext"
+    assert terminal_safe("\r  epoch 3/5   ") == "\r  epoch 3/5   "  # gnnbench's own progress redraw stays
+
+
+@pytest.mark.parametrize("argv", [
+    lambda folder, hub: ["datasets", "check", f"typed-npy:{folder}", "--cache-dir", str(hub)],  # progress and error lines
+    lambda folder, hub: ["datasets", "info", f"npy:{folder}", "--cache-dir", str(hub)],
+    lambda folder, hub: ["report", str(folder / "result.json")],
+    lambda folder, hub: ["datasets", "check", f"no-such-source:{folder}"],
+    lambda folder, hub: ["run", str(folder / "suite.yaml"), "--cache-dir", str(hub)],
+    lambda folder, hub: [f"run{OBEYED[0]}"],  # argparse's own error line
+], ids=["check", "info", "report", "unknown-source", "run", "argparse"])
+def test_no_command_prints_a_users_string_raw(tmp_path, capsys, argv):
+    """Issue 52: a folder name holding escape sequences was escaped in the error line, and printed raw
+    in `datasets check`'s progress line. Every line of every command goes through one path now."""
+    from tests.test_typed_sources import write_typed_npy
+
+    folder = tmp_path / ("g" + "".join(OBEYED[:-1]))  # all but NUL, which no file name holds
+    write_typed_npy(folder)
+    np.save(folder / "nodes" / "paper" / "labels.npy", np.zeros(np.load(folder / "nodes/paper/labels.npy").shape,
+                                                                dtype=np.int64))  # refused: one class
+    (folder / "result.json").write_text("{}")
+    (folder / "suite.yaml").write_text(f"name: x\ndatasets: {{g: 'npy:{folder.name}'}}\nbackends: [pyg-neighbor]\n")
+    try:
+        cli.main(argv(folder, tmp_path / "hub"))
+    except SystemExit:
+        pass
+    out, err = capsys.readouterr()
+    for text in (out, err):
+        assert all(c.isprintable() or c in "\n\t" for c in text), repr(text)
+    assert "\\x1b]0;pwned\\x07" in out + err, (out, err)

@@ -195,3 +195,28 @@ def test_a_bad_npy_link_split_is_one_line_and_nothing_is_written(npy_graph, tmp_
         npy_folder.materialise(_npy_spec(folder), tmp_path / "cache")
     assert expected in str(err.value) and "\n" not in str(err.value)
     assert not list((tmp_path / "cache").rglob("meta.json"))
+
+
+@pytest.mark.parametrize("shared, into, expected", [
+    ("val_pos", "test_pos", ("link_test.npy", "link_val.npy")),
+    ("train_pos", "val_pos", ("link_val.npy", "link_train.npy")),
+])
+def test_a_users_split_sharing_a_pair_between_its_parts_is_refused(npy_graph, tmp_path, shared, into, expected):
+    """Issue 52: validation and test holding the same pair (scored twice), or a held-out pair also a
+    training seed, was accepted; refused in one line naming both files, before anything is written."""
+    from bench.datasets import npy_folder
+
+    folder, ref = npy_graph
+    made, _ = link_split.split_edges(ref.edge_index, ref.num_nodes, seed=5)
+    made[into] = np.concatenate([made[into], made[shared][2:3]])
+    negatives = into.replace("pos", "neg")
+    made[negatives] = np.concatenate([made[negatives], made[negatives][:1]])  # a row for the added positive
+    for ours, file in {**npy_folder.LINK_POS, **npy_folder.LINK_NEG["per-positive"]}.items():
+        np.save(folder / file, made[ours])
+    with pytest.raises(hub.DatasetError) as err:
+        npy_folder.materialise(_npy_spec(folder), tmp_path / "cache")
+    message = str(err.value)
+    pair = list(map(int, made[shared][2]))
+    assert message.startswith(f"{folder / expected[0]}: the pair {pair} is in {folder / expected[1]} too"), message
+    assert "allowed: training, validation and test pairs that share none" in message and "\n" not in message
+    assert not list((tmp_path / "cache").rglob("meta.json"))

@@ -121,6 +121,63 @@ def test_a_missing_target_or_graph_json_is_named(tmp_path, capsys):
     assert f"{folder / 'graph.json'}: missing" in capsys.readouterr().err
 
 
+def _separator_too_many(folder, g):
+    for name in ("paper__cites__x__paper", "paper__ci:tes__paper"):  # the second was a traceback (exit 70)
+        np.save(folder / "edges" / f"{name}.npy", np.zeros((2, 3), dtype=np.int64))
+
+
+def _self_loops_only(folder, g):
+    for path in (folder / "edges").glob("*.npy"):
+        path.unlink()
+    np.save(folder / "edges" / "paper__cites__paper.npy", np.stack([np.arange(5)] * 2))
+
+
+# issue 52: what the plain reader refuses, the typed one refuses too, one line per file (exit 2)
+@pytest.mark.parametrize("damage, lines", [
+    (_separator_too_many, {"edges/paper__cites__x__paper.npy": "is not <src>__<name>__<dst>",
+                           "edges/paper__ci:tes__paper.npy": "no ':'"}),
+    (lambda f, g: (f / "graph.json").write_text(json.dumps({"target": "paper", "num_nodes": {"institute": 10**15}})),
+     {"graph.json": "1,000,000,000,000,000 institute nodes; allowed: at most 2,147,483,647"}),
+    (lambda f, g: np.save(f / "nodes/paper/test_idx.npy", g["splits"]["train_idx"][3:5]),
+     {"nodes/paper/test_idx.npy": "is in the test split and in the train split (train_idx.npy)"}),
+    (lambda f, g: [np.save(p, np.zeros((2, 0), dtype=np.int64)) for p in (f / "edges").glob("*.npy")],
+     {f"edges/{r}.npy": "no edges; allowed: at least one edge in each relation"
+      for r in ("author__affiliated_to__institute", "paper__cites__paper", "paper__topic__fos", "paper__written_by__author")}),
+    (lambda f, g: np.save(f / "nodes/paper/labels.npy", np.full_like(g["labels"], 3)),
+     {"nodes/paper/labels.npy": "holds 1 class only (3); allowed: labels of at least 2 classes"}),
+    (_self_loops_only, {"edges": "all 5 edges are self-loops"}),
+    (lambda f, g: np.save(f / "edges/paper__rev_cites__paper.npy", np.ones((2, 3), dtype=np.int64)),
+     {"edges/paper__rev_cites__paper.npy": "is the reverse the hub adds to paper__cites__paper.npy"}),
+    (lambda f, g: np.save(f / "nodes/paper/val_idx.npy", np.append(g["splits"]["val_idx"], g["splits"]["val_idx"][0])),
+     {"nodes/paper/val_idx.npy": "twice"}),
+], ids=["name-separators", "node-count-bomb", "splits-overlap", "relations-empty", "one-class", "self-loops-only",
+        "given-reverse", "split-repeats"])
+def test_a_typed_folder_is_refused_where_the_plain_reader_refuses(tmp_path, capsys, damage, lines):
+    folder = tmp_path / "g"
+    damage(folder, write_typed_npy(folder))
+    code = cli.main(["datasets", "check", f"typed-npy:{folder}", "--cache-dir", str(tmp_path / "hub")])
+    err = capsys.readouterr().err
+    assert code == 2 and f"{len(lines)} problem(s)" in err and "Traceback" not in err, err
+    for file, words in lines.items():
+        (line,) = [p for p in err.splitlines() if p.startswith(f"{folder / file}: ")]
+        assert words in line, line
+    assert not (tmp_path / "hub" / "datasets").exists() or not list((tmp_path / "hub" / "datasets").iterdir())
+
+
+def test_igbh_shares_the_typed_checks(tmp_path, capsys):
+    folder = tmp_path / "tiny"
+    g = write_igbh_like(folder)
+    np.save(folder / "processed" / "paper" / "node_label_19.npy", np.zeros(g["counts"]["paper"], dtype=np.float32))
+    np.save(folder / "processed" / "paper__topic__fos" / "edge_index.npy", np.zeros((0, 2), dtype=np.int64))
+    (folder / "processed" / "paper__ci:tes__paper").mkdir()
+    code = cli.main(["datasets", "check", f"igbh:{folder}", "--cache-dir", str(tmp_path / "hub")])
+    err = capsys.readouterr().err
+    assert code == 2 and "3 problem(s)" in err, err
+    assert f"{folder / 'processed/paper/node_label_19.npy'}: labels holds 1 class only (0)" in err
+    assert f"{folder / 'processed/paper__topic__fos/edge_index.npy'}: no edges" in err
+    assert f"{folder / 'processed/paper__ci:tes__paper'}: 'paper__ci:tes__paper' is not" in err
+
+
 @pytest.mark.parametrize("bad", ["path=/x,scale=2"])
 def test_unknown_parameters_are_refused(bad):
     with pytest.raises(ValueError, match="unknown typed-npy parameter"):

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from bench.commands.history import refuse_named_twice
-from bench.inputs import InputError, folder, output_file, terminal_safe
+from bench.inputs import InputError, folder, output_file
 from bench.publish import columns, results
 from bench.publish.report import render_markdown
 from bench.publish import site
@@ -73,7 +73,7 @@ def report_files(files: list[Path], markdown: Path | None, command: str | None =
     if markdown:
         markdown.write_text(text)
     else:
-        print(terminal_safe(text))
+        print(text)
     return 0
 
 

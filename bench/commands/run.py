@@ -8,7 +8,7 @@ import sys
 from bench.commands.common import (EXIT_CELLS_FAILED, EXIT_INTERRUPTED, EXIT_NOT_WRITTEN, FAILED, add_select,
                                    ending_as_interrupt)
 from bench.commands.report import add_columns, report_files
-from bench.inputs import InputError, terminal_safe
+from bench.inputs import InputError
 from bench.run.session import RunOptions, Session, add_run_options
 from bench.machine import gpus
 
@@ -52,7 +52,7 @@ def run(args) -> int:
         command = "gnnbench run " + " ".join(shlex.quote(a) for a in sys.argv[2:]) if sys.argv[1:2] == ["run"] else None
         try:
             report_files([path], markdown, command=command, force=True, chosen=args.columns)  # this run's own table
-            print(terminal_safe(markdown.read_text()))
+            print(markdown.read_text())
             print(f"results: {path}\ntable:   {markdown}")
         except (OSError, InputError) as exc:
             print(f"gnnbench: could not write the table {markdown} ({getattr(exc, 'strerror', None) or exc}); every number is in "

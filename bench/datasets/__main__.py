@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from bench.datasets import hub, materialiser
+from bench.inputs import TerminalSafe
 
 
 def _interrupt(signum, frame):
@@ -18,6 +19,7 @@ if __name__ == "__main__":
     _, command, spec_json, cache, *rest = sys.argv
     assert command == "prepare", command
     signal.signal(signal.SIGTERM, _interrupt)
+    sys.stderr = TerminalSafe(sys.stderr)  # shown on the user's terminal where the build is interactive
     spec = json.loads(spec_json)
     try:
         path = materialiser(spec["source"])(spec, Path(cache), Path(rest[0]) if rest and rest[0] else None)

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.datasets import hub, typed_hub, typed_npy
+from bench.datasets import graph_checks, hub, typed_hub, typed_npy
 from bench.datasets import user_graph as ug
 
 SHAPE = "typed"  # bench/tasks.py: serves the typed-node task
@@ -71,8 +71,11 @@ def read_folder(folder: Path, classes: int) -> dict:
         problems.add(processed, "no such folder; allowed: the folder of one IGBH size (tiny, small, medium) "
                                 "holding processed/<type>/node_feat.npy and processed/<src>__<name>__<dst>/")
         problems.raise_any()
-    types = sorted(p.name for p in processed.iterdir() if p.is_dir() and typed_hub.NAME_SEPARATOR not in p.name)
+    types = typed_npy.plain_types(sorted(p.name for p in processed.iterdir()
+                                         if p.is_dir() and typed_hub.NAME_SEPARATOR not in p.name),
+                                  lambda t: processed / t, problems)
     counts, features = _node_features(processed, types, problems)
+    counts = typed_npy.bounded_counts(counts, lambda t: processed / t / "node_feat.npy", folder, problems)
     labels = _paper_labels(processed, types, counts, classes, problems)
     relations = _relations(processed, types, counts, problems)
     problems.raise_any()
@@ -80,6 +83,11 @@ def read_folder(folder: Path, classes: int) -> dict:
     n_train, n_val = int(n * TRAIN_FRAC), int(n * VAL_FRAC)
     ids = np.arange(n, dtype=np.int64)
     splits = {"train_idx": ids[:n_train], "val_idx": ids[n_train:n_train + n_val], "test_idx": ids[n_train + n_val:]}
+    found = graph_checks.split_problem({s.removesuffix("_idx"): i for s, i in splits.items()}, labels, {},
+                                       LABEL_FILES[classes])
+    if found:  # too few papers for IGB's 60/20/20 split
+        problems.add(processed / TARGET / "node_feat.npy", f"{n} papers: {found[1]}")
+        problems.raise_any()
     return {"counts": counts, "features": features, "labels": labels, "splits": splits, "relations": relations}
 
 
@@ -128,19 +136,21 @@ def _paper_labels(processed: Path, types: list[str], counts: dict, classes: int,
                 problems.add(path, f"labels[{i}] = {y[i]}; allowed: class ids 0..{classes - 1}")
             else:
                 labels = np.asarray(y).astype(np.int64)
+                problem = graph_checks.classes_problem(labels)
+                if problem:
+                    problems.add(path, f"labels {problem}")
     return labels
 
 
 def _relations(processed: Path, types: list[str], counts: dict, problems: typed_npy.Problems) -> dict:
     """Each relation's (source ids, destination ids), from processed/<src>__<name>__<dst>/edge_index.npy [E, 2]."""
-    relations = {}
+    relations, files = {}, {}
     relation_dirs = sorted(p for p in processed.iterdir() if p.is_dir() and typed_hub.NAME_SEPARATOR in p.name)
     if not relation_dirs:
         problems.add(processed, "no relations (<src>__<name>__<dst>/edge_index.npy); allowed: at least one")
     for rel_dir in relation_dirs:
         path = rel_dir / "edge_index.npy"
-        relation = typed_npy.relation_named(rel_dir.name, types, problems, rel_dir, path, "<src>__<name>__<dst>",
-                                            "processed/")
+        relation = typed_npy.relation_named(rel_dir.name, types, problems, rel_dir, path, "processed/")
         if relation is None:
             continue
         src, name, dst = relation
@@ -163,6 +173,8 @@ def _relations(processed: Path, types: list[str], counts: dict, problems: typed_
                 ok = False
         if ok:
             relations[(src, name, dst)] = (np.asarray(e[:, 0], dtype=np.int64), np.asarray(e[:, 1], dtype=np.int64))
+            files[(src, name, dst)] = path
+    typed_npy.relation_problems(relations, files, processed, problems)
     return relations
 
 

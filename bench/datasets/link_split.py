@@ -47,7 +47,7 @@ from pathlib import Path
 import numpy as np
 
 from bench import checksums
-from bench.datasets import hub
+from bench.datasets import graph_checks, hub
 
 FORMAT = 1
 VAL_FRACTION = 0.05
@@ -235,6 +235,17 @@ def check_given(given: dict, where: dict[str, str], num_nodes: int, negatives: s
         out[f"{s}_neg"] = _check_negatives(given[f"{s}_neg"], where[f"{s}_neg"], num_nodes, negatives,
                                            len(out[f"{s}_pos"]))
     return out
+
+
+def check_disjoint(given: dict, where: dict[str, str]) -> None:
+    """A user's given split (checked by check_given): no (source, destination) pair in two of its
+    training, validation and test pairs (graph_checks.shared_pair): one trained on and scored, or scored
+    twice, says nothing. OGB's splits are its benchmarks' protocols, read as published."""
+    found = graph_checks.shared_pair({k: given[k] for k in ("train_pos", "val_pos", "test_pos")})
+    if found:
+        name, other, pair = found
+        raise _bad(where[name], f"the pair {list(pair)} is in {where[other]} too",
+                   "training, validation and test pairs that share none")
 
 
 def given_edges(edge_index: np.ndarray, num_nodes: int, given: dict, where: dict[str, str], protocol: str,

@@ -158,6 +158,7 @@ def read_link_split(folder: Path, num_nodes: int) -> tuple[dict, dict, str] | No
     where = {key: str(path) for key, path in files.items()}
     given = link_split.check_given({key: _open(path).read_all() for key, path in files.items()}, where, num_nodes,
                                    kind)
+    link_split.check_disjoint(given, where)
     return given, where, kind
 
 

@@ -49,6 +49,7 @@ from pathlib import Path
 import numpy as np
 
 from bench.datasets import hub, hub_stream
+from bench.datasets.graph_checks import NAME_SEPARATOR  # between src, name, dst in a relation's file names
 from bench.datasets.hub import DatasetError
 from bench.datasets.user_graph import Phases
 
@@ -56,7 +57,6 @@ SHAPE = "typed"
 TYPED_FORMAT = 1
 SPLITS = ("train_idx", "val_idx", "test_idx")
 REVERSE_PREFIX = "rev_"
-NAME_SEPARATOR = "__"  # between src, name, dst in a relation's file names
 
 
 def relation_key(relation: tuple[str, str, str]) -> str:

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.datasets import baseline, hub, typed_hub
+from bench.datasets import baseline, graph_checks, hub, typed_hub
 from bench.datasets import user_graph as ug
 from bench.datasets.npy_reader import NpyArray
 
@@ -76,21 +76,70 @@ class Problems:
                                    + "\n".join(ug.fail(line).args[0] for line in self.lines))
 
 
-def relation_named(stem: str, types, problems: Problems, name_path: Path, edges_path: Path, name_rule: str,
+def relation_named(stem: str, types, problems: Problems, name_path: Path, edges_path: Path,
                    types_where: str) -> tuple[str, str, str] | None:
     """(src, name, dst) from a relation's `<src>__<name>__<dst>` name, or None with the problem added:
-    a name not of three parts (at `name_path`), or a node type that is not there (at `edges_path`;
-    `types_where` says where the types were listed). Shared by the typed `.npy` folder and IGBH's layout."""
-    parts = stem.split(typed_hub.NAME_SEPARATOR)
-    if len(parts) != 3 or not all(parts):
-        problems.add(name_path, f"the name is not {name_rule}")
+    a name not of three plain parts (at `name_path`, graph_checks.relation_of_name), or a node type that
+    is not there (at `edges_path`; `types_where` says where the types were listed). Shared by the typed
+    `.npy` folder and IGBH's layout."""
+    relation = graph_checks.relation_of_name(stem)
+    if isinstance(relation, str):
+        problems.add(name_path, relation)
         return None
-    unknown = [t for t in (parts[0], parts[2]) if t not in types]
+    unknown = [t for t in (relation[0], relation[2]) if t not in types]
     if unknown:
         problems.add(edges_path, f"the relation names node type(s) {', '.join(map(repr, dict.fromkeys(unknown)))} "
                                  f"that are not there ({types_where}: {', '.join(types) or 'none'})")
         return None
-    return parts[0], parts[1], parts[2]
+    return relation
+
+
+def plain_types(found: list[str], where, problems: Problems) -> list[str]:
+    """The node types whose names are plain (graph_checks.name_problem); each other one a problem at `where(type)`."""
+    kept = []
+    for t in found:
+        problem = graph_checks.name_problem(t, "node type")
+        if problem:
+            problems.add(where(t), problem)
+        else:
+            kept.append(t)
+    return kept
+
+
+def bounded_counts(counts: dict, where, folder: Path, problems: Problems) -> dict:
+    """The node counts within graph_checks' bound (each, and all together), before anything of their
+    size is allocated; each other one a problem at `where(type)`."""
+    kept = {}
+    for t, n in counts.items():
+        problem = graph_checks.node_count_problem(n, f"{t} nodes")
+        if problem:
+            problems.add(where(t), problem)
+        else:
+            kept[t] = n
+    problem = graph_checks.node_count_problem(sum(kept.values()), "nodes of all types together")
+    if problem:
+        problems.add(folder, problem)
+        return {}
+    return kept
+
+
+def relation_problems(relations: dict, files: dict, edges_dir: Path, problems: Problems) -> None:
+    """What every typed reader checks of its relations together, once each is read: none empty, a
+    relation and another's reverse not the same (the hub adds `rev_<name>`), and some edge that is not
+    a self-loop (graph_checks.edges_problem). `files`: each relation's file."""
+    loops = 0
+    for (src, name, dst), (s, d) in relations.items():
+        if s.size == 0:
+            problems.add(files[(src, name, dst)], "no edges; allowed: at least one edge in each relation (leave the "
+                                                  "file out for none)")
+        clash = (dst, name.removeprefix(typed_hub.REVERSE_PREFIX), src)
+        if name.startswith(typed_hub.REVERSE_PREFIX) and clash in relations:
+            problems.add(files[(src, name, dst)], f"is the reverse the hub adds to {files[clash].name}; allowed: each "
+                                                  f"relation given once (its {typed_hub.REVERSE_PREFIX}<name> is added)")
+        loops += int(np.count_nonzero(s == d)) if src == dst else 0
+    problem = graph_checks.edges_problem(sum(s.size for s, _ in relations.values()), loops)
+    if relations and all(s.size for s, _ in relations.values()) and problem:
+        problems.add(edges_dir, problem)
 
 
 def _open(path: Path, problems: Problems):
@@ -125,8 +174,11 @@ def read_folder(folder: Path) -> dict:
     config, given_counts = _read_config(config_path, problems)
     nodes_dir = folder / "nodes"
     types = sorted({p.name for p in nodes_dir.iterdir() if p.is_dir()} if nodes_dir.is_dir() else set())
-    types = sorted(set(types) | set(given_counts))
+    types = plain_types(sorted(set(types) | set(given_counts)),
+                        lambda t: config_path if t in given_counts else nodes_dir / t, problems)
     counts, features = _node_arrays(nodes_dir, types, given_counts, config_path, problems)
+    counts = bounded_counts(counts, lambda t: nodes_dir / t / "features.npy" if (nodes_dir / t / "features.npy").is_file()
+                            else config_path, folder, problems)
     target = config.get("target")
     labels, splits = None, {}
     if isinstance(target, str):
@@ -150,8 +202,10 @@ def _read_config(config_path: Path, problems: Problems) -> tuple[dict, dict]:
             config = config if isinstance(config, dict) else {}
     except FileNotFoundError:
         problems.add(config_path, "missing; allowed: {\"target\": \"<node type>\"} naming the type to classify")
-    except ValueError as exc:
-        problems.add(config_path, f"not JSON ({exc})")
+    except OSError as exc:
+        problems.add(config_path, f"cannot be read ({exc.strerror or exc})")
+    except (ValueError, RecursionError) as exc:  # RecursionError: nested deeper than the parser goes
+        problems.add(config_path, f"not JSON ({type(exc).__name__}: {' '.join(str(exc).split())[:160]})")
     given_counts = config.get("num_nodes") or {}
     if not isinstance(given_counts, dict) or not all(
             isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in given_counts.values()):
@@ -198,9 +252,9 @@ def _relations(edges_dir: Path, types: list[str], counts: dict, problems: Proble
     edge_files = sorted(edges_dir.glob("*.npy")) if edges_dir.is_dir() else []
     if not edge_files:
         problems.add(edges_dir, "no relations (edges/<src>__<name>__<dst>.npy); allowed: at least one")
+    files = {}
     for path in edge_files:
-        relation = relation_named(path.stem, types, problems, path, path,
-                                  "<src>__<name>__<dst>.npy (source type, relation, destination type)", "nodes/")
+        relation = relation_named(path.stem, types, problems, path, path, "nodes/")
         if relation is None:
             continue
         src, name, dst = relation
@@ -221,6 +275,8 @@ def _relations(edges_dir: Path, types: list[str], counts: dict, problems: Proble
                 ok = False
         if ok:
             relations[(src, name, dst)] = (np.asarray(e[0], dtype=np.int64), np.asarray(e[1], dtype=np.int64))
+            files[(src, name, dst)] = path
+    relation_problems(relations, files, edges_dir, problems)
     return relations
 
 
@@ -239,6 +295,9 @@ def _target_arrays(folder: Path, target: str, n: int | None, problems: Problems)
                 problems.add(path, f"labels[{i}] = {y[i]}; allowed: classes 0..C-1, or -1 for no label")
             else:
                 labels = np.asarray(y, dtype=np.int64)
+                problem = graph_checks.classes_problem(labels)
+                if problem:
+                    problems.add(path, f"labels {problem}")
     splits = {}
     for split, name in SPLIT_FILES.items():
         path = folder / name
@@ -257,11 +316,12 @@ def _target_arrays(folder: Path, target: str, n: int | None, problems: Problems)
             if i is not None:
                 problems.add(path, f"{split}[{i}] = {ids[i]} is out of range; allowed: {target} ids 0..{n - 1}")
                 continue
-            if labels is not None and (labels[ids] < 0).any():
-                i = int(np.argmax(labels[ids] < 0))
-                problems.add(path, f"{split}[{i}] = {ids[i]} has no label (-1 in labels.npy); allowed: labelled nodes")
-                continue
         splits[split] = ids
+    if n is not None and labels is not None and len(splits) == len(SPLIT_FILES):
+        found = graph_checks.split_problem({s.removesuffix("_idx"): ids for s, ids in splits.items()}, labels,
+                                           {s.removesuffix("_idx"): name for s, name in SPLIT_FILES.items()}, "labels.npy")
+        if found:
+            problems.add(folder / f"{found[0]}_idx.npy", found[1])
     return labels, splits
 
 

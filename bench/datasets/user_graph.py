@@ -37,7 +37,7 @@ from typing import Callable, Iterator, Literal
 
 import numpy as np
 
-from bench.datasets import baseline, hub, hub_stream
+from bench.datasets import baseline, graph_checks, hub, hub_stream
 from bench.datasets.npy_reader import NpyArray
 
 USER_FILES = True  # marks the sources of a user's own files (bench.datasets.user_files)
@@ -205,7 +205,11 @@ def check_ids(chunk: EdgeChunk, graph: UserGraph) -> tuple[np.ndarray, np.ndarra
 
 
 def check_feature_shape(graph: UserGraph) -> None:
+    """The features' dtype and shape, and the node count bounded (before anything of its size is allocated)."""
     shape, dtype = graph.feature_shape, graph.feature_dtype
+    problem = graph_checks.node_count_problem(graph.num_nodes, f"nodes ({graph.nodes_from})")
+    if problem:
+        raise fail(f"{graph.features.file}: {problem}")
     if not (np.issubdtype(dtype, np.floating) or np.issubdtype(dtype, np.integer) or dtype == np.bool_):
         raise fail(f"{graph.features.file}: {graph.features.array} has dtype {dtype}; allowed: {FEATURE_RULE}")
     if len(shape) != 2 or shape[1] < 1:
@@ -264,10 +268,10 @@ def check_labels(graph: UserGraph, num_classes: int | None) -> tuple[np.ndarray,
         i = int(np.argmax(bad))
         allowed = f"0..{top - 1} (num_classes {top})" if top else "0..C-1"
         raise fail(f"{graph.at_node(where, i)} is {labels[i]}; allowed: labels {allowed}, or -1 for a node without one")
-    classes = top if top is not None else int(labels.max(initial=-1)) + 1
-    if classes < 2:
-        raise fail(f"{where.file}: {where.array} holds {max(classes, 0)} class(es); allowed: at least 2 classes")
-    return labels, classes
+    problem = graph_checks.classes_problem(labels)
+    if problem:
+        raise fail(f"{where.file}: {where.array} {problem}")
+    return labels, top if top is not None else int(labels.max()) + 1
 
 
 def check_baseline_fits(graph: UserGraph, splits: dict[str, np.ndarray], classes: int) -> None:
@@ -292,17 +296,18 @@ def num_classes_of(graph: UserGraph, params: dict) -> int | None:
 
 
 def check_splits(graph: UserGraph, labels: np.ndarray) -> dict[str, np.ndarray]:
-    """train/val/test node ids (int64, sorted), each non-empty, labelled, and in one split only."""
+    """train/val/test node ids (int64, sorted), each in range, then checked as every reader checks
+    them (graph_checks.split_problem: non-empty, each node once, in one split only, labelled)."""
     n = graph.num_nodes
-    out, owner = {}, np.full(n, -1, dtype=np.int8)
-    for k, name in enumerate(SPLITS):
+    out = {}
+    for name in SPLITS:
         where = graph.splits[name]
         raw = graph.read_split(name)
         if raw.dtype == np.bool_:
             if raw.shape != (n,):
                 raise fail(f"{where.file}: {where.array} is a mask of shape {tuple(raw.shape)} for {n:,} nodes "
                            f"({graph.nodes_from}); allowed: a boolean mask of shape [{n}], or node ids")
-            ids = np.flatnonzero(raw).astype(np.int64)
+            out[name] = np.flatnonzero(raw).astype(np.int64)
         elif np.issubdtype(raw.dtype, np.integer):
             if raw.ndim != 1:
                 raise fail(f"{where.file}: {where.array} has shape {tuple(raw.shape)}; allowed: node ids [K], "
@@ -313,34 +318,17 @@ def check_splits(graph: UserGraph, labels: np.ndarray) -> dict[str, np.ndarray]:
                 i = int(np.argmax(bad))
                 raise fail(f"{where.at(f'[{i}]')} = {raw[i]} is out of range; allowed: node ids 0..{n - 1} "
                            f"({n:,} nodes: {graph.nodes_from})")
-            order = np.argsort(ids, kind="stable")
-            repeat = np.flatnonzero(ids[order][1:] == ids[order][:-1])
-            if repeat.size:
-                first, second = sorted((int(order[repeat[0]]), int(order[repeat[0] + 1])))
-                raise fail(f"{where.file}: {where.array} names node {ids[first]} twice (at [{first}] and "
-                           f"[{second}]); allowed: each node once")
-            ids = ids[order]
+            out[name] = ids
         else:
             raise fail(f"{where.file}: {where.array} has dtype {raw.dtype}; allowed: a boolean mask, or node ids "
                        f"of {INTEGER_RULE}")
-        if ids.size == 0:
-            raise fail(f"{where.file}: {where.array}: the {name} split is empty; allowed: at least one node "
-                       "in each of train, val and test")
-        taken = owner[ids] >= 0
-        if taken.any():
-            node = int(ids[np.argmax(taken)])
-            other = SPLITS[owner[node]]
-            raise fail(f"{where.file}: {where.array}: node {node} is in the {name} split and in the {other} split "
-                       f"({graph.splits[other].file.name}: {graph.splits[other].array}); allowed: each node in "
-                       "one split at most")
-        unlabelled = labels[ids] < 0
-        if unlabelled.any():
-            node = int(ids[np.argmax(unlabelled)])
-            raise fail(f"{where.file}: {where.array}: node {node} of the {name} split has no label (-1 in "
-                       f"{graph.labels.file.name}: {graph.labels.array}); allowed: labelled nodes only")
-        owner[ids] = k
-        out[name] = ids
-    return out
+    found = graph_checks.split_problem(
+        out, labels, {s: f"{w.file.name}: {w.array}" for s, w in graph.splits.items()},
+        f"{graph.labels.file.name}: {graph.labels.array}")
+    if found:
+        name, problem = found
+        raise fail(f"{graph.splits[name].file}: {graph.splits[name].array}: {problem}")
+    return {name: np.sort(ids) for name, ids in out.items()}
 
 
 # --- the conversion ----------------------------------------------------------------------------
@@ -356,8 +344,6 @@ def materialise(spec: dict, cache: Path, opener: Callable[[str, dict], UserGraph
     started = time.perf_counter()
     phases = Phases()
     graph = opener(spec["name"], params)
-    if graph.num_nodes > hub_stream.MAX_NODES:
-        raise fail(f"{graph.features.file}: {graph.num_nodes:,} nodes; allowed: at most {hub_stream.MAX_NODES:,}")
     check_edge_dtype(graph)
     check_feature_shape(graph)
     labels, classes = check_labels(graph, num_classes_of(graph, params))
@@ -454,16 +440,9 @@ def convert_edges(graph: UserGraph, folder: Path, params: dict) -> hub_stream.Ed
 
 
 def check_some_edges(graph: UserGraph, counts: hub_stream.EdgeCounts) -> None:
-    """At least one edge between two different nodes: without one, a GNN is a model of each node's
-    own features (at about the features-only baseline's accuracy), and its epoch times mean
-    nothing for a pipeline that samples neighbours."""
-    allowed = ("allowed: a graph with at least one edge between two different nodes (without one, message "
-               "passing has nothing to pass)")
-    if counts.edges_in == 0:
-        raise fail(f"{graph.edges.file}: {graph.edges.array}: no edges; {allowed}")
-    if counts.edges_in == counts.self_loops:
-        raise fail(f"{graph.edges.file}: {graph.edges.array}: all {counts.edges_in:,} edges are self-loops (a node "
-                   f"to itself); {allowed}")
+    problem = graph_checks.edges_problem(counts.edges_in, counts.self_loops)
+    if problem:
+        raise fail(f"{graph.edges.file}: {graph.edges.array}: {problem}")
 
 
 def convert_features(graph: UserGraph, folder: Path) -> None:

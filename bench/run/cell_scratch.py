@@ -67,10 +67,7 @@ def sweep(say=print) -> list[Path]:
     if not folder.is_dir():
         return removed
     for cell in sorted(folder.glob(f"{PREFIX}*")):
-        try:
-            record = json.loads((cell / OWNER).read_text())
-        except (OSError, ValueError):
-            record = None
+        record = locks.read_record(cell / OWNER)[0]
         if record is None:  # killed before it wrote its owner: the pid in its name, on this host
             pid = cell.name[len(PREFIX):].split(".", 1)[0]
             why = None if not pid.isdigit() or locks.pid_alive(int(pid)) else f"process {pid} is gone"

@@ -14,7 +14,7 @@ from __future__ import annotations
 import pytest
 
 from bench.run import suite as suite_mod
-from bench.inputs import InputError, check_environment
+from bench.inputs import InputError, check_environment, terminal_safe
 from bench.datasets.ready import DatasetError
 from bench.run.session import RunOptions, Session, SessionError, add_run_options
 
@@ -39,6 +39,7 @@ def pytest_configure(config):
 
 
 def _say(config, text: str, end: str) -> None:
+    text = terminal_safe(text)  # as `gnnbench` prints every line (bench/cli.py)
     if config.pluginmanager.get_plugin("terminalreporter") is None:
         # said while configuring (the session's notes, e.g. --mode/--stack), before pytest's writer exists
         print(text, end=end, flush=True)

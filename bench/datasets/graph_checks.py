@@ -1,0 +1,104 @@
+"""The checks every reader of a user's graph makes, whatever its layout: the plain sources (through
+bench/datasets/user_graph.py: npy, edge-list, pyg-file, graphbolt), the typed ones (typed_npy.py,
+igbh.py) and a given link split (link_split.py). Each returns the problem as one phrase ending in
+what is allowed (None: fine), and its reader puts the file in front of it: a reader that stops at
+the first problem and one that collects them all then word them alike, and a check is written once.
+
+numpy only: the readers run on the host and in the stacks.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from bench.datasets.hub_stream import MAX_NODES
+
+NAME_SEPARATOR = "__"  # between the source type, the relation and the destination type in a file name
+# a node type's or relation's name: it becomes part of file names (`edge_index-<src>__<name>__<dst>.npy`)
+# and of GraphBolt's edge type `src:name:dst`, so neither the separator nor ':' may be in it
+NAME = re.compile(r"[A-Za-z0-9]+(?:[_.-][A-Za-z0-9]+)*")
+NAME_RULE = "letters and digits, single '_', '-' or '.' between them (no '__', no ':'), at most 100 characters"
+EDGES_RULE = "allowed: a graph with at least one edge between two different nodes (without one, message passing has nothing to pass)"
+
+
+def name_problem(name: str, what: str) -> str | None:
+    if len(name) <= 100 and NAME.fullmatch(name):
+        return None
+    return f"the {what} name {name!r} is not plain; allowed: {NAME_RULE}"
+
+
+def relation_of_name(stem: str) -> tuple[str, str, str] | str:
+    """(src, name, dst) from a relation's `<src>__<name>__<dst>`, each part a plain name; else the problem."""
+    parts = stem.split(NAME_SEPARATOR)
+    if len(parts) != 3 or any(name_problem(p, "") for p in parts):
+        return (f"{stem!r} is not <src>{NAME_SEPARATOR}<name>{NAME_SEPARATOR}<dst> (source type, relation, "
+                f"destination type); allowed: three names, each {NAME_RULE}")
+    return parts[0], parts[1], parts[2]
+
+
+def node_count_problem(count: int, what: str) -> str | None:
+    """A node count bounded before anything of its size is allocated."""
+    if count > MAX_NODES:
+        return f"{count:,} {what}; allowed: at most {MAX_NODES:,}"
+    return None
+
+
+def classes_problem(labels: np.ndarray) -> str | None:
+    """At least two classes among the labelled nodes (-1: no label): with one, every prediction is right."""
+    present = np.unique(labels[labels >= 0])
+    if present.size >= 2:
+        return None
+    held = "no labels" if present.size == 0 else f"1 class only ({int(present[0])})"
+    return f"holds {held}; allowed: labels of at least 2 classes"
+
+
+def edges_problem(edges: int, self_loops: int) -> str | None:
+    """At least one edge between two different nodes: without one, a GNN is a model of each node's own
+    features, and its epoch times mean nothing for a pipeline that samples neighbours."""
+    if edges == 0:
+        return f"no edges; {EDGES_RULE}"
+    if edges == self_loops:
+        return f"all {edges:,} edges are self-loops (a node to itself); {EDGES_RULE}"
+    return None
+
+
+def split_problem(splits: dict[str, np.ndarray], labels: np.ndarray, where: dict[str, str],
+                  labels_where: str) -> tuple[str, str] | None:
+    """(split, problem) for the first split (node ids, each in range) that is empty, names a node
+    twice, shares one with an earlier split or names a node without a label; `where`: each split's
+    file (and array), `labels_where` the labels', for the message."""
+    names = list(splits)
+    for k, name in enumerate(names):
+        ids = np.asarray(splits[name], dtype=np.int64)
+        if ids.size == 0:
+            return name, f"the {name} split is empty; allowed: at least one node in each of {', '.join(names)}"
+        order = np.argsort(ids, kind="stable")
+        repeat = np.flatnonzero(ids[order][1:] == ids[order][:-1])
+        if repeat.size:
+            first, second = sorted((int(order[repeat[0]]), int(order[repeat[0] + 1])))
+            return name, f"names node {ids[first]} twice (at [{first}] and [{second}]); allowed: each node once"
+        for other in names[:k]:
+            common = np.intersect1d(ids, splits[other])
+            if common.size:
+                return name, (f"node {int(common[0])} is in the {name} split and in the {other} split "
+                              f"({where[other]}); allowed: each node in one split at most")
+        unlabelled = labels[ids] < 0
+        if unlabelled.any():
+            return name, (f"node {int(ids[np.argmax(unlabelled)])} of the {name} split has no label (-1 in "
+                          f"{labels_where}); allowed: labelled nodes only")
+    return None
+
+
+def shared_pair(pairs: dict[str, np.ndarray]) -> tuple[str, str, tuple[int, int]] | None:
+    """(split, earlier split, pair) for the first (source, destination) pair of one link split ([K, 2],
+    ids in range) that an earlier one holds too: a pair trained on and scored, or scored twice."""
+    keys = {name: p[:, 0].astype(np.int64) * (1 << 32) + p[:, 1] for name, p in pairs.items()}  # ids < 2**31
+    names = list(pairs)
+    for k, name in enumerate(names):
+        for other in names[:k]:
+            common = np.intersect1d(keys[name], keys[other])
+            if common.size:
+                return name, other, (int(common[0] >> 32), int(common[0] & 0xFFFFFFFF))
+    return None
