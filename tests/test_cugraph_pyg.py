@@ -169,7 +169,8 @@ SETUP_ORDER = """
     cg.Pipeline.build_model = lambda self, data: calls.append("model and DDP")
     data = SimpleNamespace(train_idx=np.arange(64), val_idx=np.arange(64, 80), test_idx=np.arange(80, 96))
     before = set(os.listdir(tempfile.gettempdir()))
-    pipe = cg.Pipeline(data, {"mode": "cuda-cuda", "seed": 0, "batch_size": 8, "fanout": [2], "model": "sage"})
+    from bench.settings import CellSettings
+    pipe = cg.Pipeline(data, CellSettings(mode="cuda-cuda", seed=0, batch_size=8, fanout=[2], model="sage"))
     built = list(calls)
     pipe.close()
     print(built, calls[len(built):], dist.is_initialized(), sorted(set(os.listdir(tempfile.gettempdir())) - before), sep="|")

@@ -89,7 +89,7 @@ def test_pytest_benchmark_compare_reads_the_file(tiny_run):
 def test_report_renders_the_run(tiny_run, tmp_path):
     out, _ = tiny_run
     md = tmp_path / "table.md"
-    proc = subprocess.run([sys.executable, "-m", "bench.cli", "report", str(out), "--markdown", str(md)],
+    proc = subprocess.run([sys.executable, "-m", "bench.cli", "report", str(out), "--markdown", str(md), "--columns", "all"],
                           capture_output=True, text=True, cwd=REPO)
     assert proc.returncode == 0, proc.stderr
     text = md.read_text()

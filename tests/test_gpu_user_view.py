@@ -362,15 +362,15 @@ def test_gpu_util_column_shows_gpu_cells_and_is_blank_for_cpu_ones(tmp_path):
         syn.bench(gpu_id, [1.0, 1.1, 0.9], gpu_util=util, ranks=ranks, peak_gpu_bytes=2**30),
         syn.bench(cpu_id, [1.0, 1.1, 0.9], gpu_util=None, gpu_util_reason=gpu_sampler.CPU_ONLY)]))
     gpu, cpu = (next(c for c in run.cells if c.id == i) for i in (gpu_id, cpu_id))
-    [util_col] = [c for c in columns.markdown_columns(run.cells) if c.header == "GPU util %"]
+    [util_col] = [c for c in columns.markdown_columns(run.cells, ["all"]) if c.header == "GPU util %"]
     assert util_col.markdown_text(gpu) == "42 % (max 97 %, least busy rank 20 %)"
     assert util_col.text(cpu) == "–" and util_col.note(cpu) is None
     assert "rank 1: mean 20 %, max 50 %, host-to-device 969 MB/s" in util_col.hint(gpu)
-    [h2d_col] = [c for c in columns.markdown_columns(run.cells) if c.header == "h2d MB/s"]
+    [h2d_col] = [c for c in columns.markdown_columns(run.cells, ["all"]) if c.header == "h2d MB/s"]
     assert h2d_col.text(gpu) == "1,234" and h2d_col.text(cpu) == "–"
     # a run of CPU cells only: the columns are left out
     cpu_only = syn.write(tmp_path, "cpu.json", syn.run([syn.bench(cpu_id, [1.0, 1.1, 0.9])]))
-    assert not any(c.header in ("GPU util %", "h2d MB/s") for c in columns.markdown_columns(cpu_only.cells))
+    assert not any(c.header in ("GPU util %", "h2d MB/s") for c in columns.markdown_columns(cpu_only.cells, ["all"]))
 
 
 def test_environment_page_shows_the_gpu_facts(tmp_path, monkeypatch):

@@ -107,7 +107,7 @@ def test_the_pages_show_the_typed_work(hetero_run):
     assert all(stages.typed_work(c) for c in typed)
     from bench.publish import columns
 
-    shown = [c.header for c in columns.markdown_columns(typed)]
+    shown = [c.header for c in columns.markdown_columns(typed, ["all"])]
     assert "model" in shown and "nodes / batch by type" in shown
     column = next(c for c in columns.CELL_COLUMNS if c.header == "nodes / batch by type")
     assert all(t in column.text(typed[0]) for t in TYPES - {"institute"})

@@ -413,5 +413,5 @@ def test_the_report_labels_both_test_accuracies_and_the_threads(run):
     from bench.publish import columns, results
 
     cells = [c for c in results.read(run.path).cells if c.measured]
-    headers = [c.header for c in columns.markdown_columns(cells)]
+    headers = [c.header for c in columns.markdown_columns(cells, ["all"])]
     assert "test acc" in headers and "test acc, full neighbourhoods" in headers and "threads" in headers
