@@ -263,3 +263,68 @@ def test_a_failing_pair_is_recorded_and_the_others_still_run(monkeypatch, tiny_c
     assert doc["failed"] == {chosen[0].id: f"{chosen[0].id}: the plain loop failed: RuntimeError: out of memory"}
     text = out.with_suffix(".md").read_text()
     assert "Failed (no ratio):" in text and f"- `{chosen[0].id}`: " in text and "out of memory" in text
+
+
+GPU_TINY = tiny_pair_suite("tiny-gpu-fidelity", """\
+  - {mode: cpu-cuda, pin_memory: true, backend: pyg-neighbor}
+  - {mode: cpu-cuda, amp: bf16, backend: pyg-neighbor}
+""")
+CUDA_CELL = "pyg-neighbor/tiny/mode=cpu-cuda/workers=0/ws=1/pin_memory=True"
+
+
+@pytest.fixture(scope="module")
+def gpu_cells(tmp_path_factory):
+    path = tmp_path_factory.mktemp("gpufid") / "tiny-gpu.yaml"
+    path.write_text(GPU_TINY)
+    suite, _ = suite_mod.load(path)
+    return path, {c.id: c for c in suite_mod.expand(suite)}
+
+
+def test_a_cpu_cuda_cell_is_paired_and_names_what_differs_by_design(gpu_cells):
+    """cpu-cuda cells have a plain loop now (model and batches on the GPU), autocast ones still not;
+    a GPU pair's table names what its two sides do differently there, a CPU pair's nothing."""
+    _, cells = gpu_cells
+    assert [i for i, c in cells.items() if fidelity.comparable(c) and "cuda" in i] == [CUDA_CELL]
+    apart = fidelity.gpu_differences(cells[CUDA_CELL], side_by_side=False)
+    assert any(d.startswith("threads:") for d in apart) and any("profile: true" in d for d in apart)
+    assert not any(d.startswith("threads:") for d in fidelity.gpu_differences(cells[CUDA_CELL], side_by_side=True))
+    assert fidelity.gpu_differences(cells["pyg-neighbor/tiny/mode=cpu-cpu/workers=0/ws=1"], side_by_side=False) == []
+    pair = fidelity.Comparison(CUDA_CELL, [1.0] * 3, [1.0] * 3, [None], differences=apart)
+    assert f"Differences by design (the GPU pairs' sides):\n- `{CUDA_CELL}`: threads:" in fidelity.table([pair])
+
+
+def test_a_gpu_pair_without_a_gpu_is_skipped_with_why_and_the_run_goes_on(gpu_cells, tmp_path):
+    """A real `gnnbench fidelity` on a GPU-less machine: the cpu-cuda pair is named as skipped in
+    both files with the reason (before any dataset step), and the CPU pair beside it still runs."""
+    require_stacks("pyg")
+    from bench.machine import gpus
+    if gpus.visible():
+        pytest.skip("a GPU is visible here: the cpu-cuda pair runs instead")
+    path, _ = gpu_cells
+    out = tmp_path / "fid.json"
+    proc = subprocess.run([sys.executable, "-m", "bench.cli", "fidelity", str(path), "-k", "backend=pyg-neighbor and "
+                           "model=sage", "--stack", "pyg", "--rounds", "1", "--out", str(out)],  # --stack: as the GPU script's
+                          cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert proc.returncode in (0, 1), proc.stderr  # 1: the tiny CPU pair's ratio outside ±3 % on a busy machine
+    doc = json.loads(out.read_text())
+    assert list(doc["skipped"]) == [CUDA_CELL]
+    assert "needs a CUDA GPU; this machine shows none" in doc["skipped"][CUDA_CELL]
+    assert [c["cell_id"] for c in doc["cells"]] == ["pyg-neighbor/tiny/mode=cpu-cpu/workers=0/ws=1"]
+    assert f"Skipped (no ratio):\n- `{CUDA_CELL}`: mode cpu-cuda needs a CUDA GPU" in out.with_suffix(".md").read_text()
+    assert "1 of 2 pair(s) skipped here" in proc.stderr
+
+
+@pytest.mark.parametrize("side_by_side", [False, True])
+def test_a_stack_without_cuda_skips_its_gpu_pair_with_its_own_reason(side_by_side, gpu_cells, cache_dir, monkeypatch):
+    """A machine that shows a GPU (faked here) but a stack whose torch sees none (or a CPU build of
+    its framework): the stack says why, from the cell's worker (apart) or the plain loop's process
+    (--side-by-side), and the pair is skipped with that, not failed."""
+    require_stacks("pyg")
+    from bench.machine import gpus
+    monkeypatch.setattr(fidelity.gpus, "visible", lambda: gpus.Gpus(("a faked GPU",), "faked"))
+    _, cells = gpu_cells
+    skipped, failed = {}, {}
+    found = fidelity.compare([cells[CUDA_CELL]], cache_dir, None, rounds=1, say=lambda *_: None,
+                             side_by_side=side_by_side, failed=failed, skipped=skipped)
+    assert found == [] and failed == {} and list(skipped) == [CUDA_CELL]
+    assert "needs a CUDA GPU and a CUDA build of the framework" in skipped[CUDA_CELL]

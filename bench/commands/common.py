@@ -50,6 +50,8 @@ def command_line() -> str:
 def chosen_cells(args, keep, needs: str):
     """The suite's cells (after -k) that `keep` accepts; an input error naming `needs` if none."""
     suite, _ = suite_mod.load(args.suite)
+    if getattr(args, "stack", None):  # fidelity's --stack: the suite's stack axis replaced, as run's
+        suite, _ = suite_mod.with_stacks(suite, args.stack)
     cells = suite_mod.expand(suite)
     cells = select_cells(cells, args.select) if args.select else cells
     chosen = [c for c in cells if keep(c)]

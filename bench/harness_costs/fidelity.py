@@ -10,11 +10,16 @@ plain loop's, in either direction: a harness faster than the loop it mirrors is 
 explain as much as a slower one. Beside it, the CPU-time ratio: each side's process CPU seconds
 per epoch (its threads; DataLoader workers' not counted), the work done, which a busy machine
 moves far less than wall time: a cause hunted on a loaded machine shows there first. Both sides run with the cell's thread count (the core budget,
-bench/machine/core_budget.py); the table lists it, and every pair outside the band below it. Only cells a plain loop exists for are compared: one rank, cpu-cpu, features in
-memory, the backend's own model (GraphSAGE; R-GCN or R-GAT on typed graphs; the link task's encoder
+bench/machine/core_budget.py); the table lists it, and every pair outside the band below it. Only
+cells a plain loop exists for are compared: one rank, cpu-cpu or cpu-cuda (PLAIN_MODES: the loop
+trains on the GPU, each batch copied there as the examples do), no autocast, features in memory,
+the backend's own model (GraphSAGE; R-GCN or R-GAT on typed graphs; the link task's encoder
 and decoder) or none (the loader alone, against the loader iterated alone), a backend whose registry
 line names a plain loop (node, typed-node and link backends: plain_loops.loop_of). A link cell's edge
-split is made first, as a run makes it (bench/datasets/link_split.py)."""
+split is made first, as a run makes it (bench/datasets/link_split.py).
+A GPU pair on a machine without a GPU, or whose stack has no CUDA build, is recorded as skipped
+with why (PairSkipped) and the run goes on; one that runs names what still differs by design
+between its two sides there (gpu_differences)."""
 
 from __future__ import annotations
 
@@ -33,7 +38,7 @@ from bench import modes
 from bench import stacks
 from bench.backends import BACKENDS
 from bench.datasets import link_split
-from bench.machine import core_budget
+from bench.machine import core_budget, gpus
 from bench.run.prepare import ensure_dataset  # bench.datasets.ready with this machine's stacks
 from bench.run.runner import run_in_stack, worker_env
 from bench.run.suite import Cell
@@ -45,10 +50,17 @@ RESAMPLES = 2000  # bootstrap resamples of the rounds for the ratio's 95 % inter
 MIN_ROUNDS_TO_SETTLE = 6
 # the backends whose registry line names a plain loop (bench/harness_costs/plain_loops.py)
 PLAIN_BACKENDS = tuple(name for name, info in BACKENDS.items() if info.plain_loop)
+# the modes the plain loops honour: on the CPU, or training on the GPU with each batch copied from
+# the host (model and batches on cuda:0, plain_loops.on_device); GraphBolt's pinned and GPU storage not
+PLAIN_MODES = ("cpu-cpu", "cpu-cuda")
 
 
 class FidelityError(RuntimeError):
     pass
+
+
+class PairSkipped(FidelityError):
+    """A pair that cannot run here (a GPU mode: no GPU, or no CUDA build of the cell's stack)."""
 
 
 @dataclass
@@ -75,6 +87,8 @@ class Comparison:
 
     # --max-rounds: the cap on rounds added while the interval straddles an edge of the band
     max_rounds: int | None = None
+    # what differs between the two sides by design (a GPU pair's: gpu_differences), named with its ratio
+    differences: list[str] = field(default_factory=list)
 
     def add(self, side: str, epochs: list[float], cpu: list[float], load: float | None = None) -> None:
         """One round's run of one side ("harness" or "plain"); the harness side's carries the other load."""
@@ -228,8 +242,24 @@ def within(ratio: float, tolerance: float = TOLERANCE) -> bool:
 
 def comparable(cell: Cell) -> bool:
     s = cell.settings
-    return (cell.backend in PLAIN_BACKENDS and s.world_size == 1 and not modes.mode(s.mode).needs_gpu
+    return (cell.backend in PLAIN_BACKENDS and s.world_size == 1 and s.mode in PLAIN_MODES and s.amp == "off"
             and s.store == "memory" and s.model in (*BACKENDS[cell.backend].models, "none"))
+
+
+def gpu_differences(cell: Cell, side_by_side: bool) -> list[str]:
+    """What a GPU pair's two sides still do differently by design (none on the CPU). Both take the
+    cell's thread count, place its features in memory and pin its batches as `pin_memory` says."""
+    s = cell.settings
+    if not modes.mode(s.mode).needs_gpu:
+        return []
+    found = [] if side_by_side else [  # one process: neither side is pinned to the GPU's cores
+        "threads: the cell's rank is pinned to its GPU's cores and its thread count refitted to them, PyG's "
+        "loader workers one core each (bench/machine/gpu_affinity.py); the plain loop keeps the core budget's "
+        "count, unpinned"]
+    if s.profile:
+        found.append("the cell's stage clocks synchronise the GPU at every stage boundary (profile: true); the "
+                     "plain loop only around each epoch: give the pair's cell profile: false for the speed")
+    return found
 
 
 def run_plain(cell: Cell, dataset_dir: Path, cache: Path) -> tuple[list[float], list[float]]:
@@ -252,12 +282,17 @@ def _plain_loops(cell: Cell, dataset_dir: Path, cache: Path, flags: list[str]) -
     if proc.returncode != 0:
         tail = proc.stderr.strip().splitlines()[-1:] or [f"exit code {proc.returncode}"]
         raise FidelityError(f"{cell.id}: the plain loop failed: {tail[0]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    found = json.loads(proc.stdout.strip().splitlines()[-1])
+    if "skipped" in found:  # the stack's own answer: no GPU, or no CUDA build of its framework
+        raise PairSkipped(found["skipped"])
+    return found
 
 
 def run_harness(cell: Cell, dataset_dir: Path, cache: Path) -> tuple[list[float], list[float], float | None]:
     """The cell's measured epochs as gnnbench runs it: (wall seconds, CPU seconds, other load)."""
     outcome = run_in_stack(cell, dataset_dir, cache)
+    if outcome.status == "skipped":
+        raise PairSkipped(outcome.reason.splitlines()[0])
     if outcome.status != "ok":
         raise FidelityError(f"{cell.id}: the cell ended {outcome.status}: {outcome.reason.splitlines()[0]}")
     epochs = outcome.record["epochs"]
@@ -267,19 +302,25 @@ def run_harness(cell: Cell, dataset_dir: Path, cache: Path) -> tuple[list[float]
 
 def compare(cells: list[Cell], cache: Path, data_root: Path | None, rounds: int, say=print,
             against_itself: bool = False, side_by_side: bool = False, max_rounds: int | None = None,
-            found: list[Comparison] | None = None, failed: dict[str, str] | None = None) -> list[Comparison]:
+            found: list[Comparison] | None = None, failed: dict[str, str] | None = None,
+            skipped: dict[str, str] | None = None) -> list[Comparison]:
     """Each cell against its plain loop, `rounds` interleaved rounds, then (with `max_rounds`) more,
     one at a time, while the ratio's interval straddles an edge of the band, up to `max_rounds`;
     `against_itself`: the plain loop against itself (an A/A run: how far two runs of the same code
     read apart here); `side_by_side`: each round one process running both loops (plain_loops.side_by_side).
     Each finished pair is appended to `found` as it ends, so a caller keeps them when a later pair is
     interrupted. A pair whose cell or plain loop fails is data, not the end of the run: its error
-    goes into `failed` (cell id: the error's line) and the next pair runs."""
+    goes into `failed` (cell id: the error's line) and the next pair runs; one that cannot run here
+    (PairSkipped: a GPU pair without a GPU or a CUDA build of its stack), into `skipped` with why."""
     found = [] if found is None else found
     failed = {} if failed is None else failed
+    skipped = {} if skipped is None else skipped
     for cell in cells:
         try:
             found.append(_compare_one(cell, cache, data_root, rounds, say, against_itself, side_by_side, max_rounds))
+        except PairSkipped as exc:
+            skipped[cell.id] = str(exc)
+            say(f"  {cell.id}: skipped: {exc}")
         except FidelityError as exc:
             failed[cell.id] = str(exc)
             say(f"  {cell.id}: failed: {exc}")
@@ -289,11 +330,13 @@ def compare(cells: list[Cell], cache: Path, data_root: Path | None, rounds: int,
 def _compare_one(cell: Cell, cache: Path, data_root: Path | None, rounds: int, say, against_itself: bool,
                  side_by_side: bool, max_rounds: int | None) -> Comparison:
     """One cell's pair (compare)."""
+    if modes.mode(cell.settings.mode).needs_gpu and not (shown := gpus.visible()):  # before any dataset step
+        raise PairSkipped(f"mode {cell.settings.mode} needs a CUDA GPU; this machine shows none ({shown.how})")
     dataset_dir = ensure_dataset(cell.dataset_spec, cache, data_root)
     if BACKENDS[cell.backend].task == "link":  # both sides train on the split a run makes (once per dataset)
         link_split.ensure(dataset_dir)
     result = Comparison(cell.id, [], [], [], against_itself=against_itself, side_by_side=side_by_side,
-                        max_rounds=max_rounds)
+                        max_rounds=max_rounds, differences=gpu_differences(cell, side_by_side))
     s = cell.settings  # one rank: the plan both sides set (bench/run/worker.py set_threads)
     result.threads = core_budget.plan(core_budget.usable_cores(), 1, s.num_workers, s.threads).threads
     r = 0
@@ -348,6 +391,10 @@ def table(found: list[Comparison]) -> str:
     if unsettled:
         lines += ["", "Unresolved (neither inside nor outside the band with 95 % confidence):"]
         lines += [f"- `{c.cell_id}`: {c.unsettled_reason}" for c in unsettled]
+    differing = [c for c in found if c.differences]
+    if differing:
+        lines += ["", "Differences by design (the GPU pairs' sides):"]
+        lines += [f"- `{c.cell_id}`: {d}" for c in differing for d in c.differences]
     outside = [c for c in found if not c.faithful]
     if outside:
         lines += ["", f"Outside ±{TOLERANCE:.0%} ({what}):"]
@@ -368,14 +415,16 @@ def _resolution(c: Comparison) -> str:
 
 
 def write(found: list[Comparison], path: Path, command: str, not_run: list[str] | None = None,
-          failed: dict[str, str] | None = None) -> str:
+          failed: dict[str, str] | None = None, skipped: dict[str, str] | None = None) -> str:
     """The comparison's files; `not_run`: the pairs an interrupt left unmeasured; `failed`: the pairs
-    whose cell or plain loop failed, with the error (both named in both files). Returns the table."""
+    whose cell or plain loop failed, with the error; `skipped`: those that cannot run here, with why
+    (all named in both files). Returns the table."""
     fields = {"tolerance": TOLERANCE, "cells": [c.as_dict() for c in found]}
     text = table(found) if found else "No pair finished."
-    if failed:
-        fields["failed"] = failed
-        text += "\n\nFailed (no ratio):\n" + "\n".join(f"- `{cell}`: {error}" for cell, error in failed.items())
+    for key, heading, pairs in (("failed", "Failed", failed), ("skipped", "Skipped", skipped)):
+        if pairs:
+            fields[key] = pairs
+            text += f"\n\n{heading} (no ratio):\n" + "\n".join(f"- `{cell}`: {why}" for cell, why in pairs.items())
     if not_run:
         fields["not_run"] = {"reason": "interrupted", "cells": not_run}
         text = ("Interrupted: not run: " + ", ".join(f"`{cell}`" for cell in not_run) + "\n\n" + text)

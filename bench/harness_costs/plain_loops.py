@@ -15,7 +15,12 @@ bench/harness_costs/__init__.py PLAIN_LOOP_MODULES, loop_of).
 Only the hub's arrays are read through gnnbench (reading the dataset is not what is compared).
 A `model: none` cell (the loader alone) is held against the same loader iterated with nothing
 else (loader_only), as the frameworks' loader benchmarks time one.
-Threads: the cell's, from the same core budget (bench/machine/core_budget.py). GraphBolt's graph: the
+Threads: the cell's, from the same core budget (bench/machine/core_budget.py). A cpu-cuda cell's loop
+trains on the GPU as the examples do (on_device): the model there, each batch copied there
+(PyG: `batch.to(device)`, pinned by the loader and copied non_blocking where the cell sets
+`pin_memory`; GraphBolt: `copy_to(device)` last), the GPU synchronised before each clock is read
+(timed). Without a GPU (or a CUDA build of the stack) it prints {"skipped": why} and trains
+nothing (main). GraphBolt's graph: the
 hub's int32 copies, as GraphBolt's OnDiskDataset builds it (read into the process: the example
 loads its graph whole).
 Prints one JSON line: {"epochs": [seconds of each measured epoch], "warmup": [...], "cpu": [this
@@ -37,6 +42,8 @@ import torch.nn.functional as F
 
 from bench.backends import BACKENDS
 from bench.backends import load_pipeline_class
+from bench.backends.base import device_of
+from bench.backends.stages import cuda_sync
 from bench.harness_costs import PLAIN_LOOP_MODULES
 from bench.run.worker import run_epoch
 from bench.datasets import hub
@@ -54,7 +61,7 @@ def pyg_loop(data, s):
                  y=torch.from_numpy(data.labels), num_nodes=data.num_nodes)
     loader = NeighborLoader(graph, num_neighbors=list(s.fanout), input_nodes=torch.from_numpy(data.train_idx),
                             batch_size=s.batch_size, shuffle=True, num_workers=s.num_workers,
-                            persistent_workers=s.num_workers > 0)
+                            persistent_workers=s.num_workers > 0, pin_memory=bool(s.pin_memory))
 
     class SAGE(torch.nn.Module):
         def __init__(self, dims):
@@ -70,12 +77,14 @@ def pyg_loop(data, s):
 
     if s.model == "none":
         return loader_only(loader)
-    model = SAGE(dims(data, s))
+    device, to_device = on_device(s)
+    model = SAGE(dims(data, s)).to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=s.lr)
 
     def epoch():
         model.train()
         for batch in loader:
+            batch = to_device(batch)
             optimizer.zero_grad()
             out = model(batch.x, batch.edge_index)[:batch.batch_size]
             F.cross_entropy(out, batch.y[:batch.batch_size]).backward()
@@ -85,7 +94,8 @@ def pyg_loop(data, s):
 
 
 def graphbolt_loop(data, s):
-    """DGL 2.1's GraphBolt node-classification example, its CPU storage and CPU device path."""
+    """DGL 2.1's GraphBolt node-classification example, its CPU storage path: on the CPU, or (cpu-cuda)
+    copy_to(device) last."""
     import dgl.graphbolt as gb
     import dgl.nn as dglnn
 
@@ -101,7 +111,8 @@ def graphbolt_loop(data, s):
     pipe = pipe.sample_neighbor(graph, list(reversed(s.fanout)))  # GraphBolt: input layer first
     pipe, blocks = layer_edges_of(pipe, s)
     pipe = pipe.fetch_feature(features, node_feature_keys=["feat"])
-    pipe = pipe.copy_to(torch.device("cpu"))  # the example copies to its device last
+    device, _ = on_device(s)
+    pipe = pipe.copy_to(device)  # the example copies to its device last
     loader = gb.DataLoader(pipe, num_workers=s.num_workers)
 
     class SAGE(torch.nn.Module):
@@ -118,7 +129,7 @@ def graphbolt_loop(data, s):
 
     if s.model == "none":
         return loader_only(loader)
-    model = SAGE(dims(data, s))
+    model = SAGE(dims(data, s)).to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=s.lr)
 
     def epoch():
@@ -142,6 +153,14 @@ def layer_edges_of(pipe, s: dict):
 
     same = same_layer_edges(s)
     return (pipe.transform(layer_edges.attach) if same else pipe), lambda minibatch: layer_edges.blocks(minibatch, same)
+
+
+def on_device(s):
+    """The cell's training device (bench/backends/base.py device_of: cuda:0 in cpu-cuda) and how a
+    PyG loop copies a batch there, as PyG's examples do: `batch.to(device)`, non_blocking where the
+    loader pinned it (`pin_memory`, as the harness's to_device)."""
+    device = device_of(s.mode)
+    return device, lambda batch: batch.to(device, non_blocking=bool(s.pin_memory))
 
 
 def loader_only(loader):
@@ -168,10 +187,15 @@ def dims(data, s) -> list[int]:
     return [data.features.shape[1]] + [s.hidden] * (len(s.fanout) - 1) + [data.num_classes]
 
 
-def timed(epoch) -> tuple[float, float]:
-    """One epoch's (wall seconds, this process's CPU seconds)."""
+def timed(epoch, sync=None) -> tuple[float, float]:
+    """One epoch's (wall seconds, this process's CPU seconds); `sync` (a GPU cell's: stages.cuda_sync)
+    waits for the GPU before each clock is read, so the epoch holds its own kernels and no other's."""
+    if sync:
+        sync()
     start, cpu_start = time.perf_counter(), time.process_time()
     epoch()
+    if sync:
+        sync()
     return time.perf_counter() - start, time.process_time() - cpu_start
 
 
@@ -196,7 +220,7 @@ def side_by_side(cell: dict, data, s) -> dict:
     found = {"harness": [], "plain": []}
     for i in range(s.epochs):
         for name in (("harness", "plain") if i % 2 == 0 else ("plain", "harness")):
-            found[name].append(timed(sides[name]))
+            found[name].append(timed(sides[name], cuda_sync(pipe.device)))
     leaks = getattr(pipe, "leaks", None)  # a link cell's leak check: which of the harness's batches it read
     return {"epochs": [w for w, _ in found["plain"]], "cpu": [c for _, c in found["plain"]],
             "harness": [w for w, _ in found["harness"]], "harness_cpu": [c for _, c in found["harness"]],
@@ -211,6 +235,10 @@ def main(argv: list[str]) -> int:
     cell = json.loads(cell_json)
     s = CellSettings.from_dict(cell["settings"])
     threads = set_threads(s).threads  # the cell's own thread count (the core budget), set the same way
+    why = load_pipeline_class(cell["backend"]).unavailable(s.mode, 1)  # a GPU mode here: no GPU, or a CPU build
+    if why:
+        print(json.dumps({"skipped": why}))
+        return 0
     torch.manual_seed(s.seed)
     np.random.seed(s.seed)
     data = hub.load_dataset(cell["dataset"]["source"], Path(dataset_dir), features_in_memory=True)
@@ -220,7 +248,7 @@ def main(argv: list[str]) -> int:
     epoch = loop_of(cell["backend"])(data, s)
     times, cpu = [], []
     for _ in range(s.warmup_epochs + s.epochs):
-        seconds, cpu_seconds = timed(epoch)
+        seconds, cpu_seconds = timed(epoch, cuda_sync(device_of(s.mode)))
         times.append(seconds)
         cpu.append(cpu_seconds)
     w = s.warmup_epochs

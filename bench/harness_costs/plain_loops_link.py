@@ -34,7 +34,7 @@ import torch.nn.functional as F
 from bench.backends.base import graphsage
 from bench.backends.link import link_model
 from bench.datasets import link_split
-from bench.harness_costs.plain_loops import layer_edges_of, loader_only
+from bench.harness_costs.plain_loops import layer_edges_of, loader_only, on_device
 
 
 def shared_model(conv, data, s):
@@ -60,7 +60,7 @@ def pyg_link_loop(data, s):
                                 edge_label_index=torch.from_numpy(np.ascontiguousarray(split.train_pos.T)),
                                 neg_sampling=NegativeSampling(neg_mode, amount=s.neg_ratio),
                                 batch_size=s.batch_size, shuffle=True, num_workers=s.num_workers,
-                                persistent_workers=s.num_workers > 0)
+                                persistent_workers=s.num_workers > 0, pin_memory=bool(s.pin_memory))
     if s.exclusion == "reverse":  # the seed edges and their reverses, dropped after sampling
         from bench.backends.pyg_link import ExcludeSeedEdges  # each stack has one framework: imported where its loop runs
 
@@ -68,19 +68,22 @@ def pyg_link_loop(data, s):
         sampler.sample_from_edges = ExcludeSeedEdges(sampler.sample_from_edges, split.num_nodes, neg_mode)
     if s.model == "none":
         return loader_only(loader)
-    model = shared_model(PygNodePipeline.conv_factory(), data, s)
+    device, to_device = on_device(s)
+    model = shared_model(PygNodePipeline.conv_factory(), data, s).to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=s.lr)
     layers = len(s.fanout)
 
     def epoch():
         model.train()
         for batch in loader:
+            batch = to_device(batch)
             optimizer.zero_grad()
             if neg_mode == "triplet":  # each positive's source against its `amount` negative destinations
                 neg_dst = batch.dst_neg_index.reshape(len(batch.src_index), -1)
                 src = torch.cat([batch.src_index, batch.src_index.repeat_interleave(neg_dst.shape[1])])
                 dst = torch.cat([batch.dst_pos_index, neg_dst.reshape(-1)])
-                label = torch.cat([torch.ones(len(batch.src_index)), torch.zeros(neg_dst.numel())])
+                label = torch.cat([torch.ones(len(batch.src_index), device=device),
+                                   torch.zeros(neg_dst.numel(), device=device)])
             else:  # binary, as graph_sage_unsup.py: edge_label_index and edge_label
                 src, dst = batch.edge_label_index
                 label = batch.edge_label
@@ -92,7 +95,7 @@ def pyg_link_loop(data, s):
 
 
 def graphbolt_link_loop(data, s):
-    """DGL 2.1's GraphBolt link_prediction.py, its CPU storage and CPU device path."""
+    """DGL 2.1's GraphBolt link_prediction.py, its CPU storage path, on the CPU or (cpu-cuda) copy_to(device)."""
     import dgl.graphbolt as gb
 
     from bench.backends.dgl_graphbolt import Pipeline  # each stack has one framework: imported where its loop runs
@@ -111,11 +114,12 @@ def graphbolt_link_loop(data, s):
         pipe = pipe.transform(partial(gb.exclude_seed_edges, include_reverse_edges=True))
     pipe, blocks = layer_edges_of(pipe, s)
     pipe = pipe.fetch_feature(features, node_feature_keys=["feat"])
-    pipe = pipe.copy_to(torch.device("cpu"))
+    device, _ = on_device(s)
+    pipe = pipe.copy_to(device)
     loader = gb.DataLoader(pipe, num_workers=s.num_workers)
     if s.model == "none":
         return loader_only(loader)
-    model = shared_model(Pipeline.conv_factory(), data, s)
+    model = shared_model(Pipeline.conv_factory(), data, s).to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=s.lr)
 
     def epoch():

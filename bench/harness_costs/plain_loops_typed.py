@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 
 from bench.backends.typed import typed_model
-from bench.harness_costs.plain_loops import layer_edges_of, loader_only
+from bench.harness_costs.plain_loops import layer_edges_of, loader_only, on_device
 
 
 def pyg_hetero_loop(data, s):
@@ -35,10 +35,11 @@ def pyg_hetero_loop(data, s):
     loader = NeighborLoader(graph, num_neighbors=list(s.fanout),
                             input_nodes=(data.target, torch.from_numpy(np.asarray(data.train_idx))),
                             batch_size=s.batch_size, shuffle=True, num_workers=s.num_workers,
-                            persistent_workers=s.num_workers > 0)
+                            persistent_workers=s.num_workers > 0, pin_memory=bool(s.pin_memory))
     if s.model == "none":
         return loader_only(loader)
-    model = typed_model(hetero_layer(s.model, data.relations), data, s)
+    device, to_device = on_device(s)
+    model = typed_model(hetero_layer(s.model, data.relations), data, s).to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=s.lr)
     featureless = [t for t, x in data.features.items() if x is None]
     layers, target = len(s.fanout), data.target
@@ -46,6 +47,7 @@ def pyg_hetero_loop(data, s):
     def epoch():
         model.train()
         for batch in loader:
+            batch = to_device(batch)
             optimizer.zero_grad()
             size = batch[target].batch_size
             ids = {t: batch[t].n_id for t in featureless}  # a featureless type's embedding rows
@@ -57,7 +59,7 @@ def pyg_hetero_loop(data, s):
 
 
 def graphbolt_hetero_loop(data, s):
-    """DGL 2.1's GraphBolt R-GCN example (hetero_rgcn.py), its CPU path."""
+    """DGL 2.1's GraphBolt R-GCN example (hetero_rgcn.py), its CPU path and cpu-cuda's copy_to(device)."""
     import dgl.graphbolt as gb
 
     from bench.backends.dgl_graphbolt_hetero import hetero_layer  # each stack has one framework: imported where its loop runs
@@ -85,11 +87,12 @@ def graphbolt_hetero_loop(data, s):
     pipe = pipe.sample_neighbor(graph, fanouts)
     pipe, blocks = layer_edges_of(pipe, s)
     pipe = pipe.fetch_feature(features, node_feature_keys={t: ["feat"] for t in featured})
-    pipe = pipe.copy_to(torch.device("cpu"))
+    device, _ = on_device(s)
+    pipe = pipe.copy_to(device)
     loader = gb.DataLoader(pipe, num_workers=s.num_workers)
     if s.model == "none":
         return loader_only(loader)
-    model = typed_model(hetero_layer(s.model, data.relations), data, s)
+    model = typed_model(hetero_layer(s.model, data.relations), data, s).to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=s.lr)
     featureless = [t for t, x in data.features.items() if x is None]
 
