@@ -43,9 +43,13 @@ def registered(monkeypatch, tmp_path):
         m.setitem(BACKENDS, "fake-backend", BackendInfo("fake_backend", "pyg", ("cpu-cpu",), ("memory", "fakestore"),
                                                         structure_bytes_per_node=100,
                                                         structure_bytes_per_edge=10))  # the backend's line
+        saved = dict(vars(suite))
         importlib.reload(suite)  # the suite schema is built from the registries when it is imported
         yield source
-    importlib.reload(suite)
+    # the module as it was (not reloaded again): a reload makes new classes, and SuiteError caught by
+    # the CLI (bench/cli.py BAD_INPUT) would then not be the one later tests raise
+    vars(suite).clear()
+    vars(suite).update(saved)
 
 
 def test_registered_extensions_reach_validation_and_expansion(registered, write_suite):
