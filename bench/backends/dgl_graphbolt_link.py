@@ -24,9 +24,8 @@ import dgl.graphbolt as gb
 import numpy as np
 import torch
 
-from bench import modes
 from bench.backends import dgl_graphbolt, layer_edges, link
-from bench.backends.dgl_graphbolt import block_work, index_dtype, placed
+from bench.backends.dgl_graphbolt import block_work, placed
 
 
 class Pipeline(link.LinkPipeline, dgl_graphbolt.Pipeline):

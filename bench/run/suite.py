@@ -365,15 +365,7 @@ def with_stacks(suite: Suite, names: list[str]) -> tuple[Suite, list[str]]:
 def with_mode(suite: Suite, names: list[str]) -> tuple[Suite, list[str]]:
     """The suite with its `mode` axis replaced (`--mode`), include rules' modes too; and a line
     for each backend of the suite that has none of these modes (its cells are not run)."""
-    try:
-        mode = Settings.model_validate({"mode": list(names)}).mode
-    except ValidationError as exc:
-        raise SuiteError(f"--mode {' --mode '.join(names)}: "
-                         + "; ".join(_describe_at(e) for e in _most_specific(exc.errors()))) from None
-    include = [Rule.model_validate({**rule.model_dump(exclude_none=True), "mode": mode})
-               if "mode" in (rule.model_extra or {}) else rule for rule in suite.include]
-    changed = suite.model_copy(update={"settings": suite.settings.model_copy(update={"mode": mode}),
-                                       "include": include})
+    changed = _with_axis(suite, "mode", names)
     backends = named_backends(suite)
     notes = [f"--mode {', '.join(names)}: {backend} has no such mode (its modes: "
              f"{', '.join(BACKENDS[backend].modes)}): its cells are not run"
@@ -387,14 +379,20 @@ def with_mode(suite: Suite, names: list[str]) -> tuple[Suite, list[str]]:
 def with_seeds(suite: Suite, seeds: list[int]) -> Suite:
     """The suite with its `seed` axis replaced (`--seed`), include rules' seeds too: every cell once
     per seed, so that a gap between two pipelines can be held against the spread over seeds."""
+    return _with_axis(suite, "seed", seeds)
+
+
+def _with_axis(suite: Suite, key: str, values: list) -> Suite:
+    """The suite with setting `key` swept over `values` (an option given as --KEY per value),
+    in its settings and in the include rules that name it; values validated as the suite's are."""
     try:
-        seed = Settings.model_validate({"seed": list(seeds)}).seed
+        value = getattr(Settings.model_validate({key: list(values)}), key)
     except ValidationError as exc:
-        raise SuiteError(f"--seed {' --seed '.join(map(str, seeds))}: "
+        raise SuiteError(" ".join(f"--{key} {v}" for v in values) + ": "
                          + "; ".join(_describe_at(e) for e in _most_specific(exc.errors()))) from None
-    include = [Rule.model_validate({**rule.model_dump(exclude_none=True), "seed": seed})
-               if "seed" in (rule.model_extra or {}) else rule for rule in suite.include]
-    return suite.model_copy(update={"settings": suite.settings.model_copy(update={"seed": seed}), "include": include})
+    include = [Rule.model_validate({**rule.model_dump(exclude_none=True), key: value})
+               if key in (rule.model_extra or {}) else rule for rule in suite.include]
+    return suite.model_copy(update={"settings": suite.settings.model_copy(update={key: value}), "include": include})
 
 
 def resolve_workers(cell: Cell, usable_cores: int, nnodes: int = 1) -> Cell:
