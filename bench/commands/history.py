@@ -11,7 +11,7 @@ import hashlib
 import json
 from pathlib import Path
 
-from bench.inputs import InputError, finite_float, folder, terminal_safe
+from bench.inputs import InputError, finite_float, folder
 from bench.publish import history, results, site, steps
 
 RECENT = 3   # --fail-on-step: a step is news while its first run is among a series' last RECENT runs
@@ -56,24 +56,24 @@ def run(args) -> int:
     if args.html:
         folder(f"--html {args.html}", args.html, writable=True)
     analysed = steps.analyse(runs, floor=args.floor)
-    print(terminal_safe(steps.text(analysed, recent=args.recent)))
+    print(steps.text(analysed, recent=args.recent))
     for old, new, verdicts in history.latest(runs):  # what `gnnbench compare` says of the newest two
-        print(terminal_safe(f"newest run of {new.suite} against the one before, as `gnnbench compare` judges it:\n"
-                            f"{history.run_line('old', old)}\n{history.run_line('new', new)}\n"
-                            + history.verdict_table(verdicts)))
+        print(f"newest run of {new.suite} against the one before, as `gnnbench compare` judges it:\n"
+              f"{history.run_line('old', old)}\n{history.run_line('new', new)}\n"
+              + history.verdict_table(verdicts))
     for copy, first in copies:
-        print(terminal_safe(f"counted once: {copy} holds the same result as {first}"))
+        print(f"counted once: {copy} holds the same result as {first}")
     if skipped:
         print(f"left out {len(skipped)} JSON file{'s' if len(skipped) != 1 else ''} that are not gnnbench result files: "
-              + terminal_safe(", ".join(str(p) for p in skipped[:5])) + (" ..." if len(skipped) > 5 else ""))
+              + ", ".join(str(p) for p in skipped[:5]) + (" ..." if len(skipped) > 5 else ""))
     if args.html:
         pages = site.build(runs, args.html, command=None)
         print(f"site: {len(pages)} pages in {args.html} (open {args.html / 'history.html'})")
     if args.fail_on_step:
         news = [(s, step) for s in analysed if (step := s.recent_slower_step(args.recent))]
         for series, step in news:
-            print(terminal_safe(f"FAIL {series.key.cell_id} ({series.key.suite}, {series.key.machine}): "
-                                f"{step.ratio:.2f}x slower since {step.after.when} ({steps.run_words(step.after)})"))
+            print(f"FAIL {series.key.cell_id} ({series.key.suite}, {series.key.machine}): "
+                  f"{step.ratio:.2f}x slower since {step.after.when} ({steps.run_words(step.after)})")
         return 1 if news else 0
     return 0
 
