@@ -197,6 +197,24 @@ class ToTarget(Loose):
     evaluations: list[Evaluation] | None = None
 
 
+class PairEntry(Loose):
+    """A paired comparison the cell took part in (bench/run/paired.py): the second cell's epoch time
+    over the first's, over live workers' turns (`paired`) or, where they could not take turns, over
+    their runs one after the other (no interval)."""
+    axis: str
+    first: str
+    second: str
+    paired: bool
+    within: Share = 0.03
+    rounds: Count = 0
+    ratio: Positive | None = None
+    ci95: list[Positive] | None = None
+    settled: Literal["inside", "outside"] | None = None
+    reason: str | None = None
+    first_waiting_cpu: Amount | None = None  # CPU share of one core the waiting cell's tree took
+    second_waiting_cpu: Amount | None = None
+
+
 class ExtraInfo(Loose):
     """A measured cell's metrics. A field without a default is required (REQUIRED_EXTRA); one
     annotated `Copied` or `EpochMean` is written from that declaration (bench/run/record.py), the
@@ -206,6 +224,7 @@ class ExtraInfo(Loose):
     dataset: Card
     settings: CellSettings
     cell_id: str  # last: "extra_info lacks ..." names it after the others, as it always has
+    pairs: list[PairEntry] | None = None  # the paired comparisons it took part in
     # the metrics: optional, none where a file lacks one (a reader shows "–")
     versions: Annotated[dict[str, str | None] | Nothing, COPIED] = None  # package -> version
     seeds_per_s: Seconds | None = None

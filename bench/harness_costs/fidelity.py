@@ -26,7 +26,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
-import random
 import statistics
 import subprocess
 import uuid
@@ -35,6 +34,8 @@ from functools import cached_property
 from pathlib import Path
 
 from bench import modes
+from bench import paired_ratio
+from bench.paired_ratio import MIN_ROUNDS_TO_SETTLE, TOLERANCE, within
 from bench import stacks
 from bench.backends import BACKENDS
 from bench.datasets import link_split
@@ -43,11 +44,6 @@ from bench.run.prepare import ensure_dataset  # bench.datasets.ready with this m
 from bench.run.runner import run_in_stack, worker_env
 from bench.run.suite import Cell
 
-TOLERANCE = 0.03  # every cell within ±3 % of the plain loop (issue 27), either direction
-RESAMPLES = 2000  # bootstrap resamples of the rounds for the ratio's 95 % interval
-# Fewer rounds than this never settle a pair: an interval resampled from 3 rounds is too narrow to
-# trust (GraphBolt's link pair, rmat-s12: 1.036-1.118 after 3 rounds, "outside"; 0.967-1.098 after 6)
-MIN_ROUNDS_TO_SETTLE = 6
 # the backends whose registry line names a plain loop (bench/harness_costs/plain_loops.py)
 PLAIN_BACKENDS = tuple(name for name, info in BACKENDS.items() if info.plain_loop)
 # the modes the plain loops honour: on the CPU, or training on the GPU with each batch copied from
@@ -124,24 +120,21 @@ class Comparison:
         separate processes have no pairs: the ratio of the pooled medians."""
         if self.paired:
             logs = pair_logs if pair_logs is not None else self._pair_logs()
-            return math.exp(statistics.median(x for r in rounds for x in logs[r]))
+            return paired_ratio.geometric_median(x for r in rounds for x in logs[r])
         harness = [e for r in rounds for e in self.harness_rounds[r]]
         plain = [e for r in rounds for e in self.plain_rounds[r]]
         return statistics.median(harness) / statistics.median(plain)
 
     @cached_property
     def interval(self) -> tuple[float, float] | None:
-        """A 95 % interval of the ratio: the rounds resampled with replacement (each round keeps its
-        harness and plain runs together, as they ran side by side), the ratio (_ratio_over) of each
-        resample. None below 3 rounds. Seeded, so a file always reads the same. Read once the rounds
-        are in (it is computed once, by 2000 resamples, and kept)."""
+        """A 95 % interval of the ratio (bench/paired_ratio.py): the rounds resampled, each keeping its
+        harness and plain runs together as they ran side by side. Read once the rounds are in (it is
+        computed once, by 2000 resamples, and kept)."""
         n = len(self.harness_rounds)
-        if n < 3 or len(self.plain_rounds) != n:
+        if len(self.plain_rounds) != n:
             return None
-        pick = random.Random(0)
         logs = self._pair_logs() if self.paired else None  # the pairs' logs once, not once a resample
-        ratios = sorted(self._ratio_over([pick.randrange(n) for _ in range(n)], logs) for _ in range(RESAMPLES))
-        return ratios[int(0.025 * RESAMPLES)], ratios[int(0.975 * RESAMPLES) - 1]
+        return paired_ratio.interval(n, lambda rounds: self._ratio_over(rounds, logs))
 
     @property
     def enough_rounds(self) -> bool:
@@ -163,13 +156,7 @@ class Comparison:
     def settled(self) -> str | None:
         """"inside" where the whole 95 % interval lies within ±TOLERANCE, "outside" where it lies wholly
         outside; None where it straddles an edge (or no interval was taken): more rounds may settle it."""
-        found = self.interval
-        if found is None or not self.enough_rounds:
-            return None
-        low, high = found
-        if low >= 1 - TOLERANCE and high <= 1 + TOLERANCE:
-            return "inside"
-        return "outside" if self.resolved else None
+        return paired_ratio.settled(self.interval, len(self.harness_rounds))
 
     @property
     def unsettled_reason(self) -> str | None:
@@ -233,11 +220,6 @@ class Comparison:
                 "ratio_ci95": list(self.interval) if self.interval else None,
                 "outside_resolved": None if self.faithful else self.resolved,
                 "settled": self.settled, "unsettled_reason": self.unsettled_reason}
-
-
-def within(ratio: float, tolerance: float = TOLERANCE) -> bool:
-    """A harness/plain ratio inside ±tolerance (a little slack for the float's last digits)."""
-    return abs(ratio - 1) <= tolerance + 1e-9
 
 
 def comparable(cell: Cell) -> bool:

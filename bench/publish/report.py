@@ -11,6 +11,7 @@ from pathlib import Path
 import jinja2
 from markupsafe import Markup, escape
 
+from bench import paired_ratio
 from bench.publish import columns, diagnosis, fmt, stages
 from bench.publish.results import CellResult, DatasetCard, RunResult, scaling_series
 from bench.stacks.external import DESCRIPTION_KEYS
@@ -125,13 +126,26 @@ def stage_tables(run: RunResult) -> list[dict]:
              "flags": [(c.id, c.work_flag) for c in cells if c.work_flag]} for name, cells in by_dataset.items()]
 
 
+def pair_rows(run: RunResult) -> list[dict]:
+    """The paired comparisons (bench/run/paired.py): what tells each pair's cells apart, the
+    second's epoch time over the first's with its interval, and the verdict."""
+    rows = []
+    for pair in run.pairs:
+        first, second = paired_ratio.label(pair["first"], pair["second"])
+        waiting = [pair.get("second_waiting_cpu"), pair.get("first_waiting_cpu")]
+        rows.append({**pair, "first_label": first, "second_label": second, "ratio_text": paired_ratio.ratio_text(pair),
+                     "verdict": paired_ratio.verdict(pair),
+                     "waiting": " / ".join(f"{w:.1%}" for w in waiting if w is not None) or "–"})
+    return rows
+
+
 def run_view(run: RunResult, chosen: list[str] | None = None) -> dict:
     cards = dataset_cards(run)
     return {"result": run, "file": run.path.name, "rows": run.cells, "datasets": cards,
             "features_only": any(c.features_only_acc is not None for c in cards),
             "columns": columns.markdown_columns(run.cells, chosen),
             "scaling": scaling_rows(run), "partitions": partitions(run),
-            "stage_tables": stage_tables(run), "diagnoses": diagnosis.diagnose(run.cells),
+            "stage_tables": stage_tables(run), "pairs": pair_rows(run), "diagnoses": diagnosis.diagnose(run.cells),
             "to_target": diagnosis.target_lines(run.cells)}
 
 

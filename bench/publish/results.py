@@ -247,6 +247,17 @@ class RunResult:
     machine: Machine
     cells: tuple[CellResult, ...]
     not_run: tuple[str, ...] = ()     # backends that --stack or --mode left without a cell, and why
+    pairs: tuple[dict, ...] = ()      # paired comparisons (bench/run/paired.py), as its cells' entries hold them
+
+    def pair(self, first: str, second: str) -> dict | None:
+        """The paired comparison of two cells, either way round, as `second` over `first`."""
+        for found in self.pairs:
+            if (found["first"], found["second"]) == (first, second):
+                return found
+            if (found["first"], found["second"]) == (second, first) and found["ratio"]:
+                flipped = [1 / x for x in reversed(found["ci95"])] if found.get("ci95") else None
+                return {**found, "first": first, "second": second, "ratio": 1 / found["ratio"], "ci95": flipped}
+        return None
 
     @property
     def measured(self) -> list[CellResult]:
@@ -299,7 +310,16 @@ def of_document(data, path: Path) -> RunResult:
         path=path, suite=meta.get("suite"), description=meta.get("description"),
         baseline=meta.get("baseline"), started_at=meta.get("started_at"), datetime=data.get("datetime"),
         commit=data.get("commit_info") or {}, machine=machine, not_run=tuple(meta.get("backends_not_run") or ()),
-        cells=tuple(cells))
+        cells=tuple(cells), pairs=_pairs(data["benchmarks"]))
+
+
+def _pairs(benchmarks: list[dict]) -> tuple[dict, ...]:
+    """Each paired comparison once (both its cells' entries hold it; checked with them, ExtraInfo)."""
+    found = {}
+    for bench in benchmarks:
+        for pair in bench["extra_info"].get("pairs") or []:
+            found.setdefault((pair["axis"], pair["first"], pair["second"]), pair)
+    return tuple(found.values())
 
 
 def _load(path: Path) -> dict:

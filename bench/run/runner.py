@@ -83,14 +83,23 @@ class TreeMemorySampler(threading.Thread):
         self._groups: dict | None = None  # rank -> its processes, as last listed (see _tree)
         self._launched, self._listed_at = False, 0.0
         self._stop_event = threading.Event()
+        self._awake = threading.Event()  # cleared while the cell waits its turn (a paired cell: bench/run/paired.py)
+        self._awake.set()
         self.own_cpu_s = 0.0  # this thread's CPU seconds: what watching the cell cost the cores it shares
 
     def run(self) -> None:
         started = time.thread_time()
         while not self._stop_event.is_set():
+            self._awake.wait()  # an idle cell's memory does not move: nothing to read while it waits
             self.sample()
             self.own_cpu_s = time.thread_time() - started
             self._stop_event.wait(self.interval)
+
+    def pause(self) -> None:
+        self._awake.clear()
+
+    def resume(self) -> None:
+        self._awake.set()
 
     def _rank_of(self, proc: psutil.Process) -> int | None:
         """The rank a child of the launcher runs, from its RANK variable. Only a found rank is
@@ -151,6 +160,7 @@ class TreeMemorySampler(threading.Thread):
 
     def stop(self) -> None:
         self._stop_event.set()
+        self._awake.set()
         self.join()
 
     @property
@@ -224,9 +234,11 @@ def run_in_stack(cell: Cell, dataset_dir: Path, cache: Path, on_progress=None,
 
 
 def launch_cell(cell: Cell, python: Path, dataset_dir: Path, cache: Path, memory_limit: int | None,
-                on_progress=None, extra_env: dict[str, str] | None = None, launch: Launch = Launch()) -> Outcome:
+                on_progress=None, extra_env: dict[str, str] | None = None, launch: Launch = Launch(),
+                on_start=None) -> Outcome:
     """Launch a cell whose stack, dataset and store are ready, in the memory cgroup its limit asks
-    for (bench/machine/cgroup.py; removed when it ends), and watch it to its outcome."""
+    for (bench/machine/cgroup.py; removed when it ends), and watch it to its outcome. `on_start`:
+    called with the worker's process and its memory sampler once both run (paired cells')."""
     timeout = float(cell.settings.timeout)
     run_id = uuid.uuid4().hex
     try:
@@ -234,14 +246,14 @@ def launch_cell(cell: Cell, python: Path, dataset_dir: Path, cache: Path, memory
     except cgroup.CgroupError as exc:
         return Outcome(cell, "skipped", f"memory_limit {cell.settings.memory_limit}: {exc}")
     try:
-        return _run(cell, python, dataset_dir, cache, on_progress, extra_env, launch, timeout, run_id, group)
+        return _run(cell, python, dataset_dir, cache, on_progress, extra_env, launch, timeout, run_id, group, on_start)
     finally:
         if group is not None:
             group.remove()
 
 
 def _run(cell: Cell, python: Path, dataset_dir: Path, cache: Path, on_progress, extra_env, launch: Launch, timeout: float,
-         run_id: str, group: cgroup.MemoryCgroup | None) -> Outcome:
+         run_id: str, group: cgroup.MemoryCgroup | None, on_start=None) -> Outcome:
     with cell_scratch.cell_scratch() as scratch, \
             tempfile.TemporaryDirectory(prefix="gnnbench-shared-", dir=SHARED_MEMORY if SHARED_MEMORY.is_dir() else None) as shared:
         # scratch is the cell's TMPDIR too: its workers' pymp-* go with it
@@ -264,6 +276,8 @@ def _run(cell: Cell, python: Path, dataset_dir: Path, cache: Path, on_progress, 
                 os.close(join_fd)
         sampler = TreeMemorySampler(proc.pid)
         sampler.start()
+        if on_start is not None:
+            on_start(proc, sampler)
         reader = threading.Thread(target=_read_progress, args=(proc.stdout, on_progress), daemon=True)
         reader.start()
         timed_out = False

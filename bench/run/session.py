@@ -24,6 +24,8 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Callable
 
+from pydantic import ValidationError
+
 from bench import inputs, modes
 from bench.backends import BACKENDS
 from bench.backends.stages import split_line
@@ -33,7 +35,7 @@ from bench.machine.core_budget import usable_cores
 from bench.machine.load import HIGH_LOAD
 from bench.paths import cache_dir, cache_root, default_results_dir
 from bench.result_format import UNMEASURED_STATUSES
-from bench.run import cell_scratch, cluster_env, record, suite as suite_mod
+from bench.run import cell_scratch, cluster_env, paired, record, suite as suite_mod
 from bench.run.prepare import Preparation
 from bench.run.runner import Launch, Outcome, launch_cell
 from bench.run.suite import Cell
@@ -76,6 +78,14 @@ RUN_OPTIONS = (
     Option("--seed", dict(action="append", type=int, metavar="N",
                           help="the suite's `seed` axis, replaced (repeatable): every cell once per seed, e.g. "
                                "--seed 0 --seed 1 --seed 2 tells a gap between pipelines from the seed's spread")),
+    Option("--paired", dict(action="append", metavar="AXIS",
+                            help="cells that differ in AXIS alone take turns, epoch by epoch, in live workers "
+                                 "(repeatable; backend, dataset or a setting, e.g. --paired backend): each pair's "
+                                 "ratio with its 95 %% interval, rounds added until it is within or outside the band")),
+    Option("--paired-within", dict(type=float, metavar="FRACTION",
+                                   help="the band a paired ratio settles in or out of (default 0.03: ±3 %%)")),
+    Option("--paired-max-rounds", dict(type=int, metavar="N",
+                                       help="the most rounds before a pair is said unresolved (default 40)")),
     Option("--nnodes", dict(type=int, help="machines that run each cell together (each runs the same command); "
                                            "default: SLURM's or Kubeflow's node count where they started it, else 1")),
     Option("--node-rank", dict(type=int, help="this machine's index among --nnodes; default: SLURM_NODEID or "
@@ -105,6 +115,9 @@ class RunOptions:
     stack: list[str] | None = None
     mode: list[str] | None = None
     seed: list[int] | None = None
+    paired: list[str] | None = None
+    paired_within: float | None = None
+    paired_max_rounds: int | None = None
     nnodes: int | None = None  # None: the scheduler's (bench.run.cluster_env), else 1
     node_rank: int | None = None  # None: the scheduler's, else 0
     rdzv_endpoint: str | None = None
@@ -362,6 +375,7 @@ class Session:
             self.suite = suite_mod.with_seeds(self.suite, options.seed)
         for note in self.not_run:
             say(note)
+        self.pairing = paired_settings(self.suite.paired, options)
         self.cells = suite_mod.expand(self.suite)
         self.selected = list(self.cells)
         self.select(select)
@@ -423,6 +437,8 @@ class Session:
         self.write_problem: str | None = None  # why it is not where it was asked for, if so
         self._ceilings: dict | None = None
         self._gpus: gpus.Gpus | None = None
+        self._groups: dict[str, tuple[list[Cell], list[paired.Pair]]] | None = None  # cell id -> its group, pairs
+        self._ran_now: set[str] = set()  # the cells this session measured (not kept from a journal)
 
     def check_user_graphs(self) -> None:
         """A user's own graph (npy, pyg-file, graphbolt, edge-list) is checked and converted before
@@ -484,18 +500,37 @@ class Session:
         return self.result_path
 
     def result_of(self, cell: Cell) -> Finished:
-        """A finished cell: from the journal being resumed, else measured now."""
-        position = f"[{self.selected.index(cell) + 1}/{len(self.selected)}] {cell.id}"
+        """A finished cell: from the journal being resumed, else measured now (with the cells it
+        takes turns with, where it is paired)."""
+        position = self.position(cell)
         if cell.id in self.finished:
             done = self.finished[cell.id]
-            self.say(f"\n{position}\n  -> {done.status} (kept from {self.journal.path.name})")
+            if cell.id not in self._ran_now:
+                self.say(f"\n{position}\n  -> {done.status} (kept from {self.journal.path.name})")
             return done
+        group = self.groups().get(cell.id)
+        if group is not None:
+            self.run_group(*group)
+            return self.finished[cell.id]
         self.say(f"\n{position}")
+        resolved, outcome = self.before_launch(cell)
+        done = self.after_launch(resolved, outcome or self.prepare_and_launch(resolved))
+        self.keep(cell, done)
+        return done
+
+    def position(self, cell: Cell) -> str:
+        return f"[{self.selected.index(cell) + 1}/{len(self.selected)}] {cell.id}"
+
+    def before_launch(self, cell: Cell) -> tuple[Cell, Outcome | None]:
+        """The cell as it runs here, and the outcome that stops it before it starts, if any."""
         resolved = suite_mod.resolve_workers(cell, usable_cores(), self.launch.nnodes)  # as it runs here
         outcome = self.node_refusal(resolved) or self.gpu_refusal(resolved)
         if outcome is None and resolved is not cell:
             self.say(f"  num_workers: per-gpu -> {resolved.settings.num_workers} on this machine")
-        outcome = outcome or self.prepare_and_launch(resolved)
+        return resolved, outcome
+
+    def after_launch(self, resolved: Cell, outcome: Outcome) -> Finished:
+        """What the cell's outcome leaves: said, with its notes, as the result file's entry."""
         if outcome.status == "failed":
             label = modes.known_worker_failure(resolved.settings.mode, resolved.settings.num_workers,
                                                outcome.reason)
@@ -514,13 +549,88 @@ class Session:
         split = split_line(done.entry.get("extra_info", {}).get("stages")) if done.measured else None
         if split:
             self.say(f"  where the epoch went: {split}")
+        return done
+
+    def keep(self, cell: Cell, done: Finished) -> None:
         self.finished[cell.id] = done
+        self._ran_now.add(cell.id)
         try:
             self.journal.append(done, cell)  # survives a crash of this process
         except OSError as exc:
             self.say(f"  journal: cannot write {self.journal.path} ({exc.strerror or exc}); "
                      "the run goes on and keeps its cells for the result file")
-        return done
+
+    # --- paired cells (bench/run/paired.py) ------------------------------------------------------
+
+    def groups(self) -> dict[str, tuple[list[Cell], list[paired.Pair]]]:
+        """Each paired cell's group and the group's pairs, over the cells selected (taken once)."""
+        if self._groups is None:
+            self._groups = {}
+            if self.pairing is not None:
+                pairs = paired.pairs_of(self.selected, self.pairing.by)
+                for group in paired.groups_of(self.selected, pairs):
+                    ids = {c.id for c in group}
+                    mine = [p for p in pairs if p.first in ids]
+                    for cell in group:
+                        self._groups[cell.id] = (group, mine)
+        return self._groups
+
+    def run_group(self, group: list[Cell], pairs: list[paired.Pair]) -> None:
+        """A group's cells launched together and taking turns (or, where they cannot, one after the
+        other, said); each pair's result kept in both cells' entries."""
+        within, max_rounds = self.pairing.within, self.pairing.max_rounds
+        ready, done, alone = [], {}, {}
+        for cell in group:
+            if cell.id in self.finished:  # resumed: kept from the journal
+                done[cell.id] = self.finished[cell.id]
+                alone[cell.id] = "its partner was kept from the journal of the run resumed"
+                continue
+            self.say(f"\n{self.position(cell)}")
+            resolved, outcome = self.before_launch(cell)
+            why = None if outcome else paired.why_alone(resolved, self.launch)
+            prepared = None if outcome or why else self.preparation.prepare(resolved)
+            if isinstance(prepared, Outcome):
+                outcome = prepared
+            if outcome is not None or why:
+                alone[cell.id] = why or f"{cell.id} did not run ({outcome.status})"
+                done[cell.id] = self.after_launch(resolved, outcome or self.prepare_and_launch(resolved))
+            else:
+                self.say("  ready; it takes turns with the others of its group")
+                ready.append((cell, resolved, prepared))
+        too_big = paired.too_big_together([p.dataset_dir for _, _, p in ready]) if len(ready) > 1 else None
+        run = None
+        if len(ready) > 1 and not too_big:
+            members = [paired.Member(r, p.python, p.dataset_dir, p.memory_limit) for _, r, p in ready]
+            self.say(f"\ntaking turns: {len(members)} cells, {len(pairs)} pair(s), until each is within or outside "
+                     f"±{within:.0%} (at most {max_rounds} rounds)")
+            run = paired.run_together(members, pairs, self.cache, self.launch, within, max_rounds, self.say)
+            for cell, resolved, _ in ready:
+                self.say(f"\n{self.position(cell)}")
+                done[cell.id] = self.after_launch(resolved, run.outcomes[resolved.id])
+        else:
+            for cell, resolved, prepared in ready:
+                alone[cell.id] = too_big or "no other cell of its group could run beside it"
+                if len(ready) > 1:
+                    self.say(f"\n{self.position(cell)}: {too_big}")
+                done[cell.id] = self.after_launch(resolved, launch_cell(
+                    resolved, prepared.python, prepared.dataset_dir, self.cache, prepared.memory_limit,
+                    on_progress=self._show_epoch, launch=self.launch))
+        results = []
+        for pair in pairs:
+            why = alone.get(pair.first) or alone.get(pair.second)
+            if run is not None and not why:
+                results.append(paired.paired_result(pair, run.rounds, within, run.waiting, run.stopped))
+            else:
+                epochs = {i: done[i].epochs for i in (pair.first, pair.second)}
+                results.append(paired.unpaired_result(pair, epochs, within, why or "not run together"))
+        for result in results:
+            self.say(f"  paired: {paired.describe(result)}")
+        for cell in group:
+            mine = [r.as_dict() for r in results if cell.id in (r.first, r.second)]
+            if done[cell.id].measured and cell.id not in self.finished:
+                done[cell.id].entry["extra_info"]["pairs"] = mine
+            if cell.id not in self.finished:
+                self.keep(cell, done[cell.id])
 
     def cell_notes(self, cell: Cell) -> list[str]:
         """What a reader of this cell's numbers must know: ranks beyond the usable cores, and for
@@ -610,6 +720,14 @@ class Session:
             meta["backends_not_run"] = self.not_run
         if self.resumed_from:
             meta["resumed_from"] = self.resumed_from
+        if self.pairing is not None:
+            meta["paired"] = {"by": self.pairing.by, "within": self.pairing.within,
+                              "max_rounds": self.pairing.max_rounds}
+            found = {}
+            for d in done:
+                for pair in d.entry.get("extra_info", {}).get("pairs") or []:
+                    found.setdefault((pair["axis"], pair["first"], pair["second"]), pair)
+            meta["pairs"] = list(found.values())
         return record.document(benchmarks=[d.entry for d in done if d.measured],
                                unmeasured=[d.entry for d in done if not d.measured], meta=meta,
                                ceilings=self.ceilings() if done else None)
@@ -645,6 +763,26 @@ class Session:
         self.write_problem = f"{problem}, nor in {', '.join(map(str, rescue_folders()))}; it follows on stdout"
         print(text, flush=True)
         return self.result_path
+
+
+def paired_settings(from_suite: suite_mod.Paired | None, options: RunOptions) -> suite_mod.Paired | None:
+    """The suite's `paired`, with --paired's axes added and --paired-within / --paired-max-rounds."""
+    given = {"by": [*(from_suite.by if from_suite else []), *(options.paired or [])]}
+    if options.paired_within is not None:
+        given["within"] = options.paired_within
+    if options.paired_max_rounds is not None:
+        given["max_rounds"] = options.paired_max_rounds
+    if given == {"by": []}:
+        return None
+    if not given["by"]:
+        raise SessionError("--paired-within and --paired-max-rounds need cells to pair: give --paired AXIS "
+                           "(e.g. --paired backend), or a suite with `paired`")
+    base = from_suite.model_dump() if from_suite else {}
+    try:
+        return suite_mod.Paired.model_validate({**base, **given})
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc'][:1])) or 'paired'}: {e['msg']}" for e in exc.errors())
+        raise SessionError(f"--paired: {problems}") from None
 
 
 def write_whole(path: Path, text: str) -> Path:

@@ -219,6 +219,31 @@ class Rule(Strict):
     """A dataset key of the suite or a list of them; left out: every dataset."""
 
 
+class Paired(Strict):
+    """Cells that take turns, epoch by epoch, so a slow stretch of the machine falls on both
+    (bench/run/paired.py)."""
+    model_config = ConfigDict(use_attribute_docstrings=True)
+
+    by: Annotated[list[str], Field(min_length=1)]
+    """Axes (`backend`, `dataset` or a setting): every two cells that differ in one of them alone take turns."""
+    within: Annotated[float, Field(gt=0, lt=1)] = 0.03
+    """A pair settles when its ratio's 95 % interval lies inside ±within, or wholly outside it."""
+    max_rounds: Annotated[int, Field(ge=6, le=1000)] = 40
+    """The most rounds (one measured epoch of each cell) before a pair is said unresolved."""
+
+    @field_validator("by")
+    @classmethod
+    def _axes(cls, value: list[str]) -> list[str]:
+        for axis in value:
+            if axis not in pair_axes():
+                raise ValueError(f"{axis!r} is not an axis of a cell; allowed: {', '.join(pair_axes())}")
+        return list(dict.fromkeys(value))
+
+
+def pair_axes() -> tuple[str, ...]:
+    return ("backend", "dataset", *Settings.model_fields)
+
+
 class Suite(Strict):
     model_config = ConfigDict(use_attribute_docstrings=True)
 
@@ -242,6 +267,9 @@ class Suite(Strict):
     """Sub-matrices added to the cells: each rule's keys override the suite's."""
     exclude: list[Rule] = []
     """Rules dropping every cell that matches all keys of one rule."""
+    paired: Paired | None = None
+    """Cells compared in turns (`{by: [stack]}`): live workers alternating epochs, each pair's ratio with
+    its interval in the tables; `gnnbench run --paired AXIS` adds an axis."""
 
     @field_validator("name")
     @classmethod

@@ -38,7 +38,7 @@ from bench.machine.memory_breakdown import PhaseMemory, model_optimizer_bytes
 from bench.modes import mode as mode_of
 from bench.settings import CellSettings
 from bench.paths import OPTIONAL_PROBES, PROBE_MODULES, running_stack_sampler
-from bench.run import cuda_oom, to_target
+from bench.run import cuda_oom, to_target, turns as paired_turns
 from bench.run.lifeline import tie_to_parent
 from bench.run.progress import progress
 from bench.stores import features_in_memory, files_of, page_cache
@@ -46,10 +46,13 @@ from bench.stores import features_in_memory, files_of, page_cache
 # what a link cell records beside (in place of) the accuracies: bench/backends/link.py link_metrics
 LINK_FIELDS = ("val_mrr", "test_mrr", "val_hits", "test_hits", "link_split", "link_notes", "leaks")
 INIT_TIMEOUT_S = 300  # init_process_group: seconds to wait for every rank
-# Test hook: GNNBENCH_FAULT="crash", "hang" or "oom" (a CUDA out-of-memory error), optionally ":ID_PART" to hit only cells whose id
+# Test hook: GNNBENCH_FAULT="crash", "hang", "oom" or "slow" (a CUDA out-of-memory error), optionally ":ID_PART" to hit only cells whose id
 # contains ID_PART and "@RANK" to hit only that rank (several comma-separated), makes the worker crash or hang in its first measured epoch, so the runner's
 # handling of a dying or stuck system under test is exercised on real pipelines.
 FAULT_ENV = "GNNBENCH_FAULT"
+# "slow" instead makes every measured batch SLOW_BY longer than its step took (a planted slowdown the
+# paired comparisons must find: tests/test_paired.py)
+SLOW_FAULT, SLOW_BY = "slow", 0.05
 
 
 def rank_barrier(dist, settings: CellSettings) -> None:
@@ -326,12 +329,18 @@ class BatchHook:
         self.started, self.fault = started, fault
         self.measuring = False
         self.first_batch_at: float | None = None
+        self._last: float | None = None  # when the previous batch's hook ran (the `slow` fault)
 
     def __call__(self, index: int) -> None:
         if self.first_batch_at is None:
             self.first_batch_at = time.time()
             self.started.mark("first_batch")
-        if self.fault and self.measuring and index == 1:
+        if self.fault == SLOW_FAULT:  # each batch 5 % longer than the step before it took
+            now = time.perf_counter()
+            if self.measuring and index > 0 and self._last is not None:
+                time.sleep(SLOW_BY * (now - self._last))
+            self._last = time.perf_counter()
+        elif self.fault and self.measuring and index == 1:
             inject(self.fault)
 
 
@@ -346,12 +355,15 @@ def run_epochs(cell: dict, pipe, dataset_dir: Path, rank: int, world: int, start
     if not_sampled and not_sampled != gpu_sampler.CPU_ONLY and rank == 0:
         print(f"note: {not_sampled}", file=sys.stderr)
     hook = BatchHook(started, fault_for(cell["id"], rank))
-    total = settings.warmup_epochs + settings.epochs
+    turns = paired_turns.from_env()  # a paired cell: its measured epochs run when the host says (bench/run/paired.py)
+    total = settings.warmup_epochs + (turns.max_turns if turns else settings.epochs)
     done = Epochs(to_target.Tracker.of(settings, pipe, world), not_sampled)
     cold = cold_files(cell, dataset_dir)
     with affinity.loader(pipe.train_loader):  # the loader workers' cores, from their first epoch on
         for epoch in to_target.epochs(total, done.target):
             measuring = settings.warmup_epochs <= epoch < total
+            if turns is not None and measuring and not turns.wait():
+                break  # the host has its rounds
             hook.measuring = measuring
             if epoch == settings.warmup_epochs:
                 if gpu_peaks is not None:
@@ -372,6 +384,8 @@ def run_epochs(cell: dict, pipe, dataset_dir: Path, rank: int, world: int, start
                                    f"(batch size {settings.batch_size}, {world} rank(s): fewer seeds than "
                                    "ranks x batch size, and the sampler drops uneven inputs?)")
             (done.measured if measuring else done.warmup if epoch < total else done.beyond).append(stats)
+            if turns is not None and measuring:
+                turns.done(stats["seconds"])
             if rank == 0:
                 progress(epoch=epoch + 1, of=total, warmup=not measuring, seconds=round(stats["seconds"], 4),
                          beyond=epoch >= total)  # past the measured epochs, training to the target

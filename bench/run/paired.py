@@ -1,0 +1,353 @@
+"""Paired cells: two or more cells' workers alive at once, taking turns epoch by epoch.
+
+A suite's cells run one after another, each in its own processes, once; on a shared machine a
+slow stretch that falls on one cell reads as a difference between configurations. Here the cells
+of a group are launched together, each warms up, and then their measured epochs run in rounds,
+one cell at a time (bench/run/turns.py: the waiting cells block on a pipe, their memory samplers
+paused), the order turning each round. Each pair's ratio is the geometric median over the rounds
+of its two epochs' ratio, with a 95 % interval resampling rounds (bench/paired_ratio.py); rounds
+are added until every pair's interval lies inside or outside ±`within`, up to `max_rounds` or half
+the cells' timeout. How much CPU the waiting cells' process trees took while another ran is
+measured and kept, so the claim that they were idle is a figure.
+
+Which cells pair: those that differ in one named axis alone (`paired: [stack]` in a suite, or
+`gnnbench run --paired AXIS`): every two cells equal in all else. Pairs sharing a cell run as one
+group, so each cell is measured once. A cell that cannot live beside another (GPU cells, several
+ranks, a memory limit, a target to train to, graphs too big for two) runs on its own as always, and
+its pairs say why they are not paired."""
+
+from __future__ import annotations
+
+import math
+import os
+import select
+import tempfile
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import psutil
+
+from bench import modes, paired_ratio
+from bench.run.runner import Launch, Outcome, launch_cell
+from bench.run.suite import Cell
+from bench.run.turns import DONE, GO, MAX_TURNS_ENV, READY, STOP, TURNS_ENV
+
+DEFAULT_MAX_ROUNDS = 40
+TIME_SHARE = 0.5  # rounds stop once a group has run this share of its shortest timeout
+MEMORY_SHARE = 0.5  # a group's graphs may take this share of the memory available at its start
+
+
+@dataclass(frozen=True)
+class Pair:
+    axis: str
+    first: str  # cell ids, in suite order: the ratio is the second's epoch time over the first's
+    second: str
+
+
+def differ_in_alone(a: Cell, b: Cell, axis: str) -> bool:
+    """Whether two cells differ in `axis` and in nothing else. Across backends, each runs in its own
+    stack, and a setting only one backend has (e.g. GraphBolt's same_layer_edges) does not part them."""
+    mine, theirs = ({"backend": c.backend, "dataset": c.dataset, **c.settings.as_dict()} for c in (a, b))
+    if mine.get(axis) == theirs.get(axis):
+        return False
+    across_backends = axis == "backend"
+    for key in mine.keys() | theirs.keys():
+        if key == axis or (across_backends and key == "stack"):
+            continue
+        one, other = mine.get(key), theirs.get(key)
+        if one != other and not (across_backends and (one is None or other is None)):
+            return False
+    return True
+
+
+def pairs_of(cells: list[Cell], axes: list[str]) -> list[Pair]:
+    """Every two cells that differ in one of `axes` alone, in suite order."""
+    return [Pair(axis, a.id, b.id) for axis in axes for i, a in enumerate(cells) for b in cells[i + 1:]
+            if differ_in_alone(a, b, axis)]
+
+
+def groups_of(cells: list[Cell], pairs: list[Pair]) -> list[list[Cell]]:
+    """The cells that run together: a pair's two, joined with every pair sharing one of them."""
+    group_of = {c.id: {c.id} for c in cells}
+    for pair in pairs:
+        joined = group_of[pair.first] | group_of[pair.second]
+        for cell_id in joined:
+            group_of[cell_id] = joined
+    seen, groups = set(), []
+    for cell in cells:
+        ids = group_of[cell.id]
+        if len(ids) > 1 and cell.id not in seen:
+            seen |= ids
+            groups.append([c for c in cells if c.id in ids])
+    return groups
+
+
+def why_alone(cell: Cell, launch: Launch) -> str | None:
+    """Why a cell cannot take turns beside another, or None."""
+    settings = cell.settings
+    if modes.mode(settings.mode).needs_gpu:
+        return "a GPU cell: two live workers would share the GPU's memory and clocks"
+    if settings.world_size > 1 or launch.nnodes > 1:
+        return "several ranks: turns are taken by single-rank cells"
+    if settings.memory_limit != "none":
+        return "a memory-limited cell: two workers alive at once would share the memory it measures"
+    if settings.target_acc is not None:
+        return "a time-to-accuracy cell: it trains as many epochs as its target asks"
+    return None
+
+
+def too_big_together(dataset_dirs: list[Path]) -> str | None:
+    """Why a group's graphs cannot all be held at once, or None: each live worker holds its graph."""
+    need = sum(_folder_bytes(d) for d in dataset_dirs)
+    available = psutil.virtual_memory().available
+    if need > MEMORY_SHARE * available:
+        return (f"two workers cannot be alive at once: their graphs take {need / 2**30:.1f} GiB together, "
+                f"{available / 2**30:.1f} GiB is available")
+    return None
+
+
+def _folder_bytes(folder: Path) -> int:
+    return sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
+
+
+@dataclass
+class PairResult:
+    """One pair's comparison: the second cell's epoch time over the first's."""
+    axis: str
+    first: str
+    second: str
+    paired: bool  # taken over live workers' turns; False: over cells run one after the other
+    within: float = paired_ratio.TOLERANCE
+    rounds: int = 0
+    ratio: float | None = None
+    ci95: list[float] | None = None
+    settled: str | None = None  # inside | outside | None (unresolved)
+    reason: str | None = None  # why not paired, or why unresolved
+    # CPU the waiting cell's process tree took, per second it waited (a share of one core)
+    first_waiting_cpu: float | None = None
+    second_waiting_cpu: float | None = None
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def paired_result(pair: Pair, rounds: list[dict[str, float]], within: float, waiting: dict[str, float],
+                  cap_reason: str | None) -> PairResult:
+    logs = [math.log(r[pair.second] / r[pair.first]) for r in rounds if pair.first in r and pair.second in r]
+    n = len(logs)
+    result = PairResult(pair.axis, pair.first, pair.second, paired=True, within=within, rounds=n,
+                        first_waiting_cpu=waiting.get(pair.first), second_waiting_cpu=waiting.get(pair.second))
+    if not n:
+        result.reason = cap_reason or "no round ran"
+        return result
+    result.ratio = paired_ratio.geometric_median(logs)
+    found = paired_ratio.interval(n, lambda picked: paired_ratio.geometric_median(logs[i] for i in picked))
+    result.ci95 = list(found) if found else None
+    result.settled = paired_ratio.settled(found, n, within)
+    if result.settled is None:
+        result.reason = (f"unresolved after {n} rounds{': ' + cap_reason if cap_reason else ''}: the interval "
+                         f"straddles an edge of ±{within:.0%}")
+    return result
+
+
+def unpaired_result(pair: Pair, epochs: dict[str, list[float]], within: float, why: str) -> PairResult:
+    """A pair whose cells ran one after the other: the ratio of their median epochs, no interval."""
+    result = PairResult(pair.axis, pair.first, pair.second, paired=False, within=within, reason=why)
+    first, second = epochs.get(pair.first), epochs.get(pair.second)
+    if first and second:
+        result.ratio = _median(second) / _median(first)
+    return result
+
+
+def _median(values: list[float]) -> float:
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
+@dataclass
+class Member:
+    """One live worker of a group."""
+    cell: Cell
+    python: Path
+    dataset_dir: Path
+    memory_limit: int | None
+    go: int = -1
+    done: int = -1
+    proc: object = None
+    sampler: object = None
+    outcome: Outcome | None = None
+    ready: bool = False
+    turns: int = 0
+    waiting_cpu_s: float = 0.0
+    waited_s: float = 0.0
+    _buffer: bytes = b""
+    _started: threading.Event = field(default_factory=threading.Event)
+
+    def started(self, proc, sampler) -> None:
+        self.proc, self.sampler = proc, sampler
+        self._started.set()
+
+    def read_line(self, deadline: float) -> str | None:
+        """The worker's next line, or None where it ended (or the deadline passed) first."""
+        while b"\n" not in self._buffer:
+            ready, _, _ = select.select([self.done], [], [], 0.2)
+            if ready:
+                self._buffer += os.read(self.done, 4096)
+            elif self.outcome is not None or time.monotonic() > deadline:
+                return None
+        line, _, self._buffer = self._buffer.partition(b"\n")
+        return line.decode()
+
+    def say(self, word: str) -> None:
+        try:
+            os.write(self.go, f"{word}\n".encode())
+        except OSError:
+            pass
+
+    def tree_cpu(self) -> float:
+        """CPU seconds of the worker and everything below it (its DataLoader workers)."""
+        total = 0.0
+        try:
+            procs = [psutil.Process(self.proc.pid)]
+            procs += procs[0].children(recursive=True)
+        except psutil.Error:
+            return total
+        for proc in procs:
+            try:
+                t = proc.cpu_times()
+                total += t.user + t.system + t.children_user + t.children_system
+            except psutil.Error:
+                continue
+        return total
+
+    @property
+    def waiting_cpu(self) -> float | None:
+        return self.waiting_cpu_s / self.waited_s if self.waited_s else None
+
+
+@dataclass
+class GroupRun:
+    outcomes: dict[str, Outcome]
+    rounds: list[dict[str, float]]
+    waiting: dict[str, float]  # cell id -> CPU share of one core its tree took while it waited
+    stopped: str | None  # why the rounds stopped short of settling every pair, if they did
+
+
+def run_together(members: list[Member], pairs: list[Pair], cache: Path, launch: Launch, within: float,
+                 max_rounds: int, say=print) -> GroupRun:
+    """Launch the group's workers together, take turns, and return each cell's outcome."""
+    with tempfile.TemporaryDirectory(prefix="gnnbench-turns-") as folder:
+        threads = []
+        for i, member in enumerate(members):
+            turns = Path(folder) / str(i)
+            turns.mkdir()
+            for pipe in ("go", "done"):
+                os.mkfifo(turns / pipe)
+            # the host holds both ends of both pipes: no open blocks, and a dead worker is seen by its outcome
+            member.go = os.open(turns / "go", os.O_RDWR)
+            member.done = os.open(turns / "done", os.O_RDWR | os.O_NONBLOCK)
+            env = {TURNS_ENV: str(turns), MAX_TURNS_ENV: str(max_rounds)}
+            thread = threading.Thread(target=_launch, args=(member, cache, launch, env), daemon=True)
+            thread.start()
+            threads.append(thread)
+        try:
+            rounds, stopped = _take_turns(members, pairs, within, max_rounds, say)
+        finally:
+            for member in members:
+                member.say(STOP)
+                if member.sampler is not None:
+                    member.sampler.resume()
+            for thread in threads:
+                thread.join()
+            for member in members:
+                os.close(member.go)
+                os.close(member.done)
+    waiting = {m.cell.id: m.waiting_cpu for m in members if m.waiting_cpu is not None}
+    return GroupRun({m.cell.id: m.outcome for m in members}, rounds, waiting, stopped)
+
+
+def _launch(member: Member, cache: Path, launch: Launch, env: dict[str, str]) -> None:
+    try:
+        member.outcome = launch_cell(member.cell, member.python, member.dataset_dir, cache, member.memory_limit,
+                                     extra_env=env, launch=launch, on_start=member.started)
+    except Exception as exc:  # a runner that could not start it: the cell's outcome, the group goes on
+        member.outcome = Outcome(member.cell, "failed", f"{type(exc).__name__}: {exc}")
+    finally:
+        member._started.set()
+
+
+def _take_turns(members: list[Member], pairs: list[Pair], within: float, max_rounds: int,
+                say) -> tuple[list[dict[str, float]], str | None]:
+    timeout = min(m.cell.settings.timeout for m in members)
+    began = time.monotonic()
+    for member in members:  # every worker warms up at once, then waits its first turn
+        member._started.wait()
+        member.ready = member.read_line(began + timeout) == READY
+        if member.ready and member.sampler is not None:
+            member.sampler.pause()
+    live = [m for m in members if m.ready]
+    if len(live) < len(members):
+        lost = ", ".join(m.cell.id for m in members if not m.ready)
+        _one_turn_each(live, timeout)
+        return [], f"{lost} ended before its first turn"
+    rounds: list[dict[str, float]] = []
+    stopped = None
+    while len(rounds) < max_rounds:
+        shift = len(rounds) % len(live)
+        times = {}
+        for member in live[shift:] + live[:shift]:  # the order turns, so no cell always goes first
+            seconds = _turn(member, live, timeout)
+            if seconds is None:
+                _one_turn_each([m for m in live if m is not member and not m.turns], timeout)
+                return rounds, f"{member.cell.id} ended during its turn"
+            times[member.cell.id] = seconds
+        rounds.append(times)
+        results = [paired_result(p, rounds, within, {}, None) for p in pairs]
+        say("  round {}: {}".format(len(rounds), "; ".join(
+            "{1} / {0} ".format(*paired_ratio.label(p.first, p.second)) + f"{r.ratio:.3f}"
+            + (f" ({r.ci95[0]:.3f}–{r.ci95[1]:.3f})" if r.ci95 else "") for p, r in zip(pairs, results))))
+        if all(r.settled for r in results):
+            break
+        if time.monotonic() - began > TIME_SHARE * timeout:
+            stopped = f"half the cells' timeout ({timeout:g} s) spent"
+            break
+    else:
+        stopped = f"the cap of {max_rounds} rounds"
+    return rounds, stopped
+
+
+def _turn(member: Member, live: list[Member], timeout: float) -> float | None:
+    """One epoch of `member` while the others wait: its seconds, or None where it ended instead."""
+    others = [m for m in live if m is not member]
+    before = [m.tree_cpu() for m in others]
+    started = time.monotonic()
+    member.sampler.resume()
+    member.say(GO)
+    line = member.read_line(started + timeout)
+    member.sampler.pause()
+    waited = time.monotonic() - started
+    for other, cpu in zip(others, before):
+        other.waiting_cpu_s += max(0.0, other.tree_cpu() - cpu)
+        other.waited_s += waited
+    if line is None or not line.startswith(DONE):
+        return None
+    member.turns += 1
+    return float(line.split()[1])
+
+
+def _one_turn_each(members: list[Member], timeout: float) -> None:
+    """A measured epoch for each cell that has none yet, so its record stands once the group ends early."""
+    for member in members:
+        if not member.turns:
+            _turn(member, members, timeout)
+
+
+
+def describe(result: PairResult) -> str:
+    first, second = paired_ratio.label(result.first, result.second)
+    found = result.as_dict()
+    return (f"{second} against {first} ({result.axis}): epoch time {paired_ratio.ratio_text(found)}, "
+            f"{paired_ratio.verdict(found)}")
