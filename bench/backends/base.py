@@ -477,6 +477,13 @@ class Pipeline(abc.ABC):
         (GraphBolt)."""
         seed_everything(seed)
 
+    def allreduce_seconds(self) -> float | None:
+        """DDP's all-reduce seconds so far: None where DDP runs it untimed (`profile: false`,
+        distribute), 0 where nothing is all-reduced (one rank, or no model)."""
+        if self.comm is not None:
+            return self.comm.seconds
+        return None if unwrap(self.model) is not self.model else 0.0
+
     def synchronize(self) -> None:
         if self.device.type == "cuda":
             import torch
