@@ -512,7 +512,8 @@ def model_summary(pipe) -> dict | None:
             "embedding_parameters": int(embedded), **({"heads": settings.heads} if settings.heads is not None else {}),
             # one initialisation for every task and framework; what the layers compute over (PyG's
             # edges: PyG's own, GraphBolt's with same_layer_edges true)
-            "init": INITIALISATION, "same_layer_edges": getattr(pipe, "same_layer_edges", True)}
+            "init": INITIALISATION, "same_layer_edges": getattr(pipe, "same_layer_edges", True),
+            "weight_decay": settings.weight_decay}  # Adam's (the optimizer's other setting is lr)
 
 
 class StartupPhases:
