@@ -6,6 +6,7 @@ it with its model. A negative one is refused by name (tests/test_bad_inputs.py).
 
 from __future__ import annotations
 
+import ast
 import json
 import subprocess
 from pathlib import Path
@@ -42,3 +43,15 @@ def test_the_setting_reaches_the_optimizer_and_the_record(stack):
     assert (default["optimizer"], set_["optimizer"]) == (0.0, 5e-4)
     assert ModelInfo(**set_["recorded"]).weight_decay == 5e-4 and default["recorded"]["weight_decay"] == 0.0
 
+
+def test_every_optimizer_in_bench_is_given_the_setting():
+    """A backend or plain loop that builds its own optimizer (`torch.optim.X(...)`) must pass the
+    cell's weight decay: else its side of a comparison trains with another optimizer than the cell says."""
+    built = [(path, call) for path in sorted((REPO / "bench").rglob("*.py"))
+             for call in ast.walk(ast.parse(path.read_text()))
+             if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)
+             and isinstance(call.func.value, ast.Attribute) and call.func.value.attr == "optim"]
+    assert built, "no optimizer found in bench/: the pattern is stale"
+    missing = [f"{path.relative_to(REPO)}:{call.lineno}" for path, call in built
+               if "weight_decay" not in {k.arg for k in call.keywords}]
+    assert not missing, "give these the cell's weight_decay: " + ", ".join(missing)
