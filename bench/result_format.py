@@ -177,6 +177,7 @@ class ModelInfo(Loose):
     init: str | None = None  # the one initialisation (bench/backends/base.py same_start)
     # whether its layers computed over the edges PyG's do (bench/backends/layer_edges.py)
     same_layer_edges: bool | None = None
+    weight_decay: Annotated[float, Field(ge=0)] | None = None  # Adam's (the `weight_decay` setting)
 
 
 class ToTarget(Loose):

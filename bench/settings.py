@@ -50,6 +50,7 @@ class CellSettings:
     heads: int | None = 4
     hidden: int = 64
     lr: float = 0.01
+    weight_decay: float = 0.0  # Adam's; 0 as PyG's examples (DGL's GraphBolt node example: 5e-4)
     seed: int = 0
     timeout: float = 600.0
     stack: str | None = None

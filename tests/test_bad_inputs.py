@@ -61,6 +61,7 @@ SUITES = [
     ("lr-negative", with_settings("lr: -0.1"), ["settings.lr", "greater than 0"]),
     ("lr-absurd", with_settings("lr: 1000.0"), ["settings.lr", "less than or equal to 10"]),
     ("lr-sweep-nan", with_settings("lr: [0.1, .nan]"), ["settings.lr.1", "finite number"]),
+    ("weight-decay-negative", with_settings("weight_decay: -0.0005"), ["settings.weight_decay", "greater than or equal to 0"]),
     ("timeout-inf", with_settings("timeout: .inf"), ["settings.timeout", "finite number"]),
     ("timeout-nan", with_settings("timeout: .nan"), ["settings.timeout", "finite number"]),
     ("timeout-zero", with_settings("timeout: 0"), ["settings.timeout", "greater than 0"]),

@@ -1,6 +1,7 @@
 """DDP's all-reduce is timed by a Python comm hook (bench/backends/base.py CommTimer), per gradient
 bucket: work no framework's own loop does, so only a cell with `profile: true` registers it
-(issue 49). Two real gloo ranks in a stack's torch."""
+(issue 49); a `profile: false` DDP cell records its all-reduce as not measured (None), never as 0.
+Two real gloo ranks in a stack's torch."""
 
 from __future__ import annotations
 
@@ -22,6 +23,13 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 from bench.backends.base import distribute
+from tests.small_pipeline import built
+
+
+def allreduced(profile: bool):  # what the worker records of a step's all-reduce (worker.py run_epoch)
+    pipe = built(profile=profile)
+    pipe.model(torch.randn(8, 64)).sum().backward()
+    return pipe.allreduce_seconds()
 
 
 def rank(r, init):
@@ -35,10 +43,12 @@ def rank(r, init):
         found[timed] = (ddp._get_ddp_logging_data().get("comm_hook", ""), None if timer is None else timer.seconds)
     assert found[True][0].endswith("hook") and found[True][1] > 0, found  # registered, and it timed the all-reduce
     assert found[False] == ("", None), found  # DDP's own all-reduce, nothing timed
+    assert allreduced(True) > 0 and allreduced(False) is None  # untimed: recorded as not measured, never 0
     dist.destroy_process_group()
 
 
 if __name__ == "__main__":
+    assert allreduced(True) == allreduced(False) == 0.0  # one rank: nothing to all-reduce, measured or not
     mp.spawn(rank, args=(f"file://{sys.argv[1]}",), nprocs=2)
     print("ok")
 """

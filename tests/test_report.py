@@ -234,3 +234,21 @@ def test_a_file_of_an_older_writer_without_the_metrics_reads(tmp_path):
     path.write_text(json.dumps(data))
     md = report.render_markdown([results.read(path)], chosen=["all"])
     assert "| `pyg-neighbor/g/mode=cpu-cpu/workers=0/ws=1` (baseline) | ok | 2.000 (0.100) | 5 | 1.00× | – |" in md
+
+
+def test_an_untimed_all_reduce_reads_not_measured_and_a_timed_one_its_seconds(tmp_path):
+    """DDP's all-reduce is timed only with `profile: true` (issue 49): a `profile: false` cell records
+    none (comm_s None), and the scaling table says `not measured` rather than a 0 that reads as free."""
+    from tests import synthetic_results as sr
+
+    def at(ws: int, profile: bool, comm_s: float | None) -> dict:
+        cid = sr.cell_id(ws=ws) + ("" if profile else "/profile=off")
+        return sr.bench(cid, [1.0 / ws] * 5, comm_s=comm_s, settings={**sr.settings_of(cid), "profile": profile})
+    run = sr.write(tmp_path, "ddp.json", sr.run([at(1, True, 0.0), at(2, True, 0.6), at(1, False, 0.0), at(2, False, None)]))
+    table = report.render_markdown([run]).split("### Scaling across world sizes", 1)[1]
+    rows = {line.split("|")[1].strip(" `") + "@" + line.split("|")[2].strip(): line
+            for line in table.splitlines() if line.startswith("| `")}
+    config = results.id_without_world_size(sr.cell_id(), 1)
+    assert "| 0.600 |" in rows[f"{config}@2"]  # timed: its figure
+    assert "| not measured |" in rows[f"{config}/profile=off@2"] and "0.000" not in rows[f"{config}/profile=off@2"]
+    assert "| 0.000 |" in rows[f"{config}/profile=off@1"]  # one rank: nothing to all-reduce, untimed or not

@@ -318,7 +318,7 @@ class Pipeline(abc.ABC):
 
     def build_model(self, data) -> None:
         """With a model (`sage`; a typed backend's `rgcn` or `rgat`), the backend's model on its
-        device, wrapped in DDP across ranks, and Adam at the suite's learning rate; with
+        device, wrapped in DDP across ranks, and Adam at the suite's learning rate and weight decay; with
         `model: none`, no model (the loader alone)."""
         import torch
 
@@ -326,7 +326,8 @@ class Pipeline(abc.ABC):
         if self.settings.model != "none":
             self.model, self.comm = distribute(self.make_model(data).to(self.device), self.device,
                                                self.unused_parameters, timed=self.profile)
-            self.optimizer = torch.optim.Adam(self.model.parameters(), lr=self.settings.lr)
+            self.optimizer = torch.optim.Adam(self.model.parameters(), lr=self.settings.lr,
+                                              weight_decay=self.settings.weight_decay)
             if self.settings.amp == "fp16":
                 self.scaler = grad_scaler(self.device.type)
 
@@ -476,6 +477,13 @@ class Pipeline(abc.ABC):
         torch-sparse sampler). A backend whose framework keeps streams of its own seeds them too
         (GraphBolt)."""
         seed_everything(seed)
+
+    def allreduce_seconds(self) -> float | None:
+        """DDP's all-reduce seconds so far: None where DDP runs it untimed (`profile: false`,
+        distribute), 0 where nothing is all-reduced (one rank, or no model)."""
+        if self.comm is not None:
+            return self.comm.seconds
+        return None if unwrap(self.model) is not self.model else 0.0
 
     def synchronize(self) -> None:
         if self.device.type == "cuda":

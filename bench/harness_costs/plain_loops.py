@@ -79,7 +79,7 @@ def pyg_loop(data, s):
         return loader_only(loader)
     device, to_device = on_device(s)
     model = SAGE(dims(data, s)).to(device)
-    optimizer = torch.optim.Adam(model.parameters(), lr=s.lr)
+    optimizer = torch.optim.Adam(model.parameters(), lr=s.lr, weight_decay=s.weight_decay)
 
     def epoch():
         model.train()
@@ -130,7 +130,7 @@ def graphbolt_loop(data, s):
     if s.model == "none":
         return loader_only(loader)
     model = SAGE(dims(data, s)).to(device)
-    optimizer = torch.optim.Adam(model.parameters(), lr=s.lr)
+    optimizer = torch.optim.Adam(model.parameters(), lr=s.lr, weight_decay=s.weight_decay)
 
     def epoch():
         model.train()

@@ -70,7 +70,7 @@ def pyg_link_loop(data, s):
         return loader_only(loader)
     device, to_device = on_device(s)
     model = shared_model(PygNodePipeline.conv_factory(), data, s).to(device)
-    optimizer = torch.optim.Adam(model.parameters(), lr=s.lr)
+    optimizer = torch.optim.Adam(model.parameters(), lr=s.lr, weight_decay=s.weight_decay)
     layers = len(s.fanout)
 
     def epoch():
@@ -120,7 +120,7 @@ def graphbolt_link_loop(data, s):
     if s.model == "none":
         return loader_only(loader)
     model = shared_model(Pipeline.conv_factory(), data, s).to(device)
-    optimizer = torch.optim.Adam(model.parameters(), lr=s.lr)
+    optimizer = torch.optim.Adam(model.parameters(), lr=s.lr, weight_decay=s.weight_decay)
 
     def epoch():
         model.train()

@@ -40,7 +40,7 @@ def pyg_hetero_loop(data, s):
         return loader_only(loader)
     device, to_device = on_device(s)
     model = typed_model(hetero_layer(s.model, data.relations), data, s).to(device)
-    optimizer = torch.optim.Adam(model.parameters(), lr=s.lr)
+    optimizer = torch.optim.Adam(model.parameters(), lr=s.lr, weight_decay=s.weight_decay)
     featureless = [t for t, x in data.features.items() if x is None]
     layers, target = len(s.fanout), data.target
 
@@ -93,7 +93,7 @@ def graphbolt_hetero_loop(data, s):
     if s.model == "none":
         return loader_only(loader)
     model = typed_model(hetero_layer(s.model, data.relations), data, s).to(device)
-    optimizer = torch.optim.Adam(model.parameters(), lr=s.lr)
+    optimizer = torch.optim.Adam(model.parameters(), lr=s.lr, weight_decay=s.weight_decay)
     featureless = [t for t, x in data.features.items() if x is None]
 
     def epoch():

@@ -423,6 +423,13 @@ CELL_COLUMNS = [
            doc="CPU share other processes took while the cell ran; at or above the high-load mark its times are marked suspect."),
 ]
 
+def _allreduce(cell: CellResult) -> float | str | None:
+    """DDP's all-reduce seconds per epoch, or "not measured" where a `profile: false` cell ran it
+    untimed (the worker records None, never a 0 that reads as free)."""
+    seconds = cell.metrics.get("comm_s")
+    return "not measured" if seconds is None and cell.settings.profile is False else seconds
+
+
 # The Markdown scaling table: one row per world size of a configuration measured at several.
 SCALING_COLUMNS = [
     Column("epoch s", lambda c: c.median, fmt.seconds,
@@ -434,8 +441,9 @@ SCALING_COLUMNS = [
            doc="Share of the epoch the training loop waited for the next batch."),
     Column("compute s / epoch", metric("compute_s"), fmt.seconds,
            doc="Seconds per epoch in forward, backward and the optimizer step."),
-    Column("all-reduce s / epoch", metric("comm_s"), fmt.seconds,
-           doc="Seconds per epoch in DDP's gradient all-reduce (communication)."),
+    Column("all-reduce s / epoch", _allreduce, lambda v: v if isinstance(v, str) else fmt.seconds(v),
+           doc="Seconds per epoch in DDP's gradient all-reduce (communication); `not measured` in a "
+               "`profile: false` cell (its timing hook runs only when profiling: bench/backends/base.py distribute)."),
     Column("peak PSS per rank MiB", lambda c: c.rank_pss_bytes, fmt.mib,
            doc="Largest peak PSS of one rank."),
     Column("total PSS MiB", metric("total_pss_bytes"), fmt.mib,

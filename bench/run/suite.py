@@ -121,6 +121,9 @@ class Settings(Strict):
     """The model's hidden width."""
     lr: one_or_sweep(bounded(float, gt=0, le=10)) = D.lr
     """The optimizer's learning rate (Adam)."""
+    weight_decay: one_or_sweep(bounded(float, ge=0, le=1)) = D.weight_decay
+    """Adam's weight decay (L2), on every backend and plain loop alike. The default 0 is PyG's
+    examples' (`examples/reddit.py`); DGL's GraphBolt node example uses 5e-4."""
     seed: one_or_sweep(bounded(int, ge=0, le=2**32 - 1)) = D.seed
     """Seed of every random generator the cell uses (numpy takes seeds in this range)."""
     timeout: bounded(float, gt=0, le=7 * 24 * 3600) = D.timeout

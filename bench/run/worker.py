@@ -69,7 +69,7 @@ def run_epoch(pipe, on_batch=None, profile: bool = False) -> dict:
     """One pass over the training loader; stall = time blocked in next() on the loader. With
     `profile`, also the epoch's stages, loader worker-seconds and work (bench/backends/stages.py)."""
     clock = EpochClock(cuda_sync(pipe.device), pipe.settings.work_budget, pipe.settings.batch_size) if profile else None
-    comm_before = pipe.comm.seconds if pipe.comm else 0.0
+    comm_before = pipe.allreduce_seconds()
     stall = 0.0
     seeds = edges = batches = 0
     pipe.synchronize()
@@ -96,7 +96,7 @@ def run_epoch(pipe, on_batch=None, profile: bool = False) -> dict:
             pipe.step(batch)
     pipe.synchronize()
     seconds = time.perf_counter() - start
-    comm = (pipe.comm.seconds if pipe.comm else 0.0) - comm_before  # DDP's all-reduce in this epoch
+    comm = None if comm_before is None else pipe.allreduce_seconds() - comm_before  # DDP's all-reduce (None: untimed)
     stats = {"seconds": seconds, "stall_s": min(stall, seconds), "comm_s": comm, "seeds": seeds, "edges": edges,
              "batches": batches,
              # this process's CPU seconds, all its threads (not its DataLoader workers'): the work done,
@@ -526,7 +526,8 @@ def model_summary(pipe) -> dict | None:
             "embedding_parameters": int(embedded), **({"heads": settings.heads} if settings.heads is not None else {}),
             # one initialisation for every task and framework; what the layers compute over (PyG's
             # edges: PyG's own, GraphBolt's with same_layer_edges true)
-            "init": INITIALISATION, "same_layer_edges": getattr(pipe, "same_layer_edges", True)}
+            "init": INITIALISATION, "same_layer_edges": getattr(pipe, "same_layer_edges", True),
+            "weight_decay": settings.weight_decay}  # Adam's (the optimizer's other setting is lr)
 
 
 class StartupPhases:
@@ -591,13 +592,18 @@ def merge_ranks(ranks: list[dict], key: str) -> list[dict]:
         merged.append({
             "seconds": slowest["seconds"],
             "stall_s": sum(e["stall_s"] for e in per_rank) / len(per_rank),
-            "comm_s": sum(e["comm_s"] for e in per_rank) / len(per_rank),
+            "comm_s": mean_or_none([e["comm_s"] for e in per_rank]),
             "seeds": sum(e["seeds"] for e in per_rank), "edges": sum(e["edges"] for e in per_rank),
             "batches": per_rank[0]["batches"], "cpu_s": slowest.get("cpu_s")})
         if "stages" in slowest:
             merged[-1].update(stages=slowest["stages"], loader_worker_s=slowest["loader_worker_s"],
                               work=sum_work([e["work"] for e in per_rank]))
     return merged
+
+
+def mean_or_none(values: list) -> float | None:
+    """The mean, or None where a value is (DDP's all-reduce untimed: `profile: false`)."""
+    return None if None in values else sum(values) / len(values)
 
 
 def sum_work(works: list[dict]) -> dict:
@@ -638,7 +644,7 @@ def rank_summary(r: dict) -> dict:
     stall = sum(e["stall_s"] for e in r["epochs"])
     n = len(r["epochs"])
     return {"rank": r["rank"], "loader_stall": stall / seconds, "compute_s": (seconds - stall) / n,
-            "comm_s": sum(e["comm_s"] for e in r["epochs"]) / n, "epoch_s": seconds / n,
+            "comm_s": mean_or_none([e["comm_s"] for e in r["epochs"]]), "epoch_s": seconds / n,
             "self_max_rss_bytes": r["self_max_rss_bytes"], "startup_s": r["startup_s"],
             "peak_gpu_bytes": r.get("peak_gpu_bytes"), "gpu_device_used_bytes": r.get("gpu_device_used_bytes"),
             "startup_phases": r.get("startup_phases"), "gpu_peaks": r.get("gpu_peaks"), "gpu_util": r.get("gpu_util"),
