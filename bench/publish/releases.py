@@ -29,6 +29,7 @@ class ReleaseRow:
     release: str
     cell: CellResult
     verdict: history.Verdict | None   # against the oldest release (None for the oldest itself)
+    paired: dict | None = None        # its paired comparison with the oldest (bench/run/paired.py), where one ran
 
 
 @dataclass(frozen=True)
@@ -66,7 +67,8 @@ def groups(run: RunResult, earlier: Sequence[RunResult] = (), floor: float = FLO
         ordered = sorted(cells.items(), key=lambda item: release_key(item[0]))
         oldest = ordered[0][1]
         rows = [ReleaseRow(ordered[0][0], oldest, None)]
-        rows += [ReleaseRow(release, cell, judge(oldest, cell, earlier, floor)) for release, cell in ordered[1:]]
+        rows += [ReleaseRow(release, cell, judge(oldest, cell, earlier, floor), run.pair(oldest.id, cell.id))
+                 for release, cell in ordered[1:]]
         out.append(ReleaseGroup(framework, config, oldest.dataset, tuple(rows)))
     return out
 

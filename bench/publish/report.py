@@ -107,7 +107,7 @@ def environment(markup: str = "md") -> jinja2.Environment:
                        seconds=fmt.seconds, ratio=fmt.ratio, byte_rate=fmt.byte_rate, setting=fmt.setting_text,
                        machine=fmt.machine_summary, when=fmt.when,
                        text=(lambda t: "" if t is None else str(t)) if html else _md,
-                       packages=packages)
+                       packages=packages, pair_ratio=paired_ratio.ratio_text, pair_verdict=paired_ratio.verdict)
     return env
 
 

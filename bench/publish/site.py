@@ -105,7 +105,7 @@ def suite_sections(suite: SuiteRuns, data_links: dict[Path, str]) -> dict:
     return {"info": report.run_info(newest), "data_link": data_links[newest.path], "tables": tables,
             "failures": failures, "anchors": anchors, "partitions": report.partitions(newest),
             "advice": advice_section(suite), "history": history_section(suite),
-            "releases": release_section(newest, suite.runs[:-1]),
+            "releases": release_section(newest, suite.runs[:-1]), "pairs": report.pair_rows(newest),
             # what the maintainers of each pipeline compared here say (bench/publish/lifecycle.py)
             "lifecycle": lifecycle.lines_for({c.backend for c in newest.measured + newest.unmeasured}),
             "tolerance": stages.EQUAL_WORK_TOLERANCE}

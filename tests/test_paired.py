@@ -1,0 +1,168 @@
+"""Paired cells (bench/run/paired.py): which cells pair, the pairs' statistics and wording, and real
+runs of live PyG workers taking turns: an A/A pair reads 1.00 within ±2 %, a planted 5 % slowdown
+is found with an interval that excludes 1, and a waiting worker's process tree (its DataLoader
+workers included) takes next to no CPU while the other's epoch runs, as measured."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from bench import paired_ratio
+from bench.run import paired, suite
+from bench.run.session import RunOptions, SessionError, paired_settings
+from tests.conftest import require_stacks, run_suite_text
+
+
+def cells_of(name: str) -> list[suite.Cell]:
+    loaded, _ = suite.load(name)
+    return suite.expand(loaded)
+
+
+# --- which cells pair ---------------------------------------------------------------------------
+
+def test_releases_pair_every_two_releases_of_one_configuration():
+    pairs = paired.pairs_of(cells_of("pyg-releases"), ["stack"])
+    assert len(pairs) == 9  # 3 configurations x 3 pairs of releases
+    assert {paired_ratio.label(p.first, p.second) for p in pairs} == {
+        ("stack=pyg@2.6.1", "stack=pyg@2.7.0"), ("stack=pyg@2.6.1", "stack=pyg@2.8.1"),
+        ("stack=pyg@2.7.0", "stack=pyg@2.8.1")}
+    groups = paired.groups_of(cells_of("pyg-releases"), pairs)
+    assert [len(g) for g in groups] == [3, 3, 3]  # each cell measured once, beside its two other releases
+
+
+def test_backends_pair_across_a_setting_only_one_of_them_has():
+    """PyG's cells have no same_layer_edges; GraphBolt's two (true, false) each pair with PyG's, and
+    with each other only on the same_layer_edges axis."""
+    cells = cells_of("smoke")
+    by_backend = paired.pairs_of(cells, ["backend"])
+    assert all(p.first.startswith("pyg-neighbor/") and p.second.startswith("dgl-graphbolt/") for p in by_backend)
+    assert len(by_backend) == 5  # workers 0 and 2, each against both GraphBolt cells; the loader alone once
+    by_edges = paired.pairs_of(cells, ["same_layer_edges"])
+    assert len(by_edges) == 2 and all(p.second.endswith("/same_layer_edges=false") for p in by_edges)
+    assert [len(g) for g in paired.groups_of(cells, by_backend + by_edges)] == [3, 3, 2]
+
+
+def test_cells_differing_in_two_settings_do_not_pair():
+    a, b = cells_of("smoke")[:2]
+    assert not paired.differ_in_alone(a, b, "num_workers") or a.settings.num_workers != b.settings.num_workers
+    changed = suite.Cell(b.id + "/x", b.backend, b.stack, b.dataset, b.dataset_spec,
+                         b.settings.replace(batch_size=128))
+    assert not paired.differ_in_alone(a, changed, "num_workers")
+
+
+def test_a_suite_naming_an_axis_no_cell_has_is_refused(write_suite):
+    path = write_suite("""
+name: bad
+datasets: {g: {source: synthetic, params: {scale: 8}}}
+backends: [pyg-neighbor]
+paired: {by: [workers]}
+""")
+    with pytest.raises(suite.SuiteError, match=r"paired.*'workers' is not an axis of a cell.*num_workers"):
+        suite.load(path)
+
+
+def test_paired_options_need_an_axis_and_a_band():
+    assert paired_settings(None, RunOptions()) is None
+    with pytest.raises(SessionError, match="--paired-within .* need cells to pair"):
+        paired_settings(None, RunOptions(paired_within=0.02))
+    with pytest.raises(SessionError, match="--paired: within"):
+        paired_settings(None, RunOptions(paired=["backend"], paired_within=3.0))
+    given = paired_settings(suite.Paired(by=["stack"]), RunOptions(paired=["num_workers"], paired_max_rounds=12))
+    assert given.by == ["stack", "num_workers"] and given.max_rounds == 12 and given.within == 0.03
+
+
+# --- the statistics and the wording -------------------------------------------------------------
+
+def rounds_of(ratios: list[float]) -> list[dict[str, float]]:
+    return [{"a": 1.0, "b": r} for r in ratios]
+
+
+def test_a_steady_ratio_settles_outside_and_a_noisy_one_stays_unresolved():
+    pair = paired.Pair("x", "a", "b")
+    steady = paired.paired_result(pair, rounds_of([1.06, 1.05, 1.07, 1.05, 1.06, 1.06, 1.05]), 0.03, {}, None)
+    assert steady.settled == "outside" and steady.ci95[0] > 1.03 and steady.ratio == pytest.approx(1.06)
+    assert paired_ratio.verdict(steady.as_dict()) == "6.0% slower"
+    same = paired.paired_result(pair, rounds_of([1.0, 1.01, 0.99, 1.0, 1.005, 0.995]), 0.03, {}, None)
+    assert same.settled == "inside" and paired_ratio.verdict(same.as_dict()) == "same within ±3%"
+    noisy = paired.paired_result(pair, rounds_of([0.9, 1.1, 1.05, 0.95, 1.2, 0.85]), 0.03, {}, "the cap of 6 rounds")
+    assert noisy.settled is None and "the cap of 6 rounds" in noisy.reason
+    assert paired_ratio.verdict(noisy.as_dict()).startswith("same within noise: unresolved after 6 rounds")
+
+
+def test_a_pair_that_could_not_take_turns_says_so_and_has_no_interval():
+    result = paired.unpaired_result(paired.Pair("mode", "a", "b"), {"a": [1.0, 1.2, 1.1], "b": [2.2, 2.0]}, 0.03,
+                                    "a GPU cell: two live workers would share the GPU's memory and clocks")
+    assert result.ratio == pytest.approx(2.1 / 1.1) and result.ci95 is None and not result.paired
+    assert "not paired (a GPU cell" in paired_ratio.verdict(result.as_dict())
+
+
+def test_a_gpu_cell_a_multi_rank_cell_and_a_limited_cell_run_alone():
+    base = cells_of("smoke")[0]
+    alone = {name: paired.why_alone(suite.Cell(base.id, base.backend, base.stack, base.dataset, base.dataset_spec,
+                                               base.settings.replace(**change)), paired.Launch())
+             for name, change in {"gpu": {"mode": "cpu-cuda"}, "ranks": {"world_size": 2},
+                                  "limit": {"memory_limit": "2GiB"}, "plain": {}}.items()}
+    assert "GPU" in alone["gpu"] and "ranks" in alone["ranks"] and "memory" in alone["limit"]
+    assert alone["plain"] is None
+
+
+# --- live workers taking turns (real PyG) -------------------------------------------------------
+
+TWINS = """
+name: {name}
+datasets:
+  rmat-s11: {{source: synthetic, params: {{scale: 11, edge_factor: 8, feature_dim: 32, num_classes: 4, seed: 0}}}}
+backends: [pyg-neighbor]
+settings:
+  num_workers: {workers}
+  mode: cpu-cpu
+  batch_size: 128
+  fanout: [10, 5]
+  epochs: 3
+  hidden: 32
+  timeout: 400
+  # the two cells differ in their warm-up alone: the same work per measured epoch, an A/A pair
+  warmup_epochs: [1, 2]
+paired: {{by: [warmup_epochs], within: 0.02, max_rounds: {rounds}}}
+"""
+
+
+def pair_of(result_file) -> dict:
+    data = json.loads(result_file.read_text())
+    assert len(data["benchmarks"]) == 2, data.get("unmeasured")
+    pairs = data["gnnbench"]["pairs"]
+    assert len(pairs) == 1 and pairs[0]["paired"], pairs
+    for bench in data["benchmarks"]:  # every turn a measured epoch of the cell's own record
+        assert len(bench["stats"]["data"]) == pairs[0]["rounds"]
+    return pairs[0]
+
+
+@pytest.mark.stacks
+def test_an_a_a_pair_reads_one_within_two_percent_and_the_waiting_worker_is_idle(tmp_path, cache_dir):
+    require_stacks("pyg")
+    proc, out = run_suite_text(TWINS.format(name="twins", workers=0, rounds=30), tmp_path, cache_dir)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    pair = pair_of(out)
+    assert pair["ratio"] == pytest.approx(1.0, abs=0.02), pair
+    assert pair["ci95"][0] <= 1.0 <= pair["ci95"][1], pair
+    # measured, not assumed: while one epoch ran, the other's process took under 5 % of a core
+    assert pair["first_waiting_cpu"] < 0.05 and pair["second_waiting_cpu"] < 0.05, pair
+
+
+@pytest.mark.stacks
+def test_a_planted_five_percent_slowdown_is_found_and_waiting_loader_workers_stay_quiet(tmp_path, cache_dir):
+    """The second cell's every batch made 5 % longer than its step took (GNNBENCH_FAULT=slow); with 2
+    DataLoader workers each, whose processes count in the waiting tree's CPU."""
+    require_stacks("pyg")
+    proc, out = run_suite_text(TWINS.format(name="slowed", workers=2, rounds=40), tmp_path, cache_dir,
+                               env={"GNNBENCH_FAULT": "slow:warmup=2"})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    pair = pair_of(out)
+    assert pair["first"].endswith("warmup=1") and pair["second"].endswith("warmup=2")
+    assert pair["ci95"][0] > 1.0, pair  # the slowdown found: the interval excludes 1
+    assert 1.01 < pair["ratio"] < 1.10, pair
+    assert pair["first_waiting_cpu"] < 0.05 and pair["second_waiting_cpu"] < 0.05, pair
+    assert not math.isnan(pair["ratio"])
