@@ -53,6 +53,17 @@ def test_cells_differing_in_two_settings_do_not_pair():
     assert not paired.differ_in_alone(a, changed, "num_workers")
 
 
+def test_the_runner_axis_pairs_every_cell_with_its_unwatched_twin(tmp_path):
+    from bench.run.session import Session
+
+    session = Session(RunOptions(suite="smoke", paired=["runner"], results=tmp_path), say=lambda *a, **k: None,
+                      select="workers=2")
+    groups = session.groups()
+    assert set(groups) == {c.id for c in session.selected} and all(len(g) == 1 for g, _ in groups.values())
+    twin = paired.unwatched_twin(session.selected[0])
+    assert twin.id == session.selected[0].id + "/runner=off" and twin.settings == session.selected[0].settings
+
+
 def test_a_suite_naming_an_axis_no_cell_has_is_refused(write_suite):
     path = write_suite("""
 name: bad
@@ -114,19 +125,20 @@ def test_a_gpu_cell_a_multi_rank_cell_and_a_limited_cell_run_alone():
 TWINS = """
 name: {name}
 datasets:
-  rmat-s11: {{source: synthetic, params: {{scale: 11, edge_factor: 8, feature_dim: 32, num_classes: 4, seed: 0}}}}
+  rmat-s12: {{source: synthetic, params: {{scale: 12, edge_factor: 8, feature_dim: 64, num_classes: 8, seed: 0}}}}
 backends: [pyg-neighbor]
 settings:
   num_workers: {workers}
   mode: cpu-cpu
-  batch_size: 128
+  batch_size: 256
   fanout: [10, 5]
   epochs: 3
-  hidden: 32
+  warmup_epochs: 2
+  hidden: 64
   timeout: 400
-  # the two cells differ in their warm-up alone: the same work per measured epoch, an A/A pair
-  warmup_epochs: [1, 2]
-paired: {{by: [warmup_epochs], within: 0.02, max_rounds: {rounds}}}
+  # the two cells differ in a learning rate a hundred-thousandth apart: the same work per epoch, an A/A pair
+  lr: [0.01, 0.0100001]
+paired: {{by: [lr], within: 0.02, max_rounds: {rounds}}}
 """
 
 
@@ -158,10 +170,10 @@ def test_a_planted_five_percent_slowdown_is_found_and_waiting_loader_workers_sta
     DataLoader workers each, whose processes count in the waiting tree's CPU."""
     require_stacks("pyg")
     proc, out = run_suite_text(TWINS.format(name="slowed", workers=2, rounds=40), tmp_path, cache_dir,
-                               env={"GNNBENCH_FAULT": "slow:warmup=2"})
+                               env={"GNNBENCH_FAULT": "slow:lr=0.0100001"})
     assert proc.returncode == 0, proc.stderr[-2000:]
     pair = pair_of(out)
-    assert pair["first"].endswith("warmup=1") and pair["second"].endswith("warmup=2")
+    assert pair["first"].endswith("lr=0.01") and pair["second"].endswith("lr=0.0100001")
     assert pair["ci95"][0] > 1.0, pair  # the slowdown found: the interval excludes 1
     assert 1.01 < pair["ratio"] < 1.10, pair
     assert pair["first_waiting_cpu"] < 0.05 and pair["second_waiting_cpu"] < 0.05, pair

@@ -6,12 +6,13 @@ of a group are launched together, each warms up, and then their measured epochs 
 one cell at a time (bench/run/turns.py: the waiting cells block on a pipe, their memory samplers
 paused), the order turning each round. Each pair's ratio is the geometric median over the rounds
 of its two epochs' ratio, with a 95 % interval resampling rounds (bench/paired_ratio.py); rounds
-are added until every pair's interval lies inside or outside ±`within`, up to `max_rounds` or half
-the cells' timeout. How much CPU the waiting cells' process trees took while another ran is
+are added until every pair's interval lies inside or outside ±`within` (judged at 10 rounds, then
+20, 40, ...: is_look), up to `max_rounds` or half the cells' timeout. How much CPU the waiting cells' process trees took while another ran is
 measured and kept, so the claim that they were idle is a figure.
 
 Which cells pair: those that differ in one named axis alone (`paired: [stack]` in a suite, or
-`gnnbench run --paired AXIS`): every two cells equal in all else. Pairs sharing a cell run as one
+`gnnbench run --paired AXIS`): every two cells equal in all else. The pseudo-axis `runner` pairs each
+cell with a twin of itself that the runner's memory sampler never reads: the runner's cost per cell. Pairs sharing a cell run as one
 group, so each cell is measured once. A cell that cannot live beside another (GPU cells, several
 ranks, a memory limit, a target to train to, graphs too big for two) runs on its own as always, and
 its pairs say why they are not paired."""
@@ -35,6 +36,7 @@ from bench.run.suite import Cell
 from bench.run.turns import DONE, GO, MAX_TURNS_ENV, READY, STOP, TURNS_ENV
 
 DEFAULT_MAX_ROUNDS = 40
+FIRST_LOOK = 10  # rounds before the pairs are first judged (then at 20, 40, ... and the cap: is_look)
 TIME_SHARE = 0.5  # rounds stop once a group has run this share of its shortest timeout
 MEMORY_SHARE = 0.5  # a group's graphs may take this share of the memory available at its start
 
@@ -82,6 +84,16 @@ def groups_of(cells: list[Cell], pairs: list[Pair]) -> list[list[Cell]]:
             seen |= ids
             groups.append([c for c in cells if c.id in ids])
     return groups
+
+
+RUNNER = "runner"  # the pseudo-axis: each cell against a twin of it that no memory sampler watches
+RUNNER_OFF = "runner=off"
+
+
+def unwatched_twin(cell: Cell) -> Cell:
+    """The cell's twin for the `runner` axis: the same worker, its runner's memory sampler never
+    reading, so the pair's ratio is what watching the cell costs it."""
+    return Cell(f"{cell.id}/{RUNNER_OFF}", cell.backend, cell.stack, cell.dataset, cell.dataset_spec, cell.settings)
 
 
 def why_alone(cell: Cell, launch: Launch) -> str | None:
@@ -133,8 +145,17 @@ class PairResult:
         return asdict(self)
 
 
+def is_look(rounds: int, max_rounds: int) -> bool:
+    """Whether the pairs are judged after this many rounds: at FIRST_LOOK, each doubling after it,
+    and the cap. Judging after every round and stopping at the first interval outside the band
+    would find a difference in an A/A pair far more often than 1 time in 20; a few looks keep that
+    near the interval's own 5 %."""
+    return rounds == max_rounds or (rounds >= FIRST_LOOK and (rounds // FIRST_LOOK) & (rounds // FIRST_LOOK - 1) == 0
+                                    and rounds % FIRST_LOOK == 0)
+
+
 def paired_result(pair: Pair, rounds: list[dict[str, float]], within: float, waiting: dict[str, float],
-                  cap_reason: str | None) -> PairResult:
+                  cap_reason: str | None, with_interval: bool = True) -> PairResult:
     logs = [math.log(r[pair.second] / r[pair.first]) for r in rounds if pair.first in r and pair.second in r]
     n = len(logs)
     result = PairResult(pair.axis, pair.first, pair.second, paired=True, within=within, rounds=n,
@@ -143,6 +164,8 @@ def paired_result(pair: Pair, rounds: list[dict[str, float]], within: float, wai
         result.reason = cap_reason or "no round ran"
         return result
     result.ratio = paired_ratio.geometric_median(logs)
+    if not with_interval:
+        return result
     found = paired_ratio.interval(n, lambda picked: paired_ratio.geometric_median(logs[i] for i in picked))
     result.ci95 = list(found) if found else None
     result.settled = paired_ratio.settled(found, n, within)
@@ -183,12 +206,19 @@ class Member:
     turns: int = 0
     waiting_cpu_s: float = 0.0
     waited_s: float = 0.0
+    watched: bool = True  # False: a twin run without the runner's memory sampler (the `runner` axis)
     _buffer: bytes = b""
     _started: threading.Event = field(default_factory=threading.Event)
 
     def started(self, proc, sampler) -> None:
         self.proc, self.sampler = proc, sampler
+        if not self.watched:
+            sampler.pause()  # never read: the worker as it runs with no runner watching it
         self._started.set()
+
+    def wake_sampler(self) -> None:
+        if self.watched and self.sampler is not None:
+            self.sampler.resume()
 
     def read_line(self, deadline: float) -> str | None:
         """The worker's next line, or None where it ended (or the deadline passed) first."""
@@ -258,8 +288,7 @@ def run_together(members: list[Member], pairs: list[Pair], cache: Path, launch: 
         finally:
             for member in members:
                 member.say(STOP)
-                if member.sampler is not None:
-                    member.sampler.resume()
+                member.wake_sampler()
             for thread in threads:
                 thread.join()
             for member in members:
@@ -305,11 +334,13 @@ def _take_turns(members: list[Member], pairs: list[Pair], within: float, max_rou
                 return rounds, f"{member.cell.id} ended during its turn"
             times[member.cell.id] = seconds
         rounds.append(times)
-        results = [paired_result(p, rounds, within, {}, None) for p in pairs]
+        look = is_look(len(rounds), max_rounds)
+        results = [paired_result(p, rounds, within, {}, None, with_interval=look) for p in pairs]
         say("  round {}: {}".format(len(rounds), "; ".join(
             "{1} / {0} ".format(*paired_ratio.label(p.first, p.second)) + f"{r.ratio:.3f}"
-            + (f" ({r.ci95[0]:.3f}–{r.ci95[1]:.3f})" if r.ci95 else "") for p, r in zip(pairs, results))))
-        if all(r.settled for r in results):
+            + (f" ({r.ci95[0]:.3f}–{r.ci95[1]:.3f}, {r.settled or 'unsettled'})" if r.ci95 else "")
+            for p, r in zip(pairs, results))))
+        if look and all(r.settled for r in results):
             break
         if time.monotonic() - began > TIME_SHARE * timeout:
             stopped = f"half the cells' timeout ({timeout:g} s) spent"
@@ -324,7 +355,7 @@ def _turn(member: Member, live: list[Member], timeout: float) -> float | None:
     others = [m for m in live if m is not member]
     before = [m.tree_cpu() for m in others]
     started = time.monotonic()
-    member.sampler.resume()
+    member.wake_sampler()
     member.say(GO)
     line = member.read_line(started + timeout)
     member.sampler.pause()

@@ -568,7 +568,11 @@ class Session:
             self._groups = {}
             if self.pairing is not None:
                 pairs = paired.pairs_of(self.selected, self.pairing.by)
-                for group in paired.groups_of(self.selected, pairs):
+                groups = paired.groups_of(self.selected, pairs)
+                if paired.RUNNER in self.pairing.by:  # every cell takes turns, with its twin at least
+                    grouped = {c.id for g in groups for c in g}
+                    groups += [[c] for c in self.selected if c.id not in grouped]
+                for group in groups:
                     ids = {c.id for c in group}
                     mine = [p for p in pairs if p.first in ids]
                     for cell in group:
@@ -597,10 +601,15 @@ class Session:
             else:
                 self.say("  ready; it takes turns with the others of its group")
                 ready.append((cell, resolved, prepared))
-        too_big = paired.too_big_together([p.dataset_dir for _, _, p in ready]) if len(ready) > 1 else None
+        members = [paired.Member(r, p.python, p.dataset_dir, p.memory_limit) for _, r, p in ready]
+        if paired.RUNNER in self.pairing.by:  # each cell beside its unwatched twin (the runner's cost)
+            twins = [paired.Member(paired.unwatched_twin(m.cell), m.python, m.dataset_dir, m.memory_limit,
+                                   watched=False) for m in members]
+            pairs = pairs + [paired.Pair(paired.RUNNER, t.cell.id, m.cell.id) for m, t in zip(members, twins)]
+            members += twins
+        too_big = paired.too_big_together([m.dataset_dir for m in members]) if len(members) > 1 else None
         run = None
-        if len(ready) > 1 and not too_big:
-            members = [paired.Member(r, p.python, p.dataset_dir, p.memory_limit) for _, r, p in ready]
+        if len(members) > 1 and not too_big:
             self.say(f"\ntaking turns: {len(members)} cells, {len(pairs)} pair(s), until each is within or outside "
                      f"±{within:.0%} (at most {max_rounds} rounds)")
             run = paired.run_together(members, pairs, self.cache, self.launch, within, max_rounds, self.say)
@@ -610,7 +619,7 @@ class Session:
         else:
             for cell, resolved, prepared in ready:
                 alone[cell.id] = too_big or "no other cell of its group could run beside it"
-                if len(ready) > 1:
+                if too_big:
                     self.say(f"\n{self.position(cell)}: {too_big}")
                 done[cell.id] = self.after_launch(resolved, launch_cell(
                     resolved, prepared.python, prepared.dataset_dir, self.cache, prepared.memory_limit,
@@ -621,7 +630,7 @@ class Session:
             if run is not None and not why:
                 results.append(paired.paired_result(pair, run.rounds, within, run.waiting, run.stopped))
             else:
-                epochs = {i: done[i].epochs for i in (pair.first, pair.second)}
+                epochs = {i: done[i].epochs if i in done else [] for i in (pair.first, pair.second)}
                 results.append(paired.unpaired_result(pair, epochs, within, why or "not run together"))
         for result in results:
             self.say(f"  paired: {paired.describe(result)}")
@@ -629,6 +638,10 @@ class Session:
             mine = [r.as_dict() for r in results if cell.id in (r.first, r.second)]
             if done[cell.id].measured and cell.id not in self.finished:
                 done[cell.id].entry["extra_info"]["pairs"] = mine
+                if run is not None and cell.id not in alone:
+                    done[cell.id].entry["extra_info"].setdefault("notes", []).append(
+                        f"measured in turns beside {len(run.outcomes) - 1} other live worker(s) (paired): its "
+                        f"measured epochs are its {len(run.rounds)} turns")
             if cell.id not in self.finished:
                 self.keep(cell, done[cell.id])
 

@@ -231,8 +231,9 @@ class Paired(Strict):
     """Axes (`backend`, `dataset` or a setting): every two cells that differ in one of them alone take turns."""
     within: Annotated[float, Field(gt=0, lt=1)] = 0.03
     """A pair settles when its ratio's 95 % interval lies inside ±within, or wholly outside it."""
-    max_rounds: Annotated[int, Field(ge=6, le=1000)] = 40
-    """The most rounds (one measured epoch of each cell) before a pair is said unresolved."""
+    max_rounds: Annotated[int, Field(ge=10, le=1000)] = 40
+    """The most rounds (one measured epoch of each cell) before a pair is said unresolved (at least 10:
+    the pairs are first judged after 10 rounds, then 20, 40, ...)."""
 
     @field_validator("by")
     @classmethod
@@ -244,7 +245,8 @@ class Paired(Strict):
 
 
 def pair_axes() -> tuple[str, ...]:
-    return ("backend", "dataset", *Settings.model_fields)
+    """`runner`: each cell against its twin that no memory sampler watches (bench/run/paired.py)."""
+    return ("backend", "dataset", "runner", *Settings.model_fields)
 
 
 class Suite(Strict):
