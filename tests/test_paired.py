@@ -59,7 +59,9 @@ def test_the_runner_axis_pairs_every_cell_with_its_unwatched_twin(tmp_path):
     session = Session(RunOptions(suite="smoke", paired=["runner"], results=tmp_path), say=lambda *a, **k: None,
                       select="workers=2")
     groups = session.groups()
-    assert set(groups) == {c.id for c in session.selected} and all(len(g) == 1 for g, _ in groups.values())
+    assert session.pairing.by == ["backend", "same_layer_edges", "runner"]  # the suite's axes, and the option's
+    # every cell takes turns (here PyG's and GraphBolt's two together); run_group adds each one's twin
+    assert set(groups) == {c.id for c in session.selected} and {len(g) for g, _ in groups.values()} == {3}
     twin = paired.unwatched_twin(session.selected[0])
     assert twin.id == session.selected[0].id + "/runner=off" and twin.settings == session.selected[0].settings
 
