@@ -177,6 +177,7 @@ def test_a_planted_five_percent_slowdown_is_found_and_waiting_loader_workers_sta
     pair = pair_of(out)
     assert pair["first"].endswith("lr=0.01") and pair["second"].endswith("lr=0.0100001")
     assert pair["ci95"][0] > 1.0, pair  # the slowdown found: the interval excludes 1
-    assert 1.01 < pair["ratio"] < 1.10, pair
+    # 5 % of the main loop's time; the loader workers, sharing the 2 cores, lose a little more to it
+    assert 1.02 < pair["ratio"] < 1.15, pair
     assert pair["first_waiting_cpu"] < 0.05 and pair["second_waiting_cpu"] < 0.05, pair
     assert not math.isnan(pair["ratio"])

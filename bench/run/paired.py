@@ -279,7 +279,9 @@ def run_together(members: list[Member], pairs: list[Pair], cache: Path, launch: 
             # the host holds both ends of both pipes: no open blocks, and a dead worker is seen by its outcome
             member.go = os.open(turns / "go", os.O_RDWR)
             member.done = os.open(turns / "done", os.O_RDWR | os.O_NONBLOCK)
-            env = {TURNS_ENV: str(turns), MAX_TURNS_ENV: str(max_rounds)}
+            # one wait more than the turns: a worker leaves its loop on the host's stop, never on its own
+            # (its evaluation would run beside another's last turn)
+            env = {TURNS_ENV: str(turns), MAX_TURNS_ENV: str(max_rounds + 1)}
             thread = threading.Thread(target=_launch, args=(member, cache, launch, env), daemon=True)
             thread.start()
             threads.append(thread)
