@@ -181,3 +181,19 @@ def test_a_planted_five_percent_slowdown_is_found_and_waiting_loader_workers_sta
     assert 1.02 < pair["ratio"] < 1.15, pair
     assert pair["first_waiting_cpu"] < 0.05 and pair["second_waiting_cpu"] < 0.05, pair
     assert not math.isnan(pair["ratio"])
+
+
+@pytest.mark.stacks
+def test_a_cell_that_crashes_in_its_turn_is_recorded_and_its_partner_still_measured(tmp_path, cache_dir):
+    """A failure of a system under test is data: the crashed cell's record says so, the other cell
+    keeps a measured epoch, and their pair says why it has no ratio."""
+    require_stacks("pyg")
+    proc, out = run_suite_text(TWINS.format(name="crashed", workers=0, rounds=10), tmp_path, cache_dir,
+                               env={"GNNBENCH_FAULT": "crash:lr=0.0100001"})
+    data = json.loads(out.read_text())
+    assert [u["status"] for u in data["unmeasured"]] == ["failed"], data["unmeasured"]
+    assert "SIGABRT" in data["unmeasured"][0]["reason"] or "abort" in data["unmeasured"][0]["reason"].lower()
+    [survivor] = data["benchmarks"]
+    assert survivor["name"].endswith("lr=0.01]") or "lr=0.01" in survivor["extra_info"]["cell_id"]
+    [pair] = survivor["extra_info"]["pairs"]
+    assert pair["ratio"] is None and "ended" in pair["reason"], pair

@@ -19,9 +19,11 @@ its pairs say why they are not paired."""
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import select
+import signal
 import tempfile
 import threading
 import time
@@ -287,6 +289,12 @@ def run_together(members: list[Member], pairs: list[Pair], cache: Path, launch: 
             threads.append(thread)
         try:
             rounds, stopped = _take_turns(members, pairs, within, max_rounds, say)
+        except BaseException:  # interrupted (Ctrl-C): the workers end now, not after their evaluation
+            for member in members:
+                if member.proc is not None:
+                    with contextlib.suppress(OSError):
+                        os.killpg(member.proc.pid, signal.SIGKILL)
+            raise
         finally:
             for member in members:
                 member.say(STOP)
