@@ -75,8 +75,11 @@ def verdict(r: dict) -> str:
         return f"no ratio: {r.get('reason')}"
     ratio = r["ratio"]
     faster = f"{abs(1 - ratio):.1%} {'faster' if ratio < 1 else 'slower'}"
-    if not r["paired"]:
+    if not r["paired"] and not r.get("rounds"):
         return f"{faster}, not paired ({r.get('reason')}): run one after the other, the noise not cancelled"
+    if not r["paired"]:
+        settled = {"inside": f"same within ±{r['within']:.0%}", "outside": faster}.get(r.get("settled"), "same within noise")
+        return f"{settled}; {r.get('reason')}"
     if r.get("settled") == "inside":
         return f"same within ±{r['within']:.0%}"
     if r.get("settled") == "outside":

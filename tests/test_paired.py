@@ -197,3 +197,28 @@ def test_a_cell_that_crashes_in_its_turn_is_recorded_and_its_partner_still_measu
     assert survivor["name"].endswith("lr=0.01]") or "lr=0.01" in survivor["extra_info"]["cell_id"]
     [pair] = survivor["extra_info"]["pairs"]
     assert pair["ratio"] is None and "ended" in pair["reason"], pair
+
+
+@pytest.mark.stacks
+def test_cells_that_cannot_live_together_take_turns_as_whole_processes(tmp_path, cache_dir):
+    """Cells training to a target cannot take turns epoch by epoch (each trains as long as its target
+    asks): their pair runs as interleaved processes, 3 rounds, and says so."""
+    require_stacks("pyg")
+    text = f"""
+name: apart
+datasets:
+  tiny: {{source: synthetic, params: {{scale: 9, edge_factor: 4, feature_dim: 8, num_classes: 3, seed: 1}}}}
+backends: [pyg-neighbor]
+settings: {{num_workers: 0, batch_size: 64, fanout: [4, 2], epochs: 2, warmup_epochs: 1, hidden: 8, timeout: 300,
+           target_acc: 0.2, lr: [0.01, 0.0100001]}}
+paired: {{by: [lr]}}
+"""
+    proc, out = run_suite_text(text, tmp_path, cache_dir)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    data = json.loads(out.read_text())
+    assert len(data["benchmarks"]) == 2, data["unmeasured"]
+    [pair] = data["gnnbench"]["pairs"]
+    assert not pair["paired"] and pair["rounds"] == paired.INTERLEAVED_ROUNDS and pair["ratio"] > 0, pair
+    assert pair["reason"].startswith("interleaved processes (a time-to-accuracy cell"), pair
+    notes = data["benchmarks"][0]["extra_info"]["notes"]
+    assert any("interleaved processes" in n for n in notes), notes

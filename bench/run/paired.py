@@ -177,16 +177,35 @@ def paired_result(pair: Pair, rounds: list[dict[str, float]], within: float, wai
     return result
 
 
+INTERLEAVED_ROUNDS = 3  # rounds of whole processes for cells that cannot live together
+
+
+@dataclass
+class Interleaved:
+    done: dict  # cell id -> its first run's Finished (bench/run/session.py)
+    rounds: list[dict[str, float]]  # each round's median epoch time per cell
+
+
+def interleaved_result(pair: Pair, rounds: list[dict[str, float]], within: float, why: str) -> PairResult:
+    """A pair of cells that could not live together, launched in turns as whole processes: the ratio
+    over the rounds' medians (a process's run differs from the next one's more than epochs do)."""
+    result = paired_result(pair, rounds, within, {}, None)
+    result.paired = False
+    result.reason = (f"interleaved processes ({why}): {result.rounds} rounds, each cell launched once a round"
+                     + (f"; {result.reason}" if result.reason else ""))
+    return result
+
+
 def unpaired_result(pair: Pair, epochs: dict[str, list[float]], within: float, why: str) -> PairResult:
     """A pair whose cells ran one after the other: the ratio of their median epochs, no interval."""
     result = PairResult(pair.axis, pair.first, pair.second, paired=False, within=within, reason=why)
     first, second = epochs.get(pair.first), epochs.get(pair.second)
     if first and second:
-        result.ratio = _median(second) / _median(first)
+        result.ratio = median(second) / median(first)
     return result
 
 
-def _median(values: list[float]) -> float:
+def median(values: list[float]) -> float:
     ordered = sorted(values)
     mid = len(ordered) // 2
     return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2

@@ -583,7 +583,7 @@ class Session:
         """A group's cells launched together and taking turns (or, where they cannot, one after the
         other, said); each pair's result kept in both cells' entries."""
         within, max_rounds = self.pairing.within, self.pairing.max_rounds
-        ready, done, alone = [], {}, {}
+        ready, done, alone, apart = [], {}, {}, []
         for cell in group:
             if cell.id in self.finished:  # resumed: kept from the journal
                 done[cell.id] = self.finished[cell.id]
@@ -591,16 +591,18 @@ class Session:
                 continue
             self.say(f"\n{self.position(cell)}")
             resolved, outcome = self.before_launch(cell)
-            why = None if outcome else paired.why_alone(resolved, self.launch)
-            prepared = None if outcome or why else self.preparation.prepare(resolved)
+            prepared = None if outcome else self.preparation.prepare(resolved)
             if isinstance(prepared, Outcome):
                 outcome = prepared
-            if outcome is not None or why:
-                alone[cell.id] = why or f"{cell.id} did not run ({outcome.status})"
-                done[cell.id] = self.after_launch(resolved, outcome or self.prepare_and_launch(resolved))
-            else:
-                self.say("  ready; it takes turns with the others of its group")
-                ready.append((cell, resolved, prepared))
+            if outcome is not None:
+                alone[cell.id] = f"{cell.id} did not run ({outcome.status})"
+                done[cell.id] = self.after_launch(resolved, outcome)
+                continue
+            why = paired.why_alone(resolved, self.launch)
+            if why:
+                apart.append(why)
+            self.say(f"  ready{': ' + why if why else '; it takes turns with the others of its group'}")
+            ready.append((cell, resolved, prepared))
         members = [paired.Member(r, p.python, p.dataset_dir, p.memory_limit) for _, r, p in ready]
         if paired.RUNNER in self.pairing.by:  # each cell beside its unwatched twin (the runner's cost)
             twins = [paired.Member(paired.unwatched_twin(m.cell), m.python, m.dataset_dir, m.memory_limit,
@@ -608,23 +610,30 @@ class Session:
             pairs = pairs + [paired.Pair(paired.RUNNER, t.cell.id, m.cell.id) for m, t in zip(members, twins)]
             members += twins
         too_big = paired.too_big_together([m.dataset_dir for m in members]) if len(members) > 1 else None
+        apart_why = apart[0] if apart else too_big
         run = None
-        if len(members) > 1 and not too_big:
+        if len(ready) > 1 and apart_why:  # they cannot live together: whole processes take turns instead
+            interleaved = self.run_interleaved(ready, apart_why)
+            done.update(interleaved.done)
+            results = [paired.interleaved_result(p, interleaved.rounds, within, apart_why) for p in pairs
+                       if p.first in interleaved.done and p.second in interleaved.done]
+            pairs = [p for p in pairs if not (p.first in interleaved.done and p.second in interleaved.done)]
+            alone.update({p.first: apart_why for p in pairs if p.axis == paired.RUNNER})  # twins need live turns
+        else:
+            results = []
+        if len(members) > 1 and not apart_why:
             self.say(f"\ntaking turns: {len(members)} cells, {len(pairs)} pair(s), until each is within or outside "
                      f"±{within:.0%} (at most {max_rounds} rounds)")
             run = paired.run_together(members, pairs, self.cache, self.launch, within, max_rounds, self.say)
             for cell, resolved, _ in ready:
                 self.say(f"\n{self.position(cell)}")
                 done[cell.id] = self.after_launch(resolved, run.outcomes[resolved.id])
-        else:
-            for cell, resolved, prepared in ready:
-                alone[cell.id] = too_big or "no other cell of its group could run beside it"
-                if too_big:
-                    self.say(f"\n{self.position(cell)}: {too_big}")
-                done[cell.id] = self.after_launch(resolved, launch_cell(
-                    resolved, prepared.python, prepared.dataset_dir, self.cache, prepared.memory_limit,
-                    on_progress=self._show_epoch, launch=self.launch))
-        results = []
+        elif len(ready) == 1:
+            cell, resolved, prepared = ready[0]
+            alone[cell.id] = apart_why or "no other cell of its group could run beside it"
+            done[cell.id] = self.after_launch(resolved, launch_cell(
+                resolved, prepared.python, prepared.dataset_dir, self.cache, prepared.memory_limit,
+                on_progress=self._show_epoch, launch=self.launch))
         for pair in pairs:
             why = alone.get(pair.first) or alone.get(pair.second)
             if run is not None and not why:
@@ -644,6 +653,31 @@ class Session:
                         f"measured epochs are its {len(run.rounds)} turns")
             if cell.id not in self.finished:
                 self.keep(cell, done[cell.id])
+
+    def run_interleaved(self, ready: list[tuple], why: str) -> paired.Interleaved:
+        """Cells that cannot live together, launched one after another for INTERLEAVED_ROUNDS rounds,
+        the order turning: each pair's ratio over the rounds' medians. A cell's entry is its first run."""
+        rounds: list[dict[str, float]] = []
+        done: dict[str, Finished] = {}
+        self.say(f"\nnot together ({why}): {len(ready)} cells in {paired.INTERLEAVED_ROUNDS} rounds of whole processes")
+        for number in range(paired.INTERLEAVED_ROUNDS):
+            shift = number % len(ready)
+            medians = {}
+            for cell, resolved, prepared in ready[shift:] + ready[:shift]:
+                self.say(f"\n{self.position(cell)} (round {number + 1} of {paired.INTERLEAVED_ROUNDS})")
+                outcome = launch_cell(resolved, prepared.python, prepared.dataset_dir, self.cache, prepared.memory_limit,
+                                      on_progress=self._show_epoch, launch=self.launch)
+                finished = self.after_launch(resolved, outcome) if cell.id not in done else Finished.of(outcome, self.baseline)
+                done.setdefault(cell.id, finished)
+                if finished.measured:
+                    medians[cell.id] = paired.median(finished.epochs)
+            rounds.append(medians)
+        for cell_id, finished in done.items():
+            if finished.measured:
+                finished.entry["extra_info"].setdefault("notes", []).append(
+                    f"its pairs ran as interleaved processes ({why}): {paired.INTERLEAVED_ROUNDS} rounds, each cell "
+                    "launched once a round; this entry is its first run")
+        return paired.Interleaved(done, rounds)
 
     def cell_notes(self, cell: Cell) -> list[str]:
         """What a reader of this cell's numbers must know: ranks beyond the usable cores, and for
