@@ -48,9 +48,7 @@ class BackendInfo:
     # The models it trains (the `model` setting; `none`, the loader alone, is every backend's)
     models: tuple[str, ...] = ("sage",)
     # The plain training loop its framework's own examples write, by the name of its function in
-    # the plain loop module of its task (bench/harness_costs/__init__.py PLAIN_LOOP_MODULES:
-    # plain_loops.py for node cells, plain_loops_typed.py, plain_loops_link.py): `gnnbench fidelity`
-    # times the backend against it. None: no plain loop (the backend is not compared). A name, not
+    # bench/harness_costs/plain_loops.py: `gnnbench fidelity` times the backend against it. None: no plain loop (the backend is not compared). A name, not
     # the function: the loops import torch.
     plain_loop: str | None = None
     # Each rank of a GPU cell sees its own GPU alone (CUDA_VISIBLE_DEVICES: bench/backends/base.py
