@@ -1,6 +1,5 @@
 """What gnnbench's own machinery costs, measured: the harness against the plain loops the
-frameworks' examples write (fidelity, plain_loops), the stage clocks (overhead), and converting a
-user's graph into the hub (convert_benchmark).
+frameworks' examples write (fidelity, plain_loops) and the stage clocks (overhead).
 
 Above bench.run: each of these runs cells, or processes in a cell's stack, through the runner and
 the worker, as a benchmark of them."""
