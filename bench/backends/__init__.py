@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 
 from bench.modes import MODES
 from bench.tasks import TASKS
-from bench.stores import STORES  # noqa: F401 - re-exported: the `store` setting's registry
 
 
 AMP_DTYPES = {"bf16": "bfloat16", "fp16": "float16"}  # the `amp` setting's values (besides "off") and torch dtypes
