@@ -59,8 +59,7 @@ def source_files(params: dict) -> list[Path]:
     return sorted(processed.rglob("*.npy")) if processed.is_dir() else [processed]
 
 
-def fingerprint(params: dict) -> str:
-    return ug.fingerprint(source_files(params))
+*_, fingerprint = ug.source_hooks("igbh", PARAMS, DEFAULTS, source_files)
 
 
 def read_folder(folder: Path, classes: int) -> dict:
@@ -188,19 +187,9 @@ def expected_stats(params: dict) -> dict:
 
 def materialise(spec: dict, cache: Path, data_root: Path | None = None) -> Path:
     params = spec["params"]
-    target_dir = hub.dataset_dir(spec, cache)
-    if (target_dir / "meta.json").is_file():
-        return target_dir
-    before = fingerprint(params)
     processed = Path(params["path"]) / "processed"
-    g = read_folder(Path(params["path"]), params["classes"])
-    if fingerprint(params) != before:
-        raise ug.fail(f"{params['path']}: the files changed while they were read; check again once they are written")
-    files = {t: processed / t / "node_feat.npy" for t in g["features"]}
-    path = typed_npy.write_graph(spec, cache, {**g, "target": TARGET}, files,
-                                 {"reader": VERSION, "source_path": params["path"]})
-    ug.discard_stale(spec, path)
-    return path
+    return typed_npy.write_checked(spec, cache, lambda: {**read_folder(Path(params["path"]), params["classes"]), "target": TARGET},
+                                   fingerprint, lambda g: {t: processed / t / "node_feat.npy" for t in g["features"]}, VERSION)
 
 
 load = typed_hub.load_for_source  # its own `load` (bench.datasets.hub.load_dataset)

@@ -42,14 +42,6 @@ LAYOUT_RULE = ("graph.json {\"target\": TYPE}, nodes/<type>/features.npy, nodes/
                "train_idx.npy, val_idx.npy, test_idx.npy, edges/<src>__<name>__<dst>.npy [2, E]")
 
 
-def canonical_params(params: dict) -> dict:
-    return ug.canonical(params, PARAMS, DEFAULTS, "typed-npy")
-
-
-def parse_rest(rest: str) -> dict:
-    return ug.parse_rest(rest, PARAMS, "typed-npy")
-
-
 def source_files(params: dict) -> list[Path]:
     folder = Path(params["path"])
     if not folder.is_dir():
@@ -57,8 +49,7 @@ def source_files(params: dict) -> list[Path]:
     return sorted([*folder.rglob("*.npy"), folder / GRAPH_FILE])
 
 
-def fingerprint(params: dict) -> str:
-    return ug.fingerprint(source_files(params))
+canonical_params, parse_rest, fingerprint = ug.source_hooks("typed-npy", PARAMS, DEFAULTS, source_files)
 
 
 class Problems:
@@ -337,10 +328,7 @@ def expected_stats(params: dict) -> dict:
 def feature_blocks(path: Path):
     """A type's features.npy as float32 blocks of rows, read from the file (never mapped, never
     converted whole: a conversion holds one block), each checked finite (the row named)."""
-    array = NpyArray(path)
-    step = ug.rows_per_block(int(np.prod(array.shape[1:], dtype=np.int64)), array.dtype.itemsize)
-    for start in range(0, array.shape[0], step):
-        block = array.rows(start, start + step)
+    for start, block, _ in ug.npy_row_blocks(NpyArray(path)):
         with np.errstate(over="ignore", invalid="ignore"):
             x = block.astype(np.float32, copy=False)  # a float64 too large for float32 becomes inf: said
         finite = np.isfinite(x).all(axis=1)
@@ -370,20 +358,27 @@ def write_graph(spec: dict, cache: Path, g: dict, feature_files: dict[str, Path]
     return hub.dataset_dir(spec, cache)
 
 
-def materialise(spec: dict, cache: Path, data_root: Path | None = None) -> Path:
+def write_checked(spec: dict, cache: Path, read, fingerprint, feature_files, version: int) -> Path:
+    """A typed user graph into the hub once: read and checked whole (`read()`), its files unchanged
+    meanwhile (`fingerprint(params)`), written a piece at a time (write_graph) with each type's
+    features from `feature_files(g)`, older conversions of its path discarded. Shared by IGBH's layout."""
     params = spec["params"]
     target_dir = hub.dataset_dir(spec, cache)
     if (target_dir / "meta.json").is_file():
         return target_dir
     before = fingerprint(params)
-    folder = Path(params["path"])
-    g = read_folder(folder)
+    g = read()
     if fingerprint(params) != before:
         raise ug.fail(f"{params['path']}: the files changed while they were read; check again once they are written")
-    files = {t: folder / "nodes" / t / "features.npy" for t, x in g["features"].items() if x is not None}
-    path = write_graph(spec, cache, g, files, {"reader": VERSION, "source_path": params["path"]})
+    path = write_graph(spec, cache, g, feature_files(g), {"reader": version, "source_path": params["path"]})
     ug.discard_stale(spec, path)
     return path
+
+
+def materialise(spec: dict, cache: Path, data_root: Path | None = None) -> Path:
+    folder = Path(spec["params"]["path"])
+    return write_checked(spec, cache, lambda: read_folder(folder), fingerprint, lambda g: {
+        t: folder / "nodes" / t / "features.npy" for t, x in g["features"].items() if x is not None}, VERSION)
 
 
 load = typed_hub.load_for_source  # its own `load` (bench.datasets.hub.load_dataset)
