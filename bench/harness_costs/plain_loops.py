@@ -8,26 +8,18 @@ the frameworks' examples build them, timed per epoch with perf_counter and nothi
 no memory sampler, no per-stage clocks. One loop per backend, by task (the registry's
 BackendInfo.plain_loop names it, loop_of finds it):
 
-    node        pyg_loop: PyG's examples/ (NeighborLoader + SAGEConv); graphbolt_loop: DGL 2.1's
-                GraphBolt node-classification example (ItemSampler -> sample_neighbor ->
-                fetch_feature -> copy_to -> DataLoader)
-    typed-node  pyg_hetero_loop: PyG's examples/hetero/to_hetero_mag.py (a HeteroData, NeighborLoader
-                with `input_nodes=(target type, train ids)`, the loss on the first
-                `batch[target].batch_size` rows); graphbolt_hetero_loop: DGL 2.1's
-                examples/sampling/graphbolt/rgcn/hetero_rgcn.py (ItemSetDict on the target type, a
-                fanout tensor per layer with a value per edge type, fetch_feature per node type)
-    link        pyg_link_loop: PyG's examples/graph_sage_unsup.py (LinkNeighborLoader with
-                `neg_sampling`, every layer on the batch's whole subgraph, BCE on the positive and
-                negative pairs); graphbolt_link_loop: DGL 2.1's examples/sampling/graphbolt/
-                link_prediction.py (`node_pairs`, sample_uniform_negative -> sample_neighbor ->
-                exclude_seed_edges(include_reverse_edges=True) where the cell's exclusion is `reverse`)
+    node        pyg_loop (PyG's examples/: NeighborLoader + SAGEConv), graphbolt_loop (DGL 2.1's
+                GraphBolt node-classification example)
+    typed-node  pyg_hetero_loop (PyG's examples/hetero/to_hetero_mag.py), graphbolt_hetero_loop
+                (DGL 2.1's examples/sampling/graphbolt/rgcn/hetero_rgcn.py)
+    link        pyg_link_loop (PyG's examples/graph_sage_unsup.py), graphbolt_link_loop (DGL 2.1's
+                examples/sampling/graphbolt/link_prediction.py)
 
-The typed and link loops train the harness's own model (bench/backends/typed.py typed_model;
-the shared GraphSAGE encoder and bench/backends/link.py's decoder), not each example's: what fidelity
-measures is the loop around it. A link cell's settings decide what the examples leave to their flags
-(`neg_ratio`, PyG's `neg_mode`, the exclusion); PyG's LinkNeighborLoader has no option to exclude, so
-with `exclusion: reverse` its plain loop wraps the sampler in the harness's step (pyg_link.py
-ExcludeSeedEdges: the task's definition, as the model is). Not here: the harness's per-batch leakage
+each as docs/results.md describes it. The typed and link loops train the harness's own model
+(bench/backends/typed.py typed_model; the shared GraphSAGE encoder and link.py's decoder): what
+fidelity measures is the loop around it. PyG's LinkNeighborLoader has no option to exclude seed
+edges, so with `exclusion: reverse` its plain loop wraps the sampler in the harness's step
+(pyg_link.py ExcludeSeedEdges, the task's definition). Not here: the harness's per-batch leakage
 check (fidelity counts it as harness cost).
 A GraphBolt loop computes its layers over what the cell's `same_layer_edges` says (layer_edges_of),
 so a pair compares one model with itself. Only the hub's arrays are read through gnnbench (the link
