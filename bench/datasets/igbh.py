@@ -152,27 +152,12 @@ def _relations(processed: Path, types: list[str], counts: dict, problems: typed_
         relation = typed_npy.relation_named(rel_dir.name, types, problems, rel_dir, path, "processed/")
         if relation is None:
             continue
-        src, name, dst = relation
-        e = typed_npy._open(path, problems) if path.is_file() else None
         if not path.is_file():
             problems.add(path, "missing: the relation's edges [E, 2]")
-        if e is None or not typed_npy._integers(e, path, "edge_index", "shape [E, 2]", problems):
             continue
-        if e.ndim != 2 or e.shape[1] != 2:
-            problems.add(path, f"edge_index has shape {e.shape}; allowed: [E, 2] (IGB's layout: src, dst columns)")
-            continue
-        if src not in counts or dst not in counts:
-            continue
-        ok = True
-        for column, t in ((0, src), (1, dst)):
-            i = typed_npy._out_of_range(np.asarray(e[:, column]), counts[t])
-            if i is not None:
-                problems.add(path, f"edge_index[{i}, {column}] = {e[i, column]} is out of range; allowed: {t} ids "
-                                   f"0..{counts[t] - 1}")
-                ok = False
-        if ok:
-            relations[(src, name, dst)] = (np.asarray(e[:, 0], dtype=np.int64), np.asarray(e[:, 1], dtype=np.int64))
-            files[(src, name, dst)] = path
+        edges = typed_npy.read_relation(path, relation, counts, problems, igb_layout=True)
+        if edges is not None:
+            relations[relation], files[relation] = edges, path
     typed_npy.relation_problems(relations, files, processed, problems)
     return relations
 

@@ -248,27 +248,37 @@ def _relations(edges_dir: Path, types: list[str], counts: dict, problems: Proble
         relation = relation_named(path.stem, types, problems, path, path, "nodes/")
         if relation is None:
             continue
-        src, name, dst = relation
-        e = _open(path, problems)
-        if e is None or not _integers(e, path, "edge_index", "shape [2, E]", problems):
-            continue
-        if e.ndim != 2 or e.shape[0] != 2:
-            problems.add(path, f"edge_index has shape {e.shape}; allowed: [2, E] (source ids, destination ids)")
-            continue
-        if src not in counts or dst not in counts:
-            continue  # the type's own problem is said above
-        ok = True
-        for row, t in ((0, src), (1, dst)):
-            i = _out_of_range(np.asarray(e[row]), counts[t])
-            if i is not None:
-                problems.add(path, f"edge_index[{row}, {i}] = {e[row, i]} is out of range; allowed: {t} ids "
-                                   f"0..{counts[t] - 1} ({counts[t]:,} {t} nodes)")
-                ok = False
-        if ok:
-            relations[(src, name, dst)] = (np.asarray(e[0], dtype=np.int64), np.asarray(e[1], dtype=np.int64))
-            files[(src, name, dst)] = path
+        edges = read_relation(path, relation, counts, problems)
+        if edges is not None:
+            relations[relation], files[relation] = edges, path
     relation_problems(relations, files, edges_dir, problems)
     return relations
+
+
+def read_relation(path: Path, relation: tuple[str, str, str], counts: dict, problems: Problems,
+                  igb_layout: bool = False) -> tuple[np.ndarray, np.ndarray] | None:
+    """A relation's (source ids, destination ids) from its edge_index .npy, [2, E] (IGB's layout: [E, 2]),
+    each id within its type's count; None where a problem is added (or its type's own is said elsewhere)."""
+    src, _, dst = relation
+    shape = "[E, 2]" if igb_layout else "[2, E]"
+    e = _open(path, problems)
+    if e is None or not _integers(e, path, "edge_index", f"shape {shape}", problems):
+        return None
+    if e.ndim != 2 or e.shape[1 if igb_layout else 0] != 2:
+        problems.add(path, f"edge_index has shape {e.shape}; allowed: {shape} "
+                           + ("(IGB's layout: src, dst columns)" if igb_layout else "(source ids, destination ids)"))
+        return None
+    if src not in counts or dst not in counts:
+        return None
+    ids = [np.asarray(e[:, k] if igb_layout else e[k]) for k in (0, 1)]
+    ok = True
+    for k, t in ((0, src), (1, dst)):
+        i = _out_of_range(ids[k], counts[t])
+        if i is not None:
+            problems.add(path, f"edge_index{f'[{i}, {k}]' if igb_layout else f'[{k}, {i}]'} = {ids[k][i]} is out of "
+                               f"range; allowed: {t} ids 0..{counts[t] - 1}" + ("" if igb_layout else f" ({counts[t]:,} {t} nodes)"))
+            ok = False
+    return (np.asarray(ids[0], dtype=np.int64), np.asarray(ids[1], dtype=np.int64)) if ok else None  # views where int64
 
 
 def _target_arrays(folder: Path, target: str, n: int | None, problems: Problems):
