@@ -193,18 +193,6 @@ def read_owner(target: Path) -> dict | None:
     return read_record(owner_file(target))[0]
 
 
-def live_owner(target: Path, quiet_for: float | None = None) -> dict | None:
-    """The record of a holder that may still be at work on `target` (None: nobody holds it, or its
-    owner is provably dead; `quiet_for` seconds: also where its heartbeat is that much older than
-    this machine's clock, a bound far above any clock skew). For sweeps that cannot wait."""
-    record = read_owner(target)
-    if record is None or provably_dead(record):
-        return None
-    if quiet_for is not None and time.time() - record["heartbeat"] > quiet_for:
-        return None
-    return record
-
-
 # --- the flock layer -----------------------------------------------------------------------------
 
 class _Flock:

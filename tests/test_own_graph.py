@@ -315,7 +315,7 @@ def test_a_run_checks_before_any_cell(tmp_path, ref, capsys):
 def test_the_conversion_benchmark_runs_and_checks_its_round_trip(tmp_path):
     """The benchmark's own plumbing at a tiny size (its figures are for the README, not asserted
     here): every format converts to the synthetic graph's arrays, and the table says so."""
-    from bench.harness_costs import convert_benchmark
+    from bench.datasets import convert_benchmark
 
     out = tmp_path / "convert.json"
     code = convert_benchmark.main(["--scale", "8", "--edge-factor", "4", "--feature-dim", "8",
@@ -324,17 +324,31 @@ def test_the_conversion_benchmark_runs_and_checks_its_round_trip(tmp_path):
     result = json.loads(out.read_text())
     assert [c["format"] for c in result["conversions"]] == ["npy", "graphbolt", "edge-list", "edge-list-csv", "in-memory"]
     for c in result["conversions"]:
-        assert c["same_as_synthetic"], c
+        assert c["same_as_reference"], c
         assert c["peak_rss_bytes"] > 0 and c["vm_hwm_bytes"] > 0 and c["hub_bytes"] > 0
     assert "| npy |" in out.with_suffix(".md").read_text()
     assert code in (0, 1)  # at this size the interpreter alone is many times the hub: no verdict here
+
+
+def test_the_conversion_benchmark_names_what_its_formats_need(tmp_path, capsys):
+    """pyg-file without the pyg stack's interpreter, a typed format for a plain graph, --in-memory
+    for a typed one: exit 2 naming what is wrong, before anything is generated."""
+    from bench.datasets import convert_benchmark
+
+    common = ["--work", str(tmp_path / "work"), "--out", str(tmp_path / "c.json")]
+    for argv, said in [(["--formats", "pyg-file"], "--pyg-python"), (["--formats", "igbh"], "unknown format(s) for a plain graph: igbh"),
+                       (["--typed", "--in-memory"], "--in-memory is the plain graph's")]:
+        with pytest.raises(SystemExit) as stopped:
+            convert_benchmark.main(argv + common)
+        assert stopped.value.code == 2 and said in capsys.readouterr().err, argv
+    assert not (tmp_path / "work").exists()
 
 
 def test_the_typed_conversion_benchmark_runs_and_checks_its_round_trip(tmp_path):
     """The typed benchmark's plumbing at a tiny size (`convert_benchmark --typed`; its figures at
     IGBH-tiny's structure are in results/convert/, not asserted here): the generator's hub comes
     back array for array through the typed .npy folder and IGB's layout, and each row has its fields."""
-    from bench.harness_costs import convert_benchmark
+    from bench.datasets import convert_benchmark
 
     out = tmp_path / "typed.json"
     code = convert_benchmark.main(["--typed", "--scale", "1", "--feature-dim", "8", "--formats",

@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 
 from bench.modes import MODES
 from bench.tasks import TASKS
-from bench.stores import STORES  # noqa: F401 - re-exported: the `store` setting's registry
 
 
 AMP_DTYPES = {"bf16": "bfloat16", "fp16": "float16"}  # the `amp` setting's values (besides "off") and torch dtypes
@@ -48,9 +47,7 @@ class BackendInfo:
     # The models it trains (the `model` setting; `none`, the loader alone, is every backend's)
     models: tuple[str, ...] = ("sage",)
     # The plain training loop its framework's own examples write, by the name of its function in
-    # the plain loop module of its task (bench/harness_costs/__init__.py PLAIN_LOOP_MODULES:
-    # plain_loops.py for node cells, plain_loops_typed.py, plain_loops_link.py): `gnnbench fidelity`
-    # times the backend against it. None: no plain loop (the backend is not compared). A name, not
+    # bench/harness_costs/plain_loops.py: `gnnbench fidelity` times the backend against it. None: no plain loop (the backend is not compared). A name, not
     # the function: the loops import torch.
     plain_loop: str | None = None
     # Each rank of a GPU cell sees its own GPU alone (CUDA_VISIBLE_DEVICES: bench/backends/base.py

@@ -1,5 +1,5 @@
 """What each GraphBolt layer computes over: the `same_layer_edges` setting of the three GraphBolt
-backends (node, typed, link) and their plain loops (bench/harness_costs/plain_loops*.py).
+backends (node, typed, link) and their plain loops (bench/harness_costs/plain_loops.py).
 
 PyG's layers run on the one sampled subgraph, in which a node's in-edges are those sampled at the
 hop that first reached it (a seed's: its first hop's fanout[0]). GraphBolt samples every layer again

@@ -54,7 +54,6 @@ from dataclasses import dataclass, field
 from bench.settings import WORK_BUDGET  # the share of an epoch counting its batches' work may take
 
 STAGES = ("sample", "fetch", "copy", "forward_backward", "optimizer", "allreduce", "wait", "other")
-LOADER_STAGES = ("sample", "fetch", "copy")
 LABELS = {"forward_backward": "forward/backward", "allreduce": "all-reduce"}
 
 

@@ -30,8 +30,6 @@ from __future__ import annotations
 from bench.backends.initialisation import same_start
 from bench.settings import DROPOUT, CellSettings
 
-MODELS = ("rgcn", "rgat")
-
 
 def embedding_width(data) -> int:
     """The width a featureless type's embedding has: the target's feature width."""

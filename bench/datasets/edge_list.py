@@ -36,14 +36,6 @@ SIZES_NOTE = ("edge-list:PATH    your own graph: edges.csv|parquet (src, dst) an
 ESTIMATE_ORIGIN = ug.SIZES_ORIGIN
 
 
-def canonical_params(params: dict) -> dict:
-    return ug.canonical(params, PARAMS, DEFAULTS, "edge-list")
-
-
-def parse_rest(rest: str) -> dict:
-    return ug.parse_rest(rest, PARAMS, "edge-list")
-
-
 def _pick(folder: Path, names: tuple[str, ...], what: str) -> Path:
     found = [folder / n for n in names if (folder / n).is_file()]
     if not found:
@@ -59,8 +51,7 @@ def source_files(params: dict) -> list[Path]:
     return [folder / n for n in EDGE_FILES + NODE_FILES if (folder / n).is_file()] or [folder]
 
 
-def fingerprint(params: dict) -> str:
-    return ug.fingerprint(source_files(params))
+canonical_params, parse_rest, fingerprint = ug.source_hooks("edge-list", PARAMS, DEFAULTS, source_files)
 
 
 def _row(path: Path, row: int) -> str:

@@ -33,7 +33,7 @@ import numpy as np
 
 from bench.datasets import tables
 from bench.datasets import user_graph as ug
-from bench.datasets.npy_reader import NpyArray, NpyError
+from bench.datasets.npy_reader import NpyArray
 
 USER_FILES = True
 PARAMS, DEFAULTS = ug.params_of({"feature": (str, {"min_length": 1}), "task": (str | None, {})},
@@ -43,14 +43,6 @@ SETS = {"train": "train_set", "val": "validation_set", "test": "test_set"}
 SIZES_NOTE = ("graphbolt:PATH    your own graph: a GraphBolt OnDiskDataset folder (metadata.yaml, node "
               "classification); docs/own-graph.md")
 ESTIMATE_ORIGIN = ug.SIZES_ORIGIN
-
-
-def canonical_params(params: dict) -> dict:
-    return ug.canonical(params, PARAMS, DEFAULTS, "graphbolt")
-
-
-def parse_rest(rest: str) -> dict:
-    return ug.parse_rest(rest, PARAMS, "graphbolt")
 
 
 def _metadata_file(params: dict) -> Path:
@@ -104,8 +96,7 @@ def source_files(params: dict) -> list[Path]:
     return [meta_file, *(meta_file.parent / p for p in _files_named(meta))]
 
 
-def fingerprint(params: dict) -> str:
-    return ug.fingerprint(source_files(params))
+canonical_params, parse_rest, fingerprint = ug.source_hooks("graphbolt", PARAMS, DEFAULTS, source_files)
 
 
 def _key(meta_file: Path, where: str, node: dict, key: str, allowed: str):
@@ -122,10 +113,7 @@ def _numpy_file(meta_file: Path, where: str, entry: dict) -> NpyArray:
     path = meta_file.parent / str(_key(meta_file, where, entry, "path", "a path relative to the folder"))
     if not path.is_file():
         raise ug.fail(f"{path}: no such file (named by {where} in {meta_file.name}); allowed: an existing .npy file")
-    try:
-        return NpyArray(path)
-    except NpyError as exc:
-        raise ug.fail(f"{path}: {exc}") from None
+    return ug.open_npy(path)
 
 
 def open_graph(label: str, params: dict) -> ug.UserGraph:
@@ -149,7 +137,7 @@ def open_graph(label: str, params: dict) -> ug.UserGraph:
         edges=ug.Input(edges.path, f"edges ({edges.format})"), edge_dtype=edges.dtype, num_input_edges=edges.count,
         edge_chunks=edges.chunks,
         features=ug.Input(features.path, f"node feature {params['feature']!r}"), feature_shape=features.shape,
-        feature_dtype=features.dtype, feature_blocks=partial(_feature_blocks, features),
+        feature_dtype=features.dtype, feature_blocks=partial(ug.npy_row_blocks, features),
         labels=label_input,
         read_labels=partial(_read_labels, meta_file, label_feature, sets, n, params.get("num_classes") or num_classes),
         splits={s: ug.Input(v[1].path, f"{SETS[s]} {v[0]}") for s, v in sets.items()},
@@ -319,12 +307,6 @@ def _read_labels(meta_file: Path, label_feature: list[dict], sets: dict[str, tup
         ok = (ids >= 0) & (ids < n)
         out[ids[ok]] = values[ok]  # ids out of range are named by the split's own check
     return out
-
-
-def _feature_blocks(features: NpyArray):
-    step = ug.rows_per_block(int(features.shape[1]) if features.ndim == 2 else 1, features.dtype.itemsize)
-    for start in range(0, features.shape[0], step):
-        yield start, features.rows(start, start + step), start
 
 
 def expected_stats(params: dict) -> dict:

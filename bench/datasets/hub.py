@@ -38,6 +38,7 @@ import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
@@ -404,30 +405,37 @@ def read_meta(meta_file: Path) -> dict:
     return meta
 
 
-def load(path: Path, mmap: bool = True, features_mmap: bool | None = None, check: bool = True) -> HubDataset:
-    """`mmap`: map every array read-only instead of reading it; `features_mmap` overrides it for
-    the features alone (disk-backed stores never read them into private memory). `check`: the
-    arrays against their checksums (False: only the sizes in meta.json are wanted)."""
-    path = Path(path)
-    meta_file = path / "meta.json"
-    if not meta_file.is_file():
-        raise DatasetError(f"{path} is not a materialised dataset (no meta.json); "
-                           "run the suite again to prepare it")
-    meta = read_meta(meta_file)
-    if meta.get("format") != FORMAT_VERSION:
-        raise DatasetError(f"{path} has hub format {meta.get('format')}, this gnnbench reads "
-                           f"{FORMAT_VERSION}; delete the folder to rebuild it")
+def opened(path: Path, check: bool, wrong_format) -> tuple[dict, Callable[[str, bool], np.ndarray]]:
+    """A materialised folder's meta.json and a reader of its arrays, `read(name, mapped)` (a missing
+    or corrupt one a DatasetError naming it); DatasetError where there is no meta.json or
+    `wrong_format(meta)` says what is wrong with it. `check`: the arrays against their checksums
+    (False: only the sizes in meta.json are wanted). Shared by the plain and typed hub forms."""
+    if not (path / "meta.json").is_file():
+        raise DatasetError(f"{path} is not a materialised dataset (no meta.json); run the suite again to prepare it")
+    meta = read_meta(path / "meta.json")
+    if wrong_format(meta):
+        raise DatasetError(f"{path} {wrong_format(meta)}; delete the folder to rebuild it")
     if check:
         verify(path, meta)
-    arrays = {}
-    for name in ARRAYS:
+
+    def read(name: str, mapped: bool) -> np.ndarray:
         try:
-            mapped = features_mmap if name == "features" and features_mmap is not None else mmap
-            arrays[name] = np.load(path / f"{name}.npy", mmap_mode="r" if mapped else None)
+            return np.load(path / f"{name}.npy", mmap_mode="r" if mapped else None)
         except (OSError, ValueError) as exc:
             raise DatasetError(f"{path / (name + '.npy')} is missing or corrupt ({exc}); "
                                "delete the folder to rebuild it") from exc
-    return HubDataset(path=path, meta=meta, **arrays)
+
+    return meta, read
+
+
+def load(path: Path, mmap: bool = True, features_mmap: bool | None = None, check: bool = True) -> HubDataset:
+    """`mmap`: map every array read-only instead of reading it; `features_mmap` overrides it for
+    the features alone (disk-backed stores never read them into private memory); `check`: as opened's."""
+    path = Path(path)
+    meta, read = opened(path, check, lambda meta: meta.get("format") != FORMAT_VERSION and
+                        f"has hub format {meta.get('format')}, this gnnbench reads {FORMAT_VERSION}")
+    return HubDataset(path=path, meta=meta, **{name: read(name, features_mmap if name == "features" and features_mmap
+                                                          is not None else mmap) for name in ARRAYS})
 
 
 OFFLINE_ENV = "GNNBENCH_OFFLINE"  # "1": never download, say which raw files are missing instead

@@ -59,8 +59,7 @@ def source_files(params: dict) -> list[Path]:
     return sorted(processed.rglob("*.npy")) if processed.is_dir() else [processed]
 
 
-def fingerprint(params: dict) -> str:
-    return ug.fingerprint(source_files(params))
+*_, fingerprint = ug.source_hooks("igbh", PARAMS, DEFAULTS, source_files)
 
 
 def read_folder(folder: Path, classes: int) -> dict:
@@ -153,27 +152,12 @@ def _relations(processed: Path, types: list[str], counts: dict, problems: typed_
         relation = typed_npy.relation_named(rel_dir.name, types, problems, rel_dir, path, "processed/")
         if relation is None:
             continue
-        src, name, dst = relation
-        e = typed_npy._open(path, problems) if path.is_file() else None
         if not path.is_file():
             problems.add(path, "missing: the relation's edges [E, 2]")
-        if e is None or not typed_npy._integers(e, path, "edge_index", "shape [E, 2]", problems):
             continue
-        if e.ndim != 2 or e.shape[1] != 2:
-            problems.add(path, f"edge_index has shape {e.shape}; allowed: [E, 2] (IGB's layout: src, dst columns)")
-            continue
-        if src not in counts or dst not in counts:
-            continue
-        ok = True
-        for column, t in ((0, src), (1, dst)):
-            i = typed_npy._out_of_range(np.asarray(e[:, column]), counts[t])
-            if i is not None:
-                problems.add(path, f"edge_index[{i}, {column}] = {e[i, column]} is out of range; allowed: {t} ids "
-                                   f"0..{counts[t] - 1}")
-                ok = False
-        if ok:
-            relations[(src, name, dst)] = (np.asarray(e[:, 0], dtype=np.int64), np.asarray(e[:, 1], dtype=np.int64))
-            files[(src, name, dst)] = path
+        edges = typed_npy.read_relation(path, relation, counts, problems, igb_layout=True)
+        if edges is not None:
+            relations[relation], files[relation] = edges, path
     typed_npy.relation_problems(relations, files, processed, problems)
     return relations
 
@@ -188,19 +172,9 @@ def expected_stats(params: dict) -> dict:
 
 def materialise(spec: dict, cache: Path, data_root: Path | None = None) -> Path:
     params = spec["params"]
-    target_dir = hub.dataset_dir(spec, cache)
-    if (target_dir / "meta.json").is_file():
-        return target_dir
-    before = fingerprint(params)
     processed = Path(params["path"]) / "processed"
-    g = read_folder(Path(params["path"]), params["classes"])
-    if fingerprint(params) != before:
-        raise ug.fail(f"{params['path']}: the files changed while they were read; check again once they are written")
-    files = {t: processed / t / "node_feat.npy" for t in g["features"]}
-    path = typed_npy.write_graph(spec, cache, {**g, "target": TARGET}, files,
-                                 {"reader": VERSION, "source_path": params["path"]})
-    ug.discard_stale(spec, path)
-    return path
+    return typed_npy.write_checked(spec, cache, lambda: {**read_folder(Path(params["path"]), params["classes"]), "target": TARGET},
+                                   fingerprint, lambda g: {t: processed / t / "node_feat.npy" for t in g["features"]}, VERSION)
 
 
 load = typed_hub.load_for_source  # its own `load` (bench.datasets.hub.load_dataset)

@@ -21,11 +21,11 @@ so the folder may be far larger than memory. Checks and conversion: bench/datase
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
 from bench.datasets import link_split
 from bench.datasets import user_graph as ug
-from bench.datasets.npy_reader import NpyArray, NpyError
 
 USER_FILES = True
 PARAMS, DEFAULTS = ug.params_of()
@@ -50,21 +50,12 @@ LINK_RULE = ("the link split's files, all or none: link_train.npy, link_val.npy,
 LAYOUT_RULE = "the folder's arrays: " + "; ".join(f"{k}: {' or '.join(v)}" for k, v in NAMES.items())
 
 
-def canonical_params(params: dict) -> dict:
-    return ug.canonical(params, PARAMS, DEFAULTS, "npy")
-
-
-def parse_rest(rest: str) -> dict:
-    return ug.parse_rest(rest, PARAMS, "npy")
-
-
 def source_files(params: dict) -> list[Path]:
     folder = Path(params["path"])
     return sorted(folder.glob("*.npy")) if folder.is_dir() else [folder]
 
 
-def fingerprint(params: dict) -> str:
-    return ug.fingerprint(source_files(params))
+canonical_params, parse_rest, fingerprint = ug.source_hooks("npy", PARAMS, DEFAULTS, source_files)
 
 
 def _find(folder: Path, kind: str) -> Path:
@@ -76,21 +67,14 @@ def _find(folder: Path, kind: str) -> Path:
     return found[0]
 
 
-def _open(path: Path) -> NpyArray:
-    try:
-        return NpyArray(path)
-    except NpyError as exc:
-        raise ug.fail(f"{path}: {exc}") from None
-
-
 def open_graph(label: str, params: dict) -> ug.UserGraph:
     folder = Path(params["path"])
     if not folder.is_dir():
         raise ug.fail(f"{folder}: no such folder; allowed: a folder of .npy arrays ({LAYOUT_RULE})")
-    edges = _open(_find(folder, "edges"))
-    features = _open(_find(folder, "features"))
-    labels = _open(_find(folder, "labels"))
-    splits = {s: _open(_find(folder, s)) for s in ug.SPLITS}
+    edges = ug.open_npy(_find(folder, "edges"))
+    features = ug.open_npy(_find(folder, "features"))
+    labels = ug.open_npy(_find(folder, "labels"))
+    splits = {s: ug.open_npy(_find(folder, s)) for s in ug.SPLITS}
     if edges.ndim == 2 and edges.shape[0] == 2:
         layout, num_edges = "2 x E", edges.shape[1]
     elif edges.ndim == 2 and edges.shape[1] == 2:
@@ -115,17 +99,12 @@ def open_graph(label: str, params: dict) -> ug.UserGraph:
             yield ug.EdgeChunk(src, dst, start, (lambda i, end: f"[{end}, {i}]") if layout == "2 x E"
                                else (lambda i, end: f"[{i}, {end}]"))
 
-    def feature_blocks():
-        step = ug.rows_per_block(int(features.shape[1]) if features.ndim == 2 else 1, features.dtype.itemsize)
-        for start in range(0, n, step):
-            yield start, features.rows(start, start + step), start
-
     return ug.UserGraph(
         label=label, num_nodes=n, nodes_from=f"the rows of {features.path.name}",
         edges=ug.Input(edges.path, "edge_index"), edge_dtype=edges.dtype, num_input_edges=num_edges,
         edge_chunks=edge_chunks,
         features=ug.Input(features.path, "features"), feature_shape=features.shape, feature_dtype=features.dtype,
-        feature_blocks=feature_blocks,
+        feature_blocks=partial(ug.npy_row_blocks, features),
         labels=ug.Input(labels.path, "labels"), read_labels=labels.read_all,
         splits={s: ug.Input(a.path, a.path.stem) for s, a in splits.items()},
         read_split=lambda s: splits[s].read_all(), notes=notes, extra_meta={"edge_layout": layout})
@@ -156,7 +135,7 @@ def read_link_split(folder: Path, num_nodes: int) -> tuple[dict, dict, str] | No
         return None
     files, kind = found
     where = {key: str(path) for key, path in files.items()}
-    given = link_split.check_given({key: _open(path).read_all() for key, path in files.items()}, where, num_nodes,
+    given = link_split.check_given({key: ug.open_npy(path).read_all() for key, path in files.items()}, where, num_nodes,
                                    kind)
     link_split.check_disjoint(given, where)
     return given, where, kind

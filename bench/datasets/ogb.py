@@ -12,6 +12,7 @@ already is); nodes without a label (papers100M) get label -1 and are in no split
 from __future__ import annotations
 
 import contextlib
+import importlib
 import os
 import tempfile
 from pathlib import Path
@@ -48,13 +49,8 @@ def expected_stats(params: dict) -> dict:
 
 
 def materialise(spec: dict, cache: Path, data_root: Path | None) -> Path:
-    os.environ.setdefault("OUTDATED_IGNORE", "1")  # ogb would otherwise ask PyPI for its newest version
-    from ogb.nodeproppred import NodePropPredDataset  # the pyg stack only
-
     name = spec["params"]["name"]
-    source_dir = hub.find_raw(data_root, "ogb", folder(name), expected_files(name))
-    downloaded = source_dir is None
-    with opened(spec, cache, data_root, NodePropPredDataset, folder(name), expected_files(name), source_dir) as (dataset, _):
+    with opened(spec, cache, data_root, "nodeproppred.NodePropPredDataset", expected_files(name)) as (dataset, _, source_dir):
         graph, labels = dataset[0]
         split = dataset.get_idx_split()
     n = int(graph["num_nodes"])
@@ -66,16 +62,22 @@ def materialise(spec: dict, cache: Path, data_root: Path | None) -> Path:
               "train_idx": np.asarray(split["train"], dtype=np.int64),
               "val_idx": np.asarray(split["valid"], dtype=np.int64),
               "test_idx": np.asarray(split["test"], dtype=np.int64)}
-    return hub.write(spec, cache, arrays, expected=KNOWN_STATS[name] if downloaded else None)
+    return hub.write(spec, cache, arrays, expected=KNOWN_STATS[name] if source_dir is None else None)
 
 
 @contextlib.contextmanager
-def opened(spec: dict, cache: Path, data_root: Path | None, dataset_class, folder_name: str, required: list[str],
-           source_dir: Path | None, release: int = 1, offline_hint: str = ""):
-    """OGB's own dataset class (node, typed or link) on a raw copy under the data root (`source_dir`,
-    linked into a scratch folder so ogb writes its processed copy there, never into the data root),
-    else downloaded into the cache unless downloads are off; yields (dataset, the raw folder) while
-    errors reading it name that folder. Every OGB source opens its data this way."""
+def opened(spec: dict, cache: Path, data_root: Path | None, dataset_class: str, required: list[str],
+           release: int = 1, offline_hint: str = ""):
+    """OGB's own dataset class (`ogb.<dataset_class>`: node, typed or link) on the raw copy under the
+    data root that has the `required` files (linked into a scratch folder so ogb writes its processed
+    copy there, never into the data root), else downloaded into the cache unless downloads are off;
+    yields (dataset, the raw folder, the data root's copy or None) while errors reading it name that
+    folder. Every OGB source opens its data this way (the pyg stack only: ogb needs torch)."""
+    os.environ.setdefault("OUTDATED_IGNORE", "1")  # ogb would otherwise ask PyPI for its newest version
+    module, _, class_name = dataset_class.rpartition(".")
+    dataset_class = getattr(importlib.import_module(f"ogb.{module}"), class_name)
+    folder_name = folder(spec["params"]["name"])
+    source_dir = hub.find_raw(data_root, "ogb", folder_name, required)
     with tempfile.TemporaryDirectory(dir=cache) as scratch:
         if source_dir is None:
             if hub.offline():
@@ -99,4 +101,4 @@ def opened(spec: dict, cache: Path, data_root: Path | None, dataset_class, folde
                 dataset = dataset_class(spec["params"]["name"], root=scratch)
             raw = source_dir
         with hub.reading_raw(spec["name"], raw):
-            yield dataset, raw
+            yield dataset, raw, source_dir

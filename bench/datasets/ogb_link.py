@@ -27,7 +27,6 @@ The datasets have no node labels: they serve the link task only. Runs inside the
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import numpy as np
@@ -51,10 +50,6 @@ SIZES_NOTE = ("ogb-link:NAME     OGB's link datasets with their own split and pr
 
 def tasks(params: dict) -> tuple[str, ...]:
     return ("link",)  # no node labels
-
-
-def folder(name: str) -> str:
-    return name.replace("-", "_")
 
 
 def expected_files(name: str) -> list[str]:
@@ -105,16 +100,11 @@ def given_split(name: str, split: dict, split_dir: Path) -> tuple[dict, dict]:
 
 
 def materialise(spec: dict, cache: Path, data_root: Path | None) -> Path:
-    os.environ.setdefault("OUTDATED_IGNORE", "1")  # ogb would otherwise ask PyPI for its newest version
-    from ogb.linkproppred import LinkPropPredDataset  # the pyg stack only
-
     name = spec["params"]["name"]
-    required = expected_files(name)
-    source_dir = hub.find_raw(data_root, "ogb", folder(name), required)
     hint = (f"; get them with `python -c \"from ogb.linkproppred import LinkPropPredDataset; "
             f"LinkPropPredDataset('{name}', root='DATA_ROOT')\"`")
-    with ogb.opened(spec, cache, data_root, LinkPropPredDataset, folder(name), required, source_dir,
-                    release=RELEASE[name], offline_hint=hint) as (dataset, raw):
+    with ogb.opened(spec, cache, data_root, "linkproppred.LinkPropPredDataset", expected_files(name),
+                    release=RELEASE[name], offline_hint=hint) as (dataset, raw, source_dir):
         graph = dataset[0]
         split = dataset.get_edge_split()
     n = int(graph["num_nodes"])

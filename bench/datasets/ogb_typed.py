@@ -20,7 +20,6 @@ Runs inside the pyg stack (ogb needs torch).
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import numpy as np
@@ -43,10 +42,6 @@ KNOWN_STATS = {  # hub.sizes(nodes, edges, feature_dim, classes, train, val, tes
 }
 SIZES_NOTE = ("ogb-typed:ogbn-mag  OGB's typed graph (paper, author, institution, field_of_study; papers "
               "only have features): 1.9 M nodes, 21 M edges (42 M with the reverses)")
-
-
-def folder(name: str) -> str:
-    return name.replace("-", "_")
 
 
 def expected_files(name: str) -> list[str]:
@@ -79,14 +74,9 @@ def _read(dataset, name: str) -> tuple[dict, dict, dict, np.ndarray, dict]:
 
 
 def materialise(spec: dict, cache: Path, data_root: Path | None) -> Path:
-    os.environ.setdefault("OUTDATED_IGNORE", "1")  # ogb would otherwise ask PyPI for its newest version
-    from ogb.nodeproppred import NodePropPredDataset  # the pyg stack only
-
     name = spec["params"]["name"]
-    required = expected_files(name)
-    source_dir = hub.find_raw(data_root, "ogb", folder(name), required)
-    with ogb.opened(spec, cache, data_root, NodePropPredDataset, folder(name), required, source_dir,
-                    release=RELEASE[name]) as (dataset, _):
+    with ogb.opened(spec, cache, data_root, "nodeproppred.NodePropPredDataset", expected_files(name),
+                    release=RELEASE[name]) as (dataset, _, source_dir):
         counts, features, relations, labels, splits = _read(dataset, name)
     return typed_hub.write(spec, cache, counts, features, TARGET[name], labels, splits, relations,
                            extra_meta={"raw": str(source_dir) if source_dir else "downloaded"})

@@ -53,20 +53,11 @@ SPLIT_NAMES = {"train": ("train_mask", "train_idx"), "val": ("val_mask", "valid_
                "test": ("test_mask", "test_idx")}
 
 
-def canonical_params(params: dict) -> dict:
-    return ug.canonical(params, PARAMS, DEFAULTS, "pyg-file")
-
-
-def parse_rest(rest: str) -> dict:
-    return ug.parse_rest(rest, PARAMS, "pyg-file")
-
-
 def source_files(params: dict) -> list[Path]:
     return [Path(params["path"])]
 
 
-def fingerprint(params: dict) -> str:
-    return ug.fingerprint(source_files(params))
+canonical_params, parse_rest, fingerprint = ug.source_hooks("pyg-file", PARAMS, DEFAULTS, source_files)
 
 
 def load_file(path: Path, unsafe: bool):

@@ -322,22 +322,10 @@ def load(path: Path, mmap: bool = True, features_mmap: bool | None = None, check
     the arrays read-only; `features_mmap` overrides it for the features (a disk-backed store never
     reads them into private memory); `check`: the files against their checksums."""
     path = Path(path)
-    if not (path / "meta.json").is_file():
-        raise DatasetError(f"{path} is not a materialised dataset (no meta.json); run the suite again to prepare it")
-    meta = hub.read_meta(path / "meta.json")
-    if meta.get("shape") != SHAPE or meta.get("typed_format") != TYPED_FORMAT:
-        raise DatasetError(f"{path} is not a typed dataset of format {TYPED_FORMAT} (shape {meta.get('shape')!r}, "
-                           f"format {meta.get('typed_format')}); delete the folder to rebuild it")
-    if check:
-        hub.verify(path, meta)
-
-    def read(name: str, mapped: bool = mmap):
-        try:
-            return np.load(path / f"{name}.npy", mmap_mode="r" if mapped else None)
-        except (OSError, ValueError) as exc:
-            raise DatasetError(f"{path / (name + '.npy')} is missing or corrupt ({exc}); "
-                               "delete the folder to rebuild it") from exc
-
+    meta, read_array = hub.opened(path, check, lambda meta: (meta.get("shape"), meta.get("typed_format")) != (
+        SHAPE, TYPED_FORMAT) and f"is not a typed dataset of format {TYPED_FORMAT} (shape {meta.get('shape')!r}, "
+        f"format {meta.get('typed_format')})")
+    read = lambda name, mapped=mmap: read_array(name, mapped)  # noqa: E731 - the graph's arrays mapped as `mmap` says
     features_mapped = mmap if features_mmap is None else features_mmap
     counts = {t: int(info["count"]) for t, info in meta["node_types"].items()}
     features = {t: read(f"features-{t}", features_mapped) if info["feature_dim"] else None

@@ -42,14 +42,6 @@ LAYOUT_RULE = ("graph.json {\"target\": TYPE}, nodes/<type>/features.npy, nodes/
                "train_idx.npy, val_idx.npy, test_idx.npy, edges/<src>__<name>__<dst>.npy [2, E]")
 
 
-def canonical_params(params: dict) -> dict:
-    return ug.canonical(params, PARAMS, DEFAULTS, "typed-npy")
-
-
-def parse_rest(rest: str) -> dict:
-    return ug.parse_rest(rest, PARAMS, "typed-npy")
-
-
 def source_files(params: dict) -> list[Path]:
     folder = Path(params["path"])
     if not folder.is_dir():
@@ -57,8 +49,7 @@ def source_files(params: dict) -> list[Path]:
     return sorted([*folder.rglob("*.npy"), folder / GRAPH_FILE])
 
 
-def fingerprint(params: dict) -> str:
-    return ug.fingerprint(source_files(params))
+canonical_params, parse_rest, fingerprint = ug.source_hooks("typed-npy", PARAMS, DEFAULTS, source_files)
 
 
 class Problems:
@@ -257,27 +248,37 @@ def _relations(edges_dir: Path, types: list[str], counts: dict, problems: Proble
         relation = relation_named(path.stem, types, problems, path, path, "nodes/")
         if relation is None:
             continue
-        src, name, dst = relation
-        e = _open(path, problems)
-        if e is None or not _integers(e, path, "edge_index", "shape [2, E]", problems):
-            continue
-        if e.ndim != 2 or e.shape[0] != 2:
-            problems.add(path, f"edge_index has shape {e.shape}; allowed: [2, E] (source ids, destination ids)")
-            continue
-        if src not in counts or dst not in counts:
-            continue  # the type's own problem is said above
-        ok = True
-        for row, t in ((0, src), (1, dst)):
-            i = _out_of_range(np.asarray(e[row]), counts[t])
-            if i is not None:
-                problems.add(path, f"edge_index[{row}, {i}] = {e[row, i]} is out of range; allowed: {t} ids "
-                                   f"0..{counts[t] - 1} ({counts[t]:,} {t} nodes)")
-                ok = False
-        if ok:
-            relations[(src, name, dst)] = (np.asarray(e[0], dtype=np.int64), np.asarray(e[1], dtype=np.int64))
-            files[(src, name, dst)] = path
+        edges = read_relation(path, relation, counts, problems)
+        if edges is not None:
+            relations[relation], files[relation] = edges, path
     relation_problems(relations, files, edges_dir, problems)
     return relations
+
+
+def read_relation(path: Path, relation: tuple[str, str, str], counts: dict, problems: Problems,
+                  igb_layout: bool = False) -> tuple[np.ndarray, np.ndarray] | None:
+    """A relation's (source ids, destination ids) from its edge_index .npy, [2, E] (IGB's layout: [E, 2]),
+    each id within its type's count; None where a problem is added (or its type's own is said elsewhere)."""
+    src, _, dst = relation
+    shape = "[E, 2]" if igb_layout else "[2, E]"
+    e = _open(path, problems)
+    if e is None or not _integers(e, path, "edge_index", f"shape {shape}", problems):
+        return None
+    if e.ndim != 2 or e.shape[1 if igb_layout else 0] != 2:
+        problems.add(path, f"edge_index has shape {e.shape}; allowed: {shape} "
+                           + ("(IGB's layout: src, dst columns)" if igb_layout else "(source ids, destination ids)"))
+        return None
+    if src not in counts or dst not in counts:
+        return None
+    ids = [np.asarray(e[:, k] if igb_layout else e[k]) for k in (0, 1)]
+    ok = True
+    for k, t in ((0, src), (1, dst)):
+        i = _out_of_range(ids[k], counts[t])
+        if i is not None:
+            problems.add(path, f"edge_index{f'[{i}, {k}]' if igb_layout else f'[{k}, {i}]'} = {ids[k][i]} is out of "
+                               f"range; allowed: {t} ids 0..{counts[t] - 1}" + ("" if igb_layout else f" ({counts[t]:,} {t} nodes)"))
+            ok = False
+    return (np.asarray(ids[0], dtype=np.int64), np.asarray(ids[1], dtype=np.int64)) if ok else None  # views where int64
 
 
 def _target_arrays(folder: Path, target: str, n: int | None, problems: Problems):
@@ -337,10 +338,7 @@ def expected_stats(params: dict) -> dict:
 def feature_blocks(path: Path):
     """A type's features.npy as float32 blocks of rows, read from the file (never mapped, never
     converted whole: a conversion holds one block), each checked finite (the row named)."""
-    array = NpyArray(path)
-    step = ug.rows_per_block(int(np.prod(array.shape[1:], dtype=np.int64)), array.dtype.itemsize)
-    for start in range(0, array.shape[0], step):
-        block = array.rows(start, start + step)
+    for start, block, _ in ug.npy_row_blocks(NpyArray(path)):
         with np.errstate(over="ignore", invalid="ignore"):
             x = block.astype(np.float32, copy=False)  # a float64 too large for float32 becomes inf: said
         finite = np.isfinite(x).all(axis=1)
@@ -370,20 +368,27 @@ def write_graph(spec: dict, cache: Path, g: dict, feature_files: dict[str, Path]
     return hub.dataset_dir(spec, cache)
 
 
-def materialise(spec: dict, cache: Path, data_root: Path | None = None) -> Path:
+def write_checked(spec: dict, cache: Path, read, fingerprint, feature_files, version: int) -> Path:
+    """A typed user graph into the hub once: read and checked whole (`read()`), its files unchanged
+    meanwhile (`fingerprint(params)`), written a piece at a time (write_graph) with each type's
+    features from `feature_files(g)`, older conversions of its path discarded. Shared by IGBH's layout."""
     params = spec["params"]
     target_dir = hub.dataset_dir(spec, cache)
     if (target_dir / "meta.json").is_file():
         return target_dir
     before = fingerprint(params)
-    folder = Path(params["path"])
-    g = read_folder(folder)
+    g = read()
     if fingerprint(params) != before:
         raise ug.fail(f"{params['path']}: the files changed while they were read; check again once they are written")
-    files = {t: folder / "nodes" / t / "features.npy" for t, x in g["features"].items() if x is not None}
-    path = write_graph(spec, cache, g, files, {"reader": VERSION, "source_path": params["path"]})
+    path = write_graph(spec, cache, g, feature_files(g), {"reader": version, "source_path": params["path"]})
     ug.discard_stale(spec, path)
     return path
+
+
+def materialise(spec: dict, cache: Path, data_root: Path | None = None) -> Path:
+    folder = Path(spec["params"]["path"])
+    return write_checked(spec, cache, lambda: read_folder(folder), fingerprint, lambda g: {
+        t: folder / "nodes" / t / "features.npy" for t, x in g["features"].items() if x is not None}, VERSION)
 
 
 load = typed_hub.load_for_source  # its own `load` (bench.datasets.hub.load_dataset)

@@ -38,7 +38,7 @@ from typing import Callable, Iterator, Literal
 import numpy as np
 
 from bench.datasets import baseline, graph_checks, hub, hub_stream
-from bench.datasets.npy_reader import NpyArray
+from bench.datasets.npy_reader import NpyArray, NpyError
 
 USER_FILES = True  # marks the sources of a user's own files (bench.datasets.user_files)
 EDGE_CHUNK = 1 << 22   # edges read at a time
@@ -59,6 +59,13 @@ SIZES_ORIGIN = "read from the files' headers (not converted yet)"
 def params_of(extra_params: dict | None = None, extra_defaults: dict | None = None) -> tuple[dict, dict]:
     """A source module's PARAMS and DEFAULTS: the common ones and its own."""
     return {**PARAMS, **(extra_params or {})}, {**DEFAULTS, **(extra_defaults or {})}
+
+
+def source_hooks(source: str, declared: dict, defaults: dict, source_files: Callable[[dict], list[Path]]):
+    """A user source's canonical_params, parse_rest and fingerprint (bench.datasets' hooks) over its
+    PARAMS, DEFAULTS and source_files."""
+    return (lambda params: canonical(params, declared, defaults, source), lambda rest: parse_rest(rest, declared, source),
+            lambda params: fingerprint(source_files(params)))
 
 
 def canonical(params: dict, declared: dict, defaults: dict, source: str) -> dict:
@@ -172,6 +179,14 @@ class UserGraph:
 
 def fail(message: str) -> hub.DatasetError:
     return hub.DatasetError(" ".join(message.split("\n")))
+
+
+def open_npy(path: Path) -> NpyArray:
+    """A user's .npy file opened for reading a block at a time; a bad one is one line naming it."""
+    try:
+        return NpyArray(path)
+    except NpyError as exc:
+        raise fail(f"{path}: {exc}") from None
 
 
 # --- the checks ----------------------------------------------------------------------------------
@@ -497,6 +512,13 @@ def edge_homophily(folder: Path, labels: np.ndarray) -> float | None:
 
 def rows_per_block(width: int, itemsize: int) -> int:
     return max(1, FEATURE_BLOCK_BYTES // max(1, width * itemsize))
+
+
+def npy_row_blocks(features: NpyArray):
+    """A features .npy read a block of rows at a time, as UserGraph.feature_blocks yields them."""
+    step = rows_per_block(int(features.shape[1]) if features.ndim == 2 else 1, features.dtype.itemsize)
+    for start in range(0, features.shape[0], step):
+        yield start, features.rows(start, start + step), start
 
 
 # --- what `gnnbench datasets info` and `check` say ---------------------------------------------

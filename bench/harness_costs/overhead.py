@@ -24,7 +24,6 @@ import json
 import math
 import statistics
 import subprocess
-import sys
 import time
 import uuid
 from dataclasses import asdict, dataclass

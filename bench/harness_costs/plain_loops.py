@@ -3,16 +3,27 @@
     python -m bench.harness_costs.plain_loops [--side-by-side] CELL_JSON DATASET_DIR
 
 Run inside a cell's stack by `gnnbench fidelity`, to measure what the harness costs: the same
-graph, fanout, batch size, model width, learning rate and DataLoader workers as the cell, built
-as PyG's `examples/` (NeighborLoader + SAGEConv) and DGL's GraphBolt node-classification example
-(ItemSampler -> sample_neighbor -> fetch_feature -> copy_to -> DataLoader) build them, timed per
-epoch with perf_counter and nothing else: no runner, no memory sampler, no per-stage clocks.
+graph, fanout, batch size, model width, learning rate and DataLoader workers as the cell, built as
+the frameworks' examples build them, timed per epoch with perf_counter and nothing else: no runner,
+no memory sampler, no per-stage clocks. One loop per backend, by task (the registry's
+BackendInfo.plain_loop names it, loop_of finds it):
+
+    node        pyg_loop (PyG's examples/: NeighborLoader + SAGEConv), graphbolt_loop (DGL 2.1's
+                GraphBolt node-classification example)
+    typed-node  pyg_hetero_loop (PyG's examples/hetero/to_hetero_mag.py), graphbolt_hetero_loop
+                (DGL 2.1's examples/sampling/graphbolt/rgcn/hetero_rgcn.py)
+    link        pyg_link_loop (PyG's examples/graph_sage_unsup.py), graphbolt_link_loop (DGL 2.1's
+                examples/sampling/graphbolt/link_prediction.py)
+
+each as docs/results.md describes it. The typed and link loops train the harness's own model
+(bench/backends/typed.py typed_model; the shared GraphSAGE encoder and link.py's decoder): what
+fidelity measures is the loop around it. PyG's LinkNeighborLoader has no option to exclude seed
+edges, so with `exclusion: reverse` its plain loop wraps the sampler in the harness's step
+(pyg_link.py ExcludeSeedEdges, the task's definition). Not here: the harness's per-batch leakage
+check (fidelity counts it as harness cost).
 A GraphBolt loop computes its layers over what the cell's `same_layer_edges` says (layer_edges_of),
-so a pair compares one model with itself.
-This module runs every plain loop and holds the node cells'; the typed cells' loops are in
-plain_loops_typed.py, the link cells' in plain_loops_link.py (a backend's loop is found by its task:
-bench/harness_costs/__init__.py PLAIN_LOOP_MODULES, loop_of).
-Only the hub's arrays are read through gnnbench (reading the dataset is not what is compared).
+so a pair compares one model with itself. Only the hub's arrays are read through gnnbench (the link
+split's for link cells: bench/datasets/link_split.py), standing in for the examples' downloads.
 A `model: none` cell (the loader alone) is held against the same loader iterated with nothing
 else (loader_only), as the frameworks' loader benchmarks time one.
 Threads: the cell's, from the same core budget (bench/machine/core_budget.py). A cpu-cuda cell's loop
@@ -20,9 +31,8 @@ trains on the GPU as the examples do (on_device): the model there, each batch co
 (PyG: `batch.to(device)`, pinned by the loader and copied non_blocking where the cell sets
 `pin_memory`; GraphBolt: `copy_to(device)` last), the GPU synchronised before each clock is read
 (timed). Without a GPU (or a CUDA build of the stack) it prints {"skipped": why} and trains
-nothing (main). GraphBolt's graph: the
-hub's int32 copies, as GraphBolt's OnDiskDataset builds it (read into the process: the example
-loads its graph whole).
+nothing (main). GraphBolt's graph: the hub's int32 copies, as GraphBolt's OnDiskDataset builds it
+(read into the process: the examples load their graph whole).
 Prints one JSON line: {"epochs": [seconds of each measured epoch], "warmup": [...], "cpu": [this
 process's CPU seconds of each measured epoch], "threads": N}; with --side-by-side (side_by_side)
 "harness" and "harness_cpu" beside the plain loop's "epochs" and "cpu", and no "warmup".
@@ -30,10 +40,10 @@ process's CPU seconds of each measured epoch], "threads": N}; with --side-by-sid
 
 from __future__ import annotations
 
-import importlib
 import json
 import sys
 import time
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -42,109 +52,50 @@ import torch.nn.functional as F
 
 from bench.backends import BACKENDS
 from bench.backends import load_pipeline_class
-from bench.backends.base import device_of
+from bench.backends.base import device_of, graphsage
+from bench.backends.link import link_model
 from bench.backends.stages import cuda_sync
-from bench.harness_costs import PLAIN_LOOP_MODULES
+from bench.backends.typed import typed_model
+from bench.datasets import hub, link_split
 from bench.run.worker import run_epoch
-from bench.datasets import hub
 from bench.run.worker import set_threads
 from bench.settings import DROPOUT, CellSettings
 
 
-def pyg_loop(data, s):
-    """PyG's examples/ way: a Data in memory, NeighborLoader over the training nodes, SAGEConv."""
-    from torch_geometric.data import Data
-    from torch_geometric.loader import NeighborLoader
-    from torch_geometric.nn import SAGEConv
-
-    graph = Data(x=torch.from_numpy(data.features), edge_index=torch.from_numpy(data.edge_index),
-                 y=torch.from_numpy(data.labels), num_nodes=data.num_nodes)
-    loader = NeighborLoader(graph, num_neighbors=list(s.fanout), input_nodes=torch.from_numpy(data.train_idx),
-                            batch_size=s.batch_size, shuffle=True, num_workers=s.num_workers,
-                            persistent_workers=s.num_workers > 0, pin_memory=bool(s.pin_memory))
-
-    class SAGE(torch.nn.Module):
-        def __init__(self, dims):
-            super().__init__()
-            self.convs = torch.nn.ModuleList(SAGEConv(a, b) for a, b in zip(dims, dims[1:]))
-
-        def forward(self, x, edge_index):
-            for i, conv in enumerate(self.convs):
-                x = conv(x, edge_index)
-                if i < len(self.convs) - 1:
-                    x = F.dropout(x.relu(), p=DROPOUT, training=self.training)
-            return x
-
-    if s.model == "none":
-        return loader_only(loader)
-    device, to_device = on_device(s)
-    model = SAGE(dims(data, s)).to(device)
-    optimizer = torch.optim.Adam(model.parameters(), lr=s.lr, weight_decay=s.weight_decay)
-
-    def epoch():
-        model.train()
-        for batch in loader:
-            batch = to_device(batch)
-            optimizer.zero_grad()
-            out = model(batch.x, batch.edge_index)[:batch.batch_size]
-            F.cross_entropy(out, batch.y[:batch.batch_size]).backward()
-            optimizer.step()
-
-    return epoch
+# --- what every loop shares -------------------------------------------------------------------
 
 
-def graphbolt_loop(data, s):
-    """DGL 2.1's GraphBolt node-classification example, its CPU storage path: on the CPU, or (cpu-cuda)
-    copy_to(device) last."""
+def pyg_loader_args(s) -> dict:
+    """A PyG loader's batching, as the examples set it from their flags."""
+    return dict(batch_size=s.batch_size, shuffle=True, num_workers=s.num_workers,
+                persistent_workers=s.num_workers > 0, pin_memory=bool(s.pin_memory))
+
+
+def graphbolt_graph(indptr, indices, **typed):
+    """The graph as OnDiskDataset builds it: GraphBolt's dtypes (the hub's int32 copies where the
+    sizes allow), read into the process."""
     import dgl.graphbolt as gb
-    import dgl.nn as dglnn
 
-    # the graph as OnDiskDataset builds it: int32 indices and seeds where the sizes allow (the hub's copies)
-    graph = gb.fused_csc_sampling_graph(torch.from_numpy(np.array(data.graphbolt_indptr)),
-                                        torch.from_numpy(np.array(data.graphbolt_indices)))
-    features = gb.BasicFeatureStore({("node", None, "feat"): gb.TorchBasedFeature(torch.from_numpy(data.features))})
-    # the seeds and their labels as OnDiskDataset reads them from its files: arrays, no torch op on them
-    seeds = data.train_idx.astype(str(graph.indices.dtype).removeprefix("torch."))
-    itemset = gb.ItemSet((torch.from_numpy(seeds), torch.from_numpy(data.labels[data.train_idx])),
-                         names=("seed_nodes", "labels"))
-    pipe = gb.ItemSampler(itemset, batch_size=s.batch_size, shuffle=True)
-    pipe = pipe.sample_neighbor(graph, list(reversed(s.fanout)))  # GraphBolt: input layer first
+    return gb.fused_csc_sampling_graph(torch.from_numpy(np.array(indptr)), torch.from_numpy(np.array(indices)), **typed)
+
+
+def as_graph_ids(ids, graph) -> torch.Tensor:
+    """Seeds as OnDiskDataset reads them from its files: arrays of the graph's index dtype, no torch op on them."""
+    return torch.from_numpy(np.ascontiguousarray(ids).astype(str(graph.indices.dtype).removeprefix("torch.")))
+
+
+def graphbolt_loader(pipe, s, features, keys):
+    """A GraphBolt datapipe's end, after its sampling: the cell's layer edges, fetch_feature,
+    copy_to(device) last as the examples do, the DataLoader. Returns (loader, blocks)."""
+    import dgl.graphbolt as gb
+
     pipe, blocks = layer_edges_of(pipe, s)
-    pipe = pipe.fetch_feature(features, node_feature_keys=["feat"])
-    device, _ = on_device(s)
-    pipe = pipe.copy_to(device)  # the example copies to its device last
-    loader = gb.DataLoader(pipe, num_workers=s.num_workers)
-
-    class SAGE(torch.nn.Module):
-        def __init__(self, dims):
-            super().__init__()
-            self.layers = torch.nn.ModuleList(dglnn.SAGEConv(a, b, "mean") for a, b in zip(dims, dims[1:]))
-
-        def forward(self, blocks, x):
-            for i, (layer, block) in enumerate(zip(self.layers, blocks)):
-                x = layer(block, x)
-                if i < len(self.layers) - 1:
-                    x = F.dropout(F.relu(x), p=DROPOUT, training=self.training)
-            return x
-
-    if s.model == "none":
-        return loader_only(loader)
-    model = SAGE(dims(data, s)).to(device)
-    optimizer = torch.optim.Adam(model.parameters(), lr=s.lr, weight_decay=s.weight_decay)
-
-    def epoch():
-        model.train()
-        for minibatch in loader:
-            out = model(blocks(minibatch), minibatch.node_features["feat"])
-            loss = F.cross_entropy(out, minibatch.labels)
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-
-    return epoch
+    pipe = pipe.fetch_feature(features, node_feature_keys=keys)
+    pipe = pipe.copy_to(device_of(s.mode))
+    return gb.DataLoader(pipe, num_workers=s.num_workers), blocks
 
 
-def layer_edges_of(pipe, s: dict):
+def layer_edges_of(pipe, s):
     """A GraphBolt loop's datapipe with the cell's `same_layer_edges` step after its sampling, as the
     cell's (bench/backends/layer_edges.py), and what gives a minibatch's blocks: the same model
     on both sides of a fidelity pair. False: the example's own minibatch.blocks."""
@@ -174,19 +125,227 @@ def loader_only(loader):
     return epoch
 
 
-def loop_of(backend: str):
-    """The backend's plain loop, as its registry line names it (BackendInfo.plain_loop), from the
-    module of its task (PLAIN_LOOP_MODULES: this one for node cells, a sibling for typed and link)."""
-    info = BACKENDS[backend]
-    if info.task == "node":  # this module's own (which runs as __main__)
-        return globals()[info.plain_loop]
-    return getattr(importlib.import_module(PLAIN_LOOP_MODULES[info.task]), info.plain_loop)
+def training(loader, s, model, loss_of, to_device=None):
+    """The examples' epoch: model.train(), then per batch (copied to the device by a PyG loop)
+    zero_grad, the loss `loss_of(model, batch)`, backward, step. `model`: a function building it,
+    called only where the cell trains one (`model: none`: loader_only)."""
+    if s.model == "none":
+        return loader_only(loader)
+    model = model().to(device_of(s.mode))
+    optimizer = torch.optim.Adam(model.parameters(), lr=s.lr, weight_decay=s.weight_decay)
+
+    def epoch():
+        model.train()
+        for batch in loader:
+            batch = to_device(batch) if to_device else batch
+            optimizer.zero_grad()
+            loss_of(model, batch).backward()
+            optimizer.step()
+
+    return epoch
 
 
 def dims(data, s) -> list[int]:
     return [data.features.shape[1]] + [s.hidden] * (len(s.fanout) - 1) + [data.num_classes]
 
 
+# --- node cells ------------------------------------------------------------------------------
+
+
+def pyg_loop(data, s):
+    """PyG's examples/ way: a Data in memory, NeighborLoader over the training nodes, SAGEConv."""
+    from torch_geometric.data import Data
+    from torch_geometric.loader import NeighborLoader
+    from torch_geometric.nn import SAGEConv
+
+    graph = Data(x=torch.from_numpy(data.features), edge_index=torch.from_numpy(data.edge_index),
+                 y=torch.from_numpy(data.labels), num_nodes=data.num_nodes)
+    loader = NeighborLoader(graph, num_neighbors=list(s.fanout), input_nodes=torch.from_numpy(data.train_idx),
+                            **pyg_loader_args(s))
+
+    class SAGE(torch.nn.Module):
+        def __init__(self, dims):
+            super().__init__()
+            self.convs = torch.nn.ModuleList(SAGEConv(a, b) for a, b in zip(dims, dims[1:]))
+
+        def forward(self, x, edge_index):
+            for i, conv in enumerate(self.convs):
+                x = conv(x, edge_index)
+                if i < len(self.convs) - 1:
+                    x = F.dropout(x.relu(), p=DROPOUT, training=self.training)
+            return x
+
+    def loss(model, batch):
+        return F.cross_entropy(model(batch.x, batch.edge_index)[:batch.batch_size], batch.y[:batch.batch_size])
+
+    return training(loader, s, lambda: SAGE(dims(data, s)), loss, on_device(s)[1])
+
+
+def graphbolt_loop(data, s):
+    """DGL 2.1's GraphBolt node-classification example, its CPU storage path: on the CPU, or (cpu-cuda)
+    copy_to(device) last."""
+    import dgl.graphbolt as gb
+    import dgl.nn as dglnn
+
+    graph = graphbolt_graph(data.graphbolt_indptr, data.graphbolt_indices)
+    features = gb.BasicFeatureStore({("node", None, "feat"): gb.TorchBasedFeature(torch.from_numpy(data.features))})
+    itemset = gb.ItemSet((as_graph_ids(data.train_idx, graph), torch.from_numpy(data.labels[data.train_idx])),
+                         names=("seed_nodes", "labels"))
+    pipe = gb.ItemSampler(itemset, batch_size=s.batch_size, shuffle=True)
+    pipe = pipe.sample_neighbor(graph, list(reversed(s.fanout)))  # GraphBolt: input layer first
+    loader, blocks = graphbolt_loader(pipe, s, features, ["feat"])
+
+    class SAGE(torch.nn.Module):
+        def __init__(self, dims):
+            super().__init__()
+            self.layers = torch.nn.ModuleList(dglnn.SAGEConv(a, b, "mean") for a, b in zip(dims, dims[1:]))
+
+        def forward(self, blocks, x):
+            for i, (layer, block) in enumerate(zip(self.layers, blocks)):
+                x = layer(block, x)
+                if i < len(self.layers) - 1:
+                    x = F.dropout(F.relu(x), p=DROPOUT, training=self.training)
+            return x
+
+    def loss(model, minibatch):
+        return F.cross_entropy(model(blocks(minibatch), minibatch.node_features["feat"]), minibatch.labels)
+
+    return training(loader, s, lambda: SAGE(dims(data, s)), loss)
+
+
+# --- typed-node cells ------------------------------------------------------------------------
+
+
+def pyg_hetero_loop(data, s):
+    """PyG's examples/hetero way: HeteroData with every type's features, NeighborLoader over it."""
+    from torch_geometric.loader import NeighborLoader
+
+    from bench.backends.pyg_hetero import hetero_data, hetero_layer  # each stack has one framework: imported where its loop runs
+
+    loader = NeighborLoader(hetero_data(data), num_neighbors=list(s.fanout),  # the hub's arrays, read as the cell reads them
+                            input_nodes=(data.target, torch.from_numpy(np.asarray(data.train_idx))), **pyg_loader_args(s))
+    featureless = [t for t, x in data.features.items() if x is None]
+    layers, target = len(s.fanout), data.target
+
+    def loss(model, batch):
+        size = batch[target].batch_size
+        ids = {t: batch[t].n_id for t in featureless}  # a featureless type's embedding rows
+        out = model(batch.x_dict, ids, [batch.edge_index_dict] * layers)[:size]
+        return F.cross_entropy(out, batch[target].y[:size])
+
+    return training(loader, s, lambda: typed_model(hetero_layer(s.model, data.relations), data, s), loss, on_device(s)[1])
+
+
+def graphbolt_hetero_loop(data, s):
+    """DGL 2.1's GraphBolt R-GCN example (hetero_rgcn.py), its CPU path and cpu-cuda's copy_to(device)."""
+    import dgl.graphbolt as gb
+
+    from bench.backends.dgl_graphbolt_hetero import hetero_layer  # each stack has one framework: imported where its loop runs
+
+    ids = data.meta["graphbolt"]
+    graph = graphbolt_graph(data.graphbolt["indptr"], data.graphbolt["indices"],
+                            node_type_offset=torch.from_numpy(np.array(data.graphbolt["node_type_offset"])),
+                            type_per_edge=torch.from_numpy(np.array(data.graphbolt["type_per_edge"])),
+                            node_type_to_id=ids["node_type_to_id"], edge_type_to_id=ids["edge_type_to_id"])
+    featured = {t: x for t, x in data.features.items() if x is not None}
+    features = gb.BasicFeatureStore({("node", t, "feat"): gb.TorchBasedFeature(torch.from_numpy(x))
+                                     for t, x in featured.items()})
+    target = data.target
+    itemset = gb.ItemSetDict({target: gb.ItemSet(
+        (as_graph_ids(data.train_idx, graph), torch.from_numpy(np.asarray(data.labels)[data.train_idx])),
+        names=("seed_nodes", "labels"))})
+    # the example's fanouts: a tensor per layer, one value per edge type, input layer first
+    fanouts = [torch.full((len(ids["edge_type_to_id"]),), f, dtype=torch.int64) for f in reversed(s.fanout)]
+    pipe = gb.ItemSampler(itemset, batch_size=s.batch_size, shuffle=True).sample_neighbor(graph, fanouts)
+    loader, blocks = graphbolt_loader(pipe, s, features, {t: ["feat"] for t in featured})
+    featureless = [t for t, x in data.features.items() if x is None]
+
+    def loss(model, minibatch):
+        x = {t: minibatch.node_features[(t, "feat")] for t in featured}
+        ids = {t: minibatch.input_nodes[t] for t in featureless if t in minibatch.input_nodes}
+        return F.cross_entropy(model(x, ids, blocks(minibatch)), minibatch.labels[target])
+
+    return training(loader, s, lambda: typed_model(hetero_layer(s.model, data.relations), data, s), loss)
+
+
+# --- link cells ------------------------------------------------------------------------------
+
+
+def link_model_of(conv, data, s):
+    """The harness's link model: the shared GraphSAGE encoder (out width `hidden`) and the decoder."""
+    encoder = graphsage(conv, data.features.shape[1], s.hidden, s.hidden, len(s.fanout))
+    return link_model(encoder, s.hidden, s.decoder)
+
+
+def pyg_link_loop(data, s):
+    """PyG's graph_sage_unsup.py way: LinkNeighborLoader with negative sampling, SAGEConv (the shared encoder's)."""
+    from torch_geometric.data import Data
+    from torch_geometric.loader import LinkNeighborLoader
+    from torch_geometric.sampler import NegativeSampling
+
+    from bench.backends.pyg_node import PygNodePipeline  # each stack has one framework: imported where its loop runs
+
+    split = link_split.load(data.path)
+    graph = Data(x=torch.from_numpy(data.features), edge_index=torch.from_numpy(split.edge_index),
+                 num_nodes=data.num_nodes)
+    neg_mode = s.neg_mode
+    loader = LinkNeighborLoader(graph, num_neighbors=list(s.fanout),
+                                edge_label_index=torch.from_numpy(np.ascontiguousarray(split.train_pos.T)),
+                                neg_sampling=NegativeSampling(neg_mode, amount=s.neg_ratio), **pyg_loader_args(s))
+    if s.exclusion == "reverse":  # the seed edges and their reverses, dropped after sampling
+        from bench.backends.pyg_link import ExcludeSeedEdges  # each stack has one framework: imported where its loop runs
+
+        sampler = loader.link_sampler
+        sampler.sample_from_edges = ExcludeSeedEdges(sampler.sample_from_edges, split.num_nodes, neg_mode)
+    device, to_device = on_device(s)
+    layers = len(s.fanout)
+
+    def loss(model, batch):
+        if neg_mode == "triplet":  # each positive's source against its `amount` negative destinations
+            neg_dst = batch.dst_neg_index.reshape(len(batch.src_index), -1)
+            src = torch.cat([batch.src_index, batch.src_index.repeat_interleave(neg_dst.shape[1])])
+            dst = torch.cat([batch.dst_pos_index, neg_dst.reshape(-1)])
+            label = torch.cat([torch.ones(len(batch.src_index), device=device),
+                               torch.zeros(neg_dst.numel(), device=device)])
+        else:  # binary, as graph_sage_unsup.py: edge_label_index and edge_label
+            src, dst = batch.edge_label_index
+            label = batch.edge_label
+        return F.binary_cross_entropy_with_logits(model(batch.x, [batch.edge_index] * layers, src, dst), label)
+
+    return training(loader, s, lambda: link_model_of(PygNodePipeline.conv_factory(), data, s), loss, to_device)
+
+
+def graphbolt_link_loop(data, s):
+    """DGL 2.1's GraphBolt link_prediction.py, its CPU storage path, on the CPU or (cpu-cuda) copy_to(device)."""
+    import dgl.graphbolt as gb
+
+    from bench.backends.dgl_graphbolt import Pipeline  # each stack has one framework: imported where its loop runs
+
+    split = link_split.load(data.path)
+    graph = graphbolt_graph(split.graphbolt_indptr, split.graphbolt_indices)  # the training graph
+    features = gb.BasicFeatureStore({("node", None, "feat"): gb.TorchBasedFeature(torch.from_numpy(data.features))})
+    itemset = gb.ItemSet(as_graph_ids(split.train_pos, graph), names="node_pairs")
+    pipe = gb.ItemSampler(itemset, batch_size=s.batch_size, shuffle=True)
+    pipe = pipe.sample_uniform_negative(graph, s.neg_ratio)
+    pipe = pipe.sample_neighbor(graph, list(reversed(s.fanout)))  # GraphBolt: input layer first
+    if s.exclusion == "reverse":
+        pipe = pipe.transform(partial(gb.exclude_seed_edges, include_reverse_edges=True))
+    loader, blocks = graphbolt_loader(pipe, s, features, ["feat"])
+
+    def loss(model, minibatch):
+        (src, dst), labels = minibatch.node_pairs_with_labels
+        logits = model(minibatch.node_features["feat"], blocks(minibatch), src, dst)
+        return F.binary_cross_entropy_with_logits(logits, labels.float())
+
+    return training(loader, s, lambda: link_model_of(Pipeline.conv_factory(), data, s), loss)
+
+
+# --- running them ----------------------------------------------------------------------------
+
+
+def loop_of(backend: str):
+    """The backend's plain loop, as its registry line names it (BackendInfo.plain_loop)."""
+    return globals()[BACKENDS[backend].plain_loop]
 def timed(epoch, sync=None) -> tuple[float, float]:
     """One epoch's (wall seconds, this process's CPU seconds); `sync` (a GPU cell's: stages.cuda_sync)
     waits for the GPU before each clock is read, so the epoch holds its own kernels and no other's."""

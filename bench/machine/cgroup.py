@@ -168,13 +168,6 @@ class MemoryCgroup:
         found = re.search(r"^oom_kill (\d+)$", text, re.M)
         return int(found.group(1)) if found else 0
 
-    def peak_bytes(self) -> int | None:
-        name = "memory.peak" if self.version == 2 else "memory.max_usage_in_bytes"
-        try:
-            return int((self.path / name).read_text())
-        except (OSError, ValueError):
-            return None
-
     def describe(self) -> str:
         return (f"memory_limit {canonical(self.limit)} ({self.limit:,} bytes) in cgroup v{self.version} "
                 f"{self.path}; swap: {self.swap}")
