@@ -77,9 +77,13 @@ def verdict(r: dict) -> str:
     faster = f"{abs(1 - ratio):.1%} {'faster' if ratio < 1 else 'slower'}"
     if not r["paired"] and not r.get("rounds"):
         return f"{faster}, not paired ({r.get('reason')}): run one after the other, the noise not cancelled"
+    too_few = (r.get("rounds") or 0) < MIN_ROUNDS_TO_SETTLE
     if not r["paired"]:
-        settled = {"inside": f"same within ±{r['within']:.0%}", "outside": faster}.get(r.get("settled"), "same within noise")
+        settled = {"inside": f"same within ±{r['within']:.0%}", "outside": faster}.get(
+            r.get("settled"), f"{faster}, not settled" if too_few else "same within noise")
         return f"{settled}; {r.get('reason')}"
+    if r.get("settled") is None and too_few:
+        return f"{faster}, not settled: {r.get('reason')}"
     if r.get("settled") == "inside":
         return f"same within ±{r['within']:.0%}"
     if r.get("settled") == "outside":

@@ -254,9 +254,12 @@ class RunResult:
         for found in self.pairs:
             if (found["first"], found["second"]) == (first, second):
                 return found
-            if (found["first"], found["second"]) == (second, first) and found["ratio"]:
+            if (found["first"], found["second"]) == (second, first):
                 flipped = [1 / x for x in reversed(found["ci95"])] if found.get("ci95") else None
-                return {**found, "first": first, "second": second, "ratio": 1 / found["ratio"], "ci95": flipped}
+                return {**found, "first": first, "second": second, "ci95": flipped,
+                        "ratio": 1 / found["ratio"] if found.get("ratio") else None,
+                        "first_waiting_cpu": found.get("second_waiting_cpu"),
+                        "second_waiting_cpu": found.get("first_waiting_cpu")}
         return None
 
     @property

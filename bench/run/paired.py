@@ -38,8 +38,9 @@ from bench.run.suite import Cell
 from bench.run.turns import DONE, GO, MAX_TURNS_ENV, READY, STOP, TURNS_ENV
 
 DEFAULT_MAX_ROUNDS = 40
+STUCK_FLOOR_S = 30.0  # a turn may always take this long before its worker is taken as stuck
 FIRST_LOOK = 10  # rounds before the pairs are first judged (then at 20, 40, ... and the cap: is_look)
-TIME_SHARE = 0.5  # rounds stop once a group has run this share of its shortest timeout
+TIME_SHARE = 0.7  # warm-ups and rounds end by this share of the shortest timeout after the first launch
 MEMORY_SHARE = 0.5  # a group's graphs may take this share of the memory available at its start
 
 
@@ -171,7 +172,10 @@ def paired_result(pair: Pair, rounds: list[dict[str, float]], within: float, wai
     found = paired_ratio.interval(n, lambda picked: paired_ratio.geometric_median(logs[i] for i in picked))
     result.ci95 = list(found) if found else None
     result.settled = paired_ratio.settled(found, n, within)
-    if result.settled is None:
+    if result.settled is None and n < paired_ratio.MIN_ROUNDS_TO_SETTLE:
+        result.reason = (f"{n} rounds{' (' + cap_reason + ')' if cap_reason else ''}, too few to settle a pair "
+                         f"({paired_ratio.MIN_ROUNDS_TO_SETTLE} at least)")
+    elif result.settled is None:
         result.reason = (f"unresolved after {n} rounds{': ' + cap_reason if cap_reason else ''}: the interval "
                          f"straddles an edge of ±{within:.0%}")
     return result
@@ -191,8 +195,9 @@ def interleaved_result(pair: Pair, rounds: list[dict[str, float]], within: float
     over the rounds' medians (a process's run differs from the next one's more than epochs do)."""
     result = paired_result(pair, rounds, within, {}, None)
     result.paired = False
+    too_few = result.settled is None and result.rounds < paired_ratio.MIN_ROUNDS_TO_SETTLE
     result.reason = (f"interleaved processes ({why}): {result.rounds} rounds, each cell launched once a round"
-                     + (f"; {result.reason}" if result.reason else ""))
+                     + ("; too few to settle a pair" if too_few else f"; {result.reason}" if result.reason else ""))
     return result
 
 
@@ -228,6 +233,7 @@ class Member:
     waiting_cpu_s: float = 0.0
     waited_s: float = 0.0
     watched: bool = True  # False: a twin run without the runner's memory sampler (the `runner` axis)
+    stuck: str | None = None  # why the host ended it, where it did
     _buffer: bytes = b""
     _started: threading.Event = field(default_factory=threading.Event)
 
@@ -236,6 +242,14 @@ class Member:
         if not self.watched:
             sampler.pause()  # never read: the worker as it runs with no runner watching it
         self._started.set()
+
+    def kill(self, why: str | None = None) -> None:
+        """End the worker's process group now (the runner then records its outcome)."""
+        if why:
+            self.stuck = why
+        if self.proc is not None:
+            with contextlib.suppress(OSError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
 
     def wake_sampler(self) -> None:
         if self.watched and self.sampler is not None:
@@ -289,30 +303,28 @@ class GroupRun:
 
 def run_together(members: list[Member], pairs: list[Pair], cache: Path, launch: Launch, within: float,
                  max_rounds: int, say=print) -> GroupRun:
-    """Launch the group's workers together, take turns, and return each cell's outcome."""
+    """Launch the group's workers one after another (each warms up alone, then waits its turns), take
+    turns, and return each cell's outcome. `pairs`: those whose two cells are both members."""
+    ids = {m.cell.id for m in members}
+    pairs = [p for p in pairs if p.first in ids and p.second in ids]
+    timeout = min(m.cell.settings.timeout for m in members)
+    deadline = time.monotonic() + TIME_SHARE * timeout  # the first worker's own timeout runs from now
+    stopped = None
     with tempfile.TemporaryDirectory(prefix="gnnbench-turns-") as folder:
         threads = []
-        for i, member in enumerate(members):
-            turns = Path(folder) / str(i)
-            turns.mkdir()
-            for pipe in ("go", "done"):
-                os.mkfifo(turns / pipe)
-            # the host holds both ends of both pipes: no open blocks, and a dead worker is seen by its outcome
-            member.go = os.open(turns / "go", os.O_RDWR)
-            member.done = os.open(turns / "done", os.O_RDWR | os.O_NONBLOCK)
-            # one wait more than the turns: a worker leaves its loop on the host's stop, never on its own
-            # (its evaluation would run beside another's last turn)
-            env = {TURNS_ENV: str(turns), MAX_TURNS_ENV: str(max_rounds + 1)}
-            thread = threading.Thread(target=_launch, args=(member, cache, launch, env), daemon=True)
-            thread.start()
-            threads.append(thread)
         try:
-            rounds, stopped = _take_turns(members, pairs, within, max_rounds, say)
+            for i, member in enumerate(members):
+                threads.append(_start(member, Path(folder) / str(i), cache, launch, max_rounds))
+                _wait_ready(member, deadline)
+            live = [m for m in members if m.ready]
+            if len(live) < len(members):
+                _one_turn_each(live)
+                rounds, stopped = [], "a cell of the group ended before its first turn"
+            else:
+                rounds, stopped = _take_turns(live, pairs, within, max_rounds, deadline, say)
         except BaseException:  # interrupted (Ctrl-C): the workers end now, not after their evaluation
             for member in members:
-                if member.proc is not None:
-                    with contextlib.suppress(OSError):
-                        os.killpg(member.proc.pid, signal.SIGKILL)
+                member.kill()
             raise
         finally:
             for member in members:
@@ -321,10 +333,32 @@ def run_together(members: list[Member], pairs: list[Pair], cache: Path, launch: 
             for thread in threads:
                 thread.join()
             for member in members:
-                os.close(member.go)
-                os.close(member.done)
+                for fd in (member.go, member.done):
+                    if fd >= 0:
+                        os.close(fd)
+    for member in members:
+        if member.stuck and member.outcome is not None:  # ended by the host, not by a failure of its own
+            member.outcome.status, member.outcome.reason = "timeout", f"{member.stuck}\n{member.outcome.reason}"
+        if member.outcome is not None:
+            member.outcome.other_load = None  # its partners' warm-ups and turns would count as other work
     waiting = {m.cell.id: m.waiting_cpu for m in members if m.waiting_cpu is not None}
+    stopped = stopped or next((m.stuck for m in members if m.stuck), None)
     return GroupRun({m.cell.id: m.outcome for m in members}, rounds, waiting, stopped)
+
+
+def _start(member: Member, turns: Path, cache: Path, launch: Launch, max_rounds: int) -> threading.Thread:
+    turns.mkdir()
+    for pipe in ("go", "done"):
+        os.mkfifo(turns / pipe)
+    # the host holds both ends of both pipes: no open blocks, and a dead worker is seen by its outcome
+    member.go = os.open(turns / "go", os.O_RDWR)
+    member.done = os.open(turns / "done", os.O_RDWR | os.O_NONBLOCK)
+    # one wait more than the turns: a worker leaves its loop on the host's stop, never on its own
+    # (its evaluation would run beside another's last turn)
+    env = {TURNS_ENV: str(turns), MAX_TURNS_ENV: str(max_rounds + 1)}
+    thread = threading.Thread(target=_launch, args=(member, cache, launch, env), daemon=True)
+    thread.start()
+    return thread
 
 
 def _launch(member: Member, cache: Path, launch: Launch, env: dict[str, str]) -> None:
@@ -337,72 +371,82 @@ def _launch(member: Member, cache: Path, launch: Launch, env: dict[str, str]) ->
         member._started.set()
 
 
-def _take_turns(members: list[Member], pairs: list[Pair], within: float, max_rounds: int,
+def _wait_ready(member: Member, deadline: float) -> None:
+    """Until the worker has warmed up and waits its first turn; one still warming up at the group's
+    deadline is ended (its partners' timeouts would run out with its own)."""
+    member._started.wait()
+    member.ready = member.read_line(deadline) == READY
+    if member.ready:
+        member.sampler.pause()
+    elif member.outcome is None:
+        member.kill(f"still warming up at {TIME_SHARE:.0%} of its timeout: ended by the host (paired cells)")
+
+
+def _take_turns(live: list[Member], pairs: list[Pair], within: float, max_rounds: int, deadline: float,
                 say) -> tuple[list[dict[str, float]], str | None]:
-    timeout = min(m.cell.settings.timeout for m in members)
-    began = time.monotonic()
-    for member in members:  # every worker warms up at once, then waits its first turn
-        member._started.wait()
-        member.ready = member.read_line(began + timeout) == READY
-        if member.ready and member.sampler is not None:
-            member.sampler.pause()
-    live = [m for m in members if m.ready]
-    if len(live) < len(members):
-        lost = ", ".join(m.cell.id for m in members if not m.ready)
-        _one_turn_each(live, timeout)
-        return [], f"{lost} ended before its first turn"
+    longest = 0.0
     rounds: list[dict[str, float]] = []
-    stopped = None
     while len(rounds) < max_rounds:
         shift = len(rounds) % len(live)
         times = {}
+        round_began = time.monotonic()
         for member in live[shift:] + live[:shift]:  # the order turns, so no cell always goes first
-            seconds = _turn(member, live, timeout)
+            seconds = _turn(member, live, _stuck_after(longest, deadline))
             if seconds is None:
-                _one_turn_each([m for m in live if m is not member and not m.turns], timeout)
-                return rounds, f"{member.cell.id} ended during its turn"
+                _one_turn_each([m for m in live if m is not member])
+                return rounds, f"{member.cell.id} ended during its turn{': ' + member.stuck if member.stuck else ''}"
             times[member.cell.id] = seconds
+            longest = max(longest, seconds)
         rounds.append(times)
         look = is_look(len(rounds), max_rounds)
         results = [paired_result(p, rounds, within, {}, None, with_interval=look) for p in pairs]
-        say("  round {}: {}".format(len(rounds), "; ".join(
-            "{1} / {0} ".format(*paired_ratio.label(p.first, p.second)) + f"{r.ratio:.3f}"
-            + (f" ({r.ci95[0]:.3f}–{r.ci95[1]:.3f}, {r.settled or 'unsettled'})" if r.ci95 else "")
-            for p, r in zip(pairs, results))))
+        say(f"  round {len(rounds)}: " + "; ".join(_progress(p, r) for p, r in zip(pairs, results)))
         if look and all(r.settled for r in results):
-            break
-        if time.monotonic() - began > TIME_SHARE * timeout:
-            stopped = f"half the cells' timeout ({timeout:g} s) spent"
-            break
-    else:
-        stopped = f"the cap of {max_rounds} rounds"
-    return rounds, stopped
+            return rounds, None
+        if time.monotonic() + (time.monotonic() - round_began) > deadline:  # another round would pass it
+            return rounds, f"the time budget ({TIME_SHARE:.0%} of the cells' timeout) spent"
+    return rounds, f"the cap of {max_rounds} rounds"
 
 
-def _turn(member: Member, live: list[Member], timeout: float) -> float | None:
-    """One epoch of `member` while the others wait: its seconds, or None where it ended instead."""
+def _progress(pair: Pair, result: PairResult) -> str:
+    first, second = paired_ratio.label(pair.first, pair.second)
+    interval = f" ({result.ci95[0]:.3f}–{result.ci95[1]:.3f}, {result.settled or 'unsettled'})" if result.ci95 else ""
+    return f"{second} / {first} {paired_ratio.ratio_text(result.as_dict()).split(' ')[0]}{interval}"
+
+
+def _stuck_after(longest: float, deadline: float) -> float:
+    """How long a turn may take before its worker is taken as stuck: ten times the longest epoch so
+    far, at least STUCK_FLOOR_S, and at least until the group's deadline."""
+    return max(STUCK_FLOOR_S, 10 * longest, deadline - time.monotonic())
+
+
+def _turn(member: Member, live: list[Member], limit: float) -> float | None:
+    """One epoch of `member` while the others wait: its seconds, or None where it ended (or was ended,
+    stuck past `limit`) instead."""
     others = [m for m in live if m is not member]
     before = [m.tree_cpu() for m in others]
     started = time.monotonic()
     member.wake_sampler()
     member.say(GO)
-    line = member.read_line(started + timeout)
+    line = member.read_line(started + limit)
     member.sampler.pause()
     waited = time.monotonic() - started
     for other, cpu in zip(others, before):
         other.waiting_cpu_s += max(0.0, other.tree_cpu() - cpu)
         other.waited_s += waited
     if line is None or not line.startswith(DONE):
+        if member.outcome is None:
+            member.kill(f"no end of its epoch after {limit:g} s in its turn: ended by the host (paired cells)")
         return None
     member.turns += 1
     return float(line.split()[1])
 
 
-def _one_turn_each(members: list[Member], timeout: float) -> None:
-    """A measured epoch for each cell that has none yet, so its record stands once the group ends early."""
+def _one_turn_each(members: list[Member]) -> None:
+    """A measured epoch for each live cell that has none yet, so its record stands once the group ends early."""
     for member in members:
-        if not member.turns:
-            _turn(member, members, timeout)
+        if not member.turns and member.ready and member.outcome is None:
+            _turn(member, members, STUCK_FLOOR_S * 10)
 
 
 

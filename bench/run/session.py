@@ -584,8 +584,9 @@ class Session:
         other, said); each pair's result kept in both cells' entries."""
         within, max_rounds = self.pairing.within, self.pairing.max_rounds
         ready, done, alone, apart = [], {}, {}, []
+        resumed = {c.id for c in group if c.id in self.finished}
         for cell in group:
-            if cell.id in self.finished:  # resumed: kept from the journal
+            if cell.id in resumed:  # kept from the journal
                 done[cell.id] = self.finished[cell.id]
                 alone[cell.id] = "its partner was kept from the journal of the run resumed"
                 continue
@@ -597,6 +598,7 @@ class Session:
             if outcome is not None:
                 alone[cell.id] = f"{cell.id} did not run ({outcome.status})"
                 done[cell.id] = self.after_launch(resolved, outcome)
+                self.keep(cell, done[cell.id])
                 continue
             why = paired.why_alone(resolved, self.launch)
             if why:
@@ -628,12 +630,14 @@ class Session:
             for cell, resolved, _ in ready:
                 self.say(f"\n{self.position(cell)}")
                 done[cell.id] = self.after_launch(resolved, run.outcomes[resolved.id])
+                self.keep(cell, done[cell.id])
         elif len(ready) == 1:
             cell, resolved, prepared = ready[0]
             alone[cell.id] = apart_why or "no other cell of its group could run beside it"
             done[cell.id] = self.after_launch(resolved, launch_cell(
                 resolved, prepared.python, prepared.dataset_dir, self.cache, prepared.memory_limit,
                 on_progress=self._show_epoch, launch=self.launch))
+            self.keep(cell, done[cell.id])
         for pair in pairs:
             why = alone.get(pair.first) or alone.get(pair.second)
             if run is not None and not why:
@@ -643,16 +647,16 @@ class Session:
                 results.append(paired.unpaired_result(pair, epochs, within, why or "not run together"))
         for result in results:
             self.say(f"  paired: {paired.describe(result)}")
-        for cell in group:
+        for cell in group:  # each cell journalled as it ended; again now with its pairs (the later line wins)
             mine = [r.as_dict() for r in results if cell.id in (r.first, r.second)]
-            if done[cell.id].measured and cell.id not in self.finished:
-                done[cell.id].entry["extra_info"]["pairs"] = mine
-                if run is not None and cell.id not in alone:
-                    done[cell.id].entry["extra_info"].setdefault("notes", []).append(
-                        f"measured in turns beside {len(run.outcomes) - 1} other live worker(s) (paired): its "
-                        f"measured epochs are its {len(run.rounds)} turns")
-            if cell.id not in self.finished:
-                self.keep(cell, done[cell.id])
+            if cell.id in resumed or not done[cell.id].measured:
+                continue
+            done[cell.id].entry["extra_info"]["pairs"] = mine
+            if run is not None and cell.id not in alone:
+                done[cell.id].entry["extra_info"].setdefault("notes", []).append(
+                    f"measured in turns beside {len(run.outcomes) - 1} other live worker(s) (paired): its measured "
+                    f"epochs are its {len(run.rounds)} turns; other load not measured (its partners would count)")
+            self.keep(cell, done[cell.id])
 
     def run_interleaved(self, ready: list[tuple], why: str) -> paired.Interleaved:
         """Cells that cannot live together, launched one after another for INTERLEAVED_ROUNDS rounds,
@@ -667,8 +671,11 @@ class Session:
                 self.say(f"\n{self.position(cell)} (round {number + 1} of {paired.INTERLEAVED_ROUNDS})")
                 outcome = launch_cell(resolved, prepared.python, prepared.dataset_dir, self.cache, prepared.memory_limit,
                                       on_progress=self._show_epoch, launch=self.launch)
-                finished = self.after_launch(resolved, outcome) if cell.id not in done else Finished.of(outcome, self.baseline)
-                done.setdefault(cell.id, finished)
+                if cell.id not in done:  # its first run is its entry, journalled at once
+                    finished = done[cell.id] = self.after_launch(resolved, outcome)
+                    self.keep(cell, finished)
+                else:
+                    finished = Finished.of(outcome, self.baseline)
                 if finished.measured:
                     medians[cell.id] = paired.median(finished.epochs)
             rounds.append(medians)
