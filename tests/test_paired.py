@@ -237,3 +237,18 @@ def test_a_group_whose_partner_is_skipped_still_pairs_the_cells_that_run(tmp_pat
     pairs = {(p["axis"], p["paired"]): p for p in data["gnnbench"]["pairs"]}
     assert pairs[("lr", True)]["rounds"] >= 10 and pairs[("lr", True)]["ratio"] > 0
     assert pairs[("mode", False)]["ratio"] is None and "did not run (skipped)" in pairs[("mode", False)]["reason"]
+
+
+@pytest.mark.stacks
+def test_a_cell_stuck_in_its_turn_is_ended_and_its_partner_kept(tmp_path, cache_dir):
+    """A hang in one cell's turn: the host ends it at the group's deadline (70 % of the timeout) and
+    records a timeout; its partner, which waits on a pipe, gets its turn and its record."""
+    require_stacks("pyg")
+    text = TWINS.format(name="stuck", workers=0, rounds=10).replace("timeout: 400", "timeout: 60")
+    proc, out = run_suite_text(text, tmp_path, cache_dir, env={"GNNBENCH_FAULT": "hang:lr=0.0100001"})
+    data = json.loads(out.read_text())
+    [stuck] = data["unmeasured"]
+    assert stuck["status"] == "timeout" and "ended by the host" in stuck["reason"], stuck
+    [kept] = data["benchmarks"]
+    [pair] = kept["extra_info"]["pairs"]
+    assert pair["ratio"] is None and "ended during its turn" in pair["reason"], pair
