@@ -90,7 +90,17 @@ class TreeMemorySampler(threading.Thread):
     def run(self) -> None:
         started = time.thread_time()
         while not self._stop_event.is_set():
-            self._awake.wait()  # an idle cell's memory does not move: nothing to read while it waits
+            if not self._awake.is_set():  # an idle cell's memory does not move: nothing to read while it waits
+                paused_at = time.monotonic()
+                self._awake.wait()
+                # its clocks count the cell's running time only, and its turn's start is not read at once:
+                # a tree listing and a PSS read due after every wait would fall on every turn's first batch
+                waited = time.monotonic() - paused_at
+                self._pss_at += waited
+                self._listed_at += waited
+                self._stop_event.wait(self.interval)
+                if not self._awake.is_set():
+                    continue
             self.sample()
             self.own_cpu_s = time.thread_time() - started
             self._stop_event.wait(self.interval)
