@@ -160,8 +160,8 @@ def pair_of(result_file) -> dict:
 def test_twins_take_turns_and_the_waiting_worker_is_idle(tmp_path, cache_dir, workers):
     """Two cells of the same work take turns; every turn is a measured epoch of its cell's own record,
     and while one epoch ran the other's process tree (its DataLoader workers included) took under 5 %
-    of a core: measured, not assumed. (Their ratio is not asserted: on this machine the second-launched
-    worker of a pair read 10-30 % faster than the first in quiet A/A runs, docs/commands.md.)"""
+    of a core: measured, not assumed. (Their ratio is not asserted: two workers of the same work read
+    0.91-1.06 in quiet A/A runs here, a spread between processes that turns do not cancel, docs/commands.md.)"""
     require_stacks("pyg")
     proc, out = run_suite_text(TWINS.format(name=f"twins{workers}", workers=workers, rounds=10), tmp_path, cache_dir)
     assert proc.returncode == 0, proc.stderr[-2000:]

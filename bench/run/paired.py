@@ -303,8 +303,8 @@ class GroupRun:
 
 def run_together(members: list[Member], pairs: list[Pair], cache: Path, launch: Launch, within: float,
                  max_rounds: int, say=print) -> GroupRun:
-    """Launch the group's workers one after another (each warms up alone, then waits its turns), take
-    turns, and return each cell's outcome. `pairs`: those whose two cells are both members."""
+    """Launch the group's workers together (each warms up, then waits its turns), take turns, and
+    return each cell's outcome. `pairs`: those whose two cells are both members."""
     ids = {m.cell.id for m in members}
     pairs = [p for p in pairs if p.first in ids and p.second in ids]
     timeout = min(m.cell.settings.timeout for m in members)
@@ -313,8 +313,12 @@ def run_together(members: list[Member], pairs: list[Pair], cache: Path, launch: 
     with tempfile.TemporaryDirectory(prefix="gnnbench-turns-") as folder:
         threads = []
         try:
+            # launched together: launched one after another's warm-up, the first (idle meanwhile) ran its
+            # epochs 10-30 % slower than the second for the rest of the pair (A/A runs on a quiet VM);
+            # together, 0.91-1.06, each interval holding 1 (docs/commands.md, "Paired cells")
             for i, member in enumerate(members):
                 threads.append(_start(member, Path(folder) / str(i), cache, launch, max_rounds))
+            for member in members:
                 _wait_ready(member, deadline)
             live = [m for m in members if m.ready]
             if len(live) < len(members):
