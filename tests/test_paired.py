@@ -1,5 +1,6 @@
 """Paired cells (bench/run/paired.py): which cells pair, the pairs' statistics and wording, and real
-runs of live PyG workers taking turns: every turn a measured epoch, a waiting worker's process tree
+runs of live PyG workers taking turns: an A/A pair reads 1.00 within ±2 %, a planted 5 % slowdown
+is found with an interval that excludes 1, every turn is a measured epoch, a waiting worker's process tree
 (its DataLoader workers included) taking next to no CPU while the other's epoch runs (measured), a
 crashed, stuck or skipped partner recorded while the other is kept, and cells that cannot live
 together taking turns as whole processes."""
@@ -7,7 +8,6 @@ together taking turns as whole processes."""
 from __future__ import annotations
 
 import json
-import math
 
 import pytest
 
@@ -156,14 +156,39 @@ def pair_of(result_file) -> dict:
 
 
 @pytest.mark.stacks
-@pytest.mark.parametrize("workers", [0, 2])
-def test_twins_take_turns_and_the_waiting_worker_is_idle(tmp_path, cache_dir, workers):
-    """Two cells of the same work take turns; every turn is a measured epoch of its cell's own record,
-    and while one epoch ran the other's process tree (its DataLoader workers included) took under 5 %
-    of a core: measured, not assumed. (Their ratio is not asserted: two workers of the same work read
-    0.91-1.06 in quiet A/A runs here, a spread between processes that turns do not cancel, docs/commands.md.)"""
+def test_an_a_a_pair_reads_one_within_two_percent(tmp_path, cache_dir):
+    """Two cells of the same work (0.06-s epochs) settle "same within ±2 %" in at most 320 rounds,
+    their ratio within 2 % of 1; the waiting worker took under 5 % of a core, measured."""
     require_stacks("pyg")
-    proc, out = run_suite_text(TWINS.format(name=f"twins{workers}", workers=workers, rounds=10), tmp_path, cache_dir)
+    proc, out = run_suite_text(TWINS.format(name="twins", workers=0, rounds=320), tmp_path, cache_dir)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    pair = pair_of(out)
+    assert pair["ratio"] == pytest.approx(1.0, abs=0.02), pair
+    assert pair["settled"] != "outside", pair  # no difference claimed
+    assert pair["first_waiting_cpu"] < 0.05 and pair["second_waiting_cpu"] < 0.05, pair
+
+
+@pytest.mark.stacks
+def test_a_planted_five_percent_slowdown_is_found(tmp_path, cache_dir):
+    """The second cell's every batch made 5 % longer than its step took (GNNBENCH_FAULT=slow): its
+    interval excludes 1 and the ratio reads about 1.05 (1.052, 1.025-1.074 in a quiet run)."""
+    require_stacks("pyg")
+    proc, out = run_suite_text(TWINS.format(name="slowed", workers=0, rounds=320), tmp_path, cache_dir,
+                               env={"GNNBENCH_FAULT": "slow:lr=0.0100001"})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    pair = pair_of(out)
+    assert pair["first"].endswith("lr=0.01") and pair["second"].endswith("lr=0.0100001")
+    assert pair["ci95"][0] > 1.0 and pair["settled"] == "outside", pair  # found: the interval excludes 1
+    assert 1.02 < pair["ratio"] < 1.10, pair
+
+
+@pytest.mark.stacks
+def test_waiting_loader_workers_stay_quiet(tmp_path, cache_dir):
+    """With 2 DataLoader workers each, the waiting cell's whole process tree (its loader workers
+    included) took under 5 % of a core while the other's epoch ran; every turn is a measured epoch
+    of the cell's own record."""
+    require_stacks("pyg")
+    proc, out = run_suite_text(TWINS.format(name="twins2", workers=2, rounds=10), tmp_path, cache_dir)
     assert proc.returncode == 0, proc.stderr[-2000:]
     pair = pair_of(out)
     assert pair["rounds"] == 10 and pair["ratio"] > 0 and pair["ci95"], pair

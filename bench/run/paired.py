@@ -3,8 +3,8 @@
 A suite's cells run one after another, each in its own processes, once; on a shared machine a
 slow stretch that falls on one cell reads as a difference between configurations. Here the cells
 of a group are launched together, each warms up, and then their measured epochs run in rounds,
-one cell at a time (bench/run/turns.py: the waiting cells block on a pipe, their memory samplers
-paused), the order turning each round. Each pair's ratio is the geometric median over the rounds
+one cell at a time in one fixed cycle, so every turn follows another cell's (bench/run/turns.py:
+the waiting cells block on a pipe, their memory samplers paused). Each pair's ratio is the geometric median over the rounds
 of its two epochs' ratio, with a 95 % interval resampling rounds (bench/paired_ratio.py); rounds
 are added until every pair's interval lies inside or outside ±`within` (judged at 10 rounds, then
 20, 40, ...: is_look), up to `max_rounds` or half the cells' timeout. How much CPU the waiting cells' process trees took while another ran is
@@ -37,7 +37,6 @@ from bench.run.runner import Launch, Outcome, launch_cell
 from bench.run.suite import Cell
 from bench.run.turns import DONE, GO, MAX_TURNS_ENV, READY, STOP, TURNS_ENV
 
-DEFAULT_MAX_ROUNDS = 40
 STUCK_FLOOR_S = 30.0  # a turn may always take this long before its worker is taken as stuck
 FIRST_LOOK = 10  # rounds before the pairs are first judged (then at 20, 40, ... and the cap: is_look)
 TIME_SHARE = 0.7  # warm-ups and rounds end by this share of the shortest timeout after the first launch
@@ -313,9 +312,7 @@ def run_together(members: list[Member], pairs: list[Pair], cache: Path, launch: 
     with tempfile.TemporaryDirectory(prefix="gnnbench-turns-") as folder:
         threads = []
         try:
-            # launched together: launched one after another's warm-up, the first (idle meanwhile) ran its
-            # epochs 10-30 % slower than the second for the rest of the pair (A/A runs on a quiet VM);
-            # together, 0.91-1.06, each interval holding 1 (docs/commands.md, "Paired cells")
+            # launched together: each warms up beside the others, none idles while another warms up
             for i, member in enumerate(members):
                 threads.append(_start(member, Path(folder) / str(i), cache, launch, max_rounds))
             for member in members:
@@ -391,10 +388,12 @@ def _take_turns(live: list[Member], pairs: list[Pair], within: float, max_rounds
     longest = 0.0
     rounds: list[dict[str, float]] = []
     while len(rounds) < max_rounds:
-        shift = len(rounds) % len(live)
         times = {}
         round_began = time.monotonic()
-        for member in live[shift:] + live[:shift]:  # the order turns, so no cell always goes first
+        # one fixed cycle, so every turn follows another cell's: turning the order each round made a
+        # cell run twice in a row at each round's edge, and a turn right after its own ran ~10 % faster
+        # (its caches still warm) than one after another's (A/A rounds: 1.10 and 0.92 by turns)
+        for member in live:
             seconds = _turn(member, live, _stuck_after(longest, deadline))
             if seconds is None:
                 _one_turn_each([m for m in live if m is not member])

@@ -85,7 +85,7 @@ RUN_OPTIONS = (
     Option("--paired-within", dict(type=float, metavar="FRACTION",
                                    help="the band a paired ratio settles in or out of (default 0.03: ±3 %%)")),
     Option("--paired-max-rounds", dict(type=int, metavar="N",
-                                       help="the most rounds before a pair is said unresolved (default 40)")),
+                                       help="the most rounds before a pair is said unresolved (default 320)")),
     Option("--nnodes", dict(type=int, help="machines that run each cell together (each runs the same command); "
                                            "default: SLURM's or Kubeflow's node count where they started it, else 1")),
     Option("--node-rank", dict(type=int, help="this machine's index among --nnodes; default: SLURM_NODEID or "

@@ -46,10 +46,13 @@ from bench.stores import features_in_memory, files_of, page_cache
 # what a link cell records beside (in place of) the accuracies: bench/backends/link.py link_metrics
 LINK_FIELDS = ("val_mrr", "test_mrr", "val_hits", "test_hits", "link_split", "link_notes", "leaks")
 INIT_TIMEOUT_S = 300  # init_process_group: seconds to wait for every rank
-# Test hook: GNNBENCH_FAULT="crash", "hang" or "oom" (a CUDA out-of-memory error), optionally ":ID_PART" to hit only cells whose id
+# Test hook: GNNBENCH_FAULT="crash", "hang", "oom" (a CUDA out-of-memory error) or "slow", optionally ":ID_PART" to hit only cells whose id
 # contains ID_PART and "@RANK" to hit only that rank (several comma-separated), makes the worker crash or hang in its first measured epoch, so the runner's
 # handling of a dying or stuck system under test is exercised on real pipelines.
 FAULT_ENV = "GNNBENCH_FAULT"
+# "slow" instead makes every measured batch SLOW_BY longer than its step took (a planted slowdown the
+# paired comparisons must find: tests/test_paired.py)
+SLOW_FAULT, SLOW_BY = "slow", 0.05
 
 
 def rank_barrier(dist, settings: CellSettings) -> None:
@@ -326,12 +329,20 @@ class BatchHook:
         self.started, self.fault = started, fault
         self.measuring = False
         self.first_batch_at: float | None = None
+        self._last: float | None = None  # when the previous batch's hook ran (the `slow` fault)
 
     def __call__(self, index: int) -> None:
         if self.first_batch_at is None:
             self.first_batch_at = time.time()
             self.started.mark("first_batch")
-        if self.fault and self.measuring and index == 1:
+        if self.fault == SLOW_FAULT:  # each batch 5 % longer than the step before it took
+            now = time.perf_counter()
+            if self.measuring and index > 0 and self._last is not None:
+                until = now + SLOW_BY * (now - self._last)
+                while time.perf_counter() < until:  # work, not a sleep: no thread parked and woken again
+                    pass
+            self._last = time.perf_counter()
+        elif self.fault and self.measuring and index == 1:
             inject(self.fault)
 
 
