@@ -51,6 +51,12 @@ def settled(found: tuple[float, float] | None, n_rounds: int, tolerance: float =
     return None
 
 
+def precise(found: tuple[float, float] | None, ratio: float, tolerance: float = TOLERANCE) -> bool:
+    """Whether the interval lies within ±tolerance of the ratio itself: a settled ratio whose interval
+    is wider (1.26, 1.22-1.35: surely slower, but by how much?) is worth more rounds."""
+    return found is not None and found[0] >= ratio * (1 - tolerance) and found[1] <= ratio * (1 + tolerance)
+
+
 def within(ratio: float, tolerance: float = TOLERANCE) -> bool:
     """A ratio inside ±tolerance (a little slack for the float's last digits)."""
     return abs(ratio - 1) <= tolerance + 1e-9
@@ -84,8 +90,9 @@ def verdict(r: dict) -> str:
         return f"{settled}; {r.get('reason')}"
     if r.get("settled") is None and too_few:
         return f"{faster}, not settled: {r.get('reason')}"
+    why = f"; {r['reason']}" if r.get("reason") else ""
     if r.get("settled") == "inside":
-        return f"same within ±{r['within']:.0%}"
+        return f"same within ±{r['within']:.0%}{why}"
     if r.get("settled") == "outside":
-        return faster
+        return f"{faster}{why}"
     return f"same within noise: {r.get('reason')}"

@@ -106,6 +106,18 @@ def test_a_steady_ratio_settles_outside_and_a_noisy_one_stays_unresolved():
     assert paired_ratio.verdict(noisy.as_dict()).startswith("same within noise: unresolved after 6 rounds")
 
 
+def test_a_settled_pair_whose_interval_is_wide_asks_for_more_rounds():
+    """Surely slower, but by how much: settled outside, its interval beyond ±3 % of the ratio, so the
+    rounds go on, and at the cap the verdict says it."""
+    pair = paired.Pair("x", "a", "b")
+    wide = paired.paired_result(pair, rounds_of([1.2, 1.35, 1.25, 1.3, 1.22, 1.4, 1.24]), 0.03, {}, "the cap of 7 rounds")
+    assert wide.settled == "outside" and wide.ci95[1] > wide.ratio * 1.03, wide
+    assert wide.reason == "its interval reaches beyond ±3% of the ratio after 7 rounds: the cap of 7 rounds"
+    assert paired_ratio.verdict(wide.as_dict()).endswith("slower; " + wide.reason)
+    steady = paired.paired_result(pair, rounds_of([1.06, 1.05, 1.07, 1.05, 1.06, 1.06, 1.05]), 0.03, {}, None)
+    assert steady.reason is None  # settled and within ±3 % of its ratio: the rounds may stop
+
+
 def test_a_pair_that_could_not_take_turns_says_so_and_has_no_interval():
     result = paired.unpaired_result(paired.Pair("mode", "a", "b"), {"a": [1.0, 1.2, 1.1], "b": [2.2, 2.0]}, 0.03,
                                     "a GPU cell: two live workers would share the GPU's memory and clocks")

@@ -6,8 +6,9 @@ of a group are launched together, each warms up, and then their measured epochs 
 one cell at a time in one fixed cycle, so every turn follows another cell's (bench/run/turns.py:
 the waiting cells block on a pipe, their memory samplers paused). Each pair's ratio is the geometric median over the rounds
 of its two epochs' ratio, with a 95 % interval resampling rounds (bench/paired_ratio.py); rounds
-are added until every pair's interval lies inside or outside ±`within` (judged at 10 rounds, then
-20, 40, ...: is_look), up to `max_rounds` or half the cells' timeout. How much CPU the waiting cells' process trees took while another ran is
+are added until every pair's interval lies inside or outside ±`within` and within ±`within` of its
+ratio (judged at 10 rounds, then 20, 40, ...: is_look), up to `max_rounds` or 70 % of the cells'
+timeout. How much CPU the waiting cells' process trees took while another ran is
 measured and kept, so the claim that they were idle is a figure.
 
 Which cells pair: those that differ in one named axis alone (`paired: [stack]` in a suite, or
@@ -171,7 +172,10 @@ def paired_result(pair: Pair, rounds: list[dict[str, float]], within: float, wai
     found = paired_ratio.interval(n, lambda picked: paired_ratio.geometric_median(logs[i] for i in picked))
     result.ci95 = list(found) if found else None
     result.settled = paired_ratio.settled(found, n, within)
-    if result.settled is None and n < paired_ratio.MIN_ROUNDS_TO_SETTLE:
+    if result.settled and not paired_ratio.precise(found, result.ratio, within):
+        result.reason = (f"its interval reaches beyond ±{within:.0%} of the ratio after {n} rounds"
+                         f"{': ' + cap_reason if cap_reason else ''}")
+    elif result.settled is None and n < paired_ratio.MIN_ROUNDS_TO_SETTLE:
         result.reason = (f"{n} rounds{' (' + cap_reason + ')' if cap_reason else ''}, too few to settle a pair "
                          f"({paired_ratio.MIN_ROUNDS_TO_SETTLE} at least)")
     elif result.settled is None:
@@ -403,8 +407,9 @@ def _take_turns(live: list[Member], pairs: list[Pair], within: float, max_rounds
         rounds.append(times)
         look = is_look(len(rounds), max_rounds)
         results = [paired_result(p, rounds, within, {}, None, with_interval=look) for p in pairs]
-        say(f"  round {len(rounds)}: " + "; ".join(_progress(p, r) for p, r in zip(pairs, results)))
-        if look and all(r.settled for r in results):
+        if look or len(rounds) % 10 == 0:  # a line each tenth round and at each look, not 320 lines a group
+            say(f"  round {len(rounds)}: " + "; ".join(_progress(p, r) for p, r in zip(pairs, results)))
+        if look and all(r.settled and not r.reason for r in results):  # settled, each within ±within of its ratio
             return rounds, None
         if time.monotonic() + (time.monotonic() - round_began) > deadline:  # another round would pass it
             return rounds, f"the time budget ({TIME_SHARE:.0%} of the cells' timeout) spent"
