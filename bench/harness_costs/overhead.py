@@ -7,8 +7,8 @@ against the same epoch without them (`profile: false`), interleaved epoch by epo
 Separate runs of the two settings differ by more than the overhead itself on a shared machine
 (run-to-run spread of 10-40 % here), so one process in the cell's stack loads the data once,
 builds the cell's pipeline twice (profile on and off: two loaders, two models from the same
-seed), warms both up, then runs their measured epochs in pairs, alternating which side goes
-first (on-off, off-on, ...). Both epochs of a pair start from the same seed (`Pipeline.reseed`),
+seed), warms both up, then runs their measured epochs in pairs, one side after the other
+(on, off, on, off, ...: each epoch follows the other side's). Both epochs of a pair start from the same seed (`Pipeline.reseed`),
 so that where a framework draws from those seeds they do the same work (PyG without workers: the
 shuffle and torch-sparse's samples; GraphBolt: the shuffle, while its sampling threads keep
 generators of their own; DataLoader workers too), and their ratio holds little but the machine's

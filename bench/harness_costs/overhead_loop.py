@@ -34,8 +34,10 @@ def interleave(cell: dict, dataset_dir: Path, epochs: int) -> dict:
             run_epoch(pipe, profile=profile)
     seconds = {True: [], False: []}
     for i in range(epochs):
-        # on-off, off-on, ...: neither side always runs second, on a loader the other just left
-        for profile in ((True, False) if i % 2 == 0 else (False, True)):
+        # on, off, on, off, ...: each epoch follows the other side's (turning the order each pair ran a
+        # side twice in a row at each pair's edge, faster with its state still in the caches:
+        # docs/commands.md, "Paired cells")
+        for profile in (True, False):
             pipes[profile].reseed(settings.seed + 1 + i)  # both epochs of the pair: the same batches
             stats = run_epoch(pipes[profile], profile=profile)
             if ("stages" in stats) != profile:  # the two sides must differ in exactly this

@@ -361,7 +361,7 @@ def timed(epoch, sync=None) -> tuple[float, float]:
 def side_by_side(cell: dict, data, s) -> dict:
     """The harness's pipeline epoch (bench/run/worker.py run_epoch, its stage clocks as the cell sets
     them) and the plain loop's, built on the same data in this one process, epochs interleaved
-    (harness first in even pairs, plain first in odd): what the two loops cost with the process
+    (harness, plain, harness, plain, ...): what the two loops cost with the process
     around them the same. Returns {"epochs"/"cpu": the plain loop's, "harness"/"harness_cpu": ...}."""
     pipe = load_pipeline_class(cell["backend"])(data, s)
     epochs = iter(range(s.warmup_epochs + s.epochs))
@@ -377,8 +377,10 @@ def side_by_side(cell: dict, data, s) -> dict:
         for epoch in sides.values():
             epoch()
     found = {"harness": [], "plain": []}
-    for i in range(s.epochs):
-        for name in (("harness", "plain") if i % 2 == 0 else ("plain", "harness")):
+    for _ in range(s.epochs):
+        # harness, plain, harness, plain, ...: each epoch follows the other loop's (turning the order
+        # each pair ran a loop twice in a row, faster with its state still cached: docs/commands.md)
+        for name in ("harness", "plain"):
             found[name].append(timed(sides[name], cuda_sync(pipe.device)))
     leaks = getattr(pipe, "leaks", None)  # a link cell's leak check: which of the harness's batches it read
     return {"epochs": [w for w, _ in found["plain"]], "cpu": [c for _, c in found["plain"]],
