@@ -418,7 +418,8 @@ def _take_turns(live: list[Member], pairs: list[Pair], within: float, max_rounds
 
 def _progress(pair: Pair, result: PairResult) -> str:
     first, second = paired_ratio.label(pair.first, pair.second)
-    interval = f" ({result.ci95[0]:.3f}–{result.ci95[1]:.3f}, {result.settled or 'unsettled'})" if result.ci95 else ""
+    state = (result.settled or "unsettled") + (", imprecise" if result.settled and result.reason else "")
+    interval = f" ({result.ci95[0]:.3f}–{result.ci95[1]:.3f}, {state})" if result.ci95 else ""
     return f"{second} / {first} {paired_ratio.ratio_text(result.as_dict()).split(' ')[0]}{interval}"
 
 

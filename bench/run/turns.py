@@ -12,6 +12,7 @@ samplers. Runs inside the stack: standard library only."""
 from __future__ import annotations
 
 import os
+import threading
 import time
 from pathlib import Path
 
@@ -45,27 +46,26 @@ class Turns:
         self._seconds = seconds
 
 
-QUIET_FOR_S, QUIET_AT_MOST_S = 0.002, 0.1
+QUIET_POLL_S, QUIET_AT_MOST_S = 0.001, 0.1
 
 
 def quiet_threads() -> None:
-    """Return once no other thread of this process has run for QUIET_FOR_S (at most QUIET_AT_MOST_S):
-    a spinning OpenMP thread would take the next cell's CPU in its turn. Linux's per-thread run time
-    (/proc/self/task/*/schedstat, nanoseconds); elsewhere, at once."""
-    def others_ns() -> int | None:
-        try:
-            tasks = [t for t in os.listdir("/proc/self/task") if int(t) != os.getpid()]
-            return sum(int(open(f"/proc/self/task/{t}/schedstat").read().split()[0]) for t in tasks)
-        except (OSError, ValueError, IndexError):
-            return None
+    """Return once no other thread of this process is running (state R in /proc/self/task/*/stat),
+    at most QUIET_AT_MOST_S later: a spinning OpenMP thread would take the next cell's CPU in its
+    turn. The state, not the threads' run time: a running thread's run time is brought up to date
+    only at the scheduler's tick (4-10 ms), so a short window without change proves nothing. Linux
+    only; elsewhere, at once."""
+    me = threading.get_native_id()
     give_up = time.monotonic() + QUIET_AT_MOST_S
-    last = others_ns()
-    while last is not None and time.monotonic() < give_up:
-        time.sleep(QUIET_FOR_S)
-        now = others_ns()
-        if now is None or now == last:
+    while time.monotonic() < give_up:
+        try:
+            others = [t for t in os.listdir("/proc/self/task") if int(t) != me]
+            states = [open(f"/proc/self/task/{t}/stat").read().rsplit(")", 1)[1].split()[0] for t in others]
+        except (OSError, ValueError, IndexError):
+            return  # no /proc, or a thread gone between the listing and its read: do not wait on it
+        if "R" not in states:
             return
-        last = now
+        time.sleep(QUIET_POLL_S)
 
 
 def from_env() -> Turns | None:
