@@ -147,6 +147,16 @@ class PairResult:
     def as_dict(self) -> dict:
         return asdict(self)
 
+    @property
+    def precise(self) -> bool:
+        """Its interval within ±within of its own ratio (paired_ratio.precise)."""
+        return self.ratio is not None and paired_ratio.precise(self.ci95, self.ratio, self.within)
+
+    @property
+    def resolved(self) -> bool:
+        """Settled (inside or outside the band) and precise: the rounds may stop for this pair."""
+        return self.settled is not None and self.precise
+
 
 def is_look(rounds: int, max_rounds: int) -> bool:
     """Whether the pairs are judged after this many rounds: at FIRST_LOOK, each doubling after it,
@@ -172,7 +182,7 @@ def paired_result(pair: Pair, rounds: list[dict[str, float]], within: float, wai
     found = paired_ratio.interval(n, lambda picked: paired_ratio.geometric_median(logs[i] for i in picked))
     result.ci95 = list(found) if found else None
     result.settled = paired_ratio.settled(found, n, within)
-    if result.settled and not paired_ratio.precise(found, result.ratio, within):
+    if result.settled and not result.precise:
         result.reason = (f"its interval reaches beyond ±{within:.0%} of the ratio after {n} rounds"
                          f"{': ' + cap_reason if cap_reason else ''}")
     elif result.settled is None and n < paired_ratio.MIN_ROUNDS_TO_SETTLE:
@@ -406,11 +416,11 @@ def _take_turns(live: list[Member], pairs: list[Pair], within: float, max_rounds
             longest = max(longest, seconds)
         rounds.append(times)
         look = is_look(len(rounds), max_rounds)
-        results = [paired_result(p, rounds, within, {}, None, with_interval=look) for p in pairs]
-        if look or len(rounds) % 10 == 0:  # a line each tenth round and at each look, not 320 lines a group
+        if look or len(rounds) % 10 == 0:  # judged at each look, shown each tenth round: not 320 lines a group
+            results = [paired_result(p, rounds, within, {}, None, with_interval=look) for p in pairs]
             say(f"  round {len(rounds)}: " + "; ".join(_progress(p, r) for p, r in zip(pairs, results)))
-        if look and all(r.settled and not r.reason for r in results):  # settled, each within ±within of its ratio
-            return rounds, None
+            if look and all(r.resolved for r in results):
+                return rounds, None
         if time.monotonic() + (time.monotonic() - round_began) > deadline:  # another round would pass it
             return rounds, f"the time budget ({TIME_SHARE:.0%} of the cells' timeout) spent"
     return rounds, f"the cap of {max_rounds} rounds"
@@ -418,7 +428,7 @@ def _take_turns(live: list[Member], pairs: list[Pair], within: float, max_rounds
 
 def _progress(pair: Pair, result: PairResult) -> str:
     first, second = paired_ratio.label(pair.first, pair.second)
-    state = (result.settled or "unsettled") + (", imprecise" if result.settled and result.reason else "")
+    state = (result.settled or "unsettled") + (", imprecise" if result.settled and not result.precise else "")
     interval = f" ({result.ci95[0]:.3f}–{result.ci95[1]:.3f}, {state})" if result.ci95 else ""
     return f"{second} / {first} {paired_ratio.ratio_text(result.as_dict()).split(' ')[0]}{interval}"
 

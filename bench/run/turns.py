@@ -60,7 +60,7 @@ def quiet_threads() -> None:
     while time.monotonic() < give_up:
         try:
             others = [t for t in os.listdir("/proc/self/task") if int(t) != me]
-            states = [open(f"/proc/self/task/{t}/stat").read().rsplit(")", 1)[1].split()[0] for t in others]
+            states = [Path(f"/proc/self/task/{t}/stat").read_text().rsplit(")", 1)[1].split()[0] for t in others]
         except (OSError, ValueError, IndexError):
             return  # no /proc, or a thread gone between the listing and its read: do not wait on it
         if "R" not in states:
