@@ -1,27 +1,18 @@
-"""The dataset hub: every dataset is materialised once into a neutral on-disk form.
+"""The dataset hub: every dataset is materialised once into a neutral on-disk form, from which each
+backend builds its own view (N backends and M datasets need N + M converters).
 
 Layout of one dataset folder (all arrays .npy, nodes numbered 0..N-1):
     meta.json                name, source, params, statistics, format version (written last)
-    checksums.json           size, mtime and SHA-256 of every .npy, checked on load
-                             (bench/checksums.py: a changed file is named, never trained on)
+    checksums.json           size, mtime and SHA-256 of every .npy, checked on load (bench/checksums.py)
     edge_index.npy           int64 [2, E], (source, destination), sorted by destination
     csc_indptr.npy           int64 [N + 1] over destinations (the same edges in CSC form)
-    features.npy             float32 [N, F]
-    labels.npy               int64 [N]
+    features.npy, labels.npy float32 [N, F], int64 [N]
     train_idx.npy, val_idx.npy, test_idx.npy    int64 node ids
-    graphbolt_indices.npy    the CSC's source ids (edge_index[0]) in the smallest dtype GraphBolt's
-                             OnDiskDataset gives them: int32 when the nodes fit, else int64
-    graphbolt_indptr.npy     csc_indptr likewise: int32 when the edges fit, else int64
+    graphbolt_indices.npy, graphbolt_indptr.npy the CSC in GraphBolt's dtypes (int32 where they fit)
     node_ids.npy             a user's edge list only: the id each node had there (user_graph.py)
 
-The dtypes are the ones PyG and GraphBolt take as they are (int64 indices, float32 features;
-GraphBolt's graph from its own int32 copy, as its OnDiskDataset builds it where sizes allow, so no
-rank casts a private copy): loaded memory-mapped, torch.from_numpy over them shares the page cache's pages between every
-rank and loader worker of a cell instead of copying (bench/datasets/__init__.py `load`).
-
-Each backend builds its own view from these files (PyG Data, GraphBolt graph + feature store),
-so N backends and M datasets need N + M converters. This module needs numpy only: it is
-imported by the host and inside every stack.
+The dtypes are those PyG and GraphBolt take as they are, so the arrays, memory-mapped, are shared
+through the page cache by every rank and loader worker of a cell. numpy only: host and stacks.
 """
 
 from __future__ import annotations
@@ -32,6 +23,7 @@ import json
 import os
 import re
 import shutil
+import sys
 import tempfile
 import time
 import uuid
@@ -107,12 +99,15 @@ def spec_key(spec: dict) -> str:
     """A folder name that changes whenever anything that shapes the data changes, and only then:
     the label a suite gives a dataset is not part of it, so `cora` in one suite and
     `planetoid:Cora` on the command line share one folder."""
-    from bench import datasets  # the registry, as in source_version
+    from bench import datasets  # the registry: it imports the sources, which import this module
 
     params = spec.get("params", {})
     shape = {"source": spec["source"], "params": params, "format": FORMAT_VERSION}
-    version = source_version(spec["source"])
-    if version is not None:  # a generator's own version: new arrays, new folder
+    try:  # a generator's own VERSION (bumped when its arrays change): new arrays, new folder
+        version = getattr(datasets.source_module(spec["source"]), "VERSION", None)
+    except (KeyError, ImportError):
+        version = None
+    if version is not None:
         shape["version"] = version
     files = datasets.files_fingerprint(spec)
     if files is not None:  # a user's files: an edited file gets a new folder, never a stale one
@@ -122,17 +117,6 @@ def spec_key(spec: dict) -> str:
     if isinstance(params.get("path"), str):
         readable += "-" + (re.sub(r"[^A-Za-z0-9._-]+", "_", Path(params["path"]).name).strip("._-")[:40] or "root")
     return f"{readable}-{hashlib.sha256(canonical.encode()).hexdigest()[:10]}"
-
-
-def source_version(source: str) -> int | None:
-    """The VERSION a source module declares (a generator whose arrays changed for the same
-    parameters bumps it), or None."""
-    from bench import datasets  # the registry; imported here, as it imports this module's users (spec_key too)
-
-    try:
-        return getattr(datasets.source_module(source), "VERSION", None)
-    except (KeyError, ImportError):
-        return None
 
 
 def dataset_dir(spec: dict, cache: Path) -> Path:
@@ -182,29 +166,6 @@ def graphbolt_dtype(count: int) -> type:
     return np.int32 if count <= INT32_MAX else np.int64
 
 
-def write_graphbolt_arrays(folder: Path, num_nodes: int, chunk: int = 1 << 22) -> None:
-    """graphbolt_indices.npy and graphbolt_indptr.npy beside a folder's edge_index.npy and
-    csc_indptr.npy, as graphbolt_arrays gives them, for a hub written a block at a time (a user's
-    graph, bench/datasets/hub_stream.py): the sources are read in chunks with plain file reads,
-    never mapped, so the conversion's memory stays that of one chunk."""
-    folder = Path(folder)
-    with open(folder / "edge_index.npy", "rb") as f:
-        version = np.lib.format.read_magic(f)
-        read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
-        shape, _, dtype = read_header(f)
-        start, num_edges = f.tell(), int(shape[1])
-        out_dtype = np.dtype(graphbolt_dtype(num_nodes))
-        with open(folder / "graphbolt_indices.npy", "wb") as out:
-            np.lib.format.write_array_header_1_0(out, {"descr": np.lib.format.dtype_to_descr(out_dtype),
-                                                       "fortran_order": False, "shape": (num_edges,)})
-            f.seek(start)  # row 0 of the C-ordered [2, E] array: the sources
-            for first in range(0, num_edges, chunk):
-                block = np.fromfile(f, dtype=dtype, count=min(chunk, num_edges - first))
-                block.astype(out_dtype).tofile(out)
-    indptr = np.load(folder / "csc_indptr.npy")
-    np.save(folder / "graphbolt_indptr.npy", indptr.astype(graphbolt_dtype(num_edges)))
-
-
 def graphbolt_arrays(edge_index: np.ndarray, csc_indptr: np.ndarray, num_nodes: int) -> dict[str, np.ndarray]:
     """The CSC in GraphBolt's dtypes, as DGL 2.1's OnDiskDataset preprocessing casts them
     (auto_cast_to_optimal_dtype): indices int32 when the node ids fit, indptr int32 when the edge
@@ -223,38 +184,30 @@ def has_checksums(folder: Path) -> bool:
     return checksums.recorded(folder)
 
 
-def verify(path: Path, meta: dict | None = None) -> None:
-    """Check a materialised folder's arrays against their checksums (cheap: bench/checksums.py);
-    a folder without checksums fails (it is never adopted: see bench.datasets.ready)."""
-    if meta is None:
-        try:
-            meta = json.loads((Path(path) / "meta.json").read_text())
-        except (OSError, ValueError):
-            meta = {}
-    name = meta.get("name")
-    fix = ("delete the folder and prepare it again (`gnnbench datasets prepare "
-           f"{name or 'NAME'}`, or run the suite)")
+def verify(path: Path, meta: dict | None = None, what: str = "dataset", fix: str | None = None) -> None:
+    """Check a folder's arrays against their checksums (bench/checksums.py); a folder without
+    checksums fails (it is never adopted: see bench.datasets.ready)."""
+    name = (meta or {}).get("name") or "NAME"
+    fix = fix or f"delete the folder and prepare it again (`gnnbench datasets prepare {name}`, or run the suite)"
     try:
-        checksums.verify(path, "dataset", fix)
+        checksums.verify(path, what, fix)
     except checksums.ChecksumError as exc:
         raise DatasetError(str(exc)) from None
 
 
 @contextmanager
 def atomic_dir(target: Path, marker: str = "meta.json", say=None):
-    """Yields a temporary folder beside `target` that becomes `target` when the block ends
-    without error (a half-written folder is never seen under the final name), or None when a
-    finished `target` (holding `marker`) is already there. On error (an interrupt too) the
-    temporary folder goes. The build holds `target`'s lock (bench/locks.py): another process
-    building the same folder, on this host or another sharing the cache, is waited for (said to
-    `say`, default stderr) and its result reused. Used by every folder gnnbench builds: hub
-    datasets, LMDB stores."""
+    """Yields a temporary folder beside `target` that becomes `target` when the block ends without
+    error, or None when a finished `target` (holding `marker`) is there; on error (an interrupt too)
+    it goes. The build holds `target`'s lock (bench/locks.py): another process building the same
+    folder, here or on another host sharing the cache, is waited for (said to `say`) and its result
+    reused. Every folder gnnbench builds (hub datasets, LMDB stores) is made this way."""
     target = Path(target)
     if (target / marker).is_file():
         yield None
         return
     target.parent.mkdir(parents=True, exist_ok=True)
-    with locks.held(target, f"building {target}", say=say or _to_stderr):
+    with locks.held(target, f"building {target}", say=say or (lambda line: print(line, file=sys.stderr, flush=True))):
         if (target / marker).is_file():
             yield None  # built by the process just waited for
             return
@@ -271,12 +224,6 @@ def atomic_dir(target: Path, marker: str = "meta.json", say=None):
             raise
 
 
-def _to_stderr(line: str) -> None:
-    import sys
-
-    print(line, file=sys.stderr, flush=True)
-
-
 def _remove_leftovers(target: Path) -> None:
     """With `target`'s lock held, every temporary folder of it is a dead build's: removed."""
     for left in target.parent.glob(f".{glob.escape(target.name)}.pid*"):
@@ -286,9 +233,8 @@ def _remove_leftovers(target: Path) -> None:
 
 
 def _move_into_place(tmp: Path, target: Path, marker: str) -> None:
-    """Rename the finished `tmp` to `target`. A `target` without its marker is what is left of
-    a half-deleted folder (a build only ever renames a finished folder there): it is set aside
-    and removed first, so the new build replaces it cleanly."""
+    """Rename the finished `tmp` to `target`; a `target` without its marker (what is left of a
+    half-deleted folder) is set aside and removed first."""
     for attempt in range(2):
         try:
             os.rename(tmp, target)
@@ -328,12 +274,10 @@ SWEEP_QUIET_S = 3600.0
 
 
 def _remove_if_over(path: Path, name: str, pid: int, say) -> str | None:
-    """Remove a build's temporary folder if its build is over: why, or None (left: it may be at
-    work). Its target's lock decides (bench/locks.py: host, PID namespace, pid, heartbeat), so a live
-    build on another node sharing the cache, or in another PID namespace, is never taken for dead;
-    the folder goes while the sweep holds that lock, so no build starts meanwhile. A folder whose
-    target has no lock record is from a build that held none (a discard, an older gnnbench): its
-    pid on this host decides."""
+    """Remove a build's temporary folder if its build is over: why, or None (it may be at work).
+    Its target's lock decides (bench/locks.py), so a live build on another node or PID namespace
+    is never taken for dead, and the folder goes while the sweep holds that lock. Without a lock
+    record (a discard, an older gnnbench) its pid on this host decides."""
     target = path.parent / name
     record = locks.read_owner(target)
     if record is None and locks.pid_alive(pid):
@@ -350,10 +294,8 @@ def _remove_if_over(path: Path, name: str, pid: int, say) -> str | None:
 
 
 def sweep_stale(cache: Path, say=print, depth: int = 4) -> list[Path]:
-    """Remove the temporary folders of builds that are over (a prepare or store build killed
-    before it finished), anywhere under the cache (datasets, their stores, ceilings); a live
-    build's folder, on this host or another sharing the cache, is left alone. Returns what was
-    removed, each named in a line."""
+    """Remove the temporary folders of builds that are over (killed before they finished) anywhere
+    under the cache, each named in a line; a live build's, here or on another host, is left."""
     removed = []
     root = Path(cache)
     if not root.is_dir():
@@ -455,19 +397,23 @@ def find_raw(data_root: Path | None, source: str, folder: str, required: list[st
     return None
 
 
-def download_root(cache: Path, source: str) -> Path:
-    """Where a source downloads to when the data root has no copy (reused next time)."""
-    path = Path(cache) / "downloads" / source
-    path.mkdir(parents=True, exist_ok=True)
-    return path
-
-
-def missing_raw_error(label: str, data_root: Path | None, source: str, folder: str, required: list[str],
-                      why: str) -> DatasetError:
+def download(label: str, cache: Path, data_root: Path | None, source: str, folder: str, required: list[str],
+             fetch: Callable[[Path], object], hint: str = ""):
+    """`fetch(root)`, where the data root has no copy of the raw files: the download into the cache's
+    `downloads/SOURCE` (reused next time), refused while GNNBENCH_OFFLINE is set; either way a
+    failure is one DatasetError saying where the files were looked for."""
     places = ([str(Path(data_root) / folder), str(Path(data_root) / source / folder)] if data_root
               else ["(no data root given: --data-root or GNNBENCH_DATA_ROOT)"])
-    return DatasetError(f"dataset {label!r}: raw files not found and {why}. Expected "
-                        f"{', '.join(required)} in one of: {'; '.join(places)}")
+    where = f". Expected {', '.join(required)} in one of: {'; '.join(places)}"
+    if offline():
+        raise DatasetError(f"dataset {label!r}: raw files not found and downloads are off (GNNBENCH_OFFLINE){hint}{where}")
+    root = Path(cache) / "downloads" / source
+    root.mkdir(parents=True, exist_ok=True)
+    try:
+        return fetch(root)
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - ogb exits when a download is declined
+        raise DatasetError(f"dataset {label!r}: raw files not found and downloading them failed "
+                           f"({type(exc).__name__}: {exc}){where}") from exc
 
 
 @contextmanager
@@ -497,12 +443,14 @@ def check_stats(label: str, meta_stats: dict, expected: dict | None) -> None:
                            "the raw files may be truncated or of another version")
 
 
-def csc_from_coo(src: np.ndarray, dst: np.ndarray, num_nodes: int) -> tuple[np.ndarray, np.ndarray]:
-    """Sort edges by (destination, source), drop duplicates; returns (edge_index, csc_indptr)."""
-    key = np.unique(dst.astype(np.int64) * num_nodes + src.astype(np.int64))
-    dst_sorted, src_sorted = np.divmod(key, num_nodes)
-    indptr = np.zeros(num_nodes + 1, dtype=np.int64)
-    np.cumsum(np.bincount(dst_sorted, minlength=num_nodes), out=indptr[1:])
+def csc_from_coo(src: np.ndarray, dst: np.ndarray, num_nodes: int, num_dst: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Sort edges by (destination, source), drop duplicates; returns (edge_index int64 [2, E],
+    csc_indptr int64 [num_dst + 1]). `num_dst`: a relation's destination count (default num_nodes)."""
+    num_src, num_dst = max(num_nodes, 1), num_nodes if num_dst is None else num_dst
+    key = np.unique(dst.astype(np.int64) * num_src + src.astype(np.int64))
+    dst_sorted, src_sorted = np.divmod(key, num_src)
+    indptr = np.zeros(num_dst + 1, dtype=np.int64)
+    np.cumsum(np.bincount(dst_sorted, minlength=num_dst), out=indptr[1:])
     return np.stack([src_sorted, dst_sorted]).astype(np.int64), indptr
 
 
@@ -519,20 +467,20 @@ def split_indices(num_nodes: int, train_frac: float, val_frac: float, rng: np.ra
 
 
 def load_dataset(source: str, path, features_in_memory: bool = True, mmap: bool | None = None, check: bool = True):
-    """A materialised dataset of `source` from its folder: the hub form for node datasets, a
-    source's own `load` otherwise; its files checked against their checksums unless `check`
-    is False (only its sizes are wanted).
-    Node datasets: the graph structure, labels and splits are memory-mapped read-only (unless
-    `mmap` is False): every rank and loader worker of a cell then shares one copy through the
-    page cache instead of reading its own. The features are mapped too when `features_in_memory`
-    is False (a disk-backed store) or `mmap` is True, else read into the process (the in-memory
-    store holds its own copy).
-    A source's own `load` (graph collections) maps everything with `mmap` or a disk-backed store.
-    The result has `.card()` (the statistics every result carries) and `.meta`."""
+    """A materialised dataset of `source` from its folder (`.card()`, `.meta`), its files checked
+    against their checksums unless `check` is False (only its sizes are wanted). The graph, labels
+    and splits are memory-mapped read-only (unless `mmap` is False), shared by every rank and
+    loader worker through the page cache; the features too where `mmap` is True or
+    `features_in_memory` False (a disk-backed store), else read into the process. A typed graph
+    reads as typed_hub's; a collection (SHAPE "collection") through its source's `load`, mapped
+    with `mmap` or a disk-backed store."""
     from bench import datasets  # the registry: it imports the sources, which import this module
 
     module = datasets.source_module(source)
+    if getattr(module, "SHAPE", None) == "typed":
+        from bench.datasets import typed_hub
+
+        return typed_hub.load(path, mmap=True, features_mmap=bool(mmap) or not features_in_memory, check=check)
     if hasattr(module, "load"):
-        # graph collections read by a disk-backed store stay mapped, never copied into the rank
         return module.load(path, mmap=bool(mmap) or not features_in_memory, check=check)
     return load(path, mmap=mmap is not False, features_mmap=mmap is True or not features_in_memory, check=check)

@@ -1,20 +1,14 @@
-"""Writing the hub form in pieces, for graphs too large to hold twice in memory.
+"""Writing the hub form in pieces, so that converting a user's graph (user_graph.py) or a typed
+one (typed_hub.py) takes a small part of the hub's own size in memory, whatever the graph
+(`hub.write` takes whole arrays instead):
 
-`hub.write` takes whole arrays and de-duplicates edges with one in-memory sort; a user's graph
-(bench/datasets/user_graph.py) is converted through this module instead, so that its peak memory
-stays a small part of the hub's own size whatever the graph:
-
-- EdgeSorter: edges arrive in chunks; each becomes 64-bit keys (destination, source) for both
-  directions, sorted in runs of RUN_KEYS keys spilled to a scratch file (an external sort), then
-  merged run against run a block at a time (a k-way merge of sorted files). The merged stream
-  drops (or keeps) self-loops and duplicate edges, counts them, and is written straight into
-  edge_index.npy (sorted by destination, as the hub wants) and csc_indptr.npy.
-- ArrayFile: a .npy of known shape written a block of rows at a time, in order or at given rows
-  (a node table whose ids are not in order: bucketed by row range on disk, placed at the end),
+- EdgeSorter: edges arrive in chunks, become 64-bit (destination, source) keys for both directions,
+  sorted in runs spilled to scratch files and merged a block at a time (an external sort); the
+  merged stream drops (or keeps) self-loops and duplicates, counted, straight into edge_index.npy
+  and csc_indptr.npy.
+- ArrayFile: a .npy of known shape written a block of rows at a time, in order or at given rows,
   never held whole and never mapped.
-
-Reading is the sources' business: they hand over chunks (bench/datasets/npy_reader.py reads .npy
-files a block at a time without mapping them). numpy only, like hub.py: the stacks import it too.
+numpy only, like hub.py: the stacks import it too.
 """
 
 from __future__ import annotations
@@ -25,7 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.datasets.hub import write_graphbolt_arrays
+from bench.datasets.hub import graphbolt_dtype
+from bench.datasets.npy_reader import NpyArray
 
 RUN_KEYS = 1 << 24   # keys sorted in memory at a time (128 MiB), then spilled as one sorted run
 MERGE_KEYS = 1 << 23  # keys of all runs read per merge step together (64 MiB)
@@ -212,7 +207,7 @@ class EdgeSorter:
         del indptr_counts
         np.save(folder / "csc_indptr.npy", indptr)
         del indptr
-        write_graphbolt_arrays(folder, n)  # GraphBolt's int32 copy (hub format 2)
+        write_graphbolt_arrays(folder, n)
         c = self.counts
         c.num_edges = total
         c.duplicates = self._forward - forward_groups  # repeats of an edge as given
@@ -222,6 +217,18 @@ class EdgeSorter:
 
     def _upper_bound(self) -> int:
         return 2 * self._forward + 1
+
+
+def write_graphbolt_arrays(folder: Path, num_nodes: int, chunk: int = 1 << 22) -> None:
+    """graphbolt_indices.npy and graphbolt_indptr.npy (as hub.graphbolt_arrays gives them) beside a
+    folder's edge_index.npy and csc_indptr.npy, the edges read a chunk at a time, never mapped."""
+    edges = NpyArray(Path(folder) / "edge_index.npy")
+    num_edges = edges.shape[1]
+    with ArrayFile(Path(folder) / "graphbolt_indices.npy", graphbolt_dtype(num_nodes), (num_edges,)) as out:
+        for start in range(0, num_edges, chunk):
+            out.append(edges.row_of_column(0, start, start + chunk))
+    indptr = np.load(Path(folder) / "csc_indptr.npy")
+    np.save(Path(folder) / "graphbolt_indptr.npy", indptr.astype(graphbolt_dtype(num_edges)))
 
 
 class _RunReader:

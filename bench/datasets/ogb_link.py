@@ -1,28 +1,12 @@
-"""OGB's link-property datasets ogbl-collab and ogbl-citation2 through the `ogb` package's own
-`LinkPropPredDataset`, into the hub with their own edge split (bench/datasets/link_split.py, a
-given split) and scored by their own protocol: `ogb-link:ogbl-collab`, `ogb-link:ogbl-citation2`.
+"""OGB's link-property datasets through ogb's `LinkPropPredDataset`, into the hub with their own
+edge split (link_split.py's given split) and protocol: `ogb-link:ogbl-collab` (valid/test `edge`
+ranked against `edge_neg`, pairs shared by every positive: Hits@50) and `ogb-link:ogbl-citation2`
+(each valid/test pair against its own 1,000 `target_node_neg`: MRR).
 
-    ogbl-collab      authors, an edge per collaboration year (OGB adds the reverses); the split's
-                     valid/test `edge` are ranked against `edge_neg`, negative pairs shared by every
-                     positive: Hits@50 (OGB's evaluator)
-    ogbl-citation2   papers, directed citations; each valid/test (`source_node`, `target_node`) is
-                     ranked against its own 1,000 `target_node_neg`: MRR
-
-Offline-first as bench/datasets/ogb.py: the files are looked for under DATA_ROOT/ogbl_NAME/ or
-DATA_ROOT/ogb/ogbl_NAME/ in OGB's layout
-
-    raw/edge.csv.gz, raw/num-node-list.csv.gz, raw/num-edge-list.csv.gz, raw/node-feat.csv.gz
-    raw/edge_weight.csv.gz, raw/edge_year.csv.gz (collab) or raw/node_year.csv.gz (citation2)
-    split/time/{train,valid,test}.pt   torch dicts: collab {edge, weight, year, edge_neg (valid/test)},
-                                       citation2 {source_node, target_node, target_node_neg (valid/test)}
-
-failing that, ogb downloads them into the cache unless GNNBENCH_OFFLINE is set (then one line says
-where they were looked for). ogb processes in a scratch folder that links to the raw files, so a
-shared data root is only read. The message-passing graph is OGB's training graph made undirected
-(as PyG's and DGL's citation2 examples do; collab already is); a held-out pair that is also a
-training edge (collab repeats a pair across years) leaves it, counted in the split's meta.json.
-The datasets have no node labels: they serve the link task only. Runs inside the pyg stack
-(ogb needs torch).
+Raw files found or downloaded as bench/datasets/ogb.py does (expected_files; the split's
+split/time/*.pt are torch dicts). The message-passing graph is OGB's training graph made
+undirected; a held-out pair that is also a training edge leaves it, counted in the split's
+meta.json. No node labels: the link task only.
 """
 
 from __future__ import annotations
@@ -56,10 +40,6 @@ def expected_files(name: str) -> list[str]:
     raw = ["raw/edge.csv.gz", "raw/num-node-list.csv.gz", "raw/num-edge-list.csv.gz", "raw/node-feat.csv.gz",
            *(f"raw/{extra}.csv.gz" for extra in EXTRA_RAW[name])]
     return raw + [f"split/{SPLIT[name]}/{part}.pt" for part in ("train", "valid", "test")]
-
-
-def expected_stats(params: dict) -> dict:
-    return KNOWN_STATS[params["name"]]
 
 
 def _field(split: dict, part: str, key: str, where: Path, shape: str):

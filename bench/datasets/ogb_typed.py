@@ -1,21 +1,8 @@
-"""OGB's heterogeneous node-property dataset ogbn-mag (papers, authors, institutions, fields of
-study; the paper's venue is the label) through the `ogb` package's own `NodePropPredDataset`, into
-the typed hub (bench/datasets/typed_hub.py). `ogb-typed:ogbn-mag` on the command line.
-
-Offline-first as bench/datasets/ogb.py: the raw files are looked for under DATA_ROOT/ogbn_mag/ or
-DATA_ROOT/ogb/ogbn_mag/ in OGB's heterogeneous layout
-
-    raw/num-node-dict.csv.gz, raw/triplet-type-list.csv.gz, raw/nodetype-has-label.csv.gz
-    raw/relations/<src>___<rel>___<dst>/edge.csv.gz (and num-edge-list.csv.gz)
-    raw/node-feat/paper/node-feat.csv.gz, raw/node-label/paper/node-label.csv.gz
-    split/time/nodetype-has-split.csv.gz, split/time/paper/{train,valid,test}.csv.gz
-
-failing that, ogb downloads them into the cache unless GNNBENCH_OFFLINE is set. ogb processes in a
-scratch folder that links to the raw files, so a shared data root is only read. Only papers have
-features (the model gives the other types a learnable embedding, as DGL's R-GCN example does; PyG's
-example downloads metapath2vec embeddings, which an offline benchmark cannot). OGB gives each
-relation once (author writes paper, paper cites paper, ...): the hub adds the reverses.
-Runs inside the pyg stack (ogb needs torch).
+"""OGB's typed node-property dataset ogbn-mag (papers, authors, institutions, fields of study; the
+paper's venue is the label) through ogb's `NodePropPredDataset` into the typed hub (typed_hub.py):
+`ogb-typed:ogbn-mag`. Raw files found or downloaded as bench/datasets/ogb.py does (expected_files:
+OGB's heterogeneous layout). Only papers have features (the model gives the other types a
+learnable embedding, as DGL's R-GCN example does); the hub adds each relation's reverse.
 """
 
 from __future__ import annotations
@@ -52,10 +39,6 @@ def expected_files(name: str) -> list[str]:
             *(f"split/{SPLIT[name]}/{target}/{part}.csv.gz" for part in ("train", "valid", "test"))]
 
 
-def expected_stats(params: dict) -> dict:
-    return KNOWN_STATS[params["name"]]
-
-
 def _read(dataset, name: str) -> tuple[dict, dict, dict, np.ndarray, dict]:
     """ogb's graph as typed_hub.write takes it: counts, features, relations, labels, splits."""
     graph, labels = dataset[0]
@@ -80,6 +63,3 @@ def materialise(spec: dict, cache: Path, data_root: Path | None) -> Path:
         counts, features, relations, labels, splits = _read(dataset, name)
     return typed_hub.write(spec, cache, counts, features, TARGET[name], labels, splits, relations,
                            extra_meta={"raw": str(source_dir) if source_dir else "downloaded"})
-
-
-load = typed_hub.load_for_source  # its own `load` (bench.datasets.hub.load_dataset)

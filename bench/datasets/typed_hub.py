@@ -351,10 +351,3 @@ def info_lines(meta: dict) -> list[str]:
         rev = f" (reverse of {info['reverse_of']})" if info.get("reverse_of") else ""
         lines.append(f"    {key:<34}{info['num_edges']:>13,} edges{rev}")
     return lines
-
-
-def load_for_source(path, mmap: bool = False, check: bool = True) -> TypedHubDataset:
-    """A typed source's `load` as bench.datasets.hub.load_dataset calls it (`mmap`: the cell's
-    features stay on disk): the graph, labels and splits always mapped (shared by every rank through
-    the page cache), the features read into the process unless `mmap`."""
-    return load(path, mmap=True, features_mmap=mmap, check=check)

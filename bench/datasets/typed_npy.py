@@ -389,6 +389,3 @@ def materialise(spec: dict, cache: Path, data_root: Path | None = None) -> Path:
     folder = Path(spec["params"]["path"])
     return write_checked(spec, cache, lambda: read_folder(folder), fingerprint, lambda g: {
         t: folder / "nodes" / t / "features.npy" for t, x in g["features"].items() if x is not None}, VERSION)
-
-
-load = typed_hub.load_for_source  # its own `load` (bench.datasets.hub.load_dataset)
