@@ -51,7 +51,7 @@ def source_files(params: dict) -> list[Path]:
     return [folder / n for n in EDGE_FILES + NODE_FILES if (folder / n).is_file()] or [folder]
 
 
-canonical_params, parse_rest, fingerprint = ug.source_hooks("edge-list", PARAMS, DEFAULTS, source_files)
+canonical_params, fingerprint = ug.source_hooks("edge-list", source_files)
 
 
 def _row(path: Path, row: int) -> str:

@@ -96,7 +96,7 @@ def source_files(params: dict) -> list[Path]:
     return [meta_file, *(meta_file.parent / p for p in _files_named(meta))]
 
 
-canonical_params, parse_rest, fingerprint = ug.source_hooks("graphbolt", PARAMS, DEFAULTS, source_files)
+canonical_params, fingerprint = ug.source_hooks("graphbolt", source_files)
 
 
 def _key(meta_file: Path, where: str, node: dict, key: str, allowed: str):

@@ -65,6 +65,10 @@ class Materialised:
     OPTIONAL_CARD = ("features_only_acc", "edge_homophily", "source_path")  # source_path: a user's graph
 
     @property
+    def num_nodes(self) -> int:
+        return int(self.meta["num_nodes"])
+
+    @property
     def num_classes(self) -> int:
         return int(self.meta["num_classes"])
 
@@ -89,10 +93,6 @@ class HubDataset(Materialised):
     test_idx: np.ndarray
     graphbolt_indices: np.ndarray
     graphbolt_indptr: np.ndarray
-
-    @property
-    def num_nodes(self) -> int:
-        return int(self.meta["num_nodes"])
 
 
 def spec_key(spec: dict) -> str:

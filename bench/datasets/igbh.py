@@ -20,11 +20,11 @@ numpy only: converted on the host.
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import numpy as np
 
+from bench import datasets
 from bench.datasets import graph_checks, hub, typed_hub, typed_npy
 from bench.datasets import user_graph as ug
 
@@ -42,16 +42,10 @@ ESTIMATE_ORIGIN = ug.SIZES_ORIGIN
 
 
 def canonical_params(params: dict) -> dict:
-    out = ug.canonical(params, PARAMS, DEFAULTS, "igbh")
+    out = datasets.declared_params("igbh", params)
     if out.get("classes") not in LABEL_FILES:
         raise ValueError(f"igbh: classes={out.get('classes')!r}; allowed: 19 or 2983 (IGB's two label sets)")
     return out
-
-
-def parse_rest(rest: str) -> dict:
-    if not re.match(r"[a-z_]+=", rest):
-        return {"path": rest} if rest else {}
-    return ug.parse_rest(rest, PARAMS, "igbh")
 
 
 def source_files(params: dict) -> list[Path]:
@@ -59,7 +53,7 @@ def source_files(params: dict) -> list[Path]:
     return sorted(processed.rglob("*.npy")) if processed.is_dir() else [processed]
 
 
-*_, fingerprint = ug.source_hooks("igbh", PARAMS, DEFAULTS, source_files)
+_, fingerprint = ug.source_hooks("igbh", source_files)
 
 
 def read_folder(folder: Path, classes: int) -> dict:

@@ -30,6 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
+from bench import datasets
 from bench.datasets import hub
 
 SHAPE = "collection"  # bench/tasks.py: a collection of small graphs, its own `load`
@@ -41,7 +42,6 @@ DEFAULTS = {"count": 10000, "min_nodes": 10, "max_nodes": 40, "feature_dim": 16,
 PARAMS = {"count": (int, {"ge": 1, "le": 50_000_000}), "min_nodes": (int, {"ge": 2, "le": 10_000}),
           "max_nodes": (int, {"ge": 2, "le": 10_000}), "feature_dim": (int, {"ge": 1}),
           "num_classes": (int, {"ge": 2}), "seed": (int, {})}
-USER_PARAMS = tuple(PARAMS)
 FEATURE_SIGNAL = 0.3  # centroid weight against unit noise, per node
 TRAIN_FRAC, VAL_FRAC = 0.8, 0.1
 CHUNK_GRAPHS = 65536  # a constant, so the data never depends on how it was chunked
@@ -61,11 +61,7 @@ def check_params(params: dict) -> None:
 
 
 def canonical_params(params: dict) -> dict:
-    unknown = set(params) - set(USER_PARAMS)
-    if unknown:
-        raise ValueError(f"unknown molecules parameter(s) {', '.join(sorted(unknown))}; "
-                         f"allowed: {', '.join(USER_PARAMS)}")
-    p = {k: int(params.get(k, DEFAULTS[k])) for k in USER_PARAMS}
+    p = {k: int(v) for k, v in datasets.declared_params("molecules", params).items()}
     if p["count"] < 1 or p["min_nodes"] < 2 or p["max_nodes"] < p["min_nodes"] or p["feature_dim"] < 1 \
             or p["num_classes"] < 2:
         raise ValueError(f"molecules parameters {p}: need count >= 1, 2 <= min_nodes <= max_nodes, "

@@ -55,7 +55,7 @@ def source_files(params: dict) -> list[Path]:
     return sorted(folder.glob("*.npy")) if folder.is_dir() else [folder]
 
 
-canonical_params, parse_rest, fingerprint = ug.source_hooks("npy", PARAMS, DEFAULTS, source_files)
+canonical_params, fingerprint = ug.source_hooks("npy", source_files)
 
 
 def _find(folder: Path, kind: str) -> Path:

@@ -57,7 +57,7 @@ def source_files(params: dict) -> list[Path]:
     return [Path(params["path"])]
 
 
-canonical_params, parse_rest, fingerprint = ug.source_hooks("pyg-file", PARAMS, DEFAULTS, source_files)
+canonical_params, fingerprint = ug.source_hooks("pyg-file", source_files)
 
 
 def load_file(path: Path, unsafe: bool):

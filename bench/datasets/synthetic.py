@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+from bench import datasets
 from bench.datasets import hub
 
 # Bumped whenever the same parameters give other arrays: part of the hub folder's key
@@ -167,7 +168,6 @@ PARAMS = {"scale": (int, {"ge": 4, "le": 26}), "edge_factor": (int, {"ge": 1, "l
           # split fractions (of the nodes with an edge): a small training split keeps epochs short
           "train_frac": (float, FRACTION), "val_frac": (float, FRACTION),
           "test_frac": (float | None, FRACTION)}  # None: the rest
-USER_PARAMS = tuple(PARAMS)
 
 
 def check_params(params: dict) -> None:
@@ -177,10 +177,7 @@ def check_params(params: dict) -> None:
 
 
 def canonical_params(params: dict) -> dict:
-    unknown = set(params) - set(USER_PARAMS)
-    if unknown:
-        raise ValueError(f"unknown synthetic parameter(s) {', '.join(sorted(unknown))}; allowed: {', '.join(USER_PARAMS)}")
-    return {k: params.get(k, DEFAULTS[k]) for k in USER_PARAMS}
+    return datasets.declared_params("synthetic", params)
 
 
 # What `gnnbench datasets list|info` say about sizes before the graph is generated.

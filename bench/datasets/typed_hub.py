@@ -1,42 +1,19 @@
-"""The hub form of a typed (heterogeneous) graph: the shape "typed" of bench/tasks.py, beside the
-plain graphs' form in bench/datasets/hub.py (whose folder naming, atomic writes, checksums and
-meta.json-last rules it shares).
+"""The hub form of a typed (heterogeneous) graph, the shape "typed" of bench/tasks.py, beside the
+plain form of hub.py (whose folder naming, atomic writes, checksums and meta.json-last rules it shares).
 
-Layout of one typed dataset folder (all arrays .npy; every node type numbers its nodes 0..N_t-1):
-    meta.json                   "shape": "typed", "typed_format", name, source, params, the target
-                                type, per node type its count and feature width (0: no features),
-                                per relation its edge count and the relation it reverses (or none),
-                                GraphBolt's type names and ids, the plain statistics (hub.STAT_FIELDS:
-                                nodes and edges summed over types, the target's width, classes and
-                                split sizes); written last
-    checksums.json              as for plain datasets (bench/checksums.py)
-    features-<type>.npy         float32 [N_t, F_t]; absent for a featureless type (the model gives it
-                                a learnable embedding)
-    labels.npy                  int64 [N_target]: the target type's classes
-    train_idx.npy, val_idx.npy, test_idx.npy    int64 ids of target-type nodes
-    edge_index-<src>__<name>__<dst>.npy   int64 [2, E_r]: (source id in src's numbering,
-                                destination id in dst's), sorted by (destination, source), no duplicates
-    csc_indptr-<src>__<name>__<dst>.npy   int64 [N_dst + 1] over the destinations (the same edges as CSC)
-    graphbolt_node_type_offset.npy  [T + 1]: GraphBolt's global node ids are grouped by node type,
-                                types in name order (as DGL 2.1's OnDiskDataset orders them), type t's
-                                nodes at offset[t]..offset[t+1]-1; in the dtype of graphbolt_indices
-    graphbolt_indptr.npy        [N + 1] one fused CSC over every relation's edges, by global destination
-    graphbolt_indices.npy       [E] global source ids; within a destination its edges are grouped by
-                                edge type id (GraphBolt samples each type's slice of a neighbourhood),
-                                then by source
-    graphbolt_type_per_edge.npy uint8 [E]: each edge's type id; edge types are named `src:name:dst`
-                                and numbered in the order of those names (DGL 2.1's OnDiskDataset)
-The GraphBolt arrays take GraphBolt's dtypes as its OnDiskDataset preprocessing casts them (indices
-int32 when the node ids fit, indptr int32 when the edges do, type_per_edge uint8 for up to 256
-types) and are written once here, so no rank builds or casts a private copy.
-
-Reverse relations: a source gives each relation once; `write` adds `rev_<name>` (dst -> src) for
-each unless told not to (a relation that is its own reverse, e.g. an undirected one, can say so),
-and meta.json records which relation each reverses ("reverse_of"), as plain graphs record
-whether they were made undirected.
-
-Loaded memory-mapped (`load`), read-only: every rank and loader worker shares the page cache's
-pages, as for plain graphs. numpy only: imported by the host and inside every stack.
+Layout of one typed dataset folder (every node type numbers its nodes 0..N_t-1):
+    meta.json                   "shape": "typed", the target type, per node type its count and feature
+                                width (0: none), per relation its edges and the relation it reverses,
+                                GraphBolt's type ids, the plain statistics (summed over types); last
+    features-<type>.npy         float32 [N_t, F_t]; absent for a featureless type (a learnable embedding)
+    labels.npy, train_idx.npy, val_idx.npy, test_idx.npy    the target type's classes and splits
+    edge_index-<src>__<name>__<dst>.npy, csc_indptr-<src>__<name>__<dst>.npy   as a plain graph's
+    graphbolt_node_type_offset.npy, graphbolt_indptr.npy, graphbolt_indices.npy,
+    graphbolt_type_per_edge.npy GraphBolt's fused CSC over every relation, global ids grouped by node
+                                type in name order, edge types `src:name:dst` numbered in name order
+                                (as DGL 2.1's OnDiskDataset does), in the dtypes it casts them to
+A source gives each relation once; `write` adds its reverse `rev_<name>` (dst -> src) unless told
+not to, and meta.json records which relation each reverses. numpy only: host and stacks.
 """
 
 from __future__ import annotations
@@ -49,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from bench.datasets import hub, hub_stream
-from bench.datasets.graph_checks import NAME_SEPARATOR  # between src, name, dst in a relation's file names
+from bench.datasets.graph_checks import NAME_SEPARATOR
 from bench.datasets.hub import DatasetError
 from bench.datasets.user_graph import Phases
 
@@ -71,36 +48,6 @@ def relation_of(key: str) -> tuple[str, str, str]:
 
 def _file_part(relation: tuple[str, str, str]) -> str:
     return NAME_SEPARATOR.join(relation)
-
-
-def relation_csc(src: np.ndarray, dst: np.ndarray, num_src: int, num_dst: int) -> tuple[np.ndarray, np.ndarray]:
-    """A relation's edges sorted by (destination, source), duplicates dropped: (edge_index int64
-    [2, E], csc_indptr int64 [num_dst + 1])."""
-    key = np.unique(dst.astype(np.int64) * max(num_src, 1) + src.astype(np.int64))
-    dst_sorted, src_sorted = np.divmod(key, max(num_src, 1))
-    indptr = np.zeros(num_dst + 1, dtype=np.int64)
-    np.cumsum(np.bincount(dst_sorted, minlength=num_dst), out=indptr[1:])
-    return np.stack([src_sorted, dst_sorted]).astype(np.int64), indptr
-
-
-def _check(name: str, counts: dict, features: dict, target: str, labels: np.ndarray, splits: dict,
-           relations: dict) -> None:
-    problems = _target_problems(counts, target, labels, splits)
-    for t, x in features.items():
-        if t not in counts:
-            problems.append(f"features of {t!r}, which is not a node type")
-        elif x is not None and (x.ndim != 2 or x.shape[0] != counts[t]):
-            problems.append(f"features of {t!r} have shape {x.shape}, expected [{counts[t]}, F]")
-    for (src, rel, dst), (s, d) in relations.items():
-        where = relation_key((src, rel, dst))
-        if src not in counts or dst not in counts:
-            problems.append(f"relation {where} names a node type that is not there")
-        elif s.shape != d.shape:
-            problems.append(f"relation {where}: {s.size} sources for {d.size} destinations")
-        elif s.size and (s.min() < 0 or s.max() >= counts[src] or d.min() < 0 or d.max() >= counts[dst]):
-            problems.append(f"relation {where} refers to nodes outside their types' ranges")
-    if problems:
-        raise DatasetError(f"dataset {name!r}: " + "; ".join(problems))
 
 
 def _target_problems(counts: dict, target: str, labels: np.ndarray, splits: dict) -> list[str]:
@@ -129,10 +76,8 @@ def row_blocks(x: np.ndarray):
 
 class Writer:
     """A typed dataset written a piece at a time into a folder (hub.atomic_dir's temporary one),
-    so that a conversion holds one relation, or one block of one type's features, at a time, never
-    the whole graph: its peak memory stays under the hub's own size (issue 36: within 2x, as for a
-    user's homogeneous graph, bench/datasets/hub_stream.py). `writing` opens one; `write` is it
-    over whole arrays.
+    holding one relation or one block of one type's features at a time, never the whole graph.
+    `writing` opens one; `write` is it over whole arrays.
 
         w.features(type, shape, blocks)   float32 row blocks in order (a type without: no call)
         w.relation(relation, src, dst)    a relation's edges (and its reverse, unless told not to)
@@ -161,6 +106,11 @@ class Writer:
         """A relation's edges (ids in its types' numbering, any order: sorted and de-duplicated
         here) and, with `add_reverse`, its reverse `rev_<name>` (dst -> src)."""
         src_type, name, dst_type = relation
+        counts = self.counts
+        if src_type not in counts or dst_type not in counts or np.shape(src) != np.shape(dst) or np.size(src) and (
+                min(src.min(), dst.min()) < 0 or src.max() >= counts[src_type] or dst.max() >= counts[dst_type]):
+            raise DatasetError(f"dataset {self.spec['name']!r}: relation {relation_key(relation)} names a node type "
+                               "that is not there, or node ids outside its types' ranges")
         if relation in self.num_edges:
             forward = self.reverse_of.get(relation)
             raise DatasetError(f"relation {relation_key(relation)} is given and would also be the reverse of "
@@ -176,7 +126,7 @@ class Writer:
         self.phases.done(f"relation {relation_key(relation)}")
 
     def _save(self, relation: tuple, src: np.ndarray, dst: np.ndarray) -> None:
-        edge_index, indptr = relation_csc(src, dst, self.counts[relation[0]], self.counts[relation[2]])
+        edge_index, indptr = hub.csc_from_coo(src, dst, self.counts[relation[0]], self.counts[relation[2]])
         np.save(self.folder / f"edge_index-{_file_part(relation)}.npy", edge_index)
         np.save(self.folder / f"csc_indptr-{_file_part(relation)}.npy", indptr)
         self.num_edges[relation] = int(edge_index.shape[1])
@@ -211,11 +161,9 @@ class Writer:
         (self.folder / "meta.json").write_text(json.dumps(meta, indent=2))
 
     def _write_graphbolt(self) -> tuple[dict, dict]:
-        """GraphBolt's typed sampling graph (graphbolt_* files, see the module's docstring) from the
-        relations' files, one destination type at a time: global ids are grouped by type, so the
-        edges into one type are one contiguous slice of the fused CSC; within it, the relations into
-        that type in type-id order, each sorted by (dst, src), and a stable sort by destination
-        groups a node's edges by type, then source."""
+        """GraphBolt's fused arrays from the relations' files, one destination type at a time (the
+        edges into one type are one slice of the fused CSC); within it a stable sort by destination
+        of the relations in type-id order groups a node's edges by type, then source."""
         node_types = sorted(self.counts)
         node_type_to_id = {t: i for i, t in enumerate(node_types)}
         offset = np.zeros(len(node_types) + 1, dtype=np.int64)
@@ -268,11 +216,9 @@ def writing(spec: dict, cache: Path, counts: dict[str, int]):
 def write(spec: dict, cache: Path, counts: dict[str, int], features: dict[str, np.ndarray | None], target: str,
           labels: np.ndarray, splits: dict[str, np.ndarray], relations: dict[tuple, tuple[np.ndarray, np.ndarray]],
           add_reverses: bool = True, own_reverse: tuple = (), extra_meta: dict | None = None) -> Path:
-    """Write a typed dataset atomically (hub.atomic_dir) from whole arrays. `relations`: (src,
-    name, dst) -> (source ids, destination ids), each in its type's numbering, in any order
-    (sorted and deduplicated here); `splits`: train_idx, val_idx, test_idx over the target type;
-    `own_reverse`: relations that are their own reverse (no `rev_` added)."""
-    _check(spec["name"], counts, features, target, labels, splits, relations)
+    """Write a typed dataset atomically from whole arrays. `relations`: (src, name, dst) -> (source
+    ids, destination ids) in their types' numbering, any order; `splits`: train_idx, val_idx,
+    test_idx over the target type; `own_reverse`: relations that are their own reverse."""
     with writing(spec, cache, counts) as w:
         if w is not None:
             for t, x in features.items():
@@ -286,9 +232,7 @@ def write(spec: dict, cache: Path, counts: dict[str, int], features: dict[str, n
 
 @dataclass
 class TypedHubDataset(hub.Materialised):
-    """A typed dataset as the stacks read it: per type its count and features (None: featureless),
-    per relation its edge index and CSC pointers, the target's labels and splits, GraphBolt's
-    fused arrays. Arrays are memory-mapped unless asked otherwise."""
+    """A typed dataset as the stacks read it (arrays memory-mapped unless asked otherwise)."""
     counts: dict[str, int] = field(default_factory=dict)
     features: dict[str, np.ndarray | None] = field(default_factory=dict)
     edge_index: dict[tuple, np.ndarray] = field(default_factory=dict)
@@ -309,18 +253,13 @@ class TypedHubDataset(hub.Materialised):
     def relations(self) -> list[tuple[str, str, str]]:
         return [relation_of(k) for k in self.meta["relations"]]
 
-    @property
-    def num_nodes(self) -> int:
-        return int(self.meta["num_nodes"])
-
     def feature_file(self, node_type: str) -> Path:
         return self.path / f"features-{node_type}.npy"
 
 
 def load(path: Path, mmap: bool = True, features_mmap: bool | None = None, check: bool = True) -> TypedHubDataset:
-    """A typed dataset folder (the source's `load`, bench.datasets.hub.load_dataset). `mmap`: map
-    the arrays read-only; `features_mmap` overrides it for the features (a disk-backed store never
-    reads them into private memory); `check`: the files against their checksums."""
+    """A typed dataset folder, as hub.load reads a plain one (`features_mmap` overrides `mmap` for
+    the features)."""
     path = Path(path)
     meta, read_array = hub.opened(path, check, lambda meta: (meta.get("shape"), meta.get("typed_format")) != (
         SHAPE, TYPED_FORMAT) and f"is not a typed dataset of format {TYPED_FORMAT} (shape {meta.get('shape')!r}, "

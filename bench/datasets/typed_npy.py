@@ -49,7 +49,7 @@ def source_files(params: dict) -> list[Path]:
     return sorted([*folder.rglob("*.npy"), folder / GRAPH_FILE])
 
 
-canonical_params, parse_rest, fingerprint = ug.source_hooks("typed-npy", PARAMS, DEFAULTS, source_files)
+canonical_params, fingerprint = ug.source_hooks("typed-npy", source_files)
 
 
 class Problems:

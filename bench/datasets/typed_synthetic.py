@@ -51,34 +51,10 @@ PARAMS = {"scale": (int, {"ge": 1, "le": 10_000}), "feature_dim": (int, {"ge": 1
           "features": (Literal["all", "target"], {}), "num_classes": (int, {"ge": 2, "le": 256}),
           "seed": (int, {}), "within": (float, FRACTION), "feature_signal": (float, {"ge": 0}),
           "train_frac": (float, FRACTION), "val_frac": (float, FRACTION), "test_frac": (float | None, FRACTION)}
-USER_PARAMS = tuple(PARAMS)
 
 
 def counts(scale: int) -> dict[str, int]:
     return {t: max(1, int(round(per * scale))) for t, per in NODES_PER_SCALE.items()}
-
-
-def canonical_params(params: dict) -> dict:
-    unknown = set(params) - set(USER_PARAMS)
-    if unknown:
-        raise ValueError(f"unknown typed-synthetic parameter(s) {', '.join(sorted(unknown))}; "
-                         f"allowed: {', '.join(USER_PARAMS)}")
-    return {k: params.get(k, DEFAULTS[k]) for k in USER_PARAMS}
-
-
-def parse_rest(rest: str) -> dict:
-    """`typed-synthetic:scale=100,features=target`: numbers as numbers, words as words."""
-    params: dict = {}
-    for item in filter(None, rest.split(",")):
-        key, sep, value = item.partition("=")
-        value = value.strip()
-        if not sep or not value:
-            raise ValueError(f"typed-synthetic:{rest}: {item!r} is not key=value; e.g. typed-synthetic:scale=4")
-        try:
-            params[key.strip()] = int(value) if value.lstrip("-").isdigit() else float(value)
-        except ValueError:
-            params[key.strip()] = value
-    return params
 
 
 class _Picker:

@@ -1,42 +1,29 @@
 """Your own graph: what the sources of a user's files share (npy, pyg-file, graphbolt, edge-list).
 
-Each of those modules reads its format into a UserGraph (sizes from the files' headers, edges in
-chunks, features in row blocks, labels and splits whole: they are N numbers each); this module
-checks it and converts it into the hub form (bench/datasets/hub.py) in pieces
-(bench/datasets/hub_stream.py), so a graph far larger than the memory it is converted with can
-be named in a suite:
-
-    datasets:
-      mine: {source: npy, params: {path: /data/mygraph}}
-
-or on the command line as `npy:/data/mygraph` (or `npy:path=/data/mygraph,self_loops=keep`).
-
-Checks, each one error naming the file, the array, what is wrong and what is allowed
-(hub.DatasetError; `gnnbench` exits 2): a missing array, shapes that disagree, a dtype that is not
-allowed, a node id out of range (the first, with its position), NaN or infinite features, a label
-out of range, a split that is empty, repeats a node or shares one with another split. Self-loops
-and duplicate edges are counted, then removed or kept as `self_loops` and `duplicates` say.
-The graph is made undirected (each edge in both directions), as every hub dataset is; whether it
-already was is recorded and shown.
-
-The hub folder's name holds a fingerprint of the source files (each one's size and mtime), so a
-changed file is converted again, never read from a stale conversion; a file that changes while it
-is converted fails the conversion. The folder is written aside and renamed when whole (hub.atomic_dir).
+Each source reads its format into a UserGraph (sizes from the files' headers, edges in chunks,
+features in row blocks, labels and splits whole); this module checks it, each problem one error
+naming the file, the array, what is wrong and what is allowed (hub.DatasetError, exit 2), and
+converts it into the hub form in pieces (hub_stream.py), so a graph far larger than memory can be
+named in a suite (`mine: {source: npy, params: {path: /data/g}}`) or as `npy:/data/g`. Self-loops
+and duplicate edges are counted, then removed or kept as `self_loops` and `duplicates` say; the
+graph is made undirected, and whether it already was is recorded. The hub folder's name holds a
+fingerprint of the source files (size, mtime), so a changed file is converted again; a file that
+changes while it is converted fails the conversion.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
-import re
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Callable, Iterator, Literal
 
 import numpy as np
 
+from bench import datasets
 from bench.datasets import baseline, graph_checks, hub, hub_stream
 from bench.datasets.npy_reader import NpyArray, NpyError
 
@@ -61,56 +48,10 @@ def params_of(extra_params: dict | None = None, extra_defaults: dict | None = No
     return {**PARAMS, **(extra_params or {})}, {**DEFAULTS, **(extra_defaults or {})}
 
 
-def source_hooks(source: str, declared: dict, defaults: dict, source_files: Callable[[dict], list[Path]]):
-    """A user source's canonical_params, parse_rest and fingerprint (bench.datasets' hooks) over its
-    PARAMS, DEFAULTS and source_files."""
-    return (lambda params: canonical(params, declared, defaults, source), lambda rest: parse_rest(rest, declared, source),
-            lambda params: fingerprint(source_files(params)))
+def source_hooks(source: str, source_files: Callable[[dict], list[Path]]):
+    """A user source's canonical_params and fingerprint (bench.datasets' hooks) over its source_files."""
+    return partial(datasets.declared_params, source), lambda params: fingerprint(source_files(params))
 
-
-def canonical(params: dict, declared: dict, defaults: dict, source: str) -> dict:
-    """Defaults filled in, the path made absolute (the stacks and workers run elsewhere)."""
-    unknown = set(params) - set(declared)
-    if unknown:
-        raise ValueError(f"unknown {source} parameter(s) {', '.join(sorted(unknown))}; allowed: {', '.join(declared)}")
-    out = {k: params.get(k, defaults[k]) for k in declared if k in params or defaults[k] is not ...}
-    if isinstance(out.get("path"), str) and out["path"]:
-        out["path"] = os.path.abspath(os.path.expanduser(out["path"]))
-    return out
-
-
-def parse_rest(rest: str, declared: dict, source: str) -> dict:
-    """What follows `SOURCE:` on the command line: a path (`npy:/data/g`), or key=value pairs
-    (`npy:path=/data/g,self_loops=keep`), each value read as its parameter's type."""
-    if not re.match(r"[a-z_]+=", rest):
-        return {"path": rest} if rest else {}
-    params: dict = {}
-    for item in filter(None, rest.split(",")):
-        key, sep, value = item.partition("=")
-        key, value = key.strip(), value.strip()
-        if not sep or not value:
-            raise ValueError(f"{source}:{rest}: {item!r} is not key=value; e.g. {source}:path=/data/g,self_loops=keep")
-        if key not in declared:
-            params[key] = value  # named as unknown by canonical()
-            continue
-        tp = declared[key][0]
-        if tp is bool:
-            if value.lower() not in ("true", "false", "1", "0", "yes", "no"):
-                raise ValueError(f"{source}:{rest}: {key}={value!r} is not true or false")
-            params[key] = value.lower() in ("true", "1", "yes")
-        elif tp in (int, int | None):
-            if value.lower() == "none" and tp is not int:
-                params[key] = None
-            elif value.lstrip("-").isdigit():
-                params[key] = int(value)
-            else:
-                raise ValueError(f"{source}:{rest}: {key}={value!r} is not a whole number")
-        else:
-            params[key] = value
-    return params
-
-
-# --- the fingerprint of the source files -------------------------------------------------------
 
 def fingerprint(files: list[Path]) -> str:
     """A digest of each file's path, size and mtime: any edit gives another hub folder."""
@@ -123,8 +64,6 @@ def fingerprint(files: list[Path]) -> str:
             entries.append([str(path), None, None])
     return hashlib.sha256(json.dumps(entries).encode()).hexdigest()[:16]
 
-
-# --- what a source hands over ------------------------------------------------------------------
 
 @dataclass
 class Input:
@@ -189,15 +128,8 @@ def open_npy(path: Path) -> NpyArray:
         raise fail(f"{path}: {exc}") from None
 
 
-# --- the checks ----------------------------------------------------------------------------------
-
 INTEGER_RULE = "an integer dtype (int8 .. int64, uint8 .. uint64)"
 FEATURE_RULE = "a float dtype (float16, float32, float64), or integers or booleans (converted to float32)"
-
-
-def check_edge_dtype(graph: UserGraph) -> None:
-    if not np.issubdtype(graph.edge_dtype, np.integer):
-        raise fail(f"{graph.edges.file}: {graph.edges.array} has dtype {graph.edge_dtype}; allowed: {INTEGER_RULE}")
 
 
 def check_ids(chunk: EdgeChunk, graph: UserGraph) -> tuple[np.ndarray, np.ndarray]:
@@ -205,17 +137,12 @@ def check_ids(chunk: EdgeChunk, graph: UserGraph) -> tuple[np.ndarray, np.ndarra
     n = graph.num_nodes
     out = []
     for end, values in enumerate((chunk.src, chunk.dst)):
-        if values.dtype.kind == "u" and values.dtype.itemsize == 8 and values.size and values.max() > np.iinfo(np.int64).max:
-            i = int(np.argmax(values > np.iinfo(np.int64).max))
-            raise fail(f"{graph.edges.at(chunk.position(chunk.offset + i, end))} = {values[i]} is out of range; "
-                       f"allowed: node ids 0..{n - 1} ({n:,} nodes: {graph.nodes_from})")
-        ids = values.astype(np.int64, copy=False)
-        bad = (ids < 0) | (ids >= n)
+        bad = (values < 0) | (values >= n)  # compared as given: a uint64 id past int64 too
         if bad.any():
             i = int(np.argmax(bad))
-            raise fail(f"{graph.edges.at(chunk.position(chunk.offset + i, end))} = {ids[i]} is out of range; "
+            raise fail(f"{graph.edges.at(chunk.position(chunk.offset + i, end))} = {values[i]} is out of range; "
                        f"allowed: node ids 0..{n - 1} ({n:,} nodes: {graph.nodes_from})")
-        out.append(ids)
+        out.append(values.astype(np.int64, copy=False))
     return out[0], out[1]
 
 
@@ -290,9 +217,8 @@ def check_labels(graph: UserGraph, num_classes: int | None) -> tuple[np.ndarray,
 
 
 def check_baseline_fits(graph: UserGraph, splits: dict[str, np.ndarray], classes: int) -> None:
-    """The features-only baseline (fitted once the graph is converted) in the memory there is now,
-    said before a feature is read: a graph of a few nodes with millions of feature columns would
-    otherwise be killed for its memory half-way, without a word, its half-written folder left."""
+    """The features-only baseline (fitted at conversion) fits in the memory there is now, said before
+    a feature is read (a graph with millions of feature columns would be killed half-way)."""
     dim = int(graph.feature_shape[1])
     found = baseline.refusal(int(splits["train"].size), int(splits["test"].size), dim, classes)
     if found:
@@ -346,8 +272,6 @@ def check_splits(graph: UserGraph, labels: np.ndarray) -> dict[str, np.ndarray]:
     return {name: np.sort(ids) for name, ids in out.items()}
 
 
-# --- the conversion ----------------------------------------------------------------------------
-
 def materialise(spec: dict, cache: Path, opener: Callable[[str, dict], UserGraph],
                 files: Callable[[dict], list[Path]]) -> Path:
     """Check a user's graph and convert it into the hub (written aside, renamed when whole)."""
@@ -359,7 +283,8 @@ def materialise(spec: dict, cache: Path, opener: Callable[[str, dict], UserGraph
     started = time.perf_counter()
     phases = Phases()
     graph = opener(spec["name"], params)
-    check_edge_dtype(graph)
+    if not np.issubdtype(graph.edge_dtype, np.integer):
+        raise fail(f"{graph.edges.file}: {graph.edges.array} has dtype {graph.edge_dtype}; allowed: {INTEGER_RULE}")
     check_feature_shape(graph)
     labels, classes = check_labels(graph, num_classes_of(graph, params))
     splits = check_splits(graph, labels)
@@ -368,8 +293,13 @@ def materialise(spec: dict, cache: Path, opener: Callable[[str, dict], UserGraph
     with hub.atomic_dir(target) as tmp:
         if tmp is None:
             return target
-        counts = convert_edges(graph, tmp, params)
-        check_some_edges(graph, counts)
+        sorter = hub_stream.EdgeSorter(graph.num_nodes, tmp, params["self_loops"], params["duplicates"])
+        for chunk in graph.edge_chunks():
+            sorter.add(*check_ids(chunk, graph))
+        counts = sorter.write(tmp)
+        problem = graph_checks.edges_problem(counts.edges_in, counts.self_loops)
+        if problem:
+            raise fail(f"{graph.edges.file}: {graph.edges.array}: {problem}")
         phases.done("edges: check, sort, write")
         convert_features(graph, tmp)
         phases.done("features: check, write")
@@ -446,20 +376,6 @@ class Phases:
         self._at = now
 
 
-def convert_edges(graph: UserGraph, folder: Path, params: dict) -> hub_stream.EdgeCounts:
-    sorter = hub_stream.EdgeSorter(graph.num_nodes, folder, params["self_loops"], params["duplicates"])
-    for chunk in graph.edge_chunks():
-        src, dst = check_ids(chunk, graph)
-        sorter.add(src, dst)
-    return sorter.write(folder)
-
-
-def check_some_edges(graph: UserGraph, counts: hub_stream.EdgeCounts) -> None:
-    problem = graph_checks.edges_problem(counts.edges_in, counts.self_loops)
-    if problem:
-        raise fail(f"{graph.edges.file}: {graph.edges.array}: {problem}")
-
-
 def convert_features(graph: UserGraph, folder: Path) -> None:
     with hub_stream.ArrayFile(folder / "features.npy", np.float32, graph.feature_shape) as out:
         for rows, block, given_row in graph.feature_blocks():
@@ -475,8 +391,8 @@ def convert_features(graph: UserGraph, folder: Path) -> None:
 
 
 class RowReader:
-    """`rows[ids]` of a .npy read a block at a time, never mapped (a map's pages would count in
-    this process's memory: for a sample of rows spread over the file, most of its pages)."""
+    """`rows[ids]` of a .npy read a block at a time, never mapped (a map's pages read would count
+    in this process's memory)."""
 
     def __init__(self, path: Path):
         self.array = NpyArray(path)
@@ -496,8 +412,7 @@ class RowReader:
 
 
 def edge_homophily(folder: Path, labels: np.ndarray) -> float | None:
-    """Share of edges (between labelled nodes) whose ends share a label, read in blocks (not
-    mapped: the pages read are not kept as this process's memory)."""
+    """Share of edges (between labelled nodes) whose ends share a label, read in blocks."""
     edge_index = NpyArray(folder / "edge_index.npy")
     same = total = 0
     step = 1 << 22
@@ -520,8 +435,6 @@ def npy_row_blocks(features: NpyArray):
     for start in range(0, features.shape[0], step):
         yield start, features.rows(start, start + step), start
 
-
-# --- what `gnnbench datasets info` and `check` say ---------------------------------------------
 
 def report_lines(meta: dict) -> list[str]:
     """The lines about a converted user graph: where it came from, dtypes, directedness, counts."""
