@@ -7,30 +7,18 @@ One benchmark, two graph shapes:
     python -m bench.datasets.convert_benchmark --typed [--scale 100 --feature-dim 128]
         [--formats generator,generator-cli,typed-npy,igbh] --work DIR --out FILE.json
 
-1. The graph. Plain: the synthetic generator's (products-scale by default: 2,097,152 nodes, 64 M
-   directed edges after symmetrising, 100 features, 47 classes), generated once into DIR/cache.
-   Typed: typed-synthetic at IGBH-tiny's structure (scale=100: 550 k nodes, 4.8 M edges with the
-   reverses the hub adds; 128 features on every type, 19 classes, IGB's 60/20/20 split fractions),
-   its generation itself measured (`generator`: the materialiser in a bare interpreter;
-   `generator-cli`: `gnnbench datasets prepare`, the process the user waits on), the first one's hub
-   the reference.
-2. The inputs, written once per format under DIR/inputs from the reference hub (not measured;
-   rewritten when the reference changes), edges in a random order (so the conversion sorts for
-   real). Plain: a user's own graph per source (the edge list's node rows in a random order too, so
-   feature rows are scattered; the PyG file written in the pyg stack, whose interpreter
-   `--pyg-python` gives: `gnnbench stacks list` shows it). Typed: a typed .npy folder
-   (typed_npy.py) and IGB's processed/ layout (igbh.py), each relation given once.
-3. Each conversion runs alone in a fresh process (the pyg stack's interpreter for pyg-file), into an
-   empty hub; its RSS is sampled with psutil every 50 ms over the whole process tree, and its own
-   high-water mark (VmHWM) read when it ends. `--in-memory` (plain) adds the other sources' path for
-   comparison: the arrays loaded whole, edges de-duplicated with hub.csc_from_coo's one np.unique,
-   written by hub.write.
-4. Each converted hub is compared with the reference, array by array (the SHA-256 in
-   checksums.json): the conversion at full size is a round trip too. IGB's layout carries no split:
-   igbh makes IGB's own (the first 60 % of papers train, the next 20 % validation), so its splits
-   are checked against that rule instead.
-Host only (psutil, yaml, pyarrow): a benchmark of the conversion beside it (user_graph.py, hub_stream.py,
-typed_hub.py), not part of it.
+1. The graph (the reference): plain, the synthetic generator's (products-scale by default: 2 M
+   nodes, 64 M directed edges, 100 features); typed, typed-synthetic at IGBH-tiny's structure
+   (scale=100, 128 features on every type), its own generation measured (`generator`: a bare
+   interpreter; `generator-cli`: `gnnbench datasets prepare`).
+2. The inputs, written once per format under DIR/inputs from the reference (not measured), edges
+   and node rows in a random order; the PyG file in the pyg stack (`--pyg-python`).
+3. Each conversion alone in a fresh process into an empty hub: its process tree's RSS sampled
+   every 50 ms, its own VmHWM read at the end. `--in-memory` (plain) adds the whole-array path
+   (hub.write) for comparison.
+4. Each converted hub compared with the reference array by array (checksums.json's SHA-256); igbh's
+   splits against IGB's own rule instead.
+Host only (psutil, yaml, pyarrow).
 """
 
 from __future__ import annotations

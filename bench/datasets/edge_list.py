@@ -1,17 +1,14 @@
 """Your own graph as an edge list and a node table, CSV or Parquet (source `edge-list`): a folder with
 
-    edges.csv | edges.csv.gz | edges.parquet   columns src, dst (the ids of nodes.*); other columns
-                                               (a weight...) are ignored, with a note
-    nodes.csv | nodes.csv.gz | nodes.parquet   columns id, label (an integer; empty: no label),
-                                               split (train, val or valid, test; empty: none), and
-                                               the features: every other column (numbers), or one
-                                               list column (Parquet list<float>; in CSV a quoted
-                                               "0.1 0.2 ..." or "[0.1, 0.2, ...]")
+    edges.csv | edges.csv.gz | edges.parquet   columns src, dst (the ids of nodes.*); others ignored
+    nodes.csv | nodes.csv.gz | nodes.parquet   columns id, label (empty: none), split (train, val or
+                                               valid, test; empty: none), and the features: every
+                                               other column, or one list column (Parquet list<float>;
+                                               in CSV a quoted "0.1 0.2 ..." or "[0.1, 0.2, ...]")
 
-Node ids are integers or strings, in any order and not necessarily 0..N-1: hub node i is the node
-with the i-th smallest id, and the ids are recorded in the hub folder (node_ids.npy, unless they
-are 0..N-1 already). Both tables are read in record batches (pyarrow), never whole; the feature
-rows are written where their node goes. Checks and conversion: bench/datasets/user_graph.py.
+Node ids are integers or strings in any order: hub node i is the node with the i-th smallest id
+(node_ids.npy keeps them, unless they are 0..N-1). Both tables are read in record batches, never
+whole. Checks and conversion: bench/datasets/user_graph.py.
 """
 
 from __future__ import annotations
@@ -29,7 +26,7 @@ USER_FILES = True
 PARAMS, DEFAULTS = ug.params_of()
 EDGE_FILES = ("edges.parquet", "edges.csv", "edges.csv.gz")
 NODE_FILES = ("nodes.parquet", "nodes.csv", "nodes.csv.gz")
-DENSE_SPAN = 8  # integer ids spanning less than 8 N are looked up in a table of that span
+DENSE_SPAN = 8  # integer ids spanning less than 8 N are looked up in a table (sparse ones searched)
 SPLIT_WORDS = {"train": "train", "val": "val", "valid": "val", "validation": "val", "test": "test"}
 SIZES_NOTE = ("edge-list:PATH    your own graph: edges.csv|parquet (src, dst) and nodes.csv|parquet (id, label, "
               "split, features); docs/own-graph.md")
@@ -82,7 +79,7 @@ def open_graph(label: str, params: dict) -> ug.UserGraph:
 
 
 def _find_tables(folder: Path) -> tuple:
-    """The edge list and the node table in the folder, and their schemas, with the columns needed."""
+    """The edge list and the node table in the folder, and their schemas (with the columns needed)."""
     if not folder.is_dir():
         raise ug.fail(f"{folder}: no such folder; allowed: a folder with edges.csv or edges.parquet and "
                       "nodes.csv or nodes.parquet")
@@ -138,8 +135,6 @@ class NodeIds:
     node_of_row: np.ndarray
     identity: bool  # ids 0..N-1: the id is the node
     in_order: bool  # the rows are in id order
-    # integer ids within a few times N of each other: a table from id to node (one lookup per
-    # edge end instead of a binary search); sparse ids (hashes...) are searched
     id_table: np.ndarray | None
     low: int
 
@@ -289,8 +284,7 @@ class FeatureColumns:
 
 
 def _edge_chunks(edges_path: Path, nodes_path: Path, nodes: NodeIds):
-    """The edges, a record batch at a time, their ends mapped to hub nodes; an end that is empty or
-    not a node's id is an error naming its row."""
+    """The edges a record batch at a time, their ends mapped to hub nodes (an unknown one named)."""
     import pyarrow as pa
 
     id_type = pa.int64() if nodes.numeric else pa.string()
@@ -346,9 +340,8 @@ def _list_width(path: Path, column: str, t) -> tuple[int, np.dtype]:
 
 
 def _list_block(column, width: int | None, path: Path, start: int, name: str) -> np.ndarray:
-    """A list column's rows as a [rows, width] array; a row of another length or an empty one is
-    an error naming it. A CSV string column is split on spaces, commas or semicolons, brackets
-    aside."""
+    """A list column's rows as a [rows, width] array (a CSV string split on spaces, commas or
+    semicolons); a row of another length or an empty one is an error naming it."""
     import pyarrow as pa
     import pyarrow.compute as pc
 

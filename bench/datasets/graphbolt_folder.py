@@ -17,10 +17,9 @@ with a node classification task:
         validation_set: [...]
         test_set: [...]
 
-Labels come from the sets (a node in no set has none), or from a node feature named `label`.
-A node feature other than `feat` is chosen with `feature` (params); the first task, or the one
-named by `task`. Edge features and other node features are ignored, with a note. Torch-format
-files (`format: torch`) and heterogeneous graphs are refused, naming what is allowed.
+Labels come from the sets, or from a node feature named `label`; `feature` and `task` (params)
+choose another node feature than `feat` and a task than the first. Other features are ignored,
+with a note; torch-format files and heterogeneous graphs are refused.
 """
 
 from __future__ import annotations
@@ -51,8 +50,7 @@ def _metadata_file(params: dict) -> Path:
 
 
 def _read_metadata(meta_file: Path) -> dict:
-    """metadata.yaml, read strictly (bench/strict_yaml.py: a key given twice, nesting past 32 levels
-    or aliases that expand past 100,000 values are refused, naming the file, before anything walks it)."""
+    """metadata.yaml, read strictly (bench/strict_yaml.py), a bad one named."""
     import yaml
 
     from bench import strict_yaml  # host only (yaml): a stack imports this module, never this function
@@ -207,8 +205,7 @@ class EdgeFile:
 
 
 def _node_features(meta_file: Path, meta: dict, name: str) -> tuple[NpyArray, list[dict], list[str]]:
-    """The node feature named `name`, the node feature `label` (a list of one, or empty), and notes
-    on the features left out."""
+    """The node feature `name`, the node feature `label` (a list of one, or empty), notes on the rest."""
     node_features = [f for f in meta.get("feature_data") or [] if isinstance(f, dict) and f.get("domain") == "node"]
     for f in meta.get("feature_data") or []:
         if isinstance(f, dict) and f.get("type"):

@@ -41,17 +41,15 @@ FORMAT_VERSION = 2  # 2: graphbolt_indices/indptr added (a new folder key: forma
 STAT_FIELDS = ("num_nodes", "num_edges", "feature_dim", "num_classes", "num_train", "num_val", "num_test")
 ARRAYS = ("edge_index", "csc_indptr", "features", "labels", "train_idx", "val_idx", "test_idx",
           "graphbolt_indices", "graphbolt_indptr")
-INT32_MAX = 2**31 - 1
 
 
 class DatasetError(RuntimeError):
     pass
 
 
-def sizes(num_nodes: int, num_edges: int, feature_dim: int, num_classes: int, num_train: int, num_val: int,
-          num_test: int) -> dict:
-    """A dataset's statistics by name (STAT_FIELDS), e.g. a source's published sizes."""
-    return dict(zip(STAT_FIELDS, (num_nodes, num_edges, feature_dim, num_classes, num_train, num_val, num_test)))
+def sizes(*stats: int) -> dict:
+    """A dataset's statistics (nodes, edges, feature_dim, classes, train, val, test) by their STAT_FIELDS."""
+    return dict(zip(STAT_FIELDS, stats, strict=True))
 
 
 @dataclass
@@ -96,9 +94,8 @@ class HubDataset(Materialised):
 
 
 def spec_key(spec: dict) -> str:
-    """A folder name that changes whenever anything that shapes the data changes, and only then:
-    the label a suite gives a dataset is not part of it, so `cora` in one suite and
-    `planetoid:Cora` on the command line share one folder."""
+    """A folder name that changes whenever anything that shapes the data changes, and only then (not
+    the label a suite gives it: `cora` in a suite and `planetoid:Cora` share one folder)."""
     from bench import datasets  # the registry: it imports the sources, which import this module
 
     params = spec.get("params", {})
@@ -163,13 +160,11 @@ def write(spec: dict, cache: Path, arrays: dict[str, np.ndarray], extra_meta: di
 def graphbolt_dtype(count: int) -> type:
     """The smallest index dtype GraphBolt's OnDiskDataset takes for ids below `count`
     (auto_cast_to_optimal_dtype): int32 where they fit, else int64."""
-    return np.int32 if count <= INT32_MAX else np.int64
+    return np.int32 if count < 2**31 else np.int64
 
 
 def graphbolt_arrays(edge_index: np.ndarray, csc_indptr: np.ndarray, num_nodes: int) -> dict[str, np.ndarray]:
-    """The CSC in GraphBolt's dtypes, as DGL 2.1's OnDiskDataset preprocessing casts them
-    (auto_cast_to_optimal_dtype): indices int32 when the node ids fit, indptr int32 when the edge
-    count does; int64 otherwise."""
+    """The CSC in GraphBolt's dtypes, as its OnDiskDataset casts them (auto_cast_to_optimal_dtype)."""
     num_edges = int(edge_index.shape[1])
     return {"graphbolt_indices": np.ascontiguousarray(edge_index[0], dtype=graphbolt_dtype(num_nodes)),
             "graphbolt_indptr": np.ascontiguousarray(csc_indptr, dtype=graphbolt_dtype(num_edges))}
@@ -259,8 +254,7 @@ def discard(target: Path) -> None:
         shutil.rmtree(aside, ignore_errors=True)
 
 
-# A temporary folder beside what it builds is named .NAME.pid<PID>.<random>: a build killed
-# (SIGKILL, power loss) leaves it behind, and the next command removes it once its owner is gone.
+# a build's temporary folder, .NAME.pid<PID>.<random>: left by a killed build, swept once its owner is gone
 OWNED = re.compile(r"\.(?P<name>.+)\.pid(?P<pid>\d+)\.")
 
 
@@ -268,8 +262,7 @@ def owned_prefix(name: str) -> str:
     return f".{name}.pid{os.getpid()}."
 
 
-# A build on another host (or in another PID namespace) that has not beaten its lock's heartbeat for
-# this long is taken for dead by a sweep, which cannot wait and watch it: far above any clock skew
+# a build elsewhere whose lock's heartbeat is this old is taken for dead by a sweep (far above any clock skew)
 SWEEP_QUIET_S = 3600.0
 
 
@@ -348,10 +341,9 @@ def read_meta(meta_file: Path) -> dict:
 
 
 def opened(path: Path, check: bool, wrong_format) -> tuple[dict, Callable[[str, bool], np.ndarray]]:
-    """A materialised folder's meta.json and a reader of its arrays, `read(name, mapped)` (a missing
-    or corrupt one a DatasetError naming it); DatasetError where there is no meta.json or
-    `wrong_format(meta)` says what is wrong with it. `check`: the arrays against their checksums
-    (False: only the sizes in meta.json are wanted). Shared by the plain and typed hub forms."""
+    """A materialised folder's meta.json and a reader of its arrays, `read(name, mapped)`; a missing or
+    corrupt file, or a meta.json `wrong_format(meta)` objects to, is a DatasetError naming it.
+    `check`: the arrays against their checksums (False: only the sizes are wanted)."""
     if not (path / "meta.json").is_file():
         raise DatasetError(f"{path} is not a materialised dataset (no meta.json); run the suite again to prepare it")
     meta = read_meta(path / "meta.json")
@@ -371,8 +363,7 @@ def opened(path: Path, check: bool, wrong_format) -> tuple[dict, Callable[[str, 
 
 
 def load(path: Path, mmap: bool = True, features_mmap: bool | None = None, check: bool = True) -> HubDataset:
-    """`mmap`: map every array read-only instead of reading it; `features_mmap` overrides it for
-    the features alone (disk-backed stores never read them into private memory); `check`: as opened's."""
+    """`mmap`: map every array read-only; `features_mmap` overrides it for the features; `check`: as opened's."""
     path = Path(path)
     meta, read = opened(path, check, lambda meta: meta.get("format") != FORMAT_VERSION and
                         f"has hub format {meta.get('format')}, this gnnbench reads {FORMAT_VERSION}")
@@ -418,8 +409,7 @@ def download(label: str, cache: Path, data_root: Path | None, source: str, folde
 
 @contextmanager
 def reading_raw(label: str, raw: Path):
-    """Raw files a framework cannot parse (truncated, corrupt, another format) are one clear
-    error naming the folder and the fix, never the parser's traceback (UnpicklingError, EOFError...)."""
+    """Raw files a framework cannot parse are one error naming the folder and the fix, never a traceback."""
     try:
         yield
     except (DatasetError, KeyboardInterrupt, MemoryError):

@@ -14,6 +14,7 @@ numpy only, like hub.py: the stacks import it too.
 from __future__ import annotations
 
 import os
+import shutil
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -37,12 +38,8 @@ class EdgeCounts:
     reverse_added: int = 0     # edges added to make the graph undirected (0: it was undirected as given)
     num_edges: int = 0         # edges in the hub (both directions)
 
-    @property
-    def directed_input(self) -> bool:
-        return self.reverse_added > 0
-
     def as_meta(self) -> dict:
-        return {**asdict(self), "directed_input": self.directed_input}
+        return {**asdict(self), "directed_input": self.reverse_added > 0}
 
 
 class EdgeSorter:
@@ -160,7 +157,7 @@ class EdgeSorter:
         groups = forward_groups = 0
         dst_spool = self.scratch / "edges.dst.bin"
         with open(folder / "edge_index.npy", "wb") as out, open(dst_spool, "wb") as dst_file:
-            header = _npy_header(np.int64, (2, self._upper_bound()))
+            header = _npy_header(np.int64, (2, 2 * self._forward + 1))  # an upper bound, rewritten below
             out.write(header)
             for block in self._merged():
                 pair = block >> 1
@@ -197,7 +194,7 @@ class EdgeSorter:
                 raise RuntimeError("npy header length changed")
             out.seek(len(header) + 8 * total)
             with open(dst_spool, "rb") as spool:
-                _copy(spool, out)
+                shutil.copyfileobj(spool, out, 16 << 20)
             out.truncate()
             out.seek(0)
             out.write(final)
@@ -215,9 +212,6 @@ class EdgeSorter:
         c.reverse_added = total - self._forward if self.keep_duplicates else groups - forward_groups
         return c
 
-    def _upper_bound(self) -> int:
-        return 2 * self._forward + 1
-
 
 def write_graphbolt_arrays(folder: Path, num_nodes: int, chunk: int = 1 << 22) -> None:
     """graphbolt_indices.npy and graphbolt_indptr.npy (as hub.graphbolt_arrays gives them) beside a
@@ -232,8 +226,7 @@ def write_graphbolt_arrays(folder: Path, num_nodes: int, chunk: int = 1 << 22) -
 
 
 class _RunReader:
-    """One sorted run file, read a block at a time (never mapped: its pages are not this
-    process's memory)."""
+    """One sorted run file, read a block at a time (never mapped)."""
 
     def __init__(self, path: Path, count: int, block_keys: int):
         self.file = open(path, "rb")
@@ -274,17 +267,10 @@ def _npy_header(dtype, shape: tuple) -> bytes:
     return buffer.getvalue()
 
 
-def _copy(src, dst, size: int = 16 << 20) -> None:
-    while chunk := src.read(size):
-        dst.write(chunk)
-
-
 class ArrayFile:
     """A .npy of known shape and dtype, written a block of rows at a time, never mapped: in order
-    (`append`), or at given rows (`put`: a node table whose ids are not in order). Rows put out of
-    order are spilled into buckets of BUCKET_BYTES of the output, one scratch file each (a
-    distribution sort: each bucket is a range of rows), and each bucket is placed and written in
-    order when the file is closed, so memory holds one block and one bucket at a time."""
+    (`append`), or at given rows (`put`), those spilled into a scratch file per range of rows
+    (bucket) and placed when the file is closed: memory holds one block and one bucket at a time."""
 
     def __init__(self, path: Path, dtype, shape: tuple, scratch: Path | None = None):
         self.path = Path(path)

@@ -1,6 +1,5 @@
 """IGBH (the Illinois Graph Benchmark's typed graph, MLPerf's R-GAT dataset) from IGB's own on-disk
-layout, where the user has it (source `igbh`: `igbh:/data/igb/tiny`, or
-`igbh:path=/data/igb/small,classes=2983`). PATH is the folder of one size holding `processed/`:
+layout: `igbh:/data/igb/tiny`, or `igbh:path=/data/igb/small,classes=2983`. PATH holds `processed/`:
 
     processed/<type>/node_feat.npy                  [N_t, F] float32, one folder per node type
                                                     (paper, author, institute, fos; the large
@@ -9,13 +8,10 @@ layout, where the user has it (source `igbh`: `igbh:/data/igb/tiny`, or
                                                     2,983), integers or whole floats
     processed/<src>__<name>__<dst>/edge_index.npy   [E, 2]: column 0 src ids, column 1 dst ids
 
-as IGB's `IGBHeteroDGLDataset` reads them. Splits as IGB's loader makes them: the first 60% of
-the papers train, the next 20% validation, the rest test. The hub adds each relation's reverse (IGB's
-loader reverses every relation with `all_in_edges`, and keeps the citations' self-loops: kept here too).
-IGB's large and full sizes ship headerless arrays (read with np.memmap and their published shapes):
-those are not read here; convert them to .npy (or to `typed-npy:`) first.
-Every problem is one line naming the file (exit 2 through `gnnbench datasets check igbh:PATH`).
-numpy only: converted on the host.
+as IGB's `IGBHeteroDGLDataset` reads them, with its splits (the first 60% of the papers train, the
+next 20% validation, the rest test). The hub adds each relation's reverse, as IGB's loader does
+(the citations' self-loops kept). IGB's large and full sizes ship headerless arrays: convert them
+to .npy first. Problems are said as typed_npy.py says them. numpy only.
 """
 
 from __future__ import annotations
@@ -25,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from bench import datasets
-from bench.datasets import graph_checks, hub, typed_hub, typed_npy
+from bench.datasets import graph_checks, typed_hub, typed_npy
 from bench.datasets import user_graph as ug
 
 SHAPE = "typed"  # bench/tasks.py: serves the typed-node task
@@ -157,11 +153,7 @@ def _relations(processed: Path, types: list[str], counts: dict, problems: typed_
 
 
 def expected_stats(params: dict) -> dict:
-    g = read_folder(Path(params["path"]), params["classes"])
-    n = g["counts"][TARGET]
-    return hub.sizes(sum(g["counts"].values()), 2 * sum(s.size for s, _ in g["relations"].values()),
-                     int(g["features"][TARGET].shape[1]), params["classes"],
-                     *(int(g["splits"][s].size) for s in typed_hub.SPLITS)) if n else {}
+    return typed_npy.stats_of(read_folder(Path(params["path"]), params["classes"]), TARGET, params["classes"])
 
 
 def materialise(spec: dict, cache: Path, data_root: Path | None = None) -> Path:

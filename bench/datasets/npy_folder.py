@@ -15,8 +15,8 @@ bench/datasets/link_split.py), all five or none:
     or link_val_neg_edges.npy, link_test_neg_edges.npy   [M, 2] negative pairs shared by every
                                                   positive (ogbl-collab's form): scored by Hits@50
 
-N is the number of feature rows. Each array is read a block at a time (bench/datasets/npy_reader.py),
-so the folder may be far larger than memory. Checks and conversion: bench/datasets/user_graph.py.
+N is the number of feature rows; each array is read a block at a time (npy_reader.py). Checks and
+conversion: bench/datasets/user_graph.py.
 """
 
 from __future__ import annotations
@@ -111,8 +111,7 @@ def open_graph(label: str, params: dict) -> ug.UserGraph:
 
 
 def link_files(folder: Path) -> tuple[dict[str, Path], str] | None:
-    """The given link split's files and the form of its negatives, or None where there is none;
-    a part of one is an error naming what is missing."""
+    """The given link split's files and the form of its negatives, None without (part of one: an error)."""
     names = {*LINK_POS.values(), *(n for kind in LINK_NEG.values() for n in kind.values())}
     present = {n for n in names if (folder / n).is_file()}
     if not present:

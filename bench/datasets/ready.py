@@ -1,22 +1,13 @@
 """A dataset made ready to use: the one entry to bench.datasets for everything that prepares one
-(bench/run/prepare.py for a run's cells, `gnnbench datasets prepare|check`, `gnnbench bundle`, the
-harness-cost benchmarks). Host only.
+(bench/run/prepare.py, `gnnbench datasets prepare|check`, `gnnbench bundle`). Host only.
 
     ready(spec, cache, data_root, host=..., task=...) -> ReadyDataset     (or DatasetError, naming it)
 
-In order:
-- keep or discard what the hub has: a folder with its checksums is verified (a corrupt or changed
-  file fails, named) and kept; one without them cannot be told from a corrupt one, so it is never
-  adopted but built again (a folder of another hub format or source version is never found: both
-  are in its name, hub.spec_key);
-- build it, under the dataset folder's lock (bench/locks.py: a build of the same dataset by another
-  process, here or on another node sharing the cache, is waited for, said, and its result kept),
-  refused first where the build cannot fit in the memory available now, in this interpreter or in
-  the stack's interpreter its source needs (`python -m bench.datasets prepare`: SOURCES says which);
-- for the link task, its edge split (bench/datasets/link_split.py), built once beside it.
-
-The stacks, the environment a child process gets and the memory check belong to layers this one
-may not import (pyproject.toml's layers: bench.datasets imports neither bench.stacks nor bench.run),
+keeps what the hub has where its checksums verify (a folder without them is built again: it cannot
+be told from a corrupt one), else builds it under the dataset folder's lock (bench/locks.py: a
+build by another process, here or on another host, is waited for and reused), refused first where
+it cannot fit in memory, in the interpreter its source needs (SOURCES); for the link task, its edge
+split too. The stacks, their environment and the memory check belong to layers above this one,
 so the caller hands them in as a `Host` (bench/run/prepare.py `StackHost`).
 """
 
@@ -63,9 +54,8 @@ class ReadyDataset:
 
 def ready(spec: dict, cache: Path, data_root: Path | None = None, *, host: Host, task: str | None = None,
           interactive: bool = False, say: Callable[[str], None] | None = None) -> ReadyDataset:
-    """The dataset `spec` in the hub `cache`, ready for `task` (bench/tasks.py; the link task adds its
-    edge split). `data_root`: where raw files are looked for first. `interactive`: the user's terminal
-    answers a download's questions (ogb asks before large ones)."""
+    """The dataset `spec` in the hub `cache`, ready for `task` (the link task adds its edge split).
+    `interactive`: the user's terminal answers a download's questions (ogb asks before large ones)."""
     say = say or (lambda line: print(line, flush=True))
     folder = hub.dataset_dir(spec, cache)
     if hub.is_materialised(spec, cache) and hub.has_checksums(folder):
@@ -97,8 +87,8 @@ def stack_of(spec: dict) -> str | None:
 
 
 def stack_needed(spec: dict, cache: Path) -> str | None:
-    """The stack whose interpreter `ready` needs for `spec` now: None where the hub has it already (a
-    node given a prepared Cora needs no pyg stack) or any interpreter builds it."""
+    """The stack whose interpreter `ready` needs for `spec` now: None where the hub has it already or
+    any interpreter builds it."""
     return None if hub.is_materialised(spec, cache) else stack_of(spec)
 
 
@@ -108,8 +98,7 @@ def reads_user_files(spec: dict) -> bool:
 
 
 def _build_once(spec: dict, cache: Path, data_root: Path | None, host: Host, interactive: bool, say) -> bool:
-    """Build the dataset under its folder's lock; False where the hub has it after all (another
-    process built it meanwhile)."""
+    """Build the dataset under its folder's lock; False where another process built it meanwhile."""
     folder = hub.dataset_dir(spec, cache)
     cache.mkdir(parents=True, exist_ok=True)
     with locks.held(folder, f"converting dataset {spec['name']}", say=lambda line: say(f"  {line}")) as lock:
@@ -117,8 +106,6 @@ def _build_once(spec: dict, cache: Path, data_root: Path | None, host: Host, int
             say(f"  dataset {spec['name']!r}: converted meanwhile by {locks.describe(lock.waited_for).split(',')[0]}; "
                 "reusing it")
         if hub.is_materialised(spec, cache) and not hub.has_checksums(folder):
-            # without its checksums a folder's files cannot be told from corrupt ones: never adopted
-            # (a flipped byte would then pass every later check); it is built again from its source
             say(f"  dataset {spec['name']!r}: {folder} has no checksums.json, so its files cannot be checked; "
                 "building it again from its source")
             hub.discard(folder)
@@ -134,8 +121,7 @@ def _verify(folder: Path) -> None:
 
 
 def _build(spec: dict, cache: Path, data_root: Path | None, host: Host, interactive: bool) -> Path:
-    # building holds the raw arrays and the hub arrays at once (not a user's graph: it is converted
-    # in pieces, bench/datasets/hub_stream.py)
+    # building holds the raw and the hub arrays at once (a user's graph is converted in pieces)
     if not datasets.user_files(spec["source"]):
         too_big = host.refusal(sizes(spec, cache), 2, f"preparing dataset {spec['name']!r}")
         if too_big:

@@ -9,9 +9,7 @@ from pathlib import Path
 from bench.datasets import hub
 
 BATCH_ROWS = 1 << 20
-# pyarrow's CSV reader holds several blocks ahead (about 40 MiB of memory per MiB of block here):
-# small blocks keep a table's reading small; a row must fit in one (2 MiB: a quarter of a million
-# numbers)
+# pyarrow's CSV reader holds several blocks ahead: small blocks keep reading small (a row must fit in one)
 CSV_BLOCK_BYTES = 2 << 20
 
 
@@ -60,10 +58,9 @@ def num_rows(path: Path) -> int | None:
 
 def batches(path: Path, columns: list[str], types: dict | None = None, names: list[str] | None = None,
             batch_rows: int = BATCH_ROWS):
-    """Record batches of `columns` (pyarrow Tables of one batch each). `types`: column -> pyarrow
-    type to read a CSV column as (Parquet columns are cast); `names`: a CSV without a header row,
-    its columns so named; `batch_rows`: Parquet rows per batch (a CSV's come in blocks of
-    CSV_BLOCK_BYTES). pyarrow's freed buffers go back to the system after each batch."""
+    """Record batches of `columns` (Tables of one batch each), `types` the pyarrow type of a column
+    (a CSV's read so, a Parquet's cast); `names`: a headerless CSV's columns; `batch_rows`: Parquet
+    rows per batch. pyarrow's freed buffers go back to the system after each batch."""
     import pyarrow as pa
     import pyarrow.csv as pcsv
 

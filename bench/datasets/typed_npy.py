@@ -10,11 +10,9 @@
     edges/<src>__<name>__<dst>.npy      integers [2, E]: row 0 source ids in <src>'s numbering, row 1
                                         destination ids in <dst>'s
 
-Every relation is given once; the hub adds its reverse `rev_<name>` (bench/datasets/typed_hub.py).
-Every problem found is one line naming the file and the array (hub.DatasetError, exit 2 through
-`gnnbench datasets check typed-npy:PATH`): all of them at once, so one round of fixes suffices.
-The hub folder's name holds a fingerprint of the files (bench/datasets/user_graph.py).
-numpy only: the host converts it, a stack reads the hub form (`load`).
+Every relation is given once (the hub adds its reverse). Every problem found is one line naming
+the file and the array, all of them at once (hub.DatasetError, exit 2), so one round of fixes
+suffices. The helpers here are shared with IGB's layout (igbh.py). numpy only.
 """
 
 from __future__ import annotations
@@ -69,10 +67,8 @@ class Problems:
 
 def relation_named(stem: str, types, problems: Problems, name_path: Path, edges_path: Path,
                    types_where: str) -> tuple[str, str, str] | None:
-    """(src, name, dst) from a relation's `<src>__<name>__<dst>` name, or None with the problem added:
-    a name not of three plain parts (at `name_path`, graph_checks.relation_of_name), or a node type that
-    is not there (at `edges_path`; `types_where` says where the types were listed). Shared by the typed
-    `.npy` folder and IGBH's layout."""
+    """(src, name, dst) from a relation's `<src>__<name>__<dst>` name, or None with the problem added
+    (a name not of three plain parts, or a node type that is not there: listed in `types_where`)."""
     relation = graph_checks.relation_of_name(stem)
     if isinstance(relation, str):
         problems.add(name_path, relation)
@@ -98,8 +94,8 @@ def plain_types(found: list[str], where, problems: Problems) -> list[str]:
 
 
 def bounded_counts(counts: dict, where, folder: Path, problems: Problems) -> dict:
-    """The node counts within graph_checks' bound (each, and all together), before anything of their
-    size is allocated; each other one a problem at `where(type)`."""
+    """The node counts within graph_checks' bound (each, and all together); each other one a problem
+    at `where(type)`."""
     kept = {}
     for t, n in counts.items():
         problem = graph_checks.node_count_problem(n, f"{t} nodes")
@@ -115,9 +111,8 @@ def bounded_counts(counts: dict, where, folder: Path, problems: Problems) -> dic
 
 
 def relation_problems(relations: dict, files: dict, edges_dir: Path, problems: Problems) -> None:
-    """What every typed reader checks of its relations together, once each is read: none empty, a
-    relation and another's reverse not the same (the hub adds `rev_<name>`), and some edge that is not
-    a self-loop (graph_checks.edges_problem). `files`: each relation's file."""
+    """The relations together: none empty, none the reverse the hub adds to another, and some edge
+    that is not a self-loop (graph_checks.edges_problem). `files`: each relation's file."""
     loops = 0
     for (src, name, dst), (s, d) in relations.items():
         if s.size == 0:
@@ -155,8 +150,7 @@ def _out_of_range(values: np.ndarray, n: int) -> int | None:
 
 
 def read_folder(folder: Path) -> dict:
-    """The folder checked whole: the arrays typed_hub.write takes, and where each came from. Every
-    problem is collected first, then raised as one DatasetError of one line each."""
+    """The folder checked whole: the arrays typed_hub.write takes; every problem raised together."""
     problems = Problems(folder)
     if not folder.is_dir():
         problems.add(folder, f"no such folder; allowed: a folder with {LAYOUT_RULE}")
@@ -326,18 +320,22 @@ def _target_arrays(folder: Path, target: str, n: int | None, problems: Problems)
     return labels, splits
 
 
-def expected_stats(params: dict) -> dict:
-    g = read_folder(Path(params["path"]))
-    edges = 2 * sum(s.size for s, _ in g["relations"].values())
-    x = g["features"].get(g["target"])
-    return hub.sizes(sum(g["counts"].values()), edges, int(x.shape[1]) if x is not None else 0,
-                     int(g["labels"].max()) + 1 if g["labels"].size else 0,
+def stats_of(g: dict, target: str, classes: int | None = None) -> dict:
+    """The sizes of a checked typed graph (read_folder's, or IGBH's): edges with the hub's reverses."""
+    x = g["features"].get(target)
+    return hub.sizes(sum(g["counts"].values()), 2 * sum(s.size for s, _ in g["relations"].values()),
+                     int(x.shape[1]) if x is not None else 0,
+                     classes or (int(g["labels"].max()) + 1 if g["labels"].size else 0),
                      *(int(g["splits"][s].size) for s in typed_hub.SPLITS))
 
 
+def expected_stats(params: dict) -> dict:
+    g = read_folder(Path(params["path"]))
+    return stats_of(g, g["target"])
+
+
 def feature_blocks(path: Path):
-    """A type's features.npy as float32 blocks of rows, read from the file (never mapped, never
-    converted whole: a conversion holds one block), each checked finite (the row named)."""
+    """A type's features.npy as float32 blocks of rows read from the file, each checked finite."""
     for start, block, _ in ug.npy_row_blocks(NpyArray(path)):
         with np.errstate(over="ignore", invalid="ignore"):
             x = block.astype(np.float32, copy=False)  # a float64 too large for float32 becomes inf: said
@@ -349,9 +347,9 @@ def feature_blocks(path: Path):
 
 
 def write_graph(spec: dict, cache: Path, g: dict, feature_files: dict[str, Path], extra_meta: dict) -> Path:
-    """A checked typed graph (read_folder's, or IGBH's) into the hub a piece at a time
-    (typed_hub.Writer): each relation, then each type's features a block at a time from its file,
-    then the features-only baseline from the target's rows read back. Shared by IGBH's layout."""
+    """A checked typed graph into the hub a piece at a time (typed_hub.Writer): each relation, each
+    type's features a block at a time from its file, the features-only baseline from the target's
+    rows read back."""
     with typed_hub.writing(spec, cache, g["counts"]) as w:
         if w is None:
             return hub.dataset_dir(spec, cache)  # another process finished it first
@@ -370,8 +368,8 @@ def write_graph(spec: dict, cache: Path, g: dict, feature_files: dict[str, Path]
 
 def write_checked(spec: dict, cache: Path, read, fingerprint, feature_files, version: int) -> Path:
     """A typed user graph into the hub once: read and checked whole (`read()`), its files unchanged
-    meanwhile (`fingerprint(params)`), written a piece at a time (write_graph) with each type's
-    features from `feature_files(g)`, older conversions of its path discarded. Shared by IGBH's layout."""
+    meanwhile, written by write_graph with each type's features from `feature_files(g)`, older
+    conversions of its path discarded."""
     params = spec["params"]
     target_dir = hub.dataset_dir(spec, cache)
     if (target_dir / "meta.json").is_file():

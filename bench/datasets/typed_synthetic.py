@@ -1,25 +1,13 @@
-"""A synthetic typed graph shaped like IGBH (the graph MLPerf's R-GAT benchmark trains on): the
-offline default of the typed suites (bench/datasets/typed_hub.py for its hub form).
+"""A synthetic typed graph shaped like IGBH (MLPerf's R-GAT graph), the offline default of the typed
+suites: papers (the target), authors, institutes, fields of study (fos), with the relations paper
+-written_by-> author, author -affiliated_to-> institute, paper -topic-> fos and paper -cites-> paper
+(the hub adds the reverses). scale=100 is IGBH-tiny's sizes (550 k nodes, 4.8 M edges with the
+reverses); scale=1 has 5,500 nodes. Edges per source node are Poisson with IGBH-tiny's means, their
+destinations drawn with power-law popularity.
 
-Node types and relations, as IGBH has them (reverses `rev_<name>` added by the hub):
-    paper        the target type (labels and splits)
-    author       paper -written_by-> author
-    institute    author -affiliated_to-> institute
-    fos          paper -topic-> fos        (field of study)
-                 paper -cites-> paper
-Sizes follow `scale`: scale=100 is IGBH-tiny's (100,000 papers, 357,041 authors, 8,738 institutes,
-84,220 fos: 550 k nodes; about 2.4 M edges before the reverses, 4.8 M with them); scale=1 has
-5,500 nodes (tests, smoke). Edges per source node are Poisson with IGBH-tiny's means (cites 5.5
-per paper, written_by 4.7, topic 10.5, affiliated_to 0.91 per author), their destinations drawn
-with power-law popularity (a few popular authors, fields and cited papers, as in citation graphs).
-
-Labels that need the neighbourhood: every node has a latent class; a paper's label is its class.
-Each edge goes to a node of the source's class with probability `within` (else of any class), so a
-paper's authors, fields and cited papers mostly share its label, and an author's institute its
-author's. Features are each type's class centroid times `feature_signal` plus Gaussian noise: weak
-alone (`features_only_acc` in the dataset card), so the model must aggregate over relations. With
-`features: target` only papers have features, and the model learns an embedding for the others.
-Deterministic by seed.
+Every node has a latent class (a paper's label); an edge goes to a node of its source's class with
+probability `within`, and features are a weak class centroid plus noise, so the model must
+aggregate over relations. `features: target`: only papers have features. Deterministic by seed.
 """
 
 from __future__ import annotations
@@ -102,9 +90,7 @@ def _graph(p: dict) -> tuple[np.random.Generator, dict, dict, dict]:
 
 
 def _feature_blocks(classes: np.ndarray, p: dict, rng: np.random.Generator):
-    """One type's features, a block of rows at a time: its class centroids, then Gaussian noise
-    row by row (drawn in blocks, the same numbers as one whole draw: a conversion never holds a
-    type's features twice)."""
+    """One type's features a block of rows at a time (the same numbers as one whole draw)."""
     centroids = (p["feature_signal"] * rng.standard_normal((p["num_classes"], p["feature_dim"]))).astype(np.float32)
     for start in range(0, classes.size, FEATURE_BLOCK_ROWS):
         rows = classes[start:start + FEATURE_BLOCK_ROWS]
@@ -132,7 +118,6 @@ def _split(n: int, p: dict, rng: np.random.Generator):
     return hub.split_indices(n, p["train_frac"], p["val_frac"], rng, p["test_frac"])
 
 
-# What `gnnbench datasets list|info` say about sizes before the graph is generated.
 SIZES_NOTE = ("typed-synthetic (IGBH-shaped: paper, author, institute, fos) sizes follow typed-synthetic:scale=S: "
               "5,500·S nodes; S=100 is IGBH-tiny's 550 k nodes (about 2.4 M edges, 4.8 M with reverses)")
 ESTIMATE_ORIGIN = "expected sizes before generation (edges: their expectation, with the reverses)"
@@ -150,9 +135,8 @@ def expected_stats(params: dict) -> dict:
 
 
 def materialise(spec: dict, cache: Path, data_root: Path | None = None) -> Path:
-    """Generated straight into the hub, in generate()'s order and with its numbers: each relation
-    written (and its reverse) as it is drawn, each type's features a block at a time, so the
-    process never holds the graph whole (issue 36: under 2x the hub's size in peak memory)."""
+    """Generated straight into the hub with generate()'s numbers, a relation or a block of features
+    at a time, never the whole graph."""
     p = {**DEFAULTS, **spec.get("params", {})}
     rng, sizes, classes, relations = _graph(p)
     with typed_hub.writing(spec, cache, sizes) as w:
