@@ -1,21 +1,12 @@
-"""Dataset sources. A new source is one module with
-    materialise(spec, cache, data_root) -> Path    write the hub form (bench.datasets.hub)
-    expected_stats(params) -> dict                  sizes known before any download (hub.STAT_FIELDS)
-and optionally
-    KNOWN_STATS        {dataset name: stats}: a source of named datasets (`source:Name`), whose
-                       expected_stats these are where it has none
-    PARAMS, DEFAULTS   its `key=value` parameters as plain data: types, bounds, defaults, and
-                       check_params(params) where they must fit together (bench/datasets/params.py
-                       builds the suite schema from them; declared_params fills the defaults in)
-    canonical_params(params), expected_files(params), SHAPE (bench/tasks.py: "plain" where absent,
-    "typed", "collection" with its own `load`) or tasks(params) where its datasets differ,
-    SIZES_NOTE and ESTIMATE_ORIGIN (what `gnnbench datasets list|info` say about its sizes)
-plus one line here: the module, and the stack whose interpreter must run it (None: any).
+"""Dataset sources: one module each plus one line in SOURCES (the module, and the stack whose
+interpreter must run it; None: any). What a source module declares is in docs/ADDING.md: at least
+`materialise(spec, cache, data_root)` and `expected_stats(params)` (or KNOWN_STATS, `{name: stats}`,
+for a source of named datasets); optionally PARAMS and DEFAULTS (its `key=value` parameters:
+bench/datasets/params.py builds the suite schema from them), canonical_params, SHAPE (bench/tasks.py)
+or tasks(params), SIZES_NOTE and ESTIMATE_ORIGIN; USER_FILES and fingerprint for a user's files.
 
 Names on the command line: `synthetic[:scale=14,edge_factor=16]`, `planetoid:Cora`, `ogb:ogbn-arxiv`,
-`ogb-link:ogbl-collab`, `reddit`, `molecules[:count=20000]`, and a user's own graph as `SOURCE:PATH`
-(`npy:/data/g`, `edge-list:path=/data/g,self_loops=keep`: a module with USER_FILES and
-fingerprint(params), bench/datasets/user_graph.py).
+`ogb-link:ogbl-collab`, `reddit`, `molecules[:count=20000]`, `npy:/data/g` (a user's own graph).
 """
 
 from __future__ import annotations
@@ -64,8 +55,7 @@ def user_files(source: str) -> bool:
 
 
 def files_fingerprint(spec: dict) -> str | None:
-    """A digest of a user's source files (size and mtime), from the source's `fingerprint`: part of
-    the dataset's hub folder name and of a cell's identity; None for the other sources."""
+    """A digest of a user's source files (part of its hub folder's name), None for other sources."""
     try:
         module = source_module(spec["source"])
     except (KeyError, ImportError):
@@ -87,10 +77,8 @@ def materialiser(source: str):
 
 
 def tasks(spec_or_source) -> tuple[str, ...]:
-    """The tasks a dataset serves (bench/tasks.py): its source's `tasks(params)` where the source
-    has one (its datasets differ, as OGB's node, typed and link datasets do), else those of the
-    source's SHAPE ("plain" where it says none). A dataset spec ({"source", "params"}) or a source
-    name (its default parameters)."""
+    """The tasks a dataset spec (or a source, its defaults) serves: its source's `tasks(params)`,
+    else those of its SHAPE ("plain" where it says none)."""
     if isinstance(spec_or_source, str):
         source, params = spec_or_source, {}
     else:
@@ -128,9 +116,8 @@ def parse_name(text: str) -> dict:
 
 
 def _parse_params(text: str, source: str, rest: str, declared: dict) -> dict:
-    """`key=value,...` after `SOURCE:`, each value read as its declared type (a number, `true` or
-    `false`, `none` for an optional one, else a word); a source of a user's files also takes a
-    bare path (`npy:/data/g`). Unknown keys are kept, for canonical_params to name."""
+    """`key=value,...` after `SOURCE:`, each value read as its declared type (unknown keys kept, for
+    canonical_params to name); a user's source also takes a bare path (`npy:/data/g`)."""
     if "path" in declared and not re.match(r"[a-z_]+=", rest):
         return {"path": rest} if rest else {}
     params: dict = {}
@@ -155,8 +142,7 @@ def _parse_params(text: str, source: str, rest: str, declared: dict) -> dict:
 
 
 def declared_params(source: str, params: dict) -> dict:
-    """A source's declared parameters (PARAMS) with its DEFAULTS filled in (`...`: no default),
-    unknown ones refused, a user's path made absolute (the stacks and workers run elsewhere)."""
+    """A source's PARAMS with its DEFAULTS filled in, unknown ones refused, a user's path made absolute."""
     module = source_module(source)
     unknown = set(params) - set(module.PARAMS)
     if unknown:

@@ -14,8 +14,7 @@ FIT_FRACTION = 0.9  # of the memory available now (as bench/run/memory_plan.py l
 
 
 def memory_bytes(train_rows: int, test_rows: int, dim: int, classes: int) -> int:
-    """What features_only_accuracy holds at its peak, from the sizes alone (the rows as read and two
-    float64 copies, the Gram matrix twice, targets and weights)."""
+    """What features_only_accuracy holds at its peak, from the sizes alone."""
     train, test, width = min(train_rows, MAX_TRAIN_ROWS), min(test_rows, MAX_TEST_ROWS), dim + 1
     rows = lambda count: count * dim * 4 + 2 * count * width * 8  # noqa: E731
     return max(rows(train) + 2 * width * width * 8 + train * classes * 8 + 2 * width * classes * 8,
@@ -44,8 +43,7 @@ def available_bytes() -> int | None:
 
 
 def refusal(train_rows: int, test_rows: int, dim: int, classes: int) -> tuple[int, int] | None:
-    """(needed, available) bytes where the baseline would not fit in memory now; None where it
-    fits (or the available memory cannot be read)."""
+    """(needed, available) bytes where the baseline would not fit in memory now, else None."""
     needed, available = memory_bytes(train_rows, test_rows, dim, classes), available_bytes()
     if available is None or needed <= FIT_FRACTION * available:
         return None

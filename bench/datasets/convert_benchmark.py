@@ -1,24 +1,16 @@
 """The conversion benchmark: peak RSS and time of bringing a graph into the hub, per way in, against
 the hub's own size (within 2x; a benchmark, not a test: it writes a JSON and a Markdown table).
-One benchmark, two graph shapes:
 
     python -m bench.datasets.convert_benchmark [--scale 21 --edge-factor 19 --feature-dim 100]
         [--formats npy,graphbolt,edge-list,edge-list-csv,pyg-file] [--in-memory] [--pyg-python PATH] --work DIR --out FILE.json
     python -m bench.datasets.convert_benchmark --typed [--scale 100 --feature-dim 128]
         [--formats generator,generator-cli,typed-npy,igbh] --work DIR --out FILE.json
 
-1. The graph (the reference): plain, the synthetic generator's (products-scale by default: 2 M
-   nodes, 64 M directed edges, 100 features); typed, typed-synthetic at IGBH-tiny's structure
-   (scale=100, 128 features on every type), its own generation measured (`generator`: a bare
-   interpreter; `generator-cli`: `gnnbench datasets prepare`).
-2. The inputs, written once per format under DIR/inputs from the reference (not measured), edges
-   and node rows in a random order; the PyG file in the pyg stack (`--pyg-python`).
-3. Each conversion alone in a fresh process into an empty hub: its process tree's RSS sampled
-   every 50 ms, its own VmHWM read at the end. `--in-memory` (plain) adds the whole-array path
-   (hub.write) for comparison.
-4. Each converted hub compared with the reference array by array (checksums.json's SHA-256); igbh's
-   splits against IGB's own rule instead.
-Host only (psutil, yaml, pyarrow).
+The reference graph (synthetic, products-scale; or typed-synthetic at IGBH-tiny's structure, its
+own generation measured) is written once per format as a user's input, edges and node rows in a
+random order; each conversion runs alone in a fresh process into an empty hub (its process tree's
+RSS sampled every 50 ms, its VmHWM read at the end), and its hub is compared with the reference
+array by array. `--in-memory`: the whole-array path (hub.write) too. Host only.
 """
 
 from __future__ import annotations
@@ -257,8 +249,7 @@ print(json.dumps({"hub": str(out), "seconds": seconds, "vm_hwm_bytes": hwm}))
 
 
 def run_sampled(cmd: list[str], env: dict, interval: float = 0.05) -> tuple[int, str, str, int, float]:
-    """Run `cmd` in a fresh process: (return code, stdout, stderr, peak RSS of its process tree
-    sampled with psutil every `interval` s, wall seconds)."""
+    """Run `cmd`: (return code, stdout, stderr, its process tree's peak RSS, wall seconds)."""
     import psutil
 
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
@@ -340,8 +331,7 @@ def high_water(r: dict) -> int:
 
 
 def peak_phase(r: dict) -> str:
-    """The writer's step by whose end the process's high-water mark had reached its final value
-    (meta.json's convert_phases; the first step's mark includes what came before it)."""
+    """The writer's step by whose end the high-water mark was reached (meta.json's convert_phases)."""
     phases = [p for p in r.get("phases") or [] if "vm_hwm_bytes" in p]
     if not phases:
         return "n/a"

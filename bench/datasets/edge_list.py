@@ -1,14 +1,8 @@
-"""Your own graph as an edge list and a node table, CSV or Parquet (source `edge-list`): a folder with
-
-    edges.csv | edges.csv.gz | edges.parquet   columns src, dst (the ids of nodes.*); others ignored
-    nodes.csv | nodes.csv.gz | nodes.parquet   columns id, label (empty: none), split (train, val or
-                                               valid, test; empty: none), and the features: every
-                                               other column, or one list column (Parquet list<float>;
-                                               in CSV a quoted "0.1 0.2 ..." or "[0.1, 0.2, ...]")
-
-Node ids are integers or strings in any order: hub node i is the node with the i-th smallest id
-(node_ids.npy keeps them, unless they are 0..N-1). Both tables are read in record batches, never
-whole. Checks and conversion: bench/datasets/user_graph.py.
+"""Your own graph as an edge list and a node table, CSV or Parquet (source `edge-list`; the layout:
+docs/own-graph.md): edges.* with columns src, dst; nodes.* with id, label, split and the features
+(every other column, or one list column). Node ids are integers or strings in any order: hub node
+i is the node with the i-th smallest id (node_ids.npy keeps them, unless they are 0..N-1). Both
+tables are read in record batches, never whole. Checks and conversion: user_graph.py.
 """
 
 from __future__ import annotations
@@ -340,8 +334,7 @@ def _list_width(path: Path, column: str, t) -> tuple[int, np.dtype]:
 
 
 def _list_block(column, width: int | None, path: Path, start: int, name: str) -> np.ndarray:
-    """A list column's rows as a [rows, width] array (a CSV string split on spaces, commas or
-    semicolons); a row of another length or an empty one is an error naming it."""
+    """A list column's rows as a [rows, width] array (a row of another length named)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 

@@ -61,8 +61,8 @@ def edges_problem(edges: int, self_loops: int) -> str | None:
 
 def split_problem(splits: dict[str, np.ndarray], labels: np.ndarray, where: dict[str, str],
                   labels_where: str) -> tuple[str, str] | None:
-    """(split, problem) for the first split (node ids in range) that is empty, names a node twice,
-    shares one with an earlier split or names an unlabelled node; `where`, `labels_where`: files."""
+    """(split, problem) for the first split that is empty, names a node twice, shares one with an
+    earlier split or names an unlabelled node; `where`, `labels_where`: files for the message."""
     names = list(splits)
     for k, name in enumerate(names):
         ids = np.asarray(splits[name], dtype=np.int64)

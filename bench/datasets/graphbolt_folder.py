@@ -1,25 +1,10 @@
-"""Your own graph as a GraphBolt OnDiskDataset folder (source `graphbolt`): its metadata.yaml
-and the files it names, read directly (numpy and PyYAML; no DGL needed), for a homogeneous graph
-with a node classification task:
-
-    graph:
-      nodes: [{num: N}]
-      edges: [{format: numpy, path: edges.npy}]      # [2, E]; or format: csv (src,dst lines, no header)
-    feature_data:
-      - {domain: node, name: feat, format: numpy, path: feat.npy}   # [N, D]
-    tasks:
-      - name: node_classification
-        num_classes: C
-        train_set:
-          - data:
-              - {name: seeds, format: numpy, path: train_nodes.npy}   # DGL 2.2+; seed_nodes in DGL 2.1
-              - {name: labels, format: numpy, path: train_labels.npy}
-        validation_set: [...]
-        test_set: [...]
-
-Labels come from the sets, or from a node feature named `label`; `feature` and `task` (params)
-choose another node feature than `feat` and a task than the first. Other features are ignored,
-with a note; torch-format files and heterogeneous graphs are refused.
+"""Your own graph as a GraphBolt OnDiskDataset folder (source `graphbolt`; docs/own-graph.md): its
+metadata.yaml and the files it names, read directly (numpy and PyYAML, no DGL), for a homogeneous
+graph with a node classification task (`graph`: one node and one edge entry, numpy or CSV edges;
+`feature_data`; `tasks` with train_set, validation_set, test_set of `seeds`/`seed_nodes` and
+`labels`). Labels come from the sets, or from a node feature named `label`; `feature` and `task`
+(params) choose another node feature than `feat` and a task than the first. Other features are
+ignored, with a note; torch-format files and heterogeneous graphs are refused.
 """
 
 from __future__ import annotations

@@ -94,8 +94,7 @@ class HubDataset(Materialised):
 
 
 def spec_key(spec: dict) -> str:
-    """A folder name that changes whenever anything that shapes the data changes, and only then (not
-    the label a suite gives it: `cora` in a suite and `planetoid:Cora` share one folder)."""
+    """A folder name that changes whenever anything that shapes the data changes, and only then."""
     from bench import datasets  # the registry: it imports the sources, which import this module
 
     params = spec.get("params", {})
@@ -126,8 +125,7 @@ def is_materialised(spec: dict, cache: Path) -> bool:
 
 def write(spec: dict, cache: Path, arrays: dict[str, np.ndarray], extra_meta: dict | None = None,
           expected: dict | None = None) -> Path:
-    """Write a dataset atomically: a half-written folder is never seen under the final name.
-    `expected`: published sizes to check (given for fresh downloads)."""
+    """Write a dataset atomically; `expected`: published sizes to check (a fresh download's)."""
     target = dataset_dir(spec, cache)
     target.parent.mkdir(parents=True, exist_ok=True)
     _check_arrays(spec["name"], arrays)
@@ -158,8 +156,7 @@ def write(spec: dict, cache: Path, arrays: dict[str, np.ndarray], extra_meta: di
 
 
 def graphbolt_dtype(count: int) -> type:
-    """The smallest index dtype GraphBolt's OnDiskDataset takes for ids below `count`
-    (auto_cast_to_optimal_dtype): int32 where they fit, else int64."""
+    """The smallest index dtype GraphBolt's OnDiskDataset takes for ids below `count`."""
     return np.int32 if count < 2**31 else np.int64
 
 
@@ -180,8 +177,7 @@ def has_checksums(folder: Path) -> bool:
 
 
 def verify(path: Path, meta: dict | None = None, what: str = "dataset", fix: str | None = None) -> None:
-    """Check a folder's arrays against their checksums (bench/checksums.py); a folder without
-    checksums fails (it is never adopted: see bench.datasets.ready)."""
+    """Check a folder's arrays against their checksums (a folder without any fails)."""
     name = (meta or {}).get("name") or "NAME"
     fix = fix or f"delete the folder and prepare it again (`gnnbench datasets prepare {name}`, or run the suite)"
     try:
@@ -193,10 +189,8 @@ def verify(path: Path, meta: dict | None = None, what: str = "dataset", fix: str
 @contextmanager
 def atomic_dir(target: Path, marker: str = "meta.json", say=None):
     """Yields a temporary folder beside `target` that becomes `target` when the block ends without
-    error, or None when a finished `target` (holding `marker`) is there; on error (an interrupt too)
-    it goes. The build holds `target`'s lock (bench/locks.py): another process building the same
-    folder, here or on another host sharing the cache, is waited for (said to `say`) and its result
-    reused. Every folder gnnbench builds (hub datasets, LMDB stores) is made this way."""
+    error (None where a finished `target`, holding `marker`, is there), built under `target`'s lock
+    (bench/locks.py: another process building it, here or on another host, is waited for)."""
     target = Path(target)
     if (target / marker).is_file():
         yield None
@@ -228,8 +222,7 @@ def _remove_leftovers(target: Path) -> None:
 
 
 def _move_into_place(tmp: Path, target: Path, marker: str) -> None:
-    """Rename the finished `tmp` to `target`; a `target` without its marker (what is left of a
-    half-deleted folder) is set aside and removed first."""
+    """Rename the finished `tmp` to `target` (what is left of a half-deleted one set aside first)."""
     for attempt in range(2):
         try:
             os.rename(tmp, target)
@@ -267,10 +260,8 @@ SWEEP_QUIET_S = 3600.0
 
 
 def _remove_if_over(path: Path, name: str, pid: int, say) -> str | None:
-    """Remove a build's temporary folder if its build is over: why, or None (it may be at work).
-    Its target's lock decides (bench/locks.py), so a live build on another node or PID namespace
-    is never taken for dead, and the folder goes while the sweep holds that lock. Without a lock
-    record (a discard, an older gnnbench) its pid on this host decides."""
+    """Remove a build's temporary folder if its build is over: why, or None. Its target's lock
+    decides (bench/locks.py), else (no lock record) its pid on this host."""
     target = path.parent / name
     record = locks.read_owner(target)
     if record is None and locks.pid_alive(pid):
@@ -287,8 +278,7 @@ def _remove_if_over(path: Path, name: str, pid: int, say) -> str | None:
 
 
 def sweep_stale(cache: Path, say=print, depth: int = 4) -> list[Path]:
-    """Remove the temporary folders of builds that are over (killed before they finished) anywhere
-    under the cache, each named in a line; a live build's, here or on another host, is left."""
+    """Remove the temporary folders of builds that are over anywhere under the cache, each said."""
     removed = []
     root = Path(cache)
     if not root.is_dir():
@@ -326,8 +316,7 @@ def _check_arrays(name: str, a: dict[str, np.ndarray]) -> None:
 
 
 def read_meta(meta_file: Path) -> dict:
-    """A hub folder's meta.json, or DatasetError naming it and the fix (it marks the folder
-    finished, so a corrupt one means the folder cannot be trusted)."""
+    """A hub folder's meta.json, or DatasetError naming it and the fix."""
     try:
         meta = json.loads(Path(meta_file).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError) as exc:
@@ -390,9 +379,8 @@ def find_raw(data_root: Path | None, source: str, folder: str, required: list[st
 
 def download(label: str, cache: Path, data_root: Path | None, source: str, folder: str, required: list[str],
              fetch: Callable[[Path], object], hint: str = ""):
-    """`fetch(root)`, where the data root has no copy of the raw files: the download into the cache's
-    `downloads/SOURCE` (reused next time), refused while GNNBENCH_OFFLINE is set; either way a
-    failure is one DatasetError saying where the files were looked for."""
+    """`fetch(root)` into the cache's `downloads/SOURCE` where the data root has no copy of the raw
+    files (refused while GNNBENCH_OFFLINE is set); a failure says where they were looked for."""
     places = ([str(Path(data_root) / folder), str(Path(data_root) / source / folder)] if data_root
               else ["(no data root given: --data-root or GNNBENCH_DATA_ROOT)"])
     where = f". Expected {', '.join(required)} in one of: {'; '.join(places)}"
@@ -434,8 +422,7 @@ def check_stats(label: str, meta_stats: dict, expected: dict | None) -> None:
 
 
 def csc_from_coo(src: np.ndarray, dst: np.ndarray, num_nodes: int, num_dst: int | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Sort edges by (destination, source), drop duplicates; returns (edge_index int64 [2, E],
-    csc_indptr int64 [num_dst + 1]). `num_dst`: a relation's destination count (default num_nodes)."""
+    """Edges sorted by (destination, source), duplicates dropped: (edge_index, csc_indptr [num_dst + 1])."""
     num_src, num_dst = max(num_nodes, 1), num_nodes if num_dst is None else num_dst
     key = np.unique(dst.astype(np.int64) * num_src + src.astype(np.int64))
     dst_sorted, src_sorted = np.divmod(key, num_src)
@@ -446,8 +433,7 @@ def csc_from_coo(src: np.ndarray, dst: np.ndarray, num_nodes: int, num_dst: int 
 
 def split_indices(num_nodes: int, train_frac: float, val_frac: float, rng: np.random.Generator,
                   test_frac: float | None = None, among: np.ndarray | None = None):
-    """Random train/val/test node ids; the test split is the rest unless `test_frac` is given.
-    `among`: the node ids to split (the fractions are of them); default all nodes."""
+    """Random train/val/test ids among `among` (default all nodes); test the rest unless `test_frac`."""
     perm = (rng.permutation(num_nodes) if among is None else rng.permutation(among)).astype(np.int64)
     count = perm.size
     n_train, n_val = int(train_frac * count), int(val_frac * count)
@@ -457,13 +443,11 @@ def split_indices(num_nodes: int, train_frac: float, val_frac: float, rng: np.ra
 
 
 def load_dataset(source: str, path, features_in_memory: bool = True, mmap: bool | None = None, check: bool = True):
-    """A materialised dataset of `source` from its folder (`.card()`, `.meta`), its files checked
-    against their checksums unless `check` is False (only its sizes are wanted). The graph, labels
-    and splits are memory-mapped read-only (unless `mmap` is False), shared by every rank and
-    loader worker through the page cache; the features too where `mmap` is True or
-    `features_in_memory` False (a disk-backed store), else read into the process. A typed graph
-    reads as typed_hub's; a collection (SHAPE "collection") through its source's `load`, mapped
-    with `mmap` or a disk-backed store."""
+    """A materialised dataset of `source` (`.card()`, `.meta`), checked against its checksums
+    unless `check` is False. The graph, labels and splits are mapped read-only (unless `mmap` is
+    False), shared through the page cache; the features too where `mmap` is True or
+    `features_in_memory` False (a disk-backed store). Typed graphs read as typed_hub's, collections
+    through their source's `load`."""
     from bench import datasets  # the registry: it imports the sources, which import this module
 
     module = datasets.source_module(source)

@@ -43,12 +43,9 @@ class EdgeCounts:
 
 
 class EdgeSorter:
-    """Edges in, the hub's edge_index.npy and csc_indptr.npy out: undirected (each edge in both
-    directions), sorted by (destination, source); self-loops and duplicates removed or kept.
-
-    With duplicates kept, an edge given k times in one direction and j times in the other is
-    there max(k, j) times in each (an undirected multigraph stays what it was); removed, once.
-    A self-loop is its own reverse: kept, it is there once (or as often as given, duplicates kept)."""
+    """Edges in, the hub's edge_index.npy and csc_indptr.npy out: undirected, sorted by
+    (destination, source). Duplicates kept: an edge given k times one way and j the other is there
+    max(k, j) times each way; removed: once. A self-loop is its own reverse."""
 
     def __init__(self, num_nodes: int, scratch: Path, self_loops: str = "remove", duplicates: str = "remove",
                  run_keys: int = RUN_KEYS, merge_keys: int = MERGE_KEYS):
@@ -115,8 +112,7 @@ class EdgeSorter:
         self._runs.append((path, keys.size))
 
     def _merged(self):
-        """Sorted blocks of keys; the keys of one edge (one destination and source) are never
-        split between two blocks."""
+        """Sorted blocks of keys, an edge's keys never split between two blocks."""
         if not self._runs:
             keys = self._gather()
             if keys.size:
@@ -214,8 +210,7 @@ class EdgeSorter:
 
 
 def write_graphbolt_arrays(folder: Path, num_nodes: int, chunk: int = 1 << 22) -> None:
-    """graphbolt_indices.npy and graphbolt_indptr.npy (as hub.graphbolt_arrays gives them) beside a
-    folder's edge_index.npy and csc_indptr.npy, the edges read a chunk at a time, never mapped."""
+    """GraphBolt's copies (hub.graphbolt_arrays) of a folder's CSC, the edges read a chunk at a time."""
     edges = NpyArray(Path(folder) / "edge_index.npy")
     num_edges = edges.shape[1]
     with ArrayFile(Path(folder) / "graphbolt_indices.npy", graphbolt_dtype(num_nodes), (num_edges,)) as out:
@@ -268,9 +263,8 @@ def _npy_header(dtype, shape: tuple) -> bytes:
 
 
 class ArrayFile:
-    """A .npy of known shape and dtype, written a block of rows at a time, never mapped: in order
-    (`append`), or at given rows (`put`), those spilled into a scratch file per range of rows
-    (bucket) and placed when the file is closed: memory holds one block and one bucket at a time."""
+    """A .npy of known shape and dtype written a block of rows at a time, never mapped: in order
+    (`append`), or at given rows (`put`: spilled per range of rows, placed when closed)."""
 
     def __init__(self, path: Path, dtype, shape: tuple, scratch: Path | None = None):
         self.path = Path(path)

@@ -1,17 +1,10 @@
-"""IGBH (the Illinois Graph Benchmark's typed graph, MLPerf's R-GAT dataset) from IGB's own on-disk
-layout: `igbh:/data/igb/tiny`, or `igbh:path=/data/igb/small,classes=2983`. PATH holds `processed/`:
-
-    processed/<type>/node_feat.npy                  [N_t, F] float32, one folder per node type
-                                                    (paper, author, institute, fos; the large
-                                                    sizes add journal, conference)
-    processed/paper/node_label_19.npy               [N_paper] the 19 classes (node_label_2K.npy:
-                                                    2,983), integers or whole floats
-    processed/<src>__<name>__<dst>/edge_index.npy   [E, 2]: column 0 src ids, column 1 dst ids
-
-as IGB's `IGBHeteroDGLDataset` reads them, with its splits (the first 60% of the papers train, the
-next 20% validation, the rest test). The hub adds each relation's reverse, as IGB's loader does
-(the citations' self-loops kept). IGB's large and full sizes ship headerless arrays: convert them
-to .npy first. Problems are said as typed_npy.py says them. numpy only.
+"""IGBH (the Illinois Graph Benchmark's typed graph, MLPerf's R-GAT dataset) in IGB's own processed/
+layout (docs/own-graph.md): `igbh:/data/igb/tiny`, or `igbh:path=/data/igb/small,classes=2983`.
+processed/<type>/node_feat.npy per type, processed/paper/node_label_19.npy (or _2K), and
+processed/<src>__<name>__<dst>/edge_index.npy [E, 2], read as IGB's `IGBHeteroDGLDataset` reads
+them, with its splits (papers: the first 60% train, the next 20% validation); the hub adds each
+relation's reverse, as IGB's loader does. Headerless arrays (IGB's large sizes) are not read.
+Problems are said as typed_npy.py says them. numpy only.
 """
 
 from __future__ import annotations

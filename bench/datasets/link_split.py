@@ -214,8 +214,7 @@ def check_given(given: dict, where: dict[str, str], num_nodes: int, negatives: s
 
 
 def check_disjoint(given: dict, where: dict[str, str]) -> None:
-    """No (source, destination) pair of a user's given split in two of its training, validation and
-    test pairs (one trained on and scored says nothing); OGB's splits are read as published."""
+    """No pair of a user's given split in two of its training, validation and test pairs."""
     found = graph_checks.shared_pair({k: given[k] for k in ("train_pos", "val_pos", "test_pos")})
     if found:
         name, other, pair = found
@@ -301,8 +300,7 @@ def _given_or_missing(dataset_dir: Path) -> Path:
 
 def ensure(dataset_dir: Path, val: float = VAL_FRACTION, test: float = TEST_FRACTION,
            negatives: int = EVAL_NEGATIVES, seed: int = SPLIT_SEED) -> Path:
-    """The split's folder under a materialised plain dataset (its given split where it has one),
-    built once and checked against its checksums."""
+    """The split's folder under a materialised plain dataset (its given one where it has one), built once."""
     if has_given(dataset_dir):
         target = _given_or_missing(dataset_dir)
         verify(target)

@@ -137,8 +137,7 @@ def _generate(p: dict, x_out):
 
 
 def expected_stats(params: dict) -> dict:
-    """Exact counts of graphs, nodes and splits (sizes come from their own cheap stream); the
-    edge count is an upper bound (a tree, plus at most 3 rings, both directions)."""
+    """Exact counts of graphs, nodes and splits; edges an upper bound."""
     p = canonical_params(params)
     sizes, labels = sizes_and_labels(p)
     n_train, n_val = int(TRAIN_FRAC * p["count"]), int(VAL_FRAC * p["count"])
@@ -207,8 +206,7 @@ def load(path, mmap: bool = False, check: bool = True) -> GraphCollection:
 
 @dataclass
 class GraphColumns:
-    """A batch of graphs as columns (each graph store delivers this its own best way; `collate`
-    finishes it the same way for all)."""
+    """A batch of graphs as columns, as every graph store delivers it."""
     x: np.ndarray            # float32 [total nodes, F]
     edge_index: np.ndarray   # int64 [2, total edges], ids local to each graph
     node_counts: np.ndarray  # int64 [graphs]
@@ -233,8 +231,7 @@ def ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
 
 
 def take(x, edge_index, node_ptr, edge_ptr, y, ids) -> GraphColumns:
-    """Graphs `ids` of concatenated in-memory arrays (PyG's collated layout) as columns: two
-    fancy indexes, no Python step per graph."""
+    """Graphs `ids` of concatenated in-memory arrays (PyG's collated layout) as columns."""
     ids = np.asarray(ids, dtype=np.int64)
     node_counts = node_ptr[ids + 1] - node_ptr[ids]
     edge_counts = edge_ptr[ids + 1] - edge_ptr[ids]
@@ -243,9 +240,7 @@ def take(x, edge_index, node_ptr, edge_ptr, y, ids) -> GraphColumns:
 
 
 def collate(batch: GraphColumns) -> dict[str, np.ndarray]:
-    """Columns laid out as PyG's `Batch.from_data_list` lays them out: x and edge_index
-    concatenated (edge ids shifted by each graph's first node), y, batch (the graph of each node)
-    and ptr (node offsets)."""
+    """Columns laid out as PyG's `Batch.from_data_list` lays them out (x, edge_index, y, batch, ptr)."""
     ptr = np.zeros(len(batch.node_counts) + 1, dtype=np.int64)
     np.cumsum(batch.node_counts, out=ptr[1:])
     edge_index = batch.edge_index + np.repeat(ptr[:-1], batch.edge_counts)

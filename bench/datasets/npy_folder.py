@@ -1,22 +1,7 @@
-"""Your own graph as a folder of .npy arrays (source `npy`):
-
-    edge_index.npy (or edges.npy)       integers, [2, E] or [E, 2] (source, destination)
-    features.npy (or x.npy)             [N, D] floats (integers and booleans are converted)
-    labels.npy (or y.npy)               [N] integers (-1: no label), or whole floats (NaN: none)
-    train_*.npy, val_*.npy, test_*.npy  node ids [K] (`train_idx.npy`) or boolean masks [N]
-                                        (`train_mask.npy`); `valid_` stands for `val_`
-    edge_weight.npy, edge_attr.npy      ignored, with a note (gnnbench trains on the structure)
-
-and, optionally, the link task's edge split as given (without it, link cells make one:
-bench/datasets/link_split.py), all five or none:
-    link_train.npy, link_val.npy, link_test.npy   [K, 2] node-id pairs (source, destination)
-    link_val_neg.npy, link_test_neg.npy           [V, K] negative destinations per positive (its
-                                                  source kept): scored by MRR and Hits@K
-    or link_val_neg_edges.npy, link_test_neg_edges.npy   [M, 2] negative pairs shared by every
-                                                  positive (ogbl-collab's form): scored by Hits@50
-
-N is the number of feature rows; each array is read a block at a time (npy_reader.py). Checks and
-conversion: bench/datasets/user_graph.py.
+"""Your own graph as a folder of .npy arrays (source `npy`; the layout: docs/own-graph.md):
+edge_index.npy ([2, E] or [E, 2]), features.npy ([N, D]: N is its rows), labels.npy, train/val/test
+ids or masks (NAMES), and optionally the link task's given split, all five files or none (LINK_POS,
+LINK_NEG). Each array is read a block at a time (npy_reader.py); checks and conversion: user_graph.py.
 """
 
 from __future__ import annotations

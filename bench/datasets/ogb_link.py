@@ -54,8 +54,7 @@ def _field(split: dict, part: str, key: str, where: Path, shape: str):
 
 
 def given_split(name: str, split: dict, split_dir: Path) -> tuple[dict, dict]:
-    """OGB's split dict (get_edge_split) as link_split.write_given takes it: the arrays and, for
-    each, the file and key it came from."""
+    """OGB's split dict as link_split.write_given takes it: the arrays, and where each came from."""
     given, where = {}, {}
     for ours, part in (("train", "train"), ("val", "valid"), ("test", "test")):
         file = split_dir / f"{part}.pt"

@@ -16,8 +16,7 @@ from bench.datasets import parametric, source_module
 
 
 class Strict(BaseModel):
-    """Unknown keys, non-finite numbers and values of another type are errors (strict mode: `true`
-    is not a number, `"4"` is not 4; an int still serves as a float)."""
+    """Unknown keys, non-finite numbers and values of another type are errors (an int serves as a float)."""
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False, strict=True)
 
 
@@ -62,8 +61,7 @@ def of_source(source: str):
 
 
 def check_spec(spec: dict) -> None:
-    """A dataset named on the command line obeys its `params` schema: else ValueError naming the
-    dataset, the parameter, what is wrong and allowed."""
+    """A dataset named on the command line obeys its `params` schema, else ValueError naming it."""
     try:
         TypeAdapter(of_source(spec["source"])).validate_python(spec["params"])
     except ValidationError as exc:

@@ -69,8 +69,7 @@ def raw_digest(path: Path) -> tuple[str, str, str]:
 
 
 def check_raw(folder: Path, name: str, shown: Path | None = None) -> None:
-    """Each raw file of `name` in `folder` is the official one, before anything unpickles it;
-    `shown`: the folder to name in the message (where the user's copy is)."""
+    """Each raw file of `name` in `folder` is the official one (`shown`: the folder to name)."""
     for file in raw_files(name):
         kind, got, official = raw_digest(folder / file)
         if got != official:

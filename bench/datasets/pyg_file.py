@@ -1,11 +1,8 @@
-"""Your own graph as a PyG file (source `pyg-file`): a `Data` saved with `torch.save`, or an
-InMemoryDataset's processed file of one graph, read in the pyg stack. Attributes read: edge_index,
-x, y, and train/val/test masks or ids; edge_weight and edge_attr are ignored, with a note.
-
-A pickle can run code, so the file is loaded with `torch.load(weights_only=True)` (tensors and the
-classes PyG registers as safe), after its pickle is checked to name nothing a graph file does not
-hold. Anything else is refused, naming `unsafe_load: true`, for a file you trust. A zip-format file
-is memory-mapped, its tensors read a block at a time. Checks and conversion: user_graph.py.
+"""Your own graph as a PyG file (source `pyg-file`; docs/own-graph.md): a `Data` saved with
+`torch.save`, or an InMemoryDataset's file of one graph, read in the pyg stack. A pickle can run
+code: the file is loaded with `torch.load(weights_only=True)` once its pickle is checked to name
+nothing a graph file does not hold; anything else needs `unsafe_load: true`, for a file you trust.
+A zip-format file is memory-mapped, read a block at a time. Checks and conversion: user_graph.py.
 """
 
 from __future__ import annotations
@@ -50,8 +47,7 @@ canonical_params, fingerprint = ug.source_hooks("pyg-file", source_files)
 
 
 def load_file(path: Path, unsafe: bool):
-    """The file's object, and whether its tensors are mapped from the file: weights_only with
-    PyG's safe globals, else (unsafe_load) a full unpickle."""
+    """The file's object and whether its tensors are mapped: weights_only, or (unsafe) a full unpickle."""
     import torch
     import torch_geometric  # noqa: F401 - registers PyG's classes as safe globals for weights_only
 
@@ -89,8 +85,7 @@ def load_file(path: Path, unsafe: bool):
 
 
 def pickle_globals(path: Path) -> set[str]:
-    """Every `module.name` the file's pickle names (read with pickletools, nothing built); ValueError
-    for a pickle that cannot be read, or names a global as torch's safe load does not (STACK_GLOBAL)."""
+    """Every `module.name` the file's pickle names (read with pickletools, nothing built)."""
     import io
     import pickletools
     import zipfile
@@ -128,8 +123,7 @@ def pickle_globals(path: Path) -> set[str]:
 
 
 def refuse_unneeded_globals(path: Path) -> None:
-    """Refuse a file whose pickle names anything a PyG graph file does not (GRAPH_GLOBALS, torch's
-    storage classes), before torch.load builds a thing."""
+    """Refuse a file whose pickle names anything a PyG graph file does not, before torch reads it."""
     try:
         names = pickle_globals(path)
     except (ValueError, EOFError, OSError, KeyError, RuntimeError) as exc:
@@ -144,8 +138,7 @@ def refuse_unneeded_globals(path: Path) -> None:
 
 
 def data_containers() -> list:
-    """PyG's plain containers a saved Data pickles (its storages), which PyG does not register as
-    safe; each only holds what it is given, no code of the file runs."""
+    """PyG's plain containers a saved Data pickles, which PyG does not register as safe."""
     from torch_geometric.data import data as data_module
     from torch_geometric.data import storage
 
@@ -155,8 +148,7 @@ def data_containers() -> list:
 
 
 def drop_pages(array: np.ndarray) -> None:
-    """Give back the pages of a block read from the file's private map (MADV_DONTNEED), read again if
-    touched; else every page read stays counted in this process's memory. Mapped arrays only."""
+    """Give back the pages of a block read from the file's private map (MADV_DONTNEED)."""
     import ctypes
     import mmap
 
@@ -171,8 +163,7 @@ def drop_pages(array: np.ndarray) -> None:
 
 
 def as_data(obj, path: Path):
-    """The one graph in what the file held: a Data, (data dict, slices, class), (Data, slices),
-    a dict of tensors, or (unsafe_load) an InMemoryDataset of one graph."""
+    """The one graph in what the file held (a Data, a (data, slices) pair, a dict of tensors...)."""
     from torch_geometric.data import Data, InMemoryDataset
     from torch_geometric.data.data import BaseData
 

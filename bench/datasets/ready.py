@@ -37,8 +37,7 @@ class Host(Protocol):
         """The environment a dataset's build gets in a stack's interpreter."""
 
     def refusal(self, stats: dict, copies: int, what: str) -> str | None:
-        """Why `copies` copies of the hub arrays of a dataset this size cannot be held now (with the
-        numbers), None where they fit."""
+        """Why `copies` copies of the hub arrays of a dataset this size cannot be held now, or None."""
 
 
 class LinkSplitError(DatasetError):
@@ -54,8 +53,8 @@ class ReadyDataset:
 
 def ready(spec: dict, cache: Path, data_root: Path | None = None, *, host: Host, task: str | None = None,
           interactive: bool = False, say: Callable[[str], None] | None = None) -> ReadyDataset:
-    """The dataset `spec` in the hub `cache`, ready for `task` (the link task adds its edge split).
-    `interactive`: the user's terminal answers a download's questions (ogb asks before large ones)."""
+    """The dataset `spec` in the hub `cache`, ready for `task` (the link task adds its edge split);
+    `interactive`: the user's terminal answers a download's questions."""
     say = say or (lambda line: print(line, flush=True))
     folder = hub.dataset_dir(spec, cache)
     if hub.is_materialised(spec, cache) and hub.has_checksums(folder):
@@ -87,8 +86,7 @@ def stack_of(spec: dict) -> str | None:
 
 
 def stack_needed(spec: dict, cache: Path) -> str | None:
-    """The stack whose interpreter `ready` needs for `spec` now: None where the hub has it already or
-    any interpreter builds it."""
+    """The stack whose interpreter `ready` needs for `spec` now (None: the hub has it, or any will do)."""
     return None if hub.is_materialised(spec, cache) else stack_of(spec)
 
 
@@ -138,8 +136,7 @@ def _build(spec: dict, cache: Path, data_root: Path | None, host: Host, interact
 
 def _build_in(python: Path, spec: dict, cache: Path, data_root: Path | None, env: dict[str, str],
               interactive: bool) -> Path:
-    """Build the dataset in a stack's interpreter (bench/datasets/__main__.py); its last line of
-    stderr is the error."""
+    """Build the dataset in a stack's interpreter; its last line of stderr is the error."""
     cmd = [str(python), "-m", "bench.datasets", "prepare", json.dumps(spec), str(cache), str(data_root or "")]
     # the child converts under this process's lock (it inherits it); an interrupt here stops it
     # with SIGTERM, so that it removes its half-written folder (bench/datasets/__main__.py)
@@ -161,8 +158,7 @@ def _build_in(python: Path, spec: dict, cache: Path, data_root: Path | None, env
 
 
 def stop_child(proc: subprocess.Popen, grace_s: float = 30.0) -> None:
-    """End a child that writes the cache: SIGTERM first (it removes what it half wrote), SIGKILL
-    after `grace_s` (what it leaves is then swept by the next command)."""
+    """End a child that writes the cache: SIGTERM (it removes what it half wrote), then SIGKILL."""
     if proc.poll() is None:
         proc.terminate()
         try:

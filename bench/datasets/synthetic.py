@@ -33,8 +33,7 @@ CHUNK_EDGES = 1 << 22  # edges made at a time (their working arrays stay small)
 
 def level_probabilities(scale: int, a: float, b: float, c: float, community_levels: int,
                         within: float) -> list[tuple[float, float, float, float]]:
-    """(a, b, c, d) of each recursion level, bit 0 first; the top `community_levels` keep an edge in
-    one half with probability `within`, with RMAT's marginals (so the expected degrees stay RMAT's)."""
+    """(a, b, c, d) of each recursion level, bit 0 first, the top `community_levels` biased within."""
     d = 1 - a - b - c
     across = (1 - within) / 2
     if not (0 < within < 1 and across <= min(a + b, a + c) and a + b + across < 1):
@@ -45,8 +44,7 @@ def level_probabilities(scale: int, a: float, b: float, c: float, community_leve
 
 
 def quadrant_table(levels: list[tuple[float, ...]], bits: int = TABLE_BITS) -> np.ndarray:
-    """A 2^bits lookup table: a uniform `bits`-bit number -> the quadrants of len(levels) levels
-    (source bits | destination bits << len(levels)), each outcome taking its probability's share."""
+    """A 2^bits lookup table: a uniform `bits`-bit number -> the quadrants of len(levels) levels."""
     k = len(levels)
     joint = np.ones(1)
     for p in levels:  # outcome index: base-4 digits, the first level most significant
@@ -87,8 +85,7 @@ def rmat_edges(scale: int, edge_factor: int, levels: list[tuple[float, ...]],
 
 
 def undirected_csc(src: np.ndarray, dst: np.ndarray, scale: int) -> tuple[np.ndarray, np.ndarray]:
-    """Both directions of every edge, self-loops and duplicates dropped, sorted by (destination,
-    source) with one in-place sort of 64-bit keys (np.unique is slower): (edge_index, csc_indptr)."""
+    """Both directions of every edge, self-loops and duplicates dropped: (edge_index, csc_indptr)."""
     n = 1 << scale
     keep = src != dst
     src, dst = src[keep], dst[keep]

@@ -31,8 +31,7 @@ def reading(path: Path):
 
 
 def parquet(path: Path):
-    """A Parquet file read a row group at a time: pyarrow's pre-buffering would read ahead the
-    column chunks of every row group asked for, here the whole file."""
+    """A Parquet file read a row group at a time (no pre-buffering of the whole file)."""
     import pyarrow.parquet as pq
 
     return pq.ParquetFile(path, pre_buffer=False)
@@ -58,9 +57,8 @@ def num_rows(path: Path) -> int | None:
 
 def batches(path: Path, columns: list[str], types: dict | None = None, names: list[str] | None = None,
             batch_rows: int = BATCH_ROWS):
-    """Record batches of `columns` (Tables of one batch each), `types` the pyarrow type of a column
-    (a CSV's read so, a Parquet's cast); `names`: a headerless CSV's columns; `batch_rows`: Parquet
-    rows per batch. pyarrow's freed buffers go back to the system after each batch."""
+    """Record batches of `columns`, `types` the pyarrow type of a column; `names`: a headerless
+    CSV's columns. pyarrow's freed buffers go back to the system after each batch."""
     import pyarrow as pa
     import pyarrow.csv as pcsv
 

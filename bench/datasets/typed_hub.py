@@ -67,8 +67,7 @@ FEATURE_BLOCK_BYTES = 32 << 20  # features written this much at a time
 
 
 def row_blocks(x: np.ndarray):
-    """A [N, F] array's rows as float32 blocks of about FEATURE_BLOCK_BYTES (a memory-mapped
-    input is read a block at a time, never converted whole)."""
+    """A [N, F] array's rows as float32 blocks of about FEATURE_BLOCK_BYTES."""
     step = max(1, FEATURE_BLOCK_BYTES // max(1, 4 * int(np.prod(x.shape[1:], dtype=np.int64))))
     for start in range(0, x.shape[0], step):
         yield np.asarray(x[start:start + step], dtype=np.float32)
@@ -76,8 +75,7 @@ def row_blocks(x: np.ndarray):
 
 class Writer:
     """A typed dataset written a piece at a time into a folder (hub.atomic_dir's temporary one),
-    holding one relation or one block of one type's features at a time, never the whole graph.
-    `writing` opens one; `write` is it over whole arrays.
+    never the whole graph at once (`writing` opens one; `write` is it over whole arrays):
 
         w.features(type, shape, blocks)   float32 row blocks in order (a type without: no call)
         w.relation(relation, src, dst)    a relation's edges (and its reverse, unless told not to)
@@ -103,8 +101,7 @@ class Writer:
 
     def relation(self, relation: tuple[str, str, str], src: np.ndarray, dst: np.ndarray,
                  add_reverse: bool = True) -> None:
-        """A relation's edges (ids in its types' numbering, any order: sorted and de-duplicated
-        here) and, with `add_reverse`, its reverse `rev_<name>` (dst -> src)."""
+        """A relation's edges (any order) and, with `add_reverse`, its reverse `rev_<name>`."""
         src_type, name, dst_type = relation
         counts = self.counts
         if src_type not in counts or dst_type not in counts or np.shape(src) != np.shape(dst) or np.size(src) and (
@@ -161,9 +158,8 @@ class Writer:
         (self.folder / "meta.json").write_text(json.dumps(meta, indent=2))
 
     def _write_graphbolt(self) -> tuple[dict, dict]:
-        """GraphBolt's fused arrays from the relations' files, one destination type at a time (the
-        edges into one type are one slice of the fused CSC); within it a stable sort by destination
-        of the relations in type-id order groups a node's edges by type, then source."""
+        """GraphBolt's fused arrays from the relations' files, one destination type at a time: a
+        stable sort by destination of its relations in type-id order groups a node's edges by type."""
         node_types = sorted(self.counts)
         node_type_to_id = {t: i for i, t in enumerate(node_types)}
         offset = np.zeros(len(node_types) + 1, dtype=np.int64)
@@ -205,8 +201,7 @@ class Writer:
 
 @contextmanager
 def writing(spec: dict, cache: Path, counts: dict[str, int]):
-    """A Writer into the dataset's folder, atomically (hub.atomic_dir): None when another process
-    finished the same dataset first. The folder is there once the block ends without error."""
+    """A Writer into the dataset's folder (hub.atomic_dir), None where another process finished it."""
     target_dir = hub.dataset_dir(spec, cache)
     target_dir.parent.mkdir(parents=True, exist_ok=True)
     with hub.atomic_dir(target_dir) as tmp:
@@ -216,9 +211,8 @@ def writing(spec: dict, cache: Path, counts: dict[str, int]):
 def write(spec: dict, cache: Path, counts: dict[str, int], features: dict[str, np.ndarray | None], target: str,
           labels: np.ndarray, splits: dict[str, np.ndarray], relations: dict[tuple, tuple[np.ndarray, np.ndarray]],
           add_reverses: bool = True, own_reverse: tuple = (), extra_meta: dict | None = None) -> Path:
-    """Write a typed dataset atomically from whole arrays. `relations`: (src, name, dst) -> (source
-    ids, destination ids) in their types' numbering, any order; `splits`: train_idx, val_idx,
-    test_idx over the target type; `own_reverse`: relations that are their own reverse."""
+    """Write a typed dataset from whole arrays: `relations` (src, name, dst) -> (source ids,
+    destination ids), `splits` over the target type, `own_reverse` those that are their own reverse."""
     with writing(spec, cache, counts) as w:
         if w is not None:
             for t, x in features.items():
@@ -258,8 +252,7 @@ class TypedHubDataset(hub.Materialised):
 
 
 def load(path: Path, mmap: bool = True, features_mmap: bool | None = None, check: bool = True) -> TypedHubDataset:
-    """A typed dataset folder, as hub.load reads a plain one (`features_mmap` overrides `mmap` for
-    the features)."""
+    """A typed dataset folder, as hub.load reads a plain one."""
     path = Path(path)
     meta, read_array = hub.opened(path, check, lambda meta: (meta.get("shape"), meta.get("typed_format")) != (
         SHAPE, TYPED_FORMAT) and f"is not a typed dataset of format {TYPED_FORMAT} (shape {meta.get('shape')!r}, "
@@ -279,8 +272,7 @@ def load(path: Path, mmap: bool = True, features_mmap: bool | None = None, check
 
 
 def info_lines(meta: dict) -> list[str]:
-    """What `gnnbench datasets info` says of a typed dataset: per type its count and width, per
-    relation its edges (a reverse named as such)."""
+    """What `gnnbench datasets info` says of a typed dataset's types and relations."""
     lines = [f"  target type {meta['target']}; node types:"]
     for t, info in meta["node_types"].items():
         width = f"features {info['feature_dim']} wide" if info["feature_dim"] else "no features (learnable embedding)"

@@ -1,18 +1,9 @@
-"""Your own typed (heterogeneous) graph as a folder of .npy arrays (source `typed-npy`):
-
-    graph.json                          {"target": "paper"}: the node type whose nodes are classified;
-                                        optional "num_nodes": {"institute": 87} for a type without
-                                        features (a type with features has as many nodes as rows)
-    nodes/<type>/features.npy           [N_t, F_t] floats (integers and booleans are converted); optional:
-                                        a type without it gets a learnable embedding in the model
-    nodes/<target>/labels.npy           [N_target] integers 0..C-1 (-1: no label)
-    nodes/<target>/train_idx.npy, val_idx.npy, test_idx.npy    ids of target-type nodes [K]
-    edges/<src>__<name>__<dst>.npy      integers [2, E]: row 0 source ids in <src>'s numbering, row 1
-                                        destination ids in <dst>'s
-
-Every relation is given once (the hub adds its reverse). Every problem found is one line naming
-the file and the array, all of them at once (hub.DatasetError, exit 2), so one round of fixes
-suffices. The helpers here are shared with IGB's layout (igbh.py). numpy only.
+"""Your own typed (heterogeneous) graph as a folder of .npy arrays (source `typed-npy`; the layout:
+docs/own-graph.md, LAYOUT_RULE): graph.json naming the target type (and the counts of featureless
+types), nodes/<type>/features.npy, the target's labels and splits, edges/<src>__<name>__<dst>.npy
+[2, E], each relation given once (the hub adds its reverse). Every problem found is one line naming
+the file, all of them at once (hub.DatasetError, exit 2), so one round of fixes suffices. The
+helpers here serve IGB's layout too (igbh.py). numpy only.
 """
 
 from __future__ import annotations
@@ -67,8 +58,7 @@ class Problems:
 
 def relation_named(stem: str, types, problems: Problems, name_path: Path, edges_path: Path,
                    types_where: str) -> tuple[str, str, str] | None:
-    """(src, name, dst) from a relation's `<src>__<name>__<dst>` name, or None with the problem added
-    (a name not of three plain parts, or a node type that is not there: listed in `types_where`)."""
+    """(src, name, dst) from a relation's `<src>__<name>__<dst>` name, or None with the problem added."""
     relation = graph_checks.relation_of_name(stem)
     if isinstance(relation, str):
         problems.add(name_path, relation)
@@ -94,8 +84,7 @@ def plain_types(found: list[str], where, problems: Problems) -> list[str]:
 
 
 def bounded_counts(counts: dict, where, folder: Path, problems: Problems) -> dict:
-    """The node counts within graph_checks' bound (each, and all together); each other one a problem
-    at `where(type)`."""
+    """The node counts within graph_checks' bound (each, and all together); the others problems."""
     kept = {}
     for t, n in counts.items():
         problem = graph_checks.node_count_problem(n, f"{t} nodes")
@@ -111,8 +100,7 @@ def bounded_counts(counts: dict, where, folder: Path, problems: Problems) -> dic
 
 
 def relation_problems(relations: dict, files: dict, edges_dir: Path, problems: Problems) -> None:
-    """The relations together: none empty, none the reverse the hub adds to another, and some edge
-    that is not a self-loop (graph_checks.edges_problem). `files`: each relation's file."""
+    """The relations together: none empty, none the reverse the hub adds, not all self-loops."""
     loops = 0
     for (src, name, dst), (s, d) in relations.items():
         if s.size == 0:
@@ -251,8 +239,7 @@ def _relations(edges_dir: Path, types: list[str], counts: dict, problems: Proble
 
 def read_relation(path: Path, relation: tuple[str, str, str], counts: dict, problems: Problems,
                   igb_layout: bool = False) -> tuple[np.ndarray, np.ndarray] | None:
-    """A relation's (source ids, destination ids) from its edge_index .npy, [2, E] (IGB's layout: [E, 2]),
-    each id within its type's count; None where a problem is added (or its type's own is said elsewhere)."""
+    """A relation's (source ids, destination ids) from its .npy ([2, E]; IGB's: [E, 2]), in range."""
     src, _, dst = relation
     shape = "[E, 2]" if igb_layout else "[2, E]"
     e = _open(path, problems)
@@ -347,9 +334,7 @@ def feature_blocks(path: Path):
 
 
 def write_graph(spec: dict, cache: Path, g: dict, feature_files: dict[str, Path], extra_meta: dict) -> Path:
-    """A checked typed graph into the hub a piece at a time (typed_hub.Writer): each relation, each
-    type's features a block at a time from its file, the features-only baseline from the target's
-    rows read back."""
+    """A checked typed graph into the hub a piece at a time (typed_hub.Writer), with its baseline."""
     with typed_hub.writing(spec, cache, g["counts"]) as w:
         if w is None:
             return hub.dataset_dir(spec, cache)  # another process finished it first
@@ -367,9 +352,7 @@ def write_graph(spec: dict, cache: Path, g: dict, feature_files: dict[str, Path]
 
 
 def write_checked(spec: dict, cache: Path, read, fingerprint, feature_files, version: int) -> Path:
-    """A typed user graph into the hub once: read and checked whole (`read()`), its files unchanged
-    meanwhile, written by write_graph with each type's features from `feature_files(g)`, older
-    conversions of its path discarded."""
+    """A typed user graph into the hub once: read and checked whole, its files unchanged meanwhile."""
     params = spec["params"]
     target_dir = hub.dataset_dir(spec, cache)
     if (target_dir / "meta.json").is_file():

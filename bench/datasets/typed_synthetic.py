@@ -46,8 +46,7 @@ def counts(scale: int) -> dict[str, int]:
 
 
 class _Picker:
-    """Draws nodes of one type by class with power-law popularity: the type's nodes grouped by class
-    (a random order within each class: popularity is not the id)."""
+    """Draws nodes of one type by class with power-law popularity (not by id)."""
 
     def __init__(self, classes: np.ndarray, num_classes: int, rng: np.random.Generator):
         self.members = rng.permutation(classes.size)
@@ -58,8 +57,7 @@ class _Picker:
         self.num_classes = num_classes
 
     def draw(self, wanted: np.ndarray, within: float, rng: np.random.Generator) -> np.ndarray:
-        """One node per entry of `wanted` (a class): of that class with probability `within`, else
-        of a random class; classes without members fall back to any node."""
+        """One node per class in `wanted`: of that class with probability `within`, else of any."""
         cls = np.where(rng.random(wanted.size) < within, wanted, rng.integers(0, self.num_classes, wanted.size))
         empty = self.sizes[cls] == 0
         if empty.any():
@@ -135,8 +133,7 @@ def expected_stats(params: dict) -> dict:
 
 
 def materialise(spec: dict, cache: Path, data_root: Path | None = None) -> Path:
-    """Generated straight into the hub with generate()'s numbers, a relation or a block of features
-    at a time, never the whole graph."""
+    """Generated straight into the hub with generate()'s numbers, never the whole graph at once."""
     p = {**DEFAULTS, **spec.get("params", {})}
     rng, sizes, classes, relations = _graph(p)
     with typed_hub.writing(spec, cache, sizes) as w:

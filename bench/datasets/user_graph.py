@@ -163,8 +163,7 @@ def check_feature_shape(graph: UserGraph) -> None:
 
 
 def check_finite(graph: UserGraph, given_row: int, block: np.ndarray, converted: np.ndarray) -> None:
-    """NaN or inf in a block of feature rows (`given_row`: the first one's row as given), or a
-    value beyond float32's range (inf once converted)."""
+    """NaN or inf in a block of feature rows, or a value beyond float32's range."""
     if not np.issubdtype(block.dtype, np.floating):
         return
     finite = np.isfinite(block)
@@ -217,8 +216,7 @@ def check_labels(graph: UserGraph, num_classes: int | None) -> tuple[np.ndarray,
 
 
 def check_baseline_fits(graph: UserGraph, splits: dict[str, np.ndarray], classes: int) -> None:
-    """The features-only baseline (fitted at conversion) fits in the memory there is now, said before
-    a feature is read (a graph with millions of feature columns would be killed half-way)."""
+    """The features-only baseline fits in the memory there is now, said before a feature is read."""
     dim = int(graph.feature_shape[1])
     found = baseline.refusal(int(splits["train"].size), int(splits["test"].size), dim, classes)
     if found:
@@ -231,14 +229,12 @@ def check_baseline_fits(graph: UserGraph, splits: dict[str, np.ndarray], classes
 
 
 def num_classes_of(graph: UserGraph, params: dict) -> int | None:
-    """The number of classes the user stated: `num_classes`, else the format's own (GraphBolt's
-    task), else None (the largest label + 1)."""
+    """The number of classes stated: `num_classes`, else the format's own, else None."""
     return params.get("num_classes") or graph.extra_meta.get("num_classes_given")
 
 
 def check_splits(graph: UserGraph, labels: np.ndarray) -> dict[str, np.ndarray]:
-    """train/val/test node ids (int64, sorted), each in range, then checked as every reader checks
-    them (graph_checks.split_problem: non-empty, each node once, in one split only, labelled)."""
+    """train/val/test node ids (int64, sorted), checked as graph_checks.split_problem says."""
     n = graph.num_nodes
     out = {}
     for name in SPLITS:
@@ -342,8 +338,7 @@ def materialise(spec: dict, cache: Path, opener: Callable[[str, dict], UserGraph
 
 
 def discard_stale(spec: dict, current: Path) -> None:
-    """Remove the conversions of earlier versions of the same files (same source, path and
-    parameters, another fingerprint): never read again, they would only take the disk."""
+    """Remove the conversions of earlier versions of the same files (another fingerprint)."""
     prefix = current.name.rsplit("-", 1)[0] + "-"
     for folder in current.parent.glob(prefix + "*"):
         if folder == current or not (folder / "meta.json").is_file():
@@ -357,8 +352,7 @@ def discard_stale(spec: dict, current: Path) -> None:
 
 
 class Phases:
-    """Each phase's seconds and the process's memory high-water mark at its end (VmHWM, Linux),
-    recorded in meta.json (`convert_phases`): where a conversion's time and peak went."""
+    """Each phase's seconds and memory high-water mark (VmHWM): meta.json's `convert_phases`."""
 
     def __init__(self):
         self.seen: list[dict] = []
@@ -391,8 +385,7 @@ def convert_features(graph: UserGraph, folder: Path) -> None:
 
 
 class RowReader:
-    """`rows[ids]` of a .npy read a block at a time, never mapped (a map's pages read would count
-    in this process's memory)."""
+    """`rows[ids]` of a .npy read a block at a time, never mapped."""
 
     def __init__(self, path: Path):
         self.array = NpyArray(path)
@@ -469,9 +462,7 @@ def report_lines(meta: dict) -> list[str]:
 
 
 def expected_stats(graph: UserGraph, params: dict) -> dict:
-    """Sizes before conversion, from the headers and the (small) labels and splits: edges an
-    upper bound (both directions of each edge as given; 0 where the count is known only once
-    read, as for CSV)."""
+    """Sizes before conversion, from the headers, labels and splits (edges an upper bound, 0 for CSV)."""
     check_feature_shape(graph)
     labels, classes = check_labels(graph, num_classes_of(graph, params))
     splits = check_splits(graph, labels)
