@@ -56,10 +56,14 @@ def read_folder(folder: Path, classes: int) -> dict:
     types = typed_npy.plain_types(sorted(p.name for p in processed.iterdir()
                                          if p.is_dir() and typed_hub.NAME_SEPARATOR not in p.name),
                                   lambda t: processed / t, problems)
-    counts, features = _node_features(processed, types, problems)
+    counts, features = typed_npy.node_arrays(
+        {t: processed / t / "node_feat.npy" for t in types}, {}, processed, problems,
+        lambda t: (processed / t / "node_feat.npy", f"missing: node type {t!r} needs its features (IGB ships them for every type)"))
     counts = typed_npy.bounded_counts(counts, lambda t: processed / t / "node_feat.npy", folder, problems)
     labels = _paper_labels(processed, types, counts, classes, problems)
-    relations = _relations(processed, types, counts, problems)
+    relations = typed_npy.read_relations(
+        [(d.name, d, d / "edge_index.npy") for d in sorted(processed.iterdir()) if d.is_dir() and typed_hub.NAME_SEPARATOR in d.name],
+        processed, "<src>__<name>__<dst>/edge_index.npy", types, counts, problems, igb_layout=True)
     problems.raise_any()
     n = counts[TARGET]
     n_train, n_val = int(n * TRAIN_FRAC), int(n * VAL_FRAC)
@@ -73,76 +77,14 @@ def read_folder(folder: Path, classes: int) -> dict:
     return {"counts": counts, "features": features, "labels": labels, "splits": splits, "relations": relations}
 
 
-def _node_features(processed: Path, types: list[str], problems: typed_npy.Problems) -> tuple[dict, dict]:
-    """Per node type its count and features (processed/<type>/node_feat.npy, [N, F] floats)."""
-    counts, features = {}, {}
-    for t in types:
-        path = processed / t / "node_feat.npy"
-        if not path.is_file():
-            problems.add(path, f"missing: node type {t!r} needs its features (IGB ships them for every type)")
-            continue
-        x = typed_npy._open(path, problems)
-        if x is None:
-            continue
-        if x.ndim != 2:
-            problems.add(path, f"node_feat has shape {x.shape}; allowed: [N, F]")
-            continue
-        counts[t] = int(x.shape[0])
-        if not np.issubdtype(x.dtype, np.floating):
-            problems.add(path, f"node_feat has dtype {x.dtype}; allowed: a float dtype")
-            continue
-        features[t] = x
-    return counts, features
-
-
 def _paper_labels(processed: Path, types: list[str], counts: dict, classes: int,
                   problems: typed_npy.Problems) -> np.ndarray | None:
     """The papers' labels (processed/paper/node_label_19.npy or _2K.npy), None where unusable (said)."""
-    labels = None
     if TARGET not in types:
         problems.add(processed / TARGET, "missing: IGBH's papers (the classified type)")
-    elif TARGET in counts:
-        path = processed / TARGET / LABEL_FILES[classes]
-        y = typed_npy._open(path, problems) if path.is_file() else None
-        if not path.is_file():
-            problems.add(path, f"missing: the papers' {classes} classes")
-        elif y is not None:
-            whole = np.issubdtype(y.dtype, np.integer) or (
-                np.issubdtype(y.dtype, np.floating) and bool(np.all(np.isfinite(y) & (np.asarray(y) == np.round(y)))))
-            if y.shape != (counts[TARGET],):
-                problems.add(path, f"labels have shape {y.shape}; allowed: [{counts[TARGET]}] (one per paper)")
-            elif not whole:
-                problems.add(path, f"labels of dtype {y.dtype} are not whole numbers; allowed: class ids 0..{classes - 1}")
-            elif y.size and (int(np.min(y)) < 0 or int(np.max(y)) >= classes):
-                i = int(np.argmax((np.asarray(y) < 0) | (np.asarray(y) >= classes)))
-                problems.add(path, f"labels[{i}] = {y[i]}; allowed: class ids 0..{classes - 1}")
-            else:
-                labels = np.asarray(y).astype(np.int64)
-                problem = graph_checks.classes_problem(labels)
-                if problem:
-                    problems.add(path, f"labels {problem}")
-    return labels
-
-
-def _relations(processed: Path, types: list[str], counts: dict, problems: typed_npy.Problems) -> dict:
-    """Each relation's (source ids, destination ids), from processed/<src>__<name>__<dst>/edge_index.npy [E, 2]."""
-    relations, files = {}, {}
-    relation_dirs = sorted(p for p in processed.iterdir() if p.is_dir() and typed_hub.NAME_SEPARATOR in p.name)
-    if not relation_dirs:
-        problems.add(processed, "no relations (<src>__<name>__<dst>/edge_index.npy); allowed: at least one")
-    for rel_dir in relation_dirs:
-        path = rel_dir / "edge_index.npy"
-        relation = typed_npy.relation_named(rel_dir.name, types, problems, rel_dir, path, "processed/")
-        if relation is None:
-            continue
-        if not path.is_file():
-            problems.add(path, "missing: the relation's edges [E, 2]")
-            continue
-        edges = typed_npy.read_relation(path, relation, counts, problems, igb_layout=True)
-        if edges is not None:
-            relations[relation], files[relation] = edges, path
-    typed_npy.relation_problems(relations, files, processed, problems)
-    return relations
+        return None
+    return (typed_npy.read_labels(processed / TARGET / LABEL_FILES[classes], counts[TARGET], "paper",
+                                  f"the papers' {classes} classes", problems, classes) if TARGET in counts else None)
 
 
 def expected_stats(params: dict) -> dict:

@@ -22,6 +22,9 @@ SPLIT = {"ogbl-collab": "time", "ogbl-citation2": "time"}
 EXTRA_RAW = {"ogbl-collab": ("edge_weight", "edge_year"), "ogbl-citation2": ("node_year",)}
 # how each is scored (link_split.PROTOCOLS) and the form of its negatives
 PROTOCOL = {"ogbl-collab": ("hits@50", "shared"), "ogbl-citation2": ("mrr", "per-positive")}
+# the split dict's keys: the positives' (one [E, 2], or source and target [E]) and the negatives'
+SPLIT_KEYS = {"ogbl-collab": (("edge", "[E, 2]"), ("edge_neg", "[M, 2]")),
+              "ogbl-citation2": (("source_node", "target_node", "[E]"), ("target_node_neg", "[E, 1000]"))}
 # Published sizes (OGB's documentation). Edges: OGB's training edges in both directions, an upper
 # bound (collab repeats a pair across years; the hub keeps one). No labels: 0 classes, no node split.
 KNOWN_STATS = {  # hub.sizes(nodes, edges, feature_dim, classes, train, val, test)
@@ -55,26 +58,19 @@ def _field(split: dict, part: str, key: str, where: Path, shape: str):
 
 def given_split(name: str, split: dict, split_dir: Path) -> tuple[dict, dict]:
     """OGB's split dict as link_split.write_given takes it: the arrays, and where each came from."""
+    (*pos_keys, pos_shape), (neg_key, neg_shape) = SPLIT_KEYS[name]
     given, where = {}, {}
     for ours, part in (("train", "train"), ("val", "valid"), ("test", "test")):
         file = split_dir / f"{part}.pt"
-        if name == "ogbl-collab":
-            given[f"{ours}_pos"] = _field(split, part, "edge", file, "[E, 2]")
-            where[f"{ours}_pos"] = f"{file}: edge"
-            if ours != "train":
-                given[f"{ours}_neg"] = _field(split, part, "edge_neg", file, "[M, 2]")
-                where[f"{ours}_neg"] = f"{file}: edge_neg"
-        else:
-            src = _field(split, part, "source_node", file, "[E]")
-            dst = _field(split, part, "target_node", file, "[E]")
-            if src.ndim != 1 or src.shape != dst.shape:
-                raise hub.DatasetError(f"{file}: source_node {tuple(src.shape)} and target_node {tuple(dst.shape)} "
-                                       "differ; allowed: two arrays [E] of the same length")
-            given[f"{ours}_pos"] = np.stack([src, dst], axis=1)
-            where[f"{ours}_pos"] = f"{file}: source_node, target_node"
-            if ours != "train":
-                given[f"{ours}_neg"] = _field(split, part, "target_node_neg", file, "[E, 1000]")
-                where[f"{ours}_neg"] = f"{file}: target_node_neg"
+        pos = [_field(split, part, key, file, pos_shape) for key in pos_keys]
+        if len(pos) == 2 and (pos[0].ndim != 1 or pos[0].shape != pos[1].shape):
+            raise hub.DatasetError(f"{file}: source_node {tuple(pos[0].shape)} and target_node {tuple(pos[1].shape)} "
+                                   "differ; allowed: two arrays [E] of the same length")
+        given[f"{ours}_pos"] = pos[0] if len(pos) == 1 else np.stack(pos, axis=1)
+        where[f"{ours}_pos"] = f"{file}: {', '.join(pos_keys)}"
+        if ours != "train":
+            given[f"{ours}_neg"] = _field(split, part, neg_key, file, neg_shape)
+            where[f"{ours}_neg"] = f"{file}: {neg_key}"
     return given, where
 
 

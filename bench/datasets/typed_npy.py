@@ -99,23 +99,6 @@ def bounded_counts(counts: dict, where, folder: Path, problems: Problems) -> dic
     return kept
 
 
-def relation_problems(relations: dict, files: dict, edges_dir: Path, problems: Problems) -> None:
-    """The relations together: none empty, none the reverse the hub adds, not all self-loops."""
-    loops = 0
-    for (src, name, dst), (s, d) in relations.items():
-        if s.size == 0:
-            problems.add(files[(src, name, dst)], "no edges; allowed: at least one edge in each relation (leave the "
-                                                  "file out for none)")
-        clash = (dst, name.removeprefix(typed_hub.REVERSE_PREFIX), src)
-        if name.startswith(typed_hub.REVERSE_PREFIX) and clash in relations:
-            problems.add(files[(src, name, dst)], f"is the reverse the hub adds to {files[clash].name}; allowed: each "
-                                                  f"relation given once (its {typed_hub.REVERSE_PREFIX}<name> is added)")
-        loops += int(np.count_nonzero(s == d)) if src == dst else 0
-    problem = graph_checks.edges_problem(sum(s.size for s, _ in relations.values()), loops)
-    if relations and all(s.size for s, _ in relations.values()) and problem:
-        problems.add(edges_dir, problem)
-
-
 def _open(path: Path, problems: Problems):
     try:
         return np.load(path, mmap_mode="r", allow_pickle=False)
@@ -149,7 +132,9 @@ def read_folder(folder: Path) -> dict:
     types = sorted({p.name for p in nodes_dir.iterdir() if p.is_dir()} if nodes_dir.is_dir() else set())
     types = plain_types(sorted(set(types) | set(given_counts)),
                         lambda t: config_path if t in given_counts else nodes_dir / t, problems)
-    counts, features = _node_arrays(nodes_dir, types, given_counts, config_path, problems)
+    counts, features = node_arrays({t: nodes_dir / t / "features.npy" for t in types}, given_counts, config_path,
+                                   problems, lambda t: (nodes_dir / t, f"node type {t!r} has no features.npy and no count; "
+                                                        f"allowed: features.npy, or \"num_nodes\": {{\"{t}\": N}} in {GRAPH_FILE}"))
     counts = bounded_counts(counts, lambda t: nodes_dir / t / "features.npy" if (nodes_dir / t / "features.npy").is_file()
                             else config_path, folder, problems)
     target = config.get("target")
@@ -159,7 +144,9 @@ def read_folder(folder: Path) -> dict:
             problems.add(config_path, f"target {target!r} is not a node type (nodes/: {', '.join(types) or 'none'})")
         else:
             labels, splits = _target_arrays(nodes_dir / target, target, counts.get(target), problems)
-    relations = _relations(folder / "edges", types, counts, problems)
+    edges_dir = folder / "edges"
+    relations = read_relations([(p.stem, p, p) for p in sorted(edges_dir.glob("*.npy"))] if edges_dir.is_dir() else [],
+                               edges_dir, "edges/<src>__<name>__<dst>.npy", types, counts, problems)
     problems.raise_any()
     return {"counts": counts, "features": features, "target": target, "labels": labels, "splits": splits,
             "relations": relations}
@@ -187,24 +174,22 @@ def _read_config(config_path: Path, problems: Problems) -> tuple[dict, dict]:
     return config, given_counts
 
 
-def _node_arrays(nodes_dir: Path, types: list[str], given_counts: dict, config_path: Path,
-                 problems: Problems) -> tuple[dict, dict]:
-    """Per node type its count and its features (None: none, or not usable: said in `problems`)."""
+def node_arrays(paths: dict[str, Path], given_counts: dict, config_path: Path, problems: Problems,
+                missing) -> tuple[dict, dict]:
+    """Per node type its count and features from its file in `paths` (None: none, or not usable:
+    said), else its count in `given_counts`, else the problem `missing(type)` gives (where, what)."""
     counts, features = {}, {}
-    for t in types:
-        path = nodes_dir / t / "features.npy"
+    for t, path in paths.items():
         x = _open(path, problems) if path.is_file() else None
         rows = None
-        if x is not None:
-            if x.ndim != 2:
-                problems.add(path, f"features has shape {x.shape}; allowed: [N, F] (one row per {t} node)")
+        if x is not None and x.ndim != 2:
+            problems.add(path, f"{path.stem} has shape {x.shape}; allowed: [N, F] (one row per {t} node)")
+            x = None
+        elif x is not None:
+            rows = int(x.shape[0])  # the count, even where the dtype is wrong (its relations still checked)
+            if not (np.issubdtype(x.dtype, np.floating) or np.issubdtype(x.dtype, np.integer) or x.dtype == np.bool_):
+                problems.add(path, f"{path.stem} has dtype {x.dtype}; allowed: {ug.FEATURE_RULE}")
                 x = None
-            else:
-                rows = int(x.shape[0])  # the count, even where the dtype is wrong (its relations still checked)
-                if not (np.issubdtype(x.dtype, np.floating) or np.issubdtype(x.dtype, np.integer)
-                        or x.dtype == np.bool_):
-                    problems.add(path, f"features has dtype {x.dtype}; allowed: {ug.FEATURE_RULE}")
-                    x = None
         if rows is not None:
             counts[t] = rows
             if t in given_counts and given_counts[t] != counts[t]:
@@ -213,27 +198,42 @@ def _node_arrays(nodes_dir: Path, types: list[str], given_counts: dict, config_p
         elif t in given_counts:
             counts[t] = given_counts[t]
         elif not path.is_file():
-            problems.add(nodes_dir / t, f"node type {t!r} has no features.npy and no count; allowed: "
-                                        f"features.npy, or \"num_nodes\": {{\"{t}\": N}} in {GRAPH_FILE}")
+            problems.add(*missing(t))
         features[t] = x
     return counts, features
 
 
-def _relations(edges_dir: Path, types: list[str], counts: dict, problems: Problems) -> dict:
-    """Each relation's (source ids, destination ids), from edges/<src>__<name>__<dst>.npy [2, E]."""
-    relations = {}
-    edge_files = sorted(edges_dir.glob("*.npy")) if edges_dir.is_dir() else []
-    if not edge_files:
-        problems.add(edges_dir, "no relations (edges/<src>__<name>__<dst>.npy); allowed: at least one")
-    files = {}
-    for path in edge_files:
-        relation = relation_named(path.stem, types, problems, path, path, "nodes/")
+def read_relations(entries: list[tuple[str, Path, Path]], where: Path, layout: str, types: list[str], counts: dict,
+                   problems: Problems, igb_layout: bool = False) -> dict:
+    """Each relation's (source ids, destination ids) from `entries` (its `<src>__<name>__<dst>` name,
+    where that name is, its .npy), then checked together: none empty, none the reverse the hub adds,
+    not all self-loops (graph_checks.edges_problem)."""
+    relations, files = {}, {}
+    if not entries:
+        problems.add(where, f"no relations ({layout}); allowed: at least one")
+    for stem, name_path, path in entries:
+        relation = relation_named(stem, types, problems, name_path, path, "processed/" if igb_layout else "nodes/")
         if relation is None:
             continue
-        edges = read_relation(path, relation, counts, problems)
+        if not path.is_file():
+            problems.add(path, "missing: the relation's edges [E, 2]")
+            continue
+        edges = read_relation(path, relation, counts, problems, igb_layout)
         if edges is not None:
             relations[relation], files[relation] = edges, path
-    relation_problems(relations, files, edges_dir, problems)
+    loops = 0
+    for (src, name, dst), (s, d) in relations.items():
+        if s.size == 0:
+            problems.add(files[(src, name, dst)], "no edges; allowed: at least one edge in each relation (leave the "
+                                                  "file out for none)")
+        clash = (dst, name.removeprefix(typed_hub.REVERSE_PREFIX), src)
+        if name.startswith(typed_hub.REVERSE_PREFIX) and clash in relations:
+            problems.add(files[(src, name, dst)], f"is the reverse the hub adds to {files[clash].name}; allowed: each "
+                                                  f"relation given once (its {typed_hub.REVERSE_PREFIX}<name> is added)")
+        loops += int(np.count_nonzero(s == d)) if src == dst else 0
+    problem = graph_checks.edges_problem(sum(s.size for s, _ in relations.values()), loops)
+    if relations and all(s.size for s, _ in relations.values()) and problem:
+        problems.add(where, problem)
     return relations
 
 
@@ -262,24 +262,39 @@ def read_relation(path: Path, relation: tuple[str, str, str], counts: dict, prob
     return (np.asarray(ids[0], dtype=np.int64), np.asarray(ids[1], dtype=np.int64)) if ok else None  # views where int64
 
 
-def _target_arrays(folder: Path, target: str, n: int | None, problems: Problems):
-    labels = None
-    path = folder / "labels.npy"
+def read_labels(path: Path, n: int | None, target: str, missing: str, problems: Problems,
+                classes: int | None = None) -> np.ndarray | None:
+    """The target's labels [n] (-1: none; IGB's, with `classes`: 0..classes-1, whole floats too),
+    None where unusable (said; `missing`: what a missing file lacks)."""
     if not path.is_file():
-        problems.add(path, f"missing: the target type {target!r} needs labels [N] (integers, -1: no label)")
+        problems.add(path, f"missing: {missing}")
+        return None
+    y = _open(path, problems)
+    if y is None:
+        return None
+    whole = np.issubdtype(y.dtype, np.integer) or (classes is not None and np.issubdtype(y.dtype, np.floating)
+                                                   and bool(np.all(np.isfinite(y) & (np.asarray(y) == np.round(y)))))
+    allowed = "classes 0..C-1, or -1 for no label" if classes is None else f"class ids 0..{classes - 1}"
+    bad = None if not whole else (np.asarray(y) < (-1 if classes is None else 0)) | (np.asarray(y) >= (classes or 2**63 - 1))
+    if not whole:
+        problems.add(path, f"labels has dtype {y.dtype}; allowed: {allowed} ({ug.INTEGER_RULE})")
+    elif n is not None and y.shape != (n,):
+        problems.add(path, f"labels has shape {y.shape}; allowed: [{n}] (one per {target} node)")
+    elif bad.any():
+        i = int(np.argmax(bad))
+        problems.add(path, f"labels[{i}] = {y[i]}; allowed: {allowed}")
     else:
-        y = _open(path, problems)
-        if y is not None and _integers(y, path, "labels", "shape [N]", problems):
-            if n is not None and y.shape != (n,):
-                problems.add(path, f"labels has shape {y.shape}; allowed: [{n}] (one per {target} node)")
-            elif y.size and int(y.min()) < -1:
-                i = int(np.argmax(np.asarray(y) < -1))
-                problems.add(path, f"labels[{i}] = {y[i]}; allowed: classes 0..C-1, or -1 for no label")
-            else:
-                labels = np.asarray(y, dtype=np.int64)
-                problem = graph_checks.classes_problem(labels)
-                if problem:
-                    problems.add(path, f"labels {problem}")
+        labels = np.asarray(y).astype(np.int64)
+        problem = graph_checks.classes_problem(labels)
+        if problem:
+            problems.add(path, f"labels {problem}")
+        return labels
+    return None
+
+
+def _target_arrays(folder: Path, target: str, n: int | None, problems: Problems):
+    labels = read_labels(folder / "labels.npy", n, target,
+                         f"the target type {target!r} needs labels [N] (integers, -1: no label)", problems)
     splits = {}
     for split, name in SPLIT_FILES.items():
         path = folder / name
