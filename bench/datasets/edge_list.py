@@ -42,9 +42,6 @@ def source_files(params: dict) -> list[Path]:
     return [folder / n for n in EDGE_FILES + NODE_FILES if (folder / n).is_file()] or [folder]
 
 
-canonical_params, fingerprint = ug.source_hooks("edge-list", source_files)
-
-
 def _row(path: Path, row: int) -> str:
     """A table row as the user finds it: CSV line numbers count the header."""
     return f"row {row}" + ("" if tables.is_parquet(path) else f" (line {row + 2})")
@@ -358,9 +355,4 @@ def _list_block(column, width: int | None, path: Path, start: int, name: str) ->
     return pc.list_flatten(column).to_numpy(zero_copy_only=False).reshape(len(column), expected)
 
 
-def expected_stats(params: dict) -> dict:
-    return ug.expected_stats(open_graph("?", params), params)
-
-
-def materialise(spec: dict, cache: Path, data_root: Path | None = None) -> Path:
-    return ug.materialise(spec, cache, open_graph, source_files)
+canonical_params, fingerprint, expected_stats, materialise = ug.source_hooks("edge-list", source_files, open_graph)

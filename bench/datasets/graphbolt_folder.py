@@ -79,9 +79,6 @@ def source_files(params: dict) -> list[Path]:
     return [meta_file, *(meta_file.parent / p for p in _files_named(meta))]
 
 
-canonical_params, fingerprint = ug.source_hooks("graphbolt", source_files)
-
-
 def _key(meta_file: Path, where: str, node: dict, key: str, allowed: str):
     if not isinstance(node, dict) or key not in node:
         raise ug.fail(f"{meta_file}: {where} has no `{key}`; allowed: {allowed}")
@@ -291,9 +288,4 @@ def _read_labels(meta_file: Path, label_feature: list[dict], sets: dict[str, tup
     return out
 
 
-def expected_stats(params: dict) -> dict:
-    return ug.expected_stats(open_graph("?", params), params)
-
-
-def materialise(spec: dict, cache: Path, data_root: Path | None = None) -> Path:
-    return ug.materialise(spec, cache, open_graph, source_files)
+canonical_params, fingerprint, expected_stats, materialise = ug.source_hooks("graphbolt", source_files, open_graph)

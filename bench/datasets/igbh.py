@@ -42,7 +42,7 @@ def source_files(params: dict) -> list[Path]:
     return sorted(processed.rglob("*.npy")) if processed.is_dir() else [processed]
 
 
-_, fingerprint = ug.source_hooks("igbh", source_files)
+_, fingerprint, *_ = ug.source_hooks("igbh", source_files)
 
 
 def read_folder(folder: Path, classes: int) -> dict:

@@ -166,20 +166,18 @@ def _bad(where: str, problem: str, allowed: str) -> hub.DatasetError:
     return hub.DatasetError(f"{where}: {problem}; allowed: {allowed}")
 
 
-def _check_pairs(array, where: str, n: int, what: str) -> np.ndarray:
-    """[K, 2] node-id pairs (K >= 1, each id in 0..n-1) as int64, else one line naming `where`."""
+def _checked(array, where: str, n: int, what: str, positives: int | None = None) -> np.ndarray:
+    """Node-id pairs [K >= 1, 2] (`positives`: K destinations per positive, [positives, K]) as int64,
+    each id in 0..n-1, else one line naming `where`."""
     a = np.asarray(array)
-    allowed = f"{what} as an integer array [K, 2] (source, destination), node ids 0..{n - 1}, K >= 1"
+    allowed = (f"{what} as an integer array [K, 2] (source, destination), node ids 0..{n - 1}, K >= 1" if positives is None
+               else f"{what} as an integer array [{positives}, K] (a row per positive, K >= 1), node ids 0..{n - 1}")
     if not np.issubdtype(a.dtype, np.integer):
         raise _bad(where, f"dtype {a.dtype}", allowed)
-    if a.ndim != 2 or a.shape[1] != 2:
-        raise _bad(where, f"shape {tuple(a.shape)}", allowed)
+    if a.ndim != 2 or (a.shape[1] != 2 if positives is None else a.shape[0] != positives or a.shape[1] < 1):
+        raise _bad(where, f"shape {tuple(a.shape)}" + ("" if positives is None else f" for {positives} positives"), allowed)
     if a.shape[0] == 0:
         raise _bad(where, "no pairs", allowed)
-    return _check_ids(a, where, n, allowed)
-
-
-def _check_ids(a: np.ndarray, where: str, n: int, allowed: str) -> np.ndarray:
     a = a.astype(np.int64)
     bad = (a < 0) | (a >= n)
     if bad.any():
@@ -188,28 +186,16 @@ def _check_ids(a: np.ndarray, where: str, n: int, allowed: str) -> np.ndarray:
     return a
 
 
-def _check_negatives(array, where: str, n: int, kind: str, positives: int) -> np.ndarray:
-    if kind == "shared":
-        return _check_pairs(array, where, n, "negative pairs shared by every positive")
-    a = np.asarray(array)
-    allowed = (f"negative destinations per positive as an integer array [{positives}, K] (a row per positive, "
-               f"K >= 1), node ids 0..{n - 1}")
-    if not np.issubdtype(a.dtype, np.integer):
-        raise _bad(where, f"dtype {a.dtype}", allowed)
-    if a.ndim != 2 or a.shape[0] != positives or a.shape[1] < 1:
-        raise _bad(where, f"shape {tuple(a.shape)} for {positives} positives", allowed)
-    return _check_ids(a, where, n, allowed)
-
-
 def check_given(given: dict, where: dict[str, str], num_nodes: int, negatives: str) -> dict[str, np.ndarray]:
     """A given split's arrays checked (shapes, dtypes, node ids; one line naming the file), as int64."""
     if negatives not in NEGATIVES:
         raise hub.DatasetError(f"link split: unknown negatives {negatives!r}; known: {', '.join(NEGATIVES)}")
-    out = {name: _check_pairs(given[name], where[name], num_nodes, f"the {name.split('_')[0]} edges")
+    out = {name: _checked(given[name], where[name], num_nodes, f"the {name.split('_')[0]} edges")
            for name in ("train_pos", "val_pos", "test_pos")}
     for s in ("val", "test"):
-        out[f"{s}_neg"] = _check_negatives(given[f"{s}_neg"], where[f"{s}_neg"], num_nodes, negatives,
-                                           len(out[f"{s}_pos"]))
+        out[f"{s}_neg"] = (_checked(given[f"{s}_neg"], where[f"{s}_neg"], num_nodes, "negative pairs shared by every positive")
+                           if negatives == "shared" else _checked(given[f"{s}_neg"], where[f"{s}_neg"], num_nodes,
+                                                                  "negative destinations per positive", len(out[f"{s}_pos"])))
     return out
 
 

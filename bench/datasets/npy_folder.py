@@ -40,9 +40,6 @@ def source_files(params: dict) -> list[Path]:
     return sorted(folder.glob("*.npy")) if folder.is_dir() else [folder]
 
 
-canonical_params, fingerprint = ug.source_hooks("npy", source_files)
-
-
 def _find(folder: Path, kind: str) -> Path:
     found = [folder / name for name in NAMES[kind] if (folder / name).is_file()]
     if not found:
@@ -132,10 +129,6 @@ def open_with_link(label: str, params: dict) -> ug.UserGraph:
     return graph
 
 
-def expected_stats(params: dict) -> dict:
-    return ug.expected_stats(open_graph("?", params), params)
-
-
 def materialise(spec: dict, cache: Path, data_root: Path | None = None) -> Path:
     folder = Path(spec["params"]["path"])
     link = read_link_split(folder, open_graph(spec["name"], spec["params"]).num_nodes) if folder.is_dir() else None
@@ -144,3 +137,6 @@ def materialise(spec: dict, cache: Path, data_root: Path | None = None) -> Path:
         given, where, kind = link
         link_split.write_given(path, given, where, LINK_PROTOCOL[kind], kind, origin=f"the files in {folder}")
     return path
+
+
+canonical_params, fingerprint, expected_stats, _ = ug.source_hooks("npy", source_files, open_graph)

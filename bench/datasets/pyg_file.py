@@ -43,9 +43,6 @@ def source_files(params: dict) -> list[Path]:
     return [Path(params["path"])]
 
 
-canonical_params, fingerprint = ug.source_hooks("pyg-file", source_files)
-
-
 def load_file(path: Path, unsafe: bool):
     """The file's object and whether its tensors are mapped: weights_only, or (unsafe) a full unpickle."""
     import torch
@@ -266,5 +263,4 @@ def expected_stats(params: dict) -> dict:
     return ug.expected_stats(open_graph("?", params), params)
 
 
-def materialise(spec: dict, cache: Path, data_root: Path | None = None) -> Path:
-    return ug.materialise(spec, cache, open_graph, source_files)
+canonical_params, fingerprint, _, materialise = ug.source_hooks("pyg-file", source_files, open_graph)

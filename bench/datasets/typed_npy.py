@@ -38,7 +38,7 @@ def source_files(params: dict) -> list[Path]:
     return sorted([*folder.rglob("*.npy"), folder / GRAPH_FILE])
 
 
-canonical_params, fingerprint = ug.source_hooks("typed-npy", source_files)
+canonical_params, fingerprint, *_ = ug.source_hooks("typed-npy", source_files)
 
 
 class Problems:

@@ -27,7 +27,6 @@ from bench import datasets
 from bench.datasets import baseline, graph_checks, hub, hub_stream
 from bench.datasets.npy_reader import NpyArray, NpyError
 
-USER_FILES = True  # marks the sources of a user's own files (bench.datasets.user_files)
 EDGE_CHUNK = 1 << 22   # edges read at a time
 FEATURE_BLOCK_BYTES = 64 << 20  # feature rows read at a time
 SPLITS = ("train", "val", "test")
@@ -48,9 +47,12 @@ def params_of(extra_params: dict | None = None, extra_defaults: dict | None = No
     return {**PARAMS, **(extra_params or {})}, {**DEFAULTS, **(extra_defaults or {})}
 
 
-def source_hooks(source: str, source_files: Callable[[dict], list[Path]]):
-    """A user source's canonical_params and fingerprint (bench.datasets' hooks) over its source_files."""
-    return partial(datasets.declared_params, source), lambda params: fingerprint(source_files(params))
+def source_hooks(source: str, source_files: Callable[[dict], list[Path]], opener: Callable[[str, dict], "UserGraph"] = None):
+    """A user source's hooks over its source_files (and its UserGraph `opener`): canonical_params,
+    fingerprint, expected_stats and materialise."""
+    return (partial(datasets.declared_params, source), lambda params: fingerprint(source_files(params)),
+            lambda params: expected_stats(opener("?", params), params),
+            lambda spec, cache, data_root=None: materialise(spec, cache, opener, source_files))
 
 
 def fingerprint(files: list[Path]) -> str:
