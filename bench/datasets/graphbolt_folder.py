@@ -53,21 +53,12 @@ def _read_metadata(meta_file: Path) -> dict:
     return meta
 
 
-def _files_named(meta: dict) -> list[str]:
+def _files_named(node) -> list[str]:
     """Every `path:` in the metadata (the files the dataset is made of)."""
-    found = []
-
-    def walk(node):
-        if isinstance(node, dict):
-            if isinstance(node.get("path"), str):
-                found.append(node["path"])
-            for value in node.values():
-                walk(value)
-        elif isinstance(node, list):
-            for value in node:
-                walk(value)
-    walk(meta)
-    return found
+    if isinstance(node, dict):
+        own = [node["path"]] if isinstance(node.get("path"), str) else []
+        return own + [p for value in node.values() for p in _files_named(value)]
+    return [p for value in node for p in _files_named(value)] if isinstance(node, list) else []
 
 
 def source_files(params: dict) -> list[Path]:

@@ -360,13 +360,6 @@ def load(path: Path, mmap: bool = True, features_mmap: bool | None = None, check
                                                           is not None else mmap) for name in ARRAYS})
 
 
-OFFLINE_ENV = "GNNBENCH_OFFLINE"  # "1": never download, say which raw files are missing instead
-
-
-def offline() -> bool:
-    return os.environ.get(OFFLINE_ENV, "") not in ("", "0")
-
-
 def find_raw(data_root: Path | None, source: str, folder: str, required: list[str]) -> Path | None:
     """The first of DATA_ROOT/FOLDER and DATA_ROOT/SOURCE/FOLDER holding every required file."""
     if data_root is None:
@@ -384,7 +377,7 @@ def download(label: str, cache: Path, data_root: Path | None, source: str, folde
     places = ([str(Path(data_root) / folder), str(Path(data_root) / source / folder)] if data_root
               else ["(no data root given: --data-root or GNNBENCH_DATA_ROOT)"])
     where = f". Expected {', '.join(required)} in one of: {'; '.join(places)}"
-    if offline():
+    if os.environ.get("GNNBENCH_OFFLINE", "") not in ("", "0"):  # never download, say which raw files are missing
         raise DatasetError(f"dataset {label!r}: raw files not found and downloads are off (GNNBENCH_OFFLINE){hint}{where}")
     root = Path(cache) / "downloads" / source
     root.mkdir(parents=True, exist_ok=True)

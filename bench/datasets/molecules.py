@@ -54,10 +54,7 @@ def check_params(params: dict) -> None:
 
 def canonical_params(params: dict) -> dict:
     p = {k: int(v) for k, v in datasets.declared_params("molecules", params).items()}
-    if p["count"] < 1 or p["min_nodes"] < 2 or p["max_nodes"] < p["min_nodes"] or p["feature_dim"] < 1 \
-            or p["num_classes"] < 2:
-        raise ValueError(f"molecules parameters {p}: need count >= 1, 2 <= min_nodes <= max_nodes, "
-                         "feature_dim >= 1, num_classes >= 2")
+    check_params(p)  # the bounds of each: params.py's schema (suites, the command line)
     return p
 
 

@@ -170,11 +170,13 @@ def expected_stats(params: dict) -> dict:
     """Upper bounds before generation (duplicates, self-loops and unconnected nodes only remove)."""
     p = {**DEFAULTS, **params}
     n = 1 << p["scale"]
+    return hub.sizes(n, 2 * p["edge_factor"] * n, p["feature_dim"], p["num_classes"], *split_sizes(n, p))
+
+
+def split_sizes(n: int, p: dict) -> tuple[int, int, int]:
+    """(train, val, test) of `n` nodes as hub.split_indices splits them with p's fractions."""
     n_train, n_val = int(p["train_frac"] * n), int(p["val_frac"] * n)
-    n_test = n - n_train - n_val if p["test_frac"] is None else int(p["test_frac"] * n)
-    return {"num_nodes": n, "num_edges": 2 * p["edge_factor"] * n, "feature_dim": p["feature_dim"],
-            "num_classes": p["num_classes"], "num_train": n_train, "num_val": n_val,
-            "num_test": n_test}
+    return n_train, n_val, n - n_train - n_val if p["test_frac"] is None else int(p["test_frac"] * n)
 
 
 def materialise(spec: dict, cache: Path, data_root: Path | None = None) -> Path:

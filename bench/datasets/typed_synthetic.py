@@ -19,7 +19,7 @@ import numpy as np
 
 from bench.datasets import baseline, typed_hub
 from bench.datasets import hub
-from bench.datasets.synthetic import check_params  # noqa: F401 - the same split rule, this source's check
+from bench.datasets.synthetic import check_params, split_sizes  # noqa: F401 - check_params: the same split rule
 from bench.datasets.user_graph import RowReader
 
 SHAPE = "typed"  # bench/tasks.py: serves the typed-node task
@@ -124,12 +124,8 @@ ESTIMATE_ORIGIN = "expected sizes before generation (edges: their expectation, w
 def expected_stats(params: dict) -> dict:
     p = {**DEFAULTS, **params}
     sizes = counts(p["scale"])
-    n = sizes[TARGET]
-    n_train, n_val = int(p["train_frac"] * n), int(p["val_frac"] * n)
-    n_test = n - n_train - n_val if p["test_frac"] is None else int(p["test_frac"] * n)
     edges = 2 * sum(int(mean * sizes[src]) for (src, _, _), mean in RELATIONS.items())
-    return {"num_nodes": sum(sizes.values()), "num_edges": edges, "feature_dim": p["feature_dim"],
-            "num_classes": p["num_classes"], "num_train": n_train, "num_val": n_val, "num_test": n_test}
+    return hub.sizes(sum(sizes.values()), edges, p["feature_dim"], p["num_classes"], *split_sizes(sizes[TARGET], p))
 
 
 def materialise(spec: dict, cache: Path, data_root: Path | None = None) -> Path:

@@ -85,7 +85,6 @@ class EdgeChunk:
     # the position of edge `i` (of the whole input), end 0 (source) or 1 (destination), as the user
     # would look it up: `[1, 17]`, ` row 18, column dst`
     position: Callable[[int, int], str]
-    ids: Callable[[int, int], object] | None = None  # the id as given, where ids were mapped
 
 
 @dataclass
