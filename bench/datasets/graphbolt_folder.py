@@ -17,7 +17,7 @@ import numpy as np
 
 from bench.datasets import tables
 from bench.datasets import user_graph as ug
-from bench.datasets.npy_reader import NpyArray
+from bench.datasets.hub_stream import NpyArray
 
 USER_FILES = True
 PARAMS, DEFAULTS = ug.params_of({"feature": (str, {"min_length": 1}), "task": (str | None, {})},

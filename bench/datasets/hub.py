@@ -439,15 +439,11 @@ def load_dataset(source: str, path, features_in_memory: bool = True, mmap: bool 
     """A materialised dataset of `source` (`.card()`, `.meta`), checked against its checksums
     unless `check` is False. The graph, labels and splits are mapped read-only (unless `mmap` is
     False), shared through the page cache; the features too where `mmap` is True or
-    `features_in_memory` False (a disk-backed store). Typed graphs read as typed_hub's, collections
-    through their source's `load`."""
+    `features_in_memory` False (a disk-backed store). A typed graph or a collection reads through
+    its source's `load`."""
     from bench import datasets  # the registry: it imports the sources, which import this module
 
     module = datasets.source_module(source)
-    if getattr(module, "SHAPE", None) == "typed":
-        from bench.datasets import typed_hub
-
-        return typed_hub.load(path, mmap=True, features_mmap=bool(mmap) or not features_in_memory, check=check)
     if hasattr(module, "load"):
         return module.load(path, mmap=bool(mmap) or not features_in_memory, check=check)
     return load(path, mmap=mmap is not False, features_mmap=mmap is True or not features_in_memory, check=check)

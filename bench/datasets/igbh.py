@@ -96,3 +96,6 @@ def materialise(spec: dict, cache: Path, data_root: Path | None = None) -> Path:
     processed = Path(params["path"]) / "processed"
     return typed_npy.write_checked(spec, cache, lambda: {**read_folder(Path(params["path"]), params["classes"]), "target": TARGET},
                                    fingerprint, lambda g: {t: processed / t / "node_feat.npy" for t in g["features"]}, VERSION)
+
+
+load = typed_hub.load_for_source  # its own `load` (hub.load_dataset)

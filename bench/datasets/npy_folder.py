@@ -1,7 +1,7 @@
 """Your own graph as a folder of .npy arrays (source `npy`; the layout: docs/own-graph.md):
 edge_index.npy ([2, E] or [E, 2]), features.npy ([N, D]: N is its rows), labels.npy, train/val/test
 ids or masks (NAMES), and optionally the link task's given split, all five files or none (LINK_POS,
-LINK_NEG). Each array is read a block at a time (npy_reader.py); checks and conversion: user_graph.py.
+LINK_NEG). Each array is read a block at a time (hub_stream.NpyArray); checks and conversion: user_graph.py.
 """
 
 from __future__ import annotations

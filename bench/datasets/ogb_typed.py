@@ -63,3 +63,6 @@ def materialise(spec: dict, cache: Path, data_root: Path | None) -> Path:
         counts, features, relations, labels, splits = _read(dataset, name)
     return typed_hub.write(spec, cache, counts, features, TARGET[name], labels, splits, relations,
                            extra_meta={"raw": str(source_dir) if source_dir else "downloaded"})
+
+
+load = typed_hub.load_for_source  # its own `load` (hub.load_dataset)

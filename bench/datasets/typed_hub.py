@@ -271,6 +271,11 @@ def load(path: Path, mmap: bool = True, features_mmap: bool | None = None, check
         graphbolt={n: read(f"graphbolt_{n}") for n in ("node_type_offset", "indptr", "indices", "type_per_edge")})
 
 
+def load_for_source(path, mmap: bool = False, check: bool = True) -> TypedHubDataset:
+    """A typed source's `load` (hub.load_dataset): the features mapped only with `mmap`."""
+    return load(path, mmap=True, features_mmap=mmap, check=check)
+
+
 def info_lines(meta: dict) -> list[str]:
     """What `gnnbench datasets info` says of a typed dataset's types and relations."""
     lines = [f"  target type {meta['target']}; node types:"]

@@ -15,7 +15,7 @@ import numpy as np
 
 from bench.datasets import baseline, graph_checks, hub, typed_hub
 from bench.datasets import user_graph as ug
-from bench.datasets.npy_reader import NpyArray
+from bench.datasets.hub_stream import NpyArray
 
 SHAPE = "typed"  # bench/tasks.py: serves the typed-node task
 USER_FILES = True
@@ -385,3 +385,6 @@ def materialise(spec: dict, cache: Path, data_root: Path | None = None) -> Path:
     folder = Path(spec["params"]["path"])
     return write_checked(spec, cache, lambda: read_folder(folder), fingerprint, lambda g: {
         t: folder / "nodes" / t / "features.npy" for t, x in g["features"].items() if x is not None}, VERSION)
+
+
+load = typed_hub.load_for_source  # its own `load` (hub.load_dataset)

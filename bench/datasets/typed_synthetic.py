@@ -147,3 +147,6 @@ def materialise(spec: dict, cache: Path, data_root: Path | None = None) -> Path:
         w.finish(TARGET, labels, {"train_idx": train, "val_idx": val, "test_idx": test},
                  extra_meta={"generator": VERSION, "features_only_acc": None if acc is None else round(acc, 4)})
     return hub.dataset_dir(spec, cache)
+
+
+load = typed_hub.load_for_source  # its own `load` (hub.load_dataset)

@@ -25,7 +25,7 @@ import numpy as np
 
 from bench import datasets
 from bench.datasets import baseline, graph_checks, hub, hub_stream
-from bench.datasets.npy_reader import NpyArray, NpyError
+from bench.datasets.hub_stream import NpyArray, NpyError
 
 EDGE_CHUNK = 1 << 22   # edges read at a time
 FEATURE_BLOCK_BYTES = 64 << 20  # feature rows read at a time
