@@ -50,7 +50,9 @@ def _row(path: Path, row: int) -> str:
 def open_graph(label: str, params: dict) -> ug.UserGraph:
     folder = Path(params["path"])
     edges_path, nodes_path, node_schema, edge_schema = _find_tables(folder)
-    notes = _edge_notes(edges_path, edge_schema)
+    ignored = [c for c in edge_schema.names if c not in ("src", "dst")]
+    notes = [f"{edges_path.name}: column(s) {', '.join(ignored)} ignored: gnnbench trains on the graph's structure, "
+             "not its edge attributes"] if ignored else []
     ids, labels, split = _read_node_columns(nodes_path, node_schema)
     nodes = NodeIds.of(nodes_path, ids)
     labels_by_node = _labels_by_node(nodes_path, labels, nodes.node_of_row)
@@ -82,14 +84,6 @@ def _find_tables(folder: Path) -> tuple:
             raise ug.fail(f"{path}: no column {', '.join(missing)} (it has {', '.join(schema.names) or 'none'}); "
                           f"allowed: columns {', '.join(needed)}" + (" and the features" if "id" in needed else ""))
     return edges_path, nodes_path, node_schema, edge_schema
-
-
-def _edge_notes(edges_path: Path, edge_schema) -> list[str]:
-    extra_edge = [c for c in edge_schema.names if c not in ("src", "dst")]
-    if not extra_edge:
-        return []
-    return [f"{edges_path.name}: column(s) {', '.join(extra_edge)} ignored: gnnbench trains on the graph's "
-            "structure, not its edge attributes"]
 
 
 def _read_node_columns(nodes_path: Path, node_schema) -> tuple:
@@ -309,9 +303,7 @@ def _node_ids_record(nodes_path: Path, nodes: NodeIds) -> tuple[dict, dict]:
 def _np_type(t) -> np.dtype:
     import pyarrow as pa
 
-    if pa.types.is_null(t):
-        return np.dtype(np.float32)
-    if pa.types.is_integer(t) or pa.types.is_boolean(t):
+    if pa.types.is_null(t) or pa.types.is_integer(t) or pa.types.is_boolean(t):
         return np.dtype(np.float32)  # read with nulls as NaN, converted to float32 anyway
     return np.dtype(t.to_pandas_dtype())
 

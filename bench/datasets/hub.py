@@ -1,16 +1,8 @@
 """The dataset hub: every dataset is materialised once into a neutral on-disk form, from which each
-backend builds its own view (N backends and M datasets need N + M converters).
-
-Layout of one dataset folder (all arrays .npy, nodes numbered 0..N-1):
-    meta.json                name, source, params, statistics, format version (written last)
-    checksums.json           size, mtime and SHA-256 of every .npy, checked on load (bench/checksums.py)
-    edge_index.npy           int64 [2, E], (source, destination), sorted by destination
-    csc_indptr.npy           int64 [N + 1] over destinations (the same edges in CSC form)
-    features.npy, labels.npy float32 [N, F], int64 [N]
-    train_idx.npy, val_idx.npy, test_idx.npy    int64 node ids
-    graphbolt_indices.npy, graphbolt_indptr.npy the CSC in GraphBolt's dtypes (int32 where they fit)
-    node_ids.npy             a user's edge list only: the id each node had there (user_graph.py)
-
+backend builds its own view (N backends and M datasets need N + M converters). One folder per
+dataset (nodes 0..N-1): edge_index.npy (int64 [2, E], sorted by destination) and csc_indptr.npy,
+features.npy (float32 [N, F]), labels.npy, train/val/test_idx.npy, GraphBolt's CSC in its dtypes
+(graphbolt_indices/indptr.npy), a user's edge list's node_ids.npy; checksums.json; meta.json last.
 The dtypes are those PyG and GraphBolt take as they are, so the arrays, memory-mapped, are shared
 through the page cache by every rank and loader worker of a cell. numpy only: host and stacks.
 """

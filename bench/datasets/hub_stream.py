@@ -1,15 +1,9 @@
-"""Writing the hub form in pieces, so that converting a user's graph (user_graph.py) or a typed
-one (typed_hub.py) takes a small part of the hub's own size in memory, whatever the graph
-(`hub.write` takes whole arrays instead):
-
-- EdgeSorter: edges arrive in chunks, become 64-bit (destination, source) keys for both directions,
-  sorted in runs spilled to scratch files and merged a block at a time (an external sort); the
-  merged stream drops (or keeps) self-loops and duplicates, counted, straight into edge_index.npy
-  and csc_indptr.npy.
-- ArrayFile: a .npy of known shape written a block of rows at a time, in order or at given rows,
-  never held whole and never mapped; NpyArray: one read a block of rows at a time (np.fromfile at
-  its offset, never mapped; an object array, a pickle, is refused, never loaded).
-numpy only, like hub.py: the stacks import it too.
+"""Reading and writing .npy files in pieces, so that converting a user's graph (user_graph.py) or a
+typed one (typed_hub.py) takes a small part of the hub's size in memory (hub.write takes whole arrays):
+EdgeSorter (an external sort of the edges' keys into edge_index.npy and csc_indptr.npy, self-loops
+and duplicates dropped or kept, counted), ArrayFile (a .npy written a block of rows at a time, in
+order or at given rows) and NpyArray (one read a block of rows at a time, a pickle refused).
+Never mapped. numpy only: the stacks import it too.
 """
 
 from __future__ import annotations

@@ -1,23 +1,13 @@
-"""The edge split of a plain dataset for the link task: the training seeds (and the message-passing
-graph), the validation and test positives, and the fixed negatives each is ranked against, stored
-once beside the dataset so that every framework trains on the same graph and scores the same candidates.
+"""The edge split of a plain dataset for the link task, stored once beside it so that every framework
+trains on the same graph and scores the same candidates: in `link-val<V>-test<T>-neg<K>-seed<S>/`,
+the message-passing graph as the hub keeps one (its edges less the held-out ones: both directions
+where the graph is undirected, every edge's reverse stored), train/val/test_pos.npy ([K, 2]; one
+per pair where undirected), val/test_neg.npy ([V, K] destinations per positive, uniform from a
+fixed seed, kept as drawn), checksums.json and meta.json (last). Self-loops stay in the graph.
 
-Layout (under the dataset's hub folder, one folder per split's parameters):
-    link-val<V>-test<T>-neg<K>-seed<S>/   meta.json (written last), checksums.json, and
-        edge_index.npy, csc_indptr.npy, graphbolt_indices.npy, graphbolt_indptr.npy
-                             the message-passing graph (the dataset's edges less the held-out ones), as the hub keeps it
-        train_pos.npy, val_pos.npy, test_pos.npy   int64 [K, 2] (source, destination); one per pair
-                             (source < destination) where the graph is undirected
-        val_neg.npy, test_neg.npy   int64 [V, K]: K negative destinations per positive, uniform from a
-                             fixed seed (kept as drawn: neither framework's sampler filters them)
-A graph is undirected when every edge's reverse is stored too: then a held-out pair leaves the
-message-passing graph in both directions. Self-loops stay in the training graph.
-
-A GIVEN split (OGB's, or a user's files) is written by its source with `write_given` into
-`link-given/`, meta.json saying `given: true` and where it came from; its negatives are per-positive
-([V, K], ogbl-citation2's) or shared ([M, 2] pairs every positive is ranked against, ogbl-collab's),
-and meta.json's `protocol` says how it is scored (PROTOCOLS). A dataset with a given split is always
-read with it. numpy only: the host and every stack import it.
+A GIVEN split (OGB's, a user's files) is written by its source into `link-given/` (`write_given`),
+with per-positive or shared ([M, 2] pairs every positive is ranked against) negatives and the
+`protocol` that scores it (PROTOCOLS); a dataset with one is always read with it. numpy only.
 """
 
 from __future__ import annotations

@@ -1,20 +1,11 @@
-"""Molecules: a deterministic generator of many small molecule- or crystal-like graphs, for
-graph-level tasks (one label per graph), e.g. `molecules:count=20000,max_nodes=30`.
-
-One graph (n nodes in [min_nodes, max_nodes]) is a backbone chain whose atoms, with a
-class-dependent probability, branch off an earlier atom, plus a class-dependent number of 5- or
-6-rings; edges undirected, without duplicates. Node features are a weak class centroid plus
-Gaussian noise: a mean-pooled small GNN learns the task well above chance, a single node says little.
-
-Materialised form (not the node hub's): one folder with meta.json {"kind": "graphs", ...} and the
-graphs concatenated:
-    x.npy            float32 [total_nodes, F]
-    edge_index.npy   int64 [2, total_edges], node ids local to each graph
-    node_ptr.npy     int64 [G + 1]   graph g's nodes are rows node_ptr[g]:node_ptr[g+1] of x
-    edge_ptr.npy     int64 [G + 1]   graph g's edges are columns edge_ptr[g]:edge_ptr[g+1]
-    y.npy            int64 [G]
-    train_idx.npy, val_idx.npy, test_idx.npy    int64 graph ids
-Generated in fixed chunks of graphs (memory stays small; the data does not depend on the machine).
+"""Molecules: a deterministic generator of many small molecule- or crystal-like graphs for graph-level
+tasks, e.g. `molecules:count=20000,max_nodes=30`. A graph is a backbone chain whose atoms branch off
+an earlier one with a class-dependent probability, plus a class-dependent number of 5- or 6-rings;
+node features are a weak class centroid plus noise (a mean-pooled GNN learns the task, one node
+says little). Its own form (meta.json {"kind": "graphs"}) holds the graphs concatenated: x.npy,
+edge_index.npy (ids local to each graph), node_ptr.npy and edge_ptr.npy ([G + 1] offsets), y.npy,
+and train/val/test graph ids. Generated in fixed chunks of graphs (the data never depends on the
+machine).
 """
 
 from __future__ import annotations

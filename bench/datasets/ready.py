@@ -1,14 +1,11 @@
 """A dataset made ready to use: the one entry to bench.datasets for everything that prepares one
 (bench/run/prepare.py, `gnnbench datasets prepare|check`, `gnnbench bundle`). Host only.
-
-    ready(spec, cache, data_root, host=..., task=...) -> ReadyDataset     (or DatasetError, naming it)
-
-keeps what the hub has where its checksums verify (a folder without them is built again: it cannot
-be told from a corrupt one), else builds it under the dataset folder's lock (bench/locks.py: a
-build by another process, here or on another host, is waited for and reused), refused first where
-it cannot fit in memory, in the interpreter its source needs (SOURCES); for the link task, its edge
-split too. The stacks, their environment and the memory check belong to layers above this one,
-so the caller hands them in as a `Host` (bench/run/prepare.py `StackHost`).
+`ready(spec, cache, data_root, host=..., task=...)` keeps what the hub has where its checksums
+verify (a folder without them is built again), else builds it under the dataset folder's lock
+(another process's build, here or on another host, is waited for and reused), refused first where
+it cannot fit in memory, in the interpreter its source needs; the link task adds its edge split.
+The stacks, their environment and the memory check belong to layers above: the caller hands them
+in as a `Host` (bench/run/prepare.py `StackHost`).
 """
 
 from __future__ import annotations

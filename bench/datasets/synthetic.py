@@ -1,14 +1,9 @@
-"""Synthetic graphs: an RMAT (Graph500-style) generator with communities, labels that follow them,
-and features too weak alone, so that a model must read the neighbourhood.
-
-RMAT drops each edge into one quadrant of the adjacency matrix with probabilities (a, b, c, d),
-giving power-law degrees. The top ceil(log2 C) levels keep both endpoints in the same half with
-probability `within_community` (marginals unchanged): contiguous id ranges become communities, a
-node's class its range; ids are then permuted (as Graph500 does). The graph is made undirected,
-without self-loops or duplicates; nodes without an edge are in no split. Features are a weak class
-centroid plus noise (`features_only_acc` in the card is low), while a node's neighbours are mostly
-of its class (`edge_homophily`). Each random draw decides several levels at once through a lookup
-table of the joint quadrant probabilities (2^20 entries). Deterministic by seed.
+"""Synthetic graphs: an RMAT (Graph500-style) generator with communities, labels that follow them, and
+features too weak alone, so that a model must read the neighbourhood. The top ceil(log2 C) levels
+of RMAT's recursion keep both endpoints in one half with probability `within_community`
+(marginals, so degrees, unchanged): id ranges become communities, a node's class its range; ids
+are then permuted. Undirected, without self-loops or duplicates; nodes without an edge are in no
+split. One random draw decides several levels through a 2^20-entry lookup table. Deterministic by seed.
 """
 
 from __future__ import annotations

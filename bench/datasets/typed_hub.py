@@ -1,19 +1,12 @@
-"""The hub form of a typed (heterogeneous) graph, the shape "typed" of bench/tasks.py, beside the
-plain form of hub.py (whose folder naming, atomic writes, checksums and meta.json-last rules it shares).
-
-Layout of one typed dataset folder (every node type numbers its nodes 0..N_t-1):
-    meta.json                   "shape": "typed", the target type, per node type its count and feature
-                                width (0: none), per relation its edges and the relation it reverses,
-                                GraphBolt's type ids, the plain statistics (summed over types); last
-    features-<type>.npy         float32 [N_t, F_t]; absent for a featureless type (a learnable embedding)
-    labels.npy, train_idx.npy, val_idx.npy, test_idx.npy    the target type's classes and splits
-    edge_index-<src>__<name>__<dst>.npy, csc_indptr-<src>__<name>__<dst>.npy   as a plain graph's
-    graphbolt_node_type_offset.npy, graphbolt_indptr.npy, graphbolt_indices.npy,
-    graphbolt_type_per_edge.npy GraphBolt's fused CSC over every relation, global ids grouped by node
-                                type in name order, edge types `src:name:dst` numbered in name order
-                                (as DGL 2.1's OnDiskDataset does), in the dtypes it casts them to
-A source gives each relation once; `write` adds its reverse `rev_<name>` (dst -> src) unless told
-not to, and meta.json records which relation each reverses. numpy only: host and stacks.
+"""The hub form of a typed (heterogeneous) graph (shape "typed", bench/tasks.py), beside hub.py's plain
+one, whose folder naming, atomic writes, checksums and meta.json-last rules it shares. Per node type
+`features-<type>.npy` (absent: featureless, a learnable embedding in the model); the target type's
+labels.npy and splits; per relation `edge_index-<src>__<name>__<dst>.npy` and `csc_indptr-...` as a
+plain graph's; GraphBolt's fused CSC over every relation (graphbolt_node_type_offset, _indptr,
+_indices, _type_per_edge: global ids grouped by node type in name order, edge types `src:name:dst`
+numbered in name order, as DGL 2.1's OnDiskDataset does). meta.json (last) holds the target, each
+type's count and width, each relation's edges and the relation it reverses: a source gives each
+relation once, and `write` adds its reverse `rev_<name>` unless told not to. numpy only.
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
-"""A synthetic typed graph shaped like IGBH (MLPerf's R-GAT graph), the offline default of the typed
-suites: papers (the target), authors, institutes, fields of study (fos), with the relations paper
--written_by-> author, author -affiliated_to-> institute, paper -topic-> fos and paper -cites-> paper
-(the hub adds the reverses). scale=100 is IGBH-tiny's sizes (550 k nodes, 4.8 M edges with the
-reverses); scale=1 has 5,500 nodes. Edges per source node are Poisson with IGBH-tiny's means, their
-destinations drawn with power-law popularity.
-
-Every node has a latent class (a paper's label); an edge goes to a node of its source's class with
-probability `within`, and features are a weak class centroid plus noise, so the model must
+"""A synthetic typed graph shaped like IGBH (MLPerf's R-GAT graph), the typed suites' offline default:
+papers (the target), authors, institutes, fields of study (RELATIONS; the hub adds the reverses).
+scale=100 has IGBH-tiny's sizes (550 k nodes), scale=1 5,500. Edges per source node are Poisson
+with IGBH-tiny's means, destinations drawn by power-law popularity, of the source's latent class
+with probability `within`; features are a weak class centroid plus noise, so the model must
 aggregate over relations. `features: target`: only papers have features. Deterministic by seed.
 """
 

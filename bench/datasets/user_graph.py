@@ -1,14 +1,10 @@
 """Your own graph: what the sources of a user's files share (npy, pyg-file, graphbolt, edge-list).
-
-Each source reads its format into a UserGraph (sizes from the files' headers, edges in chunks,
-features in row blocks, labels and splits whole); this module checks it, each problem one error
-naming the file, the array, what is wrong and what is allowed (hub.DatasetError, exit 2), and
-converts it into the hub form in pieces (hub_stream.py), so a graph far larger than memory can be
-named in a suite (`mine: {source: npy, params: {path: /data/g}}`) or as `npy:/data/g`. Self-loops
-and duplicate edges are counted, then removed or kept as `self_loops` and `duplicates` say; the
-graph is made undirected, and whether it already was is recorded. The hub folder's name holds a
-fingerprint of the source files (size, mtime), so a changed file is converted again; a file that
-changes while it is converted fails the conversion.
+Each reads its format into a UserGraph (sizes from the headers, edges in chunks, features in row
+blocks); this module checks it, each problem one error naming the file, the array, what is wrong
+and what is allowed (hub.DatasetError, exit 2), and converts it in pieces (hub_stream.py), so a
+graph far larger than memory can be named (`npy:/data/g`). Self-loops and duplicates are counted,
+then removed or kept as `self_loops` and `duplicates` say; the graph is made undirected. The hub
+folder's name holds a fingerprint of the files (size, mtime): a changed file is converted again.
 """
 
 from __future__ import annotations
@@ -167,16 +163,12 @@ def check_finite(graph: UserGraph, given_row: int, block: np.ndarray, converted:
     """NaN or inf in a block of feature rows, or a value beyond float32's range."""
     if not np.issubdtype(block.dtype, np.floating):
         return
-    finite = np.isfinite(block)
-    if not finite.all():
-        r, c = np.argwhere(~finite)[0]
-        raise fail(f"{graph.features.at(f'[{given_row + int(r)}, {c}]')} is {block[r, c]}; allowed: finite "
-                   "numbers (no NaN or inf)")
-    finite = np.isfinite(converted)
-    if not finite.all():
-        r, c = np.argwhere(~finite)[0]
-        raise fail(f"{graph.features.at(f'[{given_row + int(r)}, {c}]')} is {block[r, c]}, beyond float32's range; "
-                   "allowed: finite numbers within ±3.4e38")
+    for values, what in ((block, "; allowed: finite numbers (no NaN or inf)"),
+                         (converted, ", beyond float32's range; allowed: finite numbers within ±3.4e38")):
+        finite = np.isfinite(values)
+        if not finite.all():
+            r, c = np.argwhere(~finite)[0]
+            raise fail(f"{graph.features.at(f'[{given_row + int(r)}, {c}]')} is {block[r, c]}{what}")
 
 
 def check_labels(graph: UserGraph, num_classes: int | None) -> tuple[np.ndarray, int]:
@@ -204,16 +196,15 @@ def check_labels(graph: UserGraph, num_classes: int | None) -> tuple[np.ndarray,
         labels = np.where(np.isnan(raw), -1, raw).astype(np.int64)
     else:
         raise fail(f"{where.file}: {where.array} has dtype {raw.dtype}; allowed: {INTEGER_RULE} (or whole floats)")
-    top = num_classes if num_classes is not None else None
-    bad = labels < -1 if top is None else (labels < -1) | (labels >= top)
+    bad = (labels < -1) | (labels >= num_classes if num_classes else False)
     if bad.any():
         i = int(np.argmax(bad))
-        allowed = f"0..{top - 1} (num_classes {top})" if top else "0..C-1"
+        allowed = f"0..{num_classes - 1} (num_classes {num_classes})" if num_classes else "0..C-1"
         raise fail(f"{graph.at_node(where, i)} is {labels[i]}; allowed: labels {allowed}, or -1 for a node without one")
     problem = graph_checks.classes_problem(labels)
     if problem:
         raise fail(f"{where.file}: {where.array} {problem}")
-    return labels, top if top is not None else int(labels.max()) + 1
+    return labels, num_classes if num_classes is not None else int(labels.max()) + 1
 
 
 def check_baseline_fits(graph: UserGraph, splits: dict[str, np.ndarray], classes: int) -> None:
