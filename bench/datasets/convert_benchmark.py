@@ -50,8 +50,6 @@ def reference_name(args) -> str:
             "num_classes=47,train_frac=0.08,val_frac=0.01,test_frac=0.01")
 
 
-# --- the inputs (written once, not measured) ---------------------------------------------------
-
 def shuffled(edge_index: np.ndarray, seed: int) -> np.ndarray:
     return np.asarray(edge_index)[:, np.random.default_rng(seed).permutation(edge_index.shape[1])]
 
@@ -217,8 +215,6 @@ def write_inputs(ref: Path, work: Path, formats: list[str], args) -> dict[str, P
     return paths
 
 
-# --- a measured conversion ---------------------------------------------------------------------
-
 CONVERT = """
 import json, sys, time
 from pathlib import Path
@@ -323,8 +319,6 @@ def compare(fmt: str, r: dict, reference: dict) -> list[str]:
             "test_idx": np.arange(n_train + n_val, n)}
     return differs + [s for s in typed_hub.SPLITS if not np.array_equal(np.load(Path(r["hub"]) / f"{s}.npy"), rule[s])]
 
-
-# --- the report ----------------------------------------------------------------------------------
 
 def high_water(r: dict) -> int:
     return max(r["peak_rss_bytes"], r["vm_hwm_bytes"])

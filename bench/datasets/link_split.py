@@ -150,8 +150,6 @@ def _message_passing(kept_keys: np.ndarray, n: int) -> dict[str, np.ndarray]:
     return {"edge_index": edge_index, "csc_indptr": indptr, **hub.graphbolt_arrays(edge_index, indptr, n)}
 
 
-# --- a given split (OGB's, a user's files) ------------------------------------------------------
-
 def _bad(where: str, problem: str, allowed: str) -> hub.DatasetError:
     return hub.DatasetError(f"{where}: {problem}; allowed: {allowed}")
 

@@ -20,8 +20,7 @@ import numpy as np
 
 from bench.datasets import hub
 
-# Published sizes (OGB's documentation); num_edges counts both directions after symmetrising,
-# for papers100M an upper bound.
+# Published sizes (OGB's documentation), edges in both directions (papers100M's an upper bound).
 KNOWN_STATS = {  # hub.sizes(nodes, edges, feature_dim, classes, train, val, test)
     "ogbn-arxiv": hub.sizes(169343, 2315598, 128, 40, 90941, 29799, 48603),
     "ogbn-products": hub.sizes(2449029, 123718280, 100, 47, 196615, 39323, 2213091),

@@ -25,8 +25,7 @@ PROTOCOL = {"ogbl-collab": ("hits@50", "shared"), "ogbl-citation2": ("mrr", "per
 # the split dict's keys: the positives' (one [E, 2], or source and target [E]) and the negatives'
 SPLIT_KEYS = {"ogbl-collab": (("edge", "[E, 2]"), ("edge_neg", "[M, 2]")),
               "ogbl-citation2": (("source_node", "target_node", "[E]"), ("target_node_neg", "[E, 1000]"))}
-# Published sizes (OGB's documentation). Edges: OGB's training edges in both directions, an upper
-# bound (collab repeats a pair across years; the hub keeps one). No labels: 0 classes, no node split.
+# Published sizes (OGB's documentation): edges an upper bound (collab repeats a pair); no labels, no node split.
 KNOWN_STATS = {  # hub.sizes(nodes, edges, feature_dim, classes, train, val, test)
     "ogbl-collab": hub.sizes(235868, 2 * 1179052, 128, 0, 0, 0, 0),
     "ogbl-citation2": hub.sizes(2927963, 2 * 30387995, 128, 0, 0, 0, 0),

@@ -17,9 +17,8 @@ SHAPE = "typed"  # bench/tasks.py: serves the typed-node task
 TARGET = {"ogbn-mag": "paper"}
 RELEASE = {"ogbn-mag": 2}  # OGB's master.csv `version`: ogb asks on stdin without RELEASE_v<N>.txt
 SPLIT = {"ogbn-mag": "time"}
-# Published sizes (OGB's documentation); edges counted with the reverses the hub adds.
-# Per node type its count and feature width too, so the memory estimate before preparation counts
-# the papers' features only (bench/run/memory_plan.py), as it does from the hub's meta.json after.
+# Published sizes (OGB's documentation), edges with the hub's reverses; per node type too, so the memory
+# estimate before preparation counts the papers' features only (bench/run/memory_plan.py).
 KNOWN_STATS = {  # hub.sizes(nodes, edges, feature_dim, classes, train, val, test)
     "ogbn-mag": {**hub.sizes(1939743, 2 * 21111007, 128, 349, 629571, 64879, 41939),
                  "node_types": {"author": {"count": 1134649, "feature_dim": 0},

@@ -25,10 +25,8 @@ KNOWN_STATS = {  # hub.sizes(nodes, edges, feature_dim, classes, train, val, tes
 }
 
 
-# The official raw files: github.com/kimiyoung/planetoid, data/ at commit af6abf468a772cc0
-# (2016-09-28, MIT licence, Zhilin Yang), which PyG's Planetoid downloads (Planetoid.url). SHA-256
-# of each file, computed from that commit's blobs; Cora's and CiteSeer's are also those of the
-# offline copies in ../shared/datasets/planetoid/ (the MIT licence beside them).
+# SHA-256 of the official raw files PyG's Planetoid downloads: github.com/kimiyoung/planetoid, data/ at
+# commit af6abf468a772cc0 (MIT licence, Zhilin Yang); Cora's and CiteSeer's are also ../shared's copies.
 RAW_SHA256 = {
     "ind.cora.x": "23cfa55d91c6f624233f5eb7b6e3f141f1bd2b2ae39608a63cf5d084bb27baab",
     "ind.cora.tx": "b9afbaa4a400df991f6f02ef677e1e44da55ffc04801fd02f9e673987829226a",
@@ -54,8 +52,7 @@ RAW_SHA256 = {
     "ind.pubmed.graph": "5b89f0036ca22909471f1e6558eb42fa06e0c730a577bde5b058b40638f81dc9",
     "ind.pubmed.test.index": "b101d421688bbaecbd82e8a18f1e282378d6830f3a37666f28ebc47f844341b5",
 }
-# ind.pubmed.allx's content was not in the snapshot of that repository hashed here: its git blob id
-# there (SHA-1 of b"blob SIZE\0" + the file, what `git hash-object` prints) stands in for it.
+# ind.pubmed.allx's content was not in the snapshot hashed: its git blob id (`git hash-object`) stands in.
 RAW_GIT_BLOB = {"ind.pubmed.allx": "3b86bccf08111c37c632a9dd8ab63db25ea76361"}
 OFFICIAL = "github.com/kimiyoung/planetoid, data/ (what PyG downloads)"
 
