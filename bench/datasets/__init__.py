@@ -146,7 +146,8 @@ def declared_params(source: str, params: dict) -> dict:
     module = source_module(source)
     unknown = set(params) - set(module.PARAMS)
     if unknown:
-        raise ValueError(f"unknown {source} parameter(s) {', '.join(sorted(unknown))}; allowed: {', '.join(module.PARAMS)}")
+        raise ValueError(f"unknown {source} parameter(s) {', '.join(sorted(unknown))}; "
+                         f"allowed: {', '.join(module.PARAMS)}")
     out = {k: params.get(k, module.DEFAULTS[k]) for k in module.PARAMS if k in params or module.DEFAULTS[k] is not ...}
     if isinstance(out.get("path"), str) and out["path"]:
         out["path"] = os.path.abspath(os.path.expanduser(out["path"]))

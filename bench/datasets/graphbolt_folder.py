@@ -205,14 +205,10 @@ def _task(meta_file: Path, meta: dict, name: str | None) -> tuple[dict, str, lis
     if not tasks:
         raise ug.fail(f"{meta_file}: no `tasks`; allowed: a node classification task with train_set, "
                       "validation_set and test_set")
-    if name is not None:
-        tasks_named = [t for t in tasks if isinstance(t, dict) and t.get("name") == name]
-        if not tasks_named:
-            raise ug.fail(f"{meta_file}: no task named {name!r} (tasks: "
-                          f"{', '.join(repr(t.get('name')) for t in tasks if isinstance(t, dict))})")
-        task = tasks_named[0]
-    else:
-        task = tasks[0]
+    task = tasks[0] if name is None else next((t for t in tasks if isinstance(t, dict) and t.get("name") == name), None)
+    if task is None:
+        raise ug.fail(f"{meta_file}: no task named {name!r} (tasks: "
+                      f"{', '.join(repr(t.get('name')) for t in tasks if isinstance(t, dict))})")
     task_name = f"tasks[{tasks.index(task)}]" + (f" ({task.get('name')})" if task.get("name") else "")
     return task, task_name, [f"{len(tasks)} tasks in metadata.yaml: {task_name} used"] if len(tasks) > 1 else []
 

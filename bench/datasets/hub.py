@@ -370,7 +370,8 @@ def download(label: str, cache: Path, data_root: Path | None, source: str, folde
               else ["(no data root given: --data-root or GNNBENCH_DATA_ROOT)"])
     where = f". Expected {', '.join(required)} in one of: {'; '.join(places)}"
     if os.environ.get("GNNBENCH_OFFLINE", "") not in ("", "0"):  # never download, say which raw files are missing
-        raise DatasetError(f"dataset {label!r}: raw files not found and downloads are off (GNNBENCH_OFFLINE){hint}{where}")
+        raise DatasetError(f"dataset {label!r}: raw files not found and downloads are off "
+                           f"(GNNBENCH_OFFLINE){hint}{where}")
     root = Path(cache) / "downloads" / source
     root.mkdir(parents=True, exist_ok=True)
     try:
@@ -406,7 +407,8 @@ def check_stats(label: str, meta_stats: dict, expected: dict | None) -> None:
                            "the raw files may be truncated or of another version")
 
 
-def csc_from_coo(src: np.ndarray, dst: np.ndarray, num_nodes: int, num_dst: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+def csc_from_coo(src: np.ndarray, dst: np.ndarray, num_nodes: int,
+                 num_dst: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Edges sorted by (destination, source), duplicates dropped: (edge_index, csc_indptr [num_dst + 1])."""
     num_src, num_dst = max(num_nodes, 1), num_nodes if num_dst is None else num_dst
     key = np.unique(dst.astype(np.int64) * num_src + src.astype(np.int64))

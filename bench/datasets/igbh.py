@@ -58,11 +58,13 @@ def read_folder(folder: Path, classes: int) -> dict:
                                   lambda t: processed / t, problems)
     counts, features = typed_npy.node_arrays(
         {t: processed / t / "node_feat.npy" for t in types}, {}, processed, problems,
-        lambda t: (processed / t / "node_feat.npy", f"missing: node type {t!r} needs its features (IGB ships them for every type)"))
+        lambda t: (processed / t / "node_feat.npy",
+                   f"missing: node type {t!r} needs its features (IGB ships them for every type)"))
     counts = typed_npy.bounded_counts(counts, lambda t: processed / t / "node_feat.npy", folder, problems)
     labels = _paper_labels(processed, types, counts, classes, problems)
     relations = typed_npy.read_relations(
-        [(d.name, d, d / "edge_index.npy") for d in sorted(processed.iterdir()) if d.is_dir() and typed_hub.NAME_SEPARATOR in d.name],
+        [(d.name, d, d / "edge_index.npy") for d in sorted(processed.iterdir())
+         if d.is_dir() and typed_hub.NAME_SEPARATOR in d.name],
         processed, "<src>__<name>__<dst>/edge_index.npy", types, counts, problems, igb_layout=True)
     problems.raise_any()
     n = counts[TARGET]

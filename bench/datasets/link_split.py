@@ -158,12 +158,13 @@ def _checked(array, where: str, n: int, what: str, positives: int | None = None)
     """Node-id pairs [K >= 1, 2] (`positives`: K destinations per positive, [positives, K]) as int64,
     each id in 0..n-1, else one line naming `where`."""
     a = np.asarray(array)
-    allowed = (f"{what} as an integer array [K, 2] (source, destination), node ids 0..{n - 1}, K >= 1" if positives is None
-               else f"{what} as an integer array [{positives}, K] (a row per positive, K >= 1), node ids 0..{n - 1}")
+    shape = "[K, 2] (source, destination)" if positives is None else f"[{positives}, K] (a row per positive)"
+    allowed = f"{what} as an integer array {shape}, node ids 0..{n - 1}, K >= 1"
     if not np.issubdtype(a.dtype, np.integer):
         raise _bad(where, f"dtype {a.dtype}", allowed)
     if a.ndim != 2 or (a.shape[1] != 2 if positives is None else a.shape[0] != positives or a.shape[1] < 1):
-        raise _bad(where, f"shape {tuple(a.shape)}" + ("" if positives is None else f" for {positives} positives"), allowed)
+        for_rows = "" if positives is None else f" for {positives} positives"
+        raise _bad(where, f"shape {tuple(a.shape)}{for_rows}", allowed)
     if a.shape[0] == 0:
         raise _bad(where, "no pairs", allowed)
     a = a.astype(np.int64)
@@ -181,9 +182,10 @@ def check_given(given: dict, where: dict[str, str], num_nodes: int, negatives: s
     out = {name: _checked(given[name], where[name], num_nodes, f"the {name.split('_')[0]} edges")
            for name in ("train_pos", "val_pos", "test_pos")}
     for s in ("val", "test"):
-        out[f"{s}_neg"] = (_checked(given[f"{s}_neg"], where[f"{s}_neg"], num_nodes, "negative pairs shared by every positive")
-                           if negatives == "shared" else _checked(given[f"{s}_neg"], where[f"{s}_neg"], num_nodes,
-                                                                  "negative destinations per positive", len(out[f"{s}_pos"])))
+        shared = negatives == "shared"
+        out[f"{s}_neg"] = _checked(given[f"{s}_neg"], where[f"{s}_neg"], num_nodes,
+                                   "negative pairs shared by every positive" if shared
+                                   else "negative destinations per positive", None if shared else len(out[f"{s}_pos"]))
     return out
 
 

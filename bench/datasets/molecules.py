@@ -187,8 +187,9 @@ class GraphCollection(hub.Materialised):
 def load(path, mmap: bool = False, check: bool = True) -> GraphCollection:
     """A materialised collection, as hub.load reads a plain dataset."""
     path = Path(path)
-    meta, read = hub.opened(path, check, lambda meta: (meta.get("kind"), meta.get("format")) != (KIND, FORMAT_VERSION)
-                            and f"holds kind {meta.get('kind')!r} format {meta.get('format')}, not {KIND!r} format {FORMAT_VERSION}")
+    meta, read = hub.opened(path, check, lambda meta: (meta.get("kind"), meta.get("format")) != (KIND, FORMAT_VERSION) and
+                            f"holds kind {meta.get('kind')!r} format {meta.get('format')}, "
+                            f"not {KIND!r} format {FORMAT_VERSION}")
     return GraphCollection(path=path, meta=meta, **{name: read(name, mmap) for name in ARRAYS})
 
 

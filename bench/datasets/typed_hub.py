@@ -43,19 +43,6 @@ def _file_part(relation: tuple[str, str, str]) -> str:
     return NAME_SEPARATOR.join(relation)
 
 
-def _target_problems(counts: dict, target: str, labels: np.ndarray, splits: dict) -> list[str]:
-    problems = []
-    if target not in counts:
-        problems.append(f"target type {target!r} is not a node type ({', '.join(counts)})")
-    elif labels.shape != (counts[target],):
-        problems.append(f"labels have shape {labels.shape}, expected ({counts[target]},) for {target!r}")
-    for split, idx in splits.items():
-        idx = np.asarray(idx)
-        if idx.size and target in counts and (idx.min() < 0 or idx.max() >= counts[target]):
-            problems.append(f"{split} refers to {target!r} nodes outside 0..{counts[target] - 1}")
-    return problems
-
-
 FEATURE_BLOCK_BYTES = 32 << 20  # features written this much at a time
 
 
@@ -122,7 +109,15 @@ class Writer:
         self.num_edges[relation] = int(edge_index.shape[1])
 
     def finish(self, target: str, labels: np.ndarray, splits: dict[str, np.ndarray], extra_meta: dict | None = None) -> None:
-        problems = _target_problems(self.counts, target, labels, splits)
+        counts, problems = self.counts, []
+        if target not in counts:
+            problems.append(f"target type {target!r} is not a node type ({', '.join(counts)})")
+        elif labels.shape != (counts[target],):
+            problems.append(f"labels have shape {labels.shape}, expected ({counts[target]},) for {target!r}")
+        for split, idx in splits.items():
+            idx = np.asarray(idx)
+            if idx.size and target in counts and (idx.min() < 0 or idx.max() >= counts[target]):
+                problems.append(f"{split} refers to {target!r} nodes outside 0..{counts[target] - 1}")
         if problems:
             raise DatasetError(f"dataset {self.spec['name']!r}: " + "; ".join(problems))
         np.save(self.folder / "labels.npy", np.asarray(labels, dtype=np.int64))

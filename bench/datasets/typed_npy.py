@@ -132,9 +132,10 @@ def read_folder(folder: Path) -> dict:
     types = sorted({p.name for p in nodes_dir.iterdir() if p.is_dir()} if nodes_dir.is_dir() else set())
     types = plain_types(sorted(set(types) | set(given_counts)),
                         lambda t: config_path if t in given_counts else nodes_dir / t, problems)
-    counts, features = node_arrays({t: nodes_dir / t / "features.npy" for t in types}, given_counts, config_path,
-                                   problems, lambda t: (nodes_dir / t, f"node type {t!r} has no features.npy and no count; "
-                                                        f"allowed: features.npy, or \"num_nodes\": {{\"{t}\": N}} in {GRAPH_FILE}"))
+    counts, features = node_arrays(
+        {t: nodes_dir / t / "features.npy" for t in types}, given_counts, config_path, problems,
+        lambda t: (nodes_dir / t, f"node type {t!r} has no features.npy and no count; allowed: features.npy, or "
+                                  f"\"num_nodes\": {{\"{t}\": N}} in {GRAPH_FILE}"))
     counts = bounded_counts(counts, lambda t: nodes_dir / t / "features.npy" if (nodes_dir / t / "features.npy").is_file()
                             else config_path, folder, problems)
     target = config.get("target")
@@ -275,7 +276,8 @@ def read_labels(path: Path, n: int | None, target: str, missing: str, problems: 
     whole = np.issubdtype(y.dtype, np.integer) or (classes is not None and np.issubdtype(y.dtype, np.floating)
                                                    and bool(np.all(np.isfinite(y) & (np.asarray(y) == np.round(y)))))
     allowed = "classes 0..C-1, or -1 for no label" if classes is None else f"class ids 0..{classes - 1}"
-    bad = None if not whole else (np.asarray(y) < (-1 if classes is None else 0)) | (np.asarray(y) >= (classes or 2**63 - 1))
+    values = np.asarray(y)
+    bad = (values < (-1 if classes is None else 0)) | (values >= classes if classes else False) if whole else None
     if not whole:
         problems.add(path, f"labels has dtype {y.dtype}; allowed: {allowed} ({ug.INTEGER_RULE})")
     elif n is not None and y.shape != (n,):

@@ -43,7 +43,8 @@ def params_of(extra_params: dict | None = None, extra_defaults: dict | None = No
     return {**PARAMS, **(extra_params or {})}, {**DEFAULTS, **(extra_defaults or {})}
 
 
-def source_hooks(source: str, source_files: Callable[[dict], list[Path]], opener: Callable[[str, dict], "UserGraph"] = None):
+def source_hooks(source: str, source_files: Callable[[dict], list[Path]],
+                 opener: Callable[[str, dict], "UserGraph"] | None = None):
     """A user source's hooks over its source_files (and its UserGraph `opener`): canonical_params,
     fingerprint, expected_stats and materialise."""
     return (partial(datasets.declared_params, source), lambda params: fingerprint(source_files(params)),
