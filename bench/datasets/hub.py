@@ -119,7 +119,6 @@ def write(spec: dict, cache: Path, arrays: dict[str, np.ndarray], extra_meta: di
           expected: dict | None = None) -> Path:
     """Write a dataset atomically; `expected`: published sizes to check (a fresh download's)."""
     target = dataset_dir(spec, cache)
-    target.parent.mkdir(parents=True, exist_ok=True)
     _check_arrays(spec["name"], arrays)
     arrays = {**arrays, **graphbolt_arrays(arrays["edge_index"], arrays["csc_indptr"], int(arrays["labels"].shape[0]))}
     with atomic_dir(target) as tmp:
@@ -127,15 +126,11 @@ def write(spec: dict, cache: Path, arrays: dict[str, np.ndarray], extra_meta: di
             return target  # another process finished the same dataset first
         for name in ARRAYS:
             np.save(tmp / f"{name}.npy", arrays[name])
-        n = int(arrays["labels"].shape[0])
         meta = {
-            "format": FORMAT_VERSION, "name": spec["name"], "source": spec["source"],
-            "params": spec.get("params", {}), "num_nodes": n,
-            "num_edges": int(arrays["edge_index"].shape[1]),
-            "feature_dim": int(arrays["features"].shape[1]),
-            "num_classes": int(arrays["labels"].max()) + 1,
-            "num_train": int(arrays["train_idx"].size), "num_val": int(arrays["val_idx"].size),
-            "num_test": int(arrays["test_idx"].size), **(extra_meta or {}),
+            "format": FORMAT_VERSION, "name": spec["name"], "source": spec["source"], "params": spec.get("params", {}),
+            **sizes(int(arrays["labels"].shape[0]), int(arrays["edge_index"].shape[1]), int(arrays["features"].shape[1]),
+                    int(arrays["labels"].max()) + 1, *(int(arrays[f"{s}_idx"].size) for s in ("train", "val", "test"))),
+            **(extra_meta or {}),
         }
         check_stats(spec["name"], meta, expected)
         if "features_only_acc" not in meta:

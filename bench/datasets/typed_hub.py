@@ -190,9 +190,7 @@ class Writer:
 @contextmanager
 def writing(spec: dict, cache: Path, counts: dict[str, int]):
     """A Writer into the dataset's folder (hub.atomic_dir), None where another process finished it."""
-    target_dir = hub.dataset_dir(spec, cache)
-    target_dir.parent.mkdir(parents=True, exist_ok=True)
-    with hub.atomic_dir(target_dir) as tmp:
+    with hub.atomic_dir(hub.dataset_dir(spec, cache)) as tmp:
         yield None if tmp is None else Writer(spec, tmp, counts)
 
 
