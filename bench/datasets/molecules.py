@@ -40,7 +40,7 @@ ESTIMATE_ORIGIN = "before generation: exact counts, edges an upper bound"
 
 def check_params(params: dict) -> None:
     if params["max_nodes"] < params["min_nodes"]:
-        raise ValueError(f"max_nodes {params['max_nodes']} is below min_nodes {params['min_nodes']}")
+        raise ValueError(f"molecules: max_nodes {params['max_nodes']} is below min_nodes {params['min_nodes']}")
 
 
 def canonical_params(params: dict) -> dict:
