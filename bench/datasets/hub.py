@@ -119,6 +119,7 @@ def write(spec: dict, cache: Path, arrays: dict[str, np.ndarray], extra_meta: di
           expected: dict | None = None) -> Path:
     """Write a dataset atomically; `expected`: published sizes to check (a fresh download's)."""
     target = dataset_dir(spec, cache)
+    target.parent.mkdir(parents=True, exist_ok=True)
     _check_arrays(spec["name"], arrays)
     arrays = {**arrays, **graphbolt_arrays(arrays["edge_index"], arrays["csc_indptr"], int(arrays["labels"].shape[0]))}
     with atomic_dir(target) as tmp:
