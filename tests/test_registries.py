@@ -68,7 +68,7 @@ def test_a_registered_sources_params_are_validated_strictly(registered, write_su
         suite.load(write_suite(SUITE.replace("size: 40", "size: 1")))
     with pytest.raises(suite.SuiteError, match=r"settings\.store.*'memory', 'lmdb', .*'fakestore'"):
         suite.load(write_suite(SUITE.replace("fakestore]", "fakestore, nostore]")))
-    assert datasets.parse_name("fakesource:size=12")["params"] == {"size": 12}
+    assert datasets.parse_name("fakesource:size=12")["params"] == {"size": 12, "seed": 0}
 
 
 def test_a_registered_backend_and_store_reach_the_memory_model_and_preparation(registered, tmp_path):

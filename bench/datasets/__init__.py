@@ -1,28 +1,19 @@
-"""Dataset sources. A new source is one module with
-    materialise(spec, cache, data_root) -> Path    write the hub form (bench.datasets.hub)
-    expected_stats(params) -> dict                  sizes known before any download (hub.STAT_FIELDS)
-and optionally
-    KNOWN_STATS        {dataset name: stats}: a source of named datasets (`source:Name`)
-    PARAMS, DEFAULTS   its `key=value` parameters as plain data: types, bounds, defaults, and
-                       check_params(params) where they must fit together; suite validation
-                       builds the schema from them (bench/datasets/params.py, host only: the
-                       stacks have no pydantic). Without PARAMS: `name` from KNOWN_STATS, or none
-    canonical_params(params), expected_files(params), SHAPE (bench/tasks.py: "plain" where
-    absent, "typed", "collection" with its own `load`) or tasks(params) where its datasets differ,
-    SIZES_NOTE and ESTIMATE_ORIGIN (what `gnnbench datasets list|info` say about its sizes)
-plus one line here: the module, and the stack whose interpreter must run it (None: any, the
-host too). Suite validation builds its dataset schema from this registry (bench/run/suite.py).
+"""Dataset sources: one module each plus one line in SOURCES (the module, and the stack whose
+interpreter must run it; None: any). What a source module declares is in docs/ADDING.md: at least
+`materialise(spec, cache, data_root)` and `expected_stats(params)` (or KNOWN_STATS, `{name: stats}`,
+for a source of named datasets); optionally PARAMS and DEFAULTS (its `key=value` parameters:
+bench/datasets/params.py builds the suite schema from them), canonical_params, SHAPE (bench/tasks.py)
+or tasks(params), SIZES_NOTE and ESTIMATE_ORIGIN; USER_FILES and fingerprint for a user's files.
 
-Names on the command line: `synthetic[:scale=14,edge_factor=16]`, `planetoid:Cora`,
-`ogb:ogbn-arxiv`, `ogb-link:ogbl-collab`, `reddit`, `molecules[:count=20000,max_nodes=30]` (a graph-level dataset:
-its module sets SHAPE = "collection" and has its own `load`), and a user's own graph as
-`SOURCE:PATH` (`npy:/data/g`, `pyg-file:/data/g.pt`, `graphbolt:/data/g`, `edge-list:/data/g`; a
-module with USER_FILES, parse_rest(rest) and fingerprint(params): bench/datasets/user_graph.py).
+Names on the command line: `synthetic[:scale=14,edge_factor=16]`, `planetoid:Cora`, `ogb:ogbn-arxiv`,
+`ogb-link:ogbl-collab`, `reddit`, `molecules[:count=20000]`, `npy:/data/g` (a user's own graph).
 """
 
 from __future__ import annotations
 
 import importlib
+import os
+import re
 from typing import NamedTuple
 
 from bench.tasks import tasks_of_shape
@@ -64,8 +55,7 @@ def user_files(source: str) -> bool:
 
 
 def files_fingerprint(spec: dict) -> str | None:
-    """A digest of a user's source files (size and mtime), from the source's `fingerprint`: part of
-    the dataset's hub folder name and of a cell's identity; None for the other sources."""
+    """A digest of a user's source files (part of its hub folder's name), None for other sources."""
     try:
         module = source_module(spec["source"])
     except (KeyError, ImportError):
@@ -87,10 +77,8 @@ def materialiser(source: str):
 
 
 def tasks(spec_or_source) -> tuple[str, ...]:
-    """The tasks a dataset serves (bench/tasks.py): its source's `tasks(params)` where the source
-    has one (its datasets differ, as OGB's node, typed and link datasets do), else those of the
-    source's SHAPE ("plain" where it says none). A dataset spec ({"source", "params"}) or a source
-    name (its default parameters)."""
+    """The tasks a dataset spec (or a source, its defaults) serves: its source's `tasks(params)`,
+    else those of its SHAPE ("plain" where it says none)."""
     if isinstance(spec_or_source, str):
         source, params = spec_or_source, {}
     else:
@@ -117,18 +105,8 @@ def parse_name(text: str) -> dict:
     source, _, rest = text.partition(":")
     if source not in SOURCES:
         raise ValueError(f"unknown dataset source {source!r} in {text!r}; sources: {', '.join(SOURCES)}")
-    if hasattr(source_module(source), "parse_rest"):  # a path, or key=value pairs of any type
-        params = source_module(source).parse_rest(rest)
-    elif parametric(source):
-        params = {}
-        for item in filter(None, rest.split(",")):
-            key, sep, value = item.partition("=")
-            if not sep or not value.strip():
-                raise ValueError(f"{text!r}: {item!r} is not key=value; e.g. {source}:key=1,other=2")
-            try:
-                params[key.strip()] = int(value) if value.strip().lstrip("-").isdigit() else float(value)
-            except ValueError:
-                raise ValueError(f"{text!r}: {key.strip()}={value!r} is not a number") from None
+    if parametric(source):
+        params = _parse_params(text, source, rest, source_module(source).PARAMS)
     else:
         known = getattr(source_module(source), "KNOWN_STATS", None)
         if known is not None and rest not in known:
@@ -137,9 +115,48 @@ def parse_name(text: str) -> dict:
     return {"name": text, "source": source, "params": canonical_params(source, params)}
 
 
+def _parse_params(text: str, source: str, rest: str, declared: dict) -> dict:
+    """`key=value,...` after `SOURCE:`, each value read as its declared type (unknown keys kept, for
+    canonical_params to name); a user's source also takes a bare path (`npy:/data/g`)."""
+    if "path" in declared and not re.match(r"[a-z_]+=", rest):
+        return {"path": rest} if rest else {}
+    params: dict = {}
+    for item in filter(None, rest.split(",")):
+        key, sep, value = (part.strip() for part in item.partition("="))
+        if not sep or not value:
+            raise ValueError(f"{text!r}: {item!r} is not key=value; e.g. {source}:key=1,other=2")
+        tp = declared.get(key, (str,))[0]
+        if tp is bool:
+            if value.lower() not in ("true", "false", "1", "0", "yes", "no"):
+                raise ValueError(f"{text!r}: {key}={value!r} is not true or false")
+            params[key] = value.lower() in ("true", "1", "yes")
+        elif tp in (int, float, int | None, float | None):
+            try:
+                params[key] = (None if value.lower() == "none" and tp not in (int, float)
+                               else int(value) if value.lstrip("-").isdigit() else float(value))
+            except ValueError:
+                raise ValueError(f"{text!r}: {key}={value!r} is not a number") from None
+        else:
+            params[key] = value
+    return params
+
+
+def declared_params(source: str, params: dict) -> dict:
+    """A source's PARAMS with its DEFAULTS filled in, unknown ones refused, a user's path made absolute."""
+    module = source_module(source)
+    unknown = set(params) - set(module.PARAMS)
+    if unknown:
+        raise ValueError(f"unknown {source} parameter(s) {', '.join(sorted(unknown))}; "
+                         f"allowed: {', '.join(module.PARAMS)}")
+    out = {k: params.get(k, module.DEFAULTS[k]) for k in module.PARAMS if k in params or module.DEFAULTS[k] is not ...}
+    if isinstance(out.get("path"), str) and out["path"]:
+        out["path"] = os.path.abspath(os.path.expanduser(out["path"]))
+    return out
+
+
 def canonical_params(source: str, params: dict) -> dict:
     """Parameters with the source's defaults filled in, so equal data gets one hub folder."""
     module = source_module(source)
     if hasattr(module, "canonical_params"):
         return module.canonical_params(params)
-    return dict(params)
+    return declared_params(source, params) if hasattr(module, "PARAMS") else dict(params)

@@ -1,8 +1,6 @@
-"""What the features alone predict: a linear classifier on a node's own features, no graph.
-
-Least squares onto one-hot labels (a ridge-regularised linear classifier), fitted on the train
-split and scored on the test split, in numpy, once when a dataset is materialised. Stored in the
-dataset card as `features_only_acc`: a GNN's accuracy means something only well above it.
+"""What the features alone predict: a ridge-regularised least-squares classifier on a node's own
+features, fitted on the train split and scored on the test split once when a dataset is
+materialised (`features_only_acc` in the card: a GNN's accuracy means something well above it).
 """
 
 from __future__ import annotations
@@ -16,9 +14,7 @@ FIT_FRACTION = 0.9  # of the memory available now (as bench/run/memory_plan.py l
 
 
 def memory_bytes(train_rows: int, test_rows: int, dim: int, classes: int) -> int:
-    """What features_only_accuracy holds at its peak, from the sizes alone: the sampled rows as
-    read (float32) and as float64 with the bias column (two copies: the cast and the stacking),
-    the Gram matrix and the solver's copy of it, targets and weights."""
+    """What features_only_accuracy holds at its peak, from the sizes alone."""
     train, test, width = min(train_rows, MAX_TRAIN_ROWS), min(test_rows, MAX_TEST_ROWS), dim + 1
     rows = lambda count: count * dim * 4 + 2 * count * width * 8  # noqa: E731
     return max(rows(train) + 2 * width * width * 8 + train * classes * 8 + 2 * width * classes * 8,
@@ -26,8 +22,7 @@ def memory_bytes(train_rows: int, test_rows: int, dim: int, classes: int) -> int
 
 
 def available_bytes() -> int | None:
-    """Memory available to this process now: the kernel's MemAvailable, less where this process's
-    cgroup (v2) allows less; None where neither can be read. Plain file reads: the stacks run it."""
+    """Memory available now: MemAvailable, or less where this process's cgroup (v2) allows less."""
     found = []
     try:
         with open("/proc/meminfo") as meminfo:
@@ -48,8 +43,7 @@ def available_bytes() -> int | None:
 
 
 def refusal(train_rows: int, test_rows: int, dim: int, classes: int) -> tuple[int, int] | None:
-    """(needed, available) bytes where the baseline would not fit in memory now; None where it
-    fits (or the available memory cannot be read)."""
+    """(needed, available) bytes where the baseline would not fit in memory now, else None."""
     needed, available = memory_bytes(train_rows, test_rows, dim, classes), available_bytes()
     if available is None or needed <= FIT_FRACTION * available:
         return None

@@ -1,36 +1,16 @@
 """The conversion benchmark: peak RSS and time of bringing a graph into the hub, per way in, against
 the hub's own size (within 2x; a benchmark, not a test: it writes a JSON and a Markdown table).
-One benchmark, two graph shapes:
 
     python -m bench.datasets.convert_benchmark [--scale 21 --edge-factor 19 --feature-dim 100]
         [--formats npy,graphbolt,edge-list,edge-list-csv,pyg-file] [--in-memory] [--pyg-python PATH] --work DIR --out FILE.json
     python -m bench.datasets.convert_benchmark --typed [--scale 100 --feature-dim 128]
         [--formats generator,generator-cli,typed-npy,igbh] --work DIR --out FILE.json
 
-1. The graph. Plain: the synthetic generator's (products-scale by default: 2,097,152 nodes, 64 M
-   directed edges after symmetrising, 100 features, 47 classes), generated once into DIR/cache.
-   Typed: typed-synthetic at IGBH-tiny's structure (scale=100: 550 k nodes, 4.8 M edges with the
-   reverses the hub adds; 128 features on every type, 19 classes, IGB's 60/20/20 split fractions),
-   its generation itself measured (`generator`: the materialiser in a bare interpreter;
-   `generator-cli`: `gnnbench datasets prepare`, the process the user waits on), the first one's hub
-   the reference.
-2. The inputs, written once per format under DIR/inputs from the reference hub (not measured;
-   rewritten when the reference changes), edges in a random order (so the conversion sorts for
-   real). Plain: a user's own graph per source (the edge list's node rows in a random order too, so
-   feature rows are scattered; the PyG file written in the pyg stack, whose interpreter
-   `--pyg-python` gives: `gnnbench stacks list` shows it). Typed: a typed .npy folder
-   (typed_npy.py) and IGB's processed/ layout (igbh.py), each relation given once.
-3. Each conversion runs alone in a fresh process (the pyg stack's interpreter for pyg-file), into an
-   empty hub; its RSS is sampled with psutil every 50 ms over the whole process tree, and its own
-   high-water mark (VmHWM) read when it ends. `--in-memory` (plain) adds the other sources' path for
-   comparison: the arrays loaded whole, edges de-duplicated with hub.csc_from_coo's one np.unique,
-   written by hub.write.
-4. Each converted hub is compared with the reference, array by array (the SHA-256 in
-   checksums.json): the conversion at full size is a round trip too. IGB's layout carries no split:
-   igbh makes IGB's own (the first 60 % of papers train, the next 20 % validation), so its splits
-   are checked against that rule instead.
-Host only (psutil, yaml, pyarrow): a benchmark of the conversion beside it (user_graph.py, hub_stream.py,
-typed_hub.py), not part of it.
+The reference graph (synthetic, products-scale; or typed-synthetic at IGBH-tiny's structure, its
+own generation measured) is written once per format as a user's input, edges and node rows in a
+random order; each conversion runs alone in a fresh process into an empty hub (its process tree's
+RSS sampled every 50 ms, its VmHWM read at the end), and its hub is compared with the reference
+array by array. `--in-memory`: the whole-array path (hub.write) too. Host only.
 """
 
 from __future__ import annotations
@@ -69,8 +49,6 @@ def reference_name(args) -> str:
     return (f"synthetic:scale={args.scale},edge_factor={args.edge_factor},feature_dim={args.feature_dim},"
             "num_classes=47,train_frac=0.08,val_frac=0.01,test_frac=0.01")
 
-
-# --- the inputs (written once, not measured) ---------------------------------------------------
 
 def shuffled(edge_index: np.ndarray, seed: int) -> np.ndarray:
     return np.asarray(edge_index)[:, np.random.default_rng(seed).permutation(edge_index.shape[1])]
@@ -237,8 +215,6 @@ def write_inputs(ref: Path, work: Path, formats: list[str], args) -> dict[str, P
     return paths
 
 
-# --- a measured conversion ---------------------------------------------------------------------
-
 CONVERT = """
 import json, sys, time
 from pathlib import Path
@@ -269,8 +245,7 @@ print(json.dumps({"hub": str(out), "seconds": seconds, "vm_hwm_bytes": hwm}))
 
 
 def run_sampled(cmd: list[str], env: dict, interval: float = 0.05) -> tuple[int, str, str, int, float]:
-    """Run `cmd` in a fresh process: (return code, stdout, stderr, peak RSS of its process tree
-    sampled with psutil every `interval` s, wall seconds)."""
+    """Run `cmd`: (return code, stdout, stderr, its process tree's peak RSS, wall seconds)."""
     import psutil
 
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
@@ -345,15 +320,12 @@ def compare(fmt: str, r: dict, reference: dict) -> list[str]:
     return differs + [s for s in typed_hub.SPLITS if not np.array_equal(np.load(Path(r["hub"]) / f"{s}.npy"), rule[s])]
 
 
-# --- the report ----------------------------------------------------------------------------------
-
 def high_water(r: dict) -> int:
     return max(r["peak_rss_bytes"], r["vm_hwm_bytes"])
 
 
 def peak_phase(r: dict) -> str:
-    """The writer's step by whose end the process's high-water mark had reached its final value
-    (meta.json's convert_phases; the first step's mark includes what came before it)."""
+    """The writer's step by whose end the high-water mark was reached (meta.json's convert_phases)."""
     phases = [p for p in r.get("phases") or [] if "vm_hwm_bytes" in p]
     if not phases:
         return "n/a"

@@ -1,17 +1,8 @@
-"""Your own graph as an edge list and a node table, CSV or Parquet (source `edge-list`): a folder with
-
-    edges.csv | edges.csv.gz | edges.parquet   columns src, dst (the ids of nodes.*); other columns
-                                               (a weight...) are ignored, with a note
-    nodes.csv | nodes.csv.gz | nodes.parquet   columns id, label (an integer; empty: no label),
-                                               split (train, val or valid, test; empty: none), and
-                                               the features: every other column (numbers), or one
-                                               list column (Parquet list<float>; in CSV a quoted
-                                               "0.1 0.2 ..." or "[0.1, 0.2, ...]")
-
-Node ids are integers or strings, in any order and not necessarily 0..N-1: hub node i is the node
-with the i-th smallest id, and the ids are recorded in the hub folder (node_ids.npy, unless they
-are 0..N-1 already). Both tables are read in record batches (pyarrow), never whole; the feature
-rows are written where their node goes. Checks and conversion: bench/datasets/user_graph.py.
+"""Your own graph as an edge list and a node table, CSV or Parquet (source `edge-list`; the layout:
+docs/own-graph.md): edges.* with columns src, dst; nodes.* with id, label, split and the features
+(every other column, or one list column). Node ids are integers or strings in any order: hub node
+i is the node with the i-th smallest id (node_ids.npy keeps them, unless they are 0..N-1). Both
+tables are read in record batches, never whole. Checks and conversion: user_graph.py.
 """
 
 from __future__ import annotations
@@ -29,7 +20,7 @@ USER_FILES = True
 PARAMS, DEFAULTS = ug.params_of()
 EDGE_FILES = ("edges.parquet", "edges.csv", "edges.csv.gz")
 NODE_FILES = ("nodes.parquet", "nodes.csv", "nodes.csv.gz")
-DENSE_SPAN = 8  # integer ids spanning less than 8 N are looked up in a table of that span
+DENSE_SPAN = 8  # integer ids spanning less than 8 N are looked up in a table (sparse ones searched)
 SPLIT_WORDS = {"train": "train", "val": "val", "valid": "val", "validation": "val", "test": "test"}
 SIZES_NOTE = ("edge-list:PATH    your own graph: edges.csv|parquet (src, dst) and nodes.csv|parquet (id, label, "
               "split, features); docs/own-graph.md")
@@ -51,9 +42,6 @@ def source_files(params: dict) -> list[Path]:
     return [folder / n for n in EDGE_FILES + NODE_FILES if (folder / n).is_file()] or [folder]
 
 
-canonical_params, parse_rest, fingerprint = ug.source_hooks("edge-list", PARAMS, DEFAULTS, source_files)
-
-
 def _row(path: Path, row: int) -> str:
     """A table row as the user finds it: CSV line numbers count the header."""
     return f"row {row}" + ("" if tables.is_parquet(path) else f" (line {row + 2})")
@@ -62,7 +50,9 @@ def _row(path: Path, row: int) -> str:
 def open_graph(label: str, params: dict) -> ug.UserGraph:
     folder = Path(params["path"])
     edges_path, nodes_path, node_schema, edge_schema = _find_tables(folder)
-    notes = _edge_notes(edges_path, edge_schema)
+    ignored = [c for c in edge_schema.names if c not in ("src", "dst")]
+    notes = [f"{edges_path.name}: column(s) {', '.join(ignored)} ignored: gnnbench trains on the graph's structure, "
+             "not its edge attributes"] if ignored else []
     ids, labels, split = _read_node_columns(nodes_path, node_schema)
     nodes = NodeIds.of(nodes_path, ids)
     labels_by_node = _labels_by_node(nodes_path, labels, nodes.node_of_row)
@@ -82,7 +72,7 @@ def open_graph(label: str, params: dict) -> ug.UserGraph:
 
 
 def _find_tables(folder: Path) -> tuple:
-    """The edge list and the node table in the folder, and their schemas, with the columns needed."""
+    """The edge list and the node table in the folder, and their schemas (with the columns needed)."""
     if not folder.is_dir():
         raise ug.fail(f"{folder}: no such folder; allowed: a folder with edges.csv or edges.parquet and "
                       "nodes.csv or nodes.parquet")
@@ -94,14 +84,6 @@ def _find_tables(folder: Path) -> tuple:
             raise ug.fail(f"{path}: no column {', '.join(missing)} (it has {', '.join(schema.names) or 'none'}); "
                           f"allowed: columns {', '.join(needed)}" + (" and the features" if "id" in needed else ""))
     return edges_path, nodes_path, node_schema, edge_schema
-
-
-def _edge_notes(edges_path: Path, edge_schema) -> list[str]:
-    extra_edge = [c for c in edge_schema.names if c not in ("src", "dst")]
-    if not extra_edge:
-        return []
-    return [f"{edges_path.name}: column(s) {', '.join(extra_edge)} ignored: gnnbench trains on the graph's "
-            "structure, not its edge attributes"]
 
 
 def _read_node_columns(nodes_path: Path, node_schema) -> tuple:
@@ -138,8 +120,6 @@ class NodeIds:
     node_of_row: np.ndarray
     identity: bool  # ids 0..N-1: the id is the node
     in_order: bool  # the rows are in id order
-    # integer ids within a few times N of each other: a table from id to node (one lookup per
-    # edge end instead of a binary search); sparse ids (hashes...) are searched
     id_table: np.ndarray | None
     low: int
 
@@ -289,8 +269,7 @@ class FeatureColumns:
 
 
 def _edge_chunks(edges_path: Path, nodes_path: Path, nodes: NodeIds):
-    """The edges, a record batch at a time, their ends mapped to hub nodes; an end that is empty or
-    not a node's id is an error naming its row."""
+    """The edges a record batch at a time, their ends mapped to hub nodes (an unknown one named)."""
     import pyarrow as pa
 
     id_type = pa.int64() if nodes.numeric else pa.string()
@@ -324,9 +303,7 @@ def _node_ids_record(nodes_path: Path, nodes: NodeIds) -> tuple[dict, dict]:
 def _np_type(t) -> np.dtype:
     import pyarrow as pa
 
-    if pa.types.is_null(t):
-        return np.dtype(np.float32)
-    if pa.types.is_integer(t) or pa.types.is_boolean(t):
+    if pa.types.is_null(t) or pa.types.is_integer(t) or pa.types.is_boolean(t):
         return np.dtype(np.float32)  # read with nulls as NaN, converted to float32 anyway
     return np.dtype(t.to_pandas_dtype())
 
@@ -346,9 +323,7 @@ def _list_width(path: Path, column: str, t) -> tuple[int, np.dtype]:
 
 
 def _list_block(column, width: int | None, path: Path, start: int, name: str) -> np.ndarray:
-    """A list column's rows as a [rows, width] array; a row of another length or an empty one is
-    an error naming it. A CSV string column is split on spaces, commas or semicolons, brackets
-    aside."""
+    """A list column's rows as a [rows, width] array (a row of another length named)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -372,9 +347,4 @@ def _list_block(column, width: int | None, path: Path, start: int, name: str) ->
     return pc.list_flatten(column).to_numpy(zero_copy_only=False).reshape(len(column), expected)
 
 
-def expected_stats(params: dict) -> dict:
-    return ug.expected_stats(open_graph("?", params), params)
-
-
-def materialise(spec: dict, cache: Path, data_root: Path | None = None) -> Path:
-    return ug.materialise(spec, cache, open_graph, source_files)
+canonical_params, fingerprint, expected_stats, materialise = ug.source_hooks("edge-list", source_files, open_graph)

@@ -1,10 +1,7 @@
-"""The checks every reader of a user's graph makes, whatever its layout: the plain sources (through
-bench/datasets/user_graph.py: npy, edge-list, pyg-file, graphbolt), the typed ones (typed_npy.py,
-igbh.py) and a given link split (link_split.py). Each returns the problem as one phrase ending in
-what is allowed (None: fine), and its reader puts the file in front of it: a reader that stops at
-the first problem and one that collects them all then word them alike, and a check is written once.
-
-numpy only: the readers run on the host and in the stacks.
+"""The checks every reader of a user's graph makes, whatever its layout (user_graph.py's plain
+sources, typed_npy.py and igbh.py, a given link split): each returns the problem as one phrase
+ending in what is allowed (None: fine), and its reader puts the file in front of it, so a reader
+that stops at the first problem and one that collects them all word them alike. numpy only.
 """
 
 from __future__ import annotations
@@ -16,8 +13,7 @@ import numpy as np
 from bench.datasets.hub_stream import MAX_NODES
 
 NAME_SEPARATOR = "__"  # between the source type, the relation and the destination type in a file name
-# a node type's or relation's name: it becomes part of file names (`edge_index-<src>__<name>__<dst>.npy`)
-# and of GraphBolt's edge type `src:name:dst`, so neither the separator nor ':' may be in it
+# a node type's or relation's name becomes part of file names and of GraphBolt's `src:name:dst`
 NAME = re.compile(r"[A-Za-z0-9]+(?:[_.-][A-Za-z0-9]+)*")
 NAME_RULE = "letters and digits, single '_', '-' or '.' between them (no '__', no ':'), at most 100 characters"
 EDGES_RULE = "allowed: a graph with at least one edge between two different nodes (without one, message passing has nothing to pass)"
@@ -55,8 +51,7 @@ def classes_problem(labels: np.ndarray) -> str | None:
 
 
 def edges_problem(edges: int, self_loops: int) -> str | None:
-    """At least one edge between two different nodes: without one, a GNN is a model of each node's own
-    features, and its epoch times mean nothing for a pipeline that samples neighbours."""
+    """At least one edge between two different nodes (else epoch times mean nothing for a sampler)."""
     if edges == 0:
         return f"no edges; {EDGES_RULE}"
     if edges == self_loops:
@@ -66,9 +61,8 @@ def edges_problem(edges: int, self_loops: int) -> str | None:
 
 def split_problem(splits: dict[str, np.ndarray], labels: np.ndarray, where: dict[str, str],
                   labels_where: str) -> tuple[str, str] | None:
-    """(split, problem) for the first split (node ids, each in range) that is empty, names a node
-    twice, shares one with an earlier split or names a node without a label; `where`: each split's
-    file (and array), `labels_where` the labels', for the message."""
+    """(split, problem) for the first split that is empty, names a node twice, shares one with an
+    earlier split or names an unlabelled node; `where`, `labels_where`: files for the message."""
     names = list(splits)
     for k, name in enumerate(names):
         ids = np.asarray(splits[name], dtype=np.int64)
@@ -92,8 +86,7 @@ def split_problem(splits: dict[str, np.ndarray], labels: np.ndarray, where: dict
 
 
 def shared_pair(pairs: dict[str, np.ndarray]) -> tuple[str, str, tuple[int, int]] | None:
-    """(split, earlier split, pair) for the first (source, destination) pair of one link split ([K, 2],
-    ids in range) that an earlier one holds too: a pair trained on and scored, or scored twice."""
+    """(split, earlier split, pair) for the first pair of one link split ([K, 2]) an earlier one holds too."""
     keys = {name: p[:, 0].astype(np.int64) * (1 << 32) + p[:, 1] for name, p in pairs.items()}  # ids < 2**31
     names = list(pairs)
     for k, name in enumerate(names):

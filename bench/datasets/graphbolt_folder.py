@@ -1,26 +1,10 @@
-"""Your own graph as a GraphBolt OnDiskDataset folder (source `graphbolt`): its metadata.yaml
-and the files it names, read directly (numpy and PyYAML; no DGL needed), for a homogeneous graph
-with a node classification task:
-
-    graph:
-      nodes: [{num: N}]
-      edges: [{format: numpy, path: edges.npy}]      # [2, E]; or format: csv (src,dst lines, no header)
-    feature_data:
-      - {domain: node, name: feat, format: numpy, path: feat.npy}   # [N, D]
-    tasks:
-      - name: node_classification
-        num_classes: C
-        train_set:
-          - data:
-              - {name: seeds, format: numpy, path: train_nodes.npy}   # DGL 2.2+; seed_nodes in DGL 2.1
-              - {name: labels, format: numpy, path: train_labels.npy}
-        validation_set: [...]
-        test_set: [...]
-
-Labels come from the sets (a node in no set has none), or from a node feature named `label`.
-A node feature other than `feat` is chosen with `feature` (params); the first task, or the one
-named by `task`. Edge features and other node features are ignored, with a note. Torch-format
-files (`format: torch`) and heterogeneous graphs are refused, naming what is allowed.
+"""Your own graph as a GraphBolt OnDiskDataset folder (source `graphbolt`; docs/own-graph.md): its
+metadata.yaml and the files it names, read directly (numpy and PyYAML, no DGL), for a homogeneous
+graph with a node classification task (`graph`: one node and one edge entry, numpy or CSV edges;
+`feature_data`; `tasks` with train_set, validation_set, test_set of `seeds`/`seed_nodes` and
+`labels`). Labels come from the sets, or from a node feature named `label`; `feature` and `task`
+(params) choose another node feature than `feat` and a task than the first. Other features are
+ignored, with a note; torch-format files and heterogeneous graphs are refused.
 """
 
 from __future__ import annotations
@@ -33,7 +17,7 @@ import numpy as np
 
 from bench.datasets import tables
 from bench.datasets import user_graph as ug
-from bench.datasets.npy_reader import NpyArray
+from bench.datasets.hub_stream import NpyArray
 
 USER_FILES = True
 PARAMS, DEFAULTS = ug.params_of({"feature": (str, {"min_length": 1}), "task": (str | None, {})},
@@ -51,8 +35,7 @@ def _metadata_file(params: dict) -> Path:
 
 
 def _read_metadata(meta_file: Path) -> dict:
-    """metadata.yaml, read strictly (bench/strict_yaml.py: a key given twice, nesting past 32 levels
-    or aliases that expand past 100,000 values are refused, naming the file, before anything walks it)."""
+    """metadata.yaml, read strictly (bench/strict_yaml.py), a bad one named."""
     import yaml
 
     from bench import strict_yaml  # host only (yaml): a stack imports this module, never this function
@@ -70,21 +53,12 @@ def _read_metadata(meta_file: Path) -> dict:
     return meta
 
 
-def _files_named(meta: dict) -> list[str]:
+def _files_named(node) -> list[str]:
     """Every `path:` in the metadata (the files the dataset is made of)."""
-    found = []
-
-    def walk(node):
-        if isinstance(node, dict):
-            if isinstance(node.get("path"), str):
-                found.append(node["path"])
-            for value in node.values():
-                walk(value)
-        elif isinstance(node, list):
-            for value in node:
-                walk(value)
-    walk(meta)
-    return found
+    if isinstance(node, dict):
+        own = [node["path"]] if isinstance(node.get("path"), str) else []
+        return own + [p for value in node.values() for p in _files_named(value)]
+    return [p for value in node for p in _files_named(value)] if isinstance(node, list) else []
 
 
 def source_files(params: dict) -> list[Path]:
@@ -94,9 +68,6 @@ def source_files(params: dict) -> list[Path]:
     except Exception:  # noqa: BLE001 - a bad file is named when it is read; here only its stat counts
         return [meta_file]
     return [meta_file, *(meta_file.parent / p for p in _files_named(meta))]
-
-
-canonical_params, parse_rest, fingerprint = ug.source_hooks("graphbolt", PARAMS, DEFAULTS, source_files)
 
 
 def _key(meta_file: Path, where: str, node: dict, key: str, allowed: str):
@@ -207,8 +178,7 @@ class EdgeFile:
 
 
 def _node_features(meta_file: Path, meta: dict, name: str) -> tuple[NpyArray, list[dict], list[str]]:
-    """The node feature named `name`, the node feature `label` (a list of one, or empty), and notes
-    on the features left out."""
+    """The node feature `name`, the node feature `label` (a list of one, or empty), notes on the rest."""
     node_features = [f for f in meta.get("feature_data") or [] if isinstance(f, dict) and f.get("domain") == "node"]
     for f in meta.get("feature_data") or []:
         if isinstance(f, dict) and f.get("type"):
@@ -235,14 +205,10 @@ def _task(meta_file: Path, meta: dict, name: str | None) -> tuple[dict, str, lis
     if not tasks:
         raise ug.fail(f"{meta_file}: no `tasks`; allowed: a node classification task with train_set, "
                       "validation_set and test_set")
-    if name is not None:
-        tasks_named = [t for t in tasks if isinstance(t, dict) and t.get("name") == name]
-        if not tasks_named:
-            raise ug.fail(f"{meta_file}: no task named {name!r} (tasks: "
-                          f"{', '.join(repr(t.get('name')) for t in tasks if isinstance(t, dict))})")
-        task = tasks_named[0]
-    else:
-        task = tasks[0]
+    task = tasks[0] if name is None else next((t for t in tasks if isinstance(t, dict) and t.get("name") == name), None)
+    if task is None:
+        raise ug.fail(f"{meta_file}: no task named {name!r} (tasks: "
+                      f"{', '.join(repr(t.get('name')) for t in tasks if isinstance(t, dict))})")
     task_name = f"tasks[{tasks.index(task)}]" + (f" ({task.get('name')})" if task.get("name") else "")
     return task, task_name, [f"{len(tasks)} tasks in metadata.yaml: {task_name} used"] if len(tasks) > 1 else []
 
@@ -309,9 +275,4 @@ def _read_labels(meta_file: Path, label_feature: list[dict], sets: dict[str, tup
     return out
 
 
-def expected_stats(params: dict) -> dict:
-    return ug.expected_stats(open_graph("?", params), params)
-
-
-def materialise(spec: dict, cache: Path, data_root: Path | None = None) -> Path:
-    return ug.materialise(spec, cache, open_graph, source_files)
+canonical_params, fingerprint, expected_stats, materialise = ug.source_hooks("graphbolt", source_files, open_graph)

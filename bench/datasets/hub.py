@@ -1,27 +1,10 @@
-"""The dataset hub: every dataset is materialised once into a neutral on-disk form.
-
-Layout of one dataset folder (all arrays .npy, nodes numbered 0..N-1):
-    meta.json                name, source, params, statistics, format version (written last)
-    checksums.json           size, mtime and SHA-256 of every .npy, checked on load
-                             (bench/checksums.py: a changed file is named, never trained on)
-    edge_index.npy           int64 [2, E], (source, destination), sorted by destination
-    csc_indptr.npy           int64 [N + 1] over destinations (the same edges in CSC form)
-    features.npy             float32 [N, F]
-    labels.npy               int64 [N]
-    train_idx.npy, val_idx.npy, test_idx.npy    int64 node ids
-    graphbolt_indices.npy    the CSC's source ids (edge_index[0]) in the smallest dtype GraphBolt's
-                             OnDiskDataset gives them: int32 when the nodes fit, else int64
-    graphbolt_indptr.npy     csc_indptr likewise: int32 when the edges fit, else int64
-    node_ids.npy             a user's edge list only: the id each node had there (user_graph.py)
-
-The dtypes are the ones PyG and GraphBolt take as they are (int64 indices, float32 features;
-GraphBolt's graph from its own int32 copy, as its OnDiskDataset builds it where sizes allow, so no
-rank casts a private copy): loaded memory-mapped, torch.from_numpy over them shares the page cache's pages between every
-rank and loader worker of a cell instead of copying (bench/datasets/__init__.py `load`).
-
-Each backend builds its own view from these files (PyG Data, GraphBolt graph + feature store),
-so N backends and M datasets need N + M converters. This module needs numpy only: it is
-imported by the host and inside every stack.
+"""The dataset hub: every dataset is materialised once into a neutral on-disk form, from which each
+backend builds its own view (N backends and M datasets need N + M converters). One folder per
+dataset (nodes 0..N-1): edge_index.npy (int64 [2, E], sorted by destination) and csc_indptr.npy,
+features.npy (float32 [N, F]), labels.npy, train/val/test_idx.npy, GraphBolt's CSC in its dtypes
+(graphbolt_indices/indptr.npy), a user's edge list's node_ids.npy; checksums.json; meta.json last.
+The dtypes are those PyG and GraphBolt take as they are, so the arrays, memory-mapped, are shared
+through the page cache by every rank and loader worker of a cell. numpy only: host and stacks.
 """
 
 from __future__ import annotations
@@ -32,6 +15,7 @@ import json
 import os
 import re
 import shutil
+import sys
 import tempfile
 import time
 import uuid
@@ -49,17 +33,15 @@ FORMAT_VERSION = 2  # 2: graphbolt_indices/indptr added (a new folder key: forma
 STAT_FIELDS = ("num_nodes", "num_edges", "feature_dim", "num_classes", "num_train", "num_val", "num_test")
 ARRAYS = ("edge_index", "csc_indptr", "features", "labels", "train_idx", "val_idx", "test_idx",
           "graphbolt_indices", "graphbolt_indptr")
-INT32_MAX = 2**31 - 1
 
 
 class DatasetError(RuntimeError):
     pass
 
 
-def sizes(num_nodes: int, num_edges: int, feature_dim: int, num_classes: int, num_train: int, num_val: int,
-          num_test: int) -> dict:
-    """A dataset's statistics by name (STAT_FIELDS), e.g. a source's published sizes."""
-    return dict(zip(STAT_FIELDS, (num_nodes, num_edges, feature_dim, num_classes, num_train, num_val, num_test)))
+def sizes(*stats: int) -> dict:
+    """A dataset's statistics (nodes, edges, feature_dim, classes, train, val, test) by their STAT_FIELDS."""
+    return dict(zip(STAT_FIELDS, stats, strict=True))
 
 
 @dataclass
@@ -71,6 +53,10 @@ class Materialised:
     CARD = ("name", "source", *STAT_FIELDS)  # the statistics every result carries
     # carried too where the dataset has them (older folders do not)
     OPTIONAL_CARD = ("features_only_acc", "edge_homophily", "source_path")  # source_path: a user's graph
+
+    @property
+    def num_nodes(self) -> int:
+        return int(self.meta["num_nodes"])
 
     @property
     def num_classes(self) -> int:
@@ -98,21 +84,18 @@ class HubDataset(Materialised):
     graphbolt_indices: np.ndarray
     graphbolt_indptr: np.ndarray
 
-    @property
-    def num_nodes(self) -> int:
-        return int(self.meta["num_nodes"])
-
 
 def spec_key(spec: dict) -> str:
-    """A folder name that changes whenever anything that shapes the data changes, and only then:
-    the label a suite gives a dataset is not part of it, so `cora` in one suite and
-    `planetoid:Cora` on the command line share one folder."""
-    from bench import datasets  # the registry, as in source_version
+    """A folder name that changes whenever anything that shapes the data changes, and only then."""
+    from bench import datasets  # the registry: it imports the sources, which import this module
 
     params = spec.get("params", {})
     shape = {"source": spec["source"], "params": params, "format": FORMAT_VERSION}
-    version = source_version(spec["source"])
-    if version is not None:  # a generator's own version: new arrays, new folder
+    try:  # a generator's own VERSION (bumped when its arrays change): new arrays, new folder
+        version = getattr(datasets.source_module(spec["source"]), "VERSION", None)
+    except (KeyError, ImportError):
+        version = None
+    if version is not None:
         shape["version"] = version
     files = datasets.files_fingerprint(spec)
     if files is not None:  # a user's files: an edited file gets a new folder, never a stale one
@@ -122,17 +105,6 @@ def spec_key(spec: dict) -> str:
     if isinstance(params.get("path"), str):
         readable += "-" + (re.sub(r"[^A-Za-z0-9._-]+", "_", Path(params["path"]).name).strip("._-")[:40] or "root")
     return f"{readable}-{hashlib.sha256(canonical.encode()).hexdigest()[:10]}"
-
-
-def source_version(source: str) -> int | None:
-    """The VERSION a source module declares (a generator whose arrays changed for the same
-    parameters bumps it), or None."""
-    from bench import datasets  # the registry; imported here, as it imports this module's users (spec_key too)
-
-    try:
-        return getattr(datasets.source_module(source), "VERSION", None)
-    except (KeyError, ImportError):
-        return None
 
 
 def dataset_dir(spec: dict, cache: Path) -> Path:
@@ -145,8 +117,7 @@ def is_materialised(spec: dict, cache: Path) -> bool:
 
 def write(spec: dict, cache: Path, arrays: dict[str, np.ndarray], extra_meta: dict | None = None,
           expected: dict | None = None) -> Path:
-    """Write a dataset atomically: a half-written folder is never seen under the final name.
-    `expected`: published sizes to check (given for fresh downloads)."""
+    """Write a dataset atomically; `expected`: published sizes to check (a fresh download's)."""
     target = dataset_dir(spec, cache)
     target.parent.mkdir(parents=True, exist_ok=True)
     _check_arrays(spec["name"], arrays)
@@ -156,15 +127,11 @@ def write(spec: dict, cache: Path, arrays: dict[str, np.ndarray], extra_meta: di
             return target  # another process finished the same dataset first
         for name in ARRAYS:
             np.save(tmp / f"{name}.npy", arrays[name])
-        n = int(arrays["labels"].shape[0])
         meta = {
-            "format": FORMAT_VERSION, "name": spec["name"], "source": spec["source"],
-            "params": spec.get("params", {}), "num_nodes": n,
-            "num_edges": int(arrays["edge_index"].shape[1]),
-            "feature_dim": int(arrays["features"].shape[1]),
-            "num_classes": int(arrays["labels"].max()) + 1,
-            "num_train": int(arrays["train_idx"].size), "num_val": int(arrays["val_idx"].size),
-            "num_test": int(arrays["test_idx"].size), **(extra_meta or {}),
+            "format": FORMAT_VERSION, "name": spec["name"], "source": spec["source"], "params": spec.get("params", {}),
+            **sizes(int(arrays["labels"].shape[0]), int(arrays["edge_index"].shape[1]), int(arrays["features"].shape[1]),
+                    int(arrays["labels"].max()) + 1, *(int(arrays[f"{s}_idx"].size) for s in ("train", "val", "test"))),
+            **(extra_meta or {}),
         }
         check_stats(spec["name"], meta, expected)
         if "features_only_acc" not in meta:
@@ -177,38 +144,12 @@ def write(spec: dict, cache: Path, arrays: dict[str, np.ndarray], extra_meta: di
 
 
 def graphbolt_dtype(count: int) -> type:
-    """The smallest index dtype GraphBolt's OnDiskDataset takes for ids below `count`
-    (auto_cast_to_optimal_dtype): int32 where they fit, else int64."""
-    return np.int32 if count <= INT32_MAX else np.int64
-
-
-def write_graphbolt_arrays(folder: Path, num_nodes: int, chunk: int = 1 << 22) -> None:
-    """graphbolt_indices.npy and graphbolt_indptr.npy beside a folder's edge_index.npy and
-    csc_indptr.npy, as graphbolt_arrays gives them, for a hub written a block at a time (a user's
-    graph, bench/datasets/hub_stream.py): the sources are read in chunks with plain file reads,
-    never mapped, so the conversion's memory stays that of one chunk."""
-    folder = Path(folder)
-    with open(folder / "edge_index.npy", "rb") as f:
-        version = np.lib.format.read_magic(f)
-        read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
-        shape, _, dtype = read_header(f)
-        start, num_edges = f.tell(), int(shape[1])
-        out_dtype = np.dtype(graphbolt_dtype(num_nodes))
-        with open(folder / "graphbolt_indices.npy", "wb") as out:
-            np.lib.format.write_array_header_1_0(out, {"descr": np.lib.format.dtype_to_descr(out_dtype),
-                                                       "fortran_order": False, "shape": (num_edges,)})
-            f.seek(start)  # row 0 of the C-ordered [2, E] array: the sources
-            for first in range(0, num_edges, chunk):
-                block = np.fromfile(f, dtype=dtype, count=min(chunk, num_edges - first))
-                block.astype(out_dtype).tofile(out)
-    indptr = np.load(folder / "csc_indptr.npy")
-    np.save(folder / "graphbolt_indptr.npy", indptr.astype(graphbolt_dtype(num_edges)))
+    """The smallest index dtype GraphBolt's OnDiskDataset takes for ids below `count`."""
+    return np.int32 if count < 2**31 else np.int64
 
 
 def graphbolt_arrays(edge_index: np.ndarray, csc_indptr: np.ndarray, num_nodes: int) -> dict[str, np.ndarray]:
-    """The CSC in GraphBolt's dtypes, as DGL 2.1's OnDiskDataset preprocessing casts them
-    (auto_cast_to_optimal_dtype): indices int32 when the node ids fit, indptr int32 when the edge
-    count does; int64 otherwise."""
+    """The CSC in GraphBolt's dtypes, as its OnDiskDataset casts them (auto_cast_to_optimal_dtype)."""
     num_edges = int(edge_index.shape[1])
     return {"graphbolt_indices": np.ascontiguousarray(edge_index[0], dtype=graphbolt_dtype(num_nodes)),
             "graphbolt_indptr": np.ascontiguousarray(csc_indptr, dtype=graphbolt_dtype(num_edges))}
@@ -223,38 +164,27 @@ def has_checksums(folder: Path) -> bool:
     return checksums.recorded(folder)
 
 
-def verify(path: Path, meta: dict | None = None) -> None:
-    """Check a materialised folder's arrays against their checksums (cheap: bench/checksums.py);
-    a folder without checksums fails (it is never adopted: see bench.datasets.ready)."""
-    if meta is None:
-        try:
-            meta = json.loads((Path(path) / "meta.json").read_text())
-        except (OSError, ValueError):
-            meta = {}
-    name = meta.get("name")
-    fix = ("delete the folder and prepare it again (`gnnbench datasets prepare "
-           f"{name or 'NAME'}`, or run the suite)")
+def verify(path: Path, meta: dict | None = None, what: str = "dataset", fix: str | None = None) -> None:
+    """Check a folder's arrays against their checksums (a folder without any fails)."""
+    name = (meta or {}).get("name") or "NAME"
+    fix = fix or f"delete the folder and prepare it again (`gnnbench datasets prepare {name}`, or run the suite)"
     try:
-        checksums.verify(path, "dataset", fix)
+        checksums.verify(path, what, fix)
     except checksums.ChecksumError as exc:
         raise DatasetError(str(exc)) from None
 
 
 @contextmanager
 def atomic_dir(target: Path, marker: str = "meta.json", say=None):
-    """Yields a temporary folder beside `target` that becomes `target` when the block ends
-    without error (a half-written folder is never seen under the final name), or None when a
-    finished `target` (holding `marker`) is already there. On error (an interrupt too) the
-    temporary folder goes. The build holds `target`'s lock (bench/locks.py): another process
-    building the same folder, on this host or another sharing the cache, is waited for (said to
-    `say`, default stderr) and its result reused. Used by every folder gnnbench builds: hub
-    datasets, LMDB stores."""
+    """Yields a temporary folder beside `target` that becomes `target` when the block ends without
+    error (None where a finished `target`, holding `marker`, is there), built under `target`'s lock
+    (bench/locks.py: another process building it, here or on another host, is waited for)."""
     target = Path(target)
     if (target / marker).is_file():
         yield None
         return
     target.parent.mkdir(parents=True, exist_ok=True)
-    with locks.held(target, f"building {target}", say=say or _to_stderr):
+    with locks.held(target, f"building {target}", say=say or (lambda line: print(line, file=sys.stderr, flush=True))):
         if (target / marker).is_file():
             yield None  # built by the process just waited for
             return
@@ -271,12 +201,6 @@ def atomic_dir(target: Path, marker: str = "meta.json", say=None):
             raise
 
 
-def _to_stderr(line: str) -> None:
-    import sys
-
-    print(line, file=sys.stderr, flush=True)
-
-
 def _remove_leftovers(target: Path) -> None:
     """With `target`'s lock held, every temporary folder of it is a dead build's: removed."""
     for left in target.parent.glob(f".{glob.escape(target.name)}.pid*"):
@@ -286,9 +210,7 @@ def _remove_leftovers(target: Path) -> None:
 
 
 def _move_into_place(tmp: Path, target: Path, marker: str) -> None:
-    """Rename the finished `tmp` to `target`. A `target` without its marker is what is left of
-    a half-deleted folder (a build only ever renames a finished folder there): it is set aside
-    and removed first, so the new build replaces it cleanly."""
+    """Rename the finished `tmp` to `target` (what is left of a half-deleted one set aside first)."""
     for attempt in range(2):
         try:
             os.rename(tmp, target)
@@ -313,8 +235,7 @@ def discard(target: Path) -> None:
         shutil.rmtree(aside, ignore_errors=True)
 
 
-# A temporary folder beside what it builds is named .NAME.pid<PID>.<random>: a build killed
-# (SIGKILL, power loss) leaves it behind, and the next command removes it once its owner is gone.
+# a build's temporary folder, .NAME.pid<PID>.<random>: left by a killed build, swept once its owner is gone
 OWNED = re.compile(r"\.(?P<name>.+)\.pid(?P<pid>\d+)\.")
 
 
@@ -322,18 +243,13 @@ def owned_prefix(name: str) -> str:
     return f".{name}.pid{os.getpid()}."
 
 
-# A build on another host (or in another PID namespace) that has not beaten its lock's heartbeat for
-# this long is taken for dead by a sweep, which cannot wait and watch it: far above any clock skew
+# a build elsewhere whose lock's heartbeat is this old is taken for dead by a sweep (far above any clock skew)
 SWEEP_QUIET_S = 3600.0
 
 
 def _remove_if_over(path: Path, name: str, pid: int, say) -> str | None:
-    """Remove a build's temporary folder if its build is over: why, or None (left: it may be at
-    work). Its target's lock decides (bench/locks.py: host, PID namespace, pid, heartbeat), so a live
-    build on another node sharing the cache, or in another PID namespace, is never taken for dead;
-    the folder goes while the sweep holds that lock, so no build starts meanwhile. A folder whose
-    target has no lock record is from a build that held none (a discard, an older gnnbench): its
-    pid on this host decides."""
+    """Remove a build's temporary folder if its build is over: why, or None. Its target's lock
+    decides (bench/locks.py), else (no lock record) its pid on this host."""
     target = path.parent / name
     record = locks.read_owner(target)
     if record is None and locks.pid_alive(pid):
@@ -350,10 +266,7 @@ def _remove_if_over(path: Path, name: str, pid: int, say) -> str | None:
 
 
 def sweep_stale(cache: Path, say=print, depth: int = 4) -> list[Path]:
-    """Remove the temporary folders of builds that are over (a prepare or store build killed
-    before it finished), anywhere under the cache (datasets, their stores, ceilings); a live
-    build's folder, on this host or another sharing the cache, is left alone. Returns what was
-    removed, each named in a line."""
+    """Remove the temporary folders of builds that are over anywhere under the cache, each said."""
     removed = []
     root = Path(cache)
     if not root.is_dir():
@@ -391,8 +304,7 @@ def _check_arrays(name: str, a: dict[str, np.ndarray]) -> None:
 
 
 def read_meta(meta_file: Path) -> dict:
-    """A hub folder's meta.json, or DatasetError naming it and the fix (it marks the folder
-    finished, so a corrupt one means the folder cannot be trusted)."""
+    """A hub folder's meta.json, or DatasetError naming it and the fix."""
     try:
         meta = json.loads(Path(meta_file).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError) as exc:
@@ -406,10 +318,9 @@ def read_meta(meta_file: Path) -> dict:
 
 
 def opened(path: Path, check: bool, wrong_format) -> tuple[dict, Callable[[str, bool], np.ndarray]]:
-    """A materialised folder's meta.json and a reader of its arrays, `read(name, mapped)` (a missing
-    or corrupt one a DatasetError naming it); DatasetError where there is no meta.json or
-    `wrong_format(meta)` says what is wrong with it. `check`: the arrays against their checksums
-    (False: only the sizes in meta.json are wanted). Shared by the plain and typed hub forms."""
+    """A materialised folder's meta.json and a reader of its arrays, `read(name, mapped)`; a missing or
+    corrupt file, or a meta.json `wrong_format(meta)` objects to, is a DatasetError naming it.
+    `check`: the arrays against their checksums (False: only the sizes are wanted)."""
     if not (path / "meta.json").is_file():
         raise DatasetError(f"{path} is not a materialised dataset (no meta.json); run the suite again to prepare it")
     meta = read_meta(path / "meta.json")
@@ -429,20 +340,12 @@ def opened(path: Path, check: bool, wrong_format) -> tuple[dict, Callable[[str, 
 
 
 def load(path: Path, mmap: bool = True, features_mmap: bool | None = None, check: bool = True) -> HubDataset:
-    """`mmap`: map every array read-only instead of reading it; `features_mmap` overrides it for
-    the features alone (disk-backed stores never read them into private memory); `check`: as opened's."""
+    """`mmap`: map every array read-only; `features_mmap` overrides it for the features; `check`: as opened's."""
     path = Path(path)
     meta, read = opened(path, check, lambda meta: meta.get("format") != FORMAT_VERSION and
                         f"has hub format {meta.get('format')}, this gnnbench reads {FORMAT_VERSION}")
     return HubDataset(path=path, meta=meta, **{name: read(name, features_mmap if name == "features" and features_mmap
                                                           is not None else mmap) for name in ARRAYS})
-
-
-OFFLINE_ENV = "GNNBENCH_OFFLINE"  # "1": never download, say which raw files are missing instead
-
-
-def offline() -> bool:
-    return os.environ.get(OFFLINE_ENV, "") not in ("", "0")
 
 
 def find_raw(data_root: Path | None, source: str, folder: str, required: list[str]) -> Path | None:
@@ -455,25 +358,28 @@ def find_raw(data_root: Path | None, source: str, folder: str, required: list[st
     return None
 
 
-def download_root(cache: Path, source: str) -> Path:
-    """Where a source downloads to when the data root has no copy (reused next time)."""
-    path = Path(cache) / "downloads" / source
-    path.mkdir(parents=True, exist_ok=True)
-    return path
-
-
-def missing_raw_error(label: str, data_root: Path | None, source: str, folder: str, required: list[str],
-                      why: str) -> DatasetError:
+def download(label: str, cache: Path, data_root: Path | None, source: str, folder: str, required: list[str],
+             fetch: Callable[[Path], object], hint: str = ""):
+    """`fetch(root)` into the cache's `downloads/SOURCE` where the data root has no copy of the raw
+    files (refused while GNNBENCH_OFFLINE is set); a failure says where they were looked for."""
     places = ([str(Path(data_root) / folder), str(Path(data_root) / source / folder)] if data_root
               else ["(no data root given: --data-root or GNNBENCH_DATA_ROOT)"])
-    return DatasetError(f"dataset {label!r}: raw files not found and {why}. Expected "
-                        f"{', '.join(required)} in one of: {'; '.join(places)}")
+    where = f". Expected {', '.join(required)} in one of: {'; '.join(places)}"
+    if os.environ.get("GNNBENCH_OFFLINE", "") not in ("", "0"):  # never download, say which raw files are missing
+        raise DatasetError(f"dataset {label!r}: raw files not found and downloads are off "
+                           f"(GNNBENCH_OFFLINE){hint}{where}")
+    root = Path(cache) / "downloads" / source
+    root.mkdir(parents=True, exist_ok=True)
+    try:
+        return fetch(root)
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - ogb exits when a download is declined
+        raise DatasetError(f"dataset {label!r}: raw files not found and downloading them failed "
+                           f"({type(exc).__name__}: {exc}){where}") from exc
 
 
 @contextmanager
 def reading_raw(label: str, raw: Path):
-    """Raw files a framework cannot parse (truncated, corrupt, another format) are one clear
-    error naming the folder and the fix, never the parser's traceback (UnpicklingError, EOFError...)."""
+    """Raw files a framework cannot parse are one error naming the folder and the fix, never a traceback."""
     try:
         yield
     except (DatasetError, KeyboardInterrupt, MemoryError):
@@ -497,19 +403,20 @@ def check_stats(label: str, meta_stats: dict, expected: dict | None) -> None:
                            "the raw files may be truncated or of another version")
 
 
-def csc_from_coo(src: np.ndarray, dst: np.ndarray, num_nodes: int) -> tuple[np.ndarray, np.ndarray]:
-    """Sort edges by (destination, source), drop duplicates; returns (edge_index, csc_indptr)."""
-    key = np.unique(dst.astype(np.int64) * num_nodes + src.astype(np.int64))
-    dst_sorted, src_sorted = np.divmod(key, num_nodes)
-    indptr = np.zeros(num_nodes + 1, dtype=np.int64)
-    np.cumsum(np.bincount(dst_sorted, minlength=num_nodes), out=indptr[1:])
+def csc_from_coo(src: np.ndarray, dst: np.ndarray, num_nodes: int,
+                 num_dst: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Edges sorted by (destination, source), duplicates dropped: (edge_index, csc_indptr [num_dst + 1])."""
+    num_src, num_dst = max(num_nodes, 1), num_nodes if num_dst is None else num_dst
+    key = np.unique(dst.astype(np.int64) * num_src + src.astype(np.int64))
+    dst_sorted, src_sorted = np.divmod(key, num_src)
+    indptr = np.zeros(num_dst + 1, dtype=np.int64)
+    np.cumsum(np.bincount(dst_sorted, minlength=num_dst), out=indptr[1:])
     return np.stack([src_sorted, dst_sorted]).astype(np.int64), indptr
 
 
 def split_indices(num_nodes: int, train_frac: float, val_frac: float, rng: np.random.Generator,
                   test_frac: float | None = None, among: np.ndarray | None = None):
-    """Random train/val/test node ids; the test split is the rest unless `test_frac` is given.
-    `among`: the node ids to split (the fractions are of them); default all nodes."""
+    """Random train/val/test ids among `among` (default all nodes); test the rest unless `test_frac`."""
     perm = (rng.permutation(num_nodes) if among is None else rng.permutation(among)).astype(np.int64)
     count = perm.size
     n_train, n_val = int(train_frac * count), int(val_frac * count)
@@ -519,20 +426,14 @@ def split_indices(num_nodes: int, train_frac: float, val_frac: float, rng: np.ra
 
 
 def load_dataset(source: str, path, features_in_memory: bool = True, mmap: bool | None = None, check: bool = True):
-    """A materialised dataset of `source` from its folder: the hub form for node datasets, a
-    source's own `load` otherwise; its files checked against their checksums unless `check`
-    is False (only its sizes are wanted).
-    Node datasets: the graph structure, labels and splits are memory-mapped read-only (unless
-    `mmap` is False): every rank and loader worker of a cell then shares one copy through the
-    page cache instead of reading its own. The features are mapped too when `features_in_memory`
-    is False (a disk-backed store) or `mmap` is True, else read into the process (the in-memory
-    store holds its own copy).
-    A source's own `load` (graph collections) maps everything with `mmap` or a disk-backed store.
-    The result has `.card()` (the statistics every result carries) and `.meta`."""
+    """A materialised dataset of `source` (`.card()`, `.meta`), checked against its checksums
+    unless `check` is False. The graph, labels and splits are mapped read-only (unless `mmap` is
+    False), shared through the page cache; the features too where `mmap` is True or
+    `features_in_memory` False (a disk-backed store). A typed graph or a collection reads through
+    its source's `load`."""
     from bench import datasets  # the registry: it imports the sources, which import this module
 
     module = datasets.source_module(source)
     if hasattr(module, "load"):
-        # graph collections read by a disk-backed store stay mapped, never copied into the rank
         return module.load(path, mmap=bool(mmap) or not features_in_memory, check=check)
     return load(path, mmap=mmap is not False, features_mmap=mmap is True or not features_in_memory, check=check)

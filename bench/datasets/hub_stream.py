@@ -1,31 +1,21 @@
-"""Writing the hub form in pieces, for graphs too large to hold twice in memory.
-
-`hub.write` takes whole arrays and de-duplicates edges with one in-memory sort; a user's graph
-(bench/datasets/user_graph.py) is converted through this module instead, so that its peak memory
-stays a small part of the hub's own size whatever the graph:
-
-- EdgeSorter: edges arrive in chunks; each becomes 64-bit keys (destination, source) for both
-  directions, sorted in runs of RUN_KEYS keys spilled to a scratch file (an external sort), then
-  merged run against run a block at a time (a k-way merge of sorted files). The merged stream
-  drops (or keeps) self-loops and duplicate edges, counts them, and is written straight into
-  edge_index.npy (sorted by destination, as the hub wants) and csc_indptr.npy.
-- ArrayFile: a .npy of known shape written a block of rows at a time, in order or at given rows
-  (a node table whose ids are not in order: bucketed by row range on disk, placed at the end),
-  never held whole and never mapped.
-
-Reading is the sources' business: they hand over chunks (bench/datasets/npy_reader.py reads .npy
-files a block at a time without mapping them). numpy only, like hub.py: the stacks import it too.
+"""Reading and writing .npy files in pieces, so that converting a user's graph (user_graph.py) or a
+typed one (typed_hub.py) takes a small part of the hub's size in memory (hub.write takes whole arrays):
+EdgeSorter (an external sort of the edges' keys into edge_index.npy and csc_indptr.npy, self-loops
+and duplicates dropped or kept, counted), ArrayFile (a .npy written a block of rows at a time, in
+order or at given rows) and NpyArray (one read a block of rows at a time, a pickle refused).
+Never mapped. numpy only: the stacks import it too.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 
-from bench.datasets.hub import write_graphbolt_arrays
+from bench.datasets.hub import graphbolt_dtype
 
 RUN_KEYS = 1 << 24   # keys sorted in memory at a time (128 MiB), then spilled as one sorted run
 MERGE_KEYS = 1 << 23  # keys of all runs read per merge step together (64 MiB)
@@ -42,21 +32,14 @@ class EdgeCounts:
     reverse_added: int = 0     # edges added to make the graph undirected (0: it was undirected as given)
     num_edges: int = 0         # edges in the hub (both directions)
 
-    @property
-    def directed_input(self) -> bool:
-        return self.reverse_added > 0
-
     def as_meta(self) -> dict:
-        return {**asdict(self), "directed_input": self.directed_input}
+        return {**asdict(self), "directed_input": self.reverse_added > 0}
 
 
 class EdgeSorter:
-    """Edges in, the hub's edge_index.npy and csc_indptr.npy out: undirected (each edge in both
-    directions), sorted by (destination, source); self-loops and duplicates removed or kept.
-
-    With duplicates kept, an edge given k times in one direction and j times in the other is
-    there max(k, j) times in each (an undirected multigraph stays what it was); removed, once.
-    A self-loop is its own reverse: kept, it is there once (or as often as given, duplicates kept)."""
+    """Edges in, the hub's edge_index.npy and csc_indptr.npy out: undirected, sorted by
+    (destination, source). Duplicates kept: an edge given k times one way and j the other is there
+    max(k, j) times each way; removed: once. A self-loop is its own reverse."""
 
     def __init__(self, num_nodes: int, scratch: Path, self_loops: str = "remove", duplicates: str = "remove",
                  run_keys: int = RUN_KEYS, merge_keys: int = MERGE_KEYS):
@@ -123,8 +106,7 @@ class EdgeSorter:
         self._runs.append((path, keys.size))
 
     def _merged(self):
-        """Sorted blocks of keys; the keys of one edge (one destination and source) are never
-        split between two blocks."""
+        """Sorted blocks of keys, an edge's keys never split between two blocks."""
         if not self._runs:
             keys = self._gather()
             if keys.size:
@@ -165,7 +147,7 @@ class EdgeSorter:
         groups = forward_groups = 0
         dst_spool = self.scratch / "edges.dst.bin"
         with open(folder / "edge_index.npy", "wb") as out, open(dst_spool, "wb") as dst_file:
-            header = _npy_header(np.int64, (2, self._upper_bound()))
+            header = _npy_header(np.int64, (2, 2 * self._forward + 1))  # an upper bound, rewritten below
             out.write(header)
             for block in self._merged():
                 pair = block >> 1
@@ -202,7 +184,7 @@ class EdgeSorter:
                 raise RuntimeError("npy header length changed")
             out.seek(len(header) + 8 * total)
             with open(dst_spool, "rb") as spool:
-                _copy(spool, out)
+                shutil.copyfileobj(spool, out, 16 << 20)
             out.truncate()
             out.seek(0)
             out.write(final)
@@ -212,7 +194,7 @@ class EdgeSorter:
         del indptr_counts
         np.save(folder / "csc_indptr.npy", indptr)
         del indptr
-        write_graphbolt_arrays(folder, n)  # GraphBolt's int32 copy (hub format 2)
+        write_graphbolt_arrays(folder, n)
         c = self.counts
         c.num_edges = total
         c.duplicates = self._forward - forward_groups  # repeats of an edge as given
@@ -220,13 +202,20 @@ class EdgeSorter:
         c.reverse_added = total - self._forward if self.keep_duplicates else groups - forward_groups
         return c
 
-    def _upper_bound(self) -> int:
-        return 2 * self._forward + 1
+
+def write_graphbolt_arrays(folder: Path, num_nodes: int, chunk: int = 1 << 22) -> None:
+    """GraphBolt's copies (hub.graphbolt_arrays) of a folder's CSC, the edges read a chunk at a time."""
+    edges = NpyArray(Path(folder) / "edge_index.npy")
+    num_edges = edges.shape[1]
+    with ArrayFile(Path(folder) / "graphbolt_indices.npy", graphbolt_dtype(num_nodes), (num_edges,)) as out:
+        for start in range(0, num_edges, chunk):
+            out.append(edges.row_of_column(0, start, start + chunk))
+    indptr = np.load(Path(folder) / "csc_indptr.npy")
+    np.save(Path(folder) / "graphbolt_indptr.npy", indptr.astype(graphbolt_dtype(num_edges)))
 
 
 class _RunReader:
-    """One sorted run file, read a block at a time (never mapped: its pages are not this
-    process's memory)."""
+    """One sorted run file, read a block at a time (never mapped)."""
 
     def __init__(self, path: Path, count: int, block_keys: int):
         self.file = open(path, "rb")
@@ -267,17 +256,9 @@ def _npy_header(dtype, shape: tuple) -> bytes:
     return buffer.getvalue()
 
 
-def _copy(src, dst, size: int = 16 << 20) -> None:
-    while chunk := src.read(size):
-        dst.write(chunk)
-
-
 class ArrayFile:
-    """A .npy of known shape and dtype, written a block of rows at a time, never mapped: in order
-    (`append`), or at given rows (`put`: a node table whose ids are not in order). Rows put out of
-    order are spilled into buckets of BUCKET_BYTES of the output, one scratch file each (a
-    distribution sort: each bucket is a range of rows), and each bucket is placed and written in
-    order when the file is closed, so memory holds one block and one bucket at a time."""
+    """A .npy of known shape and dtype written a block of rows at a time, never mapped: in order
+    (`append`), or at given rows (`put`: spilled per range of rows, placed when closed)."""
 
     def __init__(self, path: Path, dtype, shape: tuple, scratch: Path | None = None):
         self.path = Path(path)
@@ -358,3 +339,84 @@ class ArrayFile:
 
     def __exit__(self, *exc):
         self.close()
+
+
+class NpyError(ValueError):
+    pass
+
+
+class NpyArray:
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        try:
+            with open(self.path, "rb") as f:
+                version = np.lib.format.read_magic(f)
+                if version == (1, 0):
+                    shape, fortran, dtype = np.lib.format.read_array_header_1_0(f)
+                else:
+                    shape, fortran, dtype = np.lib.format.read_array_header_2_0(f)
+                self.offset = f.tell()
+        except OSError as exc:
+            raise NpyError(f"cannot be read ({exc.strerror or exc})") from None
+        except Exception as exc:  # noqa: BLE001 - numpy parses the header's text with tokenize and ast:
+            # a cut-off or edited header raises ValueError, SyntaxError, tokenize.TokenError...
+            raise NpyError(f"its .npy header is cut off or malformed ({type(exc).__name__}: "
+                           f"{' '.join(str(exc).split())[:160]}); allowed: a whole file written by np.save") from None
+        if dtype.hasobject:
+            raise NpyError("holds Python objects (a pickle), which is never loaded; allowed: numeric arrays")
+        if not all(isinstance(d, int) and d >= 0 for d in shape):
+            raise NpyError(f"its .npy header gives the shape {tuple(shape)}; allowed: sizes of 0 or more")
+        self.shape, self.fortran, self.dtype = tuple(shape), bool(fortran), np.dtype(dtype)
+        count = 1
+        for d in self.shape:  # Python integers: a hostile shape cannot wrap around int64
+            count *= d
+        size = self.offset + count * self.dtype.itemsize
+        actual = self.path.stat().st_size
+        if actual < size:
+            raise NpyError(f"is truncated: its header says {self.shape} {self.dtype} ({size:,} bytes), "
+                           f"the file has {actual:,} bytes")
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def __len__(self) -> int:
+        return self.shape[0] if self.shape else 1
+
+    def _read(self, f, start_item: int, count: int) -> np.ndarray:
+        f.seek(self.offset + start_item * self.dtype.itemsize)
+        return np.fromfile(f, dtype=self.dtype, count=count)
+
+    def rows(self, start: int, stop: int) -> np.ndarray:
+        """array[start:stop] (along the first axis), read from the file, C-ordered."""
+        stop = min(stop, self.shape[0])
+        count = max(0, stop - start)
+        inner = self.shape[1:]
+        width = int(np.prod(inner, dtype=np.int64))
+        with open(self.path, "rb") as f:
+            if not self.fortran or self.ndim <= 1:
+                return self._read(f, start * width, count * width).reshape((count, *inner))
+            if self.ndim != 2:
+                raise NpyError(f"a Fortran-ordered {self.ndim}-D array; allowed: C order, or 2-D Fortran")
+            # Fortran order: column j's rows are contiguous
+            out = np.empty((count, width), dtype=self.dtype)
+            for j in range(width):
+                out[:, j] = self._read(f, j * self.shape[0] + start, count)
+            return out
+
+    def row_of_column(self, row: int, start: int, stop: int) -> np.ndarray:
+        """array[row, start:stop] of a 2-D array (an edge index given as [2, E])."""
+        stop = min(stop, self.shape[1])
+        count = max(0, stop - start)
+        with open(self.path, "rb") as f:
+            if not self.fortran:
+                return self._read(f, row * self.shape[1] + start, count)
+            # Fortran [2, E]: the two rows interleaved; read the pairs, keep one
+            pairs = self._read(f, start * self.shape[0], count * self.shape[0]).reshape(count, self.shape[0])
+            return np.ascontiguousarray(pairs[:, row])
+
+    def read_all(self) -> np.ndarray:
+        if not self.ndim:
+            with open(self.path, "rb") as f:
+                return self._read(f, 0, 1).reshape(())
+        return self.rows(0, self.shape[0])

@@ -1,31 +1,20 @@
-"""IGBH (the Illinois Graph Benchmark's typed graph, MLPerf's R-GAT dataset) from IGB's own on-disk
-layout, where the user has it (source `igbh`: `igbh:/data/igb/tiny`, or
-`igbh:path=/data/igb/small,classes=2983`). PATH is the folder of one size holding `processed/`:
-
-    processed/<type>/node_feat.npy                  [N_t, F] float32, one folder per node type
-                                                    (paper, author, institute, fos; the large
-                                                    sizes add journal, conference)
-    processed/paper/node_label_19.npy               [N_paper] the 19 classes (node_label_2K.npy:
-                                                    2,983), integers or whole floats
-    processed/<src>__<name>__<dst>/edge_index.npy   [E, 2]: column 0 src ids, column 1 dst ids
-
-as IGB's `IGBHeteroDGLDataset` reads them. Splits as IGB's loader makes them: the first 60% of
-the papers train, the next 20% validation, the rest test. The hub adds each relation's reverse (IGB's
-loader reverses every relation with `all_in_edges`, and keeps the citations' self-loops: kept here too).
-IGB's large and full sizes ship headerless arrays (read with np.memmap and their published shapes):
-those are not read here; convert them to .npy (or to `typed-npy:`) first.
-Every problem is one line naming the file (exit 2 through `gnnbench datasets check igbh:PATH`).
-numpy only: converted on the host.
+"""IGBH (the Illinois Graph Benchmark's typed graph, MLPerf's R-GAT dataset) in IGB's own processed/
+layout (docs/own-graph.md): `igbh:/data/igb/tiny`, or `igbh:path=/data/igb/small,classes=2983`.
+processed/<type>/node_feat.npy per type, processed/paper/node_label_19.npy (or _2K), and
+processed/<src>__<name>__<dst>/edge_index.npy [E, 2], read as IGB's `IGBHeteroDGLDataset` reads
+them, with its splits (papers: the first 60% train, the next 20% validation); the hub adds each
+relation's reverse, as IGB's loader does. Headerless arrays (IGB's large sizes) are not read.
+Problems are said as typed_npy.py says them. numpy only.
 """
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import numpy as np
 
-from bench.datasets import graph_checks, hub, typed_hub, typed_npy
+from bench import datasets
+from bench.datasets import graph_checks, typed_hub, typed_npy
 from bench.datasets import user_graph as ug
 
 SHAPE = "typed"  # bench/tasks.py: serves the typed-node task
@@ -42,16 +31,10 @@ ESTIMATE_ORIGIN = ug.SIZES_ORIGIN
 
 
 def canonical_params(params: dict) -> dict:
-    out = ug.canonical(params, PARAMS, DEFAULTS, "igbh")
+    out = datasets.declared_params("igbh", params)
     if out.get("classes") not in LABEL_FILES:
         raise ValueError(f"igbh: classes={out.get('classes')!r}; allowed: 19 or 2983 (IGB's two label sets)")
     return out
-
-
-def parse_rest(rest: str) -> dict:
-    if not re.match(r"[a-z_]+=", rest):
-        return {"path": rest} if rest else {}
-    return ug.parse_rest(rest, PARAMS, "igbh")
 
 
 def source_files(params: dict) -> list[Path]:
@@ -59,7 +42,7 @@ def source_files(params: dict) -> list[Path]:
     return sorted(processed.rglob("*.npy")) if processed.is_dir() else [processed]
 
 
-*_, fingerprint = ug.source_hooks("igbh", PARAMS, DEFAULTS, source_files)
+_, fingerprint, *_ = ug.source_hooks("igbh", source_files)
 
 
 def read_folder(folder: Path, classes: int) -> dict:
@@ -73,10 +56,16 @@ def read_folder(folder: Path, classes: int) -> dict:
     types = typed_npy.plain_types(sorted(p.name for p in processed.iterdir()
                                          if p.is_dir() and typed_hub.NAME_SEPARATOR not in p.name),
                                   lambda t: processed / t, problems)
-    counts, features = _node_features(processed, types, problems)
+    counts, features = typed_npy.node_arrays(
+        {t: processed / t / "node_feat.npy" for t in types}, {}, processed, problems,
+        lambda t: (processed / t / "node_feat.npy",
+                   f"missing: node type {t!r} needs its features (IGB ships them for every type)"))
     counts = typed_npy.bounded_counts(counts, lambda t: processed / t / "node_feat.npy", folder, problems)
     labels = _paper_labels(processed, types, counts, classes, problems)
-    relations = _relations(processed, types, counts, problems)
+    relations = typed_npy.read_relations(
+        [(d.name, d, d / "edge_index.npy") for d in sorted(processed.iterdir())
+         if d.is_dir() and typed_hub.NAME_SEPARATOR in d.name],
+        processed, "<src>__<name>__<dst>/edge_index.npy", types, counts, problems, igb_layout=True)
     problems.raise_any()
     n = counts[TARGET]
     n_train, n_val = int(n * TRAIN_FRAC), int(n * VAL_FRAC)
@@ -90,84 +79,18 @@ def read_folder(folder: Path, classes: int) -> dict:
     return {"counts": counts, "features": features, "labels": labels, "splits": splits, "relations": relations}
 
 
-def _node_features(processed: Path, types: list[str], problems: typed_npy.Problems) -> tuple[dict, dict]:
-    """Per node type its count and features (processed/<type>/node_feat.npy, [N, F] floats)."""
-    counts, features = {}, {}
-    for t in types:
-        path = processed / t / "node_feat.npy"
-        if not path.is_file():
-            problems.add(path, f"missing: node type {t!r} needs its features (IGB ships them for every type)")
-            continue
-        x = typed_npy._open(path, problems)
-        if x is None:
-            continue
-        if x.ndim != 2:
-            problems.add(path, f"node_feat has shape {x.shape}; allowed: [N, F]")
-            continue
-        counts[t] = int(x.shape[0])
-        if not np.issubdtype(x.dtype, np.floating):
-            problems.add(path, f"node_feat has dtype {x.dtype}; allowed: a float dtype")
-            continue
-        features[t] = x
-    return counts, features
-
-
 def _paper_labels(processed: Path, types: list[str], counts: dict, classes: int,
                   problems: typed_npy.Problems) -> np.ndarray | None:
     """The papers' labels (processed/paper/node_label_19.npy or _2K.npy), None where unusable (said)."""
-    labels = None
     if TARGET not in types:
         problems.add(processed / TARGET, "missing: IGBH's papers (the classified type)")
-    elif TARGET in counts:
-        path = processed / TARGET / LABEL_FILES[classes]
-        y = typed_npy._open(path, problems) if path.is_file() else None
-        if not path.is_file():
-            problems.add(path, f"missing: the papers' {classes} classes")
-        elif y is not None:
-            whole = np.issubdtype(y.dtype, np.integer) or (
-                np.issubdtype(y.dtype, np.floating) and bool(np.all(np.isfinite(y) & (np.asarray(y) == np.round(y)))))
-            if y.shape != (counts[TARGET],):
-                problems.add(path, f"labels have shape {y.shape}; allowed: [{counts[TARGET]}] (one per paper)")
-            elif not whole:
-                problems.add(path, f"labels of dtype {y.dtype} are not whole numbers; allowed: class ids 0..{classes - 1}")
-            elif y.size and (int(np.min(y)) < 0 or int(np.max(y)) >= classes):
-                i = int(np.argmax((np.asarray(y) < 0) | (np.asarray(y) >= classes)))
-                problems.add(path, f"labels[{i}] = {y[i]}; allowed: class ids 0..{classes - 1}")
-            else:
-                labels = np.asarray(y).astype(np.int64)
-                problem = graph_checks.classes_problem(labels)
-                if problem:
-                    problems.add(path, f"labels {problem}")
-    return labels
-
-
-def _relations(processed: Path, types: list[str], counts: dict, problems: typed_npy.Problems) -> dict:
-    """Each relation's (source ids, destination ids), from processed/<src>__<name>__<dst>/edge_index.npy [E, 2]."""
-    relations, files = {}, {}
-    relation_dirs = sorted(p for p in processed.iterdir() if p.is_dir() and typed_hub.NAME_SEPARATOR in p.name)
-    if not relation_dirs:
-        problems.add(processed, "no relations (<src>__<name>__<dst>/edge_index.npy); allowed: at least one")
-    for rel_dir in relation_dirs:
-        path = rel_dir / "edge_index.npy"
-        relation = typed_npy.relation_named(rel_dir.name, types, problems, rel_dir, path, "processed/")
-        if relation is None:
-            continue
-        if not path.is_file():
-            problems.add(path, "missing: the relation's edges [E, 2]")
-            continue
-        edges = typed_npy.read_relation(path, relation, counts, problems, igb_layout=True)
-        if edges is not None:
-            relations[relation], files[relation] = edges, path
-    typed_npy.relation_problems(relations, files, processed, problems)
-    return relations
+        return None
+    return (typed_npy.read_labels(processed / TARGET / LABEL_FILES[classes], counts[TARGET], "paper",
+                                  f"the papers' {classes} classes", problems, classes) if TARGET in counts else None)
 
 
 def expected_stats(params: dict) -> dict:
-    g = read_folder(Path(params["path"]), params["classes"])
-    n = g["counts"][TARGET]
-    return hub.sizes(sum(g["counts"].values()), 2 * sum(s.size for s, _ in g["relations"].values()),
-                     int(g["features"][TARGET].shape[1]), params["classes"],
-                     *(int(g["splits"][s].size) for s in typed_hub.SPLITS)) if n else {}
+    return typed_npy.stats_of(read_folder(Path(params["path"]), params["classes"]), TARGET, params["classes"])
 
 
 def materialise(spec: dict, cache: Path, data_root: Path | None = None) -> Path:
@@ -177,4 +100,4 @@ def materialise(spec: dict, cache: Path, data_root: Path | None = None) -> Path:
                                    fingerprint, lambda g: {t: processed / t / "node_feat.npy" for t in g["features"]}, VERSION)
 
 
-load = typed_hub.load_for_source  # its own `load` (bench.datasets.hub.load_dataset)
+load = typed_hub.load_for_source  # its own `load` (hub.load_dataset)

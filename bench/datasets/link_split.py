@@ -1,41 +1,13 @@
-"""The edge split of a plain dataset for the link task: which edges are training seeds (and the
-message-passing graph), which are validation and test positives, and the fixed negatives each
-validation and test positive is ranked against, stored once beside the dataset so that every
-framework trains on the same graph and scores the same candidates.
+"""The edge split of a plain dataset for the link task, stored once beside it so that every framework
+trains on the same graph and scores the same candidates: in `link-val<V>-test<T>-neg<K>-seed<S>/`,
+the message-passing graph as the hub keeps one (its edges less the held-out ones: both directions
+where the graph is undirected, every edge's reverse stored), train/val/test_pos.npy ([K, 2]; one
+per pair where undirected), val/test_neg.npy ([V, K] destinations per positive, uniform from a
+fixed seed, kept as drawn), checksums.json and meta.json (last). Self-loops stay in the graph.
 
-Layout (under the dataset's hub folder, one folder per split's parameters):
-    link-val<V>-test<T>-neg<K>-seed<S>/
-        meta.json            the parameters, the counts, whether the graph was undirected (written last)
-        checksums.json       size, mtime and SHA-256 of every .npy (bench/checksums.py), checked on load
-        edge_index.npy       int64 [2, E_train]: the message-passing graph, sorted by destination
-                             (the dataset's edges less the validation and test edges, both directions
-                             of each where the graph is undirected)
-        csc_indptr.npy       int64 [N + 1] over destinations (the same edges in CSC form)
-        graphbolt_indices.npy, graphbolt_indptr.npy   the CSC in GraphBolt's dtypes (int32 where
-                             they fit), as the hub keeps them for the plain graph
-        train_pos.npy        int64 [P, 2]: the training seed edges (source, destination); for an
-                             undirected graph one per pair (source < destination)
-        val_pos.npy, test_pos.npy   int64 [V, 2], [T, 2]: the held-out positives, likewise
-        val_neg.npy, test_neg.npy   int64 [V, K], [T, K]: K negative destinations per positive,
-                             uniform over all nodes from a fixed seed (kept as drawn: neither side
-                             filters false negatives, as neither framework's sampler does)
-
-A graph is undirected when every edge's reverse is stored too: then each unordered pair is split
-as one, and a held-out pair leaves the message-passing graph in both directions. Self-loops stay
-in the training graph and are never held out.
-
-A GIVEN split (OGB's, or a user's split files) is written by its source with `write_given` into
-    link-given/                the same files, and in meta.json `given: true` and where it came from
-Its positives are the given ones; the held-out pairs leave the message-passing graph (both
-directions where undirected) and the training seeds as in a made split (counted in meta.json where
-some had to go). Its negatives are one of
-    per-positive   val_neg, test_neg int64 [V, K]: K destinations per positive, its source kept
-                   (ogbl-citation2's `target_node_neg`, 1,000 per edge)
-    shared         val_neg, test_neg int64 [M, 2]: negative pairs every positive is ranked against
-                   (ogbl-collab's `edge_neg`)
-and meta.json's `protocol` says how the evaluation scores it (PROTOCOLS): a dataset with a given
-split is always read with it (`ensure` and `load` without parameters find it).
-numpy only: the host (preparation) and every stack (the backends) import it.
+A GIVEN split (OGB's, a user's files) is written by its source into `link-given/` (`write_given`),
+with per-positive or shared ([M, 2] pairs every positive is ranked against) negatives and the
+`protocol` that scores it (PROTOCOLS); a dataset with one is always read with it. numpy only.
 """
 
 from __future__ import annotations
@@ -46,7 +18,6 @@ from pathlib import Path
 
 import numpy as np
 
-from bench import checksums
 from bench.datasets import graph_checks, hub
 
 FORMAT = 1
@@ -120,17 +91,13 @@ def split_dir(dataset_dir: Path, **params) -> Path:
     return Path(dataset_dir) / folder_name(**params)
 
 
-def _check(val: float, test: float, negatives: int) -> None:
+def split_edges(edge_index: np.ndarray, num_nodes: int, val: float = VAL_FRACTION, test: float = TEST_FRACTION,
+                negatives: int = EVAL_NEGATIVES, seed: int = SPLIT_SEED) -> tuple[dict[str, np.ndarray], dict]:
+    """The split's arrays and its meta (counts), deterministically from `seed`."""
     if not (0 < val < 1 and 0 < test < 1 and val + test < 1):
         raise hub.DatasetError(f"link split: val {val:g} and test {test:g} must each be in (0, 1) and sum below 1")
     if negatives < 1:
         raise hub.DatasetError(f"link split: negatives per held-out edge must be at least 1 (got {negatives})")
-
-
-def split_edges(edge_index: np.ndarray, num_nodes: int, val: float = VAL_FRACTION, test: float = TEST_FRACTION,
-                negatives: int = EVAL_NEGATIVES, seed: int = SPLIT_SEED) -> tuple[dict[str, np.ndarray], dict]:
-    """The split's arrays and its meta (counts), deterministically from `seed`."""
-    _check(val, test, negatives)
     n = np.int64(num_nodes)
     keys, undirected = _undirected_keys(edge_index, n)
     s, d = np.divmod(keys, n)
@@ -183,26 +150,23 @@ def _message_passing(kept_keys: np.ndarray, n: int) -> dict[str, np.ndarray]:
     return {"edge_index": edge_index, "csc_indptr": indptr, **hub.graphbolt_arrays(edge_index, indptr, n)}
 
 
-# --- a given split (OGB's, a user's files) ------------------------------------------------------
-
 def _bad(where: str, problem: str, allowed: str) -> hub.DatasetError:
     return hub.DatasetError(f"{where}: {problem}; allowed: {allowed}")
 
 
-def _check_pairs(array, where: str, n: int, what: str) -> np.ndarray:
-    """[K, 2] node-id pairs (K >= 1, each id in 0..n-1) as int64, else one line naming `where`."""
+def _checked(array, where: str, n: int, what: str, positives: int | None = None) -> np.ndarray:
+    """Node-id pairs [K >= 1, 2] (`positives`: K destinations per positive, [positives, K]) as int64,
+    each id in 0..n-1, else one line naming `where`."""
     a = np.asarray(array)
-    allowed = f"{what} as an integer array [K, 2] (source, destination), node ids 0..{n - 1}, K >= 1"
+    shape = "[K, 2] (source, destination)" if positives is None else f"[{positives}, K] (a row per positive)"
+    allowed = f"{what} as an integer array {shape}, node ids 0..{n - 1}, K >= 1"
     if not np.issubdtype(a.dtype, np.integer):
         raise _bad(where, f"dtype {a.dtype}", allowed)
-    if a.ndim != 2 or a.shape[1] != 2:
-        raise _bad(where, f"shape {tuple(a.shape)}", allowed)
+    if a.ndim != 2 or (a.shape[1] != 2 if positives is None else a.shape[0] != positives or a.shape[1] < 1):
+        for_rows = "" if positives is None else f" for {positives} positives"
+        raise _bad(where, f"shape {tuple(a.shape)}{for_rows}", allowed)
     if a.shape[0] == 0:
         raise _bad(where, "no pairs", allowed)
-    return _check_ids(a, where, n, allowed)
-
-
-def _check_ids(a: np.ndarray, where: str, n: int, allowed: str) -> np.ndarray:
     a = a.astype(np.int64)
     bad = (a < 0) | (a >= n)
     if bad.any():
@@ -211,36 +175,22 @@ def _check_ids(a: np.ndarray, where: str, n: int, allowed: str) -> np.ndarray:
     return a
 
 
-def _check_negatives(array, where: str, n: int, kind: str, positives: int) -> np.ndarray:
-    if kind == "shared":
-        return _check_pairs(array, where, n, "negative pairs shared by every positive")
-    a = np.asarray(array)
-    allowed = (f"negative destinations per positive as an integer array [{positives}, K] (a row per positive, "
-               f"K >= 1), node ids 0..{n - 1}")
-    if not np.issubdtype(a.dtype, np.integer):
-        raise _bad(where, f"dtype {a.dtype}", allowed)
-    if a.ndim != 2 or a.shape[0] != positives or a.shape[1] < 1:
-        raise _bad(where, f"shape {tuple(a.shape)} for {positives} positives", allowed)
-    return _check_ids(a, where, n, allowed)
-
-
 def check_given(given: dict, where: dict[str, str], num_nodes: int, negatives: str) -> dict[str, np.ndarray]:
-    """A given split's arrays checked (shapes, dtypes, node ids; one line naming the file and what
-    is wrong) and as int64: before anything is written."""
+    """A given split's arrays checked (shapes, dtypes, node ids; one line naming the file), as int64."""
     if negatives not in NEGATIVES:
         raise hub.DatasetError(f"link split: unknown negatives {negatives!r}; known: {', '.join(NEGATIVES)}")
-    out = {name: _check_pairs(given[name], where[name], num_nodes, f"the {name.split('_')[0]} edges")
+    out = {name: _checked(given[name], where[name], num_nodes, f"the {name.split('_')[0]} edges")
            for name in ("train_pos", "val_pos", "test_pos")}
     for s in ("val", "test"):
-        out[f"{s}_neg"] = _check_negatives(given[f"{s}_neg"], where[f"{s}_neg"], num_nodes, negatives,
-                                           len(out[f"{s}_pos"]))
+        shared = negatives == "shared"
+        out[f"{s}_neg"] = _checked(given[f"{s}_neg"], where[f"{s}_neg"], num_nodes,
+                                   "negative pairs shared by every positive" if shared
+                                   else "negative destinations per positive", None if shared else len(out[f"{s}_pos"]))
     return out
 
 
 def check_disjoint(given: dict, where: dict[str, str]) -> None:
-    """A user's given split (checked by check_given): no (source, destination) pair in two of its
-    training, validation and test pairs (graph_checks.shared_pair): one trained on and scored, or scored
-    twice, says nothing. OGB's splits are its benchmarks' protocols, read as published."""
+    """No pair of a user's given split in two of its training, validation and test pairs."""
     found = graph_checks.shared_pair({k: given[k] for k in ("train_pos", "val_pos", "test_pos")})
     if found:
         name, other, pair = found
@@ -250,8 +200,7 @@ def check_disjoint(given: dict, where: dict[str, str]) -> None:
 
 def given_edges(edge_index: np.ndarray, num_nodes: int, given: dict, where: dict[str, str], protocol: str,
                 negatives: str) -> tuple[dict[str, np.ndarray], dict]:
-    """A given split's arrays and meta. `given`: train_pos, val_pos, test_pos ([K, 2] pairs) and
-    val_neg, test_neg (per `negatives`); `where`: each one's file (and key) for messages."""
+    """A given split's arrays and meta; `where`: each array's file (and key) for messages."""
     if protocol not in PROTOCOLS:
         raise hub.DatasetError(f"link split: unknown protocol {protocol!r}; known: {', '.join(PROTOCOLS)}")
     n = np.int64(num_nodes)
@@ -288,8 +237,7 @@ def given_edges(edge_index: np.ndarray, num_nodes: int, given: dict, where: dict
 
 def write_given(dataset_dir: Path, given: dict, where: dict[str, str], protocol: str, negatives: str,
                 origin: str) -> Path:
-    """The dataset's given split, written once into GIVEN_FOLDER (atomically, with checksums);
-    `origin`: where the split came from (`OGB's split/time/*.pt`, the user's folder)."""
+    """The dataset's given split, written once into GIVEN_FOLDER; `origin`: where it came from."""
     target = Path(dataset_dir) / GIVEN_FOLDER
     if (target / "meta.json").is_file():
         verify(target)
@@ -311,8 +259,7 @@ def _write(target: Path, arrays: dict, meta: dict) -> None:
 
 
 def has_given(dataset_dir: Path) -> bool:
-    """Whether the dataset's split is given by its source (its meta.json says so): then it is the
-    only split read, and a missing one is an error, never replaced by a made one."""
+    """Whether the dataset's split is given by its source (then it is the only split read)."""
     try:
         return bool(json.loads((Path(dataset_dir) / "meta.json").read_text()).get("link_split_given"))
     except (OSError, ValueError):
@@ -329,9 +276,7 @@ def _given_or_missing(dataset_dir: Path) -> Path:
 
 def ensure(dataset_dir: Path, val: float = VAL_FRACTION, test: float = TEST_FRACTION,
            negatives: int = EVAL_NEGATIVES, seed: int = SPLIT_SEED) -> Path:
-    """The split's folder under a materialised plain dataset, built once (atomically: a
-    half-written folder is never seen under its name) and checked against its checksums after.
-    A dataset whose source gives its split (has_given): that split, never a made one."""
+    """The split's folder under a materialised plain dataset (its given one where it has one), built once."""
     if has_given(dataset_dir):
         target = _given_or_missing(dataset_dir)
         verify(target)
@@ -348,15 +293,11 @@ def ensure(dataset_dir: Path, val: float = VAL_FRACTION, test: float = TEST_FRAC
 
 
 def verify(folder: Path) -> None:
-    try:
-        checksums.verify(folder, "link split", f"delete {folder} and run the suite again to rebuild it")
-    except checksums.ChecksumError as exc:
-        raise hub.DatasetError(str(exc)) from None
+    hub.verify(folder, None, "link split", f"delete {folder} and run the suite again to rebuild it")
 
 
 def load(dataset_dir: Path, check: bool = True, **params) -> LinkSplit:
-    """The split of a dataset (its given split where its source gives one, else the made split of
-    the default parameters unless given), memory-mapped read-only."""
+    """The split of a dataset (its given split, else the made split of `params`), mapped read-only."""
     folder = _given_or_missing(dataset_dir) if has_given(dataset_dir) else split_dir(dataset_dir, **params)
     if not (folder / "meta.json").is_file():
         raise hub.DatasetError(f"{folder}: no link split here; the preparation step builds it before a link cell "

@@ -1,25 +1,11 @@
-"""Molecules: a deterministic generator of many small molecule- or crystal-like graphs, for
-graph-level tasks (one label per graph), e.g. `molecules:count=20000,max_nodes=30`.
-
-Structure of one graph (n nodes, n drawn in [min_nodes, max_nodes]): a backbone chain in which
-each atom, with a class-dependent probability, branches off an earlier atom instead of the
-previous one (chains + branches), then a class-dependent number of ring closures of 5 or 6
-atoms (rings). Edges are undirected, stored in both directions, without duplicates.
-
-Signal: the class sets the branching rate and the ring count (structure a GNN can see), and
-node features are a class centroid, weak per node, plus Gaussian noise: a mean-pooled small GNN
-learns the task well above chance, a single node says little.
-
-Materialised form (not the node hub's: see `write`): one folder with meta.json
-{"kind": "graphs", ...} and the graphs concatenated:
-    x.npy            float32 [total_nodes, F]
-    edge_index.npy   int64 [2, total_edges], node ids local to each graph
-    node_ptr.npy     int64 [G + 1]   graph g's nodes are rows node_ptr[g]:node_ptr[g+1] of x
-    edge_ptr.npy     int64 [G + 1]   graph g's edges are columns edge_ptr[g]:edge_ptr[g+1]
-    y.npy            int64 [G]
-    train_idx.npy, val_idx.npy, test_idx.npy    int64 graph ids
-Generation runs in fixed chunks of graphs, so millions of graphs never need all the
-intermediate arrays at once, and the data does not depend on the machine.
+"""Molecules: a deterministic generator of many small molecule- or crystal-like graphs for graph-level
+tasks, e.g. `molecules:count=20000,max_nodes=30`. A graph is a backbone chain whose atoms branch off
+an earlier one with a class-dependent probability, plus a class-dependent number of 5- or 6-rings;
+node features are a weak class centroid plus noise (a mean-pooled GNN learns the task, one node
+says little). Its own form (meta.json {"kind": "graphs"}) holds the graphs concatenated: x.npy,
+edge_index.npy (ids local to each graph), node_ptr.npy and edge_ptr.npy ([G + 1] offsets), y.npy,
+and train/val/test graph ids. Generated in fixed chunks of graphs (the data never depends on the
+machine).
 """
 
 from __future__ import annotations
@@ -30,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from bench import datasets
 from bench.datasets import hub
 
 SHAPE = "collection"  # bench/tasks.py: a collection of small graphs, its own `load`
@@ -41,15 +28,11 @@ DEFAULTS = {"count": 10000, "min_nodes": 10, "max_nodes": 40, "feature_dim": 16,
 PARAMS = {"count": (int, {"ge": 1, "le": 50_000_000}), "min_nodes": (int, {"ge": 2, "le": 10_000}),
           "max_nodes": (int, {"ge": 2, "le": 10_000}), "feature_dim": (int, {"ge": 1}),
           "num_classes": (int, {"ge": 2}), "seed": (int, {})}
-USER_PARAMS = tuple(PARAMS)
 FEATURE_SIGNAL = 0.3  # centroid weight against unit noise, per node
 TRAIN_FRAC, VAL_FRAC = 0.8, 0.1
 CHUNK_GRAPHS = 65536  # a constant, so the data never depends on how it was chunked
 RING_SIZES = (5, 6)
 ARRAYS = ("x", "edge_index", "node_ptr", "edge_ptr", "y", "train_idx", "val_idx", "test_idx")
-
-
-# What `gnnbench datasets list|info` say about sizes before the graphs are generated.
 SIZES_NOTE = ("molecules sizes follow its parameters: molecules:count=G,min_nodes=A,max_nodes=B,feature_dim=D,"
               "num_classes=C,seed=N (G small graphs; split over graphs)")
 ESTIMATE_ORIGIN = "before generation: exact counts, edges an upper bound"
@@ -57,19 +40,12 @@ ESTIMATE_ORIGIN = "before generation: exact counts, edges an upper bound"
 
 def check_params(params: dict) -> None:
     if params["max_nodes"] < params["min_nodes"]:
-        raise ValueError(f"max_nodes {params['max_nodes']} is below min_nodes {params['min_nodes']}")
+        raise ValueError(f"molecules: max_nodes {params['max_nodes']} is below min_nodes {params['min_nodes']}")
 
 
 def canonical_params(params: dict) -> dict:
-    unknown = set(params) - set(USER_PARAMS)
-    if unknown:
-        raise ValueError(f"unknown molecules parameter(s) {', '.join(sorted(unknown))}; "
-                         f"allowed: {', '.join(USER_PARAMS)}")
-    p = {k: int(params.get(k, DEFAULTS[k])) for k in USER_PARAMS}
-    if p["count"] < 1 or p["min_nodes"] < 2 or p["max_nodes"] < p["min_nodes"] or p["feature_dim"] < 1 \
-            or p["num_classes"] < 2:
-        raise ValueError(f"molecules parameters {p}: need count >= 1, 2 <= min_nodes <= max_nodes, "
-                         "feature_dim >= 1, num_classes >= 2")
+    p = {k: int(v) for k, v in datasets.declared_params("molecules", params).items()}
+    check_params(p)  # the bounds of each: params.py's schema (suites, the command line)
     return p
 
 
@@ -121,37 +97,24 @@ def _chunk(sizes: np.ndarray, labels: np.ndarray, centroids: np.ndarray, p: dict
     return x, edge_index, np.bincount(edge_graph, minlength=g)
 
 
-def generate(params: dict) -> dict[str, np.ndarray]:
-    """All arrays of the materialised form (in memory; `materialise` streams x to disk)."""
-    arrays = {}
-    for name, value in _generate(canonical_params(params), x_out=None):
-        arrays[name] = value
-    return arrays
-
-
 def _generate(p: dict, x_out):
-    """Yields (array name, array); x goes chunk by chunk into `x_out` when given (a memmap)."""
+    """Yields (array name, array) but x, which goes chunk by chunk into `x_out` (a memmap)."""
     sizes, labels = sizes_and_labels(p)
     centroids = np.random.default_rng([p["seed"], 1]).standard_normal((p["num_classes"], p["feature_dim"]))
     node_ptr = np.zeros(p["count"] + 1, dtype=np.int64)
     np.cumsum(sizes, out=node_ptr[1:])
-    xs, edges, edge_counts = [], [], []
+    edges, edge_counts = [], []
     for i, start in enumerate(range(0, p["count"], CHUNK_GRAPHS)):
         end = min(start + CHUNK_GRAPHS, p["count"])
         x, edge_index, counts = _chunk(sizes[start:end], labels[start:end], centroids, p,
                                        np.random.default_rng([p["seed"], 2, i]))
-        if x_out is None:
-            xs.append(x)
-        else:
-            x_out[node_ptr[start]:node_ptr[end]] = x
+        x_out[node_ptr[start]:node_ptr[end]] = x
         edges.append(edge_index)
         edge_counts.append(counts)
     edge_ptr = np.zeros(p["count"] + 1, dtype=np.int64)
     np.cumsum(np.concatenate(edge_counts), out=edge_ptr[1:])
     order = np.random.default_rng([p["seed"], 3]).permutation(p["count"]).astype(np.int64)
     n_train, n_val = int(TRAIN_FRAC * p["count"]), int(VAL_FRAC * p["count"])
-    if x_out is None:
-        yield "x", np.concatenate(xs)
     yield "edge_index", np.concatenate(edges, axis=1).astype(np.int64)
     yield "node_ptr", node_ptr
     yield "edge_ptr", edge_ptr
@@ -162,8 +125,7 @@ def _generate(p: dict, x_out):
 
 
 def expected_stats(params: dict) -> dict:
-    """Exact counts of graphs, nodes and splits (sizes come from their own cheap stream); the
-    edge count is an upper bound (a tree, plus at most 3 rings, both directions)."""
+    """Exact counts of graphs, nodes and splits; edges an upper bound."""
     p = canonical_params(params)
     sizes, labels = sizes_and_labels(p)
     n_train, n_val = int(TRAIN_FRAC * p["count"]), int(VAL_FRAC * p["count"])
@@ -200,8 +162,7 @@ def materialise(spec: dict, cache: Path, data_root: Path | None = None) -> Path:
 
 @dataclass
 class GraphCollection(hub.Materialised):
-    """A materialised graph-level dataset; arrays as in the module docstring (num_nodes and
-    num_edges in its card are totals over the graphs)."""
+    """A materialised graph-level dataset (num_nodes and num_edges in its card: totals)."""
     x: np.ndarray
     edge_index: np.ndarray
     node_ptr: np.ndarray
@@ -224,34 +185,17 @@ class GraphCollection(hub.Materialised):
 
 
 def load(path, mmap: bool = False, check: bool = True) -> GraphCollection:
-    """`mmap`: map the arrays read-only (disk-backed stores never read them into memory);
-    `check`: the arrays against their checksums (as bench.datasets.hub.load)."""
+    """A materialised collection, as hub.load reads a plain dataset."""
     path = Path(path)
-    meta_file = path / "meta.json"
-    if not meta_file.is_file():
-        raise hub.DatasetError(f"{path} is not a materialised dataset (no meta.json); "
-                               "run the suite again to prepare it")
-    meta = json.loads(meta_file.read_text())
-    if meta.get("kind") != KIND or meta.get("format") != FORMAT_VERSION:
-        raise hub.DatasetError(f"{path} holds kind {meta.get('kind')!r} format {meta.get('format')}, "
-                               f"not {KIND!r} format {FORMAT_VERSION}; delete the folder to rebuild it")
-    if check:
-        hub.verify(path, meta)
-    arrays = {}
-    for name in ARRAYS:
-        try:
-            arrays[name] = np.load(path / f"{name}.npy", mmap_mode="r" if mmap else None)
-        except (OSError, ValueError) as exc:
-            raise hub.DatasetError(f"{path / (name + '.npy')} is missing or corrupt ({exc}); "
-                                   "delete the folder to rebuild it") from exc
-    return GraphCollection(path=path, meta=meta, **arrays)
+    meta, read = hub.opened(path, check, lambda meta: (meta.get("kind"), meta.get("format")) != (KIND, FORMAT_VERSION) and
+                            f"holds kind {meta.get('kind')!r} format {meta.get('format')}, "
+                            f"not {KIND!r} format {FORMAT_VERSION}")
+    return GraphCollection(path=path, meta=meta, **{name: read(name, mmap) for name in ARRAYS})
 
 
 @dataclass
 class GraphColumns:
-    """A batch of graphs as columns: features and local edge ids of all graphs concatenated,
-    with each graph's node and edge counts and its label. Each graph store a backend reads
-    delivers a batch in this form its own best way; `collate` finishes it the same way for all."""
+    """A batch of graphs as columns, as every graph store delivers it."""
     x: np.ndarray            # float32 [total nodes, F]
     edge_index: np.ndarray   # int64 [2, total edges], ids local to each graph
     node_counts: np.ndarray  # int64 [graphs]
@@ -276,8 +220,7 @@ def ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
 
 
 def take(x, edge_index, node_ptr, edge_ptr, y, ids) -> GraphColumns:
-    """Graphs `ids` of concatenated in-memory arrays (PyG's collated layout) as columns: two
-    fancy indexes, no Python step per graph."""
+    """Graphs `ids` of concatenated in-memory arrays (PyG's collated layout) as columns."""
     ids = np.asarray(ids, dtype=np.int64)
     node_counts = node_ptr[ids + 1] - node_ptr[ids]
     edge_counts = edge_ptr[ids + 1] - edge_ptr[ids]
@@ -286,9 +229,7 @@ def take(x, edge_index, node_ptr, edge_ptr, y, ids) -> GraphColumns:
 
 
 def collate(batch: GraphColumns) -> dict[str, np.ndarray]:
-    """Columns laid out as PyG's `Batch.from_data_list` lays them out: x and edge_index
-    concatenated (edge ids shifted by each graph's first node), y, batch (the graph of each node)
-    and ptr (node offsets)."""
+    """Columns laid out as PyG's `Batch.from_data_list` lays them out (x, edge_index, y, batch, ptr)."""
     ptr = np.zeros(len(batch.node_counts) + 1, dtype=np.int64)
     np.cumsum(batch.node_counts, out=ptr[1:])
     edge_index = batch.edge_index + np.repeat(ptr[:-1], batch.edge_counts)

@@ -1,22 +1,7 @@
-"""Your own graph as a folder of .npy arrays (source `npy`):
-
-    edge_index.npy (or edges.npy)       integers, [2, E] or [E, 2] (source, destination)
-    features.npy (or x.npy)             [N, D] floats (integers and booleans are converted)
-    labels.npy (or y.npy)               [N] integers (-1: no label), or whole floats (NaN: none)
-    train_*.npy, val_*.npy, test_*.npy  node ids [K] (`train_idx.npy`) or boolean masks [N]
-                                        (`train_mask.npy`); `valid_` stands for `val_`
-    edge_weight.npy, edge_attr.npy      ignored, with a note (gnnbench trains on the structure)
-
-and, optionally, the link task's edge split as given (without it, link cells make one:
-bench/datasets/link_split.py), all five or none:
-    link_train.npy, link_val.npy, link_test.npy   [K, 2] node-id pairs (source, destination)
-    link_val_neg.npy, link_test_neg.npy           [V, K] negative destinations per positive (its
-                                                  source kept): scored by MRR and Hits@K
-    or link_val_neg_edges.npy, link_test_neg_edges.npy   [M, 2] negative pairs shared by every
-                                                  positive (ogbl-collab's form): scored by Hits@50
-
-N is the number of feature rows. Each array is read a block at a time (bench/datasets/npy_reader.py),
-so the folder may be far larger than memory. Checks and conversion: bench/datasets/user_graph.py.
+"""Your own graph as a folder of .npy arrays (source `npy`; the layout: docs/own-graph.md):
+edge_index.npy ([2, E] or [E, 2]), features.npy ([N, D]: N is its rows), labels.npy, train/val/test
+ids or masks (NAMES), and optionally the link task's given split, all five files or none (LINK_POS,
+LINK_NEG). Each array is read a block at a time (hub_stream.NpyArray); checks and conversion: user_graph.py.
 """
 
 from __future__ import annotations
@@ -53,9 +38,6 @@ LAYOUT_RULE = "the folder's arrays: " + "; ".join(f"{k}: {' or '.join(v)}" for k
 def source_files(params: dict) -> list[Path]:
     folder = Path(params["path"])
     return sorted(folder.glob("*.npy")) if folder.is_dir() else [folder]
-
-
-canonical_params, parse_rest, fingerprint = ug.source_hooks("npy", PARAMS, DEFAULTS, source_files)
 
 
 def _find(folder: Path, kind: str) -> Path:
@@ -111,8 +93,7 @@ def open_graph(label: str, params: dict) -> ug.UserGraph:
 
 
 def link_files(folder: Path) -> tuple[dict[str, Path], str] | None:
-    """The given link split's files and the form of its negatives, or None where there is none;
-    a part of one is an error naming what is missing."""
+    """The given link split's files and the form of its negatives, None without (part of one: an error)."""
     names = {*LINK_POS.values(), *(n for kind in LINK_NEG.values() for n in kind.values())}
     present = {n for n in names if (folder / n).is_file()}
     if not present:
@@ -148,10 +129,6 @@ def open_with_link(label: str, params: dict) -> ug.UserGraph:
     return graph
 
 
-def expected_stats(params: dict) -> dict:
-    return ug.expected_stats(open_graph("?", params), params)
-
-
 def materialise(spec: dict, cache: Path, data_root: Path | None = None) -> Path:
     folder = Path(spec["params"]["path"])
     link = read_link_split(folder, open_graph(spec["name"], spec["params"]).num_nodes) if folder.is_dir() else None
@@ -160,3 +137,6 @@ def materialise(spec: dict, cache: Path, data_root: Path | None = None) -> Path:
         given, where, kind = link
         link_split.write_given(path, given, where, LINK_PROTOCOL[kind], kind, origin=f"the files in {folder}")
     return path
+
+
+canonical_params, fingerprint, expected_stats, _ = ug.source_hooks("npy", source_files, open_graph)

@@ -1,12 +1,11 @@
 """OGB node-property datasets (ogbn-arxiv, ogbn-products, ogbn-papers100M) through the `ogb`
-package's own `NodePropPredDataset`, which reads OGB's raw on-disk format.
+package's own `NodePropPredDataset` (pyg stack: ogb needs torch), and `opened`, how every OGB
+source (ogb_typed.py, ogb_link.py) reads its raw files.
 
-Runs inside the pyg stack (ogb needs torch). Raw files are looked for under
-DATA_ROOT/ogbn_NAME/ (OGB's own layout: raw/, split/, RELEASE_v1.txt) or DATA_ROOT/ogb/ogbn_NAME/;
-failing that, ogb downloads them (with its progress bar) into the cache, unless GNNBENCH_OFFLINE
-is set. ogb processes in a scratch folder that links to the raw files, so a shared data root is
-only read. The graph is made undirected (as the frameworks' own examples do for arxiv; products
-already is); nodes without a label (papers100M) get label -1 and are in no split.
+Raw files are looked for under DATA_ROOT/ogbn_NAME/ (OGB's layout: raw/, split/) or
+DATA_ROOT/ogb/ogbn_NAME/, else ogb downloads them into the cache (unless GNNBENCH_OFFLINE is set).
+The graph is made undirected (as the frameworks' examples do for arxiv); nodes without a label
+(papers100M) get label -1 and are in no split.
 """
 
 from __future__ import annotations
@@ -21,8 +20,7 @@ import numpy as np
 
 from bench.datasets import hub
 
-# Published sizes (OGB's documentation); num_edges counts both directions after symmetrising,
-# for papers100M an upper bound.
+# Published sizes (OGB's documentation), edges in both directions (papers100M's an upper bound).
 KNOWN_STATS = {  # hub.sizes(nodes, edges, feature_dim, classes, train, val, test)
     "ogbn-arxiv": hub.sizes(169343, 2315598, 128, 40, 90941, 29799, 48603),
     "ogbn-products": hub.sizes(2449029, 123718280, 100, 47, 196615, 39323, 2213091),
@@ -42,10 +40,6 @@ def expected_files(name: str) -> list[str]:
         raw = ["raw/edge.csv.gz", "raw/node-feat.csv.gz", "raw/node-label.csv.gz",
                "raw/num-node-list.csv.gz", "raw/num-edge-list.csv.gz"]
     return raw + [f"split/{SPLITS[name]}/{part}.csv.gz" for part in ("train", "valid", "test")]
-
-
-def expected_stats(params: dict) -> dict:
-    return KNOWN_STATS[params["name"]]
 
 
 def materialise(spec: dict, cache: Path, data_root: Path | None) -> Path:
@@ -68,11 +62,9 @@ def materialise(spec: dict, cache: Path, data_root: Path | None) -> Path:
 @contextlib.contextmanager
 def opened(spec: dict, cache: Path, data_root: Path | None, dataset_class: str, required: list[str],
            release: int = 1, offline_hint: str = ""):
-    """OGB's own dataset class (`ogb.<dataset_class>`: node, typed or link) on the raw copy under the
-    data root that has the `required` files (linked into a scratch folder so ogb writes its processed
-    copy there, never into the data root), else downloaded into the cache unless downloads are off;
-    yields (dataset, the raw folder, the data root's copy or None) while errors reading it name that
-    folder. Every OGB source opens its data this way (the pyg stack only: ogb needs torch)."""
+    """OGB's own dataset class (`ogb.<dataset_class>`) on the data root's raw copy (linked into a
+    scratch folder for ogb's processed copy), else downloaded: yields (dataset, the raw folder, the
+    data root's copy or None)."""
     os.environ.setdefault("OUTDATED_IGNORE", "1")  # ogb would otherwise ask PyPI for its newest version
     module, _, class_name = dataset_class.rpartition(".")
     dataset_class = getattr(importlib.import_module(f"ogb.{module}"), class_name)
@@ -80,16 +72,9 @@ def opened(spec: dict, cache: Path, data_root: Path | None, dataset_class: str, 
     source_dir = hub.find_raw(data_root, "ogb", folder_name, required)
     with tempfile.TemporaryDirectory(dir=cache) as scratch:
         if source_dir is None:
-            if hub.offline():
-                raise hub.missing_raw_error(spec["name"], data_root, "ogb", folder_name, required,
-                                            "downloads are off (GNNBENCH_OFFLINE)" + offline_hint)
-            root = hub.download_root(cache, "ogb")
-            try:
-                dataset = dataset_class(spec["params"]["name"], root=str(root))  # ogb's own download and checks
-            except (Exception, SystemExit) as exc:  # noqa: BLE001 - ogb exits when a download is declined
-                raise hub.missing_raw_error(spec["name"], data_root, "ogb", folder_name, required,
-                                            f"downloading them failed ({type(exc).__name__}: {exc})") from exc
-            raw = root / folder_name
+            dataset, raw = hub.download(  # ogb's own download and checks
+                spec["name"], cache, data_root, "ogb", folder_name, required,
+                lambda root: (dataset_class(spec["params"]["name"], root=str(root)), root / folder_name), offline_hint)
         else:
             work = Path(scratch) / folder_name
             work.mkdir()

@@ -1,28 +1,12 @@
-"""OGB's link-property datasets ogbl-collab and ogbl-citation2 through the `ogb` package's own
-`LinkPropPredDataset`, into the hub with their own edge split (bench/datasets/link_split.py, a
-given split) and scored by their own protocol: `ogb-link:ogbl-collab`, `ogb-link:ogbl-citation2`.
+"""OGB's link-property datasets through ogb's `LinkPropPredDataset`, into the hub with their own
+edge split (link_split.py's given split) and protocol: `ogb-link:ogbl-collab` (valid/test `edge`
+ranked against `edge_neg`, pairs shared by every positive: Hits@50) and `ogb-link:ogbl-citation2`
+(each valid/test pair against its own 1,000 `target_node_neg`: MRR).
 
-    ogbl-collab      authors, an edge per collaboration year (OGB adds the reverses); the split's
-                     valid/test `edge` are ranked against `edge_neg`, negative pairs shared by every
-                     positive: Hits@50 (OGB's evaluator)
-    ogbl-citation2   papers, directed citations; each valid/test (`source_node`, `target_node`) is
-                     ranked against its own 1,000 `target_node_neg`: MRR
-
-Offline-first as bench/datasets/ogb.py: the files are looked for under DATA_ROOT/ogbl_NAME/ or
-DATA_ROOT/ogb/ogbl_NAME/ in OGB's layout
-
-    raw/edge.csv.gz, raw/num-node-list.csv.gz, raw/num-edge-list.csv.gz, raw/node-feat.csv.gz
-    raw/edge_weight.csv.gz, raw/edge_year.csv.gz (collab) or raw/node_year.csv.gz (citation2)
-    split/time/{train,valid,test}.pt   torch dicts: collab {edge, weight, year, edge_neg (valid/test)},
-                                       citation2 {source_node, target_node, target_node_neg (valid/test)}
-
-failing that, ogb downloads them into the cache unless GNNBENCH_OFFLINE is set (then one line says
-where they were looked for). ogb processes in a scratch folder that links to the raw files, so a
-shared data root is only read. The message-passing graph is OGB's training graph made undirected
-(as PyG's and DGL's citation2 examples do; collab already is); a held-out pair that is also a
-training edge (collab repeats a pair across years) leaves it, counted in the split's meta.json.
-The datasets have no node labels: they serve the link task only. Runs inside the pyg stack
-(ogb needs torch).
+Raw files found or downloaded as bench/datasets/ogb.py does (expected_files; the split's
+split/time/*.pt are torch dicts). The message-passing graph is OGB's training graph made
+undirected; a held-out pair that is also a training edge leaves it, counted in the split's
+meta.json. No node labels: the link task only.
 """
 
 from __future__ import annotations
@@ -38,8 +22,10 @@ SPLIT = {"ogbl-collab": "time", "ogbl-citation2": "time"}
 EXTRA_RAW = {"ogbl-collab": ("edge_weight", "edge_year"), "ogbl-citation2": ("node_year",)}
 # how each is scored (link_split.PROTOCOLS) and the form of its negatives
 PROTOCOL = {"ogbl-collab": ("hits@50", "shared"), "ogbl-citation2": ("mrr", "per-positive")}
-# Published sizes (OGB's documentation). Edges: OGB's training edges in both directions, an upper
-# bound (collab repeats a pair across years; the hub keeps one). No labels: 0 classes, no node split.
+# the split dict's keys: the positives' (one [E, 2], or source and target [E]) and the negatives'
+SPLIT_KEYS = {"ogbl-collab": (("edge", "[E, 2]"), ("edge_neg", "[M, 2]")),
+              "ogbl-citation2": (("source_node", "target_node", "[E]"), ("target_node_neg", "[E, 1000]"))}
+# Published sizes (OGB's documentation): edges an upper bound (collab repeats a pair); no labels, no node split.
 KNOWN_STATS = {  # hub.sizes(nodes, edges, feature_dim, classes, train, val, test)
     "ogbl-collab": hub.sizes(235868, 2 * 1179052, 128, 0, 0, 0, 0),
     "ogbl-citation2": hub.sizes(2927963, 2 * 30387995, 128, 0, 0, 0, 0),
@@ -58,10 +44,6 @@ def expected_files(name: str) -> list[str]:
     return raw + [f"split/{SPLIT[name]}/{part}.pt" for part in ("train", "valid", "test")]
 
 
-def expected_stats(params: dict) -> dict:
-    return KNOWN_STATS[params["name"]]
-
-
 def _field(split: dict, part: str, key: str, where: Path, shape: str):
     """One array of OGB's split dict, as numpy; a missing one is one line naming the file."""
     found = split.get(part)
@@ -74,28 +56,20 @@ def _field(split: dict, part: str, key: str, where: Path, shape: str):
 
 
 def given_split(name: str, split: dict, split_dir: Path) -> tuple[dict, dict]:
-    """OGB's split dict (get_edge_split) as link_split.write_given takes it: the arrays and, for
-    each, the file and key it came from."""
+    """OGB's split dict as link_split.write_given takes it: the arrays, and where each came from."""
+    (*pos_keys, pos_shape), (neg_key, neg_shape) = SPLIT_KEYS[name]
     given, where = {}, {}
     for ours, part in (("train", "train"), ("val", "valid"), ("test", "test")):
         file = split_dir / f"{part}.pt"
-        if name == "ogbl-collab":
-            given[f"{ours}_pos"] = _field(split, part, "edge", file, "[E, 2]")
-            where[f"{ours}_pos"] = f"{file}: edge"
-            if ours != "train":
-                given[f"{ours}_neg"] = _field(split, part, "edge_neg", file, "[M, 2]")
-                where[f"{ours}_neg"] = f"{file}: edge_neg"
-        else:
-            src = _field(split, part, "source_node", file, "[E]")
-            dst = _field(split, part, "target_node", file, "[E]")
-            if src.ndim != 1 or src.shape != dst.shape:
-                raise hub.DatasetError(f"{file}: source_node {tuple(src.shape)} and target_node {tuple(dst.shape)} "
-                                       "differ; allowed: two arrays [E] of the same length")
-            given[f"{ours}_pos"] = np.stack([src, dst], axis=1)
-            where[f"{ours}_pos"] = f"{file}: source_node, target_node"
-            if ours != "train":
-                given[f"{ours}_neg"] = _field(split, part, "target_node_neg", file, "[E, 1000]")
-                where[f"{ours}_neg"] = f"{file}: target_node_neg"
+        pos = [_field(split, part, key, file, pos_shape) for key in pos_keys]
+        if len(pos) == 2 and (pos[0].ndim != 1 or pos[0].shape != pos[1].shape):
+            raise hub.DatasetError(f"{file}: source_node {tuple(pos[0].shape)} and target_node {tuple(pos[1].shape)} "
+                                   "differ; allowed: two arrays [E] of the same length")
+        given[f"{ours}_pos"] = pos[0] if len(pos) == 1 else np.stack(pos, axis=1)
+        where[f"{ours}_pos"] = f"{file}: {', '.join(pos_keys)}"
+        if ours != "train":
+            given[f"{ours}_neg"] = _field(split, part, neg_key, file, neg_shape)
+            where[f"{ours}_neg"] = f"{file}: {neg_key}"
     return given, where
 
 

@@ -1,21 +1,8 @@
-"""OGB's heterogeneous node-property dataset ogbn-mag (papers, authors, institutions, fields of
-study; the paper's venue is the label) through the `ogb` package's own `NodePropPredDataset`, into
-the typed hub (bench/datasets/typed_hub.py). `ogb-typed:ogbn-mag` on the command line.
-
-Offline-first as bench/datasets/ogb.py: the raw files are looked for under DATA_ROOT/ogbn_mag/ or
-DATA_ROOT/ogb/ogbn_mag/ in OGB's heterogeneous layout
-
-    raw/num-node-dict.csv.gz, raw/triplet-type-list.csv.gz, raw/nodetype-has-label.csv.gz
-    raw/relations/<src>___<rel>___<dst>/edge.csv.gz (and num-edge-list.csv.gz)
-    raw/node-feat/paper/node-feat.csv.gz, raw/node-label/paper/node-label.csv.gz
-    split/time/nodetype-has-split.csv.gz, split/time/paper/{train,valid,test}.csv.gz
-
-failing that, ogb downloads them into the cache unless GNNBENCH_OFFLINE is set. ogb processes in a
-scratch folder that links to the raw files, so a shared data root is only read. Only papers have
-features (the model gives the other types a learnable embedding, as DGL's R-GCN example does; PyG's
-example downloads metapath2vec embeddings, which an offline benchmark cannot). OGB gives each
-relation once (author writes paper, paper cites paper, ...): the hub adds the reverses.
-Runs inside the pyg stack (ogb needs torch).
+"""OGB's typed node-property dataset ogbn-mag (papers, authors, institutions, fields of study; the
+paper's venue is the label) through ogb's `NodePropPredDataset` into the typed hub (typed_hub.py):
+`ogb-typed:ogbn-mag`. Raw files found or downloaded as bench/datasets/ogb.py does (expected_files:
+OGB's heterogeneous layout). Only papers have features (the model gives the other types a
+learnable embedding, as DGL's R-GCN example does); the hub adds each relation's reverse.
 """
 
 from __future__ import annotations
@@ -30,9 +17,8 @@ SHAPE = "typed"  # bench/tasks.py: serves the typed-node task
 TARGET = {"ogbn-mag": "paper"}
 RELEASE = {"ogbn-mag": 2}  # OGB's master.csv `version`: ogb asks on stdin without RELEASE_v<N>.txt
 SPLIT = {"ogbn-mag": "time"}
-# Published sizes (OGB's documentation); edges counted with the reverses the hub adds.
-# Per node type its count and feature width too, so the memory estimate before preparation counts
-# the papers' features only (bench/run/memory_plan.py), as it does from the hub's meta.json after.
+# Published sizes (OGB's documentation), edges with the hub's reverses; per node type too, so the memory
+# estimate before preparation counts the papers' features only (bench/run/memory_plan.py).
 KNOWN_STATS = {  # hub.sizes(nodes, edges, feature_dim, classes, train, val, test)
     "ogbn-mag": {**hub.sizes(1939743, 2 * 21111007, 128, 349, 629571, 64879, 41939),
                  "node_types": {"author": {"count": 1134649, "feature_dim": 0},
@@ -50,10 +36,6 @@ def expected_files(name: str) -> list[str]:
             f"raw/node-feat/{target}/node-feat.csv.gz", f"raw/node-label/{target}/node-label.csv.gz",
             f"split/{SPLIT[name]}/nodetype-has-split.csv.gz",
             *(f"split/{SPLIT[name]}/{target}/{part}.csv.gz" for part in ("train", "valid", "test"))]
-
-
-def expected_stats(params: dict) -> dict:
-    return KNOWN_STATS[params["name"]]
 
 
 def _read(dataset, name: str) -> tuple[dict, dict, dict, np.ndarray, dict]:
@@ -82,4 +64,4 @@ def materialise(spec: dict, cache: Path, data_root: Path | None) -> Path:
                            extra_meta={"raw": str(source_dir) if source_dir else "downloaded"})
 
 
-load = typed_hub.load_for_source  # its own `load` (bench.datasets.hub.load_dataset)
+load = typed_hub.load_for_source  # its own `load` (hub.load_dataset)

@@ -1,14 +1,7 @@
-"""A source's `params` as a suite states them: the pydantic schema, built from the source's
-plain declaration (of_source), and a dataset named on the command line checked against it (check_spec).
-
-Host only (pydantic is not installed in the framework stacks): only suite validation imports
-this. A source declares, as plain data in its own module,
-    PARAMS = {name: (type, bounds)}    e.g. {"scale": (int, {"ge": 4, "le": 26})}; a type
-                                       `float | None` takes None too, the bounds apply to floats
-    DEFAULTS = {name: value, ...}      every parameter's default
-    check_params(params) (optional)    raises ValueError where parameters do not fit together
-and takes `key=value` parameters; a source of named datasets (KNOWN_STATS) takes `name`, and
-any other no parameters at all.
+"""A source's `params` as a suite states them: the pydantic schema built from the source's plain
+declaration (of_source: PARAMS {name: (type, bounds)}, DEFAULTS, optional check_params; `name` for
+a source of KNOWN_STATS; else none), and a dataset named on the command line checked against it
+(check_spec). Host only (the stacks have no pydantic).
 """
 
 from __future__ import annotations
@@ -23,9 +16,7 @@ from bench.datasets import parametric, source_module
 
 
 class Strict(BaseModel):
-    """Unknown keys are errors (the suite names them, with the keys allowed), and so are
-    non-finite numbers (`.nan`, `.inf` in YAML, `nan` on the command line) and values of another
-    type: `true` is not a number, `"4"` is not 4 (strict mode; an int still serves as a float)."""
+    """Unknown keys, non-finite numbers and values of another type are errors (an int serves as a float)."""
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False, strict=True)
 
 
@@ -70,8 +61,7 @@ def of_source(source: str):
 
 
 def check_spec(spec: dict) -> None:
-    """A dataset named on the command line (parse_name) obeys the schema its `params` have in a
-    suite (host only): ValueError naming the dataset, the parameter, what is wrong and allowed."""
+    """A dataset named on the command line obeys its `params` schema, else ValueError naming it."""
     try:
         TypeAdapter(of_source(spec["source"])).validate_python(spec["params"])
     except ValidationError as exc:

@@ -1,10 +1,9 @@
-"""Planetoid citation graphs (Cora, CiteSeer, PubMed) through PyG's own `Planetoid` class.
+"""Planetoid citation graphs (Cora, CiteSeer, PubMed) through PyG's own `Planetoid` class (pyg stack).
 
-Runs inside the pyg stack. Raw files are looked for under DATA_ROOT/NAME/raw (PyG's own layout)
-or DATA_ROOT/planetoid/NAME/raw; failing that, PyG's downloader fetches them (with its progress
-output) into the cache, unless GNNBENCH_OFFLINE is set. They are copied into a scratch folder
-first, so PyG's processing never writes into a shared data root, and each copy is checked against
-the official file's hash before PyG reads it: the raw files are pickles, and a pickle runs code.
+Raw files are looked for under DATA_ROOT/NAME/raw or DATA_ROOT/planetoid/NAME/raw, else downloaded
+into the cache (unless GNNBENCH_OFFLINE is set). They are copied into a scratch folder (PyG never
+writes into a shared data root) and checked against the official files' hashes before PyG reads
+them: the raw files are pickles, and a pickle runs code.
 """
 
 from __future__ import annotations
@@ -26,10 +25,8 @@ KNOWN_STATS = {  # hub.sizes(nodes, edges, feature_dim, classes, train, val, tes
 }
 
 
-# The official raw files: github.com/kimiyoung/planetoid, data/ at commit af6abf468a772cc0
-# (2016-09-28, MIT licence, Zhilin Yang), which PyG's Planetoid downloads (Planetoid.url). SHA-256
-# of each file, computed from that commit's blobs; Cora's and CiteSeer's are also those of the
-# offline copies in ../shared/datasets/planetoid/ (the MIT licence beside them).
+# SHA-256 of the official raw files PyG's Planetoid downloads: github.com/kimiyoung/planetoid, data/ at
+# commit af6abf468a772cc0 (MIT licence, Zhilin Yang); Cora's and CiteSeer's are also ../shared's copies.
 RAW_SHA256 = {
     "ind.cora.x": "23cfa55d91c6f624233f5eb7b6e3f141f1bd2b2ae39608a63cf5d084bb27baab",
     "ind.cora.tx": "b9afbaa4a400df991f6f02ef677e1e44da55ffc04801fd02f9e673987829226a",
@@ -55,8 +52,7 @@ RAW_SHA256 = {
     "ind.pubmed.graph": "5b89f0036ca22909471f1e6558eb42fa06e0c730a577bde5b058b40638f81dc9",
     "ind.pubmed.test.index": "b101d421688bbaecbd82e8a18f1e282378d6830f3a37666f28ebc47f844341b5",
 }
-# ind.pubmed.allx's content was not in the snapshot of that repository hashed here: its git blob id
-# there (SHA-1 of b"blob SIZE\0" + the file, what `git hash-object` prints) stands in for it.
+# ind.pubmed.allx's content was not in the snapshot hashed: its git blob id (`git hash-object`) stands in.
 RAW_GIT_BLOB = {"ind.pubmed.allx": "3b86bccf08111c37c632a9dd8ab63db25ea76361"}
 OFFICIAL = "github.com/kimiyoung/planetoid, data/ (what PyG downloads)"
 
@@ -70,8 +66,7 @@ def raw_digest(path: Path) -> tuple[str, str, str]:
 
 
 def check_raw(folder: Path, name: str, shown: Path | None = None) -> None:
-    """Each raw file of `name` in `folder` is the official one, before anything unpickles it;
-    `shown`: the folder to name in the message (where the user's copy is)."""
+    """Each raw file of `name` in `folder` is the official one (`shown`: the folder to name)."""
     for file in raw_files(name):
         kind, got, official = raw_digest(folder / file)
         if got != official:
@@ -85,10 +80,6 @@ def raw_files(name: str) -> list[str]:
     return [f"ind.{name.lower()}.{part}" for part in ("x", "tx", "allx", "y", "ty", "ally", "graph", "test.index")]
 
 
-def expected_stats(params: dict) -> dict:
-    return KNOWN_STATS[params["name"]]
-
-
 def materialise(spec: dict, cache: Path, data_root: Path | None) -> Path:
     from torch_geometric.datasets import Planetoid  # the pyg stack only
 
@@ -96,28 +87,27 @@ def materialise(spec: dict, cache: Path, data_root: Path | None) -> Path:
     raw = hub.find_raw(data_root, "planetoid", f"{name}/raw", raw_files(name))
     downloaded = raw is None
     if raw is None:
-        if hub.offline():
-            raise hub.missing_raw_error(spec["name"], data_root, "planetoid", f"{name}/raw", raw_files(name),
-                                        "downloads are off (GNNBENCH_OFFLINE)")
         from torch_geometric.data import download_url
 
-        raw = hub.download_root(cache, "planetoid") / name / "raw"
-        try:  # the raw files only (PyG's downloader, its progress output); processed below, once checked
+        def fetch(root: Path) -> Path:  # the raw files only (PyG's downloader); processed below, once checked
             for file in raw_files(name):
-                download_url(f"{Planetoid.url}/{file}", str(raw))
-        except Exception as exc:  # noqa: BLE001 - any download failure becomes the same clear error
-            raise hub.missing_raw_error(spec["name"], data_root, "planetoid", f"{name}/raw", raw_files(name),
-                                        f"downloading them failed ({type(exc).__name__}: {exc})") from exc
+                download_url(f"{Planetoid.url}/{file}", str(root / name / "raw"))
+            return root / name / "raw"
+
+        raw = hub.download(spec["name"], cache, data_root, "planetoid", f"{name}/raw", raw_files(name), fetch)
     with tempfile.TemporaryDirectory(dir=cache) as scratch:
         shutil.copytree(raw, Path(scratch) / name / "raw")
         check_raw(Path(scratch) / name / "raw", name, shown=raw)  # the copies PyG reads, named as the user's
         with hub.reading_raw(spec["name"], raw):
             data = Planetoid(scratch, name)[0]
-    n = data.num_nodes
+    return hub.write(spec, cache, pyg_arrays(data), expected=KNOWN_STATS.get(name) if downloaded else None)
+
+
+def pyg_arrays(data) -> dict[str, np.ndarray]:
+    """A PyG Data with train/val/test masks (Planetoid's, Reddit's) as hub.write takes it."""
     ei = data.edge_index.numpy()
-    edge_index, indptr = hub.csc_from_coo(ei[0], ei[1], n)
-    idx = lambda mask: np.flatnonzero(mask.numpy()).astype(np.int64)  # noqa: E731
-    arrays = {"edge_index": edge_index, "csc_indptr": indptr,
-              "features": data.x.numpy().astype(np.float32), "labels": data.y.numpy().astype(np.int64),
-              "train_idx": idx(data.train_mask), "val_idx": idx(data.val_mask), "test_idx": idx(data.test_mask)}
-    return hub.write(spec, cache, arrays, expected=KNOWN_STATS.get(name) if downloaded else None)
+    edge_index, indptr = hub.csc_from_coo(ei[0], ei[1], data.num_nodes)
+    return {"edge_index": edge_index, "csc_indptr": indptr, "features": data.x.numpy().astype(np.float32),
+            "labels": data.y.numpy().astype(np.int64),
+            **{f"{s}_idx": np.flatnonzero(getattr(data, f"{s}_mask").numpy()).astype(np.int64)
+               for s in ("train", "val", "test")}}

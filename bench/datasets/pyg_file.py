@@ -1,18 +1,8 @@
-"""Your own graph as a PyG file (source `pyg-file`): a `Data` saved with `torch.save(data, path)`,
-or an InMemoryDataset's processed file (`InMemoryDataset.save(data_list, path)`, or the older
-`torch.save((data, slices), path)`) of one graph. Read in the pyg stack (torch.load needs torch).
-
-A pickle can run code, so the file is loaded with `torch.load(weights_only=True)`, which builds
-only tensors and the classes PyG registers as safe (importing torch_geometric adds them: Data,
-HeteroData...) plus PyG's plain containers a saved Data holds (its storages: data_containers). A file that needs anything else (a whole pickled dataset object, a class of
-your own) is refused, naming the parameter that allows it: `unsafe_load: true` (in a suite's
-params, or `pyg-file:path=/data/g.pt,unsafe_load=true`), for a file you trust. The file is
-memory-mapped where torch can (zip-format files, torch.save's default), so its tensors are read
-a block at a time like the other sources'.
-
-Attributes read: edge_index [2, E], x [N, D], y [N] (or [N, 1]), and train_mask/val_mask/test_mask
-([N] booleans) or train_idx/val_idx/test_idx (node ids); edge_weight and edge_attr are ignored,
-with a note. Checks and conversion: bench/datasets/user_graph.py.
+"""Your own graph as a PyG file (source `pyg-file`; docs/own-graph.md): a `Data` saved with
+`torch.save`, or an InMemoryDataset's file of one graph, read in the pyg stack. A pickle can run
+code: the file is loaded with `torch.load(weights_only=True)` once its pickle is checked to name
+nothing a graph file does not hold; anything else needs `unsafe_load: true`, for a file you trust.
+A zip-format file is memory-mapped, read a block at a time. Checks and conversion: user_graph.py.
 """
 
 from __future__ import annotations
@@ -31,12 +21,8 @@ SIZES_NOTE = ("pyg-file:PATH     your own graph: a PyG Data (or InMemoryDataset 
               "docs/own-graph.md")
 ESTIMATE_ORIGIN = "known once converted (reading a PyG file needs the pyg stack)"
 UNSAFE_HINT = "unsafe_load: true in the dataset's params (pyg-file:path=PATH,unsafe_load=true)"
-# What the pickle of a PyG graph file names (torch.save of a Data, an InMemoryDataset's file, a dict
-# of tensors): its tensors' rebuild function and storage classes, an OrderedDict, PyG's Data and
-# its storages. torch's weights_only load allows more (bytearray, set, complex, Counter, _codecs.encode,
-# quantized and other rebuild functions) and some of that builds objects as large as the pickle asks
-# (bytearray(3e9) from a file of 952 bytes): a graph needs none of it, so a file that names
-# anything else is refused before torch reads it.
+# What the pickle of a PyG graph file names. torch's weights_only load allows more, some of which
+# builds objects as large as the pickle asks (bytearray(3e9) from 952 bytes): refused before torch reads it.
 GRAPH_GLOBALS = {
     "collections.OrderedDict", "torch._utils._rebuild_tensor_v2", "torch._utils._rebuild_tensor_v3",
     "torch._utils._rebuild_tensor", "torch.Size",
@@ -57,12 +43,8 @@ def source_files(params: dict) -> list[Path]:
     return [Path(params["path"])]
 
 
-canonical_params, parse_rest, fingerprint = ug.source_hooks("pyg-file", PARAMS, DEFAULTS, source_files)
-
-
 def load_file(path: Path, unsafe: bool):
-    """The file's object, and whether its tensors are mapped from the file: weights_only with
-    PyG's safe globals, else (unsafe_load) a full unpickle."""
+    """The file's object and whether its tensors are mapped: weights_only, or (unsafe) a full unpickle."""
     import torch
     import torch_geometric  # noqa: F401 - registers PyG's classes as safe globals for weights_only
 
@@ -100,10 +82,7 @@ def load_file(path: Path, unsafe: bool):
 
 
 def pickle_globals(path: Path) -> set[str]:
-    """Every `module.name` the file's pickle names (read with pickletools, nothing built): the
-    data.pkl of a zip-format file, or the leading pickles of a legacy one. ValueError for a pickle
-    that cannot be read, or one that names a global the way torch's safe load does not read
-    (STACK_GLOBAL)."""
+    """Every `module.name` the file's pickle names (read with pickletools, nothing built)."""
     import io
     import pickletools
     import zipfile
@@ -141,8 +120,7 @@ def pickle_globals(path: Path) -> set[str]:
 
 
 def refuse_unneeded_globals(path: Path) -> None:
-    """Refuse a file whose pickle names anything a PyG graph file does not (GRAPH_GLOBALS, torch's
-    storage classes), before torch.load builds a thing."""
+    """Refuse a file whose pickle names anything a PyG graph file does not, before torch reads it."""
     try:
         names = pickle_globals(path)
     except (ValueError, EOFError, OSError, KeyError, RuntimeError) as exc:
@@ -157,9 +135,7 @@ def refuse_unneeded_globals(path: Path) -> None:
 
 
 def data_containers() -> list:
-    """PyG's plain containers that a saved Data pickles (its storages and attribute keys): PyG
-    registers Data itself as safe but not these, so `torch.save(data)` would not load with
-    weights_only. Each only holds what it is given (a dict of tensors); no code of the file runs."""
+    """PyG's plain containers a saved Data pickles, which PyG does not register as safe."""
     from torch_geometric.data import data as data_module
     from torch_geometric.data import storage
 
@@ -169,10 +145,7 @@ def data_containers() -> list:
 
 
 def drop_pages(array: np.ndarray) -> None:
-    """Give back the pages of a block read from the file's map (MADV_DONTNEED): they were only
-    read (torch maps the file privately), so they are read again from the file if touched again;
-    without this, every page read stays counted in this process's memory until the end. Only for
-    arrays of a mapped file: anonymous memory would be zeroed."""
+    """Give back the pages of a block read from the file's private map (MADV_DONTNEED)."""
     import ctypes
     import mmap
 
@@ -187,8 +160,7 @@ def drop_pages(array: np.ndarray) -> None:
 
 
 def as_data(obj, path: Path):
-    """The one graph in what the file held: a Data, (data dict, slices, class), (Data, slices),
-    a dict of tensors, or (unsafe_load) an InMemoryDataset of one graph."""
+    """The one graph in what the file held (a Data, a (data, slices) pair, a dict of tensors...)."""
     from torch_geometric.data import Data, InMemoryDataset
     from torch_geometric.data.data import BaseData
 
@@ -291,5 +263,4 @@ def expected_stats(params: dict) -> dict:
     return ug.expected_stats(open_graph("?", params), params)
 
 
-def materialise(spec: dict, cache: Path, data_root: Path | None = None) -> Path:
-    return ug.materialise(spec, cache, open_graph, source_files)
+canonical_params, fingerprint, _, materialise = ug.source_hooks("pyg-file", source_files, open_graph)

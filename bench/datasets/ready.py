@@ -1,23 +1,11 @@
 """A dataset made ready to use: the one entry to bench.datasets for everything that prepares one
-(bench/run/prepare.py for a run's cells, `gnnbench datasets prepare|check`, `gnnbench bundle`, the
-harness-cost benchmarks). Host only.
-
-    ready(spec, cache, data_root, host=..., task=...) -> ReadyDataset     (or DatasetError, naming it)
-
-In order:
-- keep or discard what the hub has: a folder with its checksums is verified (a corrupt or changed
-  file fails, named) and kept; one without them cannot be told from a corrupt one, so it is never
-  adopted but built again (a folder of another hub format or source version is never found: both
-  are in its name, hub.spec_key);
-- build it, under the dataset folder's lock (bench/locks.py: a build of the same dataset by another
-  process, here or on another node sharing the cache, is waited for, said, and its result kept),
-  refused first where the build cannot fit in the memory available now, in this interpreter or in
-  the stack's interpreter its source needs (`python -m bench.datasets prepare`: SOURCES says which);
-- for the link task, its edge split (bench/datasets/link_split.py), built once beside it.
-
-The stacks, the environment a child process gets and the memory check belong to layers this one
-may not import (pyproject.toml's layers: bench.datasets imports neither bench.stacks nor bench.run),
-so the caller hands them in as a `Host` (bench/run/prepare.py `StackHost`).
+(bench/run/prepare.py, `gnnbench datasets prepare|check`, `gnnbench bundle`). Host only.
+`ready(spec, cache, data_root, host=..., task=...)` keeps what the hub has where its checksums
+verify (a folder without them is built again), else builds it under the dataset folder's lock
+(another process's build, here or on another host, is waited for and reused), refused first where
+it cannot fit in memory, in the interpreter its source needs; the link task adds its edge split.
+The stacks, their environment and the memory check belong to layers above: the caller hands them
+in as a `Host` (bench/run/prepare.py `StackHost`).
 """
 
 from __future__ import annotations
@@ -46,8 +34,7 @@ class Host(Protocol):
         """The environment a dataset's build gets in a stack's interpreter."""
 
     def refusal(self, stats: dict, copies: int, what: str) -> str | None:
-        """Why `copies` copies of the hub arrays of a dataset this size cannot be held now (with the
-        numbers), None where they fit."""
+        """Why `copies` copies of the hub arrays of a dataset this size cannot be held now, or None."""
 
 
 class LinkSplitError(DatasetError):
@@ -63,9 +50,8 @@ class ReadyDataset:
 
 def ready(spec: dict, cache: Path, data_root: Path | None = None, *, host: Host, task: str | None = None,
           interactive: bool = False, say: Callable[[str], None] | None = None) -> ReadyDataset:
-    """The dataset `spec` in the hub `cache`, ready for `task` (bench/tasks.py; the link task adds its
-    edge split). `data_root`: where raw files are looked for first. `interactive`: the user's terminal
-    answers a download's questions (ogb asks before large ones)."""
+    """The dataset `spec` in the hub `cache`, ready for `task` (the link task adds its edge split);
+    `interactive`: the user's terminal answers a download's questions."""
     say = say or (lambda line: print(line, flush=True))
     folder = hub.dataset_dir(spec, cache)
     if hub.is_materialised(spec, cache) and hub.has_checksums(folder):
@@ -87,7 +73,8 @@ def sizes(spec: dict, cache: Path) -> dict:
     if hub.is_materialised(spec, cache):
         # sizes only: the files are checked where they are read (`ready`, the worker)
         return hub.load_dataset(spec["source"], hub.dataset_dir(spec, cache), mmap=True, check=False).card()
-    return datasets.source_module(spec["source"]).expected_stats(spec.get("params", {}))
+    module, params = datasets.source_module(spec["source"]), spec.get("params", {})
+    return module.expected_stats(params) if hasattr(module, "expected_stats") else module.KNOWN_STATS[params["name"]]
 
 
 def stack_of(spec: dict) -> str | None:
@@ -96,8 +83,7 @@ def stack_of(spec: dict) -> str | None:
 
 
 def stack_needed(spec: dict, cache: Path) -> str | None:
-    """The stack whose interpreter `ready` needs for `spec` now: None where the hub has it already (a
-    node given a prepared Cora needs no pyg stack) or any interpreter builds it."""
+    """The stack whose interpreter `ready` needs for `spec` now (None: the hub has it, or any will do)."""
     return None if hub.is_materialised(spec, cache) else stack_of(spec)
 
 
@@ -107,8 +93,7 @@ def reads_user_files(spec: dict) -> bool:
 
 
 def _build_once(spec: dict, cache: Path, data_root: Path | None, host: Host, interactive: bool, say) -> bool:
-    """Build the dataset under its folder's lock; False where the hub has it after all (another
-    process built it meanwhile)."""
+    """Build the dataset under its folder's lock; False where another process built it meanwhile."""
     folder = hub.dataset_dir(spec, cache)
     cache.mkdir(parents=True, exist_ok=True)
     with locks.held(folder, f"converting dataset {spec['name']}", say=lambda line: say(f"  {line}")) as lock:
@@ -116,8 +101,6 @@ def _build_once(spec: dict, cache: Path, data_root: Path | None, host: Host, int
             say(f"  dataset {spec['name']!r}: converted meanwhile by {locks.describe(lock.waited_for).split(',')[0]}; "
                 "reusing it")
         if hub.is_materialised(spec, cache) and not hub.has_checksums(folder):
-            # without its checksums a folder's files cannot be told from corrupt ones: never adopted
-            # (a flipped byte would then pass every later check); it is built again from its source
             say(f"  dataset {spec['name']!r}: {folder} has no checksums.json, so its files cannot be checked; "
                 "building it again from its source")
             hub.discard(folder)
@@ -133,8 +116,7 @@ def _verify(folder: Path) -> None:
 
 
 def _build(spec: dict, cache: Path, data_root: Path | None, host: Host, interactive: bool) -> Path:
-    # building holds the raw arrays and the hub arrays at once (not a user's graph: it is converted
-    # in pieces, bench/datasets/hub_stream.py)
+    # building holds the raw and the hub arrays at once (a user's graph is converted in pieces)
     if not datasets.user_files(spec["source"]):
         too_big = host.refusal(sizes(spec, cache), 2, f"preparing dataset {spec['name']!r}")
         if too_big:
@@ -151,8 +133,7 @@ def _build(spec: dict, cache: Path, data_root: Path | None, host: Host, interact
 
 def _build_in(python: Path, spec: dict, cache: Path, data_root: Path | None, env: dict[str, str],
               interactive: bool) -> Path:
-    """Build the dataset in a stack's interpreter (bench/datasets/__main__.py); its last line of
-    stderr is the error."""
+    """Build the dataset in a stack's interpreter; its last line of stderr is the error."""
     cmd = [str(python), "-m", "bench.datasets", "prepare", json.dumps(spec), str(cache), str(data_root or "")]
     # the child converts under this process's lock (it inherits it); an interrupt here stops it
     # with SIGTERM, so that it removes its half-written folder (bench/datasets/__main__.py)
@@ -174,8 +155,7 @@ def _build_in(python: Path, spec: dict, cache: Path, data_root: Path | None, env
 
 
 def stop_child(proc: subprocess.Popen, grace_s: float = 30.0) -> None:
-    """End a child that writes the cache: SIGTERM first (it removes what it half wrote), SIGKILL
-    after `grace_s` (what it leaves is then swept by the next command)."""
+    """End a child that writes the cache: SIGTERM (it removes what it half wrote), then SIGKILL."""
     if proc.poll() is None:
         proc.terminate()
         try:

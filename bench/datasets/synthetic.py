@@ -1,23 +1,9 @@
-"""Synthetic graphs: an RMAT (Graph500-style) generator with communities, labels that follow them,
-and features too weak alone, so that a model must read the neighbourhood.
-
-Structure: RMAT recursively drops each edge into one quadrant of the adjacency matrix with
-probabilities (a, b, c, d), which yields the power-law degrees of real graphs. The top
-ceil(log2 C) levels of the recursion keep both endpoints in the same half with probability
-`within_community` (their marginals unchanged, so the degrees are RMAT's): contiguous id ranges
-become communities, and a node's class is its range. Vertex ids are then permuted (as Graph500
-does) so that neither degree nor class follows the id. The graph is made undirected, without
-self-loops or duplicate edges. Nodes left without any edge (RMAT leaves many) are in no split:
-a neighbourhood cannot help them, so they would only blur what the GNN adds.
-
-Signal: features are a weak class centroid plus Gaussian noise, so a features-only classifier
-does poorly (`features_only_acc` in the dataset card, bench/datasets/baseline.py), while
-averaging a node's neighbours (mostly of its class: `edge_homophily` in the card) cancels noise.
-
-Speed: each random draw decides several recursion levels at once through a lookup table of the
-joint quadrant probabilities (2^20 entries, so each outcome's probability is exact to 2^-20),
-edges are made in chunks, and duplicates are removed by one sort of (destination, source) keys.
-Everything is deterministic by seed.
+"""Synthetic graphs: an RMAT (Graph500-style) generator with communities, labels that follow them, and
+features too weak alone, so that a model must read the neighbourhood. The top ceil(log2 C) levels
+of RMAT's recursion keep both endpoints in one half with probability `within_community`
+(marginals, so degrees, unchanged): id ranges become communities, a node's class its range; ids
+are then permuted. Undirected, without self-loops or duplicates; nodes without an edge are in no
+split. One random draw decides several levels through a 2^20-entry lookup table. Deterministic by seed.
 """
 
 from __future__ import annotations
@@ -26,12 +12,10 @@ from pathlib import Path
 
 import numpy as np
 
+from bench import datasets
 from bench.datasets import hub
 
-# Bumped whenever the same parameters give other arrays: part of the hub folder's key
-# (bench.datasets.hub.spec_key), so a cache made by an older generator is rebuilt, never misread.
-# 2: community RMAT from lookup tables, labels from communities, splits over connected nodes.
-VERSION = 2
+VERSION = 2  # bumped whenever the same parameters give other arrays (part of the hub folder's key)
 
 DEFAULTS = {"scale": 12, "edge_factor": 8, "feature_dim": 64, "num_classes": 8, "seed": 0,
             "a": 0.57, "b": 0.19, "c": 0.19, "within_community": 0.95, "feature_signal": 0.15,
@@ -44,9 +28,7 @@ CHUNK_EDGES = 1 << 22  # edges made at a time (their working arrays stay small)
 
 def level_probabilities(scale: int, a: float, b: float, c: float, community_levels: int,
                         within: float) -> list[tuple[float, float, float, float]]:
-    """(a, b, c, d) of each recursion level, bit 0 first. The top `community_levels` levels keep
-    an edge in one half with probability `within`, with RMAT's marginals (P(source bit 0) =
-    a + b, P(destination bit 0) = a + c), so every node's expected degree stays RMAT's."""
+    """(a, b, c, d) of each recursion level, bit 0 first, the top `community_levels` biased within."""
     d = 1 - a - b - c
     across = (1 - within) / 2
     if not (0 < within < 1 and across <= min(a + b, a + c) and a + b + across < 1):
@@ -57,9 +39,7 @@ def level_probabilities(scale: int, a: float, b: float, c: float, community_leve
 
 
 def quadrant_table(levels: list[tuple[float, ...]], bits: int = TABLE_BITS) -> np.ndarray:
-    """A 2^bits lookup table: a uniform `bits`-bit number -> the quadrants of len(levels) levels,
-    as (source bits | destination bits << len(levels)), each joint outcome taking a share of the
-    table's slots equal to its probability (largest remainders rounded up)."""
+    """A 2^bits lookup table: a uniform `bits`-bit number -> the quadrants of len(levels) levels."""
     k = len(levels)
     joint = np.ones(1)
     for p in levels:  # outcome index: base-4 digits, the first level most significant
@@ -100,9 +80,7 @@ def rmat_edges(scale: int, edge_factor: int, levels: list[tuple[float, ...]],
 
 
 def undirected_csc(src: np.ndarray, dst: np.ndarray, scale: int) -> tuple[np.ndarray, np.ndarray]:
-    """Both directions of every edge, self-loops and duplicates dropped, sorted by (destination,
-    source): one in-place sort of 64-bit keys and a comparison of neighbours (np.unique is
-    several times slower on them). Returns (edge_index int64 [2, E], csc_indptr int64 [N + 1])."""
+    """Both directions of every edge, self-loops and duplicates dropped: (edge_index, csc_indptr)."""
     n = 1 << scale
     keep = src != dst
     src, dst = src[keep], dst[keep]
@@ -159,15 +137,13 @@ def generate(params: dict) -> dict[str, np.ndarray]:
             "train_idx": train, "val_idx": val, "test_idx": test}
 
 
-# The parameters a suite or a command line may set, with their types and bounds (suite
-# validation builds its schema from them: bench/datasets/params.py); the rest are fixed by DEFAULTS.
+# what a suite or a command line may set (bench/datasets/params.py); the rest are fixed by DEFAULTS
 FRACTION = {"gt": 0, "lt": 1}
 PARAMS = {"scale": (int, {"ge": 4, "le": 26}), "edge_factor": (int, {"ge": 1, "le": 64}),
           "feature_dim": (int, {"ge": 1}), "num_classes": (int, {"ge": 2, "le": 256}), "seed": (int, {}),
           # split fractions (of the nodes with an edge): a small training split keeps epochs short
           "train_frac": (float, FRACTION), "val_frac": (float, FRACTION),
           "test_frac": (float | None, FRACTION)}  # None: the rest
-USER_PARAMS = tuple(PARAMS)
 
 
 def check_params(params: dict) -> None:
@@ -177,28 +153,25 @@ def check_params(params: dict) -> None:
 
 
 def canonical_params(params: dict) -> dict:
-    unknown = set(params) - set(USER_PARAMS)
-    if unknown:
-        raise ValueError(f"unknown synthetic parameter(s) {', '.join(sorted(unknown))}; allowed: {', '.join(USER_PARAMS)}")
-    return {k: params.get(k, DEFAULTS[k]) for k in USER_PARAMS}
+    return datasets.declared_params("synthetic", params)
 
 
-# What `gnnbench datasets list|info` say about sizes before the graph is generated.
 SIZES_NOTE = ("synthetic sizes follow its parameters: synthetic:scale=S,edge_factor=F,feature_dim=D,num_classes=C,"
               "seed=N (nodes 2^S, edges at most 2·F·2^S, splits over the nodes with an edge)")
 ESTIMATE_ORIGIN = "upper bounds before generation"
 
 
 def expected_stats(params: dict) -> dict:
-    """Upper bounds before generation: RMAT's duplicate edges and self-loops only remove edges,
-    and nodes left without an edge only leave the splits."""
+    """Upper bounds before generation (duplicates, self-loops and unconnected nodes only remove)."""
     p = {**DEFAULTS, **params}
     n = 1 << p["scale"]
+    return hub.sizes(n, 2 * p["edge_factor"] * n, p["feature_dim"], p["num_classes"], *split_sizes(n, p))
+
+
+def split_sizes(n: int, p: dict) -> tuple[int, int, int]:
+    """(train, val, test) of `n` nodes as hub.split_indices splits them with p's fractions."""
     n_train, n_val = int(p["train_frac"] * n), int(p["val_frac"] * n)
-    n_test = n - n_train - n_val if p["test_frac"] is None else int(p["test_frac"] * n)
-    return {"num_nodes": n, "num_edges": 2 * p["edge_factor"] * n, "feature_dim": p["feature_dim"],
-            "num_classes": p["num_classes"], "num_train": n_train, "num_val": n_val,
-            "num_test": n_test}
+    return n_train, n_val, n - n_train - n_val if p["test_frac"] is None else int(p["test_frac"] * n)
 
 
 def materialise(spec: dict, cache: Path, data_root: Path | None = None) -> Path:

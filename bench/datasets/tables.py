@@ -9,9 +9,7 @@ from pathlib import Path
 from bench.datasets import hub
 
 BATCH_ROWS = 1 << 20
-# pyarrow's CSV reader holds several blocks ahead (about 40 MiB of memory per MiB of block here):
-# small blocks keep a table's reading small; a row must fit in one (2 MiB: a quarter of a million
-# numbers)
+# pyarrow's CSV reader holds several blocks ahead: small blocks keep reading small (a row must fit in one)
 CSV_BLOCK_BYTES = 2 << 20
 
 
@@ -33,8 +31,7 @@ def reading(path: Path):
 
 
 def parquet(path: Path):
-    """A Parquet file read a row group at a time: pyarrow's pre-buffering would read ahead the
-    column chunks of every row group asked for, here the whole file."""
+    """A Parquet file read a row group at a time (no pre-buffering of the whole file)."""
     import pyarrow.parquet as pq
 
     return pq.ParquetFile(path, pre_buffer=False)
@@ -60,10 +57,8 @@ def num_rows(path: Path) -> int | None:
 
 def batches(path: Path, columns: list[str], types: dict | None = None, names: list[str] | None = None,
             batch_rows: int = BATCH_ROWS):
-    """Record batches of `columns` (pyarrow Tables of one batch each). `types`: column -> pyarrow
-    type to read a CSV column as (Parquet columns are cast); `names`: a CSV without a header row,
-    its columns so named; `batch_rows`: Parquet rows per batch (a CSV's come in blocks of
-    CSV_BLOCK_BYTES). pyarrow's freed buffers go back to the system after each batch."""
+    """Record batches of `columns`, `types` the pyarrow type of a column; `names`: a headerless
+    CSV's columns. pyarrow's freed buffers go back to the system after each batch."""
     import pyarrow as pa
     import pyarrow.csv as pcsv
 

@@ -1,42 +1,12 @@
-"""The hub form of a typed (heterogeneous) graph: the shape "typed" of bench/tasks.py, beside the
-plain graphs' form in bench/datasets/hub.py (whose folder naming, atomic writes, checksums and
-meta.json-last rules it shares).
-
-Layout of one typed dataset folder (all arrays .npy; every node type numbers its nodes 0..N_t-1):
-    meta.json                   "shape": "typed", "typed_format", name, source, params, the target
-                                type, per node type its count and feature width (0: no features),
-                                per relation its edge count and the relation it reverses (or none),
-                                GraphBolt's type names and ids, the plain statistics (hub.STAT_FIELDS:
-                                nodes and edges summed over types, the target's width, classes and
-                                split sizes); written last
-    checksums.json              as for plain datasets (bench/checksums.py)
-    features-<type>.npy         float32 [N_t, F_t]; absent for a featureless type (the model gives it
-                                a learnable embedding)
-    labels.npy                  int64 [N_target]: the target type's classes
-    train_idx.npy, val_idx.npy, test_idx.npy    int64 ids of target-type nodes
-    edge_index-<src>__<name>__<dst>.npy   int64 [2, E_r]: (source id in src's numbering,
-                                destination id in dst's), sorted by (destination, source), no duplicates
-    csc_indptr-<src>__<name>__<dst>.npy   int64 [N_dst + 1] over the destinations (the same edges as CSC)
-    graphbolt_node_type_offset.npy  [T + 1]: GraphBolt's global node ids are grouped by node type,
-                                types in name order (as DGL 2.1's OnDiskDataset orders them), type t's
-                                nodes at offset[t]..offset[t+1]-1; in the dtype of graphbolt_indices
-    graphbolt_indptr.npy        [N + 1] one fused CSC over every relation's edges, by global destination
-    graphbolt_indices.npy       [E] global source ids; within a destination its edges are grouped by
-                                edge type id (GraphBolt samples each type's slice of a neighbourhood),
-                                then by source
-    graphbolt_type_per_edge.npy uint8 [E]: each edge's type id; edge types are named `src:name:dst`
-                                and numbered in the order of those names (DGL 2.1's OnDiskDataset)
-The GraphBolt arrays take GraphBolt's dtypes as its OnDiskDataset preprocessing casts them (indices
-int32 when the node ids fit, indptr int32 when the edges do, type_per_edge uint8 for up to 256
-types) and are written once here, so no rank builds or casts a private copy.
-
-Reverse relations: a source gives each relation once; `write` adds `rev_<name>` (dst -> src) for
-each unless told not to (a relation that is its own reverse, e.g. an undirected one, can say so),
-and meta.json records which relation each reverses ("reverse_of"), as plain graphs record
-whether they were made undirected.
-
-Loaded memory-mapped (`load`), read-only: every rank and loader worker shares the page cache's
-pages, as for plain graphs. numpy only: imported by the host and inside every stack.
+"""The hub form of a typed (heterogeneous) graph (shape "typed", bench/tasks.py), beside hub.py's plain
+one, whose folder naming, atomic writes, checksums and meta.json-last rules it shares. Per node type
+`features-<type>.npy` (absent: featureless, a learnable embedding in the model); the target type's
+labels.npy and splits; per relation `edge_index-<src>__<name>__<dst>.npy` and `csc_indptr-...` as a
+plain graph's; GraphBolt's fused CSC over every relation (graphbolt_node_type_offset, _indptr,
+_indices, _type_per_edge: global ids grouped by node type in name order, edge types `src:name:dst`
+numbered in name order, as DGL 2.1's OnDiskDataset does). meta.json (last) holds the target, each
+type's count and width, each relation's edges and the relation it reverses: a source gives each
+relation once, and `write` adds its reverse `rev_<name>` unless told not to. numpy only.
 """
 
 from __future__ import annotations
@@ -49,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from bench.datasets import hub, hub_stream
-from bench.datasets.graph_checks import NAME_SEPARATOR  # between src, name, dst in a relation's file names
+from bench.datasets.graph_checks import NAME_SEPARATOR
 from bench.datasets.hub import DatasetError
 from bench.datasets.user_graph import Phases
 
@@ -73,55 +43,11 @@ def _file_part(relation: tuple[str, str, str]) -> str:
     return NAME_SEPARATOR.join(relation)
 
 
-def relation_csc(src: np.ndarray, dst: np.ndarray, num_src: int, num_dst: int) -> tuple[np.ndarray, np.ndarray]:
-    """A relation's edges sorted by (destination, source), duplicates dropped: (edge_index int64
-    [2, E], csc_indptr int64 [num_dst + 1])."""
-    key = np.unique(dst.astype(np.int64) * max(num_src, 1) + src.astype(np.int64))
-    dst_sorted, src_sorted = np.divmod(key, max(num_src, 1))
-    indptr = np.zeros(num_dst + 1, dtype=np.int64)
-    np.cumsum(np.bincount(dst_sorted, minlength=num_dst), out=indptr[1:])
-    return np.stack([src_sorted, dst_sorted]).astype(np.int64), indptr
-
-
-def _check(name: str, counts: dict, features: dict, target: str, labels: np.ndarray, splits: dict,
-           relations: dict) -> None:
-    problems = _target_problems(counts, target, labels, splits)
-    for t, x in features.items():
-        if t not in counts:
-            problems.append(f"features of {t!r}, which is not a node type")
-        elif x is not None and (x.ndim != 2 or x.shape[0] != counts[t]):
-            problems.append(f"features of {t!r} have shape {x.shape}, expected [{counts[t]}, F]")
-    for (src, rel, dst), (s, d) in relations.items():
-        where = relation_key((src, rel, dst))
-        if src not in counts or dst not in counts:
-            problems.append(f"relation {where} names a node type that is not there")
-        elif s.shape != d.shape:
-            problems.append(f"relation {where}: {s.size} sources for {d.size} destinations")
-        elif s.size and (s.min() < 0 or s.max() >= counts[src] or d.min() < 0 or d.max() >= counts[dst]):
-            problems.append(f"relation {where} refers to nodes outside their types' ranges")
-    if problems:
-        raise DatasetError(f"dataset {name!r}: " + "; ".join(problems))
-
-
-def _target_problems(counts: dict, target: str, labels: np.ndarray, splits: dict) -> list[str]:
-    problems = []
-    if target not in counts:
-        problems.append(f"target type {target!r} is not a node type ({', '.join(counts)})")
-    elif labels.shape != (counts[target],):
-        problems.append(f"labels have shape {labels.shape}, expected ({counts[target]},) for {target!r}")
-    for split, idx in splits.items():
-        idx = np.asarray(idx)
-        if idx.size and target in counts and (idx.min() < 0 or idx.max() >= counts[target]):
-            problems.append(f"{split} refers to {target!r} nodes outside 0..{counts[target] - 1}")
-    return problems
-
-
 FEATURE_BLOCK_BYTES = 32 << 20  # features written this much at a time
 
 
 def row_blocks(x: np.ndarray):
-    """A [N, F] array's rows as float32 blocks of about FEATURE_BLOCK_BYTES (a memory-mapped
-    input is read a block at a time, never converted whole)."""
+    """A [N, F] array's rows as float32 blocks of about FEATURE_BLOCK_BYTES."""
     step = max(1, FEATURE_BLOCK_BYTES // max(1, 4 * int(np.prod(x.shape[1:], dtype=np.int64))))
     for start in range(0, x.shape[0], step):
         yield np.asarray(x[start:start + step], dtype=np.float32)
@@ -129,10 +55,7 @@ def row_blocks(x: np.ndarray):
 
 class Writer:
     """A typed dataset written a piece at a time into a folder (hub.atomic_dir's temporary one),
-    so that a conversion holds one relation, or one block of one type's features, at a time, never
-    the whole graph: its peak memory stays under the hub's own size (issue 36: within 2x, as for a
-    user's homogeneous graph, bench/datasets/hub_stream.py). `writing` opens one; `write` is it
-    over whole arrays.
+    never the whole graph at once (`writing` opens one; `write` is it over whole arrays):
 
         w.features(type, shape, blocks)   float32 row blocks in order (a type without: no call)
         w.relation(relation, src, dst)    a relation's edges (and its reverse, unless told not to)
@@ -158,9 +81,13 @@ class Writer:
 
     def relation(self, relation: tuple[str, str, str], src: np.ndarray, dst: np.ndarray,
                  add_reverse: bool = True) -> None:
-        """A relation's edges (ids in its types' numbering, any order: sorted and de-duplicated
-        here) and, with `add_reverse`, its reverse `rev_<name>` (dst -> src)."""
+        """A relation's edges (any order) and, with `add_reverse`, its reverse `rev_<name>`."""
         src_type, name, dst_type = relation
+        counts = self.counts
+        if src_type not in counts or dst_type not in counts or np.shape(src) != np.shape(dst) or np.size(src) and (
+                min(src.min(), dst.min()) < 0 or src.max() >= counts[src_type] or dst.max() >= counts[dst_type]):
+            raise DatasetError(f"dataset {self.spec['name']!r}: relation {relation_key(relation)} names a node type "
+                               "that is not there, or node ids outside its types' ranges")
         if relation in self.num_edges:
             forward = self.reverse_of.get(relation)
             raise DatasetError(f"relation {relation_key(relation)} is given and would also be the reverse of "
@@ -176,13 +103,21 @@ class Writer:
         self.phases.done(f"relation {relation_key(relation)}")
 
     def _save(self, relation: tuple, src: np.ndarray, dst: np.ndarray) -> None:
-        edge_index, indptr = relation_csc(src, dst, self.counts[relation[0]], self.counts[relation[2]])
+        edge_index, indptr = hub.csc_from_coo(src, dst, self.counts[relation[0]], self.counts[relation[2]])
         np.save(self.folder / f"edge_index-{_file_part(relation)}.npy", edge_index)
         np.save(self.folder / f"csc_indptr-{_file_part(relation)}.npy", indptr)
         self.num_edges[relation] = int(edge_index.shape[1])
 
     def finish(self, target: str, labels: np.ndarray, splits: dict[str, np.ndarray], extra_meta: dict | None = None) -> None:
-        problems = _target_problems(self.counts, target, labels, splits)
+        counts, problems = self.counts, []
+        if target not in counts:
+            problems.append(f"target type {target!r} is not a node type ({', '.join(counts)})")
+        elif labels.shape != (counts[target],):
+            problems.append(f"labels have shape {labels.shape}, expected ({counts[target]},) for {target!r}")
+        for split, idx in splits.items():
+            idx = np.asarray(idx)
+            if idx.size and target in counts and (idx.min() < 0 or idx.max() >= counts[target]):
+                problems.append(f"{split} refers to {target!r} nodes outside 0..{counts[target] - 1}")
         if problems:
             raise DatasetError(f"dataset {self.spec['name']!r}: " + "; ".join(problems))
         np.save(self.folder / "labels.npy", np.asarray(labels, dtype=np.int64))
@@ -211,11 +146,8 @@ class Writer:
         (self.folder / "meta.json").write_text(json.dumps(meta, indent=2))
 
     def _write_graphbolt(self) -> tuple[dict, dict]:
-        """GraphBolt's typed sampling graph (graphbolt_* files, see the module's docstring) from the
-        relations' files, one destination type at a time: global ids are grouped by type, so the
-        edges into one type are one contiguous slice of the fused CSC; within it, the relations into
-        that type in type-id order, each sorted by (dst, src), and a stable sort by destination
-        groups a node's edges by type, then source."""
+        """GraphBolt's fused arrays from the relations' files, one destination type at a time: a
+        stable sort by destination of its relations in type-id order groups a node's edges by type."""
         node_types = sorted(self.counts)
         node_type_to_id = {t: i for i, t in enumerate(node_types)}
         offset = np.zeros(len(node_types) + 1, dtype=np.int64)
@@ -257,22 +189,16 @@ class Writer:
 
 @contextmanager
 def writing(spec: dict, cache: Path, counts: dict[str, int]):
-    """A Writer into the dataset's folder, atomically (hub.atomic_dir): None when another process
-    finished the same dataset first. The folder is there once the block ends without error."""
-    target_dir = hub.dataset_dir(spec, cache)
-    target_dir.parent.mkdir(parents=True, exist_ok=True)
-    with hub.atomic_dir(target_dir) as tmp:
+    """A Writer into the dataset's folder (hub.atomic_dir), None where another process finished it."""
+    with hub.atomic_dir(hub.dataset_dir(spec, cache)) as tmp:
         yield None if tmp is None else Writer(spec, tmp, counts)
 
 
 def write(spec: dict, cache: Path, counts: dict[str, int], features: dict[str, np.ndarray | None], target: str,
           labels: np.ndarray, splits: dict[str, np.ndarray], relations: dict[tuple, tuple[np.ndarray, np.ndarray]],
           add_reverses: bool = True, own_reverse: tuple = (), extra_meta: dict | None = None) -> Path:
-    """Write a typed dataset atomically (hub.atomic_dir) from whole arrays. `relations`: (src,
-    name, dst) -> (source ids, destination ids), each in its type's numbering, in any order
-    (sorted and deduplicated here); `splits`: train_idx, val_idx, test_idx over the target type;
-    `own_reverse`: relations that are their own reverse (no `rev_` added)."""
-    _check(spec["name"], counts, features, target, labels, splits, relations)
+    """Write a typed dataset from whole arrays: `relations` (src, name, dst) -> (source ids,
+    destination ids), `splits` over the target type, `own_reverse` those that are their own reverse."""
     with writing(spec, cache, counts) as w:
         if w is not None:
             for t, x in features.items():
@@ -286,9 +212,7 @@ def write(spec: dict, cache: Path, counts: dict[str, int], features: dict[str, n
 
 @dataclass
 class TypedHubDataset(hub.Materialised):
-    """A typed dataset as the stacks read it: per type its count and features (None: featureless),
-    per relation its edge index and CSC pointers, the target's labels and splits, GraphBolt's
-    fused arrays. Arrays are memory-mapped unless asked otherwise."""
+    """A typed dataset as the stacks read it (arrays memory-mapped unless asked otherwise)."""
     counts: dict[str, int] = field(default_factory=dict)
     features: dict[str, np.ndarray | None] = field(default_factory=dict)
     edge_index: dict[tuple, np.ndarray] = field(default_factory=dict)
@@ -309,18 +233,12 @@ class TypedHubDataset(hub.Materialised):
     def relations(self) -> list[tuple[str, str, str]]:
         return [relation_of(k) for k in self.meta["relations"]]
 
-    @property
-    def num_nodes(self) -> int:
-        return int(self.meta["num_nodes"])
-
     def feature_file(self, node_type: str) -> Path:
         return self.path / f"features-{node_type}.npy"
 
 
 def load(path: Path, mmap: bool = True, features_mmap: bool | None = None, check: bool = True) -> TypedHubDataset:
-    """A typed dataset folder (the source's `load`, bench.datasets.hub.load_dataset). `mmap`: map
-    the arrays read-only; `features_mmap` overrides it for the features (a disk-backed store never
-    reads them into private memory); `check`: the files against their checksums."""
+    """A typed dataset folder, as hub.load reads a plain one."""
     path = Path(path)
     meta, read_array = hub.opened(path, check, lambda meta: (meta.get("shape"), meta.get("typed_format")) != (
         SHAPE, TYPED_FORMAT) and f"is not a typed dataset of format {TYPED_FORMAT} (shape {meta.get('shape')!r}, "
@@ -339,9 +257,13 @@ def load(path: Path, mmap: bool = True, features_mmap: bool | None = None, check
         graphbolt={n: read(f"graphbolt_{n}") for n in ("node_type_offset", "indptr", "indices", "type_per_edge")})
 
 
+def load_for_source(path, mmap: bool = False, check: bool = True) -> TypedHubDataset:
+    """A typed source's `load` (hub.load_dataset): the features mapped only with `mmap`."""
+    return load(path, mmap=True, features_mmap=mmap, check=check)
+
+
 def info_lines(meta: dict) -> list[str]:
-    """What `gnnbench datasets info` says of a typed dataset: per type its count and width, per
-    relation its edges (a reverse named as such)."""
+    """What `gnnbench datasets info` says of a typed dataset's types and relations."""
     lines = [f"  target type {meta['target']}; node types:"]
     for t, info in meta["node_types"].items():
         width = f"features {info['feature_dim']} wide" if info["feature_dim"] else "no features (learnable embedding)"
@@ -351,10 +273,3 @@ def info_lines(meta: dict) -> list[str]:
         rev = f" (reverse of {info['reverse_of']})" if info.get("reverse_of") else ""
         lines.append(f"    {key:<34}{info['num_edges']:>13,} edges{rev}")
     return lines
-
-
-def load_for_source(path, mmap: bool = False, check: bool = True) -> TypedHubDataset:
-    """A typed source's `load` as bench.datasets.hub.load_dataset calls it (`mmap`: the cell's
-    features stay on disk): the graph, labels and splits always mapped (shared by every rank through
-    the page cache), the features read into the process unless `mmap`."""
-    return load(path, mmap=True, features_mmap=mmap, check=check)

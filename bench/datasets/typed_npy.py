@@ -1,20 +1,9 @@
-"""Your own typed (heterogeneous) graph as a folder of .npy arrays (source `typed-npy`):
-
-    graph.json                          {"target": "paper"}: the node type whose nodes are classified;
-                                        optional "num_nodes": {"institute": 87} for a type without
-                                        features (a type with features has as many nodes as rows)
-    nodes/<type>/features.npy           [N_t, F_t] floats (integers and booleans are converted); optional:
-                                        a type without it gets a learnable embedding in the model
-    nodes/<target>/labels.npy           [N_target] integers 0..C-1 (-1: no label)
-    nodes/<target>/train_idx.npy, val_idx.npy, test_idx.npy    ids of target-type nodes [K]
-    edges/<src>__<name>__<dst>.npy      integers [2, E]: row 0 source ids in <src>'s numbering, row 1
-                                        destination ids in <dst>'s
-
-Every relation is given once; the hub adds its reverse `rev_<name>` (bench/datasets/typed_hub.py).
-Every problem found is one line naming the file and the array (hub.DatasetError, exit 2 through
-`gnnbench datasets check typed-npy:PATH`): all of them at once, so one round of fixes suffices.
-The hub folder's name holds a fingerprint of the files (bench/datasets/user_graph.py).
-numpy only: the host converts it, a stack reads the hub form (`load`).
+"""Your own typed (heterogeneous) graph as a folder of .npy arrays (source `typed-npy`; the layout:
+docs/own-graph.md, LAYOUT_RULE): graph.json naming the target type (and the counts of featureless
+types), nodes/<type>/features.npy, the target's labels and splits, edges/<src>__<name>__<dst>.npy
+[2, E], each relation given once (the hub adds its reverse). Every problem found is one line naming
+the file, all of them at once (hub.DatasetError, exit 2), so one round of fixes suffices. The
+helpers here serve IGB's layout too (igbh.py). numpy only.
 """
 
 from __future__ import annotations
@@ -26,7 +15,7 @@ import numpy as np
 
 from bench.datasets import baseline, graph_checks, hub, typed_hub
 from bench.datasets import user_graph as ug
-from bench.datasets.npy_reader import NpyArray
+from bench.datasets.hub_stream import NpyArray
 
 SHAPE = "typed"  # bench/tasks.py: serves the typed-node task
 USER_FILES = True
@@ -49,7 +38,7 @@ def source_files(params: dict) -> list[Path]:
     return sorted([*folder.rglob("*.npy"), folder / GRAPH_FILE])
 
 
-canonical_params, parse_rest, fingerprint = ug.source_hooks("typed-npy", PARAMS, DEFAULTS, source_files)
+canonical_params, fingerprint, *_ = ug.source_hooks("typed-npy", source_files)
 
 
 class Problems:
@@ -69,10 +58,7 @@ class Problems:
 
 def relation_named(stem: str, types, problems: Problems, name_path: Path, edges_path: Path,
                    types_where: str) -> tuple[str, str, str] | None:
-    """(src, name, dst) from a relation's `<src>__<name>__<dst>` name, or None with the problem added:
-    a name not of three plain parts (at `name_path`, graph_checks.relation_of_name), or a node type that
-    is not there (at `edges_path`; `types_where` says where the types were listed). Shared by the typed
-    `.npy` folder and IGBH's layout."""
+    """(src, name, dst) from a relation's `<src>__<name>__<dst>` name, or None with the problem added."""
     relation = graph_checks.relation_of_name(stem)
     if isinstance(relation, str):
         problems.add(name_path, relation)
@@ -98,8 +84,7 @@ def plain_types(found: list[str], where, problems: Problems) -> list[str]:
 
 
 def bounded_counts(counts: dict, where, folder: Path, problems: Problems) -> dict:
-    """The node counts within graph_checks' bound (each, and all together), before anything of their
-    size is allocated; each other one a problem at `where(type)`."""
+    """The node counts within graph_checks' bound (each, and all together); the others problems."""
     kept = {}
     for t, n in counts.items():
         problem = graph_checks.node_count_problem(n, f"{t} nodes")
@@ -112,25 +97,6 @@ def bounded_counts(counts: dict, where, folder: Path, problems: Problems) -> dic
         problems.add(folder, problem)
         return {}
     return kept
-
-
-def relation_problems(relations: dict, files: dict, edges_dir: Path, problems: Problems) -> None:
-    """What every typed reader checks of its relations together, once each is read: none empty, a
-    relation and another's reverse not the same (the hub adds `rev_<name>`), and some edge that is not
-    a self-loop (graph_checks.edges_problem). `files`: each relation's file."""
-    loops = 0
-    for (src, name, dst), (s, d) in relations.items():
-        if s.size == 0:
-            problems.add(files[(src, name, dst)], "no edges; allowed: at least one edge in each relation (leave the "
-                                                  "file out for none)")
-        clash = (dst, name.removeprefix(typed_hub.REVERSE_PREFIX), src)
-        if name.startswith(typed_hub.REVERSE_PREFIX) and clash in relations:
-            problems.add(files[(src, name, dst)], f"is the reverse the hub adds to {files[clash].name}; allowed: each "
-                                                  f"relation given once (its {typed_hub.REVERSE_PREFIX}<name> is added)")
-        loops += int(np.count_nonzero(s == d)) if src == dst else 0
-    problem = graph_checks.edges_problem(sum(s.size for s, _ in relations.values()), loops)
-    if relations and all(s.size for s, _ in relations.values()) and problem:
-        problems.add(edges_dir, problem)
 
 
 def _open(path: Path, problems: Problems):
@@ -155,8 +121,7 @@ def _out_of_range(values: np.ndarray, n: int) -> int | None:
 
 
 def read_folder(folder: Path) -> dict:
-    """The folder checked whole: the arrays typed_hub.write takes, and where each came from. Every
-    problem is collected first, then raised as one DatasetError of one line each."""
+    """The folder checked whole: the arrays typed_hub.write takes; every problem raised together."""
     problems = Problems(folder)
     if not folder.is_dir():
         problems.add(folder, f"no such folder; allowed: a folder with {LAYOUT_RULE}")
@@ -167,7 +132,10 @@ def read_folder(folder: Path) -> dict:
     types = sorted({p.name for p in nodes_dir.iterdir() if p.is_dir()} if nodes_dir.is_dir() else set())
     types = plain_types(sorted(set(types) | set(given_counts)),
                         lambda t: config_path if t in given_counts else nodes_dir / t, problems)
-    counts, features = _node_arrays(nodes_dir, types, given_counts, config_path, problems)
+    counts, features = node_arrays(
+        {t: nodes_dir / t / "features.npy" for t in types}, given_counts, config_path, problems,
+        lambda t: (nodes_dir / t, f"node type {t!r} has no features.npy and no count; allowed: features.npy, or "
+                                  f"\"num_nodes\": {{\"{t}\": N}} in {GRAPH_FILE}"))
     counts = bounded_counts(counts, lambda t: nodes_dir / t / "features.npy" if (nodes_dir / t / "features.npy").is_file()
                             else config_path, folder, problems)
     target = config.get("target")
@@ -177,7 +145,9 @@ def read_folder(folder: Path) -> dict:
             problems.add(config_path, f"target {target!r} is not a node type (nodes/: {', '.join(types) or 'none'})")
         else:
             labels, splits = _target_arrays(nodes_dir / target, target, counts.get(target), problems)
-    relations = _relations(folder / "edges", types, counts, problems)
+    edges_dir = folder / "edges"
+    relations = read_relations([(p.stem, p, p) for p in sorted(edges_dir.glob("*.npy"))] if edges_dir.is_dir() else [],
+                               edges_dir, "edges/<src>__<name>__<dst>.npy", types, counts, problems)
     problems.raise_any()
     return {"counts": counts, "features": features, "target": target, "labels": labels, "splits": splits,
             "relations": relations}
@@ -205,24 +175,22 @@ def _read_config(config_path: Path, problems: Problems) -> tuple[dict, dict]:
     return config, given_counts
 
 
-def _node_arrays(nodes_dir: Path, types: list[str], given_counts: dict, config_path: Path,
-                 problems: Problems) -> tuple[dict, dict]:
-    """Per node type its count and its features (None: none, or not usable: said in `problems`)."""
+def node_arrays(paths: dict[str, Path], given_counts: dict, config_path: Path, problems: Problems,
+                missing) -> tuple[dict, dict]:
+    """Per node type its count and features from its file in `paths` (None: none, or not usable:
+    said), else its count in `given_counts`, else the problem `missing(type)` gives (where, what)."""
     counts, features = {}, {}
-    for t in types:
-        path = nodes_dir / t / "features.npy"
+    for t, path in paths.items():
         x = _open(path, problems) if path.is_file() else None
         rows = None
-        if x is not None:
-            if x.ndim != 2:
-                problems.add(path, f"features has shape {x.shape}; allowed: [N, F] (one row per {t} node)")
+        if x is not None and x.ndim != 2:
+            problems.add(path, f"{path.stem} has shape {x.shape}; allowed: [N, F] (one row per {t} node)")
+            x = None
+        elif x is not None:
+            rows = int(x.shape[0])  # the count, even where the dtype is wrong (its relations still checked)
+            if not (np.issubdtype(x.dtype, np.floating) or np.issubdtype(x.dtype, np.integer) or x.dtype == np.bool_):
+                problems.add(path, f"{path.stem} has dtype {x.dtype}; allowed: {ug.FEATURE_RULE}")
                 x = None
-            else:
-                rows = int(x.shape[0])  # the count, even where the dtype is wrong (its relations still checked)
-                if not (np.issubdtype(x.dtype, np.floating) or np.issubdtype(x.dtype, np.integer)
-                        or x.dtype == np.bool_):
-                    problems.add(path, f"features has dtype {x.dtype}; allowed: {ug.FEATURE_RULE}")
-                    x = None
         if rows is not None:
             counts[t] = rows
             if t in given_counts and given_counts[t] != counts[t]:
@@ -231,34 +199,48 @@ def _node_arrays(nodes_dir: Path, types: list[str], given_counts: dict, config_p
         elif t in given_counts:
             counts[t] = given_counts[t]
         elif not path.is_file():
-            problems.add(nodes_dir / t, f"node type {t!r} has no features.npy and no count; allowed: "
-                                        f"features.npy, or \"num_nodes\": {{\"{t}\": N}} in {GRAPH_FILE}")
+            problems.add(*missing(t))
         features[t] = x
     return counts, features
 
 
-def _relations(edges_dir: Path, types: list[str], counts: dict, problems: Problems) -> dict:
-    """Each relation's (source ids, destination ids), from edges/<src>__<name>__<dst>.npy [2, E]."""
-    relations = {}
-    edge_files = sorted(edges_dir.glob("*.npy")) if edges_dir.is_dir() else []
-    if not edge_files:
-        problems.add(edges_dir, "no relations (edges/<src>__<name>__<dst>.npy); allowed: at least one")
-    files = {}
-    for path in edge_files:
-        relation = relation_named(path.stem, types, problems, path, path, "nodes/")
+def read_relations(entries: list[tuple[str, Path, Path]], where: Path, layout: str, types: list[str], counts: dict,
+                   problems: Problems, igb_layout: bool = False) -> dict:
+    """Each relation's (source ids, destination ids) from `entries` (its `<src>__<name>__<dst>` name,
+    where that name is, its .npy), then checked together: none empty, none the reverse the hub adds,
+    not all self-loops (graph_checks.edges_problem)."""
+    relations, files = {}, {}
+    if not entries:
+        problems.add(where, f"no relations ({layout}); allowed: at least one")
+    for stem, name_path, path in entries:
+        relation = relation_named(stem, types, problems, name_path, path, "processed/" if igb_layout else "nodes/")
         if relation is None:
             continue
-        edges = read_relation(path, relation, counts, problems)
+        if not path.is_file():
+            problems.add(path, "missing: the relation's edges [E, 2]")
+            continue
+        edges = read_relation(path, relation, counts, problems, igb_layout)
         if edges is not None:
             relations[relation], files[relation] = edges, path
-    relation_problems(relations, files, edges_dir, problems)
+    loops = 0
+    for (src, name, dst), (s, d) in relations.items():
+        if s.size == 0:
+            problems.add(files[(src, name, dst)], "no edges; allowed: at least one edge in each relation (leave the "
+                                                  "file out for none)")
+        clash = (dst, name.removeprefix(typed_hub.REVERSE_PREFIX), src)
+        if name.startswith(typed_hub.REVERSE_PREFIX) and clash in relations:
+            problems.add(files[(src, name, dst)], f"is the reverse the hub adds to {files[clash].name}; allowed: each "
+                                                  f"relation given once (its {typed_hub.REVERSE_PREFIX}<name> is added)")
+        loops += int(np.count_nonzero(s == d)) if src == dst else 0
+    problem = graph_checks.edges_problem(sum(s.size for s, _ in relations.values()), loops)
+    if relations and all(s.size for s, _ in relations.values()) and problem:
+        problems.add(where, problem)
     return relations
 
 
 def read_relation(path: Path, relation: tuple[str, str, str], counts: dict, problems: Problems,
                   igb_layout: bool = False) -> tuple[np.ndarray, np.ndarray] | None:
-    """A relation's (source ids, destination ids) from its edge_index .npy, [2, E] (IGB's layout: [E, 2]),
-    each id within its type's count; None where a problem is added (or its type's own is said elsewhere)."""
+    """A relation's (source ids, destination ids) from its .npy ([2, E]; IGB's: [E, 2]), in range."""
     src, _, dst = relation
     shape = "[E, 2]" if igb_layout else "[2, E]"
     e = _open(path, problems)
@@ -281,24 +263,40 @@ def read_relation(path: Path, relation: tuple[str, str, str], counts: dict, prob
     return (np.asarray(ids[0], dtype=np.int64), np.asarray(ids[1], dtype=np.int64)) if ok else None  # views where int64
 
 
-def _target_arrays(folder: Path, target: str, n: int | None, problems: Problems):
-    labels = None
-    path = folder / "labels.npy"
+def read_labels(path: Path, n: int | None, target: str, missing: str, problems: Problems,
+                classes: int | None = None) -> np.ndarray | None:
+    """The target's labels [n] (-1: none; IGB's, with `classes`: 0..classes-1, whole floats too),
+    None where unusable (said; `missing`: what a missing file lacks)."""
     if not path.is_file():
-        problems.add(path, f"missing: the target type {target!r} needs labels [N] (integers, -1: no label)")
+        problems.add(path, f"missing: {missing}")
+        return None
+    y = _open(path, problems)
+    if y is None:
+        return None
+    whole = np.issubdtype(y.dtype, np.integer) or (classes is not None and np.issubdtype(y.dtype, np.floating)
+                                                   and bool(np.all(np.isfinite(y) & (np.asarray(y) == np.round(y)))))
+    allowed = "classes 0..C-1, or -1 for no label" if classes is None else f"class ids 0..{classes - 1}"
+    values = np.asarray(y)
+    bad = (values < (-1 if classes is None else 0)) | (values >= classes if classes else False) if whole else None
+    if not whole:
+        problems.add(path, f"labels has dtype {y.dtype}; allowed: {allowed} ({ug.INTEGER_RULE})")
+    elif n is not None and y.shape != (n,):
+        problems.add(path, f"labels has shape {y.shape}; allowed: [{n}] (one per {target} node)")
+    elif bad.any():
+        i = int(np.argmax(bad))
+        problems.add(path, f"labels[{i}] = {y[i]}; allowed: {allowed}")
     else:
-        y = _open(path, problems)
-        if y is not None and _integers(y, path, "labels", "shape [N]", problems):
-            if n is not None and y.shape != (n,):
-                problems.add(path, f"labels has shape {y.shape}; allowed: [{n}] (one per {target} node)")
-            elif y.size and int(y.min()) < -1:
-                i = int(np.argmax(np.asarray(y) < -1))
-                problems.add(path, f"labels[{i}] = {y[i]}; allowed: classes 0..C-1, or -1 for no label")
-            else:
-                labels = np.asarray(y, dtype=np.int64)
-                problem = graph_checks.classes_problem(labels)
-                if problem:
-                    problems.add(path, f"labels {problem}")
+        labels = np.asarray(y).astype(np.int64)
+        problem = graph_checks.classes_problem(labels)
+        if problem:
+            problems.add(path, f"labels {problem}")
+        return labels
+    return None
+
+
+def _target_arrays(folder: Path, target: str, n: int | None, problems: Problems):
+    labels = read_labels(folder / "labels.npy", n, target,
+                         f"the target type {target!r} needs labels [N] (integers, -1: no label)", problems)
     splits = {}
     for split, name in SPLIT_FILES.items():
         path = folder / name
@@ -326,18 +324,22 @@ def _target_arrays(folder: Path, target: str, n: int | None, problems: Problems)
     return labels, splits
 
 
-def expected_stats(params: dict) -> dict:
-    g = read_folder(Path(params["path"]))
-    edges = 2 * sum(s.size for s, _ in g["relations"].values())
-    x = g["features"].get(g["target"])
-    return hub.sizes(sum(g["counts"].values()), edges, int(x.shape[1]) if x is not None else 0,
-                     int(g["labels"].max()) + 1 if g["labels"].size else 0,
+def stats_of(g: dict, target: str, classes: int | None = None) -> dict:
+    """The sizes of a checked typed graph (read_folder's, or IGBH's): edges with the hub's reverses."""
+    x = g["features"].get(target)
+    return hub.sizes(sum(g["counts"].values()), 2 * sum(s.size for s, _ in g["relations"].values()),
+                     int(x.shape[1]) if x is not None else 0,
+                     classes or (int(g["labels"].max()) + 1 if g["labels"].size else 0),
                      *(int(g["splits"][s].size) for s in typed_hub.SPLITS))
 
 
+def expected_stats(params: dict) -> dict:
+    g = read_folder(Path(params["path"]))
+    return stats_of(g, g["target"])
+
+
 def feature_blocks(path: Path):
-    """A type's features.npy as float32 blocks of rows, read from the file (never mapped, never
-    converted whole: a conversion holds one block), each checked finite (the row named)."""
+    """A type's features.npy as float32 blocks of rows read from the file, each checked finite."""
     for start, block, _ in ug.npy_row_blocks(NpyArray(path)):
         with np.errstate(over="ignore", invalid="ignore"):
             x = block.astype(np.float32, copy=False)  # a float64 too large for float32 becomes inf: said
@@ -349,9 +351,7 @@ def feature_blocks(path: Path):
 
 
 def write_graph(spec: dict, cache: Path, g: dict, feature_files: dict[str, Path], extra_meta: dict) -> Path:
-    """A checked typed graph (read_folder's, or IGBH's) into the hub a piece at a time
-    (typed_hub.Writer): each relation, then each type's features a block at a time from its file,
-    then the features-only baseline from the target's rows read back. Shared by IGBH's layout."""
+    """A checked typed graph into the hub a piece at a time (typed_hub.Writer), with its baseline."""
     with typed_hub.writing(spec, cache, g["counts"]) as w:
         if w is None:
             return hub.dataset_dir(spec, cache)  # another process finished it first
@@ -369,9 +369,7 @@ def write_graph(spec: dict, cache: Path, g: dict, feature_files: dict[str, Path]
 
 
 def write_checked(spec: dict, cache: Path, read, fingerprint, feature_files, version: int) -> Path:
-    """A typed user graph into the hub once: read and checked whole (`read()`), its files unchanged
-    meanwhile (`fingerprint(params)`), written a piece at a time (write_graph) with each type's
-    features from `feature_files(g)`, older conversions of its path discarded. Shared by IGBH's layout."""
+    """A typed user graph into the hub once: read and checked whole, its files unchanged meanwhile."""
     params = spec["params"]
     target_dir = hub.dataset_dir(spec, cache)
     if (target_dir / "meta.json").is_file():
@@ -391,4 +389,4 @@ def materialise(spec: dict, cache: Path, data_root: Path | None = None) -> Path:
         t: folder / "nodes" / t / "features.npy" for t, x in g["features"].items() if x is not None}, VERSION)
 
 
-load = typed_hub.load_for_source  # its own `load` (bench.datasets.hub.load_dataset)
+load = typed_hub.load_for_source  # its own `load` (hub.load_dataset)

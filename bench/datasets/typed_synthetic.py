@@ -1,25 +1,9 @@
-"""A synthetic typed graph shaped like IGBH (the graph MLPerf's R-GAT benchmark trains on): the
-offline default of the typed suites (bench/datasets/typed_hub.py for its hub form).
-
-Node types and relations, as IGBH has them (reverses `rev_<name>` added by the hub):
-    paper        the target type (labels and splits)
-    author       paper -written_by-> author
-    institute    author -affiliated_to-> institute
-    fos          paper -topic-> fos        (field of study)
-                 paper -cites-> paper
-Sizes follow `scale`: scale=100 is IGBH-tiny's (100,000 papers, 357,041 authors, 8,738 institutes,
-84,220 fos: 550 k nodes; about 2.4 M edges before the reverses, 4.8 M with them); scale=1 has
-5,500 nodes (tests, smoke). Edges per source node are Poisson with IGBH-tiny's means (cites 5.5
-per paper, written_by 4.7, topic 10.5, affiliated_to 0.91 per author), their destinations drawn
-with power-law popularity (a few popular authors, fields and cited papers, as in citation graphs).
-
-Labels that need the neighbourhood: every node has a latent class; a paper's label is its class.
-Each edge goes to a node of the source's class with probability `within` (else of any class), so a
-paper's authors, fields and cited papers mostly share its label, and an author's institute its
-author's. Features are each type's class centroid times `feature_signal` plus Gaussian noise: weak
-alone (`features_only_acc` in the dataset card), so the model must aggregate over relations. With
-`features: target` only papers have features, and the model learns an embedding for the others.
-Deterministic by seed.
+"""A synthetic typed graph shaped like IGBH (MLPerf's R-GAT graph), the typed suites' offline default:
+papers (the target), authors, institutes, fields of study (RELATIONS; the hub adds the reverses).
+scale=100 has IGBH-tiny's sizes (550 k nodes), scale=1 5,500. Edges per source node are Poisson
+with IGBH-tiny's means, destinations drawn by power-law popularity, of the source's latent class
+with probability `within`; features are a weak class centroid plus noise, so the model must
+aggregate over relations. `features: target`: only papers have features. Deterministic by seed.
 """
 
 from __future__ import annotations
@@ -31,7 +15,7 @@ import numpy as np
 
 from bench.datasets import baseline, typed_hub
 from bench.datasets import hub
-from bench.datasets.synthetic import check_params  # noqa: F401 - the same split rule, this source's check
+from bench.datasets.synthetic import check_params, split_sizes  # noqa: F401 - check_params: the same split rule
 from bench.datasets.user_graph import RowReader
 
 SHAPE = "typed"  # bench/tasks.py: serves the typed-node task
@@ -51,39 +35,14 @@ PARAMS = {"scale": (int, {"ge": 1, "le": 10_000}), "feature_dim": (int, {"ge": 1
           "features": (Literal["all", "target"], {}), "num_classes": (int, {"ge": 2, "le": 256}),
           "seed": (int, {}), "within": (float, FRACTION), "feature_signal": (float, {"ge": 0}),
           "train_frac": (float, FRACTION), "val_frac": (float, FRACTION), "test_frac": (float | None, FRACTION)}
-USER_PARAMS = tuple(PARAMS)
 
 
 def counts(scale: int) -> dict[str, int]:
     return {t: max(1, int(round(per * scale))) for t, per in NODES_PER_SCALE.items()}
 
 
-def canonical_params(params: dict) -> dict:
-    unknown = set(params) - set(USER_PARAMS)
-    if unknown:
-        raise ValueError(f"unknown typed-synthetic parameter(s) {', '.join(sorted(unknown))}; "
-                         f"allowed: {', '.join(USER_PARAMS)}")
-    return {k: params.get(k, DEFAULTS[k]) for k in USER_PARAMS}
-
-
-def parse_rest(rest: str) -> dict:
-    """`typed-synthetic:scale=100,features=target`: numbers as numbers, words as words."""
-    params: dict = {}
-    for item in filter(None, rest.split(",")):
-        key, sep, value = item.partition("=")
-        value = value.strip()
-        if not sep or not value:
-            raise ValueError(f"typed-synthetic:{rest}: {item!r} is not key=value; e.g. typed-synthetic:scale=4")
-        try:
-            params[key.strip()] = int(value) if value.lstrip("-").isdigit() else float(value)
-        except ValueError:
-            params[key.strip()] = value
-    return params
-
-
 class _Picker:
-    """Draws nodes of one type by class with power-law popularity: the type's nodes grouped by class
-    (a random order within each class: popularity is not the id)."""
+    """Draws nodes of one type by class with power-law popularity (not by id)."""
 
     def __init__(self, classes: np.ndarray, num_classes: int, rng: np.random.Generator):
         self.members = rng.permutation(classes.size)
@@ -94,8 +53,7 @@ class _Picker:
         self.num_classes = num_classes
 
     def draw(self, wanted: np.ndarray, within: float, rng: np.random.Generator) -> np.ndarray:
-        """One node per entry of `wanted` (a class): of that class with probability `within`, else
-        of a random class; classes without members fall back to any node."""
+        """One node per class in `wanted`: of that class with probability `within`, else of any."""
         cls = np.where(rng.random(wanted.size) < within, wanted, rng.integers(0, self.num_classes, wanted.size))
         empty = self.sizes[cls] == 0
         if empty.any():
@@ -126,9 +84,7 @@ def _graph(p: dict) -> tuple[np.random.Generator, dict, dict, dict]:
 
 
 def _feature_blocks(classes: np.ndarray, p: dict, rng: np.random.Generator):
-    """One type's features, a block of rows at a time: its class centroids, then Gaussian noise
-    row by row (drawn in blocks, the same numbers as one whole draw: a conversion never holds a
-    type's features twice)."""
+    """One type's features a block of rows at a time (the same numbers as one whole draw)."""
     centroids = (p["feature_signal"] * rng.standard_normal((p["num_classes"], p["feature_dim"]))).astype(np.float32)
     for start in range(0, classes.size, FEATURE_BLOCK_ROWS):
         rows = classes[start:start + FEATURE_BLOCK_ROWS]
@@ -156,7 +112,6 @@ def _split(n: int, p: dict, rng: np.random.Generator):
     return hub.split_indices(n, p["train_frac"], p["val_frac"], rng, p["test_frac"])
 
 
-# What `gnnbench datasets list|info` say about sizes before the graph is generated.
 SIZES_NOTE = ("typed-synthetic (IGBH-shaped: paper, author, institute, fos) sizes follow typed-synthetic:scale=S: "
               "5,500·S nodes; S=100 is IGBH-tiny's 550 k nodes (about 2.4 M edges, 4.8 M with reverses)")
 ESTIMATE_ORIGIN = "expected sizes before generation (edges: their expectation, with the reverses)"
@@ -165,18 +120,12 @@ ESTIMATE_ORIGIN = "expected sizes before generation (edges: their expectation, w
 def expected_stats(params: dict) -> dict:
     p = {**DEFAULTS, **params}
     sizes = counts(p["scale"])
-    n = sizes[TARGET]
-    n_train, n_val = int(p["train_frac"] * n), int(p["val_frac"] * n)
-    n_test = n - n_train - n_val if p["test_frac"] is None else int(p["test_frac"] * n)
     edges = 2 * sum(int(mean * sizes[src]) for (src, _, _), mean in RELATIONS.items())
-    return {"num_nodes": sum(sizes.values()), "num_edges": edges, "feature_dim": p["feature_dim"],
-            "num_classes": p["num_classes"], "num_train": n_train, "num_val": n_val, "num_test": n_test}
+    return hub.sizes(sum(sizes.values()), edges, p["feature_dim"], p["num_classes"], *split_sizes(sizes[TARGET], p))
 
 
 def materialise(spec: dict, cache: Path, data_root: Path | None = None) -> Path:
-    """Generated straight into the hub, in generate()'s order and with its numbers: each relation
-    written (and its reverse) as it is drawn, each type's features a block at a time, so the
-    process never holds the graph whole (issue 36: under 2x the hub's size in peak memory)."""
+    """Generated straight into the hub with generate()'s numbers, never the whole graph at once."""
     p = {**DEFAULTS, **spec.get("params", {})}
     rng, sizes, classes, relations = _graph(p)
     with typed_hub.writing(spec, cache, sizes) as w:
@@ -196,4 +145,4 @@ def materialise(spec: dict, cache: Path, data_root: Path | None = None) -> Path:
     return hub.dataset_dir(spec, cache)
 
 
-load = typed_hub.load_for_source  # its own `load` (bench.datasets.hub.load_dataset)
+load = typed_hub.load_for_source  # its own `load` (hub.load_dataset)

@@ -1,46 +1,28 @@
 """Your own graph: what the sources of a user's files share (npy, pyg-file, graphbolt, edge-list).
-
-Each of those modules reads its format into a UserGraph (sizes from the files' headers, edges in
-chunks, features in row blocks, labels and splits whole: they are N numbers each); this module
-checks it and converts it into the hub form (bench/datasets/hub.py) in pieces
-(bench/datasets/hub_stream.py), so a graph far larger than the memory it is converted with can
-be named in a suite:
-
-    datasets:
-      mine: {source: npy, params: {path: /data/mygraph}}
-
-or on the command line as `npy:/data/mygraph` (or `npy:path=/data/mygraph,self_loops=keep`).
-
-Checks, each one error naming the file, the array, what is wrong and what is allowed
-(hub.DatasetError; `gnnbench` exits 2): a missing array, shapes that disagree, a dtype that is not
-allowed, a node id out of range (the first, with its position), NaN or infinite features, a label
-out of range, a split that is empty, repeats a node or shares one with another split. Self-loops
-and duplicate edges are counted, then removed or kept as `self_loops` and `duplicates` say.
-The graph is made undirected (each edge in both directions), as every hub dataset is; whether it
-already was is recorded and shown.
-
-The hub folder's name holds a fingerprint of the source files (each one's size and mtime), so a
-changed file is converted again, never read from a stale conversion; a file that changes while it
-is converted fails the conversion. The folder is written aside and renamed when whole (hub.atomic_dir).
+Each reads its format into a UserGraph (sizes from the headers, edges in chunks, features in row
+blocks); this module checks it, each problem one error naming the file, the array, what is wrong
+and what is allowed (hub.DatasetError, exit 2), and converts it in pieces (hub_stream.py), so a
+graph far larger than memory can be named (`npy:/data/g`). Self-loops and duplicates are counted,
+then removed or kept as `self_loops` and `duplicates` say; the graph is made undirected. The hub
+folder's name holds a fingerprint of the files (size, mtime): a changed file is converted again.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
-import re
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Callable, Iterator, Literal
 
 import numpy as np
 
+from bench import datasets
 from bench.datasets import baseline, graph_checks, hub, hub_stream
-from bench.datasets.npy_reader import NpyArray, NpyError
+from bench.datasets.hub_stream import NpyArray, NpyError
 
-USER_FILES = True  # marks the sources of a user's own files (bench.datasets.user_files)
 EDGE_CHUNK = 1 << 22   # edges read at a time
 FEATURE_BLOCK_BYTES = 64 << 20  # feature rows read at a time
 SPLITS = ("train", "val", "test")
@@ -61,56 +43,14 @@ def params_of(extra_params: dict | None = None, extra_defaults: dict | None = No
     return {**PARAMS, **(extra_params or {})}, {**DEFAULTS, **(extra_defaults or {})}
 
 
-def source_hooks(source: str, declared: dict, defaults: dict, source_files: Callable[[dict], list[Path]]):
-    """A user source's canonical_params, parse_rest and fingerprint (bench.datasets' hooks) over its
-    PARAMS, DEFAULTS and source_files."""
-    return (lambda params: canonical(params, declared, defaults, source), lambda rest: parse_rest(rest, declared, source),
-            lambda params: fingerprint(source_files(params)))
+def source_hooks(source: str, source_files: Callable[[dict], list[Path]],
+                 opener: Callable[[str, dict], "UserGraph"] | None = None):
+    """A user source's hooks over its source_files (and its UserGraph `opener`): canonical_params,
+    fingerprint, expected_stats and materialise."""
+    return (partial(datasets.declared_params, source), lambda params: fingerprint(source_files(params)),
+            lambda params: expected_stats(opener("?", params), params),
+            lambda spec, cache, data_root=None: materialise(spec, cache, opener, source_files))
 
-
-def canonical(params: dict, declared: dict, defaults: dict, source: str) -> dict:
-    """Defaults filled in, the path made absolute (the stacks and workers run elsewhere)."""
-    unknown = set(params) - set(declared)
-    if unknown:
-        raise ValueError(f"unknown {source} parameter(s) {', '.join(sorted(unknown))}; allowed: {', '.join(declared)}")
-    out = {k: params.get(k, defaults[k]) for k in declared if k in params or defaults[k] is not ...}
-    if isinstance(out.get("path"), str) and out["path"]:
-        out["path"] = os.path.abspath(os.path.expanduser(out["path"]))
-    return out
-
-
-def parse_rest(rest: str, declared: dict, source: str) -> dict:
-    """What follows `SOURCE:` on the command line: a path (`npy:/data/g`), or key=value pairs
-    (`npy:path=/data/g,self_loops=keep`), each value read as its parameter's type."""
-    if not re.match(r"[a-z_]+=", rest):
-        return {"path": rest} if rest else {}
-    params: dict = {}
-    for item in filter(None, rest.split(",")):
-        key, sep, value = item.partition("=")
-        key, value = key.strip(), value.strip()
-        if not sep or not value:
-            raise ValueError(f"{source}:{rest}: {item!r} is not key=value; e.g. {source}:path=/data/g,self_loops=keep")
-        if key not in declared:
-            params[key] = value  # named as unknown by canonical()
-            continue
-        tp = declared[key][0]
-        if tp is bool:
-            if value.lower() not in ("true", "false", "1", "0", "yes", "no"):
-                raise ValueError(f"{source}:{rest}: {key}={value!r} is not true or false")
-            params[key] = value.lower() in ("true", "1", "yes")
-        elif tp in (int, int | None):
-            if value.lower() == "none" and tp is not int:
-                params[key] = None
-            elif value.lstrip("-").isdigit():
-                params[key] = int(value)
-            else:
-                raise ValueError(f"{source}:{rest}: {key}={value!r} is not a whole number")
-        else:
-            params[key] = value
-    return params
-
-
-# --- the fingerprint of the source files -------------------------------------------------------
 
 def fingerprint(files: list[Path]) -> str:
     """A digest of each file's path, size and mtime: any edit gives another hub folder."""
@@ -123,8 +63,6 @@ def fingerprint(files: list[Path]) -> str:
             entries.append([str(path), None, None])
     return hashlib.sha256(json.dumps(entries).encode()).hexdigest()[:16]
 
-
-# --- what a source hands over ------------------------------------------------------------------
 
 @dataclass
 class Input:
@@ -144,7 +82,6 @@ class EdgeChunk:
     # the position of edge `i` (of the whole input), end 0 (source) or 1 (destination), as the user
     # would look it up: `[1, 17]`, ` row 18, column dst`
     position: Callable[[int, int], str]
-    ids: Callable[[int, int], object] | None = None  # the id as given, where ids were mapped
 
 
 @dataclass
@@ -189,15 +126,8 @@ def open_npy(path: Path) -> NpyArray:
         raise fail(f"{path}: {exc}") from None
 
 
-# --- the checks ----------------------------------------------------------------------------------
-
 INTEGER_RULE = "an integer dtype (int8 .. int64, uint8 .. uint64)"
 FEATURE_RULE = "a float dtype (float16, float32, float64), or integers or booleans (converted to float32)"
-
-
-def check_edge_dtype(graph: UserGraph) -> None:
-    if not np.issubdtype(graph.edge_dtype, np.integer):
-        raise fail(f"{graph.edges.file}: {graph.edges.array} has dtype {graph.edge_dtype}; allowed: {INTEGER_RULE}")
 
 
 def check_ids(chunk: EdgeChunk, graph: UserGraph) -> tuple[np.ndarray, np.ndarray]:
@@ -205,17 +135,12 @@ def check_ids(chunk: EdgeChunk, graph: UserGraph) -> tuple[np.ndarray, np.ndarra
     n = graph.num_nodes
     out = []
     for end, values in enumerate((chunk.src, chunk.dst)):
-        if values.dtype.kind == "u" and values.dtype.itemsize == 8 and values.size and values.max() > np.iinfo(np.int64).max:
-            i = int(np.argmax(values > np.iinfo(np.int64).max))
-            raise fail(f"{graph.edges.at(chunk.position(chunk.offset + i, end))} = {values[i]} is out of range; "
-                       f"allowed: node ids 0..{n - 1} ({n:,} nodes: {graph.nodes_from})")
-        ids = values.astype(np.int64, copy=False)
-        bad = (ids < 0) | (ids >= n)
+        bad = (values < 0) | (values >= n)  # compared as given: a uint64 id past int64 too
         if bad.any():
             i = int(np.argmax(bad))
-            raise fail(f"{graph.edges.at(chunk.position(chunk.offset + i, end))} = {ids[i]} is out of range; "
+            raise fail(f"{graph.edges.at(chunk.position(chunk.offset + i, end))} = {values[i]} is out of range; "
                        f"allowed: node ids 0..{n - 1} ({n:,} nodes: {graph.nodes_from})")
-        out.append(ids)
+        out.append(values.astype(np.int64, copy=False))
     return out[0], out[1]
 
 
@@ -236,20 +161,15 @@ def check_feature_shape(graph: UserGraph) -> None:
 
 
 def check_finite(graph: UserGraph, given_row: int, block: np.ndarray, converted: np.ndarray) -> None:
-    """NaN or inf in a block of feature rows (`given_row`: the first one's row as given), or a
-    value beyond float32's range (inf once converted)."""
+    """NaN or inf in a block of feature rows, or a value beyond float32's range."""
     if not np.issubdtype(block.dtype, np.floating):
         return
-    finite = np.isfinite(block)
-    if not finite.all():
-        r, c = np.argwhere(~finite)[0]
-        raise fail(f"{graph.features.at(f'[{given_row + int(r)}, {c}]')} is {block[r, c]}; allowed: finite "
-                   "numbers (no NaN or inf)")
-    finite = np.isfinite(converted)
-    if not finite.all():
-        r, c = np.argwhere(~finite)[0]
-        raise fail(f"{graph.features.at(f'[{given_row + int(r)}, {c}]')} is {block[r, c]}, beyond float32's range; "
-                   "allowed: finite numbers within ±3.4e38")
+    for values, what in ((block, "; allowed: finite numbers (no NaN or inf)"),
+                         (converted, ", beyond float32's range; allowed: finite numbers within ±3.4e38")):
+        finite = np.isfinite(values)
+        if not finite.all():
+            r, c = np.argwhere(~finite)[0]
+            raise fail(f"{graph.features.at(f'[{given_row + int(r)}, {c}]')} is {block[r, c]}{what}")
 
 
 def check_labels(graph: UserGraph, num_classes: int | None) -> tuple[np.ndarray, int]:
@@ -277,22 +197,19 @@ def check_labels(graph: UserGraph, num_classes: int | None) -> tuple[np.ndarray,
         labels = np.where(np.isnan(raw), -1, raw).astype(np.int64)
     else:
         raise fail(f"{where.file}: {where.array} has dtype {raw.dtype}; allowed: {INTEGER_RULE} (or whole floats)")
-    top = num_classes if num_classes is not None else None
-    bad = labels < -1 if top is None else (labels < -1) | (labels >= top)
+    bad = (labels < -1) | (labels >= num_classes if num_classes else False)
     if bad.any():
         i = int(np.argmax(bad))
-        allowed = f"0..{top - 1} (num_classes {top})" if top else "0..C-1"
+        allowed = f"0..{num_classes - 1} (num_classes {num_classes})" if num_classes else "0..C-1"
         raise fail(f"{graph.at_node(where, i)} is {labels[i]}; allowed: labels {allowed}, or -1 for a node without one")
     problem = graph_checks.classes_problem(labels)
     if problem:
         raise fail(f"{where.file}: {where.array} {problem}")
-    return labels, top if top is not None else int(labels.max()) + 1
+    return labels, num_classes if num_classes is not None else int(labels.max()) + 1
 
 
 def check_baseline_fits(graph: UserGraph, splits: dict[str, np.ndarray], classes: int) -> None:
-    """The features-only baseline (fitted once the graph is converted) in the memory there is now,
-    said before a feature is read: a graph of a few nodes with millions of feature columns would
-    otherwise be killed for its memory half-way, without a word, its half-written folder left."""
+    """The features-only baseline fits in the memory there is now, said before a feature is read."""
     dim = int(graph.feature_shape[1])
     found = baseline.refusal(int(splits["train"].size), int(splits["test"].size), dim, classes)
     if found:
@@ -305,14 +222,12 @@ def check_baseline_fits(graph: UserGraph, splits: dict[str, np.ndarray], classes
 
 
 def num_classes_of(graph: UserGraph, params: dict) -> int | None:
-    """The number of classes the user stated: `num_classes`, else the format's own (GraphBolt's
-    task), else None (the largest label + 1)."""
+    """The number of classes stated: `num_classes`, else the format's own, else None."""
     return params.get("num_classes") or graph.extra_meta.get("num_classes_given")
 
 
 def check_splits(graph: UserGraph, labels: np.ndarray) -> dict[str, np.ndarray]:
-    """train/val/test node ids (int64, sorted), each in range, then checked as every reader checks
-    them (graph_checks.split_problem: non-empty, each node once, in one split only, labelled)."""
+    """train/val/test node ids (int64, sorted), checked as graph_checks.split_problem says."""
     n = graph.num_nodes
     out = {}
     for name in SPLITS:
@@ -346,8 +261,6 @@ def check_splits(graph: UserGraph, labels: np.ndarray) -> dict[str, np.ndarray]:
     return {name: np.sort(ids) for name, ids in out.items()}
 
 
-# --- the conversion ----------------------------------------------------------------------------
-
 def materialise(spec: dict, cache: Path, opener: Callable[[str, dict], UserGraph],
                 files: Callable[[dict], list[Path]]) -> Path:
     """Check a user's graph and convert it into the hub (written aside, renamed when whole)."""
@@ -359,7 +272,8 @@ def materialise(spec: dict, cache: Path, opener: Callable[[str, dict], UserGraph
     started = time.perf_counter()
     phases = Phases()
     graph = opener(spec["name"], params)
-    check_edge_dtype(graph)
+    if not np.issubdtype(graph.edge_dtype, np.integer):
+        raise fail(f"{graph.edges.file}: {graph.edges.array} has dtype {graph.edge_dtype}; allowed: {INTEGER_RULE}")
     check_feature_shape(graph)
     labels, classes = check_labels(graph, num_classes_of(graph, params))
     splits = check_splits(graph, labels)
@@ -368,8 +282,13 @@ def materialise(spec: dict, cache: Path, opener: Callable[[str, dict], UserGraph
     with hub.atomic_dir(target) as tmp:
         if tmp is None:
             return target
-        counts = convert_edges(graph, tmp, params)
-        check_some_edges(graph, counts)
+        sorter = hub_stream.EdgeSorter(graph.num_nodes, tmp, params["self_loops"], params["duplicates"])
+        for chunk in graph.edge_chunks():
+            sorter.add(*check_ids(chunk, graph))
+        counts = sorter.write(tmp)
+        problem = graph_checks.edges_problem(counts.edges_in, counts.self_loops)
+        if problem:
+            raise fail(f"{graph.edges.file}: {graph.edges.array}: {problem}")
         phases.done("edges: check, sort, write")
         convert_features(graph, tmp)
         phases.done("features: check, write")
@@ -412,8 +331,7 @@ def materialise(spec: dict, cache: Path, opener: Callable[[str, dict], UserGraph
 
 
 def discard_stale(spec: dict, current: Path) -> None:
-    """Remove the conversions of earlier versions of the same files (same source, path and
-    parameters, another fingerprint): never read again, they would only take the disk."""
+    """Remove the conversions of earlier versions of the same files (another fingerprint)."""
     prefix = current.name.rsplit("-", 1)[0] + "-"
     for folder in current.parent.glob(prefix + "*"):
         if folder == current or not (folder / "meta.json").is_file():
@@ -427,8 +345,7 @@ def discard_stale(spec: dict, current: Path) -> None:
 
 
 class Phases:
-    """Each phase's seconds and the process's memory high-water mark at its end (VmHWM, Linux),
-    recorded in meta.json (`convert_phases`): where a conversion's time and peak went."""
+    """Each phase's seconds and memory high-water mark (VmHWM): meta.json's `convert_phases`."""
 
     def __init__(self):
         self.seen: list[dict] = []
@@ -446,20 +363,6 @@ class Phases:
         self._at = now
 
 
-def convert_edges(graph: UserGraph, folder: Path, params: dict) -> hub_stream.EdgeCounts:
-    sorter = hub_stream.EdgeSorter(graph.num_nodes, folder, params["self_loops"], params["duplicates"])
-    for chunk in graph.edge_chunks():
-        src, dst = check_ids(chunk, graph)
-        sorter.add(src, dst)
-    return sorter.write(folder)
-
-
-def check_some_edges(graph: UserGraph, counts: hub_stream.EdgeCounts) -> None:
-    problem = graph_checks.edges_problem(counts.edges_in, counts.self_loops)
-    if problem:
-        raise fail(f"{graph.edges.file}: {graph.edges.array}: {problem}")
-
-
 def convert_features(graph: UserGraph, folder: Path) -> None:
     with hub_stream.ArrayFile(folder / "features.npy", np.float32, graph.feature_shape) as out:
         for rows, block, given_row in graph.feature_blocks():
@@ -475,8 +378,7 @@ def convert_features(graph: UserGraph, folder: Path) -> None:
 
 
 class RowReader:
-    """`rows[ids]` of a .npy read a block at a time, never mapped (a map's pages would count in
-    this process's memory: for a sample of rows spread over the file, most of its pages)."""
+    """`rows[ids]` of a .npy read a block at a time, never mapped."""
 
     def __init__(self, path: Path):
         self.array = NpyArray(path)
@@ -496,8 +398,7 @@ class RowReader:
 
 
 def edge_homophily(folder: Path, labels: np.ndarray) -> float | None:
-    """Share of edges (between labelled nodes) whose ends share a label, read in blocks (not
-    mapped: the pages read are not kept as this process's memory)."""
+    """Share of edges (between labelled nodes) whose ends share a label, read in blocks."""
     edge_index = NpyArray(folder / "edge_index.npy")
     same = total = 0
     step = 1 << 22
@@ -520,8 +421,6 @@ def npy_row_blocks(features: NpyArray):
     for start in range(0, features.shape[0], step):
         yield start, features.rows(start, start + step), start
 
-
-# --- what `gnnbench datasets info` and `check` say ---------------------------------------------
 
 def report_lines(meta: dict) -> list[str]:
     """The lines about a converted user graph: where it came from, dtypes, directedness, counts."""
@@ -556,9 +455,7 @@ def report_lines(meta: dict) -> list[str]:
 
 
 def expected_stats(graph: UserGraph, params: dict) -> dict:
-    """Sizes before conversion, from the headers and the (small) labels and splits: edges an
-    upper bound (both directions of each edge as given; 0 where the count is known only once
-    read, as for CSV)."""
+    """Sizes before conversion, from the headers, labels and splits (edges an upper bound, 0 for CSV)."""
     check_feature_shape(graph)
     labels, classes = check_labels(graph, num_classes_of(graph, params))
     splits = check_splits(graph, labels)
