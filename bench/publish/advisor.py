@@ -1,38 +1,21 @@
-"""Which configuration to use, per dataset and machine, and the numbers that say so.
-
-Every sentence is computed from the result files and names the cells it rests on; nothing is
-written ahead of the data. The rules, in the order they apply:
+"""Which configuration to use, per dataset, task and machine, and the numbers that say so: every
+sentence is computed from the result files and names the cells it rests on. The rules, in order:
 
 1. Candidates are the measured cells that trained a model, judged by their task's test figure
-   (`quality`): node classification by test accuracy, a typed graph's by accuracy on its target
-   type, link prediction by MRR (Hits@K quoted beside it). Cells without one, e.g. `model=none`,
-   time the loader alone and are never recommended. Each task of a dataset is advised apart. A link
-   cell whose training batches sampled their own positive seed edges (`leaks`, exclusion none)
-   has an MRR that includes the leak: it is no candidate where a cell without the leak ran.
-2. Quality sanity: a candidate whose test figure is below the best by more than ACC_SIGMAS
-   standard errors of the difference of two such figures over its `n` test items (test nodes, or
-   a link split's test edges; binomial: sqrt(p(1-p)/n) each, which bounds an MRR's error too, a
-   mean of reciprocal ranks in [0, 1]), and by at least MIN_ACC_GAP, is set aside, and said so when
-   it was the fastest. (The floor matters near 0 % or 100 %, where the binomial error vanishes:
-   0.997 against 1.000 on 2,621 test nodes is not a reason to pick a 3x slower pipeline.)
-3. Speed: the fastest remaining candidate by median epoch time; where the cells trained to the
-   suite's validation target (`target_acc`), by time to that target instead (MLPerf's score:
-   training seconds to it, evaluation apart; cells that never reached it last, and the memory
-   near tie below is not weighed), with every case where a faster epoch got there later.
-4. Memory: among candidates within NEAR_TIE of the fastest, the one with the least memory
-   (total PSS of all ranks, else peak PSS, else peak RSS) is recommended instead when it saves
-   at least MEMORY_GAIN.
-5. Scaling: for each configuration measured at several world sizes, how N ranks compare with 1
-   (speedup = epoch at 1 rank / at N ranks), and where the N-rank epoch went (loader stall,
-   communication).
-6. Why: where the recommended cell's epoch goes (its binding stage, held against the machine's
-   ceiling: bench.publish.stages), and for every configuration slower with more ranks or workers
-   than with fewer, the causes bench.publish.diagnosis finds in the numbers.
-7. Cautions: failed or timed-out cells are explained by the smallest setting pattern (one or two
-   settings of the same backend) that no successful cell shares, e.g. "mode=pinned-cuda with
-   num_workers 2 or 4", with the values that did run; skipped cells with their reason; and where
-   the run measured several releases of a framework (bench.publish.releases), each upgrade that
-   costs more than the noise.
+   (`quality`: accuracy, a typed graph's on its target type, a link cell's MRR with Hits@K beside
+   it); a loader-only cell (`model=none`) is never recommended, nor a link cell whose MRR includes
+   the leak of its own seed edges (`leaks`, exclusion none) where a cell without it ran.
+2. Quality: a candidate below the best by more than ACC_SIGMAS binomial standard errors of the
+   difference over its `n` test items (sqrt(p(1-p)/n) each, which bounds an MRR's error too) and
+   by at least MIN_ACC_GAP (near 0 or 1 the binomial error vanishes) is set aside, and said so
+   where it was the fastest.
+3. Speed: the fastest by median epoch; where cells trained to the suite's `target_acc`, by time to
+   it instead (MLPerf's score), with every case where a faster epoch got there later.
+4. Memory: within NEAR_TIE of the fastest, the one with the least memory wins where it saves at
+   least MEMORY_GAIN (not weighed when ranking by time to target).
+5. Scaling, why (bench.publish.stages, bench.publish.diagnosis) and cautions: the smallest setting
+   pattern no successful cell shares for failed cells, skips with their reason, and upgrades that
+   cost more than the noise (bench.publish.releases).
 
 When a cell was measured in several files, the latest run's measurement counts.
 """
@@ -117,9 +100,12 @@ class Group:
 
 def advise(results: list[RunResult]) -> list[Advice]:
     """One Advice per (dataset, machine) found in the files, in the order first seen."""
-    advice = [advise_group(g) for g in group(results).values()]
-    for a in advice:
+    advice = []
+    for g in group(results).values():
+        a = advise_speed(g)
+        a.lifecycle = lifecycle_lines(g, a.recommended)
         a.cautions.extend(upgrade_costs(results, a.dataset, a.machine))
+        advice.append(a)
     return advice
 
 
@@ -149,12 +135,6 @@ def group(results: list[RunResult]) -> dict[tuple, Group]:
             before.pop(cell.id, None)
             now[cell.id] = cell
     return groups
-
-
-def advise_group(g: Group) -> Advice:
-    advice = advise_speed(g)
-    advice.lifecycle = lifecycle_lines(g, advice.recommended)
-    return advice
 
 
 def lifecycle_lines(g: Group, recommended: str | None) -> list[str]:

@@ -1,15 +1,10 @@
-"""The metric columns of the per-cell tables, declared once: the Markdown report (report.md.j2)
-and the HTML suite page (suite.html.j2) both iterate these lists, so a number the worker
-already records becomes a column with one line, e.g.
-
-    Column("batches", metric("batches_per_epoch"), fmt.rate),
-
-A column is shown in the Markdown table, the HTML table or both; `shown` keeps a column out of a
-table where it would be empty. The columns are chosen at display time: the few marked `brief`
-make the default table (Markdown: at most 10 columns with the cell and its status; HTML: the
-dataset's main table, which fits a laptop screen); every other one is behind `--columns`
-(`gnnbench run` and `gnnbench report`: `all`, or names by `Column.key`) and under the HTML
-table's "more columns" toggle. So a new column is one line, and widens no default table.
+"""The metric columns of the tables, declared once: the Markdown report (report.md.j2), the HTML
+suite page (suite.html.j2) and the docs' column reference all iterate these lists, so a number the
+worker records becomes a column with one line. Columns are chosen at display time: those marked
+`brief` make the default tables (Markdown: at most 10 columns with the cell and its status; HTML:
+the main table, which fits a laptop screen), the rest are behind `--columns` (names by
+`Column.key`, or `all`) and under the HTML table's "more columns" toggle; `shown` keeps a column
+out of a table where it would be empty.
 """
 
 from __future__ import annotations
@@ -43,11 +38,6 @@ class Column:
     doc: str = ""                                 # what it means, for the docs' column reference (required there)
 
     @property
-    def fold(self) -> bool:
-        """HTML: under the table's "more columns" toggle, not in its main table."""
-        return not self.brief
-
-    @property
     def key(self) -> str:
         """The name `--columns` takes: the header in lower case, words joined by '-' ("val-acc/mrr")."""
         return re.sub(r"[^a-z0-9/@%]+", "-", re.sub(r"\s*/\s*", "/", self.header.lower())).strip("-")
@@ -73,14 +63,6 @@ def metric(name: str) -> Callable[[CellResult], object]:
     return lambda cell: cell.metrics.get(name)
 
 
-def _iqr(cell: CellResult) -> str:
-    return f"({fmt.seconds(cell.stats.iqr)})"
-
-
-def _ranks(cell: CellResult) -> str | None:
-    return f"× {cell.num_ranks}" if cell.num_ranks and cell.num_ranks > 1 else None
-
-
 def _hits(hits) -> str:
     return fmt.DASH if not hits else " / ".join(fmt.accuracy(hits.get(k)) for k in ("10", "50", "100"))
 
@@ -90,22 +72,9 @@ def _leak_note(cell: CellResult) -> str | None:
     return "(includes the leak)" if cell.settings.exclusion == "none" and leaks.get("leaked_batches") else None
 
 
-def _link_hint(cell: CellResult) -> str:
-    return "; ".join(cell.metrics.get("link_notes") or [])
-
-
-def _has_scaling(table: dict) -> bool:
-    return "world_size" in table["varying"] and any(r.scaling_efficiency is not None for r in table["rows"])
-
-
 def _recorded(name: str) -> Callable[[dict], bool]:
     """Shown where some measured cell of the table records `name` (older result files lack it)."""
     return lambda table: any(r.measured and r.metrics.get(name) is not None for r in table["rows"])
-
-
-def _busy_machine(cell: CellResult) -> str | None:
-    load = cell.metrics.get("other_load")
-    return "(busy: times suspect)" if load is not None and load >= HIGH_LOAD else None
 
 
 def _text(value) -> str:
@@ -146,10 +115,6 @@ def _sampled(cell: CellResult) -> str | None:
     if counted and batches and counted < batches:
         return f"(means over {counted:,.1f} of {batches:,.1f} batches per epoch)"
     return None
-
-
-def _hops_note(cell: CellResult) -> str | None:
-    return " ".join(filter(None, (_unequal_work(cell), _sampled(cell)))) or None
 
 
 def _work_hint(cell: CellResult) -> str:
@@ -240,26 +205,9 @@ def _threads_note(cell: CellResult) -> str | None:
     return f"({text}{', oversubscribed' if b.get('oversubscribed') else ''})"
 
 
-def _has_budget(table: dict) -> bool:
-    return any(r.measured and _budget(r) for r in table["rows"])
-
-
-def _phases_text(phases) -> str:
-    """{"imports": 3.1, "dataset": 0.4} as 'imports 3.1 · dataset 0.4' (seconds), or a dash."""
-    if not phases:
-        return fmt.DASH
-    return " · ".join(f"{name} {value:.1f}" for name, value in phases.items())
-
-
-def _phase_mib_text(phases) -> str:
-    """GPU peaks by phase in MiB: 'build 120 · warmup 900 · measured 910', or a dash."""
-    if not phases:
-        return fmt.DASH
-    return " · ".join(f"{name} {fmt.mib(value)}" for name, value in phases.items())
-
-
-def _has_gpu_memory(table: dict) -> bool:
-    return any(r.metrics.peak_gpu_bytes for r in table["rows"] if r.measured)
+def _by_phase(value: Callable[[float], str]) -> Callable[[dict | None], str]:
+    """{"imports": 3.1, "dataset": 0.4} as 'imports 3.1 · dataset 0.4' (each `value`), or a dash."""
+    return lambda phases: " · ".join(f"{name} {value(v)}" for name, v in phases.items()) if phases else fmt.DASH
 
 
 TYPED_MODELS = {"rgcn": "R-GCN", "rgat": "R-GAT"}
@@ -320,10 +268,10 @@ CELL_COLUMNS = [
            doc="The neighbourhood sampler the cell ran on, with its version (PyG: pyg-lib or the torch-sparse fallback; GraphBolt: its own)."),
     # the core budget: threads per rank, and the ranks and workers beside them on the node's cores
     Column("threads", threads, lambda x: "" if x is None else str(x), unit="per rank (core budget)",
-           note=_threads_note, hint=lambda c: (_threads_note(c) or "").strip("()"), shown=_has_budget,
+           note=_threads_note, hint=lambda c: (_threads_note(c) or "").strip("()"), shown=lambda t: any(r.measured and _budget(r) for r in t["rows"]),
            doc="torch intra-op threads each rank ran with, from the core budget (usable cores ÷ ranks, less the rank's loader workers) or the `threads` setting; noted where ranks × threads + workers exceed the usable cores."),
     Column("epoch s, median (IQR)", lambda c: c.median, fmt.seconds, title="epoch time", unit="median (IQR)",
-           suffix=" s", note=_iqr,
+           suffix=" s", note=lambda c: f"({fmt.seconds(c.stats.iqr)})",
            brief=True, doc="Wall time of one measured epoch: the median over the measured epochs (rounds), with the interquartile range."),
     Column("rounds", lambda c: c.stats.rounds, str, html=False,
            doc="Measured epochs the statistics are taken over (warm-up epochs excluded)."),
@@ -331,7 +279,8 @@ CELL_COLUMNS = [
            brief=True, doc="The reference cell's median epoch time over this cell's: above 1 is faster than the reference (the suite's `baseline`, default its first cell)."),
     Column("scaling efficiency", lambda c: c.scaling_efficiency, fmt.pct, title="scaling", unit="efficiency",
            hint=lambda c: f"speedup against 1 rank: {fmt.ratio(c.speedup_vs_ws1)}", markdown=False,
-           shown=_has_scaling,  # the scaling chart beside the table draws it too
+           # the scaling chart beside the table draws it too
+           shown=lambda t: "world_size" in t["varying"] and any(r.scaling_efficiency is not None for r in t["rows"]),
            doc="Speedup against the same configuration at 1 rank, divided by the world size: 100 % is perfect scaling."),
     Column("seeds/s", metric("seeds_per_s"), fmt.rate, title="throughput", unit="seeds/s", note=_fewer_seeds,
            hint=_seeds_hint,
@@ -361,19 +310,20 @@ CELL_COLUMNS = [
            brief=True, doc="Peak proportional set size of the cell's processes (shared pages split among their sharers), the largest rank's."),
     Column("peak RSS MiB", metric("peak_rss_bytes"), fmt.mib, html=False,
            doc="Peak resident set size of the cell's largest rank (shared pages counted in full)."),
-    Column("PSS per rank", lambda c: c.rank_pss_bytes, fmt.mib, unit="max, MiB", note=_ranks, markdown=False,
+    Column("PSS per rank", lambda c: c.rank_pss_bytes, fmt.mib, unit="max, MiB", markdown=False,
+           note=lambda c: f"× {c.num_ranks}" if c.num_ranks and c.num_ranks > 1 else None,
            brief=True, doc="Largest peak PSS of one rank, with the number of ranks."),
     Column("PSS total", metric("total_pss_bytes"), fmt.mib, unit="MiB", markdown=False,
            doc="Peak PSS of all of the cell's processes together (ranks and loader workers)."),
     Column("largest private MiB", largest_private, _largest_private_text, title="largest private",
            unit="part of a rank's PSS, MiB", hint=_breakdown_hint, shown=_recorded("memory_breakdown"),
            doc="The largest private part of any rank's peak PSS (features, graph, model, framework) from the memory breakdown; the tooltip has every part."),
-    Column("GPU memory", metric("peak_gpu_bytes"), fmt.mib, unit="peak, MiB", markdown=False, shown=_has_gpu_memory,
+    Column("GPU memory", metric("peak_gpu_bytes"), fmt.mib, unit="peak, MiB", markdown=False, shown=lambda t: any(r.measured and r.metrics.peak_gpu_bytes for r in t["rows"]),
            doc="Peak GPU memory allocated by torch on a rank (CUDA cells only)."),
     Column("GPU device used", metric("gpu_device_used_bytes"), fmt.mib, unit="after the epochs, MiB", markdown=False,
            shown=_recorded("gpu_device_used_bytes"),
            doc="GPU memory in use device-wide after the measured epochs (total less free, as the driver sees it), the busiest rank's: the allocator's tensors plus the CUDA context, NCCL's buffers and framework caches it does not see (CUDA cells only)."),
-    Column("GPU peak by phase", metric("gpu_peaks"), _phase_mib_text, unit="MiB: build · warmup · measured · evaluation",
+    Column("GPU peak by phase", metric("gpu_peaks"), _by_phase(fmt.mib), unit="MiB: build · warmup · measured · evaluation",
            markdown=False, shown=_recorded("gpu_peaks"),
            doc="The allocator's peak GPU memory in each phase of the cell (building the pipeline, warm-up epochs, measured epochs, evaluation on rank 0), the busiest rank's per phase (CUDA cells only)."),
     # "is the loader starving my GPU": NVML's busy share and PCIe traffic per GPU; blank for CPU cells
@@ -387,7 +337,7 @@ CELL_COLUMNS = [
     # the quality figure of each task in one column (bench/tasks.py Task.metric): a node or graph
     # cell's validation accuracy, a link cell's validation MRR
     Column("val acc / MRR", lambda c: c.metrics.get("val_mrr") if c.metrics.get("val_mrr") is not None else c.metrics.val_acc,
-           fmt.accuracy, title="quality", unit="validation acc, or MRR (link)", note=_leak_note, hint=_link_hint,
+           fmt.accuracy, title="quality", unit="validation acc, or MRR (link)", note=_leak_note, hint=lambda c: "; ".join(c.metrics.get("link_notes") or []),
            brief=True, doc="Validation accuracy after the last measured epoch; a link cell's validation MRR against its fixed negatives, full neighbourhoods over the training graph, `(includes the leak)` where exclusion is none and batches sampled their own seed edges."),
     Column("test acc", metric("test_acc"), fmt.accuracy, unit="sampled",
            doc="Test accuracy after the last measured epoch, sampled with the training fanouts."),
@@ -409,7 +359,7 @@ CELL_COLUMNS = [
            brief=True, doc="Training seconds (slowest rank, evaluation and start-up excluded) and epochs until the validation accuracy first reached the suite's `target_acc`, or `not reached` with the best value; n/a for a cell without a model."),
     Column("start-up s", metric("startup_s"), lambda x: fmt.num(x, "{:.1f}"), html=False,
            doc="Seconds from launching the cell to its first epoch: interpreter, framework import, data load, process group."),
-    Column("start-up by phase", metric("startup_phases"), _phases_text, title="start-up", unit="s by phase",
+    Column("start-up by phase", metric("startup_phases"), _by_phase("{:.1f}".format), title="start-up", unit="s by phase",
            markdown=False, shown=_recorded("startup_phases"),
            doc="Start-up split by phase, the slowest rank's each: imports (interpreter and framework), cuda_context, process_group (gloo, or NCCL's communicator with a barrier on the rank's GPU), dataset, pipeline, first_batch; – in files written before it was recorded."),
     Column("CPU s / epoch", metric("cpu_s_per_epoch"), fmt.seconds, title="CPU time", unit="s per epoch",
@@ -418,7 +368,7 @@ CELL_COLUMNS = [
     Column("runner CPU", metric("runner_cpu_share"), fmt.pct, unit="of a core", markdown=False,
            shown=_recorded("runner_cpu_share"),
            doc="CPU the runner's memory sampler took beside the cell, per second of the cell (a share of one core): the harness's own cost on the cores the cell shares; – in files written before it was recorded."),
-    Column("other load", metric("other_load"), fmt.pct, unit="of the machine", note=_busy_machine,
+    Column("other load", metric("other_load"), fmt.pct, unit="of the machine", note=lambda c: "(busy: times suspect)" if (c.metrics.get("other_load") or 0) >= HIGH_LOAD else None,
            hint=lambda c: "CPU share other processes took while this cell ran", shown=_recorded("other_load"),
            doc="CPU share other processes took while the cell ran; at or above the high-load mark its times are marked suspect."),
 ]
@@ -488,7 +438,7 @@ STAGE_COLUMNS = [
     Column("copy rate (of h2d ceiling)", stages.copy_rate, stages.bandwidth,
            doc="Bytes copied host to device per second in the copy stage, and its share of the measured host-to-device ceiling."),
     Column("nodes per hop", lambda c: (c.metrics.work or {}).get("hop_nodes"),
-           lambda v: fmt.DASH if not v else " / ".join(f"{n:,.0f}" for n in v), note=_hops_note,
+           lambda v: fmt.DASH if not v else " / ".join(f"{n:,.0f}" for n in v), note=lambda c: " ".join(filter(None, (_unequal_work(c), _sampled(c)))) or None,
            doc="Nodes sampled at each hop, mean per counted batch."),
     # per training seed (stages.per_seed: over full batches where recorded), what the equal-work
     # check compares: the edges sampled per hop, the nodes and edges each layer computes over

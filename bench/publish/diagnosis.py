@@ -1,17 +1,11 @@
-"""Why more ranks or more workers are slower: one line per such configuration, naming causes from
-the recorded numbers.
+"""Why more ranks or more workers are slower: one line per configuration whose median epoch is
+slower than the same configuration (dataset, backend, every other setting) with fewer ranks
+(`world_size`) or DataLoader workers (`num_workers`), held against the fastest of those. Each rule
+is a small function of that pair (a `Slower`) returning a sentence or None, its threshold a named
+constant; rules read the recorded numbers, and the stages and work counts where a file has them.
 
-A configuration is diagnosed where its median epoch is slower than the same configuration (same
-dataset, backend and every other setting) with fewer ranks (`world_size`) or fewer DataLoader
-workers (`num_workers`); it is held against the fastest of those with fewer. Each rule below is
-one small function of that pair (a `Slower`) returning a sentence, or None where it does not
-apply; its threshold is a named constant. Rules read today's keys (startup_s, comm_s, compute_s,
-loader_stall, batches_per_epoch, other_load, the settings, the machine's cores) and the stage
-timings and work counts where a file has them (bench.publish.stages).
-
-Where cells trained to a validation target (time to accuracy, bench.publish.to_target),
-`target_lines` names each cell whose faster epoch reaches the target later than a slower one (fewer
-seeds per epoch, another precision or sampler can do that), or says that none did.
+`target_lines`: each cell whose faster epoch reaches the validation target later than a slower one
+(time to accuracy, bench.publish.to_target), or a line saying that none did.
 """
 
 from __future__ import annotations
@@ -65,18 +59,11 @@ def ranks(cell: CellResult) -> int:
     return int(cell.settings.world_size or 1)
 
 
-def usable_cores(cell: CellResult) -> int | None:
-    machine = cell.machine
-    if machine is None:
-        return None
-    return machine.ceilings.get("usable_cores") or machine.cpu_count_logical or machine.cpu_count
-
-
 def oversubscription(s: Slower) -> str | None:
     """The core budget (bench/machine/core_budget.py) of the cell as it ran: its ranks, each with its
     recorded compute threads (1 in files that do not record them) and its loader workers."""
-    cell = s.cell
-    cores = usable_cores(cell)
+    cell, machine = s.cell, s.cell.machine
+    cores = machine and (machine.ceilings.get("usable_cores") or machine.cpu_count_logical or machine.cpu_count)
     if not cores:
         return None
     threads = (cell.device or {}).get("num_threads") or 1
@@ -106,12 +93,8 @@ def allreduce_share(s: Slower) -> str | None:
     return f"all-reduce is {fmt.pct(seconds / epoch, 0)} of the epoch ({seconds:.3f} s)"
 
 
-def batches(cell: CellResult) -> float | None:
-    return stages.batches_per_rank(cell)
-
-
 def few_batches(s: Slower) -> str | None:
-    n = batches(s.cell)
+    n = stages.batches_per_rank(s.cell)
     if n is None or n >= FEW_BATCHES:
         return None
     who = "each rank runs" if ranks(s.cell) > 1 else "an epoch is"
@@ -134,7 +117,7 @@ def loader_wait(s: Slower) -> str | None:
 
 
 def compute_per_batch(cell: CellResult) -> float | None:
-    split, n = stages.seconds(cell), batches(cell)
+    split, n = stages.seconds(cell), stages.batches_per_rank(cell)
     seconds = split["forward_backward"] + split["optimizer"] if split else cell.metrics.compute_s
     return seconds / n if seconds and n else None
 

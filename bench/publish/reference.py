@@ -123,7 +123,7 @@ def suite_keys_markdown() -> str:
 def _column_rows(cols: list[columns.Column]) -> list[str]:
     rows = ["| column | where | description |", "|---|---|---|"]
     for col in cols:
-        html = "HTML (under the table's \"more columns\")" if col.fold else "HTML"
+        html = "HTML" if col.brief else "HTML (under the table's \"more columns\")"
         md = "Markdown" if col.brief else "Markdown (`--columns`)"
         where = " and ".join(w for w, on in ((md, col.markdown), (html, col.html)) if on)
         name = col.header if col.markdown else f"{col.html_title} ({col.unit})" if col.unit else col.html_title

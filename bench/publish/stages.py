@@ -1,21 +1,10 @@
-"""Where a cell's epoch went, and how close each stage ran to what the machine can do: read from
-the stage timings and work counts the worker records (extra_info `stages`, `work`,
-`loader_worker_s`) and the run's measured ceilings (machine_info `ceilings`). The stage split is the
-slowest rank's (it adds up to the cell's epoch), work counts are per batch, and `work.batches` is
-the batches of all ranks per epoch (bench/run/worker.py merge_ranks): rates here are per rank,
-the figure a one-process ceiling compares with. Everything here is derived on read; files written before the stage timings have none, and every function answers
-None for them.
-
-    shares(cell)          stage -> share of the epoch (the stages add up to the epoch)
-    binding(cell)         the stage with the largest share
-    fetch_rate(cell)      feature bytes gathered per second of the fetch stage, and the ceiling
-    copy_rate(cell)       bytes copied to the device per second of the copy stage, and the ceiling
-    headline(cell)        "fetch 61 % of the epoch at 38 % of this machine's gather bandwidth"
-    per_seed(cell)        nodes and edges per training seed, per hop and per layer (typed cells: per
-                          node type and relation too, each compared by the equal-work check)
-    typed_work(cell)      a typed cell's nodes per node type and edges per relation, per hop, per batch
-    equal_work(cells)     cells that do different work per seed for the same dataset, fanout and batch size
-    fewer_seeds(cells)    cells that trained fewer seeds per epoch than another (a sampler's drop)
+"""Where a cell's epoch went and how close each stage ran to what the machine can do, derived on
+read from the worker's stage timings and work counts (extra_info `stages`, `work`,
+`loader_worker_s`) and the run's measured ceilings (machine_info `ceilings`); files written before
+them have none, and every function answers None. The stage split is the slowest rank's (it adds
+up to the epoch); work counts are per batch, `work.batches` counts all ranks' batches per epoch, so
+rates here are per rank, the figure a one-process ceiling compares with. Beside them, the checks
+that cells compared do the same work: `equal_work` (per seed) and `fewer_seeds` (a sampler's drop).
 """
 
 from __future__ import annotations
@@ -29,9 +18,7 @@ from bench.publish import fmt
 from bench.modes import MODES, pins
 from bench.backends import BACKENDS
 
-# The cells these checks read are bench.publish.results.CellResult; named here, not imported:
-# results applies the equal-work and fewer-seeds checks while it reads a file, so it imports this
-# module, and the dependency goes one way.
+# bench.publish.results.CellResult, not imported: results runs the checks here as it reads a file
 CellResult = Any
 
 EQUAL_WORK_TOLERANCE = 0.10   # a per-seed figure differing by more than this: not the same work
@@ -142,27 +129,25 @@ def h2d_ceiling(cell: CellResult) -> tuple[float, str] | None:
     return (pinned, "pinned") if pinned else None
 
 
+def _rate(cell: CellResult, stage: str, moved: str, ceiling: float | None) -> tuple[float, float | None] | None:
+    """Bytes moved (the work count `moved`) per second of `stage`, and its share of `ceiling`."""
+    spent, moved, batches = (seconds(cell) or {}).get(stage), _work(cell, moved), batches_per_rank(cell)
+    if not spent or not moved or not batches:
+        return None
+    rate = moved * batches / spent
+    return rate, (rate / ceiling if ceiling else None)
+
+
 def fetch_rate(cell: CellResult) -> tuple[float, float | None] | None:
     """Feature bytes fetched per second of the fetch stage, and its share of the gather ceiling;
     only where the fetch ran in the training process (num_workers=0: in workers it overlaps)."""
-    fetch = (seconds(cell) or {}).get("fetch")
-    fetched, batches = _work(cell, "feature_bytes"), batches_per_rank(cell)
-    if workers(cell) or not fetch or not fetched or not batches:
-        return None
-    rate = fetched * batches / fetch
-    ceiling = gather_ceiling(cell)
-    return rate, (rate / ceiling if ceiling else None)
+    return None if workers(cell) else _rate(cell, "fetch", "feature_bytes", gather_ceiling(cell))
 
 
 def copy_rate(cell: CellResult) -> tuple[float, float | None] | None:
     """Bytes copied to the device per second of the copy stage, and its share of the h2d ceiling."""
-    copy = (seconds(cell) or {}).get("copy")
-    copied, batches = _work(cell, "copy_bytes"), batches_per_rank(cell)
-    if not copy or not copied or not batches:
-        return None
-    rate = copied * batches / copy
     ceiling = h2d_ceiling(cell)
-    return rate, (rate / ceiling[0] if ceiling else None)
+    return _rate(cell, "copy", "copy_bytes", ceiling[0] if ceiling else None)
 
 
 def bandwidth(value: tuple[float, float | None] | None) -> str:
@@ -175,15 +160,11 @@ def bandwidth(value: tuple[float, float | None] | None) -> str:
 
 def against_ceiling(cell: CellResult, stage: str) -> str | None:
     """'at 38 % of this machine's gather bandwidth', for the fetch and copy stages where known."""
-    if stage == "fetch":
-        rate = fetch_rate(cell)
-        if rate and rate[1] is not None:
-            return f"at {fmt.pct(rate[1], 0)} of this machine's gather bandwidth"
-    if stage == "copy":
-        rate, ceiling = copy_rate(cell), h2d_ceiling(cell)
-        if rate and rate[1] is not None:
-            return f"at {fmt.pct(rate[1], 0)} of this machine's {ceiling[1]} host-to-device bandwidth"
-    return None
+    rate = {"fetch": fetch_rate, "copy": copy_rate}.get(stage, lambda _: None)(cell)
+    if not rate or rate[1] is None:
+        return None
+    what = "gather" if stage == "fetch" else f"{h2d_ceiling(cell)[1]} host-to-device"
+    return f"at {fmt.pct(rate[1], 0)} of this machine's {what} bandwidth"
 
 
 def binding_text(cell: CellResult) -> str | None:
@@ -291,14 +272,11 @@ def _why(cell: CellResult, figure: tuple[str, int, str]) -> str | None:
 
 
 def equal_work(cells) -> dict[str, str]:
-    """cell id -> a flag, for each measured cell whose work per training seed differs by more than
-    EQUAL_WORK_TOLERANCE from another cell of the same dataset, fanout, batch size and world size
-    (nodes first reached or edges sampled at a hop, nodes or edges a layer computes over): the two
-    do different work, and their epoch times do not compare. Per seed, over full batches, so that a
-    rank's partial last batch (fewer seeds, not other work) does not count. The flag names each
-    figure that differs, the cell it differs most from, and where known what the framework does to
-    make it larger. Files written before the full batches were counted apart compare only cells
-    whose batches held about as many seeds; cells whose files have no hops, nodes per batch."""
+    """cell id -> a flag, for each measured cell whose work per training seed (over full batches: a
+    partial last batch is fewer seeds, not other work) differs by more than EQUAL_WORK_TOLERANCE
+    from another cell of the same SAME_WORK_KEYS: their epoch times do not compare. The flag names
+    each figure that differs, the cell it differs most from and, where known, why the framework does
+    more. Older files: per seed over batches of about as many seeds, else nodes per batch."""
     groups: dict[str, list] = {}
     for cell in cells:
         if cell.measured and (per_seed(cell) or nodes_per_batch(cell)):
@@ -360,10 +338,8 @@ def _per_batch_flag(cell: CellResult, group: list) -> str | None:
 
 def fewer_seeds(cells) -> dict[str, str]:
     """cell id -> a note, for each measured cell that trained fewer seeds per epoch than another of
-    the same dataset and batch size: a sampler that drops seeds to keep its ranks in step
-    (GraphBolt's DistributedItemSampler with drop_uneven_inputs drops each rank's uneven batches;
-    PyG's shards drop a remainder smaller than the world size). Such cells do the same work per
-    seed over fewer seeds: compare them by seeds/s, not epoch time."""
+    the same dataset and batch size (a sampler that drops seeds to keep its ranks in step, e.g.
+    GraphBolt's DistributedItemSampler): compare them by seeds/s, not epoch time."""
     groups: dict[str, list] = {}
     for cell in cells:
         info = BACKENDS.get(cell.backend or "")

@@ -1,38 +1,24 @@
 """Where a series of runs stepped: change points in one configuration's median epoch time over
-its runs (one machine), each judged against the noise the runs themselves show.
+its runs on one machine, each judged against the noise the runs themselves show (asv's question,
+"at which run did it change, by how much?", where a median moves between runs by more than its
+rounds spread: bench.publish.history).
 
-A series is one cell's runs on one machine, oldest first: each point is a run's median epoch
-time with the spread of its rounds. The question is asv's ("at which run did it change, by how
-much?") on a machine where a median moves between back-to-back runs by more than its rounds
-spread (history.py: 1.40x on the shared 2-core machine while the rounds spread by 4-5 %). So:
+- In log space each run i is y_i = ln(median_i) with variance v_i = between^2 + se_i^2: se_i is
+  its median's error from its rounds (history.median_se, shrunk halfway to the series' median so
+  one lucky narrow IQR does not outweigh the rest), `between` the run-to-run noise estimated from
+  the series (successive differences first, then the residuals within the segments found).
+- Candidates come from ruptures' PELT with a weighted least-squares cost over the run medians
+  (weights 1/v_i, penalty in units of sigma^2): a cost over rounds would see every run-to-run
+  wobble as a step, since rounds of one run are not independent draws of another run.
+- A candidate is kept where a t test of the two sides' weighted mean ln-medians (degrees of freedom
+  those of `between`, each segment's level and each step's place counted as fitted), Bonferroni-
+  adjusted for every place a step could have been, is below ALPHA and the change reaches `floor`;
+  the weakest failing one is dropped and the rest re-tested.
+- A single run between two agreeing segments, or a first run alone before a step, is an outlier
+  (named, set aside, the series re-scanned); the newest run alone past a step is a step, marked
+  "one run past it" (the next run tells it from an outlier).
 
-- In log space (a ratio r; ln r is symmetric), each run i is y_i = ln(median_i) with the
-  variance  v_i = between^2 + se_i^2:  se_i is the error of that run's median from its rounds
-  (history.median_se, shrunk halfway to the series' median: a 10-round IQR is itself a rough
-  number and one run with a lucky narrow IQR must not outweigh the rest), and `between` is the
-  run-to-run noise of a median, estimated from the series itself (first from the successive
-  differences, robust to a step; then from the residuals within the segments found).
-- Candidates come from ruptures' PELT with a weighted least-squares cost (each run weighs
-  1/v_i: the cost of a segment is a chi-square, so the penalty is in units of sigma^2; a run
-  with wide rounds, or a noisy machine, counts for less). Why not ruptures' own "l2" or
-  "normal" costs over the per-round values? Rounds of one run are not independent draws of
-  what another run would measure (they share one process and one moment of the machine), so a
-  cost over rounds sees every run-to-run wobble as a step; a cost over run medians weighted by
-  their full variance does not.
-- A candidate is kept only when the runs on its two sides differ beyond that noise: a t test on
-  the difference of the two sides' weighted mean ln-medians (variance 1/W_left + 1/W_right,
-  degrees of freedom those of the `between` estimate, where each segment's level and each step's
-  place count as fitted), its p value multiplied by the number of
-  places a step could have been (the scan looked at all of them: Bonferroni), and the change
-  must reach `floor`. The weakest candidate that fails is dropped and the rest re-tested, until
-  all pass. Confidence is 1 - that adjusted p; the interval is the 95 % interval of the ratio.
-- A single run between two segments that agree with each other is an outlier, not two steps;
-  it is set aside (named) and the series re-scanned without it; so is the first run when it
-  alone stands before a step. The newest run alone past a step cannot be told from an outlier
-  until the next run, but it is the run a nightly check asks about: it is a step, marked "one
-  run past it".
-
-In a series of fewer than MIN_RUNS runs steps are not looked for (the series says so).
+Series of fewer than MIN_RUNS runs are not scanned.
 """
 
 from __future__ import annotations
@@ -55,7 +41,6 @@ MIN_RUNS = 4              # runs a series needs before steps are looked for
 ALPHA = 0.01              # a step's p value, adjusted for the scan, must be below this
 PENALTY_SIGMAS = 3.0      # PELT's penalty: a new segment must explain (3 sigma)^2 of weighted cost
 INTERVAL = 0.95           # the interval reported around a step's ratio
-MAD_PER_SIGMA = 1.4826    # sigma of a normal per median absolute deviation
 LOCATION_DOF = 1          # degrees of freedom a step's place costs the noise estimate (it was fitted too)
 LEAST_SE = 1e-4           # a run's median is never known better than 0.01 % (identical rounds, one round)
 
@@ -76,10 +61,6 @@ class Found:
     def ratio(self) -> float:
         return math.exp(self.log_ratio)
 
-    @property
-    def confidence(self) -> float:
-        return 1.0 - self.p_value
-
 
 @dataclass
 class Detection:
@@ -87,7 +68,6 @@ class Detection:
     steps: list[Found] = field(default_factory=list)
     outliers: list[int] = field(default_factory=list)  # points set aside: one run off between agreeing sides
     between: float = 0.0      # run-to-run noise of a median (ln), as finally estimated
-    dof: int = 0              # degrees of freedom of that estimate
 
 
 class WeightedMeanCost(ruptures.base.BaseCost):
@@ -127,7 +107,7 @@ def detect(y, se, floor: float = 0.05) -> Detection:
         outliers += [active[i] for i in lonely]
         active = [a for i, a in enumerate(active) if i not in set(lonely)]
     steps = [_at(s, active) for s in found.steps]
-    return Detection(steps, sorted(outliers), found.between, found.dof)
+    return Detection(steps, sorted(outliers), found.between)
 
 
 def _shrunk(se: np.ndarray) -> np.ndarray:
@@ -183,7 +163,7 @@ def _between_from_differences(y: np.ndarray, se: np.ndarray) -> tuple[float, int
     """Run-to-run noise from successive differences (their median absolute size ignores the
     few differences that span a step): a first estimate, before any segment is known."""
     diffs = np.diff(y)
-    total = (MAD_PER_SIGMA * float(np.median(np.abs(diffs)))) ** 2 / 2
+    total = (history.SIGMA_PER_MAD * float(np.median(np.abs(diffs)))) ** 2 / 2
     return math.sqrt(max(0.0, total - float(np.mean(se ** 2)))), max(1, len(diffs) // 2)
 
 
@@ -282,10 +262,8 @@ class Series:
 
 def analyse(results: Sequence[RunResult], floor: float = 0.05) -> list[Series]:
     """Every series of the runs (history.series) with its steps, ordered by suite, machine, cell."""
-    out = []
-    for key, points in history.series(results).items():
-        out.append(analyse_series(key, points, floor))
-    return sorted(out, key=lambda s: (s.key.suite, s.key.machine, s.key.cell_id, s.key.configuration))
+    return sorted((analyse_series(key, points, floor) for key, points in history.series(results).items()),
+                  key=lambda s: (s.key.suite, s.key.machine, s.key.cell_id, s.key.configuration))
 
 
 def analyse_series(key: SeriesKey, points: list[Point], floor: float = 0.05) -> Series:
