@@ -1,23 +1,13 @@
 """The result format, both ways: what the writer of result files (bench/run/record.py, the session's
-journal) writes and what their reader (bench/publish/results.py) accepts. One module below both
-sides, so neither imports the other.
+journal) writes and what their reader (bench/publish/results.py) accepts, below both sides.
 
-- the schema version, the dataset fields every cell carries, the statuses of a cell with no
-  measurement;
-- the pydantic model of a result file (`ResultFile`), its types and ranges, checked once on read by
-  `problems`: a missing or wrong-typed field, text where a number belongs, NaN, infinite, negative
-  or zero epoch times (a median of 0 would divide by zero, a NaN would be called "unchanged"). The
-  message names the file, the key path and what is allowed. Unknown keys are allowed
-  (pytest-benchmark writes more than we read);
-- a measured cell's `extra_info` (`ExtraInfo`): its required fields are `REQUIRED_EXTRA` (which
-  cell it is: backend, stack, dataset, settings, id); every metric is optional, read as none where
-  an older file lacks it. A field the writer takes from the worker's record without logic of its
-  own says so beside its type (`Copied`, `EpochMean`): record.py writes every such field from these
-  declarations. A new metric is one field here (with its default) plus one line in
-  bench/publish/columns.py.
-
-The host imports this module (pydantic); the worker (bench/run/worker.py, run in the stacks'
-interpreters, which lack pydantic) never does.
+`ResultFile` is checked once on read by `problems`: types and ranges (no text for numbers, no NaN,
+infinite, negative or zero epoch times), each message naming the file, the key path and what is
+allowed; unknown keys are allowed (pytest-benchmark writes more than we read). In `ExtraInfo` only
+the fields that say which cell it is are required (`REQUIRED_EXTRA`); every metric defaults to None,
+so an older file reads as not recorded, and a field the writer takes from the worker's record says
+so beside its type (`Copied`, `EpochMean`). A new metric is one field here plus one line in
+bench/publish/columns.py. Host only (pydantic): the worker never imports it.
 """
 
 from __future__ import annotations

@@ -61,6 +61,7 @@ class Point:
     cell_id: str
     when: str
     commit: str | None
+    machine: str | None
     median_s: float | None
     status: str
     path: str
@@ -86,8 +87,8 @@ def trend(results: list[RunResult]) -> dict[str, list[Point]]:
     for run in sorted(results, key=lambda r: (r.finished_at, str(r.path))):
         for cell in run.cells:
             series.setdefault(cell.id, []).append(Point(
-                cell.id, run.finished or "", commit_text(run), cell.median, cell.status, str(run.path),
-                cell=cell, run=run))
+                cell.id, run.finished or "", commit_text(run), host_label(run.machine), cell.median, cell.status,
+                str(run.path), cell=cell, run=run))
     return series
 
 

@@ -1,15 +1,7 @@
-"""The result model: what a result file says, as typed records, read once by `read()`.
-
-A result file is pytest-benchmark JSON (so `pytest-benchmark compare` reads it) plus two
-top-level keys of ours: `gnnbench` (schema version, suite, baseline, cell order) and
-`unmeasured` (cells that failed, timed out or were skipped: id, status, reason). `read()` turns
-it into one RunResult holding a CellResult per cell in the suite's order, measured or not, with
-the derived scores (speedups, scaling efficiency) computed here from the medians, the one place
-they are computed. Everything that publishes results (report, history, advisor, charts, site)
-reads this model, never the raw JSON.
-
-The writer of result files is bench/run/record.py; the format they share (schema version,
-the pydantic model a file is checked against, the required fields) is bench/result_format.py.
+"""The result model: a result file (pytest-benchmark JSON plus our `gnnbench` meta and `unmeasured`
+cells; its format is bench/result_format.py) read once by `read()` into one RunResult holding a
+CellResult per cell in the suite's order, measured or not, with the derived scores (speedups,
+scaling efficiency) computed here and nowhere else. Everything that publishes reads this model.
 """
 
 from __future__ import annotations
@@ -21,7 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.settings import Recorded
-from bench.result_format import REQUIRED_EXTRA, SCHEMA_VERSION, ExtraInfo, problems
+from bench.result_format import REQUIRED_EXTRA, SCHEMA_VERSION, Card, ExtraInfo, RankEntry, problems
+from bench import result_format
 
 NOT_RUN = "not run"
 NOT_RUN_REASON = "the run ended before this cell"
@@ -35,50 +28,15 @@ class ResultsError(ValueError):
 
 # --- the model ------------------------------------------------------------------------------
 
-@dataclass(frozen=True)
-class DatasetCard:
-    """The statistics of the graph (or graph collection) a cell measured on (None: not recorded)."""
-    name: str
-    source: str | None
-    num_nodes: int | None
-    num_edges: int | None
-    feature_dim: int | None
-    num_classes: int | None
-    num_train: int | None
-    num_val: int | None
-    num_test: int | None
-    num_graphs: int | None  # graph-level datasets only
-    features_only_acc: float | None = None  # test accuracy of a model that sees no edges (a baseline)
-    source_path: str | None = None  # a user's own graph: the folder or file it was converted from
-    target: str | None = None  # a typed graph: the node type it classifies
+def _record(model, name: str, doc: str) -> type:
+    """A frozen record with a field per field of the result_format `model` (None where a file lacks it)."""
+    return dataclasses.make_dataclass(name, [(f, object, field(default=None)) for f in model.model_fields],
+                                      frozen=True, namespace={"__doc__": doc})
 
 
-@dataclass(frozen=True)
-class Stats:
-    """pytest-benchmark's statistics of the measured epochs (seconds; one round = one epoch)."""
-    median: float
-    iqr: float | None
-    q1: float | None
-    q3: float | None
-    min: float | None
-    max: float | None
-    mean: float | None
-    rounds: int
-    data: tuple[float, ...]
-
-
-@dataclass(frozen=True)
-class Rank:
-    """One rank of a cell: its process tree's peak memory and where its epochs went."""
-    rank: int
-    peak_rss_bytes: int | None
-    peak_pss_bytes: int | None
-    loader_stall: float | None
-    compute_s: float | None
-    comm_s: float | None
-    epoch_s: float | None
-    peak_gpu_bytes: int | None
-    gpu_util: dict | None = None  # its GPU's utilisation and PCIe traffic (bench/machine/gpu_sampler.py)
+DatasetCard = _record(Card, "DatasetCard", "The statistics of the graph (or graph collection) a cell measured on.")
+Stats = _record(result_format.Stats, "Stats", "pytest-benchmark's statistics of the measured epochs (s; a round is an epoch).")
+Rank = _record(RankEntry, "Rank", "One rank of a cell: its process tree's peak memory and where its epochs went.")
 
 
 # The extra_info fields that say which cell it is rather than what it measured: CellResult holds them.
@@ -457,19 +415,14 @@ def score(cells: list[CellResult], baseline: str | None) -> list[CellResult]:
         speedup, efficiency = scaling_scores(one_rank, cell) if one_rank else (None, None)
         out.append(dataclasses.replace(
             cell, is_baseline=cell.id == baseline, reference_id=reference.id,
-            speedup=speedup_over(reference, cell), speedup_vs_ws1=speedup, scaling_efficiency=efficiency))
+            speedup=reference.median / cell.median, speedup_vs_ws1=speedup, scaling_efficiency=efficiency))
     return out
-
-
-def speedup_over(reference: CellResult, cell: CellResult) -> float:
-    """How many times faster `cell` runs an epoch than `reference` (median epoch times)."""
-    return reference.median / cell.median
 
 
 def scaling_scores(one_rank: CellResult, cell: CellResult) -> tuple[float, float]:
     """Speedup of `cell` over the same configuration at 1 rank, and its scaling efficiency
     (speedup / world size; each rank trains on 1/N of the seeds)."""
-    speedup = speedup_over(one_rank, cell)
+    speedup = one_rank.median / cell.median
     return speedup, speedup / cell.world_size
 
 
@@ -486,9 +439,7 @@ def scaling_series(cells) -> dict[tuple, list[CellResult]]:
 # --- cell ids: read as data only where a record names nothing else --------------------------
 
 def backend_and_dataset_from_id(cell_id: str) -> tuple[str | None, str | None]:
-    """Backend and dataset of a cell known by its id alone (a "not run" cell, or an unmeasured
-    record that names neither): ids are
-    `backend/dataset/setting=value/...` (bench/run/suite.py)."""
+    """Backend and dataset of a cell known by its id alone (`backend/dataset/setting=value/...`)."""
     backend, dataset = (cell_id.split("/") + [None, None])[:2]
     return backend, dataset
 
