@@ -107,49 +107,21 @@ RankEntry = create_model("RankEntry", __base__=Loose, rank=(Count, ...), gpu_uti
                          **optional(Seconds, "loader_stall", "compute_s", "comm_s", "epoch_s"))
 
 
-class Partition(Loose):
-    num_parts: Count | None = None
-    seconds: Seconds | None = None
-    edge_cut: Share | None = None
-    balance: Seconds | None = None
-    reused: bool | None = None
-
-
-class TypedWork(Loose):
-    """A typed cell's work (bench/backends/stages.py TYPED): nodes per node type and edges per
-    relation (`src:name:dst`), per hop, as the plain lists are."""
-    hop_nodes: dict[str, list[Amount]] | None = None
-    hop_edges: dict[str, list[Amount]] | None = None
-
-
-class PerSeed(Loose):
-    """Work per training seed, per hop and per layer, over the full batches (`over: full`) or all
-    counted batches (`over: all`)."""
-    over: Literal["full", "all"] | None = None
-    counted: Amount | None = None
-    hop_nodes: list[Amount] | None = None
-    hop_edges: list[Amount] | None = None
-    layer_nodes: list[Amount] | None = None
-    layer_edges: list[Amount] | None = None
-    typed: TypedWork | None = None
-    negatives: Amount | None = None  # the link task: negatives per positive seed edge (its seeds)
-
-
-class Work(Loose):
-    """Per-batch means of the work a cell's batches did (over the `counted` batches per epoch; files
-    before the work budget counted every batch), and batches per epoch; the per-layer means and the
-    per-seed figures only in files written since they were counted."""
-    batches: Amount | None = None
-    counted: Amount | None = None
-    hop_nodes: list[Amount] | None = None
-    hop_edges: list[Amount] | None = None
-    input_nodes: Amount | None = None
-    feature_bytes: Amount | None = None
-    copy_bytes: Amount | None = None
-    layer_nodes: list[Amount] | None = None
-    layer_edges: list[Amount] | None = None
-    per_seed: PerSeed | None = None
-    typed: TypedWork | None = None  # a typed cell's per-type and per-relation means per batch
+Partition = create_model("Partition", __base__=Loose, reused=(bool | None, None), edge_cut=(Share | None, None),
+                         num_parts=(Count | None, None), **optional(Seconds, "seconds", "balance"))
+# A typed cell's work (bench/backends/stages.py TYPED): nodes per node type and edges per relation
+# (`src:name:dst`), per hop
+TypedWork = create_model("TypedWork", __base__=Loose, **optional(dict[str, list[Amount]], "hop_nodes", "hop_edges"))
+HopsAndLayers = optional(list[Amount], "hop_nodes", "hop_edges", "layer_nodes", "layer_edges")
+# Work per training seed, over the full batches (`over: full`) or all counted batches (`over: all`);
+# a link cell's negatives per positive seed edge
+PerSeed = create_model("PerSeed", __base__=Loose, over=(Literal["full", "all"] | None, None),
+                       typed=(TypedWork | None, None), **optional(Amount, "counted", "negatives"), **HopsAndLayers)
+# Per-batch means of the work a cell's batches did, over the `counted` batches per epoch (older files:
+# every batch), and batches per epoch; the per-layer and per-seed figures only where counted
+Work = create_model("Work", __base__=Loose, per_seed=(PerSeed | None, None), typed=(TypedWork | None, None),
+                    **optional(Amount, "batches", "counted", "input_nodes", "feature_bytes", "copy_bytes"),
+                    **HopsAndLayers)
 
 
 class Evaluation(Loose):
@@ -229,8 +201,7 @@ class ExtraInfo(Loose):
     compute_s: Seconds | None = None
     comm_s: Annotated[Seconds | None, EpochMean("comm_s", missing=0.0)] = None  # DDP's all-reduce
     batches_per_epoch: Count | None = None
-    # seeds trained per epoch, all ranks: fewer than the training split where a sampler drops some
-    # (GraphBolt's DistributedItemSampler evens its ranks' batches out; PyG's shards drop a remainder)
+    # seeds trained per epoch, all ranks (fewer than the training split where a sampler drops some)
     seeds_per_epoch: Annotated[Amount | None, EpochMean("seeds")] = None
     cpu_s_per_epoch: Annotated[Seconds | None, EpochMean("cpu_s")] = None  # the training process's CPU seconds
     total_pss_bytes: Count | None = None
@@ -243,13 +214,10 @@ class ExtraInfo(Loose):
     loader_worker_s: dict[str, Seconds] | None = None
     work: Work | None = None
     profile: bool | None = None
-    # GPU utilisation and host-to-device traffic in the measured epochs (bench/machine/gpu_sampler.py),
-    # over the ranks; where nothing was sampled, why (a CPU cell, no nvidia-ml-py in the stack, ...)
+    # GPU utilisation and host-to-device traffic over the ranks, or why nothing was sampled
     gpu_util: Annotated[GpuUtil | None, COPIED] = None
     gpu_util_reason: str | None = None
-    # time to accuracy (bench/run/to_target.py), where the cell trained to a target
-    to_target: Annotated[ToTarget | None, COPIED_IF_SET] = None
-    # full neighbourhoods, layer-wise (DGL's example's way)
+    to_target: Annotated[ToTarget | None, COPIED_IF_SET] = None  # where the cell trained to a target
     test_acc_full: Annotated[Share | None, COPIED] = None
     graph_index_dtype: Annotated[dict | None, COPIED] = None  # the sampling graph's index dtypes
     sampler: Annotated[str | None, COPIED] = None  # which implementation sampled the neighbourhoods
@@ -260,18 +228,14 @@ class ExtraInfo(Loose):
     # the runner's own cost: its memory sampler's CPU seconds per second of the cell (of one core)
     runner_cpu_share: Amount | None = None
     notes: list[str] | None = None  # what the session noted about the cell (oversubscribed cores, ...)
-    # start-up by phase (imports, cuda_context, process_group, dataset, pipeline, first_batch: the
-    # slowest rank's each), the GPU's memory in use device-wide after the epochs (the busiest rank's:
-    # the CUDA context, NCCL's buffers and what the allocator does not see) and the allocator's peak
-    # by phase (build, warmup, measured, evaluation); none of the GPU ones on a CPU cell
+    # start-up by phase, the GPU's memory in use device-wide after the epochs and the allocator's peak
+    # by phase (none of the GPU ones on a CPU cell): bench/publish/columns.py says what each holds
     startup_phases: Annotated[dict[str, Seconds] | None, COPIED_IF_SET] = None
     gpu_device_used_bytes: Annotated[Count | None, COPIED_IF_SET] = None
     gpu_peaks: Annotated[dict[str, Count] | None, COPIED_IF_SET] = None
     model: Annotated[ModelInfo | None, COPIED_IF_SET] = None  # the model trained (none: the loader alone)
-    # the link task (bench/backends/link.py): MRR and Hits@K ({"10": ..., "50": ..., "100": ...}) of the
-    # validation and test positives against the split's fixed negatives, full neighbourhoods; the
-    # split's parameters and counts; what a reader must know (the leak with exclusion none, unfiltered
-    # negatives); the leakage check's counts (rank 0's training batches)
+    # the link task (bench/backends/link.py): MRR and Hits@K ({"10": ..., "100": ...}) against the
+    # split's fixed negatives, the split, what a reader must know, the leakage check's counts
     val_mrr: Annotated[Share | None, COPIED_IF_SET] = None
     test_mrr: Annotated[Share | None, COPIED_IF_SET] = None
     val_hits: Annotated[dict[str, Share | None] | None, COPIED_IF_SET] = None
@@ -308,29 +272,15 @@ Meta = create_model("Meta", __base__=Loose, schema_version=(int, ...), cells=(li
                     started_at=(IsoDate | None, None), **optional(str, "suite", "description", "baseline"))
 
 
-class Cpu(Loose):
-    brand_raw: str | None = None
-    count: Count | None = None
-
-
-class Gpu(Loose):
-    gpus: list[str] | None = None
-    topology: str | None = None
-    devices: list[dict] | None = None  # nvidia-smi --query-gpu, parsed (bench/machine/gpu_facts.py)
-    topology_matrix: dict | None = None
-    mig_mode: list[str] | None = None
-    cuda_visible_devices: str | None = None
-    nccl_env: dict[str, str] | None = None
-
-
-class Ceilings(Loose):
-    usable_cores: Count | None = None
-    memcpy_bytes_per_s: Amount | None = None
-    gather_bytes_per_s: dict[str, Amount] | None = None
-    disk: dict[str, dict[str, Amount | None]] | None = None
-    h2d_pinned_bytes_per_s: Amount | None = None
-    h2d_pageable_bytes_per_s: Amount | None = None
-    notes: list[str] | None = None
+Cpu = create_model("Cpu", __base__=Loose, brand_raw=(str | None, None), count=(Count | None, None))
+# devices: nvidia-smi --query-gpu, parsed (bench/machine/gpu_facts.py)
+Gpu = create_model("Gpu", __base__=Loose, devices=(list[dict] | None, None), topology_matrix=(dict | None, None),
+                   nccl_env=(dict[str, str] | None, None), **optional(list[str], "gpus", "mig_mode"),
+                   **optional(str, "topology", "cuda_visible_devices"))
+Ceilings = create_model(
+    "Ceilings", __base__=Loose, usable_cores=(Count | None, None), gather_bytes_per_s=(dict[str, Amount] | None, None),
+    disk=(dict[str, dict[str, Amount | None]] | None, None), notes=(list[str] | None, None),
+    **optional(Amount, "memcpy_bytes_per_s", "h2d_pinned_bytes_per_s", "h2d_pageable_bytes_per_s"))
 
 
 OurMachine = create_model(
@@ -342,9 +292,7 @@ MachineInfo = create_model(
     **optional(str, "node", "machine", "processor", "system", "release", "python_version"))
 
 
-class Commit(Loose):
-    id: str | None = None
-    dirty: bool | None = None
+Commit = create_model("Commit", __base__=Loose, id=(str | None, None), dirty=(bool | None, None))
 
 
 class ResultFile(Loose):

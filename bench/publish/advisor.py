@@ -344,42 +344,34 @@ def varying_keys(settings: list[dict]) -> list[str]:
 
 
 def smallest_pattern(settings: dict, ok_settings: list[dict], keys: list[str]) -> tuple:
-    """The first one- or two-setting pattern of this cell that no ok cell matches; else all its keys."""
+    """The first one- or two-setting pattern ((key, {value}), ...) of this cell that no ok cell
+    matches; else all its keys."""
+    own = [(k, frozenset([hashable(settings.get(k))])) for k in keys]
     for size in (1, 2):
-        for subset in combinations(keys, size):
-            pattern = tuple((k, hashable(settings.get(k))) for k in subset)
+        for pattern in combinations(own, size):
             if not any(matches(ok, pattern) for ok in ok_settings):
                 return pattern
-    return tuple((k, hashable(settings.get(k))) for k in keys)
+    return tuple(own)
 
 
 def matches(settings: dict, pattern) -> bool:
-    return all(hashable(settings.get(k)) in (v if isinstance(v, frozenset) else {v}) for k, v in pattern)
+    return all(hashable(settings.get(k)) in values for k, values in pattern)
 
 
 def merge_patterns(patterns: dict[tuple, list[CellResult]]) -> dict[tuple, list[CellResult]]:
-    """Patterns that differ in one setting's value only become one: workers=2, workers=4 -> workers in {2, 4}."""
+    """Patterns that differ in one setting's values only become one: workers {2}, workers {4} -> workers {2, 4}."""
     merged: dict[tuple, list[CellResult]] = {}
     for pattern, members in patterns.items():
         for other in list(merged):
-            joined = join(other, pattern)
-            if joined is not None:
+            differing = [i for i, (a, b) in enumerate(zip(other, pattern)) if a != b]
+            if [k for k, _ in other] == [k for k, _ in pattern] and len(differing) == 1:
+                i = differing[0]
+                joined = other[:i] + ((other[i][0], other[i][1] | pattern[i][1]),) + other[i + 1:]
                 merged[joined] = merged.pop(other) + members
                 break
         else:
             merged[pattern] = list(members)
     return merged
-
-
-def join(a: tuple, b: tuple) -> tuple | None:
-    if [k for k, _ in a] != [k for k, _ in b]:
-        return None
-    differing = [i for i, ((_, va), (_, vb)) in enumerate(zip(a, b)) if va != vb]
-    if len(differing) != 1:
-        return None
-    i = differing[0]
-    values = lambda v: v if isinstance(v, frozenset) else frozenset([v])
-    return a[:i] + ((a[i][0], values(a[i][1]) | values(b[i][1])),) + a[i + 1:]
 
 
 def failure_sentence(backend: str, pattern: tuple, members: list[CellResult], good: list[CellResult]) -> str:
@@ -397,7 +389,7 @@ def working_alternative(pattern: tuple, good: list[CellResult]) -> str | None:
     """For the pattern's merged setting (else its last), the values that ran when the rest held."""
     if not pattern:
         return None
-    i = next((i for i, (_, v) in enumerate(pattern) if isinstance(v, frozenset)), len(pattern) - 1)
+    i = next((i for i, (_, v) in enumerate(pattern) if len(v) > 1), len(pattern) - 1)
     key, rest = pattern[i][0], pattern[:i] + pattern[i + 1:]
     ran = [m for m in good if matches(m.settings, rest)]
     values = sorted({hashable(m.settings.get(key)) for m in ran}, key=str)
@@ -413,13 +405,8 @@ def shown(value) -> str:
 
 
 def describe_pattern(pattern: tuple) -> str:
-    parts = []
-    for key, value in pattern:
-        if isinstance(value, frozenset):
-            parts.append(f"{key} {' or '.join(map(shown, sorted(value, key=str)))}")
-        else:
-            parts.append(f"{key}={shown(value)}")
-    return " and ".join(parts)
+    return " and ".join(f"{key} {' or '.join(map(shown, sorted(values, key=str)))}" if len(values) > 1
+                        else f"{key}={shown(next(iter(values)))}" for key, values in pattern)
 
 
 def skipped(g: Group) -> list[str]:

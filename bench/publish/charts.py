@@ -1,9 +1,7 @@
-"""Draws the site's charts with matplotlib at build time, as inline SVG (no JavaScript, no
-network: the pages work from file://). One concern: from a dataset table's cells (results.CellResult) to SVG markup.
-
-The output is deterministic (fixed hash salt per chart, no date in the metadata) so a rebuild
-from the same results gives the same pages, and text stays text (svg.fonttype none), which
-matplotlib writes XML-escaped.
+"""Draws the site's charts with matplotlib at build time as inline SVG (no JavaScript, no network:
+the pages work from file://). Deterministic (a fixed hash salt per chart, no date in the metadata),
+so a rebuild from the same results gives the same pages; text stays text (svg.fonttype none),
+which matplotlib writes XML-escaped.
 """
 
 from __future__ import annotations
@@ -64,7 +62,7 @@ def dataset_charts(table: dict, key: str) -> list[Chart]:
                                  "median epoch time (s), bars: IQR", _series(ok, axes, "world_size", MEDIAN_EPOCH, True),
                                  colors=colors))
         efficiency = _series(ok, axes, "world_size", lambda r: r.scaling_efficiency, scale=100)
-        if _plottable(efficiency):
+        if any(efficiency.values()):
             charts.append(line_chart(f"{key}-eff-ws", f"{name}: scaling efficiency against world size",
                                      AXES["world_size"], "scaling efficiency (%)", efficiency, ideal=100.0,
                                      colors=colors))
@@ -72,7 +70,7 @@ def dataset_charts(table: dict, key: str) -> list[Chart]:
                 ("total_pss_bytes", lambda r: r.metrics.total_pss_bytes, "total peak PSS, all ranks"),
                 ("rank_pss_bytes", lambda r: r.rank_pss_bytes, "peak PSS per rank (largest rank)")):
             series = _series(ok, axes, "world_size", value, scale=1 / 2**20)
-            if _plottable(series):
+            if any(series.values()):
                 charts.append(line_chart(f"{key}-{field}-ws", f"{name}: {what} against world size",
                                          AXES["world_size"], f"{what} (MiB)", series, colors=colors))
     if _has_axis(ok, "num_workers"):
@@ -107,7 +105,7 @@ def step_chart(key: str, title: str, run_labels: list[str], points: list[tuple[f
         ax = fig.add_subplot()
         xs = list(range(len(points)))
         errors = [e or (0, 0) for _, e in points]
-        ax.errorbar(xs, [y for y, _ in points], yerr=[[lo for lo, _ in errors], [hi for _, hi in errors]],
+        ax.errorbar(xs, [y for y, _ in points], yerr=_yerr(errors),
                     fmt="o", markersize=4, capsize=3, color="#4c72b0", label="median epoch time, bars: IQR of its rounds")
         if outliers:
             ax.plot(outliers, [points[i][0] for i in outliers], "o", markersize=9, markerfacecolor="none",
@@ -142,8 +140,7 @@ def release_chart(key: str, title: str, framework: str,
             if band:
                 ax.fill_between([x - 0.3, x + 0.3], band[0], band[1], color="0.85",
                                 label="noise band around the oldest" if x == 1 else None)
-        errors = [e or (0, 0) for _, _, e, _ in rows]
-        ax.errorbar(xs, [m for _, m, _, _ in rows], yerr=[[lo for lo, _ in errors], [hi for _, hi in errors]],
+        ax.errorbar(xs, [m for _, m, _, _ in rows], yerr=_yerr(e for _, _, e, _ in rows),
                     fmt="o", markersize=5, capsize=3, color="#4c72b0", label="median epoch time, bars: IQR")
         ax.set_xticks(xs, [release for release, _, _, _ in rows])
         ax.set_xlim(-0.6, len(rows) - 0.4)
@@ -164,9 +161,9 @@ def line_chart(key, title, xlabel, ylabel, series: dict[str, list[tuple]], *, id
         xs = sorted({x for pts in series.values() for x, _, _ in pts})
         for label, pts in series.items():
             pts = sorted(pts)
-            errors = [e or (0, 0) for _, _, e in pts]
+            errors = [e for _, _, e in pts]
             ax.errorbar([x for x, _, _ in pts], [y for _, y, _ in pts],
-                        yerr=[[lo for lo, _ in errors], [hi for _, hi in errors]] if any(map(any, errors)) else None,
+                        yerr=_yerr(errors) if any(e and any(e) for e in errors) else None,
                         marker="o", markersize=4, capsize=3, linewidth=1.5, label=label,
                         color=(colors or {}).get(label))
         if ideal is not None:
@@ -192,9 +189,8 @@ def mode_bars(key: str, title: str, rows: list[CellResult], axes: list[str]) -> 
         for i, config in enumerate(configs):
             cells = {r.settings.mode: r for r in rows if _label(r, axes, exclude="mode") == config}
             xs = [m + (i - (len(configs) - 1) / 2) * width for m, mode in enumerate(modes) if mode in cells]
-            errors = [_iqr_error(cells[m]) or (0, 0) for m in modes if m in cells]
             ax.bar(xs, [cells[m].median for m in modes if m in cells], width=width, label=config,
-                   yerr=[[lo for lo, _ in errors], [hi for _, hi in errors]], capsize=3)
+                   yerr=_yerr(iqr_error(cells[m].median, cells[m].stats) for m in modes if m in cells), capsize=3)
         ax.set_xticks(range(len(modes)), [str(m) for m in modes])
         _finish(fig, ax, title, "mode (sampling device-feature device)", "median epoch time (s), bars: IQR")
         return Chart(key, title, _svg(fig, key, title))
@@ -262,10 +258,6 @@ def _has_axis(rows: list[CellResult], axis: str) -> bool:
     return len({setting_text(r.settings.get(axis)) for r in rows if axis in r.settings}) >= 2
 
 
-def _plottable(series: dict) -> bool:
-    return any(series.values())
-
-
 def _varying(rows: list[CellResult]) -> list[str]:
     """The settings whose values differ among the charted cells, in the order the cells name them."""
     keys = dict.fromkeys(k for r in rows for k in r.settings)
@@ -283,12 +275,17 @@ def _slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
 
 
-def _iqr_error(row: CellResult) -> tuple[float, float] | None:
-    """Error bar from the first to the third quartile around the median."""
-    q1, q3 = row.stats.q1, row.stats.q3
-    if q1 is None or q3 is None:
+def iqr_error(median: float, stats) -> tuple[float, float] | None:
+    """Error bar (below, above) from the first to the third quartile of `stats` around the median."""
+    if stats is None or stats.q1 is None or stats.q3 is None:
         return None
-    return max(row.median - q1, 0.0), max(q3 - row.median, 0.0)
+    return max(median - stats.q1, 0.0), max(stats.q3 - median, 0.0)
+
+
+def _yerr(errors) -> list[list[float]]:
+    """Error bars (below, above), a missing one as none, as matplotlib's yerr."""
+    errors = [e or (0, 0) for e in errors]
+    return [[lo for lo, _ in errors], [hi for _, hi in errors]]
 
 
 def _series(rows: list[CellResult], axes: list[str], axis: str, value: Callable[[CellResult], float | None],
@@ -299,5 +296,5 @@ def _series(rows: list[CellResult], axes: list[str], axis: str, value: Callable[
         if y is None or axis not in r.settings:
             continue
         series.setdefault(_label(r, axes, exclude=axis), []).append(
-            (r.settings[axis], y * scale, _iqr_error(r) if with_iqr else None))
+            (r.settings[axis], y * scale, iqr_error(r.median, r.stats) if with_iqr else None))
     return series
