@@ -142,28 +142,18 @@ class ModelInfo(Loose):
     weight_decay: Annotated[float, Field(ge=0)] | None = None  # Adam's (the `weight_decay` setting)
 
 
-class ToTarget(Loose):
-    """Training to a validation-accuracy target (bench/run/to_target.py): reached or not, the
-    epochs and training seconds to it, the best accuracy seen, and the evaluations' own time."""
-    target: Annotated[float, Field(gt=0, le=1)]
-    reached: bool
-    epochs: Annotated[int, Field(ge=1)] | None = None
-    seconds: Seconds | None = None
-    best_val_acc: Share | None = None
-    best_epoch: Annotated[int, Field(ge=1)] | None = None
-    epochs_run: Count | None = None
-    train_s: Seconds | None = None
-    eval_s: Seconds | None = None
-    eval_every: Annotated[int, Field(ge=1)] | None = None
-    max_epochs: Annotated[int, Field(ge=1)] | None = None
-    clock: str | None = None
-    evaluations: list[Evaluation] | None = None
+# Training to a validation-accuracy target (bench/run/to_target.py): reached or not, the epochs and
+# training seconds to it, the best accuracy seen, and the evaluations' own time
+ToTarget = create_model(
+    "ToTarget", __base__=Loose, target=(Annotated[float, Field(gt=0, le=1)], ...), reached=(bool, ...),
+    best_val_acc=(Share | None, None), epochs_run=(Count | None, None), clock=(str | None, None),
+    evaluations=(list[Evaluation] | None, None), **optional(Seconds, "seconds", "train_s", "eval_s"),
+    **optional(Annotated[int, Field(ge=1)], "epochs", "best_epoch", "eval_every", "max_epochs"))
 
 
 class PairEntry(Loose):
-    """A paired comparison the cell took part in (bench/run/paired.py): the second cell's epoch time
-    over the first's, over live workers' turns (`paired`) or, where they could not take turns, over
-    their runs one after the other (no interval)."""
+    """A paired comparison the cell took part in (bench/run/paired.py): the second cell's epoch time over
+    the first's, over live workers' turns (`paired`) or else over their runs one after the other."""
     axis: str
     first: str
     second: str
@@ -179,9 +169,8 @@ class PairEntry(Loose):
 
 
 class ExtraInfo(Loose):
-    """A measured cell's metrics. A field without a default is required (REQUIRED_EXTRA); one
-    annotated `Copied` or `EpochMean` is written from that declaration (bench/run/record.py), the
-    others by the writer's own code there."""
+    """A measured cell's metrics: a field without a default is required (REQUIRED_EXTRA); one annotated
+    `Copied` or `EpochMean` is written from that declaration (bench/run/record.py)."""
     backend: str
     stack: str | int | None  # shown as text and used as a key only
     dataset: Card

@@ -97,9 +97,8 @@ def history_chart(key: str, title: str, run_labels: list[str],
 
 def step_chart(key: str, title: str, run_labels: list[str], points: list[tuple[float, tuple[float, float] | None]],
                steps: list[tuple[int, str]], levels: list[tuple[int, int, float]], outliers: list[int]) -> Chart:
-    """One series over its runs (x: the run's place in the series, labelled run_labels): each run's
-    median with its rounds' IQR, the level of each segment between steps, each step a dashed line
-    before its first run labelled with its ratio, and the runs left out as outliers hollow."""
+    """One series over its runs: each run's median with its rounds' IQR, each segment's level, each
+    step a dashed line labelled with its ratio, and the outliers hollow."""
     with matplotlib.rc_context({**STYLE, "svg.hashsalt": key}):
         fig = Figure(figsize=(11, 3.4))
         ax = fig.add_subplot()
@@ -129,9 +128,8 @@ def step_chart(key: str, title: str, run_labels: list[str], points: list[tuple[f
 
 def release_chart(key: str, title: str, framework: str,
                   rows: list[tuple[str, float, tuple[float, float] | None, tuple[float, float] | None]]) -> Chart:
-    """One configuration on each release of its framework: each release's median epoch time with
-    its rounds' IQR, and for each newer release the noise band around the oldest release's median
-    (a grey box from old/needed to old*needed) that its median must leave to count as a change."""
+    """One configuration on each release of its framework: each median with its IQR, and for each
+    newer release the noise band around the oldest's median that it must leave to count as a change."""
     with matplotlib.rc_context({**STYLE, "svg.hashsalt": key}):
         fig = Figure(figsize=(7.2, 3.4))
         ax = fig.add_subplot()

@@ -236,10 +236,8 @@ class Overtaken:
 
 
 def overtaken(cells: Iterable[CellResult]) -> list[Overtaken]:
-    """Each cell that a cell with a slower epoch beats to the target (the same dataset and target),
-    paired with the one that gets there soonest; in the cells' order. Both the epoch and the arrival
-    must differ by CLEAR_MARGIN or more (a cell that never reached the target arrives later by any
-    margin)."""
+    """Each cell that a cell with a slower epoch (same dataset and target) beats to the target, paired
+    with the soonest; the epoch and the arrival must both differ by CLEAR_MARGIN (never reached: any)."""
     trained = [c for c in cells if c.measured and c.median and to_target.record(c)]
     found = []
     for cell in trained:

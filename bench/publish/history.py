@@ -100,9 +100,8 @@ WATCH_SETTINGS = ("timeout",)
 
 @dataclass(frozen=True)
 class SeriesKey:
-    """What the runs of one series share: suite, cell, its whole configuration (every setting,
-    and the statistics of the graph: a new generator under the same dataset name starts a new
-    series) and the machine's fingerprint (host, CPU model, core count, architecture, GPUs)."""
+    """What the runs of one series share: suite, cell, its whole configuration (every setting and
+    the graph's statistics) and the machine's fingerprint."""
     suite: str
     cell_id: str
     configuration: str   # JSON: the settings and the graph, sorted keys
@@ -111,8 +110,7 @@ class SeriesKey:
 
 def series(results: Sequence[RunResult]) -> dict[SeriesKey, list[Point]]:
     """Every measured cell of the runs grouped by configuration and machine, each series oldest
-    first (the trend of each suite, split where the configuration or the machine differs).
-    Copies of one run (the same file under two folders) count once."""
+    first; copies of one run (the same file under two folders) count once."""
     runs: list[RunResult] = []
     for run in results:
         if not any(same_run(run, other) for other in runs):
@@ -199,9 +197,8 @@ def history_between(cell_id: str, earlier: Sequence[RunResult]) -> tuple[float |
 # --- compare -------------------------------------------------------------------------------------
 
 def latest(runs: Sequence[RunResult], floor: float = COMPARE_FLOOR) -> list[tuple[RunResult, RunResult, list[Verdict]]]:
-    """Per suite and machine, the newest run judged against the one before it, the earlier runs
-    its history: `gnnbench history`'s word on the newest run, the same verdicts `gnnbench compare`
-    gives those two (two runs are a short history)."""
+    """Per suite and machine, the newest run judged against the one before it, the earlier runs its
+    history: the verdicts `gnnbench compare` gives those two."""
     groups: dict[tuple[str, str], list[RunResult]] = {}
     for run in runs:
         groups.setdefault((str(run.suite), str(run.machine.key)), []).append(run)
@@ -215,10 +212,8 @@ def latest(runs: Sequence[RunResult], floor: float = COMPARE_FLOOR) -> list[tupl
 
 def compare(old: RunResult, new: RunResult, *, floor: float = COMPARE_FLOOR, force: bool = False,
             history: Sequence[RunResult] = ()) -> list[Verdict]:
-    """Verdicts for every cell of either run, in NEW's cell order then OLD's leftovers.
-
-    `history`: earlier runs of the suite (OLD may be among them); those on another machine than
-    NEW, or not before NEW, are left out. With `force`, runs of different machines are compared."""
+    """Verdicts for every cell of either run, in NEW's cell order then OLD's leftovers. `history`:
+    earlier runs of the suite (those on another machine, unless `force`, or not before NEW left out)."""
     check_same_suite([old, new, *history])
     old_cells, new_cells = {c.id: c for c in old.cells}, {c.id: c for c in new.cells}
     comparable = force or old.machine.key == new.machine.key
@@ -349,9 +344,8 @@ def verdict_table(verdicts: list[Verdict], floor: float = COMPARE_FLOOR) -> str:
 
 
 def run_shift(verdicts: list[Verdict], floor: float = COMPARE_FLOOR) -> str | None:
-    """A sentence when the run as a whole moved (the median change over its cells exceeds the
-    floor): two runs alone cannot tell the machine from a change common to every cell, and the
-    per-cell verdicts above treat it as the machine; the user should know it happened."""
+    """A sentence when the run as a whole moved (the median change over its cells exceeds the floor),
+    which the per-cell verdicts count as the machine's."""
     logs = [math.log(v.new_median_s / v.old_median_s) for v in verdicts
             if v.old_median_s and v.new_median_s and v.verdict not in ("not comparable",)]
     if len(logs) < MIN_POOLED_CELLS:

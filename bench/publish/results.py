@@ -358,9 +358,8 @@ def _unmeasured_cell(record: dict, path: Path) -> CellResult:
 
 
 def _in_suite_order(order: list[str], present: list[CellResult]) -> list[CellResult]:
-    """The cells in the suite's order; a listed cell the file has no record of was not run (the
-    run ended first); a recorded cell the list lacks goes last. A measured record wins over an
-    unmeasured one of the same id."""
+    """The cells in the suite's order (a listed cell without a record was not run; a record the list
+    lacks goes last), a measured record winning over an unmeasured one of the same id."""
     by_id: dict[str, CellResult] = {}
     for cell in present:
         if cell.measured or cell.id not in by_id:
@@ -395,9 +394,8 @@ def _machine(info: dict) -> Machine:
 # --- derived scores: computed here, from the medians, and nowhere else ----------------------
 
 def score(cells: list[CellResult], baseline: str | None) -> list[CellResult]:
-    """The cells with their speedup against the reference cell of their dataset (the suite's
-    baseline on its dataset, else the dataset's first measured cell: epoch times of different
-    graphs don't compare), and against the same configuration at world size 1."""
+    """The cells with their speedup against their dataset's reference cell (the suite's baseline,
+    else the dataset's first measured cell) and against the same configuration at world size 1."""
     measured = [c for c in cells if c.measured]
     references: dict[str | None, CellResult] = {}
     for cell in measured:

@@ -128,9 +128,8 @@ def release_section(newest: RunResult, earlier: list[RunResult]) -> list[tuple[r
 
 
 def history_section(suite: SuiteRuns) -> dict | None:
-    """For a suite with ≥2 runs: a trend chart per dataset of each cell's median epoch time over
-    the runs, and bench.publish.history's verdicts for the newest run against the previous one (the
-    earlier runs give each cell its own run-to-run noise). Regressions first."""
+    """For a suite with ≥2 runs: a trend chart per dataset of each cell's median epoch time, and the
+    newest run's verdicts against the previous one (bench.publish.history), regressions first."""
     if len(suite.runs) < 2:
         return None
     position = {str(r.path): i for i, r in enumerate(suite.runs)}

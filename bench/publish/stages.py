@@ -191,10 +191,9 @@ def sums_to_epoch(cell: CellResult) -> float | None:
 # --- the equal-work check ----------------------------------------------------------------------
 
 def per_seed(cell: CellResult) -> dict | None:
-    """The work per training seed: {"hop_nodes": [1, nodes first reached at hop 1 per seed, ...],
-    "hop_edges": [...], "layer_nodes": [...], "layer_edges": [...], "over": "full"/"all"}, as
-    recorded (over the full batches where there were any), or for files written before it
-    derived from the means per batch (over all counted batches; no layers). None without hops."""
+    """The work per training seed ({"hop_nodes": [...], "hop_edges", "layer_nodes", "layer_edges",
+    "over": "full"/"all"}) as recorded, else derived from the means per batch (no layers); None
+    without hops."""
     recorded = _work(cell, "per_seed")
     if recorded and recorded.get("hop_nodes"):
         return recorded
@@ -225,9 +224,8 @@ def seeds_per_epoch(cell: CellResult) -> float | None:
 
 
 def _figures(found: dict) -> dict[tuple[str, int, str], float]:
-    """(part, number, what) -> per seed, where part is hop (from 1, the seeds' own) or layer (from 1,
-    the input layer); a typed cell's hops also per node type ("paper nodes") and per relation
-    ("paper:cites:paper edges")."""
+    """(part, number, what) -> per seed, part a hop or layer (from 1); a typed cell's hops also per
+    node type ("paper nodes") and relation ("paper:cites:paper edges")."""
     out = {}
     link = found.get("negatives") is not None  # a link cell: a seed is a positive edge
     if link:
@@ -292,9 +290,8 @@ def equal_work(cells) -> dict[str, str]:
 
 
 def _comparable(cell: CellResult, other: CellResult) -> bool:
-    """Whether two cells' per-seed figures compare: both over full batches, or (a file written before
-    they were kept apart) over batches of about as many seeds: a batch of few seeds shares fewer
-    neighbours among them, so its unique nodes per seed are more, with the same sampling."""
+    """Whether two cells' per-seed figures compare: both over full batches, or over batches of about as
+    many seeds (a batch of few seeds shares fewer neighbours, so has more unique nodes per seed)."""
     if per_seed(cell).get("over") == per_seed(other).get("over") == "full":
         return True
     mine, theirs = _work(cell, "hop_nodes"), _work(other, "hop_nodes")

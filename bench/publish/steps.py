@@ -23,6 +23,7 @@ Series of fewer than MIN_RUNS runs are not scanned.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -69,15 +70,16 @@ class Found:
 @dataclass
 class Detection:
     """What the scan of one numeric series found."""
-    steps: list[Found] = field(default_factory=list)
+    steps: list[Found]
+    bounds: list[int]         # segment boundaries: 0, steps..., n
+    between: float            # run-to-run noise of a median (ln), as finally estimated
+    dof: int                  # its degrees of freedom
     outliers: list[int] = field(default_factory=list)  # points set aside: one run off between agreeing sides
-    between: float = 0.0      # run-to-run noise of a median (ln), as finally estimated
 
 
 class WeightedMeanCost(ruptures.base.BaseCost):
-    """ruptures cost of a segment under a constant mean with known per-point variances: the
-    weighted sum of squares sum w_i (y_i - ybar_w)^2, O(1) per segment from cumulative sums.
-    The signal's columns are (y, w)."""
+    """ruptures cost of a segment under a constant mean with known per-point variances (the signal's
+    columns are (y, w)): sum w_i (y_i - ybar_w)^2, O(1) per segment from cumulative sums."""
 
     model = "weighted_mean"
     min_size = 1
@@ -110,8 +112,7 @@ def detect(y, se, floor: float = 0.05) -> Detection:
             break
         outliers += [active[i] for i in lonely]
         active = [a for i, a in enumerate(active) if i not in set(lonely)]
-    steps = [_at(s, active) for s in found.steps]
-    return Detection(steps, sorted(outliers), found.between)
+    return dataclasses.replace(found, steps=[_at(s, active) for s in found.steps], outliers=sorted(outliers))
 
 
 def _shrunk(se: np.ndarray) -> np.ndarray:
@@ -129,18 +130,10 @@ def _at(step: Found, active: list[int]) -> Found:
                  (pos(step.left[0]), pos(step.left[1] - 1) + 1), (pos(step.right[0]), pos(step.right[1] - 1) + 1))
 
 
-@dataclass
-class _Scan:
-    steps: list[Found]
-    bounds: list[int]   # segment boundaries: 0, steps..., n
-    between: float
-    dof: int
-
-
-def _scan(y: np.ndarray, se: np.ndarray, floor: float) -> _Scan:
+def _scan(y: np.ndarray, se: np.ndarray, floor: float) -> Detection:
     n = len(y)
     if n < MIN_RUNS:
-        return _Scan([], [0, n], 0.0, 0)
+        return Detection([], [0, n], 0.0, 0)
     first = _between_from_differences(y, se)
     bounds = [0, *_pelt(y, se, first[0]), n]
     for _ in range(2):  # the noise from the residuals of the segments found, then the candidates again
@@ -152,7 +145,7 @@ def _scan(y: np.ndarray, se: np.ndarray, floor: float) -> _Scan:
                  for i in range(1, len(bounds) - 1)]
         failing = [(t.p_value, i) for i, (t, ok) in enumerate(tests, 1) if not ok]
         if not failing:
-            return _Scan([t for t, _ in tests], bounds, between, dof)
+            return Detection([t for t, _ in tests], bounds, between, dof)
         bounds.pop(max(failing)[1])
 
 
@@ -172,10 +165,8 @@ def _between_from_differences(y: np.ndarray, se: np.ndarray) -> tuple[float, int
 
 
 def _between_from_segments(y, se, bounds, first: tuple[float, int]) -> tuple[float, int]:
-    """Run-to-run noise from the spread of the runs around their segment's mean (method of
-    moments: the spread less what the runs' own median errors explain). Each segment's mean and
-    each step's place were fitted to these runs: both cost a degree of freedom, or the segments
-    that PELT fitted to the noise would make the noise look smaller than it is."""
+    """Run-to-run noise from the runs' spread around their segment's mean less what their median
+    errors explain; each segment's mean and step's place cost a degree of freedom (they were fitted)."""
     dof = len(y) - (len(bounds) - 1) - (len(bounds) - 2) * LOCATION_DOF
     if dof < 2:
         return first
@@ -196,7 +187,7 @@ def _test(y, se, between, dof, a, b, c, floor) -> tuple[Found, bool]:
     return found, found.p_value < ALPHA and abs(d) >= math.log1p(floor)
 
 
-def _lonely_runs(found: _Scan, y: np.ndarray, se: np.ndarray) -> list[int]:
+def _lonely_runs(found: Detection, y: np.ndarray, se: np.ndarray) -> list[int]:
     """Single runs between two steps whose sides agree with each other (an off run, not two
     steps), and a first run alone before a step: their positions."""
     bounds = found.bounds
@@ -290,9 +281,8 @@ def analyse_series(key: SeriesKey, points: list[Point], floor: float = 0.05) -> 
 # --- what changed at a step ------------------------------------------------------------------
 
 def environment(point: Point) -> dict[str, str]:
-    """What the result file records of the software and machine a measurement ran on: the stack
-    and its packages (torch, the framework, ...), the CUDA build, the GPU driver, kernel,
-    container image, gnnbench's version and commit."""
+    """What the result file records of the software and machine a measurement ran on: the stack and
+    its packages, the CUDA build, the GPU driver, kernel, container image, gnnbench's version and commit."""
     cell, run = point.cell, point.run
     env = {"stack": cell.stack, **{k: v for k, v in sorted(cell.versions.items())},
            "CUDA": cell.device.get("torch_cuda"),
