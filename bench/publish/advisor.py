@@ -180,8 +180,6 @@ def advise_speed(g: Group) -> Advice:
     return Advice(g.dataset, g.machine, choice.id, summary_of(g, choice, fastest, accurate), evidence, cautions)
 
 
-# --- speed, accuracy, memory ------------------------------------------------------------------
-
 def accuracy_margin(a: CellResult, b: CellResult) -> float | None:
     n = judged_over(a)[0]
     if not n:
@@ -247,8 +245,6 @@ def summary_of(g: Group, choice: CellResult, fastest: CellResult, candidates: li
     return f"On {g.dataset}, on {g.machine}: use {choice.id}: {choice.median:.4g} s per epoch, {why}."
 
 
-# --- time to accuracy ---------------------------------------------------------------------------
-
 def target_advice(g: Group, candidates: list[CellResult], set_aside, evidence: list[str],
                   cautions: list[str]) -> Advice:
     """The advice where cells trained to a validation target: ranked by time to it (those trained to
@@ -272,8 +268,6 @@ def target_advice(g: Group, candidates: list[CellResult], set_aside, evidence: l
     return Advice(g.dataset, g.machine, choice.id, summary,
                   lines + evidence + scaling(g) + why_slower(g), cautions)
 
-
-# --- scaling ------------------------------------------------------------------------------------
 
 def scaling(g: Group) -> list[str]:
     """One sentence per configuration measured at 1 rank and more (across the group's runs)."""
@@ -307,8 +301,6 @@ def epoch_split(m: CellResult, world: int) -> str:
     return text + (f" and {pct(comm, 0)} is communication" if comm > 0 else "")
 
 
-# --- why ----------------------------------------------------------------------------------------
-
 def where_time_goes(cell: CellResult) -> list[str]:
     """Where the recommended cell's epoch goes, where its file records the stages."""
     headline = stages.headline(cell)
@@ -319,8 +311,6 @@ def why_slower(g: Group) -> list[str]:
     """The diagnosis of each configuration slower with more ranks or workers than with fewer."""
     return [f"Why slower: {d.line}" for d in diagnosis.diagnose(g.measured.values())]
 
-
-# --- failures and skips -------------------------------------------------------------------------
 
 def failure_patterns(g: Group) -> list[str]:
     """Failed or timed-out cells, grouped by the smallest setting pattern no ok cell shares."""
@@ -417,8 +407,6 @@ def skipped(g: Group) -> list[str]:
     return [f"{len(ids)} {backend} cell(s) {status}: {reason} [{', '.join(sorted(ids))}]."
             for (backend, status, reason), ids in by_reason.items()]
 
-
-# --- words ---------------------------------------------------------------------------------
 
 def hashable(value):
     return tuple(value) if isinstance(value, list) else value

@@ -53,8 +53,6 @@ class Slower:
         return f"{value} {one if value == 1 else many}"
 
 
-# --- the rules: each (Slower) -> sentence or None ------------------------------------------------
-
 def ranks(cell: CellResult) -> int:
     return int(cell.settings.world_size or 1)
 
@@ -162,8 +160,6 @@ RULES: tuple[Callable[[Slower], str | None], ...] = (
     other_share, busy_machine)
 
 
-# --- finding and saying -------------------------------------------------------------------------
-
 @dataclass(frozen=True)
 class Diagnosis:
     slower: Slower
@@ -207,8 +203,6 @@ def diagnose(cells: Iterable[CellResult]) -> list[Diagnosis]:
     """A diagnosis per slower configuration, with every rule that applies."""
     return [Diagnosis(s, tuple(text for rule in RULES if (text := rule(s)))) for s in slower_pairs(cells)]
 
-
-# --- epoch time against time to accuracy --------------------------------------------------------
 
 @dataclass(frozen=True)
 class Overtaken:

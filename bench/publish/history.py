@@ -70,14 +70,10 @@ class Point:
     run: RunResult | None = field(default=None, repr=False, compare=False)
 
 
-# --- what a result file says about its run --------------------------------------------------
-
 def commit_text(run: RunResult) -> str | None:
     commit = run.commit.get("id")
     return commit + "+dirty" if commit and run.commit.get("dirty") else commit
 
-
-# --- trend -------------------------------------------------------------------------------------
 
 def trend(results: list[RunResult]) -> dict[str, list[Point]]:
     """The runs of ONE suite (cells of different suites share ids, not settings: mixing them raises
@@ -91,8 +87,6 @@ def trend(results: list[RunResult]) -> dict[str, list[Point]]:
                 str(run.path), cell=cell, run=run))
     return series
 
-
-# --- series: one configuration on one machine over its runs ----------------------------------
 
 # Settings that say how a cell is watched, not what it measures: a change of them keeps a series.
 WATCH_SETTINGS = ("timeout",)
@@ -166,8 +160,6 @@ def check_same_suite(results: Sequence[RunResult]) -> None:
                                f"is suite {first!r}: compare runs of one suite at a time")
 
 
-# --- the noise ---------------------------------------------------------------------------------
-
 def median_se(cell: CellResult) -> float:
     """Standard error of ln(median) of one run, from its rounds' IQR (0 when unknown)."""
     if cell.stats is None or not cell.stats.iqr or not cell.median or cell.stats.rounds < 2:
@@ -193,8 +185,6 @@ def history_between(cell_id: str, earlier: Sequence[RunResult]) -> tuple[float |
         return None, len(medians)
     return math.sqrt(2) * statistics.stdev(math.log(m) for m in medians), len(medians)
 
-
-# --- compare -------------------------------------------------------------------------------------
 
 def latest(runs: Sequence[RunResult], floor: float = COMPARE_FLOOR) -> list[tuple[RunResult, RunResult, list[Verdict]]]:
     """Per suite and machine, the newest run judged against the one before it, the earlier runs its
@@ -322,8 +312,6 @@ def version_changes(old: dict | None, new: dict | None) -> str:
                      if old.get(k) != new.get(k))
 
 
-# --- the terminal table ---------------------------------------------------------------------
-
 def verdict_table(verdicts: list[Verdict], floor: float = COMPARE_FLOOR) -> str:
     """Plain aligned text: one line per cell, its reason below it, then the count per verdict."""
     header = ("verdict", "old", "new", "change", "needs", "cell")
@@ -366,8 +354,6 @@ def run_line(label: str, run: RunResult) -> str:
 def signed_pct(x: float | None) -> str:
     return "–" if x is None else f"{100 * x:+.1f} %"
 
-
-# --- words -----------------------------------------------------------------------------------
 
 def describe(cell: CellResult | None) -> str:
     if cell is None:

@@ -26,8 +26,6 @@ class ResultsError(ValueError):
     pass
 
 
-# --- the model ------------------------------------------------------------------------------
-
 def _record(model, name: str, doc: str) -> type:
     """A frozen record with a field per field of the result_format `model` (None where a file lacks it)."""
     return dataclasses.make_dataclass(name, [(f, object, field(default=None)) for f in model.model_fields],
@@ -244,8 +242,6 @@ class RunResult:
         return moment if moment.tzinfo else moment.replace(tzinfo=dt.timezone.utc)
 
 
-# --- reading ---------------------------------------------------------------------------------
-
 def read(path: Path) -> RunResult:
     """Read and check one result file (ResultsError names the file and what is wrong)."""
     path = Path(path)
@@ -433,8 +429,6 @@ def scaling_series(cells) -> dict[tuple, list[CellResult]]:
             groups.setdefault(cell.series_key, []).append(cell)
     return {key: sorted(group, key=lambda c: c.world_size) for key, group in groups.items()}
 
-
-# --- cell ids: read as data only where a record names nothing else --------------------------
 
 def backend_and_dataset_from_id(cell_id: str) -> tuple[str | None, str | None]:
     """Backend and dataset of a cell known by its id alone (`backend/dataset/setting=value/...`)."""

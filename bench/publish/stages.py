@@ -188,8 +188,6 @@ def sums_to_epoch(cell: CellResult) -> float | None:
     return whole / mean if whole and mean else None
 
 
-# --- the equal-work check ----------------------------------------------------------------------
-
 def per_seed(cell: CellResult) -> dict | None:
     """The work per training seed ({"hop_nodes": [...], "hop_edges", "layer_nodes", "layer_edges",
     "over": "full"/"all"}) as recorded, else derived from the means per batch (no layers); None

@@ -204,8 +204,6 @@ def _lonely_runs(found: Detection, y: np.ndarray, se: np.ndarray) -> list[int]:
     return lonely
 
 
-# --- series of result files --------------------------------------------------------------------
-
 @dataclass(frozen=True)
 class Step:
     """A step in a series of runs: between the runs `before` and `after` (neighbours in the series)."""
@@ -278,8 +276,6 @@ def analyse_series(key: SeriesKey, points: list[Point], floor: float = 0.05) -> 
     return Series(key, points, steps, [points[i] for i in found.outliers], found.between)
 
 
-# --- what changed at a step ------------------------------------------------------------------
-
 def environment(point: Point) -> dict[str, str]:
     """What the result file records of the software and machine a measurement ran on: the stack and
     its packages, the CUDA build, the GPU driver, kernel, container image, gnnbench's version and commit."""
@@ -305,8 +301,6 @@ def what_changed(before: Point, after: Point) -> str:
         changes.append(f"commit {old.get('commit', '?')} -> {new.get('commit', '?')}")
     return "; ".join(changes)
 
-
-# --- words -------------------------------------------------------------------------------------
 
 def run_words(point: Point) -> str:
     """A run as the text names it: its date, commit and file."""
