@@ -319,18 +319,15 @@ def failure_patterns(g: Group) -> list[str]:
     for backend in sorted({u.backend for u in failing}):
         bad = [u for u in failing if u.backend == backend]
         good = [m for m in g.measured.values() if m.backend == backend]
-        keys = varying_keys([u.settings for u in bad] + [m.settings for m in good])
+        every = [u.settings for u in bad] + [m.settings for m in good]
+        keys = [k for k in sorted({k for s in every for k in s if k not in PATTERN_IGNORE})
+                if len({hashable(s.get(k)) for s in every}) > 1]
         patterns: dict[tuple, list[CellResult]] = defaultdict(list)
         for u in bad:
             patterns[smallest_pattern(u.settings, [m.settings for m in good], keys)].append(u)
         for pattern, members in merge_patterns(patterns).items():
             notes.append(failure_sentence(backend, pattern, members, good))
     return notes
-
-
-def varying_keys(settings: list[dict]) -> list[str]:
-    keys = sorted({k for s in settings for k in s if k not in PATTERN_IGNORE})
-    return [k for k in keys if len({hashable(s.get(k)) for s in settings}) > 1]
 
 
 def smallest_pattern(settings: dict, ok_settings: list[dict], keys: list[str]) -> tuple:

@@ -57,7 +57,9 @@ def dataset_charts(table: dict, key: str) -> list[Chart]:
     if staged:  # first: the why behind every other chart
         charts.append(stage_bars(f"{key}-stages", f"{name}: where each epoch goes", staged, _varying(staged)))
     if _has_axis(ok, "world_size"):
-        colors = _colors(ok, axes, "world_size")  # one colour per configuration across its charts
+        palette = matplotlib.rcParams["axes.prop_cycle"].by_key()["color"]  # one colour per configuration
+        labels = dict.fromkeys(_label(r, axes, exclude="world_size") for r in ok)
+        colors = {label: palette[i % len(palette)] for i, label in enumerate(labels)}
         charts.append(line_chart(f"{key}-epoch-ws", f"{name}: epoch time against world size", AXES["world_size"],
                                  "median epoch time (s), bars: IQR", _series(ok, axes, "world_size", MEDIAN_EPOCH, True),
                                  colors=colors))
@@ -80,10 +82,9 @@ def dataset_charts(table: dict, key: str) -> list[Chart]:
     for backend in dict.fromkeys(r.backend for r in ok):  # the backends whose registry entry asks for mode bars
         cells = [r for r in ok if r.backend == backend]
         if backend in BACKENDS and BACKENDS[backend].mode_chart and _has_axis(cells, "mode"):
-            charts.append(mode_bars(f"{key}-{_slug(backend)}-mode", f"{name}: {backend} epoch time per mode",
+            charts.append(mode_bars(f"{key}-{re.sub(r'[^a-z0-9]+', '-', backend.lower()).strip('-')}-mode", f"{name}: {backend} epoch time per mode",
                                     cells, _varying(cells)))
     return charts
-
 
 
 def history_chart(key: str, title: str, run_labels: list[str],
@@ -246,12 +247,6 @@ def _svg(fig: Figure, key: str, title: str) -> Markup:
     return Markup(text)  # matplotlib escaped its own text; our additions are escaped above
 
 
-def _colors(rows: list[CellResult], axes: list[str], axis: str) -> dict[str, str]:
-    palette = matplotlib.rcParams["axes.prop_cycle"].by_key()["color"]
-    labels = dict.fromkeys(_label(r, axes, exclude=axis) for r in rows)
-    return {label: palette[i % len(palette)] for i, label in enumerate(labels)}
-
-
 def _has_axis(rows: list[CellResult], axis: str) -> bool:
     return len({setting_text(r.settings.get(axis)) for r in rows if axis in r.settings}) >= 2
 
@@ -267,10 +262,6 @@ def _label(row: CellResult, axes: list[str], exclude: str) -> str:
     x axis; an axis this cell has no value for is left out (a legend names values, no placeholder)."""
     others = [f"{k}={setting_text(row.settings[k])}" for k in axes if k != exclude and row.settings.get(k) is not None]
     return " ".join([row.backend or "?", *others])
-
-
-def _slug(text: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
 
 
 def iqr_error(median: float, stats) -> tuple[float, float] | None:

@@ -141,10 +141,6 @@ def largest_private(cell: CellResult) -> tuple[str, int, int] | None:
     return found
 
 
-def _largest_private_text(found) -> str:
-    return fmt.DASH if found is None else f"{found[0].replace('_', ' ')} {fmt.mib(found[1])}"
-
-
 def _breakdown_hint(cell: CellResult) -> str:
     lines = []
     for rank, ranked in enumerate(cell.metrics.get("memory_breakdown") or []):
@@ -242,10 +238,6 @@ def _typed_nodes(cell: CellResult) -> dict[str, float] | None:
     return dict(sorted(totals.items(), key=lambda kv: -kv[1]))
 
 
-def _typed_nodes_text(value) -> str:
-    return fmt.DASH if not value else " · ".join(f"{t} {n:,.0f}" for t, n in value.items())
-
-
 def _typed_hint(cell: CellResult) -> str:
     found = stages.typed_work(cell) or {}
     lines = [f"{t}: {' / '.join(f'{n:,.0f}' for n in v)} nodes per hop" for t, v in (found.get("hop_nodes") or {}).items()]
@@ -289,8 +281,6 @@ CELL_COLUMNS = [
            doc="Edges sampled per second of the measured epochs (from the counted batches)."),
     Column("loader stall", metric("loader_stall"), fmt.pct, title="loader", unit="stall",
            brief=True, doc="Share of the epoch the training loop waited for the next batch from the loader."),
-    # where the epoch went (bench.publish.stages): the stage with the largest share, held against
-    # the machine's ceiling where it is the fetch or the copy
     Column("binding stage", stages.binding_text, _text, title="binding stage", unit="share of the epoch",
            note=_ceiling_note, hint=lambda c: stages.headline(c) or "", shown=_recorded("stages"),
            brief=True, doc="The stage with the largest share of the epoch (see the stage table), held against the machine's measured ceiling where it is the feature fetch or the host-to-device copy."),
@@ -300,7 +290,8 @@ CELL_COLUMNS = [
     # typed graphs (bench/backends/typed.py): the model, and the work per node type and relation
     Column("model", _model_text, _text, unit="parameters", note=_model_note, shown=_typed_table,
            doc="Typed cells: the model trained (R-GCN, or R-GAT with its heads) and its parameters, the featureless node types' learnable embeddings among them (noted)."),
-    Column("nodes / batch by type", _typed_nodes, _typed_nodes_text, title="work by node type", unit="nodes / batch",
+    Column("nodes / batch by type", _typed_nodes, lambda v: " · ".join(f"{t} {n:,.0f}" for t, n in v.items()) if v else fmt.DASH,
+           title="work by node type", unit="nodes / batch",
            hint=_typed_hint, shown=_typed_table,
            doc="Typed cells: nodes in a batch's sampled subgraph per node type (all hops), the mean over the counted batches; the tooltip has each type's nodes and each relation's edges per hop."),
     Column("edges / batch by relation", _typed_edges, _text, title="work by relation", unit="edges / batch",
@@ -315,7 +306,8 @@ CELL_COLUMNS = [
            brief=True, doc="Largest peak PSS of one rank, with the number of ranks."),
     Column("PSS total", metric("total_pss_bytes"), fmt.mib, unit="MiB", markdown=False,
            doc="Peak PSS of all of the cell's processes together (ranks and loader workers)."),
-    Column("largest private MiB", largest_private, _largest_private_text, title="largest private",
+    Column("largest private MiB", largest_private,
+           lambda found: fmt.DASH if found is None else f"{found[0].replace('_', ' ')} {fmt.mib(found[1])}", title="largest private",
            unit="part of a rank's PSS, MiB", hint=_breakdown_hint, shown=_recorded("memory_breakdown"),
            doc="The largest private part of any rank's peak PSS (features, graph, model, framework) from the memory breakdown; the tooltip has every part."),
     Column("GPU memory", metric("peak_gpu_bytes"), fmt.mib, unit="peak, MiB", markdown=False, shown=lambda t: any(r.measured and r.metrics.peak_gpu_bytes for r in t["rows"]),
@@ -334,8 +326,6 @@ CELL_COLUMNS = [
            hint=lambda c: "PCIe bytes the GPU received per second of the measured epochs (NVML, sampled)",
            shown=_recorded("gpu_util"),
            doc="PCIe bytes per second the GPU received during the measured epochs, per GPU (NVML)."),
-    # the quality figure of each task in one column (bench/tasks.py Task.metric): a node or graph
-    # cell's validation accuracy, a link cell's validation MRR
     Column("val acc / MRR", lambda c: c.metrics.get("val_mrr") if c.metrics.get("val_mrr") is not None else c.metrics.val_acc,
            fmt.accuracy, title="quality", unit="validation acc, or MRR (link)", note=_leak_note, hint=lambda c: "; ".join(c.metrics.get("link_notes") or []),
            brief=True, doc="Validation accuracy after the last measured epoch; a link cell's validation MRR against its fixed negatives, full neighbourhoods over the training graph, `(includes the leak)` where exclusion is none and batches sampled their own seed edges."),
@@ -345,15 +335,11 @@ CELL_COLUMNS = [
     Column("test acc, full neighbourhoods", metric("test_acc_full"), fmt.accuracy, title="test acc",
            unit="full neighbourhoods", shown=_recorded("test_acc_full"),
            doc="Test accuracy with every neighbour, layer by layer over all nodes (layer-wise inference, as DGL's examples report it)."),
-    # the link task (bench/backends/link.py): MRR and Hits@K against the split's fixed negatives,
-    # full neighbourhoods
     Column("test MRR", metric("test_mrr"), fmt.accuracy, title="MRR", unit="test", shown=_recorded("test_mrr"),
            doc="Link cells: mean reciprocal rank of the test edges against their fixed negatives."),
     Column("test Hits@10/50/100", lambda c: c.metrics.get("test_hits"), _hits, title="Hits@K", unit="test, 10 / 50 / 100",
            shown=_recorded("test_hits"),
            doc="Link cells: the share of test edges ranked within the first 10, 50 and 100 against their fixed negatives."),
-    # MLPerf's score where the suite sets target_acc (bench/publish/to_target.py): training seconds
-    # and epochs to the validation target, or the best accuracy where it was not reached
     Column("time to target", lambda c: c, to_target.text, title="time to target",
            unit="training s (epochs), eval apart", hint=to_target.hint, shown=to_target.shown,
            brief=True, doc="Training seconds (slowest rank, evaluation and start-up excluded) and epochs until the validation accuracy first reached the suite's `target_acc`, or `not reached` with the best value; n/a for a cell without a model."),
@@ -413,24 +399,19 @@ STAGE_DOCS = {
 }
 
 
-def _stage(stage: str) -> Column:
-    return Column(stage_label(stage), lambda c: (stages.shares(c) or {}).get(stage), lambda x: fmt.pct(x, 0), brief=True,
-                  doc=f"Share of the epoch in {STAGE_DOCS.get(stage, stage)}.")
-
-
 def _worker_seconds(cell: CellResult) -> str | None:
     spent = cell.metrics.loader_worker_s
     return " / ".join(f"{spent.get(k, 0):.3f}" for k in ("sample", "fetch")) if spent else None
 
 
-# The Markdown "where the time goes" table: each cell's epoch split into its stages (shares of
-# the epoch; the brief ones), and with `--columns all` the worker-seconds its loader workers spent
-# beside it, the fetch and copy bandwidth against the machine's ceilings and the work per hop and seed.
+# The Markdown "where the time goes" table: each cell's epoch split into its stages (the brief ones),
+# the rest with `--columns all`.
 STAGE_COLUMNS = [
     Column("stages s (of epoch s)", lambda c: (stages.total(c), c.stats.mean),
            lambda v: f"{fmt.seconds(v[0])} ({fmt.seconds(v[1])})", brief=True,
            doc="Seconds of the epoch the stages account for, against the epoch's mean time."),
-    *(_stage(s) for s in STAGES),
+    *(Column(stage_label(s), lambda c, s=s: (stages.shares(c) or {}).get(s), lambda x: fmt.pct(x, 0), brief=True,
+             doc=f"Share of the epoch in {STAGE_DOCS.get(s, s)}.") for s in STAGES),
     Column("workers: sample / fetch worker-s", _worker_seconds, _text,
            doc="Seconds the loader's worker processes spent sampling and fetching features per epoch, beside the main process."),
     Column("fetch rate (of gather ceiling)", stages.fetch_rate, stages.bandwidth,
@@ -440,8 +421,6 @@ STAGE_COLUMNS = [
     Column("nodes per hop", lambda c: (c.metrics.work or {}).get("hop_nodes"),
            lambda v: fmt.DASH if not v else " / ".join(f"{n:,.0f}" for n in v), note=lambda c: " ".join(filter(None, (_unequal_work(c), _sampled(c)))) or None,
            doc="Nodes sampled at each hop, mean per counted batch."),
-    # per training seed (stages.per_seed: over full batches where recorded), what the equal-work
-    # check compares: the edges sampled per hop, the nodes and edges each layer computes over
     Column("edges per hop, per seed", lambda c: _per_seed_hops(c, "hop_edges"), _per_hop_text,
            doc="Edges sampled at each hop per training seed (over full batches where recorded): what the equal-work check compares."),
     Column("layer nodes per seed", lambda c: _per_seed_hops(c, "layer_nodes"), _per_hop_text,
@@ -472,8 +451,7 @@ def column_choice(text: str) -> list[str]:
     return chosen
 
 
-# A link table varies more settings (negatives, their mode, exclusion) beside MRR and Hits: these go
-# under its more-columns toggle so its main table fits a laptop's 1280 px (tests/test_site.py)
+# A link table varies more settings beside MRR and Hits: these go under its toggle (a 1280 px screen)
 LINK_FOLDED = ("time to target",)
 
 

@@ -30,8 +30,7 @@ COMPUTE_GROWTH = 1.5      # compute per batch this many times that with fewer: c
 WORKER_COST = 1.5         # loader workers spend this many times the main process's sample+fetch
 OTHER_SHARE = 0.3         # this share of the epoch outside every measured stage
 SLOW_FIRST_EPOCH = 1.5    # a first epoch this many times the other's explains a later arrival at the target
-# epoch time against time to accuracy: both must differ by this share before a pair is named, so that
-# two cells one run's noise apart (4.38 s against 4.42 s, 1 epoch each) are not called a reversal
+# epoch time against time to accuracy: both must differ by this share before a pair is named (noise)
 CLEAR_MARGIN = 0.05
 
 

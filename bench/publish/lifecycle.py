@@ -41,9 +41,8 @@ LIFECYCLE = (
               "https://pypi.org/project/cugraph-pyg-cu13/", "2026-11-26"),
 )
 
-# cuGraph-PyG's supported PyG versions as its maintainers give them (cugraph-gnn's dependency list;
-# the 26.10 wheels' METADATA declares no torch-geometric requirement): the cugraph-pyg stack's pin
-# must fall in it (tests/test_cugraph_pyg.py)
+# cuGraph-PyG's supported PyG versions per cugraph-gnn's dependency list (its wheels declare none):
+# the cugraph-pyg stack's pin must fall in it (tests/test_cugraph_pyg.py)
 CUGRAPH_PYG_SUPPORTS_PYG = ">=2.5,<2.8"
 
 

@@ -51,9 +51,8 @@ def _get(self, name: str):
     return getattr(self, name) if name in METRIC_FIELDS else self.other.get(name)
 
 
-# The numbers the worker recorded for a measured cell: one attribute per field of
-# bench/result_format.py's ExtraInfo that is not a cell field (declared there once, checked on read
-# there; None where a file predates the field), plus `other`, the recorded numbers no declaration names.
+# A measured cell's numbers: one attribute per ExtraInfo field that is not a cell field (None where a
+# file predates it), plus `other`, the recorded numbers no declaration names.
 Metrics = dataclasses.make_dataclass(
     "Metrics",
     [(name, object, field(default=None)) for name in ExtraInfo.model_fields if name not in CELL_FIELDS]
@@ -322,27 +321,20 @@ def _check(data, path: Path) -> None:
 
 
 def _measured_cell(bench: dict, path: Path) -> CellResult:
-    info = bench["extra_info"]
+    info, stats = bench["extra_info"], bench["stats"]
+    data = tuple(stats.get("data") or ())
     return CellResult(
         id=info["cell_id"], status="ok", backend=info["backend"], stack=info["stack"],
         dataset=info["dataset"].get("name"), settings=Recorded(info["settings"]), card=_fields_of(DatasetCard, info["dataset"]),
-        stats=_stats(bench["stats"]), metrics=_metrics(info), versions=info.get("versions") or {},
-        device=info.get("device") or {}, file=path)
+        stats=_fields_of(Stats, stats | {"data": data, "rounds": stats.get("rounds") or len(data)}),
+        metrics=Metrics(**{k: METRIC_READERS.get(k, lambda stored: stored)(info.get(k)) for k in METRIC_FIELDS},
+                        other={k: v for k, v in info.items() if k not in CELL_FIELDS | METRIC_FIELDS | set(STORED_SCORES)}),
+        versions=info.get("versions") or {}, device=info.get("device") or {}, file=path)
 
 
 def _fields_of(cls, record: dict):
     """A record whose fields are all optional in the file (None where not recorded)."""
     return cls(**{f.name: record.get(f.name) for f in dataclasses.fields(cls)})
-
-
-def _stats(stats: dict) -> Stats:
-    return Stats(median=stats["median"], rounds=stats.get("rounds") or len(stats.get("data") or []),
-                 data=tuple(stats.get("data") or ()), **{k: stats.get(k) for k in ("iqr", "q1", "q3", "min", "max", "mean")})
-
-
-def _metrics(info: dict) -> Metrics:
-    return Metrics(**{k: METRIC_READERS.get(k, lambda stored: stored)(info.get(k)) for k in METRIC_FIELDS},
-                   other={k: v for k, v in info.items() if k not in CELL_FIELDS | METRIC_FIELDS | set(STORED_SCORES)})
 
 
 def _unmeasured_cell(record: dict, path: Path) -> CellResult:

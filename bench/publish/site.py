@@ -32,9 +32,8 @@ class SuiteRuns:
         return f"suite-{self.slug}.html"
 
 
-# The mark of a folder `report --html` writes into: made by it, or marked by it when it found the
-# folder holding none of the files it writes. Pages of an earlier build in a marked folder are
-# replaced; in a folder without the mark, a file the site would write is the user's and is refused.
+# The mark of a folder `report --html` made, or found holding none of its files: its pages are replaced;
+# in a folder without the mark, a file the site would write is the user's and is refused.
 SITE_MARK = ".gnnbench-site"
 
 
@@ -42,7 +41,8 @@ def build(results: list[RunResult], out_dir: Path, command: str | None = None) -
     """Write the site into out_dir (created, or marked: claim_folder). Returns the pages written."""
     out_dir = Path(out_dir)
     suites = group_by_suite(results)
-    data_names = data_file_names(results)
+    taken: set[str] = set()  # each result file's name under data/, unique
+    data_names = {r.path: unique_slug(f"{r.path.parent.name}-{r.path.stem}", taken) + ".json" for r in results}
     claim_folder(out_dir, ["index.html", "history.html", "environment.html", *(s.page for s in suites),
                            *(f"data/{name}" for name in data_names.values())])
     data_links = copy_result_files(results, out_dir / "data", data_names)
@@ -193,12 +193,6 @@ def claim_folder(out_dir: Path, files: list[str]) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / SITE_MARK).write_text("a result site written by `gnnbench report --html`: its pages are "
                                      "rewritten by the next build\n")
-
-
-def data_file_names(results: list[RunResult]) -> dict[Path, str]:
-    """Each result file's name under data/ (unique): result path -> file name."""
-    taken: set[str] = set()
-    return {r.path: unique_slug(f"{r.path.parent.name}-{r.path.stem}", taken) + ".json" for r in results}
 
 
 def copy_result_files(results: list[RunResult], data_dir: Path, names: dict[Path, str]) -> dict[Path, str]:

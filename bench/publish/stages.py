@@ -22,9 +22,8 @@ from bench.backends import BACKENDS
 CellResult = Any
 
 EQUAL_WORK_TOLERANCE = 0.10   # a per-seed figure differing by more than this: not the same work
-# with the dataset: cells that should do the same work. The world size too: each rank takes its
-# share of the seeds, so more ranks leave more partial batches (PyG's shards), fewer nodes each.
-# the link task's settings (absent from other cells): other negatives or exclusion is other work by design
+# with the dataset: cells that should do the same work (more ranks leave more partial batches; other
+# negatives or exclusion, the link task's settings, are other work by design)
 SAME_WORK_KEYS = ("fanout", "batch_size", "world_size", "neg_ratio", "neg_mode", "exclusion")
 
 
@@ -112,17 +111,13 @@ def gather_ceiling(cell: CellResult) -> float | None:
     return measured[nearest]
 
 
-def _pinned(cell: CellResult) -> bool:
-    """What the cell pinned: its mode's data (pinned-cuda) or its loader's batches (pin_memory)."""
-    return cell.settings.mode in MODES and pins(cell.settings)
-
-
 def h2d_ceiling(cell: CellResult) -> tuple[float, str] | None:
     """The host-to-device bandwidth the copy stage is held against: pinned where the mode pins
     its features, else pageable (else whichever was measured)."""
     ceil = _ceilings(cell)
     pinned, pageable = ceil.get("h2d_pinned_bytes_per_s"), ceil.get("h2d_pageable_bytes_per_s")
-    if _pinned(cell) and pinned:
+    # pinned: its mode's data (pinned-cuda) or its loader's batches (pin_memory)
+    if cell.settings.mode in MODES and pins(cell.settings) and pinned:
         return pinned, "pinned"
     if pageable:
         return pageable, "pageable"
