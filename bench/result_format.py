@@ -151,21 +151,14 @@ ToTarget = create_model(
     **optional(Annotated[int, Field(ge=1)], "epochs", "best_epoch", "eval_every", "max_epochs"))
 
 
-class PairEntry(Loose):
-    """A paired comparison the cell took part in (bench/run/paired.py): the second cell's epoch time over
-    the first's, over live workers' turns (`paired`) or else over their runs one after the other."""
-    axis: str
-    first: str
-    second: str
-    paired: bool
-    within: Share = 0.03
-    rounds: Count = 0
-    ratio: Positive | None = None
-    ci95: list[Positive] | None = None
-    settled: Literal["inside", "outside"] | None = None
-    reason: str | None = None
-    first_waiting_cpu: Amount | None = None  # CPU share of one core the waiting cell's tree took
-    second_waiting_cpu: Amount | None = None
+# A paired comparison the cell took part in (bench/run/paired.py): the second cell's epoch time over
+# the first's, over live workers' turns (`paired`) or else over their runs one after the other; the
+# share of one core each cell's tree took while it waited
+PairEntry = create_model(
+    "PairEntry", __base__=Loose, axis=(str, ...), first=(str, ...), second=(str, ...), paired=(bool, ...),
+    within=(Share, 0.03), rounds=(Count, 0), ratio=(Positive | None, None), ci95=(list[Positive] | None, None),
+    settled=(Literal["inside", "outside"] | None, None), reason=(str | None, None),
+    **optional(Amount, "first_waiting_cpu", "second_waiting_cpu"))
 
 
 class ExtraInfo(Loose):

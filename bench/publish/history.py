@@ -259,12 +259,7 @@ def timing_verdict(o: CellResult, n: CellResult, floor: float, between: float | 
     sigma = math.sqrt((between or 0.0) ** 2 + median_se(o) ** 2 + median_se(n) ** 2)
     threshold_log = max(math.log1p(floor), K_SIGMA * sigma)
     log_ratio = math.log(n.median / o.median)
-    if log_ratio > threshold_log:
-        kind = "regression"
-    elif log_ratio < -threshold_log:
-        kind = "improvement"
-    else:
-        kind = "unchanged"
+    kind = "regression" if log_ratio > threshold_log else "improvement" if log_ratio < -threshold_log else "unchanged"
     needed = math.exp(threshold_log)
     why = f"floor {pct(floor)}" if threshold_log == math.log1p(floor) else f"{K_SIGMA:g} sigma of {pct(sigma)}"
     where = "within" if kind == "unchanged" else "beyond"

@@ -29,7 +29,7 @@ def dataset_tables(run: RunResult) -> list[dict]:
     tables = []
     for name, cells in by_dataset.items():
         keys = list(dict.fromkeys(k for c in cells for k in c.settings))
-        values = {k: {_key(c.settings.get(k)) for c in cells if c.settings} for k in keys}
+        values = {k: {json.dumps(c.settings.get(k), sort_keys=True) for c in cells if c.settings} for k in keys}
         varying = [k for k in keys if len(values[k]) > 1]
         common = {k: next(c.settings[k] for c in cells if k in c.settings) for k in keys if k not in varying}
         table = {"dataset": name, "card": cards.get(name), "rows": cells, "varying": varying, "common": common,
@@ -37,10 +37,6 @@ def dataset_tables(run: RunResult) -> list[dict]:
         table["columns"] = columns.html_columns(table)
         tables.append(table)
     return tables
-
-
-def _key(value) -> str:
-    return json.dumps(value, sort_keys=True)
 
 
 def scaling_rows(run: RunResult) -> list[CellResult]:

@@ -30,9 +30,7 @@ SAME_WORK_KEYS = ("fanout", "batch_size", "world_size", "neg_ratio", "neg_mode",
 def seconds(cell: CellResult) -> dict[str, float] | None:
     """Seconds per epoch by stage, in STAGES order (stages the file lacks count 0)."""
     stages = cell.metrics.stages if cell.metrics else None
-    if not stages:
-        return None
-    return {s: float(stages.get(s) or 0.0) for s in STAGES}
+    return {s: float(stages.get(s) or 0.0) for s in STAGES} if stages else None
 
 
 def total(cell: CellResult) -> float | None:
@@ -43,9 +41,7 @@ def total(cell: CellResult) -> float | None:
 def shares(cell: CellResult) -> dict[str, float] | None:
     """Each stage's share of the epoch (of the stages' sum, which is the epoch within a few %)."""
     split, whole = seconds(cell), total(cell)
-    if not split or not whole:
-        return None
-    return {s: v / whole for s, v in split.items()}
+    return {s: v / whole for s, v in split.items()} if split and whole else None
 
 
 def binding(cell: CellResult) -> tuple[str, float] | None:
@@ -83,10 +79,8 @@ def batches_per_rank(cell: CellResult) -> float | None:
 
 def nodes_per_batch(cell: CellResult) -> float | None:
     """The nodes whose features a batch fetched (its sampled neighbourhood, all hops)."""
-    nodes = _work(cell, "input_nodes")
-    if nodes is None and _work(cell, "hop_nodes"):
-        nodes = sum(_work(cell, "hop_nodes"))
-    return nodes
+    nodes, hops = _work(cell, "input_nodes"), _work(cell, "hop_nodes")
+    return sum(hops) if nodes is None and hops else nodes
 
 
 def row_bytes(cell: CellResult) -> int | None:
@@ -107,8 +101,7 @@ def gather_ceiling(cell: CellResult) -> float | None:
     width = row_bytes(cell)
     if not measured or not width:
         return None
-    nearest = min(measured, key=lambda w: abs(int(w) - width))
-    return measured[nearest]
+    return measured[min(measured, key=lambda w: abs(int(w) - width))]
 
 
 def h2d_ceiling(cell: CellResult) -> tuple[float, str] | None:
