@@ -63,18 +63,14 @@ def dataset_charts(table: dict, key: str) -> list[Chart]:
         charts.append(line_chart(f"{key}-epoch-ws", f"{name}: epoch time against world size", AXES["world_size"],
                                  "median epoch time (s), bars: IQR", _series(ok, axes, "world_size", MEDIAN_EPOCH, True),
                                  colors=colors))
-        efficiency = _series(ok, axes, "world_size", lambda r: r.scaling_efficiency, scale=100)
-        if any(efficiency.values()):
-            charts.append(line_chart(f"{key}-eff-ws", f"{name}: scaling efficiency against world size",
-                                     AXES["world_size"], "scaling efficiency (%)", efficiency, ideal=100.0,
-                                     colors=colors))
-        for field, value, what in (
-                ("total_pss_bytes", lambda r: r.metrics.total_pss_bytes, "total peak PSS, all ranks"),
-                ("rank_pss_bytes", lambda r: r.rank_pss_bytes, "peak PSS per rank (largest rank)")):
-            series = _series(ok, axes, "world_size", value, scale=1 / 2**20)
+        for field, value, scale, what, unit, ideal in (
+                ("eff", lambda r: r.scaling_efficiency, 100, "scaling efficiency", "%", 100.0),
+                ("total_pss_bytes", lambda r: r.metrics.total_pss_bytes, 1 / 2**20, "total peak PSS, all ranks", "MiB", None),
+                ("rank_pss_bytes", lambda r: r.rank_pss_bytes, 1 / 2**20, "peak PSS per rank (largest rank)", "MiB", None)):
+            series = _series(ok, axes, "world_size", value, scale=scale)
             if any(series.values()):
-                charts.append(line_chart(f"{key}-{field}-ws", f"{name}: {what} against world size",
-                                         AXES["world_size"], f"{what} (MiB)", series, colors=colors))
+                charts.append(line_chart(f"{key}-{field}-ws", f"{name}: {what} against world size", AXES["world_size"],
+                                         f"{what} ({unit})", series, ideal=ideal, colors=colors))
     if _has_axis(ok, "num_workers"):
         charts.append(line_chart(f"{key}-epoch-workers", f"{name}: epoch time against DataLoader workers",
                                  AXES["num_workers"], "median epoch time (s), bars: IQR",
@@ -82,8 +78,8 @@ def dataset_charts(table: dict, key: str) -> list[Chart]:
     for backend in dict.fromkeys(r.backend for r in ok):  # the backends whose registry entry asks for mode bars
         cells = [r for r in ok if r.backend == backend]
         if backend in BACKENDS and BACKENDS[backend].mode_chart and _has_axis(cells, "mode"):
-            charts.append(mode_bars(f"{key}-{re.sub(r'[^a-z0-9]+', '-', backend.lower()).strip('-')}-mode", f"{name}: {backend} epoch time per mode",
-                                    cells, _varying(cells)))
+            slug = re.sub(r"[^a-z0-9]+", "-", backend.lower()).strip("-")
+            charts.append(mode_bars(f"{key}-{slug}-mode", f"{name}: {backend} epoch time per mode", cells, _varying(cells)))
     return charts
 
 

@@ -260,8 +260,7 @@ def of_document(data, path: Path) -> RunResult:
     present += [_unmeasured_cell(u, path) for u in data.get("unmeasured", [])]
     cells = score(_in_suite_order(meta.get("cells") or [], present), meta.get("baseline"))
     flags, fewer = equal_work(cells), fewer_seeds(cells)
-    cells = [dataclasses.replace(c, work_flag=flags.get(c.id), seeds_flag=fewer.get(c.id))
-             if c.id in flags or c.id in fewer else c for c in cells]
+    cells = [dataclasses.replace(c, work_flag=flags.get(c.id), seeds_flag=fewer.get(c.id)) for c in cells]
     return RunResult(
         path=path, suite=meta.get("suite"), description=meta.get("description"),
         baseline=meta.get("baseline"), started_at=meta.get("started_at"), datetime=data.get("datetime"),

@@ -134,21 +134,16 @@ def history_section(suite: SuiteRuns) -> dict | None:
         return None
     position = {str(r.path): i for i, r in enumerate(suite.runs)}
     labels = [f"#{i} · {when(r.finished, seconds=True).removesuffix(' UTC')}" for i, r in enumerate(suite.runs, 1)]
-    datasets: dict[str, str] = {}
-    for run in suite.runs:
-        for cell in run.cells:
-            if cell.dataset:
-                datasets.setdefault(cell.id, cell.dataset)
     by_dataset: dict[str, dict[str, list[tuple[int, float]]]] = {}
     for cell_id, points in history.trend(suite.runs).items():
         measured = [(position[p.path], p.median_s) for p in points if p.status == "ok" and p.median_s is not None]
         if measured:
-            by_dataset.setdefault(datasets.get(cell_id, "?"), {})[cell_id] = measured
+            dataset = next((p.cell.dataset for p in points if p.cell.dataset), "?")
+            by_dataset.setdefault(dataset, {})[cell_id] = measured
     trend_charts = [charts.history_chart(f"h{i + 1}", f"{dataset}: median epoch time per run", labels, series)
                     for i, (dataset, series) in enumerate(by_dataset.items())]
     verdicts = history.compare(suite.runs[-2], suite.newest, history=suite.runs[:-2])
-    severity = {kind: i for i, kind in enumerate(history.VERDICTS)}
-    verdicts.sort(key=lambda v: severity.get(v.verdict, len(severity)))
+    verdicts.sort(key=lambda v: history.VERDICTS.index(v.verdict))
     return {"runs": [report.run_info(r) for r in suite.runs], "charts": trend_charts, "verdicts": verdicts,
             "previous": report.run_info(suite.runs[-2]), "shift": history.run_shift(verdicts),
             "counts": {kind: sum(v.verdict == kind for v in verdicts) for kind in history.VERDICTS
