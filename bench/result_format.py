@@ -129,17 +129,14 @@ class Evaluation(Loose):
     val_acc: Share | None = None  # a link cell's: its validation MRR
 
 
-class ModelInfo(Loose):
-    """The model a cell trained: its `model` setting, its parameters (featureless node types'
-    learnable embeddings among them, counted apart too) and R-GAT's heads."""
-    name: str
-    parameters: Count
-    embedding_parameters: Count | None = None
-    heads: Annotated[int, Field(ge=1)] | None = None
-    init: str | None = None  # the one initialisation (bench/backends/base.py same_start)
-    # whether its layers computed over the edges PyG's do (bench/backends/layer_edges.py)
-    same_layer_edges: bool | None = None
-    weight_decay: Annotated[float, Field(ge=0)] | None = None  # Adam's (the `weight_decay` setting)
+# The model a cell trained: its `model` setting, its parameters (featureless node types' learnable
+# embeddings among them, counted apart too), R-GAT's heads, its one initialisation (bench/backends/base.py
+# same_start), whether its layers computed over the edges PyG's do (bench/backends/layer_edges.py), Adam's
+# weight decay
+ModelInfo = create_model(
+    "ModelInfo", __base__=Loose, name=(str, ...), parameters=(Count, ...), embedding_parameters=(Count | None, None),
+    heads=(Annotated[int, Field(ge=1)] | None, None), init=(str | None, None), same_layer_edges=(bool | None, None),
+    weight_decay=(Annotated[float, Field(ge=0)] | None, None))
 
 
 # Training to a validation-accuracy target (bench/run/to_target.py): reached or not, the epochs and
@@ -239,14 +236,10 @@ class Benchmark(Loose):
     stats: Stats
 
 
-class Unmeasured(Loose):
-    id: str
-    status: Literal[UNMEASURED_STATUSES]  # type: ignore[valid-type]
-    reason: str | None = None
-    backend: str | None = None
-    dataset: str | None = None
-    settings: CellSettings | None = None
-    gpu_memory: dict | None = None  # status oom on a GPU: the device's memory when it failed
+# gpu_memory: status oom on a GPU, the device's memory when it failed
+Unmeasured = create_model("Unmeasured", __base__=Loose, id=(str, ...), status=(Literal[UNMEASURED_STATUSES], ...),
+                          settings=(CellSettings | None, None), gpu_memory=(dict | None, None),
+                          **optional(str, "reason", "backend", "dataset"))
 
 
 Meta = create_model("Meta", __base__=Loose, schema_version=(int, ...), cells=(list[str] | None, None),
