@@ -1,7 +1,6 @@
-"""The docs' reference pages, generated from the code they describe so they cannot drift: every
-suite key from the suite model (its attribute docstrings, bench/run/suite.py), every dataset
-source's params from their declarations, and every table column from the column list
-(bench/publish/columns.py). docs/gen_reference.py writes them during `mkdocs build`;
+"""The docs' reference pages, generated from the code they describe so they cannot drift: suite keys
+from the suite model (bench/run/suite.py), dataset sources' params from their declarations, table
+columns from bench/publish/columns.py. docs/gen_reference.py writes them during `mkdocs build`;
 tests/test_docs.py fails where a key or a column has no description (`missing_descriptions`).
 """
 
@@ -92,10 +91,7 @@ def _source_params(source: str) -> list[str]:
         return lines
     lines += ["| param | allowed | default |", "|---|---|---|"]
     props = model.model_json_schema().get("properties", {})
-    for name, field in fields.items():
-        default = _default(field)
-        lines.append(f"| `{name}` | {_allowed(props.get(name, {}))} | {default} |")
-    return lines
+    return lines + [f"| `{name}` | {_allowed(props.get(name, {}))} | {_default(field)} |" for name, field in fields.items()]
 
 
 def suite_keys_markdown() -> str:
