@@ -351,13 +351,9 @@ def _in_suite_order(order: list[str], present: list[CellResult]) -> list[CellRes
     for cell in present:
         if cell.measured or cell.id not in by_id:
             by_id[cell.id] = cell
-    out = []
-    for cell_id in dict.fromkeys(order):
-        if cell_id in by_id:
-            out.append(by_id.pop(cell_id))
-        else:
-            backend, dataset = backend_and_dataset_from_id(cell_id)
-            out.append(CellResult(cell_id, NOT_RUN, backend, dataset, Recorded(), reason=NOT_RUN_REASON))
+    out = [by_id.pop(cell_id) if cell_id in by_id else
+           CellResult(cell_id, NOT_RUN, *backend_and_dataset_from_id(cell_id), Recorded(), reason=NOT_RUN_REASON)
+           for cell_id in dict.fromkeys(order)]
     return out + list(by_id.values())
 
 
