@@ -1,23 +1,13 @@
 """The result format, both ways: what the writer of result files (bench/run/record.py, the session's
-journal) writes and what their reader (bench/publish/results.py) accepts. One module below both
-sides, so neither imports the other.
+journal) writes and what their reader (bench/publish/results.py) accepts, below both sides.
 
-- the schema version, the dataset fields every cell carries, the statuses of a cell with no
-  measurement;
-- the pydantic model of a result file (`ResultFile`), its types and ranges, checked once on read by
-  `problems`: a missing or wrong-typed field, text where a number belongs, NaN, infinite, negative
-  or zero epoch times (a median of 0 would divide by zero, a NaN would be called "unchanged"). The
-  message names the file, the key path and what is allowed. Unknown keys are allowed
-  (pytest-benchmark writes more than we read);
-- a measured cell's `extra_info` (`ExtraInfo`): its required fields are `REQUIRED_EXTRA` (which
-  cell it is: backend, stack, dataset, settings, id); every metric is optional, read as none where
-  an older file lacks it. A field the writer takes from the worker's record without logic of its
-  own says so beside its type (`Copied`, `EpochMean`): record.py writes every such field from these
-  declarations. A new metric is one field here (with its default) plus one line in
-  bench/publish/columns.py.
-
-The host imports this module (pydantic); the worker (bench/run/worker.py, run in the stacks'
-interpreters, which lack pydantic) never does.
+`ResultFile` is checked once on read by `problems`: types and ranges (no text for numbers, no NaN,
+infinite, negative or zero epoch times), each message naming the file, the key path and what is
+allowed; unknown keys are allowed (pytest-benchmark writes more than we read). In `ExtraInfo` only
+the fields that say which cell it is are required (`REQUIRED_EXTRA`); every metric defaults to None,
+so an older file reads as not recorded, and a field the writer takes from the worker's record says
+so beside its type (`Copied`, `EpochMean`). A new metric is one field here plus one line in
+bench/publish/columns.py. Host only (pydantic): the worker never imports it.
 """
 
 from __future__ import annotations
@@ -117,49 +107,21 @@ RankEntry = create_model("RankEntry", __base__=Loose, rank=(Count, ...), gpu_uti
                          **optional(Seconds, "loader_stall", "compute_s", "comm_s", "epoch_s"))
 
 
-class Partition(Loose):
-    num_parts: Count | None = None
-    seconds: Seconds | None = None
-    edge_cut: Share | None = None
-    balance: Seconds | None = None
-    reused: bool | None = None
-
-
-class TypedWork(Loose):
-    """A typed cell's work (bench/backends/stages.py TYPED): nodes per node type and edges per
-    relation (`src:name:dst`), per hop, as the plain lists are."""
-    hop_nodes: dict[str, list[Amount]] | None = None
-    hop_edges: dict[str, list[Amount]] | None = None
-
-
-class PerSeed(Loose):
-    """Work per training seed, per hop and per layer, over the full batches (`over: full`) or all
-    counted batches (`over: all`)."""
-    over: Literal["full", "all"] | None = None
-    counted: Amount | None = None
-    hop_nodes: list[Amount] | None = None
-    hop_edges: list[Amount] | None = None
-    layer_nodes: list[Amount] | None = None
-    layer_edges: list[Amount] | None = None
-    typed: TypedWork | None = None
-    negatives: Amount | None = None  # the link task: negatives per positive seed edge (its seeds)
-
-
-class Work(Loose):
-    """Per-batch means of the work a cell's batches did (over the `counted` batches per epoch; files
-    before the work budget counted every batch), and batches per epoch; the per-layer means and the
-    per-seed figures only in files written since they were counted."""
-    batches: Amount | None = None
-    counted: Amount | None = None
-    hop_nodes: list[Amount] | None = None
-    hop_edges: list[Amount] | None = None
-    input_nodes: Amount | None = None
-    feature_bytes: Amount | None = None
-    copy_bytes: Amount | None = None
-    layer_nodes: list[Amount] | None = None
-    layer_edges: list[Amount] | None = None
-    per_seed: PerSeed | None = None
-    typed: TypedWork | None = None  # a typed cell's per-type and per-relation means per batch
+Partition = create_model("Partition", __base__=Loose, reused=(bool | None, None), edge_cut=(Share | None, None),
+                         num_parts=(Count | None, None), **optional(Seconds, "seconds", "balance"))
+# A typed cell's work (bench/backends/stages.py TYPED): nodes per node type and edges per relation
+# (`src:name:dst`), per hop
+TypedWork = create_model("TypedWork", __base__=Loose, **optional(dict[str, list[Amount]], "hop_nodes", "hop_edges"))
+HopsAndLayers = optional(list[Amount], "hop_nodes", "hop_edges", "layer_nodes", "layer_edges")
+# Work per training seed, over the full batches (`over: full`) or all counted batches (`over: all`);
+# a link cell's negatives per positive seed edge
+PerSeed = create_model("PerSeed", __base__=Loose, over=(Literal["full", "all"] | None, None),
+                       typed=(TypedWork | None, None), **optional(Amount, "counted", "negatives"), **HopsAndLayers)
+# Per-batch means of the work a cell's batches did, over the `counted` batches per epoch (older files:
+# every batch), and batches per epoch; the per-layer and per-seed figures only where counted
+Work = create_model("Work", __base__=Loose, per_seed=(PerSeed | None, None), typed=(TypedWork | None, None),
+                    **optional(Amount, "batches", "counted", "input_nodes", "feature_bytes", "copy_bytes"),
+                    **HopsAndLayers)
 
 
 class Evaluation(Loose):
@@ -167,59 +129,38 @@ class Evaluation(Loose):
     val_acc: Share | None = None  # a link cell's: its validation MRR
 
 
-class ModelInfo(Loose):
-    """The model a cell trained: its `model` setting, its parameters (featureless node types'
-    learnable embeddings among them, counted apart too) and R-GAT's heads."""
-    name: str
-    parameters: Count
-    embedding_parameters: Count | None = None
-    heads: Annotated[int, Field(ge=1)] | None = None
-    init: str | None = None  # the one initialisation (bench/backends/base.py same_start)
-    # whether its layers computed over the edges PyG's do (bench/backends/layer_edges.py)
-    same_layer_edges: bool | None = None
-    weight_decay: Annotated[float, Field(ge=0)] | None = None  # Adam's (the `weight_decay` setting)
+# The model a cell trained: its `model` setting, its parameters (featureless node types' learnable
+# embeddings among them, counted apart too), R-GAT's heads, its one initialisation (bench/backends/base.py
+# same_start), whether its layers computed over the edges PyG's do (bench/backends/layer_edges.py), Adam's
+# weight decay
+ModelInfo = create_model(
+    "ModelInfo", __base__=Loose, name=(str, ...), parameters=(Count, ...), embedding_parameters=(Count | None, None),
+    heads=(Annotated[int, Field(ge=1)] | None, None), init=(str | None, None), same_layer_edges=(bool | None, None),
+    weight_decay=(Annotated[float, Field(ge=0)] | None, None))
 
 
-class ToTarget(Loose):
-    """Training to a validation-accuracy target (bench/run/to_target.py): reached or not, the
-    epochs and training seconds to it, the best accuracy seen, and the evaluations' own time."""
-    target: Annotated[float, Field(gt=0, le=1)]
-    reached: bool
-    epochs: Annotated[int, Field(ge=1)] | None = None
-    seconds: Seconds | None = None
-    best_val_acc: Share | None = None
-    best_epoch: Annotated[int, Field(ge=1)] | None = None
-    epochs_run: Count | None = None
-    train_s: Seconds | None = None
-    eval_s: Seconds | None = None
-    eval_every: Annotated[int, Field(ge=1)] | None = None
-    max_epochs: Annotated[int, Field(ge=1)] | None = None
-    clock: str | None = None
-    evaluations: list[Evaluation] | None = None
+# Training to a validation-accuracy target (bench/run/to_target.py): reached or not, the epochs and
+# training seconds to it, the best accuracy seen, and the evaluations' own time
+ToTarget = create_model(
+    "ToTarget", __base__=Loose, target=(Annotated[float, Field(gt=0, le=1)], ...), reached=(bool, ...),
+    best_val_acc=(Share | None, None), epochs_run=(Count | None, None), clock=(str | None, None),
+    evaluations=(list[Evaluation] | None, None), **optional(Seconds, "seconds", "train_s", "eval_s"),
+    **optional(Annotated[int, Field(ge=1)], "epochs", "best_epoch", "eval_every", "max_epochs"))
 
 
-class PairEntry(Loose):
-    """A paired comparison the cell took part in (bench/run/paired.py): the second cell's epoch time
-    over the first's, over live workers' turns (`paired`) or, where they could not take turns, over
-    their runs one after the other (no interval)."""
-    axis: str
-    first: str
-    second: str
-    paired: bool
-    within: Share = 0.03
-    rounds: Count = 0
-    ratio: Positive | None = None
-    ci95: list[Positive] | None = None
-    settled: Literal["inside", "outside"] | None = None
-    reason: str | None = None
-    first_waiting_cpu: Amount | None = None  # CPU share of one core the waiting cell's tree took
-    second_waiting_cpu: Amount | None = None
+# A paired comparison the cell took part in (bench/run/paired.py): the second cell's epoch time over
+# the first's, over live workers' turns (`paired`) or else over their runs one after the other; the
+# share of one core each cell's tree took while it waited
+PairEntry = create_model(
+    "PairEntry", __base__=Loose, axis=(str, ...), first=(str, ...), second=(str, ...), paired=(bool, ...),
+    within=(Share, 0.03), rounds=(Count, 0), ratio=(Positive | None, None), ci95=(list[Positive] | None, None),
+    settled=(Literal["inside", "outside"] | None, None), reason=(str | None, None),
+    **optional(Amount, "first_waiting_cpu", "second_waiting_cpu"))
 
 
 class ExtraInfo(Loose):
-    """A measured cell's metrics. A field without a default is required (REQUIRED_EXTRA); one
-    annotated `Copied` or `EpochMean` is written from that declaration (bench/run/record.py), the
-    others by the writer's own code there."""
+    """A measured cell's metrics: a field without a default is required (REQUIRED_EXTRA); one annotated
+    `Copied` or `EpochMean` is written from that declaration (bench/run/record.py)."""
     backend: str
     stack: str | int | None  # shown as text and used as a key only
     dataset: Card
@@ -239,8 +180,7 @@ class ExtraInfo(Loose):
     compute_s: Seconds | None = None
     comm_s: Annotated[Seconds | None, EpochMean("comm_s", missing=0.0)] = None  # DDP's all-reduce
     batches_per_epoch: Count | None = None
-    # seeds trained per epoch, all ranks: fewer than the training split where a sampler drops some
-    # (GraphBolt's DistributedItemSampler evens its ranks' batches out; PyG's shards drop a remainder)
+    # seeds trained per epoch, all ranks (fewer than the training split where a sampler drops some)
     seeds_per_epoch: Annotated[Amount | None, EpochMean("seeds")] = None
     cpu_s_per_epoch: Annotated[Seconds | None, EpochMean("cpu_s")] = None  # the training process's CPU seconds
     total_pss_bytes: Count | None = None
@@ -253,13 +193,10 @@ class ExtraInfo(Loose):
     loader_worker_s: dict[str, Seconds] | None = None
     work: Work | None = None
     profile: bool | None = None
-    # GPU utilisation and host-to-device traffic in the measured epochs (bench/machine/gpu_sampler.py),
-    # over the ranks; where nothing was sampled, why (a CPU cell, no nvidia-ml-py in the stack, ...)
+    # GPU utilisation and host-to-device traffic over the ranks, or why nothing was sampled
     gpu_util: Annotated[GpuUtil | None, COPIED] = None
     gpu_util_reason: str | None = None
-    # time to accuracy (bench/run/to_target.py), where the cell trained to a target
-    to_target: Annotated[ToTarget | None, COPIED_IF_SET] = None
-    # full neighbourhoods, layer-wise (DGL's example's way)
+    to_target: Annotated[ToTarget | None, COPIED_IF_SET] = None  # where the cell trained to a target
     test_acc_full: Annotated[Share | None, COPIED] = None
     graph_index_dtype: Annotated[dict | None, COPIED] = None  # the sampling graph's index dtypes
     sampler: Annotated[str | None, COPIED] = None  # which implementation sampled the neighbourhoods
@@ -270,18 +207,14 @@ class ExtraInfo(Loose):
     # the runner's own cost: its memory sampler's CPU seconds per second of the cell (of one core)
     runner_cpu_share: Amount | None = None
     notes: list[str] | None = None  # what the session noted about the cell (oversubscribed cores, ...)
-    # start-up by phase (imports, cuda_context, process_group, dataset, pipeline, first_batch: the
-    # slowest rank's each), the GPU's memory in use device-wide after the epochs (the busiest rank's:
-    # the CUDA context, NCCL's buffers and what the allocator does not see) and the allocator's peak
-    # by phase (build, warmup, measured, evaluation); none of the GPU ones on a CPU cell
+    # start-up by phase, the GPU's memory in use device-wide after the epochs and the allocator's peak
+    # by phase (none of the GPU ones on a CPU cell): bench/publish/columns.py says what each holds
     startup_phases: Annotated[dict[str, Seconds] | None, COPIED_IF_SET] = None
     gpu_device_used_bytes: Annotated[Count | None, COPIED_IF_SET] = None
     gpu_peaks: Annotated[dict[str, Count] | None, COPIED_IF_SET] = None
     model: Annotated[ModelInfo | None, COPIED_IF_SET] = None  # the model trained (none: the loader alone)
-    # the link task (bench/backends/link.py): MRR and Hits@K ({"10": ..., "50": ..., "100": ...}) of the
-    # validation and test positives against the split's fixed negatives, full neighbourhoods; the
-    # split's parameters and counts; what a reader must know (the leak with exclusion none, unfiltered
-    # negatives); the leakage check's counts (rank 0's training batches)
+    # the link task (bench/backends/link.py): MRR and Hits@K ({"10": ..., "100": ...}) against the
+    # split's fixed negatives, the split, what a reader must know, the leakage check's counts
     val_mrr: Annotated[Share | None, COPIED_IF_SET] = None
     test_mrr: Annotated[Share | None, COPIED_IF_SET] = None
     val_hits: Annotated[dict[str, Share | None] | None, COPIED_IF_SET] = None
@@ -303,14 +236,10 @@ class Benchmark(Loose):
     stats: Stats
 
 
-class Unmeasured(Loose):
-    id: str
-    status: Literal[UNMEASURED_STATUSES]  # type: ignore[valid-type]
-    reason: str | None = None
-    backend: str | None = None
-    dataset: str | None = None
-    settings: CellSettings | None = None
-    gpu_memory: dict | None = None  # status oom on a GPU: the device's memory when it failed
+# gpu_memory: status oom on a GPU, the device's memory when it failed
+Unmeasured = create_model("Unmeasured", __base__=Loose, id=(str, ...), status=(Literal[UNMEASURED_STATUSES], ...),
+                          settings=(CellSettings | None, None), gpu_memory=(dict | None, None),
+                          **optional(str, "reason", "backend", "dataset"))
 
 
 Meta = create_model("Meta", __base__=Loose, schema_version=(int, ...), cells=(list[str] | None, None),
@@ -318,29 +247,15 @@ Meta = create_model("Meta", __base__=Loose, schema_version=(int, ...), cells=(li
                     started_at=(IsoDate | None, None), **optional(str, "suite", "description", "baseline"))
 
 
-class Cpu(Loose):
-    brand_raw: str | None = None
-    count: Count | None = None
-
-
-class Gpu(Loose):
-    gpus: list[str] | None = None
-    topology: str | None = None
-    devices: list[dict] | None = None  # nvidia-smi --query-gpu, parsed (bench/machine/gpu_facts.py)
-    topology_matrix: dict | None = None
-    mig_mode: list[str] | None = None
-    cuda_visible_devices: str | None = None
-    nccl_env: dict[str, str] | None = None
-
-
-class Ceilings(Loose):
-    usable_cores: Count | None = None
-    memcpy_bytes_per_s: Amount | None = None
-    gather_bytes_per_s: dict[str, Amount] | None = None
-    disk: dict[str, dict[str, Amount | None]] | None = None
-    h2d_pinned_bytes_per_s: Amount | None = None
-    h2d_pageable_bytes_per_s: Amount | None = None
-    notes: list[str] | None = None
+Cpu = create_model("Cpu", __base__=Loose, brand_raw=(str | None, None), count=(Count | None, None))
+# devices: nvidia-smi --query-gpu, parsed (bench/machine/gpu_facts.py)
+Gpu = create_model("Gpu", __base__=Loose, devices=(list[dict] | None, None), topology_matrix=(dict | None, None),
+                   nccl_env=(dict[str, str] | None, None), **optional(list[str], "gpus", "mig_mode"),
+                   **optional(str, "topology", "cuda_visible_devices"))
+Ceilings = create_model(
+    "Ceilings", __base__=Loose, usable_cores=(Count | None, None), gather_bytes_per_s=(dict[str, Amount] | None, None),
+    disk=(dict[str, dict[str, Amount | None]] | None, None), notes=(list[str] | None, None),
+    **optional(Amount, "memcpy_bytes_per_s", "h2d_pinned_bytes_per_s", "h2d_pageable_bytes_per_s"))
 
 
 OurMachine = create_model(
@@ -352,9 +267,7 @@ MachineInfo = create_model(
     **optional(str, "node", "machine", "processor", "system", "release", "python_version"))
 
 
-class Commit(Loose):
-    id: str | None = None
-    dirty: bool | None = None
+Commit = create_model("Commit", __base__=Loose, id=(str | None, None), dirty=(bool | None, None))
 
 
 class ResultFile(Loose):

@@ -128,5 +128,5 @@ def test_a_column_added_to_the_list_shows_in_markdown_and_html(tmp_path, monkeyp
     assert '<th class="n">sample s <span class="unit">per epoch</span></th>' in html
     assert '<td class="n">0.125</td>\n</tr>' in html
     shown = columns.html_columns(report.dataset_tables(run)[0])
-    main = [c for c in shown if not c.fold]  # the failure row spans the main table's columns
+    main = [c for c in shown if c.brief]  # the failure row spans the main table's columns
     assert f'colspan="{len(main)}"' in html and len(shown) == 10   # 9 of today's, scaling and GPU absent, + 1

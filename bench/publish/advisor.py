@@ -1,38 +1,21 @@
-"""Which configuration to use, per dataset and machine, and the numbers that say so.
-
-Every sentence is computed from the result files and names the cells it rests on; nothing is
-written ahead of the data. The rules, in the order they apply:
+"""Which configuration to use, per dataset, task and machine, and the numbers that say so: every
+sentence is computed from the result files and names the cells it rests on. The rules, in order:
 
 1. Candidates are the measured cells that trained a model, judged by their task's test figure
-   (`quality`): node classification by test accuracy, a typed graph's by accuracy on its target
-   type, link prediction by MRR (Hits@K quoted beside it). Cells without one, e.g. `model=none`,
-   time the loader alone and are never recommended. Each task of a dataset is advised apart. A link
-   cell whose training batches sampled their own positive seed edges (`leaks`, exclusion none)
-   has an MRR that includes the leak: it is no candidate where a cell without the leak ran.
-2. Quality sanity: a candidate whose test figure is below the best by more than ACC_SIGMAS
-   standard errors of the difference of two such figures over its `n` test items (test nodes, or
-   a link split's test edges; binomial: sqrt(p(1-p)/n) each, which bounds an MRR's error too, a
-   mean of reciprocal ranks in [0, 1]), and by at least MIN_ACC_GAP, is set aside, and said so when
-   it was the fastest. (The floor matters near 0 % or 100 %, where the binomial error vanishes:
-   0.997 against 1.000 on 2,621 test nodes is not a reason to pick a 3x slower pipeline.)
-3. Speed: the fastest remaining candidate by median epoch time; where the cells trained to the
-   suite's validation target (`target_acc`), by time to that target instead (MLPerf's score:
-   training seconds to it, evaluation apart; cells that never reached it last, and the memory
-   near tie below is not weighed), with every case where a faster epoch got there later.
-4. Memory: among candidates within NEAR_TIE of the fastest, the one with the least memory
-   (total PSS of all ranks, else peak PSS, else peak RSS) is recommended instead when it saves
-   at least MEMORY_GAIN.
-5. Scaling: for each configuration measured at several world sizes, how N ranks compare with 1
-   (speedup = epoch at 1 rank / at N ranks), and where the N-rank epoch went (loader stall,
-   communication).
-6. Why: where the recommended cell's epoch goes (its binding stage, held against the machine's
-   ceiling: bench.publish.stages), and for every configuration slower with more ranks or workers
-   than with fewer, the causes bench.publish.diagnosis finds in the numbers.
-7. Cautions: failed or timed-out cells are explained by the smallest setting pattern (one or two
-   settings of the same backend) that no successful cell shares, e.g. "mode=pinned-cuda with
-   num_workers 2 or 4", with the values that did run; skipped cells with their reason; and where
-   the run measured several releases of a framework (bench.publish.releases), each upgrade that
-   costs more than the noise.
+   (`quality`: accuracy, a typed graph's on its target type, a link cell's MRR with Hits@K beside
+   it); a loader-only cell (`model=none`) is never recommended, nor a link cell whose MRR includes
+   the leak of its own seed edges (`leaks`, exclusion none) where a cell without it ran.
+2. Quality: a candidate below the best by more than ACC_SIGMAS binomial standard errors of the
+   difference over its `n` test items (sqrt(p(1-p)/n) each, which bounds an MRR's error too) and
+   by at least MIN_ACC_GAP (near 0 or 1 the binomial error vanishes) is set aside, and said so
+   where it was the fastest.
+3. Speed: the fastest by median epoch; where cells trained to the suite's `target_acc`, by time to
+   it instead (MLPerf's score), with every case where a faster epoch got there later.
+4. Memory: within NEAR_TIE of the fastest, the one with the least memory wins where it saves at
+   least MEMORY_GAIN (not weighed when ranking by time to target).
+5. Scaling, why (bench.publish.stages, bench.publish.diagnosis) and cautions: the smallest setting
+   pattern no successful cell shares for failed cells, skips with their reason, and upgrades that
+   cost more than the noise (bench.publish.releases).
 
 When a cell was measured in several files, the latest run's measurement counts.
 """
@@ -117,9 +100,12 @@ class Group:
 
 def advise(results: list[RunResult]) -> list[Advice]:
     """One Advice per (dataset, machine) found in the files, in the order first seen."""
-    advice = [advise_group(g) for g in group(results).values()]
-    for a in advice:
+    advice = []
+    for g in group(results).values():
+        a = advise_speed(g)
+        a.lifecycle = lifecycle_lines(g, a.recommended)
         a.cautions.extend(upgrade_costs(results, a.dataset, a.machine))
+        advice.append(a)
     return advice
 
 
@@ -149,12 +135,6 @@ def group(results: list[RunResult]) -> dict[tuple, Group]:
             before.pop(cell.id, None)
             now[cell.id] = cell
     return groups
-
-
-def advise_group(g: Group) -> Advice:
-    advice = advise_speed(g)
-    advice.lifecycle = lifecycle_lines(g, advice.recommended)
-    return advice
 
 
 def lifecycle_lines(g: Group, recommended: str | None) -> list[str]:
@@ -199,8 +179,6 @@ def advise_speed(g: Group) -> Advice:
                 + accuracy_notes(choice, set_aside) + evidence + scaling(g) + why_slower(g))
     return Advice(g.dataset, g.machine, choice.id, summary_of(g, choice, fastest, accurate), evidence, cautions)
 
-
-# --- speed, accuracy, memory ------------------------------------------------------------------
 
 def accuracy_margin(a: CellResult, b: CellResult) -> float | None:
     n = judged_over(a)[0]
@@ -267,8 +245,6 @@ def summary_of(g: Group, choice: CellResult, fastest: CellResult, candidates: li
     return f"On {g.dataset}, on {g.machine}: use {choice.id}: {choice.median:.4g} s per epoch, {why}."
 
 
-# --- time to accuracy ---------------------------------------------------------------------------
-
 def target_advice(g: Group, candidates: list[CellResult], set_aside, evidence: list[str],
                   cautions: list[str]) -> Advice:
     """The advice where cells trained to a validation target: ranked by time to it (those trained to
@@ -292,8 +268,6 @@ def target_advice(g: Group, candidates: list[CellResult], set_aside, evidence: l
     return Advice(g.dataset, g.machine, choice.id, summary,
                   lines + evidence + scaling(g) + why_slower(g), cautions)
 
-
-# --- scaling ------------------------------------------------------------------------------------
 
 def scaling(g: Group) -> list[str]:
     """One sentence per configuration measured at 1 rank and more (across the group's runs)."""
@@ -327,8 +301,6 @@ def epoch_split(m: CellResult, world: int) -> str:
     return text + (f" and {pct(comm, 0)} is communication" if comm > 0 else "")
 
 
-# --- why ----------------------------------------------------------------------------------------
-
 def where_time_goes(cell: CellResult) -> list[str]:
     """Where the recommended cell's epoch goes, where its file records the stages."""
     headline = stages.headline(cell)
@@ -340,8 +312,6 @@ def why_slower(g: Group) -> list[str]:
     return [f"Why slower: {d.line}" for d in diagnosis.diagnose(g.measured.values())]
 
 
-# --- failures and skips -------------------------------------------------------------------------
-
 def failure_patterns(g: Group) -> list[str]:
     """Failed or timed-out cells, grouped by the smallest setting pattern no ok cell shares."""
     notes = []
@@ -349,7 +319,9 @@ def failure_patterns(g: Group) -> list[str]:
     for backend in sorted({u.backend for u in failing}):
         bad = [u for u in failing if u.backend == backend]
         good = [m for m in g.measured.values() if m.backend == backend]
-        keys = varying_keys([u.settings for u in bad] + [m.settings for m in good])
+        every = [u.settings for u in bad] + [m.settings for m in good]
+        keys = [k for k in sorted({k for s in every for k in s if k not in PATTERN_IGNORE})
+                if len({hashable(s.get(k)) for s in every}) > 1]
         patterns: dict[tuple, list[CellResult]] = defaultdict(list)
         for u in bad:
             patterns[smallest_pattern(u.settings, [m.settings for m in good], keys)].append(u)
@@ -358,48 +330,35 @@ def failure_patterns(g: Group) -> list[str]:
     return notes
 
 
-def varying_keys(settings: list[dict]) -> list[str]:
-    keys = sorted({k for s in settings for k in s if k not in PATTERN_IGNORE})
-    return [k for k in keys if len({hashable(s.get(k)) for s in settings}) > 1]
-
-
 def smallest_pattern(settings: dict, ok_settings: list[dict], keys: list[str]) -> tuple:
-    """The first one- or two-setting pattern of this cell that no ok cell matches; else all its keys."""
+    """The first one- or two-setting pattern ((key, {value}), ...) of this cell that no ok cell
+    matches; else all its keys."""
+    own = [(k, frozenset([hashable(settings.get(k))])) for k in keys]
     for size in (1, 2):
-        for subset in combinations(keys, size):
-            pattern = tuple((k, hashable(settings.get(k))) for k in subset)
+        for pattern in combinations(own, size):
             if not any(matches(ok, pattern) for ok in ok_settings):
                 return pattern
-    return tuple((k, hashable(settings.get(k))) for k in keys)
+    return tuple(own)
 
 
 def matches(settings: dict, pattern) -> bool:
-    return all(hashable(settings.get(k)) in (v if isinstance(v, frozenset) else {v}) for k, v in pattern)
+    return all(hashable(settings.get(k)) in values for k, values in pattern)
 
 
 def merge_patterns(patterns: dict[tuple, list[CellResult]]) -> dict[tuple, list[CellResult]]:
-    """Patterns that differ in one setting's value only become one: workers=2, workers=4 -> workers in {2, 4}."""
+    """Patterns that differ in one setting's values only become one: workers {2}, workers {4} -> workers {2, 4}."""
     merged: dict[tuple, list[CellResult]] = {}
     for pattern, members in patterns.items():
         for other in list(merged):
-            joined = join(other, pattern)
-            if joined is not None:
+            differing = [i for i, (a, b) in enumerate(zip(other, pattern)) if a != b]
+            if [k for k, _ in other] == [k for k, _ in pattern] and len(differing) == 1:
+                i = differing[0]
+                joined = other[:i] + ((other[i][0], other[i][1] | pattern[i][1]),) + other[i + 1:]
                 merged[joined] = merged.pop(other) + members
                 break
         else:
             merged[pattern] = list(members)
     return merged
-
-
-def join(a: tuple, b: tuple) -> tuple | None:
-    if [k for k, _ in a] != [k for k, _ in b]:
-        return None
-    differing = [i for i, ((_, va), (_, vb)) in enumerate(zip(a, b)) if va != vb]
-    if len(differing) != 1:
-        return None
-    i = differing[0]
-    values = lambda v: v if isinstance(v, frozenset) else frozenset([v])
-    return a[:i] + ((a[i][0], values(a[i][1]) | values(b[i][1])),) + a[i + 1:]
 
 
 def failure_sentence(backend: str, pattern: tuple, members: list[CellResult], good: list[CellResult]) -> str:
@@ -417,7 +376,7 @@ def working_alternative(pattern: tuple, good: list[CellResult]) -> str | None:
     """For the pattern's merged setting (else its last), the values that ran when the rest held."""
     if not pattern:
         return None
-    i = next((i for i, (_, v) in enumerate(pattern) if isinstance(v, frozenset)), len(pattern) - 1)
+    i = next((i for i, (_, v) in enumerate(pattern) if len(v) > 1), len(pattern) - 1)
     key, rest = pattern[i][0], pattern[:i] + pattern[i + 1:]
     ran = [m for m in good if matches(m.settings, rest)]
     values = sorted({hashable(m.settings.get(key)) for m in ran}, key=str)
@@ -433,13 +392,8 @@ def shown(value) -> str:
 
 
 def describe_pattern(pattern: tuple) -> str:
-    parts = []
-    for key, value in pattern:
-        if isinstance(value, frozenset):
-            parts.append(f"{key} {' or '.join(map(shown, sorted(value, key=str)))}")
-        else:
-            parts.append(f"{key}={shown(value)}")
-    return " and ".join(parts)
+    return " and ".join(f"{key} {' or '.join(map(shown, sorted(values, key=str)))}" if len(values) > 1
+                        else f"{key}={shown(next(iter(values)))}" for key, values in pattern)
 
 
 def skipped(g: Group) -> list[str]:
@@ -450,8 +404,6 @@ def skipped(g: Group) -> list[str]:
     return [f"{len(ids)} {backend} cell(s) {status}: {reason} [{', '.join(sorted(ids))}]."
             for (backend, status, reason), ids in by_reason.items()]
 
-
-# --- words ---------------------------------------------------------------------------------
 
 def hashable(value):
     return tuple(value) if isinstance(value, list) else value

@@ -1,9 +1,7 @@
-"""Draws the site's charts with matplotlib at build time, as inline SVG (no JavaScript, no
-network: the pages work from file://). One concern: from a dataset table's cells (results.CellResult) to SVG markup.
-
-The output is deterministic (fixed hash salt per chart, no date in the metadata) so a rebuild
-from the same results gives the same pages, and text stays text (svg.fonttype none), which
-matplotlib writes XML-escaped.
+"""Draws the site's charts with matplotlib at build time as inline SVG (no JavaScript, no network:
+the pages work from file://). Deterministic (a fixed hash salt per chart, no date in the metadata),
+so a rebuild from the same results gives the same pages; text stays text (svg.fonttype none),
+which matplotlib writes XML-escaped.
 """
 
 from __future__ import annotations
@@ -59,22 +57,20 @@ def dataset_charts(table: dict, key: str) -> list[Chart]:
     if staged:  # first: the why behind every other chart
         charts.append(stage_bars(f"{key}-stages", f"{name}: where each epoch goes", staged, _varying(staged)))
     if _has_axis(ok, "world_size"):
-        colors = _colors(ok, axes, "world_size")  # one colour per configuration across its charts
+        palette = matplotlib.rcParams["axes.prop_cycle"].by_key()["color"]  # one colour per configuration
+        labels = dict.fromkeys(_label(r, axes, exclude="world_size") for r in ok)
+        colors = {label: palette[i % len(palette)] for i, label in enumerate(labels)}
         charts.append(line_chart(f"{key}-epoch-ws", f"{name}: epoch time against world size", AXES["world_size"],
                                  "median epoch time (s), bars: IQR", _series(ok, axes, "world_size", MEDIAN_EPOCH, True),
                                  colors=colors))
-        efficiency = _series(ok, axes, "world_size", lambda r: r.scaling_efficiency, scale=100)
-        if _plottable(efficiency):
-            charts.append(line_chart(f"{key}-eff-ws", f"{name}: scaling efficiency against world size",
-                                     AXES["world_size"], "scaling efficiency (%)", efficiency, ideal=100.0,
-                                     colors=colors))
-        for field, value, what in (
-                ("total_pss_bytes", lambda r: r.metrics.total_pss_bytes, "total peak PSS, all ranks"),
-                ("rank_pss_bytes", lambda r: r.rank_pss_bytes, "peak PSS per rank (largest rank)")):
-            series = _series(ok, axes, "world_size", value, scale=1 / 2**20)
-            if _plottable(series):
-                charts.append(line_chart(f"{key}-{field}-ws", f"{name}: {what} against world size",
-                                         AXES["world_size"], f"{what} (MiB)", series, colors=colors))
+        for field, value, scale, what, unit, ideal in (
+                ("eff", lambda r: r.scaling_efficiency, 100, "scaling efficiency", "%", 100.0),
+                ("total_pss_bytes", lambda r: r.metrics.total_pss_bytes, 1 / 2**20, "total peak PSS, all ranks", "MiB", None),
+                ("rank_pss_bytes", lambda r: r.rank_pss_bytes, 1 / 2**20, "peak PSS per rank (largest rank)", "MiB", None)):
+            series = _series(ok, axes, "world_size", value, scale=scale)
+            if any(series.values()):
+                charts.append(line_chart(f"{key}-{field}-ws", f"{name}: {what} against world size", AXES["world_size"],
+                                         f"{what} ({unit})", series, ideal=ideal, colors=colors))
     if _has_axis(ok, "num_workers"):
         charts.append(line_chart(f"{key}-epoch-workers", f"{name}: epoch time against DataLoader workers",
                                  AXES["num_workers"], "median epoch time (s), bars: IQR",
@@ -82,10 +78,9 @@ def dataset_charts(table: dict, key: str) -> list[Chart]:
     for backend in dict.fromkeys(r.backend for r in ok):  # the backends whose registry entry asks for mode bars
         cells = [r for r in ok if r.backend == backend]
         if backend in BACKENDS and BACKENDS[backend].mode_chart and _has_axis(cells, "mode"):
-            charts.append(mode_bars(f"{key}-{_slug(backend)}-mode", f"{name}: {backend} epoch time per mode",
-                                    cells, _varying(cells)))
+            slug = re.sub(r"[^a-z0-9]+", "-", backend.lower()).strip("-")
+            charts.append(mode_bars(f"{key}-{slug}-mode", f"{name}: {backend} epoch time per mode", cells, _varying(cells)))
     return charts
-
 
 
 def history_chart(key: str, title: str, run_labels: list[str],
@@ -99,15 +94,14 @@ def history_chart(key: str, title: str, run_labels: list[str],
 
 def step_chart(key: str, title: str, run_labels: list[str], points: list[tuple[float, tuple[float, float] | None]],
                steps: list[tuple[int, str]], levels: list[tuple[int, int, float]], outliers: list[int]) -> Chart:
-    """One series over its runs (x: the run's place in the series, labelled run_labels): each run's
-    median with its rounds' IQR, the level of each segment between steps, each step a dashed line
-    before its first run labelled with its ratio, and the runs left out as outliers hollow."""
+    """One series over its runs: each run's median with its rounds' IQR, each segment's level, each
+    step a dashed line labelled with its ratio, and the outliers hollow."""
     with matplotlib.rc_context({**STYLE, "svg.hashsalt": key}):
         fig = Figure(figsize=(11, 3.4))
         ax = fig.add_subplot()
         xs = list(range(len(points)))
         errors = [e or (0, 0) for _, e in points]
-        ax.errorbar(xs, [y for y, _ in points], yerr=[[lo for lo, _ in errors], [hi for _, hi in errors]],
+        ax.errorbar(xs, [y for y, _ in points], yerr=_yerr(errors),
                     fmt="o", markersize=4, capsize=3, color="#4c72b0", label="median epoch time, bars: IQR of its rounds")
         if outliers:
             ax.plot(outliers, [points[i][0] for i in outliers], "o", markersize=9, markerfacecolor="none",
@@ -131,9 +125,8 @@ def step_chart(key: str, title: str, run_labels: list[str], points: list[tuple[f
 
 def release_chart(key: str, title: str, framework: str,
                   rows: list[tuple[str, float, tuple[float, float] | None, tuple[float, float] | None]]) -> Chart:
-    """One configuration on each release of its framework: each release's median epoch time with
-    its rounds' IQR, and for each newer release the noise band around the oldest release's median
-    (a grey box from old/needed to old*needed) that its median must leave to count as a change."""
+    """One configuration on each release of its framework: each median with its IQR, and for each
+    newer release the noise band around the oldest's median that it must leave to count as a change."""
     with matplotlib.rc_context({**STYLE, "svg.hashsalt": key}):
         fig = Figure(figsize=(7.2, 3.4))
         ax = fig.add_subplot()
@@ -142,8 +135,7 @@ def release_chart(key: str, title: str, framework: str,
             if band:
                 ax.fill_between([x - 0.3, x + 0.3], band[0], band[1], color="0.85",
                                 label="noise band around the oldest" if x == 1 else None)
-        errors = [e or (0, 0) for _, _, e, _ in rows]
-        ax.errorbar(xs, [m for _, m, _, _ in rows], yerr=[[lo for lo, _ in errors], [hi for _, hi in errors]],
+        ax.errorbar(xs, [m for _, m, _, _ in rows], yerr=_yerr(e for _, _, e, _ in rows),
                     fmt="o", markersize=5, capsize=3, color="#4c72b0", label="median epoch time, bars: IQR")
         ax.set_xticks(xs, [release for release, _, _, _ in rows])
         ax.set_xlim(-0.6, len(rows) - 0.4)
@@ -164,9 +156,9 @@ def line_chart(key, title, xlabel, ylabel, series: dict[str, list[tuple]], *, id
         xs = sorted({x for pts in series.values() for x, _, _ in pts})
         for label, pts in series.items():
             pts = sorted(pts)
-            errors = [e or (0, 0) for _, _, e in pts]
+            errors = [e for _, _, e in pts]
             ax.errorbar([x for x, _, _ in pts], [y for _, y, _ in pts],
-                        yerr=[[lo for lo, _ in errors], [hi for _, hi in errors]] if any(map(any, errors)) else None,
+                        yerr=_yerr(errors) if any(e and any(e) for e in errors) else None,
                         marker="o", markersize=4, capsize=3, linewidth=1.5, label=label,
                         color=(colors or {}).get(label))
         if ideal is not None:
@@ -192,9 +184,8 @@ def mode_bars(key: str, title: str, rows: list[CellResult], axes: list[str]) -> 
         for i, config in enumerate(configs):
             cells = {r.settings.mode: r for r in rows if _label(r, axes, exclude="mode") == config}
             xs = [m + (i - (len(configs) - 1) / 2) * width for m, mode in enumerate(modes) if mode in cells]
-            errors = [_iqr_error(cells[m]) or (0, 0) for m in modes if m in cells]
             ax.bar(xs, [cells[m].median for m in modes if m in cells], width=width, label=config,
-                   yerr=[[lo for lo, _ in errors], [hi for _, hi in errors]], capsize=3)
+                   yerr=_yerr(iqr_error(cells[m].median, cells[m].stats) for m in modes if m in cells), capsize=3)
         ax.set_xticks(range(len(modes)), [str(m) for m in modes])
         _finish(fig, ax, title, "mode (sampling device-feature device)", "median epoch time (s), bars: IQR")
         return Chart(key, title, _svg(fig, key, title))
@@ -252,18 +243,8 @@ def _svg(fig: Figure, key: str, title: str) -> Markup:
     return Markup(text)  # matplotlib escaped its own text; our additions are escaped above
 
 
-def _colors(rows: list[CellResult], axes: list[str], axis: str) -> dict[str, str]:
-    palette = matplotlib.rcParams["axes.prop_cycle"].by_key()["color"]
-    labels = dict.fromkeys(_label(r, axes, exclude=axis) for r in rows)
-    return {label: palette[i % len(palette)] for i, label in enumerate(labels)}
-
-
 def _has_axis(rows: list[CellResult], axis: str) -> bool:
     return len({setting_text(r.settings.get(axis)) for r in rows if axis in r.settings}) >= 2
-
-
-def _plottable(series: dict) -> bool:
-    return any(series.values())
 
 
 def _varying(rows: list[CellResult]) -> list[str]:
@@ -279,16 +260,17 @@ def _label(row: CellResult, axes: list[str], exclude: str) -> str:
     return " ".join([row.backend or "?", *others])
 
 
-def _slug(text: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
-
-
-def _iqr_error(row: CellResult) -> tuple[float, float] | None:
-    """Error bar from the first to the third quartile around the median."""
-    q1, q3 = row.stats.q1, row.stats.q3
-    if q1 is None or q3 is None:
+def iqr_error(median: float, stats) -> tuple[float, float] | None:
+    """Error bar (below, above) from the first to the third quartile of `stats` around the median."""
+    if stats is None or stats.q1 is None or stats.q3 is None:
         return None
-    return max(row.median - q1, 0.0), max(q3 - row.median, 0.0)
+    return max(median - stats.q1, 0.0), max(stats.q3 - median, 0.0)
+
+
+def _yerr(errors) -> list[list[float]]:
+    """Error bars (below, above), a missing one as none, as matplotlib's yerr."""
+    errors = [e or (0, 0) for e in errors]
+    return [[lo for lo, _ in errors], [hi for _, hi in errors]]
 
 
 def _series(rows: list[CellResult], axes: list[str], axis: str, value: Callable[[CellResult], float | None],
@@ -299,5 +281,5 @@ def _series(rows: list[CellResult], axes: list[str], axis: str, value: Callable[
         if y is None or axis not in r.settings:
             continue
         series.setdefault(_label(r, axes, exclude=axis), []).append(
-            (r.settings[axis], y * scale, _iqr_error(r) if with_iqr else None))
+            (r.settings[axis], y * scale, iqr_error(r.median, r.stats) if with_iqr else None))
     return series

@@ -1,15 +1,10 @@
-"""The metric columns of the per-cell tables, declared once: the Markdown report (report.md.j2)
-and the HTML suite page (suite.html.j2) both iterate these lists, so a number the worker
-already records becomes a column with one line, e.g.
-
-    Column("batches", metric("batches_per_epoch"), fmt.rate),
-
-A column is shown in the Markdown table, the HTML table or both; `shown` keeps a column out of a
-table where it would be empty. The columns are chosen at display time: the few marked `brief`
-make the default table (Markdown: at most 10 columns with the cell and its status; HTML: the
-dataset's main table, which fits a laptop screen); every other one is behind `--columns`
-(`gnnbench run` and `gnnbench report`: `all`, or names by `Column.key`) and under the HTML
-table's "more columns" toggle. So a new column is one line, and widens no default table.
+"""The metric columns of the tables, declared once: the Markdown report (report.md.j2), the HTML
+suite page (suite.html.j2) and the docs' column reference all iterate these lists, so a number the
+worker records becomes a column with one line. Columns are chosen at display time: those marked
+`brief` make the default tables (Markdown: at most 10 columns with the cell and its status; HTML:
+the main table, which fits a laptop screen), the rest are behind `--columns` (names by
+`Column.key`, or `all`) and under the HTML table's "more columns" toggle; `shown` keeps a column
+out of a table where it would be empty.
 """
 
 from __future__ import annotations
@@ -43,11 +38,6 @@ class Column:
     doc: str = ""                                 # what it means, for the docs' column reference (required there)
 
     @property
-    def fold(self) -> bool:
-        """HTML: under the table's "more columns" toggle, not in its main table."""
-        return not self.brief
-
-    @property
     def key(self) -> str:
         """The name `--columns` takes: the header in lower case, words joined by '-' ("val-acc/mrr")."""
         return re.sub(r"[^a-z0-9/@%]+", "-", re.sub(r"\s*/\s*", "/", self.header.lower())).strip("-")
@@ -73,14 +63,6 @@ def metric(name: str) -> Callable[[CellResult], object]:
     return lambda cell: cell.metrics.get(name)
 
 
-def _iqr(cell: CellResult) -> str:
-    return f"({fmt.seconds(cell.stats.iqr)})"
-
-
-def _ranks(cell: CellResult) -> str | None:
-    return f"× {cell.num_ranks}" if cell.num_ranks and cell.num_ranks > 1 else None
-
-
 def _hits(hits) -> str:
     return fmt.DASH if not hits else " / ".join(fmt.accuracy(hits.get(k)) for k in ("10", "50", "100"))
 
@@ -90,22 +72,9 @@ def _leak_note(cell: CellResult) -> str | None:
     return "(includes the leak)" if cell.settings.exclusion == "none" and leaks.get("leaked_batches") else None
 
 
-def _link_hint(cell: CellResult) -> str:
-    return "; ".join(cell.metrics.get("link_notes") or [])
-
-
-def _has_scaling(table: dict) -> bool:
-    return "world_size" in table["varying"] and any(r.scaling_efficiency is not None for r in table["rows"])
-
-
 def _recorded(name: str) -> Callable[[dict], bool]:
     """Shown where some measured cell of the table records `name` (older result files lack it)."""
     return lambda table: any(r.measured and r.metrics.get(name) is not None for r in table["rows"])
-
-
-def _busy_machine(cell: CellResult) -> str | None:
-    load = cell.metrics.get("other_load")
-    return "(busy: times suspect)" if load is not None and load >= HIGH_LOAD else None
 
 
 def _text(value) -> str:
@@ -148,10 +117,6 @@ def _sampled(cell: CellResult) -> str | None:
     return None
 
 
-def _hops_note(cell: CellResult) -> str | None:
-    return " ".join(filter(None, (_unequal_work(cell), _sampled(cell)))) or None
-
-
 def _work_hint(cell: CellResult) -> str:
     hops = (cell.metrics.work or {}).get("hop_nodes")
     per_hop = f"nodes per hop: {' / '.join(f'{n:,.0f}' for n in hops)}" if hops else "nodes per hop not recorded"
@@ -174,10 +139,6 @@ def largest_private(cell: CellResult) -> tuple[str, int, int] | None:
             if found is None or sizes.get("private", 0) > found[1]:
                 found = (part, sizes.get("private", 0), rank)
     return found
-
-
-def _largest_private_text(found) -> str:
-    return fmt.DASH if found is None else f"{found[0].replace('_', ' ')} {fmt.mib(found[1])}"
 
 
 def _breakdown_hint(cell: CellResult) -> str:
@@ -240,26 +201,9 @@ def _threads_note(cell: CellResult) -> str | None:
     return f"({text}{', oversubscribed' if b.get('oversubscribed') else ''})"
 
 
-def _has_budget(table: dict) -> bool:
-    return any(r.measured and _budget(r) for r in table["rows"])
-
-
-def _phases_text(phases) -> str:
-    """{"imports": 3.1, "dataset": 0.4} as 'imports 3.1 · dataset 0.4' (seconds), or a dash."""
-    if not phases:
-        return fmt.DASH
-    return " · ".join(f"{name} {value:.1f}" for name, value in phases.items())
-
-
-def _phase_mib_text(phases) -> str:
-    """GPU peaks by phase in MiB: 'build 120 · warmup 900 · measured 910', or a dash."""
-    if not phases:
-        return fmt.DASH
-    return " · ".join(f"{name} {fmt.mib(value)}" for name, value in phases.items())
-
-
-def _has_gpu_memory(table: dict) -> bool:
-    return any(r.metrics.peak_gpu_bytes for r in table["rows"] if r.measured)
+def _by_phase(value: Callable[[float], str]) -> Callable[[dict | None], str]:
+    """{"imports": 3.1, "dataset": 0.4} as 'imports 3.1 · dataset 0.4' (each `value`), or a dash."""
+    return lambda phases: " · ".join(f"{name} {value(v)}" for name, v in phases.items()) if phases else fmt.DASH
 
 
 TYPED_MODELS = {"rgcn": "R-GCN", "rgat": "R-GAT"}
@@ -294,10 +238,6 @@ def _typed_nodes(cell: CellResult) -> dict[str, float] | None:
     return dict(sorted(totals.items(), key=lambda kv: -kv[1]))
 
 
-def _typed_nodes_text(value) -> str:
-    return fmt.DASH if not value else " · ".join(f"{t} {n:,.0f}" for t, n in value.items())
-
-
 def _typed_hint(cell: CellResult) -> str:
     found = stages.typed_work(cell) or {}
     lines = [f"{t}: {' / '.join(f'{n:,.0f}' for n in v)} nodes per hop" for t, v in (found.get("hop_nodes") or {}).items()]
@@ -320,10 +260,11 @@ CELL_COLUMNS = [
            doc="The neighbourhood sampler the cell ran on, with its version (PyG: pyg-lib or the torch-sparse fallback; GraphBolt: its own)."),
     # the core budget: threads per rank, and the ranks and workers beside them on the node's cores
     Column("threads", threads, lambda x: "" if x is None else str(x), unit="per rank (core budget)",
-           note=_threads_note, hint=lambda c: (_threads_note(c) or "").strip("()"), shown=_has_budget,
+           note=_threads_note, hint=lambda c: (_threads_note(c) or "").strip("()"),
+           shown=lambda t: any(r.measured and _budget(r) for r in t["rows"]),
            doc="torch intra-op threads each rank ran with, from the core budget (usable cores ÷ ranks, less the rank's loader workers) or the `threads` setting; noted where ranks × threads + workers exceed the usable cores."),
     Column("epoch s, median (IQR)", lambda c: c.median, fmt.seconds, title="epoch time", unit="median (IQR)",
-           suffix=" s", note=_iqr,
+           suffix=" s", note=lambda c: f"({fmt.seconds(c.stats.iqr)})",
            brief=True, doc="Wall time of one measured epoch: the median over the measured epochs (rounds), with the interquartile range."),
     Column("rounds", lambda c: c.stats.rounds, str, html=False,
            doc="Measured epochs the statistics are taken over (warm-up epochs excluded)."),
@@ -331,7 +272,8 @@ CELL_COLUMNS = [
            brief=True, doc="The reference cell's median epoch time over this cell's: above 1 is faster than the reference (the suite's `baseline`, default its first cell)."),
     Column("scaling efficiency", lambda c: c.scaling_efficiency, fmt.pct, title="scaling", unit="efficiency",
            hint=lambda c: f"speedup against 1 rank: {fmt.ratio(c.speedup_vs_ws1)}", markdown=False,
-           shown=_has_scaling,  # the scaling chart beside the table draws it too
+           # the scaling chart beside the table draws it too
+           shown=lambda t: "world_size" in t["varying"] and any(r.scaling_efficiency is not None for r in t["rows"]),
            doc="Speedup against the same configuration at 1 rank, divided by the world size: 100 % is perfect scaling."),
     Column("seeds/s", metric("seeds_per_s"), fmt.rate, title="throughput", unit="seeds/s", note=_fewer_seeds,
            hint=_seeds_hint,
@@ -340,8 +282,6 @@ CELL_COLUMNS = [
            doc="Edges sampled per second of the measured epochs (from the counted batches)."),
     Column("loader stall", metric("loader_stall"), fmt.pct, title="loader", unit="stall",
            brief=True, doc="Share of the epoch the training loop waited for the next batch from the loader."),
-    # where the epoch went (bench.publish.stages): the stage with the largest share, held against
-    # the machine's ceiling where it is the fetch or the copy
     Column("binding stage", stages.binding_text, _text, title="binding stage", unit="share of the epoch",
            note=_ceiling_note, hint=lambda c: stages.headline(c) or "", shown=_recorded("stages"),
            brief=True, doc="The stage with the largest share of the epoch (see the stage table), held against the machine's measured ceiling where it is the feature fetch or the host-to-device copy."),
@@ -351,8 +291,9 @@ CELL_COLUMNS = [
     # typed graphs (bench/backends/typed.py): the model, and the work per node type and relation
     Column("model", _model_text, _text, unit="parameters", note=_model_note, shown=_typed_table,
            doc="Typed cells: the model trained (R-GCN, or R-GAT with its heads) and its parameters, the featureless node types' learnable embeddings among them (noted)."),
-    Column("nodes / batch by type", _typed_nodes, _typed_nodes_text, title="work by node type", unit="nodes / batch",
-           hint=_typed_hint, shown=_typed_table,
+    Column("nodes / batch by type", _typed_nodes,
+           lambda v: " · ".join(f"{t} {n:,.0f}" for t, n in v.items()) if v else fmt.DASH,
+           title="work by node type", unit="nodes / batch", hint=_typed_hint, shown=_typed_table,
            doc="Typed cells: nodes in a batch's sampled subgraph per node type (all hops), the mean over the counted batches; the tooltip has each type's nodes and each relation's edges per hop."),
     Column("edges / batch by relation", _typed_edges, _text, title="work by relation", unit="edges / batch",
            hint=_typed_hint, shown=_typed_table,
@@ -361,19 +302,23 @@ CELL_COLUMNS = [
            brief=True, doc="Peak proportional set size of the cell's processes (shared pages split among their sharers), the largest rank's."),
     Column("peak RSS MiB", metric("peak_rss_bytes"), fmt.mib, html=False,
            doc="Peak resident set size of the cell's largest rank (shared pages counted in full)."),
-    Column("PSS per rank", lambda c: c.rank_pss_bytes, fmt.mib, unit="max, MiB", note=_ranks, markdown=False,
+    Column("PSS per rank", lambda c: c.rank_pss_bytes, fmt.mib, unit="max, MiB", markdown=False,
+           note=lambda c: f"× {c.num_ranks}" if c.num_ranks and c.num_ranks > 1 else None,
            brief=True, doc="Largest peak PSS of one rank, with the number of ranks."),
     Column("PSS total", metric("total_pss_bytes"), fmt.mib, unit="MiB", markdown=False,
            doc="Peak PSS of all of the cell's processes together (ranks and loader workers)."),
-    Column("largest private MiB", largest_private, _largest_private_text, title="largest private",
-           unit="part of a rank's PSS, MiB", hint=_breakdown_hint, shown=_recorded("memory_breakdown"),
+    Column("largest private MiB", largest_private,
+           lambda found: fmt.DASH if found is None else f"{found[0].replace('_', ' ')} {fmt.mib(found[1])}",
+           title="largest private", unit="part of a rank's PSS, MiB", hint=_breakdown_hint,
+           shown=_recorded("memory_breakdown"),
            doc="The largest private part of any rank's peak PSS (features, graph, model, framework) from the memory breakdown; the tooltip has every part."),
-    Column("GPU memory", metric("peak_gpu_bytes"), fmt.mib, unit="peak, MiB", markdown=False, shown=_has_gpu_memory,
+    Column("GPU memory", metric("peak_gpu_bytes"), fmt.mib, unit="peak, MiB", markdown=False,
+           shown=lambda t: any(r.measured and r.metrics.peak_gpu_bytes for r in t["rows"]),
            doc="Peak GPU memory allocated by torch on a rank (CUDA cells only)."),
     Column("GPU device used", metric("gpu_device_used_bytes"), fmt.mib, unit="after the epochs, MiB", markdown=False,
            shown=_recorded("gpu_device_used_bytes"),
            doc="GPU memory in use device-wide after the measured epochs (total less free, as the driver sees it), the busiest rank's: the allocator's tensors plus the CUDA context, NCCL's buffers and framework caches it does not see (CUDA cells only)."),
-    Column("GPU peak by phase", metric("gpu_peaks"), _phase_mib_text, unit="MiB: build · warmup · measured · evaluation",
+    Column("GPU peak by phase", metric("gpu_peaks"), _by_phase(fmt.mib), unit="MiB: build · warmup · measured · evaluation",
            markdown=False, shown=_recorded("gpu_peaks"),
            doc="The allocator's peak GPU memory in each phase of the cell (building the pipeline, warm-up epochs, measured epochs, evaluation on rank 0), the busiest rank's per phase (CUDA cells only)."),
     # "is the loader starving my GPU": NVML's busy share and PCIe traffic per GPU; blank for CPU cells
@@ -384,10 +329,9 @@ CELL_COLUMNS = [
            hint=lambda c: "PCIe bytes the GPU received per second of the measured epochs (NVML, sampled)",
            shown=_recorded("gpu_util"),
            doc="PCIe bytes per second the GPU received during the measured epochs, per GPU (NVML)."),
-    # the quality figure of each task in one column (bench/tasks.py Task.metric): a node or graph
-    # cell's validation accuracy, a link cell's validation MRR
     Column("val acc / MRR", lambda c: c.metrics.get("val_mrr") if c.metrics.get("val_mrr") is not None else c.metrics.val_acc,
-           fmt.accuracy, title="quality", unit="validation acc, or MRR (link)", note=_leak_note, hint=_link_hint,
+           fmt.accuracy, title="quality", unit="validation acc, or MRR (link)", note=_leak_note,
+           hint=lambda c: "; ".join(c.metrics.get("link_notes") or []),
            brief=True, doc="Validation accuracy after the last measured epoch; a link cell's validation MRR against its fixed negatives, full neighbourhoods over the training graph, `(includes the leak)` where exclusion is none and batches sampled their own seed edges."),
     Column("test acc", metric("test_acc"), fmt.accuracy, unit="sampled",
            doc="Test accuracy after the last measured epoch, sampled with the training fanouts."),
@@ -395,21 +339,17 @@ CELL_COLUMNS = [
     Column("test acc, full neighbourhoods", metric("test_acc_full"), fmt.accuracy, title="test acc",
            unit="full neighbourhoods", shown=_recorded("test_acc_full"),
            doc="Test accuracy with every neighbour, layer by layer over all nodes (layer-wise inference, as DGL's examples report it)."),
-    # the link task (bench/backends/link.py): MRR and Hits@K against the split's fixed negatives,
-    # full neighbourhoods
     Column("test MRR", metric("test_mrr"), fmt.accuracy, title="MRR", unit="test", shown=_recorded("test_mrr"),
            doc="Link cells: mean reciprocal rank of the test edges against their fixed negatives."),
     Column("test Hits@10/50/100", lambda c: c.metrics.get("test_hits"), _hits, title="Hits@K", unit="test, 10 / 50 / 100",
            shown=_recorded("test_hits"),
            doc="Link cells: the share of test edges ranked within the first 10, 50 and 100 against their fixed negatives."),
-    # MLPerf's score where the suite sets target_acc (bench/publish/to_target.py): training seconds
-    # and epochs to the validation target, or the best accuracy where it was not reached
     Column("time to target", lambda c: c, to_target.text, title="time to target",
            unit="training s (epochs), eval apart", hint=to_target.hint, shown=to_target.shown,
            brief=True, doc="Training seconds (slowest rank, evaluation and start-up excluded) and epochs until the validation accuracy first reached the suite's `target_acc`, or `not reached` with the best value; n/a for a cell without a model."),
     Column("start-up s", metric("startup_s"), lambda x: fmt.num(x, "{:.1f}"), html=False,
            doc="Seconds from launching the cell to its first epoch: interpreter, framework import, data load, process group."),
-    Column("start-up by phase", metric("startup_phases"), _phases_text, title="start-up", unit="s by phase",
+    Column("start-up by phase", metric("startup_phases"), _by_phase("{:.1f}".format), title="start-up", unit="s by phase",
            markdown=False, shown=_recorded("startup_phases"),
            doc="Start-up split by phase, the slowest rank's each: imports (interpreter and framework), cuda_context, process_group (gloo, or NCCL's communicator with a barrier on the rank's GPU), dataset, pipeline, first_batch; – in files written before it was recorded."),
     Column("CPU s / epoch", metric("cpu_s_per_epoch"), fmt.seconds, title="CPU time", unit="s per epoch",
@@ -418,7 +358,8 @@ CELL_COLUMNS = [
     Column("runner CPU", metric("runner_cpu_share"), fmt.pct, unit="of a core", markdown=False,
            shown=_recorded("runner_cpu_share"),
            doc="CPU the runner's memory sampler took beside the cell, per second of the cell (a share of one core): the harness's own cost on the cores the cell shares; – in files written before it was recorded."),
-    Column("other load", metric("other_load"), fmt.pct, unit="of the machine", note=_busy_machine,
+    Column("other load", metric("other_load"), fmt.pct, unit="of the machine",
+           note=lambda c: "(busy: times suspect)" if (c.metrics.get("other_load") or 0) >= HIGH_LOAD else None,
            hint=lambda c: "CPU share other processes took while this cell ran", shown=_recorded("other_load"),
            doc="CPU share other processes took while the cell ran; at or above the high-load mark its times are marked suspect."),
 ]
@@ -463,24 +404,19 @@ STAGE_DOCS = {
 }
 
 
-def _stage(stage: str) -> Column:
-    return Column(stage_label(stage), lambda c: (stages.shares(c) or {}).get(stage), lambda x: fmt.pct(x, 0), brief=True,
-                  doc=f"Share of the epoch in {STAGE_DOCS.get(stage, stage)}.")
-
-
 def _worker_seconds(cell: CellResult) -> str | None:
     spent = cell.metrics.loader_worker_s
     return " / ".join(f"{spent.get(k, 0):.3f}" for k in ("sample", "fetch")) if spent else None
 
 
-# The Markdown "where the time goes" table: each cell's epoch split into its stages (shares of
-# the epoch; the brief ones), and with `--columns all` the worker-seconds its loader workers spent
-# beside it, the fetch and copy bandwidth against the machine's ceilings and the work per hop and seed.
+# The Markdown "where the time goes" table: each cell's epoch split into its stages (the brief ones),
+# the rest with `--columns all`.
 STAGE_COLUMNS = [
     Column("stages s (of epoch s)", lambda c: (stages.total(c), c.stats.mean),
            lambda v: f"{fmt.seconds(v[0])} ({fmt.seconds(v[1])})", brief=True,
            doc="Seconds of the epoch the stages account for, against the epoch's mean time."),
-    *(_stage(s) for s in STAGES),
+    *(Column(stage_label(s), lambda c, s=s: (stages.shares(c) or {}).get(s), lambda x: fmt.pct(x, 0), brief=True,
+             doc=f"Share of the epoch in {STAGE_DOCS.get(s, s)}.") for s in STAGES),
     Column("workers: sample / fetch worker-s", _worker_seconds, _text,
            doc="Seconds the loader's worker processes spent sampling and fetching features per epoch, beside the main process."),
     Column("fetch rate (of gather ceiling)", stages.fetch_rate, stages.bandwidth,
@@ -488,10 +424,9 @@ STAGE_COLUMNS = [
     Column("copy rate (of h2d ceiling)", stages.copy_rate, stages.bandwidth,
            doc="Bytes copied host to device per second in the copy stage, and its share of the measured host-to-device ceiling."),
     Column("nodes per hop", lambda c: (c.metrics.work or {}).get("hop_nodes"),
-           lambda v: fmt.DASH if not v else " / ".join(f"{n:,.0f}" for n in v), note=_hops_note,
+           lambda v: fmt.DASH if not v else " / ".join(f"{n:,.0f}" for n in v),
+           note=lambda c: " ".join(filter(None, (_unequal_work(c), _sampled(c)))) or None,
            doc="Nodes sampled at each hop, mean per counted batch."),
-    # per training seed (stages.per_seed: over full batches where recorded), what the equal-work
-    # check compares: the edges sampled per hop, the nodes and edges each layer computes over
     Column("edges per hop, per seed", lambda c: _per_seed_hops(c, "hop_edges"), _per_hop_text,
            doc="Edges sampled at each hop per training seed (over full batches where recorded): what the equal-work check compares."),
     Column("layer nodes per seed", lambda c: _per_seed_hops(c, "layer_nodes"), _per_hop_text,
@@ -522,8 +457,7 @@ def column_choice(text: str) -> list[str]:
     return chosen
 
 
-# A link table varies more settings (negatives, their mode, exclusion) beside MRR and Hits: these go
-# under its more-columns toggle so its main table fits a laptop's 1280 px (tests/test_site.py)
+# A link table varies more settings beside MRR and Hits: these go under its toggle (a 1280 px screen)
 LINK_FOLDED = ("time to target",)
 
 

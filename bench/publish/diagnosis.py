@@ -1,17 +1,11 @@
-"""Why more ranks or more workers are slower: one line per such configuration, naming causes from
-the recorded numbers.
+"""Why more ranks or more workers are slower: one line per configuration whose median epoch is
+slower than the same configuration (dataset, backend, every other setting) with fewer ranks
+(`world_size`) or DataLoader workers (`num_workers`), held against the fastest of those. Each rule
+is a small function of that pair (a `Slower`) returning a sentence or None, its threshold a named
+constant; rules read the recorded numbers, and the stages and work counts where a file has them.
 
-A configuration is diagnosed where its median epoch is slower than the same configuration (same
-dataset, backend and every other setting) with fewer ranks (`world_size`) or fewer DataLoader
-workers (`num_workers`); it is held against the fastest of those with fewer. Each rule below is
-one small function of that pair (a `Slower`) returning a sentence, or None where it does not
-apply; its threshold is a named constant. Rules read today's keys (startup_s, comm_s, compute_s,
-loader_stall, batches_per_epoch, other_load, the settings, the machine's cores) and the stage
-timings and work counts where a file has them (bench.publish.stages).
-
-Where cells trained to a validation target (time to accuracy, bench.publish.to_target),
-`target_lines` names each cell whose faster epoch reaches the target later than a slower one (fewer
-seeds per epoch, another precision or sampler can do that), or says that none did.
+`target_lines`: each cell whose faster epoch reaches the validation target later than a slower one
+(time to accuracy, bench.publish.to_target), or a line saying that none did.
 """
 
 from __future__ import annotations
@@ -36,8 +30,7 @@ COMPUTE_GROWTH = 1.5      # compute per batch this many times that with fewer: c
 WORKER_COST = 1.5         # loader workers spend this many times the main process's sample+fetch
 OTHER_SHARE = 0.3         # this share of the epoch outside every measured stage
 SLOW_FIRST_EPOCH = 1.5    # a first epoch this many times the other's explains a later arrival at the target
-# epoch time against time to accuracy: both must differ by this share before a pair is named, so that
-# two cells one run's noise apart (4.38 s against 4.42 s, 1 epoch each) are not called a reversal
+# epoch time against time to accuracy: both must differ by this share before a pair is named (noise)
 CLEAR_MARGIN = 0.05
 
 
@@ -59,24 +52,15 @@ class Slower:
         return f"{value} {one if value == 1 else many}"
 
 
-# --- the rules: each (Slower) -> sentence or None ------------------------------------------------
-
 def ranks(cell: CellResult) -> int:
     return int(cell.settings.world_size or 1)
-
-
-def usable_cores(cell: CellResult) -> int | None:
-    machine = cell.machine
-    if machine is None:
-        return None
-    return machine.ceilings.get("usable_cores") or machine.cpu_count_logical or machine.cpu_count
 
 
 def oversubscription(s: Slower) -> str | None:
     """The core budget (bench/machine/core_budget.py) of the cell as it ran: its ranks, each with its
     recorded compute threads (1 in files that do not record them) and its loader workers."""
-    cell = s.cell
-    cores = usable_cores(cell)
+    cell, machine = s.cell, s.cell.machine
+    cores = machine and (machine.ceilings.get("usable_cores") or machine.cpu_count_logical or machine.cpu_count)
     if not cores:
         return None
     threads = (cell.device or {}).get("num_threads") or 1
@@ -106,12 +90,8 @@ def allreduce_share(s: Slower) -> str | None:
     return f"all-reduce is {fmt.pct(seconds / epoch, 0)} of the epoch ({seconds:.3f} s)"
 
 
-def batches(cell: CellResult) -> float | None:
-    return stages.batches_per_rank(cell)
-
-
 def few_batches(s: Slower) -> str | None:
-    n = batches(s.cell)
+    n = stages.batches_per_rank(s.cell)
     if n is None or n >= FEW_BATCHES:
         return None
     who = "each rank runs" if ranks(s.cell) > 1 else "an epoch is"
@@ -134,7 +114,7 @@ def loader_wait(s: Slower) -> str | None:
 
 
 def compute_per_batch(cell: CellResult) -> float | None:
-    split, n = stages.seconds(cell), batches(cell)
+    split, n = stages.seconds(cell), stages.batches_per_rank(cell)
     seconds = split["forward_backward"] + split["optimizer"] if split else cell.metrics.compute_s
     return seconds / n if seconds and n else None
 
@@ -178,8 +158,6 @@ RULES: tuple[Callable[[Slower], str | None], ...] = (
     oversubscription, startup_share, allreduce_share, few_batches, loader_wait, compute_growth, worker_cost,
     other_share, busy_machine)
 
-
-# --- finding and saying -------------------------------------------------------------------------
 
 @dataclass(frozen=True)
 class Diagnosis:
@@ -225,8 +203,6 @@ def diagnose(cells: Iterable[CellResult]) -> list[Diagnosis]:
     return [Diagnosis(s, tuple(text for rule in RULES if (text := rule(s)))) for s in slower_pairs(cells)]
 
 
-# --- epoch time against time to accuracy --------------------------------------------------------
-
 @dataclass(frozen=True)
 class Overtaken:
     """A cell with a faster epoch (`faster`) that reaches the validation target later than one with a
@@ -253,10 +229,8 @@ class Overtaken:
 
 
 def overtaken(cells: Iterable[CellResult]) -> list[Overtaken]:
-    """Each cell that a cell with a slower epoch beats to the target (the same dataset and target),
-    paired with the one that gets there soonest; in the cells' order. Both the epoch and the arrival
-    must differ by CLEAR_MARGIN or more (a cell that never reached the target arrives later by any
-    margin)."""
+    """Each cell that a cell with a slower epoch (same dataset and target) beats to the target, paired
+    with the soonest; the epoch and the arrival must both differ by CLEAR_MARGIN (never reached: any)."""
     trained = [c for c in cells if c.measured and c.median and to_target.record(c)]
     found = []
     for cell in trained:

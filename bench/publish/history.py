@@ -1,42 +1,22 @@
 """Result files over time: a trend per cell, and verdicts for a NEW run against an OLD one that
-call a regression or an improvement only beyond the noise the files themselves measure.
+call a change only beyond the noise the files themselves measure: the one judgement of both
+`gnnbench compare` (two runs) and `gnnbench history` (the newest run against the one before).
 
-Why not compare the rounds of the two runs directly (IQR non-overlap, a rank test)? Because the
-rounds of one run are not independent draws of what another run would measure: they share one
-process, one memory layout, one moment of the machine's load. On the shared 2-core machine two
-back-to-back runs of the smoke suite at the same commit (tests/data/smoke-*.json) moved one
-cell's median by 1.40x while each run's rounds spread by only 4-5 %; the rounds of the two runs
-do not even overlap, so a Mann-Whitney test on them would call it with p < 0.001. Run-to-run
-noise is larger than round-to-round noise, and has to be estimated from several runs.
-
-The noise model, in log space (a ratio r = new/old; ln r is symmetric, 1.5x slower and 1.5x
-faster weigh the same), per cell:
+The rounds of one run share one process and one moment of the machine's load, so a median moves
+between runs by more than the rounds spread: run-to-run noise is estimated from several runs. In
+log space (r = new/old, so 1.5x slower and 1.5x faster weigh the same), per cell:
 
     sigma^2   = between^2 + se_old^2 + se_new^2
     se_run    = 1.2533 * (IQR / 1.349) / median / sqrt(rounds)   standard error of a run's median
-    between   = run-to-run noise of a median:
-                - with >= 3 earlier runs of the cell (history): sqrt(2) * stdev of their ln medians,
-                - else, with >= 4 other cells measured in both runs: 1.4826 * median |ln r| over
-                  them (each cell is one sample of how far this machine moves a median between
-                  two runs; the median ignores a minority of cells that really changed, and the
-                  cell being judged is left out of its own yardstick),
-                - else 0 (the floor alone stands for it, and the reason says so);
+    between   = sqrt(2) * stdev of the cell's ln medians in >= MIN_HISTORY earlier runs, else
+                1.4826 * median |ln r| over >= MIN_POOLED_CELLS other cells of both runs (the
+                cell judged is left out of its own yardstick), else 0 (the floor alone)
     threshold = max(ln(1 + floor), K_SIGMA * sigma)
 
-Both estimates of `between` already hold some of each run's median error, so adding se_old and
-se_new counts it twice: deliberately, a slightly wider (conservative) threshold, because a false
-alarm on a shared machine costs more than a late one.
-
-A cell is a regression when ln r > threshold, an improvement when ln r < -threshold. Verdicts
-report the threshold as a factor - 1 (0.10: 1.1x slower or 1.1x faster). The limit is stated,
-not hidden: from two runs alone, a shift shared by most cells cannot be told from the machine;
-give the earlier runs (history) to judge it against each cell's own run-to-run spread.
-
-Status changes are verdicts too ("now failing", "fixed", "new", "gone"), and runs of different
-machines (node, CPU, core count, architecture in `machine_info`) are "not comparable" unless forced.
-
-`series()` splits the trend of every suite into one series per configuration and machine
-(SeriesKey); bench.publish.steps finds where each series stepped (`gnnbench history`).
+`between` already holds some of each median's error; counting it again widens the threshold on
+purpose (a false alarm on a shared machine costs more than a late one). From two runs alone a
+shift shared by most cells cannot be told from the machine (`run_shift` says so). Status changes
+are verdicts too, and runs of different machines are "not comparable" unless forced.
 """
 
 from __future__ import annotations
@@ -61,7 +41,7 @@ FAILED = ("failed", "timeout")
 NOT_TRIED = ("skipped", "not run", "refused", "follower")
 IQR_PER_SIGMA = 1.349          # IQR of a normal distribution, in standard deviations
 MEDIAN_SE_FACTOR = 1.2533      # standard error of a median / standard error of a mean (normal)
-MAD_PER_SIGMA = 1 / 1.4826     # median |x| of a centred normal, in standard deviations
+SIGMA_PER_MAD = 1.4826         # standard deviations of a centred normal per median |x|
 
 
 @dataclass
@@ -83,7 +63,6 @@ class Point:
     commit: str | None
     machine: str | None
     median_s: float | None
-    iqr_s: float | None
     status: str
     path: str
     # what the point was read from (the series and their steps read the rounds and the environment)
@@ -91,37 +70,23 @@ class Point:
     run: RunResult | None = field(default=None, repr=False, compare=False)
 
 
-# --- what a result file says about its run --------------------------------------------------
-
 def commit_text(run: RunResult) -> str | None:
     commit = run.commit.get("id")
     return commit + "+dirty" if commit and run.commit.get("dirty") else commit
 
 
-def cells(run: RunResult) -> dict[str, CellResult]:
-    """Every cell the run knows of, measured or not, by id."""
-    return {c.id: c for c in run.cells}
-
-
-# --- trend -------------------------------------------------------------------------------------
-
 def trend(results: list[RunResult]) -> dict[str, list[Point]]:
-    """The runs of ONE suite as a series per cell: {cell_id: [Point, ...] oldest first}.
-
-    Keyed by cell id (each Point also carries it); one suite per call, since cells of different
-    suites share ids but not settings: mixing suites raises ResultsError naming the odd file."""
+    """The runs of ONE suite (cells of different suites share ids, not settings: mixing them raises
+    ResultsError) as a series per cell: {cell_id: [Point, ...] oldest first}."""
     check_same_suite(results)
     series: dict[str, list[Point]] = {}
     for run in sorted(results, key=lambda r: (r.finished_at, str(r.path))):
         for cell in run.cells:
             series.setdefault(cell.id, []).append(Point(
-                cell.id, run.finished or "", commit_text(run), host_label(run.machine),
-                cell.median, cell.stats.iqr if cell.stats else None, cell.status, str(run.path),
-                cell=cell, run=run))
+                cell.id, run.finished or "", commit_text(run), host_label(run.machine), cell.median, cell.status,
+                str(run.path), cell=cell, run=run))
     return series
 
-
-# --- series: one configuration on one machine over its runs ----------------------------------
 
 # Settings that say how a cell is watched, not what it measures: a change of them keeps a series.
 WATCH_SETTINGS = ("timeout",)
@@ -129,9 +94,8 @@ WATCH_SETTINGS = ("timeout",)
 
 @dataclass(frozen=True)
 class SeriesKey:
-    """What the runs of one series share: suite, cell, its whole configuration (every setting,
-    and the statistics of the graph: a new generator under the same dataset name starts a new
-    series) and the machine's fingerprint (host, CPU model, core count, architecture, GPUs)."""
+    """What the runs of one series share: suite, cell, its whole configuration (every setting and
+    the graph's statistics) and the machine's fingerprint."""
     suite: str
     cell_id: str
     configuration: str   # JSON: the settings and the graph, sorted keys
@@ -140,8 +104,7 @@ class SeriesKey:
 
 def series(results: Sequence[RunResult]) -> dict[SeriesKey, list[Point]]:
     """Every measured cell of the runs grouped by configuration and machine, each series oldest
-    first (the trend of each suite, split where the configuration or the machine differs).
-    Copies of one run (the same file under two folders) count once."""
+    first; copies of one run (the same file under two folders) count once."""
     runs: list[RunResult] = []
     for run in results:
         if not any(same_run(run, other) for other in runs):
@@ -197,8 +160,6 @@ def check_same_suite(results: Sequence[RunResult]) -> None:
                                f"is suite {first!r}: compare runs of one suite at a time")
 
 
-# --- the noise ---------------------------------------------------------------------------------
-
 def median_se(cell: CellResult) -> float:
     """Standard error of ln(median) of one run, from its rounds' IQR (0 when unknown)."""
     if cell.stats is None or not cell.stats.iqr or not cell.median or cell.stats.rounds < 2:
@@ -214,36 +175,20 @@ def pooled_between(cell_id: str, old: dict[str, CellResult], new: dict[str, Cell
             if c != cell_id and c in new and old[c].status == new[c].status == "ok"]
     if len(logs) < MIN_POOLED_CELLS:
         return None, len(logs)
-    return statistics.median(logs) / MAD_PER_SIGMA, len(logs)
+    return statistics.median(logs) * SIGMA_PER_MAD, len(logs)
 
 
 def history_between(cell_id: str, earlier: Sequence[RunResult]) -> tuple[float | None, int]:
     """A cell's own run-to-run noise of a median, from its medians in earlier runs."""
-    medians = [c.median for r in earlier if (c := cells(r).get(cell_id)) and c.status == "ok"]
+    medians = [c.median for r in earlier for c in r.cells if c.id == cell_id and c.status == "ok"]
     if len(medians) < MIN_HISTORY:
         return None, len(medians)
     return math.sqrt(2) * statistics.stdev(math.log(m) for m in medians), len(medians)
 
 
-@dataclass
-class Noise:
-    threshold_log: float
-    sigma: float
-    between: float | None
-    source: str   # where `between` came from, in words
-
-
-def noise(o: CellResult, n: CellResult, floor: float, between: float | None, source: str) -> Noise:
-    sigma = math.sqrt((between or 0.0) ** 2 + median_se(o) ** 2 + median_se(n) ** 2)
-    return Noise(max(math.log1p(floor), K_SIGMA * sigma), sigma, between, source)
-
-
-# --- compare -------------------------------------------------------------------------------------
-
 def latest(runs: Sequence[RunResult], floor: float = COMPARE_FLOOR) -> list[tuple[RunResult, RunResult, list[Verdict]]]:
-    """Per suite and machine, the newest run judged against the one before it, the earlier runs
-    its history: `gnnbench history`'s word on the newest run, the same verdicts `gnnbench compare`
-    gives those two (two runs are a short history)."""
+    """Per suite and machine, the newest run judged against the one before it, the earlier runs its
+    history: the verdicts `gnnbench compare` gives those two."""
     groups: dict[tuple[str, str], list[RunResult]] = {}
     for run in runs:
         groups.setdefault((str(run.suite), str(run.machine.key)), []).append(run)
@@ -257,14 +202,13 @@ def latest(runs: Sequence[RunResult], floor: float = COMPARE_FLOOR) -> list[tupl
 
 def compare(old: RunResult, new: RunResult, *, floor: float = COMPARE_FLOOR, force: bool = False,
             history: Sequence[RunResult] = ()) -> list[Verdict]:
-    """Verdicts for every cell of either run, in NEW's cell order then OLD's leftovers.
-
-    `history`: earlier runs of the suite (OLD may be among them); those on another machine than
-    NEW, or not before NEW, are left out. With `force`, runs of different machines are compared."""
+    """Verdicts for every cell of either run, in NEW's cell order then OLD's leftovers. `history`:
+    earlier runs of the suite (those on another machine, unless `force`, or not before NEW left out)."""
     check_same_suite([old, new, *history])
-    old_cells, new_cells = cells(old), cells(new)
+    old_cells, new_cells = {c.id: c for c in old.cells}, {c.id: c for c in new.cells}
     comparable = force or old.machine.key == new.machine.key
-    earlier = earlier_runs(old, new, history, force)
+    earlier = [r for r in {str(r.path): r for r in [*history, old]}.values()
+               if r.finished_at < new.finished_at and (force or r.machine.key == new.machine.key)]
     verdicts = []
     for cell_id in [*new_cells, *(c for c in old_cells if c not in new_cells)]:
         o, n = old_cells.get(cell_id), new_cells.get(cell_id)
@@ -279,7 +223,7 @@ def compare(old: RunResult, new: RunResult, *, floor: float = COMPARE_FLOOR, for
                                     "graphs are not compared"))
             continue
         between, source = run_to_run(cell_id, earlier, old_cells, new_cells)
-        verdicts.append(timing_verdict(o, n, noise(o, n, floor, between, source), floor))
+        verdicts.append(timing_verdict(o, n, floor, between, source))
     return verdicts
 
 
@@ -309,27 +253,18 @@ def run_to_run(cell_id: str, earlier: Sequence[RunResult], old_cells: dict[str, 
     return None, f"no run-to-run estimate ({pooled_n} other shared cells, {hist_n} earlier medians)"
 
 
-def earlier_runs(old: RunResult, new: RunResult, history: Sequence[RunResult],
-                 force: bool) -> list[RunResult]:
-    runs = {str(r.path): r for r in [*history, old]}
-    return [r for r in runs.values()
-            if r.finished_at < new.finished_at and (force or r.machine.key == new.machine.key)]
-
-
-def timing_verdict(o: CellResult, n: CellResult, nz: Noise, floor: float) -> Verdict:
+def timing_verdict(o: CellResult, n: CellResult, floor: float, between: float | None, source: str) -> Verdict:
+    """`n` against `o` beyond the noise: the run-to-run `between` (`source`: where it came from, in
+    words) and each run's median error, never under `floor`."""
+    sigma = math.sqrt((between or 0.0) ** 2 + median_se(o) ** 2 + median_se(n) ** 2)
+    threshold_log = max(math.log1p(floor), K_SIGMA * sigma)
     log_ratio = math.log(n.median / o.median)
-    if log_ratio > nz.threshold_log:
-        kind = "regression"
-    elif log_ratio < -nz.threshold_log:
-        kind = "improvement"
-    else:
-        kind = "unchanged"
-    needed = math.exp(nz.threshold_log)
-    why = (f"floor {pct(floor)}" if nz.threshold_log == math.log1p(floor)
-           else f"{K_SIGMA:g} sigma of {pct(nz.sigma)}")
+    kind = "regression" if log_ratio > threshold_log else "improvement" if log_ratio < -threshold_log else "unchanged"
+    needed = math.exp(threshold_log)
+    why = f"floor {pct(floor)}" if threshold_log == math.log1p(floor) else f"{K_SIGMA:g} sigma of {pct(sigma)}"
     where = "within" if kind == "unchanged" else "beyond"
     reason = (f"{factor_words(log_ratio)} ({duration(o.median)} -> {duration(n.median)} median epoch), "
-              f"{where} the {needed:.2f}x either way that the noise allows ({why}; {nz.source}; "
+              f"{where} the {needed:.2f}x either way that the noise allows ({why}; {source}; "
               f"error of each run's median {pct(median_se(o))} / {pct(median_se(n))})")
     changed = version_changes(o.versions, n.versions)
     if changed:
@@ -341,7 +276,8 @@ def timing_verdict(o: CellResult, n: CellResult, nz: Noise, floor: float) -> Ver
 def status_verdict(cell_id: str, o: CellResult | None, n: CellResult | None, comparable: bool,
                    old: RunResult, new: RunResult) -> Verdict:
     """Verdicts that are not about timing: appearance, disappearance, status, machines."""
-    o_there, n_there = measured_or_tried(o), measured_or_tried(n)
+    # measured, or tried and failed (skipped and not-run cells were not tried)
+    o_there, n_there = (c is not None and c.status not in NOT_TRIED for c in (o, n))
     if not o_there and not n_there:
         kind, reason = "unchanged", f"not measured in either run (old {describe(o)}, new {describe(n)})"
     elif not o_there:
@@ -364,19 +300,12 @@ def status_verdict(cell_id: str, o: CellResult | None, n: CellResult | None, com
     return Verdict(cell_id, (n and n.dataset) or (o and o.dataset), kind, o_med, n_med, change, None, reason)
 
 
-def measured_or_tried(cell: CellResult | None) -> bool:
-    """Whether a run measured the cell or tried and failed (skipped and not-run cells were not tried)."""
-    return cell is not None and cell.status not in NOT_TRIED
-
-
 def version_changes(old: dict | None, new: dict | None) -> str:
     if not old or not new:
         return ""
     return ", ".join(f"{k} {old.get(k)} -> {new.get(k)}" for k in sorted(set(old) | set(new))
                      if old.get(k) != new.get(k))
 
-
-# --- the terminal table ---------------------------------------------------------------------
 
 def verdict_table(verdicts: list[Verdict], floor: float = COMPARE_FLOOR) -> str:
     """Plain aligned text: one line per cell, its reason below it, then the count per verdict."""
@@ -398,9 +327,8 @@ def verdict_table(verdicts: list[Verdict], floor: float = COMPARE_FLOOR) -> str:
 
 
 def run_shift(verdicts: list[Verdict], floor: float = COMPARE_FLOOR) -> str | None:
-    """A sentence when the run as a whole moved (the median change over its cells exceeds the
-    floor): two runs alone cannot tell the machine from a change common to every cell, and the
-    per-cell verdicts above treat it as the machine; the user should know it happened."""
+    """A sentence when the run as a whole moved (the median change over its cells exceeds the floor),
+    which the per-cell verdicts count as the machine's."""
     logs = [math.log(v.new_median_s / v.old_median_s) for v in verdicts
             if v.old_median_s and v.new_median_s and v.verdict not in ("not comparable",)]
     if len(logs) < MIN_POOLED_CELLS:
@@ -421,8 +349,6 @@ def run_line(label: str, run: RunResult) -> str:
 def signed_pct(x: float | None) -> str:
     return "–" if x is None else f"{100 * x:+.1f} %"
 
-
-# --- words -----------------------------------------------------------------------------------
 
 def describe(cell: CellResult | None) -> str:
     if cell is None:

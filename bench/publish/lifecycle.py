@@ -1,11 +1,8 @@
 """What each framework's maintainers say about the pipelines gnnbench compares, one line per
-pipeline with its source and the date it was read: shown where a user picks a pipeline (the
-advisor, bench/publish/advisor.py, and the comparison page, templates/comparison.html.j2), so a
-fast pipeline that is deprecated or no longer released is not chosen unawares.
-
-Plain data; a line is changed by hand when its source changes (each names the page or release
-that says it, and when it was read). A backend names its line in its registry line (bench/backends
-__init__.py BackendInfo.lifecycle).
+pipeline with its source and the date it was read, shown where a user picks a pipeline (the
+advisor, the suite pages) so a fast pipeline that is deprecated or no longer released is not chosen
+unawares. Plain data, changed by hand when a source changes; a backend names its line in its
+registry line (bench/backends/__init__.py BackendInfo.lifecycle).
 """
 
 from __future__ import annotations
@@ -44,15 +41,14 @@ LIFECYCLE = (
               "https://pypi.org/project/cugraph-pyg-cu13/", "2026-11-26"),
 )
 
-# cuGraph-PyG's supported PyG versions as its maintainers give them (cugraph-gnn's dependency list;
-# the 26.10 wheels' METADATA declares no torch-geometric requirement): the cugraph-pyg stack's pin
-# must fall in it (tests/test_cugraph_pyg.py)
+# cuGraph-PyG's supported PyG versions per cugraph-gnn's dependency list (its wheels declare none):
+# the cugraph-pyg stack's pin must fall in it (tests/test_cugraph_pyg.py)
 CUGRAPH_PYG_SUPPORTS_PYG = ">=2.5,<2.8"
 
 
 def for_backend(backend: str | None) -> Lifecycle | None:
     """The lifecycle line of a backend (by name), or None."""
-    return lines_for([backend])[0] if lines_for([backend]) else None
+    return next(iter(lines_for([backend])), None)
 
 
 def lines_for(backends) -> list[Lifecycle]:

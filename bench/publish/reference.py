@@ -1,7 +1,6 @@
-"""The docs' reference pages, generated from the code they describe so they cannot drift: every
-suite key from the suite model (its attribute docstrings, bench/run/suite.py), every dataset
-source's params from their declarations, and every table column from the column list
-(bench/publish/columns.py). docs/gen_reference.py writes them during `mkdocs build`;
+"""The docs' reference pages, generated from the code they describe so they cannot drift: suite keys
+from the suite model (bench/run/suite.py), dataset sources' params from their declarations, table
+columns from bench/publish/columns.py. docs/gen_reference.py writes them during `mkdocs build`;
 tests/test_docs.py fails where a key or a column has no description (`missing_descriptions`).
 """
 
@@ -92,10 +91,7 @@ def _source_params(source: str) -> list[str]:
         return lines
     lines += ["| param | allowed | default |", "|---|---|---|"]
     props = model.model_json_schema().get("properties", {})
-    for name, field in fields.items():
-        default = _default(field)
-        lines.append(f"| `{name}` | {_allowed(props.get(name, {}))} | {default} |")
-    return lines
+    return lines + [f"| `{name}` | {_allowed(props.get(name, {}))} | {_default(field)} |" for name, field in fields.items()]
 
 
 def suite_keys_markdown() -> str:
@@ -123,7 +119,7 @@ def suite_keys_markdown() -> str:
 def _column_rows(cols: list[columns.Column]) -> list[str]:
     rows = ["| column | where | description |", "|---|---|---|"]
     for col in cols:
-        html = "HTML (under the table's \"more columns\")" if col.fold else "HTML"
+        html = "HTML" if col.brief else "HTML (under the table's \"more columns\")"
         md = "Markdown" if col.brief else "Markdown (`--columns`)"
         where = " and ".join(w for w, on in ((md, col.markdown), (html, col.html)) if on)
         name = col.header if col.markdown else f"{col.html_title} ({col.unit})" if col.unit else col.html_title

@@ -4,7 +4,7 @@ judged against the oldest one beyond the noise, with history.py's noise model.
 
 Two releases' cells of one run are two different cells measured minutes apart on one machine:
 their ratio moves with each cell's run-to-run noise, as two runs of one cell do. So each ratio is
-held against history.noise with `between` taken from the earlier runs of the suite when they have
+held against history.timing_verdict's noise with `between` taken from the earlier runs of the suite when they have
 at least history.MIN_HISTORY medians of both cells (the variance of a difference of two cells' run
 medians: half of each cell's own `between` squared, summed), else from the medians' errors and the
 floor alone, and the reason says which.
@@ -84,4 +84,4 @@ def judge(old: CellResult, new: CellResult, earlier: Sequence[RunResult], floor:
         between = None
         source = (f"no run-to-run estimate (earlier medians: {old_n} and {new_n}; {history.MIN_HISTORY} of each "
                   "needed): the medians' errors and the floor alone")
-    return history.timing_verdict(old, new, history.noise(old, new, floor, between, source), floor)
+    return history.timing_verdict(old, new, floor, between, source)

@@ -20,9 +20,8 @@ TEMPLATES = Path(__file__).parent / "templates"
 
 
 def dataset_tables(run: RunResult) -> list[dict]:
-    """The cells of one run split per dataset (epoch times of different graphs don't compare),
-    with the settings that vary inside each table as columns and the others stated once.
-    Settings are read generically, so a new axis shows up without template changes."""
+    """The cells of one run split per dataset (epoch times of different graphs don't compare), the
+    settings that vary inside each table as columns (any new axis too) and the others stated once."""
     by_dataset: dict[str, list[CellResult]] = {}
     for cell in run.cells:
         by_dataset.setdefault(cell.dataset or "(unknown dataset)", []).append(cell)
@@ -30,7 +29,7 @@ def dataset_tables(run: RunResult) -> list[dict]:
     tables = []
     for name, cells in by_dataset.items():
         keys = list(dict.fromkeys(k for c in cells for k in c.settings))
-        values = {k: {_key(c.settings.get(k)) for c in cells if c.settings} for k in keys}
+        values = {k: {json.dumps(c.settings.get(k), sort_keys=True) for c in cells if c.settings} for k in keys}
         varying = [k for k in keys if len(values[k]) > 1]
         common = {k: next(c.settings[k] for c in cells if k in c.settings) for k in keys if k not in varying}
         table = {"dataset": name, "card": cards.get(name), "rows": cells, "varying": varying, "common": common,
@@ -38,10 +37,6 @@ def dataset_tables(run: RunResult) -> list[dict]:
         table["columns"] = columns.html_columns(table)
         tables.append(table)
     return tables
-
-
-def _key(value) -> str:
-    return json.dumps(value, sort_keys=True)
 
 
 def scaling_rows(run: RunResult) -> list[CellResult]:
@@ -97,9 +92,8 @@ def _breakable(text) -> Markup:
 
 
 def environment(markup: str = "md") -> jinja2.Environment:
-    """The Jinja environment of one output format. HTML autoescapes everything (templates and
-    the shared macros alike); Markdown escapes result text through the `md` filter. The shared
-    macros write result text through `text`, which is right for each."""
+    """The Jinja environment of one output format: HTML autoescapes everything, Markdown escapes
+    result text through `md`; the shared macros write result text through `text`, right for each."""
     html = markup == "html"
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), undefined=jinja2.StrictUndefined,
                              autoescape=html, trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)

@@ -1,15 +1,7 @@
-"""The result model: what a result file says, as typed records, read once by `read()`.
-
-A result file is pytest-benchmark JSON (so `pytest-benchmark compare` reads it) plus two
-top-level keys of ours: `gnnbench` (schema version, suite, baseline, cell order) and
-`unmeasured` (cells that failed, timed out or were skipped: id, status, reason). `read()` turns
-it into one RunResult holding a CellResult per cell in the suite's order, measured or not, with
-the derived scores (speedups, scaling efficiency) computed here from the medians, the one place
-they are computed. Everything that publishes results (report, history, advisor, charts, site)
-reads this model, never the raw JSON.
-
-The writer of result files is bench/run/record.py; the format they share (schema version,
-the pydantic model a file is checked against, the required fields) is bench/result_format.py.
+"""The result model: a result file (pytest-benchmark JSON plus our `gnnbench` meta and `unmeasured`
+cells; its format is bench/result_format.py) read once by `read()` into one RunResult holding a
+CellResult per cell in the suite's order, measured or not, with the derived scores (speedups,
+scaling efficiency) computed here and nowhere else. Everything that publishes reads this model.
 """
 
 from __future__ import annotations
@@ -21,7 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.settings import Recorded
-from bench.result_format import REQUIRED_EXTRA, SCHEMA_VERSION, ExtraInfo, problems
+from bench.result_format import REQUIRED_EXTRA, SCHEMA_VERSION, Card, ExtraInfo, RankEntry, problems
+from bench import result_format
 
 NOT_RUN = "not run"
 NOT_RUN_REASON = "the run ended before this cell"
@@ -33,52 +26,15 @@ class ResultsError(ValueError):
     pass
 
 
-# --- the model ------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class DatasetCard:
-    """The statistics of the graph (or graph collection) a cell measured on (None: not recorded)."""
-    name: str
-    source: str | None
-    num_nodes: int | None
-    num_edges: int | None
-    feature_dim: int | None
-    num_classes: int | None
-    num_train: int | None
-    num_val: int | None
-    num_test: int | None
-    num_graphs: int | None  # graph-level datasets only
-    features_only_acc: float | None = None  # test accuracy of a model that sees no edges (a baseline)
-    source_path: str | None = None  # a user's own graph: the folder or file it was converted from
-    target: str | None = None  # a typed graph: the node type it classifies
+def _record(model, name: str, doc: str) -> type:
+    """A frozen record with a field per field of the result_format `model` (None where a file lacks it)."""
+    return dataclasses.make_dataclass(name, [(f, object, field(default=None)) for f in model.model_fields],
+                                      frozen=True, namespace={"__doc__": doc})
 
 
-@dataclass(frozen=True)
-class Stats:
-    """pytest-benchmark's statistics of the measured epochs (seconds; one round = one epoch)."""
-    median: float
-    iqr: float | None
-    q1: float | None
-    q3: float | None
-    min: float | None
-    max: float | None
-    mean: float | None
-    rounds: int
-    data: tuple[float, ...]
-
-
-@dataclass(frozen=True)
-class Rank:
-    """One rank of a cell: its process tree's peak memory and where its epochs went."""
-    rank: int
-    peak_rss_bytes: int | None
-    peak_pss_bytes: int | None
-    loader_stall: float | None
-    compute_s: float | None
-    comm_s: float | None
-    epoch_s: float | None
-    peak_gpu_bytes: int | None
-    gpu_util: dict | None = None  # its GPU's utilisation and PCIe traffic (bench/machine/gpu_sampler.py)
+DatasetCard = _record(Card, "DatasetCard", "The statistics of the graph (or graph collection) a cell measured on.")
+Stats = _record(result_format.Stats, "Stats", "pytest-benchmark's statistics of the measured epochs (s; a round is an epoch).")
+Rank = _record(RankEntry, "Rank", "One rank of a cell: its process tree's peak memory and where its epochs went.")
 
 
 # The extra_info fields that say which cell it is rather than what it measured: CellResult holds them.
@@ -95,9 +51,8 @@ def _get(self, name: str):
     return getattr(self, name) if name in METRIC_FIELDS else self.other.get(name)
 
 
-# The numbers the worker recorded for a measured cell: one attribute per field of
-# bench/result_format.py's ExtraInfo that is not a cell field (declared there once, checked on read
-# there; None where a file predates the field), plus `other`, the recorded numbers no declaration names.
+# A measured cell's numbers: one attribute per ExtraInfo field that is not a cell field (None where a
+# file predates it), plus `other`, the recorded numbers no declaration names.
 Metrics = dataclasses.make_dataclass(
     "Metrics",
     [(name, object, field(default=None)) for name in ExtraInfo.model_fields if name not in CELL_FIELDS]
@@ -286,8 +241,6 @@ class RunResult:
         return moment if moment.tzinfo else moment.replace(tzinfo=dt.timezone.utc)
 
 
-# --- reading ---------------------------------------------------------------------------------
-
 def read(path: Path) -> RunResult:
     """Read and check one result file (ResultsError names the file and what is wrong)."""
     path = Path(path)
@@ -307,8 +260,7 @@ def of_document(data, path: Path) -> RunResult:
     present += [_unmeasured_cell(u, path) for u in data.get("unmeasured", [])]
     cells = score(_in_suite_order(meta.get("cells") or [], present), meta.get("baseline"))
     flags, fewer = equal_work(cells), fewer_seeds(cells)
-    cells = [dataclasses.replace(c, work_flag=flags.get(c.id), seeds_flag=fewer.get(c.id))
-             if c.id in flags or c.id in fewer else c for c in cells]
+    cells = [dataclasses.replace(c, work_flag=flags.get(c.id), seeds_flag=fewer.get(c.id)) for c in cells]
     return RunResult(
         path=path, suite=meta.get("suite"), description=meta.get("description"),
         baseline=meta.get("baseline"), started_at=meta.get("started_at"), datetime=data.get("datetime"),
@@ -368,27 +320,20 @@ def _check(data, path: Path) -> None:
 
 
 def _measured_cell(bench: dict, path: Path) -> CellResult:
-    info = bench["extra_info"]
+    info, stats = bench["extra_info"], bench["stats"]
+    data = tuple(stats.get("data") or ())
     return CellResult(
         id=info["cell_id"], status="ok", backend=info["backend"], stack=info["stack"],
         dataset=info["dataset"].get("name"), settings=Recorded(info["settings"]), card=_fields_of(DatasetCard, info["dataset"]),
-        stats=_stats(bench["stats"]), metrics=_metrics(info), versions=info.get("versions") or {},
-        device=info.get("device") or {}, file=path)
+        stats=_fields_of(Stats, stats | {"data": data, "rounds": stats.get("rounds") or len(data)}),
+        metrics=Metrics(**{k: METRIC_READERS.get(k, lambda stored: stored)(info.get(k)) for k in METRIC_FIELDS},
+                        other={k: v for k, v in info.items() if k not in CELL_FIELDS | METRIC_FIELDS | set(STORED_SCORES)}),
+        versions=info.get("versions") or {}, device=info.get("device") or {}, file=path)
 
 
 def _fields_of(cls, record: dict):
     """A record whose fields are all optional in the file (None where not recorded)."""
     return cls(**{f.name: record.get(f.name) for f in dataclasses.fields(cls)})
-
-
-def _stats(stats: dict) -> Stats:
-    return Stats(median=stats["median"], rounds=stats.get("rounds") or len(stats.get("data") or []),
-                 data=tuple(stats.get("data") or ()), **{k: stats.get(k) for k in ("iqr", "q1", "q3", "min", "max", "mean")})
-
-
-def _metrics(info: dict) -> Metrics:
-    return Metrics(**{k: METRIC_READERS.get(k, lambda stored: stored)(info.get(k)) for k in METRIC_FIELDS},
-                   other={k: v for k, v in info.items() if k not in CELL_FIELDS | METRIC_FIELDS | set(STORED_SCORES)})
 
 
 def _unmeasured_cell(record: dict, path: Path) -> CellResult:
@@ -400,20 +345,15 @@ def _unmeasured_cell(record: dict, path: Path) -> CellResult:
 
 
 def _in_suite_order(order: list[str], present: list[CellResult]) -> list[CellResult]:
-    """The cells in the suite's order; a listed cell the file has no record of was not run (the
-    run ended first); a recorded cell the list lacks goes last. A measured record wins over an
-    unmeasured one of the same id."""
+    """The cells in the suite's order (a listed cell without a record was not run; a record the list
+    lacks goes last), a measured record winning over an unmeasured one of the same id."""
     by_id: dict[str, CellResult] = {}
     for cell in present:
         if cell.measured or cell.id not in by_id:
             by_id[cell.id] = cell
-    out = []
-    for cell_id in dict.fromkeys(order):
-        if cell_id in by_id:
-            out.append(by_id.pop(cell_id))
-        else:
-            backend, dataset = backend_and_dataset_from_id(cell_id)
-            out.append(CellResult(cell_id, NOT_RUN, backend, dataset, Recorded(), reason=NOT_RUN_REASON))
+    out = [by_id.pop(cell_id) if cell_id in by_id else
+           CellResult(cell_id, NOT_RUN, *backend_and_dataset_from_id(cell_id), Recorded(), reason=NOT_RUN_REASON)
+           for cell_id in dict.fromkeys(order)]
     return out + list(by_id.values())
 
 
@@ -437,9 +377,8 @@ def _machine(info: dict) -> Machine:
 # --- derived scores: computed here, from the medians, and nowhere else ----------------------
 
 def score(cells: list[CellResult], baseline: str | None) -> list[CellResult]:
-    """The cells with their speedup against the reference cell of their dataset (the suite's
-    baseline on its dataset, else the dataset's first measured cell: epoch times of different
-    graphs don't compare), and against the same configuration at world size 1."""
+    """The cells with their speedup against their dataset's reference cell (the suite's baseline,
+    else the dataset's first measured cell) and against the same configuration at world size 1."""
     measured = [c for c in cells if c.measured]
     references: dict[str | None, CellResult] = {}
     for cell in measured:
@@ -457,19 +396,14 @@ def score(cells: list[CellResult], baseline: str | None) -> list[CellResult]:
         speedup, efficiency = scaling_scores(one_rank, cell) if one_rank else (None, None)
         out.append(dataclasses.replace(
             cell, is_baseline=cell.id == baseline, reference_id=reference.id,
-            speedup=speedup_over(reference, cell), speedup_vs_ws1=speedup, scaling_efficiency=efficiency))
+            speedup=reference.median / cell.median, speedup_vs_ws1=speedup, scaling_efficiency=efficiency))
     return out
-
-
-def speedup_over(reference: CellResult, cell: CellResult) -> float:
-    """How many times faster `cell` runs an epoch than `reference` (median epoch times)."""
-    return reference.median / cell.median
 
 
 def scaling_scores(one_rank: CellResult, cell: CellResult) -> tuple[float, float]:
     """Speedup of `cell` over the same configuration at 1 rank, and its scaling efficiency
     (speedup / world size; each rank trains on 1/N of the seeds)."""
-    speedup = speedup_over(one_rank, cell)
+    speedup = one_rank.median / cell.median
     return speedup, speedup / cell.world_size
 
 
@@ -483,12 +417,8 @@ def scaling_series(cells) -> dict[tuple, list[CellResult]]:
     return {key: sorted(group, key=lambda c: c.world_size) for key, group in groups.items()}
 
 
-# --- cell ids: read as data only where a record names nothing else --------------------------
-
 def backend_and_dataset_from_id(cell_id: str) -> tuple[str | None, str | None]:
-    """Backend and dataset of a cell known by its id alone (a "not run" cell, or an unmeasured
-    record that names neither): ids are
-    `backend/dataset/setting=value/...` (bench/run/suite.py)."""
+    """Backend and dataset of a cell known by its id alone (`backend/dataset/setting=value/...`)."""
     backend, dataset = (cell_id.split("/") + [None, None])[:2]
     return backend, dataset
 

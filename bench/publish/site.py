@@ -1,8 +1,6 @@
 """Builds the static result site: index.html, one page per suite, history.html (each series of
-runs with its steps), environment.html, and a copy of each result file under data/. One concern: from result files to pages on disk.
-
-Pages are Jinja templates with autoescaping on; charts are inline SVG drawn at build time, so
-the site needs no JavaScript and no network and works from file://.
+runs with its steps), environment.html, and a copy of each result file under data/. Pages are
+Jinja templates with autoescaping on and charts inline SVG, so the site works from file://.
 """
 
 from __future__ import annotations
@@ -34,9 +32,8 @@ class SuiteRuns:
         return f"suite-{self.slug}.html"
 
 
-# The mark of a folder `report --html` writes into: made by it, or marked by it when it found the
-# folder holding none of the files it writes. Pages of an earlier build in a marked folder are
-# replaced; in a folder without the mark, a file the site would write is the user's and is refused.
+# The mark of a folder `report --html` made, or found holding none of its files: its pages are replaced;
+# in a folder without the mark, a file the site would write is the user's and is refused.
 SITE_MARK = ".gnnbench-site"
 
 
@@ -44,10 +41,14 @@ def build(results: list[RunResult], out_dir: Path, command: str | None = None) -
     """Write the site into out_dir (created, or marked: claim_folder). Returns the pages written."""
     out_dir = Path(out_dir)
     suites = group_by_suite(results)
-    data_names = data_file_names(results)
+    taken: set[str] = set()  # each result file's name under data/, unique
+    data_names = {r.path: unique_slug(f"{r.path.parent.name}-{r.path.stem}", taken) + ".json" for r in results}
     claim_folder(out_dir, ["index.html", "history.html", "environment.html", *(s.page for s in suites),
                            *(f"data/{name}" for name in data_names.values())])
     data_links = copy_result_files(results, out_dir / "data", data_names)
+    # the advisor over each suite's runs only (another suite's cell of the same id may differ in
+    # settings it does not name, e.g. batch size)
+    advice = {s.name: advisor.advise(s.runs) for s in suites}
     env = report.environment("html")
     env.filters["summary"] = lambda text: first_line(text, 240)  # a failure's one-line summary
     # the docs site, where `make site` built it beside the pages (mkdocs into DIR/docs): linked from each page
@@ -55,24 +56,23 @@ def build(results: list[RunResult], out_dir: Path, command: str | None = None) -
     common = {"command": command, "suites": suites, "generated_from": len(results), "docs_link": docs_link}
 
     pages = {"index.html": env.get_template("index.html.j2").render(
-        **common, page="index", suite_rows=[suite_row(s) for s in suites],
-        runs=[run_row(r, data_links, s) for s in suites for r in reversed(s.runs)],
-        advice=[(s, advice_section(s)) for s in suites])}
+        **common, page="index",
+        suite_rows=[{"suite": s, "info": report.run_info(s.newest), "runs": len(s.runs)} for s in suites],
+        runs=[{"suite": s, "info": report.run_info(r), "data_link": data_links[r.path], "newest": r is s.newest}
+              for s in suites for r in reversed(s.runs)],
+        advice=[(s, advice[s.name]) for s in suites])}
     for suite in suites:
         pages[suite.page] = env.get_template("suite.html.j2").render(
-            **common, page=suite.page, suite=suite, **suite_sections(suite, data_links))
+            **common, page=suite.page, suite=suite, advice=advice[suite.name], **suite_sections(suite, data_links))
     pages["history.html"] = env.get_template("history-page.html.j2").render(
         **common, page="history", groups=history_page(steps.analyse(results)), min_runs=steps.MIN_RUNS)
     pages["environment.html"] = env.get_template("environment.html.j2").render(
         **common, page="environment",
         runs=[(s, report.run_info(r)) for s in suites for r in reversed(s.runs)])
 
-    written = []
     for name, html in pages.items():
-        path = out_dir / name
-        path.write_text(html, encoding="utf-8")
-        written.append(path)
-    return written
+        (out_dir / name).write_text(html, encoding="utf-8")
+    return [out_dir / name for name in pages]
 
 
 def group_by_suite(results: list[RunResult]) -> list[SuiteRuns]:
@@ -104,7 +104,7 @@ def suite_sections(suite: SuiteRuns, data_links: dict[Path, str]) -> dict:
     anchors = {r.id: f"failure-{i}" for i, r in enumerate(failures, 1)}
     return {"info": report.run_info(newest), "data_link": data_links[newest.path], "tables": tables,
             "failures": failures, "anchors": anchors, "partitions": report.partitions(newest),
-            "advice": advice_section(suite), "history": history_section(suite),
+            "history": history_section(suite),
             "releases": release_section(newest, suite.runs[:-1]), "pairs": report.pair_rows(newest),
             # what the maintainers of each pipeline compared here say (bench/publish/lifecycle.py)
             "lifecycle": lifecycle.lines_for({c.backend for c in newest.measured + newest.unmeasured}),
@@ -119,45 +119,31 @@ def release_section(newest: RunResult, earlier: list[RunResult]) -> list[tuple[r
         old = group.oldest.cell.median
         rows = []
         for row in group.rows:
-            stats = row.cell.stats
-            iqr = (max(row.cell.median - stats.q1, 0.0), max(stats.q3 - row.cell.median, 0.0)) \
-                if stats and stats.q1 is not None and stats.q3 is not None else None
             needed = 1 + row.verdict.threshold if row.verdict and row.verdict.threshold is not None else None
-            rows.append((row.release, row.cell.median, iqr, (old / needed, old * needed) if needed else None))
+            rows.append((row.release, row.cell.median, charts.iqr_error(row.cell.median, row.cell.stats),
+                         (old / needed, old * needed) if needed else None))
         out.append((group, charts.release_chart(f"r{i}", f"{group.configuration}: {group.framework} releases",
                                                 group.framework, rows)))
     return out
 
 
-def advice_section(suite: SuiteRuns) -> list[advisor.Advice]:
-    """bench.publish.advisor's recommendation per dataset and machine, from this suite's runs only
-    (another suite's cell of the same id may differ in settings it does not name, e.g. batch size)."""
-    return advisor.advise(suite.runs)
-
-
 def history_section(suite: SuiteRuns) -> dict | None:
-    """For a suite with ≥2 runs: a trend chart per dataset of each cell's median epoch time over
-    the runs, and bench.publish.history's verdicts for the newest run against the previous one (the
-    earlier runs give each cell its own run-to-run noise). Regressions first."""
+    """For a suite with ≥2 runs: a trend chart per dataset of each cell's median epoch time, and the
+    newest run's verdicts against the previous one (bench.publish.history), regressions first."""
     if len(suite.runs) < 2:
         return None
     position = {str(r.path): i for i, r in enumerate(suite.runs)}
     labels = [f"#{i} · {when(r.finished, seconds=True).removesuffix(' UTC')}" for i, r in enumerate(suite.runs, 1)]
-    datasets: dict[str, str] = {}
-    for run in suite.runs:
-        for cell in run.cells:
-            if cell.dataset:
-                datasets.setdefault(cell.id, cell.dataset)
     by_dataset: dict[str, dict[str, list[tuple[int, float]]]] = {}
     for cell_id, points in history.trend(suite.runs).items():
         measured = [(position[p.path], p.median_s) for p in points if p.status == "ok" and p.median_s is not None]
         if measured:
-            by_dataset.setdefault(datasets.get(cell_id, "?"), {})[cell_id] = measured
+            dataset = next((p.cell.dataset for p in points if p.cell.dataset), "?")
+            by_dataset.setdefault(dataset, {})[cell_id] = measured
     trend_charts = [charts.history_chart(f"h{i + 1}", f"{dataset}: median epoch time per run", labels, series)
                     for i, (dataset, series) in enumerate(by_dataset.items())]
     verdicts = history.compare(suite.runs[-2], suite.newest, history=suite.runs[:-2])
-    severity = {kind: i for i, kind in enumerate(history.VERDICTS)}
-    verdicts.sort(key=lambda v: severity.get(v.verdict, len(severity)))
+    verdicts.sort(key=lambda v: history.VERDICTS.index(v.verdict))
     return {"runs": [report.run_info(r) for r in suite.runs], "charts": trend_charts, "verdicts": verdicts,
             "previous": report.run_info(suite.runs[-2]), "shift": history.run_shift(verdicts),
             "counts": {kind: sum(v.verdict == kind for v in verdicts) for kind in history.VERDICTS
@@ -177,7 +163,7 @@ def history_page(analysed: list[steps.Series]) -> list[dict]:
             chart = charts.step_chart(
                 f"s{i}", f"{series.key.cell_id}: median epoch time per run",
                 [when(p.when).removesuffix(" UTC") for p in series.points],
-                [(p.median_s, _iqr(p)) for p in series.points],
+                [(p.median_s, charts.iqr_error(p.median_s, p.cell and p.cell.stats)) for p in series.points],
                 [(s.position, f"{s.ratio:.2f}x") for s in series.steps], series.levels,
                 [position[id(p)] for p in series.outliers])
         groups[-1]["series"].append({
@@ -185,23 +171,6 @@ def history_page(analysed: list[steps.Series]) -> list[dict]:
             "steps": [(steps.step_words(s, series), s.changed, s.slower) for s in series.steps],
             "outliers": [f"{history.duration(p.median_s)} ({steps.run_words(p)})" for p in series.outliers]})
     return groups
-
-
-def _iqr(point: history.Point) -> tuple[float, float] | None:
-    stats = point.cell.stats if point.cell else None
-    if stats is None or stats.q1 is None or stats.q3 is None:
-        return None
-    return max(point.median_s - stats.q1, 0.0), max(stats.q3 - point.median_s, 0.0)
-
-
-def suite_row(suite: SuiteRuns) -> dict:
-    info = report.run_info(suite.newest)
-    return {"suite": suite, "info": info, "runs": len(suite.runs)}
-
-
-def run_row(result: RunResult, data_links: dict[Path, str], suite: SuiteRuns) -> dict:
-    return {"suite": suite, "info": report.run_info(result), "data_link": data_links[result.path],
-            "newest": result is suite.newest}
 
 
 def claim_folder(out_dir: Path, files: list[str]) -> None:
@@ -221,15 +190,8 @@ def claim_folder(out_dir: Path, files: list[str]) -> None:
                                      "rewritten by the next build\n")
 
 
-def data_file_names(results: list[RunResult]) -> dict[Path, str]:
-    """Each result file's name under data/ (unique): result path -> file name."""
-    taken: set[str] = set()
-    return {r.path: unique_slug(f"{r.path.parent.name}-{r.path.stem}", taken) + ".json" for r in results}
-
-
-def copy_result_files(results: list[RunResult], data_dir: Path, names: dict[Path, str] | None = None) -> dict[Path, str]:
+def copy_result_files(results: list[RunResult], data_dir: Path, names: dict[Path, str]) -> dict[Path, str]:
     """Copy each result file into the site so its link works offline; returns path -> href."""
-    names = names or data_file_names(results)
     data_dir.mkdir(parents=True, exist_ok=True)
     for result in results:
         shutil.copyfile(result.path, data_dir / names[result.path])
@@ -255,7 +217,7 @@ def render_readme(results: list[RunResult], notes: str | None = None) -> str:
              "table": _relative(r.path.with_suffix(".md")) if r.path.with_suffix(".md").exists() else None}
             for s in suites for r in reversed(s.runs)]
     return env.get_template("readme.md.j2").render(
-        runs=runs, advice=[(s, advice_section(s)) for s in suites], notes=notes)
+        runs=runs, advice=[(s, advisor.advise(s.runs)) for s in suites], notes=notes)
 
 
 def _relative(path: Path) -> str:

@@ -1,21 +1,10 @@
-"""Where a cell's epoch went, and how close each stage ran to what the machine can do: read from
-the stage timings and work counts the worker records (extra_info `stages`, `work`,
-`loader_worker_s`) and the run's measured ceilings (machine_info `ceilings`). The stage split is the
-slowest rank's (it adds up to the cell's epoch), work counts are per batch, and `work.batches` is
-the batches of all ranks per epoch (bench/run/worker.py merge_ranks): rates here are per rank,
-the figure a one-process ceiling compares with. Everything here is derived on read; files written before the stage timings have none, and every function answers
-None for them.
-
-    shares(cell)          stage -> share of the epoch (the stages add up to the epoch)
-    binding(cell)         the stage with the largest share
-    fetch_rate(cell)      feature bytes gathered per second of the fetch stage, and the ceiling
-    copy_rate(cell)       bytes copied to the device per second of the copy stage, and the ceiling
-    headline(cell)        "fetch 61 % of the epoch at 38 % of this machine's gather bandwidth"
-    per_seed(cell)        nodes and edges per training seed, per hop and per layer (typed cells: per
-                          node type and relation too, each compared by the equal-work check)
-    typed_work(cell)      a typed cell's nodes per node type and edges per relation, per hop, per batch
-    equal_work(cells)     cells that do different work per seed for the same dataset, fanout and batch size
-    fewer_seeds(cells)    cells that trained fewer seeds per epoch than another (a sampler's drop)
+"""Where a cell's epoch went and how close each stage ran to what the machine can do, derived on
+read from the worker's stage timings and work counts (extra_info `stages`, `work`,
+`loader_worker_s`) and the run's measured ceilings (machine_info `ceilings`); files written before
+them have none, and every function answers None. The stage split is the slowest rank's (it adds
+up to the epoch); work counts are per batch, `work.batches` counts all ranks' batches per epoch, so
+rates here are per rank, the figure a one-process ceiling compares with. Beside them, the checks
+that cells compared do the same work: `equal_work` (per seed) and `fewer_seeds` (a sampler's drop).
 """
 
 from __future__ import annotations
@@ -29,24 +18,19 @@ from bench.publish import fmt
 from bench.modes import MODES, pins
 from bench.backends import BACKENDS
 
-# The cells these checks read are bench.publish.results.CellResult; named here, not imported:
-# results applies the equal-work and fewer-seeds checks while it reads a file, so it imports this
-# module, and the dependency goes one way.
+# bench.publish.results.CellResult, not imported: results runs the checks here as it reads a file
 CellResult = Any
 
 EQUAL_WORK_TOLERANCE = 0.10   # a per-seed figure differing by more than this: not the same work
-# with the dataset: cells that should do the same work. The world size too: each rank takes its
-# share of the seeds, so more ranks leave more partial batches (PyG's shards), fewer nodes each.
-# the link task's settings (absent from other cells): other negatives or exclusion is other work by design
+# with the dataset: cells that should do the same work (more ranks leave more partial batches; other
+# negatives or exclusion, the link task's settings, are other work by design)
 SAME_WORK_KEYS = ("fanout", "batch_size", "world_size", "neg_ratio", "neg_mode", "exclusion")
 
 
 def seconds(cell: CellResult) -> dict[str, float] | None:
     """Seconds per epoch by stage, in STAGES order (stages the file lacks count 0)."""
     stages = cell.metrics.stages if cell.metrics else None
-    if not stages:
-        return None
-    return {s: float(stages.get(s) or 0.0) for s in STAGES}
+    return {s: float(stages.get(s) or 0.0) for s in STAGES} if stages else None
 
 
 def total(cell: CellResult) -> float | None:
@@ -57,9 +41,7 @@ def total(cell: CellResult) -> float | None:
 def shares(cell: CellResult) -> dict[str, float] | None:
     """Each stage's share of the epoch (of the stages' sum, which is the epoch within a few %)."""
     split, whole = seconds(cell), total(cell)
-    if not split or not whole:
-        return None
-    return {s: v / whole for s, v in split.items()}
+    return {s: v / whole for s, v in split.items()} if split and whole else None
 
 
 def binding(cell: CellResult) -> tuple[str, float] | None:
@@ -97,10 +79,8 @@ def batches_per_rank(cell: CellResult) -> float | None:
 
 def nodes_per_batch(cell: CellResult) -> float | None:
     """The nodes whose features a batch fetched (its sampled neighbourhood, all hops)."""
-    nodes = _work(cell, "input_nodes")
-    if nodes is None and _work(cell, "hop_nodes"):
-        nodes = sum(_work(cell, "hop_nodes"))
-    return nodes
+    nodes, hops = _work(cell, "input_nodes"), _work(cell, "hop_nodes")
+    return sum(hops) if nodes is None and hops else nodes
 
 
 def row_bytes(cell: CellResult) -> int | None:
@@ -121,13 +101,7 @@ def gather_ceiling(cell: CellResult) -> float | None:
     width = row_bytes(cell)
     if not measured or not width:
         return None
-    nearest = min(measured, key=lambda w: abs(int(w) - width))
-    return measured[nearest]
-
-
-def _pinned(cell: CellResult) -> bool:
-    """What the cell pinned: its mode's data (pinned-cuda) or its loader's batches (pin_memory)."""
-    return cell.settings.mode in MODES and pins(cell.settings)
+    return measured[min(measured, key=lambda w: abs(int(w) - width))]
 
 
 def h2d_ceiling(cell: CellResult) -> tuple[float, str] | None:
@@ -135,34 +109,33 @@ def h2d_ceiling(cell: CellResult) -> tuple[float, str] | None:
     its features, else pageable (else whichever was measured)."""
     ceil = _ceilings(cell)
     pinned, pageable = ceil.get("h2d_pinned_bytes_per_s"), ceil.get("h2d_pageable_bytes_per_s")
-    if _pinned(cell) and pinned:
+    # pinned: its mode's data (pinned-cuda) or its loader's batches (pin_memory)
+    if cell.settings.mode in MODES and pins(cell.settings) and pinned:
         return pinned, "pinned"
     if pageable:
         return pageable, "pageable"
     return (pinned, "pinned") if pinned else None
 
 
+def _rate(cell: CellResult, stage: str, moved: str, ceiling: float | None) -> tuple[float, float | None] | None:
+    """Bytes moved (the work count `moved`) per second of `stage`, and its share of `ceiling`."""
+    spent, moved, batches = (seconds(cell) or {}).get(stage), _work(cell, moved), batches_per_rank(cell)
+    if not spent or not moved or not batches:
+        return None
+    rate = moved * batches / spent
+    return rate, (rate / ceiling if ceiling else None)
+
+
 def fetch_rate(cell: CellResult) -> tuple[float, float | None] | None:
     """Feature bytes fetched per second of the fetch stage, and its share of the gather ceiling;
     only where the fetch ran in the training process (num_workers=0: in workers it overlaps)."""
-    fetch = (seconds(cell) or {}).get("fetch")
-    fetched, batches = _work(cell, "feature_bytes"), batches_per_rank(cell)
-    if workers(cell) or not fetch or not fetched or not batches:
-        return None
-    rate = fetched * batches / fetch
-    ceiling = gather_ceiling(cell)
-    return rate, (rate / ceiling if ceiling else None)
+    return None if workers(cell) else _rate(cell, "fetch", "feature_bytes", gather_ceiling(cell))
 
 
 def copy_rate(cell: CellResult) -> tuple[float, float | None] | None:
     """Bytes copied to the device per second of the copy stage, and its share of the h2d ceiling."""
-    copy = (seconds(cell) or {}).get("copy")
-    copied, batches = _work(cell, "copy_bytes"), batches_per_rank(cell)
-    if not copy or not copied or not batches:
-        return None
-    rate = copied * batches / copy
     ceiling = h2d_ceiling(cell)
-    return rate, (rate / ceiling[0] if ceiling else None)
+    return _rate(cell, "copy", "copy_bytes", ceiling[0] if ceiling else None)
 
 
 def bandwidth(value: tuple[float, float | None] | None) -> str:
@@ -175,15 +148,11 @@ def bandwidth(value: tuple[float, float | None] | None) -> str:
 
 def against_ceiling(cell: CellResult, stage: str) -> str | None:
     """'at 38 % of this machine's gather bandwidth', for the fetch and copy stages where known."""
-    if stage == "fetch":
-        rate = fetch_rate(cell)
-        if rate and rate[1] is not None:
-            return f"at {fmt.pct(rate[1], 0)} of this machine's gather bandwidth"
-    if stage == "copy":
-        rate, ceiling = copy_rate(cell), h2d_ceiling(cell)
-        if rate and rate[1] is not None:
-            return f"at {fmt.pct(rate[1], 0)} of this machine's {ceiling[1]} host-to-device bandwidth"
-    return None
+    rate = {"fetch": fetch_rate, "copy": copy_rate}.get(stage, lambda _: None)(cell)
+    if not rate or rate[1] is None:
+        return None
+    what = "gather" if stage == "fetch" else f"{h2d_ceiling(cell)[1]} host-to-device"
+    return f"at {fmt.pct(rate[1], 0)} of this machine's {what} bandwidth"
 
 
 def binding_text(cell: CellResult) -> str | None:
@@ -207,13 +176,10 @@ def sums_to_epoch(cell: CellResult) -> float | None:
     return whole / mean if whole and mean else None
 
 
-# --- the equal-work check ----------------------------------------------------------------------
-
 def per_seed(cell: CellResult) -> dict | None:
-    """The work per training seed: {"hop_nodes": [1, nodes first reached at hop 1 per seed, ...],
-    "hop_edges": [...], "layer_nodes": [...], "layer_edges": [...], "over": "full"/"all"}, as
-    recorded (over the full batches where there were any), or for files written before it
-    derived from the means per batch (over all counted batches; no layers). None without hops."""
+    """The work per training seed ({"hop_nodes": [...], "hop_edges", "layer_nodes", "layer_edges",
+    "over": "full"/"all"}) as recorded, else derived from the means per batch (no layers); None
+    without hops."""
     recorded = _work(cell, "per_seed")
     if recorded and recorded.get("hop_nodes"):
         return recorded
@@ -244,9 +210,8 @@ def seeds_per_epoch(cell: CellResult) -> float | None:
 
 
 def _figures(found: dict) -> dict[tuple[str, int, str], float]:
-    """(part, number, what) -> per seed, where part is hop (from 1, the seeds' own) or layer (from 1,
-    the input layer); a typed cell's hops also per node type ("paper nodes") and per relation
-    ("paper:cites:paper edges")."""
+    """(part, number, what) -> per seed, part a hop or layer (from 1); a typed cell's hops also per
+    node type ("paper nodes") and relation ("paper:cites:paper edges")."""
     out = {}
     link = found.get("negatives") is not None  # a link cell: a seed is a positive edge
     if link:
@@ -291,14 +256,11 @@ def _why(cell: CellResult, figure: tuple[str, int, str]) -> str | None:
 
 
 def equal_work(cells) -> dict[str, str]:
-    """cell id -> a flag, for each measured cell whose work per training seed differs by more than
-    EQUAL_WORK_TOLERANCE from another cell of the same dataset, fanout, batch size and world size
-    (nodes first reached or edges sampled at a hop, nodes or edges a layer computes over): the two
-    do different work, and their epoch times do not compare. Per seed, over full batches, so that a
-    rank's partial last batch (fewer seeds, not other work) does not count. The flag names each
-    figure that differs, the cell it differs most from, and where known what the framework does to
-    make it larger. Files written before the full batches were counted apart compare only cells
-    whose batches held about as many seeds; cells whose files have no hops, nodes per batch."""
+    """cell id -> a flag, for each measured cell whose work per training seed (over full batches: a
+    partial last batch is fewer seeds, not other work) differs by more than EQUAL_WORK_TOLERANCE
+    from another cell of the same SAME_WORK_KEYS: their epoch times do not compare. The flag names
+    each figure that differs, the cell it differs most from and, where known, why the framework does
+    more. Older files: per seed over batches of about as many seeds, else nodes per batch."""
     groups: dict[str, list] = {}
     for cell in cells:
         if cell.measured and (per_seed(cell) or nodes_per_batch(cell)):
@@ -314,9 +276,8 @@ def equal_work(cells) -> dict[str, str]:
 
 
 def _comparable(cell: CellResult, other: CellResult) -> bool:
-    """Whether two cells' per-seed figures compare: both over full batches, or (a file written before
-    they were kept apart) over batches of about as many seeds: a batch of few seeds shares fewer
-    neighbours among them, so its unique nodes per seed are more, with the same sampling."""
+    """Whether two cells' per-seed figures compare: both over full batches, or over batches of about as
+    many seeds (a batch of few seeds shares fewer neighbours, so has more unique nodes per seed)."""
     if per_seed(cell).get("over") == per_seed(other).get("over") == "full":
         return True
     mine, theirs = _work(cell, "hop_nodes"), _work(other, "hop_nodes")
@@ -360,10 +321,8 @@ def _per_batch_flag(cell: CellResult, group: list) -> str | None:
 
 def fewer_seeds(cells) -> dict[str, str]:
     """cell id -> a note, for each measured cell that trained fewer seeds per epoch than another of
-    the same dataset and batch size: a sampler that drops seeds to keep its ranks in step
-    (GraphBolt's DistributedItemSampler with drop_uneven_inputs drops each rank's uneven batches;
-    PyG's shards drop a remainder smaller than the world size). Such cells do the same work per
-    seed over fewer seeds: compare them by seeds/s, not epoch time."""
+    the same dataset and batch size (a sampler that drops seeds to keep its ranks in step, e.g.
+    GraphBolt's DistributedItemSampler): compare them by seeds/s, not epoch time."""
     groups: dict[str, list] = {}
     for cell in cells:
         info = BACKENDS.get(cell.backend or "")

@@ -1,42 +1,29 @@
 """Where a series of runs stepped: change points in one configuration's median epoch time over
-its runs (one machine), each judged against the noise the runs themselves show.
+its runs on one machine, each judged against the noise the runs themselves show (asv's question,
+"at which run did it change, by how much?", where a median moves between runs by more than its
+rounds spread: bench.publish.history).
 
-A series is one cell's runs on one machine, oldest first: each point is a run's median epoch
-time with the spread of its rounds. The question is asv's ("at which run did it change, by how
-much?") on a machine where a median moves between back-to-back runs by more than its rounds
-spread (history.py: 1.40x on the shared 2-core machine while the rounds spread by 4-5 %). So:
+- In log space each run i is y_i = ln(median_i) with variance v_i = between^2 + se_i^2: se_i is
+  its median's error from its rounds (history.median_se, shrunk halfway to the series' median so
+  one lucky narrow IQR does not outweigh the rest), `between` the run-to-run noise estimated from
+  the series (successive differences first, then the residuals within the segments found).
+- Candidates come from ruptures' PELT with a weighted least-squares cost over the run medians
+  (weights 1/v_i, penalty in units of sigma^2): a cost over rounds would see every run-to-run
+  wobble as a step, since rounds of one run are not independent draws of another run.
+- A candidate is kept where a t test of the two sides' weighted mean ln-medians (degrees of freedom
+  those of `between`, each segment's level and each step's place counted as fitted), Bonferroni-
+  adjusted for every place a step could have been, is below ALPHA and the change reaches `floor`;
+  the weakest failing one is dropped and the rest re-tested.
+- A single run between two agreeing segments, or a first run alone before a step, is an outlier
+  (named, set aside, the series re-scanned); the newest run alone past a step is a step, marked
+  "one run past it" (the next run tells it from an outlier).
 
-- In log space (a ratio r; ln r is symmetric), each run i is y_i = ln(median_i) with the
-  variance  v_i = between^2 + se_i^2:  se_i is the error of that run's median from its rounds
-  (history.median_se, shrunk halfway to the series' median: a 10-round IQR is itself a rough
-  number and one run with a lucky narrow IQR must not outweigh the rest), and `between` is the
-  run-to-run noise of a median, estimated from the series itself (first from the successive
-  differences, robust to a step; then from the residuals within the segments found).
-- Candidates come from ruptures' PELT with a weighted least-squares cost (each run weighs
-  1/v_i: the cost of a segment is a chi-square, so the penalty is in units of sigma^2; a run
-  with wide rounds, or a noisy machine, counts for less). Why not ruptures' own "l2" or
-  "normal" costs over the per-round values? Rounds of one run are not independent draws of
-  what another run would measure (they share one process and one moment of the machine), so a
-  cost over rounds sees every run-to-run wobble as a step; a cost over run medians weighted by
-  their full variance does not.
-- A candidate is kept only when the runs on its two sides differ beyond that noise: a t test on
-  the difference of the two sides' weighted mean ln-medians (variance 1/W_left + 1/W_right,
-  degrees of freedom those of the `between` estimate, where each segment's level and each step's
-  place count as fitted), its p value multiplied by the number of
-  places a step could have been (the scan looked at all of them: Bonferroni), and the change
-  must reach `floor`. The weakest candidate that fails is dropped and the rest re-tested, until
-  all pass. Confidence is 1 - that adjusted p; the interval is the 95 % interval of the ratio.
-- A single run between two segments that agree with each other is an outlier, not two steps;
-  it is set aside (named) and the series re-scanned without it; so is the first run when it
-  alone stands before a step. The newest run alone past a step cannot be told from an outlier
-  until the next run, but it is the run a nightly check asks about: it is a step, marked "one
-  run past it".
-
-In a series of fewer than MIN_RUNS runs steps are not looked for (the series says so).
+Series of fewer than MIN_RUNS runs are not scanned.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -55,7 +42,6 @@ MIN_RUNS = 4              # runs a series needs before steps are looked for
 ALPHA = 0.01              # a step's p value, adjusted for the scan, must be below this
 PENALTY_SIGMAS = 3.0      # PELT's penalty: a new segment must explain (3 sigma)^2 of weighted cost
 INTERVAL = 0.95           # the interval reported around a step's ratio
-MAD_PER_SIGMA = 1.4826    # sigma of a normal per median absolute deviation
 LOCATION_DOF = 1          # degrees of freedom a step's place costs the noise estimate (it was fitted too)
 LEAST_SE = 1e-4           # a run's median is never known better than 0.01 % (identical rounds, one round)
 
@@ -84,16 +70,16 @@ class Found:
 @dataclass
 class Detection:
     """What the scan of one numeric series found."""
-    steps: list[Found] = field(default_factory=list)
+    steps: list[Found]
+    bounds: list[int]         # segment boundaries: 0, steps..., n
+    between: float            # run-to-run noise of a median (ln), as finally estimated
+    dof: int                  # its degrees of freedom
     outliers: list[int] = field(default_factory=list)  # points set aside: one run off between agreeing sides
-    between: float = 0.0      # run-to-run noise of a median (ln), as finally estimated
-    dof: int = 0              # degrees of freedom of that estimate
 
 
 class WeightedMeanCost(ruptures.base.BaseCost):
-    """ruptures cost of a segment under a constant mean with known per-point variances: the
-    weighted sum of squares sum w_i (y_i - ybar_w)^2, O(1) per segment from cumulative sums.
-    The signal's columns are (y, w)."""
+    """ruptures cost of a segment under a constant mean with known per-point variances (the signal's
+    columns are (y, w)): sum w_i (y_i - ybar_w)^2, O(1) per segment from cumulative sums."""
 
     model = "weighted_mean"
     min_size = 1
@@ -126,8 +112,7 @@ def detect(y, se, floor: float = 0.05) -> Detection:
             break
         outliers += [active[i] for i in lonely]
         active = [a for i, a in enumerate(active) if i not in set(lonely)]
-    steps = [_at(s, active) for s in found.steps]
-    return Detection(steps, sorted(outliers), found.between, found.dof)
+    return dataclasses.replace(found, steps=[_at(s, active) for s in found.steps], outliers=sorted(outliers))
 
 
 def _shrunk(se: np.ndarray) -> np.ndarray:
@@ -145,18 +130,10 @@ def _at(step: Found, active: list[int]) -> Found:
                  (pos(step.left[0]), pos(step.left[1] - 1) + 1), (pos(step.right[0]), pos(step.right[1] - 1) + 1))
 
 
-@dataclass
-class _Scan:
-    steps: list[Found]
-    bounds: list[int]   # segment boundaries: 0, steps..., n
-    between: float
-    dof: int
-
-
-def _scan(y: np.ndarray, se: np.ndarray, floor: float) -> _Scan:
+def _scan(y: np.ndarray, se: np.ndarray, floor: float) -> Detection:
     n = len(y)
     if n < MIN_RUNS:
-        return _Scan([], [0, n], 0.0, 0)
+        return Detection([], [0, n], 0.0, 0)
     first = _between_from_differences(y, se)
     bounds = [0, *_pelt(y, se, first[0]), n]
     for _ in range(2):  # the noise from the residuals of the segments found, then the candidates again
@@ -168,7 +145,7 @@ def _scan(y: np.ndarray, se: np.ndarray, floor: float) -> _Scan:
                  for i in range(1, len(bounds) - 1)]
         failing = [(t.p_value, i) for i, (t, ok) in enumerate(tests, 1) if not ok]
         if not failing:
-            return _Scan([t for t, _ in tests], bounds, between, dof)
+            return Detection([t for t, _ in tests], bounds, between, dof)
         bounds.pop(max(failing)[1])
 
 
@@ -183,15 +160,13 @@ def _between_from_differences(y: np.ndarray, se: np.ndarray) -> tuple[float, int
     """Run-to-run noise from successive differences (their median absolute size ignores the
     few differences that span a step): a first estimate, before any segment is known."""
     diffs = np.diff(y)
-    total = (MAD_PER_SIGMA * float(np.median(np.abs(diffs)))) ** 2 / 2
+    total = (history.SIGMA_PER_MAD * float(np.median(np.abs(diffs)))) ** 2 / 2
     return math.sqrt(max(0.0, total - float(np.mean(se ** 2)))), max(1, len(diffs) // 2)
 
 
 def _between_from_segments(y, se, bounds, first: tuple[float, int]) -> tuple[float, int]:
-    """Run-to-run noise from the spread of the runs around their segment's mean (method of
-    moments: the spread less what the runs' own median errors explain). Each segment's mean and
-    each step's place were fitted to these runs: both cost a degree of freedom, or the segments
-    that PELT fitted to the noise would make the noise look smaller than it is."""
+    """Run-to-run noise from the runs' spread around their segment's mean less what their median
+    errors explain; each segment's mean and step's place cost a degree of freedom (they were fitted)."""
     dof = len(y) - (len(bounds) - 1) - (len(bounds) - 2) * LOCATION_DOF
     if dof < 2:
         return first
@@ -212,7 +187,7 @@ def _test(y, se, between, dof, a, b, c, floor) -> tuple[Found, bool]:
     return found, found.p_value < ALPHA and abs(d) >= math.log1p(floor)
 
 
-def _lonely_runs(found: _Scan, y: np.ndarray, se: np.ndarray) -> list[int]:
+def _lonely_runs(found: Detection, y: np.ndarray, se: np.ndarray) -> list[int]:
     """Single runs between two steps whose sides agree with each other (an off run, not two
     steps), and a first run alone before a step: their positions."""
     bounds = found.bounds
@@ -228,8 +203,6 @@ def _lonely_runs(found: _Scan, y: np.ndarray, se: np.ndarray) -> list[int]:
             lonely.append(b)
     return lonely
 
-
-# --- series of result files --------------------------------------------------------------------
 
 @dataclass(frozen=True)
 class Step:
@@ -282,10 +255,8 @@ class Series:
 
 def analyse(results: Sequence[RunResult], floor: float = 0.05) -> list[Series]:
     """Every series of the runs (history.series) with its steps, ordered by suite, machine, cell."""
-    out = []
-    for key, points in history.series(results).items():
-        out.append(analyse_series(key, points, floor))
-    return sorted(out, key=lambda s: (s.key.suite, s.key.machine, s.key.cell_id, s.key.configuration))
+    return sorted((analyse_series(key, points, floor) for key, points in history.series(results).items()),
+                  key=lambda s: (s.key.suite, s.key.machine, s.key.cell_id, s.key.configuration))
 
 
 def analyse_series(key: SeriesKey, points: list[Point], floor: float = 0.05) -> Series:
@@ -305,12 +276,9 @@ def analyse_series(key: SeriesKey, points: list[Point], floor: float = 0.05) -> 
     return Series(key, points, steps, [points[i] for i in found.outliers], found.between)
 
 
-# --- what changed at a step ------------------------------------------------------------------
-
 def environment(point: Point) -> dict[str, str]:
-    """What the result file records of the software and machine a measurement ran on: the stack
-    and its packages (torch, the framework, ...), the CUDA build, the GPU driver, kernel,
-    container image, gnnbench's version and commit."""
+    """What the result file records of the software and machine a measurement ran on: the stack and
+    its packages, the CUDA build, the GPU driver, kernel, container image, gnnbench's version and commit."""
     cell, run = point.cell, point.run
     env = {"stack": cell.stack, **{k: v for k, v in sorted(cell.versions.items())},
            "CUDA": cell.device.get("torch_cuda"),
@@ -333,8 +301,6 @@ def what_changed(before: Point, after: Point) -> str:
         changes.append(f"commit {old.get('commit', '?')} -> {new.get('commit', '?')}")
     return "; ".join(changes)
 
-
-# --- words -------------------------------------------------------------------------------------
 
 def run_words(point: Point) -> str:
     """A run as the text names it: its date, commit and file."""

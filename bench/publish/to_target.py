@@ -1,9 +1,6 @@
 """Reading a cell's time to accuracy (recorded by bench/run/to_target.py) for the tables, the
-diagnosis and the advisor: one definition of what a cell reached, and how it reads.
-
-A cell has a target where its settings name `target_acc`. Then it either trained a model and
-recorded `to_target` (reached: the training seconds and epochs to it; not reached: the best
-validation accuracy seen), or it trained none (`model: none`, the loader alone): n/a.
+diagnosis and the advisor. A cell has a target where its settings name `target_acc`; then it
+recorded `to_target` (reached or not), or trained no model (`model: none`): n/a.
 """
 
 from __future__ import annotations
