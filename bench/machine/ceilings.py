@@ -1,21 +1,15 @@
-"""What this machine can do at most, measured once per run: the ceilings each cell's stages are
-held against (bench/publish/stages.py).
+"""What this machine can do at most, measured once: the ceilings each cell's stages are held
+against (bench/publish/stages.py). `probe(cache, row_widths, files) -> machine_info["ceilings"]`:
 
-    probe(cache, row_widths, files) -> machine_info["ceilings"]
+- usable cores (affinity, capped by a cgroup quota); memory copy bandwidth;
+- random-row gather bandwidth per feature row width (numpy `take` from an array several times the
+  last-level cache: what a feature fetch does);
+- sequential and random reads of the given files (features.npy, built stores), cold (pages evicted
+  with posix_fadvise; mincore says whether it took) and warm;
+- GPU host-to-device copy, pinned and pageable, measured by a stack's CUDA torch where one is found.
 
-- usable cores: the CPUs this process may run on (os.sched_getaffinity), not the machine's count;
-- memory copy bandwidth: one large array copied into another (bytes copied per second);
-- random-row gather bandwidth per feature row width: rows of that width picked at random from an
-  array several times larger than the last-level cache (numpy `take`, what a feature fetch does);
-- disk: sequential and random reads of the given files (the dataset's features.npy, built
-  stores), cold (the file's pages evicted first with posix_fadvise DONTNEED, which needs no root;
-  mincore says whether the eviction took) and warm (read again at once);
-- GPU host-to-device copy, pinned and pageable, where an NVIDIA GPU and a CUDA torch are found
-  (this process has no torch: a stack's interpreter measures it); else null, with a note.
-
-Each figure is measured once per machine and kept under the cache folder (`ceilings/`), keyed by
-the machine (host, CPU model, cores, memory), by row width, and by file (path, size, mtime), so
-later runs reuse it and a run pays a few seconds at most, once. numpy only.
+Each figure is cached under the cache folder (`ceilings/`), keyed by the machine's hardware, the
+row width and the file (path, size, mtime), so a run pays a few seconds at most, once. numpy only.
 """
 
 from __future__ import annotations

@@ -1,18 +1,12 @@
 """One core budget for the whole project: how a node's usable cores are shared among a cell's
-ranks, each rank's torch intra-op threads and its DataLoader workers. Every place that divides
-cores asks here: the worker (torch.set_num_threads), the plain loops of `gnnbench fidelity`,
-`num_workers: per-gpu`, the run's "more ranks than cores" note and the diagnosis.
+ranks, each rank's torch threads and its DataLoader workers. Every place that divides cores asks
+here (the worker, fidelity's plain loops, `num_workers: per-gpu`, the run's notes, the diagnosis).
 
-The policy: each rank on a node gets an equal share of its usable cores (cores ÷ ranks, at least
-one); its loader workers take one core each of that share and its compute threads the rest (at
-least one). So threads × ranks + workers × ranks never exceed the usable cores, and a row of a
-world-size sweep compares the same machine, not the same per-rank budget. Only a setting asks for
-more: `threads: N` (exactly N threads per rank), an explicit `num_workers`, or more ranks than
-cores; the budget then says it is oversubscribed, and by what.
-
-Usable cores: the CPUs this process may run on (its affinity), fewer where a cgroup's CPU quota
-allows fewer (a container started with --cpus). Stdlib only: imported by the host and inside
-every stack.
+Each rank gets an equal share of the usable cores (at least one); its loader workers take one core
+each of it and its threads the rest (at least one), so a world-size sweep compares the same
+machine. Only a setting asks for more (`threads: N`, an explicit `num_workers`, more ranks than
+cores); the budget then says it is oversubscribed, and by what. Usable cores: this process's
+affinity, fewer where a cgroup's CPU quota allows fewer. Stdlib only.
 """
 
 from __future__ import annotations

@@ -1,20 +1,16 @@
 """Each rank of a GPU cell and its loader workers on the CPU cores next to its GPU.
 
-A GPU hangs off one CPU socket (NUMA node); a rank that runs on the other socket copies every
-batch across the socket link. So, where the GPU's cores are known, each rank of a GPU cell is
-pinned to its GPU's cores (its share of them, where several of this node's GPUs sit on the same
-cores) before it loads the dataset, so its pages land on that node; and where the framework offers
-it (PyG's loaders: `enable_cpu_affinity(loader_cores)`), each loader worker gets one core of that
-share, the rank's own threads the rest. GraphBolt offers no per-worker affinity: its workers
-inherit the rank's cores. CPU cells are left as they are.
+A rank on the other socket than its GPU copies every batch across the socket link. So, where the
+GPU's cores are known, each rank of a GPU cell is pinned to its share of them before it loads the
+dataset (its pages land on that NUMA node); where the framework offers it (PyG's
+`enable_cpu_affinity`), each loader worker gets one core of that share, the rank the rest.
+GraphBolt's workers inherit the rank's cores. CPU cells are left as they are.
 
-The GPU is the rank's CUDA_VISIBLE_DEVICES entry (bench.backends.base.rank_gpus: an index or a
-UUID), looked up in NVML's list, or without NVML (no nvidia-ml-py) in `nvidia-smi --query-gpu`'s:
-never through torch, whose 2.2 (the dgl stack) reports no PCI bus id, so PyG's and GraphBolt's
-ranks are pinned alike. Its cores come from NVML (nvmlDeviceGetCpuAffinity) or from the kernel
-(/sys/bus/pci/devices/<bus id>/local_cpulist), always within the cores this process may use.
-What was done is recorded per rank (`Plan.record`): the cores, how they were found, or why the
-rank was left alone. Stdlib only at import (torch inside the functions that need it).
+The GPU is the rank's CUDA_VISIBLE_DEVICES entry (an index or a UUID), looked up in NVML's list or
+`nvidia-smi --query-gpu`'s, never through torch (torch 2.2 reports no PCI bus id); its cores come
+from NVML or the kernel's /sys/bus/pci/devices/<bus id>/local_cpulist, within the cores this
+process may use. Each rank's record (`Plan.record`) says what was done, or why not. Stdlib only
+at import.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
-"""What a GPU user needs to know about the machine a GPU result came from, for the result's
-machine info: each GPU's model, driver, memory, clocks, PCIe link and MIG mode
-(`nvidia-smi --query-gpu`), the topology (`nvidia-smi topo -m`: how the GPUs are linked, which CPU
-cores and NUMA node each sits next to), CUDA_VISIBLE_DEVICES and the NCCL_* settings in force; and
-in each cell's record (the worker, inside its stack) the NCCL version its torch carries.
-
-The parsers take the tools' text, so they are tested on samples without a GPU. Stdlib only.
+"""What a GPU user needs to know about the machine a GPU result came from: each GPU's model,
+driver, memory, clocks, PCIe link and MIG mode (`nvidia-smi --query-gpu`), the topology
+(`nvidia-smi topo -m`), CUDA_VISIBLE_DEVICES and the NCCL_* settings; and, from the worker inside
+its stack, the NCCL version its torch carries. The parsers take the tools' text, so they are
+tested without a GPU. Stdlib only.
 """
 
 from __future__ import annotations

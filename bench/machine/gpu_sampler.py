@@ -1,17 +1,12 @@
 """Is the loader starving the GPU? Each rank samples its GPU's utilisation and PCIe traffic while
 each epoch runs, and keeps mean/max utilisation and the bytes moved host-to-device per epoch.
 
-A background thread reads NVML (bench/machine/nvml.py) every INTERVAL_S from the epoch's start to its
-end: the GPU's utilisation (nvmlDeviceGetUtilizationRates: the share of the last sample period in
-which a kernel ran, and of memory-controller activity), PCIe throughput in each direction
-(nvmlDeviceGetPcieThroughput: KB/s over a 20 ms window; RX, what the GPU receives, is
-host-to-device), and the device's memory in use. `reduce` turns one epoch's samples into means,
-maxima and bytes moved (each sample's rate taken over the time nearest to it): estimates, since
-NVML itself samples. Reading happens off the training thread (ctypes releases the GIL during the
-NVML call); starting and stopping the thread is outside the epoch's clock.
-
-Where NVML, a driver or a GPU is absent, or the cell trains on the CPU, nothing is sampled and
-`open_for` says why, once per rank. Stdlib only: imported in both stacks and on the host.
+A background thread reads NVML (bench/machine/nvml.py) every INTERVAL_S: utilisation
+(nvmlDeviceGetUtilizationRates), PCIe throughput each way (nvmlDeviceGetPcieThroughput, KB/s; RX
+is host-to-device) and device memory in use. `reduce` turns an epoch's samples into means, maxima
+and bytes moved (each rate taken over the time nearest its sample): estimates, as NVML samples
+itself. Reading is off the training thread; starting and stopping it is outside the epoch's clock.
+Where NVML, a driver or a GPU is absent, `open_for` says why, once per rank. Stdlib only.
 """
 
 from __future__ import annotations

@@ -1,15 +1,10 @@
 """NVML, optional: the handle of the GPU a rank trains on, or why there is none.
 
-NVML comes from the `nvidia-ml-py` package (module `pynvml`), a container-only line of every
-stack's pins (the GPU images have it; a machine's stacks do not, unless a user installs it); where
-it, the driver or a GPU is absent, `open_device` returns the reason instead, and whatever asked
-NVML records nothing but that reason.
-
-CUDA and NVML number GPUs differently (CUDA fastest-first unless CUDA_DEVICE_ORDER=PCI_BUS_ID,
-NVML by PCI bus; CUDA_VISIBLE_DEVICES renumbers CUDA's), so a CUDA device is matched to its NVML
-device by PCI bus id where torch reports it (torch >= 2.5-ish), else by UUID, else through
-CUDA_VISIBLE_DEVICES (`match_index`, plain data, tested without a GPU).
-Stdlib only at import: the host and both stacks (torch 2.2 and 2.13) import it.
+NVML comes from `nvidia-ml-py` (module `pynvml`), a container-only pin of every stack; where it,
+the driver or a GPU is absent, `open_device` returns the reason instead. CUDA and NVML number GPUs
+differently, so a CUDA device is matched to its NVML device by PCI bus id where torch reports it,
+else by UUID, else through CUDA_VISIBLE_DEVICES (`match_index`, plain data, tested without a GPU).
+Stdlib only at import.
 """
 
 from __future__ import annotations

@@ -1,17 +1,14 @@
 """Opening gnnbench's LMDB stores for reading, the same way for every store kind.
 
-- One environment per store and process: py-lmdb refuses to open one path twice in a process,
-  and an environment must not be used after a fork (a DataLoader worker), so each process opens
-  its own, read-only and lock-free (a store is never written after its build), on first use;
-  a copy inherited across a fork is closed in the child (that only unmaps it there).
-- Every way a store can be unusable ends in one StoreError that names the store and the fix:
-  missing, not openable, truncated (checked before any read: touching a page past the end of a
-  memory-mapped file kills the process with SIGBUS), without its `__meta__` record (a build
-  that did not finish), of another format, or built from another version of its dataset.
-- `data.mdb` is checked against the checksums written at the build's end (bench/checksums.py:
-  one stat on open, a full re-hash when the file's times changed or GNNBENCH_VERIFY=full), so a
-  store whose bytes changed is named, never read. `checksums.json` is also the mark of a
-  finished store: a folder without it (half deleted, or older) is rebuilt.
+- One environment per store and process (py-lmdb refuses a path twice in a process, and an
+  environment must not cross a fork), read-only and lock-free, opened on first use; a copy
+  inherited across a fork is closed in the child.
+- Every way a store can be unusable ends in one StoreError naming the store and the fix:
+  missing, not openable, truncated (checked before any read: a page past the end of the map is
+  SIGBUS), without its `__meta__` (an unfinished build), of another format, or of another
+  version of its dataset.
+- `data.mdb` is checked against the checksums written at the build's end (bench/checksums.py);
+  `checksums.json` also marks a finished store: a folder without it is rebuilt.
 """
 
 from __future__ import annotations
