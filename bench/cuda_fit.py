@@ -1,15 +1,11 @@
 """Whether a stack's CUDA build runs on this machine's driver and GPUs, and which image tag does.
 
-Two facts decide it, both checked before a GPU cell builds anything (bench.backends.base
-unavailable_reason): the driver's CUDA version against the CUDA major version the stack's torch
-was built for (CUDA's minor version compatibility runs a 12.x build on any CUDA 12 driver, never a
-13.x build on a CUDA 12 driver), and each GPU's compute capability against the kernels the
-torch carries (`torch.cuda.get_arch_list()`: sm_XY kernels run on capability X.Y and later minors
-of X; compute_XY PTX on X.Y and later). Each refusal is one line naming what is missing and the
-image tag (IMAGE_TAGS, the tags docker/Dockerfile builds) that has it.
-
-The checks take the facts as plain values, so they are tested without a GPU. Stdlib only at
-import; torch, NVML and nvidia-smi are asked inside `driver_cuda` only.
+Checked before a GPU cell builds anything (bench.backends.base unavailable_reason): the driver's
+CUDA version against the CUDA major the stack's torch was built for (minor version compatibility
+holds within a major only), and each GPU's compute capability against the torch's kernels
+(`torch.cuda.get_arch_list()`). A refusal is one line naming what is missing and the image tag
+(IMAGE_TAGS, as docker/Dockerfile builds them) that has it. The checks take plain values, so they
+are tested without a GPU; stdlib only at import.
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """Where things live: the repository, the cache (datasets, stacks) and the results; and what a
-stack's install records and probes (its sampler's source, the modules it must import), which the
-host's stack management (bench/stacks/) writes and the worker reads inside the stack. Stack side:
-platformdirs (host only) is imported only by cache_root where GNNBENCH_CACHE is unset, which the
-runner never leaves it in a stack (bench/run/runner.py worker_env), and by stacks_dir, which only
-the host's stack management calls."""
+stack's install records and probes, which bench/stacks/ writes and the worker reads inside the
+stack. platformdirs (host only) is imported only where GNNBENCH_CACHE is unset, which a stack
+never sees (bench/run/runner.py worker_env), and by stacks_dir, which only the host calls.
+"""
 
 from __future__ import annotations
 
