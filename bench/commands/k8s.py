@@ -25,7 +25,7 @@ from pathlib import Path
 
 import yaml
 
-from bench.commands.slurm import add_shape, check_shape, fit, run_args
+from bench.commands.slurm import add_shape, check_shape, fit, node_run, run_args
 from bench.inputs import InputError, new_output_file, no_control_characters
 
 KINDS = ("trainjob", "pytorchjob")
@@ -33,17 +33,16 @@ KINDS = ("trainjob", "pytorchjob")
 # The job: an RFC 1035 label (Kubeflow Trainer names its JobSet, services and pods after it); the
 # namespace: an RFC 1123 label; the claim and the runtime: RFC 1123 subdomains.
 LABEL_1123 = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+SUBDOMAIN = (re.compile(rf"{LABEL_1123}(\.{LABEL_1123})*"), 253,
+             "lower-case letters, digits, '-' and '.', at most 253, each dot-separated part starting and ending with a "
+             "letter or digit")
 NAME_RULES = {
     "--name": (re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?"), 63,
                "lower-case letters, digits and '-', at most 63, starting with a letter and ending with a letter or digit"),
     "--namespace": (re.compile(LABEL_1123), 63,
                     "lower-case letters, digits and '-', at most 63, starting and ending with a letter or digit"),
-    "--runtime": (re.compile(rf"{LABEL_1123}(\.{LABEL_1123})*"), 253,
-                  "lower-case letters, digits, '-' and '.', at most 253, each dot-separated part starting and ending "
-                  "with a letter or digit"),
-    "--results-claim": (re.compile(rf"{LABEL_1123}(\.{LABEL_1123})*"), 253,
-                        "lower-case letters, digits, '-' and '.', at most 253, each dot-separated part starting and "
-                        "ending with a letter or digit"),
+    "--runtime": SUBDOMAIN,
+    "--results-claim": SUBDOMAIN,
 }
 # An image reference: registry[:port]/name[:tag][@digest]
 IMAGE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:@+-]{0,499}")
@@ -78,11 +77,7 @@ def add_parser(sub, parents) -> None:
 
 def node_command(suite: str, job: str, extra: list[str]) -> list[str]:
     """Each pod's command: its results folder on the volume, resumed from its journal after a restart."""
-    run = (f'out={RESULTS_MOUNT}/{shlex.quote(job)}/node${{PET_NODE_RANK:-0}}; '
-           'journal=$(ls -t "$out"/*.cells.jsonl 2>/dev/null | head -n 1); '
-           f'exec gnnbench run {shlex.quote(suite)} --results "$out" ${{journal:+--resume "$journal"}}'
-           + "".join(" " + shlex.quote(a) for a in extra))
-    return ["bash", "-c", run]
+    return ["bash", "-c", node_run(f"{RESULTS_MOUNT}/{shlex.quote(job)}/node${{PET_NODE_RANK:-0}}", "gnnbench", suite, extra)]
 
 
 def volumes(claim: str, shm_size: str) -> tuple[list[dict], list[dict]]:

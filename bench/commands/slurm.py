@@ -106,6 +106,13 @@ def run_args(given: str) -> list[str]:
     return args
 
 
+def node_run(out: str, gnnbench: str, suite: str, extra: list[str]) -> str:
+    """A node's shell command: its gnnbench run into `out`, resumed from its journal after a restart."""
+    return (f'out={out}; journal=$(ls -t "$out"/*.cells.jsonl 2>/dev/null | head -n 1); '
+            f'exec {gnnbench} run {shlex.quote(suite)} --results "$out" ${{journal:+--resume "$journal"}}'
+            + "".join(" " + shlex.quote(a) for a in extra))
+
+
 def script(suite: str, nodes: int, gpus_per_node: int, results: Path, *, partition: str | None = None,
            time: str | None = None, image: str | None = None, runtime: str = "pyxis",
            extra: list[str] = ()) -> str:
@@ -139,9 +146,7 @@ def script(suite: str, nodes: int, gpus_per_node: int, results: Path, *, partiti
               'trap \'echo "gnnbench: job $SLURM_JOB_ID near its time limit: requeued"; '
               'scontrol requeue "$SLURM_JOB_ID"\' USR1',
               ""]
-    node_cmd = ('out="$RESULTS/node$SLURM_NODEID"; journal=$(ls -t "$out"/*.cells.jsonl 2>/dev/null | head -n 1); '
-                f'exec $GNNBENCH run {shlex.quote(suite)} --results "$out" ${{journal:+--resume "$journal"}}'
-                + "".join(" " + shlex.quote(a) for a in extra))
+    node_cmd = node_run('"$RESULTS/node$SLURM_NODEID"', "$GNNBENCH", suite, extra)
     srun = [f"srun --nodes={nodes} --ntasks-per-node=1 --kill-on-bad-exit=0"]
     if image and runtime == "pyxis":
         lines.append("# the image through pyxis/enroot (srun --container-image); the results folder mounted in it")
