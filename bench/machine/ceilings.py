@@ -32,7 +32,7 @@ from bench.stores import page_cache
 from bench.machine.core_budget import usable_cores  # the one count: affinity, capped by a cgroup quota
 from bench import stacks
 from bench.machine import gpus
-from bench.machine.gpu_facts import run_tool
+from bench.machine.gpus import run_tool
 
 FORMAT = 1
 MIB = 2**20
@@ -277,8 +277,7 @@ def gpu_uuids() -> list[str]:
     """The UUIDs of the GPUs nvidia-smi lists (each card's own, the same in every container)."""
     import re
 
-    text = run_tool(["nvidia-smi", "-L"]) if shutil.which("nvidia-smi") else None
-    return re.findall(r"UUID: (GPU-[0-9a-fA-F-]+)", text or "")
+    return re.findall(r"UUID: (GPU-[0-9a-fA-F-]+)", run_tool(["nvidia-smi", "-L"]) or "")
 
 
 def cache_file(cache: Path) -> Path:

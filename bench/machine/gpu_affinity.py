@@ -17,13 +17,12 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
-import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
+
 from bench.machine import nvml
-from bench.machine.nvml import _bare_uuid
-from bench.machine.nvml import normal_pci
+from bench.machine.gpus import run_tool
+from bench.machine.nvml import _bare_uuid, normal_pci
 
 SYSFS_PCI = Path("/sys/bus/pci/devices")
 
@@ -86,11 +85,9 @@ def _nvml_listing() -> tuple[list[dict], str] | None:
         return None
     try:
         words = -(-(os.cpu_count() or 1) // 64)
-        listed = []
-        for i in range(lib.nvmlDeviceGetCount()):
-            handle = lib.nvmlDeviceGetHandleByIndex(i)
-            listed.append({"index": i, "uuid": lib.nvmlDeviceGetUUID(handle), "pci": lib.nvmlDeviceGetPciInfo(handle).busId,
-                           "cores": mask_to_cores(lib.nvmlDeviceGetCpuAffinity(handle, words))})
+        listed = nvml.listing(lib)
+        for device in listed:
+            device["cores"] = mask_to_cores(lib.nvmlDeviceGetCpuAffinity(device.pop("handle"), words))
         return listed, "NVML nvmlDeviceGetCpuAffinity"
     except Exception as exc:  # noqa: BLE001 - fall back to nvidia-smi and the kernel's view
         _WHY.append(f"NVML could not list the GPUs ({type(exc).__name__}: {exc})")
@@ -101,16 +98,7 @@ _WHY: list[str] = []  # why NVML gave no listing, for the reason a rank stays un
 
 
 def _smi_listing() -> tuple[list[dict] | None, str]:
-    fields = ("index", "uuid", "pci")
-    text = None
-    if shutil.which("nvidia-smi"):
-        try:
-            done = subprocess.run(["nvidia-smi", "--query-gpu=index,uuid,pci.bus_id", "--format=csv,noheader"],
-                                  capture_output=True, text=True, timeout=30)
-            text = done.stdout if done.returncode == 0 else None
-        except (OSError, subprocess.TimeoutExpired):
-            text = None
-    rows = parse_listing(text or "")
+    rows = parse_listing(run_tool(["nvidia-smi", "--query-gpu=index,uuid,pci.bus_id", "--format=csv,noheader"]) or "")
     if not rows:
         return None, "; ".join(_WHY + ["and nvidia-smi lists no GPU"])
     return rows, "nvidia-smi --query-gpu"

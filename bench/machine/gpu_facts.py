@@ -11,9 +11,9 @@ import csv
 import os
 import re
 import shutil
-import subprocess
 
 from bench.machine.gpu_affinity import parse_cpulist
+from bench.machine.gpus import run_tool
 
 # nvidia-smi --query-gpu fields, in this order (nvidia-smi --help-query-gpu)
 QUERY_FIELDS = ("index", "name", "uuid", "pci.bus_id", "driver_version", "memory.total", "clocks.sm",
@@ -21,7 +21,6 @@ QUERY_FIELDS = ("index", "name", "uuid", "pci.bus_id", "driver_version", "memory
                 "pcie.link.width.current", "mig.mode.current", "power.limit", "compute_mode")
 ENV_PREFIXES = ("NCCL_", "TORCH_NCCL_")
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
-TOOL_TIMEOUT_S = 30
 
 
 def nccl_env(environ=None) -> dict[str, str]:
@@ -86,14 +85,6 @@ def parse_topology(text: str) -> dict:
             entry["numa_affinity"] = values["NUMA Affinity"]
         out[name] = entry
     return out
-
-
-def run_tool(args: list[str]) -> str | None:
-    try:
-        done = subprocess.run(args, capture_output=True, text=True, timeout=TOOL_TIMEOUT_S)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return done.stdout if done.returncode == 0 else None
 
 
 def gpu_info() -> dict | None:

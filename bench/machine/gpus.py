@@ -13,6 +13,15 @@ import subprocess
 from dataclasses import dataclass
 
 
+def run_tool(args: list[str], timeout: float = 30) -> str | None:
+    """A tool's output, or None where it is missing, fails or hangs."""
+    try:
+        done = subprocess.run(args, capture_output=True, text=True, timeout=timeout)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return done.stdout if done.returncode == 0 else None
+
+
 @dataclass(frozen=True)
 class Gpus:
     names: tuple[str, ...]  # the GPUs a process may use here

@@ -37,6 +37,16 @@ def load():
     return pynvml, None
 
 
+def listing(lib) -> list[dict]:
+    """NVML's GPUs in its order, each {"index", "uuid", "pci", "handle"}."""
+    found = []
+    for i in range(lib.nvmlDeviceGetCount()):
+        handle = lib.nvmlDeviceGetHandleByIndex(i)
+        found.append({"index": i, "uuid": lib.nvmlDeviceGetUUID(handle), "pci": lib.nvmlDeviceGetPciInfo(handle).busId,
+                      "handle": handle})
+    return found
+
+
 def normal_pci(bus_id) -> str | None:
     """'00000000:17:00.0', '0000:17:00.0' or b'...' as (domain, bus, device, function) text, so
     torch's, NVML's and sysfs's spellings compare equal: '0000:17:00.0'."""
@@ -111,15 +121,12 @@ def open_device(cuda_index: int) -> tuple[Device | None, str | None]:
     if nvml is None:
         return None, reason
     try:
-        listed = []
-        for i in range(nvml.nvmlDeviceGetCount()):
-            handle = nvml.nvmlDeviceGetHandleByIndex(i)
-            listed.append({"pci": nvml.nvmlDeviceGetPciInfo(handle).busId, "uuid": nvml.nvmlDeviceGetUUID(handle)})
+        listed = listing(nvml)
         pci, uuid = torch_ids(cuda_index)
         index, how = match_index(cuda_index, listed, pci=pci, uuid=uuid,
                                  visible=os.environ.get("CUDA_VISIBLE_DEVICES"))
         if index is None:
             return None, how
-        return Device(nvml, nvml.nvmlDeviceGetHandleByIndex(index), index, how), None
+        return Device(nvml, listed[index]["handle"], index, how), None
     except Exception as exc:  # noqa: BLE001 - an NVML error is a reason, never a failed cell
         return None, f"NVML could not list the GPUs ({type(exc).__name__}: {exc})"
