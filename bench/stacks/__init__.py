@@ -131,12 +131,8 @@ class Stack:
         return [line for line, marks in self._lines() if FALLBACK_MARK in marks]
 
     def _lines(self) -> list[tuple[str, list[str]]]:
-        out = []
-        for raw in self.pins.splitlines():
-            line, _, comment = raw.partition("#")
-            if line.strip():
-                out.append((line.strip(), comment.split()))
-        return out
+        split = [raw.partition("#") for raw in self.pins.splitlines()]
+        return [(line.strip(), comment.split()) for line, _, comment in split if line.strip()]
 
 
 def for_this_cuda(marks: list[str]) -> bool:
@@ -155,10 +151,8 @@ def in_container() -> bool:
 
 
 def available() -> dict[str, Stack]:
-    return {
-        p.stem.removeprefix("requirements-"): Stack(p.stem.removeprefix("requirements-"), p)
-        for p in sorted(REQUIREMENTS_DIR.glob("requirements-*.txt"))
-    }
+    named = ((p.stem.removeprefix("requirements-"), p) for p in sorted(REQUIREMENTS_DIR.glob("requirements-*.txt")))
+    return {name: Stack(name, p) for name, p in named}
 
 
 @dataclass(frozen=True)
@@ -189,10 +183,9 @@ def versioned_stacks() -> dict[str, VersionedStack]:
     for name in versions.names():
         framework, release = versions.split(name)
         base = pinned.get(versions.BASES[framework][0])
-        if base is None:  # a checkout without the framework's pin file (an install entry of its own)
-            continue
-        out[name] = VersionedStack(name, versions.requirements_path(name),
-                                   versions.pins(framework, release, base.pins, base.requirements), base)
+        if base is not None:  # else a checkout without the framework's pin file (an install entry of its own)
+                out[name] = VersionedStack(name, versions.requirements_path(name),
+                                       versions.pins(framework, release, base.pins, base.requirements), base)
     return out
 
 
@@ -222,9 +215,8 @@ def framework_of(backend_stack: str) -> str:
 
 def install(name: str, log=print, force: bool = False) -> Stack:
     """Create the stack's virtual environment unless one with the same pins is complete (and, for a
-    stack that fell back from PyG's wheel index, unless that index now answers)."""
-    # pinned stacks only (an external one is the user's environment: never installed into), and
-    # without importing more of gnnbench: the images run this module before the rest is copied in
+    stack that fell back from PyG's wheel index, unless that index now answers). Pinned stacks only:
+    an external one is the user's environment, never installed into."""
     pinned = {**available(), **versioned_stacks()}
     if name not in pinned:
         raise StackError(f"unknown stack {name!r}: `stacks install` builds the pinned stacks: {', '.join(pinned)}")
@@ -233,8 +225,6 @@ def install(name: str, log=print, force: bool = False) -> Stack:
         raise StackError(CONTAINER_ONLY_STACK.format(name=name, pins=stack.requirements.name))
     if isinstance(stack, VersionedStack):
         stack.write_requirements()
-    # one install of a stack at a time, across clones and hosts sharing the stacks folder (bench/locks.py):
-    # a second waits, saying for whom, and then finds it installed
     with locks.held(stack.path, f"installing stack {name}", say=lambda line: log(f"stack {name}: {line}")):
         built = _install(stack, log, force)
     if built:
@@ -280,8 +270,7 @@ def _build(stack: Stack, log) -> None:
     if no_isolation:
         log(f"stack {name}: building {', '.join(no_isolation)} against its torch (the first time "
             "about 17 min on 2 cores; then from pip's wheel cache)")
-        # torch-sparse/torch-scatter build against the torch just installed; MAX_JOBS keeps
-        # the compiler within the machine's cores.
+        # against the torch just installed; MAX_JOBS keeps the compiler within the machine's cores
         env = dict(os.environ, MAX_JOBS=os.environ.get("MAX_JOBS", str(os.cpu_count() or 2)))
         _run(pip + ["--no-build-isolation"] + no_isolation, name, env=env, log=log)
     versions = probe_versions(stack)
@@ -316,8 +305,6 @@ def sweep_older(stack: Stack, log=print) -> None:
 
 
 # --- PyG's wheel index (pyg-lib), and the fallback -----------------------------------------------
-
-
 
 def pyg_wheels_url(torch: str, cuda: str) -> str:
     """GNNBENCH_PYG_WHEELS (else PyG's own index) for torch `torch` (2.13.0) built for `cuda` (cpu, cu130)."""
