@@ -1,19 +1,13 @@
 """`gnnbench k8s SUITE --nodes N --gpus-per-node G --image IMG [--kind trainjob|pytorchjob]`: a
-Kubeflow manifest that runs a suite on N pods, one per node.
+Kubeflow manifest that runs a suite on N pods, one per node (docs/on-a-cluster.md).
 
-- `trainjob` (default): Kubeflow Trainer v2's `TrainJob` (trainer.kubeflow.org/v1alpha1). It names
-  its runtime (`runtimeRef`, default the `torch-distributed` ClusterTrainingRuntime, which must
-  exist on the cluster); the image, command, node count and GPU requests go in `trainer`; the
-  shared-memory volume (DataLoader workers pass batches through /dev/shm) and the results volume
-  go in `runtimePatches`, on the runtime's `node` job and its `node` container.
-- `pytorchjob`: the Training Operator v1's `PyTorchJob` (kubeflow.org/v1): one Master and N-1
-  Workers, each pod the same container with the volumes in its own template.
-
+- `trainjob` (default): Kubeflow Trainer v2's `TrainJob` naming a runtime (`runtimeRef`, default
+  the `torch-distributed` ClusterTrainingRuntime); the volumes go in `runtimePatches`, on the
+  runtime's `node` job and container.
+- `pytorchjob`: the Training Operator v1's `PyTorchJob`: one Master and N-1 Workers.
 Each pod runs `gnnbench run SUITE`, which takes its node count, rank and rendezvous address from
-the variables the operator sets (PET_NNODES, PET_NODE_RANK, PET_MASTER_ADDR, PET_MASTER_PORT;
-bench/run/cluster_env.py) and starts its own ranks with torchrun, so each pod is one torchrun
-"process" to the operator (numProcPerNode / nprocPerNode 1). Results go to the volume from the
-persistent volume claim `--results-claim`, one folder per pod: /results/JOB/nodeK.
+the operator's PET_* variables (bench/run/cluster_env.py) and starts its own ranks, so each pod is
+one process to the operator. Results go to the claim `--results-claim`: /results/JOB/nodeK.
 """
 
 from __future__ import annotations

@@ -113,9 +113,7 @@ def gather_bandwidth(row_bytes: int, source: np.ndarray | None = None) -> float:
 
 
 def _gather_source() -> np.ndarray:
-    flat = np.empty(array_bytes(), dtype=np.uint8)
-    flat.fill(1)
-    return flat
+    return np.ones(array_bytes(), dtype=np.uint8)  # written, so its pages exist (not the zero page)
 
 
 # --- disk --------------------------------------------------------------------------------------
@@ -262,14 +260,9 @@ DMI = Path("/sys/class/dmi/id")
 
 
 def board(dmi: Path = DMI) -> str | None:
-    """The machine's maker and model as its firmware names them (world-readable, the same inside a
-    container), or None."""
-    found = []
-    for name in ("sys_vendor", "product_name", "board_name"):
-        try:
-            found.append((dmi / name).read_text().strip())
-        except OSError:
-            continue
+    """The machine's maker and model as its firmware names them (the same inside a container), or None."""
+    found = [(dmi / name).read_text().strip() for name in ("sys_vendor", "product_name", "board_name")
+             if os.access(dmi / name, os.R_OK)]
     return " / ".join(found) or None
 
 
@@ -321,17 +314,14 @@ def probe(cache: Path, row_widths: Iterable[int] = (), files: dict[str, tuple[Pa
             entry = known["disk"][key] = {"figures": figures, "notes": file_notes}
         disk[label] = entry["figures"]
         notes += entry["notes"]
-    h2d_entry = known.get("h2d")
+    h2d_entry = known.pop("h2d", None)
     if not (h2d_entry and h2d_entry.get("figures")):  # "not measured" is never kept: asked again next run
-
         shown = gpus.visible()
         figures, note = (h2d_bandwidth(interpreters()) if shown else
                          (None, f"no GPU visible here ({shown.how}): host-to-device figures not measured"))
         h2d_entry = {"figures": figures, "note": note}
-        if figures:
-            known["h2d"] = h2d_entry
-        else:
-            known.pop("h2d", None)
+    if h2d_entry["figures"]:
+        known["h2d"] = h2d_entry
     h2d = h2d_entry["figures"] or {}
     notes.append(h2d_entry["note"])
     _save(path, known | {"machine": machine_key()})

@@ -1,14 +1,8 @@
 """External stacks: an interpreter the user already has (a conda env, an NGC container's python, a
-cluster module), registered under a name and used like a pinned stack.
-
-    gnnbench stacks add NAME --python PATH
-
-probes what imports there (torch and its CUDA, PyG, pyg-lib, torch-sparse, DGL, ...), refuses an
-interpreter that could run no backend, and keeps a small JSON file per name in the stacks folder.
-Nothing is installed into that environment: the worker runs from its interpreter with only
-gnnbench's own code put on its path (PYTHONPATH), as for the pinned stacks. Every result records
-such a stack as external, with its probed versions and a hash of its installed distributions
-(the same list `pip freeze` prints), so two runs can tell whether the environment changed.
+cluster module), registered with `gnnbench stacks add NAME --python PATH` and used like a pinned
+stack. Registering probes what imports there and refuses an interpreter that could run no backend;
+nothing is installed into it. Results record such a stack as external, with its probed versions
+and a hash of its installed distributions, so two runs can tell whether the environment changed.
 """
 
 from __future__ import annotations
