@@ -23,10 +23,8 @@ class ImageTag:
     gpus: str         # in words, for the docs and the messages
 
 
-# The GPU images (docker/Dockerfile, docker-compose.yml; docs/containers.md and docs/gpus.md state
-# the same). The dgl stack is torch 2.2.1+cu121 in both (driver >= 525 through minor version
-# compatibility). The capability ranges are those of PyTorch's cu130 and cu126 wheels' arch lists;
-# the start check reads the real list from the stack's torch.
+# The GPU images (docker/Dockerfile; docs/gpus.md). The capability ranges are those of PyTorch's cu130
+# and cu126 wheels' arch lists; the start check reads the real list from the stack's torch.
 IMAGE_TAGS = (
     ImageTag("latest", "13.0", "580", ((7, 5), (12, 0)), "Turing (T4) and newer: A100, L4, L40S, H100, H200, B200"),
     ImageTag("latest-cu126", "12.6", "525", ((5, 0), (9, 0)), "Maxwell to Hopper: P100, V100, T4, A100, L40S, H100"),

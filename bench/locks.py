@@ -381,9 +381,8 @@ class Lock:
                 os.unlink(self.owner)
             except FileNotFoundError:
                 pass
-        # nothing is left once released: the lock file and, when empty, the folder go too. A waiter
-        # may then hold the flock of the unlinked file while a newcomer flocks a new one: the owner
-        # record, created exclusively, still lets only one of them in.
+        # the lock file and an empty folder go too: a waiter holding the unlinked file's flock and a
+        # newcomer flocking a new one are still kept apart by the owner record, created exclusively
         for remove in (self.path.unlink, self.path.parent.rmdir):
             try:
                 remove()

@@ -35,15 +35,12 @@ def stacks_dir() -> Path:
     return Path(user_cache_dir("gnnbench")) / "stacks"
 
 
-# A stack's install record: the file that marks its folder complete, with what the install took
-# (bench/stacks/ writes it). Here, so the backends read it in their stack without importing
-# the host's stack management.
+# A stack's install record (bench/stacks/ writes it; the backends read it in their stack)
 COMPLETE_MARK = ".gnnbench-complete.json"
 PYG_WHEELS_ENV = "GNNBENCH_PYG_WHEELS"  # where pyg-lib's wheels come from (bench/stacks/)
 
 
-# What `stacks list` imports in each stack to report the versions that really load; an
-# install fails when one of these does not import.
+# What `stacks list` imports in each stack to report the versions that load; an install fails without one.
 PROBE_MODULES = {
     "pyg": ["torch", "torch_geometric", "ogb", "numpy"],
     "pyg-dist": ["torch", "torch_geometric", "pymetis", "numpy"],

@@ -113,23 +113,18 @@ class MemoryCgroup:
             raise CgroupError(reason)
         if found == 2:
             _enable_memory_controller()
-            path = _make(ROOT / f"gnnbench-{name}")
-            group = cls(path, limit, 2, "memory.swap.max = 0 (no swap)")
-            _write(path / "memory.max", limit)
-            if (path / "memory.swap.max").exists():
-                _write(path / "memory.swap.max", 0)
-            elif _swap_on():
-                group.remove()
-                raise CgroupError(f"swap is on and {path} has no memory.swap.max: a limit would not bound the cell")
-            else:
-                group.swap = "swap is off on this machine"
-            return group
-        path = _make(V1_MEMORY / f"gnnbench-{name}")
-        group = cls(path, limit, 1, "memory.memsw.limit_in_bytes = the limit (memory + swap)")
+        # per version: the limit's file, then swap's file (memory.memsw after the limit: it may not be below it)
+        limit_file, swap_file, swap_value, swap_words = (
+            ("memory.max", "memory.swap.max", 0, "memory.swap.max = 0 (no swap)") if found == 2 else
+            ("memory.limit_in_bytes", "memory.memsw.limit_in_bytes", limit,
+             "memory.memsw.limit_in_bytes = the limit (memory + swap)"))
+        group = cls(_make((ROOT if found == 2 else V1_MEMORY) / f"gnnbench-{name}"), limit, found, swap_words)
         try:
-            _write(path / "memory.limit_in_bytes", limit)  # before memsw: memsw may not be below it
-            if (path / "memory.memsw.limit_in_bytes").exists():
-                _write(path / "memory.memsw.limit_in_bytes", limit)
+            _write(group.path / limit_file, limit)
+            if (group.path / swap_file).exists():
+                _write(group.path / swap_file, swap_value)
+            elif found == 2 and _swap_on():
+                raise CgroupError(f"swap is on and {group.path} has no {swap_file}: a limit would not bound the cell")
             else:
                 group.swap = "swap is off on this machine"
         except CgroupError:

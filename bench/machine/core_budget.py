@@ -84,12 +84,15 @@ class Budget:
 
     def describe(self) -> str:
         """'2 ranks × (1 thread + 0 workers) = 2 of 2 cores'."""
-        r, t, w = self.ranks, self.threads, self.workers
-        return (f"{r} rank{'s' if r != 1 else ''} × ({t} thread{'s' if t != 1 else ''} + {w} worker"
-                f"{'s' if w != 1 else ''}) = {self.used} of {self.cores} core{'s' if self.cores != 1 else ''}")
+        return (f"{_n(self.ranks, 'rank')} × ({_n(self.threads, 'thread')} + {_n(self.workers, 'worker')}) = "
+                f"{self.used} of {_n(self.cores, 'core')}")
 
     def as_dict(self) -> dict:
         return {**asdict(self), "asked": list(self.asked), "used": self.used, "oversubscribed": self.oversubscribed}
+
+
+def _n(count: int, word: str) -> str:
+    return f"{count} {word}{'s' if count != 1 else ''}"
 
 
 def share(cores: int, ranks: int) -> int:
@@ -111,16 +114,16 @@ def plan(cores: int, ranks: int = 1, workers: int | str = 0, threads: int | str 
     workers = per_gpu_workers(cores, ranks) if workers == PER_GPU else int(workers)
     asked = []
     if ranks > cores:
-        asked.append(f"{ranks} ranks on {cores} core{'s' if cores != 1 else ''}")
+        asked.append(f"{ranks} ranks on {_n(cores, 'core')}")
     if workers >= mine and workers:
-        asked.append(f"num_workers {workers} with a share of {mine} core{'s' if mine != 1 else ''} per rank")
+        asked.append(f"num_workers {workers} with a share of {_n(mine, 'core')} per rank")
     if threads == AUTO or threads is None:
         count, rule = max(1, mine - workers), AUTO
     else:
         count, rule = int(threads), "set"
         if count + workers > mine:
-            asked.append(f"threads {count} beyond the share of {mine} core{'s' if mine != 1 else ''} per rank"
-                         + (f" less {workers} worker{'s' if workers != 1 else ''}" if workers else ""))
+            asked.append(f"threads {count} beyond the share of {_n(mine, 'core')} per rank"
+                         + (f" less {_n(workers, 'worker')}" if workers else ""))
     return Budget(cores, ranks, count, workers, rule, tuple(asked))
 
 

@@ -27,12 +27,10 @@ __all__ = ["STORES", "StoreError", "StoreInfo", "cold_files", "features_in_memor
 class StoreInfo:
     what: str
     tasks: tuple[str, ...]  # "node", "link" (one graph's features), "typed-node" (per type), "graph" (small graphs)
-    # every rank holds the data in its own private memory (counted per rank by the memory model);
-    # otherwise it is memory-mapped and shared by all ranks through the page cache
+    # every rank holds the data in its own memory; otherwise memory-mapped, shared through the page cache
     per_rank_memory: bool = False
     modules: dict[str, str] = field(default_factory=dict)  # task -> module that builds and opens it
-    # task -> the files its reads come from, as glob patterns under the dataset's folder: what a
-    # cold page cache evicts (`page_cache: cold`, bench/stores/page_cache.py); none: held in memory
+    # task -> glob patterns (under the dataset's folder) of the files a cold page cache evicts; none: in memory
     files: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
 

@@ -66,11 +66,9 @@ def open_readonly(path: Path, label: str):
 
 @contextmanager
 def writing(target: Path, label: str, needed: int, contents: str, map_size: int | None = None):
-    """A new environment for a store's build, in a temporary folder that becomes `target` when
-    the block ends without error (bench.datasets.hub.atomic_dir), or None when a finished store
-    is already there (another process built it first). Closed in every case. The map is
-    `map_size`, else MAP_SIZE_ENV, else `needed` bytes; a map too small for the data (described
-    by `contents`) ends in a StoreError that says how to size it."""
+    """A new environment for a store's build in a temporary folder that becomes `target` when the
+    block ends without error (hub.atomic_dir); None where another process built it first. The map:
+    `map_size`, else MAP_SIZE_ENV, else `needed` bytes; too small for `contents`, a StoreError says so."""
     import lmdb
 
     map_size = map_size or int(os.environ.get(MAP_SIZE_ENV) or needed)
@@ -181,12 +179,9 @@ class LmdbReader:
 
     @classmethod
     def reuse(cls, path: Path, expected_fingerprint: str) -> bool:
-        """True when a finished store is at `path` and passes its checks (raises StoreError when
-        it is there and does not); the environment is closed again, so a rebuilt store at the
-        same path is never read through this one. False when there is none, or only what is
-        left of one (half deleted, or older: no data or no checksums), which is removed so
-        that the build starts clean; likewise a finished store of another format (an older layout),
-which is rebuilt rather than misread."""
+        """True when a finished store at `path` passes its checks (StoreError when it does not), its
+        environment closed again. False, with whatever is there removed for a clean build, where
+        there is none, only what is left of one (no data or no checksums), or another format's."""
         if not (checksums.recorded(path) and (Path(path) / "data.mdb").is_file()) or cls._other_format(path):
             if Path(path).exists():
                 discard(Path(path))
