@@ -26,6 +26,7 @@ import sys
 import time
 from pathlib import Path
 
+from bench.commands.common import add_data_root
 from bench.inputs import InputError
 from bench.paths import PYG_WHEELS_ENV, repo_root
 from bench import stacks
@@ -65,8 +66,7 @@ def add_parser(sub, parents) -> None:
                         "(installed there only where none imports)")
     p.add_argument("--suite", action="append", metavar="NAME|PATH",
                    help="prepare the datasets of this suite (repeatable; default: gpu and multi-gpu)")
-    p.add_argument("--data-root", type=Path, metavar="DIR", default=os.environ.get("GNNBENCH_DATA_ROOT"),
-                   help="where raw dataset files are looked for first (env GNNBENCH_DATA_ROOT)")
+    add_data_root(p)
 
 
 class Target:

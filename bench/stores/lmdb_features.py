@@ -20,7 +20,6 @@ from __future__ import annotations
 import hashlib
 import json
 import struct
-import sys
 import time
 from pathlib import Path
 
@@ -159,13 +158,3 @@ def reader(data) -> LmdbFeatures:  # the store interface (bench/stores/__init__.
     """The store built for a loaded hub dataset, checked against the dataset it was built from."""
     return LmdbFeatures(store_dir(data.path), fingerprint(data.path))
 
-
-def main(argv: list[str]) -> int:
-    """`python -m bench.stores.lmdb_features DATASET_DIR [ROWS_PER_KEY]`: build (used by tests)."""
-    path = build(Path(argv[0]), int(argv[1]) if len(argv) > 1 else None)
-    print(path)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

@@ -15,7 +15,6 @@ lmdb_features.py (lmdb_env.py: opening, checks, errors). numpy + lmdb only (host
 from __future__ import annotations
 
 import struct
-import sys
 import time
 from pathlib import Path
 
@@ -160,12 +159,3 @@ def reader(data) -> LmdbGraphs:  # the store interface (bench/stores/__init__.py
     """The store built for a loaded graph collection, checked against the dataset it was built from."""
     return LmdbGraphs(store_dir(data.path), fingerprint(data.path))
 
-
-def main(argv: list[str]) -> int:
-    """`python -m bench.stores.lmdb_graphs DATASET_DIR`: build (used by tests)."""
-    print(build(Path(argv[0])))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
