@@ -50,6 +50,20 @@ PROBE_MODULES = {
 # Reported where present: which sampling ops a PyG stack has differs between machine and image.
 OPTIONAL_PROBES = {"pyg": ["torch_sparse", "torch_scatter", "pyg_lib"], "pyg-dist": ["pyg_lib"]}
 PYG_INDEX, FALLBACK = "pyg-wheels", "fallback"  # the two sources a stack's sampler can come from
+ABSENT = "absent"  # a probed module that is not installed
+# Run in a stack's interpreter: the version of each module named on its command line (`versions`).
+VERSIONS_CODE = r"""
+import importlib, importlib.metadata, json, sys
+versions = {}
+for m in sys.argv[1:]:
+    try:
+        mod = importlib.import_module(m)
+        versions[m] = str(getattr(mod, "__version__", None) or importlib.metadata.version(m))
+    except ModuleNotFoundError as e:
+        versions[m] = "absent" if e.name == m else "import failed: " + str(e)
+    except Exception as e:
+        versions[m] = "import failed: " + type(e).__name__ + ": " + str(e)[:200]
+"""
 
 
 def recorded_sampler(folder: Path) -> dict:

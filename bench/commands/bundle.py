@@ -243,14 +243,13 @@ def copy_source(out: Path, previous: list[str]) -> list[str]:
 
 
 def sampler_from_index(out: Path, target: Target, tag: str, torch: str, cuda: str,
-                       source_pins: dict[str, str]) -> tuple[list[str], list[str]]:
-    """The sampler's wheels from PyG's wheel index: (files got, notes)."""
-    url = stacks.pyg_wheels_url(torch, cuda)  # the local stacks' source, and check
+                       source_pins: dict[str, str]) -> list[str]:
+    """The sampler's wheels from PyG's wheel index (the local stacks' source, and check): notes on what was not there."""
+    url = stacks.pyg_wheels_url(torch, cuda)
     why = stacks.reachable(url)
     if why:
-        return [], [f"{url}: cannot be reached ({why}); set {PYG_WHEELS_ENV} to a mirror of it"]
+        return [f"{url}: cannot be reached ({why}); set {PYG_WHEELS_ENV} to a mirror of it"]
     folder = out / "sampler" / tag
-    before = wheels_in(folder)
     notes = []
     for name in SAMPLER_WHEELS:
         requirement = source_pins.get(name, name)
@@ -260,7 +259,7 @@ def sampler_from_index(out: Path, target: Target, tag: str, torch: str, cuda: st
         except BundleError as exc:
             notes.append(f"{requirement}: no wheel for {tag} and {target.describe()} in {url} "
                          f"({str(exc).splitlines()[-1][:160]})")
-    return sorted(p.name for p in wheels_in(folder) - before), notes
+    return notes
 
 
 def sampler_from_cache(out: Path, target: Target, tag: str, source_pins: dict[str, str]) -> tuple[list[str], str]:
@@ -383,7 +382,7 @@ def run(args) -> int:
             say("[3/6] torch: not carried (the node's own is used; --with-torch carries one for a node without)")
         say(f"[4/6] the sampler for {tag}: wheels from {PYG_WHEELS_ENV} (PyG's wheel index), else pip's cache, "
             "and the sources")
-        _, notes = sampler_from_index(out, target, tag, torch, cuda, source_pins)
+        notes = sampler_from_index(out, target, tag, torch, cuda, source_pins)
         for note in notes:
             say(f"  {note}")
         if not any(w.name.startswith(("pyg_lib", "torch_sparse")) for w in wheels_in(out / "sampler" / tag)):

@@ -64,11 +64,9 @@ def split_loader(share: list[int], num_workers: int) -> tuple[list[int], list[in
 
 
 def node_listing() -> tuple[list[dict] | None, str]:
-    """This node's GPUs in NVML's order (PCI bus order, which is CUDA's under the runner's
-    CUDA_DEVICE_ORDER=PCI_BUS_ID), each {"index", "uuid", "pci"} and, from NVML, "cores"; and where
-    they came from: NVML, else `nvidia-smi --query-gpu`; (None, why) where neither answers. No
-    torch: torch 2.2 (the dgl stack) reports no PCI bus id, so the GPU is found by its
-    CUDA_VISIBLE_DEVICES entry (an index or a UUID) here instead. Asked once per process."""
+    """This node's GPUs in PCI bus order (CUDA's under the runner's CUDA_DEVICE_ORDER=PCI_BUS_ID),
+    each {"index", "uuid", "pci"} and from NVML "cores", and where they came from (NVML, else
+    `nvidia-smi --query-gpu`); (None, why) where neither answers. Asked once per process."""
     global _LISTING
     if _LISTING is None:
         _LISTING = _nvml_listing() or _smi_listing()
@@ -128,10 +126,8 @@ def find_gpu(entry: str, listing: list[dict]) -> tuple[dict | None, str]:
 
 
 def gpu_cores(entry: str, listing: tuple[list[dict] | None, str] | None = None) -> tuple[list[int] | None, str]:
-    """The cores next to the GPU that CUDA_VISIBLE_DEVICES entry `entry` names (an index on the
-    node or a UUID) that this process may use, and how they were found (or why not): NVML's
-    affinity, else the kernel's local_cpulist for the PCI bus id NVML or nvidia-smi gives.
-    `listing`: node_listing()'s answer (tests give their own)."""
+    """The cores next to the GPU a CUDA_VISIBLE_DEVICES `entry` names that this process may use, and
+    how they were found (NVML's affinity, else the kernel's local_cpulist), or (None, why not)."""
     devices, source = listing if listing is not None else node_listing()
     if devices is None:
         return None, f"the GPU's cores are unknown: {source}"

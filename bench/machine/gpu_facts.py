@@ -56,9 +56,7 @@ def parse_query(text: str, fields=QUERY_FIELDS) -> list[dict]:
 
 def parse_topology(text: str) -> dict:
     """`nvidia-smi topo -m` as {"GPU0": {"links": {"GPU1": "NV12", "NIC0": "PXB"}, "cpu_affinity":
-    "0-23", "cpus": [0, ..., 23], "numa_affinity": "0"}, ...} (GPUs and NICs; the legend dropped).
-    Cells are tab-separated; nvidia-smi leaves empty cells, which are skipped where a row has more
-    cells than the header names."""
+    "0-23", "cpus": [0, ..., 23], "numa_affinity": "0"}, ...} (GPUs and NICs; the legend dropped)."""
     lines = [ANSI.sub("", line).rstrip() for line in text.splitlines()]
     header_at = next((i for i, line in enumerate(lines) if re.match(r"^\s+GPU0\b", line)), None)
     if header_at is None:
@@ -88,9 +86,8 @@ def parse_topology(text: str) -> dict:
 
 
 def gpu_info() -> dict | None:
-    """The machine's GPUs for the result's machine info (None where there is no nvidia-smi).
-    `gpus` and `topology` keep their older form (lines of name, driver, memory; the raw matrix);
-    `devices` and `topology_matrix` are the parsed ones."""
+    """The machine's GPUs for the result's machine info (None without nvidia-smi): `gpus` and
+    `topology` in their older form, `devices` and `topology_matrix` parsed."""
     if shutil.which("nvidia-smi") is None:
         return None
     query = run_tool(["nvidia-smi", f"--query-gpu={','.join(QUERY_FIELDS)}", "--format=csv,noheader,nounits"])

@@ -68,10 +68,8 @@ def _bare_uuid(uuid) -> str:
 
 def match_index(cuda_index: int, nvml_devices: list[dict], *, pci: str | None = None, uuid: str | None = None,
                 visible: str | None = None) -> tuple[int | None, str]:
-    """The NVML index of CUDA device `cuda_index`, and how it was found (or why not).
-    nvml_devices: NVML's devices in its order, each {"pci": bus id, "uuid": "GPU-..."}; pci and
-    uuid: what torch reports for the CUDA device (None where this torch does not);
-    visible: CUDA_VISIBLE_DEVICES as this process saw it."""
+    """The NVML index of CUDA device `cuda_index` among `nvml_devices` ({"pci", "uuid"} each), and
+    how it was found (or why not), from torch's `pci` and `uuid` for it or CUDA_VISIBLE_DEVICES."""
     if pci:
         wanted = normal_pci(pci)
         for i, dev in enumerate(nvml_devices):

@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench import locks
-from bench.paths import (COMPLETE_MARK, FALLBACK, OPTIONAL_PROBES, PROBE_MODULES, PYG_INDEX, PYG_WHEELS_ENV,
-                         recorded_sampler, repo_root, sampler_summary, stacks_dir)
+from bench.paths import (ABSENT, COMPLETE_MARK, FALLBACK, OPTIONAL_PROBES, PROBE_MODULES, PYG_INDEX, PYG_WHEELS_ENV,
+                         VERSIONS_CODE, recorded_sampler, repo_root, sampler_summary, stacks_dir)
 from bench.stacks import versions
 
 REQUIREMENTS_DIR = repo_root() / "docker"
@@ -48,7 +48,6 @@ FALLBACK_MARK = "pyg-wheels-fallback"
 PYG_WHEELS_DEFAULT = "https://data.pyg.org/whl/torch-{TORCH}+{CUDA}.html"
 INDEX_TIMEOUT = 10.0  # seconds an index may take to answer before the fallback is taken
 IN_CONTAINER_ENV = "GNNBENCH_IN_CONTAINER"
-ABSENT = "absent"
 
 
 # The framework each pinned stack carries: a backend runs in any stack of its framework (`stack`).
@@ -362,10 +361,8 @@ def torch_build(python: Path | str) -> tuple[str, str]:
 
 
 def take_pyg_wheels(stack: Stack, pip: list[str], log=print) -> dict:
-    """Install the stack's pyg-wheels pins from PyG's wheel index for its torch: the record of which
-    source was taken ({} for a stack without such pins). Where they cannot be had (the index does not
-    answer, holds no wheel for this torch and Python, or what it gave does not import), the record
-    says why and the fallback pins (if any) are built instead."""
+    """Install the stack's pyg-wheels pins from PyG's wheel index for its torch: the record of the
+    source taken ({} without such pins). Where they cannot be had, it says why (the fallback follows)."""
     wanted = stack.pyg_wheel_lines()
     if not wanted:
         return {}
@@ -410,8 +407,7 @@ def import_problem(python: Path | str, module: str) -> str | None:
 
 def index_answers_now(stack: Stack) -> str | None:
     """For an installed stack that fell back because PyG's wheel index could not be reached: why it is
-    worth rebuilding now (the index, or the one GNNBENCH_PYG_WHEELS names now, answers), else None.
-    A quick check (INDEX_TIMEOUT at most), and none for a stack that took pyg-lib or has no such pins."""
+    worth rebuilding now (that index, or GNNBENCH_PYG_WHEELS's now, answers), else None."""
     sampler = recorded_sampler(stack.path)
     if sampler.get("source") != FALLBACK or "+" not in sampler.get("torch_build", ""):
         return None
@@ -456,21 +452,6 @@ def _run(cmd: list[str], stack: str, env=None, log=print) -> None:
                 log(f"stack {stack}: {line.strip()[:160]}")
     if proc.returncode != 0:
         raise StackError(f"stack {stack}: command failed ({proc.returncode}): {' '.join(cmd)}\n" + "\n".join(tail))
-
-
-# Run in a stack's interpreter: the version of each module named on its command line (`versions`).
-VERSIONS_CODE = r"""
-import importlib, importlib.metadata, json, sys
-versions = {}
-for m in sys.argv[1:]:
-    try:
-        mod = importlib.import_module(m)
-        versions[m] = str(getattr(mod, "__version__", None) or importlib.metadata.version(m))
-    except ModuleNotFoundError as e:
-        versions[m] = "absent" if e.name == m else "import failed: " + str(e)
-    except Exception as e:
-        versions[m] = "import failed: " + type(e).__name__ + ": " + str(e)[:200]
-"""
 
 
 def probe_versions(stack: Stack) -> dict[str, str]:

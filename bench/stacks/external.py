@@ -16,8 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.inputs import plain_name_problem
-from bench.paths import stacks_dir
-from bench.stacks import ABSENT, VERSIONS_CODE
+from bench.paths import ABSENT, VERSIONS_CODE, stacks_dir
 
 # What an interpreter must import to run a backend of each framework, and what more is reported.
 FRAMEWORK_NEEDS = {"pyg": ("torch", "torch_geometric", "numpy"), "dgl": ("torch", "dgl", "torchdata", "numpy")}
