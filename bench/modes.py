@@ -46,9 +46,8 @@ class Mode:
 
     @property
     def features_off_rank(self) -> bool:
-        """Each rank leaves the hub's features mapped rather than reading its own copy: pinned (one
-        copy per node, pinned in place by every rank) and cuda storage (read from the map straight
-        to the GPU)."""
+        """Each rank leaves the hub's features mapped rather than reading its own copy (pinned in place
+        once per node, or read from the map straight to the GPU)."""
         return self.storage in (PINNED, CUDA)
 
     @property
@@ -75,9 +74,8 @@ class Mode:
 
     @property
     def workers_allowed(self) -> bool:
-        """DGL requires num_workers 0 when the seeds are on the GPU (the sampling runs there, and
-        CUDA cannot be re-initialised in a forked worker); such cells are kept only as that
-        recorded failure, never as a speed figure."""
+        """DGL requires num_workers 0 when the seeds are on the GPU (CUDA cannot be re-initialised in a
+        forked worker): such cells are kept only as that recorded failure, never as a speed figure."""
         return not self.seeds_to_device_first
 
 

@@ -101,9 +101,8 @@ DEFAULTS = CellSettings()
 
 
 class Recorded(dict):
-    """Settings as a result file recorded them, for the publishing side: the keys it holds and no
-    others (an older file lacks the settings added since, a cell those it had none of), read by
-    attribute, None where not recorded. A dict still, so tables iterate over what was recorded."""
+    """Settings as a result file recorded them, for the publishing side: read by attribute, None where
+    not recorded (an older file, a cell without them); a dict, so tables iterate over what was recorded."""
 
     def __getattr__(self, name: str):
         if name in NAMES:

@@ -21,22 +21,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.machine import nvml
+from bench.machine.gpu_facts import parse_cpulist, parse_query
 from bench.machine.gpus import run_tool
 from bench.machine.nvml import _bare_uuid, normal_pci
 
 SYSFS_PCI = Path("/sys/bus/pci/devices")
-
-
-def parse_cpulist(text: str) -> list[int]:
-    """'0-3,8,10-11' as [0, 1, 2, 3, 8, 10, 11] (the kernel's and nvidia-smi's cpulist form)."""
-    cores: set[int] = set()
-    for part in text.strip().split(","):
-        part = part.strip()
-        if not part:
-            continue
-        lo, _, hi = part.partition("-")
-        cores.update(range(int(lo), int(hi or lo) + 1))
-    return sorted(cores)
 
 
 def mask_to_cores(words) -> list[int]:
@@ -104,12 +93,7 @@ def _smi_listing() -> tuple[list[dict] | None, str]:
 
 def parse_listing(text: str) -> list[dict]:
     """`nvidia-smi --query-gpu=index,uuid,pci.bus_id --format=csv,noheader` as [{"index", "uuid", "pci"}]."""
-    rows = []
-    for line in text.splitlines():
-        cells = [c.strip() for c in line.split(",")]
-        if len(cells) == 3 and cells[0].isdigit():
-            rows.append({"index": int(cells[0]), "uuid": cells[1], "pci": cells[2]})
-    return rows
+    return [row for row in parse_query(text, ("index", "uuid", "pci")) if isinstance(row["index"], int)]
 
 
 def find_gpu(entry: str, listing: list[dict]) -> tuple[dict | None, str]:

@@ -12,7 +12,6 @@ import os
 import re
 import shutil
 
-from bench.machine.gpu_affinity import parse_cpulist
 from bench.machine.gpus import run_tool
 
 # nvidia-smi --query-gpu fields, in this order (nvidia-smi --help-query-gpu)
@@ -27,6 +26,18 @@ def nccl_env(environ=None) -> dict[str, str]:
     """The NCCL settings in force: NCCL_* and torch's TORCH_NCCL_* variables."""
     environ = os.environ if environ is None else environ
     return {k: environ[k] for k in sorted(environ) if k.startswith(ENV_PREFIXES)}
+
+
+def parse_cpulist(text: str) -> list[int]:
+    """'0-3,8,10-11' as [0, 1, 2, 3, 8, 10, 11] (the kernel's and nvidia-smi's cpulist form)."""
+    cores: set[int] = set()
+    for part in text.strip().split(","):
+        part = part.strip()
+        if not part:
+            continue
+        lo, _, hi = part.partition("-")
+        cores.update(range(int(lo), int(hi or lo) + 1))
+    return sorted(cores)
 
 
 def _value(text: str):
