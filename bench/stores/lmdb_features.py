@@ -56,11 +56,9 @@ def fingerprint(dataset_dir: Path) -> str:
 
 def needed_map_size(num_rows: int, dim: int, rows_per_key: int) -> int:
     """Data plus LMDB's B-tree and overflow-page slack (values above a page get whole pages)."""
-    row_bytes = dim * 4
-    value_bytes = row_bytes * rows_per_key
-    pages = -(-(value_bytes + 16) // 4096)
+    pages = -(-(dim * 4 * rows_per_key + VALUE_HEADER_BYTES) // PAGE_BYTES)
     chunks = -(-num_rows // rows_per_key)
-    return int(chunks * pages * 4096 * 1.1 + chunks * 64 + 2**24)
+    return int(chunks * pages * PAGE_BYTES * 1.1 + chunks * 64 + 2**24)
 
 
 def build(dataset_dir: Path, rows_per_key: int | None = None, map_size: int | None = None,
@@ -90,10 +88,9 @@ def build_rows(dataset_dir: Path, features_file: Path, target: Path, rows_per_ke
         for start in range(0, rows, chunk_rows):  # one write transaction per ~64 MiB
             block = np.ascontiguousarray(features[start:start + chunk_rows], dtype=np.float32)
             with env.begin(write=True) as txn:
-                cursor = txn.cursor()
                 items = ((_KEY.pack((start + i) // rows_per_key), block[i:i + rows_per_key].tobytes())
                          for i in range(0, len(block), rows_per_key))
-                cursor.putmulti(items, append=True)
+                txn.cursor().putmulti(items, append=True)
             if progress:
                 progress(min(start + chunk_rows, rows), rows)
         finish(env, {"format": FORMAT_VERSION, "fingerprint": fingerprint(dataset_dir), "rows": rows,
