@@ -76,9 +76,9 @@ def base_env(**extra) -> dict:
 # --- two installs of one stack -------------------------------------------------------------------
 
 def test_two_installs_of_one_stack_build_it_once_the_second_waits_and_reuses(tmp_path):
-    """With only what the images copy before they install (no filelock for the second: the images'
-    system Python has none); a stub pin file (`pip`, already in every
-    new venv) keeps the install to a few seconds, with pip kept off the network."""
+    """With only what the images copy before they install (no filelock for the second, as in the
+    images' system Python); a stub pin file (`pip`, already in every new venv) keeps the install to
+    a few seconds, with pip kept off the network."""
     src = tmp_path / "src"
     for name in INSTALL_ENTRY:
         (src / "bench" / name).parent.mkdir(parents=True, exist_ok=True)
