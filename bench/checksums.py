@@ -1,19 +1,10 @@
 """Content checksums of the folders gnnbench builds (hub datasets, LMDB stores), so a file that
 changed after its build is named, never read as if it were the data.
 
-A folder's CHECKSUMS file (`checksums.json`) holds, per file, its size, its mtime (ns) and the
-SHA-256 of its bytes, taken once when the folder is built (one extra read of data that was just
-written, so mostly from the page cache). Checking it on open costs one stat per file:
-
-- quick (default): size and mtime as recorded mean the file was not rewritten since its hash
-  was taken; a different size is a corrupt file at once; a different mtime (something wrote
-  it, or a copy that did not keep times) re-hashes that file, and a matching hash is recorded
-  with the new mtime, so the next open is cheap again.
-- full (GNNBENCH_VERIFY=full): every file is re-hashed on every open (catches changes that
-  keep size and mtime: bit rot, a deliberate restore of the times). About 1-2 GB/s per core.
-
-Why not hash a sample of pages on every open: it reads from all over the file (slow when the
-cache is cold) and still misses most single-byte changes, which is what the mtime catches.
+A folder's `checksums.json` holds, per file, its size, mtime (ns) and SHA-256, taken once at the
+build. Checking on open costs one stat per file: quick (default) re-hashes only a file whose mtime
+changed (and records the new mtime where the bytes match: a copy); a different size is corrupt at
+once. Full (GNNBENCH_VERIFY=full) re-hashes every file on every open (bit rot, restored times).
 Stdlib only: imported by the host and inside every stack.
 """
 

@@ -1,15 +1,11 @@
 """Whether a stack's CUDA build runs on this machine's driver and GPUs, and which image tag does.
 
-Two facts decide it, both checked before a GPU cell builds anything (bench.backends.base
-unavailable_reason): the driver's CUDA version against the CUDA major version the stack's torch
-was built for (CUDA's minor version compatibility runs a 12.x build on any CUDA 12 driver, never a
-13.x build on a CUDA 12 driver), and each GPU's compute capability against the kernels the
-torch carries (`torch.cuda.get_arch_list()`: sm_XY kernels run on capability X.Y and later minors
-of X; compute_XY PTX on X.Y and later). Each refusal is one line naming what is missing and the
-image tag (IMAGE_TAGS, the tags docker/Dockerfile builds) that has it.
-
-The checks take the facts as plain values, so they are tested without a GPU. Stdlib only at
-import; torch, NVML and nvidia-smi are asked inside `driver_cuda` only.
+Checked before a GPU cell builds anything (bench.backends.base unavailable_reason): the driver's
+CUDA version against the CUDA major the stack's torch was built for (minor version compatibility
+holds within a major only), and each GPU's compute capability against the torch's kernels
+(`torch.cuda.get_arch_list()`). A refusal is one line naming what is missing and the image tag
+(IMAGE_TAGS, as docker/Dockerfile builds them) that has it. The checks take plain values, so they
+are tested without a GPU; stdlib only at import.
 """
 
 from __future__ import annotations
@@ -27,10 +23,8 @@ class ImageTag:
     gpus: str         # in words, for the docs and the messages
 
 
-# The GPU images (docker/Dockerfile, docker-compose.yml; docs/containers.md and docs/gpus.md state
-# the same). The dgl stack is torch 2.2.1+cu121 in both (driver >= 525 through minor version
-# compatibility). The capability ranges are those of PyTorch's cu130 and cu126 wheels' arch lists;
-# the start check reads the real list from the stack's torch.
+# The GPU images (docker/Dockerfile; docs/gpus.md). The capability ranges are those of PyTorch's cu130
+# and cu126 wheels' arch lists; the start check reads the real list from the stack's torch.
 IMAGE_TAGS = (
     ImageTag("latest", "13.0", "580", ((7, 5), (12, 0)), "Turing (T4) and newer: A100, L4, L40S, H100, H200, B200"),
     ImageTag("latest-cu126", "12.6", "525", ((5, 0), (9, 0)), "Maxwell to Hopper: P100, V100, T4, A100, L40S, H100"),

@@ -1,12 +1,7 @@
 """Checks of what a user hands gnnbench where it enters: options, environment variables, names.
-
-One error class and one message shape for every bad input:
-
-    WHERE: what is wrong; allowed: what would do
-
-WHERE names the input (`--cache-dir /x`, `GNNBENCH_CACHE=/x`, a file and key path). `gnnbench`
-prints the message and exits 2 (bench/cli.py), before anything runs. No dependencies: the stacks
-may import it too.
+One error class and one message shape for every bad input, `WHERE: what is wrong; allowed: what
+would do`, WHERE naming the input (`--cache-dir /x`, `GNNBENCH_CACHE=/x`, a file and key path);
+`gnnbench` prints it and exits 2 before anything runs. No dependencies: the stacks may import it.
 """
 
 from __future__ import annotations
@@ -52,9 +47,8 @@ def finite_float(low: float | None = None, high: float | None = None):
     return parse
 
 
-# Every control character, newline and tab included (and Unicode's line and paragraph separators,
-# which YAML reads as line breaks): none belongs in a value gnnbench writes into a script or a
-# manifest, where a newline starts a new command.
+# Every control character, newline and tab included (and Unicode's line separators, YAML line
+# breaks): none belongs in a value written into a script or a manifest.
 CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
 
@@ -109,10 +103,8 @@ def new_output_file(where: str, path: Path | str, force: bool) -> Path:
 
 # --- terminal output ------------------------------------------------------------------------
 
-# What a terminal obeys rather than shows: the C0 controls but newline and tab (ESC starts the
-# sequences that set colours, the window title, hyperlinks; BEL; CR writes over the line), DEL, the
-# C1 controls (a lone CSI or OSC), Unicode's line separators and the bidirectional marks, overrides
-# and isolates, which reorder what is shown ("Trojan Source")
+# What a terminal obeys rather than shows: the C0 controls but newline and tab, DEL, the C1 controls,
+# Unicode's line separators and the bidirectional marks, overrides and isolates ("Trojan Source")
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 
 
@@ -161,13 +153,11 @@ def _switch(name: str) -> None:
 
 def _byte_count(name: str, low: int, high: int) -> None:
     value = os.environ.get(name, "")
-    if not value:
-        return
     try:
-        number = int(value)
+        fine = not value or low <= int(value) <= high
     except ValueError:
-        number = None
-    if number is None or not low <= number <= high:
+        fine = False
+    if not fine:
         raise InputError(f"{name}={value!r}: not a byte count; allowed: a whole number of bytes "
                          f"from {low:,} to {high:,}")
 

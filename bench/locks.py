@@ -1,36 +1,20 @@
-"""Locks on what processes share: a stack being installed, a dataset being converted into the hub, a
-store being built. Two processes that want the same thing (two terminals, two clones, two nodes of a
-cluster sharing a home folder or a cache) build it once: the second waits, saying for whom, and then
-reuses what the first built.
+"""Locks on what processes share (a stack being installed, a dataset converted, a store built), so
+that two processes, clones or cluster nodes sharing a cache build it once: the second waits, saying
+for whom, then reuses it.
 
-A lock on TARGET is two files in TARGET's folder, under `.locks/` (removed, with the folder when it is
-empty, on release):
-  NAME.lock   flock(2)ed while held (the `filelock` package where it is importable, else
-              fcntl.flock: the image's system Python installs the stacks before anything else is
-              there). The kernel releases it when its holder dies; a filesystem that honours flock
-              across hosts (local disks, NFSv4, CephFS, GPFS, Lustre mounted with -o flock) then
-              excludes the other hosts too.
-  NAME.owner  the owner record: host, pid, start time, heartbeat, what it is doing. It is created
-              with O_EXCL while the flock is held and removed on release, so it excludes other
-              hosts where flock does not reach them (NFSv3 without a lock manager, `-o nolock`,
-              `local_lock=all`, some FUSE filesystems), and it names the owner while others wait.
-A record is read only where it is exactly what `new_record` writes (its fields and their types, a
-pid and times in range): another version's or tool's record, a non-numeric pid, an unreadable start
-time, a half-written file are each "an unreadable owner record", said while waited on (with when it
-was written), and taken over only once stale like another machine's: unchanged for STALE_S (a cut-off
-or empty one, which no writer leaves for long, after HALF_WRITTEN_S).
-A record left by a holder that died is stale, and taken over (said):
-  - same machine (host name, boot id and PID namespace all equal): its pid is gone, or is another
-    process now (a different start time): stale at once;
-  - another machine or PID namespace (a container, `unshare --pid`): its pids mean nothing here, so
-    it is stale once its heartbeat (rewritten every HEARTBEAT_S by a thread of the holder) has not
-    changed for STALE_S seconds as the waiter's own clock counts them (no clocks compared across
-    hosts). GNNBENCH_LOCK_STALE_S sets STALE_S.
-A lock is re-entrant within a process, and a child started under it inherits it (INHERITED_ENV), so
-the host's lock on a dataset covers the conversion it runs in a stack's interpreter.
+A lock on TARGET is two files under TARGET's folder's `.locks/` (removed on release):
+  NAME.lock   flock(2)ed while held; the kernel releases it when its holder dies.
+  NAME.owner  the owner record (host, pid, start time, heartbeat, what it does), created with O_EXCL
+              under the flock: it excludes other hosts where flock does not reach them (NFSv3
+              without a lock manager, some FUSE filesystems) and names the owner to waiters.
+A record is trusted only where it is exactly what `new_record` writes; anything else is "an
+unreadable owner record", waited on and taken over once unchanged for STALE_S (HALF_WRITTEN_S for
+an empty or cut-off one). A dead holder's record is taken over (said): on the same machine (host,
+boot id, PID namespace) once its pid is gone or reused; elsewhere once its heartbeat (rewritten
+every HEARTBEAT_S) has not changed for STALE_S by the waiter's own clock (GNNBENCH_LOCK_STALE_S).
+Re-entrant within a process; a child inherits its parent's locks (INHERITED_ENV).
 
-Standard library only, and filelock where present: this module runs in the host, in every stack, and
-in the images' install step (docker/Dockerfile copies it with bench/paths.py and bench/stacks/).
+Standard library only: it runs in the host, every stack and the images' install step (before pip).
 """
 
 from __future__ import annotations
@@ -46,10 +30,7 @@ from pathlib import Path
 
 LOCKS_DIR = ".locks"
 HEARTBEAT_S = 5.0
-# a heartbeat unchanged this long (seen from another machine) marks its owner dead: well above
-# HEARTBEAT_S, so that a holder whose thread is held up a while (a busy machine, a slow
-# filesystem) is not taken for dead
-STALE_S = 120.0
+STALE_S = 120.0  # well above HEARTBEAT_S: a holder held up a while (a busy machine) is not dead
 STALE_ENV = "GNNBENCH_LOCK_STALE_S"
 HALF_WRITTEN_S = 2.0  # an empty or cut-off record unchanged this long is no write in progress (one takes an instant)
 PID_MAX = 1 << 22  # Linux's largest pid (PID_MAX_LIMIT)
@@ -196,29 +177,13 @@ def read_owner(target: Path) -> dict | None:
 # --- the flock layer -----------------------------------------------------------------------------
 
 class _Flock:
-    """A non-blocking exclusive flock on one file: filelock's where importable, else fcntl's. Where
-    the filesystem has no flock (ENOLCK, ENOSYS, EOPNOTSUPP) it always succeeds: the owner record
-    alone then excludes."""
+    """A non-blocking exclusive flock(2) on one file. Where the filesystem has no flock (ENOLCK,
+    ENOSYS, EOPNOTSUPP) it always succeeds: the owner record alone then excludes."""
 
     def __init__(self, path: Path):
-        self.path, self._lock, self._fd = path, None, None
-        try:
-            import filelock
-        except ImportError:
-            filelock = None
-        if filelock is not None:
-            self._lock, self._timeout = filelock.FileLock(str(path)), filelock.Timeout
+        self.path, self._fd = path, None
 
     def try_acquire(self) -> bool:
-        if self._lock is not None:
-            try:
-                self._lock.acquire(timeout=0)
-            except self._timeout:
-                return False
-            except NotImplementedError:  # filelock: "FileSystem does not appear to support flock"
-                self._lock = None
-                return True
-            return True
         import errno
         import fcntl
 
@@ -237,8 +202,6 @@ class _Flock:
         return True
 
     def release(self) -> None:
-        if self._lock is not None and self._lock.is_locked:
-            self._lock.release()
         if self._fd is not None:
             os.close(self._fd)  # closing releases the flock
             self._fd = None
@@ -299,11 +262,10 @@ class Lock:
         live owner holds it (another host, where flock does not reach across hosts)."""
         mine = new_record(self.what)
         if self._create(mine):
-            self.record = mine
             return True
         record, why, data = read_record(self.owner)
         if record is None and why is None:
-            return self._create_once(mine)  # released meanwhile
+            return self._create(mine)  # released meanwhile
         if record is None:
             # another version's or tool's record, or one left half-written: only its staying unchanged tells
             if self._limit(why) is None:
@@ -318,7 +280,7 @@ class Lock:
         if said is None or not self._set_aside(data):
             return False
         self.say(f"taking over the lock on {self.target} from {said}")
-        return self._create_once(mine)
+        return self._create(mine)
 
     @staticmethod
     def _limit(why: str) -> float | None:
@@ -326,12 +288,6 @@ class Lock:
         if why.startswith(("cannot be read", "over ")):  # nothing this gnnbench or its writers would leave
             return None
         return HALF_WRITTEN_S if why in ("empty", "cut off, or not JSON") else stale_after()
-
-    def _create_once(self, mine: dict) -> bool:
-        if self._create(mine):
-            self.record = mine
-            return True
-        return False
 
     def _quiet(self, record: dict, limit: float | None = None) -> float | None:
         """The seconds of this process's clock its heartbeat has stayed unchanged, where at least
@@ -347,12 +303,14 @@ class Lock:
         return quiet if quiet >= (limit or stale_after()) else None
 
     def _create(self, record: dict) -> bool:
+        """Create the owner record (exclusively) and take it as this lock's."""
         try:
             fd = os.open(self.owner, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
         except FileExistsError:
             return False
         with os.fdopen(fd, "w") as f:
             json.dump(record, f)
+        self.record = record
         return True
 
     def _set_aside(self, stale: bytes) -> bool:
@@ -403,9 +361,8 @@ class Lock:
                 os.unlink(self.owner)
             except FileNotFoundError:
                 pass
-        # nothing is left once released: the lock file and, when empty, the folder go too. A waiter
-        # may then hold the flock of the unlinked file while a newcomer flocks a new one: the owner
-        # record, created exclusively, still lets only one of them in.
+        # the lock file and an empty folder go too: a waiter holding the unlinked file's flock and a
+        # newcomer flocking a new one are still kept apart by the owner record, created exclusively
         for remove in (self.path.unlink, self.path.parent.rmdir):
             try:
                 remove()
@@ -419,6 +376,18 @@ def inherited() -> set[str]:
 
 
 @contextmanager
+def _holding(key: str, lock: Lock):
+    with _held_guard:
+        _held[key] = 1
+    try:
+        yield
+    finally:
+        with _held_guard:
+            _held.pop(key, None)
+        lock.release()
+
+
+@contextmanager
 def held(target: Path, what: str, say=print):
     """Hold the lock on `target` for the block: wait for another holder (saying who), take a
     stale lock over (saying why). Yields the Lock (its `waited_for`: the owner waited for), or None
@@ -426,12 +395,9 @@ def held(target: Path, what: str, say=print):
     this process (INHERITED_ENV) is not taken again."""
     key = str(lock_file(target).absolute())
     with _held_guard:
-        depth = _held.get(key, 0)
-        if depth or key in inherited():
-            _held[key] = depth + 1
-            again = True
-        else:
-            again = False
+        again = bool(_held.get(key)) or key in inherited()
+        if again:
+            _held[key] = _held.get(key, 0) + 1
     if again:
         try:
             yield None
@@ -441,39 +407,24 @@ def held(target: Path, what: str, say=print):
         return
     lock = Lock(target, what, say)
     lock.acquire()
-    with _held_guard:
-        _held[key] = 1
     lock.start_heartbeat()
-    try:
+    with _holding(key, lock):
         yield lock
-    finally:
-        with _held_guard:
-            _held.pop(key, None)
-        lock.release()
 
 
 @contextmanager
 def held_if_free(target: Path, what: str, say=print):
     """Hold the lock on `target` for the block if it is free (or provably stale): yields True, else
-    False at once (someone may be at work on it). For sweeps, which never wait."""
+    False at once (someone, maybe this process or its parent, is at work on it). For sweeps."""
     key = str(lock_file(target).absolute())
     with _held_guard:
         mine = _held.get(key, 0) or key in inherited()
-    if mine:
-        yield False  # this process (or its parent) is at work on it
-        return
     lock = Lock(target, what, say)
-    if not lock.attempt():
+    if mine or not lock.attempt():
         yield False
         return
-    with _held_guard:
-        _held[key] = 1
-    try:
+    with _holding(key, lock):
         yield True
-    finally:
-        with _held_guard:
-            _held.pop(key, None)
-        lock.release()
 
 
 def env_holding(target: Path, env: dict[str, str] | None = None) -> dict[str, str]:

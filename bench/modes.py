@@ -1,21 +1,14 @@
 """What a `mode` means, declared once: where sampling runs, where training runs, where the graph
-and features are kept, and so what is pinned. Every decision that depends on the mode asks this
-module; nothing else parses a mode's name.
-
-A mode's name is "<where sampling runs>-<where training runs>", as GraphBolt names its modes:
+and features are kept, and so what is pinned. Nothing else parses a mode's name,
+"<where sampling runs>-<where training runs>" as GraphBolt names them:
 
   cpu-cpu      graph and features in host memory; sample and train on the CPU
   cpu-cuda     graph and features in host memory; sample on the CPU, copy each batch to the GPU
-  pinned-cuda  graph and features in pinned host memory; the seeds go to the GPU first, so the GPU
-               samples and gathers through UVA (zero-copy reads of the pinned host memory)
+  pinned-cuda  graph and features in pinned host memory; the GPU samples and gathers through UVA
   cuda-cuda    graph and features in GPU memory; sample, gather and train on the GPU
 
-What a cell pins also depends on the cell: PyG's loaders pin each batch when `pin_memory: true`
-(`pins(settings)` says what the cell pinned, whatever its mode).
-Plain data, no dependencies: the host, the stacks and the publishing side all import it.
-
-To add a mode: one line in MODES (and, in each backend that offers it, its name in BACKENDS'
-`modes` and the code that builds it).
+Plain data, no dependencies. A new mode: one line in MODES (and its name in the `modes` of the
+BACKENDS that offer it, with the code that builds it).
 """
 
 from __future__ import annotations
@@ -53,9 +46,8 @@ class Mode:
 
     @property
     def features_off_rank(self) -> bool:
-        """Each rank leaves the hub's features mapped rather than reading its own copy: pinned (one
-        copy per node, pinned in place by every rank) and cuda storage (read from the map straight
-        to the GPU)."""
+        """Each rank leaves the hub's features mapped rather than reading its own copy (pinned in place
+        once per node, or read from the map straight to the GPU)."""
         return self.storage in (PINNED, CUDA)
 
     @property
@@ -70,13 +62,9 @@ class Mode:
 
     @property
     def overlap_feature_fetch(self) -> bool:
-        """GraphBolt's feature fetch on a side CUDA stream, one batch ahead of training: on in every
-        mode that trains on the GPU, as DGL 2.1's examples leave it (its default; multigpu
-        node_classification.py passes nothing), off in cpu-cpu, where it would only make a CUDA
-        stream (and call an op the CPU-only DGL build lacks). With num_workers 0 DGL 2.1 runs the
-        fetch and its wait in gb.DataLoader's prefetch thread, whose current CUDA device is cuda:0
-        (set_device is per thread): each rank therefore sees its own GPU alone
-        (bench/backends/base.py one_gpu_env), so that thread's cuda:0 is the rank's GPU."""
+        """GraphBolt's feature fetch on a side CUDA stream, one batch ahead of training: on wherever
+        training is on the GPU (DGL 2.1's default), off in cpu-cpu (the CPU-only build lacks the op).
+        Its prefetch thread's device is cuda:0, so each rank sees its own GPU alone (base.one_gpu_env)."""
         return self.trains_on_gpu
 
     @property
@@ -86,9 +74,8 @@ class Mode:
 
     @property
     def workers_allowed(self) -> bool:
-        """DGL requires num_workers 0 when the seeds are on the GPU (the sampling runs there, and
-        CUDA cannot be re-initialised in a forked worker); such cells are kept only as that
-        recorded failure, never as a speed figure."""
+        """DGL requires num_workers 0 when the seeds are on the GPU (CUDA cannot be re-initialised in a
+        forked worker): such cells are kept only as that recorded failure, never as a speed figure."""
         return not self.seeds_to_device_first
 
 
@@ -109,7 +96,6 @@ def mode(name: str) -> Mode:
         raise KeyError(f"unknown mode {name!r}; allowed: {', '.join(MODES)}") from None
 
 
-# What DGL users meet with num_workers > 0 where the seeds are on the GPU (DGL #7381, #6921, #6981)
 KNOWN_WORKER_ERRORS = ("cudaHostUnregister", "Cannot re-initialize CUDA in forked subprocess")
 
 

@@ -1,9 +1,8 @@
 """Where things live: the repository, the cache (datasets, stacks) and the results; and what a
-stack's install records and probes (its sampler's source, the modules it must import), which the
-host's stack management (bench/stacks/) writes and the worker reads inside the stack. Stack side:
-platformdirs (host only) is imported only by cache_root where GNNBENCH_CACHE is unset, which the
-runner never leaves it in a stack (bench/run/runner.py worker_env), and by stacks_dir, which only
-the host's stack management calls."""
+stack's install records and probes, which bench/stacks/ writes and the worker reads inside the
+stack. platformdirs (host only) is imported only where GNNBENCH_CACHE is unset, which a stack
+never sees (bench/run/runner.py worker_env), and by stacks_dir, which only the host calls.
+"""
 
 from __future__ import annotations
 
@@ -36,15 +35,12 @@ def stacks_dir() -> Path:
     return Path(user_cache_dir("gnnbench")) / "stacks"
 
 
-# A stack's install record: the file that marks its folder complete, with what the install took
-# (bench/stacks/ writes it). Here, so the backends read it in their stack without importing
-# the host's stack management.
+# A stack's install record (bench/stacks/ writes it; the backends read it in their stack)
 COMPLETE_MARK = ".gnnbench-complete.json"
 PYG_WHEELS_ENV = "GNNBENCH_PYG_WHEELS"  # where pyg-lib's wheels come from (bench/stacks/)
 
 
-# What `stacks list` imports in each stack to report the versions that really load; an
-# install fails when one of these does not import.
+# What `stacks list` imports in each stack to report the versions that load; an install fails without one.
 PROBE_MODULES = {
     "pyg": ["torch", "torch_geometric", "ogb", "numpy"],
     "pyg-dist": ["torch", "torch_geometric", "pymetis", "numpy"],
@@ -54,6 +50,20 @@ PROBE_MODULES = {
 # Reported where present: which sampling ops a PyG stack has differs between machine and image.
 OPTIONAL_PROBES = {"pyg": ["torch_sparse", "torch_scatter", "pyg_lib"], "pyg-dist": ["pyg_lib"]}
 PYG_INDEX, FALLBACK = "pyg-wheels", "fallback"  # the two sources a stack's sampler can come from
+ABSENT = "absent"  # a probed module that is not installed
+# Run in a stack's interpreter: the version of each module named on its command line (`versions`).
+VERSIONS_CODE = r"""
+import importlib, importlib.metadata, json, sys
+versions = {}
+for m in sys.argv[1:]:
+    try:
+        mod = importlib.import_module(m)
+        versions[m] = str(getattr(mod, "__version__", None) or importlib.metadata.version(m))
+    except ModuleNotFoundError as e:
+        versions[m] = "absent" if e.name == m else "import failed: " + str(e)
+    except Exception as e:
+        versions[m] = "import failed: " + type(e).__name__ + ": " + str(e)[:200]
+"""
 
 
 def recorded_sampler(folder: Path) -> dict:

@@ -1,19 +1,12 @@
 """One cell's settings as one typed, frozen object, on both sides of the interpreter line.
 
-The host validates a suite's settings (bench/run/suite.py `Settings`, pydantic: sweeps, bounds,
-the docs' descriptions) and expands them into cells; each cell's values become a `CellSettings`,
-sent to the worker as the JSON dict `as_dict` gives (the cell's digest is taken of it) and rebuilt
-there by `from_dict`, which refuses a key it does not know. Everything else reads a setting by
-attribute. The defaults are the fields' below: the host's model takes its own from `DEFAULTS`.
-
-Some settings are in a cell only where they mean something (so a cell keeps the digest it had
-before they existed); in any other cell they are None:
-    heads                       with `model: rgat`
-    same_layer_edges            in GraphBolt's cells with a model (bench/run/suite.py expand)
-    TASK_ONLY[task]             in that task's cells (the link task's: bench/backends/link.py)
-    TARGET                      with a `target_acc` (time to accuracy)
-    num_workers_rule            where `num_workers: per-gpu` was resolved on the machine
-A plain module: the host, the stacks and the publishing side all import it.
+The host validates a suite (bench/run/suite.py `Settings`, whose defaults are DEFAULTS here) and
+expands it into cells; each cell's values become a `CellSettings`, sent to the worker as `as_dict`
+(the cell's digest is taken of it) and rebuilt there by `from_dict`, which refuses an unknown key.
+Everything else reads a setting by attribute. Some settings are in a cell only where they mean
+something, else None (WHEN_SET: `heads` with R-GAT, `same_layer_edges` in GraphBolt's cells with a
+model, TASK_ONLY in that task's cells, TARGET with a `target_acc`, `num_workers_rule` where
+`per-gpu` was resolved), so a cell keeps the digest it had before they existed. A plain module.
 """
 
 from __future__ import annotations
@@ -108,9 +101,8 @@ DEFAULTS = CellSettings()
 
 
 class Recorded(dict):
-    """Settings as a result file recorded them, for the publishing side: the keys it holds and no
-    others (an older file lacks the settings added since, a cell those it had none of), read by
-    attribute, None where not recorded. A dict still, so tables iterate over what was recorded."""
+    """Settings as a result file recorded them, for the publishing side: read by attribute, None where
+    not recorded (an older file, a cell without them); a dict, so tables iterate over what was recorded."""
 
     def __getattr__(self, name: str):
         if name in NAMES:

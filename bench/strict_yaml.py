@@ -1,12 +1,7 @@
-"""YAML read strictly: a key given twice in one mapping is an error naming both lines, and a
-document nested deeper than MAX_DEPTH is refused before it is built (PyYAML builds nested
-collections recursively, so a hostile file would otherwise end in a RecursionError). Aliases
-(`*name`) are allowed, but the document they expand to is counted before it is built: more than
-MAX_VALUES values, or an alias inside its own anchor, is refused (a "billion laughs" file of a few
-hundred bytes would otherwise expand to 10^9 values, and hang whatever walks it).
-
-No dependencies beyond PyYAML: suites, and anything else a user writes in YAML, load through
-`load_text`, which raises StrictYamlError (a ValueError) with a message that names the file.
+"""YAML read strictly: a key given twice in one mapping is an error naming both lines; a document
+nested deeper than MAX_DEPTH is refused before it is built (PyYAML builds recursively); aliases are
+allowed, but a document that would expand to more than MAX_VALUES values, or an alias inside its
+own anchor, is refused ("billion laughs"). `load_text` raises StrictYamlError naming the file.
 """
 
 from __future__ import annotations
@@ -59,13 +54,10 @@ def _expanded(node) -> tuple[int, int, yaml.Node]:
         children = ([] if isinstance(current, yaml.ScalarNode) else current.value
                     if isinstance(current, yaml.SequenceNode) else [c for pair in current.value for c in pair])
         if not children_done:
-            if key in open_nodes:  # met again below itself: only an alias inside its anchor does that
-                raise StrictYamlError(f"line {current.start_mark.line + 1}: an alias refers to a collection that "
-                                      "holds it (a document without end); allowed: aliases to finished anchors")
             open_nodes.add(key)
             stack.append((current, True))
             for child in children:
-                if id(child) in open_nodes and id(child) not in done:
+                if id(child) in open_nodes and id(child) not in done:  # only an alias inside its anchor
                     raise StrictYamlError(f"line {child.start_mark.line + 1}: an alias refers to a collection "
                                           "that holds it (a document without end); allowed: aliases to "
                                           "finished anchors")

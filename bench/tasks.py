@@ -1,14 +1,7 @@
-"""What a cell trains, in one table: a backend declares one task (its registry line in
-bench/backends/__init__.py), a dataset serves the tasks of its shape (bench/datasets/__init__.py
-`tasks`), and a suite pairs only a backend and a dataset that agree (bench/run/suite.py).
-
-The shape is the form the hub keeps a dataset in (bench/datasets/hub.py):
-    plain       one graph without types: CSC/COO arrays, features, labels and a node split;
-                the link task reads it with an edge split the hub adds, deterministically
-    typed       node types (count, features or none; labels and split on the target type) and
-                relations (src_type, name, dst_type), each with its edge index
-    collection  many small graphs (graph-level tasks)
-A plain module: the host (suite validation, `datasets info`) and every stack import it.
+"""What a cell trains, in one table: a backend declares one task (bench/backends/__init__.py), a
+dataset serves the tasks of its shape, and a suite pairs only a backend and a dataset that agree.
+The shape is the form the hub keeps a dataset in: plain (one graph; the link task adds an edge
+split), typed (node types and relations) or collection (many small graphs). A plain module.
 """
 
 from __future__ import annotations

@@ -1,25 +1,16 @@
 """`gnnbench bundle DIR --python 3.X --platform x86_64|aarch64`: everything a GPU node without
-internet needs to run gnnbench, in one folder, written on a machine that has the internet.
+internet needs to run gnnbench, in one folder, written on a machine that has the internet (docs/gpus.md).
 
-    DIR/install.sh       run on the node: installs against the node's own Python and PyTorch, builds
-                         the sampler there if no wheel fits, registers the interpreter
-                         (gnnbench stacks add), runs the GPU suite (docker/node-install.sh)
-    DIR/bundle.json      the target (Python, platform, glibc, the torch the sampler wheels are for)
-                         and what the folder holds
-    DIR/gnnbench/        gnnbench's source tree (bench/, suites/, docker/, pyproject.toml), installed
-                         editable on the node as the images do, so that it finds suites/ and its pins
-    DIR/wheels/          gnnbench's dependencies, torch-geometric, scipy, setuptools and wheel, as
-                         wheels for the target (numpy, pydantic-core, lmdb, psutil, matplotlib... are
-                         compiled: these fit only that Python and platform)
-    DIR/torch/           a torch wheel with its dependencies, only with --with-torch (a node
-                         without a torch of its own); the node's own torch is never replaced
-    DIR/sampler/torch-T+C/   torch-scatter, torch-sparse, pyg-lib wheels for torch T with C (cpu,
-                         cu130...), from GNNBENCH_PYG_WHEELS (PyG's wheel index) or, where the target
-                         is this machine and the torch that of the local pyg stack, pip's cache
-    DIR/sampler/src/     torch-scatter and torch-sparse source packages, built on the node when no
-                         wheel fits its torch
-    DIR/hub/             the datasets the chosen suites need, prepared (the dataset hub's format);
-                         the synthetic ones are generated on the node (numpy only, same seed, same graph)
+    DIR/install.sh        run on the node (docker/node-install.sh): installs against its own Python and
+                          torch, builds the sampler where no wheel fits, registers the interpreter
+    DIR/bundle.json       the target (Python, platform, glibc, torch build) and what the folder holds
+    DIR/gnnbench/         gnnbench's source tree, installed editable there as the images do
+    DIR/wheels/           gnnbench's dependencies as wheels for the target (compiled: that Python only)
+    DIR/torch/            torch with its dependencies, only with --with-torch
+    DIR/sampler/TAG/      pyg-lib, torch-scatter, torch-sparse wheels for torch build TAG (PyG's wheel
+                          index, or pip's cache where the target is this machine's pyg stack)
+    DIR/sampler/src/      torch-scatter's and torch-sparse's sources, built on the node if no wheel fits
+    DIR/hub/              the chosen suites' datasets, prepared (synthetic ones are made on the node)
 """
 
 from __future__ import annotations
@@ -35,11 +26,9 @@ import sys
 import time
 from pathlib import Path
 
+from bench.commands.common import add_data_root
 from bench.inputs import InputError
 from bench.paths import PYG_WHEELS_ENV, repo_root
-# PyG's wheel index (GNNBENCH_PYG_WHEELS): the same source, and the same check, as the local stacks'
-from bench.stacks import pyg_wheels_url, reachable
-from bench.stacks import available
 from bench import stacks
 from bench.run import suite as suite_mod
 from bench.datasets.ready import ready, stack_of
@@ -77,8 +66,7 @@ def add_parser(sub, parents) -> None:
                         "(installed there only where none imports)")
     p.add_argument("--suite", action="append", metavar="NAME|PATH",
                    help="prepare the datasets of this suite (repeatable; default: gpu and multi-gpu)")
-    p.add_argument("--data-root", type=Path, metavar="DIR", default=os.environ.get("GNNBENCH_DATA_ROOT"),
-                   help="where raw dataset files are looked for first (env GNNBENCH_DATA_ROOT)")
+    add_data_root(p)
 
 
 class Target:
@@ -152,13 +140,17 @@ def check_torch_version(target: Target, torch: str) -> None:
                          "(python -c 'import torch; print(torch.__version__)' there)")
 
 
+def wheels_in(folder: Path) -> set[Path]:
+    return set(folder.glob("*.whl")) if folder.is_dir() else set()
+
+
 def megabytes(path: Path) -> float:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) / 1e6
 
 
 def pins() -> tuple[dict[str, str], dict[str, str]]:
     """(plain pins, built-from-source pins) of the pyg stack on a machine: name -> requirement."""
-    plain, no_isolation = available()["pyg"].requirement_lines(container=False)
+    plain, no_isolation = stacks.available()["pyg"].requirement_lines(container=False)
     name = lambda line: re.split(r"[=<>!~ \[;]", line, maxsplit=1)[0].lower()  # noqa: E731
     return {name(r): r for r in plain}, {name(r): r for r in no_isolation}
 
@@ -188,18 +180,15 @@ def check_folder(out: Path) -> list[str]:
         raise InputError(f"{out}: is a file; give a folder for the bundle")
     if not out.is_dir() or not any(out.iterdir()):
         return []
-    manifest_file = out / "bundle.json"
+    manifest_file, allowed = out / "bundle.json", "give a new or empty folder, or an earlier bundle to update"
     if not manifest_file.is_file():
-        raise InputError(f"{out}: a folder with other files in it (no bundle.json); give a new or empty folder, "
-                         "or an earlier bundle to update")
+        raise InputError(f"{out}: a folder with other files in it (no bundle.json); {allowed}")
     try:
         manifest = json.loads(manifest_file.read_text())
     except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise InputError(f"{manifest_file}: not a bundle manifest ({type(exc).__name__}); give a new or empty folder, "
-                         "or an earlier bundle to update") from None
+        raise InputError(f"{manifest_file}: not a bundle manifest ({type(exc).__name__}); {allowed}") from None
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
-        raise InputError(f"{manifest_file}: not the manifest of a gnnbench bundle (format {FORMAT}); give a new or "
-                         "empty folder, or an earlier bundle to update")
+        raise InputError(f"{manifest_file}: not the manifest of a gnnbench bundle (format {FORMAT}); {allowed}")
     listed = manifest.get("files", [])
     if not isinstance(listed, list) or not all(isinstance(f, str) and _inside(out, f) for f in listed):
         raise InputError(f"{manifest_file}: `files` is not a list of paths inside {out}; give a new or empty folder "
@@ -253,27 +242,14 @@ def copy_source(out: Path, previous: list[str]) -> list[str]:
     return written
 
 
-def download_wheels(out: Path, target: Target, plain_pins: dict[str, str]) -> list[str]:
-    wanted = host_dependencies() + [plain_pins["torch-geometric"], "scipy", "setuptools>=68", "wheel"]
-    pip(["download", *target.pip_options(), "-d", str(out / "wheels"), *wanted],
-        f"the wheels of gnnbench's dependencies for {target.describe()}")
-    return wanted
-
-
-def download_torch(out: Path, target: Target, torch: str) -> None:
-    pip(["download", *target.pip_options(), "-d", str(out / "torch"), f"torch=={torch}"],
-        f"torch {torch} for {target.describe()}")
-
-
 def sampler_from_index(out: Path, target: Target, tag: str, torch: str, cuda: str,
-                       source_pins: dict[str, str]) -> tuple[list[str], list[str]]:
-    """The sampler's wheels from PyG's wheel index: (files got, notes)."""
-    url = pyg_wheels_url(torch, cuda)
-    why = reachable(url)
+                       source_pins: dict[str, str]) -> list[str]:
+    """The sampler's wheels from PyG's wheel index (the local stacks' source, and check): notes on what was not there."""
+    url = stacks.pyg_wheels_url(torch, cuda)
+    why = stacks.reachable(url)
     if why:
-        return [], [f"{url}: cannot be reached ({why}); set {PYG_WHEELS_ENV} to a mirror of it"]
+        return [f"{url}: cannot be reached ({why}); set {PYG_WHEELS_ENV} to a mirror of it"]
     folder = out / "sampler" / tag
-    before = set(folder.glob("*.whl")) if folder.is_dir() else set()
     notes = []
     for name in SAMPLER_WHEELS:
         requirement = source_pins.get(name, name)
@@ -283,13 +259,7 @@ def sampler_from_index(out: Path, target: Target, tag: str, torch: str, cuda: st
         except BundleError as exc:
             notes.append(f"{requirement}: no wheel for {tag} and {target.describe()} in {url} "
                          f"({str(exc).splitlines()[-1][:160]})")
-    got = sorted(p.name for p in set(folder.glob("*.whl")) - before) if folder.is_dir() else []
-    return got, notes
-
-
-def sampler_wheels(out: Path, tag: str) -> list[str]:
-    folder = out / "sampler" / tag
-    return sorted(p.name for p in folder.glob("*.whl")) if folder.is_dir() else []
+    return notes
 
 
 def sampler_from_cache(out: Path, target: Target, tag: str, source_pins: dict[str, str]) -> tuple[list[str], str]:
@@ -312,10 +282,10 @@ def sampler_from_cache(out: Path, target: Target, tag: str, source_pins: dict[st
             return [], f"pip's cache holds no built {wheel_name} wheel (the pyg stack was built elsewhere or the cache " \
                        "was cleared)"
     folder = out / "sampler" / tag
-    before = set(folder.glob("*.whl")) if folder.is_dir() else set()
+    before = wheels_in(folder)
     pip(["wheel", "--no-deps", "--no-build-isolation", "-w", str(folder), *names],
         "torch-scatter and torch-sparse from pip's cache", python=str(stack.python))
-    return sorted(p.name for p in set(folder.glob("*.whl")) - before), ""
+    return sorted(p.name for p in wheels_in(folder) - before), ""
 
 
 def sampler_sources(out: Path, source_pins: dict[str, str]) -> list[str]:
@@ -390,32 +360,36 @@ def run(args) -> int:
                    "glibc": f"{GLIBC[0]}.{GLIBC[1]}", "describe": target.describe()},
         "torch": {"version": torch, "cuda": cuda, "sampler_tag": tag, "carried": args.with_torch},
     }
+    write_manifest = lambda: (out / "bundle.json").write_text(json.dumps(manifest, indent=2) + "\n")  # noqa: E731
     try:
         out.mkdir(parents=True, exist_ok=True)
-        (out / "bundle.json").write_text(json.dumps(manifest, indent=2) + "\n")
+        write_manifest()
         say("[1/6] gnnbench's source tree and install.sh")
         manifest["files"] = copy_source(out, previous)
-        (out / "bundle.json").write_text(json.dumps(manifest, indent=2) + "\n")
+        write_manifest()
         say(f"[2/6] dependencies as wheels for {target.describe()} (pip download, this machine's indexes)")
-        download_wheels(out, target, plain_pins)
-        say(f"  wheels/: {len(list((out / 'wheels').glob('*.whl')))} wheels, {megabytes(out / 'wheels'):.0f} MB")
+        wanted = host_dependencies() + [plain_pins["torch-geometric"], "scipy", "setuptools>=68", "wheel"]
+        pip(["download", *target.pip_options(), "-d", str(out / "wheels"), *wanted],
+            f"the wheels of gnnbench's dependencies for {target.describe()}")
+        say(f"  wheels/: {len(wheels_in(out / 'wheels'))} wheels, {megabytes(out / 'wheels'):.0f} MB")
         if args.with_torch:
             say(f"[3/6] torch {torch} with its dependencies (--with-torch), installed on the node only where no torch imports")
-            download_torch(out, target, torch)
+            pip(["download", *target.pip_options(), "-d", str(out / "torch"), f"torch=={torch}"],
+                f"torch {torch} for {target.describe()}")
             say(f"  torch/: {', '.join(p.name for p in (out / 'torch').glob('torch-*.whl'))}, "
                 f"{megabytes(out / 'torch'):.0f} MB in all")
         else:
             say("[3/6] torch: not carried (the node's own is used; --with-torch carries one for a node without)")
         say(f"[4/6] the sampler for {tag}: wheels from {PYG_WHEELS_ENV} (PyG's wheel index), else pip's cache, "
             "and the sources")
-        _, notes = sampler_from_index(out, target, tag, torch, cuda, source_pins)
+        notes = sampler_from_index(out, target, tag, torch, cuda, source_pins)
         for note in notes:
             say(f"  {note}")
-        if not any(w.startswith(("pyg_lib", "torch_sparse")) for w in sampler_wheels(out, tag)):
+        if not any(w.name.startswith(("pyg_lib", "torch_sparse")) for w in wheels_in(out / "sampler" / tag)):
             cached, why = sampler_from_cache(out, target, tag, source_pins)
             say(f"  from pip's cache (the local pyg stack's builds): {', '.join(cached)}" if cached
                 else f"  no wheels from pip's cache: {why}")
-        wheels = sampler_wheels(out, tag)
+        wheels = sorted(p.name for p in wheels_in(out / "sampler" / tag))
         sources = sampler_sources(out, source_pins)
         say(f"  sampler/{tag}/: {', '.join(wheels) or 'no wheel'}; sampler/src/: {', '.join(sources)} "
             "(built on the node where no wheel fits its torch)")
@@ -429,7 +403,7 @@ def run(args) -> int:
             "sampler": {"wheels": {tag: wheels} if wheels else {}, "sources": sources, "notes": notes},
             "datasets": {"suites": suites, "prepared": prepared, "generated_on_node": on_node},
         })
-        (out / "bundle.json").write_text(json.dumps(manifest, indent=2) + "\n")
+        write_manifest()
     except BundleError as exc:
         print(f"gnnbench: bundle: {exc}", file=sys.stderr)
         return 1

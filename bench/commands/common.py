@@ -14,17 +14,12 @@ from bench.run import suite as suite_mod
 from bench.run.session import select_cells
 from bench.paths import default_results_dir
 
-# Exit codes of `gnnbench`: 0 every cell ran (or was skipped or refused for a stated reason);
-# EXIT_CELLS_FAILED a cell failed or timed out (its result is recorded with the others); 2 bad input
-# (nothing was run); EXIT_NOT_WRITTEN the result file or table could not be written where asked
-# (the message says where the numbers are); EXIT_INTERRUPTED ended by Ctrl-C, SIGTERM or SIGHUP
-# (finished cells are kept); EXIT_INTERNAL a defect of gnnbench itself (one line; --debug shows the
-# traceback).
-EXIT_CELLS_FAILED = 1
-EXIT_BAD_INPUT = 2
-EXIT_NOT_WRITTEN = 3
-EXIT_INTERRUPTED = 130
-EXIT_INTERNAL = 70  # EX_SOFTWARE in sysexits.h
+# Exit codes of `gnnbench` (0: every cell ran, or was skipped or refused for a stated reason)
+EXIT_CELLS_FAILED = 1  # a cell failed or timed out (its result is recorded with the others)
+EXIT_BAD_INPUT = 2  # nothing was run
+EXIT_NOT_WRITTEN = 3  # the result file or table could not be written where asked (the message says where)
+EXIT_INTERRUPTED = 130  # Ctrl-C, SIGTERM or SIGHUP (finished cells are kept)
+EXIT_INTERNAL = 70  # EX_SOFTWARE in sysexits.h: a defect of gnnbench (one line; --debug shows the traceback)
 FAILED = ("failed", "timeout")
 
 
@@ -69,10 +64,8 @@ def results_path(args, kind: str, suite_name: str) -> Path:
 
 @contextlib.contextmanager
 def ending_as_interrupt():
-    """SIGTERM and SIGHUP end a command as Ctrl-C does (KeyboardInterrupt, exit EXIT_INTERRUPTED):
-    a run stops the running cell's processes and writes the finished cells; a command that writes
-    the cache (datasets prepare|check, stacks install) removes what it half wrote, instead of dying
-    with it left behind (bench/cli.py holds this around every command)."""
+    """SIGTERM and SIGHUP end a command as Ctrl-C does (KeyboardInterrupt, exit EXIT_INTERRUPTED), so
+    a run writes its finished cells and a command removes what it half wrote (bench/cli.py)."""
     def interrupt(signum, frame):
         raise KeyboardInterrupt(signal.Signals(signum).name)
 

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
 
 from bench import datasets
 from bench.commands import dataset_info
-from bench.commands.common import add_cache_dir
+from bench.commands.common import add_cache_dir, add_data_root
 from bench.datasets import params
 from bench.datasets.ready import DatasetError, ready, reads_user_files, sweep_stale
 from bench.inputs import folder
@@ -31,8 +30,7 @@ def add_parser(sub, parents) -> None:
         p.add_argument("name", help="e.g. planetoid:Cora, ogb:ogbn-arxiv, reddit, synthetic:scale=14, npy:/data/mygraph")
     ds_check.add_argument("name", metavar="SOURCE:PATH",
                           help="npy:DIR, pyg-file:FILE, graphbolt:DIR, edge-list:DIR or typed-npy:DIR (docs: Your own graph)")
-    ds_prep.add_argument("--data-root", metavar="DIR", default=os.environ.get("GNNBENCH_DATA_ROOT"),
-                         help="where raw files are looked for first (env GNNBENCH_DATA_ROOT)")
+    add_data_root(ds_prep, "raw files")
 
 
 def run(args) -> int:
@@ -54,8 +52,7 @@ def run(args) -> int:
         print(f"preparing {args.name} ...", flush=True)
         started = time.perf_counter()
         # the stack its source needs is installed if missing (StackHost install=True)
-        done = ready(spec, cache, Path(args.data_root) if args.data_root else None,
-                     host=StackHost(cache, install=True), interactive=True)
+        done = ready(spec, cache, args.data_root, host=StackHost(cache, install=True), interactive=True)
         print(f"prepared in {time.perf_counter() - started:.1f} s" if done.built else "already in the hub")
     print("\n".join(dataset_info.info_lines(spec, cache)))
     return 0

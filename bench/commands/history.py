@@ -1,8 +1,6 @@
 """`gnnbench history`: every configuration's runs on each machine over time, where each series
 stepped beyond its run-to-run noise (bench.publish.steps), and the newest run judged against the
-one before (bench.publish.history.compare: what `gnnbench compare` shows of two runs); the site
-with a chart per series. The reader here checks every file (its date a date) and counts one
-result copied under several names once."""
+one before as `gnnbench compare` judges two; the site with a chart per series."""
 
 from __future__ import annotations
 
@@ -79,11 +77,9 @@ def run(args) -> int:
 
 
 def result_files(paths: list[Path]) -> tuple[list[results.RunResult], list[Path], list[tuple[Path, Path]]]:
-    """The runs of the named files (each must be a result file) and of the folders' *.json files
-    (a JSON file there that is not a gnnbench result file is left out, and listed), each read and
-    checked (its date a date). A file both named and in a named folder counts once; so does one
-    result copied under several names (the same content: its copies are returned beside the file
-    counted, to be said); the same path named twice is refused."""
+    """(runs, JSON files left out as not result files, (copy, first) pairs): the named files (each a
+    result file) and the folders' *.json files, each read and checked. A file reached twice, or one
+    result copied under several names, counts once; the same path named twice is refused."""
     refuse_named_twice([("", p) for p in paths], "file or folder")
     runs, skipped, seen, copies = [], [], set(), []
     by_content: dict[str, Path] = {}

@@ -1,19 +1,13 @@
 """`gnnbench k8s SUITE --nodes N --gpus-per-node G --image IMG [--kind trainjob|pytorchjob]`: a
-Kubeflow manifest that runs a suite on N pods, one per node.
+Kubeflow manifest that runs a suite on N pods, one per node (docs/on-a-cluster.md).
 
-- `trainjob` (default): Kubeflow Trainer v2's `TrainJob` (trainer.kubeflow.org/v1alpha1). It names
-  its runtime (`runtimeRef`, default the `torch-distributed` ClusterTrainingRuntime, which must
-  exist on the cluster); the image, command, node count and GPU requests go in `trainer`; the
-  shared-memory volume (DataLoader workers pass batches through /dev/shm) and the results volume
-  go in `runtimePatches`, on the runtime's `node` job and its `node` container.
-- `pytorchjob`: the Training Operator v1's `PyTorchJob` (kubeflow.org/v1): one Master and N-1
-  Workers, each pod the same container with the volumes in its own template.
-
+- `trainjob` (default): Kubeflow Trainer v2's `TrainJob` naming a runtime (`runtimeRef`, default
+  the `torch-distributed` ClusterTrainingRuntime); the volumes go in `runtimePatches`, on the
+  runtime's `node` job and container.
+- `pytorchjob`: the Training Operator v1's `PyTorchJob`: one Master and N-1 Workers.
 Each pod runs `gnnbench run SUITE`, which takes its node count, rank and rendezvous address from
-the variables the operator sets (PET_NNODES, PET_NODE_RANK, PET_MASTER_ADDR, PET_MASTER_PORT;
-bench/run/cluster_env.py) and starts its own ranks with torchrun, so each pod is one torchrun
-"process" to the operator (numProcPerNode / nprocPerNode 1). Results go to the volume from the
-persistent volume claim `--results-claim`, one folder per pod: /results/JOB/nodeK.
+the operator's PET_* variables (bench/run/cluster_env.py) and starts its own ranks, so each pod is
+one process to the operator. Results go to the claim `--results-claim`: /results/JOB/nodeK.
 """
 
 from __future__ import annotations
@@ -25,7 +19,7 @@ from pathlib import Path
 
 import yaml
 
-from bench.commands.slurm import add_shape, check_shape, fit, run_args
+from bench.commands.slurm import add_shape, check_shape, fit, node_run, run_args
 from bench.inputs import InputError, new_output_file, no_control_characters
 
 KINDS = ("trainjob", "pytorchjob")
@@ -33,17 +27,16 @@ KINDS = ("trainjob", "pytorchjob")
 # The job: an RFC 1035 label (Kubeflow Trainer names its JobSet, services and pods after it); the
 # namespace: an RFC 1123 label; the claim and the runtime: RFC 1123 subdomains.
 LABEL_1123 = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+SUBDOMAIN = (re.compile(rf"{LABEL_1123}(\.{LABEL_1123})*"), 253,
+             "lower-case letters, digits, '-' and '.', at most 253, each dot-separated part starting and ending with a "
+             "letter or digit")
 NAME_RULES = {
     "--name": (re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?"), 63,
                "lower-case letters, digits and '-', at most 63, starting with a letter and ending with a letter or digit"),
     "--namespace": (re.compile(LABEL_1123), 63,
                     "lower-case letters, digits and '-', at most 63, starting and ending with a letter or digit"),
-    "--runtime": (re.compile(rf"{LABEL_1123}(\.{LABEL_1123})*"), 253,
-                  "lower-case letters, digits, '-' and '.', at most 253, each dot-separated part starting and ending "
-                  "with a letter or digit"),
-    "--results-claim": (re.compile(rf"{LABEL_1123}(\.{LABEL_1123})*"), 253,
-                        "lower-case letters, digits, '-' and '.', at most 253, each dot-separated part starting and "
-                        "ending with a letter or digit"),
+    "--runtime": SUBDOMAIN,
+    "--results-claim": SUBDOMAIN,
 }
 # An image reference: registry[:port]/name[:tag][@digest]
 IMAGE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:@+-]{0,499}")
@@ -78,11 +71,7 @@ def add_parser(sub, parents) -> None:
 
 def node_command(suite: str, job: str, extra: list[str]) -> list[str]:
     """Each pod's command: its results folder on the volume, resumed from its journal after a restart."""
-    run = (f'out={RESULTS_MOUNT}/{shlex.quote(job)}/node${{PET_NODE_RANK:-0}}; '
-           'journal=$(ls -t "$out"/*.cells.jsonl 2>/dev/null | head -n 1); '
-           f'exec gnnbench run {shlex.quote(suite)} --results "$out" ${{journal:+--resume "$journal"}}'
-           + "".join(" " + shlex.quote(a) for a in extra))
-    return ["bash", "-c", run]
+    return ["bash", "-c", node_run(f"{RESULTS_MOUNT}/{shlex.quote(job)}/node${{PET_NODE_RANK:-0}}", "gnnbench", suite, extra)]
 
 
 def volumes(claim: str, shm_size: str) -> tuple[list[dict], list[dict]]:

@@ -60,15 +60,14 @@ def report_files(files: list[Path], markdown: Path | None, command: str | None =
     if html:
         folder(f"--html {html}", html, writable=True)
     read = [read_result(f) for f in files]  # every file is checked before anything is written
-    if html or readme:
-        if html:
-            pages = site.build(read, html, command=command)
-            print(f"site: {len(pages)} pages in {html} (open {html / 'index.html'})")
-        if readme:
-            readme.write_text(site.render_readme(read, notes_for(readme)))
-            print(f"readme: {readme}")
-        if not markdown:
-            return 0
+    if html:
+        pages = site.build(read, html, command=command)
+        print(f"site: {len(pages)} pages in {html} (open {html / 'index.html'})")
+    if readme:
+        readme.write_text(site.render_readme(read, notes_for(readme)))
+        print(f"readme: {readme}")
+    if (html or readme) and not markdown:
+        return 0
     text = render_markdown(read, command=command, chosen=chosen)
     if markdown:
         markdown.write_text(text)

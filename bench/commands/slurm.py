@@ -1,14 +1,11 @@
-"""`gnnbench slurm SUITE --nodes N --gpus-per-node G`: an sbatch script that runs a suite on N nodes.
+"""`gnnbench slurm SUITE --nodes N --gpus-per-node G`: an sbatch script that runs a suite on N nodes
+(docs/on-a-cluster.md).
 
-The script starts `gnnbench run SUITE` once per node through `srun` (one task per node); each run
-takes its node count, its rank and the rendezvous host from SLURM's variables
-(bench/run/cluster_env.py), so the command line is the same on every node. Each node writes its
-result file into RESULTS/slurm-JOBID/nodeK/ (the node that held global rank 0 has the measured
-cells, the others list them as `follower`). Preemption: `--requeue`, and `--signal=B:USR1@300` makes the batch shell
-requeue the job five minutes before its time limit; a requeued job resumes each node's run from
-its journal. `--container-image` runs each node's gnnbench in the image through pyxis/enroot's
-`srun --container-image` (NVIDIA's clusters), or through `apptainer exec` with
-`--container-runtime apptainer`. `--submit` hands the script to `sbatch` and says the job id.
+`srun` starts `gnnbench run SUITE` once per node; each run takes its node count, rank and
+rendezvous host from SLURM's variables (bench/run/cluster_env.py) and writes into
+RESULTS/slurm-JOBID/nodeK/. `--requeue` and `--signal=B:USR1@300` requeue the job before its time
+limit, and each node resumes from its journal. `--container-image` runs gnnbench in an image
+(pyxis/enroot, or `--container-runtime apptainer`); `--submit` hands the script to sbatch.
 """
 
 from __future__ import annotations
@@ -106,6 +103,13 @@ def run_args(given: str) -> list[str]:
     return args
 
 
+def node_run(out: str, gnnbench: str, suite: str, extra: list[str]) -> str:
+    """A node's shell command: its gnnbench run into `out`, resumed from its journal after a restart."""
+    return (f'out={out}; journal=$(ls -t "$out"/*.cells.jsonl 2>/dev/null | head -n 1); '
+            f'exec {gnnbench} run {shlex.quote(suite)} --results "$out" ${{journal:+--resume "$journal"}}'
+            + "".join(" " + shlex.quote(a) for a in extra))
+
+
 def script(suite: str, nodes: int, gpus_per_node: int, results: Path, *, partition: str | None = None,
            time: str | None = None, image: str | None = None, runtime: str = "pyxis",
            extra: list[str] = ()) -> str:
@@ -139,9 +143,7 @@ def script(suite: str, nodes: int, gpus_per_node: int, results: Path, *, partiti
               'trap \'echo "gnnbench: job $SLURM_JOB_ID near its time limit: requeued"; '
               'scontrol requeue "$SLURM_JOB_ID"\' USR1',
               ""]
-    node_cmd = ('out="$RESULTS/node$SLURM_NODEID"; journal=$(ls -t "$out"/*.cells.jsonl 2>/dev/null | head -n 1); '
-                f'exec $GNNBENCH run {shlex.quote(suite)} --results "$out" ${{journal:+--resume "$journal"}}'
-                + "".join(" " + shlex.quote(a) for a in extra))
+    node_cmd = node_run('"$RESULTS/node$SLURM_NODEID"', "$GNNBENCH", suite, extra)
     srun = [f"srun --nodes={nodes} --ntasks-per-node=1 --kill-on-bad-exit=0"]
     if image and runtime == "pyxis":
         lines.append("# the image through pyxis/enroot (srun --container-image); the results folder mounted in it")

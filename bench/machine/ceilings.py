@@ -1,21 +1,15 @@
-"""What this machine can do at most, measured once per run: the ceilings each cell's stages are
-held against (bench/publish/stages.py).
+"""What this machine can do at most, measured once: the ceilings each cell's stages are held
+against (bench/publish/stages.py). `probe(cache, row_widths, files) -> machine_info["ceilings"]`:
 
-    probe(cache, row_widths, files) -> machine_info["ceilings"]
+- usable cores (affinity, capped by a cgroup quota); memory copy bandwidth;
+- random-row gather bandwidth per feature row width (numpy `take` from an array several times the
+  last-level cache: what a feature fetch does);
+- sequential and random reads of the given files (features.npy, built stores), cold (pages evicted
+  with posix_fadvise; mincore says whether it took) and warm;
+- GPU host-to-device copy, pinned and pageable, measured by a stack's CUDA torch where one is found.
 
-- usable cores: the CPUs this process may run on (os.sched_getaffinity), not the machine's count;
-- memory copy bandwidth: one large array copied into another (bytes copied per second);
-- random-row gather bandwidth per feature row width: rows of that width picked at random from an
-  array several times larger than the last-level cache (numpy `take`, what a feature fetch does);
-- disk: sequential and random reads of the given files (the dataset's features.npy, built
-  stores), cold (the file's pages evicted first with posix_fadvise DONTNEED, which needs no root;
-  mincore says whether the eviction took) and warm (read again at once);
-- GPU host-to-device copy, pinned and pageable, where an NVIDIA GPU and a CUDA torch are found
-  (this process has no torch: a stack's interpreter measures it); else null, with a note.
-
-Each figure is measured once per machine and kept under the cache folder (`ceilings/`), keyed by
-the machine (host, CPU model, cores, memory), by row width, and by file (path, size, mtime), so
-later runs reuse it and a run pays a few seconds at most, once. numpy only.
+Each figure is cached under the cache folder (`ceilings/`), keyed by the machine's hardware, the
+row width and the file (path, size, mtime), so a run pays a few seconds at most, once. numpy only.
 """
 
 from __future__ import annotations
@@ -38,7 +32,7 @@ from bench.stores import page_cache
 from bench.machine.core_budget import usable_cores  # the one count: affinity, capped by a cgroup quota
 from bench import stacks
 from bench.machine import gpus
-from bench.machine.gpu_facts import run_tool
+from bench.machine.gpus import run_tool
 
 FORMAT = 1
 MIB = 2**20
@@ -119,9 +113,7 @@ def gather_bandwidth(row_bytes: int, source: np.ndarray | None = None) -> float:
 
 
 def _gather_source() -> np.ndarray:
-    flat = np.empty(array_bytes(), dtype=np.uint8)
-    flat.fill(1)
-    return flat
+    return np.ones(array_bytes(), dtype=np.uint8)  # written, so its pages exist (not the zero page)
 
 
 # --- disk --------------------------------------------------------------------------------------
@@ -268,14 +260,9 @@ DMI = Path("/sys/class/dmi/id")
 
 
 def board(dmi: Path = DMI) -> str | None:
-    """The machine's maker and model as its firmware names them (world-readable, the same inside a
-    container), or None."""
-    found = []
-    for name in ("sys_vendor", "product_name", "board_name"):
-        try:
-            found.append((dmi / name).read_text().strip())
-        except OSError:
-            continue
+    """The machine's maker and model as its firmware names them (the same inside a container), or None."""
+    found = [(dmi / name).read_text().strip() for name in ("sys_vendor", "product_name", "board_name")
+             if os.access(dmi / name, os.R_OK)]
     return " / ".join(found) or None
 
 
@@ -283,8 +270,7 @@ def gpu_uuids() -> list[str]:
     """The UUIDs of the GPUs nvidia-smi lists (each card's own, the same in every container)."""
     import re
 
-    text = run_tool(["nvidia-smi", "-L"]) if shutil.which("nvidia-smi") else None
-    return re.findall(r"UUID: (GPU-[0-9a-fA-F-]+)", text or "")
+    return re.findall(r"UUID: (GPU-[0-9a-fA-F-]+)", run_tool(["nvidia-smi", "-L"]) or "")
 
 
 def cache_file(cache: Path) -> Path:
@@ -328,17 +314,14 @@ def probe(cache: Path, row_widths: Iterable[int] = (), files: dict[str, tuple[Pa
             entry = known["disk"][key] = {"figures": figures, "notes": file_notes}
         disk[label] = entry["figures"]
         notes += entry["notes"]
-    h2d_entry = known.get("h2d")
+    h2d_entry = known.pop("h2d", None)
     if not (h2d_entry and h2d_entry.get("figures")):  # "not measured" is never kept: asked again next run
-
         shown = gpus.visible()
         figures, note = (h2d_bandwidth(interpreters()) if shown else
                          (None, f"no GPU visible here ({shown.how}): host-to-device figures not measured"))
         h2d_entry = {"figures": figures, "note": note}
-        if figures:
-            known["h2d"] = h2d_entry
-        else:
-            known.pop("h2d", None)
+    if h2d_entry["figures"]:
+        known["h2d"] = h2d_entry
     h2d = h2d_entry["figures"] or {}
     notes.append(h2d_entry["note"])
     _save(path, known | {"machine": machine_key()})

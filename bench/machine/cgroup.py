@@ -1,26 +1,16 @@
 """A memory cgroup around one cell: the `memory_limit` setting.
 
-The runner makes one cgroup per cell, puts the cell's first process in it before that process
-runs anything (so the worker, or torchrun and every rank and DataLoader worker it starts, are
-all inside: children inherit their parent's cgroup), and removes it after the cell.
-
-- cgroup v2 (the machine's when /sys/fs/cgroup/cgroup.controllers exists): a child of the root
-  with `memory.max` = the limit and `memory.swap.max` = 0; OOM kills are counted in
-  `memory.events` (`oom_kill`).
-- cgroup v1 (a `memory` controller mounted at /sys/fs/cgroup/memory): `memory.limit_in_bytes`
-  = the limit, and `memory.memsw.limit_in_bytes` = the same limit where the kernel accounts swap,
-  so memory + swap together stay under it; OOM kills are counted in `memory.oom_control`
-  (`oom_kill`, kernel 4.13+).
-Swap: either covered by the limit (v1 memsw, v2 swap.max = 0) or, where neither file exists,
-off on the machine; a machine with swap on and no way to cap it is refused (`unavailable`), so a
-limit never silently turns into a slower run that swaps.
-
-Page cache read by the cell is charged to its cgroup too and is reclaimed under the limit (clean
-file pages are dropped, not killed for): a disk-backed store reads under a limit smaller than
-its data, an in-memory copy of the same data does not fit. Pages already cached when the cell
-starts stay charged where they were first read.
-Creating a cgroup needs root (or a delegated subtree); where it cannot be done, `unavailable`
-says why and the cell is skipped with that reason.
+The runner makes one cgroup per cell and puts the cell's first process in it before it runs
+anything (so every rank and DataLoader worker it starts is inside), and removes it after the cell.
+- cgroup v2: a child of the root with `memory.max` = the limit and `memory.swap.max` = 0;
+- cgroup v1: `memory.limit_in_bytes` = the limit, and `memory.memsw.limit_in_bytes` the same where
+  the kernel accounts swap.
+OOM kills are counted (`oom_kill` in memory.events / memory.oom_control). Swap is either covered by
+the limit or off: a machine with swap on and no way to cap it is refused (`unavailable`), so a
+limit never turns silently into a slower run that swaps. Page cache the cell reads is charged to
+it and reclaimed under the limit, so a disk-backed store reads under a limit smaller than its
+data. Creating a cgroup needs root (or a delegated subtree); where it cannot, `unavailable` says
+why and the cell is skipped with that reason.
 """
 
 from __future__ import annotations
@@ -123,23 +113,18 @@ class MemoryCgroup:
             raise CgroupError(reason)
         if found == 2:
             _enable_memory_controller()
-            path = _make(ROOT / f"gnnbench-{name}")
-            group = cls(path, limit, 2, "memory.swap.max = 0 (no swap)")
-            _write(path / "memory.max", limit)
-            if (path / "memory.swap.max").exists():
-                _write(path / "memory.swap.max", 0)
-            elif _swap_on():
-                group.remove()
-                raise CgroupError(f"swap is on and {path} has no memory.swap.max: a limit would not bound the cell")
-            else:
-                group.swap = "swap is off on this machine"
-            return group
-        path = _make(V1_MEMORY / f"gnnbench-{name}")
-        group = cls(path, limit, 1, "memory.memsw.limit_in_bytes = the limit (memory + swap)")
+        # per version: the limit's file, then swap's file (memory.memsw after the limit: it may not be below it)
+        limit_file, swap_file, swap_value, swap_words = (
+            ("memory.max", "memory.swap.max", 0, "memory.swap.max = 0 (no swap)") if found == 2 else
+            ("memory.limit_in_bytes", "memory.memsw.limit_in_bytes", limit,
+             "memory.memsw.limit_in_bytes = the limit (memory + swap)"))
+        group = cls(_make((ROOT if found == 2 else V1_MEMORY) / f"gnnbench-{name}"), limit, found, swap_words)
         try:
-            _write(path / "memory.limit_in_bytes", limit)  # before memsw: memsw may not be below it
-            if (path / "memory.memsw.limit_in_bytes").exists():
-                _write(path / "memory.memsw.limit_in_bytes", limit)
+            _write(group.path / limit_file, limit)
+            if (group.path / swap_file).exists():
+                _write(group.path / swap_file, swap_value)
+            elif found == 2 and _swap_on():
+                raise CgroupError(f"swap is on and {group.path} has no {swap_file}: a limit would not bound the cell")
             else:
                 group.swap = "swap is off on this machine"
         except CgroupError:

@@ -1,18 +1,12 @@
 """One core budget for the whole project: how a node's usable cores are shared among a cell's
-ranks, each rank's torch intra-op threads and its DataLoader workers. Every place that divides
-cores asks here: the worker (torch.set_num_threads), the plain loops of `gnnbench fidelity`,
-`num_workers: per-gpu`, the run's "more ranks than cores" note and the diagnosis.
+ranks, each rank's torch threads and its DataLoader workers. Every place that divides cores asks
+here (the worker, fidelity's plain loops, `num_workers: per-gpu`, the run's notes, the diagnosis).
 
-The policy: each rank on a node gets an equal share of its usable cores (cores ÷ ranks, at least
-one); its loader workers take one core each of that share and its compute threads the rest (at
-least one). So threads × ranks + workers × ranks never exceed the usable cores, and a row of a
-world-size sweep compares the same machine, not the same per-rank budget. Only a setting asks for
-more: `threads: N` (exactly N threads per rank), an explicit `num_workers`, or more ranks than
-cores; the budget then says it is oversubscribed, and by what.
-
-Usable cores: the CPUs this process may run on (its affinity), fewer where a cgroup's CPU quota
-allows fewer (a container started with --cpus). Stdlib only: imported by the host and inside
-every stack.
+Each rank gets an equal share of the usable cores (at least one); its loader workers take one core
+each of it and its threads the rest (at least one), so a world-size sweep compares the same
+machine. Only a setting asks for more (`threads: N`, an explicit `num_workers`, more ranks than
+cores); the budget then says it is oversubscribed, and by what. Usable cores: this process's
+affinity, fewer where a cgroup's CPU quota allows fewer. Stdlib only.
 """
 
 from __future__ import annotations
@@ -90,12 +84,15 @@ class Budget:
 
     def describe(self) -> str:
         """'2 ranks × (1 thread + 0 workers) = 2 of 2 cores'."""
-        r, t, w = self.ranks, self.threads, self.workers
-        return (f"{r} rank{'s' if r != 1 else ''} × ({t} thread{'s' if t != 1 else ''} + {w} worker"
-                f"{'s' if w != 1 else ''}) = {self.used} of {self.cores} core{'s' if self.cores != 1 else ''}")
+        return (f"{_n(self.ranks, 'rank')} × ({_n(self.threads, 'thread')} + {_n(self.workers, 'worker')}) = "
+                f"{self.used} of {_n(self.cores, 'core')}")
 
     def as_dict(self) -> dict:
         return {**asdict(self), "asked": list(self.asked), "used": self.used, "oversubscribed": self.oversubscribed}
+
+
+def _n(count: int, word: str) -> str:
+    return f"{count} {word}{'s' if count != 1 else ''}"
 
 
 def share(cores: int, ranks: int) -> int:
@@ -117,16 +114,16 @@ def plan(cores: int, ranks: int = 1, workers: int | str = 0, threads: int | str 
     workers = per_gpu_workers(cores, ranks) if workers == PER_GPU else int(workers)
     asked = []
     if ranks > cores:
-        asked.append(f"{ranks} ranks on {cores} core{'s' if cores != 1 else ''}")
+        asked.append(f"{ranks} ranks on {_n(cores, 'core')}")
     if workers >= mine and workers:
-        asked.append(f"num_workers {workers} with a share of {mine} core{'s' if mine != 1 else ''} per rank")
+        asked.append(f"num_workers {workers} with a share of {_n(mine, 'core')} per rank")
     if threads == AUTO or threads is None:
         count, rule = max(1, mine - workers), AUTO
     else:
         count, rule = int(threads), "set"
         if count + workers > mine:
-            asked.append(f"threads {count} beyond the share of {mine} core{'s' if mine != 1 else ''} per rank"
-                         + (f" less {workers} worker{'s' if workers != 1 else ''}" if workers else ""))
+            asked.append(f"threads {count} beyond the share of {_n(mine, 'core')} per rank"
+                         + (f" less {_n(workers, 'worker')}" if workers else ""))
     return Budget(cores, ranks, count, workers, rule, tuple(asked))
 
 

@@ -1,47 +1,31 @@
 """Each rank of a GPU cell and its loader workers on the CPU cores next to its GPU.
 
-A GPU hangs off one CPU socket (NUMA node); a rank that runs on the other socket copies every
-batch across the socket link. So, where the GPU's cores are known, each rank of a GPU cell is
-pinned to its GPU's cores (its share of them, where several of this node's GPUs sit on the same
-cores) before it loads the dataset, so its pages land on that node; and where the framework offers
-it (PyG's loaders: `enable_cpu_affinity(loader_cores)`), each loader worker gets one core of that
-share, the rank's own threads the rest. GraphBolt offers no per-worker affinity: its workers
-inherit the rank's cores. CPU cells are left as they are.
+A rank on the other socket than its GPU copies every batch across the socket link. So, where the
+GPU's cores are known, each rank of a GPU cell is pinned to its share of them before it loads the
+dataset (its pages land on that NUMA node); where the framework offers it (PyG's
+`enable_cpu_affinity`), each loader worker gets one core of that share, the rank the rest.
+GraphBolt's workers inherit the rank's cores. CPU cells are left as they are.
 
-The GPU is the rank's CUDA_VISIBLE_DEVICES entry (bench.backends.base.rank_gpus: an index or a
-UUID), looked up in NVML's list, or without NVML (no nvidia-ml-py) in `nvidia-smi --query-gpu`'s:
-never through torch, whose 2.2 (the dgl stack) reports no PCI bus id, so PyG's and GraphBolt's
-ranks are pinned alike. Its cores come from NVML (nvmlDeviceGetCpuAffinity) or from the kernel
-(/sys/bus/pci/devices/<bus id>/local_cpulist), always within the cores this process may use.
-What was done is recorded per rank (`Plan.record`): the cores, how they were found, or why the
-rank was left alone. Stdlib only at import (torch inside the functions that need it).
+The GPU is the rank's CUDA_VISIBLE_DEVICES entry (an index or a UUID), looked up in NVML's list or
+`nvidia-smi --query-gpu`'s, never through torch (torch 2.2 reports no PCI bus id); its cores come
+from NVML or the kernel's /sys/bus/pci/devices/<bus id>/local_cpulist, within the cores this
+process may use. Each rank's record (`Plan.record`) says what was done, or why not. Stdlib only
+at import.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import shutil
-import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
+
 from bench.machine import nvml
-from bench.machine.nvml import _bare_uuid
-from bench.machine.nvml import normal_pci
+from bench.machine.gpu_facts import parse_cpulist, parse_query
+from bench.machine.gpus import run_tool
+from bench.machine.nvml import _bare_uuid, normal_pci
 
 SYSFS_PCI = Path("/sys/bus/pci/devices")
-
-
-def parse_cpulist(text: str) -> list[int]:
-    """'0-3,8,10-11' as [0, 1, 2, 3, 8, 10, 11] (the kernel's and nvidia-smi's cpulist form)."""
-    cores: set[int] = set()
-    for part in text.strip().split(","):
-        part = part.strip()
-        if not part:
-            continue
-        lo, _, hi = part.partition("-")
-        cores.update(range(int(lo), int(hi or lo) + 1))
-    return sorted(cores)
 
 
 def mask_to_cores(words) -> list[int]:
@@ -69,11 +53,9 @@ def split_loader(share: list[int], num_workers: int) -> tuple[list[int], list[in
 
 
 def node_listing() -> tuple[list[dict] | None, str]:
-    """This node's GPUs in NVML's order (PCI bus order, which is CUDA's under the runner's
-    CUDA_DEVICE_ORDER=PCI_BUS_ID), each {"index", "uuid", "pci"} and, from NVML, "cores"; and where
-    they came from: NVML, else `nvidia-smi --query-gpu`; (None, why) where neither answers. No
-    torch: torch 2.2 (the dgl stack) reports no PCI bus id, so the GPU is found by its
-    CUDA_VISIBLE_DEVICES entry (an index or a UUID) here instead. Asked once per process."""
+    """This node's GPUs in PCI bus order (CUDA's under the runner's CUDA_DEVICE_ORDER=PCI_BUS_ID),
+    each {"index", "uuid", "pci"} and from NVML "cores", and where they came from (NVML, else
+    `nvidia-smi --query-gpu`); (None, why) where neither answers. Asked once per process."""
     global _LISTING
     if _LISTING is None:
         _LISTING = _nvml_listing() or _smi_listing()
@@ -90,11 +72,9 @@ def _nvml_listing() -> tuple[list[dict], str] | None:
         return None
     try:
         words = -(-(os.cpu_count() or 1) // 64)
-        listed = []
-        for i in range(lib.nvmlDeviceGetCount()):
-            handle = lib.nvmlDeviceGetHandleByIndex(i)
-            listed.append({"index": i, "uuid": lib.nvmlDeviceGetUUID(handle), "pci": lib.nvmlDeviceGetPciInfo(handle).busId,
-                           "cores": mask_to_cores(lib.nvmlDeviceGetCpuAffinity(handle, words))})
+        listed = nvml.listing(lib)
+        for device in listed:
+            device["cores"] = mask_to_cores(lib.nvmlDeviceGetCpuAffinity(device.pop("handle"), words))
         return listed, "NVML nvmlDeviceGetCpuAffinity"
     except Exception as exc:  # noqa: BLE001 - fall back to nvidia-smi and the kernel's view
         _WHY.append(f"NVML could not list the GPUs ({type(exc).__name__}: {exc})")
@@ -105,16 +85,7 @@ _WHY: list[str] = []  # why NVML gave no listing, for the reason a rank stays un
 
 
 def _smi_listing() -> tuple[list[dict] | None, str]:
-    fields = ("index", "uuid", "pci")
-    text = None
-    if shutil.which("nvidia-smi"):
-        try:
-            done = subprocess.run(["nvidia-smi", "--query-gpu=index,uuid,pci.bus_id", "--format=csv,noheader"],
-                                  capture_output=True, text=True, timeout=30)
-            text = done.stdout if done.returncode == 0 else None
-        except (OSError, subprocess.TimeoutExpired):
-            text = None
-    rows = parse_listing(text or "")
+    rows = parse_listing(run_tool(["nvidia-smi", "--query-gpu=index,uuid,pci.bus_id", "--format=csv,noheader"]) or "")
     if not rows:
         return None, "; ".join(_WHY + ["and nvidia-smi lists no GPU"])
     return rows, "nvidia-smi --query-gpu"
@@ -122,12 +93,7 @@ def _smi_listing() -> tuple[list[dict] | None, str]:
 
 def parse_listing(text: str) -> list[dict]:
     """`nvidia-smi --query-gpu=index,uuid,pci.bus_id --format=csv,noheader` as [{"index", "uuid", "pci"}]."""
-    rows = []
-    for line in text.splitlines():
-        cells = [c.strip() for c in line.split(",")]
-        if len(cells) == 3 and cells[0].isdigit():
-            rows.append({"index": int(cells[0]), "uuid": cells[1], "pci": cells[2]})
-    return rows
+    return [row for row in parse_query(text, ("index", "uuid", "pci")) if isinstance(row["index"], int)]
 
 
 def find_gpu(entry: str, listing: list[dict]) -> tuple[dict | None, str]:
@@ -144,10 +110,8 @@ def find_gpu(entry: str, listing: list[dict]) -> tuple[dict | None, str]:
 
 
 def gpu_cores(entry: str, listing: tuple[list[dict] | None, str] | None = None) -> tuple[list[int] | None, str]:
-    """The cores next to the GPU that CUDA_VISIBLE_DEVICES entry `entry` names (an index on the
-    node or a UUID) that this process may use, and how they were found (or why not): NVML's
-    affinity, else the kernel's local_cpulist for the PCI bus id NVML or nvidia-smi gives.
-    `listing`: node_listing()'s answer (tests give their own)."""
+    """The cores next to the GPU a CUDA_VISIBLE_DEVICES `entry` names that this process may use, and
+    how they were found (NVML's affinity, else the kernel's local_cpulist), or (None, why not)."""
     devices, source = listing if listing is not None else node_listing()
     if devices is None:
         return None, f"the GPU's cores are unknown: {source}"

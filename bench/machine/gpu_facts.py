@@ -1,10 +1,8 @@
-"""What a GPU user needs to know about the machine a GPU result came from, for the result's
-machine info: each GPU's model, driver, memory, clocks, PCIe link and MIG mode
-(`nvidia-smi --query-gpu`), the topology (`nvidia-smi topo -m`: how the GPUs are linked, which CPU
-cores and NUMA node each sits next to), CUDA_VISIBLE_DEVICES and the NCCL_* settings in force; and
-in each cell's record (the worker, inside its stack) the NCCL version its torch carries.
-
-The parsers take the tools' text, so they are tested on samples without a GPU. Stdlib only.
+"""What a GPU user needs to know about the machine a GPU result came from: each GPU's model,
+driver, memory, clocks, PCIe link and MIG mode (`nvidia-smi --query-gpu`), the topology
+(`nvidia-smi topo -m`), CUDA_VISIBLE_DEVICES and the NCCL_* settings; and, from the worker inside
+its stack, the NCCL version its torch carries. The parsers take the tools' text, so they are
+tested without a GPU. Stdlib only.
 """
 
 from __future__ import annotations
@@ -13,9 +11,8 @@ import csv
 import os
 import re
 import shutil
-import subprocess
 
-from bench.machine.gpu_affinity import parse_cpulist
+from bench.machine.gpus import run_tool
 
 # nvidia-smi --query-gpu fields, in this order (nvidia-smi --help-query-gpu)
 QUERY_FIELDS = ("index", "name", "uuid", "pci.bus_id", "driver_version", "memory.total", "clocks.sm",
@@ -23,13 +20,24 @@ QUERY_FIELDS = ("index", "name", "uuid", "pci.bus_id", "driver_version", "memory
                 "pcie.link.width.current", "mig.mode.current", "power.limit", "compute_mode")
 ENV_PREFIXES = ("NCCL_", "TORCH_NCCL_")
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
-TOOL_TIMEOUT_S = 30
 
 
 def nccl_env(environ=None) -> dict[str, str]:
     """The NCCL settings in force: NCCL_* and torch's TORCH_NCCL_* variables."""
     environ = os.environ if environ is None else environ
     return {k: environ[k] for k in sorted(environ) if k.startswith(ENV_PREFIXES)}
+
+
+def parse_cpulist(text: str) -> list[int]:
+    """'0-3,8,10-11' as [0, 1, 2, 3, 8, 10, 11] (the kernel's and nvidia-smi's cpulist form)."""
+    cores: set[int] = set()
+    for part in text.strip().split(","):
+        part = part.strip()
+        if not part:
+            continue
+        lo, _, hi = part.partition("-")
+        cores.update(range(int(lo), int(hi or lo) + 1))
+    return sorted(cores)
 
 
 def _value(text: str):
@@ -59,9 +67,7 @@ def parse_query(text: str, fields=QUERY_FIELDS) -> list[dict]:
 
 def parse_topology(text: str) -> dict:
     """`nvidia-smi topo -m` as {"GPU0": {"links": {"GPU1": "NV12", "NIC0": "PXB"}, "cpu_affinity":
-    "0-23", "cpus": [0, ..., 23], "numa_affinity": "0"}, ...} (GPUs and NICs; the legend dropped).
-    Cells are tab-separated; nvidia-smi leaves empty cells, which are skipped where a row has more
-    cells than the header names."""
+    "0-23", "cpus": [0, ..., 23], "numa_affinity": "0"}, ...} (GPUs and NICs; the legend dropped)."""
     lines = [ANSI.sub("", line).rstrip() for line in text.splitlines()]
     header_at = next((i for i, line in enumerate(lines) if re.match(r"^\s+GPU0\b", line)), None)
     if header_at is None:
@@ -90,18 +96,9 @@ def parse_topology(text: str) -> dict:
     return out
 
 
-def run_tool(args: list[str]) -> str | None:
-    try:
-        done = subprocess.run(args, capture_output=True, text=True, timeout=TOOL_TIMEOUT_S)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return done.stdout if done.returncode == 0 else None
-
-
 def gpu_info() -> dict | None:
-    """The machine's GPUs for the result's machine info (None where there is no nvidia-smi).
-    `gpus` and `topology` keep their older form (lines of name, driver, memory; the raw matrix);
-    `devices` and `topology_matrix` are the parsed ones."""
+    """The machine's GPUs for the result's machine info (None without nvidia-smi): `gpus` and
+    `topology` in their older form, `devices` and `topology_matrix` parsed."""
     if shutil.which("nvidia-smi") is None:
         return None
     query = run_tool(["nvidia-smi", f"--query-gpu={','.join(QUERY_FIELDS)}", "--format=csv,noheader,nounits"])

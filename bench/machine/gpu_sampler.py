@@ -1,17 +1,12 @@
 """Is the loader starving the GPU? Each rank samples its GPU's utilisation and PCIe traffic while
 each epoch runs, and keeps mean/max utilisation and the bytes moved host-to-device per epoch.
 
-A background thread reads NVML (bench/machine/nvml.py) every INTERVAL_S from the epoch's start to its
-end: the GPU's utilisation (nvmlDeviceGetUtilizationRates: the share of the last sample period in
-which a kernel ran, and of memory-controller activity), PCIe throughput in each direction
-(nvmlDeviceGetPcieThroughput: KB/s over a 20 ms window; RX, what the GPU receives, is
-host-to-device), and the device's memory in use. `reduce` turns one epoch's samples into means,
-maxima and bytes moved (each sample's rate taken over the time nearest to it): estimates, since
-NVML itself samples. Reading happens off the training thread (ctypes releases the GIL during the
-NVML call); starting and stopping the thread is outside the epoch's clock.
-
-Where NVML, a driver or a GPU is absent, or the cell trains on the CPU, nothing is sampled and
-`open_for` says why, once per rank. Stdlib only: imported in both stacks and on the host.
+A background thread reads NVML (bench/machine/nvml.py) every INTERVAL_S: utilisation
+(nvmlDeviceGetUtilizationRates), PCIe throughput each way (nvmlDeviceGetPcieThroughput, KB/s; RX
+is host-to-device) and device memory in use. `reduce` turns an epoch's samples into means, maxima
+and bytes moved (each rate taken over the time nearest its sample): estimates, as NVML samples
+itself. Reading is off the training thread; starting and stopping it is outside the epoch's clock.
+Where NVML, a driver or a GPU is absent, `open_for` says why, once per rank. Stdlib only.
 """
 
 from __future__ import annotations
@@ -40,6 +35,14 @@ def _mean(values: list[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
+def _present(rows: list[dict], key: str) -> list:
+    return [r[key] for r in rows if r and r.get(key) is not None]
+
+
+def _per_s(total: float | None, seconds: float) -> float | None:
+    return total / seconds / 1e6 if total is not None and seconds > 0 else None
+
+
 def _spans(times: list[float], start: float, end: float) -> list[float]:
     """The time each sample stands for: from halfway to the previous sample (or the start) to
     halfway to the next (or the end), clipped to [start, end]."""
@@ -60,18 +63,15 @@ def reduce(samples: list[Sample], start: float, end: float) -> dict:
     """One epoch's samples as mean/max utilisation (%), bytes and MB/s each way, and the device
     memory peak seen; None for what was never read (e.g. PCIe counters a GPU does not support)."""
     seconds = max(end - start, 0.0)
-    util = [s.util_pct for s in samples if s.util_pct is not None]
-    mem_util = [s.mem_util_pct for s in samples if s.mem_util_pct is not None]
-    used = [s.used_bytes for s in samples if s.used_bytes is not None]
+    rows = [vars(s) for s in samples]
+    util, used = _present(rows, "util_pct"), _present(rows, "used_bytes")
     h2d, d2h = _integral(samples, "h2d_bytes_per_s", start, end), _integral(samples, "d2h_bytes_per_s", start, end)
     return {
         "samples": len(samples), "seconds": seconds,
-        "util_mean_pct": _mean(util), "util_max_pct": max(util) if util else None,
-        "mem_util_mean_pct": _mean(mem_util),
-        "h2d_bytes": h2d, "d2h_bytes": d2h,
-        "h2d_mb_per_s": h2d / seconds / 1e6 if h2d is not None and seconds > 0 else None,
-        "d2h_mb_per_s": d2h / seconds / 1e6 if d2h is not None and seconds > 0 else None,
-        "device_used_max_bytes": max(used) if used else None,
+        "util_mean_pct": _mean(util), "util_max_pct": max(util, default=None),
+        "mem_util_mean_pct": _mean(_present(rows, "mem_util_pct")),
+        "h2d_bytes": h2d, "d2h_bytes": d2h, "h2d_mb_per_s": _per_s(h2d, seconds), "d2h_mb_per_s": _per_s(d2h, seconds),
+        "device_used_max_bytes": max(used, default=None),
     }
 
 
@@ -82,25 +82,15 @@ def summarise(epochs: list[dict]) -> dict | None:
     if not epochs:
         return None
     seconds = sum(e["seconds"] for e in epochs)
-
-    def total(key: str) -> float | None:
-        found = [e[key] for e in epochs if e.get(key) is not None]
-        return sum(found) if found else None
-
-    def top(key: str):
-        found = [e[key] for e in epochs if e.get(key) is not None]
-        return max(found) if found else None
-
-    h2d, d2h = total("h2d_bytes"), total("d2h_bytes")
+    h2d, d2h = (sum(_present(epochs, k)) if _present(epochs, k) else None for k in ("h2d_bytes", "d2h_bytes"))
     return {
         "epochs": len(epochs), "samples": sum(e["samples"] for e in epochs),
-        "util_mean_pct": _mean([e["util_mean_pct"] for e in epochs if e.get("util_mean_pct") is not None]),
-        "util_max_pct": top("util_max_pct"),
-        "mem_util_mean_pct": _mean([e["mem_util_mean_pct"] for e in epochs if e.get("mem_util_mean_pct") is not None]),
+        "util_mean_pct": _mean(_present(epochs, "util_mean_pct")),
+        "util_max_pct": max(_present(epochs, "util_max_pct"), default=None),
+        "mem_util_mean_pct": _mean(_present(epochs, "mem_util_mean_pct")),
         "h2d_bytes_per_epoch": h2d / len(epochs) if h2d is not None else None,
-        "h2d_mb_per_s": h2d / seconds / 1e6 if h2d is not None and seconds > 0 else None,
-        "d2h_mb_per_s": d2h / seconds / 1e6 if d2h is not None and seconds > 0 else None,
-        "device_used_max_bytes": top("device_used_max_bytes"),
+        "h2d_mb_per_s": _per_s(h2d, seconds), "d2h_mb_per_s": _per_s(d2h, seconds),
+        "device_used_max_bytes": max(_present(epochs, "device_used_max_bytes"), default=None),
     }
 
 
@@ -108,16 +98,12 @@ def across_ranks(ranks: list[dict | None]) -> dict | None:
     """The cell's figure from its ranks' summaries: mean utilisation over ranks (and the least
     busy rank's, where a starved GPU shows), the highest, and host-to-device MB/s per GPU."""
     found = [r for r in ranks if r and r.get("util_mean_pct") is not None]
-    h2d = [r["h2d_mb_per_s"] for r in ranks if r and r.get("h2d_mb_per_s") is not None]
+    util, h2d = _present(found, "util_mean_pct"), _present(ranks, "h2d_mb_per_s")
     if not found and not h2d:
         return None
-    return {
-        "ranks": len(found),
-        "util_mean_pct": _mean([r["util_mean_pct"] for r in found]),
-        "util_min_rank_pct": min((r["util_mean_pct"] for r in found), default=None),
-        "util_max_pct": max((r["util_max_pct"] for r in found if r.get("util_max_pct") is not None), default=None),
-        "h2d_mb_per_s": _mean(h2d),  # per GPU: each has its own link
-    }
+    return {"ranks": len(found), "util_mean_pct": _mean(util), "util_min_rank_pct": min(util, default=None),
+            "util_max_pct": max(_present(found, "util_max_pct"), default=None),
+            "h2d_mb_per_s": _mean(h2d)}  # per GPU: each has its own link
 
 
 class NvmlSource:

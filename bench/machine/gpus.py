@@ -1,9 +1,6 @@
-"""The GPUs this machine shows, seen from the host (no framework imported): what decides, before
-any stack, dataset or store step, whether a GPU cell can run here at all.
-
-NVIDIA's driver is asked through `nvidia-smi -L`; where that tool is missing (some containers),
-the driver's /proc entries and /dev/nvidia<N> nodes are counted. CUDA_VISIBLE_DEVICES narrows
-what a process may use, as CUDA does: empty or -1 hides every GPU, a list keeps that many.
+"""The GPUs this machine shows, seen from the host (no framework imported): whether a GPU cell
+can run here at all. `nvidia-smi -L`, else the driver's /proc entries and /dev/nvidia<N> nodes;
+CUDA_VISIBLE_DEVICES narrows them as CUDA does (empty or -1 hides every GPU).
 """
 
 from __future__ import annotations
@@ -14,6 +11,15 @@ import re
 import shutil
 import subprocess
 from dataclasses import dataclass
+
+
+def run_tool(args: list[str], timeout: float = 30) -> str | None:
+    """A tool's output, or None where it is missing, fails or hangs."""
+    try:
+        done = subprocess.run(args, capture_output=True, text=True, timeout=timeout)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return done.stdout if done.returncode == 0 else None
 
 
 @dataclass(frozen=True)

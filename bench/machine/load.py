@@ -1,12 +1,9 @@
 """How busy the machine was with other work while a cell ran.
 
-A shared machine can inflate an epoch many times over, and nothing in the epoch times says so.
-Around each cell the runner reads the machine's CPU time (psutil.cpu_times: every process, plus
-the time a hypervisor stole) and subtracts what the cell's own process tree used (from the
-memory sampler's view of the tree and from getrusage of the waited-for children, whichever saw
-more) and what the runner itself used. What is left, as a share of all cores over the cell's
-wall time, is the load of other work: recorded with the cell and flagged in the tables when it
-reaches HIGH_LOAD.
+Around each cell the runner reads the machine's CPU time (psutil.cpu_times, steal included) and
+subtracts what the cell's process tree and the runner used: what is left, as a share of all cores
+over the cell's wall time, is other work's load, recorded with the cell and flagged in the tables
+from HIGH_LOAD.
 """
 
 from __future__ import annotations

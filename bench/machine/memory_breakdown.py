@@ -1,41 +1,19 @@
 """Where a rank's memory goes: its PSS split into what holds it, from /proc/self/smaps.
 
-The worker takes a snapshot at each phase boundary of a cell (PHASES: after the interpreter
-starts, after the framework is imported, after the dataset is loaded, after the pipeline and
-model are built, after the training epochs, after evaluation); the breakdown is of the snapshot
-with the highest PSS (the rank's peak as far as phase ends see it). Each snapshot is of a still
-moment: where the kernel's PSS moved while smaps was read, it is taken again (`take`). A snapshot sums smaps' Pss and Private_* per kind
-of mapping:
-  library     files mapped by the interpreter and the framework (.so, .py caches, locales)
-  structure   the hub's structure files (edge_index, csc_indptr, labels, splits), memory-mapped
-  features    the features' files (the hub's features.npy, a store's files), memory-mapped
-  shm         shared memory (/dev/shm, memfd): tensors moved there by share_memory_(), and the
-              batches DataLoader workers hand over
-  anon        the process's own heap (private unless forked)
-File-backed kinds name themselves. The heap does not, so it is attributed by when it grew:
-  - until the framework is imported: interpreter + framework;
-  - while the dataset loads: features read into the process (the in-memory store);
-  - while the pipeline is built: the framework's own copy of the graph structure (e.g. a
-    sorted CSC) and feature-store conversions, less the model's parameters;
-  - during the epochs and evaluation: the loader's and sampler's buffers, less the gradients
-    and optimizer state (their bytes are counted from the tensors themselves).
-Shared memory that exists once the pipeline is built is the framework's structure copy; what
-appears later is the loader's.
+The worker takes a snapshot at each phase boundary (PHASES); the breakdown is of the snapshot with
+the highest PSS of the rank's own (`own_pss`). A snapshot sums smaps' Pss and Private_* per kind of
+mapping: library (the interpreter's and framework's files), structure (the hub's structure files),
+features (features.npy, a store's files), shm (/dev/shm, memfd: shared tensors, worker batches)
+and anon (the heap). The heap is attributed by the phase in which it grew: until the framework is
+imported, interpreter + framework; while the dataset loads, features; while the pipeline is built,
+the framework's copy of the structure less the model's parameters; during epochs and evaluation,
+the loader's and sampler's buffers less gradients and optimizer state (counted from the tensors).
+Shared memory present once the pipeline is built is the framework's structure copy, later the loader's.
 
-The breakdown (`memory_breakdown` in the worker's record, one per rank):
-  {"pss_bytes": PSS at the highest snapshot (the sum of the parts, exactly),
-   "phase": the phase of that snapshot,
-   "parts": {PART: {"shared": bytes, "private": bytes}} for PART in PARTS, where "private" is
-            what only this rank can use (its heap: Private_Clean + Private_Dirty; dirty pages of
-            files) and "shared" the rest of its PSS: its proportional share of pages other
-            processes map too, clean page-cache pages of files (shared with the next rank to map
-            them, and evictable), shared memory,
-   "measured_pss_bytes": the kernel's own PSS of the rank (smaps_rollup, what the runner's sampler
-            reads) read with the highest snapshot, right after it: what the parts add up to,
-            measured at the same moment (None where there is no smaps_rollup),
-   "snapshots": [{"phase": PHASE, "pss": bytes, "private": bytes, "rss": bytes, "measured_pss": bytes}, ...],
-   "model_optimizer_bytes": parameters + gradients + optimizer state, as counted}
-Linux only; where /proc/self/smaps cannot be read, snapshots are None and so is the breakdown.
+The breakdown (`memory_breakdown` in the worker's record, one per rank): pss_bytes (the parts'
+sum, exactly), phase, parts {PART: {"shared", "private"}} ("private": only this rank can use it),
+measured_pss_bytes (the kernel's smaps_rollup read with the snapshot), snapshots, and
+model_optimizer_bytes. Linux only; where smaps cannot be read the breakdown is None.
 """
 
 from __future__ import annotations
@@ -84,8 +62,7 @@ def read_smaps(path: str = "/proc/self/smaps") -> dict[str, dict[str, int]] | No
         if key == "Pss":
             current["pss"] += int(rest.split()[0]) * KIB
         elif key == "Private_Dirty" and current is not totals["shm"] or key == "Private_Clean" and current is totals["anon"]:
-            # a clean file page mapped by this process alone is still the page cache's (evictable,
-            # shared with the next process to map it); shared memory is shared by design
+            # a clean file page is still the page cache's (evictable); shared memory is shared by design
             current["private"] += int(rest.split()[0]) * KIB
         elif key == "Rss":
             current["rss"] += int(rest.split()[0]) * KIB
@@ -112,10 +89,8 @@ def read_rollup_pss(path: str = "/proc/self/smaps_rollup") -> int | None:
 
 
 def own_pss(snapshot: dict) -> int:
-    """A snapshot's PSS less the shared pages of the libraries: those divide among every process
-    that maps them (other ranks, other cells, anything on the machine using the same stack), so
-    they move with the machine, not with what this phase did. The peak phase is the one where the
-    rank's own memory (heap, data, mapped dataset files, its private library pages) is largest."""
+    """A snapshot's PSS less the libraries' shared pages, which move with whatever else on the
+    machine maps them, not with what this phase did: the peak phase is where this is largest."""
     return sum(v["pss"] for k, v in snapshot.items() if k != "library") + snapshot["library"]["private"]
 
 
@@ -128,10 +103,8 @@ class PhaseMemory:
         self.measured: dict[str, int | None] = {}  # the kernel's PSS with each snapshot (smaps_rollup)
 
     def take(self, phase: str) -> None:
-        """A snapshot of a still moment: the kernel's PSS read before and after smaps agree. Memory
-        can move while smaps is read (a framework's native threads free a batch's buffers just after
-        an epoch: 515 MiB before, 483 after, on a busy machine), and a snapshot taken across that
-        would not be one moment; it is taken again, a little later, until still (STILL_TRIES)."""
+        """A snapshot of a still moment: taken again, a little later (STILL_TRIES), until the kernel's
+        PSS read before and after smaps agree (native threads may free buffers meanwhile)."""
         rollup = self.smaps + "_rollup"
         for attempt in range(STILL_TRIES):
             if attempt:

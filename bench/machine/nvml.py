@@ -1,15 +1,10 @@
 """NVML, optional: the handle of the GPU a rank trains on, or why there is none.
 
-NVML comes from the `nvidia-ml-py` package (module `pynvml`), a container-only line of every
-stack's pins (the GPU images have it; a machine's stacks do not, unless a user installs it); where
-it, the driver or a GPU is absent, `open_device` returns the reason instead, and whatever asked
-NVML records nothing but that reason.
-
-CUDA and NVML number GPUs differently (CUDA fastest-first unless CUDA_DEVICE_ORDER=PCI_BUS_ID,
-NVML by PCI bus; CUDA_VISIBLE_DEVICES renumbers CUDA's), so a CUDA device is matched to its NVML
-device by PCI bus id where torch reports it (torch >= 2.5-ish), else by UUID, else through
-CUDA_VISIBLE_DEVICES (`match_index`, plain data, tested without a GPU).
-Stdlib only at import: the host and both stacks (torch 2.2 and 2.13) import it.
+NVML comes from `nvidia-ml-py` (module `pynvml`), a container-only pin of every stack; where it,
+the driver or a GPU is absent, `open_device` returns the reason instead. CUDA and NVML number GPUs
+differently, so a CUDA device is matched to its NVML device by PCI bus id where torch reports it,
+else by UUID, else through CUDA_VISIBLE_DEVICES (`match_index`, plain data, tested without a GPU).
+Stdlib only at import.
 """
 
 from __future__ import annotations
@@ -42,6 +37,16 @@ def load():
     return pynvml, None
 
 
+def listing(lib) -> list[dict]:
+    """NVML's GPUs in its order, each {"index", "uuid", "pci", "handle"}."""
+    found = []
+    for i in range(lib.nvmlDeviceGetCount()):
+        handle = lib.nvmlDeviceGetHandleByIndex(i)
+        found.append({"index": i, "uuid": lib.nvmlDeviceGetUUID(handle), "pci": lib.nvmlDeviceGetPciInfo(handle).busId,
+                      "handle": handle})
+    return found
+
+
 def normal_pci(bus_id) -> str | None:
     """'00000000:17:00.0', '0000:17:00.0' or b'...' as (domain, bus, device, function) text, so
     torch's, NVML's and sysfs's spellings compare equal: '0000:17:00.0'."""
@@ -63,10 +68,8 @@ def _bare_uuid(uuid) -> str:
 
 def match_index(cuda_index: int, nvml_devices: list[dict], *, pci: str | None = None, uuid: str | None = None,
                 visible: str | None = None) -> tuple[int | None, str]:
-    """The NVML index of CUDA device `cuda_index`, and how it was found (or why not).
-    nvml_devices: NVML's devices in its order, each {"pci": bus id, "uuid": "GPU-..."}; pci and
-    uuid: what torch reports for the CUDA device (None where this torch does not);
-    visible: CUDA_VISIBLE_DEVICES as this process saw it."""
+    """The NVML index of CUDA device `cuda_index` among `nvml_devices` ({"pci", "uuid"} each), and
+    how it was found (or why not), from torch's `pci` and `uuid` for it or CUDA_VISIBLE_DEVICES."""
     if pci:
         wanted = normal_pci(pci)
         for i, dev in enumerate(nvml_devices):
@@ -116,15 +119,12 @@ def open_device(cuda_index: int) -> tuple[Device | None, str | None]:
     if nvml is None:
         return None, reason
     try:
-        listed = []
-        for i in range(nvml.nvmlDeviceGetCount()):
-            handle = nvml.nvmlDeviceGetHandleByIndex(i)
-            listed.append({"pci": nvml.nvmlDeviceGetPciInfo(handle).busId, "uuid": nvml.nvmlDeviceGetUUID(handle)})
+        listed = listing(nvml)
         pci, uuid = torch_ids(cuda_index)
         index, how = match_index(cuda_index, listed, pci=pci, uuid=uuid,
                                  visible=os.environ.get("CUDA_VISIBLE_DEVICES"))
         if index is None:
             return None, how
-        return Device(nvml, nvml.nvmlDeviceGetHandleByIndex(index), index, how), None
+        return Device(nvml, listed[index]["handle"], index, how), None
     except Exception as exc:  # noqa: BLE001 - an NVML error is a reason, never a failed cell
         return None, f"NVML could not list the GPUs ({type(exc).__name__}: {exc})"

@@ -1,25 +1,17 @@
 """Software stacks: the interpreters cells run in. Here the pinned ones, one virtual environment per
-framework built from docker/requirements-NAME.txt, and `get`/`known` for every stack; the ones a
-user registers are in bench.stacks.external. This module needs only bench.paths and bench.locks (the
-images run it before the rest of gnnbench is copied: `python -m bench.stacks install NAME`,
-docker/Dockerfile). An install holds the stack folder's lock (bench/locks.py): a second install of the
-same stack, from another clone or another node sharing the stacks folder, waits for it and reuses it.
+framework built from docker/requirements-NAME.txt, and `get`/`known` for every stack (the ones a user
+registers: bench.stacks.external). PyG and DGL cannot share an interpreter (DGL stops at torch 2.2),
+so every cell runs in its stack's. A stack's folder name carries a hash of its pins and the host
+Python: unchanged pins reuse the environment, changed ones build a new one beside it. An install
+holds the stack folder's lock (bench/locks.py), so a second install elsewhere waits and reuses it.
+Needs only bench.paths and bench.locks: the images run `python -m bench.stacks install NAME` first.
 
-PyG and DGL cannot share an interpreter (DGL's wheels stop at torch 2.2, PyG follows current
-torch), so every benchmark cell runs in the interpreter of its stack. A stack's folder name
-carries a hash of its requirements file and the host Python, so an unchanged pin file reuses the
-environment as it is, and a changed one builds a new environment next to the old one.
-
-PyG's sampler comes from PyG's wheel index first: once torch is installed, the pins marked
-`pyg-wheels` (pyg-lib) are taken from GNNBENCH_PYG_WHEELS (default PyG's own index page for the
-torch build just installed, e.g. https://data.pyg.org/whl/torch-2.13.0+cpu.html; a site mirror, a
-local folder of wheels). Only where that gives no pyg-lib (the index cannot be reached, or holds no
-wheel for this torch and Python) are the pins marked `pyg-wheels-fallback` (torch-sparse,
-torch-scatter) built from source instead; a stack without such pins (pyg-dist) is then left
-without pyg-lib, and its cells are skipped with the reason. Which source was taken, and why, is
-kept in the stack's record (`sampler`), shown by `stacks install` and named in every cell's
-versions (`sampler_source`): a stack built with pyg-lib and one built with the fallback are never
-taken for one another. `stacks install` rebuilds a fallback stack once the index answers.
+PyG's sampler: once torch is in, the `pyg-wheels` pins (pyg-lib) come from GNNBENCH_PYG_WHEELS
+(default PyG's index page for that torch build; or a mirror, or a folder of wheels). Only where that
+gives no pyg-lib are the `pyg-wheels-fallback` pins (torch-sparse, torch-scatter) built from source;
+a stack without them is left without pyg-lib and its cells are skipped with the reason. The source
+taken and why is in the stack's record (`sampler`), shown by `stacks install` and in every cell's
+versions (`sampler_source`); `stacks install` rebuilds a fallback stack once the index answers.
 """
 
 from __future__ import annotations
@@ -34,25 +26,17 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-# what a stack's install records is kept in bench.paths: the backends read it inside the stack too
 from bench import locks
-from bench.paths import (COMPLETE_MARK, FALLBACK, OPTIONAL_PROBES, PROBE_MODULES, PYG_INDEX, PYG_WHEELS_ENV,
-                         recorded_sampler, repo_root, sampler_summary, stacks_dir)
+from bench.paths import (ABSENT, COMPLETE_MARK, FALLBACK, OPTIONAL_PROBES, PROBE_MODULES, PYG_INDEX, PYG_WHEELS_ENV,
+                         VERSIONS_CODE, recorded_sampler, repo_root, sampler_summary, stacks_dir)
 from bench.stacks import versions
 
 REQUIREMENTS_DIR = repo_root() / "docker"
-# Markers after a pin, in a comment:
-#   no-build-isolation  a source package that compiles against the torch installed before it
-#   local-only          installed by `gnnbench stacks install` on a machine, not in the images
-#   container-only      installed in the GPU images only (from the CUDA wheel indexes they add); a
-#                       stack whose every pin is container-only is never built on a machine
-#   cuda12, cuda13      in the GPU images, only in the tag whose PyG stacks' CUDA has that major
-#                       (GNNBENCH_TORCH_CUDA, cu130 by default: docker/Dockerfile's TORCH_CUDA)
-#   pyg-wheels          from PyG's wheel index (GNNBENCH_PYG_WHEELS) for the torch installed, in a
-#                       pass of its own after the plain one, on a machine and in the images alike
-#   pyg-wheels-fallback only where the pyg-wheels pins could not be had from there (built from source)
-# GNNBENCH_IN_CONTAINER=1 (the GPU images) selects the container lines; the CPU image (bench-cpu)
-# sets 0 and installs the machine's lines, so its stacks are the same as a machine's.
+# Markers after a pin, in a comment (docs/containers.md): no-build-isolation (compiles against the torch
+# installed before it), local-only / container-only (a machine's install, or the GPU images' only;
+# GNNBENCH_IN_CONTAINER=1 selects the latter), cuda12 / cuda13 (only in the image tag of that CUDA
+# major, GNNBENCH_TORCH_CUDA), pyg-wheels (from PyG's wheel index, in a pass of its own) and
+# pyg-wheels-fallback (built only where that gave no pyg-lib).
 NO_ISOLATION_MARK = "no-build-isolation"
 CUDA_MAJOR_MARKS = {"cuda12": "12", "cuda13": "13"}
 TORCH_CUDA_ENV = "GNNBENCH_TORCH_CUDA"  # the images' CUDA wheel tag (cu130, cu126)
@@ -60,21 +44,16 @@ LOCAL_ONLY_MARK = "local-only"
 CONTAINER_ONLY_MARK = "container-only"
 PYG_WHEELS_MARK = "pyg-wheels"
 FALLBACK_MARK = "pyg-wheels-fallback"
-# Where the pyg-wheels pins come from: a URL or folder; {TORCH} and {CUDA} are filled in with the
-# stack's own torch build (2.13.0, cpu / cu130...). The offline bundle takes its wheels from it too.
+# {TORCH} and {CUDA}: the stack's own torch build (2.13.0, cpu / cu130...)
 PYG_WHEELS_DEFAULT = "https://data.pyg.org/whl/torch-{TORCH}+{CUDA}.html"
 INDEX_TIMEOUT = 10.0  # seconds an index may take to answer before the fallback is taken
 IN_CONTAINER_ENV = "GNNBENCH_IN_CONTAINER"
-ABSENT = "absent"
 
 
-# The framework each pinned stack carries: a backend runs in any stack of its framework (the
-# `stack` setting), e.g. pyg-dist's backend on current PyG, or PyG's in an external interpreter.
+# The framework each pinned stack carries: a backend runs in any stack of its framework (`stack`).
 FRAMEWORK = {"pyg": "pyg", "pyg-dist": "pyg", "dgl": "dgl", "cugraph-pyg": "pyg"}
 OWN = "own"  # the `stack` setting's name for each backend's own pinned stack
-# A versioned stack (pyg@2.6.1, bench.stacks.versions) runs what its base stack runs, and the host
-# probes it as that stack (`stacks list`, install's import check); the worker probes by its
-# backend's stack already.
+# A versioned stack (pyg@2.6.1, bench.stacks.versions) runs, and is probed as, its base stack.
 for _name in versions.names():
     _framework = versions.split(_name)[0]
     _base = versions.BASES[_framework][0]
@@ -151,12 +130,8 @@ class Stack:
         return [line for line, marks in self._lines() if FALLBACK_MARK in marks]
 
     def _lines(self) -> list[tuple[str, list[str]]]:
-        out = []
-        for raw in self.pins.splitlines():
-            line, _, comment = raw.partition("#")
-            if line.strip():
-                out.append((line.strip(), comment.split()))
-        return out
+        split = [raw.partition("#") for raw in self.pins.splitlines()]
+        return [(line.strip(), comment.split()) for line, _, comment in split if line.strip()]
 
 
 def for_this_cuda(marks: list[str]) -> bool:
@@ -175,10 +150,8 @@ def in_container() -> bool:
 
 
 def available() -> dict[str, Stack]:
-    return {
-        p.stem.removeprefix("requirements-"): Stack(p.stem.removeprefix("requirements-"), p)
-        for p in sorted(REQUIREMENTS_DIR.glob("requirements-*.txt"))
-    }
+    named = ((p.stem.removeprefix("requirements-"), p) for p in sorted(REQUIREMENTS_DIR.glob("requirements-*.txt")))
+    return {name: Stack(name, p) for name, p in named}
 
 
 @dataclass(frozen=True)
@@ -209,10 +182,9 @@ def versioned_stacks() -> dict[str, VersionedStack]:
     for name in versions.names():
         framework, release = versions.split(name)
         base = pinned.get(versions.BASES[framework][0])
-        if base is None:  # a checkout without the framework's pin file (an install entry of its own)
-            continue
-        out[name] = VersionedStack(name, versions.requirements_path(name),
-                                   versions.pins(framework, release, base.pins, base.requirements), base)
+        if base is not None:  # else a checkout without the framework's pin file (an install entry of its own)
+                out[name] = VersionedStack(name, versions.requirements_path(name),
+                                       versions.pins(framework, release, base.pins, base.requirements), base)
     return out
 
 
@@ -242,9 +214,8 @@ def framework_of(backend_stack: str) -> str:
 
 def install(name: str, log=print, force: bool = False) -> Stack:
     """Create the stack's virtual environment unless one with the same pins is complete (and, for a
-    stack that fell back from PyG's wheel index, unless that index now answers)."""
-    # pinned stacks only (an external one is the user's environment: never installed into), and
-    # without importing more of gnnbench: the images run this module before the rest is copied in
+    stack that fell back from PyG's wheel index, unless that index now answers). Pinned stacks only:
+    an external one is the user's environment, never installed into."""
     pinned = {**available(), **versioned_stacks()}
     if name not in pinned:
         raise StackError(f"unknown stack {name!r}: `stacks install` builds the pinned stacks: {', '.join(pinned)}")
@@ -253,8 +224,6 @@ def install(name: str, log=print, force: bool = False) -> Stack:
         raise StackError(CONTAINER_ONLY_STACK.format(name=name, pins=stack.requirements.name))
     if isinstance(stack, VersionedStack):
         stack.write_requirements()
-    # one install of a stack at a time, across clones and hosts sharing the stacks folder (bench/locks.py):
-    # a second waits, saying for whom, and then finds it installed
     with locks.held(stack.path, f"installing stack {name}", say=lambda line: log(f"stack {name}: {line}")):
         built = _install(stack, log, force)
     if built:
@@ -300,8 +269,7 @@ def _build(stack: Stack, log) -> None:
     if no_isolation:
         log(f"stack {name}: building {', '.join(no_isolation)} against its torch (the first time "
             "about 17 min on 2 cores; then from pip's wheel cache)")
-        # torch-sparse/torch-scatter build against the torch just installed; MAX_JOBS keeps
-        # the compiler within the machine's cores.
+        # against the torch just installed; MAX_JOBS keeps the compiler within the machine's cores
         env = dict(os.environ, MAX_JOBS=os.environ.get("MAX_JOBS", str(os.cpu_count() or 2)))
         _run(pip + ["--no-build-isolation"] + no_isolation, name, env=env, log=log)
     versions = probe_versions(stack)
@@ -337,8 +305,6 @@ def sweep_older(stack: Stack, log=print) -> None:
 
 # --- PyG's wheel index (pyg-lib), and the fallback -----------------------------------------------
 
-
-
 def pyg_wheels_url(torch: str, cuda: str) -> str:
     """GNNBENCH_PYG_WHEELS (else PyG's own index) for torch `torch` (2.13.0) built for `cuda` (cpu, cu130)."""
     template = os.environ.get(PYG_WHEELS_ENV) or PYG_WHEELS_DEFAULT
@@ -357,21 +323,29 @@ def reachable(location: str, timeout: float = INDEX_TIMEOUT) -> str | None:
         if not path.exists():
             return f"{path} does not exist"
         return None if path.is_file() or any(path.glob("*.whl")) else f"{path} holds no wheel (*.whl)"
+    code, reason = _head(location, timeout)
+    if code == 404:
+        return "404 not found (no wheels for that torch and CUDA there)"
+    if reason is None:
+        return None
+    return f"no answer in {timeout:g} s" if isinstance(reason, TimeoutError) or "timed out" in str(reason) \
+        else str(reason)
+
+
+def _head(url: str, timeout: float) -> tuple[int | None, object]:
+    """(HTTP error code or None, why it did not answer or None) of a HEAD request, with pip's CA bundle."""
     import ssl
     import urllib.error
     import urllib.request
 
-    context = ssl.create_default_context(cafile=os.environ.get("PIP_CERT") or None)  # pip's CA bundle
+    context = ssl.create_default_context(cafile=os.environ.get("PIP_CERT") or None)
     try:
-        urllib.request.urlopen(urllib.request.Request(location, method="HEAD"), timeout=timeout,
-                               context=context).close()
+        urllib.request.urlopen(urllib.request.Request(url, method="HEAD"), timeout=timeout, context=context).close()
     except urllib.error.HTTPError as exc:
-        return None if exc.code != 404 else "404 not found (no wheels for that torch and CUDA there)"
+        return exc.code, None  # it answered
     except (urllib.error.URLError, OSError) as exc:
-        reason = getattr(exc, "reason", exc)
-        return f"no answer in {timeout:g} s" if isinstance(reason, TimeoutError) or "timed out" in str(reason) \
-            else str(reason)
-    return None
+        return None, getattr(exc, "reason", exc)
+    return None, None
 
 
 def torch_build(python: Path | str) -> tuple[str, str]:
@@ -387,10 +361,8 @@ def torch_build(python: Path | str) -> tuple[str, str]:
 
 
 def take_pyg_wheels(stack: Stack, pip: list[str], log=print) -> dict:
-    """Install the stack's pyg-wheels pins from PyG's wheel index for its torch: the record of which
-    source was taken ({} for a stack without such pins). Where they cannot be had (the index does not
-    answer, holds no wheel for this torch and Python, or what it gave does not import), the record
-    says why and the fallback pins (if any) are built instead."""
+    """Install the stack's pyg-wheels pins from PyG's wheel index for its torch: the record of the
+    source taken ({} without such pins). Where they cannot be had, it says why (the fallback follows)."""
     wanted = stack.pyg_wheel_lines()
     if not wanted:
         return {}
@@ -435,8 +407,7 @@ def import_problem(python: Path | str, module: str) -> str | None:
 
 def index_answers_now(stack: Stack) -> str | None:
     """For an installed stack that fell back because PyG's wheel index could not be reached: why it is
-    worth rebuilding now (the index, or the one GNNBENCH_PYG_WHEELS names now, answers), else None.
-    A quick check (INDEX_TIMEOUT at most), and none for a stack that took pyg-lib or has no such pins."""
+    worth rebuilding now (that index, or GNNBENCH_PYG_WHEELS's now, answers), else None."""
     sampler = recorded_sampler(stack.path)
     if sampler.get("source") != FALLBACK or "+" not in sampler.get("torch_build", ""):
         return None
@@ -456,23 +427,12 @@ def check_wheel_indexes(name: str, timeout: float = 20.0) -> None:
     """Each http(s) wheel index given to pip in the environment answers, or StackError names the
     ones that do not. pip itself only warns about an index it cannot reach and then fails later on
     whatever pin only that index has (or quietly installs another build from PyPI)."""
-    import ssl
-    import urllib.error
-    import urllib.request
-
-    context = ssl.create_default_context(cafile=os.environ.get("PIP_CERT") or None)  # pip's CA bundle
     unreachable = []
     for variable in INDEX_VARIABLES:
         for url in os.environ.get(variable, "").split():
-            if not url.startswith(("http://", "https://")):
-                continue
-            try:
-                urllib.request.urlopen(urllib.request.Request(url, method="HEAD"), timeout=timeout,
-                                       context=context).close()
-            except urllib.error.HTTPError:
-                pass  # it answered: an index that refuses HEAD is still there
-            except (urllib.error.URLError, OSError) as e:
-                unreachable.append(f"{url} ({variable}): {getattr(e, 'reason', e)}")
+            reason = _head(url, timeout)[1] if url.startswith(("http://", "https://")) else None
+            if reason is not None:  # an index that refuses HEAD still answered
+                unreachable.append(f"{url} ({variable}): {reason}")
     if unreachable:
         raise StackError(f"stack {name}: cannot reach the wheel index(es) this install needs: "
                          + "; ".join(unreachable) + ". Build where they can be reached, or give pip a "
@@ -496,19 +456,7 @@ def _run(cmd: list[str], stack: str, env=None, log=print) -> None:
 
 def probe_versions(stack: Stack) -> dict[str, str]:
     """Import each probe module in the stack's interpreter and report its __version__."""
-    code = (
-        "import importlib, importlib.metadata, json, sys\n"
-        "out = {}\n"
-        "for m in sys.argv[1:]:\n"
-        "    try:\n"
-        "        mod = importlib.import_module(m)\n"
-        "        out[m] = str(getattr(mod, '__version__', None) or importlib.metadata.version(m))\n"
-        "    except ModuleNotFoundError as e:\n"
-        "        out[m] = 'absent' if e.name == m else 'import failed: ' + str(e)\n"
-        "    except Exception as e:\n"
-        "        out[m] = 'import failed: ' + type(e).__name__ + ': ' + str(e)\n"
-        "print(json.dumps(out))\n"
-    )
+    code = VERSIONS_CODE + "print(json.dumps(versions))\n"
     modules = PROBE_MODULES.get(stack.name, ["torch", "numpy"]) + OPTIONAL_PROBES.get(stack.name, [])
     proc = subprocess.run([str(stack.python), "-c", code, *modules], capture_output=True, text=True,
                           env=dict(os.environ, DGLBACKEND="pytorch"), timeout=300)

@@ -1,14 +1,8 @@
 """External stacks: an interpreter the user already has (a conda env, an NGC container's python, a
-cluster module), registered under a name and used like a pinned stack.
-
-    gnnbench stacks add NAME --python PATH
-
-probes what imports there (torch and its CUDA, PyG, pyg-lib, torch-sparse, DGL, ...), refuses an
-interpreter that could run no backend, and keeps a small JSON file per name in the stacks folder.
-Nothing is installed into that environment: the worker runs from its interpreter with only
-gnnbench's own code put on its path (PYTHONPATH), as for the pinned stacks. Every result records
-such a stack as external, with its probed versions and a hash of its installed distributions
-(the same list `pip freeze` prints), so two runs can tell whether the environment changed.
+cluster module), registered with `gnnbench stacks add NAME --python PATH` and used like a pinned
+stack. Registering probes what imports there and refuses an interpreter that could run no backend;
+nothing is installed into it. Results record such a stack as external, with its probed versions
+and a hash of its installed distributions, so two runs can tell whether the environment changed.
 """
 
 from __future__ import annotations
@@ -22,28 +16,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.inputs import plain_name_problem
-from bench.paths import stacks_dir
+from bench.paths import ABSENT, VERSIONS_CODE, stacks_dir
 
 # What an interpreter must import to run a backend of each framework, and what more is reported.
 FRAMEWORK_NEEDS = {"pyg": ("torch", "torch_geometric", "numpy"), "dgl": ("torch", "dgl", "torchdata", "numpy")}
 REPORTED = ("pyg_lib", "torch_sparse", "torch_scatter", "lmdb", "ogb", "pymetis", "psutil")
 PROBE = tuple(dict.fromkeys(m for needs in FRAMEWORK_NEEDS.values() for m in needs)) + REPORTED
-ABSENT = "absent"
 
 # Run in the interpreter being registered: only the standard library and what it probes.
-PROBE_CODE = r"""
-import hashlib, importlib, importlib.metadata, json, platform, sys
-out = {"python": platform.python_version(), "executable": sys.executable}
-versions = {}
-for m in sys.argv[1:]:
-    try:
-        mod = importlib.import_module(m)
-        versions[m] = str(getattr(mod, "__version__", None) or importlib.metadata.version(m))
-    except ModuleNotFoundError as e:
-        versions[m] = "absent" if e.name == m else "import failed: " + str(e)
-    except Exception as e:
-        versions[m] = "import failed: " + type(e).__name__ + ": " + str(e)[:200]
-out["versions"] = versions
+PROBE_CODE = VERSIONS_CODE + r"""
+import hashlib, platform
+out = {"python": platform.python_version(), "executable": sys.executable, "versions": versions}
 try:
     import torch
     out["torch_cuda"] = torch.version.cuda
@@ -56,8 +39,6 @@ out["distributions"] = len(freeze)
 out["freeze_sha256"] = hashlib.sha256("\n".join(freeze).encode()).hexdigest()
 print(json.dumps(out))
 """
-
-
 # The keys of a recorded external stack that describe it rather than name a package version
 DESCRIPTION_KEYS = ("external", "interpreter", "added", "freeze_sha256")
 

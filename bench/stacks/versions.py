@@ -1,15 +1,10 @@
 """Versioned stacks: one framework at several releases, each a pinned stack of its own, so the same
 cell runs on several releases in one run (`stack: [pyg@2.6.1, pyg@2.8.1]` in a suite).
 
-A versioned stack is its framework's pinned stack (docker/requirements-pyg.txt) with the
-framework's own pin set to the release, plus the pins that release is known to need: one table,
-RELEASES. PyG declares no torch dependency, so its releases share the stack's torch and compiled
-sampler (pyg-lib, or torch-sparse/torch-scatter built once and then taken from pip's wheel cache):
-a versioned stack builds in minutes once the pyg stack has been built. Each one's requirements
-file is generated (stacks folder, requirements/NAME.txt: what it installs, to read) and its
-environment's folder carries the hash of those pins, as a pinned stack's does.
-
-Needs only bench.paths (like the rest of bench.stacks).
+A versioned stack is its framework's pinned stack with the framework's own pin set to the release,
+plus what RELEASES says that release needs. PyG declares no torch dependency, so its releases share
+the stack's torch and compiled sampler (from pip's cache: minutes once the pyg stack is built).
+Each one's requirements file is generated (stacks folder, requirements/NAME.txt). Needs only bench.paths.
 """
 
 from __future__ import annotations

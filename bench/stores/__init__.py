@@ -1,19 +1,14 @@
 """Where a cell's features (or graphs) live: the `store` setting, one registry of them.
 
-A store is one line in STORES (what it is, the tasks it serves, whether every rank holds the
-data in its own memory, and the module that builds and opens it, per task) plus, where it is
-built from the hub, its module here. Everything else asks the registry: suite validation (the
-allowed values), the memory model (per-rank bytes), the worker (whether to read the features
-into memory) and the host's preparation before a cell (`prepare`).
-
-A store module (per task it serves) provides
+A store is one line in STORES plus, where it is built from the hub, its module here, which (per
+task it serves) provides
     build(dataset_dir, progress=None) -> Path   on the host, once, before any rank starts
     reader(data)                                inside a stack: node rows have gather(ids),
                                                 rows, dim, shape; graphs have get(g),
                                                 get_many(ids), read_many(ids), len()
     PROGRESS_UNIT                               what `build` counts ("rows", "graphs")
-A store without a module is a framework's own format, read (and, if need be, written) by the
-one backend that offers it. This registry is plain data: the host, and every stack, import it.
+A store without a module is a framework's own format, read by the backend that offers it.
+Plain data: the host and every stack import it.
 """
 
 from __future__ import annotations
@@ -32,12 +27,10 @@ __all__ = ["STORES", "StoreError", "StoreInfo", "cold_files", "features_in_memor
 class StoreInfo:
     what: str
     tasks: tuple[str, ...]  # "node", "link" (one graph's features), "typed-node" (per type), "graph" (small graphs)
-    # every rank holds the data in its own private memory (counted per rank by the memory model);
-    # otherwise it is memory-mapped and shared by all ranks through the page cache
+    # every rank holds the data in its own memory; otherwise memory-mapped, shared through the page cache
     per_rank_memory: bool = False
     modules: dict[str, str] = field(default_factory=dict)  # task -> module that builds and opens it
-    # task -> the files its reads come from, as glob patterns under the dataset's folder: what a
-    # cold page cache evicts (`page_cache: cold`, bench/stores/page_cache.py); none: held in memory
+    # task -> glob patterns (under the dataset's folder) of the files a cold page cache evicts; none: in memory
     files: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
 

@@ -1,17 +1,14 @@
 """Opening gnnbench's LMDB stores for reading, the same way for every store kind.
 
-- One environment per store and process: py-lmdb refuses to open one path twice in a process,
-  and an environment must not be used after a fork (a DataLoader worker), so each process opens
-  its own, read-only and lock-free (a store is never written after its build), on first use;
-  a copy inherited across a fork is closed in the child (that only unmaps it there).
-- Every way a store can be unusable ends in one StoreError that names the store and the fix:
-  missing, not openable, truncated (checked before any read: touching a page past the end of a
-  memory-mapped file kills the process with SIGBUS), without its `__meta__` record (a build
-  that did not finish), of another format, or built from another version of its dataset.
-- `data.mdb` is checked against the checksums written at the build's end (bench/checksums.py:
-  one stat on open, a full re-hash when the file's times changed or GNNBENCH_VERIFY=full), so a
-  store whose bytes changed is named, never read. `checksums.json` is also the mark of a
-  finished store: a folder without it (half deleted, or older) is rebuilt.
+- One environment per store and process (py-lmdb refuses a path twice in a process, and an
+  environment must not cross a fork), read-only and lock-free, opened on first use; a copy
+  inherited across a fork is closed in the child.
+- Every way a store can be unusable ends in one StoreError naming the store and the fix:
+  missing, not openable, truncated (checked before any read: a page past the end of the map is
+  SIGBUS), without its `__meta__` (an unfinished build), of another format, or of another
+  version of its dataset.
+- `data.mdb` is checked against the checksums written at the build's end (bench/checksums.py);
+  `checksums.json` also marks a finished store: a folder without it is rebuilt.
 """
 
 from __future__ import annotations
@@ -69,11 +66,9 @@ def open_readonly(path: Path, label: str):
 
 @contextmanager
 def writing(target: Path, label: str, needed: int, contents: str, map_size: int | None = None):
-    """A new environment for a store's build, in a temporary folder that becomes `target` when
-    the block ends without error (bench.datasets.hub.atomic_dir), or None when a finished store
-    is already there (another process built it first). Closed in every case. The map is
-    `map_size`, else MAP_SIZE_ENV, else `needed` bytes; a map too small for the data (described
-    by `contents`) ends in a StoreError that says how to size it."""
+    """A new environment for a store's build in a temporary folder that becomes `target` when the
+    block ends without error (hub.atomic_dir); None where another process built it first. The map:
+    `map_size`, else MAP_SIZE_ENV, else `needed` bytes; too small for `contents`, a StoreError says so."""
     import lmdb
 
     map_size = map_size or int(os.environ.get(MAP_SIZE_ENV) or needed)
@@ -184,12 +179,9 @@ class LmdbReader:
 
     @classmethod
     def reuse(cls, path: Path, expected_fingerprint: str) -> bool:
-        """True when a finished store is at `path` and passes its checks (raises StoreError when
-        it is there and does not); the environment is closed again, so a rebuilt store at the
-        same path is never read through this one. False when there is none, or only what is
-        left of one (half deleted, or older: no data or no checksums), which is removed so
-        that the build starts clean; likewise a finished store of another format (an older layout),
-which is rebuilt rather than misread."""
+        """True when a finished store at `path` passes its checks (StoreError when it does not), its
+        environment closed again. False, with whatever is there removed for a clean build, where
+        there is none, only what is left of one (no data or no checksums), or another format's."""
         if not (checksums.recorded(path) and (Path(path) / "data.mdb").is_file()) or cls._other_format(path):
             if Path(path).exists():
                 discard(Path(path))

@@ -1,37 +1,18 @@
 """An LMDB node-feature store, built once from a hub dataset and read by PyG and GraphBolt.
 
-Layout (format 2): one LMDB environment (a folder) per dataset and layout. Keys are 8-byte
-big-endian chunk numbers (so key order is row order and the build appends), each value holds
-`rows_per_key` consecutive float32 rows, and the key `__meta__` says what the store was built
-from (the hub's fingerprint), its shape, layout and format. A store of another format (format 1
-held one row per key, read by copies) is rebuilt, never misread.
-Rows per key, by default as many as fit in one 4 KiB page (one row where a row is larger): py-lmdb
-touches every page of a value it returns, so a larger chunk makes a cold or memory-limited read
-fetch rows nobody asked for (at 1,024 rows of 2,048 features, 8 MiB per chunk, a 1.5 GiB-limited
-cell thrashed), while a page of rows costs a cold read no more than the page cache's own unit.
+Layout (format 2): one LMDB environment per dataset and layout. Keys are 8-byte big-endian chunk
+numbers (key order is row order, so the build appends); each value holds `rows_per_key`
+consecutive float32 rows; `__meta__` records the hub's fingerprint, shape, layout and format. A
+store of another format (1: one row per key) is rebuilt, never misread. Rows per key: as many as
+fit in one 4 KiB page, since py-lmdb touches every page of a value it returns and a larger chunk
+makes a cold or memory-limited read fetch rows nobody asked for.
 
-Reads: the ids of a gather are sorted once; each chunk they touch is looked up once, in one
-read transaction with `buffers=True`, so a value is a view of LMDB's read-only memory map (no
-copy into a bytes object), seen by numpy without a copy (np.frombuffer); the rows wanted from it
-are copied once into their places in one preallocated output. So the per-row cost is one row
-copy, as for an in-memory `index_select`, and the per-key cost (a B-tree lookup, a memoryview,
-a few numpy calls) is paid per chunk, not per row.
-Measured (development micro-benchmark, 11 batches of about 9,800 degree-weighted rows of
-262,144 x 2,048 float32 (the memory suite's shape), warm page cache, medians of 5 interleaved
-repeats against torch.index_select in memory, 0.92 s): 1 row per key 1.12 s (0.82x the in-memory
-speed), 8 rows 1.03 s (0.90x), 64 rows 0.72 s (1.28x), 1,024 rows 0.50 s (1.86x). Format 1 (one
-row per key, `getmulti` copying each value into bytes, joined, then taken) was 0.44x: the time
-went in the copies, not in the 0.26 s of B-tree lookups.
-LMDB serves values from its memory map: pages are shared by every process that maps the file
-(page cache), so ranks and DataLoader workers do not each hold a private copy, unlike
-in-memory features. Values span whole overflow pages after a 16-byte header, so the file is
-the data plus one page per chunk (format 1's 8 KiB rows took three pages each: 1.5x the data).
-The map is opened with readahead off (MADV_RANDOM): a gather touches scattered rows, and a cold
-read should fetch those pages, not their neighbours.
-
-Opening, per process and fork-safe, and every check of a store's health are shared with the
-graph store (bench/stores/lmdb_env.py). Imported by the host (to build) and inside the stacks
-(numpy + lmdb only).
+Reads: a gather's ids are sorted once and each chunk they touch looked up once, in one read
+transaction with `buffers=True`: a value is a view of LMDB's memory map (np.frombuffer, no copy)
+and the rows wanted are copied once into one preallocated output, so the per-key cost is paid
+per chunk, not per row. Pages are shared by every process that maps the file (page cache), so
+ranks and DataLoader workers hold no private copy; readahead is off (a gather is scattered).
+Opening and health checks: bench/stores/lmdb_env.py. numpy + lmdb only (host and stacks).
 """
 
 from __future__ import annotations
@@ -39,7 +20,6 @@ from __future__ import annotations
 import hashlib
 import json
 import struct
-import sys
 import time
 from pathlib import Path
 
@@ -76,11 +56,9 @@ def fingerprint(dataset_dir: Path) -> str:
 
 def needed_map_size(num_rows: int, dim: int, rows_per_key: int) -> int:
     """Data plus LMDB's B-tree and overflow-page slack (values above a page get whole pages)."""
-    row_bytes = dim * 4
-    value_bytes = row_bytes * rows_per_key
-    pages = -(-(value_bytes + 16) // 4096)
+    pages = -(-(dim * 4 * rows_per_key + VALUE_HEADER_BYTES) // PAGE_BYTES)
     chunks = -(-num_rows // rows_per_key)
-    return int(chunks * pages * 4096 * 1.1 + chunks * 64 + 2**24)
+    return int(chunks * pages * PAGE_BYTES * 1.1 + chunks * 64 + 2**24)
 
 
 def build(dataset_dir: Path, rows_per_key: int | None = None, map_size: int | None = None,
@@ -110,10 +88,9 @@ def build_rows(dataset_dir: Path, features_file: Path, target: Path, rows_per_ke
         for start in range(0, rows, chunk_rows):  # one write transaction per ~64 MiB
             block = np.ascontiguousarray(features[start:start + chunk_rows], dtype=np.float32)
             with env.begin(write=True) as txn:
-                cursor = txn.cursor()
                 items = ((_KEY.pack((start + i) // rows_per_key), block[i:i + rows_per_key].tobytes())
                          for i in range(0, len(block), rows_per_key))
-                cursor.putmulti(items, append=True)
+                txn.cursor().putmulti(items, append=True)
             if progress:
                 progress(min(start + chunk_rows, rows), rows)
         finish(env, {"format": FORMAT_VERSION, "fingerprint": fingerprint(dataset_dir), "rows": rows,
@@ -178,13 +155,3 @@ def reader(data) -> LmdbFeatures:  # the store interface (bench/stores/__init__.
     """The store built for a loaded hub dataset, checked against the dataset it was built from."""
     return LmdbFeatures(store_dir(data.path), fingerprint(data.path))
 
-
-def main(argv: list[str]) -> int:
-    """`python -m bench.stores.lmdb_features DATASET_DIR [ROWS_PER_KEY]`: build (used by tests)."""
-    path = build(Path(argv[0]), int(argv[1]) if len(argv) > 1 else None)
-    print(path)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

@@ -1,27 +1,20 @@
 """An LMDB graph store: one small graph per key, built once from a materialised graph-level
 dataset (bench/datasets/molecules.py) and read by the graph-level backends.
 
-Layout: one LMDB environment at DATASET_DIR/stores/lmdb-graphs. Keys are 8-byte big-endian
-graph ids (key order is graph order, so the build appends). A value is a framework-neutral
-record, no pickle:
+At DATASET_DIR/stores/lmdb-graphs, keys are 8-byte big-endian graph ids (the build appends); a
+value is a framework-neutral record, no pickle:
     header   24 bytes, little-endian: magic b"GRF1", num_nodes u32, num_edges u32,
              feature_dim u32, label i64
-    edges    int64 [2, num_edges], node ids local to the graph (first: 8-byte aligned)
+    edges    int64 [2, num_edges], node ids local to the graph (8-byte aligned)
     x        float32 [num_nodes, feature_dim]
-The key `__meta__` records what the store was built from (the dataset's fingerprint), its
-size and format; it is written last, so its presence means the build finished.
-
-Reads copy each value once out of LMDB's memory map into a bytes object (a value must not be
-used after its read transaction) and view it with np.frombuffer, no further copy. Conventions
-as bench/stores/lmdb_features.py: atomic build, read-only lock-free environment opened lazily
-per process (a DataLoader worker reopens its own), StoreError messages naming the store and
-the fix. Imported by the host (to build) and inside the stacks (numpy + lmdb only).
+`__meta__` (the dataset's fingerprint, size, format) is written last: the build finished. Reads
+copy each value once out of the map and view it with np.frombuffer. Conventions as
+lmdb_features.py (lmdb_env.py: opening, checks, errors). numpy + lmdb only (host and stacks).
 """
 
 from __future__ import annotations
 
 import struct
-import sys
 import time
 from pathlib import Path
 
@@ -166,12 +159,3 @@ def reader(data) -> LmdbGraphs:  # the store interface (bench/stores/__init__.py
     """The store built for a loaded graph collection, checked against the dataset it was built from."""
     return LmdbGraphs(store_dir(data.path), fingerprint(data.path))
 
-
-def main(argv: list[str]) -> int:
-    """`python -m bench.stores.lmdb_graphs DATASET_DIR`: build (used by tests)."""
-    print(build(Path(argv[0])))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

@@ -1,22 +1,13 @@
 """A cold page cache for disk-backed stores (`page_cache: cold`), and how much of a file is cached.
 
-`evict(paths)` drops the files' pages from the page cache, so the next read comes from the disk:
-  1. this process's own mappings of each file lose their page-table entries (madvise
-     MADV_DONTNEED on every shared or read-only mapping of it in /proc/self/maps): the kernel
-     never evicts a page a process still maps, and the stores read through mappings (LMDB's
-     map, GraphBolt's np.load(mmap_mode=...)); the mappings stay valid and fault their pages
-     back in on the next read, from the disk;
-  2. posix_fadvise(POSIX_FADV_DONTNEED) on the whole file (no root needed) drops its clean pages
-     (after fdatasync, so pages of a file just written are clean too).
-Pages another process maps (a DataLoader worker's own map of the store) stay cached: `evict`
-returns the share of each file still resident afterwards, so a partial eviction is seen.
+`evict(paths)` drops the files' pages from the page cache so the next read comes from the disk:
+this process's own mappings of each file lose their page-table entries first (madvise
+MADV_DONTNEED: the kernel never evicts a page a process maps; the mappings fault their pages back
+in from the disk), then posix_fadvise(POSIX_FADV_DONTNEED) drops the file's clean pages (after
+fdatasync). Pages another process maps stay cached: `evict` returns the share still resident.
+`resident(path)` counts cached pages with mincore(2) over a fresh read-only mapping.
 
-`resident(path)` counts the file's cached pages with mincore(2) over a fresh read-only mapping
-(mapping a file does not read it; mincore only looks).
-
-The worker calls `evict` before every epoch of a cold cell, warm-up epochs included, so every
-epoch starts from the same cold cache (outside the timed epoch); a warm cell leaves the cache as
-the previous epoch left it (its warm-up reads what the first measured epoch will read again).
+The worker evicts before every epoch of a cold cell, warm-up included, outside the timed epoch.
 Linux only (madvise, mincore and fadvise through the C library).
 """
 
