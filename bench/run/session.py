@@ -36,7 +36,7 @@ from bench.machine.load import HIGH_LOAD
 from bench.paths import cache_dir, cache_root, default_results_dir
 from bench.result_format import UNMEASURED_STATUSES
 from bench.run import cell_scratch, cluster_env, paired, record, suite as suite_mod
-from bench.run.prepare import Preparation
+from bench.run.prepare import Preparation, PreparedCell
 from bench.run.runner import Launch, Outcome, launch_cell
 from bench.run.suite import Cell
 from bench.machine import core_budget
@@ -510,7 +510,7 @@ class Session:
             return done
         group = self.groups().get(cell.id)
         if group is not None:
-            self.run_group(*group)
+            paired.run_group(self, *group)
             return self.finished[cell.id]
         self.say(f"\n{position}")
         resolved, outcome = self.before_launch(cell)
@@ -579,113 +579,6 @@ class Session:
                         self._groups[cell.id] = (group, mine)
         return self._groups
 
-    def run_group(self, group: list[Cell], pairs: list[paired.Pair]) -> None:
-        """A group's cells launched together and taking turns (or, where they cannot, one after the
-        other, said); each pair's result kept in both cells' entries."""
-        within, max_rounds = self.pairing.within, self.pairing.max_rounds
-        ready, done, alone, apart = [], {}, {}, []
-        resumed = {c.id for c in group if c.id in self.finished}
-        for cell in group:
-            if cell.id in resumed:  # kept from the journal
-                done[cell.id] = self.finished[cell.id]
-                alone[cell.id] = "its partner was kept from the journal of the run resumed"
-                continue
-            self.say(f"\n{self.position(cell)}")
-            resolved, outcome = self.before_launch(cell)
-            prepared = None if outcome else self.preparation.prepare(resolved)
-            if isinstance(prepared, Outcome):
-                outcome = prepared
-            if outcome is not None:
-                alone[cell.id] = f"{cell.id} did not run ({outcome.status})"
-                done[cell.id] = self.after_launch(resolved, outcome)
-                self.keep(cell, done[cell.id])
-                continue
-            why = paired.why_alone(resolved, self.launch)
-            if why:
-                apart.append(why)
-            self.say(f"  ready{': ' + why if why else '; it takes turns with the others of its group'}")
-            ready.append((cell, resolved, prepared))
-        members = [paired.Member(r, p.python, p.dataset_dir, p.memory_limit) for _, r, p in ready]
-        if paired.RUNNER in self.pairing.by:  # each cell beside its unwatched twin (the runner's cost)
-            twins = [paired.Member(paired.unwatched_twin(m.cell), m.python, m.dataset_dir, m.memory_limit,
-                                   watched=False) for m in members]
-            pairs = pairs + [paired.Pair(paired.RUNNER, t.cell.id, m.cell.id) for m, t in zip(members, twins)]
-            members += twins
-        too_big = paired.too_big_together([m.dataset_dir for m in members]) if len(members) > 1 else None
-        apart_why = apart[0] if apart else too_big
-        run = None
-        if len(ready) > 1 and apart_why:  # they cannot live together: whole processes take turns instead
-            interleaved = self.run_interleaved(ready, apart_why)
-            done.update(interleaved.done)
-            results = [paired.interleaved_result(p, interleaved.rounds, within, apart_why) for p in pairs
-                       if p.first in interleaved.done and p.second in interleaved.done]
-            pairs = [p for p in pairs if not (p.first in interleaved.done and p.second in interleaved.done)]
-            alone.update({p.first: apart_why for p in pairs if p.axis == paired.RUNNER})  # twins need live turns
-        else:
-            results = []
-        if len(members) > 1 and not apart_why:
-            self.say(f"\ntaking turns: {len(members)} cells, {len(pairs)} pair(s), until each is within or outside "
-                     f"±{within:.0%} (at most {max_rounds} rounds)")
-            run = paired.run_together(members, pairs, self.cache, self.launch, within, max_rounds, self.say)
-            for cell, resolved, _ in ready:
-                self.say(f"\n{self.position(cell)}")
-                done[cell.id] = self.after_launch(resolved, run.outcomes[resolved.id])
-                self.keep(cell, done[cell.id])
-        elif len(ready) == 1:
-            cell, resolved, prepared = ready[0]
-            alone[cell.id] = apart_why or "no other cell of its group could run beside it"
-            done[cell.id] = self.after_launch(resolved, launch_cell(
-                resolved, prepared.python, prepared.dataset_dir, self.cache, prepared.memory_limit,
-                on_progress=self._show_epoch, launch=self.launch))
-            self.keep(cell, done[cell.id])
-        for pair in pairs:
-            why = alone.get(pair.first) or alone.get(pair.second)
-            if run is not None and not why:
-                results.append(paired.paired_result(pair, run.rounds, within, run.waiting, run.stopped))
-            else:
-                epochs = {i: done[i].epochs if i in done else [] for i in (pair.first, pair.second)}
-                results.append(paired.unpaired_result(pair, epochs, within, why or "not run together"))
-        for result in results:
-            self.say(f"  paired: {paired.describe(result)}")
-        for cell in group:  # each cell journalled as it ended; again now with its pairs (the later line wins)
-            mine = [r.as_dict() for r in results if cell.id in (r.first, r.second)]
-            if cell.id in resumed or not done[cell.id].measured:
-                continue
-            done[cell.id].entry["extra_info"]["pairs"] = mine
-            if run is not None and cell.id not in alone:
-                done[cell.id].entry["extra_info"].setdefault("notes", []).append(
-                    f"measured in turns beside {len(run.outcomes) - 1} other live worker(s) (paired): its measured "
-                    f"epochs are its {len(run.rounds)} turns; other load not measured (its partners would count)")
-            self.keep(cell, done[cell.id])
-
-    def run_interleaved(self, ready: list[tuple], why: str) -> paired.Interleaved:
-        """Cells that cannot live together, launched one after another for INTERLEAVED_ROUNDS rounds,
-        the order turning: each pair's ratio over the rounds' medians. A cell's entry is its first run."""
-        rounds: list[dict[str, float]] = []
-        done: dict[str, Finished] = {}
-        self.say(f"\nnot together ({why}): {len(ready)} cells in {paired.INTERLEAVED_ROUNDS} rounds of whole processes")
-        for number in range(paired.INTERLEAVED_ROUNDS):
-            shift = number % len(ready)
-            medians = {}
-            for cell, resolved, prepared in ready[shift:] + ready[:shift]:
-                self.say(f"\n{self.position(cell)} (round {number + 1} of {paired.INTERLEAVED_ROUNDS})")
-                outcome = launch_cell(resolved, prepared.python, prepared.dataset_dir, self.cache, prepared.memory_limit,
-                                      on_progress=self._show_epoch, launch=self.launch)
-                if cell.id not in done:  # its first run is its entry, journalled at once
-                    finished = done[cell.id] = self.after_launch(resolved, outcome)
-                    self.keep(cell, finished)
-                else:
-                    finished = Finished.of(outcome, self.baseline)
-                if finished.measured:
-                    medians[cell.id] = paired.median(finished.epochs)
-            rounds.append(medians)
-        for cell_id, finished in done.items():
-            if finished.measured:
-                finished.entry["extra_info"].setdefault("notes", []).append(
-                    f"its pairs ran as interleaved processes ({why}): {paired.INTERLEAVED_ROUNDS} rounds, each cell "
-                    "launched once a round; this entry is its first run")
-        return paired.Interleaved(done, rounds)
-
     def cell_notes(self, cell: Cell) -> list[str]:
         """What a reader of this cell's numbers must know: ranks beyond the usable cores, and for
         a GPU cell how its stages were timed and which of its CUDA paths no GPU run has shown."""
@@ -748,11 +641,12 @@ class Session:
         return None
 
     def prepare_and_launch(self, cell: Cell) -> Outcome:
-        """The cell prepared once (bench/run/prepare.py: stacks, memory, dataset, store), then
-        launched by the runner; what stops it before it starts is its outcome."""
+        """The cell prepared (bench/run/prepare.py), then launched; what stops it first is its outcome."""
         prepared = self.preparation.prepare(cell)
-        if isinstance(prepared, Outcome):
-            return prepared
+        return prepared if isinstance(prepared, Outcome) else self.start(cell, prepared)
+
+    def start(self, cell: Cell, prepared: PreparedCell) -> Outcome:
+        """A prepared cell launched by the runner, its epochs shown as they end."""
         return launch_cell(cell, prepared.python, prepared.dataset_dir, self.cache, prepared.memory_limit,
                            on_progress=self._show_epoch, launch=self.launch)
 
