@@ -2,15 +2,10 @@
 
     Session(options) -> .selected cells -> .result_of(cell) for each -> .write() the result file
 
-The session loads and expands the suite once, refuses a cell that cannot run on this node (its
-ranks, its GPUs), has each cell prepared once (bench/run/prepare.py: stacks, memory, dataset,
-store) and launched by the runner (bench/run/runner.py), and keeps every
-finished cell twice: in memory, and as one line of a journal beside the result file, written
-at once, so a run that dies keeps what it measured and `--resume JOURNAL` finishes it.
-`gnnbench run` calls the session directly; the pytest entry (bench/run/pytest_plugin.py)
-drives it one test per cell and hands each cell's epochs to pytest-benchmark as its rounds.
-Both write the same result file through bench.run.record.
-"""
+The session loads and expands the suite, refuses what cannot run on this node, has each cell
+prepared (bench/run/prepare.py) and launched (bench/run/runner.py), and keeps each finished cell
+in memory and as a line of a journal beside the result file, written at once, so a run that
+dies keeps what it measured and `--resume JOURNAL` finishes it."""
 
 from __future__ import annotations
 
@@ -134,8 +129,7 @@ class RunOptions:
 
 @dataclass(frozen=True)
 class Finished:
-    """A finished cell as the result file holds it: a benchmark entry (measured) or an
-    `unmeasured` entry (failed, timed out, skipped, refused)."""
+    """A finished cell as the result file holds it: a benchmark entry (measured) or an `unmeasured` entry."""
     cell_id: str
     status: str
     reason: str
@@ -157,10 +151,9 @@ class Finished:
 
 
 class Journal:
-    """One JSON line per finished cell, appended and fsync'd as each cell ends. A run holds its
-    journal locked, so two runs never write one journal (nor, through it, one result file).
-    Before its first cell, a run's journal says which cells the run selected (a `selected` line),
-    so that `--resume` finishes that run and not the whole suite."""
+    """One JSON line per finished cell, appended and fsync'd as each cell ends, the journal locked by
+    its run. Before the first cell, a `selected` line says which cells the run selected, so that
+    `--resume` finishes that run and not the whole suite."""
 
     def __init__(self, path: Path, suite: str):
         self.path, self.suite = path, suite
@@ -202,9 +195,8 @@ class Journal:
         os.fsync(self._file.fileno())
 
     def read(self, cells: list[Cell], say: Callable[..., None] = print) -> dict[str, Finished]:
-        """The cells an interrupted run finished, checked against the suite being resumed. A cell
-        whose settings or dataset changed since (its digest differs) is dropped, so it runs again:
-        a result never mixes two configurations of one cell id."""
+        """The cells an interrupted run finished. A cell whose digest changed since (its settings or
+        dataset) is dropped, so it runs again: a result never mixes two configurations of one cell id."""
         known = {c.id: c for c in cells}
         finished: dict[str, Finished] = {}
         changed = []
@@ -231,8 +223,7 @@ def is_selection(line) -> bool:
 
 
 def journal_selection(path: Path) -> tuple[list[str], str | None] | None:
-    """The cell ids a journal's run selected and its -k expression, or None where the journal
-    says none (a run of every cell, or a journal older than selection lines)."""
+    """The cell ids a journal's run selected and its -k expression, or None (every cell was selected)."""
     for text in Path(path).read_text(errors="replace").splitlines():
         try:
             line = json.loads(text)
@@ -244,9 +235,8 @@ def journal_selection(path: Path) -> tuple[list[str], str | None] | None:
 
 
 def read_journal(path: Path, with_digest: bool = False) -> list[tuple]:
-    """A journal's finished cells as (FILE:LINE, suite, cell), in the order they finished (and
-    the cell's settings digest, `with_digest`). The last line of a run killed while writing it is
-    dropped (that cell did not finish); any other bad line is an error naming its line."""
+    """A journal's finished cells as (FILE:LINE, suite, cell[, digest]), in order. A torn last line
+    (a run killed while writing it) is dropped; any other bad line is an error naming it."""
     try:
         lines = Path(path).read_text().splitlines()
     except UnicodeDecodeError:
@@ -281,11 +271,9 @@ EQUALS = "[eq]"  # `=` stands for this inside a -k expression, whose grammar has
 
 
 def select_cells(cells: list[Cell], expression: str) -> list[Cell]:
-    """The cells whose pytest name matches a pytest `-k` expression (same rules as pytest), where a
-    word KEY=VALUE matches a cell whose setting KEY (its full name, or its short name in the cell
-    id: workers, ws, batch) is VALUE exactly, e.g. -k 'workers=0 and not mode=cpu-cuda', and
-    task=NAME a cell whose backend's task is NAME (node, typed-node, link, graph). No match
-    is an error that lists the cells there are."""
+    """The cells whose pytest name matches a `-k` expression (pytest's rules), where KEY=VALUE
+    matches a setting exactly (its name or its short name in the cell id: workers, ws, batch) and
+    task=NAME the backend's task. No match is an error listing the cells."""
     from _pytest.mark.expression import Expression  # pytest's own -k grammar
 
     try:
@@ -345,8 +333,7 @@ def journal_of(result_path: Path) -> Path:
 
 
 def result_of_journal(journal: Path, where: str, hint: str) -> Path:
-    """SUITE-STAMP.json beside SUITE-STAMP.cells.jsonl: the result file of the journal's run.
-    `where` names the input in the error, `hint` says what to do instead."""
+    """SUITE-STAMP.json beside SUITE-STAMP.cells.jsonl; `where` names the input in the error, `hint` the fix."""
     journal = Path(journal)
     if not journal.name.endswith(JOURNAL_SUFFIX):
         raise SessionError(f"{where}: {hint}")
@@ -441,9 +428,8 @@ class Session:
         self._ran_now: set[str] = set()  # the cells this session measured (not kept from a journal)
 
     def check_user_graphs(self) -> None:
-        """A user's own graph (npy, pyg-file, graphbolt, edge-list) is checked and converted before
-        any cell starts, so a bad file is one error naming it (DatasetError: exit 2, nothing run
-        or written), not a failed cell per backend; a graph converted before is reused."""
+        """A user's own graph is checked and converted before any cell starts: a bad file is one error
+        naming it (exit 2, nothing run), not a failed cell per backend."""
         for name, spec in {c.dataset: c.dataset_spec for c in self.selected}.items():
             if not reads_user_files(spec):
                 continue
@@ -461,7 +447,7 @@ class Session:
     # --- which cells ---------------------------------------------------------------------------
 
     def select(self, expression: str | None) -> None:
-        """Keep the cells whose pytest name matches a pytest `-k` expression (same rules as pytest)."""
+        """Keep the cells whose pytest name matches a pytest `-k` expression."""
         if expression:
             self.selected = select_cells(self.cells, expression)
 
@@ -472,8 +458,7 @@ class Session:
             self.journal.select(self.selected, None)
 
     def keep_the_runs_selection(self, journal: Path) -> None:
-        """A resume finishes the run it resumes: the cells that run selected (its -k), not the
-        whole suite; a -k given now narrows them further."""
+        """A resume finishes the cells its run selected (a -k given now narrows them further)."""
         selection = journal_selection(journal)
         if selection is None:
             return
@@ -500,8 +485,7 @@ class Session:
         return self.result_path
 
     def result_of(self, cell: Cell) -> Finished:
-        """A finished cell: from the journal being resumed, else measured now (with the cells it
-        takes turns with, where it is paired)."""
+        """A finished cell: from the journal being resumed, else measured now (with its group, if paired)."""
         position = self.position(cell)
         if cell.id in self.finished:
             done = self.finished[cell.id]
@@ -580,8 +564,8 @@ class Session:
         return self._groups
 
     def cell_notes(self, cell: Cell) -> list[str]:
-        """What a reader of this cell's numbers must know: ranks beyond the usable cores, and for
-        a GPU cell how its stages were timed and which of its CUDA paths no GPU run has shown."""
+        """What a reader of this cell's numbers must know: ranks beyond the usable cores, and for a GPU
+        cell how its stages were timed and which of its CUDA paths no GPU run has shown."""
         notes = []
         cores = usable_cores()
         local_ranks = max(1, cell.settings.world_size // max(1, self.launch.nnodes))
@@ -612,9 +596,8 @@ class Session:
         return notes
 
     def gpu_refusal(self, cell: Cell) -> Outcome | None:
-        """A cell that cannot have its GPUs here, skipped with the reason before any stack,
-        dataset or store step: every cell of a `requires: gpu` suite on a machine that shows no
-        GPU, and a GPU cell whose ranks on this node outnumber the GPUs it shows."""
+        """A cell that cannot have its GPUs here (a `requires: gpu` suite on a machine without one, more
+        local ranks than GPUs), skipped with the reason before any preparation."""
         if self._gpus is None:
             self._gpus = gpus.visible()
         shown = self._gpus
@@ -632,8 +615,7 @@ class Session:
         return None
 
     def node_refusal(self, cell: Cell) -> Outcome | None:
-        """A cell whose ranks do not split evenly over --nnodes machines (each node runs the same
-        number of ranks, as torchrun's --nproc-per-node says): skipped with that reason."""
+        """A cell whose ranks do not split evenly over --nnodes machines, skipped with that reason."""
         world, nnodes = cell.settings.world_size, self.launch.nnodes
         if nnodes > 1 and world % nnodes:
             return Outcome(cell, "skipped", f"world size {world} does not split over {nnodes} nodes "
@@ -681,8 +663,8 @@ class Session:
                                ceilings=self.ceilings() if done else None)
 
     def ceilings(self) -> dict:
-        """The machine's ceilings for the datasets this run used, probed once per run, after its
-        cells (the probe evicts files from the page cache) and cached per machine."""
+        """The machine's ceilings for the datasets this run used, probed once, after its cells (the probe
+        evicts files from the page cache), and cached per machine."""
         if self._ceilings is None and not any(d.measured for d in self.finished.values()):
             # nothing ran (every cell skipped, refused or failed before starting): nothing to hold
             # against a ceiling, and no reason to probe the machine
@@ -692,9 +674,8 @@ class Session:
         return self._ceilings
 
     def write(self) -> Path:
-        """Write the result file whole or not at all. Where that fails (a full disk, a folder made
-        read-only), write it to a rescue folder, and as a last resort print it: what was measured
-        is never lost. Returns where it went; `write_problem` says why, if not where asked."""
+        """Write the result file whole or not at all; where that fails, to a rescue folder, and as a last
+        resort to stdout: what was measured is never lost. `write_problem` says why, if not where asked."""
         text = json.dumps(self.document(), indent=4)
         try:
             self.written_to = write_whole(self.result_path, text)
@@ -756,8 +737,8 @@ def rescue_folders() -> list[Path]:
 
 
 def unclaimed_result_path(folder: Path, stem: str) -> Path:
-    """SUITE-STAMP.json, or SUITE-STAMP-2.json... where another run started in the same second:
-    the first to create a name's journal owns the name."""
+    """SUITE-STAMP.json, or SUITE-STAMP-2.json... where another run started in the same second: the
+    first to create a name's journal owns the name."""
     folder.mkdir(parents=True, exist_ok=True)
     for n in range(1, 1000):
         path = folder / (f"{stem}.json" if n == 1 else f"{stem}-{n}.json")
