@@ -1,18 +1,10 @@
 """Where `gnnbench run` was started by a cluster scheduler: SLURM's `srun` or a Kubeflow pod.
 
-The node count, this node's rank and the rendezvous endpoint come from the variables the
-scheduler sets, so one command line works on every node:
-
-- SLURM (`srun`, one task per node): `SLURM_STEP_NUM_NODES` (else `SLURM_NNODES`), `SLURM_NODEID`,
-  the first host of `SLURM_STEP_NODELIST` (else `SLURM_JOB_NODELIST`) through `scontrol show
-  hostnames` (its `NodeAddr` from `scontrol show node` where the name does not resolve), and a
-  port derived from `SLURM_JOB_ID` (`slurm_port`).
-- Kubeflow (Trainer's `TrainJob`, Training Operator's `PyTorchJob`): `PET_NNODES`, `PET_NODE_RANK`,
-  `PET_MASTER_ADDR` (else `MASTER_ADDR`) and `PET_MASTER_PORT` (else `MASTER_PORT`).
-
-An option given on the command line that differs from the scheduler's value is an input error
-naming both (`resolve`). `machine_info` is what a result file records of the scheduler.
-"""
+The node count, this node's rank and the rendezvous endpoint come from the scheduler's variables,
+so one command line works on every node: under SLURM its step's (else job's) node count, node id,
+first host (`scontrol show hostnames`, its NodeAddr where the name does not resolve) and a port
+from the job id (`slurm_port`); under Kubeflow `PET_NNODES`, `PET_NODE_RANK` and `PET_MASTER_*`
+(else `MASTER_*`). An option that differs from the scheduler's value is an error naming both."""
 
 from __future__ import annotations
 
@@ -69,8 +61,8 @@ def _int(env: dict[str, str], name: str) -> int:
 
 
 def detect(env: dict[str, str] | None = None) -> ClusterEnv | None:
-    """The scheduler that started this process, or None where it runs on its own. SLURM counts
-    only inside an `srun` step (SLURM_STEP_ID set): the batch script itself runs on one node."""
+    """The scheduler that started this process, or None. SLURM counts only inside an `srun` step (the
+    batch script itself runs on one node)."""
     env = dict(os.environ if env is None else env)
     found = [c for c in (_slurm(env), _kubeflow(env)) if c is not None]
     if len(found) == 2 and (found[0].nnodes, found[0].node_rank) != (found[1].nnodes, found[1].node_rank):
@@ -129,8 +121,7 @@ def _kubeflow(env: dict[str, str]) -> ClusterEnv | None:
 
 
 def slurm_port(job_id: str) -> int:
-    """The rendezvous port of a SLURM job, the same on every node: derived from the job id
-    (digits only: an array task's id is its own job id)."""
+    """The rendezvous port of a SLURM job, the same on every node: from the job id's digits."""
     digits = re.sub(r"\D", "", job_id) or "0"
     return SLURM_PORT_BASE + int(digits) % SLURM_PORT_SPAN
 
@@ -149,8 +140,7 @@ def hostnames(nodelist: str) -> list[str]:
 
 
 def rendezvous_host(node: str) -> str:
-    """The address of the first node: its name where it resolves, else its NodeAddr in SLURM's
-    configuration (`scontrol show node`), as slurmctld itself reaches it."""
+    """The first node's address: its name where it resolves, else its NodeAddr (`scontrol show node`)."""
     try:
         socket.getaddrinfo(node, None)
         return node
@@ -167,10 +157,9 @@ def rendezvous_host(node: str) -> str:
 
 def resolve(nnodes: int | None, node_rank: int | None, rdzv_endpoint: str | None,
             env: dict[str, str] | None = None) -> tuple[int, int, str | None, ClusterEnv | None]:
-    """The node count, node rank and endpoint a run takes: the scheduler's where it set them,
-    the options' (or 1, 0, none) otherwise. An option that differs from the scheduler's value is
-    an error naming both. Under SLURM an --rdzv-endpoint given replaces the derived one (SLURM
-    sets none); under Kubeflow it must be the operator's."""
+    """The node count, node rank and endpoint a run takes: the scheduler's where it set them, else the
+    options' (or 1, 0, none). Under SLURM an --rdzv-endpoint given replaces the derived one; under
+    Kubeflow it must be the operator's."""
     cluster = detect(env)
     if cluster is None:
         return (1 if nnodes is None else nnodes), (0 if node_rank is None else node_rank), rdzv_endpoint, None

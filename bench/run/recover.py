@@ -1,14 +1,8 @@
-"""`gnnbench recover JOURNAL`: the result file of a run that could not write its own (killed
-with SIGKILL, a full disk), made from its journal (SUITE-STAMP.cells.jsonl) without running
-anything. `gnnbench report JOURNAL` reads a journal the same way. `gnnbench run SUITE --resume
-JOURNAL` is the variant that also runs the cells the journal lacks.
-
-Each journal line carries its cell's entry exactly as the result file holds it, so the result
-file is the session's own (bench.run.record.document) over the finished cells, with
-`recovered_from` naming the journal. Given the suite, the cells the journal lacks (of those the run
-selected, where its journal says) are listed in `gnnbench.cells` and read as "not run"; without
-it, only the journal's cells are.
-"""
+"""`gnnbench recover JOURNAL`: the result file of a run that could not write its own (SIGKILL, a full
+disk), made from its journal without running anything; `gnnbench report JOURNAL` reads one too.
+Each journal line holds its cell's entry as the result file does, so the file is the session's own
+document over the finished cells, with `recovered_from`. Given the suite, the cells the journal
+lacks (of those its run selected) are listed in `gnnbench.cells` and read as "not run"."""
 
 from __future__ import annotations
 
