@@ -1,13 +1,9 @@
 """What a run writes: one result document in pytest-benchmark's JSON format.
 
-Each measured cell is one pytest-benchmark benchmark entry whose rounds are the epochs the
-worker measured (statistics by pytest-benchmark's own `Stats`), with our metrics in
-`extra_info`; a cell that produced no number is an entry of the top-level `unmeasured` list.
-The run's own facts (schema version, suite, baseline, cell order) are the `gnnbench` key, and
-`machine_info` carries pytest-benchmark's machine description plus ours (stacks, GPUs).
-Derived scores (speedups, scaling efficiency) are not written: bench.publish computes them
-from the medians when the file is read.
-"""
+Each measured cell is a benchmark entry whose rounds are its measured epochs, with our metrics in
+`extra_info`; a cell without a number is an entry of the top-level `unmeasured` list. The run's
+own facts are the `gnnbench` key; `machine_info` is pytest-benchmark's plus ours. Derived scores
+(speedups, scaling) are computed by bench.publish when the file is read."""
 
 from __future__ import annotations
 
@@ -69,9 +65,8 @@ def unmeasured_entry(outcome: Outcome) -> dict:
 
 
 def extra_info(outcome: Outcome, baseline: str | None = None) -> dict:
-    """Our metrics of one measured cell, from the worker's per-epoch records and the memory the
-    runner sampled: the fields bench/result_format.py declares as taken from the worker's record
-    (`from_record`), and those computed here."""
+    """Our metrics of one measured cell: the fields bench/result_format.py declares as taken from the
+    worker's record (`from_record`), and those computed here."""
     rec = outcome.record
     epochs = rec["epochs"]
     seconds = sum(e["seconds"] for e in epochs)
@@ -115,9 +110,8 @@ def extra_info(outcome: Outcome, baseline: str | None = None) -> dict:
 
 
 def from_record(rec: dict) -> dict:
-    """The extra_info fields bench/result_format.py declares as the worker recorded them
-    (`Copied`: none where not recorded, `if_set` ones left out where empty) or as a mean
-    over the measured epochs (`EpochMean`)."""
+    """The extra_info fields declared as the worker recorded them (`if_set` ones left out where empty) or
+    as a mean over the measured epochs (`EpochMean`)."""
     out = {}
     for name, source in WRITTEN_FROM_RECORD.items():
         if isinstance(source, EpochMean):
@@ -129,10 +123,8 @@ def from_record(rec: dict) -> dict:
 
 
 def profile_info(epochs: list[dict], profile: bool) -> dict:
-    """The stage split, loader worker-seconds and work counts (bench/backends/stages.py), raw:
-    stages and worker-seconds as means per measured epoch, work as means per batch (over the
-    batches counted: `counted` of them per epoch) plus batches per epoch (over all ranks). None
-    where the cell ran with `profile: false`."""
+    """The stage split and loader worker-seconds (means per epoch) and work counts (means per counted
+    batch, plus batches per epoch), raw; None where the cell ran with `profile: false`."""
     if not profile or not all("stages" in e for e in epochs):
         return {"profile": bool(profile), "stages": None, "loader_worker_s": None, "work": None}
     n = len(epochs)
@@ -182,10 +174,9 @@ def _summed(works: list[dict], key: str) -> list[float]:
 
 
 def per_seed(works: list[dict]) -> dict | None:
-    """The work per training seed (what the equal-work check compares, bench/publish/stages.py):
-    nodes and edges per hop and per layer, each divided by the seeds of the same batches. Over the
-    full batches where any was counted (`over: "full"`): a rank's partial last batch shares fewer
-    neighbours among its seeds, and would move the figures; else over all counted batches."""
+    """The work per training seed (the equal-work check's figures, bench/publish/stages.py): per hop and
+    layer, over the full batches where any was counted (a partial last batch shares fewer neighbours
+    among its seeds), else over all counted batches."""
     fulls = [w["full"] for w in works if w.get("full") and w["full"].get("counted")]
     over, source = ("full", fulls) if fulls else ("all", works)
     hop_nodes = _summed(source, "hop_nodes")
@@ -205,8 +196,8 @@ def per_seed(works: list[dict]) -> dict | None:
 
 
 def rank_entries(outcome: Outcome) -> list[dict]:
-    """One entry per rank: its process tree's peak memory (sampled on this node; for ranks on
-    other nodes only their own peak RSS is known) and where its epochs went."""
+    """One entry per rank: its process tree's peak memory (for other nodes' ranks only their own peak
+    RSS) and where its epochs went."""
     out = []
     for r in outcome.record.get("ranks") or [{"rank": 0}]:
         rss, pss = outcome.rank_peaks.get(r["rank"], (r.get("self_max_rss_bytes"), None))
@@ -221,8 +212,7 @@ def rank_entries(outcome: Outcome) -> list[dict]:
 
 
 def document(*, benchmarks: list[dict], unmeasured: list[dict], meta: dict, ceilings: dict | None = None) -> dict:
-    """The whole result file, keys in pytest-benchmark's order, ours after them; `ceilings`: the
-    machine's measured ceilings (bench.machine.ceilings), where the run probed them."""
+    """The whole result file, keys in pytest-benchmark's order, ours after them."""
     import pytest_benchmark
     from pytest_benchmark.plugin import pytest_benchmark_generate_machine_info
 
@@ -238,8 +228,7 @@ def document(*, benchmarks: list[dict], unmeasured: list[dict], meta: dict, ceil
 
 
 def commit_info() -> dict:
-    """pytest-benchmark's commit description of the gnnbench checkout that ran (wherever the
-    command was started from)."""
+    """pytest-benchmark's commit description of the gnnbench checkout that ran."""
     from pytest_benchmark.utils import get_commit_info
 
     started_in = os.getcwd()
@@ -272,8 +261,7 @@ def machine_info(ceilings: dict | None = None) -> dict:
 
 
 def cluster_info() -> dict | None:
-    """The scheduler, job id, node list and this node's rank (bench.run.cluster_env); None where
-    no scheduler started the run."""
+    """The scheduler that started the run (bench.run.cluster_env), or None."""
     try:
         found = cluster_env.detect()
     except cluster_env.ClusterEnvError as exc:
@@ -282,6 +270,5 @@ def cluster_info() -> dict | None:
 
 
 def gpu_info() -> dict | None:
-    """The GPUs, their clocks, MIG mode and topology, CUDA_VISIBLE_DEVICES and NCCL_* settings
-    (bench/machine/gpu_facts.py); None where there is no nvidia-smi."""
+    """The GPUs, clocks, MIG, topology and NCCL settings (bench/machine/gpu_facts.py); None without nvidia-smi."""
     return facts()
