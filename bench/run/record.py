@@ -16,11 +16,11 @@ import psutil
 from bench import __version__
 from bench.paths import repo_root
 from bench import stacks
-from bench.backends.stages import add_typed
 from bench.result_format import DATASET_FIELDS, SCHEMA_VERSION, WRITTEN_FROM_RECORD, EpochMean
 from bench.stacks import external as external_stacks
 from bench.run.runner import Outcome
 from bench.run import cluster_env
+from bench.run.worker import summed, summed_typed
 from bench.machine.gpu_facts import gpu_info as facts
 
 # pytest-benchmark names a benchmark after its test; both ways of running a suite (gnnbench run
@@ -79,10 +79,9 @@ def extra_info(outcome: Outcome, baseline: str | None = None) -> dict:
         "stack": cell.stack,
         "dataset": {k: card[k] for k in DATASET_FIELDS}
         | {k: card.get(k) for k in ("source", "num_train", "num_val", "num_test")}
-        | {k: card[k] for k in ("num_graphs",) if k in card}  # graph-level datasets only
-        | {k: card[k] for k in ("features_only_acc",) if k in card}  # node datasets: a model without edges
-        | {k: card[k] for k in ("source_path",) if k in card}  # a user's own graph: where it came from
-        | {k: card[k] for k in ("target", "node_types", "relations") if k in card},  # a typed graph's types
+        # where the dataset has them: graph-level, a model without edges, a user's graph's path, a typed graph's types
+        | {k: card[k] for k in ("num_graphs", "features_only_acc", "source_path", "target", "node_types", "relations")
+           if k in card},
         "settings": cell.settings.as_dict(),
         "seeds_per_s": sum(e["seeds"] for e in epochs) / seconds,
         "edges_per_s": sum(e["edges"] for e in epochs) / seconds,
@@ -140,7 +139,7 @@ def profile_info(epochs: list[dict], profile: bool) -> dict:
         return sum(w[key] for w in works) / counted
 
     def per_hop(key: str) -> list[float]:
-        return [total / counted for total in _summed(works, key)]
+        return [total / counted for total in summed(works, key)]
 
     work = {"hop_nodes": per_hop("hop_nodes"), "hop_edges": per_hop("hop_edges"),
             **{k: per_batch(k) for k in ("input_nodes", "feature_bytes")},
@@ -148,29 +147,14 @@ def profile_info(epochs: list[dict], profile: bool) -> dict:
             "batches": batches / n, "counted": counted / n,
             "layer_nodes": per_hop("layer_nodes"), "layer_edges": per_hop("layer_edges"),
             "per_seed": per_seed(works)}
-    typed = _typed(works)
+    typed = summed_typed(works)
     if typed:  # a typed cell: per node type and relation, means per counted batch
         work["typed"] = _scaled(typed, counted)
     return {"profile": True, "stages": stages, "loader_worker_s": worker_s, "work": work}
 
 
-def _typed(works: list[dict]) -> dict:
-    """The typed breakdowns (bench/backends/stages.py TYPED) of several epochs, summed."""
-    total: dict = {}
-    for w in works:
-        if w.get("typed"):
-            add_typed(total, w["typed"])
-    return total
-
-
 def _scaled(typed: dict, by: float) -> dict:
     return {key: {name: [v / by for v in values] for name, values in named.items()} for key, named in typed.items()}
-
-
-def _summed(works: list[dict], key: str) -> list[float]:
-    """A hop or layer list summed over epochs, element by element (missing in older records: [])."""
-    lists = [w.get(key) or [] for w in works]
-    return [sum(values[i] for values in lists if i < len(values)) for i in range(max(map(len, lists), default=0))]
 
 
 def per_seed(works: list[dict]) -> dict | None:
@@ -179,7 +163,7 @@ def per_seed(works: list[dict]) -> dict | None:
     among its seeds), else over all counted batches."""
     fulls = [w["full"] for w in works if w.get("full") and w["full"].get("counted")]
     over, source = ("full", fulls) if fulls else ("all", works)
-    hop_nodes = _summed(source, "hop_nodes")
+    hop_nodes = summed(source, "hop_nodes")
     if not hop_nodes or not hop_nodes[0]:
         return None
     # a link cell's seeds are its positive seed edges (hop_nodes[0]: their ends and the negatives')
@@ -187,9 +171,9 @@ def per_seed(works: list[dict]) -> dict | None:
     seeds = sum(w["seed_edges"] for w in source) if links else hop_nodes[0]
     if not seeds:
         return None
-    typed = _typed(source)
+    typed = summed_typed(source)
     return {"over": over, "counted": sum(w.get("counted", w.get("batches", 0)) for w in source) / len(works),
-            **{key: [v / seeds for v in _summed(source, key)]
+            **{key: [v / seeds for v in summed(source, key)]
                for key in ("hop_nodes", "hop_edges", "layer_nodes", "layer_edges")},
             **({"typed": _scaled(typed, seeds)} if typed else {}),
             **({"negatives": sum(w["negatives"] for w in source) / seeds} if links else {})}

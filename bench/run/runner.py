@@ -154,10 +154,10 @@ class TreeMemorySampler(threading.Thread):
         total_rss = sum(rss.values()) + (_rss([self.root]) if launched else 0)
         now = time.monotonic()
         read_pss = total_rss > self._rss_at_pss * PSS_RSS_STEP or now - self._pss_at >= PSS_EVERY_S
-        pss = {rank: _pss(procs) for rank, procs in groups.items()} if read_pss else {}
+        pss = {rank: _rss(procs, pss=True) for rank, procs in groups.items()} if read_pss else {}
         if read_pss:
             self._pss_at, self._rss_at_pss = now, max(self._rss_at_pss, total_rss)
-            total_pss = sum(pss.values()) + (_pss([self.root]) if launched else 0)
+            total_pss = sum(pss.values()) + (_rss([self.root], pss=True) if launched else 0)
             self.peak_pss = max(self.peak_pss, total_pss)
         for rank in groups:
             old = self.rank_peaks.get(rank, (0, 0))
@@ -175,24 +175,15 @@ class TreeMemorySampler(threading.Thread):
         return sum(self._cpu.values())
 
 
-def _rss(procs: list[psutil.Process]) -> int:
+def _rss(procs: list[psutil.Process], pss: bool = False) -> int:
+    """The tree's RSS, or with `pss` its PSS (smaps_rollup, where the kernel has it)."""
     total = 0
     for proc in procs:
         try:
-            total += proc.memory_info().rss
+            info = proc.memory_full_info() if pss else proc.memory_info()
         except psutil.Error:
             continue  # exited between listing and reading
-    return total
-
-
-def _pss(procs: list[psutil.Process]) -> int:
-    total = 0
-    for proc in procs:
-        try:
-            info = proc.memory_full_info()
-        except psutil.Error:
-            continue
-        total += getattr(info, "pss", info.rss)
+        total += getattr(info, "pss", info.rss) if pss else info.rss
     return total
 
 

@@ -546,35 +546,39 @@ def mean_or_none(values: list) -> float | None:
 
 
 def sum_work(works: list[dict]) -> dict:
-    """Work counts of several ranks' epochs, summed (lists element by element, full batches too)."""
+    """Work counts of several ranks' epochs, summed (full batches' apart too)."""
     out = {k: sum(w[k] for w in works) for k in ("batches", "input_nodes", "feature_bytes", "copy_bytes")}
     out["counted"] = sum(w.get("counted", w["batches"]) for w in works)
-    out.update(_sum_lists(works))
-    out.update(_sum_link_counts(works))
+    _sum_parts(out, works)
     fulls = [w["full"] for w in works if w.get("full")]
     if fulls:
-        out["full"] = {"counted": sum(f["counted"] for f in fulls), **_sum_lists(fulls), **_sum_link_counts(fulls)}
-    for whole, parts in ((out, works), (out.get("full"), fulls)):
-        typed = [w["typed"] for w in parts if w.get("typed")]
-        if whole is not None and typed:  # a typed cell's per-type and per-relation lists
-            whole["typed"] = {}
-            for one in typed:
-                add_typed(whole["typed"], one)
+        out["full"] = _sum_parts({"counted": sum(f["counted"] for f in fulls)}, fulls)
     return out
 
 
-def _sum_link_counts(works: list[dict]) -> dict:
-    """A link cell's seed edges and negatives, summed (absent for the other tasks)."""
-    return {key: sum(w[key] for w in works) for key in LINK_COUNTS if all(key in w for w in works)}
+def _sum_parts(whole: dict, parts: list[dict]) -> dict:
+    """Into `whole`: hop and layer lists, a link cell's seed edges and negatives, a typed cell's breakdowns."""
+    whole.update({key: summed(parts, key) for key in LISTS})
+    whole.update({key: sum(w[key] for w in parts) for key in LINK_COUNTS if all(key in w for w in parts)})
+    typed = summed_typed(parts)
+    if typed:
+        whole["typed"] = typed
+    return whole
 
 
-def _sum_lists(works: list[dict]) -> dict:
-    out = {}
-    for key in LISTS:
-        lists = [w.get(key) or [] for w in works]
-        hops = max((len(values) for values in lists), default=0)
-        out[key] = [sum(values[i] for values in lists if i < len(values)) for i in range(hops)]
-    return out
+def summed(works: list[dict], key: str) -> list:
+    """A hop or layer list summed over epochs or ranks, element by element (missing: [])."""
+    lists = [w.get(key) or [] for w in works]
+    return [sum(values[i] for values in lists if i < len(values)) for i in range(max(map(len, lists), default=0))]
+
+
+def summed_typed(works: list[dict]) -> dict:
+    """A typed cell's per-type and per-relation breakdowns (bench/backends/stages.py), summed; {} for others."""
+    total: dict = {}
+    for w in works:
+        if w.get("typed"):
+            add_typed(total, w["typed"])
+    return total
 
 
 def rank_summary(r: dict) -> dict:
