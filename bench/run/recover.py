@@ -51,7 +51,7 @@ def _alone(journal: Path) -> tuple[dict[str, Finished], str]:
                            "suite's cells as not run")
     name = lines[0][1]
     finished: dict[str, Finished] = {}
-    for where, suite, done in lines:
+    for where, suite, done, _ in lines:
         if suite != name:
             raise SessionError(f"{where}: a cell of suite {suite!r}, not {name!r} as the first line; "
                                "one journal is one run of one suite")

@@ -200,7 +200,7 @@ class Journal:
         known = {c.id: c for c in cells}
         finished: dict[str, Finished] = {}
         changed = []
-        for where, suite, done, digest in read_journal(self.path, with_digest=True):
+        for where, suite, done, digest in read_journal(self.path):
             if suite != self.suite:
                 raise SessionError(f"{where}: a cell of suite {suite!r}, not {self.suite!r}")
             if done.cell_id not in known:
@@ -234,8 +234,8 @@ def journal_selection(path: Path) -> tuple[list[str], str | None] | None:
     return None
 
 
-def read_journal(path: Path, with_digest: bool = False) -> list[tuple]:
-    """A journal's finished cells as (FILE:LINE, suite, cell[, digest]), in order. A torn last line
+def read_journal(path: Path) -> list[tuple]:
+    """A journal's finished cells as (FILE:LINE, suite, cell, digest), in order. A torn last line
     (a run killed while writing it) is dropped; any other bad line is an error naming it."""
     try:
         lines = Path(path).read_text().splitlines()
@@ -262,8 +262,7 @@ def read_journal(path: Path, with_digest: bool = False) -> list[tuple]:
             raise SessionError(f"{where}: status {line['status']!r} is not one gnnbench writes; allowed: "
                                f"{', '.join(JOURNAL_STATUSES)}")
         done = Finished(line["id"], line["status"], line.get("reason") or "", line["entry"])
-        out.append((where, line.get("suite"), done, line.get("cell_digest")) if with_digest
-                   else (where, line.get("suite"), done))
+        out.append((where, line.get("suite"), done, line.get("cell_digest")))
     return out
 
 
@@ -579,11 +578,8 @@ class Session:
             if cell.settings.profile:
                 notes.append("stages timed with the GPU synchronised at each boundary: the overlap of pinned, UVA "
                              "and non_blocking copies is given up here; a profile=off twin gives the speed")
-            # what the one GPU run of this gnnbench showed (results/gpu-h100: one H100, PyG's cells, one
-            # rank) and what no GPU run has shown yet
             notes.append("shown on one H100 (results/gpu-h100: PyG's node and typed cells, one rank): the start "
-                         "check against a real "
-                         "driver and GPU, the rank's set_device, the per-phase GPU memory peaks, NVML's sampling of "
+                         "check against a real driver and GPU, the rank's set_device, the per-phase GPU memory peaks, NVML's sampling of "
                          "GPU utilisation and PCIe traffic (gpu_util) and the NCCL version read from the stack's torch")
             notes.append("unverified on a GPU: the CUDA-event all-reduce timer, NCCL's set-up in process_group "
                          "(device_id, barrier) and each rank seeing its own GPU alone beside NCCL (two GPUs or more); "
@@ -665,9 +661,7 @@ class Session:
     def ceilings(self) -> dict:
         """The machine's ceilings for the datasets this run used, probed once, after its cells (the probe
         evicts files from the page cache), and cached per machine."""
-        if self._ceilings is None and not any(d.measured for d in self.finished.values()):
-            # nothing ran (every cell skipped, refused or failed before starting): nothing to hold
-            # against a ceiling, and no reason to probe the machine
+        if self._ceilings is None and not any(d.measured for d in self.finished.values()):  # no reason to probe
             self._ceilings = {"usable_cores": usable_cores(), "notes": ["ceilings not measured: no cell ran"]}
         if self._ceilings is None:
             self._ceilings = ceilings.for_run(self.cache, self.preparation.folders())
