@@ -33,17 +33,13 @@ def test_name(cell_id: str) -> str:
     return f"{TEST_FUNCTION}[{cell_id}]"
 
 
-def measured_epochs(outcome: Outcome) -> list[float]:
-    return [epoch["seconds"] for epoch in outcome.record["epochs"]]
-
-
 def benchmark_entry(outcome: Outcome, baseline: str | None) -> dict:
     """A measured cell as pytest-benchmark writes a benchmark: the rounds are its epochs."""
     from pytest_benchmark.stats import Stats
 
     stats = Stats()
-    for seconds in measured_epochs(outcome):
-        stats.update(seconds)
+    for epoch in outcome.record["epochs"]:
+        stats.update(epoch["seconds"])
     cell = outcome.cell
     return {
         "group": cell.dataset, "name": test_name(cell.id), "fullname": f"{TEST_FILE}::{test_name(cell.id)}",

@@ -10,6 +10,7 @@ dies keeps what it measured and `--resume JOURNAL` finishes it."""
 from __future__ import annotations
 
 import contextlib
+from collections import namedtuple
 import datetime as dt
 import fcntl
 import json
@@ -46,10 +47,7 @@ class SessionError(ValueError):
 
 # --- options, declared once for `gnnbench run` (argparse) and `pytest suites/` (pytest) --------
 
-@dataclass(frozen=True)
-class Option:
-    flag: str
-    kwargs: dict
+Option = namedtuple("Option", "flag kwargs")
 
 
 RUN_OPTIONS = (
@@ -497,7 +495,9 @@ class Session:
             return self.finished[cell.id]
         self.say(f"\n{position}")
         resolved, outcome = self.before_launch(cell)
-        done = self.after_launch(resolved, outcome or self.prepare_and_launch(resolved))
+        prepared = outcome or self.preparation.prepare(resolved)  # stacks, memory, dataset, store
+        outcome = prepared if isinstance(prepared, Outcome) else self.start(resolved, prepared)
+        done = self.after_launch(resolved, outcome)
         self.keep(cell, done)
         return done
 
@@ -579,8 +579,9 @@ class Session:
                 notes.append("stages timed with the GPU synchronised at each boundary: the overlap of pinned, UVA "
                              "and non_blocking copies is given up here; a profile=off twin gives the speed")
             notes.append("shown on one H100 (results/gpu-h100: PyG's node and typed cells, one rank): the start "
-                         "check against a real driver and GPU, the rank's set_device, the per-phase GPU memory peaks, NVML's sampling of "
-                         "GPU utilisation and PCIe traffic (gpu_util) and the NCCL version read from the stack's torch")
+                         "check against a real driver and GPU, the rank's set_device, the per-phase GPU memory "
+                         "peaks, NVML's sampling of GPU utilisation and PCIe traffic (gpu_util) and the NCCL version "
+                         "read from the stack's torch")
             notes.append("unverified on a GPU: the CUDA-event all-reduce timer, NCCL's set-up in process_group "
                          "(device_id, barrier) and each rank seeing its own GPU alone beside NCCL (two GPUs or more); "
                          "GraphBolt's GPU modes, overlap_feature_fetch and pinned-cuda's one host copy per node "
@@ -617,11 +618,6 @@ class Session:
             return Outcome(cell, "skipped", f"world size {world} does not split over {nnodes} nodes "
                                             f"(--nnodes {nnodes}: every node runs the same number of ranks)")
         return None
-
-    def prepare_and_launch(self, cell: Cell) -> Outcome:
-        """The cell prepared (bench/run/prepare.py), then launched; what stops it first is its outcome."""
-        prepared = self.preparation.prepare(cell)
-        return prepared if isinstance(prepared, Outcome) else self.start(cell, prepared)
 
     def start(self, cell: Cell, prepared: PreparedCell) -> Outcome:
         """A prepared cell launched by the runner, its epochs shown as they end."""
