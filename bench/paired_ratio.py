@@ -12,8 +12,7 @@ from typing import Callable
 
 TOLERANCE = 0.03  # the band two sides must be within (issue 27: ±3 %), either direction
 RESAMPLES = 2000  # bootstrap resamples of the rounds for the 95 % interval
-# Fewer rounds than this never settle a ratio: an interval resampled from 3 rounds is too narrow to
-# trust (GraphBolt's link pair, rmat-s12: 1.036-1.118 after 3 rounds, "outside"; 0.967-1.098 after 6)
+# Fewer rounds than this never settle a ratio: an interval resampled from 3 rounds is too narrow to trust
 MIN_ROUNDS_TO_SETTLE = 6
 
 
@@ -77,16 +76,12 @@ def verdict(r: dict) -> str:
     faster = f"{abs(1 - ratio):.1%} {'faster' if ratio < 1 else 'slower'}"
     if not r["paired"] and not r.get("rounds"):
         return f"{faster}, not paired ({r.get('reason')}): run one after the other, the noise not cancelled"
-    too_few = (r.get("rounds") or 0) < MIN_ROUNDS_TO_SETTLE
-    if not r["paired"]:
-        settled = {"inside": f"same within ±{r['within']:.0%}", "outside": faster}.get(
-            r.get("settled"), f"{faster}, not settled" if too_few else "same within noise")
-        return f"{settled}; {r.get('reason')}"
-    if r.get("settled") is None and too_few:
-        return f"{faster}, not settled: {r.get('reason')}"
     why = f"; {r['reason']}" if r.get("reason") else ""
     if r.get("settled") == "inside":
         return f"same within ±{r['within']:.0%}{why}"
     if r.get("settled") == "outside":
         return f"{faster}{why}"
-    return f"same within noise: {r.get('reason')}"
+    sep = ": " if r["paired"] else "; "  # interleaved processes: their reason says how they ran
+    if (r.get("rounds") or 0) < MIN_ROUNDS_TO_SETTLE:
+        return f"{faster}, not settled{sep}{r.get('reason')}"
+    return f"same within noise{sep}{r.get('reason')}"

@@ -588,9 +588,8 @@ def rank_summary(r: dict) -> dict:
     return {"rank": r["rank"], "loader_stall": stall / seconds, "compute_s": (seconds - stall) / n,
             "comm_s": mean_or_none([e["comm_s"] for e in r["epochs"]]), "epoch_s": seconds / n,
             "self_max_rss_bytes": r["self_max_rss_bytes"], "startup_s": r["startup_s"],
-            "peak_gpu_bytes": r.get("peak_gpu_bytes"), "gpu_device_used_bytes": r.get("gpu_device_used_bytes"),
-            "startup_phases": r.get("startup_phases"), "gpu_peaks": r.get("gpu_peaks"), "gpu_util": r.get("gpu_util"),
-            "gpu_util_epochs": r.get("gpu_util_epochs"), "cpu_affinity": r.get("cpu_affinity")}
+            **{k: r.get(k) for k in ("peak_gpu_bytes", "gpu_device_used_bytes", "startup_phases", "gpu_peaks",
+                                     "gpu_util", "gpu_util_epochs", "cpu_affinity")}}
 
 
 def fault_for(cell_id: str, rank: int = 0) -> str | None:
@@ -628,9 +627,8 @@ def main(argv: list[str]) -> int:
         if not cuda_oom.is_cuda_oom(exc):
             raise
         return out_of_gpu_memory(exc, cell, out_path)
-    if result is None:
-        return 0
-    write_record(result, out_path)
+    if result is not None:
+        write_record(result, out_path)
     return 0
 
 
