@@ -13,7 +13,7 @@ import re
 import shutil
 import socket
 import subprocess
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 # Variables a scheduler or an operator sets for torch.distributed that must not reach the worker:
 # torchrun sets its own for each rank (an inherited RANK or WORLD_SIZE would be read as the cell's).
@@ -40,9 +40,9 @@ class ClusterEnv:
     read: dict = field(default_factory=dict)  # the variables the values came from
 
     def machine_info(self) -> dict:
-        return {"scheduler": self.scheduler, "job_id": self.job_id, "nodelist": self.nodelist,
-                "nodes": list(self.nodes), "nnodes": self.nnodes, "node_rank": self.node_rank,
-                "rdzv_endpoint": self.rdzv_endpoint, "environment": dict(self.read)}
+        info = asdict(self)
+        info["environment"] = info.pop("read")
+        return info
 
 
 def worker_environment(env: dict[str, str]) -> dict[str, str]:
@@ -95,9 +95,7 @@ def _slurm(env: dict[str, str]) -> ClusterEnv | None:
                               "(srun --ntasks-per-node=1; it starts each node's ranks itself)")
     job_id = env["SLURM_JOB_ID"]
     nodes = hostnames(env[list_var])
-    endpoint = None
-    if nnodes > 1:
-        endpoint = f"{rendezvous_host(nodes[0])}:{slurm_port(job_id)}"
+    endpoint = f"{rendezvous_host(nodes[0])}:{slurm_port(job_id)}" if nnodes > 1 else None
     return ClusterEnv("slurm", nnodes, _int(env, "SLURM_NODEID"), endpoint, job_id=job_id,
                       nodelist=env[list_var], nodes=nodes, read=read)
 
@@ -109,9 +107,8 @@ def _kubeflow(env: dict[str, str]) -> ClusterEnv | None:
     port_var = next((n for n in ("PET_MASTER_PORT", "MASTER_PORT") if n in env), None)
     rank_var = "PET_NODE_RANK" if "PET_NODE_RANK" in env else None
     nnodes = _int(env, "PET_NNODES")
-    if rank_var is None:
-        if nnodes > 1:
-            raise ClusterEnvError(f"PET_NNODES={nnodes} but PET_NODE_RANK is not set: this pod's rank is unknown")
+    if rank_var is None and nnodes > 1:
+        raise ClusterEnvError(f"PET_NNODES={nnodes} but PET_NODE_RANK is not set: this pod's rank is unknown")
     if nnodes > 1 and (addr_var is None or port_var is None):
         raise ClusterEnvError(f"PET_NNODES={nnodes} but no rendezvous address: PET_MASTER_ADDR (or MASTER_ADDR) and "
                               "PET_MASTER_PORT (or MASTER_PORT) must be set")

@@ -401,13 +401,13 @@ class Session:
             if options.results:  # a resume completes the run's own result file, where its journal is
                 say(f"--results {options.results} is not used with --resume: the result is written beside the "
                     f"journal, as {self.result_path}")
-        elif options.output:
-            self.result_path = Path(options.output)
-            self.journal = Journal(journal_of(self.result_path), self.suite.name)
+        else:
+            self.result_path = Path(options.output) if options.output else None
         folder = Path(options.results or default_results_dir())
         try:
-            if not (options.resume or options.output):
-                self.result_path = unclaimed_result_path(folder, f"{self.suite.name}-{self.started_at:%Y%m%dT%H%M%SZ}")
+            if not options.resume:
+                self.result_path = self.result_path or unclaimed_result_path(
+                    folder, f"{self.suite.name}-{self.started_at:%Y%m%dT%H%M%SZ}")
                 self.journal = Journal(journal_of(self.result_path), self.suite.name)
             self.result_path.parent.mkdir(parents=True, exist_ok=True)
             self.journal.claim(fresh=not options.resume)
