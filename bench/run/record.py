@@ -21,7 +21,7 @@ from bench.stacks import external as external_stacks
 from bench.run.runner import Outcome
 from bench.run import cluster_env
 from bench.run.worker import summed, summed_typed
-from bench.machine.gpu_facts import gpu_info as facts
+from bench.machine.gpu_facts import gpu_info
 
 # pytest-benchmark names a benchmark after its test; both ways of running a suite (gnnbench run
 # and pytest suites/) name a cell's entry as the pytest entry's test would be named.
@@ -191,19 +191,20 @@ def rank_entries(outcome: Outcome) -> list[dict]:
     return out
 
 
-def document(*, benchmarks: list[dict], unmeasured: list[dict], meta: dict, ceilings: dict | None = None) -> dict:
-    """The whole result file, keys in pytest-benchmark's order, ours after them."""
+def document(done: list, meta: dict, ceilings: dict | None = None) -> dict:
+    """The whole result file over finished cells (bench.run.session.Finished: measured ones are
+    benchmarks), keys in pytest-benchmark's order, ours after them."""
     import pytest_benchmark
     from pytest_benchmark.plugin import pytest_benchmark_generate_machine_info
 
     return {
         "machine_info": {**pytest_benchmark_generate_machine_info(), "gnnbench": machine_info(ceilings)},
         "commit_info": commit_info(),
-        "benchmarks": benchmarks,
+        "benchmarks": [d.entry for d in done if d.measured],
         "datetime": dt.datetime.now(dt.timezone.utc).isoformat(),
         "version": pytest_benchmark.__version__,
         "gnnbench": {"schema_version": SCHEMA_VERSION, **meta},
-        "unmeasured": unmeasured,
+        "unmeasured": [d.entry for d in done if not d.measured],
     }
 
 
@@ -230,7 +231,7 @@ def machine_info(ceilings: dict | None = None) -> dict:
         "cpu_count_physical": psutil.cpu_count(logical=False),
         "memory_total_bytes": psutil.virtual_memory().total,
         "kernel": platform.release(),
-        "gpu": gpu_info(),
+        "gpu": gpu_info(),  # GPUs, clocks, MIG, topology, NCCL settings; None without nvidia-smi
         "container_image": os.environ.get("GNNBENCH_IMAGE"),
         "container_revision": os.environ.get("GNNBENCH_REVISION"),
         # the scheduler that started this node's run (SLURM's srun, a Kubeflow pod): job id, node list
@@ -247,8 +248,3 @@ def cluster_info() -> dict | None:
     except cluster_env.ClusterEnvError as exc:
         return {"error": str(exc)}
     return found.machine_info() if found else None
-
-
-def gpu_info() -> dict | None:
-    """The GPUs, clocks, MIG, topology and NCCL settings (bench/machine/gpu_facts.py); None without nvidia-smi."""
-    return facts()

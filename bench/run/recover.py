@@ -35,9 +35,7 @@ def document(journal: Path, suite: str | Path | None = None) -> dict:
                          if d.measured and d.entry.get("extra_info", {}).get("is_baseline")), None)
         meta = {"suite": name, "suite_file": None, "description": None, "baseline": baseline, "cells": cells}
     done = [finished[c] for c in cells if c in finished]
-    doc = record.document(benchmarks=[d.entry for d in done if d.measured],
-                          unmeasured=[d.entry for d in done if not d.measured],
-                          meta={**meta, "recovered_from": str(journal)})
+    doc = record.document(done, {**meta, "recovered_from": str(journal)})
     # the run finished (as far as it got) when it journalled its last cell, not now
     doc["datetime"] = dt.datetime.fromtimestamp(journal.stat().st_mtime, dt.timezone.utc).isoformat()
     return doc

@@ -650,9 +650,7 @@ class Session:
                 for pair in d.entry.get("extra_info", {}).get("pairs") or []:
                     found.setdefault((pair["axis"], pair["first"], pair["second"]), pair)
             meta["pairs"] = list(found.values())
-        return record.document(benchmarks=[d.entry for d in done if d.measured],
-                               unmeasured=[d.entry for d in done if not d.measured], meta=meta,
-                               ceilings=self.ceilings() if done else None)
+        return record.document(done, meta, ceilings=self.ceilings() if done else None)
 
     def ceilings(self) -> dict:
         """The machine's ceilings for the datasets this run used, probed once, after its cells (the probe
