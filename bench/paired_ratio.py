@@ -1,12 +1,7 @@
-"""How two sides timed in turns compare, and how sure that is: the statistics `gnnbench fidelity`
-(a cell against its plain loop) and paired cells (bench/run/paired.py: two cells' live workers
-taking turns) share.
-
-A round is what ran together (one process's epochs beside the other's, or one epoch of each live
-worker back to back). The ratio is the geometric median of the rounds' per-pair ratios; its 95 %
-interval resamples whole rounds; a ratio settles "inside" a band of ±tolerance when the whole
-interval lies in it, "outside" when it lies wholly beyond an edge, and stays unsettled (more rounds
-may settle it) where it straddles one."""
+"""How two sides timed in turns compare, and how sure that is: the statistics `gnnbench fidelity` and
+paired cells (bench/run/paired.py) share. A round is what ran together; the ratio is the geometric
+median of the rounds' ratios, its 95 % interval resamples whole rounds, and it settles "inside" a
+band of ±tolerance, "outside" it, or stays unsettled where the interval straddles an edge."""
 
 from __future__ import annotations
 
@@ -17,8 +12,7 @@ from typing import Callable
 
 TOLERANCE = 0.03  # the band two sides must be within (issue 27: ±3 %), either direction
 RESAMPLES = 2000  # bootstrap resamples of the rounds for the 95 % interval
-# Fewer rounds than this never settle a ratio: an interval resampled from 3 rounds is too narrow to
-# trust (GraphBolt's link pair, rmat-s12: 1.036-1.118 after 3 rounds, "outside"; 0.967-1.098 after 6)
+# Fewer rounds than this never settle a ratio: an interval resampled from 3 rounds is too narrow to trust
 MIN_ROUNDS_TO_SETTLE = 6
 
 
@@ -28,9 +22,8 @@ def geometric_median(logs) -> float:
 
 
 def interval(n_rounds: int, ratio_over: Callable[[list[int]], float]) -> tuple[float, float] | None:
-    """A 95 % interval: `ratio_over` (the ratio over a list of round indices, repeats allowed) of
-    RESAMPLES resamples of the rounds with replacement. None below 3 rounds. Seeded, so a file
-    always reads the same."""
+    """A 95 % interval of `ratio_over` (the ratio over a list of round indices) over RESAMPLES
+    resamples of the rounds; None below 3 rounds. Seeded, so a file always reads the same."""
     if n_rounds < 3:
         return None
     pick = random.Random(0)
@@ -39,8 +32,8 @@ def interval(n_rounds: int, ratio_over: Callable[[list[int]], float]) -> tuple[f
 
 
 def settled(found: tuple[float, float] | None, n_rounds: int, tolerance: float = TOLERANCE) -> str | None:
-    """"inside" where the whole interval lies within ±tolerance of 1, "outside" where it lies wholly
-    beyond an edge, None where it straddles one, or no interval was taken, or the rounds are too few."""
+    """"inside" where the interval lies within ±tolerance of 1, "outside" wholly beyond an edge, else
+    None (or without an interval, or with too few rounds)."""
     if found is None or n_rounds < MIN_ROUNDS_TO_SETTLE:
         return None
     low, high = found
@@ -52,8 +45,8 @@ def settled(found: tuple[float, float] | None, n_rounds: int, tolerance: float =
 
 
 def precise(found: tuple[float, float] | None, ratio: float, tolerance: float = TOLERANCE) -> bool:
-    """Whether the interval lies within ±tolerance of the ratio itself: a settled ratio whose interval
-    is wider (1.26, 1.22-1.35: surely slower, but by how much?) is worth more rounds."""
+    """Whether the interval lies within ±tolerance of the ratio itself: a settled ratio with a wider one
+    (1.26, 1.22-1.35) is worth more rounds."""
     return found is not None and found[0] >= ratio * (1 - tolerance) and found[1] <= ratio * (1 + tolerance)
 
 
@@ -83,16 +76,12 @@ def verdict(r: dict) -> str:
     faster = f"{abs(1 - ratio):.1%} {'faster' if ratio < 1 else 'slower'}"
     if not r["paired"] and not r.get("rounds"):
         return f"{faster}, not paired ({r.get('reason')}): run one after the other, the noise not cancelled"
-    too_few = (r.get("rounds") or 0) < MIN_ROUNDS_TO_SETTLE
-    if not r["paired"]:
-        settled = {"inside": f"same within ±{r['within']:.0%}", "outside": faster}.get(
-            r.get("settled"), f"{faster}, not settled" if too_few else "same within noise")
-        return f"{settled}; {r.get('reason')}"
-    if r.get("settled") is None and too_few:
-        return f"{faster}, not settled: {r.get('reason')}"
     why = f"; {r['reason']}" if r.get("reason") else ""
     if r.get("settled") == "inside":
         return f"same within ±{r['within']:.0%}{why}"
     if r.get("settled") == "outside":
         return f"{faster}{why}"
-    return f"same within noise: {r.get('reason')}"
+    sep = ": " if r["paired"] else "; "  # interleaved processes: their reason says how they ran
+    if (r.get("rounds") or 0) < MIN_ROUNDS_TO_SETTLE:
+        return f"{faster}, not settled{sep}{r.get('reason')}"
+    return f"same within noise{sep}{r.get('reason')}"

@@ -1,17 +1,10 @@
-"""Each cell's own scratch folder: its result file, its stderr, and the TMPDIR of every process the
-cell starts, so that what they leave in the temporary folder (DataLoader workers' `pymp-*` folders,
-torchrun's, a framework's own) is known to be gnnbench's and goes with the cell.
+"""Each cell's own scratch folder: its result file, its stderr, and the TMPDIR of every process it
+starts, so what they leave there (DataLoader workers' `pymp-*`, torchrun's) goes with the cell.
 
-    TEMP/gnnbench-UID/cell.pidPID.XXXXXXXX/    (TEMP: the host's temporary folder, /tmp)
-        owner.json      who runs the cell (bench/locks.py's record: host, PID namespace, pid)
-        result.json, stderr.txt     what the worker writes and says
-        and whatever the cell's processes make there: it is their TMPDIR (TEMP and TMP too)
-The path is kept short: multiprocessing puts its sockets in it (pymp-*/listener-*), and a Unix
-socket's path has at most 107 bytes.
-
-Removed when the cell ends, however it ends; one that a SIGKILLed gnnbench left behind is swept at
-the next start of a run, once its owner is gone (`sweep`). Host side (the runner).
-"""
+    TEMP/gnnbench-UID/cell.pidPID.XXXXXXXX/   owner.json (bench/locks.py's record), result.json,
+                                             stderr.txt, and whatever the cell's processes make
+The path is kept short: multiprocessing puts sockets in it, and a socket path has at most 107
+bytes. Removed when the cell ends; one a SIGKILLed gnnbench left is swept at the next run (`sweep`)."""
 
 from __future__ import annotations
 
@@ -29,8 +22,7 @@ PREFIX = "cell.pid"
 
 
 def root() -> Path:
-    """This user's folder of cell scratch folders (the name carries the uid: the temporary folder is
-    shared with other users, and each sweeps only its own)."""
+    """This user's folder of cell scratch folders (the uid in its name: each user sweeps only its own)."""
     return Path(tempfile.gettempdir()) / f"gnnbench-{os.getuid()}"
 
 
@@ -59,9 +51,8 @@ def environment(folder: Path) -> dict[str, str]:
 
 
 def sweep(say=print) -> list[Path]:
-    """Remove the scratch folders of cells whose gnnbench is gone (SIGKILL, a crash, power loss);
-    a live run's (this one's, another terminal's) is left alone. Returns what was removed, each
-    named in a line."""
+    """Remove the scratch folders of cells whose gnnbench is gone (a live run's are left alone), each
+    named in a line; returns them."""
     removed = []
     folder = root()
     if not folder.is_dir():

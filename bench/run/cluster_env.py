@@ -1,18 +1,10 @@
 """Where `gnnbench run` was started by a cluster scheduler: SLURM's `srun` or a Kubeflow pod.
 
-The node count, this node's rank and the rendezvous endpoint come from the variables the
-scheduler sets, so one command line works on every node:
-
-- SLURM (`srun`, one task per node): `SLURM_STEP_NUM_NODES` (else `SLURM_NNODES`), `SLURM_NODEID`,
-  the first host of `SLURM_STEP_NODELIST` (else `SLURM_JOB_NODELIST`) through `scontrol show
-  hostnames` (its `NodeAddr` from `scontrol show node` where the name does not resolve), and a
-  port derived from `SLURM_JOB_ID` (`slurm_port`).
-- Kubeflow (Trainer's `TrainJob`, Training Operator's `PyTorchJob`): `PET_NNODES`, `PET_NODE_RANK`,
-  `PET_MASTER_ADDR` (else `MASTER_ADDR`) and `PET_MASTER_PORT` (else `MASTER_PORT`).
-
-An option given on the command line that differs from the scheduler's value is an input error
-naming both (`resolve`). `machine_info` is what a result file records of the scheduler.
-"""
+The node count, this node's rank and the rendezvous endpoint come from the scheduler's variables,
+so one command line works on every node: under SLURM its step's (else job's) node count, node id,
+first host (`scontrol show hostnames`, its NodeAddr where the name does not resolve) and a port
+from the job id (`slurm_port`); under Kubeflow `PET_NNODES`, `PET_NODE_RANK` and `PET_MASTER_*`
+(else `MASTER_*`). An option that differs from the scheduler's value is an error naming both."""
 
 from __future__ import annotations
 
@@ -21,7 +13,7 @@ import re
 import shutil
 import socket
 import subprocess
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 # Variables a scheduler or an operator sets for torch.distributed that must not reach the worker:
 # torchrun sets its own for each rank (an inherited RANK or WORLD_SIZE would be read as the cell's).
@@ -48,9 +40,9 @@ class ClusterEnv:
     read: dict = field(default_factory=dict)  # the variables the values came from
 
     def machine_info(self) -> dict:
-        return {"scheduler": self.scheduler, "job_id": self.job_id, "nodelist": self.nodelist,
-                "nodes": list(self.nodes), "nnodes": self.nnodes, "node_rank": self.node_rank,
-                "rdzv_endpoint": self.rdzv_endpoint, "environment": dict(self.read)}
+        info = asdict(self)
+        info["environment"] = info.pop("read")
+        return info
 
 
 def worker_environment(env: dict[str, str]) -> dict[str, str]:
@@ -69,8 +61,8 @@ def _int(env: dict[str, str], name: str) -> int:
 
 
 def detect(env: dict[str, str] | None = None) -> ClusterEnv | None:
-    """The scheduler that started this process, or None where it runs on its own. SLURM counts
-    only inside an `srun` step (SLURM_STEP_ID set): the batch script itself runs on one node."""
+    """The scheduler that started this process, or None. SLURM counts only inside an `srun` step (the
+    batch script itself runs on one node)."""
     env = dict(os.environ if env is None else env)
     found = [c for c in (_slurm(env), _kubeflow(env)) if c is not None]
     if len(found) == 2 and (found[0].nnodes, found[0].node_rank) != (found[1].nnodes, found[1].node_rank):
@@ -103,9 +95,7 @@ def _slurm(env: dict[str, str]) -> ClusterEnv | None:
                               "(srun --ntasks-per-node=1; it starts each node's ranks itself)")
     job_id = env["SLURM_JOB_ID"]
     nodes = hostnames(env[list_var])
-    endpoint = None
-    if nnodes > 1:
-        endpoint = f"{rendezvous_host(nodes[0])}:{slurm_port(job_id)}"
+    endpoint = f"{rendezvous_host(nodes[0])}:{slurm_port(job_id)}" if nnodes > 1 else None
     return ClusterEnv("slurm", nnodes, _int(env, "SLURM_NODEID"), endpoint, job_id=job_id,
                       nodelist=env[list_var], nodes=nodes, read=read)
 
@@ -117,9 +107,8 @@ def _kubeflow(env: dict[str, str]) -> ClusterEnv | None:
     port_var = next((n for n in ("PET_MASTER_PORT", "MASTER_PORT") if n in env), None)
     rank_var = "PET_NODE_RANK" if "PET_NODE_RANK" in env else None
     nnodes = _int(env, "PET_NNODES")
-    if rank_var is None:
-        if nnodes > 1:
-            raise ClusterEnvError(f"PET_NNODES={nnodes} but PET_NODE_RANK is not set: this pod's rank is unknown")
+    if rank_var is None and nnodes > 1:
+        raise ClusterEnvError(f"PET_NNODES={nnodes} but PET_NODE_RANK is not set: this pod's rank is unknown")
     if nnodes > 1 and (addr_var is None or port_var is None):
         raise ClusterEnvError(f"PET_NNODES={nnodes} but no rendezvous address: PET_MASTER_ADDR (or MASTER_ADDR) and "
                               "PET_MASTER_PORT (or MASTER_PORT) must be set")
@@ -129,8 +118,7 @@ def _kubeflow(env: dict[str, str]) -> ClusterEnv | None:
 
 
 def slurm_port(job_id: str) -> int:
-    """The rendezvous port of a SLURM job, the same on every node: derived from the job id
-    (digits only: an array task's id is its own job id)."""
+    """The rendezvous port of a SLURM job, the same on every node: from the job id's digits."""
     digits = re.sub(r"\D", "", job_id) or "0"
     return SLURM_PORT_BASE + int(digits) % SLURM_PORT_SPAN
 
@@ -149,8 +137,7 @@ def hostnames(nodelist: str) -> list[str]:
 
 
 def rendezvous_host(node: str) -> str:
-    """The address of the first node: its name where it resolves, else its NodeAddr in SLURM's
-    configuration (`scontrol show node`), as slurmctld itself reaches it."""
+    """The first node's address: its name where it resolves, else its NodeAddr (`scontrol show node`)."""
     try:
         socket.getaddrinfo(node, None)
         return node
@@ -167,10 +154,9 @@ def rendezvous_host(node: str) -> str:
 
 def resolve(nnodes: int | None, node_rank: int | None, rdzv_endpoint: str | None,
             env: dict[str, str] | None = None) -> tuple[int, int, str | None, ClusterEnv | None]:
-    """The node count, node rank and endpoint a run takes: the scheduler's where it set them,
-    the options' (or 1, 0, none) otherwise. An option that differs from the scheduler's value is
-    an error naming both. Under SLURM an --rdzv-endpoint given replaces the derived one (SLURM
-    sets none); under Kubeflow it must be the operator's."""
+    """The node count, node rank and endpoint a run takes: the scheduler's where it set them, else the
+    options' (or 1, 0, none). Under SLURM an --rdzv-endpoint given replaces the derived one; under
+    Kubeflow it must be the operator's."""
     cluster = detect(env)
     if cluster is None:
         return (1 if nnodes is None else nnodes), (0 if node_rank is None else node_rank), rdzv_endpoint, None

@@ -1,14 +1,7 @@
-"""A rank that runs out of GPU memory is a result: status `oom` (one of the statuses a result file
-allows, bench/result_format.py) with the device's memory when it failed, never a traceback
-recorded as `failed`.
-
-The worker catches the error (`is_cuda_oom`: torch.cuda.OutOfMemoryError, or the RuntimeError
-text of CUDA's allocator failing outside PyTorch's caching allocator, as DGL's own GPU code
-raises it) and writes `record(...)`: the reason names the rank and device, what PyTorch tried to
-allocate, the device-wide memory in use when it failed (every process's, as the driver sees it)
-and this rank's allocator peaks. A cell of several ranks ends at once (the rank exits with
-EXIT_CODE, so torchrun ends its peers) and the runner takes the written record's status.
-"""
+"""A rank that runs out of GPU memory is a result: status `oom` with the device's memory when it
+failed, never a traceback recorded as `failed`. The worker catches the error (`is_cuda_oom`: torch's
+OutOfMemoryError, or the RuntimeError of CUDA's allocator failing outside PyTorch's, as DGL raises
+it) and writes `record(...)`; a rank of several exits with EXIT_CODE so that torchrun ends its peers."""
 
 from __future__ import annotations
 
@@ -38,8 +31,8 @@ def tried_bytes(message: str) -> int | None:
 
 
 def memory_when_failed(device) -> dict:
-    """The device's memory as the driver sees it (total - free: every process's) and this rank's
-    allocator peaks, read after the failure; {} where CUDA cannot answer."""
+    """The device's memory as the driver sees it (every process's) and this rank's allocator peaks,
+    read after the failure; {} where CUDA cannot answer."""
     import torch
 
     out = {}

@@ -1,15 +1,9 @@
-"""Ties a cell's processes to the process that started them, so that nothing outlives gnnbench.
+"""Ties a cell's processes to the process that started them, so that nothing outlives gnnbench: a
+cell runs in its own session (so a timeout can end its group), and Linux's parent-death signal
+ends it when gnnbench itself is killed.
 
-A cell runs in its own session (so a timeout can end its whole process group), which also means
-that nothing ends it when gnnbench itself is killed. Linux's parent-death signal closes that
-gap: each process of a cell that runs our code asks the kernel for SIGKILL when its parent dies.
-
-    python -m bench.run.lifeline MODULE ARGS...   run MODULE (e.g. torch.distributed.run) tied to
-                                                  its parent, and its own children tied to it
-
-The worker ties itself (bench.run.worker); torchrun's launcher runs under this module; PyTorch's
-DataLoader workers already end when the process that owns them is gone.
-"""
+    python -m bench.run.lifeline MODULE ARGS...   run MODULE (torch.distributed.run) tied to its
+                                                  parent, and its own children tied to it"""
 
 from __future__ import annotations
 

@@ -1,17 +1,11 @@
 """How much memory a cell will need, from a dataset's sizes, before anything is loaded.
 
-The estimate counts what each rank process holds: the hub arrays it loads (edges as COO, CSC
-pointers, features, labels), the framework's own graph structure on top (each backend's
-registry entry says how many bytes per node and edge: bench/backends/__init__.py), and a fixed
-overhead for the interpreter and framework. What a rank holds privately (features read into it,
-a framework's own graph structure, the interpreter) is counted per rank, so the total grows with
-the world size; what the node holds once is counted once (held_per_node): the hub's read-only
-maps, shared by all ranks through the page cache, GraphBolt's graph built on them, and in
-pinned-cuda the one copy of graph and features the ranks pin in place. Features in a disk-backed
-store (LMDB, GraphBolt's on-disk features: bench.stores.STORES says which) are memory-mapped and
-evictable, so they are not counted at all. A cell whose total does not fit in the memory
-available now is refused before it starts, with these numbers, instead of being killed half-way.
-"""
+What each rank holds privately (features read into it, the framework's own graph structure: each
+backend's registry entry gives bytes per node and edge, the interpreter) is counted per rank; what
+the node holds once (the hub's read-only maps, shared through the page cache, a structure built on
+them, pinned-cuda's one pinned copy) once. Features in a disk-backed store are memory-mapped and
+evictable, and not counted. A cell that does not fit in the memory available now is refused
+before it starts, with these numbers, instead of being killed half-way."""
 
 from __future__ import annotations
 
@@ -37,22 +31,10 @@ def hub_parts(stats: dict, store: str = "memory") -> dict[str, int]:
             "label_bytes": n * INT64 + splits}
 
 
-def parts(stats: dict, backend: str, store: str = "memory") -> dict[str, int]:
-    info = BACKENDS[backend]
-    out = hub_parts(stats, store)
-    out["graph_bytes"] += (info.structure_bytes_per_node * (stats["num_nodes"] + 1)
-                           + info.structure_bytes_per_edge * stats["num_edges"])
-    return {**out, "overhead_bytes": PROCESS_OVERHEAD_BYTES}
-
-
 def split(stats: dict, backend: str, store: str = "memory", mode: str = "cpu-cpu") -> tuple[dict, dict]:
-    """`parts` as (what each rank holds privately, what the node holds once). Once per node: the
-    hub's graph and labels (read-only maps, shared through the page cache); the structure of a
-    backend that samples on the hub's own arrays (GraphBolt: maps in the CPU modes, one shared copy
-    in pinned-cuda; on the GPU, not the host, in cuda-cuda); the features in pinned-cuda (one copy
-    per node, pinned in place by every rank) and where a backend keeps them in host memory split
-    over its ranks (cuGraph-PyG's WholeGraph: `host_features_once`). cuda-cuda reads the features from the map straight
-    to the GPU (bench/run/worker.py load_data): no host copy at all."""
+    """The hub's arrays and the backend's structure as (what each rank holds privately, what the node
+    holds once); which part is where follows the mode's storage and the backend's registry entry
+    (`structure_on_hub_maps`, `host_features_once`). cuda-cuda maps features straight to the GPU."""
     info, storage = BACKENDS[backend], modes.mode(mode).storage
     hub = hub_parts(stats, store)
     structure = (info.structure_bytes_per_node * (stats["num_nodes"] + 1)
@@ -68,9 +50,8 @@ def split(stats: dict, backend: str, store: str = "memory", mode: str = "cpu-cpu
 
 def estimate(stats: dict, backend: str, world_size: int = 1, store: str = "memory",
              mode: str = "cpu-cpu") -> dict[str, int]:
-    """The bytes `world_size` ranks on one node need, by part (each part's rank and node shares
-    together), `per_rank_bytes` (what each rank holds privately), `shared_bytes` (what the node
-    holds once) and `total_bytes` (per rank × ranks + shared)."""
+    """The bytes `world_size` ranks on one node need: by part, `per_rank_bytes`, `shared_bytes` and
+    `total_bytes` (per rank × ranks + shared)."""
     rank, node = split(stats, backend, store, mode)
     out = {k: rank[k] + node[k] for k in rank}
     out["per_rank_bytes"] = sum(rank.values())

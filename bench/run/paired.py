@@ -1,22 +1,18 @@
 """Paired cells: two or more cells' workers alive at once, taking turns epoch by epoch.
 
-A suite's cells run one after another, each in its own processes, once; on a shared machine a
-slow stretch that falls on one cell reads as a difference between configurations. Here the cells
-of a group are launched together, each warms up, and then their measured epochs run in rounds,
-one cell at a time in one fixed cycle, so every turn follows another cell's (bench/run/turns.py:
-the waiting cells block on a pipe, their memory samplers paused). Each pair's ratio is the geometric median over the rounds
-of its two epochs' ratio, with a 95 % interval resampling rounds (bench/paired_ratio.py); rounds
-are added until every pair's interval lies inside or outside ±`within` and within ±`within` of its
-ratio (judged at 10 rounds, then 20, 40, ...: is_look), up to `max_rounds` or 70 % of the cells'
-timeout. How much CPU the waiting cells' process trees took while another ran is
+Run one after another, a slow stretch of a shared machine that falls on one cell reads as a
+difference between configurations. Here a group's cells are launched together, each warms up, and
+their measured epochs run in rounds, one cell at a time in one fixed cycle (bench/run/turns.py: the
+waiting cells block on a pipe, their memory samplers paused). Each pair's ratio and 95 % interval
+come from bench/paired_ratio.py; rounds are added until every pair is resolved (judged at is_look),
+up to `max_rounds` or TIME_SHARE of the cells' timeout. The CPU the waiting cells' trees took is
 measured and kept, so the claim that they were idle is a figure.
 
-Which cells pair: those that differ in one named axis alone (`paired: [stack]` in a suite, or
-`gnnbench run --paired AXIS`): every two cells equal in all else. The pseudo-axis `runner` pairs each
-cell with a twin of itself that the runner's memory sampler never reads: the runner's cost per cell. Pairs sharing a cell run as one
-group, so each cell is measured once. A cell that cannot live beside another (GPU cells, several
-ranks, a memory limit, a target to train to, graphs too big for two) runs on its own as always, and
-its pairs say why they are not paired."""
+Cells pair when they differ in one named axis alone (`paired: [stack]`, `--paired AXIS`); the
+pseudo-axis `runner` pairs each cell with a twin its runner's memory sampler never reads. Pairs
+sharing a cell run as one group, so each cell is measured once. Cells that cannot live beside
+another (why_alone, too_big_together) take turns as whole processes (INTERLEAVED_ROUNDS), and a
+pair whose cells could not run together says why."""
 
 from __future__ import annotations
 
@@ -25,6 +21,7 @@ import math
 import os
 import select
 import signal
+import statistics
 import tempfile
 import threading
 import time
@@ -42,6 +39,8 @@ STUCK_FLOOR_S = 30.0  # a turn may always take this long before its worker is ta
 FIRST_LOOK = 10  # rounds before the pairs are first judged (then at 20, 40, ... and the cap: is_look)
 TIME_SHARE = 0.7  # warm-ups and rounds end by this share of the shortest timeout after the first launch
 MEMORY_SHARE = 0.5  # a group's graphs may take this share of the memory available at its start
+INTERLEAVED_ROUNDS = 3  # rounds of whole processes for cells that cannot live together
+RUNNER = "runner"  # the pseudo-axis: each cell against a twin of it that no memory sampler watches
 
 
 @dataclass(frozen=True)
@@ -89,14 +88,10 @@ def groups_of(cells: list[Cell], pairs: list[Pair]) -> list[list[Cell]]:
     return groups
 
 
-RUNNER = "runner"  # the pseudo-axis: each cell against a twin of it that no memory sampler watches
-RUNNER_OFF = "runner=off"
-
-
 def unwatched_twin(cell: Cell) -> Cell:
     """The cell's twin for the `runner` axis: the same worker, its runner's memory sampler never
     reading, so the pair's ratio is what watching the cell costs it."""
-    return Cell(f"{cell.id}/{RUNNER_OFF}", cell.backend, cell.stack, cell.dataset, cell.dataset_spec, cell.settings)
+    return Cell(f"{cell.id}/{RUNNER}=off", cell.backend, cell.stack, cell.dataset, cell.dataset_spec, cell.settings)
 
 
 def why_alone(cell: Cell, launch: Launch) -> str | None:
@@ -115,16 +110,12 @@ def why_alone(cell: Cell, launch: Launch) -> str | None:
 
 def too_big_together(dataset_dirs: list[Path]) -> str | None:
     """Why a group's graphs cannot all be held at once, or None: each live worker holds its graph."""
-    need = sum(_folder_bytes(d) for d in dataset_dirs)
+    need = sum(f.stat().st_size for folder in dataset_dirs for f in folder.rglob("*") if f.is_file())
     available = psutil.virtual_memory().available
     if need > MEMORY_SHARE * available:
         return (f"two workers cannot be alive at once: their graphs take {need / 2**30:.1f} GiB together, "
                 f"{available / 2**30:.1f} GiB is available")
     return None
-
-
-def _folder_bytes(folder: Path) -> int:
-    return sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
 
 
 @dataclass
@@ -168,49 +159,35 @@ def is_look(rounds: int, max_rounds: int) -> bool:
 
 
 def paired_result(pair: Pair, rounds: list[dict[str, float]], within: float, waiting: dict[str, float],
-                  cap_reason: str | None, with_interval: bool = True) -> PairResult:
+                  cap_reason: str | None, with_interval: bool = True, apart: str | None = None) -> PairResult:
+    """A pair's ratio over its rounds: live workers' turns, or with `apart` (why they could not live
+    together) whole processes launched in turns, each round's median epoch (a process's run differs
+    from the next one's more than epochs do)."""
     logs = [math.log(r[pair.second] / r[pair.first]) for r in rounds if pair.first in r and pair.second in r]
     n = len(logs)
-    result = PairResult(pair.axis, pair.first, pair.second, paired=True, within=within, rounds=n,
+    result = PairResult(pair.axis, pair.first, pair.second, paired=apart is None, within=within, rounds=n,
                         first_waiting_cpu=waiting.get(pair.first), second_waiting_cpu=waiting.get(pair.second))
-    if not n:
+    if n:
+        result.ratio = paired_ratio.geometric_median(logs)
+    else:
         result.reason = cap_reason or "no round ran"
-        return result
-    result.ratio = paired_ratio.geometric_median(logs)
-    if not with_interval:
-        return result
-    found = paired_ratio.interval(n, lambda picked: paired_ratio.geometric_median(logs[i] for i in picked))
-    result.ci95 = list(found) if found else None
-    result.settled = paired_ratio.settled(found, n, within)
-    if result.settled and not result.precise:
-        result.reason = (f"its interval reaches beyond ±{within:.0%} of the ratio after {n} rounds"
-                         f"{': ' + cap_reason if cap_reason else ''}")
-    elif result.settled is None and n < paired_ratio.MIN_ROUNDS_TO_SETTLE:
-        result.reason = (f"{n} rounds{' (' + cap_reason + ')' if cap_reason else ''}, too few to settle a pair "
-                         f"({paired_ratio.MIN_ROUNDS_TO_SETTLE} at least)")
-    elif result.settled is None:
-        result.reason = (f"unresolved after {n} rounds{': ' + cap_reason if cap_reason else ''}: the interval "
-                         f"straddles an edge of ±{within:.0%}")
-    return result
-
-
-INTERLEAVED_ROUNDS = 3  # rounds of whole processes for cells that cannot live together
-
-
-@dataclass
-class Interleaved:
-    done: dict  # cell id -> its first run's Finished (bench/run/session.py)
-    rounds: list[dict[str, float]]  # each round's median epoch time per cell
-
-
-def interleaved_result(pair: Pair, rounds: list[dict[str, float]], within: float, why: str) -> PairResult:
-    """A pair of cells that could not live together, launched in turns as whole processes: the ratio
-    over the rounds' medians (a process's run differs from the next one's more than epochs do)."""
-    result = paired_result(pair, rounds, within, {}, None)
-    result.paired = False
-    too_few = result.settled is None and result.rounds < paired_ratio.MIN_ROUNDS_TO_SETTLE
-    result.reason = (f"interleaved processes ({why}): {result.rounds} rounds, each cell launched once a round"
-                     + ("; too few to settle a pair" if too_few else f"; {result.reason}" if result.reason else ""))
+    too_few = n < paired_ratio.MIN_ROUNDS_TO_SETTLE  # never settled (paired_ratio.settled)
+    if n and with_interval:
+        found = paired_ratio.interval(n, lambda picked: paired_ratio.geometric_median(logs[i] for i in picked))
+        result.ci95 = list(found) if found else None
+        result.settled = paired_ratio.settled(found, n, within)
+        if result.settled and not result.precise:
+            result.reason = (f"its interval reaches beyond ±{within:.0%} of the ratio after {n} rounds"
+                             f"{': ' + cap_reason if cap_reason else ''}")
+        elif too_few:
+            result.reason = (f"{n} rounds{' (' + cap_reason + ')' if cap_reason else ''}, too few to settle a "
+                             f"pair ({paired_ratio.MIN_ROUNDS_TO_SETTLE} at least)")
+        elif result.settled is None:
+            result.reason = (f"unresolved after {n} rounds{': ' + cap_reason if cap_reason else ''}: the "
+                             f"interval straddles an edge of ±{within:.0%}")
+    if apart is not None:
+        result.reason = (f"interleaved processes ({apart}): {n} rounds, each cell launched once a round"
+                         + ("; too few to settle a pair" if too_few else f"; {result.reason}" if result.reason else ""))
     return result
 
 
@@ -219,14 +196,8 @@ def unpaired_result(pair: Pair, epochs: dict[str, list[float]], within: float, w
     result = PairResult(pair.axis, pair.first, pair.second, paired=False, within=within, reason=why)
     first, second = epochs.get(pair.first), epochs.get(pair.second)
     if first and second:
-        result.ratio = median(second) / median(first)
+        result.ratio = statistics.median(second) / statistics.median(first)
     return result
-
-
-def median(values: list[float]) -> float:
-    ordered = sorted(values)
-    mid = len(ordered) // 2
-    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
 
 
 @dataclass
@@ -468,9 +439,109 @@ def _one_turn_each(members: list[Member]) -> None:
             _turn(member, members, STUCK_FLOOR_S * 10)
 
 
-
 def describe(result: PairResult) -> str:
     first, second = paired_ratio.label(result.first, result.second)
     found = result.as_dict()
     return (f"{second} against {first} ({result.axis}): epoch time {paired_ratio.ratio_text(found)}, "
             f"{paired_ratio.verdict(found)}")
+
+
+# --- a group's run, for the session (bench/run/session.py) ----------------------------------------
+
+def run_group(session, group: list[Cell], pairs: list[Pair]) -> None:
+    """A group's cells launched together and taking turns (or, where they cannot, as whole processes
+    in turns, or alone: said); each pair's result kept in both cells' entries."""
+    within, max_rounds = session.pairing.within, session.pairing.max_rounds
+    ready, done, alone, apart = [], {}, {}, []
+    resumed = {c.id for c in group if c.id in session.finished}
+    for cell in group:
+        if cell.id in resumed:
+            done[cell.id] = session.finished[cell.id]
+            alone[cell.id] = "its partner was kept from the journal of the run resumed"
+            continue
+        session.say(f"\n{session.position(cell)}")
+        resolved, outcome = session.before_launch(cell)
+        prepared = outcome or session.preparation.prepare(resolved)
+        if isinstance(prepared, Outcome):
+            alone[cell.id] = f"{cell.id} did not run ({prepared.status})"
+            done[cell.id] = session.after_launch(resolved, prepared)
+            session.keep(cell, done[cell.id])
+            continue
+        why = why_alone(resolved, session.launch)
+        if why:
+            apart.append(why)
+        session.say(f"  ready{': ' + why if why else '; it takes turns with the others of its group'}")
+        ready.append((cell, resolved, prepared))
+    members = [Member(r, p.python, p.dataset_dir, p.memory_limit) for _, r, p in ready]
+    if RUNNER in session.pairing.by:  # each cell beside its unwatched twin (the runner's cost)
+        twins = [Member(unwatched_twin(m.cell), m.python, m.dataset_dir, m.memory_limit, watched=False)
+                 for m in members]
+        pairs = pairs + [Pair(RUNNER, t.cell.id, m.cell.id) for m, t in zip(members, twins)]
+        members += twins
+    too_big = too_big_together([m.dataset_dir for m in members]) if len(members) > 1 else None
+    apart_why = apart[0] if apart else too_big
+    run, results = None, []
+    if len(ready) > 1 and apart_why:
+        rounds = _run_interleaved(session, ready, apart_why, done)
+        ran = {c.id for c, _, _ in ready}
+        both = [p for p in pairs if p.first in ran and p.second in ran]
+        results = [paired_result(p, rounds, within, {}, None, apart=apart_why) for p in both]
+        pairs = [p for p in pairs if p not in both]
+        alone.update({p.first: apart_why for p in pairs if p.axis == RUNNER})  # twins need live turns
+    elif len(members) > 1 and not apart_why:
+        session.say(f"\ntaking turns: {len(members)} cells, {len(pairs)} pair(s), until each is within or outside "
+                    f"±{within:.0%} (at most {max_rounds} rounds)")
+        run = run_together(members, pairs, session.cache, session.launch, within, max_rounds, session.say)
+        for cell, resolved, _ in ready:
+            session.say(f"\n{session.position(cell)}")
+            done[cell.id] = session.after_launch(resolved, run.outcomes[resolved.id])
+            session.keep(cell, done[cell.id])
+    elif len(ready) == 1:
+        cell, resolved, prepared = ready[0]
+        alone[cell.id] = apart_why or "no other cell of its group could run beside it"
+        done[cell.id] = session.after_launch(resolved, session.start(resolved, prepared))
+        session.keep(cell, done[cell.id])
+    for pair in pairs:
+        why = alone.get(pair.first) or alone.get(pair.second)
+        if run is not None and not why:
+            results.append(paired_result(pair, run.rounds, within, run.waiting, run.stopped))
+        else:
+            epochs = {i: done[i].epochs if i in done else [] for i in (pair.first, pair.second)}
+            results.append(unpaired_result(pair, epochs, within, why or "not run together"))
+    for result in results:
+        session.say(f"  paired: {describe(result)}")
+    for cell in group:  # each cell journalled as it ended; again now with its pairs (the later line wins)
+        if cell.id in resumed or not done[cell.id].measured:
+            continue
+        extra = done[cell.id].entry["extra_info"]
+        extra["pairs"] = [r.as_dict() for r in results if cell.id in (r.first, r.second)]
+        if run is not None and cell.id not in alone:
+            extra.setdefault("notes", []).append(
+                f"measured in turns beside {len(run.outcomes) - 1} other live worker(s) (paired): its measured "
+                f"epochs are its {len(run.rounds)} turns; other load not measured (its partners would count)")
+        session.keep(cell, done[cell.id])
+
+
+def _run_interleaved(session, ready: list[tuple], why: str, done: dict) -> list[dict[str, float]]:
+    """Cells that cannot live together, launched one after another for INTERLEAVED_ROUNDS rounds, the
+    order turning: each round's median epoch per cell. A cell's entry (in `done`) is its first run."""
+    rounds = []
+    session.say(f"\nnot together ({why}): {len(ready)} cells in {INTERLEAVED_ROUNDS} rounds of whole processes")
+    for number in range(INTERLEAVED_ROUNDS):
+        shift = number % len(ready)
+        medians = {}
+        for cell, resolved, prepared in ready[shift:] + ready[:shift]:
+            session.say(f"\n{session.position(cell)} (round {number + 1} of {INTERLEAVED_ROUNDS})")
+            outcome = session.start(resolved, prepared)
+            if cell.id not in done:  # its first run is its entry, journalled at once
+                done[cell.id] = session.after_launch(resolved, outcome)
+                session.keep(cell, done[cell.id])
+            if outcome.status == "ok":
+                medians[cell.id] = statistics.median(e["seconds"] for e in outcome.record["epochs"])
+        rounds.append(medians)
+    for cell, _, _ in ready:
+        if done[cell.id].measured:
+            done[cell.id].entry["extra_info"].setdefault("notes", []).append(
+                f"its pairs ran as interleaved processes ({why}): {INTERLEAVED_ROUNDS} rounds, each cell "
+                "launched once a round; this entry is its first run")
+    return rounds

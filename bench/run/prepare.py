@@ -3,14 +3,8 @@ starts, and what stops it is said here, with the reason.
 
     Preparation(cache, data_root, nnodes, no_install, say).prepare(cell) -> PreparedCell | Outcome
 
-In order: the stacks it needs (its own, and the one its dataset is prepared in, unless the hub has
-the dataset already), installed once per run unless --no-install; its memory need against the
-memory available now (refused if it cannot fit); its dataset, ready for its task (bench/datasets/
-ready.py, the one entry to bench.datasets: keep or discard, verify, build in the interpreter its
-source needs, a link task's edge split), once per run; its store (built once, into the dataset's
-folder); its memory limit. The session calls `prepare` once per cell and hands what it returns to
-the runner (bench/run/runner.py launch_cell), which only launches and watches.
-"""
+In order: its stacks (installed once per run unless --no-install), its memory need against what
+is available, its dataset ready for its task (bench/datasets/ready.py), its store, its memory limit."""
 
 from __future__ import annotations
 
@@ -30,10 +24,9 @@ from bench.run.suite import Cell
 
 
 class StackHost:
-    """What bench.datasets.ready may not import (its `Host`): this machine's stacks, the environment a
-    dataset's build gets in one (a worker's, without a scheduler's distributed variables), and the
-    memory available now. `install`: a missing stack is installed when a build needs it (the
-    `datasets` and `bundle` commands); else it is a DatasetError (a run installs its stacks first)."""
+    """What bench.datasets.ready may not import (its `Host`): this machine's stacks, a build's
+    environment (a worker's) and the memory available. `install`: a missing stack is installed when a
+    build needs it (`datasets` and `bundle`); else it is a DatasetError (a run installs its stacks first)."""
 
     def __init__(self, cache: Path, install: bool = False, say: Callable[[str], None] = print,
                  run_stacks: list[str] | None = None):
@@ -41,9 +34,8 @@ class StackHost:
         self.run_stacks = [name for name in run_stacks or () if name != "own"]  # a run's --stack
 
     def instead_of(self, stack: str | None) -> str | None:
-        """The stack a dataset is built in: a run's own --stack where one has the framework the
-        source's stack is for (a node whose interpreter has PyG builds Cora there, rather than
-        failing for want of the pinned `pyg` stack it never installs), else the source's own."""
+        """The stack a dataset is built in: a run's own --stack where one has the source stack's framework,
+        else the source's own."""
         if stack is None:
             return None
         framework = stacks.framework_of(stack)
@@ -78,8 +70,7 @@ class PreparedCell:
 
 
 class Preparation:
-    """What one run prepares for its cells, each thing once: stacks (or the problem that keeps one
-    away), datasets for each task (or the error preparing one gave)."""
+    """What one run prepares for its cells, each thing once (or the problem that kept it away)."""
 
     def __init__(self, cache: Path, data_root: Path | None, nnodes: int = 1, no_install: bool = False,
                  say: Callable[..., None] = print, run_stacks: list[str] | None = None):
@@ -91,10 +82,9 @@ class Preparation:
         self._image_only: set[str] = set()  # stacks the GPU images alone build (every pin container-only)
 
     def prepare(self, cell: Cell) -> PreparedCell | Outcome:
-        """The cell ready to launch, or the outcome that stops it before it starts: a stack that is
-        not there (the cell's own, or the one its dataset is prepared in, unless the hub has it
-        already: a node given a prepared Cora needs no pyg stack), too little memory, a dataset that
-        cannot be made ready (or its link split), a store that cannot be built."""
+        """The cell ready to launch, or the outcome that stops it: a stack that is not there (its own, or
+        its dataset's unless the hub has it), too little memory, a dataset, link split or store that
+        cannot be made."""
         for stack in filter(None, (cell.stack, self.building_stack(cell.dataset_spec))):
             problem = self.ensure_stack(stack)
             if problem:  # a stack only the GPU images build is not this machine's failure: skipped
@@ -154,8 +144,8 @@ class Preparation:
                               f"{local_ranks} rank(s) of {cell.backend} on {cell.dataset}")
 
     def dataset(self, name: str, spec: dict, task: str | None = None) -> ReadyDataset:
-        """The dataset `name` ready for `task`, made so once per run (an error, once, too: a dataset
-        that failed is not tried again for another task; a link split that failed only for links)."""
+        """The dataset `name` ready for `task`, once per run (a failure too, for every task; a link split's
+        only for links)."""
         if name in self._failed:
             raise self._failed[name]
         if (name, task) not in self._ready:
@@ -182,6 +172,6 @@ class Preparation:
 
 
 def ensure_dataset(spec: dict, cache: Path, data_root: Path | None, say: Callable[[str], None] | None = None) -> Path:
-    """The folder of a dataset made ready with this machine's stacks as they are (none installed):
-    the harness-cost benchmarks' and the tests' short way to bench.datasets.ready."""
+    """A dataset's folder made ready with this machine's stacks as they are (the harness-cost
+    benchmarks' and the tests' short way to bench.datasets.ready)."""
     return ready(spec, cache, data_root, host=StackHost(cache), say=say).folder

@@ -1,13 +1,9 @@
 """The pytest entry: `pytest suites/ --benchmark-only [--suite NAME|PATH]`.
 
-It drives the same session as `gnnbench run` (bench/run/session.py), one parametrised test per
-selected cell. Each test hands the epochs its cell measured to pytest-benchmark as the rounds of
-its benchmark (so pytest-benchmark's table, --benchmark-compare and --benchmark-save work as
-usual); a cell that produced no number becomes a skip (skipped, refused) or an xfail (failed,
-timed out) with its reason. The result file is the session's, written when pytest ends (also
-after Ctrl-C); `--benchmark-json PATH` names it, and files pytest-benchmark saves itself
-(--benchmark-save, --benchmark-autosave) get the same content.
-"""
+It drives the same session as `gnnbench run`, one parametrised test per selected cell; each test
+hands its cell's epochs to pytest-benchmark as its rounds (so its table, --benchmark-compare and
+--benchmark-save work as usual); a cell without a number is a skip or an xfail with its reason.
+The result file is the session's, written when pytest ends; `--benchmark-json PATH` names it."""
 
 from __future__ import annotations
 
@@ -81,10 +77,9 @@ def benchmark_cell(session: Session, cell, benchmark) -> None:
 
 
 def give_rounds(benchmark, seconds: list[float]) -> None:
-    """The epochs ran in the cell's own interpreter: they become this benchmark's rounds as they
-    were measured there, through pytest-benchmark's own statistics object and no clock of its
-    own. pytest-benchmark has no public call for rounds timed elsewhere; this uses the one its
-    own `pedantic` uses (the fixture of pytest-benchmark 5.x, pinned in pyproject.toml)."""
+    """The cell's epochs become this benchmark's rounds as measured in its worker, through
+    pytest-benchmark's own statistics object: there is no public call for rounds timed elsewhere, so
+    this uses the one `pedantic` uses (pytest-benchmark 5.x, pinned in pyproject.toml)."""
     rounds = benchmark._make_stats(1)
     for value in seconds:
         rounds.update(value)

@@ -1,13 +1,9 @@
 """What a run writes: one result document in pytest-benchmark's JSON format.
 
-Each measured cell is one pytest-benchmark benchmark entry whose rounds are the epochs the
-worker measured (statistics by pytest-benchmark's own `Stats`), with our metrics in
-`extra_info`; a cell that produced no number is an entry of the top-level `unmeasured` list.
-The run's own facts (schema version, suite, baseline, cell order) are the `gnnbench` key, and
-`machine_info` carries pytest-benchmark's machine description plus ours (stacks, GPUs).
-Derived scores (speedups, scaling efficiency) are not written: bench.publish computes them
-from the medians when the file is read.
-"""
+Each measured cell is a benchmark entry whose rounds are its measured epochs, with our metrics in
+`extra_info`; a cell without a number is an entry of the top-level `unmeasured` list. The run's
+own facts are the `gnnbench` key; `machine_info` is pytest-benchmark's plus ours. Derived scores
+(speedups, scaling) are computed by bench.publish when the file is read."""
 
 from __future__ import annotations
 
@@ -20,12 +16,12 @@ import psutil
 from bench import __version__
 from bench.paths import repo_root
 from bench import stacks
-from bench.backends.stages import add_typed
 from bench.result_format import DATASET_FIELDS, SCHEMA_VERSION, WRITTEN_FROM_RECORD, EpochMean
 from bench.stacks import external as external_stacks
 from bench.run.runner import Outcome
 from bench.run import cluster_env
-from bench.machine.gpu_facts import gpu_info as facts
+from bench.run.worker import summed, summed_typed
+from bench.machine.gpu_facts import gpu_info
 
 # pytest-benchmark names a benchmark after its test; both ways of running a suite (gnnbench run
 # and pytest suites/) name a cell's entry as the pytest entry's test would be named.
@@ -37,17 +33,13 @@ def test_name(cell_id: str) -> str:
     return f"{TEST_FUNCTION}[{cell_id}]"
 
 
-def measured_epochs(outcome: Outcome) -> list[float]:
-    return [epoch["seconds"] for epoch in outcome.record["epochs"]]
-
-
 def benchmark_entry(outcome: Outcome, baseline: str | None) -> dict:
     """A measured cell as pytest-benchmark writes a benchmark: the rounds are its epochs."""
     from pytest_benchmark.stats import Stats
 
     stats = Stats()
-    for seconds in measured_epochs(outcome):
-        stats.update(seconds)
+    for epoch in outcome.record["epochs"]:
+        stats.update(epoch["seconds"])
     cell = outcome.cell
     return {
         "group": cell.dataset, "name": test_name(cell.id), "fullname": f"{TEST_FILE}::{test_name(cell.id)}",
@@ -69,9 +61,8 @@ def unmeasured_entry(outcome: Outcome) -> dict:
 
 
 def extra_info(outcome: Outcome, baseline: str | None = None) -> dict:
-    """Our metrics of one measured cell, from the worker's per-epoch records and the memory the
-    runner sampled: the fields bench/result_format.py declares as taken from the worker's record
-    (`from_record`), and those computed here."""
+    """Our metrics of one measured cell: the fields bench/result_format.py declares as taken from the
+    worker's record (`from_record`), and those computed here."""
     rec = outcome.record
     epochs = rec["epochs"]
     seconds = sum(e["seconds"] for e in epochs)
@@ -84,10 +75,9 @@ def extra_info(outcome: Outcome, baseline: str | None = None) -> dict:
         "stack": cell.stack,
         "dataset": {k: card[k] for k in DATASET_FIELDS}
         | {k: card.get(k) for k in ("source", "num_train", "num_val", "num_test")}
-        | {k: card[k] for k in ("num_graphs",) if k in card}  # graph-level datasets only
-        | {k: card[k] for k in ("features_only_acc",) if k in card}  # node datasets: a model without edges
-        | {k: card[k] for k in ("source_path",) if k in card}  # a user's own graph: where it came from
-        | {k: card[k] for k in ("target", "node_types", "relations") if k in card},  # a typed graph's types
+        # where the dataset has them: graph-level, a model without edges, a user's graph's path, a typed graph's types
+        | {k: card[k] for k in ("num_graphs", "features_only_acc", "source_path", "target", "node_types", "relations")
+           if k in card},
         "settings": cell.settings.as_dict(),
         "seeds_per_s": sum(e["seeds"] for e in epochs) / seconds,
         "edges_per_s": sum(e["edges"] for e in epochs) / seconds,
@@ -115,9 +105,8 @@ def extra_info(outcome: Outcome, baseline: str | None = None) -> dict:
 
 
 def from_record(rec: dict) -> dict:
-    """The extra_info fields bench/result_format.py declares as the worker recorded them
-    (`Copied`: none where not recorded, `if_set` ones left out where empty) or as a mean
-    over the measured epochs (`EpochMean`)."""
+    """The extra_info fields declared as the worker recorded them (`if_set` ones left out where empty) or
+    as a mean over the measured epochs (`EpochMean`)."""
     out = {}
     for name, source in WRITTEN_FROM_RECORD.items():
         if isinstance(source, EpochMean):
@@ -129,10 +118,8 @@ def from_record(rec: dict) -> dict:
 
 
 def profile_info(epochs: list[dict], profile: bool) -> dict:
-    """The stage split, loader worker-seconds and work counts (bench/backends/stages.py), raw:
-    stages and worker-seconds as means per measured epoch, work as means per batch (over the
-    batches counted: `counted` of them per epoch) plus batches per epoch (over all ranks). None
-    where the cell ran with `profile: false`."""
+    """The stage split and loader worker-seconds (means per epoch) and work counts (means per counted
+    batch, plus batches per epoch), raw; None where the cell ran with `profile: false`."""
     if not profile or not all("stages" in e for e in epochs):
         return {"profile": bool(profile), "stages": None, "loader_worker_s": None, "work": None}
     n = len(epochs)
@@ -148,7 +135,7 @@ def profile_info(epochs: list[dict], profile: bool) -> dict:
         return sum(w[key] for w in works) / counted
 
     def per_hop(key: str) -> list[float]:
-        return [total / counted for total in _summed(works, key)]
+        return [total / counted for total in summed(works, key)]
 
     work = {"hop_nodes": per_hop("hop_nodes"), "hop_edges": per_hop("hop_edges"),
             **{k: per_batch(k) for k in ("input_nodes", "feature_bytes")},
@@ -156,39 +143,23 @@ def profile_info(epochs: list[dict], profile: bool) -> dict:
             "batches": batches / n, "counted": counted / n,
             "layer_nodes": per_hop("layer_nodes"), "layer_edges": per_hop("layer_edges"),
             "per_seed": per_seed(works)}
-    typed = _typed(works)
+    typed = summed_typed(works)
     if typed:  # a typed cell: per node type and relation, means per counted batch
         work["typed"] = _scaled(typed, counted)
     return {"profile": True, "stages": stages, "loader_worker_s": worker_s, "work": work}
-
-
-def _typed(works: list[dict]) -> dict:
-    """The typed breakdowns (bench/backends/stages.py TYPED) of several epochs, summed."""
-    total: dict = {}
-    for w in works:
-        if w.get("typed"):
-            add_typed(total, w["typed"])
-    return total
 
 
 def _scaled(typed: dict, by: float) -> dict:
     return {key: {name: [v / by for v in values] for name, values in named.items()} for key, named in typed.items()}
 
 
-def _summed(works: list[dict], key: str) -> list[float]:
-    """A hop or layer list summed over epochs, element by element (missing in older records: [])."""
-    lists = [w.get(key) or [] for w in works]
-    return [sum(values[i] for values in lists if i < len(values)) for i in range(max(map(len, lists), default=0))]
-
-
 def per_seed(works: list[dict]) -> dict | None:
-    """The work per training seed (what the equal-work check compares, bench/publish/stages.py):
-    nodes and edges per hop and per layer, each divided by the seeds of the same batches. Over the
-    full batches where any was counted (`over: "full"`): a rank's partial last batch shares fewer
-    neighbours among its seeds, and would move the figures; else over all counted batches."""
+    """The work per training seed (the equal-work check's figures, bench/publish/stages.py): per hop and
+    layer, over the full batches where any was counted (a partial last batch shares fewer neighbours
+    among its seeds), else over all counted batches."""
     fulls = [w["full"] for w in works if w.get("full") and w["full"].get("counted")]
     over, source = ("full", fulls) if fulls else ("all", works)
-    hop_nodes = _summed(source, "hop_nodes")
+    hop_nodes = summed(source, "hop_nodes")
     if not hop_nodes or not hop_nodes[0]:
         return None
     # a link cell's seeds are its positive seed edges (hop_nodes[0]: their ends and the negatives')
@@ -196,17 +167,17 @@ def per_seed(works: list[dict]) -> dict | None:
     seeds = sum(w["seed_edges"] for w in source) if links else hop_nodes[0]
     if not seeds:
         return None
-    typed = _typed(source)
+    typed = summed_typed(source)
     return {"over": over, "counted": sum(w.get("counted", w.get("batches", 0)) for w in source) / len(works),
-            **{key: [v / seeds for v in _summed(source, key)]
+            **{key: [v / seeds for v in summed(source, key)]
                for key in ("hop_nodes", "hop_edges", "layer_nodes", "layer_edges")},
             **({"typed": _scaled(typed, seeds)} if typed else {}),
             **({"negatives": sum(w["negatives"] for w in source) / seeds} if links else {})}
 
 
 def rank_entries(outcome: Outcome) -> list[dict]:
-    """One entry per rank: its process tree's peak memory (sampled on this node; for ranks on
-    other nodes only their own peak RSS is known) and where its epochs went."""
+    """One entry per rank: its process tree's peak memory (for other nodes' ranks only their own peak
+    RSS) and where its epochs went."""
     out = []
     for r in outcome.record.get("ranks") or [{"rank": 0}]:
         rss, pss = outcome.rank_peaks.get(r["rank"], (r.get("self_max_rss_bytes"), None))
@@ -220,26 +191,25 @@ def rank_entries(outcome: Outcome) -> list[dict]:
     return out
 
 
-def document(*, benchmarks: list[dict], unmeasured: list[dict], meta: dict, ceilings: dict | None = None) -> dict:
-    """The whole result file, keys in pytest-benchmark's order, ours after them; `ceilings`: the
-    machine's measured ceilings (bench.machine.ceilings), where the run probed them."""
+def document(done: list, meta: dict, ceilings: dict | None = None) -> dict:
+    """The whole result file over finished cells (bench.run.session.Finished: measured ones are
+    benchmarks), keys in pytest-benchmark's order, ours after them."""
     import pytest_benchmark
     from pytest_benchmark.plugin import pytest_benchmark_generate_machine_info
 
     return {
         "machine_info": {**pytest_benchmark_generate_machine_info(), "gnnbench": machine_info(ceilings)},
         "commit_info": commit_info(),
-        "benchmarks": benchmarks,
+        "benchmarks": [d.entry for d in done if d.measured],
         "datetime": dt.datetime.now(dt.timezone.utc).isoformat(),
         "version": pytest_benchmark.__version__,
         "gnnbench": {"schema_version": SCHEMA_VERSION, **meta},
-        "unmeasured": unmeasured,
+        "unmeasured": [d.entry for d in done if not d.measured],
     }
 
 
 def commit_info() -> dict:
-    """pytest-benchmark's commit description of the gnnbench checkout that ran (wherever the
-    command was started from)."""
+    """pytest-benchmark's commit description of the gnnbench checkout that ran."""
     from pytest_benchmark.utils import get_commit_info
 
     started_in = os.getcwd()
@@ -261,7 +231,7 @@ def machine_info(ceilings: dict | None = None) -> dict:
         "cpu_count_physical": psutil.cpu_count(logical=False),
         "memory_total_bytes": psutil.virtual_memory().total,
         "kernel": platform.release(),
-        "gpu": gpu_info(),
+        "gpu": gpu_info(),  # GPUs, clocks, MIG, topology, NCCL settings; None without nvidia-smi
         "container_image": os.environ.get("GNNBENCH_IMAGE"),
         "container_revision": os.environ.get("GNNBENCH_REVISION"),
         # the scheduler that started this node's run (SLURM's srun, a Kubeflow pod): job id, node list
@@ -272,16 +242,9 @@ def machine_info(ceilings: dict | None = None) -> dict:
 
 
 def cluster_info() -> dict | None:
-    """The scheduler, job id, node list and this node's rank (bench.run.cluster_env); None where
-    no scheduler started the run."""
+    """The scheduler that started the run (bench.run.cluster_env), or None."""
     try:
         found = cluster_env.detect()
     except cluster_env.ClusterEnvError as exc:
         return {"error": str(exc)}
     return found.machine_info() if found else None
-
-
-def gpu_info() -> dict | None:
-    """The GPUs, their clocks, MIG mode and topology, CUDA_VISIBLE_DEVICES and NCCL_* settings
-    (bench/machine/gpu_facts.py); None where there is no nvidia-smi."""
-    return facts()

@@ -1,14 +1,8 @@
-"""`gnnbench recover JOURNAL`: the result file of a run that could not write its own (killed
-with SIGKILL, a full disk), made from its journal (SUITE-STAMP.cells.jsonl) without running
-anything. `gnnbench report JOURNAL` reads a journal the same way. `gnnbench run SUITE --resume
-JOURNAL` is the variant that also runs the cells the journal lacks.
-
-Each journal line carries its cell's entry exactly as the result file holds it, so the result
-file is the session's own (bench.run.record.document) over the finished cells, with
-`recovered_from` naming the journal. Given the suite, the cells the journal lacks (of those the run
-selected, where its journal says) are listed in `gnnbench.cells` and read as "not run"; without
-it, only the journal's cells are.
-"""
+"""`gnnbench recover JOURNAL`: the result file of a run that could not write its own (SIGKILL, a full
+disk), made from its journal without running anything; `gnnbench report JOURNAL` reads one too.
+Each journal line holds its cell's entry as the result file does, so the file is the session's own
+document over the finished cells, with `recovered_from`. Given the suite, the cells the journal
+lacks (of those its run selected) are listed in `gnnbench.cells` and read as "not run"."""
 
 from __future__ import annotations
 
@@ -41,9 +35,7 @@ def document(journal: Path, suite: str | Path | None = None) -> dict:
                          if d.measured and d.entry.get("extra_info", {}).get("is_baseline")), None)
         meta = {"suite": name, "suite_file": None, "description": None, "baseline": baseline, "cells": cells}
     done = [finished[c] for c in cells if c in finished]
-    doc = record.document(benchmarks=[d.entry for d in done if d.measured],
-                          unmeasured=[d.entry for d in done if not d.measured],
-                          meta={**meta, "recovered_from": str(journal)})
+    doc = record.document(done, {**meta, "recovered_from": str(journal)})
     # the run finished (as far as it got) when it journalled its last cell, not now
     doc["datetime"] = dt.datetime.fromtimestamp(journal.stat().st_mtime, dt.timezone.utc).isoformat()
     return doc
@@ -57,7 +49,7 @@ def _alone(journal: Path) -> tuple[dict[str, Finished], str]:
                            "suite's cells as not run")
     name = lines[0][1]
     finished: dict[str, Finished] = {}
-    for where, suite, done in lines:
+    for where, suite, done, _ in lines:
         if suite != name:
             raise SessionError(f"{where}: a cell of suite {suite!r}, not {name!r} as the first line; "
                                "one journal is one run of one suite")

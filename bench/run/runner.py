@@ -1,11 +1,8 @@
 """The runner: launches one cell in its stack's interpreter, watches it, and returns an outcome.
 
-The worker runs in its own session (process group), so a timeout or a crash takes the whole
-tree down with it, DataLoader workers included. Memory is sampled from here, over the whole
-process tree, so the worker's own timings are not disturbed by a sampling thread.
-A crash, a hang or a kill becomes an outcome with a status and the tail of stderr, never an
-exception that ends the suite.
-"""
+The worker runs in its own session, so a timeout or a crash takes its whole tree down,
+DataLoader workers included; memory is sampled from here, over the tree, not by a thread in the
+worker. A crash, a hang or a kill becomes an outcome with a status and the tail of stderr."""
 
 from __future__ import annotations
 
@@ -60,16 +57,16 @@ class Outcome:
 
 @dataclass(frozen=True)
 class Launch:
-    """Where a cell's ranks run: this machine alone, or one of several nodes that each run the
-    same command and meet at a torchrun c10d rendezvous endpoint."""
+    """Where a cell's ranks run: this machine alone, or one of several nodes meeting at a torchrun
+    c10d rendezvous endpoint."""
     nnodes: int = 1
     node_rank: int = 0
     rdzv_endpoint: str | None = None  # host:port; default: a free port on 127.0.0.1
 
 
 class TreeMemorySampler(threading.Thread):
-    """Samples RSS and PSS of a process tree, in total and per rank (a rank is a process that
-    torch.distributed.run started, with everything below it); keeps the peaks."""
+    """RSS and PSS peaks of a process tree, in total and per rank (a process torch.distributed.run
+    started, with everything below it)."""
 
     def __init__(self, pid: int, interval: float = MEMORY_SAMPLE_S):
         super().__init__(daemon=True)
@@ -112,9 +109,8 @@ class TreeMemorySampler(threading.Thread):
         self._awake.set()
 
     def _rank_of(self, proc: psutil.Process) -> int | None:
-        """The rank a child of the launcher runs, from its RANK variable. Only a found rank is
-        remembered: a child caught between fork and exec still has the launcher's environment
-        (no RANK) and gets it a moment later."""
+        """The rank a child of the launcher runs (its RANK variable); only a found rank is remembered (a
+        child between fork and exec still has the launcher's environment)."""
         if proc.pid not in self._ranks:
             try:
                 rank = proc.environ().get("RANK")
@@ -126,8 +122,8 @@ class TreeMemorySampler(threading.Thread):
         return self._ranks[proc.pid]
 
     def _tree(self) -> tuple[dict[int, list[psutil.Process]], bool]:
-        """The processes of each rank, and whether a launcher started them. Listing children scans
-        every process of the machine, so the list is kept for TREE_EVERY_S (or until one exits)."""
+        """The processes of each rank, and whether a launcher started them; kept for TREE_EVERY_S (listing
+        children scans every process of the machine) or until one exits."""
         now = time.monotonic()
         if self._groups is None or now - self._listed_at >= TREE_EVERY_S:
             ranked = {p: self._rank_of(p) for p in self.root.children()}
@@ -158,10 +154,10 @@ class TreeMemorySampler(threading.Thread):
         total_rss = sum(rss.values()) + (_rss([self.root]) if launched else 0)
         now = time.monotonic()
         read_pss = total_rss > self._rss_at_pss * PSS_RSS_STEP or now - self._pss_at >= PSS_EVERY_S
-        pss = {rank: _pss(procs) for rank, procs in groups.items()} if read_pss else {}
+        pss = {rank: _rss(procs, pss=True) for rank, procs in groups.items()} if read_pss else {}
         if read_pss:
             self._pss_at, self._rss_at_pss = now, max(self._rss_at_pss, total_rss)
-            total_pss = sum(pss.values()) + (_pss([self.root]) if launched else 0)
+            total_pss = sum(pss.values()) + (_rss([self.root], pss=True) if launched else 0)
             self.peak_pss = max(self.peak_pss, total_pss)
         for rank in groups:
             old = self.rank_peaks.get(rank, (0, 0))
@@ -179,24 +175,15 @@ class TreeMemorySampler(threading.Thread):
         return sum(self._cpu.values())
 
 
-def _rss(procs: list[psutil.Process]) -> int:
+def _rss(procs: list[psutil.Process], pss: bool = False) -> int:
+    """The tree's RSS, or with `pss` its PSS (smaps_rollup, where the kernel has it)."""
     total = 0
     for proc in procs:
         try:
-            total += proc.memory_info().rss
+            info = proc.memory_full_info() if pss else proc.memory_info()
         except psutil.Error:
             continue  # exited between listing and reading
-    return total
-
-
-def _pss(procs: list[psutil.Process]) -> int:
-    total = 0
-    for proc in procs:
-        try:
-            info = proc.memory_full_info()
-        except psutil.Error:
-            continue
-        total += getattr(info, "pss", info.rss)
+        total += getattr(info, "pss", info.rss) if pss else info.rss
     return total
 
 
@@ -233,8 +220,7 @@ def worker_env(cache: Path, run_id: str) -> dict[str, str]:
 
 def run_in_stack(cell: Cell, dataset_dir: Path, cache: Path, on_progress=None,
                  extra_env: dict[str, str] | None = None, launch: Launch = Launch()) -> Outcome:
-    """A cell launched in its stack as it is, its dataset given (gnnbench fidelity's harness side).
-    A session's cells are prepared first (bench/run/prepare.py) and go to `launch_cell`."""
+    """A cell launched in its stack as it is, its dataset given (gnnbench fidelity's harness side)."""
     stack = stacks.get(cell.stack)
     if not stack.installed:
         return Outcome(cell, "failed", f"stack {cell.stack!r} is not installed "
@@ -246,9 +232,8 @@ def run_in_stack(cell: Cell, dataset_dir: Path, cache: Path, on_progress=None,
 def launch_cell(cell: Cell, python: Path, dataset_dir: Path, cache: Path, memory_limit: int | None,
                 on_progress=None, extra_env: dict[str, str] | None = None, launch: Launch = Launch(),
                 on_start=None) -> Outcome:
-    """Launch a cell whose stack, dataset and store are ready, in the memory cgroup its limit asks
-    for (bench/machine/cgroup.py; removed when it ends), and watch it to its outcome. `on_start`:
-    called with the worker's process and its memory sampler once both run (paired cells')."""
+    """Launch a cell whose stack, dataset and store are ready, in the memory cgroup its limit asks for,
+    and watch it to its outcome. `on_start(proc, sampler)`: called once both run (paired cells)."""
     timeout = float(cell.settings.timeout)
     run_id = uuid.uuid4().hex
     try:
@@ -329,8 +314,7 @@ def _run(cell: Cell, python: Path, dataset_dir: Path, cache: Path, on_progress, 
 
 
 def written_oom(out_path: Path, returncode: int | None) -> bool:
-    """A worker that exited non-zero after writing an `oom` record (bench/run/cuda_oom.py): one rank
-    of several ran out of GPU memory."""
+    """A worker that exited non-zero after writing an `oom` record: one rank of several ran out of GPU memory."""
     if returncode == 0 or not out_path.exists():
         return False
     try:
@@ -356,10 +340,8 @@ FAILED_RANK = re.compile(r"^\s*rank\s*:\s*(\d+).*?\n\s*exitcode\s*:\s*(-?\d+)", 
 
 
 def failure_headline(stderr: str, returncode: int | None) -> str:
-    """One line saying what failed. For several ranks: the rank that failed first, and how (its
-    own error where its lines are tagged); a rank killed by a signal is taken as the first (its
-    peers' errors follow from it), else the first torchrun observed. Else the worker's exit and
-    its last error."""
+    """One line saying what failed: for several ranks, the rank that failed first (one killed by a
+    signal, else the first torchrun observed) and its own error; else the worker's exit and last error."""
     summary = stderr[stderr.rfind("ChildFailedError"):] if "ChildFailedError" in stderr else ""
     failed = [(int(rank), int(code)) for rank, code in FAILED_RANK.findall(summary)]
     if failed:
@@ -372,8 +354,8 @@ def failure_headline(stderr: str, returncode: int | None) -> str:
 
 
 def last_exception(stderr: str, rank: int | None = None) -> str | None:
-    """The last 'SomeError: message' line of a traceback in the worker's stderr (the launcher's
-    own ChildFailedError summary aside), of one rank's tagged lines when `rank` is given."""
+    """The last 'SomeError: message' line in the worker's stderr (not the launcher's ChildFailedError),
+    of one rank's tagged lines when `rank` is given."""
     found = None
     for line in stderr.splitlines():
         line = line.strip()
@@ -395,8 +377,7 @@ def exit_words(code: int | None) -> str:
 
 
 def kill_tree(proc: subprocess.Popen, run_id: str) -> None:
-    """End the worker's process group, then anything else still carrying this cell's run id
-    (a DataLoader worker that left the group)."""
+    """End the worker's process group, then anything else carrying this cell's run id."""
     for sig in (signal.SIGTERM, signal.SIGKILL):
         try:
             os.killpg(proc.pid, sig)

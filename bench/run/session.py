@@ -2,19 +2,15 @@
 
     Session(options) -> .selected cells -> .result_of(cell) for each -> .write() the result file
 
-The session loads and expands the suite once, refuses a cell that cannot run on this node (its
-ranks, its GPUs), has each cell prepared once (bench/run/prepare.py: stacks, memory, dataset,
-store) and launched by the runner (bench/run/runner.py), and keeps every
-finished cell twice: in memory, and as one line of a journal beside the result file, written
-at once, so a run that dies keeps what it measured and `--resume JOURNAL` finishes it.
-`gnnbench run` calls the session directly; the pytest entry (bench/run/pytest_plugin.py)
-drives it one test per cell and hands each cell's epochs to pytest-benchmark as its rounds.
-Both write the same result file through bench.run.record.
-"""
+The session loads and expands the suite, refuses what cannot run on this node, has each cell
+prepared (bench/run/prepare.py) and launched (bench/run/runner.py), and keeps each finished cell
+in memory and as a line of a journal beside the result file, written at once, so a run that
+dies keeps what it measured and `--resume JOURNAL` finishes it."""
 
 from __future__ import annotations
 
 import contextlib
+from collections import namedtuple
 import datetime as dt
 import fcntl
 import json
@@ -36,7 +32,7 @@ from bench.machine.load import HIGH_LOAD
 from bench.paths import cache_dir, cache_root, default_results_dir
 from bench.result_format import UNMEASURED_STATUSES
 from bench.run import cell_scratch, cluster_env, paired, record, suite as suite_mod
-from bench.run.prepare import Preparation
+from bench.run.prepare import Preparation, PreparedCell
 from bench.run.runner import Launch, Outcome, launch_cell
 from bench.run.suite import Cell
 from bench.machine import core_budget
@@ -51,10 +47,7 @@ class SessionError(ValueError):
 
 # --- options, declared once for `gnnbench run` (argparse) and `pytest suites/` (pytest) --------
 
-@dataclass(frozen=True)
-class Option:
-    flag: str
-    kwargs: dict
+Option = namedtuple("Option", "flag kwargs")
 
 
 RUN_OPTIONS = (
@@ -134,8 +127,7 @@ class RunOptions:
 
 @dataclass(frozen=True)
 class Finished:
-    """A finished cell as the result file holds it: a benchmark entry (measured) or an
-    `unmeasured` entry (failed, timed out, skipped, refused)."""
+    """A finished cell as the result file holds it: a benchmark entry (measured) or an `unmeasured` entry."""
     cell_id: str
     status: str
     reason: str
@@ -157,10 +149,9 @@ class Finished:
 
 
 class Journal:
-    """One JSON line per finished cell, appended and fsync'd as each cell ends. A run holds its
-    journal locked, so two runs never write one journal (nor, through it, one result file).
-    Before its first cell, a run's journal says which cells the run selected (a `selected` line),
-    so that `--resume` finishes that run and not the whole suite."""
+    """One JSON line per finished cell, appended and fsync'd as each cell ends, the journal locked by
+    its run. Before the first cell, a `selected` line says which cells the run selected, so that
+    `--resume` finishes that run and not the whole suite."""
 
     def __init__(self, path: Path, suite: str):
         self.path, self.suite = path, suite
@@ -202,13 +193,12 @@ class Journal:
         os.fsync(self._file.fileno())
 
     def read(self, cells: list[Cell], say: Callable[..., None] = print) -> dict[str, Finished]:
-        """The cells an interrupted run finished, checked against the suite being resumed. A cell
-        whose settings or dataset changed since (its digest differs) is dropped, so it runs again:
-        a result never mixes two configurations of one cell id."""
+        """The cells an interrupted run finished. A cell whose digest changed since (its settings or
+        dataset) is dropped, so it runs again: a result never mixes two configurations of one cell id."""
         known = {c.id: c for c in cells}
         finished: dict[str, Finished] = {}
         changed = []
-        for where, suite, done, digest in read_journal(self.path, with_digest=True):
+        for where, suite, done, digest in read_journal(self.path):
             if suite != self.suite:
                 raise SessionError(f"{where}: a cell of suite {suite!r}, not {self.suite!r}")
             if done.cell_id not in known:
@@ -231,8 +221,7 @@ def is_selection(line) -> bool:
 
 
 def journal_selection(path: Path) -> tuple[list[str], str | None] | None:
-    """The cell ids a journal's run selected and its -k expression, or None where the journal
-    says none (a run of every cell, or a journal older than selection lines)."""
+    """The cell ids a journal's run selected and its -k expression, or None (every cell was selected)."""
     for text in Path(path).read_text(errors="replace").splitlines():
         try:
             line = json.loads(text)
@@ -243,10 +232,9 @@ def journal_selection(path: Path) -> tuple[list[str], str | None] | None:
     return None
 
 
-def read_journal(path: Path, with_digest: bool = False) -> list[tuple]:
-    """A journal's finished cells as (FILE:LINE, suite, cell), in the order they finished (and
-    the cell's settings digest, `with_digest`). The last line of a run killed while writing it is
-    dropped (that cell did not finish); any other bad line is an error naming its line."""
+def read_journal(path: Path) -> list[tuple]:
+    """A journal's finished cells as (FILE:LINE, suite, cell, digest), in order. A torn last line
+    (a run killed while writing it) is dropped; any other bad line is an error naming it."""
     try:
         lines = Path(path).read_text().splitlines()
     except UnicodeDecodeError:
@@ -272,8 +260,7 @@ def read_journal(path: Path, with_digest: bool = False) -> list[tuple]:
             raise SessionError(f"{where}: status {line['status']!r} is not one gnnbench writes; allowed: "
                                f"{', '.join(JOURNAL_STATUSES)}")
         done = Finished(line["id"], line["status"], line.get("reason") or "", line["entry"])
-        out.append((where, line.get("suite"), done, line.get("cell_digest")) if with_digest
-                   else (where, line.get("suite"), done))
+        out.append((where, line.get("suite"), done, line.get("cell_digest")))
     return out
 
 
@@ -281,11 +268,9 @@ EQUALS = "[eq]"  # `=` stands for this inside a -k expression, whose grammar has
 
 
 def select_cells(cells: list[Cell], expression: str) -> list[Cell]:
-    """The cells whose pytest name matches a pytest `-k` expression (same rules as pytest), where a
-    word KEY=VALUE matches a cell whose setting KEY (its full name, or its short name in the cell
-    id: workers, ws, batch) is VALUE exactly, e.g. -k 'workers=0 and not mode=cpu-cuda', and
-    task=NAME a cell whose backend's task is NAME (node, typed-node, link, graph). No match
-    is an error that lists the cells there are."""
+    """The cells whose pytest name matches a `-k` expression (pytest's rules), where KEY=VALUE
+    matches a setting exactly (its name or its short name in the cell id: workers, ws, batch) and
+    task=NAME the backend's task. No match is an error listing the cells."""
     from _pytest.mark.expression import Expression  # pytest's own -k grammar
 
     try:
@@ -345,8 +330,7 @@ def journal_of(result_path: Path) -> Path:
 
 
 def result_of_journal(journal: Path, where: str, hint: str) -> Path:
-    """SUITE-STAMP.json beside SUITE-STAMP.cells.jsonl: the result file of the journal's run.
-    `where` names the input in the error, `hint` says what to do instead."""
+    """SUITE-STAMP.json beside SUITE-STAMP.cells.jsonl; `where` names the input in the error, `hint` the fix."""
     journal = Path(journal)
     if not journal.name.endswith(JOURNAL_SUFFIX):
         raise SessionError(f"{where}: {hint}")
@@ -417,13 +401,13 @@ class Session:
             if options.results:  # a resume completes the run's own result file, where its journal is
                 say(f"--results {options.results} is not used with --resume: the result is written beside the "
                     f"journal, as {self.result_path}")
-        elif options.output:
-            self.result_path = Path(options.output)
-            self.journal = Journal(journal_of(self.result_path), self.suite.name)
+        else:
+            self.result_path = Path(options.output) if options.output else None
         folder = Path(options.results or default_results_dir())
         try:
-            if not (options.resume or options.output):
-                self.result_path = unclaimed_result_path(folder, f"{self.suite.name}-{self.started_at:%Y%m%dT%H%M%SZ}")
+            if not options.resume:
+                self.result_path = self.result_path or unclaimed_result_path(
+                    folder, f"{self.suite.name}-{self.started_at:%Y%m%dT%H%M%SZ}")
                 self.journal = Journal(journal_of(self.result_path), self.suite.name)
             self.result_path.parent.mkdir(parents=True, exist_ok=True)
             self.journal.claim(fresh=not options.resume)
@@ -441,9 +425,8 @@ class Session:
         self._ran_now: set[str] = set()  # the cells this session measured (not kept from a journal)
 
     def check_user_graphs(self) -> None:
-        """A user's own graph (npy, pyg-file, graphbolt, edge-list) is checked and converted before
-        any cell starts, so a bad file is one error naming it (DatasetError: exit 2, nothing run
-        or written), not a failed cell per backend; a graph converted before is reused."""
+        """A user's own graph is checked and converted before any cell starts: a bad file is one error
+        naming it (exit 2, nothing run), not a failed cell per backend."""
         for name, spec in {c.dataset: c.dataset_spec for c in self.selected}.items():
             if not reads_user_files(spec):
                 continue
@@ -461,7 +444,7 @@ class Session:
     # --- which cells ---------------------------------------------------------------------------
 
     def select(self, expression: str | None) -> None:
-        """Keep the cells whose pytest name matches a pytest `-k` expression (same rules as pytest)."""
+        """Keep the cells whose pytest name matches a pytest `-k` expression."""
         if expression:
             self.selected = select_cells(self.cells, expression)
 
@@ -472,8 +455,7 @@ class Session:
             self.journal.select(self.selected, None)
 
     def keep_the_runs_selection(self, journal: Path) -> None:
-        """A resume finishes the run it resumes: the cells that run selected (its -k), not the
-        whole suite; a -k given now narrows them further."""
+        """A resume finishes the cells its run selected (a -k given now narrows them further)."""
         selection = journal_selection(journal)
         if selection is None:
             return
@@ -500,8 +482,7 @@ class Session:
         return self.result_path
 
     def result_of(self, cell: Cell) -> Finished:
-        """A finished cell: from the journal being resumed, else measured now (with the cells it
-        takes turns with, where it is paired)."""
+        """A finished cell: from the journal being resumed, else measured now (with its group, if paired)."""
         position = self.position(cell)
         if cell.id in self.finished:
             done = self.finished[cell.id]
@@ -510,11 +491,13 @@ class Session:
             return done
         group = self.groups().get(cell.id)
         if group is not None:
-            self.run_group(*group)
+            paired.run_group(self, *group)
             return self.finished[cell.id]
         self.say(f"\n{position}")
         resolved, outcome = self.before_launch(cell)
-        done = self.after_launch(resolved, outcome or self.prepare_and_launch(resolved))
+        prepared = outcome or self.preparation.prepare(resolved)  # stacks, memory, dataset, store
+        outcome = prepared if isinstance(prepared, Outcome) else self.start(resolved, prepared)
+        done = self.after_launch(resolved, outcome)
         self.keep(cell, done)
         return done
 
@@ -579,116 +562,9 @@ class Session:
                         self._groups[cell.id] = (group, mine)
         return self._groups
 
-    def run_group(self, group: list[Cell], pairs: list[paired.Pair]) -> None:
-        """A group's cells launched together and taking turns (or, where they cannot, one after the
-        other, said); each pair's result kept in both cells' entries."""
-        within, max_rounds = self.pairing.within, self.pairing.max_rounds
-        ready, done, alone, apart = [], {}, {}, []
-        resumed = {c.id for c in group if c.id in self.finished}
-        for cell in group:
-            if cell.id in resumed:  # kept from the journal
-                done[cell.id] = self.finished[cell.id]
-                alone[cell.id] = "its partner was kept from the journal of the run resumed"
-                continue
-            self.say(f"\n{self.position(cell)}")
-            resolved, outcome = self.before_launch(cell)
-            prepared = None if outcome else self.preparation.prepare(resolved)
-            if isinstance(prepared, Outcome):
-                outcome = prepared
-            if outcome is not None:
-                alone[cell.id] = f"{cell.id} did not run ({outcome.status})"
-                done[cell.id] = self.after_launch(resolved, outcome)
-                self.keep(cell, done[cell.id])
-                continue
-            why = paired.why_alone(resolved, self.launch)
-            if why:
-                apart.append(why)
-            self.say(f"  ready{': ' + why if why else '; it takes turns with the others of its group'}")
-            ready.append((cell, resolved, prepared))
-        members = [paired.Member(r, p.python, p.dataset_dir, p.memory_limit) for _, r, p in ready]
-        if paired.RUNNER in self.pairing.by:  # each cell beside its unwatched twin (the runner's cost)
-            twins = [paired.Member(paired.unwatched_twin(m.cell), m.python, m.dataset_dir, m.memory_limit,
-                                   watched=False) for m in members]
-            pairs = pairs + [paired.Pair(paired.RUNNER, t.cell.id, m.cell.id) for m, t in zip(members, twins)]
-            members += twins
-        too_big = paired.too_big_together([m.dataset_dir for m in members]) if len(members) > 1 else None
-        apart_why = apart[0] if apart else too_big
-        run = None
-        if len(ready) > 1 and apart_why:  # they cannot live together: whole processes take turns instead
-            interleaved = self.run_interleaved(ready, apart_why)
-            done.update(interleaved.done)
-            results = [paired.interleaved_result(p, interleaved.rounds, within, apart_why) for p in pairs
-                       if p.first in interleaved.done and p.second in interleaved.done]
-            pairs = [p for p in pairs if not (p.first in interleaved.done and p.second in interleaved.done)]
-            alone.update({p.first: apart_why for p in pairs if p.axis == paired.RUNNER})  # twins need live turns
-        else:
-            results = []
-        if len(members) > 1 and not apart_why:
-            self.say(f"\ntaking turns: {len(members)} cells, {len(pairs)} pair(s), until each is within or outside "
-                     f"±{within:.0%} (at most {max_rounds} rounds)")
-            run = paired.run_together(members, pairs, self.cache, self.launch, within, max_rounds, self.say)
-            for cell, resolved, _ in ready:
-                self.say(f"\n{self.position(cell)}")
-                done[cell.id] = self.after_launch(resolved, run.outcomes[resolved.id])
-                self.keep(cell, done[cell.id])
-        elif len(ready) == 1:
-            cell, resolved, prepared = ready[0]
-            alone[cell.id] = apart_why or "no other cell of its group could run beside it"
-            done[cell.id] = self.after_launch(resolved, launch_cell(
-                resolved, prepared.python, prepared.dataset_dir, self.cache, prepared.memory_limit,
-                on_progress=self._show_epoch, launch=self.launch))
-            self.keep(cell, done[cell.id])
-        for pair in pairs:
-            why = alone.get(pair.first) or alone.get(pair.second)
-            if run is not None and not why:
-                results.append(paired.paired_result(pair, run.rounds, within, run.waiting, run.stopped))
-            else:
-                epochs = {i: done[i].epochs if i in done else [] for i in (pair.first, pair.second)}
-                results.append(paired.unpaired_result(pair, epochs, within, why or "not run together"))
-        for result in results:
-            self.say(f"  paired: {paired.describe(result)}")
-        for cell in group:  # each cell journalled as it ended; again now with its pairs (the later line wins)
-            mine = [r.as_dict() for r in results if cell.id in (r.first, r.second)]
-            if cell.id in resumed or not done[cell.id].measured:
-                continue
-            done[cell.id].entry["extra_info"]["pairs"] = mine
-            if run is not None and cell.id not in alone:
-                done[cell.id].entry["extra_info"].setdefault("notes", []).append(
-                    f"measured in turns beside {len(run.outcomes) - 1} other live worker(s) (paired): its measured "
-                    f"epochs are its {len(run.rounds)} turns; other load not measured (its partners would count)")
-            self.keep(cell, done[cell.id])
-
-    def run_interleaved(self, ready: list[tuple], why: str) -> paired.Interleaved:
-        """Cells that cannot live together, launched one after another for INTERLEAVED_ROUNDS rounds,
-        the order turning: each pair's ratio over the rounds' medians. A cell's entry is its first run."""
-        rounds: list[dict[str, float]] = []
-        done: dict[str, Finished] = {}
-        self.say(f"\nnot together ({why}): {len(ready)} cells in {paired.INTERLEAVED_ROUNDS} rounds of whole processes")
-        for number in range(paired.INTERLEAVED_ROUNDS):
-            shift = number % len(ready)
-            medians = {}
-            for cell, resolved, prepared in ready[shift:] + ready[:shift]:
-                self.say(f"\n{self.position(cell)} (round {number + 1} of {paired.INTERLEAVED_ROUNDS})")
-                outcome = launch_cell(resolved, prepared.python, prepared.dataset_dir, self.cache, prepared.memory_limit,
-                                      on_progress=self._show_epoch, launch=self.launch)
-                if cell.id not in done:  # its first run is its entry, journalled at once
-                    finished = done[cell.id] = self.after_launch(resolved, outcome)
-                    self.keep(cell, finished)
-                else:
-                    finished = Finished.of(outcome, self.baseline)
-                if finished.measured:
-                    medians[cell.id] = paired.median(finished.epochs)
-            rounds.append(medians)
-        for cell_id, finished in done.items():
-            if finished.measured:
-                finished.entry["extra_info"].setdefault("notes", []).append(
-                    f"its pairs ran as interleaved processes ({why}): {paired.INTERLEAVED_ROUNDS} rounds, each cell "
-                    "launched once a round; this entry is its first run")
-        return paired.Interleaved(done, rounds)
-
     def cell_notes(self, cell: Cell) -> list[str]:
-        """What a reader of this cell's numbers must know: ranks beyond the usable cores, and for
-        a GPU cell how its stages were timed and which of its CUDA paths no GPU run has shown."""
+        """What a reader of this cell's numbers must know: ranks beyond the usable cores, and for a GPU
+        cell how its stages were timed and which of its CUDA paths no GPU run has shown."""
         notes = []
         cores = usable_cores()
         local_ranks = max(1, cell.settings.world_size // max(1, self.launch.nnodes))
@@ -702,12 +578,10 @@ class Session:
             if cell.settings.profile:
                 notes.append("stages timed with the GPU synchronised at each boundary: the overlap of pinned, UVA "
                              "and non_blocking copies is given up here; a profile=off twin gives the speed")
-            # what the one GPU run of this gnnbench showed (results/gpu-h100: one H100, PyG's cells, one
-            # rank) and what no GPU run has shown yet
             notes.append("shown on one H100 (results/gpu-h100: PyG's node and typed cells, one rank): the start "
-                         "check against a real "
-                         "driver and GPU, the rank's set_device, the per-phase GPU memory peaks, NVML's sampling of "
-                         "GPU utilisation and PCIe traffic (gpu_util) and the NCCL version read from the stack's torch")
+                         "check against a real driver and GPU, the rank's set_device, the per-phase GPU memory "
+                         "peaks, NVML's sampling of GPU utilisation and PCIe traffic (gpu_util) and the NCCL version "
+                         "read from the stack's torch")
             notes.append("unverified on a GPU: the CUDA-event all-reduce timer, NCCL's set-up in process_group "
                          "(device_id, barrier) and each rank seeing its own GPU alone beside NCCL (two GPUs or more); "
                          "GraphBolt's GPU modes, overlap_feature_fetch and pinned-cuda's one host copy per node "
@@ -719,9 +593,8 @@ class Session:
         return notes
 
     def gpu_refusal(self, cell: Cell) -> Outcome | None:
-        """A cell that cannot have its GPUs here, skipped with the reason before any stack,
-        dataset or store step: every cell of a `requires: gpu` suite on a machine that shows no
-        GPU, and a GPU cell whose ranks on this node outnumber the GPUs it shows."""
+        """A cell that cannot have its GPUs here (a `requires: gpu` suite on a machine without one, more
+        local ranks than GPUs), skipped with the reason before any preparation."""
         if self._gpus is None:
             self._gpus = gpus.visible()
         shown = self._gpus
@@ -739,20 +612,15 @@ class Session:
         return None
 
     def node_refusal(self, cell: Cell) -> Outcome | None:
-        """A cell whose ranks do not split evenly over --nnodes machines (each node runs the same
-        number of ranks, as torchrun's --nproc-per-node says): skipped with that reason."""
+        """A cell whose ranks do not split evenly over --nnodes machines, skipped with that reason."""
         world, nnodes = cell.settings.world_size, self.launch.nnodes
         if nnodes > 1 and world % nnodes:
             return Outcome(cell, "skipped", f"world size {world} does not split over {nnodes} nodes "
                                             f"(--nnodes {nnodes}: every node runs the same number of ranks)")
         return None
 
-    def prepare_and_launch(self, cell: Cell) -> Outcome:
-        """The cell prepared once (bench/run/prepare.py: stacks, memory, dataset, store), then
-        launched by the runner; what stops it before it starts is its outcome."""
-        prepared = self.preparation.prepare(cell)
-        if isinstance(prepared, Outcome):
-            return prepared
+    def start(self, cell: Cell, prepared: PreparedCell) -> Outcome:
+        """A prepared cell launched by the runner, its epochs shown as they end."""
         return launch_cell(cell, prepared.python, prepared.dataset_dir, self.cache, prepared.memory_limit,
                            on_progress=self._show_epoch, launch=self.launch)
 
@@ -782,25 +650,20 @@ class Session:
                 for pair in d.entry.get("extra_info", {}).get("pairs") or []:
                     found.setdefault((pair["axis"], pair["first"], pair["second"]), pair)
             meta["pairs"] = list(found.values())
-        return record.document(benchmarks=[d.entry for d in done if d.measured],
-                               unmeasured=[d.entry for d in done if not d.measured], meta=meta,
-                               ceilings=self.ceilings() if done else None)
+        return record.document(done, meta, ceilings=self.ceilings() if done else None)
 
     def ceilings(self) -> dict:
-        """The machine's ceilings for the datasets this run used, probed once per run, after its
-        cells (the probe evicts files from the page cache) and cached per machine."""
-        if self._ceilings is None and not any(d.measured for d in self.finished.values()):
-            # nothing ran (every cell skipped, refused or failed before starting): nothing to hold
-            # against a ceiling, and no reason to probe the machine
+        """The machine's ceilings for the datasets this run used, probed once, after its cells (the probe
+        evicts files from the page cache), and cached per machine."""
+        if self._ceilings is None and not any(d.measured for d in self.finished.values()):  # no reason to probe
             self._ceilings = {"usable_cores": usable_cores(), "notes": ["ceilings not measured: no cell ran"]}
         if self._ceilings is None:
             self._ceilings = ceilings.for_run(self.cache, self.preparation.folders())
         return self._ceilings
 
     def write(self) -> Path:
-        """Write the result file whole or not at all. Where that fails (a full disk, a folder made
-        read-only), write it to a rescue folder, and as a last resort print it: what was measured
-        is never lost. Returns where it went; `write_problem` says why, if not where asked."""
+        """Write the result file whole or not at all; where that fails, to a rescue folder, and as a last
+        resort to stdout: what was measured is never lost. `write_problem` says why, if not where asked."""
         text = json.dumps(self.document(), indent=4)
         try:
             self.written_to = write_whole(self.result_path, text)
@@ -862,8 +725,8 @@ def rescue_folders() -> list[Path]:
 
 
 def unclaimed_result_path(folder: Path, stem: str) -> Path:
-    """SUITE-STAMP.json, or SUITE-STAMP-2.json... where another run started in the same second:
-    the first to create a name's journal owns the name."""
+    """SUITE-STAMP.json, or SUITE-STAMP-2.json... where another run started in the same second: the
+    first to create a name's journal owns the name."""
     folder.mkdir(parents=True, exist_ok=True)
     for n in range(1, 1000):
         path = folder / (f"{stem}.json" if n == 1 else f"{stem}-{n}.json")

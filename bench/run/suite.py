@@ -360,7 +360,7 @@ def load(path_or_name: str | Path) -> tuple[Suite, Path]:
     try:
         suite = Suite.model_validate(raw)
     except ValidationError as exc:
-        lines = [_describe(path, err) for err in _most_specific(exc.errors())]
+        lines = [f"{path}: {_describe_at(err)}" for err in _most_specific(exc.errors())]
         raise SuiteError("\n".join(dict.fromkeys(lines))) from None  # once each (X | list[X] fails twice)
     problems = _check_rules(suite)
     if problems:
@@ -481,12 +481,6 @@ def _most_specific(errors: list[dict]) -> list[dict]:
     return kept or errors
 
 
-def _describe(path: Path | None, err: dict) -> str:
-    """One line for one validation error; `path` starts it (None: the caller adds it)."""
-    line = _describe_at(err)
-    return f"{path}: {line}" if path is not None else line
-
-
 def _describe_at(err: dict) -> str:
     loc = ".".join(str(p) for p in _clean_loc(err))
     if err["type"] == "extra_forbidden":
@@ -507,13 +501,11 @@ def _describe_at(err: dict) -> str:
 
 
 def _numeric_text(value: Any) -> bool:
-    if not isinstance(value, str):
-        return False
     try:
         float(value)
-    except ValueError:
+    except (TypeError, ValueError):
         return False
-    return True
+    return isinstance(value, str)
 
 
 def _is_union_tag(part: Any) -> bool:
@@ -569,7 +561,7 @@ def _check_rules(suite: Suite) -> list[str]:
             try:
                 Settings.model_validate(given)
             except ValidationError as exc:
-                problems += [_describe(None, {**e, "loc": (kind, i, *e["loc"])})
+                problems += [_describe_at({**e, "loc": (kind, i, *e["loc"])})
                              for e in _most_specific(exc.errors())]
     problems += _check_tasks(suite)
     problems += _check_target(suite)

@@ -1,20 +1,11 @@
 """Time to accuracy: training to a validation-accuracy target, as MLPerf scores GNN training.
 
-A cell whose settings name `target_acc` (bench/run/suite.py) evaluates its model on the validation
-split after every `eval_every`-th training epoch, counting from the first (warm-up epochs train the
-model too), and goes on training past its measured epochs until an evaluation reaches the target or
-`max_epochs` epochs have run. What it records (`summary`):
-
-- `seconds`: the training time to the target: the epochs' own seconds (the slowest rank's, as for
-  the measured epochs) summed up to the evaluation that reached it. Evaluation is timed apart
-  (`eval_s`) and start-up is not in it, so it adds up what the pipeline spent training.
-- `epochs`: the training epochs run when it was reached; `reached: false` with the best validation
-  accuracy (and its epoch) where it never was.
-
-Under DDP every rank evaluates with the same weights (what DDP keeps in step) and the counts are
-summed over ranks (`Tracker.validation_accuracy`), so every rank stops at the same epoch.
-Epoch timing is unchanged: the evaluations fall between epochs, outside their clocks.
-"""
+A cell with `target_acc` evaluates on the validation split after every `eval_every`-th training
+epoch (warm-up epochs train too and count) and trains past its measured epochs until the target
+or `max_epochs`. `seconds` sums the epochs' own time (the slowest rank's) up to the evaluation
+that reached it: evaluation (`eval_s`) and start-up are apart, and epoch timing is unchanged.
+Under DDP every rank evaluates with the same weights and the counts are summed, so every rank
+stops at the same epoch."""
 
 from __future__ import annotations
 
@@ -26,8 +17,7 @@ CLOCK = "training"  # what `seconds` counts: the epochs' own time, evaluation an
 
 
 def epochs(planned: int, tracker: Tracker | None):
-    """The training epochs' indices (0-based): the planned ones (warm-up + measured), then, with a
-    tracker, more while it says so (asked after each epoch's evaluation)."""
+    """The training epochs' indices: the planned ones (warm-up + measured), then more while the tracker says so."""
     epoch = 0
     while epoch < planned or (tracker is not None and tracker.goes_on(epoch, planned)):
         yield epoch
@@ -64,12 +54,9 @@ class Tracker:
             self.reached_at = epoch
 
     def validation_accuracy(self) -> float | None:
-        """The model's accuracy on the validation split, the same figure on every rank. Alone, or
-        where the backend sums its ranks' parts itself (`collective_eval`), its own `evaluate`.
-        Under DDP each rank counts with the same weights and the counts are summed: a loader over
-        datapipes (GraphBolt's) shards the split among the ranks while torch.distributed is up, so
-        the parts add up to the whole split; an unsharded loader (PyG's) gives every rank the whole
-        split, and the sum is the mean of the ranks' counts. Either way every rank gets one ratio."""
+        """The validation accuracy, the same on every rank: alone (or `collective_eval`) the pipeline's own;
+        under DDP each rank's counts with the same weights, summed (a sharded loader's parts add up to the
+        split; an unsharded one's sum is the mean of the ranks' counts)."""
         if self.world == 1 or getattr(self.pipe, "collective_eval", False):
             return self.pipe.evaluate("val")
         import torch.distributed as dist
@@ -87,8 +74,7 @@ class Tracker:
         return self.reached_at is None and epochs_run < self.most
 
     def summary(self, epoch_seconds: list[float]) -> dict:
-        """The record: `epoch_seconds` are every training epoch's seconds in order (warm-up,
-        measured, beyond), as the cell counts them (the slowest rank's)."""
+        """The record; `epoch_seconds`: every training epoch's seconds in order (warm-up, measured, beyond)."""
         best = max((e for e in self.evaluations if e["val_acc"] is not None), key=lambda e: e["val_acc"],
                    default=None)
         reached = self.reached_at is not None

@@ -1,13 +1,9 @@
-"""A paired cell's side of taking turns (the host's side: bench/run/paired.py).
+"""A paired cell's side of taking turns (the host's side: bench/run/paired.py). Standard library only.
 
-Two or more cells' workers live at once and run their measured epochs one at a time: each waits
-for its turn in a blocking read of a pipe (no thread spinning, its loader's iterator not yet made,
-so nothing prefetches), runs one epoch, and says how long it took as it waits again (after its
-epoch's tail: the progress line, the loader's teardown; said at the epoch's end, that tail ran into
-the next cell's turn and counted as waiting CPU, 5-6 % of a core beside 0.06-s epochs) and once
-its threads are still (OpenMP's threads spin 4-6 ms after each parallel region here: quiet_threads),
-until the host says stop. The host reads the turns' epoch times back to back and pauses the waiting cells' memory
-samplers. Runs inside the stack: standard library only."""
+Each measured epoch waits for its turn in a blocking read of a pipe (no thread spinning, its
+loader's iterator not yet made, so nothing prefetches). The epoch's time is said as the worker
+waits again, after the epoch's tail (progress line, loader teardown) and once its threads are
+still (quiet_threads): said earlier, that tail ran into the next cell's turn."""
 
 from __future__ import annotations
 
@@ -50,11 +46,9 @@ QUIET_POLL_S, QUIET_AT_MOST_S = 0.001, 0.1
 
 
 def quiet_threads() -> None:
-    """Return once no other thread of this process is running (state R in /proc/self/task/*/stat),
-    at most QUIET_AT_MOST_S later: a spinning OpenMP thread would take the next cell's CPU in its
-    turn. The state, not the threads' run time: a running thread's run time is brought up to date
-    only at the scheduler's tick (4-10 ms), so a short window without change proves nothing. Linux
-    only; elsewhere, at once."""
+    """Return once no other thread of this process is running (state R in /proc/self/task/*/stat), at
+    most QUIET_AT_MOST_S later: a spinning OpenMP thread would take the next cell's turn's CPU. The
+    state, not run times, which the scheduler updates only at its tick. Linux only; elsewhere, at once."""
     me = threading.get_native_id()
     give_up = time.monotonic() + QUIET_AT_MOST_S
     while time.monotonic() < give_up:

@@ -1,16 +1,11 @@
 """The worker: runs one cell inside its stack's interpreter and writes what it measured.
 
-    python -m bench.run.worker CELL_JSON OUT_JSON
+    python -m bench.run.worker CELL_JSON DATASET_DIR OUT_JSON
 
-It loads the dataset from the hub, builds the backend's pipeline, runs the warm-up epochs and
-the measured epochs, times each epoch (and the time spent waiting on the loader inside it; with
-`profile`, the default, its stages, loader worker-seconds and work: bench/backends/stages.py),
-evaluates, and writes a JSON record. Memory is sampled from outside by the runner, which sees
-the whole process tree. Progress lines go to stdout, prefixed with PROGRESS_TAG.
-
-torch is imported inside the functions that use it, never at the top: the host imports this
-module too (the runner reads PROGRESS_TAG, the tests call its helpers) and has no framework.
-"""
+Warm-up and measured epochs, each timed with its loader stall (with `profile`, its stages, loader
+worker-seconds and work: bench/backends/stages.py), then evaluation and a JSON record. Memory is
+sampled from outside, by the runner. torch is imported inside functions only: the host imports
+this module too and has no framework."""
 
 from __future__ import annotations
 
@@ -46,21 +41,17 @@ from bench.stores import features_in_memory, files_of, page_cache
 # what a link cell records beside (in place of) the accuracies: bench/backends/link.py link_metrics
 LINK_FIELDS = ("val_mrr", "test_mrr", "val_hits", "test_hits", "link_split", "link_notes", "leaks")
 INIT_TIMEOUT_S = 300  # init_process_group: seconds to wait for every rank
-# Test hook: GNNBENCH_FAULT="crash", "hang", "oom" (a CUDA out-of-memory error) or "slow", optionally ":ID_PART" to hit only cells whose id
-# contains ID_PART and "@RANK" to hit only that rank (several comma-separated), makes the worker crash or hang in its first measured epoch, so the runner's
-# handling of a dying or stuck system under test is exercised on real pipelines.
+# Test hook: GNNBENCH_FAULT=KIND[:ID_PART][@RANK],... makes the cells whose id contains ID_PART (that
+# rank only) crash, hang or raise a CUDA out-of-memory error in their first measured epoch, or ("slow")
+# makes each measured batch SLOW_BY longer than its step took (tests/test_paired.py finds it)
 FAULT_ENV = "GNNBENCH_FAULT"
-# "slow" instead makes every measured batch SLOW_BY longer than its step took (a planted slowdown the
-# paired comparisons must find: tests/test_paired.py)
 SLOW_FAULT, SLOW_BY = "slow", 0.05
 
 
 def rank_barrier(dist, settings: CellSettings) -> None:
-    """A barrier on this rank's own GPU under NCCL: without device_ids, torch 2.2 guesses the GPU
-    as rank % local GPUs before any NCCL op has run (wrong where a node's ranks and GPUs differ),
-    and newer torch warns. device_ids works in both stacks' torch."""
+    """A barrier on this rank's own GPU under NCCL (torch 2.2 would guess rank % GPUs; newer torch warns)."""
     if mode_of(settings.mode).backend_for_ranks == "nccl":
-        dist.barrier(device_ids=[pipe_device(settings).index])  # LOCAL_RANK's GPU (select_device)
+        dist.barrier(device_ids=[device_of(settings.mode).index])  # LOCAL_RANK's GPU (select_device)
     else:
         dist.barrier()
 
@@ -109,8 +100,7 @@ def run_epoch(pipe, on_batch=None, profile: bool = False) -> dict:
 
 
 def framework_versions(stack: str) -> dict[str, str]:
-    """What imports in this interpreter, and, in a pinned PyG stack, where its sampler came from
-    (`sampler_source`: pyg-lib from PyG's wheel index, or the torch-sparse fallback and why)."""
+    """What imports in this interpreter, and in a pinned PyG stack where its sampler came from."""
     versions = {"python": platform.python_version()}
     for name in PROBE_MODULES.get(stack, []) + OPTIONAL_PROBES.get(stack, []):
         module = sys.modules.get(name)
@@ -137,9 +127,8 @@ def device_info() -> dict:
 
 
 def set_threads(settings: CellSettings, world: int = 1):
-    """This rank's torch intra-op threads, set explicitly from the core budget (torchrun sets
-    OMP_NUM_THREADS=1 per rank, while one process alone would take every core): the node's usable
-    cores ÷ its ranks, less the rank's loader workers, or the `threads` setting. Returns the budget."""
+    """This rank's torch intra-op threads from the core budget (torchrun sets OMP_NUM_THREADS=1 per
+    rank; one process alone would take every core), or the `threads` setting. Returns the budget."""
     import torch
 
     local_ranks = int(os.environ.get("LOCAL_WORLD_SIZE", world))
@@ -149,10 +138,8 @@ def set_threads(settings: CellSettings, world: int = 1):
 
 
 def run_cell(cell: dict, dataset_dir: Path) -> dict | None:
-    """Run one cell in this process (one rank of it, under torch.distributed.run). Returns the
-    record to write: on global rank 0 the cell's, on another node's first rank a note that its
-    ranks took part, elsewhere None. `memory` takes this rank's memory at each phase's end,
-    `started` times the start-up phases up to the first batch."""
+    """Run one cell (one rank of it, under torch.distributed.run). Returns the record to write: the
+    cell's on global rank 0, a note that its ranks ran on another node's first rank, else None."""
     memory = PhaseMemory()  # where this rank's memory goes, phase by phase
     memory.take("start")
     settings = cell["settings"]
@@ -183,7 +170,10 @@ def run_cell(cell: dict, dataset_dir: Path) -> dict | None:
     try:
         pipe = Pipeline(data, settings)
     except Unavailable as exc:
-        leave_process_group(world)
+        if world > 1:
+            import torch.distributed as dist
+
+            dist.destroy_process_group()
         return skipped(record, str(exc), rank)
     memory.take("pipeline")
     started.mark("pipeline")
@@ -191,7 +181,7 @@ def run_cell(cell: dict, dataset_dir: Path) -> dict | None:
     gpu_peaks.end("build")
     epochs = run_epochs(cell, pipe, dataset_dir, rank, world, started, affinity, gpu_peaks)
     memory.take("epochs")
-    mine = rank_record(pipe, epochs, memory, rank, launched_at, started, affinity)
+    mine = rank_record(pipe, epochs, memory, rank, launched_at, started, affinity, gpu_peaks)
     mine["gpu_peaks"] = gpu_peaks.end("measured")
     ranks, accuracy = evaluate_and_gather(pipe, data, mine, rank, world, settings)
     if hasattr(pipe, "close"):  # a framework that set up communicators of its own (cuGraph, WholeGraph)
@@ -208,9 +198,7 @@ def run_cell(cell: dict, dataset_dir: Path) -> dict | None:
 # --- run_cell's steps, in the order it takes them ------------------------------------------------
 
 def environment_record(cell: dict, budget: core_budget.Budget) -> dict:
-    """What every record of the cell starts with: the versions of the modules of the backend's own
-    stack, whichever interpreter runs it (external stacks too), and the device with this rank's
-    core budget."""
+    """The versions of the backend's own stack's modules (whichever interpreter runs it) and the device."""
     return {"versions": framework_versions(BACKENDS[cell["backend"]].stack),
             "device": {**device_info(), "core_budget": budget.as_dict()}}
 
@@ -221,32 +209,28 @@ def skipped(record: dict, reason: str, rank: int) -> dict | None:
 
 
 def open_device(settings: CellSettings, started: StartupPhases) -> None:
-    """This rank's own device, before NCCL and any CUDA work; on a GPU its CUDA context is made
-    here, timed apart from what follows."""
+    """This rank's device, before NCCL and any CUDA work; a GPU's context is made (and timed) here."""
     select_device(settings.mode)
     if mode_of(settings.mode).needs_gpu:
         import torch
 
         torch.cuda.init()
-        torch.zeros(1, device=pipe_device(settings))
+        torch.zeros(1, device=device_of(settings.mode))
     started.mark("cuda_context")
 
 
 def pin_to_gpu_cores(settings: CellSettings, world: int) -> gpu_affinity.Plan:
-    """This rank on its GPU's CPU cores before it loads anything (bench/machine/gpu_affinity.py);
-    CPU cells as they are. The plan also gives its loader workers their cores, later."""
+    """This rank on its GPU's CPU cores before it loads anything (bench/machine/gpu_affinity.py)."""
     workers = settings.num_workers
     local_world = int(os.environ.get("LOCAL_WORLD_SIZE", world))
-    return gpu_affinity.pin_rank(pipe_device(settings), rank_gpus(os.environ, local_world),
+    return gpu_affinity.pin_rank(device_of(settings.mode), rank_gpus(os.environ, local_world),
                                  int(os.environ.get("LOCAL_RANK", 0)), workers if isinstance(workers, int) else 0)
 
 
 def budget_after_pinning(settings: CellSettings, affinity: gpu_affinity.Plan,
                          budget: core_budget.Budget) -> core_budget.Budget:
-    """The rank's core budget once it is pinned: a pinned rank has its share of its GPU's cores to
-    itself, so `num_workers: per-gpu` becomes that share less one core (the host's figure, usable
-    cores ÷ ranks, can exceed it on a two-socket node) and its threads fit what is left: the
-    budget's workers are those the pipeline will start. An unpinned rank keeps `budget` (set_threads')."""
+    """A pinned rank's core budget: its GPU's share of cores (`per-gpu` workers: that share less one),
+    which can be fewer than the host's usable cores ÷ ranks on a two-socket node."""
     if not affinity.share:
         return budget
     import torch
@@ -259,17 +243,16 @@ def budget_after_pinning(settings: CellSettings, affinity: gpu_affinity.Plan,
 
 
 def join_process_group(settings: CellSettings, world: int) -> None:
-    """With several ranks, the process group (gloo or NCCL, as the mode says), set up here: NCCL
-    makes its communicator lazily, at the first collective, which would put its set-up in the
-    pipeline phase. So under NCCL the rank's device is named at init where torch takes it
-    (`device_id`, torch >= 2.3: eager set-up) and a barrier on that device follows in every torch."""
+    """With several ranks, the process group, set up here rather than lazily at NCCL's first
+    collective (which would count it in the pipeline phase): `device_id` where torch has it, and a
+    barrier on the rank's device."""
     if world > 1:
         import torch.distributed as dist
 
         # a rank that never arrives fails the cell in minutes, not NCCL's default half hour
         backend = mode_of(settings.mode).backend_for_ranks
         dist.init_process_group(backend, timeout=dt.timedelta(seconds=INIT_TIMEOUT_S),
-                                **eager_device(dist.init_process_group, backend, pipe_device(settings)))
+                                **eager_device(dist.init_process_group, backend, device_of(settings.mode)))
         rank_barrier(dist, settings)
 
 
@@ -282,26 +265,9 @@ def eager_device(init_process_group, backend: str, device) -> dict:
     return {"device_id": device}
 
 
-def leave_process_group(world: int) -> None:
-    """This rank out of the process group, where it joined one."""
-    if world > 1:
-        import torch.distributed as dist
-
-        dist.destroy_process_group()
-
-
-def barrier(settings: CellSettings, world: int) -> None:
-    """Every rank waits for the others here (nothing to wait for with one rank)."""
-    if world > 1:
-        import torch.distributed as dist
-
-        rank_barrier(dist, settings)
-
-
 def load_data(cell: dict, dataset_dir: Path):
-    """The cell's dataset from the hub: in-memory cells read the features into each rank, unless
-    the mode keeps them elsewhere (pinned: one copy per node, bench/backends/shared_host.py; cuda:
-    copied from the map straight to the GPU); disk-backed ones leave them mapped."""
+    """The cell's dataset from the hub: features read into each rank only where they are in memory
+    and the mode keeps them on the rank (not pinned once per node, not mapped straight to the GPU)."""
     settings = cell["settings"]
     private = features_in_memory(settings.store) and not mode_of(settings.mode).features_off_rank
     return hub.load_dataset(cell["dataset"]["source"], dataset_dir, features_in_memory=private)
@@ -309,9 +275,8 @@ def load_data(cell: dict, dataset_dir: Path):
 
 @dataclass
 class Epochs:
-    """A rank's training epochs, by kind: warm-up, measured, and `beyond` (past the measured ones,
-    training to the target); the target's tracker, when its first batch came, and why the GPU was
-    not sampled (if it was not)."""
+    """A rank's epochs by kind (warm-up, measured, `beyond`: training on to the target), the target's
+    tracker, when its first batch came, and why the GPU was not sampled."""
     target: to_target.Tracker | None
     not_sampled: str | None
     warmup: list[dict] = field(default_factory=list)
@@ -322,8 +287,7 @@ class Epochs:
 
 class BatchHook:
     """Called before each batch's step: the first batch ends the start-up, and a test fault
-    (FAULT_ENV) strikes at the second batch of the first measured epoch. The epoch loop says
-    whether the epoch is measured (`measuring`) before it starts."""
+    (FAULT_ENV) strikes in the first measured epoch."""
 
     def __init__(self, started: StartupPhases, fault: str | None):
         self.started, self.fault = started, fault
@@ -347,11 +311,10 @@ class BatchHook:
 
 
 def run_epochs(cell: dict, pipe, dataset_dir: Path, rank: int, world: int, started: StartupPhases,
-               affinity: gpu_affinity.Plan, gpu_peaks: GpuPeaks | None = None) -> Epochs:
-    """The warm-up and measured epochs, and, where the cell has a target (bench/run/to_target.py),
-    evaluations between epochs and epochs past the measured ones until the target or max_epochs.
-    Every rank starts an epoch together (the slowest rank ends it); the measured epochs' GPU
-    utilisation and PCIe traffic are sampled (bench/machine/gpu_sampler.py), or why not is said."""
+               affinity: gpu_affinity.Plan, gpu_peaks: GpuPeaks) -> Epochs:
+    """The warm-up and measured epochs (a paired cell's measured ones when the host gives it a turn),
+    and with a target (bench/run/to_target.py) evaluations and epochs on to it. Every rank starts an
+    epoch together; the measured epochs' GPU utilisation is sampled, or why not is said."""
     settings = cell["settings"]
     sampler, not_sampled = gpu_sampler.open_for(pipe.device)
     if not_sampled and not_sampled != gpu_sampler.CPU_ONLY and rank == 0:
@@ -368,13 +331,14 @@ def run_epochs(cell: dict, pipe, dataset_dir: Path, rank: int, world: int, start
                 break  # the host has its rounds
             hook.measuring = measuring
             if epoch == settings.warmup_epochs:
-                if gpu_peaks is not None:
-                    gpu_peaks.end("warmup")
-                reset_gpu_peak(pipe)  # the measured epochs' own peak, not warm-up's or the build's
+                gpu_peaks.end("warmup")  # the measured epochs' own peak, not warm-up's or the build's
             still_cached = page_cache.evict(cold) if cold else 0.0  # every epoch starts cold; what others map stays
             if still_cached > 0.05:
                 print(f"rank {rank}: page_cache cold: {still_cached:.0%} of the store still cached", file=sys.stderr)
-            barrier(settings, world)
+            if world > 1:
+                import torch.distributed as dist
+
+                rank_barrier(dist, settings)
             if sampler is not None and measuring:
                 sampler.start()
             pipe.epoch = epoch
@@ -398,8 +362,7 @@ def run_epochs(cell: dict, pipe, dataset_dir: Path, rank: int, world: int, start
 
 
 def cold_files(cell: dict, dataset_dir: Path) -> list:
-    """With `page_cache: cold`, the store's files, evicted before every epoch (bench/stores/page_cache.py);
-    none where the features are in memory."""
+    """With `page_cache: cold`, the store's files to evict before every epoch."""
     settings = cell["settings"]
     if settings.page_cache != "cold":
         return []
@@ -407,13 +370,13 @@ def cold_files(cell: dict, dataset_dir: Path) -> list:
 
 
 def rank_record(pipe, epochs: Epochs, memory: PhaseMemory, rank: int, launched_at: float, started: StartupPhases,
-                affinity: gpu_affinity.Plan) -> dict:
+                affinity: gpu_affinity.Plan, gpu_peaks: GpuPeaks) -> dict:
     """What this rank measured, as rank 0 gathers it from every rank."""
     measured = epochs.measured
     return {"memory_breakdown": memory.breakdown(model_optimizer_bytes(pipe)), "rank": rank, "epochs": measured,
             "warmup": epochs.warmup, "startup_s": epochs.first_batch_at - launched_at,
             "self_max_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,  # KiB on Linux
-            "peak_gpu_bytes": peak_gpu_bytes(pipe), "gpu_device_used_bytes": gpu_device_used_bytes(pipe),
+            "peak_gpu_bytes": gpu_peaks.peak(), "gpu_device_used_bytes": gpu_peaks.device_used(),
             "startup_phases": started.seconds,
             "gpu_util": gpu_sampler.summarise([e.get("gpu") for e in measured]), "gpu_util_reason": epochs.not_sampled,
             "gpu_util_epochs": [e["gpu"] for e in measured if e.get("gpu")] or None,
@@ -421,9 +384,8 @@ def rank_record(pipe, epochs: Epochs, memory: PhaseMemory, rank: int, launched_a
 
 
 def evaluate_and_gather(pipe, data, mine: dict, rank: int, world: int, settings: CellSettings) -> tuple[list[dict], dict]:
-    """Every rank's record (gathered, with several ranks), and the accuracies. A pipeline that
-    evaluates collectively (e.g. partitions evaluating together) evaluates on every rank before the
-    ranks part; any other on rank 0 alone, after they parted."""
+    """Every rank's record, and the accuracies: on every rank before they part where the pipeline
+    evaluates collectively, else on rank 0 alone after."""
     collective = getattr(pipe, "collective_eval", False)
     accuracy = evaluate(pipe, data, full=False) if collective else None
     ranks = gather_and_part(pipe, mine, world, settings) if world > 1 else [mine]
@@ -434,8 +396,8 @@ def evaluate_and_gather(pipe, data, mine: dict, rank: int, world: int, settings:
 
 
 def evaluate(pipe, data, full: bool) -> dict:
-    """Validation and test accuracy; with `full`, also the test accuracy as DGL's example reports
-    it: full neighbourhoods, layer by layer."""
+    """Validation and test accuracy (with `full`, DGL's full-neighbourhood test accuracy too), or a
+    link cell's ranking metrics."""
     if hasattr(pipe, "link_metrics"):  # the link task: MRR and Hits@K against the split's fixed negatives
         return {"val_acc": None, "test_acc": None, "test_acc_full": None, **pipe.link_metrics()}
     return {"val_acc": pipe.evaluate("val"), "test_acc": pipe.evaluate("test"),
@@ -466,8 +428,8 @@ def follower_record(record: dict) -> dict | None:
 
 
 def cell_record(cell: dict, record: dict, pipe, data, ranks: list[dict], accuracy: dict, epochs: Epochs) -> dict:
-    """The cell's record, on rank 0: the ranks' epochs merged (merge_ranks), a
-    summary per rank, the accuracies, and the time to the target where there is one."""
+    """The cell's record, on rank 0: the ranks' epochs merged, a summary per rank, the accuracies,
+    and the time to the target where there is one."""
     return {**record, "status": "ok", "epochs": merge_ranks(ranks, "epochs"), "warmup": merge_ranks(ranks, "warmup"),
             "ranks": [rank_summary(r) for r in ranks], "val_acc": accuracy["val_acc"], "test_acc": accuracy["test_acc"],
             "test_acc_full": accuracy["test_acc_full"], "graph_index_dtype": pipe.index_dtype,
@@ -498,13 +460,29 @@ def slowest_phases(per_rank: list[dict | None]) -> dict | None:
 
 
 class GpuPeaks:
-    """The most GPU memory this rank's tensors held in each phase (PyTorch's allocator): `end(phase)`
-    reads the peak since the last end and starts the next phase from nothing. Empty on the CPU."""
+    """The peak GPU memory of this rank's tensors per phase: `end(phase)` reads it and starts the next
+    phase from nothing. Empty on the CPU."""
 
     def __init__(self, pipe):
         device = getattr(pipe, "device", None)
         self.device = device if device is not None and device.type == "cuda" else None
         self.peaks: dict[str, int] = {}
+
+    def peak(self) -> int | None:
+        """The peak since the last end (the measured epochs' in rank_record), or None on the CPU."""
+        import torch
+
+        return None if self.device is None else int(torch.cuda.max_memory_allocated(self.device))
+
+    def device_used(self) -> int | None:
+        """The whole device's memory in use (total - free, as the driver sees it: the allocator's and
+        what it does not see). None on the CPU."""
+        if self.device is None:
+            return None
+        import torch
+
+        free, total = torch.cuda.mem_get_info(self.device)
+        return int(total - free)
 
     def end(self, phase: str) -> dict[str, int]:
         if self.device is not None:
@@ -517,8 +495,7 @@ class GpuPeaks:
 
 
 def model_summary(pipe) -> dict | None:
-    """The model the cell trained: its setting, its parameters and those of its learnable node
-    embeddings (a typed graph's featureless types: bench/backends/typed.py), R-GAT's heads."""
+    """The model the cell trained: its setting, its parameters (learnable embeddings apart), heads."""
     if pipe.model is None:
         return None
     model = unwrap(pipe.model)
@@ -533,9 +510,7 @@ def model_summary(pipe) -> dict | None:
 
 
 class StartupPhases:
-    """Seconds from launch to each start-up phase's end, on this rank's clock: imports (process
-    start and the framework), cuda_context, process_group (gloo/NCCL), dataset, pipeline,
-    first_batch. Each entry is the time that phase took."""
+    """Seconds each start-up phase took, from launch, on this rank's clock."""
 
     def __init__(self, launched_at: float):
         self.last = launched_at
@@ -547,47 +522,9 @@ class StartupPhases:
         self.last = now
 
 
-def pipe_device(settings: CellSettings):
-    return device_of(settings.mode)
-
-
-def reset_gpu_peak(pipe) -> None:
-    device = getattr(pipe, "device", None)
-    if device is not None and device.type == "cuda":
-        import torch
-
-        torch.cuda.synchronize(device)
-        torch.cuda.reset_peak_memory_stats(device)
-
-
-def gpu_device_used_bytes(pipe) -> int | None:
-    """The whole device's memory in use at the end of the epochs (total - free, as the driver
-    sees it): PyTorch's allocator plus what it does not see (the CUDA context, NCCL's buffers,
-    DGL's C++ GPU cache) and other processes on the GPU. None on the CPU."""
-    device = getattr(pipe, "device", None)
-    if device is None or device.type != "cuda":
-        return None
-    import torch
-
-    free, total = torch.cuda.mem_get_info(device)
-    return int(total - free)
-
-
-def peak_gpu_bytes(pipe) -> int | None:
-    """The most GPU memory this rank's tensors held in the measured epochs (PyTorch's allocator;
-    the peak is reset when they start), or None on the CPU."""
-    device = getattr(pipe, "device", None)
-    if device is None or device.type != "cuda":
-        return None
-    import torch
-
-    return int(torch.cuda.max_memory_allocated(device))
-
-
 def merge_ranks(ranks: list[dict], key: str) -> list[dict]:
-    """Per epoch across ranks: the slowest rank's time counts; work is summed; waiting and
-    communication are averaged. The stage split and loader worker-seconds are the slowest rank's
-    (they add up to its epoch, the cell's); work counts are summed over ranks."""
+    """Per epoch across ranks: the slowest rank's time, stage split and worker-seconds count; work
+    and seeds are summed; waiting and communication averaged."""
     merged = []
     for per_rank in zip(*(r[key] for r in ranks)):
         slowest = max(per_rank, key=lambda e: e["seconds"])
@@ -609,36 +546,39 @@ def mean_or_none(values: list) -> float | None:
 
 
 def sum_work(works: list[dict]) -> dict:
-    """Work counts of several ranks' epochs, summed (hop and layer lists element by element; the
-    full batches' sums too)."""
+    """Work counts of several ranks' epochs, summed (full batches' apart too)."""
     out = {k: sum(w[k] for w in works) for k in ("batches", "input_nodes", "feature_bytes", "copy_bytes")}
     out["counted"] = sum(w.get("counted", w["batches"]) for w in works)
-    out.update(_sum_lists(works))
-    out.update(_sum_link_counts(works))
+    _sum_parts(out, works)
     fulls = [w["full"] for w in works if w.get("full")]
     if fulls:
-        out["full"] = {"counted": sum(f["counted"] for f in fulls), **_sum_lists(fulls), **_sum_link_counts(fulls)}
-    for whole, parts in ((out, works), (out.get("full"), fulls)):
-        typed = [w["typed"] for w in parts if w.get("typed")]
-        if whole is not None and typed:  # a typed cell's per-type and per-relation lists
-            whole["typed"] = {}
-            for one in typed:
-                add_typed(whole["typed"], one)
+        out["full"] = _sum_parts({"counted": sum(f["counted"] for f in fulls)}, fulls)
     return out
 
 
-def _sum_link_counts(works: list[dict]) -> dict:
-    """A link cell's seed edges and negatives, summed (absent for the other tasks)."""
-    return {key: sum(w[key] for w in works) for key in LINK_COUNTS if all(key in w for w in works)}
+def _sum_parts(whole: dict, parts: list[dict]) -> dict:
+    """Into `whole`: hop and layer lists, a link cell's seed edges and negatives, a typed cell's breakdowns."""
+    whole.update({key: summed(parts, key) for key in LISTS})
+    whole.update({key: sum(w[key] for w in parts) for key in LINK_COUNTS if all(key in w for w in parts)})
+    typed = summed_typed(parts)
+    if typed:
+        whole["typed"] = typed
+    return whole
 
 
-def _sum_lists(works: list[dict]) -> dict:
-    out = {}
-    for key in LISTS:
-        lists = [w.get(key) or [] for w in works]
-        hops = max((len(values) for values in lists), default=0)
-        out[key] = [sum(values[i] for values in lists if i < len(values)) for i in range(hops)]
-    return out
+def summed(works: list[dict], key: str) -> list:
+    """A hop or layer list summed over epochs or ranks, element by element (missing: [])."""
+    lists = [w.get(key) or [] for w in works]
+    return [sum(values[i] for values in lists if i < len(values)) for i in range(max(map(len, lists), default=0))]
+
+
+def summed_typed(works: list[dict]) -> dict:
+    """A typed cell's per-type and per-relation breakdowns (bench/backends/stages.py), summed; {} for others."""
+    total: dict = {}
+    for w in works:
+        if w.get("typed"):
+            add_typed(total, w["typed"])
+    return total
 
 
 def rank_summary(r: dict) -> dict:
@@ -648,9 +588,8 @@ def rank_summary(r: dict) -> dict:
     return {"rank": r["rank"], "loader_stall": stall / seconds, "compute_s": (seconds - stall) / n,
             "comm_s": mean_or_none([e["comm_s"] for e in r["epochs"]]), "epoch_s": seconds / n,
             "self_max_rss_bytes": r["self_max_rss_bytes"], "startup_s": r["startup_s"],
-            "peak_gpu_bytes": r.get("peak_gpu_bytes"), "gpu_device_used_bytes": r.get("gpu_device_used_bytes"),
-            "startup_phases": r.get("startup_phases"), "gpu_peaks": r.get("gpu_peaks"), "gpu_util": r.get("gpu_util"),
-            "gpu_util_epochs": r.get("gpu_util_epochs"), "cpu_affinity": r.get("cpu_affinity")}
+            **{k: r.get(k) for k in ("peak_gpu_bytes", "gpu_device_used_bytes", "startup_phases", "gpu_peaks",
+                                     "gpu_util", "gpu_util_epochs", "cpu_affinity")}}
 
 
 def fault_for(cell_id: str, rank: int = 0) -> str | None:
@@ -688,9 +627,8 @@ def main(argv: list[str]) -> int:
         if not cuda_oom.is_cuda_oom(exc):
             raise
         return out_of_gpu_memory(exc, cell, out_path)
-    if result is None:
-        return 0
-    write_record(result, out_path)
+    if result is not None:
+        write_record(result, out_path)
     return 0
 
 
@@ -701,13 +639,12 @@ def write_record(result: dict, out_path: str, tag: str = "") -> None:
 
 
 def out_of_gpu_memory(exc: BaseException, cell: dict, out_path: str) -> int:
-    """A rank that ran out of GPU memory writes the cell's `oom` record (bench/run/cuda_oom.py).
-    Alone it ends normally; one of several ranks exits with cuda_oom.EXIT_CODE so that torchrun
-    ends its peers (stuck in their next collective) at once, and the runner reads the record."""
+    """A rank out of GPU memory writes the cell's `oom` record (bench/run/cuda_oom.py). One of several
+    ranks exits with cuda_oom.EXIT_CODE, so that torchrun ends its peers at once."""
     rank, world = rank_and_world()
     traceback.print_exc()
     base = {"versions": framework_versions(BACKENDS[cell["backend"]].stack), "device": device_info()}
-    write_record(cuda_oom.record(exc, rank, pipe_device(cell["settings"]), base), out_path, tag=f".rank{rank}")
+    write_record(cuda_oom.record(exc, rank, device_of(cell["settings"].mode), base), out_path, tag=f".rank{rank}")
     return cuda_oom.EXIT_CODE if world > 1 else 0
 
 
