@@ -14,7 +14,8 @@ boot id, PID namespace) once its pid is gone or reused; elsewhere once its heart
 every HEARTBEAT_S) has not changed for STALE_S by the waiter's own clock (GNNBENCH_LOCK_STALE_S).
 Re-entrant within a process; a child inherits its parent's locks (INHERITED_ENV).
 
-Standard library only: it runs in the host, every stack and the images' install step (before pip).
+Standard library, and filelock where importable (its flock; fcntl's where it is not): it runs in the
+host, every stack and the images' install step (before pip).
 """
 
 from __future__ import annotations
@@ -177,13 +178,29 @@ def read_owner(target: Path) -> dict | None:
 # --- the flock layer -----------------------------------------------------------------------------
 
 class _Flock:
-    """A non-blocking exclusive flock(2) on one file. Where the filesystem has no flock (ENOLCK,
-    ENOSYS, EOPNOTSUPP) it always succeeds: the owner record alone then excludes."""
+    """A non-blocking exclusive flock on one file: filelock's where importable, else fcntl's. Where
+    the filesystem has no flock (ENOLCK, ENOSYS, EOPNOTSUPP) it always succeeds: the owner record
+    alone then excludes."""
 
     def __init__(self, path: Path):
-        self.path, self._fd = path, None
+        self.path, self._lock, self._fd = path, None, None
+        try:
+            import filelock
+        except ImportError:
+            filelock = None
+        if filelock is not None:
+            self._lock, self._timeout = filelock.FileLock(str(path)), filelock.Timeout
 
     def try_acquire(self) -> bool:
+        if self._lock is not None:
+            try:
+                self._lock.acquire(timeout=0)
+            except self._timeout:
+                return False
+            except NotImplementedError:  # filelock: "FileSystem does not appear to support flock"
+                self._lock = None
+                return True
+            return True
         import errno
         import fcntl
 
@@ -202,6 +219,8 @@ class _Flock:
         return True
 
     def release(self) -> None:
+        if self._lock is not None and self._lock.is_locked:
+            self._lock.release()
         if self._fd is not None:
             os.close(self._fd)  # closing releases the flock
             self._fd = None

@@ -76,9 +76,9 @@ def base_env(**extra) -> dict:
 # --- two installs of one stack -------------------------------------------------------------------
 
 def test_two_installs_of_one_stack_build_it_once_the_second_waits_and_reuses(tmp_path):
-    """With only what the images copy before they install (no filelock for the second, as in the
-    images' system Python); a stub pin file (`pip`, already in every new venv) keeps the install to
-    a few seconds, with pip kept off the network."""
+    """With only what the images copy before they install (no filelock for the second: its fcntl
+    fallback and the first's filelock exclude each other); a stub pin file (`pip`, already in every
+    new venv) keeps the install to a few seconds, with pip kept off the network."""
     src = tmp_path / "src"
     for name in INSTALL_ENTRY:
         (src / "bench" / name).parent.mkdir(parents=True, exist_ok=True)
@@ -258,18 +258,26 @@ def test_a_dead_build_in_another_pid_namespace_is_taken_over_once_its_heartbeat_
 # A filesystem whose flock does not reach across hosts (NFSv3 with -o nolock, local_lock=all): every
 # flock succeeds. The owner record, created exclusively, must still let only one builder in.
 NO_FLOCK = """
-LOCK_EX, LOCK_NB = 2, 4
-
-
-def flock(fd, operation):
+class Timeout(Exception):
     pass
+
+
+class FileLock:
+    def __init__(self, path):
+        self.is_locked = False
+
+    def acquire(self, timeout=None):
+        self.is_locked = True
+
+    def release(self):
+        self.is_locked = False
 """
 
 
 def test_where_flock_excludes_nobody_the_owner_record_still_does(tmp_path):
     stub = tmp_path / "stub"
     stub.mkdir()
-    (stub / "fcntl.py").write_text(NO_FLOCK)
+    (stub / "filelock.py").write_text(NO_FLOCK)
     target, go = tmp_path / "cache" / "datasets" / "x", tmp_path / "go"
     env = base_env(GNNBENCH_LOCK_STALE_S=STALE_S, PYTHONPATH=os.pathsep.join([str(stub), str(REPO)]))
     holder = start([sys.executable, "-c", HOLD, str(target), str(go)], env)
