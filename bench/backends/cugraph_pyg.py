@@ -128,6 +128,7 @@ def equal_part(idx, rank: int, world: int):
 class Pipeline(PygNodePipeline):
     unavailable = staticmethod(unavailable)
     collective_eval = True  # sampling is collective over the cuGraph graph: every rank evaluates its part
+    full_layer = None  # layer-wise inference over all nodes needs the whole graph on one rank: not offered
 
     @property
     def sampler(self) -> str:
@@ -177,17 +178,6 @@ class Pipeline(PygNodePipeline):
     def forward(self, model, batch):
         batch.y = batch.y.view(-1).to(torch.long)  # as the example: the labels come back from WholeGraph
         return super().forward(model, batch)
-
-    def evaluate(self, split: str) -> float | None:
-        """On every rank over its part of the split; the counts summed over ranks."""
-        if self.model is None:
-            return None
-        counts = torch.tensor(self.count_correct(split), device=self.device)
-        torch.distributed.all_reduce(counts)
-        return int(counts[0]) / max(int(counts[1]), 1)
-
-    def full_accuracy(self, data, split: str = "test") -> float | None:
-        return None  # layer-wise inference over all nodes needs the whole graph on one rank: not offered
 
     def close(self) -> None:
         """The example's end (WholeGraph's finalize, cuGraph's comms shut down), then RMM's pool left."""

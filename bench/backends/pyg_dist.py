@@ -92,7 +92,7 @@ def ensure_partitions(data, num_parts: int, cache: Path) -> tuple[Path, dict]:
 class Pipeline(PygNodePipeline):
     """PyG's node-classification step and model (as NeighborLoader's), over partitions."""
 
-    collective_eval = True  # every partition evaluates its own nodes; counts are summed
+    collective_eval = True  # every partition evaluates its own nodes (remote ones over RPC); counts summed
 
     @property
     def sampler(self) -> str:
@@ -150,16 +150,6 @@ class Pipeline(PygNodePipeline):
             shuffle=shuffle, device=torch.device("cpu"), num_workers=num_workers, concurrency=1,
             master_addr=os.environ.get("MASTER_ADDR", "127.0.0.1"), master_port=self.rpc_port,
             current_ctx=self.ctx, persistent_workers=num_workers > 0, filter_per_worker=False)
-
-    def evaluate(self, split: str) -> float | None:
-        """On every rank (remote neighbourhoods come over RPC), each over its partition's nodes;
-        the counts are summed over ranks."""
-        if self.model is None:
-            return None
-        counts = torch.tensor(self.count_correct(split))
-        if torch.distributed.is_initialized():
-            torch.distributed.all_reduce(counts)
-        return int(counts[0]) / max(int(counts[1]), 1)
 
 
 def _shared_free_port() -> int:

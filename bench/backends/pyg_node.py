@@ -195,13 +195,13 @@ def sampled_per_hop(batch, num_hops: int, num_nodes: int, seeds: int | None = No
 
 
 class RowFeatureStore(FeatureStore):
-    """Read-only: `x` rows come from a store's row reader (bench.stores.open_store), `y` from
-    an in-memory array."""
+    """Read-only: `x` rows of each group (None: an untyped graph; else a node type) from a store's
+    row reader (bench.stores.open_store), `y` of the `target` group from memory."""
 
-    def __init__(self, features, labels: np.ndarray):
+    def __init__(self, readers, labels: np.ndarray, target: str | None = None):
         super().__init__()
-        self.features = features
-        self.labels = torch.from_numpy(np.ascontiguousarray(labels))
+        self.readers = readers if isinstance(readers, dict) else {None: readers}
+        self.labels, self.target = torch.from_numpy(np.ascontiguousarray(labels)), target
 
     @staticmethod
     def _index(attr: TensorAttr, size: int) -> torch.Tensor:
@@ -213,22 +213,23 @@ class RowFeatureStore(FeatureStore):
         return torch.as_tensor(index)
 
     def _get_tensor(self, attr: TensorAttr) -> torch.Tensor | None:
-        if attr.attr_name == "x":
-            ids = self._index(attr, self.features.rows)
-            return torch.from_numpy(self.features.gather(ids.numpy()))
-        if attr.attr_name == "y":
+        if attr.attr_name == "x" and attr.group_name in self.readers:
+            rows = self.readers[attr.group_name]
+            return torch.from_numpy(rows.gather(self._index(attr, rows.rows).numpy()))
+        if attr.attr_name == "y" and attr.group_name == self.target:
             return self.labels[self._index(attr, self.labels.numel())]
         return None
 
     def _get_tensor_size(self, attr: TensorAttr) -> tuple[int, ...] | None:
-        if attr.attr_name == "x":
-            return self.features.shape
-        if attr.attr_name == "y":
+        if attr.attr_name == "x" and attr.group_name in self.readers:
+            return self.readers[attr.group_name].shape
+        if attr.attr_name == "y" and attr.group_name == self.target:
             return tuple(self.labels.shape)
         return None
 
     def get_all_tensor_attrs(self) -> list[TensorAttr]:
-        return [TensorAttr(group_name=None, attr_name="x"), TensorAttr(group_name=None, attr_name="y")]
+        return ([TensorAttr(group_name=t, attr_name="x") for t in self.readers]
+                + [TensorAttr(group_name=self.target, attr_name="y")])
 
     def _put_tensor(self, tensor, attr: TensorAttr) -> bool:
         raise NotImplementedError("a stored feature table is read-only (built by bench.stores)")
