@@ -1,21 +1,14 @@
 """What looking costs: a cell's epoch with the stage timings and work counts (`profile: true`)
-against the same epoch without them (`profile: false`), interleaved epoch by epoch in one process.
+against the same epoch without them, interleaved epoch by epoch in one process.
 
     gnnbench fidelity [SUITE] --clocks [-k EXPR] [--rounds N] [--out FILE]
-    python -m bench.harness_costs.overhead_loop CELL_JSON DATASET_DIR EPOCHS     (inside the cell's stack)
 
-Separate runs of the two settings differ by more than the overhead itself on a shared machine
-(run-to-run spread of 10-40 % here), so one process in the cell's stack loads the data once,
-builds the cell's pipeline twice (profile on and off: two loaders, two models from the same
-seed), warms both up, then runs their measured epochs in pairs, one side after the other
-(on, off, on, off, ...: each epoch follows the other side's). Both epochs of a pair start from the same seed (`Pipeline.reseed`),
-so that where a framework draws from those seeds they do the same work (PyG without workers: the
-shuffle and torch-sparse's samples; GraphBolt: the shuffle, while its sampling threads keep
-generators of their own; DataLoader workers too), and their ratio holds little but the machine's
-noise. The overhead is the median of the per-pair ratios minus one, with a distribution-free
-95 % confidence interval of that median; the ratio of the two sides' median epochs is shown
-beside it. Only one-rank cells are measured (two DDP pipelines in one process group would share
-one all-reduce).
+Separate runs differ by more than the overhead on a shared machine, so one process in the cell's
+stack (overhead_loop.py) builds the cell's pipeline twice, profile on and off, and runs their
+measured epochs in pairs, both epochs of a pair from the same seed (`Pipeline.reseed`), so their
+ratio holds little but the machine's noise. The overhead is the median of the pairs' ratios minus
+one, with a distribution-free 95 % interval. One-rank cells only (two DDP pipelines in one
+process group would share one all-reduce).
 """
 
 from __future__ import annotations
@@ -39,11 +32,12 @@ GOAL = 0.02  # the issue's promise: profiling costs at most 2 % of the epoch med
 
 
 class OverheadError(RuntimeError):
-    pass
+    """A cell's interleaved run failed."""
 
 
 @dataclass
 class Overhead:
+    """One cell's epoch pairs, profile on and off."""
     cell_id: str
     on_epochs: list[float]
     off_epochs: list[float]
@@ -52,6 +46,7 @@ class Overhead:
 
     @property
     def ratios(self) -> list[float]:
+        """Each pair's on/off, sorted."""
         return sorted(a / b for a, b in zip(self.on_epochs, self.off_epochs))
 
     @property
@@ -70,13 +65,16 @@ class Overhead:
 
     @property
     def medians_ratio(self) -> float:
+        """The two sides' medians' ratio, minus one."""
         return statistics.median(self.on_epochs) / statistics.median(self.off_epochs) - 1
 
     @property
     def within_goal(self) -> bool:
+        """Whether the overhead is within GOAL."""
         return self.error is None and self.overhead <= GOAL
 
     def as_dict(self) -> dict:
+        """The cell as the JSON file holds it."""
         if self.error:
             return {**asdict(self), "within_goal": False}
         return {**asdict(self), "on_median_s": statistics.median(self.on_epochs),
@@ -86,13 +84,14 @@ class Overhead:
 
 
 def measurable(cell) -> bool:
+    """Whether the cell can be measured (one rank)."""
     return cell.settings.world_size == 1
 
 
 # ---- gnnbench's side -----------------------------------------------------------------------------
 
 def run_cell(cell, dataset_dir: Path, cache: Path, epochs: int) -> Overhead:
-
+    """One cell's interleaved run in its stack."""
     stack = stacks.get(cell.stack)
     if not stack.installed:
         raise OverheadError(f"{cell.id}: stack {cell.stack!r} is not installed (gnnbench stacks install {cell.stack})")
@@ -113,14 +112,14 @@ def run_cell(cell, dataset_dir: Path, cache: Path, epochs: int) -> Overhead:
 
 
 def measure(cells: list, cache: Path, data_root: Path | None, epochs: int, say=print) -> list[Overhead]:
-
+    """Every cell's pairs; a failing cell is recorded and the others still measured."""
     found = []
     for n, cell in enumerate(cells, 1):
         say(f"[{n}/{len(cells)}] {cell.id}: {epochs} epochs each side, interleaved ...")
         started = time.perf_counter()
         try:
             result = run_cell(cell, ensure_dataset(cell.dataset_spec, cache, data_root), cache, epochs)
-        except OverheadError as exc:  # a failing cell is recorded; the others are still measured
+        except OverheadError as exc:
             say(f"  failed: {exc}")
             found.append(Overhead(cell.id, [], [], error=str(exc)))
             continue
@@ -132,6 +131,7 @@ def measure(cells: list, cache: Path, data_root: Path | None, epochs: int, say=p
 
 
 def table(found: list[Overhead]) -> str:
+    """The cells as a Markdown table."""
     lines = ["| cell | epoch pairs | profile on (median) | profile off (median) | overhead (median of pairs) | 95 % CI | "
              "ratio of medians | within 2 % | other load |", "|---|---:|---:|---:|---:|---|---:|---|---:|"]
     for r in found:
@@ -148,6 +148,5 @@ def table(found: list[Overhead]) -> str:
 
 
 def write(found: list[Overhead], path: Path, command: str) -> None:
-
+    """The measurement's JSON and Markdown files."""
     write_document(path, command, {"goal": GOAL, "cells": [r.as_dict() for r in found]}, table(found))
-

@@ -1,6 +1,5 @@
-"""Inside the cell's stack, for `gnnbench fidelity --clocks` (bench/harness_costs/overhead.py, the host side):
-one process loads the data once, builds the cell's pipeline with the stage clocks on and off, and
-runs their measured epochs in interleaved pairs.
+"""Inside the cell's stack, for `gnnbench fidelity --clocks` (host side: overhead.py): the cell's
+pipeline built with the stage clocks on and off, their measured epochs run in interleaved pairs.
 
     python -m bench.harness_costs.overhead_loop CELL_JSON DATASET_DIR EPOCHS
 """
@@ -21,6 +20,7 @@ from bench.stores import features_in_memory
 
 
 def interleave(cell: dict, dataset_dir: Path, epochs: int) -> dict:
+    """{"on": seconds of each epoch with the clocks, "off": without}."""
     settings = CellSettings.from_dict(cell["settings"])
     Pipeline = load_pipeline_class(cell["backend"])
     data = hub.load_dataset(cell["dataset"]["source"], dataset_dir,
@@ -34,9 +34,7 @@ def interleave(cell: dict, dataset_dir: Path, epochs: int) -> dict:
             run_epoch(pipe, profile=profile)
     seconds = {True: [], False: []}
     for i in range(epochs):
-        # on, off, on, off, ...: each epoch follows the other side's (turning the order each pair ran a
-        # side twice in a row at each pair's edge, faster with its state still in the caches:
-        # docs/commands.md, "Paired cells")
+        # each epoch follows the other side's (turning the order would run a side twice in a row, cached)
         for profile in (True, False):
             pipes[profile].reseed(settings.seed + 1 + i)  # both epochs of the pair: the same batches
             stats = run_epoch(pipes[profile], profile=profile)
@@ -47,6 +45,7 @@ def interleave(cell: dict, dataset_dir: Path, epochs: int) -> dict:
 
 
 def main(argv: list[str]) -> int:
+    """`CELL_JSON DATASET_DIR EPOCHS`: prints interleave's JSON."""
     tie_to_parent()
     cell_json, dataset_dir, epochs = argv
     print(json.dumps(interleave(json.loads(cell_json), Path(dataset_dir), int(epochs))))
