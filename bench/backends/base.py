@@ -81,13 +81,10 @@ def unavailable_reason(mode: str, world_size: int = 1) -> str | None:
         return fit_problem(available=False) or (f"mode {mode} needs a CUDA GPU and a CUDA build of the framework; "
                                                 f"this process sees none (torch {torch.__version__})")
     local_ranks = local_world_size(world_size)
-    if one_gpu():  # this rank sees its own GPU alone: the node's count is the list it came from
-        shown = len(rank_gpus(os.environ, local_ranks))
-        if local_ranks > shown:
-            return f"{local_ranks} ranks on this node need {local_ranks} GPUs; {shown} visible"
-        return fit_problem()
-    if local_ranks > torch.cuda.device_count():
-        return f"{local_ranks} ranks on this node need {local_ranks} GPUs; {torch.cuda.device_count()} visible"
+    # a rank that sees its own GPU alone counts the node's from the list it came from
+    shown = len(rank_gpus(os.environ, local_ranks)) if one_gpu() else torch.cuda.device_count()
+    if local_ranks > shown:
+        return f"{local_ranks} ranks on this node need {local_ranks} GPUs; {shown} visible"
     return fit_problem()
 
 
@@ -210,25 +207,21 @@ class CommTimer:
         self._events: list = []
 
     def hook(self, state, bucket):
+        """PyTorch's all-reduce hook, timed."""
+        import torch
         from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
 
         if self.cuda:
-            import torch
-
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             start.record()
-            fut = allreduce_hook(state, bucket)
-
-            def recorded(f):
-                end.record()  # NCCL's work is queued on the stream before this event
-                self._events.append((start, end))
-                return f.value()[0] if isinstance(f.value(), list) else f.value()
-
-            return fut.then(recorded)
         started = time.perf_counter()
 
         def done(fut):
-            self.seconds += time.perf_counter() - started
+            if self.cuda:
+                end.record()  # NCCL's work is queued on the stream before this event
+                self._events.append((start, end))
+            else:
+                self.seconds += time.perf_counter() - started
             return fut.value()[0] if isinstance(fut.value(), list) else fut.value()
 
         return allreduce_hook(state, bucket).then(done)
@@ -330,16 +323,14 @@ class Pipeline(abc.ABC):
         with self.autocast():
             out, target = self.forward(self.model, batch)
         loss = self.loss(out, target)
-        if self.scaler is not None:  # fp16: scaled, so small gradients do not underflow
-            self.scaler.scale(loss).backward()
-            if clock is not None:
-                clock.mark("forward_backward")
+        # fp16: the loss scaled, so that small gradients do not underflow
+        (loss if self.scaler is None else self.scaler.scale(loss)).backward()
+        if clock is not None:
+            clock.mark("forward_backward")
+        if self.scaler is not None:
             self.scaler.step(self.optimizer)
             self.scaler.update()
         else:
-            loss.backward()
-            if clock is not None:
-                clock.mark("forward_backward")
             self.optimizer.step()
         if clock is not None:
             clock.mark("optimizer")

@@ -93,30 +93,34 @@ def host_tensor(array, pin: bool, name: str = "") -> torch.Tensor:
         return torch.from_numpy(array)
 
 
+def moved(item, mode: modes.Mode, device):
+    """A sampling graph or a Feature where the mode keeps it: as it is, pinned in place, or on the GPU."""
+    if mode.storage == modes.CPU:
+        return item
+    return item.pin_memory_() if mode.pinned else item.to(device)
+
+
+def refuse_disk_store(mode: modes.Mode, store: str) -> None:
+    """Unavailable where the mode would move a disk-backed store's features into memory."""
+    if mode.storage != modes.CPU and not features_in_memory(store):
+        raise Unavailable(f"mode {mode.name} moves the features into pinned or GPU memory, which defeats "
+                          f"store {store!r} (features left on disk): use cpu-cpu or cpu-cuda")
+
+
 def placed(data, settings, device, mode: modes.Mode):
     """The sampling graph and the feature store where the mode keeps them, placed through DGL 2.1's
     API as its examples do (each Feature before the store: DGL 2.1's has no item access). The
     graph's arrays are the hub's GraphBolt copies (int32 where the sizes allow, as OnDiskDataset
     builds them), shared by every rank."""
-    if mode.storage == modes.CPU:
-        graph = gb.fused_csc_sampling_graph(host_tensor(data.graphbolt_indptr, False),
-                                            host_tensor(data.graphbolt_indices, False))
-        return graph, feature_store(data, settings.store)
-    if not features_in_memory(settings.store):
-        raise Unavailable(f"mode {mode.name} moves the features into pinned or GPU memory, which defeats "
-                          f"store {settings.store!r} (features left on disk): use cpu-cpu or cpu-cuda")
+    refuse_disk_store(mode, settings.store)
     graph = gb.fused_csc_sampling_graph(host_tensor(data.graphbolt_indptr, mode.pinned, "indptr"),
                                         host_tensor(data.graphbolt_indices, mode.pinned, "indices"))
-    feature = gb.TorchBasedFeature(host_tensor(data.features, mode.pinned, "features"))
-    if mode.pinned:
-        graph = graph.pin_memory_()
-        feature = feature.pin_memory_()
-        if settings.gpu_cache:  # the hottest rows kept on the GPU, the rest read through UVA
-            rows = max(1, int(settings.gpu_cache * data.num_nodes))
-            feature = gb.GPUCachedFeature(feature, rows)
-    else:
-        graph = graph.to(device)
-        feature = feature.to(device)
+    graph = moved(graph, mode, device)
+    if mode.storage == modes.CPU:
+        return graph, feature_store(data, settings.store)
+    feature = moved(gb.TorchBasedFeature(host_tensor(data.features, mode.pinned, "features")), mode, device)
+    if mode.pinned and settings.gpu_cache:  # the hottest rows kept on the GPU, the rest read through UVA
+        feature = gb.GPUCachedFeature(feature, max(1, int(settings.gpu_cache * data.num_nodes)))
     return graph, gb.BasicFeatureStore({FEATURE_KEY: feature})
 
 

@@ -16,8 +16,7 @@ from dgl.nn import GATConv, GraphConv, HeteroGraphConv
 
 from bench import modes
 from bench.backends import base, dgl_graphbolt, layer_edges, stages
-from bench.backends.base import Unavailable
-from bench.backends.dgl_graphbolt import NATIVE_STORE, StoredFeature, host_tensor, numpy_dtype
+from bench.backends.dgl_graphbolt import NATIVE_STORE, StoredFeature, host_tensor, moved, numpy_dtype, refuse_disk_store
 from bench.backends.typed import per_head, rgcn_layer, typed_counts
 from bench.stores import features_in_memory, open_store
 
@@ -76,24 +75,19 @@ def _dst_rows(x_dict: dict, block) -> dict:
 
 def typed_graph(data, mode: modes.Mode, device):
     """GraphBolt's typed sampling graph from the hub's arrays, where the mode keeps it."""
-    pin = mode.pinned
-    arrays = {n: host_tensor(data.graphbolt[n], pin) for n in GRAPH_ARRAYS}
+    arrays = {n: host_tensor(data.graphbolt[n], mode.pinned) for n in GRAPH_ARRAYS}
     ids = data.meta["graphbolt"]
-    graph = gb.fused_csc_sampling_graph(arrays["indptr"], arrays["indices"],
-                                        node_type_offset=arrays["node_type_offset"],
-                                        type_per_edge=arrays["type_per_edge"],
-                                        node_type_to_id=ids["node_type_to_id"], edge_type_to_id=ids["edge_type_to_id"])
-    if mode.storage == modes.CPU:
-        return graph
-    return graph.pin_memory_() if pin else graph.to(device)
+    return moved(gb.fused_csc_sampling_graph(arrays["indptr"], arrays["indices"],
+                                             node_type_offset=arrays["node_type_offset"],
+                                             type_per_edge=arrays["type_per_edge"],
+                                             node_type_to_id=ids["node_type_to_id"],
+                                             edge_type_to_id=ids["edge_type_to_id"]), mode, device)
 
 
 def typed_features(data, store: str, mode: modes.Mode, device):
     """Each featured node type's features as GraphBolt reads them: ("node", type, "feat")."""
     featured = {t: x for t, x in data.features.items() if x is not None}
-    if mode.storage != modes.CPU and not features_in_memory(store):
-        raise Unavailable(f"mode {mode.name} moves the features into pinned or GPU memory, which defeats "
-                          f"store {store!r} (features left on disk): use cpu-cpu or cpu-cuda")
+    refuse_disk_store(mode, store)
     if store == NATIVE_STORE:
         return gb.TorchBasedFeatureStore([gb.OnDiskFeatureData(
             domain="node", type=t, name="feat", format="numpy", path=str(data.feature_file(t)), in_memory=False)
@@ -101,15 +95,8 @@ def typed_features(data, store: str, mode: modes.Mode, device):
     if not features_in_memory(store):
         readers = open_store(store, "typed-node", data)
         return gb.BasicFeatureStore({("node", t, "feat"): StoredFeature(readers[t]) for t in featured})
-    placed = {}
-    for t, x in featured.items():
-        feature = gb.TorchBasedFeature(host_tensor(x, mode.pinned) if mode.storage != modes.CPU else torch.from_numpy(x))
-        if mode.pinned:
-            feature = feature.pin_memory_()
-        elif mode.storage != modes.CPU:
-            feature = feature.to(device)
-        placed[("node", t, "feat")] = feature
-    return gb.BasicFeatureStore(placed)
+    return gb.BasicFeatureStore({("node", t, "feat"): moved(gb.TorchBasedFeature(host_tensor(x, mode.pinned)),
+                                                            mode, device) for t, x in featured.items()})
 
 
 class Pipeline(base.TypedHooks, dgl_graphbolt.Pipeline):

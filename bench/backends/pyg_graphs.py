@@ -109,11 +109,9 @@ class Batches(Dataset):
         return len(self.graphs)
 
     def __getitem__(self, ids: list[int]) -> Batch:
-        if not self.timed:
-            return to_batch(self.graphs.read_many(ids))
         started = time.perf_counter()
         batch = to_batch(self.graphs.read_many(ids))
-        return stages.stamp(batch, "fetch", time.perf_counter() - started)
+        return stages.stamp(batch, "fetch", time.perf_counter() - started) if self.timed else batch
 
 
 class SqliteGraphs(OnDiskDataset):

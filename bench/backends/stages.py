@@ -155,32 +155,27 @@ class Work:
 
     def as_dict(self) -> dict:
         """The epoch's sums, as the result file's `work` holds them."""
-        lists = {key: [] for key in LISTS}
-        full = {key: [] for key in LISTS}
-        typed, full_typed = {}, {}
-        full_counted = 0
         links = any(r.seed_edges is not None for r in self.rows)  # a link batch: its seeds are positive edges
-        link_sums = dict.fromkeys(LINK_COUNTS, 0) if links else {}
-        full_links = dict.fromkeys(LINK_COUNTS, 0) if links else {}
-        for row in self.rows:
-            seeds = row.seed_edges if links else (int(row.hop_nodes[0]) if len(row.hop_nodes) else None)
-            is_full = self.batch_size is not None and seeds == self.batch_size
-            full_counted += is_full
-            for key in LISTS:
-                _add_into(lists[key], getattr(row, key))
-                if is_full:
-                    _add_into(full[key], getattr(row, key))
-            if row.typed:
-                add_typed(typed, row.typed)
-                if is_full:
-                    add_typed(full_typed, row.typed)
-            for key in LINK_COUNTS if links else ():
-                link_sums[key] += int(getattr(row, key) or 0)
-                full_links[key] += int(getattr(row, key) or 0) if is_full else 0
-        out = {"batches": self.batches, "counted": len(self.rows), **lists, **link_sums,
+
+        def sums(rows) -> tuple[dict, dict]:
+            out, typed = {key: [] for key in LISTS}, {}
+            for row in rows:
+                for key in LISTS:
+                    _add_into(out[key], getattr(row, key))
+                if row.typed:
+                    add_typed(typed, row.typed)
+            out.update({key: sum(int(getattr(r, key) or 0) for r in rows) for key in LINK_COUNTS if links})
+            return out, typed
+
+        def seeds(row):
+            return row.seed_edges if links else (int(row.hop_nodes[0]) if len(row.hop_nodes) else None)
+
+        full_rows = [r for r in self.rows if self.batch_size is not None and seeds(r) == self.batch_size]
+        (lists, typed), (full, full_typed) = sums(self.rows), sums(full_rows)
+        out = {"batches": self.batches, "counted": len(self.rows), **lists,
                "input_nodes": sum(int(r.input_nodes) for r in self.rows),
                "feature_bytes": sum(int(r.feature_bytes) for r in self.rows),
-               "copy_bytes": self.copy_bytes, "full": {"counted": full_counted, **full, **full_links}}
+               "copy_bytes": self.copy_bytes, "full": {"counted": len(full_rows), **full}}
         if typed:  # a typed cell's breakdown (bench/backends/typed.py): per node type and relation, per hop
             out["typed"], out["full"]["typed"] = typed, full_typed
         return out

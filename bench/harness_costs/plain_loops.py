@@ -1,6 +1,7 @@
 """The plain training loops the frameworks' own examples write, without gnnbench around them.
 
     python -m bench.harness_costs.plain_loops [--side-by-side] CELL_JSON DATASET_DIR
+    python -m bench.harness_costs.plain_loops --clocks CELL_JSON DATASET_DIR EPOCHS
 
 Run in a cell's stack by `gnnbench fidelity` to measure what the harness costs: the cell's graph,
 fanout, batch size, model, learning rate, workers and threads, built as the examples build them
@@ -13,6 +14,8 @@ sides. Only the hub's arrays are read through gnnbench. A cpu-cuda loop trains o
 examples do (`on_device`), the GPU synchronised before each clock is read; without a usable GPU it
 prints {"skipped": why}. Prints one JSON line: the measured epochs' seconds, the warm-up's, this
 process's CPU seconds and the threads; with --side-by-side the harness's beside them (`side_by_side`).
+With --clocks, for `gnnbench fidelity --clocks` (host side: fidelity.py), the cell's pipeline with
+the stage clocks on and off instead (`clocks`).
 """
 
 from __future__ import annotations
@@ -29,14 +32,16 @@ import torch.nn.functional as F
 
 from bench.backends import BACKENDS
 from bench.backends import load_pipeline_class
-from bench.backends.base import device_of, graphsage
+from bench.backends.base import device_of, graphsage, seed_everything
 from bench.backends.link import link_model
 from bench.backends.stages import cuda_sync
 from bench.backends.typed import typed_model
 from bench.datasets import hub, link_split
+from bench.run.lifeline import tie_to_parent
 from bench.run.worker import run_epoch
 from bench.run.worker import set_threads
 from bench.settings import DROPOUT, CellSettings
+from bench.stores import features_in_memory
 
 
 # --- what every loop shares (each stack has one framework: a loop imports its own where it runs)
@@ -358,8 +363,38 @@ def side_by_side(cell: dict, data, s) -> dict:
             "harness_batches": batches, **({"harness_leak_checked": leaks["batches"]} if leaks else {})}
 
 
+def clocks(cell: dict, dataset_dir: Path, epochs: int) -> dict:
+    """The cell's pipeline built with the stage clocks on and off (two loaders, two models from one
+    seed), their measured epochs run in interleaved pairs, both epochs of a pair from the same seed:
+    {"on": seconds of each epoch with the clocks, "off": without}."""
+    settings = CellSettings.from_dict(cell["settings"])
+    data = hub.load_dataset(cell["dataset"]["source"], dataset_dir,
+                            features_in_memory=features_in_memory(settings.store))
+    pipes = {}
+    for profile in (True, False):
+        seed_everything(settings.seed)  # both models start from the same weights
+        pipes[profile] = load_pipeline_class(cell["backend"])(data, settings.replace(profile=profile))
+    for _ in range(settings.warmup_epochs):
+        for profile, pipe in pipes.items():
+            run_epoch(pipe, profile=profile)
+    seconds = {True: [], False: []}
+    for i in range(epochs):
+        for profile in (True, False):  # each epoch follows the other side's, as side_by_side's
+            pipes[profile].reseed(settings.seed + 1 + i)  # both epochs of the pair: the same batches
+            stats = run_epoch(pipes[profile], profile=profile)
+            if ("stages" in stats) != profile:  # the two sides must differ in exactly this
+                raise RuntimeError(f"profile {profile}: the epoch {'lacks' if profile else 'has'} a stage split")
+            seconds[profile].append(stats["seconds"])
+    return {"on": seconds[True], "off": seconds[False]}
+
+
 def main(argv: list[str]) -> int:
-    """`[--side-by-side] CELL_JSON DATASET_DIR`: the plain loop alone, or beside the harness's."""
+    """`[--side-by-side] CELL_JSON DATASET_DIR`: the plain loop alone, or beside the harness's;
+    `--clocks CELL_JSON DATASET_DIR EPOCHS`: `clocks`."""
+    if argv[:1] == ["--clocks"]:
+        tie_to_parent()
+        print(json.dumps(clocks(json.loads(argv[1]), Path(argv[2]), int(argv[3]))))
+        return 0
     together = argv[:1] == ["--side-by-side"]
     cell_json, dataset_dir = argv[1:] if together else argv
     cell = json.loads(cell_json)
