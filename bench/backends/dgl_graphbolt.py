@@ -73,21 +73,16 @@ def feature_store(data, store: str) -> gb.FeatureStore:
     return gb.BasicFeatureStore({FEATURE_KEY: StoredFeature(open_store(store, "node", data))})
 
 
-def private_tensor(array) -> torch.Tensor:
-    """A tensor of this process's own, writable memory (the hub's read-only maps cannot be pinned)."""
-    if isinstance(array, np.memmap) or not array.flags.writeable or not array.flags.c_contiguous:
-        array = np.array(array, order="C", copy=True)
-    return torch.from_numpy(array)
-
-
 def host_tensor(array, pin: bool, name: str = "") -> torch.Tensor:
     """The tensor a mode places from: to be pinned, one writable copy per node that every rank maps
     (bench/backends/shared_host.py, as DGL's multi-GPU example pins its parent's dataset); else the
     hub's map as it is (.to(device) reads it without a host copy per rank)."""
-    if pin:
-        if shared_host.folder() is None or not name:
-            return private_tensor(array)
+    if pin and shared_host.folder() is not None and name:
         return torch.from_numpy(shared_host.node_copy(array, name))
+    if pin:  # this process's own writable memory: the hub's read-only maps cannot be pinned
+        if isinstance(array, np.memmap) or not array.flags.writeable or not array.flags.c_contiguous:
+            array = np.array(array, order="C", copy=True)
+        return torch.from_numpy(array)
     with warnings.catch_warnings():  # read-only map, only read: torch's warning is about writes
         warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
         return torch.from_numpy(array)

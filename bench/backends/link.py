@@ -40,11 +40,6 @@ class SeedEdgeLeakError(RuntimeError):
     """A batch's sampled graph still holds one of its own positive seed edges (or its reverse)."""
 
 
-def planted_leak() -> bool:
-    """Whether the test hook PLANT_LEAK_ENV is set."""
-    return os.environ.get(PLANT_LEAK_ENV, "") not in ("", "0")
-
-
 def seed_edges_found(sampled_src, sampled_dst, seed_src, seed_dst, num_nodes: int) -> np.ndarray:
     """Which sampled edges (global ids) are a seed edge or the reverse of one: a bool mask."""
     n = np.int64(num_nodes)
@@ -161,7 +156,7 @@ class LinkPipeline(base.LinkHooks):
         self.data = data
         self.split = link_split.load(data.path)
         self.leaks = {"batches": 0, "leaked_batches": 0, "sampled_edges": 0, "leaked_edges": 0}
-        self.planted = planted_leak()
+        self.planted = os.environ.get(PLANT_LEAK_ENV, "") not in ("", "0")
 
     @property
     def excludes(self) -> bool:

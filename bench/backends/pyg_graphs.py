@@ -51,11 +51,6 @@ def _graph(x, edge_index, label: int) -> Data:
     return Data(x=torch.from_numpy(x), edge_index=torch.from_numpy(edge_index), y=torch.tensor([label]))
 
 
-def _copied_graph(x, edge_index, label: int) -> Data:
-    """A graph that owns its arrays (the dataset's may be read-only memory maps)."""
-    return _graph(np.array(x), np.array(edge_index), label)
-
-
 def to_batch(columns: molecules.GraphColumns) -> Batch:
     """A batch's graphs as one PyG `Batch`, equal to `Batch.from_data_list` of their `Data`."""
     out = Batch(**{k: torch.from_numpy(v) for k, v in molecules.collate(columns).items()})
@@ -158,7 +153,9 @@ def sqlite_store(data) -> SqliteGraphs:
             store = SqliteGraphs(tmp, data.feature_dim)
             for start in range(0, data.num_graphs, SQLITE_BUILD_GRAPHS):
                 end = min(start + SQLITE_BUILD_GRAPHS, data.num_graphs)
-                store.extend([_copied_graph(*data.graph(g)) for g in range(start, end)])
+                # graphs that own their arrays (the dataset's may be read-only memory maps)
+                store.extend([_graph(np.array(x), np.array(edge_index), y)
+                              for x, edge_index, y in map(data.graph, range(start, end))])
             store.release()
             (tmp / SQLITE_INFO).write_text(json.dumps({"fingerprint": expected, "graphs": data.num_graphs}))
     built_from = json.loads((target / SQLITE_INFO).read_text()).get("fingerprint")

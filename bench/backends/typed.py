@@ -21,14 +21,9 @@ from bench.backends.initialisation import same_start
 from bench.settings import DROPOUT, CellSettings
 
 
-def embedding_width(data) -> int:
-    """The width a featureless type's embedding has: the target's feature width."""
-    return int(data.meta["node_types"][data.target]["feature_dim"]) or 64
-
-
 def input_widths(data) -> dict[str, int]:
-    """Each node type's input width: its features', or its embedding's."""
-    width = embedding_width(data)
+    """Each node type's input width: its features', or its embedding's (the target's feature width)."""
+    width = int(data.meta["node_types"][data.target]["feature_dim"]) or 64
     return {t: int(info["feature_dim"]) or width for t, info in data.meta["node_types"].items()}
 
 

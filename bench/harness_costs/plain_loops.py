@@ -67,23 +67,18 @@ def as_graph_ids(ids, graph) -> torch.Tensor:
 
 
 def graphbolt_loader(pipe, s, features, keys):
-    """A GraphBolt datapipe's end after its sampling, as the examples'; returns (loader, blocks)."""
+    """A GraphBolt datapipe's end after its sampling, as the examples', with the cell's
+    `same_layer_edges` step (bench/backends/layer_edges.py); returns (loader, blocks)."""
     import dgl.graphbolt as gb
 
-    pipe, blocks = layer_edges_of(pipe, s)
-    pipe = pipe.fetch_feature(features, node_feature_keys=keys)
-    pipe = pipe.copy_to(device_of(s.mode))
-    return gb.DataLoader(pipe, num_workers=s.num_workers), blocks
-
-
-def layer_edges_of(pipe, s):
-    """A GraphBolt loop's datapipe with the cell's `same_layer_edges` step, and what gives a
-    minibatch's blocks (bench/backends/layer_edges.py)."""
     from bench.backends import layer_edges
     from bench.backends.dgl_graphbolt import same_layer_edges
 
     same = same_layer_edges(s)
-    return (pipe.transform(layer_edges.attach) if same else pipe), lambda minibatch: layer_edges.blocks(minibatch, same)
+    pipe = pipe.transform(layer_edges.attach) if same else pipe
+    pipe = pipe.fetch_feature(features, node_feature_keys=keys)
+    pipe = pipe.copy_to(device_of(s.mode))
+    return gb.DataLoader(pipe, num_workers=s.num_workers), lambda minibatch: layer_edges.blocks(minibatch, same)
 
 
 def on_device(s):
