@@ -36,7 +36,9 @@ FEATURE_KEY = ("node", None, "feat")
 NATIVE_STORE = "graphbolt-disk"  # GraphBolt's own on-disk features (no module in bench/stores)
 
 
-class _FeaturesFirst(torch.nn.Module):
+class FeaturesFirst(torch.nn.Module):
+    """A DGL conv, called (graph, features), as the shared models call a layer: (features, graph)."""
+
     def __init__(self, conv):
         super().__init__()
         self.conv = conv
@@ -189,7 +191,7 @@ class Pipeline(base.TrainingPipeline):
     @staticmethod
     def conv_factory():
         """The shared GraphSAGE's layer: DGL's mean SAGEConv, called (features, graph)."""
-        return lambda a, b: _FeaturesFirst(SAGEConv(a, b, "mean"))
+        return lambda a, b: FeaturesFirst(SAGEConv(a, b, "mean"))
 
     def make_model(self, data):
         return self.sage(self.conv_factory(), data.features.shape[1], data.num_classes)

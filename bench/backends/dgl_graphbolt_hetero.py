@@ -61,8 +61,8 @@ def hetero_layer(kind: str, relations: list[tuple[str, str, str]]):
                 return _GatRelation(pair, out, heads, concat)
             return _MeanThroughWeight(in_widths[src], out)
 
-        layer = dgl_graphbolt._FeaturesFirst(HeteroGraphConv({name: conv(src, dst) for src, name, dst in relations},
-                                               aggregate="sum"))
+        layer = dgl_graphbolt.FeaturesFirst(HeteroGraphConv({name: conv(src, dst) for src, name, dst in relations},
+                                                            aggregate="sum"))
         return layer if kind == "rgat" else rgcn_layer(layer, in_widths, out, _dst_rows)
 
     return make
