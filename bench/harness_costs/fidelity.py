@@ -126,11 +126,7 @@ class Comparison:
     @property
     def resolved(self) -> bool | None:
         """Whether the whole interval lies outside the band (with enough rounds); None without one."""
-        found = self.interval
-        if found is None:
-            return None
-        low, high = found
-        return self.enough_rounds and (low > 1 + TOLERANCE or high < 1 - TOLERANCE)
+        return None if self.interval is None else self.settled == "outside"
 
     @property
     def settled(self) -> str | None:
