@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from bench import cli
-from bench.harness_costs import overhead
+from bench.harness_costs import fidelity
 from bench.run import suite as suite_mod
 from bench.run.prepare import ensure_dataset
 from tests.conftest import REPO, require_stacks, tiny_pair_suite
@@ -31,7 +31,7 @@ def tiny_suite(tmp_path_factory):
 def test_only_one_rank_cells_are_measured(tiny_suite):
     suite, _ = suite_mod.load(tiny_suite)
     cells = suite_mod.expand(suite)
-    assert [c.id for c in cells if overhead.measurable(c)] == [
+    assert [c.id for c in cells if fidelity.clocks_measurable(c)] == [
         "pyg-neighbor/tiny/mode=cpu-cpu/workers=0/ws=1", "dgl-graphbolt/tiny/mode=cpu-cpu/workers=0/ws=1"]
     assert len(cells) == 3
 
@@ -51,7 +51,7 @@ def test_cli_measures_both_backends_interleaved(tiny_suite, cache_dir, tmp_path)
         assert cell["error"] is None
         assert len(cell["on_epochs"]) == len(cell["off_epochs"]) == 3
         assert all(s > 0 for s in cell["on_epochs"] + cell["off_epochs"])
-        assert cell["within_goal"] == (cell["overhead"] <= overhead.GOAL)
+        assert cell["within_goal"] == (cell["overhead"] <= fidelity.GOAL)
         assert 0 <= cell["other_load"] <= 1
     assert doc["command"].startswith("gnnbench fidelity") and "--clocks" in doc["command"] and "profile on" in proc.stdout
     assert "| `dgl-graphbolt/tiny/mode=cpu-cpu/workers=0/ws=1` | 3 |" in out.with_suffix(".md").read_text()
@@ -74,21 +74,21 @@ def test_clocks_is_fidelitys_and_refuses_the_plain_loop_options(tiny_suite, caps
 def test_a_failing_cell_is_recorded_and_named(tiny_suite, cache_dir, tmp_path):
     require_stacks("pyg")
     suite, _ = suite_mod.load(tiny_suite)
-    cell = next(c for c in suite_mod.expand(suite) if overhead.measurable(c))
-    with pytest.raises(overhead.OverheadError, match=f"{cell.id}: the interleaved run failed"):
-        overhead.run_cell(cell, tmp_path / "no-such-dataset", cache_dir, 2)
+    cell = next(c for c in suite_mod.expand(suite) if fidelity.clocks_measurable(c))
+    with pytest.raises(fidelity.OverheadError, match=f"{cell.id}: the interleaved run failed"):
+        fidelity.run_clocks(cell, tmp_path / "no-such-dataset", cache_dir, 2)
     ensure_dataset(cell.dataset_spec, cache_dir, None)  # the real data: the same cell then runs
-    assert len(overhead.run_cell(cell, ensure_dataset(cell.dataset_spec, cache_dir, None), cache_dir, 1).on_epochs) == 1
+    assert len(fidelity.run_clocks(cell, ensure_dataset(cell.dataset_spec, cache_dir, None), cache_dir, 1).on_epochs) == 1
 
 
 def test_verdict_table_and_file(tmp_path):
-    cheap = overhead.Overhead("a/cell", [1.01, 1.02, 1.0], [1.0, 1.0, 1.0])
-    costly = overhead.Overhead("b/cell", [1.1, 1.1, 1.2], [1.0, 1.0, 1.0], other_load=0.03)
-    broken = overhead.Overhead("c/cell", [], [], error="exit code 1 | boom")
+    cheap = fidelity.Overhead("a/cell", [1.01, 1.02, 1.0], [1.0, 1.0, 1.0])
+    costly = fidelity.Overhead("b/cell", [1.1, 1.1, 1.2], [1.0, 1.0, 1.0], other_load=0.03)
+    broken = fidelity.Overhead("c/cell", [], [], error="exit code 1 | boom")
     assert cheap.within_goal and not costly.within_goal and not broken.within_goal
     assert costly.overhead == pytest.approx(0.1) and cheap.overhead == pytest.approx(0.01)
     assert costly.interval == pytest.approx((0.1, 0.2))  # 3 pairs: the interval spans them all
-    overhead.write([cheap, costly, broken], tmp_path / "o.json", "gnnbench fidelity x --clocks")
+    fidelity.write_clocks([cheap, costly, broken], tmp_path / "o.json", "gnnbench fidelity x --clocks")
     doc = json.loads((tmp_path / "o.json").read_text())
     assert [c["within_goal"] for c in doc["cells"]] == [True, False, False]
     table = (tmp_path / "o.md").read_text()
@@ -98,7 +98,7 @@ def test_verdict_table_and_file(tmp_path):
 
 def test_the_interval_of_many_pairs_is_the_order_statistics_of_the_median():
     # 100 pairs with ratios 1.00 .. 1.99: the 95 % interval of the median runs from the 40th to the 61st
-    pairs = overhead.Overhead("a/cell", [1 + i / 100 for i in range(100)], [1.0] * 100)
+    pairs = fidelity.Overhead("a/cell", [1 + i / 100 for i in range(100)], [1.0] * 100)
     assert pairs.overhead == pytest.approx(0.495)
     assert pairs.interval == pytest.approx((0.39, 0.60))
 
@@ -132,7 +132,7 @@ def test_both_epochs_of_a_pair_draw_the_same_batches(tiny_suite, cache_dir, back
 
     require_stacks("pyg" if backend == "pyg-neighbor" else "dgl")
     suite, _ = suite_mod.load(tiny_suite)
-    cell = next(c for c in suite_mod.expand(suite) if c.backend == backend and overhead.measurable(c))
+    cell = next(c for c in suite_mod.expand(suite) if c.backend == backend and fidelity.clocks_measurable(c))
     proc = subprocess.run([str(stacks.get(cell.stack).python), "-c", RESEED_TWICE, cell.to_json(),
                            str(ensure_dataset(cell.dataset_spec, cache_dir, None))],
                           env=worker_env(cache_dir, "reseed-test"), capture_output=True, text=True, timeout=300)

@@ -1,10 +1,7 @@
 """The systems under test, by name. A new backend is one module under bench/backends/ with a
-`Pipeline` class (a subclass of bench.backends.base.Pipeline) plus one line in BACKENDS: the
-line says everything the rest of gnnbench needs to know about it (its stack, modes, stores,
-task, memory model, chart hint and plain loop), so no other file names a backend.
-
-This registry is plain data so the host can validate suites without importing any framework;
-the module itself is imported only inside its stack's interpreter.
+`Pipeline` class (a subclass of bench.backends.base.Pipeline) plus one line in BACKENDS, which says
+everything the rest of gnnbench needs to know about it, so no other file names a backend. Plain
+data, so the host validates suites without importing a framework.
 """
 
 from __future__ import annotations
@@ -21,46 +18,37 @@ AMP_DTYPES = {"bf16": "bfloat16", "fp16": "float16"}  # the `amp` setting's valu
 
 @dataclass(frozen=True)
 class BackendInfo:
+    """One backend's registry line."""
     module: str
     stack: str
-    modes: tuple[str, ...]  # names in bench.modes.MODES (what each means is declared there)
+    modes: tuple[str, ...]  # names in bench.modes.MODES
     stores: tuple[str, ...] = ("memory",)  # names in bench.stores.STORES
-    task: str = "node"  # the one task it trains, a name in bench.tasks.TASKS (node, typed-node, link, graph)
+    task: str = "node"  # the one task it trains, a name in bench.tasks.TASKS
     mode_chart: bool = False  # the site draws its epoch time per mode as grouped bars
-    # The optional settings it honours (bench/run/suite.py: Settings): pin_memory, amp, gpu_cache,
-    # trim_to_layer, neg_mode (the link task: PyG's binary negatives), same_layer_edges (GraphBolt's)
+    # the optional settings it honours (bench/run/suite.py Settings)
     options: tuple[str, ...] = ()
-    # Memory model (bench/run/memory_plan.py): bytes of graph structure the framework builds on
-    # top of the hub's arrays, per node (counted num_nodes + 1 times: CSC pointers) and per edge.
+    # memory model (bench/run/memory_plan.py): bytes of structure the framework builds over the hub's
+    # arrays, per node (counted num_nodes + 1 times) and per edge; once per node where it is the hub's
+    # own maps or one shared copy, not a copy per rank
     structure_bytes_per_node: int = 0
     structure_bytes_per_edge: int = 0
-    # That structure is the hub's own arrays (memory-mapped, or one shared copy per node), not a
-    # copy per rank: counted once per node
     structure_on_hub_maps: bool = False
-    # What the framework does that makes its work per seed larger than another's, by figure of the
-    # equal-work check (bench/publish/stages.py): "hop2_edges", "layer_nodes", "layer" (any layer
-    # figure), ...: named in the check's flag where this backend's figure is the larger.
+    # by figure of the equal-work check (bench/publish/stages.py: "hop2_edges", "layer", ...): what
+    # the framework does that makes its figure the larger, named in the check's flag
     work_notes: dict[str, str] = field(default_factory=dict)
-    # Its seeds are training seeds, batched (False: feature-gather's "seeds" are the rows it reads):
-    # cells that train fewer per epoch than another are noted (bench/publish/stages.py fewer_seeds)
+    # its seeds are training seeds (False: feature-gather's are rows read): fewer per epoch is noted
     seeds_are_training_seeds: bool = True
-    # The models it trains (the `model` setting; `none`, the loader alone, is every backend's)
-    models: tuple[str, ...] = ("sage",)
-    # The plain training loop its framework's own examples write, by the name of its function in
-    # bench/harness_costs/plain_loops.py: `gnnbench fidelity` times the backend against it. None: no plain loop (the backend is not compared). A name, not
-    # the function: the loops import torch.
+    models: tuple[str, ...] = ("sage",)  # the `model` values it trains (`none` is every backend's)
+    # the plain training loop of its framework's examples, by its function's name in
+    # bench/harness_costs/plain_loops.py (`gnnbench fidelity`); None: not compared
     plain_loop: str | None = None
-    # Each rank of a GPU cell sees its own GPU alone (CUDA_VISIBLE_DEVICES: bench/backends/base.py
-    # one_gpu_env); False for a framework that maps its peers' GPU memory itself (WholeGraph) and
-    # so needs every GPU of the node visible, as its own examples run
+    # each rank of a GPU cell sees its own GPU alone (base.one_gpu_env); False for a framework that
+    # maps its peers' GPU memory itself (WholeGraph) and needs every GPU of the node visible
     one_gpu_per_rank: bool = True
-    # It keeps the features in host memory once for the whole node, each rank holding its slice
-    # (WholeGraph's host memory), whatever the mode: counted once per node
+    # it keeps the features in host memory once per node, each rank holding its slice (WholeGraph)
     host_features_once: bool = False
-    # Its pipeline's line in bench/publish/lifecycle.py LIFECYCLE (what its maintainers say), by name
-    lifecycle: str | None = None
-    # What no GPU run of this gnnbench has shown of it yet: a note on each of its GPU cells
-    unverified_on_gpu: str | None = None
+    lifecycle: str | None = None  # its pipeline's line in bench/publish/lifecycle.py LIFECYCLE
+    unverified_on_gpu: str | None = None  # what no GPU run has shown of it yet: a note on its GPU cells
 
 
 # GraphBolt's work beside PyG's, by figure of the equal-work check (BackendInfo.work_notes)
@@ -136,4 +124,5 @@ assert all(info.task in TASKS for info in BACKENDS.values()), "a backend names a
 
 
 def load_pipeline_class(name: str):
+    """A backend's Pipeline class (importing its framework: stack side)."""
     return importlib.import_module(BACKENDS[name].module).Pipeline

@@ -1,22 +1,11 @@
-"""What every backend provides to the worker, and what they all do the same way: `Pipeline`.
+"""The pipeline contract every backend fulfils for the worker (`Pipeline`), and what they share.
 
-A backend turns the hub's arrays into its framework's own structures, and exposes:
-  train_loader        an iterable of batches (re-iterated every epoch)
-  count(batch)        (seed nodes, sampled edges) of one batch
-  step(batch)         one training step (or, with model "none", nothing: the loader alone)
-  evaluate(split)     accuracy on "val" or "test" with the same sampler settings
-  full_accuracy(data, split)  accuracy with every node's full neighbourhood, layer-wise (where the
-                      backend defines full_layer), as DGL's examples report their test accuracy
-  synchronize()       wait for the device, so clocks read after it are honest
-  model, comm, device the model (DDP-wrapped across ranks), its all-reduce timer, its device
-  work(batch)         the batch's work counts (bench/backends/stages.py), with `profile: true`
-With `profile: true` (the default) a backend wraps its framework's sampler and feature gather in
-timers (bench/backends/stages.py) and `step` marks where its stages end; `profile: false` leaves
-the framework's pipeline and the step as they are.
-The node backends train the same GraphSAGE: len(fanout) mean-aggregation layers, ReLU and
-dropout between them, Adam with the suite's learning rate. Every model of every task starts from
-one initialisation in both frameworks (`same_start`). Imported inside the stacks only;
-torch is imported where it is used, so importing this module needs no framework.
+A backend turns the hub's arrays into its framework's structures and gives a `train_loader`
+(re-iterated every epoch), `count`, `step`, `evaluate`, `full_accuracy` (layer-wise, where it
+defines `full_layer`), `work` and `synchronize`. With `profile: true` (the default) its sampler
+and feature gather are timed (bench/backends/stages.py) and `step` marks where its stages end.
+The node backends train one GraphSAGE, started from one initialisation in both frameworks
+(`same_start`). Stack side; torch is imported where it is used.
 """
 
 from __future__ import annotations
@@ -33,9 +22,8 @@ from bench.backends.initialisation import INITIALISATION, same_start  # noqa: F4
 from bench.backends.typed import typed_model
 from bench.settings import DROPOUT, CellSettings
 
-# Full-neighbourhood (layer-wise) inference runs in chunks of destination nodes whose per-edge
-# messages (edges × input width × 4 bytes) stay under this, so that it adds little to a cell's
-# peak memory (which the runner measures over the whole run, evaluation included)
+# layer-wise inference runs in chunks whose per-edge messages (edges × width × 4 B) stay under
+# this, so that evaluation adds little to the cell's measured peak memory
 FULL_CHUNK_BYTES = 8 << 20
 
 
@@ -56,10 +44,9 @@ def seed_everything(seed: int) -> None:
 
 
 def graphsage(conv, in_dim: int, hidden: int, out_dim: int, num_layers: int, trim=None):
-    """The one GraphSAGE both backends train; `conv(a, b)` makes a framework's mean-aggregation
-    SAGEConv from a to b features, and the model is called as model(x, [graph per layer]).
-    `trim(i, x, graph, hops) -> (x, graph)`: what layer i runs on, where the call passes `hops`
-    (PyG's trim_to_layer with the batch's nodes and edges per hop: bench/backends/pyg_node.py)."""
+    """The one GraphSAGE both backends train, called as model(x, [graph per layer]); `conv(a, b)`
+    makes a framework's mean SAGEConv. `trim(i, x, graph, hops) -> (x, graph)`: what layer i runs
+    on where the call passes `hops` (PyG's trim_to_layer: bench/backends/pyg_node.py)."""
     import torch
     import torch.nn.functional as F
 
@@ -84,9 +71,8 @@ def graphsage(conv, in_dim: int, hidden: int, out_dim: int, num_layers: int, tri
 
 
 def unavailable_reason(mode: str, world_size: int = 1) -> str | None:
-    """Why a mode cannot run in this interpreter, or None. Imported inside a stack. The ranks that
-    need a GPU each are this node's (LOCAL_WORLD_SIZE, set by torchrun): a cell spread over
-    several nodes needs world_size / nodes GPUs on each."""
+    """Why a mode cannot run in this interpreter, or None: each of this node's ranks
+    (LOCAL_WORLD_SIZE) needs a GPU."""
     import torch
 
     if not modes.mode(mode).needs_gpu:
@@ -95,20 +81,16 @@ def unavailable_reason(mode: str, world_size: int = 1) -> str | None:
         return fit_problem(available=False) or (f"mode {mode} needs a CUDA GPU and a CUDA build of the framework; "
                                                 f"this process sees none (torch {torch.__version__})")
     local_ranks = local_world_size(world_size)
-    if one_gpu():  # this rank sees its own GPU alone: the node's count is the list it came from
-        shown = len(rank_gpus(os.environ, local_ranks))
-        if local_ranks > shown:
-            return f"{local_ranks} ranks on this node need {local_ranks} GPUs; {shown} visible"
-        return fit_problem()
-    if local_ranks > torch.cuda.device_count():
-        return f"{local_ranks} ranks on this node need {local_ranks} GPUs; {torch.cuda.device_count()} visible"
+    # a rank that sees its own GPU alone counts the node's from the list it came from
+    shown = len(rank_gpus(os.environ, local_ranks)) if one_gpu() else torch.cuda.device_count()
+    if local_ranks > shown:
+        return f"{local_ranks} ranks on this node need {local_ranks} GPUs; {shown} visible"
     return fit_problem()
 
 
 def fit_problem(available: bool = True) -> str | None:
-    """Why this stack's CUDA build cannot run on this driver or these GPUs (the driver's CUDA
-    version, each GPU's compute capability against torch.cuda.get_arch_list()), in one line that
-    names the image tag to use instead (bench/cuda_fit.py), or None."""
+    """Why this stack's CUDA build cannot run on this driver or these GPUs, naming the image tag to
+    use instead (bench/cuda_fit.py), or None."""
     import torch
 
     if not torch.version.cuda:
@@ -124,28 +106,24 @@ def local_world_size(world_size: int = 1) -> int:
     return int(os.environ.get("LOCAL_WORLD_SIZE", world_size))
 
 
-# --- the rank's GPU: one visible device per rank ---------------------------------------------
-# Each rank of a GPU cell sees its own GPU alone (CUDA_VISIBLE_DEVICES narrowed to it before torch
-# is imported: bench/run/worker.py main), so whatever a framework runs on a thread of its own lands
-# on it: DGL 2.1's gb.DataLoader with num_workers 0 fetches features in a prefetch thread whose
-# current device is cuda:0 (set_device is per thread), which would otherwise be every rank's GPU 0.
+# Each rank of a GPU cell sees its own GPU alone (CUDA_VISIBLE_DEVICES narrowed before torch is
+# imported: bench/run/worker.py), so a framework's own threads land on it too: DGL 2.1's prefetch
+# thread's current device is cuda:0 (set_device is per thread), else every rank's GPU 0.
 NODE_GPUS_ENV = "GNNBENCH_NODE_GPUS"  # the node's CUDA_VISIBLE_DEVICES before a rank narrowed it ("" = unset)
 RANK_GPU_ENV = "GNNBENCH_RANK_GPU"  # the rank's own entry of it
 
 
 def rank_gpus(environ, local_world: int) -> list[str]:
-    """Each local rank's GPU as a CUDA_VISIBLE_DEVICES entry: the node's list (as the launcher saw
-    it), rank i taking its i-th entry; where it was unset, GPU i (in PCI bus order: the runner sets
-    CUDA_DEVICE_ORDER=PCI_BUS_ID, NVML's and nvidia-smi's order)."""
+    """Each local rank's GPU as a CUDA_VISIBLE_DEVICES entry: rank i takes the i-th entry of the
+    node's list, or GPU i (PCI bus order) where it was unset."""
     listed = environ.get(NODE_GPUS_ENV) if NODE_GPUS_ENV in environ else environ.get("CUDA_VISIBLE_DEVICES")
     entries = [e.strip() for e in (listed or "").split(",") if e.strip()]
     return entries if listed else [str(i) for i in range(local_world)]
 
 
 def one_gpu_env(environ, local_rank: int) -> dict[str, str]:
-    """The variables that give this rank its own GPU alone: CUDA_VISIBLE_DEVICES its entry of the
-    node's list, the list kept in GNNBENCH_NODE_GPUS; {} where the list has no entry for it (the
-    rank then sees what the node shows, and unavailable_reason says it lacks a GPU)."""
+    """The variables that give this rank its own GPU alone (the node's list kept in
+    GNNBENCH_NODE_GPUS); {} where the list has no entry for it (unavailable_reason then says so)."""
     listed = environ.get(NODE_GPUS_ENV) if NODE_GPUS_ENV in environ else environ.get("CUDA_VISIBLE_DEVICES")
     gpus = rank_gpus(environ, local_rank + 1)
     if local_rank >= len(gpus) or gpus[local_rank] == "-1":
@@ -160,6 +138,7 @@ def one_gpu(environ=None) -> bool:
 
 
 def device_of(mode: str):
+    """The training device of a mode: the CPU, or this rank's GPU."""
     import torch
 
     if not modes.mode(mode).trains_on_gpu:
@@ -168,8 +147,7 @@ def device_of(mode: str):
 
 
 def select_device(mode: str) -> None:
-    """First thing in each rank of a GPU cell: make its own GPU the current device (cuda:0 where it
-    sees its GPU alone, else LOCAL_RANK's), so NCCL's collectives, all_gather_object, synchronize()
+    """First thing in each rank of a GPU cell: make its own GPU the current device, so collectives
     and the framework's ops land there and not all on cuda:0."""
     device = device_of(mode)
     if device.type == "cuda":
@@ -179,8 +157,7 @@ def select_device(mode: str) -> None:
 
 
 def grad_scaler(device_type: str):
-    """fp16's GradScaler: torch.amp's where it exists (torch >= 2.3), else torch.cuda.amp's (torch
-    2.2, the dgl stack), so fp16 cells run in both stacks."""
+    """fp16's GradScaler: torch.amp's (torch >= 2.3), else torch.cuda.amp's (the dgl stack's 2.2)."""
     import torch
 
     scaler = getattr(torch.amp, "GradScaler", None)
@@ -194,8 +171,8 @@ def rank_and_world() -> tuple[int, int]:
 
 
 def shard(seeds, seed: int):
-    """This rank's equal share of the training seeds (a seeded shuffle, the remainder dropped),
-    so that every rank runs the same number of batches, as DDP needs."""
+    """This rank's equal share of the training seeds (seeded, the remainder dropped): every rank
+    runs as many batches, as DDP needs. Rows keep their order (a link task's [P, 2] edges whole)."""
     import numpy as np
 
     rank, world = rank_and_world()
@@ -203,7 +180,6 @@ def shard(seeds, seed: int):
         return seeds
     per_rank = len(seeds) // world
     order = np.random.default_rng(seed).permutation(len(seeds))
-    # rows in their order in `seeds` (node ids sorted; a link task's [P, 2] seed edges kept whole)
     return seeds[np.sort(order[rank * per_rank:(rank + 1) * per_rank])]
 
 
@@ -221,11 +197,9 @@ def chunks(indptr, max_edges: int):
 
 
 class CommTimer:
-    """Times DDP's gradient all-reduce: a communication hook around PyTorch's default one records
-    the time from a bucket being ready to its all-reduce completing (overlapping backward).
-    On gloo (CPU) the future completes when the all-reduce has; on NCCL it completes at enqueue,
-    so there the time is read from CUDA events recorded around the collective on the current
-    stream, settled (without blocking the step) when the epoch's clock synchronises."""
+    """Times DDP's gradient all-reduce with a comm hook around PyTorch's default one. gloo's future
+    completes with the all-reduce; NCCL's at enqueue, so there CUDA events around the collective
+    are read when the epoch's clock synchronises (`settle`)."""
 
     def __init__(self, device=None):
         self.seconds = 0.0
@@ -233,25 +207,21 @@ class CommTimer:
         self._events: list = []
 
     def hook(self, state, bucket):
+        """PyTorch's all-reduce hook, timed."""
+        import torch
         from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
 
         if self.cuda:
-            import torch
-
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             start.record()
-            fut = allreduce_hook(state, bucket)
-
-            def recorded(f):
-                end.record()  # NCCL's work is queued on the stream before this event
-                self._events.append((start, end))
-                return f.value()[0] if isinstance(f.value(), list) else f.value()
-
-            return fut.then(recorded)
         started = time.perf_counter()
 
         def done(fut):
-            self.seconds += time.perf_counter() - started
+            if self.cuda:
+                end.record()  # NCCL's work is queued on the stream before this event
+                self._events.append((start, end))
+            else:
+                self.seconds += time.perf_counter() - started
             return fut.value()[0] if isinstance(fut.value(), list) else fut.value()
 
         return allreduce_hook(state, bucket).then(done)
@@ -264,12 +234,9 @@ class CommTimer:
 
 
 def distribute(model, device, find_unused: bool = False, timed: bool = True):
-    """Wrap a model in DDP when this process is one of several ranks; returns (model, timer).
-    `find_unused`: some parameters may take no part in a step's loss (a typed model's relations
-    without sampled edges, or into types the loss does not read), which DDP must look for.
-    `timed` (the cell's `profile`): the all-reduce timed by a Python comm hook, run per gradient
-    bucket, which no framework's own loop runs; without it DDP keeps its own C++ all-reduce and
-    the timer is None (the all-reduce is not measured)."""
+    """Wrap a model in DDP when there are several ranks; returns (model, timer). `find_unused`: a
+    step may leave some parameters out (a typed model's). `timed` (the cell's `profile`): a Python
+    comm hook times the all-reduce; without it DDP keeps its own and the timer is None."""
     import torch
 
     _, world = rank_and_world()
@@ -284,17 +251,15 @@ def distribute(model, device, find_unused: bool = False, timed: bool = True):
 
 
 def unwrap(model):
+    """The model inside DDP's wrapper."""
     return getattr(model, "module", model)
 
 
 class Pipeline(abc.ABC):
-    """The shared part of every backend: the pipeline contract. A subclass sets `train_loader`
-    (an iterable of batches, re-iterated every epoch) in its __init__ after this one's, and
-    defines the abstract methods below; a backend that trains the shared model subclasses
-    `TrainingPipeline`, which asks for the loader, model and forward pass too. A backend that
-    does something else per batch (no model at all) overrides `step`; a typed or link backend also
-    subclasses its task's hooks (TypedHooks, LinkHooks, below: TASK_HOOKS). Python refuses to build
-    a backend that lacks one (TypeError naming it), before any cell runs on it."""
+    """The pipeline contract. A subclass sets `train_loader` in its __init__ and defines the
+    abstract methods; one that trains a model subclasses `TrainingPipeline`, one with no model
+    overrides `step`, and a typed or link backend also subclasses its task's hooks (TASK_HOOKS).
+    Python refuses to build a backend that lacks one (TypeError naming it)."""
 
     unavailable = staticmethod(unavailable_reason)  # why this stack cannot run a mode, or None
     collective_eval = False  # True: every rank evaluates its own part, and the counts are summed
@@ -317,9 +282,8 @@ class Pipeline(abc.ABC):
         return graphsage(conv, in_dim, self.settings.hidden, num_classes, len(self.settings.fanout), trim)
 
     def build_model(self, data) -> None:
-        """With a model (`sage`; a typed backend's `rgcn` or `rgat`), the backend's model on its
-        device, wrapped in DDP across ranks, and Adam at the suite's learning rate and weight decay; with
-        `model: none`, no model (the loader alone)."""
+        """The backend's model on its device, in DDP across ranks, and its Adam; none with
+        `model: none` (the loader alone)."""
         import torch
 
         self.model, self.comm, self.scaler = None, None, None
@@ -332,7 +296,7 @@ class Pipeline(abc.ABC):
                 self.scaler = grad_scaler(self.device.type)
 
     def to_device(self, batch):
-        # a pinned batch (pin_memory) is copied asynchronously, as PyTorch advises
+        """The batch on the training device (asynchronously where the loader pinned it)."""
         return batch.to(self.device, non_blocking=bool(self.settings.pin_memory))
 
     def autocast(self):
@@ -344,8 +308,8 @@ class Pipeline(abc.ABC):
         return torch.autocast(self.device.type, dtype=dtype, enabled=amp != "off")
 
     def step(self, batch, clock=None) -> None:
-        """One training step; `clock` (a stages.EpochClock, when profiling) is told where the copy,
-        forward+backward and optimizer stages end."""
+        """One training step; `clock` (a stages.EpochClock, when profiling) is told where its
+        stages end."""
         if self.model is None:
             return
         self.model.train()
@@ -353,22 +317,20 @@ class Pipeline(abc.ABC):
             copied = self.transfer_bytes(batch)
             batch = self.to_device(batch)
             clock.mark("copy", copied)
-        else:  # on the CPU nothing is copied: no copy stage (README: "copy ... 0 on CPU")
+        else:  # on the CPU nothing is copied: no copy stage
             batch = self.to_device(batch)
         self.optimizer.zero_grad()
         with self.autocast():
             out, target = self.forward(self.model, batch)
         loss = self.loss(out, target)
-        if self.scaler is not None:  # fp16: scaled, so small gradients do not underflow
-            self.scaler.scale(loss).backward()
-            if clock is not None:
-                clock.mark("forward_backward")
+        # fp16: the loss scaled, so that small gradients do not underflow
+        (loss if self.scaler is None else self.scaler.scale(loss)).backward()
+        if clock is not None:
+            clock.mark("forward_backward")
+        if self.scaler is not None:
             self.scaler.step(self.optimizer)
             self.scaler.update()
         else:
-            loss.backward()
-            if clock is not None:
-                clock.mark("forward_backward")
             self.optimizer.step()
         if clock is not None:
             clock.mark("optimizer")
@@ -390,23 +352,28 @@ class Pipeline(abc.ABC):
         """The work of one batch, as bench/backends/stages.py defines it (read with `profile: true`)."""
 
     def transfer_bytes(self, batch) -> int:
-        """Bytes `to_device` copies host -> device for this batch (0 on the CPU). PyG batches
-        (Data) are counted here; a backend whose loader copies overrides it."""
+        """Bytes `to_device` copies to the GPU (PyG's Data; 0 on the CPU)."""
         if self.device.type != "cuda" or not hasattr(batch, "to_dict"):
             return 0
-
         return tensor_bytes(v for v in batch.to_dict().values() if getattr(v, "is_cuda", True) is False)
 
     def evaluate(self, split: str) -> float | None:
+        """Accuracy on a split; with `collective_eval`, each rank's counts summed over ranks."""
         if self.model is None:
             return None
         correct, total = self.count_correct(split)
+        if self.collective_eval:
+            import torch
+
+            counts = torch.tensor([correct, total], device=self.device)
+            if torch.distributed.is_initialized():
+                torch.distributed.all_reduce(counts)
+            correct, total = int(counts[0]), int(counts[1])
         return correct / max(total, 1)
 
     def full_accuracy(self, data, split: str = "test") -> float | None:
-        """Accuracy over `split` with full neighbourhoods, by layer-wise inference as DGL's
-        node-classification example reports its test accuracy (`full_embeddings` over the
-        dataset's whole graph). None without a model or where the backend has no `full_layer`."""
+        """Accuracy over `split` with full neighbourhoods, layer-wise, as DGL's example reports its
+        test accuracy; None without a model or a `full_layer`."""
         import numpy as np
         import torch
 
@@ -418,12 +385,9 @@ class Pipeline(abc.ABC):
         return float((x[idx.to(x.device)].argmax(dim=-1).cpu() == labels).float().mean()) if idx.numel() else None
 
     def full_embeddings(self, convs, graph, data):
-        """Every node's output of the layers `convs` with full neighbourhoods over `graph` (its
-        csc_indptr, edge_index and num_nodes: the dataset's, or a link split's training graph):
-        each layer's output for every node from the previous layer's output for all nodes, no
-        sampling anywhere, in chunks of destination nodes (a chunk's in-edges are one slice of the
-        CSC), the input layer reading only the feature rows a chunk needs from data.features (so
-        a disk-backed store stays on disk)."""
+        """Every node's output of `convs` with full neighbourhoods over `graph` (csc_indptr,
+        edge_index, num_nodes), layer by layer, in chunks of destination nodes; the input layer
+        reads only the feature rows a chunk needs (a disk-backed store stays on disk)."""
         import numpy as np
         import torch
         import torch.nn.functional as F
@@ -472,20 +436,19 @@ class Pipeline(abc.ABC):
         return correct, total
 
     def reseed(self, seed: int) -> None:
-        """Seed the random streams the training loader draws from in this process, so that the
-        same seed gives the same batches: Python's, numpy's and torch's (the shuffle, and PyG's
-        torch-sparse sampler). A backend whose framework keeps streams of its own seeds them too
-        (GraphBolt)."""
+        """Seed the streams the training loader draws from, so one seed gives the same batches (a
+        framework with streams of its own seeds them too)."""
         seed_everything(seed)
 
     def allreduce_seconds(self) -> float | None:
-        """DDP's all-reduce seconds so far: None where DDP runs it untimed (`profile: false`,
-        distribute), 0 where nothing is all-reduced (one rank, or no model)."""
+        """DDP's all-reduce seconds so far: None where untimed (`profile: false`), 0 where nothing
+        is all-reduced."""
         if self.comm is not None:
             return self.comm.seconds
         return None if unwrap(self.model) is not self.model else 0.0
 
     def synchronize(self) -> None:
+        """Wait for the device (and settle the all-reduce timer), so clocks read after are honest."""
         if self.device.type == "cuda":
             import torch
 
@@ -495,9 +458,8 @@ class Pipeline(abc.ABC):
 
 
 class TrainingPipeline(Pipeline):
-    """A backend that trains the shared GraphSAGE (`model: sage`): it calls `build_model(data)` in
-    its __init__, and defines how it loads a split, builds the model and runs it on a batch.
-    Where its loader does not already deliver batches on the device, it defines `to_device`."""
+    """A backend that trains a model: it calls `build_model(data)` in its __init__ and defines how
+    it loads a split, builds the model and runs it on a batch."""
 
     @abc.abstractmethod
     def _loader(self, split: str, shuffle: bool, num_workers: int = 0):
@@ -513,11 +475,9 @@ class TrainingPipeline(Pipeline):
 
 
 class TypedHooks(abc.ABC):
-    """What a typed-node backend gives (listed before its framework's pipeline among its bases): the
-    framework's layer over every relation; the shared typed model is built around it."""
-    # a relation without sampled edges in a batch, or into a type the loss does not read (the output
-    # layer's relations into authors, fields, institutes), leaves its parameters out of the step
-    unused_parameters = True
+    """A typed-node backend's hook (listed first among its bases): its framework's layer over every
+    relation, around which the shared typed model is built."""
+    unused_parameters = True  # a relation without sampled edges, or into an unread type, sits a step out
 
     @staticmethod
     @abc.abstractmethod
@@ -529,10 +489,9 @@ class TypedHooks(abc.ABC):
 
 
 class LinkHooks(abc.ABC):
-    """What a link backend gives the link task's shared part (bench/backends/link.py LinkPipeline,
-    listed first among its bases), each in its framework's terms. The encoder's layer is the node
-    pipeline's own `conv_factory` (listed after these hooks, so not declared here: an abstract one
-    would hide it)."""
+    """A link backend's hooks for the task's shared part (bench/backends/link.py LinkPipeline).
+    The encoder's layer is the node pipeline's `conv_factory`, not declared here: an abstract one
+    would hide it."""
 
     @abc.abstractmethod
     def inputs(self, batch):
@@ -559,4 +518,4 @@ class LinkHooks(abc.ABC):
         """The number of positive seed edges."""
 
 
-TASK_HOOKS = {"typed-node": TypedHooks, "link": LinkHooks}  # the hooks a backend of each task declares besides
+TASK_HOOKS = {"typed-node": TypedHooks, "link": LinkHooks}  # the hooks a backend of each task adds

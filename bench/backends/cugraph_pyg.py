@@ -1,27 +1,15 @@
 """cuGraph-PyG: `cugraph_pyg.loader.NeighborLoader` over `cugraph_pyg.data.GraphStore` (a distributed
-cuGraph graph) and `FeatureStore` (WholeGraph), sampling on the GPU; the shared GraphSAGE from PyG's
-`SAGEConv`. What PyG recommends for multi-GPU training since it deprecated
-`torch_geometric.distributed` (2.7). Mode cuda-cuda: the GPU samples, as in GraphBolt's cuda-cuda
-(not PyG's cpu-cuda). Stack `cugraph-pyg`, built in the GPU images only.
+cuGraph graph) and `FeatureStore` (WholeGraph), sampling on the GPU (mode cuda-cuda); the shared
+GraphSAGE from PyG's `SAGEConv`. What PyG recommends for multi-GPU training since it deprecated
+`torch_geometric.distributed` (2.7). Stack `cugraph-pyg`, built in the GPU images only.
 
-Written as cugraph-gnn's own example is (cugraph_pyg/examples/gcn_dist_mnmg.py, shipped in the
-cugraph-pyg 26.10.0 wheel), step for step, each rank:
-  1. a process group over NCCL (the worker's, or one of its own for a single rank: the stores ask
-     torch.distributed for the world);
-  2. a cuGraph communicator id made on rank 0 and broadcast (cugraph_comms_create_unique_id);
-  3. RMM re-initialised on the rank's GPU (managed memory, no pool), cupy on RMM's allocator,
-     torch.cuda.set_device, cugraph_comms_init, WholeGraph's init (pylibwholegraph);
-  4. from here to the end, under torch's memory pool on RMM's allocator (`rmm_pool`): its slice of
-     the edges (tensor_split over the ranks) into a GraphStore as COO, its slices of the features
-     ("node", "x") and labels ("node", "y") into a FeatureStore, then a barrier;
-  5. NeighborLoader(data, input_nodes=its seeds on the GPU, shuffle, num_neighbors, batch_size);
-     the model and DDP, then training and evaluation, all inside that pool, so torch's caching
-     allocator and RMM never share the GPU;
-  6. at the end, WholeGraph's finalize and cugraph_comms_shutdown, then the pool is left (`close`).
-What differs from the example, and why, is listed in docs/gpus.md (the suite's model and
-settings: GraphSAGE not GCN, the suite's fanout per hop, the seeds shared as every backend shares
-them, evaluation summed over ranks). Unverified on a GPU: no GPU was lent to the session that wrote
-it. Imports no RAPIDS package at the top: `unavailable` names what is missing without them.
+Written step for step as cugraph-gnn's own example (cugraph_pyg/examples/gcn_dist_mnmg.py): a
+process group over NCCL, a cuGraph communicator id broadcast from rank 0, RMM, cupy, the device,
+cuGraph's comms and WholeGraph initialised (`init_worker`); then, all under torch's memory pool on
+RMM's allocator (`rmm_pool`), each rank's slices of edges, features and labels into the stores, the
+loader, the model and DDP, training and evaluation; at the end WholeGraph's finalize and the comms
+shut down. docs/gpus.md lists what differs from the example and why. Unverified on a GPU. Imports
+no RAPIDS package at the top: `unavailable` names what is missing without them.
 """
 
 from __future__ import annotations
@@ -50,14 +38,13 @@ def missing() -> str | None:
 
 
 def unavailable(mode: str, world_size: int = 1) -> str | None:
-    """base.unavailable_reason (a GPU per rank, the stack's CUDA build fits), then cuGraph-PyG itself."""
+    """base.unavailable_reason, then cuGraph-PyG itself."""
     return base.unavailable_reason(mode, world_size) or missing()
 
 
 def own_process_group(backend: str = "nccl") -> bool:
-    """A one-rank group where the worker made none (a single rank): cuGraph-PyG's stores ask
-    torch.distributed for the world size and rank. True where this made it. Its store is in this
-    process's memory (one rank has no one to meet), so the cell leaves no file behind."""
+    """A one-rank group (in-memory store) where the worker made none: cuGraph-PyG's stores ask
+    torch.distributed for the world. True where this made it."""
     import torch.distributed as dist
 
     if dist.is_initialized():
@@ -99,8 +86,7 @@ def init_worker(rank: int, local_rank: int, world: int, local_world: int) -> Non
 
 
 def rmm_pool() -> contextlib.ExitStack:
-    """Entered: torch's allocations on this thread's GPU come from RMM (a MemPool on its torch
-    allocator, used on OOM too, as the example's), until the returned stack is closed."""
+    """Torch's allocations on this thread's GPU from RMM (as the example's), until the stack is closed."""
     from rmm.allocators.torch import rmm_torch_allocator
 
     inside = contextlib.ExitStack()
@@ -118,9 +104,8 @@ def shutdown_comms() -> None:
 
 
 def equal_part(idx, rank: int, world: int):
-    """This rank's contiguous part of `idx`, all parts equal (the remainder dropped): every rank
-    then runs as many batches, which cuGraph's collective sampling needs (the example drops the
-    uneven last batch instead: drop_last=True)."""
+    """This rank's contiguous part of `idx`, all parts equal: cuGraph's collective sampling needs
+    every rank to run as many batches."""
     each = len(idx) // world
     return idx[rank * each:(rank + 1) * each]
 
@@ -128,6 +113,7 @@ def equal_part(idx, rank: int, world: int):
 class Pipeline(PygNodePipeline):
     unavailable = staticmethod(unavailable)
     collective_eval = True  # sampling is collective over the cuGraph graph: every rank evaluates its part
+    full_layer = None  # layer-wise inference over all nodes needs the whole graph on one rank: not offered
 
     @property
     def sampler(self) -> str:
@@ -147,8 +133,7 @@ class Pipeline(PygNodePipeline):
         self.in_rmm_pool = rmm_pool()
         self.graph = self._stores(data, rank, world)
         dist.barrier()
-        # training seeds as every backend shares them (base.shard: equal counts, so DDP's ranks run
-        # as many batches); val/test in equal parts too: each batch samples collectively over the ranks
+        # training seeds as every backend shares them; val/test in equal parts (collective sampling)
         self.splits = {"train": base.shard(data.train_idx, settings.seed),
                        **{s: equal_part(idx, rank, world) for s, idx in (("val", data.val_idx), ("test", data.test_idx))}}
         self.train_loader = self._loader("train", shuffle=True)
@@ -177,17 +162,6 @@ class Pipeline(PygNodePipeline):
     def forward(self, model, batch):
         batch.y = batch.y.view(-1).to(torch.long)  # as the example: the labels come back from WholeGraph
         return super().forward(model, batch)
-
-    def evaluate(self, split: str) -> float | None:
-        """On every rank over its part of the split; the counts summed over ranks."""
-        if self.model is None:
-            return None
-        counts = torch.tensor(self.count_correct(split), device=self.device)
-        torch.distributed.all_reduce(counts)
-        return int(counts[0]) / max(int(counts[1]), 1)
-
-    def full_accuracy(self, data, split: str = "test") -> float | None:
-        return None  # layer-wise inference over all nodes needs the whole graph on one rank: not offered
 
     def close(self) -> None:
         """The example's end (WholeGraph's finalize, cuGraph's comms shut down), then RMM's pool left."""

@@ -1,29 +1,15 @@
 """DGL GraphBolt: ItemSampler -> sample_neighbor -> fetch_feature -> DataLoader, GraphSAGE from
-`dgl.nn.SAGEConv` on the sampled blocks.
-
-Modes, as DGL's GraphBolt node-classification example builds them:
-  cpu-cpu      graph and features on the CPU; sample and train on the CPU
-  cpu-cuda     graph and features on the CPU; sample on the CPU, copy each batch to the GPU
-  pinned-cuda  graph and features in pinned host memory; seeds copied to the GPU first, so the
-               GPU samples and gathers through UVA
-  cuda-cuda    graph and features in GPU memory; sample and gather on the GPU
-The CUDA modes need DGL's CUDA build (the containers install it; PyPI's dgl is CPU-only).
-`gpu_cache` (pinned-cuda only): GraphBolt's GPUCachedFeature holds that share of the feature rows
-on the GPU in front of the pinned features, as DGL's examples offer with --gpu-cache-size.
-With several ranks, DistributedItemSampler gives each rank its share of the training seeds.
-Fanouts are given seed-hop first, as PyG takes them; GraphBolt takes them input-layer first.
-Every mode ends, as DGL's example does, with copy_to(the training device) when the features are
-on the host (cpu-cpu included: there it moves nothing, but it is what makes gb.DataLoader run the
-stages before it in a prefetch thread).
-With `profile: true` the sampler, the feature fetch and the copy to a GPU are timed where they run
-(steps added around them in `_loader`; bench/backends/stages.py). On the CPU the training thread
-only waits on gb.DataLoader's prefetch thread: its stage split shows `wait`, and no copy. On a GPU each timed stage synchronises
-the device where it ends, which gives up the overlap of GraphBolt's feature-fetch stream: for the
-speed of the CUDA modes alone, compare cells run with `profile: false`.
-Stores: memory (TorchBasedFeature over an in-memory tensor), graphbolt-disk (GraphBolt's own
-on-disk features: `OnDiskFeatureData(in_memory=False)`, the hub's .npy memory-mapped; this
-backend's own store) and any disk-backed store of feature rows, e.g. LMDB (`StoredFeature`, a
-GraphBolt `Feature` reading rows from the store's reader, bench.stores.open_store).
+`dgl.nn.SAGEConv` on the sampled blocks, in the modes DGL's node-classification example builds
+(bench/modes.py; the CUDA modes need DGL's CUDA build). `gpu_cache` (pinned-cuda): a
+GPUCachedFeature in front of the pinned features, as the example's --gpu-cache-size. Several ranks
+share the seeds with DistributedItemSampler. Every mode ends, as the example does, with
+copy_to(device) when the features are on the host (on the CPU it moves nothing, but it makes
+gb.DataLoader run the stages before it in a prefetch thread).
+With `profile: true` the sampler, the fetch and a copy to a GPU are timed where they run; on a GPU
+each timed stage synchronises the device, giving up the overlap of GraphBolt's feature-fetch
+stream: compare the CUDA modes' speed with `profile: false`.
+Stores: memory, graphbolt-disk (GraphBolt's own `OnDiskFeatureData(in_memory=False)` over the
+hub's .npy) and any disk-backed store of feature rows (`StoredFeature` over its reader).
 """
 
 from __future__ import annotations
@@ -50,7 +36,9 @@ FEATURE_KEY = ("node", None, "feat")
 NATIVE_STORE = "graphbolt-disk"  # GraphBolt's own on-disk features (no module in bench/stores)
 
 
-class _FeaturesFirst(torch.nn.Module):
+class FeaturesFirst(torch.nn.Module):
+    """A DGL conv, called (graph, features), as the shared models call a layer: (features, graph)."""
+
     def __init__(self, conv):
         super().__init__()
         self.conv = conv
@@ -87,60 +75,49 @@ def feature_store(data, store: str) -> gb.FeatureStore:
     return gb.BasicFeatureStore({FEATURE_KEY: StoredFeature(open_store(store, "node", data))})
 
 
-def private_tensor(array) -> torch.Tensor:
-    """A tensor of this process's own, writable memory: what cudaHostRegister (pin_memory_) and a
-    copy to the GPU need. The hub's arrays are read-only memory maps, which cannot be pinned in
-    place; a private array is taken as it is."""
-    import numpy as np
-
-    if isinstance(array, np.memmap) or not array.flags.writeable or not array.flags.c_contiguous:
-        array = np.array(array, order="C", copy=True)
-    return torch.from_numpy(array)
-
-
 def host_tensor(array, pin: bool, name: str = "") -> torch.Tensor:
-    """The tensor a mode places from: where it will be pinned in place, one writable copy per node
-    that every rank maps and pins (bench/backends/shared_host.py, as DGL's multi-GPU example pins
-    the one dataset its parent loaded); else the hub's map as it is (cuda storage: .to(device) reads
-    it, so every rank need not hold its own host copy of the graph and features first)."""
-    if pin:
-        if shared_host.folder() is None or not name:
-            return private_tensor(array)
+    """The tensor a mode places from: to be pinned, one writable copy per node that every rank maps
+    (bench/backends/shared_host.py, as DGL's multi-GPU example pins its parent's dataset); else the
+    hub's map as it is (.to(device) reads it without a host copy per rank)."""
+    if pin and shared_host.folder() is not None and name:
         return torch.from_numpy(shared_host.node_copy(array, name))
+    if pin:  # this process's own writable memory: the hub's read-only maps cannot be pinned
+        if isinstance(array, np.memmap) or not array.flags.writeable or not array.flags.c_contiguous:
+            array = np.array(array, order="C", copy=True)
+        return torch.from_numpy(array)
     with warnings.catch_warnings():  # read-only map, only read: torch's warning is about writes
         warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
         return torch.from_numpy(array)
 
 
-def placed(data, settings, device, mode: modes.Mode):
-    """The sampling graph and the feature store where the mode keeps them, built through DGL 2.1's
-    API as its examples do: the graph's pin_memory_() / to(device) and each Feature's (DGL 2.1's
-    BasicFeatureStore has no item access: the Feature is placed before the store is made).
-    pinned: the graph and the features in page-locked host memory (one writable copy per node,
-    pinned in place by each rank: the hub's arrays are read-only maps), optionally behind a
-    GPUCachedFeature; cuda: both on the GPU, copied
-    straight from the hub's maps. The graph's arrays are the hub's GraphBolt copies (int32 where
-    the sizes allow, as GraphBolt's OnDiskDataset builds them: bench/datasets/hub.py), mapped and
-    shared by every rank, never a cast copy per rank."""
+def moved(item, mode: modes.Mode, device):
+    """A sampling graph or a Feature where the mode keeps it: as it is, pinned in place, or on the GPU."""
     if mode.storage == modes.CPU:
-        graph = gb.fused_csc_sampling_graph(host_tensor(data.graphbolt_indptr, False),
-                                            host_tensor(data.graphbolt_indices, False))
-        return graph, feature_store(data, settings.store)
-    if not features_in_memory(settings.store):
+        return item
+    return item.pin_memory_() if mode.pinned else item.to(device)
+
+
+def refuse_disk_store(mode: modes.Mode, store: str) -> None:
+    """Unavailable where the mode would move a disk-backed store's features into memory."""
+    if mode.storage != modes.CPU and not features_in_memory(store):
         raise Unavailable(f"mode {mode.name} moves the features into pinned or GPU memory, which defeats "
-                          f"store {settings.store!r} (features left on disk): use cpu-cpu or cpu-cuda")
+                          f"store {store!r} (features left on disk): use cpu-cpu or cpu-cuda")
+
+
+def placed(data, settings, device, mode: modes.Mode):
+    """The sampling graph and the feature store where the mode keeps them, placed through DGL 2.1's
+    API as its examples do (each Feature before the store: DGL 2.1's has no item access). The
+    graph's arrays are the hub's GraphBolt copies (int32 where the sizes allow, as OnDiskDataset
+    builds them), shared by every rank."""
+    refuse_disk_store(mode, settings.store)
     graph = gb.fused_csc_sampling_graph(host_tensor(data.graphbolt_indptr, mode.pinned, "indptr"),
                                         host_tensor(data.graphbolt_indices, mode.pinned, "indices"))
-    feature = gb.TorchBasedFeature(host_tensor(data.features, mode.pinned, "features"))
-    if mode.pinned:
-        graph = graph.pin_memory_()
-        feature = feature.pin_memory_()
-        if settings.gpu_cache:  # the hottest rows kept on the GPU, the rest read through UVA
-            rows = max(1, int(settings.gpu_cache * data.num_nodes))
-            feature = gb.GPUCachedFeature(feature, rows)
-    else:
-        graph = graph.to(device)
-        feature = feature.to(device)
+    graph = moved(graph, mode, device)
+    if mode.storage == modes.CPU:
+        return graph, feature_store(data, settings.store)
+    feature = moved(gb.TorchBasedFeature(host_tensor(data.features, mode.pinned, "features")), mode, device)
+    if mode.pinned and settings.gpu_cache:  # the hottest rows kept on the GPU, the rest read through UVA
+        feature = gb.GPUCachedFeature(feature, max(1, int(settings.gpu_cache * data.num_nodes)))
     return graph, gb.BasicFeatureStore({FEATURE_KEY: feature})
 
 
@@ -151,9 +128,8 @@ def index_dtype(graph) -> dict:
 
 
 def gpu_build_problem() -> str | None:
-    """Why this DGL cannot use the GPU, or None. PyPI's dgl 2.1.0 is a CPU build: on a CUDA torch
-    it imports, but gb.DataLoader calls torch.ops.graphbolt.set_max_uva_threads, which only DGL's
-    CUDA build registers, so torch.cuda.is_available() alone does not tell."""
+    """Why this DGL cannot use the GPU, or None: PyPI's dgl 2.1.0 is a CPU build that imports on a
+    CUDA torch, but lacks the op gb.DataLoader calls (set_max_uva_threads)."""
     try:
         torch.ops.graphbolt.set_max_uva_threads  # noqa: B018 - only the CUDA build registers it
     except (AttributeError, RuntimeError):
@@ -192,11 +168,9 @@ class Pipeline(base.TrainingPipeline):
         return placed(data, self.settings, self.device, self.mode)
 
     def item_sets(self, data) -> dict:
-        """Each split's seeds and labels, the seed ids in the graph's index dtype, as OnDiskDataset
-        writes them (within_int32). Cast and gathered by numpy: a torch gather this large runs
-        OpenMP-parallel on the main thread, and a main thread that owns an OpenMP pool slows GraphBolt's
-        sampling thread (issue 41: the loader-only cell read 1.18 of GraphBolt's own loop), which the
-        framework's example, reading them from files, never does."""
+        """Each split's seeds (in the graph's index dtype, as OnDiskDataset writes them) and labels.
+        Cast and gathered by numpy: a large torch gather gives the main thread an OpenMP pool, which
+        slows GraphBolt's sampling thread (issue 41), as the example reading files never does."""
         ids = numpy_dtype(self.graph.indices.dtype)
         return {split: gb.ItemSet((torch.from_numpy(idx.astype(ids)), torch.from_numpy(data.labels[idx])),
                                   names=("seed_nodes", "labels"))
@@ -216,17 +190,15 @@ class Pipeline(base.TrainingPipeline):
 
     @staticmethod
     def conv_factory():
-        """The shared GraphSAGE's layer: DGL's mean SAGEConv, which takes (graph, features), called
-        as the shared model calls it (features, graph)."""
-        return lambda a, b: _FeaturesFirst(SAGEConv(a, b, "mean"))
+        """The shared GraphSAGE's layer: DGL's mean SAGEConv, called (features, graph)."""
+        return lambda a, b: FeaturesFirst(SAGEConv(a, b, "mean"))
 
     def make_model(self, data):
         return self.sage(self.conv_factory(), data.features.shape[1], data.num_classes)
 
     def _loader(self, split: str, shuffle: bool, num_workers: int = 0) -> gb.DataLoader:
-        """The datapipe as DGL 2.1's node-classification example builds it for the mode (features
-        on the host: copy_to the training device at the end, which turns on gb.DataLoader's
-        prefetch thread). The training loader, when profiling, with its stages timed."""
+        """The datapipe as DGL 2.1's example builds it for the mode; the training loader's stages
+        timed when profiling."""
         mode = self.mode
         timing = self.profile and split == "train"
         sync = stages.cuda_sync(self.device) if mode.seeds_to_device_first else None
@@ -251,20 +223,16 @@ class Pipeline(base.TrainingPipeline):
         if timing:
             fetcher.transformer = stages.timed(fetcher.transformer, "fetch", sync)
         copier = None
-        # the copy is timed only where it copies (to a GPU): copy_to(cpu) moves nothing, and the
-        # training thread's time in it is spent waiting on the prefetch thread (its GIL, its
-        # buffer), so on the CPU it stays in `wait` (bench/backends/stages.py)
+        # timed only where it copies (to a GPU): on the CPU the time is waiting on the prefetch thread
         timing_copy = timing and self.device.type == "cuda"
         if mode.copies_batches:
             pipe = copier = pipe.copy_to(self.device)
             if timing_copy:
                 pipe = pipe.transform(stages.finish("copy", stages.cuda_sync(self.device)))
-        # the feature fetch on a side stream wherever training is on the GPU (DGL's default, which its
-        # examples keep); off in cpu-cpu, where it would make a CUDA stream on a GPU host for nothing
+        # the fetch on a side stream where training is on the GPU (DGL's default); not in cpu-cpu
         loader = gb.DataLoader(pipe, num_workers=num_workers, overlap_feature_fetch=mode.overlap_feature_fetch)
         if timing_copy and copier is not None:
-            # gb.DataLoader has put its prefetcher in front of copy_to: note when copy_to takes
-            # each minibatch from it, in the training thread
+            # note when copy_to takes each minibatch from the prefetcher gb.DataLoader put before it
             copier.datapipe = _CopyStarts(copier.datapipe, self.device)
         return loader
 
@@ -285,14 +253,9 @@ class Pipeline(base.TrainingPipeline):
         return minibatch  # the datapipe already put it where the mode wants it
 
     def reseed(self, seed: int) -> None:
-        """Also GraphBolt's own streams: its samplers' (gb.seed; the threads that sample keep
-        generators of their own, so the sampled neighbours still differ from one epoch to the
-        next) and the train ItemSampler's shuffle. DGL 2.1's ItemSampler draws each epoch's order
-        from a numpy generator it makes when built (`_rng`) and offers no way to seed it: it is
-        replaced where it exists, so that two epochs from one seed take the same seeds in the
-        same batches (what `gnnbench fidelity --clocks` pairs)."""
-        import numpy as np
-
+        """Also GraphBolt's samplers (gb.seed; its sampling threads keep generators of their own)
+        and the train ItemSampler's shuffle: DGL 2.1 offers no way to seed its `_rng`, so it is
+        replaced, and two epochs from one seed take the same batches (`fidelity --clocks`)."""
         super().reseed(seed)
         gb.seed(seed)
         if hasattr(self.train_items, "_rng"):
@@ -304,19 +267,15 @@ class Pipeline(base.TrainingPipeline):
 
 
 def same_layer_edges(settings) -> bool:
-    """The `same_layer_edges` setting (bench/backends/layer_edges.py): a cell with a model and no
-    such setting recorded (older cells) computes over PyG's edges, the default."""
+    """The `same_layer_edges` setting (bench/backends/layer_edges.py; unset: true, with a model)."""
     return settings.model != "none" and settings.same_layer_edges is not False
 
 
 def block_work(minibatch, seeds: int, modelled: bool, same: bool = False) -> stages.BatchWork:
-    """The work of a minibatch whose `seeds` nodes were sampled around (bench/backends/stages.py).
-    GraphBolt's blocks run input layer first; hop k is the block whose destinations are the nodes
-    reached by hop k-1. With deduplication its source nodes are its destination nodes followed by
-    the nodes it reaches first, so those number rows - columns. Each layer computes its block's
-    destination nodes over its edges: layer 1 (the input layer) samples hop L's edges for all nodes
-    reached before it, the seeds included again; with `same` (same_layer_edges), over the edges
-    bench/backends/layer_edges.py gives it."""
+    """The work of a minibatch sampled around `seeds` nodes. Blocks run input layer first; hop k's
+    block has hop k-1's nodes as destinations, numbered first among its sources, so it reaches
+    rows - columns new nodes. A layer computes its block's destinations, over the edges
+    layer_edges gives it with `same`."""
     layers = minibatch.sampled_subgraphs
     blocks = layers[::-1]
     hop_nodes = [seeds]
@@ -329,8 +288,8 @@ def block_work(minibatch, seeds: int, modelled: bool, same: bool = False) -> sta
 
 
 class _CopyStarts(IterDataPipe):
-    """Passes minibatches on to copy_to, noting when copy_to takes each (and, to a GPU, the bytes
-    it will move), so that the copy is timed in the thread that runs it."""
+    """Notes when copy_to takes each minibatch (and the bytes it will move to a GPU), so the copy
+    is timed in the thread that runs it."""
 
     def __init__(self, datapipe, device):
         self.datapipe = datapipe
@@ -345,6 +304,7 @@ class _CopyStarts(IterDataPipe):
 
 
 def _host_bytes(minibatch) -> int:
+    """The bytes of a minibatch's host tensors (what copy_to moves)."""
     tensors = [*_each(minibatch.labels), *minibatch.node_features.values(), *(getattr(minibatch, name, None) for name in (
         "compacted_node_pairs", "compacted_negative_srcs", "compacted_negative_dsts"))]
     tensors = [t for item in tensors for t in (item if isinstance(item, tuple) else (item,))]

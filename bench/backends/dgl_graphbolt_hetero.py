@@ -1,21 +1,11 @@
-"""DGL GraphBolt on a typed graph: a typed `FusedCSCSamplingGraph` from the hub's fused arrays (node
-ids grouped by type, `node_type_offset`, `type_per_edge`: bench/datasets/typed_hub.py), seeds in an
-`ItemSetDict` on the target type, one fanout tensor per layer (a value per edge type, in
-`edge_type_to_id`'s order), `fetch_feature` per node type; the shared R-GCN / R-GAT
+"""DGL GraphBolt on a typed graph: a typed `FusedCSCSamplingGraph` from the hub's fused arrays
+(bench/datasets/typed_hub.py), seeds in an `ItemSetDict` on the target type, one fanout tensor per
+layer (a value per edge type), `fetch_feature` per node type; the shared R-GCN / R-GAT
 (bench/backends/typed.py) from DGL's HeteroGraphConv over GraphConv (norm "right", no bias: R-GCN's
-per-relation term) or GATConv per relation, on the edges PyG's layers compute over
-(`same_layer_edges: true`, bench/backends/layer_edges.py per relation) or the minibatch's blocks.
-
-Everything else is the untyped GraphBolt backend's (bench/backends/dgl_graphbolt.py): its modes
-(cpu-cpu, cpu-cuda, pinned-cuda, cuda-cuda), its datapipe and stage timers, its stores (memory,
-graphbolt-disk: GraphBolt's own on-disk features per type, `OnDiskFeatureData(in_memory=False)` over
-the hub's features-<type>.npy; lmdb: one store per type, bench/stores/lmdb_typed_features.py).
-DGL 2.1 names the minibatch's seeds `seed_nodes` (a dict by node type here).
-Ranks: DistributedItemSampler(drop_uneven_inputs=True), as the untyped backend: each rank a
-contiguous run of the seeds in whole batches, the same run every epoch, shuffled within it (DGL
-2.1's count_split: 1,200 seeds, 2 ranks, batch 128 give 640 and 560, both 5 batches, none dropped;
-where the ranks' batch counts differ, the extra batches are dropped). PyG's ranks take equal seeded
-random shares (base.shard): the same seeds per epoch and steps, in other shares per rank.
+per-relation term) or GATConv, on the edges `same_layer_edges` says (bench/backends/layer_edges.py).
+Modes, datapipe, stage timers and stores are the untyped GraphBolt backend's, per node type.
+Ranks: DistributedItemSampler gives each a contiguous run of whole batches (PyG's take equal
+seeded random shares, base.shard: the same seeds per epoch and steps, in other shares).
 """
 
 from __future__ import annotations
@@ -26,8 +16,7 @@ from dgl.nn import GATConv, GraphConv, HeteroGraphConv
 
 from bench import modes
 from bench.backends import base, dgl_graphbolt, layer_edges, stages
-from bench.backends.base import Unavailable
-from bench.backends.dgl_graphbolt import NATIVE_STORE, StoredFeature, host_tensor, numpy_dtype
+from bench.backends.dgl_graphbolt import NATIVE_STORE, StoredFeature, host_tensor, moved, numpy_dtype, refuse_disk_store
 from bench.backends.typed import per_head, rgcn_layer, typed_counts
 from bench.stores import features_in_memory, open_store
 
@@ -50,10 +39,8 @@ class _GatRelation(torch.nn.Module):
 
 
 class _MeanThroughWeight(torch.nn.Module):
-    """R-GCN's term of one relation: the neighbours' mean (DGL's GraphConv with norm "right": the sum
-    over the in-degree) through the relation's own weight, kept as a Linear (out x in) as PyG keeps
-    it, so that the one initialisation (base.same_start) reads its fan-in alike; GraphConv's own
-    weight is stored in x out."""
+    """R-GCN's term of one relation: the neighbours' mean (GraphConv, norm "right") through the
+    relation's weight, a Linear (out x in) as PyG keeps it, so base.same_start reads its fan-in alike."""
 
     def __init__(self, in_width: int, out: int):
         super().__init__()
@@ -62,15 +49,6 @@ class _MeanThroughWeight(torch.nn.Module):
 
     def forward(self, graph, feats):
         return self.lin(self.mean(graph, feats))
-
-
-class _FeaturesFirst(torch.nn.Module):
-    def __init__(self, conv):
-        super().__init__()
-        self.conv = conv
-
-    def forward(self, x_dict, block):
-        return self.conv(block, x_dict)
 
 
 def hetero_layer(kind: str, relations: list[tuple[str, str, str]]):
@@ -83,40 +61,33 @@ def hetero_layer(kind: str, relations: list[tuple[str, str, str]]):
                 return _GatRelation(pair, out, heads, concat)
             return _MeanThroughWeight(in_widths[src], out)
 
-        layer = _FeaturesFirst(HeteroGraphConv({name: conv(src, dst) for src, name, dst in relations},
-                                               aggregate="sum"))
+        layer = dgl_graphbolt.FeaturesFirst(HeteroGraphConv({name: conv(src, dst) for src, name, dst in relations},
+                                                            aggregate="sum"))
         return layer if kind == "rgat" else rgcn_layer(layer, in_widths, out, _dst_rows)
 
     return make
 
 
 def _dst_rows(x_dict: dict, block) -> dict:
-    """A block's destination nodes' own rows: the first num_dst_nodes of each type's (DGL numbers
-    them first among the sources)."""
+    """A block's destination nodes' own rows: the first num_dst_nodes of each type's."""
     return {t: v[:block.num_dst_nodes(t)] for t, v in x_dict.items()}
 
 
 def typed_graph(data, mode: modes.Mode, device):
-    """GraphBolt's typed sampling graph from the hub's arrays, where the mode keeps it (pinned: a
-    private copy, page-locked; cuda: copied to the GPU; else the hub's maps as they are)."""
-    pin = mode.pinned
-    arrays = {n: host_tensor(data.graphbolt[n], pin) for n in GRAPH_ARRAYS}
+    """GraphBolt's typed sampling graph from the hub's arrays, where the mode keeps it."""
+    arrays = {n: host_tensor(data.graphbolt[n], mode.pinned) for n in GRAPH_ARRAYS}
     ids = data.meta["graphbolt"]
-    graph = gb.fused_csc_sampling_graph(arrays["indptr"], arrays["indices"],
-                                        node_type_offset=arrays["node_type_offset"],
-                                        type_per_edge=arrays["type_per_edge"],
-                                        node_type_to_id=ids["node_type_to_id"], edge_type_to_id=ids["edge_type_to_id"])
-    if mode.storage == modes.CPU:
-        return graph
-    return graph.pin_memory_() if pin else graph.to(device)
+    return moved(gb.fused_csc_sampling_graph(arrays["indptr"], arrays["indices"],
+                                             node_type_offset=arrays["node_type_offset"],
+                                             type_per_edge=arrays["type_per_edge"],
+                                             node_type_to_id=ids["node_type_to_id"],
+                                             edge_type_to_id=ids["edge_type_to_id"]), mode, device)
 
 
 def typed_features(data, store: str, mode: modes.Mode, device):
     """Each featured node type's features as GraphBolt reads them: ("node", type, "feat")."""
     featured = {t: x for t, x in data.features.items() if x is not None}
-    if mode.storage != modes.CPU and not features_in_memory(store):
-        raise Unavailable(f"mode {mode.name} moves the features into pinned or GPU memory, which defeats "
-                          f"store {store!r} (features left on disk): use cpu-cpu or cpu-cuda")
+    refuse_disk_store(mode, store)
     if store == NATIVE_STORE:
         return gb.TorchBasedFeatureStore([gb.OnDiskFeatureData(
             domain="node", type=t, name="feat", format="numpy", path=str(data.feature_file(t)), in_memory=False)
@@ -124,15 +95,8 @@ def typed_features(data, store: str, mode: modes.Mode, device):
     if not features_in_memory(store):
         readers = open_store(store, "typed-node", data)
         return gb.BasicFeatureStore({("node", t, "feat"): StoredFeature(readers[t]) for t in featured})
-    placed = {}
-    for t, x in featured.items():
-        feature = gb.TorchBasedFeature(host_tensor(x, mode.pinned) if mode.storage != modes.CPU else torch.from_numpy(x))
-        if mode.pinned:
-            feature = feature.pin_memory_()
-        elif mode.storage != modes.CPU:
-            feature = feature.to(device)
-        placed[("node", t, "feat")] = feature
-    return gb.BasicFeatureStore(placed)
+    return gb.BasicFeatureStore({("node", t, "feat"): moved(gb.TorchBasedFeature(host_tensor(x, mode.pinned)),
+                                                            mode, device) for t, x in featured.items()})
 
 
 class Pipeline(base.TypedHooks, dgl_graphbolt.Pipeline):
@@ -157,8 +121,7 @@ class Pipeline(base.TypedHooks, dgl_graphbolt.Pipeline):
                 for split, idx in (("train", data.train_idx), ("val", data.val_idx), ("test", data.test_idx))}
 
     def fanouts(self) -> list:
-        """One tensor per layer, input layer first, a value per edge type (all the same: one fanout
-        per hop for every relation, as PyG's list takes it)."""
+        """One tensor per layer, input layer first, the hop's fanout for every edge type."""
         return [torch.full((len(self.edge_types),), f, dtype=torch.int64) for f in reversed(self.settings.fanout)]
 
     def forward(self, model, minibatch):
@@ -171,9 +134,7 @@ class Pipeline(base.TypedHooks, dgl_graphbolt.Pipeline):
         return int(minibatch.seed_nodes[self.target].numel()), edges
 
     def work(self, minibatch):
-        """As the untyped GraphBolt backend counts it (bench/backends/dgl_graphbolt.py work), per
-        node type and relation: hop k's block (seed hop first) reaches, per type, its source nodes
-        less its destination nodes; its edges per relation are its sampled CSC's."""
+        """As dgl_graphbolt.block_work counts it, per node type and relation."""
         layers = minibatch.sampled_subgraphs
         blocks = layers[::-1]
         types = list(minibatch.input_nodes)

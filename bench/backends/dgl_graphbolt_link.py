@@ -1,17 +1,11 @@
 """DGL GraphBolt link prediction, as DGL 2.1's examples/sampling/graphbolt/link_prediction.py builds
-it: ItemSet of training edges (`node_pairs`, DGL 2.1's name) -> ItemSampler ->
-sample_uniform_negative -> sample_neighbor -> exclude_seed_edges(include_reverse_edges=True)
-(exclusion `reverse`) -> fetch_feature -> copy_to -> DataLoader, over the link split's training
-graph (bench/datasets/link_split.py). The modes, stores, worker settings and stage clocks are the
-homogeneous GraphBolt backend's (bench/backends/dgl_graphbolt.py); the model, loss, leakage check
-and evaluation are the link task's (bench/backends/link.py). The `sample` stage holds the negative
-sampling, the neighbour sampling and the exclusion, as PyG's sample_from_edges does all three.
-
-One step beyond DGL's example, with `same_layer_edges: true` (the default): the model's blocks give
-every node the in-edges of the hop that first sampled around it, as PyG's layers compute, instead of
-the neighbours GraphBolt samples for it again in each later hop (bench/backends/layer_edges.py);
-unequal fanouts otherwise cost GraphBolt's MRR (bench/backends/link.py). GraphBolt's sampling is as
-its example's.
+it: ItemSet of training edges -> ItemSampler -> sample_uniform_negative -> sample_neighbor ->
+exclude_seed_edges(include_reverse_edges=True) (exclusion `reverse`) -> fetch_feature -> copy_to ->
+DataLoader, over the link split's training graph. Modes, stores and stage clocks are
+dgl_graphbolt's; model, loss, leakage check and evaluation the link task's (bench/backends/link.py).
+The `sample` stage holds all three sampling steps, as PyG's sample_from_edges does. Beyond the
+example, `same_layer_edges: true` (the default) computes each layer over PyG's edges
+(bench/backends/layer_edges.py).
 """
 
 from __future__ import annotations
@@ -36,7 +30,7 @@ class Pipeline(link.LinkPipeline, dgl_graphbolt.Pipeline):
         if settings.neg_mode != "triplet":
             raise dgl_graphbolt.Unavailable("GraphBolt's sample_uniform_negative keeps each positive's source "
                                             "(neg_mode triplet); it has no binary mode")
-        self.link_init(data)  # the split, which the graph and the seeds below are taken from
+        self.link_init(data)  # the split the graph and the seeds are taken from
         super().__init__(data, settings)
 
     def place(self, data):
@@ -100,8 +94,7 @@ class Pipeline(link.LinkPipeline, dgl_graphbolt.Pipeline):
         return out
 
     def work(self, minibatch):
-        """As the node backend's (what GraphBolt samples per hop), with the edges each layer
-        computes over as same_layer_edges gives them."""
+        """As the node backend's, with the seed edges and negatives."""
         seeds = int(minibatch.sampled_subgraphs[-1].original_column_node_ids.numel())  # the pairs' unique ends
         modelled = self.settings.model != "none"
         return dataclasses.replace(block_work(minibatch, seeds, modelled, self.same_layer_edges),
@@ -109,10 +102,8 @@ class Pipeline(link.LinkPipeline, dgl_graphbolt.Pipeline):
                                    negatives=int(minibatch.negative_dsts.numel()))
 
 
-
 class TrainingGraph:
-    """The dataset with the link split's training graph in place of its own (GraphBolt's arrays):
-    what dgl_graphbolt.placed builds the sampling graph and the feature store from."""
+    """The dataset with the link split's training graph in place of its own (for dgl_graphbolt.placed)."""
 
     def __init__(self, data, split):
         self._data = data

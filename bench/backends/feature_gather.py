@@ -1,16 +1,11 @@
 """The feature gather alone: the rows of real sampled batches read from a store, nothing else.
 
-It answers "what does the disk cost per batch?" without the sampler and the model in the way:
-at build time PyG's NeighborLoader samples the training batches once (at most MAX_BATCHES of
-them, with the suite's batch size and fanout) and keeps each batch's node ids; an epoch then
-gathers exactly those rows again from the store:
-  memory   `torch.index_select` on the features in this process's memory
-  a disk-backed store   its row reader's batched read, e.g. LMDB's (bench/stores/lmdb_features.py)
-Every cell of a dataset gathers the same rows in the same order (the sampler is seeded), and the
-warm-up epoch leaves the page cache warm, so the measured epochs compare the two reads of the same
-rows. Seeds per second here means rows gathered per second; the model setting is ignored.
-Stages (`profile: true`): the step's gather is `fetch`; nothing is sampled in the epoch. Work:
-input_nodes and feature_bytes are the rows gathered; no hops are counted (hop lists empty).
+"What does the disk cost per batch?" without the sampler and the model in the way: PyG's
+NeighborLoader samples up to MAX_BATCHES training batches once (seeded: every cell of a dataset
+gathers the same rows in the same order), and each epoch gathers exactly those rows again, with
+`torch.index_select` in memory or a disk-backed store's batched read. Seeds per second here means
+rows gathered per second; the model setting is ignored. Stages: the gather is `fetch`; work: the
+rows gathered as input_nodes and feature_bytes, no hops.
 """
 
 from __future__ import annotations

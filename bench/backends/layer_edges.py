@@ -1,23 +1,17 @@
 """What each GraphBolt layer computes over: the `same_layer_edges` setting of the three GraphBolt
-backends (node, typed, link) and their plain loops (bench/harness_costs/plain_loops.py).
+backends and their plain loops (bench/harness_costs/plain_loops.py).
 
 PyG's layers run on the one sampled subgraph, in which a node's in-edges are those sampled at the
-hop that first reached it (a seed's: its first hop's fanout[0]). GraphBolt samples every layer again
-for all its destination nodes, so in `minibatch.blocks` a seed's input layer averages fanout[-1]
-fresh neighbours instead. With unequal fanouts ([10, 5]) that made the frameworks two different
-GNNs (link MRR 0.192 against PyG's 0.231 on rmat-s12; bench/backends/link.py):
-    true   every layer over the edges PyG's would (`first_hop_csc`): the destination nodes a layer
-           shares with the next one (reached a hop earlier, numbered first) take the next layer's
-           in-edges; GraphBolt's sampling is unchanged (what it sampled again stays sampled, and
-           counted as sampled work), only what the model computes over differs
-    false  GraphBolt's `minibatch.blocks`, as its own examples train
+hop that first reached it. GraphBolt samples every layer again for all its destination nodes, so in
+`minibatch.blocks` a seed's input layer averages fanout[-1] fresh neighbours instead: with unequal
+fanouts, two different GNNs. `true`: every layer over the edges PyG's would (`first_hop_csc`: the
+destination nodes a layer shares with the next one take the next layer's in-edges); sampling and
+its counted work are unchanged. `false`: GraphBolt's `minibatch.blocks`, as its examples train.
 
-The rewrite runs in the datapipe right after sampling (`attach`, inside the `sample` stage), where
-the sampled CSCs are: on the CPU in the cpu-* modes, so reading a layer's edge offset costs no
-device sync; in the GPU-sampling modes it reads one offset per layer in the sampling thread, as
-GraphBolt's sampler itself does, never in the training thread. The result rides on each sampled
-subgraph (`FIRST_HOP`, copied to the device with it by SampledSubgraph.to); `blocks` makes the
-model's DGL blocks from it with no host read (tests/test_layer_edges.py). Stack side (dgl).
+The rewrite runs in the datapipe right after sampling (`attach`, inside the `sample` stage, where
+the sampled CSCs are; never in the training thread) and rides on each sampled subgraph
+(`FIRST_HOP`, copied to the device with it); `blocks` makes the model's DGL blocks from it with no
+host read. Stack side (dgl).
 """
 
 from __future__ import annotations
@@ -29,10 +23,9 @@ FIRST_HOP = "first_hop_csc"  # the attribute each sampled subgraph carries: its 
 
 
 def first_hop(layers: list[tuple]) -> list[tuple]:
-    """Each layer's (indptr, indices), input layer first, with the in-edges of every destination
-    node the next layer also has replaced by the next layer's (themselves replaced first): the
-    next layer's sources are this layer's destinations, numbered first here too, so its indices
-    already index this layer's sources."""
+    """Each layer's (indptr, indices), input layer first, the in-edges of every destination node
+    the next layer also has replaced by the next layer's (rewritten first; its indices already
+    index this layer's sources, numbered first)."""
     layers = list(layers)
     for i in range(len(layers) - 2, -1, -1):  # from the seeds' layer inwards, each on its rewritten successor
         (indptr, indices), (inner_indptr, inner_indices) = layers[i], layers[i + 1]
@@ -45,8 +38,7 @@ def first_hop(layers: list[tuple]) -> list[tuple]:
 
 def first_hop_csc(subgraphs) -> list:
     """first_hop over GraphBolt's sampled subgraphs: per layer (indptr, indices), or for a typed
-    graph {edge type: (indptr, indices)}, each relation rewritten on its own (a relation's
-    destinations of one type, numbered per type as the untyped graph's are)."""
+    graph {edge type: (indptr, indices)}, each relation rewritten on its own."""
     cscs = [s.sampled_csc for s in subgraphs]
     if not isinstance(cscs[0], dict):
         return first_hop([(c.indptr, c.indices) for c in cscs])
@@ -66,8 +58,8 @@ def attach(minibatch):
 
 
 def blocks(minibatch, same: bool) -> list:
-    """The model's DGL blocks: from the first-hop CSCs `attach` made (same_layer_edges true), else
-    GraphBolt's own minibatch.blocks. Sizes come from tensor shapes: no value is read on the host."""
+    """The model's DGL blocks: from the CSCs `attach` made (`same`), else minibatch.blocks. No
+    value is read on the host."""
     if not same:
         return minibatch.blocks
     out = []

@@ -1,49 +1,23 @@
-"""What the link-prediction backends share (pyg-link, dgl-graphbolt-link): the settings, the model
-(the node backends' GraphSAGE as the encoder, a dot-product or MLP decoder, BCE loss), the
-ranking metrics against the hub's fixed negatives, and the leakage check.
+"""What the link-prediction backends share (pyg-link, dgl-graphbolt-link): the model (the node
+backends' GraphSAGE as the encoder, a dot-product or MLP decoder, BCE loss), the ranking metrics
+against the hub's fixed negatives, and the leakage check. The task's settings (neg_ratio, neg_mode,
+exclusion, decoder) are described in bench/run/suite.py; neither framework filters false negatives.
 
-Settings (bench/settings.py TASK_ONLY; in a cell only where its backend trains the link task):
-    neg_ratio   negatives per positive seed edge in training, drawn uniformly per batch
-    neg_mode    triplet: each positive keeps its source and draws `neg_ratio` destinations
-                (GraphBolt's sample_uniform_negative, PyG's NegativeSampling("triplet"));
-                binary: PyG's own default, which draws both ends of each negative. GraphBolt has
-                triplet only. Neither framework filters false negatives (a drawn pair may be an edge)
-    exclusion   none: the sampled neighbourhood may hold the seed edge itself (PyG's own link
-                examples); reverse: the seed edges and their reverses are dropped from the sampled
-                graph after sampling (GraphBolt's exclude_seed_edges(include_reverse_edges=True);
-                PyG has no option for it: a step after its sampler does the same). Fanout slots
-                an excluded edge took are lost, not refilled, on both sides
-    decoder     dot: score = <h_u, h_v>; mlp: a two-layer MLP on h_u * h_v (DGL's example's predictor)
+Evaluation: every node's embedding with full neighbourhoods over the training graph
+(base.full_embeddings), each validation/test positive ranked against its stored negatives by the
+split's protocol (bench/datasets/link_split.py PROTOCOLS): against its own negatives, MRR and
+Hits@K with OGB's rank (ties: the mean of the optimistic and pessimistic rank); against one shared
+set (ogbl-collab), Hits@K as OGB's evaluator counts it, and Hits@50 is the protocol's figure.
 
-Evaluation: every node's embedding with full neighbourhoods over the training graph (the node
-backends' layer-wise inference, base.full_embeddings), each validation/test positive ranked
-against its stored negatives, by the split's protocol (bench/datasets/link_split.py PROTOCOLS):
-    mrr+hits, mrr   each positive against its own negatives: MRR and Hits@K (K = 10, 50, 100),
-                    OGB's rank (the mean of the optimistic and pessimistic rank where scores tie);
-                    "mrr" (ogbl-citation2) makes MRR the figure time-to-target trains to, as does mrr+hits
-    hits@50         every positive against one shared set of negative pairs (ogbl-collab): Hits@K as
-                    OGB's evaluator counts it (the positive scores above the K-th best negative), no
-                    MRR; Hits@50 is the figure time-to-target trains to
+The leakage check (the first epoch's training batches, in `count`): the sampled graph's edges
+against the batch's own positive seed edges and their reverses. With exclusion `reverse` one found
+fails the cell (SeedEdgeLeakError); with `none` the share found is recorded and noted.
 
-The leakage check (every training batch of the first epoch, in `count`, outside the stages a
-framework runs): the sampled graph's edges against the batch's own positive seed edges and their
-reverses. With exclusion `reverse` one found is a failure of the cell (SeedEdgeLeakError, naming
-the edge); with `none` the share of batches and sampled edges found is recorded, and the result
-says the accuracy includes the leak.
-
-What each layer computes over, made equal: PyG's layers run on the one sampled subgraph, in which
-a node's neighbours are those sampled at the hop that first reached it (a seed's, its first hop's:
-fanout[0] of them). GraphBolt samples every layer again for all its destination nodes, so its input
-layer would aggregate the seeds over fanout[-1] fresh neighbours instead. With unequal fanouts
-([10, 5]) that was the whole of an MRR gap (rmat-s12, batch 512, 4 epochs, exclusion reverse,
-seeds 0-2, means: PyG 0.231, spread 0.222-0.243; GraphBolt 0.192; GraphBolt with the seeds' input
-layer on their first-hop edges 0.220 and 0.235 in two runs). So the GraphBolt link backend computes
-each layer over the edges PyG's would (`same_layer_edges`, bench/backends/layer_edges.py); what stays different
-is the sampling: GraphBolt still samples the seeds' second hop (more sampled edges and fetched
-rows, which the equal-work check names), and PyG's untrimmed output layer computes over the whole
-subgraph (outputs at the seeds the same).
-
-Imported inside the stacks only; torch is imported where it is used.
+GraphBolt samples every layer again for all its destination nodes, so its input layer would
+aggregate a seed over fanout[-1] fresh neighbours where PyG's uses the seed's first hop; with
+unequal fanouts that was the whole of an MRR gap. So the GraphBolt link backend computes each layer
+over the edges PyG's would (`same_layer_edges`, bench/backends/layer_edges.py); the sampling itself
+still differs (the equal-work check names it). Stack side; torch is imported where it is used.
 """
 
 from __future__ import annotations
@@ -56,8 +30,7 @@ from bench.backends import base
 from bench.datasets import link_split
 
 HITS_AT = (10, 50, 100)
-# A test hook: "1" builds the pipeline without its exclusion step while the cell still says
-# `reverse` (a pipeline that forgets it), so the leakage check is exercised on the real stacks.
+# a test hook: "1" builds the pipeline without its exclusion step while the cell still says `reverse`
 PLANT_LEAK_ENV = "GNNBENCH_PLANT_LEAK"
 NO_FILTER_NOTE = ("negatives are drawn uniformly and not filtered: a drawn pair may be a true edge "
                   "(neither framework filters false negatives)")
@@ -65,10 +38,6 @@ NO_FILTER_NOTE = ("negatives are drawn uniformly and not filtered: a drawn pair 
 
 class SeedEdgeLeakError(RuntimeError):
     """A batch's sampled graph still holds one of its own positive seed edges (or its reverse)."""
-
-
-def planted_leak() -> bool:
-    return os.environ.get(PLANT_LEAK_ENV, "") not in ("", "0")
 
 
 def seed_edges_found(sampled_src, sampled_dst, seed_src, seed_dst, num_nodes: int) -> np.ndarray:
@@ -81,8 +50,8 @@ def seed_edges_found(sampled_src, sampled_dst, seed_src, seed_dst, num_nodes: in
 
 
 def ranks(pos_scores, neg_scores):
-    """OGB's rank of each positive among its negatives (1 = first): the mean of the optimistic
-    rank (ties below) and the pessimistic one (ties above)."""
+    """OGB's rank of each positive among its negatives (1 = first; ties: the mean of the optimistic
+    and pessimistic ranks)."""
     pos = pos_scores.reshape(-1, 1)
     optimistic = (neg_scores > pos).sum(dim=1)
     pessimistic = (neg_scores >= pos).sum(dim=1)
@@ -98,8 +67,7 @@ def ranking_metrics(rank) -> dict:
 
 def shared_hits(pos_scores, neg_scores) -> dict:
     """Hits@K against negatives shared by every positive, as OGB's evaluator (ogbl-collab) counts
-    it: the share of positives scored above the K-th best negative (1 where there are fewer than
-    K negatives). No MRR: the protocol has none."""
+    it: the share of positives scored above the K-th best negative. No MRR."""
     import torch
 
     if pos_scores.numel() == 0:
@@ -119,9 +87,8 @@ EVAL_PAIRS_AT_ONCE = 1 << 18  # pairs scored at a time: 1,000 negatives per posi
 
 
 def split_scores(split, name: str, score_pairs, device=None):
-    """(positive scores [P], negative scores: [P, K] per positive, or [M] shared) of a split
-    (bench/datasets/link_split.py LinkSplit) under `score_pairs(src, dst)` -> scores (int64 node-id
-    tensors), a block of pairs at a time."""
+    """(positive scores [P], negative scores: [P, K] per positive, or [M] shared) of a split under
+    `score_pairs(src, dst)`, a block of pairs at a time."""
     import torch
 
     def scored(src, dst):
@@ -150,9 +117,8 @@ def protocol_metrics(split, pos_scores, neg_scores) -> dict:
 
 
 def link_model(encoder, hidden: int, decoder: str):
-    """The encoder (the shared GraphSAGE, out width `hidden`) and a decoder that scores (h_u, h_v)
-    pairs: `model(x, graphs)` gives node embeddings, `model(x, graphs, src, dst)` the logits of
-    those pairs, `model.score(h_u, h_v)` the logits of embeddings (evaluation)."""
+    """The encoder and a decoder: `model(x, graphs)` gives node embeddings, `model(x, graphs, src,
+    dst)` the logits of those pairs, `model.score(h_u, h_v)` the logits of embeddings."""
     import torch
 
     class LinkModel(torch.nn.Module):
@@ -167,8 +133,7 @@ def link_model(encoder, hidden: int, decoder: str):
             return self.encoder.convs
 
         def forward(self, x, graphs, src=None, dst=None):
-            """Node embeddings; with `src` and `dst` (local ids), the scores of those pairs (inside
-            forward, so that DDP sees the decoder's parameters used)."""
+            """Node embeddings, or the scores of pairs (inside forward, so DDP sees the decoder used)."""
             h = self.encoder(x, graphs)
             return h if src is None else self.score(h[src], h[dst])
 
@@ -187,10 +152,11 @@ class LinkPipeline(base.LinkHooks):
     check and evaluation, around the hooks the framework's class gives (base.LinkHooks)."""
 
     def link_init(self, data) -> None:
+        """The split and the leak counts (before the node pipeline builds on the split)."""
         self.data = data
         self.split = link_split.load(data.path)
         self.leaks = {"batches": 0, "leaked_batches": 0, "sampled_edges": 0, "leaked_edges": 0}
-        self.planted = planted_leak()
+        self.planted = os.environ.get(PLANT_LEAK_ENV, "") not in ("", "0")
 
     @property
     def excludes(self) -> bool:
@@ -204,6 +170,7 @@ class LinkPipeline(base.LinkHooks):
 
     @staticmethod
     def loss(out, target):
+        """Binary cross-entropy of the pairs' logits."""
         import torch.nn.functional as F
 
         return F.binary_cross_entropy_with_logits(out.float(), target.float())
@@ -220,11 +187,9 @@ class LinkPipeline(base.LinkHooks):
         return scores, labels
 
     def count(self, batch) -> tuple[int, int]:
-        """(positive seed edges, sampled edges) of a batch. Every batch of the first epoch (the warm-up,
-        where there is one) is checked for leaked seed edges too: the pipeline, its exclusion step
-        included, is the same in every epoch, so a leak shows there, and the measured epochs after a
-        warm-up carry none of the check, which the frameworks' own loops never run (with it on every
-        batch, the link cells read 10-25 % slower than those loops: results/fidelity/fidelity-link-rmat-s12-20261126)."""
+        """(positive seed edges, sampled edges) of a batch; the first epoch's are checked for leaks
+        too. The pipeline is the same every epoch, so a leak shows there, and the measured epochs
+        after a warm-up carry none of the check (on every batch it cost 10-25 %)."""
         if self.epoch == 0:
             src, dst = self.sampled_edges(batch)
             self.check_leak(batch, src, dst)
@@ -232,6 +197,7 @@ class LinkPipeline(base.LinkHooks):
         return self.positives(batch), self.sampled_edge_count(batch)
 
     def check_leak(self, batch, src, dst) -> None:
+        """Count the batch's sampled edges that are its seed edges; with exclusion, one fails the cell."""
         seed_src, seed_dst = self.seed_pairs(batch)
         found = seed_edges_found(src, dst, seed_src, seed_dst, self.split.num_nodes)
         leaked = int(found.sum())
@@ -265,6 +231,7 @@ class LinkPipeline(base.LinkHooks):
     # --- evaluation: full-neighbourhood embeddings, ranked against the stored negatives --------
 
     def embeddings(self):
+        """(every node's full-neighbourhood embedding, the unwrapped model)."""
         model = base.unwrap(self.model)
         return self.full_embeddings(model.convs, self.split, self.data), model
 
@@ -276,8 +243,7 @@ class LinkPipeline(base.LinkHooks):
         return protocol_metrics(self.split, pos, neg)
 
     def evaluate(self, split: str) -> float | None:
-        """The split's figure by its protocol (what time to target trains to): MRR, or Hits@50
-        where the negatives are shared (ogbl-collab)."""
+        """The split's figure by its protocol (what time to target trains to)."""
         if self.model is None:
             return None
         return protocol_figure(self.split, self.split_metrics(split))
@@ -290,7 +256,8 @@ class LinkPipeline(base.LinkHooks):
         return (figure or 0.0) * total, total
 
     def full_accuracy(self, data, split: str = "test"):
-        return None  # a link cell reports link_metrics instead
+        """None: a link cell reports link_metrics instead."""
+        return None
 
     def link_metrics(self) -> dict:
         """What the cell records: MRR and Hits@K on validation and test, the split and the notes."""

@@ -1,24 +1,17 @@
 """PyG partitioned distributed training: `torch_geometric.distributed`.
 
 Each rank stands for one machine holding one METIS partition: PyG's `Partitioner` writes the
-partitions once per dataset and number of partitions into the cache (reused after), each rank
-loads its own with `LocalGraphStore` / `LocalFeatureStore.from_partition`, samples with
-`DistNeighborLoader` (remote neighbourhoods over torch RPC), and trains the shared GraphSAGE
-under DDP (gloo). Partitioning seconds, edge cut and balance are recorded.
+partitions once per dataset and number of partitions into the cache, each rank loads its own
+(`LocalGraphStore` / `LocalFeatureStore.from_partition`), samples with `DistNeighborLoader`
+(remote neighbourhoods over torch RPC) and trains the shared GraphSAGE under DDP (gloo).
+Partitioning seconds, edge cut and balance are recorded. METIS: where neither torch-sparse nor
+pyg-lib has it, `pymetis` takes the same CSR. Sampling needs pyg-lib's `dist_neighbor_sample`
+(without it the cell is skipped, saying so); torch-geometric 2.7.0 to 2.8.1's sampler raises
+TypeError, which a cell on such a stack records, as users meet it.
 
-METIS: PyG's `ClusterData` asks torch-sparse or pyg-lib for it; where neither has it, the small
-subclass below hands the same CSR to `pymetis`, and PyG's own Partitioner is pointed at it.
-Sampling needs pyg-lib's `dist_neighbor_sample` operator; where pyg-lib is absent the cell is
-recorded as skipped with that reason. From torch-geometric 2.7.0 to 2.8.1 the sampler's
-constructor raises TypeError (`'stack_level' is an invalid keyword argument for warn()`): a cell
-on such a stack records that failure, as users on current PyG meet it.
-
-Stages (`profile: true`): not split. DistNeighborLoader's collate_fn hands each batch to the
-sampler's asyncio event loop (its own thread), which samples the local part, asks the other
-partitions over RPC, and gathers local and remote features in the same coroutine; its filter_fn
-only assembles the Data from what came back. Sampling and fetching interleave inside one awaited
-call, on several machines, so no wrapper here can tell them apart honestly: the whole of next()
-stays in `wait` (sample = fetch = 0, loader_worker_s null). Work is counted as for pyg-neighbor.
+Stages (`profile: true`): not split. DistNeighborLoader samples, asks the other partitions over RPC
+and gathers features inside one coroutine of its own event loop, so no wrapper can tell sampling
+from fetching honestly: the whole of next() stays in `wait`. Work is counted as pyg-neighbor's.
 """
 
 from __future__ import annotations
@@ -45,6 +38,8 @@ GROUP = "gnnbench-pyg-dist"
 
 
 class PymetisClusterData(ClusterData):
+    """PyG's ClusterData, with pymetis where neither torch-sparse nor pyg-lib brings METIS."""
+
     def _metis(self, edge_index: torch.Tensor, num_nodes: int) -> torch.Tensor:
         try:
             return super()._metis(edge_index, num_nodes)
@@ -60,8 +55,8 @@ class PymetisClusterData(ClusterData):
 
 
 def ensure_partitions(data, num_parts: int, cache: Path) -> tuple[Path, dict]:
-    """The dataset's partitions into `num_parts`, made once (under a file lock, so concurrent
-    ranks wait for the first) and reused; returns the folder and its record."""
+    """The dataset's partitions into `num_parts`, made once under a file lock and reused; returns
+    the folder and its record."""
     root = Path(cache) / "partitions" / f"{data.path.name}-p{num_parts}"
     root.parent.mkdir(parents=True, exist_ok=True)
     with open(root.parent / f"{root.name}.lock", "w") as lock:
@@ -92,7 +87,7 @@ def ensure_partitions(data, num_parts: int, cache: Path) -> tuple[Path, dict]:
 class Pipeline(PygNodePipeline):
     """PyG's node-classification step and model (as NeighborLoader's), over partitions."""
 
-    collective_eval = True  # every partition evaluates its own nodes; counts are summed
+    collective_eval = True  # every partition evaluates its own nodes (remote ones over RPC); counts summed
 
     @property
     def sampler(self) -> str:
@@ -150,16 +145,6 @@ class Pipeline(PygNodePipeline):
             shuffle=shuffle, device=torch.device("cpu"), num_workers=num_workers, concurrency=1,
             master_addr=os.environ.get("MASTER_ADDR", "127.0.0.1"), master_port=self.rpc_port,
             current_ctx=self.ctx, persistent_workers=num_workers > 0, filter_per_worker=False)
-
-    def evaluate(self, split: str) -> float | None:
-        """On every rank (remote neighbourhoods come over RPC), each over its partition's nodes;
-        the counts are summed over ranks."""
-        if self.model is None:
-            return None
-        counts = torch.tensor(self.count_correct(split))
-        if torch.distributed.is_initialized():
-            torch.distributed.all_reduce(counts)
-        return int(counts[0]) / max(int(counts[1]), 1)
 
 
 def _shared_free_port() -> int:

@@ -1,33 +1,17 @@
 """PyG graph classification: a collection of small graphs (bench/datasets/molecules.py) in PyG
-batches, read from one of three stores:
-
-    memory   a PyG `InMemoryDataset`, collated once from the dataset's concatenated arrays
-    sqlite   PyG's own `OnDiskDataset` (backend "sqlite"), written by PyG's code into
-             DATASET_DIR/stores/sqlite-graphs once, by the first cell that needs it (graph cells
-             run one rank; with several, each rank would build it and one rename would win):
-             this backend's own store
-    others   a graph store built on the host (bench.stores.open_store), e.g. the LMDB graph
-             store (bench/stores/lmdb_graphs.py), one record per graph, opened read-only in
-             each process and DataLoader worker
+batches, from one of three stores: memory (an `InMemoryDataset` over the dataset's concatenated
+arrays), sqlite (PyG's own `OnDiskDataset`, written once into DATASET_DIR/stores/sqlite-graphs by
+the first cell that needs it: graph cells run one rank) or a graph store built on the host
+(bench.stores.open_store, e.g. LMDB, one record per graph).
 
 Every store is read the same way: the DataLoader takes whole batches of graph ids from a
-BatchSampler, the store reads the batch's graphs in one call into columns (`read_many` returns
-molecules.GraphColumns: a fancy index into the InMemoryDataset's storage; one LMDB transaction;
-one sqlite query through PyG's database), and one shared collate
-(molecules.collate) lays them out as `Batch.from_data_list` would, without a `Data` object per
-graph. So the stores differ only in their reads; per-graph access (`dataset[g]`, a `Data`) is
-still there for anyone who wants it.
-
-The loader shuffles the training graphs and uses the suite's `num_workers`; batches hold
-`batch_size` graphs. With `model: sage` the model is `len(fanout)` mean-aggregation SAGEConv
-layers of `hidden` units over each whole graph, a global mean pool and a linear head, trained
-with Adam at `lr`; nothing is sampled, so `fanout` only sets the number of layers (its values
-are ignored). With `model: none` the loader runs alone, which measures read throughput.
-count(batch) is (graphs, edges): the results call them seeds and edges.
-Stages (`profile: true`): a batch's read from the store and its collation are `fetch` (timed in
-`Batches`, wherever the DataLoader runs it); nothing is sampled, so `sample` is 0. Work: no hops,
-so hop_nodes = [nodes of the batch's graphs] and hop_edges = [their edges]; input_nodes = those
-nodes, feature_bytes = their feature rows.
+BatchSampler, the store reads them in one call into columns (`read_many`: molecules.GraphColumns)
+and one shared collate lays them out as `Batch.from_data_list` would, without a `Data` per graph,
+so the stores differ only in their reads.
+With `model: sage`: `len(fanout)` mean SAGEConv layers over each whole graph (nothing is sampled:
+the fanout's values are ignored), a global mean pool and a linear head; `model: none` measures read
+throughput. count(batch) is (graphs, edges). Stages: a batch's read and collation are `fetch`
+(`Batches`), `sample` is 0; work: hop_nodes = [the batch's nodes], hop_edges = [its edges].
 """
 
 from __future__ import annotations
@@ -53,8 +37,7 @@ from bench.datasets.hub import atomic_dir
 from bench.stores import StoreError, features_in_memory, open_store
 from bench.stores.lmdb_features import fingerprint
 
-# Graphs read from LMDB are views of immutable bytes; batching copies them (torch.cat) and
-# nothing writes to them in place, so torch's warning about non-writable arrays is noise.
+# graphs read from LMDB are views of immutable bytes, which batching copies: the warning is noise
 warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
 
 NATIVE_STORE = "sqlite"  # PyG's own OnDiskDataset (no module in bench/stores)
@@ -64,12 +47,8 @@ SQLITE_BUILD_GRAPHS = 10000  # graphs per OnDiskDataset.extend call while buildi
 
 
 def _graph(x, edge_index, label: int) -> Data:
+    """One graph as a PyG Data."""
     return Data(x=torch.from_numpy(x), edge_index=torch.from_numpy(edge_index), y=torch.tensor([label]))
-
-
-def _copied_graph(x, edge_index, label: int) -> Data:
-    """A graph that owns its arrays (the dataset's may be read-only memory maps)."""
-    return _graph(np.array(x), np.array(edge_index), label)
 
 
 def to_batch(columns: molecules.GraphColumns) -> Batch:
@@ -80,8 +59,8 @@ def to_batch(columns: molecules.GraphColumns) -> Batch:
 
 
 class ArrayGraphs(InMemoryDataset):
-    """Every graph in memory in PyG's collated form: the dataset's concatenated arrays already
-    are PyG's `(data, slices)` layout (edge ids local to each graph), so no per-graph pass."""
+    """Every graph in memory in PyG's collated form: the dataset's arrays already are its
+    `(data, slices)` layout, so no per-graph pass."""
 
     def __init__(self, data):
         super().__init__(root=None, log=False)
@@ -125,11 +104,9 @@ class Batches(Dataset):
         return len(self.graphs)
 
     def __getitem__(self, ids: list[int]) -> Batch:
-        if not self.timed:
-            return to_batch(self.graphs.read_many(ids))
         started = time.perf_counter()
         batch = to_batch(self.graphs.read_many(ids))
-        return stages.stamp(batch, "fetch", time.perf_counter() - started)
+        return stages.stamp(batch, "fetch", time.perf_counter() - started) if self.timed else batch
 
 
 class SqliteGraphs(OnDiskDataset):
@@ -144,8 +121,7 @@ class SqliteGraphs(OnDiskDataset):
     @property
     def db(self):
         if self._db is not None and self._pid != os.getpid():
-            # inherited across a fork (a DataLoader worker): a sqlite connection must not be
-            # used in another process; drop this copy and connect anew
+            # inherited across a fork: a sqlite connection must not cross processes, so connect anew
             self._db = None
         self._pid = os.getpid()
         return OnDiskDataset.db.fget(self)
@@ -169,8 +145,7 @@ class SqliteGraphs(OnDiskDataset):
 
 
 def sqlite_store(data) -> SqliteGraphs:
-    """PyG's sqlite OnDiskDataset of this dataset, written once by PyG's own code into a
-    temporary folder and renamed (a half-written database is never opened)."""
+    """PyG's sqlite OnDiskDataset of this dataset, written once into a folder renamed when whole."""
     target = Path(data.path) / "stores" / SQLITE_DIR
     expected = fingerprint(data.path)
     with atomic_dir(target, marker=SQLITE_INFO) as tmp:  # skipped when a finished store is there
@@ -178,7 +153,9 @@ def sqlite_store(data) -> SqliteGraphs:
             store = SqliteGraphs(tmp, data.feature_dim)
             for start in range(0, data.num_graphs, SQLITE_BUILD_GRAPHS):
                 end = min(start + SQLITE_BUILD_GRAPHS, data.num_graphs)
-                store.extend([_copied_graph(*data.graph(g)) for g in range(start, end)])
+                # graphs that own their arrays (the dataset's may be read-only memory maps)
+                store.extend([_graph(np.array(x), np.array(edge_index), y)
+                              for x, edge_index, y in map(data.graph, range(start, end))])
             store.release()
             (tmp / SQLITE_INFO).write_text(json.dumps({"fingerprint": expected, "graphs": data.num_graphs}))
     built_from = json.loads((target / SQLITE_INFO).read_text()).get("fingerprint")
@@ -194,6 +171,7 @@ def sqlite_store(data) -> SqliteGraphs:
 
 
 def graph_dataset(data, store: str):
+    """The graphs as the store keeps them."""
     if store == NATIVE_STORE:
         return sqlite_store(data)
     if features_in_memory(store):

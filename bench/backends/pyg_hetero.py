@@ -1,28 +1,15 @@
 """PyG on a typed graph: `NeighborLoader` over `HeteroData`, the shared R-GCN / R-GAT
 (bench/backends/typed.py) from PyG's HeteroConv over SAGEConv (mean, no root weight, no bias: R-GCN's
-per-relation term) or GATConv per relation.
-
-Sampling: one fanout per hop for every relation (`fanout`), seeds `input_nodes=(target type,
-train ids)`. With pyg-lib PyG samples typed graphs through its `hetero_neighbor_sample`, which
-reports the nodes per type and edges per relation of each hop; without it (the local stacks)
-through torch-sparse's `hetero_neighbor_sample`, which does not: they are read off the batch
-(`typed_hops`), and the cell's `sampler` says which gave them.
-Ranks: each trains a seeded random half (a 1/world share) of the training seeds, the same share
-every epoch, shuffled within it (base.shard, as pyg-neighbor; the remainder of an uneven split
-dropped), so each rank runs the same number of batches. GraphBolt gives each rank a run of whole
-batches instead (bench/backends/dgl_graphbolt_hetero.py): as many seeds per epoch and steps, in
-other shares.
-Modes: cpu-cpu and cpu-cuda, as pyg-neighbor. Stores: memory (a `HeteroData` holding every type's
-features) or a disk-backed store of feature rows keyed by node type, e.g. LMDB (PyG's remote
-backend: a FeatureStore whose groups are the node types, and the hub's CSC per relation as its
-GraphStore; bench/backends/pyg_node.py).
+per-relation term) or GATConv per relation; one fanout per hop for every relation. Without pyg-lib
+the sampler reports no per-hop counts: they are read off the batch (`typed_hops`). Ranks, modes
+and stores as pyg-neighbor's (a store's readers keyed by node type).
 """
 
 from __future__ import annotations
 
 import numpy as np
 import torch
-from torch_geometric.data import HeteroData, TensorAttr
+from torch_geometric.data import HeteroData
 from torch_geometric.loader import NeighborLoader
 from torch_geometric.nn import GATConv, HeteroConv, SAGEConv
 
@@ -51,40 +38,14 @@ def hetero_layer(kind: str, relations: list[tuple[str, str, str]]):
 
 
 class _EdgesSecond(torch.nn.Module):
+    """HeteroConv under `.conv`, so its parameters are named as DGL's layer's (weight_names.py)."""
+
     def __init__(self, conv):
         super().__init__()
         self.conv = conv
 
     def forward(self, x_dict, edge_index_dict):
         return self.conv(x_dict, edge_index_dict)
-
-
-class TypedRowFeatureStore(RowFeatureStore):
-    """PyG's remote-backend FeatureStore over a typed store: group = node type, `x` rows from that
-    type's row reader (types without features have none), `y` of the target type from memory."""
-
-    def __init__(self, readers: dict, labels: np.ndarray, target: str):
-        super().__init__(None, labels)
-        self.readers, self.target = readers, target
-
-    def _get_tensor(self, attr: TensorAttr):
-        if attr.attr_name == "x" and attr.group_name in self.readers:
-            rows = self.readers[attr.group_name]
-            return torch.from_numpy(rows.gather(self._index(attr, rows.rows).numpy()))
-        if attr.attr_name == "y" and attr.group_name == self.target:
-            return self.labels[self._index(attr, self.labels.numel())]
-        return None
-
-    def _get_tensor_size(self, attr: TensorAttr):
-        if attr.attr_name == "x" and attr.group_name in self.readers:
-            return self.readers[attr.group_name].shape
-        if attr.attr_name == "y" and attr.group_name == self.target:
-            return tuple(self.labels.shape)
-        return None
-
-    def get_all_tensor_attrs(self) -> list[TensorAttr]:
-        return ([TensorAttr(group_name=t, attr_name="x") for t in self.readers]
-                + [TensorAttr(group_name=self.target, attr_name="y")])
 
 
 class Pipeline(base.TypedHooks, base.TrainingPipeline):
@@ -114,7 +75,7 @@ class Pipeline(base.TypedHooks, base.TrainingPipeline):
             graph = CscGraphStore()
             for r in data.relations:
                 graph.put_csc(r, data.edge_index[r][0], data.csc_indptr[r], (data.counts[r[0]], data.counts[r[2]]))
-            return TypedRowFeatureStore(open_store(store, "typed-node", data), data.labels, data.target), graph
+            return RowFeatureStore(open_store(store, "typed-node", data), data.labels, data.target), graph
         return hetero_data(data)
 
     def _loader(self, split: str, shuffle: bool, num_workers: int = 0) -> NeighborLoader:
@@ -156,16 +117,8 @@ class Pipeline(base.TypedHooks, base.TrainingPipeline):
 
 def typed_hops(batch, target: str, num_hops: int) -> tuple[dict[str, list[int]], dict[tuple, list[int]]]:
     """({node type: [nodes first reached at hop 0 (the seeds), 1, ...]}, {relation: [edges of hop
-    1, 2, ...]}) of a NeighborLoader HeteroData batch.
-
-    pyg-lib reports them (num_sampled_nodes / num_sampled_edges per type and relation). torch-sparse's
-    hetero_neighbor_sample does not; its output is laid out so that they can be read off it, as for
-    untyped batches (bench/backends/pyg_node.py sampled_per_hop): each type numbers its nodes in the
-    order they are first reached (the seeds, then hop 1's new nodes, ...); each relation's edges come
-    hop by hop with destinations in increasing order, hop k's destinations being the destination
-    type's nodes new at hop k-1. So hop k's edges of a relation are those whose destination is below
-    the end of its type's range after hop k-1, and a type's hop-k nodes run up to the largest source
-    among hop k's edges of the relations leaving it; the last hop has what is left."""
+    1, 2, ...]}) of a HeteroData batch: as pyg-lib reports them, or read off torch-sparse's output
+    per type and relation as pyg_node.sampled_per_hop reads an untyped batch."""
     types, relations = batch.node_types, batch.edge_types
     reported_n = {t: batch[t].get("num_sampled_nodes") for t in types}
     reported_e = {r: batch[r].get("num_sampled_edges") for r in relations}
@@ -198,8 +151,7 @@ def typed_hops(batch, target: str, num_hops: int) -> tuple[dict[str, list[int]],
 
 
 def hetero_data(data) -> HeteroData:
-    """The typed hub's graph in memory as PyG's HeteroData: each type's features (where it has them)
-    and count, the target type's labels, each relation's edges (the plain loop reads it so too)."""
+    """The typed hub's graph in memory as PyG's HeteroData (the plain loop reads it so too)."""
     hetero = HeteroData()
     for t, count in data.counts.items():
         if data.features[t] is not None:

@@ -1,18 +1,9 @@
-"""PyG link prediction: `LinkNeighborLoader` over the link split's training graph
-(bench/datasets/link_split.py), with `NegativeSampling("triplet")` (each positive keeps its
-source, as GraphBolt's sample_uniform_negative) or `"binary"` (PyG's own default: both ends drawn),
-GraphSAGE from `torch_geometric.nn.SAGEConv` as the encoder (bench/backends/link.py: decoder,
-loss, leakage check, evaluation).
-
-Seed-edge exclusion: LinkNeighborLoader has no option for it, so with `exclusion: reverse` a step
-right after its sampler (around `link_sampler.sample_from_edges`, so it runs where the sampler runs,
-in a DataLoader worker too, and is timed with it as `sample`) drops from the sampled edges every
-positive seed edge of the batch and its reverse: what GraphBolt's
-exclude_seed_edges(include_reverse_edges=True) does after its sampler. PyG's own link examples
-(examples/graph_sage_unsup.py, examples/link_pred/) exclude nothing: `exclusion: none`.
-
-Modes cpu-cpu and cpu-cuda; stores memory (an in-memory Data) and disk-backed rows such as LMDB
-(PyG's remote backend, bench/backends/pyg_node.py), as the node backend pyg-neighbor.
+"""PyG link prediction: `LinkNeighborLoader` over the link split's training graph with
+`NegativeSampling` (triplet or binary), GraphSAGE from `SAGEConv` as the encoder (the rest:
+bench/backends/link.py). LinkNeighborLoader has no seed-edge exclusion, so with `exclusion:
+reverse` a step right after its sampler (`ExcludeSeedEdges`, run and timed where the sampler runs)
+does what GraphBolt's exclude_seed_edges(include_reverse_edges=True) does; PyG's own link examples
+exclude nothing. Modes and stores as pyg-neighbor's.
 """
 
 from __future__ import annotations
@@ -56,7 +47,7 @@ class Pipeline(link.LinkPipeline, PygNodePipeline):
                     num_nodes=data.num_nodes)
 
     def _loader(self, split: str, shuffle: bool, num_workers: int = 0) -> LinkNeighborLoader:
-        # is_sorted: the split's edges are in CSC order already (as pyg-neighbor's hub graph)
+        # is_sorted: the split's edges are in CSC order already
         neg = NegativeSampling(self.settings.neg_mode, amount=self.settings.neg_ratio)
         label_index = torch.from_numpy(self.train_pos.T.copy())
         if isinstance(self.graph, tuple):  # a remote backend takes (edge type, index): None, homogeneous
@@ -81,7 +72,7 @@ class Pipeline(link.LinkPipeline, PygNodePipeline):
         return index[0, :num_pos], index[1, :num_pos], index[0, num_pos:], index[1, num_pos:]
 
     def seed_pairs(self, batch):
-        src, dst = positive_pairs(batch)
+        src, dst = self.pairs(batch)[:2]
         return batch.n_id[src].numpy(), batch.n_id[dst].numpy()
 
     @staticmethod
@@ -97,8 +88,7 @@ class Pipeline(link.LinkPipeline, PygNodePipeline):
         return int(batch.input_id.numel())
 
     def work(self, batch):
-        """As pyg-neighbor's, around the batch's seed nodes: the unique ends of its positives and
-        negatives, numbered first (PyG samples from them as a NeighborLoader from its seeds)."""
+        """As pyg-neighbor's, around the unique ends of its positives and negatives (numbered first)."""
         index = batch.edge_label_index if "edge_label_index" in batch else torch.cat(
             [batch.src_index, batch.dst_pos_index, batch.dst_neg_index.reshape(-1)])
         seeds = int(index.max()) + 1
@@ -112,19 +102,10 @@ class Pipeline(link.LinkPipeline, PygNodePipeline):
                                 layer_edges, seed_edges=self.positives(batch), negatives=negatives)
 
 
-def positive_pairs(batch):
-    """The batch's positive seed edges in its local ids."""
-    if "src_index" in batch:
-        return batch.src_index, batch.dst_pos_index
-    num_pos = int(batch.input_id.numel())
-    return batch.edge_label_index[0, :num_pos], batch.edge_label_index[1, :num_pos]
-
-
 class ExcludeSeedEdges:
     """LinkNeighborLoader's sampler followed by the exclusion: the SamplerOutput less the sampled
-    edges that are a positive seed edge of the batch or its reverse (the sampler's metadata says
-    which label pairs are the positives: triplet src_index/dst_pos_index, binary the first
-    input_id.numel() columns of edge_label_index). Picklable, for DataLoader workers."""
+    edges that are a positive seed edge of the batch (its metadata says which) or its reverse.
+    Picklable, for DataLoader workers."""
 
     def __init__(self, sample_from_edges, num_nodes: int, neg_mode: str):
         self.sample_from_edges, self.num_nodes, self.neg_mode = sample_from_edges, num_nodes, neg_mode

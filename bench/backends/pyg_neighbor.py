@@ -1,9 +1,6 @@
-"""PyG: `NeighborLoader`, GraphSAGE from `torch_geometric.nn.SAGEConv`.
-
-Modes: cpu-cpu (sample and train on the CPU) and cpu-cuda (sample on the CPU, train on the GPU).
-`trim_to_layer`: each layer runs on the hops it still needs (bench/backends/pyg_node.py).
-Stores: in memory (an in-memory `Data`) or a disk-backed store of feature rows, e.g. LMDB (PyG's
-remote backend: features gathered from the store per batch, see bench/backends/pyg_node.py).
+"""PyG: `NeighborLoader`, GraphSAGE from `torch_geometric.nn.SAGEConv`, in modes cpu-cpu and
+cpu-cuda, over an in-memory `Data` or a disk-backed store of feature rows (PyG's remote backend,
+bench/backends/pyg_node.py).
 """
 
 from __future__ import annotations
@@ -23,8 +20,7 @@ class Pipeline(PygNodePipeline):
         super().__init__(data, settings)
         self.graph = self._graph(data, settings.store)
         self.splits = {"train": shard(data.train_idx, settings.seed), "val": data.val_idx, "test": data.test_idx}
-        workers = settings.num_workers
-        self.train_loader = self._loader("train", shuffle=True, num_workers=workers)
+        self.train_loader = self._loader("train", shuffle=True, num_workers=settings.num_workers)
         if self.profile:  # sampling and gathering happen on the CPU in both modes: nothing to sync
             instrument(self.train_loader)
         self.build_model(data)
@@ -38,11 +34,8 @@ class Pipeline(PygNodePipeline):
                     y=torch.from_numpy(data.labels), num_nodes=data.num_nodes)
 
     def _loader(self, split: str, shuffle: bool, num_workers: int = 0) -> NeighborLoader:
-        # is_sorted: the hub's edges are in CSC order already, so PyG uses them as they are (the
-        # memory-mapped pages every rank shares) instead of sorting a private copy per rank.
-        # With workers, PyG still moves them into shared memory once per rank (share_memory).
-        # trim_to_layer needs each batch's nodes and edges per hop (HopCounts, where the sampler
-        # does not report them).
+        # is_sorted: the hub's edges are in CSC order already, so PyG uses the pages every rank
+        # shares instead of sorting a private copy per rank
         return NeighborLoader(
             self.graph, num_neighbors=list(self.settings.fanout), is_sorted=True,
             input_nodes=torch.from_numpy(self.splits[split]), batch_size=self.settings.batch_size,

@@ -1,10 +1,8 @@
 """What PyG's node-classification backends share: their training step and model on sampled
-subgraphs (`PygNodePipeline`), and PyG's remote-backend view of a disk-backed feature store.
-
-The remote backend: a `FeatureStore` serving node features from a store's row reader (e.g. the
-LMDB store; labels, small, from memory) and a `GraphStore` holding the hub's CSC arrays, so that
-`NeighborLoader((feature_store, graph_store), ...)` samples in memory and gathers each batch's
-rows from the store. PyG has no LMDB backend of its own; this is its documented extension point.
+subgraphs (`PygNodePipeline`), and PyG's remote backend over a disk-backed store (its documented
+extension point; PyG has no LMDB backend): a `FeatureStore` serving feature rows from a store's
+reader and a `GraphStore` holding the hub's CSC arrays, so NeighborLoader samples in memory and
+gathers each batch's rows from the store.
 """
 
 from __future__ import annotations
@@ -20,10 +18,8 @@ from bench.backends.stages import BatchWork, layer_work
 
 
 def neighbor_sampler_in_use() -> str:
-    """Which implementation PyG's NeighborSampler calls for homogeneous, non-induced sampling,
-    by PyG's own rule (torch_geometric/sampler/neighbor_sampler.py): pyg-lib's `neighbor_sample`
-    where pyg-lib imports, else torch-sparse's. The two differ several-fold in speed, so every
-    PyG cell records which one ran."""
+    """Which sampler PyG's NeighborSampler calls, by its own rule: pyg-lib's where it imports, else
+    torch-sparse's. They differ several-fold in speed, so every PyG cell records which ran."""
     import importlib.metadata
 
     import torch_geometric.typing as pyg_typing
@@ -38,11 +34,8 @@ def neighbor_sampler_in_use() -> str:
 
 
 def scatter_without_cpu_only_torch_scatter(device) -> str | None:
-    """PyG routes scatter min/max (and segment ops) to torch_scatter whenever it imports; a
-    torch-scatter built with FORCE_ONLY_CPU (the offline node's, docker/node-install.sh: its CUDA
-    kernels are hours to build and NeighborLoader samples on the CPU) then fails on CUDA tensors.
-    On a CUDA device with such a torch-scatter, PyG is told it has none (its own flag, read at each
-    call), so it takes torch's scatter_reduce; what was done, or None."""
+    """On a CUDA device with a CPU-only torch-scatter (docker/node-install.sh builds it so), tell
+    PyG it has none, so its scatter takes torch's scatter_reduce; what was done, or None."""
     import torch_geometric.typing as pyg_typing
 
     if device is None or device.type != "cuda" or not pyg_typing.WITH_TORCH_SCATTER:
@@ -54,12 +47,9 @@ def scatter_without_cpu_only_torch_scatter(device) -> str | None:
 
 
 class PygNodePipeline(base.TrainingPipeline):
-    """The shared GraphSAGE from PyG's SAGEConv on NeighborLoader-style batches (the seeds
-    first, `batch_size` of them): every layer runs on the whole sampled subgraph, and the loss
-    and accuracy are taken on the seeds. With `trim_to_layer` (PyG's hierarchical neighbourhood
-    sampling, its examples/hierarchical_sampling.py) layer i runs on the subgraph less its last i
-    hops (torch_geometric.utils.trim_to_layer, with the batch's nodes and edges per hop): the
-    same outputs at the seeds, less work in the later layers."""
+    """The shared GraphSAGE from PyG's SAGEConv on NeighborLoader batches (seeds first): every layer
+    on the whole sampled subgraph, or with `trim_to_layer` (PyG's hierarchical sampling) layer i
+    on it less its last i hops: the same outputs at the seeds, less work."""
 
     @property
     def sampler(self) -> str:
@@ -90,7 +80,8 @@ class PygNodePipeline(base.TrainingPipeline):
                          trim=trim_layer if self.trims else None)
 
     def _layers(self, batch) -> list:
-        return [batch.edge_index] * len(self.settings.fanout)  # every layer on the whole subgraph
+        """Each layer's graph: the whole subgraph."""
+        return [batch.edge_index] * len(self.settings.fanout)
 
     @staticmethod
     def count(batch) -> tuple[int, int]:
@@ -122,8 +113,7 @@ def trim_layer(layer: int, x, edge_index, hops):
 
 
 def hops_of(batch, num_hops: int) -> tuple[list[int], list[int]]:
-    """The batch's nodes and edges per hop, as trim_to_layer takes them: pyg-lib's sampler reports
-    them; with torch-sparse's, HopCounts (the loader's transform) put them on the batch."""
+    """The batch's nodes and edges per hop for trim_to_layer (pyg-lib's, or HopCounts')."""
     found = batch._store
     nodes, edges = found.get("num_sampled_nodes"), found.get("num_sampled_edges")
     if nodes is None or edges is None:
@@ -132,9 +122,8 @@ def hops_of(batch, num_hops: int) -> tuple[list[int], list[int]]:
 
 
 class HopCounts:
-    """A NeighborLoader transform for trim_to_layer: where the sampler did not report its nodes and
-    edges per hop (torch-sparse), read them off the batch (sampled_per_hop) in the loader, so they
-    travel with it (from a DataLoader worker too; timed with the feature fetch, in filter_fn)."""
+    """A NeighborLoader transform for trim_to_layer: where the sampler did not report the nodes and
+    edges per hop (torch-sparse), read them off the batch in the loader, so they travel with it."""
 
     def __init__(self, num_hops: int):
         self.num_hops = num_hops
@@ -148,13 +137,8 @@ class HopCounts:
 
 
 def instrument(loader, sync=None):
-    """Time a NeighborLoader's sampling and feature gather where they run (bench/backends/stages.py).
-
-    NeighborLoader calls `node_sampler.sample_from_nodes` in its collate_fn and `filter_fn` (which
-    gathers the features: from the in-memory Data, or the FeatureStore's getter) in the collate_fn
-    or after it: always through these attributes, in the main process or in a DataLoader worker
-    (forked with them), so wrapping them times PyG's own code wherever it runs. The sampler's
-    seconds ride on its SamplerOutput and are carried on to the Data that filter_fn makes."""
+    """Time a NeighborLoader's sampling and feature gather where they run: it always calls them
+    through `node_sampler.sample_from_nodes` and `filter_fn`, in the main process or a worker."""
     sampler = loader.node_sampler
     sampler.sample_from_nodes = stages.timed(sampler.sample_from_nodes, "sample", sync)
     loader.filter_fn = stages.timed(loader.filter_fn, "fetch", sync)
@@ -163,18 +147,13 @@ def instrument(loader, sync=None):
 
 def sampled_per_hop(batch, num_hops: int, num_nodes: int, seeds: int | None = None) -> tuple[list[int], list[int]]:
     """([seeds, nodes first reached at hop 1, ...], [edges of hop 1, ...]) of a NeighborLoader batch
-    of `num_nodes` nodes (`seeds`: its seed nodes, numbered first; default its batch_size; a
-    LinkNeighborLoader batch's are the unique ends of its label pairs).
+    of `num_nodes` nodes (`seeds`, numbered first: default its batch_size).
 
-    pyg-lib's sampler reports them (num_sampled_nodes / num_sampled_edges: new unique nodes per
-    hop, sampled edges per hop). torch-sparse's does not; its output has the same layout, so they
-    are read off it: nodes are numbered in the order they are first reached (seeds, then hop 1's
-    new nodes, ...), and edges come hop by hop as (source, destination) with destinations in
-    increasing order, hop k's destinations being hop k-1's new nodes (the frontier). So hop k's
-    edges are those whose destination is below the end of hop k-1's range, and hop k's new nodes
-    run up to the largest source among them; the last hop has the edges and nodes left over.
-    Counted in the training loop, in its time: one binary search and one scan per inner hop, on
-    numpy views (torch's calls cost tens of microseconds each, a few percent of a small batch)."""
+    pyg-lib reports them; torch-sparse does not, but numbers nodes in the order first reached and
+    gives edges hop by hop with increasing destinations, hop k's destinations being hop k-1's new
+    nodes. So hop k's edges end where destinations pass hop k-1's range, and its new nodes run up to
+    their largest source; the last hop has what is left. On numpy views: torch's calls cost tens
+    of microseconds each, in the training loop's time."""
     found = batch._store  # the Data's own attributes: a missing one is an exception for getattr
     nodes, edges = found.get("num_sampled_nodes"), found.get("num_sampled_edges")
     if nodes is not None and edges is not None:
@@ -195,13 +174,13 @@ def sampled_per_hop(batch, num_hops: int, num_nodes: int, seeds: int | None = No
 
 
 class RowFeatureStore(FeatureStore):
-    """Read-only: `x` rows come from a store's row reader (bench.stores.open_store), `y` from
-    an in-memory array."""
+    """Read-only: `x` rows of each group (None: an untyped graph; else a node type) from a store's
+    row reader (bench.stores.open_store), `y` of the `target` group from memory."""
 
-    def __init__(self, features, labels: np.ndarray):
+    def __init__(self, readers, labels: np.ndarray, target: str | None = None):
         super().__init__()
-        self.features = features
-        self.labels = torch.from_numpy(np.ascontiguousarray(labels))
+        self.readers = readers if isinstance(readers, dict) else {None: readers}
+        self.labels, self.target = torch.from_numpy(np.ascontiguousarray(labels)), target
 
     @staticmethod
     def _index(attr: TensorAttr, size: int) -> torch.Tensor:
@@ -213,22 +192,23 @@ class RowFeatureStore(FeatureStore):
         return torch.as_tensor(index)
 
     def _get_tensor(self, attr: TensorAttr) -> torch.Tensor | None:
-        if attr.attr_name == "x":
-            ids = self._index(attr, self.features.rows)
-            return torch.from_numpy(self.features.gather(ids.numpy()))
-        if attr.attr_name == "y":
+        if attr.attr_name == "x" and attr.group_name in self.readers:
+            rows = self.readers[attr.group_name]
+            return torch.from_numpy(rows.gather(self._index(attr, rows.rows).numpy()))
+        if attr.attr_name == "y" and attr.group_name == self.target:
             return self.labels[self._index(attr, self.labels.numel())]
         return None
 
     def _get_tensor_size(self, attr: TensorAttr) -> tuple[int, ...] | None:
-        if attr.attr_name == "x":
-            return self.features.shape
-        if attr.attr_name == "y":
+        if attr.attr_name == "x" and attr.group_name in self.readers:
+            return self.readers[attr.group_name].shape
+        if attr.attr_name == "y" and attr.group_name == self.target:
             return tuple(self.labels.shape)
         return None
 
     def get_all_tensor_attrs(self) -> list[TensorAttr]:
-        return [TensorAttr(group_name=None, attr_name="x"), TensorAttr(group_name=None, attr_name="y")]
+        return ([TensorAttr(group_name=t, attr_name="x") for t in self.readers]
+                + [TensorAttr(group_name=self.target, attr_name="y")])
 
     def _put_tensor(self, tensor, attr: TensorAttr) -> bool:
         raise NotImplementedError("a stored feature table is read-only (built by bench.stores)")
@@ -238,8 +218,7 @@ class RowFeatureStore(FeatureStore):
 
 
 class CscGraphStore(GraphStore):
-    """The graph in CSC form (the hub's csc_indptr and sources sorted by destination): the
-    homogeneous graph when given its arrays, or each relation of a typed graph by `put_csc`."""
+    """The graph in CSC form (the hub's arrays): the untyped graph, or each relation by `put_csc`."""
 
     def __init__(self, sources: np.ndarray | None = None, indptr: np.ndarray | None = None,
                  num_nodes: int | None = None):

@@ -1,14 +1,10 @@
 """One writable host copy per node of a hub array, for the ranks to pin in place.
 
-GraphBolt's pinned-cuda pins the graph and features with cudaHostRegister (pin_memory_), which
-needs writable memory: the hub's arrays are read-only maps. DGL's multi-GPU example loads the
-dataset once in the parent and each rank pins it in place; here the ranks are torchrun's
-processes, so the first rank of a node to get there copies the array once into the cell's shared
-folder (GNNBENCH_SHARED_HOST, in /dev/shm: the runner makes one per cell and removes it with the
-cell, bench/run/runner.py), the others wait for it and map the same file writable (MAP_SHARED),
-and every rank pins those same pages. The memory plan counts it once per node
-(bench/run/memory_plan.py). Without the folder (a worker run by hand) the copy is the process's own.
-numpy only; a lock file serialises the copy.
+GraphBolt's pinned-cuda pins with cudaHostRegister, which needs writable memory, and the hub's
+arrays are read-only maps. As DGL's multi-GPU example pins its parent's one dataset in every rank,
+the first rank of a node copies the array once into the cell's shared folder (GNNBENCH_SHARED_HOST,
+in /dev/shm, made and removed by the runner), the others wait on a lock file and map the same
+file writable, and every rank pins those pages (counted once per node by bench/run/memory_plan.py).
 """
 
 from __future__ import annotations
@@ -24,11 +20,13 @@ CHUNK_BYTES = 64 << 20  # copy in slices: the map's pages are read once, never a
 
 
 def folder() -> Path | None:
+    """The cell's shared folder, or None (a worker run by hand)."""
     found = os.environ.get(SHARED_HOST_ENV)
     return Path(found) if found and Path(found).is_dir() else None
 
 
 def free_bytes(where: Path) -> int:
+    """The bytes free in a file system."""
     stat = os.statvfs(where)
     return stat.f_bavail * stat.f_frsize
 
@@ -39,8 +37,7 @@ def node_copy(array, name: str, where: Path | None = None) -> np.ndarray:
     there is no such folder."""
     where = where if where is not None else folder()
     if where is None or (not (where / f"{name}.npy").exists() and free_bytes(where) < array.nbytes * 1.05):
-        # no shared folder, or too little room in it (a container's small /dev/shm): writing a map
-        # past a full tmpfs would end the process with SIGBUS, so each rank keeps its own copy
+        # too little room (a container's small /dev/shm): a map past a full tmpfs ends in SIGBUS
         return np.array(array, order="C", copy=True)
     path = where / f"{name}.npy"
     with open(where / f"{name}.lock", "w") as lock:

@@ -1,47 +1,18 @@
 """Time per stage and work per batch: the instrumentation `profile: true` (the default) turns on.
 
-Stages. An epoch of the training process splits into disjoint wall-clock stages that add up to it:
-    sample, fetch, copy     loader work done in the training thread itself (inside next() on the
-                            loader, or in the step for the copy to the device)
-    forward_backward, optimizer   the step (all-reduce taken out of forward_backward)
-    allreduce               DDP's gradient all-reduce (bench.backends.base.CommTimer)
-    wait                    the rest of the time blocked in next() on the loader: waiting on its
-                            workers or its thread (GraphBolt on the CPU: on gb.DataLoader's prefetch
-                            thread, copy_to(cpu) included, which copies nothing)
-    other                   the epoch minus all of the above (loop bookkeeping; the honest remainder)
+Stages (STAGES) split an epoch of the training process into disjoint wall-clock parts that add up
+to it (docs/reading-results.md says what each holds). A thin wrapper around the framework's own
+sampler or feature gather times it where it runs (the training thread, a DataLoader worker, a
+prefetch thread) and stamps the seconds on the batch it produced (`stamp`: (stage, (pid, thread),
+seconds, bytes) entries, pickled with the batch). The training loop reads the stamp off
+(`EpochClock.loaded`): seconds spent in its own thread are its stages and the rest of its time
+blocked in next() is `wait`; seconds spent elsewhere overlapped training (`loader_worker_s`).
 
-Where loader work runs. Each framework runs its sampler and its feature gather where it runs them:
-in the training thread (num_workers=0), in DataLoader worker processes, or in a thread of its own
-(gb.DataLoader runs everything before `copy_to` in a prefetch thread). A thin wrapper around the
-framework's own component times it there with perf_counter and stamps the seconds on the batch it
-produced (`stamp`): a short list of (stage, where, seconds, bytes), `where` = (pid, thread id). The
-stamp travels with the batch (pickled with it from a worker process) and the training loop reads it
-off (`EpochClock.loaded`): seconds spent in its own thread were part of its time blocked in next(),
-so they are its stages and the rest of next() is `wait`; seconds spent elsewhere overlapped training
-and are worker-seconds (`loader_worker_s`), while the whole blocked time is `wait`.
-
-Work. Per batch, counted the same way for every backend (`BatchWork`, what `work(batch)` returns):
-    hop_nodes   [seeds, nodes first reached at hop 1, at hop 2, ...]: unique nodes, each counted at
-                the hop that first reaches it (so sum(hop_nodes) == input_nodes)
-    hop_edges   [sampled edges of hop 1, of hop 2, ...] (hop 1 ends at the seeds)
-    input_nodes nodes whose features were fetched
-    feature_bytes  bytes of features gathered
-    copy_bytes  bytes copied host -> device (0 on the CPU)
-    layer_nodes [nodes layer 1 computes, layer 2, ...]: the rows each layer of the model outputs,
-                input layer first (GraphBolt: its block's destination nodes; PyG: every node of
-                the subgraph, or with trim_to_layer the hops the layer still needs)
-    layer_edges [edges layer 1 aggregates over, layer 2, ...]
-    typed       typed cells only: hop_nodes per node type and hop_edges per relation (`TYPED`); the
-                lists above are their sums over types
-    seed_edges, negatives   the link task only: positive seed edges and the negatives drawn for them;
-                hop_nodes[0] is then the unique ends of both, and a seed is a positive edge
-The same sums are kept apart over the full batches (`batch_size` seeds; `full`): per-seed figures
-taken over them do not move with a rank's partial last batch, whose few seeds share fewer
-neighbours. Counting takes the training thread's time: it stays within a budget
-(`EpochClock.count`), so where it is dear only a sample of the batches is counted (`counted` of
-`batches`).
-
-Plain Python: imported inside the stacks, torch only where a GPU is synchronised.
+Work (`BatchWork`, what a backend's `work(batch)` returns) is counted the same way for every
+backend, summed apart over the full batches (`batch_size` seeds) so per-seed figures do not move
+with a rank's partial last batch. Counting takes the training thread's time, so it keeps to a
+budget (`EpochClock.count`): where it is dear only a sample of the batches is counted.
+Stack side; torch only where a GPU is synchronised.
 """
 
 from __future__ import annotations
@@ -58,6 +29,7 @@ LABELS = {"forward_backward": "forward/backward", "allreduce": "all-reduce"}
 
 
 def label(stage: str) -> str:
+    """A stage's name as tables show it."""
     return LABELS.get(stage, stage)
 
 
@@ -71,6 +43,8 @@ def split_line(recorded: dict | None) -> str | None:
         return None
     parts = sorted(((float(recorded.get(s) or 0.0) / whole, s) for s in STAGES), reverse=True)
     return " · ".join(f"{label(s)} {100 * share:.0f} %" for share, s in parts if share >= 0.005)
+
+
 STAMP = "gnnbench_stamp"  # the attribute a batch carries its loader seconds in
 STARTED = "_gnnbench_started"  # perf_counter when a stage timed by start/finish began
 BYTES = "_gnnbench_bytes"  # bytes such a stage moves to the device, noted where it began
@@ -90,9 +64,8 @@ def stamp(batch, stage: str, seconds: float, nbytes: int = 0, carried: list | No
     object of the same batch (e.g. PyG's SamplerOutput before it became a Data)."""
     entries = carried if carried is not None else (_stamp_of(batch) or [])
     entries.append((stage, here(), seconds, nbytes))
-    # in the object's own __dict__, past any __setattr__ of its class: PyG's Data would file it among
-    # the graph's attributes (slowly) and answer a lookup of a missing one by raising. A Data pickles
-    # its __dict__, so the stamp still travels from a DataLoader worker.
+    # in the object's own __dict__, past PyG Data's __setattr__ (which would file it among the graph's
+    # attributes); a Data pickles its __dict__, so the stamp still travels from a worker
     object.__setattr__(batch, STAMP, entries)
     return batch
 
@@ -121,8 +94,7 @@ def timed(fn, stage: str, sync=None):
 
 
 def start(batch):
-    """Note when a stage made of several framework steps starts (GraphBolt's sampler): a step
-    placed before them, in the same thread (its end is `finish`)."""
+    """Note when a stage of several framework steps starts (GraphBolt's sampler; its end: `finish`)."""
     setattr(batch, STARTED, _perf())
     return batch
 
@@ -156,22 +128,24 @@ def cuda_sync(device):
 
 @dataclass
 class BatchWork:
-    """One batch's work, as the module docstring defines each count; what a backend's `work` returns."""
-    hop_nodes: list[int]
-    hop_edges: list[int]
-    input_nodes: int
-    feature_bytes: int
-    layer_nodes: list[int] = field(default_factory=list)  # empty without a model
+    """One batch's work: what a backend's `work` returns."""
+    hop_nodes: list[int]  # [seeds, nodes first reached at hop 1, ...]: sum(hop_nodes) == input_nodes
+    hop_edges: list[int]  # [sampled edges of hop 1 (ending at the seeds), of hop 2, ...]
+    input_nodes: int  # nodes whose features were fetched
+    feature_bytes: int  # bytes of features gathered
+    # the rows each layer outputs and the edges it aggregates over, input layer first (empty without
+    # a model): GraphBolt's block destinations; PyG's whole subgraph, or with trim_to_layer its hops
+    layer_nodes: list[int] = field(default_factory=list)
     layer_edges: list[int] = field(default_factory=list)
-    typed: dict | None = None  # typed cells
-    seed_edges: int | None = None  # the link task
+    typed: dict | None = None  # typed cells: hop_nodes per node type, hop_edges per relation (TYPED)
+    # the link task: positive seed edges (a seed; hop_nodes[0] is their unique ends) and negatives
+    seed_edges: int | None = None
     negatives: int | None = None
 
 
 class Work:
-    """One epoch's work (see the module docstring): `batches` in all, the counts of those counted
-    (`rows`; summed when the epoch is over, outside its time) and the bytes copied (every batch).
-    `batch_size`: a counted batch of that many seeds is a full one (also summed apart)."""
+    """One epoch's work: `batches` in all, the counted ones' `rows` (summed after the epoch) and the
+    bytes copied; a counted batch of `batch_size` seeds is a full one (also summed apart)."""
 
     def __init__(self, batch_size: int | None = None):
         self.batches = 0
@@ -180,32 +154,28 @@ class Work:
         self.copy_bytes = 0
 
     def as_dict(self) -> dict:
-        lists = {key: [] for key in LISTS}
-        full = {key: [] for key in LISTS}
-        typed, full_typed = {}, {}
-        full_counted = 0
+        """The epoch's sums, as the result file's `work` holds them."""
         links = any(r.seed_edges is not None for r in self.rows)  # a link batch: its seeds are positive edges
-        link_sums = dict.fromkeys(LINK_COUNTS, 0) if links else {}
-        full_links = dict.fromkeys(LINK_COUNTS, 0) if links else {}
-        for row in self.rows:
-            seeds = row.seed_edges if links else (int(row.hop_nodes[0]) if len(row.hop_nodes) else None)
-            is_full = self.batch_size is not None and seeds == self.batch_size
-            full_counted += is_full
-            for key in LISTS:
-                _add_into(lists[key], getattr(row, key))
-                if is_full:
-                    _add_into(full[key], getattr(row, key))
-            if row.typed:
-                add_typed(typed, row.typed)
-                if is_full:
-                    add_typed(full_typed, row.typed)
-            for key in LINK_COUNTS if links else ():
-                link_sums[key] += int(getattr(row, key) or 0)
-                full_links[key] += int(getattr(row, key) or 0) if is_full else 0
-        out = {"batches": self.batches, "counted": len(self.rows), **lists, **link_sums,
+
+        def sums(rows) -> tuple[dict, dict]:
+            out, typed = {key: [] for key in LISTS}, {}
+            for row in rows:
+                for key in LISTS:
+                    _add_into(out[key], getattr(row, key))
+                if row.typed:
+                    add_typed(typed, row.typed)
+            out.update({key: sum(int(getattr(r, key) or 0) for r in rows) for key in LINK_COUNTS if links})
+            return out, typed
+
+        def seeds(row):
+            return row.seed_edges if links else (int(row.hop_nodes[0]) if len(row.hop_nodes) else None)
+
+        full_rows = [r for r in self.rows if self.batch_size is not None and seeds(r) == self.batch_size]
+        (lists, typed), (full, full_typed) = sums(self.rows), sums(full_rows)
+        out = {"batches": self.batches, "counted": len(self.rows), **lists,
                "input_nodes": sum(int(r.input_nodes) for r in self.rows),
                "feature_bytes": sum(int(r.feature_bytes) for r in self.rows),
-               "copy_bytes": self.copy_bytes, "full": {"counted": full_counted, **full, **full_links}}
+               "copy_bytes": self.copy_bytes, "full": {"counted": len(full_rows), **full}}
         if typed:  # a typed cell's breakdown (bench/backends/typed.py): per node type and relation, per hop
             out["typed"], out["full"]["typed"] = typed, full_typed
         return out
@@ -216,8 +186,7 @@ LISTS = ("hop_nodes", "hop_edges", "layer_nodes", "layer_edges")
 LINK_COUNTS = ("seed_edges", "negatives")  # a link batch's counts (summed), absent elsewhere
 
 
-# A typed cell's work per batch, beside the lists: {"hop_nodes": {node type: [per hop]},
-# "hop_edges": {relation "src:name:dst": [per hop]}}: hop lists as for the totals above
+# a typed breakdown: {"hop_nodes": {node type: [per hop]}, "hop_edges": {"src:name:dst": [per hop]}}
 TYPED = ("hop_nodes", "hop_edges")
 
 
@@ -238,10 +207,9 @@ def _add_into(total: list, values) -> None:
 
 
 class EpochClock:
-    """Accumulates one epoch's stages in the training thread. The loop calls `loaded` after each
-    next() on the loader, `begin_step` before the step, and the step calls `mark(stage)` where
-    each of its stages ends; `split` closes the epoch. What the loader's stamps say is settled
-    when the epoch is over (`split`, `worker_seconds`), outside its time: the loop only keeps them."""
+    """One epoch's stages, in the training thread: `loaded` after each next() on the loader,
+    `begin_step` before the step, `mark(stage)` where each of the step's stages ends, `split` at
+    the end. The loader's stamps are only kept during the epoch and settled after it."""
 
     def __init__(self, sync=None, work_budget: float = WORK_BUDGET, batch_size: int | None = None):
         self.sync = sync  # the training device's synchronize, on a GPU
@@ -257,8 +225,7 @@ class EpochClock:
         self.loads: list[tuple[float, list]] = []  # (seconds blocked in next(), the batch's stamp)
 
     def loaded(self, blocked: float, batch) -> None:
-        """`blocked` seconds in next() produced `batch` (None at the end): its stamp says how
-        much of that was this thread's own sampling/fetching/copying; the rest is `wait`."""
+        """`blocked` seconds in next() produced `batch` (None at the end)."""
         self.loads.append((blocked, take_stamp(batch) if batch is not None else ()))
 
     def _settle(self) -> None:
@@ -269,19 +236,16 @@ class EpochClock:
                 if where == self.me:
                     self.seconds[stage] += seconds
                     inline += seconds
-                else:  # overlapped training (a copy made off this thread would too; none is today)
+                else:  # overlapped training
                     self.overlapped = True
                     self.elsewhere[stage] = self.elsewhere.get(stage, 0.0) + seconds
             self.seconds["wait"] += max(blocked - inline, 0.0)
         self.loads = []
 
     def count(self, work, batch) -> None:
-        """Count `batch`'s work (`work(batch)`: the backend's counts) unless counting has taken
-        more than `work_budget` of the epoch so far; the first batch is always counted. Where a
-        framework does not report its samples (PyG on torch-sparse) they are read off the batch,
-        several times slower in the loop than alone (the first numpy calls after a training step
-        run from cold caches): a few percent of a small batch's step, so such batches are counted
-        in a sample whose size the budget sets, and the means per batch are over those counted."""
+        """Count `batch`'s work unless counting has taken more than `work_budget` of the epoch so
+        far (the first batch always): where a framework does not report its samples (PyG on
+        torch-sparse) reading them off the batch costs a few percent of a small batch's step."""
         now = _perf()
         self.work.batches += 1
         if self.work.rows and self.counting > self.work_budget * (now - self.started):
@@ -290,6 +254,7 @@ class EpochClock:
         self.counting += _perf() - now
 
     def begin_step(self) -> None:
+        """The step starts now."""
         self.last = _perf()
 
     def mark(self, stage: str, nbytes: int = 0) -> None:
@@ -302,8 +267,8 @@ class EpochClock:
         self.last = now
 
     def split(self, epoch_seconds: float, allreduce_seconds: float) -> dict:
-        """The epoch's stages, adding up to `epoch_seconds`: all-reduce (which overlaps
-        backward) taken out of forward_backward, `other` the remainder (clipped at 0)."""
+        """The epoch's stages, adding up to `epoch_seconds`: all-reduce taken out of the backward
+        it overlaps, `other` the remainder (clipped at 0)."""
         self._settle()
         out = dict(self.seconds)
         out["allreduce"] = min(allreduce_seconds, out["forward_backward"])
@@ -319,10 +284,8 @@ class EpochClock:
 
 
 def layer_work(hop_nodes: list[int], hop_edges: list[int], trimmed: bool) -> tuple[list[int], list[int]]:
-    """The nodes each layer outputs and the edges it aggregates over, input layer first, of a model
-    run on a NeighborLoader subgraph (PyG's SAGEConv outputs every node it is given): without
-    trimming every layer runs on the whole subgraph; trim_to_layer leaves layer i (from 0) the
-    nodes of hops 0..L-i and the edges of hops 1..L-i."""
+    """(layer_nodes, layer_edges) of a model run on a NeighborLoader subgraph: every layer on the
+    whole subgraph, or with trim_to_layer layer i (from 0) on hops 0..L-i's nodes and 1..L-i's edges."""
     layers = len(hop_edges)
     if not trimmed:
         return [sum(hop_nodes)] * layers, [sum(hop_edges)] * layers
@@ -331,4 +294,5 @@ def layer_work(hop_nodes: list[int], hop_edges: list[int], trimmed: bool) -> tup
 
 
 def tensor_bytes(tensors) -> int:
+    """The bytes of some tensors (other items skipped)."""
     return sum(int(t.numel()) * t.element_size() for t in tensors if hasattr(t, "element_size"))

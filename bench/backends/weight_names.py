@@ -1,7 +1,5 @@
-"""One set of weights in both frameworks' models: each parameter of the shared models (bench/backends
-base.graphsage, link.link_model, typed.typed_model) by PyG's name and by DGL's, written once and read
-both ways (tests/test_parity.py loads PyG's weights into DGL's model and compares DGL's gradients
-under PyG's names). Plain Python: imported in both stacks.
+"""One set of weights in both frameworks' models: each parameter of the shared models by PyG's name
+and by DGL's, read both ways (tests/test_parity.py). Stack side, either stack.
 
     PyG (SAGEConv, HeteroConv, GATConv)               DGL (SAGEConv, HeteroGraphConv, GraphConv, GATConv)
     <layer>.lin_l.weight  (neighbours' mean)          <layer>.conv.fc_neigh.weight
@@ -19,8 +17,7 @@ from __future__ import annotations
 import re
 
 _RELATION = r"(?P<pre>.*)\.convs\.<[^>]*?___(?P<rel>[^>]*?)___[^>]*>\."
-# (PyG's name, DGL's candidates): the first rule whose pattern matches. Every tensor has the same
-# shape on both sides (the one initialisation reads its fan-in from the shape: base.same_start)
+# (PyG's name, DGL's candidates): the first rule whose pattern matches (shapes are the same on both sides)
 RULES = [
     (_RELATION + r"lin_l\.weight$", [r"\g<pre>.mods.\g<rel>.lin.weight"]),
     (_RELATION + r"att_src$", [r"\g<pre>.mods.\g<rel>.conv.attn_l"]),

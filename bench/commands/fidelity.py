@@ -1,6 +1,6 @@
 """`gnnbench fidelity`: what the harness costs, each cell's epoch against the plain loop its
 framework's examples write; with `--clocks`, what its stage clocks cost: each cell's epoch with
-profile on against off, interleaved in one process (bench/harness_costs/overhead.py)."""
+profile on against off, interleaved in one process (bench/harness_costs/fidelity.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from bench.commands.common import (EXIT_CELLS_FAILED, EXIT_INTERRUPTED, add_cach
                                    chosen_cells, command_line, ending_as_interrupt, results_path)
 from bench.inputs import InputError
 from bench.paths import cache_dir
-from bench.harness_costs import fidelity, overhead
+from bench.harness_costs import fidelity
 
 
 def add_parser(sub, parents) -> None:
@@ -101,11 +101,11 @@ def run_clocks(args) -> int:
     epochs = 20 if args.rounds is None else args.rounds
     if epochs < 1:
         raise InputError(f"--rounds {epochs}: give at least 1")
-    suite, chosen = chosen_cells(args, overhead.measurable, "of one rank (world_size: 1)")
+    suite, chosen = chosen_cells(args, fidelity.clocks_measurable, "of one rank (world_size: 1)")
     out = results_path(args, "overhead", suite.name)
     print(f"fidelity --clocks: {len(chosen)} cell(s) of {suite.name}, profile on and off, {epochs} epochs each, interleaved")
-    found = overhead.measure(chosen, cache_dir(args.cache_dir, writable=True), args.data_root, epochs)
-    overhead.write(found, out, command_line())
-    print(overhead.table(found))
+    found = fidelity.measure_clocks(chosen, cache_dir(args.cache_dir, writable=True), args.data_root, epochs)
+    fidelity.write_clocks(found, out, command_line())
+    print(fidelity.clocks_table(found))
     print(f"results: {out}")
     return 0 if all(r.within_goal for r in found) else EXIT_CELLS_FAILED

@@ -1,5 +1,3 @@
 """What gnnbench's own machinery costs, measured: the harness against the plain loops the
-frameworks' examples write (fidelity, plain_loops) and the stage clocks (overhead).
-
-Above bench.run: each of these runs cells, or processes in a cell's stack, through the runner and
-the worker, as a benchmark of them."""
+frameworks' examples write, and the stage clocks (fidelity on the host, plain_loops in the stack).
+Above bench.run: each runs cells, or processes in a cell's stack, as a benchmark of them."""

@@ -1,25 +1,18 @@
 """What the harness costs: each cell's epoch, run by gnnbench, against the plain loop its
-framework's examples write (bench/harness_costs/plain_loops.py), run in the same stack on the same data.
+framework's examples write (bench/harness_costs/plain_loops.py), in the same stack on the same data.
 
     gnnbench fidelity [SUITE] [-k EXPR] [--rounds N] [--against-itself | --side-by-side] [--out FILE]
+    gnnbench fidelity [SUITE] --clocks [-k EXPR] [--rounds N] [--out FILE]     (what the clocks cost)
 
-The two are interleaved, round after round (cell, plain loop, plain loop, cell, ...), so that a
-machine that gets busier or quieter moves both alike; each side's figure is the median of its
-measured epochs over all rounds. A cell is faithful when its median is within ±TOLERANCE of the
-plain loop's, in either direction: a harness faster than the loop it mirrors is a difference to
-explain as much as a slower one. Beside it, the CPU-time ratio: each side's process CPU seconds
-per epoch (its threads; DataLoader workers' not counted), the work done, which a busy machine
-moves far less than wall time: a cause hunted on a loaded machine shows there first. Both sides run with the cell's thread count (the core budget,
-bench/machine/core_budget.py); the table lists it, and every pair outside the band below it. Only
-cells a plain loop exists for are compared: one rank, cpu-cpu or cpu-cuda (PLAIN_MODES: the loop
-trains on the GPU, each batch copied there as the examples do), no autocast, features in memory,
-the backend's own model (GraphSAGE; R-GCN or R-GAT on typed graphs; the link task's encoder
-and decoder) or none (the loader alone, against the loader iterated alone), a backend whose registry
-line names a plain loop (node, typed-node and link backends: plain_loops.loop_of). A link cell's edge
-split is made first, as a run makes it (bench/datasets/link_split.py).
-A GPU pair on a machine without a GPU, or whose stack has no CUDA build, is recorded as skipped
-with why (PairSkipped) and the run goes on; one that runs names what still differs by design
-between its two sides there (gpu_differences)."""
+The two are interleaved round after round, so a machine that gets busier or quieter moves both
+alike. A cell is faithful when its ratio is within ±TOLERANCE of the plain loop's, either way (a
+harness faster than the loop it mirrors is as much to explain). Beside it, the CPU-time ratio
+(each side's process CPU seconds per epoch), which a busy machine moves far less than wall time.
+Both sides run with the cell's thread count. Only cells a plain loop exists for are compared
+(`comparable`: one rank, cpu-cpu or cpu-cuda, no autocast, features in memory, the backend's own
+model or none). A GPU pair that cannot run here is recorded as skipped (PairSkipped); one that runs
+names what still differs by design between its sides (gpu_differences).
+"""
 
 from __future__ import annotations
 
@@ -28,6 +21,7 @@ import json
 import math
 import statistics
 import subprocess
+import time
 import uuid
 from dataclasses import asdict, dataclass, field
 from functools import cached_property
@@ -40,19 +34,19 @@ from bench import stacks
 from bench.backends import BACKENDS
 from bench.datasets import link_split
 from bench.machine import core_budget, gpus
+from bench.machine.load import LoadMeter
 from bench.run.prepare import ensure_dataset  # bench.datasets.ready with this machine's stacks
 from bench.run.runner import run_in_stack, worker_env
 from bench.run.suite import Cell
 
 # the backends whose registry line names a plain loop (bench/harness_costs/plain_loops.py)
 PLAIN_BACKENDS = tuple(name for name, info in BACKENDS.items() if info.plain_loop)
-# the modes the plain loops honour: on the CPU, or training on the GPU with each batch copied from
-# the host (model and batches on cuda:0, plain_loops.on_device); GraphBolt's pinned and GPU storage not
+# the modes the plain loops honour: GraphBolt's pinned and GPU storage not
 PLAIN_MODES = ("cpu-cpu", "cpu-cuda")
 
 
 class FidelityError(RuntimeError):
-    pass
+    """A pair's cell or plain loop failed."""
 
 
 class PairSkipped(FidelityError):
@@ -61,26 +55,20 @@ class PairSkipped(FidelityError):
 
 @dataclass
 class Comparison:
+    """One cell's pair: each side's epochs, round by round, and what is read from them."""
     cell_id: str
     harness_epochs: list[float]
     plain_epochs: list[float]
     other_load: list[float]  # each harness run's share of the machine other processes took
     threads: int | None = None  # torch threads both sides ran with (the cell's core budget)
-    # each side's process CPU seconds per measured epoch (its threads, not its loader workers'): the
-    # work done, which other load moves far less than wall time; empty where not recorded
+    # each side's process CPU seconds per measured epoch (not its loader workers'); empty where not recorded
     harness_cpu: list[float] = field(default_factory=list)
     plain_cpu: list[float] = field(default_factory=list)
-    # each round's measured epochs, side by side: a process's run differs from the next one's by more
-    # than its epochs differ from each other, so the interval below resamples whole rounds
+    # each round's measured epochs: runs differ more than epochs do, so the interval resamples rounds
     harness_rounds: list[list[float]] = field(default_factory=list)
     plain_rounds: list[list[float]] = field(default_factory=list)
-    # an A/A run (--against-itself): the plain loop on both sides, so the "harness" side is a second
-    # plain loop and the ratio is the spread with no harness at all
-    against_itself: bool = False
-    # --side-by-side: each round ran the harness's pipeline and the plain loop in one process, epochs
-    # interleaved, so what differs is the loops alone, not the processes around them
-    side_by_side: bool = False
-
+    against_itself: bool = False  # an A/A run: the plain loop on both sides
+    side_by_side: bool = False  # each round ran both loops in one process, epochs interleaved
     # --max-rounds: the cap on rounds added while the interval straddles an edge of the band
     max_rounds: int | None = None
     # what differs between the two sides by design (a GPU pair's: gpu_differences), named with its ratio
@@ -101,8 +89,7 @@ class Comparison:
 
     @property
     def paired(self) -> bool:
-        """Whether the ratio is taken over paired epochs: a --side-by-side run, whose every round ran
-        its harness and plain epochs back to back (harness_rounds[r][i] beside plain_rounds[r][i])."""
+        """Whether the ratio is over paired epochs: a --side-by-side run, every round's epochs back to back."""
         return (self.side_by_side and bool(self.harness_rounds) and len(self.harness_rounds) == len(self.plain_rounds)
                 and all(len(h) == len(p) for h, p in zip(self.harness_rounds, self.plain_rounds)))
 
@@ -112,12 +99,8 @@ class Comparison:
 
     def _ratio_over(self, rounds: list[int], pair_logs: list[list[float]] | None = None) -> float:
         """The ratio over the given rounds (repeats allowed: a resample). Paired runs: the geometric
-        median of each back-to-back pair's harness/plain ratio (`pair_logs`: _pair_logs, taken once
-        by a caller that resamples). A busy stretch of this machine lasts
-        seconds, so it slows both epochs of a pair alike and cancels in their ratio, where pooled
-        medians count it against whichever side it happened to fall on (issue 41: the same run reads
-        1.091, interval 1.011-1.144, as pooled medians and 1.023, 1.005-1.050, as pairs). Runs in
-        separate processes have no pairs: the ratio of the pooled medians."""
+        median of the pairs' ratios (a busy stretch slows both epochs of a pair alike and cancels,
+        where pooled medians count it against one side: issue 41); else the pooled medians' ratio."""
         if self.paired:
             logs = pair_logs if pair_logs is not None else self._pair_logs()
             return paired_ratio.geometric_median(x for r in rounds for x in logs[r])
@@ -127,9 +110,8 @@ class Comparison:
 
     @cached_property
     def interval(self) -> tuple[float, float] | None:
-        """A 95 % interval of the ratio (bench/paired_ratio.py): the rounds resampled, each keeping its
-        harness and plain runs together as they ran side by side. Read once the rounds are in (it is
-        computed once, by 2000 resamples, and kept)."""
+        """A 95 % interval of the ratio, whole rounds resampled (bench/paired_ratio.py); kept until a
+        round is added."""
         n = len(self.harness_rounds)
         if len(self.plain_rounds) != n:
             return None
@@ -143,25 +125,17 @@ class Comparison:
 
     @property
     def resolved(self) -> bool | None:
-        """Outside the band with the whole interval outside it too (True), or with the interval
-        reaching into the band (False: more rounds could still find it within); None where no
-        interval was taken."""
-        found = self.interval
-        if found is None:
-            return None
-        low, high = found
-        return self.enough_rounds and (low > 1 + TOLERANCE or high < 1 - TOLERANCE)
+        """Whether the whole interval lies outside the band (with enough rounds); None without one."""
+        return None if self.interval is None else self.settled == "outside"
 
     @property
     def settled(self) -> str | None:
-        """"inside" where the whole 95 % interval lies within ±TOLERANCE, "outside" where it lies wholly
-        outside; None where it straddles an edge (or no interval was taken): more rounds may settle it."""
+        """"inside" or "outside" the band with 95 % confidence; None where more rounds may settle it."""
         return paired_ratio.settled(self.interval, len(self.harness_rounds))
 
     @property
     def unsettled_reason(self) -> str | None:
-        """Why the pair stayed unresolved, where an interval was taken (3 rounds or more) and it did
-        (or too few rounds were run to settle it)."""
+        """Why the pair stayed unsettled, where an interval was taken."""
         if self.settled is not None or self.interval is None:
             return None
         n = len(self.harness_rounds)
@@ -183,26 +157,29 @@ class Comparison:
 
     @property
     def harness_median(self) -> float:
+        """The harness's median epoch."""
         return statistics.median(self.harness_epochs)
 
     @property
     def plain_median(self) -> float:
+        """The plain loop's median epoch."""
         return statistics.median(self.plain_epochs)
 
     @property
     def ratio_of_medians(self) -> float:
+        """The two sides' medians' ratio."""
         return self.harness_median / self.plain_median
 
     @property
     def ratio(self) -> float:
-        """The harness against the plain loop: over paired epochs where the run paired them
-        (_ratio_over), else the ratio of the two sides' medians."""
+        """The harness against the plain loop (_ratio_over all rounds, or the medians' ratio)."""
         if self.paired:
             return self._ratio_over(list(range(len(self.harness_rounds))))
         return self.ratio_of_medians
 
     @property
     def faithful(self) -> bool:
+        """Whether the ratio is within the band."""
         return within(self.ratio)
 
     @property
@@ -213,6 +190,7 @@ class Comparison:
         return f"**no**: {abs(self.ratio - 1):.1%} {'slower' if self.ratio > 1 else 'faster'}"
 
     def as_dict(self) -> dict:
+        """The pair as the JSON file holds it."""
         return {**asdict(self), "harness_median_s": self.harness_median, "plain_median_s": self.plain_median,
                 "ratio": self.ratio, "ratio_of_medians": self.ratio_of_medians,
                 "ratio_is": "paired epochs (geometric median)" if self.paired else "ratio of medians",
@@ -223,14 +201,14 @@ class Comparison:
 
 
 def comparable(cell: Cell) -> bool:
+    """Whether a plain loop exists for the cell."""
     s = cell.settings
     return (cell.backend in PLAIN_BACKENDS and s.world_size == 1 and s.mode in PLAIN_MODES and s.amp == "off"
             and s.store == "memory" and s.model in (*BACKENDS[cell.backend].models, "none"))
 
 
 def gpu_differences(cell: Cell, side_by_side: bool) -> list[str]:
-    """What a GPU pair's two sides still do differently by design (none on the CPU). Both take the
-    cell's thread count, place its features in memory and pin its batches as `pin_memory` says."""
+    """What a GPU pair's two sides still do differently by design (none on the CPU)."""
     s = cell.settings
     if not modes.mode(s.mode).needs_gpu:
         return []
@@ -251,12 +229,12 @@ def run_plain(cell: Cell, dataset_dir: Path, cache: Path) -> tuple[list[float], 
 
 
 def run_side_by_side(cell: Cell, dataset_dir: Path, cache: Path) -> dict:
-    """The harness's pipeline and the plain loop in one process of the cell's stack, epochs
-    interleaved (plain_loops.side_by_side)."""
+    """Both loops in one process of the cell's stack (plain_loops.side_by_side)."""
     return _plain_loops(cell, dataset_dir, cache, ["--side-by-side"])
 
 
 def _plain_loops(cell: Cell, dataset_dir: Path, cache: Path, flags: list[str]) -> dict:
+    """plain_loops run in the cell's stack: its JSON line."""
     stack = stacks.get(cell.stack)
     proc = subprocess.run([str(stack.python), "-m", "bench.harness_costs.plain_loops", *flags, cell.to_json(), str(dataset_dir)],
                           env=worker_env(cache, uuid.uuid4().hex), text=True, capture_output=True,
@@ -286,14 +264,11 @@ def compare(cells: list[Cell], cache: Path, data_root: Path | None, rounds: int,
             against_itself: bool = False, side_by_side: bool = False, max_rounds: int | None = None,
             found: list[Comparison] | None = None, failed: dict[str, str] | None = None,
             skipped: dict[str, str] | None = None) -> list[Comparison]:
-    """Each cell against its plain loop, `rounds` interleaved rounds, then (with `max_rounds`) more,
-    one at a time, while the ratio's interval straddles an edge of the band, up to `max_rounds`;
-    `against_itself`: the plain loop against itself (an A/A run: how far two runs of the same code
-    read apart here); `side_by_side`: each round one process running both loops (plain_loops.side_by_side).
-    Each finished pair is appended to `found` as it ends, so a caller keeps them when a later pair is
-    interrupted. A pair whose cell or plain loop fails is data, not the end of the run: its error
-    goes into `failed` (cell id: the error's line) and the next pair runs; one that cannot run here
-    (PairSkipped: a GPU pair without a GPU or a CUDA build of its stack), into `skipped` with why."""
+    """Each cell against its plain loop, `rounds` interleaved rounds, then more (up to `max_rounds`)
+    while the interval straddles an edge of the band; `against_itself`: an A/A run; `side_by_side`:
+    both loops in one process each round. Each finished pair is appended to `found` as it ends (a
+    caller keeps them on an interrupt); a failed pair's error goes into `failed`, a skipped one's
+    reason into `skipped`, and the next pair runs."""
     found = [] if found is None else found
     failed = {} if failed is None else failed
     skipped = {} if skipped is None else skipped
@@ -354,6 +329,7 @@ HEADINGS = {
 
 
 def table(found: list[Comparison]) -> str:
+    """The pairs as a Markdown table, with the lists of unsettled, differing and outside pairs."""
     band = f"within ±{TOLERANCE:.0%}"
     kind = ("against_itself" if any(c.against_itself for c in found)
             else "side_by_side" if any(c.side_by_side for c in found) else "apart")
@@ -386,6 +362,7 @@ def table(found: list[Comparison]) -> str:
 
 
 def _resolution(c: Comparison) -> str:
+    """What the interval says of a pair outside the band."""
     if c.resolved is None:
         return ""
     if c.resolved:
@@ -398,9 +375,8 @@ def _resolution(c: Comparison) -> str:
 
 def write(found: list[Comparison], path: Path, command: str, not_run: list[str] | None = None,
           failed: dict[str, str] | None = None, skipped: dict[str, str] | None = None) -> str:
-    """The comparison's files; `not_run`: the pairs an interrupt left unmeasured; `failed`: the pairs
-    whose cell or plain loop failed, with the error; `skipped`: those that cannot run here, with why
-    (all named in both files). Returns the table."""
+    """The comparison's files, naming the pairs an interrupt left unmeasured, failed or skipped;
+    returns the table."""
     fields = {"tolerance": TOLERANCE, "cells": [c.as_dict() for c in found]}
     text = table(found) if found else "No pair finished."
     for key, heading, pairs in (("failed", "Failed", failed), ("skipped", "Skipped", skipped)):
@@ -416,9 +392,8 @@ def write(found: list[Comparison], path: Path, command: str, not_run: list[str] 
 
 def write_document(path: Path, command: str, fields: dict, table_text: str) -> None:
     """A comparison's JSON (its command, when, on what machine, then `fields`) and its Markdown
-    table beside it: `gnnbench fidelity` with and without --clocks alike."""
+    table beside it (`fidelity` with and without --clocks)."""
     import platform
-
 
     doc = {"command": command, "written_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
            "machine": {"node": platform.node(), "processor": platform.processor(), "cpus": core_budget.usable_cores()},
@@ -426,3 +401,133 @@ def write_document(path: Path, command: str, fields: dict, table_text: str) -> N
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(doc, indent=2) + "\n")
     path.with_suffix(".md").write_text(f"Command: `{command}`\n\n{table_text}\n")
+
+
+# --- `fidelity --clocks`: what looking costs ------------------------------------------------------
+# A cell's epoch with the stage clocks and work counts (`profile: true`) against the same epoch
+# without them. Separate runs differ by more than the overhead on a shared machine, so one process
+# in the cell's stack (plain_loops.py --clocks) builds the pipeline twice and runs their measured
+# epochs in pairs from the same seed (`Pipeline.reseed`): their ratio holds little but the machine's
+# noise. The overhead is the median of the pairs' ratios minus one, with a distribution-free 95 %
+# interval. One-rank cells only (two DDP pipelines in one process group would share one all-reduce).
+
+GOAL = 0.02  # the issue's promise: profiling costs at most 2 % of the epoch median
+
+
+class OverheadError(RuntimeError):
+    """A cell's interleaved run failed."""
+
+
+@dataclass
+class Overhead:
+    """One cell's epoch pairs, profile on and off."""
+    cell_id: str
+    on_epochs: list[float]
+    off_epochs: list[float]
+    error: str | None = None  # the cell's interleaved run failed: why (the other cells go on)
+    other_load: float | None = None  # the share of the machine other work took meanwhile (bench.machine.load)
+
+    @property
+    def ratios(self) -> list[float]:
+        """Each pair's on/off, sorted."""
+        return sorted(a / b for a, b in zip(self.on_epochs, self.off_epochs))
+
+    @property
+    def overhead(self) -> float:
+        """Median over the pairs of on/off, minus one."""
+        return statistics.median(self.ratios) - 1
+
+    @property
+    def interval(self) -> tuple[float, float]:
+        """A 95 % confidence interval of that median (order statistics of the pairs' ratios: the
+        binomial normal approximation, no assumption about their distribution)."""
+        r, n = self.ratios, len(self.ratios)
+        half = 0.98 * math.sqrt(n)  # 1.96 * sqrt(n) / 2
+        low, high = math.floor(n / 2 - half), math.ceil(1 + n / 2 + half)  # ranks, counted from 1
+        return r[max(0, low - 1)] - 1, r[min(n, high) - 1] - 1
+
+    @property
+    def medians_ratio(self) -> float:
+        """The two sides' medians' ratio, minus one."""
+        return statistics.median(self.on_epochs) / statistics.median(self.off_epochs) - 1
+
+    @property
+    def within_goal(self) -> bool:
+        """Whether the overhead is within GOAL."""
+        return self.error is None and self.overhead <= GOAL
+
+    def as_dict(self) -> dict:
+        """The cell as the JSON file holds it."""
+        if self.error:
+            return {**asdict(self), "within_goal": False}
+        return {**asdict(self), "on_median_s": statistics.median(self.on_epochs),
+                "off_median_s": statistics.median(self.off_epochs), "overhead": self.overhead,
+                "overhead_ci95": list(self.interval), "medians_ratio": self.medians_ratio,
+                "within_goal": self.within_goal}
+
+
+def clocks_measurable(cell) -> bool:
+    """Whether the cell can be measured (one rank)."""
+    return cell.settings.world_size == 1
+
+
+def run_clocks(cell, dataset_dir: Path, cache: Path, epochs: int) -> Overhead:
+    """One cell's interleaved run in its stack."""
+    stack = stacks.get(cell.stack)
+    if not stack.installed:
+        raise OverheadError(f"{cell.id}: stack {cell.stack!r} is not installed (gnnbench stacks install {cell.stack})")
+    # both sides' epochs and warm-ups, as the cell's own timeout would allow for one side
+    timeout = 2 * float(cell.settings.timeout) * max(1.0, epochs / max(1, cell.settings.epochs))
+    meter = LoadMeter()
+    try:
+        proc = subprocess.run([str(stack.python), "-m", "bench.harness_costs.plain_loops", "--clocks", cell.to_json(),
+                               str(dataset_dir), str(epochs)], env=worker_env(cache, uuid.uuid4().hex), text=True,
+                              capture_output=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise OverheadError(f"{cell.id}: not done within {timeout:.0f} s") from None
+    if proc.returncode != 0:
+        tail = proc.stderr.strip().splitlines()[-1:] or [f"exit code {proc.returncode}"]
+        raise OverheadError(f"{cell.id}: the interleaved run failed: {tail[0]}")
+    found = json.loads(proc.stdout.strip().splitlines()[-1])
+    return Overhead(cell.id, found["on"], found["off"], other_load=meter.other_share(0.0))
+
+
+def measure_clocks(cells: list, cache: Path, data_root: Path | None, epochs: int, say=print) -> list[Overhead]:
+    """Every cell's pairs; a failing cell is recorded and the others still measured."""
+    found = []
+    for n, cell in enumerate(cells, 1):
+        say(f"[{n}/{len(cells)}] {cell.id}: {epochs} epochs each side, interleaved ...")
+        started = time.perf_counter()
+        try:
+            result = run_clocks(cell, ensure_dataset(cell.dataset_spec, cache, data_root), cache, epochs)
+        except OverheadError as exc:
+            say(f"  failed: {exc}")
+            found.append(Overhead(cell.id, [], [], error=str(exc)))
+            continue
+        low, high = result.interval
+        say(f"  profile on {statistics.median(result.on_epochs):.4f} s, off {statistics.median(result.off_epochs):.4f} s:"
+            f" overhead {result.overhead:+.1%} (95 % CI {low:+.1%} to {high:+.1%}) in {time.perf_counter() - started:.0f} s")
+        found.append(result)
+    return found
+
+
+def clocks_table(found: list[Overhead]) -> str:
+    """The cells as a Markdown table."""
+    lines = ["| cell | epoch pairs | profile on (median) | profile off (median) | overhead (median of pairs) | 95 % CI | "
+             "ratio of medians | within 2 % | other load |", "|---|---:|---:|---:|---:|---|---:|---|---:|"]
+    for r in found:
+        if r.error:
+            error = r.error.replace("|", "\\|")  # a table cell
+            lines.append(f"| `{r.cell_id}` | failed: {error} | | | | | | **no** | |")
+            continue
+        low, high = r.interval
+        lines.append(f"| `{r.cell_id}` | {len(r.on_epochs)} | {statistics.median(r.on_epochs):.4f} s | "
+                     f"{statistics.median(r.off_epochs):.4f} s | {r.overhead:+.1%} | {low:+.1%} to {high:+.1%} | "
+                     f"{r.medians_ratio:+.1%} | {'yes' if r.within_goal else '**no**'} | "
+                     f"{'n/a' if r.other_load is None else format(r.other_load, '.0%')} |")
+    return "\n".join(lines)
+
+
+def write_clocks(found: list[Overhead], path: Path, command: str) -> None:
+    """The measurement's JSON and Markdown files."""
+    write_document(path, command, {"goal": GOAL, "cells": [r.as_dict() for r in found]}, clocks_table(found))

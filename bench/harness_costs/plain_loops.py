@@ -1,41 +1,21 @@
 """The plain training loops the frameworks' own examples write, without gnnbench around them.
 
     python -m bench.harness_costs.plain_loops [--side-by-side] CELL_JSON DATASET_DIR
+    python -m bench.harness_costs.plain_loops --clocks CELL_JSON DATASET_DIR EPOCHS
 
-Run inside a cell's stack by `gnnbench fidelity`, to measure what the harness costs: the same
-graph, fanout, batch size, model width, learning rate and DataLoader workers as the cell, built as
-the frameworks' examples build them, timed per epoch with perf_counter and nothing else: no runner,
-no memory sampler, no per-stage clocks. One loop per backend, by task (the registry's
-BackendInfo.plain_loop names it, loop_of finds it):
-
-    node        pyg_loop (PyG's examples/: NeighborLoader + SAGEConv), graphbolt_loop (DGL 2.1's
-                GraphBolt node-classification example)
-    typed-node  pyg_hetero_loop (PyG's examples/hetero/to_hetero_mag.py), graphbolt_hetero_loop
-                (DGL 2.1's examples/sampling/graphbolt/rgcn/hetero_rgcn.py)
-    link        pyg_link_loop (PyG's examples/graph_sage_unsup.py), graphbolt_link_loop (DGL 2.1's
-                examples/sampling/graphbolt/link_prediction.py)
-
-each as docs/results.md describes it. The typed and link loops train the harness's own model
-(bench/backends/typed.py typed_model; the shared GraphSAGE encoder and link.py's decoder): what
-fidelity measures is the loop around it. PyG's LinkNeighborLoader has no option to exclude seed
-edges, so with `exclusion: reverse` its plain loop wraps the sampler in the harness's step
-(pyg_link.py ExcludeSeedEdges, the task's definition). Not here: the harness's per-batch leakage
-check (fidelity counts it as harness cost).
-A GraphBolt loop computes its layers over what the cell's `same_layer_edges` says (layer_edges_of),
-so a pair compares one model with itself. Only the hub's arrays are read through gnnbench (the link
-split's for link cells: bench/datasets/link_split.py), standing in for the examples' downloads.
-A `model: none` cell (the loader alone) is held against the same loader iterated with nothing
-else (loader_only), as the frameworks' loader benchmarks time one.
-Threads: the cell's, from the same core budget (bench/machine/core_budget.py). A cpu-cuda cell's loop
-trains on the GPU as the examples do (on_device): the model there, each batch copied there
-(PyG: `batch.to(device)`, pinned by the loader and copied non_blocking where the cell sets
-`pin_memory`; GraphBolt: `copy_to(device)` last), the GPU synchronised before each clock is read
-(timed). Without a GPU (or a CUDA build of the stack) it prints {"skipped": why} and trains
-nothing (main). GraphBolt's graph: the hub's int32 copies, as GraphBolt's OnDiskDataset builds it
-(read into the process: the examples load their graph whole).
-Prints one JSON line: {"epochs": [seconds of each measured epoch], "warmup": [...], "cpu": [this
-process's CPU seconds of each measured epoch], "threads": N}; with --side-by-side (side_by_side)
-"harness" and "harness_cpu" beside the plain loop's "epochs" and "cpu", and no "warmup".
+Run in a cell's stack by `gnnbench fidelity` to measure what the harness costs: the cell's graph,
+fanout, batch size, model, learning rate, workers and threads, built as the examples build them
+(docs/results.md names each), timed per epoch with perf_counter and nothing else. One loop per
+backend (BackendInfo.plain_loop, `loop_of`); the typed and link loops train the harness's own model,
+so what is measured is the loop around it, and a `model: none` cell is held against its loader
+iterated alone (`loader_only`). A GraphBolt loop computes over what the cell's `same_layer_edges`
+says, and PyG's link loop takes the harness's exclusion step (PyG has none): one model on both
+sides. Only the hub's arrays are read through gnnbench. A cpu-cuda loop trains on the GPU as the
+examples do (`on_device`), the GPU synchronised before each clock is read; without a usable GPU it
+prints {"skipped": why}. Prints one JSON line: the measured epochs' seconds, the warm-up's, this
+process's CPU seconds and the threads; with --side-by-side the harness's beside them (`side_by_side`).
+With --clocks, for `gnnbench fidelity --clocks` (host side: fidelity.py), the cell's pipeline with
+the stage clocks on and off instead (`clocks`).
 """
 
 from __future__ import annotations
@@ -52,17 +32,19 @@ import torch.nn.functional as F
 
 from bench.backends import BACKENDS
 from bench.backends import load_pipeline_class
-from bench.backends.base import device_of, graphsage
+from bench.backends.base import device_of, graphsage, seed_everything
 from bench.backends.link import link_model
 from bench.backends.stages import cuda_sync
 from bench.backends.typed import typed_model
 from bench.datasets import hub, link_split
+from bench.run.lifeline import tie_to_parent
 from bench.run.worker import run_epoch
 from bench.run.worker import set_threads
 from bench.settings import DROPOUT, CellSettings
+from bench.stores import features_in_memory
 
 
-# --- what every loop shares -------------------------------------------------------------------
+# --- what every loop shares (each stack has one framework: a loop imports its own where it runs)
 
 
 def pyg_loader_args(s) -> dict:
@@ -80,44 +62,34 @@ def graphbolt_graph(indptr, indices, **typed):
 
 
 def as_graph_ids(ids, graph) -> torch.Tensor:
-    """Seeds as OnDiskDataset reads them from its files: arrays of the graph's index dtype, no torch op on them."""
+    """Seeds as OnDiskDataset reads them: arrays of the graph's index dtype, no torch op on them."""
     return torch.from_numpy(np.ascontiguousarray(ids).astype(str(graph.indices.dtype).removeprefix("torch.")))
 
 
 def graphbolt_loader(pipe, s, features, keys):
-    """A GraphBolt datapipe's end, after its sampling: the cell's layer edges, fetch_feature,
-    copy_to(device) last as the examples do, the DataLoader. Returns (loader, blocks)."""
+    """A GraphBolt datapipe's end after its sampling, as the examples', with the cell's
+    `same_layer_edges` step (bench/backends/layer_edges.py); returns (loader, blocks)."""
     import dgl.graphbolt as gb
 
-    pipe, blocks = layer_edges_of(pipe, s)
-    pipe = pipe.fetch_feature(features, node_feature_keys=keys)
-    pipe = pipe.copy_to(device_of(s.mode))
-    return gb.DataLoader(pipe, num_workers=s.num_workers), blocks
-
-
-def layer_edges_of(pipe, s):
-    """A GraphBolt loop's datapipe with the cell's `same_layer_edges` step after its sampling, as the
-    cell's (bench/backends/layer_edges.py), and what gives a minibatch's blocks: the same model
-    on both sides of a fidelity pair. False: the example's own minibatch.blocks."""
     from bench.backends import layer_edges
     from bench.backends.dgl_graphbolt import same_layer_edges
 
     same = same_layer_edges(s)
-    return (pipe.transform(layer_edges.attach) if same else pipe), lambda minibatch: layer_edges.blocks(minibatch, same)
+    pipe = pipe.transform(layer_edges.attach) if same else pipe
+    pipe = pipe.fetch_feature(features, node_feature_keys=keys)
+    pipe = pipe.copy_to(device_of(s.mode))
+    return gb.DataLoader(pipe, num_workers=s.num_workers), lambda minibatch: layer_edges.blocks(minibatch, same)
 
 
 def on_device(s):
-    """The cell's training device (bench/backends/base.py device_of: cuda:0 in cpu-cuda) and how a
-    PyG loop copies a batch there, as PyG's examples do: `batch.to(device)`, non_blocking where the
-    loader pinned it (`pin_memory`, as the harness's to_device)."""
+    """The cell's training device and how a PyG loop copies a batch there, as its examples do
+    (non_blocking where the loader pinned it)."""
     device = device_of(s.mode)
     return device, lambda batch: batch.to(device, non_blocking=bool(s.pin_memory))
 
 
 def loader_only(loader):
-    """A `model: none` cell's plain loop: the loader iterated and nothing else, as the frameworks' own
-    loader benchmarks time it (PyG's benchmark/loader/neighbor_loader.py: `for _ in loader`; GraphBolt's
-    example with its training step left out)."""
+    """A `model: none` cell's plain loop: the loader iterated alone, as PyG's loader benchmark does."""
     def epoch():
         for _ in loader:
             pass
@@ -126,9 +98,8 @@ def loader_only(loader):
 
 
 def training(loader, s, model, loss_of, to_device=None):
-    """The examples' epoch: model.train(), then per batch (copied to the device by a PyG loop)
-    zero_grad, the loss `loss_of(model, batch)`, backward, step. `model`: a function building it,
-    called only where the cell trains one (`model: none`: loader_only)."""
+    """The examples' epoch: per batch zero_grad, `loss_of(model, batch)`, backward, step. `model`
+    builds the model, where the cell trains one."""
     if s.model == "none":
         return loader_only(loader)
     model = model().to(device_of(s.mode))
@@ -146,6 +117,7 @@ def training(loader, s, model, loss_of, to_device=None):
 
 
 def dims(data, s) -> list[int]:
+    """The layers' widths."""
     return [data.features.shape[1]] + [s.hidden] * (len(s.fanout) - 1) + [data.num_classes]
 
 
@@ -220,9 +192,9 @@ def pyg_hetero_loop(data, s):
     """PyG's examples/hetero way: HeteroData with every type's features, NeighborLoader over it."""
     from torch_geometric.loader import NeighborLoader
 
-    from bench.backends.pyg_hetero import hetero_data, hetero_layer  # each stack has one framework: imported where its loop runs
+    from bench.backends.pyg_hetero import hetero_data, hetero_layer
 
-    loader = NeighborLoader(hetero_data(data), num_neighbors=list(s.fanout),  # the hub's arrays, read as the cell reads them
+    loader = NeighborLoader(hetero_data(data), num_neighbors=list(s.fanout),
                             input_nodes=(data.target, torch.from_numpy(np.asarray(data.train_idx))), **pyg_loader_args(s))
     featureless = [t for t, x in data.features.items() if x is None]
     layers, target = len(s.fanout), data.target
@@ -240,7 +212,7 @@ def graphbolt_hetero_loop(data, s):
     """DGL 2.1's GraphBolt R-GCN example (hetero_rgcn.py), its CPU path and cpu-cuda's copy_to(device)."""
     import dgl.graphbolt as gb
 
-    from bench.backends.dgl_graphbolt_hetero import hetero_layer  # each stack has one framework: imported where its loop runs
+    from bench.backends.dgl_graphbolt_hetero import hetero_layer
 
     ids = data.meta["graphbolt"]
     graph = graphbolt_graph(data.graphbolt["indptr"], data.graphbolt["indices"],
@@ -283,7 +255,7 @@ def pyg_link_loop(data, s):
     from torch_geometric.loader import LinkNeighborLoader
     from torch_geometric.sampler import NegativeSampling
 
-    from bench.backends.pyg_node import PygNodePipeline  # each stack has one framework: imported where its loop runs
+    from bench.backends.pyg_node import PygNodePipeline
 
     split = link_split.load(data.path)
     graph = Data(x=torch.from_numpy(data.features), edge_index=torch.from_numpy(split.edge_index),
@@ -293,7 +265,7 @@ def pyg_link_loop(data, s):
                                 edge_label_index=torch.from_numpy(np.ascontiguousarray(split.train_pos.T)),
                                 neg_sampling=NegativeSampling(neg_mode, amount=s.neg_ratio), **pyg_loader_args(s))
     if s.exclusion == "reverse":  # the seed edges and their reverses, dropped after sampling
-        from bench.backends.pyg_link import ExcludeSeedEdges  # each stack has one framework: imported where its loop runs
+        from bench.backends.pyg_link import ExcludeSeedEdges
 
         sampler = loader.link_sampler
         sampler.sample_from_edges = ExcludeSeedEdges(sampler.sample_from_edges, split.num_nodes, neg_mode)
@@ -319,7 +291,7 @@ def graphbolt_link_loop(data, s):
     """DGL 2.1's GraphBolt link_prediction.py, its CPU storage path, on the CPU or (cpu-cuda) copy_to(device)."""
     import dgl.graphbolt as gb
 
-    from bench.backends.dgl_graphbolt import Pipeline  # each stack has one framework: imported where its loop runs
+    from bench.backends.dgl_graphbolt import Pipeline
 
     split = link_split.load(data.path)
     graph = graphbolt_graph(split.graphbolt_indptr, split.graphbolt_indices)  # the training graph
@@ -346,9 +318,11 @@ def graphbolt_link_loop(data, s):
 def loop_of(backend: str):
     """The backend's plain loop, as its registry line names it (BackendInfo.plain_loop)."""
     return globals()[BACKENDS[backend].plain_loop]
+
+
 def timed(epoch, sync=None) -> tuple[float, float]:
-    """One epoch's (wall seconds, this process's CPU seconds); `sync` (a GPU cell's: stages.cuda_sync)
-    waits for the GPU before each clock is read, so the epoch holds its own kernels and no other's."""
+    """One epoch's (wall seconds, this process's CPU seconds); `sync` waits for the GPU before each
+    clock is read."""
     if sync:
         sync()
     start, cpu_start = time.perf_counter(), time.process_time()
@@ -359,13 +333,10 @@ def timed(epoch, sync=None) -> tuple[float, float]:
 
 
 def side_by_side(cell: dict, data, s) -> dict:
-    """The harness's pipeline epoch (bench/run/worker.py run_epoch, its stage clocks as the cell sets
-    them) and the plain loop's, built on the same data in this one process, epochs interleaved
-    (harness, plain, harness, plain, ...): what the two loops cost with the process
-    around them the same. Returns {"epochs"/"cpu": the plain loop's, "harness"/"harness_cpu": ...}."""
+    """The harness's pipeline epochs (worker.run_epoch) and the plain loop's on the same data in this
+    one process, interleaved: the two loops with the process around them the same."""
     pipe = load_pipeline_class(cell["backend"])(data, s)
     epochs = iter(range(s.warmup_epochs + s.epochs))
-
     batches = []
 
     def harness_epoch():
@@ -378,8 +349,7 @@ def side_by_side(cell: dict, data, s) -> dict:
             epoch()
     found = {"harness": [], "plain": []}
     for _ in range(s.epochs):
-        # harness, plain, harness, plain, ...: each epoch follows the other loop's (turning the order
-        # each pair ran a loop twice in a row, faster with its state still cached: docs/commands.md)
+        # each epoch follows the other loop's (turning the order would run a loop twice in a row, cached)
         for name in ("harness", "plain"):
             found[name].append(timed(sides[name], cuda_sync(pipe.device)))
     leaks = getattr(pipe, "leaks", None)  # a link cell's leak check: which of the harness's batches it read
@@ -388,9 +358,38 @@ def side_by_side(cell: dict, data, s) -> dict:
             "harness_batches": batches, **({"harness_leak_checked": leaks["batches"]} if leaks else {})}
 
 
+def clocks(cell: dict, dataset_dir: Path, epochs: int) -> dict:
+    """The cell's pipeline built with the stage clocks on and off (two loaders, two models from one
+    seed), their measured epochs run in interleaved pairs, both epochs of a pair from the same seed:
+    {"on": seconds of each epoch with the clocks, "off": without}."""
+    settings = CellSettings.from_dict(cell["settings"])
+    data = hub.load_dataset(cell["dataset"]["source"], dataset_dir,
+                            features_in_memory=features_in_memory(settings.store))
+    pipes = {}
+    for profile in (True, False):
+        seed_everything(settings.seed)  # both models start from the same weights
+        pipes[profile] = load_pipeline_class(cell["backend"])(data, settings.replace(profile=profile))
+    for _ in range(settings.warmup_epochs):
+        for profile, pipe in pipes.items():
+            run_epoch(pipe, profile=profile)
+    seconds = {True: [], False: []}
+    for i in range(epochs):
+        for profile in (True, False):  # each epoch follows the other side's, as side_by_side's
+            pipes[profile].reseed(settings.seed + 1 + i)  # both epochs of the pair: the same batches
+            stats = run_epoch(pipes[profile], profile=profile)
+            if ("stages" in stats) != profile:  # the two sides must differ in exactly this
+                raise RuntimeError(f"profile {profile}: the epoch {'lacks' if profile else 'has'} a stage split")
+            seconds[profile].append(stats["seconds"])
+    return {"on": seconds[True], "off": seconds[False]}
+
+
 def main(argv: list[str]) -> int:
-    """`CELL_JSON DATASET_DIR`: the plain loop alone; `--side-by-side CELL_JSON DATASET_DIR`: it and
-    the harness's pipeline in this one process (side_by_side)."""
+    """`[--side-by-side] CELL_JSON DATASET_DIR`: the plain loop alone, or beside the harness's;
+    `--clocks CELL_JSON DATASET_DIR EPOCHS`: `clocks`."""
+    if argv[:1] == ["--clocks"]:
+        tie_to_parent()
+        print(json.dumps(clocks(json.loads(argv[1]), Path(argv[2]), int(argv[3]))))
+        return 0
     together = argv[:1] == ["--side-by-side"]
     cell_json, dataset_dir = argv[1:] if together else argv
     cell = json.loads(cell_json)
