@@ -22,6 +22,7 @@ from bench.tasks import tasks_of_shape
 class Source(NamedTuple):
     module: str
     stack: str | None  # the stack whose interpreter materialises it; None: any, the host too
+    part: str | None = None  # where one module serves several sources: the attribute that is this one
 
 
 SOURCES: dict[str, Source] = {
@@ -31,8 +32,8 @@ SOURCES: dict[str, Source] = {
     "reddit": Source("bench.datasets.reddit", "pyg"),
     "molecules": Source("bench.datasets.molecules", None),
     "typed-synthetic": Source("bench.datasets.typed_synthetic", None),  # IGBH-shaped typed graph (shape "typed")
-    "ogb-typed": Source("bench.datasets.ogb_typed", "pyg"),  # ogbn-mag through ogb's own loader (shape "typed")
-    "ogb-link": Source("bench.datasets.ogb_link", "pyg"),  # ogbl-collab, ogbl-citation2 with their split (task "link")
+    "ogb-typed": Source("bench.datasets.ogb", "pyg", "TYPED"),  # ogbn-mag through ogb's own loader (shape "typed")
+    "ogb-link": Source("bench.datasets.ogb", "pyg", "LINK"),  # ogbl-collab, ogbl-citation2 with their split (task "link")
     # your own graph (bench/datasets/user_graph.py): one source per format, each with its own
     # parameters and checks, rather than one that guesses the format from the files
     "npy": Source("bench.datasets.npy_folder", None),
@@ -40,7 +41,7 @@ SOURCES: dict[str, Source] = {
     "graphbolt": Source("bench.datasets.graphbolt_folder", None),  # its .npy files and metadata.yaml, read directly
     "edge-list": Source("bench.datasets.edge_list", None),  # pyarrow reads CSV and Parquet on the host
     "typed-npy": Source("bench.datasets.typed_npy", None),  # your own typed graph: .npy per node type and relation
-    "igbh": Source("bench.datasets.igbh", None),  # IGBH in IGB's own processed/ layout, where the user has it
+    "igbh": Source("bench.datasets.typed_npy", None, "IGBH"),  # IGBH in IGB's own processed/ layout, where the user has it
 }
 
 
@@ -69,7 +70,9 @@ def parametric(source: str) -> bool:
 
 
 def source_module(source: str):
-    return importlib.import_module(SOURCES[source][0])
+    """The module (or, for a module of several sources, its attribute) that declares the source."""
+    module, _, part = SOURCES[source]
+    return getattr(importlib.import_module(module), part) if part else importlib.import_module(module)
 
 
 def materialiser(source: str):
