@@ -1,9 +1,10 @@
-"""Dataset sources: one module each plus one line in SOURCES (the module, and the stack whose
-interpreter must run it; None: any). What a source module declares is in docs/ADDING.md: at least
-`materialise(spec, cache, data_root)` and `expected_stats(params)` (or KNOWN_STATS, `{name: stats}`,
-for a source of named datasets); optionally PARAMS and DEFAULTS (its `key=value` parameters:
-bench/datasets/params.py builds the suite schema from them), canonical_params, SHAPE (bench/tasks.py)
-or tasks(params), SIZES_NOTE and ESTIMATE_ORIGIN; USER_FILES and fingerprint for a user's files.
+"""Dataset sources: one module each (or an attribute of one serving several) plus one line in
+SOURCES (the module, and the stack whose interpreter must run it; None: any). What a source
+declares is in docs/ADDING.md: at least `materialise(spec, cache, data_root)` and
+`expected_stats(params)` (or KNOWN_STATS, `{name: stats}`, for a source of named datasets);
+optionally PARAMS and DEFAULTS (its `key=value` parameters: bench/datasets/params.py builds the
+suite schema from them), canonical_params, SHAPE (bench/tasks.py) or tasks(params), SIZES_NOTE and
+ESTIMATE_ORIGIN; USER_FILES and fingerprint for a user's files.
 
 Names on the command line: `synthetic[:scale=14,edge_factor=16]`, `planetoid:Cora`, `ogb:ogbn-arxiv`,
 `ogb-link:ogbl-collab`, `reddit`, `molecules[:count=20000]`, `npy:/data/g` (a user's own graph).
@@ -29,7 +30,7 @@ SOURCES: dict[str, Source] = {
     "synthetic": Source("bench.datasets.synthetic", None),
     "planetoid": Source("bench.datasets.planetoid", "pyg"),
     "ogb": Source("bench.datasets.ogb", "pyg"),
-    "reddit": Source("bench.datasets.reddit", "pyg"),
+    "reddit": Source("bench.datasets.planetoid", "pyg", "REDDIT"),
     "molecules": Source("bench.datasets.molecules", None),
     "typed-synthetic": Source("bench.datasets.typed_synthetic", None),  # IGBH-shaped typed graph (shape "typed")
     "ogb-typed": Source("bench.datasets.ogb", "pyg", "TYPED"),  # ogbn-mag through ogb's own loader (shape "typed")
