@@ -469,12 +469,18 @@ def igbh_materialise(spec: dict, cache: Path, data_root: Path | None = None) -> 
 
 # the source `igbh` (bench.datasets.SOURCES names it by attribute)
 IGBH = SimpleNamespace(
-    SHAPE="typed", USER_FILES=True, VERSION=VERSION,
-    PARAMS={"path": ug.PARAMS["path"], "classes": (int, {"ge": 19, "le": 2983})}, DEFAULTS={"path": ..., "classes": 19},
+    SHAPE="typed",
+    USER_FILES=True,
+    VERSION=VERSION,
+    PARAMS={"path": ug.PARAMS["path"], "classes": (int, {"ge": 19, "le": 2983})},
+    DEFAULTS={"path": ..., "classes": 19},
     SIZES_NOTE=("igbh:PATH         IGBH as IGB ships it: PATH/processed/<type>/node_feat.npy, paper/node_label_19.npy, "
                 "<src>__<name>__<dst>/edge_index.npy (igbh:path=P,classes=2983 for the 2K labels)"),
-    ESTIMATE_ORIGIN=ug.SIZES_ORIGIN, canonical_params=igbh_canonical_params, fingerprint=igbh_fingerprint,
+    ESTIMATE_ORIGIN=ug.SIZES_ORIGIN,
+    canonical_params=igbh_canonical_params,
+    fingerprint=igbh_fingerprint,
     expected_stats=lambda params: stats_of(igbh_read_folder(Path(params["path"]), params["classes"]), IGBH_TARGET,
                                            params["classes"]),
-    materialise=igbh_materialise, load=load,
+    materialise=igbh_materialise,
+    load=load,
 )
