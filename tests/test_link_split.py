@@ -124,16 +124,16 @@ def test_a_bad_given_split_array_is_one_line_naming_its_file(key, value, negativ
 
 
 def test_a_bad_ogb_split_dict_is_named_with_its_file_and_key(tmp_path):
-    from bench.datasets import ogb_link
+    from bench.datasets import ogb
 
     pairs = np.array([[0, 1], [1, 2]])
     split = {"train": {"edge": pairs}, "valid": {"edge": pairs}, "test": {"edge": pairs, "edge_neg": pairs}}
     with pytest.raises(hub.DatasetError, match=r"^\S+/split/time/valid\.pt: no 'edge_neg' \(has: edge\); allowed: "
                                                r"OGB's split dict with 'edge_neg' \[M, 2\]$"):
-        ogb_link.given_split("ogbl-collab", split, tmp_path / "split" / "time")
+        ogb.given_split("ogbl-collab", split, tmp_path / "split" / "time")
     split = {p: {"source_node": np.arange(3), "target_node": np.arange(2)} for p in ("train", "valid", "test")}
     with pytest.raises(hub.DatasetError, match=r"train\.pt: source_node \(3,\) and target_node \(2,\) differ"):
-        ogb_link.given_split("ogbl-citation2", split, tmp_path / "split" / "time")
+        ogb.given_split("ogbl-citation2", split, tmp_path / "split" / "time")
 
 
 # --- a user's folder with its own split ----------------------------------------------------------

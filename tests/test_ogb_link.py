@@ -1,4 +1,4 @@
-"""OGB's link datasets (bench/datasets/ogb_link.py) through ogb's own LinkPropPredDataset, offline,
+"""OGB's link datasets (bench/datasets/ogb.py) through ogb's own LinkPropPredDataset, offline,
 on small fixtures in OGB's layout (tests/ogb_fixture.py: torch-saved split dicts, so written in the
 pyg stack), each scored by its own protocol: ogbl-collab Hits@50 against shared negatives,
 ogbl-citation2 MRR against 1,000 negatives per edge, as OGB's own Evaluator counts them; and the

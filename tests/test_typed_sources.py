@@ -220,9 +220,9 @@ def test_ogbn_mag_offline_without_raw_files_names_them(tmp_path, monkeypatch):
 
 
 def test_ogbn_mag_published_sizes_agree_with_its_types():
-    from bench.datasets import ogb_typed
+    from bench.datasets import ogb
 
-    stats = ogb_typed.KNOWN_STATS["ogbn-mag"]
+    stats = ogb.TYPED.KNOWN_STATS["ogbn-mag"]
     assert sum(t["count"] for t in stats["node_types"].values()) == stats["num_nodes"]
     assert stats["node_types"]["paper"]["count"] == stats["num_train"] + stats["num_val"] + stats["num_test"]
     assert stats["node_types"]["paper"]["feature_dim"] == stats["feature_dim"]

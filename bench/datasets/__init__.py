@@ -1,9 +1,10 @@
-"""Dataset sources: one module each plus one line in SOURCES (the module, and the stack whose
-interpreter must run it; None: any). What a source module declares is in docs/ADDING.md: at least
-`materialise(spec, cache, data_root)` and `expected_stats(params)` (or KNOWN_STATS, `{name: stats}`,
-for a source of named datasets); optionally PARAMS and DEFAULTS (its `key=value` parameters:
-bench/datasets/params.py builds the suite schema from them), canonical_params, SHAPE (bench/tasks.py)
-or tasks(params), SIZES_NOTE and ESTIMATE_ORIGIN; USER_FILES and fingerprint for a user's files.
+"""Dataset sources: one module each (or an attribute of one serving several) plus one line in
+SOURCES (the module, and the stack whose interpreter must run it; None: any). What a source
+declares is in docs/ADDING.md: at least `materialise(spec, cache, data_root)` and
+`expected_stats(params)` (or KNOWN_STATS, `{name: stats}`, for a source of named datasets);
+optionally PARAMS and DEFAULTS (its `key=value` parameters: bench/datasets/params.py builds the
+suite schema from them), canonical_params, SHAPE (bench/tasks.py) or tasks(params), SIZES_NOTE and
+ESTIMATE_ORIGIN; USER_FILES and fingerprint for a user's files.
 
 Names on the command line: `synthetic[:scale=14,edge_factor=16]`, `planetoid:Cora`, `ogb:ogbn-arxiv`,
 `ogb-link:ogbl-collab`, `reddit`, `molecules[:count=20000]`, `npy:/data/g` (a user's own graph).
@@ -22,17 +23,18 @@ from bench.tasks import tasks_of_shape
 class Source(NamedTuple):
     module: str
     stack: str | None  # the stack whose interpreter materialises it; None: any, the host too
+    part: str | None = None  # where one module serves several sources: the attribute that is this one
 
 
 SOURCES: dict[str, Source] = {
     "synthetic": Source("bench.datasets.synthetic", None),
     "planetoid": Source("bench.datasets.planetoid", "pyg"),
     "ogb": Source("bench.datasets.ogb", "pyg"),
-    "reddit": Source("bench.datasets.reddit", "pyg"),
+    "reddit": Source("bench.datasets.planetoid", "pyg", "REDDIT"),
     "molecules": Source("bench.datasets.molecules", None),
     "typed-synthetic": Source("bench.datasets.typed_synthetic", None),  # IGBH-shaped typed graph (shape "typed")
-    "ogb-typed": Source("bench.datasets.ogb_typed", "pyg"),  # ogbn-mag through ogb's own loader (shape "typed")
-    "ogb-link": Source("bench.datasets.ogb_link", "pyg"),  # ogbl-collab, ogbl-citation2 with their split (task "link")
+    "ogb-typed": Source("bench.datasets.ogb", "pyg", "TYPED"),  # ogbn-mag through ogb's own loader (shape "typed")
+    "ogb-link": Source("bench.datasets.ogb", "pyg", "LINK"),  # ogbl-collab, ogbl-citation2 with their split (task "link")
     # your own graph (bench/datasets/user_graph.py): one source per format, each with its own
     # parameters and checks, rather than one that guesses the format from the files
     "npy": Source("bench.datasets.npy_folder", None),
@@ -40,7 +42,7 @@ SOURCES: dict[str, Source] = {
     "graphbolt": Source("bench.datasets.graphbolt_folder", None),  # its .npy files and metadata.yaml, read directly
     "edge-list": Source("bench.datasets.edge_list", None),  # pyarrow reads CSV and Parquet on the host
     "typed-npy": Source("bench.datasets.typed_npy", None),  # your own typed graph: .npy per node type and relation
-    "igbh": Source("bench.datasets.igbh", None),  # IGBH in IGB's own processed/ layout, where the user has it
+    "igbh": Source("bench.datasets.typed_npy", None, "IGBH"),  # IGBH in IGB's own processed/ layout, where the user has it
 }
 
 
@@ -69,7 +71,9 @@ def parametric(source: str) -> bool:
 
 
 def source_module(source: str):
-    return importlib.import_module(SOURCES[source][0])
+    """The module (or, for a module of several sources, its attribute) that declares the source."""
+    module, _, part = SOURCES[source]
+    return getattr(importlib.import_module(module), part) if part else importlib.import_module(module)
 
 
 def materialiser(source: str):

@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from bench import datasets
-from bench.datasets import hub, igbh, typed_hub
+from bench.datasets import hub, typed_hub, typed_npy
 
 # the ways in: plain, one per source of a user's own homogeneous graph and the edge list also as
 # CSV (plus --in-memory: npy read whole); typed, the generator, the CLI and the typed sources
@@ -45,7 +45,7 @@ BLOCK = 1 << 22
 def reference_name(args) -> str:
     if args.typed:
         return (f"typed-synthetic:scale={args.scale},feature_dim={args.feature_dim},num_classes=19,seed=0,"
-                f"train_frac={igbh.TRAIN_FRAC},val_frac={igbh.VAL_FRAC}")
+                f"train_frac={typed_npy.IGBH_TRAIN_FRAC},val_frac={typed_npy.IGBH_VAL_FRAC}")
     return (f"synthetic:scale={args.scale},edge_factor={args.edge_factor},feature_dim={args.feature_dim},"
             "num_classes=47,train_frac=0.08,val_frac=0.01,test_frac=0.01")
 
@@ -181,7 +181,7 @@ def write_igbh(ref: Path, folder: Path, inputs: Path, args) -> None:
         if not info["feature_dim"]:
             raise SystemExit(f"igbh: IGB's layout has features on every type; {t!r} has none (use features=all)")
         link_or_copy(ref / f"features-{t}.npy", processed / t / "node_feat.npy")
-    link_or_copy(ref / "labels.npy", processed / igbh.TARGET / igbh.LABEL_FILES[19])
+    link_or_copy(ref / "labels.npy", processed / typed_npy.IGBH_TARGET / typed_npy.IGBH_LABEL_FILES[19])
     for i, part in enumerate(given_relations(meta)):
         (processed / part).mkdir(exist_ok=True)
         edges = shuffled(np.load(ref / f"edge_index-{part}.npy"), i)
@@ -314,7 +314,7 @@ def compare(fmt: str, r: dict, reference: dict) -> list[str]:
         return [a for a in names if r["arrays"].get(a) != reference.get(a)]
     differs = [a for a in names if a not in typed_hub.SPLITS and r["arrays"].get(a) != reference.get(a)]
     n = int(np.load(Path(r["hub"]) / "labels.npy", mmap_mode="r").shape[0])
-    n_train, n_val = int(n * igbh.TRAIN_FRAC), int(n * igbh.VAL_FRAC)
+    n_train, n_val = int(n * typed_npy.IGBH_TRAIN_FRAC), int(n * typed_npy.IGBH_VAL_FRAC)
     rule = {"train_idx": np.arange(n_train), "val_idx": np.arange(n_train, n_train + n_val),
             "test_idx": np.arange(n_train + n_val, n)}
     return differs + [s for s in typed_hub.SPLITS if not np.array_equal(np.load(Path(r["hub"]) / f"{s}.npy"), rule[s])]

@@ -1,5 +1,5 @@
 """The checks every reader of a user's graph makes, whatever its layout (user_graph.py's plain
-sources, typed_npy.py and igbh.py, a given link split): each returns the problem as one phrase
+sources, typed_npy.py (typed-npy and igbh), a given link split): each returns the problem as one phrase
 ending in what is allowed (None: fine), and its reader puts the file in front of it, so a reader
 that stops at the first problem and one that collects them all word them alike. numpy only.
 """

@@ -8,6 +8,7 @@ Never mapped. numpy only: the stacks import it too.
 
 from __future__ import annotations
 
+import math
 import os
 import shutil
 from dataclasses import asdict, dataclass
@@ -240,11 +241,7 @@ class _RunReader:
     def consume(self, k: int) -> None:
         self.block = self.block[k:]
         if self.block.size == 0:
-            if self.left:
-                self._read()
-            else:
-                self.done = True
-                self.file.close()
+            self._read()  # nothing left: an empty read, which closes the file
 
 
 def _npy_header(dtype, shape: tuple) -> bytes:
@@ -319,18 +316,14 @@ class ArrayFile:
             out[rows - start] = data
             del rows, data
             self._write_at(start, out)
-            for f in (row_file, data_file):
-                f.close()
-                os.unlink(f.name)
+            _remove(row_file, data_file)
 
     def close(self) -> None:
         try:
             self._place_buckets()
         finally:
             for files in self._buckets.values():
-                for f in files:
-                    f.close()
-                    os.unlink(f.name)
+                _remove(*files)
             self._buckets.clear()
             self.file.close()
 
@@ -339,6 +332,12 @@ class ArrayFile:
 
     def __exit__(self, *exc):
         self.close()
+
+
+def _remove(*files) -> None:
+    for f in files:
+        f.close()
+        os.unlink(f.name)
 
 
 class NpyError(ValueError):
@@ -350,11 +349,9 @@ class NpyArray:
         self.path = Path(path)
         try:
             with open(self.path, "rb") as f:
-                version = np.lib.format.read_magic(f)
-                if version == (1, 0):
-                    shape, fortran, dtype = np.lib.format.read_array_header_1_0(f)
-                else:
-                    shape, fortran, dtype = np.lib.format.read_array_header_2_0(f)
+                fmt = np.lib.format
+                read_header = fmt.read_array_header_1_0 if fmt.read_magic(f) == (1, 0) else fmt.read_array_header_2_0
+                shape, fortran, dtype = read_header(f)
                 self.offset = f.tell()
         except OSError as exc:
             raise NpyError(f"cannot be read ({exc.strerror or exc})") from None
@@ -367,10 +364,8 @@ class NpyArray:
         if not all(isinstance(d, int) and d >= 0 for d in shape):
             raise NpyError(f"its .npy header gives the shape {tuple(shape)}; allowed: sizes of 0 or more")
         self.shape, self.fortran, self.dtype = tuple(shape), bool(fortran), np.dtype(dtype)
-        count = 1
-        for d in self.shape:  # Python integers: a hostile shape cannot wrap around int64
-            count *= d
-        size = self.offset + count * self.dtype.itemsize
+        # Python integers: a hostile shape cannot wrap around int64
+        size = self.offset + math.prod(self.shape) * self.dtype.itemsize
         actual = self.path.stat().st_size
         if actual < size:
             raise NpyError(f"is truncated: its header says {self.shape} {self.dtype} ({size:,} bytes), "

@@ -1,9 +1,12 @@
-"""Planetoid citation graphs (Cora, CiteSeer, PubMed) through PyG's own `Planetoid` class (pyg stack).
+"""Planetoid citation graphs (Cora, CiteSeer, PubMed) through PyG's own `Planetoid` class, and
+(REDDIT, the source `reddit`) Reddit through PyG's `Reddit` (pyg stack).
 
-Raw files are looked for under DATA_ROOT/NAME/raw or DATA_ROOT/planetoid/NAME/raw, else downloaded
-into the cache (unless GNNBENCH_OFFLINE is set). They are copied into a scratch folder (PyG never
-writes into a shared data root) and checked against the official files' hashes before PyG reads
-them: the raw files are pickles, and a pickle runs code.
+Raw files are looked for under DATA_ROOT/NAME/raw or DATA_ROOT/planetoid/NAME/raw (Reddit's,
+reddit_data.npz and reddit_graph.npz: DATA_ROOT/Reddit/raw or DATA_ROOT/reddit/Reddit/raw), else
+downloaded into the cache (unless GNNBENCH_OFFLINE is set). Planetoid's are copied into a scratch
+folder (PyG never writes into a shared data root) and checked against the official files' hashes
+before PyG reads them: the raw files are pickles, and a pickle runs code. Reddit's scratch folder
+links to them.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import hashlib
 import shutil
 import tempfile
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 
@@ -111,3 +115,29 @@ def pyg_arrays(data) -> dict[str, np.ndarray]:
             "labels": data.y.numpy().astype(np.int64),
             **{f"{s}_idx": np.flatnonzero(getattr(data, f"{s}_mask").numpy()).astype(np.int64)
                for s in ("train", "val", "test")}}
+
+
+REDDIT_RAW = ["reddit_data.npz", "reddit_graph.npz"]
+REDDIT_STATS = hub.sizes(232965, 114615892, 602, 41, 153431, 23831, 55703)  # PyG's documentation
+
+
+def materialise_reddit(spec: dict, cache: Path, data_root: Path | None) -> Path:
+    from torch_geometric.datasets import Reddit  # the pyg stack only
+
+    raw = hub.find_raw(data_root, "reddit", "Reddit/raw", REDDIT_RAW)
+    downloaded = raw is None
+    if raw is None:
+        def fetch(root: Path) -> Path:
+            Reddit(str(root))  # PyG's own download
+            return root / "raw"
+
+        raw = hub.download(spec["name"], cache, data_root, "reddit", "Reddit/raw", REDDIT_RAW, fetch)
+    with tempfile.TemporaryDirectory(dir=cache) as scratch:
+        (Path(scratch) / "raw").symlink_to(raw, target_is_directory=True)
+        with hub.reading_raw(spec["name"], raw):
+            data = Reddit(scratch)[0]
+    return hub.write(spec, cache, pyg_arrays(data), expected=REDDIT_STATS if downloaded else None)
+
+
+# the source `reddit` (bench.datasets.SOURCES names it by attribute)
+REDDIT = SimpleNamespace(expected_stats=lambda params: REDDIT_STATS, materialise=materialise_reddit)

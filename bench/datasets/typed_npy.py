@@ -2,17 +2,26 @@
 docs/own-graph.md, LAYOUT_RULE): graph.json naming the target type (and the counts of featureless
 types), nodes/<type>/features.npy, the target's labels and splits, edges/<src>__<name>__<dst>.npy
 [2, E], each relation given once (the hub adds its reverse). Every problem found is one line naming
-the file, all of them at once (hub.DatasetError, exit 2), so one round of fixes suffices. The
-helpers here serve IGB's layout too (igbh.py). numpy only.
+the file, all of them at once (hub.DatasetError, exit 2), so one round of fixes suffices.
+
+The source `igbh` (IGBH: the Illinois Graph Benchmark's typed graph, MLPerf's R-GAT dataset) too, in
+IGB's own processed/ layout: `igbh:/data/igb/tiny`, or `igbh:path=/data/igb/small,classes=2983`.
+processed/<type>/node_feat.npy per type, processed/paper/node_label_19.npy (or _2K), and
+processed/<src>__<name>__<dst>/edge_index.npy [E, 2], read as IGB's `IGBHeteroDGLDataset` reads
+them, with its splits (papers: the first 60% train, the next 20% validation); the hub adds each
+relation's reverse, as IGB's loader does. Headerless arrays (IGB's large sizes) are not read.
+numpy only.
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 
+from bench import datasets
 from bench.datasets import baseline, graph_checks, hub, typed_hub
 from bench.datasets import user_graph as ug
 from bench.datasets.hub_stream import NpyArray
@@ -390,3 +399,88 @@ def materialise(spec: dict, cache: Path, data_root: Path | None = None) -> Path:
 
 
 load = typed_hub.load_for_source  # its own `load` (hub.load_dataset)
+
+# --- IGBH in IGB's processed/ layout --------------------------------------------------------------
+IGBH_TARGET = "paper"
+IGBH_LABEL_FILES = {19: "node_label_19.npy", 2983: "node_label_2K.npy"}
+IGBH_TRAIN_FRAC, IGBH_VAL_FRAC = 0.6, 0.2  # IGB's own split (igb/dataloader.py)
+
+
+def igbh_canonical_params(params: dict) -> dict:
+    out = datasets.declared_params("igbh", params)
+    if out.get("classes") not in IGBH_LABEL_FILES:
+        raise ValueError(f"igbh: classes={out.get('classes')!r}; allowed: 19 or 2983 (IGB's two label sets)")
+    return out
+
+
+def igbh_source_files(params: dict) -> list[Path]:
+    processed = Path(params["path"]) / "processed"
+    return sorted(processed.rglob("*.npy")) if processed.is_dir() else [processed]
+
+
+_, igbh_fingerprint, *_ = ug.source_hooks("igbh", igbh_source_files)
+
+
+def igbh_read_folder(folder: Path, classes: int) -> dict:
+    """IGB's processed/ folder checked whole: the arrays typed_hub.write takes; every problem one line."""
+    problems = Problems(folder)
+    processed = folder / "processed"
+    if not processed.is_dir():
+        problems.add(processed, "no such folder; allowed: the folder of one IGBH size (tiny, small, medium) "
+                                "holding processed/<type>/node_feat.npy and processed/<src>__<name>__<dst>/")
+        problems.raise_any()
+    types = plain_types(sorted(p.name for p in processed.iterdir() if p.is_dir() and typed_hub.NAME_SEPARATOR not in p.name),
+                        lambda t: processed / t, problems)
+    counts, features = node_arrays(
+        {t: processed / t / "node_feat.npy" for t in types}, {}, processed, problems,
+        lambda t: (processed / t / "node_feat.npy",
+                   f"missing: node type {t!r} needs its features (IGB ships them for every type)"))
+    counts = bounded_counts(counts, lambda t: processed / t / "node_feat.npy", folder, problems)
+    labels = None
+    if IGBH_TARGET not in types:
+        problems.add(processed / IGBH_TARGET, "missing: IGBH's papers (the classified type)")
+    elif IGBH_TARGET in counts:
+        labels = read_labels(processed / IGBH_TARGET / IGBH_LABEL_FILES[classes], counts[IGBH_TARGET], "paper",
+                             f"the papers' {classes} classes", problems, classes)
+    relations = read_relations(
+        [(d.name, d, d / "edge_index.npy") for d in sorted(processed.iterdir())
+         if d.is_dir() and typed_hub.NAME_SEPARATOR in d.name],
+        processed, "<src>__<name>__<dst>/edge_index.npy", types, counts, problems, igb_layout=True)
+    problems.raise_any()
+    n = counts[IGBH_TARGET]
+    n_train, n_val = int(n * IGBH_TRAIN_FRAC), int(n * IGBH_VAL_FRAC)
+    ids = np.arange(n, dtype=np.int64)
+    splits = {"train_idx": ids[:n_train], "val_idx": ids[n_train:n_train + n_val], "test_idx": ids[n_train + n_val:]}
+    found = graph_checks.split_problem({s.removesuffix("_idx"): i for s, i in splits.items()}, labels, {},
+                                       IGBH_LABEL_FILES[classes])
+    if found:  # too few papers for IGB's 60/20/20 split
+        problems.add(processed / IGBH_TARGET / "node_feat.npy", f"{n} papers: {found[1]}")
+        problems.raise_any()
+    return {"counts": counts, "features": features, "labels": labels, "splits": splits, "relations": relations,
+            "target": IGBH_TARGET}
+
+
+def igbh_materialise(spec: dict, cache: Path, data_root: Path | None = None) -> Path:
+    params = spec["params"]
+    processed = Path(params["path"]) / "processed"
+    return write_checked(spec, cache, lambda: igbh_read_folder(Path(params["path"]), params["classes"]), igbh_fingerprint,
+                         lambda g: {t: processed / t / "node_feat.npy" for t in g["features"]}, VERSION)
+
+
+# the source `igbh` (bench.datasets.SOURCES names it by attribute)
+IGBH = SimpleNamespace(
+    SHAPE="typed",
+    USER_FILES=True,
+    VERSION=VERSION,
+    PARAMS={"path": ug.PARAMS["path"], "classes": (int, {"ge": 19, "le": 2983})},
+    DEFAULTS={"path": ..., "classes": 19},
+    SIZES_NOTE=("igbh:PATH         IGBH as IGB ships it: PATH/processed/<type>/node_feat.npy, paper/node_label_19.npy, "
+                "<src>__<name>__<dst>/edge_index.npy (igbh:path=P,classes=2983 for the 2K labels)"),
+    ESTIMATE_ORIGIN=ug.SIZES_ORIGIN,
+    canonical_params=igbh_canonical_params,
+    fingerprint=igbh_fingerprint,
+    expected_stats=lambda params: stats_of(igbh_read_folder(Path(params["path"]), params["classes"]), IGBH_TARGET,
+                                           params["classes"]),
+    materialise=igbh_materialise,
+    load=load,
+)
