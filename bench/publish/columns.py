@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from bench.backends.stages import STAGES, label as stage_label
-from bench.publish import fmt, stages, to_target
+from bench.publish import diagnosis, fmt, stages
 from bench.publish.results import CellResult
 from bench.machine.load import HIGH_LOAD
 
@@ -344,8 +344,9 @@ CELL_COLUMNS = [
     Column("test Hits@10/50/100", lambda c: c.metrics.get("test_hits"), _hits, title="Hits@K", unit="test, 10 / 50 / 100",
            shown=_recorded("test_hits"),
            doc="Link cells: the share of test edges ranked within the first 10, 50 and 100 against their fixed negatives."),
-    Column("time to target", lambda c: c, to_target.text, title="time to target",
-           unit="training s (epochs), eval apart", hint=to_target.hint, shown=to_target.shown,
+    Column("time to target", lambda c: c, diagnosis.target_text, title="time to target",
+           unit="training s (epochs), eval apart", hint=diagnosis.target_hint,
+           shown=lambda t: any(r.settings.target_acc is not None for r in t["rows"]),
            brief=True, doc="Training seconds (slowest rank, evaluation and start-up excluded) and epochs until the validation accuracy first reached the suite's `target_acc`, or `not reached` with the best value; n/a for a cell without a model."),
     Column("start-up s", metric("startup_s"), lambda x: fmt.num(x, "{:.1f}"), html=False,
            doc="Seconds from launching the cell to its first epoch: interpreter, framework import, data load, process group."),

@@ -10,7 +10,7 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench.publish import advisor, charts, diagnosis, history, lifecycle, releases, report, stages, steps
+from bench.publish import advisor, charts, diagnosis, history, lifecycle, report, stages, steps
 from bench.publish.fmt import first_line, when
 from bench.publish.results import RunResult
 from bench.inputs import InputError
@@ -111,11 +111,11 @@ def suite_sections(suite: SuiteRuns, data_links: dict[Path, str]) -> dict:
             "tolerance": stages.EQUAL_WORK_TOLERANCE}
 
 
-def release_section(newest: RunResult, earlier: list[RunResult]) -> list[tuple[releases.ReleaseGroup, charts.Chart]]:
+def release_section(newest: RunResult, earlier: list[RunResult]) -> list[tuple[history.ReleaseGroup, charts.Chart]]:
     """Each configuration the newest run measured on several releases of its framework, with a
     chart of release against release and the noise band each newer release must leave."""
     out = []
-    for i, group in enumerate(releases.groups(newest, earlier), 1):
+    for i, group in enumerate(history.release_groups(newest, earlier), 1):
         old = group.oldest.cell.median
         rows = []
         for row in group.rows:
