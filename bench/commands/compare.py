@@ -30,8 +30,7 @@ def run(args) -> int:
     if same_content(args.old, args.new):  # a run against its copy: "unchanged" everywhere, read as a verdict
         raise InputError(f"{args.new}: holds the same result as {args.old} (a copy of one run); allowed: two runs")
     verdicts = history.compare(old, new, floor=args.floor, force=args.force, history=earlier)
-    print(f"{history.run_line('old', old)}\n{history.run_line('new', new)}\n"
-          + history.verdict_table(verdicts, floor=args.floor))
+    print(history.verdict_report(old, new, verdicts, floor=args.floor))
     if args.fail_on == "regression" and any(v.verdict in ("regression", "now failing") for v in verdicts):
         return 1
     return 0

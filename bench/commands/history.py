@@ -57,8 +57,7 @@ def run(args) -> int:
     print(steps.text(analysed, recent=args.recent))
     for old, new, verdicts in history.latest(runs):  # what `gnnbench compare` says of the newest two
         print(f"newest run of {new.suite} against the one before, as `gnnbench compare` judges it:\n"
-              f"{history.run_line('old', old)}\n{history.run_line('new', new)}\n"
-              + history.verdict_table(verdicts))
+              + history.verdict_report(old, new, verdicts))
     for copy, first in copies:
         print(f"counted once: {copy} holds the same result as {first}")
     if skipped:

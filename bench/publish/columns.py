@@ -181,13 +181,9 @@ def threads(cell: CellResult) -> int | None:
     return (cell.device or {}).get("num_threads")
 
 
-def _budget(cell: CellResult) -> dict | None:
-    return (cell.device or {}).get("core_budget")
-
-
 def _threads_note(cell: CellResult) -> str | None:
     """'(2 ranks × (1 thread + 0 workers) = 2 of 2 cores)', and whether a setting oversubscribed them."""
-    b = _budget(cell)
+    b = (cell.device or {}).get("core_budget")
     if not b:
         return None
     r, t, w = b["ranks"], b["threads"], b["workers"]
@@ -255,7 +251,7 @@ CELL_COLUMNS = [
     # the core budget: threads per rank, and the ranks and workers beside them on the node's cores
     Column("threads", threads, lambda x: "" if x is None else str(x), unit="per rank (core budget)",
            note=_threads_note, hint=lambda c: (_threads_note(c) or "").strip("()"),
-           shown=lambda t: any(r.measured and _budget(r) for r in t["rows"]),
+           shown=lambda t: any(r.measured and (r.device or {}).get("core_budget") for r in t["rows"]),
            doc="torch intra-op threads each rank ran with, from the core budget (usable cores ÷ ranks, less the rank's loader workers) or the `threads` setting; noted where ranks × threads + workers exceed the usable cores."),
     Column("epoch s, median (IQR)", lambda c: c.median, fmt.seconds, title="epoch time", unit="median (IQR)",
            suffix=" s", note=lambda c: f"({fmt.seconds(c.stats.iqr)})",

@@ -152,13 +152,10 @@ def same_run(a: RunResult, b: RunResult) -> bool:
 
 
 def check_same_suite(results: Sequence[RunResult]) -> None:
-    if not results:
-        return
-    first = results[0].suite
     for result in results[1:]:
-        if result.suite != first:
+        if result.suite != results[0].suite:
             raise ResultsError(f"{result.path}: suite {result.suite!r}, but {results[0].path} "
-                               f"is suite {first!r}: compare runs of one suite at a time")
+                               f"is suite {results[0].suite!r}: compare runs of one suite at a time")
 
 
 def median_se(cell: CellResult) -> float:
@@ -342,9 +339,11 @@ def run_shift(verdicts: list[Verdict], floor: float = COMPARE_FLOOR) -> str | No
             "which; give earlier runs with --history)")
 
 
-def run_line(label: str, run: RunResult) -> str:
-    return (f"{label}: {run.path} ({run.finished or 'no date'}, commit {commit_text(run) or '?'}, "
-            f"{host_label(run.machine) or 'unknown machine'})")
+def verdict_report(old: RunResult, new: RunResult, verdicts: list[Verdict], floor: float = COMPARE_FLOOR) -> str:
+    """What `gnnbench compare` prints: the two runs, then their verdict_table."""
+    runs = [f"{label}: {run.path} ({run.finished or 'no date'}, commit {commit_text(run) or '?'}, "
+            f"{host_label(run.machine) or 'unknown machine'})" for label, run in (("old", old), ("new", new))]
+    return "\n".join([*runs, verdict_table(verdicts, floor)])
 
 
 def signed_pct(x: float | None) -> str:
