@@ -62,6 +62,10 @@ class Found:
     def ratio(self) -> float:
         return math.exp(self.log_ratio)
 
+    @property
+    def confidence(self) -> float:
+        return 1.0 - self.p_value
+
 
 @dataclass
 class Detection:
