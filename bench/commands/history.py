@@ -119,10 +119,6 @@ def refuse_named_twice(given: list[tuple[str, Path]], what: str = "result file")
         seen[key] = (role, path)
 
 
-def same_content(a: Path, b: Path) -> bool:
-    return a.read_bytes() == b.read_bytes()
-
-
 def is_result_file(path: Path) -> bool:
     """Whether a JSON file claims to be a gnnbench result file (one that does and is broken is
     read, and its error stops the command; other JSON beside the results is left out)."""

@@ -45,7 +45,10 @@ def build(results: list[RunResult], out_dir: Path, command: str | None = None) -
     data_names = {r.path: unique_slug(f"{r.path.parent.name}-{r.path.stem}", taken) + ".json" for r in results}
     claim_folder(out_dir, ["index.html", "history.html", "environment.html", *(s.page for s in suites),
                            *(f"data/{name}" for name in data_names.values())])
-    data_links = copy_result_files(results, out_dir / "data", data_names)
+    (out_dir / "data").mkdir(parents=True, exist_ok=True)  # each result file copied, so its link works offline
+    for result in results:
+        shutil.copyfile(result.path, out_dir / "data" / data_names[result.path])
+    data_links = {path: f"data/{name}" for path, name in data_names.items()}
     # the advisor over each suite's runs only (another suite's cell of the same id may differ in
     # settings it does not name, e.g. batch size)
     advice = {s.name: advisor.advise(s.runs) for s in suites}
@@ -188,14 +191,6 @@ def claim_folder(out_dir: Path, files: list[str]) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / SITE_MARK).write_text("a result site written by `gnnbench report --html`: its pages are "
                                      "rewritten by the next build\n")
-
-
-def copy_result_files(results: list[RunResult], data_dir: Path, names: dict[Path, str]) -> dict[Path, str]:
-    """Copy each result file into the site so its link works offline; returns path -> href."""
-    data_dir.mkdir(parents=True, exist_ok=True)
-    for result in results:
-        shutil.copyfile(result.path, data_dir / names[result.path])
-    return {result.path: f"data/{names[result.path]}" for result in results}
 
 
 def unique_slug(text: str, taken: set[str]) -> str:
