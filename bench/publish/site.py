@@ -137,13 +137,15 @@ def history_section(suite: SuiteRuns) -> dict | None:
         return None
     position = {str(r.path): i for i, r in enumerate(suite.runs)}
     labels = [f"#{i} · {when(r.finished, seconds=True).removesuffix(' UTC')}" for i, r in enumerate(suite.runs, 1)]
-    by_dataset: dict[str, dict[str, list[tuple[int, float]]]] = {}
+    by_dataset: dict[str, dict[str, list[tuple]]] = {}
     for cell_id, points in history.trend(suite.runs).items():
-        measured = [(position[p.path], p.median_s) for p in points if p.status == "ok" and p.median_s is not None]
+        # x: the run's position in date order, so runs on the same day stay apart
+        measured = [(position[p.path], p.median_s, None) for p in points if p.status == "ok" and p.median_s is not None]
         if measured:
             dataset = next((p.cell.dataset for p in points if p.cell.dataset), "?")
             by_dataset.setdefault(dataset, {})[cell_id] = measured
-    trend_charts = [charts.history_chart(f"h{i + 1}", f"{dataset}: median epoch time per run", labels, series)
+    trend_charts = [charts.line_chart(f"h{i + 1}", f"{dataset}: median epoch time per run", "run (finished, UTC)",
+                                      "median epoch time (s)", series, xticks=(list(range(len(labels))), labels), wide=True)
                     for i, (dataset, series) in enumerate(by_dataset.items())]
     verdicts = history.compare(suite.runs[-2], suite.newest, history=suite.runs[:-2])
     verdicts.sort(key=lambda v: history.VERDICTS.index(v.verdict))
