@@ -1,6 +1,6 @@
 """Framework releases as an axis: versioned stacks (bench/stacks/versions.py) generated from the
 pinned stack's requirements, named in suites (`stack: [pyg@2.6.1, pyg@2.8.1]`), and release
-against release on the suite page (bench/publish/releases.py)."""
+against release on the suite page (bench/publish/history.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from bench import stacks
-from bench.publish import releases, site
+from bench.publish import history, site
 from bench.run import suite
 from bench.stacks import versions
 from tests import synthetic_results as sr
@@ -100,7 +100,7 @@ def release_run(tmp_path, medians: dict[str, float], *, seed: int = 0, name: str
 
 def test_releases_against_the_oldest_beyond_the_noise(tmp_path):
     run = release_run(tmp_path, {"2.8.1": 0.065, "2.6.1": 0.050, "2.7.0": 0.051})
-    [group] = releases.groups(run)
+    [group] = history.release_groups(run)
     assert group.framework == "pyg" and group.configuration == sr.cell_id("pyg-neighbor")
     assert [r.release for r in group.rows] == list(RELEASES)   # oldest first, whatever the file's order
     assert group.rows[0].verdict is None
@@ -115,15 +115,15 @@ def test_earlier_runs_give_the_release_ratio_its_run_to_run_noise(tmp_path):
                            when=f"2026-01-0{i + 1}T00:00:00+00:00")
                for i, f in enumerate((1.0, 1.15, 0.87, 1.1))]   # a machine whose cells move 10-15 % run to run
     newest = release_run(tmp_path, {"2.6.1": 0.050, "2.8.1": 0.060}, name="new.json", when="2026-01-09T00:00:00+00:00")
-    alone = releases.groups(newest)[0].rows[1].verdict
-    judged = releases.groups(newest, earlier)[0].rows[1].verdict
+    alone = history.release_groups(newest)[0].rows[1].verdict
+    judged = history.release_groups(newest, earlier)[0].rows[1].verdict
     assert alone.verdict == "regression"                         # 1.2x beyond the floor, were the machine quiet
     assert judged.verdict == "unchanged" and "earlier runs of both cells" in judged.reason
     assert judged.threshold > 0.2
 
 
 def test_release_order_is_numeric():
-    assert sorted(["2.10.0", "2.9.1", "2.8.0.post1", "2.8.0"], key=releases.release_key) == \
+    assert sorted(["2.10.0", "2.9.1", "2.8.0.post1", "2.8.0"], key=history.release_key) == \
         ["2.8.0", "2.8.0.post1", "2.9.1", "2.10.0"]
 
 

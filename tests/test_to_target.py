@@ -1,4 +1,4 @@
-"""Time to accuracy (bench/run/to_target.py, bench/publish/to_target.py): real tiny cells of both
+"""Time to accuracy (bench/run/to_target.py, bench/publish/diagnosis.py): real tiny cells of both
 backends trained to a validation target they reach, to one they cannot, and the loader alone
 (n/a); GraphBolt under DDP too, whose loader shards the validation split among the ranks. The
 table, the diagnosis and the advisor read the run's own file. Nothing here depends on timing: the
@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from bench.publish import advisor, columns, diagnosis, report, results, to_target
+from bench.publish import advisor, columns, diagnosis, report, results
 from bench.run import suite as suite_mod
 from bench.settings import TARGET
 from tests.conftest import REPO, require_stacks, run_suite_text
@@ -80,7 +80,7 @@ def test_an_unreachable_target_records_not_reached_with_the_best_value(run, back
     assert bench["stats"]["rounds"] == 2
     assert found["train_s"] > sum(bench["stats"]["data"]) + sum(bench["extra_info"]["warmup_epoch_s"])
     cell = next(c for c in read.cells if c.id == bench["extra_info"]["cell_id"])
-    assert to_target.text(cell) == f"not reached (best {best['val_acc']:.3f} in 5 epochs, target 1)"
+    assert diagnosis.target_text(cell) == f"not reached (best {best['val_acc']:.3f} in 5 epochs, target 1)"
 
 
 def test_the_loader_alone_has_a_target_and_shows_na(run):
@@ -88,7 +88,7 @@ def test_the_loader_alone_has_a_target_and_shows_na(run):
     cid = ID.format(backend="pyg-neighbor", dataset="reach", ws=1) + "/model=none"
     assert "to_target" not in entries(out)[cid]["extra_info"]
     cell = next(c for c in read.cells if c.id == cid)
-    assert cell.settings.target_acc == 0.1 and to_target.text(cell) == "n/a"
+    assert cell.settings.target_acc == 0.1 and diagnosis.target_text(cell) == "n/a"
 
 
 def test_the_table_shows_the_column(run, tmp_path):
@@ -101,9 +101,9 @@ def test_the_table_shows_the_column(run, tmp_path):
     position = columns(header).index("time to target")
     for cell in read.measured:
         row = next(line for line in text.splitlines() if line.startswith(f"| `{cell.id}`"))
-        assert columns(row)[position] == to_target.text(cell)
-    reached = [c for c in read.measured if to_target.reached(c)]
-    assert len(reached) == 3 and all(to_target.text(c).endswith("(2 epochs to 0.1)") for c in reached)
+        assert columns(row)[position] == diagnosis.target_text(cell)
+    reached = [c for c in read.measured if c.target_seconds is not None]
+    assert len(reached) == 3 and all(diagnosis.target_text(c).endswith("(2 epochs to 0.1)") for c in reached)
 
 
 def test_the_suite_page_shows_the_column_and_the_diagnosis(run, tmp_path):
@@ -118,14 +118,14 @@ def test_the_suite_page_shows_the_column_and_the_diagnosis(run, tmp_path):
     for line in diagnosis.target_lines(read.cells):
         assert line in page
     for cell in read.measured:
-        assert to_target.text(cell) in page
+        assert diagnosis.target_text(cell) in page
 
 
 def test_a_run_without_a_target_has_no_such_column():
     from tests.conftest import committed_results
 
     committed = results.read(next(p for p in committed_results() if p.name.startswith("smoke-")))
-    assert not any(to_target.target(c) for c in committed.cells)
+    assert not any(c.settings.target_acc for c in committed.cells)
     assert "time to target" not in [c.header for c in columns.markdown_columns(list(committed.cells))]
     assert diagnosis.target_lines(committed.cells) == []
 
@@ -136,8 +136,8 @@ def test_the_diagnosis_names_each_faster_epoch_that_reaches_later_or_says_none(r
     assert lines  # some cells trained to a target: always a line, a case or "None"
     for case in found:  # each case is one: a faster epoch, a later (or no) arrival, the same target
         a, b = case.faster, case.sooner
-        assert a.median * (1 + diagnosis.CLEAR_MARGIN) <= b.median and to_target.reached(b) and a.dataset == b.dataset
-        assert not to_target.reached(a) or to_target.seconds(a) >= to_target.seconds(b) * (1 + diagnosis.CLEAR_MARGIN)
+        assert a.median * (1 + diagnosis.CLEAR_MARGIN) <= b.median and b.target_seconds and a.dataset == b.dataset
+        assert a.target_seconds is None or a.target_seconds >= b.target_seconds * (1 + diagnosis.CLEAR_MARGIN)
     if not found:
         assert lines[0].startswith("None:")
     assert "### Epoch time against time to accuracy" in report.render_markdown([read])
@@ -159,7 +159,7 @@ def test_a_faster_epoch_that_arrives_later_is_named(run, tmp_path):
     cells = results.read(changed).cells
     found = diagnosis.overtaken(cells)
     assert [case.faster.id for case in found] == [fastest["extra_info"]["cell_id"]]
-    soonest = min((c for c in cells if to_target.reached(c) and c.id != found[0].faster.id), key=to_target.seconds)
+    soonest = min((c for c in cells if c.target_seconds and c.id != found[0].faster.id), key=lambda c: c.target_seconds)
     assert found[0].sooner.id == soonest.id
     line = diagnosis.target_lines(cells)[0]
     assert line.startswith(f"{fastest['extra_info']['cell_id']} has the faster epoch")
@@ -185,8 +185,8 @@ def test_a_pair_one_noise_apart_is_not_named(run, tmp_path):
 def test_the_advisor_ranks_by_time_to_target(run):
     _, read = run
     advice = {a.dataset: a for a in advisor.advise([read])}
-    reached = [c for c in read.measured if c.dataset == "reach" and to_target.reached(c)]
-    soonest = min(reached, key=to_target.seconds)
+    reached = [c for c in read.measured if c.dataset == "reach" and c.target_seconds is not None]
+    soonest = min(reached, key=lambda c: c.target_seconds)
     assert advice["reach"].recommended == soonest.id
     assert "reaches validation accuracy 0.1 in" in advice["reach"].summary
     assert any(e.startswith("Ranked by time to validation accuracy 0.1") for e in advice["reach"].evidence)

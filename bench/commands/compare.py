@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bench.commands.history import refuse_named_twice, same_content
+from bench.commands.history import refuse_named_twice
 from bench.inputs import InputError, finite_float
 from bench.publish import history, results
 
@@ -27,11 +27,11 @@ def add_parser(sub, parents) -> None:
 def run(args) -> int:
     refuse_named_twice([("OLD", args.old), ("NEW", args.new), *(("--history", f) for f in args.history)])
     old, new, earlier = results.read(args.old), results.read(args.new), [results.read(f) for f in args.history]
-    if same_content(args.old, args.new):  # a run against its copy: "unchanged" everywhere, read as a verdict
+    # a run against its copy: "unchanged" everywhere, read as a verdict
+    if args.old.read_bytes() == args.new.read_bytes():
         raise InputError(f"{args.new}: holds the same result as {args.old} (a copy of one run); allowed: two runs")
     verdicts = history.compare(old, new, floor=args.floor, force=args.force, history=earlier)
-    print(f"{history.run_line('old', old)}\n{history.run_line('new', new)}\n"
-          + history.verdict_table(verdicts, floor=args.floor))
+    print(history.verdict_report(old, new, verdicts, floor=args.floor))
     if args.fail_on == "regression" and any(v.verdict in ("regression", "now failing") for v in verdicts):
         return 1
     return 0

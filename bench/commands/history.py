@@ -57,8 +57,7 @@ def run(args) -> int:
     print(steps.text(analysed, recent=args.recent))
     for old, new, verdicts in history.latest(runs):  # what `gnnbench compare` says of the newest two
         print(f"newest run of {new.suite} against the one before, as `gnnbench compare` judges it:\n"
-              f"{history.run_line('old', old)}\n{history.run_line('new', new)}\n"
-              + history.verdict_table(verdicts))
+              + history.verdict_report(old, new, verdicts))
     for copy, first in copies:
         print(f"counted once: {copy} holds the same result as {first}")
     if skipped:
@@ -118,10 +117,6 @@ def refuse_named_twice(given: list[tuple[str, Path]], what: str = "result file")
             raise InputError(f"{path}: given twice ({f'{role}, and {first_role} ' if role else ''}{first} is the same "
                              f"file); allowed: each {what} once")
         seen[key] = (role, path)
-
-
-def same_content(a: Path, b: Path) -> bool:
-    return a.read_bytes() == b.read_bytes()
 
 
 def is_result_file(path: Path) -> bool:

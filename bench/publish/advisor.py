@@ -15,7 +15,7 @@ sentence is computed from the result files and names the cells it rests on. The 
    least MEMORY_GAIN (not weighed when ranking by time to target).
 5. Scaling, why (bench.publish.stages, bench.publish.diagnosis) and cautions: the smallest setting
    pattern no successful cell shares for failed cells, skips with their reason, and upgrades that
-   cost more than the noise (bench.publish.releases).
+   cost more than the noise (bench.publish.history.release_groups).
 
 When a cell was measured in several files, the latest run's measurement counts.
 """
@@ -28,9 +28,8 @@ from dataclasses import dataclass, field
 from itertools import combinations
 
 from bench.backends import BACKENDS
-from bench.publish import diagnosis, lifecycle, releases, stages, to_target
+from bench.publish import diagnosis, history, lifecycle, stages
 from bench.publish.fmt import first_line, host_label, mib, pct
-from bench.publish.history import FAILED
 from bench.publish.results import CellResult, RunResult, scaling_scores, scaling_series
 
 ACC_SIGMAS = 3.0      # accuracy below the best by more than this many standard errors is "much lower"
@@ -110,12 +109,12 @@ def advise(results: list[RunResult]) -> list[Advice]:
 
 
 def upgrade_costs(results: list[RunResult], dataset: str, machine: str) -> list[str]:
-    """Where a newer framework release (versioned stacks, bench.publish.releases) is slower than the
+    """Where a newer framework release (versioned stacks, history.release_groups) is slower than the
     oldest one beyond the noise, in the newest run on this machine that measured several releases."""
     runs = sorted((r for r in results if (host_label(r.machine) or "unknown machine") == machine),
                   key=lambda r: (r.finished_at, str(r.path)))
     for i in range(len(runs) - 1, -1, -1):
-        found = [g for g in releases.groups(runs[i], runs[:i]) if g.dataset == dataset]
+        found = [g for g in history.release_groups(runs[i], runs[:i]) if g.dataset == dataset]
         if found:
             return [f"Upgrading {g.framework} {g.oldest.release} -> {row.release} costs {1 + row.verdict.change:.2f}x "
                     f"on {g.configuration}, beyond the {1 + row.verdict.threshold:.2f}x either way the noise allows."
@@ -166,12 +165,12 @@ def advise_speed(g: Group) -> Advice:
         summary = f"No cell trained a model on {g.dataset} on {g.machine}: nothing to recommend."
         return Advice(g.dataset, g.machine, None, summary, evidence + scaling(g) + why_slower(g), cautions)
     accurate, set_aside = accuracy_check(candidates)
-    if any(to_target.reached(m) for m in accurate):
+    if any(m.target_seconds is not None for m in accurate):
         return target_advice(g, accurate, set_aside, evidence, cautions)
-    missed = sorted((m for m in accurate if to_target.record(m)), key=to_target.rank_key)
+    missed = sorted((m for m in accurate if m.to_target), key=diagnosis.target_rank)
     if missed:
         evidence.insert(0, "No configuration reached its validation target, so epoch time ranks them: "
-                           + "; ".join(f"{m.id}: {to_target.text(m)}" for m in missed) + ".")
+                           + "; ".join(f"{m.id}: {diagnosis.target_text(m)}" for m in missed) + ".")
     fastest = min(accurate, key=lambda m: m.median)
     choice, memory_note = memory_tie(fastest, accurate)
     evidence = ([speed_evidence(choice, fastest, accurate)] + where_time_goes(choice)
@@ -249,18 +248,18 @@ def target_advice(g: Group, candidates: list[CellResult], set_aside, evidence: l
                   cautions: list[str]) -> Advice:
     """The advice where cells trained to a validation target: ranked by time to it (those trained to
     the target the soonest one reached; cells with another target or none are named, not ranked)."""
-    choice = min(candidates, key=to_target.rank_key)
-    found = to_target.record(choice)
-    ranked = sorted((m for m in candidates if to_target.target(m) == found["target"]), key=to_target.rank_key)
-    others = sorted(m.id for m in candidates if to_target.target(m) != found["target"])
+    choice = min(candidates, key=diagnosis.target_rank)
+    found = choice.to_target
+    ranked = sorted((m for m in candidates if m.settings.target_acc == found["target"]), key=diagnosis.target_rank)
+    others = sorted(m.id for m in candidates if m.settings.target_acc != found["target"])
     if others:
         evidence = [f"{len(others)} cell(s) trained to another target or none, not ranked with these: "
                     f"{', '.join(others)}."] + evidence
     summary = (f"On {g.dataset}, on {g.machine}: use {choice.id}: it reaches {figure(choice, 'validation')} "
-               f"{found['target']:g} in {found['seconds']:.4g} s of training ({to_target.epochs(found['epochs'])}, "
+               f"{found['target']:g} in {found['seconds']:.4g} s of training ({diagnosis.epochs(found['epochs'])}, "
                f"{choice.median:.4g} s per epoch), the soonest of {len(ranked)} configurations that train to a "
                f"comparable {figure(choice)}.")
-    order = "; ".join(f"{m.id}: {to_target.text(m)}" for m in ranked)
+    order = "; ".join(f"{m.id}: {diagnosis.target_text(m)}" for m in ranked)
     lines = [f"Ranked by time to {figure(choice, 'validation')} {found['target']:g} (training time, evaluation "
              f"apart; from {choice.file}): {order}; {choice.id} reaches {quality(choice)}."]
     lines += where_time_goes(choice) + accuracy_notes(choice, set_aside)
@@ -315,7 +314,7 @@ def why_slower(g: Group) -> list[str]:
 def failure_patterns(g: Group) -> list[str]:
     """Failed or timed-out cells, grouped by the smallest setting pattern no ok cell shares."""
     notes = []
-    failing = [u for u in g.unmeasured.values() if u.status in FAILED]
+    failing = [u for u in g.unmeasured.values() if u.status in history.FAILED]
     for backend in sorted({u.backend for u in failing}):
         bad = [u for u in failing if u.backend == backend]
         good = [m for m in g.measured.values() if m.backend == backend]
@@ -362,7 +361,7 @@ def merge_patterns(patterns: dict[tuple, list[CellResult]]) -> dict[tuple, list[
 
 
 def failure_sentence(backend: str, pattern: tuple, members: list[CellResult], good: list[CellResult]) -> str:
-    statuses = ", ".join(f"{s} {sum(u.status == s for u in members)}" for s in FAILED
+    statuses = ", ".join(f"{s} {sum(u.status == s for u in members)}" for s in history.FAILED
                          if any(u.status == s for u in members))
     example = first_line(members[0].reason, 100)
     setting = f" with {describe_pattern(pattern)}" if pattern else " (no setting tells it from cells that ran)"
@@ -399,7 +398,7 @@ def describe_pattern(pattern: tuple) -> str:
 def skipped(g: Group) -> list[str]:
     by_reason: dict[tuple, list[str]] = defaultdict(list)
     for u in g.unmeasured.values():
-        if u.status not in FAILED:
+        if u.status not in history.FAILED:
             by_reason[(u.backend, u.status, first_line(u.reason, 100))].append(u.id)
     return [f"{len(ids)} {backend} cell(s) {status}: {reason} [{', '.join(sorted(ids))}]."
             for (backend, status, reason), ids in by_reason.items()]

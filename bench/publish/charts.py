@@ -83,15 +83,6 @@ def dataset_charts(table: dict, key: str) -> list[Chart]:
     return charts
 
 
-def history_chart(key: str, title: str, run_labels: list[str],
-                  series: dict[str, list[tuple[int, float]]]) -> Chart:
-    """Median epoch time of each cell over the runs of a suite: x is the run's position in
-    date order (run_labels), so runs on the same day stay apart."""
-    points = {label: [(i, y, None) for i, y in pts] for label, pts in series.items() if pts}
-    return line_chart(key, title, "run (finished, UTC)", "median epoch time (s)", points,
-                      xticks=(list(range(len(run_labels))), run_labels), wide=True)
-
-
 def step_chart(key: str, title: str, run_labels: list[str], points: list[tuple[float, tuple[float, float] | None]],
                steps: list[tuple[int, str]], levels: list[tuple[int, int, float]], outliers: list[int]) -> Chart:
     """One series over its runs: each run's median with its rounds' IQR, each segment's level, each

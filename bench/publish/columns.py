@@ -1,10 +1,8 @@
-"""The metric columns of the tables, declared once: the Markdown report (report.md.j2), the HTML
-suite page (suite.html.j2) and the docs' column reference all iterate these lists, so a number the
-worker records becomes a column with one line. Columns are chosen at display time: those marked
-`brief` make the default tables (Markdown: at most 10 columns with the cell and its status; HTML:
-the main table, which fits a laptop screen), the rest are behind `--columns` (names by
-`Column.key`, or `all`) and under the HTML table's "more columns" toggle; `shown` keeps a column
-out of a table where it would be empty.
+"""The metric columns of the tables, declared once: the Markdown report, the HTML suite page and the
+docs' column reference iterate these lists, so a recorded number becomes a column with one line.
+`brief` columns make the default tables (Markdown: at most 10 with the cell and its status; HTML: a
+table that fits a laptop screen), the rest are behind `--columns` and the HTML "more columns" toggle;
+`shown` keeps a column out of a table where it would be empty.
 """
 
 from __future__ import annotations
@@ -16,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from bench.backends.stages import STAGES, label as stage_label
-from bench.publish import fmt, stages, to_target
+from bench.publish import diagnosis, fmt, stages
 from bench.publish.results import CellResult
 from bench.machine.load import HIGH_LOAD
 
@@ -75,10 +73,6 @@ def _leak_note(cell: CellResult) -> str | None:
 def _recorded(name: str) -> Callable[[dict], bool]:
     """Shown where some measured cell of the table records `name` (older result files lack it)."""
     return lambda table: any(r.measured and r.metrics.get(name) is not None for r in table["rows"])
-
-
-def _text(value) -> str:
-    return fmt.DASH if value is None else str(value)
 
 
 def _unequal_work(cell: CellResult) -> str | None:
@@ -187,13 +181,9 @@ def threads(cell: CellResult) -> int | None:
     return (cell.device or {}).get("num_threads")
 
 
-def _budget(cell: CellResult) -> dict | None:
-    return (cell.device or {}).get("core_budget")
-
-
 def _threads_note(cell: CellResult) -> str | None:
     """'(2 ranks × (1 thread + 0 workers) = 2 of 2 cores)', and whether a setting oversubscribed them."""
-    b = _budget(cell)
+    b = (cell.device or {}).get("core_budget")
     if not b:
         return None
     r, t, w = b["ranks"], b["threads"], b["workers"]
@@ -261,7 +251,7 @@ CELL_COLUMNS = [
     # the core budget: threads per rank, and the ranks and workers beside them on the node's cores
     Column("threads", threads, lambda x: "" if x is None else str(x), unit="per rank (core budget)",
            note=_threads_note, hint=lambda c: (_threads_note(c) or "").strip("()"),
-           shown=lambda t: any(r.measured and _budget(r) for r in t["rows"]),
+           shown=lambda t: any(r.measured and (r.device or {}).get("core_budget") for r in t["rows"]),
            doc="torch intra-op threads each rank ran with, from the core budget (usable cores ÷ ranks, less the rank's loader workers) or the `threads` setting; noted where ranks × threads + workers exceed the usable cores."),
     Column("epoch s, median (IQR)", lambda c: c.median, fmt.seconds, title="epoch time", unit="median (IQR)",
            suffix=" s", note=lambda c: f"({fmt.seconds(c.stats.iqr)})",
@@ -282,20 +272,20 @@ CELL_COLUMNS = [
            doc="Edges sampled per second of the measured epochs (from the counted batches)."),
     Column("loader stall", metric("loader_stall"), fmt.pct, title="loader", unit="stall",
            brief=True, doc="Share of the epoch the training loop waited for the next batch from the loader."),
-    Column("binding stage", stages.binding_text, _text, title="binding stage", unit="share of the epoch",
+    Column("binding stage", stages.binding_text, fmt.setting_text, title="binding stage", unit="share of the epoch",
            note=_ceiling_note, hint=lambda c: stages.headline(c) or "", shown=_recorded("stages"),
            brief=True, doc="The stage with the largest share of the epoch (see the stage table), held against the machine's measured ceiling where it is the feature fetch or the host-to-device copy."),
     Column("nodes / batch", stages.nodes_per_batch, fmt.rate, title="work", unit="nodes / batch",
            note=_unequal_work, hint=_work_hint, shown=_recorded("work"),
            doc="Nodes in a batch's sampled subgraph, the mean over the counted batches; noted `(unequal work)` where the per-seed, per-hop work differs from a cell that should do the same."),
     # typed graphs (bench/backends/typed.py): the model, and the work per node type and relation
-    Column("model", _model_text, _text, unit="parameters", note=_model_note, shown=_typed_table,
+    Column("model", _model_text, fmt.setting_text, unit="parameters", note=_model_note, shown=_typed_table,
            doc="Typed cells: the model trained (R-GCN, or R-GAT with its heads) and its parameters, the featureless node types' learnable embeddings among them (noted)."),
     Column("nodes / batch by type", _typed_nodes,
            lambda v: " · ".join(f"{t} {n:,.0f}" for t, n in v.items()) if v else fmt.DASH,
            title="work by node type", unit="nodes / batch", hint=_typed_hint, shown=_typed_table,
            doc="Typed cells: nodes in a batch's sampled subgraph per node type (all hops), the mean over the counted batches; the tooltip has each type's nodes and each relation's edges per hop."),
-    Column("edges / batch by relation", _typed_edges, _text, title="work by relation", unit="edges / batch",
+    Column("edges / batch by relation", _typed_edges, fmt.setting_text, title="work by relation", unit="edges / batch",
            hint=_typed_hint, shown=_typed_table,
            doc="Typed cells: edges sampled per batch for each relation (all hops), largest first; the equal-work check compares them per hop and per seed."),
     Column("peak PSS MiB", metric("peak_pss_bytes"), fmt.mib, html=False,
@@ -344,8 +334,9 @@ CELL_COLUMNS = [
     Column("test Hits@10/50/100", lambda c: c.metrics.get("test_hits"), _hits, title="Hits@K", unit="test, 10 / 50 / 100",
            shown=_recorded("test_hits"),
            doc="Link cells: the share of test edges ranked within the first 10, 50 and 100 against their fixed negatives."),
-    Column("time to target", lambda c: c, to_target.text, title="time to target",
-           unit="training s (epochs), eval apart", hint=to_target.hint, shown=to_target.shown,
+    Column("time to target", lambda c: c, diagnosis.target_text, title="time to target",
+           unit="training s (epochs), eval apart", hint=diagnosis.target_hint,
+           shown=lambda t: any(r.settings.target_acc is not None for r in t["rows"]),
            brief=True, doc="Training seconds (slowest rank, evaluation and start-up excluded) and epochs until the validation accuracy first reached the suite's `target_acc`, or `not reached` with the best value; n/a for a cell without a model."),
     Column("start-up s", metric("startup_s"), lambda x: fmt.num(x, "{:.1f}"), html=False,
            doc="Seconds from launching the cell to its first epoch: interpreter, framework import, data load, process group."),
@@ -417,7 +408,7 @@ STAGE_COLUMNS = [
            doc="Seconds of the epoch the stages account for, against the epoch's mean time."),
     *(Column(stage_label(s), lambda c, s=s: (stages.shares(c) or {}).get(s), lambda x: fmt.pct(x, 0), brief=True,
              doc=f"Share of the epoch in {STAGE_DOCS.get(s, s)}.") for s in STAGES),
-    Column("workers: sample / fetch worker-s", _worker_seconds, _text,
+    Column("workers: sample / fetch worker-s", _worker_seconds, fmt.setting_text,
            doc="Seconds the loader's worker processes spent sampling and fetching features per epoch, beside the main process."),
     Column("fetch rate (of gather ceiling)", stages.fetch_rate, stages.bandwidth,
            doc="Feature bytes gathered per second in the fetch stage, and its share of the machine's measured gather ceiling."),

@@ -4,8 +4,9 @@ slower than the same configuration (dataset, backend, every other setting) with 
 is a small function of that pair (a `Slower`) returning a sentence or None, its threshold a named
 constant; rules read the recorded numbers, and the stages and work counts where a file has them.
 
-`target_lines`: each cell whose faster epoch reaches the validation target later than a slower one
-(time to accuracy, bench.publish.to_target), or a line saying that none did.
+Time to accuracy, read (recorded by bench/run/to_target.py where a suite sets `target_acc`):
+`target_text` for the tables and the advisor, and `target_lines`: each cell whose faster epoch
+reaches the validation target later than a slower one, or a line saying that none did.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from bench.publish import fmt, stages, to_target
+from bench.publish import fmt, stages
 from bench.publish.results import CellResult
 from bench.machine.load import HIGH_LOAD
 from bench.machine import core_budget
@@ -203,6 +204,44 @@ def diagnose(cells: Iterable[CellResult]) -> list[Diagnosis]:
     return [Diagnosis(s, tuple(text for rule in RULES if (text := rule(s)))) for s in slower_pairs(cells)]
 
 
+def target_rank(cell: CellResult) -> tuple:
+    """Sorts cells by time to the target: those that reached it first, soonest first; then those
+    that did not, best accuracy first; then those that did not train to one, by epoch time."""
+    if cell.target_seconds is not None:
+        return 0, cell.target_seconds
+    if cell.to_target:
+        return 1, -(cell.to_target.get("best_val_acc") or 0.0)
+    return 2, cell.median or 0.0
+
+
+def target_text(cell: CellResult) -> str:
+    """'1.234 s (4 epochs to 0.83)', 'not reached (best 0.712 in 10 epochs)', 'n/a' (no model), or
+    a dash (no target)."""
+    found = cell.to_target
+    if cell.settings.target_acc is None:
+        return fmt.DASH
+    if not found:
+        return "n/a"
+    if found.get("reached"):
+        return f"{fmt.seconds(found['seconds'])} s ({epochs(found['epochs'])} to {found['target']:g})"
+    return (f"not reached (best {fmt.accuracy(found.get('best_val_acc'))} "
+            f"in {epochs(found.get('epochs_run'))}, target {found['target']:g})")
+
+
+def target_hint(cell: CellResult) -> str:
+    """The evaluations behind it, for the HTML tooltip."""
+    found = cell.to_target
+    if not found:
+        return "no model trained: no accuracy to reach" if cell.settings.target_acc is not None else ""
+    seen = ", ".join(f"epoch {e['epoch']}: {fmt.accuracy(e.get('val_acc'))}" for e in found.get("evaluations") or [])
+    return (f"validation accuracy every {found.get('eval_every')} epoch(s), at most {found.get('max_epochs')} epochs; "
+            f"training time only ({fmt.seconds(found.get('eval_s'))} s of evaluation apart): {seen}")
+
+
+def epochs(n) -> str:
+    return f"{n} epoch{'' if n == 1 else 's'}"
+
+
 @dataclass(frozen=True)
 class Overtaken:
     """A cell with a faster epoch (`faster`) that reaches the validation target later than one with a
@@ -213,9 +252,9 @@ class Overtaken:
     @property
     def line(self) -> str:
         a, b = self.faster, self.sooner
-        found_a, found_b = to_target.record(a), to_target.record(b)
+        found_a, found_b = a.to_target, b.to_target
         head = (f"{a.id} has the faster epoch ({a.median:.3g} s against {b.median:.3g} s for {b.id}) but reaches "
-                f"its validation target {found_b['target']:g} later: {to_target.text(a)} against {to_target.text(b)}")
+                f"its validation target {found_b['target']:g} later: {target_text(a)} against {target_text(b)}")
         causes = []
         if found_a.get("reached") and found_a["epochs"] > found_b["epochs"]:
             causes.append(f"it needs {found_a['epochs']} epochs to {found_b['epochs']}")
@@ -231,21 +270,19 @@ class Overtaken:
 def overtaken(cells: Iterable[CellResult]) -> list[Overtaken]:
     """Each cell that a cell with a slower epoch (same dataset and target) beats to the target, paired
     with the soonest; the epoch and the arrival must both differ by CLEAR_MARGIN (never reached: any)."""
-    trained = [c for c in cells if c.measured and c.median and to_target.record(c)]
+    trained = [c for c in cells if c.measured and c.median and c.to_target]
     found = []
     for cell in trained:
-        rivals = [o for o in trained if o.dataset == cell.dataset and to_target.target(o) == to_target.target(cell)
-                  and o.median >= cell.median * (1 + CLEAR_MARGIN) and to_target.reached(o)
-                  and to_target.rank_key(o) < to_target.rank_key(cell) and _clearly_sooner(o, cell)]
+        rivals = [o for o in trained if (o.dataset, o.settings.target_acc) == (cell.dataset, cell.settings.target_acc)
+                  and o.median >= cell.median * (1 + CLEAR_MARGIN) and o.target_seconds is not None
+                  and target_rank(o) < target_rank(cell) and _clearly_sooner(o, cell)]
         if rivals:
-            found.append(Overtaken(cell, min(rivals, key=to_target.rank_key)))
+            found.append(Overtaken(cell, min(rivals, key=target_rank)))
     return found
 
 
 def _clearly_sooner(sooner: CellResult, later: CellResult) -> bool:
-    if not to_target.reached(later):
-        return True
-    return to_target.seconds(sooner) * (1 + CLEAR_MARGIN) <= to_target.seconds(later)
+    return later.target_seconds is None or sooner.target_seconds * (1 + CLEAR_MARGIN) <= later.target_seconds
 
 
 def target_lines(cells: Iterable[CellResult]) -> list[str]:
@@ -255,7 +292,7 @@ def target_lines(cells: Iterable[CellResult]) -> list[str]:
     found = overtaken(cells)
     if found:
         return [o.line for o in found]
-    if any(c.measured and to_target.record(c) for c in cells):
+    if any(c.measured and c.to_target for c in cells):
         return [f"None: no epoch faster by {CLEAR_MARGIN:.0%} or more reached the validation target later by "
                 f"{CLEAR_MARGIN:.0%} or more (time to accuracy orders these cells as epoch time does, those that "
                 "did not reach it last)."]

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from bench.publish.fmt import first_line, host_label, pct
 from bench.publish.results import CellResult, Machine, RunResult, ResultsError
 from bench.run.suite import Settings
+from bench.stacks import versions
 
 K_SIGMA = 3.0          # how many standard deviations of run-to-run noise a verdict needs
 COMPARE_FLOOR = 0.10   # least relative change a verdict ever calls (`gnnbench compare --floor`)
@@ -151,13 +152,10 @@ def same_run(a: RunResult, b: RunResult) -> bool:
 
 
 def check_same_suite(results: Sequence[RunResult]) -> None:
-    if not results:
-        return
-    first = results[0].suite
     for result in results[1:]:
-        if result.suite != first:
+        if result.suite != results[0].suite:
             raise ResultsError(f"{result.path}: suite {result.suite!r}, but {results[0].path} "
-                               f"is suite {first!r}: compare runs of one suite at a time")
+                               f"is suite {results[0].suite!r}: compare runs of one suite at a time")
 
 
 def median_se(cell: CellResult) -> float:
@@ -341,9 +339,11 @@ def run_shift(verdicts: list[Verdict], floor: float = COMPARE_FLOOR) -> str | No
             "which; give earlier runs with --history)")
 
 
-def run_line(label: str, run: RunResult) -> str:
-    return (f"{label}: {run.path} ({run.finished or 'no date'}, commit {commit_text(run) or '?'}, "
-            f"{host_label(run.machine) or 'unknown machine'})")
+def verdict_report(old: RunResult, new: RunResult, verdicts: list[Verdict], floor: float = COMPARE_FLOOR) -> str:
+    """What `gnnbench compare` prints: the two runs, then their verdict_table."""
+    runs = [f"{label}: {run.path} ({run.finished or 'no date'}, commit {commit_text(run) or '?'}, "
+            f"{host_label(run.machine) or 'unknown machine'})" for label, run in (("old", old), ("new", new))]
+    return "\n".join([*runs, verdict_table(verdicts, floor)])
 
 
 def signed_pct(x: float | None) -> str:
@@ -367,3 +367,76 @@ def factor_words(log_ratio: float) -> str:
 def duration(s: float | None) -> str:
     """An epoch time in verdicts: four significant digits."""
     return "–" if s is None else f"{s:.4g} s"
+
+
+# --- one configuration on several releases of its framework in one run ----------------------------
+# (versioned stacks: `stack: [pyg@2.6.1, pyg@2.8.1]`, bench/stacks/versions.py). Two releases' cells
+# are two cells measured minutes apart: their ratio moves with each cell's run-to-run noise, so each
+# newer release is held against the oldest with timing_verdict, `between` from the suite's earlier runs
+# where they hold MIN_HISTORY medians of both cells (half of each cell's own `between` squared, summed),
+# else the medians' errors and the floor alone; the reason says which.
+
+RELEASE_FLOOR = 0.05   # least relative change between releases ever called
+
+
+@dataclass(frozen=True)
+class ReleaseRow:
+    release: str
+    cell: CellResult
+    verdict: Verdict | None   # against the oldest release (None for the oldest itself)
+    paired: dict | None = None        # its paired comparison with the oldest (bench/run/paired.py), where one ran
+
+
+@dataclass(frozen=True)
+class ReleaseGroup:
+    """One configuration on each release of one framework in a run, oldest release first."""
+    framework: str
+    configuration: str     # the cell id without its stack
+    dataset: str | None
+    rows: tuple[ReleaseRow, ...]
+
+    @property
+    def oldest(self) -> ReleaseRow:
+        return self.rows[0]
+
+
+def release_key(release: str) -> tuple:
+    """2.10.0 after 2.9.1: numbers compare as numbers, a suffix (post1, rc1) as text."""
+    return tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in release.replace("-", ".").split("."))
+
+
+def release_groups(run: RunResult, earlier: Sequence[RunResult] = (), floor: float = RELEASE_FLOOR) -> list[ReleaseGroup]:
+    """The configurations the run measured on two or more releases of a framework."""
+    by_config: dict[tuple[str, str], dict[str, CellResult]] = {}
+    for cell in run.cells:
+        parsed = versions.split(str(cell.settings.stack or ""))
+        if parsed is None or not cell.measured:
+            continue
+        framework, release = parsed
+        config = "/".join(p for p in cell.id.split("/") if p != f"stack={cell.settings.stack}")
+        by_config.setdefault((framework, config), {})[release] = cell
+    out = []
+    for (framework, config), cells in by_config.items():
+        if len(cells) < 2:
+            continue
+        ordered = sorted(cells.items(), key=lambda item: release_key(item[0]))
+        oldest = ordered[0][1]
+        rows = [ReleaseRow(ordered[0][0], oldest, None)]
+        rows += [ReleaseRow(release, cell, judge_release(oldest, cell, earlier, floor), run.pair(oldest.id, cell.id))
+                 for release, cell in ordered[1:]]
+        out.append(ReleaseGroup(framework, config, oldest.dataset, tuple(rows)))
+    return out
+
+
+def judge_release(old: CellResult, new: CellResult, earlier: Sequence[RunResult], floor: float) -> Verdict:
+    """`new` (a newer release) against `old`, beyond the noise."""
+    old_between, old_n = history_between(old.id, earlier)
+    new_between, new_n = history_between(new.id, earlier)
+    if old_between is not None and new_between is not None:
+        between = math.sqrt((old_between ** 2 + new_between ** 2) / 2)
+        source = f"run-to-run {pct(between)} from {min(old_n, new_n)}+ earlier runs of both cells"
+    else:
+        between = None
+        source = (f"no run-to-run estimate (earlier medians: {old_n} and {new_n}; {MIN_HISTORY} of each "
+                  "needed): the medians' errors and the floor alone")
+    return timing_verdict(old, new, floor, between, source)

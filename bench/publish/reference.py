@@ -64,34 +64,33 @@ def _default(field) -> str:
     return "each its default" if isinstance(value, BaseModel) else f"`{json.dumps(value)}`"
 
 
+def _table(head: list[str], rows) -> list[str]:
+    """A Markdown table's lines: the header, its rule, a line per row of cells."""
+    return ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)] + ["| " + " | ".join(r) + " |" for r in rows]
+
+
 def _fields_table(model: type[BaseModel], sweeps: bool) -> list[str]:
     props = model.model_json_schema(ref_template="{model}").get("properties", {})
-    head = "| key | allowed | default | description |\n|---|---|---|---|"
-    if sweeps:
-        head = "| key | one value | default | sweep | description |\n|---|---|---|---|---|"
-    rows = [head]
+    rows = []
     for name, field in model.model_fields.items():
         schema, sweepable = _one_or_sweep(props.get(name, {}))
-        default = _default(field)
         allowed = "see below" if "$ref" in json.dumps(schema) else _allowed(schema)
-        sweep = ("a list" if sweepable else "no") if sweeps else None
-        cells = [f"`{name}`", allowed, default] + ([sweep] if sweeps else []) + [_cell(field.description or "")]
-        rows.append("| " + " | ".join(cells) + " |")
-    return rows
+        sweep = ["a list" if sweepable else "no"] if sweeps else []
+        rows.append([f"`{name}`", allowed, _default(field), *sweep, _cell(field.description or "")])
+    head = ["key", "one value", "default", "sweep"] if sweeps else ["key", "allowed", "default"]
+    return _table(head + ["description"], rows)
 
 
 def _source_params(source: str) -> list[str]:
     model = params.of_source(source)
     fields = getattr(model, "model_fields", None)
-    module = datasets.source_module(source)
-    about = (module.__doc__ or "").strip().split("\n\n")[0]
+    about = (datasets.source_module(source).__doc__ or "").strip().split("\n\n")[0]
     lines = [f"### `{source}`", "", _cell(about), ""]
     if not fields:
-        lines.append("No parameters.")
-        return lines
-    lines += ["| param | allowed | default |", "|---|---|---|"]
+        return lines + ["No parameters."]
     props = model.model_json_schema().get("properties", {})
-    return lines + [f"| `{name}` | {_allowed(props.get(name, {}))} | {_default(field)} |" for name, field in fields.items()]
+    return lines + _table(["param", "allowed", "default"],
+                          [[f"`{name}`", _allowed(props.get(name, {})), _default(field)] for name, field in fields.items()])
 
 
 def suite_keys_markdown() -> str:
@@ -117,14 +116,14 @@ def suite_keys_markdown() -> str:
 
 
 def _column_rows(cols: list[columns.Column]) -> list[str]:
-    rows = ["| column | where | description |", "|---|---|---|"]
+    rows = []
     for col in cols:
         html = "HTML" if col.brief else "HTML (under the table's \"more columns\")"
         md = "Markdown" if col.brief else "Markdown (`--columns`)"
         where = " and ".join(w for w, on in ((md, col.markdown), (html, col.html)) if on)
         name = col.header if col.markdown else f"{col.html_title} ({col.unit})" if col.unit else col.html_title
-        rows.append(f"| {_cell(name)} | {where} | {_cell(col.doc)} |")
-    return rows
+        rows.append([_cell(name), where, _cell(col.doc)])
+    return _table(["column", "where", "description"], rows)
 
 
 COLUMN_LISTS = {

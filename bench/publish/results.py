@@ -122,6 +122,18 @@ class CellResult:
         return self.dataset, self.backend, json.dumps(rest, sort_keys=True, default=str)
 
     @property
+    def to_target(self) -> dict | None:
+        """Its training to the suite's `target_acc` (bench/run/to_target.py), reached or not; None
+        where the suite set no target or the cell trained no model."""
+        return self.metrics.to_target if self.metrics else None
+
+    @property
+    def target_seconds(self) -> float | None:
+        """Training seconds to the target (evaluation apart); None where it was not reached or not sought."""
+        found = self.to_target
+        return found["seconds"] if found and found.get("reached") else None
+
+    @property
     def config_label(self) -> str:
         """The configuration a scaling series shares, named for people: the id without its world size."""
         return id_without_world_size(self.id, self.world_size)

@@ -10,7 +10,7 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench.publish import advisor, charts, diagnosis, history, lifecycle, releases, report, stages, steps
+from bench.publish import advisor, charts, diagnosis, history, lifecycle, report, stages, steps
 from bench.publish.fmt import first_line, when
 from bench.publish.results import RunResult
 from bench.inputs import InputError
@@ -45,7 +45,10 @@ def build(results: list[RunResult], out_dir: Path, command: str | None = None) -
     data_names = {r.path: unique_slug(f"{r.path.parent.name}-{r.path.stem}", taken) + ".json" for r in results}
     claim_folder(out_dir, ["index.html", "history.html", "environment.html", *(s.page for s in suites),
                            *(f"data/{name}" for name in data_names.values())])
-    data_links = copy_result_files(results, out_dir / "data", data_names)
+    (out_dir / "data").mkdir(parents=True, exist_ok=True)  # each result file copied, so its link works offline
+    for result in results:
+        shutil.copyfile(result.path, out_dir / "data" / data_names[result.path])
+    data_links = {path: f"data/{name}" for path, name in data_names.items()}
     # the advisor over each suite's runs only (another suite's cell of the same id may differ in
     # settings it does not name, e.g. batch size)
     advice = {s.name: advisor.advise(s.runs) for s in suites}
@@ -111,11 +114,11 @@ def suite_sections(suite: SuiteRuns, data_links: dict[Path, str]) -> dict:
             "tolerance": stages.EQUAL_WORK_TOLERANCE}
 
 
-def release_section(newest: RunResult, earlier: list[RunResult]) -> list[tuple[releases.ReleaseGroup, charts.Chart]]:
+def release_section(newest: RunResult, earlier: list[RunResult]) -> list[tuple[history.ReleaseGroup, charts.Chart]]:
     """Each configuration the newest run measured on several releases of its framework, with a
     chart of release against release and the noise band each newer release must leave."""
     out = []
-    for i, group in enumerate(releases.groups(newest, earlier), 1):
+    for i, group in enumerate(history.release_groups(newest, earlier), 1):
         old = group.oldest.cell.median
         rows = []
         for row in group.rows:
@@ -134,13 +137,15 @@ def history_section(suite: SuiteRuns) -> dict | None:
         return None
     position = {str(r.path): i for i, r in enumerate(suite.runs)}
     labels = [f"#{i} · {when(r.finished, seconds=True).removesuffix(' UTC')}" for i, r in enumerate(suite.runs, 1)]
-    by_dataset: dict[str, dict[str, list[tuple[int, float]]]] = {}
+    by_dataset: dict[str, dict[str, list[tuple]]] = {}
     for cell_id, points in history.trend(suite.runs).items():
-        measured = [(position[p.path], p.median_s) for p in points if p.status == "ok" and p.median_s is not None]
+        # x: the run's position in date order, so runs on the same day stay apart
+        measured = [(position[p.path], p.median_s, None) for p in points if p.status == "ok" and p.median_s is not None]
         if measured:
             dataset = next((p.cell.dataset for p in points if p.cell.dataset), "?")
             by_dataset.setdefault(dataset, {})[cell_id] = measured
-    trend_charts = [charts.history_chart(f"h{i + 1}", f"{dataset}: median epoch time per run", labels, series)
+    trend_charts = [charts.line_chart(f"h{i + 1}", f"{dataset}: median epoch time per run", "run (finished, UTC)",
+                                      "median epoch time (s)", series, xticks=(list(range(len(labels))), labels), wide=True)
                     for i, (dataset, series) in enumerate(by_dataset.items())]
     verdicts = history.compare(suite.runs[-2], suite.newest, history=suite.runs[:-2])
     verdicts.sort(key=lambda v: history.VERDICTS.index(v.verdict))
@@ -188,14 +193,6 @@ def claim_folder(out_dir: Path, files: list[str]) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / SITE_MARK).write_text("a result site written by `gnnbench report --html`: its pages are "
                                      "rewritten by the next build\n")
-
-
-def copy_result_files(results: list[RunResult], data_dir: Path, names: dict[Path, str]) -> dict[Path, str]:
-    """Copy each result file into the site so its link works offline; returns path -> href."""
-    data_dir.mkdir(parents=True, exist_ok=True)
-    for result in results:
-        shutil.copyfile(result.path, data_dir / names[result.path])
-    return {result.path: f"data/{names[result.path]}" for result in results}
 
 
 def unique_slug(text: str, taken: set[str]) -> str:
