@@ -224,24 +224,27 @@ def gpu_differences(cell: Cell, side_by_side: bool) -> list[str]:
 
 def run_plain(cell: Cell, dataset_dir: Path, cache: Path) -> tuple[list[float], list[float]]:
     """The plain loop's measured epochs, in the cell's stack: (wall seconds, CPU seconds) of each."""
-    found = _plain_loops(cell, dataset_dir, cache, [])
+    found = plain_loops_json(cell, [cell.to_json(), str(dataset_dir)], cache)
     return found["epochs"], found.get("cpu", [])
 
 
 def run_side_by_side(cell: Cell, dataset_dir: Path, cache: Path) -> dict:
     """Both loops in one process of the cell's stack (plain_loops.side_by_side)."""
-    return _plain_loops(cell, dataset_dir, cache, ["--side-by-side"])
+    return plain_loops_json(cell, ["--side-by-side", cell.to_json(), str(dataset_dir)], cache)
 
 
-def _plain_loops(cell: Cell, dataset_dir: Path, cache: Path, flags: list[str]) -> dict:
-    """plain_loops run in the cell's stack: its JSON line."""
-    stack = stacks.get(cell.stack)
-    proc = subprocess.run([str(stack.python), "-m", "bench.harness_costs.plain_loops", *flags, cell.to_json(), str(dataset_dir)],
-                          env=worker_env(cache, uuid.uuid4().hex), text=True, capture_output=True,
-                          timeout=float(cell.settings.timeout))
+def plain_loops_json(cell: Cell, args: list[str], cache: Path, timeout: float | None = None,
+                     error=FidelityError, failed: str = "the plain loop failed") -> dict:
+    """plain_loops run with `args` in the cell's stack: its JSON line."""
+    timeout = float(cell.settings.timeout) if timeout is None else timeout
+    try:
+        proc = subprocess.run([str(stacks.get(cell.stack).python), "-m", "bench.harness_costs.plain_loops", *args],
+                              env=worker_env(cache, uuid.uuid4().hex), text=True, capture_output=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise error(f"{cell.id}: not done within {timeout:.0f} s") from None
     if proc.returncode != 0:
         tail = proc.stderr.strip().splitlines()[-1:] or [f"exit code {proc.returncode}"]
-        raise FidelityError(f"{cell.id}: the plain loop failed: {tail[0]}")
+        raise error(f"{cell.id}: {failed}: {tail[0]}")
     found = json.loads(proc.stdout.strip().splitlines()[-1])
     if "skipped" in found:  # the stack's own answer: no GPU, or no CUDA build of its framework
         raise PairSkipped(found["skipped"])
@@ -479,16 +482,8 @@ def run_clocks(cell, dataset_dir: Path, cache: Path, epochs: int) -> Overhead:
     # both sides' epochs and warm-ups, as the cell's own timeout would allow for one side
     timeout = 2 * float(cell.settings.timeout) * max(1.0, epochs / max(1, cell.settings.epochs))
     meter = LoadMeter()
-    try:
-        proc = subprocess.run([str(stack.python), "-m", "bench.harness_costs.plain_loops", "--clocks", cell.to_json(),
-                               str(dataset_dir), str(epochs)], env=worker_env(cache, uuid.uuid4().hex), text=True,
-                              capture_output=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        raise OverheadError(f"{cell.id}: not done within {timeout:.0f} s") from None
-    if proc.returncode != 0:
-        tail = proc.stderr.strip().splitlines()[-1:] or [f"exit code {proc.returncode}"]
-        raise OverheadError(f"{cell.id}: the interleaved run failed: {tail[0]}")
-    found = json.loads(proc.stdout.strip().splitlines()[-1])
+    found = plain_loops_json(cell, ["--clocks", cell.to_json(), str(dataset_dir), str(epochs)], cache, timeout,
+                             OverheadError, "the interleaved run failed")
     return Overhead(cell.id, found["on"], found["off"], other_load=meter.other_share(0.0))
 
 
