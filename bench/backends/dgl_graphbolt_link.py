@@ -2,10 +2,8 @@
 it: ItemSet of training edges -> ItemSampler -> sample_uniform_negative -> sample_neighbor ->
 exclude_seed_edges(include_reverse_edges=True) (exclusion `reverse`) -> fetch_feature -> copy_to ->
 DataLoader, over the link split's training graph. Modes, stores and stage clocks are
-dgl_graphbolt's; model, loss, leakage check and evaluation the link task's (bench/backends/link.py).
-The `sample` stage holds all three sampling steps, as PyG's sample_from_edges does. Beyond the
-example, `same_layer_edges: true` (the default) computes each layer over PyG's edges
-(bench/backends/layer_edges.py).
+dgl_graphbolt's; the rest the link task's (bench/backends/link.py). The `sample` stage holds all
+three sampling steps, as PyG's sample_from_edges does.
 """
 
 from __future__ import annotations

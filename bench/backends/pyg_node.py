@@ -14,7 +14,7 @@ from torch_geometric.data.graph_store import EdgeLayout
 from torch_geometric.nn import SAGEConv
 
 from bench.backends import base, stages
-from bench.backends.stages import BatchWork, layer_work
+from bench.backends.stages import BatchWork, subgraph_work
 
 
 def neighbor_sampler_in_use() -> str:
@@ -95,13 +95,10 @@ class PygNodePipeline(base.TrainingPipeline):
         return out[: batch.batch_size], batch.y[: batch.batch_size]
 
     def work(self, batch) -> BatchWork:
-        x = batch.x
-        rows = int(x.shape[0])
-        layers = len(self.settings.fanout)
-        hop_nodes, hop_edges = sampled_per_hop(batch, layers, rows)
-        modelled = self.settings.model != "none"
-        layer_nodes, layer_edges = layer_work(hop_nodes, hop_edges, self.trims) if modelled else ([], [])
-        return BatchWork(hop_nodes, hop_edges, rows, x.numel() * x.element_size(), layer_nodes, layer_edges)
+        rows = int(batch.x.shape[0])
+        hop_nodes, hop_edges = sampled_per_hop(batch, len(self.settings.fanout), rows)
+        return subgraph_work(hop_nodes, hop_edges, rows, stages.tensor_bytes([batch.x]), self.settings.model != "none",
+                             self.trims)
 
 
 def trim_layer(layer: int, x, edge_index, hops):
@@ -114,11 +111,7 @@ def trim_layer(layer: int, x, edge_index, hops):
 
 def hops_of(batch, num_hops: int) -> tuple[list[int], list[int]]:
     """The batch's nodes and edges per hop for trim_to_layer (pyg-lib's, or HopCounts')."""
-    found = batch._store
-    nodes, edges = found.get("num_sampled_nodes"), found.get("num_sampled_edges")
-    if nodes is None or edges is None:
-        return sampled_per_hop(batch, num_hops, int(batch.x.shape[0]))  # on the CPU only
-    return [int(n) for n in nodes], [int(e) for e in edges]
+    return sampled_per_hop(batch, num_hops, int(batch.x.shape[0]))
 
 
 class HopCounts:

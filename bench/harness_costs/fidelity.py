@@ -5,13 +5,10 @@ framework's examples write (bench/harness_costs/plain_loops.py), in the same sta
     gnnbench fidelity [SUITE] --clocks [-k EXPR] [--rounds N] [--out FILE]     (what the clocks cost)
 
 The two are interleaved round after round, so a machine that gets busier or quieter moves both
-alike. A cell is faithful when its ratio is within ±TOLERANCE of the plain loop's, either way (a
-harness faster than the loop it mirrors is as much to explain). Beside it, the CPU-time ratio
-(each side's process CPU seconds per epoch), which a busy machine moves far less than wall time.
-Both sides run with the cell's thread count. Only cells a plain loop exists for are compared
-(`comparable`: one rank, cpu-cpu or cpu-cuda, no autocast, features in memory, the backend's own
-model or none). A GPU pair that cannot run here is recorded as skipped (PairSkipped); one that runs
-names what still differs by design between its sides (gpu_differences).
+alike. A cell is faithful when its ratio is within ±TOLERANCE of the plain loop's, either way.
+Beside it, the CPU-time ratio, which a busy machine moves far less than wall time. Only cells a
+plain loop exists for are compared (`comparable`). A GPU pair that cannot run here is recorded as
+skipped; one that runs names what still differs by design between its sides (gpu_differences).
 """
 
 from __future__ import annotations

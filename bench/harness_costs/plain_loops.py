@@ -115,9 +115,10 @@ def training(loader, s, model, loss_of, to_device=None):
     return epoch
 
 
-def node_model(conv, data, s):
-    """The harness's GraphSAGE (the examples' model: mean SAGEConv, ReLU and dropout between layers)."""
-    return graphsage(conv, data.features.shape[1], s.hidden, data.num_classes, len(s.fanout))
+def sage(conv, data, s, out: int | None = None):
+    """The harness's GraphSAGE (the examples' model: mean SAGEConv, ReLU and dropout between layers),
+    `out` wide (default: the classes)."""
+    return graphsage(conv, data.features.shape[1], s.hidden, out or data.num_classes, len(s.fanout))
 
 
 # --- node cells ------------------------------------------------------------------------------
@@ -141,7 +142,7 @@ def pyg_loop(data, s):
         out = model(batch.x, [batch.edge_index] * layers)[:batch.batch_size]
         return F.cross_entropy(out, batch.y[:batch.batch_size])
 
-    return training(loader, s, lambda: node_model(PygNodePipeline.conv_factory(), data, s), loss, on_device(s)[1])
+    return training(loader, s, lambda: sage(PygNodePipeline.conv_factory(), data, s), loss, on_device(s)[1])
 
 
 def graphbolt_loop(data, s):
@@ -162,7 +163,7 @@ def graphbolt_loop(data, s):
     def loss(model, minibatch):
         return F.cross_entropy(model(minibatch.node_features["feat"], blocks(minibatch)), minibatch.labels)
 
-    return training(loader, s, lambda: node_model(Pipeline.conv_factory(), data, s), loss)
+    return training(loader, s, lambda: sage(Pipeline.conv_factory(), data, s), loss)
 
 
 # --- typed-node cells ------------------------------------------------------------------------
@@ -225,8 +226,7 @@ def graphbolt_hetero_loop(data, s):
 
 def link_model_of(conv, data, s):
     """The harness's link model: the shared GraphSAGE encoder (out width `hidden`) and the decoder."""
-    encoder = graphsage(conv, data.features.shape[1], s.hidden, s.hidden, len(s.fanout))
-    return link_model(encoder, s.hidden, s.decoder)
+    return link_model(sage(conv, data, s, s.hidden), s.hidden, s.decoder)
 
 
 def pyg_link_loop(data, s):
