@@ -101,14 +101,15 @@ def refuse_disk_store(mode: modes.Mode, store: str) -> None:
                           f"store {store!r} (features left on disk): use cpu-cpu or cpu-cuda")
 
 
-def placed(data, settings, device, mode: modes.Mode):
+def placed(data, settings, device, mode: modes.Mode, csc=None):
     """The sampling graph and the feature store where the mode keeps them, placed through DGL 2.1's
     API as its examples do (each Feature before the store: DGL 2.1's has no item access). The
     graph's arrays are the hub's GraphBolt copies (int32 where the sizes allow, as OnDiskDataset
-    builds them), shared by every rank."""
+    builds them), shared by every rank, or `csc` (indptr, indices: the link split's training graph)."""
     refuse_disk_store(mode, settings.store)
-    graph = gb.fused_csc_sampling_graph(host_tensor(data.graphbolt_indptr, mode.pinned, "indptr"),
-                                        host_tensor(data.graphbolt_indices, mode.pinned, "indices"))
+    indptr, indices = csc or (data.graphbolt_indptr, data.graphbolt_indices)
+    graph = gb.fused_csc_sampling_graph(host_tensor(indptr, mode.pinned, "indptr"),
+                                        host_tensor(indices, mode.pinned, "indices"))
     graph = moved(graph, mode, device)
     if mode.storage == modes.CPU:
         return graph, feature_store(data, settings.store)
@@ -268,9 +269,9 @@ def same_layer_edges(settings) -> bool:
     return settings.model != "none" and settings.same_layer_edges is not False
 
 
-def block_work(minibatch, seeds: int, modelled: bool, same: bool = False, typed: dict | None = None) -> stages.BatchWork:
+def block_work(minibatch, seeds: int, modelled: bool, same: bool = False, **extra) -> stages.BatchWork:
     """The work of a minibatch sampled around `seeds` nodes (a typed one's summed over its types;
-    `typed`: its breakdown). Blocks run input layer first; hop k's block has hop k-1's nodes as
+    `extra`: BatchWork's other fields). Blocks run input layer first; hop k's block has hop k-1's nodes as
     destinations, numbered first among its sources, so it reaches rows - columns new nodes. A layer
     computes its block's destinations, over the edges layer_edges gives it with `same`."""
     layers = minibatch.sampled_subgraphs
@@ -280,7 +281,7 @@ def block_work(minibatch, seeds: int, modelled: bool, same: bool = False, typed:
     layer_nodes = [_size(b.original_column_node_ids) for b in layers] if modelled else []
     computed = layer_edges.layer_edge_counts(minibatch, same) if modelled else []
     return stages.BatchWork(hop_nodes, hop_edges, _size(minibatch.input_nodes),
-                            stages.tensor_bytes(minibatch.node_features.values()), layer_nodes, computed, typed)
+                            stages.tensor_bytes(minibatch.node_features.values()), layer_nodes, computed, **extra)
 
 
 def _size(value) -> int:

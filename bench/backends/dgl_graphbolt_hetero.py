@@ -144,4 +144,4 @@ class Pipeline(base.TypedHooks, dgl_graphbolt.Pipeline):
                  "hop_edges": {r: [int(b.sampled_csc[r].indices.numel()) if r in b.sampled_csc else 0 for b in blocks]
                                for r in self.edge_types}}
         return dgl_graphbolt.block_work(minibatch, int(minibatch.seed_nodes[self.target].numel()),
-                                        self.settings.model != "none", self.same_layer_edges, typed)
+                                        self.settings.model != "none", self.same_layer_edges, typed=typed)

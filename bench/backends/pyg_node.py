@@ -122,10 +122,7 @@ class HopCounts:
         self.num_hops = num_hops
 
     def __call__(self, data):
-        found = data._store
-        if found.get("num_sampled_nodes") is None or found.get("num_sampled_edges") is None:
-            nodes, edges = sampled_per_hop(data, self.num_hops, int(data.num_nodes))
-            data.num_sampled_nodes, data.num_sampled_edges = nodes, edges
+        data.num_sampled_nodes, data.num_sampled_edges = sampled_per_hop(data, self.num_hops, int(data.num_nodes))
         return data
 
 
@@ -142,11 +139,10 @@ def sampled_per_hop(batch, num_hops: int, num_nodes: int, seeds: int | None = No
     """([seeds, nodes first reached at hop 1, ...], [edges of hop 1, ...]) of a NeighborLoader batch
     of `num_nodes` nodes (`seeds`, numbered first: default its batch_size).
 
-    pyg-lib reports them; torch-sparse does not, but numbers nodes in the order first reached and
-    gives edges hop by hop with increasing destinations, hop k's destinations being hop k-1's new
-    nodes. So hop k's edges end where destinations pass hop k-1's range, and its new nodes run up to
-    their largest source; the last hop has what is left. On numpy views: torch's calls cost tens
-    of microseconds each, in the training loop's time."""
+    pyg-lib reports them; torch-sparse numbers nodes in the order first reached and gives edges hop
+    by hop with increasing destinations (hop k-1's new nodes), so hop k's edges end where
+    destinations pass hop k-1's range, and its new nodes run up to their largest source. On numpy
+    views: torch's calls cost tens of microseconds each, in the training loop's time."""
     found = batch._store  # the Data's own attributes: a missing one is an exception for getattr
     nodes, edges = found.get("num_sampled_nodes"), found.get("num_sampled_edges")
     if nodes is not None and edges is not None:

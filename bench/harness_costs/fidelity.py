@@ -74,15 +74,11 @@ class Comparison:
     def add(self, side: str, epochs: list[float], cpu: list[float], load: float | None = None) -> None:
         """One round's run of one side ("harness" or "plain"); the harness side's carries the other load."""
         self.__dict__.pop("interval", None)  # a new round: the interval is taken again when next read
+        getattr(self, f"{side}_rounds").append(epochs)
+        getattr(self, f"{side}_epochs").extend(epochs)
+        getattr(self, f"{side}_cpu").extend(cpu)
         if side == "harness":
-            self.harness_rounds.append(epochs)
-            self.harness_epochs += epochs
-            self.harness_cpu += cpu
             self.other_load.append(load)
-        else:
-            self.plain_rounds.append(epochs)
-            self.plain_epochs += epochs
-            self.plain_cpu += cpu
 
     @property
     def paired(self) -> bool:
@@ -265,10 +261,8 @@ def compare(cells: list[Cell], cache: Path, data_root: Path | None, rounds: int,
             found: list[Comparison] | None = None, failed: dict[str, str] | None = None,
             skipped: dict[str, str] | None = None) -> list[Comparison]:
     """Each cell against its plain loop, `rounds` interleaved rounds, then more (up to `max_rounds`)
-    while the interval straddles an edge of the band; `against_itself`: an A/A run; `side_by_side`:
-    both loops in one process each round. Each finished pair is appended to `found` as it ends (a
-    caller keeps them on an interrupt); a failed pair's error goes into `failed`, a skipped one's
-    reason into `skipped`, and the next pair runs."""
+    while the interval straddles an edge of the band. Finished pairs go into `found` as they end (kept
+    on an interrupt), failed pairs' errors into `failed`, skipped pairs' reasons into `skipped`."""
     found = [] if found is None else found
     failed = {} if failed is None else failed
     skipped = {} if skipped is None else skipped

@@ -379,8 +379,7 @@ def main(argv: list[str]) -> int:
     if why:
         print(json.dumps({"skipped": why}))
         return 0
-    torch.manual_seed(s.seed)
-    np.random.seed(s.seed)
+    seed_everything(s.seed)
     data = hub.load_dataset(cell["dataset"]["source"], Path(dataset_dir), features_in_memory=True)
     if together:
         print(json.dumps({**side_by_side(cell, data, s), "threads": threads}))
