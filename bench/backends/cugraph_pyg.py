@@ -3,13 +3,9 @@ cuGraph graph) and `FeatureStore` (WholeGraph), sampling on the GPU (mode cuda-c
 GraphSAGE from PyG's `SAGEConv`. What PyG recommends for multi-GPU training since it deprecated
 `torch_geometric.distributed` (2.7). Stack `cugraph-pyg`, built in the GPU images only.
 
-Written step for step as cugraph-gnn's own example (cugraph_pyg/examples/gcn_dist_mnmg.py): a
-process group over NCCL, a cuGraph communicator id broadcast from rank 0, RMM, cupy, the device,
-cuGraph's comms and WholeGraph initialised (`init_worker`); then, all under torch's memory pool on
-RMM's allocator (`rmm_pool`), each rank's slices of edges, features and labels into the stores, the
-loader, the model and DDP, training and evaluation; at the end WholeGraph's finalize and the comms
-shut down. docs/gpus.md lists what differs from the example and why. Unverified on a GPU. Imports
-no RAPIDS package at the top: `unavailable` names what is missing without them.
+Written step for step as cugraph-gnn's own example (cugraph_pyg/examples/gcn_dist_mnmg.py);
+docs/gpus.md lists what differs and why. Unverified on a GPU. Imports no RAPIDS package at the top:
+`unavailable` names what is missing without them.
 """
 
 from __future__ import annotations

@@ -1,15 +1,12 @@
 """DGL GraphBolt: ItemSampler -> sample_neighbor -> fetch_feature -> DataLoader, GraphSAGE from
 `dgl.nn.SAGEConv` on the sampled blocks, in the modes DGL's node-classification example builds
 (bench/modes.py; the CUDA modes need DGL's CUDA build). `gpu_cache` (pinned-cuda): a
-GPUCachedFeature in front of the pinned features, as the example's --gpu-cache-size. Several ranks
-share the seeds with DistributedItemSampler. Every mode ends, as the example does, with
-copy_to(device) when the features are on the host (on the CPU it moves nothing, but it makes
-gb.DataLoader run the stages before it in a prefetch thread).
-With `profile: true` the sampler, the fetch and a copy to a GPU are timed where they run; on a GPU
-each timed stage synchronises the device, giving up the overlap of GraphBolt's feature-fetch
-stream: compare the CUDA modes' speed with `profile: false`.
-Stores: memory, graphbolt-disk (GraphBolt's own `OnDiskFeatureData(in_memory=False)` over the
-hub's .npy) and any disk-backed store of feature rows (`StoredFeature` over its reader).
+GPUCachedFeature in front of the pinned features, as the example's --gpu-cache-size. Every mode
+ends with copy_to(device) when the features are on the host, as the example (on the CPU it moves
+nothing, but makes gb.DataLoader run the stages before it in a prefetch thread). With `profile:
+true` each timed stage on a GPU synchronises the device, giving up the overlap of GraphBolt's
+feature-fetch stream: compare the CUDA modes' speed with `profile: false`. Stores: memory,
+graphbolt-disk (GraphBolt's own `OnDiskFeatureData(in_memory=False)`) and any store of feature rows.
 """
 
 from __future__ import annotations
@@ -104,14 +101,15 @@ def refuse_disk_store(mode: modes.Mode, store: str) -> None:
                           f"store {store!r} (features left on disk): use cpu-cpu or cpu-cuda")
 
 
-def placed(data, settings, device, mode: modes.Mode):
+def placed(data, settings, device, mode: modes.Mode, csc=None):
     """The sampling graph and the feature store where the mode keeps them, placed through DGL 2.1's
     API as its examples do (each Feature before the store: DGL 2.1's has no item access). The
     graph's arrays are the hub's GraphBolt copies (int32 where the sizes allow, as OnDiskDataset
-    builds them), shared by every rank."""
+    builds them), shared by every rank, or `csc` (indptr, indices: the link split's training graph)."""
     refuse_disk_store(mode, settings.store)
-    graph = gb.fused_csc_sampling_graph(host_tensor(data.graphbolt_indptr, mode.pinned, "indptr"),
-                                        host_tensor(data.graphbolt_indices, mode.pinned, "indices"))
+    indptr, indices = csc or (data.graphbolt_indptr, data.graphbolt_indices)
+    graph = gb.fused_csc_sampling_graph(host_tensor(indptr, mode.pinned, "indptr"),
+                                        host_tensor(indices, mode.pinned, "indices"))
     graph = moved(graph, mode, device)
     if mode.storage == modes.CPU:
         return graph, feature_store(data, settings.store)
@@ -271,20 +269,24 @@ def same_layer_edges(settings) -> bool:
     return settings.model != "none" and settings.same_layer_edges is not False
 
 
-def block_work(minibatch, seeds: int, modelled: bool, same: bool = False) -> stages.BatchWork:
-    """The work of a minibatch sampled around `seeds` nodes. Blocks run input layer first; hop k's
-    block has hop k-1's nodes as destinations, numbered first among its sources, so it reaches
-    rows - columns new nodes. A layer computes its block's destinations, over the edges
-    layer_edges gives it with `same`."""
+def block_work(minibatch, seeds: int, modelled: bool, same: bool = False, **extra) -> stages.BatchWork:
+    """The work of a minibatch sampled around `seeds` nodes (a typed one's summed over its types;
+    `extra`: BatchWork's other fields). Blocks run input layer first; hop k's block has hop k-1's nodes as
+    destinations, numbered first among its sources, so it reaches rows - columns new nodes. A layer
+    computes its block's destinations, over the edges layer_edges gives it with `same`."""
     layers = minibatch.sampled_subgraphs
     blocks = layers[::-1]
-    hop_nodes = [seeds]
-    hop_nodes += [int(b.original_row_node_ids.numel()) - int(b.original_column_node_ids.numel()) for b in blocks]
-    hop_edges = [int(b.sampled_csc.indices.numel()) for b in blocks]
-    layer_nodes = [int(b.original_column_node_ids.numel()) for b in layers] if modelled else []
+    hop_nodes = [seeds] + [_size(b.original_row_node_ids) - _size(b.original_column_node_ids) for b in blocks]
+    hop_edges = [sum(int(csc.indices.numel()) for csc in _each(b.sampled_csc)) for b in blocks]
+    layer_nodes = [_size(b.original_column_node_ids) for b in layers] if modelled else []
     computed = layer_edges.layer_edge_counts(minibatch, same) if modelled else []
-    return stages.BatchWork(hop_nodes, hop_edges, int(minibatch.input_nodes.numel()),
-                            stages.tensor_bytes([minibatch.node_features["feat"]]), layer_nodes, computed)
+    return stages.BatchWork(hop_nodes, hop_edges, _size(minibatch.input_nodes),
+                            stages.tensor_bytes(minibatch.node_features.values()), layer_nodes, computed, **extra)
+
+
+def _size(value) -> int:
+    """The ids in a minibatch field, over every type of a typed one."""
+    return sum(int(t.numel()) for t in _each(value) if t is not None)
 
 
 class _CopyStarts(IterDataPipe):

@@ -4,8 +4,6 @@ layer (a value per edge type), `fetch_feature` per node type; the shared R-GCN /
 (bench/backends/typed.py) from DGL's HeteroGraphConv over GraphConv (norm "right", no bias: R-GCN's
 per-relation term) or GATConv, on the edges `same_layer_edges` says (bench/backends/layer_edges.py).
 Modes, datapipe, stage timers and stores are the untyped GraphBolt backend's, per node type.
-Ranks: DistributedItemSampler gives each a contiguous run of whole batches (PyG's take equal
-seeded random shares, base.shard: the same seeds per epoch and steps, in other shares).
 """
 
 from __future__ import annotations
@@ -15,9 +13,9 @@ import torch
 from dgl.nn import GATConv, GraphConv, HeteroGraphConv
 
 from bench import modes
-from bench.backends import base, dgl_graphbolt, layer_edges, stages
+from bench.backends import base, dgl_graphbolt, layer_edges
 from bench.backends.dgl_graphbolt import NATIVE_STORE, StoredFeature, host_tensor, moved, numpy_dtype, refuse_disk_store
-from bench.backends.typed import per_head, rgcn_layer, typed_counts
+from bench.backends.typed import per_head, rgcn_layer
 from bench.stores import features_in_memory, open_store
 
 GRAPH_ARRAYS = ("indptr", "indices", "node_type_offset", "type_per_edge")
@@ -134,22 +132,16 @@ class Pipeline(base.TypedHooks, dgl_graphbolt.Pipeline):
         return int(minibatch.seed_nodes[self.target].numel()), edges
 
     def work(self, minibatch):
-        """As dgl_graphbolt.block_work counts it, per node type and relation."""
-        layers = minibatch.sampled_subgraphs
-        blocks = layers[::-1]
-        types = list(minibatch.input_nodes)
+        """dgl_graphbolt.block_work, with its breakdown per node type and relation."""
+        blocks = minibatch.sampled_subgraphs[::-1]
 
         def size(d, t):
             return int(d[t].numel()) if t in d and d[t] is not None else 0
 
-        hop_nodes = {t: [size(minibatch.seed_nodes, t)] + [size(b.original_row_node_ids, t)
-                                                         - size(b.original_column_node_ids, t) for b in blocks]
-                     for t in types}
-        hop_edges = {r: [int(b.sampled_csc[r].indices.numel()) if r in b.sampled_csc else 0 for b in blocks]
-                     for r in self.edge_types}
-        nodes, edges, typed = typed_counts(hop_nodes, hop_edges)
-        modelled = self.settings.model != "none"
-        layer_nodes = [sum(size(b.original_column_node_ids, t) for t in types) for b in layers] if modelled else []
-        computed = layer_edges.layer_edge_counts(minibatch, self.same_layer_edges) if modelled else []
-        return stages.BatchWork(nodes, edges, sum(size(minibatch.input_nodes, t) for t in types),
-                                stages.tensor_bytes(minibatch.node_features.values()), layer_nodes, computed, typed)
+        typed = {"hop_nodes": {t: [size(minibatch.seed_nodes, t)] + [size(b.original_row_node_ids, t)
+                                                                   - size(b.original_column_node_ids, t) for b in blocks]
+                               for t in minibatch.input_nodes},
+                 "hop_edges": {r: [int(b.sampled_csc[r].indices.numel()) if r in b.sampled_csc else 0 for b in blocks]
+                               for r in self.edge_types}}
+        return dgl_graphbolt.block_work(minibatch, int(minibatch.seed_nodes[self.target].numel()),
+                                        self.settings.model != "none", self.same_layer_edges, typed=typed)

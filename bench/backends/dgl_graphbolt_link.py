@@ -2,15 +2,12 @@
 it: ItemSet of training edges -> ItemSampler -> sample_uniform_negative -> sample_neighbor ->
 exclude_seed_edges(include_reverse_edges=True) (exclusion `reverse`) -> fetch_feature -> copy_to ->
 DataLoader, over the link split's training graph. Modes, stores and stage clocks are
-dgl_graphbolt's; model, loss, leakage check and evaluation the link task's (bench/backends/link.py).
-The `sample` stage holds all three sampling steps, as PyG's sample_from_edges does. Beyond the
-example, `same_layer_edges: true` (the default) computes each layer over PyG's edges
-(bench/backends/layer_edges.py).
+dgl_graphbolt's; the rest the link task's (bench/backends/link.py). The `sample` stage holds all
+three sampling steps, as PyG's sample_from_edges does.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from functools import partial
 
 import dgl
@@ -35,7 +32,8 @@ class Pipeline(link.LinkPipeline, dgl_graphbolt.Pipeline):
 
     def place(self, data):
         """The training graph (the split's message-passing edges), where the mode keeps it."""
-        return placed(TrainingGraph(data, self.split), self.settings, self.device, self.mode)
+        split = self.split
+        return placed(data, self.settings, self.device, self.mode, (split.graphbolt_indptr, split.graphbolt_indices))
 
     def item_sets(self, data) -> dict:
         # every rank gives the whole set: DistributedItemSampler shares it out (dgl_graphbolt._loader)
@@ -96,18 +94,5 @@ class Pipeline(link.LinkPipeline, dgl_graphbolt.Pipeline):
     def work(self, minibatch):
         """As the node backend's, with the seed edges and negatives."""
         seeds = int(minibatch.sampled_subgraphs[-1].original_column_node_ids.numel())  # the pairs' unique ends
-        modelled = self.settings.model != "none"
-        return dataclasses.replace(block_work(minibatch, seeds, modelled, self.same_layer_edges),
-                                   seed_edges=self.positives(minibatch),
-                                   negatives=int(minibatch.negative_dsts.numel()))
-
-
-class TrainingGraph:
-    """The dataset with the link split's training graph in place of its own (for dgl_graphbolt.placed)."""
-
-    def __init__(self, data, split):
-        self._data = data
-        self.graphbolt_indptr, self.graphbolt_indices = split.graphbolt_indptr, split.graphbolt_indices
-
-    def __getattr__(self, name):
-        return getattr(self._data, name)
+        return block_work(minibatch, seeds, self.settings.model != "none", self.same_layer_edges,
+                          seed_edges=self.positives(minibatch), negatives=int(minibatch.negative_dsts.numel()))

@@ -1,11 +1,9 @@
 """The feature gather alone: the rows of real sampled batches read from a store, nothing else.
 
-"What does the disk cost per batch?" without the sampler and the model in the way: PyG's
-NeighborLoader samples up to MAX_BATCHES training batches once (seeded: every cell of a dataset
-gathers the same rows in the same order), and each epoch gathers exactly those rows again, with
-`torch.index_select` in memory or a disk-backed store's batched read. Seeds per second here means
-rows gathered per second; the model setting is ignored. Stages: the gather is `fetch`; work: the
-rows gathered as input_nodes and feature_bytes, no hops.
+"What does the disk cost per batch?" without the sampler and the model in the way: NeighborLoader
+samples up to MAX_BATCHES training batches once (seeded: every cell of a dataset gathers the same
+rows), and each epoch gathers those rows again, in memory or by a store's batched read. Seeds per
+second means rows per second; the model setting is ignored. Stages: the gather is `fetch`.
 """
 
 from __future__ import annotations

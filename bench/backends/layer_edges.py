@@ -1,17 +1,13 @@
 """What each GraphBolt layer computes over: the `same_layer_edges` setting of the three GraphBolt
 backends and their plain loops (bench/harness_costs/plain_loops.py).
 
-PyG's layers run on the one sampled subgraph, in which a node's in-edges are those sampled at the
-hop that first reached it. GraphBolt samples every layer again for all its destination nodes, so in
+PyG's layers run on the one sampled subgraph, where a node's in-edges are those sampled at the hop
+that first reached it. GraphBolt samples every layer again for all its destination nodes, so in
 `minibatch.blocks` a seed's input layer averages fanout[-1] fresh neighbours instead: with unequal
-fanouts, two different GNNs. `true`: every layer over the edges PyG's would (`first_hop_csc`: the
-destination nodes a layer shares with the next one take the next layer's in-edges); sampling and
-its counted work are unchanged. `false`: GraphBolt's `minibatch.blocks`, as its examples train.
-
-The rewrite runs in the datapipe right after sampling (`attach`, inside the `sample` stage, where
-the sampled CSCs are; never in the training thread) and rides on each sampled subgraph
-(`FIRST_HOP`, copied to the device with it); `blocks` makes the model's DGL blocks from it with no
-host read. Stack side (dgl).
+fanouts, two different GNNs. `true`: every layer over the edges PyG's would (`first_hop_csc`);
+sampling and its counted work are unchanged. `false`: `minibatch.blocks`, as GraphBolt's examples.
+The rewrite runs in the datapipe right after sampling (`attach`, inside the `sample` stage) and
+rides on each sampled subgraph (`FIRST_HOP`); `blocks` makes the model's DGL blocks from it.
 """
 
 from __future__ import annotations
@@ -83,11 +79,9 @@ def _csc(indptr, indices) -> tuple:
 
 def layer_edge_counts(minibatch, same: bool) -> list[int]:
     """The edges each layer computes over, input layer first (the work counts' layer_edges)."""
-    if not same:
-        cscs = [s.sampled_csc for s in minibatch.sampled_subgraphs]
-        return [sum(c.indices.numel() for c in (csc.values() if isinstance(csc, dict) else [csc])) for csc in cscs]
     counts = []
     for subgraph in minibatch.sampled_subgraphs:
-        csc = getattr(subgraph, FIRST_HOP)
-        counts.append(sum(int(i.numel()) for _, i in (csc.values() if isinstance(csc, dict) else [csc])))
+        csc = getattr(subgraph, FIRST_HOP) if same else subgraph.sampled_csc
+        cscs = csc.values() if isinstance(csc, dict) else [csc]
+        counts.append(sum(int((c[1] if same else c.indices).numel()) for c in cscs))
     return counts

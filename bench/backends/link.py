@@ -11,13 +11,8 @@ set (ogbl-collab), Hits@K as OGB's evaluator counts it, and Hits@50 is the proto
 
 The leakage check (the first epoch's training batches, in `count`): the sampled graph's edges
 against the batch's own positive seed edges and their reverses. With exclusion `reverse` one found
-fails the cell (SeedEdgeLeakError); with `none` the share found is recorded and noted.
-
-GraphBolt samples every layer again for all its destination nodes, so its input layer would
-aggregate a seed over fanout[-1] fresh neighbours where PyG's uses the seed's first hop; with
-unequal fanouts that was the whole of an MRR gap. So the GraphBolt link backend computes each layer
-over the edges PyG's would (`same_layer_edges`, bench/backends/layer_edges.py); the sampling itself
-still differs (the equal-work check names it). Stack side; torch is imported where it is used.
+fails the cell (SeedEdgeLeakError); with `none` the share found is recorded and noted. Stack side;
+torch is imported where it is used.
 """
 
 from __future__ import annotations

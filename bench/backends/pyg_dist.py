@@ -1,17 +1,14 @@
 """PyG partitioned distributed training: `torch_geometric.distributed`.
 
-Each rank stands for one machine holding one METIS partition: PyG's `Partitioner` writes the
-partitions once per dataset and number of partitions into the cache, each rank loads its own
-(`LocalGraphStore` / `LocalFeatureStore.from_partition`), samples with `DistNeighborLoader`
-(remote neighbourhoods over torch RPC) and trains the shared GraphSAGE under DDP (gloo).
-Partitioning seconds, edge cut and balance are recorded. METIS: where neither torch-sparse nor
-pyg-lib has it, `pymetis` takes the same CSR. Sampling needs pyg-lib's `dist_neighbor_sample`
-(without it the cell is skipped, saying so); torch-geometric 2.7.0 to 2.8.1's sampler raises
-TypeError, which a cell on such a stack records, as users meet it.
+Each rank stands for one machine holding one METIS partition (PyG's `Partitioner`, once per dataset
+and partition count, in the cache; `pymetis` where neither torch-sparse nor pyg-lib has METIS),
+loads its own, samples with `DistNeighborLoader` (remote neighbourhoods over torch RPC) and trains
+the shared GraphSAGE under DDP (gloo). Partitioning seconds, edge cut and balance are recorded.
+Sampling needs pyg-lib's `dist_neighbor_sample` (without it the cell is skipped, saying so);
+torch-geometric 2.7.0 to 2.8.1's sampler raises TypeError, which a cell on such a stack records.
 
-Stages (`profile: true`): not split. DistNeighborLoader samples, asks the other partitions over RPC
-and gathers features inside one coroutine of its own event loop, so no wrapper can tell sampling
-from fetching honestly: the whole of next() stays in `wait`. Work is counted as pyg-neighbor's.
+Stages: not split. DistNeighborLoader samples, asks the other partitions over RPC and gathers
+features inside one coroutine, so the whole of next() stays in `wait`.
 """
 
 from __future__ import annotations

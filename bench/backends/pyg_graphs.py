@@ -4,14 +4,11 @@ arrays), sqlite (PyG's own `OnDiskDataset`, written once into DATASET_DIR/stores
 the first cell that needs it: graph cells run one rank) or a graph store built on the host
 (bench.stores.open_store, e.g. LMDB, one record per graph).
 
-Every store is read the same way: the DataLoader takes whole batches of graph ids from a
-BatchSampler, the store reads them in one call into columns (`read_many`: molecules.GraphColumns)
-and one shared collate lays them out as `Batch.from_data_list` would, without a `Data` per graph,
-so the stores differ only in their reads.
-With `model: sage`: `len(fanout)` mean SAGEConv layers over each whole graph (nothing is sampled:
-the fanout's values are ignored), a global mean pool and a linear head; `model: none` measures read
-throughput. count(batch) is (graphs, edges). Stages: a batch's read and collation are `fetch`
-(`Batches`), `sample` is 0; work: hop_nodes = [the batch's nodes], hop_edges = [its edges].
+Every store is read alike: the DataLoader takes whole batches of graph ids, the store reads them in
+one call (`read_many`) and one shared collate lays them out as `Batch.from_data_list` would, so the
+stores differ only in their reads. `model: sage`: `len(fanout)` mean SAGEConv layers over each whole
+graph (nothing is sampled), a global mean pool and a linear head; `model: none` measures reads.
+Stages: read and collation are `fetch`; work: hop_nodes = [the batch's nodes], hop_edges = [its edges].
 """
 
 from __future__ import annotations

@@ -103,10 +103,9 @@ class Pipeline(base.TypedHooks, base.TrainingPipeline):
     def work(self, batch):
         hop_nodes, hop_edges = typed_hops(batch, self.target, len(self.settings.fanout))
         nodes, edges, typed = typed_counts(hop_nodes, {":".join(r): v for r, v in hop_edges.items()})
-        modelled = self.settings.model != "none"
-        layer_nodes, layer_edges = stages.layer_work(nodes, edges, False) if modelled else ([], [])
         xs = [batch[t].x for t in batch.node_types if "x" in batch[t]]
-        return stages.BatchWork(nodes, edges, sum(nodes), stages.tensor_bytes(xs), layer_nodes, layer_edges, typed)
+        return stages.subgraph_work(nodes, edges, sum(nodes), stages.tensor_bytes(xs), self.settings.model != "none",
+                                    typed=typed)
 
     def transfer_bytes(self, batch) -> int:
         if self.device.type != "cuda":

@@ -94,12 +94,10 @@ class Pipeline(link.LinkPipeline, PygNodePipeline):
         seeds = int(index.max()) + 1
         rows = int(batch.x.shape[0])
         hop_nodes, hop_edges = sampled_per_hop(batch, len(self.settings.fanout), rows, seeds=seeds)
-        modelled = self.settings.model != "none"
-        layer_nodes, layer_edges = stages.layer_work(hop_nodes, hop_edges, False) if modelled else ([], [])
         negatives = int(batch.dst_neg_index.numel()) if "dst_neg_index" in batch else \
             int(batch.edge_label_index.shape[1]) - self.positives(batch)
-        return stages.BatchWork(hop_nodes, hop_edges, rows, batch.x.numel() * batch.x.element_size(), layer_nodes,
-                                layer_edges, seed_edges=self.positives(batch), negatives=negatives)
+        return stages.subgraph_work(hop_nodes, hop_edges, rows, stages.tensor_bytes([batch.x]),
+                                    self.settings.model != "none", seed_edges=self.positives(batch), negatives=negatives)
 
 
 class ExcludeSeedEdges:

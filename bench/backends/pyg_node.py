@@ -14,7 +14,7 @@ from torch_geometric.data.graph_store import EdgeLayout
 from torch_geometric.nn import SAGEConv
 
 from bench.backends import base, stages
-from bench.backends.stages import BatchWork, layer_work
+from bench.backends.stages import BatchWork, subgraph_work
 
 
 def neighbor_sampler_in_use() -> str:
@@ -95,13 +95,10 @@ class PygNodePipeline(base.TrainingPipeline):
         return out[: batch.batch_size], batch.y[: batch.batch_size]
 
     def work(self, batch) -> BatchWork:
-        x = batch.x
-        rows = int(x.shape[0])
-        layers = len(self.settings.fanout)
-        hop_nodes, hop_edges = sampled_per_hop(batch, layers, rows)
-        modelled = self.settings.model != "none"
-        layer_nodes, layer_edges = layer_work(hop_nodes, hop_edges, self.trims) if modelled else ([], [])
-        return BatchWork(hop_nodes, hop_edges, rows, x.numel() * x.element_size(), layer_nodes, layer_edges)
+        rows = int(batch.x.shape[0])
+        hop_nodes, hop_edges = sampled_per_hop(batch, len(self.settings.fanout), rows)
+        return subgraph_work(hop_nodes, hop_edges, rows, stages.tensor_bytes([batch.x]), self.settings.model != "none",
+                             self.trims)
 
 
 def trim_layer(layer: int, x, edge_index, hops):
@@ -114,11 +111,7 @@ def trim_layer(layer: int, x, edge_index, hops):
 
 def hops_of(batch, num_hops: int) -> tuple[list[int], list[int]]:
     """The batch's nodes and edges per hop for trim_to_layer (pyg-lib's, or HopCounts')."""
-    found = batch._store
-    nodes, edges = found.get("num_sampled_nodes"), found.get("num_sampled_edges")
-    if nodes is None or edges is None:
-        return sampled_per_hop(batch, num_hops, int(batch.x.shape[0]))  # on the CPU only
-    return [int(n) for n in nodes], [int(e) for e in edges]
+    return sampled_per_hop(batch, num_hops, int(batch.x.shape[0]))
 
 
 class HopCounts:
@@ -129,10 +122,7 @@ class HopCounts:
         self.num_hops = num_hops
 
     def __call__(self, data):
-        found = data._store
-        if found.get("num_sampled_nodes") is None or found.get("num_sampled_edges") is None:
-            nodes, edges = sampled_per_hop(data, self.num_hops, int(data.num_nodes))
-            data.num_sampled_nodes, data.num_sampled_edges = nodes, edges
+        data.num_sampled_nodes, data.num_sampled_edges = sampled_per_hop(data, self.num_hops, int(data.num_nodes))
         return data
 
 
@@ -149,11 +139,10 @@ def sampled_per_hop(batch, num_hops: int, num_nodes: int, seeds: int | None = No
     """([seeds, nodes first reached at hop 1, ...], [edges of hop 1, ...]) of a NeighborLoader batch
     of `num_nodes` nodes (`seeds`, numbered first: default its batch_size).
 
-    pyg-lib reports them; torch-sparse does not, but numbers nodes in the order first reached and
-    gives edges hop by hop with increasing destinations, hop k's destinations being hop k-1's new
-    nodes. So hop k's edges end where destinations pass hop k-1's range, and its new nodes run up to
-    their largest source; the last hop has what is left. On numpy views: torch's calls cost tens
-    of microseconds each, in the training loop's time."""
+    pyg-lib reports them; torch-sparse numbers nodes in the order first reached and gives edges hop
+    by hop with increasing destinations (hop k-1's new nodes), so hop k's edges end where
+    destinations pass hop k-1's range, and its new nodes run up to their largest source. On numpy
+    views: torch's calls cost tens of microseconds each, in the training loop's time."""
     found = batch._store  # the Data's own attributes: a missing one is an exception for getattr
     nodes, edges = found.get("num_sampled_nodes"), found.get("num_sampled_edges")
     if nodes is not None and edges is not None:

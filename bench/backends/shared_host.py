@@ -1,10 +1,9 @@
 """One writable host copy per node of a hub array, for the ranks to pin in place.
 
-GraphBolt's pinned-cuda pins with cudaHostRegister, which needs writable memory, and the hub's
-arrays are read-only maps. As DGL's multi-GPU example pins its parent's one dataset in every rank,
-the first rank of a node copies the array once into the cell's shared folder (GNNBENCH_SHARED_HOST,
-in /dev/shm, made and removed by the runner), the others wait on a lock file and map the same
-file writable, and every rank pins those pages (counted once per node by bench/run/memory_plan.py).
+GraphBolt's pinned-cuda pins with cudaHostRegister, which needs writable memory; the hub's arrays
+are read-only maps. As DGL's multi-GPU example pins its parent's one dataset in every rank, a node's
+first rank copies the array once into the cell's shared folder (GNNBENCH_SHARED_HOST, in /dev/shm,
+made by the runner), the others map the same file, and every rank pins those pages.
 """
 
 from __future__ import annotations

@@ -1,18 +1,14 @@
 """Time per stage and work per batch: the instrumentation `profile: true` (the default) turns on.
 
-Stages (STAGES) split an epoch of the training process into disjoint wall-clock parts that add up
-to it (docs/reading-results.md says what each holds). A thin wrapper around the framework's own
-sampler or feature gather times it where it runs (the training thread, a DataLoader worker, a
-prefetch thread) and stamps the seconds on the batch it produced (`stamp`: (stage, (pid, thread),
-seconds, bytes) entries, pickled with the batch). The training loop reads the stamp off
-(`EpochClock.loaded`): seconds spent in its own thread are its stages and the rest of its time
-blocked in next() is `wait`; seconds spent elsewhere overlapped training (`loader_worker_s`).
+Stages (STAGES) split an epoch into disjoint wall-clock parts that add up to it
+(docs/reading-results.md). A wrapper around the framework's sampler or feature gather times it where
+it runs and stamps the seconds on the batch it produced (`stamp`); the training loop reads the stamp
+off (`EpochClock.loaded`): seconds spent in its own thread are its stages, the rest of its time
+blocked in next() is `wait`, and seconds spent elsewhere overlapped training (`loader_worker_s`).
 
-Work (`BatchWork`, what a backend's `work(batch)` returns) is counted the same way for every
-backend, summed apart over the full batches (`batch_size` seeds) so per-seed figures do not move
-with a rank's partial last batch. Counting takes the training thread's time, so it keeps to a
-budget (`EpochClock.count`): where it is dear only a sample of the batches is counted.
-Stack side; torch only where a GPU is synchronised.
+Work (`BatchWork`, what a backend's `work(batch)` returns) is counted alike for every backend, and
+summed apart over the full batches so per-seed figures do not move with a partial last batch; it
+keeps to a budget of the training thread's time (`EpochClock.count`). Stack side.
 """
 
 from __future__ import annotations
@@ -291,6 +287,13 @@ def layer_work(hop_nodes: list[int], hop_edges: list[int], trimmed: bool) -> tup
         return [sum(hop_nodes)] * layers, [sum(hop_edges)] * layers
     return ([sum(hop_nodes[:layers - i + 1]) for i in range(layers)],
             [sum(hop_edges[:layers - i]) for i in range(layers)])
+
+
+def subgraph_work(hop_nodes, hop_edges, input_nodes: int, feature_bytes: int, modelled: bool, trimmed: bool = False,
+                  **extra) -> BatchWork:
+    """A NeighborLoader batch's BatchWork: its layers' work by `layer_work` (none without a model)."""
+    layers = layer_work(hop_nodes, hop_edges, trimmed) if modelled else ([], [])
+    return BatchWork(hop_nodes, hop_edges, input_nodes, feature_bytes, *layers, **extra)
 
 
 def tensor_bytes(tensors) -> int:

@@ -8,11 +8,9 @@ The model (`model: rgcn | rgat`), around a framework's own per-relation layers:
            only where the types' input widths differ)
     rgat   per relation a GAT layer with `heads` heads, no self-loops, summed across relations;
            hidden layers concatenate their heads, the output layer averages them
-len(fanout) layers, `hidden` wide, ReLU and dropout between them, logits on the target type, one
-initialisation on both sides (base.same_start). A featureless node type gets a dense learnable
-torch.nn.Embedding as wide as the target's features, trained by the same Adam, as DGL's GraphBolt
-R-GCN example does (PyG's downloads metapath2vec embeddings, which an offline benchmark cannot).
-Stack side.
+len(fanout) layers, `hidden` wide, ReLU and dropout between them, logits on the target type. A
+featureless node type gets a learnable torch.nn.Embedding as wide as the target's features, as
+DGL's GraphBolt R-GCN example does (PyG's downloads metapath2vec embeddings: not offline). Stack side.
 """
 
 from __future__ import annotations

@@ -5,13 +5,10 @@ framework's examples write (bench/harness_costs/plain_loops.py), in the same sta
     gnnbench fidelity [SUITE] --clocks [-k EXPR] [--rounds N] [--out FILE]     (what the clocks cost)
 
 The two are interleaved round after round, so a machine that gets busier or quieter moves both
-alike. A cell is faithful when its ratio is within ±TOLERANCE of the plain loop's, either way (a
-harness faster than the loop it mirrors is as much to explain). Beside it, the CPU-time ratio
-(each side's process CPU seconds per epoch), which a busy machine moves far less than wall time.
-Both sides run with the cell's thread count. Only cells a plain loop exists for are compared
-(`comparable`: one rank, cpu-cpu or cpu-cuda, no autocast, features in memory, the backend's own
-model or none). A GPU pair that cannot run here is recorded as skipped (PairSkipped); one that runs
-names what still differs by design between its sides (gpu_differences).
+alike. A cell is faithful when its ratio is within ±TOLERANCE of the plain loop's, either way.
+Beside it, the CPU-time ratio, which a busy machine moves far less than wall time. Only cells a
+plain loop exists for are compared (`comparable`). A GPU pair that cannot run here is recorded as
+skipped; one that runs names what still differs by design between its sides (gpu_differences).
 """
 
 from __future__ import annotations
@@ -77,15 +74,11 @@ class Comparison:
     def add(self, side: str, epochs: list[float], cpu: list[float], load: float | None = None) -> None:
         """One round's run of one side ("harness" or "plain"); the harness side's carries the other load."""
         self.__dict__.pop("interval", None)  # a new round: the interval is taken again when next read
+        getattr(self, f"{side}_rounds").append(epochs)
+        getattr(self, f"{side}_epochs").extend(epochs)
+        getattr(self, f"{side}_cpu").extend(cpu)
         if side == "harness":
-            self.harness_rounds.append(epochs)
-            self.harness_epochs += epochs
-            self.harness_cpu += cpu
             self.other_load.append(load)
-        else:
-            self.plain_rounds.append(epochs)
-            self.plain_epochs += epochs
-            self.plain_cpu += cpu
 
     @property
     def paired(self) -> bool:
@@ -224,24 +217,27 @@ def gpu_differences(cell: Cell, side_by_side: bool) -> list[str]:
 
 def run_plain(cell: Cell, dataset_dir: Path, cache: Path) -> tuple[list[float], list[float]]:
     """The plain loop's measured epochs, in the cell's stack: (wall seconds, CPU seconds) of each."""
-    found = _plain_loops(cell, dataset_dir, cache, [])
+    found = plain_loops_json(cell, [cell.to_json(), str(dataset_dir)], cache)
     return found["epochs"], found.get("cpu", [])
 
 
 def run_side_by_side(cell: Cell, dataset_dir: Path, cache: Path) -> dict:
     """Both loops in one process of the cell's stack (plain_loops.side_by_side)."""
-    return _plain_loops(cell, dataset_dir, cache, ["--side-by-side"])
+    return plain_loops_json(cell, ["--side-by-side", cell.to_json(), str(dataset_dir)], cache)
 
 
-def _plain_loops(cell: Cell, dataset_dir: Path, cache: Path, flags: list[str]) -> dict:
-    """plain_loops run in the cell's stack: its JSON line."""
-    stack = stacks.get(cell.stack)
-    proc = subprocess.run([str(stack.python), "-m", "bench.harness_costs.plain_loops", *flags, cell.to_json(), str(dataset_dir)],
-                          env=worker_env(cache, uuid.uuid4().hex), text=True, capture_output=True,
-                          timeout=float(cell.settings.timeout))
+def plain_loops_json(cell: Cell, args: list[str], cache: Path, timeout: float | None = None,
+                     error=FidelityError, failed: str = "the plain loop failed") -> dict:
+    """plain_loops run with `args` in the cell's stack: its JSON line."""
+    timeout = float(cell.settings.timeout) if timeout is None else timeout
+    try:
+        proc = subprocess.run([str(stacks.get(cell.stack).python), "-m", "bench.harness_costs.plain_loops", *args],
+                              env=worker_env(cache, uuid.uuid4().hex), text=True, capture_output=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise error(f"{cell.id}: not done within {timeout:.0f} s") from None
     if proc.returncode != 0:
         tail = proc.stderr.strip().splitlines()[-1:] or [f"exit code {proc.returncode}"]
-        raise FidelityError(f"{cell.id}: the plain loop failed: {tail[0]}")
+        raise error(f"{cell.id}: {failed}: {tail[0]}")
     found = json.loads(proc.stdout.strip().splitlines()[-1])
     if "skipped" in found:  # the stack's own answer: no GPU, or no CUDA build of its framework
         raise PairSkipped(found["skipped"])
@@ -265,10 +261,8 @@ def compare(cells: list[Cell], cache: Path, data_root: Path | None, rounds: int,
             found: list[Comparison] | None = None, failed: dict[str, str] | None = None,
             skipped: dict[str, str] | None = None) -> list[Comparison]:
     """Each cell against its plain loop, `rounds` interleaved rounds, then more (up to `max_rounds`)
-    while the interval straddles an edge of the band; `against_itself`: an A/A run; `side_by_side`:
-    both loops in one process each round. Each finished pair is appended to `found` as it ends (a
-    caller keeps them on an interrupt); a failed pair's error goes into `failed`, a skipped one's
-    reason into `skipped`, and the next pair runs."""
+    while the interval straddles an edge of the band. Finished pairs go into `found` as they end (kept
+    on an interrupt), failed pairs' errors into `failed`, skipped pairs' reasons into `skipped`."""
     found = [] if found is None else found
     failed = {} if failed is None else failed
     skipped = {} if skipped is None else skipped
@@ -479,16 +473,8 @@ def run_clocks(cell, dataset_dir: Path, cache: Path, epochs: int) -> Overhead:
     # both sides' epochs and warm-ups, as the cell's own timeout would allow for one side
     timeout = 2 * float(cell.settings.timeout) * max(1.0, epochs / max(1, cell.settings.epochs))
     meter = LoadMeter()
-    try:
-        proc = subprocess.run([str(stack.python), "-m", "bench.harness_costs.plain_loops", "--clocks", cell.to_json(),
-                               str(dataset_dir), str(epochs)], env=worker_env(cache, uuid.uuid4().hex), text=True,
-                              capture_output=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        raise OverheadError(f"{cell.id}: not done within {timeout:.0f} s") from None
-    if proc.returncode != 0:
-        tail = proc.stderr.strip().splitlines()[-1:] or [f"exit code {proc.returncode}"]
-        raise OverheadError(f"{cell.id}: the interleaved run failed: {tail[0]}")
-    found = json.loads(proc.stdout.strip().splitlines()[-1])
+    found = plain_loops_json(cell, ["--clocks", cell.to_json(), str(dataset_dir), str(epochs)], cache, timeout,
+                             OverheadError, "the interleaved run failed")
     return Overhead(cell.id, found["on"], found["off"], other_load=meter.other_share(0.0))
 
 

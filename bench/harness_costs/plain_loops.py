@@ -6,16 +6,15 @@
 Run in a cell's stack by `gnnbench fidelity` to measure what the harness costs: the cell's graph,
 fanout, batch size, model, learning rate, workers and threads, built as the examples build them
 (docs/results.md names each), timed per epoch with perf_counter and nothing else. One loop per
-backend (BackendInfo.plain_loop, `loop_of`); the typed and link loops train the harness's own model,
-so what is measured is the loop around it, and a `model: none` cell is held against its loader
-iterated alone (`loader_only`). A GraphBolt loop computes over what the cell's `same_layer_edges`
-says, and PyG's link loop takes the harness's exclusion step (PyG has none): one model on both
-sides. Only the hub's arrays are read through gnnbench. A cpu-cuda loop trains on the GPU as the
-examples do (`on_device`), the GPU synchronised before each clock is read; without a usable GPU it
-prints {"skipped": why}. Prints one JSON line: the measured epochs' seconds, the warm-up's, this
-process's CPU seconds and the threads; with --side-by-side the harness's beside them (`side_by_side`).
-With --clocks, for `gnnbench fidelity --clocks` (host side: fidelity.py), the cell's pipeline with
-the stage clocks on and off instead (`clocks`).
+backend (BackendInfo.plain_loop, `loop_of`); each trains the harness's own model, so what is
+measured is the loop around it, and a `model: none` cell is held against its loader iterated alone
+(`loader_only`). A GraphBolt loop computes over what the cell's `same_layer_edges` says, and PyG's
+link loop takes the harness's exclusion step (PyG has none). Only the hub's arrays are read through
+gnnbench. A cpu-cuda loop trains on the GPU as the examples do, the GPU synchronised before each
+clock is read; without a usable GPU it prints {"skipped": why}. Prints one JSON line: the measured
+epochs' seconds, the warm-up's, the CPU seconds and the threads; with --side-by-side the harness's
+beside them. With --clocks (`gnnbench fidelity --clocks`), the cell's pipeline with the stage clocks
+on and off instead (`clocks`).
 """
 
 from __future__ import annotations
@@ -40,7 +39,7 @@ from bench.datasets import hub, link_split
 from bench.run.lifeline import tie_to_parent
 from bench.run.worker import run_epoch
 from bench.run.worker import set_threads
-from bench.settings import DROPOUT, CellSettings
+from bench.settings import CellSettings
 from bench.stores import features_in_memory
 
 
@@ -116,9 +115,10 @@ def training(loader, s, model, loss_of, to_device=None):
     return epoch
 
 
-def dims(data, s) -> list[int]:
-    """The layers' widths."""
-    return [data.features.shape[1]] + [s.hidden] * (len(s.fanout) - 1) + [data.num_classes]
+def sage(conv, data, s, out: int | None = None):
+    """The harness's GraphSAGE (the examples' model: mean SAGEConv, ReLU and dropout between layers),
+    `out` wide (default: the classes)."""
+    return graphsage(conv, data.features.shape[1], s.hidden, out or data.num_classes, len(s.fanout))
 
 
 # --- node cells ------------------------------------------------------------------------------
@@ -128,36 +128,29 @@ def pyg_loop(data, s):
     """PyG's examples/ way: a Data in memory, NeighborLoader over the training nodes, SAGEConv."""
     from torch_geometric.data import Data
     from torch_geometric.loader import NeighborLoader
-    from torch_geometric.nn import SAGEConv
+
+    from bench.backends.pyg_node import PygNodePipeline
 
     graph = Data(x=torch.from_numpy(data.features), edge_index=torch.from_numpy(data.edge_index),
                  y=torch.from_numpy(data.labels), num_nodes=data.num_nodes)
     loader = NeighborLoader(graph, num_neighbors=list(s.fanout), input_nodes=torch.from_numpy(data.train_idx),
                             **pyg_loader_args(s))
 
-    class SAGE(torch.nn.Module):
-        def __init__(self, dims):
-            super().__init__()
-            self.convs = torch.nn.ModuleList(SAGEConv(a, b) for a, b in zip(dims, dims[1:]))
-
-        def forward(self, x, edge_index):
-            for i, conv in enumerate(self.convs):
-                x = conv(x, edge_index)
-                if i < len(self.convs) - 1:
-                    x = F.dropout(x.relu(), p=DROPOUT, training=self.training)
-            return x
+    layers = len(s.fanout)
 
     def loss(model, batch):
-        return F.cross_entropy(model(batch.x, batch.edge_index)[:batch.batch_size], batch.y[:batch.batch_size])
+        out = model(batch.x, [batch.edge_index] * layers)[:batch.batch_size]
+        return F.cross_entropy(out, batch.y[:batch.batch_size])
 
-    return training(loader, s, lambda: SAGE(dims(data, s)), loss, on_device(s)[1])
+    return training(loader, s, lambda: sage(PygNodePipeline.conv_factory(), data, s), loss, on_device(s)[1])
 
 
 def graphbolt_loop(data, s):
     """DGL 2.1's GraphBolt node-classification example, its CPU storage path: on the CPU, or (cpu-cuda)
     copy_to(device) last."""
     import dgl.graphbolt as gb
-    import dgl.nn as dglnn
+
+    from bench.backends.dgl_graphbolt import Pipeline
 
     graph = graphbolt_graph(data.graphbolt_indptr, data.graphbolt_indices)
     features = gb.BasicFeatureStore({("node", None, "feat"): gb.TorchBasedFeature(torch.from_numpy(data.features))})
@@ -167,22 +160,10 @@ def graphbolt_loop(data, s):
     pipe = pipe.sample_neighbor(graph, list(reversed(s.fanout)))  # GraphBolt: input layer first
     loader, blocks = graphbolt_loader(pipe, s, features, ["feat"])
 
-    class SAGE(torch.nn.Module):
-        def __init__(self, dims):
-            super().__init__()
-            self.layers = torch.nn.ModuleList(dglnn.SAGEConv(a, b, "mean") for a, b in zip(dims, dims[1:]))
-
-        def forward(self, blocks, x):
-            for i, (layer, block) in enumerate(zip(self.layers, blocks)):
-                x = layer(block, x)
-                if i < len(self.layers) - 1:
-                    x = F.dropout(F.relu(x), p=DROPOUT, training=self.training)
-            return x
-
     def loss(model, minibatch):
-        return F.cross_entropy(model(blocks(minibatch), minibatch.node_features["feat"]), minibatch.labels)
+        return F.cross_entropy(model(minibatch.node_features["feat"], blocks(minibatch)), minibatch.labels)
 
-    return training(loader, s, lambda: SAGE(dims(data, s)), loss)
+    return training(loader, s, lambda: sage(Pipeline.conv_factory(), data, s), loss)
 
 
 # --- typed-node cells ------------------------------------------------------------------------
@@ -245,8 +226,7 @@ def graphbolt_hetero_loop(data, s):
 
 def link_model_of(conv, data, s):
     """The harness's link model: the shared GraphSAGE encoder (out width `hidden`) and the decoder."""
-    encoder = graphsage(conv, data.features.shape[1], s.hidden, s.hidden, len(s.fanout))
-    return link_model(encoder, s.hidden, s.decoder)
+    return link_model(sage(conv, data, s, s.hidden), s.hidden, s.decoder)
 
 
 def pyg_link_loop(data, s):
@@ -399,8 +379,7 @@ def main(argv: list[str]) -> int:
     if why:
         print(json.dumps({"skipped": why}))
         return 0
-    torch.manual_seed(s.seed)
-    np.random.seed(s.seed)
+    seed_everything(s.seed)
     data = hub.load_dataset(cell["dataset"]["source"], Path(dataset_dir), features_in_memory=True)
     if together:
         print(json.dumps({**side_by_side(cell, data, s), "threads": threads}))
