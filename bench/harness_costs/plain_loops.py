@@ -6,8 +6,9 @@
 Run in a cell's stack by `gnnbench fidelity` to measure what the harness costs: the cell's graph,
 fanout, batch size, model, learning rate, workers and threads, built as the examples build them
 (docs/results.md names each), timed per epoch with perf_counter and nothing else. One loop per
-backend (BackendInfo.plain_loop, `loop_of`); each trains the harness's own model, so what is
-measured is the loop around it, and a `model: none` cell is held against its loader iterated alone
+backend (BackendInfo.plain_loop, `loop_of`); the node loops train the examples' own GraphSAGE (PyG's
+SAGEConv, DGL's mean SAGEConv), the typed and link loops the harness's model, so what is measured
+there is the loop around it; and a `model: none` cell is held against its loader iterated alone
 (`loader_only`). A GraphBolt loop computes over what the cell's `same_layer_edges` says, and PyG's
 link loop takes the harness's exclusion step (PyG has none). Only the hub's arrays are read through
 gnnbench. A cpu-cuda loop trains on the GPU as the examples do, the GPU synchronised before each
@@ -39,7 +40,7 @@ from bench.datasets import hub, link_split
 from bench.run.lifeline import tie_to_parent
 from bench.run.worker import run_epoch
 from bench.run.worker import set_threads
-from bench.settings import CellSettings
+from bench.settings import DROPOUT, CellSettings
 from bench.stores import features_in_memory
 
 
@@ -115,6 +116,11 @@ def training(loader, s, model, loss_of, to_device=None):
     return epoch
 
 
+def dims(data, s) -> list[int]:
+    """The layers' widths."""
+    return [data.features.shape[1]] + [s.hidden] * (len(s.fanout) - 1) + [data.num_classes]
+
+
 def sage(conv, data, s, out: int | None = None):
     """The harness's GraphSAGE (the examples' model: mean SAGEConv, ReLU and dropout between layers),
     `out` wide (default: the classes)."""
@@ -128,29 +134,36 @@ def pyg_loop(data, s):
     """PyG's examples/ way: a Data in memory, NeighborLoader over the training nodes, SAGEConv."""
     from torch_geometric.data import Data
     from torch_geometric.loader import NeighborLoader
-
-    from bench.backends.pyg_node import PygNodePipeline
+    from torch_geometric.nn import SAGEConv
 
     graph = Data(x=torch.from_numpy(data.features), edge_index=torch.from_numpy(data.edge_index),
                  y=torch.from_numpy(data.labels), num_nodes=data.num_nodes)
     loader = NeighborLoader(graph, num_neighbors=list(s.fanout), input_nodes=torch.from_numpy(data.train_idx),
                             **pyg_loader_args(s))
 
-    layers = len(s.fanout)
+    class SAGE(torch.nn.Module):
+        def __init__(self, dims):
+            super().__init__()
+            self.convs = torch.nn.ModuleList(SAGEConv(a, b) for a, b in zip(dims, dims[1:]))
+
+        def forward(self, x, edge_index):
+            for i, conv in enumerate(self.convs):
+                x = conv(x, edge_index)
+                if i < len(self.convs) - 1:
+                    x = F.dropout(x.relu(), p=DROPOUT, training=self.training)
+            return x
 
     def loss(model, batch):
-        out = model(batch.x, [batch.edge_index] * layers)[:batch.batch_size]
-        return F.cross_entropy(out, batch.y[:batch.batch_size])
+        return F.cross_entropy(model(batch.x, batch.edge_index)[:batch.batch_size], batch.y[:batch.batch_size])
 
-    return training(loader, s, lambda: sage(PygNodePipeline.conv_factory(), data, s), loss, on_device(s)[1])
+    return training(loader, s, lambda: SAGE(dims(data, s)), loss, on_device(s)[1])
 
 
 def graphbolt_loop(data, s):
     """DGL 2.1's GraphBolt node-classification example, its CPU storage path: on the CPU, or (cpu-cuda)
     copy_to(device) last."""
     import dgl.graphbolt as gb
-
-    from bench.backends.dgl_graphbolt import Pipeline
+    import dgl.nn as dglnn
 
     graph = graphbolt_graph(data.graphbolt_indptr, data.graphbolt_indices)
     features = gb.BasicFeatureStore({("node", None, "feat"): gb.TorchBasedFeature(torch.from_numpy(data.features))})
@@ -160,10 +173,22 @@ def graphbolt_loop(data, s):
     pipe = pipe.sample_neighbor(graph, list(reversed(s.fanout)))  # GraphBolt: input layer first
     loader, blocks = graphbolt_loader(pipe, s, features, ["feat"])
 
-    def loss(model, minibatch):
-        return F.cross_entropy(model(minibatch.node_features["feat"], blocks(minibatch)), minibatch.labels)
+    class SAGE(torch.nn.Module):
+        def __init__(self, dims):
+            super().__init__()
+            self.layers = torch.nn.ModuleList(dglnn.SAGEConv(a, b, "mean") for a, b in zip(dims, dims[1:]))
 
-    return training(loader, s, lambda: sage(Pipeline.conv_factory(), data, s), loss)
+        def forward(self, blocks, x):
+            for i, (layer, block) in enumerate(zip(self.layers, blocks)):
+                x = layer(block, x)
+                if i < len(self.layers) - 1:
+                    x = F.dropout(F.relu(x), p=DROPOUT, training=self.training)
+            return x
+
+    def loss(model, minibatch):
+        return F.cross_entropy(model(blocks(minibatch), minibatch.node_features["feat"]), minibatch.labels)
+
+    return training(loader, s, lambda: SAGE(dims(data, s)), loss)
 
 
 # --- typed-node cells ------------------------------------------------------------------------
