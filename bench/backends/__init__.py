@@ -98,9 +98,7 @@ BACKENDS: dict[str, BackendInfo] = {
     # neg_mode: only PyG has both (GraphBolt's sample_uniform_negative is triplet)
     "pyg-link": BackendInfo("bench.backends.pyg_link", "pyg", ("cpu-cpu", "cpu-cuda"), ("memory", "lmdb"),
                             task="link", options=("pin_memory", "amp", "neg_mode"),
-                            structure_bytes_per_node=8, structure_bytes_per_edge=16, plain_loop="pyg_link_loop",
-                            unverified_on_gpu="PyG's link cells' measured epochs (one ran its warm-up epoch on the "
-                                              "H100, results/NOTES.md; the device time ran out before the rest)"),
+                            structure_bytes_per_node=8, structure_bytes_per_edge=16, plain_loop="pyg_link_loop"),
     "dgl-graphbolt-link": BackendInfo("bench.backends.dgl_graphbolt_link", "dgl",
                                       ("cpu-cpu", "cpu-cuda", "pinned-cuda", "cuda-cuda"),
                                       ("memory", "lmdb", "graphbolt-disk"), task="link", mode_chart=True,
