@@ -1,18 +1,12 @@
-"""Paired cells: two or more cells' workers alive at once, taking turns epoch by epoch.
+"""Paired cells: two or more cells' workers alive at once, taking turns epoch by epoch, so a slow
+stretch of a shared machine falls on both instead of reading as a difference between them.
 
-Run one after another, a slow stretch of a shared machine that falls on one cell reads as a
-difference between configurations. Here a group's cells are launched together, each warms up, and
-their measured epochs run in rounds, one cell at a time in one fixed cycle (bench/run/turns.py: the
-waiting cells block on a pipe, their memory samplers paused). Each pair's ratio and 95 % interval
-come from bench/paired_ratio.py; rounds are added until every pair is resolved (judged at is_look),
-up to `max_rounds` or TIME_SHARE of the cells' timeout. The CPU the waiting cells' trees took is
-measured and kept, so the claim that they were idle is a figure.
-
-Cells pair when they differ in one named axis alone (`paired: [stack]`, `--paired AXIS`); the
-pseudo-axis `runner` pairs each cell with a twin its runner's memory sampler never reads. Pairs
-sharing a cell run as one group, so each cell is measured once. Cells that cannot live beside
-another (why_alone, too_big_together) take turns as whole processes (INTERLEAVED_ROUNDS), and a
-pair whose cells could not run together says why."""
+A group's cells launch together, warm up, then run their measured epochs in rounds, one cell at a
+time in one fixed cycle (bench/run/turns.py). Each pair's ratio and interval come from
+bench/paired_ratio.py; rounds are added until every pair is resolved, up to `max_rounds` or
+TIME_SHARE of the timeout. Cells that cannot live beside another (why_alone, too_big_together)
+take turns as whole processes (INTERLEAVED_ROUNDS); the pseudo-axis `runner` pairs each cell with
+a twin no memory sampler reads."""
 
 from __future__ import annotations
 
@@ -251,10 +245,8 @@ class Member:
         return line.decode()
 
     def say(self, word: str) -> None:
-        try:
+        with contextlib.suppress(OSError):
             os.write(self.go, f"{word}\n".encode())
-        except OSError:
-            pass
 
     def tree_cpu(self) -> float:
         """CPU seconds of the worker and everything below it (its DataLoader workers)."""

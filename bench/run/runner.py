@@ -6,6 +6,7 @@ worker. A crash, a hang or a kill becomes an outcome with a status and the tail 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -315,21 +316,16 @@ def _run(cell: Cell, python: Path, dataset_dir: Path, cache: Path, on_progress, 
 
 def written_oom(out_path: Path, returncode: int | None) -> bool:
     """A worker that exited non-zero after writing an `oom` record: one rank of several ran out of GPU memory."""
-    if returncode == 0 or not out_path.exists():
-        return False
-    try:
-        return json.loads(out_path.read_text()).get("status") == "oom"
-    except (OSError, ValueError, AttributeError):
-        return False
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        return returncode != 0 and out_path.exists() and json.loads(out_path.read_text()).get("status") == "oom"
+    return False
 
 
 def _read_progress(stream, on_progress) -> None:
     for line in stream:
         if line.startswith(PROGRESS_TAG) and on_progress is not None:
-            try:
+            with contextlib.suppress(json.JSONDecodeError):
                 on_progress(json.loads(line[len(PROGRESS_TAG):]))
-            except json.JSONDecodeError:
-                pass
 
 
 RANK_PREFIX = re.compile(r"^\[(?:rank|default)(\d+)\]:\s*")  # torch.distributed.run tags each rank's lines
@@ -392,20 +388,8 @@ def kill_tree(proc: subprocess.Popen, run_id: str) -> None:
     if proc.poll() is None:
         proc.kill()
         proc.wait()
-    for leftover in processes_of_run(run_id):
-        try:
-            leftover.kill()
-        except psutil.Error:
-            pass
-
-
-def processes_of_run(run_id: str) -> list[psutil.Process]:
-    found = []
-    for proc in psutil.process_iter():
-        try:
-            if proc.pid != os.getpid() and proc.environ().get(RUN_ID_ENV) == run_id:
-                found.append(proc)
-        except psutil.Error:
-            continue
-    return found
+    for leftover in psutil.process_iter():
+        with contextlib.suppress(psutil.Error):
+            if leftover.pid != os.getpid() and leftover.environ().get(RUN_ID_ENV) == run_id:
+                leftover.kill()
 

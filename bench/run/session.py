@@ -1,10 +1,8 @@
-"""One run of a suite: the only run path, taken by `gnnbench run` and by `pytest suites/`.
+"""One run of a suite, the only run path (`gnnbench run` and `pytest suites/`):
 
     Session(options) -> .selected cells -> .result_of(cell) for each -> .write() the result file
 
-The session loads and expands the suite, refuses what cannot run on this node, has each cell
-prepared (bench/run/prepare.py) and launched (bench/run/runner.py), and keeps each finished cell
-in memory and as a line of a journal beside the result file, written at once, so a run that
+Each finished cell is also a journal line beside the result file, written at once, so a run that
 dies keeps what it measured and `--resume JOURNAL` finishes it."""
 
 from __future__ import annotations
@@ -13,6 +11,7 @@ import contextlib
 from collections import namedtuple
 import datetime as dt
 import fcntl
+import functools
 import json
 import os
 import tempfile
@@ -337,24 +336,18 @@ def result_of_journal(journal: Path, where: str, hint: str) -> Path:
     return journal.with_name(journal.name.removesuffix(JOURNAL_SUFFIX) + ".json")
 
 
-def _print(text: str, end: str = "\n") -> None:
-    print(text, end=end, flush=True)
-
-
 # --- the session -------------------------------------------------------------------------------
 
 class Session:
-    def __init__(self, options: RunOptions, say: Callable[..., None] = _print, select: str | None = None):
+    def __init__(self, options: RunOptions, say: Callable[..., None] = functools.partial(print, flush=True), select: str | None = None):
         """`select`: a -k expression, checked before any file is made (no match: SessionError)."""
         self.options, self.say = options, say
         self.suite, self.suite_path = suite_mod.load(options.suite)
         self.not_run: list[str] = []  # backends an option left without a cell: said, and kept in the result
-        if options.stack:
-            self.suite, not_run = suite_mod.with_stacks(self.suite, options.stack)
-            self.not_run += not_run
-        if options.mode:
-            self.suite, not_run = suite_mod.with_mode(self.suite, options.mode)
-            self.not_run += not_run
+        for given, replace in ((options.stack, suite_mod.with_stacks), (options.mode, suite_mod.with_mode)):
+            if given:
+                self.suite, not_run = replace(self.suite, given)
+                self.not_run += not_run
         if options.seed:
             self.suite = suite_mod.with_seeds(self.suite, options.seed)
         for note in self.not_run:

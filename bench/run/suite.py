@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
 import yaml
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, create_model, field_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, create_model, field_validator
 
 from bench.backends import ALL_MODES, AMP_DTYPES, BACKENDS
 import bench.datasets as datasets_module
@@ -250,10 +250,29 @@ def pair_axes() -> tuple[str, ...]:
     return ("backend", "dataset", "runner", *Settings.model_fields)
 
 
+def _plain_names(what: str):
+    """A check that a name (or each key) is a plain file name: the suite's names its result file,
+    a dataset key is a part of each cell id, and so of test and file names."""
+    def check(value):
+        for name in value if isinstance(value, dict) else [value]:
+            problem = plain_name_problem(name)
+            if problem:
+                raise ValueError(f"{what}{problem}")
+        return value
+    return check
+
+
+def _known_backends(value: list[str]) -> list[str]:
+    unknown = [b for b in value if b not in BACKENDS]
+    if unknown:
+        raise ValueError(f"unknown backend {unknown[0]!r}; allowed: {', '.join(BACKENDS)}")
+    return value
+
+
 class Suite(Strict):
     model_config = ConfigDict(use_attribute_docstrings=True)
 
-    name: str
+    name: Annotated[str, AfterValidator(_plain_names(""))]
     """The suite's name: it names its result file, so a plain file name."""
     description: str = ""
     """One line on what the suite asks; shown on its result page."""
@@ -262,10 +281,10 @@ class Suite(Strict):
     baselines too) is recorded as skipped with the reason, before any stack, dataset or store step."""
     baseline: str | None = None
     """The cell id speedups are taken against; default: the first cell."""
-    datasets: Annotated[dict[str, DatasetSpec], Field(min_length=1)]
+    datasets: Annotated[dict[str, DatasetSpec], Field(min_length=1), AfterValidator(_plain_names("dataset key "))]
     """Dataset keys (a part of each cell id) to `{source: S, params: {...}}`, or the shorthand
     `source:name` (e.g. `planetoid:Cora`); the sources and their params are listed below."""
-    backends: Annotated[list[str], Field(min_length=1)]
+    backends: Annotated[list[str], Field(min_length=1), AfterValidator(_known_backends)]
     """The systems under test, by their registry names."""
     settings: Settings = Settings()
     """The settings below; each one value or a list of values (a sweep axis)."""
@@ -277,30 +296,6 @@ class Suite(Strict):
     """Cells compared in turns (`{by: [stack]}`): live workers alternating epochs, each pair's ratio with
     its interval in the tables; `gnnbench run --paired AXIS` adds an axis."""
 
-    @field_validator("name")
-    @classmethod
-    def _file_name(cls, value: str) -> str:
-        problem = plain_name_problem(value)  # it names the result file: it must stay in --results
-        if problem:
-            raise ValueError(problem)
-        return value
-
-    @field_validator("datasets")
-    @classmethod
-    def _dataset_keys(cls, value: dict) -> dict:
-        for key in value:  # a part of each cell id, and so of test names and file names
-            problem = plain_name_problem(key)
-            if problem:
-                raise ValueError(f"dataset key {problem}")
-        return value
-
-    @field_validator("backends")
-    @classmethod
-    def _known_backends(cls, value: list[str]) -> list[str]:
-        unknown = [b for b in value if b not in BACKENDS]
-        if unknown:
-            raise ValueError(f"unknown backend {unknown[0]!r}; allowed: {', '.join(BACKENDS)}")
-        return value
 
 
 @dataclass(frozen=True)

@@ -164,7 +164,10 @@ def run_cell(cell: dict, dataset_dir: Path) -> dict | None:
     started.mark("process_group")
 
     seed_everything(settings.seed)
-    data = load_data(cell, dataset_dir)
+    # features read into each rank only where they are in memory and the mode keeps them on the rank
+    # (not pinned once per node, not mapped straight to the GPU)
+    private = features_in_memory(settings.store) and not mode_of(settings.mode).features_off_rank
+    data = hub.load_dataset(cell["dataset"]["source"], dataset_dir, features_in_memory=private)
     memory.take("dataset")
     started.mark("dataset")
     try:
@@ -265,14 +268,6 @@ def eager_device(init_process_group, backend: str, device) -> dict:
     return {"device_id": device}
 
 
-def load_data(cell: dict, dataset_dir: Path):
-    """The cell's dataset from the hub: features read into each rank only where they are in memory
-    and the mode keeps them on the rank (not pinned once per node, not mapped straight to the GPU)."""
-    settings = cell["settings"]
-    private = features_in_memory(settings.store) and not mode_of(settings.mode).features_off_rank
-    return hub.load_dataset(cell["dataset"]["source"], dataset_dir, features_in_memory=private)
-
-
 @dataclass
 class Epochs:
     """A rank's epochs by kind (warm-up, measured, `beyond`: training on to the target), the target's
@@ -323,7 +318,8 @@ def run_epochs(cell: dict, pipe, dataset_dir: Path, rank: int, world: int, start
     turns = paired_turns.from_env()  # a paired cell: its measured epochs run when the host says (bench/run/paired.py)
     total = settings.warmup_epochs + (turns.max_turns if turns else settings.epochs)
     done = Epochs(to_target.Tracker.of(settings, pipe, world), not_sampled)
-    cold = cold_files(cell, dataset_dir)
+    # with `page_cache: cold`, the store's files are evicted before every epoch
+    cold = files_of(settings.store, BACKENDS[cell["backend"]].task, dataset_dir) if settings.page_cache == "cold" else []
     with affinity.loader(pipe.train_loader):  # the loader workers' cores, from their first epoch on
         for epoch in to_target.epochs(total, done.target):
             measuring = settings.warmup_epochs <= epoch < total
@@ -359,14 +355,6 @@ def run_epochs(cell: dict, pipe, dataset_dir: Path, rank: int, world: int, start
                 done.target.after_epoch(epoch + 1)
     done.first_batch_at = hook.first_batch_at
     return done
-
-
-def cold_files(cell: dict, dataset_dir: Path) -> list:
-    """With `page_cache: cold`, the store's files to evict before every epoch."""
-    settings = cell["settings"]
-    if settings.page_cache != "cold":
-        return []
-    return files_of(settings.store, BACKENDS[cell["backend"]].task, dataset_dir)
 
 
 def rank_record(pipe, epochs: Epochs, memory: PhaseMemory, rank: int, launched_at: float, started: StartupPhases,
