@@ -456,8 +456,7 @@ def run_group(session, group: list[Cell], pairs: list[Pair]) -> None:
         prepared = outcome or session.preparation.prepare(resolved)
         if isinstance(prepared, Outcome):
             alone[cell.id] = f"{cell.id} did not run ({prepared.status})"
-            done[cell.id] = session.after_launch(resolved, prepared)
-            session.keep(cell, done[cell.id])
+            done[cell.id] = session.after_launch(cell, resolved, prepared)
             continue
         why = why_alone(resolved, session.launch)
         if why:
@@ -486,13 +485,11 @@ def run_group(session, group: list[Cell], pairs: list[Pair]) -> None:
         run = run_together(members, pairs, session.cache, session.launch, within, max_rounds, session.say)
         for cell, resolved, _ in ready:
             session.say(f"\n{session.position(cell)}")
-            done[cell.id] = session.after_launch(resolved, run.outcomes[resolved.id])
-            session.keep(cell, done[cell.id])
+            done[cell.id] = session.after_launch(cell, resolved, run.outcomes[resolved.id])
     elif len(ready) == 1:
         cell, resolved, prepared = ready[0]
         alone[cell.id] = apart_why or "no other cell of its group could run beside it"
-        done[cell.id] = session.after_launch(resolved, session.start(resolved, prepared))
-        session.keep(cell, done[cell.id])
+        done[cell.id] = session.after_launch(cell, resolved, session.start(resolved, prepared))
     for pair in pairs:
         why = alone.get(pair.first) or alone.get(pair.second)
         if run is not None and not why:
@@ -526,8 +523,7 @@ def _run_interleaved(session, ready: list[tuple], why: str, done: dict) -> list[
             session.say(f"\n{session.position(cell)} (round {number + 1} of {INTERLEAVED_ROUNDS})")
             outcome = session.start(resolved, prepared)
             if cell.id not in done:  # its first run is its entry, journalled at once
-                done[cell.id] = session.after_launch(resolved, outcome)
-                session.keep(cell, done[cell.id])
+                done[cell.id] = session.after_launch(cell, resolved, outcome)
             if outcome.status == "ok":
                 medians[cell.id] = statistics.median(e["seconds"] for e in outcome.record["epochs"])
         rounds.append(medians)

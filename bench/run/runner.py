@@ -1,8 +1,7 @@
 """The runner: launches one cell in its stack's interpreter, watches it, and returns an outcome.
 
-The worker runs in its own session, so a timeout or a crash takes its whole tree down,
-DataLoader workers included; memory is sampled from here, over the tree, not by a thread in the
-worker. A crash, a hang or a kill becomes an outcome with a status and the tail of stderr."""
+The worker runs in its own session, so a timeout or a crash takes its whole tree down; memory is
+sampled from here, over the tree. A crash, a hang or a kill becomes an outcome with the tail of stderr."""
 
 from __future__ import annotations
 
@@ -29,9 +28,8 @@ from bench.machine.load import LoadMeter
 from bench.net import free_port
 from bench.paths import repo_root
 from bench.run import cell_scratch, cluster_env
-from bench.run.lifeline import PARENT_ENV
+from bench.run.lifeline import PARENT_ENV, PROGRESS_TAG
 from bench.run.suite import Cell
-from bench.run.progress import PROGRESS_TAG
 
 STDERR_TAIL_CHARS = 2000
 MEMORY_SAMPLE_S = 0.2
@@ -144,11 +142,9 @@ class TreeMemorySampler(threading.Thread):
             self._groups = None  # one has exited: list again next time
         everyone = [self.root, *(p for procs in groups.values() for p in procs)]
         for proc in everyone:
-            try:
+            with contextlib.suppress(psutil.Error):
                 t = proc.cpu_times()
                 self._cpu[proc.pid] = t.user + t.system
-            except psutil.Error:
-                pass
         # RSS (statm) is cheap; PSS (smaps_rollup) walks every page table: read it at a new high
         # of the tree's RSS, where its peak is to be found, and every PSS_EVERY_S otherwise.
         rss = {rank: _rss(procs) for rank, procs in groups.items()}

@@ -47,8 +47,6 @@ class SessionError(ValueError):
 # --- options, declared once for `gnnbench run` (argparse) and `pytest suites/` (pytest) --------
 
 Option = namedtuple("Option", "flag kwargs")
-
-
 RUN_OPTIONS = (
     Option("--results", dict(type=Path, metavar="DIR", help="folder for the result file (default: results/runs)")),
     Option("--data-root", dict(type=Path, metavar="DIR",
@@ -148,9 +146,8 @@ class Finished:
 
 
 class Journal:
-    """One JSON line per finished cell, appended and fsync'd as each cell ends, the journal locked by
-    its run. Before the first cell, a `selected` line says which cells the run selected, so that
-    `--resume` finishes that run and not the whole suite."""
+    """One JSON line per finished cell, fsync'd as each cell ends, the journal locked by its run; first
+    a `selected` line, so that `--resume` finishes that run's cells and not the whole suite."""
 
     def __init__(self, path: Path, suite: str):
         self.path, self.suite = path, suite
@@ -192,8 +189,7 @@ class Journal:
         os.fsync(self._file.fileno())
 
     def read(self, cells: list[Cell], say: Callable[..., None] = print) -> dict[str, Finished]:
-        """The cells an interrupted run finished. A cell whose digest changed since (its settings or
-        dataset) is dropped, so it runs again: a result never mixes two configurations of one cell id."""
+        """The cells an interrupted run finished, less those whose digest changed since (they run again)."""
         known = {c.id: c for c in cells}
         finished: dict[str, Finished] = {}
         changed = []
@@ -267,9 +263,8 @@ EQUALS = "[eq]"  # `=` stands for this inside a -k expression, whose grammar has
 
 
 def select_cells(cells: list[Cell], expression: str) -> list[Cell]:
-    """The cells whose pytest name matches a `-k` expression (pytest's rules), where KEY=VALUE
-    matches a setting exactly (its name or its short name in the cell id: workers, ws, batch) and
-    task=NAME the backend's task. No match is an error listing the cells."""
+    """The cells whose pytest name matches a `-k` expression, where KEY=VALUE matches a setting exactly
+    (by its name or short name) and task=NAME the backend's task. No match is an error listing the cells."""
     from _pytest.mark.expression import Expression  # pytest's own -k grammar
 
     try:
@@ -418,8 +413,7 @@ class Session:
         self._ran_now: set[str] = set()  # the cells this session measured (not kept from a journal)
 
     def check_user_graphs(self) -> None:
-        """A user's own graph is checked and converted before any cell starts: a bad file is one error
-        naming it (exit 2, nothing run), not a failed cell per backend."""
+        """A user's own graph, checked and converted before any cell starts: a bad file is one error."""
         for name, spec in {c.dataset: c.dataset_spec for c in self.selected}.items():
             if not reads_user_files(spec):
                 continue
@@ -490,9 +484,7 @@ class Session:
         resolved, outcome = self.before_launch(cell)
         prepared = outcome or self.preparation.prepare(resolved)  # stacks, memory, dataset, store
         outcome = prepared if isinstance(prepared, Outcome) else self.start(resolved, prepared)
-        done = self.after_launch(resolved, outcome)
-        self.keep(cell, done)
-        return done
+        return self.after_launch(cell, resolved, outcome)
 
     def position(self, cell: Cell) -> str:
         return f"[{self.selected.index(cell) + 1}/{len(self.selected)}] {cell.id}"
@@ -505,8 +497,8 @@ class Session:
             self.say(f"  num_workers: per-gpu -> {resolved.settings.num_workers} on this machine")
         return resolved, outcome
 
-    def after_launch(self, resolved: Cell, outcome: Outcome) -> Finished:
-        """What the cell's outcome leaves: said, with its notes, as the result file's entry."""
+    def after_launch(self, cell: Cell, resolved: Cell, outcome: Outcome) -> Finished:
+        """What the cell's outcome leaves: said, with its notes, as the result file's entry, and kept."""
         if outcome.status == "failed":
             label = modes.known_worker_failure(resolved.settings.mode, resolved.settings.num_workers,
                                                outcome.reason)
@@ -525,6 +517,7 @@ class Session:
         split = split_line(done.entry.get("extra_info", {}).get("stages")) if done.measured else None
         if split:
             self.say(f"  where the epoch went: {split}")
+        self.keep(cell, done)
         return done
 
     def keep(self, cell: Cell, done: Finished) -> None:
@@ -556,8 +549,7 @@ class Session:
         return self._groups
 
     def cell_notes(self, cell: Cell) -> list[str]:
-        """What a reader of this cell's numbers must know: ranks beyond the usable cores, and for a GPU
-        cell how its stages were timed and which of its CUDA paths no GPU run has shown."""
+        """What a reader of this cell's numbers must know (oversubscription, a GPU cell's unverified paths)."""
         notes = []
         cores = usable_cores()
         local_ranks = max(1, cell.settings.world_size // max(1, self.launch.nnodes))
@@ -586,8 +578,7 @@ class Session:
         return notes
 
     def gpu_refusal(self, cell: Cell) -> Outcome | None:
-        """A cell that cannot have its GPUs here (a `requires: gpu` suite on a machine without one, more
-        local ranks than GPUs), skipped with the reason before any preparation."""
+        """A cell that cannot have its GPUs here, skipped with the reason before any preparation."""
         if self._gpus is None:
             self._gpus = gpus.visible()
         shown = self._gpus
@@ -646,8 +637,8 @@ class Session:
         return record.document(done, meta, ceilings=self.ceilings() if done else None)
 
     def ceilings(self) -> dict:
-        """The machine's ceilings for the datasets this run used, probed once, after its cells (the probe
-        evicts files from the page cache), and cached per machine."""
+        """The machine's ceilings for this run's datasets, probed once after its cells (the probe evicts
+        files from the page cache)."""
         if self._ceilings is None and not any(d.measured for d in self.finished.values()):  # no reason to probe
             self._ceilings = {"usable_cores": usable_cores(), "notes": ["ceilings not measured: no cell ran"]}
         if self._ceilings is None:
@@ -718,8 +709,7 @@ def rescue_folders() -> list[Path]:
 
 
 def unclaimed_result_path(folder: Path, stem: str) -> Path:
-    """SUITE-STAMP.json, or SUITE-STAMP-2.json... where another run started in the same second: the
-    first to create a name's journal owns the name."""
+    """SUITE-STAMP.json, or SUITE-STAMP-2.json...: the first run to create a name's journal owns the name."""
     folder.mkdir(parents=True, exist_ok=True)
     for n in range(1, 1000):
         path = folder / (f"{stem}.json" if n == 1 else f"{stem}-{n}.json")

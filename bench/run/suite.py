@@ -318,22 +318,18 @@ class Cell:
         journal line whose digest differs was measured in another configuration."""
         shape = json.loads(self.to_json())
         if datasets_module.user_files(self.dataset_spec["source"]):  # a user's files: their edits too
-
             shape["dataset_files"] = datasets_module.files_fingerprint(self.dataset_spec)
         text = json.dumps(shape, sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-# The settings that always appear in a cell id, with their short names; other settings appear
-# when the suite sweeps them.
+# A cell id: these settings always, by their short names; the others where the suite sweeps them
 ID_ALWAYS = {"mode": "mode", "num_workers": "workers", "world_size": "ws"}
 ID_SHORT = {"batch_size": "batch", "warmup_epochs": "warmup"}
-# Settings that appear in a cell id exactly when they differ from their default, swept or not
-# (so a limited or cold cell never shares the id of its unlimited, warm twin, and adding them
-# to a suite leaves the ids of its other cells as they were).
+# ... and these exactly where they differ from their default, swept or not (adding them to a suite
+# leaves the ids of its other cells as they were)
 ID_WHEN_SET = {"memory_limit": "none", "page_cache": "warm", "trim_to_layer": False, "threads": "auto"}
-# The GPU settings: in the id where the suite sweeps them (as always), and otherwise where a cell
-# differs from the default (an include that turns one on must not make a twin of the plain cell).
+# ... and the GPU settings where the suite sweeps them or a cell differs from the default
 ID_WHEN_NOT_DEFAULT = {"pin_memory": False, "amp": "off", "gpu_cache": 0.0}
 
 
@@ -369,25 +365,22 @@ def named_backends(suite: Suite) -> list[str]:
 
 
 def with_stacks(suite: Suite, names: list[str]) -> tuple[Suite, list[str]]:
-    """The suite with its `stack` axis replaced (`--stack`); include rules that name a stack keep it.
-    And a line for each backend of the suite that none of these stacks can run (e.g. DGL's on a
-    node whose own interpreter has PyG only): its cells are not run, and the result says so."""
+    """The suite with its `stack` axis replaced (`--stack`; include rules that name a stack keep it),
+    and a line for each backend of the suite that none of these stacks can run."""
     try:
         stack = Settings.model_validate({"stack": list(names)}).stack
     except ValidationError as exc:
         raise SuiteError(f"--stack {' --stack '.join(names)}: "
                          + "; ".join(e["msg"].removeprefix("Value error, ") for e in exc.errors())) from None
     changed = suite.model_copy(update={"settings": suite.settings.model_copy(update={"stack": stack})})
-    if not expand(changed):
+    in_stacks = {c.backend for c in expand(changed)}
+    if not in_stacks:
         raise SuiteError(f"--stack {' --stack '.join(names)}: no backend of suite {suite.name!r} runs in "
                          f"{'these stacks' if len(names) > 1 else 'this stack'} (a stack runs the backends of "
                          "its framework: PyG's or DGL's)")
-
-    in_stacks = {c.backend for c in expand(changed)}
-    backends = named_backends(suite)
     notes = [f"--stack {', '.join(names)}: {backend} runs in none of these stacks (it needs "
              f"{framework_of(BACKENDS[backend].stack)}): its cells are not run"
-             for backend in backends if backend not in in_stacks]
+             for backend in named_backends(suite) if backend not in in_stacks]
     return changed, notes
 
 
@@ -395,10 +388,9 @@ def with_mode(suite: Suite, names: list[str]) -> tuple[Suite, list[str]]:
     """The suite with its `mode` axis replaced (`--mode`), include rules' modes too; and a line
     for each backend of the suite that has none of these modes (its cells are not run)."""
     changed = _with_axis(suite, "mode", names)
-    backends = named_backends(suite)
     notes = [f"--mode {', '.join(names)}: {backend} has no such mode (its modes: "
              f"{', '.join(BACKENDS[backend].modes)}): its cells are not run"
-             for backend in backends if not set(names) & set(BACKENDS[backend].modes)]
+             for backend in named_backends(suite) if not set(names) & set(BACKENDS[backend].modes)]
     if not expand(changed):
         raise SuiteError(f"--mode {' --mode '.join(names)}: no cell of suite {suite.name!r} runs in "
                          f"{'these modes' if len(names) > 1 else 'this mode'}" + "".join(f"\n  {n}" for n in notes))
@@ -425,9 +417,8 @@ def _with_axis(suite: Suite, key: str, values: list) -> Suite:
 
 
 def resolve_workers(cell: Cell, usable_cores: int, nnodes: int = 1) -> Cell:
-    """A cell with `num_workers: per-gpu` as it runs on this machine: each of this node's ranks
-    gets its share of the usable cores less one for its own thread (the core budget,
-    bench/machine/core_budget.py; at least 1); the rule stays in `num_workers_rule`, the id unchanged."""
+    """A cell with `num_workers: per-gpu` as it runs on this machine (bench/machine/core_budget.py);
+    the rule stays in `num_workers_rule`, the id unchanged."""
     if cell.settings.num_workers != PER_GPU:
         return cell
     local_ranks = max(1, cell.settings.world_size // max(1, nnodes))
@@ -578,8 +569,7 @@ def _check_rules(suite: Suite) -> list[str]:
 
 
 def _unmatched_excludes(suite: Suite) -> list[str]:
-    """An `exclude` rule that matches no cell of the matrix it is meant to cut (a typo in a value,
-    a backend the dataset does not pair with) drops nothing, silently: each is named."""
+    """Each `exclude` rule that matches no cell of the matrix (a typo in a value: it drops nothing, silently)."""
     if not suite.exclude:
         return []
     candidates = expand(suite.model_copy(update={"exclude": []}))
@@ -593,9 +583,7 @@ def _unmatched_excludes(suite: Suite) -> list[str]:
 
 
 def _check_tasks(suite: Suite) -> list[str]:
-    """A backend trains one task (bench/tasks.py) and a dataset serves the tasks of its shape;
-    expansion skips the pairs that disagree, so a backend or dataset left with no partner at all
-    is a mistake to name."""
+    """A backend or dataset with no partner of its task at all (expansion skips the pairs that disagree)."""
     served = {name: tasks_of(spec) for name, spec in suite.datasets.items()}
     problems = []
     for backend in suite.backends:
@@ -621,10 +609,8 @@ def _backends_by_task() -> str:
 
 
 def _check_target(suite: Suite) -> list[str]:
-    """max_epochs and eval_every mean something only beside target_acc, and max_epochs leaves room
-    for the warm-up and measured epochs (they always run, so epoch timing stays what it was). Each
-    matrix (the suite's settings, each include rule over them) is checked; the key path names where
-    the value was written."""
+    """max_epochs and eval_every only beside target_acc, and max_epochs leaves room for the warm-up
+    and measured epochs (they always run); checked in each matrix (settings, each include rule)."""
     problems = []
     defaults = Settings()
     matrices = [("settings", {k: getattr(suite.settings, k) for k in suite.settings.model_fields_set})]
@@ -690,10 +676,9 @@ def expand(suite: Suite) -> list[Cell]:
 
 
 def _meaningful(backend: str, settings: CellSettings) -> bool:
-    """Whether a backend has what these settings ask for: a stack of its framework; the GPU
-    settings only in a mode that trains on the GPU (bf16 autocast also runs on the CPU), with a
-    model to train, and where the backend has them (BackendInfo.options); trim_to_layer only with
-    a model, where the backend has it; a cold page cache only for a store read from files."""
+    """Whether a backend has what these settings ask for (its framework, models, modes and
+    BackendInfo.options); the GPU settings only in a mode that trains on the GPU (bf16 autocast
+    runs on the CPU too)."""
     info = BACKENDS[backend]
     if settings.stack is not None and framework_of(info.stack) not in get(settings.stack).frameworks:
         return False
@@ -709,16 +694,12 @@ def _meaningful(backend: str, settings: CellSettings) -> bool:
     # GraphBolt looks its GPU cache up with ids on the GPU: the mode that moves the seeds there first
     if settings.gpu_cache and not (mode.pinned and "gpu_cache" in info.options):
         return False
-    # trimming the model's layers: only where there is a model, in a backend that has it (PyG's)
     if settings.trim_to_layer and not (settings.model == "sage" and "trim_to_layer" in info.options):
         return False
-    # PyG's binary negatives: only where the backend has both modes
     if settings.neg_mode not in (None, "triplet") and "neg_mode" not in info.options:
         return False
     # a cold page cache means something only for a store read from files (not an in-memory copy)
-    if settings.page_cache == "cold" and not cold_files(settings.store, info.task):
-        return False
-    return True
+    return not (settings.page_cache == "cold" and not cold_files(settings.store, info.task))
 
 
 def tasks_of(dataset_spec) -> tuple[str, ...]:
