@@ -215,15 +215,13 @@ def worker_env(cache: Path, run_id: str) -> dict[str, str]:
     return env
 
 
-def run_in_stack(cell: Cell, dataset_dir: Path, cache: Path, on_progress=None,
-                 extra_env: dict[str, str] | None = None, launch: Launch = Launch()) -> Outcome:
+def run_in_stack(cell: Cell, dataset_dir: Path, cache: Path) -> Outcome:
     """A cell launched in its stack as it is, its dataset given (gnnbench fidelity's harness side)."""
     stack = stacks.get(cell.stack)
     if not stack.installed:
         return Outcome(cell, "failed", f"stack {cell.stack!r} is not installed "
                                        f"(gnnbench stacks install {cell.stack})")
-    return launch_cell(cell, stack.python, dataset_dir, cache, cgroup.parse_limit(cell.settings.memory_limit),
-                       on_progress, extra_env, launch)
+    return launch_cell(cell, stack.python, dataset_dir, cache, cgroup.parse_limit(cell.settings.memory_limit))
 
 
 def launch_cell(cell: Cell, python: Path, dataset_dir: Path, cache: Path, memory_limit: int | None,

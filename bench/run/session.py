@@ -389,18 +389,14 @@ class Session:
             if options.results:  # a resume completes the run's own result file, where its journal is
                 say(f"--results {options.results} is not used with --resume: the result is written beside the "
                     f"journal, as {self.result_path}")
-        else:
-            self.result_path = Path(options.output) if options.output else None
-        folder = Path(options.results or default_results_dir())
         try:
             if not options.resume:
-                self.result_path = self.result_path or unclaimed_result_path(
-                    folder, f"{self.suite.name}-{self.started_at:%Y%m%dT%H%M%SZ}")
+                self.result_path = Path(options.output) if options.output else unclaimed_result_path(
+                    Path(options.results or default_results_dir()), f"{self.suite.name}-{self.started_at:%Y%m%dT%H%M%SZ}")
                 self.journal = Journal(journal_of(self.result_path), self.suite.name)
+                self.journal.select(self.selected, select)
             self.result_path.parent.mkdir(parents=True, exist_ok=True)
             self.journal.claim(fresh=not options.resume)
-            if not options.resume:
-                self.journal.select(self.selected, select)
         except OSError as exc:
             where = exc.filename or self.result_path.parent
             raise SessionError(f"{where}: cannot write results there ({exc.strerror or exc}); "

@@ -535,17 +535,14 @@ def _check_rules(suite: Suite) -> list[str]:
     allowed = {"backend", "dataset", *Settings.model_fields}
     for kind in ("include", "exclude"):
         for i, rule in enumerate(getattr(suite, kind)):
-            for key in (rule.model_extra or {}):
-                if key not in allowed:
-                    problems.append(f"{kind}.{i}.{key}: unknown key; allowed keys here: {', '.join(sorted(allowed))}")
+            given = rule.model_extra or {}
+            problems += [f"{kind}.{i}.{key}: unknown key; allowed keys here: {', '.join(sorted(allowed))}"
+                         for key in given if key not in allowed]
             for key, known in (("backend", BACKENDS), ("dataset", suite.datasets)):
-                for value in _as_list(getattr(rule, key)):
-                    if value not in known:
-                        problems.append(f"{kind}.{i}.{key}: unknown {key} {value!r}; allowed: {', '.join(known)}")
-        for i, rule in enumerate(getattr(suite, kind)):  # a rule's values are checked as settings are
-            given = {k: v for k, v in (rule.model_extra or {}).items() if k in allowed}
-            try:
-                Settings.model_validate(given)
+                problems += [f"{kind}.{i}.{key}: unknown {key} {value!r}; allowed: {', '.join(known)}"
+                             for value in _as_list(getattr(rule, key)) if value not in known]
+            try:  # a rule's values are checked as settings are
+                Settings.model_validate({k: v for k, v in given.items() if k in allowed})
             except ValidationError as exc:
                 problems += [_describe_at({**e, "loc": (kind, i, *e["loc"])})
                              for e in _most_specific(exc.errors())]
