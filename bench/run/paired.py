@@ -45,8 +45,8 @@ class Pair:
 
 
 def differ_in_alone(a: Cell, b: Cell, axis: str) -> bool:
-    """Whether two cells differ in `axis` and in nothing else. Across backends, each runs in its own
-    stack, and a setting only one backend has (e.g. GraphBolt's same_layer_edges) does not part them."""
+    """Whether two cells differ in `axis` alone (across backends, the stack and a setting only one
+    backend has do not part them)."""
     mine, theirs = ({"backend": c.backend, "dataset": c.dataset, **c.settings.as_dict()} for c in (a, b))
     if mine.get(axis) == theirs.get(axis):
         return False
@@ -83,8 +83,7 @@ def groups_of(cells: list[Cell], pairs: list[Pair]) -> list[list[Cell]]:
 
 
 def unwatched_twin(cell: Cell) -> Cell:
-    """The cell's twin for the `runner` axis: the same worker, its runner's memory sampler never
-    reading, so the pair's ratio is what watching the cell costs it."""
+    """The cell's twin for the `runner` axis: the same worker, its runner's memory sampler never reading."""
     return Cell(f"{cell.id}/{RUNNER}=off", cell.backend, cell.stack, cell.dataset, cell.dataset_spec, cell.settings)
 
 
@@ -155,8 +154,7 @@ def is_look(rounds: int, max_rounds: int) -> bool:
 def paired_result(pair: Pair, rounds: list[dict[str, float]], within: float, waiting: dict[str, float],
                   cap_reason: str | None, with_interval: bool = True, apart: str | None = None) -> PairResult:
     """A pair's ratio over its rounds: live workers' turns, or with `apart` (why they could not live
-    together) whole processes launched in turns, each round's median epoch (a process's run differs
-    from the next one's more than epochs do)."""
+    together) each round's median epoch of whole processes launched in turns."""
     logs = [math.log(r[pair.second] / r[pair.first]) for r in rounds if pair.first in r and pair.second in r]
     n = len(logs)
     result = PairResult(pair.axis, pair.first, pair.second, paired=apart is None, within=within, rounds=n,
@@ -441,8 +439,8 @@ def describe(result: PairResult) -> str:
 # --- a group's run, for the session (bench/run/session.py) ----------------------------------------
 
 def run_group(session, group: list[Cell], pairs: list[Pair]) -> None:
-    """A group's cells launched together and taking turns (or, where they cannot, as whole processes
-    in turns, or alone: said); each pair's result kept in both cells' entries."""
+    """A group's cells taking turns (or as whole processes in turns, or alone); each pair's result kept
+    in both cells' entries."""
     within, max_rounds = session.pairing.within, session.pairing.max_rounds
     ready, done, alone, apart = [], {}, {}, []
     resumed = {c.id for c in group if c.id in session.finished}
@@ -512,8 +510,8 @@ def run_group(session, group: list[Cell], pairs: list[Pair]) -> None:
 
 
 def _run_interleaved(session, ready: list[tuple], why: str, done: dict) -> list[dict[str, float]]:
-    """Cells that cannot live together, launched one after another for INTERLEAVED_ROUNDS rounds, the
-    order turning: each round's median epoch per cell. A cell's entry (in `done`) is its first run."""
+    """Each round's median epoch per cell, the cells launched one after another (the order turning);
+    a cell's entry (in `done`) is its first run."""
     rounds = []
     session.say(f"\nnot together ({why}): {len(ready)} cells in {INTERLEAVED_ROUNDS} rounds of whole processes")
     for number in range(INTERLEAVED_ROUNDS):
