@@ -51,8 +51,7 @@ def environment(folder: Path) -> dict[str, str]:
 
 
 def sweep(say=print) -> list[Path]:
-    """Remove the scratch folders of cells whose gnnbench is gone (a live run's are left alone), each
-    named in a line; returns them."""
+    """Remove (and name) the scratch folders of cells whose gnnbench is gone; returns them."""
     removed = []
     folder = root()
     if not folder.is_dir():

@@ -1,13 +1,12 @@
 """Where `gnnbench run` was started by a cluster scheduler: SLURM's `srun` or a Kubeflow pod.
 
 The node count, this node's rank and the rendezvous endpoint come from the scheduler's variables,
-so one command line works on every node: under SLURM its step's (else job's) node count, node id,
-first host (`scontrol show hostnames`, its NodeAddr where the name does not resolve) and a port
-from the job id (`slurm_port`); under Kubeflow `PET_NNODES`, `PET_NODE_RANK` and `PET_MASTER_*`
-(else `MASTER_*`). An option that differs from the scheduler's value is an error naming both."""
+so one command line works on every node (docs/on-a-cluster.md). An option that differs from the
+scheduler's value is an error naming both."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -138,11 +137,9 @@ def hostnames(nodelist: str) -> list[str]:
 
 def rendezvous_host(node: str) -> str:
     """The first node's address: its name where it resolves, else its NodeAddr (`scontrol show node`)."""
-    try:
+    with contextlib.suppress(OSError):
         socket.getaddrinfo(node, None)
         return node
-    except OSError:
-        pass
     scontrol = shutil.which("scontrol")
     if scontrol:
         proc = subprocess.run([scontrol, "show", "node", node], capture_output=True, text=True, timeout=60)

@@ -5,6 +5,7 @@ it) and writes `record(...)`; a rank of several exits with EXIT_CODE so that tor
 
 from __future__ import annotations
 
+import contextlib
 import re
 import sys
 
@@ -36,16 +37,12 @@ def memory_when_failed(device) -> dict:
     import torch
 
     out = {}
-    try:
+    with contextlib.suppress(Exception):  # a broken context still leaves the reason
         free, total = torch.cuda.mem_get_info(device)
         out.update(device_used_bytes=int(total - free), device_total_bytes=int(total))
-    except Exception:  # noqa: BLE001 - a broken context still leaves the reason
-        pass
-    try:
+    with contextlib.suppress(Exception):
         out.update(peak_allocated_bytes=int(torch.cuda.max_memory_allocated(device)),
                    peak_reserved_bytes=int(torch.cuda.max_memory_reserved(device)))
-    except Exception:  # noqa: BLE001
-        pass
     return out
 
 

@@ -1,6 +1,7 @@
-"""Ties a cell's processes to the process that started them, so that nothing outlives gnnbench: a
-cell runs in its own session (so a timeout can end its group), and Linux's parent-death signal
-ends it when gnnbench itself is killed.
+"""A cell's processes and the gnnbench that started them: tied to it, so that nothing outlives it
+(a cell runs in its own session, so a timeout can end its group, and Linux's parent-death signal
+ends it when gnnbench itself is killed), and what they say to it: a progress event is one stdout
+line, PROGRESS_TAG and a JSON object (both sides import this plain module, not the worker).
 
     python -m bench.run.lifeline MODULE ARGS...   run MODULE (torch.distributed.run) tied to its
                                                   parent, and its own children tied to it"""
@@ -8,6 +9,7 @@ ends it when gnnbench itself is killed.
 from __future__ import annotations
 
 import ctypes
+import json
 import os
 import runpy
 import signal
@@ -15,6 +17,11 @@ import sys
 
 PARENT_ENV = "GNNBENCH_PARENT_PID"  # the pid a process of the cell must have as its parent
 PR_SET_PDEATHSIG = 1
+PROGRESS_TAG = "GNNBENCH-PROGRESS "
+
+
+def progress(**event) -> None:
+    print(PROGRESS_TAG + json.dumps(event), flush=True)
 
 
 def tie_to_parent() -> None:

@@ -1,10 +1,7 @@
-"""How much memory a cell will need, from a dataset's sizes, before anything is loaded.
-
-What each rank holds privately (features read into it, the framework's own graph structure: each
-backend's registry entry gives bytes per node and edge, the interpreter) is counted per rank; what
-the node holds once (the hub's read-only maps, shared through the page cache, a structure built on
-them, pinned-cuda's one pinned copy) once. Features in a disk-backed store are memory-mapped and
-evictable, and not counted. A cell that does not fit in the memory available now is refused
+"""How much memory a cell will need, from a dataset's sizes, before anything is loaded: what each
+rank holds privately is counted per rank, what the node holds once (the hub's read-only maps,
+shared through the page cache, pinned-cuda's one pinned copy) once; features in a disk-backed store
+are evictable and not counted. A cell that does not fit in the memory available now is refused
 before it starts, with these numbers, instead of being killed half-way."""
 
 from __future__ import annotations
@@ -31,10 +28,12 @@ def hub_parts(stats: dict, store: str = "memory") -> dict[str, int]:
             "label_bytes": n * INT64 + splits}
 
 
-def split(stats: dict, backend: str, store: str = "memory", mode: str = "cpu-cpu") -> tuple[dict, dict]:
-    """The hub's arrays and the backend's structure as (what each rank holds privately, what the node
-    holds once); which part is where follows the mode's storage and the backend's registry entry
-    (`structure_on_hub_maps`, `host_features_once`). cuda-cuda maps features straight to the GPU."""
+def estimate(stats: dict, backend: str, world_size: int = 1, store: str = "memory",
+             mode: str = "cpu-cpu") -> dict[str, int]:
+    """The bytes `world_size` ranks on one node need: by part, `per_rank_bytes`, `shared_bytes` and
+    `total_bytes` (per rank × ranks + shared). What each rank holds privately and what the node holds
+    once follows the mode's storage and the backend's registry entry (`structure_on_hub_maps`,
+    `host_features_once`); cuda-cuda maps features straight to the GPU."""
     info, storage = BACKENDS[backend], modes.mode(mode).storage
     hub = hub_parts(stats, store)
     structure = (info.structure_bytes_per_node * (stats["num_nodes"] + 1)
@@ -45,14 +44,6 @@ def split(stats: dict, backend: str, store: str = "memory", mode: str = "cpu-cpu
     node = {"graph_bytes": hub["graph_bytes"] + (structure if info.structure_on_hub_maps and storage != modes.CUDA else 0),
             "feature_bytes": hub["feature_bytes"] if storage == modes.PINNED or info.host_features_once else 0,
             "label_bytes": hub["label_bytes"], "overhead_bytes": 0}
-    return rank, node
-
-
-def estimate(stats: dict, backend: str, world_size: int = 1, store: str = "memory",
-             mode: str = "cpu-cpu") -> dict[str, int]:
-    """The bytes `world_size` ranks on one node need: by part, `per_rank_bytes`, `shared_bytes` and
-    `total_bytes` (per rank × ranks + shared)."""
-    rank, node = split(stats, backend, store, mode)
     out = {k: rank[k] + node[k] for k in rank}
     out["per_rank_bytes"] = sum(rank.values())
     out["shared_bytes"] = sum(node.values())

@@ -1,18 +1,12 @@
-"""Paired cells: two or more cells' workers alive at once, taking turns epoch by epoch.
+"""Paired cells: two or more cells' workers alive at once, taking turns epoch by epoch, so a slow
+stretch of a shared machine falls on both instead of reading as a difference between them.
 
-Run one after another, a slow stretch of a shared machine that falls on one cell reads as a
-difference between configurations. Here a group's cells are launched together, each warms up, and
-their measured epochs run in rounds, one cell at a time in one fixed cycle (bench/run/turns.py: the
-waiting cells block on a pipe, their memory samplers paused). Each pair's ratio and 95 % interval
-come from bench/paired_ratio.py; rounds are added until every pair is resolved (judged at is_look),
-up to `max_rounds` or TIME_SHARE of the cells' timeout. The CPU the waiting cells' trees took is
-measured and kept, so the claim that they were idle is a figure.
-
-Cells pair when they differ in one named axis alone (`paired: [stack]`, `--paired AXIS`); the
-pseudo-axis `runner` pairs each cell with a twin its runner's memory sampler never reads. Pairs
-sharing a cell run as one group, so each cell is measured once. Cells that cannot live beside
-another (why_alone, too_big_together) take turns as whole processes (INTERLEAVED_ROUNDS), and a
-pair whose cells could not run together says why."""
+A group's cells launch together, warm up, then run their measured epochs in rounds, one cell at a
+time in one fixed cycle (bench/run/turns.py). Each pair's ratio and interval come from
+bench/paired_ratio.py; rounds are added until every pair is resolved, up to `max_rounds` or
+TIME_SHARE of the timeout. Cells that cannot live beside another (why_alone, too_big_together)
+take turns as whole processes (INTERLEAVED_ROUNDS); the pseudo-axis `runner` pairs each cell with
+a twin no memory sampler reads."""
 
 from __future__ import annotations
 
@@ -51,8 +45,8 @@ class Pair:
 
 
 def differ_in_alone(a: Cell, b: Cell, axis: str) -> bool:
-    """Whether two cells differ in `axis` and in nothing else. Across backends, each runs in its own
-    stack, and a setting only one backend has (e.g. GraphBolt's same_layer_edges) does not part them."""
+    """Whether two cells differ in `axis` alone (across backends, the stack and a setting only one
+    backend has do not part them)."""
     mine, theirs = ({"backend": c.backend, "dataset": c.dataset, **c.settings.as_dict()} for c in (a, b))
     if mine.get(axis) == theirs.get(axis):
         return False
@@ -89,8 +83,7 @@ def groups_of(cells: list[Cell], pairs: list[Pair]) -> list[list[Cell]]:
 
 
 def unwatched_twin(cell: Cell) -> Cell:
-    """The cell's twin for the `runner` axis: the same worker, its runner's memory sampler never
-    reading, so the pair's ratio is what watching the cell costs it."""
+    """The cell's twin for the `runner` axis: the same worker, its runner's memory sampler never reading."""
     return Cell(f"{cell.id}/{RUNNER}=off", cell.backend, cell.stack, cell.dataset, cell.dataset_spec, cell.settings)
 
 
@@ -161,8 +154,7 @@ def is_look(rounds: int, max_rounds: int) -> bool:
 def paired_result(pair: Pair, rounds: list[dict[str, float]], within: float, waiting: dict[str, float],
                   cap_reason: str | None, with_interval: bool = True, apart: str | None = None) -> PairResult:
     """A pair's ratio over its rounds: live workers' turns, or with `apart` (why they could not live
-    together) whole processes launched in turns, each round's median epoch (a process's run differs
-    from the next one's more than epochs do)."""
+    together) each round's median epoch of whole processes launched in turns."""
     logs = [math.log(r[pair.second] / r[pair.first]) for r in rounds if pair.first in r and pair.second in r]
     n = len(logs)
     result = PairResult(pair.axis, pair.first, pair.second, paired=apart is None, within=within, rounds=n,
@@ -251,10 +243,8 @@ class Member:
         return line.decode()
 
     def say(self, word: str) -> None:
-        try:
+        with contextlib.suppress(OSError):
             os.write(self.go, f"{word}\n".encode())
-        except OSError:
-            pass
 
     def tree_cpu(self) -> float:
         """CPU seconds of the worker and everything below it (its DataLoader workers)."""
@@ -449,8 +439,8 @@ def describe(result: PairResult) -> str:
 # --- a group's run, for the session (bench/run/session.py) ----------------------------------------
 
 def run_group(session, group: list[Cell], pairs: list[Pair]) -> None:
-    """A group's cells launched together and taking turns (or, where they cannot, as whole processes
-    in turns, or alone: said); each pair's result kept in both cells' entries."""
+    """A group's cells taking turns (or as whole processes in turns, or alone); each pair's result kept
+    in both cells' entries."""
     within, max_rounds = session.pairing.within, session.pairing.max_rounds
     ready, done, alone, apart = [], {}, {}, []
     resumed = {c.id for c in group if c.id in session.finished}
@@ -464,8 +454,7 @@ def run_group(session, group: list[Cell], pairs: list[Pair]) -> None:
         prepared = outcome or session.preparation.prepare(resolved)
         if isinstance(prepared, Outcome):
             alone[cell.id] = f"{cell.id} did not run ({prepared.status})"
-            done[cell.id] = session.after_launch(resolved, prepared)
-            session.keep(cell, done[cell.id])
+            done[cell.id] = session.after_launch(cell, resolved, prepared)
             continue
         why = why_alone(resolved, session.launch)
         if why:
@@ -494,13 +483,11 @@ def run_group(session, group: list[Cell], pairs: list[Pair]) -> None:
         run = run_together(members, pairs, session.cache, session.launch, within, max_rounds, session.say)
         for cell, resolved, _ in ready:
             session.say(f"\n{session.position(cell)}")
-            done[cell.id] = session.after_launch(resolved, run.outcomes[resolved.id])
-            session.keep(cell, done[cell.id])
+            done[cell.id] = session.after_launch(cell, resolved, run.outcomes[resolved.id])
     elif len(ready) == 1:
         cell, resolved, prepared = ready[0]
         alone[cell.id] = apart_why or "no other cell of its group could run beside it"
-        done[cell.id] = session.after_launch(resolved, session.start(resolved, prepared))
-        session.keep(cell, done[cell.id])
+        done[cell.id] = session.after_launch(cell, resolved, session.start(resolved, prepared))
     for pair in pairs:
         why = alone.get(pair.first) or alone.get(pair.second)
         if run is not None and not why:
@@ -523,8 +510,8 @@ def run_group(session, group: list[Cell], pairs: list[Pair]) -> None:
 
 
 def _run_interleaved(session, ready: list[tuple], why: str, done: dict) -> list[dict[str, float]]:
-    """Cells that cannot live together, launched one after another for INTERLEAVED_ROUNDS rounds, the
-    order turning: each round's median epoch per cell. A cell's entry (in `done`) is its first run."""
+    """Each round's median epoch per cell, the cells launched one after another (the order turning);
+    a cell's entry (in `done`) is its first run."""
     rounds = []
     session.say(f"\nnot together ({why}): {len(ready)} cells in {INTERLEAVED_ROUNDS} rounds of whole processes")
     for number in range(INTERLEAVED_ROUNDS):
@@ -534,8 +521,7 @@ def _run_interleaved(session, ready: list[tuple], why: str, done: dict) -> list[
             session.say(f"\n{session.position(cell)} (round {number + 1} of {INTERLEAVED_ROUNDS})")
             outcome = session.start(resolved, prepared)
             if cell.id not in done:  # its first run is its entry, journalled at once
-                done[cell.id] = session.after_launch(resolved, outcome)
-                session.keep(cell, done[cell.id])
+                done[cell.id] = session.after_launch(cell, resolved, outcome)
             if outcome.status == "ok":
                 medians[cell.id] = statistics.median(e["seconds"] for e in outcome.record["epochs"])
         rounds.append(medians)

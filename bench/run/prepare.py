@@ -1,10 +1,8 @@
-"""One owner for a cell's preparation: everything a cell needs is made ready here, once, before it
-starts, and what stops it is said here, with the reason.
+"""A cell's preparation, each thing once per run, before it starts: its stacks (installed unless
+--no-install), its memory need against what is available, its dataset ready for its task
+(bench/datasets/ready.py), its store, its memory limit; or what stops it, with the reason.
 
-    Preparation(cache, data_root, nnodes, no_install, say).prepare(cell) -> PreparedCell | Outcome
-
-In order: its stacks (installed once per run unless --no-install), its memory need against what
-is available, its dataset ready for its task (bench/datasets/ready.py), its store, its memory limit."""
+    Preparation(cache, data_root, nnodes, no_install, say).prepare(cell) -> PreparedCell | Outcome"""
 
 from __future__ import annotations
 
@@ -24,9 +22,8 @@ from bench.run.suite import Cell
 
 
 class StackHost:
-    """What bench.datasets.ready may not import (its `Host`): this machine's stacks, a build's
-    environment (a worker's) and the memory available. `install`: a missing stack is installed when a
-    build needs it (`datasets` and `bundle`); else it is a DatasetError (a run installs its stacks first)."""
+    """bench.datasets.ready's `Host`: this machine's stacks, a build's environment and the memory
+    available. `install`: a missing stack is installed when a build needs it (`datasets`, `bundle`)."""
 
     def __init__(self, cache: Path, install: bool = False, say: Callable[[str], None] = print,
                  run_stacks: list[str] | None = None):
@@ -34,8 +31,7 @@ class StackHost:
         self.run_stacks = [name for name in run_stacks or () if name != "own"]  # a run's --stack
 
     def instead_of(self, stack: str | None) -> str | None:
-        """The stack a dataset is built in: a run's own --stack where one has the source stack's framework,
-        else the source's own."""
+        """The stack a dataset is built in: a run's --stack of the source stack's framework, else its own."""
         if stack is None:
             return None
         framework = stacks.framework_of(stack)
@@ -82,9 +78,7 @@ class Preparation:
         self._image_only: set[str] = set()  # stacks the GPU images alone build (every pin container-only)
 
     def prepare(self, cell: Cell) -> PreparedCell | Outcome:
-        """The cell ready to launch, or the outcome that stops it: a stack that is not there (its own, or
-        its dataset's unless the hub has it), too little memory, a dataset, link split or store that
-        cannot be made."""
+        """The cell ready to launch, or the outcome that stops it."""
         for stack in filter(None, (cell.stack, self.building_stack(cell.dataset_spec))):
             problem = self.ensure_stack(stack)
             if problem:  # a stack only the GPU images build is not this machine's failure: skipped
@@ -144,8 +138,7 @@ class Preparation:
                               f"{local_ranks} rank(s) of {cell.backend} on {cell.dataset}")
 
     def dataset(self, name: str, spec: dict, task: str | None = None) -> ReadyDataset:
-        """The dataset `name` ready for `task`, once per run (a failure too, for every task; a link split's
-        only for links)."""
+        """The dataset `name` ready for `task`, once per run (a failure too; a link split's only for links)."""
         if name in self._failed:
             raise self._failed[name]
         if (name, task) not in self._ready:
@@ -171,7 +164,7 @@ class Preparation:
         return {name: found.folder for (name, _), found in self._ready.items() if isinstance(found, ReadyDataset)}
 
 
-def ensure_dataset(spec: dict, cache: Path, data_root: Path | None, say: Callable[[str], None] | None = None) -> Path:
+def ensure_dataset(spec: dict, cache: Path, data_root: Path | None) -> Path:
     """A dataset's folder made ready with this machine's stacks as they are (the harness-cost
     benchmarks' and the tests' short way to bench.datasets.ready)."""
-    return ready(spec, cache, data_root, host=StackHost(cache), say=say).folder
+    return ready(spec, cache, data_root, host=StackHost(cache)).folder

@@ -72,18 +72,13 @@ def benchmark_cell(session: Session, cell, benchmark) -> None:
         pytest.skip(f"{done.status}: {done.reason}")
     if not done.measured:
         pytest.xfail(f"{done.status}: {done.reason.strip()[-500:]}")
-    give_rounds(benchmark, done.epochs)
-    benchmark.extra_info.update(done.entry["extra_info"])
-
-
-def give_rounds(benchmark, seconds: list[float]) -> None:
-    """The cell's epochs become this benchmark's rounds as measured in its worker, through
-    pytest-benchmark's own statistics object: there is no public call for rounds timed elsewhere, so
-    this uses the one `pedantic` uses (pytest-benchmark 5.x, pinned in pyproject.toml)."""
+    # the epochs become the benchmark's rounds through the statistics object `pedantic` uses: there is
+    # no public call for rounds timed elsewhere (pytest-benchmark 5.x, pinned in pyproject.toml)
     rounds = benchmark._make_stats(1)
-    for value in seconds:
+    for value in done.epochs:
         rounds.update(value)
     benchmark._mode = "gnnbench: epochs measured in the cell's worker"  # the fixture was used
+    benchmark.extra_info.update(done.entry["extra_info"])
 
 
 def pytest_benchmark_update_json(config, benchmarks, output_json):

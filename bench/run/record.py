@@ -61,8 +61,7 @@ def unmeasured_entry(outcome: Outcome) -> dict:
 
 
 def extra_info(outcome: Outcome, baseline: str | None = None) -> dict:
-    """Our metrics of one measured cell: the fields bench/result_format.py declares as taken from the
-    worker's record (`from_record`), and those computed here."""
+    """Our metrics of one measured cell (bench/result_format.py declares them)."""
     rec = outcome.record
     epochs = rec["epochs"]
     seconds = sum(e["seconds"] for e in epochs)
@@ -119,7 +118,7 @@ def from_record(rec: dict) -> dict:
 
 def profile_info(epochs: list[dict], profile: bool) -> dict:
     """The stage split and loader worker-seconds (means per epoch) and work counts (means per counted
-    batch, plus batches per epoch), raw; None where the cell ran with `profile: false`."""
+    batch); None where the cell ran with `profile: false`."""
     if not profile or not all("stages" in e for e in epochs):
         return {"profile": bool(profile), "stages": None, "loader_worker_s": None, "work": None}
     n = len(epochs)
@@ -154,9 +153,8 @@ def _scaled(typed: dict, by: float) -> dict:
 
 
 def per_seed(works: list[dict]) -> dict | None:
-    """The work per training seed (the equal-work check's figures, bench/publish/stages.py): per hop and
-    layer, over the full batches where any was counted (a partial last batch shares fewer neighbours
-    among its seeds), else over all counted batches."""
+    """The work per training seed (bench/publish/stages.py), over the full batches where any was counted
+    (a partial last batch shares fewer neighbours among its seeds), else over all counted batches."""
     fulls = [w["full"] for w in works if w.get("full") and w["full"].get("counted")]
     over, source = ("full", fulls) if fulls else ("all", works)
     hop_nodes = summed(source, "hop_nodes")
@@ -176,8 +174,7 @@ def per_seed(works: list[dict]) -> dict | None:
 
 
 def rank_entries(outcome: Outcome) -> list[dict]:
-    """One entry per rank: its process tree's peak memory (for other nodes' ranks only their own peak
-    RSS) and where its epochs went."""
+    """One entry per rank: its process tree's peak memory and where its epochs went."""
     out = []
     for r in outcome.record.get("ranks") or [{"rank": 0}]:
         rss, pss = outcome.rank_peaks.get(r["rank"], (r.get("self_max_rss_bytes"), None))
@@ -192,8 +189,7 @@ def rank_entries(outcome: Outcome) -> list[dict]:
 
 
 def document(done: list, meta: dict, ceilings: dict | None = None) -> dict:
-    """The whole result file over finished cells (bench.run.session.Finished: measured ones are
-    benchmarks), keys in pytest-benchmark's order, ours after them."""
+    """The whole result file over finished cells, keys in pytest-benchmark's order, ours after them."""
     import pytest_benchmark
     from pytest_benchmark.plugin import pytest_benchmark_generate_machine_info
 

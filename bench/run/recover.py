@@ -1,8 +1,6 @@
 """`gnnbench recover JOURNAL`: the result file of a run that could not write its own (SIGKILL, a full
-disk), made from its journal without running anything; `gnnbench report JOURNAL` reads one too.
-Each journal line holds its cell's entry as the result file does, so the file is the session's own
-document over the finished cells, with `recovered_from`. Given the suite, the cells the journal
-lacks (of those its run selected) are listed in `gnnbench.cells` and read as "not run"."""
+disk), made from its journal without running anything (`gnnbench report JOURNAL` reads one too).
+Given the suite, the cells the journal lacks are listed in `gnnbench.cells` and read as "not run"."""
 
 from __future__ import annotations
 

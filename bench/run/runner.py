@@ -1,11 +1,11 @@
 """The runner: launches one cell in its stack's interpreter, watches it, and returns an outcome.
 
-The worker runs in its own session, so a timeout or a crash takes its whole tree down,
-DataLoader workers included; memory is sampled from here, over the tree, not by a thread in the
-worker. A crash, a hang or a kill becomes an outcome with a status and the tail of stderr."""
+The worker runs in its own session, so a timeout or a crash takes its whole tree down; memory is
+sampled from here, over the tree. A crash, a hang or a kill becomes an outcome with the tail of stderr."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -28,9 +28,8 @@ from bench.machine.load import LoadMeter
 from bench.net import free_port
 from bench.paths import repo_root
 from bench.run import cell_scratch, cluster_env
-from bench.run.lifeline import PARENT_ENV
+from bench.run.lifeline import PARENT_ENV, PROGRESS_TAG
 from bench.run.suite import Cell
-from bench.run.progress import PROGRESS_TAG
 
 STDERR_TAIL_CHARS = 2000
 MEMORY_SAMPLE_S = 0.2
@@ -143,11 +142,9 @@ class TreeMemorySampler(threading.Thread):
             self._groups = None  # one has exited: list again next time
         everyone = [self.root, *(p for procs in groups.values() for p in procs)]
         for proc in everyone:
-            try:
+            with contextlib.suppress(psutil.Error):
                 t = proc.cpu_times()
                 self._cpu[proc.pid] = t.user + t.system
-            except psutil.Error:
-                pass
         # RSS (statm) is cheap; PSS (smaps_rollup) walks every page table: read it at a new high
         # of the tree's RSS, where its peak is to be found, and every PSS_EVERY_S otherwise.
         rss = {rank: _rss(procs) for rank, procs in groups.items()}
@@ -218,15 +215,13 @@ def worker_env(cache: Path, run_id: str) -> dict[str, str]:
     return env
 
 
-def run_in_stack(cell: Cell, dataset_dir: Path, cache: Path, on_progress=None,
-                 extra_env: dict[str, str] | None = None, launch: Launch = Launch()) -> Outcome:
+def run_in_stack(cell: Cell, dataset_dir: Path, cache: Path) -> Outcome:
     """A cell launched in its stack as it is, its dataset given (gnnbench fidelity's harness side)."""
     stack = stacks.get(cell.stack)
     if not stack.installed:
         return Outcome(cell, "failed", f"stack {cell.stack!r} is not installed "
                                        f"(gnnbench stacks install {cell.stack})")
-    return launch_cell(cell, stack.python, dataset_dir, cache, cgroup.parse_limit(cell.settings.memory_limit),
-                       on_progress, extra_env, launch)
+    return launch_cell(cell, stack.python, dataset_dir, cache, cgroup.parse_limit(cell.settings.memory_limit))
 
 
 def launch_cell(cell: Cell, python: Path, dataset_dir: Path, cache: Path, memory_limit: int | None,
@@ -315,21 +310,16 @@ def _run(cell: Cell, python: Path, dataset_dir: Path, cache: Path, on_progress, 
 
 def written_oom(out_path: Path, returncode: int | None) -> bool:
     """A worker that exited non-zero after writing an `oom` record: one rank of several ran out of GPU memory."""
-    if returncode == 0 or not out_path.exists():
-        return False
-    try:
-        return json.loads(out_path.read_text()).get("status") == "oom"
-    except (OSError, ValueError, AttributeError):
-        return False
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        return returncode != 0 and out_path.exists() and json.loads(out_path.read_text()).get("status") == "oom"
+    return False
 
 
 def _read_progress(stream, on_progress) -> None:
     for line in stream:
         if line.startswith(PROGRESS_TAG) and on_progress is not None:
-            try:
+            with contextlib.suppress(json.JSONDecodeError):
                 on_progress(json.loads(line[len(PROGRESS_TAG):]))
-            except json.JSONDecodeError:
-                pass
 
 
 RANK_PREFIX = re.compile(r"^\[(?:rank|default)(\d+)\]:\s*")  # torch.distributed.run tags each rank's lines
@@ -392,20 +382,8 @@ def kill_tree(proc: subprocess.Popen, run_id: str) -> None:
     if proc.poll() is None:
         proc.kill()
         proc.wait()
-    for leftover in processes_of_run(run_id):
-        try:
-            leftover.kill()
-        except psutil.Error:
-            pass
-
-
-def processes_of_run(run_id: str) -> list[psutil.Process]:
-    found = []
-    for proc in psutil.process_iter():
-        try:
-            if proc.pid != os.getpid() and proc.environ().get(RUN_ID_ENV) == run_id:
-                found.append(proc)
-        except psutil.Error:
-            continue
-    return found
+    for leftover in psutil.process_iter():
+        with contextlib.suppress(psutil.Error):
+            if leftover.pid != os.getpid() and leftover.environ().get(RUN_ID_ENV) == run_id:
+                leftover.kill()
 

@@ -1,10 +1,8 @@
-"""One run of a suite: the only run path, taken by `gnnbench run` and by `pytest suites/`.
+"""One run of a suite, the only run path (`gnnbench run` and `pytest suites/`):
 
     Session(options) -> .selected cells -> .result_of(cell) for each -> .write() the result file
 
-The session loads and expands the suite, refuses what cannot run on this node, has each cell
-prepared (bench/run/prepare.py) and launched (bench/run/runner.py), and keeps each finished cell
-in memory and as a line of a journal beside the result file, written at once, so a run that
+Each finished cell is also a journal line beside the result file, written at once, so a run that
 dies keeps what it measured and `--resume JOURNAL` finishes it."""
 
 from __future__ import annotations
@@ -13,6 +11,7 @@ import contextlib
 from collections import namedtuple
 import datetime as dt
 import fcntl
+import functools
 import json
 import os
 import tempfile
@@ -48,8 +47,6 @@ class SessionError(ValueError):
 # --- options, declared once for `gnnbench run` (argparse) and `pytest suites/` (pytest) --------
 
 Option = namedtuple("Option", "flag kwargs")
-
-
 RUN_OPTIONS = (
     Option("--results", dict(type=Path, metavar="DIR", help="folder for the result file (default: results/runs)")),
     Option("--data-root", dict(type=Path, metavar="DIR",
@@ -149,9 +146,8 @@ class Finished:
 
 
 class Journal:
-    """One JSON line per finished cell, appended and fsync'd as each cell ends, the journal locked by
-    its run. Before the first cell, a `selected` line says which cells the run selected, so that
-    `--resume` finishes that run and not the whole suite."""
+    """One JSON line per finished cell, fsync'd as each cell ends, the journal locked by its run; first
+    a `selected` line, so that `--resume` finishes that run's cells and not the whole suite."""
 
     def __init__(self, path: Path, suite: str):
         self.path, self.suite = path, suite
@@ -193,8 +189,7 @@ class Journal:
         os.fsync(self._file.fileno())
 
     def read(self, cells: list[Cell], say: Callable[..., None] = print) -> dict[str, Finished]:
-        """The cells an interrupted run finished. A cell whose digest changed since (its settings or
-        dataset) is dropped, so it runs again: a result never mixes two configurations of one cell id."""
+        """The cells an interrupted run finished, less those whose digest changed since (they run again)."""
         known = {c.id: c for c in cells}
         finished: dict[str, Finished] = {}
         changed = []
@@ -268,9 +263,8 @@ EQUALS = "[eq]"  # `=` stands for this inside a -k expression, whose grammar has
 
 
 def select_cells(cells: list[Cell], expression: str) -> list[Cell]:
-    """The cells whose pytest name matches a `-k` expression (pytest's rules), where KEY=VALUE
-    matches a setting exactly (its name or its short name in the cell id: workers, ws, batch) and
-    task=NAME the backend's task. No match is an error listing the cells."""
+    """The cells whose pytest name matches a `-k` expression, where KEY=VALUE matches a setting exactly
+    (by its name or short name) and task=NAME the backend's task. No match is an error listing the cells."""
     from _pytest.mark.expression import Expression  # pytest's own -k grammar
 
     try:
@@ -337,24 +331,18 @@ def result_of_journal(journal: Path, where: str, hint: str) -> Path:
     return journal.with_name(journal.name.removesuffix(JOURNAL_SUFFIX) + ".json")
 
 
-def _print(text: str, end: str = "\n") -> None:
-    print(text, end=end, flush=True)
-
-
 # --- the session -------------------------------------------------------------------------------
 
 class Session:
-    def __init__(self, options: RunOptions, say: Callable[..., None] = _print, select: str | None = None):
+    def __init__(self, options: RunOptions, say: Callable[..., None] = functools.partial(print, flush=True), select: str | None = None):
         """`select`: a -k expression, checked before any file is made (no match: SessionError)."""
         self.options, self.say = options, say
         self.suite, self.suite_path = suite_mod.load(options.suite)
         self.not_run: list[str] = []  # backends an option left without a cell: said, and kept in the result
-        if options.stack:
-            self.suite, not_run = suite_mod.with_stacks(self.suite, options.stack)
-            self.not_run += not_run
-        if options.mode:
-            self.suite, not_run = suite_mod.with_mode(self.suite, options.mode)
-            self.not_run += not_run
+        for given, replace in ((options.stack, suite_mod.with_stacks), (options.mode, suite_mod.with_mode)):
+            if given:
+                self.suite, not_run = replace(self.suite, given)
+                self.not_run += not_run
         if options.seed:
             self.suite = suite_mod.with_seeds(self.suite, options.seed)
         for note in self.not_run:
@@ -401,18 +389,14 @@ class Session:
             if options.results:  # a resume completes the run's own result file, where its journal is
                 say(f"--results {options.results} is not used with --resume: the result is written beside the "
                     f"journal, as {self.result_path}")
-        else:
-            self.result_path = Path(options.output) if options.output else None
-        folder = Path(options.results or default_results_dir())
         try:
             if not options.resume:
-                self.result_path = self.result_path or unclaimed_result_path(
-                    folder, f"{self.suite.name}-{self.started_at:%Y%m%dT%H%M%SZ}")
+                self.result_path = Path(options.output) if options.output else unclaimed_result_path(
+                    Path(options.results or default_results_dir()), f"{self.suite.name}-{self.started_at:%Y%m%dT%H%M%SZ}")
                 self.journal = Journal(journal_of(self.result_path), self.suite.name)
+                self.journal.select(self.selected, select)
             self.result_path.parent.mkdir(parents=True, exist_ok=True)
             self.journal.claim(fresh=not options.resume)
-            if not options.resume:
-                self.journal.select(self.selected, select)
         except OSError as exc:
             where = exc.filename or self.result_path.parent
             raise SessionError(f"{where}: cannot write results there ({exc.strerror or exc}); "
@@ -425,8 +409,7 @@ class Session:
         self._ran_now: set[str] = set()  # the cells this session measured (not kept from a journal)
 
     def check_user_graphs(self) -> None:
-        """A user's own graph is checked and converted before any cell starts: a bad file is one error
-        naming it (exit 2, nothing run), not a failed cell per backend."""
+        """A user's own graph, checked and converted before any cell starts: a bad file is one error."""
         for name, spec in {c.dataset: c.dataset_spec for c in self.selected}.items():
             if not reads_user_files(spec):
                 continue
@@ -497,9 +480,7 @@ class Session:
         resolved, outcome = self.before_launch(cell)
         prepared = outcome or self.preparation.prepare(resolved)  # stacks, memory, dataset, store
         outcome = prepared if isinstance(prepared, Outcome) else self.start(resolved, prepared)
-        done = self.after_launch(resolved, outcome)
-        self.keep(cell, done)
-        return done
+        return self.after_launch(cell, resolved, outcome)
 
     def position(self, cell: Cell) -> str:
         return f"[{self.selected.index(cell) + 1}/{len(self.selected)}] {cell.id}"
@@ -512,8 +493,8 @@ class Session:
             self.say(f"  num_workers: per-gpu -> {resolved.settings.num_workers} on this machine")
         return resolved, outcome
 
-    def after_launch(self, resolved: Cell, outcome: Outcome) -> Finished:
-        """What the cell's outcome leaves: said, with its notes, as the result file's entry."""
+    def after_launch(self, cell: Cell, resolved: Cell, outcome: Outcome) -> Finished:
+        """What the cell's outcome leaves: said, with its notes, as the result file's entry, and kept."""
         if outcome.status == "failed":
             label = modes.known_worker_failure(resolved.settings.mode, resolved.settings.num_workers,
                                                outcome.reason)
@@ -532,6 +513,7 @@ class Session:
         split = split_line(done.entry.get("extra_info", {}).get("stages")) if done.measured else None
         if split:
             self.say(f"  where the epoch went: {split}")
+        self.keep(cell, done)
         return done
 
     def keep(self, cell: Cell, done: Finished) -> None:
@@ -563,8 +545,7 @@ class Session:
         return self._groups
 
     def cell_notes(self, cell: Cell) -> list[str]:
-        """What a reader of this cell's numbers must know: ranks beyond the usable cores, and for a GPU
-        cell how its stages were timed and which of its CUDA paths no GPU run has shown."""
+        """What a reader of this cell's numbers must know (oversubscription, a GPU cell's unverified paths)."""
         notes = []
         cores = usable_cores()
         local_ranks = max(1, cell.settings.world_size // max(1, self.launch.nnodes))
@@ -593,8 +574,7 @@ class Session:
         return notes
 
     def gpu_refusal(self, cell: Cell) -> Outcome | None:
-        """A cell that cannot have its GPUs here (a `requires: gpu` suite on a machine without one, more
-        local ranks than GPUs), skipped with the reason before any preparation."""
+        """A cell that cannot have its GPUs here, skipped with the reason before any preparation."""
         if self._gpus is None:
             self._gpus = gpus.visible()
         shown = self._gpus
@@ -653,8 +633,8 @@ class Session:
         return record.document(done, meta, ceilings=self.ceilings() if done else None)
 
     def ceilings(self) -> dict:
-        """The machine's ceilings for the datasets this run used, probed once, after its cells (the probe
-        evicts files from the page cache), and cached per machine."""
+        """The machine's ceilings for this run's datasets, probed once after its cells (the probe evicts
+        files from the page cache)."""
         if self._ceilings is None and not any(d.measured for d in self.finished.values()):  # no reason to probe
             self._ceilings = {"usable_cores": usable_cores(), "notes": ["ceilings not measured: no cell ran"]}
         if self._ceilings is None:
@@ -725,8 +705,7 @@ def rescue_folders() -> list[Path]:
 
 
 def unclaimed_result_path(folder: Path, stem: str) -> Path:
-    """SUITE-STAMP.json, or SUITE-STAMP-2.json... where another run started in the same second: the
-    first to create a name's journal owns the name."""
+    """SUITE-STAMP.json, or SUITE-STAMP-2.json...: the first run to create a name's journal owns the name."""
     folder.mkdir(parents=True, exist_ok=True)
     for n in range(1, 1000):
         path = folder / (f"{stem}.json" if n == 1 else f"{stem}-{n}.json")

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
 import yaml
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, create_model, field_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, create_model, field_validator
 
 from bench.backends import ALL_MODES, AMP_DTYPES, BACKENDS
 import bench.datasets as datasets_module
@@ -250,10 +250,29 @@ def pair_axes() -> tuple[str, ...]:
     return ("backend", "dataset", "runner", *Settings.model_fields)
 
 
+def _plain_names(what: str):
+    """A check that a name (or each key) is a plain file name: the suite's names its result file,
+    a dataset key is a part of each cell id, and so of test and file names."""
+    def check(value):
+        for name in value if isinstance(value, dict) else [value]:
+            problem = plain_name_problem(name)
+            if problem:
+                raise ValueError(f"{what}{problem}")
+        return value
+    return check
+
+
+def _known_backends(value: list[str]) -> list[str]:
+    unknown = [b for b in value if b not in BACKENDS]
+    if unknown:
+        raise ValueError(f"unknown backend {unknown[0]!r}; allowed: {', '.join(BACKENDS)}")
+    return value
+
+
 class Suite(Strict):
     model_config = ConfigDict(use_attribute_docstrings=True)
 
-    name: str
+    name: Annotated[str, AfterValidator(_plain_names(""))]
     """The suite's name: it names its result file, so a plain file name."""
     description: str = ""
     """One line on what the suite asks; shown on its result page."""
@@ -262,10 +281,10 @@ class Suite(Strict):
     baselines too) is recorded as skipped with the reason, before any stack, dataset or store step."""
     baseline: str | None = None
     """The cell id speedups are taken against; default: the first cell."""
-    datasets: Annotated[dict[str, DatasetSpec], Field(min_length=1)]
+    datasets: Annotated[dict[str, DatasetSpec], Field(min_length=1), AfterValidator(_plain_names("dataset key "))]
     """Dataset keys (a part of each cell id) to `{source: S, params: {...}}`, or the shorthand
     `source:name` (e.g. `planetoid:Cora`); the sources and their params are listed below."""
-    backends: Annotated[list[str], Field(min_length=1)]
+    backends: Annotated[list[str], Field(min_length=1), AfterValidator(_known_backends)]
     """The systems under test, by their registry names."""
     settings: Settings = Settings()
     """The settings below; each one value or a list of values (a sweep axis)."""
@@ -277,30 +296,6 @@ class Suite(Strict):
     """Cells compared in turns (`{by: [stack]}`): live workers alternating epochs, each pair's ratio with
     its interval in the tables; `gnnbench run --paired AXIS` adds an axis."""
 
-    @field_validator("name")
-    @classmethod
-    def _file_name(cls, value: str) -> str:
-        problem = plain_name_problem(value)  # it names the result file: it must stay in --results
-        if problem:
-            raise ValueError(problem)
-        return value
-
-    @field_validator("datasets")
-    @classmethod
-    def _dataset_keys(cls, value: dict) -> dict:
-        for key in value:  # a part of each cell id, and so of test names and file names
-            problem = plain_name_problem(key)
-            if problem:
-                raise ValueError(f"dataset key {problem}")
-        return value
-
-    @field_validator("backends")
-    @classmethod
-    def _known_backends(cls, value: list[str]) -> list[str]:
-        unknown = [b for b in value if b not in BACKENDS]
-        if unknown:
-            raise ValueError(f"unknown backend {unknown[0]!r}; allowed: {', '.join(BACKENDS)}")
-        return value
 
 
 @dataclass(frozen=True)
@@ -323,22 +318,18 @@ class Cell:
         journal line whose digest differs was measured in another configuration."""
         shape = json.loads(self.to_json())
         if datasets_module.user_files(self.dataset_spec["source"]):  # a user's files: their edits too
-
             shape["dataset_files"] = datasets_module.files_fingerprint(self.dataset_spec)
         text = json.dumps(shape, sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-# The settings that always appear in a cell id, with their short names; other settings appear
-# when the suite sweeps them.
+# A cell id: these settings always, by their short names; the others where the suite sweeps them
 ID_ALWAYS = {"mode": "mode", "num_workers": "workers", "world_size": "ws"}
 ID_SHORT = {"batch_size": "batch", "warmup_epochs": "warmup"}
-# Settings that appear in a cell id exactly when they differ from their default, swept or not
-# (so a limited or cold cell never shares the id of its unlimited, warm twin, and adding them
-# to a suite leaves the ids of its other cells as they were).
+# ... and these exactly where they differ from their default, swept or not (adding them to a suite
+# leaves the ids of its other cells as they were)
 ID_WHEN_SET = {"memory_limit": "none", "page_cache": "warm", "trim_to_layer": False, "threads": "auto"}
-# The GPU settings: in the id where the suite sweeps them (as always), and otherwise where a cell
-# differs from the default (an include that turns one on must not make a twin of the plain cell).
+# ... and the GPU settings where the suite sweeps them or a cell differs from the default
 ID_WHEN_NOT_DEFAULT = {"pin_memory": False, "amp": "off", "gpu_cache": 0.0}
 
 
@@ -374,25 +365,22 @@ def named_backends(suite: Suite) -> list[str]:
 
 
 def with_stacks(suite: Suite, names: list[str]) -> tuple[Suite, list[str]]:
-    """The suite with its `stack` axis replaced (`--stack`); include rules that name a stack keep it.
-    And a line for each backend of the suite that none of these stacks can run (e.g. DGL's on a
-    node whose own interpreter has PyG only): its cells are not run, and the result says so."""
+    """The suite with its `stack` axis replaced (`--stack`; include rules that name a stack keep it),
+    and a line for each backend of the suite that none of these stacks can run."""
     try:
         stack = Settings.model_validate({"stack": list(names)}).stack
     except ValidationError as exc:
         raise SuiteError(f"--stack {' --stack '.join(names)}: "
                          + "; ".join(e["msg"].removeprefix("Value error, ") for e in exc.errors())) from None
     changed = suite.model_copy(update={"settings": suite.settings.model_copy(update={"stack": stack})})
-    if not expand(changed):
+    in_stacks = {c.backend for c in expand(changed)}
+    if not in_stacks:
         raise SuiteError(f"--stack {' --stack '.join(names)}: no backend of suite {suite.name!r} runs in "
                          f"{'these stacks' if len(names) > 1 else 'this stack'} (a stack runs the backends of "
                          "its framework: PyG's or DGL's)")
-
-    in_stacks = {c.backend for c in expand(changed)}
-    backends = named_backends(suite)
     notes = [f"--stack {', '.join(names)}: {backend} runs in none of these stacks (it needs "
              f"{framework_of(BACKENDS[backend].stack)}): its cells are not run"
-             for backend in backends if backend not in in_stacks]
+             for backend in named_backends(suite) if backend not in in_stacks]
     return changed, notes
 
 
@@ -400,10 +388,9 @@ def with_mode(suite: Suite, names: list[str]) -> tuple[Suite, list[str]]:
     """The suite with its `mode` axis replaced (`--mode`), include rules' modes too; and a line
     for each backend of the suite that has none of these modes (its cells are not run)."""
     changed = _with_axis(suite, "mode", names)
-    backends = named_backends(suite)
     notes = [f"--mode {', '.join(names)}: {backend} has no such mode (its modes: "
              f"{', '.join(BACKENDS[backend].modes)}): its cells are not run"
-             for backend in backends if not set(names) & set(BACKENDS[backend].modes)]
+             for backend in named_backends(suite) if not set(names) & set(BACKENDS[backend].modes)]
     if not expand(changed):
         raise SuiteError(f"--mode {' --mode '.join(names)}: no cell of suite {suite.name!r} runs in "
                          f"{'these modes' if len(names) > 1 else 'this mode'}" + "".join(f"\n  {n}" for n in notes))
@@ -430,9 +417,8 @@ def _with_axis(suite: Suite, key: str, values: list) -> Suite:
 
 
 def resolve_workers(cell: Cell, usable_cores: int, nnodes: int = 1) -> Cell:
-    """A cell with `num_workers: per-gpu` as it runs on this machine: each of this node's ranks
-    gets its share of the usable cores less one for its own thread (the core budget,
-    bench/machine/core_budget.py; at least 1); the rule stays in `num_workers_rule`, the id unchanged."""
+    """A cell with `num_workers: per-gpu` as it runs on this machine (bench/machine/core_budget.py);
+    the rule stays in `num_workers_rule`, the id unchanged."""
     if cell.settings.num_workers != PER_GPU:
         return cell
     local_ranks = max(1, cell.settings.world_size // max(1, nnodes))
@@ -549,17 +535,14 @@ def _check_rules(suite: Suite) -> list[str]:
     allowed = {"backend", "dataset", *Settings.model_fields}
     for kind in ("include", "exclude"):
         for i, rule in enumerate(getattr(suite, kind)):
-            for key in (rule.model_extra or {}):
-                if key not in allowed:
-                    problems.append(f"{kind}.{i}.{key}: unknown key; allowed keys here: {', '.join(sorted(allowed))}")
+            given = rule.model_extra or {}
+            problems += [f"{kind}.{i}.{key}: unknown key; allowed keys here: {', '.join(sorted(allowed))}"
+                         for key in given if key not in allowed]
             for key, known in (("backend", BACKENDS), ("dataset", suite.datasets)):
-                for value in _as_list(getattr(rule, key)):
-                    if value not in known:
-                        problems.append(f"{kind}.{i}.{key}: unknown {key} {value!r}; allowed: {', '.join(known)}")
-        for i, rule in enumerate(getattr(suite, kind)):  # a rule's values are checked as settings are
-            given = {k: v for k, v in (rule.model_extra or {}).items() if k in allowed}
-            try:
-                Settings.model_validate(given)
+                problems += [f"{kind}.{i}.{key}: unknown {key} {value!r}; allowed: {', '.join(known)}"
+                             for value in _as_list(getattr(rule, key)) if value not in known]
+            try:  # a rule's values are checked as settings are
+                Settings.model_validate({k: v for k, v in given.items() if k in allowed})
             except ValidationError as exc:
                 problems += [_describe_at({**e, "loc": (kind, i, *e["loc"])})
                              for e in _most_specific(exc.errors())]
@@ -583,8 +566,7 @@ def _check_rules(suite: Suite) -> list[str]:
 
 
 def _unmatched_excludes(suite: Suite) -> list[str]:
-    """An `exclude` rule that matches no cell of the matrix it is meant to cut (a typo in a value,
-    a backend the dataset does not pair with) drops nothing, silently: each is named."""
+    """Each `exclude` rule that matches no cell of the matrix (a typo in a value: it drops nothing, silently)."""
     if not suite.exclude:
         return []
     candidates = expand(suite.model_copy(update={"exclude": []}))
@@ -598,9 +580,7 @@ def _unmatched_excludes(suite: Suite) -> list[str]:
 
 
 def _check_tasks(suite: Suite) -> list[str]:
-    """A backend trains one task (bench/tasks.py) and a dataset serves the tasks of its shape;
-    expansion skips the pairs that disagree, so a backend or dataset left with no partner at all
-    is a mistake to name."""
+    """A backend or dataset with no partner of its task at all (expansion skips the pairs that disagree)."""
     served = {name: tasks_of(spec) for name, spec in suite.datasets.items()}
     problems = []
     for backend in suite.backends:
@@ -626,10 +606,8 @@ def _backends_by_task() -> str:
 
 
 def _check_target(suite: Suite) -> list[str]:
-    """max_epochs and eval_every mean something only beside target_acc, and max_epochs leaves room
-    for the warm-up and measured epochs (they always run, so epoch timing stays what it was). Each
-    matrix (the suite's settings, each include rule over them) is checked; the key path names where
-    the value was written."""
+    """max_epochs and eval_every only beside target_acc, and max_epochs leaves room for the warm-up
+    and measured epochs (they always run); checked in each matrix (settings, each include rule)."""
     problems = []
     defaults = Settings()
     matrices = [("settings", {k: getattr(suite.settings, k) for k in suite.settings.model_fields_set})]
@@ -695,10 +673,9 @@ def expand(suite: Suite) -> list[Cell]:
 
 
 def _meaningful(backend: str, settings: CellSettings) -> bool:
-    """Whether a backend has what these settings ask for: a stack of its framework; the GPU
-    settings only in a mode that trains on the GPU (bf16 autocast also runs on the CPU), with a
-    model to train, and where the backend has them (BackendInfo.options); trim_to_layer only with
-    a model, where the backend has it; a cold page cache only for a store read from files."""
+    """Whether a backend has what these settings ask for (its framework, models, modes and
+    BackendInfo.options); the GPU settings only in a mode that trains on the GPU (bf16 autocast
+    runs on the CPU too)."""
     info = BACKENDS[backend]
     if settings.stack is not None and framework_of(info.stack) not in get(settings.stack).frameworks:
         return False
@@ -714,16 +691,12 @@ def _meaningful(backend: str, settings: CellSettings) -> bool:
     # GraphBolt looks its GPU cache up with ids on the GPU: the mode that moves the seeds there first
     if settings.gpu_cache and not (mode.pinned and "gpu_cache" in info.options):
         return False
-    # trimming the model's layers: only where there is a model, in a backend that has it (PyG's)
     if settings.trim_to_layer and not (settings.model == "sage" and "trim_to_layer" in info.options):
         return False
-    # PyG's binary negatives: only where the backend has both modes
     if settings.neg_mode not in (None, "triplet") and "neg_mode" not in info.options:
         return False
     # a cold page cache means something only for a store read from files (not an in-memory copy)
-    if settings.page_cache == "cold" and not cold_files(settings.store, info.task):
-        return False
-    return True
+    return not (settings.page_cache == "cold" and not cold_files(settings.store, info.task))
 
 
 def tasks_of(dataset_spec) -> tuple[str, ...]:

@@ -1,11 +1,7 @@
-"""Time to accuracy: training to a validation-accuracy target, as MLPerf scores GNN training.
-
-A cell with `target_acc` evaluates on the validation split after every `eval_every`-th training
-epoch (warm-up epochs train too and count) and trains past its measured epochs until the target
-or `max_epochs`. `seconds` sums the epochs' own time (the slowest rank's) up to the evaluation
-that reached it: evaluation (`eval_s`) and start-up are apart, and epoch timing is unchanged.
-Under DDP every rank evaluates with the same weights and the counts are summed, so every rank
-stops at the same epoch."""
+"""Time to accuracy: training to a validation-accuracy target, as MLPerf scores GNN training
+(the settings: bench/run/suite.py). `seconds` sums the epochs' own time up to the evaluation that
+reached the target: evaluation (`eval_s`) and start-up are apart, and epoch timing is unchanged.
+Under DDP every rank evaluates with the same weights, so every rank stops at the same epoch."""
 
 from __future__ import annotations
 

@@ -2,10 +2,8 @@
 
     python -m bench.run.worker CELL_JSON DATASET_DIR OUT_JSON
 
-Warm-up and measured epochs, each timed with its loader stall (with `profile`, its stages, loader
-worker-seconds and work: bench/backends/stages.py), then evaluation and a JSON record. Memory is
-sampled from outside, by the runner. torch is imported inside functions only: the host imports
-this module too and has no framework."""
+Memory is sampled from outside, by the runner. torch is imported inside functions only: the host
+imports this module too and has no framework."""
 
 from __future__ import annotations
 
@@ -34,16 +32,14 @@ from bench.modes import mode as mode_of
 from bench.settings import CellSettings
 from bench.paths import OPTIONAL_PROBES, PROBE_MODULES, running_stack_sampler
 from bench.run import cuda_oom, to_target, turns as paired_turns
-from bench.run.lifeline import tie_to_parent
-from bench.run.progress import progress
+from bench.run.lifeline import progress, tie_to_parent
 from bench.stores import features_in_memory, files_of, page_cache
 
 # what a link cell records beside (in place of) the accuracies: bench/backends/link.py link_metrics
 LINK_FIELDS = ("val_mrr", "test_mrr", "val_hits", "test_hits", "link_split", "link_notes", "leaks")
 INIT_TIMEOUT_S = 300  # init_process_group: seconds to wait for every rank
-# Test hook: GNNBENCH_FAULT=KIND[:ID_PART][@RANK],... makes the cells whose id contains ID_PART (that
-# rank only) crash, hang or raise a CUDA out-of-memory error in their first measured epoch, or ("slow")
-# makes each measured batch SLOW_BY longer than its step took (tests/test_paired.py finds it)
+# Test hook: GNNBENCH_FAULT=KIND[:ID_PART][@RANK],... makes the matching cells crash, hang or raise a
+# CUDA out-of-memory error in their first measured epoch, or ("slow") each measured batch SLOW_BY longer
 FAULT_ENV = "GNNBENCH_FAULT"
 SLOW_FAULT, SLOW_BY = "slow", 0.05
 
@@ -90,8 +86,7 @@ def run_epoch(pipe, on_batch=None, profile: bool = False) -> dict:
     comm = None if comm_before is None else pipe.allreduce_seconds() - comm_before  # DDP's all-reduce (None: untimed)
     stats = {"seconds": seconds, "stall_s": min(stall, seconds), "comm_s": comm, "seeds": seeds, "edges": edges,
              "batches": batches,
-             # this process's CPU seconds, all its threads (not its DataLoader workers'): the work done,
-             # which a busy machine moves far less than the wall time (`gnnbench fidelity` compares it)
+             # this process's CPU seconds (not its DataLoader workers'): a busy machine moves it far less
              "cpu_s": time.process_time() - cpu_start}
     if clock is not None:
         stats.update(stages=clock.split(seconds, comm), loader_worker_s=clock.worker_seconds(),
@@ -127,8 +122,7 @@ def device_info() -> dict:
 
 
 def set_threads(settings: CellSettings, world: int = 1):
-    """This rank's torch intra-op threads from the core budget (torchrun sets OMP_NUM_THREADS=1 per
-    rank; one process alone would take every core), or the `threads` setting. Returns the budget."""
+    """Set this rank's torch intra-op threads from the core budget, or the `threads` setting; returns the budget."""
     import torch
 
     local_ranks = int(os.environ.get("LOCAL_WORLD_SIZE", world))
@@ -138,8 +132,8 @@ def set_threads(settings: CellSettings, world: int = 1):
 
 
 def run_cell(cell: dict, dataset_dir: Path) -> dict | None:
-    """Run one cell (one rank of it, under torch.distributed.run). Returns the record to write: the
-    cell's on global rank 0, a note that its ranks ran on another node's first rank, else None."""
+    """Run one rank of a cell. Returns the record to write: the cell's on global rank 0, a note that
+    its ranks ran on another node's first rank, else None."""
     memory = PhaseMemory()  # where this rank's memory goes, phase by phase
     memory.take("start")
     settings = cell["settings"]
@@ -164,7 +158,10 @@ def run_cell(cell: dict, dataset_dir: Path) -> dict | None:
     started.mark("process_group")
 
     seed_everything(settings.seed)
-    data = load_data(cell, dataset_dir)
+    # features read into each rank only where they are in memory and the mode keeps them on the rank
+    # (not pinned once per node, not mapped straight to the GPU)
+    private = features_in_memory(settings.store) and not mode_of(settings.mode).features_off_rank
+    data = hub.load_dataset(cell["dataset"]["source"], dataset_dir, features_in_memory=private)
     memory.take("dataset")
     started.mark("dataset")
     try:
@@ -195,10 +192,8 @@ def run_cell(cell: dict, dataset_dir: Path) -> dict | None:
     return cell_record(cell, record, pipe, data, ranks, accuracy, epochs)
 
 
-# --- run_cell's steps, in the order it takes them ------------------------------------------------
-
 def environment_record(cell: dict, budget: core_budget.Budget) -> dict:
-    """The versions of the backend's own stack's modules (whichever interpreter runs it) and the device."""
+    """The versions of the backend's own stack's modules and the device."""
     return {"versions": framework_versions(BACKENDS[cell["backend"]].stack),
             "device": {**device_info(), "core_budget": budget.as_dict()}}
 
@@ -229,8 +224,7 @@ def pin_to_gpu_cores(settings: CellSettings, world: int) -> gpu_affinity.Plan:
 
 def budget_after_pinning(settings: CellSettings, affinity: gpu_affinity.Plan,
                          budget: core_budget.Budget) -> core_budget.Budget:
-    """A pinned rank's core budget: its GPU's share of cores (`per-gpu` workers: that share less one),
-    which can be fewer than the host's usable cores ÷ ranks on a two-socket node."""
+    """A pinned rank's core budget: its GPU's share of cores (`per-gpu` workers: that share less one)."""
     if not affinity.share:
         return budget
     import torch
@@ -243,9 +237,8 @@ def budget_after_pinning(settings: CellSettings, affinity: gpu_affinity.Plan,
 
 
 def join_process_group(settings: CellSettings, world: int) -> None:
-    """With several ranks, the process group, set up here rather than lazily at NCCL's first
-    collective (which would count it in the pipeline phase): `device_id` where torch has it, and a
-    barrier on the rank's device."""
+    """With several ranks, the process group, set up now rather than at NCCL's first collective
+    (which would count it in the pipeline phase), and a barrier on the rank's device."""
     if world > 1:
         import torch.distributed as dist
 
@@ -265,18 +258,9 @@ def eager_device(init_process_group, backend: str, device) -> dict:
     return {"device_id": device}
 
 
-def load_data(cell: dict, dataset_dir: Path):
-    """The cell's dataset from the hub: features read into each rank only where they are in memory
-    and the mode keeps them on the rank (not pinned once per node, not mapped straight to the GPU)."""
-    settings = cell["settings"]
-    private = features_in_memory(settings.store) and not mode_of(settings.mode).features_off_rank
-    return hub.load_dataset(cell["dataset"]["source"], dataset_dir, features_in_memory=private)
-
-
 @dataclass
 class Epochs:
-    """A rank's epochs by kind (warm-up, measured, `beyond`: training on to the target), the target's
-    tracker, when its first batch came, and why the GPU was not sampled."""
+    """A rank's epochs by kind (`beyond`: training on to the target), and what came with them."""
     target: to_target.Tracker | None
     not_sampled: str | None
     warmup: list[dict] = field(default_factory=list)
@@ -312,9 +296,8 @@ class BatchHook:
 
 def run_epochs(cell: dict, pipe, dataset_dir: Path, rank: int, world: int, started: StartupPhases,
                affinity: gpu_affinity.Plan, gpu_peaks: GpuPeaks) -> Epochs:
-    """The warm-up and measured epochs (a paired cell's measured ones when the host gives it a turn),
-    and with a target (bench/run/to_target.py) evaluations and epochs on to it. Every rank starts an
-    epoch together; the measured epochs' GPU utilisation is sampled, or why not is said."""
+    """The warm-up and measured epochs (a paired cell's in its turns), and with a target
+    (bench/run/to_target.py) evaluations and epochs on to it; every rank starts an epoch together."""
     settings = cell["settings"]
     sampler, not_sampled = gpu_sampler.open_for(pipe.device)
     if not_sampled and not_sampled != gpu_sampler.CPU_ONLY and rank == 0:
@@ -323,7 +306,8 @@ def run_epochs(cell: dict, pipe, dataset_dir: Path, rank: int, world: int, start
     turns = paired_turns.from_env()  # a paired cell: its measured epochs run when the host says (bench/run/paired.py)
     total = settings.warmup_epochs + (turns.max_turns if turns else settings.epochs)
     done = Epochs(to_target.Tracker.of(settings, pipe, world), not_sampled)
-    cold = cold_files(cell, dataset_dir)
+    # with `page_cache: cold`, the store's files are evicted before every epoch
+    cold = files_of(settings.store, BACKENDS[cell["backend"]].task, dataset_dir) if settings.page_cache == "cold" else []
     with affinity.loader(pipe.train_loader):  # the loader workers' cores, from their first epoch on
         for epoch in to_target.epochs(total, done.target):
             measuring = settings.warmup_epochs <= epoch < total
@@ -361,14 +345,6 @@ def run_epochs(cell: dict, pipe, dataset_dir: Path, rank: int, world: int, start
     return done
 
 
-def cold_files(cell: dict, dataset_dir: Path) -> list:
-    """With `page_cache: cold`, the store's files to evict before every epoch."""
-    settings = cell["settings"]
-    if settings.page_cache != "cold":
-        return []
-    return files_of(settings.store, BACKENDS[cell["backend"]].task, dataset_dir)
-
-
 def rank_record(pipe, epochs: Epochs, memory: PhaseMemory, rank: int, launched_at: float, started: StartupPhases,
                 affinity: gpu_affinity.Plan, gpu_peaks: GpuPeaks) -> dict:
     """What this rank measured, as rank 0 gathers it from every rank."""
@@ -384,8 +360,8 @@ def rank_record(pipe, epochs: Epochs, memory: PhaseMemory, rank: int, launched_a
 
 
 def evaluate_and_gather(pipe, data, mine: dict, rank: int, world: int, settings: CellSettings) -> tuple[list[dict], dict]:
-    """Every rank's record, and the accuracies: on every rank before they part where the pipeline
-    evaluates collectively, else on rank 0 alone after."""
+    """Every rank's record, and the accuracies (on every rank where the pipeline evaluates collectively,
+    else on rank 0 alone after the ranks part)."""
     collective = getattr(pipe, "collective_eval", False)
     accuracy = evaluate(pipe, data, full=False) if collective else None
     ranks = gather_and_part(pipe, mine, world, settings) if world > 1 else [mine]
@@ -428,8 +404,7 @@ def follower_record(record: dict) -> dict | None:
 
 
 def cell_record(cell: dict, record: dict, pipe, data, ranks: list[dict], accuracy: dict, epochs: Epochs) -> dict:
-    """The cell's record, on rank 0: the ranks' epochs merged, a summary per rank, the accuracies,
-    and the time to the target where there is one."""
+    """The cell's record, on rank 0."""
     return {**record, "status": "ok", "epochs": merge_ranks(ranks, "epochs"), "warmup": merge_ranks(ranks, "warmup"),
             "ranks": [rank_summary(r) for r in ranks], "val_acc": accuracy["val_acc"], "test_acc": accuracy["test_acc"],
             "test_acc_full": accuracy["test_acc_full"], "graph_index_dtype": pipe.index_dtype,
@@ -460,8 +435,7 @@ def slowest_phases(per_rank: list[dict | None]) -> dict | None:
 
 
 class GpuPeaks:
-    """The peak GPU memory of this rank's tensors per phase: `end(phase)` reads it and starts the next
-    phase from nothing. Empty on the CPU."""
+    """The peak GPU memory of this rank's tensors per phase (`end(phase)`); empty on the CPU."""
 
     def __init__(self, pipe):
         device = getattr(pipe, "device", None)
@@ -469,14 +443,13 @@ class GpuPeaks:
         self.peaks: dict[str, int] = {}
 
     def peak(self) -> int | None:
-        """The peak since the last end (the measured epochs' in rank_record), or None on the CPU."""
+        """The peak since the last end, or None on the CPU."""
         import torch
 
         return None if self.device is None else int(torch.cuda.max_memory_allocated(self.device))
 
     def device_used(self) -> int | None:
-        """The whole device's memory in use (total - free, as the driver sees it: the allocator's and
-        what it does not see). None on the CPU."""
+        """The whole device's memory in use, as the driver sees it; None on the CPU."""
         if self.device is None:
             return None
         import torch
@@ -639,8 +612,7 @@ def write_record(result: dict, out_path: str, tag: str = "") -> None:
 
 
 def out_of_gpu_memory(exc: BaseException, cell: dict, out_path: str) -> int:
-    """A rank out of GPU memory writes the cell's `oom` record (bench/run/cuda_oom.py). One of several
-    ranks exits with cuda_oom.EXIT_CODE, so that torchrun ends its peers at once."""
+    """A rank out of GPU memory writes the cell's `oom` record (bench/run/cuda_oom.py)."""
     rank, world = rank_and_world()
     traceback.print_exc()
     base = {"versions": framework_versions(BACKENDS[cell["backend"]].stack), "device": device_info()}
