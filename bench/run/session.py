@@ -559,7 +559,8 @@ class Session:
             if cell.settings.profile:
                 notes.append("stages timed with the GPU synchronised at each boundary: the overlap of pinned, UVA "
                              "and non_blocking copies is given up here; a profile=off twin gives the speed")
-            notes.append("shown on one H100 (results/gpu-h100: PyG's node and typed cells, one rank): the start "
+            notes.append("shown on one H100 and one H200 (results/gpu-h100, results/gpu-h200: PyG's node, typed and "
+                         "link cells, one rank, sampled by torch-sparse and by pyg-lib): the start "
                          "check against a real driver and GPU, the rank's set_device, the per-phase GPU memory "
                          "peaks, NVML's sampling of GPU utilisation and PCIe traffic (gpu_util) and the NCCL version "
                          "read from the stack's torch")
