@@ -29,8 +29,13 @@ export GNNBENCH_CACHE=/tmp/gcache GNNBENCH_STACKS_DIR=/tmp/gstacks GNNBENCH_OFFL
 GB=$(dirname "$PY")/gnnbench
 "$GB" stacks add node --python "$PY" 2>&1 | tail -5
 FIDELITY_S=${FIDELITY_S:-300}
+RUN_S=$(( BUDGET - FIDELITY_S - ($(date +%s) - T0) ))
+if [ "$RUN_S" -le 0 ]; then
+  log "SECONDS ($BUDGET) leaves no time for the suite beside FIDELITY_S ($FIDELITY_S) and the install: give more or set FIDELITY_S lower"
+  exit 2
+fi
 log "gnnbench run ${SUITE:-gpu} --stack node --no-install --results $OUT/gpu $*"
-timeout -s INT -k 30 $(( BUDGET - FIDELITY_S - ($(date +%s) - T0) )) "$GB" run "${SUITE:-gpu}" --stack node --no-install --results "$OUT/gpu" "$@" > "$OUT/run.log" 2>&1
+timeout -s INT -k 30 "$RUN_S" "$GB" run "${SUITE:-gpu}" --stack node --no-install --results "$OUT/gpu" "$@" > "$OUT/run.log" 2>&1
 log "run exit $?"
 tail -60 "$OUT/run.log"
 # the GPU fidelity pair (docs/gpus.md): a cpu-cuda PyG node cell and PyG's plain loop in one process,
