@@ -40,10 +40,10 @@ log "run exit $?"
 tail -60 "$OUT/run.log"
 # the GPU fidelity pair (docs/gpus.md): a cpu-cuda PyG node cell and PyG's plain loop in one process,
 # paired epochs, in the last FIDELITY_S seconds of the budget (after the suite: a short loan measures
-# the cells first; FIDELITY_S=0 leaves it out)
+# the cells first; FIDELITY_S=0 leaves it out; FIDELITY_ROUNDS sets its rounds, 3 by default)
 if [ "$FIDELITY_S" -gt 0 ]; then
   log "gnnbench fidelity gpu --stack node --side-by-side (at most ${FIDELITY_S}s)"
-  timeout -s INT -k 30 "$FIDELITY_S" "$GB" fidelity gpu --stack node -k "backend=pyg-neighbor and mode=cpu-cuda and products-s21 and workers=4 and not pin_memory" --side-by-side --rounds 3 --out "$OUT/gpu/fidelity-gpu-pyg-node.json" > "$OUT/fidelity.log" 2>&1
+  timeout -s INT -k 30 "$FIDELITY_S" "$GB" fidelity gpu --stack node -k "backend=pyg-neighbor and mode=cpu-cuda and products-s21 and workers=4 and not pin_memory" --side-by-side --rounds "${FIDELITY_ROUNDS:-3}" --out "$OUT/gpu/fidelity-gpu-pyg-node.json" > "$OUT/fidelity.log" 2>&1
   log "fidelity exit $?"; tail -20 "$OUT/fidelity.log"
 fi
 ls -la "$OUT/gpu"
