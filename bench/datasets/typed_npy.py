@@ -1,16 +1,8 @@
-"""Your own typed (heterogeneous) graph as a folder of .npy arrays (source `typed-npy`; the layout:
-docs/own-graph.md, LAYOUT_RULE): graph.json naming the target type (and the counts of featureless
-types), nodes/<type>/features.npy, the target's labels and splits, edges/<src>__<name>__<dst>.npy
-[2, E], each relation given once (the hub adds its reverse). Every problem found is one line naming
-the file, all of them at once (hub.DatasetError, exit 2), so one round of fixes suffices.
-
-The source `igbh` (IGBH: the Illinois Graph Benchmark's typed graph, MLPerf's R-GAT dataset) too, in
-IGB's own processed/ layout: `igbh:/data/igb/tiny`, or `igbh:path=/data/igb/small,classes=2983`.
-processed/<type>/node_feat.npy per type, processed/paper/node_label_19.npy (or _2K), and
-processed/<src>__<name>__<dst>/edge_index.npy [E, 2], read as IGB's `IGBHeteroDGLDataset` reads
-them, with its splits (papers: the first 60% train, the next 20% validation); the hub adds each
-relation's reverse, as IGB's loader does. Headerless arrays (IGB's large sizes) are not read.
-numpy only.
+"""Your own typed (heterogeneous) graph as a folder of .npy arrays (source `typed-npy`, LAYOUT_RULE;
+docs/own-graph.md), and IGBH in IGB's own processed/ layout (source `igbh`, read as IGB's
+`IGBHeteroDGLDataset` reads it, with its 60/20/20 split of the papers). Each relation is given once
+(the hub adds its reverse). Every problem found is one line naming the file, all of them at once
+(hub.DatasetError, exit 2), so one round of fixes suffices. numpy only.
 """
 
 from __future__ import annotations
@@ -359,37 +351,33 @@ def feature_blocks(path: Path):
         yield x
 
 
-def write_graph(spec: dict, cache: Path, g: dict, feature_files: dict[str, Path], extra_meta: dict) -> Path:
-    """A checked typed graph into the hub a piece at a time (typed_hub.Writer), with its baseline."""
+def write_checked(spec: dict, cache: Path, read, fingerprint, feature_files, version: int) -> Path:
+    """A typed user graph into the hub once (typed_hub.Writer, a piece at a time, with its baseline):
+    read and checked whole, its files unchanged meanwhile."""
+    params = spec["params"]
+    if (hub.dataset_dir(spec, cache) / "meta.json").is_file():
+        return hub.dataset_dir(spec, cache)
+    before = fingerprint(params)
+    g = read()
+    if fingerprint(params) != before:
+        raise ug.fail(f"{params['path']}: the files changed while they were read; check again once they are written")
+    files = feature_files(g)
     with typed_hub.writing(spec, cache, g["counts"]) as w:
         if w is None:
             return hub.dataset_dir(spec, cache)  # another process finished it first
         for relation, (src, dst) in g["relations"].items():
             w.relation(relation, src, dst)
-        for t, path in feature_files.items():
+        for t, path in files.items():
             w.features(t, (g["counts"][t], int(np.prod(NpyArray(path).shape[1:]))), feature_blocks(path))
         y, splits, target = g["labels"], g["splits"], g["target"]
         acc = None
-        if target in feature_files:
+        if target in files:
             acc = baseline.features_only_accuracy(ug.RowReader(w.folder / f"features-{target}.npy"), y,
                                                   splits["train_idx"], splits["test_idx"])
-        w.finish(target, y, splits, extra_meta={**extra_meta, "features_only_acc": None if acc is None else round(acc, 4)})
+        w.finish(target, y, splits, extra_meta={"reader": version, "source_path": params["path"],
+                                                "features_only_acc": None if acc is None else round(acc, 4)})
+    ug.discard_stale(spec, hub.dataset_dir(spec, cache))
     return hub.dataset_dir(spec, cache)
-
-
-def write_checked(spec: dict, cache: Path, read, fingerprint, feature_files, version: int) -> Path:
-    """A typed user graph into the hub once: read and checked whole, its files unchanged meanwhile."""
-    params = spec["params"]
-    target_dir = hub.dataset_dir(spec, cache)
-    if (target_dir / "meta.json").is_file():
-        return target_dir
-    before = fingerprint(params)
-    g = read()
-    if fingerprint(params) != before:
-        raise ug.fail(f"{params['path']}: the files changed while they were read; check again once they are written")
-    path = write_graph(spec, cache, g, feature_files(g), {"reader": version, "source_path": params["path"]})
-    ug.discard_stale(spec, path)
-    return path
 
 
 def materialise(spec: dict, cache: Path, data_root: Path | None = None) -> Path:
