@@ -160,10 +160,6 @@ def record_checksums(folder: Path) -> None:
     checksums.record(folder, sorted(p.name for p in Path(folder).glob("*.npy")))
 
 
-def has_checksums(folder: Path) -> bool:
-    return checksums.recorded(folder)
-
-
 def verify(path: Path, meta: dict | None = None, what: str = "dataset", fix: str | None = None) -> None:
     """Check a folder's arrays against their checksums (a folder without any fails)."""
     name = (meta or {}).get("name") or "NAME"

@@ -281,8 +281,8 @@ def _folder(dataset_dir: Path, **params) -> Path:
 def ensure(dataset_dir: Path, val: float = VAL_FRACTION, test: float = TEST_FRACTION,
            negatives: int = EVAL_NEGATIVES, seed: int = SPLIT_SEED) -> Path:
     """The split's folder under a materialised plain dataset (its given one where it has one), built once."""
-    return _built(_folder(dataset_dir, val=val, test=test, negatives=negatives, seed=seed), dataset_dir, lambda data: split_edges(data.edge_index, data.num_nodes, val, test,
-                                                               negatives, seed))
+    return _built(_folder(dataset_dir, val=val, test=test, negatives=negatives, seed=seed), dataset_dir,
+                  lambda data: split_edges(data.edge_index, data.num_nodes, val, test, negatives, seed))
 
 
 def verify(folder: Path) -> None:

@@ -41,6 +41,7 @@ PROTOCOL = {"ogbl-collab": ("hits@50", "shared"), "ogbl-citation2": ("mrr", "per
 SPLIT_KEYS = {"ogbl-collab": (("edge", "[E, 2]"), ("edge_neg", "[M, 2]")),
               "ogbl-citation2": (("source_node", "target_node", "[E]"), ("target_node_neg", "[E, 1000]"))}
 TARGET = {"ogbn-mag": "paper"}
+PARTS = (("train", "train"), ("val", "valid"), ("test", "test"))  # our split names, OGB's
 
 
 def folder(name: str) -> str:
@@ -70,9 +71,13 @@ def expected_files(name: str) -> list[str]:
     return raw + [f"{split_dir(name)}/{part}.csv.gz" for part in ("train", "valid", "test")]
 
 
-def undirected(graph, n: int) -> tuple[np.ndarray, np.ndarray]:
+def graph_arrays(graph) -> dict[str, np.ndarray]:
+    """OGB's graph made undirected, and its features, as hub.write takes them."""
     src, dst = (np.asarray(a, dtype=np.int64) for a in graph["edge_index"])
-    return hub.csc_from_coo(np.concatenate([src, dst]), np.concatenate([dst, src]), n)
+    edge_index, indptr = hub.csc_from_coo(np.concatenate([src, dst]), np.concatenate([dst, src]),
+                                          int(graph["num_nodes"]))
+    return {"edge_index": edge_index, "csc_indptr": indptr,
+            "features": np.asarray(graph["node_feat"], dtype=np.float32)}
 
 
 def materialise(spec: dict, cache: Path, data_root: Path | None) -> Path:
@@ -80,14 +85,9 @@ def materialise(spec: dict, cache: Path, data_root: Path | None) -> Path:
     with opened(spec, cache, data_root, "nodeproppred.NodePropPredDataset") as (dataset, _, source_dir):
         graph, labels = dataset[0]
         split = dataset.get_idx_split()
-    n = int(graph["num_nodes"])
-    edge_index, indptr = undirected(graph, n)
     labels = np.nan_to_num(np.asarray(labels, dtype=np.float64).reshape(-1), nan=-1).astype(np.int64)
-    arrays = {"edge_index": edge_index, "csc_indptr": indptr,
-              "features": np.asarray(graph["node_feat"], dtype=np.float32), "labels": labels,
-              "train_idx": np.asarray(split["train"], dtype=np.int64),
-              "val_idx": np.asarray(split["valid"], dtype=np.int64),
-              "test_idx": np.asarray(split["test"], dtype=np.int64)}
+    arrays = {**graph_arrays(graph), "labels": labels,
+              **{f"{ours}_idx": np.asarray(split[theirs], dtype=np.int64) for ours, theirs in PARTS}}
     return hub.write(spec, cache, arrays, expected=KNOWN_STATS[name] if source_dir is None else None)
 
 
@@ -136,7 +136,7 @@ def given_split(name: str, split: dict, split_dir: Path) -> tuple[dict, dict]:
     """A link dataset's split dict as link_split.write_given takes it: the arrays, and where each came from."""
     (*pos_keys, pos_shape), (neg_key, neg_shape) = SPLIT_KEYS[name]
     given, where = {}, {}
-    for ours, part in (("train", "train"), ("val", "valid"), ("test", "test")):
+    for ours, part in PARTS:
         file = split_dir / f"{part}.pt"
         pos = [_field(split, part, key, file, pos_shape) for key in pos_keys]
         if len(pos) == 2 and (pos[0].ndim != 1 or pos[0].shape != pos[1].shape):
@@ -158,11 +158,9 @@ def materialise_link(spec: dict, cache: Path, data_root: Path | None) -> Path:
         graph = dataset[0]
         split = dataset.get_edge_split()
     n = int(graph["num_nodes"])
-    edge_index, indptr = undirected(graph, n)
     empty = np.zeros(0, dtype=np.int64)
-    arrays = {"edge_index": edge_index, "csc_indptr": indptr,
-              "features": np.asarray(graph["node_feat"], dtype=np.float32),
-              "labels": np.full(n, -1, dtype=np.int64), "train_idx": empty, "val_idx": empty, "test_idx": empty}
+    arrays = {**graph_arrays(graph), "labels": np.full(n, -1, dtype=np.int64), "train_idx": empty, "val_idx": empty,
+              "test_idx": empty}
     protocol, negatives = PROTOCOL[name]
     given, where = given_split(name, split, raw / split_dir(name))
     given = link_split.check_given(given, where, n, negatives)  # a bad split file fails before anything is written
@@ -185,8 +183,7 @@ def _read_typed(dataset, name: str) -> tuple[dict, dict, dict, np.ndarray, dict]
     relations = {tuple(r): (np.asarray(e[0], dtype=np.int64), np.asarray(e[1], dtype=np.int64))
                  for r, e in graph["edge_index_dict"].items()}
     y = np.nan_to_num(np.asarray(labels[target], dtype=np.float64).reshape(-1), nan=-1).astype(np.int64)
-    splits = {ours: np.asarray(split[theirs][target], dtype=np.int64)
-              for ours, theirs in (("train_idx", "train"), ("val_idx", "valid"), ("test_idx", "test"))}
+    splits = {f"{ours}_idx": np.asarray(split[theirs][target], dtype=np.int64) for ours, theirs in PARTS}
     return counts, features, relations, y, splits
 
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Protocol
 
-from bench import datasets, locks
+from bench import checksums, datasets, locks
 from bench.datasets import hub, link_split
 from bench.datasets.hub import DatasetError, sweep_stale
 
@@ -54,7 +54,7 @@ def ready(spec: dict, cache: Path, data_root: Path | None = None, *, host: Host,
     `interactive`: the user's terminal answers a download's questions."""
     say = say or (lambda line: print(line, flush=True))
     folder = hub.dataset_dir(spec, cache)
-    if hub.is_materialised(spec, cache) and hub.has_checksums(folder):
+    if hub.is_materialised(spec, cache) and checksums.recorded(folder):
         _verify(folder)
         built = False
     else:
@@ -100,7 +100,7 @@ def _build_once(spec: dict, cache: Path, data_root: Path | None, host: Host, int
         if lock is not None and lock.waited_for and hub.is_materialised(spec, cache):
             say(f"  dataset {spec['name']!r}: converted meanwhile by {locks.describe(lock.waited_for).split(',')[0]}; "
                 "reusing it")
-        if hub.is_materialised(spec, cache) and not hub.has_checksums(folder):
+        if hub.is_materialised(spec, cache) and not checksums.recorded(folder):
             say(f"  dataset {spec['name']!r}: {folder} has no checksums.json, so its files cannot be checked; "
                 "building it again from its source")
             hub.discard(folder)

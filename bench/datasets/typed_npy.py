@@ -344,10 +344,7 @@ def feature_blocks(path: Path):
     for start, block, _ in ug.npy_row_blocks(NpyArray(path)):
         with np.errstate(over="ignore", invalid="ignore"):
             x = block.astype(np.float32, copy=False)  # a float64 too large for float32 becomes inf: said
-        finite = np.isfinite(x).all(axis=1)
-        if not finite.all():
-            raise ug.fail(f"{path}: features[{start + int(np.argmin(finite))}] is not finite (NaN or infinite); "
-                          "allowed: finite numbers")
+        ug.check_finite(ug.Input(path, "features"), start, block, x)
         yield x
 
 

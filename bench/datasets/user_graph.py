@@ -2,9 +2,7 @@
 Each reads its format into a UserGraph (sizes from the headers, edges in chunks, features in row
 blocks); this module checks it, each problem one error naming the file, the array, what is wrong
 and what is allowed (hub.DatasetError, exit 2), and converts it in pieces (hub_stream.py), so a
-graph far larger than memory can be named (`npy:/data/g`). Self-loops and duplicates are counted,
-then removed or kept as `self_loops` and `duplicates` say; the graph is made undirected. The hub
-folder's name holds a fingerprint of the files (size, mtime): a changed file is converted again.
+graph far larger than memory can be named. The hub folder's name holds a fingerprint of the files.
 """
 
 from __future__ import annotations
@@ -45,8 +43,7 @@ def params_of(extra_params: dict | None = None, extra_defaults: dict | None = No
 
 def source_hooks(source: str, source_files: Callable[[dict], list[Path]],
                  opener: Callable[[str, dict], "UserGraph"] | None = None):
-    """A user source's hooks over its source_files (and its UserGraph `opener`): canonical_params,
-    fingerprint, expected_stats and materialise."""
+    """A user source's canonical_params, fingerprint, expected_stats and materialise."""
     return (partial(datasets.declared_params, source), lambda params: fingerprint(source_files(params)),
             lambda params: expected_stats(opener("?", params), params),
             lambda spec, cache, data_root=None: materialise(spec, cache, opener, source_files))
@@ -79,9 +76,7 @@ class EdgeChunk:
     src: np.ndarray  # any integer dtype
     dst: np.ndarray
     offset: int  # of the chunk's first edge in the input
-    # the position of edge `i` (of the whole input), end 0 (source) or 1 (destination), as the user
-    # would look it up: `[1, 17]`, ` row 18, column dst`
-    position: Callable[[int, int], str]
+    position: Callable[[int, int], str]  # edge i's end 0 or 1 as the user finds it: `[1, 17]`, ` row 18, column dst`
 
 
 @dataclass
@@ -160,7 +155,7 @@ def check_feature_shape(graph: UserGraph) -> None:
                    f"nodes ({graph.nodes_from}); allowed: one row per node")
 
 
-def check_finite(graph: UserGraph, given_row: int, block: np.ndarray, converted: np.ndarray) -> None:
+def check_finite(where: Input, given_row: int, block: np.ndarray, converted: np.ndarray) -> None:
     """NaN or inf in a block of feature rows, or a value beyond float32's range."""
     if not np.issubdtype(block.dtype, np.floating):
         return
@@ -169,7 +164,7 @@ def check_finite(graph: UserGraph, given_row: int, block: np.ndarray, converted:
         finite = np.isfinite(values)
         if not finite.all():
             r, c = np.argwhere(~finite)[0]
-            raise fail(f"{graph.features.at(f'[{given_row + int(r)}, {c}]')} is {block[r, c]}{what}")
+            raise fail(f"{where.at(f'[{given_row + int(r)}, {c}]')} is {block[r, c]}{what}")
 
 
 def check_labels(graph: UserGraph, num_classes: int | None) -> tuple[np.ndarray, int]:
@@ -221,9 +216,12 @@ def check_baseline_fits(graph: UserGraph, splits: dict[str, np.ndarray], classes
                    "with more memory")
 
 
-def num_classes_of(graph: UserGraph, params: dict) -> int | None:
-    """The number of classes stated: `num_classes`, else the format's own, else None."""
-    return params.get("num_classes") or graph.extra_meta.get("num_classes_given")
+def check_nodes(graph: UserGraph, params: dict) -> tuple[np.ndarray, int, dict[str, np.ndarray]]:
+    """The features' shape, the labels and the number of classes (`num_classes`, else the format's
+    own, else the largest label + 1) and the splits, checked."""
+    check_feature_shape(graph)
+    labels, classes = check_labels(graph, params.get("num_classes") or graph.extra_meta.get("num_classes_given"))
+    return labels, classes, check_splits(graph, labels)
 
 
 def check_splits(graph: UserGraph, labels: np.ndarray) -> dict[str, np.ndarray]:
@@ -274,9 +272,7 @@ def materialise(spec: dict, cache: Path, opener: Callable[[str, dict], UserGraph
     graph = opener(spec["name"], params)
     if not np.issubdtype(graph.edge_dtype, np.integer):
         raise fail(f"{graph.edges.file}: {graph.edges.array} has dtype {graph.edge_dtype}; allowed: {INTEGER_RULE}")
-    check_feature_shape(graph)
-    labels, classes = check_labels(graph, num_classes_of(graph, params))
-    splits = check_splits(graph, labels)
+    labels, classes, splits = check_nodes(graph, params)
     check_baseline_fits(graph, splits, classes)
     phases.done("open; check labels, splits")
     with hub.atomic_dir(target) as tmp:
@@ -368,7 +364,7 @@ def convert_features(graph: UserGraph, folder: Path) -> None:
         for rows, block, given_row in graph.feature_blocks():
             with np.errstate(over="ignore", invalid="ignore"):
                 converted = block.astype(np.float32, copy=False)
-            check_finite(graph, given_row, block, converted)
+            check_finite(graph.features, given_row, block, converted)
             if isinstance(rows, (int, np.integer)) and rows == out.rows_written:
                 out.append(converted)
             elif isinstance(rows, (int, np.integer)):
@@ -456,8 +452,6 @@ def report_lines(meta: dict) -> list[str]:
 
 def expected_stats(graph: UserGraph, params: dict) -> dict:
     """Sizes before conversion, from the headers, labels and splits (edges an upper bound, 0 for CSV)."""
-    check_feature_shape(graph)
-    labels, classes = check_labels(graph, num_classes_of(graph, params))
-    splits = check_splits(graph, labels)
+    _, classes, splits = check_nodes(graph, params)
     return hub.sizes(graph.num_nodes, 2 * (graph.num_input_edges or 0), int(graph.feature_shape[1]), classes,
                      *(int(splits[s].size) for s in SPLITS))
