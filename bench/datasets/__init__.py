@@ -1,12 +1,6 @@
 """Dataset sources: one module each (or an attribute of one serving several) plus one line in
 SOURCES (the module, and the stack whose interpreter must run it; None: any). What a source
-declares is in docs/ADDING.md: at least `materialise(spec, cache, data_root)` and
-`expected_stats(params)` (or KNOWN_STATS, `{name: stats}`, for a source of named datasets);
-optionally PARAMS and DEFAULTS (its `key=value` parameters: bench/datasets/params.py builds the
-suite schema from them), canonical_params, SHAPE (bench/tasks.py) or tasks(params), SIZES_NOTE and
-ESTIMATE_ORIGIN; USER_FILES and fingerprint for a user's files.
-
-Names on the command line: `synthetic[:scale=14,edge_factor=16]`, `planetoid:Cora`, `ogb:ogbn-arxiv`,
+declares: docs/ADDING.md. Names on the command line: `synthetic[:scale=14,edge_factor=16]`, `planetoid:Cora`, `ogb:ogbn-arxiv`,
 `ogb-link:ogbl-collab`, `reddit`, `molecules[:count=20000]`, `npy:/data/g` (a user's own graph).
 """
 

@@ -16,6 +16,7 @@ NAME_SEPARATOR = "__"  # between the source type, the relation and the destinati
 # a node type's or relation's name becomes part of file names and of GraphBolt's `src:name:dst`
 NAME = re.compile(r"[A-Za-z0-9]+(?:[_.-][A-Za-z0-9]+)*")
 NAME_RULE = "letters and digits, single '_', '-' or '.' between them (no '__', no ':'), at most 100 characters"
+INTEGER_RULE = "an integer dtype (int8 .. int64, uint8 .. uint64)"
 EDGES_RULE = "allowed: a graph with at least one edge between two different nodes (without one, message passing has nothing to pass)"
 
 
@@ -48,6 +49,39 @@ def classes_problem(labels: np.ndarray) -> str | None:
         return None
     held = "no labels" if present.size == 0 else f"1 class only ({int(present[0])})"
     return f"holds {held}; allowed: labels of at least 2 classes"
+
+
+def labels_of(raw: np.ndarray, n: int | None, nodes_from: str,
+              classes: int | None) -> tuple[np.ndarray | None, int | None, str | None]:
+    """(labels as int64, None, None): [n] integers or whole floats (-1 or NaN: no label) below `classes`,
+    of at least two classes; else (None, the position of the first bad label or None, the problem)."""
+    if raw.ndim == 2 and raw.shape[1] == 1:
+        raw = raw[:, 0]
+    if raw.ndim != 1:
+        return None, None, (f"has shape {tuple(raw.shape)}; allowed: [N], one class per node (multi-label targets "
+                            "are not supported)")
+    if n is not None and raw.shape[0] != n:
+        return None, None, (f"has {raw.shape[0]:,} labels for {n:,} nodes ({nodes_from}); allowed: one label per "
+                            "node (-1 for none)")
+    if np.issubdtype(raw.dtype, np.integer):
+        if raw.dtype.kind == "u" and raw.size and raw.max() > np.iinfo(np.int64).max:
+            return None, None, f"holds {raw.max()}; allowed: labels 0..C-1, or -1 for none"
+        labels = raw.astype(np.int64)
+    elif np.issubdtype(raw.dtype, np.floating):  # OGB's and IGB's float labels, NaN for none
+        whole = np.isnan(raw) | (np.mod(raw, 1) == 0)
+        if not whole.all():
+            i = int(np.argmax(~whole))
+            return None, i, f"is {raw[i]}; allowed: whole numbers 0..C-1 (dtype {raw.dtype}: NaN or -1 for none)"
+        labels = np.where(np.isnan(raw), -1, raw).astype(np.int64)
+    else:
+        return None, None, f"has dtype {raw.dtype}; allowed: {INTEGER_RULE} (or whole floats)"
+    bad = (labels < -1) | (labels >= classes if classes else False)
+    if bad.any():
+        i = int(np.argmax(bad))
+        allowed = f"0..{classes - 1} (num_classes {classes})" if classes else "0..C-1"
+        return None, i, f"is {labels[i]}; allowed: labels {allowed}, or -1 for a node without one"
+    problem = classes_problem(labels)
+    return (None, None, problem) if problem else (labels, None, None)
 
 
 def edges_problem(edges: int, self_loops: int) -> str | None:

@@ -1,9 +1,7 @@
-"""Reading and writing .npy files in pieces, so that converting a user's graph (user_graph.py) or a
-typed one (typed_hub.py) takes a small part of the hub's size in memory (hub.write takes whole arrays):
-EdgeSorter (an external sort of the edges' keys into edge_index.npy and csc_indptr.npy, self-loops
-and duplicates dropped or kept, counted), ArrayFile (a .npy written a block of rows at a time, in
-order or at given rows) and NpyArray (one read a block of rows at a time, a pickle refused).
-Never mapped. numpy only: the stacks import it too.
+"""Reading and writing .npy files in pieces, never mapped, so that converting a user's graph or a
+typed one takes a small part of the hub's size in memory: EdgeSorter (an external sort of the edges),
+ArrayFile (a .npy written a block of rows at a time) and NpyArray (read a block of rows at a time).
+numpy only: the stacks import it too.
 """
 
 from __future__ import annotations

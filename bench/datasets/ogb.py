@@ -2,15 +2,9 @@
 for three sources: `ogb:NAME` (ogbn-arxiv, ogbn-products, ogbn-papers100M: NodePropPredDataset),
 `ogb-link:NAME` (LINK: ogbl-collab, ogbl-citation2 with their own edge split and protocol) and
 `ogb-typed:ogbn-mag` (TYPED: papers, authors, institutions, fields of study; the venue the label).
-
-Raw files are looked for under DATA_ROOT/NAME/ (OGB's layout, `-` as `_`: raw/, split/) or
-DATA_ROOT/ogb/NAME/, else ogb downloads them into the cache (unless GNNBENCH_OFFLINE is set).
-The plain graphs are made undirected (as the frameworks' examples do for arxiv); nodes without a
-label (papers100M) get label -1 and are in no split. The link graphs' message-passing graph is
-OGB's training graph made undirected; a held-out pair that is also a training edge leaves it,
-counted in the split's meta.json; no node labels (the link task only). ogbn-mag: only papers have
-features (the model gives the other types a learnable embedding, as DGL's R-GCN example does);
-the typed hub adds each relation's reverse.
+Where the raw files are looked for: docs/datasets.md. The graphs are made undirected (as the
+frameworks' examples do for arxiv); nodes without a label (papers100M) get label -1, in no split.
+ogbn-mag: only papers have features (the others get a learnable embedding, as in DGL's R-GCN example).
 """
 
 from __future__ import annotations

@@ -1,11 +1,6 @@
 """A dataset made ready to use: the one entry to bench.datasets for everything that prepares one
-(bench/run/prepare.py, `gnnbench datasets prepare|check`, `gnnbench bundle`). Host only.
-`ready(spec, cache, data_root, host=..., task=...)` keeps what the hub has where its checksums
-verify (a folder without them is built again), else builds it under the dataset folder's lock
-(another process's build, here or on another host, is waited for and reused), refused first where
-it cannot fit in memory, in the interpreter its source needs; the link task adds its edge split.
-The stacks, their environment and the memory check belong to layers above: the caller hands them
-in as a `Host` (bench/run/prepare.py `StackHost`).
+(docs/layout.md, "A cell's path"). Host only. The stacks, their environment and the memory check
+belong to layers above: the caller hands them in as a `Host` (bench/run/prepare.py `StackHost`).
 """
 
 from __future__ import annotations

@@ -266,33 +266,18 @@ def read_relation(path: Path, relation: tuple[str, str, str], counts: dict, prob
 
 def read_labels(path: Path, n: int | None, target: str, missing: str, problems: Problems,
                 classes: int | None = None) -> np.ndarray | None:
-    """The target's labels [n] (-1: none; IGB's, with `classes`: 0..classes-1, whole floats too),
-    None where unusable (said; `missing`: what a missing file lacks)."""
+    """The target's labels [n] (graph_checks.labels_of; `classes`: IGB's number), None where unusable
+    (said; `missing`: what a missing file lacks)."""
     if not path.is_file():
         problems.add(path, f"missing: {missing}")
         return None
     y = _open(path, problems)
     if y is None:
         return None
-    whole = np.issubdtype(y.dtype, np.integer) or (classes is not None and np.issubdtype(y.dtype, np.floating)
-                                                   and bool(np.all(np.isfinite(y) & (np.asarray(y) == np.round(y)))))
-    allowed = "classes 0..C-1, or -1 for no label" if classes is None else f"class ids 0..{classes - 1}"
-    values = np.asarray(y)
-    bad = (values < (-1 if classes is None else 0)) | (values >= classes if classes else False) if whole else None
-    if not whole:
-        problems.add(path, f"labels has dtype {y.dtype}; allowed: {allowed} ({ug.INTEGER_RULE})")
-    elif n is not None and y.shape != (n,):
-        problems.add(path, f"labels has shape {y.shape}; allowed: [{n}] (one per {target} node)")
-    elif bad.any():
-        i = int(np.argmax(bad))
-        problems.add(path, f"labels[{i}] = {y[i]}; allowed: {allowed}")
-    else:
-        labels = np.asarray(y).astype(np.int64)
-        problem = graph_checks.classes_problem(labels)
-        if problem:
-            problems.add(path, f"labels {problem}")
-        return labels
-    return None
+    labels, i, problem = graph_checks.labels_of(np.asarray(y), n, f"{target} nodes", classes)
+    if problem:
+        problems.add(path, f"labels{'' if i is None else f'[{i}]'} {problem}")
+    return labels
 
 
 def _target_arrays(folder: Path, target: str, n: int | None, problems: Problems):
@@ -433,9 +418,7 @@ def igbh_read_folder(folder: Path, classes: int) -> dict:
         processed, "<src>__<name>__<dst>/edge_index.npy", types, counts, problems, igb_layout=True)
     problems.raise_any()
     n = counts[IGBH_TARGET]
-    n_train, n_val = int(n * IGBH_TRAIN_FRAC), int(n * IGBH_VAL_FRAC)
-    ids = np.arange(n, dtype=np.int64)
-    splits = {"train_idx": ids[:n_train], "val_idx": ids[n_train:n_train + n_val], "test_idx": ids[n_train + n_val:]}
+    splits = igbh_splits(n)
     found = graph_checks.split_problem({s.removesuffix("_idx"): i for s, i in splits.items()}, labels, {},
                                        IGBH_LABEL_FILES[classes])
     if found:  # too few papers for IGB's 60/20/20 split
@@ -443,6 +426,13 @@ def igbh_read_folder(folder: Path, classes: int) -> dict:
         problems.raise_any()
     return {"counts": counts, "features": features, "labels": labels, "splits": splits, "relations": relations,
             "target": IGBH_TARGET}
+
+
+def igbh_splits(n: int) -> dict[str, np.ndarray]:
+    """IGB's split of `n` papers: the first 60 % train, the next 20 % validation, the rest test."""
+    n_train, n_val = int(n * IGBH_TRAIN_FRAC), int(n * IGBH_VAL_FRAC)
+    ids = np.arange(n, dtype=np.int64)
+    return {"train_idx": ids[:n_train], "val_idx": ids[n_train:n_train + n_val], "test_idx": ids[n_train + n_val:]}
 
 
 def igbh_materialise(spec: dict, cache: Path, data_root: Path | None = None) -> Path:

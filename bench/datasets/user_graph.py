@@ -19,6 +19,7 @@ import numpy as np
 
 from bench import datasets
 from bench.datasets import baseline, graph_checks, hub, hub_stream
+from bench.datasets.graph_checks import INTEGER_RULE
 from bench.datasets.hub_stream import NpyArray, NpyError
 
 EDGE_CHUNK = 1 << 22   # edges read at a time
@@ -121,7 +122,6 @@ def open_npy(path: Path) -> NpyArray:
         raise fail(f"{path}: {exc}") from None
 
 
-INTEGER_RULE = "an integer dtype (int8 .. int64, uint8 .. uint64)"
 FEATURE_RULE = "a float dtype (float16, float32, float64), or integers or booleans (converted to float32)"
 
 
@@ -168,38 +168,11 @@ def check_finite(where: Input, given_row: int, block: np.ndarray, converted: np.
 
 
 def check_labels(graph: UserGraph, num_classes: int | None) -> tuple[np.ndarray, int]:
-    """Labels as int64 (-1: no label), and the number of classes."""
-    raw = graph.read_labels()
+    """Labels as int64 (-1: no label), and the number of classes (graph_checks.labels_of)."""
     where = graph.labels
-    if raw.ndim == 2 and raw.shape[1] == 1:
-        raw = raw[:, 0]
-    if raw.ndim != 1:
-        raise fail(f"{where.file}: {where.array} has shape {tuple(raw.shape)}; allowed: [N], one class per node "
-                   "(multi-label targets are not supported)")
-    if raw.shape[0] != graph.num_nodes:
-        raise fail(f"{where.file}: {where.array} has {raw.shape[0]:,} labels for {graph.num_nodes:,} nodes "
-                   f"({graph.nodes_from}); allowed: one label per node (-1 for none)")
-    if np.issubdtype(raw.dtype, np.integer):
-        if raw.dtype.kind == "u" and raw.size and raw.max() > np.iinfo(np.int64).max:
-            raise fail(f"{where.file}: {where.array} holds {raw.max()}; allowed: labels 0..C-1, or -1 for none")
-        labels = raw.astype(np.int64)
-    elif np.issubdtype(raw.dtype, np.floating):  # OGB's float labels, NaN for none
-        whole = np.isnan(raw) | (np.mod(raw, 1) == 0)
-        if not whole.all():
-            i = int(np.argmax(~whole))
-            raise fail(f"{graph.at_node(where, i)} is {raw[i]}; allowed: whole numbers 0..C-1 "
-                       f"(dtype {raw.dtype}: NaN or -1 for none)")
-        labels = np.where(np.isnan(raw), -1, raw).astype(np.int64)
-    else:
-        raise fail(f"{where.file}: {where.array} has dtype {raw.dtype}; allowed: {INTEGER_RULE} (or whole floats)")
-    bad = (labels < -1) | (labels >= num_classes if num_classes else False)
-    if bad.any():
-        i = int(np.argmax(bad))
-        allowed = f"0..{num_classes - 1} (num_classes {num_classes})" if num_classes else "0..C-1"
-        raise fail(f"{graph.at_node(where, i)} is {labels[i]}; allowed: labels {allowed}, or -1 for a node without one")
-    problem = graph_checks.classes_problem(labels)
+    labels, i, problem = graph_checks.labels_of(graph.read_labels(), graph.num_nodes, graph.nodes_from, num_classes)
     if problem:
-        raise fail(f"{where.file}: {where.array} {problem}")
+        raise fail(f"{where.file}: {where.array} {problem}" if i is None else f"{graph.at_node(where, i)} {problem}")
     return labels, num_classes if num_classes is not None else int(labels.max()) + 1
 
 
