@@ -26,15 +26,6 @@ def name_problem(name: str, what: str) -> str | None:
     return f"the {what} name {name!r} is not plain; allowed: {NAME_RULE}"
 
 
-def relation_of_name(stem: str) -> tuple[str, str, str] | str:
-    """(src, name, dst) from a relation's `<src>__<name>__<dst>`, each part a plain name; else the problem."""
-    parts = stem.split(NAME_SEPARATOR)
-    if len(parts) != 3 or any(name_problem(p, "") for p in parts):
-        return (f"{stem!r} is not <src>{NAME_SEPARATOR}<name>{NAME_SEPARATOR}<dst> (source type, relation, "
-                f"destination type); allowed: three names, each {NAME_RULE}")
-    return parts[0], parts[1], parts[2]
-
-
 def node_count_problem(count: int, what: str) -> str | None:
     """A node count bounded before anything of its size is allocated."""
     if count > MAX_NODES:
@@ -82,6 +73,25 @@ def labels_of(raw: np.ndarray, n: int | None, nodes_from: str,
         return None, i, f"is {labels[i]}; allowed: labels {allowed}, or -1 for a node without one"
     problem = classes_problem(labels)
     return (None, None, problem) if problem else (labels, None, None)
+
+
+def ids_of(raw: np.ndarray, n: int, nodes_from: str) -> tuple[np.ndarray | None, int | None, str | None]:
+    """(node ids as int64, None, None) from ids [K] in 0..n-1 or a boolean mask [n]; else (None, the
+    position of the first bad id or None, the problem)."""
+    if raw.dtype == np.bool_:
+        if raw.shape != (n,):
+            return None, None, (f"is a mask of shape {tuple(raw.shape)} for {n:,} nodes ({nodes_from}); allowed: "
+                                f"a boolean mask of shape [{n}], or node ids")
+        return np.flatnonzero(raw).astype(np.int64), None, None
+    if not np.issubdtype(raw.dtype, np.integer):
+        return None, None, f"has dtype {raw.dtype}; allowed: a boolean mask, or node ids of {INTEGER_RULE}"
+    if raw.ndim != 1:
+        return None, None, f"has shape {tuple(raw.shape)}; allowed: node ids [K], or a boolean mask [N]"
+    bad = (raw < 0) | (raw >= n)  # compared as given: a uint64 id past int64 too
+    if bad.any():
+        i = int(np.argmax(bad))
+        return None, i, f"= {raw[i]} is out of range; allowed: node ids 0..{n - 1} ({n:,} nodes: {nodes_from})"
+    return raw.astype(np.int64), None, None
 
 
 def edges_problem(edges: int, self_loops: int) -> str | None:

@@ -255,9 +255,8 @@ class ArrayFile:
     """A .npy of known shape and dtype written a block of rows at a time, never mapped: in order
     (`append`), or at given rows (`put`: spilled per range of rows, placed when closed)."""
 
-    def __init__(self, path: Path, dtype, shape: tuple, scratch: Path | None = None):
+    def __init__(self, path: Path, dtype, shape: tuple):
         self.path = Path(path)
-        self.scratch = Path(scratch) if scratch else self.path.parent
         self.dtype, self.shape = np.dtype(dtype), tuple(int(s) for s in shape)
         self.row_bytes = int(np.prod(self.shape[1:], dtype=np.int64)) * self.dtype.itemsize
         header = _npy_header(self.dtype, self.shape)
@@ -293,7 +292,7 @@ class ArrayFile:
         for lo, hi in zip(np.r_[0, edges], np.r_[edges, bucket.size]):
             files = self._buckets.get(int(bucket[lo]))
             if files is None:
-                stem = self.scratch / f".{self.path.stem}.bucket{int(bucket[lo])}"
+                stem = self.path.parent / f".{self.path.stem}.bucket{int(bucket[lo])}"
                 files = self._buckets[int(bucket[lo])] = (open(f"{stem}.rows", "w+b"), open(f"{stem}.data", "w+b"))
             rows[lo:hi].tofile(files[0])
             block[lo:hi].tofile(files[1])

@@ -59,10 +59,12 @@ class Problems:
 
 def relation_named(stem: str, types, problems: Problems, name_path: Path, edges_path: Path,
                    types_where: str) -> tuple[str, str, str] | None:
-    """(src, name, dst) from a relation's `<src>__<name>__<dst>` name, or None with the problem added."""
-    relation = graph_checks.relation_of_name(stem)
-    if isinstance(relation, str):
-        problems.add(name_path, relation)
+    """(src, name, dst) from a relation's `<src>__<name>__<dst>` name, each part a plain name, or None
+    with the problem added."""
+    relation = tuple(stem.split(graph_checks.NAME_SEPARATOR))
+    if len(relation) != 3 or any(graph_checks.name_problem(p, "") for p in relation):
+        problems.add(name_path, f"{stem!r} is not <src>__<name>__<dst> (source type, relation, destination type); "
+                                f"allowed: three names, each {graph_checks.NAME_RULE}")
         return None
     unknown = [t for t in (relation[0], relation[2]) if t not in types]
     if unknown:
@@ -289,19 +291,14 @@ def _target_arrays(folder: Path, target: str, n: int | None, problems: Problems)
         if not path.is_file():
             problems.add(path, f"missing: the {split.removesuffix('_idx')} split of {target!r} node ids")
             continue
-        ids = _open(path, problems)
-        if ids is None or not _integers(ids, path, split, "shape [K]", problems):
+        raw = _open(path, problems)
+        if raw is None or n is None:  # n None: the target's count is unknown, which is said already
             continue
-        if ids.ndim != 1 or ids.size == 0:
-            problems.add(path, f"{split} has shape {ids.shape}; allowed: [K], K >= 1 {target} ids")
-            continue
-        ids = np.asarray(ids, dtype=np.int64)
-        if n is not None:
-            i = _out_of_range(ids, n)
-            if i is not None:
-                problems.add(path, f"{split}[{i}] = {ids[i]} is out of range; allowed: {target} ids 0..{n - 1}")
-                continue
-        splits[split] = ids
+        ids, i, problem = graph_checks.ids_of(np.asarray(raw), n, f"{target} nodes")
+        if problem:
+            problems.add(path, f"{split}{'' if i is None else f'[{i}]'} {problem}")
+        else:
+            splits[split] = ids
     if n is not None and labels is not None and len(splits) == len(SPLIT_FILES):
         found = graph_checks.split_problem({s.removesuffix("_idx"): ids for s, ids in splits.items()}, labels,
                                            {s.removesuffix("_idx"): name for s, name in SPLIT_FILES.items()}, "labels.npy")

@@ -198,31 +198,13 @@ def check_nodes(graph: UserGraph, params: dict) -> tuple[np.ndarray, int, dict[s
 
 
 def check_splits(graph: UserGraph, labels: np.ndarray) -> dict[str, np.ndarray]:
-    """train/val/test node ids (int64, sorted), checked as graph_checks.split_problem says."""
-    n = graph.num_nodes
+    """train/val/test node ids (int64, sorted), checked as graph_checks.ids_of and split_problem say."""
     out = {}
     for name in SPLITS:
         where = graph.splits[name]
-        raw = graph.read_split(name)
-        if raw.dtype == np.bool_:
-            if raw.shape != (n,):
-                raise fail(f"{where.file}: {where.array} is a mask of shape {tuple(raw.shape)} for {n:,} nodes "
-                           f"({graph.nodes_from}); allowed: a boolean mask of shape [{n}], or node ids")
-            out[name] = np.flatnonzero(raw).astype(np.int64)
-        elif np.issubdtype(raw.dtype, np.integer):
-            if raw.ndim != 1:
-                raise fail(f"{where.file}: {where.array} has shape {tuple(raw.shape)}; allowed: node ids [K], "
-                           "or a boolean mask [N]")
-            ids = raw.astype(np.int64)
-            bad = (ids < 0) | (ids >= n)
-            if bad.any():
-                i = int(np.argmax(bad))
-                raise fail(f"{where.at(f'[{i}]')} = {raw[i]} is out of range; allowed: node ids 0..{n - 1} "
-                           f"({n:,} nodes: {graph.nodes_from})")
-            out[name] = ids
-        else:
-            raise fail(f"{where.file}: {where.array} has dtype {raw.dtype}; allowed: a boolean mask, or node ids "
-                       f"of {INTEGER_RULE}")
+        out[name], i, problem = graph_checks.ids_of(graph.read_split(name), graph.num_nodes, graph.nodes_from)
+        if problem:
+            raise fail(f"{where.file}: {where.array} {problem}" if i is None else f"{where.at(f'[{i}]')} {problem}")
     found = graph_checks.split_problem(
         out, labels, {s: f"{w.file.name}: {w.array}" for s, w in graph.splits.items()},
         f"{graph.labels.file.name}: {graph.labels.array}")
@@ -274,9 +256,8 @@ def materialise(spec: dict, cache: Path, opener: Callable[[str, dict], UserGraph
                        "they are written (nothing was kept)")
         meta = {
             "format": hub.FORMAT_VERSION, "name": spec["name"], "source": spec["source"], "params": params,
-            "source_path": params["path"], "num_nodes": graph.num_nodes, "num_edges": counts.num_edges,
-            "feature_dim": int(graph.feature_shape[1]), "num_classes": classes,
-            **{f"num_{s}": int(splits[s].size) for s in SPLITS},
+            "source_path": params["path"], **hub.sizes(graph.num_nodes, counts.num_edges, int(graph.feature_shape[1]),
+                                                       classes, *(int(splits[s].size) for s in SPLITS)),
             "features_only_acc": None if acc is None else round(acc, 4),
             "edge_homophily": edge_homophily(tmp, labels),
             "input": {
