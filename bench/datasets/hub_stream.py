@@ -117,7 +117,7 @@ class EdgeSorter:
                    for path, count in self._runs]
         carry = np.empty(0, dtype=np.int64)
         while readers:
-            open_ended = [r.block[-1] for r in readers if not r.last]
+            open_ended = [r.block[-1] for r in readers if r.left]  # a run with keys beyond its block
             bound = min(open_ended) if open_ended else None
             parts = [carry]
             for reader in readers:
@@ -222,11 +222,6 @@ class _RunReader:
         self.block = np.empty(0, dtype=np.int64)
         self.done = False
         self._read()
-
-    @property
-    def last(self) -> bool:
-        """The block in memory is the run's last."""
-        return self.left == 0
 
     def _read(self) -> None:
         take = min(self.left, self.block_keys)

@@ -38,10 +38,6 @@ TARGET = {"ogbn-mag": "paper"}
 PARTS = (("train", "train"), ("val", "valid"), ("test", "test"))  # our split names, OGB's
 
 
-def folder(name: str) -> str:
-    return name.replace("-", "_")
-
-
 def split_dir(name: str) -> str:
     return f"split/{SPLITS.get(name, 'time')}"
 
@@ -94,7 +90,7 @@ def opened(spec: dict, cache: Path, data_root: Path | None, dataset_class: str, 
     module, _, class_name = dataset_class.rpartition(".")
     dataset_class = getattr(importlib.import_module(f"ogb.{module}"), class_name)
     name = spec["params"]["name"]
-    folder_name, required = folder(name), expected_files(name)
+    folder_name, required = name.replace("-", "_"), expected_files(name)  # OGB's folder: `-` as `_`
     source_dir = hub.find_raw(data_root, "ogb", folder_name, required)
     with tempfile.TemporaryDirectory(dir=cache) as scratch:
         if source_dir is None:

@@ -111,6 +111,7 @@ def _verify(folder: Path) -> None:
 
 
 def _build(spec: dict, cache: Path, data_root: Path | None, host: Host, interactive: bool) -> Path:
+    """Build the dataset here, or in its stack's interpreter (its last line of stderr is the error)."""
     # building holds the raw and the hub arrays at once (a user's graph is converted in pieces)
     if not datasets.user_files(spec["source"]):
         too_big = host.refusal(sizes(spec, cache), 2, f"preparing dataset {spec['name']!r}")
@@ -123,16 +124,10 @@ def _build(spec: dict, cache: Path, data_root: Path | None, host: Host, interact
     if python is None:
         raise DatasetError(f"dataset {spec['name']!r} is prepared in the {stack} stack, "
                            f"which is not installed (gnnbench stacks install {stack})")
-    return _build_in(python, spec, cache, data_root, host.env(), interactive)
-
-
-def _build_in(python: Path, spec: dict, cache: Path, data_root: Path | None, env: dict[str, str],
-              interactive: bool) -> Path:
-    """Build the dataset in a stack's interpreter; its last line of stderr is the error."""
     cmd = [str(python), "-m", "bench.datasets", "prepare", json.dumps(spec), str(cache), str(data_root or "")]
     # the child converts under this process's lock (it inherits it); an interrupt here stops it
     # with SIGTERM, so that it removes its half-written folder (bench/datasets/__main__.py)
-    proc = subprocess.Popen(cmd, env=locks.env_holding(hub.dataset_dir(spec, cache), env), text=True,
+    proc = subprocess.Popen(cmd, env=locks.env_holding(hub.dataset_dir(spec, cache), host.env()), text=True,
                             stdout=subprocess.PIPE, stderr=None if interactive else subprocess.PIPE,
                             stdin=None if interactive else subprocess.DEVNULL)
     try:

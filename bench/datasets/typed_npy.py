@@ -110,19 +110,6 @@ def _open(path: Path, problems: Problems):
         return None
 
 
-def _integers(array, path: Path, name: str, shape_rule: str, problems: Problems) -> bool:
-    if not np.issubdtype(array.dtype, np.integer):
-        problems.add(path, f"{name} has dtype {array.dtype}; allowed: {ug.INTEGER_RULE}, {shape_rule}")
-        return False
-    return True
-
-
-def _out_of_range(values: np.ndarray, n: int) -> int | None:
-    """The position of the first value outside 0..n-1, or None."""
-    bad = (values < 0) | (values >= n)
-    return int(np.argmax(bad)) if bad.any() else None
-
-
 def read_folder(folder: Path) -> dict:
     """The folder checked whole: the arrays typed_hub.write takes; every problem raised together."""
     problems = Problems(folder)
@@ -247,7 +234,10 @@ def read_relation(path: Path, relation: tuple[str, str, str], counts: dict, prob
     src, _, dst = relation
     shape = "[E, 2]" if igb_layout else "[2, E]"
     e = _open(path, problems)
-    if e is None or not _integers(e, path, "edge_index", f"shape {shape}", problems):
+    if e is None:
+        return None
+    if not np.issubdtype(e.dtype, np.integer):
+        problems.add(path, f"edge_index has dtype {e.dtype}; allowed: {ug.INTEGER_RULE}, shape {shape}")
         return None
     if e.ndim != 2 or e.shape[1 if igb_layout else 0] != 2:
         problems.add(path, f"edge_index has shape {e.shape}; allowed: {shape} "
@@ -258,8 +248,9 @@ def read_relation(path: Path, relation: tuple[str, str, str], counts: dict, prob
     ids = [np.asarray(e[:, k] if igb_layout else e[k]) for k in (0, 1)]
     ok = True
     for k, t in ((0, src), (1, dst)):
-        i = _out_of_range(ids[k], counts[t])
-        if i is not None:
+        bad = (ids[k] < 0) | (ids[k] >= counts[t])
+        if bad.any():
+            i = int(np.argmax(bad))
             problems.add(path, f"edge_index{f'[{i}, {k}]' if igb_layout else f'[{k}, {i}]'} = {ids[k][i]} is out of "
                                f"range; allowed: {t} ids 0..{counts[t] - 1}" + ("" if igb_layout else f" ({counts[t]:,} {t} nodes)"))
             ok = False
