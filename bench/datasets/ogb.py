@@ -83,9 +83,8 @@ def materialise(spec: dict, cache: Path, data_root: Path | None) -> Path:
 
 @contextlib.contextmanager
 def opened(spec: dict, cache: Path, data_root: Path | None, dataset_class: str, offline_hint: str = ""):
-    """OGB's own dataset class (`ogb.<dataset_class>`) on the data root's raw copy (linked into a
-    scratch folder for ogb's processed copy), else downloaded: yields (dataset, the raw folder, the
-    data root's copy or None)."""
+    """OGB's own dataset class (`ogb.<dataset_class>`) on the data root's raw copy (linked into a scratch
+    folder for ogb's processed copy), else downloaded: (dataset, the raw folder, the data root's copy or None)."""
     os.environ.setdefault("OUTDATED_IGNORE", "1")  # ogb would otherwise ask PyPI for its newest version
     module, _, class_name = dataset_class.rpartition(".")
     dataset_class = getattr(importlib.import_module(f"ogb.{module}"), class_name)
