@@ -43,9 +43,11 @@ def classes_problem(labels: np.ndarray) -> str | None:
 
 
 def labels_of(raw: np.ndarray, n: int | None, nodes_from: str,
-              classes: int | None) -> tuple[np.ndarray | None, int | None, str | None]:
-    """(labels as int64, None, None): [n] integers or whole floats (-1 or NaN: no label) below `classes`,
-    of at least two classes; else (None, the position of the first bad label or None, the problem)."""
+              classes: int | None, classes_from: str | None = None,
+              whole_graph: bool = True) -> tuple[np.ndarray | None, int | None, str | None]:
+    """(labels as int64, None, None): [n] integers or whole floats (-1 or NaN: no label) below `classes`
+    (said by `classes_from`), of a `whole_graph`: at least two classes; else (None, the position of the
+    first bad label or None, the problem)."""
     if raw.ndim == 2 and raw.shape[1] == 1:
         raw = raw[:, 0]
     if raw.ndim != 1:
@@ -69,9 +71,9 @@ def labels_of(raw: np.ndarray, n: int | None, nodes_from: str,
     bad = (labels < -1) | (labels >= classes if classes else False)
     if bad.any():
         i = int(np.argmax(bad))
-        allowed = f"0..{classes - 1} (num_classes {classes})" if classes else "0..C-1"
+        allowed = f"0..{classes - 1} ({classes_from or f'num_classes {classes}'})" if classes else "0..C-1"
         return None, i, f"is {labels[i]}; allowed: labels {allowed}, or -1 for a node without one"
-    problem = classes_problem(labels)
+    problem = classes_problem(labels) if whole_graph else None
     return (None, None, problem) if problem else (labels, None, None)
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.datasets import tables
+from bench.datasets import graph_checks, tables
 from bench.datasets import user_graph as ug
 from bench.datasets.hub_stream import NpyArray
 
@@ -248,21 +248,12 @@ def _read_labels(meta_file: Path, label_feature: list[dict], sets: dict[str, tup
         return _numpy_file(meta_file, "feature_data 'label'", label_feature[0]).read_all()
     out = np.full(n, -1, dtype=np.int64)
     for split, (seed_name, seeds, labels_file) in sets.items():
-        ids, values = _read_split(sets, split), labels_file.read_all()
-        where = ug.Input(labels_file.path, f"{SETS[split]} labels")
-        if values.ndim == 2 and values.shape[1] == 1:
-            values = values[:, 0]
-        if values.shape != (ids.shape[0],):
-            raise ug.fail(f"{labels_file.path}: {SETS[split]} labels have shape {values.shape} for "
-                          f"{ids.shape[0]:,} {seed_name}; allowed: one label per node of the set")
-        if not np.issubdtype(values.dtype, np.integer):
-            raise ug.fail(f"{labels_file.path}: {SETS[split]} labels have dtype {values.dtype}; "
-                          f"allowed: {ug.INTEGER_RULE}")
-        bad = (values < 0) | (values >= top) if top else values < 0
-        if bad.any():
-            i = int(np.argmax(bad))
-            raise ug.fail(f"{where.at(f'[{i}]')} is {values[i]}; allowed: labels 0.."
-                          f"{top - 1 if top else 'C-1'}" + (" (num_classes in metadata.yaml)" if top else ""))
+        ids = _read_split(sets, split)
+        values, i, problem = graph_checks.labels_of(labels_file.read_all(), ids.shape[0], f"the set's {seed_name}",
+                                                    top, "num_classes in metadata.yaml", whole_graph=False)
+        if problem:
+            where = ug.Input(labels_file.path, f"{SETS[split]} labels")
+            raise ug.fail(f"{where.at('' if i is None else f'[{i}]')} {problem}")
         ok = (ids >= 0) & (ids < n)
         out[ids[ok]] = values[ok]  # ids out of range are named by the split's own check
     return out
