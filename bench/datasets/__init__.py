@@ -1,13 +1,8 @@
 """Dataset sources: one module each (or an attribute of one serving several) plus one line in
 SOURCES (the module, and the stack whose interpreter must run it; None: any). What a source
-declares is in docs/ADDING.md: at least `materialise(spec, cache, data_root)` and
-`expected_stats(params)` (or KNOWN_STATS, `{name: stats}`, for a source of named datasets);
-optionally PARAMS and DEFAULTS (its `key=value` parameters: bench/datasets/params.py builds the
-suite schema from them), canonical_params, SHAPE (bench/tasks.py) or tasks(params), SIZES_NOTE and
-ESTIMATE_ORIGIN; USER_FILES and fingerprint for a user's files.
-
-Names on the command line: `synthetic[:scale=14,edge_factor=16]`, `planetoid:Cora`, `ogb:ogbn-arxiv`,
-`ogb-link:ogbl-collab`, `reddit`, `molecules[:count=20000]`, `npy:/data/g` (a user's own graph).
+declares: docs/ADDING.md. Names on the command line: `synthetic[:scale=14,edge_factor=16]`,
+`planetoid:Cora`, `ogb:ogbn-arxiv`, `ogb-link:ogbl-collab`, `reddit`, `molecules[:count=20000]`,
+`npy:/data/g` (a user's own graph).
 """
 
 from __future__ import annotations
@@ -35,8 +30,7 @@ SOURCES: dict[str, Source] = {
     "typed-synthetic": Source("bench.datasets.typed_synthetic", None),  # IGBH-shaped typed graph (shape "typed")
     "ogb-typed": Source("bench.datasets.ogb", "pyg", "TYPED"),  # ogbn-mag through ogb's own loader (shape "typed")
     "ogb-link": Source("bench.datasets.ogb", "pyg", "LINK"),  # ogbl-collab, ogbl-citation2 with their split (task "link")
-    # your own graph (bench/datasets/user_graph.py): one source per format, each with its own
-    # parameters and checks, rather than one that guesses the format from the files
+    # your own graph (user_graph.py): one source per format, rather than one that guesses it from the files
     "npy": Source("bench.datasets.npy_folder", None),
     "pyg-file": Source("bench.datasets.pyg_file", "pyg"),  # torch.load needs torch
     "graphbolt": Source("bench.datasets.graphbolt_folder", None),  # its .npy files and metadata.yaml, read directly

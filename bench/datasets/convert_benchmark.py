@@ -6,11 +6,10 @@ the hub's own size (within 2x; a benchmark, not a test: it writes a JSON and a M
     python -m bench.datasets.convert_benchmark --typed [--scale 100 --feature-dim 128]
         [--formats generator,generator-cli,typed-npy,igbh] --work DIR --out FILE.json
 
-The reference graph (synthetic, products-scale; or typed-synthetic at IGBH-tiny's structure, its
-own generation measured) is written once per format as a user's input, edges and node rows in a
-random order; each conversion runs alone in a fresh process into an empty hub (its process tree's
-RSS sampled every 50 ms, its VmHWM read at the end), and its hub is compared with the reference
-array by array. `--in-memory`: the whole-array path (hub.write) too. Host only.
+The reference graph (synthetic, products-scale; or typed-synthetic at IGBH-tiny's structure) is
+written once per format as a user's input, edges and node rows shuffled; each conversion runs alone
+in a fresh process into an empty hub, and its hub is compared with the reference array by array.
+`--in-memory`: the whole-array path (hub.write) too. Host only.
 """
 
 from __future__ import annotations
@@ -31,8 +30,6 @@ import numpy as np
 from bench import datasets
 from bench.datasets import hub, typed_hub, typed_npy
 
-# the ways in: plain, one per source of a user's own homogeneous graph and the edge list also as
-# CSV (plus --in-memory: npy read whole); typed, the generator, the CLI and the typed sources
 FORMATS = {"plain": ("npy", "graphbolt", "edge-list", "edge-list-csv", "pyg-file"),
            "typed": ("generator", "generator-cli", "typed-npy", "igbh")}
 SOURCE_OF = {"edge-list-csv": "edge-list", "in-memory": "npy"}  # else the format's own name
@@ -237,8 +234,7 @@ if mode == "in-memory":
 else:
     out = datasets.materialiser(spec["source"])(spec, Path(cache))
 seconds = time.perf_counter() - started
-# this process's own high-water mark: VmHWM is its memory map's (ru_maxrss would carry the parent's
-# size over from the fork that started it)
+# VmHWM, not ru_maxrss: that would carry the parent's size over from the fork
 hwm = next(int(line.split()[1]) * 1024 for line in open("/proc/self/status") if line.startswith("VmHWM:"))
 print(json.dumps({"hub": str(out), "seconds": seconds, "vm_hwm_bytes": hwm}))
 """
@@ -313,10 +309,7 @@ def compare(fmt: str, r: dict, reference: dict) -> list[str]:
     if fmt != "igbh":
         return [a for a in names if r["arrays"].get(a) != reference.get(a)]
     differs = [a for a in names if a not in typed_hub.SPLITS and r["arrays"].get(a) != reference.get(a)]
-    n = int(np.load(Path(r["hub"]) / "labels.npy", mmap_mode="r").shape[0])
-    n_train, n_val = int(n * typed_npy.IGBH_TRAIN_FRAC), int(n * typed_npy.IGBH_VAL_FRAC)
-    rule = {"train_idx": np.arange(n_train), "val_idx": np.arange(n_train, n_train + n_val),
-            "test_idx": np.arange(n_train + n_val, n)}
+    rule = typed_npy.igbh_splits(int(np.load(Path(r["hub"]) / "labels.npy", mmap_mode="r").shape[0]))
     return differs + [s for s in typed_hub.SPLITS if not np.array_equal(np.load(Path(r["hub"]) / f"{s}.npy"), rule[s])]
 
 

@@ -111,7 +111,6 @@ def _read_node_columns(nodes_path: Path, node_schema) -> tuple:
 @dataclass
 class NodeIds:
     """The node ids, sorted (hub node i has the i-th smallest), and how an edge end's id finds its node."""
-    path: Path  # the node table
     numeric: bool
     n: int
     sorted_ids: object  # a pyarrow array
@@ -151,7 +150,7 @@ class NodeIds:
             low = int(ids_np[0])
             id_table = np.full(int(ids_np[-1]) - low + 1, -1, dtype=np.int64)
             id_table[ids_np - low] = np.arange(n, dtype=np.int64)
-        return cls(nodes_path, numeric, n, sorted_ids, ids_np, order, node_of_row, identity,
+        return cls(numeric, n, sorted_ids, ids_np, order, node_of_row, identity,
                    bool(np.all(order == np.arange(n))), id_table, low)
 
     def nodes_of(self, values) -> tuple[np.ndarray, np.ndarray]:

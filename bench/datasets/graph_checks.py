@@ -16,6 +16,7 @@ NAME_SEPARATOR = "__"  # between the source type, the relation and the destinati
 # a node type's or relation's name becomes part of file names and of GraphBolt's `src:name:dst`
 NAME = re.compile(r"[A-Za-z0-9]+(?:[_.-][A-Za-z0-9]+)*")
 NAME_RULE = "letters and digits, single '_', '-' or '.' between them (no '__', no ':'), at most 100 characters"
+INTEGER_RULE = "an integer dtype (int8 .. int64, uint8 .. uint64)"
 EDGES_RULE = "allowed: a graph with at least one edge between two different nodes (without one, message passing has nothing to pass)"
 
 
@@ -23,15 +24,6 @@ def name_problem(name: str, what: str) -> str | None:
     if len(name) <= 100 and NAME.fullmatch(name):
         return None
     return f"the {what} name {name!r} is not plain; allowed: {NAME_RULE}"
-
-
-def relation_of_name(stem: str) -> tuple[str, str, str] | str:
-    """(src, name, dst) from a relation's `<src>__<name>__<dst>`, each part a plain name; else the problem."""
-    parts = stem.split(NAME_SEPARATOR)
-    if len(parts) != 3 or any(name_problem(p, "") for p in parts):
-        return (f"{stem!r} is not <src>{NAME_SEPARATOR}<name>{NAME_SEPARATOR}<dst> (source type, relation, "
-                f"destination type); allowed: three names, each {NAME_RULE}")
-    return parts[0], parts[1], parts[2]
 
 
 def node_count_problem(count: int, what: str) -> str | None:
@@ -48,6 +40,60 @@ def classes_problem(labels: np.ndarray) -> str | None:
         return None
     held = "no labels" if present.size == 0 else f"1 class only ({int(present[0])})"
     return f"holds {held}; allowed: labels of at least 2 classes"
+
+
+def labels_of(raw: np.ndarray, n: int | None, nodes_from: str,
+              classes: int | None, classes_from: str | None = None,
+              whole_graph: bool = True) -> tuple[np.ndarray | None, int | None, str | None]:
+    """(labels as int64, None, None): [n] integers or whole floats (-1 or NaN: no label) below `classes`
+    (said by `classes_from`), of a `whole_graph`: at least two classes; else (None, the position of the
+    first bad label or None, the problem)."""
+    if raw.ndim == 2 and raw.shape[1] == 1:
+        raw = raw[:, 0]
+    if raw.ndim != 1:
+        return None, None, (f"has shape {tuple(raw.shape)}; allowed: [N], one class per node (multi-label targets "
+                            "are not supported)")
+    if n is not None and raw.shape[0] != n:
+        return None, None, (f"has {raw.shape[0]:,} labels for {n:,} nodes ({nodes_from}); allowed: one label per "
+                            "node (-1 for none)")
+    if np.issubdtype(raw.dtype, np.integer):
+        if raw.dtype.kind == "u" and raw.size and raw.max() > np.iinfo(np.int64).max:
+            return None, None, f"holds {raw.max()}; allowed: labels 0..C-1, or -1 for none"
+        labels = raw.astype(np.int64)
+    elif np.issubdtype(raw.dtype, np.floating):  # OGB's and IGB's float labels, NaN for none
+        whole = np.isnan(raw) | (np.mod(raw, 1) == 0)
+        if not whole.all():
+            i = int(np.argmax(~whole))
+            return None, i, f"is {raw[i]}; allowed: whole numbers 0..C-1 (dtype {raw.dtype}: NaN or -1 for none)"
+        labels = np.where(np.isnan(raw), -1, raw).astype(np.int64)
+    else:
+        return None, None, f"has dtype {raw.dtype}; allowed: {INTEGER_RULE} (or whole floats)"
+    bad = (labels < -1) | (labels >= classes if classes else False)
+    if bad.any():
+        i = int(np.argmax(bad))
+        allowed = f"0..{classes - 1} ({classes_from or f'num_classes {classes}'})" if classes else "0..C-1"
+        return None, i, f"is {labels[i]}; allowed: labels {allowed}, or -1 for a node without one"
+    problem = classes_problem(labels) if whole_graph else None
+    return (None, None, problem) if problem else (labels, None, None)
+
+
+def ids_of(raw: np.ndarray, n: int, nodes_from: str) -> tuple[np.ndarray | None, int | None, str | None]:
+    """(node ids as int64, None, None) from ids [K] in 0..n-1 or a boolean mask [n]; else (None, the
+    position of the first bad id or None, the problem)."""
+    if raw.dtype == np.bool_:
+        if raw.shape != (n,):
+            return None, None, (f"is a mask of shape {tuple(raw.shape)} for {n:,} nodes ({nodes_from}); allowed: "
+                                f"a boolean mask of shape [{n}], or node ids")
+        return np.flatnonzero(raw).astype(np.int64), None, None
+    if not np.issubdtype(raw.dtype, np.integer):
+        return None, None, f"has dtype {raw.dtype}; allowed: a boolean mask, or node ids of {INTEGER_RULE}"
+    if raw.ndim != 1:
+        return None, None, f"has shape {tuple(raw.shape)}; allowed: node ids [K], or a boolean mask [N]"
+    bad = (raw < 0) | (raw >= n)  # compared as given: a uint64 id past int64 too
+    if bad.any():
+        i = int(np.argmax(bad))
+        return None, i, f"= {raw[i]} is out of range; allowed: node ids 0..{n - 1} ({n:,} nodes: {nodes_from})"
+    return raw.astype(np.int64), None, None
 
 
 def edges_problem(edges: int, self_loops: int) -> str | None:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.datasets import tables
+from bench.datasets import graph_checks, tables
 from bench.datasets import user_graph as ug
 from bench.datasets.hub_stream import NpyArray
 
@@ -97,8 +97,7 @@ def open_graph(label: str, params: dict) -> ug.UserGraph:
     features, label_feature, feature_notes = _node_features(meta_file, meta, params["feature"])
     task, task_name, task_notes = _task(meta_file, meta, params["task"])
     notes += feature_notes + task_notes
-    sets = _sets(meta_file, task, task_name)
-    label_input = _label_input(meta_file, label_feature, sets, task_name)
+    sets = _sets(meta_file, task, task_name, bool(label_feature))
     num_classes = task.get("num_classes")
     extra = {"graphbolt_seed_name": sets["train"][0]}
     if params.get("num_classes") is None and num_classes is not None:
@@ -109,7 +108,8 @@ def open_graph(label: str, params: dict) -> ug.UserGraph:
         edge_chunks=edges.chunks,
         features=ug.Input(features.path, f"node feature {params['feature']!r}"), feature_shape=features.shape,
         feature_dtype=features.dtype, feature_blocks=partial(ug.npy_row_blocks, features),
-        labels=label_input,
+        labels=(ug.Input(meta_file, "node feature 'label'") if label_feature
+                else ug.Input(sets["train"][2].path, "the sets' labels, by node")),
         read_labels=partial(_read_labels, meta_file, label_feature, sets, n, params.get("num_classes") or num_classes),
         splits={s: ug.Input(v[1].path, f"{SETS[s]} {v[0]}") for s, v in sets.items()},
         read_split=partial(_read_split, sets), notes=notes, extra_meta=extra)
@@ -213,8 +213,8 @@ def _task(meta_file: Path, meta: dict, name: str | None) -> tuple[dict, str, lis
     return task, task_name, [f"{len(tasks)} tasks in metadata.yaml: {task_name} used"] if len(tasks) > 1 else []
 
 
-def _sets(meta_file: Path, task: dict, task_name: str) -> dict[str, tuple]:
-    """For each split: (the name of its ids, the ids file, the labels file or None)."""
+def _sets(meta_file: Path, task: dict, task_name: str, label_feature: bool) -> dict[str, tuple]:
+    """For each split: (the name of its ids, the ids file, the labels file or None: `label_feature` gives them)."""
     sets = {}
     for split, key in SETS.items():
         where = f"{task_name}.{key}"
@@ -227,19 +227,12 @@ def _sets(meta_file: Path, task: dict, task_name: str) -> dict[str, tuple]:
             raise ug.fail(f"{meta_file}: {where} has no node ids (data named {' or '.join(SEED_NAMES)}; it has "
                           f"{', '.join(map(repr, data)) or 'none'}); allowed: seeds (DGL 2.2+) or seed_nodes (DGL 2.1)")
         seeds = _numpy_file(meta_file, f"{where} {seed_name}", data[seed_name])
+        if "labels" not in data and not label_feature:
+            raise ug.fail(f"{meta_file}: {where} has no labels and there is no node feature 'label'; allowed: "
+                          "data named labels in each set, or a node feature named label")
         labels = _numpy_file(meta_file, f"{where} labels", data["labels"]) if "labels" in data else None
         sets[split] = (seed_name, seeds, labels)
     return sets
-
-
-def _label_input(meta_file: Path, label_feature: list[dict], sets: dict[str, tuple], task_name: str) -> ug.Input:
-    """Where the labels come from: the node feature `label`, or else every set's labels."""
-    if not label_feature and any(s[2] is None for s in sets.values()):
-        missing = next(k for k, s in sets.items() if s[2] is None)
-        raise ug.fail(f"{meta_file}: {task_name}.{SETS[missing]} has no labels and there is no node feature "
-                      "'label'; allowed: data named labels in each set, or a node feature named label")
-    return (ug.Input(meta_file, "node feature 'label'") if label_feature
-            else ug.Input(sets["train"][2].path, "the sets' labels, by node"))
 
 
 def _read_split(sets: dict[str, tuple], split: str) -> np.ndarray:
@@ -255,21 +248,12 @@ def _read_labels(meta_file: Path, label_feature: list[dict], sets: dict[str, tup
         return _numpy_file(meta_file, "feature_data 'label'", label_feature[0]).read_all()
     out = np.full(n, -1, dtype=np.int64)
     for split, (seed_name, seeds, labels_file) in sets.items():
-        ids, values = _read_split(sets, split), labels_file.read_all()
-        where = ug.Input(labels_file.path, f"{SETS[split]} labels")
-        if values.ndim == 2 and values.shape[1] == 1:
-            values = values[:, 0]
-        if values.shape != (ids.shape[0],):
-            raise ug.fail(f"{labels_file.path}: {SETS[split]} labels have shape {values.shape} for "
-                          f"{ids.shape[0]:,} {seed_name}; allowed: one label per node of the set")
-        if not np.issubdtype(values.dtype, np.integer):
-            raise ug.fail(f"{labels_file.path}: {SETS[split]} labels have dtype {values.dtype}; "
-                          f"allowed: {ug.INTEGER_RULE}")
-        bad = (values < 0) | (values >= top) if top else values < 0
-        if bad.any():
-            i = int(np.argmax(bad))
-            raise ug.fail(f"{where.at(f'[{i}]')} is {values[i]}; allowed: labels 0.."
-                          f"{top - 1 if top else 'C-1'}" + (" (num_classes in metadata.yaml)" if top else ""))
+        ids = _read_split(sets, split)
+        values, i, problem = graph_checks.labels_of(labels_file.read_all(), ids.shape[0], f"the set's {seed_name}",
+                                                    top, "num_classes in metadata.yaml", whole_graph=False)
+        if problem:
+            where = ug.Input(labels_file.path, f"{SETS[split]} labels")
+            raise ug.fail(f"{where.at('' if i is None else f'[{i}]')} {problem}")
         ok = (ids >= 0) & (ids < n)
         out[ids[ok]] = values[ok]  # ids out of range are named by the split's own check
     return out

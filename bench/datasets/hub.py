@@ -51,8 +51,7 @@ class Materialised:
     meta: dict
 
     CARD = ("name", "source", *STAT_FIELDS)  # the statistics every result carries
-    # carried too where the dataset has them (older folders do not)
-    OPTIONAL_CARD = ("features_only_acc", "edge_homophily", "source_path")  # source_path: a user's graph
+    OPTIONAL_CARD = ("features_only_acc", "edge_homophily", "source_path")  # where the dataset has them
 
     @property
     def num_nodes(self) -> int:
@@ -158,10 +157,6 @@ def graphbolt_arrays(edge_index: np.ndarray, csc_indptr: np.ndarray, num_nodes: 
 def record_checksums(folder: Path) -> None:
     """The checksums of a dataset folder's arrays (before meta.json, which marks it finished)."""
     checksums.record(folder, sorted(p.name for p in Path(folder).glob("*.npy")))
-
-
-def has_checksums(folder: Path) -> bool:
-    return checksums.recorded(folder)
 
 
 def verify(path: Path, meta: dict | None = None, what: str = "dataset", fix: str | None = None) -> None:
@@ -426,11 +421,9 @@ def split_indices(num_nodes: int, train_frac: float, val_frac: float, rng: np.ra
 
 
 def load_dataset(source: str, path, features_in_memory: bool = True, mmap: bool | None = None, check: bool = True):
-    """A materialised dataset of `source` (`.card()`, `.meta`), checked against its checksums
-    unless `check` is False. The graph, labels and splits are mapped read-only (unless `mmap` is
-    False), shared through the page cache; the features too where `mmap` is True or
-    `features_in_memory` False (a disk-backed store). A typed graph or a collection reads through
-    its source's `load`."""
+    """A materialised dataset of `source`, checked unless `check` is False. The graph, labels and splits
+    are mapped read-only (unless `mmap` is False); the features too where `mmap` is True or
+    `features_in_memory` False (a disk-backed store). A typed graph or a collection: its source's `load`."""
     from bench import datasets  # the registry: it imports the sources, which import this module
 
     module = datasets.source_module(source)

@@ -1,9 +1,7 @@
-"""Reading and writing .npy files in pieces, so that converting a user's graph (user_graph.py) or a
-typed one (typed_hub.py) takes a small part of the hub's size in memory (hub.write takes whole arrays):
-EdgeSorter (an external sort of the edges' keys into edge_index.npy and csc_indptr.npy, self-loops
-and duplicates dropped or kept, counted), ArrayFile (a .npy written a block of rows at a time, in
-order or at given rows) and NpyArray (one read a block of rows at a time, a pickle refused).
-Never mapped. numpy only: the stacks import it too.
+"""Reading and writing .npy files in pieces, never mapped, so that converting a user's graph or a
+typed one takes a small part of the hub's size in memory: EdgeSorter (an external sort of the edges),
+ArrayFile (a .npy written a block of rows at a time) and NpyArray (read a block of rows at a time).
+numpy only: the stacks import it too.
 """
 
 from __future__ import annotations
@@ -119,7 +117,7 @@ class EdgeSorter:
                    for path, count in self._runs]
         carry = np.empty(0, dtype=np.int64)
         while readers:
-            open_ended = [r.block[-1] for r in readers if not r.last]
+            open_ended = [r.block[-1] for r in readers if r.left]  # a run with keys beyond its block
             bound = min(open_ended) if open_ended else None
             parts = [carry]
             for reader in readers:
@@ -225,11 +223,6 @@ class _RunReader:
         self.done = False
         self._read()
 
-    @property
-    def last(self) -> bool:
-        """The block in memory is the run's last."""
-        return self.left == 0
-
     def _read(self) -> None:
         take = min(self.left, self.block_keys)
         self.block = np.fromfile(self.file, dtype=np.int64, count=take)
@@ -257,9 +250,8 @@ class ArrayFile:
     """A .npy of known shape and dtype written a block of rows at a time, never mapped: in order
     (`append`), or at given rows (`put`: spilled per range of rows, placed when closed)."""
 
-    def __init__(self, path: Path, dtype, shape: tuple, scratch: Path | None = None):
+    def __init__(self, path: Path, dtype, shape: tuple):
         self.path = Path(path)
-        self.scratch = Path(scratch) if scratch else self.path.parent
         self.dtype, self.shape = np.dtype(dtype), tuple(int(s) for s in shape)
         self.row_bytes = int(np.prod(self.shape[1:], dtype=np.int64)) * self.dtype.itemsize
         header = _npy_header(self.dtype, self.shape)
@@ -295,7 +287,7 @@ class ArrayFile:
         for lo, hi in zip(np.r_[0, edges], np.r_[edges, bucket.size]):
             files = self._buckets.get(int(bucket[lo]))
             if files is None:
-                stem = self.scratch / f".{self.path.stem}.bucket{int(bucket[lo])}"
+                stem = self.path.parent / f".{self.path.stem}.bucket{int(bucket[lo])}"
                 files = self._buckets[int(bucket[lo])] = (open(f"{stem}.rows", "w+b"), open(f"{stem}.data", "w+b"))
             rows[lo:hi].tofile(files[0])
             block[lo:hi].tofile(files[1])

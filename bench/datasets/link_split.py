@@ -1,13 +1,10 @@
 """The edge split of a plain dataset for the link task, stored once beside it so that every framework
 trains on the same graph and scores the same candidates: in `link-val<V>-test<T>-neg<K>-seed<S>/`,
-the message-passing graph as the hub keeps one (its edges less the held-out ones: both directions
-where the graph is undirected, every edge's reverse stored), train/val/test_pos.npy ([K, 2]; one
-per pair where undirected), val/test_neg.npy ([V, K] destinations per positive, uniform from a
-fixed seed, kept as drawn), checksums.json and meta.json (last). Self-loops stay in the graph.
-
-A GIVEN split (OGB's, a user's files) is written by its source into `link-given/` (`write_given`),
-with per-positive or shared ([M, 2] pairs every positive is ranked against) negatives and the
-`protocol` that scores it (PROTOCOLS); a dataset with one is always read with it. numpy only.
+the message-passing graph less the held-out edges (both directions where undirected; self-loops
+stay), train/val/test_pos.npy ([K, 2]; one per pair where undirected), val/test_neg.npy ([V, K]
+destinations per positive, uniform from a fixed seed). A GIVEN split (OGB's, a user's files) is
+written by its source into `link-given/` (`write_given`), with per-positive or shared ([M, 2])
+negatives and the `protocol` that scores it (PROTOCOLS); a dataset with one is always read with it.
 """
 
 from __future__ import annotations
@@ -118,12 +115,17 @@ def split_edges(edge_index: np.ndarray, num_nodes: int, val: float = VAL_FRACTIO
               # the negatives come from a stream of their own, after the split's draws
               "val_neg": rng.integers(0, n, size=(len(val_pos), negatives), dtype=np.int64),
               "test_neg": rng.integers(0, n, size=(len(test_pos), negatives), dtype=np.int64)}
-    meta = {"format": FORMAT, "val_fraction": val, "test_fraction": test, "eval_negatives": negatives, "seed": seed,
+    meta = {"val_fraction": val, "test_fraction": test, "eval_negatives": negatives, "seed": seed,
             "protocol": "mrr+hits", "negatives": "per-positive", "given": False,
-            "undirected": undirected, "num_nodes": int(n), "num_edges": int(len(keys)),
-            "num_train_edges": int(graph["edge_index"].shape[1]), "num_train_pos": int(len(train_pos)),
-            "num_val_pos": int(len(val_pos)), "num_test_pos": int(len(test_pos))}
+            **_counts(arrays, undirected, n, len(keys))}
     return arrays, meta
+
+
+def _counts(arrays: dict, undirected: bool, n: int, num_edges: int) -> dict:
+    """What every split's meta.json counts."""
+    return {"format": FORMAT, "undirected": undirected, "num_nodes": int(n), "num_edges": int(num_edges),
+            "num_train_edges": int(arrays["edge_index"].shape[1]),
+            **{f"num_{s}_pos": int(len(arrays[f"{s}_pos"])) for s in ("train", "val", "test")}}
 
 
 def _undirected_keys(edge_index: np.ndarray, n: np.int64) -> tuple[np.ndarray, bool]:
@@ -222,11 +224,9 @@ def given_edges(edge_index: np.ndarray, num_nodes: int, given: dict, where: dict
     graph_keys = keys[~np.isin(keys, held_keys)]
     arrays = {**_message_passing(graph_keys, int(n)), "train_pos": np.stack(np.divmod(seeds, n), axis=1),
               "val_pos": pos["val_pos"], "test_pos": pos["test_pos"], **neg}
-    meta = {"format": FORMAT, "given": True, "protocol": protocol, "negatives": negatives,
+    meta = {"given": True, "protocol": protocol, "negatives": negatives,
             "eval_negatives": int(neg["val_neg"].shape[0] if negatives == "shared" else neg["val_neg"].shape[1]),
-            "undirected": undirected, "num_nodes": int(n), "num_edges": int(len(keys)),
-            "num_train_edges": int(arrays["edge_index"].shape[1]), "num_train_pos": int(len(seeds)),
-            "num_val_pos": int(len(pos["val_pos"])), "num_test_pos": int(len(pos["test_pos"])),
+            **_counts(arrays, undirected, n, len(keys)),
             # where the given split's held-out pairs were also in its graph or training edges: taken out
             # (a held-out pair left in the message-passing graph leaks its answer)
             "held_out_removed": {"graph_edges": int(len(keys) - len(graph_keys)),
@@ -238,24 +238,25 @@ def given_edges(edge_index: np.ndarray, num_nodes: int, given: dict, where: dict
 def write_given(dataset_dir: Path, given: dict, where: dict[str, str], protocol: str, negatives: str,
                 origin: str) -> Path:
     """The dataset's given split, written once into GIVEN_FOLDER; `origin`: where it came from."""
-    target = Path(dataset_dir) / GIVEN_FOLDER
+    return _built(Path(dataset_dir) / GIVEN_FOLDER, dataset_dir, lambda data: given_edges(
+        data.edge_index, data.num_nodes, given, where, protocol, negatives), origin=origin)
+
+
+def _built(target: Path, dataset_dir: Path, make, **extra_meta) -> Path:
+    """`target` verified where it is there, else `make(the dataset)`'s (arrays, meta) written there once."""
     if (target / "meta.json").is_file():
         verify(target)
         return target
     data = hub.load(dataset_dir, mmap=True, features_mmap=True)
-    arrays, meta = given_edges(data.edge_index, data.num_nodes, given, where, protocol, negatives)
-    meta.update(dataset=data.meta["name"], origin=origin)
-    _write(target, arrays, meta)
-    return target
-
-
-def _write(target: Path, arrays: dict, meta: dict) -> None:
+    arrays, meta = make(data)
+    meta.update(dataset=data.meta["name"], **extra_meta)
     with hub.atomic_dir(target) as tmp:
         if tmp is not None:
             for name in ARRAYS:
                 np.save(tmp / f"{name}.npy", arrays[name])
             hub.record_checksums(tmp)
             (tmp / "meta.json").write_text(json.dumps(meta, indent=2))
+    return target
 
 
 def has_given(dataset_dir: Path) -> bool:
@@ -266,7 +267,10 @@ def has_given(dataset_dir: Path) -> bool:
         return False
 
 
-def _given_or_missing(dataset_dir: Path) -> Path:
+def _folder(dataset_dir: Path, **params) -> Path:
+    """The split's folder: the given one where the dataset has one (it must be there), else `params`'s."""
+    if not has_given(dataset_dir):
+        return split_dir(dataset_dir, **params)
     target = Path(dataset_dir) / GIVEN_FOLDER
     if not (target / "meta.json").is_file():
         raise hub.DatasetError(f"{dataset_dir}: its source gives an edge split, and {target} is missing or was not "
@@ -277,19 +281,8 @@ def _given_or_missing(dataset_dir: Path) -> Path:
 def ensure(dataset_dir: Path, val: float = VAL_FRACTION, test: float = TEST_FRACTION,
            negatives: int = EVAL_NEGATIVES, seed: int = SPLIT_SEED) -> Path:
     """The split's folder under a materialised plain dataset (its given one where it has one), built once."""
-    if has_given(dataset_dir):
-        target = _given_or_missing(dataset_dir)
-        verify(target)
-        return target
-    target = split_dir(dataset_dir, val=val, test=test, negatives=negatives, seed=seed)
-    if (target / "meta.json").is_file():
-        verify(target)
-        return target
-    data = hub.load(dataset_dir, mmap=True, features_mmap=True)
-    arrays, meta = split_edges(data.edge_index, data.num_nodes, val, test, negatives, seed)
-    meta["dataset"] = data.meta["name"]
-    _write(target, arrays, meta)
-    return target
+    return _built(_folder(dataset_dir, val=val, test=test, negatives=negatives, seed=seed), dataset_dir,
+                  lambda data: split_edges(data.edge_index, data.num_nodes, val, test, negatives, seed))
 
 
 def verify(folder: Path) -> None:
@@ -298,15 +291,12 @@ def verify(folder: Path) -> None:
 
 def load(dataset_dir: Path, check: bool = True, **params) -> LinkSplit:
     """The split of a dataset (its given split, else the made split of `params`), mapped read-only."""
-    folder = _given_or_missing(dataset_dir) if has_given(dataset_dir) else split_dir(dataset_dir, **params)
+    folder = _folder(dataset_dir, **params)
     if not (folder / "meta.json").is_file():
         raise hub.DatasetError(f"{folder}: no link split here; the preparation step builds it before a link cell "
                                "(run the suite, or bench.datasets.link_split.ensure)")
-    meta = hub.read_meta(folder / "meta.json")
-    if meta.get("format") != FORMAT:
-        raise hub.DatasetError(f"{folder} has link-split format {meta.get('format')}, this gnnbench reads {FORMAT}; "
-                               "delete the folder to rebuild it")
+    meta, read = hub.opened(folder, False, lambda meta: meta.get("format") != FORMAT and
+                            f"has link-split format {meta.get('format')}, this gnnbench reads {FORMAT}")
     if check:
         verify(folder)
-    return LinkSplit(path=folder, meta=meta, **{name: np.load(folder / f"{name}.npy", mmap_mode="r")
-                                                for name in ARRAYS})
+    return LinkSplit(path=folder, meta=meta, **{name: read(name, True) for name in ARRAYS})

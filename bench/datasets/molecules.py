@@ -144,17 +144,13 @@ def materialise(spec: dict, cache: Path, data_root: Path | None = None) -> Path:
         sizes, _ = sizes_and_labels(p)
         x_out = np.lib.format.open_memmap(tmp / "x.npy", mode="w+", dtype=np.float32,
                                           shape=(int(sizes.sum()), p["feature_dim"]))
-        stats = {}
         for name, array in _generate(p, x_out):
             np.save(tmp / f"{name}.npy", array)
-            stats[name] = array.shape
         x_out.flush()
         del x_out
+        edges = np.load(tmp / "edge_index.npy", mmap_mode="r").shape[1]  # expected_stats' is a bound
         meta = {"kind": KIND, "format": FORMAT_VERSION, "name": spec["name"], "source": spec["source"],
-                "params": p, "num_graphs": p["count"], "num_nodes": int(sizes.sum()),
-                "num_edges": int(stats["edge_index"][1]), "feature_dim": p["feature_dim"],
-                "num_classes": p["num_classes"], "num_train": int(stats["train_idx"][0]),
-                "num_val": int(stats["val_idx"][0]), "num_test": int(stats["test_idx"][0])}
+                "params": p, **expected_stats(p), "num_edges": int(edges)}
         hub.record_checksums(tmp)
         (tmp / "meta.json").write_text(json.dumps(meta, indent=2))  # written last
     return target

@@ -2,15 +2,9 @@
 for three sources: `ogb:NAME` (ogbn-arxiv, ogbn-products, ogbn-papers100M: NodePropPredDataset),
 `ogb-link:NAME` (LINK: ogbl-collab, ogbl-citation2 with their own edge split and protocol) and
 `ogb-typed:ogbn-mag` (TYPED: papers, authors, institutions, fields of study; the venue the label).
-
-Raw files are looked for under DATA_ROOT/NAME/ (OGB's layout, `-` as `_`: raw/, split/) or
-DATA_ROOT/ogb/NAME/, else ogb downloads them into the cache (unless GNNBENCH_OFFLINE is set).
-The plain graphs are made undirected (as the frameworks' examples do for arxiv); nodes without a
-label (papers100M) get label -1 and are in no split. The link graphs' message-passing graph is
-OGB's training graph made undirected; a held-out pair that is also a training edge leaves it,
-counted in the split's meta.json; no node labels (the link task only). ogbn-mag: only papers have
-features (the model gives the other types a learnable embedding, as DGL's R-GCN example does);
-the typed hub adds each relation's reverse.
+Where the raw files are looked for: docs/datasets.md. The graphs are made undirected (as the
+frameworks' examples do for arxiv); nodes without a label (papers100M) get label -1, in no split.
+ogbn-mag: only papers have features (the others get a learnable embedding, as in DGL's R-GCN example).
 """
 
 from __future__ import annotations
@@ -41,10 +35,7 @@ PROTOCOL = {"ogbl-collab": ("hits@50", "shared"), "ogbl-citation2": ("mrr", "per
 SPLIT_KEYS = {"ogbl-collab": (("edge", "[E, 2]"), ("edge_neg", "[M, 2]")),
               "ogbl-citation2": (("source_node", "target_node", "[E]"), ("target_node_neg", "[E, 1000]"))}
 TARGET = {"ogbn-mag": "paper"}
-
-
-def folder(name: str) -> str:
-    return name.replace("-", "_")
+PARTS = (("train", "train"), ("val", "valid"), ("test", "test"))  # our split names, OGB's
 
 
 def split_dir(name: str) -> str:
@@ -70,9 +61,13 @@ def expected_files(name: str) -> list[str]:
     return raw + [f"{split_dir(name)}/{part}.csv.gz" for part in ("train", "valid", "test")]
 
 
-def undirected(graph, n: int) -> tuple[np.ndarray, np.ndarray]:
+def graph_arrays(graph) -> dict[str, np.ndarray]:
+    """OGB's graph made undirected, and its features, as hub.write takes them."""
     src, dst = (np.asarray(a, dtype=np.int64) for a in graph["edge_index"])
-    return hub.csc_from_coo(np.concatenate([src, dst]), np.concatenate([dst, src]), n)
+    edge_index, indptr = hub.csc_from_coo(np.concatenate([src, dst]), np.concatenate([dst, src]),
+                                          int(graph["num_nodes"]))
+    return {"edge_index": edge_index, "csc_indptr": indptr,
+            "features": np.asarray(graph["node_feat"], dtype=np.float32)}
 
 
 def materialise(spec: dict, cache: Path, data_root: Path | None) -> Path:
@@ -80,27 +75,21 @@ def materialise(spec: dict, cache: Path, data_root: Path | None) -> Path:
     with opened(spec, cache, data_root, "nodeproppred.NodePropPredDataset") as (dataset, _, source_dir):
         graph, labels = dataset[0]
         split = dataset.get_idx_split()
-    n = int(graph["num_nodes"])
-    edge_index, indptr = undirected(graph, n)
     labels = np.nan_to_num(np.asarray(labels, dtype=np.float64).reshape(-1), nan=-1).astype(np.int64)
-    arrays = {"edge_index": edge_index, "csc_indptr": indptr,
-              "features": np.asarray(graph["node_feat"], dtype=np.float32), "labels": labels,
-              "train_idx": np.asarray(split["train"], dtype=np.int64),
-              "val_idx": np.asarray(split["valid"], dtype=np.int64),
-              "test_idx": np.asarray(split["test"], dtype=np.int64)}
+    arrays = {**graph_arrays(graph), "labels": labels,
+              **{f"{ours}_idx": np.asarray(split[theirs], dtype=np.int64) for ours, theirs in PARTS}}
     return hub.write(spec, cache, arrays, expected=KNOWN_STATS[name] if source_dir is None else None)
 
 
 @contextlib.contextmanager
 def opened(spec: dict, cache: Path, data_root: Path | None, dataset_class: str, offline_hint: str = ""):
-    """OGB's own dataset class (`ogb.<dataset_class>`) on the data root's raw copy (linked into a
-    scratch folder for ogb's processed copy), else downloaded: yields (dataset, the raw folder, the
-    data root's copy or None)."""
+    """OGB's own dataset class (`ogb.<dataset_class>`) on the data root's raw copy (linked into a scratch
+    folder for ogb's processed copy), else downloaded: (dataset, the raw folder, the data root's copy or None)."""
     os.environ.setdefault("OUTDATED_IGNORE", "1")  # ogb would otherwise ask PyPI for its newest version
     module, _, class_name = dataset_class.rpartition(".")
     dataset_class = getattr(importlib.import_module(f"ogb.{module}"), class_name)
     name = spec["params"]["name"]
-    folder_name, required = folder(name), expected_files(name)
+    folder_name, required = name.replace("-", "_"), expected_files(name)  # OGB's folder: `-` as `_`
     source_dir = hub.find_raw(data_root, "ogb", folder_name, required)
     with tempfile.TemporaryDirectory(dir=cache) as scratch:
         if source_dir is None:
@@ -136,7 +125,7 @@ def given_split(name: str, split: dict, split_dir: Path) -> tuple[dict, dict]:
     """A link dataset's split dict as link_split.write_given takes it: the arrays, and where each came from."""
     (*pos_keys, pos_shape), (neg_key, neg_shape) = SPLIT_KEYS[name]
     given, where = {}, {}
-    for ours, part in (("train", "train"), ("val", "valid"), ("test", "test")):
+    for ours, part in PARTS:
         file = split_dir / f"{part}.pt"
         pos = [_field(split, part, key, file, pos_shape) for key in pos_keys]
         if len(pos) == 2 and (pos[0].ndim != 1 or pos[0].shape != pos[1].shape):
@@ -158,11 +147,9 @@ def materialise_link(spec: dict, cache: Path, data_root: Path | None) -> Path:
         graph = dataset[0]
         split = dataset.get_edge_split()
     n = int(graph["num_nodes"])
-    edge_index, indptr = undirected(graph, n)
     empty = np.zeros(0, dtype=np.int64)
-    arrays = {"edge_index": edge_index, "csc_indptr": indptr,
-              "features": np.asarray(graph["node_feat"], dtype=np.float32),
-              "labels": np.full(n, -1, dtype=np.int64), "train_idx": empty, "val_idx": empty, "test_idx": empty}
+    arrays = {**graph_arrays(graph), "labels": np.full(n, -1, dtype=np.int64), "train_idx": empty, "val_idx": empty,
+              "test_idx": empty}
     protocol, negatives = PROTOCOL[name]
     given, where = given_split(name, split, raw / split_dir(name))
     given = link_split.check_given(given, where, n, negatives)  # a bad split file fails before anything is written
@@ -185,8 +172,7 @@ def _read_typed(dataset, name: str) -> tuple[dict, dict, dict, np.ndarray, dict]
     relations = {tuple(r): (np.asarray(e[0], dtype=np.int64), np.asarray(e[1], dtype=np.int64))
                  for r, e in graph["edge_index_dict"].items()}
     y = np.nan_to_num(np.asarray(labels[target], dtype=np.float64).reshape(-1), nan=-1).astype(np.int64)
-    splits = {ours: np.asarray(split[theirs][target], dtype=np.int64)
-              for ours, theirs in (("train_idx", "train"), ("val_idx", "valid"), ("test_idx", "test"))}
+    splits = {f"{ours}_idx": np.asarray(split[theirs][target], dtype=np.int64) for ours, theirs in PARTS}
     return counts, features, relations, y, splits
 
 

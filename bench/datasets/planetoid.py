@@ -1,12 +1,7 @@
 """Planetoid citation graphs (Cora, CiteSeer, PubMed) through PyG's own `Planetoid` class, and
-(REDDIT, the source `reddit`) Reddit through PyG's `Reddit` (pyg stack).
-
-Raw files are looked for under DATA_ROOT/NAME/raw or DATA_ROOT/planetoid/NAME/raw (Reddit's,
-reddit_data.npz and reddit_graph.npz: DATA_ROOT/Reddit/raw or DATA_ROOT/reddit/Reddit/raw), else
-downloaded into the cache (unless GNNBENCH_OFFLINE is set). Planetoid's are copied into a scratch
-folder (PyG never writes into a shared data root) and checked against the official files' hashes
-before PyG reads them: the raw files are pickles, and a pickle runs code. Reddit's scratch folder
-links to them.
+(REDDIT, the source `reddit`) Reddit through PyG's `Reddit` (pyg stack); where the raw files are
+looked for: docs/datasets.md. Planetoid's are copied into a scratch folder (PyG never writes into a
+shared data root) and checked against the official files' hashes first: they are pickles, which run code.
 """
 
 from __future__ import annotations

@@ -1,11 +1,6 @@
 """A dataset made ready to use: the one entry to bench.datasets for everything that prepares one
-(bench/run/prepare.py, `gnnbench datasets prepare|check`, `gnnbench bundle`). Host only.
-`ready(spec, cache, data_root, host=..., task=...)` keeps what the hub has where its checksums
-verify (a folder without them is built again), else builds it under the dataset folder's lock
-(another process's build, here or on another host, is waited for and reused), refused first where
-it cannot fit in memory, in the interpreter its source needs; the link task adds its edge split.
-The stacks, their environment and the memory check belong to layers above: the caller hands them
-in as a `Host` (bench/run/prepare.py `StackHost`).
+(docs/layout.md, "A cell's path"). Host only. The stacks, their environment and the memory check
+belong to layers above: the caller hands them in as a `Host` (bench/run/prepare.py `StackHost`).
 """
 
 from __future__ import annotations
@@ -16,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Protocol
 
-from bench import datasets, locks
+from bench import checksums, datasets, locks
 from bench.datasets import hub, link_split
 from bench.datasets.hub import DatasetError, sweep_stale
 
@@ -54,7 +49,7 @@ def ready(spec: dict, cache: Path, data_root: Path | None = None, *, host: Host,
     `interactive`: the user's terminal answers a download's questions."""
     say = say or (lambda line: print(line, flush=True))
     folder = hub.dataset_dir(spec, cache)
-    if hub.is_materialised(spec, cache) and hub.has_checksums(folder):
+    if hub.is_materialised(spec, cache) and checksums.recorded(folder):
         _verify(folder)
         built = False
     else:
@@ -100,7 +95,7 @@ def _build_once(spec: dict, cache: Path, data_root: Path | None, host: Host, int
         if lock is not None and lock.waited_for and hub.is_materialised(spec, cache):
             say(f"  dataset {spec['name']!r}: converted meanwhile by {locks.describe(lock.waited_for).split(',')[0]}; "
                 "reusing it")
-        if hub.is_materialised(spec, cache) and not hub.has_checksums(folder):
+        if hub.is_materialised(spec, cache) and not checksums.recorded(folder):
             say(f"  dataset {spec['name']!r}: {folder} has no checksums.json, so its files cannot be checked; "
                 "building it again from its source")
             hub.discard(folder)
@@ -116,6 +111,7 @@ def _verify(folder: Path) -> None:
 
 
 def _build(spec: dict, cache: Path, data_root: Path | None, host: Host, interactive: bool) -> Path:
+    """Build the dataset here, or in its stack's interpreter (its last line of stderr is the error)."""
     # building holds the raw and the hub arrays at once (a user's graph is converted in pieces)
     if not datasets.user_files(spec["source"]):
         too_big = host.refusal(sizes(spec, cache), 2, f"preparing dataset {spec['name']!r}")
@@ -128,16 +124,10 @@ def _build(spec: dict, cache: Path, data_root: Path | None, host: Host, interact
     if python is None:
         raise DatasetError(f"dataset {spec['name']!r} is prepared in the {stack} stack, "
                            f"which is not installed (gnnbench stacks install {stack})")
-    return _build_in(python, spec, cache, data_root, host.env(), interactive)
-
-
-def _build_in(python: Path, spec: dict, cache: Path, data_root: Path | None, env: dict[str, str],
-              interactive: bool) -> Path:
-    """Build the dataset in a stack's interpreter; its last line of stderr is the error."""
     cmd = [str(python), "-m", "bench.datasets", "prepare", json.dumps(spec), str(cache), str(data_root or "")]
     # the child converts under this process's lock (it inherits it); an interrupt here stops it
     # with SIGTERM, so that it removes its half-written folder (bench/datasets/__main__.py)
-    proc = subprocess.Popen(cmd, env=locks.env_holding(hub.dataset_dir(spec, cache), env), text=True,
+    proc = subprocess.Popen(cmd, env=locks.env_holding(hub.dataset_dir(spec, cache), host.env()), text=True,
                             stdout=subprocess.PIPE, stderr=None if interactive else subprocess.PIPE,
                             stdin=None if interactive else subprocess.DEVNULL)
     try:

@@ -1,12 +1,9 @@
-"""The hub form of a typed (heterogeneous) graph (shape "typed", bench/tasks.py), beside hub.py's plain
-one, whose folder naming, atomic writes, checksums and meta.json-last rules it shares. Per node type
-`features-<type>.npy` (absent: featureless, a learnable embedding in the model); the target type's
-labels.npy and splits; per relation `edge_index-<src>__<name>__<dst>.npy` and `csc_indptr-...` as a
-plain graph's; GraphBolt's fused CSC over every relation (graphbolt_node_type_offset, _indptr,
-_indices, _type_per_edge: global ids grouped by node type in name order, edge types `src:name:dst`
-numbered in name order, as DGL 2.1's OnDiskDataset does). meta.json (last) holds the target, each
-type's count and width, each relation's edges and the relation it reverses: a source gives each
-relation once, and `write` adds its reverse `rev_<name>` unless told not to. numpy only.
+"""The hub form of a typed (heterogeneous) graph (shape "typed", bench/tasks.py), sharing hub.py's
+folder rules. Per node type `features-<type>.npy` (absent: featureless, a learnable embedding in the
+model); the target's labels.npy and splits; per relation `edge_index-<src>__<name>__<dst>.npy` and
+`csc_indptr-...`; GraphBolt's fused CSC over every relation, ids grouped by node type and edge types
+numbered in name order, as DGL 2.1's OnDiskDataset does. A source gives each relation once; the
+Writer adds its reverse `rev_<name>`. numpy only.
 """
 
 from __future__ import annotations
@@ -58,7 +55,7 @@ class Writer:
     never the whole graph at once (`writing` opens one; `write` is it over whole arrays):
 
         w.features(type, shape, blocks)   float32 row blocks in order (a type without: no call)
-        w.relation(relation, src, dst)    a relation's edges (and its reverse, unless told not to)
+        w.relation(relation, src, dst)    a relation's edges and its reverse
         w.finish(target, labels, splits)  GraphBolt's fused arrays from the relations' files, meta.json
     """
 
@@ -79,9 +76,8 @@ class Writer:
         self.widths[node_type] = int(shape[1])
         self.phases.done(f"features {node_type}")
 
-    def relation(self, relation: tuple[str, str, str], src: np.ndarray, dst: np.ndarray,
-                 add_reverse: bool = True) -> None:
-        """A relation's edges (any order) and, with `add_reverse`, its reverse `rev_<name>`."""
+    def relation(self, relation: tuple[str, str, str], src: np.ndarray, dst: np.ndarray) -> None:
+        """A relation's edges (any order) and its reverse `rev_<name>`."""
         src_type, name, dst_type = relation
         counts = self.counts
         if src_type not in counts or dst_type not in counts or np.shape(src) != np.shape(dst) or np.size(src) and (
@@ -93,13 +89,12 @@ class Writer:
             raise DatasetError(f"relation {relation_key(relation)} is given and would also be the reverse of "
                                f"{relation_key(forward)}" if forward else f"relation {relation_key(relation)} is given twice")
         self._save(relation, src, dst)
-        if add_reverse:
-            rev = (dst_type, REVERSE_PREFIX + name, src_type)
-            if rev in self.num_edges:
-                raise DatasetError(f"relation {relation_key(rev)} is given and would also be the reverse of "
-                                   f"{relation_key(relation)}")
-            self._save(rev, dst, src)
-            self.reverse_of[rev] = relation
+        rev = (dst_type, REVERSE_PREFIX + name, src_type)
+        if rev in self.num_edges:
+            raise DatasetError(f"relation {relation_key(rev)} is given and would also be the reverse of "
+                               f"{relation_key(relation)}")
+        self._save(rev, dst, src)
+        self.reverse_of[rev] = relation
         self.phases.done(f"relation {relation_key(relation)}")
 
     def _save(self, relation: tuple, src: np.ndarray, dst: np.ndarray) -> None:
@@ -196,16 +191,16 @@ def writing(spec: dict, cache: Path, counts: dict[str, int]):
 
 def write(spec: dict, cache: Path, counts: dict[str, int], features: dict[str, np.ndarray | None], target: str,
           labels: np.ndarray, splits: dict[str, np.ndarray], relations: dict[tuple, tuple[np.ndarray, np.ndarray]],
-          add_reverses: bool = True, own_reverse: tuple = (), extra_meta: dict | None = None) -> Path:
+          extra_meta: dict | None = None) -> Path:
     """Write a typed dataset from whole arrays: `relations` (src, name, dst) -> (source ids,
-    destination ids), `splits` over the target type, `own_reverse` those that are their own reverse."""
+    destination ids), `splits` over the target type."""
     with writing(spec, cache, counts) as w:
         if w is not None:
             for t, x in features.items():
                 if x is not None:
                     w.features(t, x.shape, row_blocks(x))
             for r, (s, d) in relations.items():
-                w.relation(r, s, d, add_reverse=add_reverses and r not in own_reverse)
+                w.relation(r, s, d)
             w.finish(target, labels, splits, extra_meta)
     return hub.dataset_dir(spec, cache)
 

@@ -1,16 +1,8 @@
-"""Your own typed (heterogeneous) graph as a folder of .npy arrays (source `typed-npy`; the layout:
-docs/own-graph.md, LAYOUT_RULE): graph.json naming the target type (and the counts of featureless
-types), nodes/<type>/features.npy, the target's labels and splits, edges/<src>__<name>__<dst>.npy
-[2, E], each relation given once (the hub adds its reverse). Every problem found is one line naming
-the file, all of them at once (hub.DatasetError, exit 2), so one round of fixes suffices.
-
-The source `igbh` (IGBH: the Illinois Graph Benchmark's typed graph, MLPerf's R-GAT dataset) too, in
-IGB's own processed/ layout: `igbh:/data/igb/tiny`, or `igbh:path=/data/igb/small,classes=2983`.
-processed/<type>/node_feat.npy per type, processed/paper/node_label_19.npy (or _2K), and
-processed/<src>__<name>__<dst>/edge_index.npy [E, 2], read as IGB's `IGBHeteroDGLDataset` reads
-them, with its splits (papers: the first 60% train, the next 20% validation); the hub adds each
-relation's reverse, as IGB's loader does. Headerless arrays (IGB's large sizes) are not read.
-numpy only.
+"""Your own typed (heterogeneous) graph as a folder of .npy arrays (source `typed-npy`, LAYOUT_RULE;
+docs/own-graph.md), and IGBH in IGB's own processed/ layout (source `igbh`, read as IGB's
+`IGBHeteroDGLDataset` reads it, with its 60/20/20 split of the papers). Each relation is given once
+(the hub adds its reverse). Every problem found is one line naming the file, all of them at once
+(hub.DatasetError, exit 2), so one round of fixes suffices. numpy only.
 """
 
 from __future__ import annotations
@@ -67,10 +59,12 @@ class Problems:
 
 def relation_named(stem: str, types, problems: Problems, name_path: Path, edges_path: Path,
                    types_where: str) -> tuple[str, str, str] | None:
-    """(src, name, dst) from a relation's `<src>__<name>__<dst>` name, or None with the problem added."""
-    relation = graph_checks.relation_of_name(stem)
-    if isinstance(relation, str):
-        problems.add(name_path, relation)
+    """(src, name, dst) from a relation's `<src>__<name>__<dst>` name, each part a plain name, or None
+    with the problem added."""
+    relation = tuple(stem.split(graph_checks.NAME_SEPARATOR))
+    if len(relation) != 3 or any(graph_checks.name_problem(p, "") for p in relation):
+        problems.add(name_path, f"{stem!r} is not <src>__<name>__<dst> (source type, relation, destination type); "
+                                f"allowed: three names, each {graph_checks.NAME_RULE}")
         return None
     unknown = [t for t in (relation[0], relation[2]) if t not in types]
     if unknown:
@@ -114,19 +108,6 @@ def _open(path: Path, problems: Problems):
     except (OSError, ValueError) as exc:
         problems.add(path, f"not a readable .npy array ({' '.join(str(exc).split())})")
         return None
-
-
-def _integers(array, path: Path, name: str, shape_rule: str, problems: Problems) -> bool:
-    if not np.issubdtype(array.dtype, np.integer):
-        problems.add(path, f"{name} has dtype {array.dtype}; allowed: {ug.INTEGER_RULE}, {shape_rule}")
-        return False
-    return True
-
-
-def _out_of_range(values: np.ndarray, n: int) -> int | None:
-    """The position of the first value outside 0..n-1, or None."""
-    bad = (values < 0) | (values >= n)
-    return int(np.argmax(bad)) if bad.any() else None
 
 
 def read_folder(folder: Path) -> dict:
@@ -253,7 +234,10 @@ def read_relation(path: Path, relation: tuple[str, str, str], counts: dict, prob
     src, _, dst = relation
     shape = "[E, 2]" if igb_layout else "[2, E]"
     e = _open(path, problems)
-    if e is None or not _integers(e, path, "edge_index", f"shape {shape}", problems):
+    if e is None:
+        return None
+    if not np.issubdtype(e.dtype, np.integer):
+        problems.add(path, f"edge_index has dtype {e.dtype}; allowed: {ug.INTEGER_RULE}, shape {shape}")
         return None
     if e.ndim != 2 or e.shape[1 if igb_layout else 0] != 2:
         problems.add(path, f"edge_index has shape {e.shape}; allowed: {shape} "
@@ -264,8 +248,9 @@ def read_relation(path: Path, relation: tuple[str, str, str], counts: dict, prob
     ids = [np.asarray(e[:, k] if igb_layout else e[k]) for k in (0, 1)]
     ok = True
     for k, t in ((0, src), (1, dst)):
-        i = _out_of_range(ids[k], counts[t])
-        if i is not None:
+        bad = (ids[k] < 0) | (ids[k] >= counts[t])
+        if bad.any():
+            i = int(np.argmax(bad))
             problems.add(path, f"edge_index{f'[{i}, {k}]' if igb_layout else f'[{k}, {i}]'} = {ids[k][i]} is out of "
                                f"range; allowed: {t} ids 0..{counts[t] - 1}" + ("" if igb_layout else f" ({counts[t]:,} {t} nodes)"))
             ok = False
@@ -274,33 +259,18 @@ def read_relation(path: Path, relation: tuple[str, str, str], counts: dict, prob
 
 def read_labels(path: Path, n: int | None, target: str, missing: str, problems: Problems,
                 classes: int | None = None) -> np.ndarray | None:
-    """The target's labels [n] (-1: none; IGB's, with `classes`: 0..classes-1, whole floats too),
-    None where unusable (said; `missing`: what a missing file lacks)."""
+    """The target's labels [n] (graph_checks.labels_of; `classes`: IGB's number), None where unusable
+    (said; `missing`: what a missing file lacks)."""
     if not path.is_file():
         problems.add(path, f"missing: {missing}")
         return None
     y = _open(path, problems)
     if y is None:
         return None
-    whole = np.issubdtype(y.dtype, np.integer) or (classes is not None and np.issubdtype(y.dtype, np.floating)
-                                                   and bool(np.all(np.isfinite(y) & (np.asarray(y) == np.round(y)))))
-    allowed = "classes 0..C-1, or -1 for no label" if classes is None else f"class ids 0..{classes - 1}"
-    values = np.asarray(y)
-    bad = (values < (-1 if classes is None else 0)) | (values >= classes if classes else False) if whole else None
-    if not whole:
-        problems.add(path, f"labels has dtype {y.dtype}; allowed: {allowed} ({ug.INTEGER_RULE})")
-    elif n is not None and y.shape != (n,):
-        problems.add(path, f"labels has shape {y.shape}; allowed: [{n}] (one per {target} node)")
-    elif bad.any():
-        i = int(np.argmax(bad))
-        problems.add(path, f"labels[{i}] = {y[i]}; allowed: {allowed}")
-    else:
-        labels = np.asarray(y).astype(np.int64)
-        problem = graph_checks.classes_problem(labels)
-        if problem:
-            problems.add(path, f"labels {problem}")
-        return labels
-    return None
+    labels, i, problem = graph_checks.labels_of(np.asarray(y), n, f"{target} nodes", classes)
+    if problem:
+        problems.add(path, f"labels{'' if i is None else f'[{i}]'} {problem}")
+    return labels
 
 
 def _target_arrays(folder: Path, target: str, n: int | None, problems: Problems):
@@ -312,19 +282,14 @@ def _target_arrays(folder: Path, target: str, n: int | None, problems: Problems)
         if not path.is_file():
             problems.add(path, f"missing: the {split.removesuffix('_idx')} split of {target!r} node ids")
             continue
-        ids = _open(path, problems)
-        if ids is None or not _integers(ids, path, split, "shape [K]", problems):
+        raw = _open(path, problems)
+        if raw is None or n is None:  # n None: the target's count is unknown, which is said already
             continue
-        if ids.ndim != 1 or ids.size == 0:
-            problems.add(path, f"{split} has shape {ids.shape}; allowed: [K], K >= 1 {target} ids")
-            continue
-        ids = np.asarray(ids, dtype=np.int64)
-        if n is not None:
-            i = _out_of_range(ids, n)
-            if i is not None:
-                problems.add(path, f"{split}[{i}] = {ids[i]} is out of range; allowed: {target} ids 0..{n - 1}")
-                continue
-        splits[split] = ids
+        ids, i, problem = graph_checks.ids_of(np.asarray(raw), n, f"{target} nodes")
+        if problem:
+            problems.add(path, f"{split}{'' if i is None else f'[{i}]'} {problem}")
+        else:
+            splits[split] = ids
     if n is not None and labels is not None and len(splits) == len(SPLIT_FILES):
         found = graph_checks.split_problem({s.removesuffix("_idx"): ids for s, ids in splits.items()}, labels,
                                            {s.removesuffix("_idx"): name for s, name in SPLIT_FILES.items()}, "labels.npy")
@@ -352,44 +317,37 @@ def feature_blocks(path: Path):
     for start, block, _ in ug.npy_row_blocks(NpyArray(path)):
         with np.errstate(over="ignore", invalid="ignore"):
             x = block.astype(np.float32, copy=False)  # a float64 too large for float32 becomes inf: said
-        finite = np.isfinite(x).all(axis=1)
-        if not finite.all():
-            raise ug.fail(f"{path}: features[{start + int(np.argmin(finite))}] is not finite (NaN or infinite); "
-                          "allowed: finite numbers")
+        ug.check_finite(ug.Input(path, "features"), start, block, x)
         yield x
 
 
-def write_graph(spec: dict, cache: Path, g: dict, feature_files: dict[str, Path], extra_meta: dict) -> Path:
-    """A checked typed graph into the hub a piece at a time (typed_hub.Writer), with its baseline."""
+def write_checked(spec: dict, cache: Path, read, fingerprint, feature_files, version: int) -> Path:
+    """A typed user graph into the hub once (typed_hub.Writer, a piece at a time, with its baseline):
+    read and checked whole, its files unchanged meanwhile."""
+    params = spec["params"]
+    if (hub.dataset_dir(spec, cache) / "meta.json").is_file():
+        return hub.dataset_dir(spec, cache)
+    before = fingerprint(params)
+    g = read()
+    if fingerprint(params) != before:
+        raise ug.fail(f"{params['path']}: the files changed while they were read; check again once they are written")
+    files = feature_files(g)
     with typed_hub.writing(spec, cache, g["counts"]) as w:
         if w is None:
             return hub.dataset_dir(spec, cache)  # another process finished it first
         for relation, (src, dst) in g["relations"].items():
             w.relation(relation, src, dst)
-        for t, path in feature_files.items():
+        for t, path in files.items():
             w.features(t, (g["counts"][t], int(np.prod(NpyArray(path).shape[1:]))), feature_blocks(path))
         y, splits, target = g["labels"], g["splits"], g["target"]
         acc = None
-        if target in feature_files:
+        if target in files:
             acc = baseline.features_only_accuracy(ug.RowReader(w.folder / f"features-{target}.npy"), y,
                                                   splits["train_idx"], splits["test_idx"])
-        w.finish(target, y, splits, extra_meta={**extra_meta, "features_only_acc": None if acc is None else round(acc, 4)})
+        w.finish(target, y, splits, extra_meta={"reader": version, "source_path": params["path"],
+                                                "features_only_acc": None if acc is None else round(acc, 4)})
+    ug.discard_stale(spec, hub.dataset_dir(spec, cache))
     return hub.dataset_dir(spec, cache)
-
-
-def write_checked(spec: dict, cache: Path, read, fingerprint, feature_files, version: int) -> Path:
-    """A typed user graph into the hub once: read and checked whole, its files unchanged meanwhile."""
-    params = spec["params"]
-    target_dir = hub.dataset_dir(spec, cache)
-    if (target_dir / "meta.json").is_file():
-        return target_dir
-    before = fingerprint(params)
-    g = read()
-    if fingerprint(params) != before:
-        raise ug.fail(f"{params['path']}: the files changed while they were read; check again once they are written")
-    path = write_graph(spec, cache, g, feature_files(g), {"reader": version, "source_path": params["path"]})
-    ug.discard_stale(spec, path)
-    return path
 
 
 def materialise(spec: dict, cache: Path, data_root: Path | None = None) -> Path:
@@ -448,9 +406,7 @@ def igbh_read_folder(folder: Path, classes: int) -> dict:
         processed, "<src>__<name>__<dst>/edge_index.npy", types, counts, problems, igb_layout=True)
     problems.raise_any()
     n = counts[IGBH_TARGET]
-    n_train, n_val = int(n * IGBH_TRAIN_FRAC), int(n * IGBH_VAL_FRAC)
-    ids = np.arange(n, dtype=np.int64)
-    splits = {"train_idx": ids[:n_train], "val_idx": ids[n_train:n_train + n_val], "test_idx": ids[n_train + n_val:]}
+    splits = igbh_splits(n)
     found = graph_checks.split_problem({s.removesuffix("_idx"): i for s, i in splits.items()}, labels, {},
                                        IGBH_LABEL_FILES[classes])
     if found:  # too few papers for IGB's 60/20/20 split
@@ -458,6 +414,13 @@ def igbh_read_folder(folder: Path, classes: int) -> dict:
         problems.raise_any()
     return {"counts": counts, "features": features, "labels": labels, "splits": splits, "relations": relations,
             "target": IGBH_TARGET}
+
+
+def igbh_splits(n: int) -> dict[str, np.ndarray]:
+    """IGB's split of `n` papers: the first 60 % train, the next 20 % validation, the rest test."""
+    n_train, n_val = int(n * IGBH_TRAIN_FRAC), int(n * IGBH_VAL_FRAC)
+    ids = np.arange(n, dtype=np.int64)
+    return {"train_idx": ids[:n_train], "val_idx": ids[n_train:n_train + n_val], "test_idx": ids[n_train + n_val:]}
 
 
 def igbh_materialise(spec: dict, cache: Path, data_root: Path | None = None) -> Path:

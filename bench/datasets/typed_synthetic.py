@@ -103,13 +103,9 @@ def generate(params: dict) -> dict:
     rng, sizes, classes, relations = _graph(p)
     features = {t: np.concatenate(list(_feature_blocks(classes[t], p, rng))) if _has_features(t, p) else None
                 for t in sizes}
-    train, val, test = _split(sizes[TARGET], p, rng)
+    train, val, test = hub.split_indices(sizes[TARGET], p["train_frac"], p["val_frac"], rng, p["test_frac"])
     return {"counts": sizes, "features": features, "target": TARGET, "labels": classes[TARGET].astype(np.int64),
             "splits": {"train_idx": train, "val_idx": val, "test_idx": test}, "relations": relations}
-
-
-def _split(n: int, p: dict, rng: np.random.Generator):
-    return hub.split_indices(n, p["train_frac"], p["val_frac"], rng, p["test_frac"])
 
 
 SIZES_NOTE = ("typed-synthetic (IGBH-shaped: paper, author, institute, fos) sizes follow typed-synthetic:scale=S: "
@@ -136,7 +132,7 @@ def materialise(spec: dict, cache: Path, data_root: Path | None = None) -> Path:
         for t in sizes:
             if _has_features(t, p):
                 w.features(t, (sizes[t], p["feature_dim"]), _feature_blocks(classes[t], p, rng))
-        train, val, test = _split(sizes[TARGET], p, rng)
+        train, val, test = hub.split_indices(sizes[TARGET], p["train_frac"], p["val_frac"], rng, p["test_frac"])
         labels = classes[TARGET].astype(np.int64)
         x = RowReader(w.folder / f"features-{TARGET}.npy")  # the sampled rows only, read back
         acc = baseline.features_only_accuracy(x, labels, train, test)

@@ -2,9 +2,7 @@
 Each reads its format into a UserGraph (sizes from the headers, edges in chunks, features in row
 blocks); this module checks it, each problem one error naming the file, the array, what is wrong
 and what is allowed (hub.DatasetError, exit 2), and converts it in pieces (hub_stream.py), so a
-graph far larger than memory can be named (`npy:/data/g`). Self-loops and duplicates are counted,
-then removed or kept as `self_loops` and `duplicates` say; the graph is made undirected. The hub
-folder's name holds a fingerprint of the files (size, mtime): a changed file is converted again.
+graph far larger than memory can be named. The hub folder's name holds a fingerprint of the files.
 """
 
 from __future__ import annotations
@@ -21,6 +19,7 @@ import numpy as np
 
 from bench import datasets
 from bench.datasets import baseline, graph_checks, hub, hub_stream
+from bench.datasets.graph_checks import INTEGER_RULE
 from bench.datasets.hub_stream import NpyArray, NpyError
 
 EDGE_CHUNK = 1 << 22   # edges read at a time
@@ -45,8 +44,7 @@ def params_of(extra_params: dict | None = None, extra_defaults: dict | None = No
 
 def source_hooks(source: str, source_files: Callable[[dict], list[Path]],
                  opener: Callable[[str, dict], "UserGraph"] | None = None):
-    """A user source's hooks over its source_files (and its UserGraph `opener`): canonical_params,
-    fingerprint, expected_stats and materialise."""
+    """A user source's canonical_params, fingerprint, expected_stats and materialise."""
     return (partial(datasets.declared_params, source), lambda params: fingerprint(source_files(params)),
             lambda params: expected_stats(opener("?", params), params),
             lambda spec, cache, data_root=None: materialise(spec, cache, opener, source_files))
@@ -79,9 +77,7 @@ class EdgeChunk:
     src: np.ndarray  # any integer dtype
     dst: np.ndarray
     offset: int  # of the chunk's first edge in the input
-    # the position of edge `i` (of the whole input), end 0 (source) or 1 (destination), as the user
-    # would look it up: `[1, 17]`, ` row 18, column dst`
-    position: Callable[[int, int], str]
+    position: Callable[[int, int], str]  # edge i's end 0 or 1 as the user finds it: `[1, 17]`, ` row 18, column dst`
 
 
 @dataclass
@@ -126,7 +122,6 @@ def open_npy(path: Path) -> NpyArray:
         raise fail(f"{path}: {exc}") from None
 
 
-INTEGER_RULE = "an integer dtype (int8 .. int64, uint8 .. uint64)"
 FEATURE_RULE = "a float dtype (float16, float32, float64), or integers or booleans (converted to float32)"
 
 
@@ -160,7 +155,7 @@ def check_feature_shape(graph: UserGraph) -> None:
                    f"nodes ({graph.nodes_from}); allowed: one row per node")
 
 
-def check_finite(graph: UserGraph, given_row: int, block: np.ndarray, converted: np.ndarray) -> None:
+def check_finite(where: Input, given_row: int, block: np.ndarray, converted: np.ndarray) -> None:
     """NaN or inf in a block of feature rows, or a value beyond float32's range."""
     if not np.issubdtype(block.dtype, np.floating):
         return
@@ -169,42 +164,15 @@ def check_finite(graph: UserGraph, given_row: int, block: np.ndarray, converted:
         finite = np.isfinite(values)
         if not finite.all():
             r, c = np.argwhere(~finite)[0]
-            raise fail(f"{graph.features.at(f'[{given_row + int(r)}, {c}]')} is {block[r, c]}{what}")
+            raise fail(f"{where.at(f'[{given_row + int(r)}, {c}]')} is {block[r, c]}{what}")
 
 
 def check_labels(graph: UserGraph, num_classes: int | None) -> tuple[np.ndarray, int]:
-    """Labels as int64 (-1: no label), and the number of classes."""
-    raw = graph.read_labels()
+    """Labels as int64 (-1: no label), and the number of classes (graph_checks.labels_of)."""
     where = graph.labels
-    if raw.ndim == 2 and raw.shape[1] == 1:
-        raw = raw[:, 0]
-    if raw.ndim != 1:
-        raise fail(f"{where.file}: {where.array} has shape {tuple(raw.shape)}; allowed: [N], one class per node "
-                   "(multi-label targets are not supported)")
-    if raw.shape[0] != graph.num_nodes:
-        raise fail(f"{where.file}: {where.array} has {raw.shape[0]:,} labels for {graph.num_nodes:,} nodes "
-                   f"({graph.nodes_from}); allowed: one label per node (-1 for none)")
-    if np.issubdtype(raw.dtype, np.integer):
-        if raw.dtype.kind == "u" and raw.size and raw.max() > np.iinfo(np.int64).max:
-            raise fail(f"{where.file}: {where.array} holds {raw.max()}; allowed: labels 0..C-1, or -1 for none")
-        labels = raw.astype(np.int64)
-    elif np.issubdtype(raw.dtype, np.floating):  # OGB's float labels, NaN for none
-        whole = np.isnan(raw) | (np.mod(raw, 1) == 0)
-        if not whole.all():
-            i = int(np.argmax(~whole))
-            raise fail(f"{graph.at_node(where, i)} is {raw[i]}; allowed: whole numbers 0..C-1 "
-                       f"(dtype {raw.dtype}: NaN or -1 for none)")
-        labels = np.where(np.isnan(raw), -1, raw).astype(np.int64)
-    else:
-        raise fail(f"{where.file}: {where.array} has dtype {raw.dtype}; allowed: {INTEGER_RULE} (or whole floats)")
-    bad = (labels < -1) | (labels >= num_classes if num_classes else False)
-    if bad.any():
-        i = int(np.argmax(bad))
-        allowed = f"0..{num_classes - 1} (num_classes {num_classes})" if num_classes else "0..C-1"
-        raise fail(f"{graph.at_node(where, i)} is {labels[i]}; allowed: labels {allowed}, or -1 for a node without one")
-    problem = graph_checks.classes_problem(labels)
+    labels, i, problem = graph_checks.labels_of(graph.read_labels(), graph.num_nodes, graph.nodes_from, num_classes)
     if problem:
-        raise fail(f"{where.file}: {where.array} {problem}")
+        raise fail(f"{where.file}: {where.array} {problem}" if i is None else f"{graph.at_node(where, i)} {problem}")
     return labels, num_classes if num_classes is not None else int(labels.max()) + 1
 
 
@@ -221,37 +189,22 @@ def check_baseline_fits(graph: UserGraph, splits: dict[str, np.ndarray], classes
                    "with more memory")
 
 
-def num_classes_of(graph: UserGraph, params: dict) -> int | None:
-    """The number of classes stated: `num_classes`, else the format's own, else None."""
-    return params.get("num_classes") or graph.extra_meta.get("num_classes_given")
+def check_nodes(graph: UserGraph, params: dict) -> tuple[np.ndarray, int, dict[str, np.ndarray]]:
+    """The features' shape, the labels and the number of classes (`num_classes`, else the format's
+    own, else the largest label + 1) and the splits, checked."""
+    check_feature_shape(graph)
+    labels, classes = check_labels(graph, params.get("num_classes") or graph.extra_meta.get("num_classes_given"))
+    return labels, classes, check_splits(graph, labels)
 
 
 def check_splits(graph: UserGraph, labels: np.ndarray) -> dict[str, np.ndarray]:
-    """train/val/test node ids (int64, sorted), checked as graph_checks.split_problem says."""
-    n = graph.num_nodes
+    """train/val/test node ids (int64, sorted), checked as graph_checks.ids_of and split_problem say."""
     out = {}
     for name in SPLITS:
         where = graph.splits[name]
-        raw = graph.read_split(name)
-        if raw.dtype == np.bool_:
-            if raw.shape != (n,):
-                raise fail(f"{where.file}: {where.array} is a mask of shape {tuple(raw.shape)} for {n:,} nodes "
-                           f"({graph.nodes_from}); allowed: a boolean mask of shape [{n}], or node ids")
-            out[name] = np.flatnonzero(raw).astype(np.int64)
-        elif np.issubdtype(raw.dtype, np.integer):
-            if raw.ndim != 1:
-                raise fail(f"{where.file}: {where.array} has shape {tuple(raw.shape)}; allowed: node ids [K], "
-                           "or a boolean mask [N]")
-            ids = raw.astype(np.int64)
-            bad = (ids < 0) | (ids >= n)
-            if bad.any():
-                i = int(np.argmax(bad))
-                raise fail(f"{where.at(f'[{i}]')} = {raw[i]} is out of range; allowed: node ids 0..{n - 1} "
-                           f"({n:,} nodes: {graph.nodes_from})")
-            out[name] = ids
-        else:
-            raise fail(f"{where.file}: {where.array} has dtype {raw.dtype}; allowed: a boolean mask, or node ids "
-                       f"of {INTEGER_RULE}")
+        out[name], i, problem = graph_checks.ids_of(graph.read_split(name), graph.num_nodes, graph.nodes_from)
+        if problem:
+            raise fail(f"{where.file}: {where.array} {problem}" if i is None else f"{where.at(f'[{i}]')} {problem}")
     found = graph_checks.split_problem(
         out, labels, {s: f"{w.file.name}: {w.array}" for s, w in graph.splits.items()},
         f"{graph.labels.file.name}: {graph.labels.array}")
@@ -274,9 +227,7 @@ def materialise(spec: dict, cache: Path, opener: Callable[[str, dict], UserGraph
     graph = opener(spec["name"], params)
     if not np.issubdtype(graph.edge_dtype, np.integer):
         raise fail(f"{graph.edges.file}: {graph.edges.array} has dtype {graph.edge_dtype}; allowed: {INTEGER_RULE}")
-    check_feature_shape(graph)
-    labels, classes = check_labels(graph, num_classes_of(graph, params))
-    splits = check_splits(graph, labels)
+    labels, classes, splits = check_nodes(graph, params)
     check_baseline_fits(graph, splits, classes)
     phases.done("open; check labels, splits")
     with hub.atomic_dir(target) as tmp:
@@ -305,9 +256,8 @@ def materialise(spec: dict, cache: Path, opener: Callable[[str, dict], UserGraph
                        "they are written (nothing was kept)")
         meta = {
             "format": hub.FORMAT_VERSION, "name": spec["name"], "source": spec["source"], "params": params,
-            "source_path": params["path"], "num_nodes": graph.num_nodes, "num_edges": counts.num_edges,
-            "feature_dim": int(graph.feature_shape[1]), "num_classes": classes,
-            **{f"num_{s}": int(splits[s].size) for s in SPLITS},
+            "source_path": params["path"], **hub.sizes(graph.num_nodes, counts.num_edges, int(graph.feature_shape[1]),
+                                                       classes, *(int(splits[s].size) for s in SPLITS)),
             "features_only_acc": None if acc is None else round(acc, 4),
             "edge_homophily": edge_homophily(tmp, labels),
             "input": {
@@ -368,7 +318,7 @@ def convert_features(graph: UserGraph, folder: Path) -> None:
         for rows, block, given_row in graph.feature_blocks():
             with np.errstate(over="ignore", invalid="ignore"):
                 converted = block.astype(np.float32, copy=False)
-            check_finite(graph, given_row, block, converted)
+            check_finite(graph.features, given_row, block, converted)
             if isinstance(rows, (int, np.integer)) and rows == out.rows_written:
                 out.append(converted)
             elif isinstance(rows, (int, np.integer)):
@@ -456,8 +406,6 @@ def report_lines(meta: dict) -> list[str]:
 
 def expected_stats(graph: UserGraph, params: dict) -> dict:
     """Sizes before conversion, from the headers, labels and splits (edges an upper bound, 0 for CSV)."""
-    check_feature_shape(graph)
-    labels, classes = check_labels(graph, num_classes_of(graph, params))
-    splits = check_splits(graph, labels)
+    _, classes, splits = check_nodes(graph, params)
     return hub.sizes(graph.num_nodes, 2 * (graph.num_input_edges or 0), int(graph.feature_shape[1]), classes,
                      *(int(splits[s].size) for s in SPLITS))
