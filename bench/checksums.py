@@ -13,8 +13,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 from pathlib import Path
+
+from bench.paths import write_atomic
 
 CHECKSUMS = "checksums.json"
 VERIFY_ENV = "GNNBENCH_VERIFY"
@@ -49,7 +50,7 @@ def _entry(path: Path, digest: str | None = None) -> dict:
 def record(folder: Path, names) -> None:
     """Write the folder's CHECKSUMS for `names` (call when the files are final and closed)."""
     folder = Path(folder)
-    _write(folder, {"format": FORMAT, "files": {name: _entry(folder / name) for name in names}})
+    write_atomic(folder / CHECKSUMS, json.dumps({"format": FORMAT, "files": {n: _entry(folder / n) for n in names}}))
 
 
 def recorded(folder: Path) -> bool:
@@ -91,18 +92,7 @@ def verify(folder: Path, what: str, fix: str) -> None:
             refreshed = True
     if refreshed:
         try:
-            _write(folder, manifest)
+            write_atomic(folder / CHECKSUMS, json.dumps(manifest))
         except OSError:
             pass  # a read-only copy: it is re-hashed on each open, still checked
 
-
-def _write(folder: Path, manifest: dict) -> None:
-    """Written aside and renamed: a reader never sees half a manifest."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{CHECKSUMS}.", dir=folder)
-    try:
-        with os.fdopen(fd, "w") as out:
-            json.dump(manifest, out, indent=1)
-        os.replace(tmp, folder / CHECKSUMS)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

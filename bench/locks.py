@@ -29,6 +29,8 @@ import uuid
 from contextlib import contextmanager
 from pathlib import Path
 
+from bench.paths import write_atomic
+
 LOCKS_DIR = ".locks"
 HEARTBEAT_S = 5.0
 STALE_S = 120.0  # well above HEARTBEAT_S: a holder held up a while (a busy machine) is not dead
@@ -366,9 +368,7 @@ class Lock:
                 self.say(f"lost the lock on {self.target}: another process judged it stale and took it over")
                 return
             self.record = {**self.record, "heartbeat": time.time(), "beat": self.record["beat"] + 1}
-            fresh = self.owner.with_name(f"{self.owner.name}.{os.getpid()}.beat")
-            fresh.write_text(json.dumps(self.record))
-            os.replace(fresh, self.owner)  # atomic: readers see the old record or the new one
+            write_atomic(self.owner, json.dumps(self.record))  # readers see the old record or the new one
 
     def release(self) -> None:
         self._stop.set()

@@ -39,12 +39,6 @@ class Mode:
         return self.storage == PINNED
 
     @property
-    def data_on_host(self) -> bool:
-        """The graph and features stay in host memory (pageable or pinned): a disk-backed store can
-        serve them; each batch is copied to the training device at the end of the pipeline."""
-        return self.storage != CUDA
-
-    @property
     def features_off_rank(self) -> bool:
         """Each rank leaves the hub's features mapped rather than reading its own copy (pinned in place
         once per node, or read from the map straight to the GPU)."""

@@ -9,11 +9,25 @@ from __future__ import annotations
 import os
 import re
 import sys
+import threading
 from pathlib import Path
 
 
 def repo_root() -> Path:
     return Path(__file__).resolve().parents[1]
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write `path` whole (its folder made if need be): aside, then renamed over it, so a reader
+    never sees half of it."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".{path.name}.{os.getpid()}-{threading.get_ident()}")
+    try:
+        partial.write_text(text)
+        os.replace(partial, path)
+    finally:
+        partial.unlink(missing_ok=True)
 
 
 def cache_root() -> Path:

@@ -31,6 +31,7 @@ import numpy as np
 from bench.stores import page_cache
 from bench.machine.core_budget import usable_cores  # the one count: affinity, capped by a cgroup quota
 from bench import stacks
+from bench.paths import write_atomic
 from bench.machine import gpus
 from bench.machine.gpus import run_tool
 
@@ -324,18 +325,11 @@ def probe(cache: Path, row_widths: Iterable[int] = (), files: dict[str, tuple[Pa
         known["h2d"] = h2d_entry
     h2d = h2d_entry["figures"] or {}
     notes.append(h2d_entry["note"])
-    _save(path, known | {"machine": machine_key()})
+    write_atomic(path, json.dumps(known | {"machine": machine_key()}, indent=1))
     return {"usable_cores": usable_cores(), "memcpy_bytes_per_s": known["memcpy"],
             "gather_bytes_per_s": {str(w): known["gather"][str(w)] for w in widths}, "disk": disk,
             "h2d_pinned_bytes_per_s": h2d.get("pinned"), "h2d_pageable_bytes_per_s": h2d.get("pageable"),
             "notes": notes}
-
-
-def _save(path: Path, known: dict) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(path.name + ".partial")
-    partial.write_text(json.dumps(known, indent=1))
-    partial.replace(path)
 
 
 def dataset_targets(datasets: dict[str, Path]) -> tuple[list[int], dict[str, tuple[Path, int, int]]]:

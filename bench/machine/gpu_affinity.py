@@ -23,7 +23,7 @@ from pathlib import Path
 from bench.machine import nvml
 from bench.machine.gpu_facts import parse_cpulist, parse_query
 from bench.machine.gpus import run_tool
-from bench.machine.nvml import _bare_uuid, normal_pci
+from bench.machine.nvml import find_gpu, normal_pci
 
 SYSFS_PCI = Path("/sys/bus/pci/devices")
 
@@ -94,19 +94,6 @@ def _smi_listing() -> tuple[list[dict] | None, str]:
 def parse_listing(text: str) -> list[dict]:
     """`nvidia-smi --query-gpu=index,uuid,pci.bus_id --format=csv,noheader` as [{"index", "uuid", "pci"}]."""
     return [row for row in parse_query(text, ("index", "uuid", "pci")) if isinstance(row["index"], int)]
-
-
-def find_gpu(entry: str, listing: list[dict]) -> tuple[dict | None, str]:
-    """The GPU a CUDA_VISIBLE_DEVICES entry names ("3", "GPU-8f2e..." or a unique prefix of one), or why not."""
-    entry = str(entry).strip()
-    if entry.lower().startswith("mig-"):
-        return None, f"GPU {entry} is a MIG instance: its parent GPU's cores are not looked up"
-    if entry.isdigit():
-        index = int(entry)
-        return (listing[index], f"index {index}") if index < len(listing) else \
-            (None, f"GPU {index}: this node lists {len(listing)} GPU(s)")
-    found = [d for d in listing if d.get("uuid") and _bare_uuid(d["uuid"]).startswith(_bare_uuid(entry))]
-    return (found[0], f"UUID {entry}") if len(found) == 1 else (None, f"GPU {entry!r} matches {len(found)} GPUs")
 
 
 def gpu_cores(entry: str, listing: tuple[list[dict] | None, str] | None = None) -> tuple[list[int] | None, str]:

@@ -66,6 +66,19 @@ def _bare_uuid(uuid) -> str:
     return text.lower().removeprefix("gpu-").removeprefix("mig-")
 
 
+def find_gpu(entry: str, listing: list[dict]) -> tuple[dict | None, str]:
+    """The GPU a CUDA_VISIBLE_DEVICES entry names ("3", "GPU-8f2e..." or a unique prefix of one), or why not."""
+    entry = str(entry).strip()
+    if entry.lower().startswith("mig-"):
+        return None, f"GPU {entry} is a MIG instance: NVML gives neither its utilisation nor its cores"
+    if entry.isdigit():
+        index = int(entry)
+        return (listing[index], f"index {index}") if index < len(listing) else \
+            (None, f"GPU {index}: this node lists {len(listing)} GPU(s)")
+    found = [d for d in listing if d.get("uuid") and _bare_uuid(d["uuid"]).startswith(_bare_uuid(entry))]
+    return (found[0], f"UUID {entry}") if len(found) == 1 else (None, f"GPU {entry!r} matches {len(found)} GPUs")
+
+
 def match_index(cuda_index: int, nvml_devices: list[dict], *, pci: str | None = None, uuid: str | None = None,
                 visible: str | None = None) -> tuple[int | None, str]:
     """The NVML index of CUDA device `cuda_index` among `nvml_devices` ({"pci", "uuid"} each), and
@@ -84,18 +97,10 @@ def match_index(cuda_index: int, nvml_devices: list[dict], *, pci: str | None = 
         entries = [e.strip() for e in visible.split(",") if e.strip()]
         if cuda_index >= len(entries):
             return None, f"CUDA device {cuda_index} is not among CUDA_VISIBLE_DEVICES={visible!r}"
-        entry = entries[cuda_index]
-        if entry.lower().startswith("mig-"):
-            return None, f"CUDA device {cuda_index} is a MIG instance ({entry}): NVML gives no utilisation per instance"
-        if entry.isdigit():
-            index = int(entry)
-            if index < len(nvml_devices):
-                return index, f"CUDA_VISIBLE_DEVICES={visible} (same order as NVML assumed)"
-            return None, f"CUDA_VISIBLE_DEVICES={visible}: NVML shows {len(nvml_devices)} GPU(s)"
-        for i, dev in enumerate(nvml_devices):  # CUDA takes any unique prefix of a UUID
-            if dev.get("uuid") and _bare_uuid(dev["uuid"]).startswith(_bare_uuid(entry)):
-                return i, f"CUDA_VISIBLE_DEVICES UUID {entry}"
-        return None, f"CUDA_VISIBLE_DEVICES entry {entry!r} matches no NVML device"
+        device, how = find_gpu(entries[cuda_index], nvml_devices)
+        if device is None:
+            return None, f"CUDA_VISIBLE_DEVICES={visible}: {how}"
+        return nvml_devices.index(device), f"CUDA_VISIBLE_DEVICES={visible}: {how} (in NVML's order)"
     if cuda_index < len(nvml_devices):
         return cuda_index, "same index (torch reports no PCI bus id or UUID; order assumed to match NVML's)"
     return None, f"CUDA device {cuda_index}: NVML shows {len(nvml_devices)} GPU(s)"

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from bench import locks
 from bench.paths import (ABSENT, COMPLETE_MARK, FALLBACK, OPTIONAL_PROBES, PROBE_MODULES, PYG_INDEX, PYG_WHEELS_ENV,
-                         VERSIONS_CODE, recorded_sampler, repo_root, sampler_summary, stacks_dir)
+                         VERSIONS_CODE, recorded_sampler, repo_root, sampler_summary, stacks_dir, write_atomic)
 from bench.stacks import versions
 
 REQUIREMENTS_DIR = repo_root() / "docker"
@@ -166,7 +166,7 @@ class VersionedStack(Stack):
         return self.text
 
     def write_requirements(self) -> None:
-        versions.write_requirements(self.requirements, self.pins)
+        write_atomic(self.requirements, self.pins)
 
     @property
     def path(self) -> Path:

@@ -9,7 +9,6 @@ Each one's requirements file is generated (stacks folder, requirements/NAME.txt)
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 
@@ -72,10 +71,3 @@ def requirements_path(name: str) -> Path:
     """Where a versioned stack's generated requirements file is written when it is installed."""
     return stacks_dir() / "requirements" / f"{name}.txt"
 
-
-def write_requirements(path: Path, text: str) -> None:
-    """Write a generated requirements file whole (a reader never sees half of one)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(f".{path.name}.{os.getpid()}")
-    partial.write_text(text)
-    os.replace(partial, path)
