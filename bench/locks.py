@@ -2,20 +2,11 @@
 that two processes, clones or cluster nodes sharing a cache build it once: the second waits, saying
 for whom, then reuses it.
 
-A lock on TARGET is two files under TARGET's folder's `.locks/` (removed on release):
-  NAME.lock   flock(2)ed while held; the kernel releases it when its holder dies.
-  NAME.owner  the owner record (host, pid, start time, heartbeat, what it does), created with O_EXCL
-              under the flock: it excludes other hosts where flock does not reach them (NFSv3
-              without a lock manager, some FUSE filesystems) and names the owner to waiters.
-A record is trusted only where it is exactly what `new_record` writes; anything else is "an
-unreadable owner record", waited on and taken over once unchanged for STALE_S (HALF_WRITTEN_S for
-an empty or cut-off one). A dead holder's record is taken over (said): on the same machine (host,
-boot id, PID namespace) once its pid is gone or reused; elsewhere once its heartbeat (rewritten
-every HEARTBEAT_S) has not changed for STALE_S by the waiter's own clock (GNNBENCH_LOCK_STALE_S).
-Re-entrant within a process; a child inherits its parent's locks (INHERITED_ENV).
-
-Standard library, and filelock where importable (its flock; fcntl's where it is not): it runs in the
-host, every stack and the images' install step (before pip).
+A lock on TARGET is `.locks/NAME.lock` (flock(2)ed while held) and `.locks/NAME.owner` (the owner
+record, created with O_EXCL: it excludes other hosts where flock does not reach) in TARGET's folder;
+how stale ones are taken over is in docs/on-a-cluster.md ("A shared cache"). Re-entrant within a
+process; a child inherits its parent's locks (INHERITED_ENV). Standard library, and filelock where
+importable: it runs in the host, every stack and the images' install step (before pip).
 """
 
 from __future__ import annotations
@@ -395,15 +386,22 @@ def inherited() -> set[str]:
 
 
 @contextmanager
-def _holding(key: str, lock: Lock):
+def _counted(key: str, lock: Lock | None):
+    """The lock counted as this process's for the block, then released (None: taken further up)."""
     with _held_guard:
-        _held[key] = 1
+        _held[key] = _held.get(key, 0) + 1
     try:
         yield
     finally:
         with _held_guard:
-            _held.pop(key, None)
-        lock.release()
+            _held[key] -= 1
+        if lock is not None:
+            lock.release()
+
+
+def _mine(key: str) -> bool:
+    with _held_guard:
+        return bool(_held.get(key)) or key in inherited()
 
 
 @contextmanager
@@ -413,21 +411,11 @@ def held(target: Path, what: str, say=print):
     where this process holds it already: re-entrant in a process, and a lock a parent holds for
     this process (INHERITED_ENV) is not taken again."""
     key = str(lock_file(target).absolute())
-    with _held_guard:
-        again = bool(_held.get(key)) or key in inherited()
-        if again:
-            _held[key] = _held.get(key, 0) + 1
-    if again:
-        try:
-            yield None
-        finally:
-            with _held_guard:
-                _held[key] -= 1
-        return
-    lock = Lock(target, what, say)
-    lock.acquire()
-    lock.start_heartbeat()
-    with _holding(key, lock):
+    lock = None if _mine(key) else Lock(target, what, say)
+    if lock is not None:
+        lock.acquire()
+        lock.start_heartbeat()
+    with _counted(key, lock):
         yield lock
 
 
@@ -436,13 +424,11 @@ def held_if_free(target: Path, what: str, say=print):
     """Hold the lock on `target` for the block if it is free (or provably stale): yields True, else
     False at once (someone, maybe this process or its parent, is at work on it). For sweeps."""
     key = str(lock_file(target).absolute())
-    with _held_guard:
-        mine = _held.get(key, 0) or key in inherited()
     lock = Lock(target, what, say)
-    if mine or not lock.attempt():
+    if _mine(key) or not lock.attempt():
         yield False
         return
-    with _holding(key, lock):
+    with _counted(key, lock):
         yield True
 
 

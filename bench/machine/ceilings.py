@@ -1,15 +1,8 @@
 """What this machine can do at most, measured once: the ceilings each cell's stages are held
-against (bench/publish/stages.py). `probe(cache, row_widths, files) -> machine_info["ceilings"]`:
-
-- usable cores (affinity, capped by a cgroup quota); memory copy bandwidth;
-- random-row gather bandwidth per feature row width (numpy `take` from an array several times the
-  last-level cache: what a feature fetch does);
-- sequential and random reads of the given files (features.npy, built stores), cold (pages evicted
-  with posix_fadvise; mincore says whether it took) and warm;
-- GPU host-to-device copy, pinned and pageable, measured by a stack's CUDA torch where one is found.
-
-Each figure is cached under the cache folder (`ceilings/`), keyed by the machine's hardware, the
-row width and the file (path, size, mtime), so a run pays a few seconds at most, once. numpy only.
+against (bench/publish/stages.py; the figures: docs/reading-results.md, "Machine ceilings").
+`probe(cache, row_widths, files) -> machine_info["ceilings"]`. Each figure is cached under the
+cache folder (`ceilings/`), keyed by the machine's hardware, the row width and the file (path,
+size, mtime), so a run pays a few seconds at most, once. numpy only.
 """
 
 from __future__ import annotations

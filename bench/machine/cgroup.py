@@ -1,16 +1,12 @@
 """A memory cgroup around one cell: the `memory_limit` setting.
 
 The runner makes one cgroup per cell and puts the cell's first process in it before it runs
-anything (so every rank and DataLoader worker it starts is inside), and removes it after the cell.
-- cgroup v2: a child of the root with `memory.max` = the limit and `memory.swap.max` = 0;
-- cgroup v1: `memory.limit_in_bytes` = the limit, and `memory.memsw.limit_in_bytes` the same where
-  the kernel accounts swap.
-OOM kills are counted (`oom_kill` in memory.events / memory.oom_control). Swap is either covered by
-the limit or off: a machine with swap on and no way to cap it is refused (`unavailable`), so a
-limit never turns silently into a slower run that swaps. Page cache the cell reads is charged to
-it and reclaimed under the limit, so a disk-backed store reads under a limit smaller than its
-data. Creating a cgroup needs root (or a delegated subtree); where it cannot, `unavailable` says
-why and the cell is skipped with that reason.
+anything (so every rank and DataLoader worker is inside), and removes it after the cell. Swap is
+either covered by the limit (v2 `memory.swap.max` = 0; v1 `memory.memsw.limit_in_bytes`) or off: a
+machine with swap on and no way to cap it is refused (`unavailable`), so a limit never turns
+silently into a slower run that swaps. Page cache the cell reads is charged to it and reclaimed
+under the limit, so a disk-backed store reads under a limit smaller than its data. Without root
+(or a delegated subtree) `unavailable` says why and the cell is skipped with that reason.
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
 """One core budget for the whole project: how a node's usable cores are shared among a cell's
-ranks, each rank's torch threads and its DataLoader workers. Every place that divides cores asks
-here (the worker, fidelity's plain loops, `num_workers: per-gpu`, the run's notes, the diagnosis).
-
-Each rank gets an equal share of the usable cores (at least one); its loader workers take one core
-each of it and its threads the rest (at least one), so a world-size sweep compares the same
-machine. Only a setting asks for more (`threads: N`, an explicit `num_workers`, more ranks than
-cores); the budget then says it is oversubscribed, and by what. Usable cores: this process's
-affinity, fewer where a cgroup's CPU quota allows fewer. Stdlib only.
+ranks, each rank's torch threads and its DataLoader workers; every place that divides cores asks
+here. Each rank gets an equal share (at least one core); its loader workers take one core each and
+its threads the rest, so a world-size sweep compares the same machine. Only a setting asks for
+more, and the budget then says it is oversubscribed, and by what. Stdlib only.
 """
 
 from __future__ import annotations

@@ -1,16 +1,11 @@
 """Each rank of a GPU cell and its loader workers on the CPU cores next to its GPU.
 
-A rank on the other socket than its GPU copies every batch across the socket link. So, where the
-GPU's cores are known, each rank of a GPU cell is pinned to its share of them before it loads the
-dataset (its pages land on that NUMA node); where the framework offers it (PyG's
-`enable_cpu_affinity`), each loader worker gets one core of that share, the rank the rest.
-GraphBolt's workers inherit the rank's cores. CPU cells are left as they are.
-
-The GPU is the rank's CUDA_VISIBLE_DEVICES entry (an index or a UUID), looked up in NVML's list or
-`nvidia-smi --query-gpu`'s, never through torch (torch 2.2 reports no PCI bus id); its cores come
-from NVML or the kernel's /sys/bus/pci/devices/<bus id>/local_cpulist, within the cores this
-process may use. Each rank's record (`Plan.record`) says what was done, or why not. Stdlib only
-at import.
+A rank on the other socket than its GPU copies every batch across the socket link, so each rank
+of a GPU cell is pinned to its share of its GPU's cores before it loads the dataset (its pages
+land on that NUMA node), and PyG's loader workers get one core each (`enable_cpu_affinity`). How
+the GPU and its cores are found (never through torch: torch 2.2 reports no PCI bus id):
+docs/gpus.md. Each rank's record (`Plan.record`) says what was done, or why not. Stdlib only at
+import.
 """
 
 from __future__ import annotations

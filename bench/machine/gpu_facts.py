@@ -1,8 +1,7 @@
 """What a GPU user needs to know about the machine a GPU result came from: each GPU's model,
-driver, memory, clocks, PCIe link and MIG mode (`nvidia-smi --query-gpu`), the topology
-(`nvidia-smi topo -m`), CUDA_VISIBLE_DEVICES and the NCCL_* settings; and, from the worker inside
-its stack, the NCCL version its torch carries. The parsers take the tools' text, so they are
-tested without a GPU. Stdlib only.
+driver, memory, clocks, PCIe link and MIG mode, the topology, CUDA_VISIBLE_DEVICES and the NCCL_*
+settings; and, from the worker inside its stack, the NCCL version its torch carries. The parsers
+take nvidia-smi's text, so they are tested without a GPU. Stdlib only.
 """
 
 from __future__ import annotations

@@ -1,12 +1,10 @@
 """Is the loader starving the GPU? Each rank samples its GPU's utilisation and PCIe traffic while
 each epoch runs, and keeps mean/max utilisation and the bytes moved host-to-device per epoch.
 
-A background thread reads NVML (bench/machine/nvml.py) every INTERVAL_S: utilisation
-(nvmlDeviceGetUtilizationRates), PCIe throughput each way (nvmlDeviceGetPcieThroughput, KB/s; RX
-is host-to-device) and device memory in use. `reduce` turns an epoch's samples into means, maxima
-and bytes moved (each rate taken over the time nearest its sample): estimates, as NVML samples
-itself. Reading is off the training thread; starting and stopping it is outside the epoch's clock.
-Where NVML, a driver or a GPU is absent, `open_for` says why, once per rank. Stdlib only.
+A background thread reads NVML (bench/machine/nvml.py) every INTERVAL_S, off the training thread
+and outside the epoch's clock; `reduce` turns an epoch's samples into means, maxima and bytes
+moved (each rate taken over the time nearest its sample): estimates, as NVML samples itself.
+Stdlib only.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """NVML, optional: the handle of the GPU a rank trains on, or why there is none.
 
-NVML comes from `nvidia-ml-py` (module `pynvml`), a container-only pin of every stack; where it,
-the driver or a GPU is absent, `open_device` returns the reason instead. CUDA and NVML number GPUs
-differently, so a CUDA device is matched to its NVML device by PCI bus id where torch reports it,
-else by UUID, else through CUDA_VISIBLE_DEVICES (`match_index`, plain data, tested without a GPU).
-Stdlib only at import.
+NVML comes from `nvidia-ml-py` (module `pynvml`), a container-only pin of every stack. CUDA and
+NVML number GPUs differently, so a CUDA device is matched by PCI bus id, else UUID, else through
+CUDA_VISIBLE_DEVICES (`match_index`: plain data, tested without a GPU). Stdlib only at import.
 """
 
 from __future__ import annotations

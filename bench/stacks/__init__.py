@@ -1,17 +1,10 @@
 """Software stacks: the interpreters cells run in. Here the pinned ones, one virtual environment per
 framework built from docker/requirements-NAME.txt, and `get`/`known` for every stack (the ones a user
-registers: bench.stacks.external). PyG and DGL cannot share an interpreter (DGL stops at torch 2.2),
-so every cell runs in its stack's. A stack's folder name carries a hash of its pins and the host
+registers: bench.stacks.external). A stack's folder name carries a hash of its pins and the host
 Python: unchanged pins reuse the environment, changed ones build a new one beside it. An install
-holds the stack folder's lock (bench/locks.py), so a second install elsewhere waits and reuses it.
-Needs only bench.paths and bench.locks: the images run `python -m bench.stacks install NAME` first.
-
-PyG's sampler: once torch is in, the `pyg-wheels` pins (pyg-lib) come from GNNBENCH_PYG_WHEELS
-(default PyG's index page for that torch build; or a mirror, or a folder of wheels). Only where that
-gives no pyg-lib are the `pyg-wheels-fallback` pins (torch-sparse, torch-scatter) built from source;
-a stack without them is left without pyg-lib and its cells are skipped with the reason. The source
-taken and why is in the stack's record (`sampler`), shown by `stacks install` and in every cell's
-versions (`sampler_source`); `stacks install` rebuilds a fallback stack once the index answers.
+holds the stack folder's lock (bench/locks.py). Needs only bench.paths and bench.locks: the images
+run `python -m bench.stacks install NAME` first. PyG's sampler (pyg-lib from PyG's wheel index, else
+the fallback built from source) and its record: docs/comparisons.md.
 """
 
 from __future__ import annotations
@@ -32,13 +25,9 @@ from bench.paths import (ABSENT, COMPLETE_MARK, FALLBACK, OPTIONAL_PROBES, PROBE
 from bench.stacks import versions
 
 REQUIREMENTS_DIR = repo_root() / "docker"
-# Markers after a pin, in a comment (docs/containers.md): no-build-isolation (compiles against the torch
-# installed before it), local-only / container-only (a machine's install, or the GPU images' only;
-# GNNBENCH_IN_CONTAINER=1 selects the latter), cuda12 / cuda13 (only in the image tag of that CUDA
-# major, GNNBENCH_TORCH_CUDA), pyg-wheels (from PyG's wheel index, in a pass of its own) and
-# pyg-wheels-fallback (built only where that gave no pyg-lib).
-NO_ISOLATION_MARK = "no-build-isolation"
-CUDA_MAJOR_MARKS = {"cuda12": "12", "cuda13": "13"}
+# Markers after a pin, in a comment (docs/containers.md); GNNBENCH_IN_CONTAINER=1 selects container-only.
+NO_ISOLATION_MARK = "no-build-isolation"  # compiled against the torch installed before it
+CUDA_MAJOR_MARKS = {"cuda12": "12", "cuda13": "13"}  # only in the image tag of that CUDA major
 TORCH_CUDA_ENV = "GNNBENCH_TORCH_CUDA"  # the images' CUDA wheel tag (cu130, cu126)
 LOCAL_ONLY_MARK = "local-only"
 CONTAINER_ONLY_MARK = "container-only"
