@@ -11,6 +11,7 @@ are tested without a GPU; stdlib only at import.
 from __future__ import annotations
 
 import re
+import subprocess
 from dataclasses import dataclass
 
 
@@ -106,33 +107,26 @@ def problem(torch_cuda: str | None, driver_cuda, gpus: list[tuple[str, tuple[int
     return None
 
 
-def driver_cuda() -> str | None:
-    """The CUDA version the installed driver supports ('12.4'), or None: from torch's driver
-    call, else NVML, else nvidia-smi's header."""
+def driver_cuda() -> int | str | None:
+    """The CUDA version the installed driver supports (12040, or '12.4'), or None: from torch's
+    driver call, else NVML, else nvidia-smi's header."""
     try:
         import torch
 
-        number = torch._C._cuda_getDriverVersion()  # 12040; 0 without a driver
-        if number:
-            return f"{number // 1000}.{number % 1000 // 10}"
+        if number := torch._C._cuda_getDriverVersion():  # 0 without a driver
+            return number
     except Exception:  # noqa: BLE001 - a CPU build of torch, or no such call
         pass
     try:
         import pynvml
 
         pynvml.nvmlInit()
-        number = pynvml.nvmlSystemGetCudaDriverVersion()
-        return f"{number // 1000}.{number % 1000 // 10}"
+        return pynvml.nvmlSystemGetCudaDriverVersion()
     except Exception:  # noqa: BLE001 - no nvidia-ml-py, no driver
         pass
-    import shutil
-    import subprocess
-
-    if shutil.which("nvidia-smi"):
-        try:
-            out = subprocess.run(["nvidia-smi"], capture_output=True, text=True, timeout=30).stdout
-        except (OSError, subprocess.TimeoutExpired):
-            return None
-        found = re.search(r"CUDA Version:\s*(\d+\.\d+)", out)
-        return found.group(1) if found else None
-    return None
+    try:
+        found = re.search(r"CUDA Version:\s*(\d+\.\d+)", subprocess.run(["nvidia-smi"], capture_output=True,
+                                                                        text=True, timeout=30).stdout)
+    except (OSError, subprocess.TimeoutExpired):  # no nvidia-smi
+        return None
+    return found.group(1) if found else None

@@ -1,16 +1,10 @@
 """`gnnbench bundle DIR --python 3.X --platform x86_64|aarch64`: everything a GPU node without
-internet needs to run gnnbench, in one folder, written on a machine that has the internet (docs/gpus.md).
-
-    DIR/install.sh        run on the node (docker/node-install.sh): installs against its own Python and
-                          torch, builds the sampler where no wheel fits, registers the interpreter
-    DIR/bundle.json       the target (Python, platform, glibc, torch build) and what the folder holds
-    DIR/gnnbench/         gnnbench's source tree, installed editable there as the images do
-    DIR/wheels/           gnnbench's dependencies as wheels for the target (compiled: that Python only)
-    DIR/torch/            torch with its dependencies, only with --with-torch
-    DIR/sampler/TAG/      pyg-lib, torch-scatter, torch-sparse wheels for torch build TAG (PyG's wheel
-                          index, or pip's cache where the target is this machine's pyg stack)
-    DIR/sampler/src/      torch-scatter's and torch-sparse's sources, built on the node if no wheel fits
-    DIR/hub/              the chosen suites' datasets, prepared (synthetic ones are made on the node)
+internet needs to run gnnbench, in one folder, written on a machine that has the internet
+(docs/gpus.md): install.sh (docker/node-install.sh), bundle.json (the target and what the folder
+holds), gnnbench/ (the source tree), wheels/ (the dependencies for the target), torch/ (with
+--with-torch), sampler/TAG/ (pyg-lib, torch-scatter, torch-sparse wheels for torch build TAG),
+sampler/src/ (their sources, built on the node where no wheel fits) and hub/ (the chosen suites'
+datasets, prepared).
 """
 
 from __future__ import annotations

@@ -1,13 +1,9 @@
 """`gnnbench k8s SUITE --nodes N --gpus-per-node G --image IMG [--kind trainjob|pytorchjob]`: a
-Kubeflow manifest that runs a suite on N pods, one per node (docs/on-a-cluster.md).
-
-- `trainjob` (default): Kubeflow Trainer v2's `TrainJob` naming a runtime (`runtimeRef`, default
-  the `torch-distributed` ClusterTrainingRuntime); the volumes go in `runtimePatches`, on the
-  runtime's `node` job and container.
-- `pytorchjob`: the Training Operator v1's `PyTorchJob`: one Master and N-1 Workers.
-Each pod runs `gnnbench run SUITE`, which takes its node count, rank and rendezvous address from
-the operator's PET_* variables (bench/run/cluster_env.py) and starts its own ranks, so each pod is
-one process to the operator. Results go to the claim `--results-claim`: /results/JOB/nodeK.
+Kubeflow manifest that runs a suite on N pods, one per node (docs/on-a-cluster.md): a Kubeflow
+Trainer v2 `TrainJob` (default) or a Training Operator v1 `PyTorchJob`. Each pod runs `gnnbench
+run SUITE`, which takes its node count, rank and rendezvous address from the operator's PET_*
+variables (bench/run/cluster_env.py) and starts its own ranks. Results go to the claim
+`--results-claim`: /results/JOB/nodeK.
 """
 
 from __future__ import annotations

@@ -1,14 +1,9 @@
-"""Opening gnnbench's LMDB stores for reading, the same way for every store kind.
-
-- One environment per store and process (py-lmdb refuses a path twice in a process, and an
-  environment must not cross a fork), read-only and lock-free, opened on first use; a copy
-  inherited across a fork is closed in the child.
-- Every way a store can be unusable ends in one StoreError naming the store and the fix:
-  missing, not openable, truncated (checked before any read: a page past the end of the map is
-  SIGBUS), without its `__meta__` (an unfinished build), of another format, or of another
-  version of its dataset.
-- `data.mdb` is checked against the checksums written at the build's end (bench/checksums.py);
-  `checksums.json` also marks a finished store: a folder without it is rebuilt.
+"""Opening gnnbench's LMDB stores for reading, the same way for every store kind: one environment
+per store and process (py-lmdb refuses a path twice in a process, and an environment must not
+cross a fork), read-only and lock-free. Every way a store can be unusable (missing, truncated:
+checked before any read, as a page past the end of the map is SIGBUS; unfinished, of another
+format or dataset version, changed since its checksums) ends in one StoreError naming the store
+and the fix.
 """
 
 from __future__ import annotations

@@ -1,18 +1,12 @@
 """An LMDB node-feature store, built once from a hub dataset and read by PyG and GraphBolt.
 
-Layout (format 2): one LMDB environment per dataset and layout. Keys are 8-byte big-endian chunk
-numbers (key order is row order, so the build appends); each value holds `rows_per_key`
-consecutive float32 rows; `__meta__` records the hub's fingerprint, shape, layout and format. A
-store of another format (1: one row per key) is rebuilt, never misread. Rows per key: as many as
-fit in one 4 KiB page, since py-lmdb touches every page of a value it returns and a larger chunk
-makes a cold or memory-limited read fetch rows nobody asked for.
-
-Reads: a gather's ids are sorted once and each chunk they touch looked up once, in one read
-transaction with `buffers=True`: a value is a view of LMDB's memory map (np.frombuffer, no copy)
-and the rows wanted are copied once into one preallocated output, so the per-key cost is paid
-per chunk, not per row. Pages are shared by every process that maps the file (page cache), so
-ranks and DataLoader workers hold no private copy; readahead is off (a gather is scattered).
-Opening and health checks: bench/stores/lmdb_env.py. numpy + lmdb only (host and stacks).
+Layout (format 2; a store of format 1, one row per key, is rebuilt): keys are 8-byte big-endian
+chunk numbers (key order is row order, so the build appends), each value `rows_per_key`
+consecutive float32 rows: as many as fit in one 4 KiB page, since py-lmdb touches every page of
+a value it returns. A gather looks up each chunk its ids touch once, in one read transaction with
+`buffers=True` (values are views of the map), and copies the rows into one output, so the
+per-key cost is paid per chunk, not per row; readahead is off (a gather is scattered). Opening
+and health checks: bench/stores/lmdb_env.py. numpy + lmdb only (host and stacks).
 """
 
 from __future__ import annotations

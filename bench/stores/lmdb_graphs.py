@@ -1,15 +1,8 @@
-"""An LMDB graph store: one small graph per key, built once from a materialised graph-level
-dataset (bench/datasets/molecules.py) and read by the graph-level backends.
-
-At DATASET_DIR/stores/lmdb-graphs, keys are 8-byte big-endian graph ids (the build appends); a
-value is a framework-neutral record, no pickle:
-    header   24 bytes, little-endian: magic b"GRF1", num_nodes u32, num_edges u32,
-             feature_dim u32, label i64
-    edges    int64 [2, num_edges], node ids local to the graph (8-byte aligned)
-    x        float32 [num_nodes, feature_dim]
-`__meta__` (the dataset's fingerprint, size, format) is written last: the build finished. Reads
-copy each value once out of the map and view it with np.frombuffer. Conventions as
-lmdb_features.py (lmdb_env.py: opening, checks, errors). numpy + lmdb only (host and stacks).
+"""An LMDB graph store: one small graph per key (8-byte big-endian graph ids), built once from a
+materialised graph-level dataset (bench/datasets/molecules.py) and read by the graph-level backends.
+A value is a framework-neutral record, no pickle: a 24-byte little-endian header (HEADER), the
+edges (int64 [2, num_edges], local node ids, 8-byte aligned), then x (float32 [num_nodes, dim]).
+Conventions as lmdb_features.py. numpy + lmdb only (host and stacks).
 """
 
 from __future__ import annotations

@@ -1,14 +1,10 @@
 """A cold page cache for disk-backed stores (`page_cache: cold`), and how much of a file is cached.
 
-`evict(paths)` drops the files' pages from the page cache so the next read comes from the disk:
-this process's own mappings of each file lose their page-table entries first (madvise
-MADV_DONTNEED: the kernel never evicts a page a process maps; the mappings fault their pages back
-in from the disk), then posix_fadvise(POSIX_FADV_DONTNEED) drops the file's clean pages (after
-fdatasync). Pages another process maps stay cached: `evict` returns the share still resident.
-`resident(path)` counts cached pages with mincore(2) over a fresh read-only mapping.
-
-The worker evicts before every epoch of a cold cell, warm-up included, outside the timed epoch.
-Linux only (madvise, mincore and fadvise through the C library).
+`evict(paths)` drops the files' pages: this process's own mappings of each file lose their
+page-table entries first (madvise MADV_DONTNEED: the kernel never evicts a page a process maps),
+then posix_fadvise(POSIX_FADV_DONTNEED) drops the clean pages. Pages another process maps stay
+cached: `evict` returns the share still resident (mincore(2)). The worker evicts before every
+epoch of a cold cell, outside the timed epoch. Linux only.
 """
 
 from __future__ import annotations
