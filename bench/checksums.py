@@ -1,11 +1,8 @@
 """Content checksums of the folders gnnbench builds (hub datasets, LMDB stores), so a file that
-changed after its build is named, never read as if it were the data.
-
-A folder's `checksums.json` holds, per file, its size, mtime (ns) and SHA-256, taken once at the
-build. Checking on open costs one stat per file: quick (default) re-hashes only a file whose mtime
-changed (and records the new mtime where the bytes match: a copy); a different size is corrupt at
-once. Full (GNNBENCH_VERIFY=full) re-hashes every file on every open (bit rot, restored times).
-Stdlib only: imported by the host and inside every stack.
+changed after its build is named, never read as if it were the data. A folder's `checksums.json`
+holds each file's size, mtime (ns) and SHA-256; checking on open re-hashes only a file whose mtime
+changed (GNNBENCH_VERIFY=full: every file, on every open; docs/stores.md). Stdlib only: imported
+by the host and inside every stack.
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
 """Whether a stack's CUDA build runs on this machine's driver and GPUs, and which image tag does.
 
 Checked before a GPU cell builds anything (bench.backends.base unavailable_reason): the driver's
-CUDA version against the CUDA major the stack's torch was built for (minor version compatibility
-holds within a major only), and each GPU's compute capability against the torch's kernels
-(`torch.cuda.get_arch_list()`). A refusal is one line naming what is missing and the image tag
-(IMAGE_TAGS, as docker/Dockerfile builds them) that has it. The checks take plain values, so they
-are tested without a GPU; stdlib only at import.
+CUDA major against the one the stack's torch was built for, and each GPU's compute capability
+against the torch's kernels. A refusal is one line naming what is missing and the image tag
+(IMAGE_TAGS) that has it. Plain values in, so tested without a GPU; stdlib only at import.
 """
 
 from __future__ import annotations

@@ -139,18 +139,6 @@ SWITCH = {"", "0", "1"}
 FAULT_KINDS = ("crash", "hang", "oom")
 
 
-def _folder_variable(name: str, writable: bool = False) -> None:
-    value = os.environ.get(name)
-    if value:
-        folder(f"{name}={value}", value, writable)
-
-
-def _switch(name: str) -> None:
-    value = os.environ.get(name, "")
-    if value.strip() not in SWITCH:
-        raise InputError(f"{name}={value!r}: not a switch; allowed: 1 (on), 0 or unset (off)")
-
-
 def _byte_count(name: str, low: int, high: int) -> None:
     value = os.environ.get(name, "")
     try:
@@ -177,10 +165,11 @@ def _fault_rules(name: str) -> None:
 
 def check_environment() -> None:
     """Every environment variable gnnbench reads from its user, checked once at the start."""
-    _folder_variable("GNNBENCH_CACHE")
-    _folder_variable("GNNBENCH_STACKS_DIR")
-    _folder_variable("GNNBENCH_DATA_ROOT")
+    for name in ("GNNBENCH_CACHE", "GNNBENCH_STACKS_DIR", "GNNBENCH_DATA_ROOT"):
+        if os.environ.get(name):
+            folder(f"{name}={os.environ[name]}", os.environ[name], writable=False)
     _byte_count("GNNBENCH_LMDB_MAP_SIZE", 2**20, 2**50)
     _fault_rules("GNNBENCH_FAULT")
-    _switch("GNNBENCH_OFFLINE")
-    _switch("GNNBENCH_IN_CONTAINER")
+    for name in ("GNNBENCH_OFFLINE", "GNNBENCH_IN_CONTAINER"):
+        if os.environ.get(name, "").strip() not in SWITCH:
+            raise InputError(f"{name}={os.environ[name]!r}: not a switch; allowed: 1 (on), 0 or unset (off)")

@@ -179,10 +179,10 @@ class _Flock:
         self.path, self._lock, self._fd = path, None, None
         try:
             import filelock
-        except ImportError:
-            filelock = None
-        if filelock is not None:
+
             self._lock, self._timeout = filelock.FileLock(str(path)), filelock.Timeout
+        except ImportError:
+            pass
 
     def try_acquire(self) -> bool:
         if self._lock is not None:
@@ -217,6 +217,17 @@ class _Flock:
         if self._fd is not None:
             os.close(self._fd)  # closing releases the flock
             self._fd = None
+
+
+def _create_exclusively(path: Path, data: bytes) -> bool:
+    """Create `path` holding `data` (O_EXCL); False where it is there already."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    except FileExistsError:
+        return False
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+    return True
 
 
 # --- taking and holding ---------------------------------------------------------------------------
@@ -316,12 +327,8 @@ class Lock:
 
     def _create(self, record: dict) -> bool:
         """Create the owner record (exclusively) and take it as this lock's."""
-        try:
-            fd = os.open(self.owner, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-        except FileExistsError:
+        if not _create_exclusively(self.owner, json.dumps(record).encode()):
             return False
-        with os.fdopen(fd, "w") as f:
-            json.dump(record, f)
         self.record = record
         return True
 
@@ -338,12 +345,7 @@ class Lock:
             taken = aside.read_bytes()
             if taken == stale:
                 return True
-            try:  # a newer owner's: back, unless newer still is there
-                fd = os.open(self.owner, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-            except FileExistsError:
-                return False
-            with os.fdopen(fd, "wb") as f:
-                f.write(taken)
+            _create_exclusively(self.owner, taken)  # a newer owner's: back, unless newer still is there
             return False
         finally:
             aside.unlink(missing_ok=True)
@@ -367,10 +369,7 @@ class Lock:
             self._beater.join(timeout=heartbeat_every() + 5)
         current = read_owner(self.target)
         if current is not None and self.record is not None and current["token"] == self.record["token"]:
-            try:
-                os.unlink(self.owner)
-            except FileNotFoundError:
-                pass
+            self.owner.unlink(missing_ok=True)
         # the lock file and an empty folder go too: a waiter holding the unlinked file's flock and a
         # newcomer flocking a new one are still kept apart by the owner record, created exclusively
         for remove in (self.path.unlink, self.path.parent.rmdir):

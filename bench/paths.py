@@ -30,23 +30,21 @@ def write_atomic(path: Path, text: str) -> None:
         partial.unlink(missing_ok=True)
 
 
-def cache_root() -> Path:
-    """GNNBENCH_CACHE, else the user's cache dir (~/.cache/gnnbench on Linux)."""
-    if os.environ.get("GNNBENCH_CACHE"):
-        return Path(os.environ["GNNBENCH_CACHE"])
+def _user_cache() -> Path:
     from platformdirs import user_cache_dir  # host side only; stacks get GNNBENCH_CACHE set
 
     return Path(user_cache_dir("gnnbench"))
 
 
-def stacks_dir() -> Path:
-    """GNNBENCH_STACKS_DIR, else the user's cache dir; independent of the dataset cache, so a
-    run with a private dataset cache still finds the installed stacks (pinned and external)."""
-    if os.environ.get("GNNBENCH_STACKS_DIR"):
-        return Path(os.environ["GNNBENCH_STACKS_DIR"])
-    from platformdirs import user_cache_dir
+def cache_root() -> Path:
+    """GNNBENCH_CACHE, else the user's cache dir (~/.cache/gnnbench on Linux)."""
+    return Path(os.environ.get("GNNBENCH_CACHE") or _user_cache())
 
-    return Path(user_cache_dir("gnnbench")) / "stacks"
+
+def stacks_dir() -> Path:
+    """GNNBENCH_STACKS_DIR, else the user's cache dir's stacks/; independent of the dataset cache, so
+    a run with a private dataset cache still finds the installed stacks (pinned and external)."""
+    return Path(os.environ.get("GNNBENCH_STACKS_DIR") or _user_cache() / "stacks")
 
 
 # A stack's install record (bench/stacks/ writes it; the backends read it in their stack)

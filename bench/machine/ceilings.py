@@ -173,10 +173,7 @@ def disk_reads(path: Path, record_bytes: int, data_offset: int = 0, label: str |
 def npy_layout(path: Path) -> tuple[int, int]:
     """(row width in bytes, offset of the first row) of a 2-D .npy file."""
     mapped = np.load(path, mmap_mode="r")  # reads the header only
-    shape, dtype, offset = mapped.shape, mapped.dtype, mapped.offset
-    del mapped
-    width = int(np.prod(shape[1:])) if len(shape) > 1 else 1
-    return width * np.dtype(dtype).itemsize, offset
+    return int(np.prod(mapped.shape[1:])) * mapped.dtype.itemsize, mapped.offset
 
 
 # --- GPU ---------------------------------------------------------------------------------------

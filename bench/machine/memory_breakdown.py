@@ -2,18 +2,13 @@
 
 The worker takes a snapshot at each phase boundary (PHASES); the breakdown is of the snapshot with
 the highest PSS of the rank's own (`own_pss`). A snapshot sums smaps' Pss and Private_* per kind of
-mapping: library (the interpreter's and framework's files), structure (the hub's structure files),
-features (features.npy, a store's files), shm (/dev/shm, memfd: shared tensors, worker batches)
-and anon (the heap). The heap is attributed by the phase in which it grew: until the framework is
-imported, interpreter + framework; while the dataset loads, features; while the pipeline is built,
-the framework's copy of the structure less the model's parameters; during epochs and evaluation,
-the loader's and sampler's buffers less gradients and optimizer state (counted from the tensors).
-Shared memory present once the pipeline is built is the framework's structure copy, later the loader's.
-
-The breakdown (`memory_breakdown` in the worker's record, one per rank): pss_bytes (the parts'
-sum, exactly), phase, parts {PART: {"shared", "private"}} ("private": only this rank can use it),
-measured_pss_bytes (the kernel's smaps_rollup read with the snapshot), snapshots, and
-model_optimizer_bytes. Linux only; where smaps cannot be read the breakdown is None.
+mapping (KINDS: libraries, the hub's structure files, feature files, shared memory, the heap). The
+heap is attributed by the phase in which it grew: until the framework is imported, interpreter +
+framework; while the dataset loads, features; while the pipeline is built, the framework's copy of
+the structure less the model's parameters; during epochs and evaluation, the loader's and
+sampler's buffers less gradients and optimizer state (counted from the tensors). Shared memory
+present once the pipeline is built is the framework's structure copy, later the loader's. Linux
+only; where smaps cannot be read the breakdown is None.
 """
 
 from __future__ import annotations
@@ -117,6 +112,8 @@ class PhaseMemory:
         self.snapshots[phase], self.measured[phase] = snapshot, after
 
     def breakdown(self, model_optimizer_bytes: int = 0) -> dict | None:
+        """The peak snapshot's pss_bytes (the parts' sum, exactly), phase, parts {PART: {"shared",
+        "private"}}, measured_pss_bytes (smaps_rollup), snapshots and model_optimizer_bytes."""
         taken = [p for p in PHASES if self.snapshots.get(p)]
         if not taken:
             return None

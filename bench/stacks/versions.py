@@ -1,9 +1,7 @@
 """Versioned stacks: one framework at several releases, each a pinned stack of its own, so the same
-cell runs on several releases in one run (`stack: [pyg@2.6.1, pyg@2.8.1]` in a suite).
-
-A versioned stack is its framework's pinned stack with the framework's own pin set to the release,
-plus what RELEASES says that release needs. PyG declares no torch dependency, so its releases share
-the stack's torch and compiled sampler (from pip's cache: minutes once the pyg stack is built).
+cell runs on several releases in one run (`stack: [pyg@2.6.1, pyg@2.8.1]` in a suite): the
+framework's pinned stack with its own pin set to the release, plus what RELEASES says that release
+needs (PyG declares no torch dependency, so its releases share the stack's torch and sampler).
 Each one's requirements file is generated (stacks folder, requirements/NAME.txt). Needs only bench.paths.
 """
 
