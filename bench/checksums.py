@@ -55,8 +55,7 @@ def recorded(folder: Path) -> bool:
 
 
 def verify(folder: Path, what: str, fix: str) -> None:
-    """Check every file the folder's CHECKSUMS lists; ChecksumError names `what` (e.g. "LMDB
-    store"), the folder, the file, what is wrong, and `fix`."""
+    """Check every file the folder's CHECKSUMS lists; ChecksumError names `what`, the file and `fix`."""
     folder = Path(folder)
     try:
         manifest = json.loads((folder / CHECKSUMS).read_text())

@@ -118,9 +118,8 @@ def terminal_safe(text: str) -> str:
 
 
 class TerminalSafe:
-    """A text stream whose every write goes through terminal_safe: `gnnbench` prints through it
-    (bench/cli.py wraps stdout and stderr), so no progress, info or error line of any command shows
-    a path, name or value it was given (or read from a file) raw."""
+    """A text stream whose every write goes through terminal_safe (bench/cli.py wraps stdout and
+    stderr in it), so no line shows a path, name or value it was given raw."""
 
     def __init__(self, stream):
         self.stream = stream
@@ -151,9 +150,7 @@ def _byte_count(name: str, low: int, high: int) -> None:
 
 
 def _fault_rules(name: str) -> None:
-    """`KIND[:CELL][@RANK],...`, a test hook (bench/run/worker.py fault_for): KIND crash, hang or oom
-    where the rule matches a cell (the tests also mark runs with rules that match none), RANK a
-    whole number."""
+    """`KIND[:CELL][@RANK],...`, a test hook (bench/run/worker.py fault_for)."""
     value = os.environ.get(name, "")
     for rule in filter(None, value.split(",")):
         kind, _, target = rule.partition(":")

@@ -313,8 +313,7 @@ class Lock:
         return HALF_WRITTEN_S if why in ("empty", "cut off, or not JSON") else stale_after()
 
     def _quiet(self, record: dict, limit: float | None = None) -> float | None:
-        """The seconds of this process's clock its heartbeat has stayed unchanged, where at least
-        `limit` (default stale_after()); else None."""
+        """The seconds (this process's clock) the heartbeat stayed unchanged, if at least `limit`."""
         token, beat, now = record["token"], record["beat"], time.monotonic()
         if token not in self._seen:
             self._seen[token] = (beat, now)
@@ -407,8 +406,7 @@ def _mine(key: str) -> bool:
 def held(target: Path, what: str, say=print):
     """Hold the lock on `target` for the block: wait for another holder (saying who), take a
     stale lock over (saying why). Yields the Lock (its `waited_for`: the owner waited for), or None
-    where this process holds it already: re-entrant in a process, and a lock a parent holds for
-    this process (INHERITED_ENV) is not taken again."""
+    where this process (or its parent, INHERITED_ENV) holds it already."""
     key = str(lock_file(target).absolute())
     lock = None if _mine(key) else Lock(target, what, say)
     if lock is not None:

@@ -115,9 +115,8 @@ def running_stack_sampler() -> str:
 
 
 def cache_dir(given: Path | str | None, writable: bool) -> Path:
-    """The dataset hub folder: `--cache-dir` where given, else cache_root(); checked as the
-    input it came from (InputError names the option or the variable). `writable`: the command
-    writes there (prepare, run), not only reads (list, info)."""
+    """The dataset hub folder: `--cache-dir` where given, else cache_root(), checked as the input it
+    came from; `writable`: the command writes there."""
     from bench.inputs import folder  # inputs imports this module (the layers' lowest): a cycle at the top
 
     if given:

@@ -108,8 +108,7 @@ def say(text: str) -> None:
 
 
 def pip(args: list[str], what: str, python: str = sys.executable, env: dict | None = None) -> str:
-    """pip with this machine's settings (its indexes, wheel folders, CA bundle); its output, or
-    BundleError with its last lines."""
+    """pip with this machine's settings: its output, or BundleError with its last lines."""
     cmd = [python, "-m", "pip", *args]
     env = {**os.environ, **(env or {}), "PIP_PROGRESS_BAR": "off", "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
@@ -168,8 +167,7 @@ def revision() -> str:
 # --- the steps ---------------------------------------------------------------------------------
 
 def check_folder(out: Path) -> list[str]:
-    """A new or empty folder, or an earlier bundle: the files its manifest lists as written by
-    gnnbench bundle (the only ones an update removes or replaces)."""
+    """A new or empty folder, or an earlier bundle: the files its manifest lists (an update's to replace)."""
     if out.exists() and not out.is_dir():
         raise InputError(f"{out}: is a file; give a folder for the bundle")
     if not out.is_dir() or not any(out.iterdir()):

@@ -65,8 +65,7 @@ def run(args) -> int:
 
 
 def check(spec: dict, cache: Path) -> int:
-    """`gnnbench datasets check SOURCE:PATH`: a user's graph checked and converted into the hub
-    (the next run reuses it); a bad file is a DatasetError naming it (exit 2)."""
+    """`gnnbench datasets check SOURCE:PATH`: a user's graph checked and converted into the hub."""
     if not reads_user_files(spec):
         mine = [s for s in datasets.SOURCES if datasets.user_files(s)]
         raise DatasetError(f"{spec['name']}: `datasets check` reads your own graph's files; allowed: "

@@ -87,8 +87,7 @@ def memcpy_bandwidth() -> float:
 
 
 def gather_bandwidth(row_bytes: int, source: np.ndarray | None = None) -> float:
-    """Bytes gathered per second when rows of `row_bytes` are picked at random (with repeats, as
-    a batch's input nodes are) from an array larger than the last-level cache."""
+    """Bytes per second gathering random rows of `row_bytes` (repeats too) from beyond the LLC."""
     if row_bytes <= 0:
         raise ValueError(f"gather_bandwidth: row width {row_bytes} bytes; allowed: a positive number")
     flat = source if source is not None else _gather_source()
@@ -126,8 +125,7 @@ def sequential_read(path: Path) -> float:
 
 
 def random_read(path: Path, record_bytes: int, data_offset: int = 0, seed: int = 0) -> float:
-    """Bytes per second of reads of one record each, at random record boundaries (readahead
-    off: POSIX_FADV_RANDOM), RANDOM_READS of them or SECONDS_PER_FIGURE, whichever ends first."""
+    """Bytes per second of one-record reads at random record boundaries, readahead off."""
     size = os.path.getsize(path)
     records = max(1, (size - data_offset) // record_bytes)
     offsets = data_offset + np.random.default_rng(seed).integers(0, records, RANDOM_READS) * record_bytes
@@ -202,8 +200,7 @@ print(json.dumps(out))
 
 
 def h2d_bandwidth(interpreters: Iterable[Path]) -> tuple[dict | None, str]:
-    """Pinned and pageable host-to-device bytes/s from the first interpreter whose torch sees a
-    CUDA device; else None and why."""
+    """Pinned and pageable host-to-device bytes/s from the first CUDA torch found; else None and why."""
     if shutil.which("nvidia-smi") is None:
         return None, "no NVIDIA GPU here (nvidia-smi not found): host-to-device figures not measured"
     tried = []
@@ -276,9 +273,8 @@ def _file_key(path: Path) -> str:
 
 def probe(cache: Path, row_widths: Iterable[int] = (), files: dict[str, tuple[Path, int, int]] | None = None,
           interpreters: Callable[[], Iterable[Path]] = torch_interpreters) -> dict:
-    """machine_info["ceilings"]: each figure from the cache where it was measured before on this
-    machine (same row width; same file, size and mtime), else measured now and cached.
-    `files`: label -> (path, record bytes for random reads, offset of the first record)."""
+    """machine_info["ceilings"], each figure cached or measured now. `files`: label -> (path,
+    record bytes for random reads, offset of the first record)."""
     path = cache_file(cache)
     try:
         known = json.loads(path.read_text())
@@ -323,8 +319,7 @@ def probe(cache: Path, row_widths: Iterable[int] = (), files: dict[str, tuple[Pa
 
 
 def dataset_targets(datasets: dict[str, Path]) -> tuple[list[int], dict[str, tuple[Path, int, int]]]:
-    """Row widths and files to probe for the hub folders a run used (dataset name -> folder):
-    each features.npy (its rows are what a fetch gathers) and each built store's data file."""
+    """Row widths and files to probe for a run's hub folders: each features.npy and store data file."""
     widths, files = [], {}
     for name, folder in datasets.items():
         folder = Path(folder)
@@ -339,8 +334,7 @@ def dataset_targets(datasets: dict[str, Path]) -> tuple[list[int], dict[str, tup
 
 
 def for_run(cache: Path, datasets: dict[str, Path]) -> dict:
-    """The ceilings of a run that used these hub folders; a probe that fails says why in its notes
-    and never costs the run its results."""
+    """The ceilings of a run that used these hub folders; a failed probe says why in its notes."""
     try:
         widths, files = dataset_targets(datasets)
         return probe(cache, widths, files)

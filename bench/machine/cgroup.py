@@ -30,9 +30,8 @@ class CgroupError(RuntimeError):
 
 
 def parse_limit(value) -> int | None:
-    """Bytes of a `memory_limit` value: "none" (or null) is no limit; else an integer number of
-    bytes or a size in binary units, "512MiB", "3GiB", "1.5G" (K, M, G, T are 1024-based, as the
-    kernel reads them). Raises ValueError naming the value and what is allowed."""
+    """Bytes of a `memory_limit` value ("none" or null: no limit; bytes, or "512MiB", "1.5G": K, M,
+    G, T are 1024-based, as the kernel reads them). ValueError names the value and what is allowed."""
     if value is None or (isinstance(value, str) and value.strip().lower() == NONE):
         return None
     if isinstance(value, bool):
@@ -154,8 +153,7 @@ class MemoryCgroup:
                 f"{self.path}; swap: {self.swap}")
 
     def remove(self) -> None:
-        """Remove the group once its processes are gone (the runner has ended them); a process
-        still exiting keeps it busy a moment, so this retries for a few seconds."""
+        """Remove the group, retrying a few seconds while a process still exits."""
         deadline = time.monotonic() + 10
         while self.path.exists():
             try:

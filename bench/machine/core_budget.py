@@ -103,8 +103,7 @@ def per_gpu_workers(cores: int, ranks: int) -> int:
 
 
 def plan(cores: int, ranks: int = 1, workers: int | str = 0, threads: int | str = AUTO) -> Budget:
-    """The budget of `ranks` ranks on one node of `cores` usable cores, each with `workers`
-    loader workers (an int or "per-gpu") and `threads` ("auto" or an int: exactly that many)."""
+    """The budget of `ranks` ranks on `cores` cores; `workers` an int or "per-gpu", `threads` "auto" or an int."""
     cores, ranks = max(1, int(cores)), max(1, int(ranks))
     mine = share(cores, ranks)
     workers = per_gpu_workers(cores, ranks) if workers == PER_GPU else int(workers)

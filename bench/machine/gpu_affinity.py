@@ -29,8 +29,7 @@ def mask_to_cores(words) -> list[int]:
 
 
 def split_share(cores: list[int], sharers: list[int], me: int) -> list[int]:
-    """My equal, contiguous share of `cores` among the local ranks `sharers` (their GPUs sit on
-    the same cores); the whole set where there are fewer cores than sharers."""
+    """My equal, contiguous share of `cores` among the local ranks `sharers` (all where too few)."""
     cores = sorted(cores)
     k, i = len(sharers), sorted(sharers).index(me)
     if len(cores) < k:
@@ -48,9 +47,8 @@ def split_loader(share: list[int], num_workers: int) -> tuple[list[int], list[in
 
 
 def node_listing() -> tuple[list[dict] | None, str]:
-    """This node's GPUs in PCI bus order (CUDA's under the runner's CUDA_DEVICE_ORDER=PCI_BUS_ID),
-    each {"index", "uuid", "pci"} and from NVML "cores", and where they came from (NVML, else
-    `nvidia-smi --query-gpu`); (None, why) where neither answers. Asked once per process."""
+    """This node's GPUs in PCI bus order, each {"index", "uuid", "pci"} (and "cores" from NVML),
+    and where they came from (NVML, else nvidia-smi); (None, why). Asked once per process."""
     global _LISTING
     if _LISTING is None:
         _LISTING = _nvml_listing() or _smi_listing()
@@ -92,8 +90,7 @@ def parse_listing(text: str) -> list[dict]:
 
 
 def gpu_cores(entry: str, listing: tuple[list[dict] | None, str] | None = None) -> tuple[list[int] | None, str]:
-    """The cores next to the GPU a CUDA_VISIBLE_DEVICES `entry` names that this process may use, and
-    how they were found (NVML's affinity, else the kernel's local_cpulist), or (None, why not)."""
+    """The usable cores next to the GPU a CUDA_VISIBLE_DEVICES `entry` names, and how found; or (None, why)."""
     devices, source = listing if listing is not None else node_listing()
     if devices is None:
         return None, f"the GPU's cores are unknown: {source}"
@@ -131,9 +128,8 @@ class Plan:
     share: list[int] = field(default_factory=list)  # the cores this rank was pinned to
 
     def loader(self, loader):
-        """The loader's own affinity context (PyG's enable_cpu_affinity) with one core of the
-        rank's share per worker, the rank keeping the rest; a null context where the rank was not
-        pinned, has no workers, the framework offers no such context or the cores are too few."""
+        """The loader's affinity context (PyG's enable_cpu_affinity), one core of the rank's share
+        per worker; a null context where that cannot be (the record says why)."""
         workers = self.record.get("num_workers", 0)
         if not self.share or not workers:
             return contextlib.nullcontext()

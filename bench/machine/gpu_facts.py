@@ -96,8 +96,7 @@ def parse_topology(text: str) -> dict:
 
 
 def gpu_info() -> dict | None:
-    """The machine's GPUs for the result's machine info (None without nvidia-smi): `gpus` and
-    `topology` in their older form, `devices` and `topology_matrix` parsed."""
+    """The machine's GPUs for the result's machine info (None without nvidia-smi)."""
     if shutil.which("nvidia-smi") is None:
         return None
     query = run_tool(["nvidia-smi", f"--query-gpu={','.join(QUERY_FIELDS)}", "--format=csv,noheader,nounits"])
@@ -110,8 +109,7 @@ def gpu_info() -> dict | None:
 
 
 def worker_facts() -> dict:
-    """What the cell's own interpreter says (inside its stack): the NCCL version its torch carries
-    (None where it has none: a CPU build), CUDA_VISIBLE_DEVICES and the NCCL_* settings the ranks saw."""
+    """Inside the stack: its torch's NCCL version (None: a CPU build), CUDA_VISIBLE_DEVICES, NCCL_*."""
     import torch
 
     version = None

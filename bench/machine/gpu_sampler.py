@@ -74,8 +74,7 @@ def reduce(samples: list[Sample], start: float, end: float) -> dict:
 
 
 def summarise(epochs: list[dict]) -> dict | None:
-    """A rank's measured epochs together: mean of the epochs' mean utilisation, the highest
-    utilisation, bytes per epoch, and MB/s over all of them."""
+    """A rank's measured epochs together (mean, max, bytes per epoch, MB/s over all of them)."""
     epochs = [e for e in epochs if e]
     if not epochs:
         return None
@@ -137,8 +136,7 @@ class NvmlSource:
 
 
 class EpochSampler:
-    """Samples a source on a thread between `start()` and `stop()`; `stop()` returns the epoch's
-    reduction. `source` is anything with `read() -> Sample` (NvmlSource, or a test's)."""
+    """Samples `source` (anything with `read() -> Sample`) on a thread; `stop()` returns the reduction."""
 
     def __init__(self, source, interval: float = INTERVAL_S):
         self.source, self.interval = source, interval
@@ -172,8 +170,7 @@ class EpochSampler:
 
 
 def open_for(device) -> tuple[EpochSampler | None, str | None]:
-    """An EpochSampler on this rank's GPU (`device`: a torch.device), or (None, why none): a CPU
-    cell, no nvidia-ml-py in the stack, no driver, a GPU NVML cannot match."""
+    """An EpochSampler on this rank's GPU (`device`: a torch.device), or (None, why none)."""
     if device is None or getattr(device, "type", "cpu") != "cuda":
         return None, CPU_ONLY
 

@@ -157,8 +157,7 @@ class PhaseMemory:
 
     @staticmethod
     def _attribute_heap(heap: dict, growth: dict[str, int], model_optimizer_bytes: int, add) -> None:
-        """The heap at the peak, split by the phase in which it grew (see the module's docstring);
-        growth is taken in order and capped by what is there, so the parts sum to it."""
+        """The heap at the peak split by the phase it grew in, capped so the parts sum to it."""
         left = heap["pss"]
         shared_share = max(0, heap["pss"] - heap["private"])  # pages shared after fork: rare
         model = min(model_optimizer_bytes, growth.get("pipeline", 0) + growth.get("epochs", 0))

@@ -80,7 +80,7 @@ def find_gpu(entry: str, listing: list[dict]) -> tuple[dict | None, str]:
 def match_index(cuda_index: int, nvml_devices: list[dict], *, pci: str | None = None, uuid: str | None = None,
                 visible: str | None = None) -> tuple[int | None, str]:
     """The NVML index of CUDA device `cuda_index` among `nvml_devices` ({"pci", "uuid"} each), and
-    how it was found (or why not), from torch's `pci` and `uuid` for it or CUDA_VISIBLE_DEVICES."""
+    how it was found (or why not)."""
     if pci:
         wanted = normal_pci(pci)
         for i, dev in enumerate(nvml_devices):

@@ -97,9 +97,8 @@ class Stack:
         return (self.path / COMPLETE_MARK).is_file() and self.python.exists()
 
     def requirement_lines(self, container: bool | None = None) -> tuple[list[str], list[str]]:
-        """(plain requirements, requirements that compile against the installed torch), for a
-        local install or, inside an image, the container's. The pyg-wheels pins are apart
-        (`pyg_wheel_lines`); the fallback's are among the second."""
+        """(plain requirements, those that compile against the installed torch) here or in an image;
+        the pyg-wheels pins apart (`pyg_wheel_lines`)."""
         if container is None:
             container = in_container()
         plain, no_isolation = [], []
@@ -178,8 +177,7 @@ def versioned_stacks() -> dict[str, VersionedStack]:
 
 
 def known() -> dict:
-    """The pinned stacks (and the versioned ones) and the external ones registered on this machine
-    (`gnnbench stacks add`)."""
+    """The pinned stacks, the versioned ones and the external ones registered here."""
     from bench.stacks.external import ExternalStackError, registered  # external imports this module; the images run this one alone
 
     try:
@@ -203,8 +201,7 @@ def framework_of(backend_stack: str) -> str:
 
 def install(name: str, log=print, force: bool = False) -> Stack:
     """Create the stack's virtual environment unless one with the same pins is complete (and, for a
-    stack that fell back from PyG's wheel index, unless that index now answers). Pinned stacks only:
-    an external one is the user's environment, never installed into."""
+    stack that fell back from PyG's wheel index, unless that index now answers). Pinned stacks only."""
     pinned = {**available(), **versioned_stacks()}
     if name not in pinned:
         raise StackError(f"unknown stack {name!r}: `stacks install` builds the pinned stacks: {', '.join(pinned)}")

@@ -43,8 +43,7 @@ def store_dir(dataset_dir: Path, rows_per_key: int | None = None) -> Path:
 
 
 def fingerprint(dataset_dir: Path) -> str:
-    """What the store must match: the hub dataset's metadata (name, source, parameters, sizes,
-    format). A rebuilt or different dataset changes it."""
+    """What the store must match: a hash of the hub dataset's metadata (a rebuilt dataset changes it)."""
     return hashlib.sha256((Path(dataset_dir) / "meta.json").read_bytes()).hexdigest()[:16]
 
 
@@ -57,8 +56,7 @@ def needed_map_size(num_rows: int, dim: int, rows_per_key: int) -> int:
 
 def build(dataset_dir: Path, rows_per_key: int | None = None, map_size: int | None = None,
           progress=None) -> Path:
-    """Build the store next to the hub dataset unless a valid one is there. Atomic: written in a
-    temporary folder and renamed, so a half-built store is never opened under the final name."""
+    """Build the store next to the hub dataset unless a valid one is there (atomically: lmdb_env.writing)."""
     dataset_dir = Path(dataset_dir)
     return build_rows(dataset_dir, dataset_dir / "features.npy", store_dir(dataset_dir, rows_per_key), rows_per_key,
                       map_size, progress)

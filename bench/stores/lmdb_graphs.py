@@ -61,8 +61,7 @@ def needed_map_size(node_counts: np.ndarray, edge_counts: np.ndarray, dim: int) 
 
 
 def build(dataset_dir: Path, map_size: int | None = None, progress=None) -> Path:
-    """Build the store next to the dataset unless a valid one is there. Atomic: written in a
-    temporary folder and renamed, so a half-built store is never opened under the final name."""
+    """Build the store next to the dataset unless a valid one is there (atomically: lmdb_env.writing)."""
     dataset_dir = Path(dataset_dir)
     target = store_dir(dataset_dir)
     if LmdbGraphs.reuse(target, fingerprint(dataset_dir)):

@@ -23,8 +23,7 @@ _libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.POINTER(ctype
 
 
 def resident(path: Path, length: int | None = None) -> tuple[int, int]:
-    """(pages of the file in the page cache, pages of the file); with `length`, of its first
-    `length` bytes only."""
+    """(pages of the file in the page cache, pages of the file), of its first `length` bytes if given."""
     size = min(os.path.getsize(path), length or os.path.getsize(path))
     pages = -(-size // PAGE)
     if size == 0:
@@ -46,8 +45,7 @@ def resident_share(paths) -> float:
 
 
 def evict(paths) -> float:
-    """Drop `paths` from the page cache (see the module's docstring); returns the share of
-    their pages still cached afterwards (pages other processes map)."""
+    """Drop `paths` from the page cache; the share of their pages still cached (others' maps)."""
     paths = [Path(p) for p in paths]
     for path in paths:
         _unmap_pages_of(path)
