@@ -73,8 +73,7 @@ def tag_for(*, driver: tuple[int, int] | None = None, capability: tuple[int, int
 
 
 def _instead(driver: tuple[int, int] | None, capability: tuple[int, int] | None) -> str:
-    """Which image tag to use instead: one that runs on this driver and GPU, else the one for this
-    GPU with the driver it needs."""
+    """Which image tag to use instead: one that runs here, else this GPU's with the driver it needs."""
     tag = tag_for(driver=driver, capability=capability)
     if tag is not None:
         return (f"use the image tag :{tag.tag} instead (CUDA {tag.cuda}, driver >= {tag.min_driver}, {tag.gpus}), "

@@ -65,8 +65,7 @@ def no_control_characters(where: str, value: object) -> str:
 # --- folders and files ----------------------------------------------------------------------
 
 def folder(where: str, path: Path | str, writable: bool) -> Path:
-    """A folder given by the user (`where` names the option or variable): an existing folder, or
-    one that can be created; `writable`: gnnbench will write into it."""
+    """A folder given by the user (`where` names the option), existing or creatable; `writable`: written into."""
     path = Path(path)
     if path.exists() and not path.is_dir():
         raise InputError(f"{where}: {path} is a file, not a folder; allowed: a folder (or a path to create one)")

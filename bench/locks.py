@@ -71,8 +71,7 @@ def machine() -> dict:
 
 
 def process_start(pid: int) -> str:
-    """The process's start time in clock ticks since boot (/proc/PID/stat), '' where unknown: a pid
-    reused by another process has another start time."""
+    """The process's start time in ticks since boot, '' where unknown: a reused pid has another."""
     stat = _read(f"/proc/{pid}/stat")
     return stat.rsplit(")", 1)[-1].split()[19] if ")" in stat else ""
 
@@ -99,8 +98,7 @@ def same_machine(record: dict) -> bool:
 
 
 def provably_dead(record: dict) -> str | None:
-    """Why the owner of a record is gone, where this machine can tell at once (same host, boot and
-    PID namespace, and the pid is gone or another process now), else None."""
+    """Why the owner of a record is gone, where this machine can tell at once, else None."""
     if same_machine(record) and not pid_alive(record["pid"], record["pid_start"]):
         return f"process {record['pid']} is gone"
     return None
@@ -139,8 +137,7 @@ def parse_record(text: str) -> tuple[dict | None, str]:
 
 
 def read_record(path: Path) -> tuple[dict | None, str | None, bytes]:
-    """An owner record file: (record, None, its bytes) where readable; (None, why, bytes) where it is
-    there but unreadable; (None, None, b'') where there is none."""
+    """An owner record file as (record, None, bytes), (None, why unreadable, bytes) or (None, None, b'')."""
     try:
         with open(path, "rb") as f:
             data = f.read(RECORD_BYTES + 1)  # a record is a few hundred bytes: a huge file is never read whole
@@ -281,8 +278,7 @@ class Lock:
             f"; taken over once it stays unchanged for {limit:.0f} s" if limit else "")
 
     def _claim(self) -> bool:
-        """With the flock held: create the owner record, or take a stale one over. False where a
-        live owner holds it (another host, where flock does not reach across hosts)."""
+        """With the flock held: create the owner record, or take a stale one over; False: a live owner."""
         mine = new_record(self.what)
         if self._create(mine):
             return True

@@ -94,8 +94,7 @@ KNOWN_WORKER_ERRORS = ("cudaHostUnregister", "Cannot re-initialize CUDA in forke
 
 
 def known_worker_failure(mode_name: str, num_workers: int, reason: str) -> str | None:
-    """The label of a failed cell that is the known failure of DataLoader workers in a mode whose
-    seeds are on the GPU; only where the recorded error is that one (another error is not it)."""
+    """The label of a failed cell whose recorded error is the known one of workers with GPU seeds."""
     if mode(mode_name).workers_allowed or not num_workers:
         return None
     if any(marker in (reason or "") for marker in KNOWN_WORKER_ERRORS):

@@ -79,8 +79,7 @@ for m in sys.argv[1:]:
 
 
 def recorded_sampler(folder: Path) -> dict:
-    """What the install of the pinned stack in `folder` recorded about its sampler's source ({} where
-    nothing: a stack without pyg-wheels pins, an external one)."""
+    """What the install of the pinned stack in `folder` recorded about its sampler's source ({}: nothing)."""
     import json
 
     try:

@@ -11,7 +11,7 @@ import pytest
 
 from bench.settings import Recorded
 from bench import datasets
-from bench.commands import datasets as dataset_info
+from bench.commands import dataset_info
 from bench.datasets import baseline, hub, params, typed_hub, typed_synthetic
 from bench.run import suite as suite_mod
 

@@ -119,8 +119,7 @@ def pip(args: list[str], what: str, python: str = sys.executable, env: dict | No
 
 
 def check_torch_version(target: Target, torch: str) -> None:
-    """The torch version is one the package index has for the target (pip's index query: the
-    versions only, nothing downloaded), so a mistyped --torch is said before any download."""
+    """The package index has that torch for the target, so a mistyped --torch is said before any download."""
     listed = pip(["index", "versions", "torch", *target.pip_options()],
                  f"the torch versions on the package index for {target.describe()}")
     found = re.search(r"Available versions: (.*)", listed)
@@ -215,8 +214,7 @@ def source_files() -> list[tuple[str, Path]]:
 
 
 def copy_source(out: Path, previous: list[str]) -> list[str]:
-    """gnnbench's source tree and install.sh: what the previous manifest lists is removed (a file
-    gone from the tree must not stay), then the tree is copied. The files written."""
+    """gnnbench's source tree and install.sh, in place of what the previous manifest lists: the files written."""
     for rel in previous:
         path = out / rel
         if _inside(out, rel) and (path.is_file() or path.is_symlink()):
@@ -255,8 +253,8 @@ def sampler_from_index(out: Path, target: Target, tag: str, torch: str, cuda: st
 
 
 def sampler_from_cache(out: Path, target: Target, tag: str, source_pins: dict[str, str]) -> tuple[list[str], str]:
-    """torch-scatter and torch-sparse as the local pyg stack has them (pip's cache of the wheels it
-    built), where the node is this machine's kind and has that stack's torch: (files, note)."""
+    """torch-scatter and torch-sparse from pip's cache of the local pyg stack's builds, where they fit
+    the target: (files, note)."""
     if not target.is_here():
         return [], f"the wheels built here are for CPython {sys.version_info.major}.{sys.version_info.minor} on " \
                    f"{platform.machine()}, not the target"

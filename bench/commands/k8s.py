@@ -1,8 +1,6 @@
 """`gnnbench k8s SUITE --nodes N --gpus-per-node G --image IMG [--kind trainjob|pytorchjob]`: a
-Kubeflow manifest that runs a suite on N pods, one per node (docs/on-a-cluster.md): a Kubeflow
-Trainer v2 `TrainJob` (default) or a Training Operator v1 `PyTorchJob`. Each pod runs `gnnbench
-run SUITE`, which takes its node count, rank and rendezvous address from the operator's PET_*
-variables (bench/run/cluster_env.py) and starts its own ranks. Results go to the claim
+Kubeflow manifest that runs a suite on N pods, one per node, each `gnnbench run SUITE` taking its
+rank from the operator's PET_* variables (docs/on-a-cluster.md). Results go to the claim
 `--results-claim`: /results/JOB/nodeK.
 """
 

@@ -65,8 +65,7 @@ def check_shape(nodes: int, gpus_per_node: int) -> None:
 
 
 def fit(suite_arg: str, nodes: int, gpus_per_node: int) -> tuple[str, list[str], list[str]]:
-    """The suite's name, its cells that fit N nodes x G GPUs per node, and why the others do not
-    (they will be skipped on the nodes with the same reasons). None fitting is an input error."""
+    """The suite's name, its cells that fit N nodes x G GPUs per node, and why the others do not."""
     suite, _ = suite_mod.load(suite_arg)
     fits, misfits = [], []
     for cell in suite_mod.expand(suite):

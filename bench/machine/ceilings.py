@@ -46,8 +46,7 @@ H2D_TIMEOUT_S = 120
 # --- the figures --------------------------------------------------------------------------------
 
 def _repeat(step: Callable[[], int]) -> float:
-    """Bytes per second of the best of several runs of `step` (it returns the bytes it moved);
-    the best, because a shared machine only ever makes a run slower."""
+    """Bytes per second of the best run of `step` (a shared machine only ever makes a run slower)."""
     best, started = 0.0, time.perf_counter()
     while True:
         t0 = time.perf_counter()
@@ -146,8 +145,7 @@ def random_read(path: Path, record_bytes: int, data_offset: int = 0, seed: int =
 
 def disk_reads(path: Path, record_bytes: int, data_offset: int = 0, label: str | None = None
                ) -> tuple[dict, list[str]]:
-    """Sequential and random read bandwidth of one file, cold and warm; notes where the cold
-    figures are not cold (the eviction did not take: a process maps the file, or it is tmpfs)."""
+    """Sequential and random read bandwidth of one file, cold and warm; notes where cold is not cold."""
     label, stayed = label or path.name, []
 
     def cold() -> None:

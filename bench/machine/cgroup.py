@@ -1,12 +1,9 @@
-"""A memory cgroup around one cell: the `memory_limit` setting.
-
-The runner makes one cgroup per cell and puts the cell's first process in it before it runs
-anything (so every rank and DataLoader worker is inside), and removes it after the cell. Swap is
-either covered by the limit (v2 `memory.swap.max` = 0; v1 `memory.memsw.limit_in_bytes`) or off: a
-machine with swap on and no way to cap it is refused (`unavailable`), so a limit never turns
-silently into a slower run that swaps. Page cache the cell reads is charged to it and reclaimed
-under the limit, so a disk-backed store reads under a limit smaller than its data. Without root
-(or a delegated subtree) `unavailable` says why and the cell is skipped with that reason.
+"""A memory cgroup around one cell (the `memory_limit` setting), made before its first process
+runs anything, so every rank and DataLoader worker is inside. Swap is covered by the limit or off:
+a machine with swap on and no way to cap it is refused (`unavailable`), so a limit never turns
+silently into a slower run that swaps. Page cache the cell reads is charged to it and reclaimed,
+so a disk-backed store reads under a limit smaller than its data. Needs root (or a delegated
+subtree); elsewhere `unavailable` says why and the cell is skipped with that reason.
 """
 
 from __future__ import annotations
@@ -134,8 +131,7 @@ class MemoryCgroup:
         self.remove()
 
     def join_fd(self) -> int:
-        """An open descriptor of the group's process list: a child writes its pid there between
-        fork and exec (`join_in_child`), before it can start anything outside the group."""
+        """An open descriptor of the group's process list, for `join_in_child` (between fork and exec)."""
         return os.open(self.path / "cgroup.procs", os.O_WRONLY)
 
     def oom_kills(self) -> int:
@@ -169,8 +165,7 @@ class MemoryCgroup:
 
 
 def join_in_child(fd: int):
-    """A subprocess.Popen preexec_fn: write the child's own pid to the group (async-signal-safe
-    calls only: os.write of a preformatted number)."""
+    """A subprocess.Popen preexec_fn writing the child's pid to the group (async-signal-safe calls only)."""
     def join() -> None:
         os.write(fd, str(os.getpid()).encode())
     return join

@@ -28,8 +28,7 @@ def usable_cores() -> int:
 
 
 def cgroup_quota(proc_cgroup: Path = Path("/proc/self/cgroup"), root: Path = CGROUP) -> float | None:
-    """Cores' worth of CPU time this process's cgroup may use (quota ÷ period), or None when it
-    has no quota: cgroup v2 `cpu.max`, v1 `cpu.cfs_quota_us` / `cpu.cfs_period_us`."""
+    """Cores' worth of CPU time this process's cgroup may use (quota ÷ period), or None."""
     try:
         lines = proc_cgroup.read_text().splitlines()
     except OSError:
@@ -97,8 +96,7 @@ def share(cores: int, ranks: int) -> int:
 
 
 def per_gpu_workers(cores: int, ranks: int) -> int:
-    """`num_workers: per-gpu`: the rank's share less one core for its own thread (at least one
-    worker: a per-gpu cell asks for workers)."""
+    """`num_workers: per-gpu`: the rank's share less one core for its own thread (at least one)."""
     return max(1, share(cores, ranks) - 1)
 
 

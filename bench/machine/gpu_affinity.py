@@ -1,11 +1,7 @@
-"""Each rank of a GPU cell and its loader workers on the CPU cores next to its GPU.
-
-A rank on the other socket than its GPU copies every batch across the socket link, so each rank
-of a GPU cell is pinned to its share of its GPU's cores before it loads the dataset (its pages
-land on that NUMA node), and PyG's loader workers get one core each (`enable_cpu_affinity`). How
-the GPU and its cores are found (never through torch: torch 2.2 reports no PCI bus id):
-docs/gpus.md. Each rank's record (`Plan.record`) says what was done, or why not. Stdlib only at
-import.
+"""Each rank of a GPU cell and its loader workers on the CPU cores next to its GPU: a rank on the
+other socket copies every batch across the socket link. Pinned before it loads the dataset (its
+pages land on that NUMA node); PyG's loader workers get one core each. How the GPU and its cores
+are found: docs/gpus.md. Each rank's record (`Plan.record`) says what was done, or why not.
 """
 
 from __future__ import annotations
@@ -39,8 +35,7 @@ def split_share(cores: list[int], sharers: list[int], me: int) -> list[int]:
 
 
 def split_loader(share: list[int], num_workers: int) -> tuple[list[int], list[int] | None]:
-    """(the rank's own cores, one core per loader worker) from its share: the workers take the
-    last cores, the rank keeps at least one; (share, None) where there are too few."""
+    """(the rank's own cores, one core per loader worker) from its share; (share, None) if too few."""
     if num_workers <= 0 or len(share) <= num_workers:
         return share, None
     return share[:-num_workers], share[-num_workers:]
@@ -149,9 +144,8 @@ class Plan:
 
 
 def pin_rank(device, gpus: list[str], local_rank: int, num_workers: int) -> Plan:
-    """Pin this rank to its GPU's cores (its share of them), before it loads anything. `device`:
-    the rank's torch.device (a CPU one leaves everything as it is: an empty record); `gpus`: each
-    local rank's GPU as a CUDA_VISIBLE_DEVICES entry (bench.backends.base.rank_gpus)."""
+    """Pin this rank to its share of its GPU's cores, before it loads anything (a CPU `device`: an
+    empty record). `gpus`: each local rank's CUDA_VISIBLE_DEVICES entry (base.rank_gpus)."""
     if device is None or device.type != "cuda":
         return Plan()
     mine, how = gpu_cores(gpus[local_rank])

@@ -54,8 +54,7 @@ def _value(text: str):
 
 
 def parse_query(text: str, fields=QUERY_FIELDS) -> list[dict]:
-    """`nvidia-smi --query-gpu=<fields> --format=csv,noheader,nounits` as one dict per GPU (numbers
-    as numbers, '[N/A]' and '[Not Supported]' as None)."""
+    """`nvidia-smi --query-gpu=<fields> --format=csv,noheader,nounits` as one dict per GPU ('[N/A]': None)."""
     rows = []
     for row in csv.reader((line for line in text.splitlines() if line.strip()), skipinitialspace=True):
         if len(row) != len(fields):

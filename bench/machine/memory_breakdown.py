@@ -1,14 +1,11 @@
 """Where a rank's memory goes: its PSS split into what holds it, from /proc/self/smaps.
 
-The worker takes a snapshot at each phase boundary (PHASES); the breakdown is of the snapshot with
-the highest PSS of the rank's own (`own_pss`). A snapshot sums smaps' Pss and Private_* per kind of
-mapping (KINDS: libraries, the hub's structure files, feature files, shared memory, the heap). The
-heap is attributed by the phase in which it grew: until the framework is imported, interpreter +
-framework; while the dataset loads, features; while the pipeline is built, the framework's copy of
-the structure less the model's parameters; during epochs and evaluation, the loader's and
-sampler's buffers less gradients and optimizer state (counted from the tensors). Shared memory
-present once the pipeline is built is the framework's structure copy, later the loader's. Linux
-only; where smaps cannot be read the breakdown is None.
+The worker takes a snapshot at each phase boundary (PHASES), each smaps' Pss and Private_* summed
+per kind of mapping (KINDS); the breakdown is of the snapshot with the most PSS of the rank's own.
+The heap is attributed by the phase it grew in: imports to the interpreter and framework, the
+dataset's load to features, the pipeline's build to the framework's structure copy (less the
+model), epochs to the loader and sampler (less gradients and optimizer state, counted from the
+tensors); shared memory likewise. Linux only; where smaps cannot be read the breakdown is None.
 """
 
 from __future__ import annotations
@@ -98,8 +95,7 @@ class PhaseMemory:
         self.measured: dict[str, int | None] = {}  # the kernel's PSS with each snapshot (smaps_rollup)
 
     def take(self, phase: str) -> None:
-        """A snapshot of a still moment: taken again, a little later (STILL_TRIES), until the kernel's
-        PSS read before and after smaps agree (native threads may free buffers meanwhile)."""
+        """A snapshot of a still moment: retaken until the PSS before and after reading smaps agree."""
         rollup = self.smaps + "_rollup"
         for attempt in range(STILL_TRIES):
             if attempt:

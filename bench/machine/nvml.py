@@ -1,8 +1,6 @@
-"""NVML, optional: the handle of the GPU a rank trains on, or why there is none.
-
-NVML comes from `nvidia-ml-py` (module `pynvml`), a container-only pin of every stack. CUDA and
-NVML number GPUs differently, so a CUDA device is matched by PCI bus id, else UUID, else through
-CUDA_VISIBLE_DEVICES (`match_index`: plain data, tested without a GPU). Stdlib only at import.
+"""NVML, optional (`nvidia-ml-py`, a container-only pin): the handle of the GPU a rank trains on,
+or why there is none. CUDA and NVML number GPUs differently: `match_index` matches by PCI bus id,
+else UUID, else CUDA_VISIBLE_DEVICES. Stdlib only at import.
 """
 
 from __future__ import annotations
@@ -46,8 +44,7 @@ def listing(lib) -> list[dict]:
 
 
 def normal_pci(bus_id) -> str | None:
-    """'00000000:17:00.0', '0000:17:00.0' or b'...' as (domain, bus, device, function) text, so
-    torch's, NVML's and sysfs's spellings compare equal: '0000:17:00.0'."""
+    """A PCI bus id as '0000:17:00.0', so torch's, NVML's and sysfs's spellings compare equal."""
     if bus_id is None:
         return None
     text = bus_id.decode() if isinstance(bus_id, bytes) else str(bus_id)

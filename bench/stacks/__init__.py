@@ -87,8 +87,7 @@ class Stack:
 
     @property
     def container_only(self) -> bool:
-        """Every pin is container-only: the stack exists in the GPU images alone (its wheels are
-        CUDA-only), and a machine never builds it."""
+        """Every pin is container-only: a machine never builds it (its wheels are CUDA-only)."""
         lines = self._lines()
         return bool(lines) and all(CONTAINER_ONLY_MARK in marks for _, marks in lines)
 
@@ -144,8 +143,7 @@ def available() -> dict[str, Stack]:
 
 @dataclass(frozen=True)
 class VersionedStack(Stack):
-    """A framework's pinned stack at another release of the framework (bench.stacks.versions): its
-    pins are generated from the base stack's, and written to `requirements` when it is installed."""
+    """A framework's pinned stack at another release (bench.stacks.versions), its pins generated."""
     text: str = ""
     base: Stack | None = None
 
@@ -274,8 +272,7 @@ def _build(stack: Stack, log) -> None:
 
 
 def sweep_older(stack: Stack, log=print) -> None:
-    """Remove the stack's folders built from pins that have since changed, each under its own lock:
-    one that another clone (with those older pins) is installing right now is left, said."""
+    """Remove the stack's folders built from older pins, each under its own lock (a held one is left, said)."""
     for stale in stack.path.parent.glob(f"{stack.name}-" + "[0-9a-f]" * 12):
         if stale == stack.path or not stale.is_dir():
             continue
@@ -347,8 +344,7 @@ def torch_build(python: Path | str) -> tuple[str, str]:
 
 
 def take_pyg_wheels(stack: Stack, pip: list[str], log=print) -> dict:
-    """Install the stack's pyg-wheels pins from PyG's wheel index for its torch: the record of the
-    source taken ({} without such pins). Where they cannot be had, it says why (the fallback follows)."""
+    """Install the stack's pyg-wheels pins from PyG's wheel index: the record of the source taken."""
     wanted = stack.pyg_wheel_lines()
     if not wanted:
         return {}
@@ -392,8 +388,7 @@ def import_problem(python: Path | str, module: str) -> str | None:
 
 
 def index_answers_now(stack: Stack) -> str | None:
-    """For an installed stack that fell back because PyG's wheel index could not be reached: why it is
-    worth rebuilding now (that index, or GNNBENCH_PYG_WHEELS's now, answers), else None."""
+    """Why a stack that fell back for want of PyG's wheel index is worth rebuilding now, else None."""
     sampler = recorded_sampler(stack.path)
     if sampler.get("source") != FALLBACK or "+" not in sampler.get("torch_build", ""):
         return None

@@ -1,8 +1,7 @@
 """External stacks: an interpreter the user already has (a conda env, an NGC container's python, a
-cluster module), registered with `gnnbench stacks add NAME --python PATH` and used like a pinned
-stack. Registering probes what imports there and refuses an interpreter that could run no backend;
-nothing is installed into it. Results record such a stack as external, with its probed versions
-and a hash of its installed distributions, so two runs can tell whether the environment changed.
+cluster module), registered with `gnnbench stacks add NAME --python PATH` after a probe of what
+imports there; nothing is installed into it. Results record it with its probed versions and a hash
+of its installed distributions, so two runs can tell whether the environment changed.
 """
 
 from __future__ import annotations

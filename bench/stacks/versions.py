@@ -48,8 +48,7 @@ def names() -> list[str]:
 
 
 def pins(framework: str, release: str, base_pins: str, base_file: Path) -> str:
-    """The requirements of a versioned stack: its base stack's pins with the framework's own pin
-    set to `release`, plus the release's extra pins from RELEASES."""
+    """A versioned stack's requirements: its base's pins, the framework's set to `release`, plus RELEASES'."""
     if release not in RELEASES.get(framework, {}):
         known = ", ".join(RELEASES.get(framework, {}))
         raise VersionError(f"{name_of(framework, release)}: no pins known for {framework} {release}; known "

@@ -1,9 +1,8 @@
-"""Opening gnnbench's LMDB stores for reading, the same way for every store kind: one environment
-per store and process (py-lmdb refuses a path twice in a process, and an environment must not
-cross a fork), read-only and lock-free. Every way a store can be unusable (missing, truncated:
-checked before any read, as a page past the end of the map is SIGBUS; unfinished, of another
-format or dataset version, changed since its checksums) ends in one StoreError naming the store
-and the fix.
+"""Opening gnnbench's LMDB stores for reading, one way for every store kind: one read-only,
+lock-free environment per store and process (py-lmdb refuses a path twice in a process, and an
+environment must not cross a fork). Every way a store can be unusable ends in one StoreError
+naming the store and the fix; a truncated file is caught before any read (a read past the end of
+the map is SIGBUS).
 """
 
 from __future__ import annotations
@@ -27,8 +26,7 @@ class StoreError(RuntimeError):
 
 
 def open_readonly(path: Path, label: str):
-    """The environment of the store at `path` for this process. `label` names the store kind
-    in errors ("LMDB store", "LMDB graph store")."""
+    """The environment of the store at `path` for this process; `label` names the store kind in errors."""
     import lmdb
 
     pid, env = _OPEN.get(os.fspath(path), (None, None))  # the hot path: no filesystem call
@@ -161,8 +159,7 @@ class LmdbReader:
 
     @classmethod
     def _other_format(cls, path: Path) -> bool:
-        """Whether the store at `path` records a format other than this reader's (an unreadable
-        record is left to the full checks, which name it)."""
+        """Whether the store at `path` records another format than this reader's."""
         try:
             with open_readonly(path, cls.LABEL).begin() as txn:
                 raw = txn.get(META_KEY)

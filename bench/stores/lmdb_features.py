@@ -64,8 +64,7 @@ def build(dataset_dir: Path, rows_per_key: int | None = None, map_size: int | No
 
 def build_rows(dataset_dir: Path, features_file: Path, target: Path, rows_per_key: int | None = None,
                map_size: int | None = None, progress=None) -> Path:
-    """A store at `target` of the rows of one feature array of a hub dataset (its fingerprint the
-    dataset's): `build` for a graph's features, one per node type for a typed graph's."""
+    """A store at `target` of one feature array of a hub dataset (a graph's, or one node type's)."""
     if LmdbFeatures.reuse(target, fingerprint(dataset_dir)):
         return target
     features = np.load(features_file, mmap_mode="r")

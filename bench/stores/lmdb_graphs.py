@@ -115,8 +115,7 @@ class LmdbGraphs(LmdbReader):
         return self.get_many([g])[0]
 
     def get_many(self, ids) -> list[tuple[np.ndarray, np.ndarray, int]]:
-        """Graphs `ids` (any order, repeats allowed), each (x, edge_index, label), in one read
-        transaction with one C call (Cursor.getmulti) for all keys."""
+        """Graphs `ids` (any order, repeats allowed), each (x, edge_index, label), in one getmulti."""
         import lmdb
 
         ids = [int(g) for g in ids]

@@ -1,10 +1,7 @@
 """A cold page cache for disk-backed stores (`page_cache: cold`), and how much of a file is cached.
-
-`evict(paths)` drops the files' pages: this process's own mappings of each file lose their
-page-table entries first (madvise MADV_DONTNEED: the kernel never evicts a page a process maps),
-then posix_fadvise(POSIX_FADV_DONTNEED) drops the clean pages. Pages another process maps stay
-cached: `evict` returns the share still resident (mincore(2)). The worker evicts before every
-epoch of a cold cell, outside the timed epoch. Linux only.
+`evict` first drops this process's own mappings' page-table entries (madvise: the kernel never
+evicts a page a process maps), then the file's clean pages (posix_fadvise DONTNEED); pages other
+processes map stay cached, and it says what share. Linux only.
 """
 
 from __future__ import annotations
@@ -59,8 +56,7 @@ def evict(paths) -> float:
 
 
 def _unmap_pages_of(path: Path) -> None:
-    """Zap this process's page-table entries for the file's mappings that hold no private
-    changes (shared, or private and read-only), so fadvise may drop their pages."""
+    """Zap this process's page-table entries for the file's unchanged mappings, so fadvise may drop them."""
     target = os.stat(path)
     for line in Path("/proc/self/maps").read_text().splitlines():
         fields = line.split(maxsplit=5)
