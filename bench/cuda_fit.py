@@ -1,9 +1,7 @@
-"""Whether a stack's CUDA build runs on this machine's driver and GPUs, and which image tag does.
-
-Checked before a GPU cell builds anything (bench.backends.base unavailable_reason): the driver's
-CUDA major against the one the stack's torch was built for, and each GPU's compute capability
-against the torch's kernels. A refusal is one line naming what is missing and the image tag
-(IMAGE_TAGS) that has it. Plain values in, so tested without a GPU; stdlib only at import.
+"""Whether a stack's CUDA build runs on this machine's driver and GPUs, and which image tag does:
+checked before a GPU cell builds anything (the driver's CUDA major against the torch's, each GPU's
+compute capability against the torch's kernels). A refusal is one line naming what is missing and
+the image tag (IMAGE_TAGS) that has it. Plain values in, so tested without a GPU; stdlib only.
 """
 
 from __future__ import annotations

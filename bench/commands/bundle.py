@@ -1,10 +1,8 @@
 """`gnnbench bundle DIR --python 3.X --platform x86_64|aarch64`: everything a GPU node without
-internet needs to run gnnbench, in one folder, written on a machine that has the internet
-(docs/gpus.md): install.sh (docker/node-install.sh), bundle.json (the target and what the folder
-holds), gnnbench/ (the source tree), wheels/ (the dependencies for the target), torch/ (with
---with-torch), sampler/TAG/ (pyg-lib, torch-scatter, torch-sparse wheels for torch build TAG),
-sampler/src/ (their sources, built on the node where no wheel fits) and hub/ (the chosen suites'
-datasets, prepared).
+internet needs to run gnnbench, in one folder written where there is internet (docs/gpus.md):
+install.sh, bundle.json (the target, what the folder holds), gnnbench/ (the source), wheels/,
+torch/ (--with-torch), sampler/TAG/ (wheels for torch build TAG), sampler/src/ (built on the node
+where no wheel fits) and hub/ (the chosen suites' datasets, prepared).
 """
 
 from __future__ import annotations
@@ -215,11 +213,10 @@ def source_files() -> list[tuple[str, Path]]:
 
 def copy_source(out: Path, previous: list[str]) -> list[str]:
     """gnnbench's source tree and install.sh, in place of what the previous manifest lists: the files written."""
-    for rel in previous:
-        path = out / rel
-        if _inside(out, rel) and (path.is_file() or path.is_symlink()):
-            path.unlink()
-    for folder in sorted({(out / rel).parent for rel in previous if _inside(out, rel)}, key=lambda p: -len(p.parts)):
+    for rel in previous:  # each inside `out` (check_folder)
+        if (out / rel).is_file() or (out / rel).is_symlink():
+            (out / rel).unlink()
+    for folder in sorted({(out / rel).parent for rel in previous}, key=lambda p: -len(p.parts)):
         while folder != out and folder.is_dir() and not any(folder.iterdir()):
             folder.rmdir()  # emptied by the removal above
             folder = folder.parent

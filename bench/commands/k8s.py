@@ -17,9 +17,8 @@ from bench.commands.slurm import add_shape, check_shape, fit, node_run, run_args
 from bench.inputs import InputError, new_output_file, no_control_characters
 
 KINDS = ("trainjob", "pytorchjob")
-# Kubernetes' name rules, as whole-string patterns (fullmatch: `$` would pass a trailing newline).
-# The job: an RFC 1035 label (Kubeflow Trainer names its JobSet, services and pods after it); the
-# namespace: an RFC 1123 label; the claim and the runtime: RFC 1123 subdomains.
+# Kubernetes' name rules, whole-string (fullmatch): the job an RFC 1035 label (Kubeflow Trainer names its
+# JobSet, services and pods after it), the namespace an RFC 1123 label, the claim and runtime subdomains.
 LABEL_1123 = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
 SUBDOMAIN = (re.compile(rf"{LABEL_1123}(\.{LABEL_1123})*"), 253,
              "lower-case letters, digits, '-' and '.', at most 253, each dot-separated part starting and ending with a "

@@ -225,9 +225,8 @@ def torch_interpreters() -> list[Path]:
 # --- the cached probe --------------------------------------------------------------------------
 
 def machine_key() -> dict:
-    """What makes two machines' ceilings the same: the hardware (board, CPU model, cores, memory,
-    each GPU by model and UUID), never the hostname, which changes on every `docker compose run`
-    (each container gets its own) while the machine and its cached ceilings stay the same."""
+    """What makes two machines' ceilings the same: the hardware, GPUs included (a host-to-device
+    figure belongs to its GPU), never the hostname (each container gets its own)."""
     model = platform.processor()
     try:
         model = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
@@ -235,9 +234,6 @@ def machine_key() -> dict:
     except OSError:
         pass
     pages = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-
-    # the GPUs are part of the machine: a host-to-device figure belongs to the GPU it was measured on
-    # (and a machine that gains a GPU is measured again); their UUIDs tell two hosts of one model apart
     return {"board": board(), "cpu": model, "cpus": os.cpu_count(), "usable_cores": usable_cores(),
             "memory_bytes": pages, "gpus": list(gpus.visible().names), "gpu_uuids": gpu_uuids(), "format": FORMAT}
 

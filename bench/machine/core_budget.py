@@ -1,8 +1,7 @@
 """One core budget for the whole project: how a node's usable cores are shared among a cell's
-ranks, each rank's torch threads and its DataLoader workers; every place that divides cores asks
-here. Each rank gets an equal share (at least one core); its loader workers take one core each and
-its threads the rest, so a world-size sweep compares the same machine. Only a setting asks for
-more, and the budget then says it is oversubscribed, and by what. Stdlib only.
+ranks, their torch threads and DataLoader workers. Each rank gets an equal share (at least one
+core), its workers a core each and its threads the rest, so a world-size sweep compares the same
+machine; only a setting asks for more, and the budget then says by what. Stdlib only.
 """
 
 from __future__ import annotations
@@ -63,10 +62,6 @@ class Budget:
     workers: int
     threads_rule: str  # "auto" (the policy) or "set" (the `threads` setting)
     asked: tuple[str, ...] = ()
-
-    @property
-    def share(self) -> int:
-        return share(self.cores, self.ranks)
 
     @property
     def used(self) -> int:

@@ -151,6 +151,9 @@ class LmdbReader:
     def _open(self):
         return open_readonly(self.path, self.LABEL)
 
+    def _unusable(self, what: str) -> StoreError:
+        return StoreError(f"{self.LABEL} {self.path}: {what}; {REBUILD}")
+
     def close(self) -> None:
         close(self.path)
 

@@ -1,12 +1,10 @@
 """An LMDB node-feature store, built once from a hub dataset and read by PyG and GraphBolt.
 
-Layout (format 2; a store of format 1, one row per key, is rebuilt): keys are 8-byte big-endian
-chunk numbers (key order is row order, so the build appends), each value `rows_per_key`
-consecutive float32 rows: as many as fit in one 4 KiB page, since py-lmdb touches every page of
-a value it returns. A gather looks up each chunk its ids touch once, in one read transaction with
-`buffers=True` (values are views of the map), and copies the rows into one output, so the
-per-key cost is paid per chunk, not per row; readahead is off (a gather is scattered). Opening
-and health checks: bench/stores/lmdb_env.py. numpy + lmdb only (host and stacks).
+Keys are 8-byte big-endian chunk numbers (key order is row order: the build appends), each value
+`rows_per_key` float32 rows, as many as fit in one 4 KiB page (py-lmdb touches every page of a
+value it returns). A gather looks up each chunk its ids touch once, in one transaction, and copies
+from the map's views into one output: the per-key cost is per chunk, not per row. A store of
+format 1 (a row per key) is rebuilt. numpy + lmdb only (host and stacks).
 """
 
 from __future__ import annotations
@@ -131,14 +129,12 @@ class LmdbFeatures(LmdbReader):
                 for chunk, s, e in zip(chunk_of[starts].tolist(), starts.tolist(), ends.tolist()):
                     value = txn.get(_KEY.pack(chunk))
                     if value is None:
-                        raise StoreError(f"LMDB store {self.path} lacks rows it should hold; "
-                                         "delete the folder and run again to rebuild it")
+                        raise self._unusable("it lacks rows it should hold")
                     block = np.frombuffer(value, dtype=np.float32).reshape(-1, self.dim)
                     out[order[s:e]] = block[local[s:e]]
                 del block, value  # no view of the map outlives the transaction
         except lmdb.Error as exc:
-            raise StoreError(f"LMDB store {self.path}: read failed ({type(exc).__name__}: {exc}); "
-                             "delete the folder and run again to rebuild it") from None
+            raise self._unusable(f"read failed ({type(exc).__name__}: {exc})") from None
         return out
 
 

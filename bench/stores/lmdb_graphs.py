@@ -127,8 +127,7 @@ class LmdbGraphs(LmdbReader):
             with self._open().begin() as txn:
                 found = dict(txn.cursor().getmulti([_KEY.pack(g) for g in set(ids)]))
         except lmdb.Error as exc:
-            raise StoreError(f"LMDB graph store {self.path}: read failed ({type(exc).__name__}: {exc}); "
-                             "delete the folder and run again to rebuild it") from None
+            raise self._unusable(f"read failed ({type(exc).__name__}: {exc})") from None
         out = []
         for g in ids:
             raw = found.get(_KEY.pack(g))
@@ -137,8 +136,7 @@ class LmdbGraphs(LmdbReader):
                     raise ValueError("no such key")
                 out.append(decode(raw))
             except (ValueError, struct.error) as exc:
-                raise StoreError(f"LMDB graph store {self.path}: graph {g} is missing or corrupt ({exc}); "
-                                 "delete the folder and run again to rebuild it") from None
+                raise self._unusable(f"graph {g} is missing or corrupt ({exc})") from None
         return out
 
     def read_many(self, ids):
