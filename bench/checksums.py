@@ -1,8 +1,7 @@
-"""Content checksums of the folders gnnbench builds (hub datasets, LMDB stores), so a file that
-changed after its build is named, never read as if it were the data. A folder's `checksums.json`
-holds each file's size, mtime (ns) and SHA-256; checking on open re-hashes only a file whose mtime
-changed (GNNBENCH_VERIFY=full: every file, on every open; docs/stores.md). Stdlib only: imported
-by the host and inside every stack.
+"""Content checksums of the folders gnnbench builds (hub datasets, LMDB stores), so a file changed
+after its build is named, never read as the data: each file's size, mtime (ns) and SHA-256, a file
+re-hashed on open only where its mtime changed (GNNBENCH_VERIFY=full: every file; docs/stores.md).
+Stdlib only: imported by the host and inside every stack.
 """
 
 from __future__ import annotations

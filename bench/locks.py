@@ -1,12 +1,10 @@
-"""Locks on what processes share (a stack being installed, a dataset converted, a store built), so
-that two processes, clones or cluster nodes sharing a cache build it once: the second waits, saying
-for whom, then reuses it.
-
-A lock on TARGET is `.locks/NAME.lock` (flock(2)ed while held) and `.locks/NAME.owner` (the owner
-record, created with O_EXCL: it excludes other hosts where flock does not reach) in TARGET's folder;
-how stale ones are taken over is in docs/on-a-cluster.md ("A shared cache"). Re-entrant within a
-process; a child inherits its parent's locks (INHERITED_ENV). Standard library, and filelock where
-importable: it runs in the host, every stack and the images' install step (before pip).
+"""Locks on what processes share (a stack being installed, a dataset converted, a store built):
+processes, clones or cluster nodes sharing a cache build it once; the second waits, saying for
+whom, then reuses it. A lock on TARGET is `.locks/NAME.lock` (flock(2)ed while held) and
+`.locks/NAME.owner` (the owner record, created with O_EXCL: it excludes other hosts where flock does
+not reach) in TARGET's folder; stale ones are taken over as docs/on-a-cluster.md says. Re-entrant
+within a process; a child inherits its parent's locks (INHERITED_ENV). Standard library, and
+filelock where importable: it runs in the host, every stack and the images' install step.
 """
 
 from __future__ import annotations
@@ -375,10 +373,6 @@ class Lock:
         self._flock.release()
 
 
-def inherited() -> set[str]:
-    return set(filter(None, os.environ.get(INHERITED_ENV, "").split(os.pathsep)))
-
-
 @contextmanager
 def _counted(key: str, lock: Lock | None):
     """The lock counted as this process's for the block, then released (None: taken further up)."""
@@ -395,7 +389,7 @@ def _counted(key: str, lock: Lock | None):
 
 def _mine(key: str) -> bool:
     with _held_guard:
-        return bool(_held.get(key)) or key in inherited()
+        return bool(_held.get(key)) or key in os.environ.get(INHERITED_ENV, "").split(os.pathsep)
 
 
 @contextmanager

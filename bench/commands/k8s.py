@@ -74,10 +74,6 @@ def volumes(claim: str, shm_size: str) -> tuple[list[dict], list[dict]]:
     return vols, mounts
 
 
-def resources(gpus_per_node: int) -> dict:
-    return {"limits": {"nvidia.com/gpu": gpus_per_node}} if gpus_per_node else {}
-
-
 def trainjob(suite: str, nodes: int, gpus_per_node: int, image: str, *, name: str, namespace: str | None = None,
              runtime: str = "torch-distributed", claim: str = "gnnbench-results", shm_size: str = "16Gi",
              extra: list[str] = ()) -> dict:
@@ -85,7 +81,7 @@ def trainjob(suite: str, nodes: int, gpus_per_node: int, image: str, *, name: st
     trainer = {"image": image, "command": node_command(suite, name, list(extra)), "numNodes": nodes,
                "numProcPerNode": 1}
     if gpus_per_node:
-        trainer["resourcesPerNode"] = resources(gpus_per_node)
+        trainer["resourcesPerNode"] = {"limits": {"nvidia.com/gpu": gpus_per_node}}
     pod = {"volumes": vols, "containers": [{"name": RUNTIME_JOB, "volumeMounts": mounts}]}
     patch = {"manager": "gnnbench", "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": [
         {"name": RUNTIME_JOB, "template": {"spec": {"template": {"spec": pod}}}}]}}}}
@@ -101,7 +97,7 @@ def pytorchjob(suite: str, nodes: int, gpus_per_node: int, image: str, *, name: 
     container = {"name": "pytorch", "image": image, "command": node_command(suite, name, list(extra)),
                  "volumeMounts": mounts}
     if gpus_per_node:
-        container["resources"] = resources(gpus_per_node)
+        container["resources"] = {"limits": {"nvidia.com/gpu": gpus_per_node}}
 
     def replica(count: int) -> dict:
         return {"replicas": count, "restartPolicy": "OnFailure",

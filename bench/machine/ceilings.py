@@ -69,10 +69,6 @@ def llc_bytes() -> int:
     return max(sizes, default=DEFAULT_LLC_BYTES)
 
 
-def array_bytes() -> int:
-    return int(min(MAX_ARRAY_BYTES, max(MIN_ARRAY_BYTES, ARRAY_OVER_LLC * llc_bytes())))
-
-
 def memcpy_bandwidth() -> float:
     """Bytes copied per second, array to array, both far larger than the caches."""
     src = np.ones(MEMCPY_BYTES, dtype=np.uint8)  # written, so its pages exist (not the zero page)
@@ -105,7 +101,8 @@ def gather_bandwidth(row_bytes: int, source: np.ndarray | None = None) -> float:
 
 
 def _gather_source() -> np.ndarray:
-    return np.ones(array_bytes(), dtype=np.uint8)  # written, so its pages exist (not the zero page)
+    size = int(min(MAX_ARRAY_BYTES, max(MIN_ARRAY_BYTES, ARRAY_OVER_LLC * llc_bytes())))
+    return np.ones(size, dtype=np.uint8)  # written, so its pages exist (not the zero page)
 
 
 # --- disk --------------------------------------------------------------------------------------
@@ -260,11 +257,6 @@ def cache_file(cache: Path) -> Path:
     return Path(cache) / "ceilings" / f"{hashlib.sha256(key.encode()).hexdigest()[:16]}.json"
 
 
-def _file_key(path: Path) -> str:
-    stat = os.stat(path)
-    return f"{Path(path).resolve()}:{stat.st_size}:{stat.st_mtime_ns}"
-
-
 def probe(cache: Path, row_widths: Iterable[int] = (), files: dict[str, tuple[Path, int, int]] | None = None,
           interpreters: Callable[[], Iterable[Path]] = torch_interpreters) -> dict:
     """machine_info["ceilings"], each figure cached or measured now. `files`: label -> (path,
@@ -288,7 +280,8 @@ def probe(cache: Path, row_widths: Iterable[int] = (), files: dict[str, tuple[Pa
         del source
     disk = {}
     for label, (file, record_bytes, offset) in (files or {}).items():
-        key = _file_key(file)
+        stat = os.stat(file)
+        key = f"{Path(file).resolve()}:{stat.st_size}:{stat.st_mtime_ns}"
         entry = known["disk"].get(key)
         if entry is None:
             figures, file_notes = disk_reads(Path(file), record_bytes, offset, label)

@@ -103,8 +103,9 @@ class MemoryCgroup:
         reason = unavailable()
         if reason:
             raise CgroupError(reason)
-        if found == 2:
-            _enable_memory_controller()
+        control = ROOT / "cgroup.subtree_control"
+        if found == 2 and "memory" not in control.read_text().split():
+            _write(control, "+memory")
         # per version: the limit's file, then swap's file (memory.memsw after the limit: it may not be below it)
         limit_file, swap_file, swap_value, swap_words = (
             ("memory.max", "memory.swap.max", 0, "memory.swap.max = 0 (no swap)") if found == 2 else
@@ -177,12 +178,6 @@ def _make(path: Path) -> Path:
     except OSError as exc:
         raise CgroupError(f"cannot create the memory cgroup {path}: {exc.strerror or exc}") from None
     return path
-
-
-def _enable_memory_controller() -> None:
-    control = ROOT / "cgroup.subtree_control"
-    if "memory" not in control.read_text().split():
-        _write(control, "+memory")
 
 
 def _write(path: Path, value) -> None:

@@ -1,10 +1,8 @@
 """Software stacks: the interpreters cells run in. Here the pinned ones, one virtual environment per
-framework built from docker/requirements-NAME.txt, and `get`/`known` for every stack (the ones a user
-registers: bench.stacks.external). A stack's folder name carries a hash of its pins and the host
-Python: unchanged pins reuse the environment, changed ones build a new one beside it. An install
-holds the stack folder's lock (bench/locks.py). Needs only bench.paths and bench.locks: the images
-run `python -m bench.stacks install NAME` first. PyG's sampler (pyg-lib from PyG's wheel index, else
-the fallback built from source) and its record: docs/comparisons.md.
+framework built from docker/requirements-NAME.txt (its folder named by a hash of its pins and the
+host Python, so changed pins build a new one beside it, under the folder's lock), and `get`/`known`
+for every stack. Needs only bench.paths and bench.locks: the images run `python -m bench.stacks
+install NAME` first. PyG's sampler (pyg-lib, else the fallback built from source): docs/comparisons.md.
 """
 
 from __future__ import annotations

@@ -34,13 +34,6 @@ def resident(path: Path, length: int | None = None) -> tuple[int, int]:
         return sum(v & 1 for v in bytes(vector)), pages
 
 
-def resident_share(paths) -> float:
-    """Share of the pages of `paths` in the page cache (0 for no pages)."""
-    counts = [resident(p) for p in paths]
-    total = sum(t for _, t in counts)
-    return sum(r for r, _ in counts) / total if total else 0.0
-
-
 def evict(paths) -> float:
     """Drop `paths` from the page cache; the share of their pages still cached (others' maps)."""
     paths = [Path(p) for p in paths]
@@ -52,7 +45,9 @@ def evict(paths) -> float:
             os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
         finally:
             os.close(fd)
-    return resident_share(paths)
+    counts = [resident(p) for p in paths]
+    total = sum(t for _, t in counts)
+    return sum(r for r, _ in counts) / total if total else 0.0
 
 
 def _unmap_pages_of(path: Path) -> None:
@@ -63,7 +58,7 @@ def _unmap_pages_of(path: Path) -> None:
         if len(fields) < 6:
             continue
         span, perms, _, device, inode, _name = fields
-        if int(inode) != target.st_ino or _device(device) != target.st_dev:
+        if int(inode) != target.st_ino or os.makedev(*(int(x, 16) for x in device.split(":"))) != target.st_dev:
             continue
         if perms[3] == "p" and "w" in perms:
             continue  # a private writable mapping may hold changes that DONTNEED would discard
@@ -71,11 +66,6 @@ def _unmap_pages_of(path: Path) -> None:
         if _libc.madvise(start, end - start, MADV_DONTNEED) != 0:
             err = ctypes.get_errno()
             raise OSError(err, f"madvise on a mapping of {path}: {os.strerror(err)}")
-
-
-def _device(text: str) -> int:
-    major, minor = (int(x, 16) for x in text.split(":"))
-    return os.makedev(major, minor)
 
 
 def _address(mapped: mmap.mmap) -> int:
