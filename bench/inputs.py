@@ -108,9 +108,8 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u20
 
 
 def terminal_safe(text: str) -> str:
-    """Text for a terminal: every character a terminal would obey (_CONTROL) shown escaped (\\x1b,
-    \\u202e), never obeyed; newlines and tabs stay, and so does a carriage return that begins the
-    text (gnnbench's own: a progress line redrawn in place). Escaping twice changes nothing."""
+    """Text for a terminal: every character a terminal would obey (_CONTROL) shown escaped, never
+    obeyed; newlines, tabs and a leading carriage return (a progress line redrawn) stay."""
     head = "\r" if text.startswith("\r") else ""
     return head + _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100
                                else f"\\u{ord(m.group()):04x}", text[len(head):])

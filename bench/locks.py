@@ -166,9 +166,8 @@ def read_owner(target: Path) -> dict | None:
 # --- the flock layer -----------------------------------------------------------------------------
 
 class _Flock:
-    """A non-blocking exclusive flock on one file: filelock's where importable, else fcntl's. Where
-    the filesystem has no flock (ENOLCK, ENOSYS, EOPNOTSUPP) it always succeeds: the owner record
-    alone then excludes."""
+    """A non-blocking exclusive flock on one file (filelock's, else fcntl's); where the filesystem has
+    none it always succeeds: the owner record alone then excludes."""
 
     def __init__(self, path: Path):
         self.path, self._lock, self._fd = path, None, None
@@ -326,9 +325,8 @@ class Lock:
         return True
 
     def _set_aside(self, stale: bytes) -> bool:
-        """Remove a stale record, and only that one (`stale`: its bytes as judged): renamed aside first
-        (one of several takers wins), then put back where it turns out to be a newer owner's. The
-        renamed copy goes however this ends: nothing is left beside the lock."""
+        """Remove a stale record, and only that one (`stale`: its bytes as judged): renamed aside (one
+        of several takers wins), put back where it is a newer owner's; nothing is left beside the lock."""
         aside = self.owner.with_name(f"{self.owner.name}.{uuid.uuid4().hex}")
         try:
             os.rename(self.owner, aside)

@@ -116,9 +116,8 @@ def plan(cores: int, ranks: int = 1, workers: int | str = 0, threads: int | str 
 
 
 def pinned(cores: int, workers: int | str = 0, threads: int | str = AUTO, rule: str | None = None) -> Budget:
-    """The budget of a rank pinned to `cores` cores of its own (its share of its GPU's cores):
-    `num_workers: per-gpu` (`rule`) is recomputed from them (the count the host resolved, usable
-    cores ÷ ranks, can exceed a socket's share), threads fit the rest."""
+    """The budget of a rank pinned to `cores` cores of its own (its share of its GPU's): `per-gpu`
+    workers (`rule`) recomputed from them (the host's count can exceed a socket's share)."""
     if rule == PER_GPU or workers == PER_GPU:
         workers = per_gpu_workers(cores, 1)
     return plan(cores, 1, workers, threads)

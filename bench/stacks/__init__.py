@@ -403,9 +403,8 @@ INDEX_VARIABLES = ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_FIND_LINKS")
 
 
 def check_wheel_indexes(name: str, timeout: float = 20.0) -> None:
-    """Each http(s) wheel index given to pip in the environment answers, or StackError names the
-    ones that do not. pip itself only warns about an index it cannot reach and then fails later on
-    whatever pin only that index has (or quietly installs another build from PyPI)."""
+    """Each http(s) wheel index given to pip in the environment answers, or StackError names the ones
+    that do not (pip only warns, then fails later, or quietly installs another build from PyPI)."""
     unreachable = []
     for variable in INDEX_VARIABLES:
         for url in os.environ.get(variable, "").split():

@@ -59,9 +59,8 @@ def open_readonly(path: Path, label: str):
 
 @contextmanager
 def writing(target: Path, label: str, needed: int, contents: str, map_size: int | None = None):
-    """A new environment for a store's build in a temporary folder that becomes `target` when the
-    block ends without error (hub.atomic_dir); None where another process built it first. The map:
-    `map_size`, else MAP_SIZE_ENV, else `needed` bytes; too small for `contents`, a StoreError says so."""
+    """A new environment for a store's build in a folder that becomes `target` when the block ends
+    without error (hub.atomic_dir); None where another process built it first."""
     import lmdb
 
     map_size = map_size or int(os.environ.get(MAP_SIZE_ENV) or needed)
@@ -131,9 +130,8 @@ def read_meta(path: Path, label: str, format_version: int, expected_fingerprint:
 
 
 class LmdbReader:
-    """What every store reader shares: the checked `__meta__` on construction, its environment
-    opened per process (no handle held, so a reader pickles into DataLoader workers), close.
-    A subclass sets LABEL (for errors), FORMAT_VERSION, REQUIRED (meta keys) and `check()`."""
+    """What every store reader shares: the checked `__meta__`, its environment opened per process
+    (no handle held: a reader pickles into DataLoader workers); subclasses set LABEL and check()."""
 
     LABEL = "LMDB store"
     FORMAT_VERSION = 1
@@ -174,9 +172,8 @@ class LmdbReader:
 
     @classmethod
     def reuse(cls, path: Path, expected_fingerprint: str) -> bool:
-        """True when a finished store at `path` passes its checks (StoreError when it does not), its
-        environment closed again. False, with whatever is there removed for a clean build, where
-        there is none, only what is left of one (no data or no checksums), or another format's."""
+        """True when a finished store at `path` passes its checks (else StoreError); False, whatever is
+        there removed for a clean build, where there is none, half of one, or another format's."""
         if not (checksums.recorded(path) and (Path(path) / "data.mdb").is_file()) or cls._other_format(path):
             if Path(path).exists():
                 discard(Path(path))

@@ -34,6 +34,13 @@ def resident(path: Path, length: int | None = None) -> tuple[int, int]:
         return sum(v & 1 for v in bytes(vector)), pages
 
 
+def resident_share(paths) -> float:
+    """Share of the pages of `paths` in the page cache (0 for no pages)."""
+    counts = [resident(p) for p in paths]
+    total = sum(t for _, t in counts)
+    return sum(r for r, _ in counts) / total if total else 0.0
+
+
 def evict(paths) -> float:
     """Drop `paths` from the page cache; the share of their pages still cached (others' maps)."""
     paths = [Path(p) for p in paths]
@@ -45,9 +52,7 @@ def evict(paths) -> float:
             os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
         finally:
             os.close(fd)
-    counts = [resident(p) for p in paths]
-    total = sum(t for _, t in counts)
-    return sum(r for r, _ in counts) / total if total else 0.0
+    return resident_share(paths)
 
 
 def _unmap_pages_of(path: Path) -> None:
