@@ -1,10 +1,6 @@
-"""Content checksums of the folders gnnbench builds (hub datasets, LMDB stores), so a file that
-changed after its build is named, never read as if it were the data.
-
-A folder's `checksums.json` holds, per file, its size, mtime (ns) and SHA-256, taken once at the
-build. Checking on open costs one stat per file: quick (default) re-hashes only a file whose mtime
-changed (and records the new mtime where the bytes match: a copy); a different size is corrupt at
-once. Full (GNNBENCH_VERIFY=full) re-hashes every file on every open (bit rot, restored times).
+"""Content checksums of the folders gnnbench builds (hub datasets, LMDB stores), so a file changed
+after its build is named, never read as the data: each file's size, mtime (ns) and SHA-256, a file
+re-hashed on open only where its mtime changed (GNNBENCH_VERIFY=full: every file; docs/stores.md).
 Stdlib only: imported by the host and inside every stack.
 """
 
@@ -13,8 +9,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 from pathlib import Path
+
+from bench.paths import write_atomic
 
 CHECKSUMS = "checksums.json"
 VERIFY_ENV = "GNNBENCH_VERIFY"
@@ -49,7 +46,7 @@ def _entry(path: Path, digest: str | None = None) -> dict:
 def record(folder: Path, names) -> None:
     """Write the folder's CHECKSUMS for `names` (call when the files are final and closed)."""
     folder = Path(folder)
-    _write(folder, {"format": FORMAT, "files": {name: _entry(folder / name) for name in names}})
+    write_atomic(folder / CHECKSUMS, json.dumps({"format": FORMAT, "files": {n: _entry(folder / n) for n in names}}))
 
 
 def recorded(folder: Path) -> bool:
@@ -57,8 +54,7 @@ def recorded(folder: Path) -> bool:
 
 
 def verify(folder: Path, what: str, fix: str) -> None:
-    """Check every file the folder's CHECKSUMS lists; ChecksumError names `what` (e.g. "LMDB
-    store"), the folder, the file, what is wrong, and `fix`."""
+    """Check every file the folder's CHECKSUMS lists; ChecksumError names `what`, the file and `fix`."""
     folder = Path(folder)
     try:
         manifest = json.loads((folder / CHECKSUMS).read_text())
@@ -91,18 +87,7 @@ def verify(folder: Path, what: str, fix: str) -> None:
             refreshed = True
     if refreshed:
         try:
-            _write(folder, manifest)
+            write_atomic(folder / CHECKSUMS, json.dumps(manifest))
         except OSError:
             pass  # a read-only copy: it is re-hashed on each open, still checked
 
-
-def _write(folder: Path, manifest: dict) -> None:
-    """Written aside and renamed: a reader never sees half a manifest."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{CHECKSUMS}.", dir=folder)
-    try:
-        with os.fdopen(fd, "w") as out:
-            json.dump(manifest, out, indent=1)
-        os.replace(tmp, folder / CHECKSUMS)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

@@ -1,16 +1,13 @@
-"""Whether a stack's CUDA build runs on this machine's driver and GPUs, and which image tag does.
-
-Checked before a GPU cell builds anything (bench.backends.base unavailable_reason): the driver's
-CUDA version against the CUDA major the stack's torch was built for (minor version compatibility
-holds within a major only), and each GPU's compute capability against the torch's kernels
-(`torch.cuda.get_arch_list()`). A refusal is one line naming what is missing and the image tag
-(IMAGE_TAGS, as docker/Dockerfile builds them) that has it. The checks take plain values, so they
-are tested without a GPU; stdlib only at import.
+"""Whether a stack's CUDA build runs on this machine's driver and GPUs, and which image tag does:
+checked before a GPU cell builds anything (the driver's CUDA major against the torch's, each GPU's
+compute capability against the torch's kernels). A refusal is one line naming what is missing and
+the image tag (IMAGE_TAGS) that has it. Plain values in, so tested without a GPU; stdlib only.
 """
 
 from __future__ import annotations
 
 import re
+import subprocess
 from dataclasses import dataclass
 
 
@@ -74,8 +71,7 @@ def tag_for(*, driver: tuple[int, int] | None = None, capability: tuple[int, int
 
 
 def _instead(driver: tuple[int, int] | None, capability: tuple[int, int] | None) -> str:
-    """Which image tag to use instead: one that runs on this driver and GPU, else the one for this
-    GPU with the driver it needs."""
+    """Which image tag to use instead: one that runs here, else this GPU's with the driver it needs."""
     tag = tag_for(driver=driver, capability=capability)
     if tag is not None:
         return (f"use the image tag :{tag.tag} instead (CUDA {tag.cuda}, driver >= {tag.min_driver}, {tag.gpus}), "
@@ -106,33 +102,26 @@ def problem(torch_cuda: str | None, driver_cuda, gpus: list[tuple[str, tuple[int
     return None
 
 
-def driver_cuda() -> str | None:
-    """The CUDA version the installed driver supports ('12.4'), or None: from torch's driver
-    call, else NVML, else nvidia-smi's header."""
+def driver_cuda() -> int | str | None:
+    """The CUDA version the installed driver supports (12040, or '12.4'), or None: from torch's
+    driver call, else NVML, else nvidia-smi's header."""
     try:
         import torch
 
-        number = torch._C._cuda_getDriverVersion()  # 12040; 0 without a driver
-        if number:
-            return f"{number // 1000}.{number % 1000 // 10}"
+        if number := torch._C._cuda_getDriverVersion():  # 0 without a driver
+            return number
     except Exception:  # noqa: BLE001 - a CPU build of torch, or no such call
         pass
     try:
         import pynvml
 
         pynvml.nvmlInit()
-        number = pynvml.nvmlSystemGetCudaDriverVersion()
-        return f"{number // 1000}.{number % 1000 // 10}"
+        return pynvml.nvmlSystemGetCudaDriverVersion()
     except Exception:  # noqa: BLE001 - no nvidia-ml-py, no driver
         pass
-    import shutil
-    import subprocess
-
-    if shutil.which("nvidia-smi"):
-        try:
-            out = subprocess.run(["nvidia-smi"], capture_output=True, text=True, timeout=30).stdout
-        except (OSError, subprocess.TimeoutExpired):
-            return None
-        found = re.search(r"CUDA Version:\s*(\d+\.\d+)", out)
-        return found.group(1) if found else None
-    return None
+    try:
+        found = re.search(r"CUDA Version:\s*(\d+\.\d+)", subprocess.run(["nvidia-smi"], capture_output=True,
+                                                                        text=True, timeout=30).stdout)
+    except (OSError, subprocess.TimeoutExpired):  # no nvidia-smi
+        return None
+    return found.group(1) if found else None

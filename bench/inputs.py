@@ -65,8 +65,7 @@ def no_control_characters(where: str, value: object) -> str:
 # --- folders and files ----------------------------------------------------------------------
 
 def folder(where: str, path: Path | str, writable: bool) -> Path:
-    """A folder given by the user (`where` names the option or variable): an existing folder, or
-    one that can be created; `writable`: gnnbench will write into it."""
+    """A folder given by the user (`where` names the option), existing or creatable; `writable`: written into."""
     path = Path(path)
     if path.exists() and not path.is_dir():
         raise InputError(f"{where}: {path} is a file, not a folder; allowed: a folder (or a path to create one)")
@@ -109,18 +108,16 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u20
 
 
 def terminal_safe(text: str) -> str:
-    """Text for a terminal: every character a terminal would obey (_CONTROL) shown escaped (\\x1b,
-    \\u202e), never obeyed; newlines and tabs stay, and so does a carriage return that begins the
-    text (gnnbench's own: a progress line redrawn in place). Escaping twice changes nothing."""
+    """Text for a terminal: every character a terminal would obey (_CONTROL) shown escaped, never
+    obeyed; newlines, tabs and a leading carriage return (a progress line redrawn) stay."""
     head = "\r" if text.startswith("\r") else ""
     return head + _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100
                                else f"\\u{ord(m.group()):04x}", text[len(head):])
 
 
 class TerminalSafe:
-    """A text stream whose every write goes through terminal_safe: `gnnbench` prints through it
-    (bench/cli.py wraps stdout and stderr), so no progress, info or error line of any command shows
-    a path, name or value it was given (or read from a file) raw."""
+    """A text stream whose every write goes through terminal_safe (bench/cli.py wraps stdout and
+    stderr in it), so no line shows a path, name or value it was given raw."""
 
     def __init__(self, stream):
         self.stream = stream
@@ -139,18 +136,6 @@ SWITCH = {"", "0", "1"}
 FAULT_KINDS = ("crash", "hang", "oom")
 
 
-def _folder_variable(name: str, writable: bool = False) -> None:
-    value = os.environ.get(name)
-    if value:
-        folder(f"{name}={value}", value, writable)
-
-
-def _switch(name: str) -> None:
-    value = os.environ.get(name, "")
-    if value.strip() not in SWITCH:
-        raise InputError(f"{name}={value!r}: not a switch; allowed: 1 (on), 0 or unset (off)")
-
-
 def _byte_count(name: str, low: int, high: int) -> None:
     value = os.environ.get(name, "")
     try:
@@ -163,9 +148,7 @@ def _byte_count(name: str, low: int, high: int) -> None:
 
 
 def _fault_rules(name: str) -> None:
-    """`KIND[:CELL][@RANK],...`, a test hook (bench/run/worker.py fault_for): KIND crash, hang or oom
-    where the rule matches a cell (the tests also mark runs with rules that match none), RANK a
-    whole number."""
+    """`KIND[:CELL][@RANK],...`, a test hook (bench/run/worker.py fault_for)."""
     value = os.environ.get(name, "")
     for rule in filter(None, value.split(",")):
         kind, _, target = rule.partition(":")
@@ -177,10 +160,11 @@ def _fault_rules(name: str) -> None:
 
 def check_environment() -> None:
     """Every environment variable gnnbench reads from its user, checked once at the start."""
-    _folder_variable("GNNBENCH_CACHE")
-    _folder_variable("GNNBENCH_STACKS_DIR")
-    _folder_variable("GNNBENCH_DATA_ROOT")
+    for name in ("GNNBENCH_CACHE", "GNNBENCH_STACKS_DIR", "GNNBENCH_DATA_ROOT"):
+        if os.environ.get(name):
+            folder(f"{name}={os.environ[name]}", os.environ[name], writable=False)
     _byte_count("GNNBENCH_LMDB_MAP_SIZE", 2**20, 2**50)
     _fault_rules("GNNBENCH_FAULT")
-    _switch("GNNBENCH_OFFLINE")
-    _switch("GNNBENCH_IN_CONTAINER")
+    for name in ("GNNBENCH_OFFLINE", "GNNBENCH_IN_CONTAINER"):
+        if os.environ.get(name, "").strip() not in SWITCH:
+            raise InputError(f"{name}={os.environ[name]!r}: not a switch; allowed: 1 (on), 0 or unset (off)")

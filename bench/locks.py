@@ -1,21 +1,10 @@
-"""Locks on what processes share (a stack being installed, a dataset converted, a store built), so
-that two processes, clones or cluster nodes sharing a cache build it once: the second waits, saying
-for whom, then reuses it.
-
-A lock on TARGET is two files under TARGET's folder's `.locks/` (removed on release):
-  NAME.lock   flock(2)ed while held; the kernel releases it when its holder dies.
-  NAME.owner  the owner record (host, pid, start time, heartbeat, what it does), created with O_EXCL
-              under the flock: it excludes other hosts where flock does not reach them (NFSv3
-              without a lock manager, some FUSE filesystems) and names the owner to waiters.
-A record is trusted only where it is exactly what `new_record` writes; anything else is "an
-unreadable owner record", waited on and taken over once unchanged for STALE_S (HALF_WRITTEN_S for
-an empty or cut-off one). A dead holder's record is taken over (said): on the same machine (host,
-boot id, PID namespace) once its pid is gone or reused; elsewhere once its heartbeat (rewritten
-every HEARTBEAT_S) has not changed for STALE_S by the waiter's own clock (GNNBENCH_LOCK_STALE_S).
-Re-entrant within a process; a child inherits its parent's locks (INHERITED_ENV).
-
-Standard library, and filelock where importable (its flock; fcntl's where it is not): it runs in the
-host, every stack and the images' install step (before pip).
+"""Locks on what processes share (a stack being installed, a dataset converted, a store built):
+processes, clones or cluster nodes sharing a cache build it once; the second waits, saying for
+whom, then reuses it. A lock on TARGET is `.locks/NAME.lock` (flock(2)ed while held) and
+`.locks/NAME.owner` (the owner record, created with O_EXCL: it excludes other hosts where flock does
+not reach) in TARGET's folder; stale ones are taken over as docs/on-a-cluster.md says. Re-entrant
+within a process; a child inherits its parent's locks (INHERITED_ENV). Standard library, and
+filelock where importable: it runs in the host, every stack and the images' install step.
 """
 
 from __future__ import annotations
@@ -28,6 +17,8 @@ import time
 import uuid
 from contextlib import contextmanager
 from pathlib import Path
+
+from bench.paths import write_atomic
 
 LOCKS_DIR = ".locks"
 HEARTBEAT_S = 5.0
@@ -78,8 +69,7 @@ def machine() -> dict:
 
 
 def process_start(pid: int) -> str:
-    """The process's start time in clock ticks since boot (/proc/PID/stat), '' where unknown: a pid
-    reused by another process has another start time."""
+    """The process's start time in ticks since boot, '' where unknown: a reused pid has another."""
     stat = _read(f"/proc/{pid}/stat")
     return stat.rsplit(")", 1)[-1].split()[19] if ")" in stat else ""
 
@@ -106,8 +96,7 @@ def same_machine(record: dict) -> bool:
 
 
 def provably_dead(record: dict) -> str | None:
-    """Why the owner of a record is gone, where this machine can tell at once (same host, boot and
-    PID namespace, and the pid is gone or another process now), else None."""
+    """Why the owner of a record is gone, where this machine can tell at once, else None."""
     if same_machine(record) and not pid_alive(record["pid"], record["pid_start"]):
         return f"process {record['pid']} is gone"
     return None
@@ -146,8 +135,7 @@ def parse_record(text: str) -> tuple[dict | None, str]:
 
 
 def read_record(path: Path) -> tuple[dict | None, str | None, bytes]:
-    """An owner record file: (record, None, its bytes) where readable; (None, why, bytes) where it is
-    there but unreadable; (None, None, b'') where there is none."""
+    """An owner record file as (record, None, bytes), (None, why unreadable, bytes) or (None, None, b'')."""
     try:
         with open(path, "rb") as f:
             data = f.read(RECORD_BYTES + 1)  # a record is a few hundred bytes: a huge file is never read whole
@@ -178,18 +166,17 @@ def read_owner(target: Path) -> dict | None:
 # --- the flock layer -----------------------------------------------------------------------------
 
 class _Flock:
-    """A non-blocking exclusive flock on one file: filelock's where importable, else fcntl's. Where
-    the filesystem has no flock (ENOLCK, ENOSYS, EOPNOTSUPP) it always succeeds: the owner record
-    alone then excludes."""
+    """A non-blocking exclusive flock on one file (filelock's, else fcntl's); where the filesystem has
+    none it always succeeds: the owner record alone then excludes."""
 
     def __init__(self, path: Path):
         self.path, self._lock, self._fd = path, None, None
         try:
             import filelock
-        except ImportError:
-            filelock = None
-        if filelock is not None:
+
             self._lock, self._timeout = filelock.FileLock(str(path)), filelock.Timeout
+        except ImportError:
+            pass
 
     def try_acquire(self) -> bool:
         if self._lock is not None:
@@ -224,6 +211,17 @@ class _Flock:
         if self._fd is not None:
             os.close(self._fd)  # closing releases the flock
             self._fd = None
+
+
+def _create_exclusively(path: Path, data: bytes) -> bool:
+    """Create `path` holding `data` (O_EXCL); False where it is there already."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    except FileExistsError:
+        return False
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+    return True
 
 
 # --- taking and holding ---------------------------------------------------------------------------
@@ -277,8 +275,7 @@ class Lock:
             f"; taken over once it stays unchanged for {limit:.0f} s" if limit else "")
 
     def _claim(self) -> bool:
-        """With the flock held: create the owner record, or take a stale one over. False where a
-        live owner holds it (another host, where flock does not reach across hosts)."""
+        """With the flock held: create the owner record, or take a stale one over; False: a live owner."""
         mine = new_record(self.what)
         if self._create(mine):
             return True
@@ -309,8 +306,7 @@ class Lock:
         return HALF_WRITTEN_S if why in ("empty", "cut off, or not JSON") else stale_after()
 
     def _quiet(self, record: dict, limit: float | None = None) -> float | None:
-        """The seconds of this process's clock its heartbeat has stayed unchanged, where at least
-        `limit` (default stale_after()); else None."""
+        """The seconds (this process's clock) the heartbeat stayed unchanged, if at least `limit`."""
         token, beat, now = record["token"], record["beat"], time.monotonic()
         if token not in self._seen:
             self._seen[token] = (beat, now)
@@ -323,19 +319,14 @@ class Lock:
 
     def _create(self, record: dict) -> bool:
         """Create the owner record (exclusively) and take it as this lock's."""
-        try:
-            fd = os.open(self.owner, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-        except FileExistsError:
+        if not _create_exclusively(self.owner, json.dumps(record).encode()):
             return False
-        with os.fdopen(fd, "w") as f:
-            json.dump(record, f)
         self.record = record
         return True
 
     def _set_aside(self, stale: bytes) -> bool:
-        """Remove a stale record, and only that one (`stale`: its bytes as judged): renamed aside first
-        (one of several takers wins), then put back where it turns out to be a newer owner's. The
-        renamed copy goes however this ends: nothing is left beside the lock."""
+        """Remove a stale record, and only that one (`stale`: its bytes as judged): renamed aside (one
+        of several takers wins), put back where it is a newer owner's; nothing is left beside the lock."""
         aside = self.owner.with_name(f"{self.owner.name}.{uuid.uuid4().hex}")
         try:
             os.rename(self.owner, aside)
@@ -345,12 +336,7 @@ class Lock:
             taken = aside.read_bytes()
             if taken == stale:
                 return True
-            try:  # a newer owner's: back, unless newer still is there
-                fd = os.open(self.owner, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-            except FileExistsError:
-                return False
-            with os.fdopen(fd, "wb") as f:
-                f.write(taken)
+            _create_exclusively(self.owner, taken)  # a newer owner's: back, unless newer still is there
             return False
         finally:
             aside.unlink(missing_ok=True)
@@ -366,9 +352,7 @@ class Lock:
                 self.say(f"lost the lock on {self.target}: another process judged it stale and took it over")
                 return
             self.record = {**self.record, "heartbeat": time.time(), "beat": self.record["beat"] + 1}
-            fresh = self.owner.with_name(f"{self.owner.name}.{os.getpid()}.beat")
-            fresh.write_text(json.dumps(self.record))
-            os.replace(fresh, self.owner)  # atomic: readers see the old record or the new one
+            write_atomic(self.owner, json.dumps(self.record))  # readers see the old record or the new one
 
     def release(self) -> None:
         self._stop.set()
@@ -376,10 +360,7 @@ class Lock:
             self._beater.join(timeout=heartbeat_every() + 5)
         current = read_owner(self.target)
         if current is not None and self.record is not None and current["token"] == self.record["token"]:
-            try:
-                os.unlink(self.owner)
-            except FileNotFoundError:
-                pass
+            self.owner.unlink(missing_ok=True)
         # the lock file and an empty folder go too: a waiter holding the unlinked file's flock and a
         # newcomer flocking a new one are still kept apart by the owner record, created exclusively
         for remove in (self.path.unlink, self.path.parent.rmdir):
@@ -390,44 +371,36 @@ class Lock:
         self._flock.release()
 
 
-def inherited() -> set[str]:
-    return set(filter(None, os.environ.get(INHERITED_ENV, "").split(os.pathsep)))
-
-
 @contextmanager
-def _holding(key: str, lock: Lock):
+def _counted(key: str, lock: Lock | None):
+    """The lock counted as this process's for the block, then released (None: taken further up)."""
     with _held_guard:
-        _held[key] = 1
+        _held[key] = _held.get(key, 0) + 1
     try:
         yield
     finally:
         with _held_guard:
-            _held.pop(key, None)
-        lock.release()
+            _held[key] -= 1
+        if lock is not None:
+            lock.release()
+
+
+def _mine(key: str) -> bool:
+    with _held_guard:
+        return bool(_held.get(key)) or key in os.environ.get(INHERITED_ENV, "").split(os.pathsep)
 
 
 @contextmanager
 def held(target: Path, what: str, say=print):
     """Hold the lock on `target` for the block: wait for another holder (saying who), take a
     stale lock over (saying why). Yields the Lock (its `waited_for`: the owner waited for), or None
-    where this process holds it already: re-entrant in a process, and a lock a parent holds for
-    this process (INHERITED_ENV) is not taken again."""
+    where this process (or its parent, INHERITED_ENV) holds it already."""
     key = str(lock_file(target).absolute())
-    with _held_guard:
-        again = bool(_held.get(key)) or key in inherited()
-        if again:
-            _held[key] = _held.get(key, 0) + 1
-    if again:
-        try:
-            yield None
-        finally:
-            with _held_guard:
-                _held[key] -= 1
-        return
-    lock = Lock(target, what, say)
-    lock.acquire()
-    lock.start_heartbeat()
-    with _holding(key, lock):
+    lock = None if _mine(key) else Lock(target, what, say)
+    if lock is not None:
+        lock.acquire()
+        lock.start_heartbeat()
+    with _counted(key, lock):
         yield lock
 
 
@@ -436,13 +409,11 @@ def held_if_free(target: Path, what: str, say=print):
     """Hold the lock on `target` for the block if it is free (or provably stale): yields True, else
     False at once (someone, maybe this process or its parent, is at work on it). For sweeps."""
     key = str(lock_file(target).absolute())
-    with _held_guard:
-        mine = _held.get(key, 0) or key in inherited()
     lock = Lock(target, what, say)
-    if mine or not lock.attempt():
+    if _mine(key) or not lock.attempt():
         yield False
         return
-    with _holding(key, lock):
+    with _counted(key, lock):
         yield True
 
 

@@ -39,12 +39,6 @@ class Mode:
         return self.storage == PINNED
 
     @property
-    def data_on_host(self) -> bool:
-        """The graph and features stay in host memory (pageable or pinned): a disk-backed store can
-        serve them; each batch is copied to the training device at the end of the pipeline."""
-        return self.storage != CUDA
-
-    @property
     def features_off_rank(self) -> bool:
         """Each rank leaves the hub's features mapped rather than reading its own copy (pinned in place
         once per node, or read from the map straight to the GPU)."""
@@ -100,8 +94,7 @@ KNOWN_WORKER_ERRORS = ("cudaHostUnregister", "Cannot re-initialize CUDA in forke
 
 
 def known_worker_failure(mode_name: str, num_workers: int, reason: str) -> str | None:
-    """The label of a failed cell that is the known failure of DataLoader workers in a mode whose
-    seeds are on the GPU; only where the recorded error is that one (another error is not it)."""
+    """The label of a failed cell whose recorded error is the known one of workers with GPU seeds."""
     if mode(mode_name).workers_allowed or not num_workers:
         return None
     if any(marker in (reason or "") for marker in KNOWN_WORKER_ERRORS):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import re
 import sys
+import threading
 from pathlib import Path
 
 
@@ -16,23 +17,34 @@ def repo_root() -> Path:
     return Path(__file__).resolve().parents[1]
 
 
-def cache_root() -> Path:
-    """GNNBENCH_CACHE, else the user's cache dir (~/.cache/gnnbench on Linux)."""
-    if os.environ.get("GNNBENCH_CACHE"):
-        return Path(os.environ["GNNBENCH_CACHE"])
+def write_atomic(path: Path, text: str) -> None:
+    """Write `path` whole (its folder made if need be): aside, then renamed over it, so a reader
+    never sees half of it."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".{path.name}.{os.getpid()}-{threading.get_ident()}")
+    try:
+        partial.write_text(text)
+        os.replace(partial, path)
+    finally:
+        partial.unlink(missing_ok=True)
+
+
+def _user_cache() -> Path:
     from platformdirs import user_cache_dir  # host side only; stacks get GNNBENCH_CACHE set
 
     return Path(user_cache_dir("gnnbench"))
 
 
-def stacks_dir() -> Path:
-    """GNNBENCH_STACKS_DIR, else the user's cache dir; independent of the dataset cache, so a
-    run with a private dataset cache still finds the installed stacks (pinned and external)."""
-    if os.environ.get("GNNBENCH_STACKS_DIR"):
-        return Path(os.environ["GNNBENCH_STACKS_DIR"])
-    from platformdirs import user_cache_dir
+def cache_root() -> Path:
+    """GNNBENCH_CACHE, else the user's cache dir (~/.cache/gnnbench on Linux)."""
+    return Path(os.environ.get("GNNBENCH_CACHE") or _user_cache())
 
-    return Path(user_cache_dir("gnnbench")) / "stacks"
+
+def stacks_dir() -> Path:
+    """GNNBENCH_STACKS_DIR, else the user's cache dir's stacks/; independent of the dataset cache, so
+    a run with a private dataset cache still finds the installed stacks (pinned and external)."""
+    return Path(os.environ.get("GNNBENCH_STACKS_DIR") or _user_cache() / "stacks")
 
 
 # A stack's install record (bench/stacks/ writes it; the backends read it in their stack)
@@ -67,8 +79,7 @@ for m in sys.argv[1:]:
 
 
 def recorded_sampler(folder: Path) -> dict:
-    """What the install of the pinned stack in `folder` recorded about its sampler's source ({} where
-    nothing: a stack without pyg-wheels pins, an external one)."""
+    """What the install of the pinned stack in `folder` recorded about its sampler's source ({}: nothing)."""
     import json
 
     try:
@@ -103,9 +114,8 @@ def running_stack_sampler() -> str:
 
 
 def cache_dir(given: Path | str | None, writable: bool) -> Path:
-    """The dataset hub folder: `--cache-dir` where given, else cache_root(); checked as the
-    input it came from (InputError names the option or the variable). `writable`: the command
-    writes there (prepare, run), not only reads (list, info)."""
+    """The dataset hub folder: `--cache-dir` where given, else cache_root(), checked as the input it
+    came from; `writable`: the command writes there."""
     from bench.inputs import folder  # inputs imports this module (the layers' lowest): a cycle at the top
 
     if given:

@@ -39,10 +39,9 @@ class _Loader(yaml.SafeLoader):
 
 
 def _expanded(node) -> tuple[int, int, yaml.Node]:
-    """(values, depth, the deepest node) of the document under `node` as it would be built, with
-    each alias expanded, computed once per node (an alias reuses its anchor's node, so this never
-    walks an expansion); iterative, so a deep file cannot exhaust the stack. StrictYamlError for an
-    alias inside its own anchor (a document that never ends)."""
+    """(values, depth, the deepest node) of the document under `node` as built, aliases expanded but
+    each node counted once (never walking an expansion), iteratively (a deep file cannot exhaust the
+    stack). StrictYamlError for an alias inside its own anchor (a document that never ends)."""
     done: dict[int, tuple[int, int, yaml.Node]] = {}
     open_nodes: set[int] = set()
     stack = [(node, False)]

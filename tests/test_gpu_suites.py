@@ -135,8 +135,8 @@ def test_modes_declare_where_things_run_and_what_is_pinned():
     assert not modes.mode("cpu-cpu").needs_gpu and modes.mode("cpu-cpu").backend_for_ranks == "gloo"
     cpu_cuda, pinned, cuda = modes.mode("cpu-cuda"), modes.mode("pinned-cuda"), modes.mode("cuda-cuda")
     assert cpu_cuda.copies_batches and not cpu_cuda.seeds_to_device_first and cpu_cuda.workers_allowed
-    assert pinned.pinned and pinned.seeds_to_device_first and pinned.overlap_feature_fetch and pinned.data_on_host
-    assert cuda.storage == modes.CUDA and not cuda.data_on_host and cuda.overlap_feature_fetch
+    assert pinned.pinned and pinned.seeds_to_device_first and pinned.overlap_feature_fetch
+    assert cuda.storage == modes.CUDA and cuda.overlap_feature_fetch
     assert all(m.backend_for_ranks == "nccl" for m in (cpu_cuda, pinned, cuda))
     assert modes.pins(CellSettings(mode="cpu-cuda", pin_memory=True)) and not modes.pins(CellSettings(mode="cpu-cuda"))
     with pytest.raises(KeyError, match="allowed: cpu-cpu"):

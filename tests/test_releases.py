@@ -56,7 +56,7 @@ def test_an_unknown_release_names_the_table(tmp_path):
 
 def test_requirements_are_written_whole(tmp_path):
     path = tmp_path / "requirements" / "pyg@2.6.1.txt"
-    versions.write_requirements(path, "torch==2.13.0\n")
+    stacks.VersionedStack("pyg@2.6.1", path, "torch==2.13.0\n").write_requirements()
     assert path.read_text() == "torch==2.13.0\n" and [p.name for p in path.parent.iterdir()] == [path.name]
 
 

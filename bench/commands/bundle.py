@@ -1,16 +1,8 @@
 """`gnnbench bundle DIR --python 3.X --platform x86_64|aarch64`: everything a GPU node without
-internet needs to run gnnbench, in one folder, written on a machine that has the internet (docs/gpus.md).
-
-    DIR/install.sh        run on the node (docker/node-install.sh): installs against its own Python and
-                          torch, builds the sampler where no wheel fits, registers the interpreter
-    DIR/bundle.json       the target (Python, platform, glibc, torch build) and what the folder holds
-    DIR/gnnbench/         gnnbench's source tree, installed editable there as the images do
-    DIR/wheels/           gnnbench's dependencies as wheels for the target (compiled: that Python only)
-    DIR/torch/            torch with its dependencies, only with --with-torch
-    DIR/sampler/TAG/      pyg-lib, torch-scatter, torch-sparse wheels for torch build TAG (PyG's wheel
-                          index, or pip's cache where the target is this machine's pyg stack)
-    DIR/sampler/src/      torch-scatter's and torch-sparse's sources, built on the node if no wheel fits
-    DIR/hub/              the chosen suites' datasets, prepared (synthetic ones are made on the node)
+internet needs to run gnnbench, in one folder written where there is internet (docs/gpus.md):
+install.sh, bundle.json (the target, what the folder holds), gnnbench/ (the source), wheels/,
+torch/ (--with-torch), sampler/TAG/ (wheels for torch build TAG), sampler/src/ (built on the node
+where no wheel fits) and hub/ (the chosen suites' datasets, prepared).
 """
 
 from __future__ import annotations
@@ -114,8 +106,7 @@ def say(text: str) -> None:
 
 
 def pip(args: list[str], what: str, python: str = sys.executable, env: dict | None = None) -> str:
-    """pip with this machine's settings (its indexes, wheel folders, CA bundle); its output, or
-    BundleError with its last lines."""
+    """pip with this machine's settings: its output, or BundleError with its last lines."""
     cmd = [python, "-m", "pip", *args]
     env = {**os.environ, **(env or {}), "PIP_PROGRESS_BAR": "off", "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
@@ -126,8 +117,7 @@ def pip(args: list[str], what: str, python: str = sys.executable, env: dict | No
 
 
 def check_torch_version(target: Target, torch: str) -> None:
-    """The torch version is one the package index has for the target (pip's index query: the
-    versions only, nothing downloaded), so a mistyped --torch is said before any download."""
+    """The package index has that torch for the target, so a mistyped --torch is said before any download."""
     listed = pip(["index", "versions", "torch", *target.pip_options()],
                  f"the torch versions on the package index for {target.describe()}")
     found = re.search(r"Available versions: (.*)", listed)
@@ -174,8 +164,7 @@ def revision() -> str:
 # --- the steps ---------------------------------------------------------------------------------
 
 def check_folder(out: Path) -> list[str]:
-    """A new or empty folder, or an earlier bundle: the files its manifest lists as written by
-    gnnbench bundle (the only ones an update removes or replaces)."""
+    """A new or empty folder, or an earlier bundle: the files its manifest lists (an update's to replace)."""
     if out.exists() and not out.is_dir():
         raise InputError(f"{out}: is a file; give a folder for the bundle")
     if not out.is_dir() or not any(out.iterdir()):
@@ -223,13 +212,11 @@ def source_files() -> list[tuple[str, Path]]:
 
 
 def copy_source(out: Path, previous: list[str]) -> list[str]:
-    """gnnbench's source tree and install.sh: what the previous manifest lists is removed (a file
-    gone from the tree must not stay), then the tree is copied. The files written."""
-    for rel in previous:
-        path = out / rel
-        if _inside(out, rel) and (path.is_file() or path.is_symlink()):
-            path.unlink()
-    for folder in sorted({(out / rel).parent for rel in previous if _inside(out, rel)}, key=lambda p: -len(p.parts)):
+    """gnnbench's source tree and install.sh, in place of what the previous manifest lists: the files written."""
+    for rel in previous:  # each inside `out` (check_folder)
+        if (out / rel).is_file() or (out / rel).is_symlink():
+            (out / rel).unlink()
+    for folder in sorted({(out / rel).parent for rel in previous}, key=lambda p: -len(p.parts)):
         while folder != out and folder.is_dir() and not any(folder.iterdir()):
             folder.rmdir()  # emptied by the removal above
             folder = folder.parent
@@ -263,8 +250,8 @@ def sampler_from_index(out: Path, target: Target, tag: str, torch: str, cuda: st
 
 
 def sampler_from_cache(out: Path, target: Target, tag: str, source_pins: dict[str, str]) -> tuple[list[str], str]:
-    """torch-scatter and torch-sparse as the local pyg stack has them (pip's cache of the wheels it
-    built), where the node is this machine's kind and has that stack's torch: (files, note)."""
+    """torch-scatter and torch-sparse from pip's cache of the local pyg stack's builds, where they fit
+    the target: (files, note)."""
     if not target.is_here():
         return [], f"the wheels built here are for CPython {sys.version_info.major}.{sys.version_info.minor} on " \
                    f"{platform.machine()}, not the target"

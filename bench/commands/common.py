@@ -64,8 +64,7 @@ def results_path(args, kind: str, suite_name: str) -> Path:
 
 @contextlib.contextmanager
 def ending_as_interrupt():
-    """SIGTERM and SIGHUP end a command as Ctrl-C does (KeyboardInterrupt, exit EXIT_INTERRUPTED), so
-    a run writes its finished cells and a command removes what it half wrote (bench/cli.py)."""
+    """SIGTERM and SIGHUP end a command as Ctrl-C does, so a run keeps its finished cells (bench/cli.py)."""
     def interrupt(signum, frame):
         raise KeyboardInterrupt(signal.Signals(signum).name)
 

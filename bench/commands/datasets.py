@@ -43,34 +43,32 @@ def run(args) -> int:
         params.check_spec(spec)  # the rules a suite's `params` obey
     except ValueError as exc:
         raise DatasetError(f"{exc} (`gnnbench datasets list` shows the known datasets)") from None
-    if args.datasets_command == "check":
-        return check(spec, cache)
-    if args.datasets_command == "prepare":
-        sweep_stale(cache)
-        if args.data_root:
-            folder(f"--data-root {args.data_root}", args.data_root, writable=False)
-        print(f"preparing {args.name} ...", flush=True)
-        started = time.perf_counter()
-        # the stack its source needs is installed if missing (StackHost install=True)
-        done = ready(spec, cache, args.data_root, host=StackHost(cache, install=True), interactive=True)
-        print(f"prepared in {time.perf_counter() - started:.1f} s" if done.built else "already in the hub")
+    if args.datasets_command in ("prepare", "check"):
+        prepare(args, spec, cache)
     print("\n".join(dataset_info.info_lines(spec, cache)))
     return 0
 
 
-def check(spec: dict, cache: Path) -> int:
-    """`gnnbench datasets check SOURCE:PATH`: a user's graph checked and converted into the hub
-    (the next run reuses it); a bad file is a DatasetError naming it (exit 2)."""
-    if not reads_user_files(spec):
+def prepare(args, spec: dict, cache: Path) -> None:
+    """`datasets prepare NAME`, and `datasets check SOURCE:PATH`: a user's graph checked and converted
+    into the hub. The stack its source needs is installed if missing (StackHost install=True)."""
+    checking = args.datasets_command == "check"
+    if checking and not reads_user_files(spec):
         mine = [s for s in datasets.SOURCES if datasets.user_files(s)]
         raise DatasetError(f"{spec['name']}: `datasets check` reads your own graph's files; allowed: "
                            f"{', '.join(f'{s}:PATH' for s in mine)} (`gnnbench datasets prepare` for the others)")
+    data_root = None if checking else args.data_root
+    if data_root:
+        folder(f"--data-root {data_root}", data_root, writable=False)
     sweep_stale(cache)
-    print(f"checking {spec['source']}:{spec['params'].get('path')} ...", flush=True)
+    print(f"checking {spec['source']}:{spec['params'].get('path')} ..." if checking else f"preparing {args.name} ...",
+          flush=True)
     started = time.perf_counter()
-    # the messages of a stack's interpreter come back as one line; its stack is installed if missing
-    done = ready(spec, cache, None, host=StackHost(cache, install=True))
-    print(f"ok: checked and converted in {time.perf_counter() - started:.1f} s" if done.built
-          else "already checked and converted (its files are unchanged since)")
-    print("\n".join(dataset_info.info_lines(spec, cache)))
-    return 0
+    # in `check` the messages of a stack's interpreter come back as one line
+    done = ready(spec, cache, data_root, host=StackHost(cache, install=True), interactive=not checking)
+    took = f"{time.perf_counter() - started:.1f} s"
+    if checking:
+        print(f"ok: checked and converted in {took}" if done.built
+              else "already checked and converted (its files are unchanged since)")
+    else:
+        print(f"prepared in {took}" if done.built else "already in the hub")

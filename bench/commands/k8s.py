@@ -1,13 +1,7 @@
 """`gnnbench k8s SUITE --nodes N --gpus-per-node G --image IMG [--kind trainjob|pytorchjob]`: a
-Kubeflow manifest that runs a suite on N pods, one per node (docs/on-a-cluster.md).
-
-- `trainjob` (default): Kubeflow Trainer v2's `TrainJob` naming a runtime (`runtimeRef`, default
-  the `torch-distributed` ClusterTrainingRuntime); the volumes go in `runtimePatches`, on the
-  runtime's `node` job and container.
-- `pytorchjob`: the Training Operator v1's `PyTorchJob`: one Master and N-1 Workers.
-Each pod runs `gnnbench run SUITE`, which takes its node count, rank and rendezvous address from
-the operator's PET_* variables (bench/run/cluster_env.py) and starts its own ranks, so each pod is
-one process to the operator. Results go to the claim `--results-claim`: /results/JOB/nodeK.
+Kubeflow manifest that runs a suite on N pods, one per node, each `gnnbench run SUITE` taking its
+rank from the operator's PET_* variables (docs/on-a-cluster.md). Results go to the claim
+`--results-claim`: /results/JOB/nodeK.
 """
 
 from __future__ import annotations
@@ -23,9 +17,8 @@ from bench.commands.slurm import add_shape, check_shape, fit, node_run, run_args
 from bench.inputs import InputError, new_output_file, no_control_characters
 
 KINDS = ("trainjob", "pytorchjob")
-# Kubernetes' name rules, as whole-string patterns (fullmatch: `$` would pass a trailing newline).
-# The job: an RFC 1035 label (Kubeflow Trainer names its JobSet, services and pods after it); the
-# namespace: an RFC 1123 label; the claim and the runtime: RFC 1123 subdomains.
+# Kubernetes' name rules, whole-string (fullmatch): the job an RFC 1035 label (Kubeflow Trainer names its
+# JobSet, services and pods after it), the namespace an RFC 1123 label, the claim and runtime subdomains.
 LABEL_1123 = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
 SUBDOMAIN = (re.compile(rf"{LABEL_1123}(\.{LABEL_1123})*"), 253,
              "lower-case letters, digits, '-' and '.', at most 253, each dot-separated part starting and ending with a "
@@ -81,10 +74,6 @@ def volumes(claim: str, shm_size: str) -> tuple[list[dict], list[dict]]:
     return vols, mounts
 
 
-def resources(gpus_per_node: int) -> dict:
-    return {"limits": {"nvidia.com/gpu": gpus_per_node}} if gpus_per_node else {}
-
-
 def trainjob(suite: str, nodes: int, gpus_per_node: int, image: str, *, name: str, namespace: str | None = None,
              runtime: str = "torch-distributed", claim: str = "gnnbench-results", shm_size: str = "16Gi",
              extra: list[str] = ()) -> dict:
@@ -92,7 +81,7 @@ def trainjob(suite: str, nodes: int, gpus_per_node: int, image: str, *, name: st
     trainer = {"image": image, "command": node_command(suite, name, list(extra)), "numNodes": nodes,
                "numProcPerNode": 1}
     if gpus_per_node:
-        trainer["resourcesPerNode"] = resources(gpus_per_node)
+        trainer["resourcesPerNode"] = {"limits": {"nvidia.com/gpu": gpus_per_node}}
     pod = {"volumes": vols, "containers": [{"name": RUNTIME_JOB, "volumeMounts": mounts}]}
     patch = {"manager": "gnnbench", "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": [
         {"name": RUNTIME_JOB, "template": {"spec": {"template": {"spec": pod}}}}]}}}}
@@ -108,7 +97,7 @@ def pytorchjob(suite: str, nodes: int, gpus_per_node: int, image: str, *, name: 
     container = {"name": "pytorch", "image": image, "command": node_command(suite, name, list(extra)),
                  "volumeMounts": mounts}
     if gpus_per_node:
-        container["resources"] = resources(gpus_per_node)
+        container["resources"] = {"limits": {"nvidia.com/gpu": gpus_per_node}}
 
     def replica(count: int) -> dict:
         return {"replicas": count, "restartPolicy": "OnFailure",

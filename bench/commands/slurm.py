@@ -1,11 +1,7 @@
 """`gnnbench slurm SUITE --nodes N --gpus-per-node G`: an sbatch script that runs a suite on N nodes
-(docs/on-a-cluster.md).
-
-`srun` starts `gnnbench run SUITE` once per node; each run takes its node count, rank and
-rendezvous host from SLURM's variables (bench/run/cluster_env.py) and writes into
-RESULTS/slurm-JOBID/nodeK/. `--requeue` and `--signal=B:USR1@300` requeue the job before its time
-limit, and each node resumes from its journal. `--container-image` runs gnnbench in an image
-(pyxis/enroot, or `--container-runtime apptainer`); `--submit` hands the script to sbatch.
+(docs/on-a-cluster.md). `srun` starts `gnnbench run SUITE` once per node; each run takes its node
+count, rank and rendezvous host from SLURM's variables (bench/run/cluster_env.py), writes into
+RESULTS/slurm-JOBID/nodeK/ and, after a requeue, resumes from its journal.
 """
 
 from __future__ import annotations
@@ -29,10 +25,8 @@ NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.,-]{0,199}")  # partition names (a co
 # An image reference: registry[:port]/name[:tag][@digest], enroot's REGISTRY#IMAGE, or a squashfs path
 IMAGE = re.compile(r"[A-Za-z0-9./_][A-Za-z0-9._/:@#+~-]{0,499}")
 IMAGE_RULE = "letters, digits and . _ / : @ # + ~ - (an image reference, or a squashfs file's path)"
-# sbatch reads the #SBATCH lines itself (not bash): it splits them at blanks, takes double quotes
-# (and, since 18.08, single quotes) and backslashes, and ends a line at '#' (older versions even
-# inside quotes). The --output path is written in double quotes, so it may hold blanks and single
-# quotes; a '#' would cut it short, a '"' end the quotes, a backslash turn off sbatch's %j.
+# sbatch reads the #SBATCH lines itself (not bash). The --output path is written in double quotes
+# (blanks and single quotes pass); a '#' would cut it short, a '"' end the quotes, a backslash turn off %j.
 SBATCH_PATH_REFUSED = ("\\", '"', "#")
 RUNTIMES = ("pyxis", "apptainer")
 
@@ -71,8 +65,7 @@ def check_shape(nodes: int, gpus_per_node: int) -> None:
 
 
 def fit(suite_arg: str, nodes: int, gpus_per_node: int) -> tuple[str, list[str], list[str]]:
-    """The suite's name, its cells that fit N nodes x G GPUs per node, and why the others do not
-    (they will be skipped on the nodes with the same reasons). None fitting is an input error."""
+    """The suite's name, its cells that fit N nodes x G GPUs per node, and why the others do not."""
     suite, _ = suite_mod.load(suite_arg)
     fits, misfits = [], []
     for cell in suite_mod.expand(suite):
@@ -115,7 +108,6 @@ def script(suite: str, nodes: int, gpus_per_node: int, results: Path, *, partiti
            extra: list[str] = ()) -> str:
     """The sbatch script's text."""
     name = re.sub(r"[^A-Za-z0-9_.-]", "-", Path(suite).stem)[:40]
-    check_values(suite=suite, results=results, partition=partition, time=time, image=image, extra=extra)
     lines = ["#!/bin/bash",
              f"# gnnbench suite {suite} on {nodes} node(s) x {gpus_per_node} GPU(s), written by `gnnbench slurm`.",
              "# One task per node: each node's gnnbench run takes its node count, rank and rendezvous host from",
@@ -174,12 +166,12 @@ def sbatch_output(results: Path) -> str:
     return '"' + text.replace("%", "%%") + '/slurm-%j.out"'
 
 
-def check_values(suite: str, results: Path | None = None, partition: str | None = None, time: str | None = None,
-                 image: str | None = None, extra: list[str] = (), out: Path | None = None) -> None:
-    """Each value the script is written from: no control characters (a newline would start a
-    command of its own, or end an #SBATCH line), then its own rule."""
+def check_values(suite: str, results: Path | None, partition: str | None, time: str | None, image: str | None,
+                 out: Path | None) -> None:
+    """Each value the script is written from (--run-args: run_args): no control characters (a newline
+    would start a command of its own, or end an #SBATCH line), then its own rule."""
     for option, value in (("suite", suite), ("--partition", partition), ("--time", time), ("--container-image", image),
-                          ("--results", results), ("--out", out), *(("--run-args", a) for a in extra)):
+                          ("--results", results), ("--out", out)):
         if value is not None:
             no_control_characters(option, value)
     if time and not TIME.fullmatch(time):
@@ -206,7 +198,7 @@ def submit(path: Path) -> str:
 
 def run(args) -> int:
     check_shape(args.nodes, args.gpus_per_node)
-    check_values(args.suite, args.results, args.partition, args.time, args.container_image, out=args.out)
+    check_values(args.suite, args.results, args.partition, args.time, args.container_image, args.out)
     extra = run_args(args.run_args)
     name, fits, misfits = fit(args.suite, args.nodes, args.gpus_per_node)
     results = folder(f"--results {args.results}", args.results or default_results_dir(), writable=True).absolute()

@@ -1,15 +1,8 @@
 """What this machine can do at most, measured once: the ceilings each cell's stages are held
-against (bench/publish/stages.py). `probe(cache, row_widths, files) -> machine_info["ceilings"]`:
-
-- usable cores (affinity, capped by a cgroup quota); memory copy bandwidth;
-- random-row gather bandwidth per feature row width (numpy `take` from an array several times the
-  last-level cache: what a feature fetch does);
-- sequential and random reads of the given files (features.npy, built stores), cold (pages evicted
-  with posix_fadvise; mincore says whether it took) and warm;
-- GPU host-to-device copy, pinned and pageable, measured by a stack's CUDA torch where one is found.
-
-Each figure is cached under the cache folder (`ceilings/`), keyed by the machine's hardware, the
-row width and the file (path, size, mtime), so a run pays a few seconds at most, once. numpy only.
+against (bench/publish/stages.py; the figures: docs/reading-results.md, "Machine ceilings").
+`probe(cache, row_widths, files) -> machine_info["ceilings"]`. Each figure is cached under the
+cache folder (`ceilings/`), keyed by the machine's hardware, the row width and the file (path,
+size, mtime), so a run pays a few seconds at most, once. numpy only.
 """
 
 from __future__ import annotations
@@ -31,6 +24,7 @@ import numpy as np
 from bench.stores import page_cache
 from bench.machine.core_budget import usable_cores  # the one count: affinity, capped by a cgroup quota
 from bench import stacks
+from bench.paths import write_atomic
 from bench.machine import gpus
 from bench.machine.gpus import run_tool
 
@@ -52,8 +46,7 @@ H2D_TIMEOUT_S = 120
 # --- the figures --------------------------------------------------------------------------------
 
 def _repeat(step: Callable[[], int]) -> float:
-    """Bytes per second of the best of several runs of `step` (it returns the bytes it moved);
-    the best, because a shared machine only ever makes a run slower."""
+    """Bytes per second of the best run of `step` (a shared machine only ever makes a run slower)."""
     best, started = 0.0, time.perf_counter()
     while True:
         t0 = time.perf_counter()
@@ -76,10 +69,6 @@ def llc_bytes() -> int:
     return max(sizes, default=DEFAULT_LLC_BYTES)
 
 
-def array_bytes() -> int:
-    return int(min(MAX_ARRAY_BYTES, max(MIN_ARRAY_BYTES, ARRAY_OVER_LLC * llc_bytes())))
-
-
 def memcpy_bandwidth() -> float:
     """Bytes copied per second, array to array, both far larger than the caches."""
     src = np.ones(MEMCPY_BYTES, dtype=np.uint8)  # written, so its pages exist (not the zero page)
@@ -93,8 +82,7 @@ def memcpy_bandwidth() -> float:
 
 
 def gather_bandwidth(row_bytes: int, source: np.ndarray | None = None) -> float:
-    """Bytes gathered per second when rows of `row_bytes` are picked at random (with repeats, as
-    a batch's input nodes are) from an array larger than the last-level cache."""
+    """Bytes per second gathering random rows of `row_bytes` (repeats too) from beyond the LLC."""
     if row_bytes <= 0:
         raise ValueError(f"gather_bandwidth: row width {row_bytes} bytes; allowed: a positive number")
     flat = source if source is not None else _gather_source()
@@ -113,7 +101,8 @@ def gather_bandwidth(row_bytes: int, source: np.ndarray | None = None) -> float:
 
 
 def _gather_source() -> np.ndarray:
-    return np.ones(array_bytes(), dtype=np.uint8)  # written, so its pages exist (not the zero page)
+    size = int(min(MAX_ARRAY_BYTES, max(MIN_ARRAY_BYTES, ARRAY_OVER_LLC * llc_bytes())))
+    return np.ones(size, dtype=np.uint8)  # written, so its pages exist (not the zero page)
 
 
 # --- disk --------------------------------------------------------------------------------------
@@ -132,8 +121,7 @@ def sequential_read(path: Path) -> float:
 
 
 def random_read(path: Path, record_bytes: int, data_offset: int = 0, seed: int = 0) -> float:
-    """Bytes per second of reads of one record each, at random record boundaries (readahead
-    off: POSIX_FADV_RANDOM), RANDOM_READS of them or SECONDS_PER_FIGURE, whichever ends first."""
+    """Bytes per second of one-record reads at random record boundaries, readahead off."""
     size = os.path.getsize(path)
     records = max(1, (size - data_offset) // record_bytes)
     offsets = data_offset + np.random.default_rng(seed).integers(0, records, RANDOM_READS) * record_bytes
@@ -154,8 +142,7 @@ def random_read(path: Path, record_bytes: int, data_offset: int = 0, seed: int =
 
 def disk_reads(path: Path, record_bytes: int, data_offset: int = 0, label: str | None = None
                ) -> tuple[dict, list[str]]:
-    """Sequential and random read bandwidth of one file, cold and warm; notes where the cold
-    figures are not cold (the eviction did not take: a process maps the file, or it is tmpfs)."""
+    """Sequential and random read bandwidth of one file, cold and warm; notes where cold is not cold."""
     label, stayed = label or path.name, []
 
     def cold() -> None:
@@ -179,10 +166,7 @@ def disk_reads(path: Path, record_bytes: int, data_offset: int = 0, label: str |
 def npy_layout(path: Path) -> tuple[int, int]:
     """(row width in bytes, offset of the first row) of a 2-D .npy file."""
     mapped = np.load(path, mmap_mode="r")  # reads the header only
-    shape, dtype, offset = mapped.shape, mapped.dtype, mapped.offset
-    del mapped
-    width = int(np.prod(shape[1:])) if len(shape) > 1 else 1
-    return width * np.dtype(dtype).itemsize, offset
+    return int(np.prod(mapped.shape[1:])) * mapped.dtype.itemsize, mapped.offset
 
 
 # --- GPU ---------------------------------------------------------------------------------------
@@ -211,8 +195,7 @@ print(json.dumps(out))
 
 
 def h2d_bandwidth(interpreters: Iterable[Path]) -> tuple[dict | None, str]:
-    """Pinned and pageable host-to-device bytes/s from the first interpreter whose torch sees a
-    CUDA device; else None and why."""
+    """Pinned and pageable host-to-device bytes/s from the first CUDA torch found; else None and why."""
     if shutil.which("nvidia-smi") is None:
         return None, "no NVIDIA GPU here (nvidia-smi not found): host-to-device figures not measured"
     tried = []
@@ -239,9 +222,8 @@ def torch_interpreters() -> list[Path]:
 # --- the cached probe --------------------------------------------------------------------------
 
 def machine_key() -> dict:
-    """What makes two machines' ceilings the same: the hardware (board, CPU model, cores, memory,
-    each GPU by model and UUID), never the hostname, which changes on every `docker compose run`
-    (each container gets its own) while the machine and its cached ceilings stay the same."""
+    """What makes two machines' ceilings the same: the hardware, GPUs included (a host-to-device
+    figure belongs to its GPU), never the hostname (each container gets its own)."""
     model = platform.processor()
     try:
         model = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
@@ -249,9 +231,6 @@ def machine_key() -> dict:
     except OSError:
         pass
     pages = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-
-    # the GPUs are part of the machine: a host-to-device figure belongs to the GPU it was measured on
-    # (and a machine that gains a GPU is measured again); their UUIDs tell two hosts of one model apart
     return {"board": board(), "cpu": model, "cpus": os.cpu_count(), "usable_cores": usable_cores(),
             "memory_bytes": pages, "gpus": list(gpus.visible().names), "gpu_uuids": gpu_uuids(), "format": FORMAT}
 
@@ -278,16 +257,10 @@ def cache_file(cache: Path) -> Path:
     return Path(cache) / "ceilings" / f"{hashlib.sha256(key.encode()).hexdigest()[:16]}.json"
 
 
-def _file_key(path: Path) -> str:
-    stat = os.stat(path)
-    return f"{Path(path).resolve()}:{stat.st_size}:{stat.st_mtime_ns}"
-
-
 def probe(cache: Path, row_widths: Iterable[int] = (), files: dict[str, tuple[Path, int, int]] | None = None,
           interpreters: Callable[[], Iterable[Path]] = torch_interpreters) -> dict:
-    """machine_info["ceilings"]: each figure from the cache where it was measured before on this
-    machine (same row width; same file, size and mtime), else measured now and cached.
-    `files`: label -> (path, record bytes for random reads, offset of the first record)."""
+    """machine_info["ceilings"], each figure cached or measured now. `files`: label -> (path,
+    record bytes for random reads, offset of the first record)."""
     path = cache_file(cache)
     try:
         known = json.loads(path.read_text())
@@ -307,7 +280,8 @@ def probe(cache: Path, row_widths: Iterable[int] = (), files: dict[str, tuple[Pa
         del source
     disk = {}
     for label, (file, record_bytes, offset) in (files or {}).items():
-        key = _file_key(file)
+        stat = os.stat(file)
+        key = f"{Path(file).resolve()}:{stat.st_size}:{stat.st_mtime_ns}"
         entry = known["disk"].get(key)
         if entry is None:
             figures, file_notes = disk_reads(Path(file), record_bytes, offset, label)
@@ -324,23 +298,15 @@ def probe(cache: Path, row_widths: Iterable[int] = (), files: dict[str, tuple[Pa
         known["h2d"] = h2d_entry
     h2d = h2d_entry["figures"] or {}
     notes.append(h2d_entry["note"])
-    _save(path, known | {"machine": machine_key()})
+    write_atomic(path, json.dumps(known | {"machine": machine_key()}, indent=1))
     return {"usable_cores": usable_cores(), "memcpy_bytes_per_s": known["memcpy"],
             "gather_bytes_per_s": {str(w): known["gather"][str(w)] for w in widths}, "disk": disk,
             "h2d_pinned_bytes_per_s": h2d.get("pinned"), "h2d_pageable_bytes_per_s": h2d.get("pageable"),
             "notes": notes}
 
 
-def _save(path: Path, known: dict) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(path.name + ".partial")
-    partial.write_text(json.dumps(known, indent=1))
-    partial.replace(path)
-
-
 def dataset_targets(datasets: dict[str, Path]) -> tuple[list[int], dict[str, tuple[Path, int, int]]]:
-    """Row widths and files to probe for the hub folders a run used (dataset name -> folder):
-    each features.npy (its rows are what a fetch gathers) and each built store's data file."""
+    """Row widths and files to probe for a run's hub folders: each features.npy and store data file."""
     widths, files = [], {}
     for name, folder in datasets.items():
         folder = Path(folder)
@@ -355,8 +321,7 @@ def dataset_targets(datasets: dict[str, Path]) -> tuple[list[int], dict[str, tup
 
 
 def for_run(cache: Path, datasets: dict[str, Path]) -> dict:
-    """The ceilings of a run that used these hub folders; a probe that fails says why in its notes
-    and never costs the run its results."""
+    """The ceilings of a run that used these hub folders; a failed probe says why in its notes."""
     try:
         widths, files = dataset_targets(datasets)
         return probe(cache, widths, files)

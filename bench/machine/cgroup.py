@@ -1,16 +1,9 @@
-"""A memory cgroup around one cell: the `memory_limit` setting.
-
-The runner makes one cgroup per cell and puts the cell's first process in it before it runs
-anything (so every rank and DataLoader worker it starts is inside), and removes it after the cell.
-- cgroup v2: a child of the root with `memory.max` = the limit and `memory.swap.max` = 0;
-- cgroup v1: `memory.limit_in_bytes` = the limit, and `memory.memsw.limit_in_bytes` the same where
-  the kernel accounts swap.
-OOM kills are counted (`oom_kill` in memory.events / memory.oom_control). Swap is either covered by
-the limit or off: a machine with swap on and no way to cap it is refused (`unavailable`), so a
-limit never turns silently into a slower run that swaps. Page cache the cell reads is charged to
-it and reclaimed under the limit, so a disk-backed store reads under a limit smaller than its
-data. Creating a cgroup needs root (or a delegated subtree); where it cannot, `unavailable` says
-why and the cell is skipped with that reason.
+"""A memory cgroup around one cell (the `memory_limit` setting), made before its first process
+runs anything, so every rank and DataLoader worker is inside. Swap is covered by the limit or off:
+a machine with swap on and no way to cap it is refused (`unavailable`), so a limit never turns
+silently into a slower run that swaps. Page cache the cell reads is charged to it and reclaimed,
+so a disk-backed store reads under a limit smaller than its data. Needs root (or a delegated
+subtree); elsewhere `unavailable` says why and the cell is skipped with that reason.
 """
 
 from __future__ import annotations
@@ -34,9 +27,8 @@ class CgroupError(RuntimeError):
 
 
 def parse_limit(value) -> int | None:
-    """Bytes of a `memory_limit` value: "none" (or null) is no limit; else an integer number of
-    bytes or a size in binary units, "512MiB", "3GiB", "1.5G" (K, M, G, T are 1024-based, as the
-    kernel reads them). Raises ValueError naming the value and what is allowed."""
+    """Bytes of a `memory_limit` value ("none" or null: no limit; bytes, or "512MiB", "1.5G": K, M,
+    G, T are 1024-based, as the kernel reads them). ValueError names the value and what is allowed."""
     if value is None or (isinstance(value, str) and value.strip().lower() == NONE):
         return None
     if isinstance(value, bool):
@@ -111,8 +103,9 @@ class MemoryCgroup:
         reason = unavailable()
         if reason:
             raise CgroupError(reason)
-        if found == 2:
-            _enable_memory_controller()
+        control = ROOT / "cgroup.subtree_control"
+        if found == 2 and "memory" not in control.read_text().split():
+            _write(control, "+memory")
         # per version: the limit's file, then swap's file (memory.memsw after the limit: it may not be below it)
         limit_file, swap_file, swap_value, swap_words = (
             ("memory.max", "memory.swap.max", 0, "memory.swap.max = 0 (no swap)") if found == 2 else
@@ -139,8 +132,7 @@ class MemoryCgroup:
         self.remove()
 
     def join_fd(self) -> int:
-        """An open descriptor of the group's process list: a child writes its pid there between
-        fork and exec (`join_in_child`), before it can start anything outside the group."""
+        """An open descriptor of the group's process list, for `join_in_child` (between fork and exec)."""
         return os.open(self.path / "cgroup.procs", os.O_WRONLY)
 
     def oom_kills(self) -> int:
@@ -158,8 +150,7 @@ class MemoryCgroup:
                 f"{self.path}; swap: {self.swap}")
 
     def remove(self) -> None:
-        """Remove the group once its processes are gone (the runner has ended them); a process
-        still exiting keeps it busy a moment, so this retries for a few seconds."""
+        """Remove the group, retrying a few seconds while a process still exits."""
         deadline = time.monotonic() + 10
         while self.path.exists():
             try:
@@ -175,8 +166,7 @@ class MemoryCgroup:
 
 
 def join_in_child(fd: int):
-    """A subprocess.Popen preexec_fn: write the child's own pid to the group (async-signal-safe
-    calls only: os.write of a preformatted number)."""
+    """A subprocess.Popen preexec_fn writing the child's pid to the group (async-signal-safe calls only)."""
     def join() -> None:
         os.write(fd, str(os.getpid()).encode())
     return join
@@ -188,12 +178,6 @@ def _make(path: Path) -> Path:
     except OSError as exc:
         raise CgroupError(f"cannot create the memory cgroup {path}: {exc.strerror or exc}") from None
     return path
-
-
-def _enable_memory_controller() -> None:
-    control = ROOT / "cgroup.subtree_control"
-    if "memory" not in control.read_text().split():
-        _write(control, "+memory")
 
 
 def _write(path: Path, value) -> None:

@@ -1,12 +1,7 @@
 """One core budget for the whole project: how a node's usable cores are shared among a cell's
-ranks, each rank's torch threads and its DataLoader workers. Every place that divides cores asks
-here (the worker, fidelity's plain loops, `num_workers: per-gpu`, the run's notes, the diagnosis).
-
-Each rank gets an equal share of the usable cores (at least one); its loader workers take one core
-each of it and its threads the rest (at least one), so a world-size sweep compares the same
-machine. Only a setting asks for more (`threads: N`, an explicit `num_workers`, more ranks than
-cores); the budget then says it is oversubscribed, and by what. Usable cores: this process's
-affinity, fewer where a cgroup's CPU quota allows fewer. Stdlib only.
+ranks, their torch threads and DataLoader workers. Each rank gets an equal share (at least one
+core), its workers a core each and its threads the rest, so a world-size sweep compares the same
+machine; only a setting asks for more, and the budget then says by what. Stdlib only.
 """
 
 from __future__ import annotations
@@ -32,8 +27,7 @@ def usable_cores() -> int:
 
 
 def cgroup_quota(proc_cgroup: Path = Path("/proc/self/cgroup"), root: Path = CGROUP) -> float | None:
-    """Cores' worth of CPU time this process's cgroup may use (quota ÷ period), or None when it
-    has no quota: cgroup v2 `cpu.max`, v1 `cpu.cfs_quota_us` / `cpu.cfs_period_us`."""
+    """Cores' worth of CPU time this process's cgroup may use (quota ÷ period), or None."""
     try:
         lines = proc_cgroup.read_text().splitlines()
     except OSError:
@@ -70,10 +64,6 @@ class Budget:
     asked: tuple[str, ...] = ()
 
     @property
-    def share(self) -> int:
-        return share(self.cores, self.ranks)
-
-    @property
     def used(self) -> int:
         """Cores the plan keeps busy at once: every rank's threads and workers."""
         return self.ranks * (self.threads + self.workers)
@@ -101,14 +91,12 @@ def share(cores: int, ranks: int) -> int:
 
 
 def per_gpu_workers(cores: int, ranks: int) -> int:
-    """`num_workers: per-gpu`: the rank's share less one core for its own thread (at least one
-    worker: a per-gpu cell asks for workers)."""
+    """`num_workers: per-gpu`: the rank's share less one core for its own thread (at least one)."""
     return max(1, share(cores, ranks) - 1)
 
 
 def plan(cores: int, ranks: int = 1, workers: int | str = 0, threads: int | str = AUTO) -> Budget:
-    """The budget of `ranks` ranks on one node of `cores` usable cores, each with `workers`
-    loader workers (an int or "per-gpu") and `threads` ("auto" or an int: exactly that many)."""
+    """The budget of `ranks` ranks on `cores` cores; `workers` an int or "per-gpu", `threads` "auto" or an int."""
     cores, ranks = max(1, int(cores)), max(1, int(ranks))
     mine = share(cores, ranks)
     workers = per_gpu_workers(cores, ranks) if workers == PER_GPU else int(workers)
@@ -128,9 +116,8 @@ def plan(cores: int, ranks: int = 1, workers: int | str = 0, threads: int | str 
 
 
 def pinned(cores: int, workers: int | str = 0, threads: int | str = AUTO, rule: str | None = None) -> Budget:
-    """The budget of a rank pinned to `cores` cores of its own (its share of its GPU's cores):
-    `num_workers: per-gpu` (`rule`) is recomputed from them (the count the host resolved, usable
-    cores ÷ ranks, can exceed a socket's share), threads fit the rest."""
+    """The budget of a rank pinned to `cores` cores of its own (its share of its GPU's): `per-gpu`
+    workers (`rule`) recomputed from them (the host's count can exceed a socket's share)."""
     if rule == PER_GPU or workers == PER_GPU:
         workers = per_gpu_workers(cores, 1)
     return plan(cores, 1, workers, threads)

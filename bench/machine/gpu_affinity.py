@@ -1,16 +1,7 @@
-"""Each rank of a GPU cell and its loader workers on the CPU cores next to its GPU.
-
-A rank on the other socket than its GPU copies every batch across the socket link. So, where the
-GPU's cores are known, each rank of a GPU cell is pinned to its share of them before it loads the
-dataset (its pages land on that NUMA node); where the framework offers it (PyG's
-`enable_cpu_affinity`), each loader worker gets one core of that share, the rank the rest.
-GraphBolt's workers inherit the rank's cores. CPU cells are left as they are.
-
-The GPU is the rank's CUDA_VISIBLE_DEVICES entry (an index or a UUID), looked up in NVML's list or
-`nvidia-smi --query-gpu`'s, never through torch (torch 2.2 reports no PCI bus id); its cores come
-from NVML or the kernel's /sys/bus/pci/devices/<bus id>/local_cpulist, within the cores this
-process may use. Each rank's record (`Plan.record`) says what was done, or why not. Stdlib only
-at import.
+"""Each rank of a GPU cell and its loader workers on the CPU cores next to its GPU: a rank on the
+other socket copies every batch across the socket link. Pinned before it loads the dataset (its
+pages land on that NUMA node); PyG's loader workers get one core each. How the GPU and its cores
+are found: docs/gpus.md. Each rank's record (`Plan.record`) says what was done, or why not.
 """
 
 from __future__ import annotations
@@ -23,7 +14,7 @@ from pathlib import Path
 from bench.machine import nvml
 from bench.machine.gpu_facts import parse_cpulist, parse_query
 from bench.machine.gpus import run_tool
-from bench.machine.nvml import _bare_uuid, normal_pci
+from bench.machine.nvml import find_gpu, normal_pci
 
 SYSFS_PCI = Path("/sys/bus/pci/devices")
 
@@ -34,8 +25,7 @@ def mask_to_cores(words) -> list[int]:
 
 
 def split_share(cores: list[int], sharers: list[int], me: int) -> list[int]:
-    """My equal, contiguous share of `cores` among the local ranks `sharers` (their GPUs sit on
-    the same cores); the whole set where there are fewer cores than sharers."""
+    """My equal, contiguous share of `cores` among the local ranks `sharers` (all where too few)."""
     cores = sorted(cores)
     k, i = len(sharers), sorted(sharers).index(me)
     if len(cores) < k:
@@ -45,17 +35,15 @@ def split_share(cores: list[int], sharers: list[int], me: int) -> list[int]:
 
 
 def split_loader(share: list[int], num_workers: int) -> tuple[list[int], list[int] | None]:
-    """(the rank's own cores, one core per loader worker) from its share: the workers take the
-    last cores, the rank keeps at least one; (share, None) where there are too few."""
+    """(the rank's own cores, one core per loader worker) from its share; (share, None) if too few."""
     if num_workers <= 0 or len(share) <= num_workers:
         return share, None
     return share[:-num_workers], share[-num_workers:]
 
 
 def node_listing() -> tuple[list[dict] | None, str]:
-    """This node's GPUs in PCI bus order (CUDA's under the runner's CUDA_DEVICE_ORDER=PCI_BUS_ID),
-    each {"index", "uuid", "pci"} and from NVML "cores", and where they came from (NVML, else
-    `nvidia-smi --query-gpu`); (None, why) where neither answers. Asked once per process."""
+    """This node's GPUs in PCI bus order, each {"index", "uuid", "pci"} (and "cores" from NVML),
+    and where they came from (NVML, else nvidia-smi); (None, why). Asked once per process."""
     global _LISTING
     if _LISTING is None:
         _LISTING = _nvml_listing() or _smi_listing()
@@ -96,22 +84,8 @@ def parse_listing(text: str) -> list[dict]:
     return [row for row in parse_query(text, ("index", "uuid", "pci")) if isinstance(row["index"], int)]
 
 
-def find_gpu(entry: str, listing: list[dict]) -> tuple[dict | None, str]:
-    """The GPU a CUDA_VISIBLE_DEVICES entry names ("3", "GPU-8f2e..." or a unique prefix of one), or why not."""
-    entry = str(entry).strip()
-    if entry.lower().startswith("mig-"):
-        return None, f"GPU {entry} is a MIG instance: its parent GPU's cores are not looked up"
-    if entry.isdigit():
-        index = int(entry)
-        return (listing[index], f"index {index}") if index < len(listing) else \
-            (None, f"GPU {index}: this node lists {len(listing)} GPU(s)")
-    found = [d for d in listing if d.get("uuid") and _bare_uuid(d["uuid"]).startswith(_bare_uuid(entry))]
-    return (found[0], f"UUID {entry}") if len(found) == 1 else (None, f"GPU {entry!r} matches {len(found)} GPUs")
-
-
 def gpu_cores(entry: str, listing: tuple[list[dict] | None, str] | None = None) -> tuple[list[int] | None, str]:
-    """The cores next to the GPU a CUDA_VISIBLE_DEVICES `entry` names that this process may use, and
-    how they were found (NVML's affinity, else the kernel's local_cpulist), or (None, why not)."""
+    """The usable cores next to the GPU a CUDA_VISIBLE_DEVICES `entry` names, and how found; or (None, why)."""
     devices, source = listing if listing is not None else node_listing()
     if devices is None:
         return None, f"the GPU's cores are unknown: {source}"
@@ -149,9 +123,8 @@ class Plan:
     share: list[int] = field(default_factory=list)  # the cores this rank was pinned to
 
     def loader(self, loader):
-        """The loader's own affinity context (PyG's enable_cpu_affinity) with one core of the
-        rank's share per worker, the rank keeping the rest; a null context where the rank was not
-        pinned, has no workers, the framework offers no such context or the cores are too few."""
+        """The loader's affinity context (PyG's enable_cpu_affinity), one core of the rank's share
+        per worker; a null context where that cannot be (the record says why)."""
         workers = self.record.get("num_workers", 0)
         if not self.share or not workers:
             return contextlib.nullcontext()
@@ -171,9 +144,8 @@ class Plan:
 
 
 def pin_rank(device, gpus: list[str], local_rank: int, num_workers: int) -> Plan:
-    """Pin this rank to its GPU's cores (its share of them), before it loads anything. `device`:
-    the rank's torch.device (a CPU one leaves everything as it is: an empty record); `gpus`: each
-    local rank's GPU as a CUDA_VISIBLE_DEVICES entry (bench.backends.base.rank_gpus)."""
+    """Pin this rank to its share of its GPU's cores, before it loads anything (a CPU `device`: an
+    empty record). `gpus`: each local rank's CUDA_VISIBLE_DEVICES entry (base.rank_gpus)."""
     if device is None or device.type != "cuda":
         return Plan()
     mine, how = gpu_cores(gpus[local_rank])

@@ -1,8 +1,7 @@
 """What a GPU user needs to know about the machine a GPU result came from: each GPU's model,
-driver, memory, clocks, PCIe link and MIG mode (`nvidia-smi --query-gpu`), the topology
-(`nvidia-smi topo -m`), CUDA_VISIBLE_DEVICES and the NCCL_* settings; and, from the worker inside
-its stack, the NCCL version its torch carries. The parsers take the tools' text, so they are
-tested without a GPU. Stdlib only.
+driver, memory, clocks, PCIe link and MIG mode, the topology, CUDA_VISIBLE_DEVICES and the NCCL_*
+settings; and, from the worker inside its stack, the NCCL version its torch carries. The parsers
+take nvidia-smi's text, so they are tested without a GPU. Stdlib only.
 """
 
 from __future__ import annotations
@@ -55,8 +54,7 @@ def _value(text: str):
 
 
 def parse_query(text: str, fields=QUERY_FIELDS) -> list[dict]:
-    """`nvidia-smi --query-gpu=<fields> --format=csv,noheader,nounits` as one dict per GPU (numbers
-    as numbers, '[N/A]' and '[Not Supported]' as None)."""
+    """`nvidia-smi --query-gpu=<fields> --format=csv,noheader,nounits` as one dict per GPU ('[N/A]': None)."""
     rows = []
     for row in csv.reader((line for line in text.splitlines() if line.strip()), skipinitialspace=True):
         if len(row) != len(fields):
@@ -97,8 +95,7 @@ def parse_topology(text: str) -> dict:
 
 
 def gpu_info() -> dict | None:
-    """The machine's GPUs for the result's machine info (None without nvidia-smi): `gpus` and
-    `topology` in their older form, `devices` and `topology_matrix` parsed."""
+    """The machine's GPUs for the result's machine info (None without nvidia-smi)."""
     if shutil.which("nvidia-smi") is None:
         return None
     query = run_tool(["nvidia-smi", f"--query-gpu={','.join(QUERY_FIELDS)}", "--format=csv,noheader,nounits"])
@@ -111,8 +108,7 @@ def gpu_info() -> dict | None:
 
 
 def worker_facts() -> dict:
-    """What the cell's own interpreter says (inside its stack): the NCCL version its torch carries
-    (None where it has none: a CPU build), CUDA_VISIBLE_DEVICES and the NCCL_* settings the ranks saw."""
+    """Inside the stack: its torch's NCCL version (None: a CPU build), CUDA_VISIBLE_DEVICES, NCCL_*."""
     import torch
 
     version = None

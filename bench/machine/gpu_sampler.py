@@ -1,12 +1,6 @@
-"""Is the loader starving the GPU? Each rank samples its GPU's utilisation and PCIe traffic while
-each epoch runs, and keeps mean/max utilisation and the bytes moved host-to-device per epoch.
-
-A background thread reads NVML (bench/machine/nvml.py) every INTERVAL_S: utilisation
-(nvmlDeviceGetUtilizationRates), PCIe throughput each way (nvmlDeviceGetPcieThroughput, KB/s; RX
-is host-to-device) and device memory in use. `reduce` turns an epoch's samples into means, maxima
-and bytes moved (each rate taken over the time nearest its sample): estimates, as NVML samples
-itself. Reading is off the training thread; starting and stopping it is outside the epoch's clock.
-Where NVML, a driver or a GPU is absent, `open_for` says why, once per rank. Stdlib only.
+"""Is the loader starving the GPU? Each rank's GPU utilisation and PCIe traffic, read from NVML
+every INTERVAL_S on a background thread (outside the epoch's clock) and reduced per epoch to
+means, maxima and bytes moved: estimates, as NVML samples itself. Stdlib only.
 """
 
 from __future__ import annotations
@@ -44,8 +38,7 @@ def _per_s(total: float | None, seconds: float) -> float | None:
 
 
 def _spans(times: list[float], start: float, end: float) -> list[float]:
-    """The time each sample stands for: from halfway to the previous sample (or the start) to
-    halfway to the next (or the end), clipped to [start, end]."""
+    """The time each sample stands for: halfway to its neighbours, clipped to [start, end]."""
     bounds = [start] + [(a + b) / 2 for a, b in zip(times, times[1:])] + [end]
     return [max(0.0, min(hi, end) - max(lo, start)) for lo, hi in zip(bounds, bounds[1:])]
 
@@ -60,8 +53,7 @@ def _integral(samples: list[Sample], field: str, start: float, end: float) -> fl
 
 
 def reduce(samples: list[Sample], start: float, end: float) -> dict:
-    """One epoch's samples as mean/max utilisation (%), bytes and MB/s each way, and the device
-    memory peak seen; None for what was never read (e.g. PCIe counters a GPU does not support)."""
+    """One epoch's samples as mean/max utilisation (%), bytes and MB/s each way, device memory peak."""
     seconds = max(end - start, 0.0)
     rows = [vars(s) for s in samples]
     util, used = _present(rows, "util_pct"), _present(rows, "used_bytes")
@@ -76,8 +68,7 @@ def reduce(samples: list[Sample], start: float, end: float) -> dict:
 
 
 def summarise(epochs: list[dict]) -> dict | None:
-    """A rank's measured epochs together: mean of the epochs' mean utilisation, the highest
-    utilisation, bytes per epoch, and MB/s over all of them."""
+    """A rank's measured epochs together (mean, max, bytes per epoch, MB/s over all of them)."""
     epochs = [e for e in epochs if e]
     if not epochs:
         return None
@@ -95,8 +86,7 @@ def summarise(epochs: list[dict]) -> dict | None:
 
 
 def across_ranks(ranks: list[dict | None]) -> dict | None:
-    """The cell's figure from its ranks' summaries: mean utilisation over ranks (and the least
-    busy rank's, where a starved GPU shows), the highest, and host-to-device MB/s per GPU."""
+    """The cell's figure from its ranks' summaries (the least busy rank's too: a starved GPU shows)."""
     found = [r for r in ranks if r and r.get("util_mean_pct") is not None]
     util, h2d = _present(found, "util_mean_pct"), _present(ranks, "h2d_mb_per_s")
     if not found and not h2d:
@@ -107,9 +97,8 @@ def across_ranks(ranks: list[dict | None]) -> dict | None:
 
 
 class NvmlSource:
-    """Reads one Sample from an NVML device (bench/machine/nvml.py). A counter the GPU does not
-    support (NVML_ERROR_NOT_SUPPORTED, e.g. utilisation of a MIG instance, PCIe under vGPU) is
-    asked once and then left alone; `unsupported` names them."""
+    """Reads one Sample from an NVML device; a counter the GPU does not support (a MIG instance's
+    utilisation, PCIe under vGPU) is asked once, then named in `unsupported`."""
 
     def __init__(self, device):
         self.nvml, self.handle = device.nvml, device.handle
@@ -139,8 +128,7 @@ class NvmlSource:
 
 
 class EpochSampler:
-    """Samples a source on a thread between `start()` and `stop()`; `stop()` returns the epoch's
-    reduction. `source` is anything with `read() -> Sample` (NvmlSource, or a test's)."""
+    """Samples `source` (anything with `read() -> Sample`) on a thread; `stop()` returns the reduction."""
 
     def __init__(self, source, interval: float = INTERVAL_S):
         self.source, self.interval = source, interval
@@ -174,8 +162,7 @@ class EpochSampler:
 
 
 def open_for(device) -> tuple[EpochSampler | None, str | None]:
-    """An EpochSampler on this rank's GPU (`device`: a torch.device), or (None, why none): a CPU
-    cell, no nvidia-ml-py in the stack, no driver, a GPU NVML cannot match."""
+    """An EpochSampler on this rank's GPU (`device`: a torch.device), or (None, why none)."""
     if device is None or getattr(device, "type", "cpu") != "cuda":
         return None, CPU_ONLY
 

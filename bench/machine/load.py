@@ -1,9 +1,6 @@
-"""How busy the machine was with other work while a cell ran.
-
-Around each cell the runner reads the machine's CPU time (psutil.cpu_times, steal included) and
-subtracts what the cell's process tree and the runner used: what is left, as a share of all cores
-over the cell's wall time, is other work's load, recorded with the cell and flagged in the tables
-from HIGH_LOAD.
+"""How busy the machine was with other work while a cell ran: the machine's CPU time around the
+cell (psutil.cpu_times, steal included) less the cell's process tree and the runner's, as a share
+of all cores over the cell's wall time; flagged in the tables from HIGH_LOAD.
 """
 
 from __future__ import annotations

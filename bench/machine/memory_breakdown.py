@@ -1,19 +1,11 @@
 """Where a rank's memory goes: its PSS split into what holds it, from /proc/self/smaps.
 
-The worker takes a snapshot at each phase boundary (PHASES); the breakdown is of the snapshot with
-the highest PSS of the rank's own (`own_pss`). A snapshot sums smaps' Pss and Private_* per kind of
-mapping: library (the interpreter's and framework's files), structure (the hub's structure files),
-features (features.npy, a store's files), shm (/dev/shm, memfd: shared tensors, worker batches)
-and anon (the heap). The heap is attributed by the phase in which it grew: until the framework is
-imported, interpreter + framework; while the dataset loads, features; while the pipeline is built,
-the framework's copy of the structure less the model's parameters; during epochs and evaluation,
-the loader's and sampler's buffers less gradients and optimizer state (counted from the tensors).
-Shared memory present once the pipeline is built is the framework's structure copy, later the loader's.
-
-The breakdown (`memory_breakdown` in the worker's record, one per rank): pss_bytes (the parts'
-sum, exactly), phase, parts {PART: {"shared", "private"}} ("private": only this rank can use it),
-measured_pss_bytes (the kernel's smaps_rollup read with the snapshot), snapshots, and
-model_optimizer_bytes. Linux only; where smaps cannot be read the breakdown is None.
+The worker takes a snapshot at each phase boundary (PHASES), each smaps' Pss and Private_* summed
+per kind of mapping (KINDS); the breakdown is of the snapshot with the most PSS of the rank's own.
+The heap is attributed by the phase it grew in: imports to the interpreter and framework, the
+dataset's load to features, the pipeline's build to the framework's structure copy (less the
+model), epochs to the loader and sampler (less gradients and optimizer state, counted from the
+tensors); shared memory likewise. Linux only; where smaps cannot be read the breakdown is None.
 """
 
 from __future__ import annotations
@@ -103,8 +95,7 @@ class PhaseMemory:
         self.measured: dict[str, int | None] = {}  # the kernel's PSS with each snapshot (smaps_rollup)
 
     def take(self, phase: str) -> None:
-        """A snapshot of a still moment: taken again, a little later (STILL_TRIES), until the kernel's
-        PSS read before and after smaps agree (native threads may free buffers meanwhile)."""
+        """A snapshot of a still moment: retaken until the PSS before and after reading smaps agree."""
         rollup = self.smaps + "_rollup"
         for attempt in range(STILL_TRIES):
             if attempt:
@@ -117,6 +108,8 @@ class PhaseMemory:
         self.snapshots[phase], self.measured[phase] = snapshot, after
 
     def breakdown(self, model_optimizer_bytes: int = 0) -> dict | None:
+        """The peak snapshot's pss_bytes (the parts' sum, exactly), phase, parts {PART: {"shared",
+        "private"}}, measured_pss_bytes (smaps_rollup), snapshots and model_optimizer_bytes."""
         taken = [p for p in PHASES if self.snapshots.get(p)]
         if not taken:
             return None
@@ -160,8 +153,7 @@ class PhaseMemory:
 
     @staticmethod
     def _attribute_heap(heap: dict, growth: dict[str, int], model_optimizer_bytes: int, add) -> None:
-        """The heap at the peak, split by the phase in which it grew (see the module's docstring);
-        growth is taken in order and capped by what is there, so the parts sum to it."""
+        """The heap at the peak split by the phase it grew in, capped so the parts sum to it."""
         left = heap["pss"]
         shared_share = max(0, heap["pss"] - heap["private"])  # pages shared after fork: rare
         model = min(model_optimizer_bytes, growth.get("pipeline", 0) + growth.get("epochs", 0))

@@ -1,10 +1,6 @@
-"""NVML, optional: the handle of the GPU a rank trains on, or why there is none.
-
-NVML comes from `nvidia-ml-py` (module `pynvml`), a container-only pin of every stack; where it,
-the driver or a GPU is absent, `open_device` returns the reason instead. CUDA and NVML number GPUs
-differently, so a CUDA device is matched to its NVML device by PCI bus id where torch reports it,
-else by UUID, else through CUDA_VISIBLE_DEVICES (`match_index`, plain data, tested without a GPU).
-Stdlib only at import.
+"""NVML, optional (`nvidia-ml-py`, a container-only pin): the handle of the GPU a rank trains on,
+or why there is none. CUDA and NVML number GPUs differently: `match_index` matches by PCI bus id,
+else UUID, else CUDA_VISIBLE_DEVICES. Stdlib only at import.
 """
 
 from __future__ import annotations
@@ -48,8 +44,7 @@ def listing(lib) -> list[dict]:
 
 
 def normal_pci(bus_id) -> str | None:
-    """'00000000:17:00.0', '0000:17:00.0' or b'...' as (domain, bus, device, function) text, so
-    torch's, NVML's and sysfs's spellings compare equal: '0000:17:00.0'."""
+    """A PCI bus id as '0000:17:00.0', so torch's, NVML's and sysfs's spellings compare equal."""
     if bus_id is None:
         return None
     text = bus_id.decode() if isinstance(bus_id, bytes) else str(bus_id)
@@ -66,10 +61,23 @@ def _bare_uuid(uuid) -> str:
     return text.lower().removeprefix("gpu-").removeprefix("mig-")
 
 
+def find_gpu(entry: str, listing: list[dict]) -> tuple[dict | None, str]:
+    """The GPU a CUDA_VISIBLE_DEVICES entry names ("3", "GPU-8f2e..." or a unique prefix of one), or why not."""
+    entry = str(entry).strip()
+    if entry.lower().startswith("mig-"):
+        return None, f"GPU {entry} is a MIG instance: NVML gives neither its utilisation nor its cores"
+    if entry.isdigit():
+        index = int(entry)
+        return (listing[index], f"index {index}") if index < len(listing) else \
+            (None, f"GPU {index}: this node lists {len(listing)} GPU(s)")
+    found = [d for d in listing if d.get("uuid") and _bare_uuid(d["uuid"]).startswith(_bare_uuid(entry))]
+    return (found[0], f"UUID {entry}") if len(found) == 1 else (None, f"GPU {entry!r} matches {len(found)} GPUs")
+
+
 def match_index(cuda_index: int, nvml_devices: list[dict], *, pci: str | None = None, uuid: str | None = None,
                 visible: str | None = None) -> tuple[int | None, str]:
     """The NVML index of CUDA device `cuda_index` among `nvml_devices` ({"pci", "uuid"} each), and
-    how it was found (or why not), from torch's `pci` and `uuid` for it or CUDA_VISIBLE_DEVICES."""
+    how it was found (or why not)."""
     if pci:
         wanted = normal_pci(pci)
         for i, dev in enumerate(nvml_devices):
@@ -84,18 +92,10 @@ def match_index(cuda_index: int, nvml_devices: list[dict], *, pci: str | None = 
         entries = [e.strip() for e in visible.split(",") if e.strip()]
         if cuda_index >= len(entries):
             return None, f"CUDA device {cuda_index} is not among CUDA_VISIBLE_DEVICES={visible!r}"
-        entry = entries[cuda_index]
-        if entry.lower().startswith("mig-"):
-            return None, f"CUDA device {cuda_index} is a MIG instance ({entry}): NVML gives no utilisation per instance"
-        if entry.isdigit():
-            index = int(entry)
-            if index < len(nvml_devices):
-                return index, f"CUDA_VISIBLE_DEVICES={visible} (same order as NVML assumed)"
-            return None, f"CUDA_VISIBLE_DEVICES={visible}: NVML shows {len(nvml_devices)} GPU(s)"
-        for i, dev in enumerate(nvml_devices):  # CUDA takes any unique prefix of a UUID
-            if dev.get("uuid") and _bare_uuid(dev["uuid"]).startswith(_bare_uuid(entry)):
-                return i, f"CUDA_VISIBLE_DEVICES UUID {entry}"
-        return None, f"CUDA_VISIBLE_DEVICES entry {entry!r} matches no NVML device"
+        device, how = find_gpu(entries[cuda_index], nvml_devices)
+        if device is None:
+            return None, f"CUDA_VISIBLE_DEVICES={visible}: {how}"
+        return nvml_devices.index(device), f"CUDA_VISIBLE_DEVICES={visible}: {how} (in NVML's order)"
     if cuda_index < len(nvml_devices):
         return cuda_index, "same index (torch reports no PCI bus id or UUID; order assumed to match NVML's)"
     return None, f"CUDA device {cuda_index}: NVML shows {len(nvml_devices)} GPU(s)"

@@ -1,17 +1,8 @@
 """Software stacks: the interpreters cells run in. Here the pinned ones, one virtual environment per
-framework built from docker/requirements-NAME.txt, and `get`/`known` for every stack (the ones a user
-registers: bench.stacks.external). PyG and DGL cannot share an interpreter (DGL stops at torch 2.2),
-so every cell runs in its stack's. A stack's folder name carries a hash of its pins and the host
-Python: unchanged pins reuse the environment, changed ones build a new one beside it. An install
-holds the stack folder's lock (bench/locks.py), so a second install elsewhere waits and reuses it.
-Needs only bench.paths and bench.locks: the images run `python -m bench.stacks install NAME` first.
-
-PyG's sampler: once torch is in, the `pyg-wheels` pins (pyg-lib) come from GNNBENCH_PYG_WHEELS
-(default PyG's index page for that torch build; or a mirror, or a folder of wheels). Only where that
-gives no pyg-lib are the `pyg-wheels-fallback` pins (torch-sparse, torch-scatter) built from source;
-a stack without them is left without pyg-lib and its cells are skipped with the reason. The source
-taken and why is in the stack's record (`sampler`), shown by `stacks install` and in every cell's
-versions (`sampler_source`); `stacks install` rebuilds a fallback stack once the index answers.
+framework built from docker/requirements-NAME.txt (its folder named by a hash of its pins and the
+host Python, so changed pins build a new one beside it, under the folder's lock), and `get`/`known`
+for every stack. Needs only bench.paths and bench.locks: the images run `python -m bench.stacks
+install NAME` first. PyG's sampler (pyg-lib, else the fallback built from source): docs/comparisons.md.
 """
 
 from __future__ import annotations
@@ -28,17 +19,13 @@ from pathlib import Path
 
 from bench import locks
 from bench.paths import (ABSENT, COMPLETE_MARK, FALLBACK, OPTIONAL_PROBES, PROBE_MODULES, PYG_INDEX, PYG_WHEELS_ENV,
-                         VERSIONS_CODE, recorded_sampler, repo_root, sampler_summary, stacks_dir)
+                         VERSIONS_CODE, recorded_sampler, repo_root, sampler_summary, stacks_dir, write_atomic)
 from bench.stacks import versions
 
 REQUIREMENTS_DIR = repo_root() / "docker"
-# Markers after a pin, in a comment (docs/containers.md): no-build-isolation (compiles against the torch
-# installed before it), local-only / container-only (a machine's install, or the GPU images' only;
-# GNNBENCH_IN_CONTAINER=1 selects the latter), cuda12 / cuda13 (only in the image tag of that CUDA
-# major, GNNBENCH_TORCH_CUDA), pyg-wheels (from PyG's wheel index, in a pass of its own) and
-# pyg-wheels-fallback (built only where that gave no pyg-lib).
-NO_ISOLATION_MARK = "no-build-isolation"
-CUDA_MAJOR_MARKS = {"cuda12": "12", "cuda13": "13"}
+# Markers after a pin, in a comment (docs/containers.md); GNNBENCH_IN_CONTAINER=1 selects container-only.
+NO_ISOLATION_MARK = "no-build-isolation"  # compiled against the torch installed before it
+CUDA_MAJOR_MARKS = {"cuda12": "12", "cuda13": "13"}  # only in the image tag of that CUDA major
 TORCH_CUDA_ENV = "GNNBENCH_TORCH_CUDA"  # the images' CUDA wheel tag (cu130, cu126)
 LOCAL_ONLY_MARK = "local-only"
 CONTAINER_ONLY_MARK = "container-only"
@@ -98,8 +85,7 @@ class Stack:
 
     @property
     def container_only(self) -> bool:
-        """Every pin is container-only: the stack exists in the GPU images alone (its wheels are
-        CUDA-only), and a machine never builds it."""
+        """Every pin is container-only: a machine never builds it (its wheels are CUDA-only)."""
         lines = self._lines()
         return bool(lines) and all(CONTAINER_ONLY_MARK in marks for _, marks in lines)
 
@@ -108,9 +94,8 @@ class Stack:
         return (self.path / COMPLETE_MARK).is_file() and self.python.exists()
 
     def requirement_lines(self, container: bool | None = None) -> tuple[list[str], list[str]]:
-        """(plain requirements, requirements that compile against the installed torch), for a
-        local install or, inside an image, the container's. The pyg-wheels pins are apart
-        (`pyg_wheel_lines`); the fallback's are among the second."""
+        """(plain requirements, those that compile against the installed torch) here or in an image;
+        the pyg-wheels pins apart (`pyg_wheel_lines`)."""
         if container is None:
             container = in_container()
         plain, no_isolation = [], []
@@ -156,8 +141,7 @@ def available() -> dict[str, Stack]:
 
 @dataclass(frozen=True)
 class VersionedStack(Stack):
-    """A framework's pinned stack at another release of the framework (bench.stacks.versions): its
-    pins are generated from the base stack's, and written to `requirements` when it is installed."""
+    """A framework's pinned stack at another release (bench.stacks.versions), its pins generated."""
     text: str = ""
     base: Stack | None = None
 
@@ -166,7 +150,7 @@ class VersionedStack(Stack):
         return self.text
 
     def write_requirements(self) -> None:
-        versions.write_requirements(self.requirements, self.pins)
+        write_atomic(self.requirements, self.pins)
 
     @property
     def path(self) -> Path:
@@ -189,8 +173,7 @@ def versioned_stacks() -> dict[str, VersionedStack]:
 
 
 def known() -> dict:
-    """The pinned stacks (and the versioned ones) and the external ones registered on this machine
-    (`gnnbench stacks add`)."""
+    """The pinned stacks, the versioned ones and the external ones registered here."""
     from bench.stacks.external import ExternalStackError, registered  # external imports this module; the images run this one alone
 
     try:
@@ -214,8 +197,7 @@ def framework_of(backend_stack: str) -> str:
 
 def install(name: str, log=print, force: bool = False) -> Stack:
     """Create the stack's virtual environment unless one with the same pins is complete (and, for a
-    stack that fell back from PyG's wheel index, unless that index now answers). Pinned stacks only:
-    an external one is the user's environment, never installed into."""
+    stack that fell back from PyG's wheel index, unless that index now answers). Pinned stacks only."""
     pinned = {**available(), **versioned_stacks()}
     if name not in pinned:
         raise StackError(f"unknown stack {name!r}: `stacks install` builds the pinned stacks: {', '.join(pinned)}")
@@ -288,8 +270,7 @@ def _build(stack: Stack, log) -> None:
 
 
 def sweep_older(stack: Stack, log=print) -> None:
-    """Remove the stack's folders built from pins that have since changed, each under its own lock:
-    one that another clone (with those older pins) is installing right now is left, said."""
+    """Remove the stack's folders built from older pins, each under its own lock (a held one is left, said)."""
     for stale in stack.path.parent.glob(f"{stack.name}-" + "[0-9a-f]" * 12):
         if stale == stack.path or not stale.is_dir():
             continue
@@ -361,8 +342,7 @@ def torch_build(python: Path | str) -> tuple[str, str]:
 
 
 def take_pyg_wheels(stack: Stack, pip: list[str], log=print) -> dict:
-    """Install the stack's pyg-wheels pins from PyG's wheel index for its torch: the record of the
-    source taken ({} without such pins). Where they cannot be had, it says why (the fallback follows)."""
+    """Install the stack's pyg-wheels pins from PyG's wheel index: the record of the source taken."""
     wanted = stack.pyg_wheel_lines()
     if not wanted:
         return {}
@@ -406,8 +386,7 @@ def import_problem(python: Path | str, module: str) -> str | None:
 
 
 def index_answers_now(stack: Stack) -> str | None:
-    """For an installed stack that fell back because PyG's wheel index could not be reached: why it is
-    worth rebuilding now (that index, or GNNBENCH_PYG_WHEELS's now, answers), else None."""
+    """Why a stack that fell back for want of PyG's wheel index is worth rebuilding now, else None."""
     sampler = recorded_sampler(stack.path)
     if sampler.get("source") != FALLBACK or "+" not in sampler.get("torch_build", ""):
         return None
@@ -424,9 +403,8 @@ INDEX_VARIABLES = ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_FIND_LINKS")
 
 
 def check_wheel_indexes(name: str, timeout: float = 20.0) -> None:
-    """Each http(s) wheel index given to pip in the environment answers, or StackError names the
-    ones that do not. pip itself only warns about an index it cannot reach and then fails later on
-    whatever pin only that index has (or quietly installs another build from PyPI)."""
+    """Each http(s) wheel index given to pip in the environment answers, or StackError names the ones
+    that do not (pip only warns, then fails later, or quietly installs another build from PyPI)."""
     unreachable = []
     for variable in INDEX_VARIABLES:
         for url in os.environ.get(variable, "").split():

@@ -1,8 +1,7 @@
 """External stacks: an interpreter the user already has (a conda env, an NGC container's python, a
-cluster module), registered with `gnnbench stacks add NAME --python PATH` and used like a pinned
-stack. Registering probes what imports there and refuses an interpreter that could run no backend;
-nothing is installed into it. Results record such a stack as external, with its probed versions
-and a hash of its installed distributions, so two runs can tell whether the environment changed.
+cluster module), registered with `gnnbench stacks add NAME --python PATH` after a probe of what
+imports there; nothing is installed into it. Results record it with its probed versions and a hash
+of its installed distributions, so two runs can tell whether the environment changed.
 """
 
 from __future__ import annotations
@@ -16,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.inputs import plain_name_problem
-from bench.paths import ABSENT, VERSIONS_CODE, stacks_dir
+from bench.paths import ABSENT, VERSIONS_CODE, stacks_dir, write_atomic
 
 # What an interpreter must import to run a backend of each framework, and what more is reported.
 FRAMEWORK_NEEDS = {"pyg": ("torch", "torch_geometric", "numpy"), "dgl": ("torch", "dgl", "torchdata", "numpy")}
@@ -151,12 +150,8 @@ def add(name: str, python: str | Path, pinned: Iterable[str], log=print,
             f"--python {python}: can run no backend: "
             + "; ".join(f"{f} needs {', '.join(m)}" for f, m in missing.items())
             + f" (found: {', '.join(f'{k} {v}' for k, v in found.get('versions', {}).items() if v != ABSENT) or 'none of them'})")
-    folder = registry_dir()
-    folder.mkdir(parents=True, exist_ok=True)
-    target = folder / f"{name}.json"
-    tmp = target.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"python": str(path), "probe": found, "added": stack.added}, indent=2))
-    os.replace(tmp, target)
+    write_atomic(registry_dir() / f"{name}.json",
+                 json.dumps({"python": str(path), "probe": found, "added": stack.added}, indent=2))
     log(f"stack {name}: {path} registered as an external stack for {', '.join(stack.frameworks)} backends: "
         + ", ".join(f"{k} {v}" for k, v in stack.versions.items()))
     if "pyg" in stack.frameworks and stack.lacks("pyg_lib"):

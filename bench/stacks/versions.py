@@ -1,15 +1,12 @@
 """Versioned stacks: one framework at several releases, each a pinned stack of its own, so the same
-cell runs on several releases in one run (`stack: [pyg@2.6.1, pyg@2.8.1]` in a suite).
-
-A versioned stack is its framework's pinned stack with the framework's own pin set to the release,
-plus what RELEASES says that release needs. PyG declares no torch dependency, so its releases share
-the stack's torch and compiled sampler (from pip's cache: minutes once the pyg stack is built).
+cell runs on several releases in one run (`stack: [pyg@2.6.1, pyg@2.8.1]` in a suite): the
+framework's pinned stack with its own pin set to the release, plus what RELEASES says that release
+needs (PyG declares no torch dependency, so its releases share the stack's torch and sampler).
 Each one's requirements file is generated (stacks folder, requirements/NAME.txt). Needs only bench.paths.
 """
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 
@@ -51,8 +48,7 @@ def names() -> list[str]:
 
 
 def pins(framework: str, release: str, base_pins: str, base_file: Path) -> str:
-    """The requirements of a versioned stack: its base stack's pins with the framework's own pin
-    set to `release`, plus the release's extra pins from RELEASES."""
+    """A versioned stack's requirements: its base's pins, the framework's set to `release`, plus RELEASES'."""
     if release not in RELEASES.get(framework, {}):
         known = ", ".join(RELEASES.get(framework, {}))
         raise VersionError(f"{name_of(framework, release)}: no pins known for {framework} {release}; known "
@@ -72,10 +68,3 @@ def requirements_path(name: str) -> Path:
     """Where a versioned stack's generated requirements file is written when it is installed."""
     return stacks_dir() / "requirements" / f"{name}.txt"
 
-
-def write_requirements(path: Path, text: str) -> None:
-    """Write a generated requirements file whole (a reader never sees half of one)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(f".{path.name}.{os.getpid()}")
-    partial.write_text(text)
-    os.replace(partial, path)

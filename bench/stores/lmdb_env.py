@@ -1,14 +1,8 @@
-"""Opening gnnbench's LMDB stores for reading, the same way for every store kind.
-
-- One environment per store and process (py-lmdb refuses a path twice in a process, and an
-  environment must not cross a fork), read-only and lock-free, opened on first use; a copy
-  inherited across a fork is closed in the child.
-- Every way a store can be unusable ends in one StoreError naming the store and the fix:
-  missing, not openable, truncated (checked before any read: a page past the end of the map is
-  SIGBUS), without its `__meta__` (an unfinished build), of another format, or of another
-  version of its dataset.
-- `data.mdb` is checked against the checksums written at the build's end (bench/checksums.py);
-  `checksums.json` also marks a finished store: a folder without it is rebuilt.
+"""Opening gnnbench's LMDB stores for reading, one way for every store kind: one read-only,
+lock-free environment per store and process (py-lmdb refuses a path twice in a process, and an
+environment must not cross a fork). Every way a store can be unusable ends in one StoreError
+naming the store and the fix; a truncated file is caught before any read (a read past the end of
+the map is SIGBUS).
 """
 
 from __future__ import annotations
@@ -32,8 +26,7 @@ class StoreError(RuntimeError):
 
 
 def open_readonly(path: Path, label: str):
-    """The environment of the store at `path` for this process. `label` names the store kind
-    in errors ("LMDB store", "LMDB graph store")."""
+    """The environment of the store at `path` for this process; `label` names the store kind in errors."""
     import lmdb
 
     pid, env = _OPEN.get(os.fspath(path), (None, None))  # the hot path: no filesystem call
@@ -66,9 +59,8 @@ def open_readonly(path: Path, label: str):
 
 @contextmanager
 def writing(target: Path, label: str, needed: int, contents: str, map_size: int | None = None):
-    """A new environment for a store's build in a temporary folder that becomes `target` when the
-    block ends without error (hub.atomic_dir); None where another process built it first. The map:
-    `map_size`, else MAP_SIZE_ENV, else `needed` bytes; too small for `contents`, a StoreError says so."""
+    """A new environment for a store's build in a folder that becomes `target` when the block ends
+    without error (hub.atomic_dir); None where another process built it first."""
     import lmdb
 
     map_size = map_size or int(os.environ.get(MAP_SIZE_ENV) or needed)
@@ -138,9 +130,8 @@ def read_meta(path: Path, label: str, format_version: int, expected_fingerprint:
 
 
 class LmdbReader:
-    """What every store reader shares: the checked `__meta__` on construction, its environment
-    opened per process (no handle held, so a reader pickles into DataLoader workers), close.
-    A subclass sets LABEL (for errors), FORMAT_VERSION, REQUIRED (meta keys) and `check()`."""
+    """What every store reader shares: the checked `__meta__`, its environment opened per process
+    (no handle held: a reader pickles into DataLoader workers); subclasses set LABEL and check()."""
 
     LABEL = "LMDB store"
     FORMAT_VERSION = 1
@@ -158,6 +149,9 @@ class LmdbReader:
     def _open(self):
         return open_readonly(self.path, self.LABEL)
 
+    def _unusable(self, what: str) -> StoreError:
+        return StoreError(f"{self.LABEL} {self.path}: {what}; {REBUILD}")
+
     def close(self) -> None:
         close(self.path)
 
@@ -166,8 +160,7 @@ class LmdbReader:
 
     @classmethod
     def _other_format(cls, path: Path) -> bool:
-        """Whether the store at `path` records a format other than this reader's (an unreadable
-        record is left to the full checks, which name it)."""
+        """Whether the store at `path` records another format than this reader's."""
         try:
             with open_readonly(path, cls.LABEL).begin() as txn:
                 raw = txn.get(META_KEY)
@@ -179,9 +172,8 @@ class LmdbReader:
 
     @classmethod
     def reuse(cls, path: Path, expected_fingerprint: str) -> bool:
-        """True when a finished store at `path` passes its checks (StoreError when it does not), its
-        environment closed again. False, with whatever is there removed for a clean build, where
-        there is none, only what is left of one (no data or no checksums), or another format's."""
+        """True when a finished store at `path` passes its checks (else StoreError); False, whatever is
+        there removed for a clean build, where there is none, half of one, or another format's."""
         if not (checksums.recorded(path) and (Path(path) / "data.mdb").is_file()) or cls._other_format(path):
             if Path(path).exists():
                 discard(Path(path))

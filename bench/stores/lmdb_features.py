@@ -1,18 +1,10 @@
 """An LMDB node-feature store, built once from a hub dataset and read by PyG and GraphBolt.
 
-Layout (format 2): one LMDB environment per dataset and layout. Keys are 8-byte big-endian chunk
-numbers (key order is row order, so the build appends); each value holds `rows_per_key`
-consecutive float32 rows; `__meta__` records the hub's fingerprint, shape, layout and format. A
-store of another format (1: one row per key) is rebuilt, never misread. Rows per key: as many as
-fit in one 4 KiB page, since py-lmdb touches every page of a value it returns and a larger chunk
-makes a cold or memory-limited read fetch rows nobody asked for.
-
-Reads: a gather's ids are sorted once and each chunk they touch looked up once, in one read
-transaction with `buffers=True`: a value is a view of LMDB's memory map (np.frombuffer, no copy)
-and the rows wanted are copied once into one preallocated output, so the per-key cost is paid
-per chunk, not per row. Pages are shared by every process that maps the file (page cache), so
-ranks and DataLoader workers hold no private copy; readahead is off (a gather is scattered).
-Opening and health checks: bench/stores/lmdb_env.py. numpy + lmdb only (host and stacks).
+Keys are 8-byte big-endian chunk numbers (key order is row order: the build appends), each value
+`rows_per_key` float32 rows, as many as fit in one 4 KiB page (py-lmdb touches every page of a
+value it returns). A gather looks up each chunk its ids touch once, in one transaction, and copies
+from the map's views into one output: the per-key cost is per chunk, not per row. A store of
+format 1 (a row per key) is rebuilt. numpy + lmdb only (host and stacks).
 """
 
 from __future__ import annotations
@@ -49,8 +41,7 @@ def store_dir(dataset_dir: Path, rows_per_key: int | None = None) -> Path:
 
 
 def fingerprint(dataset_dir: Path) -> str:
-    """What the store must match: the hub dataset's metadata (name, source, parameters, sizes,
-    format). A rebuilt or different dataset changes it."""
+    """What the store must match: a hash of the hub dataset's metadata (a rebuilt dataset changes it)."""
     return hashlib.sha256((Path(dataset_dir) / "meta.json").read_bytes()).hexdigest()[:16]
 
 
@@ -63,8 +54,7 @@ def needed_map_size(num_rows: int, dim: int, rows_per_key: int) -> int:
 
 def build(dataset_dir: Path, rows_per_key: int | None = None, map_size: int | None = None,
           progress=None) -> Path:
-    """Build the store next to the hub dataset unless a valid one is there. Atomic: written in a
-    temporary folder and renamed, so a half-built store is never opened under the final name."""
+    """Build the store next to the hub dataset unless a valid one is there (atomically: lmdb_env.writing)."""
     dataset_dir = Path(dataset_dir)
     return build_rows(dataset_dir, dataset_dir / "features.npy", store_dir(dataset_dir, rows_per_key), rows_per_key,
                       map_size, progress)
@@ -72,8 +62,7 @@ def build(dataset_dir: Path, rows_per_key: int | None = None, map_size: int | No
 
 def build_rows(dataset_dir: Path, features_file: Path, target: Path, rows_per_key: int | None = None,
                map_size: int | None = None, progress=None) -> Path:
-    """A store at `target` of the rows of one feature array of a hub dataset (its fingerprint the
-    dataset's): `build` for a graph's features, one per node type for a typed graph's."""
+    """A store at `target` of one feature array of a hub dataset (a graph's, or one node type's)."""
     if LmdbFeatures.reuse(target, fingerprint(dataset_dir)):
         return target
     features = np.load(features_file, mmap_mode="r")
@@ -140,14 +129,12 @@ class LmdbFeatures(LmdbReader):
                 for chunk, s, e in zip(chunk_of[starts].tolist(), starts.tolist(), ends.tolist()):
                     value = txn.get(_KEY.pack(chunk))
                     if value is None:
-                        raise StoreError(f"LMDB store {self.path} lacks rows it should hold; "
-                                         "delete the folder and run again to rebuild it")
+                        raise self._unusable("it lacks rows it should hold")
                     block = np.frombuffer(value, dtype=np.float32).reshape(-1, self.dim)
                     out[order[s:e]] = block[local[s:e]]
                 del block, value  # no view of the map outlives the transaction
         except lmdb.Error as exc:
-            raise StoreError(f"LMDB store {self.path}: read failed ({type(exc).__name__}: {exc}); "
-                             "delete the folder and run again to rebuild it") from None
+            raise self._unusable(f"read failed ({type(exc).__name__}: {exc})") from None
         return out
 
 

@@ -1,15 +1,8 @@
-"""An LMDB graph store: one small graph per key, built once from a materialised graph-level
-dataset (bench/datasets/molecules.py) and read by the graph-level backends.
-
-At DATASET_DIR/stores/lmdb-graphs, keys are 8-byte big-endian graph ids (the build appends); a
-value is a framework-neutral record, no pickle:
-    header   24 bytes, little-endian: magic b"GRF1", num_nodes u32, num_edges u32,
-             feature_dim u32, label i64
-    edges    int64 [2, num_edges], node ids local to the graph (8-byte aligned)
-    x        float32 [num_nodes, feature_dim]
-`__meta__` (the dataset's fingerprint, size, format) is written last: the build finished. Reads
-copy each value once out of the map and view it with np.frombuffer. Conventions as
-lmdb_features.py (lmdb_env.py: opening, checks, errors). numpy + lmdb only (host and stacks).
+"""An LMDB graph store: one small graph per key (8-byte big-endian graph ids), built once from a
+materialised graph-level dataset (bench/datasets/molecules.py) and read by the graph-level backends.
+A value is a framework-neutral record, no pickle: a 24-byte little-endian header (HEADER), the
+edges (int64 [2, num_edges], local node ids, 8-byte aligned), then x (float32 [num_nodes, dim]).
+Conventions as lmdb_features.py. numpy + lmdb only (host and stacks).
 """
 
 from __future__ import annotations
@@ -68,8 +61,7 @@ def needed_map_size(node_counts: np.ndarray, edge_counts: np.ndarray, dim: int) 
 
 
 def build(dataset_dir: Path, map_size: int | None = None, progress=None) -> Path:
-    """Build the store next to the dataset unless a valid one is there. Atomic: written in a
-    temporary folder and renamed, so a half-built store is never opened under the final name."""
+    """Build the store next to the dataset unless a valid one is there (atomically: lmdb_env.writing)."""
     dataset_dir = Path(dataset_dir)
     target = store_dir(dataset_dir)
     if LmdbGraphs.reuse(target, fingerprint(dataset_dir)):
@@ -123,8 +115,7 @@ class LmdbGraphs(LmdbReader):
         return self.get_many([g])[0]
 
     def get_many(self, ids) -> list[tuple[np.ndarray, np.ndarray, int]]:
-        """Graphs `ids` (any order, repeats allowed), each (x, edge_index, label), in one read
-        transaction with one C call (Cursor.getmulti) for all keys."""
+        """Graphs `ids` (any order, repeats allowed), each (x, edge_index, label), in one getmulti."""
         import lmdb
 
         ids = [int(g) for g in ids]
@@ -136,8 +127,7 @@ class LmdbGraphs(LmdbReader):
             with self._open().begin() as txn:
                 found = dict(txn.cursor().getmulti([_KEY.pack(g) for g in set(ids)]))
         except lmdb.Error as exc:
-            raise StoreError(f"LMDB graph store {self.path}: read failed ({type(exc).__name__}: {exc}); "
-                             "delete the folder and run again to rebuild it") from None
+            raise self._unusable(f"read failed ({type(exc).__name__}: {exc})") from None
         out = []
         for g in ids:
             raw = found.get(_KEY.pack(g))
@@ -146,8 +136,7 @@ class LmdbGraphs(LmdbReader):
                     raise ValueError("no such key")
                 out.append(decode(raw))
             except (ValueError, struct.error) as exc:
-                raise StoreError(f"LMDB graph store {self.path}: graph {g} is missing or corrupt ({exc}); "
-                                 "delete the folder and run again to rebuild it") from None
+                raise self._unusable(f"graph {g} is missing or corrupt ({exc})") from None
         return out
 
     def read_many(self, ids):

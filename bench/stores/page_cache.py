@@ -1,14 +1,7 @@
 """A cold page cache for disk-backed stores (`page_cache: cold`), and how much of a file is cached.
-
-`evict(paths)` drops the files' pages from the page cache so the next read comes from the disk:
-this process's own mappings of each file lose their page-table entries first (madvise
-MADV_DONTNEED: the kernel never evicts a page a process maps; the mappings fault their pages back
-in from the disk), then posix_fadvise(POSIX_FADV_DONTNEED) drops the file's clean pages (after
-fdatasync). Pages another process maps stay cached: `evict` returns the share still resident.
-`resident(path)` counts cached pages with mincore(2) over a fresh read-only mapping.
-
-The worker evicts before every epoch of a cold cell, warm-up included, outside the timed epoch.
-Linux only (madvise, mincore and fadvise through the C library).
+`evict` first drops this process's own mappings' page-table entries (madvise: the kernel never
+evicts a page a process maps), then the file's clean pages (posix_fadvise DONTNEED); pages other
+processes map stay cached, and it says what share. Linux only.
 """
 
 from __future__ import annotations
@@ -27,8 +20,7 @@ _libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.POINTER(ctype
 
 
 def resident(path: Path, length: int | None = None) -> tuple[int, int]:
-    """(pages of the file in the page cache, pages of the file); with `length`, of its first
-    `length` bytes only."""
+    """(pages of the file in the page cache, pages of the file), of its first `length` bytes if given."""
     size = min(os.path.getsize(path), length or os.path.getsize(path))
     pages = -(-size // PAGE)
     if size == 0:
@@ -50,8 +42,7 @@ def resident_share(paths) -> float:
 
 
 def evict(paths) -> float:
-    """Drop `paths` from the page cache (see the module's docstring); returns the share of
-    their pages still cached afterwards (pages other processes map)."""
+    """Drop `paths` from the page cache; the share of their pages still cached (others' maps)."""
     paths = [Path(p) for p in paths]
     for path in paths:
         _unmap_pages_of(path)
@@ -65,15 +56,14 @@ def evict(paths) -> float:
 
 
 def _unmap_pages_of(path: Path) -> None:
-    """Zap this process's page-table entries for the file's mappings that hold no private
-    changes (shared, or private and read-only), so fadvise may drop their pages."""
+    """Zap this process's page-table entries for the file's unchanged mappings, so fadvise may drop them."""
     target = os.stat(path)
     for line in Path("/proc/self/maps").read_text().splitlines():
         fields = line.split(maxsplit=5)
         if len(fields) < 6:
             continue
         span, perms, _, device, inode, _name = fields
-        if int(inode) != target.st_ino or _device(device) != target.st_dev:
+        if int(inode) != target.st_ino or os.makedev(*(int(x, 16) for x in device.split(":"))) != target.st_dev:
             continue
         if perms[3] == "p" and "w" in perms:
             continue  # a private writable mapping may hold changes that DONTNEED would discard
@@ -81,11 +71,6 @@ def _unmap_pages_of(path: Path) -> None:
         if _libc.madvise(start, end - start, MADV_DONTNEED) != 0:
             err = ctypes.get_errno()
             raise OSError(err, f"madvise on a mapping of {path}: {os.strerror(err)}")
-
-
-def _device(text: str) -> int:
-    major, minor = (int(x, 16) for x in text.split(":"))
-    return os.makedev(major, minor)
 
 
 def _address(mapped: mmap.mmap) -> int:
