@@ -29,7 +29,7 @@ from bench.backends import base, layer_edges, shared_host, stages  # noqa: E402
 from bench.backends.base import Unavailable, rank_and_world  # noqa: E402
 from bench.stores import features_in_memory, open_store  # noqa: E402
 
-FEATURE_KEY = ("node", None, "feat")
+FEATURE_KEY = ("node", None, "feat")  # an untyped graph's features in a GraphBolt feature store
 NATIVE_STORE = "graphbolt-disk"  # GraphBolt's own on-disk features (no module in bench/stores)
 
 
@@ -62,14 +62,26 @@ class StoredFeature(gb.Feature):
         raise NotImplementedError("a stored feature table is read-only (built by bench.stores)")
 
 
-def feature_store(data, store: str) -> gb.FeatureStore:
-    if store == NATIVE_STORE:
+def feature_store(data, settings, mode: modes.Mode, device, typed: bool = False) -> gb.FeatureStore:
+    """The node features where the mode keeps them, ("node", type, "feat") for each featured type of
+    a typed graph (type None untyped): GraphBolt's own on-disk features, a store's rows, or in memory
+    (the untyped pinned from one copy per node: host_tensor)."""
+    featured = {t: x for t, x in data.features.items() if x is not None} if typed else {None: data.features}
+    if settings.store == NATIVE_STORE:
         return gb.TorchBasedFeatureStore([gb.OnDiskFeatureData(
-            domain="node", type=None, name="feat", format="numpy",
-            path=str(data.path / "features.npy"), in_memory=False)])
-    if features_in_memory(store):
-        return gb.BasicFeatureStore({FEATURE_KEY: gb.TorchBasedFeature(torch.from_numpy(data.features))})
-    return gb.BasicFeatureStore({FEATURE_KEY: StoredFeature(open_store(store, "node", data))})
+            domain="node", type=t, name="feat", format="numpy", in_memory=False,
+            path=str(data.feature_file(t) if typed else data.path / "features.npy")) for t in featured])
+    if not features_in_memory(settings.store):
+        readers = open_store(settings.store, "typed-node" if typed else "node", data)
+        return gb.BasicFeatureStore({("node", t, "feat"): StoredFeature(readers[t] if typed else readers)
+                                     for t in featured})
+    features = {}  # each Feature placed before the store is made: DGL 2.1's has no item access
+    for t, x in featured.items():
+        feature = moved(gb.TorchBasedFeature(host_tensor(x, mode.pinned, "" if typed else "features")), mode, device)
+        if mode.pinned and settings.gpu_cache:  # the hottest rows kept on the GPU, the rest read through UVA
+            feature = gb.GPUCachedFeature(feature, max(1, int(settings.gpu_cache * x.shape[0])))
+        features[("node", t, "feat")] = feature
+    return gb.BasicFeatureStore(features)
 
 
 def host_tensor(array, pin: bool, name: str = "") -> torch.Tensor:
@@ -103,20 +115,13 @@ def refuse_disk_store(mode: modes.Mode, store: str) -> None:
 
 def placed(data, settings, device, mode: modes.Mode, csc=None):
     """The sampling graph and the feature store where the mode keeps them, placed through DGL 2.1's
-    API as its examples do (each Feature before the store: DGL 2.1's has no item access). The
-    graph's arrays are the hub's GraphBolt copies (int32 where the sizes allow, as OnDiskDataset
-    builds them), shared by every rank, or `csc` (indptr, indices: the link split's training graph)."""
-    refuse_disk_store(mode, settings.store)
+    API as its examples do. The graph's arrays are the hub's GraphBolt copies (int32 where the sizes
+    allow, as OnDiskDataset builds them), shared by every rank, or `csc` (indptr, indices: the link
+    split's training graph)."""
     indptr, indices = csc or (data.graphbolt_indptr, data.graphbolt_indices)
     graph = gb.fused_csc_sampling_graph(host_tensor(indptr, mode.pinned, "indptr"),
                                         host_tensor(indices, mode.pinned, "indices"))
-    graph = moved(graph, mode, device)
-    if mode.storage == modes.CPU:
-        return graph, feature_store(data, settings.store)
-    feature = moved(gb.TorchBasedFeature(host_tensor(data.features, mode.pinned, "features")), mode, device)
-    if mode.pinned and settings.gpu_cache:  # the hottest rows kept on the GPU, the rest read through UVA
-        feature = gb.GPUCachedFeature(feature, max(1, int(settings.gpu_cache * data.num_nodes)))
-    return graph, gb.BasicFeatureStore({FEATURE_KEY: feature})
+    return moved(graph, mode, device), feature_store(data, settings, mode, device)
 
 
 def index_dtype(graph) -> dict:
@@ -155,6 +160,7 @@ class Pipeline(base.TrainingPipeline):
         gb.seed(settings.seed)  # GraphBolt's samplers draw from a generator of their own
         self.same_layer_edges = same_layer_edges(settings)
         self.mode = modes.mode(settings.mode)
+        refuse_disk_store(self.mode, settings.store)
         self.graph, self.features = self.place(data)
         self.index_dtype = index_dtype(self.graph)
         self.itemsets = self.item_sets(data)

@@ -14,9 +14,8 @@ from dgl.nn import GATConv, GraphConv, HeteroGraphConv
 
 from bench import modes
 from bench.backends import base, dgl_graphbolt, layer_edges
-from bench.backends.dgl_graphbolt import NATIVE_STORE, StoredFeature, host_tensor, moved, numpy_dtype, refuse_disk_store
+from bench.backends.dgl_graphbolt import host_tensor, moved
 from bench.backends.typed import per_head, rgcn_layer
-from bench.stores import features_in_memory, open_store
 
 GRAPH_ARRAYS = ("indptr", "indices", "node_type_offset", "type_per_edge")
 
@@ -82,21 +81,6 @@ def typed_graph(data, mode: modes.Mode, device):
                                              edge_type_to_id=ids["edge_type_to_id"]), mode, device)
 
 
-def typed_features(data, store: str, mode: modes.Mode, device):
-    """Each featured node type's features as GraphBolt reads them: ("node", type, "feat")."""
-    featured = {t: x for t, x in data.features.items() if x is not None}
-    refuse_disk_store(mode, store)
-    if store == NATIVE_STORE:
-        return gb.TorchBasedFeatureStore([gb.OnDiskFeatureData(
-            domain="node", type=t, name="feat", format="numpy", path=str(data.feature_file(t)), in_memory=False)
-            for t in featured])
-    if not features_in_memory(store):
-        readers = open_store(store, "typed-node", data)
-        return gb.BasicFeatureStore({("node", t, "feat"): StoredFeature(readers[t]) for t in featured})
-    return gb.BasicFeatureStore({("node", t, "feat"): moved(gb.TorchBasedFeature(host_tensor(x, mode.pinned)),
-                                                            mode, device) for t, x in featured.items()})
-
-
 class Pipeline(base.TypedHooks, dgl_graphbolt.Pipeline):
     hetero_layer = staticmethod(hetero_layer)
     full_layer = None  # no layer-wise full-neighbourhood inference for typed graphs (yet)
@@ -110,13 +94,10 @@ class Pipeline(base.TypedHooks, dgl_graphbolt.Pipeline):
 
     def place(self, data):
         return (typed_graph(data, self.mode, self.device),
-                typed_features(data, self.settings.store, self.mode, self.device))
+                dgl_graphbolt.feature_store(data, self.settings, self.mode, self.device, typed=True))
 
     def item_sets(self, data) -> dict:
-        ids = numpy_dtype(self.graph.indices.dtype)  # cast and gathered by numpy, as the untyped pipeline's
-        return {split: gb.ItemSetDict({self.target: gb.ItemSet(
-                    (torch.from_numpy(idx.astype(ids)), torch.from_numpy(data.labels[idx])), names=("seed_nodes", "labels"))})
-                for split, idx in (("train", data.train_idx), ("val", data.val_idx), ("test", data.test_idx))}
+        return {split: gb.ItemSetDict({self.target: items}) for split, items in super().item_sets(data).items()}
 
     def fanouts(self) -> list:
         """One tensor per layer, input layer first, the hop's fanout for every edge type."""

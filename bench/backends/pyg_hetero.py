@@ -10,12 +10,10 @@ from __future__ import annotations
 import numpy as np
 import torch
 from torch_geometric.data import HeteroData
-from torch_geometric.loader import NeighborLoader
 from torch_geometric.nn import GATConv, HeteroConv, SAGEConv
 
 from bench.backends import base, stages
-from bench.backends.base import shard
-from bench.backends.pyg_node import CscGraphStore, RowFeatureStore, instrument, neighbor_sampler_in_use
+from bench.backends.pyg_node import CscGraphStore, RowFeatureStore, SampledFromHub, neighbor_sampler_in_use
 from bench.backends.typed import per_head, rgcn_layer, typed_counts
 from bench.stores import features_in_memory, open_store
 
@@ -48,20 +46,14 @@ class _EdgesSecond(torch.nn.Module):
         return self.conv(x_dict, edge_index_dict)
 
 
-class Pipeline(base.TypedHooks, base.TrainingPipeline):
+class Pipeline(base.TypedHooks, SampledFromHub, base.TrainingPipeline):
     hetero_layer = staticmethod(hetero_layer)
     index_dtype = {"indices": "int64", "indptr": "int64"}  # PyG's edge_index and the hub's CSC per relation
 
     def __init__(self, data, settings):
-        super().__init__(data, settings)
         self.target, self.relations = data.target, data.relations
         self.featureless = [t for t, x in data.features.items() if x is None]
-        self.graph = self._graph(data, settings.store)
-        self.splits = {"train": shard(data.train_idx, settings.seed), "val": data.val_idx, "test": data.test_idx}
-        self.train_loader = self._loader("train", shuffle=True, num_workers=settings.num_workers)
-        if self.profile:  # sampling and gathering happen on the CPU in both modes: nothing to sync
-            instrument(self.train_loader)
-        self.build_model(data)
+        super().__init__(data, settings)
 
     @property
     def sampler(self) -> str:
@@ -77,14 +69,6 @@ class Pipeline(base.TypedHooks, base.TrainingPipeline):
                 graph.put_csc(r, data.edge_index[r][0], data.csc_indptr[r], (data.counts[r[0]], data.counts[r[2]]))
             return RowFeatureStore(open_store(store, "typed-node", data), data.labels, data.target), graph
         return hetero_data(data)
-
-    def _loader(self, split: str, shuffle: bool, num_workers: int = 0) -> NeighborLoader:
-        # is_sorted: each relation's edges are by destination already (the hub's CSC order)
-        return NeighborLoader(
-            self.graph, num_neighbors=list(self.settings.fanout), is_sorted=True,
-            input_nodes=(self.target, torch.from_numpy(np.asarray(self.splits[split]))),
-            batch_size=self.settings.batch_size, shuffle=shuffle, num_workers=num_workers,
-            persistent_workers=num_workers > 0, pin_memory=bool(self.settings.pin_memory))
 
     def _inputs(self, batch):
         x = {t: batch[t].x for t in batch.node_types if "x" in batch[t]}

@@ -11,6 +11,7 @@ import numpy as np
 import torch
 from torch_geometric.data import EdgeAttr, FeatureStore, GraphStore, TensorAttr
 from torch_geometric.data.graph_store import EdgeLayout
+from torch_geometric.loader import NeighborLoader
 from torch_geometric.nn import SAGEConv
 
 from bench.backends import base, stages
@@ -44,6 +45,33 @@ def scatter_without_cpu_only_torch_scatter(device) -> str | None:
         return None
     pyg_typing.WITH_TORCH_SCATTER = False
     return "torch-scatter has no CUDA kernels here: PyG's scatter takes torch's scatter_reduce"
+
+
+class SampledFromHub:
+    """Mixed in before a pipeline: NeighborLoader over the hub's graph (`_graph(data, store)`, a
+    typed one seeded on its `target` type), the training seeds shared out over the ranks."""
+
+    target = None  # a typed graph's node type the seeds are of
+    transform = None  # NeighborLoader's transform of each batch
+
+    def __init__(self, data, settings):
+        super().__init__(data, settings)
+        self.graph = self._graph(data, settings.store)
+        self.splits = {"train": base.shard(data.train_idx, settings.seed), "val": data.val_idx, "test": data.test_idx}
+        self.train_loader = self._loader("train", shuffle=True, num_workers=settings.num_workers)
+        if self.profile:  # sampling and gathering happen on the CPU in both modes: nothing to sync
+            instrument(self.train_loader)
+        self.build_model(data)
+
+    def _loader(self, split: str, shuffle: bool, num_workers: int = 0) -> NeighborLoader:
+        # is_sorted: the hub's edges (each relation's) are in CSC order already, so PyG uses the
+        # pages every rank shares instead of sorting a private copy per rank
+        seeds = torch.from_numpy(np.asarray(self.splits[split]))
+        return NeighborLoader(
+            self.graph, num_neighbors=list(self.settings.fanout), is_sorted=True,
+            input_nodes=seeds if self.target is None else (self.target, seeds), batch_size=self.settings.batch_size,
+            shuffle=shuffle, num_workers=num_workers, persistent_workers=num_workers > 0,
+            pin_memory=bool(self.settings.pin_memory), transform=self.transform)
 
 
 class PygNodePipeline(base.TrainingPipeline):
