@@ -1,8 +1,6 @@
-"""PyG on a typed graph: `NeighborLoader` over `HeteroData`, the shared R-GCN / R-GAT
-(bench/backends/typed.py) from PyG's HeteroConv over SAGEConv (mean, no root weight, no bias: R-GCN's
-per-relation term) or GATConv per relation; one fanout per hop for every relation. Without pyg-lib
-the sampler reports no per-hop counts: they are read off the batch (`typed_hops`). Ranks, modes
-and stores as pyg-neighbor's (a store's readers keyed by node type).
+"""PyG on a typed graph: `NeighborLoader` over `HeteroData`, the shared R-GCN / R-GAT (typed.py)
+from PyG's HeteroConv over SAGEConv (mean, no root weight, no bias) or GATConv per relation; one
+fanout per hop for every relation. Ranks, modes and stores as pyg-neighbor's.
 """
 
 from __future__ import annotations
@@ -70,13 +68,9 @@ class Pipeline(base.TypedHooks, SampledFromHub, base.TrainingPipeline):
             return RowFeatureStore(open_store(store, "typed-node", data), data.labels, data.target), graph
         return hetero_data(data)
 
-    def _inputs(self, batch):
+    def forward(self, model, batch):
         x = {t: batch[t].x for t in batch.node_types if "x" in batch[t]}
         ids = {t: batch[t].n_id for t in self.featureless}
-        return x, ids
-
-    def forward(self, model, batch):
-        x, ids = self._inputs(batch)
         size = batch[self.target].batch_size
         out = model(x, ids, [batch.edge_index_dict] * len(self.settings.fanout))
         return out[:size], batch[self.target].y[:size]
@@ -91,17 +85,10 @@ class Pipeline(base.TypedHooks, SampledFromHub, base.TrainingPipeline):
         return stages.subgraph_work(nodes, edges, sum(nodes), stages.tensor_bytes(xs), self.settings.model != "none",
                                     typed=typed)
 
-    def transfer_bytes(self, batch) -> int:
-        if self.device.type != "cuda":
-            return 0
-        return stages.tensor_bytes(v for store in batch.stores for v in store.values()
-                                   if isinstance(v, torch.Tensor) and not v.is_cuda)
-
 
 def typed_hops(batch, target: str, num_hops: int) -> tuple[dict[str, list[int]], dict[tuple, list[int]]]:
-    """({node type: [nodes first reached at hop 0 (the seeds), 1, ...]}, {relation: [edges of hop
-    1, 2, ...]}) of a HeteroData batch: as pyg-lib reports them, or read off torch-sparse's output
-    per type and relation as pyg_node.sampled_per_hop reads an untyped batch."""
+    """({node type: [seeds, nodes first reached at hop 1, ...]}, {relation: [edges of hop 1, ...]})
+    of a HeteroData batch: pyg-lib's, or read off torch-sparse's as pyg_node.sampled_per_hop does."""
     types, relations = batch.node_types, batch.edge_types
     reported_n = {t: batch[t].get("num_sampled_nodes") for t in types}
     reported_e = {r: batch[r].get("num_sampled_edges") for r in relations}
