@@ -25,28 +25,21 @@ class BackendInfo:
     stores: tuple[str, ...] = ("memory",)  # names in bench.stores.STORES
     task: str = "node"  # the one task it trains, a name in bench.tasks.TASKS
     mode_chart: bool = False  # the site draws its epoch time per mode as grouped bars
-    # the optional settings it honours (bench/run/suite.py Settings)
-    options: tuple[str, ...] = ()
-    # memory model (bench/run/memory_plan.py): bytes of structure the framework builds over the hub's
-    # arrays, per node (counted num_nodes + 1 times) and per edge; once per node where it is the hub's
-    # own maps or one shared copy, not a copy per rank
+    options: tuple[str, ...] = ()  # the optional settings it honours (bench/run/suite.py Settings)
+    # memory model (bench/run/memory_plan.py): bytes of structure the framework builds per node and
+    # per edge; once per node where it is the hub's own maps, not a copy per rank
     structure_bytes_per_node: int = 0
     structure_bytes_per_edge: int = 0
     structure_on_hub_maps: bool = False
-    # by figure of the equal-work check (bench/publish/stages.py: "hop2_edges", "layer", ...): what
-    # the framework does that makes its figure the larger, named in the check's flag
+    # by figure of the equal-work check (bench/publish/stages.py): why the framework's is the larger
     work_notes: dict[str, str] = field(default_factory=dict)
-    # its seeds are training seeds (False: feature-gather's are rows read): fewer per epoch is noted
-    seeds_are_training_seeds: bool = True
+    seeds_are_training_seeds: bool = True  # False: its seeds are rows read (feature-gather)
     models: tuple[str, ...] = ("sage",)  # the `model` values it trains (`none` is every backend's)
-    # the plain training loop of its framework's examples, by its function's name in
-    # bench/harness_costs/plain_loops.py (`gnnbench fidelity`); None: not compared
-    plain_loop: str | None = None
-    # each rank of a GPU cell sees its own GPU alone (base.one_gpu_env); False for a framework that
-    # maps its peers' GPU memory itself (WholeGraph) and needs every GPU of the node visible
+    plain_loop: str | None = None  # its examples' loop in bench/harness_costs/plain_loops.py (fidelity)
+    # each rank of a GPU cell sees its own GPU alone; False where the framework maps its peers' GPU
+    # memory itself (WholeGraph)
     one_gpu_per_rank: bool = True
-    # it keeps the features in host memory once per node, each rank holding its slice (WholeGraph)
-    host_features_once: bool = False
+    host_features_once: bool = False  # features in host memory once per node, a slice per rank (WholeGraph)
     lifecycle: str | None = None  # its pipeline's line in bench/publish/lifecycle.py LIFECYCLE
     unverified_on_gpu: str | None = None  # what no GPU run has shown of it yet: a note on its GPU cells
 
@@ -61,7 +54,7 @@ PYG_LOADER = "PyG NeighborLoader (+ DDP)"
 
 BACKENDS: dict[str, BackendInfo] = {
     # NeighborLoader's own CSC: colptr (8 B per node), row and permutation (16 B per edge)
-    "pyg-neighbor": BackendInfo("bench.backends.pyg_neighbor", "pyg", ("cpu-cpu", "cpu-cuda"), ("memory", "lmdb"),
+    "pyg-neighbor": BackendInfo("bench.backends.pyg_node", "pyg", ("cpu-cpu", "cpu-cuda"), ("memory", "lmdb"),
                                 options=("pin_memory", "amp", "trim_to_layer"),
                                 structure_bytes_per_node=8, structure_bytes_per_edge=16, plain_loop="pyg_loop",
                                 lifecycle=PYG_LOADER,

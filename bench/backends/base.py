@@ -1,11 +1,7 @@
-"""The pipeline contract every backend fulfils for the worker (`Pipeline`), and what they share.
-
-A backend turns the hub's arrays into its framework's structures and gives a `train_loader`
-(re-iterated every epoch), `count`, `step`, `evaluate`, `full_accuracy` (layer-wise, where it
-defines `full_layer`), `work` and `synchronize`. With `profile: true` (the default) its sampler
-and feature gather are timed (bench/backends/stages.py) and `step` marks where its stages end.
-The node backends train one GraphSAGE, started from one initialisation in both frameworks
-(`same_start`). Stack side; torch is imported where it is used.
+"""The pipeline contract every backend fulfils for the worker (`Pipeline`), and what they share:
+devices and ranks, DDP with its timed all-reduce, the one GraphSAGE both frameworks train (started
+alike: `same_start`), and layer-wise full-neighbourhood inference. Stack side; torch is imported
+where it is used.
 """
 
 from __future__ import annotations
@@ -44,9 +40,9 @@ def seed_everything(seed: int) -> None:
 
 
 def graphsage(conv, in_dim: int, hidden: int, out_dim: int, num_layers: int, trim=None):
-    """The one GraphSAGE both backends train, called as model(x, [graph per layer]); `conv(a, b)`
-    makes a framework's mean SAGEConv. `trim(i, x, graph, hops) -> (x, graph)`: what layer i runs
-    on where the call passes `hops` (PyG's trim_to_layer: bench/backends/pyg_node.py)."""
+    """The one GraphSAGE both backends train, model(x, [graph per layer]) from `conv(a, b)`, a
+    framework's mean SAGEConv; `trim(i, x, graph, hops) -> (x, graph)`: layer i's input where the
+    call passes `hops` (PyG's trim_to_layer)."""
     import torch
     import torch.nn.functional as F
 
@@ -71,8 +67,7 @@ def graphsage(conv, in_dim: int, hidden: int, out_dim: int, num_layers: int, tri
 
 
 def unavailable_reason(mode: str, world_size: int = 1) -> str | None:
-    """Why a mode cannot run in this interpreter, or None: each of this node's ranks
-    (LOCAL_WORLD_SIZE) needs a GPU."""
+    """Why a mode cannot run here, or None: each of this node's ranks needs a GPU."""
     import torch
 
     if not modes.mode(mode).needs_gpu:
@@ -89,8 +84,7 @@ def unavailable_reason(mode: str, world_size: int = 1) -> str | None:
 
 
 def fit_problem(available: bool = True) -> str | None:
-    """Why this stack's CUDA build cannot run on this driver or these GPUs, naming the image tag to
-    use instead (bench/cuda_fit.py), or None."""
+    """Why this stack's CUDA build cannot run on this driver or GPUs (naming the image tag to use), or None."""
     import torch
 
     if not torch.version.cuda:
@@ -122,8 +116,8 @@ def rank_gpus(environ, local_world: int) -> list[str]:
 
 
 def one_gpu_env(environ, local_rank: int) -> dict[str, str]:
-    """The variables that give this rank its own GPU alone (the node's list kept in
-    GNNBENCH_NODE_GPUS); {} where the list has no entry for it (unavailable_reason then says so)."""
+    """The variables that give this rank its own GPU alone; {} where the node's list has no entry
+    for it (unavailable_reason then says so)."""
     listed = environ.get(NODE_GPUS_ENV) if NODE_GPUS_ENV in environ else environ.get("CUDA_VISIBLE_DEVICES")
     gpus = rank_gpus(environ, local_rank + 1)
     if local_rank >= len(gpus) or gpus[local_rank] == "-1":
@@ -147,8 +141,7 @@ def device_of(mode: str):
 
 
 def select_device(mode: str) -> None:
-    """First thing in each rank of a GPU cell: make its own GPU the current device, so collectives
-    and the framework's ops land there and not all on cuda:0."""
+    """Make this rank's GPU the current device (first thing in a GPU cell), not cuda:0 for all."""
     device = device_of(mode)
     if device.type == "cuda":
         import torch
@@ -184,8 +177,7 @@ def shard(seeds, seed: int):
 
 
 def chunks(indptr, max_edges: int):
-    """(first, end) node ranges over a CSC whose in-edges number at most `max_edges` (a node with
-    more is a chunk of its own)."""
+    """(first, end) node ranges of a CSC, each with at most `max_edges` in-edges (or a single node)."""
     import numpy as np
 
     n, a = len(indptr) - 1, 0
@@ -197,9 +189,8 @@ def chunks(indptr, max_edges: int):
 
 
 class CommTimer:
-    """Times DDP's gradient all-reduce with a comm hook around PyTorch's default one. gloo's future
-    completes with the all-reduce; NCCL's at enqueue, so there CUDA events around the collective
-    are read when the epoch's clock synchronises (`settle`)."""
+    """Times DDP's gradient all-reduce with a hook around PyTorch's default one. NCCL's future
+    completes at enqueue (gloo's with the all-reduce), so there CUDA events are read at `settle`."""
 
     def __init__(self, device=None):
         self.seconds = 0.0
@@ -207,7 +198,6 @@ class CommTimer:
         self._events: list = []
 
     def hook(self, state, bucket):
-        """PyTorch's all-reduce hook, timed."""
         import torch
         from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
 
@@ -234,9 +224,8 @@ class CommTimer:
 
 
 def distribute(model, device, find_unused: bool = False, timed: bool = True):
-    """Wrap a model in DDP when there are several ranks; returns (model, timer). `find_unused`: a
-    step may leave some parameters out (a typed model's). `timed` (the cell's `profile`): a Python
-    comm hook times the all-reduce; without it DDP keeps its own and the timer is None."""
+    """(the model in DDP where there are several ranks, its CommTimer: None unless `timed`, the
+    cell's `profile`). `find_unused`: a step may leave some parameters out (a typed model's)."""
     import torch
 
     _, world = rank_and_world()
@@ -256,10 +245,8 @@ def unwrap(model):
 
 
 class Pipeline(abc.ABC):
-    """The pipeline contract. A subclass sets `train_loader` in its __init__ and defines the
-    abstract methods; one that trains a model subclasses `TrainingPipeline`, one with no model
-    overrides `step`, and a typed or link backend also subclasses its task's hooks (TASK_HOOKS).
-    Python refuses to build a backend that lacks one (TypeError naming it)."""
+    """The contract: a subclass sets `train_loader` in its __init__ and defines the abstract
+    methods (a trainer through `TrainingPipeline`; a typed or link backend its task's TASK_HOOKS too)."""
 
     unavailable = staticmethod(unavailable_reason)  # why this stack cannot run a mode, or None
     collective_eval = False  # True: every rank evaluates its own part, and the counts are summed
@@ -278,12 +265,11 @@ class Pipeline(abc.ABC):
         self.profile = settings.profile
 
     def sage(self, conv, in_dim: int, num_classes: int, trim=None):
-        """The shared GraphSAGE with this suite's hidden width and one layer per fanout hop."""
+        """The shared GraphSAGE, `hidden` wide, one layer per fanout hop."""
         return graphsage(conv, in_dim, self.settings.hidden, num_classes, len(self.settings.fanout), trim)
 
     def build_model(self, data) -> None:
-        """The backend's model on its device, in DDP across ranks, and its Adam; none with
-        `model: none` (the loader alone)."""
+        """The model on its device, in DDP across ranks, and its Adam; none with `model: none`."""
         import torch
 
         self.model, self.comm, self.scaler = None, None, None
@@ -308,17 +294,14 @@ class Pipeline(abc.ABC):
         return torch.autocast(self.device.type, dtype=dtype, enabled=amp != "off")
 
     def step(self, batch, clock=None) -> None:
-        """One training step; `clock` (a stages.EpochClock, when profiling) is told where its
-        stages end."""
+        """One training step; `clock` (stages.EpochClock, when profiling) is told where stages end."""
         if self.model is None:
             return
         self.model.train()
-        if clock is not None and self.device.type == "cuda":
-            copied = self.transfer_bytes(batch)
-            batch = self.to_device(batch)
+        copied = self.transfer_bytes(batch) if clock is not None and self.device.type == "cuda" else None
+        batch = self.to_device(batch)
+        if copied is not None:  # on the CPU nothing is copied: no copy stage
             clock.mark("copy", copied)
-        else:  # on the CPU nothing is copied: no copy stage
-            batch = self.to_device(batch)
         self.optimizer.zero_grad()
         with self.autocast():
             out, target = self.forward(self.model, batch)
@@ -337,7 +320,7 @@ class Pipeline(abc.ABC):
 
     @staticmethod
     def loss(out, target):
-        """The training loss of a batch's outputs (the node tasks: cross-entropy over the classes)."""
+        """The training loss (the node tasks: cross-entropy)."""
         import torch.nn.functional as F
 
         return F.cross_entropy(out.float(), target)
@@ -352,10 +335,10 @@ class Pipeline(abc.ABC):
         """The work of one batch, as bench/backends/stages.py defines it (read with `profile: true`)."""
 
     def transfer_bytes(self, batch) -> int:
-        """Bytes `to_device` copies to the GPU (PyG's Data; 0 on the CPU)."""
-        if self.device.type != "cuda" or not hasattr(batch, "to_dict"):
+        """Bytes `to_device` copies to the GPU (PyG's Data or HeteroData; 0 on the CPU)."""
+        if self.device.type != "cuda" or not hasattr(batch, "stores"):
             return 0
-        return tensor_bytes(v for v in batch.to_dict().values() if getattr(v, "is_cuda", True) is False)
+        return tensor_bytes(v for store in batch.stores for v in store.values() if getattr(v, "is_cuda", True) is False)
 
     def evaluate(self, split: str) -> float | None:
         """Accuracy on a split; with `collective_eval`, each rank's counts summed over ranks."""
@@ -372,8 +355,7 @@ class Pipeline(abc.ABC):
         return correct / max(total, 1)
 
     def full_accuracy(self, data, split: str = "test") -> float | None:
-        """Accuracy over `split` with full neighbourhoods, layer-wise, as DGL's example reports its
-        test accuracy; None without a model or a `full_layer`."""
+        """Accuracy over `split` with full neighbourhoods, layer-wise, as DGL's example reports it."""
         import numpy as np
         import torch
 
@@ -386,8 +368,8 @@ class Pipeline(abc.ABC):
 
     def full_embeddings(self, convs, graph, data):
         """Every node's output of `convs` with full neighbourhoods over `graph` (csc_indptr,
-        edge_index, num_nodes), layer by layer, in chunks of destination nodes; the input layer
-        reads only the feature rows a chunk needs (a disk-backed store stays on disk)."""
+        edge_index, num_nodes), layer by layer in chunks of destination nodes, each reading only the
+        feature rows it needs."""
         import numpy as np
         import torch
         import torch.nn.functional as F
@@ -436,19 +418,17 @@ class Pipeline(abc.ABC):
         return correct, total
 
     def reseed(self, seed: int) -> None:
-        """Seed the streams the training loader draws from, so one seed gives the same batches (a
-        framework with streams of its own seeds them too)."""
+        """Seed the streams the training loader draws from: one seed, the same batches."""
         seed_everything(seed)
 
     def allreduce_seconds(self) -> float | None:
-        """DDP's all-reduce seconds so far: None where untimed (`profile: false`), 0 where nothing
-        is all-reduced."""
+        """DDP's all-reduce seconds so far: None where untimed, 0 where nothing is all-reduced."""
         if self.comm is not None:
             return self.comm.seconds
         return None if unwrap(self.model) is not self.model else 0.0
 
     def synchronize(self) -> None:
-        """Wait for the device (and settle the all-reduce timer), so clocks read after are honest."""
+        """Wait for the device and settle the all-reduce timer, so clocks read after are honest."""
         if self.device.type == "cuda":
             import torch
 
@@ -458,8 +438,7 @@ class Pipeline(abc.ABC):
 
 
 class TrainingPipeline(Pipeline):
-    """A backend that trains a model: it calls `build_model(data)` in its __init__ and defines how
-    it loads a split, builds the model and runs it on a batch."""
+    """A backend that trains a model (calling `build_model(data)` in its __init__)."""
 
     @abc.abstractmethod
     def _loader(self, split: str, shuffle: bool, num_workers: int = 0):
@@ -475,8 +454,7 @@ class TrainingPipeline(Pipeline):
 
 
 class TypedHooks(abc.ABC):
-    """A typed-node backend's hook (listed first among its bases): its framework's layer over every
-    relation, around which the shared typed model is built."""
+    """A typed-node backend's hook (first among its bases): its framework's layer over every relation."""
     unused_parameters = True  # a relation without sampled edges, or into an unread type, sits a step out
 
     @staticmethod
@@ -489,9 +467,8 @@ class TypedHooks(abc.ABC):
 
 
 class LinkHooks(abc.ABC):
-    """A link backend's hooks for the task's shared part (bench/backends/link.py LinkPipeline).
-    The encoder's layer is the node pipeline's `conv_factory`, not declared here: an abstract one
-    would hide it."""
+    """A link backend's hooks for the task's shared part (bench/backends/link.py); its encoder's
+    layer is the node pipeline's `conv_factory` (not declared here: an abstract one would hide it)."""
 
     @abc.abstractmethod
     def inputs(self, batch):

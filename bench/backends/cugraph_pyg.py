@@ -1,11 +1,7 @@
-"""cuGraph-PyG: `cugraph_pyg.loader.NeighborLoader` over `cugraph_pyg.data.GraphStore` (a distributed
-cuGraph graph) and `FeatureStore` (WholeGraph), sampling on the GPU (mode cuda-cuda); the shared
-GraphSAGE from PyG's `SAGEConv`. What PyG recommends for multi-GPU training since it deprecated
-`torch_geometric.distributed` (2.7). Stack `cugraph-pyg`, built in the GPU images only.
-
-Written step for step as cugraph-gnn's own example (cugraph_pyg/examples/gcn_dist_mnmg.py);
-docs/gpus.md lists what differs and why. Unverified on a GPU. Imports no RAPIDS package at the top:
-`unavailable` names what is missing without them.
+"""cuGraph-PyG: `cugraph_pyg.loader.NeighborLoader` over its `GraphStore` (a distributed cuGraph
+graph) and `FeatureStore` (WholeGraph), sampling on the GPU (cuda-cuda); the shared GraphSAGE from
+PyG's SAGEConv. Written step for step as cugraph-gnn's gcn_dist_mnmg.py (docs/gpus.md lists what
+differs); unverified on a GPU. No RAPIDS import at the top: `unavailable` names what is missing.
 """
 
 from __future__ import annotations
@@ -100,8 +96,7 @@ def shutdown_comms() -> None:
 
 
 def equal_part(idx, rank: int, world: int):
-    """This rank's contiguous part of `idx`, all parts equal: cuGraph's collective sampling needs
-    every rank to run as many batches."""
+    """This rank's contiguous part of `idx`, all equal (collective sampling: as many batches per rank)."""
     each = len(idx) // world
     return idx[rank * each:(rank + 1) * each]
 

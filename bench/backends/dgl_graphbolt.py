@@ -1,12 +1,9 @@
 """DGL GraphBolt: ItemSampler -> sample_neighbor -> fetch_feature -> DataLoader, GraphSAGE from
-`dgl.nn.SAGEConv` on the sampled blocks, in the modes DGL's node-classification example builds
-(bench/modes.py; the CUDA modes need DGL's CUDA build). `gpu_cache` (pinned-cuda): a
-GPUCachedFeature in front of the pinned features, as the example's --gpu-cache-size. Every mode
-ends with copy_to(device) when the features are on the host, as the example (on the CPU it moves
-nothing, but makes gb.DataLoader run the stages before it in a prefetch thread). With `profile:
-true` each timed stage on a GPU synchronises the device, giving up the overlap of GraphBolt's
-feature-fetch stream: compare the CUDA modes' speed with `profile: false`. Stores: memory,
-graphbolt-disk (GraphBolt's own `OnDiskFeatureData(in_memory=False)`) and any store of feature rows.
+`dgl.nn.SAGEConv`, in the modes DGL's node-classification example builds (bench/modes.py), ending
+with its copy_to(device) (on the CPU it moves nothing, but runs the stages before it in a prefetch
+thread). `gpu_cache`: the example's GPUCachedFeature. With `profile: true` each timed GPU stage
+synchronises the device, giving up GraphBolt's overlapped feature fetch. Stores: memory,
+graphbolt-disk (GraphBolt's own OnDiskFeatureData) and any store of feature rows.
 """
 
 from __future__ import annotations
@@ -29,7 +26,7 @@ from bench.backends import base, layer_edges, shared_host, stages  # noqa: E402
 from bench.backends.base import Unavailable, rank_and_world  # noqa: E402
 from bench.stores import features_in_memory, open_store  # noqa: E402
 
-FEATURE_KEY = ("node", None, "feat")
+FEATURE_KEY = ("node", None, "feat")  # an untyped graph's features in a GraphBolt feature store
 NATIVE_STORE = "graphbolt-disk"  # GraphBolt's own on-disk features (no module in bench/stores)
 
 
@@ -62,20 +59,31 @@ class StoredFeature(gb.Feature):
         raise NotImplementedError("a stored feature table is read-only (built by bench.stores)")
 
 
-def feature_store(data, store: str) -> gb.FeatureStore:
-    if store == NATIVE_STORE:
+def feature_store(data, settings, mode: modes.Mode, device, typed: bool = False) -> gb.FeatureStore:
+    """The node features where the mode keeps them, ("node", type, "feat") for each featured type of
+    a typed graph (type None untyped): GraphBolt's own on-disk features, a store's rows, or in memory
+    (the untyped pinned from one copy per node: host_tensor)."""
+    featured = {t: x for t, x in data.features.items() if x is not None} if typed else {None: data.features}
+    if settings.store == NATIVE_STORE:
         return gb.TorchBasedFeatureStore([gb.OnDiskFeatureData(
-            domain="node", type=None, name="feat", format="numpy",
-            path=str(data.path / "features.npy"), in_memory=False)])
-    if features_in_memory(store):
-        return gb.BasicFeatureStore({FEATURE_KEY: gb.TorchBasedFeature(torch.from_numpy(data.features))})
-    return gb.BasicFeatureStore({FEATURE_KEY: StoredFeature(open_store(store, "node", data))})
+            domain="node", type=t, name="feat", format="numpy", in_memory=False,
+            path=str(data.feature_file(t) if typed else data.path / "features.npy")) for t in featured])
+    if not features_in_memory(settings.store):
+        readers = open_store(settings.store, "typed-node" if typed else "node", data)
+        return gb.BasicFeatureStore({("node", t, "feat"): StoredFeature(readers[t] if typed else readers)
+                                     for t in featured})
+    features = {}  # each Feature placed before the store is made: DGL 2.1's has no item access
+    for t, x in featured.items():
+        feature = moved(gb.TorchBasedFeature(host_tensor(x, mode.pinned, "" if typed else "features")), mode, device)
+        if mode.pinned and settings.gpu_cache:  # the hottest rows kept on the GPU, the rest read through UVA
+            feature = gb.GPUCachedFeature(feature, max(1, int(settings.gpu_cache * x.shape[0])))
+        features[("node", t, "feat")] = feature
+    return gb.BasicFeatureStore(features)
 
 
 def host_tensor(array, pin: bool, name: str = "") -> torch.Tensor:
-    """The tensor a mode places from: to be pinned, one writable copy per node that every rank maps
-    (bench/backends/shared_host.py, as DGL's multi-GPU example pins its parent's dataset); else the
-    hub's map as it is (.to(device) reads it without a host copy per rank)."""
+    """The tensor a mode places from: to be pinned, a writable copy (one per node that every rank
+    maps, where `name`d: shared_host.py); else the hub's map as it is."""
     if pin and shared_host.folder() is not None and name:
         return torch.from_numpy(shared_host.node_copy(array, name))
     if pin:  # this process's own writable memory: the hub's read-only maps cannot be pinned
@@ -94,40 +102,18 @@ def moved(item, mode: modes.Mode, device):
     return item.pin_memory_() if mode.pinned else item.to(device)
 
 
-def refuse_disk_store(mode: modes.Mode, store: str) -> None:
-    """Unavailable where the mode would move a disk-backed store's features into memory."""
-    if mode.storage != modes.CPU and not features_in_memory(store):
-        raise Unavailable(f"mode {mode.name} moves the features into pinned or GPU memory, which defeats "
-                          f"store {store!r} (features left on disk): use cpu-cpu or cpu-cuda")
-
-
 def placed(data, settings, device, mode: modes.Mode, csc=None):
-    """The sampling graph and the feature store where the mode keeps them, placed through DGL 2.1's
-    API as its examples do (each Feature before the store: DGL 2.1's has no item access). The
-    graph's arrays are the hub's GraphBolt copies (int32 where the sizes allow, as OnDiskDataset
-    builds them), shared by every rank, or `csc` (indptr, indices: the link split's training graph)."""
-    refuse_disk_store(mode, settings.store)
+    """The sampling graph and the feature store where the mode keeps them, as DGL 2.1's examples
+    place them; the graph from the hub's GraphBolt arrays (int32 where the sizes allow, as
+    OnDiskDataset builds them), or `csc` (indptr, indices: the link split's training graph)."""
     indptr, indices = csc or (data.graphbolt_indptr, data.graphbolt_indices)
     graph = gb.fused_csc_sampling_graph(host_tensor(indptr, mode.pinned, "indptr"),
                                         host_tensor(indices, mode.pinned, "indices"))
-    graph = moved(graph, mode, device)
-    if mode.storage == modes.CPU:
-        return graph, feature_store(data, settings.store)
-    feature = moved(gb.TorchBasedFeature(host_tensor(data.features, mode.pinned, "features")), mode, device)
-    if mode.pinned and settings.gpu_cache:  # the hottest rows kept on the GPU, the rest read through UVA
-        feature = gb.GPUCachedFeature(feature, max(1, int(settings.gpu_cache * data.num_nodes)))
-    return graph, gb.BasicFeatureStore({FEATURE_KEY: feature})
-
-
-def index_dtype(graph) -> dict:
-    """The sampling graph's index dtypes, recorded with every cell."""
-    return {"indices": str(graph.indices.dtype).removeprefix("torch."),
-            "indptr": str(graph.csc_indptr.dtype).removeprefix("torch.")}
+    return moved(graph, mode, device), feature_store(data, settings, mode, device)
 
 
 def gpu_build_problem() -> str | None:
-    """Why this DGL cannot use the GPU, or None: PyPI's dgl 2.1.0 is a CPU build that imports on a
-    CUDA torch, but lacks the op gb.DataLoader calls (set_max_uva_threads)."""
+    """Why this DGL cannot use the GPU (PyPI's dgl 2.1.0 is a CPU build), or None."""
     try:
         torch.ops.graphbolt.set_max_uva_threads  # noqa: B018 - only the CUDA build registers it
     except (AttributeError, RuntimeError):
@@ -155,8 +141,12 @@ class Pipeline(base.TrainingPipeline):
         gb.seed(settings.seed)  # GraphBolt's samplers draw from a generator of their own
         self.same_layer_edges = same_layer_edges(settings)
         self.mode = modes.mode(settings.mode)
+        if self.mode.storage != modes.CPU and not features_in_memory(settings.store):
+            raise Unavailable(f"mode {self.mode.name} moves the features into pinned or GPU memory, which defeats "
+                              f"store {settings.store!r} (features left on disk): use cpu-cpu or cpu-cuda")
         self.graph, self.features = self.place(data)
-        self.index_dtype = index_dtype(self.graph)
+        self.index_dtype = {k: str(t.dtype).removeprefix("torch.")
+                            for k, t in (("indices", self.graph.indices), ("indptr", self.graph.csc_indptr))}
         self.itemsets = self.item_sets(data)
         self.train_loader = self._loader("train", shuffle=True, num_workers=settings.num_workers)
         self.build_model(data)
@@ -166,10 +156,10 @@ class Pipeline(base.TrainingPipeline):
         return placed(data, self.settings, self.device, self.mode)
 
     def item_sets(self, data) -> dict:
-        """Each split's seeds (in the graph's index dtype, as OnDiskDataset writes them) and labels.
-        Cast and gathered by numpy: a large torch gather gives the main thread an OpenMP pool, which
-        slows GraphBolt's sampling thread (issue 41), as the example reading files never does."""
-        ids = numpy_dtype(self.graph.indices.dtype)
+        """Each split's seeds (in the graph's index dtype, as OnDiskDataset writes them) and labels,
+        by numpy: a large torch gather gives the main thread an OpenMP pool that slows GraphBolt's
+        sampling thread (issue 41)."""
+        ids = self.index_dtype["indices"]
         return {split: gb.ItemSet((torch.from_numpy(idx.astype(ids)), torch.from_numpy(data.labels[idx])),
                                   names=("seed_nodes", "labels"))
                 for split, idx in (("train", data.train_idx), ("val", data.val_idx), ("test", data.test_idx))}
@@ -195,8 +185,7 @@ class Pipeline(base.TrainingPipeline):
         return self.sage(self.conv_factory(), data.features.shape[1], data.num_classes)
 
     def _loader(self, split: str, shuffle: bool, num_workers: int = 0) -> gb.DataLoader:
-        """The datapipe as DGL 2.1's example builds it for the mode; the training loader's stages
-        timed when profiling."""
+        """The datapipe as DGL 2.1's example builds it for the mode (the training one timed)."""
         mode = self.mode
         timing = self.profile and split == "train"
         sync = stages.cuda_sync(self.device) if mode.seeds_to_device_first else None
@@ -240,8 +229,9 @@ class Pipeline(base.TrainingPipeline):
 
     @staticmethod
     def count(minibatch) -> tuple[int, int]:
-        edges = sum(int(sg.sampled_csc.indices.numel()) for sg in minibatch.sampled_subgraphs)
-        return int(minibatch.seed_nodes.numel()), edges
+        """(seeds, sampled edges), summed over the types and relations of a typed minibatch."""
+        edges = sum(int(csc.indices.numel()) for sg in minibatch.sampled_subgraphs for csc in _each(sg.sampled_csc))
+        return _size(minibatch.seed_nodes), edges
 
     def work(self, minibatch) -> stages.BatchWork:
         return block_work(minibatch, int(minibatch.seed_nodes.numel()), self.settings.model != "none",
@@ -251,9 +241,7 @@ class Pipeline(base.TrainingPipeline):
         return minibatch  # the datapipe already put it where the mode wants it
 
     def reseed(self, seed: int) -> None:
-        """Also GraphBolt's samplers (gb.seed; its sampling threads keep generators of their own)
-        and the train ItemSampler's shuffle: DGL 2.1 offers no way to seed its `_rng`, so it is
-        replaced, and two epochs from one seed take the same batches (`fidelity --clocks`)."""
+        """Also GraphBolt's samplers and the train ItemSampler's shuffle (its `_rng` replaced)."""
         super().reseed(seed)
         gb.seed(seed)
         if hasattr(self.train_items, "_rng"):
@@ -271,9 +259,8 @@ def same_layer_edges(settings) -> bool:
 
 def block_work(minibatch, seeds: int, modelled: bool, same: bool = False, **extra) -> stages.BatchWork:
     """The work of a minibatch sampled around `seeds` nodes (a typed one's summed over its types;
-    `extra`: BatchWork's other fields). Blocks run input layer first; hop k's block has hop k-1's nodes as
-    destinations, numbered first among its sources, so it reaches rows - columns new nodes. A layer
-    computes its block's destinations, over the edges layer_edges gives it with `same`."""
+    `extra`: BatchWork's other fields). Hop k's block has hop k-1's nodes as destinations, numbered
+    first among its sources, so it reaches rows - columns new nodes."""
     layers = minibatch.sampled_subgraphs
     blocks = layers[::-1]
     hop_nodes = [seeds] + [_size(b.original_row_node_ids) - _size(b.original_column_node_ids) for b in blocks]
@@ -290,8 +277,7 @@ def _size(value) -> int:
 
 
 class _CopyStarts(IterDataPipe):
-    """Notes when copy_to takes each minibatch (and the bytes it will move to a GPU), so the copy
-    is timed in the thread that runs it."""
+    """Notes when copy_to takes each minibatch (and the bytes it moves to a GPU): the copy timed where it runs."""
 
     def __init__(self, datapipe, device):
         self.datapipe = datapipe
@@ -317,11 +303,6 @@ def _host_bytes(minibatch) -> int:
         tensors += [t for pair in _each(first_hop) for t in pair] if first_hop is not None else []
         tensors += [*_each(block.original_row_node_ids), *_each(block.original_column_node_ids)]
     return stages.tensor_bytes(t for t in tensors if t is not None and not t.is_cuda)
-
-
-def numpy_dtype(dtype: torch.dtype) -> np.dtype:
-    """The numpy dtype of a torch integer dtype (torch.int32 -> int32)."""
-    return np.dtype(str(dtype).removeprefix("torch."))
 
 
 def _each(value) -> list:

@@ -1,9 +1,7 @@
-"""DGL GraphBolt on a typed graph: a typed `FusedCSCSamplingGraph` from the hub's fused arrays
-(bench/datasets/typed_hub.py), seeds in an `ItemSetDict` on the target type, one fanout tensor per
-layer (a value per edge type), `fetch_feature` per node type; the shared R-GCN / R-GAT
-(bench/backends/typed.py) from DGL's HeteroGraphConv over GraphConv (norm "right", no bias: R-GCN's
-per-relation term) or GATConv, on the edges `same_layer_edges` says (bench/backends/layer_edges.py).
-Modes, datapipe, stage timers and stores are the untyped GraphBolt backend's, per node type.
+"""DGL GraphBolt on a typed graph: a typed `FusedCSCSamplingGraph` from the hub's fused arrays,
+seeds in an `ItemSetDict` on the target type, one fanout tensor per layer (a value per edge type);
+the shared R-GCN / R-GAT (typed.py) from DGL's HeteroGraphConv over GraphConv (norm "right", no bias)
+or GATConv. Modes, datapipe, clocks and stores are the untyped GraphBolt backend's, per node type.
 """
 
 from __future__ import annotations
@@ -14,16 +12,15 @@ from dgl.nn import GATConv, GraphConv, HeteroGraphConv
 
 from bench import modes
 from bench.backends import base, dgl_graphbolt, layer_edges
-from bench.backends.dgl_graphbolt import NATIVE_STORE, StoredFeature, host_tensor, moved, numpy_dtype, refuse_disk_store
+from bench.backends.dgl_graphbolt import host_tensor, moved
 from bench.backends.typed import per_head, rgcn_layer
-from bench.stores import features_in_memory, open_store
 
 GRAPH_ARRAYS = ("indptr", "indices", "node_type_offset", "type_per_edge")
 
 
 class _GatRelation(torch.nn.Module):
-    """DGL's GATConv as the shared model has it: hidden layers concatenate their heads, the output
-    layer averages them and adds one bias (as PyG's GATConv with concat=False)."""
+    """DGL's GATConv as the shared model has it: the output layer averages its heads and adds one
+    bias (as PyG's GATConv with concat=False)."""
 
     def __init__(self, pair: tuple[int, int], out: int, heads: int, concat: bool):
         super().__init__()
@@ -73,28 +70,9 @@ def _dst_rows(x_dict: dict, block) -> dict:
 
 def typed_graph(data, mode: modes.Mode, device):
     """GraphBolt's typed sampling graph from the hub's arrays, where the mode keeps it."""
-    arrays = {n: host_tensor(data.graphbolt[n], mode.pinned) for n in GRAPH_ARRAYS}
+    arrays = [host_tensor(data.graphbolt[n], mode.pinned) for n in GRAPH_ARRAYS]  # in the signature's order
     ids = data.meta["graphbolt"]
-    return moved(gb.fused_csc_sampling_graph(arrays["indptr"], arrays["indices"],
-                                             node_type_offset=arrays["node_type_offset"],
-                                             type_per_edge=arrays["type_per_edge"],
-                                             node_type_to_id=ids["node_type_to_id"],
-                                             edge_type_to_id=ids["edge_type_to_id"]), mode, device)
-
-
-def typed_features(data, store: str, mode: modes.Mode, device):
-    """Each featured node type's features as GraphBolt reads them: ("node", type, "feat")."""
-    featured = {t: x for t, x in data.features.items() if x is not None}
-    refuse_disk_store(mode, store)
-    if store == NATIVE_STORE:
-        return gb.TorchBasedFeatureStore([gb.OnDiskFeatureData(
-            domain="node", type=t, name="feat", format="numpy", path=str(data.feature_file(t)), in_memory=False)
-            for t in featured])
-    if not features_in_memory(store):
-        readers = open_store(store, "typed-node", data)
-        return gb.BasicFeatureStore({("node", t, "feat"): StoredFeature(readers[t]) for t in featured})
-    return gb.BasicFeatureStore({("node", t, "feat"): moved(gb.TorchBasedFeature(host_tensor(x, mode.pinned)),
-                                                            mode, device) for t, x in featured.items()})
+    return moved(gb.fused_csc_sampling_graph(*arrays, ids["node_type_to_id"], ids["edge_type_to_id"]), mode, device)
 
 
 class Pipeline(base.TypedHooks, dgl_graphbolt.Pipeline):
@@ -110,13 +88,10 @@ class Pipeline(base.TypedHooks, dgl_graphbolt.Pipeline):
 
     def place(self, data):
         return (typed_graph(data, self.mode, self.device),
-                typed_features(data, self.settings.store, self.mode, self.device))
+                dgl_graphbolt.feature_store(data, self.settings, self.mode, self.device, typed=True))
 
     def item_sets(self, data) -> dict:
-        ids = numpy_dtype(self.graph.indices.dtype)  # cast and gathered by numpy, as the untyped pipeline's
-        return {split: gb.ItemSetDict({self.target: gb.ItemSet(
-                    (torch.from_numpy(idx.astype(ids)), torch.from_numpy(data.labels[idx])), names=("seed_nodes", "labels"))})
-                for split, idx in (("train", data.train_idx), ("val", data.val_idx), ("test", data.test_idx))}
+        return {split: gb.ItemSetDict({self.target: items}) for split, items in super().item_sets(data).items()}
 
     def fanouts(self) -> list:
         """One tensor per layer, input layer first, the hop's fanout for every edge type."""
@@ -126,10 +101,6 @@ class Pipeline(base.TypedHooks, dgl_graphbolt.Pipeline):
         x = {t: minibatch.node_features[(t, "feat")] for t in self.feature_keys}
         ids = {t: minibatch.input_nodes[t] for t in self.featureless if t in minibatch.input_nodes}
         return model(x, ids, layer_edges.blocks(minibatch, self.same_layer_edges)), minibatch.labels[self.target]
-
-    def count(self, minibatch) -> tuple[int, int]:
-        edges = sum(int(csc.indices.numel()) for sg in minibatch.sampled_subgraphs for csc in sg.sampled_csc.values())
-        return int(minibatch.seed_nodes[self.target].numel()), edges
 
     def work(self, minibatch):
         """dgl_graphbolt.block_work, with its breakdown per node type and relation."""

@@ -1,9 +1,7 @@
-"""DGL GraphBolt link prediction, as DGL 2.1's examples/sampling/graphbolt/link_prediction.py builds
-it: ItemSet of training edges -> ItemSampler -> sample_uniform_negative -> sample_neighbor ->
-exclude_seed_edges(include_reverse_edges=True) (exclusion `reverse`) -> fetch_feature -> copy_to ->
-DataLoader, over the link split's training graph. Modes, stores and stage clocks are
-dgl_graphbolt's; the rest the link task's (bench/backends/link.py). The `sample` stage holds all
-three sampling steps, as PyG's sample_from_edges does.
+"""DGL GraphBolt link prediction, as DGL 2.1's graphbolt/link_prediction.py builds it: training
+edges -> ItemSampler -> sample_uniform_negative -> sample_neighbor -> exclude_seed_edges (exclusion
+`reverse`; the three in the `sample` stage) -> fetch_feature -> copy_to, over the split's training
+graph. Modes, stores and clocks are dgl_graphbolt's; the rest the link task's (link.py).
 """
 
 from __future__ import annotations

@@ -1,12 +1,12 @@
-"""The feature gather alone: the rows of real sampled batches read from a store, nothing else.
-
-"What does the disk cost per batch?" without the sampler and the model in the way: NeighborLoader
-samples up to MAX_BATCHES training batches once (seeded: every cell of a dataset gathers the same
-rows), and each epoch gathers those rows again, in memory or by a store's batched read. Seeds per
-second means rows per second; the model setting is ignored. Stages: the gather is `fetch`.
+"""The feature gather alone: what the disk costs per batch, without the sampler and the model.
+NeighborLoader samples up to MAX_BATCHES training batches once (seeded: the same rows in every cell
+of a dataset); each epoch gathers those rows again (the `fetch` stage), in memory or by a store's
+batched read. Seeds per second means rows per second; the model setting is ignored.
 """
 
 from __future__ import annotations
+
+import itertools
 
 import numpy as np
 import torch
@@ -36,11 +36,7 @@ class Pipeline(base.Pipeline):
         sampler = NeighborLoader(graph, num_neighbors=list(settings.fanout),
                                  input_nodes=torch.from_numpy(shard(data.train_idx, settings.seed)),
                                  batch_size=settings.batch_size, shuffle=True)
-        self.train_loader = []
-        for batch in sampler:
-            self.train_loader.append(batch.n_id)
-            if len(self.train_loader) == MAX_BATCHES:
-                break
+        self.train_loader = [batch.n_id for batch in itertools.islice(sampler, MAX_BATCHES)]
         if features_in_memory(settings.store):
             features = torch.from_numpy(np.ascontiguousarray(data.features))
             self.gather = lambda ids: torch.index_select(features, 0, ids)

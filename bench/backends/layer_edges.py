@@ -1,13 +1,8 @@
-"""What each GraphBolt layer computes over: the `same_layer_edges` setting of the three GraphBolt
-backends and their plain loops (bench/harness_costs/plain_loops.py).
-
-PyG's layers run on the one sampled subgraph, where a node's in-edges are those sampled at the hop
-that first reached it. GraphBolt samples every layer again for all its destination nodes, so in
-`minibatch.blocks` a seed's input layer averages fanout[-1] fresh neighbours instead: with unequal
-fanouts, two different GNNs. `true`: every layer over the edges PyG's would (`first_hop_csc`);
-sampling and its counted work are unchanged. `false`: `minibatch.blocks`, as GraphBolt's examples.
-The rewrite runs in the datapipe right after sampling (`attach`, inside the `sample` stage) and
-rides on each sampled subgraph (`FIRST_HOP`); `blocks` makes the model's DGL blocks from it.
+"""What each GraphBolt layer computes over: the `same_layer_edges` setting (GraphBolt backends and
+plain loops). PyG's layers see a node's in-edges from the hop that first reached it; GraphBolt
+samples every layer again, so in `minibatch.blocks` a seed's input layer averages fanout[-1] fresh
+neighbours: with unequal fanouts, two different GNNs. `true`: every layer over the edges PyG's would
+(`attach` in the datapipe, inside the `sample` stage; `blocks`); `false`: `minibatch.blocks`.
 """
 
 from __future__ import annotations
@@ -19,9 +14,8 @@ FIRST_HOP = "first_hop_csc"  # the attribute each sampled subgraph carries: its 
 
 
 def first_hop(layers: list[tuple]) -> list[tuple]:
-    """Each layer's (indptr, indices), input layer first, the in-edges of every destination node
-    the next layer also has replaced by the next layer's (rewritten first; its indices already
-    index this layer's sources, numbered first)."""
+    """Each layer's (indptr, indices), input layer first, the in-edges of every destination the
+    next layer also has replaced by the next layer's (rewritten first)."""
     layers = list(layers)
     for i in range(len(layers) - 2, -1, -1):  # from the seeds' layer inwards, each on its rewritten successor
         (indptr, indices), (inner_indptr, inner_indices) = layers[i], layers[i + 1]
@@ -33,8 +27,7 @@ def first_hop(layers: list[tuple]) -> list[tuple]:
 
 
 def first_hop_csc(subgraphs) -> list:
-    """first_hop over GraphBolt's sampled subgraphs: per layer (indptr, indices), or for a typed
-    graph {edge type: (indptr, indices)}, each relation rewritten on its own."""
+    """first_hop over GraphBolt's sampled subgraphs (a typed graph's per relation, {edge type: csc})."""
     cscs = [s.sampled_csc for s in subgraphs]
     if not isinstance(cscs[0], dict):
         return first_hop([(c.indptr, c.indices) for c in cscs])
@@ -46,16 +39,14 @@ def first_hop_csc(subgraphs) -> list:
 
 
 def attach(minibatch):
-    """The datapipe step of `same_layer_edges: true`: each sampled subgraph gets its layer's
-    first-hop CSC (FIRST_HOP)."""
+    """The datapipe step of `same_layer_edges: true`: each sampled subgraph gets its FIRST_HOP CSC."""
     for subgraph, csc in zip(minibatch.sampled_subgraphs, first_hop_csc(minibatch.sampled_subgraphs)):
         setattr(subgraph, FIRST_HOP, csc)
     return minibatch
 
 
 def blocks(minibatch, same: bool) -> list:
-    """The model's DGL blocks: from the CSCs `attach` made (`same`), else minibatch.blocks. No
-    value is read on the host."""
+    """The model's DGL blocks: from the CSCs `attach` made (`same`), else minibatch.blocks."""
     if not same:
         return minibatch.blocks
     out = []

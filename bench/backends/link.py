@@ -1,18 +1,10 @@
 """What the link-prediction backends share (pyg-link, dgl-graphbolt-link): the model (the node
-backends' GraphSAGE as the encoder, a dot-product or MLP decoder, BCE loss), the ranking metrics
-against the hub's fixed negatives, and the leakage check. The task's settings (neg_ratio, neg_mode,
-exclusion, decoder) are described in bench/run/suite.py; neither framework filters false negatives.
-
-Evaluation: every node's embedding with full neighbourhoods over the training graph
-(base.full_embeddings), each validation/test positive ranked against its stored negatives by the
-split's protocol (bench/datasets/link_split.py PROTOCOLS): against its own negatives, MRR and
-Hits@K with OGB's rank (ties: the mean of the optimistic and pessimistic rank); against one shared
-set (ogbl-collab), Hits@K as OGB's evaluator counts it, and Hits@50 is the protocol's figure.
-
-The leakage check (the first epoch's training batches, in `count`): the sampled graph's edges
-against the batch's own positive seed edges and their reverses. With exclusion `reverse` one found
-fails the cell (SeedEdgeLeakError); with `none` the share found is recorded and noted. Stack side;
-torch is imported where it is used.
+GraphSAGE as encoder, a dot-product or MLP decoder, BCE loss), the ranking metrics and the leakage
+check. Evaluation: full-neighbourhood embeddings over the training graph, each held-out positive
+ranked against the stored negatives by the split's protocol (bench/datasets/link_split.py): MRR and
+Hits@K with OGB's rank, or against one shared set Hits@K as OGB's evaluator counts it. Leakage:
+the first epoch's sampled edges against the batch's own seed edges and reverses; with exclusion
+`reverse` one found fails the cell, with `none` the share is recorded. Stack side.
 """
 
 from __future__ import annotations
@@ -44,35 +36,6 @@ def seed_edges_found(sampled_src, sampled_dst, seed_src, seed_dst, num_nodes: in
     return np.isin(sampled_src * n + sampled_dst, seeds)
 
 
-def ranks(pos_scores, neg_scores):
-    """OGB's rank of each positive among its negatives (1 = first; ties: the mean of the optimistic
-    and pessimistic ranks)."""
-    pos = pos_scores.reshape(-1, 1)
-    optimistic = (neg_scores > pos).sum(dim=1)
-    pessimistic = (neg_scores >= pos).sum(dim=1)
-    return 0.5 * (optimistic + pessimistic).float() + 1
-
-
-def ranking_metrics(rank) -> dict:
-    """MRR and Hits@K of a tensor of ranks."""
-    if rank.numel() == 0:
-        return {"mrr": None, **{f"hits@{k}": None for k in HITS_AT}}
-    return {"mrr": float((1.0 / rank).mean()), **{f"hits@{k}": float((rank <= k).float().mean()) for k in HITS_AT}}
-
-
-def shared_hits(pos_scores, neg_scores) -> dict:
-    """Hits@K against negatives shared by every positive, as OGB's evaluator (ogbl-collab) counts
-    it: the share of positives scored above the K-th best negative. No MRR."""
-    import torch
-
-    if pos_scores.numel() == 0:
-        return {"mrr": None, **{f"hits@{k}": None for k in HITS_AT}}
-    ordered = torch.sort(neg_scores.reshape(-1)).values
-    # negatives scored at least as high as each positive: at most K - 1 of them is a hit at K
-    at_least = ordered.numel() - torch.searchsorted(ordered, pos_scores.reshape(-1).contiguous(), right=False)
-    return {"mrr": None, **{f"hits@{k}": float((at_least < k).float().mean()) for k in HITS_AT}}
-
-
 def protocol_figure(split, metrics: dict) -> float | None:
     """The one figure a split's protocol scores by (what time-to-target trains to)."""
     return metrics["hits@50"] if split.protocol == "hits@50" else metrics["mrr"]
@@ -82,8 +45,7 @@ EVAL_PAIRS_AT_ONCE = 1 << 18  # pairs scored at a time: 1,000 negatives per posi
 
 
 def split_scores(split, name: str, score_pairs, device=None):
-    """(positive scores [P], negative scores: [P, K] per positive, or [M] shared) of a split under
-    `score_pairs(src, dst)`, a block of pairs at a time."""
+    """(positive scores [P], negative scores [P, K] or shared [M]) under `score_pairs(src, dst)`, in blocks."""
     import torch
 
     def scored(src, dst):
@@ -105,15 +67,26 @@ def split_scores(split, name: str, score_pairs, device=None):
 
 
 def protocol_metrics(split, pos_scores, neg_scores) -> dict:
-    """MRR and Hits@K (K = HITS_AT) of a split's scores, by its protocol."""
+    """MRR and Hits@K (K = HITS_AT) of a split's scores by its protocol: each positive's OGB rank among
+    its own negatives (ties: optimistic and pessimistic averaged), or against negatives every
+    positive shares (ogbl-collab) Hits@K alone, as OGB's evaluator counts it."""
+    import torch
+
+    if pos_scores.numel() == 0:
+        return {"mrr": None, **{f"hits@{k}": None for k in HITS_AT}}
     if split.shared_negatives:
-        return shared_hits(pos_scores, neg_scores)
-    return ranking_metrics(ranks(pos_scores, neg_scores).cpu())
+        ordered = torch.sort(neg_scores.reshape(-1)).values
+        # negatives scored at least as high as each positive: at most K - 1 of them is a hit at K
+        at_least = ordered.numel() - torch.searchsorted(ordered, pos_scores.reshape(-1).contiguous(), right=False)
+        return {"mrr": None, **{f"hits@{k}": float((at_least < k).float().mean()) for k in HITS_AT}}
+    pos = pos_scores.reshape(-1, 1)
+    rank = (0.5 * ((neg_scores > pos).sum(dim=1) + (neg_scores >= pos).sum(dim=1)).float() + 1).cpu()
+    return {"mrr": float((1.0 / rank).mean()), **{f"hits@{k}": float((rank <= k).float().mean()) for k in HITS_AT}}
 
 
 def link_model(encoder, hidden: int, decoder: str):
-    """The encoder and a decoder: `model(x, graphs)` gives node embeddings, `model(x, graphs, src,
-    dst)` the logits of those pairs, `model.score(h_u, h_v)` the logits of embeddings."""
+    """The encoder and a decoder: model(x, graphs) the embeddings, model(x, graphs, src, dst) the
+    pairs' logits, model.score(h_u, h_v) the logits of embeddings."""
     import torch
 
     class LinkModel(torch.nn.Module):
@@ -143,8 +116,7 @@ def link_model(encoder, hidden: int, decoder: str):
 
 
 class LinkPipeline(base.LinkHooks):
-    """Mixed in before a framework's node pipeline: the link task's model, loss, counts, leakage
-    check and evaluation, around the hooks the framework's class gives (base.LinkHooks)."""
+    """Mixed in before a framework's node pipeline: the link task around its base.LinkHooks."""
 
     def link_init(self, data) -> None:
         """The split and the leak counts (before the node pipeline builds on the split)."""
@@ -182,9 +154,8 @@ class LinkPipeline(base.LinkHooks):
         return scores, labels
 
     def count(self, batch) -> tuple[int, int]:
-        """(positive seed edges, sampled edges) of a batch; the first epoch's are checked for leaks
-        too. The pipeline is the same every epoch, so a leak shows there, and the measured epochs
-        after a warm-up carry none of the check (on every batch it cost 10-25 %)."""
+        """(positive seed edges, sampled edges); the first epoch's batches are checked for leaks (the
+        pipeline is the same every epoch; on every batch the check cost 10-25 %)."""
         if self.epoch == 0:
             src, dst = self.sampled_edges(batch)
             self.check_leak(batch, src, dst)
@@ -223,8 +194,6 @@ class LinkPipeline(base.LinkHooks):
                        "sample_uniform_negative keeps the source (triplet)")
         return out
 
-    # --- evaluation: full-neighbourhood embeddings, ranked against the stored negatives --------
-
     def embeddings(self):
         """(every node's full-neighbourhood embedding, the unwrapped model)."""
         model = base.unwrap(self.model)
@@ -244,8 +213,7 @@ class LinkPipeline(base.LinkHooks):
         return protocol_figure(self.split, self.split_metrics(split))
 
     def count_correct(self, split: str) -> tuple[float, int]:
-        """(the protocol's figure times the positives, positives): summed over ranks, their ratio
-        is the figure (MRR: the sum of reciprocal ranks; Hits@50: the hits)."""
+        """(the figure times the positives, positives): summed over ranks, their ratio is the figure."""
         total = len(self.split.positives(split))
         figure = protocol_figure(self.split, self.split_metrics(split))
         return (figure or 0.0) * total, total

@@ -1,14 +1,9 @@
-"""PyG partitioned distributed training: `torch_geometric.distributed`.
-
-Each rank stands for one machine holding one METIS partition (PyG's `Partitioner`, once per dataset
-and partition count, in the cache; `pymetis` where neither torch-sparse nor pyg-lib has METIS),
-loads its own, samples with `DistNeighborLoader` (remote neighbourhoods over torch RPC) and trains
-the shared GraphSAGE under DDP (gloo). Partitioning seconds, edge cut and balance are recorded.
-Sampling needs pyg-lib's `dist_neighbor_sample` (without it the cell is skipped, saying so);
-torch-geometric 2.7.0 to 2.8.1's sampler raises TypeError, which a cell on such a stack records.
-
-Stages: not split. DistNeighborLoader samples, asks the other partitions over RPC and gathers
-features inside one coroutine, so the whole of next() stays in `wait`.
+"""PyG partitioned distributed training: `torch_geometric.distributed`. Each rank stands for one
+machine holding one METIS partition (PyG's `Partitioner`, once per dataset and partition count, its
+seconds, edge cut and balance recorded; `pymetis` where PyG finds no METIS), samples with
+`DistNeighborLoader` over torch RPC and trains the shared GraphSAGE under DDP (gloo). Needs pyg-lib's
+`dist_neighbor_sample`; torch-geometric 2.7.0 to 2.8.1's sampler raises TypeError (recorded). Stages
+are not split: sampling, RPC and the gather run in one coroutine, so next() stays in `wait`.
 """
 
 from __future__ import annotations
@@ -52,8 +47,7 @@ class PymetisClusterData(ClusterData):
 
 
 def ensure_partitions(data, num_parts: int, cache: Path) -> tuple[Path, dict]:
-    """The dataset's partitions into `num_parts`, made once under a file lock and reused; returns
-    the folder and its record."""
+    """(folder, record) of the dataset's partitions into `num_parts`, made once under a file lock."""
     root = Path(cache) / "partitions" / f"{data.path.name}-p{num_parts}"
     root.parent.mkdir(parents=True, exist_ok=True)
     with open(root.parent / f"{root.name}.lock", "w") as lock:

@@ -1,14 +1,9 @@
-"""PyG graph classification: a collection of small graphs (bench/datasets/molecules.py) in PyG
-batches, from one of three stores: memory (an `InMemoryDataset` over the dataset's concatenated
-arrays), sqlite (PyG's own `OnDiskDataset`, written once into DATASET_DIR/stores/sqlite-graphs by
-the first cell that needs it: graph cells run one rank) or a graph store built on the host
-(bench.stores.open_store, e.g. LMDB, one record per graph).
-
-Every store is read alike: the DataLoader takes whole batches of graph ids, the store reads them in
-one call (`read_many`) and one shared collate lays them out as `Batch.from_data_list` would, so the
-stores differ only in their reads. `model: sage`: `len(fanout)` mean SAGEConv layers over each whole
-graph (nothing is sampled), a global mean pool and a linear head; `model: none` measures reads.
-Stages: read and collation are `fetch`; work: hop_nodes = [the batch's nodes], hop_edges = [its edges].
+"""PyG graph classification: a collection of small graphs (bench/datasets/molecules.py) from
+memory (an `InMemoryDataset` over the concatenated arrays), sqlite (PyG's own `OnDiskDataset`,
+written once by the first cell that needs it) or a store built on the host (e.g. LMDB). Each reads
+a whole batch of graph ids in one call (`read_many`), collated once as `Batch.from_data_list`
+would: the stores differ only in their reads (the `fetch` stage). `model: sage`: `len(fanout)` mean
+SAGEConv layers over each whole graph, a global mean pool and a linear head.
 """
 
 from __future__ import annotations
@@ -56,8 +51,7 @@ def to_batch(columns: molecules.GraphColumns) -> Batch:
 
 
 class ArrayGraphs(InMemoryDataset):
-    """Every graph in memory in PyG's collated form: the dataset's arrays already are its
-    `(data, slices)` layout, so no per-graph pass."""
+    """Every graph in memory: the dataset's arrays already are PyG's `(data, slices)` layout."""
 
     def __init__(self, data):
         super().__init__(root=None, log=False)
@@ -90,8 +84,7 @@ class StoredGraphs(Dataset):
 
 
 class Batches(Dataset):
-    """A dataset whose items are whole batches: the DataLoader passes a list of graph ids, the
-    store reads them in one call, and they are collated once."""
+    """A dataset whose items are whole batches (a list of graph ids), read in one call."""
 
     def __init__(self, graphs, timed: bool = False):
         self.graphs = graphs

@@ -1,8 +1,6 @@
-"""PyG on a typed graph: `NeighborLoader` over `HeteroData`, the shared R-GCN / R-GAT
-(bench/backends/typed.py) from PyG's HeteroConv over SAGEConv (mean, no root weight, no bias: R-GCN's
-per-relation term) or GATConv per relation; one fanout per hop for every relation. Without pyg-lib
-the sampler reports no per-hop counts: they are read off the batch (`typed_hops`). Ranks, modes
-and stores as pyg-neighbor's (a store's readers keyed by node type).
+"""PyG on a typed graph: `NeighborLoader` over `HeteroData`, the shared R-GCN / R-GAT (typed.py)
+from PyG's HeteroConv over SAGEConv (mean, no root weight, no bias) or GATConv per relation; one
+fanout per hop for every relation. Ranks, modes and stores as pyg-neighbor's.
 """
 
 from __future__ import annotations
@@ -10,12 +8,10 @@ from __future__ import annotations
 import numpy as np
 import torch
 from torch_geometric.data import HeteroData
-from torch_geometric.loader import NeighborLoader
 from torch_geometric.nn import GATConv, HeteroConv, SAGEConv
 
 from bench.backends import base, stages
-from bench.backends.base import shard
-from bench.backends.pyg_node import CscGraphStore, RowFeatureStore, instrument, neighbor_sampler_in_use
+from bench.backends.pyg_node import CscGraphStore, RowFeatureStore, SampledFromHub, neighbor_sampler_in_use
 from bench.backends.typed import per_head, rgcn_layer, typed_counts
 from bench.stores import features_in_memory, open_store
 
@@ -48,20 +44,14 @@ class _EdgesSecond(torch.nn.Module):
         return self.conv(x_dict, edge_index_dict)
 
 
-class Pipeline(base.TypedHooks, base.TrainingPipeline):
+class Pipeline(base.TypedHooks, SampledFromHub, base.TrainingPipeline):
     hetero_layer = staticmethod(hetero_layer)
     index_dtype = {"indices": "int64", "indptr": "int64"}  # PyG's edge_index and the hub's CSC per relation
 
     def __init__(self, data, settings):
-        super().__init__(data, settings)
         self.target, self.relations = data.target, data.relations
         self.featureless = [t for t, x in data.features.items() if x is None]
-        self.graph = self._graph(data, settings.store)
-        self.splits = {"train": shard(data.train_idx, settings.seed), "val": data.val_idx, "test": data.test_idx}
-        self.train_loader = self._loader("train", shuffle=True, num_workers=settings.num_workers)
-        if self.profile:  # sampling and gathering happen on the CPU in both modes: nothing to sync
-            instrument(self.train_loader)
-        self.build_model(data)
+        super().__init__(data, settings)
 
     @property
     def sampler(self) -> str:
@@ -78,21 +68,9 @@ class Pipeline(base.TypedHooks, base.TrainingPipeline):
             return RowFeatureStore(open_store(store, "typed-node", data), data.labels, data.target), graph
         return hetero_data(data)
 
-    def _loader(self, split: str, shuffle: bool, num_workers: int = 0) -> NeighborLoader:
-        # is_sorted: each relation's edges are by destination already (the hub's CSC order)
-        return NeighborLoader(
-            self.graph, num_neighbors=list(self.settings.fanout), is_sorted=True,
-            input_nodes=(self.target, torch.from_numpy(np.asarray(self.splits[split]))),
-            batch_size=self.settings.batch_size, shuffle=shuffle, num_workers=num_workers,
-            persistent_workers=num_workers > 0, pin_memory=bool(self.settings.pin_memory))
-
-    def _inputs(self, batch):
+    def forward(self, model, batch):
         x = {t: batch[t].x for t in batch.node_types if "x" in batch[t]}
         ids = {t: batch[t].n_id for t in self.featureless}
-        return x, ids
-
-    def forward(self, model, batch):
-        x, ids = self._inputs(batch)
         size = batch[self.target].batch_size
         out = model(x, ids, [batch.edge_index_dict] * len(self.settings.fanout))
         return out[:size], batch[self.target].y[:size]
@@ -107,17 +85,10 @@ class Pipeline(base.TypedHooks, base.TrainingPipeline):
         return stages.subgraph_work(nodes, edges, sum(nodes), stages.tensor_bytes(xs), self.settings.model != "none",
                                     typed=typed)
 
-    def transfer_bytes(self, batch) -> int:
-        if self.device.type != "cuda":
-            return 0
-        return stages.tensor_bytes(v for store in batch.stores for v in store.values()
-                                   if isinstance(v, torch.Tensor) and not v.is_cuda)
-
 
 def typed_hops(batch, target: str, num_hops: int) -> tuple[dict[str, list[int]], dict[tuple, list[int]]]:
-    """({node type: [nodes first reached at hop 0 (the seeds), 1, ...]}, {relation: [edges of hop
-    1, 2, ...]}) of a HeteroData batch: as pyg-lib reports them, or read off torch-sparse's output
-    per type and relation as pyg_node.sampled_per_hop reads an untyped batch."""
+    """({node type: [seeds, nodes first reached at hop 1, ...]}, {relation: [edges of hop 1, ...]})
+    of a HeteroData batch: pyg-lib's, or read off torch-sparse's as pyg_node.sampled_per_hop does."""
     types, relations = batch.node_types, batch.edge_types
     reported_n = {t: batch[t].get("num_sampled_nodes") for t in types}
     reported_e = {r: batch[r].get("num_sampled_edges") for r in relations}

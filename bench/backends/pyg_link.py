@@ -1,9 +1,7 @@
 """PyG link prediction: `LinkNeighborLoader` over the link split's training graph with
 `NegativeSampling` (triplet or binary), GraphSAGE from `SAGEConv` as the encoder (the rest:
-bench/backends/link.py). LinkNeighborLoader has no seed-edge exclusion, so with `exclusion:
-reverse` a step right after its sampler (`ExcludeSeedEdges`, run and timed where the sampler runs)
-does what GraphBolt's exclude_seed_edges(include_reverse_edges=True) does; PyG's own link examples
-exclude nothing. Modes and stores as pyg-neighbor's.
+bench/backends/link.py). LinkNeighborLoader has no seed-edge exclusion: with `exclusion: reverse` a
+step right after its sampler (`ExcludeSeedEdges`) does what GraphBolt's exclude_seed_edges does.
 """
 
 from __future__ import annotations
@@ -11,14 +9,12 @@ from __future__ import annotations
 import dataclasses
 
 import torch
-from torch_geometric.data import Data
 from torch_geometric.loader import LinkNeighborLoader
 from torch_geometric.sampler import NegativeSampling
 
 from bench.backends import link, stages
 from bench.backends.base import shard
-from bench.backends.pyg_node import CscGraphStore, PygNodePipeline, RowFeatureStore, sampled_per_hop
-from bench.stores import features_in_memory, open_store
+from bench.backends.pyg_node import PygNodePipeline, pyg_graph, sampled_per_hop
 
 
 class Pipeline(link.LinkPipeline, PygNodePipeline):
@@ -26,7 +22,7 @@ class Pipeline(link.LinkPipeline, PygNodePipeline):
     def __init__(self, data, settings):
         PygNodePipeline.__init__(self, data, settings)
         self.link_init(data)
-        self.graph = self._graph(data, self.split, settings.store)
+        self.graph = pyg_graph(data, settings.store, "link", self.split)
         self.train_pos = shard(self.split.train_pos, settings.seed)
         self.train_loader = self._loader("train", shuffle=True, num_workers=settings.num_workers)
         sampler = self.train_loader.link_sampler
@@ -37,14 +33,6 @@ class Pipeline(link.LinkPipeline, PygNodePipeline):
             sampler.sample_from_edges = stages.timed(sampler.sample_from_edges, "sample")
             self.train_loader.filter_fn = stages.timed(self.train_loader.filter_fn, "fetch")
         self.build_model(data)
-
-    @staticmethod
-    def _graph(data, split, store: str):
-        if not features_in_memory(store):
-            return (RowFeatureStore(open_store(store, "link", data), data.labels),
-                    CscGraphStore(split.edge_index[0], split.csc_indptr, data.num_nodes))
-        return Data(x=torch.from_numpy(data.features), edge_index=torch.from_numpy(split.edge_index),
-                    num_nodes=data.num_nodes)
 
     def _loader(self, split: str, shuffle: bool, num_workers: int = 0) -> LinkNeighborLoader:
         # is_sorted: the split's edges are in CSC order already
@@ -101,9 +89,8 @@ class Pipeline(link.LinkPipeline, PygNodePipeline):
 
 
 class ExcludeSeedEdges:
-    """LinkNeighborLoader's sampler followed by the exclusion: the SamplerOutput less the sampled
-    edges that are a positive seed edge of the batch (its metadata says which) or its reverse.
-    Picklable, for DataLoader workers."""
+    """LinkNeighborLoader's sampler, then its SamplerOutput less the sampled edges that are one of
+    the batch's positive seed edges or a reverse (picklable, for DataLoader workers)."""
 
     def __init__(self, sample_from_edges, num_nodes: int, neg_mode: str):
         self.sample_from_edges, self.num_nodes, self.neg_mode = sample_from_edges, num_nodes, neg_mode

@@ -1,25 +1,27 @@
-"""What PyG's node-classification backends share: their training step and model on sampled
-subgraphs (`PygNodePipeline`), and PyG's remote backend over a disk-backed store (its documented
-extension point; PyG has no LMDB backend): a `FeatureStore` serving feature rows from a store's
-reader and a `GraphStore` holding the hub's CSC arrays, so NeighborLoader samples in memory and
-gathers each batch's rows from the store.
+"""PyG: pyg-neighbor (`Pipeline`: NeighborLoader, GraphSAGE from SAGEConv, modes cpu-cpu and
+cpu-cuda) and what PyG's node-classification backends share: the training step and model on
+sampled subgraphs (`PygNodePipeline`), and PyG's remote backend over a disk-backed store (its
+documented extension point; PyG has no LMDB backend): a `FeatureStore` serving a store's feature
+rows and a `GraphStore` holding the hub's CSC arrays, so NeighborLoader samples in memory.
 """
 
 from __future__ import annotations
 
 import numpy as np
 import torch
-from torch_geometric.data import EdgeAttr, FeatureStore, GraphStore, TensorAttr
+from torch_geometric.data import Data, EdgeAttr, FeatureStore, GraphStore, TensorAttr
 from torch_geometric.data.graph_store import EdgeLayout
+from torch_geometric.loader import NeighborLoader
 from torch_geometric.nn import SAGEConv
 
 from bench.backends import base, stages
 from bench.backends.stages import BatchWork, subgraph_work
+from bench.stores import features_in_memory, open_store
 
 
 def neighbor_sampler_in_use() -> str:
-    """Which sampler PyG's NeighborSampler calls, by its own rule: pyg-lib's where it imports, else
-    torch-sparse's. They differ several-fold in speed, so every PyG cell records which ran."""
+    """Which sampler PyG's NeighborSampler calls (pyg-lib's where it imports, else torch-sparse's):
+    they differ several-fold in speed, so every PyG cell records it."""
     import importlib.metadata
 
     import torch_geometric.typing as pyg_typing
@@ -34,8 +36,8 @@ def neighbor_sampler_in_use() -> str:
 
 
 def scatter_without_cpu_only_torch_scatter(device) -> str | None:
-    """On a CUDA device with a CPU-only torch-scatter (docker/node-install.sh builds it so), tell
-    PyG it has none, so its scatter takes torch's scatter_reduce; what was done, or None."""
+    """On a CUDA device with a CPU-only torch-scatter, tell PyG it has none (its scatter then takes
+    torch's scatter_reduce); what was done, or None."""
     import torch_geometric.typing as pyg_typing
 
     if device is None or device.type != "cuda" or not pyg_typing.WITH_TORCH_SCATTER:
@@ -46,10 +48,36 @@ def scatter_without_cpu_only_torch_scatter(device) -> str | None:
     return "torch-scatter has no CUDA kernels here: PyG's scatter takes torch's scatter_reduce"
 
 
+class SampledFromHub:
+    """Mixed in before a pipeline: NeighborLoader over the hub's graph (`_graph(data, store)`, a
+    typed one seeded on its `target` type), the training seeds shared out over the ranks."""
+
+    target = None  # a typed graph's node type the seeds are of
+    transform = None  # NeighborLoader's transform of each batch
+
+    def __init__(self, data, settings):
+        super().__init__(data, settings)
+        self.graph = self._graph(data, settings.store)
+        self.splits = {"train": base.shard(data.train_idx, settings.seed), "val": data.val_idx, "test": data.test_idx}
+        self.train_loader = self._loader("train", shuffle=True, num_workers=settings.num_workers)
+        if self.profile:  # sampling and gathering happen on the CPU in both modes: nothing to sync
+            instrument(self.train_loader)
+        self.build_model(data)
+
+    def _loader(self, split: str, shuffle: bool, num_workers: int = 0) -> NeighborLoader:
+        # is_sorted: the hub's edges (each relation's) are in CSC order already, so PyG uses the
+        # pages every rank shares instead of sorting a private copy per rank
+        seeds = torch.from_numpy(np.asarray(self.splits[split]))
+        return NeighborLoader(
+            self.graph, num_neighbors=list(self.settings.fanout), is_sorted=True,
+            input_nodes=seeds if self.target is None else (self.target, seeds), batch_size=self.settings.batch_size,
+            shuffle=shuffle, num_workers=num_workers, persistent_workers=num_workers > 0,
+            pin_memory=bool(self.settings.pin_memory), transform=self.transform)
+
+
 class PygNodePipeline(base.TrainingPipeline):
-    """The shared GraphSAGE from PyG's SAGEConv on NeighborLoader batches (seeds first): every layer
-    on the whole sampled subgraph, or with `trim_to_layer` (PyG's hierarchical sampling) layer i
-    on it less its last i hops: the same outputs at the seeds, less work."""
+    """The shared GraphSAGE from PyG's SAGEConv on NeighborLoader batches: every layer on the whole
+    subgraph, or with `trim_to_layer` layer i on it less its last i hops (the same outputs, less work)."""
 
     @property
     def sampler(self) -> str:
@@ -64,8 +92,6 @@ class PygNodePipeline(base.TrainingPipeline):
     @staticmethod
     def full_layer(conv, x_src, x_dst, src, dst):
         """One SAGEConv over whole neighbourhoods: bipartite, the chunk's in-edges."""
-        import torch
-
         edge_index = torch.stack([src, dst]).to(x_src.device)
         return conv((x_src, x_dst), edge_index, size=(x_src.shape[0], x_dst.shape[0]))
 
@@ -88,10 +114,8 @@ class PygNodePipeline(base.TrainingPipeline):
         return int(batch.batch_size), int(batch.edge_index.size(1))
 
     def forward(self, model, batch):
-        if self.trims:
-            out = model(batch.x, self._layers(batch), hops=hops_of(batch, len(self.settings.fanout)))
-        else:
-            out = model(batch.x, self._layers(batch))
+        hops = hops_of(batch, len(self.settings.fanout)) if self.trims else None
+        out = model(batch.x, self._layers(batch), hops=hops)
         return out[: batch.batch_size], batch.y[: batch.batch_size]
 
     def work(self, batch) -> BatchWork:
@@ -115,8 +139,8 @@ def hops_of(batch, num_hops: int) -> tuple[list[int], list[int]]:
 
 
 class HopCounts:
-    """A NeighborLoader transform for trim_to_layer: where the sampler did not report the nodes and
-    edges per hop (torch-sparse), read them off the batch in the loader, so they travel with it."""
+    """A NeighborLoader transform for trim_to_layer: the nodes and edges per hop read off the batch
+    in the loader where the sampler did not report them (torch-sparse)."""
 
     def __init__(self, num_hops: int):
         self.num_hops = num_hops
@@ -127,8 +151,7 @@ class HopCounts:
 
 
 def instrument(loader, sync=None):
-    """Time a NeighborLoader's sampling and feature gather where they run: it always calls them
-    through `node_sampler.sample_from_nodes` and `filter_fn`, in the main process or a worker."""
+    """Time a NeighborLoader's sampling and feature gather where they run (main process or worker)."""
     sampler = loader.node_sampler
     sampler.sample_from_nodes = stages.timed(sampler.sample_from_nodes, "sample", sync)
     loader.filter_fn = stages.timed(loader.filter_fn, "fetch", sync)
@@ -137,12 +160,9 @@ def instrument(loader, sync=None):
 
 def sampled_per_hop(batch, num_hops: int, num_nodes: int, seeds: int | None = None) -> tuple[list[int], list[int]]:
     """([seeds, nodes first reached at hop 1, ...], [edges of hop 1, ...]) of a NeighborLoader batch
-    of `num_nodes` nodes (`seeds`, numbered first: default its batch_size).
-
-    pyg-lib reports them; torch-sparse numbers nodes in the order first reached and gives edges hop
-    by hop with increasing destinations (hop k-1's new nodes), so hop k's edges end where
-    destinations pass hop k-1's range, and its new nodes run up to their largest source. On numpy
-    views: torch's calls cost tens of microseconds each, in the training loop's time."""
+    of `num_nodes` nodes (`seeds` numbered first, default its batch_size): pyg-lib reports them;
+    torch-sparse numbers nodes in the order first reached and gives edges hop by hop, so hop k's
+    edges end where destinations pass hop k-1's range (on numpy views: torch's calls cost more)."""
     found = batch._store  # the Data's own attributes: a missing one is an exception for getattr
     nodes, edges = found.get("num_sampled_nodes"), found.get("num_sampled_edges")
     if nodes is not None and edges is not None:
@@ -163,8 +183,7 @@ def sampled_per_hop(batch, num_hops: int, num_nodes: int, seeds: int | None = No
 
 
 class RowFeatureStore(FeatureStore):
-    """Read-only: `x` rows of each group (None: an untyped graph; else a node type) from a store's
-    row reader (bench.stores.open_store), `y` of the `target` group from memory."""
+    """Read-only: `x` rows of each group (None, or a node type) from a store, `y` from memory."""
 
     def __init__(self, readers, labels: np.ndarray, target: str | None = None):
         super().__init__()
@@ -234,3 +253,24 @@ class CscGraphStore(GraphStore):
 
     def get_all_edge_attrs(self) -> list[EdgeAttr]:
         return [attr for _, attr in self._edges.values()]
+
+
+def pyg_graph(data, store: str, task: str = "node", edges=None):
+    """What PyG samples `edges` (edge_index, csc_indptr; default the hub's graph) of `data` from: a
+    `Data` in memory (labelled but for the link task), or a store's feature rows beside the CSC."""
+    edges = data if edges is None else edges
+    if not features_in_memory(store):
+        return (RowFeatureStore(open_store(store, task, data), data.labels),
+                CscGraphStore(edges.edge_index[0], edges.csc_indptr, data.num_nodes))
+    labels = {} if task == "link" else {"y": torch.from_numpy(data.labels)}
+    return Data(x=torch.from_numpy(data.features), edge_index=torch.from_numpy(edges.edge_index), **labels,
+                num_nodes=data.num_nodes)
+
+
+class Pipeline(SampledFromHub, PygNodePipeline):
+    """pyg-neighbor: an in-memory `Data`, or a disk-backed store of feature rows."""
+    _graph = staticmethod(pyg_graph)
+
+    @property
+    def transform(self):
+        return HopCounts(len(self.settings.fanout)) if self.trims else None

@@ -1,9 +1,7 @@
-"""One writable host copy per node of a hub array, for the ranks to pin in place.
-
-GraphBolt's pinned-cuda pins with cudaHostRegister, which needs writable memory; the hub's arrays
-are read-only maps. As DGL's multi-GPU example pins its parent's one dataset in every rank, a node's
-first rank copies the array once into the cell's shared folder (GNNBENCH_SHARED_HOST, in /dev/shm,
-made by the runner), the others map the same file, and every rank pins those pages.
+"""One writable host copy per node of a hub array, for the ranks to pin in place: cudaHostRegister
+(GraphBolt's pinned-cuda) needs writable memory, the hub's arrays are read-only maps. A node's first
+rank copies the array into the cell's shared folder (GNNBENCH_SHARED_HOST, in /dev/shm), the others
+map that file, as DGL's multi-GPU example pins its parent's one dataset in every rank.
 """
 
 from __future__ import annotations
@@ -31,9 +29,8 @@ def free_bytes(where: Path) -> int:
 
 
 def node_copy(array, name: str, where: Path | None = None) -> np.ndarray:
-    """`array` as a writable, C-contiguous array whose pages every rank of this node shares (a
-    file in `where`, default the cell's shared folder, mapped read-write); a private copy where
-    there is no such folder."""
+    """`array` as a writable, C-contiguous array whose pages every rank of this node shares (a file
+    in `where`, default the cell's shared folder); a private copy where there is none."""
     where = where if where is not None else folder()
     if where is None or (not (where / f"{name}.npy").exists() and free_bytes(where) < array.nbytes * 1.05):
         # too little room (a container's small /dev/shm): a map past a full tmpfs ends in SIGBUS

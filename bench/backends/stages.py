@@ -1,14 +1,11 @@
-"""Time per stage and work per batch: the instrumentation `profile: true` (the default) turns on.
+"""Time per stage and work per batch: what `profile: true` (the default) turns on.
 
 Stages (STAGES) split an epoch into disjoint wall-clock parts that add up to it
-(docs/reading-results.md). A wrapper around the framework's sampler or feature gather times it where
-it runs and stamps the seconds on the batch it produced (`stamp`); the training loop reads the stamp
-off (`EpochClock.loaded`): seconds spent in its own thread are its stages, the rest of its time
-blocked in next() is `wait`, and seconds spent elsewhere overlapped training (`loader_worker_s`).
-
-Work (`BatchWork`, what a backend's `work(batch)` returns) is counted alike for every backend, and
-summed apart over the full batches so per-seed figures do not move with a partial last batch; it
-keeps to a budget of the training thread's time (`EpochClock.count`). Stack side.
+(docs/reading-results.md). A wrapper around the framework's sampler or feature gather stamps its
+seconds on the batch it produced (`stamp`); the training loop reads the stamp off: seconds spent in
+its own thread are its stages, the rest of next() is `wait`, seconds spent elsewhere overlapped
+training (`loader_worker_s`). Work (`BatchWork`) is counted alike for every backend, within a budget
+of the training thread's time, and summed apart over the full batches. Stack side.
 """
 
 from __future__ import annotations
@@ -30,8 +27,7 @@ def label(stage: str) -> str:
 
 
 def split_line(recorded: dict | None) -> str | None:
-    """A recorded `stages` dict (extra_info) as one console line, binding stage first:
-    'fetch 61 % · sample 20 % · forward/backward 15 % · ...' (stages under 0.5 % left out)."""
+    """A recorded `stages` dict as one line, binding stage first: 'fetch 61 % · sample 20 % · ...'."""
     if not recorded:
         return None
     whole = sum(float(recorded.get(s) or 0.0) for s in STAGES)
@@ -53,11 +49,9 @@ def here() -> tuple[int, int]:
     return os.getpid(), threading.get_ident()
 
 
-# ---- the loader side: stamps ---------------------------------------------------------------------
-
 def stamp(batch, stage: str, seconds: float, nbytes: int = 0, carried: list | None = None):
-    """Add `seconds` of `stage` (run here) to the batch's stamp; `carried`: stamps of an earlier
-    object of the same batch (e.g. PyG's SamplerOutput before it became a Data)."""
+    """Add `seconds` of `stage` (run here) to the batch's stamp; `carried`: an earlier object's
+    stamps of the same batch (PyG's SamplerOutput before it became a Data)."""
     entries = carried if carried is not None else (_stamp_of(batch) or [])
     entries.append((stage, here(), seconds, nbytes))
     # in the object's own __dict__, past PyG Data's __setattr__ (which would file it among the graph's
@@ -76,8 +70,7 @@ def take_stamp(batch) -> list:
 
 
 def timed(fn, stage: str, sync=None):
-    """`fn` timed as `stage`: its result (the batch, or what becomes it) carries the seconds, and
-    any stamp its argument already carried. `sync`: called before the clock stops (a GPU stage)."""
+    """`fn` timed as `stage` (`sync` before the clock stops): its result carries its argument's stamps too."""
 
     def run(item, *args, **kwargs):
         started = _perf()
@@ -90,7 +83,7 @@ def timed(fn, stage: str, sync=None):
 
 
 def start(batch):
-    """Note when a stage of several framework steps starts (GraphBolt's sampler; its end: `finish`)."""
+    """Note when a stage of several framework steps starts (its end: `finish`)."""
     setattr(batch, STARTED, _perf())
     return batch
 
@@ -120,8 +113,6 @@ def cuda_sync(device):
     return torch.cuda.synchronize
 
 
-# ---- the training side: one epoch's clock ----------------------------------------------------------
-
 @dataclass
 class BatchWork:
     """One batch's work: what a backend's `work` returns."""
@@ -140,8 +131,8 @@ class BatchWork:
 
 
 class Work:
-    """One epoch's work: `batches` in all, the counted ones' `rows` (summed after the epoch) and the
-    bytes copied; a counted batch of `batch_size` seeds is a full one (also summed apart)."""
+    """One epoch's work: `batches` in all, the counted ones' `rows` and the bytes copied; a counted
+    batch of `batch_size` seeds is a full one (also summed apart)."""
 
     def __init__(self, batch_size: int | None = None):
         self.batches = 0
@@ -203,9 +194,8 @@ def _add_into(total: list, values) -> None:
 
 
 class EpochClock:
-    """One epoch's stages, in the training thread: `loaded` after each next() on the loader,
-    `begin_step` before the step, `mark(stage)` where each of the step's stages ends, `split` at
-    the end. The loader's stamps are only kept during the epoch and settled after it."""
+    """One epoch's stages, in the training thread: `loaded` after each next(), `begin_step`,
+    `mark(stage)` where each of the step's stages ends, `split` at the end."""
 
     def __init__(self, sync=None, work_budget: float = WORK_BUDGET, batch_size: int | None = None):
         self.sync = sync  # the training device's synchronize, on a GPU
@@ -239,9 +229,8 @@ class EpochClock:
         self.loads = []
 
     def count(self, work, batch) -> None:
-        """Count `batch`'s work unless counting has taken more than `work_budget` of the epoch so
-        far (the first batch always): where a framework does not report its samples (PyG on
-        torch-sparse) reading them off the batch costs a few percent of a small batch's step."""
+        """Count `batch`'s work unless counting has taken over `work_budget` of the epoch so far
+        (the first batch always): reading unreported samples off a batch costs a few percent."""
         now = _perf()
         self.work.batches += 1
         if self.work.rows and self.counting > self.work_budget * (now - self.started):
@@ -263,8 +252,7 @@ class EpochClock:
         self.last = now
 
     def split(self, epoch_seconds: float, allreduce_seconds: float) -> dict:
-        """The epoch's stages, adding up to `epoch_seconds`: all-reduce taken out of the backward
-        it overlaps, `other` the remainder (clipped at 0)."""
+        """The epoch's stages, adding up to `epoch_seconds` (all-reduce out of the backward it overlaps)."""
         self._settle()
         out = dict(self.seconds)
         out["allreduce"] = min(allreduce_seconds, out["forward_backward"])

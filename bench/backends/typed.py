@@ -1,15 +1,8 @@
 """What the typed-node backends (pyg-hetero, dgl-graphbolt-hetero) share: the one model both train
-and the shape of their typed work counts.
-
-The model (`model: rgcn | rgat`), around a framework's own per-relation layers:
-    rgcn   R-GCN (Schlichtkrull et al.): per relation the mean of the destination's neighbours
-           through the relation's own weight, summed across relations, plus the destination's own
-           row through one self-loop weight with the layer's bias (`rgcn_layer`; one per node type
-           only where the types' input widths differ)
-    rgat   per relation a GAT layer with `heads` heads, no self-loops, summed across relations;
-           hidden layers concatenate their heads, the output layer averages them
-len(fanout) layers, `hidden` wide, ReLU and dropout between them, logits on the target type. A
-featureless node type gets a learnable torch.nn.Embedding as wide as the target's features, as
+(`model: rgcn | rgat`, around each framework's per-relation layers, summed across relations) and
+the shape of their typed work counts. rgcn: per relation the neighbours' mean through its own
+weight, plus the destination's row through a self-loop weight (`rgcn_layer`); rgat: per relation a
+GAT layer with `heads` heads, no self-loops. A featureless node type gets a learnable Embedding, as
 DGL's GraphBolt R-GCN example does (PyG's downloads metapath2vec embeddings: not offline). Stack side.
 """
 
@@ -26,9 +19,8 @@ def input_widths(data) -> dict[str, int]:
 
 
 def typed_model(layer, data, settings: CellSettings):
-    """The shared typed model, called as model(x_dict, node_ids, [graph per layer]) (`node_ids`:
-    each featureless type's sampled ids). `layer(in_widths, out_width, heads, concat)` makes one
-    framework layer over every relation: layer(x_dict, graph) -> {destination type: rows}."""
+    """The shared typed model, model(x_dict, featureless types' node ids, [graph per layer]), from
+    `layer(in_widths, out_width, heads, concat)`: one framework layer over every relation."""
     import torch
     import torch.nn.functional as F
 
@@ -66,8 +58,8 @@ def typed_model(layer, data, settings: CellSettings):
 
 def rgcn_layer(relations, in_widths: dict, out_width: int, dst_rows):
     """R-GCN's layer around a framework's hetero conv `relations(x_dict, graph)`: adds each
-    destination's own row (`dst_rows(x_dict, graph)`) through the self-loop weight and bias. A type
-    no relation sent messages to keeps its own term."""
+    destination's own row (`dst_rows(x_dict, graph)`) through the self-loop weight and bias (one
+    per node type only where the input widths differ)."""
     import torch
 
     widths = set(in_widths.values())

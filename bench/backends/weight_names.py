@@ -31,8 +31,7 @@ RULES = [
 
 
 def dgl_name(pyg_name: str, dgl_names) -> str:
-    """DGL's name of PyG's parameter `pyg_name`, among the DGL model's parameter names `dgl_names`;
-    KeyError naming it where DGL's model has no such parameter."""
+    """DGL's name of PyG's parameter `pyg_name` among `dgl_names` (KeyError naming it where absent)."""
     for pattern, candidates in RULES:
         match = re.match(pattern, pyg_name)
         if match:

@@ -5,10 +5,8 @@ framework's examples write (bench/harness_costs/plain_loops.py), in the same sta
     gnnbench fidelity [SUITE] --clocks [-k EXPR] [--rounds N] [--out FILE]     (what the clocks cost)
 
 The two are interleaved round after round, so a machine that gets busier or quieter moves both
-alike. A cell is faithful when its ratio is within ±TOLERANCE of the plain loop's, either way.
-Beside it, the CPU-time ratio, which a busy machine moves far less than wall time. Only cells a
-plain loop exists for are compared (`comparable`). A GPU pair that cannot run here is recorded as
-skipped; one that runs names what still differs by design between its sides (gpu_differences).
+alike; a cell is faithful when its ratio is within ±TOLERANCE, either way (the CPU-time ratio
+beside it). A GPU pair that cannot run here is skipped; one that runs names what differs by design.
 """
 
 from __future__ import annotations
@@ -72,7 +70,7 @@ class Comparison:
     differences: list[str] = field(default_factory=list)
 
     def add(self, side: str, epochs: list[float], cpu: list[float], load: float | None = None) -> None:
-        """One round's run of one side ("harness" or "plain"); the harness side's carries the other load."""
+        """One round's run of one side ("harness" or "plain", which carries the other load)."""
         self.__dict__.pop("interval", None)  # a new round: the interval is taken again when next read
         getattr(self, f"{side}_rounds").append(epochs)
         getattr(self, f"{side}_epochs").extend(epochs)
@@ -91,9 +89,8 @@ class Comparison:
         return [[math.log(h / p) for h, p in zip(hs, ps)] for hs, ps in zip(self.harness_rounds, self.plain_rounds)]
 
     def _ratio_over(self, rounds: list[int], pair_logs: list[list[float]] | None = None) -> float:
-        """The ratio over the given rounds (repeats allowed: a resample). Paired runs: the geometric
-        median of the pairs' ratios (a busy stretch slows both epochs of a pair alike and cancels,
-        where pooled medians count it against one side: issue 41); else the pooled medians' ratio."""
+        """The ratio over the given rounds (repeats allowed): the geometric median of the pairs'
+        ratios (a busy stretch slows both epochs of a pair alike: issue 41), else the medians' ratio."""
         if self.paired:
             logs = pair_logs if pair_logs is not None else self._pair_logs()
             return paired_ratio.geometric_median(x for r in rounds for x in logs[r])
@@ -103,8 +100,7 @@ class Comparison:
 
     @cached_property
     def interval(self) -> tuple[float, float] | None:
-        """A 95 % interval of the ratio, whole rounds resampled (bench/paired_ratio.py); kept until a
-        round is added."""
+        """A 95 % interval of the ratio, whole rounds resampled (kept until a round is added)."""
         n = len(self.harness_rounds)
         if len(self.plain_rounds) != n:
             return None
@@ -113,7 +109,7 @@ class Comparison:
 
     @property
     def enough_rounds(self) -> bool:
-        """Whether the pair has the rounds (MIN_ROUNDS_TO_SETTLE) its interval may settle it on."""
+        """Whether the pair has the rounds its interval may settle it on."""
         return len(self.harness_rounds) >= MIN_ROUNDS_TO_SETTLE
 
     @property
@@ -201,7 +197,7 @@ def comparable(cell: Cell) -> bool:
 
 
 def gpu_differences(cell: Cell, side_by_side: bool) -> list[str]:
-    """What a GPU pair's two sides still do differently by design (none on the CPU)."""
+    """What a GPU pair's two sides do differently by design (none on the CPU)."""
     s = cell.settings
     if not modes.mode(s.mode).needs_gpu:
         return []
@@ -261,8 +257,7 @@ def compare(cells: list[Cell], cache: Path, data_root: Path | None, rounds: int,
             found: list[Comparison] | None = None, failed: dict[str, str] | None = None,
             skipped: dict[str, str] | None = None) -> list[Comparison]:
     """Each cell against its plain loop, `rounds` interleaved rounds, then more (up to `max_rounds`)
-    while the interval straddles an edge of the band. Finished pairs go into `found` as they end (kept
-    on an interrupt), failed pairs' errors into `failed`, skipped pairs' reasons into `skipped`."""
+    while unsettled; pairs go into `found` as they end (kept on an interrupt), `failed`, `skipped`."""
     found = [] if found is None else found
     failed = {} if failed is None else failed
     skipped = {} if skipped is None else skipped
@@ -369,8 +364,7 @@ def _resolution(c: Comparison) -> str:
 
 def write(found: list[Comparison], path: Path, command: str, not_run: list[str] | None = None,
           failed: dict[str, str] | None = None, skipped: dict[str, str] | None = None) -> str:
-    """The comparison's files, naming the pairs an interrupt left unmeasured, failed or skipped;
-    returns the table."""
+    """The comparison's files (naming pairs not run, failed or skipped); returns the table."""
     fields = {"tolerance": TOLERANCE, "cells": [c.as_dict() for c in found]}
     text = table(found) if found else "No pair finished."
     for key, heading, pairs in (("failed", "Failed", failed), ("skipped", "Skipped", skipped)):
@@ -385,8 +379,7 @@ def write(found: list[Comparison], path: Path, command: str, not_run: list[str] 
 
 
 def write_document(path: Path, command: str, fields: dict, table_text: str) -> None:
-    """A comparison's JSON (its command, when, on what machine, then `fields`) and its Markdown
-    table beside it (`fidelity` with and without --clocks)."""
+    """A comparison's JSON (command, time, machine, then `fields`) and its Markdown table beside it."""
     import platform
 
     doc = {"command": command, "written_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
@@ -397,13 +390,10 @@ def write_document(path: Path, command: str, fields: dict, table_text: str) -> N
     path.with_suffix(".md").write_text(f"Command: `{command}`\n\n{table_text}\n")
 
 
-# --- `fidelity --clocks`: what looking costs ------------------------------------------------------
-# A cell's epoch with the stage clocks and work counts (`profile: true`) against the same epoch
-# without them. Separate runs differ by more than the overhead on a shared machine, so one process
-# in the cell's stack (plain_loops.py --clocks) builds the pipeline twice and runs their measured
-# epochs in pairs from the same seed (`Pipeline.reseed`): their ratio holds little but the machine's
-# noise. The overhead is the median of the pairs' ratios minus one, with a distribution-free 95 %
-# interval. One-rank cells only (two DDP pipelines in one process group would share one all-reduce).
+# --- `fidelity --clocks`: a cell's epoch with the stage clocks (`profile: true`) against without.
+# One process (plain_loops.py --clocks) builds the pipeline twice and runs their epochs in pairs from
+# the same seed: the overhead is the median of the pairs' ratios minus one, with a distribution-free
+# 95 % interval. One-rank cells only (two DDP pipelines in one process would share one all-reduce).
 
 GOAL = 0.02  # the issue's promise: profiling costs at most 2 % of the epoch median
 
@@ -433,8 +423,7 @@ class Overhead:
 
     @property
     def interval(self) -> tuple[float, float]:
-        """A 95 % confidence interval of that median (order statistics of the pairs' ratios: the
-        binomial normal approximation, no assumption about their distribution)."""
+        """A 95 % interval of that median (order statistics of the pairs' ratios, binomial normal approximation)."""
         r, n = self.ratios, len(self.ratios)
         half = 0.98 * math.sqrt(n)  # 1.96 * sqrt(n) / 2
         low, high = math.floor(n / 2 - half), math.ceil(1 + n / 2 + half)  # ranks, counted from 1

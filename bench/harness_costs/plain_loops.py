@@ -3,19 +3,13 @@
     python -m bench.harness_costs.plain_loops [--side-by-side] CELL_JSON DATASET_DIR
     python -m bench.harness_costs.plain_loops --clocks CELL_JSON DATASET_DIR EPOCHS
 
-Run in a cell's stack by `gnnbench fidelity` to measure what the harness costs: the cell's graph,
-fanout, batch size, model, learning rate, workers and threads, built as the examples build them
-(docs/results.md names each), timed per epoch with perf_counter and nothing else. One loop per
-backend (BackendInfo.plain_loop, `loop_of`); the node loops train the examples' own GraphSAGE (PyG's
-SAGEConv, DGL's mean SAGEConv), the typed and link loops the harness's model, so what is measured
-there is the loop around it; and a `model: none` cell is held against its loader iterated alone
-(`loader_only`). A GraphBolt loop computes over what the cell's `same_layer_edges` says, and PyG's
-link loop takes the harness's exclusion step (PyG has none). Only the hub's arrays are read through
-gnnbench. A cpu-cuda loop trains on the GPU as the examples do, the GPU synchronised before each
-clock is read; without a usable GPU it prints {"skipped": why}. Prints one JSON line: the measured
-epochs' seconds, the warm-up's, the CPU seconds and the threads; with --side-by-side the harness's
-beside them. With --clocks (`gnnbench fidelity --clocks`), the cell's pipeline with the stage clocks
-on and off instead (`clocks`).
+Run in a cell's stack by `gnnbench fidelity`: the cell's settings built as the examples build them
+(docs/results.md), timed per epoch and nothing else. One loop per backend (BackendInfo.plain_loop);
+the node loops train the examples' own GraphSAGE, the typed and link loops the harness's model; a
+`model: none` cell is its loader iterated alone. GraphBolt loops honour `same_layer_edges`, PyG's
+link loop takes the harness's exclusion step (PyG has none). Without a usable GPU for a cpu-cuda
+cell it prints {"skipped": why}; else one JSON line of epoch, warm-up and CPU seconds and threads
+(--side-by-side: the harness's beside them; --clocks: the pipeline with stage clocks on and off).
 """
 
 from __future__ import annotations
@@ -54,8 +48,7 @@ def pyg_loader_args(s) -> dict:
 
 
 def graphbolt_graph(indptr, indices, **typed):
-    """The graph as OnDiskDataset builds it: GraphBolt's dtypes (the hub's int32 copies where the
-    sizes allow), read into the process."""
+    """The graph as OnDiskDataset builds it: the hub's GraphBolt arrays, read into the process."""
     import dgl.graphbolt as gb
 
     return gb.fused_csc_sampling_graph(torch.from_numpy(np.array(indptr)), torch.from_numpy(np.array(indices)), **typed)
@@ -66,9 +59,9 @@ def as_graph_ids(ids, graph) -> torch.Tensor:
     return torch.from_numpy(np.ascontiguousarray(ids).astype(str(graph.indices.dtype).removeprefix("torch.")))
 
 
-def graphbolt_loader(pipe, s, features, keys):
-    """A GraphBolt datapipe's end after its sampling, as the examples', with the cell's
-    `same_layer_edges` step (bench/backends/layer_edges.py); returns (loader, blocks)."""
+def graphbolt_loader(pipe, s, featured: dict):
+    """A GraphBolt datapipe's end after its sampling, with the cell's `same_layer_edges` step, over
+    the `featured` arrays in memory ({node type: features}, type None untyped); (loader, blocks)."""
     import dgl.graphbolt as gb
 
     from bench.backends import layer_edges
@@ -76,36 +69,32 @@ def graphbolt_loader(pipe, s, features, keys):
 
     same = same_layer_edges(s)
     pipe = pipe.transform(layer_edges.attach) if same else pipe
+    features = gb.BasicFeatureStore({("node", t, "feat"): gb.TorchBasedFeature(torch.from_numpy(x))
+                                     for t, x in featured.items()})
+    keys = ["feat"] if None in featured else {t: ["feat"] for t in featured}
     pipe = pipe.fetch_feature(features, node_feature_keys=keys)
     pipe = pipe.copy_to(device_of(s.mode))
     return gb.DataLoader(pipe, num_workers=s.num_workers), lambda minibatch: layer_edges.blocks(minibatch, same)
 
 
 def on_device(s):
-    """The cell's training device and how a PyG loop copies a batch there, as its examples do
-    (non_blocking where the loader pinned it)."""
+    """The cell's training device and how a PyG loop copies a batch there, as its examples do."""
     device = device_of(s.mode)
     return device, lambda batch: batch.to(device, non_blocking=bool(s.pin_memory))
 
 
-def loader_only(loader):
-    """A `model: none` cell's plain loop: the loader iterated alone, as PyG's loader benchmark does."""
-    def epoch():
-        for _ in loader:
-            pass
-
-    return epoch
-
-
 def training(loader, s, model, loss_of, to_device=None):
-    """The examples' epoch: per batch zero_grad, `loss_of(model, batch)`, backward, step. `model`
-    builds the model, where the cell trains one."""
-    if s.model == "none":
-        return loader_only(loader)
-    model = model().to(device_of(s.mode))
-    optimizer = torch.optim.Adam(model.parameters(), lr=s.lr, weight_decay=s.weight_decay)
+    """The examples' epoch: per batch zero_grad, `loss_of(model, batch)`, backward, step (`model()`
+    builds the model); `model: none`: the loader iterated alone, as PyG's loader benchmark does."""
+    if s.model != "none":
+        model = model().to(device_of(s.mode))
+        optimizer = torch.optim.Adam(model.parameters(), lr=s.lr, weight_decay=s.weight_decay)
 
     def epoch():
+        if s.model == "none":
+            for _ in loader:
+                pass
+            return
         model.train()
         for batch in loader:
             batch = to_device(batch) if to_device else batch
@@ -119,15 +108,6 @@ def training(loader, s, model, loss_of, to_device=None):
 def dims(data, s) -> list[int]:
     """The layers' widths."""
     return [data.features.shape[1]] + [s.hidden] * (len(s.fanout) - 1) + [data.num_classes]
-
-
-def sage(conv, data, s, out: int | None = None):
-    """The harness's GraphSAGE (the examples' model: mean SAGEConv, ReLU and dropout between layers),
-    `out` wide (default: the classes)."""
-    return graphsage(conv, data.features.shape[1], s.hidden, out or data.num_classes, len(s.fanout))
-
-
-# --- node cells ------------------------------------------------------------------------------
 
 
 def pyg_loop(data, s):
@@ -160,18 +140,16 @@ def pyg_loop(data, s):
 
 
 def graphbolt_loop(data, s):
-    """DGL 2.1's GraphBolt node-classification example, its CPU storage path: on the CPU, or (cpu-cuda)
-    copy_to(device) last."""
+    """DGL 2.1's GraphBolt node-classification example, its CPU storage path (cpu-cuda: copy_to last)."""
     import dgl.graphbolt as gb
     import dgl.nn as dglnn
 
     graph = graphbolt_graph(data.graphbolt_indptr, data.graphbolt_indices)
-    features = gb.BasicFeatureStore({("node", None, "feat"): gb.TorchBasedFeature(torch.from_numpy(data.features))})
     itemset = gb.ItemSet((as_graph_ids(data.train_idx, graph), torch.from_numpy(data.labels[data.train_idx])),
                          names=("seed_nodes", "labels"))
     pipe = gb.ItemSampler(itemset, batch_size=s.batch_size, shuffle=True)
     pipe = pipe.sample_neighbor(graph, list(reversed(s.fanout)))  # GraphBolt: input layer first
-    loader, blocks = graphbolt_loader(pipe, s, features, ["feat"])
+    loader, blocks = graphbolt_loader(pipe, s, {None: data.features})
 
     class SAGE(torch.nn.Module):
         def __init__(self, dims):
@@ -189,9 +167,6 @@ def graphbolt_loop(data, s):
         return F.cross_entropy(model(blocks(minibatch), minibatch.node_features["feat"]), minibatch.labels)
 
     return training(loader, s, lambda: SAGE(dims(data, s)), loss)
-
-
-# --- typed-node cells ------------------------------------------------------------------------
 
 
 def pyg_hetero_loop(data, s):
@@ -226,8 +201,6 @@ def graphbolt_hetero_loop(data, s):
                             type_per_edge=torch.from_numpy(np.array(data.graphbolt["type_per_edge"])),
                             node_type_to_id=ids["node_type_to_id"], edge_type_to_id=ids["edge_type_to_id"])
     featured = {t: x for t, x in data.features.items() if x is not None}
-    features = gb.BasicFeatureStore({("node", t, "feat"): gb.TorchBasedFeature(torch.from_numpy(x))
-                                     for t, x in featured.items()})
     target = data.target
     itemset = gb.ItemSetDict({target: gb.ItemSet(
         (as_graph_ids(data.train_idx, graph), torch.from_numpy(np.asarray(data.labels)[data.train_idx])),
@@ -235,7 +208,7 @@ def graphbolt_hetero_loop(data, s):
     # the example's fanouts: a tensor per layer, one value per edge type, input layer first
     fanouts = [torch.full((len(ids["edge_type_to_id"]),), f, dtype=torch.int64) for f in reversed(s.fanout)]
     pipe = gb.ItemSampler(itemset, batch_size=s.batch_size, shuffle=True).sample_neighbor(graph, fanouts)
-    loader, blocks = graphbolt_loader(pipe, s, features, {t: ["feat"] for t in featured})
+    loader, blocks = graphbolt_loader(pipe, s, featured)
     featureless = [t for t, x in data.features.items() if x is None]
 
     def loss(model, minibatch):
@@ -246,12 +219,9 @@ def graphbolt_hetero_loop(data, s):
     return training(loader, s, lambda: typed_model(hetero_layer(s.model, data.relations), data, s), loss)
 
 
-# --- link cells ------------------------------------------------------------------------------
-
-
 def link_model_of(conv, data, s):
     """The harness's link model: the shared GraphSAGE encoder (out width `hidden`) and the decoder."""
-    return link_model(sage(conv, data, s, s.hidden), s.hidden, s.decoder)
+    return link_model(graphsage(conv, data.features.shape[1], s.hidden, s.hidden, len(s.fanout)), s.hidden, s.decoder)
 
 
 def pyg_link_loop(data, s):
@@ -300,14 +270,13 @@ def graphbolt_link_loop(data, s):
 
     split = link_split.load(data.path)
     graph = graphbolt_graph(split.graphbolt_indptr, split.graphbolt_indices)  # the training graph
-    features = gb.BasicFeatureStore({("node", None, "feat"): gb.TorchBasedFeature(torch.from_numpy(data.features))})
     itemset = gb.ItemSet(as_graph_ids(split.train_pos, graph), names="node_pairs")
     pipe = gb.ItemSampler(itemset, batch_size=s.batch_size, shuffle=True)
     pipe = pipe.sample_uniform_negative(graph, s.neg_ratio)
     pipe = pipe.sample_neighbor(graph, list(reversed(s.fanout)))  # GraphBolt: input layer first
     if s.exclusion == "reverse":
         pipe = pipe.transform(partial(gb.exclude_seed_edges, include_reverse_edges=True))
-    loader, blocks = graphbolt_loader(pipe, s, features, ["feat"])
+    loader, blocks = graphbolt_loader(pipe, s, {None: data.features})
 
     def loss(model, minibatch):
         (src, dst), labels = minibatch.node_pairs_with_labels
@@ -317,17 +286,13 @@ def graphbolt_link_loop(data, s):
     return training(loader, s, lambda: link_model_of(Pipeline.conv_factory(), data, s), loss)
 
 
-# --- running them ----------------------------------------------------------------------------
-
-
 def loop_of(backend: str):
     """The backend's plain loop, as its registry line names it (BackendInfo.plain_loop)."""
     return globals()[BACKENDS[backend].plain_loop]
 
 
 def timed(epoch, sync=None) -> tuple[float, float]:
-    """One epoch's (wall seconds, this process's CPU seconds); `sync` waits for the GPU before each
-    clock is read."""
+    """One epoch's (wall seconds, this process's CPU seconds), `sync` before each clock is read."""
     if sync:
         sync()
     start, cpu_start = time.perf_counter(), time.process_time()
@@ -338,8 +303,7 @@ def timed(epoch, sync=None) -> tuple[float, float]:
 
 
 def side_by_side(cell: dict, data, s) -> dict:
-    """The harness's pipeline epochs (worker.run_epoch) and the plain loop's on the same data in this
-    one process, interleaved: the two loops with the process around them the same."""
+    """The harness's pipeline epochs and the plain loop's on the same data, interleaved in one process."""
     pipe = load_pipeline_class(cell["backend"])(data, s)
     epochs = iter(range(s.warmup_epochs + s.epochs))
     batches = []
@@ -364,9 +328,8 @@ def side_by_side(cell: dict, data, s) -> dict:
 
 
 def clocks(cell: dict, dataset_dir: Path, epochs: int) -> dict:
-    """The cell's pipeline built with the stage clocks on and off (two loaders, two models from one
-    seed), their measured epochs run in interleaved pairs, both epochs of a pair from the same seed:
-    {"on": seconds of each epoch with the clocks, "off": without}."""
+    """The cell's pipeline built with the stage clocks on and off (models from one seed), their
+    epochs in interleaved pairs from the same seed: {"on": seconds of each epoch, "off": ...}."""
     settings = CellSettings.from_dict(cell["settings"])
     data = hub.load_dataset(cell["dataset"]["source"], dataset_dir,
                             features_in_memory=features_in_memory(settings.store))
@@ -410,11 +373,7 @@ def main(argv: list[str]) -> int:
         print(json.dumps({**side_by_side(cell, data, s), "threads": threads}))
         return 0
     epoch = loop_of(cell["backend"])(data, s)
-    times, cpu = [], []
-    for _ in range(s.warmup_epochs + s.epochs):
-        seconds, cpu_seconds = timed(epoch, cuda_sync(device_of(s.mode)))
-        times.append(seconds)
-        cpu.append(cpu_seconds)
+    times, cpu = zip(*(timed(epoch, cuda_sync(device_of(s.mode))) for _ in range(s.warmup_epochs + s.epochs)))
     w = s.warmup_epochs
     print(json.dumps({"warmup": times[:w], "epochs": times[w:], "cpu": cpu[w:], "threads": threads}))
     return 0
