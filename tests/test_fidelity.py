@@ -201,6 +201,33 @@ def test_rounds_are_added_until_each_pair_settles_or_the_cap(monkeypatch, tiny_c
     assert len(capless.harness_rounds) == 3 and "give --max-rounds" in capless.unsettled_reason
 
 
+def test_a_pair_interrupted_mid_way_keeps_its_finished_rounds(monkeypatch, tiny_cells):
+    """A timeout's SIGINT in a pair's fifth round (the GPU script's FIDELITY_S): the four rounds
+    that finished are kept and named as interrupted, the half-done fifth is not counted, and the
+    interrupt still reaches the command. Epochs planted: what is tested is what is kept."""
+    _, cells = tiny_cells
+    cell = next(c for c in cells if fidelity.comparable(c))
+    monkeypatch.setattr(fidelity, "ensure_dataset", lambda *a: None)
+    harness, plain = iter([1.0, 1.1, 1.0, 1.1, 1.0]), iter([1.0] * 4)
+
+    def plain_run(*a):
+        try:
+            return [next(plain)], []
+        except StopIteration:
+            raise KeyboardInterrupt from None
+    monkeypatch.setattr(fidelity, "run_harness", lambda *a: ([next(harness)], [], None))
+    monkeypatch.setattr(fidelity, "run_plain", plain_run)
+    found: list = []
+    with pytest.raises(KeyboardInterrupt):
+        fidelity.compare([cell], None, None, rounds=6, say=lambda *_: None, found=found)
+    (kept,) = found
+    assert kept.interrupted_after == 4 and len(kept.harness_rounds) == len(kept.plain_rounds) == 4
+    assert kept.harness_epochs == [1.0, 1.1, 1.0, 1.1]
+    assert "interrupted after 4 of the 6 rounds asked" in (kept.unsettled_reason or "")
+    assert "4 of the 6 rounds asked" in fidelity.table([kept])
+    assert kept.as_dict()["interrupted_after"] == 4
+
+
 def test_max_rounds_below_rounds_is_refused(tiny_cells):
     path, _ = tiny_cells
     done = subprocess.run([sys.executable, "-m", "bench.cli", "fidelity", str(path), "--rounds", "4", "--max-rounds", "2"],

@@ -77,8 +77,10 @@ def run(args) -> int:
         done = {c.cell_id for c in found} | set(failed) | set(skipped)
         not_run = [c.id for c in chosen if c.id not in done]
         print(fidelity.write(found, out, command_line(), not_run=not_run, failed=failed, skipped=skipped))
-        print(f"results: {out} ({len(found)} of {len(chosen)} pairs; interrupted before {', '.join(not_run)})",
-              file=sys.stderr)
+        cut = [c.cell_id for c in found if c.interrupted_after is not None]
+        print(f"results: {out} ({len(found)} of {len(chosen)} pairs"
+              + (f"; {', '.join(cut)} interrupted with its finished rounds kept" if cut else "")
+              + (f"; interrupted before {', '.join(not_run)}" if not_run else "") + ")", file=sys.stderr)
         return EXIT_INTERRUPTED
     print(fidelity.write(found, out, command_line(), failed=failed, skipped=skipped))
     print(f"results: {out}")

@@ -68,6 +68,9 @@ class Comparison:
     max_rounds: int | None = None
     # what differs between the two sides by design (a GPU pair's: gpu_differences), named with its ratio
     differences: list[str] = field(default_factory=list)
+    # an interrupt (Ctrl-C, a timeout's SIGINT) stopped the pair after these rounds of the `rounds` asked for
+    interrupted_after: int | None = None
+    rounds_asked: int | None = None
 
     def add(self, side: str, epochs: list[float], cpu: list[float], load: float | None = None) -> None:
         """One round's run of one side ("harness" or "plain", which carries the other load)."""
@@ -130,6 +133,8 @@ class Comparison:
         n = len(self.harness_rounds)
         low, high = self.interval
         cap = f" (the cap, --max-rounds {self.max_rounds})" if self.max_rounds else " (give --max-rounds to add more)"
+        if self.interrupted_after is not None:
+            cap = f" (interrupted after {n} of the {self.rounds_asked} rounds asked)"
         if not self.enough_rounds:
             return (f"its 95 % interval {low:.3f}–{high:.3f} is taken over {n} rounds{cap}, fewer than the "
                     f"{MIN_ROUNDS_TO_SETTLE} a pair needs to settle: an interval resampled from so few rounds is too "
@@ -263,7 +268,7 @@ def compare(cells: list[Cell], cache: Path, data_root: Path | None, rounds: int,
     skipped = {} if skipped is None else skipped
     for cell in cells:
         try:
-            found.append(_compare_one(cell, cache, data_root, rounds, say, against_itself, side_by_side, max_rounds))
+            _compare_one(cell, cache, data_root, rounds, say, against_itself, side_by_side, max_rounds, found)
         except PairSkipped as exc:
             skipped[cell.id] = str(exc)
             say(f"  {cell.id}: skipped: {exc}")
@@ -274,36 +279,46 @@ def compare(cells: list[Cell], cache: Path, data_root: Path | None, rounds: int,
 
 
 def _compare_one(cell: Cell, cache: Path, data_root: Path | None, rounds: int, say, against_itself: bool,
-                 side_by_side: bool, max_rounds: int | None) -> Comparison:
-    """One cell's pair (compare)."""
+                 side_by_side: bool, max_rounds: int | None, found: list[Comparison]) -> None:
+    """One cell's pair (compare), into `found`: on an interrupt too, with the rounds that finished."""
     if modes.mode(cell.settings.mode).needs_gpu and not (shown := gpus.visible()):  # before any dataset step
         raise PairSkipped(f"mode {cell.settings.mode} needs a CUDA GPU; this machine shows none ({shown.how})")
     dataset_dir = ensure_dataset(cell.dataset_spec, cache, data_root)
     if BACKENDS[cell.backend].task == "link":  # both sides train on the split a run makes (once per dataset)
         link_split.ensure(dataset_dir)
     result = Comparison(cell.id, [], [], [], against_itself=against_itself, side_by_side=side_by_side,
-                        max_rounds=max_rounds, differences=gpu_differences(cell, side_by_side))
+                        max_rounds=max_rounds, differences=gpu_differences(cell, side_by_side), rounds_asked=rounds)
     s = cell.settings  # one rank: the plan both sides set (bench/run/worker.py set_threads)
     result.threads = core_budget.plan(core_budget.usable_cores(), 1, s.num_workers, s.threads).threads
     r = 0
-    while r < rounds or (max_rounds and r < max_rounds and result.settled is None):
-        if side_by_side:  # one process runs both
-            both = run_side_by_side(cell, dataset_dir, cache)
-            result.add("harness", both["harness"], both["harness_cpu"])
-            result.add("plain", both["epochs"], both["cpu"])
-        else:  # alternate which goes first, so neither always runs on a machine the other warmed
-            for side in (("harness", "plain") if r % 2 == 0 else ("plain", "harness")):
-                if side == "harness" and not against_itself:
-                    result.add(side, *run_harness(cell, dataset_dir, cache))
-                else:  # the plain side, or both sides of an A/A run
-                    result.add(side, *run_plain(cell, dataset_dir, cache))
-        r += 1
-        of = f"{r}/{rounds}" if r <= rounds else f"{r} (of at most {max_rounds}: unsettled)"
-        say(f"  {cell.id} round {of}: {'A' if against_itself else 'harness'} {statistics.median(result.harness_epochs):.4f} s, "
-            f"{'B' if against_itself else 'plain'} {statistics.median(result.plain_epochs):.4f} s")
+    try:
+        while r < rounds or (max_rounds and r < max_rounds and result.settled is None):
+            if side_by_side:  # one process runs both
+                both = run_side_by_side(cell, dataset_dir, cache)
+                runs = {"harness": (both["harness"], both["harness_cpu"]), "plain": (both["epochs"], both["cpu"])}
+            else:  # alternate which goes first, so neither always runs on a machine the other warmed
+                runs = {}
+                for side in (("harness", "plain") if r % 2 == 0 else ("plain", "harness")):
+                    if side == "harness" and not against_itself:
+                        runs[side] = run_harness(cell, dataset_dir, cache)
+                    else:  # the plain side, or both sides of an A/A run
+                        runs[side] = run_plain(cell, dataset_dir, cache)
+            for side, run in runs.items():  # a round counts once both sides finished it
+                result.add(side, *run)
+            r += 1
+            of = f"{r}/{rounds}" if r <= rounds else f"{r} (of at most {max_rounds}: unsettled)"
+            say(f"  {cell.id} round {of}, medians so far: {'A' if against_itself else 'harness'} "
+                f"{statistics.median(result.harness_epochs):.4f} s, "
+                f"{'B' if against_itself else 'plain'} {statistics.median(result.plain_epochs):.4f} s")
+    except KeyboardInterrupt:  # the rounds that finished are measurements: keep them, named as interrupted
+        if r:
+            result.interrupted_after = r
+            found.append(result)
+            say(f"  {cell.id}: interrupted after {r} of {rounds} rounds: kept")
+        raise
     if result.unsettled_reason:
         say(f"  {cell.id}: unresolved: {result.unsettled_reason}")
-    return result
+    found.append(result)
 
 
 # what a table's two sides and its list of pairs outside the band are, by the kind of run
@@ -334,6 +349,10 @@ def table(found: list[Comparison]) -> str:
         interval = "n/a" if c.interval is None else f"{c.interval[0]:.3f}–{c.interval[1]:.3f} ({len(c.harness_rounds)})"
         lines.append(f"| `{c.cell_id}` | {threads} | {c.harness_median:.4f} s | {c.plain_median:.4f} s | "
                      f"{c.ratio:.3f} | {f'{c.ratio_of_medians:.3f} | ' if paired else ''}{interval} | {c.verdict} | {'n/a' if c.cpu_ratio is None else f'{c.cpu_ratio:.3f}'} | {load} |")
+    interrupted = [c for c in found if c.interrupted_after is not None]
+    if interrupted:
+        lines += ["", "Interrupted (its figures are over the rounds that finished):"]
+        lines += [f"- `{c.cell_id}`: {c.interrupted_after} of the {c.rounds_asked} rounds asked" for c in interrupted]
     unsettled = [c for c in found if c.unsettled_reason]
     if unsettled:
         lines += ["", "Unresolved (neither inside nor outside the band with 95 % confidence):"]
