@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import re
 from collections.abc import Callable
+from contextlib import contextmanager
 from dataclasses import dataclass
 from operator import attrgetter
 
@@ -87,9 +88,7 @@ def step_chart(key: str, title: str, run_labels: list[str], points: list[tuple[f
                steps: list[tuple[int, str]], levels: list[tuple[int, int, float]], outliers: list[int]) -> Chart:
     """One series over its runs: each run's median with its rounds' IQR, each segment's level, each
     step a dashed line labelled with its ratio, and the outliers hollow."""
-    with matplotlib.rc_context({**STYLE, "svg.hashsalt": key}):
-        fig = Figure(figsize=(11, 3.4))
-        ax = fig.add_subplot()
+    with _axes(key, (11, 3.4)) as ax:
         xs = list(range(len(points)))
         errors = [e or (0, 0) for _, e in points]
         ax.errorbar(xs, [y for y, _ in points], yerr=_yerr(errors),
@@ -109,18 +108,16 @@ def step_chart(key: str, title: str, run_labels: list[str], points: list[tuple[f
         step = max(1, len(run_labels) // 24)  # at most about 24 labels on the axis
         ax.set_xticks(xs[::step], run_labels[::step], rotation=30 if many else 0, ha="right" if many else "center")
         ax.set_ylim(bottom=0)
-        _finish(fig, ax, title, "run (finished, UTC)", "median epoch time (s)")
+        _finish(ax, title, "run (finished, UTC)", "median epoch time (s)")
         ax.legend(fontsize=8, loc="lower left", ncol=4, framealpha=0.9)  # inside: below the points, above 0
-        return Chart(key, title, _svg(fig, key, title), wide=True)
+        return _chart(ax, key, title, wide=True)
 
 
 def release_chart(key: str, title: str, framework: str,
                   rows: list[tuple[str, float, tuple[float, float] | None, tuple[float, float] | None]]) -> Chart:
     """One configuration on each release of its framework: each median with its IQR, and for each
     newer release the noise band around the oldest's median that it must leave to count as a change."""
-    with matplotlib.rc_context({**STYLE, "svg.hashsalt": key}):
-        fig = Figure(figsize=(7.2, 3.4))
-        ax = fig.add_subplot()
+    with _axes(key, (7.2, 3.4)) as ax:
         xs = list(range(len(rows)))
         for x, (_, _, _, band) in zip(xs, rows):
             if band:
@@ -131,9 +128,9 @@ def release_chart(key: str, title: str, framework: str,
         ax.set_xticks(xs, [release for release, _, _, _ in rows])
         ax.set_xlim(-0.6, len(rows) - 0.4)
         ax.set_ylim(bottom=0)
-        _finish(fig, ax, title, f"{framework} release", "median epoch time (s)")
+        _finish(ax, title, f"{framework} release", "median epoch time (s)")
         ax.legend(fontsize=8, loc="lower left", framealpha=0.9)
-        return Chart(key, title, _svg(fig, key, title))
+        return _chart(ax, key, title)
 
 
 def line_chart(key, title, xlabel, ylabel, series: dict[str, list[tuple]], *, ideal: float | None = None,
@@ -141,9 +138,7 @@ def line_chart(key, title, xlabel, ylabel, series: dict[str, list[tuple]], *, id
                wide: bool = False) -> Chart:
     """One line per series; points are (x, y, (below, above) of an error bar or None). A wide
     chart spans the page, its legend below the plot (room for long cell ids)."""
-    with matplotlib.rc_context({**STYLE, "svg.hashsalt": key}):
-        fig = Figure(figsize=(11, 3.6) if wide else (7.2, 3.6))
-        ax = fig.add_subplot()
+    with _axes(key, (11, 3.6) if wide else (7.2, 3.6)) as ax:
         xs = sorted({x for pts in series.values() for x, _, _ in pts})
         for label, pts in series.items():
             pts = sorted(pts)
@@ -160,8 +155,8 @@ def line_chart(key, title, xlabel, ylabel, series: dict[str, list[tuple]], *, id
         else:
             ax.set_xticks(xs, [setting_text(x) for x in xs])
         ax.set_ylim(bottom=0)
-        _finish(fig, ax, title, xlabel, ylabel, legend_below=wide)
-        return Chart(key, title, _svg(fig, key, title), wide)
+        _finish(ax, title, xlabel, ylabel, legend_below=wide)
+        return _chart(ax, key, title, wide)
 
 
 def mode_bars(key: str, title: str, rows: list[CellResult], axes: list[str]) -> Chart:
@@ -169,17 +164,15 @@ def mode_bars(key: str, title: str, rows: list[CellResult], axes: list[str]) -> 
     modes = list(dict.fromkeys(r.settings.mode for r in rows))
     configs = list(dict.fromkeys(_label(r, axes, exclude="mode") for r in rows))
     width = 0.8 / len(configs)
-    with matplotlib.rc_context({**STYLE, "svg.hashsalt": key}):
-        fig = Figure(figsize=(7.2, 3.6))
-        ax = fig.add_subplot()
+    with _axes(key, (7.2, 3.6)) as ax:
         for i, config in enumerate(configs):
             cells = {r.settings.mode: r for r in rows if _label(r, axes, exclude="mode") == config}
             xs = [m + (i - (len(configs) - 1) / 2) * width for m, mode in enumerate(modes) if mode in cells]
             ax.bar(xs, [cells[m].median for m in modes if m in cells], width=width, label=config,
                    yerr=_yerr(iqr_error(cells[m].median, cells[m].stats) for m in modes if m in cells), capsize=3)
         ax.set_xticks(range(len(modes)), [str(m) for m in modes])
-        _finish(fig, ax, title, "mode (sampling device-feature device)", "median epoch time (s), bars: IQR")
-        return Chart(key, title, _svg(fig, key, title))
+        _finish(ax, title, "mode (sampling device-feature device)", "median epoch time (s), bars: IQR")
+        return _chart(ax, key, title)
 
 
 STAGE_COLORS = dict(zip(STAGES, ("#4c72b0", "#dd8452", "#937860", "#55a868", "#8172b3", "#c44e52",
@@ -190,9 +183,7 @@ def stage_bars(key: str, title: str, rows: list[CellResult], axes: list[str]) ->
     """One horizontal bar per cell, its mean epoch split into the stages (seconds, stacked in
     bench.backends.stages.STAGES order), so both the split and the epoch lengths compare."""
     labels = [_label(r, axes, exclude="") for r in rows]
-    with matplotlib.rc_context({**STYLE, "svg.hashsalt": key}):
-        fig = Figure(figsize=(11, 1.2 + 0.35 * len(rows)))
-        ax = fig.add_subplot()
+    with _axes(key, (11, 1.2 + 0.35 * len(rows))) as ax:
         ys = list(range(len(rows)))[::-1]  # the table's first row on top
         left = [0.0] * len(rows)
         for stage in STAGES:
@@ -203,11 +194,18 @@ def stage_bars(key: str, title: str, rows: list[CellResult], axes: list[str]) ->
                 left = [a + b for a, b in zip(left, widths)]
         ax.set_yticks(ys, labels)
         ax.grid(axis="y", visible=False)
-        _finish(fig, ax, title, "seconds per epoch (mean of the measured epochs)", "")
-        return Chart(key, title, _svg(fig, key, title), wide=True)
+        _finish(ax, title, "seconds per epoch (mean of the measured epochs)", "")
+        return _chart(ax, key, title, wide=True)
 
 
-def _finish(fig, ax, title, xlabel, ylabel, legend_below: bool = False) -> None:
+@contextmanager
+def _axes(key: str, size: tuple[float, float]):
+    """The axes of a new figure of `size` inches, drawn in the site's style (a hash salt per chart)."""
+    with matplotlib.rc_context({**STYLE, "svg.hashsalt": key}):
+        yield Figure(figsize=size).add_subplot()
+
+
+def _finish(ax, title, xlabel, ylabel, legend_below: bool = False) -> None:
     ax.set_title(title, loc="left", fontsize=10, fontweight="bold")
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
@@ -219,11 +217,11 @@ def _finish(fig, ax, title, xlabel, ylabel, legend_below: bool = False) -> None:
         ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
 
 
-def _svg(fig: Figure, key: str, title: str) -> Markup:
-    """The figure as an inline <svg> element: no XML prolog or DOCTYPE, an escaped <title>
-    first (screen readers and hover), role=img and an aria label."""
+def _chart(ax, key: str, title: str, wide: bool = False) -> Chart:
+    """The chart of the axes' figure as an inline <svg> element: no XML prolog or DOCTYPE, an
+    escaped <title> first (screen readers and hover), role=img and an aria label."""
     buffer = io.StringIO()
-    fig.savefig(buffer, format="svg", bbox_inches="tight", metadata={"Date": None})
+    ax.figure.savefig(buffer, format="svg", bbox_inches="tight", metadata={"Date": None})
     text = buffer.getvalue()
     text = text[text.index("<svg"):]
     title_id = f"{key}-title"
@@ -231,7 +229,7 @@ def _svg(fig: Figure, key: str, title: str) -> Markup:
                   lambda m: (f'<svg{m.group(1)} role="img" aria-labelledby="{escape(title_id)}" class="chart">'
                              f'<title id="{escape(title_id)}">{escape(title)}</title>'),
                   text, count=1)
-    return Markup(text)  # matplotlib escaped its own text; our additions are escaped above
+    return Chart(key, title, Markup(text), wide)  # matplotlib escaped its own text; ours is escaped above
 
 
 def _has_axis(rows: list[CellResult], axis: str) -> bool:
