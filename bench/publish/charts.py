@@ -108,9 +108,9 @@ def step_chart(key: str, title: str, run_labels: list[str], points: list[tuple[f
         step = max(1, len(run_labels) // 24)  # at most about 24 labels on the axis
         ax.set_xticks(xs[::step], run_labels[::step], rotation=30 if many else 0, ha="right" if many else "center")
         ax.set_ylim(bottom=0)
-        _finish(ax, title, "run (finished, UTC)", "median epoch time (s)")
-        ax.legend(fontsize=8, loc="lower left", ncol=4, framealpha=0.9)  # inside: below the points, above 0
-        return _chart(ax, key, title, wide=True)
+        # the legend inside: below the points, above 0
+        return _chart(ax, key, title, "run (finished, UTC)", "median epoch time (s)", wide=True,
+                      legend=dict(loc="lower left", ncol=4, framealpha=0.9))
 
 
 def release_chart(key: str, title: str, framework: str,
@@ -128,9 +128,8 @@ def release_chart(key: str, title: str, framework: str,
         ax.set_xticks(xs, [release for release, _, _, _ in rows])
         ax.set_xlim(-0.6, len(rows) - 0.4)
         ax.set_ylim(bottom=0)
-        _finish(ax, title, f"{framework} release", "median epoch time (s)")
-        ax.legend(fontsize=8, loc="lower left", framealpha=0.9)
-        return _chart(ax, key, title)
+        return _chart(ax, key, title, f"{framework} release", "median epoch time (s)",
+                      legend=dict(loc="lower left", framealpha=0.9))
 
 
 def line_chart(key, title, xlabel, ylabel, series: dict[str, list[tuple]], *, ideal: float | None = None,
@@ -155,8 +154,7 @@ def line_chart(key, title, xlabel, ylabel, series: dict[str, list[tuple]], *, id
         else:
             ax.set_xticks(xs, [setting_text(x) for x in xs])
         ax.set_ylim(bottom=0)
-        _finish(ax, title, xlabel, ylabel, legend_below=wide)
-        return _chart(ax, key, title, wide)
+        return _chart(ax, key, title, xlabel, ylabel, wide, legend=LEGEND_BELOW if wide else LEGEND_RIGHT)
 
 
 def mode_bars(key: str, title: str, rows: list[CellResult], axes: list[str]) -> Chart:
@@ -171,8 +169,7 @@ def mode_bars(key: str, title: str, rows: list[CellResult], axes: list[str]) -> 
             ax.bar(xs, [cells[m].median for m in modes if m in cells], width=width, label=config,
                    yerr=_yerr(iqr_error(cells[m].median, cells[m].stats) for m in modes if m in cells), capsize=3)
         ax.set_xticks(range(len(modes)), [str(m) for m in modes])
-        _finish(ax, title, "mode (sampling device-feature device)", "median epoch time (s), bars: IQR")
-        return _chart(ax, key, title)
+        return _chart(ax, key, title, "mode (sampling device-feature device)", "median epoch time (s), bars: IQR")
 
 
 STAGE_COLORS = dict(zip(STAGES, ("#4c72b0", "#dd8452", "#937860", "#55a868", "#8172b3", "#c44e52",
@@ -194,8 +191,7 @@ def stage_bars(key: str, title: str, rows: list[CellResult], axes: list[str]) ->
                 left = [a + b for a, b in zip(left, widths)]
         ax.set_yticks(ys, labels)
         ax.grid(axis="y", visible=False)
-        _finish(ax, title, "seconds per epoch (mean of the measured epochs)", "")
-        return _chart(ax, key, title, wide=True)
+        return _chart(ax, key, title, "seconds per epoch (mean of the measured epochs)", "", wide=True)
 
 
 @contextmanager
@@ -205,21 +201,20 @@ def _axes(key: str, size: tuple[float, float]):
         yield Figure(figsize=size).add_subplot()
 
 
-def _finish(ax, title, xlabel, ylabel, legend_below: bool = False) -> None:
+# where a chart's legend goes: beside the plot, or below it (a wide chart: room for long cell ids)
+LEGEND_RIGHT = dict(loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
+LEGEND_BELOW = dict(loc="upper left", bbox_to_anchor=(0, -0.3), ncol=2, frameon=False)
+
+
+def _chart(ax, key: str, title: str, xlabel: str, ylabel: str, wide: bool = False,
+           legend: dict = LEGEND_RIGHT) -> Chart:
+    """The axes titled and labelled, as an inline <svg> element: no XML prolog or DOCTYPE, an
+    escaped <title> first (screen readers and hover), role=img and an aria label."""
     ax.set_title(title, loc="left", fontsize=10, fontweight="bold")
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
-    if not ax.get_legend_handles_labels()[0]:
-        return
-    if legend_below:
-        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(0, -0.3), ncol=2, frameon=False)
-    else:
-        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
-
-
-def _chart(ax, key: str, title: str, wide: bool = False) -> Chart:
-    """The chart of the axes' figure as an inline <svg> element: no XML prolog or DOCTYPE, an
-    escaped <title> first (screen readers and hover), role=img and an aria label."""
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=8, **legend)
     buffer = io.StringIO()
     ax.figure.savefig(buffer, format="svg", bbox_inches="tight", metadata={"Date": None})
     text = buffer.getvalue()
