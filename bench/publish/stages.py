@@ -170,12 +170,6 @@ def headline(cell: CellResult) -> str | None:
     return f"{label(found[0])} {fmt.pct(found[1], 0)} of the epoch" + (f" {against}" if against else "")
 
 
-def sums_to_epoch(cell: CellResult) -> float | None:
-    """The stages' sum over the epoch's mean (1.0: they add up; the contract asks within 5 %)."""
-    whole, mean = total(cell), cell.stats.mean if cell.stats else None
-    return whole / mean if whole and mean else None
-
-
 def per_seed(cell: CellResult) -> dict | None:
     """The work per training seed ({"hop_nodes": [...], "hop_edges", "layer_nodes", "layer_edges",
     "over": "full"/"all"}) as recorded, else derived from the means per batch (no layers); None

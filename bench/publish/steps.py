@@ -1,24 +1,11 @@
-"""Where a series of runs stepped: change points in one configuration's median epoch time over
-its runs on one machine, each judged against the noise the runs themselves show (asv's question,
-"at which run did it change, by how much?", where a median moves between runs by more than its
-rounds spread: bench.publish.history).
-
-- In log space each run i is y_i = ln(median_i) with variance v_i = between^2 + se_i^2: se_i is
-  its median's error from its rounds (history.median_se, shrunk halfway to the series' median so
-  one lucky narrow IQR does not outweigh the rest), `between` the run-to-run noise estimated from
-  the series (successive differences first, then the residuals within the segments found).
-- Candidates come from ruptures' PELT with a weighted least-squares cost over the run medians
-  (weights 1/v_i, penalty in units of sigma^2): a cost over rounds would see every run-to-run
-  wobble as a step, since rounds of one run are not independent draws of another run.
-- A candidate is kept where a t test of the two sides' weighted mean ln-medians (degrees of freedom
-  those of `between`, each segment's level and each step's place counted as fitted), Bonferroni-
-  adjusted for every place a step could have been, is below ALPHA and the change reaches `floor`;
-  the weakest failing one is dropped and the rest re-tested.
-- A single run between two agreeing segments, or a first run alone before a step, is an outlier
-  (named, set aside, the series re-scanned); the newest run alone past a step is a step, marked
-  "one run past it" (the next run tells it from an outlier).
-
-Series of fewer than MIN_RUNS runs are not scanned.
+"""Where a series of runs stepped: change points in one configuration's median epoch time over its
+runs on one machine, judged against the noise the runs themselves show (docs/history.md says how
+and why). Each run is one point, y_i = ln(median_i), of variance between^2 + se_i^2: se_i its
+median's error from its rounds (history.median_se, shrunk halfway to the series' median), `between`
+the run-to-run noise estimated from the series. PELT proposes steps under that weighted cost (a
+cost over rounds would call every run-to-run wobble a step); a t test of the two sides, adjusted
+for every place a step could have been, keeps those below ALPHA that reach `floor`. A single run
+between agreeing sides is an outlier, set aside; series of fewer than MIN_RUNS runs are not scanned.
 """
 
 from __future__ import annotations
@@ -57,14 +44,6 @@ class Found:
     high: float
     left: tuple[int, int]     # the points each side was judged on: [start, end)
     right: tuple[int, int]
-
-    @property
-    def ratio(self) -> float:
-        return math.exp(self.log_ratio)
-
-    @property
-    def confidence(self) -> float:
-        return 1.0 - self.p_value
 
 
 @dataclass
@@ -217,7 +196,7 @@ class Step:
 
     @property
     def ratio(self) -> float:
-        return self.found.ratio
+        return math.exp(self.found.log_ratio)
 
     @property
     def slower(self) -> bool:
