@@ -1,23 +1,17 @@
 """Which configuration to use, per dataset, task and machine, and the numbers that say so: every
-sentence is computed from the result files and names the cells it rests on. The rules, in order:
+sentence is computed from the result files and names the cells it rests on (docs/reading-results.md).
+The rules, in order:
 
-1. Candidates are the measured cells that trained a model, judged by their task's test figure
-   (`quality`: accuracy, a typed graph's on its target type, a link cell's MRR with Hits@K beside
-   it); a loader-only cell (`model=none`) is never recommended, nor a link cell whose MRR includes
-   the leak of its own seed edges (`leaks`, exclusion none) where a cell without it ran.
+1. Candidates: measured cells that trained a model, judged by their task's test figure (`quality`);
+   not a link cell whose MRR includes the leak of its own seed edges where a cell without it ran.
 2. Quality: a candidate below the best by more than ACC_SIGMAS binomial standard errors of the
-   difference over its `n` test items (sqrt(p(1-p)/n) each, which bounds an MRR's error too) and
-   by at least MIN_ACC_GAP (near 0 or 1 the binomial error vanishes) is set aside, and said so
-   where it was the fastest.
-3. Speed: the fastest by median epoch; where cells trained to the suite's `target_acc`, by time to
-   it instead (MLPerf's score), with every case where a faster epoch got there later.
-4. Memory: within NEAR_TIE of the fastest, the one with the least memory wins where it saves at
-   least MEMORY_GAIN (not weighed when ranking by time to target).
-5. Scaling, why (bench.publish.stages, bench.publish.diagnosis) and cautions: the smallest setting
-   pattern no successful cell shares for failed cells, skips with their reason, and upgrades that
-   cost more than the noise (bench.publish.history.release_groups).
+   difference (which bound an MRR's too) and by MIN_ACC_GAP is set aside (named where fastest).
+3. Speed: the fastest median epoch, or where cells trained to `target_acc` the soonest there.
+4. Memory: within NEAR_TIE of the fastest, the leanest wins where it saves MEMORY_GAIN.
+5. Then scaling, why slower (stages, diagnosis), and cautions: failed cells' smallest setting
+   pattern no ok cell shares, skips, and upgrades slower beyond the noise (history.release_groups).
 
-When a cell was measured in several files, the latest run's measurement counts.
+A cell measured in several files counts as its latest run measured it.
 """
 
 from __future__ import annotations

@@ -1,22 +1,16 @@
-"""Result files over time: a trend per cell, and verdicts for a NEW run against an OLD one that
-call a change only beyond the noise the files themselves measure: the one judgement of both
-`gnnbench compare` (two runs) and `gnnbench history` (the newest run against the one before).
-
-The rounds of one run share one process and one moment of the machine's load, so a median moves
-between runs by more than the rounds spread: run-to-run noise is estimated from several runs. In
-log space (r = new/old, so 1.5x slower and 1.5x faster weigh the same), per cell:
+"""Result files over time: a trend per cell, and verdicts for a NEW run against an OLD one that call
+a change only beyond the noise the files themselves measure (`gnnbench compare` and `history`). The
+rounds of one run share one moment of the machine's load, so run-to-run noise comes from several
+runs. In log space (r = new/old), per cell:
 
     sigma^2   = between^2 + se_old^2 + se_new^2
     se_run    = 1.2533 * (IQR / 1.349) / median / sqrt(rounds)   standard error of a run's median
     between   = sqrt(2) * stdev of the cell's ln medians in >= MIN_HISTORY earlier runs, else
-                1.4826 * median |ln r| over >= MIN_POOLED_CELLS other cells of both runs (the
-                cell judged is left out of its own yardstick), else 0 (the floor alone)
+                1.4826 * median |ln r| over >= MIN_POOLED_CELLS other cells of both runs, else 0
     threshold = max(ln(1 + floor), K_SIGMA * sigma)
 
-`between` already holds some of each median's error; counting it again widens the threshold on
-purpose (a false alarm on a shared machine costs more than a late one). From two runs alone a
-shift shared by most cells cannot be told from the machine (`run_shift` says so). Status changes
-are verdicts too, and runs of different machines are "not comparable" unless forced.
+`between` already holds some of each median's error: counting it again widens the threshold on
+purpose (a false alarm on a shared machine costs more than a late one).
 """
 
 from __future__ import annotations
@@ -49,7 +43,7 @@ SIGMA_PER_MAD = 1.4826         # standard deviations of a centred normal per med
 class Verdict:
     cell_id: str
     dataset: str | None
-    verdict: str          # "regression" | "improvement" | "unchanged" | "new" | "gone" | "now failing" | "fixed" | "not comparable"
+    verdict: str          # one of VERDICTS
     old_median_s: float | None
     new_median_s: float | None
     change: float | None  # new/old - 1
@@ -369,12 +363,9 @@ def duration(s: float | None) -> str:
     return "–" if s is None else f"{s:.4g} s"
 
 
-# --- one configuration on several releases of its framework in one run ----------------------------
-# (versioned stacks: `stack: [pyg@2.6.1, pyg@2.8.1]`, bench/stacks/versions.py). Two releases' cells
-# are two cells measured minutes apart: their ratio moves with each cell's run-to-run noise, so each
-# newer release is held against the oldest with timing_verdict, `between` from the suite's earlier runs
-# where they hold MIN_HISTORY medians of both cells (half of each cell's own `between` squared, summed),
-# else the medians' errors and the floor alone; the reason says which.
+# --- one configuration on several releases of its framework in one run (versioned stacks,
+# bench/stacks/versions.py): two cells measured minutes apart, so each newer release is judged
+# against the oldest as a timing change (judge_release).
 
 RELEASE_FLOOR = 0.05   # least relative change between releases ever called
 
@@ -429,7 +420,8 @@ def release_groups(run: RunResult, earlier: Sequence[RunResult] = (), floor: flo
 
 
 def judge_release(old: CellResult, new: CellResult, earlier: Sequence[RunResult], floor: float) -> Verdict:
-    """`new` (a newer release) against `old`, beyond the noise."""
+    """`new` (a newer release) against `old`, beyond the noise: `between` from the earlier runs
+    where both cells have MIN_HISTORY medians there, else the medians' errors and the floor alone."""
     old_between, old_n = history_between(old.id, earlier)
     new_between, new_n = history_between(new.id, earlier)
     if old_between is not None and new_between is not None:
