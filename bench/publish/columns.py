@@ -1,8 +1,6 @@
 """The metric columns of the tables, declared once: the Markdown report, the HTML suite page and the
-docs' column reference iterate these lists, so a recorded number becomes a column with one line.
-`brief` columns make the default tables (Markdown: at most 10 with the cell and its status; HTML: a
-table that fits a laptop screen), the rest are behind `--columns` and the HTML "more columns" toggle;
-`shown` keeps a column out of a table where it would be empty.
+docs' column reference iterate these lists, so a recorded number becomes a column with one line
+(docs/ADDING.md: `brief`, `shown` and the rest).
 """
 
 from __future__ import annotations
@@ -80,8 +78,7 @@ def _unequal_work(cell: CellResult) -> str | None:
 
 
 def _fewer_seeds(cell: CellResult) -> str | None:
-    """'(12 fewer seeds per epoch)': the cell trained fewer seeds than another of its dataset and
-    batch size (stages.fewer_seeds; the whole note in the HTML tooltip)."""
+    """'(12 fewer seeds per epoch)' (stages.fewer_seeds; the whole note in the HTML tooltip)."""
     if not cell.seeds_flag:
         return None
     return f"({cell.seeds_flag.split(' (', 1)[0]})"
@@ -93,13 +90,9 @@ def _seeds_hint(cell: CellResult) -> str:
     return f"{text}: {cell.seeds_flag}" if cell.seeds_flag else text
 
 
-def _per_hop_text(values) -> str:
-    return fmt.DASH if not values else " / ".join(f"{v:,.2f}" if v < 10 else f"{v:,.1f}" for v in values)
-
-
-def _per_seed_hops(cell: CellResult, key: str):
-    found = stages.per_seed(cell)
-    return (found or {}).get(key) or None
+def _per_seed_hops(key: str) -> Callable[[CellResult], str]:
+    """A work figure per training seed at each hop or layer (stages.per_seed), as text."""
+    return lambda cell: fmt.per_hop((stages.per_seed(cell) or {}).get(key), per_seed=True)
 
 
 def _sampled(cell: CellResult) -> str | None:
@@ -113,7 +106,7 @@ def _sampled(cell: CellResult) -> str | None:
 
 def _work_hint(cell: CellResult) -> str:
     hops = (cell.metrics.work or {}).get("hop_nodes")
-    per_hop = f"nodes per hop: {' / '.join(f'{n:,.0f}' for n in hops)}" if hops else "nodes per hop not recorded"
+    per_hop = f"nodes per hop: {fmt.per_hop(hops)}" if hops else "nodes per hop not recorded"
     per_hop = " ".join(filter(None, (per_hop, _sampled(cell))))
     return f"unequal work: {cell.work_flag}; {per_hop}" if cell.work_flag else per_hop
 
@@ -219,30 +212,21 @@ def _model_note(cell: CellResult) -> str | None:
     return f"({fmt.rate(embedded)} in node embeddings)" if embedded else None
 
 
-def _typed_nodes(cell: CellResult) -> dict[str, float] | None:
-    """Nodes per batch by node type (all hops), largest first."""
-    found = stages.typed_work(cell)
-    if not found:
-        return None
-    totals = {t: sum(values) for t, values in found["hop_nodes"].items()}
-    return dict(sorted(totals.items(), key=lambda kv: -kv[1]))
+def _typed_totals(key: str, name: Callable[[str], str] = str) -> Callable[[CellResult], str | None]:
+    """A typed cell's work per batch by node type (`hop_nodes`) or relation (`hop_edges`), all hops,
+    largest first: 'paper 1,234 · author 56'."""
+    def text(cell: CellResult) -> str | None:
+        totals = sorted(((sum(v), k) for k, v in ((stages.typed_work(cell) or {}).get(key) or {}).items()),
+                        reverse=True)
+        return " · ".join(f"{name(k)} {n:,.0f}" for n, k in totals if n) or None
+    return text
 
 
 def _typed_hint(cell: CellResult) -> str:
     found = stages.typed_work(cell) or {}
-    lines = [f"{t}: {' / '.join(f'{n:,.0f}' for n in v)} nodes per hop" for t, v in (found.get("hop_nodes") or {}).items()]
-    lines += [f"{r}: {' / '.join(f'{e:,.0f}' for e in v)} edges per hop"
-              for r, v in (found.get("hop_edges") or {}).items()]
+    lines = [f"{t}: {fmt.per_hop(v)} nodes per hop" for t, v in (found.get("hop_nodes") or {}).items()]
+    lines += [f"{r}: {fmt.per_hop(v)} edges per hop" for r, v in (found.get("hop_edges") or {}).items()]
     return "; ".join(lines)
-
-
-def _typed_edges(cell: CellResult) -> str | None:
-    """Edges per batch by relation (all hops), largest first, the reverses marked by their name."""
-    found = stages.typed_work(cell)
-    if not found:
-        return None
-    totals = sorted(((sum(v), r) for r, v in (found.get("hop_edges") or {}).items()), reverse=True)
-    return " · ".join(f"{r.split(':')[1]} {e:,.0f}" for e, r in totals if e)
 
 
 CELL_COLUMNS = [
@@ -281,11 +265,9 @@ CELL_COLUMNS = [
     # typed graphs (bench/backends/typed.py): the model, and the work per node type and relation
     Column("model", _model_text, fmt.setting_text, unit="parameters", note=_model_note, shown=_typed_table,
            doc="Typed cells: the model trained (R-GCN, or R-GAT with its heads) and its parameters, the featureless node types' learnable embeddings among them (noted)."),
-    Column("nodes / batch by type", _typed_nodes,
-           lambda v: " · ".join(f"{t} {n:,.0f}" for t, n in v.items()) if v else fmt.DASH,
-           title="work by node type", unit="nodes / batch", hint=_typed_hint, shown=_typed_table,
+    Column("nodes / batch by type", _typed_totals("hop_nodes"), fmt.setting_text, title="work by node type", unit="nodes / batch", hint=_typed_hint, shown=_typed_table,
            doc="Typed cells: nodes in a batch's sampled subgraph per node type (all hops), the mean over the counted batches; the tooltip has each type's nodes and each relation's edges per hop."),
-    Column("edges / batch by relation", _typed_edges, fmt.setting_text, title="work by relation", unit="edges / batch",
+    Column("edges / batch by relation", _typed_totals("hop_edges", lambda r: r.split(":")[1]), fmt.setting_text, title="work by relation", unit="edges / batch",
            hint=_typed_hint, shown=_typed_table,
            doc="Typed cells: edges sampled per batch for each relation (all hops), largest first; the equal-work check compares them per hop and per seed."),
     Column("peak PSS MiB", metric("peak_pss_bytes"), fmt.mib, html=False,
@@ -414,15 +396,14 @@ STAGE_COLUMNS = [
            doc="Feature bytes gathered per second in the fetch stage, and its share of the machine's measured gather ceiling."),
     Column("copy rate (of h2d ceiling)", stages.copy_rate, stages.bandwidth,
            doc="Bytes copied host to device per second in the copy stage, and its share of the measured host-to-device ceiling."),
-    Column("nodes per hop", lambda c: (c.metrics.work or {}).get("hop_nodes"),
-           lambda v: fmt.DASH if not v else " / ".join(f"{n:,.0f}" for n in v),
+    Column("nodes per hop", lambda c: (c.metrics.work or {}).get("hop_nodes"), fmt.per_hop,
            note=lambda c: " ".join(filter(None, (_unequal_work(c), _sampled(c)))) or None,
            doc="Nodes sampled at each hop, mean per counted batch."),
-    Column("edges per hop, per seed", lambda c: _per_seed_hops(c, "hop_edges"), _per_hop_text,
+    Column("edges per hop, per seed", _per_seed_hops("hop_edges"), str,
            doc="Edges sampled at each hop per training seed (over full batches where recorded): what the equal-work check compares."),
-    Column("layer nodes per seed", lambda c: _per_seed_hops(c, "layer_nodes"), _per_hop_text,
+    Column("layer nodes per seed", _per_seed_hops("layer_nodes"), str,
            doc="Nodes each model layer computes over, per training seed."),
-    Column("layer edges per seed", lambda c: _per_seed_hops(c, "layer_edges"), _per_hop_text,
+    Column("layer edges per seed", _per_seed_hops("layer_edges"), str,
            doc="Edges each model layer aggregates over, per training seed."),
 ]
 

@@ -45,6 +45,12 @@ def byte_rate(value) -> str:
     return f"{value:.0f} B/s"
 
 
+def per_hop(values, per_seed: bool = False) -> str:
+    """Figures per hop or layer, '12 / 340 / 5,600' (per seed: '1.00 / 9.52 / 81.3'), or a dash."""
+    digits = (lambda v: ",.2f" if v < 10 else ",.1f") if per_seed else (lambda v: ",.0f")
+    return " / ".join(format(v, digits(v)) for v in values) if values else DASH
+
+
 def pct(value, digits: int = 1) -> str:
     """A fraction as a percentage: pct(0.125) == "12.5 %"."""
     return DASH if value is None else f"{100 * value:.{digits}f} %"

@@ -234,10 +234,6 @@ def _apart(mine: float, theirs: float) -> float:
     return abs(mine - theirs) / low
 
 
-def _per_seed_text(value: float) -> str:
-    return f"{value:,.2f}" if value < 10 else f"{value:,.1f}"
-
-
 def _why(cell: CellResult, figure: tuple[str, int, str]) -> str | None:
     """What the framework does that makes this figure larger (bench.backends.BackendInfo.work_notes)."""
     info = BACKENDS.get(cell.backend or "")
@@ -293,7 +289,7 @@ def _per_seed_flag(cell: CellResult, group: list) -> str | None:
         part, number, what = figure
         change = f"{(value - theirs) / theirs:+.0%}".replace("-", "−") if theirs else "more"
         where = "negatives" if part == "negatives" else f"{part} {number}"
-        text = (f"{where}: {_per_seed_text(value)} {what} per seed against {_per_seed_text(theirs)} "
+        text = (f"{where}: {fmt.per_hop([value], True)} {what} per seed against {fmt.per_hop([theirs], True)} "
                 f"in {other.id} ({change.replace('%', ' %')})")
         why = _why(cell, figure) if value > theirs else None
         parts.append(text + (f": {why}" if why and why not in said else ""))
