@@ -1,6 +1,5 @@
-"""`gnnbench compare`: verdicts for NEW against OLD beyond the measured noise: a view of
-`gnnbench history`'s judgement (bench.publish.history.compare) for two runs, the earlier ones
-given with --history; its files are read as history reads them."""
+"""`gnnbench compare`: verdicts for NEW against OLD beyond the measured noise, `gnnbench history`'s
+judgement (bench.publish.history.compare) for two runs."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""Draws the site's charts with matplotlib at build time as inline SVG (no JavaScript, no network:
-the pages work from file://). Deterministic (a fixed hash salt per chart, no date in the metadata),
-so a rebuild from the same results gives the same pages; text stays text (svg.fonttype none),
-which matplotlib writes XML-escaped.
+"""The site's charts, drawn with matplotlib at build time as inline SVG (no JavaScript: the pages work
+from file://); deterministic (a hash salt per chart, no date), text kept as XML-escaped text.
 """
 
 from __future__ import annotations

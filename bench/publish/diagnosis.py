@@ -1,12 +1,8 @@
-"""Why more ranks or more workers are slower: one line per configuration whose median epoch is
-slower than the same configuration (dataset, backend, every other setting) with fewer ranks
-(`world_size`) or DataLoader workers (`num_workers`), held against the fastest of those. Each rule
-is a small function of that pair (a `Slower`) returning a sentence or None, its threshold a named
-constant; rules read the recorded numbers, and the stages and work counts where a file has them.
-
-Time to accuracy, read (recorded by bench/run/to_target.py where a suite sets `target_acc`):
-`target_text` for the tables and the advisor, and `target_lines`: each cell whose faster epoch
-reaches the validation target later than a slower one, or a line saying that none did.
+"""Why more ranks or more workers are slower: one line per configuration slower per epoch than the
+same one with fewer ranks or workers, against the fastest of those (docs/reading-results.md). Each
+rule is a small function of that pair (a `Slower`) returning a sentence or None, its threshold a
+named constant. Beside it, time to accuracy read (bench/run/to_target.py): `target_text`, and
+`target_lines`: each cell whose faster epoch reaches the validation target later than a slower one.
 """
 
 from __future__ import annotations

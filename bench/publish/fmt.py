@@ -1,6 +1,5 @@
-"""Text formatting shared by every publish output (Markdown, HTML, the terminal, the advisor's
-sentences): numbers, percentages, MiB, timestamps, machines. One definition each, so a figure
-reads the same wherever it appears. Missing values are shown as a dash."""
+"""Text formatting shared by every publish output: one definition each, so a figure reads the same
+wherever it appears; a missing value is a dash."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
-"""The result model: a result file (pytest-benchmark JSON plus our `gnnbench` meta and `unmeasured`
-cells; its format is bench/result_format.py) read once by `read()` into one RunResult holding a
-CellResult per cell in the suite's order, measured or not, with the derived scores (speedups,
-scaling efficiency) computed here and nowhere else. Everything that publishes reads this model.
+"""The result model: a result file (its format: bench/result_format.py) read once by `read()` into a
+RunResult holding a CellResult per cell in the suite's order, measured or not, with the derived
+scores (speedups, scaling efficiency) computed here and nowhere else.
 """
 
 from __future__ import annotations

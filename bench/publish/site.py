@@ -1,6 +1,5 @@
-"""Builds the static result site: index.html, one page per suite, history.html (each series of
-runs with its steps), environment.html, and a copy of each result file under data/. Pages are
-Jinja templates with autoescaping on and charts inline SVG, so the site works from file://.
+"""Builds the static result site: index.html, a page per suite, history.html, environment.html, and a
+copy of each result file under data/; autoescaped Jinja pages with inline SVG charts (file:// works).
 """
 
 from __future__ import annotations

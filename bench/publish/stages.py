@@ -1,10 +1,8 @@
-"""Where a cell's epoch went and how close each stage ran to what the machine can do, derived on
-read from the worker's stage timings and work counts (extra_info `stages`, `work`,
-`loader_worker_s`) and the run's measured ceilings (machine_info `ceilings`); files written before
-them have none, and every function answers None. The stage split is the slowest rank's (it adds
-up to the epoch); work counts are per batch, `work.batches` counts all ranks' batches per epoch, so
-rates here are per rank, the figure a one-process ceiling compares with. Beside them, the checks
-that cells compared do the same work: `equal_work` (per seed) and `fewer_seeds` (a sampler's drop).
+"""Where a cell's epoch went and how close each stage ran to what the machine can do, from the
+worker's stage timings and work counts (extra_info `stages`, `work`, `loader_worker_s`) and the
+run's ceilings; files written before them have none (every function answers None). The stage split
+is the slowest rank's; rates are per rank, the figure a one-process ceiling compares with. Beside
+them, the checks that compared cells do the same work: `equal_work` and `fewer_seeds`.
 """
 
 from __future__ import annotations
