@@ -40,7 +40,7 @@ class Advice:
     recommended: str | None   # cell id
     summary: str              # one sentence
     evidence: list[str]       # sentences with the numbers they rest on
-    cautions: list[str]       # failures/skips worth knowing (setting patterns that fail)
+    cautions: list[str] = field(default_factory=list)   # failing setting patterns, skips, costly upgrades
     # what each compared pipeline's maintainers say (bench/publish/lifecycle.py), one line each
     lifecycle: list[str] = field(default_factory=list)
 
@@ -96,8 +96,9 @@ def advise(results: list[RunResult]) -> list[Advice]:
     advice = []
     for g in group(results).values():
         a = advise_speed(g)
+        a.evidence += scaling(g) + [f"Why slower: {d.line}" for d in diagnosis.diagnose(g.measured.values())]
+        a.cautions = failure_patterns(g) + skipped(g) + upgrade_costs(results, a.dataset, a.machine)
         a.lifecycle = lifecycle_lines(g, a.recommended)
-        a.cautions.extend(upgrade_costs(results, a.dataset, a.machine))
         advice.append(a)
     return advice
 
@@ -144,7 +145,7 @@ def lifecycle_lines(g: Group, recommended: str | None) -> list[str]:
 
 def advise_speed(g: Group) -> Advice:
     candidates = [m for m in g.measured.values() if accuracy(m) is not None]
-    evidence, cautions = [], failure_patterns(g) + skipped(g)
+    evidence = []
     loader_only = sorted(c for c, m in g.measured.items() if accuracy(m) is None)
     if loader_only:
         evidence.append(f"{len(loader_only)} cell(s) trained no model and time the loader alone, so they "
@@ -157,10 +158,10 @@ def advise_speed(g: Group) -> Advice:
                         f"{', '.join(leaky)}.")
     if not candidates:
         summary = f"No cell trained a model on {g.dataset} on {g.machine}: nothing to recommend."
-        return Advice(g.dataset, g.machine, None, summary, evidence + scaling(g) + why_slower(g), cautions)
+        return Advice(g.dataset, g.machine, None, summary, evidence)
     accurate, set_aside = accuracy_check(candidates)
     if any(m.target_seconds is not None for m in accurate):
-        return target_advice(g, accurate, set_aside, evidence, cautions)
+        return target_advice(g, accurate, set_aside, evidence)
     missed = sorted((m for m in accurate if m.to_target), key=diagnosis.target_rank)
     if missed:
         evidence.insert(0, "No configuration reached its validation target, so epoch time ranks them: "
@@ -169,8 +170,8 @@ def advise_speed(g: Group) -> Advice:
     choice, memory_note = memory_tie(fastest, accurate)
     evidence = ([speed_evidence(choice, fastest, accurate)] + where_time_goes(choice)
                 + ([memory_note] if memory_note else [])
-                + accuracy_notes(choice, set_aside) + evidence + scaling(g) + why_slower(g))
-    return Advice(g.dataset, g.machine, choice.id, summary_of(g, choice, fastest, accurate), evidence, cautions)
+                + accuracy_notes(choice, set_aside) + evidence)
+    return Advice(g.dataset, g.machine, choice.id, summary_of(g, choice, fastest, accurate), evidence)
 
 
 def accuracy_margin(a: CellResult, b: CellResult) -> float | None:
@@ -238,8 +239,7 @@ def summary_of(g: Group, choice: CellResult, fastest: CellResult, candidates: li
     return f"On {g.dataset}, on {g.machine}: use {choice.id}: {choice.median:.4g} s per epoch, {why}."
 
 
-def target_advice(g: Group, candidates: list[CellResult], set_aside, evidence: list[str],
-                  cautions: list[str]) -> Advice:
+def target_advice(g: Group, candidates: list[CellResult], set_aside, evidence: list[str]) -> Advice:
     """The advice where cells trained to a validation target: ranked by time to it (those trained to
     the target the soonest one reached; cells with another target or none are named, not ranked)."""
     choice = min(candidates, key=diagnosis.target_rank)
@@ -258,8 +258,7 @@ def target_advice(g: Group, candidates: list[CellResult], set_aside, evidence: l
              f"apart; from {choice.file}): {order}; {choice.id} reaches {quality(choice)}."]
     lines += where_time_goes(choice) + accuracy_notes(choice, set_aside)
     lines += [f"Epoch time against time to accuracy: {line}" for line in diagnosis.target_lines(g.measured.values())]
-    return Advice(g.dataset, g.machine, choice.id, summary,
-                  lines + evidence + scaling(g) + why_slower(g), cautions)
+    return Advice(g.dataset, g.machine, choice.id, summary, lines + evidence)
 
 
 def scaling(g: Group) -> list[str]:
@@ -298,11 +297,6 @@ def where_time_goes(cell: CellResult) -> list[str]:
     """Where the recommended cell's epoch goes, where its file records the stages."""
     headline = stages.headline(cell)
     return [f"Where {cell.id}'s epoch goes: {headline}."] if headline else []
-
-
-def why_slower(g: Group) -> list[str]:
-    """The diagnosis of each configuration slower with more ranks or workers than with fewer."""
-    return [f"Why slower: {d.line}" for d in diagnosis.diagnose(g.measured.values())]
 
 
 def failure_patterns(g: Group) -> list[str]:

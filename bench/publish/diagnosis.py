@@ -98,7 +98,7 @@ def few_batches(s: Slower) -> str | None:
 
 def wait(cell: CellResult) -> float | None:
     """The share of the epoch the training loop waited for the loader."""
-    share = stages.share_of(cell, "wait")
+    share = (stages.shares(cell) or {}).get("wait")
     return share if share is not None else cell.metrics.loader_stall
 
 
@@ -138,7 +138,7 @@ def worker_cost(s: Slower) -> str | None:
 
 
 def other_share(s: Slower) -> str | None:
-    share = stages.share_of(s.cell, "other")
+    share = (stages.shares(s.cell) or {}).get("other")
     if share is None or share < OTHER_SHARE:
         return None
     return f"{fmt.pct(share, 0)} of the epoch is outside every measured stage (e.g. loader workers starting)"

@@ -51,11 +51,6 @@ def binding(cell: CellResult) -> tuple[str, float] | None:
     return stage, parts[stage]
 
 
-def share_of(cell: CellResult, stage: str) -> float | None:
-    parts = shares(cell)
-    return parts[stage] if parts else None
-
-
 def workers(cell: CellResult) -> int:
     return int(cell.settings.num_workers or 0)
 
