@@ -132,8 +132,7 @@ def group(results: list[RunResult]) -> dict[tuple, Group]:
 
 
 def lifecycle_lines(g: Group, recommended: str | None) -> list[str]:
-    """Each compared pipeline's lifecycle line (bench/publish/lifecycle.py), the recommended one's
-    first: 'DGL GraphBolt (no new releases): DGL's last tagged release is ... (source, read 2026-11-26)'."""
+    """Each compared pipeline's lifecycle line (bench/publish/lifecycle.py), the recommended one's first."""
     backends = {c.backend for c in [*g.measured.values(), *g.unmeasured.values()] if c.backend}
     chosen = lifecycle.for_backend(next((c.backend for c in g.measured.values() if c.id == recommended), None))
     lines = lifecycle.lines_for(backends)

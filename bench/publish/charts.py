@@ -84,8 +84,7 @@ def dataset_charts(table: dict, key: str) -> list[Chart]:
 
 def step_chart(key: str, title: str, run_labels: list[str], points: list[tuple[float, tuple[float, float] | None]],
                steps: list[tuple[int, str]], levels: list[tuple[int, int, float]], outliers: list[int]) -> Chart:
-    """One series over its runs: each run's median with its rounds' IQR, each segment's level, each
-    step a dashed line labelled with its ratio, and the outliers hollow."""
+    """One series over its runs: medians with IQR, each segment's level, steps dashed, outliers hollow."""
     with _axes(key, (11, 3.4)) as ax:
         xs = list(range(len(points)))
         errors = [e or (0, 0) for _, e in points]
@@ -175,8 +174,7 @@ STAGE_COLORS = dict(zip(STAGES, ("#4c72b0", "#dd8452", "#937860", "#55a868", "#8
 
 
 def stage_bars(key: str, title: str, rows: list[CellResult], axes: list[str]) -> Chart:
-    """One horizontal bar per cell, its mean epoch split into the stages (seconds, stacked in
-    bench.backends.stages.STAGES order), so both the split and the epoch lengths compare."""
+    """One horizontal bar per cell, its mean epoch stacked by stage (seconds)."""
     labels = [_label(r, axes, exclude="") for r in rows]
     with _axes(key, (11, 1.2 + 0.35 * len(rows))) as ax:
         ys = list(range(len(rows)))[::-1]  # the table's first row on top
@@ -206,8 +204,7 @@ LEGEND_BELOW = dict(loc="upper left", bbox_to_anchor=(0, -0.3), ncol=2, frameon=
 
 def _chart(ax, key: str, title: str, xlabel: str, ylabel: str, wide: bool = False,
            legend: dict = LEGEND_RIGHT) -> Chart:
-    """The axes titled and labelled, as an inline <svg> element: no XML prolog or DOCTYPE, an
-    escaped <title> first (screen readers and hover), role=img and an aria label."""
+    """The axes titled and labelled, as an inline <svg> with an escaped <title> and an aria label."""
     ax.set_title(title, loc="left", fontsize=10, fontweight="bold")
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)

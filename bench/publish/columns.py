@@ -118,8 +118,7 @@ def _ceiling_note(cell: CellResult) -> str | None:
 
 
 def largest_private(cell: CellResult) -> tuple[str, int, int] | None:
-    """(part, private bytes, rank) of the largest private part of any rank's peak PSS, from the
-    memory breakdown (bench/machine/memory_breakdown.py); None where it was not recorded."""
+    """(part, private bytes, rank) of the largest private part of any rank's peak PSS, or None."""
     found = None
     for rank, ranked in enumerate(cell.metrics.get("memory_breakdown") or []):
         for part, sizes in ((ranked or {}).get("parts") or {}).items():
@@ -139,8 +138,7 @@ def _breakdown_hint(cell: CellResult) -> str:
 
 
 def gpu_util(cell: CellResult, key: str = "util_mean_pct") -> float | None:
-    """A figure of the GPU utilisation sampled in the measured epochs (bench/machine/gpu_sampler.py);
-    None for a CPU cell, a file written before it, or where NVML was not there."""
+    """A figure of the GPU utilisation in the measured epochs (bench/machine/gpu_sampler.py), or None."""
     found = cell.metrics.get("gpu_util")
     return found.get(key) if isinstance(found, dict) else None
 

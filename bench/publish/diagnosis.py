@@ -54,8 +54,7 @@ def ranks(cell: CellResult) -> int:
 
 
 def oversubscription(s: Slower) -> str | None:
-    """The core budget (bench/machine/core_budget.py) of the cell as it ran: its ranks, each with its
-    recorded compute threads (1 in files that do not record them) and its loader workers."""
+    """The cell's core budget (bench/machine/core_budget.py) as it ran, where it oversubscribes the cores."""
     cell, machine = s.cell, s.cell.machine
     cores = machine and (machine.ceilings.get("usable_cores") or machine.cpu_count_logical or machine.cpu_count)
     if not cores:
@@ -240,8 +239,7 @@ def epochs(n) -> str:
 
 @dataclass(frozen=True)
 class Overtaken:
-    """A cell with a faster epoch (`faster`) that reaches the validation target later than one with a
-    slower epoch (`sooner`): the same dataset and target, MLPerf's score against the epoch's."""
+    """A cell with a faster epoch (`faster`) that reaches the validation target later than `sooner`."""
     faster: CellResult
     sooner: CellResult
 

@@ -95,8 +95,7 @@ def machine_summary(machine) -> str:
 
 
 def host_label(machine) -> str | None:
-    """Which machine it was (a results.Machine): host and CPU, as in `box (Test CPU x8)`; None
-    when the file names neither. For verdicts and advice, where runs are told apart."""
+    """Which machine it was, as in `box (Test CPU x8)`; None when the file names neither."""
     if machine.node is None and machine.cpu_brand is None:
         return None
     cpu = f"{machine.cpu_brand or 'unknown CPU'}" + (f" x{machine.cpu_count}" if machine.cpu_count else "")

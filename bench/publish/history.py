@@ -71,8 +71,7 @@ def commit_text(run: RunResult) -> str | None:
 
 
 def trend(results: list[RunResult]) -> dict[str, list[Point]]:
-    """The runs of ONE suite (cells of different suites share ids, not settings: mixing them raises
-    ResultsError) as a series per cell: {cell_id: [Point, ...] oldest first}."""
+    """The runs of ONE suite (mixing suites raises ResultsError) as a series per cell, oldest first."""
     check_same_suite(results)
     series: dict[str, list[Point]] = {}
     for run in sorted(results, key=lambda r: (r.finished_at, str(r.path))):
@@ -89,8 +88,7 @@ WATCH_SETTINGS = ("timeout",)
 
 @dataclass(frozen=True)
 class SeriesKey:
-    """What the runs of one series share: suite, cell, its whole configuration (every setting and
-    the graph's statistics) and the machine's fingerprint."""
+    """What the runs of one series share: suite, cell, configuration (settings and graph), machine."""
     suite: str
     cell_id: str
     configuration: str   # JSON: the settings and the graph, sorted keys
@@ -98,8 +96,7 @@ class SeriesKey:
 
 
 def series(results: Sequence[RunResult]) -> dict[SeriesKey, list[Point]]:
-    """Every measured cell of the runs grouped by configuration and machine, each series oldest
-    first; copies of one run (the same file under two folders) count once."""
+    """Every measured cell of the runs by configuration and machine, oldest first, a copied run once."""
     runs: list[RunResult] = []
     for run in results:
         if not any(same_run(run, other) for other in runs):
@@ -179,8 +176,7 @@ def history_between(cell_id: str, earlier: Sequence[RunResult]) -> tuple[float |
 
 
 def latest(runs: Sequence[RunResult], floor: float = COMPARE_FLOOR) -> list[tuple[RunResult, RunResult, list[Verdict]]]:
-    """Per suite and machine, the newest run judged against the one before it, the earlier runs its
-    history: the verdicts `gnnbench compare` gives those two."""
+    """Per suite and machine, the newest run's verdicts against the one before (the earlier its history)."""
     groups: dict[tuple[str, str], list[RunResult]] = {}
     for run in runs:
         groups.setdefault((str(run.suite), str(run.machine.key)), []).append(run)
@@ -234,8 +230,7 @@ def graph_changes(o: CellResult, n: CellResult) -> str:
 
 def run_to_run(cell_id: str, earlier: Sequence[RunResult], old_cells: dict[str, CellResult],
                new_cells: dict[str, CellResult]) -> tuple[float | None, str]:
-    """The run-to-run noise a cell's change is judged against, and where it comes from, in words:
-    its own earlier medians when there are enough, else the other cells of the two runs."""
+    """The noise a change is judged against (its own history, else pooled), and its source in words."""
     hist, hist_n = history_between(cell_id, earlier)
     if hist is not None:
         return hist, f"run-to-run {pct(hist)} from its {hist_n} earlier medians"

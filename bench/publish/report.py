@@ -63,8 +63,7 @@ def dataset_cards(run: RunResult) -> list[DatasetCard]:
 
 
 def run_info(run: RunResult) -> dict:
-    """Where and when a run happened, and how its cells ended: what the index, the environment
-    page, the history and the README show of a run."""
+    """Where and when a run happened, and how its cells ended (index, environment, history, README)."""
     return {
         "file": run.path.name, "folder": run.path.parent.name, "description": run.description,
         "baseline": run.baseline, "datetime": run.finished, "commit": run.commit, "machine": run.machine,
@@ -116,8 +115,7 @@ def stage_tables(run: RunResult) -> list[dict]:
 
 
 def pair_rows(run: RunResult) -> list[dict]:
-    """The paired comparisons (bench/run/paired.py): what tells each pair's cells apart, the
-    second's epoch time over the first's with its interval, and the verdict."""
+    """The paired comparisons (bench/run/paired.py) as rows: labels, ratio with its interval, verdict."""
     rows = []
     for pair in run.pairs:
         first, second = paired_ratio.label(pair["first"], pair["second"])

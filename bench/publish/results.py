@@ -109,8 +109,7 @@ class CellResult:
 
     @property
     def rank_pss_bytes(self) -> int | None:
-        """The largest per-rank peak PSS (one rank's whole process tree, DataLoader workers
-        included); the cell's peak PSS where no rank recorded one."""
+        """The largest per-rank peak PSS (workers included), else the cell's peak PSS."""
         peaks = [r.peak_pss_bytes for r in self.metrics.ranks if r.peak_pss_bytes is not None]
         return max(peaks) if peaks else self.metrics.peak_pss_bytes
 
@@ -122,8 +121,7 @@ class CellResult:
 
     @property
     def to_target(self) -> dict | None:
-        """Its training to the suite's `target_acc` (bench/run/to_target.py), reached or not; None
-        where the suite set no target or the cell trained no model."""
+        """Its training to the suite's `target_acc` (bench/run/to_target.py), reached or not, or None."""
         return self.metrics.to_target if self.metrics else None
 
     @property
@@ -135,7 +133,7 @@ class CellResult:
     @property
     def config_label(self) -> str:
         """The configuration a scaling series shares, named for people: the id without its world size."""
-        return id_without_world_size(self.id, self.world_size)
+        return "/".join(part for part in self.id.split("/") if part != f"ws={self.world_size}")
 
 
 @dataclass(frozen=True)
@@ -259,8 +257,7 @@ def read(path: Path) -> RunResult:
 
 
 def of_document(data, path: Path) -> RunResult:
-    """Check a result file's content, as read from `path` (or made from it: a run's journal,
-    bench/run/recover.py), and read it."""
+    """Check and read a result file's content (from `path`, or a journal's: bench/run/recover.py)."""
     path = Path(path)
     _check(data, path)
     from bench.publish.stages import equal_work, fewer_seeds  # stages reads this module's model: a cycle at the top
@@ -419,8 +416,7 @@ def scaling_scores(one_rank: CellResult, cell: CellResult) -> tuple[float, float
 
 
 def scaling_series(cells) -> dict[tuple, list[CellResult]]:
-    """Measured cells grouped by configuration (everything but the world size), each group
-    sorted by world size, groups in the order first seen."""
+    """Measured cells grouped by configuration (all but the world size), each by world size."""
     groups: dict[tuple, list[CellResult]] = {}
     for cell in cells:
         if cell.measured and cell.world_size is not None:
@@ -430,10 +426,4 @@ def scaling_series(cells) -> dict[tuple, list[CellResult]]:
 
 def backend_and_dataset_from_id(cell_id: str) -> tuple[str | None, str | None]:
     """Backend and dataset of a cell known by its id alone (`backend/dataset/setting=value/...`)."""
-    backend, dataset = (cell_id.split("/") + [None, None])[:2]
-    return backend, dataset
-
-
-def id_without_world_size(cell_id: str, world_size: int | None) -> str:
-    """A cell id with its `ws=N` part left out: how a scaling series is labelled."""
-    return "/".join(part for part in cell_id.split("/") if part != f"ws={world_size}")
+    return tuple((cell_id.split("/") + [None, None])[:2])

@@ -114,8 +114,7 @@ def suite_sections(suite: SuiteRuns, data_links: dict[Path, str]) -> dict:
 
 
 def release_section(newest: RunResult, earlier: list[RunResult]) -> list[tuple[history.ReleaseGroup, charts.Chart]]:
-    """Each configuration the newest run measured on several releases of its framework, with a
-    chart of release against release and the noise band each newer release must leave."""
+    """Each configuration the newest run measured on several releases, with its release chart."""
     out = []
     for i, group in enumerate(history.release_groups(newest, earlier), 1):
         old = group.oldest.cell.median
@@ -130,8 +129,7 @@ def release_section(newest: RunResult, earlier: list[RunResult]) -> list[tuple[h
 
 
 def history_section(suite: SuiteRuns) -> dict | None:
-    """For a suite with ≥2 runs: a trend chart per dataset of each cell's median epoch time, and the
-    newest run's verdicts against the previous one (bench.publish.history), regressions first."""
+    """For a suite of ≥2 runs: a trend chart per dataset and the newest run's verdicts, regressions first."""
     if len(suite.runs) < 2:
         return None
     position = {str(r.path): i for i, r in enumerate(suite.runs)}
@@ -155,8 +153,7 @@ def history_section(suite: SuiteRuns) -> dict | None:
 
 
 def history_page(analysed: list[steps.Series]) -> list[dict]:
-    """The history page: per suite and machine, each series (bench.publish.steps) with a chart
-    of its runs where it has enough to look for steps, its steps in words and what changed at each."""
+    """The history page: per suite and machine, each series with its chart, steps and what changed."""
     groups: list[dict] = []
     for i, series in enumerate(analysed, 1):
         if not groups or (groups[-1]["suite"], groups[-1]["machine"]) != (series.key.suite, series.key.machine):
@@ -205,8 +202,7 @@ def unique_slug(text: str, taken: set[str]) -> str:
 
 
 def render_readme(results: list[RunResult], notes: str | None = None) -> str:
-    """results/README.md: the runs and what the advisor makes of them, from the result files,
-    through the Markdown side of the same template set."""
+    """results/README.md: the runs and the advisor's advice, through the Markdown templates."""
     suites = group_by_suite(results)
     env = report.environment("md")
     runs = [{"suite": s, "info": report.run_info(r), "path": _relative(r.path),

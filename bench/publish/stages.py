@@ -179,15 +179,13 @@ def per_seed(cell: CellResult) -> dict | None:
 
 
 def typed_work(cell: CellResult) -> dict | None:
-    """A typed cell's work per batch: {"hop_nodes": {node type: [per hop]}, "hop_edges":
-    {relation: [per hop]}}; None for an untyped cell or a file written before it."""
+    """A typed cell's work per batch by node type and relation (`hop_nodes`, `hop_edges`), or None."""
     found = _work(cell, "typed")
     return found if found and found.get("hop_nodes") else None
 
 
 def seeds_per_epoch(cell: CellResult) -> float | None:
-    """Seeds trained per epoch over all ranks: as recorded, or (files written before it) the seeds
-    per second times the mean epoch, which the worker took from the same epochs."""
+    """Seeds trained per epoch, all ranks: as recorded, else (older files) seeds/s times the mean epoch."""
     if not cell.measured or cell.metrics is None:
         return None
     if cell.metrics.seeds_per_epoch is not None:

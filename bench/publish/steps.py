@@ -215,8 +215,7 @@ class Series:
 
     @property
     def levels(self) -> list[tuple[int, int, float]]:
-        """Each segment between steps as (first, last position, its level: the geometric mean of
-        its medians, outliers left out): what the chart draws."""
+        """Each segment between steps: (first, last position, geometric mean of its medians, outliers out)."""
         bounds = [0, *(s.position for s in self.steps), len(self.points)]
         off = {id(p) for p in self.outliers}
         out = []
@@ -256,8 +255,7 @@ def analyse_series(key: SeriesKey, points: list[Point], floor: float = 0.05) -> 
 
 
 def environment(point: Point) -> dict[str, str]:
-    """What the result file records of the software and machine a measurement ran on: the stack and
-    its packages, the CUDA build, the GPU driver, kernel, container image, gnnbench's version and commit."""
+    """What the result file records of the software and machine a measurement ran on."""
     cell, run = point.cell, point.run
     env = {"stack": cell.stack, **{k: v for k, v in sorted(cell.versions.items())},
            "CUDA": cell.device.get("torch_cuda"),
