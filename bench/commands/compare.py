@@ -31,6 +31,4 @@ def run(args) -> int:
         raise InputError(f"{args.new}: holds the same result as {args.old} (a copy of one run); allowed: two runs")
     verdicts = history.compare(old, new, floor=args.floor, force=args.force, history=earlier)
     print(history.verdict_report(old, new, verdicts, floor=args.floor))
-    if args.fail_on == "regression" and any(v.verdict in ("regression", "now failing") for v in verdicts):
-        return 1
-    return 0
+    return int(args.fail_on == "regression" and any(v.verdict in ("regression", "now failing") for v in verdicts))

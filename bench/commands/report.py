@@ -64,7 +64,8 @@ def report_files(files: list[Path], markdown: Path | None, command: str | None =
         pages = site.build(read, html, command=command)
         print(f"site: {len(pages)} pages in {html} (open {html / 'index.html'})")
     if readme:
-        readme.write_text(site.render_readme(read, notes_for(readme)))
+        notes = readme.parent / "NOTES.md"  # hand-written notes kept beside the README, included verbatim
+        readme.write_text(site.render_readme(read, notes.read_text() if notes.exists() else None))
         print(f"readme: {readme}")
     if (html or readme) and not markdown:
         return 0
@@ -91,9 +92,3 @@ def read_result(path: Path) -> results.RunResult:
     if recover.is_journal(path):
         return results.of_document(recover.document(path), path)
     return results.read(path)
-
-
-def notes_for(readme: Path) -> str | None:
-    """Hand-written notes kept beside the generated README (NOTES.md), included verbatim."""
-    notes = readme.parent / "NOTES.md"
-    return notes.read_text() if notes.exists() else None

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 import shutil
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -148,8 +149,7 @@ def history_section(suite: SuiteRuns) -> dict | None:
     verdicts.sort(key=lambda v: history.VERDICTS.index(v.verdict))
     return {"runs": [report.run_info(r) for r in suite.runs], "charts": trend_charts, "verdicts": verdicts,
             "previous": report.run_info(suite.runs[-2]), "shift": history.run_shift(verdicts),
-            "counts": {kind: sum(v.verdict == kind for v in verdicts) for kind in history.VERDICTS
-                       if any(v.verdict == kind for v in verdicts)}}
+            "counts": Counter(v.verdict for v in verdicts)}  # in VERDICTS order, as sorted
 
 
 def history_page(analysed: list[steps.Series]) -> list[dict]:
