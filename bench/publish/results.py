@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import json
+from collections import namedtuple
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -136,17 +137,7 @@ class CellResult:
         return "/".join(part for part in self.id.split("/") if part != f"ws={self.world_size}")
 
 
-@dataclass(frozen=True)
-class GPU:
-    name: str
-    driver: str | None = None
-    memory: str | None = None
-
-    @classmethod
-    def parse(cls, line) -> GPU:
-        """One line of `nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader`."""
-        parts = [p.strip() for p in str(line).rsplit(",", 2)]
-        return cls(*parts) if len(parts) == 3 else cls(str(line))
+GPU = namedtuple("GPU", "name driver memory", defaults=(None, None))  # one nvidia-smi line, parsed
 
 
 @dataclass(frozen=True)
@@ -190,7 +181,9 @@ class Machine:
 
     @property
     def gpus(self) -> list[GPU]:
-        return [GPU.parse(line) for line in self.gpu_lines]
+        """The lines of `nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader`."""
+        parts = [[p.strip() for p in str(line).rsplit(",", 2)] for line in self.gpu_lines]
+        return [GPU(*p) if len(p) == 3 else GPU(str(line)) for p, line in zip(parts, self.gpu_lines)]
 
     @property
     def key(self) -> tuple:
