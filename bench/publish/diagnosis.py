@@ -38,10 +38,6 @@ class Slower:
     base: CellResult
     axis: str
 
-    @property
-    def slowdown(self) -> float:
-        return self.cell.median / self.base.median
-
     def setting(self, cell: CellResult) -> str:
         """'4 ranks', '0 workers'."""
         value = int(cell.settings.get(self.axis) or 0)
@@ -167,7 +163,7 @@ class Diagnosis:
     @property
     def line(self) -> str:
         s = self.slower
-        head = (f"{s.cell.id} is {s.slowdown:.2f}× slower per epoch with {s.setting(s.cell)} than with "
+        head = (f"{s.cell.id} is {s.cell.median / s.base.median:.2f}× slower per epoch with {s.setting(s.cell)} than with "
                 f"{s.setting(s.base)} ({s.cell.median:.3g} s against {s.base.median:.3g} s)")
         causes = "; ".join(self.causes) if self.causes else "no recorded number explains it"
         return f"{head}: {causes}."
@@ -210,8 +206,7 @@ def target_rank(cell: CellResult) -> tuple:
 
 
 def target_text(cell: CellResult) -> str:
-    """'1.234 s (4 epochs to 0.83)', 'not reached (best 0.712 in 10 epochs)', 'n/a' (no model), or
-    a dash (no target)."""
+    """'1.234 s (4 epochs to 0.83)', 'not reached (best 0.712 in 10 epochs)', 'n/a' (no model), or a dash."""
     found = cell.to_target
     if cell.settings.target_acc is None:
         return fmt.DASH
@@ -269,14 +264,11 @@ def overtaken(cells: Iterable[CellResult]) -> list[Overtaken]:
     for cell in trained:
         rivals = [o for o in trained if (o.dataset, o.settings.target_acc) == (cell.dataset, cell.settings.target_acc)
                   and o.median >= cell.median * (1 + CLEAR_MARGIN) and o.target_seconds is not None
-                  and target_rank(o) < target_rank(cell) and _clearly_sooner(o, cell)]
+                  and target_rank(o) < target_rank(cell)
+                  and (cell.target_seconds is None or o.target_seconds * (1 + CLEAR_MARGIN) <= cell.target_seconds)]
         if rivals:
             found.append(Overtaken(cell, min(rivals, key=target_rank)))
     return found
-
-
-def _clearly_sooner(sooner: CellResult, later: CellResult) -> bool:
-    return later.target_seconds is None or sooner.target_seconds * (1 + CLEAR_MARGIN) <= later.target_seconds
 
 
 def target_lines(cells: Iterable[CellResult]) -> list[str]:

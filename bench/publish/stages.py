@@ -237,11 +237,9 @@ def _why(cell: CellResult, figure: tuple[str, int, str]) -> str | None:
 
 
 def equal_work(cells) -> dict[str, str]:
-    """cell id -> a flag, for each measured cell whose work per training seed (over full batches: a
-    partial last batch is fewer seeds, not other work) differs by more than EQUAL_WORK_TOLERANCE
-    from another cell of the same SAME_WORK_KEYS: their epoch times do not compare. The flag names
-    each figure that differs, the cell it differs most from and, where known, why the framework does
-    more. Older files: per seed over batches of about as many seeds, else nodes per batch."""
+    """cell id -> a flag, for each measured cell whose work per training seed (over full batches)
+    differs by more than EQUAL_WORK_TOLERANCE from another cell of the same SAME_WORK_KEYS: their epoch
+    times do not compare. Older files: per seed over batches of about as many seeds, else per batch."""
     groups: dict[str, list] = {}
     for cell in cells:
         if cell.measured and (per_seed(cell) or nodes_per_batch(cell)):
@@ -272,9 +270,7 @@ def _per_seed_flag(cell: CellResult, group: list) -> str | None:
     parts, said = [], set()
     for figure, value in mine.items():
         found = [(_apart(value, theirs[figure]), other, theirs[figure]) for other, theirs in others if figure in theirs]
-        if not found:
-            continue
-        apart, other, theirs = max(found, key=lambda f: f[0])
+        apart, other, theirs = max(found, key=lambda f: f[0], default=(0.0, None, None))
         if apart <= EQUAL_WORK_TOLERANCE:
             continue
         part, number, what = figure
