@@ -173,22 +173,16 @@ def advise_speed(g: Group) -> Advice:
     return Advice(g.dataset, g.machine, choice.id, summary_of(g, choice, fastest, accurate), evidence)
 
 
-def accuracy_margin(a: CellResult, b: CellResult) -> float | None:
-    n = judged_over(a)[0]
-    if not n:
-        return None
-    pa, pb = accuracy(a), accuracy(b)
-    return max(MIN_ACC_GAP, ACC_SIGMAS * math.sqrt(pa * (1 - pa) / n + pb * (1 - pb) / n))
-
-
 def accuracy_check(candidates: list[CellResult]) -> tuple[list[CellResult], list[tuple[CellResult, CellResult, float]]]:
     """Candidates whose accuracy is not much lower than the best; and those set aside, each with
     the most accurate cell and the margin it missed."""
     best = max(candidates, key=accuracy)
+    n, pa = judged_over(best)[0], accuracy(best)
     kept, set_aside = [], []
     for m in candidates:
-        margin = accuracy_margin(best, m)
-        if margin is None or accuracy(best) - accuracy(m) <= margin:
+        pb = accuracy(m)
+        margin = max(MIN_ACC_GAP, ACC_SIGMAS * math.sqrt(pa * (1 - pa) / n + pb * (1 - pb) / n)) if n else None
+        if margin is None or pa - pb <= margin:
             kept.append(m)
         else:
             set_aside.append((m, best, margin))

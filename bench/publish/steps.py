@@ -66,15 +66,11 @@ class WeightedMeanCost(ruptures.base.BaseCost):
     def fit(self, signal):
         self.signal = signal  # ruptures reads its length
         y, w = np.asarray(signal[:, 0], float), np.asarray(signal[:, 1], float)
-        self._w = np.concatenate([[0.0], np.cumsum(w)])
-        self._wy = np.concatenate([[0.0], np.cumsum(w * y)])
-        self._wyy = np.concatenate([[0.0], np.cumsum(w * y * y)])
+        self._sums = [np.concatenate([[0.0], np.cumsum(v)]) for v in (w, w * y, w * y * y)]
         return self
 
     def error(self, start, end):
-        w = self._w[end] - self._w[start]
-        wy = self._wy[end] - self._wy[start]
-        wyy = self._wyy[end] - self._wyy[start]
+        w, wy, wyy = (c[end] - c[start] for c in self._sums)
         return max(0.0, wyy - wy * wy / w) if w > 0 else 0.0
 
 
