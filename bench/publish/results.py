@@ -245,8 +245,7 @@ class RunResult:
 
 def read(path: Path) -> RunResult:
     """Read and check one result file (ResultsError names the file and what is wrong)."""
-    path = Path(path)
-    return of_document(_load(path), path)
+    return of_document(_load(Path(path)), path)
 
 
 def of_document(data, path: Path) -> RunResult:

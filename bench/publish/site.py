@@ -42,13 +42,12 @@ def build(results: list[RunResult], out_dir: Path, command: str | None = None) -
     out_dir = Path(out_dir)
     suites = group_by_suite(results)
     taken: set[str] = set()  # each result file's name under data/, unique
-    data_names = {r.path: unique_slug(f"{r.path.parent.name}-{r.path.stem}", taken) + ".json" for r in results}
+    data_links = {r.path: f"data/{unique_slug(f'{r.path.parent.name}-{r.path.stem}', taken)}.json" for r in results}
     claim_folder(out_dir, ["index.html", "history.html", "environment.html", *(s.page for s in suites),
-                           *(f"data/{name}" for name in data_names.values())])
+                           *data_links.values()])
     (out_dir / "data").mkdir(parents=True, exist_ok=True)  # each result file copied, so its link works offline
     for result in results:
-        shutil.copyfile(result.path, out_dir / "data" / data_names[result.path])
-    data_links = {path: f"data/{name}" for path, name in data_names.items()}
+        shutil.copyfile(result.path, out_dir / data_links[result.path])
     # the advisor over each suite's runs only (another suite's cell of the same id may differ in
     # settings it does not name, e.g. batch size)
     advice = {s.name: advisor.advise(s.runs) for s in suites}
