@@ -75,9 +75,8 @@ def run(args) -> int:
 
 
 def result_files(paths: list[Path]) -> tuple[list[results.RunResult], list[Path], list[tuple[Path, Path]]]:
-    """(runs, JSON files left out as not result files, (copy, first) pairs): the named files (each a
-    result file) and the folders' *.json files, each read and checked. A file reached twice, or one
-    result copied under several names, counts once; the same path named twice is refused."""
+    """(runs, JSON files left out, (copy, first) pairs): the named files and the folders' *.json files, read
+    and checked; a file reached twice, or one result under several names, counts once."""
     refuse_named_twice([("", p) for p in paths], "file or folder")
     runs, skipped, seen, copies = [], [], set(), []
     by_content: dict[str, Path] = {}

@@ -104,8 +104,7 @@ def advise(results: list[RunResult]) -> list[Advice]:
 
 
 def upgrade_costs(results: list[RunResult], dataset: str, machine: str) -> list[str]:
-    """Where a newer framework release (versioned stacks, history.release_groups) is slower than the
-    oldest one beyond the noise, in the newest run on this machine that measured several releases."""
+    """Newer framework releases slower than the oldest beyond the noise, in the newest run that measured several."""
     runs = sorted((r for r in results if (host_label(r.machine) or "unknown machine") == machine),
                   key=lambda r: (r.finished_at, str(r.path)))
     for i in range(len(runs) - 1, -1, -1):
@@ -118,8 +117,7 @@ def upgrade_costs(results: list[RunResult], dataset: str, machine: str) -> list[
 
 
 def group(results: list[RunResult]) -> dict[tuple, Group]:
-    """Cells by (dataset, machine, task); a cell's latest run decides whether it is measured. Cells a
-    run never reached ("not run") say nothing and are left out."""
+    """Cells by (dataset, machine, task), each as its latest run left it; cells never reached left out."""
     groups: dict[tuple, Group] = {}
     for run in sorted(results, key=lambda r: (r.finished_at, str(r.path))):   # later runs overwrite
         machine = host_label(run.machine) or "unknown machine"
@@ -174,8 +172,7 @@ def advise_speed(g: Group) -> Advice:
 
 
 def accuracy_check(candidates: list[CellResult]) -> tuple[list[CellResult], list[tuple[CellResult, CellResult, float]]]:
-    """Candidates whose accuracy is not much lower than the best; and those set aside, each with
-    the most accurate cell and the margin it missed."""
+    """The candidates not much less accurate than the best, and those set aside (cell, best, margin missed)."""
     best = max(candidates, key=accuracy)
     n, pa = judged_over(best)[0], accuracy(best)
     kept, set_aside = [], []
@@ -233,8 +230,8 @@ def summary_of(g: Group, choice: CellResult, fastest: CellResult, candidates: li
 
 
 def target_advice(g: Group, candidates: list[CellResult], set_aside, evidence: list[str]) -> Advice:
-    """The advice where cells trained to a validation target: ranked by time to it (those trained to
-    the target the soonest one reached; cells with another target or none are named, not ranked)."""
+    """The advice where cells trained to a validation target: ranked by time to it among those trained to
+    the soonest one's target (the others named, not ranked)."""
     choice = min(candidates, key=diagnosis.target_rank)
     found = choice.to_target
     ranked = sorted((m for m in candidates if m.settings.target_acc == found["target"]), key=diagnosis.target_rank)

@@ -112,8 +112,7 @@ def step_chart(key: str, title: str, run_labels: list[str], points: list[tuple[f
 
 def release_chart(key: str, title: str, framework: str,
                   rows: list[tuple[str, float, tuple[float, float] | None, tuple[float, float] | None]]) -> Chart:
-    """One configuration on each release of its framework: each median with its IQR, and for each
-    newer release the noise band around the oldest's median that it must leave to count as a change."""
+    """One configuration per release: medians with IQR, and the noise band around the oldest a release must leave."""
     with _axes(key, (7.2, 3.4)) as ax:
         xs = list(range(len(rows)))
         for x, (_, _, _, band) in zip(xs, rows):
@@ -132,8 +131,7 @@ def release_chart(key: str, title: str, framework: str,
 def line_chart(key, title, xlabel, ylabel, series: dict[str, list[tuple]], *, ideal: float | None = None,
                xticks: tuple[list, list] | None = None, colors: dict[str, str] | None = None,
                wide: bool = False) -> Chart:
-    """One line per series; points are (x, y, (below, above) of an error bar or None). A wide
-    chart spans the page, its legend below the plot (room for long cell ids)."""
+    """One line per series of (x, y, (below, above) error bar or None); a wide chart has its legend below."""
     with _axes(key, (11, 3.6) if wide else (7.2, 3.6)) as ax:
         xs = sorted({x for pts in series.values() for x, _, _ in pts})
         for label, pts in series.items():

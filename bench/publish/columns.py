@@ -407,8 +407,7 @@ STAGE_COLUMNS = [
 
 
 def markdown_columns(cells: list[CellResult], chosen: list[str] | None = None) -> list[Column]:
-    """The Markdown columns of one run's table: the brief ones where they have values, or
-    `chosen` (`--columns`): ["all"] for every column with values, else the named ones in order."""
+    """The Markdown columns of a run's table: the brief ones with values, or `--columns` (`all`, or named ones)."""
     if chosen and chosen != ["all"]:
         by_key = {c.key: c for c in CELL_COLUMNS if c.markdown}
         return [by_key[key] for key in chosen]
@@ -416,8 +415,7 @@ def markdown_columns(cells: list[CellResult], chosen: list[str] | None = None) -
 
 
 def column_choice(text: str) -> list[str]:
-    """`--columns`: `all`, or column keys separated by commas; an unknown key is an input error
-    naming the keys there are."""
+    """`--columns`: `all`, or column keys separated by commas (an unknown one: an error naming the keys)."""
     chosen = [k.strip() for k in text.split(",") if k.strip()]
     keys = [c.key for c in CELL_COLUMNS if c.markdown]
     unknown = [k for k in chosen if k not in keys] if chosen != ["all"] else []

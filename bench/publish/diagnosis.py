@@ -196,8 +196,7 @@ def diagnose(cells: Iterable[CellResult]) -> list[Diagnosis]:
 
 
 def target_rank(cell: CellResult) -> tuple:
-    """Sorts cells by time to the target: those that reached it first, soonest first; then those
-    that did not, best accuracy first; then those that did not train to one, by epoch time."""
+    """Sorts cells by time to the target: reached (soonest first), not reached (best first), not sought."""
     if cell.target_seconds is not None:
         return 0, cell.target_seconds
     if cell.to_target:
@@ -272,8 +271,7 @@ def overtaken(cells: Iterable[CellResult]) -> list[Overtaken]:
 
 
 def target_lines(cells: Iterable[CellResult]) -> list[str]:
-    """The diagnosis of epoch time against time to accuracy: a line per cell overtaken by a slower
-    epoch; where cells trained to a target and none was, one line saying so; else nothing."""
+    """A line per cell overtaken by a slower epoch, else one saying none was (where a cell trained to a target)."""
     cells = list(cells)
     found = overtaken(cells)
     if found:

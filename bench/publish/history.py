@@ -115,8 +115,8 @@ def series(results: Sequence[RunResult]) -> dict[SeriesKey, list[Point]]:
 
 
 def configuration(cell: CellResult) -> str:
-    """A cell's configuration as text. A setting at its default is left out: files written before
-    a setting existed do not record it, and a cell that records it at its default measured the same."""
+    """A cell's configuration as text; a setting at its default is left out (files written before it
+    existed do not record it, and the default measured the same)."""
     defaults = setting_defaults()
     settings = {k: v for k, v in cell.settings.items()
                 if k not in WATCH_SETTINGS and json.dumps(v) != defaults.get(k)}
@@ -190,8 +190,8 @@ def latest(runs: Sequence[RunResult], floor: float = COMPARE_FLOOR) -> list[tupl
 
 def compare(old: RunResult, new: RunResult, *, floor: float = COMPARE_FLOOR, force: bool = False,
             history: Sequence[RunResult] = ()) -> list[Verdict]:
-    """Verdicts for every cell of either run, in NEW's cell order then OLD's leftovers. `history`:
-    earlier runs of the suite (those on another machine, unless `force`, or not before NEW left out)."""
+    """Verdicts for every cell of either run, in NEW's cell order then OLD's leftovers; `history`:
+    earlier runs of the suite (on another machine unless `force`, or not before NEW: left out)."""
     check_same_suite([old, new, *history])
     old_cells, new_cells = {c.id: c for c in old.cells}, {c.id: c for c in new.cells}
     comparable = force or old.machine.key == new.machine.key
@@ -241,8 +241,7 @@ def run_to_run(cell_id: str, earlier: Sequence[RunResult], old_cells: dict[str, 
 
 
 def timing_verdict(o: CellResult, n: CellResult, floor: float, between: float | None, source: str) -> Verdict:
-    """`n` against `o` beyond the noise: the run-to-run `between` (`source`: where it came from, in
-    words) and each run's median error, never under `floor`."""
+    """`n` against `o` beyond the run-to-run `between` (from `source`) and the medians' errors, never under `floor`."""
     sigma = math.sqrt((between or 0.0) ** 2 + median_se(o) ** 2 + median_se(n) ** 2)
     threshold_log = max(math.log1p(floor), K_SIGMA * sigma)
     log_ratio = math.log(n.median / o.median)
@@ -253,9 +252,10 @@ def timing_verdict(o: CellResult, n: CellResult, floor: float, between: float | 
     reason = (f"{factor_words(log_ratio)} ({duration(o.median)} -> {duration(n.median)} median epoch), "
               f"{where} the {needed:.2f}x either way that the noise allows ({why}; {source}; "
               f"error of each run's median {pct(median_se(o))} / {pct(median_se(n))})")
-    changed = version_changes(o.versions, n.versions)
-    if changed:
-        reason += f"; versions changed: {changed}"
+    old, new = o.versions or {}, n.versions or {}
+    changed = [f"{k} {old.get(k)} -> {new.get(k)}" for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)]
+    if old and new and changed:
+        reason += f"; versions changed: {', '.join(changed)}"
     return Verdict(o.id, n.dataset or o.dataset, kind, o.median, n.median,
                    n.median / o.median - 1, needed - 1, reason)
 
@@ -287,13 +287,6 @@ def status_verdict(cell_id: str, o: CellResult | None, n: CellResult | None, com
     return Verdict(cell_id, (n and n.dataset) or (o and o.dataset), kind, o_med, n_med, change, None, reason)
 
 
-def version_changes(old: dict | None, new: dict | None) -> str:
-    if not old or not new:
-        return ""
-    return ", ".join(f"{k} {old.get(k)} -> {new.get(k)}" for k in sorted(set(old) | set(new))
-                     if old.get(k) != new.get(k))
-
-
 def verdict_table(verdicts: list[Verdict], floor: float = COMPARE_FLOOR) -> str:
     """Plain aligned text: one line per cell, its reason below it, then the count per verdict."""
     header = ("verdict", "old", "new", "change", "needs", "cell")
@@ -314,8 +307,7 @@ def verdict_table(verdicts: list[Verdict], floor: float = COMPARE_FLOOR) -> str:
 
 
 def run_shift(verdicts: list[Verdict], floor: float = COMPARE_FLOOR) -> str | None:
-    """A sentence when the run as a whole moved (the median change over its cells exceeds the floor),
-    which the per-cell verdicts count as the machine's."""
+    """A sentence where the median change over the run's cells exceeds the floor: the machine's, or every cell's."""
     logs = [math.log(v.new_median_s / v.old_median_s) for v in verdicts
             if v.old_median_s and v.new_median_s and v.verdict not in ("not comparable",)]
     if len(logs) < MIN_POOLED_CELLS:

@@ -20,8 +20,8 @@ TEMPLATES = Path(__file__).parent / "templates"
 
 
 def dataset_tables(run: RunResult) -> list[dict]:
-    """The cells of one run split per dataset (epoch times of different graphs don't compare), the
-    settings that vary inside each table as columns (any new axis too) and the others stated once."""
+    """A table per dataset of one run (epoch times of different graphs don't compare), the settings that
+    vary in it as columns and the others stated once."""
     by_dataset: dict[str, list[CellResult]] = {}
     for cell in run.cells:
         by_dataset.setdefault(cell.dataset or "(unknown dataset)", []).append(cell)
@@ -86,8 +86,7 @@ def _breakable(text) -> Markup:
 
 
 def environment(markup: str = "md") -> jinja2.Environment:
-    """The Jinja environment of one output format: HTML autoescapes everything, Markdown escapes
-    result text through `md`; the shared macros write result text through `text`, right for each."""
+    """The Jinja environment of one format: HTML autoescapes, Markdown escapes result text through `md`."""
     html = markup == "html"
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), undefined=jinja2.StrictUndefined,
                              autoescape=html, trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)

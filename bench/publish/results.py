@@ -63,8 +63,7 @@ METRIC_FIELDS = frozenset(f.name for f in dataclasses.fields(Metrics)) - {"other
 
 @dataclass(frozen=True)
 class CellResult:
-    """One cell of one run: measured ("ok", with stats and metrics) or not (failed, timeout,
-    skipped, refused, "not run"; with a reason), and the scores derived on read."""
+    """One cell of one run, measured ("ok": stats, metrics) or not (with a reason), and its derived scores."""
     id: str
     status: str
     backend: str | None
@@ -156,8 +155,7 @@ class Machine:
     memory_total_bytes: int | None = None
     gpu_lines: tuple[str, ...] = ()   # nvidia-smi lines as recorded
     topology: str | None = None       # nvidia-smi topo -m
-    # each GPU's clocks, PCIe link and MIG mode, CUDA_VISIBLE_DEVICES, NCCL_* settings (bench/machine/gpu_facts.py)
-    gpu_details: dict = field(default_factory=dict)
+    gpu_details: dict = field(default_factory=dict)  # clocks, PCIe, MIG, NCCL_*: bench/machine/gpu_facts.py
     container_image: str | None = None
     container_revision: str | None = None
     gnnbench_version: str | None = None
@@ -377,8 +375,7 @@ def _machine(info: dict) -> Machine:
 # --- derived scores: computed here, from the medians, and nowhere else ----------------------
 
 def score(cells: list[CellResult], baseline: str | None) -> list[CellResult]:
-    """The cells with their speedup against their dataset's reference cell (the suite's baseline,
-    else the dataset's first measured cell) and against the same configuration at world size 1."""
+    """The cells with their speedups against their dataset's reference (the baseline, else its first) and 1 rank."""
     measured = [c for c in cells if c.measured]
     references: dict[str | None, CellResult] = {}
     for cell in measured:
@@ -401,8 +398,7 @@ def score(cells: list[CellResult], baseline: str | None) -> list[CellResult]:
 
 
 def scaling_scores(one_rank: CellResult, cell: CellResult) -> tuple[float, float]:
-    """Speedup of `cell` over the same configuration at 1 rank, and its scaling efficiency
-    (speedup / world size; each rank trains on 1/N of the seeds)."""
+    """Speedup of `cell` over 1 rank, and its scaling efficiency (speedup / world size)."""
     speedup = one_rank.median / cell.median
     return speedup, speedup / cell.world_size
 

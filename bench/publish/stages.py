@@ -164,9 +164,7 @@ def headline(cell: CellResult) -> str | None:
 
 
 def per_seed(cell: CellResult) -> dict | None:
-    """The work per training seed ({"hop_nodes": [...], "hop_edges", "layer_nodes", "layer_edges",
-    "over": "full"/"all"}) as recorded, else derived from the means per batch (no layers); None
-    without hops."""
+    """The work per training seed (hops, layers, `over`) as recorded, else derived per batch (no layers)."""
     recorded = _work(cell, "per_seed")
     if recorded and recorded.get("hop_nodes"):
         return recorded
@@ -195,8 +193,7 @@ def seeds_per_epoch(cell: CellResult) -> float | None:
 
 
 def _figures(found: dict) -> dict[tuple[str, int, str], float]:
-    """(part, number, what) -> per seed, part a hop or layer (from 1); a typed cell's hops also per
-    node type ("paper nodes") and relation ("paper:cites:paper edges")."""
+    """(part, number, what) -> per seed, part a hop or layer (from 1), typed hops also per type/relation."""
     out = {}
     link = found.get("negatives") is not None  # a link cell: a seed is a positive edge
     if link:
@@ -297,9 +294,8 @@ def _per_batch_flag(cell: CellResult, group: list) -> str | None:
 
 
 def fewer_seeds(cells) -> dict[str, str]:
-    """cell id -> a note, for each measured cell that trained fewer seeds per epoch than another of
-    the same dataset and batch size (a sampler that drops seeds to keep its ranks in step, e.g.
-    GraphBolt's DistributedItemSampler): compare them by seeds/s, not epoch time."""
+    """cell id -> a note, for each measured cell that trained fewer seeds per epoch than another of its
+    dataset and batch size (a sampler that drops seeds): compare those by seeds/s, not epoch time."""
     groups: dict[str, list] = {}
     for cell in cells:
         info = BACKENDS.get(cell.backend or "")

@@ -57,8 +57,7 @@ class Detection:
 
 
 class WeightedMeanCost(ruptures.base.BaseCost):
-    """ruptures cost of a segment under a constant mean with known per-point variances (the signal's
-    columns are (y, w)): sum w_i (y_i - ybar_w)^2, O(1) per segment from cumulative sums."""
+    """ruptures cost of a segment: sum w_i (y_i - ybar_w)^2 over columns (y, w), O(1) from cumulative sums."""
 
     model = "weighted_mean"
     min_size = 1
