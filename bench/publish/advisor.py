@@ -308,8 +308,7 @@ def failure_patterns(g: Group) -> list[str]:
 
 
 def smallest_pattern(settings: dict, ok_settings: list[dict], keys: list[str]) -> tuple:
-    """The first one- or two-setting pattern ((key, {value}), ...) of this cell that no ok cell
-    matches; else all its keys."""
+    """The first one- or two-setting pattern ((key, {value}), ...) no ok cell matches, else all keys."""
     own = [(k, frozenset([hashable(settings.get(k))])) for k in keys]
     for size in (1, 2):
         for pattern in combinations(own, size):

@@ -231,8 +231,7 @@ def _varying(rows: list[CellResult]) -> list[str]:
 
 
 def _label(row: CellResult, axes: list[str], exclude: str) -> str:
-    """A configuration's name: backend and the axes that vary among the charted cells, except the
-    x axis; an axis this cell has no value for is left out (a legend names values, no placeholder)."""
+    """A configuration's name: backend and the varying axes but `exclude` that this cell has a value for."""
     others = [f"{k}={setting_text(row.settings[k])}" for k in axes if k != exclude and row.settings.get(k) is not None]
     return " ".join([row.backend or "?", *others])
 

@@ -211,8 +211,7 @@ def _model_note(cell: CellResult) -> str | None:
 
 
 def _typed_totals(key: str, name: Callable[[str], str] = str) -> Callable[[CellResult], str | None]:
-    """A typed cell's work per batch by node type (`hop_nodes`) or relation (`hop_edges`), all hops,
-    largest first: 'paper 1,234 · author 56'."""
+    """A typed cell's work per batch by node type or relation, all hops, largest first: 'paper 1,234'."""
     def text(cell: CellResult) -> str | None:
         totals = sorted(((sum(v), k) for k, v in ((stages.typed_work(cell) or {}).get(key) or {}).items()),
                         reverse=True)

@@ -407,8 +407,7 @@ def release_groups(run: RunResult, earlier: Sequence[RunResult] = (), floor: flo
 
 
 def judge_release(old: CellResult, new: CellResult, earlier: Sequence[RunResult], floor: float) -> Verdict:
-    """`new` (a newer release) against `old`, beyond the noise: `between` from the earlier runs
-    where both cells have MIN_HISTORY medians there, else the medians' errors and the floor alone."""
+    """`new` (a newer release) against `old` beyond the noise (earlier runs' where both have MIN_HISTORY)."""
     old_between, old_n = history_between(old.id, earlier)
     new_between, new_n = history_between(new.id, earlier)
     if old_between is not None and new_between is not None:

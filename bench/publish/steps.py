@@ -74,8 +74,7 @@ class WeightedMeanCost(ruptures.base.BaseCost):
 
 
 def detect(y, se, floor: float = 0.05) -> Detection:
-    """Steps of a series of ln-medians `y` with the errors `se` of each (ln), oldest first.
-    Positions in the result are those of `y` (outliers included)."""
+    """Steps of a series of ln-medians `y` (errors `se`, ln), in positions of `y` (outliers included)."""
     y, se = np.asarray(y, float), np.asarray(se, float)
     active = list(range(len(y)))
     outliers: list[int] = []
@@ -261,8 +260,7 @@ def environment(point: Point) -> dict[str, str]:
 
 
 def what_changed(before: Point, after: Point) -> str:
-    """One line: the recorded differences between two runs' environments (the commit last: it
-    changes in most runs, a package or driver rarely)."""
+    """One line: the recorded differences between two runs' environments, the commit last."""
     old, new = environment(before), environment(after)
     changes = [f"{k} {old.get(k, '–')} -> {new.get(k, '–')}" for k in dict.fromkeys([*old, *new])
                if k != "commit" and old.get(k) != new.get(k)]
