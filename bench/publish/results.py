@@ -377,24 +377,17 @@ def _machine(info: dict) -> Machine:
 def score(cells: list[CellResult], baseline: str | None) -> list[CellResult]:
     """The cells with their speedups against their dataset's reference (the baseline, else its first) and 1 rank."""
     measured = [c for c in cells if c.measured]
-    references: dict[str | None, CellResult] = {}
-    for cell in measured:
-        references.setdefault(cell.dataset, cell)
-    for cell in measured:
-        if cell.id == baseline:
-            references[cell.dataset] = cell
+    references = {c.dataset: c for c in reversed(measured)}  # each dataset's first, then the baseline
+    references |= {c.dataset: c for c in measured if c.id == baseline}
     single = {key: series[0] for key, series in scaling_series(measured).items() if series[0].world_size == 1}
-    out = []
-    for cell in cells:
-        if not cell.measured:
-            out.append(cell)
-            continue
+
+    def scored(cell: CellResult) -> CellResult:
         reference, one_rank = references[cell.dataset], single.get(cell.series_key)
         speedup, efficiency = scaling_scores(one_rank, cell) if one_rank else (None, None)
-        out.append(dataclasses.replace(
+        return dataclasses.replace(
             cell, is_baseline=cell.id == baseline, reference_id=reference.id,
-            speedup=reference.median / cell.median, speedup_vs_ws1=speedup, scaling_efficiency=efficiency))
-    return out
+            speedup=reference.median / cell.median, speedup_vs_ws1=speedup, scaling_efficiency=efficiency)
+    return [scored(c) if c.measured else c for c in cells]
 
 
 def scaling_scores(one_rank: CellResult, cell: CellResult) -> tuple[float, float]:
