@@ -128,13 +128,10 @@ def largest_private(cell: CellResult) -> tuple[str, int, int] | None:
 
 
 def _breakdown_hint(cell: CellResult) -> str:
-    lines = []
-    for rank, ranked in enumerate(cell.metrics.get("memory_breakdown") or []):
-        parts = (ranked or {}).get("parts") or {}
-        lines.append(f"rank {rank}: " + ", ".join(
-            f"{name.replace('_', ' ')} {fmt.mib(v.get('private', 0))} private + {fmt.mib(v.get('shared', 0))} shared MiB"
-            for name, v in parts.items()))
-    return "; ".join(lines)
+    return "; ".join(f"rank {rank}: " + ", ".join(
+        f"{name.replace('_', ' ')} {fmt.mib(v.get('private', 0))} private + {fmt.mib(v.get('shared', 0))} shared MiB"
+        for name, v in ((ranked or {}).get("parts") or {}).items())
+        for rank, ranked in enumerate(cell.metrics.get("memory_breakdown") or []))
 
 
 def gpu_util(cell: CellResult, key: str = "util_mean_pct") -> float | None:
@@ -158,12 +155,8 @@ def _gpu_util_note(cell: CellResult) -> str | None:
 
 
 def _gpu_util_hint(cell: CellResult) -> str:
-    lines = []
-    for r in cell.metrics.ranks:
-        util = r.gpu_util or {}
-        if util:
-            lines.append(f"rank {r.rank}: mean {percent(util.get('util_mean_pct'))}, "
-                         f"max {percent(util.get('util_max_pct'))}, host-to-device {fmt.rate(util.get('h2d_mb_per_s'))} MB/s")
+    lines = [f"rank {r.rank}: mean {percent(u.get('util_mean_pct'))}, max {percent(u.get('util_max_pct'))}, "
+             f"host-to-device {fmt.rate(u.get('h2d_mb_per_s'))} MB/s" for r in cell.metrics.ranks if (u := r.gpu_util)]
     return "; ".join(lines) or "GPU busy share sampled by NVML during the measured epochs; low with a high loader stall: the loader starves the GPU"
 
 
