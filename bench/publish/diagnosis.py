@@ -157,10 +157,6 @@ class Diagnosis:
     causes: tuple[str, ...]
 
     @property
-    def cell_id(self) -> str:
-        return self.slower.cell.id
-
-    @property
     def line(self) -> str:
         s = self.slower
         head = (f"{s.cell.id} is {s.cell.median / s.base.median:.2f}× slower per epoch with {s.setting(s.cell)} than with "
