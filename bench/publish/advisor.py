@@ -133,9 +133,7 @@ def lifecycle_lines(g: Group, recommended: str | None) -> list[str]:
     """Each compared pipeline's lifecycle line (bench/publish/lifecycle.py), the recommended one's first."""
     backends = {c.backend for c in [*g.measured.values(), *g.unmeasured.values()] if c.backend}
     chosen = lifecycle.for_backend(next((c.backend for c in g.measured.values() if c.id == recommended), None))
-    lines = lifecycle.lines_for(backends)
-    if chosen in lines:
-        lines = [chosen] + [line for line in lines if line is not chosen]
+    lines = sorted(lifecycle.lines_for(backends), key=lambda line: line is not chosen)  # the chosen first
     return [f"{line.pipeline} ({line.status}{', recommended here' if line is chosen else ''}): {line.says} "
             f"({line.source}, read {line.read_on})" for line in lines]
 

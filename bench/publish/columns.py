@@ -79,9 +79,7 @@ def _unequal_work(cell: CellResult) -> str | None:
 
 def _fewer_seeds(cell: CellResult) -> str | None:
     """'(12 fewer seeds per epoch)' (stages.fewer_seeds; the whole note in the HTML tooltip)."""
-    if not cell.seeds_flag:
-        return None
-    return f"({cell.seeds_flag.split(' (', 1)[0]})"
+    return f"({cell.seeds_flag.split(' (', 1)[0]})" if cell.seeds_flag else None
 
 
 def _seeds_hint(cell: CellResult) -> str:

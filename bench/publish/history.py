@@ -221,11 +221,8 @@ GRAPH_FIELDS = ("num_nodes", "num_edges", "feature_dim", "num_classes", "num_tra
 
 def graph_changes(o: CellResult, n: CellResult) -> str:
     """What differs between the graphs two measurements ran on, in words ("" where nothing recorded does)."""
-    if o.card is None or n.card is None:
-        return ""
-    return "; ".join(f"{name} {getattr(o.card, name):,} -> {getattr(n.card, name):,}" for name in GRAPH_FIELDS
-                     if None not in (getattr(o.card, name), getattr(n.card, name))
-                     and getattr(o.card, name) != getattr(n.card, name))
+    pairs = [(name, getattr(o.card, name), getattr(n.card, name)) for name in GRAPH_FIELDS] if o.card and n.card else []
+    return "; ".join(f"{name} {a:,} -> {b:,}" for name, a, b in pairs if None not in (a, b) and a != b)
 
 
 def run_to_run(cell_id: str, earlier: Sequence[RunResult], old_cells: dict[str, CellResult],
@@ -301,9 +298,7 @@ def verdict_table(verdicts: list[Verdict], floor: float = COMPARE_FLOOR) -> str:
     counts = {kind: sum(v.verdict == kind for v in verdicts) for kind in VERDICTS}
     out.append(f"{len(verdicts)} cells: " + ", ".join(f"{n} {kind}" for kind, n in counts.items() if n))
     shift = run_shift(verdicts, floor)
-    if shift is not None:
-        out.append(shift)
-    return "\n".join(out)
+    return "\n".join(out + ([shift] if shift else []))
 
 
 def run_shift(verdicts: list[Verdict], floor: float = COMPARE_FLOOR) -> str | None:
