@@ -22,8 +22,7 @@ UNMEASURED_STATUSES = ("failed", "timeout", "oom", "skipped", "refused", "follow
 
 @dataclass(frozen=True)
 class Copied:
-    """Written as the worker's record holds it under the same name (None where it has none), or
-    with `if_set` left out of the file where empty."""
+    """Written as the worker's record holds it under the same name; with `if_set`, left out where empty."""
     if_set: bool = False
 
 

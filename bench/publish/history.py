@@ -278,8 +278,7 @@ def status_verdict(cell_id: str, o: CellResult | None, n: CellResult | None, com
         kind, reason = "fixed", f"was {describe(o)}; now {describe(n)}"
     else:
         kind, reason = "unchanged", f"{o.status} in both runs; now {describe(n)}"
-    o_med = o.median if o_there else None
-    n_med = n.median if n_there else None
+    o_med, n_med = o.median if o_there else None, n.median if n_there else None
     change = n_med / o_med - 1 if o_med and n_med else None
     return Verdict(cell_id, (n and n.dataset) or (o and o.dataset), kind, o_med, n_med, change, None, reason)
 

@@ -343,8 +343,7 @@ def _unmeasured_cell(record: dict, path: Path) -> CellResult:
 
 
 def _in_suite_order(order: list[str], present: list[CellResult]) -> list[CellResult]:
-    """The cells in the suite's order (a listed cell without a record was not run; a record the list
-    lacks goes last), a measured record winning over an unmeasured one of the same id."""
+    """The cells in the suite's order (listed without a record: not run; unlisted: last), measured records winning."""
     by_id: dict[str, CellResult] = {}
     for cell in present:
         if cell.measured or cell.id not in by_id:
