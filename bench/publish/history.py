@@ -180,12 +180,8 @@ def latest(runs: Sequence[RunResult], floor: float = COMPARE_FLOOR) -> list[tupl
     groups: dict[tuple[str, str], list[RunResult]] = {}
     for run in runs:
         groups.setdefault((str(run.suite), str(run.machine.key)), []).append(run)
-    out = []
-    for _, group in sorted(groups.items()):
-        group.sort(key=lambda r: (r.finished_at, str(r.path)))
-        if len(group) >= 2:
-            out.append((group[-2], group[-1], compare(group[-2], group[-1], floor=floor, history=group[:-1])))
-    return out
+    ordered = [sorted(group, key=lambda r: (r.finished_at, str(r.path))) for _, group in sorted(groups.items())]
+    return [(g[-2], g[-1], compare(g[-2], g[-1], floor=floor, history=g[:-1])) for g in ordered if len(g) >= 2]
 
 
 def compare(old: RunResult, new: RunResult, *, floor: float = COMPARE_FLOOR, force: bool = False,

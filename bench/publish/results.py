@@ -133,7 +133,7 @@ class CellResult:
     @property
     def config_label(self) -> str:
         """The configuration a scaling series shares, named for people: the id without its world size."""
-        return "/".join(part for part in self.id.split("/") if part != f"ws={self.world_size}")
+        return id_without_world_size(self.id, self.world_size)
 
 
 GPU = namedtuple("GPU", "name driver memory", defaults=(None, None))  # one nvidia-smi line, parsed
@@ -407,3 +407,8 @@ def scaling_series(cells) -> dict[tuple, list[CellResult]]:
 def backend_and_dataset_from_id(cell_id: str) -> tuple[str | None, str | None]:
     """Backend and dataset of a cell known by its id alone (`backend/dataset/setting=value/...`)."""
     return tuple((cell_id.split("/") + [None, None])[:2])
+
+
+def id_without_world_size(cell_id: str, world_size: int | None) -> str:
+    """A cell id with its `ws=N` part left out: how a scaling series is labelled."""
+    return "/".join(part for part in cell_id.split("/") if part != f"ws={world_size}")
