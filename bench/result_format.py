@@ -1,13 +1,7 @@
-"""The result format, both ways: what the writer of result files (bench/run/record.py, the session's
-journal) writes and what their reader (bench/publish/results.py) accepts, below both sides.
-
-`ResultFile` is checked once on read by `problems`: types and ranges (no text for numbers, no NaN,
-infinite, negative or zero epoch times), each message naming the file, the key path and what is
-allowed; unknown keys are allowed (pytest-benchmark writes more than we read). In `ExtraInfo` only
-the fields that say which cell it is are required (`REQUIRED_EXTRA`); every metric defaults to None,
-so an older file reads as not recorded, and a field the writer takes from the worker's record says
-so beside its type (`Copied`, `EpochMean`). A new metric is one field here plus one line in
-bench/publish/columns.py. Host only (pydantic): the worker never imports it.
+"""The result format, both ways: what bench/run/record.py (and the session's journal) writes and
+bench/publish/results.py reads (docs/ADDING.md: a new metric). `problems` checks a file once on
+read, each message naming the file, the key path and what is allowed; unknown keys are allowed
+(pytest-benchmark writes more than we read). Host only (pydantic): the worker never imports it.
 """
 
 from __future__ import annotations
@@ -28,15 +22,13 @@ UNMEASURED_STATUSES = ("failed", "timeout", "oom", "skipped", "refused", "follow
 
 @dataclass(frozen=True)
 class Copied:
-    """Written as the worker's record holds it under the same name: None where the record has
-    none, or, with `if_set`, left out of the file (as files written before it lack it)."""
+    """Written as the worker's record holds it under the same name; with `if_set`, left out where empty."""
     if_set: bool = False
 
 
 @dataclass(frozen=True)
 class EpochMean:
-    """Written as the mean over the measured epochs of `key` in each epoch's record; `missing`
-    stands for an epoch that lacks the key; None where an epoch has no value."""
+    """Written as the mean over the measured epochs of `key` (`missing` for an epoch that lacks it)."""
     key: str
     missing: float | None = None
 
@@ -55,8 +47,7 @@ Nothing = Literal[0, "", None]  # an empty value where a record is optional read
 
 
 def _a_date(text: str) -> str:
-    """A run's date must be one: runs are ordered by it (history), and a date that is not one
-    would sort a run silently first."""
+    """A run's date must be one: runs are ordered by it (history), where a non-date sorts first."""
     try:
         dt.datetime.fromisoformat(text)
     except ValueError:
@@ -94,8 +85,7 @@ class CellSettings(Loose):
 
 
 Percent = Annotated[float, Field(ge=0, le=100)]
-# GPU utilisation (%) and PCIe traffic in the measured epochs (bench/machine/gpu_sampler.py): a rank's
-# summary, or the cell's over its ranks
+# GPU utilisation and PCIe traffic in the measured epochs, a rank's or the cell's (bench/machine/gpu_sampler.py)
 GpuUtil = create_model("GpuUtil", __base__=Loose,
                        **optional(Percent, "util_mean_pct", "util_max_pct", "util_min_rank_pct", "mem_util_mean_pct"),
                        **optional(Amount, "h2d_mb_per_s", "d2h_mb_per_s", "h2d_bytes_per_epoch", "device_used_max_bytes"),
@@ -109,16 +99,14 @@ RankEntry = create_model("RankEntry", __base__=Loose, rank=(Count, ...), gpu_uti
 
 Partition = create_model("Partition", __base__=Loose, reused=(bool | None, None), edge_cut=(Share | None, None),
                          num_parts=(Count | None, None), **optional(Seconds, "seconds", "balance"))
-# A typed cell's work (bench/backends/stages.py TYPED): nodes per node type and edges per relation
-# (`src:name:dst`), per hop
+# A typed cell's work per hop (bench/backends/stages.py TYPED): by node type, and by relation `src:name:dst`
 TypedWork = create_model("TypedWork", __base__=Loose, **optional(dict[str, list[Amount]], "hop_nodes", "hop_edges"))
 HopsAndLayers = optional(list[Amount], "hop_nodes", "hop_edges", "layer_nodes", "layer_edges")
 # Work per training seed, over the full batches (`over: full`) or all counted batches (`over: all`);
 # a link cell's negatives per positive seed edge
 PerSeed = create_model("PerSeed", __base__=Loose, over=(Literal["full", "all"] | None, None),
                        typed=(TypedWork | None, None), **optional(Amount, "counted", "negatives"), **HopsAndLayers)
-# Per-batch means of the work a cell's batches did, over the `counted` batches per epoch (older files:
-# every batch), and batches per epoch; the per-layer and per-seed figures only where counted
+# Per-batch means of the work over the `counted` batches per epoch (older files: every batch)
 Work = create_model("Work", __base__=Loose, per_seed=(PerSeed | None, None), typed=(TypedWork | None, None),
                     **optional(Amount, "batches", "counted", "input_nodes", "feature_bytes", "copy_bytes"),
                     **HopsAndLayers)
@@ -129,18 +117,14 @@ class Evaluation(Loose):
     val_acc: Share | None = None  # a link cell's: its validation MRR
 
 
-# The model a cell trained: its `model` setting, its parameters (featureless node types' learnable
-# embeddings among them, counted apart too), R-GAT's heads, its one initialisation (bench/backends/base.py
-# same_start), whether its layers computed over the edges PyG's do (bench/backends/layer_edges.py), Adam's
-# weight decay
+# The model a cell trained (bench/backends/base.py; `same_layer_edges`: bench/backends/layer_edges.py)
 ModelInfo = create_model(
     "ModelInfo", __base__=Loose, name=(str, ...), parameters=(Count, ...), embedding_parameters=(Count | None, None),
     heads=(Annotated[int, Field(ge=1)] | None, None), init=(str | None, None), same_layer_edges=(bool | None, None),
     weight_decay=(Annotated[float, Field(ge=0)] | None, None))
 
 
-# Training to a validation-accuracy target (bench/run/to_target.py): reached or not, the epochs and
-# training seconds to it, the best accuracy seen, and the evaluations' own time
+# Training to a validation-accuracy target (bench/run/to_target.py)
 ToTarget = create_model(
     "ToTarget", __base__=Loose, target=(Annotated[float, Field(gt=0, le=1)], ...), reached=(bool, ...),
     best_val_acc=(Share | None, None), epochs_run=(Count | None, None), clock=(str | None, None),
@@ -149,8 +133,7 @@ ToTarget = create_model(
 
 
 # A paired comparison the cell took part in (bench/run/paired.py): the second cell's epoch time over
-# the first's, over live workers' turns (`paired`) or else over their runs one after the other; the
-# share of one core each cell's tree took while it waited
+# the first's, over live workers' turns (`paired`) or else over their runs one after the other
 PairEntry = create_model(
     "PairEntry", __base__=Loose, axis=(str, ...), first=(str, ...), second=(str, ...), paired=(bool, ...),
     within=(Share, 0.03), rounds=(Count, 0), ratio=(Positive | None, None), ci95=(list[Positive] | None, None),
@@ -159,15 +142,14 @@ PairEntry = create_model(
 
 
 class ExtraInfo(Loose):
-    """A measured cell's metrics: a field without a default is required (REQUIRED_EXTRA); one annotated
-    `Copied` or `EpochMean` is written from that declaration (bench/run/record.py)."""
+    """A measured cell's metrics: only the fields that say which cell it is are required (REQUIRED_EXTRA);
+    every metric defaults to None, so an older file reads as not recorded."""
     backend: str
     stack: str | int | None  # shown as text and used as a key only
     dataset: Card
     settings: CellSettings
     cell_id: str  # last: "extra_info lacks ..." names it after the others, as it always has
     pairs: list[PairEntry] | None = None  # the paired comparisons it took part in
-    # the metrics: optional, none where a file lacks one (a reader shows "–")
     versions: Annotated[dict[str, str | None] | Nothing, COPIED] = None  # package -> version
     seeds_per_s: Seconds | None = None
     edges_per_s: Seconds | None = None
@@ -193,28 +175,23 @@ class ExtraInfo(Loose):
     loader_worker_s: dict[str, Seconds] | None = None
     work: Work | None = None
     profile: bool | None = None
-    # GPU utilisation and host-to-device traffic over the ranks, or why nothing was sampled
     gpu_util: Annotated[GpuUtil | None, COPIED] = None
-    gpu_util_reason: str | None = None
+    gpu_util_reason: str | None = None  # why nothing was sampled
     to_target: Annotated[ToTarget | None, COPIED_IF_SET] = None  # where the cell trained to a target
     test_acc_full: Annotated[Share | None, COPIED] = None
     graph_index_dtype: Annotated[dict | None, COPIED] = None  # the sampling graph's index dtypes
     sampler: Annotated[str | None, COPIED] = None  # which implementation sampled the neighbourhoods
-    # where each rank's peak PSS went, shared and private (bench/machine/memory_breakdown.py), by rank
-    memory_breakdown: Annotated[list | None, COPIED] = None
+    memory_breakdown: Annotated[list | None, COPIED] = None  # by rank: bench/machine/memory_breakdown.py
     is_baseline: bool = False  # the suite's baseline cell (its speedups are against it)
     other_load: Share | None = None  # the share of the machine other work took meanwhile (bench/machine/load.py)
-    # the runner's own cost: its memory sampler's CPU seconds per second of the cell (of one core)
-    runner_cpu_share: Amount | None = None
+    runner_cpu_share: Amount | None = None  # the runner's memory sampler's CPU, a share of one core
     notes: list[str] | None = None  # what the session noted about the cell (oversubscribed cores, ...)
-    # start-up by phase, the GPU's memory in use device-wide after the epochs and the allocator's peak
-    # by phase (none of the GPU ones on a CPU cell): bench/publish/columns.py says what each holds
+    # what each of these holds: their columns' doc (bench/publish/columns.py)
     startup_phases: Annotated[dict[str, Seconds] | None, COPIED_IF_SET] = None
     gpu_device_used_bytes: Annotated[Count | None, COPIED_IF_SET] = None
     gpu_peaks: Annotated[dict[str, Count] | None, COPIED_IF_SET] = None
     model: Annotated[ModelInfo | None, COPIED_IF_SET] = None  # the model trained (none: the loader alone)
-    # the link task (bench/backends/link.py): MRR and Hits@K ({"10": ..., "100": ...}) against the
-    # split's fixed negatives, the split, what a reader must know, the leakage check's counts
+    # the link task (bench/backends/link.py): MRR and Hits@K against the split's fixed negatives
     val_mrr: Annotated[Share | None, COPIED_IF_SET] = None
     test_mrr: Annotated[Share | None, COPIED_IF_SET] = None
     val_hits: Annotated[dict[str, Share | None] | None, COPIED_IF_SET] = None

@@ -33,7 +33,7 @@ def test_binding_stage_and_fetch_against_the_gather_ceiling(tmp_path):
     assert rate == pytest.approx(fetched_per_s) and fraction == pytest.approx(0.38)
     assert stages.headline(cell) == "fetch 60 % of the epoch at 38 % of this machine's gather bandwidth"
     assert stages.binding_text(cell) == "fetch 60 %"
-    assert stages.sums_to_epoch(cell) == pytest.approx(1.0)
+    assert stages.total(cell) == pytest.approx(cell.stats.mean)
     assert sum(stages.shares(cell).values()) == pytest.approx(1.0)
 
 

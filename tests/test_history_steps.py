@@ -58,7 +58,7 @@ def test_a_planted_20_percent_step_is_found_at_its_run(tmp_path):
     [step] = series.steps
     assert step.position == 12 and step.after.path.endswith("toy-012.json")
     assert step.slower and step.found.low < 1.2 < step.found.high and 1.1 < step.ratio < 1.3
-    assert step.found.confidence > 0.999
+    assert 1 - step.found.p_value > 0.999
     assert (step.runs_before, step.runs_after) == (12, 8)
     assert only(steps.analyse(runs), OTHER).steps == []   # the cell beside it did not move
 

@@ -1,6 +1,5 @@
-"""`gnnbench compare`: verdicts for NEW against OLD beyond the measured noise: a view of
-`gnnbench history`'s judgement (bench.publish.history.compare) for two runs, the earlier ones
-given with --history; its files are read as history reads them."""
+"""`gnnbench compare`: verdicts for NEW against OLD beyond the measured noise, `gnnbench history`'s
+judgement (bench.publish.history.compare) for two runs."""
 
 from __future__ import annotations
 
@@ -32,6 +31,4 @@ def run(args) -> int:
         raise InputError(f"{args.new}: holds the same result as {args.old} (a copy of one run); allowed: two runs")
     verdicts = history.compare(old, new, floor=args.floor, force=args.force, history=earlier)
     print(history.verdict_report(old, new, verdicts, floor=args.floor))
-    if args.fail_on == "regression" and any(v.verdict in ("regression", "now failing") for v in verdicts):
-        return 1
-    return 0
+    return int(args.fail_on == "regression" and any(v.verdict in ("regression", "now failing") for v in verdicts))

@@ -1,6 +1,5 @@
-"""`gnnbench history`: every configuration's runs on each machine over time, where each series
-stepped beyond its run-to-run noise (bench.publish.steps), and the newest run judged against the
-one before as `gnnbench compare` judges two; the site with a chart per series."""
+"""`gnnbench history`: where each configuration's series of runs stepped beyond its noise
+(bench.publish.steps), and the newest run judged against the one before (docs/history.md)."""
 
 from __future__ import annotations
 
@@ -76,31 +75,26 @@ def run(args) -> int:
 
 
 def result_files(paths: list[Path]) -> tuple[list[results.RunResult], list[Path], list[tuple[Path, Path]]]:
-    """(runs, JSON files left out as not result files, (copy, first) pairs): the named files (each a
-    result file) and the folders' *.json files, each read and checked. A file reached twice, or one
-    result copied under several names, counts once; the same path named twice is refused."""
+    """(runs, JSON files left out, (copy, first) pairs): the named files and the folders' *.json files, read
+    and checked; a file reached twice, or one result under several names, counts once."""
     refuse_named_twice([("", p) for p in paths], "file or folder")
     runs, skipped, seen, copies = [], [], set(), []
     by_content: dict[str, Path] = {}
-
-    def take(path: Path) -> None:
-        run = results.read(path)
-        digest = hashlib.sha256(path.read_bytes()).hexdigest()
-        if digest in by_content:  # one run counted twice would read as no noise at all
-            copies.append((path, by_content[digest]))
-        else:
-            by_content[digest] = path
-            runs.append(run)
-
     for path in paths:
         for found in sorted(path.rglob("*.json")) if path.is_dir() else [path]:
             if found.resolve() in seen:
                 continue
             seen.add(found.resolve())
-            if found is path or is_result_file(found):
-                take(found)
-            else:
+            if found is not path and not is_result_file(found):
                 skipped.append(found)
+                continue
+            run = results.read(found)
+            digest = hashlib.sha256(found.read_bytes()).hexdigest()
+            if digest in by_content:  # one run counted twice would read as no noise at all
+                copies.append((found, by_content[digest]))
+            else:
+                by_content[digest] = found
+                runs.append(run)
     if not runs:
         raise InputError(f"{', '.join(map(str, paths))}: no gnnbench result file there")
     return runs, skipped, copies

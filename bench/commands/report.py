@@ -55,8 +55,13 @@ def report_files(files: list[Path], markdown: Path | None, command: str | None =
     for option, path in (("--markdown", markdown), ("--readme", readme)):
         if path:
             output_file(f"{option} {path}", path)
-            if not force:
-                refuse_overwrite(option, path, inputs=seen)
+            # never a table over an input, or over a file that holds results (JSON, a journal)
+            if not force and path.resolve() in seen:
+                raise InputError(f"{option} {path}: that is one of the result files being read; give another file "
+                                 "(or --force to replace it)")
+            if not force and path.exists() and (path.suffix == ".json" or recover.is_journal(path)):
+                raise InputError(f"{option} {path}: a result file is already there; give another file (or --force "
+                                 "to replace it)")
     if html:
         folder(f"--html {html}", html, writable=True)
     read = [read_result(f) for f in files]  # every file is checked before anything is written
@@ -64,7 +69,8 @@ def report_files(files: list[Path], markdown: Path | None, command: str | None =
         pages = site.build(read, html, command=command)
         print(f"site: {len(pages)} pages in {html} (open {html / 'index.html'})")
     if readme:
-        readme.write_text(site.render_readme(read, notes_for(readme)))
+        notes = readme.parent / "NOTES.md"  # hand-written notes kept beside the README, included verbatim
+        readme.write_text(site.render_readme(read, notes.read_text() if notes.exists() else None))
         print(f"readme: {readme}")
     if (html or readme) and not markdown:
         return 0
@@ -76,24 +82,8 @@ def report_files(files: list[Path], markdown: Path | None, command: str | None =
     return 0
 
 
-def refuse_overwrite(option: str, path: Path, inputs: set[Path]) -> None:
-    """Never write a table over an input, or over a file that holds results (JSON, a journal)."""
-    if path.resolve() in inputs:
-        raise InputError(f"{option} {path}: that is one of the result files being read; give another file "
-                         "(or --force to replace it)")
-    if path.exists() and (path.suffix == ".json" or recover.is_journal(path)):
-        raise InputError(f"{option} {path}: a result file is already there; give another file (or --force "
-                         "to replace it)")
-
-
 def read_result(path: Path) -> results.RunResult:
     """A result file, or a run's journal read as the result file `gnnbench recover` writes."""
     if recover.is_journal(path):
         return results.of_document(recover.document(path), path)
     return results.read(path)
-
-
-def notes_for(readme: Path) -> str | None:
-    """Hand-written notes kept beside the generated README (NOTES.md), included verbatim."""
-    notes = readme.parent / "NOTES.md"
-    return notes.read_text() if notes.exists() else None

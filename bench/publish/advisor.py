@@ -1,23 +1,17 @@
 """Which configuration to use, per dataset, task and machine, and the numbers that say so: every
-sentence is computed from the result files and names the cells it rests on. The rules, in order:
+sentence is computed from the result files and names the cells it rests on (docs/reading-results.md).
+The rules, in order:
 
-1. Candidates are the measured cells that trained a model, judged by their task's test figure
-   (`quality`: accuracy, a typed graph's on its target type, a link cell's MRR with Hits@K beside
-   it); a loader-only cell (`model=none`) is never recommended, nor a link cell whose MRR includes
-   the leak of its own seed edges (`leaks`, exclusion none) where a cell without it ran.
+1. Candidates: measured cells that trained a model, judged by their task's test figure (`quality`);
+   not a link cell whose MRR includes the leak of its own seed edges where a cell without it ran.
 2. Quality: a candidate below the best by more than ACC_SIGMAS binomial standard errors of the
-   difference over its `n` test items (sqrt(p(1-p)/n) each, which bounds an MRR's error too) and
-   by at least MIN_ACC_GAP (near 0 or 1 the binomial error vanishes) is set aside, and said so
-   where it was the fastest.
-3. Speed: the fastest by median epoch; where cells trained to the suite's `target_acc`, by time to
-   it instead (MLPerf's score), with every case where a faster epoch got there later.
-4. Memory: within NEAR_TIE of the fastest, the one with the least memory wins where it saves at
-   least MEMORY_GAIN (not weighed when ranking by time to target).
-5. Scaling, why (bench.publish.stages, bench.publish.diagnosis) and cautions: the smallest setting
-   pattern no successful cell shares for failed cells, skips with their reason, and upgrades that
-   cost more than the noise (bench.publish.history.release_groups).
+   difference (which bound an MRR's too) and by MIN_ACC_GAP is set aside (named where fastest).
+3. Speed: the fastest median epoch, or where cells trained to `target_acc` the soonest there.
+4. Memory: within NEAR_TIE of the fastest, the leanest wins where it saves MEMORY_GAIN.
+5. Then scaling, why slower (stages, diagnosis), and cautions: failed cells' smallest setting
+   pattern no ok cell shares, skips, and upgrades slower beyond the noise (history.release_groups).
 
-When a cell was measured in several files, the latest run's measurement counts.
+A cell measured in several files counts as its latest run measured it.
 """
 
 from __future__ import annotations
@@ -46,7 +40,7 @@ class Advice:
     recommended: str | None   # cell id
     summary: str              # one sentence
     evidence: list[str]       # sentences with the numbers they rest on
-    cautions: list[str]       # failures/skips worth knowing (setting patterns that fail)
+    cautions: list[str] = field(default_factory=list)   # failing setting patterns, skips, costly upgrades
     # what each compared pipeline's maintainers say (bench/publish/lifecycle.py), one line each
     lifecycle: list[str] = field(default_factory=list)
 
@@ -102,15 +96,15 @@ def advise(results: list[RunResult]) -> list[Advice]:
     advice = []
     for g in group(results).values():
         a = advise_speed(g)
+        a.evidence += scaling(g) + [f"Why slower: {d.line}" for d in diagnosis.diagnose(g.measured.values())]
+        a.cautions = failure_patterns(g) + skipped(g) + upgrade_costs(results, a.dataset, a.machine)
         a.lifecycle = lifecycle_lines(g, a.recommended)
-        a.cautions.extend(upgrade_costs(results, a.dataset, a.machine))
         advice.append(a)
     return advice
 
 
 def upgrade_costs(results: list[RunResult], dataset: str, machine: str) -> list[str]:
-    """Where a newer framework release (versioned stacks, history.release_groups) is slower than the
-    oldest one beyond the noise, in the newest run on this machine that measured several releases."""
+    """Newer framework releases slower than the oldest beyond the noise, in the newest run that measured several."""
     runs = sorted((r for r in results if (host_label(r.machine) or "unknown machine") == machine),
                   key=lambda r: (r.finished_at, str(r.path)))
     for i in range(len(runs) - 1, -1, -1):
@@ -123,8 +117,7 @@ def upgrade_costs(results: list[RunResult], dataset: str, machine: str) -> list[
 
 
 def group(results: list[RunResult]) -> dict[tuple, Group]:
-    """Cells by (dataset, machine, task); a cell's latest run decides whether it is measured. Cells a
-    run never reached ("not run") say nothing and are left out."""
+    """Cells by (dataset, machine, task), each as its latest run left it; cells never reached left out."""
     groups: dict[tuple, Group] = {}
     for run in sorted(results, key=lambda r: (r.finished_at, str(r.path))):   # later runs overwrite
         machine = host_label(run.machine) or "unknown machine"
@@ -137,20 +130,17 @@ def group(results: list[RunResult]) -> dict[tuple, Group]:
 
 
 def lifecycle_lines(g: Group, recommended: str | None) -> list[str]:
-    """Each compared pipeline's lifecycle line (bench/publish/lifecycle.py), the recommended one's
-    first: 'DGL GraphBolt (no new releases): DGL's last tagged release is ... (source, read 2026-11-26)'."""
+    """Each compared pipeline's lifecycle line (bench/publish/lifecycle.py), the recommended one's first."""
     backends = {c.backend for c in [*g.measured.values(), *g.unmeasured.values()] if c.backend}
     chosen = lifecycle.for_backend(next((c.backend for c in g.measured.values() if c.id == recommended), None))
-    lines = lifecycle.lines_for(backends)
-    if chosen in lines:
-        lines = [chosen] + [line for line in lines if line is not chosen]
+    lines = sorted(lifecycle.lines_for(backends), key=lambda line: line is not chosen)  # the chosen first
     return [f"{line.pipeline} ({line.status}{', recommended here' if line is chosen else ''}): {line.says} "
             f"({line.source}, read {line.read_on})" for line in lines]
 
 
 def advise_speed(g: Group) -> Advice:
     candidates = [m for m in g.measured.values() if accuracy(m) is not None]
-    evidence, cautions = [], failure_patterns(g) + skipped(g)
+    evidence = []
     loader_only = sorted(c for c, m in g.measured.items() if accuracy(m) is None)
     if loader_only:
         evidence.append(f"{len(loader_only)} cell(s) trained no model and time the loader alone, so they "
@@ -163,10 +153,10 @@ def advise_speed(g: Group) -> Advice:
                         f"{', '.join(leaky)}.")
     if not candidates:
         summary = f"No cell trained a model on {g.dataset} on {g.machine}: nothing to recommend."
-        return Advice(g.dataset, g.machine, None, summary, evidence + scaling(g) + why_slower(g), cautions)
+        return Advice(g.dataset, g.machine, None, summary, evidence)
     accurate, set_aside = accuracy_check(candidates)
     if any(m.target_seconds is not None for m in accurate):
-        return target_advice(g, accurate, set_aside, evidence, cautions)
+        return target_advice(g, accurate, set_aside, evidence)
     missed = sorted((m for m in accurate if m.to_target), key=diagnosis.target_rank)
     if missed:
         evidence.insert(0, "No configuration reached its validation target, so epoch time ranks them: "
@@ -175,26 +165,19 @@ def advise_speed(g: Group) -> Advice:
     choice, memory_note = memory_tie(fastest, accurate)
     evidence = ([speed_evidence(choice, fastest, accurate)] + where_time_goes(choice)
                 + ([memory_note] if memory_note else [])
-                + accuracy_notes(choice, set_aside) + evidence + scaling(g) + why_slower(g))
-    return Advice(g.dataset, g.machine, choice.id, summary_of(g, choice, fastest, accurate), evidence, cautions)
-
-
-def accuracy_margin(a: CellResult, b: CellResult) -> float | None:
-    n = judged_over(a)[0]
-    if not n:
-        return None
-    pa, pb = accuracy(a), accuracy(b)
-    return max(MIN_ACC_GAP, ACC_SIGMAS * math.sqrt(pa * (1 - pa) / n + pb * (1 - pb) / n))
+                + accuracy_notes(choice, set_aside) + evidence)
+    return Advice(g.dataset, g.machine, choice.id, summary_of(g, choice, fastest, accurate), evidence)
 
 
 def accuracy_check(candidates: list[CellResult]) -> tuple[list[CellResult], list[tuple[CellResult, CellResult, float]]]:
-    """Candidates whose accuracy is not much lower than the best; and those set aside, each with
-    the most accurate cell and the margin it missed."""
+    """The candidates not much less accurate than the best, and those set aside (cell, best, margin missed)."""
     best = max(candidates, key=accuracy)
+    n, pa = judged_over(best)[0], accuracy(best)
     kept, set_aside = [], []
     for m in candidates:
-        margin = accuracy_margin(best, m)
-        if margin is None or accuracy(best) - accuracy(m) <= margin:
+        pb = accuracy(m)
+        margin = max(MIN_ACC_GAP, ACC_SIGMAS * math.sqrt(pa * (1 - pa) / n + pb * (1 - pb) / n)) if n else None
+        if margin is None or pa - pb <= margin:
             kept.append(m)
         else:
             set_aside.append((m, best, margin))
@@ -244,10 +227,9 @@ def summary_of(g: Group, choice: CellResult, fastest: CellResult, candidates: li
     return f"On {g.dataset}, on {g.machine}: use {choice.id}: {choice.median:.4g} s per epoch, {why}."
 
 
-def target_advice(g: Group, candidates: list[CellResult], set_aside, evidence: list[str],
-                  cautions: list[str]) -> Advice:
-    """The advice where cells trained to a validation target: ranked by time to it (those trained to
-    the target the soonest one reached; cells with another target or none are named, not ranked)."""
+def target_advice(g: Group, candidates: list[CellResult], set_aside, evidence: list[str]) -> Advice:
+    """The advice where cells trained to a validation target: ranked by time to it among those trained to
+    the soonest one's target (the others named, not ranked)."""
     choice = min(candidates, key=diagnosis.target_rank)
     found = choice.to_target
     ranked = sorted((m for m in candidates if m.settings.target_acc == found["target"]), key=diagnosis.target_rank)
@@ -264,8 +246,7 @@ def target_advice(g: Group, candidates: list[CellResult], set_aside, evidence: l
              f"apart; from {choice.file}): {order}; {choice.id} reaches {quality(choice)}."]
     lines += where_time_goes(choice) + accuracy_notes(choice, set_aside)
     lines += [f"Epoch time against time to accuracy: {line}" for line in diagnosis.target_lines(g.measured.values())]
-    return Advice(g.dataset, g.machine, choice.id, summary,
-                  lines + evidence + scaling(g) + why_slower(g), cautions)
+    return Advice(g.dataset, g.machine, choice.id, summary, lines + evidence)
 
 
 def scaling(g: Group) -> list[str]:
@@ -306,11 +287,6 @@ def where_time_goes(cell: CellResult) -> list[str]:
     return [f"Where {cell.id}'s epoch goes: {headline}."] if headline else []
 
 
-def why_slower(g: Group) -> list[str]:
-    """The diagnosis of each configuration slower with more ranks or workers than with fewer."""
-    return [f"Why slower: {d.line}" for d in diagnosis.diagnose(g.measured.values())]
-
-
 def failure_patterns(g: Group) -> list[str]:
     """Failed or timed-out cells, grouped by the smallest setting pattern no ok cell shares."""
     notes = []
@@ -330,8 +306,7 @@ def failure_patterns(g: Group) -> list[str]:
 
 
 def smallest_pattern(settings: dict, ok_settings: list[dict], keys: list[str]) -> tuple:
-    """The first one- or two-setting pattern ((key, {value}), ...) of this cell that no ok cell
-    matches; else all its keys."""
+    """The first one- or two-setting pattern ((key, {value}), ...) no ok cell matches, else all keys."""
     own = [(k, frozenset([hashable(settings.get(k))])) for k in keys]
     for size in (1, 2):
         for pattern in combinations(own, size):

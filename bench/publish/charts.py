@@ -1,7 +1,5 @@
-"""Draws the site's charts with matplotlib at build time as inline SVG (no JavaScript, no network:
-the pages work from file://). Deterministic (a fixed hash salt per chart, no date in the metadata),
-so a rebuild from the same results gives the same pages; text stays text (svg.fonttype none),
-which matplotlib writes XML-escaped.
+"""The site's charts, drawn with matplotlib at build time as inline SVG (no JavaScript: the pages work
+from file://); deterministic (a hash salt per chart, no date), text kept as XML-escaped text.
 """
 
 from __future__ import annotations
@@ -9,6 +7,7 @@ from __future__ import annotations
 import io
 import re
 from collections.abc import Callable
+from contextlib import contextmanager
 from dataclasses import dataclass
 from operator import attrgetter
 
@@ -85,11 +84,8 @@ def dataset_charts(table: dict, key: str) -> list[Chart]:
 
 def step_chart(key: str, title: str, run_labels: list[str], points: list[tuple[float, tuple[float, float] | None]],
                steps: list[tuple[int, str]], levels: list[tuple[int, int, float]], outliers: list[int]) -> Chart:
-    """One series over its runs: each run's median with its rounds' IQR, each segment's level, each
-    step a dashed line labelled with its ratio, and the outliers hollow."""
-    with matplotlib.rc_context({**STYLE, "svg.hashsalt": key}):
-        fig = Figure(figsize=(11, 3.4))
-        ax = fig.add_subplot()
+    """One series over its runs: medians with IQR, each segment's level, steps dashed, outliers hollow."""
+    with _axes(key, (11, 3.4)) as ax:
         xs = list(range(len(points)))
         errors = [e or (0, 0) for _, e in points]
         ax.errorbar(xs, [y for y, _ in points], yerr=_yerr(errors),
@@ -109,18 +105,15 @@ def step_chart(key: str, title: str, run_labels: list[str], points: list[tuple[f
         step = max(1, len(run_labels) // 24)  # at most about 24 labels on the axis
         ax.set_xticks(xs[::step], run_labels[::step], rotation=30 if many else 0, ha="right" if many else "center")
         ax.set_ylim(bottom=0)
-        _finish(fig, ax, title, "run (finished, UTC)", "median epoch time (s)")
-        ax.legend(fontsize=8, loc="lower left", ncol=4, framealpha=0.9)  # inside: below the points, above 0
-        return Chart(key, title, _svg(fig, key, title), wide=True)
+        # the legend inside: below the points, above 0
+        return _chart(ax, key, title, "run (finished, UTC)", "median epoch time (s)", wide=True,
+                      legend=dict(loc="lower left", ncol=4, framealpha=0.9))
 
 
 def release_chart(key: str, title: str, framework: str,
                   rows: list[tuple[str, float, tuple[float, float] | None, tuple[float, float] | None]]) -> Chart:
-    """One configuration on each release of its framework: each median with its IQR, and for each
-    newer release the noise band around the oldest's median that it must leave to count as a change."""
-    with matplotlib.rc_context({**STYLE, "svg.hashsalt": key}):
-        fig = Figure(figsize=(7.2, 3.4))
-        ax = fig.add_subplot()
+    """One configuration per release: medians with IQR, and the noise band around the oldest a release must leave."""
+    with _axes(key, (7.2, 3.4)) as ax:
         xs = list(range(len(rows)))
         for x, (_, _, _, band) in zip(xs, rows):
             if band:
@@ -131,19 +124,15 @@ def release_chart(key: str, title: str, framework: str,
         ax.set_xticks(xs, [release for release, _, _, _ in rows])
         ax.set_xlim(-0.6, len(rows) - 0.4)
         ax.set_ylim(bottom=0)
-        _finish(fig, ax, title, f"{framework} release", "median epoch time (s)")
-        ax.legend(fontsize=8, loc="lower left", framealpha=0.9)
-        return Chart(key, title, _svg(fig, key, title))
+        return _chart(ax, key, title, f"{framework} release", "median epoch time (s)",
+                      legend=dict(loc="lower left", framealpha=0.9))
 
 
 def line_chart(key, title, xlabel, ylabel, series: dict[str, list[tuple]], *, ideal: float | None = None,
                xticks: tuple[list, list] | None = None, colors: dict[str, str] | None = None,
                wide: bool = False) -> Chart:
-    """One line per series; points are (x, y, (below, above) of an error bar or None). A wide
-    chart spans the page, its legend below the plot (room for long cell ids)."""
-    with matplotlib.rc_context({**STYLE, "svg.hashsalt": key}):
-        fig = Figure(figsize=(11, 3.6) if wide else (7.2, 3.6))
-        ax = fig.add_subplot()
+    """One line per series of (x, y, (below, above) error bar or None); a wide chart has its legend below."""
+    with _axes(key, (11, 3.6) if wide else (7.2, 3.6)) as ax:
         xs = sorted({x for pts in series.values() for x, _, _ in pts})
         for label, pts in series.items():
             pts = sorted(pts)
@@ -160,8 +149,7 @@ def line_chart(key, title, xlabel, ylabel, series: dict[str, list[tuple]], *, id
         else:
             ax.set_xticks(xs, [setting_text(x) for x in xs])
         ax.set_ylim(bottom=0)
-        _finish(fig, ax, title, xlabel, ylabel, legend_below=wide)
-        return Chart(key, title, _svg(fig, key, title), wide)
+        return _chart(ax, key, title, xlabel, ylabel, wide, legend=LEGEND_BELOW if wide else LEGEND_RIGHT)
 
 
 def mode_bars(key: str, title: str, rows: list[CellResult], axes: list[str]) -> Chart:
@@ -169,17 +157,14 @@ def mode_bars(key: str, title: str, rows: list[CellResult], axes: list[str]) -> 
     modes = list(dict.fromkeys(r.settings.mode for r in rows))
     configs = list(dict.fromkeys(_label(r, axes, exclude="mode") for r in rows))
     width = 0.8 / len(configs)
-    with matplotlib.rc_context({**STYLE, "svg.hashsalt": key}):
-        fig = Figure(figsize=(7.2, 3.6))
-        ax = fig.add_subplot()
+    with _axes(key, (7.2, 3.6)) as ax:
         for i, config in enumerate(configs):
             cells = {r.settings.mode: r for r in rows if _label(r, axes, exclude="mode") == config}
             xs = [m + (i - (len(configs) - 1) / 2) * width for m, mode in enumerate(modes) if mode in cells]
             ax.bar(xs, [cells[m].median for m in modes if m in cells], width=width, label=config,
                    yerr=_yerr(iqr_error(cells[m].median, cells[m].stats) for m in modes if m in cells), capsize=3)
         ax.set_xticks(range(len(modes)), [str(m) for m in modes])
-        _finish(fig, ax, title, "mode (sampling device-feature device)", "median epoch time (s), bars: IQR")
-        return Chart(key, title, _svg(fig, key, title))
+        return _chart(ax, key, title, "mode (sampling device-feature device)", "median epoch time (s), bars: IQR")
 
 
 STAGE_COLORS = dict(zip(STAGES, ("#4c72b0", "#dd8452", "#937860", "#55a868", "#8172b3", "#c44e52",
@@ -187,12 +172,9 @@ STAGE_COLORS = dict(zip(STAGES, ("#4c72b0", "#dd8452", "#937860", "#55a868", "#8
 
 
 def stage_bars(key: str, title: str, rows: list[CellResult], axes: list[str]) -> Chart:
-    """One horizontal bar per cell, its mean epoch split into the stages (seconds, stacked in
-    bench.backends.stages.STAGES order), so both the split and the epoch lengths compare."""
+    """One horizontal bar per cell, its mean epoch stacked by stage (seconds)."""
     labels = [_label(r, axes, exclude="") for r in rows]
-    with matplotlib.rc_context({**STYLE, "svg.hashsalt": key}):
-        fig = Figure(figsize=(11, 1.2 + 0.35 * len(rows)))
-        ax = fig.add_subplot()
+    with _axes(key, (11, 1.2 + 0.35 * len(rows))) as ax:
         ys = list(range(len(rows)))[::-1]  # the table's first row on top
         left = [0.0] * len(rows)
         for stage in STAGES:
@@ -203,27 +185,31 @@ def stage_bars(key: str, title: str, rows: list[CellResult], axes: list[str]) ->
                 left = [a + b for a, b in zip(left, widths)]
         ax.set_yticks(ys, labels)
         ax.grid(axis="y", visible=False)
-        _finish(fig, ax, title, "seconds per epoch (mean of the measured epochs)", "")
-        return Chart(key, title, _svg(fig, key, title), wide=True)
+        return _chart(ax, key, title, "seconds per epoch (mean of the measured epochs)", "", wide=True)
 
 
-def _finish(fig, ax, title, xlabel, ylabel, legend_below: bool = False) -> None:
+@contextmanager
+def _axes(key: str, size: tuple[float, float]):
+    """The axes of a new figure of `size` inches, drawn in the site's style (a hash salt per chart)."""
+    with matplotlib.rc_context({**STYLE, "svg.hashsalt": key}):
+        yield Figure(figsize=size).add_subplot()
+
+
+# where a chart's legend goes: beside the plot, or below it (a wide chart: room for long cell ids)
+LEGEND_RIGHT = dict(loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
+LEGEND_BELOW = dict(loc="upper left", bbox_to_anchor=(0, -0.3), ncol=2, frameon=False)
+
+
+def _chart(ax, key: str, title: str, xlabel: str, ylabel: str, wide: bool = False,
+           legend: dict = LEGEND_RIGHT) -> Chart:
+    """The axes titled and labelled, as an inline <svg> with an escaped <title> and an aria label."""
     ax.set_title(title, loc="left", fontsize=10, fontweight="bold")
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
-    if not ax.get_legend_handles_labels()[0]:
-        return
-    if legend_below:
-        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(0, -0.3), ncol=2, frameon=False)
-    else:
-        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
-
-
-def _svg(fig: Figure, key: str, title: str) -> Markup:
-    """The figure as an inline <svg> element: no XML prolog or DOCTYPE, an escaped <title>
-    first (screen readers and hover), role=img and an aria label."""
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=8, **legend)
     buffer = io.StringIO()
-    fig.savefig(buffer, format="svg", bbox_inches="tight", metadata={"Date": None})
+    ax.figure.savefig(buffer, format="svg", bbox_inches="tight", metadata={"Date": None})
     text = buffer.getvalue()
     text = text[text.index("<svg"):]
     title_id = f"{key}-title"
@@ -231,7 +217,7 @@ def _svg(fig: Figure, key: str, title: str) -> Markup:
                   lambda m: (f'<svg{m.group(1)} role="img" aria-labelledby="{escape(title_id)}" class="chart">'
                              f'<title id="{escape(title_id)}">{escape(title)}</title>'),
                   text, count=1)
-    return Markup(text)  # matplotlib escaped its own text; our additions are escaped above
+    return Chart(key, title, Markup(text), wide)  # matplotlib escaped its own text; ours is escaped above
 
 
 def _has_axis(rows: list[CellResult], axis: str) -> bool:
@@ -245,8 +231,7 @@ def _varying(rows: list[CellResult]) -> list[str]:
 
 
 def _label(row: CellResult, axes: list[str], exclude: str) -> str:
-    """A configuration's name: backend and the axes that vary among the charted cells, except the
-    x axis; an axis this cell has no value for is left out (a legend names values, no placeholder)."""
+    """A configuration's name: backend and the varying axes but `exclude` that this cell has a value for."""
     others = [f"{k}={setting_text(row.settings[k])}" for k in axes if k != exclude and row.settings.get(k) is not None]
     return " ".join([row.backend or "?", *others])
 

@@ -1,8 +1,6 @@
 """The metric columns of the tables, declared once: the Markdown report, the HTML suite page and the
-docs' column reference iterate these lists, so a recorded number becomes a column with one line.
-`brief` columns make the default tables (Markdown: at most 10 with the cell and its status; HTML: a
-table that fits a laptop screen), the rest are behind `--columns` and the HTML "more columns" toggle;
-`shown` keeps a column out of a table where it would be empty.
+docs' column reference iterate these lists, so a recorded number becomes a column with one line
+(docs/ADDING.md: `brief`, `shown` and the rest).
 """
 
 from __future__ import annotations
@@ -80,11 +78,8 @@ def _unequal_work(cell: CellResult) -> str | None:
 
 
 def _fewer_seeds(cell: CellResult) -> str | None:
-    """'(12 fewer seeds per epoch)': the cell trained fewer seeds than another of its dataset and
-    batch size (stages.fewer_seeds; the whole note in the HTML tooltip)."""
-    if not cell.seeds_flag:
-        return None
-    return f"({cell.seeds_flag.split(' (', 1)[0]})"
+    """'(12 fewer seeds per epoch)' (stages.fewer_seeds; the whole note in the HTML tooltip)."""
+    return f"({cell.seeds_flag.split(' (', 1)[0]})" if cell.seeds_flag else None
 
 
 def _seeds_hint(cell: CellResult) -> str:
@@ -93,13 +88,9 @@ def _seeds_hint(cell: CellResult) -> str:
     return f"{text}: {cell.seeds_flag}" if cell.seeds_flag else text
 
 
-def _per_hop_text(values) -> str:
-    return fmt.DASH if not values else " / ".join(f"{v:,.2f}" if v < 10 else f"{v:,.1f}" for v in values)
-
-
-def _per_seed_hops(cell: CellResult, key: str):
-    found = stages.per_seed(cell)
-    return (found or {}).get(key) or None
+def _per_seed_hops(key: str) -> Callable[[CellResult], str]:
+    """A work figure per training seed at each hop or layer (stages.per_seed), as text."""
+    return lambda cell: fmt.per_hop((stages.per_seed(cell) or {}).get(key), per_seed=True)
 
 
 def _sampled(cell: CellResult) -> str | None:
@@ -113,7 +104,7 @@ def _sampled(cell: CellResult) -> str | None:
 
 def _work_hint(cell: CellResult) -> str:
     hops = (cell.metrics.work or {}).get("hop_nodes")
-    per_hop = f"nodes per hop: {' / '.join(f'{n:,.0f}' for n in hops)}" if hops else "nodes per hop not recorded"
+    per_hop = f"nodes per hop: {fmt.per_hop(hops)}" if hops else "nodes per hop not recorded"
     per_hop = " ".join(filter(None, (per_hop, _sampled(cell))))
     return f"unequal work: {cell.work_flag}; {per_hop}" if cell.work_flag else per_hop
 
@@ -125,8 +116,7 @@ def _ceiling_note(cell: CellResult) -> str | None:
 
 
 def largest_private(cell: CellResult) -> tuple[str, int, int] | None:
-    """(part, private bytes, rank) of the largest private part of any rank's peak PSS, from the
-    memory breakdown (bench/machine/memory_breakdown.py); None where it was not recorded."""
+    """(part, private bytes, rank) of the largest private part of any rank's peak PSS, or None."""
     found = None
     for rank, ranked in enumerate(cell.metrics.get("memory_breakdown") or []):
         for part, sizes in ((ranked or {}).get("parts") or {}).items():
@@ -136,18 +126,14 @@ def largest_private(cell: CellResult) -> tuple[str, int, int] | None:
 
 
 def _breakdown_hint(cell: CellResult) -> str:
-    lines = []
-    for rank, ranked in enumerate(cell.metrics.get("memory_breakdown") or []):
-        parts = (ranked or {}).get("parts") or {}
-        lines.append(f"rank {rank}: " + ", ".join(
-            f"{name.replace('_', ' ')} {fmt.mib(v.get('private', 0))} private + {fmt.mib(v.get('shared', 0))} shared MiB"
-            for name, v in parts.items()))
-    return "; ".join(lines)
+    return "; ".join(f"rank {rank}: " + ", ".join(
+        f"{name.replace('_', ' ')} {fmt.mib(v.get('private', 0))} private + {fmt.mib(v.get('shared', 0))} shared MiB"
+        for name, v in ((ranked or {}).get("parts") or {}).items())
+        for rank, ranked in enumerate(cell.metrics.get("memory_breakdown") or []))
 
 
 def gpu_util(cell: CellResult, key: str = "util_mean_pct") -> float | None:
-    """A figure of the GPU utilisation sampled in the measured epochs (bench/machine/gpu_sampler.py);
-    None for a CPU cell, a file written before it, or where NVML was not there."""
+    """A figure of the GPU utilisation in the measured epochs (bench/machine/gpu_sampler.py), or None."""
     found = cell.metrics.get("gpu_util")
     return found.get(key) if isinstance(found, dict) else None
 
@@ -167,12 +153,8 @@ def _gpu_util_note(cell: CellResult) -> str | None:
 
 
 def _gpu_util_hint(cell: CellResult) -> str:
-    lines = []
-    for r in cell.metrics.ranks:
-        util = r.gpu_util or {}
-        if util:
-            lines.append(f"rank {r.rank}: mean {percent(util.get('util_mean_pct'))}, "
-                         f"max {percent(util.get('util_max_pct'))}, host-to-device {fmt.rate(util.get('h2d_mb_per_s'))} MB/s")
+    lines = [f"rank {r.rank}: mean {percent(u.get('util_mean_pct'))}, max {percent(u.get('util_max_pct'))}, "
+             f"host-to-device {fmt.rate(u.get('h2d_mb_per_s'))} MB/s" for r in cell.metrics.ranks if (u := r.gpu_util)]
     return "; ".join(lines) or "GPU busy share sampled by NVML during the measured epochs; low with a high loader stall: the loader starves the GPU"
 
 
@@ -219,30 +201,20 @@ def _model_note(cell: CellResult) -> str | None:
     return f"({fmt.rate(embedded)} in node embeddings)" if embedded else None
 
 
-def _typed_nodes(cell: CellResult) -> dict[str, float] | None:
-    """Nodes per batch by node type (all hops), largest first."""
-    found = stages.typed_work(cell)
-    if not found:
-        return None
-    totals = {t: sum(values) for t, values in found["hop_nodes"].items()}
-    return dict(sorted(totals.items(), key=lambda kv: -kv[1]))
+def _typed_totals(key: str, name: Callable[[str], str] = str) -> Callable[[CellResult], str | None]:
+    """A typed cell's work per batch by node type or relation, all hops, largest first: 'paper 1,234'."""
+    def text(cell: CellResult) -> str | None:
+        totals = sorted(((sum(v), k) for k, v in ((stages.typed_work(cell) or {}).get(key) or {}).items()),
+                        reverse=True)
+        return " · ".join(f"{name(k)} {n:,.0f}" for n, k in totals if n) or None
+    return text
 
 
 def _typed_hint(cell: CellResult) -> str:
     found = stages.typed_work(cell) or {}
-    lines = [f"{t}: {' / '.join(f'{n:,.0f}' for n in v)} nodes per hop" for t, v in (found.get("hop_nodes") or {}).items()]
-    lines += [f"{r}: {' / '.join(f'{e:,.0f}' for e in v)} edges per hop"
-              for r, v in (found.get("hop_edges") or {}).items()]
+    lines = [f"{t}: {fmt.per_hop(v)} nodes per hop" for t, v in (found.get("hop_nodes") or {}).items()]
+    lines += [f"{r}: {fmt.per_hop(v)} edges per hop" for r, v in (found.get("hop_edges") or {}).items()]
     return "; ".join(lines)
-
-
-def _typed_edges(cell: CellResult) -> str | None:
-    """Edges per batch by relation (all hops), largest first, the reverses marked by their name."""
-    found = stages.typed_work(cell)
-    if not found:
-        return None
-    totals = sorted(((sum(v), r) for r, v in (found.get("hop_edges") or {}).items()), reverse=True)
-    return " · ".join(f"{r.split(':')[1]} {e:,.0f}" for e, r in totals if e)
 
 
 CELL_COLUMNS = [
@@ -281,11 +253,9 @@ CELL_COLUMNS = [
     # typed graphs (bench/backends/typed.py): the model, and the work per node type and relation
     Column("model", _model_text, fmt.setting_text, unit="parameters", note=_model_note, shown=_typed_table,
            doc="Typed cells: the model trained (R-GCN, or R-GAT with its heads) and its parameters, the featureless node types' learnable embeddings among them (noted)."),
-    Column("nodes / batch by type", _typed_nodes,
-           lambda v: " · ".join(f"{t} {n:,.0f}" for t, n in v.items()) if v else fmt.DASH,
-           title="work by node type", unit="nodes / batch", hint=_typed_hint, shown=_typed_table,
+    Column("nodes / batch by type", _typed_totals("hop_nodes"), fmt.setting_text, title="work by node type", unit="nodes / batch", hint=_typed_hint, shown=_typed_table,
            doc="Typed cells: nodes in a batch's sampled subgraph per node type (all hops), the mean over the counted batches; the tooltip has each type's nodes and each relation's edges per hop."),
-    Column("edges / batch by relation", _typed_edges, fmt.setting_text, title="work by relation", unit="edges / batch",
+    Column("edges / batch by relation", _typed_totals("hop_edges", lambda r: r.split(":")[1]), fmt.setting_text, title="work by relation", unit="edges / batch",
            hint=_typed_hint, shown=_typed_table,
            doc="Typed cells: edges sampled per batch for each relation (all hops), largest first; the equal-work check compares them per hop and per seed."),
     Column("peak PSS MiB", metric("peak_pss_bytes"), fmt.mib, html=False,
@@ -414,22 +384,20 @@ STAGE_COLUMNS = [
            doc="Feature bytes gathered per second in the fetch stage, and its share of the machine's measured gather ceiling."),
     Column("copy rate (of h2d ceiling)", stages.copy_rate, stages.bandwidth,
            doc="Bytes copied host to device per second in the copy stage, and its share of the measured host-to-device ceiling."),
-    Column("nodes per hop", lambda c: (c.metrics.work or {}).get("hop_nodes"),
-           lambda v: fmt.DASH if not v else " / ".join(f"{n:,.0f}" for n in v),
+    Column("nodes per hop", lambda c: (c.metrics.work or {}).get("hop_nodes"), fmt.per_hop,
            note=lambda c: " ".join(filter(None, (_unequal_work(c), _sampled(c)))) or None,
            doc="Nodes sampled at each hop, mean per counted batch."),
-    Column("edges per hop, per seed", lambda c: _per_seed_hops(c, "hop_edges"), _per_hop_text,
+    Column("edges per hop, per seed", _per_seed_hops("hop_edges"), str,
            doc="Edges sampled at each hop per training seed (over full batches where recorded): what the equal-work check compares."),
-    Column("layer nodes per seed", lambda c: _per_seed_hops(c, "layer_nodes"), _per_hop_text,
+    Column("layer nodes per seed", _per_seed_hops("layer_nodes"), str,
            doc="Nodes each model layer computes over, per training seed."),
-    Column("layer edges per seed", lambda c: _per_seed_hops(c, "layer_edges"), _per_hop_text,
+    Column("layer edges per seed", _per_seed_hops("layer_edges"), str,
            doc="Edges each model layer aggregates over, per training seed."),
 ]
 
 
 def markdown_columns(cells: list[CellResult], chosen: list[str] | None = None) -> list[Column]:
-    """The Markdown columns of one run's table: the brief ones where they have values, or
-    `chosen` (`--columns`): ["all"] for every column with values, else the named ones in order."""
+    """The Markdown columns of a run's table: the brief ones with values, or `--columns` (`all`, or named ones)."""
     if chosen and chosen != ["all"]:
         by_key = {c.key: c for c in CELL_COLUMNS if c.markdown}
         return [by_key[key] for key in chosen]
@@ -437,8 +405,7 @@ def markdown_columns(cells: list[CellResult], chosen: list[str] | None = None) -
 
 
 def column_choice(text: str) -> list[str]:
-    """`--columns`: `all`, or column keys separated by commas; an unknown key is an input error
-    naming the keys there are."""
+    """`--columns`: `all`, or column keys separated by commas (an unknown one: an error naming the keys)."""
     chosen = [k.strip() for k in text.split(",") if k.strip()]
     keys = [c.key for c in CELL_COLUMNS if c.markdown]
     unknown = [k for k in chosen if k not in keys] if chosen != ["all"] else []

@@ -1,12 +1,8 @@
-"""Why more ranks or more workers are slower: one line per configuration whose median epoch is
-slower than the same configuration (dataset, backend, every other setting) with fewer ranks
-(`world_size`) or DataLoader workers (`num_workers`), held against the fastest of those. Each rule
-is a small function of that pair (a `Slower`) returning a sentence or None, its threshold a named
-constant; rules read the recorded numbers, and the stages and work counts where a file has them.
-
-Time to accuracy, read (recorded by bench/run/to_target.py where a suite sets `target_acc`):
-`target_text` for the tables and the advisor, and `target_lines`: each cell whose faster epoch
-reaches the validation target later than a slower one, or a line saying that none did.
+"""Why more ranks or more workers are slower: one line per configuration slower per epoch than the
+same one with fewer ranks or workers, against the fastest of those (docs/reading-results.md). Each
+rule is a small function of that pair (a `Slower`) returning a sentence or None, its threshold a
+named constant. Beside it, time to accuracy read (bench/run/to_target.py): `target_text`, and
+`target_lines`: each cell whose faster epoch reaches the validation target later than a slower one.
 """
 
 from __future__ import annotations
@@ -42,10 +38,6 @@ class Slower:
     base: CellResult
     axis: str
 
-    @property
-    def slowdown(self) -> float:
-        return self.cell.median / self.base.median
-
     def setting(self, cell: CellResult) -> str:
         """'4 ranks', '0 workers'."""
         value = int(cell.settings.get(self.axis) or 0)
@@ -58,8 +50,7 @@ def ranks(cell: CellResult) -> int:
 
 
 def oversubscription(s: Slower) -> str | None:
-    """The core budget (bench/machine/core_budget.py) of the cell as it ran: its ranks, each with its
-    recorded compute threads (1 in files that do not record them) and its loader workers."""
+    """The cell's core budget (bench/machine/core_budget.py) as it ran, where it oversubscribes the cores."""
     cell, machine = s.cell, s.cell.machine
     cores = machine and (machine.ceilings.get("usable_cores") or machine.cpu_count_logical or machine.cpu_count)
     if not cores:
@@ -102,7 +93,7 @@ def few_batches(s: Slower) -> str | None:
 
 def wait(cell: CellResult) -> float | None:
     """The share of the epoch the training loop waited for the loader."""
-    share = stages.share_of(cell, "wait")
+    share = (stages.shares(cell) or {}).get("wait")
     return share if share is not None else cell.metrics.loader_stall
 
 
@@ -142,7 +133,7 @@ def worker_cost(s: Slower) -> str | None:
 
 
 def other_share(s: Slower) -> str | None:
-    share = stages.share_of(s.cell, "other")
+    share = (stages.shares(s.cell) or {}).get("other")
     if share is None or share < OTHER_SHARE:
         return None
     return f"{fmt.pct(share, 0)} of the epoch is outside every measured stage (e.g. loader workers starting)"
@@ -166,13 +157,9 @@ class Diagnosis:
     causes: tuple[str, ...]
 
     @property
-    def cell_id(self) -> str:
-        return self.slower.cell.id
-
-    @property
     def line(self) -> str:
         s = self.slower
-        head = (f"{s.cell.id} is {s.slowdown:.2f}× slower per epoch with {s.setting(s.cell)} than with "
+        head = (f"{s.cell.id} is {s.cell.median / s.base.median:.2f}× slower per epoch with {s.setting(s.cell)} than with "
                 f"{s.setting(s.base)} ({s.cell.median:.3g} s against {s.base.median:.3g} s)")
         causes = "; ".join(self.causes) if self.causes else "no recorded number explains it"
         return f"{head}: {causes}."
@@ -205,8 +192,7 @@ def diagnose(cells: Iterable[CellResult]) -> list[Diagnosis]:
 
 
 def target_rank(cell: CellResult) -> tuple:
-    """Sorts cells by time to the target: those that reached it first, soonest first; then those
-    that did not, best accuracy first; then those that did not train to one, by epoch time."""
+    """Sorts cells by time to the target: reached (soonest first), not reached (best first), not sought."""
     if cell.target_seconds is not None:
         return 0, cell.target_seconds
     if cell.to_target:
@@ -215,8 +201,7 @@ def target_rank(cell: CellResult) -> tuple:
 
 
 def target_text(cell: CellResult) -> str:
-    """'1.234 s (4 epochs to 0.83)', 'not reached (best 0.712 in 10 epochs)', 'n/a' (no model), or
-    a dash (no target)."""
+    """'1.234 s (4 epochs to 0.83)', 'not reached (best 0.712 in 10 epochs)', 'n/a' (no model), or a dash."""
     found = cell.to_target
     if cell.settings.target_acc is None:
         return fmt.DASH
@@ -244,8 +229,7 @@ def epochs(n) -> str:
 
 @dataclass(frozen=True)
 class Overtaken:
-    """A cell with a faster epoch (`faster`) that reaches the validation target later than one with a
-    slower epoch (`sooner`): the same dataset and target, MLPerf's score against the epoch's."""
+    """A cell with a faster epoch (`faster`) that reaches the validation target later than `sooner`."""
     faster: CellResult
     sooner: CellResult
 
@@ -275,19 +259,15 @@ def overtaken(cells: Iterable[CellResult]) -> list[Overtaken]:
     for cell in trained:
         rivals = [o for o in trained if (o.dataset, o.settings.target_acc) == (cell.dataset, cell.settings.target_acc)
                   and o.median >= cell.median * (1 + CLEAR_MARGIN) and o.target_seconds is not None
-                  and target_rank(o) < target_rank(cell) and _clearly_sooner(o, cell)]
+                  and target_rank(o) < target_rank(cell)
+                  and (cell.target_seconds is None or o.target_seconds * (1 + CLEAR_MARGIN) <= cell.target_seconds)]
         if rivals:
             found.append(Overtaken(cell, min(rivals, key=target_rank)))
     return found
 
 
-def _clearly_sooner(sooner: CellResult, later: CellResult) -> bool:
-    return later.target_seconds is None or sooner.target_seconds * (1 + CLEAR_MARGIN) <= later.target_seconds
-
-
 def target_lines(cells: Iterable[CellResult]) -> list[str]:
-    """The diagnosis of epoch time against time to accuracy: a line per cell overtaken by a slower
-    epoch; where cells trained to a target and none was, one line saying so; else nothing."""
+    """A line per cell overtaken by a slower epoch, else one saying none was (where a cell trained to a target)."""
     cells = list(cells)
     found = overtaken(cells)
     if found:

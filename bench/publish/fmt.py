@@ -1,6 +1,5 @@
-"""Text formatting shared by every publish output (Markdown, HTML, the terminal, the advisor's
-sentences): numbers, percentages, MiB, timestamps, machines. One definition each, so a figure
-reads the same wherever it appears. Missing values are shown as a dash."""
+"""Text formatting shared by every publish output: one definition each, so a figure reads the same
+wherever it appears; a missing value is a dash."""
 
 from __future__ import annotations
 
@@ -43,6 +42,12 @@ def byte_rate(value) -> str:
         if value >= scale:
             return f"{value / scale:.3g} {unit}" if value / scale < 100 else f"{value / scale:.0f} {unit}"
     return f"{value:.0f} B/s"
+
+
+def per_hop(values, per_seed: bool = False) -> str:
+    """Figures per hop or layer, '12 / 340 / 5,600' (per seed: '1.00 / 9.52 / 81.3'), or a dash."""
+    digits = (lambda v: ",.2f" if v < 10 else ",.1f") if per_seed else (lambda v: ",.0f")
+    return " / ".join(format(v, digits(v)) for v in values) if values else DASH
 
 
 def pct(value, digits: int = 1) -> str:
@@ -90,8 +95,7 @@ def machine_summary(machine) -> str:
 
 
 def host_label(machine) -> str | None:
-    """Which machine it was (a results.Machine): host and CPU, as in `box (Test CPU x8)`; None
-    when the file names neither. For verdicts and advice, where runs are told apart."""
+    """Which machine it was, as in `box (Test CPU x8)`; None when the file names neither."""
     if machine.node is None and machine.cpu_brand is None:
         return None
     cpu = f"{machine.cpu_brand or 'unknown CPU'}" + (f" x{machine.cpu_count}" if machine.cpu_count else "")

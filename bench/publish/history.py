@@ -1,22 +1,16 @@
-"""Result files over time: a trend per cell, and verdicts for a NEW run against an OLD one that
-call a change only beyond the noise the files themselves measure: the one judgement of both
-`gnnbench compare` (two runs) and `gnnbench history` (the newest run against the one before).
-
-The rounds of one run share one process and one moment of the machine's load, so a median moves
-between runs by more than the rounds spread: run-to-run noise is estimated from several runs. In
-log space (r = new/old, so 1.5x slower and 1.5x faster weigh the same), per cell:
+"""Result files over time: a trend per cell, and verdicts for a NEW run against an OLD one that call
+a change only beyond the noise the files themselves measure (`gnnbench compare` and `history`). The
+rounds of one run share one moment of the machine's load, so run-to-run noise comes from several
+runs. In log space (r = new/old), per cell:
 
     sigma^2   = between^2 + se_old^2 + se_new^2
     se_run    = 1.2533 * (IQR / 1.349) / median / sqrt(rounds)   standard error of a run's median
     between   = sqrt(2) * stdev of the cell's ln medians in >= MIN_HISTORY earlier runs, else
-                1.4826 * median |ln r| over >= MIN_POOLED_CELLS other cells of both runs (the
-                cell judged is left out of its own yardstick), else 0 (the floor alone)
+                1.4826 * median |ln r| over >= MIN_POOLED_CELLS other cells of both runs, else 0
     threshold = max(ln(1 + floor), K_SIGMA * sigma)
 
-`between` already holds some of each median's error; counting it again widens the threshold on
-purpose (a false alarm on a shared machine costs more than a late one). From two runs alone a
-shift shared by most cells cannot be told from the machine (`run_shift` says so). Status changes
-are verdicts too, and runs of different machines are "not comparable" unless forced.
+`between` already holds some of each median's error: counting it again widens the threshold on
+purpose (a false alarm on a shared machine costs more than a late one).
 """
 
 from __future__ import annotations
@@ -49,7 +43,7 @@ SIGMA_PER_MAD = 1.4826         # standard deviations of a centred normal per med
 class Verdict:
     cell_id: str
     dataset: str | None
-    verdict: str          # "regression" | "improvement" | "unchanged" | "new" | "gone" | "now failing" | "fixed" | "not comparable"
+    verdict: str          # one of VERDICTS
     old_median_s: float | None
     new_median_s: float | None
     change: float | None  # new/old - 1
@@ -77,8 +71,7 @@ def commit_text(run: RunResult) -> str | None:
 
 
 def trend(results: list[RunResult]) -> dict[str, list[Point]]:
-    """The runs of ONE suite (cells of different suites share ids, not settings: mixing them raises
-    ResultsError) as a series per cell: {cell_id: [Point, ...] oldest first}."""
+    """The runs of ONE suite (mixing suites raises ResultsError) as a series per cell, oldest first."""
     check_same_suite(results)
     series: dict[str, list[Point]] = {}
     for run in sorted(results, key=lambda r: (r.finished_at, str(r.path))):
@@ -95,8 +88,7 @@ WATCH_SETTINGS = ("timeout",)
 
 @dataclass(frozen=True)
 class SeriesKey:
-    """What the runs of one series share: suite, cell, its whole configuration (every setting and
-    the graph's statistics) and the machine's fingerprint."""
+    """What the runs of one series share: suite, cell, configuration (settings and graph), machine."""
     suite: str
     cell_id: str
     configuration: str   # JSON: the settings and the graph, sorted keys
@@ -104,8 +96,7 @@ class SeriesKey:
 
 
 def series(results: Sequence[RunResult]) -> dict[SeriesKey, list[Point]]:
-    """Every measured cell of the runs grouped by configuration and machine, each series oldest
-    first; copies of one run (the same file under two folders) count once."""
+    """Every measured cell of the runs by configuration and machine, oldest first, a copied run once."""
     runs: list[RunResult] = []
     for run in results:
         if not any(same_run(run, other) for other in runs):
@@ -124,8 +115,8 @@ def series(results: Sequence[RunResult]) -> dict[SeriesKey, list[Point]]:
 
 
 def configuration(cell: CellResult) -> str:
-    """A cell's configuration as text. A setting at its default is left out: files written before
-    a setting existed do not record it, and a cell that records it at its default measured the same."""
+    """A cell's configuration as text; a setting at its default is left out (files written before it
+    existed do not record it, and the default measured the same)."""
     defaults = setting_defaults()
     settings = {k: v for k, v in cell.settings.items()
                 if k not in WATCH_SETTINGS and json.dumps(v) != defaults.get(k)}
@@ -185,23 +176,18 @@ def history_between(cell_id: str, earlier: Sequence[RunResult]) -> tuple[float |
 
 
 def latest(runs: Sequence[RunResult], floor: float = COMPARE_FLOOR) -> list[tuple[RunResult, RunResult, list[Verdict]]]:
-    """Per suite and machine, the newest run judged against the one before it, the earlier runs its
-    history: the verdicts `gnnbench compare` gives those two."""
+    """Per suite and machine, the newest run's verdicts against the one before (the earlier its history)."""
     groups: dict[tuple[str, str], list[RunResult]] = {}
     for run in runs:
         groups.setdefault((str(run.suite), str(run.machine.key)), []).append(run)
-    out = []
-    for _, group in sorted(groups.items()):
-        group.sort(key=lambda r: (r.finished_at, str(r.path)))
-        if len(group) >= 2:
-            out.append((group[-2], group[-1], compare(group[-2], group[-1], floor=floor, history=group[:-1])))
-    return out
+    ordered = [sorted(group, key=lambda r: (r.finished_at, str(r.path))) for _, group in sorted(groups.items())]
+    return [(g[-2], g[-1], compare(g[-2], g[-1], floor=floor, history=g[:-1])) for g in ordered if len(g) >= 2]
 
 
 def compare(old: RunResult, new: RunResult, *, floor: float = COMPARE_FLOOR, force: bool = False,
             history: Sequence[RunResult] = ()) -> list[Verdict]:
-    """Verdicts for every cell of either run, in NEW's cell order then OLD's leftovers. `history`:
-    earlier runs of the suite (those on another machine, unless `force`, or not before NEW left out)."""
+    """Verdicts for every cell of either run, in NEW's cell order then OLD's leftovers; `history`:
+    earlier runs of the suite (on another machine unless `force`, or not before NEW: left out)."""
     check_same_suite([old, new, *history])
     old_cells, new_cells = {c.id: c for c in old.cells}, {c.id: c for c in new.cells}
     comparable = force or old.machine.key == new.machine.key
@@ -231,17 +217,13 @@ GRAPH_FIELDS = ("num_nodes", "num_edges", "feature_dim", "num_classes", "num_tra
 
 def graph_changes(o: CellResult, n: CellResult) -> str:
     """What differs between the graphs two measurements ran on, in words ("" where nothing recorded does)."""
-    if o.card is None or n.card is None:
-        return ""
-    return "; ".join(f"{name} {getattr(o.card, name):,} -> {getattr(n.card, name):,}" for name in GRAPH_FIELDS
-                     if None not in (getattr(o.card, name), getattr(n.card, name))
-                     and getattr(o.card, name) != getattr(n.card, name))
+    pairs = [(name, getattr(o.card, name), getattr(n.card, name)) for name in GRAPH_FIELDS] if o.card and n.card else []
+    return "; ".join(f"{name} {a:,} -> {b:,}" for name, a, b in pairs if None not in (a, b) and a != b)
 
 
 def run_to_run(cell_id: str, earlier: Sequence[RunResult], old_cells: dict[str, CellResult],
                new_cells: dict[str, CellResult]) -> tuple[float | None, str]:
-    """The run-to-run noise a cell's change is judged against, and where it comes from, in words:
-    its own earlier medians when there are enough, else the other cells of the two runs."""
+    """The noise a change is judged against (its own history, else pooled), and its source in words."""
     hist, hist_n = history_between(cell_id, earlier)
     if hist is not None:
         return hist, f"run-to-run {pct(hist)} from its {hist_n} earlier medians"
@@ -252,8 +234,7 @@ def run_to_run(cell_id: str, earlier: Sequence[RunResult], old_cells: dict[str, 
 
 
 def timing_verdict(o: CellResult, n: CellResult, floor: float, between: float | None, source: str) -> Verdict:
-    """`n` against `o` beyond the noise: the run-to-run `between` (`source`: where it came from, in
-    words) and each run's median error, never under `floor`."""
+    """`n` against `o` beyond the run-to-run `between` (from `source`) and the medians' errors, never under `floor`."""
     sigma = math.sqrt((between or 0.0) ** 2 + median_se(o) ** 2 + median_se(n) ** 2)
     threshold_log = max(math.log1p(floor), K_SIGMA * sigma)
     log_ratio = math.log(n.median / o.median)
@@ -264,9 +245,10 @@ def timing_verdict(o: CellResult, n: CellResult, floor: float, between: float | 
     reason = (f"{factor_words(log_ratio)} ({duration(o.median)} -> {duration(n.median)} median epoch), "
               f"{where} the {needed:.2f}x either way that the noise allows ({why}; {source}; "
               f"error of each run's median {pct(median_se(o))} / {pct(median_se(n))})")
-    changed = version_changes(o.versions, n.versions)
-    if changed:
-        reason += f"; versions changed: {changed}"
+    old, new = o.versions or {}, n.versions or {}
+    changed = [f"{k} {old.get(k)} -> {new.get(k)}" for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)]
+    if old and new and changed:
+        reason += f"; versions changed: {', '.join(changed)}"
     return Verdict(o.id, n.dataset or o.dataset, kind, o.median, n.median,
                    n.median / o.median - 1, needed - 1, reason)
 
@@ -292,17 +274,9 @@ def status_verdict(cell_id: str, o: CellResult | None, n: CellResult | None, com
         kind, reason = "fixed", f"was {describe(o)}; now {describe(n)}"
     else:
         kind, reason = "unchanged", f"{o.status} in both runs; now {describe(n)}"
-    o_med = o.median if o_there else None
-    n_med = n.median if n_there else None
+    o_med, n_med = o.median if o_there else None, n.median if n_there else None
     change = n_med / o_med - 1 if o_med and n_med else None
     return Verdict(cell_id, (n and n.dataset) or (o and o.dataset), kind, o_med, n_med, change, None, reason)
-
-
-def version_changes(old: dict | None, new: dict | None) -> str:
-    if not old or not new:
-        return ""
-    return ", ".join(f"{k} {old.get(k)} -> {new.get(k)}" for k in sorted(set(old) | set(new))
-                     if old.get(k) != new.get(k))
 
 
 def verdict_table(verdicts: list[Verdict], floor: float = COMPARE_FLOOR) -> str:
@@ -319,14 +293,11 @@ def verdict_table(verdicts: list[Verdict], floor: float = COMPARE_FLOOR) -> str:
     counts = {kind: sum(v.verdict == kind for v in verdicts) for kind in VERDICTS}
     out.append(f"{len(verdicts)} cells: " + ", ".join(f"{n} {kind}" for kind, n in counts.items() if n))
     shift = run_shift(verdicts, floor)
-    if shift is not None:
-        out.append(shift)
-    return "\n".join(out)
+    return "\n".join(out + ([shift] if shift else []))
 
 
 def run_shift(verdicts: list[Verdict], floor: float = COMPARE_FLOOR) -> str | None:
-    """A sentence when the run as a whole moved (the median change over its cells exceeds the floor),
-    which the per-cell verdicts count as the machine's."""
+    """A sentence where the median change over the run's cells exceeds the floor: the machine's, or every cell's."""
     logs = [math.log(v.new_median_s / v.old_median_s) for v in verdicts
             if v.old_median_s and v.new_median_s and v.verdict not in ("not comparable",)]
     if len(logs) < MIN_POOLED_CELLS:
@@ -369,12 +340,9 @@ def duration(s: float | None) -> str:
     return "–" if s is None else f"{s:.4g} s"
 
 
-# --- one configuration on several releases of its framework in one run ----------------------------
-# (versioned stacks: `stack: [pyg@2.6.1, pyg@2.8.1]`, bench/stacks/versions.py). Two releases' cells
-# are two cells measured minutes apart: their ratio moves with each cell's run-to-run noise, so each
-# newer release is held against the oldest with timing_verdict, `between` from the suite's earlier runs
-# where they hold MIN_HISTORY medians of both cells (half of each cell's own `between` squared, summed),
-# else the medians' errors and the floor alone; the reason says which.
+# --- one configuration on several releases of its framework in one run (versioned stacks,
+# bench/stacks/versions.py): two cells measured minutes apart, so each newer release is judged
+# against the oldest as a timing change (judge_release).
 
 RELEASE_FLOOR = 0.05   # least relative change between releases ever called
 
@@ -429,7 +397,7 @@ def release_groups(run: RunResult, earlier: Sequence[RunResult] = (), floor: flo
 
 
 def judge_release(old: CellResult, new: CellResult, earlier: Sequence[RunResult], floor: float) -> Verdict:
-    """`new` (a newer release) against `old`, beyond the noise."""
+    """`new` (a newer release) against `old` beyond the noise (earlier runs' where both have MIN_HISTORY)."""
     old_between, old_n = history_between(old.id, earlier)
     new_between, new_n = history_between(new.id, earlier)
     if old_between is not None and new_between is not None:

@@ -1,8 +1,6 @@
-"""What each framework's maintainers say about the pipelines gnnbench compares, one line per
-pipeline with its source and the date it was read, shown where a user picks a pipeline (the
-advisor, the suite pages) so a fast pipeline that is deprecated or no longer released is not chosen
-unawares. Plain data, changed by hand when a source changes; a backend names its line in its
-registry line (bench/backends/__init__.py BackendInfo.lifecycle).
+"""What each framework's maintainers say about the pipelines gnnbench compares (source, date read),
+shown where a user picks one (advisor, suite pages) so a deprecated one is not chosen unawares.
+Plain data, changed by hand; a backend names its line (bench/backends BackendInfo.lifecycle).
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
-"""The docs' reference pages, generated from the code they describe so they cannot drift: suite keys
-from the suite model (bench/run/suite.py), dataset sources' params from their declarations, table
-columns from bench/publish/columns.py. docs/gen_reference.py writes them during `mkdocs build`;
-tests/test_docs.py fails where a key or a column has no description (`missing_descriptions`).
+"""The docs' reference pages, generated from the code they describe (the suite model, dataset sources'
+params, bench/publish/columns.py) by docs/gen_reference.py; tests/test_docs.py fails where a key or
+a column has no description (`missing_descriptions`).
 """
 
 from __future__ import annotations

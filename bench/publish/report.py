@@ -1,11 +1,11 @@
-"""Arranges a run's cells into the tables the pages show (one concern: which cells go in which
-table), and renders them as Markdown. The HTML site (bench/publish/site.py) renders the same
-tables with the same macros, columns (bench/publish/columns.py) and formats (bench/publish/fmt.py)."""
+"""Arranges a run's cells into the tables the pages show, and renders them as Markdown; the HTML
+site (bench/publish/site.py) renders the same tables with the same macros, columns and formats."""
 
 from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from pathlib import Path
 
 import jinja2
@@ -20,8 +20,8 @@ TEMPLATES = Path(__file__).parent / "templates"
 
 
 def dataset_tables(run: RunResult) -> list[dict]:
-    """The cells of one run split per dataset (epoch times of different graphs don't compare), the
-    settings that vary inside each table as columns (any new axis too) and the others stated once."""
+    """A table per dataset of one run (epoch times of different graphs don't compare), the settings that
+    vary in it as columns and the others stated once."""
     by_dataset: dict[str, list[CellResult]] = {}
     for cell in run.cells:
         by_dataset.setdefault(cell.dataset or "(unknown dataset)", []).append(cell)
@@ -49,34 +49,28 @@ def partitions(run: RunResult) -> list[dict]:
     return [{"id": c.id, **c.metrics.partition} for c in run.measured if c.metrics.partition]
 
 
+def first_each(cells, key) -> list:
+    """The first of the cells for each `key` (in the order the keys first appear)."""
+    found: dict = {}
+    for cell in cells:
+        found.setdefault(key(cell), cell)
+    return list(found.values())
+
+
 def dataset_cards(run: RunResult) -> list[DatasetCard]:
     """The statistics of each dataset the run measured on, once each."""
-    cards: dict[str, DatasetCard] = {}
-    for cell in run.measured:
-        cards.setdefault(cell.card.name, cell.card)
-    return list(cards.values())
+    return [c.card for c in first_each(run.measured, lambda c: c.card.name)]
 
 
 def run_info(run: RunResult) -> dict:
-    """Where and when a run happened, and how its cells ended: what the index, the environment
-    page, the history and the README show of a run."""
-    counts: dict[str, int] = {"ok": len(run.measured)}
-    for cell in run.unmeasured:
-        counts[cell.status] = counts.get(cell.status, 0) + 1
+    """Where and when a run happened, and how its cells ended (index, environment, history, README)."""
     return {
         "file": run.path.name, "folder": run.path.parent.name, "description": run.description,
         "baseline": run.baseline, "datetime": run.finished, "commit": run.commit, "machine": run.machine,
         "stack_packages": list(dict.fromkeys(p for v in run.machine.stacks.values() for p in packages(v))),
-        "cell_devices": cell_devices(run), "counts": counts,
+        # what each stack's cells saw of the device (CUDA build, GPUs, threads): one cell per stack
+        "cell_devices": first_each(run.measured, lambda c: c.stack), "counts": {"ok": len(run.measured), **Counter(c.status for c in run.unmeasured)},
     }
-
-
-def cell_devices(run: RunResult) -> list[CellResult]:
-    """What each stack's cells saw of the device (CUDA build, GPUs, threads): one cell per stack."""
-    seen: dict[str, CellResult] = {}
-    for cell in run.measured:
-        seen.setdefault(cell.stack, cell)
-    return list(seen.values())
 
 
 def _md(text) -> str:
@@ -92,8 +86,7 @@ def _breakable(text) -> Markup:
 
 
 def environment(markup: str = "md") -> jinja2.Environment:
-    """The Jinja environment of one output format: HTML autoescapes everything, Markdown escapes
-    result text through `md`; the shared macros write result text through `text`, right for each."""
+    """The Jinja environment of one format: HTML autoescapes, Markdown escapes result text through `md`."""
     html = markup == "html"
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), undefined=jinja2.StrictUndefined,
                              autoescape=html, trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
@@ -121,8 +114,7 @@ def stage_tables(run: RunResult) -> list[dict]:
 
 
 def pair_rows(run: RunResult) -> list[dict]:
-    """The paired comparisons (bench/run/paired.py): what tells each pair's cells apart, the
-    second's epoch time over the first's with its interval, and the verdict."""
+    """The paired comparisons (bench/run/paired.py) as rows: labels, ratio with its interval, verdict."""
     rows = []
     for pair in run.pairs:
         first, second = paired_ratio.label(pair["first"], pair["second"])

@@ -1,7 +1,6 @@
-"""The result model: a result file (pytest-benchmark JSON plus our `gnnbench` meta and `unmeasured`
-cells; its format is bench/result_format.py) read once by `read()` into one RunResult holding a
-CellResult per cell in the suite's order, measured or not, with the derived scores (speedups,
-scaling efficiency) computed here and nowhere else. Everything that publishes reads this model.
+"""The result model: a result file (its format: bench/result_format.py) read once by `read()` into a
+RunResult holding a CellResult per cell in the suite's order, measured or not, with the derived
+scores (speedups, scaling efficiency) computed here and nowhere else.
 """
 
 from __future__ import annotations
@@ -9,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import json
+from collections import namedtuple
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -63,8 +63,7 @@ METRIC_FIELDS = frozenset(f.name for f in dataclasses.fields(Metrics)) - {"other
 
 @dataclass(frozen=True)
 class CellResult:
-    """One cell of one run: measured ("ok", with stats and metrics) or not (failed, timeout,
-    skipped, refused, "not run"; with a reason), and the scores derived on read."""
+    """One cell of one run, measured ("ok": stats, metrics) or not (with a reason), and its derived scores."""
     id: str
     status: str
     backend: str | None
@@ -110,8 +109,7 @@ class CellResult:
 
     @property
     def rank_pss_bytes(self) -> int | None:
-        """The largest per-rank peak PSS (one rank's whole process tree, DataLoader workers
-        included); the cell's peak PSS where no rank recorded one."""
+        """The largest per-rank peak PSS (workers included), else the cell's peak PSS."""
         peaks = [r.peak_pss_bytes for r in self.metrics.ranks if r.peak_pss_bytes is not None]
         return max(peaks) if peaks else self.metrics.peak_pss_bytes
 
@@ -123,8 +121,7 @@ class CellResult:
 
     @property
     def to_target(self) -> dict | None:
-        """Its training to the suite's `target_acc` (bench/run/to_target.py), reached or not; None
-        where the suite set no target or the cell trained no model."""
+        """Its training to the suite's `target_acc` (bench/run/to_target.py), reached or not, or None."""
         return self.metrics.to_target if self.metrics else None
 
     @property
@@ -139,17 +136,7 @@ class CellResult:
         return id_without_world_size(self.id, self.world_size)
 
 
-@dataclass(frozen=True)
-class GPU:
-    name: str
-    driver: str | None = None
-    memory: str | None = None
-
-    @classmethod
-    def parse(cls, line) -> GPU:
-        """One line of `nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader`."""
-        parts = [p.strip() for p in str(line).rsplit(",", 2)]
-        return cls(*parts) if len(parts) == 3 else cls(str(line))
+GPU = namedtuple("GPU", "name driver memory", defaults=(None, None))  # one nvidia-smi line, parsed
 
 
 @dataclass(frozen=True)
@@ -168,8 +155,7 @@ class Machine:
     memory_total_bytes: int | None = None
     gpu_lines: tuple[str, ...] = ()   # nvidia-smi lines as recorded
     topology: str | None = None       # nvidia-smi topo -m
-    # each GPU's clocks, PCIe link and MIG mode, CUDA_VISIBLE_DEVICES, NCCL_* settings (bench/machine/gpu_facts.py)
-    gpu_details: dict = field(default_factory=dict)
+    gpu_details: dict = field(default_factory=dict)  # clocks, PCIe, MIG, NCCL_*: bench/machine/gpu_facts.py
     container_image: str | None = None
     container_revision: str | None = None
     gnnbench_version: str | None = None
@@ -193,7 +179,9 @@ class Machine:
 
     @property
     def gpus(self) -> list[GPU]:
-        return [GPU.parse(line) for line in self.gpu_lines]
+        """The lines of `nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader`."""
+        parts = [[p.strip() for p in str(line).rsplit(",", 2)] for line in self.gpu_lines]
+        return [GPU(*p) if len(p) == 3 else GPU(str(line)) for p, line in zip(parts, self.gpu_lines)]
 
     @property
     def key(self) -> tuple:
@@ -255,13 +243,11 @@ class RunResult:
 
 def read(path: Path) -> RunResult:
     """Read and check one result file (ResultsError names the file and what is wrong)."""
-    path = Path(path)
-    return of_document(_load(path), path)
+    return of_document(_load(Path(path)), path)
 
 
 def of_document(data, path: Path) -> RunResult:
-    """Check a result file's content, as read from `path` (or made from it: a run's journal,
-    bench/run/recover.py), and read it."""
+    """Check and read a result file's content (from `path`, or a journal's: bench/run/recover.py)."""
     path = Path(path)
     _check(data, path)
     from bench.publish.stages import equal_work, fewer_seeds  # stages reads this module's model: a cycle at the top
@@ -357,8 +343,7 @@ def _unmeasured_cell(record: dict, path: Path) -> CellResult:
 
 
 def _in_suite_order(order: list[str], present: list[CellResult]) -> list[CellResult]:
-    """The cells in the suite's order (a listed cell without a record was not run; a record the list
-    lacks goes last), a measured record winning over an unmeasured one of the same id."""
+    """The cells in the suite's order (listed without a record: not run; unlisted: last), measured records winning."""
     by_id: dict[str, CellResult] = {}
     for cell in present:
         if cell.measured or cell.id not in by_id:
@@ -389,39 +374,29 @@ def _machine(info: dict) -> Machine:
 # --- derived scores: computed here, from the medians, and nowhere else ----------------------
 
 def score(cells: list[CellResult], baseline: str | None) -> list[CellResult]:
-    """The cells with their speedup against their dataset's reference cell (the suite's baseline,
-    else the dataset's first measured cell) and against the same configuration at world size 1."""
+    """The cells with their speedups against their dataset's reference (the baseline, else its first) and 1 rank."""
     measured = [c for c in cells if c.measured]
-    references: dict[str | None, CellResult] = {}
-    for cell in measured:
-        references.setdefault(cell.dataset, cell)
-    for cell in measured:
-        if cell.id == baseline:
-            references[cell.dataset] = cell
+    references = {c.dataset: c for c in reversed(measured)}  # each dataset's first, then the baseline
+    references |= {c.dataset: c for c in measured if c.id == baseline}
     single = {key: series[0] for key, series in scaling_series(measured).items() if series[0].world_size == 1}
-    out = []
-    for cell in cells:
-        if not cell.measured:
-            out.append(cell)
-            continue
+
+    def scored(cell: CellResult) -> CellResult:
         reference, one_rank = references[cell.dataset], single.get(cell.series_key)
         speedup, efficiency = scaling_scores(one_rank, cell) if one_rank else (None, None)
-        out.append(dataclasses.replace(
+        return dataclasses.replace(
             cell, is_baseline=cell.id == baseline, reference_id=reference.id,
-            speedup=reference.median / cell.median, speedup_vs_ws1=speedup, scaling_efficiency=efficiency))
-    return out
+            speedup=reference.median / cell.median, speedup_vs_ws1=speedup, scaling_efficiency=efficiency)
+    return [scored(c) if c.measured else c for c in cells]
 
 
 def scaling_scores(one_rank: CellResult, cell: CellResult) -> tuple[float, float]:
-    """Speedup of `cell` over the same configuration at 1 rank, and its scaling efficiency
-    (speedup / world size; each rank trains on 1/N of the seeds)."""
+    """Speedup of `cell` over 1 rank, and its scaling efficiency (speedup / world size)."""
     speedup = one_rank.median / cell.median
     return speedup, speedup / cell.world_size
 
 
 def scaling_series(cells) -> dict[tuple, list[CellResult]]:
-    """Measured cells grouped by configuration (everything but the world size), each group
-    sorted by world size, groups in the order first seen."""
+    """Measured cells grouped by configuration (all but the world size), each by world size."""
     groups: dict[tuple, list[CellResult]] = {}
     for cell in cells:
         if cell.measured and cell.world_size is not None:
@@ -431,8 +406,7 @@ def scaling_series(cells) -> dict[tuple, list[CellResult]]:
 
 def backend_and_dataset_from_id(cell_id: str) -> tuple[str | None, str | None]:
     """Backend and dataset of a cell known by its id alone (`backend/dataset/setting=value/...`)."""
-    backend, dataset = (cell_id.split("/") + [None, None])[:2]
-    return backend, dataset
+    return tuple((cell_id.split("/") + [None, None])[:2])
 
 
 def id_without_world_size(cell_id: str, world_size: int | None) -> str:

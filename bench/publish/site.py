@@ -1,12 +1,12 @@
-"""Builds the static result site: index.html, one page per suite, history.html (each series of
-runs with its steps), environment.html, and a copy of each result file under data/. Pages are
-Jinja templates with autoescaping on and charts inline SVG, so the site works from file://.
+"""Builds the static result site: index.html, a page per suite, history.html, environment.html, and a
+copy of each result file under data/; autoescaped Jinja pages with inline SVG charts (file:// works).
 """
 
 from __future__ import annotations
 
 import re
 import shutil
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -42,13 +42,12 @@ def build(results: list[RunResult], out_dir: Path, command: str | None = None) -
     out_dir = Path(out_dir)
     suites = group_by_suite(results)
     taken: set[str] = set()  # each result file's name under data/, unique
-    data_names = {r.path: unique_slug(f"{r.path.parent.name}-{r.path.stem}", taken) + ".json" for r in results}
+    data_links = {r.path: f"data/{unique_slug(f'{r.path.parent.name}-{r.path.stem}', taken)}.json" for r in results}
     claim_folder(out_dir, ["index.html", "history.html", "environment.html", *(s.page for s in suites),
-                           *(f"data/{name}" for name in data_names.values())])
+                           *data_links.values()])
     (out_dir / "data").mkdir(parents=True, exist_ok=True)  # each result file copied, so its link works offline
     for result in results:
-        shutil.copyfile(result.path, out_dir / "data" / data_names[result.path])
-    data_links = {path: f"data/{name}" for path, name in data_names.items()}
+        shutil.copyfile(result.path, out_dir / data_links[result.path])
     # the advisor over each suite's runs only (another suite's cell of the same id may differ in
     # settings it does not name, e.g. batch size)
     advice = {s.name: advisor.advise(s.runs) for s in suites}
@@ -115,8 +114,7 @@ def suite_sections(suite: SuiteRuns, data_links: dict[Path, str]) -> dict:
 
 
 def release_section(newest: RunResult, earlier: list[RunResult]) -> list[tuple[history.ReleaseGroup, charts.Chart]]:
-    """Each configuration the newest run measured on several releases of its framework, with a
-    chart of release against release and the noise band each newer release must leave."""
+    """Each configuration the newest run measured on several releases, with its release chart."""
     out = []
     for i, group in enumerate(history.release_groups(newest, earlier), 1):
         old = group.oldest.cell.median
@@ -131,8 +129,7 @@ def release_section(newest: RunResult, earlier: list[RunResult]) -> list[tuple[h
 
 
 def history_section(suite: SuiteRuns) -> dict | None:
-    """For a suite with ≥2 runs: a trend chart per dataset of each cell's median epoch time, and the
-    newest run's verdicts against the previous one (bench.publish.history), regressions first."""
+    """For a suite of ≥2 runs: a trend chart per dataset and the newest run's verdicts, regressions first."""
     if len(suite.runs) < 2:
         return None
     position = {str(r.path): i for i, r in enumerate(suite.runs)}
@@ -151,13 +148,11 @@ def history_section(suite: SuiteRuns) -> dict | None:
     verdicts.sort(key=lambda v: history.VERDICTS.index(v.verdict))
     return {"runs": [report.run_info(r) for r in suite.runs], "charts": trend_charts, "verdicts": verdicts,
             "previous": report.run_info(suite.runs[-2]), "shift": history.run_shift(verdicts),
-            "counts": {kind: sum(v.verdict == kind for v in verdicts) for kind in history.VERDICTS
-                       if any(v.verdict == kind for v in verdicts)}}
+            "counts": Counter(v.verdict for v in verdicts)}  # in VERDICTS order, as sorted
 
 
 def history_page(analysed: list[steps.Series]) -> list[dict]:
-    """The history page: per suite and machine, each series (bench.publish.steps) with a chart
-    of its runs where it has enough to look for steps, its steps in words and what changed at each."""
+    """The history page: per suite and machine, each series with its chart, steps and what changed."""
     groups: list[dict] = []
     for i, series in enumerate(analysed, 1):
         if not groups or (groups[-1]["suite"], groups[-1]["machine"]) != (series.key.suite, series.key.machine):
@@ -206,8 +201,7 @@ def unique_slug(text: str, taken: set[str]) -> str:
 
 
 def render_readme(results: list[RunResult], notes: str | None = None) -> str:
-    """results/README.md: the runs and what the advisor makes of them, from the result files,
-    through the Markdown side of the same template set."""
+    """results/README.md: the runs and the advisor's advice, through the Markdown templates."""
     suites = group_by_suite(results)
     env = report.environment("md")
     runs = [{"suite": s, "info": report.run_info(r), "path": _relative(r.path),

@@ -1,10 +1,8 @@
-"""Where a cell's epoch went and how close each stage ran to what the machine can do, derived on
-read from the worker's stage timings and work counts (extra_info `stages`, `work`,
-`loader_worker_s`) and the run's measured ceilings (machine_info `ceilings`); files written before
-them have none, and every function answers None. The stage split is the slowest rank's (it adds
-up to the epoch); work counts are per batch, `work.batches` counts all ranks' batches per epoch, so
-rates here are per rank, the figure a one-process ceiling compares with. Beside them, the checks
-that cells compared do the same work: `equal_work` (per seed) and `fewer_seeds` (a sampler's drop).
+"""Where a cell's epoch went and how close each stage ran to what the machine can do, from the
+worker's stage timings and work counts (extra_info `stages`, `work`, `loader_worker_s`) and the
+run's ceilings; files written before them have none (every function answers None). The stage split
+is the slowest rank's; rates are per rank, the figure a one-process ceiling compares with. Beside
+them, the checks that compared cells do the same work: `equal_work` and `fewer_seeds`.
 """
 
 from __future__ import annotations
@@ -51,11 +49,6 @@ def binding(cell: CellResult) -> tuple[str, float] | None:
         return None
     stage = max(parts, key=parts.get)
     return stage, parts[stage]
-
-
-def share_of(cell: CellResult, stage: str) -> float | None:
-    parts = shares(cell)
-    return parts[stage] if parts else None
 
 
 def workers(cell: CellResult) -> int:
@@ -170,16 +163,8 @@ def headline(cell: CellResult) -> str | None:
     return f"{label(found[0])} {fmt.pct(found[1], 0)} of the epoch" + (f" {against}" if against else "")
 
 
-def sums_to_epoch(cell: CellResult) -> float | None:
-    """The stages' sum over the epoch's mean (1.0: they add up; the contract asks within 5 %)."""
-    whole, mean = total(cell), cell.stats.mean if cell.stats else None
-    return whole / mean if whole and mean else None
-
-
 def per_seed(cell: CellResult) -> dict | None:
-    """The work per training seed ({"hop_nodes": [...], "hop_edges", "layer_nodes", "layer_edges",
-    "over": "full"/"all"}) as recorded, else derived from the means per batch (no layers); None
-    without hops."""
+    """The work per training seed (hops, layers, `over`) as recorded, else derived per batch (no layers)."""
     recorded = _work(cell, "per_seed")
     if recorded and recorded.get("hop_nodes"):
         return recorded
@@ -192,15 +177,13 @@ def per_seed(cell: CellResult) -> dict | None:
 
 
 def typed_work(cell: CellResult) -> dict | None:
-    """A typed cell's work per batch: {"hop_nodes": {node type: [per hop]}, "hop_edges":
-    {relation: [per hop]}}; None for an untyped cell or a file written before it."""
+    """A typed cell's work per batch by node type and relation (`hop_nodes`, `hop_edges`), or None."""
     found = _work(cell, "typed")
     return found if found and found.get("hop_nodes") else None
 
 
 def seeds_per_epoch(cell: CellResult) -> float | None:
-    """Seeds trained per epoch over all ranks: as recorded, or (files written before it) the seeds
-    per second times the mean epoch, which the worker took from the same epochs."""
+    """Seeds trained per epoch, all ranks: as recorded, else (older files) seeds/s times the mean epoch."""
     if not cell.measured or cell.metrics is None:
         return None
     if cell.metrics.seeds_per_epoch is not None:
@@ -210,8 +193,7 @@ def seeds_per_epoch(cell: CellResult) -> float | None:
 
 
 def _figures(found: dict) -> dict[tuple[str, int, str], float]:
-    """(part, number, what) -> per seed, part a hop or layer (from 1); a typed cell's hops also per
-    node type ("paper nodes") and relation ("paper:cites:paper edges")."""
+    """(part, number, what) -> per seed, part a hop or layer (from 1), typed hops also per type/relation."""
     out = {}
     link = found.get("negatives") is not None  # a link cell: a seed is a positive edge
     if link:
@@ -240,10 +222,6 @@ def _apart(mine: float, theirs: float) -> float:
     return abs(mine - theirs) / low
 
 
-def _per_seed_text(value: float) -> str:
-    return f"{value:,.2f}" if value < 10 else f"{value:,.1f}"
-
-
 def _why(cell: CellResult, figure: tuple[str, int, str]) -> str | None:
     """What the framework does that makes this figure larger (bench.backends.BackendInfo.work_notes)."""
     info = BACKENDS.get(cell.backend or "")
@@ -256,11 +234,9 @@ def _why(cell: CellResult, figure: tuple[str, int, str]) -> str | None:
 
 
 def equal_work(cells) -> dict[str, str]:
-    """cell id -> a flag, for each measured cell whose work per training seed (over full batches: a
-    partial last batch is fewer seeds, not other work) differs by more than EQUAL_WORK_TOLERANCE
-    from another cell of the same SAME_WORK_KEYS: their epoch times do not compare. The flag names
-    each figure that differs, the cell it differs most from and, where known, why the framework does
-    more. Older files: per seed over batches of about as many seeds, else nodes per batch."""
+    """cell id -> a flag, for each measured cell whose work per training seed (over full batches)
+    differs by more than EQUAL_WORK_TOLERANCE from another cell of the same SAME_WORK_KEYS: their epoch
+    times do not compare. Older files: per seed over batches of about as many seeds, else per batch."""
     groups: dict[str, list] = {}
     for cell in cells:
         if cell.measured and (per_seed(cell) or nodes_per_batch(cell)):
@@ -291,15 +267,13 @@ def _per_seed_flag(cell: CellResult, group: list) -> str | None:
     parts, said = [], set()
     for figure, value in mine.items():
         found = [(_apart(value, theirs[figure]), other, theirs[figure]) for other, theirs in others if figure in theirs]
-        if not found:
-            continue
-        apart, other, theirs = max(found, key=lambda f: f[0])
+        apart, other, theirs = max(found, key=lambda f: f[0], default=(0.0, None, None))
         if apart <= EQUAL_WORK_TOLERANCE:
             continue
         part, number, what = figure
         change = f"{(value - theirs) / theirs:+.0%}".replace("-", "−") if theirs else "more"
         where = "negatives" if part == "negatives" else f"{part} {number}"
-        text = (f"{where}: {_per_seed_text(value)} {what} per seed against {_per_seed_text(theirs)} "
+        text = (f"{where}: {fmt.per_hop([value], True)} {what} per seed against {fmt.per_hop([theirs], True)} "
                 f"in {other.id} ({change.replace('%', ' %')})")
         why = _why(cell, figure) if value > theirs else None
         parts.append(text + (f": {why}" if why and why not in said else ""))
@@ -320,9 +294,8 @@ def _per_batch_flag(cell: CellResult, group: list) -> str | None:
 
 
 def fewer_seeds(cells) -> dict[str, str]:
-    """cell id -> a note, for each measured cell that trained fewer seeds per epoch than another of
-    the same dataset and batch size (a sampler that drops seeds to keep its ranks in step, e.g.
-    GraphBolt's DistributedItemSampler): compare them by seeds/s, not epoch time."""
+    """cell id -> a note, for each measured cell that trained fewer seeds per epoch than another of its
+    dataset and batch size (a sampler that drops seeds): compare those by seeds/s, not epoch time."""
     groups: dict[str, list] = {}
     for cell in cells:
         info = BACKENDS.get(cell.backend or "")

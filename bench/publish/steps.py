@@ -1,24 +1,11 @@
-"""Where a series of runs stepped: change points in one configuration's median epoch time over
-its runs on one machine, each judged against the noise the runs themselves show (asv's question,
-"at which run did it change, by how much?", where a median moves between runs by more than its
-rounds spread: bench.publish.history).
-
-- In log space each run i is y_i = ln(median_i) with variance v_i = between^2 + se_i^2: se_i is
-  its median's error from its rounds (history.median_se, shrunk halfway to the series' median so
-  one lucky narrow IQR does not outweigh the rest), `between` the run-to-run noise estimated from
-  the series (successive differences first, then the residuals within the segments found).
-- Candidates come from ruptures' PELT with a weighted least-squares cost over the run medians
-  (weights 1/v_i, penalty in units of sigma^2): a cost over rounds would see every run-to-run
-  wobble as a step, since rounds of one run are not independent draws of another run.
-- A candidate is kept where a t test of the two sides' weighted mean ln-medians (degrees of freedom
-  those of `between`, each segment's level and each step's place counted as fitted), Bonferroni-
-  adjusted for every place a step could have been, is below ALPHA and the change reaches `floor`;
-  the weakest failing one is dropped and the rest re-tested.
-- A single run between two agreeing segments, or a first run alone before a step, is an outlier
-  (named, set aside, the series re-scanned); the newest run alone past a step is a step, marked
-  "one run past it" (the next run tells it from an outlier).
-
-Series of fewer than MIN_RUNS runs are not scanned.
+"""Where a series of runs stepped: change points in one configuration's median epoch time over its
+runs on one machine, judged against the noise the runs themselves show (docs/history.md says how
+and why). Each run is one point, y_i = ln(median_i), of variance between^2 + se_i^2: se_i its
+median's error from its rounds (history.median_se, shrunk halfway to the series' median), `between`
+the run-to-run noise estimated from the series. PELT proposes steps under that weighted cost (a
+cost over rounds would call every run-to-run wobble a step); a t test of the two sides, adjusted
+for every place a step could have been, keeps those below ALPHA that reach `floor`. A single run
+between agreeing sides is an outlier, set aside; series of fewer than MIN_RUNS runs are not scanned.
 """
 
 from __future__ import annotations
@@ -58,14 +45,6 @@ class Found:
     left: tuple[int, int]     # the points each side was judged on: [start, end)
     right: tuple[int, int]
 
-    @property
-    def ratio(self) -> float:
-        return math.exp(self.log_ratio)
-
-    @property
-    def confidence(self) -> float:
-        return 1.0 - self.p_value
-
 
 @dataclass
 class Detection:
@@ -78,8 +57,7 @@ class Detection:
 
 
 class WeightedMeanCost(ruptures.base.BaseCost):
-    """ruptures cost of a segment under a constant mean with known per-point variances (the signal's
-    columns are (y, w)): sum w_i (y_i - ybar_w)^2, O(1) per segment from cumulative sums."""
+    """ruptures cost of a segment: sum w_i (y_i - ybar_w)^2 over columns (y, w), O(1) from cumulative sums."""
 
     model = "weighted_mean"
     min_size = 1
@@ -87,21 +65,16 @@ class WeightedMeanCost(ruptures.base.BaseCost):
     def fit(self, signal):
         self.signal = signal  # ruptures reads its length
         y, w = np.asarray(signal[:, 0], float), np.asarray(signal[:, 1], float)
-        self._w = np.concatenate([[0.0], np.cumsum(w)])
-        self._wy = np.concatenate([[0.0], np.cumsum(w * y)])
-        self._wyy = np.concatenate([[0.0], np.cumsum(w * y * y)])
+        self._sums = [np.concatenate([[0.0], np.cumsum(v)]) for v in (w, w * y, w * y * y)]
         return self
 
     def error(self, start, end):
-        w = self._w[end] - self._w[start]
-        wy = self._wy[end] - self._wy[start]
-        wyy = self._wyy[end] - self._wyy[start]
+        w, wy, wyy = (c[end] - c[start] for c in self._sums)
         return max(0.0, wyy - wy * wy / w) if w > 0 else 0.0
 
 
 def detect(y, se, floor: float = 0.05) -> Detection:
-    """Steps of a series of ln-medians `y` with the errors `se` of each (ln), oldest first.
-    Positions in the result are those of `y` (outliers included)."""
+    """Steps of a series of ln-medians `y` (errors `se`, ln), in positions of `y` (outliers included)."""
     y, se = np.asarray(y, float), np.asarray(se, float)
     active = list(range(len(y)))
     outliers: list[int] = []
@@ -217,7 +190,7 @@ class Step:
 
     @property
     def ratio(self) -> float:
-        return self.found.ratio
+        return math.exp(self.found.log_ratio)
 
     @property
     def slower(self) -> bool:
@@ -236,8 +209,7 @@ class Series:
 
     @property
     def levels(self) -> list[tuple[int, int, float]]:
-        """Each segment between steps as (first, last position, its level: the geometric mean of
-        its medians, outliers left out): what the chart draws."""
+        """Each segment between steps: (first, last position, geometric mean of its medians, outliers out)."""
         bounds = [0, *(s.position for s in self.steps), len(self.points)]
         off = {id(p) for p in self.outliers}
         out = []
@@ -277,8 +249,7 @@ def analyse_series(key: SeriesKey, points: list[Point], floor: float = 0.05) -> 
 
 
 def environment(point: Point) -> dict[str, str]:
-    """What the result file records of the software and machine a measurement ran on: the stack and
-    its packages, the CUDA build, the GPU driver, kernel, container image, gnnbench's version and commit."""
+    """What the result file records of the software and machine a measurement ran on."""
     cell, run = point.cell, point.run
     env = {"stack": cell.stack, **{k: v for k, v in sorted(cell.versions.items())},
            "CUDA": cell.device.get("torch_cuda"),
@@ -289,8 +260,7 @@ def environment(point: Point) -> dict[str, str]:
 
 
 def what_changed(before: Point, after: Point) -> str:
-    """One line: the recorded differences between two runs' environments (the commit last: it
-    changes in most runs, a package or driver rarely)."""
+    """One line: the recorded differences between two runs' environments, the commit last."""
     old, new = environment(before), environment(after)
     changes = [f"{k} {old.get(k, '–')} -> {new.get(k, '–')}" for k in dict.fromkeys([*old, *new])
                if k != "commit" and old.get(k) != new.get(k)]
