@@ -249,17 +249,12 @@ class Member:
     def tree_cpu(self) -> float:
         """CPU seconds of the worker and everything below it (its DataLoader workers)."""
         total = 0.0
-        try:
-            procs = [psutil.Process(self.proc.pid)]
-            procs += procs[0].children(recursive=True)
-        except psutil.Error:
-            return total
-        for proc in procs:
-            try:
-                t = proc.cpu_times()
-                total += t.user + t.system + t.children_user + t.children_system
-            except psutil.Error:
-                continue
+        with contextlib.suppress(psutil.Error):
+            root = psutil.Process(self.proc.pid)
+            for proc in [root, *root.children(recursive=True)]:
+                with contextlib.suppress(psutil.Error):
+                    t = proc.cpu_times()
+                    total += t.user + t.system + t.children_user + t.children_system
         return total
 
     @property
@@ -369,7 +364,8 @@ def _take_turns(live: list[Member], pairs: list[Pair], within: float, max_rounds
         # cell run twice in a row at each round's edge, and a turn right after its own ran ~10 % faster
         # (its caches still warm) than one after another's (A/A rounds: 1.10 and 0.92 by turns)
         for member in live:
-            seconds = _turn(member, live, _stuck_after(longest, deadline))
+            # a turn may take ten times the longest epoch so far, STUCK_FLOOR_S at least, and until the deadline
+            seconds = _turn(member, live, max(STUCK_FLOOR_S, 10 * longest, deadline - time.monotonic()))
             if seconds is None:
                 _one_turn_each([m for m in live if m is not member])
                 return rounds, f"{member.cell.id} ended during its turn{': ' + member.stuck if member.stuck else ''}"
@@ -392,12 +388,6 @@ def _progress(pair: Pair, result: PairResult) -> str:
     state = (result.settled or "unsettled") + (", imprecise" if result.settled and not result.precise else "")
     interval = f" ({result.ci95[0]:.3f}–{result.ci95[1]:.3f}, {state})" if result.ci95 else ""
     return f"{second} / {first} {paired_ratio.ratio_text(result.as_dict()).split(' ')[0]}{interval}"
-
-
-def _stuck_after(longest: float, deadline: float) -> float:
-    """How long a turn may take before its worker is taken as stuck: ten times the longest epoch so
-    far, at least STUCK_FLOOR_S, and at least until the group's deadline."""
-    return max(STUCK_FLOOR_S, 10 * longest, deadline - time.monotonic())
 
 
 def _turn(member: Member, live: list[Member], limit: float) -> float | None:
@@ -450,8 +440,7 @@ def run_group(session, group: list[Cell], pairs: list[Pair]) -> None:
             alone[cell.id] = "its partner was kept from the journal of the run resumed"
             continue
         session.say(f"\n{session.position(cell)}")
-        resolved, outcome = session.before_launch(cell)
-        prepared = outcome or session.preparation.prepare(resolved)
+        resolved, prepared = session.prepared(cell)
         if isinstance(prepared, Outcome):
             alone[cell.id] = f"{cell.id} did not run ({prepared.status})"
             done[cell.id] = session.after_launch(cell, resolved, prepared)
@@ -467,8 +456,7 @@ def run_group(session, group: list[Cell], pairs: list[Pair]) -> None:
                  for m in members]
         pairs = pairs + [Pair(RUNNER, t.cell.id, m.cell.id) for m, t in zip(members, twins)]
         members += twins
-    too_big = too_big_together([m.dataset_dir for m in members]) if len(members) > 1 else None
-    apart_why = apart[0] if apart else too_big
+    apart_why = apart[0] if apart else too_big_together([m.dataset_dir for m in members]) if len(members) > 1 else None
     run, results = None, []
     if len(ready) > 1 and apart_why:
         rounds = _run_interleaved(session, ready, apart_why, done)
