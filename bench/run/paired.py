@@ -66,8 +66,9 @@ def pairs_of(cells: list[Cell], axes: list[str]) -> list[Pair]:
             if differ_in_alone(a, b, axis)]
 
 
-def groups_of(cells: list[Cell], pairs: list[Pair]) -> list[list[Cell]]:
-    """The cells that run together: a pair's two, joined with every pair sharing one of them."""
+def groups_of(cells: list[Cell], pairs: list[Pair], alone: bool = False) -> list[list[Cell]]:
+    """The cells that run together: a pair's two, joined with every pair sharing one of them (and with
+    `alone`, each cell of no pair on its own)."""
     group_of = {c.id: {c.id} for c in cells}
     for pair in pairs:
         joined = group_of[pair.first] | group_of[pair.second]
@@ -76,7 +77,7 @@ def groups_of(cells: list[Cell], pairs: list[Pair]) -> list[list[Cell]]:
     seen, groups = set(), []
     for cell in cells:
         ids = group_of[cell.id]
-        if len(ids) > 1 and cell.id not in seen:
+        if (len(ids) > 1 or alone) and cell.id not in seen:
             seen |= ids
             groups.append([c for c in cells if c.id in ids])
     return groups
@@ -257,10 +258,6 @@ class Member:
                     total += t.user + t.system + t.children_user + t.children_system
         return total
 
-    @property
-    def waiting_cpu(self) -> float | None:
-        return self.waiting_cpu_s / self.waited_s if self.waited_s else None
-
 
 @dataclass
 class GroupRun:
@@ -312,7 +309,7 @@ def run_together(members: list[Member], pairs: list[Pair], cache: Path, launch: 
             member.outcome.status, member.outcome.reason = "timeout", f"{member.stuck}\n{member.outcome.reason}"
         if member.outcome is not None:
             member.outcome.other_load = None  # its partners' warm-ups and turns would count as other work
-    waiting = {m.cell.id: m.waiting_cpu for m in members if m.waiting_cpu is not None}
+    waiting = {m.cell.id: m.waiting_cpu_s / m.waited_s for m in members if m.waited_s}
     stopped = stopped or next((m.stuck for m in members if m.stuck), None)
     return GroupRun({m.cell.id: m.outcome for m in members}, rounds, waiting, stopped)
 

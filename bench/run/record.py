@@ -13,9 +13,8 @@ import platform
 
 import psutil
 
-from bench import __version__
+from bench import __version__, stacks
 from bench.paths import repo_root
-from bench import stacks
 from bench.result_format import DATASET_FIELDS, SCHEMA_VERSION, WRITTEN_FROM_RECORD, EpochMean
 from bench.stacks import external as external_stacks
 from bench.run.runner import Outcome

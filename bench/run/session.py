@@ -24,7 +24,7 @@ from bench import inputs, modes
 from bench.backends import BACKENDS
 from bench.backends.stages import split_line
 from bench.datasets.ready import DatasetError, reads_user_files, sweep_stale
-from bench.machine import ceilings, gpus
+from bench.machine import ceilings, core_budget, gpus
 from bench.machine.core_budget import usable_cores
 from bench.machine.load import HIGH_LOAD
 from bench.paths import cache_dir, cache_root, default_results_dir
@@ -33,7 +33,6 @@ from bench.run import cell_scratch, cluster_env, paired, record, suite as suite_
 from bench.run.prepare import Preparation, PreparedCell
 from bench.run.runner import Launch, Outcome, launch_cell
 from bench.run.suite import Cell
-from bench.machine import core_budget
 
 JOURNAL_SUFFIX = ".cells.jsonl"
 JOURNAL_STATUSES = ("ok", *UNMEASURED_STATUSES)
@@ -506,11 +505,8 @@ class Session:
             self._groups = {}
             if self.pairing is not None:
                 pairs = paired.pairs_of(self.selected, self.pairing.by)
-                groups = paired.groups_of(self.selected, pairs)
-                if paired.RUNNER in self.pairing.by:  # every cell takes turns, with its twin at least
-                    grouped = {c.id for g in groups for c in g}
-                    groups += [[c] for c in self.selected if c.id not in grouped]
-                for group in groups:
+                # with `runner`, every cell takes turns, with its twin at least
+                for group in paired.groups_of(self.selected, pairs, alone=paired.RUNNER in self.pairing.by):
                     ids = {c.id for c in group}
                     mine = [p for p in pairs if p.first in ids]
                     for cell in group:
@@ -590,12 +586,10 @@ class Session:
         meta = {"suite": self.suite.name, "suite_file": str(self.suite_path), "description": self.suite.description,
                 "baseline": self.baseline, "cells": [c.id for c in self.selected],
                 "started_at": self.started_at.isoformat()}
-        if self.options.stack:
-            meta["stacks_given"] = list(self.options.stack)  # --stack replaced the suite's stack axis
-        if self.not_run:
-            meta["backends_not_run"] = self.not_run
-        if self.resumed_from:
-            meta["resumed_from"] = self.resumed_from
+        # --stack replaced the suite's stack axis; what an option left without a cell; the journal resumed
+        meta.update({key: value for key, value in (("stacks_given", list(self.options.stack or [])),
+                                                   ("backends_not_run", self.not_run),
+                                                   ("resumed_from", self.resumed_from)) if value})
         if self.pairing is not None:
             meta["paired"] = {"by": self.pairing.by, "within": self.pairing.within,
                               "max_rounds": self.pairing.max_rounds}
@@ -619,17 +613,15 @@ class Session:
         """Write the result file whole or not at all; where that fails, to a rescue folder, and as a last
         resort to stdout: what was measured is never lost. `write_problem` says why, if not where asked."""
         text = json.dumps(self.document(), indent=4)
-        try:
-            self.written_to = write_whole(self.result_path, text)
-            return self.written_to
-        except OSError as exc:
-            problem = f"could not write {self.result_path} ({exc.strerror or exc})"
-        for folder in rescue_folders():
+        problem = None
+        for path in [self.result_path, *(folder / self.result_path.name for folder in rescue_folders())]:
             try:
-                self.written_to = write_whole(folder / self.result_path.name, text)
-            except OSError:
+                self.written_to = write_whole(path, text)
+            except OSError as exc:
+                problem = problem or f"could not write {self.result_path} ({exc.strerror or exc})"
                 continue
-            self.write_problem = f"{problem}; the result file is at {self.written_to} instead"
+            if problem:
+                self.write_problem = f"{problem}; the result file is at {self.written_to} instead"
             return self.written_to
         self.write_problem = f"{problem}, nor in {', '.join(map(str, rescue_folders()))}; it follows on stdout"
         print(text, flush=True)

@@ -31,8 +31,7 @@ from bench.stores import STORES, cold_files
 from bench.tasks import TASKS, describe
 from bench.settings import DEFAULTS as D, CellSettings
 from bench.machine import core_budget
-from bench.stacks import framework_of, get
-from bench.stacks import OWN, StackError, known
+from bench.stacks import OWN, StackError, framework_of, get, known
 
 ModeName = Literal[ALL_MODES]  # type: ignore[valid-type]  # what each means: bench.modes
 PER_GPU = "per-gpu"  # num_workers: the usable cores shared out among this node's ranks, resolved per run
@@ -74,8 +73,7 @@ def _shorthand(value: Any) -> Any:
     if isinstance(value, str):
         source, _, rest = value.partition(":")
         if source in SOURCES and parametric(source):
-            spec = parse_name(value)
-            return {"source": source, "params": spec["params"]}
+            return {"source": source, "params": parse_name(value)["params"]}
         return {"source": source, "params": {"name": rest} if rest else {}}
     return value
 
@@ -95,8 +93,8 @@ class Settings(Strict):
     """DataLoader worker processes per rank; `per-gpu`: the usable cores divided among the node's
     ranks (the advice GPU users are given), resolved when the cell runs and recorded."""
     mode: one_or_sweep(ModeName) = D.mode
-    """Where sampling, feature storage and training run (sampling-training): `cpu-cpu`, `cpu-cuda`,
-    `pinned-cuda`, `cuda-cuda`; a backend makes cells only of the modes it has (bench/modes.py)."""
+    """Where sampling, feature storage and training run (sampling-training, bench/modes.py); a backend makes
+    cells only of the modes it has."""
     world_size: one_or_sweep(bounded(int, ge=1, le=1024)) = D.world_size
     """Ranks; more than 1 runs DDP under torch.distributed.run."""
     store: one_or_sweep(Store) = D.store
@@ -205,12 +203,12 @@ class Settings(Strict):
         return normal if isinstance(value, list) else normal[0]
 
     def axes(self) -> dict[str, list]:
-        out = {}
-        for name in type(self).model_fields:
-            value = getattr(self, name)
-            is_sweep = isinstance(value, list) and (name != "fanout" or isinstance(value[0], list))
-            out[name] = list(value) if is_sweep else [value]
-        return out
+        return {name: _values(name, getattr(self, name)) for name in type(self).model_fields}
+
+
+def _values(key: str, value) -> list:
+    """A setting's values: a list is a sweep (fanout, itself a list, is swept by a list of lists)."""
+    return list(value) if isinstance(value, list) and (key != "fanout" or isinstance(value[0], list)) else [value]
 
 
 class Rule(Strict):
@@ -583,8 +581,7 @@ def _check_tasks(suite: Suite) -> list[str]:
                 f"backends: {backend!r} trains the {task!r} task and no dataset of this suite serves it "
                 f"({'; '.join(f'{n}: {describe(t)}' for n, t in served.items())}); add one, or remove the "
                 f"backend (backends by task: {_backends_by_task()})")
-    included = [b for rule in suite.include for b in _as_list(rule.backend) if b in BACKENDS]
-    backend_tasks = {BACKENDS[b].task for b in [*suite.backends, *included]}
+    backend_tasks = {BACKENDS[b].task for b in named_backends(suite) if b in BACKENDS}
     for name, tasks in served.items():
         if not backend_tasks.intersection(tasks):
             problems.append(
@@ -700,7 +697,7 @@ def _matches(rule: Rule, backend: str, dataset: str, settings: CellSettings) -> 
     for key, wanted in checks.items():
         if wanted is None:
             continue
-        options = wanted if isinstance(wanted, list) and not (key == "fanout" and not isinstance(wanted[0], list)) else [wanted]
+        options = _values(key, wanted)
         if key == "stack":  # "own" is how a rule names each backend's own stack (None in a cell)
             options = [None if o == "own" else o for o in options]
         if actual.get(key) not in options:  # .get: a cell without a target has no target keys
