@@ -529,9 +529,9 @@ def _check_rules(suite: Suite) -> list[str]:
             given = rule.model_extra or {}
             problems += [f"{kind}.{i}.{key}: unknown key; allowed keys here: {', '.join(sorted(allowed))}"
                          for key in given if key not in allowed]
-            for key, known in (("backend", BACKENDS), ("dataset", suite.datasets)):
-                problems += [f"{kind}.{i}.{key}: unknown {key} {value!r}; allowed: {', '.join(known)}"
-                             for value in _as_list(getattr(rule, key)) if value not in known]
+            problems += [f"{kind}.{i}.{key}: unknown {key} {value!r}; allowed: {', '.join(names)}"
+                         for key, names in (("backend", BACKENDS), ("dataset", suite.datasets))
+                         for value in _as_list(getattr(rule, key)) if value not in names]
             try:  # a rule's values are checked as settings are
                 Settings.model_validate({k: v for k, v in given.items() if k in allowed})
             except ValidationError as exc:
