@@ -276,7 +276,7 @@ def launch_cell(cell: Cell, python: Path, dataset_dir: Path, cache: Path, memory
                           wall_s=wall, rank_peaks=dict(sampler.rank_peaks),
                           other_load=load.other_share(sampler.cpu_seconds), runner_cpu_s=sampler.own_cpu_s)
         oom_kills = group.oom_kills() if group else 0
-        written = _written(out_path)
+        written = written_record(out_path)
         failed = proc.returncode != 0 or written is None
         if timed_out:
             outcome.status, outcome.reason = "timeout", f"no result after {timeout:g} s (killed)\n{stderr_tail}"
@@ -300,7 +300,7 @@ def launch_cell(cell: Cell, python: Path, dataset_dir: Path, cache: Path, memory
         return outcome
 
 
-def _written(out_path: Path) -> dict | None:
+def written_record(out_path: Path) -> dict | None:
     """The record the worker wrote, or None where it wrote none (or none whole)."""
     with contextlib.suppress(OSError, ValueError):
         found = json.loads(out_path.read_text())
