@@ -245,12 +245,14 @@ def test_the_oom_reason_names_the_device_wide_memory():
 
 
 def test_a_rank_that_wrote_oom_and_exited_is_oom(tmp_path):
+    """The record the runner reads; with the worker's exit code it decides the outcome
+    (test_out_of_gpu_memory_is_recorded_as_oom_for_one_rank_and_for_two)."""
     out = tmp_path / "result.json"
-    assert not runner.written_oom(out, 3)
+    assert runner.written_record(out) is None
     out.write_text(json.dumps({"status": "oom", "reason": "CUDA out of memory on rank 1"}))
-    assert runner.written_oom(out, cuda_oom.EXIT_CODE) and not runner.written_oom(out, 0)
+    assert runner.written_record(out)["status"] == "oom"
     out.write_text("{half")
-    assert not runner.written_oom(out, 3)
+    assert runner.written_record(out) is None
 
 
 OOM_SUITE = """

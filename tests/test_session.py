@@ -213,7 +213,7 @@ def test_k_selects_cells_as_pytest_does(suite_file, tmp_path):
 def test_the_run_options_are_declared_once_for_both_front_doors():
     parser = argparse.ArgumentParser()
     add_run_options(parser.add_argument)
-    flags = {o.flag for o in session_mod.RUN_OPTIONS}
+    flags = {"--" + f.name.replace("_", "-") for f in session_mod.fields(RunOptions) if f.metadata}
     assert {a.option_strings[0] for a in parser._actions if a.option_strings} - {"-h"} == flags
     assert set(vars(parser.parse_args([]))) <= {f.name for f in session_mod.fields(RunOptions)}
     from bench.run import pytest_plugin

@@ -26,18 +26,13 @@ def root() -> Path:
     return Path(tempfile.gettempdir()) / f"gnnbench-{os.getuid()}"
 
 
-def _own_root() -> Path | None:
-    """root(), made private to this user; None where someone else owns that name."""
-    folder = root()
-    folder.mkdir(exist_ok=True, mode=0o700)
-    return folder if folder.stat().st_uid == os.getuid() else None
-
-
 @contextmanager
 def cell_scratch():
     """A fresh scratch folder for one cell, removed when the block ends."""
-    base = _own_root()
-    folder = Path(tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}.", dir=base))  # base None: a plain temp folder
+    base = root()
+    base.mkdir(exist_ok=True, mode=0o700)  # private to this user
+    mine = base.stat().st_uid == os.getuid()  # else someone else owns the name: a plain temp folder
+    folder = Path(tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}.", dir=base if mine else None))
     try:
         (folder / OWNER).write_text(json.dumps(locks.new_record("running a cell")))
         yield folder

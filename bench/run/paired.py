@@ -66,8 +66,9 @@ def pairs_of(cells: list[Cell], axes: list[str]) -> list[Pair]:
             if differ_in_alone(a, b, axis)]
 
 
-def groups_of(cells: list[Cell], pairs: list[Pair]) -> list[list[Cell]]:
-    """The cells that run together: a pair's two, joined with every pair sharing one of them."""
+def groups_of(cells: list[Cell], pairs: list[Pair], alone: bool = False) -> list[list[Cell]]:
+    """The cells that run together: a pair's two, joined with every pair sharing one of them (and with
+    `alone`, each cell of no pair on its own)."""
     group_of = {c.id: {c.id} for c in cells}
     for pair in pairs:
         joined = group_of[pair.first] | group_of[pair.second]
@@ -76,7 +77,7 @@ def groups_of(cells: list[Cell], pairs: list[Pair]) -> list[list[Cell]]:
     seen, groups = set(), []
     for cell in cells:
         ids = group_of[cell.id]
-        if len(ids) > 1 and cell.id not in seen:
+        if (len(ids) > 1 or alone) and cell.id not in seen:
             seen |= ids
             groups.append([c for c in cells if c.id in ids])
     return groups
@@ -249,22 +250,13 @@ class Member:
     def tree_cpu(self) -> float:
         """CPU seconds of the worker and everything below it (its DataLoader workers)."""
         total = 0.0
-        try:
-            procs = [psutil.Process(self.proc.pid)]
-            procs += procs[0].children(recursive=True)
-        except psutil.Error:
-            return total
-        for proc in procs:
-            try:
-                t = proc.cpu_times()
-                total += t.user + t.system + t.children_user + t.children_system
-            except psutil.Error:
-                continue
+        with contextlib.suppress(psutil.Error):
+            root = psutil.Process(self.proc.pid)
+            for proc in [root, *root.children(recursive=True)]:
+                with contextlib.suppress(psutil.Error):
+                    t = proc.cpu_times()
+                    total += t.user + t.system + t.children_user + t.children_system
         return total
-
-    @property
-    def waiting_cpu(self) -> float | None:
-        return self.waiting_cpu_s / self.waited_s if self.waited_s else None
 
 
 @dataclass
@@ -317,7 +309,7 @@ def run_together(members: list[Member], pairs: list[Pair], cache: Path, launch: 
             member.outcome.status, member.outcome.reason = "timeout", f"{member.stuck}\n{member.outcome.reason}"
         if member.outcome is not None:
             member.outcome.other_load = None  # its partners' warm-ups and turns would count as other work
-    waiting = {m.cell.id: m.waiting_cpu for m in members if m.waiting_cpu is not None}
+    waiting = {m.cell.id: m.waiting_cpu_s / m.waited_s for m in members if m.waited_s}
     stopped = stopped or next((m.stuck for m in members if m.stuck), None)
     return GroupRun({m.cell.id: m.outcome for m in members}, rounds, waiting, stopped)
 
@@ -369,7 +361,8 @@ def _take_turns(live: list[Member], pairs: list[Pair], within: float, max_rounds
         # cell run twice in a row at each round's edge, and a turn right after its own ran ~10 % faster
         # (its caches still warm) than one after another's (A/A rounds: 1.10 and 0.92 by turns)
         for member in live:
-            seconds = _turn(member, live, _stuck_after(longest, deadline))
+            # a turn may take ten times the longest epoch so far, STUCK_FLOOR_S at least, and until the deadline
+            seconds = _turn(member, live, max(STUCK_FLOOR_S, 10 * longest, deadline - time.monotonic()))
             if seconds is None:
                 _one_turn_each([m for m in live if m is not member])
                 return rounds, f"{member.cell.id} ended during its turn{': ' + member.stuck if member.stuck else ''}"
@@ -392,12 +385,6 @@ def _progress(pair: Pair, result: PairResult) -> str:
     state = (result.settled or "unsettled") + (", imprecise" if result.settled and not result.precise else "")
     interval = f" ({result.ci95[0]:.3f}–{result.ci95[1]:.3f}, {state})" if result.ci95 else ""
     return f"{second} / {first} {paired_ratio.ratio_text(result.as_dict()).split(' ')[0]}{interval}"
-
-
-def _stuck_after(longest: float, deadline: float) -> float:
-    """How long a turn may take before its worker is taken as stuck: ten times the longest epoch so
-    far, at least STUCK_FLOOR_S, and at least until the group's deadline."""
-    return max(STUCK_FLOOR_S, 10 * longest, deadline - time.monotonic())
 
 
 def _turn(member: Member, live: list[Member], limit: float) -> float | None:
@@ -450,8 +437,7 @@ def run_group(session, group: list[Cell], pairs: list[Pair]) -> None:
             alone[cell.id] = "its partner was kept from the journal of the run resumed"
             continue
         session.say(f"\n{session.position(cell)}")
-        resolved, outcome = session.before_launch(cell)
-        prepared = outcome or session.preparation.prepare(resolved)
+        resolved, prepared = session.prepared(cell)
         if isinstance(prepared, Outcome):
             alone[cell.id] = f"{cell.id} did not run ({prepared.status})"
             done[cell.id] = session.after_launch(cell, resolved, prepared)
@@ -467,8 +453,7 @@ def run_group(session, group: list[Cell], pairs: list[Pair]) -> None:
                  for m in members]
         pairs = pairs + [Pair(RUNNER, t.cell.id, m.cell.id) for m, t in zip(members, twins)]
         members += twins
-    too_big = too_big_together([m.dataset_dir for m in members]) if len(members) > 1 else None
-    apart_why = apart[0] if apart else too_big
+    apart_why = apart[0] if apart else too_big_together([m.dataset_dir for m in members]) if len(members) > 1 else None
     run, results = None, []
     if len(ready) > 1 and apart_why:
         rounds = _run_interleaved(session, ready, apart_why, done)

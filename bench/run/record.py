@@ -13,13 +13,13 @@ import platform
 
 import psutil
 
-from bench import __version__
+from bench import __version__, stacks
 from bench.paths import repo_root
-from bench import stacks
 from bench.result_format import DATASET_FIELDS, SCHEMA_VERSION, WRITTEN_FROM_RECORD, EpochMean
 from bench.stacks import external as external_stacks
 from bench.run.runner import Outcome
 from bench.run import cluster_env
+from bench.backends.stages import LISTS
 from bench.run.worker import summed, summed_typed
 from bench.machine.gpu_facts import gpu_info
 
@@ -129,27 +129,19 @@ def profile_info(epochs: list[dict], profile: bool) -> dict:
     works = [e["work"] for e in epochs]
     batches = sum(w["batches"] for w in works)
     counted = sum(w.get("counted", w["batches"]) for w in works)  # the batches whose work was counted
-
-    def per_batch(key: str) -> float:
-        return sum(w[key] for w in works) / counted
-
-    def per_hop(key: str) -> list[float]:
-        return [total / counted for total in summed(works, key)]
-
-    work = {"hop_nodes": per_hop("hop_nodes"), "hop_edges": per_hop("hop_edges"),
-            **{k: per_batch(k) for k in ("input_nodes", "feature_bytes")},
+    work = {**{k: sum(w[k] for w in works) / counted for k in ("input_nodes", "feature_bytes")},
             "copy_bytes": sum(w["copy_bytes"] for w in works) / batches,  # every batch's, from the step
-            "batches": batches / n, "counted": counted / n,
-            "layer_nodes": per_hop("layer_nodes"), "layer_edges": per_hop("layer_edges"),
-            "per_seed": per_seed(works)}
-    typed = summed_typed(works)
-    if typed:  # a typed cell: per node type and relation, means per counted batch
-        work["typed"] = _scaled(typed, counted)
+            "batches": batches / n, "counted": counted / n, "per_seed": per_seed(works),
+            **_lists_per(works, counted)}  # a typed cell's too: per node type and relation
     return {"profile": True, "stages": stages, "loader_worker_s": worker_s, "work": work}
 
 
-def _scaled(typed: dict, by: float) -> dict:
-    return {key: {name: [v / by for v in values] for name, values in named.items()} for key, named in typed.items()}
+def _lists_per(works: list[dict], by: float) -> dict:
+    """The hop and layer lists of `works` and a typed cell's breakdowns, summed and divided by `by`."""
+    typed = summed_typed(works)
+    return {**{key: [v / by for v in summed(works, key)] for key in LISTS},
+            **({"typed": {key: {name: [v / by for v in values] for name, values in named.items()}
+                          for key, named in typed.items()}} if typed else {})}
 
 
 def per_seed(works: list[dict]) -> dict | None:
@@ -165,12 +157,8 @@ def per_seed(works: list[dict]) -> dict | None:
     seeds = sum(w["seed_edges"] for w in source) if links else hop_nodes[0]
     if not seeds:
         return None
-    typed = summed_typed(source)
     return {"over": over, "counted": sum(w.get("counted", w.get("batches", 0)) for w in source) / len(works),
-            **{key: [v / seeds for v in summed(source, key)]
-               for key in ("hop_nodes", "hop_edges", "layer_nodes", "layer_edges")},
-            **({"typed": _scaled(typed, seeds)} if typed else {}),
-            **({"negatives": sum(w["negatives"] for w in source) / seeds} if links else {})}
+            **_lists_per(source, seeds), **({"negatives": sum(w["negatives"] for w in source) / seeds} if links else {})}
 
 
 def rank_entries(outcome: Outcome) -> list[dict]:

@@ -41,18 +41,16 @@ def document(journal: Path, suite: str | Path | None = None) -> dict:
 
 def _alone(journal: Path) -> tuple[dict[str, Finished], str]:
     """The journal's cells without their suite: every line must be of one suite."""
-    lines = read_journal(journal)
+    lines = read_journal(journal)[0]
     if not lines:
         raise SessionError(f"{journal}: no finished cell in this journal; give --suite to list the "
                            "suite's cells as not run")
     name = lines[0][1]
-    finished: dict[str, Finished] = {}
-    for where, suite, done, _ in lines:
+    for where, suite, _, _ in lines:
         if suite != name:
             raise SessionError(f"{where}: a cell of suite {suite!r}, not {name!r} as the first line; "
                                "one journal is one run of one suite")
-        finished[done.cell_id] = done
-    return finished, name
+    return {done.cell_id: done for _, _, done, _ in lines}, name
 
 
 def default_output(journal: Path) -> Path:

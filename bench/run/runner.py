@@ -67,10 +67,9 @@ class TreeMemorySampler(threading.Thread):
     """RSS and PSS peaks of a process tree, in total and per rank (a process torch.distributed.run
     started, with everything below it)."""
 
-    def __init__(self, pid: int, interval: float = MEMORY_SAMPLE_S):
+    def __init__(self, pid: int):
         super().__init__(daemon=True)
         self.root = psutil.Process(pid)
-        self.interval = interval
         self.peak_rss = self.peak_pss = 0
         self.rank_peaks: dict[int, tuple[int, int]] = {}
         self._ranks: dict[int, int] = {}  # pid -> rank
@@ -94,12 +93,12 @@ class TreeMemorySampler(threading.Thread):
                 waited = time.monotonic() - paused_at
                 self._pss_at += waited
                 self._listed_at += waited
-                self._stop_event.wait(self.interval)
+                self._stop_event.wait(MEMORY_SAMPLE_S)
                 if not self._awake.is_set():
                     continue
             self.sample()
             self.own_cpu_s = time.thread_time() - started
-            self._stop_event.wait(self.interval)
+            self._stop_event.wait(MEMORY_SAMPLE_S)
 
     def pause(self) -> None:
         self._awake.clear()
@@ -111,14 +110,11 @@ class TreeMemorySampler(threading.Thread):
         """The rank a child of the launcher runs (its RANK variable); only a found rank is remembered (a
         child between fork and exec still has the launcher's environment)."""
         if proc.pid not in self._ranks:
-            try:
+            with contextlib.suppress(psutil.Error):
                 rank = proc.environ().get("RANK")
-            except psutil.Error:
-                return None
-            if rank is None:
-                return None
-            self._ranks[proc.pid] = int(rank)
-        return self._ranks[proc.pid]
+                if rank is not None:
+                    self._ranks[proc.pid] = int(rank)
+        return self._ranks.get(proc.pid)
 
     def _tree(self) -> tuple[dict[int, list[psutil.Process]], bool]:
         """The processes of each rank, and whether a launcher started them; kept for TREE_EVERY_S (listing
@@ -235,22 +231,16 @@ def launch_cell(cell: Cell, python: Path, dataset_dir: Path, cache: Path, memory
         group = None if memory_limit is None else cgroup.MemoryCgroup.create(run_id[:16], memory_limit)
     except cgroup.CgroupError as exc:
         return Outcome(cell, "skipped", f"memory_limit {cell.settings.memory_limit}: {exc}")
-    try:
-        return _run(cell, python, dataset_dir, cache, on_progress, extra_env, launch, timeout, run_id, group, on_start)
-    finally:
+    with contextlib.ExitStack() as cleanup:  # the cell's folders, then its cgroup
         if group is not None:
-            group.remove()
-
-
-def _run(cell: Cell, python: Path, dataset_dir: Path, cache: Path, on_progress, extra_env, launch: Launch, timeout: float,
-         run_id: str, group: cgroup.MemoryCgroup | None, on_start=None) -> Outcome:
-    with cell_scratch.cell_scratch() as scratch, \
-            tempfile.TemporaryDirectory(prefix="gnnbench-shared-", dir=SHARED_MEMORY if SHARED_MEMORY.is_dir() else None) as shared:
-        # scratch is the cell's TMPDIR too: its workers' pymp-* go with it
+            cleanup.callback(group.remove)
+        scratch = cleanup.enter_context(cell_scratch.cell_scratch())  # its TMPDIR too: its workers' pymp-* go with it
+        # the node's one host copy of what its ranks pin in place (bench/backends/shared_host.py), gone with the cell
+        shared = cleanup.enter_context(tempfile.TemporaryDirectory(
+            prefix="gnnbench-shared-", dir=SHARED_MEMORY if SHARED_MEMORY.is_dir() else None))
         out_path = scratch / "result.json"
         err_path = scratch / "stderr.txt"
         cmd = worker_command(python, cell, [cell.to_json(), str(dataset_dir), str(out_path)], launch)
-        # the node's one host copy of what its ranks pin in place (bench/backends/shared_host.py), gone with the cell
         env = {**worker_env(cache, run_id), **cell_scratch.environment(scratch), SHARED_HOST_ENV: shared,
                **(extra_env or {})}
         started = time.monotonic()
@@ -286,33 +276,36 @@ def _run(cell: Cell, python: Path, dataset_dir: Path, cache: Path, on_progress, 
                           wall_s=wall, rank_peaks=dict(sampler.rank_peaks),
                           other_load=load.other_share(sampler.cpu_seconds), runner_cpu_s=sampler.own_cpu_s)
         oom_kills = group.oom_kills() if group else 0
+        written = written_record(out_path)
+        failed = proc.returncode != 0 or written is None
         if timed_out:
             outcome.status, outcome.reason = "timeout", f"no result after {timeout:g} s (killed)\n{stderr_tail}"
-        elif oom_kills and (proc.returncode != 0 or not out_path.exists()):
+        elif oom_kills and failed:
             outcome.status = "oom"
             outcome.reason = (f"out of memory under {group.describe()}: the kernel's OOM killer ended {oom_kills} "
                               f"process(es) of the cell; {failure_headline(stderr, proc.returncode)}\n{stderr_tail}")
-        elif written_oom(out_path, proc.returncode):
+        elif failed and written is not None and written.get("status") == "oom":
             # a rank ran out of GPU memory and wrote the cell's record before its peers were ended
-            outcome.record = json.loads(out_path.read_text())
-            outcome.status, outcome.reason = "oom", f"{outcome.record.get('reason', '')}\n{stderr_tail}"
-        elif proc.returncode != 0 or not out_path.exists():
+            outcome.record = written
+            outcome.status, outcome.reason = "oom", f"{written.get('reason', '')}\n{stderr_tail}"
+        elif failed:
             outcome.status = "failed"
             outcome.reason = f"{failure_headline(stderr, proc.returncode)}\n{stderr_tail}"
         else:
-            outcome.record = json.loads(out_path.read_text())
-            if outcome.record.get("status") != "ok":
-                outcome.status = outcome.record.get("status", "failed")
-                outcome.reason = outcome.record.get("reason", "")
-            outcome.peak_rss_bytes = max(outcome.peak_rss_bytes, outcome.record.get("self_max_rss_bytes", 0))
+            outcome.record = written
+            if written.get("status") != "ok":
+                outcome.status = written.get("status", "failed")
+                outcome.reason = written.get("reason", "")
+            outcome.peak_rss_bytes = max(outcome.peak_rss_bytes, written.get("self_max_rss_bytes", 0))
         return outcome
 
 
-def written_oom(out_path: Path, returncode: int | None) -> bool:
-    """A worker that exited non-zero after writing an `oom` record: one rank of several ran out of GPU memory."""
-    with contextlib.suppress(OSError, ValueError, AttributeError):
-        return returncode != 0 and out_path.exists() and json.loads(out_path.read_text()).get("status") == "oom"
-    return False
+def written_record(out_path: Path) -> dict | None:
+    """The record the worker wrote, or None where it wrote none (or none whole)."""
+    with contextlib.suppress(OSError, ValueError):
+        found = json.loads(out_path.read_text())
+        return found if isinstance(found, dict) else None
+    return None
 
 
 def _read_progress(stream, on_progress) -> None:

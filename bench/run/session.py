@@ -8,14 +8,13 @@ dies keeps what it measured and `--resume JOURNAL` finishes it."""
 from __future__ import annotations
 
 import contextlib
-from collections import namedtuple
 import datetime as dt
 import fcntl
 import functools
 import json
 import os
 import tempfile
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Callable
 
@@ -25,7 +24,7 @@ from bench import inputs, modes
 from bench.backends import BACKENDS
 from bench.backends.stages import split_line
 from bench.datasets.ready import DatasetError, reads_user_files, sweep_stale
-from bench.machine import ceilings, gpus
+from bench.machine import ceilings, core_budget, gpus
 from bench.machine.core_budget import usable_cores
 from bench.machine.load import HIGH_LOAD
 from bench.paths import cache_dir, cache_root, default_results_dir
@@ -34,7 +33,6 @@ from bench.run import cell_scratch, cluster_env, paired, record, suite as suite_
 from bench.run.prepare import Preparation, PreparedCell
 from bench.run.runner import Launch, Outcome, launch_cell
 from bench.run.suite import Cell
-from bench.machine import core_budget
 
 JOURNAL_SUFFIX = ".cells.jsonl"
 JOURNAL_STATUSES = ("ok", *UNMEASURED_STATUSES)
@@ -46,71 +44,51 @@ class SessionError(ValueError):
 
 # --- options, declared once for `gnnbench run` (argparse) and `pytest suites/` (pytest) --------
 
-Option = namedtuple("Option", "flag kwargs")
-RUN_OPTIONS = (
-    Option("--results", dict(type=Path, metavar="DIR", help="folder for the result file (default: results/runs)")),
-    Option("--data-root", dict(type=Path, metavar="DIR",
-                               help="where raw dataset files are looked for first (env GNNBENCH_DATA_ROOT)")),
-    Option("--cache-dir", dict(type=Path, metavar="DIR",
-                               help="dataset hub folder (env GNNBENCH_CACHE; default: the user cache dir)")),
-    Option("--no-install", dict(action="store_true",
-                                help="do not install missing stacks; their cells are recorded as failed")),
-    Option("--resume", dict(type=Path, metavar="JOURNAL",
-                            help=f"finish an interrupted run: its {JOURNAL_SUFFIX} file; finished cells are kept, "
-                                 "the others run, and one complete result file is written beside it")),
-    Option("--stack", dict(action="append", metavar="NAME",
-                           help="the suite's `stack` axis, replaced: run each backend in stack NAME where it has "
-                                "the backend's framework (repeatable; 'own': each backend's pinned stack), e.g. "
-                                "--stack own --stack mine runs the PyG cells in both and DGL's in its own")),
-    Option("--mode", dict(action="append", metavar="MODE",
-                          help="the suite's `mode` axis, replaced (repeatable), e.g. --mode pinned-cuda asks a CPU "
-                               "suite's question on GPUs; backends without the mode are listed, not run")),
-    Option("--seed", dict(action="append", type=int, metavar="N",
-                          help="the suite's `seed` axis, replaced (repeatable): every cell once per seed, e.g. "
-                               "--seed 0 --seed 1 --seed 2 tells a gap between pipelines from the seed's spread")),
-    Option("--paired", dict(action="append", metavar="AXIS",
-                            help="cells that differ in AXIS alone take turns, epoch by epoch, in live workers "
-                                 "(repeatable; backend, dataset or a setting, e.g. --paired backend): each pair's "
-                                 "ratio with its 95 %% interval, rounds added until it is within or outside the band")),
-    Option("--paired-within", dict(type=float, metavar="FRACTION",
-                                   help="the band a paired ratio settles in or out of (default 0.03: ±3 %%)")),
-    Option("--paired-max-rounds", dict(type=int, metavar="N",
-                                       help="the most rounds before a pair is said unresolved (default 320)")),
-    Option("--nnodes", dict(type=int, help="machines that run each cell together (each runs the same command); "
-                                           "default: SLURM's or Kubeflow's node count where they started it, else 1")),
-    Option("--node-rank", dict(type=int, help="this machine's index among --nnodes; default: SLURM_NODEID or "
-                                              "PET_NODE_RANK where set, else 0")),
-    Option("--rdzv-endpoint", dict(metavar="HOST:PORT",
-                                   help="torchrun c10d rendezvous endpoint shared by the nodes (needed with --nnodes > 1; "
-                                        "under srun: the job's first node and a port from its job id, under "
-                                        "Kubeflow: PET_MASTER_ADDR:PET_MASTER_PORT)")),
-)
-
-
-def add_run_options(add: Callable) -> None:
-    """Declare the run options through `add(flag, **kwargs)`: argparse's add_argument or pytest's addoption."""
-    for option in RUN_OPTIONS:
-        add(option.flag, **option.kwargs)
+def option(default=None, **argparse_kwargs):
+    """A field of RunOptions that is also a command-line option (--NAME-WITH-DASHES) taking these kwargs."""
+    return field(default=default, metadata=argparse_kwargs)
 
 
 @dataclass
 class RunOptions:
     suite: str = "smoke"
-    results: Path | None = None
+    results: Path | None = option(type=Path, metavar="DIR", help="folder for the result file (default: results/runs)")
     output: Path | None = None  # the exact result file (pytest's --benchmark-json); default: in `results`
-    data_root: Path | None = None
-    cache_dir: Path | None = None
-    no_install: bool = False
-    resume: Path | None = None
-    stack: list[str] | None = None
-    mode: list[str] | None = None
-    seed: list[int] | None = None
-    paired: list[str] | None = None
-    paired_within: float | None = None
-    paired_max_rounds: int | None = None
-    nnodes: int | None = None  # None: the scheduler's (bench.run.cluster_env), else 1
-    node_rank: int | None = None  # None: the scheduler's, else 0
-    rdzv_endpoint: str | None = None
+    data_root: Path | None = option(type=Path, metavar="DIR",
+                                    help="where raw dataset files are looked for first (env GNNBENCH_DATA_ROOT)")
+    cache_dir: Path | None = option(type=Path, metavar="DIR",
+                                    help="dataset hub folder (env GNNBENCH_CACHE; default: the user cache dir)")
+    no_install: bool = option(False, action="store_true",
+                              help="do not install missing stacks; their cells are recorded as failed")
+    resume: Path | None = option(type=Path, metavar="JOURNAL",
+                                 help=f"finish an interrupted run: its {JOURNAL_SUFFIX} file; finished cells are kept, "
+                                      "the others run, and one complete result file is written beside it")
+    stack: list[str] | None = option(action="append", metavar="NAME",
+                                     help="the suite's `stack` axis, replaced: run each backend in stack NAME where it "
+                                          "has the backend's framework (repeatable; 'own': each backend's pinned stack), "
+                                          "e.g. --stack own --stack mine runs the PyG cells in both and DGL's in its own")
+    mode: list[str] | None = option(action="append", metavar="MODE",
+                                    help="the suite's `mode` axis, replaced (repeatable), e.g. --mode pinned-cuda asks a "
+                                         "CPU suite's question on GPUs; backends without the mode are listed, not run")
+    seed: list[int] | None = option(action="append", type=int, metavar="N",
+                                    help="the suite's `seed` axis, replaced (repeatable): every cell once per seed, e.g. "
+                                         "--seed 0 --seed 1 --seed 2 tells a gap between pipelines from the seed's spread")
+    paired: list[str] | None = option(action="append", metavar="AXIS",
+                                      help="cells that differ in AXIS alone take turns, epoch by epoch, in live workers "
+                                           "(repeatable; backend, dataset or a setting, e.g. --paired backend): each pair's "
+                                           "ratio with its 95 %% interval, rounds added until it is within or outside the band")
+    paired_within: float | None = option(type=float, metavar="FRACTION",
+                                         help="the band a paired ratio settles in or out of (default 0.03: ±3 %%)")
+    paired_max_rounds: int | None = option(type=int, metavar="N",
+                                           help="the most rounds before a pair is said unresolved (default 320)")
+    nnodes: int | None = option(type=int, help="machines that run each cell together (each runs the same command); "
+                                               "default: SLURM's or Kubeflow's node count where they started it, else 1")
+    node_rank: int | None = option(type=int, help="this machine's index among --nnodes; default: SLURM_NODEID or "
+                                                  "PET_NODE_RANK where set, else 0")
+    rdzv_endpoint: str | None = option(metavar="HOST:PORT",
+                                       help="torchrun c10d rendezvous endpoint shared by the nodes (needed with --nnodes > 1; "
+                                            "under srun: the job's first node and a port from its job id, under "
+                                            "Kubeflow: PET_MASTER_ADDR:PET_MASTER_PORT)")
 
     @classmethod
     def from_namespace(cls, namespace, **given) -> RunOptions:
@@ -118,6 +96,14 @@ class RunOptions:
         values = {f.name: getattr(namespace, f.name) for f in fields(cls) if hasattr(namespace, f.name)}
         values.update(given)
         return cls(**{k: v for k, v in values.items() if v is not None})
+
+
+def add_run_options(add: Callable) -> None:
+    """Declare the run options, once for `gnnbench run` and `pytest suites/`, through `add(flag, **kwargs)`:
+    argparse's add_argument or pytest's addoption."""
+    for f in fields(RunOptions):
+        if f.metadata:
+            add("--" + f.name.replace("_", "-"), **f.metadata)
 
 
 # --- what a finished cell leaves ---------------------------------------------------------------
@@ -176,14 +162,12 @@ class Journal:
             self._file.close()
             self._file = None
 
-    def append(self, done: Finished, cell: Cell | None = None) -> None:
+    def append(self, done: Finished, cell: Cell) -> None:
         if self._selection is not None:
             self._file.write(json.dumps(self._selection) + "\n")
             self._selection = None
         line = {"suite": self.suite, "id": done.cell_id, "status": done.status, "reason": done.reason,
-                "entry": done.entry}
-        if cell is not None:  # what the cell was run with: a resume after an edit re-runs it
-            line["cell_digest"] = cell.digest
+                "entry": done.entry, "cell_digest": cell.digest}  # what it ran with: a resume after an edit re-runs it
         self._file.write(json.dumps(line) + "\n")
         self._file.flush()
         os.fsync(self._file.fileno())
@@ -193,7 +177,7 @@ class Journal:
         known = {c.id: c for c in cells}
         finished: dict[str, Finished] = {}
         changed = []
-        for where, suite, done, digest in read_journal(self.path):
+        for where, suite, done, digest in read_journal(self.path)[0]:
             if suite != self.suite:
                 raise SessionError(f"{where}: a cell of suite {suite!r}, not {self.suite!r}")
             if done.cell_id not in known:
@@ -210,33 +194,22 @@ class Journal:
         return finished
 
 
-def is_selection(line) -> bool:
-    return (isinstance(line, dict) and "id" not in line and isinstance(line.get("selected"), list)
-            and all(isinstance(i, str) for i in line["selected"]))
-
-
 def journal_selection(path: Path) -> tuple[list[str], str | None] | None:
     """The cell ids a journal's run selected and its -k expression, or None (every cell was selected)."""
-    for text in Path(path).read_text(errors="replace").splitlines():
-        try:
-            line = json.loads(text)
-        except json.JSONDecodeError:
-            continue  # read_journal names a bad line; here only the selection is looked for
-        if is_selection(line):
-            return line["selected"], line.get("select") if isinstance(line.get("select"), str) else None
-    return None
+    return read_journal(path)[1]
 
 
-def read_journal(path: Path) -> list[tuple]:
-    """A journal's finished cells as (FILE:LINE, suite, cell, digest), in order. A torn last line
-    (a run killed while writing it) is dropped; any other bad line is an error naming it."""
+def read_journal(path: Path) -> tuple[list[tuple], tuple[list[str], str | None] | None]:
+    """A journal's finished cells as (FILE:LINE, suite, cell, digest), in order, and its run's selection
+    (journal_selection). A torn last line (a run killed while writing it) is dropped; any other bad
+    line is an error naming it."""
     try:
         lines = Path(path).read_text().splitlines()
     except UnicodeDecodeError:
         raise SessionError(f"{path}: not a journal (not UTF-8 text)") from None
     except OSError as exc:
         raise SessionError(f"{path}: cannot read the journal ({exc.strerror or exc})") from None
-    out = []
+    out, selection = [], None
     for number, text in enumerate(lines, 1):
         where = f"{path}:{number}"
         try:
@@ -245,8 +218,10 @@ def read_journal(path: Path) -> list[tuple]:
             if number == len(lines):
                 continue  # the last line of a run killed while writing it: that cell runs again
             raise SessionError(f"{where}: not a journal line (invalid JSON)") from None
-        if is_selection(line):
-            continue  # the run's selection (journal_selection), not a finished cell
+        if (isinstance(line, dict) and "id" not in line and isinstance(line.get("selected"), list)
+                and all(isinstance(i, str) for i in line["selected"])):  # the run's selection, not a cell
+            selection = line["selected"], line.get("select") if isinstance(line.get("select"), str) else None
+            continue
         if (not isinstance(line, dict) or not isinstance(line.get("entry"), dict)
                 or not isinstance(line.get("id"), str) or not isinstance(line.get("status"), str)):
             raise SessionError(f"{where}: not a journal line of this gnnbench (no 'id', 'status' and "
@@ -256,7 +231,7 @@ def read_journal(path: Path) -> list[tuple]:
                                f"{', '.join(JOURNAL_STATUSES)}")
         done = Finished(line["id"], line["status"], line.get("reason") or "", line["entry"])
         out.append((where, line.get("suite"), done, line.get("cell_digest")))
-    return out
+    return out, selection
 
 
 EQUALS = "[eq]"  # `=` stands for this inside a -k expression, whose grammar has no bare `=`
@@ -290,12 +265,10 @@ def _word_matches(word: str, cell: Cell) -> bool:
     if word.lower() in (part.lower() for part in cell.id.split("/")):
         return True
     key = SHORT_NAMES.get(key, key)
-    if key == "backend":
-        return cell.backend == wanted
-    if key == "dataset":
-        return cell.dataset == wanted
-    if key == "task":  # the backend's task (bench/tasks.py): node, typed-node, link, graph
-        return BACKENDS[cell.backend].task == wanted
+    # task: the backend's (bench/tasks.py): node, typed-node, link, graph
+    named = {"backend": cell.backend, "dataset": cell.dataset, "task": BACKENDS[cell.backend].task}
+    if key in named:
+        return named[key] == wanted
     value = cell.settings.as_dict().get(key)
     if value is None and key != "stack":  # not a setting of this cell
         return False
@@ -477,21 +450,20 @@ class Session:
             paired.run_group(self, *group)
             return self.finished[cell.id]
         self.say(f"\n{position}")
-        resolved, outcome = self.before_launch(cell)
-        prepared = outcome or self.preparation.prepare(resolved)  # stacks, memory, dataset, store
+        resolved, prepared = self.prepared(cell)
         outcome = prepared if isinstance(prepared, Outcome) else self.start(resolved, prepared)
         return self.after_launch(cell, resolved, outcome)
 
     def position(self, cell: Cell) -> str:
         return f"[{self.selected.index(cell) + 1}/{len(self.selected)}] {cell.id}"
 
-    def before_launch(self, cell: Cell) -> tuple[Cell, Outcome | None]:
-        """The cell as it runs here, and the outcome that stops it before it starts, if any."""
+    def prepared(self, cell: Cell) -> tuple[Cell, PreparedCell | Outcome]:
+        """The cell as it runs here, and it prepared (stacks, memory, dataset, store) or the outcome that stops it."""
         resolved = suite_mod.resolve_workers(cell, usable_cores(), self.launch.nnodes)  # as it runs here
         outcome = self.node_refusal(resolved) or self.gpu_refusal(resolved)
         if outcome is None and resolved is not cell:
             self.say(f"  num_workers: per-gpu -> {resolved.settings.num_workers} on this machine")
-        return resolved, outcome
+        return resolved, outcome or self.preparation.prepare(resolved)
 
     def after_launch(self, cell: Cell, resolved: Cell, outcome: Outcome) -> Finished:
         """What the cell's outcome leaves: said, with its notes, as the result file's entry, and kept."""
@@ -533,11 +505,8 @@ class Session:
             self._groups = {}
             if self.pairing is not None:
                 pairs = paired.pairs_of(self.selected, self.pairing.by)
-                groups = paired.groups_of(self.selected, pairs)
-                if paired.RUNNER in self.pairing.by:  # every cell takes turns, with its twin at least
-                    grouped = {c.id for g in groups for c in g}
-                    groups += [[c] for c in self.selected if c.id not in grouped]
-                for group in groups:
+                # with `runner`, every cell takes turns, with its twin at least
+                for group in paired.groups_of(self.selected, pairs, alone=paired.RUNNER in self.pairing.by):
                     ids = {c.id for c in group}
                     mine = [p for p in pairs if p.first in ids]
                     for cell in group:
@@ -617,12 +586,10 @@ class Session:
         meta = {"suite": self.suite.name, "suite_file": str(self.suite_path), "description": self.suite.description,
                 "baseline": self.baseline, "cells": [c.id for c in self.selected],
                 "started_at": self.started_at.isoformat()}
-        if self.options.stack:
-            meta["stacks_given"] = list(self.options.stack)  # --stack replaced the suite's stack axis
-        if self.not_run:
-            meta["backends_not_run"] = self.not_run
-        if self.resumed_from:
-            meta["resumed_from"] = self.resumed_from
+        # --stack replaced the suite's stack axis; what an option left without a cell; the journal resumed
+        meta.update({key: value for key, value in (("stacks_given", list(self.options.stack or [])),
+                                                   ("backends_not_run", self.not_run),
+                                                   ("resumed_from", self.resumed_from)) if value})
         if self.pairing is not None:
             meta["paired"] = {"by": self.pairing.by, "within": self.pairing.within,
                               "max_rounds": self.pairing.max_rounds}
@@ -636,27 +603,25 @@ class Session:
     def ceilings(self) -> dict:
         """The machine's ceilings for this run's datasets, probed once after its cells (the probe evicts
         files from the page cache)."""
-        if self._ceilings is None and not any(d.measured for d in self.finished.values()):  # no reason to probe
-            self._ceilings = {"usable_cores": usable_cores(), "notes": ["ceilings not measured: no cell ran"]}
         if self._ceilings is None:
-            self._ceilings = ceilings.for_run(self.cache, self.preparation.folders())
+            self._ceilings = (ceilings.for_run(self.cache, self.preparation.folders())
+                              if any(d.measured for d in self.finished.values())  # else no reason to probe
+                              else {"usable_cores": usable_cores(), "notes": ["ceilings not measured: no cell ran"]})
         return self._ceilings
 
     def write(self) -> Path:
         """Write the result file whole or not at all; where that fails, to a rescue folder, and as a last
         resort to stdout: what was measured is never lost. `write_problem` says why, if not where asked."""
         text = json.dumps(self.document(), indent=4)
-        try:
-            self.written_to = write_whole(self.result_path, text)
-            return self.written_to
-        except OSError as exc:
-            problem = f"could not write {self.result_path} ({exc.strerror or exc})"
-        for folder in rescue_folders():
+        problem = None
+        for path in [self.result_path, *(folder / self.result_path.name for folder in rescue_folders())]:
             try:
-                self.written_to = write_whole(folder / self.result_path.name, text)
-            except OSError:
+                self.written_to = write_whole(path, text)
+            except OSError as exc:
+                problem = problem or f"could not write {self.result_path} ({exc.strerror or exc})"
                 continue
-            self.write_problem = f"{problem}; the result file is at {self.written_to} instead"
+            if problem:
+                self.write_problem = f"{problem}; the result file is at {self.written_to} instead"
             return self.written_to
         self.write_problem = f"{problem}, nor in {', '.join(map(str, rescue_folders()))}; it follows on stdout"
         print(text, flush=True)
@@ -665,11 +630,9 @@ class Session:
 
 def paired_settings(from_suite: suite_mod.Paired | None, options: RunOptions) -> suite_mod.Paired | None:
     """The suite's `paired`, with --paired's axes added and --paired-within / --paired-max-rounds."""
-    given = {"by": [*(from_suite.by if from_suite else []), *(options.paired or [])]}
-    if options.paired_within is not None:
-        given["within"] = options.paired_within
-    if options.paired_max_rounds is not None:
-        given["max_rounds"] = options.paired_max_rounds
+    given = {"by": [*(from_suite.by if from_suite else []), *(options.paired or [])],
+             **{k: v for k, v in (("within", options.paired_within), ("max_rounds", options.paired_max_rounds))
+                if v is not None}}
     if given == {"by": []}:
         return None
     if not given["by"]:

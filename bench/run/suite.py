@@ -31,8 +31,7 @@ from bench.stores import STORES, cold_files
 from bench.tasks import TASKS, describe
 from bench.settings import DEFAULTS as D, CellSettings
 from bench.machine import core_budget
-from bench.stacks import framework_of, get
-from bench.stacks import OWN, StackError, known
+from bench.stacks import OWN, StackError, framework_of, get, known
 
 ModeName = Literal[ALL_MODES]  # type: ignore[valid-type]  # what each means: bench.modes
 PER_GPU = "per-gpu"  # num_workers: the usable cores shared out among this node's ranks, resolved per run
@@ -74,8 +73,7 @@ def _shorthand(value: Any) -> Any:
     if isinstance(value, str):
         source, _, rest = value.partition(":")
         if source in SOURCES and parametric(source):
-            spec = parse_name(value)
-            return {"source": source, "params": spec["params"]}
+            return {"source": source, "params": parse_name(value)["params"]}
         return {"source": source, "params": {"name": rest} if rest else {}}
     return value
 
@@ -95,8 +93,8 @@ class Settings(Strict):
     """DataLoader worker processes per rank; `per-gpu`: the usable cores divided among the node's
     ranks (the advice GPU users are given), resolved when the cell runs and recorded."""
     mode: one_or_sweep(ModeName) = D.mode
-    """Where sampling, feature storage and training run (sampling-training): `cpu-cpu`, `cpu-cuda`,
-    `pinned-cuda`, `cuda-cuda`; a backend makes cells only of the modes it has (bench/modes.py)."""
+    """Where sampling, feature storage and training run (sampling-training, bench/modes.py); a backend makes
+    cells only of the modes it has."""
     world_size: one_or_sweep(bounded(int, ge=1, le=1024)) = D.world_size
     """Ranks; more than 1 runs DDP under torch.distributed.run."""
     store: one_or_sweep(Store) = D.store
@@ -205,12 +203,12 @@ class Settings(Strict):
         return normal if isinstance(value, list) else normal[0]
 
     def axes(self) -> dict[str, list]:
-        out = {}
-        for name in type(self).model_fields:
-            value = getattr(self, name)
-            is_sweep = isinstance(value, list) and (name != "fanout" or isinstance(value[0], list))
-            out[name] = list(value) if is_sweep else [value]
-        return out
+        return {name: _values(name, getattr(self, name)) for name in type(self).model_fields}
+
+
+def _values(key: str, value) -> list:
+    """A setting's values: a list is a sweep (fanout, itself a list, is swept by a list of lists)."""
+    return list(value) if isinstance(value, list) and (key != "fanout" or isinstance(value[0], list)) else [value]
 
 
 class Rule(Strict):
@@ -329,8 +327,8 @@ ID_SHORT = {"batch_size": "batch", "warmup_epochs": "warmup"}
 # ... and these exactly where they differ from their default, swept or not (adding them to a suite
 # leaves the ids of its other cells as they were)
 ID_WHEN_SET = {"memory_limit": "none", "page_cache": "warm", "trim_to_layer": False, "threads": "auto"}
-# ... and the GPU settings where the suite sweeps them or a cell differs from the default
-ID_WHEN_NOT_DEFAULT = {"pin_memory": False, "amp": "off", "gpu_cache": 0.0}
+# ... and the model and GPU settings where the suite sweeps them or a cell differs from the default
+ID_WHEN_NOT_DEFAULT = {"model": "sage", "pin_memory": False, "amp": "off", "gpu_cache": 0.0}
 
 
 def load(path_or_name: str | Path) -> tuple[Suite, Path]:
@@ -367,34 +365,29 @@ def named_backends(suite: Suite) -> list[str]:
 def with_stacks(suite: Suite, names: list[str]) -> tuple[Suite, list[str]]:
     """The suite with its `stack` axis replaced (`--stack`; include rules that name a stack keep it),
     and a line for each backend of the suite that none of these stacks can run."""
-    try:
-        stack = Settings.model_validate({"stack": list(names)}).stack
-    except ValidationError as exc:
-        raise SuiteError(f"--stack {' --stack '.join(names)}: "
-                         + "; ".join(e["msg"].removeprefix("Value error, ") for e in exc.errors())) from None
-    changed = suite.model_copy(update={"settings": suite.settings.model_copy(update={"stack": stack})})
+    changed = _with_axis(suite, "stack", names, rules=False)
     in_stacks = {c.backend for c in expand(changed)}
-    if not in_stacks:
-        raise SuiteError(f"--stack {' --stack '.join(names)}: no backend of suite {suite.name!r} runs in "
-                         f"{'these stacks' if len(names) > 1 else 'this stack'} (a stack runs the backends of "
-                         "its framework: PyG's or DGL's)")
-    notes = [f"--stack {', '.join(names)}: {backend} runs in none of these stacks (it needs "
-             f"{framework_of(BACKENDS[backend].stack)}): its cells are not run"
-             for backend in named_backends(suite) if backend not in in_stacks]
-    return changed, notes
+    return changed, _not_run(changed, "stack", names, {
+        b: f"runs in none of these stacks (it needs {framework_of(BACKENDS[b].stack)})"
+        for b in named_backends(suite) if b not in in_stacks})
 
 
 def with_mode(suite: Suite, names: list[str]) -> tuple[Suite, list[str]]:
     """The suite with its `mode` axis replaced (`--mode`), include rules' modes too; and a line
     for each backend of the suite that has none of these modes (its cells are not run)."""
     changed = _with_axis(suite, "mode", names)
-    notes = [f"--mode {', '.join(names)}: {backend} has no such mode (its modes: "
-             f"{', '.join(BACKENDS[backend].modes)}): its cells are not run"
-             for backend in named_backends(suite) if not set(names) & set(BACKENDS[backend].modes)]
+    return changed, _not_run(changed, "mode", names, {
+        b: f"has no such mode (its modes: {', '.join(BACKENDS[b].modes)})"
+        for b in named_backends(suite) if not set(names) & set(BACKENDS[b].modes)})
+
+
+def _not_run(changed: Suite, key: str, values: list, why: dict[str, str]) -> list[str]:
+    """A line for each backend an option (--KEY per value) leaves without a cell; an error where no cell is left."""
+    notes = [f"--{key} {', '.join(values)}: {backend} {reason}: its cells are not run" for backend, reason in why.items()]
     if not expand(changed):
-        raise SuiteError(f"--mode {' --mode '.join(names)}: no cell of suite {suite.name!r} runs in "
-                         f"{'these modes' if len(names) > 1 else 'this mode'}" + "".join(f"\n  {n}" for n in notes))
-    return changed, notes
+        raise SuiteError(" ".join(f"--{key} {v}" for v in values) + f": no backend of suite {changed.name!r} runs in "
+                         + (f"these {key}s" if len(values) > 1 else f"this {key}") + "".join(f"\n  {n}" for n in notes))
+    return notes
 
 
 def with_seeds(suite: Suite, seeds: list[int]) -> Suite:
@@ -403,16 +396,16 @@ def with_seeds(suite: Suite, seeds: list[int]) -> Suite:
     return _with_axis(suite, "seed", seeds)
 
 
-def _with_axis(suite: Suite, key: str, values: list) -> Suite:
+def _with_axis(suite: Suite, key: str, values: list, rules: bool = True) -> Suite:
     """The suite with setting `key` swept over `values` (an option given as --KEY per value),
-    in its settings and in the include rules that name it; values validated as the suite's are."""
+    in its settings and (`rules`) in the include rules that name it; values validated as the suite's are."""
     try:
         value = getattr(Settings.model_validate({key: list(values)}), key)
     except ValidationError as exc:
         raise SuiteError(" ".join(f"--{key} {v}" for v in values) + ": "
                          + "; ".join(_describe_at(e) for e in _most_specific(exc.errors()))) from None
     include = [Rule.model_validate({**rule.model_dump(exclude_none=True), key: value})
-               if key in (rule.model_extra or {}) else rule for rule in suite.include]
+               if rules and key in (rule.model_extra or {}) else rule for rule in suite.include]
     return suite.model_copy(update={"settings": suite.settings.model_copy(update={key: value}), "include": include})
 
 
@@ -455,13 +448,11 @@ def _most_specific(errors: list[dict]) -> list[dict]:
     kept = []
     for err, loc in zip(errors, locs):
         deeper = any(other[:len(loc)] == loc and len(other) > len(loc) for other in locs)
-        sibling_says_more = any(o == loc and e2["type"] not in TYPE_MISMATCH
-                                for e2, o in zip(errors, locs) if e2 is not err)
-        same_loc_literal = err["type"] in {"list_type", "dict_type"} and any(
-            o == loc and e2["type"] == "literal_error" for e2, o in zip(errors, locs))
+        beside = [e2["type"] for e2, o in zip(errors, locs) if o == loc and e2 is not err]
         # a scalar that fails as X also fails as list[X] (a sweep): the list's error says nothing new
-        scalar_beside = err["type"] == "list_type" and any(o == loc and e2 is not err for e2, o in zip(errors, locs))
-        if err["type"] in TYPE_MISMATCH and (deeper or sibling_says_more or same_loc_literal or scalar_beside):
+        says_less = (any(t not in TYPE_MISMATCH for t in beside) or (err["type"] == "list_type" and beside)
+                     or (err["type"] == "dict_type" and "literal_error" in beside))
+        if err["type"] in TYPE_MISMATCH and (deeper or says_less):
             continue
         kept.append(err)
     return kept or errors
@@ -538,9 +529,9 @@ def _check_rules(suite: Suite) -> list[str]:
             given = rule.model_extra or {}
             problems += [f"{kind}.{i}.{key}: unknown key; allowed keys here: {', '.join(sorted(allowed))}"
                          for key in given if key not in allowed]
-            for key, known in (("backend", BACKENDS), ("dataset", suite.datasets)):
-                problems += [f"{kind}.{i}.{key}: unknown {key} {value!r}; allowed: {', '.join(known)}"
-                             for value in _as_list(getattr(rule, key)) if value not in known]
+            problems += [f"{kind}.{i}.{key}: unknown {key} {value!r}; allowed: {', '.join(names)}"
+                         for key, names in (("backend", BACKENDS), ("dataset", suite.datasets))
+                         for value in _as_list(getattr(rule, key)) if value not in names]
             try:  # a rule's values are checked as settings are
                 Settings.model_validate({k: v for k, v in given.items() if k in allowed})
             except ValidationError as exc:
@@ -590,8 +581,7 @@ def _check_tasks(suite: Suite) -> list[str]:
                 f"backends: {backend!r} trains the {task!r} task and no dataset of this suite serves it "
                 f"({'; '.join(f'{n}: {describe(t)}' for n, t in served.items())}); add one, or remove the "
                 f"backend (backends by task: {_backends_by_task()})")
-    included = [b for rule in suite.include for b in _as_list(rule.backend) if b in BACKENDS]
-    backend_tasks = {BACKENDS[b].task for b in [*suite.backends, *included]}
+    backend_tasks = {BACKENDS[b].task for b in named_backends(suite) if b in BACKENDS}
     for name, tasks in served.items():
         if not backend_tasks.intersection(tasks):
             problems.append(
@@ -654,17 +644,12 @@ def expand(suite: Suite) -> list[Cell]:
             settings = CellSettings(**dict(zip(names, values))).for_cell(info.task)
             if settings.model == "none" or "same_layer_edges" not in info.options:
                 settings = settings.replace(same_layer_edges=None)  # GraphBolt's layers alone: other cells keep their digest
-            if settings.mode not in info.modes or settings.store not in info.stores:
-                continue  # like modes, a store a backend does not have is not a cell of it
-            if not _meaningful(backend, settings):
+            if (not _meaningful(backend, settings)
+                    or info.task not in tasks_of(suite.datasets[dataset])  # the dataset serves the backend's task
+                    or any(_matches(rule, backend, dataset, settings) for rule in suite.exclude)):
                 continue
-            if info.task not in tasks_of(suite.datasets[dataset]):
-                continue  # a backend and a dataset pair only where the dataset serves the backend's task
-            if any(_matches(rule, backend, dataset, settings) for rule in suite.exclude):
-                continue
-            stack = settings.stack or BACKENDS[backend].stack
-            cell_id = _cell_id(backend, dataset, settings, swept) + (
-                f"/stack={stack}" if stack != BACKENDS[backend].stack else "")
+            stack = settings.stack or info.stack
+            cell_id = _cell_id(backend, dataset, settings, swept) + (f"/stack={stack}" if stack != info.stack else "")
             source_spec = suite.datasets[dataset].model_dump()
             spec = {"name": dataset, "source": source_spec["source"],
                     "params": canonical_params(source_spec["source"], source_spec["params"])}
@@ -673,10 +658,12 @@ def expand(suite: Suite) -> list[Cell]:
 
 
 def _meaningful(backend: str, settings: CellSettings) -> bool:
-    """Whether a backend has what these settings ask for (its framework, models, modes and
+    """Whether a backend has what these settings ask for (its modes, stores, framework, models and
     BackendInfo.options); the GPU settings only in a mode that trains on the GPU (bf16 autocast
     runs on the CPU too)."""
     info = BACKENDS[backend]
+    if settings.mode not in info.modes or settings.store not in info.stores:
+        return False  # like modes, a store a backend does not have is not a cell of it
     if settings.stack is not None and framework_of(info.stack) not in get(settings.stack).frameworks:
         return False
     if settings.model != "none" and settings.model not in info.models:
@@ -710,7 +697,7 @@ def _matches(rule: Rule, backend: str, dataset: str, settings: CellSettings) -> 
     for key, wanted in checks.items():
         if wanted is None:
             continue
-        options = wanted if isinstance(wanted, list) and not (key == "fanout" and not isinstance(wanted[0], list)) else [wanted]
+        options = _values(key, wanted)
         if key == "stack":  # "own" is how a rule names each backend's own stack (None in a cell)
             options = [None if o == "own" else o for o in options]
         if actual.get(key) not in options:  # .get: a cell without a target has no target keys
@@ -723,12 +710,9 @@ def _cell_id(backend: str, dataset: str, settings: CellSettings, swept: set[str]
     parts = [backend, dataset]
     parts += [f"{short}={given[key]}" for key, short in ID_ALWAYS.items()]
     for key, value in given.items():
-        if key in swept and key not in ID_ALWAYS and key not in ID_WHEN_SET and key not in ("stack", "profile",
-                                                                                           "same_layer_edges"):
+        if key in swept and key not in {*ID_ALWAYS, *ID_WHEN_SET, "stack", "profile", "same_layer_edges"}:
             value = "-".join(map(str, value)) if isinstance(value, list) else value
             parts.append(f"{ID_SHORT.get(key, key)}={value}")
-    if settings.model != "sage" and "model" not in swept:
-        parts.append(f"model={settings.model}")
     parts += [f"{key}={given[key]}" for key, default in ID_WHEN_NOT_DEFAULT.items()
               if key not in swept and given[key] != default]
     parts += [f"{key}={given[key]}" for key, default in ID_WHEN_SET.items() if given[key] != default]

@@ -13,9 +13,10 @@ CLOCK = "training"  # what `seconds` counts: the epochs' own time, evaluation an
 
 
 def epochs(planned: int, tracker: Tracker | None):
-    """The training epochs' indices: the planned ones (warm-up + measured), then more while the tracker says so."""
+    """The training epochs' indices: the planned ones (warm-up + measured), then with a tracker more until
+    the target is reached or max_epochs have run."""
     epoch = 0
-    while epoch < planned or (tracker is not None and tracker.goes_on(epoch, planned)):
+    while epoch < planned or (tracker is not None and tracker.reached_at is None and epoch < tracker.most):
         yield epoch
         epoch += 1
 
@@ -61,13 +62,6 @@ class Tracker:
         dist.all_gather_object(counts, self.pipe.count_correct("val"))
         correct, total = (sum(c[i] for c in counts) for i in (0, 1))
         return correct / max(total, 1)
-
-    def goes_on(self, epochs_run: int, planned: int) -> bool:
-        """Whether another epoch runs after `epochs_run`: the planned (warm-up + measured) epochs
-        always run; after them, until the target is reached or max_epochs have run."""
-        if epochs_run < planned:
-            return True
-        return self.reached_at is None and epochs_run < self.most
 
     def summary(self, epoch_seconds: list[float]) -> dict:
         """The record; `epoch_seconds`: every training epoch's seconds in order (warm-up, measured, beyond)."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import gc
+import importlib
 import importlib.metadata
 import json
 import os
@@ -98,12 +99,10 @@ def framework_versions(stack: str) -> dict[str, str]:
     """What imports in this interpreter, and in a pinned PyG stack where its sampler came from."""
     versions = {"python": platform.python_version()}
     for name in PROBE_MODULES.get(stack, []) + OPTIONAL_PROBES.get(stack, []):
-        module = sys.modules.get(name)
-        if module is None:
-            try:
-                module = __import__(name)
-            except Exception:  # noqa: BLE001 - a missing optional module is reported, not fatal
-                continue
+        try:
+            module = importlib.import_module(name)
+        except Exception:  # noqa: BLE001 - a missing optional module is reported, not fatal
+            continue
         versions[name] = str(getattr(module, "__version__", None) or importlib.metadata.version(name))
     source = running_stack_sampler()
     if source:
@@ -148,9 +147,7 @@ def run_cell(cell: dict, dataset_dir: Path) -> dict | None:
         return skipped(record, reason, rank)
     started = StartupPhases(launched_at)  # start-up by phase: what a short GPU run pays before its first batch
     started.mark("imports")
-    open_device(settings, started)
-    affinity = pin_to_gpu_cores(settings, world)
-    budget = budget_after_pinning(settings, affinity, budget)
+    affinity, budget = take_device(settings, world, budget, started)
     record["device"]["core_budget"] = budget.as_dict()
     settings = settings.replace(num_workers=budget.workers)  # the workers the pipeline will start
     cell = {**cell, "settings": settings}
@@ -187,8 +184,9 @@ def run_cell(cell: dict, dataset_dir: Path) -> dict | None:
     if rank == 0 and mine["gpu_peaks"]:
         ranks[0]["gpu_peaks"] = gpu_peaks.end("evaluation")  # rank 0 evaluates after the ranks parted
     ranks[rank]["memory_breakdown"] = memory.breakdown(model_optimizer_bytes(pipe))  # with evaluation's peak
-    if rank != 0:
-        return follower_record(record)
+    if rank != 0:  # its node's first rank notes that this node's ranks ran; the others write nothing
+        return ({**record, "status": "follower", "reason": "ranks of this node ran; rank 0 records the cell"}
+                if int(os.environ.get("LOCAL_RANK", 0)) == 0 else None)
     return cell_record(cell, record, pipe, data, ranks, accuracy, epochs)
 
 
@@ -203,37 +201,27 @@ def skipped(record: dict, reason: str, rank: int) -> dict | None:
     return {**record, "status": "skipped", "reason": reason} if rank == 0 else None
 
 
-def open_device(settings: CellSettings, started: StartupPhases) -> None:
-    """This rank's device, before NCCL and any CUDA work; a GPU's context is made (and timed) here."""
+def take_device(settings: CellSettings, world: int, budget: core_budget.Budget,
+                started: StartupPhases) -> tuple[gpu_affinity.Plan, core_budget.Budget]:
+    """This rank's device, before NCCL and any CUDA work (a GPU's context is made, and timed, here);
+    then the rank on its GPU's CPU cores before it loads anything (bench/machine/gpu_affinity.py),
+    its core budget that share of cores (`per-gpu` workers: the share less one)."""
+    import torch
+
     select_device(settings.mode)
     if mode_of(settings.mode).needs_gpu:
-        import torch
-
         torch.cuda.init()
         torch.zeros(1, device=device_of(settings.mode))
     started.mark("cuda_context")
-
-
-def pin_to_gpu_cores(settings: CellSettings, world: int) -> gpu_affinity.Plan:
-    """This rank on its GPU's CPU cores before it loads anything (bench/machine/gpu_affinity.py)."""
     workers = settings.num_workers
     local_world = int(os.environ.get("LOCAL_WORLD_SIZE", world))
-    return gpu_affinity.pin_rank(device_of(settings.mode), rank_gpus(os.environ, local_world),
-                                 int(os.environ.get("LOCAL_RANK", 0)), workers if isinstance(workers, int) else 0)
-
-
-def budget_after_pinning(settings: CellSettings, affinity: gpu_affinity.Plan,
-                         budget: core_budget.Budget) -> core_budget.Budget:
-    """A pinned rank's core budget: its GPU's share of cores (`per-gpu` workers: that share less one)."""
-    if not affinity.share:
-        return budget
-    import torch
-
-    budget = core_budget.pinned(len(affinity.share), settings.num_workers, settings.threads, settings.num_workers_rule)
-    affinity.record["num_workers"] = budget.workers
-    torch.set_num_threads(budget.threads)
-    affinity.record["torch_threads"] = budget.threads
-    return budget
+    affinity = gpu_affinity.pin_rank(device_of(settings.mode), rank_gpus(os.environ, local_world),
+                                     int(os.environ.get("LOCAL_RANK", 0)), workers if isinstance(workers, int) else 0)
+    if affinity.share:
+        budget = core_budget.pinned(len(affinity.share), workers, settings.threads, settings.num_workers_rule)
+        torch.set_num_threads(budget.threads)
+        affinity.record.update(num_workers=budget.workers, torch_threads=budget.threads)
+    return affinity, budget
 
 
 def join_process_group(settings: CellSettings, world: int) -> None:
@@ -394,13 +382,6 @@ def gather_and_part(pipe, mine: dict, world: int, settings: CellSettings) -> lis
     rank_barrier(dist, settings)
     dist.destroy_process_group()
     return ranks
-
-
-def follower_record(record: dict) -> dict | None:
-    """A rank other than 0: its node's first rank notes that this node's ranks ran; the others write nothing."""
-    if int(os.environ.get("LOCAL_RANK", 0)) != 0:
-        return None
-    return {**record, "status": "follower", "reason": "ranks of this node ran; rank 0 records the cell"}
 
 
 def cell_record(cell: dict, record: dict, pipe, data, ranks: list[dict], accuracy: dict, epochs: Epochs) -> dict:
