@@ -253,9 +253,11 @@ CELL_COLUMNS = [
     # typed graphs (bench/backends/typed.py): the model, and the work per node type and relation
     Column("model", _model_text, fmt.setting_text, unit="parameters", note=_model_note, shown=_typed_table,
            doc="Typed cells: the model trained (R-GCN, or R-GAT with its heads) and its parameters, the featureless node types' learnable embeddings among them (noted)."),
-    Column("nodes / batch by type", _typed_totals("hop_nodes"), fmt.setting_text, title="work by node type", unit="nodes / batch", hint=_typed_hint, shown=_typed_table,
+    Column("nodes / batch by type", _typed_totals("hop_nodes"), fmt.setting_text, title="work by node type",
+           unit="nodes / batch", hint=_typed_hint, shown=_typed_table,
            doc="Typed cells: nodes in a batch's sampled subgraph per node type (all hops), the mean over the counted batches; the tooltip has each type's nodes and each relation's edges per hop."),
-    Column("edges / batch by relation", _typed_totals("hop_edges", lambda r: r.split(":")[1]), fmt.setting_text, title="work by relation", unit="edges / batch",
+    Column("edges / batch by relation", _typed_totals("hop_edges", lambda r: r.split(":")[1]), fmt.setting_text,
+           title="work by relation", unit="edges / batch",
            hint=_typed_hint, shown=_typed_table,
            doc="Typed cells: edges sampled per batch for each relation (all hops), largest first; the equal-work check compares them per hop and per seed."),
     Column("peak PSS MiB", metric("peak_pss_bytes"), fmt.mib, html=False,

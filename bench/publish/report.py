@@ -69,7 +69,8 @@ def run_info(run: RunResult) -> dict:
         "baseline": run.baseline, "datetime": run.finished, "commit": run.commit, "machine": run.machine,
         "stack_packages": list(dict.fromkeys(p for v in run.machine.stacks.values() for p in packages(v))),
         # what each stack's cells saw of the device (CUDA build, GPUs, threads): one cell per stack
-        "cell_devices": first_each(run.measured, lambda c: c.stack), "counts": {"ok": len(run.measured), **Counter(c.status for c in run.unmeasured)},
+        "cell_devices": first_each(run.measured, lambda c: c.stack),
+        "counts": {"ok": len(run.measured), **Counter(c.status for c in run.unmeasured)},
     }
 
 
