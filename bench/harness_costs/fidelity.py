@@ -48,6 +48,14 @@ class PairSkipped(FidelityError):
     """A pair that cannot run here (a GPU mode: no GPU, or no CUDA build of the cell's stack)."""
 
 
+class PairInterrupted(KeyboardInterrupt):
+    """An interrupt in a pair's rounds, carrying the pair over the rounds both sides finished."""
+
+    def __init__(self, partial: Comparison):
+        super().__init__()
+        self.partial = partial
+
+
 @dataclass
 class Comparison:
     """One cell's pair: each side's epochs, round by round, and what is read from them."""
@@ -268,7 +276,10 @@ def compare(cells: list[Cell], cache: Path, data_root: Path | None, rounds: int,
     skipped = {} if skipped is None else skipped
     for cell in cells:
         try:
-            _compare_one(cell, cache, data_root, rounds, say, against_itself, side_by_side, max_rounds, found)
+            found.append(_compare_one(cell, cache, data_root, rounds, say, against_itself, side_by_side, max_rounds))
+        except PairInterrupted as exc:  # its finished rounds are measurements: kept, the interrupt goes on
+            found.append(exc.partial)
+            raise KeyboardInterrupt from None
         except PairSkipped as exc:
             skipped[cell.id] = str(exc)
             say(f"  {cell.id}: skipped: {exc}")
@@ -279,8 +290,8 @@ def compare(cells: list[Cell], cache: Path, data_root: Path | None, rounds: int,
 
 
 def _compare_one(cell: Cell, cache: Path, data_root: Path | None, rounds: int, say, against_itself: bool,
-                 side_by_side: bool, max_rounds: int | None, found: list[Comparison]) -> None:
-    """One cell's pair (compare), into `found`: on an interrupt too, with the rounds that finished."""
+                 side_by_side: bool, max_rounds: int | None) -> Comparison:
+    """One cell's pair (compare); an interrupt after a round raises PairInterrupted with the rounds so far."""
     if modes.mode(cell.settings.mode).needs_gpu and not (shown := gpus.visible()):  # before any dataset step
         raise PairSkipped(f"mode {cell.settings.mode} needs a CUDA GPU; this machine shows none ({shown.how})")
     dataset_dir = ensure_dataset(cell.dataset_spec, cache, data_root)
@@ -310,15 +321,15 @@ def _compare_one(cell: Cell, cache: Path, data_root: Path | None, rounds: int, s
             say(f"  {cell.id} round {of}, medians so far: {'A' if against_itself else 'harness'} "
                 f"{statistics.median(result.harness_epochs):.4f} s, "
                 f"{'B' if against_itself else 'plain'} {statistics.median(result.plain_epochs):.4f} s")
-    except KeyboardInterrupt:  # the rounds that finished are measurements: keep them, named as interrupted
-        if r:
-            result.interrupted_after = r
-            found.append(result)
-            say(f"  {cell.id}: interrupted after {r} of {rounds} rounds: kept")
-        raise
+    except KeyboardInterrupt:
+        if not r:
+            raise
+        result.interrupted_after = r
+        say(f"  {cell.id}: interrupted after {r} of {rounds} rounds: kept")
+        raise PairInterrupted(result) from None
     if result.unsettled_reason:
         say(f"  {cell.id}: unresolved: {result.unsettled_reason}")
-    found.append(result)
+    return result
 
 
 # what a table's two sides and its list of pairs outside the band are, by the kind of run
