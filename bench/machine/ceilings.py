@@ -214,9 +214,7 @@ def h2d_bandwidth(interpreters: Iterable[Path]) -> tuple[dict | None, str]:
 
 def torch_interpreters() -> list[Path]:
     """This interpreter, then the installed stacks' (one of them has a CUDA torch on a GPU host)."""
-    found = [Path(sys.executable)]
-    found += [s.python for s in stacks.available().values() if s.installed]
-    return list(dict.fromkeys(found))
+    return list(dict.fromkeys([Path(sys.executable), *(s.python for s in stacks.available().values() if s.installed)]))
 
 
 # --- the cached probe --------------------------------------------------------------------------
@@ -266,8 +264,7 @@ def probe(cache: Path, row_widths: Iterable[int] = (), files: dict[str, tuple[Pa
         known = json.loads(path.read_text())
     except (OSError, json.JSONDecodeError):
         known = {}
-    known.setdefault("gather", {})
-    known.setdefault("disk", {})
+    known = {"gather": {}, "disk": {}} | known
     notes: list[str] = []
     if "memcpy" not in known:
         known["memcpy"] = memcpy_bandwidth()

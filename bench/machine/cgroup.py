@@ -111,7 +111,11 @@ class MemoryCgroup:
             ("memory.max", "memory.swap.max", 0, "memory.swap.max = 0 (no swap)") if found == 2 else
             ("memory.limit_in_bytes", "memory.memsw.limit_in_bytes", limit,
              "memory.memsw.limit_in_bytes = the limit (memory + swap)"))
-        group = cls(_make((ROOT if found == 2 else V1_MEMORY) / f"gnnbench-{name}"), limit, found, swap_words)
+        group = cls((ROOT if found == 2 else V1_MEMORY) / f"gnnbench-{name}", limit, found, swap_words)
+        try:
+            group.path.mkdir()
+        except OSError as exc:
+            raise CgroupError(f"cannot create the memory cgroup {group.path}: {exc.strerror or exc}") from None
         try:
             _write(group.path / limit_file, limit)
             if (group.path / swap_file).exists():
@@ -170,14 +174,6 @@ def join_in_child(fd: int):
     def join() -> None:
         os.write(fd, str(os.getpid()).encode())
     return join
-
-
-def _make(path: Path) -> Path:
-    try:
-        path.mkdir()
-    except OSError as exc:
-        raise CgroupError(f"cannot create the memory cgroup {path}: {exc.strerror or exc}") from None
-    return path
 
 
 def _write(path: Path, value) -> None:
