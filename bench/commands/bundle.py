@@ -1,8 +1,6 @@
 """`gnnbench bundle DIR --python 3.X --platform x86_64|aarch64`: everything a GPU node without
 internet needs to run gnnbench, in one folder written where there is internet (docs/gpus.md):
-install.sh, bundle.json (the target, what the folder holds), gnnbench/ (the source), wheels/,
-torch/ (--with-torch), sampler/TAG/ (wheels for torch build TAG), sampler/src/ (built on the node
-where no wheel fits) and hub/ (the chosen suites' datasets, prepared).
+install.sh, bundle.json, gnnbench/ (the source), wheels/, torch/, sampler/ (wheels and sources), hub/.
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
 """What this machine can do at most, measured once: the ceilings each cell's stages are held
-against (bench/publish/stages.py; the figures: docs/reading-results.md, "Machine ceilings").
-`probe(cache, row_widths, files) -> machine_info["ceilings"]`. Each figure is cached under the
-cache folder (`ceilings/`), keyed by the machine's hardware, the row width and the file (path,
-size, mtime), so a run pays a few seconds at most, once. numpy only.
+against (docs/reading-results.md, "Machine ceilings"). Each figure is cached under the cache
+folder, keyed by the hardware, the row width and the file, so a run pays a few seconds, once.
 """
 
 from __future__ import annotations

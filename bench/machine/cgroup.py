@@ -1,9 +1,7 @@
 """A memory cgroup around one cell (the `memory_limit` setting), made before its first process
-runs anything, so every rank and DataLoader worker is inside. Swap is covered by the limit or off:
-a machine with swap on and no way to cap it is refused (`unavailable`), so a limit never turns
-silently into a slower run that swaps. Page cache the cell reads is charged to it and reclaimed,
-so a disk-backed store reads under a limit smaller than its data. Needs root (or a delegated
-subtree); elsewhere `unavailable` says why and the cell is skipped with that reason.
+runs, so every rank and DataLoader worker is inside. Swap is covered by the limit or off, so a
+limit never turns silently into a slower run that swaps. Needs root (or a delegated subtree);
+elsewhere `unavailable` says why and the cell is skipped with that reason.
 """
 
 from __future__ import annotations
