@@ -136,35 +136,26 @@ SWITCH = {"", "0", "1"}
 FAULT_KINDS = ("crash", "hang", "oom")
 
 
-def _byte_count(name: str, low: int, high: int) -> None:
-    value = os.environ.get(name, "")
-    try:
-        fine = not value or low <= int(value) <= high
-    except ValueError:
-        fine = False
-    if not fine:
-        raise InputError(f"{name}={value!r}: not a byte count; allowed: a whole number of bytes "
-                         f"from {low:,} to {high:,}")
-
-
-def _fault_rules(name: str) -> None:
-    """`KIND[:CELL][@RANK],...`, a test hook (bench/run/worker.py fault_for)."""
-    value = os.environ.get(name, "")
-    for rule in filter(None, value.split(",")):
-        kind, _, target = rule.partition(":")
-        _, at, rank = target.partition("@")
-        if not re.fullmatch(r"[A-Za-z0-9_-]+", kind) or (at and not rank.isdigit()):
-            raise InputError(f"{name}={value!r}: rule {rule!r} is not KIND[:CELL][@RANK]; allowed: KIND one of "
-                             f"{', '.join(FAULT_KINDS)}, CELL a part of a cell id, RANK a whole number")
-
-
 def check_environment() -> None:
     """Every environment variable gnnbench reads from its user, checked once at the start."""
     for name in ("GNNBENCH_CACHE", "GNNBENCH_STACKS_DIR", "GNNBENCH_DATA_ROOT"):
         if os.environ.get(name):
             folder(f"{name}={os.environ[name]}", os.environ[name], writable=False)
-    _byte_count("GNNBENCH_LMDB_MAP_SIZE", 2**20, 2**50)
-    _fault_rules("GNNBENCH_FAULT")
+    value = os.environ.get("GNNBENCH_LMDB_MAP_SIZE", "")
+    try:
+        fine = not value or 2**20 <= int(value) <= 2**50
+    except ValueError:
+        fine = False
+    if not fine:
+        raise InputError(f"GNNBENCH_LMDB_MAP_SIZE={value!r}: not a byte count; allowed: a whole number of bytes "
+                         f"from {2**20:,} to {2**50:,}")
+    value = os.environ.get("GNNBENCH_FAULT", "")
+    for rule in filter(None, value.split(",")):  # KIND[:CELL][@RANK]: a test hook (bench/run/worker.py fault_for)
+        kind, _, target = rule.partition(":")
+        _, at, rank = target.partition("@")
+        if not re.fullmatch(r"[A-Za-z0-9_-]+", kind) or (at and not rank.isdigit()):
+            raise InputError(f"GNNBENCH_FAULT={value!r}: rule {rule!r} is not KIND[:CELL][@RANK]; allowed: KIND one of "
+                             f"{', '.join(FAULT_KINDS)}, CELL a part of a cell id, RANK a whole number")
     for name in ("GNNBENCH_OFFLINE", "GNNBENCH_IN_CONTAINER"):
         if os.environ.get(name, "").strip() not in SWITCH:
             raise InputError(f"{name}={os.environ[name]!r}: not a switch; allowed: 1 (on), 0 or unset (off)")

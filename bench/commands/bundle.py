@@ -1,8 +1,6 @@
 """`gnnbench bundle DIR --python 3.X --platform x86_64|aarch64`: everything a GPU node without
 internet needs to run gnnbench, in one folder written where there is internet (docs/gpus.md):
-install.sh, bundle.json (the target, what the folder holds), gnnbench/ (the source), wheels/,
-torch/ (--with-torch), sampler/TAG/ (wheels for torch build TAG), sampler/src/ (built on the node
-where no wheel fits) and hub/ (the chosen suites' datasets, prepared).
+install.sh, bundle.json, gnnbench/ (the source), wheels/, torch/, sampler/ (wheels and sources), hub/.
 """
 
 from __future__ import annotations
@@ -16,6 +14,7 @@ import shutil
 import subprocess
 import sys
 import time
+import tomllib
 from pathlib import Path
 
 from bench.commands.common import add_data_root
@@ -143,12 +142,6 @@ def pins() -> tuple[dict[str, str], dict[str, str]]:
     plain, no_isolation = stacks.available()["pyg"].requirement_lines(container=False)
     name = lambda line: re.split(r"[=<>!~ \[;]", line, maxsplit=1)[0].lower()  # noqa: E731
     return {name(r): r for r in plain}, {name(r): r for r in no_isolation}
-
-
-def host_dependencies() -> list[str]:
-    import tomllib
-
-    return tomllib.loads((repo_root() / "pyproject.toml").read_text())["project"]["dependencies"]
 
 
 def revision() -> str:
@@ -355,7 +348,8 @@ def run(args) -> int:
         manifest["files"] = copy_source(out, previous)
         write_manifest()
         say(f"[2/6] dependencies as wheels for {target.describe()} (pip download, this machine's indexes)")
-        wanted = host_dependencies() + [plain_pins["torch-geometric"], "scipy", "setuptools>=68", "wheel"]
+        host = tomllib.loads((repo_root() / "pyproject.toml").read_text())["project"]["dependencies"]
+        wanted = host + [plain_pins["torch-geometric"], "scipy", "setuptools>=68", "wheel"]
         pip(["download", *target.pip_options(), "-d", str(out / "wheels"), *wanted],
             f"the wheels of gnnbench's dependencies for {target.describe()}")
         say(f"  wheels/: {len(wheels_in(out / 'wheels'))} wheels, {megabytes(out / 'wheels'):.0f} MB")

@@ -93,28 +93,21 @@ def trainjob(suite: str, nodes: int, gpus_per_node: int, image: str, *, name: st
 
 def pytorchjob(suite: str, nodes: int, gpus_per_node: int, image: str, *, name: str, namespace: str | None = None,
                claim: str = "gnnbench-results", shm_size: str = "16Gi", extra: list[str] = ()) -> dict:
-    vols, mounts = volumes(claim, shm_size)
-    container = {"name": "pytorch", "image": image, "command": node_command(suite, name, list(extra)),
-                 "volumeMounts": mounts}
-    if gpus_per_node:
-        container["resources"] = {"limits": {"nvidia.com/gpu": gpus_per_node}}
-
     def replica(count: int) -> dict:
+        """Built afresh for each replica: YAML then writes it out in full, with no anchors or aliases."""
+        vols, mounts = volumes(claim, shm_size)
+        container = {"name": "pytorch", "image": image, "command": node_command(suite, name, list(extra)),
+                     "volumeMounts": mounts}
+        if gpus_per_node:
+            container["resources"] = {"limits": {"nvidia.com/gpu": gpus_per_node}}
         return {"replicas": count, "restartPolicy": "OnFailure",
-                "template": {"spec": {"containers": [dict(container)], "volumes": vols}}}
+                "template": {"spec": {"containers": [container], "volumes": vols}}}
 
     replicas = {"Master": replica(1)}
     if nodes > 1:
         replicas["Worker"] = replica(nodes - 1)
     return {"apiVersion": TRAINING_OPERATOR_API, "kind": "PyTorchJob", "metadata": metadata(name, namespace),
             "spec": {"nprocPerNode": "1", "pytorchReplicaSpecs": replicas}}
-
-
-class PlainDumper(yaml.SafeDumper):
-    """YAML without anchors and aliases: each replica's container written out in full."""
-
-    def ignore_aliases(self, data) -> bool:
-        return True
 
 
 def metadata(name: str, namespace: str | None) -> dict:
@@ -163,7 +156,7 @@ def run(args) -> int:
         manifest = trainjob(args.suite, args.nodes, args.gpus_per_node, args.image, runtime=args.runtime, **common)
     else:
         manifest = pytorchjob(args.suite, args.nodes, args.gpus_per_node, args.image, **common)
-    text = yaml.dump(manifest, Dumper=PlainDumper, sort_keys=False, width=1 << 16)  # one line a command
+    text = yaml.safe_dump(manifest, sort_keys=False, width=1 << 16)  # one line a command
     if out:
         out.write_text(text)
     print(text, end="")

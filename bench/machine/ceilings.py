@@ -1,8 +1,6 @@
 """What this machine can do at most, measured once: the ceilings each cell's stages are held
-against (bench/publish/stages.py; the figures: docs/reading-results.md, "Machine ceilings").
-`probe(cache, row_widths, files) -> machine_info["ceilings"]`. Each figure is cached under the
-cache folder (`ceilings/`), keyed by the machine's hardware, the row width and the file (path,
-size, mtime), so a run pays a few seconds at most, once. numpy only.
+against (docs/reading-results.md, "Machine ceilings"). Each figure is cached under the cache
+folder, keyed by the hardware, the row width and the file, so a run pays a few seconds, once.
 """
 
 from __future__ import annotations
@@ -214,9 +212,7 @@ def h2d_bandwidth(interpreters: Iterable[Path]) -> tuple[dict | None, str]:
 
 def torch_interpreters() -> list[Path]:
     """This interpreter, then the installed stacks' (one of them has a CUDA torch on a GPU host)."""
-    found = [Path(sys.executable)]
-    found += [s.python for s in stacks.available().values() if s.installed]
-    return list(dict.fromkeys(found))
+    return list(dict.fromkeys([Path(sys.executable), *(s.python for s in stacks.available().values() if s.installed)]))
 
 
 # --- the cached probe --------------------------------------------------------------------------
@@ -266,8 +262,7 @@ def probe(cache: Path, row_widths: Iterable[int] = (), files: dict[str, tuple[Pa
         known = json.loads(path.read_text())
     except (OSError, json.JSONDecodeError):
         known = {}
-    known.setdefault("gather", {})
-    known.setdefault("disk", {})
+    known = {"gather": {}, "disk": {}} | known
     notes: list[str] = []
     if "memcpy" not in known:
         known["memcpy"] = memcpy_bandwidth()

@@ -1,9 +1,7 @@
 """A memory cgroup around one cell (the `memory_limit` setting), made before its first process
-runs anything, so every rank and DataLoader worker is inside. Swap is covered by the limit or off:
-a machine with swap on and no way to cap it is refused (`unavailable`), so a limit never turns
-silently into a slower run that swaps. Page cache the cell reads is charged to it and reclaimed,
-so a disk-backed store reads under a limit smaller than its data. Needs root (or a delegated
-subtree); elsewhere `unavailable` says why and the cell is skipped with that reason.
+runs, so every rank and DataLoader worker is inside. Swap is covered by the limit or off, so a
+limit never turns silently into a slower run that swaps. Needs root (or a delegated subtree);
+elsewhere `unavailable` says why and the cell is skipped with that reason.
 """
 
 from __future__ import annotations
@@ -111,7 +109,11 @@ class MemoryCgroup:
             ("memory.max", "memory.swap.max", 0, "memory.swap.max = 0 (no swap)") if found == 2 else
             ("memory.limit_in_bytes", "memory.memsw.limit_in_bytes", limit,
              "memory.memsw.limit_in_bytes = the limit (memory + swap)"))
-        group = cls(_make((ROOT if found == 2 else V1_MEMORY) / f"gnnbench-{name}"), limit, found, swap_words)
+        group = cls((ROOT if found == 2 else V1_MEMORY) / f"gnnbench-{name}", limit, found, swap_words)
+        try:
+            group.path.mkdir()
+        except OSError as exc:
+            raise CgroupError(f"cannot create the memory cgroup {group.path}: {exc.strerror or exc}") from None
         try:
             _write(group.path / limit_file, limit)
             if (group.path / swap_file).exists():
@@ -170,14 +172,6 @@ def join_in_child(fd: int):
     def join() -> None:
         os.write(fd, str(os.getpid()).encode())
     return join
-
-
-def _make(path: Path) -> Path:
-    try:
-        path.mkdir()
-    except OSError as exc:
-        raise CgroupError(f"cannot create the memory cgroup {path}: {exc.strerror or exc}") from None
-    return path
 
 
 def _write(path: Path, value) -> None:

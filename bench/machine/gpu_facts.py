@@ -43,14 +43,12 @@ def _value(text: str):
     text = text.strip()
     if text.startswith("[") and text.endswith("]") or text in ("", "N/A"):  # [N/A], [Not Supported]
         return None
-    try:
-        return int(text)
-    except ValueError:
-        pass
-    try:
-        return float(text)
-    except ValueError:
-        return text
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
 
 
 def parse_query(text: str, fields=QUERY_FIELDS) -> list[dict]:

@@ -1,11 +1,6 @@
-"""Where a rank's memory goes: its PSS split into what holds it, from /proc/self/smaps.
-
-The worker takes a snapshot at each phase boundary (PHASES), each smaps' Pss and Private_* summed
-per kind of mapping (KINDS); the breakdown is of the snapshot with the most PSS of the rank's own.
-The heap is attributed by the phase it grew in: imports to the interpreter and framework, the
-dataset's load to features, the pipeline's build to the framework's structure copy (less the
-model), epochs to the loader and sampler (less gradients and optimizer state, counted from the
-tensors); shared memory likewise. Linux only; where smaps cannot be read the breakdown is None.
+"""Where a rank's memory goes: its PSS split into what holds it, from /proc/self/smaps snapshots
+taken at each phase boundary (PHASES), the peak one broken down. The heap is attributed by the
+phase it grew in (PhaseMemory._attribute_heap). Linux only; without smaps the breakdown is None.
 """
 
 from __future__ import annotations

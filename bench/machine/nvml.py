@@ -78,16 +78,11 @@ def match_index(cuda_index: int, nvml_devices: list[dict], *, pci: str | None = 
                 visible: str | None = None) -> tuple[int | None, str]:
     """The NVML index of CUDA device `cuda_index` among `nvml_devices` ({"pci", "uuid"} each), and
     how it was found (or why not)."""
-    if pci:
-        wanted = normal_pci(pci)
+    for given, key, normal, label in ((pci, "pci", normal_pci, "PCI bus id"), (uuid, "uuid", _bare_uuid, "UUID")):
+        wanted = normal(given) if given else None
         for i, dev in enumerate(nvml_devices):
-            if normal_pci(dev.get("pci")) == wanted:
-                return i, f"PCI bus id {wanted}"
-    if uuid:
-        wanted = _bare_uuid(uuid)
-        for i, dev in enumerate(nvml_devices):
-            if dev.get("uuid") and _bare_uuid(dev["uuid"]) == wanted:
-                return i, f"UUID {wanted}"
+            if wanted and dev.get(key) and normal(dev[key]) == wanted:
+                return i, f"{label} {wanted}"
     if visible is not None:
         entries = [e.strip() for e in visible.split(",") if e.strip()]
         if cuda_index >= len(entries):

@@ -79,7 +79,11 @@ def prepare(store: str, dataset_dir: Path, task: str = "node", say=print) -> Pat
     module = _module(store, task)
     if module is None:
         return None
-    return module.build(dataset_dir, progress=_progress(say, store, module.PROGRESS_UNIT))
+
+    def progress(done: int, total: int) -> None:
+        say(f"\r  building the {store} store: {done:,}/{total:,} {module.PROGRESS_UNIT}   ",
+            end="" if done < total else "\n")
+    return module.build(dataset_dir, progress=progress)
 
 
 def open_store(store: str, task: str, data):
@@ -88,9 +92,3 @@ def open_store(store: str, task: str, data):
     if module is None:
         raise StoreError(f"store {store!r} has no {task}-level reader of its own ({STORES[store].what})")
     return module.reader(data)
-
-
-def _progress(say, store: str, unit: str):
-    def show(done: int, total: int) -> None:
-        say(f"\r  building the {store} store: {done:,}/{total:,} {unit}   ", end="" if done < total else "\n")
-    return show

@@ -1,10 +1,7 @@
 """An LMDB node-feature store, built once from a hub dataset and read by PyG and GraphBolt.
-
 Keys are 8-byte big-endian chunk numbers (key order is row order: the build appends), each value
 `rows_per_key` float32 rows, as many as fit in one 4 KiB page (py-lmdb touches every page of a
-value it returns). A gather looks up each chunk its ids touch once, in one transaction, and copies
-from the map's views into one output: the per-key cost is per chunk, not per row. A store of
-format 1 (a row per key) is rebuilt. numpy + lmdb only (host and stacks).
+value it returns), so a gather pays per chunk, not per row. numpy + lmdb only (host and stacks).
 """
 
 from __future__ import annotations

@@ -1,7 +1,5 @@
-"""The LMDB node-feature store of a typed graph: one LMDB feature store (bench/stores/lmdb_features.py,
-its layout and reads) per node type that has features, under the dataset's
-`stores/lmdb-typed-features/<type>-r<rows per key>/`, each checked against the dataset it was built
-from. The reader is {node type: LmdbFeatures}; featureless types have none. numpy + lmdb only."""
+"""The LMDB node-feature store of a typed graph: one lmdb_features store per node type that has
+features; the reader is {node type: LmdbFeatures}. numpy + lmdb only."""
 
 from __future__ import annotations
 
