@@ -64,7 +64,8 @@ def report_files(files: list[Path], markdown: Path | None, command: str | None =
                                  "to replace it)")
     if html:
         folder(f"--html {html}", html, writable=True)
-    read = [read_result(f) for f in files]  # every file is checked before anything is written
+    # every file is checked before anything is written; a run's journal reads as `gnnbench recover` writes it
+    read = [results.of_document(recover.document(f), f) if recover.is_journal(f) else results.read(f) for f in files]
     if html:
         pages = site.build(read, html, command=command)
         print(f"site: {len(pages)} pages in {html} (open {html / 'index.html'})")
@@ -81,9 +82,3 @@ def report_files(files: list[Path], markdown: Path | None, command: str | None =
         print(text)
     return 0
 
-
-def read_result(path: Path) -> results.RunResult:
-    """A result file, or a run's journal read as the result file `gnnbench recover` writes."""
-    if recover.is_journal(path):
-        return results.of_document(recover.document(path), path)
-    return results.read(path)

@@ -101,12 +101,9 @@ def series(results: Sequence[RunResult]) -> dict[SeriesKey, list[Point]]:
     for run in results:
         if not any(same_run(run, other) for other in runs):
             runs.append(run)
-    by_suite: dict[str, list[RunResult]] = {}
-    for run in runs:
-        by_suite.setdefault(str(run.suite or "?"), []).append(run)
     out: dict[SeriesKey, list[Point]] = {}
-    for suite, suite_runs in sorted(by_suite.items()):
-        for cell_id, points in trend(suite_runs).items():
+    for suite in sorted({str(run.suite or "?") for run in runs}):
+        for cell_id, points in trend([run for run in runs if str(run.suite or "?") == suite]).items():
             for point in points:
                 if point.status == "ok" and point.median_s:
                     key = SeriesKey(suite, cell_id, configuration(point.cell), fingerprint(point.run.machine))
