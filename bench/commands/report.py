@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 from bench.commands.history import refuse_named_twice
 from bench.inputs import InputError, folder, output_file
-from bench.publish import columns, results
+from bench.publish import columns, results, site
 from bench.publish.report import render_markdown
-from bench.publish import site
 from bench.run import recover
 
 
@@ -30,13 +28,7 @@ def add_parser(sub, parents) -> None:
 
 def add_columns(parser) -> None:
     """`--columns`: the Markdown table's columns, chosen at display time (bench/publish/columns.py)."""
-    def choice(text: str) -> list[str]:
-        try:
-            return columns.column_choice(text)
-        except ValueError as exc:
-            raise argparse.ArgumentTypeError(str(exc)) from None
-
-    parser.add_argument("--columns", type=choice, metavar="all|NAME,...",
+    parser.add_argument("--columns", type=columns.column_choice, metavar="all|NAME,...",
                         help="the Markdown table's columns: all, or names (e.g. epoch-s-median-iqr,peak-rss-mib); "
                              "default: cell, status, epoch time, speedup, throughput, loader stall, binding stage, "
                              "memory, validation accuracy or MRR, time to target")
