@@ -154,16 +154,6 @@ def median_se(cell: CellResult) -> float:
     return MEDIAN_SE_FACTOR * sigma / math.sqrt(cell.stats.rounds)
 
 
-def pooled_between(cell_id: str, old: dict[str, CellResult], new: dict[str, CellResult]) -> tuple[float | None, int]:
-    """This machine's run-to-run noise of a median, from the OTHER cells measured in both runs
-    (a cell's own change is what is being judged, so it is left out of its yardstick)."""
-    logs = [abs(math.log(new[c].median / old[c].median)) for c in old
-            if c != cell_id and c in new and old[c].status == new[c].status == "ok"]
-    if len(logs) < MIN_POOLED_CELLS:
-        return None, len(logs)
-    return statistics.median(logs) * SIGMA_PER_MAD, len(logs)
-
-
 def history_between(cell_id: str, earlier: Sequence[RunResult]) -> tuple[float | None, int]:
     """A cell's own run-to-run noise of a median, from its medians in earlier runs."""
     medians = [c.median for r in earlier for c in r.cells if c.id == cell_id and c.status == "ok"]
@@ -220,14 +210,18 @@ def graph_changes(o: CellResult, n: CellResult) -> str:
 
 def run_to_run(cell_id: str, earlier: Sequence[RunResult], old_cells: dict[str, CellResult],
                new_cells: dict[str, CellResult]) -> tuple[float | None, str]:
-    """The noise a change is judged against (its own history, else pooled), and its source in words."""
+    """The noise a change is judged against, and its source in words: the cell's own history, else
+    the machine's, pooled over the OTHER cells measured in both runs (a cell's own change is what is
+    being judged, so it is left out of its yardstick)."""
     hist, hist_n = history_between(cell_id, earlier)
     if hist is not None:
         return hist, f"run-to-run {pct(hist)} from its {hist_n} earlier medians"
-    pooled, pooled_n = pooled_between(cell_id, old_cells, new_cells)
-    if pooled is not None:
-        return pooled, f"run-to-run {pct(pooled)} pooled over {pooled_n} other cells of both runs"
-    return None, f"no run-to-run estimate ({pooled_n} other shared cells, {hist_n} earlier medians)"
+    logs = [abs(math.log(new_cells[c].median / old_cells[c].median)) for c in old_cells
+            if c != cell_id and c in new_cells and old_cells[c].status == new_cells[c].status == "ok"]
+    if len(logs) >= MIN_POOLED_CELLS:
+        pooled = statistics.median(logs) * SIGMA_PER_MAD
+        return pooled, f"run-to-run {pct(pooled)} pooled over {len(logs)} other cells of both runs"
+    return None, f"no run-to-run estimate ({len(logs)} other shared cells, {hist_n} earlier medians)"
 
 
 def timing_verdict(o: CellResult, n: CellResult, floor: float, between: float | None, source: str) -> Verdict:
