@@ -65,12 +65,9 @@ def report_files(files: list[Path], markdown: Path | None, command: str | None =
         notes = readme.parent / "NOTES.md"  # hand-written notes kept beside the README, included verbatim
         readme.write_text(site.render_readme(read, notes.read_text() if notes.exists() else None))
         print(f"readme: {readme}")
-    if (html or readme) and not markdown:
-        return 0
-    text = render_markdown(read, command=command, chosen=chosen)
     if markdown:
-        markdown.write_text(text)
-    else:
-        print(text)
+        markdown.write_text(render_markdown(read, command=command, chosen=chosen))
+    elif not (html or readme):
+        print(render_markdown(read, command=command, chosen=chosen))
     return 0
 

@@ -185,16 +185,13 @@ def compare(old: RunResult, new: RunResult, *, floor: float = COMPARE_FLOOR, for
         o, n = old_cells.get(cell_id), new_cells.get(cell_id)
         if not (comparable and o and n and o.status == n.status == "ok"):
             verdicts.append(status_verdict(cell_id, o, n, comparable, old, new))
-            continue
-        changed = graph_changes(o, n)
-        if changed:  # e.g. a new synthetic generator: same dataset name, another graph
+        elif changed := graph_changes(o, n):  # e.g. a new synthetic generator: same dataset name, another graph
             verdicts.append(Verdict(cell_id, n.dataset or o.dataset, "not comparable", o.median, n.median,
                                     n.median / o.median - 1, None,
                                     f"the dataset changed between the runs ({changed}): timings on different "
                                     "graphs are not compared"))
-            continue
-        between, source = run_to_run(cell_id, earlier, old_cells, new_cells)
-        verdicts.append(timing_verdict(o, n, floor, between, source))
+        else:
+            verdicts.append(timing_verdict(o, n, floor, *run_to_run(cell_id, earlier, old_cells, new_cells)))
     return verdicts
 
 
