@@ -64,13 +64,11 @@ def run(args) -> int:
     if args.html:
         pages = site.build(runs, args.html, command=None)
         print(f"site: {len(pages)} pages in {args.html} (open {args.html / 'history.html'})")
-    if args.fail_on_step:
-        news = [(s, step) for s in analysed if (step := s.recent_slower_step(args.recent))]
-        for series, step in news:
-            print(f"FAIL {series.key.cell_id} ({series.key.suite}, {series.key.machine}): "
-                  f"{step.ratio:.2f}x slower since {step.after.when} ({steps.run_words(step.after)})")
-        return 1 if news else 0
-    return 0
+    news = [(s, step) for s in analysed if args.fail_on_step and (step := s.recent_slower_step(args.recent))]
+    for series, step in news:
+        print(f"FAIL {series.key.cell_id} ({series.key.suite}, {series.key.machine}): "
+              f"{step.ratio:.2f}x slower since {step.after.when} ({steps.run_words(step.after)})")
+    return 1 if news else 0
 
 
 def result_files(paths: list[Path]) -> tuple[list[results.RunResult], list[Path], list[tuple[Path, Path]]]:

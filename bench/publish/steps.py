@@ -217,8 +217,7 @@ class Series:
 
     def recent_slower_step(self, recent: int) -> Step | None:
         """The newest step to slower whose first run after it is among the last `recent` runs."""
-        hits = [s for s in self.steps if s.slower and s.position >= len(self.points) - recent]
-        return hits[-1] if hits else None
+        return next((s for s in reversed(self.steps) if s.slower and s.position >= len(self.points) - recent), None)
 
 
 def analyse(results: Sequence[RunResult], floor: float = 0.05) -> list[Series]:
