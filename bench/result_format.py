@@ -286,10 +286,9 @@ def _where(loc: tuple, data: dict) -> str:
 
 
 def _what(err: dict) -> str:
-    message = err["msg"]
     if err["type"] == "missing":
         return "required key is missing"
     if err["type"] == "literal_error":
         return f"{err['input']!r} is not allowed; allowed: {err['ctx']['expected']}"
     shown = repr(err["input"])
-    return f"{message} (got {shown if len(shown) <= 60 else shown[:57] + '...'})"
+    return f"{err['msg']} (got {shown if len(shown) <= 60 else shown[:57] + '...'})"

@@ -25,23 +25,22 @@ def add_parser(sub, parents) -> None:
                       help="least relative change ever called a step (default 0.05)")
     hist.add_argument("--fail-on-step", action="store_true",
                       help="exit 1 when a series stepped to slower at one of its newest --recent runs")
-    hist.add_argument("--recent", type=_whole(1), default=RECENT, metavar="N",
+    hist.add_argument("--recent", type=_at_least_one, default=RECENT, metavar="N",
                       help=f"the newest runs --fail-on-step looks at (default {RECENT}: a step may need a "
                            "run or two after it to stand out of the noise)")
     hist.add_argument("--html", type=Path, metavar="DIR",
                       help="also build the site here (index, suite pages, history.html with a chart per series)")
 
 
-def _whole(low: int):
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-        if value < low:
-            raise argparse.ArgumentTypeError(f"{value} is below {low}")
-        return value
-    return parse
+def _at_least_one(text: str) -> int:
+    """`--recent N`: a whole number, 1 or more."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is below 1")
+    return value
 
 
 def run(args) -> int:
@@ -65,13 +64,11 @@ def run(args) -> int:
     if args.html:
         pages = site.build(runs, args.html, command=None)
         print(f"site: {len(pages)} pages in {args.html} (open {args.html / 'history.html'})")
-    if args.fail_on_step:
-        news = [(s, step) for s in analysed if (step := s.recent_slower_step(args.recent))]
-        for series, step in news:
-            print(f"FAIL {series.key.cell_id} ({series.key.suite}, {series.key.machine}): "
-                  f"{step.ratio:.2f}x slower since {step.after.when} ({steps.run_words(step.after)})")
-        return 1 if news else 0
-    return 0
+    news = [(s, step) for s in analysed if args.fail_on_step and (step := s.recent_slower_step(args.recent))]
+    for series, step in news:
+        print(f"FAIL {series.key.cell_id} ({series.key.suite}, {series.key.machine}): "
+              f"{step.ratio:.2f}x slower since {step.after.when} ({steps.run_words(step.after)})")
+    return 1 if news else 0
 
 
 def result_files(paths: list[Path]) -> tuple[list[results.RunResult], list[Path], list[tuple[Path, Path]]]:

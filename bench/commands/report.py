@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 from bench.commands.history import refuse_named_twice
 from bench.inputs import InputError, folder, output_file
-from bench.publish import columns, results
+from bench.publish import columns, results, site
 from bench.publish.report import render_markdown
-from bench.publish import site
 from bench.run import recover
 
 
@@ -30,13 +28,7 @@ def add_parser(sub, parents) -> None:
 
 def add_columns(parser) -> None:
     """`--columns`: the Markdown table's columns, chosen at display time (bench/publish/columns.py)."""
-    def choice(text: str) -> list[str]:
-        try:
-            return columns.column_choice(text)
-        except ValueError as exc:
-            raise argparse.ArgumentTypeError(str(exc)) from None
-
-    parser.add_argument("--columns", type=choice, metavar="all|NAME,...",
+    parser.add_argument("--columns", type=columns.column_choice, metavar="all|NAME,...",
                         help="the Markdown table's columns: all, or names (e.g. epoch-s-median-iqr,peak-rss-mib); "
                              "default: cell, status, epoch time, speedup, throughput, loader stall, binding stage, "
                              "memory, validation accuracy or MRR, time to target")
@@ -64,7 +56,8 @@ def report_files(files: list[Path], markdown: Path | None, command: str | None =
                                  "to replace it)")
     if html:
         folder(f"--html {html}", html, writable=True)
-    read = [read_result(f) for f in files]  # every file is checked before anything is written
+    # every file is checked before anything is written; a run's journal reads as `gnnbench recover` writes it
+    read = [results.of_document(recover.document(f), f) if recover.is_journal(f) else results.read(f) for f in files]
     if html:
         pages = site.build(read, html, command=command)
         print(f"site: {len(pages)} pages in {html} (open {html / 'index.html'})")
@@ -72,18 +65,9 @@ def report_files(files: list[Path], markdown: Path | None, command: str | None =
         notes = readme.parent / "NOTES.md"  # hand-written notes kept beside the README, included verbatim
         readme.write_text(site.render_readme(read, notes.read_text() if notes.exists() else None))
         print(f"readme: {readme}")
-    if (html or readme) and not markdown:
-        return 0
-    text = render_markdown(read, command=command, chosen=chosen)
     if markdown:
-        markdown.write_text(text)
-    else:
-        print(text)
+        markdown.write_text(render_markdown(read, command=command, chosen=chosen))
+    elif not (html or readme):
+        print(render_markdown(read, command=command, chosen=chosen))
     return 0
 
-
-def read_result(path: Path) -> results.RunResult:
-    """A result file, or a run's journal read as the result file `gnnbench recover` writes."""
-    if recover.is_journal(path):
-        return results.of_document(recover.document(path), path)
-    return results.read(path)

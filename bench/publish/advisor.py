@@ -1,17 +1,12 @@
 """Which configuration to use, per dataset, task and machine, and the numbers that say so: every
-sentence is computed from the result files and names the cells it rests on (docs/reading-results.md).
-The rules, in order:
-
-1. Candidates: measured cells that trained a model, judged by their task's test figure (`quality`);
-   not a link cell whose MRR includes the leak of its own seed edges where a cell without it ran.
-2. Quality: a candidate below the best by more than ACC_SIGMAS binomial standard errors of the
-   difference (which bound an MRR's too) and by MIN_ACC_GAP is set aside (named where fastest).
-3. Speed: the fastest median epoch, or where cells trained to `target_acc` the soonest there.
-4. Memory: within NEAR_TIE of the fastest, the leanest wins where it saves MEMORY_GAIN.
-5. Then scaling, why slower (stages, diagnosis), and cautions: failed cells' smallest setting
-   pattern no ok cell shares, skips, and upgrades slower beyond the noise (history.release_groups).
-
-A cell measured in several files counts as its latest run measured it.
+sentence is computed from the result files and names the cells it rests on. The candidates are as
+docs/reading-results.md says; then, in order: one below the best test figure by more than ACC_SIGMAS
+binomial standard errors of the difference (which bound an MRR's too) and by MIN_ACC_GAP is set
+aside; the fastest median epoch wins (where cells trained to `target_acc`, the soonest there), but
+within NEAR_TIE of it the leanest wins where it saves MEMORY_GAIN; then scaling, why slower (stages,
+diagnosis), and cautions: failed cells' smallest setting pattern no ok cell shares, skips, and
+upgrades slower beyond the noise (history.release_groups). A cell measured in several files counts
+as its latest run measured it.
 """
 
 from __future__ import annotations

@@ -110,22 +110,24 @@ def step_chart(key: str, title: str, run_labels: list[str], points: list[tuple[f
                       legend=dict(loc="lower left", ncol=4, framealpha=0.9))
 
 
-def release_chart(key: str, title: str, framework: str,
-                  rows: list[tuple[str, float, tuple[float, float] | None, tuple[float, float] | None]]) -> Chart:
-    """One configuration per release: medians with IQR, and the noise band around the oldest a release must leave."""
+def release_chart(key: str, group) -> Chart:
+    """One configuration on each release (a history.ReleaseGroup): medians with IQR, and the noise band
+    around the oldest that a release must leave."""
+    rows, old = group.rows, group.oldest.cell.median
     with _axes(key, (7.2, 3.4)) as ax:
         xs = list(range(len(rows)))
-        for x, (_, _, _, band) in zip(xs, rows):
-            if band:
-                ax.fill_between([x - 0.3, x + 0.3], band[0], band[1], color="0.85",
+        for x, row in zip(xs, rows):
+            if row.verdict and row.verdict.threshold is not None:
+                needed = 1 + row.verdict.threshold
+                ax.fill_between([x - 0.3, x + 0.3], old / needed, old * needed, color="0.85",
                                 label="noise band around the oldest" if x == 1 else None)
-        ax.errorbar(xs, [m for _, m, _, _ in rows], yerr=_yerr(e for _, _, e, _ in rows),
+        ax.errorbar(xs, [r.cell.median for r in rows], yerr=_yerr(iqr_error(r.cell.median, r.cell.stats) for r in rows),
                     fmt="o", markersize=5, capsize=3, color="#4c72b0", label="median epoch time, bars: IQR")
-        ax.set_xticks(xs, [release for release, _, _, _ in rows])
+        ax.set_xticks(xs, [r.release for r in rows])
         ax.set_xlim(-0.6, len(rows) - 0.4)
         ax.set_ylim(bottom=0)
-        return _chart(ax, key, title, f"{framework} release", "median epoch time (s)",
-                      legend=dict(loc="lower left", framealpha=0.9))
+        return _chart(ax, key, f"{group.configuration}: {group.framework} releases", f"{group.framework} release",
+                      "median epoch time (s)", legend=dict(loc="lower left", framealpha=0.9))
 
 
 def line_chart(key, title, xlabel, ylabel, series: dict[str, list[tuple]], *, ideal: float | None = None,

@@ -5,6 +5,7 @@ docs' column reference iterate these lists, so a recorded number becomes a colum
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import re
 
@@ -407,12 +408,12 @@ def markdown_columns(cells: list[CellResult], chosen: list[str] | None = None) -
 
 
 def column_choice(text: str) -> list[str]:
-    """`--columns`: `all`, or column keys separated by commas (an unknown one: an error naming the keys)."""
+    """`--columns`' type: `all`, or column keys separated by commas (an unknown one: an error naming the keys)."""
     chosen = [k.strip() for k in text.split(",") if k.strip()]
     keys = [c.key for c in CELL_COLUMNS if c.markdown]
     unknown = [k for k in chosen if k not in keys] if chosen != ["all"] else []
     if not chosen or unknown:
-        raise ValueError(f"{', '.join(unknown) or repr(text)}: not a column; allowed: all, or any of "
+        raise argparse.ArgumentTypeError(f"{', '.join(unknown) or repr(text)}: not a column; allowed: all, or any of "
                          + ", ".join(keys))
     return chosen
 

@@ -1,8 +1,7 @@
-"""Why more ranks or more workers are slower: one line per configuration slower per epoch than the
-same one with fewer ranks or workers, against the fastest of those (docs/reading-results.md). Each
-rule is a small function of that pair (a `Slower`) returning a sentence or None, its threshold a
-named constant. Beside it, time to accuracy read (bench/run/to_target.py): `target_text`, and
-`target_lines`: each cell whose faster epoch reaches the validation target later than a slower one.
+"""Why more ranks or more workers are slower (docs/reading-results.md): per configuration slower per
+epoch than the fastest of the same with fewer, a sentence from each rule (a function of that
+`Slower` pair) that applies. Beside it, time to accuracy read (bench/run/to_target.py): `target_text`,
+and `target_lines`: each cell whose faster epoch reaches the validation target later than a slower one.
 """
 
 from __future__ import annotations

@@ -101,12 +101,9 @@ def series(results: Sequence[RunResult]) -> dict[SeriesKey, list[Point]]:
     for run in results:
         if not any(same_run(run, other) for other in runs):
             runs.append(run)
-    by_suite: dict[str, list[RunResult]] = {}
-    for run in runs:
-        by_suite.setdefault(str(run.suite or "?"), []).append(run)
     out: dict[SeriesKey, list[Point]] = {}
-    for suite, suite_runs in sorted(by_suite.items()):
-        for cell_id, points in trend(suite_runs).items():
+    for suite in sorted({str(run.suite or "?") for run in runs}):
+        for cell_id, points in trend([run for run in runs if str(run.suite or "?") == suite]).items():
             for point in points:
                 if point.status == "ok" and point.median_s:
                     key = SeriesKey(suite, cell_id, configuration(point.cell), fingerprint(point.run.machine))
@@ -157,16 +154,6 @@ def median_se(cell: CellResult) -> float:
     return MEDIAN_SE_FACTOR * sigma / math.sqrt(cell.stats.rounds)
 
 
-def pooled_between(cell_id: str, old: dict[str, CellResult], new: dict[str, CellResult]) -> tuple[float | None, int]:
-    """This machine's run-to-run noise of a median, from the OTHER cells measured in both runs
-    (a cell's own change is what is being judged, so it is left out of its yardstick)."""
-    logs = [abs(math.log(new[c].median / old[c].median)) for c in old
-            if c != cell_id and c in new and old[c].status == new[c].status == "ok"]
-    if len(logs) < MIN_POOLED_CELLS:
-        return None, len(logs)
-    return statistics.median(logs) * SIGMA_PER_MAD, len(logs)
-
-
 def history_between(cell_id: str, earlier: Sequence[RunResult]) -> tuple[float | None, int]:
     """A cell's own run-to-run noise of a median, from its medians in earlier runs."""
     medians = [c.median for r in earlier for c in r.cells if c.id == cell_id and c.status == "ok"]
@@ -198,16 +185,13 @@ def compare(old: RunResult, new: RunResult, *, floor: float = COMPARE_FLOOR, for
         o, n = old_cells.get(cell_id), new_cells.get(cell_id)
         if not (comparable and o and n and o.status == n.status == "ok"):
             verdicts.append(status_verdict(cell_id, o, n, comparable, old, new))
-            continue
-        changed = graph_changes(o, n)
-        if changed:  # e.g. a new synthetic generator: same dataset name, another graph
+        elif changed := graph_changes(o, n):  # e.g. a new synthetic generator: same dataset name, another graph
             verdicts.append(Verdict(cell_id, n.dataset or o.dataset, "not comparable", o.median, n.median,
                                     n.median / o.median - 1, None,
                                     f"the dataset changed between the runs ({changed}): timings on different "
                                     "graphs are not compared"))
-            continue
-        between, source = run_to_run(cell_id, earlier, old_cells, new_cells)
-        verdicts.append(timing_verdict(o, n, floor, between, source))
+        else:
+            verdicts.append(timing_verdict(o, n, floor, *run_to_run(cell_id, earlier, old_cells, new_cells)))
     return verdicts
 
 
@@ -223,14 +207,18 @@ def graph_changes(o: CellResult, n: CellResult) -> str:
 
 def run_to_run(cell_id: str, earlier: Sequence[RunResult], old_cells: dict[str, CellResult],
                new_cells: dict[str, CellResult]) -> tuple[float | None, str]:
-    """The noise a change is judged against (its own history, else pooled), and its source in words."""
+    """The noise a change is judged against, and its source in words: the cell's own history, else
+    the machine's, pooled over the OTHER cells measured in both runs (a cell's own change is what is
+    being judged, so it is left out of its yardstick)."""
     hist, hist_n = history_between(cell_id, earlier)
     if hist is not None:
         return hist, f"run-to-run {pct(hist)} from its {hist_n} earlier medians"
-    pooled, pooled_n = pooled_between(cell_id, old_cells, new_cells)
-    if pooled is not None:
-        return pooled, f"run-to-run {pct(pooled)} pooled over {pooled_n} other cells of both runs"
-    return None, f"no run-to-run estimate ({pooled_n} other shared cells, {hist_n} earlier medians)"
+    logs = [abs(math.log(new_cells[c].median / old_cells[c].median)) for c in old_cells
+            if c != cell_id and c in new_cells and old_cells[c].status == new_cells[c].status == "ok"]
+    if len(logs) >= MIN_POOLED_CELLS:
+        pooled = statistics.median(logs) * SIGMA_PER_MAD
+        return pooled, f"run-to-run {pct(pooled)} pooled over {len(logs)} other cells of both runs"
+    return None, f"no run-to-run estimate ({len(logs)} other shared cells, {hist_n} earlier medians)"
 
 
 def timing_verdict(o: CellResult, n: CellResult, floor: float, between: float | None, source: str) -> Verdict:

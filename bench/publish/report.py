@@ -116,14 +116,11 @@ def stage_tables(run: RunResult) -> list[dict]:
 
 def pair_rows(run: RunResult) -> list[dict]:
     """The paired comparisons (bench/run/paired.py) as rows: labels, ratio with its interval, verdict."""
-    rows = []
-    for pair in run.pairs:
-        first, second = paired_ratio.label(pair["first"], pair["second"])
-        waiting = [pair.get("second_waiting_cpu"), pair.get("first_waiting_cpu")]
-        rows.append({**pair, "first_label": first, "second_label": second, "ratio_text": paired_ratio.ratio_text(pair),
-                     "verdict": paired_ratio.verdict(pair),
-                     "waiting": " / ".join(f"{w:.1%}" for w in waiting if w is not None) or "–"})
-    return rows
+    return [{**pair, "first_label": paired_ratio.label(pair["first"], pair["second"])[0],
+             "ratio_text": paired_ratio.ratio_text(pair), "verdict": paired_ratio.verdict(pair),
+             "waiting": " / ".join(f"{w:.1%}" for w in (pair.get("second_waiting_cpu"), pair.get("first_waiting_cpu"))
+                                   if w is not None) or "–"}
+            for pair in run.pairs]
 
 
 def run_view(run: RunResult, chosen: list[str] | None = None) -> dict:

@@ -268,11 +268,8 @@ def of_document(data, path: Path) -> RunResult:
 
 def _pairs(benchmarks: list[dict]) -> tuple[dict, ...]:
     """Each paired comparison once (both its cells' entries hold it; checked with them, ExtraInfo)."""
-    found = {}
-    for bench in benchmarks:
-        for pair in bench["extra_info"].get("pairs") or []:
-            found.setdefault((pair["axis"], pair["first"], pair["second"]), pair)
-    return tuple(found.values())
+    return tuple({(pair["axis"], pair["first"], pair["second"]): pair
+                  for bench in benchmarks for pair in bench["extra_info"].get("pairs") or []}.values())
 
 
 def _load(path: Path) -> dict:

@@ -115,17 +115,8 @@ def suite_sections(suite: SuiteRuns, data_links: dict[Path, str]) -> dict:
 
 def release_section(newest: RunResult, earlier: list[RunResult]) -> list[tuple[history.ReleaseGroup, charts.Chart]]:
     """Each configuration the newest run measured on several releases, with its release chart."""
-    out = []
-    for i, group in enumerate(history.release_groups(newest, earlier), 1):
-        old = group.oldest.cell.median
-        rows = []
-        for row in group.rows:
-            needed = 1 + row.verdict.threshold if row.verdict and row.verdict.threshold is not None else None
-            rows.append((row.release, row.cell.median, charts.iqr_error(row.cell.median, row.cell.stats),
-                         (old / needed, old * needed) if needed else None))
-        out.append((group, charts.release_chart(f"r{i}", f"{group.configuration}: {group.framework} releases",
-                                                group.framework, rows)))
-    return out
+    return [(group, charts.release_chart(f"r{i}", group))
+            for i, group in enumerate(history.release_groups(newest, earlier), 1)]
 
 
 def history_section(suite: SuiteRuns) -> dict | None:

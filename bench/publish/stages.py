@@ -62,12 +62,10 @@ def _work(cell: CellResult, key: str):
 
 def batches_per_rank(cell: CellResult) -> float | None:
     """Batches one rank runs per epoch."""
-    if cell.metrics is None:
-        return None
-    total = _work(cell, "batches")
-    if total:
-        return total / int(cell.settings.world_size or 1)
-    return cell.metrics.batches_per_epoch
+    batches = _work(cell, "batches")
+    if batches:
+        return batches / int(cell.settings.world_size or 1)
+    return cell.metrics.batches_per_epoch if cell.metrics else None
 
 
 def nodes_per_batch(cell: CellResult) -> float | None:

@@ -1,11 +1,7 @@
 """Where a series of runs stepped: change points in one configuration's median epoch time over its
-runs on one machine, judged against the noise the runs themselves show (docs/history.md says how
-and why). Each run is one point, y_i = ln(median_i), of variance between^2 + se_i^2: se_i its
-median's error from its rounds (history.median_se, shrunk halfway to the series' median), `between`
-the run-to-run noise estimated from the series. PELT proposes steps under that weighted cost (a
-cost over rounds would call every run-to-run wobble a step); a t test of the two sides, adjusted
-for every place a step could have been, keeps those below ALPHA that reach `floor`. A single run
-between agreeing sides is an outlier, set aside; series of fewer than MIN_RUNS runs are not scanned.
+runs on one machine, beyond the noise the runs themselves show (docs/history.md says how and why).
+Each run is one point, ln(median), of variance between^2 + se^2 (history.median_se, shrunk halfway
+to the series' median): a cost over rounds would call every run-to-run wobble a step.
 """
 
 from __future__ import annotations
@@ -221,8 +217,7 @@ class Series:
 
     def recent_slower_step(self, recent: int) -> Step | None:
         """The newest step to slower whose first run after it is among the last `recent` runs."""
-        hits = [s for s in self.steps if s.slower and s.position >= len(self.points) - recent]
-        return hits[-1] if hits else None
+        return next((s for s in reversed(self.steps) if s.slower and s.position >= len(self.points) - recent), None)
 
 
 def analyse(results: Sequence[RunResult], floor: float = 0.05) -> list[Series]:
