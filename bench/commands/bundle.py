@@ -14,7 +14,6 @@ import shutil
 import subprocess
 import sys
 import time
-import tomllib
 from pathlib import Path
 
 from bench.commands.common import add_data_root
@@ -142,6 +141,12 @@ def pins() -> tuple[dict[str, str], dict[str, str]]:
     plain, no_isolation = stacks.available()["pyg"].requirement_lines(container=False)
     name = lambda line: re.split(r"[=<>!~ \[;]", line, maxsplit=1)[0].lower()  # noqa: E731
     return {name(r): r for r in plain}, {name(r): r for r in no_isolation}
+
+
+def host_dependencies() -> list[str]:
+    import tomllib
+
+    return tomllib.loads((repo_root() / "pyproject.toml").read_text())["project"]["dependencies"]
 
 
 def revision() -> str:
@@ -348,8 +353,7 @@ def run(args) -> int:
         manifest["files"] = copy_source(out, previous)
         write_manifest()
         say(f"[2/6] dependencies as wheels for {target.describe()} (pip download, this machine's indexes)")
-        host = tomllib.loads((repo_root() / "pyproject.toml").read_text())["project"]["dependencies"]
-        wanted = host + [plain_pins["torch-geometric"], "scipy", "setuptools>=68", "wheel"]
+        wanted = host_dependencies() + [plain_pins["torch-geometric"], "scipy", "setuptools>=68", "wheel"]
         pip(["download", *target.pip_options(), "-d", str(out / "wheels"), *wanted],
             f"the wheels of gnnbench's dependencies for {target.describe()}")
         say(f"  wheels/: {len(wheels_in(out / 'wheels'))} wheels, {megabytes(out / 'wheels'):.0f} MB")
