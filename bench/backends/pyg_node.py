@@ -60,8 +60,10 @@ class SampledFromHub:
         self.graph = self._graph(data, settings.store)
         self.splits = {"train": base.shard(data.train_idx, settings.seed), "val": data.val_idx, "test": data.test_idx}
         self.train_loader = self._loader("train", shuffle=True, num_workers=settings.num_workers)
-        if self.profile:  # sampling and gathering happen on the CPU in both modes: nothing to sync
-            instrument(self.train_loader)
+        if self.profile:  # timed where they run (main process or worker), on the CPU in both modes: no sync
+            sampler = self.train_loader.node_sampler
+            sampler.sample_from_nodes = stages.timed(sampler.sample_from_nodes, "sample")
+            self.train_loader.filter_fn = stages.timed(self.train_loader.filter_fn, "fetch")
         self.build_model(data)
 
     def _loader(self, split: str, shuffle: bool, num_workers: int = 0) -> NeighborLoader:
@@ -148,14 +150,6 @@ class HopCounts:
     def __call__(self, data):
         data.num_sampled_nodes, data.num_sampled_edges = sampled_per_hop(data, self.num_hops, int(data.num_nodes))
         return data
-
-
-def instrument(loader, sync=None):
-    """Time a NeighborLoader's sampling and feature gather where they run (main process or worker)."""
-    sampler = loader.node_sampler
-    sampler.sample_from_nodes = stages.timed(sampler.sample_from_nodes, "sample", sync)
-    loader.filter_fn = stages.timed(loader.filter_fn, "fetch", sync)
-    return loader
 
 
 def sampled_per_hop(batch, num_hops: int, num_nodes: int, seeds: int | None = None) -> tuple[list[int], list[int]]:

@@ -52,16 +52,12 @@ def here() -> tuple[int, int]:
 def stamp(batch, stage: str, seconds: float, nbytes: int = 0, carried: list | None = None):
     """Add `seconds` of `stage` (run here) to the batch's stamp; `carried`: an earlier object's
     stamps of the same batch (PyG's SamplerOutput before it became a Data)."""
-    entries = carried if carried is not None else (_stamp_of(batch) or [])
+    entries = carried if carried is not None else (vars(batch).get(STAMP) or [])
     entries.append((stage, here(), seconds, nbytes))
     # in the object's own __dict__, past PyG Data's __setattr__ (which would file it among the graph's
     # attributes); a Data pickles its __dict__, so the stamp still travels from a worker
     object.__setattr__(batch, STAMP, entries)
     return batch
-
-
-def _stamp_of(batch) -> list | None:
-    return vars(batch).get(STAMP)
 
 
 def take_stamp(batch) -> list:
@@ -77,7 +73,7 @@ def timed(fn, stage: str, sync=None):
         out = fn(item, *args, **kwargs)
         if sync is not None:
             sync()
-        return stamp(out, stage, _perf() - started, carried=_stamp_of(item) if item is not out else None)
+        return stamp(out, stage, _perf() - started, carried=vars(item).get(STAMP) if item is not out else None)
 
     return run
 

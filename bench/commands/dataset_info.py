@@ -42,8 +42,8 @@ def info_lines(spec: dict, cache: Path) -> list[str]:
     if measured:
         origin = f"measured (in the hub at {hub.dataset_dir(spec, cache)})"
     else:
-        origin = getattr(datasets.source_module(spec["source"]), "ESTIMATE_ORIGIN",
-                         "published sizes (not prepared yet)")
+        origin = getattr(datasets.source_module(spec["source"]), "ESTIMATE_ORIGIN", user_graph.SIZES_ORIGIN
+                         if datasets.user_files(spec["source"]) else "published sizes (not prepared yet)")
     served = datasets.tasks(spec)
     graphs = f"{s['num_graphs']:,} graphs, " if "graph" in served else ""
     if not measured and datasets.user_files(spec["source"]):

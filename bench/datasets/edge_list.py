@@ -24,7 +24,6 @@ DENSE_SPAN = 8  # integer ids spanning less than 8 N are looked up in a table (s
 SPLIT_WORDS = {"train": "train", "val": "val", "valid": "val", "validation": "val", "test": "test"}
 SIZES_NOTE = ("edge-list:PATH    your own graph: edges.csv|parquet (src, dst) and nodes.csv|parquet (id, label, "
               "split, features); docs/own-graph.md")
-ESTIMATE_ORIGIN = ug.SIZES_ORIGIN
 
 
 def _pick(folder: Path, names: tuple[str, ...], what: str) -> Path:

@@ -1,9 +1,5 @@
-"""Your own graph as a GraphBolt OnDiskDataset folder (source `graphbolt`; docs/own-graph.md): its
-metadata.yaml and the files it names, read directly (numpy and PyYAML, no DGL), for a homogeneous
-graph with a node classification task (`graph`: one node and one edge entry, numpy or CSV edges;
-`feature_data`; `tasks` with train_set, validation_set, test_set of `seeds`/`seed_nodes` and
-`labels`). Labels come from the sets, or from a node feature named `label`; `feature` and `task`
-(params) choose another node feature than `feat` and a task than the first. Other features are
+"""Your own graph as a GraphBolt OnDiskDataset folder (source `graphbolt`; what it takes: docs/own-graph.md):
+its metadata.yaml and the files it names, read directly (numpy and PyYAML, no DGL). Other features are
 ignored, with a note; torch-format files and heterogeneous graphs are refused.
 """
 
@@ -26,7 +22,6 @@ SEED_NAMES = ("seeds", "seed_nodes")  # DGL 2.2+, DGL 2.1
 SETS = {"train": "train_set", "val": "validation_set", "test": "test_set"}
 SIZES_NOTE = ("graphbolt:PATH    your own graph: a GraphBolt OnDiskDataset folder (metadata.yaml, node "
               "classification); docs/own-graph.md")
-ESTIMATE_ORIGIN = ug.SIZES_ORIGIN
 
 
 def _metadata_file(params: dict) -> Path:

@@ -24,7 +24,6 @@ NAMES = {
 IGNORED = ("edge_weight.npy", "edge_weights.npy", "edge_attr.npy")
 SIZES_NOTE = ("npy:PATH          your own graph: a folder of .npy arrays (edge_index, features, labels, "
               "train/val/test ids or masks); docs/own-graph.md")
-ESTIMATE_ORIGIN = ug.SIZES_ORIGIN
 LINK_POS = {"train_pos": "link_train.npy", "val_pos": "link_val.npy", "test_pos": "link_test.npy"}
 LINK_NEG = {"per-positive": {"val_neg": "link_val_neg.npy", "test_neg": "link_test_neg.npy"},
             "shared": {"val_neg": "link_val_neg_edges.npy", "test_neg": "link_test_neg_edges.npy"}}

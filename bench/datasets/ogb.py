@@ -160,11 +160,12 @@ def materialise_link(spec: dict, cache: Path, data_root: Path | None) -> Path:
     return path
 
 
-def _read_typed(dataset, name: str) -> tuple[dict, dict, dict, np.ndarray, dict]:
-    """ogb's typed graph as typed_hub.write takes it: counts, features, relations, labels, splits."""
-    graph, labels = dataset[0]
-    split = dataset.get_idx_split()
-    target = TARGET[name]
+def materialise_typed(spec: dict, cache: Path, data_root: Path | None) -> Path:
+    """ogb's typed graph into the typed hub (typed_hub.write)."""
+    target = TARGET[spec["params"]["name"]]
+    with opened(spec, cache, data_root, "nodeproppred.NodePropPredDataset") as (dataset, _, source_dir):
+        graph, labels = dataset[0]
+        split = dataset.get_idx_split()
     counts = {t: int(n) for t, n in graph["num_nodes_dict"].items()}
     features = {t: None for t in counts}
     for t, x in (graph.get("node_feat_dict") or {}).items():
@@ -173,14 +174,7 @@ def _read_typed(dataset, name: str) -> tuple[dict, dict, dict, np.ndarray, dict]
                  for r, e in graph["edge_index_dict"].items()}
     y = np.nan_to_num(np.asarray(labels[target], dtype=np.float64).reshape(-1), nan=-1).astype(np.int64)
     splits = {f"{ours}_idx": np.asarray(split[theirs][target], dtype=np.int64) for ours, theirs in PARTS}
-    return counts, features, relations, y, splits
-
-
-def materialise_typed(spec: dict, cache: Path, data_root: Path | None) -> Path:
-    name = spec["params"]["name"]
-    with opened(spec, cache, data_root, "nodeproppred.NodePropPredDataset") as (dataset, _, source_dir):
-        counts, features, relations, labels, splits = _read_typed(dataset, name)
-    return typed_hub.write(spec, cache, counts, features, TARGET[name], labels, splits, relations,
+    return typed_hub.write(spec, cache, counts, features, target, y, splits, relations,
                            extra_meta={"raw": str(source_dir) if source_dir else "downloaded"})
 
 

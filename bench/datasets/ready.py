@@ -50,7 +50,7 @@ def ready(spec: dict, cache: Path, data_root: Path | None = None, *, host: Host,
     say = say or (lambda line: print(line, flush=True))
     folder = hub.dataset_dir(spec, cache)
     if hub.is_materialised(spec, cache) and checksums.recorded(folder):
-        _verify(folder)
+        hub.verify(folder, hub.read_meta(folder / "meta.json"))  # a corrupt or changed file fails here, named
         built = False
     else:
         built = _build_once(spec, Path(cache), data_root, host, interactive, say)
@@ -100,14 +100,10 @@ def _build_once(spec: dict, cache: Path, data_root: Path | None, host: Host, int
                 "building it again from its source")
             hub.discard(folder)
         if hub.is_materialised(spec, cache):
-            _verify(folder)
+            hub.verify(folder, hub.read_meta(folder / "meta.json"))
             return False
         _build(spec, cache, data_root, host, interactive)
         return True
-
-
-def _verify(folder: Path) -> None:
-    hub.verify(folder, hub.read_meta(folder / "meta.json"))  # a corrupt or changed file fails here, named
 
 
 def _build(spec: dict, cache: Path, data_root: Path | None, host: Host, interactive: bool) -> Path:

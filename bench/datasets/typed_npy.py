@@ -8,6 +8,7 @@ docs/own-graph.md), and IGBH in IGB's own processed/ layout (source `igbh`, read
 from __future__ import annotations
 
 import json
+from functools import partial
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -27,7 +28,7 @@ GRAPH_FILE = "graph.json"
 SPLIT_FILES = {"train_idx": "train_idx.npy", "val_idx": "val_idx.npy", "test_idx": "test_idx.npy"}
 SIZES_NOTE = ("typed-npy:PATH    your own typed graph: graph.json (the target type), nodes/<type>/features.npy, "
               "the target's labels and splits, edges/<src>__<name>__<dst>.npy; docs/own-graph.md")
-ESTIMATE_ORIGIN = ug.SIZES_ORIGIN
+PLAIN_TYPE = partial(graph_checks.name_problem, what="node type")  # a node type's name: plain, else its problem
 LAYOUT_RULE = ("graph.json {\"target\": TYPE}, nodes/<type>/features.npy, nodes/<target>/labels.npy, "
                "train_idx.npy, val_idx.npy, test_idx.npy, edges/<src>__<name>__<dst>.npy [2, E]")
 
@@ -50,6 +51,14 @@ class Problems:
 
     def add(self, path: Path, message: str) -> None:
         self.lines.append(f"{path}: {message}")
+
+    def kept(self, items, problem_of, where) -> list:
+        """The items `problem_of` finds nothing wrong with; each other one's problem added at `where(item)`."""
+        found = {x: problem_of(x) for x in items}
+        for x, problem in found.items():
+            if problem:
+                self.add(where(x), problem)
+        return [x for x, problem in found.items() if not problem]
 
     def raise_any(self) -> None:
         if self.lines:
@@ -74,27 +83,10 @@ def relation_named(stem: str, types, problems: Problems, name_path: Path, edges_
     return relation
 
 
-def plain_types(found: list[str], where, problems: Problems) -> list[str]:
-    """The node types whose names are plain (graph_checks.name_problem); each other one a problem at `where(type)`."""
-    kept = []
-    for t in found:
-        problem = graph_checks.name_problem(t, "node type")
-        if problem:
-            problems.add(where(t), problem)
-        else:
-            kept.append(t)
-    return kept
-
-
 def bounded_counts(counts: dict, where, folder: Path, problems: Problems) -> dict:
     """The node counts within graph_checks' bound (each, and all together); the others problems."""
-    kept = {}
-    for t, n in counts.items():
-        problem = graph_checks.node_count_problem(n, f"{t} nodes")
-        if problem:
-            problems.add(where(t), problem)
-        else:
-            kept[t] = n
+    kept = {t: counts[t] for t in problems.kept(counts, lambda t: graph_checks.node_count_problem(counts[t], f"{t} nodes"),
+                                                 where)}
     problem = graph_checks.node_count_problem(sum(kept.values()), "nodes of all types together")
     if problem:
         problems.add(folder, problem)
@@ -120,8 +112,8 @@ def read_folder(folder: Path) -> dict:
     config, given_counts = _read_config(config_path, problems)
     nodes_dir = folder / "nodes"
     types = sorted({p.name for p in nodes_dir.iterdir() if p.is_dir()} if nodes_dir.is_dir() else set())
-    types = plain_types(sorted(set(types) | set(given_counts)),
-                        lambda t: config_path if t in given_counts else nodes_dir / t, problems)
+    types = problems.kept(sorted(set(types) | set(given_counts)), PLAIN_TYPE,
+                          lambda t: config_path if t in given_counts else nodes_dir / t)
     counts, features = node_arrays(
         {t: nodes_dir / t / "features.npy" for t in types}, given_counts, config_path, problems,
         lambda t: (nodes_dir / t, f"node type {t!r} has no features.npy and no count; allowed: features.npy, or "
@@ -387,8 +379,8 @@ def igbh_read_folder(folder: Path, classes: int) -> dict:
         problems.add(processed, "no such folder; allowed: the folder of one IGBH size (tiny, small, medium) "
                                 "holding processed/<type>/node_feat.npy and processed/<src>__<name>__<dst>/")
         problems.raise_any()
-    types = plain_types(sorted(p.name for p in processed.iterdir() if p.is_dir() and typed_hub.NAME_SEPARATOR not in p.name),
-                        lambda t: processed / t, problems)
+    types = problems.kept(sorted(p.name for p in processed.iterdir() if p.is_dir() and typed_hub.NAME_SEPARATOR not in p.name),
+                          PLAIN_TYPE, lambda t: processed / t)
     counts, features = node_arrays(
         {t: processed / t / "node_feat.npy" for t in types}, {}, processed, problems,
         lambda t: (processed / t / "node_feat.npy",
@@ -439,7 +431,6 @@ IGBH = SimpleNamespace(
     DEFAULTS={"path": ..., "classes": 19},
     SIZES_NOTE=("igbh:PATH         IGBH as IGB ships it: PATH/processed/<type>/node_feat.npy, paper/node_label_19.npy, "
                 "<src>__<name>__<dst>/edge_index.npy (igbh:path=P,classes=2983 for the 2K labels)"),
-    ESTIMATE_ORIGIN=ug.SIZES_ORIGIN,
     canonical_params=igbh_canonical_params,
     fingerprint=igbh_fingerprint,
     expected_stats=lambda params: stats_of(igbh_read_folder(Path(params["path"]), params["classes"]), IGBH_TARGET,

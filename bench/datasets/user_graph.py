@@ -34,7 +34,7 @@ PARAMS = {
     "num_classes": (int | None, {"ge": 2, "le": 1 << 20}),  # None: the largest label + 1
 }
 DEFAULTS = {"path": ..., "self_loops": "remove", "duplicates": "remove", "num_classes": None}
-SIZES_ORIGIN = "read from the files' headers (not converted yet)"
+SIZES_ORIGIN = "read from the files' headers (not converted yet)"  # a user source's sizes unless it sets ESTIMATE_ORIGIN
 
 
 def params_of(extra_params: dict | None = None, extra_defaults: dict | None = None) -> tuple[dict, dict]:

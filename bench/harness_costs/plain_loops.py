@@ -77,17 +77,13 @@ def graphbolt_loader(pipe, s, featured: dict):
     return gb.DataLoader(pipe, num_workers=s.num_workers), lambda minibatch: layer_edges.blocks(minibatch, same)
 
 
-def on_device(s):
-    """The cell's training device and how a PyG loop copies a batch there, as its examples do."""
-    device = device_of(s.mode)
-    return device, lambda batch: batch.to(device, non_blocking=bool(s.pin_memory))
-
-
-def training(loader, s, model, loss_of, to_device=None):
+def training(loader, s, model, loss_of, copy: bool = False):
     """The examples' epoch: per batch zero_grad, `loss_of(model, batch)`, backward, step (`model()`
-    builds the model); `model: none`: the loader iterated alone, as PyG's loader benchmark does."""
+    builds the model); `copy`: each batch copied to the device first, as PyG's examples do; `model:
+    none`: the loader iterated alone, as PyG's loader benchmark does."""
+    device = device_of(s.mode)
     if s.model != "none":
-        model = model().to(device_of(s.mode))
+        model = model().to(device)
         optimizer = torch.optim.Adam(model.parameters(), lr=s.lr, weight_decay=s.weight_decay)
 
     def epoch():
@@ -97,7 +93,7 @@ def training(loader, s, model, loss_of, to_device=None):
             return
         model.train()
         for batch in loader:
-            batch = to_device(batch) if to_device else batch
+            batch = batch.to(device, non_blocking=bool(s.pin_memory)) if copy else batch
             optimizer.zero_grad()
             loss_of(model, batch).backward()
             optimizer.step()
@@ -136,7 +132,7 @@ def pyg_loop(data, s):
     def loss(model, batch):
         return F.cross_entropy(model(batch.x, batch.edge_index)[:batch.batch_size], batch.y[:batch.batch_size])
 
-    return training(loader, s, lambda: SAGE(dims(data, s)), loss, on_device(s)[1])
+    return training(loader, s, lambda: SAGE(dims(data, s)), loss, copy=True)
 
 
 def graphbolt_loop(data, s):
@@ -186,7 +182,7 @@ def pyg_hetero_loop(data, s):
         out = model(batch.x_dict, ids, [batch.edge_index_dict] * layers)[:size]
         return F.cross_entropy(out, batch[target].y[:size])
 
-    return training(loader, s, lambda: typed_model(hetero_layer(s.model, data.relations), data, s), loss, on_device(s)[1])
+    return training(loader, s, lambda: typed_model(hetero_layer(s.model, data.relations), data, s), loss, copy=True)
 
 
 def graphbolt_hetero_loop(data, s):
@@ -244,7 +240,7 @@ def pyg_link_loop(data, s):
 
         sampler = loader.link_sampler
         sampler.sample_from_edges = ExcludeSeedEdges(sampler.sample_from_edges, split.num_nodes, neg_mode)
-    device, to_device = on_device(s)
+    device = device_of(s.mode)
     layers = len(s.fanout)
 
     def loss(model, batch):
@@ -259,7 +255,7 @@ def pyg_link_loop(data, s):
             label = batch.edge_label
         return F.binary_cross_entropy_with_logits(model(batch.x, [batch.edge_index] * layers, src, dst), label)
 
-    return training(loader, s, lambda: link_model_of(PygNodePipeline.conv_factory(), data, s), loss, to_device)
+    return training(loader, s, lambda: link_model_of(PygNodePipeline.conv_factory(), data, s), loss, copy=True)
 
 
 def graphbolt_link_loop(data, s):
