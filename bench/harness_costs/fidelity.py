@@ -298,7 +298,8 @@ def _compare_one(cell: Cell, cache: Path, data_root: Path | None, rounds: int, s
     if BACKENDS[cell.backend].task == "link":  # both sides train on the split a run makes (once per dataset)
         link_split.ensure(dataset_dir)
     result = Comparison(cell.id, [], [], [], against_itself=against_itself, side_by_side=side_by_side,
-                        max_rounds=max_rounds, differences=gpu_differences(cell, side_by_side), rounds_asked=rounds)
+                        max_rounds=max_rounds, differences=gpu_differences(cell, side_by_side),
+                        rounds_asked=max_rounds or rounds)  # the most this pair could have run
     s = cell.settings  # one rank: the plan both sides set (bench/run/worker.py set_threads)
     result.threads = core_budget.plan(core_budget.usable_cores(), 1, s.num_workers, s.threads).threads
     r = 0
@@ -325,7 +326,7 @@ def _compare_one(cell: Cell, cache: Path, data_root: Path | None, rounds: int, s
         if not r:
             raise
         result.interrupted_after = r
-        say(f"  {cell.id}: interrupted after {r} of {rounds} rounds: kept")
+        say(f"  {cell.id}: interrupted after {r} of {result.rounds_asked} rounds: kept")
         raise PairInterrupted(result) from None
     if result.unsettled_reason:
         say(f"  {cell.id}: unresolved: {result.unsettled_reason}")
