@@ -44,6 +44,25 @@ def settled(found: tuple[float, float] | None, n_rounds: int, tolerance: float =
     return None
 
 
+def band(tolerance: float = TOLERANCE) -> tuple[float, float]:
+    """The band of ratios counted as the same: 1/(1+t) .. 1+t, so a ratio reads alike from either side."""
+    return 1 / (1 + tolerance), 1 + tolerance
+
+
+def band_state(found, tolerance: float = TOLERANCE) -> str | None:
+    """"inside" where the interval lies in the band, "outside" where it lies wholly beyond one edge,
+    else None (it straddles an edge, or there is no interval)."""
+    if not found:
+        return None
+    low, high = found
+    lower, upper = band(tolerance)
+    if low >= lower - 1e-12 and high <= upper + 1e-12:
+        return "inside"
+    if low > upper or high < lower:
+        return "outside"
+    return None
+
+
 def precise(found: tuple[float, float] | None, ratio: float, tolerance: float = TOLERANCE) -> bool:
     """Whether the interval lies within ±tolerance of the ratio itself: a settled ratio with a wider one
     (1.26, 1.22-1.35) is worth more rounds."""
