@@ -8,7 +8,7 @@ import argparse
 import sys
 from contextlib import redirect_stderr, redirect_stdout
 
-from bench.commands import (bundle, compare, datasets, fidelity, history, k8s, recover, report, run, slurm,
+from bench.commands import (bundle, calibrate, compare, datasets, fidelity, history, k8s, recover, report, run, slurm,
                             stacks as stacks_cmd)
 from bench.commands.common import EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED, ending_as_interrupt
 from bench.commands.run import default_suite  # noqa: F401 - part of the command's interface (tests)
@@ -23,7 +23,7 @@ from bench.run.session import SessionError
 # The commands, in the order `gnnbench --help` lists them: each module has add_parser(sub, parents)
 # and run(args) -> exit code.
 COMMANDS = {"run": run, "report": report, "recover": recover, "compare": compare, "history": history, "fidelity": fidelity,
-            "datasets": datasets, "stacks": stacks_cmd, "bundle": bundle, "slurm": slurm, "k8s": k8s}
+            "calibrate": calibrate, "datasets": datasets, "stacks": stacks_cmd, "bundle": bundle, "slurm": slurm, "k8s": k8s}
 # What a bad input raises: its message names the input; `gnnbench` prints it and exits 2.
 BAD_INPUT = (InputError, suite_mod.SuiteError, SessionError, results.ResultsError, stacks.StackError, DatasetError,
              external_stacks.ExternalStackError)

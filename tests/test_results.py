@@ -50,7 +50,7 @@ def test_reader_lists_every_cell_in_the_suite_order(tmp_path):
     assert (run.cells[2].backend, run.cells[2].dataset, run.cells[2].reason) == \
         ("dgl-graphbolt", "other", "the run ended before this cell")
     assert run.suite == "toy" and run.finished == "2026-01-01T00:00:00+00:00"
-    assert run.machine.key == ("box", "Test CPU", 2, "x86_64") and fmt.host_label(run.machine) == "box (Test CPU x2)"
+    assert run.machine.key == ("box", "Test CPU", None, 2, "x86_64") and fmt.host_label(run.machine) == "box (Test CPU x2)"
 
 
 def test_metrics_the_model_does_not_name_are_kept(tmp_path):

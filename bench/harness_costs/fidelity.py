@@ -24,7 +24,7 @@ from pathlib import Path
 
 from bench import modes
 from bench import paired_ratio
-from bench.paired_ratio import MIN_ROUNDS_TO_SETTLE, TOLERANCE, within
+from bench.paired_ratio import MIN_LAUNCHES, TOLERANCE
 from bench import stacks
 from bench.backends import BACKENDS
 from bench.datasets import link_split
@@ -82,7 +82,7 @@ class Comparison:
 
     def add(self, side: str, epochs: list[float], cpu: list[float], load: float | None = None) -> None:
         """One round's run of one side ("harness" or "plain", which carries the other load)."""
-        self.__dict__.pop("interval", None)  # a new round: the interval is taken again when next read
+        self.__dict__.pop("_estimate", None)  # a new round: the ratio is taken again when next read
         getattr(self, f"{side}_rounds").append(epochs)
         getattr(self, f"{side}_epochs").extend(epochs)
         getattr(self, f"{side}_cpu").extend(cpu)
@@ -95,43 +95,62 @@ class Comparison:
         return (self.side_by_side and bool(self.harness_rounds) and len(self.harness_rounds) == len(self.plain_rounds)
                 and all(len(h) == len(p) for h, p in zip(self.harness_rounds, self.plain_rounds)))
 
-    def _pair_logs(self) -> list[list[float]]:
-        """Each round's log(harness / plain), pair by pair (a paired run's)."""
-        return [[math.log(h / p) for h, p in zip(hs, ps)] for hs, ps in zip(self.harness_rounds, self.plain_rounds)]
+    def _round_logs(self) -> list[float]:
+        """Each round's log(harness / plain): a round is a launch (fresh processes), so what differs
+        between launches is in the rounds' spread. Paired epochs: the median of their drift-free
+        sandwiches (paired_ratio.sandwich_logs); else the log of the round's medians' ratio."""
+        logs = []
+        for hs, ps in zip(self.harness_rounds, self.plain_rounds):
+            if self.paired:
+                turns = [turn for h, p in zip(hs, ps) for turn in (("harness", h), ("plain", p))]
+                logs.append(paired_ratio.launch_estimate(paired_ratio.sandwich_logs(turns, "plain", "harness")))
+            elif hs and ps:
+                logs.append(math.log(statistics.median(hs) / statistics.median(ps)))
+        return [x for x in logs if x is not None]
 
-    def _ratio_over(self, rounds: list[int], pair_logs: list[list[float]] | None = None) -> float:
-        """The ratio over the given rounds (repeats allowed): the geometric median of the pairs'
-        ratios (a busy stretch slows both epochs of a pair alike: issue 41), else the medians' ratio."""
-        if self.paired:
-            logs = pair_logs if pair_logs is not None else self._pair_logs()
-            return paired_ratio.geometric_median(x for r in rounds for x in logs[r])
-        harness = [e for r in rounds for e in self.harness_rounds[r]]
-        plain = [e for r in rounds for e in self.plain_rounds[r]]
-        return statistics.median(harness) / statistics.median(plain)
+    @property
+    def looks(self) -> int:
+        """The plan's looks: at --rounds, and at --max-rounds where given (each spends half of ALPHA)."""
+        return 2 if self.max_rounds else 1
+
+    @property
+    def confidence(self) -> float:
+        """The verdict interval's confidence: 95 % at one look, 97.5 % at each of two."""
+        return 1 - paired_ratio.look_alpha(self.looks)
 
     @cached_property
+    def _estimate(self) -> tuple[float, tuple[float, float] | None]:
+        """The ratio over the rounds and its interval at `confidence` (kept until a round is added)."""
+        logs = self._round_logs()
+        if not logs:
+            return self.ratio_of_medians, None
+        ratio, found = paired_ratio.over_launches(logs, 1 - self.confidence)
+        return ratio, found if len(logs) >= MIN_LAUNCHES else None
+
+    @property
     def interval(self) -> tuple[float, float] | None:
-        """A 95 % interval of the ratio, whole rounds resampled (kept until a round is added)."""
-        n = len(self.harness_rounds)
-        if len(self.plain_rounds) != n:
-            return None
-        logs = self._pair_logs() if self.paired else None  # the pairs' logs once, not once a resample
-        return paired_ratio.interval(n, lambda rounds: self._ratio_over(rounds, logs))
+        """The verdict's interval: a t interval over the rounds (launches), None below MIN_LAUNCHES."""
+        return self._estimate[1]
 
     @property
     def enough_rounds(self) -> bool:
-        """Whether the pair has the rounds its interval may settle it on."""
-        return len(self.harness_rounds) >= MIN_ROUNDS_TO_SETTLE
-
-    @property
-    def resolved(self) -> bool | None:
-        """Whether the whole interval lies outside the band (with enough rounds); None without one."""
-        return None if self.interval is None else self.settled == "outside"
+        """Whether the pair has the rounds an interval over launches needs."""
+        return len(self.harness_rounds) >= MIN_LAUNCHES
 
     @property
     def settled(self) -> str | None:
-        """"inside" or "outside" the band with 95 % confidence; None where more rounds may settle it."""
-        return paired_ratio.settled(self.interval, len(self.harness_rounds))
+        """"inside" or "outside" the band at the plan's confidence; None where it straddles an edge."""
+        return paired_ratio.band_state(self.interval)
+
+    @property
+    def reading(self) -> str:
+        """What the interval says against the band (paired_ratio.READINGS)."""
+        return paired_ratio.reading(self.ratio, self.interval)
+
+    @property
+    def resolved(self) -> bool | None:
+        """Whether the whole interval lies outside the band; None without one."""
+        return None if self.interval is None else self.settled == "outside"
 
     @property
     def unsettled_reason(self) -> str | None:
@@ -143,12 +162,8 @@ class Comparison:
         cap = f" (the cap, --max-rounds {self.max_rounds})" if self.max_rounds else " (give --max-rounds to add more)"
         if self.interrupted_after is not None:
             cap = f" (interrupted after {n} of the {self.rounds_asked} rounds asked)"
-        if not self.enough_rounds:
-            return (f"its 95 % interval {low:.3f}–{high:.3f} is taken over {n} rounds{cap}, fewer than the "
-                    f"{MIN_ROUNDS_TO_SETTLE} a pair needs to settle: an interval resampled from so few rounds is too "
-                    "narrow to trust")
-        return (f"its 95 % interval {low:.3f}–{high:.3f} still straddles an edge of ±{TOLERANCE:.0%} after "
-                f"{n} rounds{cap}: the run-to-run spread here is wider than the difference")
+        return (f"its {self.confidence:.1%} interval {low:.3f}–{high:.3f} still straddles an edge of ±{TOLERANCE:.0%} "
+                f"after {n} rounds{cap}: the launch-to-launch spread here is wider than the difference")
 
     @property
     def cpu_ratio(self) -> float | None:
@@ -174,32 +189,37 @@ class Comparison:
 
     @property
     def ratio(self) -> float:
-        """The harness against the plain loop (_ratio_over all rounds, or the medians' ratio)."""
-        if self.paired:
-            return self._ratio_over(list(range(len(self.harness_rounds))))
-        return self.ratio_of_medians
+        """The harness against the plain loop: the geometric mean of the rounds' ratios."""
+        return self._estimate[0]
 
     @property
     def faithful(self) -> bool:
-        """Whether the ratio is within the band."""
-        return within(self.ratio)
+        """Whether the interval lies inside the band (the harness surely costs less than ±TOLERANCE)."""
+        return self.reading == paired_ratio.SAME
+
+    @property
+    def differs(self) -> bool:
+        """Whether the interval lies wholly beyond the band: a difference to name."""
+        return self.reading in (paired_ratio.SLOWER, paired_ratio.FASTER)
 
     @property
     def verdict(self) -> str:
-        """'yes', or '**no**: 12.1 % faster' (the harness against its plain loop)."""
+        """'yes' (inside the band), '**no**: 12.1% faster (...)' (wholly beyond it), else what the interval
+        says (paired_ratio.verdict): never "yes" from the point estimate alone."""
         if self.faithful:
             return "yes"
-        return f"**no**: {abs(self.ratio - 1):.1%} {'slower' if self.ratio > 1 else 'faster'}"
+        words = paired_ratio.verdict({"ratio": self.ratio, "ci95": self.interval, "within": TOLERANCE,
+                                      "paired": True, "launches": len(self.harness_rounds), "rounds": 1})
+        return f"**no**: {words}" if self.differs else words
 
     def as_dict(self) -> dict:
         """The pair as the JSON file holds it."""
         return {**asdict(self), "harness_median_s": self.harness_median, "plain_median_s": self.plain_median,
                 "ratio": self.ratio, "ratio_of_medians": self.ratio_of_medians,
-                "ratio_is": "paired epochs (geometric median)" if self.paired else "ratio of medians",
                 "faithful": self.faithful, "cpu_ratio": self.cpu_ratio,
-                "ratio_ci95": list(self.interval) if self.interval else None,
-                "outside_resolved": None if self.faithful else self.resolved,
-                "settled": self.settled, "unsettled_reason": self.unsettled_reason}
+                "ratio_interval": list(self.interval) if self.interval else None, "confidence": self.confidence,
+                "ratio_is": "geometric mean of the rounds' ratios (each round a launch)",
+                "reading": self.reading, "settled": self.settled, "unsettled_reason": self.unsettled_reason}
 
 
 def comparable(cell: Cell) -> bool:
@@ -269,8 +289,8 @@ def compare(cells: list[Cell], cache: Path, data_root: Path | None, rounds: int,
             against_itself: bool = False, side_by_side: bool = False, max_rounds: int | None = None,
             found: list[Comparison] | None = None, failed: dict[str, str] | None = None,
             skipped: dict[str, str] | None = None) -> list[Comparison]:
-    """Each cell against its plain loop, `rounds` interleaved rounds, then more (up to `max_rounds`)
-    while unsettled; pairs go into `found` as they end (kept on an interrupt), `failed`, `skipped`."""
+    """Each cell against its plain loop, `rounds` interleaved rounds, then (where unsettled at that
+    look) on to `max_rounds` and one more look; pairs go into `found` as they end (kept on an interrupt), `failed`, `skipped`."""
     found = [] if found is None else found
     failed = {} if failed is None else failed
     skipped = {} if skipped is None else skipped
@@ -304,7 +324,8 @@ def _compare_one(cell: Cell, cache: Path, data_root: Path | None, rounds: int, s
     result.threads = core_budget.plan(core_budget.usable_cores(), 1, s.num_workers, s.threads).threads
     r = 0
     try:
-        while r < rounds or (max_rounds and r < max_rounds and result.settled is None):
+        # two planned looks at most: at --rounds, and (where unsettled there) at --max-rounds, none between
+        while r < rounds or (max_rounds and r < max_rounds and (r > rounds or result.settled is None)):
             if side_by_side:  # one process runs both
                 both = run_side_by_side(cell, dataset_dir, cache)
                 runs = {"harness": (both["harness"], both["harness_cpu"]), "plain": (both["epochs"], both["cpu"])}
@@ -351,8 +372,9 @@ def table(found: list[Comparison]) -> str:
             else "side_by_side" if any(c.side_by_side for c in found) else "apart")
     first, second, what = HEADINGS[kind]
     paired = any(c.paired for c in found)  # the ratio is over back-to-back epoch pairs; their medians' ratio beside it
-    ratio = "ratio (paired epochs) | ratio of medians" if paired else "ratio"
-    lines = [f"| cell | threads | {first} | {second} | {ratio} | 95 % interval (rounds) | {band} | CPU-time ratio | other load |",
+    ratio = "ratio (paired epochs) | ratio of medians" if paired else "ratio (rounds' geometric mean)"
+    confidence = f"{found[0].confidence:.1%}" if found else "95 %"
+    lines = [f"| cell | threads | {first} | {second} | {ratio} | {confidence} interval (rounds) | {band} | CPU-time ratio | other load |",
              "|---|---:|---:|---:|---:|" + ("---:|" if paired else "") + "---|---|---:|---:|"]
     for c in found:
         loads = [x for x in c.other_load if x is not None]
@@ -367,13 +389,13 @@ def table(found: list[Comparison]) -> str:
         lines += [f"- `{c.cell_id}`: {c.interrupted_after} of the {c.rounds_asked} rounds asked" for c in interrupted]
     unsettled = [c for c in found if c.unsettled_reason]
     if unsettled:
-        lines += ["", "Unresolved (neither inside nor outside the band with 95 % confidence):"]
+        lines += ["", "Unresolved (neither inside nor wholly outside the band at the plan's confidence):"]
         lines += [f"- `{c.cell_id}`: {c.unsettled_reason}" for c in unsettled]
     differing = [c for c in found if c.differences]
     if differing:
         lines += ["", "Differences by design (the GPU pairs' sides):"]
         lines += [f"- `{c.cell_id}`: {d}" for c in differing for d in c.differences]
-    outside = [c for c in found if not c.faithful]
+    outside = [c for c in found if c.differs or (c.interval is None and not paired_ratio.within(c.ratio))]
     if outside:
         lines += ["", f"Outside ±{TOLERANCE:.0%} ({what}):"]
         lines += [f"- `{c.cell_id}`: {c.verdict.removeprefix('**no**: ')} (ratio {c.ratio:.3f}){_resolution(c)}"
@@ -383,14 +405,9 @@ def table(found: list[Comparison]) -> str:
 
 def _resolution(c: Comparison) -> str:
     """What the interval says of a pair outside the band."""
-    if c.resolved is None:
-        return ""
-    if c.resolved:
-        return "; the whole 95 % interval is outside the band too: a difference to name"
-    if not c.enough_rounds:
-        return f"; over {len(c.harness_rounds)} rounds, fewer than the {MIN_ROUNDS_TO_SETTLE} that settle a pair"
-    return (f"; its 95 % interval reaches into the band: {len(c.harness_rounds)} rounds do not tell it "
-            "from the run-to-run spread")
+    if c.interval is None:
+        return f"; over {len(c.harness_rounds)} rounds, fewer than the {MIN_LAUNCHES} an interval over launches needs"
+    return "" if c.differs else f"; its {c.confidence:.1%} interval reaches into the band: not surely beyond it"
 
 
 def write(found: list[Comparison], path: Path, command: str, not_run: list[str] | None = None,

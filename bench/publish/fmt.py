@@ -98,5 +98,6 @@ def host_label(machine) -> str | None:
     """Which machine it was, as in `box (Test CPU x8)`; None when the file names neither."""
     if machine.node is None and machine.cpu_brand is None:
         return None
-    cpu = f"{machine.cpu_brand or 'unknown CPU'}" + (f" x{machine.cpu_count}" if machine.cpu_count else "")
+    cpu = (f"{machine.cpu_brand or 'unknown CPU'}" + (f" {machine.cpu_clock}" if getattr(machine, "cpu_clock", None) else "")
+           + (f" x{machine.cpu_count}" if machine.cpu_count else ""))
     return f"{machine.node or '?'} ({cpu})"

@@ -106,19 +106,21 @@ def series(results: Sequence[RunResult]) -> dict[SeriesKey, list[Point]]:
         for cell_id, points in trend([run for run in runs if str(run.suite or "?") == suite]).items():
             for point in points:
                 if point.status == "ok" and point.median_s:
-                    key = SeriesKey(suite, cell_id, configuration(point.cell), fingerprint(point.run.machine))
+                    key = SeriesKey(suite, cell_id, configuration(point.cell, point.run), fingerprint(point.run.machine))
                     out.setdefault(key, []).append(point)
     return out
 
 
-def configuration(cell: CellResult) -> str:
+def configuration(cell: CellResult, run: RunResult | None = None) -> str:
     """A cell's configuration as text; a setting at its default is left out (files written before it
-    existed do not record it, and the default measured the same)."""
+    existed do not record it, and the default measured the same); with its run, the model's definition
+    and how it was measured too (a series splits where either changed)."""
     defaults = setting_defaults()
     settings = {k: v for k, v in cell.settings.items()
                 if k not in WATCH_SETTINGS and json.dumps(v) != defaults.get(k)}
     graph = {name: getattr(cell.card, name) for name in GRAPH_FIELDS} if cell.card else {}
-    return json.dumps({"settings": settings, "graph": graph}, sort_keys=True, default=str)
+    how = {k: v for k, v in definition(cell, run).items() if not k.startswith("setting ")} if run else {}
+    return json.dumps({"settings": settings, "graph": graph, **how}, sort_keys=True, default=str)
 
 
 @functools.cache
@@ -185,11 +187,18 @@ def compare(old: RunResult, new: RunResult, *, floor: float = COMPARE_FLOOR, for
         o, n = old_cells.get(cell_id), new_cells.get(cell_id)
         if not (comparable and o and n and o.status == n.status == "ok"):
             verdicts.append(status_verdict(cell_id, o, n, comparable, old, new))
+            if o and n and o.measured and n.measured and (changed := definition_changes(o, n, old, new)):
+                verdicts[-1].reason += f"; what the cell measures changed too ({changed})"
         elif changed := graph_changes(o, n):  # e.g. a new synthetic generator: same dataset name, another graph
             verdicts.append(Verdict(cell_id, n.dataset or o.dataset, "not comparable", o.median, n.median,
                                     n.median / o.median - 1, None,
                                     f"the dataset changed between the runs ({changed}): timings on different "
                                     "graphs are not compared"))
+        elif changed := definition_changes(o, n, old, new):  # same cell id, another measurement
+            verdicts.append(Verdict(cell_id, n.dataset or o.dataset, "not comparable", o.median, n.median,
+                                    n.median / o.median - 1, None,
+                                    f"what the cell measures changed between the runs ({changed}): the series is "
+                                    "split here, not read as noise"))
         else:
             verdicts.append(timing_verdict(o, n, floor, *run_to_run(cell_id, earlier, old_cells, new_cells)))
     return verdicts
@@ -203,6 +212,37 @@ def graph_changes(o: CellResult, n: CellResult) -> str:
     """What differs between the graphs two measurements ran on, in words ("" where nothing recorded does)."""
     pairs = [(name, getattr(o.card, name), getattr(n.card, name)) for name in GRAPH_FIELDS] if o.card and n.card else []
     return "; ".join(f"{name} {a:,} -> {b:,}" for name, a, b in pairs if None not in (a, b) and a != b)
+
+
+# What the recorded model says of its definition: a change of any of them is another measurement
+MODEL_FIELDS = ("name", "parameters", "embedding_parameters", "heads", "init", "same_layer_edges", "weight_decay")
+
+
+def measurement(cell: CellResult, run: RunResult) -> str:
+    """How the cell's epochs were measured: "paired turns over N launches", "paired turns in one launch"
+    (before launches), "interleaved processes" or "solo"."""
+    mine = [p for p in run.pairs if cell.id in (p.get("first"), p.get("second"))]
+    if any(p.get("paired") and p.get("launches") for p in mine):
+        return f"paired turns over {max(p['launches'] for p in mine if p.get('launches'))} launches"
+    if any(p.get("paired") for p in mine):
+        return "paired turns in one launch"
+    return "interleaved processes" if any(p.get("rounds") for p in mine) else "solo"
+
+
+def definition(cell: CellResult, run: RunResult) -> dict:
+    """What defines a cell's measurement beyond its id: its settings as recorded (a default recorded in
+    one file and absent in the other counts), its model's definition, how it was measured."""
+    model = (cell.metrics.model if cell.metrics else None) or {}
+    return {**{f"setting {k}": v for k, v in cell.settings.items() if k not in WATCH_SETTINGS},
+            **{f"model {k}": model.get(k) for k in MODEL_FIELDS if model}, "measured as": measurement(cell, run)}
+
+
+def definition_changes(o: CellResult, n: CellResult, old: RunResult, new: RunResult) -> str:
+    """What differs between two measurements' definitions, in words ("" where nothing recorded does)."""
+    a, b = definition(o, old), definition(n, new)
+    return "; ".join(f"{key} {'absent' if a.get(key) is None else json.dumps(a.get(key))} -> "
+                     f"{'absent' if b.get(key) is None else json.dumps(b.get(key))}"
+                     for key in sorted(a.keys() | b.keys()) if a.get(key) != b.get(key))
 
 
 def run_to_run(cell_id: str, earlier: Sequence[RunResult], old_cells: dict[str, CellResult],

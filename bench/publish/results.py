@@ -146,6 +146,7 @@ class Machine:
     cpu_brand: str | None = None
     processor: str | None = None
     cpu_count: int | None = None      # pytest-benchmark's (py-cpuinfo) count
+    cpu_clock: str | None = None      # py-cpuinfo's advertised clock ("2.6000 GHz"): one VM model comes at several
     arch: str | None = None
     system: str = ""
     kernel: str | None = None
@@ -185,8 +186,8 @@ class Machine:
 
     @property
     def key(self) -> tuple:
-        """What makes two runs' timings comparable: same host, CPU model, core count, architecture."""
-        return self.node, self.cpu_brand, self.cpu_count, self.arch
+        """What makes two runs' timings comparable: same host, CPU model and clock, core count, architecture."""
+        return self.node, self.cpu_brand, self.cpu_clock, self.cpu_count, self.arch
 
 
 @dataclass(frozen=True)
@@ -357,6 +358,7 @@ def _machine(info: dict) -> Machine:
     return Machine(
         node=info.get("node"), cpu_brand=(info.get("cpu") or {}).get("brand_raw"), processor=info.get("processor"),
         cpu_count=(info.get("cpu") or {}).get("count"), arch=info.get("machine"),
+        cpu_clock=(info.get("cpu") or {}).get("hz_advertised_friendly"),
         system=" ".join(str(info[k]) for k in ("system", "machine") if info.get(k)),
         kernel=ours.get("kernel") or info.get("release"), python=info.get("python_version"),
         cpu_count_logical=ours.get("cpu_count_logical"), cpu_count_physical=ours.get("cpu_count_physical"),

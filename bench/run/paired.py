@@ -1,12 +1,13 @@
 """Paired cells: two or more cells' workers alive at once, taking turns epoch by epoch, so a slow
 stretch of a shared machine falls on both instead of reading as a difference between them.
 
-A group's cells launch together, warm up, then run their measured epochs in rounds, one cell at a
-time in one fixed cycle (bench/run/turns.py). Each pair's ratio and interval come from
-bench/paired_ratio.py; rounds are added until every pair is resolved, up to `max_rounds` or
-TIME_SHARE of the timeout. Cells that cannot live beside another (why_alone, too_big_together)
-take turns as whole processes (INTERLEAVED_ROUNDS); the pseudo-axis `runner` pairs each cell with
-a twin no memory sampler reads."""
+A group is measured in `launches` launches (fresh processes, so what differs between launches is
+measured too), the member order reversed every other launch. In each, the cells launch together,
+warm up, then run `rounds` measured epochs in rounds, one cell at a time in one fixed cycle
+(bench/run/turns.py). Each pair's ratio and interval come from bench/paired_ratio.py, read once on
+this fixed plan. Cells that cannot live beside another (why_alone, too_big_together) take turns as
+whole processes, one round a launch; the pseudo-axis `runner` pairs each cell with a twin no memory
+sampler reads; every cell of the baseline's group is also paired with the baseline (BASELINE)."""
 
 from __future__ import annotations
 
@@ -25,16 +26,16 @@ from pathlib import Path
 import psutil
 
 from bench import modes, paired_ratio
+from bench.machine.load import LoadMeter
 from bench.run.runner import Launch, Outcome, launch_cell
 from bench.run.suite import Cell
 from bench.run.turns import DONE, GO, MAX_TURNS_ENV, READY, STOP, TURNS_ENV
 
 STUCK_FLOOR_S = 30.0  # a turn may always take this long before its worker is taken as stuck
-FIRST_LOOK = 10  # rounds before the pairs are first judged (then at 20, 40, ... and the cap: is_look)
 TIME_SHARE = 0.7  # warm-ups and rounds end by this share of the shortest timeout after the first launch
 MEMORY_SHARE = 0.5  # a group's graphs may take this share of the memory available at its start
-INTERLEAVED_ROUNDS = 3  # rounds of whole processes for cells that cannot live together
 RUNNER = "runner"  # the pseudo-axis: each cell against a twin of it that no memory sampler watches
+BASELINE = "baseline"  # each cell of the baseline's group against the baseline (the tables' speedups)
 
 
 @dataclass(frozen=True)
@@ -114,17 +115,20 @@ def too_big_together(dataset_dirs: list[Path]) -> str | None:
 
 @dataclass
 class PairResult:
-    """One pair's comparison: the second cell's epoch time over the first's."""
+    """One pair's comparison: the second cell's epoch time over the first's (bench/paired_ratio.py)."""
     axis: str
     first: str
     second: str
     paired: bool  # taken over live workers' turns; False: over cells run one after the other
     within: float = paired_ratio.TOLERANCE
-    rounds: int = 0
+    rounds: int = 0  # rounds (one turn of each side) over all launches
+    launches: int = 0  # launches (fresh processes) the ratio and its interval are taken over
     ratio: float | None = None
-    ci95: list[float] | None = None
-    settled: str | None = None  # inside | outside | None (unresolved)
-    reason: str | None = None  # why not paired, or why unresolved
+    ci95: list[float] | None = None  # a t interval over the launches: what differs between launches is in it
+    settled: str | None = None  # inside | outside | None: the interval against the band (paired_ratio.band_state)
+    reading: str | None = None  # what the interval says (paired_ratio.READINGS)
+    reason: str | None = None  # why not paired, or why no interval
+    launch_ratios: list[float] | None = None  # each launch's drift-free ratio, in launch order
     # CPU the waiting cell's process tree took, per second it waited (a share of one core)
     first_waiting_cpu: float | None = None
     second_waiting_cpu: float | None = None
@@ -132,55 +136,40 @@ class PairResult:
     def as_dict(self) -> dict:
         return asdict(self)
 
-    @property
-    def precise(self) -> bool:
-        """Its interval within ±within of its own ratio (paired_ratio.precise)."""
-        return self.ratio is not None and paired_ratio.precise(self.ci95, self.ratio, self.within)
 
-    @property
-    def resolved(self) -> bool:
-        """Settled (inside or outside the band) and precise: the rounds may stop for this pair."""
-        return self.settled is not None and self.precise
-
-
-def is_look(rounds: int, max_rounds: int) -> bool:
-    """Whether the pairs are judged after this many rounds: at FIRST_LOOK, each doubling after it,
-    and the cap. Judging after every round and stopping at the first interval outside the band
-    would find a difference in an A/A pair far more often than 1 time in 20; a few looks keep that
-    near the interval's own 5 %."""
-    return rounds == max_rounds or (rounds >= FIRST_LOOK and (rounds // FIRST_LOOK) & (rounds // FIRST_LOOK - 1) == 0
-                                    and rounds % FIRST_LOOK == 0)
-
-
-def paired_result(pair: Pair, rounds: list[dict[str, float]], within: float, waiting: dict[str, float],
-                  cap_reason: str | None, with_interval: bool = True, apart: str | None = None) -> PairResult:
-    """A pair's ratio over its rounds: live workers' turns, or with `apart` (why they could not live
-    together) each round's median epoch of whole processes launched in turns."""
-    logs = [math.log(r[pair.second] / r[pair.first]) for r in rounds if pair.first in r and pair.second in r]
-    n = len(logs)
-    result = PairResult(pair.axis, pair.first, pair.second, paired=apart is None, within=within, rounds=n,
-                        first_waiting_cpu=waiting.get(pair.first), second_waiting_cpu=waiting.get(pair.second))
-    if n:
-        result.ratio = paired_ratio.geometric_median(logs)
+def paired_result(pair: Pair, launches: list[list[dict[str, float]]], within: float, waiting: dict[str, float],
+                  stopped: str | None, apart: str | None = None) -> PairResult:
+    """A pair's ratio over its launches, each a list of rounds (cell id -> epoch seconds, in the order
+    the turns ran): live workers' turns, or with `apart` (why they could not live together) whole
+    processes, one round a launch. Each launch gives a drift-free ratio (paired_ratio.sandwich_logs);
+    the ratio and its 95 % interval are taken over the launches (paired_ratio.over_launches)."""
+    estimates, rounds_run = [], 0
+    for rounds in launches:
+        both = [r for r in rounds if pair.first in r and pair.second in r]
+        order = [(cell, r[cell]) for r in both for cell in r if cell in (pair.first, pair.second)]
+        estimate = paired_ratio.launch_estimate(paired_ratio.sandwich_logs(order, pair.first, pair.second))
+        if estimate is not None:
+            estimates.append(estimate)
+            rounds_run += len(both)
+    result = PairResult(pair.axis, pair.first, pair.second, paired=apart is None, within=within, rounds=rounds_run,
+                        launches=len(estimates), first_waiting_cpu=waiting.get(pair.first),
+                        second_waiting_cpu=waiting.get(pair.second))
+    if not estimates:
+        result.reason = stopped or "no round ran"
+        return result
+    result.ratio, found = paired_ratio.over_launches(estimates)
+    result.launch_ratios = [round(math.exp(e), 6) for e in estimates]
+    if len(estimates) >= paired_ratio.MIN_LAUNCHES and found:
+        result.ci95, result.settled = list(found), paired_ratio.band_state(found, within)
+        result.reading = paired_ratio.reading(result.ratio, found, within)
     else:
-        result.reason = cap_reason or "no round ran"
-    too_few = n < paired_ratio.MIN_ROUNDS_TO_SETTLE  # never settled (paired_ratio.settled)
-    if n and with_interval:
-        found = paired_ratio.interval(n, lambda picked: paired_ratio.geometric_median(logs[i] for i in picked))
-        result.ci95 = list(found) if found else None
-        result.settled = paired_ratio.settled(found, n, within)
-        if result.settled and not result.precise:
-            result.reason = (f"its interval reaches beyond ±{within:.0%} of the ratio after {n} rounds"
-                             f"{': ' + cap_reason if cap_reason else ''}")
-        elif too_few:
-            result.reason = (f"{n} rounds{' (' + cap_reason + ')' if cap_reason else ''}, too few to settle a "
-                             f"pair ({paired_ratio.MIN_ROUNDS_TO_SETTLE} at least)")
-        elif result.settled is None:
-            result.reason = (f"unresolved after {n} rounds{': ' + cap_reason if cap_reason else ''}: the "
-                             f"interval straddles an edge of ±{within:.0%}")
+        result.reason = (f"{len(estimates)} launch(es), fewer than the {paired_ratio.MIN_LAUNCHES} an interval over "
+                         "launches needs")
     if apart is not None:
-        result.reason = (f"interleaved processes ({apart}): {n} rounds, each cell launched once a round"
-                         + ("; too few to settle a pair" if too_few else f"; {result.reason}" if result.reason else ""))
+        result.reason = f"interleaved processes ({apart}): each cell launched once a round" + (
+            f"; {result.reason}" if result.reason else "")
+    if stopped:
+        result.reason = f"{result.reason}; {stopped}" if result.reason else stopped
     return result
 
 
@@ -261,35 +250,34 @@ class Member:
 
 @dataclass
 class GroupRun:
+    """One launch of a group: each cell's outcome and the rounds its turns made."""
     outcomes: dict[str, Outcome]
-    rounds: list[dict[str, float]]
+    rounds: list[dict[str, float]]  # each round: cell id -> epoch seconds, in the order the turns ran
     waiting: dict[str, float]  # cell id -> CPU share of one core its tree took while it waited
-    stopped: str | None  # why the rounds stopped short of settling every pair, if they did
+    stopped: str | None  # why the rounds stopped short of those planned, if they did
+    other_load: float | None = None  # the machine's share other work took during the launch (machine/load.py)
 
 
-def run_together(members: list[Member], pairs: list[Pair], cache: Path, launch: Launch, within: float,
-                 max_rounds: int, say=print) -> GroupRun:
-    """Launch the group's workers together (each warms up, then waits its turns), take turns, and
-    return each cell's outcome. `pairs`: those whose two cells are both members."""
-    ids = {m.cell.id for m in members}
-    pairs = [p for p in pairs if p.first in ids and p.second in ids]
+def run_together(members: list[Member], cache: Path, launch: Launch, rounds: int, say=print) -> GroupRun:
+    """One launch: the group's workers started together (each warms up, then waits its turns), `rounds`
+    rounds of turns in the members' order, and each cell's outcome."""
     timeout = min(m.cell.settings.timeout for m in members)
     deadline = time.monotonic() + TIME_SHARE * timeout  # the first worker's own timeout runs from now
-    stopped = None
+    meter, stopped = LoadMeter(), None
     with tempfile.TemporaryDirectory(prefix="gnnbench-turns-") as folder:
         threads = []
         try:
             # launched together: each warms up beside the others, none idles while another warms up
             for i, member in enumerate(members):
-                threads.append(_start(member, Path(folder) / str(i), cache, launch, max_rounds))
+                threads.append(_start(member, Path(folder) / str(i), cache, launch, rounds))
             for member in members:
                 _wait_ready(member, deadline)
             live = [m for m in members if m.ready]
             if len(live) < len(members):
                 _one_turn_each(live)
-                rounds, stopped = [], "a cell of the group ended before its first turn"
+                made, stopped = [], "a cell of the group ended before its first turn"
             else:
-                rounds, stopped = _take_turns(live, pairs, within, max_rounds, deadline, say)
+                made, stopped = _take_turns(live, rounds, deadline, say)
         except BaseException:  # interrupted (Ctrl-C): the workers end now, not after their evaluation
             for member in members:
                 member.kill()
@@ -304,17 +292,19 @@ def run_together(members: list[Member], pairs: list[Pair], cache: Path, launch: 
                 for fd in (member.go, member.done):
                     if fd >= 0:
                         os.close(fd)
+    # the workers were waited for: their CPU is the runner's children's, so the rest is other work's
+    other_load = meter.other_share(0.0)
     for member in members:
         if member.stuck and member.outcome is not None:  # ended by the host, not by a failure of its own
             member.outcome.status, member.outcome.reason = "timeout", f"{member.stuck}\n{member.outcome.reason}"
         if member.outcome is not None:
-            member.outcome.other_load = None  # its partners' warm-ups and turns would count as other work
+            member.outcome.other_load = other_load  # the whole launch's: partners' turns are ours, not other work
     waiting = {m.cell.id: m.waiting_cpu_s / m.waited_s for m in members if m.waited_s}
     stopped = stopped or next((m.stuck for m in members if m.stuck), None)
-    return GroupRun({m.cell.id: m.outcome for m in members}, rounds, waiting, stopped)
+    return GroupRun({m.cell.id: m.outcome for m in members}, made, waiting, stopped, other_load)
 
 
-def _start(member: Member, turns: Path, cache: Path, launch: Launch, max_rounds: int) -> threading.Thread:
+def _start(member: Member, turns: Path, cache: Path, launch: Launch, rounds: int) -> threading.Thread:
     turns.mkdir()
     for pipe in ("go", "done"):
         os.mkfifo(turns / pipe)
@@ -323,7 +313,7 @@ def _start(member: Member, turns: Path, cache: Path, launch: Launch, max_rounds:
     member.done = os.open(turns / "done", os.O_RDWR | os.O_NONBLOCK)
     # one wait more than the turns: a worker leaves its loop on the host's stop, never on its own
     # (its evaluation would run beside another's last turn)
-    env = {TURNS_ENV: str(turns), MAX_TURNS_ENV: str(max_rounds + 1)}
+    env = {TURNS_ENV: str(turns), MAX_TURNS_ENV: str(rounds + 1)}
     thread = threading.Thread(target=_launch, args=(member, cache, launch, env), daemon=True)
     thread.start()
     return thread
@@ -350,41 +340,29 @@ def _wait_ready(member: Member, deadline: float) -> None:
         member.kill(f"still warming up at {TIME_SHARE:.0%} of its timeout: ended by the host (paired cells)")
 
 
-def _take_turns(live: list[Member], pairs: list[Pair], within: float, max_rounds: int, deadline: float,
-                say) -> tuple[list[dict[str, float]], str | None]:
+def _take_turns(live: list[Member], rounds: int, deadline: float, say) -> tuple[list[dict[str, float]], str | None]:
+    """`rounds` rounds, one turn of each live member a round in their order (the launch's order: its
+    first side alternates from one launch to the next in run_group). No verdict is read here: the plan
+    is fixed, so each verdict's error rate is the interval's own (paired_ratio)."""
     longest = 0.0
-    rounds: list[dict[str, float]] = []
-    while len(rounds) < max_rounds:
+    made: list[dict[str, float]] = []
+    while len(made) < rounds:
         times = {}
         round_began = time.monotonic()
-        # one fixed cycle, so every turn follows another cell's: turning the order each round made a
-        # cell run twice in a row at each round's edge, and a turn right after its own ran ~10 % faster
-        # (its caches still warm) than one after another's (A/A rounds: 1.10 and 0.92 by turns)
+        # one fixed cycle within a launch, so every turn follows another cell's: a turn right after its
+        # own ran ~10 % faster (its caches still warm) than one after another's (A/A rounds: 1.10 and 0.92)
         for member in live:
             # a turn may take ten times the longest epoch so far, STUCK_FLOOR_S at least, and until the deadline
             seconds = _turn(member, live, max(STUCK_FLOOR_S, 10 * longest, deadline - time.monotonic()))
             if seconds is None:
                 _one_turn_each([m for m in live if m is not member])
-                return rounds, f"{member.cell.id} ended during its turn{': ' + member.stuck if member.stuck else ''}"
+                return made, f"{member.cell.id} ended during its turn{': ' + member.stuck if member.stuck else ''}"
             times[member.cell.id] = seconds
             longest = max(longest, seconds)
-        rounds.append(times)
-        look = is_look(len(rounds), max_rounds)
-        if look or len(rounds) % 10 == 0:  # judged at each look, shown each tenth round: not 320 lines a group
-            results = [paired_result(p, rounds, within, {}, None, with_interval=look) for p in pairs]
-            say(f"  round {len(rounds)}: " + "; ".join(_progress(p, r) for p, r in zip(pairs, results)))
-            if look and all(r.resolved for r in results):
-                return rounds, None
-        if time.monotonic() + (time.monotonic() - round_began) > deadline:  # another round would pass it
-            return rounds, f"the time budget ({TIME_SHARE:.0%} of the cells' timeout) spent"
-    return rounds, f"the cap of {max_rounds} rounds"
-
-
-def _progress(pair: Pair, result: PairResult) -> str:
-    first, second = paired_ratio.label(pair.first, pair.second)
-    state = (result.settled or "unsettled") + (", imprecise" if result.settled and not result.precise else "")
-    interval = f" ({result.ci95[0]:.3f}–{result.ci95[1]:.3f}, {state})" if result.ci95 else ""
-    return f"{second} / {first} {paired_ratio.ratio_text(result.as_dict()).split(' ')[0]}{interval}"
+        made.append(times)
+        if time.monotonic() + (time.monotonic() - round_began) > deadline and len(made) < rounds:
+            return made, f"the time budget ({TIME_SHARE:.0%} of the cells' timeout) spent after {len(made)} rounds"
+    return made, None
 
 
 def _turn(member: Member, live: list[Member], limit: float) -> float | None:
@@ -423,12 +401,23 @@ def describe(result: PairResult) -> str:
             f"{paired_ratio.verdict(found)}")
 
 
+def baseline_pairs(group: list[Cell], pairs: list[Pair], baseline: str | None) -> list[Pair]:
+    """Every other cell of the baseline's group against the baseline (axis BASELINE), where no pair of
+    the axes holds them already: cells that take turns together compare alike whatever parts them, so
+    the tables' speedups come from turns too."""
+    ids = [c.id for c in group]
+    if baseline not in ids:
+        return []
+    have = {(p.first, p.second) for p in pairs}
+    return [Pair(BASELINE, baseline, other) for other in ids if other != baseline and (baseline, other) not in have]
+
+
 # --- a group's run, for the session (bench/run/session.py) ----------------------------------------
 
 def run_group(session, group: list[Cell], pairs: list[Pair]) -> None:
-    """A group's cells taking turns (or as whole processes in turns, or alone); each pair's result kept
-    in both cells' entries."""
-    within, max_rounds = session.pairing.within, session.pairing.max_rounds
+    """A group's cells in `launches` launches of live workers taking turns (or as whole processes in
+    turns, or alone); each pair's result kept in both cells' entries."""
+    within, planned = session.pairing.within, session.pairing.launches
     ready, done, alone, apart = [], {}, {}, []
     resumed = {c.id for c in group if c.id in session.finished}
     for cell in group:
@@ -453,30 +442,27 @@ def run_group(session, group: list[Cell], pairs: list[Pair]) -> None:
                  for m in members]
         pairs = pairs + [Pair(RUNNER, t.cell.id, m.cell.id) for m, t in zip(members, twins)]
         members += twins
+    pairs = pairs + baseline_pairs(group, pairs, session.baseline)
     apart_why = apart[0] if apart else too_big_together([m.dataset_dir for m in members]) if len(members) > 1 else None
-    run, results = None, []
+    launched, results = None, []
     if len(ready) > 1 and apart_why:
-        rounds = _run_interleaved(session, ready, apart_why, done)
+        launches = _run_interleaved(session, ready, apart_why, done)
         ran = {c.id for c, _, _ in ready}
-        both = [p for p in pairs if p.first in ran and p.second in ran]
-        results = [paired_result(p, rounds, within, {}, None, apart=apart_why) for p in both]
-        pairs = [p for p in pairs if p not in both]
+        both = [p for p in pairs if p.first in ran and p.second in ran and p.axis != RUNNER]
+        results = [paired_result(p, launches, within, {}, None, apart=apart_why) for p in both]
         alone.update({p.first: apart_why for p in pairs if p.axis == RUNNER})  # twins need live turns
+        pairs = [p for p in pairs if p not in both]
     elif len(members) > 1 and not apart_why:
-        session.say(f"\ntaking turns: {len(members)} cells, {len(pairs)} pair(s), until each is within or outside "
-                    f"±{within:.0%} (at most {max_rounds} rounds)")
-        run = run_together(members, pairs, session.cache, session.launch, within, max_rounds, session.say)
-        for cell, resolved, _ in ready:
-            session.say(f"\n{session.position(cell)}")
-            done[cell.id] = session.after_launch(cell, resolved, run.outcomes[resolved.id])
+        launched = _run_launches(session, ready, members, planned, done)
     elif len(ready) == 1:
         cell, resolved, prepared = ready[0]
         alone[cell.id] = apart_why or "no other cell of its group could run beside it"
         done[cell.id] = session.after_launch(cell, resolved, session.start(resolved, prepared))
     for pair in pairs:
         why = alone.get(pair.first) or alone.get(pair.second)
-        if run is not None and not why:
-            results.append(paired_result(pair, run.rounds, within, run.waiting, run.stopped))
+        if launched is not None and not why:
+            launches, waiting, stopped = launched
+            results.append(paired_result(pair, launches, within, waiting, stopped))
         else:
             epochs = {i: done[i].epochs if i in done else [] for i in (pair.first, pair.second)}
             results.append(unpaired_result(pair, epochs, within, why or "not run together"))
@@ -487,32 +473,72 @@ def run_group(session, group: list[Cell], pairs: list[Pair]) -> None:
             continue
         extra = done[cell.id].entry["extra_info"]
         extra["pairs"] = [r.as_dict() for r in results if cell.id in (r.first, r.second)]
-        if run is not None and cell.id not in alone:
-            extra.setdefault("notes", []).append(
-                f"measured in turns beside {len(run.outcomes) - 1} other live worker(s) (paired): its measured "
-                f"epochs are its {len(run.rounds)} turns; other load not measured (its partners would count)")
         session.keep(cell, done[cell.id])
 
 
-def _run_interleaved(session, ready: list[tuple], why: str, done: dict) -> list[dict[str, float]]:
-    """Each round's median epoch per cell, the cells launched one after another (the order turning);
-    a cell's entry (in `done`) is its first run."""
-    rounds = []
-    session.say(f"\nnot together ({why}): {len(ready)} cells in {INTERLEAVED_ROUNDS} rounds of whole processes")
-    for number in range(INTERLEAVED_ROUNDS):
+def _run_launches(session, ready: list[tuple], members: list[Member], planned: int,
+                  done: dict) -> tuple[list[list[dict[str, float]]], dict[str, float], str | None]:
+    """The group's `planned` launches of live workers, the member order reversed every other launch so
+    each pair's first turn alternates between its two sides. A cell's entry is made from its first
+    launch's outcome, its later launches' measured epochs added to it (each launch trains afresh for
+    the same epochs, so its accuracy stays a same-epoch figure)."""
+    rounds = session.pairing.rounds or min(m.cell.settings.epochs for m in members)
+    session.say(f"\ntaking turns: {len(members)} cells, {planned} launches of {rounds} rounds each (a fixed plan: "
+                f"the verdicts are read once, at the end, against ±{session.pairing.within:.0%})")
+    launches, waiting, stopped, first = [], {}, None, {}
+    loads = []
+    for number in range(planned):
+        order = members if number % 2 == 0 else members[::-1]
+        fresh = [Member(m.cell, m.python, m.dataset_dir, m.memory_limit, watched=m.watched) for m in order]
+        session.say(f"  launch {number + 1} of {planned}: first turn {fresh[0].cell.id}")
+        run = run_together(fresh, session.cache, session.launch, rounds, session.say)
+        launches.append(run.rounds)
+        loads.append(run.other_load)
+        for cell_id, share in run.waiting.items():
+            waiting[cell_id] = waiting.get(cell_id, 0.0) + share / planned
+        for cell_id, outcome in run.outcomes.items():
+            if cell_id not in first:
+                first[cell_id] = outcome
+            elif outcome is not None and outcome.status == "ok" and first[cell_id].status == "ok":
+                first[cell_id].record["epochs"].extend(outcome.record.get("epochs", []))
+        if run.stopped:
+            stopped = f"launch {number + 1}: {run.stopped}"
+            break
+    busiest = max((x for x in loads if x is not None), default=None)
+    for cell, resolved, _ in ready:
+        outcome = first[resolved.id]
+        if outcome is not None:
+            outcome.other_load = busiest  # the busiest launch's: a busy stretch in any one marks the cell
+        session.say(f"\n{session.position(cell)}")
+        done[cell.id] = session.after_launch(cell, resolved, outcome)
+        if done[cell.id].measured:
+            done[cell.id].entry["extra_info"].setdefault("notes", []).append(
+                f"measured in turns beside {len(members) - 1} other live worker(s) (paired): {len(launches)} "
+                f"launch(es) of {rounds} turns, its first turn's side alternating; its epochs are all its turns; "
+                "its accuracy and memory are its first launch's")
+    return launches, waiting, stopped
+
+
+def _run_interleaved(session, ready: list[tuple], why: str, done: dict) -> list[list[dict[str, float]]]:
+    """Each launch's median epoch per cell, the cells launched one after another (the order turning);
+    a cell's entry (in `done`) is its first run. One launch is one round here."""
+    planned = session.pairing.launches
+    launches = []
+    session.say(f"\nnot together ({why}): {len(ready)} cells in {planned} rounds of whole processes")
+    for number in range(planned):
         shift = number % len(ready)
         medians = {}
         for cell, resolved, prepared in ready[shift:] + ready[:shift]:
-            session.say(f"\n{session.position(cell)} (round {number + 1} of {INTERLEAVED_ROUNDS})")
+            session.say(f"\n{session.position(cell)} (round {number + 1} of {planned})")
             outcome = session.start(resolved, prepared)
             if cell.id not in done:  # its first run is its entry, journalled at once
                 done[cell.id] = session.after_launch(cell, resolved, outcome)
             if outcome.status == "ok":
                 medians[cell.id] = statistics.median(e["seconds"] for e in outcome.record["epochs"])
-        rounds.append(medians)
+        launches.append([medians])
     for cell, _, _ in ready:
         if done[cell.id].measured:
             done[cell.id].entry["extra_info"].setdefault("notes", []).append(
-                f"its pairs ran as interleaved processes ({why}): {INTERLEAVED_ROUNDS} rounds, each cell "
-                "launched once a round; this entry is its first run")
-    return rounds
+                f"its pairs ran as interleaved processes ({why}): {planned} rounds, each cell launched once a "
+                "round; this entry is its first run")
+    return launches

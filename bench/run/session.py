@@ -79,8 +79,11 @@ class RunOptions:
                                            "ratio with its 95 %% interval, rounds added until it is within or outside the band")
     paired_within: float | None = option(type=float, metavar="FRACTION",
                                          help="the band a paired ratio settles in or out of (default 0.03: ±3 %%)")
-    paired_max_rounds: int | None = option(type=int, metavar="N",
-                                           help="the most rounds before a pair is said unresolved (default 320)")
+    paired_launches: int | None = option(type=int, metavar="N",
+                                         help="launches (fresh processes) each pair is measured in (default 6, at "
+                                              "least 3): the interval is taken over them")
+    paired_rounds: int | None = option(type=int, metavar="N",
+                                       help="rounds of turns per launch (default: the cells' epochs)")
     nnodes: int | None = option(type=int, help="machines that run each cell together (each runs the same command); "
                                                "default: SLURM's or Kubeflow's node count where they started it, else 1")
     node_rank: int | None = option(type=int, help="this machine's index among --nnodes; default: SLURM_NODEID or "
@@ -592,7 +595,8 @@ class Session:
                                                    ("resumed_from", self.resumed_from)) if value})
         if self.pairing is not None:
             meta["paired"] = {"by": self.pairing.by, "within": self.pairing.within,
-                              "max_rounds": self.pairing.max_rounds}
+                              "launches": self.pairing.launches, "rounds": self.pairing.rounds,
+                              "method": "launches"}
             found = {}
             for d in done:
                 for pair in d.entry.get("extra_info", {}).get("pairs") or []:
@@ -629,15 +633,15 @@ class Session:
 
 
 def paired_settings(from_suite: suite_mod.Paired | None, options: RunOptions) -> suite_mod.Paired | None:
-    """The suite's `paired`, with --paired's axes added and --paired-within / --paired-max-rounds."""
+    """The suite's `paired`, with --paired's axes added and --paired-within / -launches / -rounds."""
     given = {"by": [*(from_suite.by if from_suite else []), *(options.paired or [])],
-             **{k: v for k, v in (("within", options.paired_within), ("max_rounds", options.paired_max_rounds))
-                if v is not None}}
+             **{k: v for k, v in (("within", options.paired_within), ("launches", options.paired_launches),
+                                  ("rounds", options.paired_rounds)) if v is not None}}
     if given == {"by": []}:
         return None
     if not given["by"]:
-        raise SessionError("--paired-within and --paired-max-rounds need cells to pair: give --paired AXIS "
-                           "(e.g. --paired backend), or a suite with `paired`")
+        raise SessionError("--paired-within, --paired-launches and --paired-rounds need cells to pair: give "
+                           "--paired AXIS (e.g. --paired backend), or a suite with `paired`")
     base = from_suite.model_dump() if from_suite else {}
     try:
         return suite_mod.Paired.model_validate({**base, **given})

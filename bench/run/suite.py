@@ -229,10 +229,12 @@ class Paired(Strict):
     """Axes (`backend`, `dataset` or a setting): every two cells that differ in one of them alone take turns."""
     within: Annotated[float, Field(gt=0, lt=1)] = 0.03
     """A pair settles when its ratio's 95 % interval lies inside ±within, or wholly outside it."""
-    max_rounds: Annotated[int, Field(ge=10, le=1000)] = 320
-    """The most rounds (one measured epoch of each cell) before a pair is said unresolved (at least 10:
-    the pairs are first judged after 10 rounds, then 20, 40, ...; epochs of a tenth of a second
-    need 100-300 rounds to settle within ±2 %)."""
+    launches: Annotated[int, Field(ge=3, le=100)] = 6
+    """Launches (fresh processes) each pair is measured in, its first turn's side alternating; the interval
+    is taken over launches, so what differs from one launch to the next is in it (at least 3)."""
+    rounds: Annotated[int, Field(ge=2, le=1000)] | None = None
+    """Rounds (one measured epoch of each cell) per launch; default: the cells' `epochs`, so each launch
+    trains as the suite says and the accuracy stays a same-epoch figure."""
 
     @field_validator("by")
     @classmethod

@@ -42,7 +42,7 @@ INIT_TIMEOUT_S = 300  # init_process_group: seconds to wait for every rank
 # Test hook: GNNBENCH_FAULT=KIND[:ID_PART][@RANK],... makes the matching cells crash, hang or raise a
 # CUDA out-of-memory error in their first measured epoch, or ("slow") each measured batch SLOW_BY longer
 FAULT_ENV = "GNNBENCH_FAULT"
-SLOW_FAULT, SLOW_BY = "slow", 0.05
+SLOW_FAULT, SLOW_BY = "slow", 0.05  # "slowN": each measured batch N % longer (gnnbench calibrate's planted slowdowns)
 
 
 def rank_barrier(dist, settings: CellSettings) -> None:
@@ -271,10 +271,11 @@ class BatchHook:
         if self.first_batch_at is None:
             self.first_batch_at = time.time()
             self.started.mark("first_batch")
-        if self.fault == SLOW_FAULT:  # each batch 5 % longer than the step before it took
+        if self.fault and self.fault.startswith(SLOW_FAULT):  # each batch a share longer than the step before it took
             now = time.perf_counter()
             if self.measuring and index > 0 and self._last is not None:
-                until = now + SLOW_BY * (now - self._last)
+                share = int(self.fault[len(SLOW_FAULT):]) / 100 if self.fault[len(SLOW_FAULT):].isdigit() else SLOW_BY
+                until = now + share * (now - self._last)
                 while time.perf_counter() < until:  # work, not a sleep: no thread parked and woken again
                     pass
             self._last = time.perf_counter()
