@@ -64,6 +64,19 @@ def _hits(hits) -> str:
     return fmt.DASH if not hits else " / ".join(fmt.accuracy(hits.get(k)) for k in ("10", "50", "100"))
 
 
+def _busy_note(cell: CellResult) -> str:
+    """' busy: times suspect' where other work took HIGH_LOAD of the machine or more while the cell ran."""
+    load = cell.metrics.get("other_load") if cell.metrics else None
+    return f" (busy {fmt.pct(load, 0)}: times suspect)" if load is not None and load >= HIGH_LOAD else ""
+
+
+def _speedup_note(cell: CellResult) -> str | None:
+    """The paired speedup's interval, or why there is none."""
+    if cell.speedup_ci:
+        return f"({fmt.ratio(cell.speedup_ci[0])}–{fmt.ratio(cell.speedup_ci[1])}, paired)"
+    return "(not paired)" if cell.speedup_unpaired else None
+
+
 def _leak_note(cell: CellResult) -> str | None:
     leaks = cell.metrics.get("leaks") or {}
     return "(includes the leak)" if cell.settings.exclusion == "none" and leaks.get("leaked_batches") else None
@@ -227,12 +240,12 @@ CELL_COLUMNS = [
            shown=lambda t: any(r.measured and (r.device or {}).get("core_budget") for r in t["rows"]),
            doc="torch intra-op threads each rank ran with, from the core budget (usable cores ÷ ranks, less the rank's loader workers) or the `threads` setting; noted where ranks × threads + workers exceed the usable cores."),
     Column("epoch s, median (IQR)", lambda c: c.median, fmt.seconds, title="epoch time", unit="median (IQR)",
-           suffix=" s", note=lambda c: f"({fmt.seconds(c.stats.iqr)})",
+           suffix=" s", note=lambda c: f"({fmt.seconds(c.stats.iqr)})" + _busy_note(c),
            brief=True, doc="Wall time of one measured epoch: the median over the measured epochs (rounds), with the interquartile range."),
     Column("rounds", lambda c: c.stats.rounds, str, html=False,
            doc="Measured epochs the statistics are taken over (warm-up epochs excluded)."),
-    Column("speedup", lambda c: c.speedup, fmt.ratio, unit="vs reference",
-           brief=True, doc="The reference cell's median epoch time over this cell's: above 1 is faster than the reference (the suite's `baseline`, default its first cell)."),
+    Column("speedup", lambda c: c.speedup, fmt.ratio, unit="vs reference", note=_speedup_note,
+           brief=True, doc="The reference cell's epoch time over this cell's: above 1 is faster than the reference (the suite's `baseline`, default its first cell). Where the two took turns in paired launches, from their pair, with its 95 % interval over launches; else the ratio of their medians, noted `(not paired)` in a run that paired other cells."),
     Column("scaling efficiency", lambda c: c.scaling_efficiency, fmt.pct, title="scaling", unit="efficiency",
            hint=lambda c: f"speedup against 1 rank: {fmt.ratio(c.speedup_vs_ws1)}", markdown=False,
            # the scaling chart beside the table draws it too

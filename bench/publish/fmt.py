@@ -83,7 +83,7 @@ def when(text, seconds: bool = False) -> str:
 
 def machine_summary(machine) -> str:
     """What the machine is (a results.Machine): CPU, cores, memory, GPUs. For pages."""
-    parts = [machine.cpu_name]
+    parts = [machine.cpu_name + (f" at {machine.cpu_clock}" if getattr(machine, "cpu_clock", None) else "")]
     if machine.cpu_count_logical:
         parts.append(f"{machine.cpu_count_logical} logical cores")
     if machine.memory_total_bytes:

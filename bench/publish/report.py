@@ -118,6 +118,8 @@ def pair_rows(run: RunResult) -> list[dict]:
     """The paired comparisons (bench/run/paired.py) as rows: labels, ratio with its interval, verdict."""
     return [{**pair, "first_label": paired_ratio.label(pair["first"], pair["second"])[0],
              "ratio_text": paired_ratio.ratio_text(pair), "verdict": paired_ratio.verdict(pair),
+             "plan": (f"{pair['launches']} × {pair['rounds'] // pair['launches']}" if pair.get("launches")
+                      else f"1 × {pair['rounds']}" if pair.get("paired") else "–"),
              "waiting": " / ".join(f"{w:.1%}" for w in (pair.get("second_waiting_cpu"), pair.get("first_waiting_cpu"))
                                    if w is not None) or "–"}
             for pair in run.pairs]
@@ -129,7 +131,8 @@ def run_view(run: RunResult, chosen: list[str] | None = None) -> dict:
             "features_only": any(c.features_only_acc is not None for c in cards),
             "columns": columns.markdown_columns(run.cells, chosen),
             "scaling": scaling_rows(run), "partitions": partitions(run),
-            "stage_tables": stage_tables(run), "pairs": pair_rows(run), "diagnoses": diagnosis.diagnose(run.cells),
+            "stage_tables": stage_tables(run), "pairs": pair_rows(run),
+            "pairs_one_launch": any(p.get("paired") and not p.get("launches") for p in run.pairs), "diagnoses": diagnosis.diagnose(run.cells),
             "to_target": diagnosis.target_lines(run.cells)}
 
 

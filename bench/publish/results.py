@@ -83,7 +83,9 @@ class CellResult:
     seeds_flag: str | None = None     # it trained fewer seeds per epoch than a cell it is compared with
     is_baseline: bool = False
     reference_id: str | None = None   # the cell its `speedup` is against
-    speedup: float | None = None      # reference's median epoch / this cell's
+    speedup: float | None = None      # reference's median epoch / this cell's (from their pair, where paired)
+    speedup_ci: tuple | None = None   # its 95 % interval, where the two cells took turns (paired_speedups)
+    speedup_unpaired: bool = False    # in a run that paired cells, this one's speedup is not from a pair
     speedup_vs_ws1: float | None = None   # same configuration at 1 rank / this cell
     scaling_efficiency: float | None = None   # speedup_vs_ws1 / world size
 
@@ -264,7 +266,23 @@ def of_document(data, path: Path) -> RunResult:
         path=path, suite=meta.get("suite"), description=meta.get("description"),
         baseline=meta.get("baseline"), started_at=meta.get("started_at"), datetime=data.get("datetime"),
         commit=data.get("commit_info") or {}, machine=machine, not_run=tuple(meta.get("backends_not_run") or ()),
-        cells=tuple(cells), pairs=_pairs(data["benchmarks"]))
+        cells=tuple(paired_speedups(cells, _pairs(data["benchmarks"]))), pairs=_pairs(data["benchmarks"]))
+
+
+def paired_speedups(cells: list[CellResult], pairs: tuple[dict, ...]) -> list[CellResult]:
+    """Each cell's speedup taken from its turns beside its reference, where the two were paired with an
+    interval over launches (bench/run/paired.py): the reference's epoch over the cell's, as the pair's
+    1/ratio, and its interval; else the medians' ratio stays (scored above)."""
+    found = {}
+    for pair in pairs:
+        if pair.get("paired") and pair.get("ratio") and pair.get("ci95") and pair.get("launches"):
+            low, high = pair["ci95"]
+            found[(pair["first"], pair["second"])] = (1 / pair["ratio"], (1 / high, 1 / low))
+            found[(pair["second"], pair["first"])] = (pair["ratio"], (low, high))
+    return [dataclasses.replace(c, speedup=found[key][0], speedup_ci=found[key][1])
+            if (key := (c.reference_id, c.id)) in found
+            else dataclasses.replace(c, speedup_unpaired=bool(found) and c.measured and not c.is_reference)
+            for c in cells]
 
 
 def _pairs(benchmarks: list[dict]) -> tuple[dict, ...]:
