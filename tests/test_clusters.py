@@ -200,9 +200,9 @@ def test_a_cuda_cell_over_two_nodes_is_not_skipped_for_gpu_count(tmp_path):
     session = Session(RunOptions(suite="multi-gpu", results=tmp_path / "r", cache_dir=tmp_path / "c",
                                  nnodes=2, node_rank=0, rdzv_endpoint="127.0.0.1:29400"), say=lambda *a, **k: None)
     [cell] = [c for c in session.cells if c.id == cell_id]
-    session._gpus = gpus.Gpus(("NVIDIA H100",) * 4, "four GPUs on this node")
+    session.executor._gpus = gpus.Gpus(("NVIDIA H100",) * 4, "four GPUs on this node")
     assert session.node_refusal(cell) is None and session.gpu_refusal(cell) is None
-    session._gpus = gpus.Gpus(("NVIDIA H100",) * 2, "two GPUs on this node")
+    session.executor._gpus = gpus.Gpus(("NVIDIA H100",) * 2, "two GPUs on this node")
     refused = session.gpu_refusal(cell)
     assert refused.status == "skipped" and "4 ranks on this node need 4 GPUs; 2 visible" in refused.reason
     assert any(m.startswith(cell_id.replace("/ws=8", "/ws=1") + ":") for m in misfits)

@@ -120,7 +120,7 @@ def test_a_gpu_cell_needs_a_gpu_for_each_of_this_nodes_ranks(tmp_path):
     """The count is of this node's ranks (world size / nodes), not the global world size."""
     session = Session(RunOptions(suite="multi-gpu", results=tmp_path / "r", cache_dir=tmp_path / "c",
                                  nnodes=2, node_rank=0, rdzv_endpoint="127.0.0.1:29500"))
-    session._gpus = gpus.Gpus(("H100", "H100"), "a two-GPU node")
+    session.executor._gpus = gpus.Gpus(("H100", "H100"), "a two-GPU node")
     by_ws = {c.settings.world_size: c for c in session.cells
              if c.backend == "pyg-neighbor" and c.dataset == "cora" and c.settings.num_workers == 0
              and c.settings.mode == "cpu-cuda"}

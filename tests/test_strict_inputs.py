@@ -185,14 +185,14 @@ def test_control_characters_in_a_result_are_escaped_on_the_terminal(tmp_path, ca
 
 
 def test_more_ranks_than_usable_cores_is_a_note(tmp_path, monkeypatch):
-    from bench.run import session as session_mod
+    from bench.run import executor, session as session_mod
 
-    monkeypatch.setattr(session_mod, "usable_cores", lambda: 2)
+    monkeypatch.setattr(executor, "usable_cores", lambda: 2)
     run = session_mod.Session(session_mod.RunOptions(suite="scaling", results=tmp_path / "r",
                                                      cache_dir=tmp_path / "c"))
     by_ws = {c.settings.world_size: c for c in run.cells if c.backend == "pyg-neighbor"}
-    assert run.cell_notes(by_ws[2]) == []
-    [note] = run.cell_notes(by_ws[4])
+    assert run.executor.cell_notes(by_ws[2]) == []
+    [note] = run.executor.cell_notes(by_ws[4])
     assert "4 ranks on 2 usable core(s)" in note
 
 

@@ -27,8 +27,10 @@ import psutil
 
 from bench import modes, paired_ratio
 from bench.machine.load import LoadMeter
+from bench.run import record
+from bench.run.executor import Executor
 from bench.run.runner import Launch, Outcome, launch_cell
-from bench.run.suite import Cell
+from bench.run.suite import Cell, Paired
 from bench.run.turns import DONE, GO, MAX_TURNS_ENV, READY, STOP, TURNS_ENV
 
 STUCK_FLOOR_S = 30.0  # a turn may always take this long before its worker is taken as stuck
@@ -412,52 +414,52 @@ def baseline_pairs(group: list[Cell], pairs: list[Pair], baseline: str | None) -
     return [Pair(BASELINE, baseline, other) for other in ids if other != baseline and (baseline, other) not in have]
 
 
-# --- a group's run, for the session (bench/run/session.py) ----------------------------------------
+# --- the scheduler of cells in turns: it drives the executor (bench/run/executor.py), never the session
 
-def run_group(session, group: list[Cell], pairs: list[Pair]) -> None:
+def run_group(executor: Executor, pairing: Paired, group: list[Cell], pairs: list[Pair]) -> None:
     """A group's cells in `launches` launches of live workers taking turns (or as whole processes in
     turns, or alone); each pair's result kept in both cells' entries."""
-    within, planned = session.pairing.within, session.pairing.launches
+    within, planned = pairing.within, pairing.launches
     ready, done, alone, apart = [], {}, {}, []
-    resumed = {c.id for c in group if c.id in session.finished}
+    resumed = {c.id for c in group if c.id in executor.finished}
     for cell in group:
         if cell.id in resumed:
-            done[cell.id] = session.finished[cell.id]
+            done[cell.id] = executor.finished[cell.id]
             alone[cell.id] = "its partner was kept from the journal of the run resumed"
             continue
-        session.say(f"\n{session.position(cell)}")
-        resolved, prepared = session.prepared(cell)
+        executor.say(f"\n{executor.position(cell)}")
+        resolved, prepared = executor.prepared(cell)
         if isinstance(prepared, Outcome):
             alone[cell.id] = f"{cell.id} did not run ({prepared.status})"
-            done[cell.id] = session.after_launch(cell, resolved, prepared)
+            done[cell.id] = executor.after_launch(cell, resolved, prepared)
             continue
-        why = why_alone(resolved, session.launch)
+        why = why_alone(resolved, executor.launch)
         if why:
             apart.append(why)
-        session.say(f"  ready{': ' + why if why else '; it takes turns with the others of its group'}")
+        executor.say(f"  ready{': ' + why if why else '; it takes turns with the others of its group'}")
         ready.append((cell, resolved, prepared))
     members = [Member(r, p.python, p.dataset_dir, p.memory_limit) for _, r, p in ready]
-    if RUNNER in session.pairing.by:  # each cell beside its unwatched twin (the runner's cost)
+    if RUNNER in pairing.by:  # each cell beside its unwatched twin (the runner's cost)
         twins = [Member(unwatched_twin(m.cell), m.python, m.dataset_dir, m.memory_limit, watched=False)
                  for m in members]
         pairs = pairs + [Pair(RUNNER, t.cell.id, m.cell.id) for m, t in zip(members, twins)]
         members += twins
-    pairs = pairs + baseline_pairs(group, pairs, session.baseline)
+    pairs = pairs + baseline_pairs(group, pairs, executor.baseline)
     apart_why = apart[0] if apart else too_big_together([m.dataset_dir for m in members]) if len(members) > 1 else None
     launched, results = None, []
     if len(ready) > 1 and apart_why:
-        launches = _run_interleaved(session, ready, apart_why, done)
+        launches = _run_interleaved(executor, pairing, ready, apart_why, done)
         ran = {c.id for c, _, _ in ready}
         both = [p for p in pairs if p.first in ran and p.second in ran and p.axis != RUNNER]
         results = [paired_result(p, launches, within, {}, None, apart=apart_why) for p in both]
         alone.update({p.first: apart_why for p in pairs if p.axis == RUNNER})  # twins need live turns
         pairs = [p for p in pairs if p not in both]
     elif len(members) > 1 and not apart_why:
-        launched = _run_launches(session, ready, members, planned, done)
+        launched = _run_launches(executor, pairing, ready, members, planned, done, pairs)
     elif len(ready) == 1:
         cell, resolved, prepared = ready[0]
         alone[cell.id] = apart_why or "no other cell of its group could run beside it"
-        done[cell.id] = session.after_launch(cell, resolved, session.start(resolved, prepared))
+        done[cell.id] = executor.after_launch(cell, resolved, executor.start(resolved, prepared))
     for pair in pairs:
         why = alone.get(pair.first) or alone.get(pair.second)
         if launched is not None and not why:
@@ -467,32 +469,36 @@ def run_group(session, group: list[Cell], pairs: list[Pair]) -> None:
             epochs = {i: done[i].epochs if i in done else [] for i in (pair.first, pair.second)}
             results.append(unpaired_result(pair, epochs, within, why or "not run together"))
     for result in results:
-        session.say(f"  paired: {describe(result)}")
+        executor.say(f"  paired: {describe(result)}")
     for cell in group:  # each cell journalled as it ended; again now with its pairs (the later line wins)
         if cell.id in resumed or not done[cell.id].measured:
             continue
-        extra = done[cell.id].entry["extra_info"]
-        extra["pairs"] = [r.as_dict() for r in results if cell.id in (r.first, r.second)]
-        session.keep(cell, done[cell.id])
+        record.add_pairs(done[cell.id].entry, [r.as_dict() for r in results if cell.id in (r.first, r.second)])
+        executor.keep(cell, done[cell.id])
 
 
-def _run_launches(session, ready: list[tuple], members: list[Member], planned: int,
-                  done: dict) -> tuple[list[list[dict[str, float]]], dict[str, float], str | None]:
+def _run_launches(executor: Executor, pairing: Paired, ready: list[tuple], members: list[Member], planned: int, done: dict,
+                  pairs: list[Pair]) -> tuple[list[list[dict[str, float]]], dict[str, float], str | None]:
     """The group's `planned` launches of live workers, the member order reversed every other launch so
     each pair's first turn alternates between its two sides. A cell's entry is made from its first
     launch's outcome, its later launches' measured epochs added to it (each launch trains afresh for
     the same epochs, so its accuracy stays a same-epoch figure)."""
-    rounds = session.pairing.rounds or min(m.cell.settings.epochs for m in members)
-    session.say(f"\ntaking turns: {len(members)} cells, {planned} launches of {rounds} rounds each (a fixed plan: "
-                f"the verdicts are read once, at the end, against ±{session.pairing.within:.0%})")
+    rounds = pairing.rounds or min(m.cell.settings.epochs for m in members)
+    executor.say(f"\ntaking turns: {len(members)} cells, {planned} launches of {rounds} rounds each (a fixed plan: "
+                f"the verdicts are read once, at the end, against ±{pairing.within:.0%})")
     launches, waiting, stopped, first = [], {}, None, {}
     loads = []
     for number in range(planned):
         order = members if number % 2 == 0 else members[::-1]
         fresh = [Member(m.cell, m.python, m.dataset_dir, m.memory_limit, watched=m.watched) for m in order]
-        session.say(f"  launch {number + 1} of {planned}: first turn {fresh[0].cell.id}")
-        run = run_together(fresh, session.cache, session.launch, rounds, session.say)
+        executor.say(f"  launch {number + 1} of {planned}: first turn {fresh[0].cell.id}")
+        began = time.monotonic()
+        run = run_together(fresh, executor.cache, executor.launch, rounds, executor.say)
         launches.append(run.rounds)
+        this = [paired_result(p, [run.rounds], pairing.within, {}, None) for p in pairs]
+        executor.say(f"    {len(run.rounds)} rounds in {time.monotonic() - began:.0f} s; this launch's ratios: "
+                    + "; ".join(f"{'/'.join(reversed(paired_ratio.label(r.first, r.second)))} {r.ratio:.3f}"
+                                for r in this if r.ratio) + (f"; other load {run.other_load:.0%}" if run.other_load else ""))
         loads.append(run.other_load)
         for cell_id, share in run.waiting.items():
             waiting[cell_id] = waiting.get(cell_id, 0.0) + share / planned
@@ -509,36 +515,36 @@ def _run_launches(session, ready: list[tuple], members: list[Member], planned: i
         outcome = first[resolved.id]
         if outcome is not None:
             outcome.other_load = busiest  # the busiest launch's: a busy stretch in any one marks the cell
-        session.say(f"\n{session.position(cell)}")
-        done[cell.id] = session.after_launch(cell, resolved, outcome)
+        executor.say(f"\n{executor.position(cell)}")
+        done[cell.id] = executor.after_launch(cell, resolved, outcome)
         if done[cell.id].measured:
-            done[cell.id].entry["extra_info"].setdefault("notes", []).append(
+            record.add_note(done[cell.id].entry,
                 f"measured in turns beside {len(members) - 1} other live worker(s) (paired): {len(launches)} "
                 f"launch(es) of {rounds} turns, its first turn's side alternating; its epochs are all its turns; "
                 "its accuracy and memory are its first launch's")
     return launches, waiting, stopped
 
 
-def _run_interleaved(session, ready: list[tuple], why: str, done: dict) -> list[list[dict[str, float]]]:
+def _run_interleaved(executor: Executor, pairing: Paired, ready: list[tuple], why: str, done: dict) -> list[list[dict[str, float]]]:
     """Each launch's median epoch per cell, the cells launched one after another (the order turning);
     a cell's entry (in `done`) is its first run. One launch is one round here."""
-    planned = session.pairing.launches
+    planned = pairing.launches
     launches = []
-    session.say(f"\nnot together ({why}): {len(ready)} cells in {planned} rounds of whole processes")
+    executor.say(f"\nnot together ({why}): {len(ready)} cells in {planned} rounds of whole processes")
     for number in range(planned):
         shift = number % len(ready)
         medians = {}
         for cell, resolved, prepared in ready[shift:] + ready[:shift]:
-            session.say(f"\n{session.position(cell)} (round {number + 1} of {planned})")
-            outcome = session.start(resolved, prepared)
+            executor.say(f"\n{executor.position(cell)} (round {number + 1} of {planned})")
+            outcome = executor.start(resolved, prepared)
             if cell.id not in done:  # its first run is its entry, journalled at once
-                done[cell.id] = session.after_launch(cell, resolved, outcome)
+                done[cell.id] = executor.after_launch(cell, resolved, outcome)
             if outcome.status == "ok":
                 medians[cell.id] = statistics.median(e["seconds"] for e in outcome.record["epochs"])
         launches.append([medians])
     for cell, _, _ in ready:
         if done[cell.id].measured:
-            done[cell.id].entry["extra_info"].setdefault("notes", []).append(
+            record.add_note(done[cell.id].entry,
                 f"its pairs ran as interleaved processes ({why}): {planned} rounds, each cell launched once a "
                 "round; this entry is its first run")
     return launches

@@ -176,6 +176,25 @@ def rank_entries(outcome: Outcome) -> list[dict]:
     return out
 
 
+def add_pairs(entry: dict, pairs: list[dict]) -> None:
+    """A measured cell's paired comparisons (bench/run/paired.py PairResult.as_dict), in its entry."""
+    entry["extra_info"]["pairs"] = pairs
+
+
+def add_note(entry: dict, note: str) -> None:
+    """What a reader of the cell's numbers must know, added to its entry's notes."""
+    entry["extra_info"].setdefault("notes", []).append(note)
+
+
+def run_pairs(done: list) -> list[dict]:
+    """Every pair the finished cells' entries hold, once (both its cells hold it): the run's `pairs`."""
+    found = {}
+    for d in done:
+        for pair in d.entry.get("extra_info", {}).get("pairs") or []:
+            found.setdefault((pair["axis"], pair["first"], pair["second"]), pair)
+    return list(found.values())
+
+
 def document(done: list, meta: dict, ceilings: dict | None = None) -> dict:
     """The whole result file over finished cells, keys in pytest-benchmark's order, ours after them."""
     import pytest_benchmark
