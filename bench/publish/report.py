@@ -125,6 +125,29 @@ def pair_rows(run: RunResult) -> list[dict]:
             for pair in run.pairs]
 
 
+def pairs_by_host(runs: list[RunResult]) -> dict | None:
+    """Where a suite's pairs were measured on more than one host (Machine.key: a timing holds for the
+    host that made it): the newest paired run of each, each pair's ratio on each side by side, and
+    whether their intervals disagree (lie apart). None with one host."""
+    newest = {}
+    for run in sorted(runs, key=lambda r: r.finished_at):
+        if run.pairs:
+            newest[run.machine.key] = run
+    if len(newest) < 2:
+        return None
+    hosts = list(newest.values())
+    rows = []
+    for axis, first, second in dict.fromkeys((p["axis"], p["first"], p["second"]) for r in hosts for p in r.pairs):
+        found = [r.pair(first, second) for r in hosts]
+        apart = [f["ci95"] for f in found if f and f.get("ci95")]
+        disagree = any(a[1] < b[0] for a in apart for b in apart)
+        rows.append({"axis": axis, "second": second, "first_label": paired_ratio.label(first, second)[0],
+                     "ratios": [paired_ratio.ratio_text(f) if f else "–" for f in found],
+                     "agree": ("disagree: the intervals lie apart" if disagree else "agree: the intervals overlap")
+                     if len(apart) > 1 else "–"})
+    return {"hosts": [f"{fmt.host_label(r.machine) or '?'}, {fmt.when(r.finished)}" for r in hosts], "rows": rows}
+
+
 def run_view(run: RunResult, chosen: list[str] | None = None) -> dict:
     cards = dataset_cards(run)
     return {"result": run, "file": run.path.name, "rows": run.cells, "datasets": cards,

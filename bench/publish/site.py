@@ -108,6 +108,8 @@ def suite_sections(suite: SuiteRuns, data_links: dict[Path, str]) -> dict:
             "failures": failures, "anchors": anchors, "partitions": report.partitions(newest),
             "history": history_section(suite),
             "releases": release_section(newest, suite.runs[:-1]), "pairs": report.pair_rows(newest),
+            "pairs_one_launch": any(p.get("paired") and not p.get("launches") for p in newest.pairs),
+            "result": newest, "by_host": report.pairs_by_host(suite.runs),
             # what the maintainers of each pipeline compared here say (bench/publish/lifecycle.py)
             "lifecycle": lifecycle.lines_for({c.backend for c in newest.measured + newest.unmeasured}),
             "tolerance": stages.EQUAL_WORK_TOLERANCE}
