@@ -498,9 +498,11 @@ def run_clocks(cell, dataset_dir: Path, cache: Path, epochs: int) -> Overhead:
     return Overhead(cell.id, found["on"], found["off"], other_load=meter.other_share(0.0))
 
 
-def measure_clocks(cells: list, cache: Path, data_root: Path | None, epochs: int, say=print) -> list[Overhead]:
-    """Every cell's pairs; a failing cell is recorded and the others still measured."""
-    found = []
+def measure_clocks(cells: list, cache: Path, data_root: Path | None, epochs: int, say=print,
+                   found: list[Overhead] | None = None) -> list[Overhead]:
+    """Every cell's pairs, into `found` as each ends (kept on an interrupt); a failing cell is recorded
+    and the others still measured."""
+    found = [] if found is None else found
     for n, cell in enumerate(cells, 1):
         say(f"[{n}/{len(cells)}] {cell.id}: {epochs} epochs each side, interleaved ...")
         started = time.perf_counter()
@@ -534,6 +536,11 @@ def clocks_table(found: list[Overhead]) -> str:
     return "\n".join(lines)
 
 
-def write_clocks(found: list[Overhead], path: Path, command: str) -> None:
-    """The measurement's JSON and Markdown files."""
-    write_document(path, command, {"goal": GOAL, "cells": [r.as_dict() for r in found]}, clocks_table(found))
+def write_clocks(found: list[Overhead], path: Path, command: str, not_run: list[str] | None = None) -> str:
+    """The measurement's JSON and Markdown files (naming the cells an interrupt left unrun); returns the table."""
+    fields, text = {"goal": GOAL, "cells": [r.as_dict() for r in found]}, clocks_table(found)
+    if not_run:
+        fields["not_run"] = {"reason": "interrupted", "cells": not_run}
+        text = "Interrupted: not run: " + ", ".join(f"`{cell}`" for cell in not_run) + "\n\n" + text
+    write_document(path, command, fields, text)
+    return text
