@@ -328,6 +328,7 @@ def run(args) -> int:
     previous = check_folder(out)
     suites = args.suite or ["gpu", "multi-gpu"]
     dataset_specs(suites)  # a bad suite is bad input, before anything is written
+    stacks.check_wheels(torch, cuda, target.python, target.machine)  # a wheel folder's slip too, as stacks install's
     try:
         check_torch_version(target, torch)  # before any download
     except BundleError as exc:
