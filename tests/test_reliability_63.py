@@ -175,3 +175,130 @@ def test_a_folder_with_a_wheel_for_the_stacks_torch_answers_now(tmp_path, monkey
     monkeypatch.setenv(paths.PYG_WHEELS_ENV, str(wheels))
     assert stacks.wheels_problem(str(wheels), "2.13.0", "cpu") is None
     stacks.check_wheels("2.13.0", "cpu")
+
+
+# --- 2. pairs read from result files ------------------------------------------------------------
+
+from hypothesis import event, given, strategies as st  # noqa: E402
+
+from bench import paired_ratio  # noqa: E402
+from bench.publish import results  # noqa: E402
+from tests import synthetic_results as sr  # noqa: E402
+from tests.test_fuzz_inputs import FUZZ  # noqa: E402
+
+A, B = sr.cell_id(workers=0), sr.cell_id(workers=2)
+
+
+def pair(**changes) -> dict:
+    """A pair as bench/run/paired.py PairResult.as_dict writes it: B over A, settled inside."""
+    return {"axis": "num_workers", "first": A, "second": B, "paired": True, "within": 0.03, "rounds": 10,
+            "ratio": 0.994, "ci95": [0.985, 1.004], "settled": "inside", "reason": None,
+            "first_waiting_cpu": 0.01, "second_waiting_cpu": 0.02} | changes
+
+
+def with_pairs(*pairs: dict, meta: bool = True) -> dict:
+    data = sr.run([sr.bench(A, [1.0] * 5, pairs=list(pairs)), sr.bench(B, [1.0] * 5, pairs=list(pairs))])
+    if meta:
+        data["gnnbench"]["pairs"] = list(pairs)
+    return data
+
+
+def refusal(tmp_path, data: dict) -> str:
+    with pytest.raises(results.ResultsError) as error:
+        sr.write(tmp_path, "run.json", data)
+    return str(error.value)
+
+
+def test_a_pair_as_written_is_read(tmp_path):
+    read = sr.write(tmp_path, "run.json", with_pairs(pair(launches=3, reading="same", later_key={"any": 1})))
+    assert read.pairs[0]["ratio"] == 0.994 and read.pair(B, A)["ratio"] == pytest.approx(1 / 0.994)
+
+
+@pytest.mark.parametrize("changes, why", [
+    ({"ci95": [1.2, 0.8], "ratio": 0.994, "settled": None}, "ci95 1.200-0.800 is reversed; allowed: low, then high"),
+    ({"ratio": 2.0, "ci95": [0.5, 0.6], "settled": "outside"}, "ratio 2.000 lies outside its 95 % interval 0.500-0.600"),
+    ({"ratio": 2.0, "ci95": [1.9, 2.1], "settled": "inside"},
+     "settled 'inside', but its interval 1.900-2.100 lies wholly outside the band ±3%"),
+    ({"ratio": 1.02, "ci95": [1.0, 1.05], "settled": "outside"},
+     "settled 'outside', but its interval 1.000-1.050 lies across an edge of the band ±3%"),
+    ({"ci95": None, "settled": "inside"}, "settled 'inside' without an interval"),
+    ({"ci95": [0.98, 0.99, 1.0]}, "ci95 holds 3 value(s) ([0.98, 0.99, 1.0]); allowed: two, low and high, or none"),
+    ({"ci95": [0.99]}, "ci95 holds 1 value(s) ([0.99])"),
+    ({"first": "pyg-neighbor/elsewhere"}, "first pyg-neighbor/elsewhere is no cell of this file"),
+    ({"second": A + "/runner=off"}, "second " + A + "/runner=off is no cell of this file"),
+    ({"within": 0}, "within: Input should be greater than 0"),
+    ({"within": 1.5}, "within: Input should be less than 1"),
+    ({"ratio": float("inf")}, "ratio: "),
+    ({"ci95": [0.0, 1.0]}, "ci95[0]: Input should be greater than 0"),
+    ({"settled": "same"}, "settled: 'same' is not allowed"),
+    ({"launches": -1}, "launches: Input should be greater than or equal to 0"),
+    ({"reading": "much slower"}, "reading: 'much slower' is not allowed"),
+])
+def test_a_pair_whose_figures_disagree_is_refused_naming_it(tmp_path, changes, why):
+    for meta in (True, False):  # in the file's meta, and in its cells' entries alone
+        message = refusal(tmp_path, with_pairs(pair(**changes), meta=meta))
+        assert why in message and message.startswith(str(tmp_path / "run.json")), message
+        assert ".pairs[0]" in message and len(message) < 4000
+
+
+def test_the_runner_axis_names_a_cells_unwatched_twin(tmp_path):
+    sr.write(tmp_path, "run.json", with_pairs(pair(axis="runner", first=f"{B}/runner=off", second=B)))
+
+
+def test_a_file_of_too_many_pairs_is_refused_at_once_in_one_line(tmp_path):
+    many = [pair()] * (results.MAX_PAIRS + 1)
+    message = refusal(tmp_path, with_pairs(*many, meta=False))
+    assert message == f"{tmp_path / 'run.json'}: holds {2 * len(many)} pairs; at most {results.MAX_PAIRS} are read " \
+                      "(no run of gnnbench writes so many)"
+
+
+@pytest.mark.parametrize("command", [["report"], ["report", "--html", "{site}"], ["history", "--html", "{site}"]])
+def test_a_one_value_interval_is_bad_input_for_every_reader_not_a_crash(tmp_path, capsys, command):
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps(with_pairs(pair(ci95=[0.99]))))
+    site = tmp_path / "site"
+    code = cli.main([command[0], str(path), *[a.format(site=site) for a in command[1:]]])
+    err = capsys.readouterr().err
+    assert code == cli.EXIT_BAD_INPUT and "ci95 holds 1 value(s)" in err and "IndexError" not in err, err
+    assert not site.exists() or not any(site.rglob("*.html"))  # no half-made site
+
+
+FLOATS = st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.floats(0.5, 2.0), st.sampled_from([0.0, 1.0, -1.0]))
+PAIRS = st.fixed_dictionaries(
+    {"axis": st.sampled_from(["num_workers", "runner", "backend"]), "first": st.sampled_from([A, B, "x", f"{A}/runner=off"]),
+     "second": st.sampled_from([A, B, "x"]), "paired": st.booleans()},
+    optional={"within": st.one_of(FLOATS, st.sampled_from([0.01, 0.03])), "rounds": st.integers(-1, 20),
+              "ratio": st.one_of(st.none(), FLOATS), "ci95": st.one_of(st.none(), st.lists(FLOATS, max_size=3)),
+              "settled": st.sampled_from(["inside", "outside", None, "same"]), "reason": st.one_of(st.none(), st.text(max_size=5)),
+              "launches": st.one_of(st.none(), st.integers(-2, 5), st.just(1.5)),
+              "reading": st.sampled_from([None, "same", "slower", "leans faster", "much"]), "extra": st.integers()})
+
+
+@FUZZ
+@given(st.lists(PAIRS, max_size=3))
+def test_generated_pairs_are_read_and_consistent_or_refused_clearly(tmp_path_factory, pairs):
+    """Any pairs in a file: read, and then every pair holds every check (tested here again from scratch)
+    and reads as a report row; or refused with the one clear error naming the file. Never a traceback."""
+    folder = tmp_path_factory.mktemp("pairs")
+    try:
+        read = sr.write(folder, "run.json", with_pairs(*pairs))
+    except results.ResultsError as exc:
+        event("refused")
+        assert str(exc).startswith(str(folder / "run.json") + ": ") and len(str(exc).splitlines()) <= 11
+        return
+    event("read")
+    from bench.publish import report
+
+    for p in read.pairs:
+        ci, ratio, within = p.get("ci95"), p.get("ratio"), p.get("within", 0.03)
+        assert 0 < within < 1 and (ratio is None or 0 < ratio < float("inf"))
+        assert ci is None or (len(ci) == 2 and 0 < ci[0] <= ci[1] < float("inf"))
+        assert not (ci and ratio) or ci[0] * (1 - 1e-9) <= ratio <= ci[1] * (1 + 1e-9)
+        if p.get("settled") == "outside":
+            assert paired_ratio.band_state(ci, within) == "outside"
+        if p.get("settled") == "inside":
+            assert ci[0] >= 1 - within - 1e-12 and ci[1] <= 1 + within + 1e-12
+        assert p["first"] in (A, B) or (p["axis"] == "runner" and p["first"] == f"{A}/runner=off")
+        assert p["second"] in (A, B)
+        assert p.get("reading") in (None, "same", "slower", "leans faster")
+    report.pair_rows(read)

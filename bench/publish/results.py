@@ -14,7 +14,8 @@ from pathlib import Path
 
 from bench.settings import Recorded
 from bench.result_format import REQUIRED_EXTRA, SCHEMA_VERSION, Card, ExtraInfo, RankEntry, problems
-from bench import result_format
+from bench import paired_ratio, result_format
+from bench.paired_ratio import TOLERANCE
 
 NOT_RUN = "not run"
 NOT_RUN_REASON = "the run ended before this cell"
@@ -308,10 +309,66 @@ def _check(data, path: Path) -> None:
             raise ResultsError(f"{path}: benchmarks[{i}] ({bench.get('name')}): extra_info lacks {', '.join(missing)}")
         if not isinstance(bench.get("stats"), dict) or "median" not in bench["stats"]:
             raise ResultsError(f"{path}: benchmarks[{i}] ({bench.get('name')}): stats lack the median")
-    found = problems(path, data)  # types and ranges: no NaN, no negative times
+    held = [pairs for pairs in [meta.get("pairs")] + [b.get("extra_info", {}).get("pairs") for b in data["benchmarks"]
+                                                        if isinstance(b, dict) and isinstance(b.get("extra_info"), dict)]
+            if isinstance(pairs, list)]
+    if sum(map(len, held)) > MAX_PAIRS:  # before each is checked: a million pairs would take minutes, and print
+        raise ResultsError(f"{path}: holds {sum(map(len, held))} pairs; at most {MAX_PAIRS} are read (no run "
+                           "of gnnbench writes so many)")
+    found = problems(path, data) or pair_problems(data, path)  # types and ranges (no NaN, no negative times), then pairs
     if found:
         more = f"\n... and {len(found) - 10} more" if len(found) > 10 else ""
         raise ResultsError("\n".join(found[:10]) + more)
+
+
+MAX_PAIRS = 10_000  # pairs a result file may hold, all its entries' and meta's together
+RATIO_SLACK = 1e-9  # relative: a ratio on its interval's edge, rounded once
+
+
+def pair_problems(data: dict, path: Path) -> list[str]:
+    """What is wrong with the pairs of a file whose types are right, one line each naming the pair:
+    `bench.run.paired.PairResult` as written, its figures agreeing with one another."""
+    meta = data["gnnbench"]
+    cells = ({b["extra_info"]["cell_id"] for b in data["benchmarks"]} | {u["id"] for u in data.get("unmeasured", [])}
+             | set(meta.get("cells") or []))
+    held = [(f"benchmarks[{i}] (cell {_short(b['extra_info']['cell_id'])}).extra_info.pairs[{j}]", pair)
+            for i, b in enumerate(data["benchmarks"]) for j, pair in enumerate(b["extra_info"].get("pairs") or [])]
+    held += [(f"gnnbench.pairs[{j}]", pair) for j, pair in enumerate(meta.get("pairs") or [])]
+    found = []
+    for where, pair in held:
+        why = _pair_problem(pair, cells)
+        if why:
+            found.append(f"{path}: {where} ({_short(pair['first'])} -> {_short(pair['second'])}): {why}")
+    return found
+
+
+def _pair_problem(pair: dict, cells: set[str]) -> str | None:
+    ci, ratio, settled, within = pair.get("ci95"), pair.get("ratio"), pair.get("settled"), pair.get("within", TOLERANCE)
+    shown = "none" if not ci else "-".join(f"{x:.3f}" for x in ci)
+    if ci is not None and len(ci) != 2:
+        return f"ci95 holds {len(ci)} value(s) ({_short(ci)}); allowed: two, low and high, or none"
+    if ci and ci[0] > ci[1]:
+        return f"ci95 {shown} is reversed; allowed: low, then high"
+    if ci and ratio is not None and not ci[0] * (1 - RATIO_SLACK) <= ratio <= ci[1] * (1 + RATIO_SLACK):
+        return f"ratio {ratio:.3f} lies outside its 95 % interval {shown}"
+    state = paired_ratio.band_state(ci, within)
+    if settled == "inside" and ci and ci[0] >= 1 - within - 1e-12 and ci[1] <= 1 + within + 1e-12:
+        state = "inside"  # files written before the band was symmetric in log space: 1-w .. 1+w, a little wider
+    if settled is not None and settled != state:
+        where = {"inside": "inside", "outside": "wholly outside", None: "across an edge of"}[state] if ci else None
+        return (f"settled {settled!r}, but its interval {shown} lies {where} the band ±{within:.0%}" if where
+                else f"settled {settled!r} without an interval; allowed: settled none where ci95 is none")
+    for side in ("first", "second"):  # the runner axis's first: the cell's unwatched twin (bench/run/paired.py)
+        name = pair[side]
+        if name not in cells and not (pair["axis"] == "runner" and name.endswith("/runner=off") and name[:-11] in cells):
+            return f"{side} {_short(pair[side])} is no cell of this file (a pair compares two of its cells)"
+    return None
+
+
+def _short(value) -> str:
+    """A value for a one-line message: its repr, cut at 80 characters."""
+    shown = value if isinstance(value, str) else repr(value)
+    return shown if len(shown) <= 80 else shown[:77] + "..."
 
 
 def _measured_cell(bench: dict, path: Path) -> CellResult:
