@@ -1,12 +1,17 @@
 """YAML read strictly: a key given twice in one mapping is an error naming both lines; a document
 nested deeper than MAX_DEPTH is refused before it is built (PyYAML builds recursively); aliases are
 allowed, but a document that would expand to more than MAX_VALUES values, or an alias inside its
-own anchor, is refused ("billion laughs"). `load_text` raises StrictYamlError naming the file.
+own anchor, is refused ("billion laughs"); a file over MAX_BYTES is refused before it is read.
+`load_text` and `load_file` raise StrictYamlError naming the file.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import yaml
+
+MAX_BYTES = 2 * 2**20  # a suite is a few kB; PyYAML takes about 6 s and 80 MB of memory a MB it parses
 
 MAX_DEPTH = 32  # a suite is at most 5 deep (include -> rule -> fanout -> list); far more is a mistake
 MAX_VALUES = 100_000  # scalars and collections once aliases are expanded; a suite has a few hundred
@@ -38,8 +43,8 @@ class _Loader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
-def _expanded(node) -> tuple[int, int, yaml.Node]:
-    """(values, depth, the deepest node) of the document under `node` as built, aliases expanded but
+def _expanded(node) -> tuple[int, int, yaml.Node, int]:
+    """(values, depth, the deepest node, distinct nodes) of the document under `node` as built, aliases expanded but
     each node counted once (never walking an expansion), iteratively (a deep file cannot exhaust the
     stack). StrictYamlError for an alias inside its own anchor (a document that never ends)."""
     done: dict[int, tuple[int, int, yaml.Node]] = {}
@@ -70,11 +75,22 @@ def _expanded(node) -> tuple[int, int, yaml.Node]:
                 depth, deepest = child_depth + 1, child_deepest
         done[key] = (values, depth, deepest)
         open_nodes.discard(key)
-    return done[id(node)]
+    return (*done[id(node)], len(done))
+
+
+def load_file(path: Path):
+    """The one document in the file at `path`, its size checked before it is read (load_text)."""
+    size = Path(path).stat().st_size
+    if size > MAX_BYTES:
+        raise StrictYamlError(f"{path}: {size:,} bytes; allowed: at most {MAX_BYTES:,} (YAML read here is a few kB)")
+    return load_text(Path(path).read_bytes().decode("utf-8"), str(path))
 
 
 def load_text(text: str, where: str):
     """The one document in `text`; `where` (a file name) starts every error message."""
+    if len(text) > MAX_BYTES:  # a text read whole already: its parse is still spared
+        raise StrictYamlError(f"{where}: {len(text.encode()):,} bytes; allowed: at most {MAX_BYTES:,} (YAML read "
+                              "here is a few kB)")
     loader = _Loader(text)
     try:
         try:
@@ -85,15 +101,16 @@ def load_text(text: str, where: str):
         if node is None:
             return None
         try:
-            values, depth, deepest = _expanded(node)
+            values, depth, deepest, distinct = _expanded(node)
         except StrictYamlError as exc:
             raise StrictYamlError(f"{where}: {exc}") from None
         if depth > MAX_DEPTH:
             raise StrictYamlError(f"{where}: line {deepest.start_mark.line + 1}: nested {depth} levels deep; "
                                   f"allowed: at most {MAX_DEPTH}")
         if values > MAX_VALUES:
-            raise StrictYamlError(f"{where}: its aliases expand to {values:,} values (an alias bomb?); allowed: at "
-                                  f"most {MAX_VALUES:,} values, aliases expanded")
+            raise StrictYamlError(f"{where}: " + (f"its aliases expand to {values:,} values (an alias bomb?)"
+                                                  if distinct < values else f"holds {values:,} values")
+                                  + f"; allowed: at most {MAX_VALUES:,} values, aliases expanded")
         try:
             return loader.construct_document(node)
         except StrictYamlError as exc:

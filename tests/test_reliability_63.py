@@ -302,3 +302,31 @@ def test_generated_pairs_are_read_and_consistent_or_refused_clearly(tmp_path_fac
         assert p["second"] in (A, B)
         assert p.get("reading") in (None, "same", "slower", "leans faster")
     report.pair_rows(read)
+
+
+# --- 2. YAML size-bounded before it is parsed, each refusal with its own reason -----------------
+
+def test_a_large_suite_is_refused_for_its_size_before_it_is_parsed(tmp_path):
+    from bench import strict_yaml
+    from bench.run import suite as suite_mod
+
+    path = tmp_path / "big.yaml"
+    path.write_text("name: big\ndescription: " + "x" * (strict_yaml.MAX_BYTES + 1) + "\n")  # no alias anywhere
+    for refuse in (lambda: suite_mod.load(path), lambda: strict_yaml.load_file(path)):
+        with pytest.raises((suite_mod.SuiteError, strict_yaml.StrictYamlError)) as error:
+            refuse()
+        assert str(error.value) == (f"{path}: {path.stat().st_size:,} bytes; allowed: at most "
+                                    f"{strict_yaml.MAX_BYTES:,} (YAML read here is a few kB)")
+
+
+def test_many_values_without_aliases_are_not_called_an_alias_bomb(tmp_path):
+    from bench import strict_yaml
+
+    with pytest.raises(strict_yaml.StrictYamlError) as error:
+        strict_yaml.load_text("x: [" + "1," * strict_yaml.MAX_VALUES + "]\n", "many.yaml")
+    assert str(error.value) == (f"many.yaml: holds {strict_yaml.MAX_VALUES + 3:,} values; allowed: at most "
+                                f"{strict_yaml.MAX_VALUES:,} values, aliases expanded")
+    bomb = "a: &a [1, 1, 1, 1, 1, 1, 1, 1, 1, 1]\n" + "".join(
+        f"{k}: &{k} [{', '.join(['*' + p] * 10)}]\n" for p, k in zip("abcde", "bcdef"))
+    with pytest.raises(strict_yaml.StrictYamlError, match="an alias bomb"):
+        strict_yaml.load_text(bomb, "bomb.yaml")
