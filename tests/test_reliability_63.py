@@ -330,3 +330,41 @@ def test_many_values_without_aliases_are_not_called_an_alias_bomb(tmp_path):
         f"{k}: &{k} [{', '.join(['*' + p] * 10)}]\n" for p, k in zip("abcde", "bcdef"))
     with pytest.raises(strict_yaml.StrictYamlError, match="an alias bomb"):
         strict_yaml.load_text(bomb, "bomb.yaml")
+
+
+# --- 3. a pairing that pairs nothing --------------------------------------------------------------
+
+@pytest.mark.parametrize("paired, select, extra, why", [
+    (["mode"], None, "", "paired by mode: no two selected cells differ in mode alone: every selected cell has "
+                         "mode 'cpu-cpu'"),
+    (["backend"], "pyg-neighbor and model=none", "", "paired by backend: no two selected cells differ in backend "
+                                                     "alone: only one cell is selected (pyg-neighbor/"),
+    (None, None, "paired: {by: [timeout]}\n", "paired by timeout: no two selected cells differ in timeout alone: "
+                                               "every selected cell has timeout 300"),
+    (["lr"], None, "", "paired by lr: no two selected cells differ in lr alone: every selected cell has lr"),
+    (["num_workers"], "model=none or batch=32", "  - {num_workers: 2, batch_size: 32}\n",
+     "paired by num_workers: no two selected cells differ in num_workers alone: those with another num_workers "
+     "(0, 2) differ in another setting too"),
+])
+def test_a_pairing_that_pairs_nothing_is_refused_before_anything_runs(tmp_path, paired, select, extra, why):
+    from bench.run.session import RunOptions, Session, SessionError
+
+    path = tmp_path / "tiny.yaml"
+    text = TINY.replace("  - {model: none, num_workers: 0}\n", "  - {model: none, num_workers: 0}\n" + extra
+                        if extra.startswith("  -") else "  - {model: none, num_workers: 0}\n")
+    path.write_text(text + (extra if extra.startswith("paired") else ""))
+    options = RunOptions(suite=str(path), paired=paired, results=tmp_path / "results")
+    with pytest.raises(SessionError) as error:
+        Session(options, say=lambda *a, **k: None, select=select)
+    assert str(error.value).startswith(why), str(error.value)
+    assert not (tmp_path / "results").exists()  # nothing made
+
+
+def test_a_pairing_that_pairs_cells_is_taken(tmp_path):
+    from bench.run.session import RunOptions, Session
+
+    path = tmp_path / "tiny.yaml"
+    path.write_text(TINY)
+    session = Session(RunOptions(suite=str(path), paired=["backend"], results=tmp_path / "results"),
+                      say=lambda *a, **k: None)
+    assert session.pairing.by == ["backend"]
