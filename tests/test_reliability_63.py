@@ -368,3 +368,25 @@ def test_a_pairing_that_pairs_cells_is_taken(tmp_path):
     session = Session(RunOptions(suite=str(path), paired=["backend"], results=tmp_path / "results"),
                       say=lambda *a, **k: None)
     assert session.pairing.by == ["backend"]
+
+
+# --- 4. a refused conversion keeps nothing ----------------------------------------------------------
+
+def test_a_refused_link_split_is_refused_again_on_the_second_try(tmp_path, capsys):
+    """Training pairs that are all self-loops leave no training edge: `datasets check` refuses the
+    folder (exit 2), and again on the second try: the first kept no converted graph to find."""
+    import numpy as np
+
+    folder, hub_dir = tmp_path / "g", tmp_path / "hub"
+    folder.mkdir()
+    ring = np.array([[i, (i + 1) % 10] for i in range(10)])
+    arrays = {"edge_index": ring.T.copy(), "features": np.ones((10, 4), dtype=np.float32),
+              "labels": np.array([0, 1] * 5), "train_idx": np.arange(6), "val_idx": np.array([6, 7]),
+              "test_idx": np.array([8, 9]), "link_train": np.array([[1, 1], [2, 2]]), "link_val": ring[8:9],
+              "link_test": ring[9:], "link_val_neg": np.array([[3, 4, 5]]), "link_test_neg": np.array([[5, 6, 7]])}
+    for name, array in arrays.items():
+        np.save(folder / f"{name}.npy", array)
+    for _ in range(2):
+        assert cli.main(["datasets", "check", f"npy:{folder}", "--cache-dir", str(hub_dir)]) == cli.EXIT_BAD_INPUT
+        assert "link_train.npy: no training edge is left" in capsys.readouterr().err
+        assert not [p for p in (hub_dir / "datasets").iterdir() if not p.name.startswith(".")]
