@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -390,3 +391,176 @@ def test_a_refused_link_split_is_refused_again_on_the_second_try(tmp_path, capsy
         assert cli.main(["datasets", "check", f"npy:{folder}", "--cache-dir", str(hub_dir)]) == cli.EXIT_BAD_INPUT
         assert "link_train.npy: no training edge is left" in capsys.readouterr().err
         assert not [p for p in (hub_dir / "datasets").iterdir() if not p.name.startswith(".")]
+
+
+# --- 5. the plain loops tied to their parent in every mode --------------------------------------------
+
+LONG = """
+name: long-plain
+datasets:
+  tiny: {source: synthetic, params: {scale: 9, edge_factor: 4, feature_dim: 8, num_classes: 3, seed: 1}}
+backends: [dgl-graphbolt]
+settings: {num_workers: 0, mode: cpu-cpu, batch_size: 64, fanout: [4, 2], epochs: 2000, warmup_epochs: 0,
+           model: none, timeout: 600}
+"""
+
+
+def test_sigkill_of_fidelity_side_by_side_ends_its_plain_loops(tmp_path):
+    """The side-by-side loops (minutes of epochs here) end with the gnnbench that started them, as
+    a cell's processes do (tests/test_lifeline.py): Linux's parent-death signal, set in every mode."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tests.conftest import REPO, processes_with, require_stacks
+
+    require_stacks("dgl")
+    suite, hub = tmp_path / "long.yaml", tmp_path / "hub"
+    suite.write_text(LONG)
+    proc = subprocess.Popen([sys.executable, "-m", "bench.cli", "fidelity", str(suite), "--side-by-side", "--rounds",
+                             "1", "--cache-dir", str(hub), "--out", str(tmp_path / "f.json")], cwd=REPO,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def loops():
+        return [p for p in processes_with("GNNBENCH_CACHE", str(hub)) if "bench.harness_costs.plain_loops" in
+                " ".join(p.cmdline())]
+
+    deadline = time.monotonic() + 240
+    while not loops() and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.5)
+    time.sleep(3)  # into its epochs
+    assert loops(), "the plain loops never started"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    deadline = time.monotonic() + 20  # far less than the loops' own minutes
+    while loops() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    left = loops()
+    for p in left:
+        p.kill()
+    assert left == [], [p.cmdline() for p in left]
+
+
+# --- 8. the link leak check once per cell, never in a measured epoch ------------------------------------
+
+LINK = """
+name: tiny-link-epochs
+datasets:
+  tiny: {source: synthetic, params: {scale: 9, edge_factor: 8, feature_dim: 8, num_classes: 3, seed: 1}}
+backends: [pyg-link, dgl-graphbolt-link]
+settings: {num_workers: 0, mode: cpu-cpu, batch_size: 256, fanout: [4, 2], epochs: 2, warmup_epochs: WARMUP,
+           exclusion: reverse, timeout: 300}
+"""
+# In the cell's stack: the leak checks a cell's worker, fidelity --clocks and --side-by-side make, counted
+# by the real check (wrapped to count its calls), and how many of them an epoch made
+COUNT_CHECKS = """
+import json, sys
+from pathlib import Path
+from bench.backends import link
+from bench.datasets import hub
+from bench.backends import load_pipeline_class
+from bench.harness_costs import plain_loops
+from bench.run.worker import leak_check_apart
+from bench.settings import CellSettings
+calls, inside = {"in_epoch": 0, "all": 0}, [False]
+real_check, real_epoch = link.LinkPipeline.check_leak, plain_loops.run_epoch
+def counted(self, *args):
+    calls["all"] += 1
+    calls["in_epoch"] += inside[0]
+    return real_check(self, *args)
+def epoch(*args, **kwargs):
+    inside[0] = True
+    try:
+        return real_epoch(*args, **kwargs)
+    finally:
+        inside[0] = False
+link.LinkPipeline.check_leak, plain_loops.run_epoch = counted, epoch
+cell, folder = json.loads(sys.argv[1]), Path(sys.argv[2])
+s = CellSettings.from_dict(cell["settings"])
+data = hub.load_dataset("synthetic", folder, features_in_memory=True)
+pipe = load_pipeline_class(cell["backend"])(data, s)
+leak_check_apart(pipe, s)  # as bench/run/worker.py run_epochs does, then its epochs
+for n in range(s.warmup_epochs + s.epochs):
+    pipe.epoch = n
+    batches = epoch(pipe)["batches"]
+found = {"worker": dict(calls, batches=batches, leaks=pipe.leaks)}
+for name, run in (("clocks", lambda: plain_loops.clocks(cell, folder, 3)),
+                  ("side_by_side", lambda: plain_loops.side_by_side(cell, data, s))):
+    calls.update(in_epoch=0, all=0)
+    run()
+    found[name] = dict(calls)
+print(json.dumps(found))
+"""
+
+
+@pytest.mark.parametrize("warmup", [0, 1])
+@pytest.mark.parametrize("backend", ["pyg-link", "dgl-graphbolt-link"])
+def test_the_leak_check_runs_once_per_pipeline_and_never_in_a_measured_epoch(tmp_path, cache_dir, backend, warmup):
+    from bench import stacks
+    from bench.datasets import link_split
+    from bench.run import suite as suite_mod
+    from bench.run.prepare import ensure_dataset
+    from bench.run.runner import worker_env
+    from tests.conftest import require_stacks
+
+    require_stacks("pyg" if backend == "pyg-link" else "dgl")
+    path = tmp_path / "link.yaml"
+    path.write_text(LINK.replace("WARMUP", str(warmup)))
+    cell = next(c for c in suite_mod.expand(suite_mod.load(path)[0]) if c.backend == backend)
+    folder = ensure_dataset(cell.dataset_spec, cache_dir, None)
+    link_split.ensure(folder)
+    proc = subprocess.run([str(stacks.get(cell.stack).python), "-c", COUNT_CHECKS, cell.to_json(), str(folder)],
+                          env=worker_env(cache_dir, "leak-epochs"), capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    found = json.loads(proc.stdout.strip().splitlines()[-1])
+    worker, batches = found["worker"], found["worker"]["batches"]
+    assert worker["leaks"]["batches"] == batches > 0 and worker["leaks"]["leaked_edges"] == 0
+    # each pipeline checks one epoch's batches: the worker's and side_by_side's one, --clocks' two; with
+    # warm-up in the warm-up epoch, without it apart, before the epochs (so no measured epoch pays it)
+    for name, pipelines in (("worker", 1), ("clocks", 2), ("side_by_side", 1)):
+        assert found[name]["all"] == pipelines * batches, found
+        assert found[name]["in_epoch"] == (found[name]["all"] if warmup else 0), found
+
+
+HOP_EDGES = """
+import json, sys
+from pathlib import Path
+from bench.datasets import hub
+from bench.backends import load_pipeline_class
+from bench.settings import CellSettings
+cell, folder = json.loads(sys.argv[1]), Path(sys.argv[2])
+data = hub.load_dataset("synthetic", folder, features_in_memory=True)
+pipe = load_pipeline_class(cell["backend"])(data, CellSettings.from_dict(cell["settings"]))
+found = []
+for batch in pipe.train_loader:
+    hops = batch._store.get("num_sampled_edges")
+    found.append(None if hops is None else [sum(int(h) for h in hops), int(batch.edge_index.shape[1])])
+print(json.dumps({"batches": found, "sampler": pipe.sampler}))
+"""
+
+
+def test_excluded_seed_edges_leave_the_hop_counts_true(tmp_path, cache_dir):
+    """PyG's ExcludeSeedEdges takes edges out of the sampler's output: its per-hop edge counts (what
+    the work counts read where pyg-lib reports them) are taken down with them, summing to the edges left."""
+    from bench import stacks
+    from bench.datasets import link_split
+    from bench.run import suite as suite_mod
+    from bench.run.prepare import ensure_dataset
+    from bench.run.runner import worker_env
+    from tests.conftest import require_stacks
+
+    require_stacks("pyg")
+    path = tmp_path / "link.yaml"
+    path.write_text(LINK.replace("WARMUP", "0"))
+    cell = next(c for c in suite_mod.expand(suite_mod.load(path)[0]) if c.backend == "pyg-link")
+    folder = ensure_dataset(cell.dataset_spec, cache_dir, None)
+    link_split.ensure(folder)
+    proc = subprocess.run([str(stacks.get(cell.stack).python), "-c", HOP_EDGES, cell.to_json(), str(folder)],
+                          env=worker_env(cache_dir, "hop-edges"), capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    found = json.loads(proc.stdout.strip().splitlines()[-1])
+    if any(b is None for b in found["batches"]):
+        pytest.skip(f"this stack's sampler ({found['sampler']}) reports no per-hop counts: the work counts read "
+                    "them off the batch")
+    assert found["batches"] and all(total == edges for total, edges in found["batches"]), found
