@@ -564,3 +564,17 @@ def test_excluded_seed_edges_leave_the_hop_counts_true(tmp_path, cache_dir):
         pytest.skip(f"this stack's sampler ({found['sampler']}) reports no per-hop counts: the work counts read "
                     "them off the batch")
     assert found["batches"] and all(total == edges for total, edges in found["batches"]), found
+
+
+# --- 9. committed commands without the paths of the machines that ran them ----------------------------
+
+def test_committed_commands_name_no_path_of_the_machine_that_ran_them():
+    from tests.conftest import REPO
+
+    pages = [REPO / "results" / "NOTES.md", *sorted((REPO / "results").glob("*/*.md"))]
+    commands = [(page.name, span) for page in pages
+                for span in re.findall(r"`((?:gnnbench|python -m bench)[^`]*)`", page.read_text())]
+    assert len(commands) > 50
+    found = [(name, span) for name, span in commands
+             if re.search(r"--data-root \S|(?<![\w$])/(root|work|home)/", span)]
+    assert found == [], found[:5]
