@@ -1,13 +1,11 @@
 """YAML read strictly: a key given twice in one mapping is an error naming both lines; a document
 nested deeper than MAX_DEPTH is refused before it is built (PyYAML builds recursively); aliases are
 allowed, but a document that would expand to more than MAX_VALUES values, or an alias inside its
-own anchor, is refused ("billion laughs"); a file over MAX_BYTES is refused before it is read.
-`load_text` and `load_file` raise StrictYamlError naming the file.
+own anchor, is refused ("billion laughs"), as is a text over MAX_BYTES before it is parsed.
+`load_text` raises StrictYamlError naming the file.
 """
 
 from __future__ import annotations
-
-from pathlib import Path
 
 import yaml
 
@@ -44,7 +42,7 @@ class _Loader(yaml.SafeLoader):
 
 
 def _expanded(node) -> tuple[int, int, yaml.Node, int]:
-    """(values, depth, the deepest node, distinct nodes) of the document under `node` as built, aliases expanded but
+    """(values, depth, the deepest node, nodes) of the document under `node` as built, aliases expanded but
     each node counted once (never walking an expansion), iteratively (a deep file cannot exhaust the
     stack). StrictYamlError for an alias inside its own anchor (a document that never ends)."""
     done: dict[int, tuple[int, int, yaml.Node]] = {}
@@ -78,19 +76,10 @@ def _expanded(node) -> tuple[int, int, yaml.Node, int]:
     return (*done[id(node)], len(done))
 
 
-def load_file(path: Path):
-    """The one document in the file at `path`, its size checked before it is read (load_text)."""
-    size = Path(path).stat().st_size
-    if size > MAX_BYTES:
-        raise StrictYamlError(f"{path}: {size:,} bytes; allowed: at most {MAX_BYTES:,} (YAML read here is a few kB)")
-    return load_text(Path(path).read_bytes().decode("utf-8"), str(path))
-
-
 def load_text(text: str, where: str):
     """The one document in `text`; `where` (a file name) starts every error message."""
-    if len(text) > MAX_BYTES:  # a text read whole already: its parse is still spared
-        raise StrictYamlError(f"{where}: {len(text.encode()):,} bytes; allowed: at most {MAX_BYTES:,} (YAML read "
-                              "here is a few kB)")
+    if len(text) > MAX_BYTES:  # its parse spared: minutes and gigabytes for 100 MB
+        raise StrictYamlError(f"{where}: {len(text.encode()):,} bytes; allowed: at most {MAX_BYTES:,}")
     loader = _Loader(text)
     try:
         try:

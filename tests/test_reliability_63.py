@@ -174,7 +174,7 @@ def test_a_folder_with_a_wheel_for_the_stacks_torch_answers_now(tmp_path, monkey
     wheel(wheels)
     (wheels / "junk.whl").write_text("")  # beside a real one, junk does no harm
     monkeypatch.setenv(paths.PYG_WHEELS_ENV, str(wheels))
-    assert stacks.wheels_problem(str(wheels), "2.13.0", "cpu") is None
+    assert stacks.reachable(str(wheels), "2.13.0", "cpu") is None
     stacks.check_wheels("2.13.0", "cpu")
 
 
@@ -222,9 +222,9 @@ def test_a_pair_as_written_is_read(tmp_path):
      "settled 'inside', but its interval 1.900-2.100 lies wholly outside the band ±3%"),
     ({"ratio": 1.02, "ci95": [1.0, 1.05], "settled": "outside"},
      "settled 'outside', but its interval 1.000-1.050 lies across an edge of the band ±3%"),
-    ({"ci95": None, "settled": "inside"}, "settled 'inside' without an interval"),
-    ({"ci95": [0.98, 0.99, 1.0]}, "ci95 holds 3 value(s) ([0.98, 0.99, 1.0]); allowed: two, low and high, or none"),
-    ({"ci95": [0.99]}, "ci95 holds 1 value(s) ([0.99])"),
+    ({"ci95": None, "settled": "inside"}, "settled 'inside' without an interval; allowed: none"),
+    ({"ci95": [0.98, 0.99, 1.0]}, "ci95 holds 3 value(s); allowed: two, low and high, or none"),
+    ({"ci95": [0.99]}, "ci95 holds 1 value(s); allowed: two"),
     ({"first": "pyg-neighbor/elsewhere"}, "first pyg-neighbor/elsewhere is no cell of this file"),
     ({"second": A + "/runner=off"}, "second " + A + "/runner=off is no cell of this file"),
     ({"within": 0}, "within: Input should be greater than 0"),
@@ -250,7 +250,7 @@ def test_a_file_of_too_many_pairs_is_refused_at_once_in_one_line(tmp_path):
     many = [pair()] * (results.MAX_PAIRS + 1)
     message = refusal(tmp_path, with_pairs(*many, meta=False))
     assert message == f"{tmp_path / 'run.json'}: holds {2 * len(many)} pairs; at most {results.MAX_PAIRS} are read " \
-                      "(no run of gnnbench writes so many)"
+                      "(no run writes so many)"
 
 
 @pytest.mark.parametrize("command", [["report"], ["report", "--html", "{site}"], ["history", "--html", "{site}"]])
@@ -313,11 +313,9 @@ def test_a_large_suite_is_refused_for_its_size_before_it_is_parsed(tmp_path):
 
     path = tmp_path / "big.yaml"
     path.write_text("name: big\ndescription: " + "x" * (strict_yaml.MAX_BYTES + 1) + "\n")  # no alias anywhere
-    for refuse in (lambda: suite_mod.load(path), lambda: strict_yaml.load_file(path)):
-        with pytest.raises((suite_mod.SuiteError, strict_yaml.StrictYamlError)) as error:
-            refuse()
-        assert str(error.value) == (f"{path}: {path.stat().st_size:,} bytes; allowed: at most "
-                                    f"{strict_yaml.MAX_BYTES:,} (YAML read here is a few kB)")
+    with pytest.raises(suite_mod.SuiteError) as error:
+        suite_mod.load(path)
+    assert str(error.value) == f"{path}: {path.stat().st_size:,} bytes; allowed: at most {strict_yaml.MAX_BYTES:,}"
 
 
 def test_many_values_without_aliases_are_not_called_an_alias_bomb(tmp_path):
@@ -461,7 +459,6 @@ from bench.backends import link
 from bench.datasets import hub
 from bench.backends import load_pipeline_class
 from bench.harness_costs import plain_loops
-from bench.run.worker import leak_check_apart
 from bench.settings import CellSettings
 calls, inside = {"in_epoch": 0, "all": 0}, [False]
 real_check, real_epoch = link.LinkPipeline.check_leak, plain_loops.run_epoch
@@ -480,7 +477,7 @@ cell, folder = json.loads(sys.argv[1]), Path(sys.argv[2])
 s = CellSettings.from_dict(cell["settings"])
 data = hub.load_dataset("synthetic", folder, features_in_memory=True)
 pipe = load_pipeline_class(cell["backend"])(data, s)
-leak_check_apart(pipe, s)  # as bench/run/worker.py run_epochs does, then its epochs
+pipe.check_leaks_apart()  # as bench/run/worker.py run_epochs does, then its epochs
 for n in range(s.warmup_epochs + s.epochs):
     pipe.epoch = n
     batches = epoch(pipe)["batches"]

@@ -159,13 +159,8 @@ class Pipeline(PygNodePipeline):
         return super().forward(model, batch)
 
     def close(self, failed: bool = False) -> None:
-        """The example's end (WholeGraph's finalize, cuGraph's comms shut down), then RMM's pool left and
-        the one-rank group made for the stores destroyed (the worker leaves its own); `failed` (from a
-        set-up that failed part way): every step tried, whatever the one before it raised."""
-        leave_group = torch.distributed.destroy_process_group if self.own_group else lambda: None
-        for step in (shutdown_comms, self.in_rmm_pool.close, leave_group):
-            try:
-                step()
-            except Exception:
-                if not failed:
-                    raise
+        """The example's end (WholeGraph's finalize, cuGraph's comms shut down), RMM's pool left, the one-rank
+        group made for the stores destroyed; `failed` (a set-up failed part way): each step tried regardless."""
+        for step in (shutdown_comms, self.in_rmm_pool.close, self.own_group and torch.distributed.destroy_process_group):
+            with contextlib.suppress(*(Exception,) * failed):  # suppress() with no type suppresses nothing
+                step and step()

@@ -317,8 +317,7 @@ def prepare_datasets(out: Path, suites: list[str], data_root: Path | None) -> tu
 
 def run(args) -> int:
     target = Target(args.python, args.platform)
-    cuda = args.cuda
-    if not CUDA_TAG.fullmatch(cuda or ""):
+    if not CUDA_TAG.fullmatch(cuda := args.cuda or ""):
         raise InputError(f"--cuda {cuda}: give the node torch's build as cpu or cuNNN (e.g. cu126, cu130)")
     plain_pins, source_pins = pins()
     torch = args.torch or plain_pins["torch"].split("==")[1]

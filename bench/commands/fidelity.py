@@ -45,11 +45,10 @@ def add_parser(sub, parents) -> None:
     add_cache_dir(fid)
 
 
-MOST_ROUNDS = 1000  # a bound on --rounds and --max-rounds: more is a typo, not a measurement plan
+MOST_ROUNDS = 1000  # --rounds and --max-rounds: more is a typo, not a measurement plan
 
 
 def rounds(flag: str, n: int) -> int:
-    """--rounds or --max-rounds, refused outside 1..MOST_ROUNDS."""
     if not 1 <= n <= MOST_ROUNDS:
         raise InputError(f"{flag} {n}: give at least 1 and at most {MOST_ROUNDS}")
     return n
@@ -126,18 +125,15 @@ def run_clocks(args) -> int:
     suite, chosen = chosen_cells(args, fidelity.clocks_measurable, "of one rank (world_size: 1)")
     out = output_paths(args, "overhead", suite.name)
     print(f"fidelity --clocks: {len(chosen)} cell(s) of {suite.name}, profile on and off, {epochs} epochs each, interleaved")
-    found: list[fidelity.Overhead] = []  # cells go in as they end: kept on an interrupt
+    found: list[fidelity.Overhead] = []  # cells go in as they end: on an interrupt, kept and the rest named
     try:
         with ending_as_interrupt():
-            fidelity.measure_clocks(chosen, cache_dir(args.cache_dir, writable=True), args.data_root, epochs, found=found)
-    except KeyboardInterrupt:  # the cells that finished are kept; the rest are named
+            fidelity.measure_clocks(chosen, cache_dir(args.cache_dir, writable=True), args.data_root, epochs, found)
+    except KeyboardInterrupt:
         if not found:
             raise
-        not_run = [c.id for c in chosen[len(found):]]
-        print(fidelity.write_clocks(found, out, command_line(), not_run=not_run))
-        print(f"results: {out} ({len(found)} of {len(chosen)} cells; interrupted before {', '.join(not_run)})",
-              file=sys.stderr)
-        return EXIT_INTERRUPTED
-    print(fidelity.write_clocks(found, out, command_line()))
-    print(f"results: {out}")
-    return 0 if all(r.within_goal for r in found) else EXIT_CELLS_FAILED
+    not_run = [c.id for c in chosen[len(found):]]
+    print(fidelity.write_clocks(found, out, command_line(), not_run))
+    print(f"results: {out}" + (f" ({len(found)} of {len(chosen)} cells; interrupted before {', '.join(not_run)})"
+                               if not_run else ""), file=sys.stderr if not_run else sys.stdout)
+    return EXIT_INTERRUPTED if not_run else 0 if all(r.within_goal for r in found) else EXIT_CELLS_FAILED

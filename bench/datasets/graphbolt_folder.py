@@ -38,7 +38,7 @@ def _read_metadata(meta_file: Path) -> dict:
     if not meta_file.is_file():
         raise ug.fail(f"{meta_file}: no such file; allowed: a GraphBolt OnDiskDataset folder with its metadata.yaml")
     try:
-        meta = strict_yaml.load_file(meta_file)
+        meta = strict_yaml.load_text(meta_file.read_text(encoding="utf-8"), str(meta_file))
     except strict_yaml.StrictYamlError as exc:
         raise ug.fail(str(exc)) from None
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:

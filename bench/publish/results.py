@@ -309,12 +309,11 @@ def _check(data, path: Path) -> None:
             raise ResultsError(f"{path}: benchmarks[{i}] ({bench.get('name')}): extra_info lacks {', '.join(missing)}")
         if not isinstance(bench.get("stats"), dict) or "median" not in bench["stats"]:
             raise ResultsError(f"{path}: benchmarks[{i}] ({bench.get('name')}): stats lack the median")
-    held = [pairs for pairs in [meta.get("pairs")] + [b.get("extra_info", {}).get("pairs") for b in data["benchmarks"]
-                                                        if isinstance(b, dict) and isinstance(b.get("extra_info"), dict)]
-            if isinstance(pairs, list)]
-    if sum(map(len, held)) > MAX_PAIRS:  # before each is checked: a million pairs would take minutes, and print
-        raise ResultsError(f"{path}: holds {sum(map(len, held))} pairs; at most {MAX_PAIRS} are read (no run "
-                           "of gnnbench writes so many)")
+    held = sum(len(x) for x in [meta.get("pairs"), *(b.get("extra_info", {}).get("pairs") for b in data["benchmarks"]
+                                                      if isinstance(b, dict) and isinstance(b.get("extra_info"), dict))]
+               if isinstance(x, list))
+    if held > MAX_PAIRS:  # before each is checked: a million pairs would take minutes, and print as many lines
+        raise ResultsError(f"{path}: holds {held} pairs; at most {MAX_PAIRS} are read (no run writes so many)")
     found = problems(path, data) or pair_problems(data, path)  # types and ranges (no NaN, no negative times), then pairs
     if found:
         more = f"\n... and {len(found) - 10} more" if len(found) > 10 else ""
@@ -322,53 +321,40 @@ def _check(data, path: Path) -> None:
 
 
 MAX_PAIRS = 10_000  # pairs a result file may hold, all its entries' and meta's together
-RATIO_SLACK = 1e-9  # relative: a ratio on its interval's edge, rounded once
+PLACES = {"inside": "inside", "outside": "wholly outside", None: "across an edge of"}  # paired_ratio.band_state's
 
 
 def pair_problems(data: dict, path: Path) -> list[str]:
-    """What is wrong with the pairs of a file whose types are right, one line each naming the pair:
-    `bench.run.paired.PairResult` as written, its figures agreeing with one another."""
-    meta = data["gnnbench"]
-    cells = ({b["extra_info"]["cell_id"] for b in data["benchmarks"]} | {u["id"] for u in data.get("unmeasured", [])}
+    """What is wrong with the pairs of a file whose types are right (bench/run/paired.py PairResult as
+    written, its figures agreeing with one another), one line each naming the pair."""
+    meta, benchmarks = data["gnnbench"], data["benchmarks"]
+    cells = ({b["extra_info"]["cell_id"] for b in benchmarks} | {u["id"] for u in data.get("unmeasured", [])}
              | set(meta.get("cells") or []))
-    held = [(f"benchmarks[{i}] (cell {_short(b['extra_info']['cell_id'])}).extra_info.pairs[{j}]", pair)
-            for i, b in enumerate(data["benchmarks"]) for j, pair in enumerate(b["extra_info"].get("pairs") or [])]
+    held = [(f"benchmarks[{i}].extra_info.pairs[{j}]", pair) for i, b in enumerate(benchmarks)
+            for j, pair in enumerate(b["extra_info"].get("pairs") or [])]
     held += [(f"gnnbench.pairs[{j}]", pair) for j, pair in enumerate(meta.get("pairs") or [])]
-    found = []
-    for where, pair in held:
-        why = _pair_problem(pair, cells)
-        if why:
-            found.append(f"{path}: {where} ({_short(pair['first'])} -> {_short(pair['second'])}): {why}")
-    return found
+    return [f"{path}: {where} ({pair['first'][:80]} -> {pair['second'][:80]}): {why}" for where, pair in held
+            if (why := _pair_problem(pair, cells))]
 
 
 def _pair_problem(pair: dict, cells: set[str]) -> str | None:
     ci, ratio, settled, within = pair.get("ci95"), pair.get("ratio"), pair.get("settled"), pair.get("within", TOLERANCE)
-    shown = "none" if not ci else "-".join(f"{x:.3f}" for x in ci)
-    if ci is not None and len(ci) != 2:
-        return f"ci95 holds {len(ci)} value(s) ({_short(ci)}); allowed: two, low and high, or none"
-    if ci and ci[0] > ci[1]:
-        return f"ci95 {shown} is reversed; allowed: low, then high"
-    if ci and ratio is not None and not ci[0] * (1 - RATIO_SLACK) <= ratio <= ci[1] * (1 + RATIO_SLACK):
-        return f"ratio {ratio:.3f} lies outside its 95 % interval {shown}"
-    state = paired_ratio.band_state(ci, within)
-    if settled == "inside" and ci and ci[0] >= 1 - within - 1e-12 and ci[1] <= 1 + within + 1e-12:
+    shown = "-".join(f"{x:.3f}" for x in (ci or [])[:3]) or "none"
+    state = paired_ratio.band_state(ci, within) if ci and len(ci) == 2 else None
+    if settled == "inside" and ci and 1 - within - 1e-12 <= ci[0] <= ci[-1] <= 1 + within + 1e-12:
         state = "inside"  # files written before the band was symmetric in log space: 1-w .. 1+w, a little wider
-    if settled is not None and settled != state:
-        where = {"inside": "inside", "outside": "wholly outside", None: "across an edge of"}[state] if ci else None
-        return (f"settled {settled!r}, but its interval {shown} lies {where} the band ±{within:.0%}" if where
-                else f"settled {settled!r} without an interval; allowed: settled none where ci95 is none")
-    for side in ("first", "second"):  # the runner axis's first: the cell's unwatched twin (bench/run/paired.py)
-        name = pair[side]
-        if name not in cells and not (pair["axis"] == "runner" and name.endswith("/runner=off") and name[:-11] in cells):
-            return f"{side} {_short(pair[side])} is no cell of this file (a pair compares two of its cells)"
-    return None
-
-
-def _short(value) -> str:
-    """A value for a one-line message: its repr, cut at 80 characters."""
-    shown = value if isinstance(value, str) else repr(value)
-    return shown if len(shown) <= 80 else shown[:77] + "..."
+    # the runner axis's first is a cell's unwatched twin (bench/run/paired.py unwatched_twin)
+    unknown = [side for side in ("first", "second") if pair[side] not in cells and not (
+        pair["axis"] == "runner" and pair[side].endswith("/runner=off") and pair[side][:-11] in cells)]
+    return (f"ci95 holds {len(ci)} value(s); allowed: two, low and high, or none" if ci is not None and len(ci) != 2
+            else f"ci95 {shown} is reversed; allowed: low, then high" if ci and ci[0] > ci[1]
+            else f"ratio {ratio:.3f} lies outside its 95 % interval {shown}"
+            if ci and ratio is not None and not ci[0] * (1 - 1e-9) <= ratio <= ci[1] * (1 + 1e-9)
+            else f"settled {settled!r}, but its interval {shown} lies {PLACES[state]} the band ±{within:.0%}"
+            if ci and settled not in (None, state)
+            else f"settled {settled!r} without an interval; allowed: none" if settled and not ci
+            else f"{unknown[0]} {pair[unknown[0]][:80]} is no cell of this file (a pair compares two of its cells)"
+            if unknown else None)
 
 
 def _measured_cell(bench: dict, path: Path) -> CellResult:

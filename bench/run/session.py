@@ -648,13 +648,10 @@ def paired_settings(from_suite: suite_mod.Paired | None, options: RunOptions) ->
 
 
 def check_pairing(pairing: suite_mod.Paired | None, cells: list[Cell]) -> None:
-    """SessionError for an axis that pairs no two of the cells, saying why, before anything runs: a run
-    that compared nothing must not read as one that found no difference."""
-    for axis in pairing.by if pairing else []:
-        if axis == paired.RUNNER or not cells or paired.pairs_of(cells, [axis]):
-            continue  # the runner axis pairs each cell with its own twin
-        values = sorted({repr(({"backend": c.backend, "dataset": c.dataset} | c.settings.as_dict()).get(axis))
-                         for c in cells})
+    """SessionError naming an axis that pairs no two of the cells, and why (the runner axis pairs each
+    with its twin): a run that compared nothing must not read as one that found no difference."""
+    for axis in [a for a in pairing.by if a != paired.RUNNER and cells and not paired.pairs_of(cells, [a])] if pairing else []:
+        values = sorted({repr(({"backend": c.backend, "dataset": c.dataset} | c.settings.as_dict()).get(axis)) for c in cells})
         why = (f"only one cell is selected ({cells[0].id})" if len(cells) == 1 else
                f"every selected cell has {axis} {values[0]}" if len(values) == 1 else
                f"those with another {axis} ({', '.join(values)}) differ in another setting too")

@@ -282,13 +282,6 @@ class BatchHook:
             inject(self.fault)
 
 
-def leak_check_apart(pipe, settings) -> None:
-    """A link cell whose every epoch is measured (warmup_epochs 0) checks its seed-edge leaks in a pass
-    of its own, sampled only, before them: its first measured epoch does not pay the check (10-25 %)."""
-    if settings.warmup_epochs == 0 and hasattr(pipe, "check_leaks_apart"):
-        pipe.check_leaks_apart()
-
-
 def run_epochs(cell: dict, pipe, dataset_dir: Path, rank: int, world: int, started: StartupPhases,
                affinity: gpu_affinity.Plan, gpu_peaks: GpuPeaks) -> Epochs:
     """The warm-up and measured epochs (a paired cell's in its turns), and with a target
@@ -304,7 +297,7 @@ def run_epochs(cell: dict, pipe, dataset_dir: Path, rank: int, world: int, start
     # with `page_cache: cold`, the store's files are evicted before every epoch
     cold = files_of(settings.store, BACKENDS[cell["backend"]].task, dataset_dir) if settings.page_cache == "cold" else []
     with affinity.loader(pipe.train_loader):  # the loader workers' cores, from their first epoch on
-        leak_check_apart(pipe, settings)
+        getattr(pipe, "check_leaks_apart", lambda: None)()  # a link cell's, where every epoch is measured
         for epoch in to_target.epochs(total, done.target):
             measuring = settings.warmup_epochs <= epoch < total
             if turns is not None and measuring and not turns.wait():

@@ -303,58 +303,43 @@ def local_wheels(location: str) -> Path | None:
 
 
 def wheel_fits(name: str, torch: str | None, cuda: str | None, python: str, machine: str) -> bool:
-    """Whether a wheel file's name says it is pyg-lib and its tags could install for torch `torch`+`cuda`
-    (its +ptXYcuda local version, where it has one; None: any), CPython `python` (3.12) on `machine`."""
+    """Whether a wheel's file name says pyg-lib, for torch `torch`+`cuda` (its +ptXYcuda tag where it has
+    one; None: any), CPython `python` (3.12) and `machine`: tags that could install."""
     parts = name.removesuffix(".whl").split("-")
-    if len(parts) not in (5, 6) or parts[0].lower() != "pyg_lib" or not name.endswith(".whl"):
-        return False
-    built = re.fullmatch(r"pt(\d)(\d+)(\w*)", parts[1].partition("+")[2])
-    if "+" in parts[1] and torch and not (built and f"{built[1]}.{built[2]}" == ".".join(torch.split(".")[:2])
-                                          and cuda in (None, built[3])):
-        return False
+    built = re.fullmatch(r"pt(\d)(\d+)(\w*)", parts[1].partition("+")[2]) if len(parts) in (5, 6) else None
     minor = int(python.split(".")[1])
-    pythons = {"py3", f"py3{minor}", f"cp3{minor}"} | ({f"cp3{m}" for m in range(minor + 1)} if parts[-2] == "abi3" else set())
-    return bool(pythons & set(parts[-3].split("."))) and any(p == "any" or p.endswith(f"_{machine}")
-                                                            for p in parts[-1].split("."))
-
-
-def wheels_problem(location: str, torch: str | None = None, cuda: str | None = None, python: str = THIS_PYTHON,
-                   machine: str = platform.machine()) -> str | None:
-    """Why a local wheel folder (GNNBENCH_PYG_WHEELS) cannot give pyg-lib for that torch (None: any) and
-    Python, else None (an index URL is asked by `reachable`): the one check `stacks install` and
-    `gnnbench bundle` make before acting on it, so a slip never rebuilds a stack or passes for a mirror."""
-    path = local_wheels(location)
-    if path is None:
-        return None
-    if not path.is_dir():
-        return f"{path} {'is a file, not a folder of wheels' if path.exists() else 'does not exist'}"
-    names = sorted(p.name for p in path.glob("*.whl") if p.name.lower().startswith("pyg_lib-"))
-    if not names:
-        return f"{path} holds no pyg-lib wheel (pyg_lib-*.whl)"
-    if not any(wheel_fits(n, torch, cuda, python, machine) for n in names):
-        build = f"torch {torch}{f'+{cuda}' if cuda else ''}, " if torch else ""
-        return (f"{path}: none of its pyg-lib wheels ({', '.join(names[:3])}{', ...' if len(names) > 3 else ''}) "
-                f"installs for {build}CPython {python} on {machine}")
-    return None
+    pythons = {"py3", f"py3{minor}", f"cp3{minor}", *(f"cp3{m}" for m in range(minor + 1) if parts[-2] == "abi3")}
+    return (len(parts) in (5, 6) and parts[0] == "pyg_lib" and bool(pythons & set(parts[-3].split(".")))
+            and ("+" not in parts[1] or not torch or bool(built) and cuda in (None, built[3])
+                 and f"{built[1]}.{built[2]}" == ".".join(torch.split(".")[:2]))
+            and any(p == "any" or p.endswith(f"_{machine}") for p in parts[-1].split(".")))
 
 
 def check_wheels(torch: str | None = None, cuda: str | None = None, python: str = THIS_PYTHON,
                  machine: str = platform.machine()) -> None:
-    """StackError naming GNNBENCH_PYG_WHEELS where it is a local folder that cannot serve (wheels_problem)."""
-    given = os.environ.get(PYG_WHEELS_ENV, "")
-    if given and not ("{TORCH}" in given and not torch or "{CUDA}" in given and not cuda):
-        why = wheels_problem(pyg_wheels_url(torch or "", cuda or ""), torch, cuda, python, machine)
-        if why:
-            raise StackError(f"{PYG_WHEELS_ENV}={given}: {why}; point it at a folder holding pyg-lib wheels"
-                             f"{f' for torch {torch}+{cuda}' if torch else ''} (pyg_lib-*.whl), or unset it for "
-                             "PyG's own index")
+    """StackError where GNNBENCH_PYG_WHEELS names a local folder that cannot serve (`reachable`): the one
+    check `stacks install` and `gnnbench bundle` make before acting on it (a slip never rebuilds a stack)."""
+    given, url = os.environ.get(PYG_WHEELS_ENV, ""), pyg_wheels_url(torch or "", cuda or "")
+    why = given and local_wheels(url) and not ("{" in given and not cuda) and reachable(url, torch, cuda, python, machine)
+    if why:
+        raise StackError(f"{PYG_WHEELS_ENV}={given}: {why}; point it at a folder holding pyg-lib wheels"
+                         f"{f' for torch {torch}+{cuda}' if torch else ''} (pyg_lib-*.whl), or unset it for PyG's own index")
 
 
-def reachable(location: str, torch: str | None = None, cuda: str | None = None,
-              timeout: float = INDEX_TIMEOUT) -> str | None:
-    """None where an http(s) wheel index answers, else why not (a local folder: wheels_problem)."""
-    if local_wheels(location) is not None:
-        return wheels_problem(location, torch, cuda)
+def reachable(location: str, torch: str | None = None, cuda: str | None = None, python: str = THIS_PYTHON,
+              machine: str = platform.machine(), timeout: float = INDEX_TIMEOUT) -> str | None:
+    """None where a wheel index answers (an http(s) page, or a local folder holding a pyg-lib wheel whose
+    tags fit that torch, None: any, Python and machine), else why not."""
+    path = local_wheels(location)
+    if path is not None:
+        names = sorted(p.name for p in path.glob("pyg_lib-*.whl")) if path.is_dir() else []
+        if not path.is_dir() or not names:
+            return f"{path} " + ("holds no pyg-lib wheel (pyg_lib-*.whl)" if path.is_dir() else
+                                 "is a file, not a folder of wheels" if path.exists() else "does not exist")
+        build = f"torch {torch}" + (f"+{cuda}" if cuda else "") + ", " if torch else ""
+        return None if any(wheel_fits(n, torch, cuda, python, machine) for n in names) else (
+            f"{path}: none of its pyg-lib wheels ({', '.join(names[:3])}{', ...' if len(names) > 3 else ''}) installs "
+            f"for {build}CPython {python} on {machine}")
     code, reason = _head(location, timeout)
     if code == 404:
         return "404 not found (no wheels for that torch and CUDA there)"
