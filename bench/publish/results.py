@@ -15,7 +15,6 @@ from pathlib import Path
 from bench.settings import Recorded
 from bench.result_format import REQUIRED_EXTRA, SCHEMA_VERSION, Card, ExtraInfo, RankEntry, problems
 from bench import paired_ratio, result_format
-from bench.paired_ratio import TOLERANCE
 
 NOT_RUN = "not run"
 NOT_RUN_REASON = "the run ended before this cell"
@@ -338,7 +337,7 @@ def pair_problems(data: dict, path: Path) -> list[str]:
 
 
 def _pair_problem(pair: dict, cells: set[str]) -> str | None:
-    ci, ratio, settled, within = pair.get("ci95"), pair.get("ratio"), pair.get("settled"), pair.get("within", TOLERANCE)
+    ci, ratio, settled, within = pair.get("ci95"), pair.get("ratio"), pair.get("settled"), pair.get("within", paired_ratio.TOLERANCE)
     shown = "-".join(f"{x:.3f}" for x in (ci or [])[:3]) or "none"
     state = paired_ratio.band_state(ci, within) if ci and len(ci) == 2 else None
     if settled == "inside" and ci and 1 - within - 1e-12 <= ci[0] <= ci[-1] <= 1 + within + 1e-12:
