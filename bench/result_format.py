@@ -142,6 +142,8 @@ PairEntry = create_model(
     ci95=(list[Positive] | None, None), settled=(Literal["inside", "outside"] | None, None), reason=(str | None, None),
     launches=(Count | None, None), reading=(Literal[READINGS] | None, None),
     **optional(Amount, "first_waiting_cpu", "second_waiting_cpu"))
+MAX_PAIRS = 10_000  # pairs in one list: more is no run's (refused before any is read: a million print a million lines)
+Pairs = Annotated[list[PairEntry], Field(max_length=MAX_PAIRS)]
 
 
 class ExtraInfo(Loose):
@@ -152,7 +154,7 @@ class ExtraInfo(Loose):
     dataset: Card
     settings: CellSettings
     cell_id: str  # last: "extra_info lacks ..." names it after the others, as it always has
-    pairs: list[PairEntry] | None = None  # the paired comparisons it took part in
+    pairs: Pairs | None = None  # the paired comparisons it took part in
     versions: Annotated[dict[str, str | None] | Nothing, COPIED] = None  # package -> version
     seeds_per_s: Seconds | None = None
     edges_per_s: Seconds | None = None
@@ -223,7 +225,7 @@ Unmeasured = create_model("Unmeasured", __base__=Loose, id=(str, ...), status=(L
 
 
 Meta = create_model("Meta", __base__=Loose, schema_version=(int, ...), cells=(list[str] | None, None),
-                    pairs=(list[PairEntry] | None, None),  # each pair once (the cells' entries hold them too)
+                    pairs=(Pairs | None, None),  # each pair once (the cells' entries hold them too)
                     backends_not_run=(list[str] | None, None),  # backends --stack/--mode left without a cell
                     started_at=(IsoDate | None, None), **optional(str, "suite", "description", "baseline"))
 

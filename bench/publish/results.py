@@ -308,18 +308,12 @@ def _check(data, path: Path) -> None:
             raise ResultsError(f"{path}: benchmarks[{i}] ({bench.get('name')}): extra_info lacks {', '.join(missing)}")
         if not isinstance(bench.get("stats"), dict) or "median" not in bench["stats"]:
             raise ResultsError(f"{path}: benchmarks[{i}] ({bench.get('name')}): stats lack the median")
-    held = sum(len(x) for x in [meta.get("pairs"), *(b.get("extra_info", {}).get("pairs") for b in data["benchmarks"]
-                                                      if isinstance(b, dict) and isinstance(b.get("extra_info"), dict))]
-               if isinstance(x, list))
-    if held > MAX_PAIRS:  # before each is checked: a million pairs would take minutes, and print as many lines
-        raise ResultsError(f"{path}: holds {held} pairs; at most {MAX_PAIRS} are read (no run writes so many)")
     found = problems(path, data) or pair_problems(data, path)  # types and ranges (no NaN, no negative times), then pairs
     if found:
         more = f"\n... and {len(found) - 10} more" if len(found) > 10 else ""
         raise ResultsError("\n".join(found[:10]) + more)
 
 
-MAX_PAIRS = 10_000  # pairs a result file may hold, all its entries' and meta's together
 PLACES = {"inside": "inside", "outside": "wholly outside", None: "across an edge of"}  # paired_ratio.band_state's
 
 
