@@ -1,7 +1,9 @@
 """Issue 63: what the last round added, held to the rest's standard: fidelity's outputs checked before
 anything is measured and never written over without --force, an interrupted --clocks keeping its cells,
 one check of GNNBENCH_PYG_WHEELS for `bundle` and `stacks install`, pairs read from result files
-validated, pairings that pair nothing refused, refused conversions leaving nothing behind."""
+validated, YAML bounded by size, pairings that pair nothing refused, refused conversions leaving
+nothing behind, the plain loops tied to their parent, the link leak check in no measured epoch,
+cuGraph-PyG's failed set-up left cleanly, committed commands without machine paths."""
 
 from __future__ import annotations
 
@@ -11,10 +13,14 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from hypothesis import event, given, strategies as st
 
-from bench import cli, paths, stacks
+from bench import cli, paired_ratio, paths, stacks
 from bench.harness_costs import fidelity
+from bench.publish import results
+from tests import synthetic_results as sr
 from tests.conftest import tiny_pair_suite
+from tests.test_fuzz_inputs import FUZZ
 from tests.test_pyg_wheels import wheel, write_stack
 
 TINY = tiny_pair_suite("tiny-r63", "  - {model: none, num_workers: 0}\n")
@@ -179,13 +185,6 @@ def test_a_folder_with_a_wheel_for_the_stacks_torch_answers_now(tmp_path, monkey
 
 
 # --- 2. pairs read from result files ------------------------------------------------------------
-
-from hypothesis import event, given, strategies as st  # noqa: E402
-
-from bench import paired_ratio  # noqa: E402
-from bench.publish import results  # noqa: E402
-from tests import synthetic_results as sr  # noqa: E402
-from tests.test_fuzz_inputs import FUZZ  # noqa: E402
 
 A, B = sr.cell_id(workers=0), sr.cell_id(workers=2)
 
