@@ -55,16 +55,14 @@ def rounds(flag: str, n: int) -> int:
 
 
 def output_paths(args, kind: str, suite_name: str) -> Path:
-    """The JSON this run writes, and the Markdown beside it, checked before anything is measured: in
-    a writable folder, neither there yet unless --force (no command writes over what it did not make)."""
+    """The JSON this run writes (its Markdown beside it), checked before anything is measured: a .json in a
+    writable folder, neither file there yet unless --force (no command writes over what it did not make)."""
     out = results_path(args, kind, suite_name)
-    if args.out is None:
-        folder("the results folder (give --out FILE to write elsewhere)", out.parent, writable=True)
-    elif out.suffix != ".json":
+    if args.out and out.suffix != ".json":
         raise InputError(f"--out {out}: give a .json file (its Markdown table is written beside it, as .md)")
     for path in (out, out.with_suffix(".md")) if args.out else ():
-        new_output_file(f"--out {args.out}", path, args.force)
-    return out
+        new_output_file(f"--out {out}", path, args.force)
+    return out if args.out else folder("the results folder (--out FILE for another)", out.parent, True) / out.name
 
 
 def run(args) -> int:
