@@ -597,3 +597,23 @@ def test_a_cugraph_pyg_set_up_that_fails_leaves_the_comms_the_pool_and_the_group
     assert calls == str(["process group", "cuGraph and WholeGraph set up", "RMM pool entered", "comms shut down",
                          "RMM pool left"])
     assert error == "RuntimeError('planted: stores')" and group_left == "False"
+
+
+EXCLUDE_ONE = """
+import torch
+from torch_geometric.sampler import SamplerOutput
+from bench.backends.pyg_link import ExcludeSeedEdges
+# one positive seed edge 0 -> 1 (local ids), edges by hop: hop 1 (1, 0), (2, 0); hop 2 (3, 1), (0, 1)
+out = SamplerOutput(node=torch.arange(4), row=torch.tensor([1, 2, 3, 0]), col=torch.tensor([0, 0, 1, 1]), edge=None,
+                    num_sampled_edges=[2, 2], metadata=(torch.tensor([0]), torch.tensor([0]), torch.tensor([1])))
+kept = ExcludeSeedEdges(lambda *args, **kwargs: out, 4, "triplet")()
+print([list(map(int, kept.row)), list(map(int, kept.col)), [int(h) for h in kept.num_sampled_edges]])
+"""
+
+
+def test_exclude_seed_edges_takes_the_excluded_edges_out_of_their_hops():
+    """PyG's SamplerOutput as a sampler returns it (a known one, so that the edges excluded are known):
+    the seed edge and its reverse leave the edges and the per-hop counts of the hops they were in."""
+    from tests.test_gpu_suites import run_in
+
+    assert run_in("pyg", EXCLUDE_ONE) == str([[2, 3], [0, 1], [1, 1]])
