@@ -16,6 +16,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 SCHEMA_VERSION = 1
 DATASET_FIELDS = ("name", "num_nodes", "num_edges", "feature_dim", "num_classes")
 UNMEASURED_STATUSES = ("failed", "timeout", "oom", "skipped", "refused", "follower")
+READINGS = ("slower", "faster", "same", "leans slower", "leans faster", "unresolved")  # a pair's reading
 
 
 # --- where the writer takes an extra_info field from (pydantic ignores these annotations) -----
@@ -134,11 +135,15 @@ ToTarget = create_model(
 
 # A paired comparison the cell took part in (bench/run/paired.py): the second cell's epoch time over
 # the first's, over live workers' turns (`paired`) or else over their runs one after the other
+# (its figures agree with one another and name the file's cells: bench/publish/results.py pair_problems)
 PairEntry = create_model(
     "PairEntry", __base__=Loose, axis=(str, ...), first=(str, ...), second=(str, ...), paired=(bool, ...),
-    within=(Share, 0.03), rounds=(Count, 0), ratio=(Positive | None, None), ci95=(list[Positive] | None, None),
-    settled=(Literal["inside", "outside"] | None, None), reason=(str | None, None),
+    within=(Annotated[float, Field(gt=0, lt=1)], 0.03), rounds=(Count, 0), ratio=(Positive | None, None),
+    ci95=(list[Positive] | None, None), settled=(Literal["inside", "outside"] | None, None), reason=(str | None, None),
+    launches=(Count | None, None), reading=(Literal[READINGS] | None, None),
     **optional(Amount, "first_waiting_cpu", "second_waiting_cpu"))
+MAX_PAIRS = 10_000  # pairs in one list: more is no run's (refused before any is read: a million print a million lines)
+Pairs = Annotated[list[PairEntry], Field(max_length=MAX_PAIRS)]
 
 
 class ExtraInfo(Loose):
@@ -149,7 +154,7 @@ class ExtraInfo(Loose):
     dataset: Card
     settings: CellSettings
     cell_id: str  # last: "extra_info lacks ..." names it after the others, as it always has
-    pairs: list[PairEntry] | None = None  # the paired comparisons it took part in
+    pairs: Pairs | None = None  # the paired comparisons it took part in
     versions: Annotated[dict[str, str | None] | Nothing, COPIED] = None  # package -> version
     seeds_per_s: Seconds | None = None
     edges_per_s: Seconds | None = None
@@ -220,6 +225,7 @@ Unmeasured = create_model("Unmeasured", __base__=Loose, id=(str, ...), status=(L
 
 
 Meta = create_model("Meta", __base__=Loose, schema_version=(int, ...), cells=(list[str] | None, None),
+                    pairs=(Pairs | None, None),  # each pair once (the cells' entries hold them too)
                     backends_not_run=(list[str] | None, None),  # backends --stack/--mode left without a cell
                     started_at=(IsoDate | None, None), **optional(str, "suite", "description", "baseline"))
 

@@ -1,12 +1,15 @@
 """YAML read strictly: a key given twice in one mapping is an error naming both lines; a document
 nested deeper than MAX_DEPTH is refused before it is built (PyYAML builds recursively); aliases are
 allowed, but a document that would expand to more than MAX_VALUES values, or an alias inside its
-own anchor, is refused ("billion laughs"). `load_text` raises StrictYamlError naming the file.
+own anchor, is refused ("billion laughs"), as is a text over MAX_BYTES before it is parsed.
+`load_text` raises StrictYamlError naming the file.
 """
 
 from __future__ import annotations
 
 import yaml
+
+MAX_BYTES = 2 * 2**20  # a suite is a few kB; PyYAML takes about 6 s and 80 MB of memory a MB it parses
 
 MAX_DEPTH = 32  # a suite is at most 5 deep (include -> rule -> fanout -> list); far more is a mistake
 MAX_VALUES = 100_000  # scalars and collections once aliases are expanded; a suite has a few hundred
@@ -38,8 +41,8 @@ class _Loader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
-def _expanded(node) -> tuple[int, int, yaml.Node]:
-    """(values, depth, the deepest node) of the document under `node` as built, aliases expanded but
+def _expanded(node) -> tuple[int, int, yaml.Node, int]:
+    """(values, depth, the deepest node, nodes) of the document under `node` as built, aliases expanded but
     each node counted once (never walking an expansion), iteratively (a deep file cannot exhaust the
     stack). StrictYamlError for an alias inside its own anchor (a document that never ends)."""
     done: dict[int, tuple[int, int, yaml.Node]] = {}
@@ -70,11 +73,13 @@ def _expanded(node) -> tuple[int, int, yaml.Node]:
                 depth, deepest = child_depth + 1, child_deepest
         done[key] = (values, depth, deepest)
         open_nodes.discard(key)
-    return done[id(node)]
+    return (*done[id(node)], len(done))
 
 
 def load_text(text: str, where: str):
     """The one document in `text`; `where` (a file name) starts every error message."""
+    if len(text) > MAX_BYTES:  # its parse spared: minutes and gigabytes for 100 MB
+        raise StrictYamlError(f"{where}: {len(text.encode()):,} bytes; allowed: at most {MAX_BYTES:,}")
     loader = _Loader(text)
     try:
         try:
@@ -85,15 +90,16 @@ def load_text(text: str, where: str):
         if node is None:
             return None
         try:
-            values, depth, deepest = _expanded(node)
+            values, depth, deepest, distinct = _expanded(node)
         except StrictYamlError as exc:
             raise StrictYamlError(f"{where}: {exc}") from None
         if depth > MAX_DEPTH:
             raise StrictYamlError(f"{where}: line {deepest.start_mark.line + 1}: nested {depth} levels deep; "
                                   f"allowed: at most {MAX_DEPTH}")
         if values > MAX_VALUES:
-            raise StrictYamlError(f"{where}: its aliases expand to {values:,} values (an alias bomb?); allowed: at "
-                                  f"most {MAX_VALUES:,} values, aliases expanded")
+            raise StrictYamlError(f"{where}: " + (f"its aliases expand to {values:,} values (an alias bomb?)"
+                                                  if distinct < values else f"holds {values:,} values")
+                                  + f"; allowed: at most {MAX_VALUES:,} values, aliases expanded")
         try:
             return loader.construct_document(node)
         except StrictYamlError as exc:

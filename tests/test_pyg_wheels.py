@@ -102,15 +102,15 @@ def test_a_missing_or_empty_wheel_folder_is_an_error_naming_it(tmp_path, monkeyp
     monkeypatch.setattr(stacks, "_run", lambda cmd, *a, **k: pytest.fail(f"pip was run: {cmd}"))
     with pytest.raises(stacks.StackError) as error:
         stacks.take_pyg_wheels(stacks.get(stack), ["pip", "install"], log=lambda line: None)
-    why = "does not exist" if folder == "no-such-folder" else "holds no wheel (*.whl)"
+    why = "does not exist" if folder == "no-such-folder" else "holds no pyg-lib wheel (pyg_lib-*.whl)"
     assert str(error.value).startswith(f"{paths.PYG_WHEELS_ENV}={os.environ[paths.PYG_WHEELS_ENV]}: {wheels} {why}; ")
     assert "pyg-lib wheels for torch 2.13.0+cpu" in str(error.value)
 
 
 def test_a_folder_without_a_fitting_wheel_falls_back_with_pips_words(tmp_path, monkeypatch, cpu_torch):
-    """A reachable index (here a folder holding another package's wheel) that has no pyg-lib for this torch and Python."""
+    """A folder holding a pyg-lib wheel whose tags fit, but not the version the pins ask: pip's own words."""
     wheels = tmp_path / "wheels"
-    wheel(wheels, name="torch_scatter", version="2.1.2")
+    wheel(wheels, version="0.6.0")
     monkeypatch.setenv(paths.PYG_WHEELS_ENV, str(wheels))
     pip = [sys.executable, "-m", "pip", "install", "--dry-run", "--progress-bar", "off"]
     record = stacks.take_pyg_wheels(stacks.get("pyg"), pip, log=lambda line: None)

@@ -60,7 +60,7 @@ def init_worker(rank: int, local_rank: int, world: int, local_world: int) -> Non
 
     import rmm
 
-    rmm.reinitialize(devices=local_rank, managed_memory=True, pool_allocator=False)
+    rmm.reinitialize(devices=local_rank, managed_memory=True, pool_allocator=True)  # the example's pool
 
     import cupy
     from rmm.allocators.cupy import rmm_cupy_allocator
@@ -117,18 +117,22 @@ class Pipeline(PygNodePipeline):
         import torch.distributed as dist
 
         self.own_group = own_process_group()
+        self.in_rmm_pool = contextlib.ExitStack()  # nothing entered yet
         rank, world = dist.get_rank(), dist.get_world_size()
-        local_rank = self.device.index or 0
-        init_worker(rank, local_rank, world, int(os.environ.get("LOCAL_WORLD_SIZE", world)))
-        # the stores, loaders, model, DDP, training and evaluation: all in RMM's pool, left in close()
-        self.in_rmm_pool = rmm_pool()
-        self.graph = self._stores(data, rank, world)
-        dist.barrier()
-        # training seeds as every backend shares them; val/test in equal parts (collective sampling)
-        self.splits = {"train": base.shard(data.train_idx, settings.seed),
-                       **{s: equal_part(idx, rank, world) for s, idx in (("val", data.val_idx), ("test", data.test_idx))}}
-        self.train_loader = self._loader("train", shuffle=True)
-        self.build_model(data)
+        try:
+            init_worker(rank, self.device.index or 0, world, int(os.environ.get("LOCAL_WORLD_SIZE", world)))
+            # the stores, loaders, model, DDP, training and evaluation: all in RMM's pool, left in close()
+            self.in_rmm_pool = rmm_pool()
+            self.graph = self._stores(data, rank, world)
+            dist.barrier()
+            # training seeds as every backend shares them; val/test in equal parts (collective sampling)
+            self.splits = {"train": base.shard(data.train_idx, settings.seed),
+                           **{s: equal_part(idx, rank, world) for s, idx in (("val", data.val_idx), ("test", data.test_idx))}}
+            self.train_loader = self._loader("train", shuffle=True)
+            self.build_model(data)
+        except BaseException:  # a set-up that failed part way leaves what it entered, as close() would
+            self.close(failed=True)
+            raise
 
     @staticmethod
     def _stores(data, rank: int, world: int):
@@ -154,9 +158,9 @@ class Pipeline(PygNodePipeline):
         batch.y = batch.y.view(-1).to(torch.long)  # as the example: the labels come back from WholeGraph
         return super().forward(model, batch)
 
-    def close(self) -> None:
-        """The example's end (WholeGraph's finalize, cuGraph's comms shut down), then RMM's pool left."""
-        shutdown_comms()
-        self.in_rmm_pool.close()
-        if self.own_group:  # the one-rank group made for the stores (the worker leaves its own)
-            torch.distributed.destroy_process_group()
+    def close(self, failed: bool = False) -> None:
+        """The example's end (WholeGraph's finalize, cuGraph's comms shut down), RMM's pool left, the one-rank
+        group made for the stores destroyed; `failed` (a set-up failed part way): each step tried regardless."""
+        for step in (shutdown_comms, self.in_rmm_pool.close, self.own_group and torch.distributed.destroy_process_group):
+            with contextlib.suppress(*(Exception,) * failed):  # suppress() with no type suppresses nothing
+                step and step()

@@ -109,5 +109,8 @@ class ExcludeSeedEdges:
         keep = ~torch.isin(node[out.row] * n + node[out.col], seeds)
         if bool(keep.all()):
             return out
-        return dataclasses.replace(out, row=out.row[keep], col=out.col[keep],
+        hops = out.num_sampled_edges  # per hop, as the work counts read them: each hop less its excluded edges
+        if hops is not None:
+            hops = [int(k.sum()) for k in torch.split(keep, [int(h) for h in hops])]
+        return dataclasses.replace(out, row=out.row[keep], col=out.col[keep], num_sampled_edges=hops,
                                    edge=None if out.edge is None else out.edge[keep])

@@ -317,8 +317,7 @@ def prepare_datasets(out: Path, suites: list[str], data_root: Path | None) -> tu
 
 def run(args) -> int:
     target = Target(args.python, args.platform)
-    cuda = args.cuda
-    if not CUDA_TAG.fullmatch(cuda or ""):
+    if not CUDA_TAG.fullmatch(cuda := args.cuda or ""):
         raise InputError(f"--cuda {cuda}: give the node torch's build as cpu or cuNNN (e.g. cu126, cu130)")
     plain_pins, source_pins = pins()
     torch = args.torch or plain_pins["torch"].split("==")[1]
@@ -328,6 +327,7 @@ def run(args) -> int:
     previous = check_folder(out)
     suites = args.suite or ["gpu", "multi-gpu"]
     dataset_specs(suites)  # a bad suite is bad input, before anything is written
+    stacks.check_wheels(torch, cuda, target.python, target.machine)  # a wheel folder's slip too, as stacks install's
     try:
         check_torch_version(target, torch)  # before any download
     except BundleError as exc:

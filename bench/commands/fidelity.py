@@ -9,7 +9,7 @@ from pathlib import Path
 
 from bench.commands.common import (EXIT_CELLS_FAILED, EXIT_INTERRUPTED, add_cache_dir, add_data_root, add_select,
                                    chosen_cells, command_line, ending_as_interrupt, results_path)
-from bench.inputs import InputError
+from bench.inputs import InputError, folder, new_output_file
 from bench.paths import cache_dir
 from bench.harness_costs import fidelity
 
@@ -40,17 +40,36 @@ def add_parser(sub, parents) -> None:
     fid.add_argument("--out", type=Path, metavar="FILE",
                      help="the comparison's JSON (a Markdown table beside it); default: "
                           "results/runs/fidelity-<suite>-STAMP.json (--clocks: overhead-<suite>-STAMP.json)")
+    fid.add_argument("--force", action="store_true", help="replace the --out file (and its Markdown) if already there")
     add_data_root(fid)
     add_cache_dir(fid)
+
+
+MOST_ROUNDS = 1000  # --rounds and --max-rounds: more is a typo, not a measurement plan
+
+
+def rounds(flag: str, n: int) -> int:
+    if not 1 <= n <= MOST_ROUNDS:
+        raise InputError(f"{flag} {n}: give at least 1 and at most {MOST_ROUNDS}")
+    return n
+
+
+def output_paths(args, kind: str, suite_name: str) -> Path:
+    """The JSON this run writes (its Markdown beside it), checked before anything is measured: a .json in a
+    writable folder, neither file there yet unless --force (no command writes over what it did not make)."""
+    out = results_path(args, kind, suite_name)
+    if args.out and out.suffix != ".json":
+        raise InputError(f"--out {out}: give a .json file (its Markdown table is written beside it, as .md)")
+    for path in (out, out.with_suffix(".md")) if args.out else ():
+        new_output_file(f"--out {out}", path, args.force)
+    return out if args.out else folder("the results folder (--out FILE for another)", out.parent, True) / out.name
 
 
 def run(args) -> int:
     if args.clocks:
         return run_clocks(args)
-    args.rounds = 3 if args.rounds is None else args.rounds
-    if args.rounds < 1:
-        raise InputError(f"--rounds {args.rounds}: give at least 1")
-    if args.max_rounds is not None and args.max_rounds < args.rounds:
+    args.rounds = rounds("--rounds", 3 if args.rounds is None else args.rounds)
+    if args.max_rounds is not None and rounds("--max-rounds", args.max_rounds) < args.rounds:
         raise InputError(f"--max-rounds {args.max_rounds}: give at least --rounds ({args.rounds})")
     if args.against_itself and args.side_by_side:
         raise InputError("--against-itself and --side-by-side: give one of them")
@@ -58,7 +77,7 @@ def run(args) -> int:
                                  f"a plain loop exists for (one rank, mode {' or '.join(fidelity.PLAIN_MODES)}, no amp, "
                                  f"store memory, the backend's model or none, backend one of "
                                  f"{', '.join(fidelity.PLAIN_BACKENDS)})")
-    out = results_path(args, "fidelity", suite.name)
+    out = output_paths(args, "fidelity", suite.name)
     print(f"fidelity: {len(chosen)} cell(s) of {suite.name}, {args.rounds} interleaved round(s) each"
           + (f", up to {args.max_rounds} while a pair is unresolved" if args.max_rounds else "")
           + (", the plain loop against itself" if args.against_itself else "")
@@ -100,14 +119,19 @@ def run_clocks(args) -> int:
     if given:
         raise InputError(f"--clocks and {', '.join(given)}: --clocks runs both sides in one process, epoch by "
                          "epoch; give --rounds for the epochs of each side")
-    epochs = 20 if args.rounds is None else args.rounds
-    if epochs < 1:
-        raise InputError(f"--rounds {epochs}: give at least 1")
+    epochs = rounds("--rounds", 20 if args.rounds is None else args.rounds)
     suite, chosen = chosen_cells(args, fidelity.clocks_measurable, "of one rank (world_size: 1)")
-    out = results_path(args, "overhead", suite.name)
+    out = output_paths(args, "overhead", suite.name)
     print(f"fidelity --clocks: {len(chosen)} cell(s) of {suite.name}, profile on and off, {epochs} epochs each, interleaved")
-    found = fidelity.measure_clocks(chosen, cache_dir(args.cache_dir, writable=True), args.data_root, epochs)
-    fidelity.write_clocks(found, out, command_line())
-    print(fidelity.clocks_table(found))
-    print(f"results: {out}")
-    return 0 if all(r.within_goal for r in found) else EXIT_CELLS_FAILED
+    found: list[fidelity.Overhead] = []  # cells go in as they end: on an interrupt, kept and the rest named
+    try:
+        with ending_as_interrupt():
+            fidelity.measure_clocks(chosen, cache_dir(args.cache_dir, writable=True), args.data_root, epochs, found)
+    except KeyboardInterrupt:
+        if not found:
+            raise
+    not_run = [c.id for c in chosen[len(found):]]
+    print(fidelity.write_clocks(found, out, command_line(), not_run))
+    print(f"results: {out}" + (f" ({len(found)} of {len(chosen)} cells; interrupted before {', '.join(not_run)})"
+                               if not_run else ""), file=sys.stderr if not_run else sys.stdout)
+    return EXIT_INTERRUPTED if not_run else 0 if all(r.within_goal for r in found) else EXIT_CELLS_FAILED

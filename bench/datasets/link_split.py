@@ -237,9 +237,16 @@ def given_edges(edge_index: np.ndarray, num_nodes: int, given: dict, where: dict
 
 def write_given(dataset_dir: Path, given: dict, where: dict[str, str], protocol: str, negatives: str,
                 origin: str) -> Path:
-    """The dataset's given split, written once into GIVEN_FOLDER; `origin`: where it came from."""
-    return _built(Path(dataset_dir) / GIVEN_FOLDER, dataset_dir, lambda data: given_edges(
-        data.edge_index, data.num_nodes, given, where, protocol, negatives), origin=origin)
+    """The dataset's given split, written once into GIVEN_FOLDER; `origin`: where it came from. Refused (or
+    cut short), it takes the dataset converted for it along: the next try refuses it again."""
+    there = (Path(dataset_dir) / GIVEN_FOLDER / "meta.json").is_file()
+    try:
+        return _built(Path(dataset_dir) / GIVEN_FOLDER, dataset_dir, lambda data: given_edges(
+            data.edge_index, data.num_nodes, given, where, protocol, negatives), origin=origin)
+    except BaseException:
+        if not there:
+            hub.discard(Path(dataset_dir))
+        raise
 
 
 def _built(target: Path, dataset_dir: Path, make, **extra_meta) -> Path:

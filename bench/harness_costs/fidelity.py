@@ -419,16 +419,17 @@ def write(found: list[Comparison], path: Path, command: str, not_run: list[str] 
         if pairs:
             fields[key] = pairs
             text += f"\n\n{heading} (no ratio):\n" + "\n".join(f"- `{cell}`: {why}" for cell, why in pairs.items())
+    return write_document(path, command, fields, text, not_run)
+
+
+def write_document(path: Path, command: str, fields: dict, table_text: str, not_run: list[str] | None = None) -> str:
+    """A comparison's JSON (command, time, machine, then `fields`) and its Markdown table beside it, naming
+    the cells an interrupt left unrun; returns the table."""
+    import platform
+
     if not_run:
         fields["not_run"] = {"reason": "interrupted", "cells": not_run}
-        text = ("Interrupted: not run: " + ", ".join(f"`{cell}`" for cell in not_run) + "\n\n" + text)
-    write_document(path, command, fields, text)
-    return text
-
-
-def write_document(path: Path, command: str, fields: dict, table_text: str) -> None:
-    """A comparison's JSON (command, time, machine, then `fields`) and its Markdown table beside it."""
-    import platform
+        table_text = "Interrupted: not run: " + ", ".join(f"`{cell}`" for cell in not_run) + "\n\n" + table_text
 
     doc = {"command": command, "written_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
            "machine": {"node": platform.node(), "processor": platform.processor(), "cpus": core_budget.usable_cores()},
@@ -436,6 +437,7 @@ def write_document(path: Path, command: str, fields: dict, table_text: str) -> N
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(doc, indent=2) + "\n")
     path.with_suffix(".md").write_text(f"Command: `{command}`\n\n{table_text}\n")
+    return table_text
 
 
 # --- `fidelity --clocks`: a cell's epoch with the stage clocks (`profile: true`) against without.
@@ -515,9 +517,10 @@ def run_clocks(cell, dataset_dir: Path, cache: Path, epochs: int) -> Overhead:
     return Overhead(cell.id, found["on"], found["off"], other_load=meter.other_share(0.0))
 
 
-def measure_clocks(cells: list, cache: Path, data_root: Path | None, epochs: int, say=print) -> list[Overhead]:
-    """Every cell's pairs; a failing cell is recorded and the others still measured."""
-    found = []
+def measure_clocks(cells: list, cache: Path, data_root: Path | None, epochs: int, found: list[Overhead],
+                   say=print) -> list[Overhead]:
+    """Every cell's pairs, into `found` as each ends (kept on an interrupt); a failing cell is recorded
+    and the others still measured."""
     for n, cell in enumerate(cells, 1):
         say(f"[{n}/{len(cells)}] {cell.id}: {epochs} epochs each side, interleaved ...")
         started = time.perf_counter()
@@ -551,6 +554,7 @@ def clocks_table(found: list[Overhead]) -> str:
     return "\n".join(lines)
 
 
-def write_clocks(found: list[Overhead], path: Path, command: str) -> None:
-    """The measurement's JSON and Markdown files."""
-    write_document(path, command, {"goal": GOAL, "cells": [r.as_dict() for r in found]}, clocks_table(found))
+def write_clocks(found: list[Overhead], path: Path, command: str, not_run: list[str] | None = None) -> str:
+    """The measurement's JSON and Markdown files (write_document)."""
+    return write_document(path, command, {"goal": GOAL, "cells": [r.as_dict() for r in found]}, clocks_table(found),
+                          not_run)

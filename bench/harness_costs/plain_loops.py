@@ -301,6 +301,7 @@ def timed(epoch, sync=None) -> tuple[float, float]:
 def side_by_side(cell: dict, data, s) -> dict:
     """The harness's pipeline epochs and the plain loop's on the same data, interleaved in one process."""
     pipe = load_pipeline_class(cell["backend"])(data, s)
+    getattr(pipe, "check_leaks_apart", lambda: None)()  # as the worker does
     epochs = iter(range(s.warmup_epochs + s.epochs))
     batches = []
 
@@ -333,12 +334,15 @@ def clocks(cell: dict, dataset_dir: Path, epochs: int) -> dict:
     for profile in (True, False):
         seed_everything(settings.seed)  # both models start from the same weights
         pipes[profile] = load_pipeline_class(cell["backend"])(data, settings.replace(profile=profile))
-    for _ in range(settings.warmup_epochs):
+        getattr(pipes[profile], "check_leaks_apart", lambda: None)()  # as the worker does
+    for w in range(settings.warmup_epochs):
         for profile, pipe in pipes.items():
+            pipe.epoch = w  # numbered as the worker numbers them: a link cell checks leaks in epoch 0 only
             run_epoch(pipe, profile=profile)
     seconds = {True: [], False: []}
     for i in range(epochs):
         for profile in (True, False):  # each epoch follows the other side's, as side_by_side's
+            pipes[profile].epoch = settings.warmup_epochs + i
             pipes[profile].reseed(settings.seed + 1 + i)  # both epochs of the pair: the same batches
             stats = run_epoch(pipes[profile], profile=profile)
             if ("stages" in stats) != profile:  # the two sides must differ in exactly this
@@ -350,8 +354,8 @@ def clocks(cell: dict, dataset_dir: Path, epochs: int) -> dict:
 def main(argv: list[str]) -> int:
     """`[--side-by-side] CELL_JSON DATASET_DIR`: the plain loop alone, or beside the harness's;
     `--clocks CELL_JSON DATASET_DIR EPOCHS`: `clocks`."""
+    tie_to_parent()  # every mode: gone within a second of the gnnbench that started it (SIGKILL too)
     if argv[:1] == ["--clocks"]:
-        tie_to_parent()
         print(json.dumps(clocks(json.loads(argv[1]), Path(argv[2]), int(argv[3]))))
         return 0
     together = argv[:1] == ["--side-by-side"]

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from bench.settings import Recorded
 from bench.result_format import REQUIRED_EXTRA, SCHEMA_VERSION, Card, ExtraInfo, RankEntry, problems
-from bench import result_format
+from bench import paired_ratio, result_format
 
 NOT_RUN = "not run"
 NOT_RUN_REASON = "the run ended before this cell"
@@ -327,10 +327,46 @@ def _check(data, path: Path) -> None:
             raise ResultsError(f"{path}: benchmarks[{i}] ({bench.get('name')}): extra_info lacks {', '.join(missing)}")
         if not isinstance(bench.get("stats"), dict) or "median" not in bench["stats"]:
             raise ResultsError(f"{path}: benchmarks[{i}] ({bench.get('name')}): stats lack the median")
-    found = problems(path, data)  # types and ranges: no NaN, no negative times
+    found = problems(path, data) or pair_problems(data, path)  # types and ranges (no NaN, no negative times), then pairs
     if found:
         more = f"\n... and {len(found) - 10} more" if len(found) > 10 else ""
         raise ResultsError("\n".join(found[:10]) + more)
+
+
+PLACES = {"inside": "inside", "outside": "wholly outside", None: "across an edge of"}  # paired_ratio.band_state's
+
+
+def pair_problems(data: dict, path: Path) -> list[str]:
+    """What is wrong with the pairs of a file whose types are right (bench/run/paired.py PairResult as
+    written, its figures agreeing with one another), one line each naming the pair."""
+    meta, benchmarks = data["gnnbench"], data["benchmarks"]
+    cells = ({b["extra_info"]["cell_id"] for b in benchmarks} | {u["id"] for u in data.get("unmeasured", [])}
+             | set(meta.get("cells") or []))
+    held = [(f"benchmarks[{i}].extra_info.pairs[{j}]", pair) for i, b in enumerate(benchmarks)
+            for j, pair in enumerate(b["extra_info"].get("pairs") or [])]
+    held += [(f"gnnbench.pairs[{j}]", pair) for j, pair in enumerate(meta.get("pairs") or [])]
+    return [f"{path}: {where} ({pair['first'][:80]} -> {pair['second'][:80]}): {why}" for where, pair in held
+            if (why := _pair_problem(pair, cells))]
+
+
+def _pair_problem(pair: dict, cells: set[str]) -> str | None:
+    ci, ratio, settled, within = pair.get("ci95"), pair.get("ratio"), pair.get("settled"), pair.get("within", paired_ratio.TOLERANCE)
+    shown = "-".join(f"{x:.3f}" for x in (ci or [])[:3]) or "none"
+    state = paired_ratio.band_state(ci, within) if ci and len(ci) == 2 else None
+    if settled == "inside" and ci and 1 - within - 1e-12 <= ci[0] <= ci[-1] <= 1 + within + 1e-12:
+        state = "inside"  # files written before the band was symmetric in log space: 1-w .. 1+w, a little wider
+    # the runner axis's first is a cell's unwatched twin (bench/run/paired.py unwatched_twin)
+    unknown = [side for side in ("first", "second") if pair[side] not in cells and not (
+        pair["axis"] == "runner" and pair[side].endswith("/runner=off") and pair[side][:-11] in cells)]
+    return (f"ci95 holds {len(ci)} value(s); allowed: two, low and high, or none" if ci is not None and len(ci) != 2
+            else f"ci95 {shown} is reversed; allowed: low, then high" if ci and ci[0] > ci[1]
+            else f"ratio {ratio:.3f} lies outside its 95 % interval {shown}"
+            if ci and ratio is not None and not ci[0] * (1 - 1e-9) <= ratio <= ci[1] * (1 + 1e-9)
+            else f"settled {settled!r}, but its interval {shown} lies {PLACES[state]} the band ±{within:.0%}"
+            if ci and settled not in (None, state)
+            else f"settled {settled!r} without an interval; allowed: none" if settled and not ci
+            else f"{unknown[0]} {pair[unknown[0]][:80]} is no cell of this file (a pair compares two of its cells)"
+            if unknown else None)
 
 
 def _measured_cell(bench: dict, path: Path) -> CellResult:

@@ -298,6 +298,7 @@ def run_epochs(cell: dict, pipe, dataset_dir: Path, rank: int, world: int, start
     # with `page_cache: cold`, the store's files are evicted before every epoch
     cold = files_of(settings.store, BACKENDS[cell["backend"]].task, dataset_dir) if settings.page_cache == "cold" else []
     with affinity.loader(pipe.train_loader):  # the loader workers' cores, from their first epoch on
+        getattr(pipe, "check_leaks_apart", lambda: None)()  # a link cell's, where every epoch is measured
         for epoch in to_target.epochs(total, done.target):
             measuring = settings.warmup_epochs <= epoch < total
             if turns is not None and measuring and not turns.wait():

@@ -10,6 +10,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -35,6 +37,7 @@ FALLBACK_MARK = "pyg-wheels-fallback"
 PYG_WHEELS_DEFAULT = "https://data.pyg.org/whl/torch-{TORCH}+{CUDA}.html"
 INDEX_TIMEOUT = 10.0  # seconds an index may take to answer before the fallback is taken
 IN_CONTAINER_ENV = "GNNBENCH_IN_CONTAINER"
+THIS_PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"  # the pinned stacks' (venvs of this interpreter)
 
 
 # The framework each pinned stack carries: a backend runs in any stack of its framework (`stack`).
@@ -224,6 +227,8 @@ def _install(stack: Stack, log, force: bool) -> bool:
                 + (f" (sampler: {sampler_summary(sampler)})" if sampler else ""))
             return False
         log(f"stack {name}: rebuilding it with pyg-lib: {now_there}")
+    if stack.pyg_wheel_lines():  # before anything is removed or built: the pinned torch (its build once installed)
+        check_wheels(next((line.split("==")[1] for line in stack.requirement_lines()[0] if line.startswith("torch==")), None))
     if stack.path.exists():
         shutil.rmtree(stack.path)  # a half-built environment is never reused (the lock says none is being built)
     stack.path.parent.mkdir(parents=True, exist_ok=True)
@@ -297,13 +302,44 @@ def local_wheels(location: str) -> Path | None:
     return None if location.startswith(("http://", "https://")) else Path(location.removeprefix("file://"))
 
 
-def reachable(location: str, timeout: float = INDEX_TIMEOUT) -> str | None:
-    """None where a wheel index (an http(s) page; a local folder holding wheels, or page) answers, else why not."""
+def wheel_fits(name: str, torch: str | None, cuda: str | None, python: str, machine: str) -> bool:
+    """Whether a wheel's file name says pyg-lib, for torch `torch`+`cuda` (its +ptXYcuda tag where it has
+    one; None: any), CPython `python` (3.12) and `machine`: tags that could install."""
+    parts = name.removesuffix(".whl").split("-")
+    built = re.fullmatch(r"pt(\d)(\d+)(\w*)", parts[1].partition("+")[2]) if len(parts) in (5, 6) else None
+    minor = int(python.split(".")[1])
+    pythons = {"py3", f"py3{minor}", f"cp3{minor}", *(f"cp3{m}" for m in range(minor + 1) if parts[-2] == "abi3")}
+    return (len(parts) in (5, 6) and parts[0] == "pyg_lib" and bool(pythons & set(parts[-3].split(".")))
+            and ("+" not in parts[1] or not torch or bool(built) and cuda in (None, built[3])
+                 and f"{built[1]}.{built[2]}" == ".".join(torch.split(".")[:2]))
+            and any(p == "any" or p.endswith(f"_{machine}") for p in parts[-1].split(".")))
+
+
+def check_wheels(torch: str | None = None, cuda: str | None = None, python: str = THIS_PYTHON,
+                 machine: str = platform.machine()) -> None:
+    """StackError where GNNBENCH_PYG_WHEELS names a local folder that cannot serve (`reachable`): the one
+    check `stacks install` and `gnnbench bundle` make before acting on it (a slip never rebuilds a stack)."""
+    given, url = os.environ.get(PYG_WHEELS_ENV, ""), pyg_wheels_url(torch or "", cuda or "")
+    why = given and local_wheels(url) and not ("{" in given and not cuda) and reachable(url, torch, cuda, python, machine)
+    if why:
+        raise StackError(f"{PYG_WHEELS_ENV}={given}: {why}; point it at a folder holding pyg-lib wheels"
+                         f"{f' for torch {torch}+{cuda}' if torch else ''} (pyg_lib-*.whl), or unset it for PyG's own index")
+
+
+def reachable(location: str, torch: str | None = None, cuda: str | None = None, python: str = THIS_PYTHON,
+              machine: str = platform.machine(), timeout: float = INDEX_TIMEOUT) -> str | None:
+    """None where a wheel index answers (an http(s) page, or a local folder holding a pyg-lib wheel whose
+    tags fit that torch, None: any, Python and machine), else why not."""
     path = local_wheels(location)
     if path is not None:
-        if not path.exists():
-            return f"{path} does not exist"
-        return None if path.is_file() or any(path.glob("*.whl")) else f"{path} holds no wheel (*.whl)"
+        names = sorted(p.name for p in path.glob("pyg_lib-*.whl")) if path.is_dir() else []
+        if not path.is_dir() or not names:
+            return f"{path} " + ("holds no pyg-lib wheel (pyg_lib-*.whl)" if path.is_dir() else
+                                 "is a file, not a folder of wheels" if path.exists() else "does not exist")
+        build = f"torch {torch}" + (f"+{cuda}" if cuda else "") + ", " if torch else ""
+        return None if any(wheel_fits(n, torch, cuda, python, machine) for n in names) else (
+            f"{path}: none of its pyg-lib wheels ({', '.join(names[:3])}{', ...' if len(names) > 3 else ''}) installs "
+            f"for {build}CPython {python} on {machine}")
     code, reason = _head(location, timeout)
     if code == 404:
         return "404 not found (no wheels for that torch and CUDA there)"
@@ -350,10 +386,8 @@ def take_pyg_wheels(stack: Stack, pip: list[str], log=print) -> dict:
     url = pyg_wheels_url(torch, cuda)
     record = {"index": url, "torch_build": f"{torch}+{cuda}", "wanted": wanted}
     log(f"stack {stack.name}: {', '.join(wanted)} from PyG's wheel index for torch {torch}+{cuda}: {url}")
+    check_wheels(torch, cuda)  # a folder the user named: a slip to correct, not a fallback to build
     why = reachable(url)
-    if why and local_wheels(url) is not None:  # a folder the user named: a slip to correct, not a fallback to build
-        raise StackError(f"{PYG_WHEELS_ENV}={os.environ[PYG_WHEELS_ENV]}: {why}; point it at a folder holding "
-                         f"pyg-lib wheels for torch {torch}+{cuda} (pyg_lib-*.whl), or unset it for PyG's own index")
     if why:
         why = f"{url} cannot be reached: {why}"
     else:
@@ -390,10 +424,11 @@ def index_answers_now(stack: Stack) -> str | None:
     sampler = recorded_sampler(stack.path)
     if sampler.get("source") != FALLBACK or "+" not in sampler.get("torch_build", ""):
         return None
-    url = pyg_wheels_url(*sampler["torch_build"].split("+", 1))
+    torch, cuda = sampler["torch_build"].split("+", 1)
+    url = pyg_wheels_url(torch, cuda)
     if url == sampler.get("index") and " cannot be reached: " not in sampler.get("reason", ""):
         return None  # it answered then and had no pyg-lib that fits: the same now
-    if reachable(url) is not None:
+    if reachable(url, torch, cuda) is not None:  # a folder that cannot serve here is no reason to rebuild
         return None
     return f"{url} answers now (when this stack was built: {sampler.get('reason')})"
 
