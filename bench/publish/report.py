@@ -118,8 +118,8 @@ def pair_rows(run: RunResult) -> list[dict]:
     """The paired comparisons (bench/run/paired.py) as rows: labels, ratio with its interval, verdict."""
     return [{**pair, "first_label": paired_ratio.label(pair["first"], pair["second"])[0],
              "ratio_text": paired_ratio.ratio_text(pair), "verdict": paired_ratio.verdict(pair),
-             "plan": (f"{pair['launches']} × {pair['rounds'] // pair['launches']}" if pair.get("launches")
-                      else f"1 × {pair['rounds']}" if pair.get("paired") else "–"),
+             "plan": (f"{pair['launches']} × {(pair.get('rounds') or 0) // pair['launches']}" if pair.get("launches")
+                      else f"1 × {pair.get('rounds') or 0}" if pair.get("paired") else "–"),
              "waiting": " / ".join(f"{w:.1%}" for w in (pair.get("second_waiting_cpu"), pair.get("first_waiting_cpu"))
                                    if w is not None) or "–"}
             for pair in run.pairs]
