@@ -4,8 +4,9 @@
 
 CASE: node (GraphSAGE), link-dot, link-mlp (the GraphSAGE encoder and a decoder), rgcn, rgat (typed),
 on one fixed sampled batch (BATCHES/CASE/batch.npz, written by the host); sampled (three-layer
-GraphSAGE) on a graph and seed set (BATCHES/sampled/graph.npz) that this side's own sampler samples:
-PyG's NeighborLoader, GraphBolt's ItemSampler and sample_neighbor, as the backends build them. Each
+GraphSAGE), rgcn-sampled and rgat-sampled (three layers, typed) on a graph and seed set
+(BATCHES/CASE/graph.npz) that this side's own sampler samples: PyG's NeighborLoader, GraphBolt's
+ItemSampler and sample_neighbor, as the backends build them. Each
 case's model is built with gnnbench's own code (the same factories the backends use) and run twice,
 writing OUT/CASE/SIDE.npz (eval mode: dropout off) and OUT/CASE/SIDE-train.npz (train mode, every
 stochastic layer's probability set to 0 on both sides, so the outputs must agree exactly): every
@@ -47,6 +48,7 @@ import torch.nn.functional as F
 
 PLANT_ENV = "GNNBENCH_PLANT_PARITY"
 HIDDEN, HEADS = 8, 2
+UNTYPED, UNTYPED_NODES = "node:to:node", "node"  # the sampled batches' keys of an untyped graph
 
 
 def batch_meta(b) -> types.SimpleNamespace:
@@ -116,36 +118,90 @@ def sampled_pyg(g, model):
     out = model(batch.x, [batch.edge_index] * layers)[:batch.batch_size]
     edges = batch.n_id[batch.edge_index].numpy()  # every layer computes over the whole subgraph
     found = {"batch/seeds": batch.n_id[:batch.batch_size].numpy(),
-             **{f"batch/edges/{i}": edges for i in range(layers)}}
+             **{f"batch/edges/{i}/{UNTYPED}": edges for i in range(layers)}}
     return out, F.cross_entropy(out, batch.y[:batch.batch_size]), found
 
 
-def sampled_dgl(g, model):
-    """(output at the seeds, loss, the batch in global ids) from GraphBolt's sampler, as the backend's
-    datapipe samples (fanouts input layer first, layer_edges.attach) and its forward computes."""
+def typed_sampled_pyg(g, model):
+    """sampled_pyg on a typed graph (HeteroData, seeds of the target type)."""
+    from torch_geometric.data import HeteroData
+    from torch_geometric.loader import NeighborLoader
+
+    data, meta = HeteroData(), batch_meta(g)
+    for t, n in meta.counts.items():
+        data[t].num_nodes = n
+    data[meta.target].x, data[meta.target].y = torch.from_numpy(g[f"x/{meta.target}"]), torch.from_numpy(g["labels"])
+    for r in meta.relations:
+        data[r].edge_index = torch.from_numpy(g[f"edges/{':'.join(r)}"])
+    seeds = torch.from_numpy(g["seeds"])
+    batch = next(iter(NeighborLoader(data, num_neighbors=g["fanout"].tolist(), input_nodes=(meta.target, seeds),
+                                     batch_size=seeds.numel(), shuffle=False)))
+    size = batch[meta.target].batch_size
+    ids = {t: batch[t].n_id for t in meta.counts if t != meta.target}
+    out = model({meta.target: batch[meta.target].x}, ids, [batch.edge_index_dict] * len(g["fanout"]))[:size]
+    found = {"batch/seeds": batch[meta.target].n_id[:size].numpy()}
+    for r in batch.edge_types:
+        edges = np.stack([batch[r[0]].n_id[batch[r].edge_index[0]].numpy(), batch[r[2]].n_id[batch[r].edge_index[1]].numpy()])
+        found.update({f"batch/edges/{i}/{':'.join(r)}": edges for i in range(len(g["fanout"]))})
+    return out, F.cross_entropy(out, batch[meta.target].y[:size]), found
+
+
+def sampled_dgl(g, model, typed: bool = False):
+    """(output at the seeds, loss, the batch in global ids) from GraphBolt's sampler, as the backends'
+    datapipe samples (fanouts input layer first, per edge type where typed; layer_edges.attach) and
+    their forward computes. A typed graph as typed_hub keeps it: one CSC over the nodes numbered type
+    after type, each node's in-edges by edge type; ids per type in the minibatch."""
     import dgl.graphbolt as gb
 
     from bench.backends import layer_edges
 
-    src, dst = g["edge_index"]
-    order = np.lexsort((src, dst))
-    indptr = np.concatenate([[0], np.cumsum(np.bincount(dst, minlength=len(g["x"])))])
-    graph = gb.fused_csc_sampling_graph(torch.from_numpy(indptr), torch.from_numpy(src[order]))
-    items = gb.ItemSet((torch.from_numpy(g["seeds"]), torch.from_numpy(g["labels"][g["seeds"]])),
-                       names=("seed_nodes", "labels"))
-    pipe = gb.ItemSampler(items, batch_size=len(g["seeds"])).sample_neighbor(graph, g["fanout"][::-1].tolist())
-    pipe = pipe.transform(layer_edges.attach).fetch_feature(
-        gb.BasicFeatureStore({("node", None, "feat"): gb.TorchBasedFeature(torch.from_numpy(g["x"]))}), ["feat"])
+    meta = batch_meta(g) if typed else None
+    names = [":".join(r) for r in meta.relations] if typed else [UNTYPED]
+    counts = list(meta.counts.values()) if typed else [len(g["x"])]
+    offset = dict(zip(meta.counts, np.cumsum([0] + counts))) if typed else {None: 0}
+    src, dst, etype = (np.concatenate(v) for v in zip(*[
+        (g[f"edges/{n}"][0] + offset[n.split(":")[0]], g[f"edges/{n}"][1] + offset[n.split(":")[2]], np.full(g[f"edges/{n}"].shape[1], e))
+        for e, n in enumerate(names)])) if typed else (*g["edge_index"], np.zeros(g["edge_index"].shape[1], np.int64))
+    order = np.lexsort((src, etype, dst))
+    indptr = torch.from_numpy(np.concatenate([[0], np.cumsum(np.bincount(dst, minlength=sum(counts)))]))
+    if typed:
+        graph = gb.fused_csc_sampling_graph(
+            indptr, torch.from_numpy(src[order]), torch.from_numpy(np.cumsum([0] + counts)),
+            torch.from_numpy(etype[order].astype(np.uint8)), {t: i for i, t in enumerate(meta.counts)},
+            {n: i for i, n in enumerate(names)})
+        fanouts = [torch.full((len(names),), int(f), dtype=torch.int64) for f in g["fanout"][::-1]]
+        items = gb.ItemSetDict({meta.target: gb.ItemSet((torch.from_numpy(g["seeds"]), torch.from_numpy(g["labels"][g["seeds"]])),
+                                                        names=("seed_nodes", "labels"))})
+        store = {("node", meta.target, "feat"): gb.TorchBasedFeature(torch.from_numpy(g[f"x/{meta.target}"]))}
+        keys = {meta.target: ["feat"]}
+    else:
+        graph = gb.fused_csc_sampling_graph(indptr, torch.from_numpy(src[order]))
+        fanouts = g["fanout"][::-1].tolist()
+        items = gb.ItemSet((torch.from_numpy(g["seeds"]), torch.from_numpy(g["labels"][g["seeds"]])),
+                           names=("seed_nodes", "labels"))
+        store, keys = {("node", None, "feat"): gb.TorchBasedFeature(torch.from_numpy(g["x"]))}, ["feat"]
+    pipe = gb.ItemSampler(items, batch_size=len(g["seeds"])).sample_neighbor(graph, fanouts)
+    pipe = pipe.transform(layer_edges.attach).fetch_feature(gb.BasicFeatureStore(store), keys)
     minibatch = next(iter(gb.DataLoader(pipe)))
     blocks = layer_edges.blocks(minibatch, True)
-    out = model(minibatch.node_features["feat"], blocks)
-    found = {"batch/seeds": minibatch.seed_nodes.numpy()}
+    if typed:  # as dgl_graphbolt_hetero's forward
+        ids = {t: minibatch.input_nodes[t] for t in meta.counts if t != meta.target}
+        out = model({meta.target: minibatch.node_features[(meta.target, "feat")]}, ids, blocks)
+        labels, seeds = minibatch.labels[meta.target], minibatch.seed_nodes[meta.target]
+    else:
+        out = model(minibatch.node_features["feat"], blocks)
+        labels, seeds = minibatch.labels, minibatch.seed_nodes
+    found = {"batch/seeds": seeds.numpy()}
     for i, (block, sg) in enumerate(zip(blocks, minibatch.sampled_subgraphs)):
-        u, v = block.edges()
-        found[f"batch/edges/{i}"] = np.stack([sg.original_row_node_ids[u.long()].numpy(),
-                                              sg.original_column_node_ids[v.long()].numpy()])
-        found[f"batch/dst/{i}"] = sg.original_column_node_ids.numpy()
-    return out, F.cross_entropy(out, minibatch.labels), found
+        rows, cols = sg.original_row_node_ids, sg.original_column_node_ids
+        for n in names:
+            s, _, d = n.split(":") if typed else (None, None, None)
+            u, v = block.edges(etype=tuple(n.split(":"))) if typed else block.edges()
+            found[f"batch/edges/{i}/{n}"] = np.stack([(rows[s] if typed else rows)[u.long()].numpy(),
+                                                      (cols[d] if typed else cols)[v.long()].numpy()])
+        for t, c in (cols.items() if typed else [(UNTYPED_NODES, cols)]):
+            found[f"batch/dst/{i}/{t}"] = c.numpy()
+    return out, F.cross_entropy(out, labels), found
 
 
 def link_loss(scores, b):
@@ -320,8 +376,10 @@ def run_case(side: str, case: str, batches: Path, folder: Path, plant: str, trai
     base.DROPOUT = typed.DROPOUT = DROPOUT  # as the settings have it (a train run before set it to 0)
     torch.manual_seed(0)
     suffix = "-train" if train else ""
-    b = dict(np.load(batches / case / ("graph.npz" if case == "sampled" else "batch.npz")))
-    model = build(side, case, b)
+    sampled = case.endswith("sampled")
+    b = dict(np.load(batches / case / ("graph.npz" if sampled else "batch.npz")))
+    kind = case.removesuffix("-sampled")  # the model's case (node's on a sampler's batch: "sampled")
+    model = build(side, kind, b)
     if side == "dgl" and plant == "init":
         own_initialisation(model)
     params = dict(model.named_parameters())  # before a plant renames any
@@ -336,13 +394,13 @@ def run_case(side: str, case: str, batches: Path, folder: Path, plant: str, trai
             state = {n: torch.from_numpy(weights[f"weight/{n}"]) for n in pyg_names}
             model.load_state_dict(weight_names.to_dgl(state, params), strict=True)
     if side == "dgl" and plant == "root":
-        plant_root(case, model)
+        plant_root(kind, model)
     if side == "pyg" and plant == "aggr":
-        plant_aggr(case, model)
+        plant_aggr(kind, model)
     if side == "dgl" and plant in ("feat_drop", "attn_drop"):
-        plant_dropout(case, model, plant)
+        plant_dropout(kind, model, plant)
     if side == "dgl" and plant == "train_only":
-        plant_train_only(case, model)
+        plant_train_only(kind, model)
     stochastic = dropouts(model)
     if train:  # every stochastic layer at p 0 on both sides: what differs in training shows exactly
         zero_dropouts(model)
@@ -350,8 +408,10 @@ def run_case(side: str, case: str, batches: Path, folder: Path, plant: str, trai
     else:
         model.eval()  # dropout off; autograd on
     found = {}
-    if case == "sampled":
-        out, loss, found = (sampled_pyg if side == "pyg" else sampled_dgl)(b, model)
+    if sampled and side == "pyg":
+        out, loss, found = (sampled_pyg if kind == "sampled" else typed_sampled_pyg)(b, model)
+    elif sampled:
+        out, loss, found = sampled_dgl(b, model, kind != "sampled")
     else:
         out, loss = pyg_run(case, b, model) if side == "pyg" else dgl_run(case, b, model, plant != "blocks")
     loss.backward()

@@ -49,7 +49,7 @@ from tests.conftest import require_stacks
 pytestmark = pytest.mark.stacks
 
 REPO = Path(__file__).resolve().parents[1]
-CASES = ("node", "link-dot", "link-mlp", "rgcn", "rgat", "sampled")
+CASES = ("node", "link-dot", "link-mlp", "rgcn", "rgat", "sampled", "rgcn-sampled", "rgat-sampled")
 MODES = ("eval", "train")
 ATOL, RTOL = 1e-5, 1e-4  # fp32: the two frameworks sum in other orders
 PLANT_ENV = "GNNBENCH_PLANT_PARITY"
@@ -144,13 +144,43 @@ def sampled_graph(rng) -> dict:
             "edge_index": edge_index[:, np.lexsort(edge_index[::-1])]}
 
 
+def typed_sampled_graph(rng) -> dict:
+    """sampled_graph's levels on a typed graph: papers (the target, features) and authors
+    (featureless), relations cites, writes, rev_writes, per relation the in-degrees 4, 2, at most 1 at
+    the levels 0, 1, 2 (PyG and GraphBolt sample per relation), ids per type shuffled."""
+    relations = [("paper", "cites", "paper"), ("author", "writes", "paper"), ("paper", "rev_writes", "author")]
+    sizes = {"paper": [4, 8, 10, 8, 4], "author": [0, 6, 10, 8, 3]}
+    level = {t: np.split(rng.permutation(sum(v)), np.cumsum(v)[:-1]) for t, v in sizes.items()}
+    covering = {"paper": relations[0], "author": relations[1]}  # reaches the next level of its source type
+    edges = {r: [] for r in relations}
+    for r in relations:
+        src, _, dst = r
+        for k, nodes in enumerate(level[dst]):
+            near = k < 3  # levels 0-2: sampled; 3 and out of reach: never
+            pool = np.concatenate(level[src][:k + 2] if near else level[src][3:])
+            left = list(rng.permutation(level[src][k + 1])) if near and covering[src] == r else []
+            share, degree = -(-len(left) // max(len(nodes), 1)), [4, 2, 1, 2, 2][k]
+            for v in nodes:
+                own = [left.pop() for _ in range(min(share, len(left)))]
+                rest = [u for u in pool if (u != v or src != dst) and u not in own]
+                own += rng.choice(rest, size=degree - len(own), replace=False).tolist()
+                edges[r].extend((u, v) for u in own)
+            assert not left
+    counts = {t: sum(v) for t, v in sizes.items()}
+    return {"layers": 3, "num_classes": 3, "fanout": np.array([4, 2, 1]), "seeds": level["paper"][0].astype(np.int64),
+            "node_types": np.array(list(counts)), "feature_dims": np.array([5, 0]), "counts": np.array(list(counts.values())),
+            "relations": np.array([":".join(r) for r in relations]), "labels": rng.integers(0, 3, counts["paper"]),
+            "x/paper": rng.standard_normal((counts["paper"], 5)).astype(np.float32),
+            **{f"edges/{':'.join(r)}": np.array(e, dtype=np.int64).T for r, e in edges.items()}}
+
+
 def write_batches(folder: Path) -> None:
     rng = np.random.default_rng(49)
-    plain, typed, sampled = plain_batch(rng), typed_batch(rng), sampled_graph(rng)
+    plain, typed, sampled, typed_sampled = plain_batch(rng), typed_batch(rng), sampled_graph(rng), typed_sampled_graph(rng)
     for case in CASES:
         (folder / case).mkdir(parents=True, exist_ok=True)
-        if case == "sampled":
-            np.savez(folder / case / "graph.npz", **sampled)
+        if case.endswith("sampled"):
+            np.savez(folder / case / "graph.npz", **(sampled if case == "sampled" else typed_sampled))
         else:
             np.savez(folder / case / "batch.npz", **(typed if case in ("rgcn", "rgat") else plain))
 
@@ -228,18 +258,19 @@ def stochastic_differences(pyg: dict, dgl: dict) -> list[str]:
 
 
 def batch_differences(pyg: dict, dgl: dict) -> list[str]:
-    """The sampled case: the seeds, and each layer's edges in global ids (PyG's, whose destination
-    is among that layer's of GraphBolt's) the same in both samplers' batches."""
+    """The sampled cases: the seeds, and each layer's edges per relation in global ids (PyG's whose
+    destination is among that layer's of GraphBolt's) the same in both samplers' batches."""
     if "batch/seeds" not in pyg:
         return []
     problems = [] if np.array_equal(pyg["batch/seeds"], dgl["batch/seeds"]) else ["batch: the seeds differ"]
-    for i in range(sum(k.startswith("batch/dst/") for k in dgl)):
-        theirs = sorted(map(tuple, dgl[f"batch/edges/{i}"].T.tolist()))
-        wanted = set(dgl[f"batch/dst/{i}"].tolist())
-        ours = sorted(e for e in map(tuple, pyg[f"batch/edges/{i}"].T.tolist()) if e[1] in wanted)
+    for key in sorted(k for k in dgl if k.startswith("batch/edges/")):
+        i, relation = key.split("/")[2:]
+        theirs = sorted(map(tuple, dgl[key].T.tolist()))
+        wanted = set(dgl[f"batch/dst/{i}/{relation.split(':')[2]}"].tolist())
+        ours = sorted(e for e in map(tuple, pyg.get(key, np.zeros((2, 0), int)).T.tolist()) if e[1] in wanted)
         if ours != theirs:
-            problems.append(f"batch: layer {i} edges (global ids): {len(set(ours) - set(theirs))} only in PyG's, "
-                            f"{len(set(theirs) - set(ours))} only in DGL's, of {len(ours)} and {len(theirs)}")
+            problems.append(f"batch: layer {i} edges {relation} (global ids): {len(set(ours) - set(theirs))} only in "
+                            f"PyG's, {len(set(theirs) - set(ours))} only in DGL's, of {len(ours)} and {len(theirs)}")
     return problems
 
 
@@ -269,12 +300,14 @@ def test_the_same_weights_give_the_same_output_loss_and_gradients(base, case, mo
 
 
 def test_the_sampled_batches_hold_what_the_check_needs(base):
-    """Three layers, GraphBolt's resampled layers other than PyG's edges before the rewrite (else the
-    rewrite's direction would go unchecked), and every model's stochastic layers seen."""
+    """Three layers (the rewrite's direction shows from three: the first_hop plant), and the
+    stochastic layers the settings check compares seen on both sides (DGL's SAGEConv's feat_drop,
+    PyG's and DGL's GAT attention dropout), each at 0 as the backends build them."""
+    for case in ("sampled", "rgcn-sampled", "rgat-sampled"):
+        assert {k.split("/")[2] for k in load(base, case, "dgl") if k.startswith("batch/dst/")} == {"0", "1", "2"}
     dgl = load(base, "sampled", "dgl")
-    assert sum(k.startswith("batch/dst/") for k in dgl) == 3
     assert any(str(d).startswith("convs.2.conv.feat_drop|features") for d in dgl["dropouts"])  # DGL's SAGEConv's, at 0
-    for case in ("rgat",):
+    for case in ("rgat", "rgat-sampled"):
         assert any("|attention|" in str(d) for d in load(base, case, "pyg")["dropouts"])
         assert any("attn_drop|attention" in str(d) for d in load(base, case, "dgl")["dropouts"])
 
@@ -302,8 +335,13 @@ PLANTED = [
     ("node", "train_only", ["train: output at the seeds", "train: gradient: layer 0 convs.0.lin_l.weight"]),
     ("rgcn", "train_only", ["train: output at the seeds", "train: gradient: layer 0 layers.0.loop.weight"]),
     ("sampled", "train_only", ["train: output at the seeds", "train: gradient: layer 0 convs.0.lin_l.weight"]),
-    ("sampled", "first_hop", ["batch: layer 0 edges (global ids)", "output at the seeds",
+    ("sampled", "first_hop", ["batch: layer 0 edges node:to:node (global ids)", "output at the seeds",
                               "gradient: layer 0 convs.0.lin_l.weight"]),
+    ("rgcn-sampled", "first_hop", ["batch: layer 0 edges paper:cites:paper (global ids)", "output at the seeds",
+                                   "gradient: layer 0 layers.0.relations.conv.convs.<paper___cites___paper>.lin_l.weight"]),
+    ("rgat-sampled", "first_hop", ["batch: layer 0 edges author:writes:paper (global ids)", "output at the seeds"]),
+    ("rgat-sampled", "attn_drop", ["dropout: layer 0 attention: none in PyG, layers.0.conv.mods."]),
+    ("rgcn-sampled", "train_only", ["train: output at the seeds", "train: gradient: layer 0 layers.0.loop.weight"]),
 ]
 EVAL_CLEAN = {"train_only"}  # plants that only training sees: eval must still agree
 
