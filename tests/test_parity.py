@@ -1,8 +1,8 @@
 """One model on both sides, proven (issues 49, 63): for every task and model (node GraphSAGE, typed
 R-GCN and R-GAT, the link encoder with each decoder), one small fixed sampled batch in each
-framework's form, and for node GraphSAGE with three layers each framework's own sampler's batch
-from one seed set; the same weights in both models (PyG's, loaded into DGL's through
-bench/backends/weight_names.py), and the output at the seeds, the loss and every parameter's
+framework's form, and for GraphSAGE, R-GCN and R-GAT with three layers each framework's own
+sampler's batch from one seed set (sampled, rgcn-sampled, rgat-sampled); the same weights in both
+models (PyG's, loaded into DGL's through bench/backends/weight_names.py), and the output at the seeds, the loss and every parameter's
 gradient compared in fp32 within ATOL + RTOL * |PyG's|, in eval mode and in train mode (every
 stochastic layer's probability set to 0 on both sides), with every stochastic layer's probability
 as built compared too (by layer and kind: a dropout on one side only is named, although train mode
@@ -14,9 +14,9 @@ The fixed batch is as PyG's NeighborLoader gives it (nodes numbered by the hop t
 them, each node's in-edges those sampled around it, fanout [3, 2]), and, for DGL, as GraphBolt
 samples it (each layer sampled again for all its destination nodes: the seeds' input-layer edges
 are fresh draws, unlike PyG's), so DGL's side computes over bench/backends/layer_edges.py's blocks
-(`same_layer_edges: true`), as the GraphBolt backends do. The sampled case's graph is made so that
+(`same_layer_edges: true`), as the GraphBolt backends do. The sampled cases' graphs are made so that
 both samplers must take the same edges where PyG's layers compute (every node's in-degree at most
-the fanout of the hop that first reaches it) while GraphBolt's resampled layers draw at random (the
+the fanout of the hop that first reaches it, per relation where typed) while GraphBolt's resampled layers draw at random (the
 seeds' and hop 1's in-degrees above the later fanouts): the two batches, mapped onto one another by
 global node ids, must hold the same edges per layer once layer_edges has rewritten GraphBolt's.
 
@@ -26,9 +26,9 @@ A planted difference (tests/parity_side.py PLANT_ENV) must fail, naming the laye
     init        another initialisation (DGL's own)              node, link-dot, rgat
     blocks      GraphBolt's minibatch.blocks (same_layer_edges false)   node, link-dot, rgcn
     feat_drop   DGL's layer-0 SAGEConv with feat_drop 0.5       node, link-dot, sampled
-    attn_drop   DGL's layer-0 GATConv with attn_drop 0.5        rgat
-    train_only  a functional dropout in DGL's layer 0, training only     node, rgcn, sampled
-    first_hop   layer_edges.first_hop iterated outwards (wrong from three layers)   sampled
+    attn_drop   DGL's layer-0 GATConv with attn_drop 0.5        rgat, rgat-sampled
+    train_only  a functional dropout in DGL's layer 0, training only   node, rgcn, sampled, rgcn-sampled
+    first_hop   layer_edges.first_hop iterated outwards (wrong from three layers)   the sampled three
 The R-GCN's self-loop weight and bias are one torch code on both sides (bench/backends/typed.py
 rgcn_layer), only its per-relation mean is each framework's (docs/guarantees.md).
 """
