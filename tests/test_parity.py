@@ -293,7 +293,8 @@ def base(tmp_path_factory) -> Path:
 @pytest.mark.parametrize("case", CASES)
 def test_the_same_weights_give_the_same_output_loss_and_gradients(base, case, mode):
     pyg, dgl = load(base, case, "pyg", mode), load(base, case, "dgl", mode)
-    assert differences(pyg, dgl) == []
+    problems = differences(pyg, dgl)
+    assert not problems, "\n".join(problems)
     assert np.abs(pyg["out"]).max() > 0 and float(pyg["loss"]) > 0
     nonzero = [n for n in pyg["names"] if np.abs(pyg[f"grad/{n}"]).max() > 0]
     assert len(nonzero) >= len(pyg["names"]) // 2, "too few parameters take part: the batch checks little"
