@@ -1,9 +1,11 @@
 """`same_layer_edges` (bench/backends/layer_edges.py) on GraphBolt's real sampler, in the dgl stack:
-the rewrite runs in the datapipe, gives each node reached a hop earlier the next layer's in-edges
-(the edges PyG's layers compute over; tests/test_parity.py holds the model to PyG's on them), and
-the training side makes its blocks with no more host reads of tensor values than GraphBolt's own
-minibatch.blocks (issue 53: the link backend's rewrite read one per layer of every batch in the
-training thread, a device sync in the CUDA modes; it now runs in the datapipe)."""
+the datapipe only notes where each layer's newly reached nodes begin (a few ints cross from a loader
+worker), the rewrite runs where the model's blocks are made, gives each node reached a hop earlier
+the next layer's in-edges (the edges PyG's layers compute over; tests/test_parity.py holds the model
+to PyG's on them), and reads no tensor's value: the blocks take no more host reads than GraphBolt's
+own minibatch.blocks, and the rewrite runs on meta tensors, which have no values to read (issue 61:
+the rewrite read one value per layer, a device sync in the CUDA modes, and its tensors crossed the
+worker processes)."""
 
 from __future__ import annotations
 
@@ -44,11 +46,13 @@ def in_edges(rows, cols, indptr, indices, count):
     return [sorted(rows[indices[indptr[j]:indptr[j + 1]]].tolist()) for j in range(count)]
 
 
+assert all(set(type(v) for v in getattr(mb, layer_edges.STARTS).values()) == {int} for mb in batches)
 checked = 0
 for mb in batches:
     layers = mb.sampled_subgraphs
+    rewritten = [csc[None] for csc in layer_edges.first_hop_csc(mb)]
     for i, sg in enumerate(layers):
-        indptr_i, indices_i = getattr(sg, layer_edges.FIRST_HOP)
+        indptr_i, indices_i = rewritten[i]
         rows, cols = sg.original_row_node_ids, sg.original_column_node_ids
         assert indptr_i.numel() == cols.numel() + 1 and int(indptr_i[-1]) == indices_i.numel()
         if i + 1 < len(layers):  # the nodes reached a hop earlier: the next (rewritten) layer's in-edges
@@ -56,7 +60,7 @@ for mb in batches:
             reached = inner.original_column_node_ids.numel()
             assert torch.equal(cols[:reached], inner.original_column_node_ids)
             mine = in_edges(rows, cols, indptr_i, indices_i, reached)
-            theirs = in_edges(inner.original_row_node_ids, None, *getattr(inner, layer_edges.FIRST_HOP), reached)
+            theirs = in_edges(inner.original_row_node_ids, None, *rewritten[i + 1], reached)
             assert mine == theirs
             # the nodes first reached here keep what GraphBolt sampled for them
             own = sg.sampled_csc
@@ -90,15 +94,27 @@ def host_reads(call) -> int:
 
 
 # DGL's create_block reads each relation's largest index on the host (its sanity check), for
-# GraphBolt's own minibatch.blocks too: the blocks of PyG's edges must read no more than those
-rewrite = host_reads(lambda: layer_edges.first_hop_csc(batches[0].sampled_subgraphs))
-assert rewrite > 0, "the count misses the rewrite's own read (done in the datapipe)"
+# GraphBolt's own minibatch.blocks too: the blocks of PyG's edges, rewritten there, read no more
+mb = batches[0]
+assert host_reads(lambda: layer_edges.attach(mb)) == 1  # the starts' one tolist, of host memory
 ours = [host_reads(lambda: layer_edges.blocks(mb, True)) for mb in batches]
 theirs = [host_reads(lambda: mb.blocks) for mb in batches]
 assert ours == theirs, (ours, theirs)
+assert sum(host_reads(lambda: layer_edges.layer_edge_counts(mb, True)) for mb in batches) == 0
 blocks = layer_edges.blocks(batches[-1], True)
 assert [b.num_dst_nodes() for b in blocks] == [sg.original_column_node_ids.numel() for sg in batches[-1].sampled_subgraphs]
 assert [b.num_edges() for b in blocks] == layer_edges.layer_edge_counts(batches[-1], True)
+
+# the rewrite on meta tensors (shapes, no values: any read of one raises), as on a device
+# (GraphBolt's own classes check their indptr's last value: the same fields in plain objects)
+from types import SimpleNamespace as fields
+meta = fields(sampled_subgraphs=[fields(sampled_csc=fields(indptr=sg.sampled_csc.indptr.to("meta"),
+                                                           indices=sg.sampled_csc.indices.to("meta")))
+                                 for sg in batches[-1].sampled_subgraphs])
+setattr(meta, layer_edges.STARTS, getattr(batches[-1], layer_edges.STARTS))
+on_meta = layer_edges.first_hop_csc(meta)
+assert [c[None][1].numel() for c in on_meta] == layer_edges.layer_edge_counts(batches[-1], True)
+assert all(t.is_meta for c in on_meta for t in c[None])
 print("checked", checked)
 """
 

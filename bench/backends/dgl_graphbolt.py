@@ -202,7 +202,7 @@ class Pipeline(base.TrainingPipeline):
         if timing:
             pipe = pipe.transform(stages.start)
         pipe = self._sample(pipe)
-        if self.same_layer_edges:  # the layers' edges as PyG's, made where the sampled graph is
+        if self.same_layer_edges:  # a few ints noted here; the layers' edges as PyG's made in forward's blocks
             pipe = pipe.transform(layer_edges.attach)
         if timing:
             pipe = pipe.transform(stages.finish("sample", sync))
@@ -299,8 +299,6 @@ def _host_bytes(minibatch) -> int:
     for block in minibatch.sampled_subgraphs:
         for csc in _each(block.sampled_csc):  # a typed graph's blocks: per relation, per node type
             tensors += [csc.indptr, csc.indices]
-        first_hop = getattr(block, layer_edges.FIRST_HOP, None)  # same_layer_edges: copied with the block
-        tensors += [t for pair in _each(first_hop) for t in pair] if first_hop is not None else []
         tensors += [*_each(block.original_row_node_ids), *_each(block.original_column_node_ids)]
     return stages.tensor_bytes(t for t in tensors if t is not None and not t.is_cuda)
 

@@ -2,7 +2,9 @@
 plain loops). PyG's layers see a node's in-edges from the hop that first reached it; GraphBolt
 samples every layer again, so in `minibatch.blocks` a seed's input layer averages fanout[-1] fresh
 neighbours: with unequal fanouts, two different GNNs. `true`: every layer over the edges PyG's would
-(`attach` in the datapipe, inside the `sample` stage; `blocks`); `false`: `minibatch.blocks`.
+(`blocks`, in the training process where the model's blocks are made: the `forward_backward` stage;
+the datapipe's `attach` only notes where each layer's newly reached nodes begin); `false`:
+`minibatch.blocks`.
 """
 
 from __future__ import annotations
@@ -10,55 +12,79 @@ from __future__ import annotations
 import dgl
 import torch
 
-FIRST_HOP = "first_hop_csc"  # the attribute each sampled subgraph carries: its layer's (indptr, indices)
+STARTS = "layer_edge_starts"  # on the minibatch: {(layer, edge type): indptr[reached]} (attach)
 
 
-def first_hop(layers: list[tuple]) -> list[tuple]:
+def first_hop(layers: list[tuple], starts: list[int]) -> list[tuple]:
     """Each layer's (indptr, indices), input layer first, the in-edges of every destination the
-    next layer also has replaced by the next layer's (rewritten first)."""
+    next layer also has replaced by the next layer's (rewritten first); starts[i]: layer i's indptr
+    at its first destination the next layer lacks, a host int (no value of a tensor read here)."""
     layers = list(layers)
     for i in range(len(layers) - 2, -1, -1):  # from the seeds' layer inwards, each on its rewritten successor
         (indptr, indices), (inner_indptr, inner_indices) = layers[i], layers[i + 1]
-        reached = inner_indptr.numel() - 1  # the destination nodes reached a hop earlier
-        rest = indptr[reached:]
-        layers[i] = (torch.cat([inner_indptr, rest[1:] - rest[0] + inner_indptr[-1]]),
-                     torch.cat([inner_indices, indices[int(rest[0]):]]))  # one read, in the datapipe
+        layers[i] = (torch.cat([inner_indptr, indptr[inner_indptr.numel():] - starts[i] + inner_indptr[-1]]),
+                     torch.cat([inner_indices, indices[starts[i]:]]))
     return layers
 
 
-def first_hop_csc(subgraphs) -> list:
-    """first_hop over GraphBolt's sampled subgraphs (a typed graph's per relation, {edge type: csc})."""
+def _layers(subgraphs) -> list[dict]:
+    """Each layer's {edge type: (indptr, indices)}, an untyped graph's under None."""
     cscs = [s.sampled_csc for s in subgraphs]
-    if not isinstance(cscs[0], dict):
-        return first_hop([(c.indptr, c.indices) for c in cscs])
-    out = [dict() for _ in cscs]
-    for etype in cscs[0]:  # GraphBolt gives every layer every edge type (fused_csc_sampling_graph)
-        for i, csc in enumerate(first_hop([(c[etype].indptr, c[etype].indices) for c in cscs])):
+    return [{k: (c.indptr, c.indices) for k, c in (csc.items() if isinstance(csc, dict) else [(None, csc)])}
+            for csc in cscs]
+
+
+def attach(minibatch):
+    """The datapipe step of `same_layer_edges: true`, where GraphBolt samples: each layer's STARTS
+    (a few ints: nothing else crosses from a loader worker), sampled on a GPU copied to the host
+    without waiting (read by `blocks` once the features are fetched)."""
+    layers = _layers(minibatch.sampled_subgraphs)
+    keys = [(i, k) for i in range(len(layers) - 1) for k in layers[i]]
+    at = [layers[i][k][0][layers[i + 1][k][0].numel() - 1] for i, k in keys]
+    at = torch.stack(at) if at else torch.zeros(0, dtype=torch.int64)
+    if at.device.type == "cpu":
+        setattr(minibatch, STARTS, dict(zip(keys, at.tolist())))  # host memory's values: no device read
+    else:
+        done = torch.cuda.Event()
+        setattr(minibatch, STARTS, (keys, at.to("cpu", non_blocking=True), done))  # into pinned memory
+        done.record()
+    return minibatch
+
+
+def starts(minibatch) -> dict:
+    """The minibatch's STARTS as host ints (a GPU's copy waited for: by now long done)."""
+    found = getattr(minibatch, STARTS)
+    if isinstance(found, tuple):
+        keys, host, done = found
+        done.synchronize()  # the copy's own event: not a wait for the device's later work
+        setattr(minibatch, STARTS, found := dict(zip(keys, host.tolist())))
+    return found
+
+
+def first_hop_csc(minibatch) -> list[dict]:
+    """first_hop per edge type ({edge type: (indptr, indices)} per layer, an untyped graph's under None)."""
+    layers, at = _layers(minibatch.sampled_subgraphs), starts(minibatch)
+    out = [dict() for _ in layers]
+    for etype in layers[0]:  # GraphBolt gives every layer every edge type (fused_csc_sampling_graph)
+        cscs = first_hop([layer[etype] for layer in layers], [at[i, etype] for i in range(len(layers) - 1)])
+        for i, csc in enumerate(cscs):
             out[i][etype] = csc
     return out
 
 
-def attach(minibatch):
-    """The datapipe step of `same_layer_edges: true`: each sampled subgraph gets its FIRST_HOP CSC."""
-    for subgraph, csc in zip(minibatch.sampled_subgraphs, first_hop_csc(minibatch.sampled_subgraphs)):
-        setattr(subgraph, FIRST_HOP, csc)
-    return minibatch
-
-
 def blocks(minibatch, same: bool) -> list:
-    """The model's DGL blocks: from the CSCs `attach` made (`same`), else minibatch.blocks."""
+    """The model's DGL blocks: over first_hop_csc (`same`, the rewrite here), else minibatch.blocks."""
     if not same:
         return minibatch.blocks
     out = []
-    for subgraph in minibatch.sampled_subgraphs:
-        csc = getattr(subgraph, FIRST_HOP)
+    for subgraph, csc in zip(minibatch.sampled_subgraphs, first_hop_csc(minibatch)):
         rows, cols = subgraph.original_row_node_ids, subgraph.original_column_node_ids
-        if isinstance(csc, dict):
+        if isinstance(rows, dict):
             data = {tuple(etype.split(":")): _csc(*v) for etype, v in csc.items()}
             out.append(dgl.create_block(data, num_src_nodes={t: v.size(0) for t, v in rows.items()},
                                         num_dst_nodes={t: v.size(0) for t, v in cols.items()}))
         else:
-            out.append(dgl.create_block(_csc(*csc), num_src_nodes=rows.size(0), num_dst_nodes=cols.size(0)))
+            out.append(dgl.create_block(_csc(*csc[None]), num_src_nodes=rows.size(0), num_dst_nodes=cols.size(0)))
     return out
 
 
@@ -69,10 +95,12 @@ def _csc(indptr, indices) -> tuple:
 
 
 def layer_edge_counts(minibatch, same: bool) -> list[int]:
-    """The edges each layer computes over, input layer first (the work counts' layer_edges)."""
-    counts = []
-    for subgraph in minibatch.sampled_subgraphs:
-        csc = getattr(subgraph, FIRST_HOP) if same else subgraph.sampled_csc
-        cscs = csc.values() if isinstance(csc, dict) else [csc]
-        counts.append(sum(int((c[1] if same else c.indices).numel()) for c in cscs))
+    """The edges each layer computes over, input layer first (the work counts' layer_edges): with
+    `same`, from STARTS and the tensors' sizes, nothing rewritten."""
+    layers = _layers(minibatch.sampled_subgraphs)
+    counts = [sum(indices.numel() for _, indices in layer.values()) for layer in layers]
+    if same:
+        at = starts(minibatch)
+        for i in range(len(layers) - 2, -1, -1):  # the seeds' side's rewritten count, plus what follows starts[i]
+            counts[i] = counts[i + 1] + sum(layers[i][k][1].numel() - at[i, k] for k in layers[i])
     return counts
