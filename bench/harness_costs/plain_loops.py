@@ -60,7 +60,8 @@ def as_graph_ids(ids, graph) -> torch.Tensor:
 
 
 def graphbolt_loader(pipe, s, featured: dict):
-    """A GraphBolt datapipe's end after its sampling, with the cell's `same_layer_edges` step, over
+    """A GraphBolt datapipe's end after its sampling, noting each layer's start offsets where the cell
+    matches PyG's layer edges (`layer_edges.attach`; the rewrite itself runs in `blocks`), over
     the `featured` arrays in memory ({node type: features}, type None untyped); (loader, blocks)."""
     import dgl.graphbolt as gb
 
