@@ -15,13 +15,14 @@ import dataclasses
 from dataclasses import dataclass, field
 
 from bench import modes
+from bench.tasks import TASKS
 
 WORK_BUDGET = 0.005  # the default share of an epoch that counting its batches' work may take
 DROPOUT = 0.5  # between the shared models' layers (both sides, the plain loops too): fixed, not a setting
 
-TASK_ONLY = {"link": ("neg_ratio", "neg_mode", "exclusion", "decoder")}
 TARGET = ("target_acc", "eval_every", "max_epochs")
-WHEN_SET = ("heads", "same_layer_edges", *(k for keys in TASK_ONLY.values() for k in keys), *TARGET, "num_workers_rule")
+WHEN_SET = ("heads", "same_layer_edges", *dict.fromkeys(k for t in TASKS.values() for k in t.settings), *TARGET,
+            "num_workers_rule")
 
 
 class SettingsError(ValueError):
@@ -79,7 +80,7 @@ class CellSettings:
         """These settings as a cell of `task` keeps them: heads only with R-GAT, each task's own
         settings in its cells alone, the time-to-accuracy ones only with a target (max_epochs
         resolved to warm-up + measured epochs where it is not set)."""
-        none = {k: None for name, keys in TASK_ONLY.items() if name != task for k in keys}
+        none = {k: None for t in TASKS.values() for k in t.settings if k not in TASKS[task].settings}
         if self.model != "rgat":
             none["heads"] = None
         if self.target_acc is None:

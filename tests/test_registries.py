@@ -38,8 +38,8 @@ def registered(monkeypatch, tmp_path):
         m.setitem(sys.modules, "fake_source", source)
         m.setitem(sys.modules, "fake_store", store)
         m.setitem(datasets.SOURCES, "fakesource", datasets.Source("fake_source", None))  # the source's line
-        m.setitem(stores.STORES, "fakestore", stores.StoreInfo("a test store", ("node",),
-                                                               modules={"node": "fake_store"}))  # the store's line
+        m.setitem(stores.STORES, "fakestore", stores.StoreInfo("a test store", ("plain",),
+                                                               modules={"plain": "fake_store"}))  # the store's line
         m.setitem(BACKENDS, "fake-backend", BackendInfo("fake_backend", "pyg", ("cpu-cpu",), ("memory", "fakestore"),
                                                         structure_bytes_per_node=100,
                                                         structure_bytes_per_edge=10))  # the backend's line
