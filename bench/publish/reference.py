@@ -12,7 +12,7 @@ from pydantic import BaseModel
 from bench import datasets
 from bench.datasets import params
 from bench.publish import columns
-from bench.run import suite
+from bench import suite_format as suite
 
 
 def _allowed(schema: dict) -> str:
@@ -95,7 +95,7 @@ def _source_params(source: str) -> list[str]:
 def suite_keys_markdown() -> str:
     """The suite-file reference: top-level keys, settings, rules, dataset sources."""
     out = ["# Suite keys", "",
-           "Generated from the suite model (`bench/run/suite.py`) by `docs/gen_reference.py`: "
+           "Generated from the suite model (`bench/suite_format.py`, its settings from `bench/settings.py`) by `docs/gen_reference.py`: "
            "what a suite file may hold. Unknown keys, values of another type (`\"4\"` for 4, "
            "`true` for 1) and duplicate keys are errors that name the file and the key path.", "",
            "## Top level", "", *_fields_table(suite.Suite, sweeps=False), "",
