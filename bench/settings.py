@@ -1,15 +1,10 @@
-"""Every setting declared once, in SETTINGS: its name, the type of one value, its default, where it
-applies and how it shows in a cell id. Both sides are made from the table: the host's suite model
-(bench/suite_format.py `Settings`, validating the suite files) and `CellSettings`, one cell's settings
-as one typed, frozen object on both sides of the interpreter line.
-
-A suite expands into cells; each cell's values become a `CellSettings`, sent to the worker as
-`as_dict` (the cell's digest is taken of it) and rebuilt there by `from_dict`, which refuses an
-unknown key. Everything else reads a setting by attribute. A setting with `only` (or one a task
-declares its own: bench/tasks.py) is in a cell only where it applies, else None and left out of
-the cell's dict (WHEN_SET), so a cell keeps the id and digest it had before the setting existed.
-A plain module: the types are plain `typing` (bounds as `Bounds`, the host's own types named by
-`HostType`), so the stack side imports it without pydantic.
+"""Every setting declared once, in SETTINGS (name, type, default, where it applies, how it shows in a
+cell id), and both sides made from it: the host's suite model (bench/suite_format.py `Settings`) and
+`CellSettings`, one cell's settings as a frozen object, sent to the worker as `as_dict` (the cell's
+digest is taken of it), rebuilt there by `from_dict` (an unknown key refused) and read by attribute.
+A setting with `only`, or a task's own (bench/tasks.py), is in a cell only where it applies, else None
+and out of its dict (WHEN_SET): the other cells keep their ids and digests. A plain module: types are
+plain `typing` (bounds as `Bounds`, the host's own types named by `HostType`), no pydantic.
 """
 
 from __future__ import annotations
@@ -30,20 +25,16 @@ class SettingsError(ValueError):
     pass
 
 
-@dataclass(frozen=True)
-class Bounds:
-    """Constraints on a value, as pydantic's Field takes them (ge, le, gt, min_length, ...)."""
-    limits: tuple  # (keyword, value) pairs: hashable, as typing's unions need
+class Bounds(tuple):
+    """Constraints on a value: (keyword, value) pairs of pydantic's Field (ge, le, min_length, ...)."""
 
 
 def bounded(tp, **limits):
-    return Annotated[tp, Bounds(tuple(limits.items()))]
+    return Annotated[tp, Bounds(limits.items())]
 
 
-@dataclass(frozen=True)
-class HostType:
-    """A type the host declares (bench/suite_format.py HOST_TYPES: a registry's names, a parsed size)."""
-    name: str
+class HostType(str):
+    """A type the host declares by this name (bench/suite_format.py HOST_TYPES: a registry's names, a size)."""
 
 
 @dataclass(frozen=True)
@@ -57,10 +48,10 @@ class Only:
 
 @dataclass(frozen=True)
 class InId:
-    """How a setting shows in a cell id. `when`: "always"; "swept" (where the suite sweeps it);
-    "swept or changed" (also where a cell's value is not the default); "changed" (only where it
-    is not the default: adding it to a suite keeps its other cells' ids; after the others); "never".
-    `rank`: its place among the "always" and among the "changed" ones (ids as they have always been). `short`: the name it shows as; `shows`: a value's text (else str)."""
+    """How a setting shows in a cell id, `when`: "always"; "swept" (where the suite sweeps it); "swept or
+    changed" (or where it is not the default); "changed" (only where it is not the default, after the
+    others: adding it to a suite keeps the ids). `rank`: its place among the "always" and the "changed"
+    ones (as ids have always been); `short`: the name it shows as; `shows`: a value's text (else str)."""
     when: str = "swept"
     short: str | None = None
     rank: int = 0
@@ -78,9 +69,7 @@ class Setting:
     doc: str  # the suite reference's description (docs/reference/suite-keys.md)
     sweep: bool = True  # a list of values is a sweep axis
     only: Only | None = None
-    # honoured only by the backends whose BACKENDS `options` name it: a value other than the default
-    # makes no cell of the others
-    option: bool = False
+    option: bool = False  # honoured only where a BACKENDS line's `options` name it: else not-default makes no cell
     in_id: InId = InId()
     suite: bool = True  # False: the host sets it (no suite key)
 
@@ -90,9 +79,9 @@ def _int(low, high, **more):
 
 
 SETTINGS: tuple[Setting, ...] = (
-    Setting("num_workers", _int(0, 256) | Literal[PER_GPU], 0, """DataLoader worker processes per rank;
-        `per-gpu`: the usable cores divided among the node's ranks (the advice GPU users are given), resolved
-        when the cell runs and recorded.""", in_id=InId("always", "workers", rank=1)),
+    Setting("num_workers", _int(0, 256) | Literal[PER_GPU], 0, """DataLoader worker processes per rank; `per-gpu`: the
+        usable cores divided among the node's ranks (the advice GPU users are given), resolved when the cell runs and
+        recorded.""", in_id=InId("always", "workers", rank=1)),
     Setting("mode", HostType("mode"), modes.DEFAULT, """Where sampling, feature storage and training run
         (sampling-training, bench/modes.py); a backend makes cells only of the modes it has.""",
             in_id=InId("always", rank=0)),
@@ -106,86 +95,81 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("epochs", _int(1, 10_000), 3, "Measured epochs (the statistics' rounds)."),
     Setting("warmup_epochs", _int(0, 1_000), 1, "Epochs run before the measured ones and not counted.",
             in_id=InId(short="warmup")),
-    Setting("model", Literal["sage", "rgcn", "rgat", "none"], "sage", """`sage`: a GraphSAGE model trained
-        on each batch (untyped graphs); `rgcn` or `rgat`: R-GCN (per relation the neighbours' mean through the
-        relation's weight, summed, plus one self-loop weight) or R-GAT (a GAT layer per relation, `heads`
-        heads) on a typed graph; `none`: the loader alone (no training). A backend makes cells only of the
-        models it trains (bench/backends/__init__.py).""", in_id=InId("swept or changed")),
-    Setting("heads", _int(1, 64), 4, """R-GAT's attention heads per layer (hidden layers concatenate them:
-        `hidden` must be a multiple); in a cell's settings only with `model: rgat`.""", only=Only(model="rgat")),
+    Setting("model", Literal["sage", "rgcn", "rgat", "none"], "sage", """`sage`: a GraphSAGE model trained on each
+        batch (untyped graphs); `rgcn` or `rgat`: R-GCN (per relation the neighbours' mean through the relation's
+        weight, summed, plus one self-loop weight) or R-GAT (a GAT layer per relation, `heads` heads) on a typed
+        graph; `none`: the loader alone (no training). A backend makes cells only of the models it trains
+        (bench/backends/__init__.py).""", in_id=InId("swept or changed")),
+    Setting("heads", _int(1, 64), 4, """R-GAT's attention heads per layer (hidden layers concatenate them: `hidden`
+        must be a multiple); in a cell's settings only with `model: rgat`.""", only=Only(model="rgat")),
     Setting("hidden", _int(1, 65_536), 64, "The model's hidden width."),
     Setting("lr", bounded(float, gt=0, le=10), 0.01, "The optimizer's learning rate (Adam)."),
-    Setting("weight_decay", bounded(float, ge=0, le=1), 0.0, """Adam's weight decay (L2), on every backend
-        and plain loop alike. The default 0 is PyG's examples' (`examples/reddit.py`); DGL's GraphBolt node
-        example uses 5e-4."""),
+    Setting("weight_decay", bounded(float, ge=0, le=1), 0.0, """Adam's weight decay (L2), on every backend and plain
+        loop alike. The default 0 is PyG's examples' (`examples/reddit.py`); DGL's GraphBolt node example uses 5e-4."""),
     Setting("seed", _int(0, 2**32 - 1), 0,
             "Seed of every random generator the cell uses (numpy takes seeds in this range)."),
-    Setting("timeout", bounded(float, gt=0, le=7 * 24 * 3600), 600.0, """Seconds per cell, launch to exit
-        (at most a week); a cell past it is recorded as `timeout`.""", sweep=False),
-    Setting("stack", str | None, None, """Run a backend in another stack of its framework: a pinned one
-        (e.g. pyg-dist's backend on current PyG) or an interpreter registered with `gnnbench stacks add`;
-        `own` (or null): the backend's own. A stack without a backend's framework makes no cell of that
-        backend.""", in_id=InId("never")),
+    Setting("timeout", bounded(float, gt=0, le=7 * 24 * 3600), 600.0, """Seconds per cell, launch to exit (at most a
+        week); a cell past it is recorded as `timeout`.""", sweep=False),
+    Setting("stack", HostType("stack"), None, """Run a backend in another stack of its framework: a pinned one (e.g.
+        pyg-dist's backend on current PyG) or an interpreter registered with `gnnbench stacks add`; `own` (or null):
+        the backend's own. A stack without a backend's framework makes no cell of that backend.""", in_id=InId("never")),
     # the GPU settings make cells only where they mean something (suite `_meaningful`); on a machine
     # without CUDA those cells are skipped with the reason, like the CUDA modes
-    Setting("pin_memory", bool, False, """The loader pins each batch, copied to the GPU with
-        non_blocking=True (GPU cells only).""", option=True, in_id=InId("swept or changed")),
+    Setting("pin_memory", bool, False, """The loader pins each batch, copied to the GPU with non_blocking=True (GPU
+        cells only).""", option=True, in_id=InId("swept or changed")),
     Setting("amp", HostType("amp"), "off", "Mixed precision: autocast in bf16, or fp16 with a GradScaler (CUDA only).",
             option=True, in_id=InId("swept or changed")),
     Setting("gpu_cache", bounded(float, ge=0, le=1), 0.0,
             "GraphBolt's GPUCachedFeature: the share of feature rows cached on the GPU.", option=True,
             in_id=InId("swept or changed")),
-    Setting("trim_to_layer", bool, False, """PyG's hierarchical neighbourhood sampling: each layer runs on
-        the hops it still needs (torch_geometric.utils.trim_to_layer), not the whole sampled subgraph. A cell
-        only where the backend has it and there is a model; in cell ids only when true.""", option=True,
+    Setting("trim_to_layer", bool, False, """PyG's hierarchical neighbourhood sampling: each layer runs on the hops it
+        still needs (torch_geometric.utils.trim_to_layer), not the whole sampled subgraph. A cell only where the
+        backend has it and there is a model; in cell ids only when true.""", option=True,
             in_id=InId("changed", rank=2)),
-    Setting("threads", _int(1, 1024) | Literal["auto"], "auto", """torch intra-op threads per rank: `auto`
-        is the core budget's share (bench/machine/core_budget.py: the node's usable cores ÷ ranks, less the
-        rank's loader workers); N sets exactly N, even beyond the budget (the cell records it
-        oversubscribed). In cell ids only when set: `/threads=1`.""", in_id=InId("changed", rank=3)),
-    Setting("memory_limit", HostType("memory_limit"), "none", """Memory budget: the cell's whole process
-        tree runs in a memory cgroup with this limit (`none`, or a size: 512MiB, 3GiB); killed for memory it
-        is recorded as `oom`.""", in_id=InId("changed", rank=0)),
-    Setting("page_cache", Literal["warm", "cold"], "warm", """Disk-backed stores only: `cold` evicts the
-        store's files from the page cache before every epoch; `warm` leaves them as the previous epoch left
-        them.""", in_id=InId("changed", rank=1)),
+    Setting("threads", _int(1, 1024) | Literal["auto"], "auto", """torch intra-op threads per rank: `auto` is the core
+        budget's share (bench/machine/core_budget.py: the node's usable cores ÷ ranks, less the rank's loader
+        workers); N sets exactly N, even beyond the budget (the cell records it oversubscribed). In cell ids only when
+        set: `/threads=1`.""", in_id=InId("changed", rank=3)),
+    Setting("memory_limit", HostType("memory_limit"), "none", """Memory budget: the cell's whole process tree runs in
+        a memory cgroup with this limit (`none`, or a size: 512MiB, 3GiB); killed for memory it is recorded as `oom`.""", in_id=InId("changed", rank=0)),
+    Setting("page_cache", Literal["warm", "cold"], "warm", """Disk-backed stores only: `cold` evicts the store's files
+        from the page cache before every epoch; `warm` leaves them as the previous epoch left them.""", in_id=InId("changed", rank=1)),
     # the link task's own (bench/tasks.py: in its cells alone)
     Setting("neg_ratio", _int(1, 1000), 1,
             "Link task: negatives drawn per positive seed edge in training (uniform, not filtered)."),
-    Setting("neg_mode", Literal["triplet", "binary"], "triplet", """Link task: `triplet` keeps each
-        positive's source and draws destinations (GraphBolt's sample_uniform_negative, PyG's triplet mode);
-        `binary` (PyG's own default, PyG only) draws both ends.""", option=True),
-    Setting("exclusion", Literal["none", "reverse"], "reverse", """Link task: `reverse` drops each batch's
-        seed edges and their reverses from its sampled graph (after sampling, on both sides); `none` keeps
-        them, and the result says the accuracy includes the leak."""),
+    Setting("neg_mode", Literal["triplet", "binary"], "triplet", """Link task: `triplet` keeps each positive's source
+        and draws destinations (GraphBolt's sample_uniform_negative, PyG's triplet mode); `binary` (PyG's own default,
+        PyG only) draws both ends.""", option=True),
+    Setting("exclusion", Literal["none", "reverse"], "reverse", """Link task: `reverse` drops each batch's seed edges
+        and their reverses from its sampled graph (after sampling, on both sides); `none` keeps them, and the result
+        says the accuracy includes the leak."""),
     Setting("decoder", Literal["dot", "mlp"], "dot",
             "Link task: the edge scorer on the encoder's embeddings, a dot product or a two-layer MLP."),
-    Setting("same_layer_edges", bool, True, """GraphBolt's backends (a cell only of those, with a model):
-        `true`, each layer computes over the edges PyG's would (a node's in-edges from the hop that first
-        sampled around it: the same GNN on both sides); `false`, over GraphBolt's `minibatch.blocks` as its
-        own examples train (every hop sampled again for all nodes reached before it: a seed's input layer
-        averages the last fanout's fresh neighbours). In cell ids only when false:
-        `/same_layer_edges=false`.""", only=Only(model="trained", option=True),
+    Setting("same_layer_edges", bool, True, """GraphBolt's backends (a cell only of those, with a model): `true`, each
+        layer computes over the edges PyG's would (a node's in-edges from the hop that first sampled around it: the
+        same GNN on both sides); `false`, over GraphBolt's `minibatch.blocks` as its own examples train (every hop
+        sampled again for all nodes reached before it: a seed's input layer averages the last fanout's fresh
+        neighbours). In cell ids only when false: `/same_layer_edges=false`.""", only=Only(model="trained", option=True),
             in_id=InId("changed", rank=4, shows={False: "false"})),
-    Setting("profile", bool, True, """Time each epoch's stages and count each batch's work; false runs the
-        plain loop (for measuring what looking costs). In cell ids only when false: `/profile=off`.""",
+    Setting("profile", bool, True, """Time each epoch's stages and count each batch's work; false runs the plain loop
+        (for measuring what looking costs). In cell ids only when false: `/profile=off`.""",
             in_id=InId("changed", rank=5, shows={False: "off"})),
-    Setting("work_budget", bounded(float, gt=0, le=1), WORK_BUDGET, """With profile: the share of each epoch
-        that counting batches' work may take; where counting is dear a sample of the batches is counted; 1
-        counts every batch. Not in cell ids.""", sweep=False, in_id=InId("never")),
+    Setting("work_budget", bounded(float, gt=0, le=1), WORK_BUDGET, """With profile: the share of each epoch that
+        counting batches' work may take; where counting is dear a sample of the batches is counted; 1 counts every
+        batch. Not in cell ids.""", sweep=False, in_id=InId("never")),
     # Time to accuracy (MLPerf's score for GNN training). One value each, not in cell ids (a stopping
     # rule, not a configuration: to compare two targets, use two suites); a cell without a target has
     # none of these keys and runs as before.
-    Setting("target_acc", bounded(float, gt=0, le=1) | None, None, """Train to this validation accuracy:
-        evaluated every `eval_every` training epochs (warm-up epochs train too and count; evaluation is timed
-        apart), training goes on past the measured epochs until the target is reached or `max_epochs` have
-        run; the result records the training time and epochs to it, or `not reached` with the best value.""",
+    Setting("target_acc", bounded(float, gt=0, le=1) | None, None, """Train to this validation accuracy: evaluated
+        every `eval_every` training epochs (warm-up epochs train too and count; evaluation is timed apart), training
+        goes on past the measured epochs until the target is reached or `max_epochs` have run; the result records the
+        training time and epochs to it, or `not reached` with the best value.""",
             sweep=False, only=Only(target=True), in_id=InId("never")),
     Setting("eval_every", _int(1, 10_000), 1,
             "With `target_acc`: evaluate the validation accuracy every this many training epochs.",
             sweep=False, only=Only(target=True), in_id=InId("never")),
-    Setting("max_epochs", _int(1, 100_000) | None, None, """With `target_acc`: the most epochs to train,
-        warm-up included (default: warmup_epochs + epochs).""", sweep=False, only=Only(target=True),
+    Setting("max_epochs", _int(1, 100_000) | None, None, """With `target_acc`: the most epochs to train, warm-up
+        included (default: warmup_epochs + epochs).""", sweep=False, only=Only(target=True),
             in_id=InId("never")),
     Setting("num_workers_rule", str | None, None, "Set by the host where it resolved `per-gpu`.", sweep=False,
             only=Only(), in_id=InId("never"), suite=False),
@@ -207,7 +191,7 @@ def applies(setting: Setting, values, task: str, options: tuple[str, ...]) -> bo
 
 
 class _Values:
-    """What a cell's settings do beside holding the values (CellSettings' methods)."""
+    """CellSettings' methods."""
 
     @classmethod
     def from_dict(cls, values: dict):
@@ -219,8 +203,7 @@ class _Values:
         return cls(**{**{k: None for k in WHEN_SET}, **values})
 
     def for_cell(self, task: str, options: tuple[str, ...] = ()):
-        """These settings as a cell of `task`, by a backend with `options`, keeps them: each only where it
-        applies (`applies`), max_epochs resolved to warm-up + measured epochs where a target has none."""
+        """As a cell of `task` by a backend with `options` keeps them (`applies`); max_epochs resolved to warm-up + epochs."""
         none = {s.name: None for s in SETTINGS if not applies(s, self, task, options)}
         if self.target_acc is not None and self.max_epochs is None:
             none["max_epochs"] = self.warmup_epochs + self.epochs
@@ -234,12 +217,11 @@ class _Values:
         return dataclasses.replace(self, **changes)
 
 
-def _field(setting: Setting):
-    default = setting.default
+def _field(default):
     return field(default_factory=lambda: list(default)) if isinstance(default, list) else field(default=default)
 
 
-CellSettings = dataclasses.make_dataclass("CellSettings", [(s.name, Any, _field(s)) for s in SETTINGS],
+CellSettings = dataclasses.make_dataclass("CellSettings", [(s.name, Any, _field(s.default)) for s in SETTINGS],
                                           bases=(_Values,), frozen=True)
 CellSettings.__module__ = __name__  # (make_dataclass names no module before Python 3.12)
 DEFAULTS = CellSettings()

@@ -1,8 +1,6 @@
-"""The suite format: the pydantic model a suite file is checked against (its keys, their types, defaults
-and descriptions), below both halves: bench/run/suite.py loads and expands suites with it, and
-bench/publish/reference.py documents it. `Settings` is made from the settings table
-(bench/settings.py SETTINGS), as `CellSettings` is; the registries (backends, stores, dataset
-sources, stacks) give the names a value may take. Host only (pydantic).
+"""The suite format: the pydantic model a suite file is checked against, below both halves (run/suite.py
+loads and expands suites with it, publish/reference.py documents it). `Settings` is made from the
+settings table (bench/settings.py), as CellSettings is; the registries give the names a value may take.
 """
 
 from __future__ import annotations
@@ -17,9 +15,21 @@ from bench.datasets import SOURCES, parametric, parse_name
 from bench.datasets.params import Strict, of_source as params_model
 from bench.inputs import plain_name_problem
 from bench.machine.cgroup import canonical as canonical_limit
-from bench.settings import PER_GPU, SETTINGS, Bounds, HostType
+from bench.settings import SETTINGS, Bounds, HostType
 from bench.stacks import OWN, StackError, known
 from bench.stores import STORES
+
+def _known_stack(name: str | None) -> str | None:
+    """A stack as a cell names it: `own` (or null) is the backend's own, None."""
+    try:
+        allowed = known() if name not in (None, OWN) else ()
+    except StackError as exc:
+        raise ValueError(str(exc)) from None
+    if name not in (None, OWN, *allowed):
+        raise ValueError(f"unknown stack {name!r}; allowed: {OWN}, {', '.join(allowed)} (an interpreter of your own "
+                         "becomes a stack with: gnnbench stacks add NAME --python PATH)")
+    return None if name == OWN else name
+
 
 # The types a setting's declaration names (settings.HostType), known to the host alone
 HOST_TYPES = {
@@ -28,6 +38,7 @@ HOST_TYPES = {
     # YAML 1.1 reads a bare `off` as false: take it as the "off" it was written as
     "amp": Annotated[Literal[("off", *AMP_DTYPES)], BeforeValidator(lambda v: "off" if v is False else v)],
     "memory_limit": Annotated[str, BeforeValidator(lambda v: canonical_limit(v))],  # "none" or e.g. "3GiB"
+    "stack": Annotated[str | None, AfterValidator(_known_stack)],
 }
 
 
@@ -39,10 +50,10 @@ def one_or_sweep(tp):
 def pydantic_type(tp):
     """A declared type as pydantic reads it: Bounds become Field constraints, a HostType the host's type."""
     if isinstance(tp, HostType):
-        return HOST_TYPES[tp.name]
+        return HOST_TYPES[tp]
     origin, args = typing.get_origin(tp), typing.get_args(tp)
     if origin is Annotated:
-        meta = [Field(**dict(m.limits)) if isinstance(m, Bounds) else m for m in tp.__metadata__]
+        meta = [Field(**dict(m)) if isinstance(m, Bounds) else m for m in tp.__metadata__]
         return Annotated[(pydantic_type(args[0]), *meta)]
     if origin in (Union, type(int | None)):
         return Union[tuple(pydantic_type(a) for a in args)]
@@ -79,21 +90,6 @@ DatasetSpec = Annotated[Union[tuple(DATASET_MODELS.values())],  # type: ignore[v
 class _SettingsBase(Strict):
     """Each setting is one value or a list of values (a sweep). Its description is its declaration's
     (bench/settings.py SETTINGS): the docs' suite reference is generated from them (bench/publish/reference.py)."""
-
-    @field_validator("stack", check_fields=False)
-    @classmethod
-    def _known_stack(cls, value):
-        try:
-            allowed = known()
-        except StackError as exc:
-            raise ValueError(str(exc)) from None
-        names = value if isinstance(value, list) else [value]
-        for name in names:
-            if name is not None and name != OWN and name not in allowed:
-                raise ValueError(f"unknown stack {name!r}; allowed: {OWN}, {', '.join(allowed)} (an interpreter of "
-                                 "your own becomes a stack with: gnnbench stacks add NAME --python PATH)")
-        normal = [None if n == OWN else n for n in names]
-        return normal if isinstance(value, list) else normal[0]
 
     def axes(self) -> dict[str, list]:
         return {name: values_of(name, getattr(self, name)) for name in type(self).model_fields}

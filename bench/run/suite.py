@@ -311,22 +311,21 @@ def _unmatched_excludes(suite: Suite) -> list[str]:
 
 
 def _unused_settings(suite: Suite, cells: list[Cell]) -> list[str]:
-    """Each setting the suite gives that no cell of it has (one only some cells have: a task's own, or a
-    setting's `only` in bench/settings.py), e.g. same_layer_edges with no GraphBolt cell: it would change nothing."""
+    """Each setting the suite gives that no cell of it has (a task's own, or one with `only` in bench/settings.py):
+    e.g. same_layer_edges with no GraphBolt cell would change nothing."""
     rules = {k: f"include.{i}" for i, rule in reversed(list(enumerate(suite.include))) for k in rule.model_extra or {}}
-    given = {**rules, **dict.fromkeys(suite.settings.model_fields_set, "settings")}
-    kept = {k for c in cells for k in c.settings.as_dict()}
-    return [f"{given[s.name]}.{s.name}: no cell of this suite has it (it applies {_applies_where(s)}); allowed: "
-            "leave it out, or add a cell it applies to" for s in SETTINGS if s.name in given and s.name not in kept]
-
-
-def _applies_where(setting) -> str:
-    only, owners = setting.only or Only(), [t.name for t in TASKS.values() if setting.name in t.settings]
-    model = {None: "", "trained": "with a model (not none)"}.get(only.model, f"with model: {only.model}")
-    where = [f"only in {' and '.join(owners)} cells" if owners else "",
-             "to backends " + ", ".join(b for b, i in BACKENDS.items() if setting.name in i.options) if only.option else "",
-             model, "beside target_acc" if only.target else ""]
-    return ", ".join(w for w in where if w)
+    given, kept = {**rules, **dict.fromkeys(suite.settings.model_fields_set, "settings")}, set().union(
+        *(c.settings.as_dict() for c in cells))
+    problems = []
+    for s in (s for s in SETTINGS if s.name in given and s.name not in kept):
+        only, owners = s.only or Only(), [t.name for t in TASKS.values() if s.name in t.settings]
+        where = [f"only in {' and '.join(owners)} cells" if owners else "",
+                 "to backends " + ", ".join(b for b, i in BACKENDS.items() if s.name in i.options) if only.option else "",
+                 {None: "", "trained": "with a model (not none)"}.get(only.model, f"with model: {only.model}"),
+                 "beside target_acc" if only.target else ""]
+        problems.append(f"{given[s.name]}.{s.name}: no cell of this suite has it (it applies "
+                        f"{', '.join(w for w in where if w)}); allowed: leave it out, or add a cell it applies to")
+    return problems
 
 
 def _check_tasks(suite: Suite) -> list[str]:
