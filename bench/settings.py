@@ -1,10 +1,9 @@
-"""Every setting declared once, in SETTINGS (name, type, default, where it applies, how it shows in a
-cell id), and both sides made from it: the host's suite model (bench/suite_format.py `Settings`) and
-`CellSettings`, one cell's settings as a frozen object, sent to the worker as `as_dict` (the cell's
-digest is taken of it), rebuilt there by `from_dict` (an unknown key refused) and read by attribute.
-A setting with `only`, or a task's own (bench/tasks.py), is in a cell only where it applies, else None
-and out of its dict (WHEN_SET): the other cells keep their ids and digests. A plain module: types are
-plain `typing` (bounds as `Bounds`, the host's own types named by `HostType`), no pydantic.
+"""Every setting declared once, in SETTINGS (name, type, default, where it applies, how it shows in a cell id);
+made from it: the host's suite model (bench/suite_format.py `Settings`) and `CellSettings`, a cell's settings as
+a frozen object, sent to the worker as `as_dict` (its digest taken of it), rebuilt by `from_dict` (an unknown key
+refused), read by attribute. A setting with `only`, or a task's own (bench/tasks.py), is in a cell only where it
+applies, else None and out of its dict (WHEN_SET): other cells keep their ids and digests. A plain module (no
+pydantic): types are plain `typing`, bounds `Bounds`, the host's own types named by `HostType`.
 """
 
 from __future__ import annotations
@@ -48,10 +47,9 @@ class Only:
 
 @dataclass(frozen=True)
 class InId:
-    """How a setting shows in a cell id, `when`: "always"; "swept" (where the suite sweeps it); "swept or
-    changed" (or where it is not the default); "changed" (only where it is not the default, after the
-    others: adding it to a suite keeps the ids). `rank`: its place among the "always" and the "changed"
-    ones (as ids have always been); `short`: the name it shows as; `shows`: a value's text (else str)."""
+    """How a setting shows in a cell id, `when`: "always"; "swept" (where the suite sweeps it); "swept or changed"
+    (or not the default); "changed" (only where not the default, last: adding it keeps a suite's ids). `rank`: its
+    place among "always" and "changed" (ids as they were); `short`: its name there; `shows`: a value's text."""
     when: str = "swept"
     short: str | None = None
     rank: int = 0
@@ -83,18 +81,16 @@ SETTINGS: tuple[Setting, ...] = (
         usable cores divided among the node's ranks (the advice GPU users are given), resolved when the cell runs and
         recorded.""", in_id=InId("always", "workers", rank=1)),
     Setting("mode", HostType("mode"), modes.DEFAULT, """Where sampling, feature storage and training run
-        (sampling-training, bench/modes.py); a backend makes cells only of the modes it has.""",
-            in_id=InId("always", rank=0)),
+        (sampling-training, bench/modes.py); a backend makes cells only of the modes it has.""", in_id=InId("always", rank=0)),
     Setting("world_size", _int(1, 1024), 1, "Ranks; more than 1 runs DDP under torch.distributed.run.",
             in_id=InId("always", "ws", rank=2)),
-    Setting("store", HostType("store"), "memory",
-            "Where features (or graphs) live: in memory or a disk-backed store (bench/stores)."),
+    Setting("store", HostType("store"), "memory", "Where features (or graphs) live: in memory or a disk-backed store."),
     Setting("batch_size", _int(1, 2**24), 512, "Training seeds per batch (per rank).", in_id=InId(short="batch")),
     Setting("fanout", bounded(list[_int(1, 10_000)], min_length=1, max_length=5), [10, 5],
             "Neighbours sampled per hop, first hop first; a list of lists sweeps it."),
     Setting("epochs", _int(1, 10_000), 3, "Measured epochs (the statistics' rounds)."),
-    Setting("warmup_epochs", _int(0, 1_000), 1, "Epochs run before the measured ones and not counted.",
-            in_id=InId(short="warmup")),
+    Setting("warmup_epochs", _int(0, 1_000), 1, "Epochs run before the measured ones, not counted.", in_id=InId(
+            short="warmup")),
     Setting("model", Literal["sage", "rgcn", "rgat", "none"], "sage", """`sage`: a GraphSAGE model trained on each
         batch (untyped graphs); `rgcn` or `rgat`: R-GCN (per relation the neighbours' mean through the relation's
         weight, summed, plus one self-loop weight) or R-GAT (a GAT layer per relation, `heads` heads) on a typed
@@ -106,26 +102,22 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("lr", bounded(float, gt=0, le=10), 0.01, "The optimizer's learning rate (Adam)."),
     Setting("weight_decay", bounded(float, ge=0, le=1), 0.0, """Adam's weight decay (L2), on every backend and plain
         loop alike. The default 0 is PyG's examples' (`examples/reddit.py`); DGL's GraphBolt node example uses 5e-4."""),
-    Setting("seed", _int(0, 2**32 - 1), 0,
-            "Seed of every random generator the cell uses (numpy takes seeds in this range)."),
+    Setting("seed", _int(0, 2**32 - 1), 0, "Seed of every random generator the cell uses (numpy's seed range)."),
     Setting("timeout", bounded(float, gt=0, le=7 * 24 * 3600), 600.0, """Seconds per cell, launch to exit (at most a
         week); a cell past it is recorded as `timeout`.""", sweep=False),
     Setting("stack", HostType("stack"), None, """Run a backend in another stack of its framework: a pinned one (e.g.
         pyg-dist's backend on current PyG) or an interpreter registered with `gnnbench stacks add`; `own` (or null):
         the backend's own. A stack without a backend's framework makes no cell of that backend.""", in_id=InId("never")),
-    # the GPU settings make cells only where they mean something (suite `_meaningful`); on a machine
-    # without CUDA those cells are skipped with the reason, like the CUDA modes
+    # the GPU settings make cells only where they mean something (suite `_meaningful`; without CUDA: skipped)
     Setting("pin_memory", bool, False, """The loader pins each batch, copied to the GPU with non_blocking=True (GPU
         cells only).""", option=True, in_id=InId("swept or changed")),
     Setting("amp", HostType("amp"), "off", "Mixed precision: autocast in bf16, or fp16 with a GradScaler (CUDA only).",
             option=True, in_id=InId("swept or changed")),
-    Setting("gpu_cache", bounded(float, ge=0, le=1), 0.0,
-            "GraphBolt's GPUCachedFeature: the share of feature rows cached on the GPU.", option=True,
-            in_id=InId("swept or changed")),
+    Setting("gpu_cache", bounded(float, ge=0, le=1), 0.0, "GraphBolt's GPUCachedFeature: the share of feature rows "
+            "cached on the GPU.", option=True, in_id=InId("swept or changed")),
     Setting("trim_to_layer", bool, False, """PyG's hierarchical neighbourhood sampling: each layer runs on the hops it
         still needs (torch_geometric.utils.trim_to_layer), not the whole sampled subgraph. A cell only where the
-        backend has it and there is a model; in cell ids only when true.""", option=True,
-            in_id=InId("changed", rank=2)),
+        backend has it and there is a model; in cell ids only when true.""", option=True, in_id=InId("changed", rank=2)),
     Setting("threads", _int(1, 1024) | Literal["auto"], "auto", """torch intra-op threads per rank: `auto` is the core
         budget's share (bench/machine/core_budget.py: the node's usable cores ÷ ranks, less the rank's loader
         workers); N sets exactly N, even beyond the budget (the cell records it oversubscribed). In cell ids only when
@@ -135,8 +127,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("page_cache", Literal["warm", "cold"], "warm", """Disk-backed stores only: `cold` evicts the store's files
         from the page cache before every epoch; `warm` leaves them as the previous epoch left them.""", in_id=InId("changed", rank=1)),
     # the link task's own (bench/tasks.py: in its cells alone)
-    Setting("neg_ratio", _int(1, 1000), 1,
-            "Link task: negatives drawn per positive seed edge in training (uniform, not filtered)."),
+    Setting("neg_ratio", _int(1, 1000), 1, "Link task: negatives drawn per positive seed edge in training (uniform, "
+            "not filtered)."),
     Setting("neg_mode", Literal["triplet", "binary"], "triplet", """Link task: `triplet` keeps each positive's source
         and draws destinations (GraphBolt's sample_uniform_negative, PyG's triplet mode); `binary` (PyG's own default,
         PyG only) draws both ends.""", option=True),
@@ -152,30 +144,25 @@ SETTINGS: tuple[Setting, ...] = (
         neighbours). In cell ids only when false: `/same_layer_edges=false`.""", only=Only(model="trained", option=True),
             in_id=InId("changed", rank=4, shows={False: "false"})),
     Setting("profile", bool, True, """Time each epoch's stages and count each batch's work; false runs the plain loop
-        (for measuring what looking costs). In cell ids only when false: `/profile=off`.""",
-            in_id=InId("changed", rank=5, shows={False: "off"})),
+        (for measuring what looking costs). In cell ids only when false: `/profile=off`.""", in_id=InId(
+            "changed", rank=5, shows={False: "off"})),
     Setting("work_budget", bounded(float, gt=0, le=1), WORK_BUDGET, """With profile: the share of each epoch that
         counting batches' work may take; where counting is dear a sample of the batches is counted; 1 counts every
-        batch. Not in cell ids.""", sweep=False, in_id=InId("never")),
-    # Time to accuracy (MLPerf's score for GNN training). One value each, not in cell ids (a stopping
-    # rule, not a configuration: to compare two targets, use two suites); a cell without a target has
-    # none of these keys and runs as before.
+        batch. Not in cell ids.""", sweep=False),
+    # Time to accuracy (MLPerf's score for GNN training): one value each, not in cell ids (a stopping rule, not a
+    # configuration: to compare two targets, use two suites); a cell without a target has none of these keys.
     Setting("target_acc", bounded(float, gt=0, le=1) | None, None, """Train to this validation accuracy: evaluated
         every `eval_every` training epochs (warm-up epochs train too and count; evaluation is timed apart), training
         goes on past the measured epochs until the target is reached or `max_epochs` have run; the result records the
-        training time and epochs to it, or `not reached` with the best value.""",
-            sweep=False, only=Only(target=True), in_id=InId("never")),
-    Setting("eval_every", _int(1, 10_000), 1,
-            "With `target_acc`: evaluate the validation accuracy every this many training epochs.",
-            sweep=False, only=Only(target=True), in_id=InId("never")),
+        training time and epochs to it, or `not reached` with the best value.""", sweep=False, only=Only(target=True)),
+    Setting("eval_every", _int(1, 10_000), 1, "With `target_acc`: evaluate the validation accuracy every this many "
+            "training epochs.", sweep=False, only=Only(target=True)),
     Setting("max_epochs", _int(1, 100_000) | None, None, """With `target_acc`: the most epochs to train, warm-up
-        included (default: warmup_epochs + epochs).""", sweep=False, only=Only(target=True),
-            in_id=InId("never")),
+        included (default: warmup_epochs + epochs).""", sweep=False, only=Only(target=True)),
     Setting("num_workers_rule", str | None, None, "Set by the host where it resolved `per-gpu`.", sweep=False,
-            only=Only(), in_id=InId("never"), suite=False),
+            only=Only(), suite=False),
 )
-BY_NAME = {s.name: s for s in SETTINGS}
-NAMES = tuple(BY_NAME)
+NAMES = tuple(s.name for s in SETTINGS)
 WHEN_SET = tuple(s.name for s in SETTINGS if s.only or any(s.name in t.settings for t in TASKS.values()))
 TARGET = tuple(s.name for s in SETTINGS if s.only and s.only.target)
 

@@ -19,6 +19,7 @@ from bench.settings import SETTINGS, Bounds, HostType
 from bench.stacks import OWN, StackError, known
 from bench.stores import STORES
 
+
 def _known_stack(name: str | None) -> str | None:
     """A stack as a cell names it: `own` (or null) is the backend's own, None."""
     try:
@@ -88,8 +89,7 @@ DatasetSpec = Annotated[Union[tuple(DATASET_MODELS.values())],  # type: ignore[v
 
 
 class _SettingsBase(Strict):
-    """Each setting is one value or a list of values (a sweep). Its description is its declaration's
-    (bench/settings.py SETTINGS): the docs' suite reference is generated from them (bench/publish/reference.py)."""
+    """Each setting one value or a list of values (a sweep), as bench/settings.py SETTINGS declares it."""
 
     def axes(self) -> dict[str, list]:
         return {name: values_of(name, getattr(self, name)) for name in type(self).model_fields}

@@ -1,9 +1,7 @@
-"""What a cell trains, each task declared once: a backend declares one task (bench/backends/__init__.py),
-a dataset serves the tasks of its shape, and a suite pairs only a backend and a dataset that agree.
-The shape is the form the hub keeps a dataset in: plain (one graph; the link task adds an edge
-split), typed (node types and relations) or collection (many small graphs). Everything that differs
-by task (its figure, its evaluation, its result fields, its settings, its hooks, its edge split) is
-read from its `Task` here; no other module compares a task's name (tests/test_tasks.py). A plain module.
+"""What a cell trains, each task declared once: a backend declares one task (bench/backends/__init__.py), a
+dataset serves the tasks of its shape (the hub's form: plain, one graph, the link task adding an edge split;
+typed; collection, many small graphs), and a suite pairs only a backend and a dataset that agree. What differs by
+task is read from its `Task`; no other module compares a task's name (tests/test_tasks.py). A plain module.
 """
 
 from __future__ import annotations

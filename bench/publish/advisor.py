@@ -60,9 +60,8 @@ def figure(cell: CellResult, split: str = "test") -> str:
 
 def judged_over(cell: CellResult) -> tuple[int | None, str]:
     """How many test items the figure averages over, and what they are (a split's edges, else the card's nodes)."""
-    if task(cell).edge_split:
-        return (cell.metrics.link_split or {}).get("num_test_pos"), task(cell).judged_over
-    return (cell.card.num_test if cell.card else None), task(cell).judged_over
+    count = (cell.metrics.link_split or {}).get("num_test_pos") if task(cell).edge_split else getattr(cell.card, "num_test", None)
+    return count, task(cell).judged_over
 
 
 def quality(cell: CellResult) -> str:
