@@ -38,8 +38,7 @@ class HostType(str):
 
 @dataclass(frozen=True)
 class Only:
-    """Where a cell has a setting (elsewhere None, left out of its dict): with one model ("trained":
-    any but `none`), in the cells of a backend whose `options` name it, beside a `target_acc`."""
+    """Where a cell has a setting: with a model ("trained": any but none), a backend whose options name it, a target."""
     model: str | None = None
     option: bool = False
     target: bool = False
@@ -47,16 +46,13 @@ class Only:
 
 @dataclass(frozen=True)
 class InId:
-    """How a setting shows in a cell id, `when`: "always"; "swept" (where the suite sweeps it); "swept or changed"
-    (or not the default); "changed" (only where not the default, last: adding it keeps a suite's ids). `rank`: its
-    place among "always" and "changed" (ids as they were); `short`: its name there; `shows`: a value's text."""
+    """A setting in a cell id, `when`: "always"; "swept" (by the suite); "swept or changed" (or not the default);
+    "changed" (only not the default, last: adding it keeps a suite's ids). `rank`: its place among "always" and
+    "changed" (ids as they were); `short`: its name there; `shows`: a value's text."""
     when: str = "swept"
     short: str | None = None
     rank: int = 0
     shows: dict = field(default_factory=dict)
-
-    def text(self, value) -> str:
-        return "-".join(map(str, value)) if isinstance(value, list) else self.shows.get(value, str(value))
 
 
 @dataclass(frozen=True)
@@ -82,15 +78,13 @@ SETTINGS: tuple[Setting, ...] = (
         recorded.""", in_id=InId("always", "workers", rank=1)),
     Setting("mode", HostType("mode"), modes.DEFAULT, """Where sampling, feature storage and training run
         (sampling-training, bench/modes.py); a backend makes cells only of the modes it has.""", in_id=InId("always", rank=0)),
-    Setting("world_size", _int(1, 1024), 1, "Ranks; more than 1 runs DDP under torch.distributed.run.",
-            in_id=InId("always", "ws", rank=2)),
+    Setting("world_size", _int(1, 1024), 1, "Ranks; over 1 runs DDP (torch.distributed.run).", in_id=InId("always", "ws", rank=2)),
     Setting("store", HostType("store"), "memory", "Where features (or graphs) live: in memory or a disk-backed store."),
     Setting("batch_size", _int(1, 2**24), 512, "Training seeds per batch (per rank).", in_id=InId(short="batch")),
     Setting("fanout", bounded(list[_int(1, 10_000)], min_length=1, max_length=5), [10, 5],
             "Neighbours sampled per hop, first hop first; a list of lists sweeps it."),
     Setting("epochs", _int(1, 10_000), 3, "Measured epochs (the statistics' rounds)."),
-    Setting("warmup_epochs", _int(0, 1_000), 1, "Epochs run before the measured ones, not counted.", in_id=InId(
-            short="warmup")),
+    Setting("warmup_epochs", _int(0, 1_000), 1, "Epochs run before the measured ones, not counted.", in_id=InId(short="warmup")),
     Setting("model", Literal["sage", "rgcn", "rgat", "none"], "sage", """`sage`: a GraphSAGE model trained on each
         batch (untyped graphs); `rgcn` or `rgat`: R-GCN (per relation the neighbours' mean through the relation's
         weight, summed, plus one self-loop weight) or R-GAT (a GAT layer per relation, `heads` heads) on a typed
@@ -159,8 +153,7 @@ SETTINGS: tuple[Setting, ...] = (
             "training epochs.", sweep=False, only=Only(target=True)),
     Setting("max_epochs", _int(1, 100_000) | None, None, """With `target_acc`: the most epochs to train, warm-up
         included (default: warmup_epochs + epochs).""", sweep=False, only=Only(target=True)),
-    Setting("num_workers_rule", str | None, None, "Set by the host where it resolved `per-gpu`.", sweep=False,
-            only=Only(), suite=False),
+    Setting("num_workers_rule", str | None, None, "Set by the host where it resolved `per-gpu`.", only=Only(), suite=False),
 )
 NAMES = tuple(s.name for s in SETTINGS)
 WHEN_SET = tuple(s.name for s in SETTINGS if s.only or any(s.name in t.settings for t in TASKS.values()))
@@ -169,12 +162,10 @@ TARGET = tuple(s.name for s in SETTINGS if s.only and s.only.target)
 
 def applies(setting: Setting, values, task: str, options: tuple[str, ...]) -> bool:
     """Whether a cell of `task`, by a backend with these `options`, with these values, has the setting."""
-    owners = [t.name for t in TASKS.values() if setting.name in t.settings]
-    if owners and task not in owners:
-        return False
-    only = setting.only or Only()
+    owners, only = [t.name for t in TASKS.values() if setting.name in t.settings], setting.only or Only()
     model = only.model is None or values.model == only.model or (only.model == "trained" and values.model != "none")
-    return model and (not only.option or setting.name in options) and (not only.target or values.target_acc is not None)
+    return ((not owners or task in owners) and model and (not only.option or setting.name in options)
+            and (not only.target or values.target_acc is not None))
 
 
 class _Values:
@@ -182,8 +173,7 @@ class _Values:
 
     @classmethod
     def from_dict(cls, values: dict):
-        """The settings a cell's dict holds (as sent to the worker, or as a result file recorded
-        them); a key left out takes its default, or None where it is one of WHEN_SET."""
+        """A cell's settings from its dict (sent, or recorded): a key left out its default (None in WHEN_SET)."""
         unknown = sorted(set(values) - set(NAMES))
         if unknown:
             raise SettingsError(f"unknown setting {', '.join(map(repr, unknown))}; known: {', '.join(NAMES)}")
@@ -204,19 +194,14 @@ class _Values:
         return dataclasses.replace(self, **changes)
 
 
-def _field(default):
-    return field(default_factory=lambda: list(default)) if isinstance(default, list) else field(default=default)
-
-
-CellSettings = dataclasses.make_dataclass("CellSettings", [(s.name, Any, _field(s.default)) for s in SETTINGS],
-                                          bases=(_Values,), frozen=True)
+CellSettings = dataclasses.make_dataclass("CellSettings", [(s.name, Any, field(default_factory=lambda d=s.default: list(
+    d)) if isinstance(s.default, list) else field(default=s.default)) for s in SETTINGS], bases=(_Values,), frozen=True)
 CellSettings.__module__ = __name__  # (make_dataclass names no module before Python 3.12)
 DEFAULTS = CellSettings()
 
 
 class Recorded(dict):
-    """Settings as a result file recorded them, for the publishing side: read by attribute, None where
-    not recorded (an older file, a cell without them); a dict, so tables iterate over what was recorded."""
+    """Settings as a result file recorded them (publish): by attribute, None where not recorded; a dict to iterate."""
 
     def __getattr__(self, name: str):
         if name in NAMES:

@@ -32,8 +32,7 @@ def _known_stack(name: str | None) -> str | None:
     return None if name == OWN else name
 
 
-# The types a setting's declaration names (settings.HostType), known to the host alone
-HOST_TYPES = {
+HOST_TYPES = {  # the types a setting's declaration names (settings.HostType), known to the host alone
     "mode": Literal[ALL_MODES],  # type: ignore[valid-type]  # what each means: bench.modes
     "store": Literal[tuple(STORES)],  # type: ignore[valid-type]
     # YAML 1.1 reads a bare `off` as false: take it as the "off" it was written as
@@ -59,6 +58,7 @@ def pydantic_type(tp):
     if origin in (Union, type(int | None)):
         return Union[tuple(pydantic_type(a) for a in args)]
     return list[pydantic_type(args[0])] if origin is list else tp
+
 
 def dataset_model(source: str) -> type[BaseModel]:
     """`{source: <source>, params: <its schema>}`, the schema from the source itself; params may
@@ -88,16 +88,13 @@ DatasetSpec = Annotated[Union[tuple(DATASET_MODELS.values())],  # type: ignore[v
                         Field(discriminator="source"), BeforeValidator(_shorthand)]
 
 
-class _SettingsBase(Strict):
-    """Each setting one value or a list of values (a sweep), as bench/settings.py SETTINGS declares it."""
-
-    def axes(self) -> dict[str, list]:
-        return {name: values_of(name, getattr(self, name)) for name in type(self).model_fields}
-
-
-Settings = create_model("Settings", __base__=_SettingsBase, **{
+Settings = create_model("Settings", __base__=Strict, **{  # each one value or a list (a sweep), as settings.py declares
     s.name: (one_or_sweep(pydantic_type(s.one)) if s.sweep else pydantic_type(s.one),
              Field(s.default, description=" ".join(s.doc.split()))) for s in SETTINGS if s.suite})
+
+
+def axes_of(settings: BaseModel) -> dict[str, list]:
+    return {name: values_of(name, getattr(settings, name)) for name in type(settings).model_fields}
 
 
 def values_of(key: str, value) -> list:

@@ -17,8 +17,7 @@ class Task(NamedTuple):
     figure: str = "test_acc"  # the result field (ExtraInfo) that holds that figure on the test split
     higher_is_better: bool = True  # the figure's direction (the advisor's best is the highest)
     judged_over: str = "test nodes"  # what the figure averages over (the advisor's standard errors)
-    # the pipeline method whose dict the worker records in place of the accuracies (None: the
-    # accuracies, `evaluate(split)`), and the result fields that dict fills
+    # the pipeline method whose dict the worker records for the accuracies (None: `evaluate(split)`) and its fields
     evaluation: str | None = None
     records: tuple[str, ...] = ()
     settings: tuple[str, ...] = ()  # the settings only its cells have (bench/settings.py SETTINGS)
@@ -47,12 +46,3 @@ def tasks_of_shape(shape: str) -> tuple[str, ...]:
     if shape not in SHAPES:
         raise ValueError(f"unknown dataset shape {shape!r}; known: {', '.join(SHAPES)}")
     return tuple(name for name, task in TASKS.items() if task.shape == shape)
-
-
-def shapes(tasks: tuple[str, ...] | list[str]) -> set[str]:
-    """The hub shapes these tasks read."""
-    return {TASKS[t].shape for t in tasks}
-
-
-def describe(tasks: tuple[str, ...] | list[str]) -> str:
-    return ", ".join(tasks)

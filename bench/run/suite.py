@@ -25,9 +25,9 @@ from bench.datasets import SOURCES, canonical_params
 from bench import modes, strict_yaml
 from bench.paths import suites_dir
 from bench.stores import cold_files
-from bench.tasks import TASKS, describe
+from bench.tasks import TASKS
 from bench.settings import PER_GPU, SETTINGS, CellSettings, Only
-from bench.suite_format import DATASET_MODELS, Paired, Rule, Settings, Suite, values_of
+from bench.suite_format import DATASET_MODELS, Paired, Rule, Settings, Suite, axes_of, values_of
 from bench.machine import core_budget
 from bench.stacks import framework_of, get
 
@@ -311,12 +311,10 @@ def _unmatched_excludes(suite: Suite) -> list[str]:
 
 
 def _unused_settings(suite: Suite, cells: list[Cell]) -> list[str]:
-    """Each setting the suite gives that no cell of it has (a task's own, or one with `only` in bench/settings.py):
-    e.g. same_layer_edges with no GraphBolt cell would change nothing."""
-    rules = {k: f"include.{i}" for i, rule in reversed(list(enumerate(suite.include))) for k in rule.model_extra or {}}
-    given, kept = {**rules, **dict.fromkeys(suite.settings.model_fields_set, "settings")}, set().union(
-        *(c.settings.as_dict() for c in cells))
-    problems = []
+    """Each setting given that no cell has (a task's own, or with `only`): same_layer_edges with no GraphBolt cell."""
+    given = {k: f"include.{i}" for i, rule in reversed(list(enumerate(suite.include))) for k in rule.model_extra or {}}
+    given, kept, problems = {**given, **dict.fromkeys(suite.settings.model_fields_set, "settings")}, set(), []
+    kept.update(*(c.settings.as_dict() for c in cells))
     for s in (s for s in SETTINGS if s.name in given and s.name not in kept):
         only, owners = s.only or Only(), [t.name for t in TASKS.values() if s.name in t.settings]
         where = [f"only in {' and '.join(owners)} cells" if owners else "",
@@ -337,13 +335,13 @@ def _check_tasks(suite: Suite) -> list[str]:
         if not any(task in t for t in served.values()):
             problems.append(
                 f"backends: {backend!r} trains the {task!r} task and no dataset of this suite serves it "
-                f"({'; '.join(f'{n}: {describe(t)}' for n, t in served.items())}); add one, or remove the "
+                f"({'; '.join(n + ': ' + ', '.join(t) for n, t in served.items())}); add one, or remove the "
                 f"backend (backends by task: {_backends_by_task()})")
     backend_tasks = {BACKENDS[b].task for b in named_backends(suite) if b in BACKENDS}
     for name, tasks in served.items():
         if not backend_tasks.intersection(tasks):
             problems.append(
-                f"datasets.{name}: serves {describe(tasks)}, and no backend of this suite trains "
+                f"datasets.{name}: serves {', '.join(tasks)}, and no backend of this suite trains "
                 f"{'it' if len(tasks) == 1 else 'any of them'} (backends by task: {_backends_by_task()})")
     return problems
 
@@ -383,11 +381,11 @@ def _as_list(value) -> list:
 
 
 def expand(suite: Suite) -> list[Cell]:
-    base_axes = suite.settings.axes()
+    base_axes = axes_of(suite.settings)
     swept = {k for k, v in base_axes.items() if len(v) > 1}
     matrices = [(suite.backends, list(suite.datasets), base_axes)]
     for rule in suite.include:
-        overrides = Settings.model_validate(rule.model_extra or {}).axes()
+        overrides = axes_of(Settings.model_validate(rule.model_extra or {}))
         given = set(rule.model_extra or {})
         axes = {k: (overrides[k] if k in given else v) for k, v in base_axes.items()}
         swept |= {k for k in given if len(axes[k]) > 1}
@@ -424,9 +422,8 @@ def _meaningful(backend: str, settings: CellSettings) -> bool:
         return False
     if settings.model != "none" and settings.model not in info.models:
         return False  # a model the backend does not train (GraphSAGE on untyped graphs, R-GCN/R-GAT on typed)
-    if any(s.option and getattr(settings, s.name) not in (None, s.default) and s.name not in info.options
-           for s in SETTINGS):
-        return False  # a setting the backend does not honour (its BackendInfo.options), set to other than its default
+    if any(s.option and s.name not in info.options and getattr(settings, s.name) not in (None, s.default) for s in SETTINGS):
+        return False  # a setting the backend does not honour (BackendInfo.options) set to other than its default
     mode = modes.mode(settings.mode)
     if settings.pin_memory and not mode.trains_on_gpu:
         return False
@@ -466,7 +463,9 @@ def _cell_id(backend: str, dataset: str, settings: CellSettings, swept: set[str]
     given = settings.as_dict()
 
     def part(s) -> str:
-        return f"{s.in_id.short or s.name}={s.in_id.text(given[s.name])}"
+        value = given[s.name]
+        text = "-".join(map(str, value)) if isinstance(value, list) else s.in_id.shows.get(value, value)
+        return f"{s.in_id.short or s.name}={text}"
     ranked = sorted(SETTINGS, key=lambda s: s.in_id.rank)
     changed = [s for s in SETTINGS if s.name in given and given[s.name] != s.default]
     return "/".join([backend, dataset, *(part(s) for s in ranked if s.in_id.when == "always"),

@@ -27,9 +27,7 @@ __all__ = ["STORES", "StoreError", "StoreInfo", "cold_files", "features_in_memor
 @dataclass(frozen=True)
 class StoreInfo:
     what: str
-    # the hub shapes it holds (bench/tasks.py): a plain graph's node features (the node and link tasks
-    # read the same store), a typed graph's per type, a collection's small graphs; its tasks follow
-    shapes: tuple[str, ...]
+    shapes: tuple[str, ...]  # the hub shapes it holds (bench/tasks.py; node and link read a plain graph's): its tasks
     # every rank holds the data in its own memory; otherwise memory-mapped, shared through the page cache
     per_rank_memory: bool = False
     modules: dict[str, str] = field(default_factory=dict)  # shape -> module that builds and opens it
