@@ -47,9 +47,9 @@ def test_a_column_without_a_description_is_found(monkeypatch):
 def test_a_suite_key_without_a_description_is_found(monkeypatch):
     from pydantic import create_model
 
-    from bench.run import suite
-    bare = create_model("Settings", __base__=suite.Settings, new_key=(int, 0))
-    monkeypatch.setattr(suite, "Settings", bare)
+    from bench import suite_format
+    bare = create_model("Settings", __base__=suite_format.Settings, new_key=(int, 0))
+    monkeypatch.setattr(suite_format, "Settings", bare)
     assert reference.missing_descriptions() == ["suite key Settings.new_key"]
 
 

@@ -8,9 +8,9 @@ import numpy as np
 
 from bench.backends.link import seed_edges_found
 from bench.run import record, suite as suite_mod
-from bench.settings import TASK_ONLY
+from bench.tasks import TASKS
 
-LINK_KEYS = set(TASK_ONLY["link"])
+LINK_KEYS = set(TASKS["link"].settings)
 
 
 def expand(write_suite, text: str):

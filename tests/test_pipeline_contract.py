@@ -70,7 +70,7 @@ CHECK = """
 import importlib, inspect, sys
 from bench.backends import base
 cls = importlib.import_module(sys.argv[1]).Pipeline
-hooks = base.TASK_HOOKS.get(sys.argv[2], base.Pipeline)  # a typed or link backend declares its task's hooks
+hooks = base.hooks_of(sys.argv[2])  # a typed or link backend subclasses its task's hooks (bench/tasks.py)
 assert issubclass(cls, hooks), f"{cls} is not a bench.backends.base.{hooks.__name__}"
 assert not inspect.isabstract(cls), f"{cls} lacks {sorted(cls.__abstractmethods__)}"
 print("ok")

@@ -8,7 +8,7 @@ import types
 
 import pytest
 
-from bench import datasets, stores
+from bench import datasets, stores, suite_format
 from bench.backends import BACKENDS, BackendInfo
 from bench.run import memory_plan as memory
 from bench.run import suite
@@ -38,18 +38,20 @@ def registered(monkeypatch, tmp_path):
         m.setitem(sys.modules, "fake_source", source)
         m.setitem(sys.modules, "fake_store", store)
         m.setitem(datasets.SOURCES, "fakesource", datasets.Source("fake_source", None))  # the source's line
-        m.setitem(stores.STORES, "fakestore", stores.StoreInfo("a test store", ("node",),
-                                                               modules={"node": "fake_store"}))  # the store's line
+        m.setitem(stores.STORES, "fakestore", stores.StoreInfo("a test store", ("plain",),
+                                                               modules={"plain": "fake_store"}))  # the store's line
         m.setitem(BACKENDS, "fake-backend", BackendInfo("fake_backend", "pyg", ("cpu-cpu",), ("memory", "fakestore"),
                                                         structure_bytes_per_node=100,
                                                         structure_bytes_per_edge=10))  # the backend's line
-        saved = dict(vars(suite))
-        importlib.reload(suite)  # the suite schema is built from the registries when it is imported
+        saved = {module: dict(vars(module)) for module in (suite_format, suite)}
+        for module in saved:  # the suite format is built from the registries when it is imported
+            importlib.reload(module)
         yield source
     # the module as it was (not reloaded again): a reload makes new classes, and SuiteError caught by
     # the CLI (bench/cli.py BAD_INPUT) would then not be the one later tests raise
-    vars(suite).clear()
-    vars(suite).update(saved)
+    for module, names in saved.items():
+        vars(module).clear()
+        vars(module).update(names)
 
 
 def test_registered_extensions_reach_validation_and_expansion(registered, write_suite):

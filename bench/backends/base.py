@@ -7,6 +7,7 @@ where it is used.
 from __future__ import annotations
 
 import abc
+import importlib
 import os
 import time
 
@@ -17,6 +18,7 @@ from bench.backends.stages import BatchWork, tensor_bytes
 from bench.backends.initialisation import INITIALISATION, same_start  # noqa: F401 - re-exported
 from bench.backends.typed import typed_model
 from bench.settings import DROPOUT, CellSettings
+from bench.tasks import TASKS
 
 # layer-wise inference runs in chunks whose per-edge messages (edges × width × 4 B) stay under
 # this, so that evaluation adds little to the cell's measured peak memory
@@ -246,7 +248,7 @@ def unwrap(model):
 
 class Pipeline(abc.ABC):
     """The contract: a subclass sets `train_loader` in its __init__ and defines the abstract
-    methods (a trainer through `TrainingPipeline`; a typed or link backend its task's TASK_HOOKS too)."""
+    methods (a trainer through `TrainingPipeline`; a typed or link backend its task's hooks too: `hooks_of`)."""
 
     unavailable = staticmethod(unavailable_reason)  # why this stack cannot run a mode, or None
     collective_eval = False  # True: every rank evaluates its own part, and the counts are summed
@@ -495,4 +497,7 @@ class LinkHooks(abc.ABC):
         """The number of positive seed edges."""
 
 
-TASK_HOOKS = {"typed-node": TypedHooks, "link": LinkHooks}  # the hooks a backend of each task adds
+def hooks_of(task: str) -> type:
+    """The abstract class a backend of `task` subclasses: its Task's `hooks` (bench/tasks.py), else Pipeline."""
+    module, _, name = (TASKS[task].hooks or f"{__name__}:Pipeline").partition(":")
+    return getattr(importlib.import_module(module), name)

@@ -11,6 +11,7 @@ from bench.backends import BACKENDS
 from bench.datasets import hub, typed_hub, user_graph
 from bench.run import memory_plan as memory
 from bench.datasets.ready import sizes as dataset_stats
+from bench.tasks import TASKS
 
 WORLD_SIZES = (1, 2, 4)
 
@@ -45,7 +46,8 @@ def info_lines(spec: dict, cache: Path) -> list[str]:
         origin = getattr(datasets.source_module(spec["source"]), "ESTIMATE_ORIGIN", user_graph.SIZES_ORIGIN
                          if datasets.user_files(spec["source"]) else "published sizes (not prepared yet)")
     served = datasets.tasks(spec)
-    graphs = f"{s['num_graphs']:,} graphs, " if "graph" in served else ""
+    shapes = {TASKS[t].shape for t in served}
+    graphs = f"{s['num_graphs']:,} graphs, " if "collection" in shapes else ""
     if not measured and datasets.user_files(spec["source"]):
         origin += f"; `gnnbench datasets check {spec['source']}:PATH` checks and converts it"
     lines = [f"{spec['name']}: {origin}",
@@ -55,7 +57,7 @@ def info_lines(spec: dict, cache: Path) -> list[str]:
              "  memory per backend (each DDP rank holds its own; the hub's maps are shared):"]
     if measured and datasets.user_files(spec["source"]):  # where it came from, how it was read and made
         lines[2:2] = user_graph.report_lines(hub.read_meta(hub.dataset_dir(spec, cache) / "meta.json"))
-    if measured and "typed-node" in served:  # per node type and per relation (bench/datasets/typed_hub.py)
+    if measured and "typed" in shapes:  # per node type and per relation (bench/datasets/typed_hub.py)
         lines[2:2] = typed_hub.info_lines(hub.read_meta(hub.dataset_dir(spec, cache) / "meta.json"))
     available = psutil.virtual_memory().available
     for backend, backend_info in BACKENDS.items():

@@ -14,6 +14,7 @@ from typing import Callable, Protocol
 from bench import checksums, datasets, locks
 from bench.datasets import hub, link_split
 from bench.datasets.hub import DatasetError, sweep_stale
+from bench.tasks import TASKS
 
 __all__ = ["DatasetError", "Host", "LinkSplitError", "ReadyDataset", "ready", "reads_user_files", "sizes",
            "stack_needed", "stack_of", "sweep_stale"]
@@ -55,7 +56,7 @@ def ready(spec: dict, cache: Path, data_root: Path | None = None, *, host: Host,
     else:
         built = _build_once(spec, Path(cache), data_root, host, interactive, say)
     split = None
-    if task == "link":
+    if task is not None and TASKS[task].edge_split:
         try:  # the edge split every link cell of this dataset trains and scores on, built once
             split = link_split.ensure(folder)
         except DatasetError as exc:

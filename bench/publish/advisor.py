@@ -20,6 +20,7 @@ from bench.backends import BACKENDS
 from bench.publish import diagnosis, history, lifecycle, stages
 from bench.publish.fmt import first_line, host_label, mib, pct
 from bench.publish.results import CellResult, RunResult, scaling_scores, scaling_series
+from bench.tasks import DEFAULT, TASKS, Task
 
 ACC_SIGMAS = 3.0      # accuracy below the best by more than this many standard errors is "much lower"
 MIN_ACC_GAP = 0.01    # ... and by at least one percentage point
@@ -40,36 +41,33 @@ class Advice:
     lifecycle: list[str] = field(default_factory=list)
 
 
-def task(cell: CellResult) -> str:
-    """The task a cell trains (bench.tasks), by its backend's registry line; node for a backend since removed."""
+def task(cell: CellResult) -> Task:
+    """The task a cell trains (bench/tasks.py), by its backend's registry line; the default for a backend since removed."""
     line = BACKENDS.get(cell.backend)
-    return line.task if line else "node"
+    return TASKS[line.task if line else DEFAULT]
 
 
 def accuracy(cell: CellResult) -> float | None:
     """The test figure its task is judged by: accuracy (a typed graph's on its target type), a link cell's MRR."""
-    return cell.metrics.test_mrr if task(cell) == "link" else cell.metrics.test_acc
+    return getattr(cell.metrics, task(cell).figure)
 
 
 def figure(cell: CellResult, split: str = "test") -> str:
     """That figure's name: 'test MRR', 'test accuracy on paper nodes', 'validation accuracy'."""
-    if task(cell) == "link":
-        return f"{split} MRR"
     target = cell.card.target if cell.card else None
-    return f"{split} accuracy on {target} nodes" if target else f"{split} accuracy"
+    return f"{split} {task(cell).metric}" + (f" on {target} nodes" if target else "")
 
 
 def judged_over(cell: CellResult) -> tuple[int | None, str]:
-    """How many test items the figure averages over, and what they are."""
-    if task(cell) == "link":
-        return (cell.metrics.link_split or {}).get("num_test_pos"), "test edges"
-    return (cell.card.num_test if cell.card else None), "test nodes"
+    """How many test items the figure averages over, and what they are (a split's edges, else the card's nodes)."""
+    count = (cell.metrics.link_split or {}).get("num_test_pos") if task(cell).edge_split else getattr(cell.card, "num_test", None)
+    return count, task(cell).judged_over
 
 
 def quality(cell: CellResult) -> str:
     """'test MRR 0.216 (Hits@10 0.649, Hits@50 0.937)', 'test accuracy on paper nodes 0.968'."""
     hits = ", ".join(f"Hits@{k} {v:.3f}" for k, v in (cell.metrics.test_hits or {}).items() if v is not None)
-    return f"{figure(cell)} {accuracy(cell):.3f}" + (f" ({hits})" if hits and task(cell) == "link" else "")
+    return f"{figure(cell)} {accuracy(cell):.3f}" + (f" ({hits})" if hits else "")
 
 
 def memory_bytes(cell: CellResult) -> float | None:
@@ -117,7 +115,7 @@ def group(results: list[RunResult]) -> dict[tuple, Group]:
     for run in sorted(results, key=lambda r: (r.finished_at, str(r.path))):   # later runs overwrite
         machine = host_label(run.machine) or "unknown machine"
         for cell in run.measured + run.unmeasured:
-            g = groups.setdefault((cell.dataset, machine, task(cell)), Group(cell.dataset, machine))
+            g = groups.setdefault((cell.dataset, machine, task(cell).name), Group(cell.dataset, machine))
             now, before = (g.measured, g.unmeasured) if cell.measured else (g.unmeasured, g.measured)
             before.pop(cell.id, None)
             now[cell.id] = cell
@@ -166,13 +164,14 @@ def advise_speed(g: Group) -> Advice:
 
 def accuracy_check(candidates: list[CellResult]) -> tuple[list[CellResult], list[tuple[CellResult, CellResult, float]]]:
     """The candidates not much less accurate than the best, and those set aside (cell, best, margin missed)."""
-    best = max(candidates, key=accuracy)
+    sign = 1 if task(candidates[0]).higher_is_better else -1  # the figure's direction (one task a group)
+    best = max(candidates, key=lambda m: sign * accuracy(m))
     n, pa = judged_over(best)[0], accuracy(best)
     kept, set_aside = [], []
     for m in candidates:
         pb = accuracy(m)
         margin = max(MIN_ACC_GAP, ACC_SIGMAS * math.sqrt(pa * (1 - pa) / n + pb * (1 - pb) / n)) if n else None
-        if margin is None or pa - pb <= margin:
+        if margin is None or sign * (pa - pb) <= margin:
             kept.append(m)
         else:
             set_aside.append((m, best, margin))

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 from bench.publish.fmt import first_line, host_label, pct
 from bench.publish.results import CellResult, Machine, RunResult, ResultsError
-from bench.run.suite import Settings
+from bench.suite_format import Settings
 from bench.stacks import versions
 
 K_SIGMA = 3.0          # how many standard deviations of run-to-run noise a verdict needs

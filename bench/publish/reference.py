@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import json
 
-from pydantic import BaseModel
+from pydantic import BaseModel, TypeAdapter
 
 from bench import datasets
 from bench.datasets import params
 from bench.publish import columns
-from bench.run import suite
+from bench.settings import SETTINGS
+from bench import suite_format as suite
 
 
 def _allowed(schema: dict) -> str:
@@ -38,18 +39,10 @@ def _allowed(schema: dict) -> str:
     return kind or "see below"
 
 
-def _one_or_sweep(schema: dict) -> tuple[dict, bool]:
-    """(the one-value schema, whether a list of them sweeps it) of a field's schema."""
-    options = schema.get("anyOf")
-    if not options:
-        return schema, False
-    lists = [o for o in options if o.get("type") == "array" and o.get("minItems") == 1 and "maxItems" not in o]
-    singles = [o for o in options if o not in lists]
-    for candidate in lists:
-        items = candidate.get("items", {})
-        if items == (singles[0] if len(singles) == 1 else {"anyOf": singles}) or items.get("anyOf") == singles:
-            return (singles[0] if len(singles) == 1 else {"anyOf": singles}), True
-    return schema, False
+def _one_value(name: str) -> tuple[dict, bool]:
+    """(a setting's one-value schema, whether a list of them sweeps it), from its declaration (bench/settings.py)."""
+    setting = next(s for s in SETTINGS if s.name == name)
+    return TypeAdapter(suite.pydantic_type(setting.one)).json_schema(ref_template="{model}"), setting.sweep
 
 
 def _cell(text: str) -> str:
@@ -72,7 +65,7 @@ def _fields_table(model: type[BaseModel], sweeps: bool) -> list[str]:
     props = model.model_json_schema(ref_template="{model}").get("properties", {})
     rows = []
     for name, field in model.model_fields.items():
-        schema, sweepable = _one_or_sweep(props.get(name, {}))
+        schema, sweepable = _one_value(name) if sweeps else (props.get(name, {}), False)
         allowed = "see below" if "$ref" in json.dumps(schema) else _allowed(schema)
         sweep = ["a list" if sweepable else "no"] if sweeps else []
         rows.append([f"`{name}`", allowed, _default(field), *sweep, _cell(field.description or "")])
@@ -95,7 +88,7 @@ def _source_params(source: str) -> list[str]:
 def suite_keys_markdown() -> str:
     """The suite-file reference: top-level keys, settings, rules, dataset sources."""
     out = ["# Suite keys", "",
-           "Generated from the suite model (`bench/run/suite.py`) by `docs/gen_reference.py`: "
+           "Generated from the suite model (`bench/suite_format.py`, its settings from `bench/settings.py`) by `docs/gen_reference.py`: "
            "what a suite file may hold. Unknown keys, values of another type (`\"4\"` for 4, "
            "`true` for 1) and duplicate keys are errors that name the file and the key path.", "",
            "## Top level", "", *_fields_table(suite.Suite, sweeps=False), "",

@@ -14,287 +14,28 @@ import json
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Literal, Union
+from typing import Any
 
 import yaml
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, create_model, field_validator
+from pydantic import BaseModel, ValidationError
 
-from bench.backends import ALL_MODES, AMP_DTYPES, BACKENDS
+from bench.backends import BACKENDS
 import bench.datasets as datasets_module
-from bench.datasets import SOURCES, canonical_params, parametric, parse_name
-from bench.datasets.params import Strict, of_source as params_model
+from bench.datasets import SOURCES, canonical_params
 from bench import modes, strict_yaml
-from bench.inputs import plain_name_problem
 from bench.paths import suites_dir
-from bench.machine.cgroup import canonical as canonical_limit
-from bench.stores import STORES, cold_files
-from bench.tasks import TASKS, describe
-from bench.settings import DEFAULTS as D, CellSettings
+from bench.stores import cold_files
+from bench.tasks import TASKS
+from bench.settings import PER_GPU, SETTINGS, CellSettings, Only
+from bench.suite_format import DATASET_MODELS, Paired, Rule, Settings, Suite, axes_of, values_of
 from bench.machine import core_budget
-from bench.stacks import OWN, StackError, framework_of, get, known
+from bench.stacks import framework_of, get
 
-ModeName = Literal[ALL_MODES]  # type: ignore[valid-type]  # what each means: bench.modes
-PER_GPU = "per-gpu"  # num_workers: the usable cores shared out among this node's ranks, resolved per run
-Store = Literal[tuple(STORES)]  # type: ignore[valid-type]
-Model = Literal["sage", "rgcn", "rgat", "none"]
-# YAML 1.1 reads a bare `off` as false: take it as the "off" it was written as
-Amp = Annotated[Literal[("off", *AMP_DTYPES)], BeforeValidator(lambda v: "off" if v is False else v)]
-MemoryLimit = Annotated[str, BeforeValidator(lambda v: canonical_limit(v))]  # "none" or e.g. "3GiB"
-Fanout = Annotated[list[Annotated[int, Field(ge=1, le=10_000)]], Field(min_length=1, max_length=5)]
-
-
-def bounded(tp, **bounds):
-    return Annotated[tp, Field(**bounds)]
-
-
-def one_or_sweep(tp):
-    """A setting: one value, or a non-empty list of them (a sweep axis)."""
-    return tp | Annotated[list[tp], Field(min_length=1)]
+__all__ = ["PER_GPU", "Paired", "Rule", "Settings", "Suite"]  # the suite format's, for the run's callers
 
 
 class SuiteError(ValueError):
     pass
-
-
-def dataset_model(source: str) -> type[BaseModel]:
-    """`{source: <source>, params: <its schema>}`, the schema from the source itself; params may
-    be left out where every parameter has a default."""
-    params = params_model(source)
-    try:
-        default = params()  # every field has a default (a dict type: no parameters, `{}`)
-    except ValidationError:
-        default = ...  # required
-    return create_model(f"{source.title()}Dataset", __base__=Strict, __doc__=f"A dataset of source {source!r}.",
-                        source=(Literal[source], ...), params=(params, default))
-
-
-def _shorthand(value: Any) -> Any:
-    """`cora: planetoid:Cora` stands for `{source: planetoid, params: {name: Cora}}`."""
-    if isinstance(value, str):
-        source, _, rest = value.partition(":")
-        if source in SOURCES and parametric(source):
-            return {"source": source, "params": parse_name(value)["params"]}
-        return {"source": source, "params": {"name": rest} if rest else {}}
-    return value
-
-
-# One member per registered source, told apart by `source` (bench.datasets.SOURCES).
-DATASET_MODELS: dict[str, type[BaseModel]] = {source: dataset_model(source) for source in SOURCES}
-DatasetSpec = Annotated[Union[tuple(DATASET_MODELS.values())],  # type: ignore[valid-type]
-                        Field(discriminator="source"), BeforeValidator(_shorthand)]
-
-
-class Settings(Strict):
-    """Each setting is one value or a list of values (a sweep). The string under each field is its
-    description: the docs' suite reference is generated from them (bench/publish/reference.py)."""
-    model_config = ConfigDict(use_attribute_docstrings=True)
-
-    num_workers: one_or_sweep(bounded(int, ge=0, le=256) | Literal[PER_GPU]) = D.num_workers
-    """DataLoader worker processes per rank; `per-gpu`: the usable cores divided among the node's
-    ranks (the advice GPU users are given), resolved when the cell runs and recorded."""
-    mode: one_or_sweep(ModeName) = D.mode
-    """Where sampling, feature storage and training run (sampling-training, bench/modes.py); a backend makes
-    cells only of the modes it has."""
-    world_size: one_or_sweep(bounded(int, ge=1, le=1024)) = D.world_size
-    """Ranks; more than 1 runs DDP under torch.distributed.run."""
-    store: one_or_sweep(Store) = D.store
-    """Where features (or graphs) live: in memory or a disk-backed store (bench/stores)."""
-    batch_size: one_or_sweep(bounded(int, ge=1, le=2**24)) = D.batch_size
-    """Training seeds per batch (per rank)."""
-    fanout: one_or_sweep(Fanout) = D.fanout
-    """Neighbours sampled per hop, first hop first; a list of lists sweeps it."""
-    epochs: one_or_sweep(bounded(int, ge=1, le=10_000)) = D.epochs
-    """Measured epochs (the statistics' rounds)."""
-    warmup_epochs: one_or_sweep(bounded(int, ge=0, le=1_000)) = D.warmup_epochs
-    """Epochs run before the measured ones and not counted."""
-    model: one_or_sweep(Model) = D.model
-    """`sage`: a GraphSAGE model trained on each batch (untyped graphs); `rgcn` or `rgat`: R-GCN
-    (per relation the neighbours' mean through the relation's weight, summed, plus one self-loop
-    weight) or R-GAT (a GAT layer per relation, `heads` heads) on a typed graph; `none`: the loader
-    alone (no training). A backend makes cells only of the models it trains (bench/backends/__init__.py)."""
-    heads: one_or_sweep(bounded(int, ge=1, le=64)) = D.heads
-    """R-GAT's attention heads per layer (hidden layers concatenate them: `hidden` must be a multiple);
-    in a cell's settings only with `model: rgat`."""
-    hidden: one_or_sweep(bounded(int, ge=1, le=65_536)) = D.hidden
-    """The model's hidden width."""
-    lr: one_or_sweep(bounded(float, gt=0, le=10)) = D.lr
-    """The optimizer's learning rate (Adam)."""
-    weight_decay: one_or_sweep(bounded(float, ge=0, le=1)) = D.weight_decay
-    """Adam's weight decay (L2), on every backend and plain loop alike. The default 0 is PyG's
-    examples' (`examples/reddit.py`); DGL's GraphBolt node example uses 5e-4."""
-    seed: one_or_sweep(bounded(int, ge=0, le=2**32 - 1)) = D.seed
-    """Seed of every random generator the cell uses (numpy takes seeds in this range)."""
-    timeout: bounded(float, gt=0, le=7 * 24 * 3600) = D.timeout
-    """Seconds per cell, launch to exit (at most a week); a cell past it is recorded as `timeout`."""
-    stack: one_or_sweep(str | None) = D.stack
-    """Run a backend in another stack of its framework: a pinned one (e.g. pyg-dist's backend on
-    current PyG) or an interpreter registered with `gnnbench stacks add`; `own` (or null): the
-    backend's own. A stack without a backend's framework makes no cell of that backend."""
-    # GPU settings, each a cell only where it means something (see `_meaningful`); on a machine
-    # without CUDA those cells are skipped with the reason, like the CUDA modes.
-    pin_memory: one_or_sweep(bool) = D.pin_memory
-    """The loader pins each batch, copied to the GPU with non_blocking=True (GPU cells only)."""
-    amp: one_or_sweep(Amp) = D.amp
-    """Mixed precision: autocast in bf16, or fp16 with a GradScaler (CUDA only)."""
-    gpu_cache: one_or_sweep(bounded(float, ge=0, le=1)) = D.gpu_cache
-    """GraphBolt's GPUCachedFeature: the share of feature rows cached on the GPU."""
-    trim_to_layer: one_or_sweep(bool) = D.trim_to_layer
-    """PyG's hierarchical neighbourhood sampling: each layer runs on the hops it still needs
-    (torch_geometric.utils.trim_to_layer), not the whole sampled subgraph. A cell only where the
-    backend has it and there is a model; in cell ids only when true."""
-    threads: one_or_sweep(bounded(int, ge=1, le=1024) | Literal["auto"]) = D.threads
-    """torch intra-op threads per rank: `auto` is the core budget's share (bench/machine/core_budget.py:
-    the node's usable cores ÷ ranks, less the rank's loader workers); N sets exactly N, even beyond
-    the budget (the cell records it oversubscribed). In cell ids only when set: `/threads=1`."""
-    memory_limit: one_or_sweep(MemoryLimit) = D.memory_limit
-    """Memory budget: the cell's whole process tree runs in a memory cgroup with this limit
-    (`none`, or a size: 512MiB, 3GiB); killed for memory it is recorded as `oom`."""
-    page_cache: one_or_sweep(Literal["warm", "cold"]) = D.page_cache
-    """Disk-backed stores only: `cold` evicts the store's files from the page cache before every
-    epoch; `warm` leaves them as the previous epoch left them."""
-    neg_ratio: one_or_sweep(bounded(int, ge=1, le=1000)) = D.neg_ratio
-    """Link task: negatives drawn per positive seed edge in training (uniform, not filtered)."""
-    neg_mode: one_or_sweep(Literal["triplet", "binary"]) = D.neg_mode
-    """Link task: `triplet` keeps each positive's source and draws destinations (GraphBolt's
-    sample_uniform_negative, PyG's triplet mode); `binary` (PyG's own default, PyG only) draws both ends."""
-    exclusion: one_or_sweep(Literal["none", "reverse"]) = D.exclusion
-    """Link task: `reverse` drops each batch's seed edges and their reverses from its sampled graph
-    (after sampling, on both sides); `none` keeps them, and the result says the accuracy includes the leak."""
-    decoder: one_or_sweep(Literal["dot", "mlp"]) = D.decoder
-    """Link task: the edge scorer on the encoder's embeddings, a dot product or a two-layer MLP."""
-    same_layer_edges: one_or_sweep(bool) = D.same_layer_edges
-    """GraphBolt's backends (a cell only of those, with a model): `true`, each layer computes over the
-    edges PyG's would (a node's in-edges from the hop that first sampled around it: the same GNN
-    on both sides); `false`, over GraphBolt's `minibatch.blocks` as its own examples train (every
-    hop sampled again for all nodes reached before it: a seed's input layer averages the last
-    fanout's fresh neighbours). In cell ids only when false: `/same_layer_edges=false`."""
-    profile: one_or_sweep(bool) = D.profile
-    """Time each epoch's stages and count each batch's work; false runs the plain loop (for
-    measuring what looking costs). In cell ids only when false: `/profile=off`."""
-    work_budget: bounded(float, gt=0, le=1) = D.work_budget
-    """With profile: the share of each epoch that counting batches' work may take; where counting
-    is dear a sample of the batches is counted; 1 counts every batch. Not in cell ids."""
-    # Time to accuracy (MLPerf's score for GNN training). One value each, not in cell ids (a
-    # stopping rule, not a configuration: to compare two targets, use two suites); a cell without a
-    # target has none of these keys and runs as before.
-    target_acc: bounded(float, gt=0, le=1) | None = D.target_acc
-    """Train to this validation accuracy: evaluated every `eval_every` training epochs (warm-up
-    epochs train too and count; evaluation is timed apart), training goes on past the measured
-    epochs until the target is reached or `max_epochs` have run; the result records the training
-    time and epochs to it, or `not reached` with the best value."""
-    eval_every: bounded(int, ge=1, le=10_000) = D.eval_every
-    """With `target_acc`: evaluate the validation accuracy every this many training epochs."""
-    max_epochs: bounded(int, ge=1, le=100_000) | None = D.max_epochs
-    """With `target_acc`: the most epochs to train, warm-up included (default: warmup_epochs + epochs)."""
-
-    @field_validator("stack")
-    @classmethod
-    def _known_stack(cls, value):
-        try:
-            allowed = known()
-        except StackError as exc:
-            raise ValueError(str(exc)) from None
-        names = value if isinstance(value, list) else [value]
-        for name in names:
-            if name is not None and name != OWN and name not in allowed:
-                raise ValueError(f"unknown stack {name!r}; allowed: {OWN}, {', '.join(allowed)} (an interpreter of "
-                                 "your own becomes a stack with: gnnbench stacks add NAME --python PATH)")
-        normal = [None if n == OWN else n for n in names]
-        return normal if isinstance(value, list) else normal[0]
-
-    def axes(self) -> dict[str, list]:
-        return {name: _values(name, getattr(self, name)) for name in type(self).model_fields}
-
-
-def _values(key: str, value) -> list:
-    """A setting's values: a list is a sweep (fanout, itself a list, is swept by a list of lists)."""
-    return list(value) if isinstance(value, list) and (key != "fanout" or isinstance(value[0], list)) else [value]
-
-
-class Rule(Strict):
-    """A match (exclude) or a sub-matrix (include): backend, dataset and any setting."""
-    model_config = ConfigDict(extra="allow", use_attribute_docstrings=True)
-    backend: str | list[str] | None = None
-    """A backend name or a list of them; left out: every backend."""
-    dataset: str | list[str] | None = None
-    """A dataset key of the suite or a list of them; left out: every dataset."""
-
-
-class Paired(Strict):
-    """Cells that take turns, epoch by epoch, so a slow stretch of the machine falls on both
-    (bench/run/paired.py)."""
-    model_config = ConfigDict(use_attribute_docstrings=True)
-
-    by: Annotated[list[str], Field(min_length=1)]
-    """Axes (`backend`, `dataset` or a setting): every two cells that differ in one of them alone take turns."""
-    within: Annotated[float, Field(gt=0, lt=1)] = 0.03
-    """A pair settles when its ratio's 95 % interval lies inside ±within, or wholly outside it."""
-    launches: Annotated[int, Field(ge=3, le=100)] = 6
-    """Launches (fresh processes) each pair is measured in, its first turn's side alternating; the interval
-    is taken over launches, so what differs from one launch to the next is in it (at least 3)."""
-    rounds: Annotated[int, Field(ge=2, le=1000)] | None = None
-    """Rounds (one measured epoch of each cell) per launch; default: the cells' `epochs`, so each launch
-    trains as the suite says and the accuracy stays a same-epoch figure."""
-
-    @field_validator("by")
-    @classmethod
-    def _axes(cls, value: list[str]) -> list[str]:
-        for axis in value:
-            if axis not in pair_axes():
-                raise ValueError(f"{axis!r} is not an axis of a cell; allowed: {', '.join(pair_axes())}")
-        return list(dict.fromkeys(value))
-
-
-def pair_axes() -> tuple[str, ...]:
-    """`runner`: each cell against its twin that no memory sampler watches (bench/run/paired.py)."""
-    return ("backend", "dataset", "runner", *Settings.model_fields)
-
-
-def _plain_names(what: str):
-    """A check that a name (or each key) is a plain file name: the suite's names its result file,
-    a dataset key is a part of each cell id, and so of test and file names."""
-    def check(value):
-        for name in value if isinstance(value, dict) else [value]:
-            problem = plain_name_problem(name)
-            if problem:
-                raise ValueError(f"{what}{problem}")
-        return value
-    return check
-
-
-def _known_backends(value: list[str]) -> list[str]:
-    unknown = [b for b in value if b not in BACKENDS]
-    if unknown:
-        raise ValueError(f"unknown backend {unknown[0]!r}; allowed: {', '.join(BACKENDS)}")
-    return value
-
-
-class Suite(Strict):
-    model_config = ConfigDict(use_attribute_docstrings=True)
-
-    name: Annotated[str, AfterValidator(_plain_names(""))]
-    """The suite's name: it names its result file, so a plain file name."""
-    description: str = ""
-    """One line on what the suite asks; shown on its result page."""
-    requires: Literal["gpu"] | None = None
-    """`gpu`: the suite asks GPU questions; on a machine that shows no GPU every cell (its CPU
-    baselines too) is recorded as skipped with the reason, before any stack, dataset or store step."""
-    baseline: str | None = None
-    """The cell id speedups are taken against; default: the first cell."""
-    datasets: Annotated[dict[str, DatasetSpec], Field(min_length=1), AfterValidator(_plain_names("dataset key "))]
-    """Dataset keys (a part of each cell id) to `{source: S, params: {...}}`, or the shorthand
-    `source:name` (e.g. `planetoid:Cora`); the sources and their params are listed below."""
-    backends: Annotated[list[str], Field(min_length=1), AfterValidator(_known_backends)]
-    """The systems under test, by their registry names."""
-    settings: Settings = Settings()
-    """The settings below; each one value or a list of values (a sweep axis)."""
-    include: list[Rule] = []
-    """Sub-matrices added to the cells: each rule's keys override the suite's."""
-    exclude: list[Rule] = []
-    """Rules dropping every cell that matches all keys of one rule."""
-    paired: Paired | None = None
-    """Cells compared in turns (`{by: [stack]}`): live workers alternating epochs, each pair's ratio with
-    its interval in the tables; `gnnbench run --paired AXIS` adds an axis."""
 
 
 
@@ -323,14 +64,9 @@ class Cell:
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-# A cell id: these settings always, by their short names; the others where the suite sweeps them
-ID_ALWAYS = {"mode": "mode", "num_workers": "workers", "world_size": "ws"}
-ID_SHORT = {"batch_size": "batch", "warmup_epochs": "warmup"}
-# ... and these exactly where they differ from their default, swept or not (adding them to a suite
-# leaves the ids of its other cells as they were)
-ID_WHEN_SET = {"memory_limit": "none", "page_cache": "warm", "trim_to_layer": False, "threads": "auto"}
-# ... and the model and GPU settings where the suite sweeps them or a cell differs from the default
-ID_WHEN_NOT_DEFAULT = {"model": "sage", "pin_memory": False, "amp": "off", "gpu_cache": 0.0}
+# A cell id's parts, by each setting's declaration (bench/settings.py InId); gnnbench run -k reads the short names
+ID_ALWAYS = {s.name: s.in_id.short or s.name for s in SETTINGS if s.in_id.when == "always"}
+ID_SHORT = {s.name: s.in_id.short for s in SETTINGS if s.in_id.short and s.in_id.when != "always"}
 
 
 def load(path_or_name: str | Path) -> tuple[Suite, Path]:
@@ -435,8 +171,8 @@ def resolve_path(path_or_name: str | Path) -> Path:
 
 
 STRICT_TYPE_ERRORS = {"int_type", "float_type"}
-TYPE_MISMATCH = {"int_type", "int_parsing", "float_type", "float_parsing", "list_type", "string_type",
-                 "literal_error", "model_type", "dict_type"}
+TYPE_MISMATCH = {"int_type", "int_parsing", "float_type", "float_parsing", "bool_type", "bool_parsing", "list_type",
+                 "string_type", "literal_error", "model_type", "dict_type"}
 
 
 def _clean_loc(err: dict) -> tuple:
@@ -469,6 +205,8 @@ def _describe_at(err: dict) -> str:
     if err["type"] == "missing":
         return f"{loc}: required key is missing"
     message = err["msg"].removeprefix("Value error, ")
+    if err["type"] == "bool_type" and str(err.get("input")).lower() in ("true", "false"):
+        message += " (a quoted value is a string: write true or false without quotes)"
     if err["type"] in STRICT_TYPE_ERRORS and (isinstance(err.get("input"), bool) or _numeric_text(err.get("input"))):
         # strict mode: YAML's true/false and quoted numbers are not numbers
         message += (" (true and false are not numbers)" if isinstance(err["input"], bool)
@@ -544,7 +282,7 @@ def _check_rules(suite: Suite) -> list[str]:
     if problems:
         return problems
     cells = expand(suite)
-    problems += _unmatched_excludes(suite)
+    problems += _unmatched_excludes(suite) + _unused_settings(suite, cells)
     if not cells:
         problems.append("the matrix expands to zero cells: no backend has the modes, stores and options this "
                         "suite sets (see each backend's modes, stores, models and options in bench/backends/__init__.py; "
@@ -572,6 +310,22 @@ def _unmatched_excludes(suite: Suite) -> list[str]:
     return problems
 
 
+def _unused_settings(suite: Suite, cells: list[Cell]) -> list[str]:
+    """Each setting given that no cell has (a task's own, or with `only`): same_layer_edges with no GraphBolt cell."""
+    given = {k: f"include.{i}" for i, rule in reversed(list(enumerate(suite.include))) for k in rule.model_extra or {}}
+    given, kept, problems = {**given, **dict.fromkeys(suite.settings.model_fields_set, "settings")}, set(), []
+    kept.update(*(c.settings.as_dict() for c in cells))
+    for s in (s for s in SETTINGS if s.name in given and s.name not in kept):
+        only, owners = s.only or Only(), [t.name for t in TASKS.values() if s.name in t.settings]
+        where = [f"only in {' and '.join(owners)} cells" if owners else "",
+                 "to backends " + ", ".join(b for b, i in BACKENDS.items() if s.name in i.options) if only.option else "",
+                 {None: "", "trained": "with a model (not none)"}.get(only.model, f"with model: {only.model}"),
+                 "beside target_acc" if only.target else ""]
+        problems.append(f"{given[s.name]}.{s.name}: no cell of this suite has it (it applies "
+                        f"{', '.join(w for w in where if w)}); allowed: leave it out, or add a cell it applies to")
+    return problems
+
+
 def _check_tasks(suite: Suite) -> list[str]:
     """A backend or dataset with no partner of its task at all (expansion skips the pairs that disagree)."""
     served = {name: tasks_of(spec) for name, spec in suite.datasets.items()}
@@ -581,13 +335,13 @@ def _check_tasks(suite: Suite) -> list[str]:
         if not any(task in t for t in served.values()):
             problems.append(
                 f"backends: {backend!r} trains the {task!r} task and no dataset of this suite serves it "
-                f"({'; '.join(f'{n}: {describe(t)}' for n, t in served.items())}); add one, or remove the "
+                f"({'; '.join(n + ': ' + ', '.join(t) for n, t in served.items())}); add one, or remove the "
                 f"backend (backends by task: {_backends_by_task()})")
     backend_tasks = {BACKENDS[b].task for b in named_backends(suite) if b in BACKENDS}
     for name, tasks in served.items():
         if not backend_tasks.intersection(tasks):
             problems.append(
-                f"datasets.{name}: serves {describe(tasks)}, and no backend of this suite trains "
+                f"datasets.{name}: serves {', '.join(tasks)}, and no backend of this suite trains "
                 f"{'it' if len(tasks) == 1 else 'any of them'} (backends by task: {_backends_by_task()})")
     return problems
 
@@ -627,11 +381,11 @@ def _as_list(value) -> list:
 
 
 def expand(suite: Suite) -> list[Cell]:
-    base_axes = suite.settings.axes()
+    base_axes = axes_of(suite.settings)
     swept = {k for k, v in base_axes.items() if len(v) > 1}
     matrices = [(suite.backends, list(suite.datasets), base_axes)]
     for rule in suite.include:
-        overrides = Settings.model_validate(rule.model_extra or {}).axes()
+        overrides = axes_of(Settings.model_validate(rule.model_extra or {}))
         given = set(rule.model_extra or {})
         axes = {k: (overrides[k] if k in given else v) for k, v in base_axes.items()}
         swept |= {k for k in given if len(axes[k]) > 1}
@@ -643,9 +397,7 @@ def expand(suite: Suite) -> list[Cell]:
         names = list(axes)
         for backend, dataset, values in itertools.product(backends, datasets, itertools.product(*axes.values())):
             info = BACKENDS[backend]
-            settings = CellSettings(**dict(zip(names, values))).for_cell(info.task)
-            if settings.model == "none" or "same_layer_edges" not in info.options:
-                settings = settings.replace(same_layer_edges=None)  # GraphBolt's layers alone: other cells keep their digest
+            settings = CellSettings(**dict(zip(names, values))).for_cell(info.task, info.options)
             if (not _meaningful(backend, settings)
                     or info.task not in tasks_of(suite.datasets[dataset])  # the dataset serves the backend's task
                     or any(_matches(rule, backend, dataset, settings) for rule in suite.exclude)):
@@ -661,8 +413,8 @@ def expand(suite: Suite) -> list[Cell]:
 
 def _meaningful(backend: str, settings: CellSettings) -> bool:
     """Whether a backend has what these settings ask for (its modes, stores, framework, models and
-    BackendInfo.options); the GPU settings only in a mode that trains on the GPU (bf16 autocast
-    runs on the CPU too)."""
+    BackendInfo.options, each setting's `option` in bench/settings.py); the GPU settings only in a
+    mode that trains on the GPU (bf16 autocast runs on the CPU too)."""
     info = BACKENDS[backend]
     if settings.mode not in info.modes or settings.store not in info.stores:
         return False  # like modes, a store a backend does not have is not a cell of it
@@ -670,19 +422,17 @@ def _meaningful(backend: str, settings: CellSettings) -> bool:
         return False
     if settings.model != "none" and settings.model not in info.models:
         return False  # a model the backend does not train (GraphSAGE on untyped graphs, R-GCN/R-GAT on typed)
+    if any(s.option and s.name not in info.options and getattr(settings, s.name) not in (None, s.default) for s in SETTINGS):
+        return False  # a setting the backend does not honour (BackendInfo.options) set to other than its default
     mode = modes.mode(settings.mode)
-    on_gpu = mode.trains_on_gpu
-    if settings.pin_memory and not (on_gpu and "pin_memory" in info.options):
+    if settings.pin_memory and not mode.trains_on_gpu:
         return False
-    if settings.amp != "off" and (settings.model == "none" or "amp" not in info.options
-                                  or (settings.amp == "fp16" and not on_gpu)):
+    if settings.amp != "off" and (settings.model == "none" or (settings.amp == "fp16" and not mode.trains_on_gpu)):
         return False
     # GraphBolt looks its GPU cache up with ids on the GPU: the mode that moves the seeds there first
-    if settings.gpu_cache and not (mode.pinned and "gpu_cache" in info.options):
+    if settings.gpu_cache and not mode.pinned:
         return False
-    if settings.trim_to_layer and not (settings.model == "sage" and "trim_to_layer" in info.options):
-        return False
-    if settings.neg_mode not in (None, "triplet") and "neg_mode" not in info.options:
+    if settings.trim_to_layer and settings.model != "sage":
         return False
     # a cold page cache means something only for a store read from files (not an in-memory copy)
     return not (settings.page_cache == "cold" and not cold_files(settings.store, info.task))
@@ -699,7 +449,7 @@ def _matches(rule: Rule, backend: str, dataset: str, settings: CellSettings) -> 
     for key, wanted in checks.items():
         if wanted is None:
             continue
-        options = _values(key, wanted)
+        options = values_of(key, wanted)
         if key == "stack":  # "own" is how a rule names each backend's own stack (None in a cell)
             options = [None if o == "own" else o for o in options]
         if actual.get(key) not in options:  # .get: a cell without a target has no target keys
@@ -708,18 +458,18 @@ def _matches(rule: Rule, backend: str, dataset: str, settings: CellSettings) -> 
 
 
 def _cell_id(backend: str, dataset: str, settings: CellSettings, swept: set[str]) -> str:
+    """backend/dataset/mode=.../workers=.../ws=..., then each setting as its declaration's InId says:
+    the swept ones, those changed from their default, then the "changed"-only ones in their rank order."""
     given = settings.as_dict()
-    parts = [backend, dataset]
-    parts += [f"{short}={given[key]}" for key, short in ID_ALWAYS.items()]
-    for key, value in given.items():
-        if key in swept and key not in {*ID_ALWAYS, *ID_WHEN_SET, "stack", "profile", "same_layer_edges"}:
-            value = "-".join(map(str, value)) if isinstance(value, list) else value
-            parts.append(f"{ID_SHORT.get(key, key)}={value}")
-    parts += [f"{key}={given[key]}" for key, default in ID_WHEN_NOT_DEFAULT.items()
-              if key not in swept and given[key] != default]
-    parts += [f"{key}={given[key]}" for key, default in ID_WHEN_SET.items() if given[key] != default]
-    if settings.same_layer_edges is False:  # the default (PyG's edges) keeps the id it had
-        parts.append("same_layer_edges=false")
-    if not settings.profile:  # the default (instrumented) cell keeps the id it always had
-        parts.append("profile=off")
-    return "/".join(parts)
+
+    def part(s) -> str:
+        value = given[s.name]
+        text = "-".join(map(str, value)) if isinstance(value, list) else s.in_id.shows.get(value, value)
+        return f"{s.in_id.short or s.name}={text}"
+    ranked = sorted(SETTINGS, key=lambda s: s.in_id.rank)
+    changed = [s for s in SETTINGS if s.name in given and given[s.name] != s.default]
+    return "/".join([backend, dataset, *(part(s) for s in ranked if s.in_id.when == "always"),
+                     *(part(s) for s in SETTINGS if s.name in swept and s.name in given
+                       and s.in_id.when in ("swept", "swept or changed")),
+                     *(part(s) for s in changed if s.in_id.when == "swept or changed" and s.name not in swept),
+                     *(part(s) for s in ranked if s in changed and s.in_id.when == "changed")])

@@ -35,9 +35,9 @@ from bench.paths import OPTIONAL_PROBES, PROBE_MODULES, running_stack_sampler
 from bench.run import cuda_oom, to_target, turns as paired_turns
 from bench.run.lifeline import progress, tie_to_parent
 from bench.stores import features_in_memory, files_of, page_cache
+from bench.tasks import TASKS, Task
 
-# what a link cell records beside (in place of) the accuracies: bench/backends/link.py link_metrics
-LINK_FIELDS = ("val_mrr", "test_mrr", "val_hits", "test_hits", "link_split", "link_notes", "leaks")
+NO_ACCURACY = dict.fromkeys(("val_acc", "test_acc", "test_acc_full"))  # what a task's own evaluation leaves unset
 INIT_TIMEOUT_S = 300  # init_process_group: seconds to wait for every rank
 # Test hook: GNNBENCH_FAULT=KIND[:ID_PART][@RANK],... makes the matching cells crash, hang or raise a
 # CUDA out-of-memory error in their first measured epoch, or ("slow") each measured batch SLOW_BY longer
@@ -177,7 +177,7 @@ def run_cell(cell: dict, dataset_dir: Path) -> dict | None:
     memory.take("epochs")
     mine = rank_record(pipe, epochs, memory, rank, launched_at, started, affinity, gpu_peaks)
     mine["gpu_peaks"] = gpu_peaks.end("measured")
-    ranks, accuracy = evaluate_and_gather(pipe, data, mine, rank, world, settings)
+    ranks, accuracy = evaluate_and_gather(pipe, data, mine, rank, world, settings, TASKS[BACKENDS[cell["backend"]].task])
     if hasattr(pipe, "close"):  # a framework that set up communicators of its own (cuGraph, WholeGraph)
         pipe.close()
     memory.take("evaluation")
@@ -349,23 +349,22 @@ def rank_record(pipe, epochs: Epochs, memory: PhaseMemory, rank: int, launched_a
             "cpu_affinity": affinity.record or None, "beyond": epochs.beyond}
 
 
-def evaluate_and_gather(pipe, data, mine: dict, rank: int, world: int, settings: CellSettings) -> tuple[list[dict], dict]:
+def evaluate_and_gather(pipe, data, mine: dict, rank: int, world: int, settings: CellSettings, task: Task):
     """Every rank's record, and the accuracies (on every rank where the pipeline evaluates collectively,
     else on rank 0 alone after the ranks part)."""
     collective = getattr(pipe, "collective_eval", False)
-    accuracy = evaluate(pipe, data, full=False) if collective else None
+    accuracy = evaluate(pipe, data, task, full=False) if collective else None
     ranks = gather_and_part(pipe, mine, world, settings) if world > 1 else [mine]
     if accuracy is None:
-        accuracy = (evaluate(pipe, data, full=True) if rank == 0
-                    else {"val_acc": None, "test_acc": None, "test_acc_full": None})
+        accuracy = evaluate(pipe, data, task, full=True) if rank == 0 else dict(NO_ACCURACY)
     return ranks, accuracy
 
 
-def evaluate(pipe, data, full: bool) -> dict:
-    """Validation and test accuracy (with `full`, DGL's full-neighbourhood test accuracy too), or a
-    link cell's ranking metrics."""
-    if hasattr(pipe, "link_metrics"):  # the link task: MRR and Hits@K against the split's fixed negatives
-        return {"val_acc": None, "test_acc": None, "test_acc_full": None, **pipe.link_metrics()}
+def evaluate(pipe, data, task: Task, full: bool) -> dict:
+    """Validation and test accuracy (with `full`, DGL's full-neighbourhood test accuracy too), or what
+    the task's own evaluation records in their place (the link task's MRR and Hits@K: bench/tasks.py)."""
+    if task.evaluation:
+        return {**NO_ACCURACY, **getattr(pipe, task.evaluation)()}
     return {"val_acc": pipe.evaluate("val"), "test_acc": pipe.evaluate("test"),
             "test_acc_full": pipe.full_accuracy(data, "test") if full else None}
 
@@ -389,9 +388,8 @@ def gather_and_part(pipe, mine: dict, world: int, settings: CellSettings) -> lis
 def cell_record(cell: dict, record: dict, pipe, data, ranks: list[dict], accuracy: dict, epochs: Epochs) -> dict:
     """The cell's record, on rank 0."""
     return {**record, "status": "ok", "epochs": merge_ranks(ranks, "epochs"), "warmup": merge_ranks(ranks, "warmup"),
-            "ranks": [rank_summary(r) for r in ranks], "val_acc": accuracy["val_acc"], "test_acc": accuracy["test_acc"],
-            "test_acc_full": accuracy["test_acc_full"], "graph_index_dtype": pipe.index_dtype,
-            **{k: accuracy[k] for k in LINK_FIELDS if k in accuracy},
+            "ranks": [rank_summary(r) for r in ranks], "graph_index_dtype": pipe.index_dtype,
+            **{k: accuracy[k] for k in (*NO_ACCURACY, *TASKS[BACKENDS[cell["backend"]].task].records) if k in accuracy},
             "startup_s": max(r["startup_s"] for r in ranks), "self_max_rss_bytes": ranks[0]["self_max_rss_bytes"],
             "partition": getattr(pipe, "partition", None), "sampler": pipe.sampler, "model": model_summary(pipe),
             "dataset": {**data.card(), "name": cell["dataset"]["name"]},

@@ -1,7 +1,7 @@
 """Where a cell's features (or graphs) live: the `store` setting, one registry of them.
 
 A store is one line in STORES plus, where it is built from the hub, its module here, which (per
-task it serves) provides
+hub shape it holds: bench/tasks.py) provides
     build(dataset_dir, progress=None) -> Path   on the host, once, before any rank starts
     reader(data)                                inside a stack: node rows have gather(ids),
                                                 rows, dim, shape; graphs have get(g),
@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.stores.lmdb_env import StoreError
+from bench.tasks import DEFAULT, SHAPES, TASKS
 
 __all__ = ["STORES", "StoreError", "StoreInfo", "cold_files", "features_in_memory", "files_of", "open_store",
            "prepare"]
@@ -26,30 +27,31 @@ __all__ = ["STORES", "StoreError", "StoreInfo", "cold_files", "features_in_memor
 @dataclass(frozen=True)
 class StoreInfo:
     what: str
-    tasks: tuple[str, ...]  # "node", "link" (one graph's features), "typed-node" (per type), "graph" (small graphs)
+    shapes: tuple[str, ...]  # the hub shapes it holds (bench/tasks.py; node and link read a plain graph's): its tasks
     # every rank holds the data in its own memory; otherwise memory-mapped, shared through the page cache
     per_rank_memory: bool = False
-    modules: dict[str, str] = field(default_factory=dict)  # task -> module that builds and opens it
-    # task -> glob patterns (under the dataset's folder) of the files a cold page cache evicts; none: in memory
+    modules: dict[str, str] = field(default_factory=dict)  # shape -> module that builds and opens it
+    # shape -> glob patterns (under the dataset's folder) of the files a cold page cache evicts; none: in memory
     files: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+    @property
+    def tasks(self) -> tuple[str, ...]:
+        return tuple(name for name, task in TASKS.items() if task.shape in self.shapes)
 
 
 STORES: dict[str, StoreInfo] = {
-    "memory": StoreInfo("every rank holds the features (or graphs) in its own memory", ("node", "link", "typed-node", "graph"),
-                        per_rank_memory=True),
-    # the link task reads a plain graph's node features as the node task does: the same store
-    "lmdb": StoreInfo("an LMDB store built once from the hub, memory-mapped read-only", ("node", "link", "typed-node", "graph"),
-                      modules={"node": "bench.stores.lmdb_features", "link": "bench.stores.lmdb_features",
-                               "typed-node": "bench.stores.lmdb_typed_features", "graph": "bench.stores.lmdb_graphs"},
-                      files={"node": ("stores/lmdb-features-*/data.mdb",), "link": ("stores/lmdb-features-*/data.mdb",),
-                             "typed-node": ("stores/lmdb-typed-features/*/data.mdb",),
-                             "graph": ("stores/lmdb-graphs/data.mdb",)}),
+    "memory": StoreInfo("every rank holds the features (or graphs) in its own memory", SHAPES, per_rank_memory=True),
+    "lmdb": StoreInfo("an LMDB store built once from the hub, memory-mapped read-only", SHAPES,
+                      modules={"plain": "bench.stores.lmdb_features", "typed": "bench.stores.lmdb_typed_features",
+                               "collection": "bench.stores.lmdb_graphs"},
+                      files={"plain": ("stores/lmdb-features-*/data.mdb",),
+                             "typed": ("stores/lmdb-typed-features/*/data.mdb",),
+                             "collection": ("stores/lmdb-graphs/data.mdb",)}),
     "graphbolt-disk": StoreInfo("GraphBolt's own on-disk features: the hub's .npy memory-mapped "
-                                "(in_memory=False)", ("node", "link", "typed-node"),
-                                files={"node": ("features.npy",), "link": ("features.npy",),
-                                       "typed-node": ("features-*.npy",)}),
+                                "(in_memory=False)", ("plain", "typed"),
+                                files={"plain": ("features.npy",), "typed": ("features-*.npy",)}),
     "sqlite": StoreInfo("PyG's OnDiskDataset with its sqlite backend, written by PyG's code in its stack",
-                        ("graph",), files={"graph": ("stores/sqlite-graphs/**/*",)}),
+                        ("collection",), files={"collection": ("stores/sqlite-graphs/**/*",)}),
 }
 
 
@@ -60,7 +62,7 @@ def features_in_memory(store: str) -> bool:
 
 def cold_files(store: str, task: str) -> tuple[str, ...]:
     """The glob patterns of the files a store reads for a task (empty: it reads from memory)."""
-    return STORES[store].files.get(task, ())
+    return STORES[store].files.get(TASKS[task].shape, ())
 
 
 def files_of(store: str, task: str, dataset_dir: Path) -> list[Path]:
@@ -70,11 +72,11 @@ def files_of(store: str, task: str, dataset_dir: Path) -> list[Path]:
 
 
 def _module(store: str, task: str):
-    name = STORES[store].modules.get(task)
+    name = STORES[store].modules.get(TASKS[task].shape)
     return importlib.import_module(name) if name else None
 
 
-def prepare(store: str, dataset_dir: Path, task: str = "node", say=print) -> Path | None:
+def prepare(store: str, dataset_dir: Path, task: str = DEFAULT, say=print) -> Path | None:
     """Build the store a cell reads, if it is built here and not built yet; returns its path."""
     module = _module(store, task)
     if module is None:
