@@ -305,7 +305,7 @@ class Session:
         self.cells = suite_mod.expand(self.suite)
         self.selected = list(self.cells)
         self.select(select)
-        check_pairing(self.pairing, self.selected)
+        check_pairing(self.pairing, self.selected, options.paired or [], say, suite_cells=self.cells)
         self.baseline = self.suite.baseline or (self.cells[0].id if self.cells else None)
         self.cache = cache_dir(options.cache_dir, writable=True)
         sweep_stale(self.cache, say=say)  # what a killed prepare or store build left in the cache
@@ -522,16 +522,21 @@ def paired_settings(from_suite: suite_mod.Paired | None, options: RunOptions) ->
         raise SessionError(f"--paired: {problems}") from None
 
 
-def check_pairing(pairing: suite_mod.Paired | None, cells: list[Cell]) -> None:
-    """SessionError naming an axis that pairs no two of the cells, and why (the runner axis pairs each
-    with its twin): a run that compared nothing must not read as one that found no difference."""
-    for axis in [a for a in pairing.by if a != paired.RUNNER and cells and not paired.pairs_of(cells, [a])] if pairing else []:
+def check_pairing(pairing: suite_mod.Paired | None, cells: list[Cell], given: list[str], say,
+                  suite_cells: list[Cell] = ()) -> None:
+    """SessionError naming an axis given with --paired that pairs no two of the cells, and why (the runner
+    axis pairs each with its twin): a run that compared nothing must not read as one that found no
+    difference. A suite's own axis that pairs none of a selection (but some of the suite's cells) is said,
+    and the run goes on."""
+    for axis in [a for a in pairing.by if a != paired.RUNNER and cells and not paired.pairs_of(cells, [a])] if pairing else []:  # noqa: E501
         values = sorted({repr(({"backend": c.backend, "dataset": c.dataset} | c.settings.as_dict()).get(axis)) for c in cells})
         why = (f"only one cell is selected ({cells[0].id})" if len(cells) == 1 else
                f"every selected cell has {axis} {values[0]}" if len(values) == 1 else
                f"those with another {axis} ({', '.join(values)}) differ in another setting too")
-        raise SessionError(f"paired by {axis}: no two selected cells differ in {axis} alone: {why}; give an axis "
-                           "the suite sweeps, or select cells that differ in it")
+        if axis in given or not paired.pairs_of(list(suite_cells) or cells, [axis]):
+            raise SessionError(f"paired by {axis}: no two selected cells differ in {axis} alone: {why}; give an axis "
+                               "the suite sweeps, or select cells that differ in it")
+        say(f"paired by {axis} (the suite's): no two selected cells differ in {axis} alone ({why}): none paired by it")
 
 
 def write_whole(path: Path, text: str) -> Path:
