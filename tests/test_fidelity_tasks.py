@@ -110,5 +110,6 @@ def test_fidelity_pairs_every_typed_and_link_cell(tiny, cache_dir, tmp_path):
     for c in doc["cells"]:
         assert len(c["harness_epochs"]) == len(c["plain_epochs"]) == 2, c["cell_id"]
         assert c["ratio"] == pytest.approx(c["harness_median_s"] / c["plain_median_s"]) and c["ratio"] > 0
-    assert (proc.returncode == 0) is all(c["faithful"] for c in doc["cells"])
+    # exit 1 only where a pair's interval lies wholly beyond the band: a difference to name
+    assert (proc.returncode == 0) is not any(c["reading"] in ("slower", "faster") for c in doc["cells"])
     assert all(f"`{c['cell_id']}`" in out.with_suffix(".md").read_text() for c in doc["cells"])

@@ -95,13 +95,14 @@ def run(args) -> int:
     condition = ("loaded" if args.load else "quiet") + (f", planted {args.planted:.0%}" if args.planted else ", A/A")
     env_before = os.environ.get("GNNBENCH_FAULT")
     load = subprocess.Popen([sys.executable, "-c", BUSY_LOOP]) if args.load else None
-    documents, paths = [], []
+    documents, paths, slowed = [], [], []
     try:
         with ending_as_interrupt():
             for number in range(args.runs):
                 session = Session(RunOptions(suite=args.suite, results=args.results), select=args.select)
                 if args.planted:  # the second cell of each disjoint pair, slowed by a share of each step
                     slowed = [second for _, second in disjoint_pairs([c.id for c in session.selected])]
+                    print(f"calibrate: planted {args.planted:.0%} per batch in {len(slowed)} cells", flush=True)
                     os.environ["GNNBENCH_FAULT"] = ",".join(f"slow{round(args.planted * 100)}:{cell.rsplit('/', 1)[1]}"
                                                             for cell in slowed)
                 print(f"calibrate: run {number + 1} of {args.runs} ({condition})", flush=True)
@@ -121,6 +122,7 @@ def run(args) -> int:
         else:
             os.environ["GNNBENCH_FAULT"] = env_before
     result = {"command": command_line(), "condition": condition, "results": [str(p) for p in paths],
+              "planted_in": slowed,
               **summary(documents, args.planted)}
     out = paths[-1].with_name(paths[-1].stem + ".calibration.json")
     out.write_text(json.dumps(result, indent=2) + "\n")
