@@ -292,6 +292,7 @@ class Session:
         """`select`: a -k expression, checked before any file is made (no match: SessionError)."""
         self.options, self.say = options, say
         self.suite, self.suite_path = suite_mod.load(options.suite)
+        as_written = self.suite  # before --stack, --mode and --seed change its axes
         self.not_run: list[str] = []  # backends an option left without a cell: said, and kept in the result
         for given, replace in ((options.stack, suite_mod.with_stacks), (options.mode, suite_mod.with_mode)):
             if given:
@@ -305,7 +306,8 @@ class Session:
         self.cells = suite_mod.expand(self.suite)
         self.selected = list(self.cells)
         self.select(select)
-        check_pairing(self.pairing, self.selected, options.paired or [], say, suite_cells=self.cells)
+        check_pairing(self.pairing, self.selected, options.paired or [], say,
+                      suite_cells=suite_mod.expand(as_written) if self.pairing else ())
         self.baseline = self.suite.baseline or (self.cells[0].id if self.cells else None)
         self.cache = cache_dir(options.cache_dir, writable=True)
         sweep_stale(self.cache, say=say)  # what a killed prepare or store build left in the cache
@@ -526,8 +528,8 @@ def check_pairing(pairing: suite_mod.Paired | None, cells: list[Cell], given: li
                   suite_cells: list[Cell] = ()) -> None:
     """SessionError naming an axis given with --paired that pairs no two of the cells, and why (the runner
     axis pairs each with its twin): a run that compared nothing must not read as one that found no
-    difference. A suite's own axis that pairs none of a selection (but some of the suite's cells) is said,
-    and the run goes on."""
+    difference. A suite's own axis that pairs none of the cells selected (or left by --stack, --mode) but
+    some of the suite file's cells is said, and the run goes on."""
     for axis in [a for a in pairing.by if a != paired.RUNNER and cells and not paired.pairs_of(cells, [a])] if pairing else []:  # noqa: E501
         values = sorted({repr(({"backend": c.backend, "dataset": c.dataset} | c.settings.as_dict()).get(axis)) for c in cells})
         why = (f"only one cell is selected ({cells[0].id})" if len(cells) == 1 else
