@@ -316,6 +316,11 @@ def test_a_large_suite_is_refused_for_its_size_before_it_is_parsed(tmp_path):
     with pytest.raises(suite_mod.SuiteError) as error:
         suite_mod.load(path)
     assert str(error.value) == f"{path}: {path.stat().st_size:,} bytes; allowed: at most {strict_yaml.MAX_BYTES:,}"
+    huge = tmp_path / "huge.yaml"  # 100 GB on paper (sparse): refused after reading one limit's worth of it
+    with open(huge, "wb") as file:
+        file.truncate(100 * 2**30)
+    with pytest.raises(suite_mod.SuiteError, match=r"huge.yaml: 107,374,182,400 bytes; allowed: at most"):
+        suite_mod.load(huge)
 
 
 def test_many_values_without_aliases_are_not_called_an_alias_bomb(tmp_path):

@@ -72,7 +72,11 @@ ID_SHORT = {s.name: s.in_id.short for s in SETTINGS if s.in_id.short and s.in_id
 def load(path_or_name: str | Path) -> tuple[Suite, Path]:
     path = resolve_path(path_or_name)
     try:
-        raw = strict_yaml.load_text(path.read_bytes().decode("utf-8"), str(path))
+        with open(path, "rb") as file:  # read no more than the limit allows: a 100 MB file is refused unread
+            data = file.read(strict_yaml.MAX_BYTES + 1)
+        if len(data) > strict_yaml.MAX_BYTES:
+            raise SuiteError(f"{path}: {path.stat().st_size:,} bytes; allowed: at most {strict_yaml.MAX_BYTES:,}")
+        raw = strict_yaml.load_text(data.decode("utf-8"), str(path))
     except strict_yaml.StrictYamlError as exc:
         raise SuiteError(str(exc)) from None
     except UnicodeDecodeError as exc:
