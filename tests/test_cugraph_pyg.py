@@ -137,9 +137,9 @@ def test_its_cells_say_they_are_unverified_on_a_gpu(tmp_path):
     run = session_mod.Session(session_mod.RunOptions(suite="gpu", results=tmp_path / "r", cache_dir=tmp_path / "c"))
     cugraph = next(c for c in run.cells if c.backend == "cugraph-pyg")
     graphbolt = next(c for c in run.cells if c.backend == "dgl-graphbolt" and c.settings.mode == "pinned-cuda")
-    assert any("cuGraph-PyG has never run" in note for note in run.cell_notes(cugraph))
-    assert not any("cuGraph-PyG" in note for note in run.cell_notes(graphbolt))
-    assert any("pinned in place by every rank" in note for note in run.cell_notes(graphbolt))
+    assert any("cuGraph-PyG has never run" in note for note in run.executor.cell_notes(cugraph))
+    assert not any("cuGraph-PyG" in note for note in run.executor.cell_notes(graphbolt))
+    assert any("pinned in place by every rank" in note for note in run.executor.cell_notes(graphbolt))
 
 
 # --- the set-up order and what a cell leaves behind, in the pyg stack (torch, PyG; no RAPIDS, no GPU) ----------

@@ -192,18 +192,20 @@ def test_an_a_a_pair_reads_one_within_three_percent(tmp_path, cache_dir):
 
 
 @pytest.mark.stacks
-def test_a_planted_five_percent_slowdown_is_found(tmp_path, cache_dir):
-    """The second cell's every batch made 5 % longer than its step took (GNNBENCH_FAULT=slow): its
-    interval over 6 launches excludes 1 and the ratio reads about 1.05."""
+def test_a_planted_slowdown_is_found(tmp_path, cache_dir):
+    """The second cell's every batch but the first made 25 % longer than its step took
+    (GNNBENCH_FAULT=slow25): its interval over 4 launches lies above 1, the pair reads "slower", and
+    the ratio about 1.2 (a 5 % plant is the calibration run's, not a test's: on a busy CI machine a
+    launch's ratio can vary by that much)."""
     require_stacks("pyg")
-    text = TWINS.format(name="slowed", workers=0, launches=6, rounds=10, within=0.02)
+    text = TWINS.format(name="slowed", workers=0, launches=4, rounds=6, within=0.02)
     proc, out = run_suite_text(text, tmp_path, cache_dir,
-                               env={"GNNBENCH_FAULT": "slow:lr=0.0100001"})
+                               env={"GNNBENCH_FAULT": "slow25:lr=0.0100001"})
     assert proc.returncode == 0, proc.stderr[-2000:]
     pair = pair_of(out)
     assert pair["first"].endswith("lr=0.01") and pair["second"].endswith("lr=0.0100001")
-    assert pair["ci95"][0] > 1.0 and pair["reading"] in ("slower", "leans slower"), pair  # found: it excludes 1
-    assert 1.02 < pair["ratio"] < 1.10, pair
+    assert pair["ci95"][0] > 1.05 and pair["reading"] == "slower", pair  # found: beyond the band
+    assert 1.08 < pair["ratio"] < 1.40, pair
 
 
 @pytest.mark.stacks
