@@ -137,6 +137,11 @@ SETTINGS: tuple[Setting, ...] = (
         sampled again for all nodes reached before it: a seed's input layer averages the last fanout's fresh
         neighbours). In cell ids only when false: `/same_layer_edges=false`.""", only=Only(model="trained", option=True),
             in_id=InId("changed", rank=4, shows={False: "false"})),
+    Setting("replay_batch", bool, False, """The model alone: the training loader's first batch, sampled once before the
+        first epoch, is trained on again for each of an epoch's batches, so an epoch times the stack's torch and its
+        framework's layers with no sampling or loading (the control that tells a framework pair's pipelines from their
+        torch builds). A cell only with a model; in cell ids only when true: `/replay_batch=on`.""",
+            only=Only(model="trained"), in_id=InId("changed", rank=6, shows={True: "on"})),
     Setting("profile", bool, True, """Time each epoch's stages and count each batch's work; false runs the plain loop
         (for measuring what looking costs). In cell ids only when false: `/profile=off`.""", in_id=InId(
             "changed", rank=5, shows={False: "off"})),

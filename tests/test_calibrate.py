@@ -59,8 +59,8 @@ paired: {by: [lr], launches: 3}
 
 @pytest.mark.stacks
 def test_a_calibration_run_plants_its_slowdown_and_reads_its_pairs(tmp_path, cache_dir):
-    """Each second cell of a disjoint pair made 30 % slower per batch (a busy-wait of that share of its
-    step): the summary, written beside the result file, names the planted cells and reads both pairs
+    """Each second cell of a disjoint pair made 30 % slower (a busy-wait of 30 % of each measured epoch):
+    the summary, written beside the result file, names the planted cells and reads both pairs
     over their 3 launches. Whether a planted slowdown is found is what a calibration run on a quiet
     machine measures (results/calibration-cpu/); on a busy one these 4-round launches of a tiny graph
     may be too noisy to tell, which is what the words then say."""

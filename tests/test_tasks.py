@@ -23,8 +23,7 @@ NAMED = "|".join(re.escape(name) for name in TASKS)
 COMPARED = re.compile(rf"""(==|!=)\s*["']({NAMED})["']|["']({NAMED})["']\s*(==|!=|in\s|not in\s)|hasattr\([^)]*["']link""")
 # where a compared name is not a task's, or is left for the module's owner (each says which)
 NOT_A_TASK = {"bench/datasets/graphbolt_folder.py": "GraphBolt's metadata.yaml keys (`graph`, domain `node`)"}
-LEFT = {"bench/harness_costs/fidelity.py": "harness_costs: edited by another developer (issue 62)",
-        "bench/backends/pyg_node.py": "pyg_graph's labels for the link task: the backend's owner"}
+LEFT: dict[str, str] = {}
 
 
 def test_no_module_but_the_declarations_compares_a_task_name():

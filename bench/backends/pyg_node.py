@@ -17,6 +17,7 @@ from torch_geometric.nn import SAGEConv
 from bench.backends import base, stages
 from bench.backends.stages import BatchWork, subgraph_work
 from bench.stores import features_in_memory, open_store
+from bench.tasks import TASKS
 
 
 def neighbor_sampler_in_use() -> str:
@@ -256,7 +257,7 @@ def pyg_graph(data, store: str, task: str = "node", edges=None):
     if not features_in_memory(store):
         return (RowFeatureStore(open_store(store, task, data), data.labels),
                 CscGraphStore(edges.edge_index[0], edges.csc_indptr, data.num_nodes))
-    labels = {} if task == "link" else {"y": torch.from_numpy(data.labels)}
+    labels = {} if TASKS[task].edge_split else {"y": torch.from_numpy(data.labels)}  # scored on edges: no labels
     return Data(x=torch.from_numpy(data.features), edge_index=torch.from_numpy(edges.edge_index), **labels,
                 num_nodes=data.num_nodes)
 

@@ -1,6 +1,6 @@
 """`gnnbench calibrate`: do the verdicts keep their error rates here? A/A pairs (cells doing identical
 work) run as paired cells (suites/calibration.yaml), quiet or under a background load the command
-makes itself, or with a planted slowdown of a known share of each step; then how often the 95 %
+makes itself, or with a planted slowdown of a known share of each epoch; then how often the 95 %
 interval holds the truth, how often an A/A pair reads a difference, how often a planted one is found.
 
     gnnbench calibrate [SUITE] [--runs N] [--load] [--planted 0.05] [-k EXPR] [--results DIR]
@@ -36,7 +36,7 @@ def add_parser(sub, parents) -> None:
     cal.add_argument("--load", action="store_true",
                      help=f"a background load while it runs: one core busy {LOAD_ON_S:g} s, idle {LOAD_OFF_S:g} s, on and on")
     cal.add_argument("--planted", type=float, metavar="FRACTION",
-                     help="make the second cell of each pair this much slower per batch (e.g. 0.05)")
+                     help="make the second cell of each pair this much slower: a busy-wait of this share of each measured epoch, at its end (e.g. 0.05)")
     cal.add_argument("--results", type=Path, metavar="DIR", help="folder for the result files (default: results/runs)")
 
 
@@ -100,9 +100,9 @@ def run(args) -> int:
         with ending_as_interrupt():
             for number in range(args.runs):
                 session = Session(RunOptions(suite=args.suite, results=args.results), select=args.select)
-                if args.planted:  # the second cell of each disjoint pair, slowed by a share of each step
+                if args.planted:  # the second cell of each disjoint pair, slowed by a share of each epoch
                     slowed = [second for _, second in disjoint_pairs([c.id for c in session.selected])]
-                    print(f"calibrate: planted {args.planted:.0%} per batch in {len(slowed)} cells", flush=True)
+                    print(f"calibrate: planted {args.planted:.0%} of each epoch in {len(slowed)} cells", flush=True)
                     os.environ["GNNBENCH_FAULT"] = ",".join(f"slow{round(args.planted * 100)}:{cell.rsplit('/', 1)[1]}"
                                                             for cell in slowed)
                 print(f"calibrate: run {number + 1} of {args.runs} ({condition})", flush=True)

@@ -33,6 +33,7 @@ from bench.machine.load import LoadMeter
 from bench.run.prepare import ensure_dataset  # bench.datasets.ready with this machine's stacks
 from bench.run.runner import run_in_stack, worker_env
 from bench.run.suite import Cell
+from bench.tasks import TASKS
 
 # the backends whose registry line names a plain loop (bench/harness_costs/plain_loops.py)
 PLAIN_BACKENDS = tuple(name for name, info in BACKENDS.items() if info.plain_loop)
@@ -315,7 +316,7 @@ def _compare_one(cell: Cell, cache: Path, data_root: Path | None, rounds: int, s
     if modes.mode(cell.settings.mode).needs_gpu and not (shown := gpus.visible()):  # before any dataset step
         raise PairSkipped(f"mode {cell.settings.mode} needs a CUDA GPU; this machine shows none ({shown.how})")
     dataset_dir = ensure_dataset(cell.dataset_spec, cache, data_root)
-    if BACKENDS[cell.backend].task == "link":  # both sides train on the split a run makes (once per dataset)
+    if TASKS[BACKENDS[cell.backend].task].edge_split:  # both sides train on the split a run makes (once per dataset)
         link_split.ensure(dataset_dir)
     result = Comparison(cell.id, [], [], [], against_itself=against_itself, side_by_side=side_by_side,
                         max_rounds=max_rounds, differences=gpu_differences(cell, side_by_side),

@@ -24,7 +24,7 @@ from pathlib import Path
 from bench.backends import BACKENDS, load_pipeline_class
 from bench.backends.base import (INITIALISATION, Unavailable, device_of, one_gpu_env, rank_and_world, rank_gpus,
                                  seed_everything, select_device, unwrap)
-from bench.backends.stages import LINK_COUNTS, LISTS, EpochClock, add_typed, cuda_sync
+from bench.backends.stages import LINK_COUNTS, LISTS, EpochClock, add_typed, cuda_sync, take_stamp
 from bench.datasets import hub
 from bench.machine import core_budget, gpu_affinity, gpu_sampler
 from bench.machine.gpu_facts import worker_facts
@@ -40,9 +40,9 @@ from bench.tasks import TASKS, Task
 NO_ACCURACY = dict.fromkeys(("val_acc", "test_acc", "test_acc_full"))  # what a task's own evaluation leaves unset
 INIT_TIMEOUT_S = 300  # init_process_group: seconds to wait for every rank
 # Test hook: GNNBENCH_FAULT=KIND[:ID_PART][@RANK],... makes the matching cells crash, hang or raise a
-# CUDA out-of-memory error in their first measured epoch, or ("slow") each measured batch SLOW_BY longer
+# CUDA out-of-memory error in their first measured epoch, or ("slowN") each measured epoch N % longer
 FAULT_ENV = "GNNBENCH_FAULT"
-SLOW_FAULT, SLOW_BY = "slow", 0.05  # "slowN": each measured batch N % longer (gnnbench calibrate's planted slowdowns)
+SLOW_FAULT, SLOW_BY = "slow", 0.05  # "slowN": a busy-wait of N % of each measured epoch, at its end ("slow": 5 %)
 
 
 def rank_barrier(dist, settings: CellSettings) -> None:
@@ -53,16 +53,19 @@ def rank_barrier(dist, settings: CellSettings) -> None:
         dist.barrier()
 
 
-def run_epoch(pipe, on_batch=None, profile: bool = False) -> dict:
+def run_epoch(pipe, on_batch=None, profile: bool = False, planted: float = 0.0) -> dict:
     """One pass over the training loader; stall = time blocked in next() on the loader. With
-    `profile`, also the epoch's stages, loader worker-seconds and work (bench/backends/stages.py)."""
+    `profile`, also the epoch's stages, loader worker-seconds and work (bench/backends/stages.py).
+    `planted`: a busy-wait of that share of the epoch at its end (the `slowN` fault), so the epoch
+    reads exactly 1 + planted of what it took."""
     clock = EpochClock(cuda_sync(pipe.device), pipe.settings.work_budget, pipe.settings.batch_size) if profile else None
     comm_before = pipe.allreduce_seconds()
     stall = 0.0
     seeds = edges = batches = 0
+    replayed = replayed_batches(pipe)
     pipe.synchronize()
     start, cpu_start = time.perf_counter(), time.process_time()
-    iterator = iter(pipe.train_loader)
+    iterator = iter(pipe.train_loader) if replayed is None else iter(replayed)  # a loader's start is in the epoch
     while True:
         t = time.perf_counter()
         batch = next(iterator, None)
@@ -83,6 +86,10 @@ def run_epoch(pipe, on_batch=None, profile: bool = False) -> dict:
         else:
             pipe.step(batch)
     pipe.synchronize()
+    if planted:
+        until = time.perf_counter() + planted * (time.perf_counter() - start)
+        while time.perf_counter() < until:  # work, not a sleep: no thread parked and woken again
+            pass
     seconds = time.perf_counter() - start
     comm = None if comm_before is None else pipe.allreduce_seconds() - comm_before  # DDP's all-reduce (None: untimed)
     stats = {"seconds": seconds, "stall_s": min(stall, seconds), "comm_s": comm, "seeds": seeds, "edges": edges,
@@ -93,6 +100,19 @@ def run_epoch(pipe, on_batch=None, profile: bool = False) -> dict:
         stats.update(stages=clock.split(seconds, comm), loader_worker_s=clock.worker_seconds(),
                      work=clock.work.as_dict())
     return stats
+
+
+def replayed_batches(pipe) -> list | None:
+    """With `replay_batch`, the epoch's batches: the loader's first batch once for each batch of an epoch, sampled
+    once, before the first epoch's clock starts (the model alone); None otherwise."""
+    if not pipe.settings.replay_batch:
+        return None
+    if getattr(pipe, "_replayed", None) is None:
+        loaded = list(pipe.train_loader)
+        take_stamp(loaded[0])  # its loading came before the epoch: no stage of a step
+        pipe._replayed = (loaded[0], len(loaded))
+    first, count = pipe._replayed
+    return [first] * count
 
 
 def framework_versions(stack: str) -> dict[str, str]:
@@ -259,27 +279,24 @@ class Epochs:
 
 class BatchHook:
     """Called before each batch's step: the first batch ends the start-up, and a test fault
-    (FAULT_ENV) strikes in the first measured epoch."""
+    (FAULT_ENV) strikes in the first measured epoch; a `slowN` fault is a share of each measured epoch."""
 
     def __init__(self, started: StartupPhases, fault: str | None):
         self.started, self.fault = started, fault
         self.measuring = False
         self.first_batch_at: float | None = None
-        self._last: float | None = None  # when the previous batch's hook ran (the `slow` fault)
+        slow = fault[len(SLOW_FAULT):] if fault and fault.startswith(SLOW_FAULT) else None
+        self.slow_share = None if slow is None else int(slow) / 100 if slow.isdigit() else SLOW_BY
+
+    def planted(self) -> float:
+        """The share of this epoch to busy-wait at its end (run_epoch): a `slowN` fault's, while measuring."""
+        return self.slow_share if self.slow_share and self.measuring else 0.0
 
     def __call__(self, index: int) -> None:
         if self.first_batch_at is None:
             self.first_batch_at = time.time()
             self.started.mark("first_batch")
-        if self.fault and self.fault.startswith(SLOW_FAULT):  # each batch a share longer than the step before it took
-            now = time.perf_counter()
-            if self.measuring and index > 0 and self._last is not None:
-                share = int(self.fault[len(SLOW_FAULT):]) / 100 if self.fault[len(SLOW_FAULT):].isdigit() else SLOW_BY
-                until = now + share * (now - self._last)
-                while time.perf_counter() < until:  # work, not a sleep: no thread parked and woken again
-                    pass
-            self._last = time.perf_counter()
-        elif self.fault and self.measuring and index == 1:
+        if self.fault and self.slow_share is None and self.measuring and index == 1:
             inject(self.fault)
 
 
@@ -316,7 +333,7 @@ def run_epochs(cell: dict, pipe, dataset_dir: Path, rank: int, world: int, start
             if sampler is not None and measuring:
                 sampler.start()
             pipe.epoch = epoch
-            stats = run_epoch(pipe, hook, profile=pipe.profile)
+            stats = run_epoch(pipe, hook, profile=pipe.profile, planted=hook.planted())
             if sampler is not None and measuring:
                 stats["gpu"] = sampler.stop()
             if stats["batches"] == 0:

@@ -1,0 +1,52 @@
+"""`replay_batch` (the model alone): the loader's first batch, sampled once before the first epoch's clock,
+trained on again for each of an epoch's batches; its loading stamps are not booked to any step. The cells
+themselves run in the smoke suite (make bench, tests/test_bundle.py)."""
+
+from __future__ import annotations
+
+import types
+
+from bench.backends import stages
+from bench.run.worker import replayed_batches
+from bench.settings import DEFAULTS
+
+
+class CountingLoader:
+    def __init__(self, batches):
+        self.batches, self.passes = batches, 0
+
+    def __iter__(self):
+        self.passes += 1
+        return iter(self.batches)
+
+
+def pipe_with(batches, replay: bool):
+    return types.SimpleNamespace(settings=DEFAULTS.replace(replay_batch=replay), train_loader=CountingLoader(batches))
+
+
+def test_the_first_batch_stands_for_every_batch_and_the_loader_runs_once():
+    batches = [stages.stamp(types.SimpleNamespace(n=i), "sample", 0.5) for i in range(3)]
+    pipe = pipe_with(batches, replay=True)
+    for _ in range(3):  # three epochs
+        epoch = replayed_batches(pipe)
+        assert [b.n for b in epoch] == [0, 0, 0] and all(b is batches[0] for b in epoch)
+    assert pipe.train_loader.passes == 1
+    assert stages.take_stamp(batches[0]) == []  # the sampling before the epoch is no step's stage
+    assert stages.take_stamp(batches[1]) != []  # (the others were never trained on)
+
+
+def test_without_it_the_loader_is_the_epoch():
+    pipe = pipe_with([types.SimpleNamespace(n=0)], replay=False)
+    assert replayed_batches(pipe) is None and pipe.train_loader.passes == 0
+
+
+def test_it_is_a_setting_of_trained_cells_alone_shown_in_their_id():
+    from bench.run import suite
+
+    cells = suite.expand(suite.load("smoke")[0])
+    replayed = [c for c in cells if c.settings.replay_batch]
+    assert {c.backend for c in replayed} == {"pyg-neighbor", "dgl-graphbolt"}
+    assert all(c.id.endswith("/replay_batch=on") and c.settings.num_workers == 0 for c in replayed)
+    assert all(c.settings.replay_batch is None for c in cells if c.settings.model == "none")
+    others = [c for c in cells if c.settings.replay_batch is False]
+    assert others and not any("replay_batch" in c.id for c in others)
