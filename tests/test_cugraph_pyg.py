@@ -155,14 +155,6 @@ SETUP_ORDER = """
     real_group = cg.own_process_group
     cg.own_process_group = lambda: calls.append("process group") or real_group("gloo")  # NCCL needs a GPU
     cg.init_worker = lambda *args: calls.append("cuGraph and WholeGraph set up")
-    real_pool = cg.rmm_pool
-    def pool():  # the real one needs RMM: a real ExitStack that says when it is entered and left
-        import contextlib
-        calls.append("RMM pool entered")
-        inside = contextlib.ExitStack()
-        inside.callback(calls.append, "RMM pool left")
-        return inside
-    cg.rmm_pool = pool
     cg.shutdown_comms = lambda: calls.append("comms shut down")
     cg.Pipeline._stores = staticmethod(lambda *args: calls.append("stores") or ("features", "graph"))
     cg.Pipeline._loader = lambda self, split, shuffle: calls.append("loader") or []
@@ -177,19 +169,48 @@ SETUP_ORDER = """
 """
 
 
-def test_the_model_ddp_and_training_run_inside_rmms_pool_and_a_cell_leaves_no_file(tmp_path, monkeypatch):
-    """The order of set-up calls through the module's own seams (RMM, cuGraph and WholeGraph
-    recorded, as they cannot run here; torch.distributed real): RMM's pool is entered before the
-    stores and the model (with DDP) and is still entered when the pipeline is handed to the
-    training loop; close() shuts the comms down, then leaves it. The one-rank group of a single-rank
-    cell is made for real (gloo here) and leaves nothing in the temporary folder."""
+def test_set_up_runs_in_order_and_a_cell_leaves_no_file(tmp_path, monkeypatch):
+    """The order of set-up calls through the module's own seams (cuGraph and WholeGraph recorded, as
+    they cannot run here; torch.distributed real): the stores, then the loader, then the model (with
+    DDP); close() shuts the comms down. RMM is the whole process's allocator before any of this
+    (test_rmm_is_set_before_torch_allocates). The one-rank group of a single-rank cell is made for real
+    (gloo here) and leaves nothing in the temporary folder."""
     from tests.test_gpu_suites import run_in
 
     tmp = tmp_path / "tmp"
     tmp.mkdir()
     monkeypatch.setenv("TMPDIR", str(tmp))
     built, closed, group_left, leftovers = run_in("pyg", SETUP_ORDER).split("|")
-    assert built == str(["process group", "cuGraph and WholeGraph set up", "RMM pool entered", "stores", "loader",
-                         "model and DDP"])
-    assert closed == str(["comms shut down", "RMM pool left"])
+    assert built == str(["process group", "cuGraph and WholeGraph set up", "stores", "loader", "model and DDP"])
+    assert closed == str(["comms shut down"])
     assert group_left == "False" and leftovers == "[]"
+
+
+RMM_ORDER = """
+    import inspect, types
+    import torch
+    from bench.backends import base, cugraph_pyg as cg
+    from bench.run import worker
+
+    assert cg.Pipeline.before_cuda is cg.rmm_for_the_process and not cg.Pipeline.torch_memory_stats
+    assert base.Pipeline.torch_memory_stats and base.Pipeline.before_cuda(0) is None
+    swap = inspect.getsource(cg.rmm_for_the_process)
+    assert swap.index("rmm.reinitialize(") < swap.index("change_current_allocator(rmm_torch_allocator)")
+    take = inspect.getsource(worker.take_device)
+    assert take.index("before_cuda(") < take.index("torch.cuda.init()") < take.index("torch.zeros(1")
+    assert "before_cuda" in inspect.getsource(worker.run_cell)
+    assert "use_mem_pool(" not in inspect.getsource(cg)  # one thread's routing: what it replaced
+    peaks = worker.GpuPeaks(types.SimpleNamespace(device=torch.device("cuda", 0), torch_memory_stats=False))
+    print(peaks.peak(), peaks.end("build"))
+"""
+
+
+def test_rmm_is_set_before_torch_allocates():
+    """cuGraph-PyG's RMM pool serves the whole process, as its examples set it: the backend's
+    `before_cuda` (RMM's managed pool, torch's allocator swapped for RMM's) runs in the worker once the
+    device is chosen and before torch's first CUDA allocation (the context's `torch.zeros(1)`), so
+    backward's threads and DDP's buckets allocate from RMM too; no per-phase GPU peak is read from torch's
+    statistics then. Read from the code, in the pyg stack (no GPU, no RMM here): unverified on a GPU."""
+    from tests.test_gpu_suites import run_in
+
+    assert run_in("pyg", RMM_ORDER) == "None {}"

@@ -46,6 +46,15 @@ def test_backends_pair_across_a_setting_only_one_of_them_has():
     assert [len(g) for g in paired.groups_of(cells, by_backend + by_edges)] == [3, 3, 2, 2]
 
 
+def test_a_setting_the_axis_leaves_out_parts_cells_only_where_the_other_changed_it():
+    """The loader alone (model none: no same_layer_edges, no replay_batch) pairs by model with each
+    backend's cell that has those at their defaults, never with the model-alone or GraphBolt's own-blocks cell."""
+    pairs = paired.pairs_of(cells_of("smoke"), ["model"])
+    assert sorted((p.first.split("/")[0], p.second.rsplit("/", 1)[1]) for p in pairs) == [
+        ("dgl-graphbolt", "model=none"), ("pyg-neighbor", "model=none")], pairs
+    assert not any("replay_batch" in p.first + p.second or "same_layer_edges" in p.first + p.second for p in pairs)
+
+
 def test_cells_differing_in_two_settings_do_not_pair():
     a, b = cells_of("smoke")[:2]
     assert a.settings.num_workers != b.settings.num_workers and paired.differ_in_alone(a, b, "num_workers")

@@ -50,3 +50,19 @@ def test_it_is_a_setting_of_trained_cells_alone_shown_in_their_id():
     assert all(c.settings.replay_batch is None for c in cells if c.settings.model == "none")
     others = [c for c in cells if c.settings.replay_batch is False]
     assert others and not any("replay_batch" in c.id for c in others)
+
+
+def test_its_seeds_are_not_the_datasets_so_no_cell_reads_fewer_seeds_against_it():
+    """A replay_batch cell trains its first full batch again for each batch (more seeds an epoch than the
+    dataset has when the last batch is short): the other cells are not flagged "fewer seeds" against it."""
+    from bench.publish.stages import fewer_seeds
+    from bench.settings import Recorded
+
+    def cell(cell_id, seeds, replay):
+        return types.SimpleNamespace(id=cell_id, backend="pyg-neighbor", dataset="g", measured=True, stats=None,
+                                     settings=Recorded(batch_size=256, replay_batch=replay),
+                                     metrics=types.SimpleNamespace(seeds_per_epoch=seeds, seeds_per_s=None))
+
+    cells = [cell("a", 1767, False), cell("a/replay_batch=on", 1792, True), cell("b", 1700, False)]
+    notes = fewer_seeds(cells)
+    assert set(notes) == {"b"} and "1,767 in a" in notes["b"], notes

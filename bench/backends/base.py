@@ -260,6 +260,12 @@ class Pipeline(abc.ABC):
     full_layer = None  # full_layer(conv, x_src, x_dst, src, dst): one layer over whole neighbourhoods
     unused_parameters = False  # True: a step may leave some of the model's parameters out (DDP looks for them)
     epoch = 0  # the training epoch under way, 0 the first (warm-up or not): set by the worker before each
+    torch_memory_stats = True  # False: torch's allocator is not the one in use (its peak statistics read nothing)
+
+    @staticmethod
+    def before_cuda(device_index: int) -> None:
+        """Called once a GPU cell's device is chosen, before its first CUDA allocation (a backend that
+        swaps torch's allocator does it here); nothing by default."""
 
     def __init__(self, data, settings: CellSettings):
         self.settings = settings

@@ -46,8 +46,21 @@ def own_process_group(backend: str = "nccl") -> bool:
     return True
 
 
+def rmm_for_the_process(device_index: int) -> None:
+    """The example's RMM: a managed-memory pool, and torch's allocator swapped for RMM's, so every thread's
+    allocations come from it (backward's and DDP's gradient buckets too: `torch.cuda.use_mem_pool` would route
+    the calling thread's alone). Before torch's first CUDA allocation: a used allocator cannot be swapped.
+    Unverified on a GPU."""
+    import rmm
+    from rmm.allocators.torch import rmm_torch_allocator
+
+    rmm.reinitialize(devices=device_index, managed_memory=True, pool_allocator=True)  # the example's pool
+    torch.cuda.memory.change_current_allocator(rmm_torch_allocator)
+
+
 def init_worker(rank: int, local_rank: int, world: int, local_world: int) -> None:
-    """The example's init_pytorch_worker: RMM, cupy, the device, cuGraph's comms, WholeGraph."""
+    """The example's init_pytorch_worker, RMM already set (rmm_for_the_process): cupy on RMM, the device,
+    cuGraph's comms, WholeGraph."""
     import torch.distributed as dist
 
     if rank == 0:
@@ -57,10 +70,6 @@ def init_worker(rank: int, local_rank: int, world: int, local_world: int) -> Non
     else:
         uid = [None]
     dist.broadcast_object_list(uid, src=0, device=torch.device("cuda", local_rank))
-
-    import rmm
-
-    rmm.reinitialize(devices=local_rank, managed_memory=True, pool_allocator=True)  # the example's pool
 
     import cupy
     from rmm.allocators.cupy import rmm_cupy_allocator
@@ -75,15 +84,6 @@ def init_worker(rank: int, local_rank: int, world: int, local_world: int) -> Non
     cugraph_comms_init(rank=rank, world_size=world, uid=uid[0], device=local_rank)
     # the example passes torch.cuda.device_count(): the node's GPUs, one rank each, all visible
     wm_init(rank, world, local_rank, local_world)
-
-
-def rmm_pool() -> contextlib.ExitStack:
-    """Torch's allocations on this thread's GPU from RMM (as the example's), until the stack is closed."""
-    from rmm.allocators.torch import rmm_torch_allocator
-
-    inside = contextlib.ExitStack()
-    inside.enter_context(torch.cuda.use_mem_pool(torch.cuda.MemPool(rmm_torch_allocator.allocator(), use_on_oom=True)))
-    return inside
 
 
 def shutdown_comms() -> None:
@@ -105,6 +105,8 @@ class Pipeline(PygNodePipeline):
     unavailable = staticmethod(unavailable)
     collective_eval = True  # sampling is collective over the cuGraph graph: every rank evaluates its part
     full_layer = None  # layer-wise inference over all nodes needs the whole graph on one rank: not offered
+    before_cuda = staticmethod(rmm_for_the_process)  # the worker calls it before torch's first CUDA allocation
+    torch_memory_stats = False  # torch's allocator swapped for RMM's: its peak statistics read nothing
 
     @property
     def sampler(self) -> str:
@@ -117,12 +119,9 @@ class Pipeline(PygNodePipeline):
         import torch.distributed as dist
 
         self.own_group = own_process_group()
-        self.in_rmm_pool = contextlib.ExitStack()  # nothing entered yet
         rank, world = dist.get_rank(), dist.get_world_size()
         try:
             init_worker(rank, self.device.index or 0, world, int(os.environ.get("LOCAL_WORLD_SIZE", world)))
-            # the stores, loaders, model, DDP, training and evaluation: all in RMM's pool, left in close()
-            self.in_rmm_pool = rmm_pool()
             self.graph = self._stores(data, rank, world)
             dist.barrier()
             # training seeds as every backend shares them; val/test in equal parts (collective sampling)
@@ -159,8 +158,8 @@ class Pipeline(PygNodePipeline):
         return super().forward(model, batch)
 
     def close(self, failed: bool = False) -> None:
-        """The example's end (WholeGraph's finalize, cuGraph's comms shut down), RMM's pool left, the one-rank
-        group made for the stores destroyed; `failed` (a set-up failed part way): each step tried regardless."""
-        for step in (shutdown_comms, self.in_rmm_pool.close, self.own_group and torch.distributed.destroy_process_group):
+        """The example's end (WholeGraph's finalize, cuGraph's comms shut down), the one-rank group made for the
+        stores destroyed; `failed` (a set-up failed part way): each step tried regardless."""
+        for step in (shutdown_comms, self.own_group and torch.distributed.destroy_process_group):
             with contextlib.suppress(*(Exception,) * failed):  # suppress() with no type suppresses nothing
                 step and step()

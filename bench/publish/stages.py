@@ -297,7 +297,8 @@ def fewer_seeds(cells) -> dict[str, str]:
     groups: dict[str, list] = {}
     for cell in cells:
         info = BACKENDS.get(cell.backend or "")
-        if seeds_per_epoch(cell) and (info is None or info.seeds_are_training_seeds):
+        # a replay_batch cell trains its first batch's seeds again for every batch: not the dataset's seeds
+        if seeds_per_epoch(cell) and (info is None or info.seeds_are_training_seeds) and not cell.settings.replay_batch:
             # a link cell's seeds are positive edges: compared with link cells only
             key = json.dumps([cell.dataset, cell.settings.batch_size, info and info.task], default=str)
             groups.setdefault(key, []).append(cell)

@@ -32,7 +32,9 @@ from bench.run.executor import Executor
 from bench.run.runner import Launch, Outcome, launch_cell
 from bench.run.suite import Cell, Paired
 from bench.run.turns import DONE, GO, MAX_TURNS_ENV, READY, STOP, TURNS_ENV
-from bench.settings import WHEN_SET
+from bench.settings import SETTINGS, WHEN_SET
+
+DEFAULTS_OF = {s.name: s.default for s in SETTINGS}
 
 STUCK_FLOOR_S = 30.0  # a turn may always take this long before its worker is taken as stuck
 TIME_SHARE = 0.7  # warm-ups and rounds end by this share of the shortest timeout after the first launch
@@ -51,7 +53,8 @@ class Pair:
 def differ_in_alone(a: Cell, b: Cell, axis: str) -> bool:
     """Whether two cells differ in `axis` alone (across backends, the stack and a setting only one
     backend has do not part them; on any axis, a setting one cell lacks because the axis leaves it out
-    (WHEN_SET: `replay_batch` of a cell without a model) does not either)."""
+    (WHEN_SET: `replay_batch` of a cell without a model) where the other has it at its default does not
+    either)."""
     mine, theirs = ({"backend": c.backend, "dataset": c.dataset, **c.settings.as_dict()} for c in (a, b))
     if mine.get(axis) == theirs.get(axis):
         return False
@@ -60,7 +63,8 @@ def differ_in_alone(a: Cell, b: Cell, axis: str) -> bool:
         if key == axis or (across_backends and key == "stack"):
             continue
         one, other = mine.get(key), theirs.get(key)
-        if one != other and not ((across_backends or key in WHEN_SET) and (one is None or other is None)):
+        lacked = one is None or other is None
+        if one != other and not (lacked and (across_backends or (key in WHEN_SET and DEFAULTS_OF[key] in (one, other)))):
             return False
     return True
 

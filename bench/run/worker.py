@@ -167,7 +167,7 @@ def run_cell(cell: dict, dataset_dir: Path) -> dict | None:
         return skipped(record, reason, rank)
     started = StartupPhases(launched_at)  # start-up by phase: what a short GPU run pays before its first batch
     started.mark("imports")
-    affinity, budget = take_device(settings, world, budget, started)
+    affinity, budget = take_device(settings, world, budget, started, Pipeline.before_cuda)
     record["device"]["core_budget"] = budget.as_dict()
     settings = settings.replace(num_workers=budget.workers)  # the workers the pipeline will start
     cell = {**cell, "settings": settings}
@@ -221,15 +221,17 @@ def skipped(record: dict, reason: str, rank: int) -> dict | None:
     return {**record, "status": "skipped", "reason": reason} if rank == 0 else None
 
 
-def take_device(settings: CellSettings, world: int, budget: core_budget.Budget,
-                started: StartupPhases) -> tuple[gpu_affinity.Plan, core_budget.Budget]:
-    """This rank's device, before NCCL and any CUDA work (a GPU's context is made, and timed, here);
+def take_device(settings: CellSettings, world: int, budget: core_budget.Budget, started: StartupPhases,
+                before_cuda=lambda device_index: None) -> tuple[gpu_affinity.Plan, core_budget.Budget]:
+    """This rank's device, before NCCL and any CUDA work (a GPU's context is made, and timed, here, after
+    the backend's `before_cuda`: an allocator of its own is set before torch allocates anything);
     then the rank on its GPU's CPU cores before it loads anything (bench/machine/gpu_affinity.py),
     its core budget that share of cores (`per-gpu` workers: the share less one)."""
     import torch
 
     select_device(settings.mode)
     if mode_of(settings.mode).needs_gpu:
+        before_cuda(device_of(settings.mode).index or 0)
         torch.cuda.init()
         torch.zeros(1, device=device_of(settings.mode))
     started.mark("cuda_context")
@@ -438,13 +440,16 @@ class GpuPeaks:
     def __init__(self, pipe):
         device = getattr(pipe, "device", None)
         self.device = device if device is not None and device.type == "cuda" else None
+        # torch's peak statistics count torch's own allocator alone: none where a backend swapped it (cuGraph-PyG's
+        # RMM); the device-wide figure (device_used) still reads the driver
+        self.torch_stats = self.device is not None and getattr(pipe, "torch_memory_stats", True)
         self.peaks: dict[str, int] = {}
 
     def peak(self) -> int | None:
-        """The peak since the last end, or None on the CPU."""
+        """The peak since the last end, or None on the CPU (and under another allocator)."""
         import torch
 
-        return None if self.device is None else int(torch.cuda.max_memory_allocated(self.device))
+        return int(torch.cuda.max_memory_allocated(self.device)) if self.torch_stats else None
 
     def device_used(self) -> int | None:
         """The whole device's memory in use, as the driver sees it; None on the CPU."""
@@ -456,7 +461,7 @@ class GpuPeaks:
         return int(total - free)
 
     def end(self, phase: str) -> dict[str, int]:
-        if self.device is not None:
+        if self.torch_stats:
             import torch
 
             torch.cuda.synchronize(self.device)
