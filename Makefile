@@ -13,7 +13,7 @@ export GNNBENCH_DATA_ROOT GNNBENCH_COMPOSE_SCHEMA GNNBENCH_KUBEFLOW_SCHEMAS
 # your own runs land, uncommitted).
 # results/fidelity/ holds `gnnbench fidelity` comparisons, results/convert/ the conversion benchmark
 # (python -m bench.datasets.convert_benchmark): not suite runs.
-RESULTS := $(filter-out results/runs/% results/fidelity/% results/convert/%,$(wildcard results/*/*.json))
+RESULTS := $(filter-out results/runs/% results/fidelity/% results/convert/% %.calibration.json,$(wildcard results/*/*.json))
 
 .PHONY: bench test stacks site results-readme chromium podman slurm slurm-test image-test image-gpu bundle
 

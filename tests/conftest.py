@@ -20,11 +20,13 @@ os.environ["GNNBENCH_OFFLINE"] = "1"
 # fidelity/ (`gnnbench fidelity` comparisons) and convert/ (the conversion benchmark of a user's
 # graph); the Makefile's RESULTS leaves the same out.
 NOT_SUITE_RUNS = ("runs", "fidelity", "convert")
+CALIBRATION_SUMMARY = ".calibration.json"  # `gnnbench calibrate`'s rates beside its result files: not a result
 
 
 def committed_results() -> list[Path]:
     """The committed suite result files (what `make site` and `make results-readme` render)."""
-    return sorted(p for p in REPO.glob("results/*/*.json") if p.parent.name not in NOT_SUITE_RUNS)
+    return sorted(p for p in REPO.glob("results/*/*.json") if p.parent.name not in NOT_SUITE_RUNS
+                  and not p.name.endswith(CALIBRATION_SUMMARY))
 
 
 def tiny_pair_suite(name: str, include: str) -> str:

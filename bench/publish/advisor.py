@@ -138,6 +138,11 @@ def advise_speed(g: Group) -> Advice:
     if loader_only:
         evidence.append(f"{len(loader_only)} cell(s) trained no model and time the loader alone, so they "
                         f"are not candidates: {', '.join(loader_only)}.")
+    replayed = sorted(m.id for m in candidates if m.settings.replay_batch)
+    if replayed:  # the model alone: no loader, one batch trained again; a control, not a way to train
+        candidates = [m for m in candidates if m.id not in replayed]
+        evidence.append(f"{len(replayed)} cell(s) trained one batch again and again (replay_batch) and time the "
+                        f"model alone, so they are not candidates: {', '.join(replayed)}.")
     leaky = sorted(m.id for m in candidates if (m.metrics.leaks or {}).get("leaked_edges"))
     if leaky and len(leaky) < len(candidates):
         candidates = [m for m in candidates if m.id not in leaky]
