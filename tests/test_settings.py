@@ -70,35 +70,33 @@ def test_no_setting_is_read_by_a_string_key_outside_the_settings_module():
     assert not found, "read these by attribute (bench/settings.py):\n" + "\n".join(found)
 
 
-def test_a_setting_that_applies_to_no_cell_of_the_suite_is_named(write_suite):
-    """Issue 63: same_layer_edges with no GraphBolt cell, a link setting with no link cell, would change nothing."""
+def refusal(write_suite, backend: str, rest: str) -> str:
+    """The SuiteError a one-dataset suite of `backend` with `rest` (its settings and more) is refused with."""
     with pytest.raises(suite_mod.SuiteError) as info:
-        suite_mod.load(write_suite("""
+        suite_mod.load(write_suite(f"""
 name: t
 datasets:
-  g: {source: synthetic, params: {scale: 8}}
-backends: [pyg-neighbor]
-settings: {same_layer_edges: false}
+  g: {{source: synthetic, params: {{scale: 8}}}}
+backends: [{backend}]
+{rest}"""))
+    return str(info.value)
+
+
+def test_a_setting_that_applies_to_no_cell_of_the_suite_is_named(write_suite):
+    """Issue 63: same_layer_edges with no GraphBolt cell, a link setting with no link cell, would change nothing."""
+    lines = refusal(write_suite, "pyg-neighbor", """settings: {same_layer_edges: false}
 include:
   - {neg_ratio: 3}
-"""))
-    lines = str(info.value).splitlines()
+""").splitlines()
     assert len(lines) == 2 and "settings.same_layer_edges: no cell of this suite has it (it applies to backends " \
         "dgl-graphbolt, dgl-graphbolt-hetero, dgl-graphbolt-link, with a model (not none))" in lines[1]
     assert "include.0.neg_ratio: no cell of this suite has it (it applies only in link cells)" in lines[0]
 
 
 def test_one_bad_value_in_a_sweep_is_one_message(write_suite):
-    with pytest.raises(suite_mod.SuiteError) as info:
-        suite_mod.load(write_suite("""
-name: t
-datasets:
-  g: {source: synthetic, params: {scale: 8}}
-backends: [dgl-graphbolt]
-settings: {same_layer_edges: [true, 'false']}
-"""))
-    assert str(info.value).count("\n") == 0 and "settings.same_layer_edges.1: Input should be a valid boolean (a quoted " \
-        "value is a string: write true or false without quotes) (got 'false')" in str(info.value)
+    message = refusal(write_suite, "dgl-graphbolt", "settings: {same_layer_edges: [true, 'false']}\n")
+    assert message.count("\n") == 0 and "settings.same_layer_edges.1: Input should be a valid boolean (a quoted " \
+        "value is a string: write true or false without quotes) (got 'false')" in message
 
 
 def test_a_settings_declaration_says_where_it_applies_and_how_it_shows_in_a_cell_id(write_suite):
