@@ -496,9 +496,9 @@ print(json.dumps(found))
 """
 
 
-@pytest.mark.parametrize("warmup", [0, 1])
-@pytest.mark.parametrize("backend", ["pyg-link", "dgl-graphbolt-link"])
-def test_the_leak_check_runs_once_per_pipeline_and_never_in_a_measured_epoch(tmp_path, cache_dir, backend, warmup):
+def in_link_cells_stack(tmp_path, cache_dir, backend: str, warmup: int, script: str) -> dict:
+    """`script` run in `backend`'s stack with the LINK suite's cell (warm-up `warmup`) and its split
+    dataset folder as arguments; the JSON its last line prints."""
     from bench import stacks
     from bench.datasets import link_split
     from bench.run import suite as suite_mod
@@ -512,10 +512,16 @@ def test_the_leak_check_runs_once_per_pipeline_and_never_in_a_measured_epoch(tmp
     cell = next(c for c in suite_mod.expand(suite_mod.load(path)[0]) if c.backend == backend)
     folder = ensure_dataset(cell.dataset_spec, cache_dir, None)
     link_split.ensure(folder)
-    proc = subprocess.run([str(stacks.get(cell.stack).python), "-c", COUNT_CHECKS, cell.to_json(), str(folder)],
-                          env=worker_env(cache_dir, "leak-epochs"), capture_output=True, text=True, timeout=600)
+    proc = subprocess.run([str(stacks.get(cell.stack).python), "-c", script, cell.to_json(), str(folder)],
+                          env=worker_env(cache_dir, backend), capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    found = json.loads(proc.stdout.strip().splitlines()[-1])
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("warmup", [0, 1])
+@pytest.mark.parametrize("backend", ["pyg-link", "dgl-graphbolt-link"])
+def test_the_leak_check_runs_once_per_pipeline_and_never_in_a_measured_epoch(tmp_path, cache_dir, backend, warmup):
+    found = in_link_cells_stack(tmp_path, cache_dir, backend, warmup, COUNT_CHECKS)
     worker, batches = found["worker"], found["worker"]["batches"]
     assert worker["leaks"]["batches"] == batches > 0 and worker["leaks"]["leaked_edges"] == 0
     # each pipeline checks one epoch's batches: the worker's and side_by_side's one, --clocks' two; with
@@ -545,23 +551,7 @@ print(json.dumps({"batches": found, "sampler": pipe.sampler}))
 def test_excluded_seed_edges_leave_the_hop_counts_true(tmp_path, cache_dir):
     """PyG's ExcludeSeedEdges takes edges out of the sampler's output: its per-hop edge counts (what
     the work counts read where pyg-lib reports them) are taken down with them, summing to the edges left."""
-    from bench import stacks
-    from bench.datasets import link_split
-    from bench.run import suite as suite_mod
-    from bench.run.prepare import ensure_dataset
-    from bench.run.runner import worker_env
-    from tests.conftest import require_stacks
-
-    require_stacks("pyg")
-    path = tmp_path / "link.yaml"
-    path.write_text(LINK.replace("WARMUP", "0"))
-    cell = next(c for c in suite_mod.expand(suite_mod.load(path)[0]) if c.backend == "pyg-link")
-    folder = ensure_dataset(cell.dataset_spec, cache_dir, None)
-    link_split.ensure(folder)
-    proc = subprocess.run([str(stacks.get(cell.stack).python), "-c", HOP_EDGES, cell.to_json(), str(folder)],
-                          env=worker_env(cache_dir, "hop-edges"), capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    found = json.loads(proc.stdout.strip().splitlines()[-1])
+    found = in_link_cells_stack(tmp_path, cache_dir, "pyg-link", 0, HOP_EDGES)
     if any(b is None for b in found["batches"]):
         pytest.skip(f"this stack's sampler ({found['sampler']}) reports no per-hop counts: the work counts read "
                     "them off the batch")
