@@ -161,7 +161,8 @@ gnnbench run /tmp/cora.yaml --stack node --no-install --results /node/results-co
     assert doc["gnnbench"]["suite"] == "smoke" and not doc["unmeasured"], doc["unmeasured"]
     cells = {b["extra_info"]["cell_id"]: b["extra_info"] for b in doc["benchmarks"]}
     assert sorted(cells) == sorted(f"pyg-neighbor/rmat-s12/mode=cpu-cpu/{rest}/stack=node" for rest in
-                                   ("workers=0/ws=1", "workers=2/ws=1", "workers=0/ws=1/model=none"))
+                                   ("workers=0/ws=1", "workers=2/ws=1", "workers=0/ws=1/model=none",
+                                    "workers=0/ws=1/replay_batch=on"))
     for info in cells.values():
         assert info["stack"] == "node"
         assert info["versions"]["torch"] == "2.13.0+cpu" and info["versions"]["python"].startswith("3.11.")
