@@ -332,5 +332,5 @@ def test_every_page_in_chromium(tmp_path, browser):
     why = page.locator("ul.diagnosis li").all_inner_texts()
     assert [line for line in why if line.startswith(f"pyg-neighbor/{HOSTILE}/mode=cpu-cpu/workers=0/ws=2 is 1.88")]
     page.goto((out / "environment.html").resolve().as_uri())
-    ceilings = page.locator("table.ceilings").first.inner_text()
-    assert "random-row gather, 64-byte rows" in ceilings and "2 GB/s" in ceilings
+    ceilings = page.locator("table.ceilings").all_inner_texts()  # one a run that measured them, suite by suite
+    assert any("random-row gather, 64-byte rows" in table and "2 GB/s" in table for table in ceilings), ceilings
