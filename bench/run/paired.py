@@ -32,9 +32,7 @@ from bench.run.executor import Executor
 from bench.run.runner import Launch, Outcome, launch_cell
 from bench.run.suite import Cell, Paired
 from bench.run.turns import DONE, GO, MAX_TURNS_ENV, READY, STOP, TURNS_ENV
-from bench.settings import SETTINGS, WHEN_SET
-
-DEFAULTS_OF = {s.name: s.default for s in SETTINGS}
+from bench.settings import DEFAULTS, WHEN_SET
 
 STUCK_FLOOR_S = 30.0  # a turn may always take this long before its worker is taken as stuck
 TIME_SHARE = 0.7  # warm-ups and rounds end by this share of the shortest timeout after the first launch
@@ -64,7 +62,7 @@ def differ_in_alone(a: Cell, b: Cell, axis: str) -> bool:
             continue
         one, other = mine.get(key), theirs.get(key)
         lacked = one is None or other is None
-        if one != other and not (lacked and (across_backends or (key in WHEN_SET and DEFAULTS_OF[key] in (one, other)))):
+        if one != other and not (lacked and (across_backends or (key in WHEN_SET and getattr(DEFAULTS, key) in (one, other)))):
             return False
     return True
 
