@@ -108,9 +108,11 @@ def replayed_batches(pipe) -> list | None:
     if not pipe.settings.replay_batch:
         return None
     if getattr(pipe, "_replayed", None) is None:
-        loaded = list(pipe.train_loader)
-        take_stamp(loaded[0])  # its loading came before the epoch: no stage of a step
-        pipe._replayed = (loaded[0], len(loaded))
+        first, count = None, 0
+        for count, batch in enumerate(pipe.train_loader, 1):  # one pass to count, the first batch alone kept
+            first = batch if first is None else first
+        take_stamp(first)  # its loading came before the epoch: no stage of a step
+        pipe._replayed = (first, count)
     first, count = pipe._replayed
     return [first] * count
 
