@@ -252,3 +252,34 @@ def test_an_untimed_all_reduce_reads_not_measured_and_a_timed_one_its_seconds(tm
     assert "| 0.600 |" in rows[f"{config}@2"]  # timed: its figure
     assert "| not measured |" in rows[f"{config}/profile=off@2"] and "0.000" not in rows[f"{config}/profile=off@2"]
     assert "| 0.000 |" in rows[f"{config}/profile=off@1"]  # one rank: nothing to all-reduce, untimed or not
+
+
+def test_each_host_shows_its_newest_reading_of_each_pair(tmp_path):
+    """A suite measured on two hosts: each pair's ratio on each host side by side, from that host's
+    newest run measuring the pair, so a later run of some cells alone (-k) leaves the other pairs
+    theirs; intervals that lie apart are said to disagree."""
+    from tests import synthetic_results as sr
+
+    pyg, pyg2, gb = sr.cell_id(workers=0), sr.cell_id(workers=2), sr.cell_id(backend="dgl-graphbolt")
+
+    def pair(axis, first, second, ratio, low, high):
+        return {"axis": axis, "first": first, "second": second, "paired": True, "within": 0.03, "rounds": 12,
+                "launches": 6, "ratio": ratio, "ci95": [low, high], "settled": None, "reason": None}
+
+    def run(name, when, cpu, cells, pairs):
+        data = sr.run([sr.bench(c, [1.0] * 5, pairs=pairs) for c in cells], when=when, cpu=cpu)
+        data["gnnbench"]["pairs"] = pairs
+        return sr.write(tmp_path, name, data)
+
+    runs = [run("x.json", "2026-01-01T00:00:00+00:00", "Xeon", [pyg, pyg2, gb],
+                [pair("backend", pyg, gb, 1.69, 1.57, 1.82), pair("num_workers", pyg, pyg2, 1.40, 1.30, 1.50)]),
+            run("e.json", "2026-01-02T00:00:00+00:00", "EPYC", [pyg, pyg2, gb],
+                [pair("backend", pyg, gb, 1.34, 1.23, 1.46), pair("num_workers", pyg, pyg2, 1.45, 1.35, 1.55)]),
+            run("e-k.json", "2026-01-03T00:00:00+00:00", "EPYC", [pyg, pyg2],  # a later run of two cells alone
+                [pair("num_workers", pyg, pyg2, 1.48, 1.44, 1.52)])]
+    shown = report.pairs_by_host(runs)
+    assert [h.split(" (")[1].split(")")[0].split(" ")[0] for h in shown["hosts"]] == ["Xeon", "EPYC"]
+    by_axis = {row["axis"]: row for row in shown["rows"]}
+    assert by_axis["backend"]["ratios"][1].startswith("1.340") and "disagree" in by_axis["backend"]["agree"]
+    assert by_axis["num_workers"]["ratios"][1].startswith("1.480") and "agree: " in by_axis["num_workers"]["agree"]
+    assert report.pairs_by_host(runs[1:]) is None  # one host: nothing to set side by side

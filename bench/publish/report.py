@@ -127,25 +127,28 @@ def pair_rows(run: RunResult) -> list[dict]:
 
 def pairs_by_host(runs: list[RunResult]) -> dict | None:
     """Where a suite's pairs were measured on more than one host (Machine.key: a timing holds for the
-    host that made it): the newest paired run of each, each pair's ratio on each side by side, and
-    whether their intervals disagree (lie apart). None with one host."""
-    newest = {}
+    host that made it): each pair's ratio on each host side by side, from that host's newest run that
+    measured the pair (a later run of some cells alone, `-k`, leaves the other pairs their reading),
+    and whether their intervals disagree (lie apart). None with one host."""
+    newest: dict = {}  # host -> {pair -> the newest run of that host measuring it}
     for run in sorted(runs, key=lambda r: r.finished_at):
-        if run.pairs:
-            newest[run.machine.key] = run
+        for p in run.pairs:
+            newest.setdefault(run.machine.key, {})[(p["axis"], p["first"], p["second"])] = run
     if len(newest) < 2:
         return None
     hosts = list(newest.values())
     rows = []
-    for axis, first, second in dict.fromkeys((p["axis"], p["first"], p["second"]) for r in hosts for p in r.pairs):
-        found = [r.pair(first, second) for r in hosts]
+    for axis, first, second in dict.fromkeys(key for by_pair in hosts for key in by_pair):
+        found = [by_pair[axis, first, second].pair(first, second) if (axis, first, second) in by_pair else None
+                 for by_pair in hosts]
         apart = [f["ci95"] for f in found if f and f.get("ci95")]
         disagree = any(a[1] < b[0] for a in apart for b in apart)
         rows.append({"axis": axis, "second": second, "first_label": paired_ratio.label(first, second)[0],
                      "ratios": [paired_ratio.ratio_text(f) if f else "–" for f in found],
                      "agree": ("disagree: the intervals lie apart" if disagree else "agree: the intervals overlap")
                      if len(apart) > 1 else "–"})
-    return {"hosts": [f"{fmt.host_label(r.machine) or '?'}, {fmt.when(r.finished)}" for r in hosts], "rows": rows}
+    latest = [max(by_pair.values(), key=lambda r: r.finished_at) for by_pair in hosts]
+    return {"hosts": [f"{fmt.host_label(r.machine) or '?'}, {fmt.when(r.finished)}" for r in latest], "rows": rows}
 
 
 def run_view(run: RunResult, chosen: list[str] | None = None) -> dict:
