@@ -15,7 +15,7 @@ export GNNBENCH_DATA_ROOT GNNBENCH_COMPOSE_SCHEMA GNNBENCH_KUBEFLOW_SCHEMAS
 # (python -m bench.datasets.convert_benchmark): not suite runs.
 RESULTS := $(filter-out results/runs/% results/fidelity/% results/convert/% %.calibration.json,$(wildcard results/*/*.json))
 
-.PHONY: bench test stacks site results-readme chromium podman slurm slurm-test image-test image-gpu bundle
+.PHONY: bench test test-nightly stacks site results-readme chromium podman slurm slurm-test image-test image-gpu bundle
 
 $(BIN)/gnnbench: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -76,10 +76,18 @@ bundle: stacks
 bench: stacks
 	$(BIN)/gnnbench run suites/smoke.yaml
 
+# make test: every test but the nightly ones (tests/nightly.py: minutes of framework work each, run by
+# make test-nightly in .github/workflows/nightly-tests.yml); docs/testing.md lists both.
+# pytest's exit code 5 (no tests collected) is a failure too, said as such (make would print 2).
+define PYTEST
+$(BIN)/python -m pytest tests -ra --durations=25 -m $(1); code=$$?; \
+  if [ $$code -eq 5 ]; then echo "make $@: pytest collected no tests: that is a failure" >&2; fi; exit $$code
+endef
 test: stacks chromium podman slurm
-	@# pytest's exit code 5 (no tests collected) is a failure too, said as such (make would print 2)
-	$(BIN)/python -m pytest tests -ra --durations=25; code=$$?; \
-	  if [ $$code -eq 5 ]; then echo "make test: pytest collected no tests: that is a failure" >&2; fi; exit $$code
+	$(call PYTEST,"not nightly")
+
+test-nightly: stacks chromium podman slurm
+	$(call PYTEST,nightly)
 
 # The published site: the docs (MkDocs, from docs/ and the code's reference pages) in site/docs/,
 # and the result pages beside them (site/index.html, a page per suite, environment.html), each

@@ -9,6 +9,7 @@ import psutil
 import pytest
 
 from bench import stacks
+from tests.nightly import NIGHTLY
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -114,3 +115,27 @@ def processes_with(variable: str, marker: str) -> list[psutil.Process]:
         except psutil.Error:
             continue
     return found
+
+
+def nightly_key(nodeid: str) -> str | None:
+    """The NIGHTLY key naming this test (its id, or a prefix: its file or its unparametrized name)."""
+    for key in NIGHTLY:
+        if nodeid == key or nodeid.startswith(key + "::") or nodeid.startswith(key + "["):
+            return key
+    return None
+
+
+def pytest_collection_modifyitems(config, items):
+    """Marks the tests tests/nightly.py names with `nightly` (make test deselects them); a key that
+    names no test of a collected file is an error, so a renamed test cannot slip back into make test."""
+    used, files = set(), {item.nodeid.split("::")[0] for item in items}
+    for item in items:
+        key = nightly_key(item.nodeid)
+        if key:
+            item.add_marker(pytest.mark.nightly)
+            used.add(key)
+    if any("::" in str(arg) for arg in config.args):
+        return  # single tests named on the command line: the others are not collected
+    stale = [k for k in NIGHTLY if not (REPO / k.split("::")[0]).exists() or (k.split("::")[0] in files and k not in used)]
+    if stale:
+        raise pytest.UsageError(f"tests/nightly.py names tests that do not exist: {', '.join(stale)}")

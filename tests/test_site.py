@@ -263,7 +263,9 @@ def test_every_page_in_chromium(tmp_path, browser):
         page.on("dialog", lambda d: (problems.append(f"dialog: {d.message}"), d.dismiss()))
         response = page.goto(path.resolve().as_uri(), wait_until="load")
         assert response is None or response.ok, path.name
-        page.screenshot(path=str(artifacts / f"{path.stem}.png"), full_page=True)
+        # the first screen, for a person to look at: a full-page shot of the long history page took
+        # over Playwright's 30 s on a busy CI machine, and nothing is asserted on the picture
+        page.screenshot(path=str(artifacts / f"{path.stem}.png"))
         assert problems == [], f"{path.name}: {problems}"
         assert page.evaluate("document.scripts.length") == 0, path.name
         # a laptop's window shows each dataset's main table whole (no scrolling inside its box)

@@ -65,3 +65,18 @@ def test_workflow_snippet_runs(where, python, code, args, tmp_path):
     done = subprocess.run([interpreter, "-c", code, *args.split()], cwd=ROOT, capture_output=True, text=True,
                           env={**os.environ, "GNNBENCH_OFFLINE": "1"}, timeout=600)
     assert done.returncode == 0, f"{where}: {python} -c {code!r} failed:\n{done.stderr[-2000:]}"
+
+
+def test_the_nightly_tests_are_the_ones_docs_testing_md_lists_and_a_workflow_runs():
+    from tests.nightly import NIGHTLY
+    doc = (ROOT / "docs" / "testing.md").read_text()
+    section = doc.split("## Nightly tests", 1)[1].split("\n## ", 1)[0]
+    listed = set(re.findall(r"^\| `([^`]+)` \|", section, re.M))
+    assert listed == set(NIGHTLY), (f"in tests/nightly.py, not in docs/testing.md: {sorted(set(NIGHTLY) - listed)}; "
+                                    f"in docs/testing.md, not in tests/nightly.py: {sorted(listed - set(NIGHTLY))}")
+    assert all(reason.strip() for reason in NIGHTLY.values())
+    makefile = (ROOT / "Makefile").read_text()
+    assert '$(call PYTEST,"not nightly")' in makefile and "$(call PYTEST,nightly)" in makefile
+    runs = [step.get("run", "") for job in yaml.safe_load((ROOT / ".github/workflows/nightly-tests.yml").read_text())["jobs"].values()
+            for step in job["steps"]]
+    assert "make test-nightly" in runs
