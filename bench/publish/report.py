@@ -130,24 +130,23 @@ def pairs_by_host(runs: list[RunResult]) -> dict | None:
     host that made it): each pair's ratio on each host side by side, from that host's newest run that
     measured the pair (a later run of some cells alone, `-k`, leaves the other pairs their reading),
     and whether their intervals disagree (lie apart). None with one host."""
-    newest: dict = {}  # host -> {pair -> the newest run of that host measuring it}
+    newest: dict = {}  # host -> {pair -> (the newest run of that host measuring it, its reading there)}
     for run in sorted(runs, key=lambda r: r.finished_at):
         for p in run.pairs:
-            newest.setdefault(run.machine.key, {})[(p["axis"], p["first"], p["second"])] = run
+            newest.setdefault(run.machine.key, {})[(p["axis"], p["first"], p["second"])] = run, p
     if len(newest) < 2:
         return None
     hosts = list(newest.values())
     rows = []
     for axis, first, second in dict.fromkeys(key for by_pair in hosts for key in by_pair):
-        found = [by_pair[axis, first, second].pair(first, second) if (axis, first, second) in by_pair else None
-                 for by_pair in hosts]
+        found = [by_pair[axis, first, second][1] if (axis, first, second) in by_pair else None for by_pair in hosts]
         apart = [f["ci95"] for f in found if f and f.get("ci95")]
         disagree = any(a[1] < b[0] for a in apart for b in apart)
         rows.append({"axis": axis, "second": second, "first_label": paired_ratio.label(first, second)[0],
                      "ratios": [paired_ratio.ratio_text(f) if f else "–" for f in found],
                      "agree": ("disagree: the intervals lie apart" if disagree else "agree: the intervals overlap")
                      if len(apart) > 1 else "–"})
-    latest = [max(by_pair.values(), key=lambda r: r.finished_at) for by_pair in hosts]
+    latest = [max((run for run, _ in by_pair.values()), key=lambda r: r.finished_at) for by_pair in hosts]
     return {"hosts": [f"{fmt.host_label(r.machine) or '?'}, {fmt.when(r.finished)}" for r in latest], "rows": rows}
 
 
