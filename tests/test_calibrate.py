@@ -40,7 +40,8 @@ def test_the_summary_counts_what_the_intervals_say():
 
 
 def test_bad_options_are_refused(tmp_path):
-    for args, said in ((["--runs", "0"], "--runs 0"), (["--planted", "2"], "--planted 2.0")):
+    for args, said in ((["--runs", "0"], "--runs 0"), (["--planted", "2"], "--planted 2.0"),
+                       (["--launches", "2"], "launches: Input should be greater than or equal to 3")):
         done = subprocess.run([sys.executable, "-m", "bench.cli", "calibrate", *args], cwd=REPO, capture_output=True,
                               text=True)
         assert done.returncode == 2 and said in done.stderr, done.stderr

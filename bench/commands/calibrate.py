@@ -3,7 +3,7 @@ work) run as paired cells (suites/calibration.yaml), quiet or under a background
 makes itself, or with a planted slowdown of a known share of each epoch; then how often the 95 %
 interval holds the truth, how often an A/A pair reads a difference, how often a planted one is found.
 
-    gnnbench calibrate [SUITE] [--runs N] [--load] [--planted 0.05] [-k EXPR] [--results DIR]
+    gnnbench calibrate [SUITE] [--runs N] [--launches N] [--load] [--planted 0.05] [-k EXPR] [--results DIR]
 """
 
 from __future__ import annotations
@@ -33,6 +33,9 @@ def add_parser(sub, parents) -> None:
     cal.add_argument("suite", nargs="?", default="calibration", help="a suite of A/A cells paired by lr")
     add_select(cal)
     cal.add_argument("--runs", type=int, default=1, help="times the suite is run (each adds its A/A pairs)")
+    cal.add_argument("--launches", type=int, metavar="N",
+                     help="launches each pair is measured in (default: the suite's, 6); more narrow the intervals "
+                          "as one over the square root of N, which is what finding a planted 5 %% takes")
     cal.add_argument("--load", action="store_true",
                      help=f"a background load while it runs: one core busy {LOAD_ON_S:g} s, idle {LOAD_OFF_S:g} s, on and on")
     cal.add_argument("--planted", type=float, metavar="FRACTION",
@@ -99,7 +102,8 @@ def run(args) -> int:
     try:
         with ending_as_interrupt():
             for number in range(args.runs):
-                session = Session(RunOptions(suite=args.suite, results=args.results), select=args.select)
+                session = Session(RunOptions(suite=args.suite, results=args.results, paired_launches=args.launches),
+                                  select=args.select)
                 if args.planted:  # the second cell of each disjoint pair, slowed by a share of each epoch
                     slowed = [second for _, second in disjoint_pairs([c.id for c in session.selected])]
                     print(f"calibrate: planted {args.planted:.0%} of each epoch in {len(slowed)} cells", flush=True)
