@@ -27,13 +27,12 @@ from bench import paired_ratio
 from bench.paired_ratio import MIN_LAUNCHES, TOLERANCE
 from bench import stacks
 from bench.backends import BACKENDS
-from bench.datasets import link_split
-from bench.machine import core_budget, gpus
+from bench.machine import core_budget
 from bench.machine.load import LoadMeter
-from bench.run.prepare import ensure_dataset  # bench.datasets.ready with this machine's stacks
-from bench.run.runner import run_in_stack, worker_env
+from bench.run.executor import Executor
+from bench.run.prepare import Preparation, PreparedCell
+from bench.run.runner import Launch, Outcome, worker_env
 from bench.run.suite import Cell
-from bench.tasks import TASKS
 
 # the backends whose registry line names a plain loop (bench/harness_costs/plain_loops.py)
 PLAIN_BACKENDS = tuple(name for name, info in BACKENDS.items() if info.plain_loop)
@@ -274,9 +273,25 @@ def plain_loops_json(cell: Cell, args: list[str], cache: Path, timeout: float | 
     return found
 
 
-def run_harness(cell: Cell, dataset_dir: Path, cache: Path) -> tuple[list[float], list[float], float | None]:
+def cell_executor(cells: list[Cell], cache: Path, data_root: Path | None, say=print) -> Executor:
+    """The executor `gnnbench run` prepares and launches cells with (stacks, dataset and link split,
+    store, the GPU and node refusals), so a pair's harness side is the cell as a run runs it."""
+    return Executor(cells, None, "fidelity", False, cache, Launch(), Preparation(cache, data_root, say=say),
+                    journal=None, say=say)
+
+
+def prepared(executor: Executor, cell: Cell) -> tuple[Cell, PreparedCell]:
+    """The cell as it runs here and it prepared, or PairSkipped / FidelityError with what stopped it."""
+    resolved, ready = executor.prepared(cell)
+    if isinstance(ready, Outcome):
+        why = ready.reason.splitlines()[0]
+        raise PairSkipped(why) if ready.status == "skipped" else FidelityError(f"{cell.id}: {ready.status}: {why}")
+    return resolved, ready
+
+
+def run_harness(executor: Executor, cell: Cell, ready: PreparedCell) -> tuple[list[float], list[float], float | None]:
     """The cell's measured epochs as gnnbench runs it: (wall seconds, CPU seconds, other load)."""
-    outcome = run_in_stack(cell, dataset_dir, cache)
+    outcome = executor.start(cell, ready)
     if outcome.status == "skipped":
         raise PairSkipped(outcome.reason.splitlines()[0])
     if outcome.status != "ok":
@@ -295,9 +310,10 @@ def compare(cells: list[Cell], cache: Path, data_root: Path | None, rounds: int,
     found = [] if found is None else found
     failed = {} if failed is None else failed
     skipped = {} if skipped is None else skipped
+    executor = cell_executor(cells, cache, data_root, say)
     for cell in cells:
         try:
-            found.append(_compare_one(cell, cache, data_root, rounds, say, against_itself, side_by_side, max_rounds))
+            found.append(_compare_one(executor, cell, cache, rounds, say, against_itself, side_by_side, max_rounds))
         except PairInterrupted as exc:  # its finished rounds are measurements: kept, the interrupt goes on
             found.append(exc.partial)
             raise KeyboardInterrupt from None
@@ -310,14 +326,12 @@ def compare(cells: list[Cell], cache: Path, data_root: Path | None, rounds: int,
     return found
 
 
-def _compare_one(cell: Cell, cache: Path, data_root: Path | None, rounds: int, say, against_itself: bool,
+def _compare_one(executor: Executor, cell: Cell, cache: Path, rounds: int, say, against_itself: bool,
                  side_by_side: bool, max_rounds: int | None) -> Comparison:
     """One cell's pair (compare); an interrupt after a round raises PairInterrupted with the rounds so far."""
-    if modes.mode(cell.settings.mode).needs_gpu and not (shown := gpus.visible()):  # before any dataset step
-        raise PairSkipped(f"mode {cell.settings.mode} needs a CUDA GPU; this machine shows none ({shown.how})")
-    dataset_dir = ensure_dataset(cell.dataset_spec, cache, data_root)
-    if TASKS[BACKENDS[cell.backend].task].edge_split:  # both sides train on the split a run makes (once per dataset)
-        link_split.ensure(dataset_dir)
+    # both sides train on what a run prepares (its dataset, a link task's split), the GPU refusal first
+    resolved, ready = prepared(executor, cell)
+    dataset_dir = ready.dataset_dir
     result = Comparison(cell.id, [], [], [], against_itself=against_itself, side_by_side=side_by_side,
                         max_rounds=max_rounds, differences=gpu_differences(cell, side_by_side),
                         rounds_asked=max_rounds or rounds)  # the most this pair could have run
@@ -328,15 +342,15 @@ def _compare_one(cell: Cell, cache: Path, data_root: Path | None, rounds: int, s
         # two planned looks at most: at --rounds, and (where unsettled there) at --max-rounds, none between
         while r < rounds or (max_rounds and r < max_rounds and (r > rounds or result.settled is None)):
             if side_by_side:  # one process runs both
-                both = run_side_by_side(cell, dataset_dir, cache)
+                both = run_side_by_side(resolved, dataset_dir, cache)
                 runs = {"harness": (both["harness"], both["harness_cpu"]), "plain": (both["epochs"], both["cpu"])}
             else:  # alternate which goes first, so neither always runs on a machine the other warmed
                 runs = {}
                 for side in (("harness", "plain") if r % 2 == 0 else ("plain", "harness")):
                     if side == "harness" and not against_itself:
-                        runs[side] = run_harness(cell, dataset_dir, cache)
+                        runs[side] = run_harness(executor, resolved, ready)
                     else:  # the plain side, or both sides of an A/A run
-                        runs[side] = run_plain(cell, dataset_dir, cache)
+                        runs[side] = run_plain(resolved, dataset_dir, cache)
             for side, run in runs.items():  # a round counts once both sides finished it
                 result.add(side, *run)
             r += 1
@@ -522,12 +536,14 @@ def measure_clocks(cells: list, cache: Path, data_root: Path | None, epochs: int
                    say=print) -> list[Overhead]:
     """Every cell's pairs, into `found` as each ends (kept on an interrupt); a failing cell is recorded
     and the others still measured."""
+    executor = cell_executor(cells, cache, data_root, say)
     for n, cell in enumerate(cells, 1):
         say(f"[{n}/{len(cells)}] {cell.id}: {epochs} epochs each side, interleaved ...")
         started = time.perf_counter()
         try:
-            result = run_clocks(cell, ensure_dataset(cell.dataset_spec, cache, data_root), cache, epochs)
-        except OverheadError as exc:
+            resolved, ready = prepared(executor, cell)
+            result = run_clocks(resolved, ready.dataset_dir, cache, epochs)
+        except (OverheadError, FidelityError) as exc:
             say(f"  failed: {exc}")
             found.append(Overhead(cell.id, [], [], error=str(exc)))
             continue
