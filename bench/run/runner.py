@@ -22,7 +22,6 @@ from pathlib import Path
 import psutil
 
 from bench.backends.shared_host import SHARED_HOST_ENV
-from bench import stacks
 from bench.machine import cgroup
 from bench.machine.load import LoadMeter
 from bench.net import free_port
@@ -209,15 +208,6 @@ def worker_env(cache: Path, run_id: str) -> dict[str, str]:
         PARENT_ENV: str(os.getpid()),
     })
     return env
-
-
-def run_in_stack(cell: Cell, dataset_dir: Path, cache: Path) -> Outcome:
-    """A cell launched in its stack as it is, its dataset given (gnnbench fidelity's harness side)."""
-    stack = stacks.get(cell.stack)
-    if not stack.installed:
-        return Outcome(cell, "failed", f"stack {cell.stack!r} is not installed "
-                                       f"(gnnbench stacks install {cell.stack})")
-    return launch_cell(cell, stack.python, dataset_dir, cache, cgroup.parse_limit(cell.settings.memory_limit))
 
 
 def launch_cell(cell: Cell, python: Path, dataset_dir: Path, cache: Path, memory_limit: int | None,
