@@ -11,7 +11,7 @@ from pathlib import Path
 
 from bench.inputs import InputError
 from bench.run import suite as suite_mod
-from bench.run.session import select_cells
+from bench.run.plan import select_cells
 from bench.paths import default_results_dir
 
 # Exit codes of `gnnbench` (0: every cell ran, or was skipped or refused for a stated reason)
