@@ -90,10 +90,8 @@ def tasks(spec_or_source) -> tuple[str, ...]:
 def known_names() -> list[str]:
     """The named datasets of every source, as `source:name` (the catalogue `datasets list` shows)."""
     names = []
-    for source in SOURCES:
+    for source in (s for s in SOURCES if not user_files(s)):  # a user's path: not a dataset gnnbench knows
         module = source_module(source)
-        if user_files(source):
-            continue  # a path of the user's, not a dataset gnnbench knows
         names += [f"{source}:{n}" for n in module.KNOWN_STATS] if hasattr(module, "KNOWN_STATS") else [source]
     return names
 

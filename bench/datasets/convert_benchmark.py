@@ -15,6 +15,7 @@ in a fresh process into an empty hub, and its hub is compared with the reference
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -79,8 +80,8 @@ def write_graphbolt(ref: Path, folder: Path, inputs: Path, args) -> None:
         np.save(folder / f"set/{split}_labels.npy", labels[ids])
         task[key] = [{"data": [{"name": "seeds", "format": "numpy", "path": f"set/{split}.npy"},
                                {"name": "labels", "format": "numpy", "path": f"set/{split}_labels.npy"}]}]
-    n = int(labels.shape[0])
-    meta = {"dataset_name": "products-scale", "graph": {"nodes": [{"num": n}], "edges": [{"format": "numpy", "path": "edges.npy"}]},
+    meta = {"dataset_name": "products-scale", "graph": {"nodes": [{"num": int(labels.shape[0])}],
+                                                         "edges": [{"format": "numpy", "path": "edges.npy"}]},
             "feature_data": [{"domain": "node", "name": "feat", "format": "numpy", "path": "feat.npy", "in_memory": False},
                              {"domain": "node", "name": "label", "format": "numpy", "path": "label.npy"}],
             "tasks": [task]}
@@ -250,10 +251,8 @@ def run_sampled(cmd: list[str], env: dict, interval: float = 0.05) -> tuple[int,
     def sample():
         root = psutil.Process(proc.pid)
         while not stop.is_set():
-            try:
+            with contextlib.suppress(psutil.Error):
                 peak[0] = max(peak[0], sum(p.memory_info().rss for p in [root, *root.children(recursive=True)]))
-            except psutil.Error:
-                pass
             stop.wait(interval)
 
     sampler = threading.Thread(target=sample, daemon=True)

@@ -96,14 +96,11 @@ def _read_node_columns(nodes_path: Path, node_schema) -> tuple:
         id_type = pa.string()
     else:
         raise ug.fail(f"{nodes_path}: column id has type {id_type}; allowed: integers or strings")
-    ids, labels, split = [], [], []
     label_type = node_schema.field("label").type
-    for table in tables.batches(nodes_path, ["id", "label", "split"],
-                                {"id": id_type, "split": pa.string(),
-                                 **({"label": label_type} if not tables.is_parquet(nodes_path) else {})}):
-        ids.append(table["id"])
-        labels.append(table["label"])
-        split.append(table["split"])
+    read = list(tables.batches(nodes_path, ["id", "label", "split"],
+                               {"id": id_type, "split": pa.string(),
+                                **({"label": label_type} if not tables.is_parquet(nodes_path) else {})}))
+    ids, labels, split = ([table[c] for table in read] for c in ("id", "label", "split"))
     return pa.chunked_array(ids, type=id_type).combine_chunks(), labels, split
 
 
@@ -209,13 +206,9 @@ def _split_masks(nodes_path: Path, split: list, node_of_row: np.ndarray) -> dict
         row = int(np.flatnonzero(unknown)[0])
         raise ug.fail(f"{nodes_path}: {_row(nodes_path, row)}, column split is {words[row].as_py()!r}; allowed: "
                       "train, val (or valid), test, or empty for none")
-    masks = {}
-    for split_name in ug.SPLITS:
-        hit = pc.is_in(words, value_set=pa.array([w for w, s in SPLIT_WORDS.items() if s == split_name]))
-        hit = hit.to_numpy(zero_copy_only=False)
-        mask = np.zeros(len(node_of_row), dtype=bool)
-        mask[node_of_row[hit]] = True
-        masks[split_name] = mask
+    masks = {s: np.zeros(len(node_of_row), dtype=bool) for s in ug.SPLITS}
+    for word, split_name in SPLIT_WORDS.items():
+        masks[split_name][node_of_row[pc.equal(words, word).to_numpy(zero_copy_only=False)]] = True
     return masks
 
 

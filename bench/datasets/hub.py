@@ -19,7 +19,7 @@ import sys
 import tempfile
 import time
 import uuid
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -88,17 +88,13 @@ def spec_key(spec: dict) -> str:
     """A folder name that changes whenever anything that shapes the data changes, and only then."""
     from bench import datasets  # the registry: it imports the sources, which import this module
 
-    params = spec.get("params", {})
-    shape = {"source": spec["source"], "params": params, "format": FORMAT_VERSION}
-    try:  # a generator's own VERSION (bumped when its arrays change): new arrays, new folder
+    params, version = spec.get("params", {}), None
+    with suppress(KeyError, ImportError):  # a generator's VERSION (bumped when its arrays change)
         version = getattr(datasets.source_module(spec["source"]), "VERSION", None)
-    except (KeyError, ImportError):
-        version = None
-    if version is not None:
-        shape["version"] = version
-    files = datasets.files_fingerprint(spec)
-    if files is not None:  # a user's files: an edited file gets a new folder, never a stale one
-        shape["files"] = files
+    # new arrays, or a user's edited files (their fingerprint): a new folder, never a stale one
+    extra = {"version": version, "files": datasets.files_fingerprint(spec)}
+    shape = {"source": spec["source"], "params": params, "format": FORMAT_VERSION,
+             **{k: v for k, v in extra.items() if v is not None}}
     canonical = json.dumps(shape, sort_keys=True)
     readable = "-".join([spec["source"], *(str(params[k]) for k in ("name", "scale", "count") if k in params)])
     if isinstance(params.get("path"), str):
@@ -262,11 +258,8 @@ def _remove_if_over(path: Path, name: str, pid: int, say) -> str | None:
 
 def sweep_stale(cache: Path, say=print, depth: int = 4) -> list[Path]:
     """Remove the temporary folders of builds that are over anywhere under the cache, each said."""
-    removed = []
-    root = Path(cache)
-    if not root.is_dir():
-        return removed
-    for folder, subdirs, _ in os.walk(root):
+    removed, root = [], Path(cache)
+    for folder, subdirs, _ in os.walk(root):  # nothing where the cache is not there
         if len(Path(folder).relative_to(root).parts) >= depth:
             subdirs[:] = []
             continue

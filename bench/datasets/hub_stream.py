@@ -46,8 +46,7 @@ class EdgeSorter:
             raise ValueError(f"{num_nodes} nodes: this converter takes 1 to {MAX_NODES:,}")
         self.n = int(num_nodes)
         self.scratch = Path(scratch)
-        self.keep_loops = self_loops == "keep"
-        self.keep_duplicates = duplicates == "keep"
+        self.keep_loops, self.keep_duplicates = self_loops == "keep", duplicates == "keep"
         self.run_keys, self.merge_keys = run_keys, merge_keys
         self.counts = EdgeCounts()
         self._pending: list[np.ndarray] = []
@@ -57,8 +56,7 @@ class EdgeSorter:
 
     def add(self, src: np.ndarray, dst: np.ndarray) -> None:
         """A chunk of edges (int64 node ids, already checked to be in 0..N-1)."""
-        src = np.asarray(src, dtype=np.int64)
-        dst = np.asarray(dst, dtype=np.int64)
+        src, dst = np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64)
         self.counts.edges_in += src.size
         loops = src == dst
         n_loops = int(np.count_nonzero(loops))
@@ -218,10 +216,8 @@ class _RunReader:
 
     def __init__(self, path: Path, count: int, block_keys: int):
         self.file = open(path, "rb")
-        self.left, self.block_keys = count, block_keys
-        self.block = np.empty(0, dtype=np.int64)
-        self.done = False
-        self._read()
+        self.left, self.block_keys, self.done = count, block_keys, False
+        self._read()  # the first block
 
     def _read(self) -> None:
         take = min(self.left, self.block_keys)
@@ -366,9 +362,6 @@ class NpyArray:
     @property
     def ndim(self) -> int:
         return len(self.shape)
-
-    def __len__(self) -> int:
-        return self.shape[0] if self.shape else 1
 
     def _read(self, f, start_item: int, count: int) -> np.ndarray:
         f.seek(self.offset + start_item * self.dtype.itemsize)

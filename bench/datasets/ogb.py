@@ -53,11 +53,9 @@ def expected_files(name: str) -> list[str]:
         return ["raw/edge.csv.gz", "raw/num-node-list.csv.gz", "raw/num-edge-list.csv.gz", "raw/node-feat.csv.gz",
                 *(f"raw/{extra}.csv.gz" for extra in EXTRA_RAW[name]),
                 *(f"{split_dir(name)}/{part}.pt" for part in ("train", "valid", "test"))]
-    if name == "ogbn-papers100M":
-        raw = ["raw/data.npz", "raw/node-label.npz"]
-    else:
-        raw = ["raw/edge.csv.gz", "raw/node-feat.csv.gz", "raw/node-label.csv.gz",
-               "raw/num-node-list.csv.gz", "raw/num-edge-list.csv.gz"]
+    raw = (["raw/data.npz", "raw/node-label.npz"] if name == "ogbn-papers100M" else
+           ["raw/edge.csv.gz", "raw/node-feat.csv.gz", "raw/node-label.csv.gz", "raw/num-node-list.csv.gz",
+            "raw/num-edge-list.csv.gz"])
     return raw + [f"{split_dir(name)}/{part}.csv.gz" for part in ("train", "valid", "test")]
 
 
