@@ -53,17 +53,9 @@ class Materialised:
     CARD = ("name", "source", *STAT_FIELDS)  # the statistics every result carries
     OPTIONAL_CARD = ("features_only_acc", "edge_homophily", "source_path")  # where the dataset has them
 
-    @property
-    def num_nodes(self) -> int:
-        return int(self.meta["num_nodes"])
-
-    @property
-    def num_classes(self) -> int:
-        return int(self.meta["num_classes"])
-
-    @property
-    def feature_dim(self) -> int:
-        return int(self.meta["feature_dim"])
+    num_nodes = property(lambda self: int(self.meta["num_nodes"]))
+    num_classes = property(lambda self: int(self.meta["num_classes"]))
+    feature_dim = property(lambda self: int(self.meta["feature_dim"]))
 
     def card(self) -> dict:
         """The statistics every result carries (names are part of the results contract)."""
@@ -338,12 +330,8 @@ def load(path: Path, mmap: bool = True, features_mmap: bool | None = None, check
 
 def find_raw(data_root: Path | None, source: str, folder: str, required: list[str]) -> Path | None:
     """The first of DATA_ROOT/FOLDER and DATA_ROOT/SOURCE/FOLDER holding every required file."""
-    if data_root is None:
-        return None
-    for candidate in (Path(data_root) / folder, Path(data_root) / source / folder):
-        if all((candidate / f).is_file() for f in required):
-            return candidate
-    return None
+    candidates = (Path(data_root) / folder, Path(data_root) / source / folder) if data_root else ()
+    return next((c for c in candidates if all((c / f).is_file() for f in required)), None)
 
 
 def download(label: str, cache: Path, data_root: Path | None, source: str, folder: str, required: list[str],

@@ -49,22 +49,11 @@ class LinkSplit:
     test_pos: np.ndarray
     test_neg: np.ndarray
 
-    @property
-    def num_nodes(self) -> int:
-        return int(self.meta["num_nodes"])
-
-    @property
-    def undirected(self) -> bool:
-        return bool(self.meta["undirected"])
-
-    @property
-    def protocol(self) -> str:
-        return self.meta.get("protocol", "mrr+hits")
-
-    @property
-    def shared_negatives(self) -> bool:
-        """Whether every positive is ranked against one shared set of negative pairs ([M, 2])."""
-        return self.meta.get("negatives", "per-positive") == "shared"
+    num_nodes = property(lambda self: int(self.meta["num_nodes"]))
+    undirected = property(lambda self: bool(self.meta["undirected"]))
+    protocol = property(lambda self: self.meta.get("protocol", "mrr+hits"))
+    # whether every positive is ranked against one shared set of negative pairs ([M, 2])
+    shared_negatives = property(lambda self: self.meta.get("negatives", "per-positive") == "shared")
 
     def positives(self, split: str) -> np.ndarray:
         return getattr(self, f"{split}_pos")

@@ -169,10 +169,7 @@ class GraphCollection(hub.Materialised):
     test_idx: np.ndarray
 
     CARD = ("name", "source", "num_graphs", *hub.STAT_FIELDS)
-
-    @property
-    def num_graphs(self) -> int:
-        return int(self.meta["num_graphs"])
+    num_graphs = property(lambda self: int(self.meta["num_graphs"]))
 
     def graph(self, g: int) -> tuple[np.ndarray, np.ndarray, int]:
         """Graph g as (x [n, F], edge_index [2, e] local ids, label): views, no copy."""

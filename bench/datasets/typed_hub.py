@@ -219,14 +219,8 @@ class TypedHubDataset(hub.Materialised):
     graphbolt: dict[str, np.ndarray] = field(default_factory=dict)
 
     OPTIONAL_CARD = (*hub.Materialised.OPTIONAL_CARD, "target", "node_types", "relations")
-
-    @property
-    def target(self) -> str:
-        return self.meta["target"]
-
-    @property
-    def relations(self) -> list[tuple[str, str, str]]:
-        return [relation_of(k) for k in self.meta["relations"]]
+    target = property(lambda self: self.meta["target"])
+    relations = property(lambda self: [relation_of(k) for k in self.meta["relations"]])
 
     def feature_file(self, node_type: str) -> Path:
         return self.path / f"features-{node_type}.npy"

@@ -94,7 +94,11 @@ def bounded_counts(counts: dict, where, folder: Path, problems: Problems) -> dic
     return kept
 
 
-def _open(path: Path, problems: Problems):
+def _open(path: Path, problems: Problems, missing: str | None = None):
+    """The .npy mapped, else None with its problem added (`missing`: what a missing file lacks)."""
+    if missing is not None and not path.is_file():
+        problems.add(path, f"missing: {missing}")
+        return None
     try:
         return np.load(path, mmap_mode="r", allow_pickle=False)
     except (OSError, ValueError) as exc:
@@ -198,9 +202,6 @@ def read_relations(entries: list[tuple[str, Path, Path]], where: Path, layout: s
         relation = relation_named(stem, types, problems, name_path, path, "processed/" if igb_layout else "nodes/")
         if relation is None:
             continue
-        if not path.is_file():
-            problems.add(path, "missing: the relation's edges [E, 2]")
-            continue
         edges = read_relation(path, relation, counts, problems, igb_layout)
         if edges is not None:
             relations[relation], files[relation] = edges, path
@@ -225,7 +226,7 @@ def read_relation(path: Path, relation: tuple[str, str, str], counts: dict, prob
     """A relation's (source ids, destination ids) from its .npy ([2, E]; IGB's: [E, 2]), in range."""
     src, _, dst = relation
     shape = "[E, 2]" if igb_layout else "[2, E]"
-    e = _open(path, problems)
+    e = _open(path, problems, "the relation's edges [E, 2]")
     if e is None:
         return None
     if not np.issubdtype(e.dtype, np.integer):
@@ -253,10 +254,7 @@ def read_labels(path: Path, n: int | None, target: str, missing: str, problems: 
                 classes: int | None = None) -> np.ndarray | None:
     """The target's labels [n] (graph_checks.labels_of; `classes`: IGB's number), None where unusable
     (said; `missing`: what a missing file lacks)."""
-    if not path.is_file():
-        problems.add(path, f"missing: {missing}")
-        return None
-    y = _open(path, problems)
+    y = _open(path, problems, missing)
     if y is None:
         return None
     labels, i, problem = graph_checks.labels_of(np.asarray(y), n, f"{target} nodes", classes)
@@ -271,10 +269,7 @@ def _target_arrays(folder: Path, target: str, n: int | None, problems: Problems)
     splits = {}
     for split, name in SPLIT_FILES.items():
         path = folder / name
-        if not path.is_file():
-            problems.add(path, f"missing: the {split.removesuffix('_idx')} split of {target!r} node ids")
-            continue
-        raw = _open(path, problems)
+        raw = _open(path, problems, f"the {split.removesuffix('_idx')} split of {target!r} node ids")
         if raw is None or n is None:  # n None: the target's count is unknown, which is said already
             continue
         ids, i, problem = graph_checks.ids_of(np.asarray(raw), n, f"{target} nodes")
@@ -307,10 +302,7 @@ def expected_stats(params: dict) -> dict:
 def feature_blocks(path: Path):
     """A type's features.npy as float32 blocks of rows read from the file, each checked finite."""
     for start, block, _ in ug.npy_row_blocks(NpyArray(path)):
-        with np.errstate(over="ignore", invalid="ignore"):
-            x = block.astype(np.float32, copy=False)  # a float64 too large for float32 becomes inf: said
-        ug.check_finite(ug.Input(path, "features"), start, block, x)
-        yield x
+        yield ug.finite_float32(ug.Input(path, "features"), start, block)
 
 
 def write_checked(spec: dict, cache: Path, read, fingerprint, feature_files, version: int) -> Path:

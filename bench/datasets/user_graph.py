@@ -156,16 +156,19 @@ def check_feature_shape(graph: UserGraph) -> None:
                    f"nodes ({graph.nodes_from}); allowed: one row per node")
 
 
-def check_finite(where: Input, given_row: int, block: np.ndarray, converted: np.ndarray) -> None:
-    """NaN or inf in a block of feature rows, or a value beyond float32's range."""
+def finite_float32(where: Input, given_row: int, block: np.ndarray) -> np.ndarray:
+    """A block of feature rows as float32; NaN or inf in it, or a value beyond float32's range, refused."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        converted = block.astype(np.float32, copy=False)  # a float64 too large for float32 becomes inf: said
     if not np.issubdtype(block.dtype, np.floating):
-        return
+        return converted
     for values, what in ((block, "; allowed: finite numbers (no NaN or inf)"),
                          (converted, ", beyond float32's range; allowed: finite numbers within ±3.4e38")):
         finite = np.isfinite(values)
         if not finite.all():
             r, c = np.argwhere(~finite)[0]
             raise fail(f"{where.at(f'[{given_row + int(r)}, {c}]')} is {block[r, c]}{what}")
+    return converted
 
 
 def check_labels(graph: UserGraph, num_classes: int | None) -> tuple[np.ndarray, int]:
@@ -314,9 +317,7 @@ class Phases:
 def convert_features(graph: UserGraph, folder: Path) -> None:
     with hub_stream.ArrayFile(folder / "features.npy", np.float32, graph.feature_shape) as out:
         for rows, block, given_row in graph.feature_blocks():
-            with np.errstate(over="ignore", invalid="ignore"):
-                converted = block.astype(np.float32, copy=False)
-            check_finite(graph.features, given_row, block, converted)
+            converted = finite_float32(graph.features, given_row, block)
             if isinstance(rows, (int, np.integer)):  # consecutive rows: put writes them where they go
                 rows = np.arange(rows, rows + block.shape[0])
             out.put(rows, converted)
