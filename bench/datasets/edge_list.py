@@ -54,8 +54,8 @@ def open_graph(label: str, params: dict) -> ug.UserGraph:
              "not its edge attributes"] if ignored else []
     ids, labels, split = _read_node_columns(nodes_path, node_schema)
     nodes = NodeIds.of(nodes_path, ids)
-    labels_by_node = _labels_by_node(nodes_path, labels, nodes.node_of_row)
-    masks = _split_masks(nodes_path, split, nodes.node_of_row)
+    labels_by_node = _labels_by_node(nodes_path, labels, nodes.order)
+    masks = _split_masks(nodes_path, split, nodes.order)
     features = FeatureColumns.of(nodes_path, node_schema)
     extra_arrays, extra_meta = _node_ids_record(nodes_path, nodes)
     return ug.UserGraph(
@@ -175,8 +175,8 @@ class NodeIds:
         return node, missing
 
 
-def _labels_by_node(nodes_path: Path, labels: list, node_of_row: np.ndarray) -> np.ndarray:
-    """Column label, by hub node (-1: none)."""
+def _labels_by_node(nodes_path: Path, labels: list, order: np.ndarray) -> np.ndarray:
+    """Column label, by hub node (-1: none; `order`: the row of each hub node)."""
     import pyarrow as pa
 
     label_col = pa.chunked_array(labels).combine_chunks()
@@ -188,13 +188,11 @@ def _labels_by_node(nodes_path: Path, labels: list, node_of_row: np.ndarray) -> 
     label_rows = label_col.to_numpy(zero_copy_only=False)
     if label_col.null_count:
         label_rows = np.where(label_col.is_null().to_numpy(zero_copy_only=False), -1, np.nan_to_num(label_rows, nan=-1))
-    labels_by_node = np.empty(len(node_of_row), dtype=label_rows.dtype)
-    labels_by_node[node_of_row] = label_rows
-    return labels_by_node
+    return label_rows[order]
 
 
-def _split_masks(nodes_path: Path, split: list, node_of_row: np.ndarray) -> dict[str, np.ndarray]:
-    """Column split as a mask by hub node for each split."""
+def _split_masks(nodes_path: Path, split: list, order: np.ndarray) -> dict[str, np.ndarray]:
+    """Column split as a mask by hub node for each split (`order`: the row of each hub node)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -206,10 +204,8 @@ def _split_masks(nodes_path: Path, split: list, node_of_row: np.ndarray) -> dict
         row = int(np.flatnonzero(unknown)[0])
         raise ug.fail(f"{nodes_path}: {_row(nodes_path, row)}, column split is {words[row].as_py()!r}; allowed: "
                       "train, val (or valid), test, or empty for none")
-    masks = {s: np.zeros(len(node_of_row), dtype=bool) for s in ug.SPLITS}
-    for word, split_name in SPLIT_WORDS.items():
-        masks[split_name][node_of_row[pc.equal(words, word).to_numpy(zero_copy_only=False)]] = True
-    return masks
+    return {s: pc.is_in(words, value_set=pa.array([w for w, to in SPLIT_WORDS.items() if to == s]))
+            .to_numpy(zero_copy_only=False)[order] for s in ug.SPLITS}
 
 
 @dataclass

@@ -115,13 +115,10 @@ def _generate(p: dict, x_out):
     np.cumsum(np.concatenate(edge_counts), out=edge_ptr[1:])
     order = np.random.default_rng([p["seed"], 3]).permutation(p["count"]).astype(np.int64)
     n_train, n_val = int(TRAIN_FRAC * p["count"]), int(VAL_FRAC * p["count"])
-    yield "edge_index", np.concatenate(edges, axis=1).astype(np.int64)
-    yield "node_ptr", node_ptr
-    yield "edge_ptr", edge_ptr
-    yield "y", labels
-    yield "train_idx", np.sort(order[:n_train])
-    yield "val_idx", np.sort(order[n_train:n_train + n_val])
-    yield "test_idx", np.sort(order[n_train + n_val:])
+    yield from {"edge_index": np.concatenate(edges, axis=1).astype(np.int64), "node_ptr": node_ptr,
+                "edge_ptr": edge_ptr, "y": labels, "train_idx": np.sort(order[:n_train]),
+                "val_idx": np.sort(order[n_train:n_train + n_val]),
+                "test_idx": np.sort(order[n_train + n_val:])}.items()
 
 
 def expected_stats(params: dict) -> dict:

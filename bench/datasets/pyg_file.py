@@ -57,7 +57,6 @@ def load_file(path: Path, unsafe: bool):
         except Exception as exc:  # noqa: BLE001 - whatever the unpickler raises
             raise ug.fail(f"{path}: cannot be loaded ({type(exc).__name__}: {' '.join(str(exc).split())[:200]})") from None
     refuse_unneeded_globals(path)
-    last = None
     for mmap in (True, False):  # a zip-format file is mapped; an old-format one is read whole
         try:
             with torch.serialization.safe_globals(data_containers()):

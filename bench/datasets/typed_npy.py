@@ -168,17 +168,14 @@ def node_arrays(paths: dict[str, Path], given_counts: dict, config_path: Path, p
     counts, features = {}, {}
     for t, path in paths.items():
         x = _open(path, problems) if path.is_file() else None
-        rows = None
         if x is not None and x.ndim != 2:
             problems.add(path, f"{path.stem} has shape {x.shape}; allowed: [N, F] (one row per {t} node)")
             x = None
-        elif x is not None:
-            rows = int(x.shape[0])  # the count, even where the dtype is wrong (its relations still checked)
+        if x is not None:
+            counts[t] = int(x.shape[0])  # the count, even of a wrong dtype (its relations still checked)
             if not (np.issubdtype(x.dtype, np.floating) or np.issubdtype(x.dtype, np.integer) or x.dtype == np.bool_):
                 problems.add(path, f"{path.stem} has dtype {x.dtype}; allowed: {ug.FEATURE_RULE}")
                 x = None
-        if rows is not None:
-            counts[t] = rows
             if t in given_counts and given_counts[t] != counts[t]:
                 problems.add(config_path, f"num_nodes says {given_counts[t]} {t} nodes, {path.name} has "
                                           f"{counts[t]} rows; allowed: equal, or num_nodes left out for {t}")
