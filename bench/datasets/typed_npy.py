@@ -35,9 +35,7 @@ LAYOUT_RULE = ("graph.json {\"target\": TYPE}, nodes/<type>/features.npy, nodes/
 
 def source_files(params: dict) -> list[Path]:
     folder = Path(params["path"])
-    if not folder.is_dir():
-        return [folder]
-    return sorted([*folder.rglob("*.npy"), folder / GRAPH_FILE])
+    return sorted([*folder.rglob("*.npy"), folder / GRAPH_FILE]) if folder.is_dir() else [folder]
 
 
 canonical_params, fingerprint, *_ = ug.source_hooks("typed-npy", source_files)
@@ -197,9 +195,7 @@ def read_relations(entries: list[tuple[str, Path, Path]], where: Path, layout: s
         problems.add(where, f"no relations ({layout}); allowed: at least one")
     for stem, name_path, path in entries:
         relation = relation_named(stem, types, problems, name_path, path, "processed/" if igb_layout else "nodes/")
-        if relation is None:
-            continue
-        edges = read_relation(path, relation, counts, problems, igb_layout)
+        edges = None if relation is None else read_relation(path, relation, counts, problems, igb_layout)
         if edges is not None:
             relations[relation], files[relation] = edges, path
     loops = 0
@@ -305,9 +301,9 @@ def feature_blocks(path: Path):
 def write_checked(spec: dict, cache: Path, read, fingerprint, feature_files, version: int) -> Path:
     """A typed user graph into the hub once (typed_hub.Writer, a piece at a time, with its baseline):
     read and checked whole, its files unchanged meanwhile."""
-    params = spec["params"]
-    if (hub.dataset_dir(spec, cache) / "meta.json").is_file():
-        return hub.dataset_dir(spec, cache)
+    params, target_dir = spec["params"], hub.dataset_dir(spec, cache)
+    if (target_dir / "meta.json").is_file():
+        return target_dir
     before = fingerprint(params)
     g = read()
     if fingerprint(params) != before:
@@ -315,20 +311,18 @@ def write_checked(spec: dict, cache: Path, read, fingerprint, feature_files, ver
     files = feature_files(g)
     with typed_hub.writing(spec, cache, g["counts"]) as w:
         if w is None:
-            return hub.dataset_dir(spec, cache)  # another process finished it first
+            return target_dir  # another process finished it first
         for relation, (src, dst) in g["relations"].items():
             w.relation(relation, src, dst)
         for t, path in files.items():
             w.features(t, (g["counts"][t], int(np.prod(NpyArray(path).shape[1:]))), feature_blocks(path))
         y, splits, target = g["labels"], g["splits"], g["target"]
-        acc = None
-        if target in files:
-            acc = baseline.features_only_accuracy(ug.RowReader(w.folder / f"features-{target}.npy"), y,
-                                                  splits["train_idx"], splits["test_idx"])
+        acc = None if target not in files else baseline.features_only_accuracy(
+            ug.RowReader(w.folder / f"features-{target}.npy"), y, splits["train_idx"], splits["test_idx"])
         w.finish(target, y, splits, extra_meta={"reader": version, "source_path": params["path"],
                                                 "features_only_acc": None if acc is None else round(acc, 4)})
-    ug.discard_stale(spec, hub.dataset_dir(spec, cache))
-    return hub.dataset_dir(spec, cache)
+    ug.discard_stale(spec, target_dir)
+    return target_dir
 
 
 def materialise(spec: dict, cache: Path, data_root: Path | None = None) -> Path:
@@ -413,9 +407,7 @@ def igbh_materialise(spec: dict, cache: Path, data_root: Path | None = None) -> 
 
 # the source `igbh` (bench.datasets.SOURCES names it by attribute)
 IGBH = SimpleNamespace(
-    SHAPE="typed",
-    USER_FILES=True,
-    VERSION=VERSION,
+    SHAPE="typed", USER_FILES=True, VERSION=VERSION,
     PARAMS={"path": ug.PARAMS["path"], "classes": (int, {"ge": 19, "le": 2983})},
     DEFAULTS={"path": ..., "classes": 19},
     SIZES_NOTE=("igbh:PATH         IGBH as IGB ships it: PATH/processed/<type>/node_feat.npy, paper/node_label_19.npy, "

@@ -221,8 +221,7 @@ def check_splits(graph: UserGraph, labels: np.ndarray) -> dict[str, np.ndarray]:
 def materialise(spec: dict, cache: Path, opener: Callable[[str, dict], UserGraph],
                 files: Callable[[dict], list[Path]]) -> Path:
     """Check a user's graph and convert it into the hub (written aside, renamed when whole)."""
-    params = spec["params"]
-    target = hub.dataset_dir(spec, cache)
+    params, target = spec["params"], hub.dataset_dir(spec, cache)
     if (target / "meta.json").is_file():
         return target
     before = fingerprint(files(params))
@@ -247,10 +246,8 @@ def materialise(spec: dict, cache: Path, opener: Callable[[str, dict], UserGraph
         phases.done("edges: check, sort, write")
         convert_features(graph, tmp)
         phases.done("features: check, write")
-        np.save(tmp / "labels.npy", labels)
-        for name in SPLITS:
-            np.save(tmp / f"{name}_idx.npy", splits[name])
-        for name, array in graph.extra_arrays.items():
+        arrays = {"labels": labels, **{f"{s}_idx": ids for s, ids in splits.items()}, **graph.extra_arrays}
+        for name, array in arrays.items():
             np.save(tmp / f"{name}.npy", array)
         acc = baseline.features_only_accuracy(RowReader(tmp / "features.npy"), labels, splits["train"],
                                                splits["test"])
