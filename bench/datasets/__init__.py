@@ -77,13 +77,10 @@ def materialiser(source: str):
 def tasks(spec_or_source) -> tuple[str, ...]:
     """The tasks a dataset spec (or a source, its defaults) serves: its source's `tasks(params)`,
     else those of its SHAPE ("plain" where it says none)."""
-    if isinstance(spec_or_source, str):
-        source, params = spec_or_source, {}
-    else:
-        source, params = spec_or_source["source"], spec_or_source.get("params") or {}
-    module = source_module(source)
+    spec = {"source": spec_or_source} if isinstance(spec_or_source, str) else spec_or_source
+    module = source_module(spec["source"])
     if hasattr(module, "tasks"):
-        return tuple(module.tasks(params))
+        return tuple(module.tasks(spec.get("params") or {}))
     return tasks_of_shape(getattr(module, "SHAPE", "plain"))
 
 

@@ -255,10 +255,7 @@ def sweep_stale(cache: Path, say=print, depth: int = 4) -> list[Path]:
         if len(Path(folder).relative_to(root).parts) >= depth:
             subdirs[:] = []
             continue
-        for sub in list(subdirs):
-            match = OWNED.match(sub)
-            if match is None:
-                continue
+        for sub, match in [(s, m) for s in subdirs if (m := OWNED.match(s))]:
             subdirs.remove(sub)  # never descend into a build's own folder
             path = Path(folder) / sub
             why = _remove_if_over(path, match["name"], int(match["pid"]), say)

@@ -115,8 +115,7 @@ class EdgeSorter:
                    for path, count in self._runs]
         carry = np.empty(0, dtype=np.int64)
         while readers:
-            open_ended = [r.block[-1] for r in readers if r.left]  # a run with keys beyond its block
-            bound = min(open_ended) if open_ended else None
+            bound = min((r.block[-1] for r in readers if r.left), default=None)  # of runs with more keys
             parts = [carry]
             for reader in readers:
                 k = reader.block.size if bound is None else int(np.searchsorted(reader.block, bound, "right"))
