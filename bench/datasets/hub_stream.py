@@ -351,6 +351,7 @@ class NpyArray:
         if not all(isinstance(d, int) and d >= 0 for d in shape):
             raise NpyError(f"its .npy header gives the shape {tuple(shape)}; allowed: sizes of 0 or more")
         self.shape, self.fortran, self.dtype = tuple(shape), bool(fortran), np.dtype(dtype)
+        self.ndim = len(self.shape)
         # Python integers: a hostile shape cannot wrap around int64
         size = self.offset + math.prod(self.shape) * self.dtype.itemsize
         actual = self.path.stat().st_size
@@ -358,18 +359,13 @@ class NpyArray:
             raise NpyError(f"is truncated: its header says {self.shape} {self.dtype} ({size:,} bytes), "
                            f"the file has {actual:,} bytes")
 
-    @property
-    def ndim(self) -> int:
-        return len(self.shape)
-
     def _read(self, f, start_item: int, count: int) -> np.ndarray:
         f.seek(self.offset + start_item * self.dtype.itemsize)
         return np.fromfile(f, dtype=self.dtype, count=count)
 
     def rows(self, start: int, stop: int) -> np.ndarray:
         """array[start:stop] (along the first axis), read from the file, C-ordered."""
-        stop = min(stop, self.shape[0])
-        count = max(0, stop - start)
+        count = max(0, min(stop, self.shape[0]) - start)
         inner = self.shape[1:]
         width = int(np.prod(inner, dtype=np.int64))
         with open(self.path, "rb") as f:
@@ -385,8 +381,7 @@ class NpyArray:
 
     def row_of_column(self, row: int, start: int, stop: int) -> np.ndarray:
         """array[row, start:stop] of a 2-D array (an edge index given as [2, E])."""
-        stop = min(stop, self.shape[1])
-        count = max(0, stop - start)
+        count = max(0, min(stop, self.shape[1]) - start)
         with open(self.path, "rb") as f:
             if not self.fortran:
                 return self._read(f, row * self.shape[1] + start, count)
