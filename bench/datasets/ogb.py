@@ -96,10 +96,9 @@ def opened(spec: dict, cache: Path, data_root: Path | None, dataset_class: str, 
                 lambda root: (dataset_class(name, root=str(root)), root / folder_name), offline_hint)
         else:
             work = Path(scratch) / folder_name
-            work.mkdir()
+            (work / "processed").mkdir(parents=True)  # ogb's processed copy: here, never in the data root
             for part in ("raw", "split"):
                 (work / part).symlink_to(source_dir / part, target_is_directory=True)
-            (work / "processed").mkdir()  # ogb writes its processed copy here, never into the data root
             (work / f"RELEASE_v{RELEASE.get(name, 1)}.txt").touch()
             with hub.reading_raw(spec["name"], source_dir):
                 dataset = dataset_class(name, root=scratch)
