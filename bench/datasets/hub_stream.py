@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import os
 import shutil
+from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -241,7 +242,7 @@ def _npy_header(dtype, shape: tuple) -> bytes:
     return buffer.getvalue()
 
 
-class ArrayFile:
+class ArrayFile(AbstractContextManager):
     """A .npy of known shape and dtype written a block of rows at a time, never mapped: in order
     (`append`), or at given rows (`put`: spilled per range of rows, placed when closed)."""
 
@@ -313,9 +314,6 @@ class ArrayFile:
                 _remove(*files)
             self._buckets.clear()
             self.file.close()
-
-    def __enter__(self):
-        return self
 
     def __exit__(self, *exc):
         self.close()
