@@ -57,7 +57,6 @@ def load_file(path: Path, unsafe: bool):
         except Exception as exc:  # noqa: BLE001 - whatever the unpickler raises
             raise ug.fail(f"{path}: cannot be loaded ({type(exc).__name__}: {' '.join(str(exc).split())[:200]})") from None
     refuse_unneeded_globals(path)
-    last = None
     for mmap in (True, False):  # a zip-format file is mapped; an old-format one is read whole
         try:
             with torch.serialization.safe_globals(data_containers()):
@@ -70,10 +69,8 @@ def load_file(path: Path, unsafe: bool):
                               f"code, so it was not loaded; allowed: a Data, or an InMemoryDataset's (data, slices) "
                               f"file, saved with torch.save; or, for a file you trust, {UNSAFE_HINT}") from None
             last = exc
-        except RuntimeError as exc:
+        except RuntimeError as exc:  # not a zip file: read it without the map
             last = exc
-            if mmap:
-                continue  # not a zip file: read it without the map
         except Exception as exc:  # noqa: BLE001 - a file torch cannot read at all
             last = exc
             break
@@ -179,10 +176,9 @@ def as_data(obj, path: Path):
         raise ug.fail(f"{path}: holds a {type(obj).__name__}; allowed: a PyG Data, or an InMemoryDataset's "
                       "(data, slices) file")
     if isinstance(slices, dict):
-        counts = {k: len(v) - 1 for k, v in slices.items() if hasattr(v, "__len__")}
-        many = {k: c for k, c in counts.items() if c > 1}
+        many = [(k, len(v) - 1) for k, v in slices.items() if hasattr(v, "__len__") and len(v) > 2]
         if many:
-            key, count = next(iter(many.items()))
+            key, count = many[0]
             raise ug.fail(f"{path}: an InMemoryDataset of {count} graphs (slices of {key}); allowed: one graph "
                           "(node classification)")
     return obj
