@@ -12,13 +12,12 @@ as its latest run measured it.
 from __future__ import annotations
 
 import math
-from collections import defaultdict
 from dataclasses import dataclass, field
 from itertools import combinations
 
 from bench.backends import BACKENDS
 from bench.publish import diagnosis, history, lifecycle, stages
-from bench.publish.fmt import first_line, host_label, mib, pct
+from bench.publish.fmt import first_line, group_by, host_label, mib, pct
 from bench.publish.results import CellResult, RunResult, scaling_scores, scaling_series
 from bench.tasks import DEFAULT, TASKS, Task
 
@@ -296,11 +295,9 @@ def failure_patterns(g: Group) -> list[str]:
         every = [u.settings for u in bad] + [m.settings for m in good]
         keys = [k for k in sorted({k for s in every for k in s if k not in PATTERN_IGNORE})
                 if len({hashable(s.get(k)) for s in every}) > 1]
-        patterns: dict[tuple, list[CellResult]] = defaultdict(list)
-        for u in bad:
-            patterns[smallest_pattern(u.settings, [m.settings for m in good], keys)].append(u)
-        for pattern, members in merge_patterns(patterns).items():
-            notes.append(failure_sentence(backend, pattern, members, good))
+        patterns = group_by(bad, lambda u: smallest_pattern(u.settings, [m.settings for m in good], keys))
+        notes += [failure_sentence(backend, pattern, members, good)
+                  for pattern, members in merge_patterns(patterns).items()]
     return notes
 
 
@@ -370,12 +367,10 @@ def describe_pattern(pattern: tuple) -> str:
 
 
 def skipped(g: Group) -> list[str]:
-    by_reason: dict[tuple, list[str]] = defaultdict(list)
-    for u in g.unmeasured.values():
-        if u.status not in history.FAILED:
-            by_reason[(u.backend, u.status, first_line(u.reason, 100))].append(u.id)
-    return [f"{len(ids)} {backend} cell(s) {status}: {reason} [{', '.join(sorted(ids))}]."
-            for (backend, status, reason), ids in by_reason.items()]
+    by_reason = group_by((u for u in g.unmeasured.values() if u.status not in history.FAILED),
+                         lambda u: (u.backend, u.status, first_line(u.reason, 100)))
+    return [f"{len(cells)} {backend} cell(s) {status}: {reason} [{', '.join(sorted(u.id for u in cells))}]."
+            for (backend, status, reason), cells in by_reason.items()]
 
 
 def hashable(value):

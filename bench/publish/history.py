@@ -22,7 +22,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from bench.publish.fmt import first_line, host_label, pct
+from bench.publish.fmt import first_line, group_by, host_label, pct
 from bench.publish.results import CellResult, Machine, RunResult, ResultsError
 from bench.suite_format import Settings
 from bench.stacks import versions
@@ -97,18 +97,12 @@ class SeriesKey:
 
 def series(results: Sequence[RunResult]) -> dict[SeriesKey, list[Point]]:
     """Every measured cell of the runs by configuration and machine, oldest first, a copied run once."""
-    runs: list[RunResult] = []
-    for run in results:
-        if not any(same_run(run, other) for other in runs):
-            runs.append(run)
-    out: dict[SeriesKey, list[Point]] = {}
-    for suite in sorted({str(run.suite or "?") for run in runs}):
-        for cell_id, points in trend([run for run in runs if str(run.suite or "?") == suite]).items():
-            for point in points:
-                if point.status == "ok" and point.median_s:
-                    key = SeriesKey(suite, cell_id, configuration(point.cell, point.run), fingerprint(point.run.machine))
-                    out.setdefault(key, []).append(point)
-    return out
+    runs = [run for i, run in enumerate(results) if not any(same_run(run, other) for other in results[:i])]
+    points = [p for suite in sorted({str(run.suite or "?") for run in runs})
+              for cell_points in trend([run for run in runs if str(run.suite or "?") == suite]).values()
+              for p in cell_points if p.status == "ok" and p.median_s]
+    return group_by(points, lambda p: SeriesKey(str(p.run.suite or "?"), p.cell_id,
+                                                configuration(p.cell, p.run), fingerprint(p.run.machine)))
 
 
 def configuration(cell: CellResult, run: RunResult | None = None) -> str:
@@ -166,9 +160,7 @@ def history_between(cell_id: str, earlier: Sequence[RunResult]) -> tuple[float |
 
 def latest(runs: Sequence[RunResult], floor: float = COMPARE_FLOOR) -> list[tuple[RunResult, RunResult, list[Verdict]]]:
     """Per suite and machine, the newest run's verdicts against the one before (the earlier its history)."""
-    groups: dict[tuple[str, str], list[RunResult]] = {}
-    for run in runs:
-        groups.setdefault((str(run.suite), str(run.machine.key)), []).append(run)
+    groups = group_by(runs, lambda run: (str(run.suite), str(run.machine.key)))
     ordered = [sorted(group, key=lambda r: (r.finished_at, str(r.path))) for _, group in sorted(groups.items())]
     return [(g[-2], g[-1], compare(g[-2], g[-1], floor=floor, history=g[:-1])) for g in ordered if len(g) >= 2]
 
@@ -189,16 +181,14 @@ def compare(old: RunResult, new: RunResult, *, floor: float = COMPARE_FLOOR, for
             verdicts.append(status_verdict(cell_id, o, n, comparable, old, new))
             if o and n and o.measured and n.measured and (changed := definition_changes(o, n, old, new)):
                 verdicts[-1].reason += f"; what the cell measures changed too ({changed})"
-        elif changed := graph_changes(o, n):  # e.g. a new synthetic generator: same dataset name, another graph
+        # a new synthetic generator: same dataset name, another graph; or same cell id, another measurement
+        elif (graph := graph_changes(o, n)) or (changed := definition_changes(o, n, old, new)):
+            why = (f"the dataset changed between the runs ({graph}): timings on different graphs are "
+                   "not compared" if graph else
+                   f"what the cell measures changed between the runs ({changed}): the series is split here, "
+                   "not read as noise")
             verdicts.append(Verdict(cell_id, n.dataset or o.dataset, "not comparable", o.median, n.median,
-                                    n.median / o.median - 1, None,
-                                    f"the dataset changed between the runs ({changed}): timings on different "
-                                    "graphs are not compared"))
-        elif changed := definition_changes(o, n, old, new):  # same cell id, another measurement
-            verdicts.append(Verdict(cell_id, n.dataset or o.dataset, "not comparable", o.median, n.median,
-                                    n.median / o.median - 1, None,
-                                    f"what the cell measures changed between the runs ({changed}): the series is "
-                                    "split here, not read as noise"))
+                                    n.median / o.median - 1, None, why))
         else:
             verdicts.append(timing_verdict(o, n, floor, *run_to_run(cell_id, earlier, old_cells, new_cells)))
     return verdicts
@@ -296,10 +286,9 @@ def status_verdict(cell_id: str, o: CellResult | None, n: CellResult | None, com
         kind = "not comparable"
         reason = (f"old ran on {host_label(old.machine)}, new on {host_label(new.machine)}: timings of different "
                   f"machines are not compared (--force compares them); old {describe(o)}, new {describe(n)}")
-    elif o.status == "ok" and n.status in FAILED:
-        kind, reason = "now failing", f"was {describe(o)}; now {describe(n)}"
-    elif o.status in FAILED and n.status == "ok":
-        kind, reason = "fixed", f"was {describe(o)}; now {describe(n)}"
+    elif (o.status == "ok" and n.status in FAILED) or (o.status in FAILED and n.status == "ok"):
+        kind = "now failing" if n.status in FAILED else "fixed"
+        reason = f"was {describe(o)}; now {describe(n)}"
     else:
         kind, reason = "unchanged", f"{o.status} in both runs; now {describe(n)}"
     o_med, n_med = o.median if o_there else None, n.median if n_there else None
@@ -327,10 +316,8 @@ def verdict_table(verdicts: list[Verdict], floor: float = COMPARE_FLOOR) -> str:
 def run_shift(verdicts: list[Verdict], floor: float = COMPARE_FLOOR) -> str | None:
     """A sentence where the median change over the run's cells exceeds the floor: the machine's, or every cell's."""
     logs = [math.log(v.new_median_s / v.old_median_s) for v in verdicts
-            if v.old_median_s and v.new_median_s and v.verdict not in ("not comparable",)]
-    if len(logs) < MIN_POOLED_CELLS:
-        return None
-    median = statistics.median(logs)
+            if v.old_median_s and v.new_median_s and v.verdict != "not comparable"]
+    median = statistics.median(logs) if len(logs) >= MIN_POOLED_CELLS else 0.0  # too few cells: none read
     if abs(median) <= math.log(1 + floor):
         return None
     return (f"the whole run moved: median change {signed_pct(math.exp(median) - 1)} over {len(logs)} cells "
@@ -432,7 +419,6 @@ def judge_release(old: CellResult, new: CellResult, earlier: Sequence[RunResult]
         between = math.sqrt((old_between ** 2 + new_between ** 2) / 2)
         source = f"run-to-run {pct(between)} from {min(old_n, new_n)}+ earlier runs of both cells"
     else:
-        between = None
-        source = (f"no run-to-run estimate (earlier medians: {old_n} and {new_n}; {MIN_HISTORY} of each "
-                  "needed): the medians' errors and the floor alone")
+        between, source = None, (f"no run-to-run estimate (earlier medians: {old_n} and {new_n}; "
+                                 f"{MIN_HISTORY} of each needed): the medians' errors and the floor alone")
     return timing_verdict(old, new, floor, between, source)
