@@ -39,12 +39,9 @@ class Column:
         """The name `--columns` takes: the header in lower case, words joined by '-' ("val-acc/mrr")."""
         return re.sub(r"[^a-z0-9/@%]+", "-", re.sub(r"\s*/\s*", "/", self.header.lower())).strip("-")
 
-    def text(self, cell: CellResult) -> str:
-        return self.format(self.value(cell))
-
     def markdown_text(self, cell: CellResult) -> str:
         note = self.note(cell) if self.note else None
-        return self.text(cell) + (f" {note}" if note else "")
+        return self.format(self.value(cell)) + (f" {note}" if note else "")
 
     def html_text(self, cell: CellResult) -> str:
         value = self.value(cell)
@@ -131,12 +128,10 @@ def _ceiling_note(cell: CellResult) -> str | None:
 
 def largest_private(cell: CellResult) -> tuple[str, int, int] | None:
     """(part, private bytes, rank) of the largest private part of any rank's peak PSS, or None."""
-    found = None
-    for rank, ranked in enumerate(cell.metrics.get("memory_breakdown") or []):
-        for part, sizes in ((ranked or {}).get("parts") or {}).items():
-            if found is None or sizes.get("private", 0) > found[1]:
-                found = (part, sizes.get("private", 0), rank)
-    return found
+    parts = [(part, sizes.get("private", 0), rank)
+             for rank, ranked in enumerate(cell.metrics.get("memory_breakdown") or [])
+             for part, sizes in ((ranked or {}).get("parts") or {}).items()]
+    return max(parts, key=lambda found: found[1], default=None)
 
 
 def _breakdown_hint(cell: CellResult) -> str:

@@ -97,7 +97,7 @@ class SeriesKey:
 
 def series(results: Sequence[RunResult]) -> dict[SeriesKey, list[Point]]:
     """Every measured cell of the runs by configuration and machine, oldest first, a copied run once."""
-    runs = [run for i, run in enumerate(results) if not any(same_run(run, other) for other in results[:i])]
+    runs = distinct(results)
     points = [p for suite in sorted({str(run.suite or "?") for run in runs})
               for cell_points in trend([run for run in runs if str(run.suite or "?") == suite]).values()
               for p in cell_points if p.status == "ok" and p.median_s]
@@ -133,6 +133,11 @@ def same_run(a: RunResult, b: RunResult) -> bool:
     """Two files of one run (a copy under another folder): a history counts it once."""
     return (a.path.name == b.path.name and a.datetime == b.datetime and a.started_at == b.started_at
             and a.machine.key == b.machine.key)
+
+
+def distinct(runs: Sequence[RunResult]) -> list[RunResult]:
+    """The runs, each once: of a run's copies (same_run), the first."""
+    return [run for i, run in enumerate(runs) if not any(same_run(run, other) for other in runs[:i])]
 
 
 def check_same_suite(results: Sequence[RunResult]) -> None:
@@ -400,14 +405,12 @@ def release_groups(run: RunResult, earlier: Sequence[RunResult] = (), floor: flo
         by_config.setdefault((framework, config), {})[release] = cell
     out = []
     for (framework, config), cells in by_config.items():
-        if len(cells) < 2:
-            continue
-        ordered = sorted(cells.items(), key=lambda item: release_key(item[0]))
-        oldest = ordered[0][1]
-        rows = [ReleaseRow(ordered[0][0], oldest, None)]
-        rows += [ReleaseRow(release, cell, judge_release(oldest, cell, earlier, floor), run.pair(oldest.id, cell.id))
-                 for release, cell in ordered[1:]]
-        out.append(ReleaseGroup(framework, config, oldest.dataset, tuple(rows)))
+        (first, oldest), *newer = sorted(cells.items(), key=lambda item: release_key(item[0]))
+        rows = [ReleaseRow(first, oldest, None)] + [
+            ReleaseRow(release, cell, judge_release(oldest, cell, earlier, floor), run.pair(oldest.id, cell.id))
+            for release, cell in newer]
+        if newer:
+            out.append(ReleaseGroup(framework, config, oldest.dataset, tuple(rows)))
     return out
 
 

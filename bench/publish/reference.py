@@ -34,8 +34,6 @@ def _allowed(schema: dict) -> str:
         high = schema.get("maximum", schema.get("exclusiveMaximum"))
         bounds = "" if low is None and high is None else f" {'>' if 'exclusiveMinimum' in schema else ''}{low if low is not None else ''}..{high if high is not None else ''}"
         return f"{kind}{bounds}"
-    if kind == "null":
-        return "null"
     return kind or "see below"
 
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.publish import advisor, charts, diagnosis, history, lifecycle, report, stages, steps
-from bench.publish.fmt import first_line, when
+from bench.publish.fmt import first_line, group_by, when
 from bench.publish.results import RunResult
 from bench.inputs import InputError
 
@@ -79,17 +79,11 @@ def build(results: list[RunResult], out_dir: Path, command: str | None = None) -
 
 def group_by_suite(results: list[RunResult]) -> list[SuiteRuns]:
     """Runs grouped by suite name, each suite's runs in date order, suites by name."""
-    by_name: dict[str, SuiteRuns] = {}
     slugs: set[str] = set()
-    for result in results:
-        name = str(result.suite or "?")
-        if name not in by_name:
-            by_name[name] = SuiteRuns(name, unique_slug(name, slugs))
-        if not any(history.same_run(result, other) for other in by_name[name].runs):
-            by_name[name].runs.append(result)
-    for suite in by_name.values():
-        suite.runs.sort(key=lambda r: (r.finished_at, r.path.name))
-    return sorted(by_name.values(), key=lambda s: s.name)
+    suites = [SuiteRuns(name, unique_slug(name, slugs),
+                        sorted(history.distinct(runs), key=lambda r: (r.finished_at, r.path.name)))
+              for name, runs in group_by(results, lambda r: str(r.suite or "?")).items()]
+    return sorted(suites, key=lambda s: s.name)
 
 
 def suite_sections(suite: SuiteRuns, data_links: dict[Path, str]) -> dict:
