@@ -88,7 +88,11 @@ def advise(results: list[RunResult]) -> list[Advice]:
     advice = []
     for g in group(results).values():
         a = advise_speed(g)
-        a.evidence += scaling(g) + [f"Why slower: {d.line}" for d in diagnosis.diagnose(g.measured.values())]
+        # a sentence per configuration measured at 1 rank and more (across the group's runs)
+        series = [s for s in scaling_series(g.measured.values()).values()
+                  if s[0].world_size == 1 and len(s) > 1]
+        a.evidence += [scaling_sentence(s) for s in sorted(series, key=lambda s: s[0].config_label)]
+        a.evidence += [f"Why slower: {d.line}" for d in diagnosis.diagnose(g.measured.values())]
         a.cautions = failure_patterns(g) + skipped(g) + upgrade_costs(results, a.dataset, a.machine)
         a.lifecycle = lifecycle_lines(g, a.recommended)
         advice.append(a)
@@ -245,12 +249,6 @@ def target_advice(g: Group, candidates: list[CellResult], set_aside, evidence: l
     lines += where_time_goes(choice) + accuracy_notes(choice, set_aside)
     lines += [f"Epoch time against time to accuracy: {line}" for line in diagnosis.target_lines(g.measured.values())]
     return Advice(g.dataset, g.machine, choice.id, summary, lines + evidence)
-
-
-def scaling(g: Group) -> list[str]:
-    """One sentence per configuration measured at 1 rank and more (across the group's runs)."""
-    series = [s for s in scaling_series(g.measured.values()).values() if s[0].world_size == 1 and len(s) > 1]
-    return [scaling_sentence(s) for s in sorted(series, key=lambda s: s[0].config_label)]
 
 
 def scaling_sentence(series: list[CellResult]) -> str:

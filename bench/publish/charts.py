@@ -74,8 +74,7 @@ def dataset_charts(table: dict, key: str) -> list[Chart]:
         charts.append(line_chart(f"{key}-epoch-workers", f"{name}: epoch time against DataLoader workers",
                                  AXES["num_workers"], "median epoch time (s), bars: IQR",
                                  _series(ok, axes, "num_workers", MEDIAN_EPOCH, True)))
-    for backend in dict.fromkeys(r.backend for r in ok):  # the backends whose registry entry asks for mode bars
-        cells = [r for r in ok if r.backend == backend]
+    for backend, cells in group_by(ok, lambda r: r.backend).items():  # mode bars where BACKENDS asks
         if backend in BACKENDS and BACKENDS[backend].mode_chart and _has_axis(cells, "mode"):
             slug = re.sub(r"[^a-z0-9]+", "-", backend.lower()).strip("-")
             charts.append(mode_bars(f"{key}-{slug}-mode", f"{name}: {backend} epoch time per mode", cells, _varying(cells)))

@@ -101,18 +101,15 @@ def suite_sections(suite: SuiteRuns, data_links: dict[Path, str]) -> dict:
     return {"info": report.run_info(newest), "data_link": data_links[newest.path], "tables": tables,
             "failures": failures, "anchors": anchors, "partitions": report.partitions(newest),
             "history": history_section(suite),
-            "releases": release_section(newest, suite.runs[:-1]), "pairs": report.pair_rows(newest),
+            # each configuration the newest run measured on several releases, with its release chart
+            "releases": [(group, charts.release_chart(f"r{i}", group))
+                         for i, group in enumerate(history.release_groups(newest, suite.runs[:-1]), 1)],
+            "pairs": report.pair_rows(newest),
             "pairs_one_launch": any(p.get("paired") and not p.get("launches") for p in newest.pairs),
             "result": newest, "by_host": report.pairs_by_host(suite.runs),
             # what the maintainers of each pipeline compared here say (bench/publish/lifecycle.py)
             "lifecycle": lifecycle.lines_for({c.backend for c in newest.measured + newest.unmeasured}),
             "tolerance": stages.EQUAL_WORK_TOLERANCE}
-
-
-def release_section(newest: RunResult, earlier: list[RunResult]) -> list[tuple[history.ReleaseGroup, charts.Chart]]:
-    """Each configuration the newest run measured on several releases, with its release chart."""
-    return [(group, charts.release_chart(f"r{i}", group))
-            for i, group in enumerate(history.release_groups(newest, earlier), 1)]
 
 
 def history_section(suite: SuiteRuns) -> dict | None:

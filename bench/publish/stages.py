@@ -166,9 +166,8 @@ def per_seed(cell: CellResult) -> dict | None:
     hop_nodes, hop_edges = _work(cell, "hop_nodes"), _work(cell, "hop_edges") or []
     if not hop_nodes or not hop_nodes[0]:
         return None
-    seeds = hop_nodes[0]
-    return {"over": "all", "hop_nodes": [n / seeds for n in hop_nodes], "hop_edges": [e / seeds for e in hop_edges],
-            "layer_nodes": [], "layer_edges": []}
+    return {"over": "all", "hop_nodes": [n / hop_nodes[0] for n in hop_nodes],
+            "hop_edges": [e / hop_nodes[0] for e in hop_edges], "layer_nodes": [], "layer_edges": []}
 
 
 def typed_work(cell: CellResult) -> dict | None:

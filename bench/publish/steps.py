@@ -226,9 +226,7 @@ def analyse(results: Sequence[RunResult], floor: float = 0.05) -> list[Series]:
 def analyse_series(key: SeriesKey, points: list[Point], floor: float = 0.05) -> Series:
     if len(points) < MIN_RUNS:
         return Series(key, points, note=f"too few runs to look for steps ({MIN_RUNS} needed)")
-    y = [math.log(p.median_s) for p in points]
-    se = [history.median_se(p.cell) for p in points]
-    found = detect(y, se, floor)
+    found = detect([math.log(p.median_s) for p in points], [history.median_se(p.cell) for p in points], floor)
     outliers = set(found.outliers)
     steps = []
     for f in found.steps:
