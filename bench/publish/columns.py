@@ -39,9 +39,12 @@ class Column:
         """The name `--columns` takes: the header in lower case, words joined by '-' ("val-acc/mrr")."""
         return re.sub(r"[^a-z0-9/@%]+", "-", re.sub(r"\s*/\s*", "/", self.header.lower())).strip("-")
 
+    def text(self, cell: CellResult) -> str:
+        return self.format(self.value(cell))
+
     def markdown_text(self, cell: CellResult) -> str:
         note = self.note(cell) if self.note else None
-        return self.format(self.value(cell)) + (f" {note}" if note else "")
+        return self.text(cell) + (f" {note}" if note else "")
 
     def html_text(self, cell: CellResult) -> str:
         value = self.value(cell)

@@ -1,5 +1,5 @@
 """Text formatting shared by every publish output: one definition each, so a figure reads the same
-wherever it appears; a missing value is a dash. Beside it, `group_by`, which every output sorts cells with."""
+wherever it appears; a missing value is a dash. Beside them, `group_by`, which the outputs group with."""
 
 from __future__ import annotations
 

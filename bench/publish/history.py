@@ -351,8 +351,7 @@ def describe(cell: CellResult | None) -> str:
 
 
 def factor_words(log_ratio: float) -> str:
-    factor = math.exp(abs(log_ratio))
-    return f"{factor:.2f}x {'slower' if log_ratio > 0 else 'faster'}"
+    return f"{math.exp(abs(log_ratio)):.2f}x {'slower' if log_ratio > 0 else 'faster'}"
 
 
 def duration(s: float | None) -> str:

@@ -50,8 +50,7 @@ def _cell(text: str) -> str:
 def _default(field) -> str:
     if field.is_required():
         return "required"
-    value = field.default
-    return "each its default" if isinstance(value, BaseModel) else f"`{json.dumps(value)}`"
+    return "each its default" if isinstance(field.default, BaseModel) else f"`{json.dumps(field.default)}`"
 
 
 def _table(head: list[str], rows) -> list[str]:

@@ -71,8 +71,7 @@ def run_info(run: RunResult) -> dict:
 def _md(text) -> str:
     """Make any text safe inside a Markdown table cell (and inert as HTML)."""
     text = " ".join(str(text).split())
-    return (text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-            .replace("|", "\\|"))
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("|", "\\|")
 
 
 def _breakable(text) -> Markup:
