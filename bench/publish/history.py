@@ -73,13 +73,10 @@ def commit_text(run: RunResult) -> str | None:
 def trend(results: list[RunResult]) -> dict[str, list[Point]]:
     """The runs of ONE suite (mixing suites raises ResultsError) as a series per cell, oldest first."""
     check_same_suite(results)
-    series: dict[str, list[Point]] = {}
-    for run in sorted(results, key=lambda r: (r.finished_at, str(r.path))):
-        for cell in run.cells:
-            series.setdefault(cell.id, []).append(Point(
-                cell.id, run.finished or "", commit_text(run), host_label(run.machine), cell.median, cell.status,
-                str(run.path), cell=cell, run=run))
-    return series
+    runs = sorted(results, key=lambda r: (r.finished_at, str(r.path)))
+    return group_by((Point(cell.id, run.finished or "", commit_text(run), host_label(run.machine),
+                           cell.median, cell.status, str(run.path), cell=cell, run=run)
+                     for run in runs for cell in run.cells), lambda point: point.cell_id)
 
 
 # Settings that say how a cell is watched, not what it measures: a change of them keeps a series.
