@@ -12,13 +12,12 @@ as its latest run measured it.
 from __future__ import annotations
 
 import math
-from collections import defaultdict
 from dataclasses import dataclass, field
 from itertools import combinations
 
 from bench.backends import BACKENDS
 from bench.publish import diagnosis, history, lifecycle, stages
-from bench.publish.fmt import first_line, host_label, mib, pct
+from bench.publish.fmt import first_line, group_by, host_label, mib, pct
 from bench.publish.results import CellResult, RunResult, scaling_scores, scaling_series
 from bench.tasks import DEFAULT, TASKS, Task
 
@@ -89,7 +88,11 @@ def advise(results: list[RunResult]) -> list[Advice]:
     advice = []
     for g in group(results).values():
         a = advise_speed(g)
-        a.evidence += scaling(g) + [f"Why slower: {d.line}" for d in diagnosis.diagnose(g.measured.values())]
+        # a sentence per configuration measured at 1 rank and more (across the group's runs)
+        series = [s for s in scaling_series(g.measured.values()).values()
+                  if s[0].world_size == 1 and len(s) > 1]
+        a.evidence += [scaling_sentence(s) for s in sorted(series, key=lambda s: s[0].config_label)]
+        a.evidence += [f"Why slower: {d.line}" for d in diagnosis.diagnose(g.measured.values())]
         a.cautions = failure_patterns(g) + skipped(g) + upgrade_costs(results, a.dataset, a.machine)
         a.lifecycle = lifecycle_lines(g, a.recommended)
         advice.append(a)
@@ -248,12 +251,6 @@ def target_advice(g: Group, candidates: list[CellResult], set_aside, evidence: l
     return Advice(g.dataset, g.machine, choice.id, summary, lines + evidence)
 
 
-def scaling(g: Group) -> list[str]:
-    """One sentence per configuration measured at 1 rank and more (across the group's runs)."""
-    series = [s for s in scaling_series(g.measured.values()).values() if s[0].world_size == 1 and len(s) > 1]
-    return [scaling_sentence(s) for s in sorted(series, key=lambda s: s[0].config_label)]
-
-
 def scaling_sentence(series: list[CellResult]) -> str:
     single, config = series[0], series[0].config_label
     by_ws = {m.world_size: m for m in series}
@@ -296,11 +293,9 @@ def failure_patterns(g: Group) -> list[str]:
         every = [u.settings for u in bad] + [m.settings for m in good]
         keys = [k for k in sorted({k for s in every for k in s if k not in PATTERN_IGNORE})
                 if len({hashable(s.get(k)) for s in every}) > 1]
-        patterns: dict[tuple, list[CellResult]] = defaultdict(list)
-        for u in bad:
-            patterns[smallest_pattern(u.settings, [m.settings for m in good], keys)].append(u)
-        for pattern, members in merge_patterns(patterns).items():
-            notes.append(failure_sentence(backend, pattern, members, good))
+        patterns = group_by(bad, lambda u: smallest_pattern(u.settings, [m.settings for m in good], keys))
+        notes += [failure_sentence(backend, pattern, members, good)
+                  for pattern, members in merge_patterns(patterns).items()]
     return notes
 
 
@@ -370,12 +365,10 @@ def describe_pattern(pattern: tuple) -> str:
 
 
 def skipped(g: Group) -> list[str]:
-    by_reason: dict[tuple, list[str]] = defaultdict(list)
-    for u in g.unmeasured.values():
-        if u.status not in history.FAILED:
-            by_reason[(u.backend, u.status, first_line(u.reason, 100))].append(u.id)
-    return [f"{len(ids)} {backend} cell(s) {status}: {reason} [{', '.join(sorted(ids))}]."
-            for (backend, status, reason), ids in by_reason.items()]
+    by_reason = group_by((u for u in g.unmeasured.values() if u.status not in history.FAILED),
+                         lambda u: (u.backend, u.status, first_line(u.reason, 100)))
+    return [f"{len(cells)} {backend} cell(s) {status}: {reason} [{', '.join(sorted(u.id for u in cells))}]."
+            for (backend, status, reason), cells in by_reason.items()]
 
 
 def hashable(value):

@@ -169,19 +169,15 @@ def slower_pairs(cells: Iterable[CellResult]) -> list[Slower]:
     measured = [c for c in cells if c.measured and c.median]
     found = []
     for axis in AXES:
-        groups: dict[str, list[CellResult]] = {}
-        for cell in measured:
-            if axis in cell.settings:
-                rest = {k: v for k, v in cell.settings.items() if k != axis}
-                key = json.dumps([cell.dataset, cell.backend, rest], sort_keys=True, default=str)
-                groups.setdefault(key, []).append(cell)
+        groups = fmt.group_by((c for c in measured if axis in c.settings), lambda c: json.dumps(
+            [c.dataset, c.backend, {k: v for k, v in c.settings.items() if k != axis}], sort_keys=True,
+            default=str))
         for group in groups.values():
             for cell in group:
-                fewer = [c for c in group if (c.settings[axis] or 0) < (cell.settings[axis] or 0)]
-                if fewer:
-                    base = min(fewer, key=lambda c: c.median)
-                    if cell.median > base.median:
-                        found.append(Slower(cell, base, axis))
+                base = min((c for c in group if (c.settings[axis] or 0) < (cell.settings[axis] or 0)),
+                           key=lambda c: c.median, default=None)
+                if base is not None and cell.median > base.median:
+                    found.append(Slower(cell, base, axis))
     return found
 
 
