@@ -182,11 +182,9 @@ def add_typed(total: dict, typed: dict) -> None:
 
 
 def _add_into(total: list, values) -> None:
+    total.extend([0] * (len(values) - len(total)))
     for i, v in enumerate(values):
-        if i < len(total):
-            total[i] += int(v)
-        else:
-            total.append(int(v))
+        total[i] += int(v)
 
 
 class EpochClock:
