@@ -90,12 +90,8 @@ def finish(stage: str, sync=None):
     def run(batch):
         if sync is not None:
             sync()
-        seconds = _perf() - getattr(batch, STARTED)
-        delattr(batch, STARTED)
-        nbytes = getattr(batch, BYTES, 0)
-        if nbytes:
-            delattr(batch, BYTES)
-        return stamp(batch, stage, seconds, nbytes)
+        seconds = _perf() - vars(batch).pop(STARTED)
+        return stamp(batch, stage, seconds, vars(batch).pop(BYTES, 0))
 
     return run
 
