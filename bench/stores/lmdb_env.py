@@ -155,9 +155,6 @@ class LmdbReader:
     def close(self) -> None:
         close(self.path)
 
-    def check(self) -> None:
-        raise NotImplementedError
-
     @classmethod
     def _other_format(cls, path: Path) -> bool:
         """Whether the store at `path` records another format than this reader's."""
