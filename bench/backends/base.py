@@ -155,9 +155,8 @@ def grad_scaler(device_type: str):
     """fp16's GradScaler: torch.amp's (torch >= 2.3), else torch.cuda.amp's (the dgl stack's 2.2)."""
     import torch
 
-    scaler = getattr(torch.amp, "GradScaler", None)
-    if scaler is not None:
-        return scaler(device_type)
+    if hasattr(torch.amp, "GradScaler"):
+        return torch.amp.GradScaler(device_type)
     return torch.cuda.amp.GradScaler(enabled=device_type == "cuda")
 
 

@@ -209,18 +209,17 @@ class Pipeline(base.TrainingPipeline):
         pipe = fetcher = pipe.fetch_feature(self.features, node_feature_keys=self.feature_keys)
         if timing:
             fetcher.transformer = stages.timed(fetcher.transformer, "fetch", sync)
-        copier = None
         # timed only where it copies (to a GPU): on the CPU the time is waiting on the prefetch thread
-        timing_copy = timing and self.device.type == "cuda"
+        timing_copy = timing and mode.copies_batches and self.device.type == "cuda"
         if mode.copies_batches:
             pipe = copier = pipe.copy_to(self.device)
             if timing_copy:
                 pipe = pipe.transform(stages.finish("copy", stages.cuda_sync(self.device)))
         # the fetch on a side stream where training is on the GPU (DGL's default); not in cpu-cpu
         loader = gb.DataLoader(pipe, num_workers=num_workers, overlap_feature_fetch=mode.overlap_feature_fetch)
-        if timing_copy and copier is not None:
+        if timing_copy:
             # note when copy_to takes each minibatch from the prefetcher gb.DataLoader put before it
-            copier.datapipe = _CopyStarts(copier.datapipe, self.device)
+            copier.datapipe = _CopyStarts(copier.datapipe)
         return loader
 
     def _sample(self, pipe):
@@ -277,16 +276,14 @@ def _size(value) -> int:
 
 
 class _CopyStarts(IterDataPipe):
-    """Notes when copy_to takes each minibatch (and the bytes it moves to a GPU): the copy timed where it runs."""
+    """Notes when copy_to takes each minibatch to the GPU (and the bytes it moves): timed where it runs."""
 
-    def __init__(self, datapipe, device):
+    def __init__(self, datapipe):
         self.datapipe = datapipe
-        self.to_gpu = device.type == "cuda"
 
     def __iter__(self):
         for minibatch in self.datapipe:
-            if self.to_gpu:
-                setattr(minibatch, stages.BYTES, _host_bytes(minibatch))
+            setattr(minibatch, stages.BYTES, _host_bytes(minibatch))
             setattr(minibatch, stages.STARTED, time.perf_counter())
             yield minibatch
 

@@ -64,12 +64,10 @@ def starts(minibatch) -> dict:
 def first_hop_csc(minibatch) -> list[dict]:
     """first_hop per edge type ({edge type: (indptr, indices)} per layer, an untyped graph's under None)."""
     layers, at = _layers(minibatch.sampled_subgraphs), starts(minibatch)
-    out = [dict() for _ in layers]
-    for etype in layers[0]:  # GraphBolt gives every layer every edge type (fused_csc_sampling_graph)
-        cscs = first_hop([layer[etype] for layer in layers], [at[i, etype] for i in range(len(layers) - 1)])
-        for i, csc in enumerate(cscs):
-            out[i][etype] = csc
-    return out
+    # GraphBolt gives every layer every edge type (fused_csc_sampling_graph)
+    by_type = {t: first_hop([layer[t] for layer in layers], [at[i, t] for i in range(len(layers) - 1)])
+               for t in layers[0]}
+    return [{t: cscs[i] for t, cscs in by_type.items()} for i in range(len(layers))]
 
 
 def blocks(minibatch, same: bool) -> list:

@@ -106,9 +106,7 @@ def link_model(encoder, hidden: int, decoder: str):
             return h if src is None else self.score(h[src], h[dst])
 
         def score(self, h_src, h_dst):
-            if self.mlp is None:
-                return (h_src * h_dst).sum(dim=-1)
-            return self.mlp(h_src * h_dst).squeeze(-1)
+            return (h_src * h_dst).sum(dim=-1) if self.mlp is None else self.mlp(h_src * h_dst).squeeze(-1)
 
     model = LinkModel()
     base.same_start(model)  # the decoder too (the encoder started so already)
@@ -217,9 +215,7 @@ class LinkPipeline(base.LinkHooks):
 
     def evaluate(self, split: str) -> float | None:
         """The split's figure by its protocol (what time to target trains to)."""
-        if self.model is None:
-            return None
-        return protocol_figure(self.split, self.split_metrics(split))
+        return None if self.model is None else protocol_figure(self.split, self.split_metrics(split))
 
     def count_correct(self, split: str) -> tuple[float, int]:
         """(the figure times the positives, positives): summed over ranks, their ratio is the figure."""

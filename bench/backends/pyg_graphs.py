@@ -76,9 +76,6 @@ class StoredGraphs(Dataset):
     def __len__(self) -> int:
         return len(self.store)
 
-    def __getitem__(self, g: int) -> Data:
-        return _graph(*self.store.get(int(g)))
-
     def read_many(self, ids: list[int]) -> molecules.GraphColumns:
         return self.store.read_many(ids)
 

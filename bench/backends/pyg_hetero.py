@@ -11,7 +11,8 @@ from torch_geometric.data import HeteroData
 from torch_geometric.nn import GATConv, HeteroConv, SAGEConv
 
 from bench.backends import base, stages
-from bench.backends.pyg_node import CscGraphStore, RowFeatureStore, SampledFromHub, neighbor_sampler_in_use
+from bench.backends.pyg_node import (CscGraphStore, RowFeatureStore, SampledFromHub, neighbor_sampler_in_use,
+                                     read_off_hops)
 from bench.backends.typed import per_head, rgcn_layer, typed_counts
 from bench.stores import features_in_memory, open_store
 
@@ -88,36 +89,16 @@ class Pipeline(base.TypedHooks, SampledFromHub, base.TrainingPipeline):
 
 def typed_hops(batch, target: str, num_hops: int) -> tuple[dict[str, list[int]], dict[tuple, list[int]]]:
     """({node type: [seeds, nodes first reached at hop 1, ...]}, {relation: [edges of hop 1, ...]})
-    of a HeteroData batch: pyg-lib's, or read off torch-sparse's as pyg_node.sampled_per_hop does."""
+    of a HeteroData batch: pyg-lib's, or read off torch-sparse's (pyg_node.read_off_hops)."""
     types, relations = batch.node_types, batch.edge_types
     reported_n = {t: batch[t].get("num_sampled_nodes") for t in types}
     reported_e = {r: batch[r].get("num_sampled_edges") for r in relations}
     if all(v is not None for v in reported_n.values()) and all(v is not None for v in reported_e.values()):
         return ({t: [int(n) for n in v] for t, v in reported_n.items()},
                 {r: [int(e) for e in v] for r, v in reported_e.items()})
-    totals = {t: int(batch[t].num_nodes) for t in types}
-    ends = dict.fromkeys(types, 0)
-    ends[target] = int(batch[target].batch_size)
-    hop_nodes = {t: [ends[t]] for t in types}
-    hop_edges: dict[tuple, list[int]] = {r: [] for r in relations}
-    index = {r: batch[r].edge_index.numpy() for r in relations}
-    first = dict.fromkeys(relations, 0)
-    for hop in range(num_hops):
-        last_hop = hop == num_hops - 1
-        reached = dict(ends)
-        for r in relations:
-            src, dst = index[r]
-            last = len(dst) if last_hop else int(dst.searchsorted(ends[r[2]]))
-            hop_edges[r].append(last - first[r])
-            if last > first[r]:
-                reached[r[0]] = max(reached[r[0]], int(src[first[r]:last].max()) + 1)
-            first[r] = last
-        if last_hop:
-            reached = totals
-        for t in types:
-            hop_nodes[t].append(reached[t] - ends[t])
-        ends = reached
-    return hop_nodes, hop_edges
+    seeds = {t: int(batch[target].batch_size) if t == target else 0 for t in types}
+    return read_off_hops({r: batch[r].edge_index.numpy() for r in relations}, seeds,
+                         {t: int(batch[t].num_nodes) for t in types}, num_hops)
 
 
 def hetero_data(data) -> HeteroData:

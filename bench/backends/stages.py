@@ -90,12 +90,8 @@ def finish(stage: str, sync=None):
     def run(batch):
         if sync is not None:
             sync()
-        seconds = _perf() - getattr(batch, STARTED)
-        delattr(batch, STARTED)
-        nbytes = getattr(batch, BYTES, 0)
-        if nbytes:
-            delattr(batch, BYTES)
-        return stamp(batch, stage, seconds, nbytes)
+        seconds = _perf() - vars(batch).pop(STARTED)
+        return stamp(batch, stage, seconds, vars(batch).pop(BYTES, 0))
 
     return run
 
@@ -182,11 +178,9 @@ def add_typed(total: dict, typed: dict) -> None:
 
 
 def _add_into(total: list, values) -> None:
+    total.extend([0] * (len(values) - len(total)))
     for i, v in enumerate(values):
-        if i < len(total):
-            total[i] += int(v)
-        else:
-            total.append(int(v))
+        total[i] += int(v)
 
 
 class EpochClock:

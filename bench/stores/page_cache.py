@@ -46,12 +46,9 @@ def evict(paths) -> float:
     paths = [Path(p) for p in paths]
     for path in paths:
         _unmap_pages_of(path)
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fdatasync(fd)  # DONTNEED drops clean pages only: a file just written is flushed first
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        finally:
-            os.close(fd)
+        with open(path, "rb") as f:
+            os.fdatasync(f.fileno())  # DONTNEED drops clean pages only: a file just written is flushed first
+            os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
     return resident_share(paths)
 
 
