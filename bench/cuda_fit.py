@@ -47,27 +47,19 @@ def runs_on(capability: tuple[int, int], arch_list: list[str]) -> bool:
         found = re.fullmatch(r"(sm|compute)_(\d+)(\d)[a-z]?", arch)
         if not found:
             continue
-        kind, a_major, a_minor = found.group(1), int(found.group(2)), int(found.group(3))
-        if arch.endswith(("a", "f")) and kind == "sm":  # sm_90a: that exact GPU only
-            if (a_major, a_minor) == capability:
+        kind, built = found.group(1), (int(found.group(2)), int(found.group(3)))
+        if kind == "sm" and arch.endswith(("a", "f")):  # sm_90a: that exact GPU only
+            if built == capability:
                 return True
-            continue
-        if kind == "sm" and a_major == major and a_minor <= minor:
-            return True
-        if kind == "compute" and (a_major, a_minor) <= (major, minor):
+        elif built <= (major, minor) and (kind == "compute" or built[0] == major):  # PTX, or a cubin
             return True
     return False
 
 
 def tag_for(*, driver: tuple[int, int] | None = None, capability: tuple[int, int] | None = None) -> ImageTag | None:
     """The first image tag that runs on that driver and that GPU, or None."""
-    for tag in IMAGE_TAGS:
-        if driver is not None and driver[0] < version_tuple(tag.cuda)[0]:
-            continue
-        if capability is not None and not tag.capabilities[0] <= capability <= tag.capabilities[1]:
-            continue
-        return tag
-    return None
+    return next((tag for tag in IMAGE_TAGS if (driver is None or driver[0] >= version_tuple(tag.cuda)[0])
+                 and (capability is None or tag.capabilities[0] <= capability <= tag.capabilities[1])), None)
 
 
 def _instead(driver: tuple[int, int] | None, capability: tuple[int, int] | None) -> str:

@@ -30,11 +30,9 @@ def list_lines(cache: Path) -> list[str]:
         split = f"{s['num_train']:,}/{s['num_val']:,}/{s['num_test']:,}"
         lines.append(f"{name:<26}{s['num_nodes']:>13,}{s['num_edges']:>15,}{s['feature_dim']:>6}"
                      f"{s['num_classes']:>8}{split:>26}  {cached}")
-    for source in datasets.SOURCES:  # the parametric sources say how their sizes follow their parameters
-        note = getattr(datasets.source_module(source), "SIZES_NOTE", None)
-        if note:
-            lines.append(note)
-    return lines
+    # the parametric sources say how their sizes follow their parameters
+    notes = (getattr(datasets.source_module(source), "SIZES_NOTE", None) for source in datasets.SOURCES)
+    return lines + [note for note in notes if note]
 
 
 def info_lines(spec: dict, cache: Path) -> list[str]:

@@ -156,8 +156,7 @@ class MemoryCgroup:
         deadline = time.monotonic() + 10
         while self.path.exists():
             try:
-                self.path.rmdir()
-                return
+                return self.path.rmdir()
             except FileNotFoundError:
                 return
             except OSError:
@@ -169,9 +168,7 @@ class MemoryCgroup:
 
 def join_in_child(fd: int):
     """A subprocess.Popen preexec_fn writing the child's pid to the group (async-signal-safe calls only)."""
-    def join() -> None:
-        os.write(fd, str(os.getpid()).encode())
-    return join
+    return lambda: os.write(fd, str(os.getpid()).encode())
 
 
 def _write(path: Path, value) -> None:

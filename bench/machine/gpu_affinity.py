@@ -151,10 +151,8 @@ def pin_rank(device, gpus: list[str], local_rank: int, num_workers: int) -> Plan
     mine, how = gpu_cores(gpus[local_rank])
     if mine is None:
         return Plan({"reason": f"not pinned: {how}"})
-    sharers = [local_rank]
-    for other, gpu in enumerate(gpus):
-        if other != local_rank and gpu_cores(gpu)[0] == mine:
-            sharers.append(other)
+    sharers = [local_rank, *(other for other, gpu in enumerate(gpus)
+                             if other != local_rank and gpu_cores(gpu)[0] == mine)]
     share = split_share(mine, sharers, local_rank)
     os.sched_setaffinity(0, share)
     return Plan({"gpu": gpus[local_rank], "gpu_cores": mine, "how": how, "shared_with_local_ranks": sorted(sharers),

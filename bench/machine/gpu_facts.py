@@ -29,14 +29,8 @@ def nccl_env(environ=None) -> dict[str, str]:
 
 def parse_cpulist(text: str) -> list[int]:
     """'0-3,8,10-11' as [0, 1, 2, 3, 8, 10, 11] (the kernel's and nvidia-smi's cpulist form)."""
-    cores: set[int] = set()
-    for part in text.strip().split(","):
-        part = part.strip()
-        if not part:
-            continue
-        lo, _, hi = part.partition("-")
-        cores.update(range(int(lo), int(hi or lo) + 1))
-    return sorted(cores)
+    ranges = (part.strip().partition("-") for part in text.split(",") if part.strip())
+    return sorted({core for lo, _, hi in ranges for core in range(int(lo), int(hi or lo) + 1)})
 
 
 def _value(text: str):
@@ -53,12 +47,8 @@ def _value(text: str):
 
 def parse_query(text: str, fields=QUERY_FIELDS) -> list[dict]:
     """`nvidia-smi --query-gpu=<fields> --format=csv,noheader,nounits` as one dict per GPU ('[N/A]': None)."""
-    rows = []
-    for row in csv.reader((line for line in text.splitlines() if line.strip()), skipinitialspace=True):
-        if len(row) != len(fields):
-            continue
-        rows.append({name: _value(cell) for name, cell in zip(fields, row)})
-    return rows
+    rows = csv.reader((line for line in text.splitlines() if line.strip()), skipinitialspace=True)
+    return [{f: _value(cell) for f, cell in zip(fields, row)} for row in rows if len(row) == len(fields)]
 
 
 def parse_topology(text: str) -> dict:

@@ -171,14 +171,8 @@ def model_optimizer_bytes(pipe) -> int:
     model = getattr(pipe, "model", None)
     if model is None:
         return 0
-    total = 0
-    for param in model.parameters():
-        total += param.numel() * param.element_size()
-        if param.grad is not None:
-            total += param.grad.numel() * param.grad.element_size()
     optimizer = getattr(pipe, "optimizer", None)
-    for state in (optimizer.state.values() if optimizer is not None else ()):
-        for value in state.values():
-            if hasattr(value, "element_size"):
-                total += value.numel() * value.element_size()
-    return total
+    tensors = [t for param in model.parameters() for t in (param, param.grad) if t is not None]
+    tensors += [value for state in (optimizer.state.values() if optimizer is not None else ())
+                for value in state.values() if hasattr(value, "element_size")]
+    return sum(t.numel() * t.element_size() for t in tensors)

@@ -35,12 +35,9 @@ def load():
 
 def listing(lib) -> list[dict]:
     """NVML's GPUs in its order, each {"index", "uuid", "pci", "handle"}."""
-    found = []
-    for i in range(lib.nvmlDeviceGetCount()):
-        handle = lib.nvmlDeviceGetHandleByIndex(i)
-        found.append({"index": i, "uuid": lib.nvmlDeviceGetUUID(handle), "pci": lib.nvmlDeviceGetPciInfo(handle).busId,
-                      "handle": handle})
-    return found
+    handles = [lib.nvmlDeviceGetHandleByIndex(i) for i in range(lib.nvmlDeviceGetCount())]
+    return [{"index": i, "uuid": lib.nvmlDeviceGetUUID(handle), "pci": lib.nvmlDeviceGetPciInfo(handle).busId,
+             "handle": handle} for i, handle in enumerate(handles)]
 
 
 def normal_pci(bus_id) -> str | None:

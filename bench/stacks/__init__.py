@@ -45,9 +45,8 @@ FRAMEWORK = {"pyg": "pyg", "pyg-dist": "pyg", "dgl": "dgl", "cugraph-pyg": "pyg"
 OWN = "own"  # the `stack` setting's name for each backend's own pinned stack
 # A versioned stack (pyg@2.6.1, bench.stacks.versions) runs, and is probed as, its base stack.
 for _name in versions.names():
-    _framework = versions.split(_name)[0]
-    _base = versions.BASES[_framework][0]
-    FRAMEWORK[_name] = _framework
+    FRAMEWORK[_name] = versions.split(_name)[0]
+    _base = versions.BASES[FRAMEWORK[_name]][0]
     PROBE_MODULES[_name], OPTIONAL_PROBES[_name] = PROBE_MODULES[_base], OPTIONAL_PROBES[_base]
 
 
@@ -152,9 +151,6 @@ class VersionedStack(Stack):
     def pins(self) -> str:
         return self.text
 
-    def write_requirements(self) -> None:
-        write_atomic(self.requirements, self.pins)
-
     @property
     def path(self) -> Path:
         """The base stack's environment where the pins are the same (pyg@2.8.1 is the pyg stack)."""
@@ -208,7 +204,7 @@ def install(name: str, log=print, force: bool = False) -> Stack:
     if stack.container_only and not in_container():
         raise StackError(CONTAINER_ONLY_STACK.format(name=name, pins=stack.requirements.name))
     if isinstance(stack, VersionedStack):
-        stack.write_requirements()
+        write_atomic(stack.requirements, stack.pins)
     with locks.held(stack.path, f"installing stack {name}", say=lambda line: log(f"stack {name}: {line}")):
         built = _install(stack, log, force)
     if built:
@@ -220,8 +216,7 @@ def _install(stack: Stack, log, force: bool) -> bool:
     """Build the stack unless it is up to date; whether it was built."""
     name = stack.name
     if stack.installed and not force:
-        now_there = index_answers_now(stack)
-        if not now_there:
+        if not (now_there := index_answers_now(stack)):
             sampler = recorded_sampler(stack.path)
             log(f"stack {name}: up to date at {stack.path}"
                 + (f" (sampler: {sampler_summary(sampler)})" if sampler else ""))
@@ -387,8 +382,7 @@ def take_pyg_wheels(stack: Stack, pip: list[str], log=print) -> dict:
     record = {"index": url, "torch_build": f"{torch}+{cuda}", "wanted": wanted}
     log(f"stack {stack.name}: {', '.join(wanted)} from PyG's wheel index for torch {torch}+{cuda}: {url}")
     check_wheels(torch, cuda)  # a folder the user named: a slip to correct, not a fallback to build
-    why = reachable(url)
-    if why:
+    if why := reachable(url):
         why = f"{url} cannot be reached: {why}"
     else:
         try:
