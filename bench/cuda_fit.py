@@ -44,8 +44,7 @@ def runs_on(capability: tuple[int, int], arch_list: list[str]) -> bool:
     `capability`: a cubin for the same major and a minor not above it, or PTX not above it."""
     major, minor = capability
     for arch in arch_list:
-        found = re.fullmatch(r"(sm|compute)_(\d+)(\d)[a-z]?", arch)
-        if not found:
+        if not (found := re.fullmatch(r"(sm|compute)_(\d+)(\d)[a-z]?", arch)):
             continue
         kind, built = found.group(1), (int(found.group(2)), int(found.group(3)))
         if kind == "sm" and arch.endswith(("a", "f")):  # sm_90a: that exact GPU only

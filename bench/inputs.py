@@ -55,8 +55,7 @@ CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 def no_control_characters(where: str, value: object) -> str:
     """`value` as text, refused where it holds a control character (`where` names the option)."""
     text = str(value)
-    found = CONTROL_CHARACTERS.search(text)
-    if found:
+    if found := CONTROL_CHARACTERS.search(text):
         raise InputError(f"{where} {text!r}: holds a control character ({found.group()!r} at {found.start()}); "
                          "allowed: printable characters only (it is written into a script)")
     return text

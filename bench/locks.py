@@ -308,9 +308,7 @@ class Lock:
     def _quiet(self, record: dict, limit: float | None = None) -> float | None:
         """The seconds (this process's clock) the heartbeat stayed unchanged, if at least `limit`."""
         token, beat, now = record["token"], record["beat"], time.monotonic()
-        if token not in self._seen:
-            self._seen[token] = (beat, now)
-        seen_beat, since = self._seen[token]
+        seen_beat, since = self._seen.setdefault(token, (beat, now))
         if seen_beat != beat:
             self._seen[token] = (beat, now)
             return None

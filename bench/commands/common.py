@@ -49,8 +49,7 @@ def chosen_cells(args, keep, needs: str):
         suite, _ = suite_mod.with_stacks(suite, args.stack)
     cells = suite_mod.expand(suite)
     cells = select_cells(cells, args.select) if args.select else cells
-    chosen = [c for c in cells if keep(c)]
-    if not chosen:
+    if not (chosen := [c for c in cells if keep(c)]):
         raise InputError(f"suite {suite.name!r}{f' -k {args.select!r}' if args.select else ''}: no cell {needs}")
     return suite, chosen
 

@@ -127,8 +127,7 @@ def check_names(names: dict[str, str | None]) -> None:
 
 def check_shm_size(text: str) -> None:
     no_control_characters("--shm-size", text)
-    found = QUANTITY.fullmatch(text)
-    if not found:
+    if not (found := QUANTITY.fullmatch(text)):
         raise InputError(f"--shm-size {text!r}: a Kubernetes quantity, e.g. 16Gi or 512Mi")
     if float(found.group(1)) <= 0:
         raise InputError(f"--shm-size {text!r}: an empty /dev/shm leaves DataLoader workers no room to pass "

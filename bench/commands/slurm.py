@@ -159,8 +159,7 @@ def sbatch_output(results: Path) -> str:
     """`--output`'s value as sbatch reads it on an #SBATCH line: RESULTS/slurm-%j.out in double
     quotes, a '%' of the folder's own name written '%%' (sbatch would read %j, %N... in it)."""
     text = str(results)
-    bad = [c for c in SBATCH_PATH_REFUSED if c in text]
-    if bad:
+    if bad := [c for c in SBATCH_PATH_REFUSED if c in text]:
         raise InputError(f"--results {text!r}: holds {bad[0]!r}, which sbatch's #SBATCH lines do not take in a path; "
                          "allowed: a folder without backslashes, double quotes or '#'")
     return '"' + text.replace("%", "%%") + '/slurm-%j.out"'

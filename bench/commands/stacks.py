@@ -50,8 +50,7 @@ def list_stacks() -> int:
             versions = stacks.probe_versions(stack)
             print(f"{name}: installed at {stack.path}")
             print("   " + ", ".join(f"{k} {v}" for k, v in versions.items()))
-            sampler = paths.recorded_sampler(stack.path)
-            if sampler:
+            if sampler := paths.recorded_sampler(stack.path):
                 print(f"   sampler: {stacks.sampler_summary(sampler)}")  # PyG's wheel index, or the fallback and why
         else:
             print(f"{name}: not installed (gnnbench stacks install {name}); pins: {stack.requirements}")

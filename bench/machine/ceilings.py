@@ -111,8 +111,7 @@ def sequential_read(path: Path) -> float:
     total, t0 = 0, time.perf_counter()
     with open(path, "rb", buffering=0) as f:
         while total < SEQ_READ_LIMIT:
-            n = f.readinto(buffer)
-            if not n:
+            if not (n := f.readinto(buffer)):
                 break
             total += n
     return total / max(time.perf_counter() - t0, 1e-9)
@@ -267,8 +266,7 @@ def probe(cache: Path, row_widths: Iterable[int] = (), files: dict[str, tuple[Pa
     if "memcpy" not in known:
         known["memcpy"] = memcpy_bandwidth()
     widths = sorted({int(w) for w in row_widths if w and int(w) > 0})
-    missing = [w for w in widths if str(w) not in known["gather"]]
-    if missing:
+    if missing := [w for w in widths if str(w) not in known["gather"]]:
         source = _gather_source()
         for width in missing:
             known["gather"][str(width)] = gather_bandwidth(width, source)

@@ -98,8 +98,7 @@ class MemoryCgroup:
     @classmethod
     def create(cls, name: str, limit: int) -> MemoryCgroup:
         found = version()
-        reason = unavailable()
-        if reason:
+        if reason := unavailable():
             raise CgroupError(reason)
         control = ROOT / "cgroup.subtree_control"
         if found == 2 and "memory" not in control.read_text().split():

@@ -102,8 +102,7 @@ def gpu_cores(entry: str, listing: tuple[list[dict] | None, str] | None = None) 
             return None, f"the GPU's cores are unknown: {source} gives PCI bus id {device.get('pci')!r} and the kernel has no {listed}"
         found, how = parse_cpulist(listed.read_text()), f"{listed} (PCI bus id from {source}, {how})"
     allowed = set(os.sched_getaffinity(0))
-    usable = sorted(set(found) & allowed)
-    if not usable:
+    if not (usable := sorted(set(found) & allowed)):
         return None, f"none of the GPU's cores {found} ({how}) may be used by this process ({sorted(allowed)})"
     return usable, how
 

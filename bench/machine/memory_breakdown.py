@@ -105,8 +105,7 @@ class PhaseMemory:
     def breakdown(self, model_optimizer_bytes: int = 0) -> dict | None:
         """The peak snapshot's pss_bytes (the parts' sum, exactly), phase, parts {PART: {"shared",
         "private"}}, measured_pss_bytes (smaps_rollup), snapshots and model_optimizer_bytes."""
-        taken = [p for p in PHASES if self.snapshots.get(p)]
-        if not taken:
+        if not (taken := [p for p in PHASES if self.snapshots.get(p)]):
             return None
         peak = max(taken, key=lambda p: own_pss(self.snapshots[p]))
         last = self.snapshots[peak]

@@ -256,8 +256,7 @@ def _build(stack: Stack, log) -> None:
         _run(pip + ["--no-build-isolation"] + no_isolation, name, env=env, log=log)
     versions = probe_versions(stack)
     required = PROBE_MODULES.get(name, [])
-    broken = {k: v for k, v in versions.items() if k in required and v.startswith("import failed")}
-    if broken:
+    if broken := {k: v for k, v in versions.items() if k in required and v.startswith("import failed")}:
         raise StackError(f"stack {name}: installed, but does not import: {broken}")
     if sampler:
         sampler["summary"] = sampler_summary(sampler, versions)
@@ -374,8 +373,7 @@ def torch_build(python: Path | str) -> tuple[str, str]:
 
 def take_pyg_wheels(stack: Stack, pip: list[str], log=print) -> dict:
     """Install the stack's pyg-wheels pins from PyG's wheel index: the record of the source taken."""
-    wanted = stack.pyg_wheel_lines()
-    if not wanted:
+    if not (wanted := stack.pyg_wheel_lines()):
         return {}
     torch, cuda = torch_build(stack.python)
     url = pyg_wheels_url(torch, cuda)
@@ -393,8 +391,7 @@ def take_pyg_wheels(stack: Stack, pip: list[str], log=print) -> dict:
             last = [line for line in str(exc).splitlines() if line.strip()][-1][:200]
             why = f"{url} holds no {', '.join(wanted)} wheel for torch {torch}+{cuda} and this Python ({last})"
         else:
-            broken = import_problem(stack.python, "pyg_lib")
-            if broken:
+            if broken := import_problem(stack.python, "pyg_lib"):
                 why = f"the pyg-lib wheel from {url} does not import with torch {torch}+{cuda} ({broken})"
                 _run([str(stack.python), "-m", "pip", "uninstall", "-y", "pyg-lib"], stack.name, log=log)
     if why is None:

@@ -127,8 +127,7 @@ PROBE_TIMEOUT_S = 300.0
 def add(name: str, python: str | Path, pinned: Iterable[str], log=print,
         timeout: float = PROBE_TIMEOUT_S) -> ExternalStack:
     """Register `python` as stack `name`; `pinned`: the pinned stacks' names (not to be taken)."""
-    problem = plain_name_problem(name)
-    if problem:
+    if problem := plain_name_problem(name):
         raise ExternalStackError(f"stack name {problem}")
     if name in set(pinned) or name == "own":
         raise ExternalStackError(f"stack name {name!r} is taken by a pinned stack (or means each backend's "
