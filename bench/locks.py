@@ -97,9 +97,8 @@ def same_machine(record: dict) -> bool:
 
 def provably_dead(record: dict) -> str | None:
     """Why the owner of a record is gone, where this machine can tell at once, else None."""
-    if same_machine(record) and not pid_alive(record["pid"], record["pid_start"]):
-        return f"process {record['pid']} is gone"
-    return None
+    gone = same_machine(record) and not pid_alive(record["pid"], record["pid_start"])
+    return f"process {record['pid']} is gone" if gone else None
 
 
 def describe(record: dict) -> str:

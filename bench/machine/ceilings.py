@@ -5,11 +5,13 @@ folder, keyed by the hardware, the row width and the file, so a run pays a few s
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import mmap
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -220,11 +222,9 @@ def machine_key() -> dict:
     """What makes two machines' ceilings the same: the hardware, GPUs included (a host-to-device
     figure belongs to its GPU), never the hostname (each container gets its own)."""
     model = platform.processor()
-    try:
+    with contextlib.suppress(OSError):
         model = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
                       if line.startswith("model name")), model)
-    except OSError:
-        pass
     pages = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     return {"board": board(), "cpu": model, "cpus": os.cpu_count(), "usable_cores": usable_cores(),
             "memory_bytes": pages, "gpus": list(gpus.visible().names), "gpu_uuids": gpu_uuids(), "format": FORMAT}
@@ -242,8 +242,6 @@ def board(dmi: Path = DMI) -> str | None:
 
 def gpu_uuids() -> list[str]:
     """The UUIDs of the GPUs nvidia-smi lists (each card's own, the same in every container)."""
-    import re
-
     return re.findall(r"UUID: (GPU-[0-9a-fA-F-]+)", run_tool(["nvidia-smi", "-L"]) or "")
 
 

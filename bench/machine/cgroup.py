@@ -60,9 +60,7 @@ def version() -> int | None:
     """2, 1, or None: which memory cgroup hierarchy this machine has."""
     if (ROOT / "cgroup.controllers").is_file():
         return 2 if "memory" in (ROOT / "cgroup.controllers").read_text().split() else None
-    if (V1_MEMORY / "memory.limit_in_bytes").is_file():
-        return 1
-    return None
+    return 1 if (V1_MEMORY / "memory.limit_in_bytes").is_file() else None
 
 
 def _swap_on() -> bool:

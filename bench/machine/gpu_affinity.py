@@ -36,9 +36,8 @@ def split_share(cores: list[int], sharers: list[int], me: int) -> list[int]:
 
 def split_loader(share: list[int], num_workers: int) -> tuple[list[int], list[int] | None]:
     """(the rank's own cores, one core per loader worker) from its share; (share, None) if too few."""
-    if num_workers <= 0 or len(share) <= num_workers:
-        return share, None
-    return share[:-num_workers], share[-num_workers:]
+    too_few = num_workers <= 0 or len(share) <= num_workers
+    return (share, None) if too_few else (share[:-num_workers], share[-num_workers:])
 
 
 def node_listing() -> tuple[list[dict] | None, str]:

@@ -6,6 +6,7 @@ take nvidia-smi's text, so they are tested without a GPU. Stdlib only.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import os
 import re
@@ -38,10 +39,8 @@ def _value(text: str):
     if text.startswith("[") and text.endswith("]") or text in ("", "N/A"):  # [N/A], [Not Supported]
         return None
     for kind in (int, float):
-        try:
+        with contextlib.suppress(ValueError):
             return kind(text)
-        except ValueError:
-            pass
     return text
 
 
@@ -72,10 +71,8 @@ def parse_topology(text: str) -> dict:
         entry = {"links": {c: values[c] for c in columns if c in values and re.fullmatch(r"(GPU|NIC)\d+", c) and c != name}}
         if values.get("CPU Affinity") not in (None, "", "N/A"):
             entry["cpu_affinity"] = values["CPU Affinity"]
-            try:
+            with contextlib.suppress(ValueError):
                 entry["cpus"] = parse_cpulist(values["CPU Affinity"])
-            except ValueError:
-                pass
         if values.get("NUMA Affinity") not in (None, "", "N/A"):
             entry["numa_affinity"] = values["NUMA Affinity"]
         out[name] = entry

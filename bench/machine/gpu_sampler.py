@@ -163,7 +163,6 @@ def open_for(device) -> tuple[EpochSampler | None, str | None]:
     """An EpochSampler on this rank's GPU (`device`: a torch.device), or (None, why none)."""
     if device is None or getattr(device, "type", "cpu") != "cuda":
         return None, CPU_ONLY
-
     found, reason = nvml.open_device(device.index or 0)
     if found is None:
         return None, f"GPU utilisation and PCIe traffic not sampled: {reason}"

@@ -5,6 +5,7 @@ phase it grew in (PhaseMemory._attribute_heap). Linux only; without smaps the br
 
 from __future__ import annotations
 
+import contextlib
 import time
 from pathlib import Path
 
@@ -66,12 +67,10 @@ def still_within(pss: int) -> int:
 
 def read_rollup_pss(path: str = "/proc/self/smaps_rollup") -> int | None:
     """The process's PSS as the kernel sums it (Linux 4.14+), in bytes; None where unreadable."""
-    try:
+    with contextlib.suppress(OSError, ValueError, IndexError):
         for line in Path(path).read_text().splitlines():
             if line.startswith("Pss:"):
                 return int(line.split()[1]) * KIB
-    except (OSError, ValueError, IndexError):
-        pass
     return None
 
 

@@ -115,8 +115,6 @@ def open_device(cuda_index: int) -> tuple[Device | None, str | None]:
         pci, uuid = torch_ids(cuda_index)
         index, how = match_index(cuda_index, listed, pci=pci, uuid=uuid,
                                  visible=os.environ.get("CUDA_VISIBLE_DEVICES"))
-        if index is None:
-            return None, how
-        return Device(nvml, listed[index]["handle"], index, how), None
+        return (None, how) if index is None else (Device(nvml, listed[index]["handle"], index, how), None)
     except Exception as exc:  # noqa: BLE001 - an NVML error is a reason, never a failed cell
         return None, f"NVML could not list the GPUs ({type(exc).__name__}: {exc})"

@@ -154,9 +154,7 @@ class VersionedStack(Stack):
     @property
     def path(self) -> Path:
         """The base stack's environment where the pins are the same (pyg@2.8.1 is the pyg stack)."""
-        if self.base is not None and self.base.digest == self.digest:
-            return self.base.path
-        return super().path
+        return self.base.path if self.base is not None and self.base.digest == self.digest else super().path
 
 
 def versioned_stacks() -> dict[str, VersionedStack]:

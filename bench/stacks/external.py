@@ -67,9 +67,7 @@ class ExternalStack:
     @property
     def frameworks(self) -> tuple[str, ...]:
         """The frameworks whose backends this interpreter can run."""
-        ok = self.versions
-        return tuple(f for f, needs in FRAMEWORK_NEEDS.items()
-                     if all(m in ok and not ok[m].startswith("import failed") for m in needs))
+        return tuple(f for f, needs in FRAMEWORK_NEEDS.items() if not any(self.lacks(m) for m in needs))
 
     def lacks(self, module: str) -> bool:
         found = self.versions.get(module)
