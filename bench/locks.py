@@ -185,7 +185,6 @@ class _Flock:
                 return False
             except NotImplementedError:  # filelock: "FileSystem does not appear to support flock"
                 self._lock = None
-                return True
             return True
         import errno
         import fcntl

@@ -89,18 +89,15 @@ def load_text(text: str, where: str):
                                   f"{MAX_DEPTH}") from None
         if node is None:
             return None
-        try:
+        try:  # `where` is put before each message (the except below)
             values, depth, deepest, distinct = _expanded(node)
-        except StrictYamlError as exc:
-            raise StrictYamlError(f"{where}: {exc}") from None
-        if depth > MAX_DEPTH:
-            raise StrictYamlError(f"{where}: line {deepest.start_mark.line + 1}: nested {depth} levels deep; "
-                                  f"allowed: at most {MAX_DEPTH}")
-        if values > MAX_VALUES:
-            raise StrictYamlError(f"{where}: " + (f"its aliases expand to {values:,} values (an alias bomb?)"
-                                                  if distinct < values else f"holds {values:,} values")
-                                  + f"; allowed: at most {MAX_VALUES:,} values, aliases expanded")
-        try:
+            if depth > MAX_DEPTH:
+                raise StrictYamlError(f"line {deepest.start_mark.line + 1}: nested {depth} levels deep; "
+                                      f"allowed: at most {MAX_DEPTH}")
+            if values > MAX_VALUES:
+                raise StrictYamlError((f"its aliases expand to {values:,} values (an alias bomb?)"
+                                       if distinct < values else f"holds {values:,} values")
+                                      + f"; allowed: at most {MAX_VALUES:,} values, aliases expanded")
             return loader.construct_document(node)
         except StrictYamlError as exc:
             raise StrictYamlError(f"{where}: {exc}") from None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import os
 import shlex
 import signal
@@ -55,8 +56,6 @@ def chosen_cells(args, keep, needs: str):
 
 
 def results_path(args, kind: str, suite_name: str) -> Path:
-    import datetime as dt
-
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     return args.out or default_results_dir() / f"{kind}-{suite_name}-{stamp}.json"
 

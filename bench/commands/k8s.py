@@ -103,9 +103,7 @@ def pytorchjob(suite: str, nodes: int, gpus_per_node: int, image: str, *, name: 
         return {"replicas": count, "restartPolicy": "OnFailure",
                 "template": {"spec": {"containers": [container], "volumes": vols}}}
 
-    replicas = {"Master": replica(1)}
-    if nodes > 1:
-        replicas["Worker"] = replica(nodes - 1)
+    replicas = {"Master": replica(1), **({"Worker": replica(nodes - 1)} if nodes > 1 else {})}
     return {"apiVersion": TRAINING_OPERATOR_API, "kind": "PyTorchJob", "metadata": metadata(name, namespace),
             "spec": {"nprocPerNode": "1", "pytorchReplicaSpecs": replicas}}
 

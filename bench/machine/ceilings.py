@@ -41,6 +41,7 @@ RANDOM_READS = 2000                     # random reads per measurement (or SECON
 READ_CHUNK = 8 * MIB
 COLD_RESIDENT_MAX = 0.05                # after eviction, more resident than this: not cold
 H2D_TIMEOUT_S = 120
+DMI = Path("/sys/class/dmi/id")
 
 
 # --- the figures --------------------------------------------------------------------------------
@@ -228,9 +229,6 @@ def machine_key() -> dict:
     pages = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     return {"board": board(), "cpu": model, "cpus": os.cpu_count(), "usable_cores": usable_cores(),
             "memory_bytes": pages, "gpus": list(gpus.visible().names), "gpu_uuids": gpu_uuids(), "format": FORMAT}
-
-
-DMI = Path("/sys/class/dmi/id")
 
 
 def board(dmi: Path = DMI) -> str | None:

@@ -17,6 +17,8 @@ from bench.machine.gpus import run_tool
 from bench.machine.nvml import find_gpu, normal_pci
 
 SYSFS_PCI = Path("/sys/bus/pci/devices")
+_LISTING: tuple[list[dict] | None, str] | None = None
+_WHY: list[str] = []  # why NVML gave no listing, for the reason a rank stays unpinned
 
 
 def mask_to_cores(words) -> list[int]:
@@ -49,9 +51,6 @@ def node_listing() -> tuple[list[dict] | None, str]:
     return _LISTING
 
 
-_LISTING: tuple[list[dict] | None, str] | None = None
-
-
 def _nvml_listing() -> tuple[list[dict], str] | None:
     lib, reason = nvml.load()
     if lib is None:
@@ -66,9 +65,6 @@ def _nvml_listing() -> tuple[list[dict], str] | None:
     except Exception as exc:  # noqa: BLE001 - fall back to nvidia-smi and the kernel's view
         _WHY.append(f"NVML could not list the GPUs ({type(exc).__name__}: {exc})")
         return None
-
-
-_WHY: list[str] = []  # why NVML gave no listing, for the reason a rank stays unpinned
 
 
 def _smi_listing() -> tuple[list[dict] | None, str]:

@@ -16,6 +16,7 @@ STRUCTURE_FILES = {f"{name}.npy" for name in ("edge_index", "csc_indptr", "label
                                                "graphbolt_indices", "graphbolt_indptr")}
 FEATURE_SUFFIXES = (".mdb", ".lmdb", ".npy", ".sqlite", ".db")  # data files of the feature stores
 KIB = 1024
+STILL_TRIES, STILL_WAIT_S = 20, 0.02  # at most 0.4 s at a phase boundary, outside every measured epoch
 
 
 def kind_of(path: str) -> str:
@@ -55,9 +56,6 @@ def read_smaps(path: str = "/proc/self/smaps") -> dict[str, dict[str, int]] | No
         elif key == "Rss":
             current["rss"] += int(rest.split()[0]) * KIB
     return totals
-
-
-STILL_TRIES, STILL_WAIT_S = 20, 0.02  # at most 0.4 s at a phase boundary, outside every measured epoch
 
 
 def still_within(pss: int) -> int:

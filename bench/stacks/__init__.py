@@ -38,6 +38,10 @@ PYG_WHEELS_DEFAULT = "https://data.pyg.org/whl/torch-{TORCH}+{CUDA}.html"
 INDEX_TIMEOUT = 10.0  # seconds an index may take to answer before the fallback is taken
 IN_CONTAINER_ENV = "GNNBENCH_IN_CONTAINER"
 THIS_PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"  # the pinned stacks' (venvs of this interpreter)
+# pip's own settings that name where wheels come from; an image's stack stage sets them.
+INDEX_VARIABLES = ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_FIND_LINKS")
+# pip lines worth showing while a stack installs: which package, and that a long build is alive
+PIP_PROGRESS = ("Collecting", "Building wheel", "Successfully", "Installing collected")
 
 
 # The framework each pinned stack carries: a backend runs in any stack of its framework (`stack`).
@@ -422,10 +426,6 @@ def index_answers_now(stack: Stack) -> str | None:
     return f"{url} answers now (when this stack was built: {sampler.get('reason')})"
 
 
-# pip's own settings that name where wheels come from; an image's stack stage sets them.
-INDEX_VARIABLES = ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_FIND_LINKS")
-
-
 def check_wheel_indexes(name: str, timeout: float = 20.0) -> None:
     """Each http(s) wheel index given to pip in the environment answers, or StackError names the ones
     that do not (pip only warns, then fails later, or quietly installs another build from PyPI)."""
@@ -439,10 +439,6 @@ def check_wheel_indexes(name: str, timeout: float = 20.0) -> None:
         raise StackError(f"stack {name}: cannot reach the wheel index(es) this install needs: "
                          + "; ".join(unreachable) + ". Build where they can be reached, or give pip a "
                          "mirror of them (PIP_EXTRA_INDEX_URL / PIP_FIND_LINKS).")
-
-
-# pip lines worth showing while a stack installs: which package, and that a long build is alive
-PIP_PROGRESS = ("Collecting", "Building wheel", "Successfully", "Installing collected")
 
 
 def _run(cmd: list[str], stack: str, env=None, log=print) -> None:

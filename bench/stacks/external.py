@@ -40,6 +40,7 @@ print(json.dumps(out))
 """
 # The keys of a recorded external stack that describe it rather than name a package version
 DESCRIPTION_KEYS = ("external", "interpreter", "added", "freeze_sha256")
+PROBE_TIMEOUT_S = 300.0
 
 
 class ExternalStackError(ValueError):
@@ -117,9 +118,6 @@ def probe(python: Path, timeout: float = 300) -> dict:
     except (ValueError, IndexError):
         raise ExternalStackError(f"--python {python}: its probe printed no result "
                                  f"(is it a Python 3 interpreter?): {proc.stdout[-300:]!r}") from None
-
-
-PROBE_TIMEOUT_S = 300.0
 
 
 def add(name: str, python: str | Path, pinned: Iterable[str], log=print,
