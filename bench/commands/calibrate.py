@@ -2,8 +2,6 @@
 work) run as paired cells (suites/calibration.yaml), quiet or under a background load the command
 makes itself, or with a planted slowdown of a known share of each epoch; then how often the 95 %
 interval holds the truth, how often an A/A pair reads a difference, how often a planted one is found.
-
-    gnnbench calibrate [SUITE] [--runs N] [--load] [--planted 0.05] [-k EXPR] [--results DIR]
 """
 
 from __future__ import annotations
@@ -111,9 +109,8 @@ def run(args) -> int:
         if load is not None:
             load.kill()
             load.wait()
-        if env_before is None:
-            os.environ.pop("GNNBENCH_FAULT", None)
-        else:
+        os.environ.pop("GNNBENCH_FAULT", None)
+        if env_before is not None:
             os.environ["GNNBENCH_FAULT"] = env_before
     result = {"command": command_line(), "condition": condition, "results": [str(p) for p in paths],
               "planted_in": slowed, **summary(documents, args.planted)}

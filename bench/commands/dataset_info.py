@@ -38,11 +38,9 @@ def list_lines(cache: Path) -> list[str]:
 def info_lines(spec: dict, cache: Path) -> list[str]:
     s = dataset_stats(spec, cache)
     measured = hub.is_materialised(spec, cache)
-    if measured:
-        origin = f"measured (in the hub at {hub.dataset_dir(spec, cache)})"
-    else:
-        origin = getattr(datasets.source_module(spec["source"]), "ESTIMATE_ORIGIN", user_graph.SIZES_ORIGIN
-                         if datasets.user_files(spec["source"]) else "published sizes (not prepared yet)")
+    origin = f"measured (in the hub at {hub.dataset_dir(spec, cache)})" if measured else getattr(
+        datasets.source_module(spec["source"]), "ESTIMATE_ORIGIN", user_graph.SIZES_ORIGIN
+        if datasets.user_files(spec["source"]) else "published sizes (not prepared yet)")
     served = datasets.tasks(spec)
     shapes = {TASKS[t].shape for t in served}
     graphs = f"{s['num_graphs']:,} graphs, " if "collection" in shapes else ""

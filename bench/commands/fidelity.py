@@ -113,9 +113,9 @@ def run(args) -> int:
 
 def run_clocks(args) -> int:
     """The pair is the harness with its stage clocks and without them, not the plain loop."""
-    given = [flag for flag, on in (("--max-rounds", args.max_rounds is not None), ("--against-itself", args.against_itself),
-                                   ("--side-by-side", args.side_by_side)) if on]
-    if given:
+    if given := [flag for flag, on in (("--max-rounds", args.max_rounds is not None),
+                                       ("--against-itself", args.against_itself),
+                                       ("--side-by-side", args.side_by_side)) if on]:
         raise InputError(f"--clocks and {', '.join(given)}: --clocks runs both sides in one process, epoch by "
                          "epoch; give --rounds for the epochs of each side")
     epochs = rounds("--rounds", 20 if args.rounds is None else args.rounds)

@@ -149,10 +149,9 @@ def run(args) -> int:
     name = args.name or re.sub(r"[^a-z0-9-]", "-", f"gnnbench-{suite_name}".lower())[:63].strip("-")
     check_names({"--name": name})
     common = dict(name=name, namespace=args.namespace, claim=args.results_claim, shm_size=args.shm_size, extra=extra)
-    if args.kind == "trainjob":
-        manifest = trainjob(args.suite, args.nodes, args.gpus_per_node, args.image, runtime=args.runtime, **common)
-    else:
-        manifest = pytorchjob(args.suite, args.nodes, args.gpus_per_node, args.image, **common)
+    shape = (args.suite, args.nodes, args.gpus_per_node, args.image)
+    manifest = (trainjob(*shape, runtime=args.runtime, **common) if args.kind == "trainjob"
+                else pytorchjob(*shape, **common))
     text = yaml.safe_dump(manifest, sort_keys=False, width=1 << 16)  # one line a command
     if out:
         out.write_text(text)

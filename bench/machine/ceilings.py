@@ -61,12 +61,9 @@ def llc_bytes() -> int:
     """The largest CPU cache's size (sysfs), else DEFAULT_LLC_BYTES."""
     sizes = []
     for index in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*"):
-        try:
+        with contextlib.suppress(OSError):
             text = (index / "size").read_text().strip()
-        except OSError:
-            continue
-        unit = {"K": 2**10, "M": 2**20, "G": 2**30}.get(text[-1:], 1)
-        sizes.append(int(text.rstrip("KMG")) * unit)
+            sizes.append(int(text.rstrip("KMG")) * {"K": 2**10, "M": 2**20, "G": 2**30}.get(text[-1:], 1))
     return max(sizes, default=DEFAULT_LLC_BYTES)
 
 
@@ -264,8 +261,7 @@ def probe(cache: Path, row_widths: Iterable[int] = (), files: dict[str, tuple[Pa
     widths = sorted({int(w) for w in row_widths if w and int(w) > 0})
     if missing := [w for w in widths if str(w) not in known["gather"]]:
         source = _gather_source()
-        for width in missing:
-            known["gather"][str(width)] = gather_bandwidth(width, source)
+        known["gather"].update({str(width): gather_bandwidth(width, source) for width in missing})
         del source
     disk = {}
     for label, (file, record_bytes, offset) in (files or {}).items():

@@ -98,9 +98,8 @@ def torch_ids(cuda_index: int) -> tuple[str | None, str | None]:
     import torch
 
     props = torch.cuda.get_device_properties(cuda_index)
-    pci = None
-    if all(hasattr(props, a) for a in ("pci_domain_id", "pci_bus_id", "pci_device_id")):
-        pci = f"{props.pci_domain_id:04x}:{props.pci_bus_id:02x}:{props.pci_device_id:02x}.0"
+    pci = (f"{props.pci_domain_id:04x}:{props.pci_bus_id:02x}:{props.pci_device_id:02x}.0"
+           if all(hasattr(props, a) for a in ("pci_domain_id", "pci_bus_id", "pci_device_id")) else None)
     uuid = getattr(props, "uuid", None)
     return pci, (str(uuid) if uuid is not None else None)
 

@@ -42,6 +42,9 @@ THIS_PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"  # the pinned
 INDEX_VARIABLES = ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_FIND_LINKS")
 # pip lines worth showing while a stack installs: which package, and that a long build is alive
 PIP_PROGRESS = ("Collecting", "Building wheel", "Successfully", "Installing collected")
+CONTAINER_ONLY_STACK = ("stack {name} is built in the GPU images only (every pin in {pins} is container-only: "
+                        "its wheels are CUDA-only): run its cells in the GPU image (docker compose run bench), "
+                        "or register an interpreter that has it (gnnbench stacks add {name} --python PATH)")
 
 
 # The framework each pinned stack carries: a backend runs in any stack of its framework (`stack`).
@@ -131,11 +134,6 @@ def for_this_cuda(marks: list[str]) -> bool:
     return not wanted or os.environ.get(TORCH_CUDA_ENV, "cu130").removeprefix("cu")[:2] in wanted
 
 
-CONTAINER_ONLY_STACK = ("stack {name} is built in the GPU images only (every pin in {pins} is container-only: "
-                        "its wheels are CUDA-only): run its cells in the GPU image (docker compose run bench), "
-                        "or register an interpreter that has it (gnnbench stacks add {name} --python PATH)")
-
-
 def in_container() -> bool:
     return os.environ.get(IN_CONTAINER_ENV, "") not in ("", "0")
 
@@ -154,6 +152,9 @@ class VersionedStack(Stack):
     @property
     def pins(self) -> str:
         return self.text
+
+    def write_requirements(self) -> None:
+        write_atomic(self.requirements, self.pins)
 
     @property
     def path(self) -> Path:
@@ -206,7 +207,7 @@ def install(name: str, log=print, force: bool = False) -> Stack:
     if stack.container_only and not in_container():
         raise StackError(CONTAINER_ONLY_STACK.format(name=name, pins=stack.requirements.name))
     if isinstance(stack, VersionedStack):
-        write_atomic(stack.requirements, stack.pins)
+        stack.write_requirements()
     with locks.held(stack.path, f"installing stack {name}", say=lambda line: log(f"stack {name}: {line}")):
         built = _install(stack, log, force)
     if built:
@@ -326,8 +327,7 @@ def reachable(location: str, torch: str | None = None, cuda: str | None = None, 
               machine: str = platform.machine(), timeout: float = INDEX_TIMEOUT) -> str | None:
     """None where a wheel index answers (an http(s) page, or a local folder holding a pyg-lib wheel whose
     tags fit that torch, None: any, Python and machine), else why not."""
-    path = local_wheels(location)
-    if path is not None:
+    if (path := local_wheels(location)) is not None:
         names = sorted(p.name for p in path.glob("pyg_lib-*.whl")) if path.is_dir() else []
         if not path.is_dir() or not names:
             return f"{path} " + ("holds no pyg-lib wheel (pyg_lib-*.whl)" if path.is_dir() else
@@ -429,12 +429,10 @@ def index_answers_now(stack: Stack) -> str | None:
 def check_wheel_indexes(name: str, timeout: float = 20.0) -> None:
     """Each http(s) wheel index given to pip in the environment answers, or StackError names the ones
     that do not (pip only warns, then fails later, or quietly installs another build from PyPI)."""
-    unreachable = []
-    for variable in INDEX_VARIABLES:
-        for url in os.environ.get(variable, "").split():
-            reason = _head(url, timeout)[1] if url.startswith(("http://", "https://")) else None
-            if reason is not None:  # an index that refuses HEAD still answered
-                unreachable.append(f"{url} ({variable}): {reason}")
+    heads = ((variable, url, _head(url, timeout)[1]) for variable in INDEX_VARIABLES
+             for url in os.environ.get(variable, "").split() if url.startswith(("http://", "https://")))
+    # an index that refuses HEAD still answered (its reason is None)
+    unreachable = [f"{url} ({variable}): {reason}" for variable, url, reason in heads if reason is not None]
     if unreachable:
         raise StackError(f"stack {name}: cannot reach the wheel index(es) this install needs: "
                          + "; ".join(unreachable) + ". Build where they can be reached, or give pip a "
