@@ -65,13 +65,9 @@ def _expanded(node) -> tuple[int, int, yaml.Node, int]:
                                           "finished anchors")
                 stack.append((child, False))
             continue
-        values, depth, deepest = 1, 1, current
-        for child in children:
-            child_values, child_depth, child_deepest = done[id(child)]
-            values += child_values
-            if child_depth + 1 > depth:
-                depth, deepest = child_depth + 1, child_deepest
-        done[key] = (values, depth, deepest)
+        found = [done[id(child)] for child in children]
+        depth, deepest = max(((d + 1, n) for _, d, n in found), key=lambda p: p[0], default=(1, current))
+        done[key] = (1 + sum(v for v, _, _ in found), depth, deepest)  # deepest: the first at that depth
         open_nodes.discard(key)
     return (*done[id(node)], len(done))
 

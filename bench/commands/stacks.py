@@ -33,15 +33,14 @@ def run(args) -> int:
         for name in args.names or [n for n, s in stacks.available().items()
                                    if not (s.container_only and not stacks.in_container())]:
             stacks.install(name, force=args.force)
-        return 0
-    if args.stacks_command == "add":
+    elif args.stacks_command == "add":
         external_stacks.add(args.name, args.python, pinned=stacks.available(), timeout=args.timeout)
-        return 0
-    if args.stacks_command == "remove":
+    elif args.stacks_command == "remove":
         external_stacks.remove(args.name)
         print(f"stack {args.name}: forgotten (its environment was not touched)")
-        return 0
-    return list_stacks()
+    else:
+        return list_stacks()
+    return 0
 
 
 def list_stacks() -> int:

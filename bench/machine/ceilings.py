@@ -119,8 +119,7 @@ def sequential_read(path: Path) -> float:
 
 def random_read(path: Path, record_bytes: int, data_offset: int = 0, seed: int = 0) -> float:
     """Bytes per second of one-record reads at random record boundaries, readahead off."""
-    size = os.path.getsize(path)
-    records = max(1, (size - data_offset) // record_bytes)
+    records = max(1, (os.path.getsize(path) - data_offset) // record_bytes)
     offsets = data_offset + np.random.default_rng(seed).integers(0, records, RANDOM_READS) * record_bytes
     fd = os.open(path, os.O_RDONLY)
     try:
@@ -267,8 +266,7 @@ def probe(cache: Path, row_widths: Iterable[int] = (), files: dict[str, tuple[Pa
     for label, (file, record_bytes, offset) in (files or {}).items():
         stat = os.stat(file)
         key = f"{Path(file).resolve()}:{stat.st_size}:{stat.st_mtime_ns}"
-        entry = known["disk"].get(key)
-        if entry is None:
+        if (entry := known["disk"].get(key)) is None:
             figures, file_notes = disk_reads(Path(file), record_bytes, offset, label)
             entry = known["disk"][key] = {"figures": figures, "notes": file_notes}
         disk[label] = entry["figures"]

@@ -50,10 +50,8 @@ def canonical(value) -> str:
     size = parse_limit(value)
     if size is None:
         return NONE
-    for unit in ("T", "G", "M", "K"):
-        if size % UNITS[unit] == 0:
-            return f"{size // UNITS[unit]}{unit}iB"
-    return str(size)
+    units = [unit for unit in ("T", "G", "M", "K") if size % UNITS[unit] == 0]
+    return f"{size // UNITS[units[0]]}{units[0]}iB" if units else str(size)
 
 
 def version() -> int | None:

@@ -122,8 +122,7 @@ class PhaseMemory:
         add("loader_sampler", last["shm"]["pss"] - shm_at_build, last["shm"]["private"])
         self._attribute_heap(last["anon"], growth, model_optimizer_bytes, add)
         total = sum(v["pss"] for v in last.values())
-        attributed = sum(v["shared"] + v["private"] for v in parts.values())
-        add("other", max(0, total - attributed), 0)
+        add("other", max(0, total - sum(v["shared"] + v["private"] for v in parts.values())), 0)
         return {"pss_bytes": total, "phase": peak, "parts": parts, "model_optimizer_bytes": int(model_optimizer_bytes),
                 "measured_pss_bytes": self.measured.get(peak),
                 "snapshots": [{"phase": p, **{k: sum(v[k] for v in s.values()) for k in ("pss", "private", "rss")},

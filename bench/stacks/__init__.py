@@ -105,8 +105,7 @@ class Stack:
     def requirement_lines(self, container: bool | None = None) -> tuple[list[str], list[str]]:
         """(plain requirements, those that compile against the installed torch) here or in an image;
         the pyg-wheels pins apart (`pyg_wheel_lines`)."""
-        if container is None:
-            container = in_container()
+        container = in_container() if container is None else container
         plain, no_isolation = [], []
         for line, marks in self._lines():
             if (LOCAL_ONLY_MARK in marks and container) or (CONTAINER_ONLY_MARK in marks and not container) \
