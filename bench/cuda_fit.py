@@ -63,12 +63,10 @@ def tag_for(*, driver: tuple[int, int] | None = None, capability: tuple[int, int
 
 def _instead(driver: tuple[int, int] | None, capability: tuple[int, int] | None) -> str:
     """Which image tag to use instead: one that runs here, else this GPU's with the driver it needs."""
-    tag = tag_for(driver=driver, capability=capability)
-    if tag is not None:
+    if (tag := tag_for(driver=driver, capability=capability)) is not None:
         return (f"use the image tag :{tag.tag} instead (CUDA {tag.cuda}, driver >= {tag.min_driver}, {tag.gpus}), "
                 "or a stack built for it")
-    tag = tag_for(capability=capability)
-    if tag is not None:
+    if (tag := tag_for(capability=capability)) is not None:
         return f"update the NVIDIA driver to >= {tag.min_driver} and use the image tag :{tag.tag} (CUDA {tag.cuda}, {tag.gpus})"
     return "no gnnbench image has kernels for it: use a stack of your own (gnnbench stacks add)"
 

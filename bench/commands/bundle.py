@@ -281,8 +281,7 @@ def dataset_specs(suites: list[str]) -> dict[str, dict]:
     """name -> spec of every dataset the suites' cells use."""
     found: dict[str, dict] = {}
     for name in suites:
-        suite, _ = suite_mod.load(name)
-        for cell in suite_mod.expand(suite):
+        for cell in suite_mod.expand(suite_mod.load(name)[0]):
             found.setdefault(json.dumps({"source": cell.dataset_spec["source"], "params": cell.dataset_spec["params"]},
                                         sort_keys=True), cell.dataset_spec)
     return {spec["name"]: spec for spec in found.values()}

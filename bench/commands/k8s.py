@@ -70,8 +70,7 @@ def node_command(suite: str, job: str, extra: list[str]) -> list[str]:
 def volumes(claim: str, shm_size: str) -> tuple[list[dict], list[dict]]:
     vols = [{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": shm_size}},
             {"name": "results", "persistentVolumeClaim": {"claimName": claim}}]
-    mounts = [{"name": "dshm", "mountPath": SHM_MOUNT}, {"name": "results", "mountPath": RESULTS_MOUNT}]
-    return vols, mounts
+    return vols, [{"name": "dshm", "mountPath": SHM_MOUNT}, {"name": "results", "mountPath": RESULTS_MOUNT}]
 
 
 def trainjob(suite: str, nodes: int, gpus_per_node: int, image: str, *, name: str, namespace: str | None = None,

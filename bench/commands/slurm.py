@@ -178,8 +178,7 @@ def check_values(suite: str, results: Path | None, partition: str | None, time: 
 
 def submit(path: Path) -> str:
     """Hand the script to sbatch; the job id."""
-    sbatch = shutil.which("sbatch")
-    if sbatch is None:
+    if (sbatch := shutil.which("sbatch")) is None:
         raise InputError("--submit: sbatch is not on PATH (submit from a SLURM login node, or run the script "
                          "there: sbatch FILE)")
     proc = subprocess.run([sbatch, "--parsable", str(path)], capture_output=True, text=True, timeout=120)

@@ -26,7 +26,6 @@ from bench.machine.core_budget import usable_cores  # the one count: affinity, c
 from bench import stacks
 from bench.paths import write_atomic
 from bench.machine import gpus
-from bench.machine.gpus import run_tool
 
 FORMAT = 1
 MIB = 2**20
@@ -236,7 +235,7 @@ def board(dmi: Path = DMI) -> str | None:
 
 def gpu_uuids() -> list[str]:
     """The UUIDs of the GPUs nvidia-smi lists (each card's own, the same in every container)."""
-    return re.findall(r"UUID: (GPU-[0-9a-fA-F-]+)", run_tool(["nvidia-smi", "-L"]) or "")
+    return re.findall(r"UUID: (GPU-[0-9a-fA-F-]+)", gpus.run_tool(["nvidia-smi", "-L"]) or "")
 
 
 def cache_file(cache: Path) -> Path:

@@ -106,7 +106,6 @@ class PhaseMemory:
             return None
         peak = max(taken, key=lambda p: own_pss(self.snapshots[p]))
         last = self.snapshots[peak]
-        growth = self._heap_growth(peak)
         parts = {p: {"shared": 0, "private": 0} for p in PARTS}
 
         def add(part: str, pss: int, private: int) -> None:
@@ -120,7 +119,7 @@ class PhaseMemory:
         shm_at_build = min((self.snapshots.get("pipeline") or {}).get("shm", {}).get("pss", 0), last["shm"]["pss"])
         add("graph_structure", shm_at_build, 0)
         add("loader_sampler", last["shm"]["pss"] - shm_at_build, last["shm"]["private"])
-        self._attribute_heap(last["anon"], growth, model_optimizer_bytes, add)
+        self._attribute_heap(last["anon"], self._heap_growth(peak), model_optimizer_bytes, add)
         total = sum(v["pss"] for v in last.values())
         add("other", max(0, total - sum(v["shared"] + v["private"] for v in parts.values())), 0)
         return {"pss_bytes": total, "phase": peak, "parts": parts, "model_optimizer_bytes": int(model_optimizer_bytes),

@@ -71,8 +71,7 @@ class ExternalStack:
         return tuple(f for f, needs in FRAMEWORK_NEEDS.items() if not any(self.lacks(m) for m in needs))
 
     def lacks(self, module: str) -> bool:
-        found = self.versions.get(module)
-        return found is None or found.startswith("import failed")
+        return self.versions.get(module, "import failed").startswith("import failed")  # absent: lacking
 
     def record(self) -> dict:
         """How results describe it (beside the pinned stacks' versions)."""
