@@ -44,40 +44,29 @@ def runs_on(capability: tuple[int, int], arch_list: list[str]) -> bool:
     `capability`: a cubin for the same major and a minor not above it, or PTX not above it."""
     major, minor = capability
     for arch in arch_list:
-        found = re.fullmatch(r"(sm|compute)_(\d+)(\d)[a-z]?", arch)
-        if not found:
+        if not (found := re.fullmatch(r"(sm|compute)_(\d+)(\d)[a-z]?", arch)):
             continue
-        kind, a_major, a_minor = found.group(1), int(found.group(2)), int(found.group(3))
-        if arch.endswith(("a", "f")) and kind == "sm":  # sm_90a: that exact GPU only
-            if (a_major, a_minor) == capability:
+        kind, built = found.group(1), (int(found.group(2)), int(found.group(3)))
+        if kind == "sm" and arch.endswith(("a", "f")):  # sm_90a: that exact GPU only
+            if built == capability:
                 return True
-            continue
-        if kind == "sm" and a_major == major and a_minor <= minor:
-            return True
-        if kind == "compute" and (a_major, a_minor) <= (major, minor):
+        elif built <= (major, minor) and (kind == "compute" or built[0] == major):  # PTX, or a cubin
             return True
     return False
 
 
 def tag_for(*, driver: tuple[int, int] | None = None, capability: tuple[int, int] | None = None) -> ImageTag | None:
     """The first image tag that runs on that driver and that GPU, or None."""
-    for tag in IMAGE_TAGS:
-        if driver is not None and driver[0] < version_tuple(tag.cuda)[0]:
-            continue
-        if capability is not None and not tag.capabilities[0] <= capability <= tag.capabilities[1]:
-            continue
-        return tag
-    return None
+    return next((tag for tag in IMAGE_TAGS if (driver is None or driver[0] >= version_tuple(tag.cuda)[0])
+                 and (capability is None or tag.capabilities[0] <= capability <= tag.capabilities[1])), None)
 
 
 def _instead(driver: tuple[int, int] | None, capability: tuple[int, int] | None) -> str:
     """Which image tag to use instead: one that runs here, else this GPU's with the driver it needs."""
-    tag = tag_for(driver=driver, capability=capability)
-    if tag is not None:
+    if (tag := tag_for(driver=driver, capability=capability)) is not None:
         return (f"use the image tag :{tag.tag} instead (CUDA {tag.cuda}, driver >= {tag.min_driver}, {tag.gpus}), "
                 "or a stack built for it")
-    tag = tag_for(capability=capability)
-    if tag is not None:
+    if (tag := tag_for(capability=capability)) is not None:
         return f"update the NVIDIA driver to >= {tag.min_driver} and use the image tag :{tag.tag} (CUDA {tag.cuda}, {tag.gpus})"
     return "no gnnbench image has kernels for it: use a stack of your own (gnnbench stacks add)"
 

@@ -80,6 +80,7 @@ MODES: dict[str, Mode] = {m.name: m for m in (
     Mode("cuda-cuda", samples_on=CUDA, trains_on=CUDA, storage=CUDA),
 )}
 DEFAULT = "cpu-cpu"
+KNOWN_WORKER_ERRORS = ("cudaHostUnregister", "Cannot re-initialize CUDA in forked subprocess")
 
 
 def mode(name: str) -> Mode:
@@ -88,9 +89,6 @@ def mode(name: str) -> Mode:
         return MODES[name]
     except KeyError:
         raise KeyError(f"unknown mode {name!r}; allowed: {', '.join(MODES)}") from None
-
-
-KNOWN_WORKER_ERRORS = ("cudaHostUnregister", "Cannot re-initialize CUDA in forked subprocess")
 
 
 def known_worker_failure(mode_name: str, num_workers: int, reason: str) -> str | None:

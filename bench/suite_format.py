@@ -146,16 +146,14 @@ def _plain_names(what: str):
     a dataset key is a part of each cell id, and so of test and file names."""
     def check(value):
         for name in value if isinstance(value, dict) else [value]:
-            problem = plain_name_problem(name)
-            if problem:
+            if problem := plain_name_problem(name):
                 raise ValueError(f"{what}{problem}")
         return value
     return check
 
 
 def _known_backends(value: list[str]) -> list[str]:
-    unknown = [b for b in value if b not in BACKENDS]
-    if unknown:
+    if unknown := [b for b in value if b not in BACKENDS]:
         raise ValueError(f"unknown backend {unknown[0]!r}; allowed: {', '.join(BACKENDS)}")
     return value
 
