@@ -113,10 +113,8 @@ def too_big_together(dataset_dirs: list[Path]) -> str | None:
     """Why a group's graphs cannot all be held at once, or None: each live worker holds its graph."""
     need = sum(f.stat().st_size for folder in dataset_dirs for f in folder.rglob("*") if f.is_file())
     available = psutil.virtual_memory().available
-    if need > MEMORY_SHARE * available:
-        return (f"two workers cannot be alive at once: their graphs take {need / 2**30:.1f} GiB together, "
-                f"{available / 2**30:.1f} GiB is available")
-    return None
+    return (f"two workers cannot be alive at once: their graphs take {need / 2**30:.1f} GiB together, "
+            f"{available / 2**30:.1f} GiB is available") if need > MEMORY_SHARE * available else None
 
 
 @dataclass
@@ -171,11 +169,8 @@ def paired_result(pair: Pair, launches: list[list[dict[str, float]]], within: fl
     else:
         result.reason = (f"{len(estimates)} launch(es), fewer than the {paired_ratio.MIN_LAUNCHES} an interval over "
                          "launches needs")
-    if apart is not None:
-        result.reason = f"interleaved processes ({apart}): each cell launched once a round" + (
-            f"; {result.reason}" if result.reason else "")
-    if stopped:
-        result.reason = f"{result.reason}; {stopped}" if result.reason else stopped
+    interleaved = apart and f"interleaved processes ({apart}): each cell launched once a round"
+    result.reason = "; ".join(filter(None, (interleaved, result.reason, stopped))) or None
     return result
 
 
@@ -264,7 +259,7 @@ class GroupRun:
     other_load: float | None = None  # the machine's share other work took during the launch (machine/load.py)
 
 
-def run_together(members: list[Member], cache: Path, launch: Launch, rounds: int, say=print) -> GroupRun:
+def run_together(members: list[Member], cache: Path, launch: Launch, rounds: int) -> GroupRun:
     """One launch: the group's workers started together (each warms up, then waits its turns), `rounds`
     rounds of turns in the members' order, and each cell's outcome."""
     timeout = min(m.cell.settings.timeout for m in members)
@@ -283,7 +278,7 @@ def run_together(members: list[Member], cache: Path, launch: Launch, rounds: int
                 _one_turn_each(live)
                 made, stopped = [], "a cell of the group ended before its first turn"
             else:
-                made, stopped = _take_turns(live, rounds, deadline, say)
+                made, stopped = _take_turns(live, rounds, deadline)
         except BaseException:  # interrupted (Ctrl-C): the workers end now, not after their evaluation
             for member in members:
                 member.kill()
@@ -346,15 +341,13 @@ def _wait_ready(member: Member, deadline: float) -> None:
         member.kill(f"still warming up at {TIME_SHARE:.0%} of its timeout: ended by the host (paired cells)")
 
 
-def _take_turns(live: list[Member], rounds: int, deadline: float, say) -> tuple[list[dict[str, float]], str | None]:
+def _take_turns(live: list[Member], rounds: int, deadline: float) -> tuple[list[dict[str, float]], str | None]:
     """`rounds` rounds, one turn of each live member a round in their order (the launch's order: its
     first side alternates from one launch to the next in run_group). No verdict is read here: the plan
     is fixed, so each verdict's error rate is the interval's own (paired_ratio)."""
-    longest = 0.0
-    made: list[dict[str, float]] = []
+    longest, made = 0.0, []
     while len(made) < rounds:
-        times = {}
-        round_began = time.monotonic()
+        times, round_began = {}, time.monotonic()
         # one fixed cycle within a launch, so every turn follows another cell's: a turn right after its
         # own ran ~10 % faster (its caches still warm) than one after another's (A/A rounds: 1.10 and 0.92)
         for member in live:
@@ -437,8 +430,7 @@ def run_group(executor: Executor, pairing: Paired, group: list[Cell], pairs: lis
             alone[cell.id] = f"{cell.id} did not run ({prepared.status})"
             done[cell.id] = executor.after_launch(cell, resolved, prepared)
             continue
-        why = why_alone(resolved, executor.launch)
-        if why:
+        if why := why_alone(resolved, executor.launch):
             apart.append(why)
         executor.say(f"  ready{': ' + why if why else '; it takes turns with the others of its group'}")
         ready.append((cell, resolved, prepared))
@@ -490,14 +482,13 @@ def _run_launches(executor: Executor, pairing: Paired, ready: list[tuple], membe
     rounds = pairing.rounds or min(m.cell.settings.epochs for m in members)
     executor.say(f"\ntaking turns: {len(members)} cells, {planned} launches of {rounds} rounds each (a fixed plan: "
                 f"the verdicts are read once, at the end, against ±{pairing.within:.0%})")
-    launches, waiting, stopped, first = [], {}, None, {}
-    loads = []
+    launches, waiting, stopped, first, loads = [], {}, None, {}, []
     for number in range(planned):
         order = members if number % 2 == 0 else members[::-1]
         fresh = [Member(m.cell, m.python, m.dataset_dir, m.memory_limit, watched=m.watched) for m in order]
         executor.say(f"  launch {number + 1} of {planned}: first turn {fresh[0].cell.id}")
         began = time.monotonic()
-        run = run_together(fresh, executor.cache, executor.launch, rounds, executor.say)
+        run = run_together(fresh, executor.cache, executor.launch, rounds)
         launches.append(run.rounds)
         this = [paired_result(p, [run.rounds], pairing.within, {}, None) for p in pairs]
         executor.say(f"    {len(run.rounds)} rounds in {time.monotonic() - began:.0f} s; this launch's ratios: "

@@ -36,9 +36,6 @@ JOURNAL_SUFFIX = ".cells.jsonl"
 JOURNAL_STATUSES = ("ok", *UNMEASURED_STATUSES)
 
 
-
-
-
 # --- options, declared once for `gnnbench run` (argparse) and `pytest suites/` (pytest) --------
 
 def option(default=None, **argparse_kwargs):
@@ -311,10 +308,8 @@ class Session:
             if not reads_user_files(spec):
                 continue
             stack = self.preparation.building_stack(spec)
-            if stack:
-                problem = self.preparation.ensure_stack(stack)
-                if problem:
-                    raise SessionError(f"dataset {name!r} ({spec['source']}) is read in the {stack} stack: {problem}")
+            if stack and (problem := self.preparation.ensure_stack(stack)):
+                raise SessionError(f"dataset {name!r} ({spec['source']}) is read in the {stack} stack: {problem}")
             self.say(f"checking dataset {name} ({spec['source']}:{spec['params'].get('path')}) ...")
             try:
                 self.preparation.dataset(name, spec)
@@ -332,13 +327,11 @@ class Session:
 
     def keep_the_runs_selection(self, journal: Path) -> None:
         """A resume finishes the cells its run selected (a -k given now narrows them further)."""
-        selection = journal_selection(journal)
-        if selection is None:
+        if (selection := journal_selection(journal)) is None:
             return
         ids, expression = selection
         known = {c.id for c in self.cells}
-        missing = [i for i in ids if i not in known]
-        if missing:
+        if missing := [i for i in ids if i not in known]:
             raise SessionError(f"--resume {journal}: the run selected {len(missing)} cell(s) that this suite, with the "
                                f"options given now, does not have (e.g. {missing[0]!r}): resume with the run's own "
                                "--stack and --mode options, and its suite file as it was")
@@ -359,14 +352,13 @@ class Session:
 
     def result_of(self, cell: Cell) -> Finished:
         """A finished cell: from the journal being resumed, else measured now (with its group, if paired)."""
-        position = self.position(cell)
         if cell.id in self.finished:
             done = self.finished[cell.id]
             if cell.id not in self.executor.ran_now:
-                self.say(f"\n{position}\n  -> {done.status} (kept from {self.journal.path.name})")
+                self.say(f"\n{self.executor.position(cell)}\n  -> {done.status} "
+                         f"(kept from {self.journal.path.name})")
             return done
-        group = self.groups().get(cell.id)
-        if group is not None:  # the scheduler of cells in turns
+        if (group := self.groups().get(cell.id)) is not None:  # the scheduler of cells in turns
             paired.run_group(self.executor, self.pairing, *group)
             return self.finished[cell.id]
         return self.executor.run_one(cell)
@@ -384,9 +376,6 @@ class Session:
                     for cell in group:
                         self._groups[cell.id] = (group, mine)
         return self._groups
-
-    def position(self, cell: Cell) -> str:
-        return self.executor.position(cell)
 
     def gpu_refusal(self, cell: Cell) -> Outcome | None:
         return self.executor.gpu_refusal(cell)
@@ -468,9 +457,7 @@ def unclaimed_result_path(folder: Path, stem: str) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     for n in range(1, 1000):
         path = folder / (f"{stem}.json" if n == 1 else f"{stem}-{n}.json")
-        try:
+        with contextlib.suppress(FileExistsError):
             os.close(os.open(journal_of(path), os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))  # data, not a program
-        except FileExistsError:
-            continue
-        return path
+            return path
     raise SessionError(f"{folder}: 999 runs named {stem}; choose another --results folder")

@@ -38,7 +38,6 @@ class SuiteError(ValueError):
     pass
 
 
-
 @dataclass(frozen=True)
 class Cell:
     """One concrete configuration: hashable, with a readable id."""
@@ -93,8 +92,7 @@ def load(path_or_name: str | Path) -> tuple[Suite, Path]:
     except ValidationError as exc:
         lines = [f"{path}: {_describe_at(err)}" for err in _most_specific(exc.errors())]
         raise SuiteError("\n".join(dict.fromkeys(lines))) from None  # once each (X | list[X] fails twice)
-    problems = _check_rules(suite)
-    if problems:
+    if problems := _check_rules(suite):
         raise SuiteError("\n".join(dict.fromkeys(f"{path}: {p}" for p in problems)))
     return suite, path
 
@@ -258,11 +256,7 @@ def _model_at(loc: tuple) -> type[BaseModel] | None:
 def _first_model(tp: Any) -> type[BaseModel] | None:
     if isinstance(tp, type) and issubclass(tp, BaseModel):
         return tp
-    for arg in typing.get_args(tp):
-        found = _first_model(arg)
-        if found is not None:
-            return found
-    return None
+    return next((found for arg in typing.get_args(tp) if (found := _first_model(arg)) is not None), None)
 
 
 def _check_rules(suite: Suite) -> list[str]:
@@ -305,13 +299,11 @@ def _unmatched_excludes(suite: Suite) -> list[str]:
     if not suite.exclude:
         return []
     candidates = expand(suite.model_copy(update={"exclude": []}))
-    problems = []
-    for i, rule in enumerate(suite.exclude):
-        if not any(_matches(rule, c.backend, c.dataset, c.settings) for c in candidates):
-            written = ", ".join(f"{k}: {v}" for k, v in rule.model_dump(exclude_none=True).items())
-            problems.append(f"exclude.{i}: {{{written}}} matches no cell of the suite; allowed: a rule that matches "
-                            "at least one cell (correct its values, or remove it)")
-    return problems
+    unmatched = [(i, rule.model_dump(exclude_none=True)) for i, rule in enumerate(suite.exclude)
+                 if not any(_matches(rule, c.backend, c.dataset, c.settings) for c in candidates)]
+    return [f"exclude.{i}: {{{', '.join(f'{k}: {v}' for k, v in rule.items())}}} matches no cell of the "
+            "suite; allowed: a rule that matches at least one cell (correct its values, or remove it)"
+            for i, rule in unmatched]
 
 
 def _unused_settings(suite: Suite, cells: list[Cell]) -> list[str]:
@@ -333,21 +325,14 @@ def _unused_settings(suite: Suite, cells: list[Cell]) -> list[str]:
 def _check_tasks(suite: Suite) -> list[str]:
     """A backend or dataset with no partner of its task at all (expansion skips the pairs that disagree)."""
     served = {name: tasks_of(spec) for name, spec in suite.datasets.items()}
-    problems = []
-    for backend in suite.backends:
-        task = BACKENDS[backend].task
-        if not any(task in t for t in served.values()):
-            problems.append(
-                f"backends: {backend!r} trains the {task!r} task and no dataset of this suite serves it "
-                f"({'; '.join(n + ': ' + ', '.join(t) for n, t in served.items())}); add one, or remove the "
-                f"backend (backends by task: {_backends_by_task()})")
     backend_tasks = {BACKENDS[b].task for b in named_backends(suite) if b in BACKENDS}
-    for name, tasks in served.items():
-        if not backend_tasks.intersection(tasks):
-            problems.append(
-                f"datasets.{name}: serves {', '.join(tasks)}, and no backend of this suite trains "
-                f"{'it' if len(tasks) == 1 else 'any of them'} (backends by task: {_backends_by_task()})")
-    return problems
+    by_task, listed = _backends_by_task(), "; ".join(n + ": " + ", ".join(t) for n, t in served.items())
+    unserved = [f"backends: {b!r} trains the {BACKENDS[b].task!r} task and no dataset of this suite serves "
+                f"it ({listed}); add one, or remove the backend (backends by task: {by_task})"
+                for b in suite.backends if not any(BACKENDS[b].task in t for t in served.values())]
+    return unserved + [f"datasets.{name}: serves {', '.join(tasks)}, and no backend of this suite trains "
+                       f"{'it' if len(tasks) == 1 else 'any of them'} (backends by task: {by_task})"
+                       for name, tasks in served.items() if not backend_tasks.intersection(tasks)]
 
 
 def _backends_by_task() -> str:

@@ -126,8 +126,7 @@ def framework_versions(stack: str) -> dict[str, str]:
         except Exception:  # noqa: BLE001 - a missing optional module is reported, not fatal
             continue
         versions[name] = str(getattr(module, "__version__", None) or importlib.metadata.version(name))
-    source = running_stack_sampler()
-    if source:
+    if source := running_stack_sampler():
         versions["sampler_source"] = source
     return versions
 
@@ -164,8 +163,7 @@ def run_cell(cell: dict, dataset_dir: Path) -> dict | None:
     memory.take("imports")
     budget = set_threads(settings, world)  # before device_info, which records the count
     record = environment_record(cell, budget)
-    reason = Pipeline.unavailable(settings.mode, world)
-    if reason:
+    if reason := Pipeline.unavailable(settings.mode, world):
         return skipped(record, reason, rank)
     started = StartupPhases(launched_at)  # start-up by phase: what a short GPU run pays before its first batch
     started.mark("imports")
@@ -528,8 +526,7 @@ def sum_work(works: list[dict]) -> dict:
     out = {k: sum(w[k] for w in works) for k in ("batches", "input_nodes", "feature_bytes", "copy_bytes")}
     out["counted"] = sum(w.get("counted", w["batches"]) for w in works)
     _sum_parts(out, works)
-    fulls = [w["full"] for w in works if w.get("full")]
-    if fulls:
+    if fulls := [w["full"] for w in works if w.get("full")]:
         out["full"] = _sum_parts({"counted": sum(f["counted"] for f in fulls)}, fulls)
     return out
 
@@ -538,8 +535,7 @@ def _sum_parts(whole: dict, parts: list[dict]) -> dict:
     """Into `whole`: hop and layer lists, a link cell's seed edges and negatives, a typed cell's breakdowns."""
     whole.update({key: summed(parts, key) for key in LISTS})
     whole.update({key: sum(w[key] for w in parts) for key in LINK_COUNTS if all(key in w for w in parts)})
-    typed = summed_typed(parts)
-    if typed:
+    if typed := summed_typed(parts):
         whole["typed"] = typed
     return whole
 
@@ -553,9 +549,8 @@ def summed(works: list[dict], key: str) -> list:
 def summed_typed(works: list[dict]) -> dict:
     """A typed cell's per-type and per-relation breakdowns (bench/backends/stages.py), summed; {} for others."""
     total: dict = {}
-    for w in works:
-        if w.get("typed"):
-            add_typed(total, w["typed"])
+    for typed in filter(None, (w.get("typed") for w in works)):
+        add_typed(total, typed)
     return total
 
 
