@@ -179,8 +179,7 @@ class _Values:
     @classmethod
     def from_dict(cls, values: dict):
         """A cell's settings from its dict (sent, or recorded): a key left out its default (None in WHEN_SET)."""
-        unknown = sorted(set(values) - set(NAMES))
-        if unknown:
+        if unknown := sorted(set(values) - set(NAMES)):
             raise SettingsError(f"unknown setting {', '.join(map(repr, unknown))}; known: {', '.join(NAMES)}")
         return cls(**{**{k: None for k in WHEN_SET}, **values})
 

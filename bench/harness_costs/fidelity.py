@@ -133,11 +133,6 @@ class Comparison:
         return self._estimate[1]
 
     @property
-    def enough_rounds(self) -> bool:
-        """Whether the pair has the rounds an interval over launches needs."""
-        return len(self.harness_rounds) >= MIN_LAUNCHES
-
-    @property
     def settled(self) -> str | None:
         """"inside" or "outside" the band at the plan's confidence; None where it straddles an edge."""
         return paired_ratio.band_state(self.interval)
@@ -174,17 +169,14 @@ class Comparison:
 
     @property
     def harness_median(self) -> float:
-        """The harness's median epoch."""
         return statistics.median(self.harness_epochs)
 
     @property
     def plain_median(self) -> float:
-        """The plain loop's median epoch."""
         return statistics.median(self.plain_epochs)
 
     @property
     def ratio_of_medians(self) -> float:
-        """The two sides' medians' ratio."""
         return self.harness_median / self.plain_median
 
     @property
@@ -213,7 +205,6 @@ class Comparison:
         return f"**no**: {words}" if self.differs else words
 
     def as_dict(self) -> dict:
-        """The pair as the JSON file holds it."""
         return {**asdict(self), "harness_median_s": self.harness_median, "plain_median_s": self.plain_median,
                 "ratio": self.ratio, "ratio_of_medians": self.ratio_of_medians,
                 "faithful": self.faithful, "cpu_ratio": self.cpu_ratio,
@@ -291,11 +282,10 @@ def prepared(executor: Executor, cell: Cell) -> tuple[Cell, PreparedCell]:
 
 def run_harness(executor: Executor, cell: Cell, ready: PreparedCell) -> tuple[list[float], list[float], float | None]:
     """The cell's measured epochs as gnnbench runs it: (wall seconds, CPU seconds, other load)."""
-    outcome = executor.start(cell, ready)
-    if outcome.status == "skipped":
-        raise PairSkipped(outcome.reason.splitlines()[0])
-    if outcome.status != "ok":
-        raise FidelityError(f"{cell.id}: the cell ended {outcome.status}: {outcome.reason.splitlines()[0]}")
+    if (outcome := executor.start(cell, ready)).status != "ok":
+        why = outcome.reason.splitlines()[0]
+        raise PairSkipped(why) if outcome.status == "skipped" else FidelityError(
+            f"{cell.id}: the cell ended {outcome.status}: {why}")
     epochs = outcome.record["epochs"]
     return ([e["seconds"] for e in epochs], [e["cpu_s"] for e in epochs if e.get("cpu_s") is not None],
             outcome.other_load)
@@ -398,23 +388,19 @@ def table(found: list[Comparison]) -> str:
         interval = "n/a" if c.interval is None else f"{c.interval[0]:.3f}–{c.interval[1]:.3f} ({len(c.harness_rounds)})"
         lines.append(f"| `{c.cell_id}` | {threads} | {c.harness_median:.4f} s | {c.plain_median:.4f} s | "
                      f"{c.ratio:.3f} | {f'{c.ratio_of_medians:.3f} | ' if paired else ''}{interval} | {c.verdict} | {'n/a' if c.cpu_ratio is None else f'{c.cpu_ratio:.3f}'} | {load} |")
-    interrupted = [c for c in found if c.interrupted_after is not None]
-    if interrupted:
-        lines += ["", "Interrupted (its figures are over the rounds that finished):"]
-        lines += [f"- `{c.cell_id}`: {c.interrupted_after} of the {c.rounds_asked} rounds asked" for c in interrupted]
-    unsettled = [c for c in found if c.unsettled_reason]
-    if unsettled:
-        lines += ["", "Unresolved (neither inside nor wholly outside the band at the plan's confidence):"]
-        lines += [f"- `{c.cell_id}`: {c.unsettled_reason}" for c in unsettled]
-    differing = [c for c in found if c.differences]
-    if differing:
-        lines += ["", "Differences by design (the GPU pairs' sides):"]
-        lines += [f"- `{c.cell_id}`: {d}" for c in differing for d in c.differences]
-    outside = [c for c in found if c.differs or (c.interval is None and not paired_ratio.within(c.ratio))]
-    if outside:
-        lines += ["", f"Outside ±{TOLERANCE:.0%} ({what}):"]
-        lines += [f"- `{c.cell_id}`: {c.verdict.removeprefix('**no**: ')} (ratio {c.ratio:.3f}){_resolution(c)}"
-                  for c in outside]
+    sections = {
+        "Interrupted (its figures are over the rounds that finished):":
+            [f"`{c.cell_id}`: {c.interrupted_after} of the {c.rounds_asked} rounds asked"
+             for c in found if c.interrupted_after is not None],
+        "Unresolved (neither inside nor wholly outside the band at the plan's confidence):":
+            [f"`{c.cell_id}`: {c.unsettled_reason}" for c in found if c.unsettled_reason],
+        "Differences by design (the GPU pairs' sides):":
+            [f"`{c.cell_id}`: {d}" for c in found for d in c.differences],
+        f"Outside ±{TOLERANCE:.0%} ({what}):":
+            [f"`{c.cell_id}`: {c.verdict.removeprefix('**no**: ')} (ratio {c.ratio:.3f}){_resolution(c)}"
+             for c in found if c.differs or (c.interval is None and not paired_ratio.within(c.ratio))]}
+    for heading, items in sections.items():
+        lines += ["", heading, *(f"- {item}" for item in items)] if items else []
     return "\n".join(lines)
 
 
@@ -496,16 +482,13 @@ class Overhead:
 
     @property
     def medians_ratio(self) -> float:
-        """The two sides' medians' ratio, minus one."""
         return statistics.median(self.on_epochs) / statistics.median(self.off_epochs) - 1
 
     @property
     def within_goal(self) -> bool:
-        """Whether the overhead is within GOAL."""
         return self.error is None and self.overhead <= GOAL
 
     def as_dict(self) -> dict:
-        """The cell as the JSON file holds it."""
         if self.error:
             return {**asdict(self), "within_goal": False}
         return {**asdict(self), "on_median_s": statistics.median(self.on_epochs),
@@ -515,7 +498,6 @@ class Overhead:
 
 
 def clocks_measurable(cell) -> bool:
-    """Whether the cell can be measured (one rank)."""
     return cell.settings.world_size == 1
 
 
@@ -555,7 +537,6 @@ def measure_clocks(cells: list, cache: Path, data_root: Path | None, epochs: int
 
 
 def clocks_table(found: list[Overhead]) -> str:
-    """The cells as a Markdown table."""
     lines = ["| cell | epoch pairs | profile on (median) | profile off (median) | overhead (median of pairs) | 95 % CI | "
              "ratio of medians | within 2 % | other load |", "|---|---:|---:|---:|---:|---|---:|---|---:|"]
     for r in found:

@@ -83,9 +83,8 @@ class Executor:
     def after_launch(self, cell: Cell, resolved: Cell, outcome: Outcome) -> Finished:
         """What the cell's outcome leaves: said, with its notes, as the result file's entry, and kept."""
         if outcome.status == "failed":
-            label = modes.known_worker_failure(resolved.settings.mode, resolved.settings.num_workers,
-                                               outcome.reason)
-            if label:
+            if label := modes.known_worker_failure(resolved.settings.mode, resolved.settings.num_workers,
+                                                   outcome.reason):
                 outcome.reason = f"{label}: {outcome.reason}"
         busy = (f" (other work kept {outcome.other_load:.0%} of the machine busy meanwhile: times suspect)"
                 if outcome.other_load is not None and outcome.other_load >= HIGH_LOAD else "")
@@ -97,8 +96,7 @@ class Executor:
             self.say(f"  note: {note}")
         if notes and done.measured:
             done.entry.setdefault("extra_info", {})["notes"] = notes
-        split = split_line(done.entry.get("extra_info", {}).get("stages")) if done.measured else None
-        if split:
+        if done.measured and (split := split_line(done.entry.get("extra_info", {}).get("stages"))):
             self.say(f"  where the epoch went: {split}")
         self.keep(cell, done)
         return done
@@ -116,8 +114,7 @@ class Executor:
 
     def cell_notes(self, cell: Cell) -> list[str]:
         """What a reader of this cell's numbers must know (oversubscription, a GPU cell's unverified paths)."""
-        notes = []
-        cores = usable_cores()
+        notes, cores = [], usable_cores()
         local_ranks = max(1, cell.settings.world_size // max(1, self.launch.nnodes))
         budget = core_budget.plan(cores, local_ranks, cell.settings.num_workers, cell.settings.threads)
         if local_ranks > cores:

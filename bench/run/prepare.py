@@ -35,11 +35,8 @@ class StackHost:
         if stack is None:
             return None
         framework = stacks.framework_of(stack)
-        for name in self.run_stacks:
-            found = stacks.get(name)
-            if found.installed and framework in found.frameworks:
-                return name
-        return stack
+        return next((name for name in self.run_stacks
+                     if (found := stacks.get(name)).installed and framework in found.frameworks), stack)
 
     def python(self, stack: str) -> Path | None:
         stack = self.instead_of(stack)
@@ -80,11 +77,10 @@ class Preparation:
     def prepare(self, cell: Cell) -> PreparedCell | Outcome:
         """The cell ready to launch, or the outcome that stops it."""
         for stack in filter(None, (cell.stack, self.building_stack(cell.dataset_spec))):
-            problem = self.ensure_stack(stack)
-            if problem:  # a stack only the GPU images build is not this machine's failure: skipped
+            # a stack only the GPU images build is not this machine's failure: skipped
+            if problem := self.ensure_stack(stack):
                 return Outcome(cell, "skipped" if stack in self._image_only else "failed", problem)
-        refused = self.refusal(cell)
-        if refused:
+        if refused := self.refusal(cell):
             return Outcome(cell, "refused", refused)
         task = BACKENDS[cell.backend].task
         if not self.known(cell.dataset):

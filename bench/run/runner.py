@@ -110,8 +110,7 @@ class TreeMemorySampler(threading.Thread):
         child between fork and exec still has the launcher's environment)."""
         if proc.pid not in self._ranks:
             with contextlib.suppress(psutil.Error):
-                rank = proc.environ().get("RANK")
-                if rank is not None:
+                if (rank := proc.environ().get("RANK")) is not None:
                     self._ranks[proc.pid] = int(rank)
         return self._ranks.get(proc.pid)
 
@@ -171,11 +170,9 @@ def _rss(procs: list[psutil.Process], pss: bool = False) -> int:
     """The tree's RSS, or with `pss` its PSS (smaps_rollup, where the kernel has it)."""
     total = 0
     for proc in procs:
-        try:
+        with contextlib.suppress(psutil.Error):  # exited between listing and reading
             info = proc.memory_full_info() if pss else proc.memory_info()
-        except psutil.Error:
-            continue  # exited between listing and reading
-        total += getattr(info, "pss", info.rss) if pss else info.rss
+            total += getattr(info, "pss", info.rss) if pss else info.rss
     return total
 
 
@@ -228,8 +225,7 @@ def launch_cell(cell: Cell, python: Path, dataset_dir: Path, cache: Path, memory
         # the node's one host copy of what its ranks pin in place (bench/backends/shared_host.py), gone with the cell
         shared = cleanup.enter_context(tempfile.TemporaryDirectory(
             prefix="gnnbench-shared-", dir=SHARED_MEMORY if SHARED_MEMORY.is_dir() else None))
-        out_path = scratch / "result.json"
-        err_path = scratch / "stderr.txt"
+        out_path, err_path = scratch / "result.json", scratch / "stderr.txt"
         cmd = worker_command(python, cell, [cell.to_json(), str(dataset_dir), str(out_path)], launch)
         env = {**worker_env(cache, run_id), **cell_scratch.environment(scratch), SHARED_HOST_ENV: shared,
                **(extra_env or {})}

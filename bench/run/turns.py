@@ -65,6 +65,4 @@ def quiet_threads() -> None:
 def from_env() -> Turns | None:
     """The turns of a paired cell (its launcher set TURNS_ENV), else None: the cell runs as always."""
     folder = os.environ.get(TURNS_ENV)
-    if not folder:
-        return None
-    return Turns(Path(folder), int(os.environ.get(MAX_TURNS_ENV, "100")))
+    return Turns(Path(folder), int(os.environ.get(MAX_TURNS_ENV, "100"))) if folder else None
