@@ -109,14 +109,10 @@ class Comparison:
         return [x for x in logs if x is not None]
 
     @property
-    def looks(self) -> int:
-        """The plan's looks: at --rounds, and at --max-rounds where given (each spends half of ALPHA)."""
-        return 2 if self.max_rounds else 1
-
-    @property
     def confidence(self) -> float:
-        """The verdict interval's confidence: 95 % at one look, 97.5 % at each of two."""
-        return 1 - paired_ratio.look_alpha(self.looks)
+        """The verdict interval's confidence: 95 % at one look (at --rounds), 97.5 % at each of two (and at
+        --max-rounds where given: each spends half of ALPHA)."""
+        return 1 - paired_ratio.look_alpha(2 if self.max_rounds else 1)
 
     @cached_property
     def _estimate(self) -> tuple[float, tuple[float, float] | None]:
@@ -503,8 +499,7 @@ def clocks_measurable(cell) -> bool:
 
 def run_clocks(cell, dataset_dir: Path, cache: Path, epochs: int) -> Overhead:
     """One cell's interleaved run in its stack."""
-    stack = stacks.get(cell.stack)
-    if not stack.installed:
+    if not stacks.get(cell.stack).installed:
         raise OverheadError(f"{cell.id}: stack {cell.stack!r} is not installed (gnnbench stacks install {cell.stack})")
     # both sides' epochs and warm-ups, as the cell's own timeout would allow for one side
     timeout = 2 * float(cell.settings.timeout) * max(1.0, epochs / max(1, cell.settings.epochs))

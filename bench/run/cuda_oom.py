@@ -48,8 +48,7 @@ def memory_when_failed(device) -> dict:
 def reason(exc: BaseException, rank: int, device, memory: dict) -> str:
     first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
     parts = [f"CUDA out of memory on rank {rank} ({device})"]
-    tried = tried_bytes(str(exc))
-    if tried is not None:
+    if (tried := tried_bytes(str(exc))) is not None:
         parts.append(f"tried to allocate {tried / MIB:,.0f} MiB")
     if "device_used_bytes" in memory:
         parts.append(f"device-wide {memory['device_used_bytes'] / MIB:,.0f} of "

@@ -167,18 +167,12 @@ def rank_entries(outcome: Outcome) -> list[dict]:
     for r in outcome.record.get("ranks") or [{"rank": 0}]:
         rss, pss = outcome.rank_peaks.get(r["rank"], (r.get("self_max_rss_bytes"), None))
         out.append({"rank": r["rank"], "peak_rss_bytes": rss, "peak_pss_bytes": pss,
-                    "loader_stall": r.get("loader_stall"), "compute_s": r.get("compute_s"),
-                    "comm_s": r.get("comm_s"), "epoch_s": r.get("epoch_s"),
-                    "peak_gpu_bytes": r.get("peak_gpu_bytes"),
+                    **{k: r.get(k) for k in ("loader_stall", "compute_s", "comm_s", "epoch_s",
+                                             "peak_gpu_bytes")},
                     # its GPU's utilisation per measured epoch and over them, and the cores it ran on
                     **{k: r[k] for k in ("gpu_util", "gpu_util_epochs", "cpu_affinity", "startup_phases",
                                          "gpu_device_used_bytes", "gpu_peaks") if r.get(k)}})
     return out
-
-
-def add_pairs(entry: dict, pairs: list[dict]) -> None:
-    """A measured cell's paired comparisons (bench/run/paired.py PairResult.as_dict), in its entry."""
-    entry["extra_info"]["pairs"] = pairs
 
 
 def add_note(entry: dict, note: str) -> None:

@@ -312,8 +312,7 @@ def failure_headline(stderr: str, returncode: int | None) -> str:
     """One line saying what failed: for several ranks, the rank that failed first (one killed by a
     signal, else the first torchrun observed) and its own error; else the worker's exit and last error."""
     summary = stderr[stderr.rfind("ChildFailedError"):] if "ChildFailedError" in stderr else ""
-    failed = [(int(rank), int(code)) for rank, code in FAILED_RANK.findall(summary)]
-    if failed:
+    if failed := [(int(rank), int(code)) for rank, code in FAILED_RANK.findall(summary)]:
         first_observed = failed[-1]  # torchrun prints other failures, then the root cause
         rank, code = next(((r, c) for r, c in failed if c < 0), first_observed)
         error = last_exception(stderr, rank=rank)

@@ -161,12 +161,9 @@ def resolve_workers(cell: Cell, usable_cores: int, nnodes: int = 1) -> Cell:
 
 
 def resolve_path(path_or_name: str | Path) -> Path:
-    candidate = Path(path_or_name)
-    if candidate.is_file():
-        return candidate
-    named = suites_dir() / f"{path_or_name}.yaml"
-    if named.is_file():
-        return named
+    for candidate in (Path(path_or_name), suites_dir() / f"{path_or_name}.yaml"):
+        if candidate.is_file():
+            return candidate
     known = ", ".join(sorted(p.stem for p in suites_dir().glob("*.yaml")))
     raise SuiteError(f"suite {str(path_or_name)!r} not found: not a file, and not a name in "
                      f"{suites_dir()} (known: {known})")
@@ -213,8 +210,7 @@ def _describe_at(err: dict) -> str:
         # strict mode: YAML's true/false and quoted numbers are not numbers
         message += (" (true and false are not numbers)" if isinstance(err["input"], bool)
                     else " (a quoted value is a string: write the number without quotes)")
-    expected = err.get("ctx", {}).get("expected")
-    if expected and expected not in message:
+    if (expected := err.get("ctx", {}).get("expected")) and expected not in message:
         message += f" (allowed: {expected})"
     return f"{loc}: {message} (got {err.get('input')!r})"
 
@@ -326,18 +322,15 @@ def _check_tasks(suite: Suite) -> list[str]:
     """A backend or dataset with no partner of its task at all (expansion skips the pairs that disagree)."""
     served = {name: tasks_of(spec) for name, spec in suite.datasets.items()}
     backend_tasks = {BACKENDS[b].task for b in named_backends(suite) if b in BACKENDS}
-    by_task, listed = _backends_by_task(), "; ".join(n + ": " + ", ".join(t) for n, t in served.items())
+    by_task = "; ".join(f"{task}: {', '.join(b for b, i in BACKENDS.items() if i.task == task)}"
+                        for task in TASKS if any(i.task == task for i in BACKENDS.values()))
+    listed = "; ".join(n + ": " + ", ".join(t) for n, t in served.items())
     unserved = [f"backends: {b!r} trains the {BACKENDS[b].task!r} task and no dataset of this suite serves "
                 f"it ({listed}); add one, or remove the backend (backends by task: {by_task})"
                 for b in suite.backends if not any(BACKENDS[b].task in t for t in served.values())]
     return unserved + [f"datasets.{name}: serves {', '.join(tasks)}, and no backend of this suite trains "
                        f"{'it' if len(tasks) == 1 else 'any of them'} (backends by task: {by_task})"
                        for name, tasks in served.items() if not backend_tasks.intersection(tasks)]
-
-
-def _backends_by_task() -> str:
-    return "; ".join(f"{task}: {', '.join(b for b, i in BACKENDS.items() if i.task == task)}"
-                     for task in TASKS if any(i.task == task for i in BACKENDS.values()))
 
 
 def _check_target(suite: Suite) -> list[str]:

@@ -162,7 +162,9 @@ def run_cell(cell: dict, dataset_dir: Path) -> dict | None:
     Pipeline = load_pipeline_class(cell["backend"])
     memory.take("imports")
     budget = set_threads(settings, world)  # before device_info, which records the count
-    record = environment_record(cell, budget)
+    # the versions of the backend's own stack's modules and the device
+    record = {"versions": framework_versions(BACKENDS[cell["backend"]].stack),
+              "device": {**device_info(), "core_budget": budget.as_dict()}}
     if reason := Pipeline.unavailable(settings.mode, world):
         return skipped(record, reason, rank)
     started = StartupPhases(launched_at)  # start-up by phase: what a short GPU run pays before its first batch
@@ -208,12 +210,6 @@ def run_cell(cell: dict, dataset_dir: Path) -> dict | None:
         return ({**record, "status": "follower", "reason": "ranks of this node ran; rank 0 records the cell"}
                 if int(os.environ.get("LOCAL_RANK", 0)) == 0 else None)
     return cell_record(cell, record, pipe, data, ranks, accuracy, epochs)
-
-
-def environment_record(cell: dict, budget: core_budget.Budget) -> dict:
-    """The versions of the backend's own stack's modules and the device."""
-    return {"versions": framework_versions(BACKENDS[cell["backend"]].stack),
-            "device": {**device_info(), "core_budget": budget.as_dict()}}
 
 
 def skipped(record: dict, reason: str, rank: int) -> dict | None:
