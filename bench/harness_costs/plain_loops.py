@@ -103,7 +103,6 @@ def training(loader, s, model, loss_of, copy: bool = False):
 
 
 def dims(data, s) -> list[int]:
-    """The layers' widths."""
     return [data.features.shape[1]] + [s.hidden] * (len(s.fanout) - 1) + [data.num_classes]
 
 

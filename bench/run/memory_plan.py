@@ -44,11 +44,9 @@ def estimate(stats: dict, backend: str, world_size: int = 1, store: str = "memor
     node = {"graph_bytes": hub["graph_bytes"] + (structure if info.structure_on_hub_maps and storage != modes.CUDA else 0),
             "feature_bytes": hub["feature_bytes"] if storage == modes.PINNED or info.host_features_once else 0,
             "label_bytes": hub["label_bytes"], "overhead_bytes": 0}
-    out = {k: rank[k] + node[k] for k in rank}
-    out["per_rank_bytes"] = sum(rank.values())
-    out["shared_bytes"] = sum(node.values())
-    out["total_bytes"] = out["per_rank_bytes"] * world_size + out["shared_bytes"]
-    return out
+    per_rank, shared = sum(rank.values()), sum(node.values())
+    return {**{k: rank[k] + node[k] for k in rank}, "per_rank_bytes": per_rank, "shared_bytes": shared,
+            "total_bytes": per_rank * world_size + shared}
 
 
 def hub_bytes(stats: dict) -> int:

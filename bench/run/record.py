@@ -62,16 +62,12 @@ def unmeasured_entry(outcome: Outcome) -> dict:
 
 def extra_info(outcome: Outcome, baseline: str | None = None) -> dict:
     """Our metrics of one measured cell (bench/result_format.py declares them)."""
-    rec = outcome.record
-    epochs = rec["epochs"]
+    rec, cell = outcome.record, outcome.cell
+    epochs, card = rec["epochs"], rec["dataset"]
     seconds = sum(e["seconds"] for e in epochs)
     stall = sum(e["stall_s"] for e in epochs)
-    cell = outcome.cell
-    card = rec["dataset"]
     return {
-        "cell_id": cell.id,
-        "backend": cell.backend,
-        "stack": cell.stack,
+        "cell_id": cell.id, "backend": cell.backend, "stack": cell.stack,
         "dataset": {k: card[k] for k in DATASET_FIELDS}
         | {k: card.get(k) for k in ("source", "num_train", "num_val", "num_test")}
         # where the dataset has them: graph-level, a model without edges, a user's graph's path, a typed graph's types
@@ -80,12 +76,9 @@ def extra_info(outcome: Outcome, baseline: str | None = None) -> dict:
         "settings": cell.settings.as_dict(),
         "seeds_per_s": sum(e["seeds"] for e in epochs) / seconds,
         "edges_per_s": sum(e["edges"] for e in epochs) / seconds,
-        "loader_stall": stall / seconds,
-        "compute_s": (seconds - stall) / len(epochs),
-        "batches_per_epoch": epochs[0]["batches"],
-        "peak_rss_bytes": outcome.peak_rss_bytes,
-        "peak_pss_bytes": outcome.peak_pss_bytes,
-        "total_pss_bytes": outcome.peak_pss_bytes,
+        "loader_stall": stall / seconds, "compute_s": (seconds - stall) / len(epochs),
+        "batches_per_epoch": epochs[0]["batches"], "peak_rss_bytes": outcome.peak_rss_bytes,
+        "peak_pss_bytes": outcome.peak_pss_bytes, "total_pss_bytes": outcome.peak_pss_bytes,
         # GPU memory of the busiest rank (PyTorch's allocator peak); None where no GPU was used
         "peak_gpu_bytes": max((r["peak_gpu_bytes"] for r in rec.get("ranks") or [] if r.get("peak_gpu_bytes")),
                               default=None),
@@ -222,12 +215,9 @@ def machine_info(ceilings: dict | None = None) -> dict:
     # interpreters the user registered (gnnbench stacks add), marked external, with a freeze hash
     installed.update({name: s.record() for name, s in external_stacks.registered().items()})
     return {
-        "version": __version__,
-        "stacks": installed,
-        "cpu_count_logical": psutil.cpu_count(),
+        "version": __version__, "stacks": installed, "cpu_count_logical": psutil.cpu_count(),
         "cpu_count_physical": psutil.cpu_count(logical=False),
-        "memory_total_bytes": psutil.virtual_memory().total,
-        "kernel": platform.release(),
+        "memory_total_bytes": psutil.virtual_memory().total, "kernel": platform.release(),
         "gpu": gpu_info(),  # GPUs, clocks, MIG, topology, NCCL settings; None without nvidia-smi
         "container_image": os.environ.get("GNNBENCH_IMAGE"),
         "container_revision": os.environ.get("GNNBENCH_REVISION"),

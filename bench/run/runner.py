@@ -194,17 +194,10 @@ def worker_command(python: Path, cell: Cell, args: list[str], launch: Launch) ->
 def worker_env(cache: Path, run_id: str) -> dict[str, str]:
     # without the RANK, WORLD_SIZE, MASTER_* ... that srun or a pod set: torchrun sets its own
     env = cluster_env.worker_environment(dict(os.environ))
-    env.update({
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(repo_root()), env.get("PYTHONPATH")])),
-        "GNNBENCH_CACHE": str(cache),
-        "GNNBENCH_LAUNCHED_AT": repr(time.time()),
-        "DGLBACKEND": "pytorch",
-        "PYTHONUNBUFFERED": "1",
-        "OUTDATED_IGNORE": "1",  # ogb's version check would reach for the network
-        RUN_ID_ENV: run_id,
-        PARENT_ENV: str(os.getpid()),
-    })
-    return env
+    return {**env, "PYTHONPATH": os.pathsep.join(filter(None, [str(repo_root()), env.get("PYTHONPATH")])),
+            "GNNBENCH_CACHE": str(cache), "GNNBENCH_LAUNCHED_AT": repr(time.time()), "DGLBACKEND": "pytorch",
+            "PYTHONUNBUFFERED": "1", RUN_ID_ENV: run_id, PARENT_ENV: str(os.getpid()),
+            "OUTDATED_IGNORE": "1"}  # ogb's version check would reach for the network
 
 
 def launch_cell(cell: Cell, python: Path, dataset_dir: Path, cache: Path, memory_limit: int | None,
@@ -280,8 +273,7 @@ def launch_cell(cell: Cell, python: Path, dataset_dir: Path, cache: Path, memory
         else:
             outcome.record = written
             if written.get("status") != "ok":
-                outcome.status = written.get("status", "failed")
-                outcome.reason = written.get("reason", "")
+                outcome.status, outcome.reason = written.get("status", "failed"), written.get("reason", "")
             outcome.peak_rss_bytes = max(outcome.peak_rss_bytes, written.get("self_max_rss_bytes", 0))
         return outcome
 
