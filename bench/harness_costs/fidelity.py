@@ -22,10 +22,8 @@ from dataclasses import asdict, dataclass, field
 from functools import cached_property
 from pathlib import Path
 
-from bench import modes
-from bench import paired_ratio
+from bench import modes, paired_ratio, stacks
 from bench.paired_ratio import MIN_LAUNCHES, TOLERANCE
-from bench import stacks
 from bench.backends import BACKENDS
 from bench.machine import core_budget
 from bench.machine.load import LoadMeter
@@ -331,12 +329,9 @@ def _compare_one(executor: Executor, cell: Cell, cache: Path, rounds: int, say, 
                 both = run_side_by_side(resolved, dataset_dir, cache)
                 runs = {"harness": (both["harness"], both["harness_cpu"]), "plain": (both["epochs"], both["cpu"])}
             else:  # alternate which goes first, so neither always runs on a machine the other warmed
-                runs = {}
-                for side in (("harness", "plain") if r % 2 == 0 else ("plain", "harness")):
-                    if side == "harness" and not against_itself:
-                        runs[side] = run_harness(executor, resolved, ready)
-                    else:  # the plain side, or both sides of an A/A run
-                        runs[side] = run_plain(resolved, dataset_dir, cache)
+                runs = {side: (run_plain(resolved, dataset_dir, cache) if against_itself or side == "plain"
+                               else run_harness(executor, resolved, ready))  # an A/A run: plain on both sides
+                        for side in (("harness", "plain") if r % 2 == 0 else ("plain", "harness"))}
             for side, run in runs.items():  # a round counts once both sides finished it
                 result.add(side, *run)
             r += 1

@@ -187,15 +187,11 @@ def document(done: list, meta: dict, ceilings: dict | None = None) -> dict:
     import pytest_benchmark
     from pytest_benchmark.plugin import pytest_benchmark_generate_machine_info
 
-    return {
-        "machine_info": {**pytest_benchmark_generate_machine_info(), "gnnbench": machine_info(ceilings)},
-        "commit_info": commit_info(),
-        "benchmarks": [d.entry for d in done if d.measured],
-        "datetime": dt.datetime.now(dt.timezone.utc).isoformat(),
-        "version": pytest_benchmark.__version__,
-        "gnnbench": {"schema_version": SCHEMA_VERSION, **meta},
-        "unmeasured": [d.entry for d in done if not d.measured],
-    }
+    return {"machine_info": {**pytest_benchmark_generate_machine_info(), "gnnbench": machine_info(ceilings)},
+            "commit_info": commit_info(), "benchmarks": [d.entry for d in done if d.measured],
+            "datetime": dt.datetime.now(dt.timezone.utc).isoformat(), "version": pytest_benchmark.__version__,
+            "gnnbench": {"schema_version": SCHEMA_VERSION, **meta},
+            "unmeasured": [d.entry for d in done if not d.measured]}
 
 
 def commit_info() -> dict:

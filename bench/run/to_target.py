@@ -68,8 +68,7 @@ class Tracker:
         best = max((e for e in self.evaluations if e["val_acc"] is not None), key=lambda e: e["val_acc"],
                    default=None)
         reached = self.reached_at is not None
-        return {"target": self.target, "reached": reached, "clock": CLOCK,
-                "epochs": self.reached_at,
+        return {"target": self.target, "reached": reached, "clock": CLOCK, "epochs": self.reached_at,
                 "seconds": sum(epoch_seconds[:self.reached_at]) if reached else None,
                 "best_val_acc": best["val_acc"] if best else None, "best_epoch": best["epoch"] if best else None,
                 "epochs_run": len(epoch_seconds), "train_s": sum(epoch_seconds),
