@@ -14,6 +14,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
+import platform
 import statistics
 import subprocess
 import time
@@ -417,8 +418,6 @@ def write(found: list[Comparison], path: Path, command: str, not_run: list[str] 
 def write_document(path: Path, command: str, fields: dict, table_text: str, not_run: list[str] | None = None) -> str:
     """A comparison's JSON (command, time, machine, then `fields`) and its Markdown table beside it, naming
     the cells an interrupt left unrun; returns the table."""
-    import platform
-
     if not_run:
         fields["not_run"] = {"reason": "interrupted", "cells": not_run}
         table_text = "Interrupted: not run: " + ", ".join(f"`{cell}`" for cell in not_run) + "\n\n" + table_text

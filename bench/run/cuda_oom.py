@@ -15,11 +15,9 @@ MIB = 2**20
 
 
 def is_cuda_oom(exc: BaseException) -> bool:
-    torch = sys.modules.get("torch")
-    oom = getattr(getattr(torch, "cuda", None), "OutOfMemoryError", None) if torch is not None else None
-    if oom is not None and isinstance(exc, oom):
-        return True
-    return isinstance(exc, RuntimeError) and any(m in str(exc) for m in MARKERS)
+    oom = getattr(getattr(sys.modules.get("torch"), "cuda", None), "OutOfMemoryError", None)  # None: no torch
+    return (oom is not None and isinstance(exc, oom)) or (isinstance(exc, RuntimeError)
+                                                          and any(m in str(exc) for m in MARKERS))
 
 
 def tried_bytes(message: str) -> int | None:

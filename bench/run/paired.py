@@ -79,8 +79,7 @@ def groups_of(cells: list[Cell], pairs: list[Pair], alone: bool = False) -> list
     group_of = {c.id: {c.id} for c in cells}
     for pair in pairs:
         joined = group_of[pair.first] | group_of[pair.second]
-        for cell_id in joined:
-            group_of[cell_id] = joined
+        group_of.update(dict.fromkeys(joined, joined))
     seen, groups = set(), []
     for cell in cells:
         ids = group_of[cell.id]

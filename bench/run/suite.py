@@ -271,8 +271,7 @@ def _check_rules(suite: Suite) -> list[str]:
             except ValidationError as exc:
                 problems += [_describe_at({**e, "loc": (kind, i, *e["loc"])})
                              for e in _most_specific(exc.errors())]
-    problems += _check_tasks(suite)
-    problems += _check_target(suite)
+    problems += _check_tasks(suite) + _check_target(suite)
     if problems:
         return problems
     cells = expand(suite)

@@ -11,6 +11,7 @@ import datetime as dt
 import gc
 import importlib
 import importlib.metadata
+import inspect
 import json
 import os
 import platform
@@ -60,8 +61,7 @@ def run_epoch(pipe, on_batch=None, profile: bool = False, planted: float = 0.0) 
     reads exactly 1 + planted of what it took."""
     clock = EpochClock(cuda_sync(pipe.device), pipe.settings.work_budget, pipe.settings.batch_size) if profile else None
     comm_before = pipe.allreduce_seconds()
-    stall = 0.0
-    seeds = edges = batches = 0
+    stall, seeds, edges, batches = 0.0, 0, 0, 0
     replayed = replayed_batches(pipe)
     pipe.synchronize()
     start, cpu_start = time.perf_counter(), time.process_time()
@@ -257,8 +257,6 @@ def join_process_group(settings: CellSettings, world: int) -> None:
 
 def eager_device(init_process_group, backend: str, device) -> dict:
     """init_process_group's `device_id=` for an NCCL group where this torch has it, else nothing."""
-    import inspect
-
     if backend != "nccl" or "device_id" not in inspect.signature(init_process_group).parameters:
         return {}
     return {"device_id": device}
