@@ -524,8 +524,7 @@ def _run_launches(executor: Executor, pairing: Paired, ready: list[tuple], membe
 def _run_interleaved(executor: Executor, pairing: Paired, ready: list[tuple], why: str, done: dict) -> list[list[dict[str, float]]]:
     """Each launch's median epoch per cell, the cells launched one after another (the order turning);
     a cell's entry (in `done`) is its first run. One launch is one round here."""
-    planned = pairing.launches
-    launches = []
+    planned, launches = pairing.launches, []
     executor.say(f"\nnot together ({why}): {len(ready)} cells in {planned} rounds of whole processes")
     for number in range(planned):
         shift = number % len(ready)

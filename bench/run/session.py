@@ -29,7 +29,7 @@ from bench.run import cell_scratch, cluster_env, paired, plan as run_plan, recor
 from bench.run.plan import SessionError
 from bench.run.executor import Executor, Finished
 from bench.run.prepare import Preparation
-from bench.run.runner import Launch, Outcome
+from bench.run.runner import Launch
 from bench.run.suite import Cell
 
 JOURNAL_SUFFIX = ".cells.jsonl"
@@ -297,6 +297,7 @@ class Session:
                                "give a writable folder with --results") from None
         self.executor = Executor(self.selected, self.baseline, self.suite.name, self.suite.requires == "gpu", self.cache,
                                  self.launch, self.preparation, self.journal, say, self.finished)
+        self.gpu_refusal, self.node_refusal = self.executor.gpu_refusal, self.executor.node_refusal  # the executor's
         self.written_to: Path | None = None  # where write() put the result file
         self.write_problem: str | None = None  # why it is not where it was asked for, if so
         self._ceilings: dict | None = None
@@ -376,12 +377,6 @@ class Session:
                     for cell in group:
                         self._groups[cell.id] = (group, mine)
         return self._groups
-
-    def gpu_refusal(self, cell: Cell) -> Outcome | None:
-        return self.executor.gpu_refusal(cell)
-
-    def node_refusal(self, cell: Cell) -> Outcome | None:
-        return self.executor.node_refusal(cell)
 
     # --- the result file -----------------------------------------------------------------------
 

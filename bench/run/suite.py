@@ -406,17 +406,14 @@ def _meaningful(backend: str, settings: CellSettings) -> bool:
     if any(s.option and s.name not in info.options and getattr(settings, s.name) not in (None, s.default) for s in SETTINGS):
         return False  # a setting the backend does not honour (BackendInfo.options) set to other than its default
     mode = modes.mode(settings.mode)
-    if settings.pin_memory and not mode.trains_on_gpu:
-        return False
-    if settings.amp != "off" and (settings.model == "none" or (settings.amp == "fp16" and not mode.trains_on_gpu)):
-        return False
-    # GraphBolt looks its GPU cache up with ids on the GPU: the mode that moves the seeds there first
-    if settings.gpu_cache and not mode.pinned:
-        return False
-    if settings.trim_to_layer and settings.model != "sage":
-        return False
-    # a cold page cache means something only for a store read from files (not an in-memory copy)
-    return not (settings.page_cache == "cold" and not cold_files(settings.store, info.task))
+    return not ((settings.pin_memory and not mode.trains_on_gpu)
+                or (settings.amp != "off" and settings.model == "none")
+                or (settings.amp == "fp16" and not mode.trains_on_gpu)
+                # GraphBolt looks its GPU cache up with ids on the GPU: the mode moving the seeds there first
+                or (settings.gpu_cache and not mode.pinned)
+                or (settings.trim_to_layer and settings.model != "sage")
+                # a cold page cache means something only for a store read from files (not an in-memory copy)
+                or (settings.page_cache == "cold" and not cold_files(settings.store, info.task)))
 
 
 def tasks_of(dataset_spec) -> tuple[str, ...]:
