@@ -454,12 +454,10 @@ class Overhead:
 
     @property
     def ratios(self) -> list[float]:
-        """Each pair's on/off, sorted."""
         return sorted(a / b for a, b in zip(self.on_epochs, self.off_epochs))
 
     @property
     def overhead(self) -> float:
-        """Median over the pairs of on/off, minus one."""
         return statistics.median(self.ratios) - 1
 
     @property

@@ -54,7 +54,6 @@ def hub_bytes(stats: dict) -> int:
 
 
 def refusal(needed_bytes: int, available_bytes: int, what: str) -> str | None:
-    """The reason to refuse, with the numbers, or None when it fits."""
     return None if needed_bytes <= FIT_FRACTION * available_bytes else (
         f"refused: {what} needs about {gib(needed_bytes)} of memory, and this machine has "
         f"{gib(available_bytes)} available ({int(FIT_FRACTION * 100)} % of it may be used); "

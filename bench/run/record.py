@@ -82,8 +82,7 @@ def extra_info(outcome: Outcome, baseline: str | None = None) -> dict:
         # GPU memory of the busiest rank (PyTorch's allocator peak); None where no GPU was used
         "peak_gpu_bytes": max((r["peak_gpu_bytes"] for r in rec.get("ranks") or [] if r.get("peak_gpu_bytes")),
                               default=None),
-        "ranks": rank_entries(outcome),
-        "warmup_epoch_s": [e["seconds"] for e in rec["warmup"]],
+        "ranks": rank_entries(outcome), "warmup_epoch_s": [e["seconds"] for e in rec["warmup"]],
         "is_baseline": cell.id == baseline,
         "other_load": outcome.other_load,  # share of the machine other work took meanwhile (bench.machine.load)
         # the runner's memory sampler, beside the cell on the same cores: its CPU seconds per second of the cell

@@ -372,10 +372,8 @@ class Session:
                 pairs = paired.pairs_of(self.selected, self.pairing.by)
                 # with `runner`, every cell takes turns, with its twin at least
                 for group in paired.groups_of(self.selected, pairs, alone=paired.RUNNER in self.pairing.by):
-                    ids = {c.id for c in group}
-                    mine = [p for p in pairs if p.first in ids]
-                    for cell in group:
-                        self._groups[cell.id] = (group, mine)
+                    ids = [c.id for c in group]
+                    self._groups.update(dict.fromkeys(ids, (group, [p for p in pairs if p.first in ids])))
         return self._groups
 
     # --- the result file -----------------------------------------------------------------------

@@ -365,8 +365,7 @@ def rank_record(pipe, epochs: Epochs, memory: PhaseMemory, rank: int, launched_a
 def evaluate_and_gather(pipe, data, mine: dict, rank: int, world: int, settings: CellSettings, task: Task):
     """Every rank's record, and the accuracies (on every rank where the pipeline evaluates collectively,
     else on rank 0 alone after the ranks part)."""
-    collective = getattr(pipe, "collective_eval", False)
-    accuracy = evaluate(pipe, data, task, full=False) if collective else None
+    accuracy = evaluate(pipe, data, task, full=False) if getattr(pipe, "collective_eval", False) else None
     ranks = gather_and_part(pipe, mine, world, settings) if world > 1 else [mine]
     if accuracy is None:
         accuracy = evaluate(pipe, data, task, full=True) if rank == 0 else dict(NO_ACCURACY)
