@@ -288,10 +288,8 @@ def run_together(members: list[Member], cache: Path, launch: Launch, rounds: int
                 member.wake_sampler()
             for thread in threads:
                 thread.join()
-            for member in members:
-                for fd in (member.go, member.done):
-                    if fd >= 0:
-                        os.close(fd)
+            for fd in [fd for m in members for fd in (m.go, m.done) if fd >= 0]:
+                os.close(fd)
     # the workers were waited for: their CPU is the runner's children's, so the rest is other work's
     other_load = meter.other_share(0.0)
     for member in members:

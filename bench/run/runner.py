@@ -134,8 +134,7 @@ class TreeMemorySampler(threading.Thread):
             return
         if not all(p.is_running() for procs in groups.values() for p in procs):
             self._groups = None  # one has exited: list again next time
-        everyone = [self.root, *(p for procs in groups.values() for p in procs)]
-        for proc in everyone:
+        for proc in [self.root, *(p for procs in groups.values() for p in procs)]:
             with contextlib.suppress(psutil.Error):
                 t = proc.cpu_times()
                 self._cpu[proc.pid] = t.user + t.system

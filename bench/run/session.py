@@ -110,8 +110,7 @@ class Journal:
     a `selected` line, so that `--resume` finishes that run's cells and not the whole suite."""
 
     def __init__(self, path: Path, suite: str):
-        self.path, self.suite = path, suite
-        self._file = None
+        self.path, self.suite, self._file = path, suite, None
         self._selection: dict | None = None  # written before the first cell's line
 
     def select(self, cells: list[Cell], expression: str | None) -> None:
