@@ -110,8 +110,6 @@ class Executor:
             self.say(f"  journal: cannot write {self.journal.path} ({exc.strerror or exc}); "
                      "the run goes on and keeps its cells for the result file")
 
-    # --- paired cells (bench/run/paired.py) ------------------------------------------------------
-
     def cell_notes(self, cell: Cell) -> list[str]:
         """What a reader of this cell's numbers must know (oversubscription, a GPU cell's unverified paths)."""
         notes, cores = [], usable_cores()
