@@ -224,8 +224,7 @@ class Member:
     def read_line(self, deadline: float) -> str | None:
         """The worker's next line, or None where it ended (or the deadline passed) first."""
         while b"\n" not in self._buffer:
-            ready, _, _ = select.select([self.done], [], [], 0.2)
-            if ready:
+            if select.select([self.done], [], [], 0.2)[0]:
                 self._buffer += os.read(self.done, 4096)
             elif self.outcome is not None or time.monotonic() > deadline:
                 return None
