@@ -296,7 +296,7 @@ class Session:
                                "give a writable folder with --results") from None
         self.executor = Executor(self.selected, self.baseline, self.suite.name, self.suite.requires == "gpu", self.cache,
                                  self.launch, self.preparation, self.journal, say, self.finished)
-        self.gpu_refusal, self.node_refusal = self.executor.gpu_refusal, self.executor.node_refusal  # the executor's
+        self.gpu_refusal, self.node_refusal = self.executor.gpu_refusal, self.executor.node_refusal
         self.written_to: Path | None = None  # where write() put the result file
         self.write_problem: str | None = None  # why it is not where it was asked for, if so
         self._ceilings: dict | None = None
