@@ -141,8 +141,7 @@ def rendezvous_host(node: str) -> str:
         return node
     if scontrol := shutil.which("scontrol"):
         proc = subprocess.run([scontrol, "show", "node", node], capture_output=True, text=True, timeout=60)
-        match = re.search(r"\bNodeAddr=(\S+)", proc.stdout)
-        if proc.returncode == 0 and match:
+        if proc.returncode == 0 and (match := re.search(r"\bNodeAddr=(\S+)", proc.stdout)):
             return match.group(1)
     raise ClusterEnvError(f"the first node {node!r} of the job does not resolve, and scontrol gives no NodeAddr for it")
 

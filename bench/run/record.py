@@ -64,8 +64,7 @@ def extra_info(outcome: Outcome, baseline: str | None = None) -> dict:
     """Our metrics of one measured cell (bench/result_format.py declares them)."""
     rec, cell = outcome.record, outcome.cell
     epochs, card = rec["epochs"], rec["dataset"]
-    seconds = sum(e["seconds"] for e in epochs)
-    stall = sum(e["stall_s"] for e in epochs)
+    seconds, stall = (sum(e[key] for e in epochs) for key in ("seconds", "stall_s"))
     return {
         "cell_id": cell.id, "backend": cell.backend, "stack": cell.stack,
         "dataset": {k: card[k] for k in DATASET_FIELDS}

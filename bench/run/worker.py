@@ -278,8 +278,7 @@ class BatchHook:
     (FAULT_ENV) strikes in the first measured epoch; a `slowN` fault is a share of each measured epoch."""
 
     def __init__(self, started: StartupPhases, fault: str | None):
-        self.started, self.fault = started, fault
-        self.measuring = False
+        self.started, self.fault, self.measuring = started, fault, False
         self.first_batch_at: float | None = None
         slow = fault[len(SLOW_FAULT):] if fault and fault.startswith(SLOW_FAULT) else None
         self.slow_share = None if slow is None else int(slow) / 100 if slow.isdigit() else SLOW_BY
@@ -548,8 +547,7 @@ def summed_typed(works: list[dict]) -> dict:
 
 
 def rank_summary(r: dict) -> dict:
-    seconds = sum(e["seconds"] for e in r["epochs"])
-    stall = sum(e["stall_s"] for e in r["epochs"])
+    seconds, stall = (sum(e[key] for e in r["epochs"]) for key in ("seconds", "stall_s"))
     n = len(r["epochs"])
     return {"rank": r["rank"], "loader_stall": stall / seconds, "compute_s": (seconds - stall) / n,
             "comm_s": mean_or_none([e["comm_s"] for e in r["epochs"]]), "epoch_s": seconds / n,
