@@ -157,7 +157,6 @@ class Comparison:
 
     @property
     def cpu_ratio(self) -> float | None:
-        """The harness's median CPU seconds per epoch over the plain loop's."""
         if not self.harness_cpu or not self.plain_cpu or not statistics.median(self.plain_cpu):
             return None
         return statistics.median(self.harness_cpu) / statistics.median(self.plain_cpu)
@@ -540,6 +539,5 @@ def clocks_table(found: list[Overhead]) -> str:
 
 
 def write_clocks(found: list[Overhead], path: Path, command: str, not_run: list[str] | None = None) -> str:
-    """The measurement's JSON and Markdown files (write_document)."""
     return write_document(path, command, {"goal": GOAL, "cells": [r.as_dict() for r in found]}, clocks_table(found),
                           not_run)

@@ -281,7 +281,6 @@ def graphbolt_link_loop(data, s):
 
 
 def loop_of(backend: str):
-    """The backend's plain loop, as its registry line names it (BackendInfo.plain_loop)."""
     return globals()[BACKENDS[backend].plain_loop]
 
 

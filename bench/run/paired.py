@@ -68,7 +68,6 @@ def differ_in_alone(a: Cell, b: Cell, axis: str) -> bool:
 
 
 def pairs_of(cells: list[Cell], axes: list[str]) -> list[Pair]:
-    """Every two cells that differ in one of `axes` alone, in suite order."""
     return [Pair(axis, a.id, b.id) for axis in axes for i, a in enumerate(cells) for b in cells[i + 1:]
             if differ_in_alone(a, b, axis)]
 

@@ -75,7 +75,6 @@ class Preparation:
         self._image_only: set[str] = set()  # stacks the GPU images alone build (every pin container-only)
 
     def prepare(self, cell: Cell) -> PreparedCell | Outcome:
-        """The cell ready to launch, or the outcome that stops it."""
         for stack in filter(None, (cell.stack, self.building_stack(cell.dataset_spec))):
             # a stack only the GPU images build is not this machine's failure: skipped
             if problem := self.ensure_stack(stack):

@@ -161,7 +161,6 @@ class TreeMemorySampler(threading.Thread):
 
     @property
     def cpu_seconds(self) -> float:
-        """CPU time of the tree's processes, each as last seen."""
         return sum(self._cpu.values())
 
 

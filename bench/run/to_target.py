@@ -34,7 +34,6 @@ class Tracker:
 
     @classmethod
     def of(cls, settings: CellSettings, pipe, world: int) -> Tracker | None:
-        """A tracker where the cell has a target and a model to train; else None (n/a)."""
         if settings.target_acc is None or getattr(pipe, "model", None) is None:
             return None
         return cls(settings, pipe, world)
