@@ -118,8 +118,7 @@ def _kubeflow(env: dict[str, str]) -> ClusterEnv | None:
 
 def slurm_port(job_id: str) -> int:
     """The rendezvous port of a SLURM job, the same on every node: from the job id's digits."""
-    digits = re.sub(r"\D", "", job_id) or "0"
-    return SLURM_PORT_BASE + int(digits) % SLURM_PORT_SPAN
+    return SLURM_PORT_BASE + int(re.sub(r"\D", "", job_id) or "0") % SLURM_PORT_SPAN
 
 
 def hostnames(nodelist: str) -> list[str]:

@@ -24,8 +24,7 @@ def tried_bytes(message: str) -> int | None:
     """What PyTorch's message says it tried to allocate ('Tried to allocate 2.00 GiB')."""
     if not (found := re.search(r"Tried to allocate ([\d.]+) (B|KiB|MiB|GiB|TiB)", message)):
         return None
-    power = {"B": 0, "KiB": 1, "MiB": 2, "GiB": 3, "TiB": 4}[found.group(2)]
-    return int(float(found.group(1)) * 1024**power)
+    return int(float(found.group(1)) * 1024 ** ("B", "KiB", "MiB", "GiB", "TiB").index(found.group(2)))
 
 
 def memory_when_failed(device) -> dict:

@@ -101,9 +101,8 @@ def paired_settings(from_suite: suite_mod.Paired | None, options) -> suite_mod.P
     if not given["by"]:
         raise SessionError("--paired-within, --paired-launches and --paired-rounds need cells to pair: give "
                            "--paired AXIS (e.g. --paired backend), or a suite with `paired`")
-    base = from_suite.model_dump() if from_suite else {}
     try:
-        return suite_mod.Paired.model_validate({**base, **given})
+        return suite_mod.Paired.model_validate({**(from_suite.model_dump() if from_suite else {}), **given})
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(map(str, e['loc'][:1])) or 'paired'}: {e['msg']}" for e in exc.errors())
         raise SessionError(f"--paired: {problems}") from None

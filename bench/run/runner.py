@@ -329,8 +329,7 @@ def last_exception(stderr: str, rank: int | None = None) -> str | None:
 def exit_words(code: int | None) -> str:
     if code is not None and code < 0:
         name = signal.Signals(-code).name
-        hint = " (out of memory?)" if name == "SIGKILL" else ""
-        return f"killed by {name}{hint}"
+        return f"killed by {name}{' (out of memory?)' if name == 'SIGKILL' else ''}"
     return f"exited with code {code}"
 
 

@@ -59,8 +59,7 @@ class Cell:
         shape = json.loads(self.to_json())
         if datasets_module.user_files(self.dataset_spec["source"]):  # a user's files: their edits too
             shape["dataset_files"] = datasets_module.files_fingerprint(self.dataset_spec)
-        text = json.dumps(shape, sort_keys=True)
-        return hashlib.sha256(text.encode()).hexdigest()[:16]
+        return hashlib.sha256(json.dumps(shape, sort_keys=True).encode()).hexdigest()[:16]
 
 
 # A cell id's parts, by each setting's declaration (bench/settings.py InId); gnnbench run -k reads the short names

@@ -35,8 +35,7 @@ class Turns:
         elif not self._ready:
             self._done.write(f"{READY}\n")
             self._ready = True
-        line = self._go.readline()  # a blocking read: no CPU while the others run
-        return line.strip() == GO
+        return self._go.readline().strip() == GO  # a blocking read: no CPU while the others run
 
     def done(self, seconds: float) -> None:
         self._seconds = seconds
