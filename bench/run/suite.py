@@ -154,9 +154,8 @@ def resolve_workers(cell: Cell, usable_cores: int, nnodes: int = 1) -> Cell:
     if cell.settings.num_workers != PER_GPU:
         return cell
     local_ranks = max(1, cell.settings.world_size // max(1, nnodes))
-    settings = cell.settings.replace(num_workers=core_budget.per_gpu_workers(usable_cores, local_ranks),
-                                     num_workers_rule=PER_GPU)
-    return dataclasses.replace(cell, settings=settings)
+    return dataclasses.replace(cell, settings=cell.settings.replace(
+        num_workers=core_budget.per_gpu_workers(usable_cores, local_ranks), num_workers_rule=PER_GPU))
 
 
 def resolve_path(path_or_name: str | Path) -> Path:
