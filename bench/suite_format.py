@@ -130,9 +130,8 @@ class Paired(Strict):
     @field_validator("by")
     @classmethod
     def _axes(cls, value: list[str]) -> list[str]:
-        for axis in value:
-            if axis not in pair_axes():
-                raise ValueError(f"{axis!r} is not an axis of a cell; allowed: {', '.join(pair_axes())}")
+        if unknown := [axis for axis in value if axis not in pair_axes()]:
+            raise ValueError(f"{unknown[0]!r} is not an axis of a cell; allowed: {', '.join(pair_axes())}")
         return list(dict.fromkeys(value))
 
 

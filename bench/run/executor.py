@@ -82,10 +82,9 @@ class Executor:
 
     def after_launch(self, cell: Cell, resolved: Cell, outcome: Outcome) -> Finished:
         """What the cell's outcome leaves: said, with its notes, as the result file's entry, and kept."""
-        if outcome.status == "failed":
-            if label := modes.known_worker_failure(resolved.settings.mode, resolved.settings.num_workers,
-                                                   outcome.reason):
-                outcome.reason = f"{label}: {outcome.reason}"
+        if outcome.status == "failed" and (label := modes.known_worker_failure(
+                resolved.settings.mode, resolved.settings.num_workers, outcome.reason)):
+            outcome.reason = f"{label}: {outcome.reason}"
         busy = (f" (other work kept {outcome.other_load:.0%} of the machine busy meanwhile: times suspect)"
                 if outcome.other_load is not None and outcome.other_load >= HIGH_LOAD else "")
         self.say(f"\r  -> {outcome.status}"

@@ -210,8 +210,7 @@ class Member:
 
     def kill(self, why: str | None = None) -> None:
         """End the worker's process group now (the runner then records its outcome)."""
-        if why:
-            self.stuck = why
+        self.stuck = why or self.stuck
         if self.proc is not None:
             with contextlib.suppress(OSError):
                 os.killpg(self.proc.pid, signal.SIGKILL)

@@ -49,7 +49,8 @@ class StackHost:
         return worker_env(self.cache, "prepare")
 
     def refusal(self, stats: dict, copies: int, what: str) -> str | None:
-        return memory.refusal(copies * memory.hub_bytes(stats), psutil.virtual_memory().available, what)
+        hub = sum(memory.hub_parts(stats).values())  # the hub's arrays as one process loads them
+        return memory.refusal(copies * hub, psutil.virtual_memory().available, what)
 
 
 @dataclass(frozen=True)

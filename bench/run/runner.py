@@ -220,8 +220,7 @@ def launch_cell(cell: Cell, python: Path, dataset_dir: Path, cache: Path, memory
         cmd = worker_command(python, cell, [cell.to_json(), str(dataset_dir), str(out_path)], launch)
         env = {**worker_env(cache, run_id), **cell_scratch.environment(scratch), SHARED_HOST_ENV: shared,
                **(extra_env or {})}
-        started = time.monotonic()
-        load = LoadMeter()
+        started, load = time.monotonic(), LoadMeter()
         join_fd = group.join_fd() if group else None
         try:
             with open(err_path, "w") as err:  # in the cgroup before it runs: all it starts is too

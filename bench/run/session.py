@@ -18,7 +18,6 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Callable
 
-
 from bench import inputs
 from bench.datasets.ready import DatasetError, reads_user_files, sweep_stale
 from bench.machine import ceilings
@@ -91,8 +90,7 @@ class RunOptions:
     def from_namespace(cls, namespace, **given) -> RunOptions:
         """From parsed arguments (argparse's namespace or pytest's config.option)."""
         values = {f.name: getattr(namespace, f.name) for f in fields(cls) if hasattr(namespace, f.name)}
-        values.update(given)
-        return cls(**{k: v for k, v in values.items() if v is not None})
+        return cls(**{k: v for k, v in (values | given).items() if v is not None})
 
 
 def add_run_options(add: Callable) -> None:
@@ -148,8 +146,7 @@ class Journal:
     def read(self, cells: list[Cell], say: Callable[..., None] = print) -> dict[str, Finished]:
         """The cells an interrupted run finished, less those whose digest changed since (they run again)."""
         known = {c.id: c for c in cells}
-        finished: dict[str, Finished] = {}
-        changed = []
+        finished, changed = {}, []  # cell id -> Finished; the ids that run again
         for where, suite, done, digest in read_journal(self.path)[0]:
             if suite != self.suite:
                 raise SessionError(f"{where}: a cell of suite {suite!r}, not {self.suite!r}")
@@ -335,8 +332,7 @@ class Session:
             raise SessionError(f"--resume {journal}: the run selected {len(missing)} cell(s) that this suite, with the "
                                f"options given now, does not have (e.g. {missing[0]!r}): resume with the run's own "
                                "--stack and --mode options, and its suite file as it was")
-        chosen = set(ids)
-        self.selected = [c for c in self.selected if c.id in chosen]
+        self.selected = [c for c in self.selected if c.id in ids]
         self.say(f"resume: the run's own selection, {len(ids)} cell(s)" + (f" (-k {expression!r})" if expression else ""))
 
     # --- running -------------------------------------------------------------------------------

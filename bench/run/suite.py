@@ -333,8 +333,7 @@ def _check_tasks(suite: Suite) -> list[str]:
 def _check_target(suite: Suite) -> list[str]:
     """max_epochs and eval_every only beside target_acc, and max_epochs leaves room for the warm-up
     and measured epochs (they always run); checked in each matrix (settings, each include rule)."""
-    problems = []
-    defaults = Settings()
+    problems, defaults = [], Settings()
     matrices = [("settings", {k: getattr(suite.settings, k) for k in suite.settings.model_fields_set})]
     matrices += [(f"include.{i}", rule.model_extra or {}) for i, rule in enumerate(suite.include)]
     for where, given in matrices:

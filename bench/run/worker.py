@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import datetime as dt
 import gc
-import importlib
 import importlib.metadata
 import inspect
 import json
@@ -48,10 +47,8 @@ SLOW_FAULT, SLOW_BY = "slow", 0.05  # "slowN": a busy-wait of N % of each measur
 
 def rank_barrier(dist, settings: CellSettings) -> None:
     """A barrier on this rank's own GPU under NCCL (torch 2.2 would guess rank % GPUs; newer torch warns)."""
-    if mode_of(settings.mode).backend_for_ranks == "nccl":
-        dist.barrier(device_ids=[device_of(settings.mode).index])  # LOCAL_RANK's GPU (select_device)
-    else:
-        dist.barrier()
+    nccl = mode_of(settings.mode).backend_for_ranks == "nccl"  # then LOCAL_RANK's GPU (select_device)
+    dist.barrier(**({"device_ids": [device_of(settings.mode).index]} if nccl else {}))
 
 
 def run_epoch(pipe, on_batch=None, profile: bool = False, planted: float = 0.0) -> dict:
@@ -93,9 +90,8 @@ def run_epoch(pipe, on_batch=None, profile: bool = False, planted: float = 0.0) 
     seconds = time.perf_counter() - start
     comm = None if comm_before is None else pipe.allreduce_seconds() - comm_before  # DDP's all-reduce (None: untimed)
     stats = {"seconds": seconds, "stall_s": min(stall, seconds), "comm_s": comm, "seeds": seeds, "edges": edges,
-             "batches": batches,
-             # this process's CPU seconds (not its DataLoader workers'): a busy machine moves it far less
-             "cpu_s": time.process_time() - cpu_start}
+             # cpu_s: this process's CPU seconds (not its loader workers'): a busy machine moves it far less
+             "batches": batches, "cpu_s": time.process_time() - cpu_start}
     if clock is not None:
         stats.update(stages=clock.split(seconds, comm), loader_worker_s=clock.worker_seconds(),
                      work=clock.work.as_dict())
@@ -200,8 +196,7 @@ def run_cell(cell: dict, dataset_dir: Path) -> dict | None:
     mine = rank_record(pipe, epochs, memory, rank, launched_at, started, affinity, gpu_peaks)
     mine["gpu_peaks"] = gpu_peaks.end("measured")
     ranks, accuracy = evaluate_and_gather(pipe, data, mine, rank, world, settings, TASKS[BACKENDS[cell["backend"]].task])
-    if hasattr(pipe, "close"):  # a framework that set up communicators of its own (cuGraph, WholeGraph)
-        pipe.close()
+    getattr(pipe, "close", lambda: None)()  # a framework with communicators of its own (cuGraph, WholeGraph)
     memory.take("evaluation")
     if rank == 0 and mine["gpu_peaks"]:
         ranks[0]["gpu_peaks"] = gpu_peaks.end("evaluation")  # rank 0 evaluates after the ranks parted
@@ -257,9 +252,8 @@ def join_process_group(settings: CellSettings, world: int) -> None:
 
 def eager_device(init_process_group, backend: str, device) -> dict:
     """init_process_group's `device_id=` for an NCCL group where this torch has it, else nothing."""
-    if backend != "nccl" or "device_id" not in inspect.signature(init_process_group).parameters:
-        return {}
-    return {"device_id": device}
+    takes = backend == "nccl" and "device_id" in inspect.signature(init_process_group).parameters
+    return {"device_id": device} if takes else {}
 
 
 @dataclass
