@@ -41,7 +41,6 @@ def cell_scratch():
 
 
 def environment(folder: Path) -> dict[str, str]:
-    """The variables that point a cell's processes' temporary files into its scratch folder."""
     return {"TMPDIR": str(folder), "TEMP": str(folder), "TMP": str(folder)}
 
 

@@ -165,7 +165,6 @@ class Executor:
         return None
 
     def start(self, cell: Cell, prepared: PreparedCell) -> Outcome:
-        """A prepared cell launched by the runner, its epochs shown as they end."""
         return launch_cell(cell, prepared.python, prepared.dataset_dir, self.cache, prepared.memory_limit,
                            on_progress=self._show_epoch, launch=self.launch)
 

@@ -463,7 +463,6 @@ def run_group(executor: Executor, pairing: Paired, group: list[Cell], pairs: lis
     for cell in group:  # each cell journalled as it ended; again now with its pairs (the later line wins)
         if cell.id in resumed or not done[cell.id].measured:
             continue
-        # a measured cell's paired comparisons (PairResult.as_dict), in its entry
         done[cell.id].entry["extra_info"]["pairs"] = [r.as_dict() for r in results
                                                       if cell.id in (r.first, r.second)]
         executor.keep(cell, done[cell.id])

@@ -152,11 +152,9 @@ class Preparation:
         return found
 
     def known(self, name: str) -> bool:
-        """Whether the dataset was asked for before in this run (made ready, or failed)."""
         return name in self._failed or any(known == name for known, _ in self._ready)
 
     def folders(self) -> dict[str, Path]:
-        """The hub folder of each dataset made ready so far, by name."""
         return {name: found.folder for (name, _), found in self._ready.items() if isinstance(found, ReadyDataset)}
 
 

@@ -167,7 +167,6 @@ def rank_entries(outcome: Outcome) -> list[dict]:
 
 
 def add_note(entry: dict, note: str) -> None:
-    """What a reader of the cell's numbers must know, added to its entry's notes."""
     entry["extra_info"].setdefault("notes", []).append(note)
 
 

@@ -158,7 +158,6 @@ def run_cell(cell: dict, dataset_dir: Path) -> dict | None:
     Pipeline = load_pipeline_class(cell["backend"])
     memory.take("imports")
     budget = set_threads(settings, world)  # before device_info, which records the count
-    # the versions of the backend's own stack's modules and the device
     record = {"versions": framework_versions(BACKENDS[cell["backend"]].stack),
               "device": {**device_info(), "core_budget": budget.as_dict()}}
     if reason := Pipeline.unavailable(settings.mode, world):
@@ -301,7 +300,6 @@ def run_epochs(cell: dict, pipe, dataset_dir: Path, rank: int, world: int, start
     turns = paired_turns.from_env()  # a paired cell: its measured epochs run when the host says (bench/run/paired.py)
     total = settings.warmup_epochs + (turns.max_turns if turns else settings.epochs)
     done = Epochs(to_target.Tracker.of(settings, pipe, world), not_sampled)
-    # with `page_cache: cold`, the store's files are evicted before every epoch
     cold = files_of(settings.store, BACKENDS[cell["backend"]].task, dataset_dir) if settings.page_cache == "cold" else []
     with affinity.loader(pipe.train_loader):  # the loader workers' cores, from their first epoch on
         getattr(pipe, "check_leaks_apart", lambda: None)()  # a link cell's, where every epoch is measured
@@ -380,9 +378,8 @@ def gather_and_part(pipe, mine: dict, world: int, settings: CellSettings) -> lis
 
     ranks = [None] * world
     dist.all_gather_object(ranks, mine)
-    # Leave DDP before evaluating on rank 0 alone: a DataLoader over datapipes makes a
-    # process group (a collective) whenever torch.distributed is initialised, and DDP's
-    # reducer must not outlive the process group it talks through.
+    # Leave DDP before evaluating on rank 0 alone: a DataLoader over datapipes makes a process group (a
+    # collective) whenever torch.distributed is initialised, and DDP's reducer must not outlive it.
     pipe.model = unwrap(pipe.model)
     gc.collect()
     rank_barrier(dist, settings)
@@ -391,7 +388,6 @@ def gather_and_part(pipe, mine: dict, world: int, settings: CellSettings) -> lis
 
 
 def cell_record(cell: dict, record: dict, pipe, data, ranks: list[dict], accuracy: dict, epochs: Epochs) -> dict:
-    """The cell's record, on rank 0."""
     return {**record, "status": "ok", "epochs": merge_ranks(ranks, "epochs"), "warmup": merge_ranks(ranks, "warmup"),
             "ranks": [rank_summary(r) for r in ranks], "graph_index_dtype": pipe.index_dtype,
             **{k: accuracy[k] for k in (*NO_ACCURACY, *TASKS[BACKENDS[cell["backend"]].task].records) if k in accuracy},
@@ -491,8 +487,7 @@ def merge_ranks(ranks: list[dict], key: str) -> list[dict]:
     for per_rank in zip(*(r[key] for r in ranks)):
         slowest = max(per_rank, key=lambda e: e["seconds"])
         merged.append({
-            "seconds": slowest["seconds"],
-            "stall_s": sum(e["stall_s"] for e in per_rank) / len(per_rank),
+            "seconds": slowest["seconds"], "stall_s": sum(e["stall_s"] for e in per_rank) / len(per_rank),
             "comm_s": mean_or_none([e["comm_s"] for e in per_rank]),
             "seeds": sum(e["seeds"] for e in per_rank), "edges": sum(e["edges"] for e in per_rank),
             "batches": per_rank[0]["batches"], "cpu_s": slowest.get("cpu_s")})
