@@ -1,7 +1,6 @@
 """The suite format: the pydantic model a suite file is checked against, below both halves (run/suite.py
 loads and expands suites with it, publish/reference.py documents it). `Settings` is made from the
-settings table (bench/settings.py), as CellSettings is; the registries give the names a value may take.
-"""
+settings table (bench/settings.py), as CellSettings is; the registries give the names a value may take."""
 
 from __future__ import annotations
 

@@ -30,10 +30,9 @@ def hub_parts(stats: dict, store: str = "memory") -> dict[str, int]:
 
 def estimate(stats: dict, backend: str, world_size: int = 1, store: str = "memory",
              mode: str = "cpu-cpu") -> dict[str, int]:
-    """The bytes `world_size` ranks on one node need: by part, `per_rank_bytes`, `shared_bytes` and
-    `total_bytes` (per rank × ranks + shared). What each rank holds privately and what the node holds
-    once follows the mode's storage and the backend's registry entry (`structure_on_hub_maps`,
-    `host_features_once`); cuda-cuda maps features straight to the GPU."""
+    """The bytes `world_size` ranks on one node need, by part and per rank, shared and in total. What each
+    rank holds privately and what the node holds once follows the mode's storage and the backend's registry
+    entry (`structure_on_hub_maps`, `host_features_once`); cuda-cuda maps features straight to the GPU."""
     info, storage = BACKENDS[backend], modes.mode(mode).storage
     hub = hub_parts(stats, store)
     structure = (info.structure_bytes_per_node * (stats["num_nodes"] + 1)

@@ -6,8 +6,7 @@ measured too), the member order reversed every other launch. In each, the cells 
 warm up, then run `rounds` measured epochs in rounds, one cell at a time in one fixed cycle
 (bench/run/turns.py). Each pair's ratio and interval come from bench/paired_ratio.py, read once on
 this fixed plan. Cells that cannot live beside another (why_alone, too_big_together) take turns as
-whole processes, one round a launch; the pseudo-axis `runner` pairs each cell with a twin no memory
-sampler reads; every cell of the baseline's group is also paired with the baseline (BASELINE)."""
+whole processes, one round a launch. RUNNER and BASELINE (below) add pairs of their own."""
 
 from __future__ import annotations
 
@@ -49,10 +48,9 @@ class Pair:
 
 
 def differ_in_alone(a: Cell, b: Cell, axis: str) -> bool:
-    """Whether two cells differ in `axis` alone (across backends, the stack and a setting only one
-    backend has do not part them; on any axis, a setting one cell lacks because the axis leaves it out
-    (WHEN_SET: `replay_batch` of a cell without a model) where the other has it at its default does not
-    either)."""
+    """Whether two cells differ in `axis` alone: across backends the stack and a setting only one backend
+    has do not part them, nor on any axis a WHEN_SET setting one cell lacks (`replay_batch` of a cell
+    without a model) where the other has it at its default."""
     mine, theirs = ({"backend": c.backend, "dataset": c.dataset, **c.settings.as_dict()} for c in (a, b))
     if mine.get(axis) == theirs.get(axis):
         return False
@@ -337,7 +335,7 @@ def _wait_ready(member: Member, deadline: float) -> None:
 
 def _take_turns(live: list[Member], rounds: int, deadline: float) -> tuple[list[dict[str, float]], str | None]:
     """`rounds` rounds, one turn of each live member a round in their order (the launch's order: its
-    first side alternates from one launch to the next in run_group). No verdict is read here: the plan
+    first side alternates from one launch to the next in _run_launches). No verdict is read here: the plan
     is fixed, so each verdict's error rate is the interval's own (paired_ratio)."""
     longest, made = 0.0, []
     while len(made) < rounds:

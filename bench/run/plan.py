@@ -69,8 +69,7 @@ def select_cells(cells: list[Cell], expression: str) -> list[Cell]:
     return chosen
 
 
-SHORT_NAMES = {**{short: key for key, short in suite_mod.ID_ALWAYS.items()},
-               **{short: key for key, short in suite_mod.ID_SHORT.items()}}
+SHORT_NAMES = {short: key for key, short in (suite_mod.ID_ALWAYS | suite_mod.ID_SHORT).items()}
 
 
 def _word_matches(word: str, cell: Cell) -> bool:

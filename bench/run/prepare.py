@@ -1,8 +1,6 @@
 """A cell's preparation, each thing once per run, before it starts: its stacks (installed unless
 --no-install), its memory need against what is available, its dataset ready for its task
-(bench/datasets/ready.py), its store, its memory limit; or what stops it, with the reason.
-
-    Preparation(cache, data_root, nnodes, no_install, say).prepare(cell) -> PreparedCell | Outcome"""
+(bench/datasets/ready.py), its store, its memory limit: a PreparedCell, or the Outcome that stops it."""
 
 from __future__ import annotations
 

@@ -2,8 +2,7 @@
 
 A setting given as a list is a sweep axis (fanout, itself a list, is swept by a list of lists).
 `exclude` drops every cell that matches all keys of one rule; `include` adds a sub-matrix (its
-keys override the suite's). Modes a backend does not have are not cells of that backend.
-"""
+keys override the suite's). Modes a backend does not have are not cells of that backend."""
 
 from __future__ import annotations
 
