@@ -339,12 +339,10 @@ def kill_tree(proc: subprocess.Popen, run_id: str) -> None:
             os.killpg(proc.pid, sig)
         except (ProcessLookupError, PermissionError):
             break
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=5)
             if sig == signal.SIGTERM:
                 time.sleep(0.2)  # let the group's other members go too before the SIGKILL
-        except subprocess.TimeoutExpired:
-            continue
     if proc.poll() is None:
         proc.kill()
         proc.wait()

@@ -384,9 +384,7 @@ class Session:
                                                    ("backends_not_run", self.not_run),
                                                    ("resumed_from", self.resumed_from)) if value})
         if self.pairing is not None:
-            meta["paired"] = {"by": self.pairing.by, "within": self.pairing.within,
-                              "launches": self.pairing.launches, "rounds": self.pairing.rounds,
-                              "method": "launches"}
+            meta["paired"] = {**self.pairing.model_dump(), "method": "launches"}
             meta["pairs"] = record.run_pairs(done)
         return record.document(done, meta, ceilings=self.ceilings() if done else None)
 

@@ -130,11 +130,10 @@ def framework_versions(stack: str) -> dict[str, str]:
 def device_info() -> dict:
     import torch
 
-    info = {"cuda_available": torch.cuda.is_available(), "torch_cuda": torch.version.cuda,
-            "num_threads": torch.get_num_threads(), **worker_facts()}  # NCCL version and settings
-    if torch.cuda.is_available():
-        info["gpus"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
-    return info
+    return {"cuda_available": torch.cuda.is_available(), "torch_cuda": torch.version.cuda,
+            "num_threads": torch.get_num_threads(), **worker_facts(),  # NCCL version and settings
+            **({"gpus": [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]}
+               if torch.cuda.is_available() else {})}
 
 
 def set_threads(settings: CellSettings, world: int = 1):
