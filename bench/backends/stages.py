@@ -28,9 +28,7 @@ def label(stage: str) -> str:
 
 def split_line(recorded: dict | None) -> str | None:
     """A recorded `stages` dict as one line, binding stage first: 'fetch 61 % · sample 20 % · ...'."""
-    if not recorded:
-        return None
-    whole = sum(float(recorded.get(s) or 0.0) for s in STAGES)
+    whole = sum(float(recorded.get(s) or 0.0) for s in STAGES) if recorded else 0.0
     if not whole:
         return None
     parts = sorted(((float(recorded.get(s) or 0.0) / whole, s) for s in STAGES), reverse=True)
