@@ -79,11 +79,9 @@ def sandwich_logs(turns: Sequence[tuple[str, float]], first: str, second: str) -
     side of it, so a drift that is linear over three turns cancels. Without turns on both sides of
     it (the first and the last), a turn is left out."""
     mine = [(side, math.log(seconds)) for side, seconds in turns if side in (first, second) and seconds > 0]
-    logs = []
-    for (before, b), (side, x), (after, a) in zip(mine, mine[1:], mine[2:]):
-        if before == after != side:  # B between two A's, or A between two B's
-            d = x - (a + b) / 2
-            logs.append(d if side == second else -d)
+    # B between two A's, or A between two B's: its log less their mean, signed as log(second / first)
+    logs = [(x - (a + b) / 2) * (1 if side == second else -1)
+            for (left, b), (side, x), (right, a) in zip(mine, mine[1:], mine[2:]) if left == right != side]
     if not logs and len(mine) == 2 and mine[0][0] != mine[1][0]:  # one turn each: their plain ratio
         logs.append(dict(mine)[second] - dict(mine)[first])
     return logs
