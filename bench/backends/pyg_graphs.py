@@ -69,7 +69,7 @@ class StoredGraphs(Dataset):
     def __len__(self) -> int:
         return len(self.store)
 
-    def __getitem__(self, g: int) -> Data:  # one graph (tests/test_graph_level.py compares it with PyG's collate)
+    def __getitem__(self, g: int) -> Data:  # one graph (test_graph_level compares it with PyG's collate)
         return _graph(*self.store.get(int(g)))
 
     def read_many(self, ids: list[int]) -> molecules.GraphColumns:
