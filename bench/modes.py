@@ -85,10 +85,9 @@ KNOWN_WORKER_ERRORS = ("cudaHostUnregister", "Cannot re-initialize CUDA in forke
 
 def mode(name: str) -> Mode:
     """The declared mode of this name (KeyError names the allowed ones)."""
-    try:
-        return MODES[name]
-    except KeyError:
-        raise KeyError(f"unknown mode {name!r}; allowed: {', '.join(MODES)}") from None
+    if name not in MODES:
+        raise KeyError(f"unknown mode {name!r}; allowed: {', '.join(MODES)}")
+    return MODES[name]
 
 
 def known_worker_failure(mode_name: str, num_workers: int, reason: str) -> str | None:

@@ -126,9 +126,7 @@ def gpu_build_problem() -> str | None:
 def unavailable(mode_name: str, world_size: int = 1) -> str | None:
     """base.unavailable_reason, and for a GPU mode a DGL build that has the GPU ops."""
     reason = base.unavailable_reason(mode_name, world_size)
-    if reason is None and modes.mode(mode_name).needs_gpu:
-        reason = gpu_build_problem()
-    return reason
+    return reason or (gpu_build_problem() if modes.mode(mode_name).needs_gpu else None)
 
 
 class Pipeline(base.TrainingPipeline):

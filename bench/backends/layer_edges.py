@@ -29,9 +29,8 @@ def first_hop(layers: list[tuple], starts: list[int]) -> list[tuple]:
 
 def _layers(subgraphs) -> list[dict]:
     """Each layer's {edge type: (indptr, indices)}, an untyped graph's under None."""
-    cscs = [s.sampled_csc for s in subgraphs]
     return [{k: (c.indptr, c.indices) for k, c in (csc.items() if isinstance(csc, dict) else [(None, csc)])}
-            for csc in cscs]
+            for csc in (s.sampled_csc for s in subgraphs)]
 
 
 def attach(minibatch):

@@ -192,10 +192,9 @@ class LinkPipeline(base.LinkHooks):
         if self.split.meta.get("given"):  # OGB's or the user's split: scored by its own protocol
             out.append(f"the dataset's own edge split, scored by its protocol: {link_split.PROTOCOLS[self.split.protocol]}")
         if self.settings.exclusion == "none":
-            b, e = self.leaks["batches"], self.leaks["sampled_edges"]
-            out.insert(0, f"exclusion none: the accuracy includes the leak: {self.leaks['leaked_batches']} of {b} "
-                          f"training batches of the first epoch sampled their own positive seed edges or reverses "
-                          f"({self.leaks['leaked_edges']} of {e} sampled edges)")
+            out.insert(0, "exclusion none: the accuracy includes the leak: {leaked_batches} of {batches} "
+                          "training batches of the first epoch sampled their own positive seed edges or reverses "
+                          "({leaked_edges} of {sampled_edges} sampled edges)".format(**self.leaks))
         if self.settings.neg_mode == "binary":
             out.append("neg_mode binary (PyG's default): negatives draw both ends; GraphBolt's "
                        "sample_uniform_negative keeps the source (triplet)")

@@ -8,6 +8,8 @@ DGL's GraphBolt R-GCN example does (PyG's downloads metapath2vec embeddings: not
 
 from __future__ import annotations
 
+from itertools import zip_longest
+
 from bench.backends.initialisation import same_start
 from bench.settings import DROPOUT, CellSettings
 
@@ -88,8 +90,5 @@ def per_head(out_width: int, heads: int, concat: bool) -> int:
 
 def typed_counts(hop_nodes: dict[str, list[int]], hop_edges: dict[str, list[int]]) -> tuple[list[int], list[int], dict]:
     """(nodes per hop, edges per hop: totals over types, the typed breakdown) for a BatchWork."""
-    hops_n = max((len(v) for v in hop_nodes.values()), default=0)
-    hops_e = max((len(v) for v in hop_edges.values()), default=0)
-    nodes = [sum(v[i] for v in hop_nodes.values() if i < len(v)) for i in range(hops_n)]
-    edges = [sum(v[i] for v in hop_edges.values() if i < len(v)) for i in range(hops_e)]
+    nodes, edges = ([sum(h) for h in zip_longest(*d.values(), fillvalue=0)] for d in (hop_nodes, hop_edges))
     return nodes, edges, {"hop_nodes": hop_nodes, "hop_edges": hop_edges}
