@@ -56,9 +56,7 @@ def oversubscription(s: Slower) -> str | None:
         return None
     threads = (cell.device or {}).get("num_threads") or 1
     budget = core_budget.plan(cores, ranks(cell), stages.workers(cell), threads)
-    if budget.used <= cores * OVERSUBSCRIBED:
-        return None
-    return f"{budget.describe()}: CPU oversubscribed"
+    return None if budget.used <= cores * OVERSUBSCRIBED else f"{budget.describe()}: CPU oversubscribed"
 
 
 def startup_share(s: Slower) -> str | None:
@@ -264,8 +262,7 @@ def overtaken(cells: Iterable[CellResult]) -> list[Overtaken]:
 def target_lines(cells: Iterable[CellResult]) -> list[str]:
     """A line per cell overtaken by a slower epoch, else one saying none was (where a cell trained to a target)."""
     cells = list(cells)
-    found = overtaken(cells)
-    if found:
+    if found := overtaken(cells):
         return [o.line for o in found]
     if any(c.measured and c.to_target for c in cells):
         return [f"None: no epoch faster by {CLEAR_MARGIN:.0%} or more reached the validation target later by "
