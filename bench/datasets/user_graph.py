@@ -207,10 +207,9 @@ def check_splits(graph: UserGraph, labels: np.ndarray) -> dict[str, np.ndarray]:
         out[name], i, problem = graph_checks.ids_of(graph.read_split(name), graph.num_nodes, graph.nodes_from)
         if problem:
             raise fail(f"{where.file}: {where.array} {problem}" if i is None else f"{where.at(f'[{i}]')} {problem}")
-    found = graph_checks.split_problem(
-        out, labels, {s: f"{w.file.name}: {w.array}" for s, w in graph.splits.items()},
-        f"{graph.labels.file.name}: {graph.labels.array}")
-    if found:
+    if found := graph_checks.split_problem(
+            out, labels, {s: f"{w.file.name}: {w.array}" for s, w in graph.splits.items()},
+            f"{graph.labels.file.name}: {graph.labels.array}"):
         name, problem = found
         raise fail(f"{graph.splits[name].file}: {graph.splits[name].array}: {problem}")
     return {name: np.sort(ids) for name, ids in out.items()}
