@@ -6,6 +6,7 @@ the image tag (IMAGE_TAGS) that has it. Plain values in, so tested without a GPU
 
 from __future__ import annotations
 
+import contextlib
 import re
 import subprocess
 from dataclasses import dataclass
@@ -94,20 +95,16 @@ def problem(torch_cuda: str | None, driver_cuda, gpus: list[tuple[str, tuple[int
 def driver_cuda() -> int | str | None:
     """The CUDA version the installed driver supports (12040, or '12.4'), or None: from torch's
     driver call, else NVML, else nvidia-smi's header."""
-    try:
+    with contextlib.suppress(Exception):  # a CPU build of torch, or no such call
         import torch
 
         if number := torch._C._cuda_getDriverVersion():  # 0 without a driver
             return number
-    except Exception:  # noqa: BLE001 - a CPU build of torch, or no such call
-        pass
-    try:
+    with contextlib.suppress(Exception):  # no nvidia-ml-py, no driver
         import pynvml
 
         pynvml.nvmlInit()
         return pynvml.nvmlSystemGetCudaDriverVersion()
-    except Exception:  # noqa: BLE001 - no nvidia-ml-py, no driver
-        pass
     try:
         found = re.search(r"CUDA Version:\s*(\d+\.\d+)", subprocess.run(["nvidia-smi"], capture_output=True,
                                                                         text=True, timeout=30).stdout)

@@ -15,7 +15,7 @@ import socket
 import threading
 import time
 import uuid
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from bench.paths import write_atomic
@@ -170,12 +170,10 @@ class _Flock:
 
     def __init__(self, path: Path):
         self.path, self._lock, self._fd = path, None, None
-        try:
+        with suppress(ImportError):
             import filelock
 
             self._lock, self._timeout = filelock.FileLock(str(path)), filelock.Timeout
-        except ImportError:
-            pass
 
     def try_acquire(self) -> bool:
         if self._lock is not None:

@@ -137,8 +137,7 @@ def _parse_params(text: str, source: str, rest: str, declared: dict) -> dict:
 def declared_params(source: str, params: dict) -> dict:
     """A source's PARAMS with its DEFAULTS filled in, unknown ones refused, a user's path made absolute."""
     module = source_module(source)
-    unknown = set(params) - set(module.PARAMS)
-    if unknown:
+    if unknown := set(params) - set(module.PARAMS):
         raise ValueError(f"unknown {source} parameter(s) {', '.join(sorted(unknown))}; "
                          f"allowed: {', '.join(module.PARAMS)}")
     out = {k: params.get(k, module.DEFAULTS[k]) for k in module.PARAMS if k in params or module.DEFAULTS[k] is not ...}

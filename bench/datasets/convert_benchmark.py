@@ -367,8 +367,7 @@ def parse_args(argv: list[str]):
     args.feature_dim = args.feature_dim or (128 if args.typed else 100)
     allowed = FORMATS[shape]
     formats = [f for f in (args.formats or ",".join(f for f in allowed if f != "pyg-file" or args.pyg_python)).split(",") if f]
-    unknown = set(formats) - set(allowed)
-    if unknown:
+    if unknown := set(formats) - set(allowed):
         parser.error(f"unknown format(s) for a {shape} graph: {', '.join(sorted(unknown))}; allowed: {', '.join(allowed)}")
     if "pyg-file" in formats and not (args.pyg_python and args.pyg_python.is_file()):
         parser.error("pyg-file is written and converted in the pyg stack: --pyg-python PATH, its interpreter "

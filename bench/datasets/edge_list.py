@@ -78,8 +78,7 @@ def _find_tables(folder: Path) -> tuple:
     edges_path, nodes_path = _pick(folder, EDGE_FILES, "edge list"), _pick(folder, NODE_FILES, "node table")
     node_schema, edge_schema = tables.schema(nodes_path), tables.schema(edges_path)
     for path, schema, needed in ((nodes_path, node_schema, ("id", "label", "split")), (edges_path, edge_schema, ("src", "dst"))):
-        missing = [c for c in needed if c not in schema.names]
-        if missing:
+        if missing := [c for c in needed if c not in schema.names]:
             raise ug.fail(f"{path}: no column {', '.join(missing)} (it has {', '.join(schema.names) or 'none'}); "
                           f"allowed: columns {', '.join(needed)}" + (" and the features" if "id" in needed else ""))
     return edges_path, nodes_path, node_schema, edge_schema

@@ -284,10 +284,9 @@ def read_meta(meta_file: Path) -> dict:
     """A hub folder's meta.json, or DatasetError naming it and the fix."""
     try:
         meta = json.loads(Path(meta_file).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        meta, problem = None, f"{type(exc).__name__}: {exc}"
-    else:
         problem = None if isinstance(meta, dict) else f"a JSON {type(meta).__name__}, not an object"
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        problem = f"{type(exc).__name__}: {exc}"
     if problem:
         raise DatasetError(f"{meta_file} is corrupt ({problem}); remove its folder {Path(meta_file).parent} "
                            "and prepare the dataset again (gnnbench datasets prepare NAME, or run the suite)")

@@ -182,8 +182,7 @@ def check_given(given: dict, where: dict[str, str], num_nodes: int, negatives: s
 
 def check_disjoint(given: dict, where: dict[str, str]) -> None:
     """No pair of a user's given split in two of its training, validation and test pairs."""
-    found = graph_checks.shared_pair({k: given[k] for k in ("train_pos", "val_pos", "test_pos")})
-    if found:
+    if found := graph_checks.shared_pair({k: given[k] for k in ("train_pos", "val_pos", "test_pos")}):
         name, other, pair = found
         raise _bad(where[name], f"the pair {list(pair)} is in {where[other]} too",
                    "training, validation and test pairs that share none")

@@ -101,8 +101,7 @@ def link_files(folder: Path) -> tuple[dict[str, Path], str] | None:
         problem = "both forms of negatives are there" if kinds else "no negatives"
         raise ug.fail(f"{folder}: {problem} for the given link split; allowed: {LINK_RULE}")
     wanted = {**LINK_POS, **LINK_NEG[kinds[0]]}
-    missing = [n for n in wanted.values() if n not in present]
-    if missing:
+    if missing := [n for n in wanted.values() if n not in present]:
         raise ug.fail(f"{folder}: the given link split lacks {', '.join(missing)}; allowed: {LINK_RULE}")
     return {key: folder / name for key, name in wanted.items()}, kinds[0]
 

@@ -123,8 +123,7 @@ def refuse_unneeded_globals(path: Path) -> None:
     except (ValueError, EOFError, OSError, KeyError, RuntimeError) as exc:
         raise ug.fail(f"{path}: not a file torch.save wrote (its pickle cannot be read: "
                       f"{' '.join(str(exc).split())[:160]}); allowed: a PyG Data or InMemoryDataset file") from None
-    extra = sorted(n for n in names if n not in GRAPH_GLOBALS and not STORAGE_GLOBAL.fullmatch(n))
-    if extra:
+    if extra := sorted(n for n in names if n not in GRAPH_GLOBALS and not STORAGE_GLOBAL.fullmatch(n)):
         raise ug.fail(f"{path}: its pickle asks for {', '.join(extra[:3])}{' ...' if len(extra) > 3 else ''}, which a "
                       "graph file does not hold; a pickle can build objects as large as it asks, or run code, so it "
                       f"was not loaded; allowed: a Data, or an InMemoryDataset's (data, slices) file, saved with "
@@ -176,8 +175,7 @@ def as_data(obj, path: Path):
         raise ug.fail(f"{path}: holds a {type(obj).__name__}; allowed: a PyG Data, or an InMemoryDataset's "
                       "(data, slices) file")
     if isinstance(slices, dict):
-        many = [(k, len(v) - 1) for k, v in slices.items() if hasattr(v, "__len__") and len(v) > 2]
-        if many:
+        if many := [(k, len(v) - 1) for k, v in slices.items() if hasattr(v, "__len__") and len(v) > 2]:
             key, count = many[0]
             raise ug.fail(f"{path}: an InMemoryDataset of {count} graphs (slices of {key}); allowed: one graph "
                           "(node classification)")

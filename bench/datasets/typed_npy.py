@@ -73,8 +73,7 @@ def relation_named(stem: str, types, problems: Problems, name_path: Path, edges_
         problems.add(name_path, f"{stem!r} is not <src>__<name>__<dst> (source type, relation, destination type); "
                                 f"allowed: three names, each {graph_checks.NAME_RULE}")
         return None
-    unknown = [t for t in (relation[0], relation[2]) if t not in types]
-    if unknown:
+    if unknown := [t for t in (relation[0], relation[2]) if t not in types]:
         problems.add(edges_path, f"the relation names node type(s) {', '.join(map(repr, dict.fromkeys(unknown)))} "
                                  f"that are not there ({types_where}: {', '.join(types) or 'none'})")
         return None
@@ -85,8 +84,7 @@ def bounded_counts(counts: dict, where, folder: Path, problems: Problems) -> dic
     """The node counts within graph_checks' bound (each, and all together); the others problems."""
     kept = {t: counts[t] for t in problems.kept(counts, lambda t: graph_checks.node_count_problem(counts[t], f"{t} nodes"),
                                                  where)}
-    problem = graph_checks.node_count_problem(sum(kept.values()), "nodes of all types together")
-    if problem:
+    if problem := graph_checks.node_count_problem(sum(kept.values()), "nodes of all types together"):
         problems.add(folder, problem)
         return {}
     return kept

@@ -143,8 +143,7 @@ def check_ids(chunk: EdgeChunk, graph: UserGraph) -> tuple[np.ndarray, np.ndarra
 def check_feature_shape(graph: UserGraph) -> None:
     """The features' dtype and shape, and the node count bounded (before anything of its size is allocated)."""
     shape, dtype = graph.feature_shape, graph.feature_dtype
-    problem = graph_checks.node_count_problem(graph.num_nodes, f"nodes ({graph.nodes_from})")
-    if problem:
+    if problem := graph_checks.node_count_problem(graph.num_nodes, f"nodes ({graph.nodes_from})"):
         raise fail(f"{graph.features.file}: {problem}")
     if not (np.issubdtype(dtype, np.floating) or np.issubdtype(dtype, np.integer) or dtype == np.bool_):
         raise fail(f"{graph.features.file}: {graph.features.array} has dtype {dtype}; allowed: {FEATURE_RULE}")
@@ -183,8 +182,7 @@ def check_labels(graph: UserGraph, num_classes: int | None) -> tuple[np.ndarray,
 def check_baseline_fits(graph: UserGraph, splits: dict[str, np.ndarray], classes: int) -> None:
     """The features-only baseline fits in the memory there is now, said before a feature is read."""
     dim = int(graph.feature_shape[1])
-    found = baseline.refusal(int(splits["train"].size), int(splits["test"].size), dim, classes)
-    if found:
+    if found := baseline.refusal(int(splits["train"].size), int(splits["test"].size), dim, classes):
         needed, available = found
         raise fail(f"{graph.features.file}: {graph.features.array} {list(graph.feature_shape)}: the features-only "
                    f"baseline (a linear classifier on the features, fitted at conversion) needs about "
@@ -209,10 +207,9 @@ def check_splits(graph: UserGraph, labels: np.ndarray) -> dict[str, np.ndarray]:
         out[name], i, problem = graph_checks.ids_of(graph.read_split(name), graph.num_nodes, graph.nodes_from)
         if problem:
             raise fail(f"{where.file}: {where.array} {problem}" if i is None else f"{where.at(f'[{i}]')} {problem}")
-    found = graph_checks.split_problem(
-        out, labels, {s: f"{w.file.name}: {w.array}" for s, w in graph.splits.items()},
-        f"{graph.labels.file.name}: {graph.labels.array}")
-    if found:
+    if found := graph_checks.split_problem(
+            out, labels, {s: f"{w.file.name}: {w.array}" for s, w in graph.splits.items()},
+            f"{graph.labels.file.name}: {graph.labels.array}"):
         name, problem = found
         raise fail(f"{graph.splits[name].file}: {graph.splits[name].array}: {problem}")
     return {name: np.sort(ids) for name, ids in out.items()}
@@ -240,8 +237,7 @@ def materialise(spec: dict, cache: Path, opener: Callable[[str, dict], UserGraph
         for chunk in graph.edge_chunks():
             sorter.add(*check_ids(chunk, graph))
         counts = sorter.write(tmp)
-        problem = graph_checks.edges_problem(counts.edges_in, counts.self_loops)
-        if problem:
+        if problem := graph_checks.edges_problem(counts.edges_in, counts.self_loops):
             raise fail(f"{graph.edges.file}: {graph.edges.array}: {problem}")
         phases.done("edges: check, sort, write")
         convert_features(graph, tmp)
@@ -371,25 +367,23 @@ def report_lines(meta: dict) -> list[str]:
         return []
     i, e, f = meta["input"], meta["edges"], meta["input"]["features"]
     kept = {True: "kept", False: "removed"}
-    lines = [f"  source: {meta['source']} at {meta['source_path']}",
-             f"  edges: {i['edges']['file']} ({i['edges']['array']}, {i['edges']['dtype']}), "
-             f"{e['edges_in']:,} as given",
-             f"    self-loops {e['self_loops']:,} ({kept[e['self_loops_kept']]}), duplicate edges "
-             f"{e['duplicates']:,} ({kept[e['duplicates_kept']]})",
-             f"    directed as given: made undirected, {e['reverse_added']:,} reverse edges added "
-             f"({e['num_edges']:,} in the hub, both directions)" if e["directed_input"] else
-             f"    undirected as given (every edge's reverse is there): {e['num_edges']:,} in the hub",
-             f"  features: {f['file']} ({f['array']}, {f['dtype']} {tuple(f['shape'])}) -> float32",
-             f"  labels: {i['labels']['file']} ({i['labels']['array']}), {meta['num_classes']} classes, "
-             f"{meta['labelled_nodes']:,} of {meta['num_nodes']:,} nodes labelled",
-             "  splits: " + ", ".join(f"{s} {meta[f'num_{s}']:,} ({w['array']})"
-                                      for s, w in i["splits"].items()),
-             f"  nodes: {meta['num_nodes']:,} ({i['nodes_from']})",
-             *([f"  node ids: {meta['node_ids']}"] if meta.get("node_ids") else []),
-             *(f"  note: {note}" for note in meta.get("notes", []))]
-    if meta.get("convert_s") is not None:
-        lines.append(f"  converted in {meta['convert_s']} s")
-    return lines
+    return [f"  source: {meta['source']} at {meta['source_path']}",
+            f"  edges: {i['edges']['file']} ({i['edges']['array']}, {i['edges']['dtype']}), "
+            f"{e['edges_in']:,} as given",
+            f"    self-loops {e['self_loops']:,} ({kept[e['self_loops_kept']]}), duplicate edges "
+            f"{e['duplicates']:,} ({kept[e['duplicates_kept']]})",
+            f"    directed as given: made undirected, {e['reverse_added']:,} reverse edges added "
+            f"({e['num_edges']:,} in the hub, both directions)" if e["directed_input"] else
+            f"    undirected as given (every edge's reverse is there): {e['num_edges']:,} in the hub",
+            f"  features: {f['file']} ({f['array']}, {f['dtype']} {tuple(f['shape'])}) -> float32",
+            f"  labels: {i['labels']['file']} ({i['labels']['array']}), {meta['num_classes']} classes, "
+            f"{meta['labelled_nodes']:,} of {meta['num_nodes']:,} nodes labelled",
+            "  splits: " + ", ".join(f"{s} {meta[f'num_{s}']:,} ({w['array']})"
+                                     for s, w in i["splits"].items()),
+            f"  nodes: {meta['num_nodes']:,} ({i['nodes_from']})",
+            *([f"  node ids: {meta['node_ids']}"] if meta.get("node_ids") else []),
+            *(f"  note: {note}" for note in meta.get("notes", [])),
+            *([f"  converted in {meta['convert_s']} s"] if meta.get("convert_s") is not None else [])]
 
 
 def expected_stats(graph: UserGraph, params: dict) -> dict:

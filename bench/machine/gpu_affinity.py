@@ -69,9 +69,8 @@ def _nvml_listing() -> tuple[list[dict], str] | None:
 
 def _smi_listing() -> tuple[list[dict] | None, str]:
     rows = parse_listing(run_tool(["nvidia-smi", "--query-gpu=index,uuid,pci.bus_id", "--format=csv,noheader"]) or "")
-    if not rows:
-        return None, "; ".join(_WHY + ["and nvidia-smi lists no GPU"])
-    return rows, "nvidia-smi --query-gpu"
+    return ((rows, "nvidia-smi --query-gpu") if rows
+            else (None, "; ".join(_WHY + ["and nvidia-smi lists no GPU"])))
 
 
 def parse_listing(text: str) -> list[dict]:

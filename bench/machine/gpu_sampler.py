@@ -164,6 +164,5 @@ def open_for(device) -> tuple[EpochSampler | None, str | None]:
     if device is None or getattr(device, "type", "cpu") != "cuda":
         return None, CPU_ONLY
     found, reason = nvml.open_device(device.index or 0)
-    if found is None:
-        return None, f"GPU utilisation and PCIe traffic not sampled: {reason}"
-    return EpochSampler(NvmlSource(found)), None
+    return ((None, f"GPU utilisation and PCIe traffic not sampled: {reason}") if found is None
+            else (EpochSampler(NvmlSource(found)), None))

@@ -104,8 +104,7 @@ def upgrade_costs(results: list[RunResult], dataset: str, machine: str) -> list[
     runs = sorted((r for r in results if (host_label(r.machine) or "unknown machine") == machine),
                   key=lambda r: (r.finished_at, str(r.path)))
     for i in range(len(runs) - 1, -1, -1):
-        found = [g for g in history.release_groups(runs[i], runs[:i]) if g.dataset == dataset]
-        if found:
+        if found := [g for g in history.release_groups(runs[i], runs[:i]) if g.dataset == dataset]:
             return [f"Upgrading {g.framework} {g.oldest.release} -> {row.release} costs {1 + row.verdict.change:.2f}x "
                     f"on {g.configuration}, beyond the {1 + row.verdict.threshold:.2f}x either way the noise allows."
                     for g in found for row in g.rows if row.verdict and row.verdict.verdict == "regression"]
@@ -137,8 +136,7 @@ def lifecycle_lines(g: Group, recommended: str | None) -> list[str]:
 def advise_speed(g: Group) -> Advice:
     candidates = [m for m in g.measured.values() if accuracy(m) is not None]
     evidence = []
-    loader_only = sorted(c for c, m in g.measured.items() if accuracy(m) is None)
-    if loader_only:
+    if loader_only := sorted(c for c, m in g.measured.items() if accuracy(m) is None):
         evidence.append(f"{len(loader_only)} cell(s) trained no model and time the loader alone, so they "
                         f"are not candidates: {', '.join(loader_only)}.")
     replayed = sorted(m.id for m in candidates if m.settings.replay_batch)
@@ -158,8 +156,7 @@ def advise_speed(g: Group) -> Advice:
     accurate, set_aside = accuracy_check(candidates)
     if any(m.target_seconds is not None for m in accurate):
         return target_advice(g, accurate, set_aside, evidence)
-    missed = sorted((m for m in accurate if m.to_target), key=diagnosis.target_rank)
-    if missed:
+    if missed := sorted((m for m in accurate if m.to_target), key=diagnosis.target_rank):
         evidence.insert(0, "No configuration reached its validation target, so epoch time ranks them: "
                            + "; ".join(f"{m.id}: {diagnosis.target_text(m)}" for m in missed) + ".")
     fastest = min(accurate, key=lambda m: m.median)
@@ -235,8 +232,7 @@ def target_advice(g: Group, candidates: list[CellResult], set_aside, evidence: l
     choice = min(candidates, key=diagnosis.target_rank)
     found = choice.to_target
     ranked = sorted((m for m in candidates if m.settings.target_acc == found["target"]), key=diagnosis.target_rank)
-    others = sorted(m.id for m in candidates if m.settings.target_acc != found["target"])
-    if others:
+    if others := sorted(m.id for m in candidates if m.settings.target_acc != found["target"]):
         evidence = [f"{len(others)} cell(s) trained to another target or none, not ranked with these: "
                     f"{', '.join(others)}."] + evidence
     summary = (f"On {g.dataset}, on {g.machine}: use {choice.id}: it reaches {figure(choice, 'validation')} "

@@ -52,8 +52,7 @@ def dataset_charts(table: dict, key: str) -> list[Chart]:
     name = table["dataset"]
     charts = []
     axes = _varying(ok)  # what tells the charted cells apart (the table's axes may vary only among failed cells)
-    staged = [r for r in ok if stages.seconds(r)]
-    if staged:  # first: the why behind every other chart
+    if staged := [r for r in ok if stages.seconds(r)]:  # first: the why behind every other chart
         charts.append(stage_bars(f"{key}-stages", f"{name}: where each epoch goes", staged, _varying(staged)))
     if _has_axis(ok, "world_size"):
         palette = matplotlib.rcParams["axes.prop_cycle"].by_key()["color"]  # one colour per configuration

@@ -322,8 +322,7 @@ def _check(data, path: Path) -> None:
         info = bench.get("extra_info") if isinstance(bench, dict) else None
         if not isinstance(info, dict):
             continue  # the schema below names what is wrong
-        missing = [k for k in REQUIRED_EXTRA if k not in info]
-        if missing:
+        if missing := [k for k in REQUIRED_EXTRA if k not in info]:
             raise ResultsError(f"{path}: benchmarks[{i}] ({bench.get('name')}): extra_info lacks {', '.join(missing)}")
         if not isinstance(bench.get("stats"), dict) or "median" not in bench["stats"]:
             raise ResultsError(f"{path}: benchmarks[{i}] ({bench.get('name')}): stats lack the median")

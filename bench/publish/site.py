@@ -187,11 +187,10 @@ def unique_slug(text: str, taken: set[str]) -> str:
 def render_readme(results: list[RunResult], notes: str | None = None) -> str:
     """results/README.md: the runs and the advisor's advice, through the Markdown templates."""
     suites = group_by_suite(results)
-    env = report.environment("md")
     runs = [{"suite": s, "info": report.run_info(r), "path": _relative(r.path),
              "table": _relative(r.path.with_suffix(".md")) if r.path.with_suffix(".md").exists() else None}
             for s in suites for r in reversed(s.runs)]
-    return env.get_template("readme.md.j2").render(
+    return report.environment("md").get_template("readme.md.j2").render(
         runs=runs, advice=[(s, advisor.advise(s.runs)) for s in suites], notes=notes)
 
 

@@ -59,8 +59,7 @@ def _work(cell: CellResult, key: str):
 
 def batches_per_rank(cell: CellResult) -> float | None:
     """Batches one rank runs per epoch."""
-    batches = _work(cell, "batches")
-    if batches:
+    if batches := _work(cell, "batches"):
         return batches / int(cell.settings.world_size or 1)
     return cell.metrics.batches_per_epoch if cell.metrics else None
 
@@ -87,9 +86,7 @@ def gather_ceiling(cell: CellResult) -> float | None:
     """This machine's random-row gather bandwidth at the cell's row width (the nearest width measured)."""
     measured = _ceilings(cell).get("gather_bytes_per_s") or {}
     width = row_bytes(cell)
-    if not measured or not width:
-        return None
-    return measured[min(measured, key=lambda w: abs(int(w) - width))]
+    return measured[min(measured, key=lambda w: abs(int(w) - width))] if measured and width else None
 
 
 def h2d_ceiling(cell: CellResult) -> tuple[float, str] | None:
@@ -211,9 +208,7 @@ def _figures(found: dict) -> dict[tuple[str, int, str], float]:
 def _apart(mine: float, theirs: float) -> float:
     """How far apart two figures are, relative to the smaller (inf where one is 0 and not the other)."""
     low = min(mine, theirs)
-    if low <= 0:
-        return 0.0 if mine == theirs else float("inf")
-    return abs(mine - theirs) / low
+    return (0.0 if mine == theirs else float("inf")) if low <= 0 else abs(mine - theirs) / low
 
 
 def _why(cell: CellResult, figure: tuple[str, int, str]) -> str | None:

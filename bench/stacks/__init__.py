@@ -368,8 +368,7 @@ def torch_build(python: Path | str) -> tuple[str, str]:
     proc = subprocess.run([str(python), "-c", code], capture_output=True, text=True, timeout=300)
     if proc.returncode != 0:
         raise StackError(f"torch does not import in {python}: {proc.stderr.strip()[-1000:]}")
-    torch, cuda = proc.stdout.split()[-2:]
-    return torch, cuda
+    return tuple(proc.stdout.split()[-2:])
 
 
 def take_pyg_wheels(stack: Stack, pip: list[str], log=print) -> dict:
