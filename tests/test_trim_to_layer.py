@@ -103,10 +103,14 @@ same = {}
 for kind in ("rgcn", "rgat"):
     settings = SimpleNamespace(model=kind, hidden=16, fanout=[5, 3], heads=2)
     calls = []  # the model trims where it is given hops, and trimming drops rows at layer 1
-    trim = lambda i, x, graph, hops: (calls.append(sum(v.size(0) for v in trim_layer(i, x, graph, hops)[0].values())
-                                                    < sum(v.size(0) for v in x.values())), trim_layer(i, x, graph, hops))[1]
+
+    def trim(i, x, graph, hops):
+        kept = trim_layer(i, x, graph, hops)
+        calls.append(sum(v.size(0) for v in kept[0].values()) < sum(v.size(0) for v in x.values()))
+        return kept
     model = typed_model(hetero_layer(kind, relations), data, settings, trim=trim).eval()
-    loader = NeighborLoader(graph, num_neighbors=[5, 3], batch_size=32, input_nodes=("paper", torch.arange(96)))
+    seeds = ("paper", torch.arange(96))
+    loader = NeighborLoader(graph, num_neighbors=[5, 3], batch_size=32, input_nodes=seeds)
     for batch in loader:
         x, graphs = {t: batch[t].x for t in batch.node_types}, [batch.edge_index_dict] * 2
         with torch.no_grad():
