@@ -71,11 +71,12 @@ BACKENDS: dict[str, BackendInfo] = {
                                  plain_loop="graphbolt_loop", lifecycle="DGL GraphBolt"),
     # typed graphs (bench/backends/typed.py: the shared R-GCN / R-GAT), PyG's HeteroData per relation
     "pyg-hetero": BackendInfo("bench.backends.pyg_hetero", "pyg", ("cpu-cpu", "cpu-cuda"), ("memory", "lmdb"),
-                              task="typed-node", models=("rgcn", "rgat"), options=("pin_memory", "amp"),
-                              structure_bytes_per_node=8, structure_bytes_per_edge=16,
-                              plain_loop="pyg_hetero_loop",
+                              task="typed-node", models=("rgcn", "rgat"),
+                              options=("pin_memory", "amp", "trim_to_layer"), structure_bytes_per_node=8,
+                              structure_bytes_per_edge=16, plain_loop="pyg_hetero_loop",
                               work_notes={"layer": "PyG's HeteroConv computes every node of every type it is "
-                                                   "given: the whole sampled subgraph in every layer"}),
+                                                   "given: the whole sampled subgraph in every layer, or with "
+                                                   "trim_to_layer the hops the layer still needs"}),
     "dgl-graphbolt-hetero": BackendInfo("bench.backends.dgl_graphbolt_hetero", **GRAPHBOLT, task="typed-node",
                                         models=("rgcn", "rgat"), options=("amp", "same_layer_edges"),
                                         # the fused CSC: indptr, indices and a type byte per edge

@@ -12,8 +12,8 @@ from torch_geometric.nn import GATConv, HeteroConv, SAGEConv
 
 from bench.backends import base, stages
 from bench.backends.pyg_node import (CscGraphStore, RowFeatureStore, SampledFromHub, neighbor_sampler_in_use,
-                                     read_off_hops)
-from bench.backends.typed import per_head, rgcn_layer, typed_counts
+                                     read_off_hops, trim_layer)
+from bench.backends.typed import per_head, rgcn_layer, typed_counts, typed_model
 from bench.stores import features_in_memory, open_store
 
 
@@ -61,6 +61,15 @@ class Pipeline(base.TypedHooks, SampledFromHub, base.TrainingPipeline):
             return found + "; typed: torch_sparse.hetero_neighbor_sample, per-hop counts read off the batch"
         return found + "; typed: hetero_neighbor_sample, per-hop counts reported by the sampler"
 
+    @property
+    def trims(self) -> bool:
+        return bool(self.settings.trim_to_layer)
+
+    def make_model(self, data):
+        """The shared typed model; with `trim_to_layer` each layer on the hops it still needs (PyG's way)."""
+        return typed_model(hetero_layer(self.settings.model, data.relations), data, self.settings,
+                           trim=trim_layer if self.trims else None)
+
     def _graph(self, data, store: str):
         if not features_in_memory(store):
             graph = CscGraphStore()
@@ -72,8 +81,9 @@ class Pipeline(base.TypedHooks, SampledFromHub, base.TrainingPipeline):
     def forward(self, model, batch):
         x = {t: batch[t].x for t in batch.node_types if "x" in batch[t]}
         ids = {t: batch[t].n_id for t in self.featureless}
-        size = batch[self.target].batch_size
-        out = model(x, ids, [batch.edge_index_dict] * len(self.settings.fanout))
+        size, layers = batch[self.target].batch_size, len(self.settings.fanout)
+        hops = typed_hops(batch, self.target, layers) if self.trims else None
+        out = model(x, ids, [batch.edge_index_dict] * layers, hops=hops)
         return out[:size], batch[self.target].y[:size]
 
     def count(self, batch) -> tuple[int, int]:
@@ -84,7 +94,7 @@ class Pipeline(base.TypedHooks, SampledFromHub, base.TrainingPipeline):
         nodes, edges, typed = typed_counts(hop_nodes, {":".join(r): v for r, v in hop_edges.items()})
         xs = [batch[t].x for t in batch.node_types if "x" in batch[t]]
         return stages.subgraph_work(nodes, edges, sum(nodes), stages.tensor_bytes(xs), self.settings.model != "none",
-                                    typed=typed)
+                                    self.trims, typed=typed)
 
 
 def typed_hops(batch, target: str, num_hops: int) -> tuple[dict[str, list[int]], dict[tuple, list[int]]]:

@@ -20,9 +20,10 @@ def input_widths(data) -> dict[str, int]:
     return {t: int(info["feature_dim"]) or width for t, info in data.meta["node_types"].items()}
 
 
-def typed_model(layer, data, settings: CellSettings):
+def typed_model(layer, data, settings: CellSettings, trim=None):
     """The shared typed model, model(x_dict, featureless types' node ids, [graph per layer]), from
-    `layer(in_widths, out_width, heads, concat)`: one framework layer over every relation."""
+    `layer(in_widths, out_width, heads, concat)`: one framework layer over every relation; `trim` as
+    graphsage's (base.py: PyG's trim_to_layer, where the call passes `hops`)."""
     import torch
     import torch.nn.functional as F
 
@@ -42,12 +43,14 @@ def typed_model(layer, data, settings: CellSettings):
                 layer(dims[i], hidden if i < layers - 1 else classes, heads, i < layers - 1)
                 for i in range(layers))
 
-        def forward(self, x_dict: dict, node_ids: dict, graphs: list):
+        def forward(self, x_dict: dict, node_ids: dict, graphs: list, hops=None):
             x = dict(x_dict)
             for t, emb in self.embeddings.items():
                 if t in node_ids:
                     x[t] = emb(node_ids[t].to(emb.weight.device).long())
             for i, (conv, graph) in enumerate(zip(self.layers, graphs)):
+                if trim is not None and hops is not None:
+                    x, graph = trim(i, x, graph, hops)
                 x = conv(x, graph)
                 if i < len(self.layers) - 1:
                     x = {t: F.dropout(F.relu(v), p=DROPOUT, training=self.training) for t, v in x.items()}

@@ -407,7 +407,7 @@ def _meaningful(backend: str, settings: CellSettings) -> bool:
                 or (settings.amp == "fp16" and not mode.trains_on_gpu)
                 # GraphBolt looks its GPU cache up with ids on the GPU: the mode moving the seeds there first
                 or (settings.gpu_cache and not mode.pinned)
-                or (settings.trim_to_layer and settings.model != "sage")
+                or (settings.trim_to_layer and settings.model == "none")
                 # a cold page cache means something only for a store read from files (not an in-memory copy)
                 or (settings.page_cache == "cold" and not cold_files(settings.store, info.task)))
 
