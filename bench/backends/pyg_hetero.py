@@ -61,14 +61,10 @@ class Pipeline(base.TypedHooks, SampledFromHub, base.TrainingPipeline):
             return found + "; typed: torch_sparse.hetero_neighbor_sample, per-hop counts read off the batch"
         return found + "; typed: hetero_neighbor_sample, per-hop counts reported by the sampler"
 
-    @property
-    def trims(self) -> bool:
-        return bool(self.settings.trim_to_layer)
-
     def make_model(self, data):
         """The shared typed model; with `trim_to_layer` each layer on the hops it still needs (PyG's way)."""
         return typed_model(hetero_layer(self.settings.model, data.relations), data, self.settings,
-                           trim=trim_layer if self.trims else None)
+                           trim=trim_layer if self.settings.trim_to_layer else None)
 
     def _graph(self, data, store: str):
         if not features_in_memory(store):
@@ -82,7 +78,7 @@ class Pipeline(base.TypedHooks, SampledFromHub, base.TrainingPipeline):
         x = {t: batch[t].x for t in batch.node_types if "x" in batch[t]}
         ids = {t: batch[t].n_id for t in self.featureless}
         size, layers = batch[self.target].batch_size, len(self.settings.fanout)
-        hops = typed_hops(batch, self.target, layers) if self.trims else None
+        hops = typed_hops(batch, self.target, layers) if self.settings.trim_to_layer else None
         out = model(x, ids, [batch.edge_index_dict] * layers, hops=hops)
         return out[:size], batch[self.target].y[:size]
 
@@ -94,7 +90,7 @@ class Pipeline(base.TypedHooks, SampledFromHub, base.TrainingPipeline):
         nodes, edges, typed = typed_counts(hop_nodes, {":".join(r): v for r, v in hop_edges.items()})
         xs = [batch[t].x for t in batch.node_types if "x" in batch[t]]
         return stages.subgraph_work(nodes, edges, sum(nodes), stages.tensor_bytes(xs), self.settings.model != "none",
-                                    self.trims, typed=typed)
+                                    self.settings.trim_to_layer, typed=typed)
 
 
 def typed_hops(batch, target: str, num_hops: int) -> tuple[dict[str, list[int]], dict[tuple, list[int]]]:

@@ -48,6 +48,10 @@ def estimate(stats: dict, backend: str, world_size: int = 1, store: str = "memor
             "total_bytes": per_rank * world_size + shared}
 
 
+def hub_bytes(stats: dict) -> int:
+    return sum(hub_parts(stats).values())
+
+
 def refusal(needed_bytes: int, available_bytes: int, what: str) -> str | None:
     return None if needed_bytes <= FIT_FRACTION * available_bytes else (
         f"refused: {what} needs about {gib(needed_bytes)} of memory, and this machine has "

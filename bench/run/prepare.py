@@ -47,8 +47,7 @@ class StackHost:
         return worker_env(self.cache, "prepare")
 
     def refusal(self, stats: dict, copies: int, what: str) -> str | None:
-        hub = sum(memory.hub_parts(stats).values())  # the hub's arrays as one process loads them
-        return memory.refusal(copies * hub, psutil.virtual_memory().available, what)
+        return memory.refusal(copies * memory.hub_bytes(stats), psutil.virtual_memory().available, what)
 
 
 @dataclass(frozen=True)
