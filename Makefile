@@ -77,7 +77,7 @@ bench: stacks
 	$(BIN)/gnnbench run suites/smoke.yaml
 
 # make test: every test but the nightly ones (tests/nightly.py: minutes of framework work each, run by
-# make test-nightly in .github/workflows/nightly-tests.yml); docs/testing.md lists both.
+# make test-nightly in .github/workflows/ci.yml's nightly run); docs/testing.md lists both.
 # pytest's exit code 5 (no tests collected) is a failure too, said as such (make would print 2).
 define PYTEST
 $(BIN)/python -m pytest tests -ra --durations=25 -m $(1); code=$$?; \

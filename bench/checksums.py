@@ -6,6 +6,7 @@ Stdlib only: imported by the host and inside every stack.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -86,8 +87,6 @@ def verify(folder: Path, what: str, fix: str) -> None:
             files[name] = _entry(path, got)  # same bytes, new times (a copy): cheap again next time
             refreshed = True
     if refreshed:
-        try:
+        with contextlib.suppress(OSError):  # a read-only copy: it is re-hashed on each open, still checked
             write_atomic(folder / CHECKSUMS, json.dumps(manifest))
-        except OSError:
-            pass  # a read-only copy: it is re-hashed on each open, still checked
 

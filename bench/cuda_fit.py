@@ -6,6 +6,7 @@ the image tag (IMAGE_TAGS) that has it. Plain values in, so tested without a GPU
 
 from __future__ import annotations
 
+import contextlib
 import re
 import subprocess
 from dataclasses import dataclass
@@ -44,40 +45,29 @@ def runs_on(capability: tuple[int, int], arch_list: list[str]) -> bool:
     `capability`: a cubin for the same major and a minor not above it, or PTX not above it."""
     major, minor = capability
     for arch in arch_list:
-        found = re.fullmatch(r"(sm|compute)_(\d+)(\d)[a-z]?", arch)
-        if not found:
+        if not (found := re.fullmatch(r"(sm|compute)_(\d+)(\d)[a-z]?", arch)):
             continue
-        kind, a_major, a_minor = found.group(1), int(found.group(2)), int(found.group(3))
-        if arch.endswith(("a", "f")) and kind == "sm":  # sm_90a: that exact GPU only
-            if (a_major, a_minor) == capability:
+        kind, built = found.group(1), (int(found.group(2)), int(found.group(3)))
+        if kind == "sm" and arch.endswith(("a", "f")):  # sm_90a: that exact GPU only
+            if built == capability:
                 return True
-            continue
-        if kind == "sm" and a_major == major and a_minor <= minor:
-            return True
-        if kind == "compute" and (a_major, a_minor) <= (major, minor):
+        elif built <= (major, minor) and (kind == "compute" or built[0] == major):  # PTX, or a cubin
             return True
     return False
 
 
 def tag_for(*, driver: tuple[int, int] | None = None, capability: tuple[int, int] | None = None) -> ImageTag | None:
     """The first image tag that runs on that driver and that GPU, or None."""
-    for tag in IMAGE_TAGS:
-        if driver is not None and driver[0] < version_tuple(tag.cuda)[0]:
-            continue
-        if capability is not None and not tag.capabilities[0] <= capability <= tag.capabilities[1]:
-            continue
-        return tag
-    return None
+    return next((tag for tag in IMAGE_TAGS if (driver is None or driver[0] >= version_tuple(tag.cuda)[0])
+                 and (capability is None or tag.capabilities[0] <= capability <= tag.capabilities[1])), None)
 
 
 def _instead(driver: tuple[int, int] | None, capability: tuple[int, int] | None) -> str:
     """Which image tag to use instead: one that runs here, else this GPU's with the driver it needs."""
-    tag = tag_for(driver=driver, capability=capability)
-    if tag is not None:
+    if (tag := tag_for(driver=driver, capability=capability)) is not None:
         return (f"use the image tag :{tag.tag} instead (CUDA {tag.cuda}, driver >= {tag.min_driver}, {tag.gpus}), "
                 "or a stack built for it")
-    tag = tag_for(capability=capability)
-    if tag is not None:
+    if (tag := tag_for(capability=capability)) is not None:
         return f"update the NVIDIA driver to >= {tag.min_driver} and use the image tag :{tag.tag} (CUDA {tag.cuda}, {tag.gpus})"
     return "no gnnbench image has kernels for it: use a stack of your own (gnnbench stacks add)"
 
@@ -105,20 +95,16 @@ def problem(torch_cuda: str | None, driver_cuda, gpus: list[tuple[str, tuple[int
 def driver_cuda() -> int | str | None:
     """The CUDA version the installed driver supports (12040, or '12.4'), or None: from torch's
     driver call, else NVML, else nvidia-smi's header."""
-    try:
+    with contextlib.suppress(Exception):  # a CPU build of torch, or no such call
         import torch
 
         if number := torch._C._cuda_getDriverVersion():  # 0 without a driver
             return number
-    except Exception:  # noqa: BLE001 - a CPU build of torch, or no such call
-        pass
-    try:
+    with contextlib.suppress(Exception):  # no nvidia-ml-py, no driver
         import pynvml
 
         pynvml.nvmlInit()
         return pynvml.nvmlSystemGetCudaDriverVersion()
-    except Exception:  # noqa: BLE001 - no nvidia-ml-py, no driver
-        pass
     try:
         found = re.search(r"CUDA Version:\s*(\d+\.\d+)", subprocess.run(["nvidia-smi"], capture_output=True,
                                                                         text=True, timeout=30).stdout)

@@ -24,9 +24,8 @@ PLAIN_NAME_RULE = "1 to 100 letters, digits, '.', '_' or '-', not starting with 
 
 def plain_name_problem(text: object) -> str | None:
     """Why `text` cannot be a file name of its own (a suite name, a dataset key); None if it can."""
-    if not isinstance(text, str) or not PLAIN_NAME.fullmatch(text):
-        return f"{text!r} is not a plain file name; allowed: {PLAIN_NAME_RULE}"
-    return None
+    plain = isinstance(text, str) and PLAIN_NAME.fullmatch(text)
+    return None if plain else f"{text!r} is not a plain file name; allowed: {PLAIN_NAME_RULE}"
 
 
 def finite_float(low: float | None = None, high: float | None = None):
@@ -55,8 +54,7 @@ CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 def no_control_characters(where: str, value: object) -> str:
     """`value` as text, refused where it holds a control character (`where` names the option)."""
     text = str(value)
-    found = CONTROL_CHARACTERS.search(text)
-    if found:
+    if found := CONTROL_CHARACTERS.search(text):
         raise InputError(f"{where} {text!r}: holds a control character ({found.group()!r} at {found.start()}); "
                          "allowed: printable characters only (it is written into a script)")
     return text

@@ -15,7 +15,7 @@ import socket
 import threading
 import time
 import uuid
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from bench.paths import write_atomic
@@ -97,9 +97,8 @@ def same_machine(record: dict) -> bool:
 
 def provably_dead(record: dict) -> str | None:
     """Why the owner of a record is gone, where this machine can tell at once, else None."""
-    if same_machine(record) and not pid_alive(record["pid"], record["pid_start"]):
-        return f"process {record['pid']} is gone"
-    return None
+    gone = same_machine(record) and not pid_alive(record["pid"], record["pid_start"])
+    return f"process {record['pid']} is gone" if gone else None
 
 
 def describe(record: dict) -> str:
@@ -171,12 +170,10 @@ class _Flock:
 
     def __init__(self, path: Path):
         self.path, self._lock, self._fd = path, None, None
-        try:
+        with suppress(ImportError):
             import filelock
 
             self._lock, self._timeout = filelock.FileLock(str(path)), filelock.Timeout
-        except ImportError:
-            pass
 
     def try_acquire(self) -> bool:
         if self._lock is not None:
@@ -186,7 +183,6 @@ class _Flock:
                 return False
             except NotImplementedError:  # filelock: "FileSystem does not appear to support flock"
                 self._lock = None
-                return True
             return True
         import errno
         import fcntl
@@ -308,9 +304,7 @@ class Lock:
     def _quiet(self, record: dict, limit: float | None = None) -> float | None:
         """The seconds (this process's clock) the heartbeat stayed unchanged, if at least `limit`."""
         token, beat, now = record["token"], record["beat"], time.monotonic()
-        if token not in self._seen:
-            self._seen[token] = (beat, now)
-        seen_beat, since = self._seen[token]
+        seen_beat, since = self._seen.setdefault(token, (beat, now))
         if seen_beat != beat:
             self._seen[token] = (beat, now)
             return None

@@ -80,17 +80,14 @@ MODES: dict[str, Mode] = {m.name: m for m in (
     Mode("cuda-cuda", samples_on=CUDA, trains_on=CUDA, storage=CUDA),
 )}
 DEFAULT = "cpu-cpu"
+KNOWN_WORKER_ERRORS = ("cudaHostUnregister", "Cannot re-initialize CUDA in forked subprocess")
 
 
 def mode(name: str) -> Mode:
     """The declared mode of this name (KeyError names the allowed ones)."""
-    try:
-        return MODES[name]
-    except KeyError:
-        raise KeyError(f"unknown mode {name!r}; allowed: {', '.join(MODES)}") from None
-
-
-KNOWN_WORKER_ERRORS = ("cudaHostUnregister", "Cannot re-initialize CUDA in forked subprocess")
+    if name not in MODES:
+        raise KeyError(f"unknown mode {name!r}; allowed: {', '.join(MODES)}")
+    return MODES[name]
 
 
 def known_worker_failure(mode_name: str, num_workers: int, reason: str) -> str | None:

@@ -63,13 +63,11 @@ def reading(ratio: float, found: Sequence[float] | None, tolerance: float = TOLE
         return SAME
     if found is None:
         return UNRESOLVED
-    low, high = found
-    if state == "outside":
-        return SLOWER if low > 1 else FASTER
+    low, high = found  # "outside" lies wholly beyond one edge, so it is also wholly on one side of 1
     if low > 1:
-        return LEANS_SLOWER
+        return SLOWER if state == "outside" else LEANS_SLOWER
     if high < 1:
-        return LEANS_FASTER
+        return FASTER if state == "outside" else LEANS_FASTER
     return UNRESOLVED
 
 
@@ -81,11 +79,9 @@ def sandwich_logs(turns: Sequence[tuple[str, float]], first: str, second: str) -
     side of it, so a drift that is linear over three turns cancels. Without turns on both sides of
     it (the first and the last), a turn is left out."""
     mine = [(side, math.log(seconds)) for side, seconds in turns if side in (first, second) and seconds > 0]
-    logs = []
-    for (before, b), (side, x), (after, a) in zip(mine, mine[1:], mine[2:]):
-        if before == after != side:  # B between two A's, or A between two B's
-            d = x - (a + b) / 2
-            logs.append(d if side == second else -d)
+    # B between two A's, or A between two B's: its log less their mean, signed as log(second / first)
+    logs = [(x - (a + b) / 2) * (1 if side == second else -1)
+            for (left, b), (side, x), (right, a) in zip(mine, mine[1:], mine[2:]) if left == right != side]
     if not logs and len(mine) == 2 and mine[0][0] != mine[1][0]:  # one turn each: their plain ratio
         logs.append(dict(mine)[second] - dict(mine)[first])
     return logs
@@ -105,10 +101,8 @@ def _t_cdf(x: float, df: int) -> float:
     norm = math.exp(math.lgamma((df + 1) / 2) - math.lgamma(df / 2)) / math.sqrt(df * math.pi)
     steps = 2000
     h = x / steps
-    total = 0.0
-    for i in range(steps + 1):
-        weight = 1 if i in (0, steps) else 4 if i % 2 else 2
-        total += weight * (1 + (i * h) ** 2 / df) ** (-(df + 1) / 2)
+    total = sum((1 if i in (0, steps) else 4 if i % 2 else 2) * (1 + (i * h) ** 2 / df) ** (-(df + 1) / 2)
+                for i in range(steps + 1))
     return 0.5 + norm * total * h / 3
 
 
@@ -157,11 +151,6 @@ def ratio_text(r: dict) -> str:
     return f"{r['ratio']:.3f}" + (f" ({r['ci95'][0]:.3f}–{r['ci95'][1]:.3f})" if r.get("ci95") else "")
 
 
-def change_text(ratio: float) -> str:
-    """'3.1% slower' or '2.0% faster': the second side's epoch against the first's."""
-    return f"{abs(ratio - 1):.1%} {'slower' if ratio >= 1 else 'faster'}"
-
-
 def _span(found: Sequence[float]) -> str:
     """An interval as changes: '(+2.6% to +3.5%)'."""
     return f"({found[0] - 1:+.1%} to {found[1] - 1:+.1%})"
@@ -175,7 +164,8 @@ def verdict(r: dict) -> str:
     if r.get("ratio") is None:
         return f"no ratio: {r.get('reason')}"
     ratio, found, band_text = r["ratio"], r.get("ci95"), f"±{r.get('within', TOLERANCE):.0%}"
-    change = change_text(ratio)
+    lean = "slower" if ratio >= 1 else "faster"
+    change = f"{abs(ratio - 1):.1%} {lean}"  # '3.1% slower': the second side's epoch against the first's
     why = f"; {r['reason']}" if r.get("reason") else ""
     if not found:
         if not r.get("paired") and not r.get("rounds"):
@@ -191,6 +181,5 @@ def verdict(r: dict) -> str:
     elif said in (LEANS_SLOWER, LEANS_FASTER):
         words = f"{change} {_span(found)}: {said.split()[1]}, not surely beyond {band_text}"
     else:
-        lean = "slower" if ratio >= 1 else "faster"
         words = f"{change} {_span(found)}: unresolved, leans {lean} (the interval holds 1.00 and reaches beyond {band_text})"
     return words + one_launch + why

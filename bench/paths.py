@@ -6,6 +6,7 @@ never sees (bench/run/runner.py worker_env), and by stacks_dir, which only the h
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import sys
@@ -80,8 +81,6 @@ for m in sys.argv[1:]:
 
 def recorded_sampler(folder: Path) -> dict:
     """What the install of the pinned stack in `folder` recorded about its sampler's source ({}: nothing)."""
-    import json
-
     try:
         return json.loads((Path(folder) / COMPLETE_MARK).read_text()).get("sampler") or {}
     except (OSError, ValueError):

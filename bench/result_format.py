@@ -17,6 +17,7 @@ SCHEMA_VERSION = 1
 DATASET_FIELDS = ("name", "num_nodes", "num_edges", "feature_dim", "num_classes")
 UNMEASURED_STATUSES = ("failed", "timeout", "oom", "skipped", "refused", "follower")
 READINGS = ("slower", "faster", "same", "leans slower", "leans faster", "unresolved")  # a pair's reading
+_ID_KEY = {"benchmarks": "cell_id", "unmeasured": "id"}
 
 
 # --- where the writer takes an extra_info field from (pydantic ignores these annotations) -----
@@ -271,9 +272,6 @@ def problems(path: Path, data: dict) -> list[str]:
     except ValidationError as exc:
         return [f"{path}: {_where(err['loc'], data)}: {_what(err)}" for err in exc.errors()]
     return []
-
-
-_ID_KEY = {"benchmarks": "cell_id", "unmeasured": "id"}
 
 
 def _where(loc: tuple, data: dict) -> str:

@@ -3,8 +3,7 @@ made from it: the host's suite model (bench/suite_format.py `Settings`) and `Cel
 a frozen object, sent to the worker as `as_dict` (its digest taken of it), rebuilt by `from_dict` (an unknown key
 refused), read by attribute. A setting with `only`, or a task's own (bench/tasks.py), is in a cell only where it
 applies, else None and out of its dict (WHEN_SET): other cells keep their ids and digests. A plain module (no
-pydantic): types are plain `typing`, bounds `Bounds`, the host's own types named by `HostType`.
-"""
+pydantic): types are plain `typing`, bounds `Bounds`, the host's own types named by `HostType`."""
 
 from __future__ import annotations
 
@@ -179,8 +178,7 @@ class _Values:
     @classmethod
     def from_dict(cls, values: dict):
         """A cell's settings from its dict (sent, or recorded): a key left out its default (None in WHEN_SET)."""
-        unknown = sorted(set(values) - set(NAMES))
-        if unknown:
+        if unknown := sorted(set(values) - set(NAMES)):
             raise SettingsError(f"unknown setting {', '.join(map(repr, unknown))}; known: {', '.join(NAMES)}")
         return cls(**{**{k: None for k in WHEN_SET}, **values})
 

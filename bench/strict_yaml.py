@@ -65,13 +65,9 @@ def _expanded(node) -> tuple[int, int, yaml.Node, int]:
                                           "finished anchors")
                 stack.append((child, False))
             continue
-        values, depth, deepest = 1, 1, current
-        for child in children:
-            child_values, child_depth, child_deepest = done[id(child)]
-            values += child_values
-            if child_depth + 1 > depth:
-                depth, deepest = child_depth + 1, child_deepest
-        done[key] = (values, depth, deepest)
+        found = [done[id(child)] for child in children]
+        depth, deepest = max(((d + 1, n) for _, d, n in found), key=lambda p: p[0], default=(1, current))
+        done[key] = (1 + sum(v for v, _, _ in found), depth, deepest)  # deepest: the first at that depth
         open_nodes.discard(key)
     return (*done[id(node)], len(done))
 
@@ -89,18 +85,15 @@ def load_text(text: str, where: str):
                                   f"{MAX_DEPTH}") from None
         if node is None:
             return None
-        try:
+        try:  # `where` is put before each message (the except below)
             values, depth, deepest, distinct = _expanded(node)
-        except StrictYamlError as exc:
-            raise StrictYamlError(f"{where}: {exc}") from None
-        if depth > MAX_DEPTH:
-            raise StrictYamlError(f"{where}: line {deepest.start_mark.line + 1}: nested {depth} levels deep; "
-                                  f"allowed: at most {MAX_DEPTH}")
-        if values > MAX_VALUES:
-            raise StrictYamlError(f"{where}: " + (f"its aliases expand to {values:,} values (an alias bomb?)"
-                                                  if distinct < values else f"holds {values:,} values")
-                                  + f"; allowed: at most {MAX_VALUES:,} values, aliases expanded")
-        try:
+            if depth > MAX_DEPTH:
+                raise StrictYamlError(f"line {deepest.start_mark.line + 1}: nested {depth} levels deep; "
+                                      f"allowed: at most {MAX_DEPTH}")
+            if values > MAX_VALUES:
+                raise StrictYamlError((f"its aliases expand to {values:,} values (an alias bomb?)"
+                                       if distinct < values else f"holds {values:,} values")
+                                      + f"; allowed: at most {MAX_VALUES:,} values, aliases expanded")
             return loader.construct_document(node)
         except StrictYamlError as exc:
             raise StrictYamlError(f"{where}: {exc}") from None

@@ -1,7 +1,6 @@
 """The suite format: the pydantic model a suite file is checked against, below both halves (run/suite.py
 loads and expands suites with it, publish/reference.py documents it). `Settings` is made from the
-settings table (bench/settings.py), as CellSettings is; the registries give the names a value may take.
-"""
+settings table (bench/settings.py), as CellSettings is; the registries give the names a value may take."""
 
 from __future__ import annotations
 
@@ -130,9 +129,8 @@ class Paired(Strict):
     @field_validator("by")
     @classmethod
     def _axes(cls, value: list[str]) -> list[str]:
-        for axis in value:
-            if axis not in pair_axes():
-                raise ValueError(f"{axis!r} is not an axis of a cell; allowed: {', '.join(pair_axes())}")
+        if unknown := [axis for axis in value if axis not in pair_axes()]:
+            raise ValueError(f"{unknown[0]!r} is not an axis of a cell; allowed: {', '.join(pair_axes())}")
         return list(dict.fromkeys(value))
 
 
@@ -146,16 +144,14 @@ def _plain_names(what: str):
     a dataset key is a part of each cell id, and so of test and file names."""
     def check(value):
         for name in value if isinstance(value, dict) else [value]:
-            problem = plain_name_problem(name)
-            if problem:
+            if problem := plain_name_problem(name):
                 raise ValueError(f"{what}{problem}")
         return value
     return check
 
 
 def _known_backends(value: list[str]) -> list[str]:
-    unknown = [b for b in value if b not in BACKENDS]
-    if unknown:
+    if unknown := [b for b in value if b not in BACKENDS]:
         raise ValueError(f"unknown backend {unknown[0]!r}; allowed: {', '.join(BACKENDS)}")
     return value
 

@@ -1,8 +1,7 @@
 """What a cell trains, each task declared once: a backend declares one task (bench/backends/__init__.py), a
 dataset serves the tasks of its shape (the hub's form: plain, one graph, the link task adding an edge split;
 typed; collection, many small graphs), and a suite pairs only a backend and a dataset that agree. What differs by
-task is read from its `Task`; no other module compares a task's name (tests/test_tasks.py). A plain module.
-"""
+task is read from its `Task`; no other module compares a task's name (tests/test_tasks.py). A plain module."""
 
 from __future__ import annotations
 

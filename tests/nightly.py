@@ -1,4 +1,4 @@
-"""The tests that run nightly (`make test-nightly`, .github/workflows/nightly-tests.yml) instead of
+"""The tests that run nightly (`make test-nightly`, .github/workflows/ci.yml's nightly run) instead of
 in `make test`, which they kept past an hour (70 min on a 2-core VM): each runs real framework cells
 for tens of seconds or minutes, builds an image, or measures what a busy machine spoils. Where a
 narrower test of the same ground stays in `make test`, the reason names it. docs/testing.md lists

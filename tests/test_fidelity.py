@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from types import SimpleNamespace
 
 import pytest
 
@@ -179,7 +180,7 @@ def test_rounds_are_added_until_each_pair_settles_or_the_cap(monkeypatch, tiny_c
     planted here (the runs themselves are the plain-loop tests' business): what is tested is the policy."""
     _, cells = tiny_cells
     cell = next(c for c in cells if fidelity.comparable(c))
-    monkeypatch.setattr(fidelity, "ensure_dataset", lambda *a: None)
+    monkeypatch.setattr(fidelity, "prepared", lambda executor, cell: (cell, SimpleNamespace(dataset_dir=None)))
     planted = {"harness": iter([]), "plain": iter([])}
 
     def side(name):
@@ -210,7 +211,7 @@ def test_a_pair_interrupted_mid_way_keeps_its_finished_rounds(monkeypatch, tiny_
     interrupt still reaches the command. Epochs planted: what is tested is what is kept."""
     _, cells = tiny_cells
     cell = next(c for c in cells if fidelity.comparable(c))
-    monkeypatch.setattr(fidelity, "ensure_dataset", lambda *a: None)
+    monkeypatch.setattr(fidelity, "prepared", lambda executor, cell: (cell, SimpleNamespace(dataset_dir=None)))
     harness, plain = iter([1.0, 1.1, 1.0, 1.1, 1.0]), iter([1.0] * 4)
 
     def plain_run(*a):
@@ -277,7 +278,7 @@ def test_a_failing_pair_is_recorded_and_the_others_still_run(monkeypatch, tiny_c
     chosen = [c for c in cells if fidelity.comparable(c)]
     assert len(chosen) >= 2
 
-    def one(cell, *args):
+    def one(executor, cell, *args):
         if cell.id == chosen[0].id:
             raise fidelity.FidelityError(f"{cell.id}: the plain loop failed: RuntimeError: out of memory")
         done = fidelity.Comparison(cell.id, [], [], [])
@@ -351,7 +352,7 @@ def test_a_stack_without_cuda_skips_its_gpu_pair_with_its_own_reason(side_by_sid
     (--side-by-side), and the pair is skipped with that, not failed."""
     require_stacks("pyg")
     from bench.machine import gpus
-    monkeypatch.setattr(fidelity.gpus, "visible", lambda: gpus.Gpus(("a faked GPU",), "faked"))
+    monkeypatch.setattr(gpus, "visible", lambda: gpus.Gpus(("a faked GPU",), "faked"))  # the executor asks it
     _, cells = gpu_cells
     skipped, failed = {}, {}
     found = fidelity.compare([cells[CUDA_CELL]], cache_dir, None, rounds=1, say=lambda *_: None,

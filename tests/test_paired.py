@@ -13,7 +13,8 @@ import pytest
 
 from bench import paired_ratio
 from bench.run import paired, suite
-from bench.run.session import RunOptions, SessionError, paired_settings
+from bench.run.plan import paired_settings
+from bench.run.session import RunOptions, SessionError
 from tests.conftest import require_stacks, run_suite_text
 
 

@@ -16,6 +16,7 @@ import psutil
 import pytest
 
 from bench.run import session as session_mod
+from bench.run.plan import select_cells
 from bench.run.session import Journal, RunOptions, Session, SessionError, add_run_options
 from tests.conftest import REPO, processes_with, require_stacks, run_suite
 
@@ -200,13 +201,16 @@ def test_resume_needs_a_journal(suite_file, tmp_path):
 
 def test_k_selects_cells_as_pytest_does(suite_file, tmp_path):
     run = Session(RunOptions(suite=str(suite_file), results=tmp_path))
-    run.select("PINNED or rmat and not cpu")  # case-insensitive substrings, pytest's precedence
+
+    def select(expression):  # the plan's -k, on the session's cells
+        run.selected = select_cells(run.cells, expression)
+    select("PINNED or rmat and not cpu")  # case-insensitive substrings, pytest's precedence
     assert [c.id for c in run.selected] == [CELLS[1]]
-    run.select("cpu-cpu and ws")
+    select("cpu-cpu and ws")
     assert [c.id for c in run.selected] == [CELLS[0], CELLS[2]]
     with pytest.raises(SessionError, match="selects none of the suite's 3 cells"):
-        run.select("test_cell and not ws")
-    run.select("workers=1")  # KEY=VALUE: a setting, exactly
+        select("test_cell and not ws")
+    select("workers=1")  # KEY=VALUE: a setting, exactly
     assert [c.id for c in run.selected] == [CELLS[2]]
 
 

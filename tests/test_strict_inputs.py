@@ -10,7 +10,8 @@ import pytest
 
 from bench import cli
 from bench.run import suite
-from bench.run.session import Journal, SessionError, select_cells
+from bench.run.plan import select_cells
+from bench.run.session import Journal, SessionError
 from tests.test_suite_validation import VALID, error_of
 
 

@@ -112,7 +112,7 @@ def test_ten_suites_and_the_merged_ones_select_by_task_and_seed():
     verdicts' method: gnnbench calibrate); the fidelity suite's tasks are selected with -k task=NAME,
     and several seeds are an option (`--seed`), not a suite of their own."""
     from bench.paths import suites_dir
-    from bench.run.session import select_cells
+    from bench.run.plan import select_cells
 
     assert len([p for p in suites_dir().glob("*.yaml") if p.name != "calibration.yaml"]) <= 10
     cells = suite.expand(suite.load("fidelity")[0])

@@ -49,6 +49,10 @@ GRAPHBOLT_WORK_NOTES = {f"hop{k}_{what}": "GraphBolt samples each hop for all th
                                           "layer's destination nodes include the seeds again), where PyG samples "
                                           "for the hop's new nodes only"
                         for k in range(2, 6) for what in ("nodes", "edges")}
+# what the GraphBolt backends share: DGL 2.1's modes and stores, the fused CSC's indptr (8 B per node)
+GRAPHBOLT = dict(stack="dgl", modes=("cpu-cpu", "cpu-cuda", "pinned-cuda", "cuda-cuda"), mode_chart=True,
+                 stores=("memory", "lmdb", "graphbolt-disk"), structure_bytes_per_node=8,
+                 work_notes=GRAPHBOLT_WORK_NOTES)
 PYG_LOADER = "PyG NeighborLoader (+ DDP)"
 
 
@@ -62,27 +66,21 @@ BACKENDS: dict[str, BackendInfo] = {
                                                      "sampled subgraph, or with trim_to_layer the hops the layer "
                                                      "still needs"}),
     # GraphBolt's fused CSC sampling graph: indptr (8 B per node), indices (8 B per edge)
-    "dgl-graphbolt": BackendInfo("bench.backends.dgl_graphbolt", "dgl",
-                                 ("cpu-cpu", "cpu-cuda", "pinned-cuda", "cuda-cuda"),
-                                 ("memory", "lmdb", "graphbolt-disk"), mode_chart=True,
-                                 options=("amp", "gpu_cache", "same_layer_edges"),
-                                 structure_bytes_per_node=8, structure_bytes_per_edge=8, structure_on_hub_maps=True,
-                                 plain_loop="graphbolt_loop", work_notes=GRAPHBOLT_WORK_NOTES, lifecycle="DGL GraphBolt"),
+    "dgl-graphbolt": BackendInfo("bench.backends.dgl_graphbolt", **GRAPHBOLT, structure_bytes_per_edge=8,
+                                 structure_on_hub_maps=True, options=("amp", "gpu_cache", "same_layer_edges"),
+                                 plain_loop="graphbolt_loop", lifecycle="DGL GraphBolt"),
     # typed graphs (bench/backends/typed.py: the shared R-GCN / R-GAT), PyG's HeteroData per relation
     "pyg-hetero": BackendInfo("bench.backends.pyg_hetero", "pyg", ("cpu-cpu", "cpu-cuda"), ("memory", "lmdb"),
-                              task="typed-node", models=("rgcn", "rgat"), options=("pin_memory", "amp"),
-                              structure_bytes_per_node=8, structure_bytes_per_edge=16,
-                              plain_loop="pyg_hetero_loop",
+                              task="typed-node", models=("rgcn", "rgat"),
+                              options=("pin_memory", "amp", "trim_to_layer"), structure_bytes_per_node=8,
+                              structure_bytes_per_edge=16, plain_loop="pyg_hetero_loop",
                               work_notes={"layer": "PyG's HeteroConv computes every node of every type it is "
-                                                   "given: the whole sampled subgraph in every layer"}),
-    "dgl-graphbolt-hetero": BackendInfo("bench.backends.dgl_graphbolt_hetero", "dgl",
-                                        ("cpu-cpu", "cpu-cuda", "pinned-cuda", "cuda-cuda"),
-                                        ("memory", "lmdb", "graphbolt-disk"), task="typed-node",
-                                        models=("rgcn", "rgat"), mode_chart=True,
-                                        options=("amp", "same_layer_edges"),
+                                                   "given: the whole sampled subgraph in every layer, or with "
+                                                   "trim_to_layer the hops the layer still needs"}),
+    "dgl-graphbolt-hetero": BackendInfo("bench.backends.dgl_graphbolt_hetero", **GRAPHBOLT, task="typed-node",
+                                        models=("rgcn", "rgat"), options=("amp", "same_layer_edges"),
                                         # the fused CSC: indptr, indices and a type byte per edge
-                                        structure_bytes_per_node=8, structure_bytes_per_edge=9,
-                                        plain_loop="graphbolt_hetero_loop", work_notes=GRAPHBOLT_WORK_NOTES),
+                                        structure_bytes_per_edge=9, plain_loop="graphbolt_hetero_loop"),
     "feature-gather": BackendInfo("bench.backends.feature_gather", "pyg", ("cpu-cpu",), ("memory", "lmdb"),
                                   seeds_are_training_seeds=False, lifecycle=PYG_LOADER),
     "pyg-dist": BackendInfo("bench.backends.pyg_dist", "pyg-dist", ("cpu-cpu",), options=("amp",),
@@ -92,12 +90,9 @@ BACKENDS: dict[str, BackendInfo] = {
     "pyg-link": BackendInfo("bench.backends.pyg_link", "pyg", ("cpu-cpu", "cpu-cuda"), ("memory", "lmdb"),
                             task="link", options=("pin_memory", "amp", "neg_mode"),
                             structure_bytes_per_node=8, structure_bytes_per_edge=16, plain_loop="pyg_link_loop"),
-    "dgl-graphbolt-link": BackendInfo("bench.backends.dgl_graphbolt_link", "dgl",
-                                      ("cpu-cpu", "cpu-cuda", "pinned-cuda", "cuda-cuda"),
-                                      ("memory", "lmdb", "graphbolt-disk"), task="link", mode_chart=True,
+    "dgl-graphbolt-link": BackendInfo("bench.backends.dgl_graphbolt_link", **GRAPHBOLT, task="link",
                                       options=("amp", "gpu_cache", "same_layer_edges"),
-                                      structure_bytes_per_node=8, structure_bytes_per_edge=8,
-                                      plain_loop="graphbolt_link_loop", work_notes=GRAPHBOLT_WORK_NOTES),
+                                      structure_bytes_per_edge=8, plain_loop="graphbolt_link_loop"),
     "pyg-graphs": BackendInfo("bench.backends.pyg_graphs", "pyg", ("cpu-cpu", "cpu-cuda"),
                               ("memory", "lmdb", "sqlite"), task="graph", options=("pin_memory", "amp"),
                               lifecycle=PYG_LOADER),

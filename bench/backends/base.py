@@ -155,9 +155,8 @@ def grad_scaler(device_type: str):
     """fp16's GradScaler: torch.amp's (torch >= 2.3), else torch.cuda.amp's (the dgl stack's 2.2)."""
     import torch
 
-    scaler = getattr(torch.amp, "GradScaler", None)
-    if scaler is not None:
-        return scaler(device_type)
+    if hasattr(torch.amp, "GradScaler"):
+        return torch.amp.GradScaler(device_type)
     return torch.cuda.amp.GradScaler(enabled=device_type == "cuda")
 
 
@@ -386,6 +385,11 @@ class Pipeline(abc.ABC):
             conv.eval()
         indptr, sources, n = np.asarray(graph.csc_indptr), graph.edge_index[0], graph.num_nodes
         x = None  # the previous layer's output for every node; the input layer reads data.features
+
+        def read(ids):  # the rows of x, or of data.features where there is none yet
+            if x is not None:
+                return x[torch.from_numpy(ids).to(x.device)]
+            return torch.from_numpy(np.ascontiguousarray(data.features[ids])).to(self.device)
         with torch.no_grad(), self.autocast():
             for i, conv in enumerate(convs):
                 out = None
@@ -394,7 +398,7 @@ class Pipeline(abc.ABC):
                     src = np.asarray(sources[indptr[a]:indptr[b]])
                     rows, src_local = np.unique(src, return_inverse=True)
                     dst_local = np.repeat(np.arange(b - a), np.diff(indptr[a:b + 1]))
-                    x_src, x_dst = (self._rows(data, x, r) for r in (rows, np.arange(a, b)))
+                    x_src, x_dst = read(rows), read(np.arange(a, b))
                     h = self.full_layer(conv, x_src, x_dst, torch.from_numpy(src_local.reshape(-1)),
                                         torch.from_numpy(dst_local))
                     if out is None:
@@ -402,14 +406,6 @@ class Pipeline(abc.ABC):
                     out[a:b] = h
                 x = out if i == len(convs) - 1 else F.relu(out)  # dropout is off in eval
         return x
-
-    def _rows(self, data, x, rows):
-        import numpy as np
-        import torch
-
-        if x is not None:
-            return x[torch.from_numpy(rows).to(x.device)]
-        return torch.from_numpy(np.ascontiguousarray(data.features[rows])).to(self.device)
 
     def count_correct(self, split: str) -> tuple[int, int]:
         """(right predictions, predictions) over a split, on this process alone."""

@@ -23,10 +23,8 @@ RAPIDS_MODULES = ("cugraph_pyg", "pylibcugraph", "pylibwholegraph", "rmm", "cupy
 def missing() -> str | None:
     """Why cuGraph-PyG cannot be used in this interpreter (its modules absent), or None."""
     absent = [m for m in RAPIDS_MODULES if importlib.util.find_spec(m) is None]
-    if absent:
-        return (f"cuGraph-PyG is not installed in this interpreter ({', '.join(absent)} missing): its stack "
-                "(docker/requirements-cugraph-pyg.txt) is built in the GPU images only")
-    return None
+    return (f"cuGraph-PyG is not installed in this interpreter ({', '.join(absent)} missing): its stack "
+            "(docker/requirements-cugraph-pyg.txt) is built in the GPU images only") if absent else None
 
 
 def unavailable(mode: str, world_size: int = 1) -> str | None:

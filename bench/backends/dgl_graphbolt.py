@@ -126,9 +126,7 @@ def gpu_build_problem() -> str | None:
 def unavailable(mode_name: str, world_size: int = 1) -> str | None:
     """base.unavailable_reason, and for a GPU mode a DGL build that has the GPU ops."""
     reason = base.unavailable_reason(mode_name, world_size)
-    if reason is None and modes.mode(mode_name).needs_gpu:
-        reason = gpu_build_problem()
-    return reason
+    return reason or (gpu_build_problem() if modes.mode(mode_name).needs_gpu else None)
 
 
 class Pipeline(base.TrainingPipeline):
@@ -209,18 +207,17 @@ class Pipeline(base.TrainingPipeline):
         pipe = fetcher = pipe.fetch_feature(self.features, node_feature_keys=self.feature_keys)
         if timing:
             fetcher.transformer = stages.timed(fetcher.transformer, "fetch", sync)
-        copier = None
         # timed only where it copies (to a GPU): on the CPU the time is waiting on the prefetch thread
-        timing_copy = timing and self.device.type == "cuda"
+        timing_copy = timing and mode.copies_batches and self.device.type == "cuda"
         if mode.copies_batches:
             pipe = copier = pipe.copy_to(self.device)
             if timing_copy:
                 pipe = pipe.transform(stages.finish("copy", stages.cuda_sync(self.device)))
         # the fetch on a side stream where training is on the GPU (DGL's default); not in cpu-cpu
         loader = gb.DataLoader(pipe, num_workers=num_workers, overlap_feature_fetch=mode.overlap_feature_fetch)
-        if timing_copy and copier is not None:
+        if timing_copy:
             # note when copy_to takes each minibatch from the prefetcher gb.DataLoader put before it
-            copier.datapipe = _CopyStarts(copier.datapipe, self.device)
+            copier.datapipe = _CopyStarts(copier.datapipe)
         return loader
 
     def _sample(self, pipe):
@@ -277,16 +274,14 @@ def _size(value) -> int:
 
 
 class _CopyStarts(IterDataPipe):
-    """Notes when copy_to takes each minibatch (and the bytes it moves to a GPU): the copy timed where it runs."""
+    """Notes when copy_to takes each minibatch to the GPU (and the bytes it moves): timed where it runs."""
 
-    def __init__(self, datapipe, device):
+    def __init__(self, datapipe):
         self.datapipe = datapipe
-        self.to_gpu = device.type == "cuda"
 
     def __iter__(self):
         for minibatch in self.datapipe:
-            if self.to_gpu:
-                setattr(minibatch, stages.BYTES, _host_bytes(minibatch))
+            setattr(minibatch, stages.BYTES, _host_bytes(minibatch))
             setattr(minibatch, stages.STARTED, time.perf_counter())
             yield minibatch
 

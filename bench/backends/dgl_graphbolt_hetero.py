@@ -51,9 +51,8 @@ def hetero_layer(kind: str, relations: list[tuple[str, str, str]]):
 
     def make(in_widths: dict, out: int, heads: int, concat: bool):
         def conv(src: str, dst: str):
-            pair = (in_widths[src], in_widths[dst])
             if kind == "rgat":
-                return _GatRelation(pair, out, heads, concat)
+                return _GatRelation((in_widths[src], in_widths[dst]), out, heads, concat)
             return _MeanThroughWeight(in_widths[src], out)
 
         layer = dgl_graphbolt.FeaturesFirst(HeteroGraphConv({name: conv(src, dst) for src, name, dst in relations},

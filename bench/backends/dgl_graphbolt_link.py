@@ -60,12 +60,9 @@ class Pipeline(link.LinkPipeline, dgl_graphbolt.Pipeline):
         return src.cpu().numpy(), dst.cpu().numpy()
 
     def sampled_edges(self, minibatch):
-        srcs, dsts = [], []
-        for block in minibatch.sampled_subgraphs:
-            csc = block.sampled_csc
-            rows, cols = block.original_row_node_ids, block.original_column_node_ids
-            srcs.append(rows[csc.indices.long()].cpu())
-            dsts.append(cols.repeat_interleave(csc.indptr.diff()).cpu())
+        blocks = minibatch.sampled_subgraphs
+        srcs = [b.original_row_node_ids[b.sampled_csc.indices.long()].cpu() for b in blocks]
+        dsts = [b.original_column_node_ids.repeat_interleave(b.sampled_csc.indptr.diff()).cpu() for b in blocks]
         return torch.cat(srcs).numpy(), torch.cat(dsts).numpy()
 
     @staticmethod

@@ -29,9 +29,8 @@ def first_hop(layers: list[tuple], starts: list[int]) -> list[tuple]:
 
 def _layers(subgraphs) -> list[dict]:
     """Each layer's {edge type: (indptr, indices)}, an untyped graph's under None."""
-    cscs = [s.sampled_csc for s in subgraphs]
     return [{k: (c.indptr, c.indices) for k, c in (csc.items() if isinstance(csc, dict) else [(None, csc)])}
-            for csc in cscs]
+            for csc in (s.sampled_csc for s in subgraphs)]
 
 
 def attach(minibatch):
@@ -64,12 +63,10 @@ def starts(minibatch) -> dict:
 def first_hop_csc(minibatch) -> list[dict]:
     """first_hop per edge type ({edge type: (indptr, indices)} per layer, an untyped graph's under None)."""
     layers, at = _layers(minibatch.sampled_subgraphs), starts(minibatch)
-    out = [dict() for _ in layers]
-    for etype in layers[0]:  # GraphBolt gives every layer every edge type (fused_csc_sampling_graph)
-        cscs = first_hop([layer[etype] for layer in layers], [at[i, etype] for i in range(len(layers) - 1)])
-        for i, csc in enumerate(cscs):
-            out[i][etype] = csc
-    return out
+    # GraphBolt gives every layer every edge type (fused_csc_sampling_graph)
+    by_type = {t: first_hop([layer[t] for layer in layers], [at[i, t] for i in range(len(layers) - 1)])
+               for t in layers[0]}
+    return [{t: cscs[i] for t, cscs in by_type.items()} for i in range(len(layers))]
 
 
 def blocks(minibatch, same: bool) -> list:

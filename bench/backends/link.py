@@ -106,9 +106,7 @@ def link_model(encoder, hidden: int, decoder: str):
             return h if src is None else self.score(h[src], h[dst])
 
         def score(self, h_src, h_dst):
-            if self.mlp is None:
-                return (h_src * h_dst).sum(dim=-1)
-            return self.mlp(h_src * h_dst).squeeze(-1)
+            return (h_src * h_dst).sum(dim=-1) if self.mlp is None else self.mlp(h_src * h_dst).squeeze(-1)
 
     model = LinkModel()
     base.same_start(model)  # the decoder too (the encoder started so already)
@@ -194,10 +192,9 @@ class LinkPipeline(base.LinkHooks):
         if self.split.meta.get("given"):  # OGB's or the user's split: scored by its own protocol
             out.append(f"the dataset's own edge split, scored by its protocol: {link_split.PROTOCOLS[self.split.protocol]}")
         if self.settings.exclusion == "none":
-            b, e = self.leaks["batches"], self.leaks["sampled_edges"]
-            out.insert(0, f"exclusion none: the accuracy includes the leak: {self.leaks['leaked_batches']} of {b} "
-                          f"training batches of the first epoch sampled their own positive seed edges or reverses "
-                          f"({self.leaks['leaked_edges']} of {e} sampled edges)")
+            out.insert(0, "exclusion none: the accuracy includes the leak: {leaked_batches} of {batches} "
+                          "training batches of the first epoch sampled their own positive seed edges or reverses "
+                          "({leaked_edges} of {sampled_edges} sampled edges)".format(**self.leaks))
         if self.settings.neg_mode == "binary":
             out.append("neg_mode binary (PyG's default): negatives draw both ends; GraphBolt's "
                        "sample_uniform_negative keeps the source (triplet)")
@@ -217,9 +214,7 @@ class LinkPipeline(base.LinkHooks):
 
     def evaluate(self, split: str) -> float | None:
         """The split's figure by its protocol (what time to target trains to)."""
-        if self.model is None:
-            return None
-        return protocol_figure(self.split, self.split_metrics(split))
+        return None if self.model is None else protocol_figure(self.split, self.split_metrics(split))
 
     def count_correct(self, split: str) -> tuple[float, int]:
         """(the figure times the positives, positives): summed over ranks, their ratio is the figure."""

@@ -43,13 +43,6 @@ def _graph(x, edge_index, label: int) -> Data:
     return Data(x=torch.from_numpy(x), edge_index=torch.from_numpy(edge_index), y=torch.tensor([label]))
 
 
-def to_batch(columns: molecules.GraphColumns) -> Batch:
-    """A batch's graphs as one PyG `Batch`, equal to `Batch.from_data_list` of their `Data`."""
-    out = Batch(**{k: torch.from_numpy(v) for k, v in molecules.collate(columns).items()})
-    out._num_graphs = len(columns.y)
-    return out
-
-
 class ArrayGraphs(InMemoryDataset):
     """Every graph in memory: the dataset's arrays already are PyG's `(data, slices)` layout."""
 
@@ -76,7 +69,7 @@ class StoredGraphs(Dataset):
     def __len__(self) -> int:
         return len(self.store)
 
-    def __getitem__(self, g: int) -> Data:
+    def __getitem__(self, g: int) -> Data:  # one graph (test_graph_level compares it with PyG's collate)
         return _graph(*self.store.get(int(g)))
 
     def read_many(self, ids: list[int]) -> molecules.GraphColumns:
@@ -95,7 +88,9 @@ class Batches(Dataset):
 
     def __getitem__(self, ids: list[int]) -> Batch:
         started = time.perf_counter()
-        batch = to_batch(self.graphs.read_many(ids))
+        columns = self.graphs.read_many(ids)  # collated as `Batch.from_data_list` of their `Data` would
+        batch = Batch(**{k: torch.from_numpy(v) for k, v in molecules.collate(columns).items()})
+        batch._num_graphs = len(columns.y)
         return stages.stamp(batch, "fetch", time.perf_counter() - started) if self.timed else batch
 
 

@@ -11,8 +11,9 @@ from torch_geometric.data import HeteroData
 from torch_geometric.nn import GATConv, HeteroConv, SAGEConv
 
 from bench.backends import base, stages
-from bench.backends.pyg_node import CscGraphStore, RowFeatureStore, SampledFromHub, neighbor_sampler_in_use
-from bench.backends.typed import per_head, rgcn_layer, typed_counts
+from bench.backends.pyg_node import (CscGraphStore, RowFeatureStore, SampledFromHub, neighbor_sampler_in_use,
+                                     read_off_hops, trim_layer)
+from bench.backends.typed import per_head, rgcn_layer, typed_counts, typed_model
 from bench.stores import features_in_memory, open_store
 
 
@@ -60,6 +61,11 @@ class Pipeline(base.TypedHooks, SampledFromHub, base.TrainingPipeline):
             return found + "; typed: torch_sparse.hetero_neighbor_sample, per-hop counts read off the batch"
         return found + "; typed: hetero_neighbor_sample, per-hop counts reported by the sampler"
 
+    def make_model(self, data):
+        """The shared typed model; with `trim_to_layer` each layer on the hops it still needs (PyG's way)."""
+        return typed_model(hetero_layer(self.settings.model, data.relations), data, self.settings,
+                           trim=trim_layer if self.settings.trim_to_layer else None)
+
     def _graph(self, data, store: str):
         if not features_in_memory(store):
             graph = CscGraphStore()
@@ -71,8 +77,9 @@ class Pipeline(base.TypedHooks, SampledFromHub, base.TrainingPipeline):
     def forward(self, model, batch):
         x = {t: batch[t].x for t in batch.node_types if "x" in batch[t]}
         ids = {t: batch[t].n_id for t in self.featureless}
-        size = batch[self.target].batch_size
-        out = model(x, ids, [batch.edge_index_dict] * len(self.settings.fanout))
+        size, layers = batch[self.target].batch_size, len(self.settings.fanout)
+        hops = typed_hops(batch, self.target, layers) if self.settings.trim_to_layer else None
+        out = model(x, ids, [batch.edge_index_dict] * layers, hops=hops)
         return out[:size], batch[self.target].y[:size]
 
     def count(self, batch) -> tuple[int, int]:
@@ -83,41 +90,21 @@ class Pipeline(base.TypedHooks, SampledFromHub, base.TrainingPipeline):
         nodes, edges, typed = typed_counts(hop_nodes, {":".join(r): v for r, v in hop_edges.items()})
         xs = [batch[t].x for t in batch.node_types if "x" in batch[t]]
         return stages.subgraph_work(nodes, edges, sum(nodes), stages.tensor_bytes(xs), self.settings.model != "none",
-                                    typed=typed)
+                                    self.settings.trim_to_layer, typed=typed)
 
 
 def typed_hops(batch, target: str, num_hops: int) -> tuple[dict[str, list[int]], dict[tuple, list[int]]]:
     """({node type: [seeds, nodes first reached at hop 1, ...]}, {relation: [edges of hop 1, ...]})
-    of a HeteroData batch: pyg-lib's, or read off torch-sparse's as pyg_node.sampled_per_hop does."""
+    of a HeteroData batch: pyg-lib's, or read off torch-sparse's (pyg_node.read_off_hops)."""
     types, relations = batch.node_types, batch.edge_types
     reported_n = {t: batch[t].get("num_sampled_nodes") for t in types}
     reported_e = {r: batch[r].get("num_sampled_edges") for r in relations}
     if all(v is not None for v in reported_n.values()) and all(v is not None for v in reported_e.values()):
         return ({t: [int(n) for n in v] for t, v in reported_n.items()},
                 {r: [int(e) for e in v] for r, v in reported_e.items()})
-    totals = {t: int(batch[t].num_nodes) for t in types}
-    ends = dict.fromkeys(types, 0)
-    ends[target] = int(batch[target].batch_size)
-    hop_nodes = {t: [ends[t]] for t in types}
-    hop_edges: dict[tuple, list[int]] = {r: [] for r in relations}
-    index = {r: batch[r].edge_index.numpy() for r in relations}
-    first = dict.fromkeys(relations, 0)
-    for hop in range(num_hops):
-        last_hop = hop == num_hops - 1
-        reached = dict(ends)
-        for r in relations:
-            src, dst = index[r]
-            last = len(dst) if last_hop else int(dst.searchsorted(ends[r[2]]))
-            hop_edges[r].append(last - first[r])
-            if last > first[r]:
-                reached[r[0]] = max(reached[r[0]], int(src[first[r]:last].max()) + 1)
-            first[r] = last
-        if last_hop:
-            reached = totals
-        for t in types:
-            hop_nodes[t].append(reached[t] - ends[t])
-        ends = reached
-    return hop_nodes, hop_edges
+    seeds = {t: int(batch[target].batch_size) if t == target else 0 for t in types}
+    return read_off_hops({r: batch[r].edge_index.numpy() for r in relations}, seeds,
+                         {t: int(batch[t].num_nodes) for t in types}, num_hops)
 
 
 def hetero_data(data) -> HeteroData:

@@ -102,8 +102,7 @@ class ExcludeSeedEdges:
         else:
             input_id, label_index = out.metadata[:2]
             src_index, dst_pos_index = label_index[0, :input_id.numel()], label_index[1, :input_id.numel()]
-        n = self.num_nodes
-        node = out.node
+        n, node = self.num_nodes, out.node
         pos_src, pos_dst = node[src_index], node[dst_pos_index]
         seeds = torch.cat([pos_src * n + pos_dst, pos_dst * n + pos_src])
         keep = ~torch.isin(node[out.row] * n + node[out.col], seeds)

@@ -41,9 +41,8 @@ def scatter_without_cpu_only_torch_scatter(device) -> str | None:
     torch's scatter_reduce); what was done, or None."""
     import torch_geometric.typing as pyg_typing
 
-    if device is None or device.type != "cuda" or not pyg_typing.WITH_TORCH_SCATTER:
-        return None
-    if torch.ops.torch_scatter.cuda_version() != -1:
+    if (device is None or device.type != "cuda" or not pyg_typing.WITH_TORCH_SCATTER
+            or torch.ops.torch_scatter.cuda_version() != -1):
         return None
     pyg_typing.WITH_TORCH_SCATTER = False
     return "torch-scatter has no CUDA kernels here: PyG's scatter takes torch's scatter_reduce"
@@ -155,25 +154,40 @@ class HopCounts:
 
 def sampled_per_hop(batch, num_hops: int, num_nodes: int, seeds: int | None = None) -> tuple[list[int], list[int]]:
     """([seeds, nodes first reached at hop 1, ...], [edges of hop 1, ...]) of a NeighborLoader batch
-    of `num_nodes` nodes (`seeds` numbered first, default its batch_size): pyg-lib reports them;
-    torch-sparse numbers nodes in the order first reached and gives edges hop by hop, so hop k's
-    edges end where destinations pass hop k-1's range (on numpy views: torch's calls cost more)."""
+    of `num_nodes` nodes (`seeds` numbered first, default its batch_size): pyg-lib reports them, else
+    `read_off_hops`."""
     found = batch._store  # the Data's own attributes: a missing one is an exception for getattr
     nodes, edges = found.get("num_sampled_nodes"), found.get("num_sampled_edges")
     if nodes is not None and edges is not None:
         return [int(n) for n in nodes], [int(e) for e in edges]
-    edge_index = batch.edge_index.numpy()
-    src, dst = edge_index[0], edge_index[1]
-    hop_nodes, hop_edges = [int(batch.batch_size if seeds is None else seeds)], []
-    first, end = 0, hop_nodes[0]  # hop k's edges start at `first`; reached nodes end at `end`
-    for _ in range(num_hops - 1):
-        last = int(dst.searchsorted(end))  # the first edge whose destination was not yet reached
-        reached = int(src[first:last].max()) + 1 if last > first else end
-        hop_edges.append(last - first)
-        hop_nodes.append(max(reached, end) - end)
-        first, end = last, max(reached, end)
-    hop_edges.append(len(dst) - first)
-    hop_nodes.append(num_nodes - end)
+    whole = (None, None, None)  # the graph as the one relation of node type None
+    hop_nodes, hop_edges = read_off_hops({whole: batch.edge_index.numpy()},
+                                         {None: int(batch.batch_size if seeds is None else seeds)},
+                                         {None: num_nodes}, num_hops)
+    return hop_nodes[None], hop_edges[whole]
+
+
+def read_off_hops(index: dict, seeds: dict, totals: dict, num_hops: int) -> tuple[dict, dict]:
+    """({node type: [seeds, nodes first reached at hop 1, ...]}, {relation: [edges of hop 1, ...]}) of
+    torch-sparse's edges `index` ({(src type, name, dst type): [2, E] numpy}; `seeds` and `totals` nodes
+    per type): it numbers nodes in the order first reached and gives edges hop by hop, so hop k's edges
+    end where destinations pass hop k-1's range (on numpy views: torch's calls cost more)."""
+    ends = dict(seeds)
+    hop_nodes: dict = {t: [n] for t, n in ends.items()}
+    hop_edges: dict = {r: [] for r in index}
+    first = dict.fromkeys(index, 0)
+    for hop in range(num_hops):
+        last_hop = hop == num_hops - 1
+        reached = dict(ends)
+        for r, (src, dst) in index.items():
+            last = len(dst) if last_hop else int(dst.searchsorted(ends[r[2]]))
+            hop_edges[r].append(last - first[r])
+            if last > first[r]:
+                reached[r[0]] = max(reached[r[0]], int(src[first[r]:last].max()) + 1)
+            first[r] = last
+        for t in ends:
+            hop_nodes[t].append((totals if last_hop else reached)[t] - ends[t])
+        ends = reached
     return hop_nodes, hop_edges
 
 
@@ -188,10 +202,8 @@ class RowFeatureStore(FeatureStore):
     @staticmethod
     def _index(attr: TensorAttr, size: int) -> torch.Tensor:
         index = attr.index if attr.is_set("index") else None
-        if index is None:
-            return torch.arange(size)
-        if isinstance(index, slice):
-            return torch.arange(size)[index]
+        if index is None or isinstance(index, slice):
+            return torch.arange(size)[index or slice(None)]
         return torch.as_tensor(index)
 
     def _get_tensor(self, attr: TensorAttr) -> torch.Tensor | None:

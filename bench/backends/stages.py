@@ -28,9 +28,7 @@ def label(stage: str) -> str:
 
 def split_line(recorded: dict | None) -> str | None:
     """A recorded `stages` dict as one line, binding stage first: 'fetch 61 % · sample 20 % · ...'."""
-    if not recorded:
-        return None
-    whole = sum(float(recorded.get(s) or 0.0) for s in STAGES)
+    whole = sum(float(recorded.get(s) or 0.0) for s in STAGES) if recorded else 0.0
     if not whole:
         return None
     parts = sorted(((float(recorded.get(s) or 0.0) / whole, s) for s in STAGES), reverse=True)
@@ -90,12 +88,7 @@ def finish(stage: str, sync=None):
     def run(batch):
         if sync is not None:
             sync()
-        seconds = _perf() - getattr(batch, STARTED)
-        delattr(batch, STARTED)
-        nbytes = getattr(batch, BYTES, 0)
-        if nbytes:
-            delattr(batch, BYTES)
-        return stamp(batch, stage, seconds, nbytes)
+        return stamp(batch, stage, _perf() - vars(batch).pop(STARTED), vars(batch).pop(BYTES, 0))
 
     return run
 
@@ -182,11 +175,9 @@ def add_typed(total: dict, typed: dict) -> None:
 
 
 def _add_into(total: list, values) -> None:
+    total.extend([0] * (len(values) - len(total)))
     for i, v in enumerate(values):
-        if i < len(total):
-            total[i] += int(v)
-        else:
-            total.append(int(v))
+        total[i] += int(v)
 
 
 class EpochClock:
@@ -250,10 +241,9 @@ class EpochClock:
     def split(self, epoch_seconds: float, allreduce_seconds: float) -> dict:
         """The epoch's stages, adding up to `epoch_seconds` (all-reduce out of the backward it overlaps)."""
         self._settle()
-        out = dict(self.seconds)
+        out = dict(self.seconds, other=0.0)
         out["allreduce"] = min(allreduce_seconds, out["forward_backward"])
         out["forward_backward"] -= out["allreduce"]
-        out["other"] = 0.0
         out["other"] = max(epoch_seconds - sum(out.values()), 0.0)
         return out
 

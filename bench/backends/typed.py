@@ -8,6 +8,8 @@ DGL's GraphBolt R-GCN example does (PyG's downloads metapath2vec embeddings: not
 
 from __future__ import annotations
 
+from itertools import zip_longest
+
 from bench.backends.initialisation import same_start
 from bench.settings import DROPOUT, CellSettings
 
@@ -18,9 +20,10 @@ def input_widths(data) -> dict[str, int]:
     return {t: int(info["feature_dim"]) or width for t, info in data.meta["node_types"].items()}
 
 
-def typed_model(layer, data, settings: CellSettings):
+def typed_model(layer, data, settings: CellSettings, trim=None):
     """The shared typed model, model(x_dict, featureless types' node ids, [graph per layer]), from
-    `layer(in_widths, out_width, heads, concat)`: one framework layer over every relation."""
+    `layer(in_widths, out_width, heads, concat)`: one framework layer over every relation; `trim` as
+    graphsage's (base.py: PyG's trim_to_layer, where the call passes `hops`)."""
     import torch
     import torch.nn.functional as F
 
@@ -40,12 +43,14 @@ def typed_model(layer, data, settings: CellSettings):
                 layer(dims[i], hidden if i < layers - 1 else classes, heads, i < layers - 1)
                 for i in range(layers))
 
-        def forward(self, x_dict: dict, node_ids: dict, graphs: list):
+        def forward(self, x_dict: dict, node_ids: dict, graphs: list, hops=None):
             x = dict(x_dict)
             for t, emb in self.embeddings.items():
                 if t in node_ids:
                     x[t] = emb(node_ids[t].to(emb.weight.device).long())
             for i, (conv, graph) in enumerate(zip(self.layers, graphs)):
+                if trim is not None and hops is not None:
+                    x, graph = trim(i, x, graph, hops)
                 x = conv(x, graph)
                 if i < len(self.layers) - 1:
                     x = {t: F.dropout(F.relu(v), p=DROPOUT, training=self.training) for t, v in x.items()}
@@ -88,8 +93,5 @@ def per_head(out_width: int, heads: int, concat: bool) -> int:
 
 def typed_counts(hop_nodes: dict[str, list[int]], hop_edges: dict[str, list[int]]) -> tuple[list[int], list[int], dict]:
     """(nodes per hop, edges per hop: totals over types, the typed breakdown) for a BatchWork."""
-    hops_n = max((len(v) for v in hop_nodes.values()), default=0)
-    hops_e = max((len(v) for v in hop_edges.values()), default=0)
-    nodes = [sum(v[i] for v in hop_nodes.values() if i < len(v)) for i in range(hops_n)]
-    edges = [sum(v[i] for v in hop_edges.values() if i < len(v)) for i in range(hops_e)]
+    nodes, edges = ([sum(h) for h in zip_longest(*d.values(), fillvalue=0)] for d in (hop_nodes, hop_edges))
     return nodes, edges, {"hop_nodes": hop_nodes, "hop_edges": hop_edges}

@@ -33,12 +33,11 @@ RULES = [
 def dgl_name(pyg_name: str, dgl_names) -> str:
     """DGL's name of PyG's parameter `pyg_name` among `dgl_names` (KeyError naming it where absent)."""
     for pattern, candidates in RULES:
-        match = re.match(pattern, pyg_name)
-        if match:
-            for candidate in candidates:
-                if match.expand(candidate) in dgl_names:
-                    return match.expand(candidate)
-            raise KeyError(f"{pyg_name}: DGL's model has none of {[match.expand(c) for c in candidates]}")
+        if match := re.match(pattern, pyg_name):
+            names = [match.expand(c) for c in candidates]
+            if found := [name for name in names if name in dgl_names]:
+                return found[0]
+            raise KeyError(f"{pyg_name}: DGL's model has none of {names}")
     if pyg_name in dgl_names:
         return pyg_name
     raise KeyError(f"{pyg_name}: DGL's model has no parameter of that name")

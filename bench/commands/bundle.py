@@ -86,11 +86,8 @@ class Target:
         return tags + ([f"linux_{self.machine}"] if local else [])
 
     def pip_options(self, local: bool = False) -> list[str]:
-        options = ["--only-binary=:all:", "--python-version", self.python, "--implementation", "cp",
-                   "--abi", self.abi]
-        for tag in self.platform_tags(local):
-            options += ["--platform", tag]
-        return options
+        return ["--only-binary=:all:", "--python-version", self.python, "--implementation", "cp",
+                "--abi", self.abi, *(o for tag in self.platform_tags(local) for o in ("--platform", tag))]
 
     def is_here(self) -> bool:
         return (sys.version_info.major, sys.version_info.minor) == (3, self.minor) and platform.machine() == self.machine
@@ -180,8 +177,7 @@ def check_folder(out: Path) -> list[str]:
     if not isinstance(listed, list) or not all(isinstance(f, str) and _inside(out, f) for f in listed):
         raise InputError(f"{manifest_file}: `files` is not a list of paths inside {out}; give a new or empty folder "
                          "(nothing outside it is ever removed)")
-    foreign = [rel for rel, _ in source_files() if rel not in listed and os.path.lexists(out / rel)]
-    if foreign:
+    if foreign := [rel for rel, _ in source_files() if rel not in listed and os.path.lexists(out / rel)]:
         raise InputError(f"{out / foreign[0]}: is there and {manifest_file.name} does not list it as written by "
                          f"gnnbench bundle ({len(foreign)} such file(s)); an update replaces only what the bundle wrote: "
                          "move them away, or give a new folder")
@@ -198,13 +194,12 @@ def _inside(out: Path, rel: str) -> bool:
 
 def source_files() -> list[tuple[str, Path]]:
     """What copy_source writes: (path in the bundle, source file), gnnbench's tree and install.sh."""
-    skip = ("__pycache__",)
     found = []
     for part in SOURCE_PARTS:
         src = repo_root() / part
         files = [src] if src.is_file() else sorted(
             f for f in src.rglob("*") if f.is_file() and not f.name.endswith(".pyc") and f.name != ".revision"
-            and not any(p in skip for p in f.relative_to(src).parts))
+            and "__pycache__" not in f.relative_to(src).parts)
         found += [(f"gnnbench/{f.relative_to(repo_root()).as_posix()}", f) for f in files]
     return found + [("install.sh", repo_root() / NODE_SCRIPT)]
 
@@ -231,8 +226,7 @@ def sampler_from_index(out: Path, target: Target, tag: str, torch: str, cuda: st
                        source_pins: dict[str, str]) -> list[str]:
     """The sampler's wheels from PyG's wheel index (the local stacks' source, and check): notes on what was not there."""
     url = stacks.pyg_wheels_url(torch, cuda)
-    why = stacks.reachable(url)
-    if why:
+    if why := stacks.reachable(url):
         return [f"{url}: cannot be reached ({why}); set {PYG_WHEELS_ENV} to a mirror of it"]
     folder = out / "sampler" / tag
     notes = []
@@ -254,8 +248,7 @@ def sampler_from_cache(out: Path, target: Target, tag: str, source_pins: dict[st
         return [], f"the wheels built here are for CPython {sys.version_info.major}.{sys.version_info.minor} on " \
                    f"{platform.machine()}, not the target"
     stack = stacks.available()["pyg"]
-    torch_there = stacks.recorded_versions(stack).get("torch", "") if stack.installed else ""
-    if not torch_there:
+    if not (torch_there := (stacks.recorded_versions(stack).get("torch", "") if stack.installed else "")):
         return [], "the local pyg stack (where they are built) is not installed"
     if f"torch-{torch_there}" != tag and not (tag.endswith("+cpu") and f"torch-{torch_there}+cpu" == tag):
         return [], f"the local pyg stack's torch is {torch_there}, not the target's {tag.removeprefix('torch-')}"
@@ -288,8 +281,7 @@ def dataset_specs(suites: list[str]) -> dict[str, dict]:
     """name -> spec of every dataset the suites' cells use."""
     found: dict[str, dict] = {}
     for name in suites:
-        suite, _ = suite_mod.load(name)
-        for cell in suite_mod.expand(suite):
+        for cell in suite_mod.expand(suite_mod.load(name)[0]):
             found.setdefault(json.dumps({"source": cell.dataset_spec["source"], "params": cell.dataset_spec["params"]},
                                         sort_keys=True), cell.dataset_spec)
     return {spec["name"]: spec for spec in found.values()}
@@ -328,14 +320,7 @@ def run(args) -> int:
     suites = args.suite or ["gpu", "multi-gpu"]
     dataset_specs(suites)  # a bad suite is bad input, before anything is written
     stacks.check_wheels(torch, cuda, target.python, target.machine)  # a wheel folder's slip too, as stacks install's
-    try:
-        check_torch_version(target, torch)  # before any download
-    except BundleError as exc:
-        print(f"gnnbench: bundle: {exc}", file=sys.stderr)
-        return 1
     tag = f"torch-{torch}+{cuda}"
-    started = time.monotonic()
-    say(f"a bundle for {target.describe()}, torch {torch}+{cuda} (the sampler wheels are for it) in {out}")
     manifest = {
         "format": FORMAT,
         "complete": False,  # until the last step: install.sh refuses a bundle whose writing was cut short
@@ -347,6 +332,10 @@ def run(args) -> int:
     }
     write_manifest = lambda: (out / "bundle.json").write_text(json.dumps(manifest, indent=2) + "\n")  # noqa: E731
     try:
+        check_torch_version(target, torch)  # before any download
+        started = time.monotonic()
+        say(f"a bundle for {target.describe()}, torch {torch}+{cuda} (the sampler wheels are for it) "
+            f"in {out}")
         out.mkdir(parents=True, exist_ok=True)
         write_manifest()
         say("[1/6] gnnbench's source tree and install.sh")

@@ -2,8 +2,6 @@
 work) run as paired cells (suites/calibration.yaml), quiet or under a background load the command
 makes itself, or with a planted slowdown of a known share of each epoch; then how often the 95 %
 interval holds the truth, how often an A/A pair reads a difference, how often a planted one is found.
-
-    gnnbench calibrate [SUITE] [--runs N] [--launches N] [--load] [--planted 0.05] [-k EXPR] [--results DIR]
 """
 
 from __future__ import annotations
@@ -49,23 +47,17 @@ def disjoint_pairs(cell_ids: list[str]) -> list[tuple[str, str]]:
     groups: dict[str, list[str]] = {}
     for cell in cell_ids:
         groups.setdefault(LR.sub("", cell), []).append(cell)
-    found = []
-    for cells in groups.values():
-        cells = sorted(cells, key=lambda c: float(LR.search(c).group(1)))
-        found += list(zip(cells[0::2], cells[1::2]))
-    return found
+    by_lr = [sorted(cells, key=lambda c: float(LR.search(c).group(1))) for cells in groups.values()]
+    return [pair for cells in by_lr for pair in zip(cells[0::2], cells[1::2])]
 
 
 def summary(documents: list[dict], planted: float | None) -> dict:
     """Over the disjoint pairs of the result documents: their readings and the rates the issue asks."""
     rows = []
-    for doc in documents:
-        meta = doc.get("gnnbench") or {}
+    for meta in (doc.get("gnnbench") or {} for doc in documents):
         pairs = {(p["first"], p["second"]): p for p in meta.get("pairs") or []}
-        for first, second in disjoint_pairs(meta.get("cells") or []):
-            pair = pairs.get((first, second))
-            if pair and pair.get("ci95"):
-                rows.append(pair)
+        rows += [pair for key in disjoint_pairs(meta.get("cells") or [])
+                 if (pair := pairs.get(key)) and pair.get("ci95")]
     n = len(rows)
     held = sum(p["ci95"][0] <= 1.0 <= p["ci95"][1] for p in rows)
     counts = {reading: sum(p.get("reading") == reading for p in rows) for reading in paired_ratio.READINGS}
@@ -121,13 +113,11 @@ def run(args) -> int:
         if load is not None:
             load.kill()
             load.wait()
-        if env_before is None:
-            os.environ.pop("GNNBENCH_FAULT", None)
-        else:
+        os.environ.pop("GNNBENCH_FAULT", None)
+        if env_before is not None:
             os.environ["GNNBENCH_FAULT"] = env_before
     result = {"command": command_line(), "condition": condition, "results": [str(p) for p in paths],
-              "planted_in": slowed,
-              **summary(documents, args.planted)}
+              "planted_in": slowed, **summary(documents, args.planted)}
     out = paths[-1].with_name(paths[-1].stem + ".calibration.json")
     out.write_text(json.dumps(result, indent=2) + "\n")
     said = text(result, condition)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import os
 import shlex
 import signal
@@ -11,7 +12,7 @@ from pathlib import Path
 
 from bench.inputs import InputError
 from bench.run import suite as suite_mod
-from bench.run.session import select_cells
+from bench.run.plan import select_cells
 from bench.paths import default_results_dir
 
 # Exit codes of `gnnbench` (0: every cell ran, or was skipped or refused for a stated reason)
@@ -49,15 +50,12 @@ def chosen_cells(args, keep, needs: str):
         suite, _ = suite_mod.with_stacks(suite, args.stack)
     cells = suite_mod.expand(suite)
     cells = select_cells(cells, args.select) if args.select else cells
-    chosen = [c for c in cells if keep(c)]
-    if not chosen:
+    if not (chosen := [c for c in cells if keep(c)]):
         raise InputError(f"suite {suite.name!r}{f' -k {args.select!r}' if args.select else ''}: no cell {needs}")
     return suite, chosen
 
 
 def results_path(args, kind: str, suite_name: str) -> Path:
-    import datetime as dt
-
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     return args.out or default_results_dir() / f"{kind}-{suite_name}-{stamp}.json"
 

@@ -30,21 +30,17 @@ def list_lines(cache: Path) -> list[str]:
         split = f"{s['num_train']:,}/{s['num_val']:,}/{s['num_test']:,}"
         lines.append(f"{name:<26}{s['num_nodes']:>13,}{s['num_edges']:>15,}{s['feature_dim']:>6}"
                      f"{s['num_classes']:>8}{split:>26}  {cached}")
-    for source in datasets.SOURCES:  # the parametric sources say how their sizes follow their parameters
-        note = getattr(datasets.source_module(source), "SIZES_NOTE", None)
-        if note:
-            lines.append(note)
-    return lines
+    # the parametric sources say how their sizes follow their parameters
+    notes = (getattr(datasets.source_module(source), "SIZES_NOTE", None) for source in datasets.SOURCES)
+    return lines + [note for note in notes if note]
 
 
 def info_lines(spec: dict, cache: Path) -> list[str]:
     s = dataset_stats(spec, cache)
     measured = hub.is_materialised(spec, cache)
-    if measured:
-        origin = f"measured (in the hub at {hub.dataset_dir(spec, cache)})"
-    else:
-        origin = getattr(datasets.source_module(spec["source"]), "ESTIMATE_ORIGIN", user_graph.SIZES_ORIGIN
-                         if datasets.user_files(spec["source"]) else "published sizes (not prepared yet)")
+    origin = f"measured (in the hub at {hub.dataset_dir(spec, cache)})" if measured else getattr(
+        datasets.source_module(spec["source"]), "ESTIMATE_ORIGIN", user_graph.SIZES_ORIGIN
+        if datasets.user_files(spec["source"]) else "published sizes (not prepared yet)")
     served = datasets.tasks(spec)
     shapes = {TASKS[t].shape for t in served}
     graphs = f"{s['num_graphs']:,} graphs, " if "collection" in shapes else ""

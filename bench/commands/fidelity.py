@@ -13,6 +13,8 @@ from bench.inputs import InputError, folder, new_output_file
 from bench.paths import cache_dir
 from bench.harness_costs import fidelity
 
+MOST_ROUNDS = 1000  # --rounds and --max-rounds: more is a typo, not a measurement plan
+
 
 def add_parser(sub, parents) -> None:
     fid = sub.add_parser("fidelity", parents=parents,
@@ -43,9 +45,6 @@ def add_parser(sub, parents) -> None:
     fid.add_argument("--force", action="store_true", help="replace the --out file (and its Markdown) if already there")
     add_data_root(fid)
     add_cache_dir(fid)
-
-
-MOST_ROUNDS = 1000  # --rounds and --max-rounds: more is a typo, not a measurement plan
 
 
 def rounds(flag: str, n: int) -> int:
@@ -114,9 +113,9 @@ def run(args) -> int:
 
 def run_clocks(args) -> int:
     """The pair is the harness with its stage clocks and without them, not the plain loop."""
-    given = [flag for flag, on in (("--max-rounds", args.max_rounds is not None), ("--against-itself", args.against_itself),
-                                   ("--side-by-side", args.side_by_side)) if on]
-    if given:
+    if given := [flag for flag, on in (("--max-rounds", args.max_rounds is not None),
+                                       ("--against-itself", args.against_itself),
+                                       ("--side-by-side", args.side_by_side)) if on]:
         raise InputError(f"--clocks and {', '.join(given)}: --clocks runs both sides in one process, epoch by "
                          "epoch; give --rounds for the epochs of each side")
     epochs = rounds("--rounds", 20 if args.rounds is None else args.rounds)

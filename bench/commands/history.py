@@ -46,8 +46,7 @@ def _at_least_one(text: str) -> int:
 def run(args) -> int:
     runs, skipped, copies = result_files(args.paths)
     if args.suite:
-        runs = [r for r in runs if r.suite in args.suite]
-        if not runs:
+        if not (runs := [r for r in runs if r.suite in args.suite]):
             raise InputError(f"--suite {', '.join(args.suite)}: no run of that suite among the result files")
     if args.html:
         folder(f"--html {args.html}", args.html, writable=True)

@@ -70,8 +70,7 @@ def node_command(suite: str, job: str, extra: list[str]) -> list[str]:
 def volumes(claim: str, shm_size: str) -> tuple[list[dict], list[dict]]:
     vols = [{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": shm_size}},
             {"name": "results", "persistentVolumeClaim": {"claimName": claim}}]
-    mounts = [{"name": "dshm", "mountPath": SHM_MOUNT}, {"name": "results", "mountPath": RESULTS_MOUNT}]
-    return vols, mounts
+    return vols, [{"name": "dshm", "mountPath": SHM_MOUNT}, {"name": "results", "mountPath": RESULTS_MOUNT}]
 
 
 def trainjob(suite: str, nodes: int, gpus_per_node: int, image: str, *, name: str, namespace: str | None = None,
@@ -103,9 +102,7 @@ def pytorchjob(suite: str, nodes: int, gpus_per_node: int, image: str, *, name: 
         return {"replicas": count, "restartPolicy": "OnFailure",
                 "template": {"spec": {"containers": [container], "volumes": vols}}}
 
-    replicas = {"Master": replica(1)}
-    if nodes > 1:
-        replicas["Worker"] = replica(nodes - 1)
+    replicas = {"Master": replica(1), **({"Worker": replica(nodes - 1)} if nodes > 1 else {})}
     return {"apiVersion": TRAINING_OPERATOR_API, "kind": "PyTorchJob", "metadata": metadata(name, namespace),
             "spec": {"nprocPerNode": "1", "pytorchReplicaSpecs": replicas}}
 
@@ -127,8 +124,7 @@ def check_names(names: dict[str, str | None]) -> None:
 
 def check_shm_size(text: str) -> None:
     no_control_characters("--shm-size", text)
-    found = QUANTITY.fullmatch(text)
-    if not found:
+    if not (found := QUANTITY.fullmatch(text)):
         raise InputError(f"--shm-size {text!r}: a Kubernetes quantity, e.g. 16Gi or 512Mi")
     if float(found.group(1)) <= 0:
         raise InputError(f"--shm-size {text!r}: an empty /dev/shm leaves DataLoader workers no room to pass "
@@ -152,10 +148,9 @@ def run(args) -> int:
     name = args.name or re.sub(r"[^a-z0-9-]", "-", f"gnnbench-{suite_name}".lower())[:63].strip("-")
     check_names({"--name": name})
     common = dict(name=name, namespace=args.namespace, claim=args.results_claim, shm_size=args.shm_size, extra=extra)
-    if args.kind == "trainjob":
-        manifest = trainjob(args.suite, args.nodes, args.gpus_per_node, args.image, runtime=args.runtime, **common)
-    else:
-        manifest = pytorchjob(args.suite, args.nodes, args.gpus_per_node, args.image, **common)
+    shape = (args.suite, args.nodes, args.gpus_per_node, args.image)
+    manifest = (trainjob(*shape, runtime=args.runtime, **common) if args.kind == "trainjob"
+                else pytorchjob(*shape, **common))
     text = yaml.safe_dump(manifest, sort_keys=False, width=1 << 16)  # one line a command
     if out:
         out.write_text(text)

@@ -8,9 +8,8 @@ from pathlib import Path
 
 from bench.commands.common import EXIT_NOT_WRITTEN
 from bench.publish import results
-from bench.run.session import SessionError
 from bench.run import recover
-from bench.run.session import write_whole
+from bench.run.session import SessionError, write_whole
 
 
 def add_parser(sub, parents) -> None:

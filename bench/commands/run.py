@@ -64,8 +64,7 @@ def run(args) -> int:
               f"  gnnbench run {shlex.quote(str(session.suite_path))} --resume {shlex.quote(str(session.journal.path))}",
               file=sys.stderr)
         return EXIT_INTERRUPTED
-    failed = [c.id for c in session.selected if session.finished[c.id].status in FAILED]
-    if failed:
+    if failed := [c.id for c in session.selected if session.finished[c.id].status in FAILED]:
         print(f"gnnbench: {len(failed)} of {len(session.selected)} cells failed or timed out "
               f"(the table says why): {', '.join(failed)}", file=sys.stderr)
     return code or (EXIT_CELLS_FAILED if failed else 0)

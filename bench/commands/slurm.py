@@ -116,12 +116,8 @@ def script(suite: str, nodes: int, gpus_per_node: int, results: Path, *, partiti
              f"#SBATCH --nodes={nodes}",
              "#SBATCH --ntasks-per-node=1",
              "#SBATCH --exclusive"]
-    if gpus_per_node:
-        lines.append(f"#SBATCH --gpus-per-node={gpus_per_node}")
-    if partition:
-        lines.append(f"#SBATCH --partition={partition}")
-    if time:
-        lines.append(f"#SBATCH --time={time}")
+    lines += [f"#SBATCH --{option}={value}" for option, value in
+              (("gpus-per-node", gpus_per_node), ("partition", partition), ("time", time)) if value]
     lines += ["# preempted, or near the time limit: requeued, and each node resumes from its journal",
               "#SBATCH --requeue",
               f"#SBATCH --signal=B:USR1@{REQUEUE_SIGNAL_S}",
@@ -136,17 +132,14 @@ def script(suite: str, nodes: int, gpus_per_node: int, results: Path, *, partiti
               'scontrol requeue "$SLURM_JOB_ID"\' USR1',
               ""]
     node_cmd = node_run('"$RESULTS/node$SLURM_NODEID"', "$GNNBENCH", suite, extra)
-    srun = [f"srun --nodes={nodes} --ntasks-per-node=1 --kill-on-bad-exit=0"]
+    srun, launcher = [f"srun --nodes={nodes} --ntasks-per-node=1 --kill-on-bad-exit=0"], "bash -c"
     if image and runtime == "pyxis":
         lines.append("# the image through pyxis/enroot (srun --container-image); the results folder mounted in it")
         srun.append(f'--container-image={shlex.quote(image)} --container-mounts="$RESULTS:$RESULTS"')
-        launcher = "bash -c"
     elif image:
         lines.append("# the image through Apptainer (docker:// pulls it once into its cache); GPUs with --nv")
         launcher = (f'apptainer exec{" --nv" if gpus_per_node else ""} --bind "$RESULTS" '
                     f"docker://{shlex.quote(image)} bash -c")
-    else:
-        launcher = "bash -c"
     lines.append(" \\\n    ".join([*srun, f"{launcher} {shlex.quote(node_cmd)} &"]))
     lines += ["step=$!", 'wait "$step"; code=$?',
               'while kill -0 "$step" 2>/dev/null; do wait "$step"; code=$?; done  # a trap ended the wait early',
@@ -159,8 +152,7 @@ def sbatch_output(results: Path) -> str:
     """`--output`'s value as sbatch reads it on an #SBATCH line: RESULTS/slurm-%j.out in double
     quotes, a '%' of the folder's own name written '%%' (sbatch would read %j, %N... in it)."""
     text = str(results)
-    bad = [c for c in SBATCH_PATH_REFUSED if c in text]
-    if bad:
+    if bad := [c for c in SBATCH_PATH_REFUSED if c in text]:
         raise InputError(f"--results {text!r}: holds {bad[0]!r}, which sbatch's #SBATCH lines do not take in a path; "
                          "allowed: a folder without backslashes, double quotes or '#'")
     return '"' + text.replace("%", "%%") + '/slurm-%j.out"'
@@ -186,8 +178,7 @@ def check_values(suite: str, results: Path | None, partition: str | None, time: 
 
 def submit(path: Path) -> str:
     """Hand the script to sbatch; the job id."""
-    sbatch = shutil.which("sbatch")
-    if sbatch is None:
+    if (sbatch := shutil.which("sbatch")) is None:
         raise InputError("--submit: sbatch is not on PATH (submit from a SLURM login node, or run the script "
                          "there: sbatch FILE)")
     proc = subprocess.run([sbatch, "--parsable", str(path)], capture_output=True, text=True, timeout=120)

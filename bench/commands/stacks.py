@@ -33,15 +33,14 @@ def run(args) -> int:
         for name in args.names or [n for n, s in stacks.available().items()
                                    if not (s.container_only and not stacks.in_container())]:
             stacks.install(name, force=args.force)
-        return 0
-    if args.stacks_command == "add":
+    elif args.stacks_command == "add":
         external_stacks.add(args.name, args.python, pinned=stacks.available(), timeout=args.timeout)
-        return 0
-    if args.stacks_command == "remove":
+    elif args.stacks_command == "remove":
         external_stacks.remove(args.name)
         print(f"stack {args.name}: forgotten (its environment was not touched)")
-        return 0
-    return list_stacks()
+    else:
+        return list_stacks()
+    return 0
 
 
 def list_stacks() -> int:
@@ -50,8 +49,7 @@ def list_stacks() -> int:
             versions = stacks.probe_versions(stack)
             print(f"{name}: installed at {stack.path}")
             print("   " + ", ".join(f"{k} {v}" for k, v in versions.items()))
-            sampler = paths.recorded_sampler(stack.path)
-            if sampler:
+            if sampler := paths.recorded_sampler(stack.path):
                 print(f"   sampler: {stacks.sampler_summary(sampler)}")  # PyG's wheel index, or the fallback and why
         else:
             print(f"{name}: not installed (gnnbench stacks install {name}); pins: {stack.requirements}")

@@ -77,23 +77,18 @@ def materialiser(source: str):
 def tasks(spec_or_source) -> tuple[str, ...]:
     """The tasks a dataset spec (or a source, its defaults) serves: its source's `tasks(params)`,
     else those of its SHAPE ("plain" where it says none)."""
-    if isinstance(spec_or_source, str):
-        source, params = spec_or_source, {}
-    else:
-        source, params = spec_or_source["source"], spec_or_source.get("params") or {}
-    module = source_module(source)
+    spec = {"source": spec_or_source} if isinstance(spec_or_source, str) else spec_or_source
+    module = source_module(spec["source"])
     if hasattr(module, "tasks"):
-        return tuple(module.tasks(params))
+        return tuple(module.tasks(spec.get("params") or {}))
     return tasks_of_shape(getattr(module, "SHAPE", "plain"))
 
 
 def known_names() -> list[str]:
     """The named datasets of every source, as `source:name` (the catalogue `datasets list` shows)."""
     names = []
-    for source in SOURCES:
+    for source in (s for s in SOURCES if not user_files(s)):  # a user's path: not a dataset gnnbench knows
         module = source_module(source)
-        if user_files(source):
-            continue  # a path of the user's, not a dataset gnnbench knows
         names += [f"{source}:{n}" for n in module.KNOWN_STATS] if hasattr(module, "KNOWN_STATS") else [source]
     return names
 
@@ -142,8 +137,7 @@ def _parse_params(text: str, source: str, rest: str, declared: dict) -> dict:
 def declared_params(source: str, params: dict) -> dict:
     """A source's PARAMS with its DEFAULTS filled in, unknown ones refused, a user's path made absolute."""
     module = source_module(source)
-    unknown = set(params) - set(module.PARAMS)
-    if unknown:
+    if unknown := set(params) - set(module.PARAMS):
         raise ValueError(f"unknown {source} parameter(s) {', '.join(sorted(unknown))}; "
                          f"allowed: {', '.join(module.PARAMS)}")
     out = {k: params.get(k, module.DEFAULTS[k]) for k in module.PARAMS if k in params or module.DEFAULTS[k] is not ...}

@@ -5,6 +5,8 @@ materialised (`features_only_acc` in the card: a GNN's accuracy means something 
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 
 RIDGE = 1e-3  # keeps the normal equations solvable when feature columns are collinear
@@ -24,12 +26,9 @@ def memory_bytes(train_rows: int, test_rows: int, dim: int, classes: int) -> int
 def available_bytes() -> int | None:
     """Memory available now: MemAvailable, or less where this process's cgroup (v2) allows less."""
     found = []
-    try:
-        with open("/proc/meminfo") as meminfo:
-            found += [int(line.split()[1]) * 1024 for line in meminfo if line.startswith("MemAvailable:")]
-    except (OSError, ValueError, IndexError):
-        pass
-    try:
+    with contextlib.suppress(OSError, ValueError, IndexError), open("/proc/meminfo") as meminfo:
+        found += [int(line.split()[1]) * 1024 for line in meminfo if line.startswith("MemAvailable:")]
+    with contextlib.suppress(OSError, ValueError, StopIteration, IndexError):
         with open("/proc/self/cgroup") as cgroup:
             path = next(line.split(":", 2)[2].strip() for line in cgroup if line.startswith("0::"))
         base = f"/sys/fs/cgroup{path}"
@@ -37,17 +36,13 @@ def available_bytes() -> int | None:
             most = limit.read().strip()
             if most != "max":
                 found.append(max(0, int(most) - int(used.read().strip())))
-    except (OSError, ValueError, StopIteration, IndexError):
-        pass
     return min(found) if found else None
 
 
 def refusal(train_rows: int, test_rows: int, dim: int, classes: int) -> tuple[int, int] | None:
     """(needed, available) bytes where the baseline would not fit in memory now, else None."""
     needed, available = memory_bytes(train_rows, test_rows, dim, classes), available_bytes()
-    if available is None or needed <= FIT_FRACTION * available:
-        return None
-    return needed, available
+    return None if available is None or needed <= FIT_FRACTION * available else (needed, available)
 
 
 def features_only_accuracy(features: np.ndarray, labels: np.ndarray, train_idx: np.ndarray,

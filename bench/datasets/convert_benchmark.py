@@ -15,6 +15,7 @@ in a fresh process into an empty hub, and its hub is compared with the reference
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -79,8 +80,8 @@ def write_graphbolt(ref: Path, folder: Path, inputs: Path, args) -> None:
         np.save(folder / f"set/{split}_labels.npy", labels[ids])
         task[key] = [{"data": [{"name": "seeds", "format": "numpy", "path": f"set/{split}.npy"},
                                {"name": "labels", "format": "numpy", "path": f"set/{split}_labels.npy"}]}]
-    n = int(labels.shape[0])
-    meta = {"dataset_name": "products-scale", "graph": {"nodes": [{"num": n}], "edges": [{"format": "numpy", "path": "edges.npy"}]},
+    meta = {"dataset_name": "products-scale", "graph": {"nodes": [{"num": int(labels.shape[0])}],
+                                                         "edges": [{"format": "numpy", "path": "edges.npy"}]},
             "feature_data": [{"domain": "node", "name": "feat", "format": "numpy", "path": "feat.npy", "in_memory": False},
                              {"domain": "node", "name": "label", "format": "numpy", "path": "label.npy"}],
             "tasks": [task]}
@@ -227,9 +228,8 @@ if mode == "in-memory":
     n = np.load(p / "features.npy", mmap_mode="r").shape[0]
     edge_index, indptr = hub.csc_from_coo(np.concatenate([ei[0], ei[1]]), np.concatenate([ei[1], ei[0]]), n)
     del ei
-    arrays = {"edge_index": edge_index, "csc_indptr": indptr, "features": np.load(p / "features.npy"),
-              "labels": np.load(p / "labels.npy"),
-              **{f"{s}_idx": np.load(p / f"{s}_idx.npy") for s in ("train", "val", "test")}}
+    names = ("features", "labels", "train_idx", "val_idx", "test_idx")
+    arrays = {"edge_index": edge_index, "csc_indptr": indptr, **{k: np.load(p / f"{k}.npy") for k in names}}
     out = hub.write(spec, Path(cache), arrays)
 else:
     out = datasets.materialiser(spec["source"])(spec, Path(cache))
@@ -250,10 +250,8 @@ def run_sampled(cmd: list[str], env: dict, interval: float = 0.05) -> tuple[int,
     def sample():
         root = psutil.Process(proc.pid)
         while not stop.is_set():
-            try:
+            with contextlib.suppress(psutil.Error):
                 peak[0] = max(peak[0], sum(p.memory_info().rss for p in [root, *root.children(recursive=True)]))
-            except psutil.Error:
-                pass
             stop.wait(interval)
 
     sampler = threading.Thread(target=sample, daemon=True)
@@ -277,13 +275,11 @@ def measure(fmt: str, name: str, cache: Path, args) -> dict:
         cmd = [python, "-c", CONVERT, name, str(cache), "in-memory" if fmt == "in-memory" else "stream"]
     # this checkout first on PYTHONPATH: the converting process imports the same bench
     path = os.pathsep.join(filter(None, [str(Path(__file__).resolve().parents[2]), os.environ.get("PYTHONPATH")]))
-    started = time.perf_counter()
     code, out, err, peak, wall = run_sampled(cmd, {**os.environ, "PYTHONPATH": path, "GNNBENCH_CACHE": str(cache)})
     if code != 0:
         raise SystemExit(f"{fmt}: the conversion failed ({code}):\n{(err or out)[-3000:]}")
     if fmt == "generator-cli":  # the CLI says neither its seconds nor its high-water mark: the sampled peak
-        done = {"hub": hub.dataset_dir(datasets.parse_name(name), cache), "seconds": time.perf_counter() - started,
-                "vm_hwm_bytes": 0}
+        done = {"hub": hub.dataset_dir(datasets.parse_name(name), cache), "seconds": wall, "vm_hwm_bytes": 0}
     else:
         done = json.loads(out.strip().splitlines()[-1])
     hub_dir, arrays = Path(done["hub"]), None if args.typed else PLAIN_ARRAYS
@@ -371,8 +367,7 @@ def parse_args(argv: list[str]):
     args.feature_dim = args.feature_dim or (128 if args.typed else 100)
     allowed = FORMATS[shape]
     formats = [f for f in (args.formats or ",".join(f for f in allowed if f != "pyg-file" or args.pyg_python)).split(",") if f]
-    unknown = set(formats) - set(allowed)
-    if unknown:
+    if unknown := set(formats) - set(allowed):
         parser.error(f"unknown format(s) for a {shape} graph: {', '.join(sorted(unknown))}; allowed: {', '.join(allowed)}")
     if "pyg-file" in formats and not (args.pyg_python and args.pyg_python.is_file()):
         parser.error("pyg-file is written and converted in the pyg stack: --pyg-python PATH, its interpreter "

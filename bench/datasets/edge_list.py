@@ -54,8 +54,8 @@ def open_graph(label: str, params: dict) -> ug.UserGraph:
              "not its edge attributes"] if ignored else []
     ids, labels, split = _read_node_columns(nodes_path, node_schema)
     nodes = NodeIds.of(nodes_path, ids)
-    labels_by_node = _labels_by_node(nodes_path, labels, nodes.node_of_row)
-    masks = _split_masks(nodes_path, split, nodes.node_of_row)
+    labels_by_node = _labels_by_node(nodes_path, labels, nodes.order)
+    masks = _split_masks(nodes_path, split, nodes.order)
     features = FeatureColumns.of(nodes_path, node_schema)
     extra_arrays, extra_meta = _node_ids_record(nodes_path, nodes)
     return ug.UserGraph(
@@ -78,8 +78,7 @@ def _find_tables(folder: Path) -> tuple:
     edges_path, nodes_path = _pick(folder, EDGE_FILES, "edge list"), _pick(folder, NODE_FILES, "node table")
     node_schema, edge_schema = tables.schema(nodes_path), tables.schema(edges_path)
     for path, schema, needed in ((nodes_path, node_schema, ("id", "label", "split")), (edges_path, edge_schema, ("src", "dst"))):
-        missing = [c for c in needed if c not in schema.names]
-        if missing:
+        if missing := [c for c in needed if c not in schema.names]:
             raise ug.fail(f"{path}: no column {', '.join(missing)} (it has {', '.join(schema.names) or 'none'}); "
                           f"allowed: columns {', '.join(needed)}" + (" and the features" if "id" in needed else ""))
     return edges_path, nodes_path, node_schema, edge_schema
@@ -96,14 +95,11 @@ def _read_node_columns(nodes_path: Path, node_schema) -> tuple:
         id_type = pa.string()
     else:
         raise ug.fail(f"{nodes_path}: column id has type {id_type}; allowed: integers or strings")
-    ids, labels, split = [], [], []
     label_type = node_schema.field("label").type
-    for table in tables.batches(nodes_path, ["id", "label", "split"],
-                                {"id": id_type, "split": pa.string(),
-                                 **({"label": label_type} if not tables.is_parquet(nodes_path) else {})}):
-        ids.append(table["id"])
-        labels.append(table["label"])
-        split.append(table["split"])
+    read = list(tables.batches(nodes_path, ["id", "label", "split"],
+                               {"id": id_type, "split": pa.string(),
+                                **({"label": label_type} if not tables.is_parquet(nodes_path) else {})}))
+    ids, labels, split = ([table[c] for table in read] for c in ("id", "label", "split"))
     return pa.chunked_array(ids, type=id_type).combine_chunks(), labels, split
 
 
@@ -178,8 +174,8 @@ class NodeIds:
         return node, missing
 
 
-def _labels_by_node(nodes_path: Path, labels: list, node_of_row: np.ndarray) -> np.ndarray:
-    """Column label, by hub node (-1: none)."""
+def _labels_by_node(nodes_path: Path, labels: list, order: np.ndarray) -> np.ndarray:
+    """Column label, by hub node (-1: none; `order`: the row of each hub node)."""
     import pyarrow as pa
 
     label_col = pa.chunked_array(labels).combine_chunks()
@@ -191,13 +187,11 @@ def _labels_by_node(nodes_path: Path, labels: list, node_of_row: np.ndarray) -> 
     label_rows = label_col.to_numpy(zero_copy_only=False)
     if label_col.null_count:
         label_rows = np.where(label_col.is_null().to_numpy(zero_copy_only=False), -1, np.nan_to_num(label_rows, nan=-1))
-    labels_by_node = np.empty(len(node_of_row), dtype=label_rows.dtype)
-    labels_by_node[node_of_row] = label_rows
-    return labels_by_node
+    return label_rows[order]
 
 
-def _split_masks(nodes_path: Path, split: list, node_of_row: np.ndarray) -> dict[str, np.ndarray]:
-    """Column split as a mask by hub node for each split."""
+def _split_masks(nodes_path: Path, split: list, order: np.ndarray) -> dict[str, np.ndarray]:
+    """Column split as a mask by hub node for each split (`order`: the row of each hub node)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -209,14 +203,8 @@ def _split_masks(nodes_path: Path, split: list, node_of_row: np.ndarray) -> dict
         row = int(np.flatnonzero(unknown)[0])
         raise ug.fail(f"{nodes_path}: {_row(nodes_path, row)}, column split is {words[row].as_py()!r}; allowed: "
                       "train, val (or valid), test, or empty for none")
-    masks = {}
-    for split_name in ug.SPLITS:
-        hit = pc.is_in(words, value_set=pa.array([w for w, s in SPLIT_WORDS.items() if s == split_name]))
-        hit = hit.to_numpy(zero_copy_only=False)
-        mask = np.zeros(len(node_of_row), dtype=bool)
-        mask[node_of_row[hit]] = True
-        masks[split_name] = mask
-    return masks
+    return {s: pc.is_in(words, value_set=pa.array([w for w, to in SPLIT_WORDS.items() if to == s]))
+            .to_numpy(zero_copy_only=False)[order] for s in ug.SPLITS}
 
 
 @dataclass

@@ -21,16 +21,13 @@ EDGES_RULE = "allowed: a graph with at least one edge between two different node
 
 
 def name_problem(name: str, what: str) -> str | None:
-    if len(name) <= 100 and NAME.fullmatch(name):
-        return None
-    return f"the {what} name {name!r} is not plain; allowed: {NAME_RULE}"
+    plain = len(name) <= 100 and NAME.fullmatch(name)
+    return None if plain else f"the {what} name {name!r} is not plain; allowed: {NAME_RULE}"
 
 
 def node_count_problem(count: int, what: str) -> str | None:
     """A node count bounded before anything of its size is allocated."""
-    if count > MAX_NODES:
-        return f"{count:,} {what}; allowed: at most {MAX_NODES:,}"
-    return None
+    return f"{count:,} {what}; allowed: at most {MAX_NODES:,}" if count > MAX_NODES else None
 
 
 def classes_problem(labels: np.ndarray) -> str | None:

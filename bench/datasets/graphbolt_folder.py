@@ -158,9 +158,8 @@ class EdgeFile:
     def chunks(self):
         if self.array is not None:
             for start in range(0, self.count, ug.EDGE_CHUNK):
-                stop = min(self.count, start + ug.EDGE_CHUNK)
-                yield ug.EdgeChunk(self.array.row_of_column(0, start, stop), self.array.row_of_column(1, start, stop),
-                                   start, lambda i, end: f"[{end}, {i}]")
+                src, dst = (self.array.row_of_column(k, start, start + ug.EDGE_CHUNK) for k in (0, 1))
+                yield ug.EdgeChunk(src, dst, start, lambda i, end: f"[{end}, {i}]")
             return
         import pyarrow as pa
 

@@ -19,7 +19,7 @@ import sys
 import tempfile
 import time
 import uuid
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -53,17 +53,9 @@ class Materialised:
     CARD = ("name", "source", *STAT_FIELDS)  # the statistics every result carries
     OPTIONAL_CARD = ("features_only_acc", "edge_homophily", "source_path")  # where the dataset has them
 
-    @property
-    def num_nodes(self) -> int:
-        return int(self.meta["num_nodes"])
-
-    @property
-    def num_classes(self) -> int:
-        return int(self.meta["num_classes"])
-
-    @property
-    def feature_dim(self) -> int:
-        return int(self.meta["feature_dim"])
+    num_nodes = property(lambda self: int(self.meta["num_nodes"]))
+    num_classes = property(lambda self: int(self.meta["num_classes"]))
+    feature_dim = property(lambda self: int(self.meta["feature_dim"]))
 
     def card(self) -> dict:
         """The statistics every result carries (names are part of the results contract)."""
@@ -88,17 +80,13 @@ def spec_key(spec: dict) -> str:
     """A folder name that changes whenever anything that shapes the data changes, and only then."""
     from bench import datasets  # the registry: it imports the sources, which import this module
 
-    params = spec.get("params", {})
-    shape = {"source": spec["source"], "params": params, "format": FORMAT_VERSION}
-    try:  # a generator's own VERSION (bumped when its arrays change): new arrays, new folder
+    params, version = spec.get("params", {}), None
+    with suppress(KeyError, ImportError):  # a generator's VERSION (bumped when its arrays change)
         version = getattr(datasets.source_module(spec["source"]), "VERSION", None)
-    except (KeyError, ImportError):
-        version = None
-    if version is not None:
-        shape["version"] = version
-    files = datasets.files_fingerprint(spec)
-    if files is not None:  # a user's files: an edited file gets a new folder, never a stale one
-        shape["files"] = files
+    # new arrays, or a user's edited files (their fingerprint): a new folder, never a stale one
+    extra = {"version": version, "files": datasets.files_fingerprint(spec)}
+    shape = {"source": spec["source"], "params": params, "format": FORMAT_VERSION,
+             **{k: v for k, v in extra.items() if v is not None}}
     canonical = json.dumps(shape, sort_keys=True)
     readable = "-".join([spec["source"], *(str(params[k]) for k in ("name", "scale", "count") if k in params)])
     if isinstance(params.get("path"), str):
@@ -262,18 +250,12 @@ def _remove_if_over(path: Path, name: str, pid: int, say) -> str | None:
 
 def sweep_stale(cache: Path, say=print, depth: int = 4) -> list[Path]:
     """Remove the temporary folders of builds that are over anywhere under the cache, each said."""
-    removed = []
-    root = Path(cache)
-    if not root.is_dir():
-        return removed
-    for folder, subdirs, _ in os.walk(root):
+    removed, root = [], Path(cache)
+    for folder, subdirs, _ in os.walk(root):  # nothing where the cache is not there
         if len(Path(folder).relative_to(root).parts) >= depth:
             subdirs[:] = []
             continue
-        for sub in list(subdirs):
-            match = OWNED.match(sub)
-            if match is None:
-                continue
+        for sub, match in [(s, m) for s in subdirs if (m := OWNED.match(s))]:
             subdirs.remove(sub)  # never descend into a build's own folder
             path = Path(folder) / sub
             why = _remove_if_over(path, match["name"], int(match["pid"]), say)
@@ -302,10 +284,9 @@ def read_meta(meta_file: Path) -> dict:
     """A hub folder's meta.json, or DatasetError naming it and the fix."""
     try:
         meta = json.loads(Path(meta_file).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        meta, problem = None, f"{type(exc).__name__}: {exc}"
-    else:
         problem = None if isinstance(meta, dict) else f"a JSON {type(meta).__name__}, not an object"
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        problem = f"{type(exc).__name__}: {exc}"
     if problem:
         raise DatasetError(f"{meta_file} is corrupt ({problem}); remove its folder {Path(meta_file).parent} "
                            "and prepare the dataset again (gnnbench datasets prepare NAME, or run the suite)")
@@ -345,12 +326,8 @@ def load(path: Path, mmap: bool = True, features_mmap: bool | None = None, check
 
 def find_raw(data_root: Path | None, source: str, folder: str, required: list[str]) -> Path | None:
     """The first of DATA_ROOT/FOLDER and DATA_ROOT/SOURCE/FOLDER holding every required file."""
-    if data_root is None:
-        return None
-    for candidate in (Path(data_root) / folder, Path(data_root) / source / folder):
-        if all((candidate / f).is_file() for f in required):
-            return candidate
-    return None
+    candidates = (Path(data_root) / folder, Path(data_root) / source / folder) if data_root else ()
+    return next((c for c in candidates if all((c / f).is_file() for f in required)), None)
 
 
 def download(label: str, cache: Path, data_root: Path | None, source: str, folder: str, required: list[str],

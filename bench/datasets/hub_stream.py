@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import os
 import shutil
+from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -46,8 +47,7 @@ class EdgeSorter:
             raise ValueError(f"{num_nodes} nodes: this converter takes 1 to {MAX_NODES:,}")
         self.n = int(num_nodes)
         self.scratch = Path(scratch)
-        self.keep_loops = self_loops == "keep"
-        self.keep_duplicates = duplicates == "keep"
+        self.keep_loops, self.keep_duplicates = self_loops == "keep", duplicates == "keep"
         self.run_keys, self.merge_keys = run_keys, merge_keys
         self.counts = EdgeCounts()
         self._pending: list[np.ndarray] = []
@@ -57,8 +57,7 @@ class EdgeSorter:
 
     def add(self, src: np.ndarray, dst: np.ndarray) -> None:
         """A chunk of edges (int64 node ids, already checked to be in 0..N-1)."""
-        src = np.asarray(src, dtype=np.int64)
-        dst = np.asarray(dst, dtype=np.int64)
+        src, dst = np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64)
         self.counts.edges_in += src.size
         loops = src == dst
         n_loops = int(np.count_nonzero(loops))
@@ -117,8 +116,7 @@ class EdgeSorter:
                    for path, count in self._runs]
         carry = np.empty(0, dtype=np.int64)
         while readers:
-            open_ended = [r.block[-1] for r in readers if r.left]  # a run with keys beyond its block
-            bound = min(open_ended) if open_ended else None
+            bound = min((r.block[-1] for r in readers if r.left), default=None)  # of runs with more keys
             parts = [carry]
             for reader in readers:
                 k = reader.block.size if bound is None else int(np.searchsorted(reader.block, bound, "right"))
@@ -218,10 +216,8 @@ class _RunReader:
 
     def __init__(self, path: Path, count: int, block_keys: int):
         self.file = open(path, "rb")
-        self.left, self.block_keys = count, block_keys
-        self.block = np.empty(0, dtype=np.int64)
-        self.done = False
-        self._read()
+        self.left, self.block_keys, self.done = count, block_keys, False
+        self._read()  # the first block
 
     def _read(self) -> None:
         take = min(self.left, self.block_keys)
@@ -246,7 +242,7 @@ def _npy_header(dtype, shape: tuple) -> bytes:
     return buffer.getvalue()
 
 
-class ArrayFile:
+class ArrayFile(AbstractContextManager):
     """A .npy of known shape and dtype written a block of rows at a time, never mapped: in order
     (`append`), or at given rows (`put`: spilled per range of rows, placed when closed)."""
 
@@ -319,9 +315,6 @@ class ArrayFile:
             self._buckets.clear()
             self.file.close()
 
-    def __enter__(self):
-        return self
-
     def __exit__(self, *exc):
         self.close()
 
@@ -356,6 +349,7 @@ class NpyArray:
         if not all(isinstance(d, int) and d >= 0 for d in shape):
             raise NpyError(f"its .npy header gives the shape {tuple(shape)}; allowed: sizes of 0 or more")
         self.shape, self.fortran, self.dtype = tuple(shape), bool(fortran), np.dtype(dtype)
+        self.ndim = len(self.shape)
         # Python integers: a hostile shape cannot wrap around int64
         size = self.offset + math.prod(self.shape) * self.dtype.itemsize
         actual = self.path.stat().st_size
@@ -363,21 +357,13 @@ class NpyArray:
             raise NpyError(f"is truncated: its header says {self.shape} {self.dtype} ({size:,} bytes), "
                            f"the file has {actual:,} bytes")
 
-    @property
-    def ndim(self) -> int:
-        return len(self.shape)
-
-    def __len__(self) -> int:
-        return self.shape[0] if self.shape else 1
-
     def _read(self, f, start_item: int, count: int) -> np.ndarray:
         f.seek(self.offset + start_item * self.dtype.itemsize)
         return np.fromfile(f, dtype=self.dtype, count=count)
 
     def rows(self, start: int, stop: int) -> np.ndarray:
         """array[start:stop] (along the first axis), read from the file, C-ordered."""
-        stop = min(stop, self.shape[0])
-        count = max(0, stop - start)
+        count = max(0, min(stop, self.shape[0]) - start)
         inner = self.shape[1:]
         width = int(np.prod(inner, dtype=np.int64))
         with open(self.path, "rb") as f:
@@ -393,8 +379,7 @@ class NpyArray:
 
     def row_of_column(self, row: int, start: int, stop: int) -> np.ndarray:
         """array[row, start:stop] of a 2-D array (an edge index given as [2, E])."""
-        stop = min(stop, self.shape[1])
-        count = max(0, stop - start)
+        count = max(0, min(stop, self.shape[1]) - start)
         with open(self.path, "rb") as f:
             if not self.fortran:
                 return self._read(f, row * self.shape[1] + start, count)

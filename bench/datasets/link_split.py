@@ -49,22 +49,11 @@ class LinkSplit:
     test_pos: np.ndarray
     test_neg: np.ndarray
 
-    @property
-    def num_nodes(self) -> int:
-        return int(self.meta["num_nodes"])
-
-    @property
-    def undirected(self) -> bool:
-        return bool(self.meta["undirected"])
-
-    @property
-    def protocol(self) -> str:
-        return self.meta.get("protocol", "mrr+hits")
-
-    @property
-    def shared_negatives(self) -> bool:
-        """Whether every positive is ranked against one shared set of negative pairs ([M, 2])."""
-        return self.meta.get("negatives", "per-positive") == "shared"
+    num_nodes = property(lambda self: int(self.meta["num_nodes"]))
+    undirected = property(lambda self: bool(self.meta["undirected"]))
+    protocol = property(lambda self: self.meta.get("protocol", "mrr+hits"))
+    # whether every positive is ranked against one shared set of negative pairs ([M, 2])
+    shared_negatives = property(lambda self: self.meta.get("negatives", "per-positive") == "shared")
 
     def positives(self, split: str) -> np.ndarray:
         return getattr(self, f"{split}_pos")
@@ -193,8 +182,7 @@ def check_given(given: dict, where: dict[str, str], num_nodes: int, negatives: s
 
 def check_disjoint(given: dict, where: dict[str, str]) -> None:
     """No pair of a user's given split in two of its training, validation and test pairs."""
-    found = graph_checks.shared_pair({k: given[k] for k in ("train_pos", "val_pos", "test_pos")})
-    if found:
+    if found := graph_checks.shared_pair({k: given[k] for k in ("train_pos", "val_pos", "test_pos")}):
         name, other, pair = found
         raise _bad(where[name], f"the pair {list(pair)} is in {where[other]} too",
                    "training, validation and test pairs that share none")
@@ -207,13 +195,10 @@ def given_edges(edge_index: np.ndarray, num_nodes: int, given: dict, where: dict
         raise hub.DatasetError(f"link split: unknown protocol {protocol!r}; known: {', '.join(PROTOCOLS)}")
     n = np.int64(num_nodes)
     given = check_given(given, where, int(n), negatives)
-    pos = {k: given[k] for k in ("train_pos", "val_pos", "test_pos")}
-    neg = {k: given[k] for k in ("val_neg", "test_neg")}
     keys, undirected = _undirected_keys(edge_index, n)
-    held_keys = _pair_keys(np.concatenate([pos["val_pos"], pos["test_pos"]]), n, undirected)
+    held_keys = _pair_keys(np.concatenate([given["val_pos"], given["test_pos"]]), n, undirected)
     # the training seeds: one per pair where undirected (source < destination), no self-loops, none held out
-    train = pos["train_pos"]
-    train = train[train[:, 0] != train[:, 1]]
+    train = given["train_pos"][given["train_pos"][:, 0] != given["train_pos"][:, 1]]
     if undirected:
         train = np.sort(train, axis=1)
     train_keys = np.unique(train[:, 0] * n + train[:, 1])
@@ -223,9 +208,9 @@ def given_edges(edge_index: np.ndarray, num_nodes: int, given: dict, where: dict
                    "training edges other than the held-out ones")
     graph_keys = keys[~np.isin(keys, held_keys)]
     arrays = {**_message_passing(graph_keys, int(n)), "train_pos": np.stack(np.divmod(seeds, n), axis=1),
-              "val_pos": pos["val_pos"], "test_pos": pos["test_pos"], **neg}
+              **{k: given[k] for k in ("val_pos", "test_pos", "val_neg", "test_neg")}}
     meta = {"given": True, "protocol": protocol, "negatives": negatives,
-            "eval_negatives": int(neg["val_neg"].shape[0] if negatives == "shared" else neg["val_neg"].shape[1]),
+            "eval_negatives": int(given["val_neg"].shape[0 if negatives == "shared" else 1]),
             **_counts(arrays, undirected, n, len(keys)),
             # where the given split's held-out pairs were also in its graph or training edges: taken out
             # (a held-out pair left in the message-passing graph leaks its answer)

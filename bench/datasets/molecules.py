@@ -115,13 +115,10 @@ def _generate(p: dict, x_out):
     np.cumsum(np.concatenate(edge_counts), out=edge_ptr[1:])
     order = np.random.default_rng([p["seed"], 3]).permutation(p["count"]).astype(np.int64)
     n_train, n_val = int(TRAIN_FRAC * p["count"]), int(VAL_FRAC * p["count"])
-    yield "edge_index", np.concatenate(edges, axis=1).astype(np.int64)
-    yield "node_ptr", node_ptr
-    yield "edge_ptr", edge_ptr
-    yield "y", labels
-    yield "train_idx", np.sort(order[:n_train])
-    yield "val_idx", np.sort(order[n_train:n_train + n_val])
-    yield "test_idx", np.sort(order[n_train + n_val:])
+    yield from {"edge_index": np.concatenate(edges, axis=1).astype(np.int64), "node_ptr": node_ptr,
+                "edge_ptr": edge_ptr, "y": labels, "train_idx": np.sort(order[:n_train]),
+                "val_idx": np.sort(order[n_train:n_train + n_val]),
+                "test_idx": np.sort(order[n_train + n_val:])}.items()
 
 
 def expected_stats(params: dict) -> dict:
@@ -169,10 +166,7 @@ class GraphCollection(hub.Materialised):
     test_idx: np.ndarray
 
     CARD = ("name", "source", "num_graphs", *hub.STAT_FIELDS)
-
-    @property
-    def num_graphs(self) -> int:
-        return int(self.meta["num_graphs"])
+    num_graphs = property(lambda self: int(self.meta["num_graphs"]))
 
     def graph(self, g: int) -> tuple[np.ndarray, np.ndarray, int]:
         """Graph g as (x [n, F], edge_index [2, e] local ids, label): views, no copy."""

@@ -71,14 +71,13 @@ def open_graph(label: str, params: dict) -> ug.UserGraph:
 
     def edge_chunks():
         for start in range(0, num_edges, ug.EDGE_CHUNK):
-            stop = min(num_edges, start + ug.EDGE_CHUNK)
+            stop = start + ug.EDGE_CHUNK  # the reads stop at the last edge
             if layout == "2 x E":
-                src, dst = edges.row_of_column(0, start, stop), edges.row_of_column(1, start, stop)
+                src, dst = (edges.row_of_column(k, start, stop) for k in (0, 1))
+                yield ug.EdgeChunk(src, dst, start, lambda i, end: f"[{end}, {i}]")
             else:
                 pairs = edges.rows(start, stop)
-                src, dst = pairs[:, 0], pairs[:, 1]
-            yield ug.EdgeChunk(src, dst, start, (lambda i, end: f"[{end}, {i}]") if layout == "2 x E"
-                               else (lambda i, end: f"[{i}, {end}]"))
+                yield ug.EdgeChunk(pairs[:, 0], pairs[:, 1], start, lambda i, end: f"[{i}, {end}]")
 
     return ug.UserGraph(
         label=label, num_nodes=n, nodes_from=f"the rows of {features.path.name}",
@@ -102,8 +101,7 @@ def link_files(folder: Path) -> tuple[dict[str, Path], str] | None:
         problem = "both forms of negatives are there" if kinds else "no negatives"
         raise ug.fail(f"{folder}: {problem} for the given link split; allowed: {LINK_RULE}")
     wanted = {**LINK_POS, **LINK_NEG[kinds[0]]}
-    missing = [n for n in wanted.values() if n not in present]
-    if missing:
+    if missing := [n for n in wanted.values() if n not in present]:
         raise ug.fail(f"{folder}: the given link split lacks {', '.join(missing)}; allowed: {LINK_RULE}")
     return {key: folder / name for key, name in wanted.items()}, kinds[0]
 

@@ -53,11 +53,9 @@ def expected_files(name: str) -> list[str]:
         return ["raw/edge.csv.gz", "raw/num-node-list.csv.gz", "raw/num-edge-list.csv.gz", "raw/node-feat.csv.gz",
                 *(f"raw/{extra}.csv.gz" for extra in EXTRA_RAW[name]),
                 *(f"{split_dir(name)}/{part}.pt" for part in ("train", "valid", "test"))]
-    if name == "ogbn-papers100M":
-        raw = ["raw/data.npz", "raw/node-label.npz"]
-    else:
-        raw = ["raw/edge.csv.gz", "raw/node-feat.csv.gz", "raw/node-label.csv.gz",
-               "raw/num-node-list.csv.gz", "raw/num-edge-list.csv.gz"]
+    raw = (["raw/data.npz", "raw/node-label.npz"] if name == "ogbn-papers100M" else
+           ["raw/edge.csv.gz", "raw/node-feat.csv.gz", "raw/node-label.csv.gz", "raw/num-node-list.csv.gz",
+            "raw/num-edge-list.csv.gz"])
     return raw + [f"{split_dir(name)}/{part}.csv.gz" for part in ("train", "valid", "test")]
 
 
@@ -98,10 +96,9 @@ def opened(spec: dict, cache: Path, data_root: Path | None, dataset_class: str, 
                 lambda root: (dataset_class(name, root=str(root)), root / folder_name), offline_hint)
         else:
             work = Path(scratch) / folder_name
-            work.mkdir()
+            (work / "processed").mkdir(parents=True)  # ogb's processed copy: here, never in the data root
             for part in ("raw", "split"):
                 (work / part).symlink_to(source_dir / part, target_is_directory=True)
-            (work / "processed").mkdir()  # ogb writes its processed copy here, never into the data root
             (work / f"RELEASE_v{RELEASE.get(name, 1)}.txt").touch()
             with hub.reading_raw(spec["name"], source_dir):
                 dataset = dataset_class(name, root=scratch)

@@ -55,9 +55,7 @@ def of_source(source: str):
     module = source_module(source)
     if parametric(source):
         return declared(source, module)
-    if hasattr(module, "KNOWN_STATS"):
-        return named(source, tuple(module.KNOWN_STATS))
-    return NoParams
+    return named(source, tuple(module.KNOWN_STATS)) if hasattr(module, "KNOWN_STATS") else NoParams
 
 
 def check_spec(spec: dict) -> None:

@@ -84,8 +84,7 @@ def materialise(spec: dict, cache: Path, data_root: Path | None) -> Path:
 
     name = spec["params"]["name"]
     raw = hub.find_raw(data_root, "planetoid", f"{name}/raw", raw_files(name))
-    downloaded = raw is None
-    if raw is None:
+    if downloaded := raw is None:
         from torch_geometric.data import download_url
 
         def fetch(root: Path) -> Path:  # the raw files only (PyG's downloader); processed below, once checked
@@ -120,8 +119,7 @@ def materialise_reddit(spec: dict, cache: Path, data_root: Path | None) -> Path:
     from torch_geometric.datasets import Reddit  # the pyg stack only
 
     raw = hub.find_raw(data_root, "reddit", "Reddit/raw", REDDIT_RAW)
-    downloaded = raw is None
-    if raw is None:
+    if downloaded := raw is None:
         def fetch(root: Path) -> Path:
             Reddit(str(root))  # PyG's own download
             return root / "raw"

@@ -57,7 +57,6 @@ def load_file(path: Path, unsafe: bool):
         except Exception as exc:  # noqa: BLE001 - whatever the unpickler raises
             raise ug.fail(f"{path}: cannot be loaded ({type(exc).__name__}: {' '.join(str(exc).split())[:200]})") from None
     refuse_unneeded_globals(path)
-    last = None
     for mmap in (True, False):  # a zip-format file is mapped; an old-format one is read whole
         try:
             with torch.serialization.safe_globals(data_containers()):
@@ -70,10 +69,8 @@ def load_file(path: Path, unsafe: bool):
                               f"code, so it was not loaded; allowed: a Data, or an InMemoryDataset's (data, slices) "
                               f"file, saved with torch.save; or, for a file you trust, {UNSAFE_HINT}") from None
             last = exc
-        except RuntimeError as exc:
+        except RuntimeError as exc:  # not a zip file: read it without the map
             last = exc
-            if mmap:
-                continue  # not a zip file: read it without the map
         except Exception as exc:  # noqa: BLE001 - a file torch cannot read at all
             last = exc
             break
@@ -126,8 +123,7 @@ def refuse_unneeded_globals(path: Path) -> None:
     except (ValueError, EOFError, OSError, KeyError, RuntimeError) as exc:
         raise ug.fail(f"{path}: not a file torch.save wrote (its pickle cannot be read: "
                       f"{' '.join(str(exc).split())[:160]}); allowed: a PyG Data or InMemoryDataset file") from None
-    extra = sorted(n for n in names if n not in GRAPH_GLOBALS and not STORAGE_GLOBAL.fullmatch(n))
-    if extra:
+    if extra := sorted(n for n in names if n not in GRAPH_GLOBALS and not STORAGE_GLOBAL.fullmatch(n)):
         raise ug.fail(f"{path}: its pickle asks for {', '.join(extra[:3])}{' ...' if len(extra) > 3 else ''}, which a "
                       "graph file does not hold; a pickle can build objects as large as it asks, or run code, so it "
                       f"was not loaded; allowed: a Data, or an InMemoryDataset's (data, slices) file, saved with "
@@ -179,10 +175,8 @@ def as_data(obj, path: Path):
         raise ug.fail(f"{path}: holds a {type(obj).__name__}; allowed: a PyG Data, or an InMemoryDataset's "
                       "(data, slices) file")
     if isinstance(slices, dict):
-        counts = {k: len(v) - 1 for k, v in slices.items() if hasattr(v, "__len__")}
-        many = {k: c for k, c in counts.items() if c > 1}
-        if many:
-            key, count = next(iter(many.items()))
+        if many := [(k, len(v) - 1) for k, v in slices.items() if hasattr(v, "__len__") and len(v) > 2]:
+            key, count = many[0]
             raise ug.fail(f"{path}: an InMemoryDataset of {count} graphs (slices of {key}); allowed: one graph "
                           "(node classification)")
     return obj

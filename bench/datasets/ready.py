@@ -111,8 +111,7 @@ def _build(spec: dict, cache: Path, data_root: Path | None, host: Host, interact
     """Build the dataset here, or in its stack's interpreter (its last line of stderr is the error)."""
     # building holds the raw and the hub arrays at once (a user's graph is converted in pieces)
     if not datasets.user_files(spec["source"]):
-        too_big = host.refusal(sizes(spec, cache), 2, f"preparing dataset {spec['name']!r}")
-        if too_big:
+        if too_big := host.refusal(sizes(spec, cache), 2, f"preparing dataset {spec['name']!r}"):
             raise DatasetError(too_big)
     stack = stack_of(spec)
     if stack is None:

@@ -65,20 +65,17 @@ def batches(path: Path, columns: list[str], types: dict | None = None, names: li
     types = types or {}
     with reading(path):
         if is_parquet(path):
-            for batch in parquet(path).iter_batches(batch_size=batch_rows, columns=columns):
-                table = pa.Table.from_batches([batch])
-                for name, tp in types.items():
-                    if name in table.column_names and table.schema.field(name).type != tp:
-                        table = table.set_column(table.column_names.index(name), name, table[name].cast(tp))
-                yield table
-                del table, batch
-                pa.default_memory_pool().release_unused()
-            return
-        reader = pcsv.open_csv(
-            path, read_options=pcsv.ReadOptions(block_size=CSV_BLOCK_BYTES, column_names=names or None),
-            convert_options=pcsv.ConvertOptions(include_columns=columns, column_types=types,
-                                                strings_can_be_null=True))
+            reader = parquet(path).iter_batches(batch_size=batch_rows, columns=columns)
+        else:
+            reader = pcsv.open_csv(
+                path, read_options=pcsv.ReadOptions(block_size=CSV_BLOCK_BYTES, column_names=names or None),
+                convert_options=pcsv.ConvertOptions(include_columns=columns, column_types=types,
+                                                    strings_can_be_null=True))
         for batch in reader:
-            yield pa.Table.from_batches([batch])
-            del batch
+            table = pa.Table.from_batches([batch])
+            for name, tp in types.items():  # Parquet's columns cast (a CSV's are read as `types`)
+                if name in table.column_names and table.schema.field(name).type != tp:
+                    table = table.set_column(table.column_names.index(name), name, table[name].cast(tp))
+            yield table
+            del table, batch
             pa.default_memory_pool().release_unused()

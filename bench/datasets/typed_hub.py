@@ -36,10 +36,6 @@ def relation_of(key: str) -> tuple[str, str, str]:
     return src, name, dst
 
 
-def _file_part(relation: tuple[str, str, str]) -> str:
-    return NAME_SEPARATOR.join(relation)
-
-
 FEATURE_BLOCK_BYTES = 32 << 20  # features written this much at a time
 
 
@@ -99,8 +95,8 @@ class Writer:
 
     def _save(self, relation: tuple, src: np.ndarray, dst: np.ndarray) -> None:
         edge_index, indptr = hub.csc_from_coo(src, dst, self.counts[relation[0]], self.counts[relation[2]])
-        np.save(self.folder / f"edge_index-{_file_part(relation)}.npy", edge_index)
-        np.save(self.folder / f"csc_indptr-{_file_part(relation)}.npy", indptr)
+        np.save(self.folder / f"edge_index-{NAME_SEPARATOR.join(relation)}.npy", edge_index)
+        np.save(self.folder / f"csc_indptr-{NAME_SEPARATOR.join(relation)}.npy", indptr)
         self.num_edges[relation] = int(edge_index.shape[1])
 
     def finish(self, target: str, labels: np.ndarray, splits: dict[str, np.ndarray], extra_meta: dict | None = None) -> None:
@@ -162,7 +158,7 @@ class Writer:
                     continue
                 sources, destinations, type_ids = [], [], []
                 for key in into:
-                    edge_index = np.load(self.folder / f"edge_index-{_file_part(relation_of(key))}.npy")
+                    edge_index = np.load(self.folder / f"edge_index-{key.replace(':', NAME_SEPARATOR)}.npy")
                     sources.append((edge_index[0] + offset[node_type_to_id[relation_of(key)[0]]]).astype(index_dtype))
                     destinations.append(edge_index[1])
                     type_ids.append(np.full(edge_index.shape[1], edge_type_to_id[key], dtype=np.uint8))
@@ -219,14 +215,8 @@ class TypedHubDataset(hub.Materialised):
     graphbolt: dict[str, np.ndarray] = field(default_factory=dict)
 
     OPTIONAL_CARD = (*hub.Materialised.OPTIONAL_CARD, "target", "node_types", "relations")
-
-    @property
-    def target(self) -> str:
-        return self.meta["target"]
-
-    @property
-    def relations(self) -> list[tuple[str, str, str]]:
-        return [relation_of(k) for k in self.meta["relations"]]
+    target = property(lambda self: self.meta["target"])
+    relations = property(lambda self: [relation_of(k) for k in self.meta["relations"]])
 
     def feature_file(self, node_type: str) -> Path:
         return self.path / f"features-{node_type}.npy"
@@ -246,8 +236,8 @@ def load(path: Path, mmap: bool = True, features_mmap: bool | None = None, check
     relations = [relation_of(k) for k in meta["relations"]]
     return TypedHubDataset(
         path=path, meta=meta, counts=counts, features=features,
-        edge_index={r: read(f"edge_index-{_file_part(r)}") for r in relations},
-        csc_indptr={r: read(f"csc_indptr-{_file_part(r)}") for r in relations},
+        edge_index={r: read(f"edge_index-{NAME_SEPARATOR.join(r)}") for r in relations},
+        csc_indptr={r: read(f"csc_indptr-{NAME_SEPARATOR.join(r)}") for r in relations},
         labels=read("labels"), **{s: read(s) for s in SPLITS},
         graphbolt={n: read(f"graphbolt_{n}") for n in ("node_type_offset", "indptr", "indices", "type_per_edge")})
 

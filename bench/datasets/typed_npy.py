@@ -35,9 +35,7 @@ LAYOUT_RULE = ("graph.json {\"target\": TYPE}, nodes/<type>/features.npy, nodes/
 
 def source_files(params: dict) -> list[Path]:
     folder = Path(params["path"])
-    if not folder.is_dir():
-        return [folder]
-    return sorted([*folder.rglob("*.npy"), folder / GRAPH_FILE])
+    return sorted([*folder.rglob("*.npy"), folder / GRAPH_FILE]) if folder.is_dir() else [folder]
 
 
 canonical_params, fingerprint, *_ = ug.source_hooks("typed-npy", source_files)
@@ -75,8 +73,7 @@ def relation_named(stem: str, types, problems: Problems, name_path: Path, edges_
         problems.add(name_path, f"{stem!r} is not <src>__<name>__<dst> (source type, relation, destination type); "
                                 f"allowed: three names, each {graph_checks.NAME_RULE}")
         return None
-    unknown = [t for t in (relation[0], relation[2]) if t not in types]
-    if unknown:
+    if unknown := [t for t in (relation[0], relation[2]) if t not in types]:
         problems.add(edges_path, f"the relation names node type(s) {', '.join(map(repr, dict.fromkeys(unknown)))} "
                                  f"that are not there ({types_where}: {', '.join(types) or 'none'})")
         return None
@@ -87,14 +84,17 @@ def bounded_counts(counts: dict, where, folder: Path, problems: Problems) -> dic
     """The node counts within graph_checks' bound (each, and all together); the others problems."""
     kept = {t: counts[t] for t in problems.kept(counts, lambda t: graph_checks.node_count_problem(counts[t], f"{t} nodes"),
                                                  where)}
-    problem = graph_checks.node_count_problem(sum(kept.values()), "nodes of all types together")
-    if problem:
+    if problem := graph_checks.node_count_problem(sum(kept.values()), "nodes of all types together"):
         problems.add(folder, problem)
         return {}
     return kept
 
 
-def _open(path: Path, problems: Problems):
+def _open(path: Path, problems: Problems, missing: str | None = None):
+    """The .npy mapped, else None with its problem added (`missing`: what a missing file lacks)."""
+    if missing is not None and not path.is_file():
+        problems.add(path, f"missing: {missing}")
+        return None
     try:
         return np.load(path, mmap_mode="r", allow_pickle=False)
     except (OSError, ValueError) as exc:
@@ -164,17 +164,14 @@ def node_arrays(paths: dict[str, Path], given_counts: dict, config_path: Path, p
     counts, features = {}, {}
     for t, path in paths.items():
         x = _open(path, problems) if path.is_file() else None
-        rows = None
         if x is not None and x.ndim != 2:
             problems.add(path, f"{path.stem} has shape {x.shape}; allowed: [N, F] (one row per {t} node)")
             x = None
-        elif x is not None:
-            rows = int(x.shape[0])  # the count, even where the dtype is wrong (its relations still checked)
+        if x is not None:
+            counts[t] = int(x.shape[0])  # the count, even of a wrong dtype (its relations still checked)
             if not (np.issubdtype(x.dtype, np.floating) or np.issubdtype(x.dtype, np.integer) or x.dtype == np.bool_):
                 problems.add(path, f"{path.stem} has dtype {x.dtype}; allowed: {ug.FEATURE_RULE}")
                 x = None
-        if rows is not None:
-            counts[t] = rows
             if t in given_counts and given_counts[t] != counts[t]:
                 problems.add(config_path, f"num_nodes says {given_counts[t]} {t} nodes, {path.name} has "
                                           f"{counts[t]} rows; allowed: equal, or num_nodes left out for {t}")
@@ -196,12 +193,7 @@ def read_relations(entries: list[tuple[str, Path, Path]], where: Path, layout: s
         problems.add(where, f"no relations ({layout}); allowed: at least one")
     for stem, name_path, path in entries:
         relation = relation_named(stem, types, problems, name_path, path, "processed/" if igb_layout else "nodes/")
-        if relation is None:
-            continue
-        if not path.is_file():
-            problems.add(path, "missing: the relation's edges [E, 2]")
-            continue
-        edges = read_relation(path, relation, counts, problems, igb_layout)
+        edges = None if relation is None else read_relation(path, relation, counts, problems, igb_layout)
         if edges is not None:
             relations[relation], files[relation] = edges, path
     loops = 0
@@ -225,7 +217,7 @@ def read_relation(path: Path, relation: tuple[str, str, str], counts: dict, prob
     """A relation's (source ids, destination ids) from its .npy ([2, E]; IGB's: [E, 2]), in range."""
     src, _, dst = relation
     shape = "[E, 2]" if igb_layout else "[2, E]"
-    e = _open(path, problems)
+    e = _open(path, problems, "the relation's edges [E, 2]")
     if e is None:
         return None
     if not np.issubdtype(e.dtype, np.integer):
@@ -253,10 +245,7 @@ def read_labels(path: Path, n: int | None, target: str, missing: str, problems: 
                 classes: int | None = None) -> np.ndarray | None:
     """The target's labels [n] (graph_checks.labels_of; `classes`: IGB's number), None where unusable
     (said; `missing`: what a missing file lacks)."""
-    if not path.is_file():
-        problems.add(path, f"missing: {missing}")
-        return None
-    y = _open(path, problems)
+    y = _open(path, problems, missing)
     if y is None:
         return None
     labels, i, problem = graph_checks.labels_of(np.asarray(y), n, f"{target} nodes", classes)
@@ -271,10 +260,7 @@ def _target_arrays(folder: Path, target: str, n: int | None, problems: Problems)
     splits = {}
     for split, name in SPLIT_FILES.items():
         path = folder / name
-        if not path.is_file():
-            problems.add(path, f"missing: the {split.removesuffix('_idx')} split of {target!r} node ids")
-            continue
-        raw = _open(path, problems)
+        raw = _open(path, problems, f"the {split.removesuffix('_idx')} split of {target!r} node ids")
         if raw is None or n is None:  # n None: the target's count is unknown, which is said already
             continue
         ids, i, problem = graph_checks.ids_of(np.asarray(raw), n, f"{target} nodes")
@@ -307,18 +293,15 @@ def expected_stats(params: dict) -> dict:
 def feature_blocks(path: Path):
     """A type's features.npy as float32 blocks of rows read from the file, each checked finite."""
     for start, block, _ in ug.npy_row_blocks(NpyArray(path)):
-        with np.errstate(over="ignore", invalid="ignore"):
-            x = block.astype(np.float32, copy=False)  # a float64 too large for float32 becomes inf: said
-        ug.check_finite(ug.Input(path, "features"), start, block, x)
-        yield x
+        yield ug.finite_float32(ug.Input(path, "features"), start, block)
 
 
 def write_checked(spec: dict, cache: Path, read, fingerprint, feature_files, version: int) -> Path:
     """A typed user graph into the hub once (typed_hub.Writer, a piece at a time, with its baseline):
     read and checked whole, its files unchanged meanwhile."""
-    params = spec["params"]
-    if (hub.dataset_dir(spec, cache) / "meta.json").is_file():
-        return hub.dataset_dir(spec, cache)
+    params, target_dir = spec["params"], hub.dataset_dir(spec, cache)
+    if (target_dir / "meta.json").is_file():
+        return target_dir
     before = fingerprint(params)
     g = read()
     if fingerprint(params) != before:
@@ -326,20 +309,18 @@ def write_checked(spec: dict, cache: Path, read, fingerprint, feature_files, ver
     files = feature_files(g)
     with typed_hub.writing(spec, cache, g["counts"]) as w:
         if w is None:
-            return hub.dataset_dir(spec, cache)  # another process finished it first
+            return target_dir  # another process finished it first
         for relation, (src, dst) in g["relations"].items():
             w.relation(relation, src, dst)
         for t, path in files.items():
             w.features(t, (g["counts"][t], int(np.prod(NpyArray(path).shape[1:]))), feature_blocks(path))
         y, splits, target = g["labels"], g["splits"], g["target"]
-        acc = None
-        if target in files:
-            acc = baseline.features_only_accuracy(ug.RowReader(w.folder / f"features-{target}.npy"), y,
-                                                  splits["train_idx"], splits["test_idx"])
+        acc = None if target not in files else baseline.features_only_accuracy(
+            ug.RowReader(w.folder / f"features-{target}.npy"), y, splits["train_idx"], splits["test_idx"])
         w.finish(target, y, splits, extra_meta={"reader": version, "source_path": params["path"],
                                                 "features_only_acc": None if acc is None else round(acc, 4)})
-    ug.discard_stale(spec, hub.dataset_dir(spec, cache))
-    return hub.dataset_dir(spec, cache)
+    ug.discard_stale(spec, target_dir)
+    return target_dir
 
 
 def materialise(spec: dict, cache: Path, data_root: Path | None = None) -> Path:
@@ -424,9 +405,7 @@ def igbh_materialise(spec: dict, cache: Path, data_root: Path | None = None) -> 
 
 # the source `igbh` (bench.datasets.SOURCES names it by attribute)
 IGBH = SimpleNamespace(
-    SHAPE="typed",
-    USER_FILES=True,
-    VERSION=VERSION,
+    SHAPE="typed", USER_FILES=True, VERSION=VERSION,
     PARAMS={"path": ug.PARAMS["path"], "classes": (int, {"ge": 19, "le": 2983})},
     DEFAULTS={"path": ..., "classes": 19},
     SIZES_NOTE=("igbh:PATH         IGBH as IGB ships it: PATH/processed/<type>/node_feat.npy, paper/node_label_19.npy, "

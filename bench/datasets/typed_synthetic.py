@@ -15,7 +15,7 @@ import numpy as np
 
 from bench.datasets import baseline, typed_hub
 from bench.datasets import hub
-from bench.datasets.synthetic import check_params, split_sizes  # noqa: F401 - check_params: the same split rule
+from bench.datasets.synthetic import FRACTION, check_params, split_sizes  # noqa: F401 - the same split rule
 from bench.datasets.user_graph import RowReader
 
 SHAPE = "typed"  # bench/tasks.py: serves the typed-node task
@@ -30,7 +30,6 @@ POPULARITY = 2.5  # u**POPULARITY of a uniform u picks a class's member: low ran
 
 DEFAULTS = {"scale": 1, "feature_dim": 128, "features": "all", "num_classes": 19, "seed": 0, "within": 0.8,
             "feature_signal": 0.08, "train_frac": 0.6, "val_frac": 0.2, "test_frac": None}
-FRACTION = {"gt": 0, "lt": 1}
 PARAMS = {"scale": (int, {"ge": 1, "le": 10_000}), "feature_dim": (int, {"ge": 1, "le": 4096}),
           "features": (Literal["all", "target"], {}), "num_classes": (int, {"ge": 2, "le": 256}),
           "seed": (int, {}), "within": (float, FRACTION), "feature_signal": (float, {"ge": 0}),
@@ -47,10 +46,8 @@ class _Picker:
     def __init__(self, classes: np.ndarray, num_classes: int, rng: np.random.Generator):
         self.members = rng.permutation(classes.size)
         self.members = self.members[np.argsort(classes[self.members], kind="stable")]
-        sizes = np.bincount(classes, minlength=num_classes)
-        self.starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
-        self.sizes = sizes
-        self.num_classes = num_classes
+        self.sizes, self.num_classes = np.bincount(classes, minlength=num_classes), num_classes
+        self.starts = np.concatenate([[0], np.cumsum(self.sizes)[:-1]])
 
     def draw(self, wanted: np.ndarray, within: float, rng: np.random.Generator) -> np.ndarray:
         """One node per class in `wanted`: of that class with probability `within`, else of any."""

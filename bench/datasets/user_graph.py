@@ -7,6 +7,7 @@ graph far larger than memory can be named. The hub folder's name holds a fingerp
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import time
@@ -142,8 +143,7 @@ def check_ids(chunk: EdgeChunk, graph: UserGraph) -> tuple[np.ndarray, np.ndarra
 def check_feature_shape(graph: UserGraph) -> None:
     """The features' dtype and shape, and the node count bounded (before anything of its size is allocated)."""
     shape, dtype = graph.feature_shape, graph.feature_dtype
-    problem = graph_checks.node_count_problem(graph.num_nodes, f"nodes ({graph.nodes_from})")
-    if problem:
+    if problem := graph_checks.node_count_problem(graph.num_nodes, f"nodes ({graph.nodes_from})"):
         raise fail(f"{graph.features.file}: {problem}")
     if not (np.issubdtype(dtype, np.floating) or np.issubdtype(dtype, np.integer) or dtype == np.bool_):
         raise fail(f"{graph.features.file}: {graph.features.array} has dtype {dtype}; allowed: {FEATURE_RULE}")
@@ -155,16 +155,19 @@ def check_feature_shape(graph: UserGraph) -> None:
                    f"nodes ({graph.nodes_from}); allowed: one row per node")
 
 
-def check_finite(where: Input, given_row: int, block: np.ndarray, converted: np.ndarray) -> None:
-    """NaN or inf in a block of feature rows, or a value beyond float32's range."""
+def finite_float32(where: Input, given_row: int, block: np.ndarray) -> np.ndarray:
+    """A block of feature rows as float32; NaN or inf in it, or a value beyond float32's range, refused."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        converted = block.astype(np.float32, copy=False)  # a float64 too large for float32 becomes inf: said
     if not np.issubdtype(block.dtype, np.floating):
-        return
+        return converted
     for values, what in ((block, "; allowed: finite numbers (no NaN or inf)"),
                          (converted, ", beyond float32's range; allowed: finite numbers within ±3.4e38")):
         finite = np.isfinite(values)
         if not finite.all():
             r, c = np.argwhere(~finite)[0]
             raise fail(f"{where.at(f'[{given_row + int(r)}, {c}]')} is {block[r, c]}{what}")
+    return converted
 
 
 def check_labels(graph: UserGraph, num_classes: int | None) -> tuple[np.ndarray, int]:
@@ -179,8 +182,7 @@ def check_labels(graph: UserGraph, num_classes: int | None) -> tuple[np.ndarray,
 def check_baseline_fits(graph: UserGraph, splits: dict[str, np.ndarray], classes: int) -> None:
     """The features-only baseline fits in the memory there is now, said before a feature is read."""
     dim = int(graph.feature_shape[1])
-    found = baseline.refusal(int(splits["train"].size), int(splits["test"].size), dim, classes)
-    if found:
+    if found := baseline.refusal(int(splits["train"].size), int(splits["test"].size), dim, classes):
         needed, available = found
         raise fail(f"{graph.features.file}: {graph.features.array} {list(graph.feature_shape)}: the features-only "
                    f"baseline (a linear classifier on the features, fitted at conversion) needs about "
@@ -205,10 +207,9 @@ def check_splits(graph: UserGraph, labels: np.ndarray) -> dict[str, np.ndarray]:
         out[name], i, problem = graph_checks.ids_of(graph.read_split(name), graph.num_nodes, graph.nodes_from)
         if problem:
             raise fail(f"{where.file}: {where.array} {problem}" if i is None else f"{where.at(f'[{i}]')} {problem}")
-    found = graph_checks.split_problem(
-        out, labels, {s: f"{w.file.name}: {w.array}" for s, w in graph.splits.items()},
-        f"{graph.labels.file.name}: {graph.labels.array}")
-    if found:
+    if found := graph_checks.split_problem(
+            out, labels, {s: f"{w.file.name}: {w.array}" for s, w in graph.splits.items()},
+            f"{graph.labels.file.name}: {graph.labels.array}"):
         name, problem = found
         raise fail(f"{graph.splits[name].file}: {graph.splits[name].array}: {problem}")
     return {name: np.sort(ids) for name, ids in out.items()}
@@ -217,8 +218,7 @@ def check_splits(graph: UserGraph, labels: np.ndarray) -> dict[str, np.ndarray]:
 def materialise(spec: dict, cache: Path, opener: Callable[[str, dict], UserGraph],
                 files: Callable[[dict], list[Path]]) -> Path:
     """Check a user's graph and convert it into the hub (written aside, renamed when whole)."""
-    params = spec["params"]
-    target = hub.dataset_dir(spec, cache)
+    params, target = spec["params"], hub.dataset_dir(spec, cache)
     if (target / "meta.json").is_file():
         return target
     before = fingerprint(files(params))
@@ -237,16 +237,13 @@ def materialise(spec: dict, cache: Path, opener: Callable[[str, dict], UserGraph
         for chunk in graph.edge_chunks():
             sorter.add(*check_ids(chunk, graph))
         counts = sorter.write(tmp)
-        problem = graph_checks.edges_problem(counts.edges_in, counts.self_loops)
-        if problem:
+        if problem := graph_checks.edges_problem(counts.edges_in, counts.self_loops):
             raise fail(f"{graph.edges.file}: {graph.edges.array}: {problem}")
         phases.done("edges: check, sort, write")
         convert_features(graph, tmp)
         phases.done("features: check, write")
-        np.save(tmp / "labels.npy", labels)
-        for name in SPLITS:
-            np.save(tmp / f"{name}_idx.npy", splits[name])
-        for name, array in graph.extra_arrays.items():
+        arrays = {"labels": labels, **{f"{s}_idx": ids for s, ids in splits.items()}, **graph.extra_arrays}
+        for name, array in arrays.items():
             np.save(tmp / f"{name}.npy", array)
         acc = baseline.features_only_accuracy(RowReader(tmp / "features.npy"), labels, splits["train"],
                                                splits["test"])
@@ -304,11 +301,8 @@ class Phases:
     def done(self, name: str) -> None:
         now = time.perf_counter()
         entry = {"phase": name, "s": round(now - self._at, 2)}
-        try:
-            with open("/proc/self/status") as status:
-                entry["vm_hwm_bytes"] = next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmHWM:"))
-        except (OSError, StopIteration, ValueError):
-            pass
+        with contextlib.suppress(OSError, StopIteration, ValueError), open("/proc/self/status") as status:
+            entry["vm_hwm_bytes"] = next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmHWM:"))
         self.seen.append(entry)
         self._at = now
 
@@ -316,15 +310,10 @@ class Phases:
 def convert_features(graph: UserGraph, folder: Path) -> None:
     with hub_stream.ArrayFile(folder / "features.npy", np.float32, graph.feature_shape) as out:
         for rows, block, given_row in graph.feature_blocks():
-            with np.errstate(over="ignore", invalid="ignore"):
-                converted = block.astype(np.float32, copy=False)
-            check_finite(graph.features, given_row, block, converted)
-            if isinstance(rows, (int, np.integer)) and rows == out.rows_written:
-                out.append(converted)
-            elif isinstance(rows, (int, np.integer)):
-                out.put(np.arange(rows, rows + block.shape[0]), converted)
-            else:
-                out.put(rows, converted)
+            converted = finite_float32(graph.features, given_row, block)
+            if isinstance(rows, (int, np.integer)):  # consecutive rows: put writes them where they go
+                rows = np.arange(rows, rows + block.shape[0])
+            out.put(rows, converted)
 
 
 class RowReader:
@@ -376,32 +365,25 @@ def report_lines(meta: dict) -> list[str]:
     """The lines about a converted user graph: where it came from, dtypes, directedness, counts."""
     if "input" not in meta:
         return []
-    i, e = meta["input"], meta["edges"]
-    lines = [f"  source: {meta['source']} at {meta['source_path']}"]
-    lines.append(f"  edges: {i['edges']['file']} ({i['edges']['array']}, {i['edges']['dtype']}), "
-                 f"{e['edges_in']:,} as given")
-    loops = "kept" if e["self_loops_kept"] else "removed"
-    dups = "kept" if e["duplicates_kept"] else "removed"
-    lines.append(f"    self-loops {e['self_loops']:,} ({loops}), duplicate edges {e['duplicates']:,} ({dups})")
-    if e["directed_input"]:
-        lines.append(f"    directed as given: made undirected, {e['reverse_added']:,} reverse edges added "
-                     f"({e['num_edges']:,} in the hub, both directions)")
-    else:
-        lines.append(f"    undirected as given (every edge's reverse is there): {e['num_edges']:,} in the hub")
-    f = i["features"]
-    lines.append(f"  features: {f['file']} ({f['array']}, {f['dtype']} {tuple(f['shape'])}) -> float32")
-    lines.append(f"  labels: {i['labels']['file']} ({i['labels']['array']}), {meta['num_classes']} classes, "
-                 f"{meta['labelled_nodes']:,} of {meta['num_nodes']:,} nodes labelled")
-    lines.append("  splits: " + ", ".join(f"{s} {meta[f'num_{s}']:,} ({w['array']})"
-                                          for s, w in i["splits"].items()))
-    lines.append(f"  nodes: {meta['num_nodes']:,} ({i['nodes_from']})")
-    if meta.get("node_ids"):
-        lines.append(f"  node ids: {meta['node_ids']}")
-    for note in meta.get("notes", []):
-        lines.append(f"  note: {note}")
-    if meta.get("convert_s") is not None:
-        lines.append(f"  converted in {meta['convert_s']} s")
-    return lines
+    i, e, f = meta["input"], meta["edges"], meta["input"]["features"]
+    kept = {True: "kept", False: "removed"}
+    return [f"  source: {meta['source']} at {meta['source_path']}",
+            f"  edges: {i['edges']['file']} ({i['edges']['array']}, {i['edges']['dtype']}), "
+            f"{e['edges_in']:,} as given",
+            f"    self-loops {e['self_loops']:,} ({kept[e['self_loops_kept']]}), duplicate edges "
+            f"{e['duplicates']:,} ({kept[e['duplicates_kept']]})",
+            f"    directed as given: made undirected, {e['reverse_added']:,} reverse edges added "
+            f"({e['num_edges']:,} in the hub, both directions)" if e["directed_input"] else
+            f"    undirected as given (every edge's reverse is there): {e['num_edges']:,} in the hub",
+            f"  features: {f['file']} ({f['array']}, {f['dtype']} {tuple(f['shape'])}) -> float32",
+            f"  labels: {i['labels']['file']} ({i['labels']['array']}), {meta['num_classes']} classes, "
+            f"{meta['labelled_nodes']:,} of {meta['num_nodes']:,} nodes labelled",
+            "  splits: " + ", ".join(f"{s} {meta[f'num_{s}']:,} ({w['array']})"
+                                     for s, w in i["splits"].items()),
+            f"  nodes: {meta['num_nodes']:,} ({i['nodes_from']})",
+            *([f"  node ids: {meta['node_ids']}"] if meta.get("node_ids") else []),
+            *(f"  note: {note}" for note in meta.get("notes", [])),
+            *([f"  converted in {meta['convert_s']} s"] if meta.get("convert_s") is not None else [])]
 
 
 def expected_stats(graph: UserGraph, params: dict) -> dict:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
+import platform
 import statistics
 import subprocess
 import time
@@ -22,18 +23,15 @@ from dataclasses import asdict, dataclass, field
 from functools import cached_property
 from pathlib import Path
 
-from bench import modes
-from bench import paired_ratio
+from bench import modes, paired_ratio, stacks
 from bench.paired_ratio import MIN_LAUNCHES, TOLERANCE
-from bench import stacks
 from bench.backends import BACKENDS
-from bench.datasets import link_split
-from bench.machine import core_budget, gpus
+from bench.machine import core_budget
 from bench.machine.load import LoadMeter
-from bench.run.prepare import ensure_dataset  # bench.datasets.ready with this machine's stacks
-from bench.run.runner import run_in_stack, worker_env
+from bench.run.executor import Executor
+from bench.run.prepare import Preparation, PreparedCell
+from bench.run.runner import Launch, Outcome, worker_env
 from bench.run.suite import Cell
-from bench.tasks import TASKS
 
 # the backends whose registry line names a plain loop (bench/harness_costs/plain_loops.py)
 PLAIN_BACKENDS = tuple(name for name, info in BACKENDS.items() if info.plain_loop)
@@ -110,14 +108,10 @@ class Comparison:
         return [x for x in logs if x is not None]
 
     @property
-    def looks(self) -> int:
-        """The plan's looks: at --rounds, and at --max-rounds where given (each spends half of ALPHA)."""
-        return 2 if self.max_rounds else 1
-
-    @property
     def confidence(self) -> float:
-        """The verdict interval's confidence: 95 % at one look, 97.5 % at each of two."""
-        return 1 - paired_ratio.look_alpha(self.looks)
+        """The verdict interval's confidence: 95 % at one look (at --rounds), 97.5 % at each of two (and at
+        --max-rounds where given: each spends half of ALPHA)."""
+        return 1 - paired_ratio.look_alpha(2 if self.max_rounds else 1)
 
     @cached_property
     def _estimate(self) -> tuple[float, tuple[float, float] | None]:
@@ -132,11 +126,6 @@ class Comparison:
     def interval(self) -> tuple[float, float] | None:
         """The verdict's interval: a t interval over the rounds (launches), None below MIN_LAUNCHES."""
         return self._estimate[1]
-
-    @property
-    def enough_rounds(self) -> bool:
-        """Whether the pair has the rounds an interval over launches needs."""
-        return len(self.harness_rounds) >= MIN_LAUNCHES
 
     @property
     def settled(self) -> str | None:
@@ -168,24 +157,20 @@ class Comparison:
 
     @property
     def cpu_ratio(self) -> float | None:
-        """The harness's median CPU seconds per epoch over the plain loop's."""
         if not self.harness_cpu or not self.plain_cpu or not statistics.median(self.plain_cpu):
             return None
         return statistics.median(self.harness_cpu) / statistics.median(self.plain_cpu)
 
     @property
     def harness_median(self) -> float:
-        """The harness's median epoch."""
         return statistics.median(self.harness_epochs)
 
     @property
     def plain_median(self) -> float:
-        """The plain loop's median epoch."""
         return statistics.median(self.plain_epochs)
 
     @property
     def ratio_of_medians(self) -> float:
-        """The two sides' medians' ratio."""
         return self.harness_median / self.plain_median
 
     @property
@@ -214,7 +199,6 @@ class Comparison:
         return f"**no**: {words}" if self.differs else words
 
     def as_dict(self) -> dict:
-        """The pair as the JSON file holds it."""
         return {**asdict(self), "harness_median_s": self.harness_median, "plain_median_s": self.plain_median,
                 "ratio": self.ratio, "ratio_of_medians": self.ratio_of_medians,
                 "faithful": self.faithful, "cpu_ratio": self.cpu_ratio,
@@ -274,13 +258,28 @@ def plain_loops_json(cell: Cell, args: list[str], cache: Path, timeout: float | 
     return found
 
 
-def run_harness(cell: Cell, dataset_dir: Path, cache: Path) -> tuple[list[float], list[float], float | None]:
+def cell_executor(cells: list[Cell], cache: Path, data_root: Path | None, say=print) -> Executor:
+    """The executor `gnnbench run` prepares and launches cells with (stacks, dataset and link split,
+    store, the GPU and node refusals), so a pair's harness side is the cell as a run runs it."""
+    return Executor(cells, None, "fidelity", False, cache, Launch(), Preparation(cache, data_root, say=say),
+                    journal=None, say=say)
+
+
+def prepared(executor: Executor, cell: Cell) -> tuple[Cell, PreparedCell]:
+    """The cell as it runs here and it prepared, or PairSkipped / FidelityError with what stopped it."""
+    resolved, ready = executor.prepared(cell)
+    if isinstance(ready, Outcome):
+        why = ready.reason.splitlines()[0]
+        raise PairSkipped(why) if ready.status == "skipped" else FidelityError(f"{cell.id}: {ready.status}: {why}")
+    return resolved, ready
+
+
+def run_harness(executor: Executor, cell: Cell, ready: PreparedCell) -> tuple[list[float], list[float], float | None]:
     """The cell's measured epochs as gnnbench runs it: (wall seconds, CPU seconds, other load)."""
-    outcome = run_in_stack(cell, dataset_dir, cache)
-    if outcome.status == "skipped":
-        raise PairSkipped(outcome.reason.splitlines()[0])
-    if outcome.status != "ok":
-        raise FidelityError(f"{cell.id}: the cell ended {outcome.status}: {outcome.reason.splitlines()[0]}")
+    if (outcome := executor.start(cell, ready)).status != "ok":
+        why = outcome.reason.splitlines()[0]
+        raise PairSkipped(why) if outcome.status == "skipped" else FidelityError(
+            f"{cell.id}: the cell ended {outcome.status}: {why}")
     epochs = outcome.record["epochs"]
     return ([e["seconds"] for e in epochs], [e["cpu_s"] for e in epochs if e.get("cpu_s") is not None],
             outcome.other_load)
@@ -295,9 +294,10 @@ def compare(cells: list[Cell], cache: Path, data_root: Path | None, rounds: int,
     found = [] if found is None else found
     failed = {} if failed is None else failed
     skipped = {} if skipped is None else skipped
+    executor = cell_executor(cells, cache, data_root, say)
     for cell in cells:
         try:
-            found.append(_compare_one(cell, cache, data_root, rounds, say, against_itself, side_by_side, max_rounds))
+            found.append(_compare_one(executor, cell, cache, rounds, say, against_itself, side_by_side, max_rounds))
         except PairInterrupted as exc:  # its finished rounds are measurements: kept, the interrupt goes on
             found.append(exc.partial)
             raise KeyboardInterrupt from None
@@ -310,14 +310,12 @@ def compare(cells: list[Cell], cache: Path, data_root: Path | None, rounds: int,
     return found
 
 
-def _compare_one(cell: Cell, cache: Path, data_root: Path | None, rounds: int, say, against_itself: bool,
+def _compare_one(executor: Executor, cell: Cell, cache: Path, rounds: int, say, against_itself: bool,
                  side_by_side: bool, max_rounds: int | None) -> Comparison:
     """One cell's pair (compare); an interrupt after a round raises PairInterrupted with the rounds so far."""
-    if modes.mode(cell.settings.mode).needs_gpu and not (shown := gpus.visible()):  # before any dataset step
-        raise PairSkipped(f"mode {cell.settings.mode} needs a CUDA GPU; this machine shows none ({shown.how})")
-    dataset_dir = ensure_dataset(cell.dataset_spec, cache, data_root)
-    if TASKS[BACKENDS[cell.backend].task].edge_split:  # both sides train on the split a run makes (once per dataset)
-        link_split.ensure(dataset_dir)
+    # both sides train on what a run prepares (its dataset, a link task's split), the GPU refusal first
+    resolved, ready = prepared(executor, cell)
+    dataset_dir = ready.dataset_dir
     result = Comparison(cell.id, [], [], [], against_itself=against_itself, side_by_side=side_by_side,
                         max_rounds=max_rounds, differences=gpu_differences(cell, side_by_side),
                         rounds_asked=max_rounds or rounds)  # the most this pair could have run
@@ -328,15 +326,12 @@ def _compare_one(cell: Cell, cache: Path, data_root: Path | None, rounds: int, s
         # two planned looks at most: at --rounds, and (where unsettled there) at --max-rounds, none between
         while r < rounds or (max_rounds and r < max_rounds and (r > rounds or result.settled is None)):
             if side_by_side:  # one process runs both
-                both = run_side_by_side(cell, dataset_dir, cache)
+                both = run_side_by_side(resolved, dataset_dir, cache)
                 runs = {"harness": (both["harness"], both["harness_cpu"]), "plain": (both["epochs"], both["cpu"])}
             else:  # alternate which goes first, so neither always runs on a machine the other warmed
-                runs = {}
-                for side in (("harness", "plain") if r % 2 == 0 else ("plain", "harness")):
-                    if side == "harness" and not against_itself:
-                        runs[side] = run_harness(cell, dataset_dir, cache)
-                    else:  # the plain side, or both sides of an A/A run
-                        runs[side] = run_plain(cell, dataset_dir, cache)
+                runs = {side: (run_plain(resolved, dataset_dir, cache) if against_itself or side == "plain"
+                               else run_harness(executor, resolved, ready))  # an A/A run: plain on both sides
+                        for side in (("harness", "plain") if r % 2 == 0 else ("plain", "harness"))}
             for side, run in runs.items():  # a round counts once both sides finished it
                 result.add(side, *run)
             r += 1
@@ -384,23 +379,19 @@ def table(found: list[Comparison]) -> str:
         interval = "n/a" if c.interval is None else f"{c.interval[0]:.3f}–{c.interval[1]:.3f} ({len(c.harness_rounds)})"
         lines.append(f"| `{c.cell_id}` | {threads} | {c.harness_median:.4f} s | {c.plain_median:.4f} s | "
                      f"{c.ratio:.3f} | {f'{c.ratio_of_medians:.3f} | ' if paired else ''}{interval} | {c.verdict} | {'n/a' if c.cpu_ratio is None else f'{c.cpu_ratio:.3f}'} | {load} |")
-    interrupted = [c for c in found if c.interrupted_after is not None]
-    if interrupted:
-        lines += ["", "Interrupted (its figures are over the rounds that finished):"]
-        lines += [f"- `{c.cell_id}`: {c.interrupted_after} of the {c.rounds_asked} rounds asked" for c in interrupted]
-    unsettled = [c for c in found if c.unsettled_reason]
-    if unsettled:
-        lines += ["", "Unresolved (neither inside nor wholly outside the band at the plan's confidence):"]
-        lines += [f"- `{c.cell_id}`: {c.unsettled_reason}" for c in unsettled]
-    differing = [c for c in found if c.differences]
-    if differing:
-        lines += ["", "Differences by design (the GPU pairs' sides):"]
-        lines += [f"- `{c.cell_id}`: {d}" for c in differing for d in c.differences]
-    outside = [c for c in found if c.differs or (c.interval is None and not paired_ratio.within(c.ratio))]
-    if outside:
-        lines += ["", f"Outside ±{TOLERANCE:.0%} ({what}):"]
-        lines += [f"- `{c.cell_id}`: {c.verdict.removeprefix('**no**: ')} (ratio {c.ratio:.3f}){_resolution(c)}"
-                  for c in outside]
+    sections = {
+        "Interrupted (its figures are over the rounds that finished):":
+            [f"`{c.cell_id}`: {c.interrupted_after} of the {c.rounds_asked} rounds asked"
+             for c in found if c.interrupted_after is not None],
+        "Unresolved (neither inside nor wholly outside the band at the plan's confidence):":
+            [f"`{c.cell_id}`: {c.unsettled_reason}" for c in found if c.unsettled_reason],
+        "Differences by design (the GPU pairs' sides):":
+            [f"`{c.cell_id}`: {d}" for c in found for d in c.differences],
+        f"Outside ±{TOLERANCE:.0%} ({what}):":
+            [f"`{c.cell_id}`: {c.verdict.removeprefix('**no**: ')} (ratio {c.ratio:.3f}){_resolution(c)}"
+             for c in found if c.differs or (c.interval is None and not paired_ratio.within(c.ratio))]}
+    for heading, items in sections.items():
+        lines += ["", heading, *(f"- {item}" for item in items)] if items else []
     return "\n".join(lines)
 
 
@@ -426,8 +417,6 @@ def write(found: list[Comparison], path: Path, command: str, not_run: list[str] 
 def write_document(path: Path, command: str, fields: dict, table_text: str, not_run: list[str] | None = None) -> str:
     """A comparison's JSON (command, time, machine, then `fields`) and its Markdown table beside it, naming
     the cells an interrupt left unrun; returns the table."""
-    import platform
-
     if not_run:
         fields["not_run"] = {"reason": "interrupted", "cells": not_run}
         table_text = "Interrupted: not run: " + ", ".join(f"`{cell}`" for cell in not_run) + "\n\n" + table_text
@@ -464,12 +453,10 @@ class Overhead:
 
     @property
     def ratios(self) -> list[float]:
-        """Each pair's on/off, sorted."""
         return sorted(a / b for a, b in zip(self.on_epochs, self.off_epochs))
 
     @property
     def overhead(self) -> float:
-        """Median over the pairs of on/off, minus one."""
         return statistics.median(self.ratios) - 1
 
     @property
@@ -482,16 +469,13 @@ class Overhead:
 
     @property
     def medians_ratio(self) -> float:
-        """The two sides' medians' ratio, minus one."""
         return statistics.median(self.on_epochs) / statistics.median(self.off_epochs) - 1
 
     @property
     def within_goal(self) -> bool:
-        """Whether the overhead is within GOAL."""
         return self.error is None and self.overhead <= GOAL
 
     def as_dict(self) -> dict:
-        """The cell as the JSON file holds it."""
         if self.error:
             return {**asdict(self), "within_goal": False}
         return {**asdict(self), "on_median_s": statistics.median(self.on_epochs),
@@ -501,14 +485,12 @@ class Overhead:
 
 
 def clocks_measurable(cell) -> bool:
-    """Whether the cell can be measured (one rank)."""
     return cell.settings.world_size == 1
 
 
 def run_clocks(cell, dataset_dir: Path, cache: Path, epochs: int) -> Overhead:
     """One cell's interleaved run in its stack."""
-    stack = stacks.get(cell.stack)
-    if not stack.installed:
+    if not stacks.get(cell.stack).installed:
         raise OverheadError(f"{cell.id}: stack {cell.stack!r} is not installed (gnnbench stacks install {cell.stack})")
     # both sides' epochs and warm-ups, as the cell's own timeout would allow for one side
     timeout = 2 * float(cell.settings.timeout) * max(1.0, epochs / max(1, cell.settings.epochs))
@@ -522,12 +504,14 @@ def measure_clocks(cells: list, cache: Path, data_root: Path | None, epochs: int
                    say=print) -> list[Overhead]:
     """Every cell's pairs, into `found` as each ends (kept on an interrupt); a failing cell is recorded
     and the others still measured."""
+    executor = cell_executor(cells, cache, data_root, say)
     for n, cell in enumerate(cells, 1):
         say(f"[{n}/{len(cells)}] {cell.id}: {epochs} epochs each side, interleaved ...")
         started = time.perf_counter()
         try:
-            result = run_clocks(cell, ensure_dataset(cell.dataset_spec, cache, data_root), cache, epochs)
-        except OverheadError as exc:
+            resolved, ready = prepared(executor, cell)
+            result = run_clocks(resolved, ready.dataset_dir, cache, epochs)
+        except (OverheadError, FidelityError) as exc:
             say(f"  failed: {exc}")
             found.append(Overhead(cell.id, [], [], error=str(exc)))
             continue
@@ -539,7 +523,6 @@ def measure_clocks(cells: list, cache: Path, data_root: Path | None, epochs: int
 
 
 def clocks_table(found: list[Overhead]) -> str:
-    """The cells as a Markdown table."""
     lines = ["| cell | epoch pairs | profile on (median) | profile off (median) | overhead (median of pairs) | 95 % CI | "
              "ratio of medians | within 2 % | other load |", "|---|---:|---:|---:|---:|---|---:|---|---:|"]
     for r in found:
@@ -556,6 +539,5 @@ def clocks_table(found: list[Overhead]) -> str:
 
 
 def write_clocks(found: list[Overhead], path: Path, command: str, not_run: list[str] | None = None) -> str:
-    """The measurement's JSON and Markdown files (write_document)."""
     return write_document(path, command, {"goal": GOAL, "cells": [r.as_dict() for r in found]}, clocks_table(found),
                           not_run)

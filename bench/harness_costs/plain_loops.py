@@ -24,16 +24,14 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from bench.backends import BACKENDS
-from bench.backends import load_pipeline_class
+from bench.backends import BACKENDS, load_pipeline_class
 from bench.backends.base import device_of, graphsage, seed_everything
 from bench.backends.link import link_model
 from bench.backends.stages import cuda_sync
 from bench.backends.typed import typed_model
 from bench.datasets import hub, link_split
 from bench.run.lifeline import tie_to_parent
-from bench.run.worker import run_epoch
-from bench.run.worker import set_threads
+from bench.run.worker import run_epoch, set_threads
 from bench.settings import DROPOUT, CellSettings
 from bench.stores import features_in_memory
 
@@ -103,7 +101,6 @@ def training(loader, s, model, loss_of, copy: bool = False):
 
 
 def dims(data, s) -> list[int]:
-    """The layers' widths."""
     return [data.features.shape[1]] + [s.hidden] * (len(s.fanout) - 1) + [data.num_classes]
 
 
@@ -284,7 +281,6 @@ def graphbolt_link_loop(data, s):
 
 
 def loop_of(backend: str):
-    """The backend's plain loop, as its registry line names it (BackendInfo.plain_loop)."""
     return globals()[BACKENDS[backend].plain_loop]
 
 

@@ -5,11 +5,13 @@ folder, keyed by the hardware, the row width and the file, so a run pays a few s
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import mmap
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -24,7 +26,6 @@ from bench.machine.core_budget import usable_cores  # the one count: affinity, c
 from bench import stacks
 from bench.paths import write_atomic
 from bench.machine import gpus
-from bench.machine.gpus import run_tool
 
 FORMAT = 1
 MIB = 2**20
@@ -39,6 +40,7 @@ RANDOM_READS = 2000                     # random reads per measurement (or SECON
 READ_CHUNK = 8 * MIB
 COLD_RESIDENT_MAX = 0.05                # after eviction, more resident than this: not cold
 H2D_TIMEOUT_S = 120
+DMI = Path("/sys/class/dmi/id")
 
 
 # --- the figures --------------------------------------------------------------------------------
@@ -58,12 +60,9 @@ def llc_bytes() -> int:
     """The largest CPU cache's size (sysfs), else DEFAULT_LLC_BYTES."""
     sizes = []
     for index in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*"):
-        try:
+        with contextlib.suppress(OSError):
             text = (index / "size").read_text().strip()
-        except OSError:
-            continue
-        unit = {"K": 2**10, "M": 2**20, "G": 2**30}.get(text[-1:], 1)
-        sizes.append(int(text.rstrip("KMG")) * unit)
+            sizes.append(int(text.rstrip("KMG")) * {"K": 2**10, "M": 2**20, "G": 2**30}.get(text[-1:], 1))
     return max(sizes, default=DEFAULT_LLC_BYTES)
 
 
@@ -111,8 +110,7 @@ def sequential_read(path: Path) -> float:
     total, t0 = 0, time.perf_counter()
     with open(path, "rb", buffering=0) as f:
         while total < SEQ_READ_LIMIT:
-            n = f.readinto(buffer)
-            if not n:
+            if not (n := f.readinto(buffer)):
                 break
             total += n
     return total / max(time.perf_counter() - t0, 1e-9)
@@ -120,8 +118,7 @@ def sequential_read(path: Path) -> float:
 
 def random_read(path: Path, record_bytes: int, data_offset: int = 0, seed: int = 0) -> float:
     """Bytes per second of one-record reads at random record boundaries, readahead off."""
-    size = os.path.getsize(path)
-    records = max(1, (size - data_offset) // record_bytes)
+    records = max(1, (os.path.getsize(path) - data_offset) // record_bytes)
     offsets = data_offset + np.random.default_rng(seed).integers(0, records, RANDOM_READS) * record_bytes
     fd = os.open(path, os.O_RDONLY)
     try:
@@ -221,17 +218,12 @@ def machine_key() -> dict:
     """What makes two machines' ceilings the same: the hardware, GPUs included (a host-to-device
     figure belongs to its GPU), never the hostname (each container gets its own)."""
     model = platform.processor()
-    try:
+    with contextlib.suppress(OSError):
         model = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
                       if line.startswith("model name")), model)
-    except OSError:
-        pass
     pages = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     return {"board": board(), "cpu": model, "cpus": os.cpu_count(), "usable_cores": usable_cores(),
             "memory_bytes": pages, "gpus": list(gpus.visible().names), "gpu_uuids": gpu_uuids(), "format": FORMAT}
-
-
-DMI = Path("/sys/class/dmi/id")
 
 
 def board(dmi: Path = DMI) -> str | None:
@@ -243,9 +235,7 @@ def board(dmi: Path = DMI) -> str | None:
 
 def gpu_uuids() -> list[str]:
     """The UUIDs of the GPUs nvidia-smi lists (each card's own, the same in every container)."""
-    import re
-
-    return re.findall(r"UUID: (GPU-[0-9a-fA-F-]+)", run_tool(["nvidia-smi", "-L"]) or "")
+    return re.findall(r"UUID: (GPU-[0-9a-fA-F-]+)", gpus.run_tool(["nvidia-smi", "-L"]) or "")
 
 
 def cache_file(cache: Path) -> Path:
@@ -267,18 +257,15 @@ def probe(cache: Path, row_widths: Iterable[int] = (), files: dict[str, tuple[Pa
     if "memcpy" not in known:
         known["memcpy"] = memcpy_bandwidth()
     widths = sorted({int(w) for w in row_widths if w and int(w) > 0})
-    missing = [w for w in widths if str(w) not in known["gather"]]
-    if missing:
+    if missing := [w for w in widths if str(w) not in known["gather"]]:
         source = _gather_source()
-        for width in missing:
-            known["gather"][str(width)] = gather_bandwidth(width, source)
+        known["gather"].update({str(width): gather_bandwidth(width, source) for width in missing})
         del source
     disk = {}
     for label, (file, record_bytes, offset) in (files or {}).items():
         stat = os.stat(file)
         key = f"{Path(file).resolve()}:{stat.st_size}:{stat.st_mtime_ns}"
-        entry = known["disk"].get(key)
-        if entry is None:
+        if (entry := known["disk"].get(key)) is None:
             figures, file_notes = disk_reads(Path(file), record_bytes, offset, label)
             entry = known["disk"][key] = {"figures": figures, "notes": file_notes}
         disk[label] = entry["figures"]

@@ -50,19 +50,15 @@ def canonical(value) -> str:
     size = parse_limit(value)
     if size is None:
         return NONE
-    for unit in ("T", "G", "M", "K"):
-        if size % UNITS[unit] == 0:
-            return f"{size // UNITS[unit]}{unit}iB"
-    return str(size)
+    units = [unit for unit in ("T", "G", "M", "K") if size % UNITS[unit] == 0]
+    return f"{size // UNITS[units[0]]}{units[0]}iB" if units else str(size)
 
 
 def version() -> int | None:
     """2, 1, or None: which memory cgroup hierarchy this machine has."""
     if (ROOT / "cgroup.controllers").is_file():
         return 2 if "memory" in (ROOT / "cgroup.controllers").read_text().split() else None
-    if (V1_MEMORY / "memory.limit_in_bytes").is_file():
-        return 1
-    return None
+    return 1 if (V1_MEMORY / "memory.limit_in_bytes").is_file() else None
 
 
 def _swap_on() -> bool:
@@ -98,8 +94,7 @@ class MemoryCgroup:
     @classmethod
     def create(cls, name: str, limit: int) -> MemoryCgroup:
         found = version()
-        reason = unavailable()
-        if reason:
+        if reason := unavailable():
             raise CgroupError(reason)
         control = ROOT / "cgroup.subtree_control"
         if found == 2 and "memory" not in control.read_text().split():
@@ -156,8 +151,7 @@ class MemoryCgroup:
         deadline = time.monotonic() + 10
         while self.path.exists():
             try:
-                self.path.rmdir()
-                return
+                return self.path.rmdir()
             except FileNotFoundError:
                 return
             except OSError:
@@ -169,9 +163,7 @@ class MemoryCgroup:
 
 def join_in_child(fd: int):
     """A subprocess.Popen preexec_fn writing the child's pid to the group (async-signal-safe calls only)."""
-    def join() -> None:
-        os.write(fd, str(os.getpid()).encode())
-    return join
+    return lambda: os.write(fd, str(os.getpid()).encode())
 
 
 def _write(path: Path, value) -> None:

@@ -6,6 +6,7 @@ machine; only a setting asks for more, and the budget then says by what. Stdlib 
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 from dataclasses import asdict, dataclass
@@ -35,7 +36,7 @@ def cgroup_quota(proc_cgroup: Path = Path("/proc/self/cgroup"), root: Path = CGR
     for line in lines:
         _, controllers, path = line.split(":", 2)
         rel = path.lstrip("/")
-        try:
+        with contextlib.suppress(OSError, ValueError):  # an unreadable entry: the next one
             if controllers == "":  # v2
                 quota, period = (root / rel / "cpu.max").read_text().split()[:2]
                 if quota != "max":
@@ -47,8 +48,6 @@ def cgroup_quota(proc_cgroup: Path = Path("/proc/self/cgroup"), root: Path = CGR
                     quota = int((folder / "cpu.cfs_quota_us").read_text())
                     if quota > 0:
                         return quota / int((folder / "cpu.cfs_period_us").read_text())
-        except (OSError, ValueError):
-            continue
     return None
 
 

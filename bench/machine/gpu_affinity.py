@@ -17,6 +17,8 @@ from bench.machine.gpus import run_tool
 from bench.machine.nvml import find_gpu, normal_pci
 
 SYSFS_PCI = Path("/sys/bus/pci/devices")
+_LISTING: tuple[list[dict] | None, str] | None = None
+_WHY: list[str] = []  # why NVML gave no listing, for the reason a rank stays unpinned
 
 
 def mask_to_cores(words) -> list[int]:
@@ -36,9 +38,8 @@ def split_share(cores: list[int], sharers: list[int], me: int) -> list[int]:
 
 def split_loader(share: list[int], num_workers: int) -> tuple[list[int], list[int] | None]:
     """(the rank's own cores, one core per loader worker) from its share; (share, None) if too few."""
-    if num_workers <= 0 or len(share) <= num_workers:
-        return share, None
-    return share[:-num_workers], share[-num_workers:]
+    too_few = num_workers <= 0 or len(share) <= num_workers
+    return (share, None) if too_few else (share[:-num_workers], share[-num_workers:])
 
 
 def node_listing() -> tuple[list[dict] | None, str]:
@@ -48,9 +49,6 @@ def node_listing() -> tuple[list[dict] | None, str]:
     if _LISTING is None:
         _LISTING = _nvml_listing() or _smi_listing()
     return _LISTING
-
-
-_LISTING: tuple[list[dict] | None, str] | None = None
 
 
 def _nvml_listing() -> tuple[list[dict], str] | None:
@@ -69,14 +67,10 @@ def _nvml_listing() -> tuple[list[dict], str] | None:
         return None
 
 
-_WHY: list[str] = []  # why NVML gave no listing, for the reason a rank stays unpinned
-
-
 def _smi_listing() -> tuple[list[dict] | None, str]:
     rows = parse_listing(run_tool(["nvidia-smi", "--query-gpu=index,uuid,pci.bus_id", "--format=csv,noheader"]) or "")
-    if not rows:
-        return None, "; ".join(_WHY + ["and nvidia-smi lists no GPU"])
-    return rows, "nvidia-smi --query-gpu"
+    return ((rows, "nvidia-smi --query-gpu") if rows
+            else (None, "; ".join(_WHY + ["and nvidia-smi lists no GPU"])))
 
 
 def parse_listing(text: str) -> list[dict]:
@@ -102,8 +96,7 @@ def gpu_cores(entry: str, listing: tuple[list[dict] | None, str] | None = None) 
             return None, f"the GPU's cores are unknown: {source} gives PCI bus id {device.get('pci')!r} and the kernel has no {listed}"
         found, how = parse_cpulist(listed.read_text()), f"{listed} (PCI bus id from {source}, {how})"
     allowed = set(os.sched_getaffinity(0))
-    usable = sorted(set(found) & allowed)
-    if not usable:
+    if not (usable := sorted(set(found) & allowed)):
         return None, f"none of the GPU's cores {found} ({how}) may be used by this process ({sorted(allowed)})"
     return usable, how
 
@@ -151,10 +144,8 @@ def pin_rank(device, gpus: list[str], local_rank: int, num_workers: int) -> Plan
     mine, how = gpu_cores(gpus[local_rank])
     if mine is None:
         return Plan({"reason": f"not pinned: {how}"})
-    sharers = [local_rank]
-    for other, gpu in enumerate(gpus):
-        if other != local_rank and gpu_cores(gpu)[0] == mine:
-            sharers.append(other)
+    sharers = [local_rank, *(other for other, gpu in enumerate(gpus)
+                             if other != local_rank and gpu_cores(gpu)[0] == mine)]
     share = split_share(mine, sharers, local_rank)
     os.sched_setaffinity(0, share)
     return Plan({"gpu": gpus[local_rank], "gpu_cores": mine, "how": how, "shared_with_local_ranks": sorted(sharers),

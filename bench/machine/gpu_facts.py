@@ -6,6 +6,7 @@ take nvidia-smi's text, so they are tested without a GPU. Stdlib only.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import os
 import re
@@ -29,14 +30,8 @@ def nccl_env(environ=None) -> dict[str, str]:
 
 def parse_cpulist(text: str) -> list[int]:
     """'0-3,8,10-11' as [0, 1, 2, 3, 8, 10, 11] (the kernel's and nvidia-smi's cpulist form)."""
-    cores: set[int] = set()
-    for part in text.strip().split(","):
-        part = part.strip()
-        if not part:
-            continue
-        lo, _, hi = part.partition("-")
-        cores.update(range(int(lo), int(hi or lo) + 1))
-    return sorted(cores)
+    ranges = (part.strip().partition("-") for part in text.split(",") if part.strip())
+    return sorted({core for lo, _, hi in ranges for core in range(int(lo), int(hi or lo) + 1)})
 
 
 def _value(text: str):
@@ -44,21 +39,15 @@ def _value(text: str):
     if text.startswith("[") and text.endswith("]") or text in ("", "N/A"):  # [N/A], [Not Supported]
         return None
     for kind in (int, float):
-        try:
+        with contextlib.suppress(ValueError):
             return kind(text)
-        except ValueError:
-            pass
     return text
 
 
 def parse_query(text: str, fields=QUERY_FIELDS) -> list[dict]:
     """`nvidia-smi --query-gpu=<fields> --format=csv,noheader,nounits` as one dict per GPU ('[N/A]': None)."""
-    rows = []
-    for row in csv.reader((line for line in text.splitlines() if line.strip()), skipinitialspace=True):
-        if len(row) != len(fields):
-            continue
-        rows.append({name: _value(cell) for name, cell in zip(fields, row)})
-    return rows
+    rows = csv.reader((line for line in text.splitlines() if line.strip()), skipinitialspace=True)
+    return [{f: _value(cell) for f, cell in zip(fields, row)} for row in rows if len(row) == len(fields)]
 
 
 def parse_topology(text: str) -> dict:
@@ -82,10 +71,8 @@ def parse_topology(text: str) -> dict:
         entry = {"links": {c: values[c] for c in columns if c in values and re.fullmatch(r"(GPU|NIC)\d+", c) and c != name}}
         if values.get("CPU Affinity") not in (None, "", "N/A"):
             entry["cpu_affinity"] = values["CPU Affinity"]
-            try:
+            with contextlib.suppress(ValueError):
                 entry["cpus"] = parse_cpulist(values["CPU Affinity"])
-            except ValueError:
-                pass
         if values.get("NUMA Affinity") not in (None, "", "N/A"):
             entry["numa_affinity"] = values["NUMA Affinity"]
         out[name] = entry

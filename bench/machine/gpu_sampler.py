@@ -45,8 +45,7 @@ def _spans(times: list[float], start: float, end: float) -> list[float]:
 
 def _integral(samples: list[Sample], field: str, start: float, end: float) -> float | None:
     """Bytes moved: each sample's rate times the time it stands for (None: never read)."""
-    pairs = [(s.t, getattr(s, field)) for s in samples if getattr(s, field) is not None]
-    if not pairs:
+    if not (pairs := [(s.t, getattr(s, field)) for s in samples if getattr(s, field) is not None]):
         return None
     spans = _spans([t for t, _ in pairs], start, end)
     return sum(rate * span for (_, rate), span in zip(pairs, spans))
@@ -69,8 +68,7 @@ def reduce(samples: list[Sample], start: float, end: float) -> dict:
 
 def summarise(epochs: list[dict]) -> dict | None:
     """A rank's measured epochs together (mean, max, bytes per epoch, MB/s over all of them)."""
-    epochs = [e for e in epochs if e]
-    if not epochs:
+    if not (epochs := [e for e in epochs if e]):
         return None
     seconds = sum(e["seconds"] for e in epochs)
     h2d, d2h = (sum(_present(epochs, k)) if _present(epochs, k) else None for k in ("h2d_bytes", "d2h_bytes"))
@@ -165,8 +163,6 @@ def open_for(device) -> tuple[EpochSampler | None, str | None]:
     """An EpochSampler on this rank's GPU (`device`: a torch.device), or (None, why none)."""
     if device is None or getattr(device, "type", "cpu") != "cuda":
         return None, CPU_ONLY
-
     found, reason = nvml.open_device(device.index or 0)
-    if found is None:
-        return None, f"GPU utilisation and PCIe traffic not sampled: {reason}"
-    return EpochSampler(NvmlSource(found)), None
+    return ((None, f"GPU utilisation and PCIe traffic not sampled: {reason}") if found is None
+            else (EpochSampler(NvmlSource(found)), None))

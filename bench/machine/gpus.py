@@ -41,11 +41,9 @@ def _from_driver() -> tuple[list[str], str]:
         if out.returncode != 0:
             return [], f"nvidia-smi -L exited {out.returncode}: {(out.stderr or out.stdout).strip()[-200:]}"
         return names, "nvidia-smi -L"
-    proc = sorted(glob.glob("/proc/driver/nvidia/gpus/*"))
-    if proc:
+    if proc := sorted(glob.glob("/proc/driver/nvidia/gpus/*")):
         return ["NVIDIA GPU"] * len(proc), "/proc/driver/nvidia/gpus (nvidia-smi not found)"
-    nodes = [p for p in glob.glob("/dev/nvidia*") if re.fullmatch(r"/dev/nvidia\d+", p)]
-    if nodes:
+    if nodes := [p for p in glob.glob("/dev/nvidia*") if re.fullmatch(r"/dev/nvidia\d+", p)]:
         return ["NVIDIA GPU"] * len(nodes), "/dev/nvidia<N> (nvidia-smi not found)"
     return [], "no NVIDIA driver here (no nvidia-smi, /proc/driver/nvidia or /dev/nvidia<N>)"
 

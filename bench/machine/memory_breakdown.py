@@ -5,6 +5,7 @@ phase it grew in (PhaseMemory._attribute_heap). Linux only; without smaps the br
 
 from __future__ import annotations
 
+import contextlib
 import time
 from pathlib import Path
 
@@ -15,6 +16,7 @@ STRUCTURE_FILES = {f"{name}.npy" for name in ("edge_index", "csc_indptr", "label
                                                "graphbolt_indices", "graphbolt_indptr")}
 FEATURE_SUFFIXES = (".mdb", ".lmdb", ".npy", ".sqlite", ".db")  # data files of the feature stores
 KIB = 1024
+STILL_TRIES, STILL_WAIT_S = 20, 0.02  # at most 0.4 s at a phase boundary, outside every measured epoch
 
 
 def kind_of(path: str) -> str:
@@ -56,9 +58,6 @@ def read_smaps(path: str = "/proc/self/smaps") -> dict[str, dict[str, int]] | No
     return totals
 
 
-STILL_TRIES, STILL_WAIT_S = 20, 0.02  # at most 0.4 s at a phase boundary, outside every measured epoch
-
-
 def still_within(pss: int) -> int:
     """How far the kernel's PSS may move while smaps is read for a snapshot to count as one moment."""
     return max(4 * 2**20, pss // 100)
@@ -66,12 +65,10 @@ def still_within(pss: int) -> int:
 
 def read_rollup_pss(path: str = "/proc/self/smaps_rollup") -> int | None:
     """The process's PSS as the kernel sums it (Linux 4.14+), in bytes; None where unreadable."""
-    try:
+    with contextlib.suppress(OSError, ValueError, IndexError):
         for line in Path(path).read_text().splitlines():
             if line.startswith("Pss:"):
                 return int(line.split()[1]) * KIB
-    except (OSError, ValueError, IndexError):
-        pass
     return None
 
 
@@ -105,12 +102,10 @@ class PhaseMemory:
     def breakdown(self, model_optimizer_bytes: int = 0) -> dict | None:
         """The peak snapshot's pss_bytes (the parts' sum, exactly), phase, parts {PART: {"shared",
         "private"}}, measured_pss_bytes (smaps_rollup), snapshots and model_optimizer_bytes."""
-        taken = [p for p in PHASES if self.snapshots.get(p)]
-        if not taken:
+        if not (taken := [p for p in PHASES if self.snapshots.get(p)]):
             return None
         peak = max(taken, key=lambda p: own_pss(self.snapshots[p]))
         last = self.snapshots[peak]
-        growth = self._heap_growth(peak)
         parts = {p: {"shared": 0, "private": 0} for p in PARTS}
 
         def add(part: str, pss: int, private: int) -> None:
@@ -124,10 +119,9 @@ class PhaseMemory:
         shm_at_build = min((self.snapshots.get("pipeline") or {}).get("shm", {}).get("pss", 0), last["shm"]["pss"])
         add("graph_structure", shm_at_build, 0)
         add("loader_sampler", last["shm"]["pss"] - shm_at_build, last["shm"]["private"])
-        self._attribute_heap(last["anon"], growth, model_optimizer_bytes, add)
+        self._attribute_heap(last["anon"], self._heap_growth(peak), model_optimizer_bytes, add)
         total = sum(v["pss"] for v in last.values())
-        attributed = sum(v["shared"] + v["private"] for v in parts.values())
-        add("other", max(0, total - attributed), 0)
+        add("other", max(0, total - sum(v["shared"] + v["private"] for v in parts.values())), 0)
         return {"pss_bytes": total, "phase": peak, "parts": parts, "model_optimizer_bytes": int(model_optimizer_bytes),
                 "measured_pss_bytes": self.measured.get(peak),
                 "snapshots": [{"phase": p, **{k: sum(v[k] for v in s.values()) for k in ("pss", "private", "rss")},
@@ -171,14 +165,8 @@ def model_optimizer_bytes(pipe) -> int:
     model = getattr(pipe, "model", None)
     if model is None:
         return 0
-    total = 0
-    for param in model.parameters():
-        total += param.numel() * param.element_size()
-        if param.grad is not None:
-            total += param.grad.numel() * param.grad.element_size()
     optimizer = getattr(pipe, "optimizer", None)
-    for state in (optimizer.state.values() if optimizer is not None else ()):
-        for value in state.values():
-            if hasattr(value, "element_size"):
-                total += value.numel() * value.element_size()
-    return total
+    tensors = [t for param in model.parameters() for t in (param, param.grad) if t is not None]
+    tensors += [value for state in (optimizer.state.values() if optimizer is not None else ())
+                for value in state.values() if hasattr(value, "element_size")]
+    return sum(t.numel() * t.element_size() for t in tensors)

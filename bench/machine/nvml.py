@@ -35,12 +35,9 @@ def load():
 
 def listing(lib) -> list[dict]:
     """NVML's GPUs in its order, each {"index", "uuid", "pci", "handle"}."""
-    found = []
-    for i in range(lib.nvmlDeviceGetCount()):
-        handle = lib.nvmlDeviceGetHandleByIndex(i)
-        found.append({"index": i, "uuid": lib.nvmlDeviceGetUUID(handle), "pci": lib.nvmlDeviceGetPciInfo(handle).busId,
-                      "handle": handle})
-    return found
+    handles = [lib.nvmlDeviceGetHandleByIndex(i) for i in range(lib.nvmlDeviceGetCount())]
+    return [{"index": i, "uuid": lib.nvmlDeviceGetUUID(handle), "pci": lib.nvmlDeviceGetPciInfo(handle).busId,
+             "handle": handle} for i, handle in enumerate(handles)]
 
 
 def normal_pci(bus_id) -> str | None:
@@ -101,9 +98,8 @@ def torch_ids(cuda_index: int) -> tuple[str | None, str | None]:
     import torch
 
     props = torch.cuda.get_device_properties(cuda_index)
-    pci = None
-    if all(hasattr(props, a) for a in ("pci_domain_id", "pci_bus_id", "pci_device_id")):
-        pci = f"{props.pci_domain_id:04x}:{props.pci_bus_id:02x}:{props.pci_device_id:02x}.0"
+    pci = (f"{props.pci_domain_id:04x}:{props.pci_bus_id:02x}:{props.pci_device_id:02x}.0"
+           if all(hasattr(props, a) for a in ("pci_domain_id", "pci_bus_id", "pci_device_id")) else None)
     uuid = getattr(props, "uuid", None)
     return pci, (str(uuid) if uuid is not None else None)
 
@@ -118,8 +114,6 @@ def open_device(cuda_index: int) -> tuple[Device | None, str | None]:
         pci, uuid = torch_ids(cuda_index)
         index, how = match_index(cuda_index, listed, pci=pci, uuid=uuid,
                                  visible=os.environ.get("CUDA_VISIBLE_DEVICES"))
-        if index is None:
-            return None, how
-        return Device(nvml, listed[index]["handle"], index, how), None
+        return (None, how) if index is None else (Device(nvml, listed[index]["handle"], index, how), None)
     except Exception as exc:  # noqa: BLE001 - an NVML error is a reason, never a failed cell
         return None, f"NVML could not list the GPUs ({type(exc).__name__}: {exc})"

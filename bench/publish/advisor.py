@@ -12,13 +12,12 @@ as its latest run measured it.
 from __future__ import annotations
 
 import math
-from collections import defaultdict
 from dataclasses import dataclass, field
 from itertools import combinations
 
 from bench.backends import BACKENDS
 from bench.publish import diagnosis, history, lifecycle, stages
-from bench.publish.fmt import first_line, host_label, mib, pct
+from bench.publish.fmt import first_line, group_by, host_label, mib, pct
 from bench.publish.results import CellResult, RunResult, scaling_scores, scaling_series
 from bench.tasks import DEFAULT, TASKS, Task
 
@@ -89,7 +88,11 @@ def advise(results: list[RunResult]) -> list[Advice]:
     advice = []
     for g in group(results).values():
         a = advise_speed(g)
-        a.evidence += scaling(g) + [f"Why slower: {d.line}" for d in diagnosis.diagnose(g.measured.values())]
+        # a sentence per configuration measured at 1 rank and more (across the group's runs)
+        series = [s for s in scaling_series(g.measured.values()).values()
+                  if s[0].world_size == 1 and len(s) > 1]
+        a.evidence += [scaling_sentence(s) for s in sorted(series, key=lambda s: s[0].config_label)]
+        a.evidence += [f"Why slower: {d.line}" for d in diagnosis.diagnose(g.measured.values())]
         a.cautions = failure_patterns(g) + skipped(g) + upgrade_costs(results, a.dataset, a.machine)
         a.lifecycle = lifecycle_lines(g, a.recommended)
         advice.append(a)
@@ -101,8 +104,7 @@ def upgrade_costs(results: list[RunResult], dataset: str, machine: str) -> list[
     runs = sorted((r for r in results if (host_label(r.machine) or "unknown machine") == machine),
                   key=lambda r: (r.finished_at, str(r.path)))
     for i in range(len(runs) - 1, -1, -1):
-        found = [g for g in history.release_groups(runs[i], runs[:i]) if g.dataset == dataset]
-        if found:
+        if found := [g for g in history.release_groups(runs[i], runs[:i]) if g.dataset == dataset]:
             return [f"Upgrading {g.framework} {g.oldest.release} -> {row.release} costs {1 + row.verdict.change:.2f}x "
                     f"on {g.configuration}, beyond the {1 + row.verdict.threshold:.2f}x either way the noise allows."
                     for g in found for row in g.rows if row.verdict and row.verdict.verdict == "regression"]
@@ -134,8 +136,7 @@ def lifecycle_lines(g: Group, recommended: str | None) -> list[str]:
 def advise_speed(g: Group) -> Advice:
     candidates = [m for m in g.measured.values() if accuracy(m) is not None]
     evidence = []
-    loader_only = sorted(c for c, m in g.measured.items() if accuracy(m) is None)
-    if loader_only:
+    if loader_only := sorted(c for c, m in g.measured.items() if accuracy(m) is None):
         evidence.append(f"{len(loader_only)} cell(s) trained no model and time the loader alone, so they "
                         f"are not candidates: {', '.join(loader_only)}.")
     replayed = sorted(m.id for m in candidates if m.settings.replay_batch)
@@ -155,8 +156,7 @@ def advise_speed(g: Group) -> Advice:
     accurate, set_aside = accuracy_check(candidates)
     if any(m.target_seconds is not None for m in accurate):
         return target_advice(g, accurate, set_aside, evidence)
-    missed = sorted((m for m in accurate if m.to_target), key=diagnosis.target_rank)
-    if missed:
+    if missed := sorted((m for m in accurate if m.to_target), key=diagnosis.target_rank):
         evidence.insert(0, "No configuration reached its validation target, so epoch time ranks them: "
                            + "; ".join(f"{m.id}: {diagnosis.target_text(m)}" for m in missed) + ".")
     fastest = min(accurate, key=lambda m: m.median)
@@ -232,8 +232,7 @@ def target_advice(g: Group, candidates: list[CellResult], set_aside, evidence: l
     choice = min(candidates, key=diagnosis.target_rank)
     found = choice.to_target
     ranked = sorted((m for m in candidates if m.settings.target_acc == found["target"]), key=diagnosis.target_rank)
-    others = sorted(m.id for m in candidates if m.settings.target_acc != found["target"])
-    if others:
+    if others := sorted(m.id for m in candidates if m.settings.target_acc != found["target"]):
         evidence = [f"{len(others)} cell(s) trained to another target or none, not ranked with these: "
                     f"{', '.join(others)}."] + evidence
     summary = (f"On {g.dataset}, on {g.machine}: use {choice.id}: it reaches {figure(choice, 'validation')} "
@@ -246,12 +245,6 @@ def target_advice(g: Group, candidates: list[CellResult], set_aside, evidence: l
     lines += where_time_goes(choice) + accuracy_notes(choice, set_aside)
     lines += [f"Epoch time against time to accuracy: {line}" for line in diagnosis.target_lines(g.measured.values())]
     return Advice(g.dataset, g.machine, choice.id, summary, lines + evidence)
-
-
-def scaling(g: Group) -> list[str]:
-    """One sentence per configuration measured at 1 rank and more (across the group's runs)."""
-    series = [s for s in scaling_series(g.measured.values()).values() if s[0].world_size == 1 and len(s) > 1]
-    return [scaling_sentence(s) for s in sorted(series, key=lambda s: s[0].config_label)]
 
 
 def scaling_sentence(series: list[CellResult]) -> str:
@@ -296,11 +289,9 @@ def failure_patterns(g: Group) -> list[str]:
         every = [u.settings for u in bad] + [m.settings for m in good]
         keys = [k for k in sorted({k for s in every for k in s if k not in PATTERN_IGNORE})
                 if len({hashable(s.get(k)) for s in every}) > 1]
-        patterns: dict[tuple, list[CellResult]] = defaultdict(list)
-        for u in bad:
-            patterns[smallest_pattern(u.settings, [m.settings for m in good], keys)].append(u)
-        for pattern, members in merge_patterns(patterns).items():
-            notes.append(failure_sentence(backend, pattern, members, good))
+        patterns = group_by(bad, lambda u: smallest_pattern(u.settings, [m.settings for m in good], keys))
+        notes += [failure_sentence(backend, pattern, members, good)
+                  for pattern, members in merge_patterns(patterns).items()]
     return notes
 
 
@@ -370,12 +361,10 @@ def describe_pattern(pattern: tuple) -> str:
 
 
 def skipped(g: Group) -> list[str]:
-    by_reason: dict[tuple, list[str]] = defaultdict(list)
-    for u in g.unmeasured.values():
-        if u.status not in history.FAILED:
-            by_reason[(u.backend, u.status, first_line(u.reason, 100))].append(u.id)
-    return [f"{len(ids)} {backend} cell(s) {status}: {reason} [{', '.join(sorted(ids))}]."
-            for (backend, status, reason), ids in by_reason.items()]
+    by_reason = group_by((u for u in g.unmeasured.values() if u.status not in history.FAILED),
+                         lambda u: (u.backend, u.status, first_line(u.reason, 100)))
+    return [f"{len(cells)} {backend} cell(s) {status}: {reason} [{', '.join(sorted(u.id for u in cells))}]."
+            for (backend, status, reason), cells in by_reason.items()]
 
 
 def hashable(value):

@@ -20,7 +20,7 @@ from markupsafe import Markup, escape  # noqa: E402
 from bench.backends import BACKENDS  # noqa: E402
 from bench.backends.stages import STAGES, label as stage_label  # noqa: E402
 from bench.publish import stages  # noqa: E402
-from bench.publish.fmt import setting_text  # noqa: E402
+from bench.publish.fmt import group_by, setting_text  # noqa: E402
 from bench.publish.results import CellResult  # noqa: E402
 
 # Axes that may vary across a dataset's cells and deserve a chart: setting -> axis label.
@@ -52,8 +52,7 @@ def dataset_charts(table: dict, key: str) -> list[Chart]:
     name = table["dataset"]
     charts = []
     axes = _varying(ok)  # what tells the charted cells apart (the table's axes may vary only among failed cells)
-    staged = [r for r in ok if stages.seconds(r)]
-    if staged:  # first: the why behind every other chart
+    if staged := [r for r in ok if stages.seconds(r)]:  # first: the why behind every other chart
         charts.append(stage_bars(f"{key}-stages", f"{name}: where each epoch goes", staged, _varying(staged)))
     if _has_axis(ok, "world_size"):
         palette = matplotlib.rcParams["axes.prop_cycle"].by_key()["color"]  # one colour per configuration
@@ -74,8 +73,7 @@ def dataset_charts(table: dict, key: str) -> list[Chart]:
         charts.append(line_chart(f"{key}-epoch-workers", f"{name}: epoch time against DataLoader workers",
                                  AXES["num_workers"], "median epoch time (s), bars: IQR",
                                  _series(ok, axes, "num_workers", MEDIAN_EPOCH, True)))
-    for backend in dict.fromkeys(r.backend for r in ok):  # the backends whose registry entry asks for mode bars
-        cells = [r for r in ok if r.backend == backend]
+    for backend, cells in group_by(ok, lambda r: r.backend).items():  # mode bars where BACKENDS asks
         if backend in BACKENDS and BACKENDS[backend].mode_chart and _has_axis(cells, "mode"):
             slug = re.sub(r"[^a-z0-9]+", "-", backend.lower()).strip("-")
             charts.append(mode_bars(f"{key}-{slug}-mode", f"{name}: {backend} epoch time per mode", cells, _varying(cells)))
@@ -253,11 +251,7 @@ def _yerr(errors) -> list[list[float]]:
 
 def _series(rows: list[CellResult], axes: list[str], axis: str, value: Callable[[CellResult], float | None],
             with_iqr: bool = False, scale: float = 1.0) -> dict[str, list[tuple]]:
-    series: dict[str, list[tuple]] = {}
-    for r in rows:
-        y = value(r)
-        if y is None or axis not in r.settings:
-            continue
-        series.setdefault(_label(r, axes, exclude=axis), []).append(
-            (r.settings[axis], y * scale, iqr_error(r.median, r.stats) if with_iqr else None))
-    return series
+    charted = group_by((r for r in rows if value(r) is not None and axis in r.settings),
+                       lambda r: _label(r, axes, exclude=axis))
+    return {label: [(r.settings[axis], value(r) * scale, iqr_error(r.median, r.stats) if with_iqr else None)
+                    for r in group] for label, group in charted.items()}

@@ -131,12 +131,10 @@ def _ceiling_note(cell: CellResult) -> str | None:
 
 def largest_private(cell: CellResult) -> tuple[str, int, int] | None:
     """(part, private bytes, rank) of the largest private part of any rank's peak PSS, or None."""
-    found = None
-    for rank, ranked in enumerate(cell.metrics.get("memory_breakdown") or []):
-        for part, sizes in ((ranked or {}).get("parts") or {}).items():
-            if found is None or sizes.get("private", 0) > found[1]:
-                found = (part, sizes.get("private", 0), rank)
-    return found
+    parts = [(part, sizes.get("private", 0), rank)
+             for rank, ranked in enumerate(cell.metrics.get("memory_breakdown") or [])
+             for part, sizes in ((ranked or {}).get("parts") or {}).items()]
+    return max(parts, key=lambda found: found[1], default=None)
 
 
 def _breakdown_hint(cell: CellResult) -> str:
@@ -158,8 +156,7 @@ def percent(value) -> str:
 
 
 def _gpu_util_note(cell: CellResult) -> str | None:
-    peak, least = gpu_util(cell, "util_max_pct"), gpu_util(cell, "util_min_rank_pct")
-    mean = gpu_util(cell, "util_mean_pct")
+    peak, least, mean = (gpu_util(cell, k) for k in ("util_max_pct", "util_min_rank_pct", "util_mean_pct"))
     parts = [f"max {percent(peak)}"] if peak is not None else []
     if least is not None and mean is not None and (cell.num_ranks or 1) > 1 and mean - least >= 5:
         parts.append(f"least busy rank {percent(least)}")
@@ -350,8 +347,7 @@ def _allreduce(cell: CellResult) -> float | str | None:
 
 # The Markdown scaling table: one row per world size of a configuration measured at several.
 SCALING_COLUMNS = [
-    Column("epoch s", lambda c: c.median, fmt.seconds,
-           doc="Median epoch time at this world size."),
+    Column("epoch s", lambda c: c.median, fmt.seconds, doc="Median epoch time at this world size."),
     Column("speedup", lambda c: c.speedup_vs_ws1, fmt.ratio, doc="The 1-rank epoch time over this world size's."),
     Column("efficiency", lambda c: c.scaling_efficiency, fmt.pct,
            doc="Speedup against 1 rank divided by the world size."),
@@ -362,8 +358,7 @@ SCALING_COLUMNS = [
     Column("all-reduce s / epoch", _allreduce, lambda v: v if isinstance(v, str) else fmt.seconds(v),
            doc="Seconds per epoch in DDP's gradient all-reduce (communication); `not measured` in a "
                "`profile: false` cell (its timing hook runs only when profiling: bench/backends/base.py distribute)."),
-    Column("peak PSS per rank MiB", lambda c: c.rank_pss_bytes, fmt.mib,
-           doc="Largest peak PSS of one rank."),
+    Column("peak PSS per rank MiB", lambda c: c.rank_pss_bytes, fmt.mib, doc="Largest peak PSS of one rank."),
     Column("total PSS MiB", metric("total_pss_bytes"), fmt.mib,
            doc="Peak PSS of all processes of the cell together."),
 ]

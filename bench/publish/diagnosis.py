@@ -56,9 +56,7 @@ def oversubscription(s: Slower) -> str | None:
         return None
     threads = (cell.device or {}).get("num_threads") or 1
     budget = core_budget.plan(cores, ranks(cell), stages.workers(cell), threads)
-    if budget.used <= cores * OVERSUBSCRIBED:
-        return None
-    return f"{budget.describe()}: CPU oversubscribed"
+    return None if budget.used <= cores * OVERSUBSCRIBED else f"{budget.describe()}: CPU oversubscribed"
 
 
 def startup_share(s: Slower) -> str | None:
@@ -169,19 +167,15 @@ def slower_pairs(cells: Iterable[CellResult]) -> list[Slower]:
     measured = [c for c in cells if c.measured and c.median]
     found = []
     for axis in AXES:
-        groups: dict[str, list[CellResult]] = {}
-        for cell in measured:
-            if axis in cell.settings:
-                rest = {k: v for k, v in cell.settings.items() if k != axis}
-                key = json.dumps([cell.dataset, cell.backend, rest], sort_keys=True, default=str)
-                groups.setdefault(key, []).append(cell)
+        groups = fmt.group_by((c for c in measured if axis in c.settings), lambda c: json.dumps(
+            [c.dataset, c.backend, {k: v for k, v in c.settings.items() if k != axis}], sort_keys=True,
+            default=str))
         for group in groups.values():
             for cell in group:
-                fewer = [c for c in group if (c.settings[axis] or 0) < (cell.settings[axis] or 0)]
-                if fewer:
-                    base = min(fewer, key=lambda c: c.median)
-                    if cell.median > base.median:
-                        found.append(Slower(cell, base, axis))
+                base = min((c for c in group if (c.settings[axis] or 0) < (cell.settings[axis] or 0)),
+                           key=lambda c: c.median, default=None)
+                if base is not None and cell.median > base.median:
+                    found.append(Slower(cell, base, axis))
     return found
 
 
@@ -254,22 +248,17 @@ def overtaken(cells: Iterable[CellResult]) -> list[Overtaken]:
     """Each cell that a cell with a slower epoch (same dataset and target) beats to the target, paired
     with the soonest; the epoch and the arrival must both differ by CLEAR_MARGIN (never reached: any)."""
     trained = [c for c in cells if c.measured and c.median and c.to_target]
-    found = []
-    for cell in trained:
-        rivals = [o for o in trained if (o.dataset, o.settings.target_acc) == (cell.dataset, cell.settings.target_acc)
-                  and o.median >= cell.median * (1 + CLEAR_MARGIN) and o.target_seconds is not None
-                  and target_rank(o) < target_rank(cell)
-                  and (cell.target_seconds is None or o.target_seconds * (1 + CLEAR_MARGIN) <= cell.target_seconds)]
-        if rivals:
-            found.append(Overtaken(cell, min(rivals, key=target_rank)))
-    return found
+    return [Overtaken(cell, min(rivals, key=target_rank)) for cell in trained if (rivals := [
+        o for o in trained if (o.dataset, o.settings.target_acc) == (cell.dataset, cell.settings.target_acc)
+        and o.median >= cell.median * (1 + CLEAR_MARGIN) and o.target_seconds is not None
+        and target_rank(o) < target_rank(cell)
+        and (cell.target_seconds is None or o.target_seconds * (1 + CLEAR_MARGIN) <= cell.target_seconds)])]
 
 
 def target_lines(cells: Iterable[CellResult]) -> list[str]:
     """A line per cell overtaken by a slower epoch, else one saying none was (where a cell trained to a target)."""
     cells = list(cells)
-    found = overtaken(cells)
-    if found:
+    if found := overtaken(cells):
         return [o.line for o in found]
     if any(c.measured and c.to_target for c in cells):
         return [f"None: no epoch faster by {CLEAR_MARGIN:.0%} or more reached the validation target later by "

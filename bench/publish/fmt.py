@@ -1,11 +1,20 @@
 """Text formatting shared by every publish output: one definition each, so a figure reads the same
-wherever it appears; a missing value is a dash."""
+wherever it appears; a missing value is a dash. Beside them, `group_by`, which the outputs group with."""
 
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable, Iterable
 
 DASH = "–"
+
+
+def group_by(items: Iterable, key: Callable) -> dict:
+    """The items in lists by `key`, keys and items in the order they come."""
+    groups: dict = {}
+    for item in items:
+        groups.setdefault(key(item), []).append(item)
+    return groups
 
 
 def num(value, pattern: str = "{:.3g}") -> str:
@@ -57,11 +66,9 @@ def pct(value, digits: int = 1) -> str:
 
 def setting_text(value) -> str:
     """A setting as a short label: lists as 10,5, None as a dash."""
-    if value is None:
-        return DASH
     if isinstance(value, (list, tuple)):
         return ",".join(setting_text(v) for v in value)
-    return str(value)
+    return DASH if value is None else str(value)
 
 
 def first_line(text, limit: int = 120) -> str:

@@ -22,7 +22,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from bench.publish.fmt import first_line, host_label, pct
+from bench.publish.fmt import first_line, group_by, host_label, pct
 from bench.publish.results import CellResult, Machine, RunResult, ResultsError
 from bench.suite_format import Settings
 from bench.stacks import versions
@@ -73,13 +73,10 @@ def commit_text(run: RunResult) -> str | None:
 def trend(results: list[RunResult]) -> dict[str, list[Point]]:
     """The runs of ONE suite (mixing suites raises ResultsError) as a series per cell, oldest first."""
     check_same_suite(results)
-    series: dict[str, list[Point]] = {}
-    for run in sorted(results, key=lambda r: (r.finished_at, str(r.path))):
-        for cell in run.cells:
-            series.setdefault(cell.id, []).append(Point(
-                cell.id, run.finished or "", commit_text(run), host_label(run.machine), cell.median, cell.status,
-                str(run.path), cell=cell, run=run))
-    return series
+    runs = sorted(results, key=lambda r: (r.finished_at, str(r.path)))
+    return group_by((Point(cell.id, run.finished or "", commit_text(run), host_label(run.machine),
+                           cell.median, cell.status, str(run.path), cell=cell, run=run)
+                     for run in runs for cell in run.cells), lambda point: point.cell_id)
 
 
 # Settings that say how a cell is watched, not what it measures: a change of them keeps a series.
@@ -97,18 +94,12 @@ class SeriesKey:
 
 def series(results: Sequence[RunResult]) -> dict[SeriesKey, list[Point]]:
     """Every measured cell of the runs by configuration and machine, oldest first, a copied run once."""
-    runs: list[RunResult] = []
-    for run in results:
-        if not any(same_run(run, other) for other in runs):
-            runs.append(run)
-    out: dict[SeriesKey, list[Point]] = {}
-    for suite in sorted({str(run.suite or "?") for run in runs}):
-        for cell_id, points in trend([run for run in runs if str(run.suite or "?") == suite]).items():
-            for point in points:
-                if point.status == "ok" and point.median_s:
-                    key = SeriesKey(suite, cell_id, configuration(point.cell, point.run), fingerprint(point.run.machine))
-                    out.setdefault(key, []).append(point)
-    return out
+    runs = distinct(results)
+    points = [p for suite in sorted({str(run.suite or "?") for run in runs})
+              for cell_points in trend([run for run in runs if str(run.suite or "?") == suite]).values()
+              for p in cell_points if p.status == "ok" and p.median_s]
+    return group_by(points, lambda p: SeriesKey(str(p.run.suite or "?"), p.cell_id,
+                                                configuration(p.cell, p.run), fingerprint(p.run.machine)))
 
 
 def configuration(cell: CellResult, run: RunResult | None = None) -> str:
@@ -141,6 +132,11 @@ def same_run(a: RunResult, b: RunResult) -> bool:
             and a.machine.key == b.machine.key)
 
 
+def distinct(runs: Sequence[RunResult]) -> list[RunResult]:
+    """The runs, each once: of a run's copies (same_run), the first."""
+    return [run for i, run in enumerate(runs) if not any(same_run(run, other) for other in runs[:i])]
+
+
 def check_same_suite(results: Sequence[RunResult]) -> None:
     for result in results[1:]:
         if result.suite != results[0].suite:
@@ -166,9 +162,7 @@ def history_between(cell_id: str, earlier: Sequence[RunResult]) -> tuple[float |
 
 def latest(runs: Sequence[RunResult], floor: float = COMPARE_FLOOR) -> list[tuple[RunResult, RunResult, list[Verdict]]]:
     """Per suite and machine, the newest run's verdicts against the one before (the earlier its history)."""
-    groups: dict[tuple[str, str], list[RunResult]] = {}
-    for run in runs:
-        groups.setdefault((str(run.suite), str(run.machine.key)), []).append(run)
+    groups = group_by(runs, lambda run: (str(run.suite), str(run.machine.key)))
     ordered = [sorted(group, key=lambda r: (r.finished_at, str(r.path))) for _, group in sorted(groups.items())]
     return [(g[-2], g[-1], compare(g[-2], g[-1], floor=floor, history=g[:-1])) for g in ordered if len(g) >= 2]
 
@@ -189,16 +183,14 @@ def compare(old: RunResult, new: RunResult, *, floor: float = COMPARE_FLOOR, for
             verdicts.append(status_verdict(cell_id, o, n, comparable, old, new))
             if o and n and o.measured and n.measured and (changed := definition_changes(o, n, old, new)):
                 verdicts[-1].reason += f"; what the cell measures changed too ({changed})"
-        elif changed := graph_changes(o, n):  # e.g. a new synthetic generator: same dataset name, another graph
+        # a new synthetic generator: same dataset name, another graph; or same cell id, another measurement
+        elif (graph := graph_changes(o, n)) or (changed := definition_changes(o, n, old, new)):
+            why = (f"the dataset changed between the runs ({graph}): timings on different graphs are "
+                   "not compared" if graph else
+                   f"what the cell measures changed between the runs ({changed}): the series is split here, "
+                   "not read as noise")
             verdicts.append(Verdict(cell_id, n.dataset or o.dataset, "not comparable", o.median, n.median,
-                                    n.median / o.median - 1, None,
-                                    f"the dataset changed between the runs ({changed}): timings on different "
-                                    "graphs are not compared"))
-        elif changed := definition_changes(o, n, old, new):  # same cell id, another measurement
-            verdicts.append(Verdict(cell_id, n.dataset or o.dataset, "not comparable", o.median, n.median,
-                                    n.median / o.median - 1, None,
-                                    f"what the cell measures changed between the runs ({changed}): the series is "
-                                    "split here, not read as noise"))
+                                    n.median / o.median - 1, None, why))
         else:
             verdicts.append(timing_verdict(o, n, floor, *run_to_run(cell_id, earlier, old_cells, new_cells)))
     return verdicts
@@ -296,10 +288,9 @@ def status_verdict(cell_id: str, o: CellResult | None, n: CellResult | None, com
         kind = "not comparable"
         reason = (f"old ran on {host_label(old.machine)}, new on {host_label(new.machine)}: timings of different "
                   f"machines are not compared (--force compares them); old {describe(o)}, new {describe(n)}")
-    elif o.status == "ok" and n.status in FAILED:
-        kind, reason = "now failing", f"was {describe(o)}; now {describe(n)}"
-    elif o.status in FAILED and n.status == "ok":
-        kind, reason = "fixed", f"was {describe(o)}; now {describe(n)}"
+    elif (o.status == "ok" and n.status in FAILED) or (o.status in FAILED and n.status == "ok"):
+        kind = "now failing" if n.status in FAILED else "fixed"
+        reason = f"was {describe(o)}; now {describe(n)}"
     else:
         kind, reason = "unchanged", f"{o.status} in both runs; now {describe(n)}"
     o_med, n_med = o.median if o_there else None, n.median if n_there else None
@@ -327,10 +318,8 @@ def verdict_table(verdicts: list[Verdict], floor: float = COMPARE_FLOOR) -> str:
 def run_shift(verdicts: list[Verdict], floor: float = COMPARE_FLOOR) -> str | None:
     """A sentence where the median change over the run's cells exceeds the floor: the machine's, or every cell's."""
     logs = [math.log(v.new_median_s / v.old_median_s) for v in verdicts
-            if v.old_median_s and v.new_median_s and v.verdict not in ("not comparable",)]
-    if len(logs) < MIN_POOLED_CELLS:
-        return None
-    median = statistics.median(logs)
+            if v.old_median_s and v.new_median_s and v.verdict != "not comparable"]
+    median = statistics.median(logs) if len(logs) >= MIN_POOLED_CELLS else 0.0  # too few cells: none read
     if abs(median) <= math.log(1 + floor):
         return None
     return (f"the whole run moved: median change {signed_pct(math.exp(median) - 1)} over {len(logs)} cells "
@@ -359,8 +348,7 @@ def describe(cell: CellResult | None) -> str:
 
 
 def factor_words(log_ratio: float) -> str:
-    factor = math.exp(abs(log_ratio))
-    return f"{factor:.2f}x {'slower' if log_ratio > 0 else 'faster'}"
+    return f"{math.exp(abs(log_ratio)):.2f}x {'slower' if log_ratio > 0 else 'faster'}"
 
 
 def duration(s: float | None) -> str:
@@ -413,14 +401,12 @@ def release_groups(run: RunResult, earlier: Sequence[RunResult] = (), floor: flo
         by_config.setdefault((framework, config), {})[release] = cell
     out = []
     for (framework, config), cells in by_config.items():
-        if len(cells) < 2:
-            continue
-        ordered = sorted(cells.items(), key=lambda item: release_key(item[0]))
-        oldest = ordered[0][1]
-        rows = [ReleaseRow(ordered[0][0], oldest, None)]
-        rows += [ReleaseRow(release, cell, judge_release(oldest, cell, earlier, floor), run.pair(oldest.id, cell.id))
-                 for release, cell in ordered[1:]]
-        out.append(ReleaseGroup(framework, config, oldest.dataset, tuple(rows)))
+        (first, oldest), *newer = sorted(cells.items(), key=lambda item: release_key(item[0]))
+        rows = [ReleaseRow(first, oldest, None)] + [
+            ReleaseRow(release, cell, judge_release(oldest, cell, earlier, floor), run.pair(oldest.id, cell.id))
+            for release, cell in newer]
+        if newer:
+            out.append(ReleaseGroup(framework, config, oldest.dataset, tuple(rows)))
     return out
 
 
@@ -432,7 +418,6 @@ def judge_release(old: CellResult, new: CellResult, earlier: Sequence[RunResult]
         between = math.sqrt((old_between ** 2 + new_between ** 2) / 2)
         source = f"run-to-run {pct(between)} from {min(old_n, new_n)}+ earlier runs of both cells"
     else:
-        between = None
-        source = (f"no run-to-run estimate (earlier medians: {old_n} and {new_n}; {MIN_HISTORY} of each "
-                  "needed): the medians' errors and the floor alone")
+        between, source = None, (f"no run-to-run estimate (earlier medians: {old_n} and {new_n}; "
+                                 f"{MIN_HISTORY} of each needed): the medians' errors and the floor alone")
     return timing_verdict(old, new, floor, between, source)

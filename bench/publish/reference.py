@@ -34,8 +34,6 @@ def _allowed(schema: dict) -> str:
         high = schema.get("maximum", schema.get("exclusiveMaximum"))
         bounds = "" if low is None and high is None else f" {'>' if 'exclusiveMinimum' in schema else ''}{low if low is not None else ''}..{high if high is not None else ''}"
         return f"{kind}{bounds}"
-    if kind == "null":
-        return "null"
     return kind or "see below"
 
 
@@ -52,8 +50,7 @@ def _cell(text: str) -> str:
 def _default(field) -> str:
     if field.is_required():
         return "required"
-    value = field.default
-    return "each its default" if isinstance(value, BaseModel) else f"`{json.dumps(value)}`"
+    return "each its default" if isinstance(field.default, BaseModel) else f"`{json.dumps(field.default)}`"
 
 
 def _table(head: list[str], rows) -> list[str]:

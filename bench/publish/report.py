@@ -22,12 +22,9 @@ TEMPLATES = Path(__file__).parent / "templates"
 def dataset_tables(run: RunResult) -> list[dict]:
     """A table per dataset of one run (epoch times of different graphs don't compare), the settings that
     vary in it as columns and the others stated once."""
-    by_dataset: dict[str, list[CellResult]] = {}
-    for cell in run.cells:
-        by_dataset.setdefault(cell.dataset or "(unknown dataset)", []).append(cell)
     cards = {c.name: c for c in dataset_cards(run)}
     tables = []
-    for name, cells in by_dataset.items():
+    for name, cells in fmt.group_by(run.cells, lambda c: c.dataset or "(unknown dataset)").items():
         keys = list(dict.fromkeys(k for c in cells for k in c.settings))
         values = {k: {json.dumps(c.settings.get(k), sort_keys=True) for c in cells if c.settings} for k in keys}
         varying = [k for k in keys if len(values[k]) > 1]
@@ -51,10 +48,7 @@ def partitions(run: RunResult) -> list[dict]:
 
 def first_each(cells, key) -> list:
     """The first of the cells for each `key` (in the order the keys first appear)."""
-    found: dict = {}
-    for cell in cells:
-        found.setdefault(key(cell), cell)
-    return list(found.values())
+    return [group[0] for group in fmt.group_by(cells, key).values()]
 
 
 def dataset_cards(run: RunResult) -> list[DatasetCard]:
@@ -77,8 +71,7 @@ def run_info(run: RunResult) -> dict:
 def _md(text) -> str:
     """Make any text safe inside a Markdown table cell (and inert as HTML)."""
     text = " ".join(str(text).split())
-    return (text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-            .replace("|", "\\|"))
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("|", "\\|")
 
 
 def _breakable(text) -> Markup:
@@ -106,10 +99,7 @@ def packages(versions: dict) -> dict:
 
 def stage_tables(run: RunResult) -> list[dict]:
     """Per dataset, the measured cells that recorded their stages: where each epoch went."""
-    by_dataset: dict[str, list[CellResult]] = {}
-    for cell in run.measured:
-        if stages.seconds(cell):
-            by_dataset.setdefault(cell.dataset, []).append(cell)
+    by_dataset = fmt.group_by(filter(stages.seconds, run.measured), lambda c: c.dataset)
     return [{"dataset": name, "rows": cells, "workers": any(c.metrics.loader_worker_s for c in cells),
              "flags": [(c.id, c.work_flag) for c in cells if c.work_flag]} for name, cells in by_dataset.items()]
 

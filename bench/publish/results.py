@@ -15,6 +15,7 @@ from pathlib import Path
 from bench.settings import Recorded
 from bench.result_format import REQUIRED_EXTRA, SCHEMA_VERSION, Card, ExtraInfo, RankEntry, problems
 from bench import paired_ratio, result_format
+from bench.publish.fmt import group_by
 
 NOT_RUN = "not run"
 NOT_RUN_REASON = "the run ended before this cell"
@@ -296,14 +297,13 @@ def _load(path: Path) -> dict:
         raise ResultsError(f"{path}: a folder, not a result file; give its result files "
                            f"(e.g. {path}/*.json)")
     try:
-        data = json.loads(path.read_text())
+        return json.loads(path.read_text())
     except FileNotFoundError:
         raise ResultsError(f"{path}: no such result file") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ResultsError(f"{path}: not a JSON result file ({exc})") from None
     except OSError as exc:
         raise ResultsError(f"{path}: cannot read the result file ({exc.strerror or exc})") from None
-    return data
 
 
 def _check(data, path: Path) -> None:
@@ -322,8 +322,7 @@ def _check(data, path: Path) -> None:
         info = bench.get("extra_info") if isinstance(bench, dict) else None
         if not isinstance(info, dict):
             continue  # the schema below names what is wrong
-        missing = [k for k in REQUIRED_EXTRA if k not in info]
-        if missing:
+        if missing := [k for k in REQUIRED_EXTRA if k not in info]:
             raise ResultsError(f"{path}: benchmarks[{i}] ({bench.get('name')}): extra_info lacks {', '.join(missing)}")
         if not isinstance(bench.get("stats"), dict) or "median" not in bench["stats"]:
             raise ResultsError(f"{path}: benchmarks[{i}] ({bench.get('name')}): stats lack the median")
@@ -450,10 +449,7 @@ def scaling_scores(one_rank: CellResult, cell: CellResult) -> tuple[float, float
 
 def scaling_series(cells) -> dict[tuple, list[CellResult]]:
     """Measured cells grouped by configuration (all but the world size), each by world size."""
-    groups: dict[tuple, list[CellResult]] = {}
-    for cell in cells:
-        if cell.measured and cell.world_size is not None:
-            groups.setdefault(cell.series_key, []).append(cell)
+    groups = group_by((c for c in cells if c.measured and c.world_size is not None), lambda c: c.series_key)
     return {key: sorted(group, key=lambda c: c.world_size) for key, group in groups.items()}
 
 

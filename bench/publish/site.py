@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.publish import advisor, charts, diagnosis, history, lifecycle, report, stages, steps
-from bench.publish.fmt import first_line, when
+from bench.publish.fmt import first_line, group_by, when
 from bench.publish.results import RunResult
 from bench.inputs import InputError
 
@@ -79,17 +79,11 @@ def build(results: list[RunResult], out_dir: Path, command: str | None = None) -
 
 def group_by_suite(results: list[RunResult]) -> list[SuiteRuns]:
     """Runs grouped by suite name, each suite's runs in date order, suites by name."""
-    by_name: dict[str, SuiteRuns] = {}
     slugs: set[str] = set()
-    for result in results:
-        name = str(result.suite or "?")
-        if name not in by_name:
-            by_name[name] = SuiteRuns(name, unique_slug(name, slugs))
-        if not any(history.same_run(result, other) for other in by_name[name].runs):
-            by_name[name].runs.append(result)
-    for suite in by_name.values():
-        suite.runs.sort(key=lambda r: (r.finished_at, r.path.name))
-    return sorted(by_name.values(), key=lambda s: s.name)
+    suites = [SuiteRuns(name, unique_slug(name, slugs),
+                        sorted(history.distinct(runs), key=lambda r: (r.finished_at, r.path.name)))
+              for name, runs in group_by(results, lambda r: str(r.suite or "?")).items()]
+    return sorted(suites, key=lambda s: s.name)
 
 
 def suite_sections(suite: SuiteRuns, data_links: dict[Path, str]) -> dict:
@@ -107,18 +101,15 @@ def suite_sections(suite: SuiteRuns, data_links: dict[Path, str]) -> dict:
     return {"info": report.run_info(newest), "data_link": data_links[newest.path], "tables": tables,
             "failures": failures, "anchors": anchors, "partitions": report.partitions(newest),
             "history": history_section(suite),
-            "releases": release_section(newest, suite.runs[:-1]), "pairs": report.pair_rows(newest),
+            # each configuration the newest run measured on several releases, with its release chart
+            "releases": [(group, charts.release_chart(f"r{i}", group))
+                         for i, group in enumerate(history.release_groups(newest, suite.runs[:-1]), 1)],
+            "pairs": report.pair_rows(newest),
             "pairs_one_launch": any(p.get("paired") and not p.get("launches") for p in newest.pairs),
             "result": newest, "by_host": report.pairs_by_host(suite.runs),
             # what the maintainers of each pipeline compared here say (bench/publish/lifecycle.py)
             "lifecycle": lifecycle.lines_for({c.backend for c in newest.measured + newest.unmeasured}),
             "tolerance": stages.EQUAL_WORK_TOLERANCE}
-
-
-def release_section(newest: RunResult, earlier: list[RunResult]) -> list[tuple[history.ReleaseGroup, charts.Chart]]:
-    """Each configuration the newest run measured on several releases, with its release chart."""
-    return [(group, charts.release_chart(f"r{i}", group))
-            for i, group in enumerate(history.release_groups(newest, earlier), 1)]
 
 
 def history_section(suite: SuiteRuns) -> dict | None:
@@ -196,11 +187,10 @@ def unique_slug(text: str, taken: set[str]) -> str:
 def render_readme(results: list[RunResult], notes: str | None = None) -> str:
     """results/README.md: the runs and the advisor's advice, through the Markdown templates."""
     suites = group_by_suite(results)
-    env = report.environment("md")
     runs = [{"suite": s, "info": report.run_info(r), "path": _relative(r.path),
              "table": _relative(r.path.with_suffix(".md")) if r.path.with_suffix(".md").exists() else None}
             for s in suites for r in reversed(s.runs)]
-    return env.get_template("readme.md.j2").render(
+    return report.environment("md").get_template("readme.md.j2").render(
         runs=runs, advice=[(s, advisor.advise(s.runs)) for s in suites], notes=notes)
 
 

@@ -45,10 +45,7 @@ def shares(cell: CellResult) -> dict[str, float] | None:
 def binding(cell: CellResult) -> tuple[str, float] | None:
     """The stage that takes the largest share of the epoch, and that share."""
     parts = shares(cell)
-    if not parts:
-        return None
-    stage = max(parts, key=parts.get)
-    return stage, parts[stage]
+    return max(parts.items(), key=lambda part: part[1]) if parts else None
 
 
 def workers(cell: CellResult) -> int:
@@ -62,8 +59,7 @@ def _work(cell: CellResult, key: str):
 
 def batches_per_rank(cell: CellResult) -> float | None:
     """Batches one rank runs per epoch."""
-    batches = _work(cell, "batches")
-    if batches:
+    if batches := _work(cell, "batches"):
         return batches / int(cell.settings.world_size or 1)
     return cell.metrics.batches_per_epoch if cell.metrics else None
 
@@ -90,9 +86,7 @@ def gather_ceiling(cell: CellResult) -> float | None:
     """This machine's random-row gather bandwidth at the cell's row width (the nearest width measured)."""
     measured = _ceilings(cell).get("gather_bytes_per_s") or {}
     width = row_bytes(cell)
-    if not measured or not width:
-        return None
-    return measured[min(measured, key=lambda w: abs(int(w) - width))]
+    return measured[min(measured, key=lambda w: abs(int(w) - width))] if measured and width else None
 
 
 def h2d_ceiling(cell: CellResult) -> tuple[float, str] | None:
@@ -169,9 +163,8 @@ def per_seed(cell: CellResult) -> dict | None:
     hop_nodes, hop_edges = _work(cell, "hop_nodes"), _work(cell, "hop_edges") or []
     if not hop_nodes or not hop_nodes[0]:
         return None
-    seeds = hop_nodes[0]
-    return {"over": "all", "hop_nodes": [n / seeds for n in hop_nodes], "hop_edges": [e / seeds for e in hop_edges],
-            "layer_nodes": [], "layer_edges": []}
+    return {"over": "all", "hop_nodes": [n / hop_nodes[0] for n in hop_nodes],
+            "hop_edges": [e / hop_nodes[0] for e in hop_edges], "layer_nodes": [], "layer_edges": []}
 
 
 def typed_work(cell: CellResult) -> dict | None:
@@ -215,9 +208,7 @@ def _figures(found: dict) -> dict[tuple[str, int, str], float]:
 def _apart(mine: float, theirs: float) -> float:
     """How far apart two figures are, relative to the smaller (inf where one is 0 and not the other)."""
     low = min(mine, theirs)
-    if low <= 0:
-        return 0.0 if mine == theirs else float("inf")
-    return abs(mine - theirs) / low
+    return (0.0 if mine == theirs else float("inf")) if low <= 0 else abs(mine - theirs) / low
 
 
 def _why(cell: CellResult, figure: tuple[str, int, str]) -> str | None:
@@ -235,18 +226,10 @@ def equal_work(cells) -> dict[str, str]:
     """cell id -> a flag, for each measured cell whose work per training seed (over full batches)
     differs by more than EQUAL_WORK_TOLERANCE from another cell of the same SAME_WORK_KEYS: their epoch
     times do not compare. Older files: per seed over batches of about as many seeds, else per batch."""
-    groups: dict[str, list] = {}
-    for cell in cells:
-        if cell.measured and (per_seed(cell) or nodes_per_batch(cell)):
-            key = json.dumps([cell.dataset, *(cell.settings.get(k) for k in SAME_WORK_KEYS)], default=str)
-            groups.setdefault(key, []).append(cell)
-    flags = {}
-    for group in groups.values():
-        for cell in group:
-            flag = _per_seed_flag(cell, group) if per_seed(cell) else _per_batch_flag(cell, group)
-            if flag:
-                flags[cell.id] = flag
-    return flags
+    groups = fmt.group_by((c for c in cells if c.measured and (per_seed(c) or nodes_per_batch(c))), lambda c:
+                          json.dumps([c.dataset, *map(c.settings.get, SAME_WORK_KEYS)], default=str))
+    return {cell.id: flag for group in groups.values() for cell in group
+            if (flag := _per_seed_flag(cell, group) if per_seed(cell) else _per_batch_flag(cell, group))}
 
 
 def _comparable(cell: CellResult, other: CellResult) -> bool:

@@ -208,12 +208,9 @@ class Series:
         """Each segment between steps: (first, last position, geometric mean of its medians, outliers out)."""
         bounds = [0, *(s.position for s in self.steps), len(self.points)]
         off = {id(p) for p in self.outliers}
-        out = []
-        for a, b in zip(bounds, bounds[1:]):
-            logs = [math.log(p.median_s) for p in self.points[a:b] if id(p) not in off]
-            if logs:
-                out.append((a, b - 1, math.exp(sum(logs) / len(logs))))
-        return out
+        segments = [(a, b, [math.log(p.median_s) for p in self.points[a:b] if id(p) not in off])
+                    for a, b in zip(bounds, bounds[1:])]
+        return [(a, b - 1, math.exp(sum(logs) / len(logs))) for a, b, logs in segments if logs]
 
     def recent_slower_step(self, recent: int) -> Step | None:
         """The newest step to slower whose first run after it is among the last `recent` runs."""
@@ -229,9 +226,7 @@ def analyse(results: Sequence[RunResult], floor: float = 0.05) -> list[Series]:
 def analyse_series(key: SeriesKey, points: list[Point], floor: float = 0.05) -> Series:
     if len(points) < MIN_RUNS:
         return Series(key, points, note=f"too few runs to look for steps ({MIN_RUNS} needed)")
-    y = [math.log(p.median_s) for p in points]
-    se = [history.median_se(p.cell) for p in points]
-    found = detect(y, se, floor)
+    found = detect([math.log(p.median_s) for p in points], [history.median_se(p.cell) for p in points], floor)
     outliers = set(found.outliers)
     steps = []
     for f in found.steps:

@@ -41,17 +41,13 @@ def cell_scratch():
 
 
 def environment(folder: Path) -> dict[str, str]:
-    """The variables that point a cell's processes' temporary files into its scratch folder."""
     return {"TMPDIR": str(folder), "TEMP": str(folder), "TMP": str(folder)}
 
 
 def sweep(say=print) -> list[Path]:
     """Remove (and name) the scratch folders of cells whose gnnbench is gone; returns them."""
     removed = []
-    folder = root()
-    if not folder.is_dir():
-        return removed
-    for cell in sorted(folder.glob(f"{PREFIX}*")):
+    for cell in sorted(root().glob(f"{PREFIX}*")):  # none where the folder is not there
         record = locks.read_record(cell / OWNER)[0]
         if record is None:  # killed before it wrote its owner: the pid in its name, on this host
             pid = cell.name[len(PREFIX):].split(".", 1)[0]

@@ -118,16 +118,14 @@ def _kubeflow(env: dict[str, str]) -> ClusterEnv | None:
 
 def slurm_port(job_id: str) -> int:
     """The rendezvous port of a SLURM job, the same on every node: from the job id's digits."""
-    digits = re.sub(r"\D", "", job_id) or "0"
-    return SLURM_PORT_BASE + int(digits) % SLURM_PORT_SPAN
+    return SLURM_PORT_BASE + int(re.sub(r"\D", "", job_id) or "0") % SLURM_PORT_SPAN
 
 
 def hostnames(nodelist: str) -> list[str]:
     """SLURM's compressed node list (n[1-2],gpu7) expanded by `scontrol show hostnames`."""
     if "[" not in nodelist:  # nothing compressed: the names as they are
         return [n for n in nodelist.split(",") if n]
-    scontrol = shutil.which("scontrol")
-    if scontrol is None:
+    if (scontrol := shutil.which("scontrol")) is None:
         raise ClusterEnvError(f"node list {nodelist!r}: scontrol is not on PATH to expand it")
     proc = subprocess.run([scontrol, "show", "hostnames", nodelist], capture_output=True, text=True, timeout=60)
     if proc.returncode != 0 or not proc.stdout.split():
@@ -140,11 +138,9 @@ def rendezvous_host(node: str) -> str:
     with contextlib.suppress(OSError):
         socket.getaddrinfo(node, None)
         return node
-    scontrol = shutil.which("scontrol")
-    if scontrol:
+    if scontrol := shutil.which("scontrol"):
         proc = subprocess.run([scontrol, "show", "node", node], capture_output=True, text=True, timeout=60)
-        match = re.search(r"\bNodeAddr=(\S+)", proc.stdout)
-        if proc.returncode == 0 and match:
+        if proc.returncode == 0 and (match := re.search(r"\bNodeAddr=(\S+)", proc.stdout)):
             return match.group(1)
     raise ClusterEnvError(f"the first node {node!r} of the job does not resolve, and scontrol gives no NodeAddr for it")
 

@@ -15,20 +15,16 @@ MIB = 2**20
 
 
 def is_cuda_oom(exc: BaseException) -> bool:
-    torch = sys.modules.get("torch")
-    oom = getattr(getattr(torch, "cuda", None), "OutOfMemoryError", None) if torch is not None else None
-    if oom is not None and isinstance(exc, oom):
-        return True
-    return isinstance(exc, RuntimeError) and any(m in str(exc) for m in MARKERS)
+    oom = getattr(getattr(sys.modules.get("torch"), "cuda", None), "OutOfMemoryError", None)  # None: no torch
+    return (oom is not None and isinstance(exc, oom)) or (isinstance(exc, RuntimeError)
+                                                          and any(m in str(exc) for m in MARKERS))
 
 
 def tried_bytes(message: str) -> int | None:
     """What PyTorch's message says it tried to allocate ('Tried to allocate 2.00 GiB')."""
-    found = re.search(r"Tried to allocate ([\d.]+) (B|KiB|MiB|GiB|TiB)", message)
-    if not found:
+    if not (found := re.search(r"Tried to allocate ([\d.]+) (B|KiB|MiB|GiB|TiB)", message)):
         return None
-    power = {"B": 0, "KiB": 1, "MiB": 2, "GiB": 3, "TiB": 4}[found.group(2)]
-    return int(float(found.group(1)) * 1024**power)
+    return int(float(found.group(1)) * 1024 ** ("B", "KiB", "MiB", "GiB", "TiB").index(found.group(2)))
 
 
 def memory_when_failed(device) -> dict:
@@ -49,8 +45,7 @@ def memory_when_failed(device) -> dict:
 def reason(exc: BaseException, rank: int, device, memory: dict) -> str:
     first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
     parts = [f"CUDA out of memory on rank {rank} ({device})"]
-    tried = tried_bytes(str(exc))
-    if tried is not None:
+    if (tried := tried_bytes(str(exc))) is not None:
         parts.append(f"tried to allocate {tried / MIB:,.0f} MiB")
     if "device_used_bytes" in memory:
         parts.append(f"device-wide {memory['device_used_bytes'] / MIB:,.0f} of "

@@ -82,11 +82,9 @@ class Executor:
 
     def after_launch(self, cell: Cell, resolved: Cell, outcome: Outcome) -> Finished:
         """What the cell's outcome leaves: said, with its notes, as the result file's entry, and kept."""
-        if outcome.status == "failed":
-            label = modes.known_worker_failure(resolved.settings.mode, resolved.settings.num_workers,
-                                               outcome.reason)
-            if label:
-                outcome.reason = f"{label}: {outcome.reason}"
+        if outcome.status == "failed" and (label := modes.known_worker_failure(
+                resolved.settings.mode, resolved.settings.num_workers, outcome.reason)):
+            outcome.reason = f"{label}: {outcome.reason}"
         busy = (f" (other work kept {outcome.other_load:.0%} of the machine busy meanwhile: times suspect)"
                 if outcome.other_load is not None and outcome.other_load >= HIGH_LOAD else "")
         self.say(f"\r  -> {outcome.status}"
@@ -97,8 +95,7 @@ class Executor:
             self.say(f"  note: {note}")
         if notes and done.measured:
             done.entry.setdefault("extra_info", {})["notes"] = notes
-        split = split_line(done.entry.get("extra_info", {}).get("stages")) if done.measured else None
-        if split:
+        if done.measured and (split := split_line(done.entry.get("extra_info", {}).get("stages"))):
             self.say(f"  where the epoch went: {split}")
         self.keep(cell, done)
         return done
@@ -112,12 +109,9 @@ class Executor:
             self.say(f"  journal: cannot write {self.journal.path} ({exc.strerror or exc}); "
                      "the run goes on and keeps its cells for the result file")
 
-    # --- paired cells (bench/run/paired.py) ------------------------------------------------------
-
     def cell_notes(self, cell: Cell) -> list[str]:
         """What a reader of this cell's numbers must know (oversubscription, a GPU cell's unverified paths)."""
-        notes = []
-        cores = usable_cores()
+        notes, cores = [], usable_cores()
         local_ranks = max(1, cell.settings.world_size // max(1, self.launch.nnodes))
         budget = core_budget.plan(cores, local_ranks, cell.settings.num_workers, cell.settings.threads)
         if local_ranks > cores:
@@ -171,7 +165,6 @@ class Executor:
         return None
 
     def start(self, cell: Cell, prepared: PreparedCell) -> Outcome:
-        """A prepared cell launched by the runner, its epochs shown as they end."""
         return launch_cell(cell, prepared.python, prepared.dataset_dir, self.cache, prepared.memory_limit,
                            on_progress=self._show_epoch, launch=self.launch)
 

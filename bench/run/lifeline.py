@@ -28,8 +28,7 @@ def tie_to_parent() -> None:
     """SIGKILL this process when its parent dies; exit at once if it already has."""
     if not sys.platform.startswith("linux"):
         return
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     expected = os.environ.get(PARENT_ENV)
     if expected and os.getppid() != int(expected):  # the parent died before the call above
         os._exit(1)

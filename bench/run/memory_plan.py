@@ -30,10 +30,9 @@ def hub_parts(stats: dict, store: str = "memory") -> dict[str, int]:
 
 def estimate(stats: dict, backend: str, world_size: int = 1, store: str = "memory",
              mode: str = "cpu-cpu") -> dict[str, int]:
-    """The bytes `world_size` ranks on one node need: by part, `per_rank_bytes`, `shared_bytes` and
-    `total_bytes` (per rank × ranks + shared). What each rank holds privately and what the node holds
-    once follows the mode's storage and the backend's registry entry (`structure_on_hub_maps`,
-    `host_features_once`); cuda-cuda maps features straight to the GPU."""
+    """The bytes `world_size` ranks on one node need, by part and per rank, shared and in total. What each
+    rank holds privately and what the node holds once follows the mode's storage and the backend's registry
+    entry (`structure_on_hub_maps`, `host_features_once`); cuda-cuda maps features straight to the GPU."""
     info, storage = BACKENDS[backend], modes.mode(mode).storage
     hub = hub_parts(stats, store)
     structure = (info.structure_bytes_per_node * (stats["num_nodes"] + 1)
@@ -44,11 +43,9 @@ def estimate(stats: dict, backend: str, world_size: int = 1, store: str = "memor
     node = {"graph_bytes": hub["graph_bytes"] + (structure if info.structure_on_hub_maps and storage != modes.CUDA else 0),
             "feature_bytes": hub["feature_bytes"] if storage == modes.PINNED or info.host_features_once else 0,
             "label_bytes": hub["label_bytes"], "overhead_bytes": 0}
-    out = {k: rank[k] + node[k] for k in rank}
-    out["per_rank_bytes"] = sum(rank.values())
-    out["shared_bytes"] = sum(node.values())
-    out["total_bytes"] = out["per_rank_bytes"] * world_size + out["shared_bytes"]
-    return out
+    per_rank, shared = sum(rank.values()), sum(node.values())
+    return {**{k: rank[k] + node[k] for k in rank}, "per_rank_bytes": per_rank, "shared_bytes": shared,
+            "total_bytes": per_rank * world_size + shared}
 
 
 def hub_bytes(stats: dict) -> int:
@@ -56,12 +53,10 @@ def hub_bytes(stats: dict) -> int:
 
 
 def refusal(needed_bytes: int, available_bytes: int, what: str) -> str | None:
-    """The reason to refuse, with the numbers, or None when it fits."""
-    if needed_bytes <= FIT_FRACTION * available_bytes:
-        return None
-    return (f"refused: {what} needs about {gib(needed_bytes)} of memory, and this machine has "
-            f"{gib(available_bytes)} available ({int(FIT_FRACTION * 100)} % of it may be used); "
-            "use a smaller dataset or world size, or a larger machine")
+    return None if needed_bytes <= FIT_FRACTION * available_bytes else (
+        f"refused: {what} needs about {gib(needed_bytes)} of memory, and this machine has "
+        f"{gib(available_bytes)} available ({int(FIT_FRACTION * 100)} % of it may be used); "
+        "use a smaller dataset or world size, or a larger machine")
 
 
 def gib(n: int) -> str:

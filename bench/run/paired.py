@@ -6,8 +6,7 @@ measured too), the member order reversed every other launch. In each, the cells 
 warm up, then run `rounds` measured epochs in rounds, one cell at a time in one fixed cycle
 (bench/run/turns.py). Each pair's ratio and interval come from bench/paired_ratio.py, read once on
 this fixed plan. Cells that cannot live beside another (why_alone, too_big_together) take turns as
-whole processes, one round a launch; the pseudo-axis `runner` pairs each cell with a twin no memory
-sampler reads; every cell of the baseline's group is also paired with the baseline (BASELINE)."""
+whole processes, one round a launch. RUNNER and BASELINE (below) add pairs of their own."""
 
 from __future__ import annotations
 
@@ -49,10 +48,9 @@ class Pair:
 
 
 def differ_in_alone(a: Cell, b: Cell, axis: str) -> bool:
-    """Whether two cells differ in `axis` alone (across backends, the stack and a setting only one
-    backend has do not part them; on any axis, a setting one cell lacks because the axis leaves it out
-    (WHEN_SET: `replay_batch` of a cell without a model) where the other has it at its default does not
-    either)."""
+    """Whether two cells differ in `axis` alone: across backends the stack and a setting only one backend
+    has do not part them, nor on any axis a WHEN_SET setting one cell lacks (`replay_batch` of a cell
+    without a model) where the other has it at its default."""
     mine, theirs = ({"backend": c.backend, "dataset": c.dataset, **c.settings.as_dict()} for c in (a, b))
     if mine.get(axis) == theirs.get(axis):
         return False
@@ -68,7 +66,6 @@ def differ_in_alone(a: Cell, b: Cell, axis: str) -> bool:
 
 
 def pairs_of(cells: list[Cell], axes: list[str]) -> list[Pair]:
-    """Every two cells that differ in one of `axes` alone, in suite order."""
     return [Pair(axis, a.id, b.id) for axis in axes for i, a in enumerate(cells) for b in cells[i + 1:]
             if differ_in_alone(a, b, axis)]
 
@@ -79,8 +76,7 @@ def groups_of(cells: list[Cell], pairs: list[Pair], alone: bool = False) -> list
     group_of = {c.id: {c.id} for c in cells}
     for pair in pairs:
         joined = group_of[pair.first] | group_of[pair.second]
-        for cell_id in joined:
-            group_of[cell_id] = joined
+        group_of.update(dict.fromkeys(joined, joined))
     seen, groups = set(), []
     for cell in cells:
         ids = group_of[cell.id]
@@ -113,10 +109,8 @@ def too_big_together(dataset_dirs: list[Path]) -> str | None:
     """Why a group's graphs cannot all be held at once, or None: each live worker holds its graph."""
     need = sum(f.stat().st_size for folder in dataset_dirs for f in folder.rglob("*") if f.is_file())
     available = psutil.virtual_memory().available
-    if need > MEMORY_SHARE * available:
-        return (f"two workers cannot be alive at once: their graphs take {need / 2**30:.1f} GiB together, "
-                f"{available / 2**30:.1f} GiB is available")
-    return None
+    return (f"two workers cannot be alive at once: their graphs take {need / 2**30:.1f} GiB together, "
+            f"{available / 2**30:.1f} GiB is available") if need > MEMORY_SHARE * available else None
 
 
 @dataclass
@@ -171,11 +165,8 @@ def paired_result(pair: Pair, launches: list[list[dict[str, float]]], within: fl
     else:
         result.reason = (f"{len(estimates)} launch(es), fewer than the {paired_ratio.MIN_LAUNCHES} an interval over "
                          "launches needs")
-    if apart is not None:
-        result.reason = f"interleaved processes ({apart}): each cell launched once a round" + (
-            f"; {result.reason}" if result.reason else "")
-    if stopped:
-        result.reason = f"{result.reason}; {stopped}" if result.reason else stopped
+    interleaved = apart and f"interleaved processes ({apart}): each cell launched once a round"
+    result.reason = "; ".join(filter(None, (interleaved, result.reason, stopped))) or None
     return result
 
 
@@ -217,8 +208,7 @@ class Member:
 
     def kill(self, why: str | None = None) -> None:
         """End the worker's process group now (the runner then records its outcome)."""
-        if why:
-            self.stuck = why
+        self.stuck = why or self.stuck
         if self.proc is not None:
             with contextlib.suppress(OSError):
                 os.killpg(self.proc.pid, signal.SIGKILL)
@@ -230,8 +220,7 @@ class Member:
     def read_line(self, deadline: float) -> str | None:
         """The worker's next line, or None where it ended (or the deadline passed) first."""
         while b"\n" not in self._buffer:
-            ready, _, _ = select.select([self.done], [], [], 0.2)
-            if ready:
+            if select.select([self.done], [], [], 0.2)[0]:
                 self._buffer += os.read(self.done, 4096)
             elif self.outcome is not None or time.monotonic() > deadline:
                 return None
@@ -264,7 +253,7 @@ class GroupRun:
     other_load: float | None = None  # the machine's share other work took during the launch (machine/load.py)
 
 
-def run_together(members: list[Member], cache: Path, launch: Launch, rounds: int, say=print) -> GroupRun:
+def run_together(members: list[Member], cache: Path, launch: Launch, rounds: int) -> GroupRun:
     """One launch: the group's workers started together (each warms up, then waits its turns), `rounds`
     rounds of turns in the members' order, and each cell's outcome."""
     timeout = min(m.cell.settings.timeout for m in members)
@@ -283,7 +272,7 @@ def run_together(members: list[Member], cache: Path, launch: Launch, rounds: int
                 _one_turn_each(live)
                 made, stopped = [], "a cell of the group ended before its first turn"
             else:
-                made, stopped = _take_turns(live, rounds, deadline, say)
+                made, stopped = _take_turns(live, rounds, deadline)
         except BaseException:  # interrupted (Ctrl-C): the workers end now, not after their evaluation
             for member in members:
                 member.kill()
@@ -294,10 +283,8 @@ def run_together(members: list[Member], cache: Path, launch: Launch, rounds: int
                 member.wake_sampler()
             for thread in threads:
                 thread.join()
-            for member in members:
-                for fd in (member.go, member.done):
-                    if fd >= 0:
-                        os.close(fd)
+            for fd in [fd for m in members for fd in (m.go, m.done) if fd >= 0]:
+                os.close(fd)
     # the workers were waited for: their CPU is the runner's children's, so the rest is other work's
     other_load = meter.other_share(0.0)
     for member in members:
@@ -346,15 +333,13 @@ def _wait_ready(member: Member, deadline: float) -> None:
         member.kill(f"still warming up at {TIME_SHARE:.0%} of its timeout: ended by the host (paired cells)")
 
 
-def _take_turns(live: list[Member], rounds: int, deadline: float, say) -> tuple[list[dict[str, float]], str | None]:
+def _take_turns(live: list[Member], rounds: int, deadline: float) -> tuple[list[dict[str, float]], str | None]:
     """`rounds` rounds, one turn of each live member a round in their order (the launch's order: its
-    first side alternates from one launch to the next in run_group). No verdict is read here: the plan
+    first side alternates from one launch to the next in _run_launches). No verdict is read here: the plan
     is fixed, so each verdict's error rate is the interval's own (paired_ratio)."""
-    longest = 0.0
-    made: list[dict[str, float]] = []
+    longest, made = 0.0, []
     while len(made) < rounds:
-        times = {}
-        round_began = time.monotonic()
+        times, round_began = {}, time.monotonic()
         # one fixed cycle within a launch, so every turn follows another cell's: a turn right after its
         # own ran ~10 % faster (its caches still warm) than one after another's (A/A rounds: 1.10 and 0.92)
         for member in live:
@@ -437,8 +422,7 @@ def run_group(executor: Executor, pairing: Paired, group: list[Cell], pairs: lis
             alone[cell.id] = f"{cell.id} did not run ({prepared.status})"
             done[cell.id] = executor.after_launch(cell, resolved, prepared)
             continue
-        why = why_alone(resolved, executor.launch)
-        if why:
+        if why := why_alone(resolved, executor.launch):
             apart.append(why)
         executor.say(f"  ready{': ' + why if why else '; it takes turns with the others of its group'}")
         ready.append((cell, resolved, prepared))
@@ -477,7 +461,8 @@ def run_group(executor: Executor, pairing: Paired, group: list[Cell], pairs: lis
     for cell in group:  # each cell journalled as it ended; again now with its pairs (the later line wins)
         if cell.id in resumed or not done[cell.id].measured:
             continue
-        record.add_pairs(done[cell.id].entry, [r.as_dict() for r in results if cell.id in (r.first, r.second)])
+        done[cell.id].entry["extra_info"]["pairs"] = [r.as_dict() for r in results
+                                                      if cell.id in (r.first, r.second)]
         executor.keep(cell, done[cell.id])
 
 
@@ -490,14 +475,13 @@ def _run_launches(executor: Executor, pairing: Paired, ready: list[tuple], membe
     rounds = pairing.rounds or min(m.cell.settings.epochs for m in members)
     executor.say(f"\ntaking turns: {len(members)} cells, {planned} launches of {rounds} rounds each (a fixed plan: "
                 f"the verdicts are read once, at the end, against ±{pairing.within:.0%})")
-    launches, waiting, stopped, first = [], {}, None, {}
-    loads = []
+    launches, waiting, stopped, first, loads = [], {}, None, {}, []
     for number in range(planned):
         order = members if number % 2 == 0 else members[::-1]
         fresh = [Member(m.cell, m.python, m.dataset_dir, m.memory_limit, watched=m.watched) for m in order]
         executor.say(f"  launch {number + 1} of {planned}: first turn {fresh[0].cell.id}")
         began = time.monotonic()
-        run = run_together(fresh, executor.cache, executor.launch, rounds, executor.say)
+        run = run_together(fresh, executor.cache, executor.launch, rounds)
         launches.append(run.rounds)
         this = [paired_result(p, [run.rounds], pairing.within, {}, None) for p in pairs]
         executor.say(f"    {len(run.rounds)} rounds in {time.monotonic() - began:.0f} s; this launch's ratios: "
@@ -532,8 +516,7 @@ def _run_launches(executor: Executor, pairing: Paired, ready: list[tuple], membe
 def _run_interleaved(executor: Executor, pairing: Paired, ready: list[tuple], why: str, done: dict) -> list[list[dict[str, float]]]:
     """Each launch's median epoch per cell, the cells launched one after another (the order turning);
     a cell's entry (in `done`) is its first run. One launch is one round here."""
-    planned = pairing.launches
-    launches = []
+    planned, launches = pairing.launches, []
     executor.say(f"\nnot together ({why}): {len(ready)} cells in {planned} rounds of whole processes")
     for number in range(planned):
         shift = number % len(ready)

@@ -1,8 +1,6 @@
 """A cell's preparation, each thing once per run, before it starts: its stacks (installed unless
 --no-install), its memory need against what is available, its dataset ready for its task
-(bench/datasets/ready.py), its store, its memory limit; or what stops it, with the reason.
-
-    Preparation(cache, data_root, nnodes, no_install, say).prepare(cell) -> PreparedCell | Outcome"""
+(bench/datasets/ready.py), its store, its memory limit: a PreparedCell, or the Outcome that stops it."""
 
 from __future__ import annotations
 
@@ -35,11 +33,8 @@ class StackHost:
         if stack is None:
             return None
         framework = stacks.framework_of(stack)
-        for name in self.run_stacks:
-            found = stacks.get(name)
-            if found.installed and framework in found.frameworks:
-                return name
-        return stack
+        return next((name for name in self.run_stacks
+                     if (found := stacks.get(name)).installed and framework in found.frameworks), stack)
 
     def python(self, stack: str) -> Path | None:
         stack = self.instead_of(stack)
@@ -78,13 +73,11 @@ class Preparation:
         self._image_only: set[str] = set()  # stacks the GPU images alone build (every pin container-only)
 
     def prepare(self, cell: Cell) -> PreparedCell | Outcome:
-        """The cell ready to launch, or the outcome that stops it."""
         for stack in filter(None, (cell.stack, self.building_stack(cell.dataset_spec))):
-            problem = self.ensure_stack(stack)
-            if problem:  # a stack only the GPU images build is not this machine's failure: skipped
+            # a stack only the GPU images build is not this machine's failure: skipped
+            if problem := self.ensure_stack(stack):
                 return Outcome(cell, "skipped" if stack in self._image_only else "failed", problem)
-        refused = self.refusal(cell)
-        if refused:
+        if refused := self.refusal(cell):
             return Outcome(cell, "refused", refused)
         task = BACKENDS[cell.backend].task
         if not self.known(cell.dataset):
@@ -156,11 +149,9 @@ class Preparation:
         return found
 
     def known(self, name: str) -> bool:
-        """Whether the dataset was asked for before in this run (made ready, or failed)."""
         return name in self._failed or any(known == name for known, _ in self._ready)
 
     def folders(self) -> dict[str, Path]:
-        """The hub folder of each dataset made ready so far, by name."""
         return {name: found.folder for (name, _), found in self._ready.items() if isinstance(found, ReadyDataset)}
 
 

@@ -40,8 +40,7 @@ def _say(config, text: str, end: str) -> None:
         # said while configuring (the session's notes, e.g. --mode/--stack), before pytest's writer exists
         print(text, end=end, flush=True)
         return
-    capture = config.pluginmanager.getplugin("capturemanager")
-    with capture.global_and_fixture_disabled():
+    with config.pluginmanager.getplugin("capturemanager").global_and_fixture_disabled():
         config.get_terminal_writer().write(text + end, flush=True)
 
 

@@ -62,16 +62,11 @@ def unmeasured_entry(outcome: Outcome) -> dict:
 
 def extra_info(outcome: Outcome, baseline: str | None = None) -> dict:
     """Our metrics of one measured cell (bench/result_format.py declares them)."""
-    rec = outcome.record
-    epochs = rec["epochs"]
-    seconds = sum(e["seconds"] for e in epochs)
-    stall = sum(e["stall_s"] for e in epochs)
-    cell = outcome.cell
-    card = rec["dataset"]
+    rec, cell = outcome.record, outcome.cell
+    epochs, card = rec["epochs"], rec["dataset"]
+    seconds, stall = (sum(e[key] for e in epochs) for key in ("seconds", "stall_s"))
     return {
-        "cell_id": cell.id,
-        "backend": cell.backend,
-        "stack": cell.stack,
+        "cell_id": cell.id, "backend": cell.backend, "stack": cell.stack,
         "dataset": {k: card[k] for k in DATASET_FIELDS}
         | {k: card.get(k) for k in ("source", "num_train", "num_val", "num_test")}
         # where the dataset has them: graph-level, a model without edges, a user's graph's path, a typed graph's types
@@ -80,17 +75,13 @@ def extra_info(outcome: Outcome, baseline: str | None = None) -> dict:
         "settings": cell.settings.as_dict(),
         "seeds_per_s": sum(e["seeds"] for e in epochs) / seconds,
         "edges_per_s": sum(e["edges"] for e in epochs) / seconds,
-        "loader_stall": stall / seconds,
-        "compute_s": (seconds - stall) / len(epochs),
-        "batches_per_epoch": epochs[0]["batches"],
-        "peak_rss_bytes": outcome.peak_rss_bytes,
-        "peak_pss_bytes": outcome.peak_pss_bytes,
-        "total_pss_bytes": outcome.peak_pss_bytes,
+        "loader_stall": stall / seconds, "compute_s": (seconds - stall) / len(epochs),
+        "batches_per_epoch": epochs[0]["batches"], "peak_rss_bytes": outcome.peak_rss_bytes,
+        "peak_pss_bytes": outcome.peak_pss_bytes, "total_pss_bytes": outcome.peak_pss_bytes,
         # GPU memory of the busiest rank (PyTorch's allocator peak); None where no GPU was used
         "peak_gpu_bytes": max((r["peak_gpu_bytes"] for r in rec.get("ranks") or [] if r.get("peak_gpu_bytes")),
                               default=None),
-        "ranks": rank_entries(outcome),
-        "warmup_epoch_s": [e["seconds"] for e in rec["warmup"]],
+        "ranks": rank_entries(outcome), "warmup_epoch_s": [e["seconds"] for e in rec["warmup"]],
         "is_baseline": cell.id == baseline,
         "other_load": outcome.other_load,  # share of the machine other work took meanwhile (bench.machine.load)
         # the runner's memory sampler, beside the cell on the same cores: its CPU seconds per second of the cell
@@ -167,22 +158,15 @@ def rank_entries(outcome: Outcome) -> list[dict]:
     for r in outcome.record.get("ranks") or [{"rank": 0}]:
         rss, pss = outcome.rank_peaks.get(r["rank"], (r.get("self_max_rss_bytes"), None))
         out.append({"rank": r["rank"], "peak_rss_bytes": rss, "peak_pss_bytes": pss,
-                    "loader_stall": r.get("loader_stall"), "compute_s": r.get("compute_s"),
-                    "comm_s": r.get("comm_s"), "epoch_s": r.get("epoch_s"),
-                    "peak_gpu_bytes": r.get("peak_gpu_bytes"),
+                    **{k: r.get(k) for k in ("loader_stall", "compute_s", "comm_s", "epoch_s",
+                                             "peak_gpu_bytes")},
                     # its GPU's utilisation per measured epoch and over them, and the cores it ran on
                     **{k: r[k] for k in ("gpu_util", "gpu_util_epochs", "cpu_affinity", "startup_phases",
                                          "gpu_device_used_bytes", "gpu_peaks") if r.get(k)}})
     return out
 
 
-def add_pairs(entry: dict, pairs: list[dict]) -> None:
-    """A measured cell's paired comparisons (bench/run/paired.py PairResult.as_dict), in its entry."""
-    entry["extra_info"]["pairs"] = pairs
-
-
 def add_note(entry: dict, note: str) -> None:
-    """What a reader of the cell's numbers must know, added to its entry's notes."""
     entry["extra_info"].setdefault("notes", []).append(note)
 
 
@@ -200,15 +184,11 @@ def document(done: list, meta: dict, ceilings: dict | None = None) -> dict:
     import pytest_benchmark
     from pytest_benchmark.plugin import pytest_benchmark_generate_machine_info
 
-    return {
-        "machine_info": {**pytest_benchmark_generate_machine_info(), "gnnbench": machine_info(ceilings)},
-        "commit_info": commit_info(),
-        "benchmarks": [d.entry for d in done if d.measured],
-        "datetime": dt.datetime.now(dt.timezone.utc).isoformat(),
-        "version": pytest_benchmark.__version__,
-        "gnnbench": {"schema_version": SCHEMA_VERSION, **meta},
-        "unmeasured": [d.entry for d in done if not d.measured],
-    }
+    return {"machine_info": {**pytest_benchmark_generate_machine_info(), "gnnbench": machine_info(ceilings)},
+            "commit_info": commit_info(), "benchmarks": [d.entry for d in done if d.measured],
+            "datetime": dt.datetime.now(dt.timezone.utc).isoformat(), "version": pytest_benchmark.__version__,
+            "gnnbench": {"schema_version": SCHEMA_VERSION, **meta},
+            "unmeasured": [d.entry for d in done if not d.measured]}
 
 
 def commit_info() -> dict:
@@ -228,12 +208,9 @@ def machine_info(ceilings: dict | None = None) -> dict:
     # interpreters the user registered (gnnbench stacks add), marked external, with a freeze hash
     installed.update({name: s.record() for name, s in external_stacks.registered().items()})
     return {
-        "version": __version__,
-        "stacks": installed,
-        "cpu_count_logical": psutil.cpu_count(),
+        "version": __version__, "stacks": installed, "cpu_count_logical": psutil.cpu_count(),
         "cpu_count_physical": psutil.cpu_count(logical=False),
-        "memory_total_bytes": psutil.virtual_memory().total,
-        "kernel": platform.release(),
+        "memory_total_bytes": psutil.virtual_memory().total, "kernel": platform.release(),
         "gpu": gpu_info(),  # GPUs, clocks, MIG, topology, NCCL settings; None without nvidia-smi
         "container_image": os.environ.get("GNNBENCH_IMAGE"),
         "container_revision": os.environ.get("GNNBENCH_REVISION"),

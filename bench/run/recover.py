@@ -19,10 +19,8 @@ def document(journal: Path, suite: str | Path | None = None) -> dict:
         loaded, suite_path = suite_mod.load(suite)
         expanded = suite_mod.expand(loaded)
         cells = [c.id for c in expanded]
-        selection = journal_selection(journal)
-        if selection:  # the cells the run selected (-k) are its cells, not the whole suite's
-            chosen = set(selection[0])
-            cells = [c for c in cells if c in chosen]
+        if selection := journal_selection(journal):  # the cells the run selected (-k), not the whole suite's
+            cells = [c for c in cells if c in selection[0]]
         finished = Journal(journal, loaded.name).read(expanded)
         meta = {"suite": loaded.name, "suite_file": str(suite_path), "description": loaded.description,
                 "baseline": loaded.baseline or (cells[0] if cells else None), "cells": cells}

@@ -22,7 +22,6 @@ from pathlib import Path
 import psutil
 
 from bench.backends.shared_host import SHARED_HOST_ENV
-from bench import stacks
 from bench.machine import cgroup
 from bench.machine.load import LoadMeter
 from bench.net import free_port
@@ -111,8 +110,7 @@ class TreeMemorySampler(threading.Thread):
         child between fork and exec still has the launcher's environment)."""
         if proc.pid not in self._ranks:
             with contextlib.suppress(psutil.Error):
-                rank = proc.environ().get("RANK")
-                if rank is not None:
+                if (rank := proc.environ().get("RANK")) is not None:
                     self._ranks[proc.pid] = int(rank)
         return self._ranks.get(proc.pid)
 
@@ -136,8 +134,7 @@ class TreeMemorySampler(threading.Thread):
             return
         if not all(p.is_running() for procs in groups.values() for p in procs):
             self._groups = None  # one has exited: list again next time
-        everyone = [self.root, *(p for procs in groups.values() for p in procs)]
-        for proc in everyone:
+        for proc in [self.root, *(p for procs in groups.values() for p in procs)]:
             with contextlib.suppress(psutil.Error):
                 t = proc.cpu_times()
                 self._cpu[proc.pid] = t.user + t.system
@@ -164,7 +161,6 @@ class TreeMemorySampler(threading.Thread):
 
     @property
     def cpu_seconds(self) -> float:
-        """CPU time of the tree's processes, each as last seen."""
         return sum(self._cpu.values())
 
 
@@ -172,11 +168,9 @@ def _rss(procs: list[psutil.Process], pss: bool = False) -> int:
     """The tree's RSS, or with `pss` its PSS (smaps_rollup, where the kernel has it)."""
     total = 0
     for proc in procs:
-        try:
+        with contextlib.suppress(psutil.Error):  # exited between listing and reading
             info = proc.memory_full_info() if pss else proc.memory_info()
-        except psutil.Error:
-            continue  # exited between listing and reading
-        total += getattr(info, "pss", info.rss) if pss else info.rss
+            total += getattr(info, "pss", info.rss) if pss else info.rss
     return total
 
 
@@ -198,26 +192,10 @@ def worker_command(python: Path, cell: Cell, args: list[str], launch: Launch) ->
 def worker_env(cache: Path, run_id: str) -> dict[str, str]:
     # without the RANK, WORLD_SIZE, MASTER_* ... that srun or a pod set: torchrun sets its own
     env = cluster_env.worker_environment(dict(os.environ))
-    env.update({
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(repo_root()), env.get("PYTHONPATH")])),
-        "GNNBENCH_CACHE": str(cache),
-        "GNNBENCH_LAUNCHED_AT": repr(time.time()),
-        "DGLBACKEND": "pytorch",
-        "PYTHONUNBUFFERED": "1",
-        "OUTDATED_IGNORE": "1",  # ogb's version check would reach for the network
-        RUN_ID_ENV: run_id,
-        PARENT_ENV: str(os.getpid()),
-    })
-    return env
-
-
-def run_in_stack(cell: Cell, dataset_dir: Path, cache: Path) -> Outcome:
-    """A cell launched in its stack as it is, its dataset given (gnnbench fidelity's harness side)."""
-    stack = stacks.get(cell.stack)
-    if not stack.installed:
-        return Outcome(cell, "failed", f"stack {cell.stack!r} is not installed "
-                                       f"(gnnbench stacks install {cell.stack})")
-    return launch_cell(cell, stack.python, dataset_dir, cache, cgroup.parse_limit(cell.settings.memory_limit))
+    return {**env, "PYTHONPATH": os.pathsep.join(filter(None, [str(repo_root()), env.get("PYTHONPATH")])),
+            "GNNBENCH_CACHE": str(cache), "GNNBENCH_LAUNCHED_AT": repr(time.time()), "DGLBACKEND": "pytorch",
+            "PYTHONUNBUFFERED": "1", RUN_ID_ENV: run_id, PARENT_ENV: str(os.getpid()),
+            "OUTDATED_IGNORE": "1"}  # ogb's version check would reach for the network
 
 
 def launch_cell(cell: Cell, python: Path, dataset_dir: Path, cache: Path, memory_limit: int | None,
@@ -238,13 +216,11 @@ def launch_cell(cell: Cell, python: Path, dataset_dir: Path, cache: Path, memory
         # the node's one host copy of what its ranks pin in place (bench/backends/shared_host.py), gone with the cell
         shared = cleanup.enter_context(tempfile.TemporaryDirectory(
             prefix="gnnbench-shared-", dir=SHARED_MEMORY if SHARED_MEMORY.is_dir() else None))
-        out_path = scratch / "result.json"
-        err_path = scratch / "stderr.txt"
+        out_path, err_path = scratch / "result.json", scratch / "stderr.txt"
         cmd = worker_command(python, cell, [cell.to_json(), str(dataset_dir), str(out_path)], launch)
         env = {**worker_env(cache, run_id), **cell_scratch.environment(scratch), SHARED_HOST_ENV: shared,
                **(extra_env or {})}
-        started = time.monotonic()
-        load = LoadMeter()
+        started, load = time.monotonic(), LoadMeter()
         join_fd = group.join_fd() if group else None
         try:
             with open(err_path, "w") as err:  # in the cgroup before it runs: all it starts is too
@@ -294,8 +270,7 @@ def launch_cell(cell: Cell, python: Path, dataset_dir: Path, cache: Path, memory
         else:
             outcome.record = written
             if written.get("status") != "ok":
-                outcome.status = written.get("status", "failed")
-                outcome.reason = written.get("reason", "")
+                outcome.status, outcome.reason = written.get("status", "failed"), written.get("reason", "")
             outcome.peak_rss_bytes = max(outcome.peak_rss_bytes, written.get("self_max_rss_bytes", 0))
         return outcome
 
@@ -326,8 +301,7 @@ def failure_headline(stderr: str, returncode: int | None) -> str:
     """One line saying what failed: for several ranks, the rank that failed first (one killed by a
     signal, else the first torchrun observed) and its own error; else the worker's exit and last error."""
     summary = stderr[stderr.rfind("ChildFailedError"):] if "ChildFailedError" in stderr else ""
-    failed = [(int(rank), int(code)) for rank, code in FAILED_RANK.findall(summary)]
-    if failed:
+    if failed := [(int(rank), int(code)) for rank, code in FAILED_RANK.findall(summary)]:
         first_observed = failed[-1]  # torchrun prints other failures, then the root cause
         rank, code = next(((r, c) for r, c in failed if c < 0), first_observed)
         error = last_exception(stderr, rank=rank)
@@ -354,8 +328,7 @@ def last_exception(stderr: str, rank: int | None = None) -> str | None:
 def exit_words(code: int | None) -> str:
     if code is not None and code < 0:
         name = signal.Signals(-code).name
-        hint = " (out of memory?)" if name == "SIGKILL" else ""
-        return f"killed by {name}{hint}"
+        return f"killed by {name}{' (out of memory?)' if name == 'SIGKILL' else ''}"
     return f"exited with code {code}"
 
 
@@ -366,12 +339,10 @@ def kill_tree(proc: subprocess.Popen, run_id: str) -> None:
             os.killpg(proc.pid, sig)
         except (ProcessLookupError, PermissionError):
             break
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=5)
             if sig == signal.SIGTERM:
                 time.sleep(0.2)  # let the group's other members go too before the SIGKILL
-        except subprocess.TimeoutExpired:
-            continue
     if proc.poll() is None:
         proc.kill()
         proc.wait()

@@ -18,29 +18,21 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Callable
 
-from pydantic import ValidationError
-
-from bench import inputs, modes
-from bench.backends import BACKENDS
-from bench.backends.stages import split_line
+from bench import inputs
 from bench.datasets.ready import DatasetError, reads_user_files, sweep_stale
-from bench.machine import ceilings, core_budget, gpus
+from bench.machine import ceilings
 from bench.machine.core_budget import usable_cores
-from bench.machine.load import HIGH_LOAD
 from bench.paths import cache_dir, cache_root, default_results_dir
 from bench.result_format import UNMEASURED_STATUSES
-from bench.run import cell_scratch, cluster_env, paired, record, suite as suite_mod
+from bench.run import cell_scratch, cluster_env, paired, plan as run_plan, record, suite as suite_mod
+from bench.run.plan import SessionError
 from bench.run.executor import Executor, Finished
 from bench.run.prepare import Preparation
-from bench.run.runner import Launch, Outcome
+from bench.run.runner import Launch
 from bench.run.suite import Cell
 
 JOURNAL_SUFFIX = ".cells.jsonl"
 JOURNAL_STATUSES = ("ok", *UNMEASURED_STATUSES)
-
-
-class SessionError(ValueError):
-    """A run that cannot start as asked (options, a journal to resume): nothing was measured."""
 
 
 # --- options, declared once for `gnnbench run` (argparse) and `pytest suites/` (pytest) --------
@@ -98,8 +90,7 @@ class RunOptions:
     def from_namespace(cls, namespace, **given) -> RunOptions:
         """From parsed arguments (argparse's namespace or pytest's config.option)."""
         values = {f.name: getattr(namespace, f.name) for f in fields(cls) if hasattr(namespace, f.name)}
-        values.update(given)
-        return cls(**{k: v for k, v in values.items() if v is not None})
+        return cls(**{k: v for k, v in (values | given).items() if v is not None})
 
 
 def add_run_options(add: Callable) -> None:
@@ -117,8 +108,7 @@ class Journal:
     a `selected` line, so that `--resume` finishes that run's cells and not the whole suite."""
 
     def __init__(self, path: Path, suite: str):
-        self.path, self.suite = path, suite
-        self._file = None
+        self.path, self.suite, self._file = path, suite, None
         self._selection: dict | None = None  # written before the first cell's line
 
     def select(self, cells: list[Cell], expression: str | None) -> None:
@@ -156,8 +146,7 @@ class Journal:
     def read(self, cells: list[Cell], say: Callable[..., None] = print) -> dict[str, Finished]:
         """The cells an interrupted run finished, less those whose digest changed since (they run again)."""
         known = {c.id: c for c in cells}
-        finished: dict[str, Finished] = {}
-        changed = []
+        finished, changed = {}, []  # cell id -> Finished; the ids that run again
         for where, suite, done, digest in read_journal(self.path)[0]:
             if suite != self.suite:
                 raise SessionError(f"{where}: a cell of suite {suite!r}, not {self.suite!r}")
@@ -215,48 +204,6 @@ def read_journal(path: Path) -> tuple[list[tuple], tuple[list[str], str | None] 
     return out, selection
 
 
-EQUALS = "[eq]"  # `=` stands for this inside a -k expression, whose grammar has no bare `=`
-
-
-def select_cells(cells: list[Cell], expression: str) -> list[Cell]:
-    """The cells whose pytest name matches a `-k` expression, where KEY=VALUE matches a setting exactly
-    (by its name or short name) and task=NAME the backend's task. No match is an error listing the cells."""
-    from _pytest.mark.expression import Expression  # pytest's own -k grammar
-
-    try:
-        compiled = Expression.compile(expression.replace("=", EQUALS))
-    except SyntaxError as exc:
-        raise SessionError(f"-k {expression!r}: {exc.msg}") from None
-    chosen = [c for c in cells if compiled.evaluate(lambda word, cell=c: _word_matches(word.replace(EQUALS, "="), cell))]
-    if not chosen:
-        listed = "\n  ".join(c.id for c in cells[:40]) + (f"\n  ... and {len(cells) - 40} more" if len(cells) > 40 else "")
-        raise SessionError(f"-k {expression!r} selects none of the suite's {len(cells)} cells; they are:\n  {listed}\n"
-                           "(a word matches part of a cell id; KEY=VALUE matches a setting exactly)")
-    return chosen
-
-
-SHORT_NAMES = {**{short: key for key, short in suite_mod.ID_ALWAYS.items()},
-               **{short: key for key, short in suite_mod.ID_SHORT.items()}}
-
-
-def _word_matches(word: str, cell: Cell) -> bool:
-    if "=" not in word:
-        return word.lower() in record.test_name(cell.id).lower()
-    key, _, wanted = word.partition("=")
-    if word.lower() in (part.lower() for part in cell.id.split("/")):
-        return True
-    key = SHORT_NAMES.get(key, key)
-    # task: the backend's (bench/tasks.py): node, typed-node, link, graph
-    named = {"backend": cell.backend, "dataset": cell.dataset, "task": BACKENDS[cell.backend].task}
-    if key in named:
-        return named[key] == wanted
-    value = cell.settings.as_dict().get(key)
-    if value is None and key != "stack":  # not a setting of this cell
-        return False
-    shown = "-".join(map(str, value)) if isinstance(value, list) else str(value)
-    return shown.lower() == wanted.lower() or (key == "stack" and value is None and wanted == cell.stack)
-
-
 def check_launch(launch: Launch) -> None:
     """--nnodes, --node-rank and --rdzv-endpoint fit together."""
     if not 1 <= launch.nnodes <= 1024:
@@ -292,23 +239,9 @@ class Session:
         """`select`: a -k expression, checked before any file is made (no match: SessionError)."""
         self.options, self.say = options, say
         self.suite, self.suite_path = suite_mod.load(options.suite)
-        as_written = self.suite  # before --stack, --mode and --seed change its axes
-        self.not_run: list[str] = []  # backends an option left without a cell: said, and kept in the result
-        for given, replace in ((options.stack, suite_mod.with_stacks), (options.mode, suite_mod.with_mode)):
-            if given:
-                self.suite, not_run = replace(self.suite, given)
-                self.not_run += not_run
-        if options.seed:
-            self.suite = suite_mod.with_seeds(self.suite, options.seed)
-        for note in self.not_run:
-            say(note)
-        self.pairing = paired_settings(self.suite.paired, options)
-        self.cells = suite_mod.expand(self.suite)
-        self.selected = list(self.cells)
-        self.select(select)
-        check_pairing(self.pairing, self.selected, options.paired or [], say,
-                      suite_cells=suite_mod.expand(as_written) if self.pairing else ())
-        self.baseline = self.suite.baseline or (self.cells[0].id if self.cells else None)
+        plan = run_plan.make(self.suite, options, select, say)
+        self.suite, self.cells, self.selected, self.baseline = plan.suite, plan.cells, plan.selected, plan.baseline
+        self.pairing, self.not_run = plan.pairing, plan.not_run
         self.cache = cache_dir(options.cache_dir, writable=True)
         sweep_stale(self.cache, say=say)  # what a killed prepare or store build left in the cache
         cell_scratch.sweep(say=say)  # and the scratch folders (TMPDIRs) of cells a killed run left
@@ -360,6 +293,7 @@ class Session:
                                "give a writable folder with --results") from None
         self.executor = Executor(self.selected, self.baseline, self.suite.name, self.suite.requires == "gpu", self.cache,
                                  self.launch, self.preparation, self.journal, say, self.finished)
+        self.gpu_refusal, self.node_refusal = self.executor.gpu_refusal, self.executor.node_refusal
         self.written_to: Path | None = None  # where write() put the result file
         self.write_problem: str | None = None  # why it is not where it was asked for, if so
         self._ceilings: dict | None = None
@@ -371,10 +305,8 @@ class Session:
             if not reads_user_files(spec):
                 continue
             stack = self.preparation.building_stack(spec)
-            if stack:
-                problem = self.preparation.ensure_stack(stack)
-                if problem:
-                    raise SessionError(f"dataset {name!r} ({spec['source']}) is read in the {stack} stack: {problem}")
+            if stack and (problem := self.preparation.ensure_stack(stack)):
+                raise SessionError(f"dataset {name!r} ({spec['source']}) is read in the {stack} stack: {problem}")
             self.say(f"checking dataset {name} ({spec['source']}:{spec['params'].get('path')}) ...")
             try:
                 self.preparation.dataset(name, spec)
@@ -382,11 +314,6 @@ class Session:
                 raise DatasetError(f"dataset {name!r} ({spec['source']}): {exc}") from None
 
     # --- which cells ---------------------------------------------------------------------------
-
-    def select(self, expression: str | None) -> None:
-        """Keep the cells whose pytest name matches a pytest `-k` expression."""
-        if expression:
-            self.selected = select_cells(self.cells, expression)
 
     def keep_only(self, cell_ids: set[str]) -> None:
         """The cells pytest kept after its own selection (-k, deselection), in suite order."""
@@ -397,18 +324,15 @@ class Session:
 
     def keep_the_runs_selection(self, journal: Path) -> None:
         """A resume finishes the cells its run selected (a -k given now narrows them further)."""
-        selection = journal_selection(journal)
-        if selection is None:
+        if (selection := journal_selection(journal)) is None:
             return
         ids, expression = selection
         known = {c.id for c in self.cells}
-        missing = [i for i in ids if i not in known]
-        if missing:
+        if missing := [i for i in ids if i not in known]:
             raise SessionError(f"--resume {journal}: the run selected {len(missing)} cell(s) that this suite, with the "
                                f"options given now, does not have (e.g. {missing[0]!r}): resume with the run's own "
                                "--stack and --mode options, and its suite file as it was")
-        chosen = set(ids)
-        self.selected = [c for c in self.selected if c.id in chosen]
+        self.selected = [c for c in self.selected if c.id in ids]
         self.say(f"resume: the run's own selection, {len(ids)} cell(s)" + (f" (-k {expression!r})" if expression else ""))
 
     # --- running -------------------------------------------------------------------------------
@@ -424,14 +348,13 @@ class Session:
 
     def result_of(self, cell: Cell) -> Finished:
         """A finished cell: from the journal being resumed, else measured now (with its group, if paired)."""
-        position = self.position(cell)
         if cell.id in self.finished:
             done = self.finished[cell.id]
             if cell.id not in self.executor.ran_now:
-                self.say(f"\n{position}\n  -> {done.status} (kept from {self.journal.path.name})")
+                self.say(f"\n{self.executor.position(cell)}\n  -> {done.status} "
+                         f"(kept from {self.journal.path.name})")
             return done
-        group = self.groups().get(cell.id)
-        if group is not None:  # the scheduler of cells in turns
+        if (group := self.groups().get(cell.id)) is not None:  # the scheduler of cells in turns
             paired.run_group(self.executor, self.pairing, *group)
             return self.finished[cell.id]
         return self.executor.run_one(cell)
@@ -444,20 +367,9 @@ class Session:
                 pairs = paired.pairs_of(self.selected, self.pairing.by)
                 # with `runner`, every cell takes turns, with its twin at least
                 for group in paired.groups_of(self.selected, pairs, alone=paired.RUNNER in self.pairing.by):
-                    ids = {c.id for c in group}
-                    mine = [p for p in pairs if p.first in ids]
-                    for cell in group:
-                        self._groups[cell.id] = (group, mine)
+                    ids = [c.id for c in group]
+                    self._groups.update(dict.fromkeys(ids, (group, [p for p in pairs if p.first in ids])))
         return self._groups
-
-    def position(self, cell: Cell) -> str:
-        return self.executor.position(cell)
-
-    def gpu_refusal(self, cell: Cell) -> Outcome | None:
-        return self.executor.gpu_refusal(cell)
-
-    def node_refusal(self, cell: Cell) -> Outcome | None:
-        return self.executor.node_refusal(cell)
 
     # --- the result file -----------------------------------------------------------------------
 
@@ -472,9 +384,7 @@ class Session:
                                                    ("backends_not_run", self.not_run),
                                                    ("resumed_from", self.resumed_from)) if value})
         if self.pairing is not None:
-            meta["paired"] = {"by": self.pairing.by, "within": self.pairing.within,
-                              "launches": self.pairing.launches, "rounds": self.pairing.rounds,
-                              "method": "launches"}
+            meta["paired"] = {**self.pairing.model_dump(), "method": "launches"}
             meta["pairs"] = record.run_pairs(done)
         return record.document(done, meta, ceilings=self.ceilings() if done else None)
 
@@ -506,41 +416,6 @@ class Session:
         return self.result_path
 
 
-def paired_settings(from_suite: suite_mod.Paired | None, options: RunOptions) -> suite_mod.Paired | None:
-    """The suite's `paired`, with --paired's axes added and --paired-within / -launches / -rounds."""
-    given = {"by": [*(from_suite.by if from_suite else []), *(options.paired or [])],
-             **{k: v for k, v in (("within", options.paired_within), ("launches", options.paired_launches),
-                                  ("rounds", options.paired_rounds)) if v is not None}}
-    if given == {"by": []}:
-        return None
-    if not given["by"]:
-        raise SessionError("--paired-within, --paired-launches and --paired-rounds need cells to pair: give "
-                           "--paired AXIS (e.g. --paired backend), or a suite with `paired`")
-    base = from_suite.model_dump() if from_suite else {}
-    try:
-        return suite_mod.Paired.model_validate({**base, **given})
-    except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc'][:1])) or 'paired'}: {e['msg']}" for e in exc.errors())
-        raise SessionError(f"--paired: {problems}") from None
-
-
-def check_pairing(pairing: suite_mod.Paired | None, cells: list[Cell], given: list[str], say,
-                  suite_cells: list[Cell] = ()) -> None:
-    """SessionError naming an axis given with --paired that pairs no two of the cells, and why (the runner
-    axis pairs each with its twin): a run that compared nothing must not read as one that found no
-    difference. A suite's own axis that pairs none of the cells selected (or left by --stack, --mode) but
-    some of the suite file's cells is said, and the run goes on."""
-    for axis in [a for a in pairing.by if a != paired.RUNNER and cells and not paired.pairs_of(cells, [a])] if pairing else []:  # noqa: E501
-        values = sorted({repr(({"backend": c.backend, "dataset": c.dataset} | c.settings.as_dict()).get(axis)) for c in cells})
-        why = (f"only one cell is selected ({cells[0].id})" if len(cells) == 1 else
-               f"every selected cell has {axis} {values[0]}" if len(values) == 1 else
-               f"those with another {axis} ({', '.join(values)}) differ in another setting too")
-        if axis in given or not paired.pairs_of(list(suite_cells) or cells, [axis]):
-            raise SessionError(f"paired by {axis}: no two selected cells differ in {axis} alone: {why}; give an axis "
-                               "the suite sweeps, or select cells that differ in it")
-        say(f"paired by {axis} (the suite's): no two selected cells differ in {axis} alone ({why}): none paired by it")
-
-
 def write_whole(path: Path, text: str) -> Path:
     """Write a file whole or not at all (written aside, fsync'd, renamed over it)."""
     partial = path.with_name(path.name + ".partial")
@@ -568,9 +443,7 @@ def unclaimed_result_path(folder: Path, stem: str) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     for n in range(1, 1000):
         path = folder / (f"{stem}.json" if n == 1 else f"{stem}-{n}.json")
-        try:
+        with contextlib.suppress(FileExistsError):
             os.close(os.open(journal_of(path), os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))  # data, not a program
-        except FileExistsError:
-            continue
-        return path
+            return path
     raise SessionError(f"{folder}: 999 runs named {stem}; choose another --results folder")

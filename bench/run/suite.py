@@ -2,8 +2,7 @@
 
 A setting given as a list is a sweep axis (fanout, itself a list, is swept by a list of lists).
 `exclude` drops every cell that matches all keys of one rule; `include` adds a sub-matrix (its
-keys override the suite's). Modes a backend does not have are not cells of that backend.
-"""
+keys override the suite's). Modes a backend does not have are not cells of that backend."""
 
 from __future__ import annotations
 
@@ -38,7 +37,6 @@ class SuiteError(ValueError):
     pass
 
 
-
 @dataclass(frozen=True)
 class Cell:
     """One concrete configuration: hashable, with a readable id."""
@@ -60,8 +58,7 @@ class Cell:
         shape = json.loads(self.to_json())
         if datasets_module.user_files(self.dataset_spec["source"]):  # a user's files: their edits too
             shape["dataset_files"] = datasets_module.files_fingerprint(self.dataset_spec)
-        text = json.dumps(shape, sort_keys=True)
-        return hashlib.sha256(text.encode()).hexdigest()[:16]
+        return hashlib.sha256(json.dumps(shape, sort_keys=True).encode()).hexdigest()[:16]
 
 
 # A cell id's parts, by each setting's declaration (bench/settings.py InId); gnnbench run -k reads the short names
@@ -93,8 +90,7 @@ def load(path_or_name: str | Path) -> tuple[Suite, Path]:
     except ValidationError as exc:
         lines = [f"{path}: {_describe_at(err)}" for err in _most_specific(exc.errors())]
         raise SuiteError("\n".join(dict.fromkeys(lines))) from None  # once each (X | list[X] fails twice)
-    problems = _check_rules(suite)
-    if problems:
+    if problems := _check_rules(suite):
         raise SuiteError("\n".join(dict.fromkeys(f"{path}: {p}" for p in problems)))
     return suite, path
 
@@ -157,18 +153,14 @@ def resolve_workers(cell: Cell, usable_cores: int, nnodes: int = 1) -> Cell:
     if cell.settings.num_workers != PER_GPU:
         return cell
     local_ranks = max(1, cell.settings.world_size // max(1, nnodes))
-    settings = cell.settings.replace(num_workers=core_budget.per_gpu_workers(usable_cores, local_ranks),
-                                     num_workers_rule=PER_GPU)
-    return dataclasses.replace(cell, settings=settings)
+    return dataclasses.replace(cell, settings=cell.settings.replace(
+        num_workers=core_budget.per_gpu_workers(usable_cores, local_ranks), num_workers_rule=PER_GPU))
 
 
 def resolve_path(path_or_name: str | Path) -> Path:
-    candidate = Path(path_or_name)
-    if candidate.is_file():
-        return candidate
-    named = suites_dir() / f"{path_or_name}.yaml"
-    if named.is_file():
-        return named
+    for candidate in (Path(path_or_name), suites_dir() / f"{path_or_name}.yaml"):
+        if candidate.is_file():
+            return candidate
     known = ", ".join(sorted(p.stem for p in suites_dir().glob("*.yaml")))
     raise SuiteError(f"suite {str(path_or_name)!r} not found: not a file, and not a name in "
                      f"{suites_dir()} (known: {known})")
@@ -215,8 +207,7 @@ def _describe_at(err: dict) -> str:
         # strict mode: YAML's true/false and quoted numbers are not numbers
         message += (" (true and false are not numbers)" if isinstance(err["input"], bool)
                     else " (a quoted value is a string: write the number without quotes)")
-    expected = err.get("ctx", {}).get("expected")
-    if expected and expected not in message:
+    if (expected := err.get("ctx", {}).get("expected")) and expected not in message:
         message += f" (allowed: {expected})"
     return f"{loc}: {message} (got {err.get('input')!r})"
 
@@ -258,11 +249,7 @@ def _model_at(loc: tuple) -> type[BaseModel] | None:
 def _first_model(tp: Any) -> type[BaseModel] | None:
     if isinstance(tp, type) and issubclass(tp, BaseModel):
         return tp
-    for arg in typing.get_args(tp):
-        found = _first_model(arg)
-        if found is not None:
-            return found
-    return None
+    return next((found for arg in typing.get_args(tp) if (found := _first_model(arg)) is not None), None)
 
 
 def _check_rules(suite: Suite) -> list[str]:
@@ -281,8 +268,7 @@ def _check_rules(suite: Suite) -> list[str]:
             except ValidationError as exc:
                 problems += [_describe_at({**e, "loc": (kind, i, *e["loc"])})
                              for e in _most_specific(exc.errors())]
-    problems += _check_tasks(suite)
-    problems += _check_target(suite)
+    problems += _check_tasks(suite) + _check_target(suite)
     if problems:
         return problems
     cells = expand(suite)
@@ -305,13 +291,11 @@ def _unmatched_excludes(suite: Suite) -> list[str]:
     if not suite.exclude:
         return []
     candidates = expand(suite.model_copy(update={"exclude": []}))
-    problems = []
-    for i, rule in enumerate(suite.exclude):
-        if not any(_matches(rule, c.backend, c.dataset, c.settings) for c in candidates):
-            written = ", ".join(f"{k}: {v}" for k, v in rule.model_dump(exclude_none=True).items())
-            problems.append(f"exclude.{i}: {{{written}}} matches no cell of the suite; allowed: a rule that matches "
-                            "at least one cell (correct its values, or remove it)")
-    return problems
+    unmatched = [(i, rule.model_dump(exclude_none=True)) for i, rule in enumerate(suite.exclude)
+                 if not any(_matches(rule, c.backend, c.dataset, c.settings) for c in candidates)]
+    return [f"exclude.{i}: {{{', '.join(f'{k}: {v}' for k, v in rule.items())}}} matches no cell of the "
+            "suite; allowed: a rule that matches at least one cell (correct its values, or remove it)"
+            for i, rule in unmatched]
 
 
 def _unused_settings(suite: Suite, cells: list[Cell]) -> list[str]:
@@ -333,33 +317,22 @@ def _unused_settings(suite: Suite, cells: list[Cell]) -> list[str]:
 def _check_tasks(suite: Suite) -> list[str]:
     """A backend or dataset with no partner of its task at all (expansion skips the pairs that disagree)."""
     served = {name: tasks_of(spec) for name, spec in suite.datasets.items()}
-    problems = []
-    for backend in suite.backends:
-        task = BACKENDS[backend].task
-        if not any(task in t for t in served.values()):
-            problems.append(
-                f"backends: {backend!r} trains the {task!r} task and no dataset of this suite serves it "
-                f"({'; '.join(n + ': ' + ', '.join(t) for n, t in served.items())}); add one, or remove the "
-                f"backend (backends by task: {_backends_by_task()})")
     backend_tasks = {BACKENDS[b].task for b in named_backends(suite) if b in BACKENDS}
-    for name, tasks in served.items():
-        if not backend_tasks.intersection(tasks):
-            problems.append(
-                f"datasets.{name}: serves {', '.join(tasks)}, and no backend of this suite trains "
-                f"{'it' if len(tasks) == 1 else 'any of them'} (backends by task: {_backends_by_task()})")
-    return problems
-
-
-def _backends_by_task() -> str:
-    return "; ".join(f"{task}: {', '.join(b for b, i in BACKENDS.items() if i.task == task)}"
-                     for task in TASKS if any(i.task == task for i in BACKENDS.values()))
+    by_task = "; ".join(f"{task}: {', '.join(b for b, i in BACKENDS.items() if i.task == task)}"
+                        for task in TASKS if any(i.task == task for i in BACKENDS.values()))
+    listed = "; ".join(n + ": " + ", ".join(t) for n, t in served.items())
+    unserved = [f"backends: {b!r} trains the {BACKENDS[b].task!r} task and no dataset of this suite serves "
+                f"it ({listed}); add one, or remove the backend (backends by task: {by_task})"
+                for b in suite.backends if not any(BACKENDS[b].task in t for t in served.values())]
+    return unserved + [f"datasets.{name}: serves {', '.join(tasks)}, and no backend of this suite trains "
+                       f"{'it' if len(tasks) == 1 else 'any of them'} (backends by task: {by_task})"
+                       for name, tasks in served.items() if not backend_tasks.intersection(tasks)]
 
 
 def _check_target(suite: Suite) -> list[str]:
     """max_epochs and eval_every only beside target_acc, and max_epochs leaves room for the warm-up
     and measured epochs (they always run); checked in each matrix (settings, each include rule)."""
-    problems = []
-    defaults = Settings()
+    problems, defaults = [], Settings()
     matrices = [("settings", {k: getattr(suite.settings, k) for k in suite.settings.model_fields_set})]
     matrices += [(f"include.{i}", rule.model_extra or {}) for i, rule in enumerate(suite.include)]
     for where, given in matrices:
@@ -429,17 +402,14 @@ def _meaningful(backend: str, settings: CellSettings) -> bool:
     if any(s.option and s.name not in info.options and getattr(settings, s.name) not in (None, s.default) for s in SETTINGS):
         return False  # a setting the backend does not honour (BackendInfo.options) set to other than its default
     mode = modes.mode(settings.mode)
-    if settings.pin_memory and not mode.trains_on_gpu:
-        return False
-    if settings.amp != "off" and (settings.model == "none" or (settings.amp == "fp16" and not mode.trains_on_gpu)):
-        return False
-    # GraphBolt looks its GPU cache up with ids on the GPU: the mode that moves the seeds there first
-    if settings.gpu_cache and not mode.pinned:
-        return False
-    if settings.trim_to_layer and settings.model != "sage":
-        return False
-    # a cold page cache means something only for a store read from files (not an in-memory copy)
-    return not (settings.page_cache == "cold" and not cold_files(settings.store, info.task))
+    return not ((settings.pin_memory and not mode.trains_on_gpu)
+                or (settings.amp != "off" and settings.model == "none")
+                or (settings.amp == "fp16" and not mode.trains_on_gpu)
+                # GraphBolt looks its GPU cache up with ids on the GPU: the mode moving the seeds there first
+                or (settings.gpu_cache and not mode.pinned)
+                or (settings.trim_to_layer and settings.model == "none")
+                # a cold page cache means something only for a store read from files (not an in-memory copy)
+                or (settings.page_cache == "cold" and not cold_files(settings.store, info.task)))
 
 
 def tasks_of(dataset_spec) -> tuple[str, ...]:

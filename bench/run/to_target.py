@@ -34,7 +34,6 @@ class Tracker:
 
     @classmethod
     def of(cls, settings: CellSettings, pipe, world: int) -> Tracker | None:
-        """A tracker where the cell has a target and a model to train; else None (n/a)."""
         if settings.target_acc is None or getattr(pipe, "model", None) is None:
             return None
         return cls(settings, pipe, world)
@@ -68,8 +67,7 @@ class Tracker:
         best = max((e for e in self.evaluations if e["val_acc"] is not None), key=lambda e: e["val_acc"],
                    default=None)
         reached = self.reached_at is not None
-        return {"target": self.target, "reached": reached, "clock": CLOCK,
-                "epochs": self.reached_at,
+        return {"target": self.target, "reached": reached, "clock": CLOCK, "epochs": self.reached_at,
                 "seconds": sum(epoch_seconds[:self.reached_at]) if reached else None,
                 "best_val_acc": best["val_acc"] if best else None, "best_epoch": best["epoch"] if best else None,
                 "epochs_run": len(epoch_seconds), "train_s": sum(epoch_seconds),

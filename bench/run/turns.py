@@ -35,8 +35,7 @@ class Turns:
         elif not self._ready:
             self._done.write(f"{READY}\n")
             self._ready = True
-        line = self._go.readline()  # a blocking read: no CPU while the others run
-        return line.strip() == GO
+        return self._go.readline().strip() == GO  # a blocking read: no CPU while the others run
 
     def done(self, seconds: float) -> None:
         self._seconds = seconds
@@ -65,6 +64,4 @@ def quiet_threads() -> None:
 def from_env() -> Turns | None:
     """The turns of a paired cell (its launcher set TURNS_ENV), else None: the cell runs as always."""
     folder = os.environ.get(TURNS_ENV)
-    if not folder:
-        return None
-    return Turns(Path(folder), int(os.environ.get(MAX_TURNS_ENV, "100")))
+    return Turns(Path(folder), int(os.environ.get(MAX_TURNS_ENV, "100"))) if folder else None

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import datetime as dt
 import gc
-import importlib
 import importlib.metadata
+import inspect
 import json
 import os
 import platform
@@ -47,10 +47,8 @@ SLOW_FAULT, SLOW_BY = "slow", 0.05  # "slowN": a busy-wait of N % of each measur
 
 def rank_barrier(dist, settings: CellSettings) -> None:
     """A barrier on this rank's own GPU under NCCL (torch 2.2 would guess rank % GPUs; newer torch warns)."""
-    if mode_of(settings.mode).backend_for_ranks == "nccl":
-        dist.barrier(device_ids=[device_of(settings.mode).index])  # LOCAL_RANK's GPU (select_device)
-    else:
-        dist.barrier()
+    nccl = mode_of(settings.mode).backend_for_ranks == "nccl"  # then LOCAL_RANK's GPU (select_device)
+    dist.barrier(**({"device_ids": [device_of(settings.mode).index]} if nccl else {}))
 
 
 def run_epoch(pipe, on_batch=None, profile: bool = False, planted: float = 0.0) -> dict:
@@ -60,8 +58,7 @@ def run_epoch(pipe, on_batch=None, profile: bool = False, planted: float = 0.0) 
     reads exactly 1 + planted of what it took."""
     clock = EpochClock(cuda_sync(pipe.device), pipe.settings.work_budget, pipe.settings.batch_size) if profile else None
     comm_before = pipe.allreduce_seconds()
-    stall = 0.0
-    seeds = edges = batches = 0
+    stall, seeds, edges, batches = 0.0, 0, 0, 0
     replayed = replayed_batches(pipe)
     pipe.synchronize()
     start, cpu_start = time.perf_counter(), time.process_time()
@@ -93,9 +90,8 @@ def run_epoch(pipe, on_batch=None, profile: bool = False, planted: float = 0.0) 
     seconds = time.perf_counter() - start
     comm = None if comm_before is None else pipe.allreduce_seconds() - comm_before  # DDP's all-reduce (None: untimed)
     stats = {"seconds": seconds, "stall_s": min(stall, seconds), "comm_s": comm, "seeds": seeds, "edges": edges,
-             "batches": batches,
-             # this process's CPU seconds (not its DataLoader workers'): a busy machine moves it far less
-             "cpu_s": time.process_time() - cpu_start}
+             # cpu_s: this process's CPU seconds (not its loader workers'): a busy machine moves it far less
+             "batches": batches, "cpu_s": time.process_time() - cpu_start}
     if clock is not None:
         stats.update(stages=clock.split(seconds, comm), loader_worker_s=clock.worker_seconds(),
                      work=clock.work.as_dict())
@@ -126,8 +122,7 @@ def framework_versions(stack: str) -> dict[str, str]:
         except Exception:  # noqa: BLE001 - a missing optional module is reported, not fatal
             continue
         versions[name] = str(getattr(module, "__version__", None) or importlib.metadata.version(name))
-    source = running_stack_sampler()
-    if source:
+    if source := running_stack_sampler():
         versions["sampler_source"] = source
     return versions
 
@@ -135,11 +130,10 @@ def framework_versions(stack: str) -> dict[str, str]:
 def device_info() -> dict:
     import torch
 
-    info = {"cuda_available": torch.cuda.is_available(), "torch_cuda": torch.version.cuda,
-            "num_threads": torch.get_num_threads(), **worker_facts()}  # NCCL version and settings
-    if torch.cuda.is_available():
-        info["gpus"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
-    return info
+    return {"cuda_available": torch.cuda.is_available(), "torch_cuda": torch.version.cuda,
+            "num_threads": torch.get_num_threads(), **worker_facts(),  # NCCL version and settings
+            **({"gpus": [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]}
+               if torch.cuda.is_available() else {})}
 
 
 def set_threads(settings: CellSettings, world: int = 1):
@@ -163,9 +157,9 @@ def run_cell(cell: dict, dataset_dir: Path) -> dict | None:
     Pipeline = load_pipeline_class(cell["backend"])
     memory.take("imports")
     budget = set_threads(settings, world)  # before device_info, which records the count
-    record = environment_record(cell, budget)
-    reason = Pipeline.unavailable(settings.mode, world)
-    if reason:
+    record = {"versions": framework_versions(BACKENDS[cell["backend"]].stack),
+              "device": {**device_info(), "core_budget": budget.as_dict()}}
+    if reason := Pipeline.unavailable(settings.mode, world):
         return skipped(record, reason, rank)
     started = StartupPhases(launched_at)  # start-up by phase: what a short GPU run pays before its first batch
     started.mark("imports")
@@ -200,8 +194,7 @@ def run_cell(cell: dict, dataset_dir: Path) -> dict | None:
     mine = rank_record(pipe, epochs, memory, rank, launched_at, started, affinity, gpu_peaks)
     mine["gpu_peaks"] = gpu_peaks.end("measured")
     ranks, accuracy = evaluate_and_gather(pipe, data, mine, rank, world, settings, TASKS[BACKENDS[cell["backend"]].task])
-    if hasattr(pipe, "close"):  # a framework that set up communicators of its own (cuGraph, WholeGraph)
-        pipe.close()
+    getattr(pipe, "close", lambda: None)()  # a framework with communicators of its own (cuGraph, WholeGraph)
     memory.take("evaluation")
     if rank == 0 and mine["gpu_peaks"]:
         ranks[0]["gpu_peaks"] = gpu_peaks.end("evaluation")  # rank 0 evaluates after the ranks parted
@@ -210,12 +203,6 @@ def run_cell(cell: dict, dataset_dir: Path) -> dict | None:
         return ({**record, "status": "follower", "reason": "ranks of this node ran; rank 0 records the cell"}
                 if int(os.environ.get("LOCAL_RANK", 0)) == 0 else None)
     return cell_record(cell, record, pipe, data, ranks, accuracy, epochs)
-
-
-def environment_record(cell: dict, budget: core_budget.Budget) -> dict:
-    """The versions of the backend's own stack's modules and the device."""
-    return {"versions": framework_versions(BACKENDS[cell["backend"]].stack),
-            "device": {**device_info(), "core_budget": budget.as_dict()}}
 
 
 def skipped(record: dict, reason: str, rank: int) -> dict | None:
@@ -263,11 +250,8 @@ def join_process_group(settings: CellSettings, world: int) -> None:
 
 def eager_device(init_process_group, backend: str, device) -> dict:
     """init_process_group's `device_id=` for an NCCL group where this torch has it, else nothing."""
-    import inspect
-
-    if backend != "nccl" or "device_id" not in inspect.signature(init_process_group).parameters:
-        return {}
-    return {"device_id": device}
+    takes = backend == "nccl" and "device_id" in inspect.signature(init_process_group).parameters
+    return {"device_id": device} if takes else {}
 
 
 @dataclass
@@ -286,8 +270,7 @@ class BatchHook:
     (FAULT_ENV) strikes in the first measured epoch; a `slowN` fault is a share of each measured epoch."""
 
     def __init__(self, started: StartupPhases, fault: str | None):
-        self.started, self.fault = started, fault
-        self.measuring = False
+        self.started, self.fault, self.measuring = started, fault, False
         self.first_batch_at: float | None = None
         slow = fault[len(SLOW_FAULT):] if fault and fault.startswith(SLOW_FAULT) else None
         self.slow_share = None if slow is None else int(slow) / 100 if slow.isdigit() else SLOW_BY
@@ -316,7 +299,6 @@ def run_epochs(cell: dict, pipe, dataset_dir: Path, rank: int, world: int, start
     turns = paired_turns.from_env()  # a paired cell: its measured epochs run when the host says (bench/run/paired.py)
     total = settings.warmup_epochs + (turns.max_turns if turns else settings.epochs)
     done = Epochs(to_target.Tracker.of(settings, pipe, world), not_sampled)
-    # with `page_cache: cold`, the store's files are evicted before every epoch
     cold = files_of(settings.store, BACKENDS[cell["backend"]].task, dataset_dir) if settings.page_cache == "cold" else []
     with affinity.loader(pipe.train_loader):  # the loader workers' cores, from their first epoch on
         getattr(pipe, "check_leaks_apart", lambda: None)()  # a link cell's, where every epoch is measured
@@ -373,8 +355,7 @@ def rank_record(pipe, epochs: Epochs, memory: PhaseMemory, rank: int, launched_a
 def evaluate_and_gather(pipe, data, mine: dict, rank: int, world: int, settings: CellSettings, task: Task):
     """Every rank's record, and the accuracies (on every rank where the pipeline evaluates collectively,
     else on rank 0 alone after the ranks part)."""
-    collective = getattr(pipe, "collective_eval", False)
-    accuracy = evaluate(pipe, data, task, full=False) if collective else None
+    accuracy = evaluate(pipe, data, task, full=False) if getattr(pipe, "collective_eval", False) else None
     ranks = gather_and_part(pipe, mine, world, settings) if world > 1 else [mine]
     if accuracy is None:
         accuracy = evaluate(pipe, data, task, full=True) if rank == 0 else dict(NO_ACCURACY)
@@ -396,9 +377,8 @@ def gather_and_part(pipe, mine: dict, world: int, settings: CellSettings) -> lis
 
     ranks = [None] * world
     dist.all_gather_object(ranks, mine)
-    # Leave DDP before evaluating on rank 0 alone: a DataLoader over datapipes makes a
-    # process group (a collective) whenever torch.distributed is initialised, and DDP's
-    # reducer must not outlive the process group it talks through.
+    # Leave DDP before evaluating on rank 0 alone: a DataLoader over datapipes makes a process group (a
+    # collective) whenever torch.distributed is initialised, and DDP's reducer must not outlive it.
     pipe.model = unwrap(pipe.model)
     gc.collect()
     rank_barrier(dist, settings)
@@ -407,7 +387,6 @@ def gather_and_part(pipe, mine: dict, world: int, settings: CellSettings) -> lis
 
 
 def cell_record(cell: dict, record: dict, pipe, data, ranks: list[dict], accuracy: dict, epochs: Epochs) -> dict:
-    """The cell's record, on rank 0."""
     return {**record, "status": "ok", "epochs": merge_ranks(ranks, "epochs"), "warmup": merge_ranks(ranks, "warmup"),
             "ranks": [rank_summary(r) for r in ranks], "graph_index_dtype": pipe.index_dtype,
             **{k: accuracy[k] for k in (*NO_ACCURACY, *TASKS[BACKENDS[cell["backend"]].task].records) if k in accuracy},
@@ -507,8 +486,7 @@ def merge_ranks(ranks: list[dict], key: str) -> list[dict]:
     for per_rank in zip(*(r[key] for r in ranks)):
         slowest = max(per_rank, key=lambda e: e["seconds"])
         merged.append({
-            "seconds": slowest["seconds"],
-            "stall_s": sum(e["stall_s"] for e in per_rank) / len(per_rank),
+            "seconds": slowest["seconds"], "stall_s": sum(e["stall_s"] for e in per_rank) / len(per_rank),
             "comm_s": mean_or_none([e["comm_s"] for e in per_rank]),
             "seeds": sum(e["seeds"] for e in per_rank), "edges": sum(e["edges"] for e in per_rank),
             "batches": per_rank[0]["batches"], "cpu_s": slowest.get("cpu_s")})
@@ -528,8 +506,7 @@ def sum_work(works: list[dict]) -> dict:
     out = {k: sum(w[k] for w in works) for k in ("batches", "input_nodes", "feature_bytes", "copy_bytes")}
     out["counted"] = sum(w.get("counted", w["batches"]) for w in works)
     _sum_parts(out, works)
-    fulls = [w["full"] for w in works if w.get("full")]
-    if fulls:
+    if fulls := [w["full"] for w in works if w.get("full")]:
         out["full"] = _sum_parts({"counted": sum(f["counted"] for f in fulls)}, fulls)
     return out
 
@@ -538,8 +515,7 @@ def _sum_parts(whole: dict, parts: list[dict]) -> dict:
     """Into `whole`: hop and layer lists, a link cell's seed edges and negatives, a typed cell's breakdowns."""
     whole.update({key: summed(parts, key) for key in LISTS})
     whole.update({key: sum(w[key] for w in parts) for key in LINK_COUNTS if all(key in w for w in parts)})
-    typed = summed_typed(parts)
-    if typed:
+    if typed := summed_typed(parts):
         whole["typed"] = typed
     return whole
 
@@ -553,15 +529,13 @@ def summed(works: list[dict], key: str) -> list:
 def summed_typed(works: list[dict]) -> dict:
     """A typed cell's per-type and per-relation breakdowns (bench/backends/stages.py), summed; {} for others."""
     total: dict = {}
-    for w in works:
-        if w.get("typed"):
-            add_typed(total, w["typed"])
+    for typed in filter(None, (w.get("typed") for w in works)):
+        add_typed(total, typed)
     return total
 
 
 def rank_summary(r: dict) -> dict:
-    seconds = sum(e["seconds"] for e in r["epochs"])
-    stall = sum(e["stall_s"] for e in r["epochs"])
+    seconds, stall = (sum(e[key] for e in r["epochs"]) for key in ("seconds", "stall_s"))
     n = len(r["epochs"])
     return {"rank": r["rank"], "loader_stall": stall / seconds, "compute_s": (seconds - stall) / n,
             "comm_s": mean_or_none([e["comm_s"] for e in r["epochs"]]), "epoch_s": seconds / n,

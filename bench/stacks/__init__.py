@@ -38,6 +38,13 @@ PYG_WHEELS_DEFAULT = "https://data.pyg.org/whl/torch-{TORCH}+{CUDA}.html"
 INDEX_TIMEOUT = 10.0  # seconds an index may take to answer before the fallback is taken
 IN_CONTAINER_ENV = "GNNBENCH_IN_CONTAINER"
 THIS_PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"  # the pinned stacks' (venvs of this interpreter)
+# pip's own settings that name where wheels come from; an image's stack stage sets them.
+INDEX_VARIABLES = ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_FIND_LINKS")
+# pip lines worth showing while a stack installs: which package, and that a long build is alive
+PIP_PROGRESS = ("Collecting", "Building wheel", "Successfully", "Installing collected")
+CONTAINER_ONLY_STACK = ("stack {name} is built in the GPU images only (every pin in {pins} is container-only: "
+                        "its wheels are CUDA-only): run its cells in the GPU image (docker compose run bench), "
+                        "or register an interpreter that has it (gnnbench stacks add {name} --python PATH)")
 
 
 # The framework each pinned stack carries: a backend runs in any stack of its framework (`stack`).
@@ -45,9 +52,8 @@ FRAMEWORK = {"pyg": "pyg", "pyg-dist": "pyg", "dgl": "dgl", "cugraph-pyg": "pyg"
 OWN = "own"  # the `stack` setting's name for each backend's own pinned stack
 # A versioned stack (pyg@2.6.1, bench.stacks.versions) runs, and is probed as, its base stack.
 for _name in versions.names():
-    _framework = versions.split(_name)[0]
-    _base = versions.BASES[_framework][0]
-    FRAMEWORK[_name] = _framework
+    FRAMEWORK[_name] = versions.split(_name)[0]
+    _base = versions.BASES[FRAMEWORK[_name]][0]
     PROBE_MODULES[_name], OPTIONAL_PROBES[_name] = PROBE_MODULES[_base], OPTIONAL_PROBES[_base]
 
 
@@ -99,8 +105,7 @@ class Stack:
     def requirement_lines(self, container: bool | None = None) -> tuple[list[str], list[str]]:
         """(plain requirements, those that compile against the installed torch) here or in an image;
         the pyg-wheels pins apart (`pyg_wheel_lines`)."""
-        if container is None:
-            container = in_container()
+        container = in_container() if container is None else container
         plain, no_isolation = [], []
         for line, marks in self._lines():
             if (LOCAL_ONLY_MARK in marks and container) or (CONTAINER_ONLY_MARK in marks and not container) \
@@ -128,11 +133,6 @@ def for_this_cuda(marks: list[str]) -> bool:
     return not wanted or os.environ.get(TORCH_CUDA_ENV, "cu130").removeprefix("cu")[:2] in wanted
 
 
-CONTAINER_ONLY_STACK = ("stack {name} is built in the GPU images only (every pin in {pins} is container-only: "
-                        "its wheels are CUDA-only): run its cells in the GPU image (docker compose run bench), "
-                        "or register an interpreter that has it (gnnbench stacks add {name} --python PATH)")
-
-
 def in_container() -> bool:
     return os.environ.get(IN_CONTAINER_ENV, "") not in ("", "0")
 
@@ -158,9 +158,7 @@ class VersionedStack(Stack):
     @property
     def path(self) -> Path:
         """The base stack's environment where the pins are the same (pyg@2.8.1 is the pyg stack)."""
-        if self.base is not None and self.base.digest == self.digest:
-            return self.base.path
-        return super().path
+        return self.base.path if self.base is not None and self.base.digest == self.digest else super().path
 
 
 def versioned_stacks() -> dict[str, VersionedStack]:
@@ -220,8 +218,7 @@ def _install(stack: Stack, log, force: bool) -> bool:
     """Build the stack unless it is up to date; whether it was built."""
     name = stack.name
     if stack.installed and not force:
-        now_there = index_answers_now(stack)
-        if not now_there:
+        if not (now_there := index_answers_now(stack)):
             sampler = recorded_sampler(stack.path)
             log(f"stack {name}: up to date at {stack.path}"
                 + (f" (sampler: {sampler_summary(sampler)})" if sampler else ""))
@@ -261,8 +258,7 @@ def _build(stack: Stack, log) -> None:
         _run(pip + ["--no-build-isolation"] + no_isolation, name, env=env, log=log)
     versions = probe_versions(stack)
     required = PROBE_MODULES.get(name, [])
-    broken = {k: v for k, v in versions.items() if k in required and v.startswith("import failed")}
-    if broken:
+    if broken := {k: v for k, v in versions.items() if k in required and v.startswith("import failed")}:
         raise StackError(f"stack {name}: installed, but does not import: {broken}")
     if sampler:
         sampler["summary"] = sampler_summary(sampler, versions)
@@ -330,8 +326,7 @@ def reachable(location: str, torch: str | None = None, cuda: str | None = None, 
               machine: str = platform.machine(), timeout: float = INDEX_TIMEOUT) -> str | None:
     """None where a wheel index answers (an http(s) page, or a local folder holding a pyg-lib wheel whose
     tags fit that torch, None: any, Python and machine), else why not."""
-    path = local_wheels(location)
-    if path is not None:
+    if (path := local_wheels(location)) is not None:
         names = sorted(p.name for p in path.glob("pyg_lib-*.whl")) if path.is_dir() else []
         if not path.is_dir() or not names:
             return f"{path} " + ("holds no pyg-lib wheel (pyg_lib-*.whl)" if path.is_dir() else
@@ -373,22 +368,19 @@ def torch_build(python: Path | str) -> tuple[str, str]:
     proc = subprocess.run([str(python), "-c", code], capture_output=True, text=True, timeout=300)
     if proc.returncode != 0:
         raise StackError(f"torch does not import in {python}: {proc.stderr.strip()[-1000:]}")
-    torch, cuda = proc.stdout.split()[-2:]
-    return torch, cuda
+    return tuple(proc.stdout.split()[-2:])
 
 
 def take_pyg_wheels(stack: Stack, pip: list[str], log=print) -> dict:
     """Install the stack's pyg-wheels pins from PyG's wheel index: the record of the source taken."""
-    wanted = stack.pyg_wheel_lines()
-    if not wanted:
+    if not (wanted := stack.pyg_wheel_lines()):
         return {}
     torch, cuda = torch_build(stack.python)
     url = pyg_wheels_url(torch, cuda)
     record = {"index": url, "torch_build": f"{torch}+{cuda}", "wanted": wanted}
     log(f"stack {stack.name}: {', '.join(wanted)} from PyG's wheel index for torch {torch}+{cuda}: {url}")
     check_wheels(torch, cuda)  # a folder the user named: a slip to correct, not a fallback to build
-    why = reachable(url)
-    if why:
+    if why := reachable(url):
         why = f"{url} cannot be reached: {why}"
     else:
         try:
@@ -399,8 +391,7 @@ def take_pyg_wheels(stack: Stack, pip: list[str], log=print) -> dict:
             last = [line for line in str(exc).splitlines() if line.strip()][-1][:200]
             why = f"{url} holds no {', '.join(wanted)} wheel for torch {torch}+{cuda} and this Python ({last})"
         else:
-            broken = import_problem(stack.python, "pyg_lib")
-            if broken:
+            if broken := import_problem(stack.python, "pyg_lib"):
                 why = f"the pyg-lib wheel from {url} does not import with torch {torch}+{cuda} ({broken})"
                 _run([str(stack.python), "-m", "pip", "uninstall", "-y", "pyg-lib"], stack.name, log=log)
     if why is None:
@@ -433,27 +424,17 @@ def index_answers_now(stack: Stack) -> str | None:
     return f"{url} answers now (when this stack was built: {sampler.get('reason')})"
 
 
-# pip's own settings that name where wheels come from; an image's stack stage sets them.
-INDEX_VARIABLES = ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_FIND_LINKS")
-
-
 def check_wheel_indexes(name: str, timeout: float = 20.0) -> None:
     """Each http(s) wheel index given to pip in the environment answers, or StackError names the ones
     that do not (pip only warns, then fails later, or quietly installs another build from PyPI)."""
-    unreachable = []
-    for variable in INDEX_VARIABLES:
-        for url in os.environ.get(variable, "").split():
-            reason = _head(url, timeout)[1] if url.startswith(("http://", "https://")) else None
-            if reason is not None:  # an index that refuses HEAD still answered
-                unreachable.append(f"{url} ({variable}): {reason}")
+    heads = ((variable, url, _head(url, timeout)[1]) for variable in INDEX_VARIABLES
+             for url in os.environ.get(variable, "").split() if url.startswith(("http://", "https://")))
+    # an index that refuses HEAD still answered (its reason is None)
+    unreachable = [f"{url} ({variable}): {reason}" for variable, url, reason in heads if reason is not None]
     if unreachable:
         raise StackError(f"stack {name}: cannot reach the wheel index(es) this install needs: "
                          + "; ".join(unreachable) + ". Build where they can be reached, or give pip a "
                          "mirror of them (PIP_EXTRA_INDEX_URL / PIP_FIND_LINKS).")
-
-
-# pip lines worth showing while a stack installs: which package, and that a long build is alive
-PIP_PROGRESS = ("Collecting", "Building wheel", "Successfully", "Installing collected")
 
 
 def _run(cmd: list[str], stack: str, env=None, log=print) -> None:

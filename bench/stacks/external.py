@@ -40,6 +40,7 @@ print(json.dumps(out))
 """
 # The keys of a recorded external stack that describe it rather than name a package version
 DESCRIPTION_KEYS = ("external", "interpreter", "added", "freeze_sha256")
+PROBE_TIMEOUT_S = 300.0
 
 
 class ExternalStackError(ValueError):
@@ -67,13 +68,10 @@ class ExternalStack:
     @property
     def frameworks(self) -> tuple[str, ...]:
         """The frameworks whose backends this interpreter can run."""
-        ok = self.versions
-        return tuple(f for f, needs in FRAMEWORK_NEEDS.items()
-                     if all(m in ok and not ok[m].startswith("import failed") for m in needs))
+        return tuple(f for f, needs in FRAMEWORK_NEEDS.items() if not any(self.lacks(m) for m in needs))
 
     def lacks(self, module: str) -> bool:
-        found = self.versions.get(module)
-        return found is None or found.startswith("import failed")
+        return self.versions.get(module, "import failed").startswith("import failed")  # absent: lacking
 
     def record(self) -> dict:
         """How results describe it (beside the pinned stacks' versions)."""
@@ -121,14 +119,10 @@ def probe(python: Path, timeout: float = 300) -> dict:
                                  f"(is it a Python 3 interpreter?): {proc.stdout[-300:]!r}") from None
 
 
-PROBE_TIMEOUT_S = 300.0
-
-
 def add(name: str, python: str | Path, pinned: Iterable[str], log=print,
         timeout: float = PROBE_TIMEOUT_S) -> ExternalStack:
     """Register `python` as stack `name`; `pinned`: the pinned stacks' names (not to be taken)."""
-    problem = plain_name_problem(name)
-    if problem:
+    if problem := plain_name_problem(name):
         raise ExternalStackError(f"stack name {problem}")
     if name in set(pinned) or name == "own":
         raise ExternalStackError(f"stack name {name!r} is taken by a pinned stack (or means each backend's "

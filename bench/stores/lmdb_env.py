@@ -29,13 +29,13 @@ def open_readonly(path: Path, label: str):
     """The environment of the store at `path` for this process; `label` names the store kind in errors."""
     import lmdb
 
-    pid, env = _OPEN.get(os.fspath(path), (None, None))  # the hot path: no filesystem call
+    key = os.fspath(path)
+    pid, env = _OPEN.get(key, (None, None))  # the hot path: no filesystem call
     if env is not None and pid == os.getpid():
         return env
-    key = os.fspath(path)
     if env is not None:
         env.close()  # inherited across a fork
-    _OPEN.pop(key, None)
+        del _OPEN[key]
     if not (Path(path) / "data.mdb").is_file():
         raise StoreError(f"{label} {path} is missing (no data.mdb); it is built by `gnnbench run` before "
                          "a cell with `store: lmdb` starts: run the suite again, or delete the folder if it "
@@ -154,9 +154,6 @@ class LmdbReader:
 
     def close(self) -> None:
         close(self.path)
-
-    def check(self) -> None:
-        raise NotImplementedError
 
     @classmethod
     def _other_format(cls, path: Path) -> bool:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.stores.lmdb_env import LmdbReader, StoreError, close_all, finish, writing
+from bench.stores.lmdb_env import LmdbReader, close_all, finish, writing
 from bench.stores.lmdb_features import fingerprint
 from bench.datasets import molecules
 

@@ -21,12 +21,14 @@ _libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.POINTER(ctype
 
 def resident(path: Path, length: int | None = None) -> tuple[int, int]:
     """(pages of the file in the page cache, pages of the file), of its first `length` bytes if given."""
+    import numpy as np
+
     size = min(os.path.getsize(path), length or os.path.getsize(path))
     pages = -(-size // PAGE)
     if size == 0:
         return 0, 0
     with open(path, "rb") as f, mmap.mmap(f.fileno(), size, prot=mmap.PROT_READ) as mapped:
-        address = _address(mapped)
+        address = np.frombuffer(mapped, dtype=np.uint8).ctypes.data  # ctypes refuses a read-only buffer
         vector = (ctypes.c_ubyte * pages)()
         if _libc.mincore(address, size, vector) != 0:
             err = ctypes.get_errno()
@@ -46,12 +48,9 @@ def evict(paths) -> float:
     paths = [Path(p) for p in paths]
     for path in paths:
         _unmap_pages_of(path)
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fdatasync(fd)  # DONTNEED drops clean pages only: a file just written is flushed first
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        finally:
-            os.close(fd)
+        with open(path, "rb") as f:
+            os.fdatasync(f.fileno())  # DONTNEED drops clean pages only: a file just written is flushed first
+            os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
     return resident_share(paths)
 
 
@@ -71,10 +70,3 @@ def _unmap_pages_of(path: Path) -> None:
         if _libc.madvise(start, end - start, MADV_DONTNEED) != 0:
             err = ctypes.get_errno()
             raise OSError(err, f"madvise on a mapping of {path}: {os.strerror(err)}")
-
-
-def _address(mapped: mmap.mmap) -> int:
-    """The address of a read-only mmap (ctypes cannot take a read-only buffer's address directly)."""
-    import numpy as np
-
-    return np.frombuffer(mapped, dtype=np.uint8).ctypes.data
