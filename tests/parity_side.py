@@ -110,7 +110,7 @@ def sampled_pyg(g, model):
     from torch_geometric.loader import NeighborLoader
 
     layers = len(g["fanout"])
-    data = Data(x=torch.from_numpy(g["x"]), edge_index=torch.from_numpy(g["edge_index"]),
+    data = Data(x=torch.from_numpy(g["x"]), edge_index=torch.from_numpy(g["edge_index"]).contiguous(),  # pyg-lib sorts it
                 y=torch.from_numpy(g["labels"]), num_nodes=len(g["x"]))
     seeds = torch.from_numpy(g["seeds"])
     batch = next(iter(NeighborLoader(data, num_neighbors=g["fanout"].tolist(), input_nodes=seeds,
@@ -132,7 +132,7 @@ def typed_sampled_pyg(g, model):
         data[t].num_nodes = n
     data[meta.target].x, data[meta.target].y = torch.from_numpy(g[f"x/{meta.target}"]), torch.from_numpy(g["labels"])
     for r in meta.relations:
-        data[r].edge_index = torch.from_numpy(g[f"edges/{':'.join(r)}"])
+        data[r].edge_index = torch.from_numpy(g[f"edges/{':'.join(r)}"]).contiguous()
     seeds = torch.from_numpy(g["seeds"])
     batch = next(iter(NeighborLoader(data, num_neighbors=g["fanout"].tolist(), input_nodes=(meta.target, seeds),
                                      batch_size=seeds.numel(), shuffle=False)))

@@ -95,6 +95,9 @@ def host_reads(call) -> int:
 
 # DGL's create_block reads each relation's largest index on the host (its sanity check), for
 # GraphBolt's own minibatch.blocks too: the blocks of PyG's edges, rewritten there, read no more
+# the blocks' index dtype is GraphBolt's own (int32 where it fits: DGL's kernels run slower on int64);
+# minibatch.blocks casts the sampled tensors in place, so ours are made first
+assert [b.idtype for b in layer_edges.blocks(batches[1], True)] == [b.idtype for b in batches[1].blocks] == [torch.int32] * 3
 mb = batches[0]
 assert host_reads(lambda: layer_edges.attach(mb)) == 1  # the starts' one tolist, of host memory
 ours = [host_reads(lambda: layer_edges.blocks(mb, True)) for mb in batches]

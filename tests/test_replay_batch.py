@@ -66,3 +66,36 @@ def test_its_seeds_are_not_the_datasets_so_no_cell_reads_fewer_seeds_against_it(
     cells = [cell("a", 1767, False), cell("a/replay_batch=on", 1792, True), cell("b", 1700, False)]
     notes = fewer_seeds(cells)
     assert set(notes) == {"b"} and "1,767 in a" in notes["b"], notes
+
+
+def test_a_framework_pairs_ratio_splits_into_the_model_alone_and_the_rest():
+    """The committed smoke run (PyG on pyg-lib): its pipeline pair and model-alone pair, side by side, and the
+    seconds add up: the epoch difference is the model alone's plus the rest's."""
+    from pathlib import Path
+
+    from bench.publish import report, results, torch_share
+
+    run = results.read(Path(__file__).parents[1] / "results/smoke-cpu/smoke-20261203T034528Z.json")
+    [row] = torch_share.split_rows(run)
+    assert row["cell"] == "dgl-graphbolt/rmat-s12/mode=cpu-cpu/workers=0/ws=1" and row["against"] == "pyg-neighbor"
+    assert row["epoch"].startswith("1.724 (1.468") and row["epoch"].endswith("paired")
+    assert row["alone"].startswith("0.929 (0.855")
+    seconds = [float(row[k].split(" s")[0]) for k in ("difference", "model_part", "rest")]
+    assert abs(seconds[0] - seconds[1] - seconds[2]) <= 0.0015
+    assert "### The torch builds' share" in report.render_markdown([run])
+    # a run without model-alone cells (the 2 Dec hetero run of IGBH-tiny) has no such section
+    older = results.read(Path(__file__).parents[1] / "results/hetero-cpu/hetero-20261202T072831Z.json")
+    assert torch_share.split_rows(older) == [] and "torch builds' share" not in report.render_markdown([older])
+
+
+def test_every_suite_that_pairs_two_frameworks_has_their_model_alone():
+    """Each suite whose cells hold PyG against GraphBolt declares a model-alone cell for both on one of them,
+    so each framework pair's page can show the torch builds' share (issue 61)."""
+    from bench.run import suite
+
+    for name in ("smoke", "scaling", "hetero", "link", "memory"):
+        cells = suite.expand(suite.load(name)[0])
+        alone = [c for c in cells if c.settings.replay_batch]
+        assert len({c.backend for c in alone}) == 2, name
+        whole = {c.id for c in cells}
+        assert all(c.id.removesuffix("/replay_batch=on") in whole for c in alone), name

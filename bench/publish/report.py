@@ -12,7 +12,7 @@ import jinja2
 from markupsafe import Markup, escape
 
 from bench import paired_ratio
-from bench.publish import columns, diagnosis, fmt, stages
+from bench.publish import columns, diagnosis, fmt, stages, torch_share
 from bench.publish.results import CellResult, DatasetCard, RunResult, scaling_series
 from bench.stacks.external import DESCRIPTION_KEYS
 
@@ -146,7 +146,7 @@ def run_view(run: RunResult, chosen: list[str] | None = None) -> dict:
             "features_only": any(c.features_only_acc is not None for c in cards),
             "columns": columns.markdown_columns(run.cells, chosen),
             "scaling": scaling_rows(run), "partitions": partitions(run),
-            "stage_tables": stage_tables(run), "pairs": pair_rows(run),
+            "stage_tables": stage_tables(run), "pairs": pair_rows(run), "torch_share": torch_share.split_rows(run),
             "pairs_one_launch": any(p.get("paired") and not p.get("launches") for p in run.pairs), "diagnoses": diagnosis.diagnose(run.cells),
             "to_target": diagnosis.target_lines(run.cells)}
 

@@ -10,7 +10,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench.publish import advisor, charts, diagnosis, history, lifecycle, report, stages, steps
+from bench.publish import advisor, charts, diagnosis, history, lifecycle, report, stages, steps, torch_share
 from bench.publish.fmt import first_line, group_by, when
 from bench.publish.results import RunResult
 from bench.inputs import InputError
@@ -104,7 +104,7 @@ def suite_sections(suite: SuiteRuns, data_links: dict[Path, str]) -> dict:
             # each configuration the newest run measured on several releases, with its release chart
             "releases": [(group, charts.release_chart(f"r{i}", group))
                          for i, group in enumerate(history.release_groups(newest, suite.runs[:-1]), 1)],
-            "pairs": report.pair_rows(newest),
+            "pairs": report.pair_rows(newest), "torch_share": torch_share.split_rows(newest),
             "pairs_one_launch": any(p.get("paired") and not p.get("launches") for p in newest.pairs),
             "result": newest, "by_host": report.pairs_by_host(suite.runs),
             # what the maintainers of each pipeline compared here say (bench/publish/lifecycle.py)
