@@ -93,7 +93,7 @@ def test_every_suite_that_pairs_two_frameworks_has_their_model_alone():
     so each framework pair's page can show the torch builds' share (issue 61)."""
     from bench.run import suite
 
-    for name in ("smoke", "scaling", "hetero", "link", "memory"):
+    for name in ("smoke", "scaling", "hetero", "link", "memory", "equal-work"):
         cells = suite.expand(suite.load(name)[0])
         alone = [c for c in cells if c.settings.replay_batch]
         assert len({c.backend for c in alone}) == 2, name
