@@ -248,11 +248,22 @@ def overtaken(cells: Iterable[CellResult]) -> list[Overtaken]:
     """Each cell that a cell with a slower epoch (same dataset and target) beats to the target, paired
     with the soonest; the epoch and the arrival must both differ by CLEAR_MARGIN (never reached: any)."""
     trained = [c for c in cells if c.measured and c.median and c.to_target]
-    return [Overtaken(cell, min(rivals, key=target_rank)) for cell in trained if (rivals := [
-        o for o in trained if (o.dataset, o.settings.target_acc) == (cell.dataset, cell.settings.target_acc)
-        and o.median >= cell.median * (1 + CLEAR_MARGIN) and o.target_seconds is not None
-        and target_rank(o) < target_rank(cell)
-        and (cell.target_seconds is None or o.target_seconds * (1 + CLEAR_MARGIN) <= cell.target_seconds)])]
+    found = []
+    for cell in trained:
+        rivals = [o for o in trained if beats_to_target(o, cell)]
+        if rivals:
+            found.append(Overtaken(cell, min(rivals, key=target_rank)))
+    return found
+
+
+def beats_to_target(rival: CellResult, cell: CellResult) -> bool:
+    """The rival's epoch is clearly slower, yet it reached the same dataset's same target clearly sooner."""
+    if (rival.dataset, rival.settings.target_acc) != (cell.dataset, cell.settings.target_acc):
+        return False
+    slower = rival.median >= cell.median * (1 + CLEAR_MARGIN)
+    sooner = rival.target_seconds is not None and target_rank(rival) < target_rank(cell) and (
+        cell.target_seconds is None or rival.target_seconds * (1 + CLEAR_MARGIN) <= cell.target_seconds)
+    return slower and sooner
 
 
 def target_lines(cells: Iterable[CellResult]) -> list[str]:
