@@ -168,8 +168,8 @@ class EdgeSorter:
                 del pair, starts, given_first, block
                 dst, src = np.divmod(keys, n)
                 del keys
-                src.tofile(out)
-                dst.tofile(dst_file)
+                write_bytes(out, src)
+                write_bytes(dst_file, dst)
                 first, last = int(dst[0]), int(dst[-1])
                 indptr_counts[first:last + 1] += np.bincount(dst - first, minlength=last - first + 1)
                 del src, dst
@@ -233,6 +233,12 @@ class _RunReader:
             self._read()  # nothing left: an empty read, which closes the file
 
 
+def write_bytes(file, array: np.ndarray) -> None:
+    """The array's bytes (C order) written to an open file. Not ndarray.tofile(file): interrupted by Ctrl-C at
+    the wrong moment, its path-or-file check raised a TypeError instead of KeyboardInterrupt."""
+    file.write(np.ascontiguousarray(array).reshape(-1).view(np.uint8))
+
+
 def _npy_header(dtype, shape: tuple) -> bytes:
     import io
 
@@ -265,7 +271,7 @@ class ArrayFile(AbstractContextManager):
 
     def _write_at(self, row: int, block: np.ndarray) -> None:
         self.file.seek(self.offset + int(row) * self.row_bytes)
-        np.ascontiguousarray(block, dtype=self.dtype).tofile(self.file)
+        write_bytes(self.file, np.asarray(block, dtype=self.dtype))
 
     def put(self, rows: np.ndarray, block: np.ndarray) -> None:
         """Rows of `block` at the row numbers `rows` (each row put once)."""
@@ -285,8 +291,8 @@ class ArrayFile(AbstractContextManager):
             if files is None:
                 stem = self.path.parent / f".{self.path.stem}.bucket{int(bucket[lo])}"
                 files = self._buckets[int(bucket[lo])] = (open(f"{stem}.rows", "w+b"), open(f"{stem}.data", "w+b"))
-            rows[lo:hi].tofile(files[0])
-            block[lo:hi].tofile(files[1])
+            write_bytes(files[0], rows[lo:hi])
+            write_bytes(files[1], block[lo:hi])
 
     def _place_buckets(self) -> None:
         for b in sorted(self._buckets):
