@@ -203,6 +203,7 @@ def test_run_seed_option_reaches_the_session_and_a_bad_seed_exits_2(tmp_path, ca
                      "--no-install"])
     assert code == cli.EXIT_BAD_INPUT
     err = capsys.readouterr().err
-    assert "selects none of the suite's 32 cells" in err and "/seed=1/" in err and "/seed=2/" in err
+    per_seed = len(suite.expand(suite.load("link")[0]))
+    assert f"selects none of the suite's {2 * per_seed} cells" in err and "/seed=1/" in err and "/seed=2/" in err
     assert cli.main(["run", "link", "--seed", "-1", "--results", str(tmp_path / "r"), "--no-install"]) == cli.EXIT_BAD_INPUT
     assert "--seed -1: seed" in capsys.readouterr().err
