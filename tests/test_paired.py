@@ -44,7 +44,8 @@ def test_backends_pair_across_a_setting_only_one_of_them_has():
     # workers 0 and 2 and the model alone, each against both GraphBolt cells; the loader alone once
     assert len(by_backend) == 7
     by_edges = paired.pairs_of(cells, ["same_layer_edges"])
-    assert len(by_edges) == 3 and all("/same_layer_edges=false" in p.second for p in by_edges)
+    assert len(by_edges) == 3 and all(p.second == p.first.replace("/ws=1", "/ws=1/same_layer_edges=false")
+                                      for p in by_edges)
     assert [len(g) for g in paired.groups_of(cells, by_backend + by_edges)] == [3, 3, 2, 3]
 
 
