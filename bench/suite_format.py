@@ -119,9 +119,10 @@ class Paired(Strict):
     """Axes (`backend`, `dataset` or a setting): every two cells that differ in one of them alone take turns."""
     within: Annotated[float, Field(gt=0, lt=1)] = 0.03
     """The band (±within, symmetric in log space): "same" where a pair's 95 % interval lies inside it."""
-    launches: Annotated[int, Field(ge=3, le=100)] = 6
+    launches: Annotated[int, Field(ge=3, le=1000)] = 6
     """Launches (fresh processes) each pair is measured in, its first turn's side alternating; the interval
-    is taken over launches, so what differs from one launch to the next is in it (at least 3)."""
+    is taken over launches, so what differs from one launch to the next is in it (at least 3; a difference
+    near the band's edge needs hundreds to settle: the interval narrows as one over the root of launches)."""
     rounds: Annotated[int, Field(ge=2, le=1000)] | None = None
     """Rounds (one measured epoch of each cell) per launch; default: the cells' `epochs`, so each launch
     trains as the suite says and the accuracy stays a same-epoch figure."""

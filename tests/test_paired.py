@@ -100,6 +100,10 @@ def test_paired_options_need_an_axis_and_a_band():
     assert given.by == ["stack", "num_workers"] and given.launches == 4 and given.rounds is None and given.within == 0.03
     with pytest.raises(SessionError, match="launches"):
         paired_settings(None, RunOptions(paired=["backend"], paired_launches=2))
+    # a difference near the band's edge takes hundreds of launches to settle (issue 61's 256)
+    assert paired_settings(None, RunOptions(paired=["backend"], paired_launches=256)).launches == 256
+    with pytest.raises(SessionError, match="launches"):
+        paired_settings(None, RunOptions(paired=["backend"], paired_launches=1001))
 
 
 # --- the statistics and the wording -------------------------------------------------------------
