@@ -54,6 +54,26 @@ include:
     assert all("batch=" in c.id and "model=none" in c.id for c in extra)
 
 
+def test_an_include_changing_a_setting_only_sweeps_show_gets_cells_of_its_own(write_suite):
+    """The smoke suite's equal-fanout pair: an include that sets fanout (in ids only where swept) to another
+    value than the suite's made the suite's own ids, and its cells were dropped as duplicates, unseen."""
+    plain = cells_of(write_suite, BASE + "settings: {num_workers: 0, fanout: [10, 5]}\n")
+    cells = cells_of(write_suite, BASE + """settings: {num_workers: 0, fanout: [10, 5]}
+include:
+  - {backend: dgl-graphbolt, dataset: a, fanout: [10, 10]}
+""")
+    assert [c.id for c in cells[:len(plain)]] == [c.id for c in plain]  # the suite's own ids as they were
+    extra = cells[len(plain):]
+    assert [c.id for c in extra] == ["dgl-graphbolt/a/mode=cpu-cpu/workers=0/ws=1/fanout=10-10"]
+    assert extra[0].settings.fanout == [10, 10]
+    # a rule that makes no cell of another configuration keeps its plain ids (other datasets, other values)
+    apart = cells_of(write_suite, BASE + """settings: {num_workers: 0, fanout: [10, 5]}
+include:
+  - {backend: dgl-graphbolt, dataset: a, fanout: [10, 10], model: none}
+""")
+    assert apart[-1].id == "dgl-graphbolt/a/mode=cpu-cpu/workers=0/ws=1/model=none"
+
+
 def test_fanout_list_is_one_value_and_list_of_lists_a_sweep(write_suite):
     one = cells_of(write_suite, BASE + "settings: {fanout: [15, 10, 5]}\n")
     assert len(one) == 4 and one[0].settings.fanout == [15, 10, 5]

@@ -360,18 +360,22 @@ def _as_list(value) -> list:
 def expand(suite: Suite) -> list[Cell]:
     base_axes = axes_of(suite.settings)
     swept = {k for k, v in base_axes.items() if len(v) > 1}
-    matrices = [(suite.backends, list(suite.datasets), base_axes)]
-    for rule in suite.include:
+    matrices = [(suite.backends, list(suite.datasets), base_axes, set(), "settings")]
+    for i, rule in enumerate(suite.include):
         overrides = axes_of(Settings.model_validate(rule.model_extra or {}))
         given = set(rule.model_extra or {})
         axes = {k: (overrides[k] if k in given else v) for k, v in base_axes.items()}
         swept |= {k for k in given if len(axes[k]) > 1}
+        # a setting shown in ids only where swept (fanout, batch_size...) that this rule sets to another value
+        # than the suite's: shown in this rule's cells, else they would take the suite's cells' ids
+        shown = {k for k in given if axes[k] != base_axes[k] and _IN_ID[k].when == "swept"}
         matrices.append((_as_list(rule.backend) or suite.backends,
-                         _as_list(rule.dataset) or list(suite.datasets), axes))
+                         _as_list(rule.dataset) or list(suite.datasets), axes, shown, f"include.{i}"))
 
     cells: dict[str, Cell] = {}
-    for backends, datasets, axes in matrices:
-        names = list(axes)
+    made_by: dict[str, str] = {}
+    for backends, datasets, axes, shown, where in matrices:
+        names, made = list(axes), []
         for backend, dataset, values in itertools.product(backends, datasets, itertools.product(*axes.values())):
             info = BACKENDS[backend]
             settings = CellSettings(**dict(zip(names, values))).for_cell(info.task, info.options)
@@ -379,13 +383,30 @@ def expand(suite: Suite) -> list[Cell]:
                     or info.task not in tasks_of(suite.datasets[dataset])  # the dataset serves the backend's task
                     or any(_matches(rule, backend, dataset, settings) for rule in suite.exclude)):
                 continue
-            stack = settings.stack or info.stack
-            cell_id = _cell_id(backend, dataset, settings, swept) + (f"/stack={stack}" if stack != info.stack else "")
+            made.append((backend, dataset, settings))
+
+        def ids(show: set[str]) -> list[str]:
+            return [_cell_id(b, d, s, show) + (f"/stack={s.stack}" if s.stack and s.stack != BACKENDS[b].stack else "")
+                    for b, d, s in made]
+        named = ids(swept)
+        if any(n in cells and cells[n].settings != s for n, (_, _, s) in zip(named, made)):
+            named = ids(swept | shown)  # this rule's cells would take others' ids: its changed settings shown too
+        for cell_id, (backend, dataset, settings) in zip(named, made):
             source_spec = suite.datasets[dataset].model_dump()
             spec = {"name": dataset, "source": source_spec["source"],
                     "params": canonical_params(source_spec["source"], source_spec["params"])}
-            cells.setdefault(cell_id, Cell(cell_id, backend, stack, dataset, spec, settings))
+            cell = cells.setdefault(cell_id, Cell(cell_id, backend, settings.stack or BACKENDS[backend].stack,
+                                                  dataset, spec, settings))
+            made_by.setdefault(cell_id, where)
+            if cell.settings != settings:  # one id, two configurations: one of them would be lost unseen
+                differ = [k for k, v in settings.as_dict().items() if cell.settings.as_dict().get(k) != v]
+                raise SuiteError(f"{where}: makes cell {cell_id} with {', '.join(f'{k}: {getattr(settings, k)}' for k in differ)}, "
+                                 f"and {made_by[cell_id]} makes it with {', '.join(f'{k}: {getattr(cell.settings, k)}' for k in differ)}; "
+                                 "allowed: cells that differ in a setting their ids show (sweep it in both, or drop one)")
     return list(cells.values())
+
+
+_IN_ID = {s.name: s.in_id for s in SETTINGS}
 
 
 def _meaningful(backend: str, settings: CellSettings) -> bool:
