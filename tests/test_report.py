@@ -283,3 +283,22 @@ def test_each_host_shows_its_newest_reading_of_each_pair(tmp_path):
     assert by_axis["backend"]["ratios"][1].startswith("1.340") and "disagree" in by_axis["backend"]["agree"]
     assert by_axis["num_workers"]["ratios"][1].startswith("1.480") and "agree: " in by_axis["num_workers"]["agree"]
     assert report.pairs_by_host(runs[1:]) is None  # one host: nothing to set side by side
+
+
+def test_a_run_records_the_commit_it_began_at_and_says_when_the_checkout_changed_while_it_ran(tmp_path):
+    """A run's record named the commit made while it ran (the description was taken at its end, and each
+    launch's processes import the code there as they start): now the start's, marked where it changed."""
+    from bench.run import record
+
+    now = record.commit_info()  # this checkout, by real git
+    assert now.get("id") and record.commit_info(at_start=now) == now
+    began = {**now, "id": "0" * 40, "dirty": False}
+    moved = record.commit_info(at_start=began)
+    assert moved["id"] == "0" * 40 and moved["dirty"] is True and now["id"] in moved["changed_during_run"]
+    path = result_file(tmp_path)
+    data = json.loads(path.read_text())
+    data["commit_info"] = moved
+    path.write_text(json.dumps(data))
+    md = report.render_markdown([results.read(path)])
+    assert "Commit: `000000000000` as the run began; the checkout changed while it ran (at the end" in md
+    assert "(uncommitted changes)" not in md

@@ -179,28 +179,36 @@ def run_pairs(done: list) -> list[dict]:
     return list(found.values())
 
 
-def document(done: list, meta: dict, ceilings: dict | None = None) -> dict:
-    """The whole result file over finished cells, keys in pytest-benchmark's order, ours after them."""
+def document(done: list, meta: dict, ceilings: dict | None = None, commit_at_start: dict | None = None) -> dict:
+    """The whole result file over finished cells, keys in pytest-benchmark's order, ours after them
+    (`commit_at_start`: the checkout as the run began; see commit_info)."""
     import pytest_benchmark
     from pytest_benchmark.plugin import pytest_benchmark_generate_machine_info
 
     return {"machine_info": {**pytest_benchmark_generate_machine_info(), "gnnbench": machine_info(ceilings)},
-            "commit_info": commit_info(), "benchmarks": [d.entry for d in done if d.measured],
+            "commit_info": commit_info(commit_at_start), "benchmarks": [d.entry for d in done if d.measured],
             "datetime": dt.datetime.now(dt.timezone.utc).isoformat(), "version": pytest_benchmark.__version__,
             "gnnbench": {"schema_version": SCHEMA_VERSION, **meta},
             "unmeasured": [d.entry for d in done if not d.measured]}
 
 
-def commit_info() -> dict:
-    """pytest-benchmark's commit description of the gnnbench checkout that ran."""
+def commit_info(at_start: dict | None = None) -> dict:
+    """pytest-benchmark's commit description of the gnnbench checkout that ran. Given the one taken as the
+    run began, that one, marked dirty where the checkout moved or was edited since: every launch's cell
+    processes import the code there as they start, so a commit made during a run is not the code of all
+    its cells (the end's description said so: a run's record named the commit made while it ran)."""
     from pytest_benchmark.utils import get_commit_info
 
     started_in = os.getcwd()
     os.chdir(repo_root())  # get_commit_info asks git about the current folder
     try:
-        return get_commit_info()
+        now = get_commit_info()
     finally:
         os.chdir(started_in)
+    if at_start is None or (now.get("id"), now.get("dirty")) == (at_start.get("id"), at_start.get("dirty")):
+        return now if at_start is None else at_start
+    return {**at_start, "dirty": True,
+            "changed_during_run": f"at the end {now.get('id')}" + (" with uncommitted changes" if now.get("dirty") else "")}
 
 
 def machine_info(ceilings: dict | None = None) -> dict:

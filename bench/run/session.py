@@ -264,6 +264,7 @@ class Session:
                                        run_stacks=options.stack)
         self.check_user_graphs()
         self.started_at = dt.datetime.now(dt.timezone.utc)
+        self.commit_at_start = record.commit_info()  # the code the cells run with (record.commit_info)
         self.finished: dict[str, Finished] = {}
         self.resumed_from: list[str] = []
         if options.resume:
@@ -386,7 +387,8 @@ class Session:
         if self.pairing is not None:
             meta["paired"] = {**self.pairing.model_dump(), "method": "launches"}
             meta["pairs"] = record.run_pairs(done)
-        return record.document(done, meta, ceilings=self.ceilings() if done else None)
+        return record.document(done, meta, ceilings=self.ceilings() if done else None,
+                               commit_at_start=self.commit_at_start)
 
     def ceilings(self) -> dict:
         """The machine's ceilings for this run's datasets, probed once after its cells (the probe evicts
