@@ -22,9 +22,23 @@ def first_hop(layers: list[tuple], starts: list[int]) -> list[tuple]:
     layers = list(layers)
     for i in range(len(layers) - 2, -1, -1):  # from the seeds' layer inwards, each on its rewritten successor
         (indptr, indices), (inner_indptr, inner_indices) = layers[i], layers[i + 1]
-        layers[i] = (torch.cat([inner_indptr, indptr[inner_indptr.numel():] - starts[i] + inner_indptr[-1]]),
-                     torch.cat([inner_indices, indices[starts[i]:]]))
+        reached, edges = inner_indptr.numel(), inner_indices.numel() + indices.numel() - starts[i]
+        # written once, straight into the index dtype the block takes (no int64 copy converted after: at
+        # 0 workers the rewrite runs in the training step, and each pass over the indices showed there)
+        dtype = index_dtype(indptr.numel(), edges)
+        new_indptr = torch.empty(indptr.numel(), dtype=dtype, device=indptr.device)
+        new_indptr[:reached].copy_(inner_indptr)
+        new_indptr[reached:].copy_(indptr[reached:]).add_(inner_indptr[-1] - starts[i])
+        new_indices = torch.empty(edges, dtype=dtype, device=indices.device)
+        new_indices[:inner_indices.numel()].copy_(inner_indices)
+        new_indices[inner_indices.numel():].copy_(indices[starts[i]:])
+        layers[i] = (new_indptr, new_indices)
     return layers
+
+
+def index_dtype(indptr_size: int, edges: int) -> torch.dtype:
+    """The smallest index dtype that holds a layer, as GraphBolt's minibatch.blocks picks it."""
+    return torch.int32 if max(indptr_size - 2, edges) <= torch.iinfo(torch.int32).max else torch.int64
 
 
 def _layers(subgraphs) -> list[dict]:
@@ -88,7 +102,7 @@ def blocks(minibatch, same: bool) -> list:
 def _csc(indptr, indices) -> tuple:
     """A DGL "csc" graph-data entry in the smallest index dtype that holds it, as minibatch.blocks makes its
     own: DGL's kernels on int64 indices cost GraphBolt about 1 % of its epoch (smoke graph, 0 workers)."""
-    dtype = torch.int32 if max(indptr.numel() - 2, indices.numel()) <= torch.iinfo(torch.int32).max else torch.int64
+    dtype = index_dtype(indptr.numel(), indices.numel())
     edge_ids = torch.arange(indices.size(0), dtype=dtype, device=indptr.device)
     return "csc", (indptr.to(dtype), indices.to(dtype), edge_ids)
 
