@@ -118,6 +118,23 @@ setattr(meta, layer_edges.STARTS, getattr(batches[-1], layer_edges.STARTS))
 on_meta = layer_edges.first_hop_csc(meta)
 assert [c[None][1].numel() for c in on_meta] == layer_edges.layer_edge_counts(batches[-1], True)
 assert all(t.is_meta for c in on_meta for t in c[None])
+
+# a batch trained on the CPU has no attach step: blocks reads its starts from the host tensors, the same
+mb = batches[2]
+noted = dict(getattr(mb, layer_edges.STARTS))
+before = [(b.num_edges(), b.edges()) for b in layer_edges.blocks(mb, True)]
+delattr(mb, layer_edges.STARTS)
+after = [(b.num_edges(), b.edges()) for b in layer_edges.blocks(mb, True)]
+assert getattr(mb, layer_edges.STARTS) == noted
+assert all(n == m and all(torch.equal(x, y) for x, y in zip(e, f)) for (n, e), (m, f) in zip(before, after))
+# and a batch elsewhere without it is refused, not read from its device
+delattr(meta, layer_edges.STARTS)
+try:
+    layer_edges.first_hop_csc(meta)
+except RuntimeError as error:
+    assert "without `layer_edges.attach`" in str(error)
+else:
+    raise AssertionError("a meta (device) batch without attach was rewritten")
 print("checked", checked)
 """
 

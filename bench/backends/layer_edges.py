@@ -3,7 +3,8 @@ plain loops). PyG's layers see a node's in-edges from the hop that first reached
 samples every layer again, so in `minibatch.blocks` a seed's input layer averages fanout[-1] fresh
 neighbours: with unequal fanouts, two different GNNs. `true`: every layer over the edges PyG's would
 (`blocks`, in the training process where the model's blocks are made: the `forward_backward` stage;
-the datapipe's `attach` only notes where each layer's newly reached nodes begin); `false`:
+where the batch goes to a GPU, the datapipe's `attach` first notes where each layer's newly reached nodes
+begin, on the CPU `blocks` reads that itself); `false`:
 `minibatch.blocks`.
 """
 
@@ -65,8 +66,15 @@ def attach(minibatch):
 
 
 def starts(minibatch) -> dict:
-    """The minibatch's STARTS as host ints (a GPU's copy waited for: by now long done)."""
-    found = getattr(minibatch, STARTS)
+    """The minibatch's STARTS as host ints (a GPU's copy waited for: by now long done). A batch trained on
+    the CPU has no `attach` step (a datapipe step costs more than reading a few ints of host memory here):
+    read now."""
+    found = getattr(minibatch, STARTS, None)
+    if found is None:
+        if any(t.device.type != "cpu" for layer in _layers(minibatch.sampled_subgraphs) for c in layer.values() for t in c):
+            raise RuntimeError("same_layer_edges: a batch on a GPU without `layer_edges.attach` in its datapipe "
+                               "(its starts would be read from the device in the training step)")
+        found = getattr(attach(minibatch), STARTS)
     if isinstance(found, tuple):
         keys, host, done = found
         done.synchronize()  # the copy's own event: not a wait for the device's later work

@@ -67,7 +67,7 @@ def graphbolt_loader(pipe, s, featured: dict):
     from bench.backends.dgl_graphbolt import same_layer_edges
 
     same = same_layer_edges(s)
-    pipe = pipe.transform(layer_edges.attach) if same else pipe
+    pipe = pipe.transform(layer_edges.attach) if same and device_of(s.mode).type == "cuda" else pipe
     features = gb.BasicFeatureStore({("node", t, "feat"): gb.TorchBasedFeature(torch.from_numpy(x))
                                      for t, x in featured.items()})
     keys = ["feat"] if None in featured else {t: ["feat"] for t in featured}
