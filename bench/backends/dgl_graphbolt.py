@@ -200,8 +200,8 @@ class Pipeline(base.TrainingPipeline):
         if timing:
             pipe = pipe.transform(stages.start)
         pipe = self._sample(pipe)
-        if self.same_layer_edges and mode.trains_on_gpu:  # a few ints noted on the host before the batch
-            pipe = pipe.transform(layer_edges.attach)  # moves; on the CPU `blocks` reads them (no extra step)
+        if self.same_layer_edges:  # a few ints noted; the layers' edges as PyG's made in forward's blocks
+            pipe = layer_edges.noting(pipe, mode.trains_on_gpu)
         if timing:
             pipe = pipe.transform(stages.finish("sample", sync))
         pipe = fetcher = pipe.fetch_feature(self.features, node_feature_keys=self.feature_keys)

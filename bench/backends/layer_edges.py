@@ -65,13 +65,20 @@ def attach(minibatch):
     return minibatch
 
 
+def noting(pipe, trains_on_gpu: bool):
+    """The datapipe with `attach` where `same_layer_edges` needs it: a batch that goes to a GPU (its starts
+    noted on the host before it moves); a batch trained on the CPU has no such step (`starts` reads them)."""
+    return pipe.transform(attach) if trains_on_gpu else pipe
+
+
 def starts(minibatch) -> dict:
     """The minibatch's STARTS as host ints (a GPU's copy waited for: by now long done). A batch trained on
     the CPU has no `attach` step (a datapipe step costs more than reading a few ints of host memory here):
     read now."""
     found = getattr(minibatch, STARTS, None)
     if found is None:
-        if any(t.device.type != "cpu" for layer in _layers(minibatch.sampled_subgraphs) for c in layer.values() for t in c):
+        indptr = next(iter(_layers(minibatch.sampled_subgraphs)[0].values()))[0]  # a batch's tensors share a device
+        if indptr.device.type != "cpu":
             raise RuntimeError("same_layer_edges: a batch on a GPU without `layer_edges.attach` in its datapipe "
                                "(its starts would be read from the device in the training step)")
         found = getattr(attach(minibatch), STARTS)

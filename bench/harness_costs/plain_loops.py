@@ -24,6 +24,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from bench import modes
 from bench.backends import BACKENDS, load_pipeline_class
 from bench.backends.base import device_of, graphsage, seed_everything
 from bench.backends.link import link_model
@@ -67,7 +68,7 @@ def graphbolt_loader(pipe, s, featured: dict):
     from bench.backends.dgl_graphbolt import same_layer_edges
 
     same = same_layer_edges(s)
-    pipe = pipe.transform(layer_edges.attach) if same and device_of(s.mode).type == "cuda" else pipe
+    pipe = layer_edges.noting(pipe, modes.mode(s.mode).trains_on_gpu) if same else pipe
     features = gb.BasicFeatureStore({("node", t, "feat"): gb.TorchBasedFeature(torch.from_numpy(x))
                                      for t, x in featured.items()})
     keys = ["feat"] if None in featured else {t: ["feat"] for t in featured}

@@ -205,8 +205,10 @@ def commit_info(at_start: dict | None = None) -> dict:
         now = get_commit_info()
     finally:
         os.chdir(started_in)
-    if at_start is None or (now.get("id"), now.get("dirty")) == (at_start.get("id"), at_start.get("dirty")):
-        return now if at_start is None else at_start
+    if at_start is None:
+        return now
+    if (now.get("id"), now.get("dirty")) == (at_start.get("id"), at_start.get("dirty")):
+        return at_start
     return {**at_start, "dirty": True,
             "changed_during_run": f"at the end {now.get('id')}" + (" with uncommitted changes" if now.get("dirty") else "")}
 
